@@ -1,0 +1,189 @@
+"""A pool of OpenAI-compatible endpoints: least outstanding requests, health check, eject, probe back.
+
+Each endpoint holds at most ``concurrency_per_endpoint`` requests; :meth:`EndpointPool.lease`
+waits for the healthy endpoint with the fewest outstanding requests. An endpoint whose requests
+fail ``eject_after_failures`` times in a row (transport errors, deadlines, 5xx — not 429, which
+is back-pressure) is taken out and probed with ``GET /models`` every ``probe_interval_s`` until
+it answers, then put back. When every endpoint has been out for ``max_all_down_s`` the pool gives
+up with :class:`~tokenplan.errors.ServerError`, so a dead fleet ends the run (resumably) instead of
+hanging it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from tokenplan.client.openai import OpenAIClient, RequestFailed
+from tokenplan.errors import ServerError
+
+
+@dataclass(slots=True, eq=False)
+class Endpoint:
+    """One server and its live counters."""
+
+    base_url: str
+    client: OpenAIClient
+    outstanding: int = 0
+    consecutive_failures: int = 0
+    ejected: bool = False
+    last_failure: str | None = None
+    completed: int = 0
+    failures: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """Pool behaviour.
+
+    Attributes:
+        concurrency_per_endpoint: requests in flight per endpoint (also its connection pool size).
+        eject_after_failures: consecutive failures that take an endpoint out.
+        probe_interval_s: wait between health probes of an ejected endpoint (seconds).
+        max_all_down_s: how long every endpoint may be out before the pool gives up (seconds).
+        health_deadline_s: limit on one health check (seconds).
+    """
+
+    concurrency_per_endpoint: int
+    eject_after_failures: int = 5
+    probe_interval_s: float = 5.0
+    max_all_down_s: float = 600.0
+    health_deadline_s: float = 10.0
+
+
+@dataclass(slots=True)
+class _State:
+    all_down_since_s: float | None = None
+    model: str | None = None
+    probe_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+
+class EndpointPool:
+    """Least-outstanding-requests balancing over ``base_urls``.
+
+    Args:
+        base_urls: API roots, e.g. ``["http://a:8000/v1", "http://b:8000/v1"]``.
+        settings: concurrency, eject and probe behaviour.
+        api_key: sent to every endpoint; never logged.
+    """
+
+    def __init__(self, base_urls: Sequence[str], settings: PoolSettings, *, api_key: str | None = None):
+        self.settings = settings
+        self.endpoints = [Endpoint(url.rstrip("/"), OpenAIClient(
+            url, max_connections=settings.concurrency_per_endpoint, api_key=api_key)) for url in base_urls]
+        self._changed = asyncio.Condition()
+        self._state = _State()
+
+    async def aclose(self) -> None:
+        """Stop the probes and close every connection."""
+        for task in self._state.probe_tasks.values():
+            task.cancel()
+        for endpoint in self.endpoints:
+            await endpoint.client.aclose()
+
+    async def check_health(self, model: str) -> None:
+        """Ask every endpoint for its models; eject those that fail, keep the rest.
+
+        Raises:
+            ServerError: no endpoint answers, or none serves ``model``.
+        """
+        self._state.model = model
+        answers = await asyncio.gather(*(e.client.models(deadline_s=self.settings.health_deadline_s)
+                                         for e in self.endpoints), return_exceptions=True)
+        problems = []
+        for endpoint, answer in zip(self.endpoints, answers):
+            if isinstance(answer, RequestFailed):
+                problems.append(f"{endpoint.base_url} ({answer})")
+                self._eject(endpoint, str(answer))
+            elif isinstance(answer, BaseException):
+                raise answer
+            elif model not in answer:
+                problems.append(f"{endpoint.base_url} (serves {', '.join(answer) or 'no model'})")
+                self._eject(endpoint, f"does not serve {model!r}")
+        if all(e.ejected for e in self.endpoints):
+            raise ServerError(f"no endpoint is ready for model {model!r}: {'; '.join(problems)}")
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[Endpoint]:
+        """Hold a slot on the healthy endpoint with the fewest outstanding requests.
+
+        Raises:
+            ServerError: every endpoint has been ejected for ``max_all_down_s``.
+        """
+        endpoint = await self._acquire()
+        try:
+            yield endpoint
+        finally:
+            endpoint.outstanding -= 1
+            async with self._changed:
+                self._changed.notify(1)
+
+    def record(self, endpoint: Endpoint, failure: RequestFailed | None) -> None:
+        """Count one request's outcome; eject ``endpoint`` after too many failures in a row."""
+        if failure is None:
+            endpoint.completed += 1
+            endpoint.consecutive_failures = 0
+            return
+        endpoint.failures += 1
+        if failure.kind == "status" and failure.status is not None and failure.status < 500:
+            return  # 429 is back-pressure and other 4xx concern the request, not the server
+        endpoint.consecutive_failures += 1
+        endpoint.last_failure = str(failure)
+        if endpoint.consecutive_failures >= self.settings.eject_after_failures and not endpoint.ejected:
+            self._eject(endpoint, str(failure))
+
+    def in_flight(self) -> dict[str, int]:
+        """Outstanding requests per endpoint URL."""
+        return {e.base_url: e.outstanding for e in self.endpoints}
+
+    def healthy_count(self) -> int:
+        """Endpoints currently taking requests."""
+        return sum(not e.ejected for e in self.endpoints)
+
+    async def _acquire(self) -> Endpoint:
+        cap = self.settings.concurrency_per_endpoint
+        async with self._changed:
+            while True:
+                ready = [e for e in self.endpoints if not e.ejected and e.outstanding < cap]
+                if ready:
+                    endpoint = min(ready, key=lambda e: e.outstanding)
+                    endpoint.outstanding += 1
+                    return endpoint
+                self._check_all_down()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), self.settings.probe_interval_s)
+
+    def _check_all_down(self) -> None:
+        if not all(e.ejected for e in self.endpoints):
+            self._state.all_down_since_s = None
+            return
+        now_s = time.monotonic()
+        since_s = self._state.all_down_since_s = self._state.all_down_since_s or now_s
+        if now_s - since_s >= self.settings.max_all_down_s:
+            reasons = "; ".join(f"{e.base_url} ({e.last_failure})" for e in self.endpoints)
+            raise ServerError(f"every endpoint has failed for {now_s - since_s:.0f} s: {reasons}")
+
+    def _eject(self, endpoint: Endpoint, reason: str) -> None:
+        endpoint.ejected, endpoint.last_failure = True, reason
+        if endpoint.base_url not in self._state.probe_tasks:
+            self._state.probe_tasks[endpoint.base_url] = asyncio.create_task(self._probe(endpoint))
+
+    async def _probe(self, endpoint: Endpoint) -> None:
+        try:
+            while endpoint.ejected:
+                await asyncio.sleep(self.settings.probe_interval_s)
+                try:
+                    served = await endpoint.client.models(deadline_s=self.settings.health_deadline_s)
+                except RequestFailed as failure:
+                    endpoint.last_failure = str(failure)
+                    continue
+                if self._state.model is not None and self._state.model not in served:
+                    continue
+                endpoint.ejected, endpoint.consecutive_failures = False, 0
+                async with self._changed:
+                    self._changed.notify_all()
+        finally:
+            self._state.probe_tasks.pop(endpoint.base_url, None)

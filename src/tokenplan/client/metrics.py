@@ -1,0 +1,88 @@
+"""Latency metrics of chat requests, defined once for ``bench`` and ``generate``.
+
+Definitions (as in ``vllm bench serve`` and ``sglang.bench_serving``), all in seconds:
+
+- **E2E**: from sending the request to the last byte of the answer.
+- **TTFT**: from sending to the first chunk carrying text (streamed requests only).
+- **TPOT**: ``(E2E − TTFT) / (completion_tokens − 1)``, the mean time per output token after the
+  first; defined only for streamed answers with at least 2 completion tokens.
+- **ITL**: the gaps between consecutive text chunks of one streamed answer (a chunk may carry
+  more than one token, e.g. with speculative decoding).
+
+Percentiles use linear interpolation between order statistics (numpy's default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenplan.client.openai import Completion
+
+PERCENTILES = (50.0, 90.0, 99.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """Summary of one latency metric (seconds): count, mean and the :data:`PERCENTILES`."""
+
+    count: int
+    mean_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+
+    def to_dict_ms(self) -> dict[str, float | int]:
+        """The same values in milliseconds, keyed ``mean_ms``, ``p50_ms`` … (for JSON output)."""
+        return {"count": self.count, "mean_ms": self.mean_s * 1e3, "p50_ms": self.p50_s * 1e3,
+                "p90_ms": self.p90_s * 1e3, "p99_ms": self.p99_s * 1e3}
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """E2E, TTFT, TPOT and ITL distributions; a metric with no samples is ``None``."""
+
+    e2e: Distribution | None
+    ttft: Distribution | None
+    tpot: Distribution | None
+    itl: Distribution | None
+
+
+def distribution(values_s: Sequence[float] | np.ndarray) -> Distribution | None:
+    """Mean and percentiles of ``values_s`` (seconds); ``None`` for no values."""
+    values = np.asarray(values_s, dtype=np.float64)
+    if values.size == 0:
+        return None
+    p50, p90, p99 = np.percentile(values, PERCENTILES)
+    return Distribution(int(values.size), float(values.mean()), float(p50), float(p90), float(p99))
+
+
+def tpot_s(completion: Completion) -> float | None:
+    """Mean time per output token after the first (seconds), or ``None`` where undefined."""
+    ttft = completion.timings.ttft_s
+    tokens = completion.usage.completion_tokens if completion.usage else 0
+    if ttft is None or tokens < 2:
+        return None
+    return (completion.timings.latency_s - ttft) / (tokens - 1)
+
+
+def itl_s(completion: Completion) -> list[float]:
+    """Gaps between consecutive text chunks of a streamed answer (seconds); empty otherwise."""
+    times = completion.timings.chunk_times_s
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def summarize(completions: Iterable[Completion]) -> LatencySummary:
+    """E2E, TTFT, TPOT and ITL distributions over ``completions``."""
+    e2e, ttft, tpot, itl = [], [], [], []
+    for c in completions:
+        e2e.append(c.timings.latency_s)
+        if c.timings.ttft_s is not None:
+            ttft.append(c.timings.ttft_s)
+        per_token = tpot_s(c)
+        if per_token is not None:
+            tpot.append(per_token)
+        itl.extend(itl_s(c))
+    return LatencySummary(distribution(e2e), distribution(ttft), distribution(tpot), distribution(itl))

@@ -1,0 +1,47 @@
+"""Reasoning text from an OpenAI-compatible chat message, whichever field the engine used.
+
+SGLang and ``transformers serve`` return ``message.reasoning_content``; vLLM renamed it to
+``message.reasoning`` (vLLM PR #27752) and later removed the old name (PR #33402). Servers started
+without a reasoning parser leave ``<think>…</think>`` inside ``content``; Qwen3-style templates put
+the opening ``<think>`` in the prompt, so the content may hold only the closing tag. A thinking
+trace cut off by ``max_tokens`` can land in ``content`` with no closing tag at all (vLLM #35221);
+that case stays in ``content`` and is flagged by ``finish_reason == "length"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+
+def split_reasoning(message: Mapping[str, object]) -> tuple[str, str | None]:
+    """Return ``(content, reasoning)`` for one chat message (or one accumulated stream).
+
+    ``reasoning`` is ``None`` when the message carries no reasoning at all. A dedicated field
+    (``reasoning_content``, then ``reasoning``) wins over tags in the content.
+    """
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return text, value
+    return split_think_tags(text)
+
+
+def split_think_tags(text: str) -> tuple[str, str | None]:
+    """Split ``<think>R</think>C`` (or ``R</think>C`` when the template opened the tag) into ``(C, R)``.
+
+    Text with no closing tag is returned unchanged with ``None`` reasoning. Leading whitespace
+    of the answer after the closing tag is removed, as the engines' reasoning parsers do.
+    """
+    close_at = text.find(THINK_CLOSE)
+    if close_at < 0:
+        return text, None
+    head = text[:close_at]
+    open_at = head.find(THINK_OPEN)
+    reasoning = head[open_at + len(THINK_OPEN):] if open_at >= 0 else head
+    content = text[close_at + len(THINK_CLOSE):].lstrip()
+    return content, reasoning.strip("\n")
