@@ -1,0 +1,249 @@
+"""The async loop of ``generate``: bounded in-flight units, outcomes handed to the run directory.
+
+Rows are pulled from the reader only when an in-flight slot frees up, so memory stays bounded by
+the concurrency, not by the input. Each unit runs its requests (:func:`runner.requests.run_unit`)
+through the endpoint pool with retries, and its outcome is written as soon as it is known:
+stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400,
+413 or 422) or error (retries exhausted). 401, 403 and 404 concern every request (bad key,
+unknown model or route) and end the run with :class:`~tokenplan.errors.ServerError`.
+
+Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
+``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplan.client.endpoints import EndpointPool
+from tokenplan.client.openai import Completion, RequestFailed
+from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries
+from tokenplan.errors import ServerError
+from tokenplan.runner.progress import Progress, Snapshot
+from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
+                                      run_unit, seed_for, work_units)
+from tokenplan.runner.rows import Reject, Row
+from tokenplan.runner.rundir import RunDir
+
+FATAL_STATUSES = frozenset({401, 403, 404})
+REFUSED_STATUSES = frozenset({400, 413, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """How each unit is generated.
+
+    Attributes:
+        model: the model name the servers serve.
+        mode: ``regenerate`` or ``complete``.
+        n: samples per row.
+        on_length, length_retries: the ``length`` finish policy.
+        sampling: parameters sent with every request.
+        stream: stream answers (measures TTFT; costs client CPU per token).
+        retry: retry policy per request.
+        deadline_s: limit on one request (seconds).
+        grace_s: how long in-flight units may finish after a stop (seconds).
+    """
+
+    model: str
+    mode: Mode
+    n: int
+    on_length: OnLength
+    length_retries: int
+    sampling: Sampling
+    stream: bool
+    retry: RetryPolicy
+    deadline_s: float
+    grace_s: float
+
+
+@dataclass(slots=True)
+class RunTally:
+    """What this run did: units seen, already done, and latencies of its requests (seconds)."""
+
+    units_seen: int = 0
+    already_done: int = 0
+    rejected_rows: int = 0
+    stopped: bool = False
+    latency_s: array = field(default_factory=lambda: array("d"))
+    ttft_s: array = field(default_factory=lambda: array("d"))
+    completion_tokens: array = field(default_factory=lambda: array("q"))
+
+
+class Dispatcher:
+    """Runs every unit of ``source`` not yet done (see the module docstring)."""
+
+    def __init__(self, job: JobSettings, pool: EndpointPool, rundir: RunDir, progress: Progress,
+                 on_progress: Callable[[Snapshot], None] | None = None, tick_s: float = 0.5):
+        self.job, self.pool, self.rundir, self.progress = job, pool, rundir, progress
+        self.on_progress, self.tick_s = on_progress, tick_s
+        self.tally = RunTally()
+        self._rng = random.Random()
+        self._fatal: BaseException | None = None
+        self._sampling_record = job.sampling.as_record()
+
+    async def run(self, source: Iterator[Row | Reject], stop: asyncio.Event) -> RunTally:
+        """Send every unit of ``source`` that is not done; return when all are settled or stopped.
+
+        Raises:
+            ServerError: a fatal answer (401/403/404) or every endpoint down too long.
+        """
+        limit = asyncio.Semaphore(self.pool.settings.concurrency_per_endpoint * len(self.pool.endpoints))
+        tasks: set[asyncio.Task[None]] = set()
+        ticker = asyncio.create_task(self._tick())
+        try:
+            for count, unit in enumerate(self._units(source)):
+                if count % 256 == 0:
+                    await asyncio.sleep(0)  # let answers and the display in while skipping done rows
+                if stop.is_set() or self._fatal is not None:
+                    break
+                await limit.acquire()
+                if stop.is_set() or self._fatal is not None:
+                    limit.release()
+                    break
+                task = asyncio.create_task(self._process(unit))
+                tasks.add(task)
+                task.add_done_callback(lambda t: (tasks.discard(t), limit.release()))
+            await self._drain(tasks, stop)
+        finally:
+            ticker.cancel()
+            self._emit()
+        if self._fatal is not None:
+            raise self._fatal
+        self.tally.stopped = stop.is_set()
+        return self.tally
+
+    def _units(self, source: Iterator[Row | Reject]) -> Iterator[WorkUnit]:
+        done = self.rundir.done_ids
+        for item in source:
+            if isinstance(item, Reject):
+                self.tally.rejected_rows += 1
+                self.progress.rejected += self.job.n
+                self.rundir.write_reject({"file": item.source, "line": item.line, "reason": item.reason,
+                                          "id": item.id})
+                continue
+            for unit in work_units(item, self.job.n):
+                self.tally.units_seen += 1
+                if unit.id in done:
+                    self.tally.already_done += 1
+                    continue
+                yield unit
+
+    async def _drain(self, tasks: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
+        while tasks:
+            if stop.is_set() or self._fatal is not None:
+                _, pending = await asyncio.wait(set(tasks), timeout=self.job.grace_s)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                return
+            stop_wait = asyncio.create_task(stop.wait())
+            await asyncio.wait({*tasks, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+
+    async def _process(self, unit: WorkUnit) -> None:
+        try:
+            outcome = await run_unit(unit, self.job.mode, self.job.on_length, self.job.length_retries,
+                                     lambda messages, turn, retry: self._send(unit, messages, turn, retry))
+        except RetriesExhausted as exhausted:
+            self._record_failure(unit, exhausted)
+            return
+        except Exception as fatal:  # ServerError from the pool, or a bug: both end the run
+            self._fatal = self._fatal or fatal
+            return
+        if isinstance(outcome, Dropped):
+            self._write_skipped(unit, outcome)
+            return
+        outcome.update(source_id=unit.row.id, sample_index=unit.sample_index, model=self.job.model,
+                       sampling=self._sampling_record, source={"file": unit.row.source, "line": unit.row.line})
+        self.rundir.write_done(outcome)
+        self.progress.stored += 1
+
+    async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:
+        seed = seed_for(self.job.sampling.seed, unit.id, turn, retry)
+        body = request_body(self.job.model, messages, self.job.sampling, seed)
+        used: list[str] = []
+
+        async def once() -> Completion:
+            async with self.pool.lease() as endpoint:
+                used.append(endpoint.base_url)
+                try:
+                    completion = await endpoint.client.chat(body, deadline_s=self.job.deadline_s,
+                                                            stream=self.job.stream)
+                except RequestFailed as failure:
+                    self.pool.record(endpoint, failure)
+                    raise
+                self.pool.record(endpoint, None)
+                return completion
+
+        completion, attempts = await call_with_retries(once, self.job.retry, self._rng)
+        self._count(completion)
+        return Sent(completion, used[-1], attempts, seed)
+
+    def _count(self, completion: Completion) -> None:
+        tokens = completion.usage.completion_tokens if completion.usage else 0
+        self.progress.add_tokens(time.monotonic(), tokens)
+        self.tally.latency_s.append(completion.timings.latency_s)
+        self.tally.completion_tokens.append(tokens)
+        if completion.timings.ttft_s is not None:
+            self.tally.ttft_s.append(completion.timings.ttft_s)
+
+    def _record_failure(self, unit: WorkUnit, exhausted: RetriesExhausted) -> None:
+        failure = exhausted.failure
+        if failure.kind == "status" and failure.status in FATAL_STATUSES:
+            self._fatal = self._fatal or ServerError(
+                f"the server answered {failure.status} ({failure.detail}) for model {self.job.model!r}: "
+                "check --endpoint, --model and the API key variable")
+            return
+        if failure.kind == "status" and failure.status in REFUSED_STATUSES:
+            self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
+            return
+        self.rundir.write_error({"id": unit.id, "reason": failure.kind, "status": failure.status,
+                                 "detail": failure.detail, "attempts": exhausted.attempts,
+                                 "source": {"file": unit.row.source, "line": unit.row.line}})
+        self.progress.errors += 1
+
+    def _write_skipped(self, unit: WorkUnit, dropped: Dropped) -> None:
+        self.rundir.write_skipped({"id": unit.id, "reason": dropped.reason, "turn": dropped.turn,
+                                   "status": dropped.status, "detail": dropped.detail,
+                                   "source": {"file": unit.row.source, "line": unit.row.line}})
+        self.progress.skipped += 1
+
+    async def _tick(self) -> None:
+        last_sync_s = time.monotonic()
+        while True:
+            await asyncio.sleep(self.tick_s)
+            self._emit()
+            if time.monotonic() - last_sync_s >= 2.0:
+                self.rundir.sync()
+                last_sync_s = time.monotonic()
+
+    def _emit(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(),
+                                                    self.pool.healthy_count()))
+
+
+def summary_record(tally: RunTally) -> dict[str, Any]:
+    """Latency percentiles (ms) and completion-length histogram of this run's requests."""
+    import numpy as np
+
+    from tokenplan.client.metrics import distribution
+
+    e2e, ttft = distribution(tally.latency_s), distribution(tally.ttft_s)
+    tokens = np.frombuffer(tally.completion_tokens, dtype=np.int64) if len(tally.completion_tokens) else np.zeros(0)
+    edges = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 2**62]
+    counts, _ = np.histogram(tokens, bins=edges)
+    return {
+        "requests": len(tally.latency_s),
+        "latency_e2e": e2e.to_dict_ms() if e2e else None,
+        "latency_ttft": ttft.to_dict_ms() if ttft else None,
+        "completion_tokens_histogram": [{"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None,
+                                         "requests": int(c)} for lo, hi, c in zip(edges, edges[1:], counts)],
+    }

@@ -1,0 +1,232 @@
+"""Input rows: stream JSONL (plain or zstd) and Parquet files, detect each row's shape, give it an id.
+
+Shapes understood (one per row; a file may mix them):
+
+- ``conversations`` of ``{"role", "content"}`` (SpecForge) or ``{"from", "value"}`` (ShareGPT,
+  roles ``human``/``gpt``/``system``);
+- ``messages`` of ``{"role", "content"}`` (OpenAI chat);
+- ``prompt``: one user message;
+- OpenAI Batch API lines: ``{"custom_id", "body": {"messages": …}}``.
+
+A row's id is its own ``id`` (or ``custom_id``), else the first 16 hex digits of the SHA-256 of
+its normalised messages — stable across reruns. A row that cannot be used becomes a
+:class:`Reject` (file, line, reason); a second row with an id already seen is rejected as a
+duplicate. Files are read line by line (Parquet: batch by batch), never whole.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenplan.errors import InputError
+
+SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.zst", ".jsonl.zstd", ".zst", ".zstd", ".parquet")
+ROLES = ("system", "user", "assistant")
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
+                  "chatgpt": "assistant", "model": "assistant", "system": "system"}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat turn; ``role`` is ``system``, ``user`` or ``assistant``."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One usable input row: its id, its messages, where it came from (file, 1-based line)."""
+
+    id: str
+    messages: tuple[Message, ...]
+    shape: str
+    source: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """An input row set aside: where it is (file, 1-based line), why, and its id when known."""
+
+    source: str
+    line: int
+    reason: str
+    id: str | None = None
+
+
+class RowError(ValueError):
+    """A row that cannot be used; the message is the reason written to ``rejects.jsonl``."""
+
+
+def expand_inputs(patterns: Sequence[str]) -> list[Path]:
+    """Files named by ``patterns`` (paths or globs), in the given order, each glob sorted.
+
+    Raises:
+        InputError: a pattern matches no file, or a file's suffix is not a known format.
+    """
+    files: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        matches = [m for m in matches if os.path.isfile(m)]
+        if not matches:
+            raise InputError("input", pattern, "existing files or globs that match files")
+        for match in matches:
+            if not match.endswith(SUFFIXES):
+                raise InputError("input", match, SUFFIXES)
+            files.append(Path(match))
+    return files
+
+
+def read_rows(files: Sequence[Path]) -> Iterator[Row | Reject]:
+    """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`."""
+    seen: set[str] = set()
+    for path in files:
+        for line, item in _raw_items(path):
+            try:
+                row = parse_row(item, str(path), line)
+            except RowError as problem:
+                yield Reject(str(path), line, str(problem), _declared_id(item))
+                continue
+            if row.id in seen:
+                yield Reject(str(path), line, f"duplicate id {row.id!r}", row.id)
+                continue
+            seen.add(row.id)
+            yield row
+
+
+def count_rows(files: Sequence[Path]) -> int:
+    """Rows expected in ``files``: non-empty lines of JSONL, ``num_rows`` of Parquet (for ETA)."""
+    total = 0
+    for path in files:
+        if path.name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            total += pq.ParquetFile(path).metadata.num_rows
+            continue
+        with _open_binary(path) as fh:
+            total += sum(1 for line in fh if line.strip())
+    return total
+
+
+def parse_row(item: Any, source: str, line: int) -> Row:
+    """Turn one decoded JSON object (or Parquet row) into a :class:`Row`.
+
+    Raises:
+        RowError: the shape is unknown or a field is malformed; the message names the field.
+    """
+    if isinstance(item, RowError):
+        raise item
+    if not isinstance(item, dict):
+        raise RowError(f"row is a {type(item).__name__}, not a JSON object")
+    shape, messages = _messages(item)
+    if not any(m.role == "user" for m in messages):
+        raise RowError(f"{shape}: no user turn")
+    declared = _declared_id(item)
+    row_id = declared if declared is not None else content_id(messages)
+    return Row(row_id, messages, shape, source, line)
+
+
+def content_id(messages: Sequence[Message]) -> str:
+    """A stable id from the messages: 16 hex digits of SHA-256 over ``[[role, content], …]`` JSON."""
+    canonical = json.dumps([[m.role, m.content] for m in messages], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _declared_id(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    for key in ("id", "custom_id"):
+        value = item.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) != "":
+            return str(value)
+    return None
+
+
+def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
+    if "conversations" in item:
+        turns = item["conversations"]
+        sharegpt = isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict) and "from" in turns[0]
+        if sharegpt:
+            return "sharegpt", _turns(turns, "conversations", "from", "value", SHAREGPT_ROLES)
+        return "conversations", _turns(turns, "conversations", "role", "content", None)
+    if "messages" in item:
+        return "messages", _turns(item["messages"], "messages", "role", "content", None)
+    if "body" in item and "custom_id" in item:
+        body = item["body"]
+        if not isinstance(body, dict) or "messages" not in body:
+            raise RowError("body: batch line without body.messages")
+        return "batch", _turns(body["messages"], "body.messages", "role", "content", None)
+    if "prompt" in item:
+        prompt = item["prompt"]
+        if not isinstance(prompt, str) or not prompt:
+            raise RowError("prompt: not a non-empty string")
+        return "prompt", (Message("user", prompt),)
+    raise RowError(f"unknown shape: keys {sorted(item)[:8]} (expected conversations, messages, "
+                   "prompt, or custom_id + body)")
+
+
+def _turns(turns: Any, field: str, role_key: str, text_key: str,
+           role_map: dict[str, str] | None) -> tuple[Message, ...]:
+    if not isinstance(turns, list) or not turns:
+        raise RowError(f"{field}: not a non-empty list")
+    out = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            raise RowError(f"{field}[{i}]: not an object")
+        role = turn.get(role_key)
+        role = role_map.get(role) if role_map is not None and isinstance(role, str) else role
+        if role not in ROLES:
+            allowed = sorted(role_map) if role_map is not None else list(ROLES)
+            raise RowError(f"{field}[{i}].{role_key}: {turn.get(role_key)!r} is not one of {allowed}")
+        out.append(Message(role, _text(turn.get(text_key), f"{field}[{i}].{text_key}")))
+    return tuple(out)
+
+
+def _text(content: Any, field: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "".join(str(p.get("text", "")) for p in content)
+    raise RowError(f"{field}: not a string or a list of text parts")
+
+
+def _raw_items(path: Path) -> Iterator[tuple[int, Any]]:
+    if path.name.endswith(".parquet"):
+        yield from _parquet_items(path)
+        return
+    with _open_binary(path) as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                yield line_no, json.loads(raw)
+            except ValueError as problem:
+                yield line_no, RowError(f"invalid JSON: {problem}")
+
+
+def _parquet_items(path: Path) -> Iterator[tuple[int, Any]]:
+    import pyarrow.parquet as pq
+
+    row_no = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+        for item in batch.to_pylist():
+            row_no += 1
+            yield row_no, item
+
+
+def _open_binary(path: Path) -> io.BufferedIOBase:
+    fh = open(path, "rb")
+    if path.name.endswith((".zst", ".zstd")):
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(fh, closefd=True))
+    return fh

@@ -1,0 +1,269 @@
+"""The run directory: the single source of truth for what is already done.
+
+Layout::
+
+    RUN_DIR/manifest.json         job fingerprint and configuration (pydantic :class:`Manifest`)
+    RUN_DIR/shards/part-NNNNN.jsonl  one record per finished unit, append-only, rotated by size
+    RUN_DIR/skipped.jsonl         units deliberately not generated (append-only; final)
+    RUN_DIR/errors.jsonl          units that failed in the latest run (retried by the next run)
+    RUN_DIR/rejects.jsonl         input rows that could not be used (rewritten by every run)
+    RUN_DIR/summary.json          the last run's summary
+
+Exactly once: every record is one ``os.write`` of one complete line to a file opened with
+``O_APPEND``, so a ``kill -9`` leaves at most one torn line at the end of a file. On open, a tail
+without its newline is cut off; the ids in the shards and in ``skipped.jsonl`` form the done-set,
+and only units outside it are sent. A unit is written after its answer arrives, never before, so
+in-flight units of a killed run are simply sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tokenplan.errors import RunDirError
+
+MANIFEST_FORMAT = 1
+
+
+class Manifest(BaseModel):
+    """``manifest.json``: which job this directory belongs to."""
+
+    format: int = MANIFEST_FORMAT
+    fingerprint: str
+    job: dict[str, Any]
+    created_at: str
+
+
+def fingerprint(job: dict[str, Any]) -> str:
+    """16 hex digits of SHA-256 over the job configuration as canonical JSON."""
+    return hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(slots=True)
+class ScanStats:
+    """What the existing records say: ids done, and per-record token and latency figures."""
+
+    done_ids: set[str] = field(default_factory=set)
+    stored: int = 0
+    skipped: int = 0
+    duplicate_ids: int = 0
+    torn_bytes: int = 0
+    completion_tokens: array = field(default_factory=lambda: array("q"))
+    turn_latency_s: array = field(default_factory=lambda: array("d"))
+
+
+class AppendLog:
+    """An append-only JSONL file; each record is one ``os.write`` of a whole line."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size_bytes = os.fstat(self._fd).st_size
+
+    def append(self, record: dict[str, Any]) -> None:
+        data = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode())
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+            self.size_bytes += written
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.fsync(self._fd)
+        os.close(self._fd)
+
+
+class ShardLog:
+    """Append-only shards ``part-NNNNN.jsonl``, a new one once the current passes ``max_bytes``."""
+
+    def __init__(self, directory: Path, max_bytes: int):
+        self.directory, self.max_bytes = directory, max_bytes
+        existing = shard_paths(directory)
+        index = int(existing[-1].stem.split("-")[1]) if existing else 0
+        self._log = AppendLog(directory / f"part-{index:05d}.jsonl")
+        self._index = index
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._log.size_bytes >= self.max_bytes:
+            self._log.close()
+            self._index += 1
+            self._log = AppendLog(self.directory / f"part-{self._index:05d}.jsonl")
+        self._log.append(record)
+
+    def sync(self) -> None:
+        self._log.sync()
+
+    def close(self) -> None:
+        self._log.close()
+
+
+def shard_paths(directory: Path) -> list[Path]:
+    """The shard files of a run directory's ``shards/`` folder, in order."""
+    return sorted(directory.glob("part-*.jsonl"))
+
+
+class RunDir:
+    """An opened run directory (see the module docstring).
+
+    Use :meth:`open`; then ``done_ids`` says what not to send, and the ``write_*`` methods record
+    outcomes. Call :meth:`close` (or :meth:`sync` now and then) to flush to disk.
+    """
+
+    def __init__(self, path: Path, stats: ScanStats, shard_max_bytes: int):
+        self.path, self.stats = path, stats
+        self.shards = ShardLog(path / "shards", shard_max_bytes)
+        self.skipped = AppendLog(path / "skipped.jsonl")
+        (path / "errors.jsonl").unlink(missing_ok=True)
+        (path / "rejects.jsonl").unlink(missing_ok=True)
+        self.errors = AppendLog(path / "errors.jsonl")
+        self.rejects = AppendLog(path / "rejects.jsonl")
+
+    @property
+    def done_ids(self) -> set[str]:
+        return self.stats.done_ids
+
+    @classmethod
+    def open(cls, path: Path, job: dict[str, Any], *, force: bool = False,
+             shard_max_bytes: int = 256 * 2**20) -> RunDir:
+        """Open (or create) ``path`` for ``job``, recover torn tails and read the done-set.
+
+        Raises:
+            RunDirError: the directory belongs to a different job (unless ``force``), or its
+                manifest or records are damaged beyond a torn last line.
+        """
+        (path / "shards").mkdir(parents=True, exist_ok=True)
+        check_manifest(path, job, force=force)
+        stats = ScanStats()
+        for shard in shard_paths(path / "shards"):
+            stats.torn_bytes += cut_torn_tail(shard)
+            _scan(shard, stats, skipped=False)
+        skipped = path / "skipped.jsonl"
+        if skipped.exists():
+            stats.torn_bytes += cut_torn_tail(skipped)
+            _scan(skipped, stats, skipped=True)
+        return cls(path, stats, shard_max_bytes)
+
+    def write_done(self, record: dict[str, Any]) -> None:
+        """Store one finished unit (its ``id`` must not be in ``done_ids``)."""
+        self.shards.append(record)
+        self.stats.done_ids.add(record["id"])
+
+    def write_skipped(self, record: dict[str, Any]) -> None:
+        """Record a unit deliberately not generated; it counts as done."""
+        self.skipped.append(record)
+        self.stats.done_ids.add(record["id"])
+
+    def write_error(self, record: dict[str, Any]) -> None:
+        """Record a unit that failed for good in this run."""
+        self.errors.append(record)
+
+    def write_reject(self, record: dict[str, Any]) -> None:
+        """Record an input row that could not be used."""
+        self.rejects.append(record)
+
+    def sync(self) -> None:
+        """fsync the files written to."""
+        for log in (self.shards, self.skipped, self.errors, self.rejects):
+            log.sync()
+
+    def close(self) -> None:
+        for log in (self.shards, self.skipped, self.errors, self.rejects):
+            log.close()
+
+
+def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
+    """Write the manifest for ``job``, or check that the existing one is for the same job.
+
+    Raises:
+        RunDirError: a different job's manifest (without ``force``), or an unreadable one.
+    """
+    manifest_path = path / "manifest.json"
+    new = Manifest(fingerprint=fingerprint(job), job=job,
+                   created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if manifest_path.exists():
+        try:
+            old = Manifest.model_validate_json(manifest_path.read_text())
+        except (ValidationError, ValueError) as problem:
+            raise RunDirError(f"{manifest_path}: not a tokenplan manifest "
+                              f"({str(problem).splitlines()[0]})") from None
+        if old.fingerprint == new.fingerprint:
+            return
+        if not force:
+            changed = sorted(k for k in set(old.job) | set(job) if old.job.get(k) != job.get(k))
+            detail = "; ".join(f"{k}: {old.job.get(k)!r} → {job.get(k)!r}" for k in changed)
+            raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
+                              "or --force to continue it with the new configuration")
+    tmp = manifest_path.with_suffix(".json.tmp")
+    tmp.write_text(new.model_dump_json(indent=2))
+    os.replace(tmp, manifest_path)
+
+
+def cut_torn_tail(path: Path) -> int:
+    """Cut a last line that lacks its newline (a write cut short by a kill); return bytes cut."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with open(path, "r+b") as fh:
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        end, keep = size, 0
+        while end > 0:
+            start = max(0, end - 65536)
+            fh.seek(start)
+            newline = fh.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            end = start
+        fh.truncate(keep)
+        return size - keep
+
+
+def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`.
+
+    Raises:
+        RunDirError: a line that is not a JSON object with an ``id``.
+    """
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict) or "id" not in record:
+                    raise ValueError("no 'id'")
+            except ValueError as problem:
+                raise RunDirError(f"{path}:{line_no}: damaged record ({problem}); "
+                                  "the run directory was edited or corrupted") from None
+            yield line_no, record
+
+
+def _scan(path: Path, stats: ScanStats, *, skipped: bool) -> None:
+    for _, record in iter_records(path):
+        unit_id = record["id"]
+        if unit_id in stats.done_ids:
+            stats.duplicate_ids += 1
+            continue
+        stats.done_ids.add(unit_id)
+        if skipped:
+            stats.skipped += 1
+            continue
+        stats.stored += 1
+        tokens = 0
+        for turn in record.get("turns") or ():
+            usage = turn.get("usage") or {}
+            tokens += int(usage.get("completion_tokens") or 0)
+            stats.turn_latency_s.append(float(turn.get("latency_s") or 0.0))
+        stats.completion_tokens.append(tokens)

@@ -1,0 +1,260 @@
+"""A fast, fault-injecting OpenAI-compatible chat server for tests and benchmarks.
+
+Answers are a pure function of the request, so a test can recompute what the runner must have
+stored: ``content = "reply-" + sha256(messages JSON)[:12]``, ``reasoning_content = "thought-" +
+the same digest`` and ``completion_tokens = min(tokens, max_tokens)`` with ``finish_reason
+"length"`` when ``max_tokens < tokens``. Faults are drawn per request from a seeded RNG:
+HTTP 500, HTTP 429 (with ``Retry-After: 0``), a dropped connection (closed after reading the
+request, nothing answered) and a stall (no answer for ``stall_s``). Restarting mid-run is the
+test's job: kill the process and start another on the same port.
+
+Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
+is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import h11
+
+
+@dataclass(frozen=True)
+class Faults:
+    p500: float = 0.0
+    p429: float = 0.0
+    pdrop: float = 0.0
+    pstall: float = 0.0
+    stall_s: float = 30.0
+    delay_s: float = 0.0
+    tokens: int = 16
+    model: str = "fault-model"
+    seed: int = 0
+
+
+def answer_for(body: dict, tokens: int) -> dict:
+    """The chat completion this server returns for ``body`` (used by tests to check outputs)."""
+    digest = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()[:12]
+    max_tokens = int(body.get("max_tokens") or tokens)
+    completion_tokens = min(tokens, max_tokens)
+    return {
+        "id": "chatcmpl-" + digest, "object": "chat.completion", "model": body.get("model"),
+        "choices": [{"index": 0, "finish_reason": "length" if max_tokens < tokens else "stop",
+                     "message": {"role": "assistant", "content": "reply-" + digest,
+                                 "reasoning_content": "thought-" + digest}}],
+        "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4,
+                  "completion_tokens": completion_tokens,
+                  "total_tokens": len(json.dumps(body["messages"])) // 4 + completion_tokens},
+    }
+
+
+class Server:
+    def __init__(self, faults: Faults):
+        self.faults = faults
+        self.rng = random.Random(faults.seed)
+        self.requests = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request, body = await self._read_request(conn, reader)
+                if request is None:
+                    return
+                keep = await self._respond(conn, writer, request, body)
+                if not keep or conn.our_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
+            return
+        finally:
+            writer.close()
+
+    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader):
+        request, chunks = None, []
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(65536)
+                conn.receive_data(data)
+                if not data and conn.their_state is not h11.SEND_BODY:
+                    if request is None:
+                        return None, b""
+            elif isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                chunks.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return request, b"".join(chunks)
+            elif isinstance(event, h11.ConnectionClosed):
+                return None, b""
+
+    async def _respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
+        self.requests += 1
+        target = request.target.decode()
+        if request.method == b"GET" and target.endswith("/models"):
+            return await self._send(conn, writer, 200, {"object": "list", "data": [
+                {"id": self.faults.model, "object": "model"}]})
+        if request.method != b"POST" or not target.endswith("/chat/completions"):
+            return await self._send(conn, writer, 404, {"error": {"message": f"no route {target}"}})
+        draw = self.rng.random()
+        f = self.faults
+        if draw < f.pdrop:
+            return False  # close without answering
+        draw -= f.pdrop
+        if draw < f.pstall:
+            await asyncio.sleep(f.stall_s)
+            return False
+        draw -= f.pstall
+        if draw < f.p500:
+            return await self._send(conn, writer, 500, {"error": {"message": "injected 500"}})
+        draw -= f.p500
+        if draw < f.p429:
+            return await self._send(conn, writer, 429, {"error": {"message": "injected 429"}},
+                                    [("retry-after", "0")])
+        try:
+            payload = json.loads(body)
+            if not isinstance(payload.get("messages"), list):
+                raise ValueError("messages")
+        except ValueError:
+            return await self._send(conn, writer, 400, {"error": {"message": "bad request body"}})
+        if f.delay_s:
+            await asyncio.sleep(f.delay_s)
+        if payload.get("stream"):
+            return await self._stream(conn, writer, payload)
+        return await self._send(conn, writer, 200, answer_for(payload, f.tokens))
+
+    async def _send(self, conn, writer, status: int, obj: dict, extra=()) -> bool:
+        data = json.dumps(obj).encode()
+        headers = [("content-type", "application/json"), ("content-length", str(len(data))), *extra]
+        writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+        writer.write(conn.send(h11.Data(data=data)))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+        return True
+
+    async def _stream(self, conn, writer, payload: dict) -> bool:
+        whole = answer_for(payload, self.faults.tokens)
+        choice = whole["choices"][0]
+        n = whole["usage"]["completion_tokens"]
+        writer.write(conn.send(h11.Response(status_code=200, headers=[
+            ("content-type", "text/event-stream"), ("transfer-encoding", "chunked")])))
+        # The reasoning goes out as one chunk, then the content split into n − 1 chunks.
+        pieces = [("reasoning_content", choice["message"]["reasoning_content"])]
+        text = choice["message"]["content"]
+        step = max(1, len(text) // max(1, n - 1))
+        pieces += [("content", text[i:i + step]) for i in range(0, len(text), step)]
+        for key, piece in pieces:
+            chunk = {"model": whole["model"], "choices": [{"index": 0, "delta": {key: piece},
+                                                           "finish_reason": None}]}
+            writer.write(conn.send(h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode())))
+        last = {"model": whole["model"], "choices": [{"index": 0, "delta": {},
+                                                      "finish_reason": choice["finish_reason"]}]}
+        writer.write(conn.send(h11.Data(data=f"data: {json.dumps(last)}\n\n".encode())))
+        usage = {"model": whole["model"], "choices": [], "usage": whole["usage"]}
+        writer.write(conn.send(h11.Data(data=f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+        return True
+
+
+async def serve(faults: Faults, port: int, port_file: str | None) -> None:
+    server = Server(faults)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=8192,
+                                          reuse_address=True)
+    bound = listener.sockets[0].getsockname()[1]
+    if port_file:
+        tmp = port_file + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(str(bound))
+        os.replace(tmp, port_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with listener:
+        await stop.wait()
+
+
+class FaultServerProcess:
+    """The fault server in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``).
+
+    ``restart()`` kills it with SIGKILL and starts a new one on the same port (the mid-run restart).
+    """
+
+    def __init__(self, workdir: str, *, port: int = 0, **faults: float | int | str):
+        self.workdir, self.port, self.faults = workdir, port, faults
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> None:
+        port_file = os.path.join(self.workdir, f"fault-port-{os.getpid()}-{id(self)}")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        args = [sys.executable, os.path.abspath(__file__), "--port", str(self.port), "--port-file", port_file]
+        for key, value in self.faults.items():
+            args += ["--" + key.replace("_", "-"), str(value)]
+        self.proc = subprocess.Popen(args)
+        deadline = time.monotonic() + 15
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"fault server did not start (exit {self.proc.returncode})")
+            time.sleep(0.02)
+        with open(port_file) as fh:
+            self.port = int(fh.read())
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self) -> "FaultServerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file")
+    for name in ("p500", "p429", "pdrop", "pstall", "stall_s", "delay_s"):
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=0.0)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--model", default="fault-model")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.stall_s or 30.0,
+                    args.delay_s, args.tokens, args.model, args.seed)
+    asyncio.run(serve(faults, args.port, args.port_file))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
