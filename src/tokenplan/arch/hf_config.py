@@ -1,0 +1,223 @@
+"""Parse a Hugging Face ``config.json`` into a :class:`~tokenplan.arch.spec.ModelSpec`.
+
+Handles nested ``text_config`` (Qwen3.5/3.6 multimodal checkpoints), GQA/MHA, MLA
+(DeepSeek-V3/R1, Kimi-K2, GLM-5), MoE with shared experts and dense first layers, alternating
+sliding-window layers (gpt-oss ``layer_types``), Gated DeltaNet hybrids (Qwen3-Next,
+Qwen3.5/3.6: ``layer_types`` or ``full_attention_interval``), Mamba-2 hybrids (Nemotron-H
+``hybrid_override_pattern``), MTP layers and tied embeddings. Architectures modelled only
+approximately (sparse attention, Mamba-2 scans) carry their caveat in
+``ModelSpec.approximations``.
+
+Raises ConfigError naming the file and the key for a missing or malformed field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
+from tokenplan.errors import ConfigError
+
+
+# Activations of FFNs with an up and a down projection only (no gate matrix).
+_UNGATED_ACTS = {"relu2", "relu", "gelu"}
+
+
+class _Reader:
+    """Typed access to a config dict that names the file and key in every error."""
+
+    def __init__(self, cfg: Mapping[str, Any], source: str):
+        self.cfg, self.source = cfg, source
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def int(self, key: str, default: int | None = None, minimum: int = 0) -> int:
+        value = self.cfg.get(key)
+        if value is None:
+            if default is None:
+                raise ConfigError(self.source, key, "required key is missing")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(self.source, key, f"expected an integer, got {value!r}")
+        if value < minimum:
+            raise ConfigError(self.source, key, f"expected an integer ≥ {minimum}, got {value}")
+        return value
+
+    def first_int(self, keys: tuple[str, ...], default: int | None = None, minimum: int = 0) -> int:
+        for key in keys:
+            if self.has(key):
+                return self.int(key, minimum=minimum)
+        if default is None:
+            raise ConfigError(self.source, " or ".join(keys), "required key is missing")
+        return default
+
+
+def _text_config(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Merge a nested ``text_config`` over the top level (top-level keys fill the gaps)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(source, "<root>", "expected a JSON object")
+    text = raw.get("text_config")
+    if text is None:
+        return dict(raw)
+    if not isinstance(text, Mapping):
+        raise ConfigError(source, "text_config", "expected a JSON object")
+    merged = {k: v for k, v in raw.items() if k != "text_config"}
+    merged.update(text)
+    # Qwen3.5/3.6 keep tie_word_embeddings at the top level too; the top level wins there.
+    if "tie_word_embeddings" in raw:
+        merged["tie_word_embeddings"] = raw["tie_word_embeddings"]
+    return merged
+
+
+def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
+    """Count full, sliding, linear (GDN/Mamba) and FFN-only layers."""
+    cfg = r.cfg
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        if len(pattern) != num_layers or set(pattern) - set("M*E-"):
+            raise ConfigError(r.source, "hybrid_override_pattern", f"expected {num_layers} of M * E -")
+        return {"full": pattern.count("*"), "sliding": 0, "linear": pattern.count("M"),
+                "moe": pattern.count("E"), "dense": pattern.count("-"), "ffn_only": True}
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        if len(types) != num_layers:
+            raise ConfigError(r.source, "layer_types", f"expected {num_layers} entries, got {len(types)}")
+        known = {"full_attention", "sliding_attention", "linear_attention"}
+        bad = [t for t in types if t not in known]
+        if bad:
+            raise ConfigError(r.source, "layer_types", f"unknown layer type {bad[0]!r} (known: {sorted(known)})")
+        return {"full": types.count("full_attention"), "sliding": types.count("sliding_attention"),
+                "linear": types.count("linear_attention")}
+    interval = cfg.get("full_attention_interval")
+    if interval is not None and r.has("linear_num_value_heads"):
+        full = num_layers // r.int("full_attention_interval", minimum=1)
+        return {"full": full, "sliding": 0, "linear": num_layers - full}
+    window = cfg.get("sliding_window")
+    if window and cfg.get("use_sliding_window"):
+        max_window = cfg.get("max_window_layers", num_layers)
+        return {"full": max_window, "sliding": num_layers - max_window, "linear": 0}
+    return {"full": num_layers, "sliding": 0, "linear": 0}
+
+
+def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
+    notes: list[str] = []
+    heads = r.int("num_attention_heads", minimum=1)
+    if r.has("kv_lora_rank"):
+        rope = r.int("qk_rope_head_dim", minimum=1)
+        nope = r.int("qk_nope_head_dim", minimum=1)
+        att = Attention(
+            kind=AttentionKind.MLA, num_heads=heads, num_kv_heads=heads, head_dim=nope + rope,
+            v_head_dim=r.int("v_head_dim", minimum=1), kv_lora_rank=r.int("kv_lora_rank", minimum=1),
+            q_lora_rank=r.int("q_lora_rank", default=0), qk_rope_head_dim=rope,
+            sparse_topk_tokens=r.int("index_topk", default=0),
+            index_bytes_per_token=float(r.int("index_head_dim", default=0)),  # FP8 indexer keys
+        )
+        if att.sparse_topk_tokens:
+            notes.append(f"DeepSeek sparse attention (DSA) approximated: attention reads at most "
+                         f"{att.sparse_topk_tokens} tokens per layer plus an FP8 indexer key per token")
+        return att, notes
+    head_dim = r.int("head_dim", default=hidden // heads, minimum=1)
+    kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
+    if heads % kv_heads:
+        raise ConfigError(r.source, "num_key_value_heads", f"{kv_heads} does not divide num_attention_heads {heads}")
+    sparse = r.cfg.get("sparse_attention_config") or {}
+    topk_tokens, index_bytes = 0, 0.0
+    if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
+        block = int(sparse.get("sparse_block_size", 0))
+        topk_tokens = (int(sparse.get("sparse_topk_blocks", 0)) + int(sparse.get("sparse_local_block", 0))) * block
+        index_bytes = float(sparse.get("sparse_num_index_heads", 0)) * float(sparse.get("sparse_index_dim", 0)) * 2
+        notes.append(f"block-sparse attention approximated: every attention layer reads at most "
+                     f"{topk_tokens} tokens plus a BF16 index key per token")
+    gate = bool(r.cfg.get("attn_output_gate") or r.cfg.get("attention_output_gate"))
+    return Attention(AttentionKind.GQA, heads, kv_heads, head_dim, head_dim, output_gate=gate,
+                     sparse_topk_tokens=topk_tokens, index_bytes_per_token=index_bytes), notes
+
+
+def _linear(r: _Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
+    if r.has("mamba_num_heads"):
+        heads, head_dim = r.int("mamba_num_heads", minimum=1), r.int("mamba_head_dim", minimum=1)
+        state, groups = r.int("ssm_state_size", minimum=1), r.int("n_groups", default=1, minimum=1)
+        inner = heads * head_dim
+        conv_dim = inner + 2 * groups * state
+        lin = LinearAttention("mamba2", groups, heads, state, head_dim, conv_dim, r.int("conv_kernel", default=4),
+                              in_proj_out=2 * inner + 2 * groups * state + heads,
+                              state_dtype=str(r.cfg.get("mamba_ssm_cache_dtype") or "float32"))
+        return lin, ["Mamba-2 layers approximated: the scan is costed as reading and writing each "
+                     "sequence's state once per decode step"]
+    nk, nv = r.int("linear_num_key_heads", minimum=1), r.int("linear_num_value_heads", minimum=1)
+    dk, dv = r.int("linear_key_head_dim", minimum=1), r.int("linear_value_head_dim", minimum=1)
+    conv_dim = 2 * nk * dk + nv * dv
+    lin = LinearAttention("gated_deltanet", nk, nv, dk, dv, conv_dim, r.int("linear_conv_kernel_dim", default=4),
+                          in_proj_out=2 * nk * dk + 2 * nv * dv + 2 * nv,
+                          state_dtype=str(r.cfg.get("mamba_ssm_dtype") or "float32"))
+    return lin, []
+
+
+def _moe(r: _Reader) -> Moe | None:
+    experts = r.first_int(("num_experts", "n_routed_experts", "num_local_experts"), default=0)
+    if experts <= 1:
+        return None
+    expert_width = r.first_int(("moe_intermediate_size", "intermediate_size"), minimum=1)
+    if r.has("shared_expert_intermediate_size"):
+        shared = r.int("shared_expert_intermediate_size")
+    elif r.has("moe_shared_expert_intermediate_size"):
+        shared = r.int("moe_shared_expert_intermediate_size") * r.int("n_shared_experts", default=1)
+    elif r.has("shared_intermediate_size"):
+        shared = r.int("shared_intermediate_size")
+    else:
+        shared = r.int("n_shared_experts", default=0) * expert_width
+    return Moe(experts, r.first_int(("num_experts_per_tok", "experts_per_token"), minimum=1), expert_width, shared)
+
+
+def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec:
+    """Build a ModelSpec from a parsed ``config.json``.
+
+    Args:
+        raw: the JSON object.
+        name: the model's short name (catalog key or file stem).
+        source: where it came from, used in error messages (a path).
+
+    Raises:
+        ConfigError: a required key is missing or has the wrong type.
+    """
+    cfg = _text_config(raw, source)
+    r = _Reader(cfg, source)
+    archs = cfg.get("architectures") or [str(cfg.get("model_type", "unknown"))]
+    hidden = r.int("hidden_size", minimum=1)
+    layers = r.int("num_hidden_layers", minimum=1)
+    kinds = _layer_kinds(r, layers)
+    notes: list[str] = []
+    attention = None
+    if kinds["full"] + kinds["sliding"]:
+        attention, att_notes = _attention(r, hidden)
+        notes += att_notes
+    linear = None
+    if kinds["linear"]:
+        linear, lin_notes = _linear(r, hidden)
+        notes += lin_notes
+    moe = _moe(r)
+    if kinds.get("ffn_only"):
+        moe_layers, dense_layers = (kinds["moe"], kinds["dense"]) if moe else (0, kinds["moe"] + kinds["dense"])
+    else:
+        dense_first = r.int("first_k_dense_replace", default=0)
+        mlp_only = cfg.get("mlp_only_layers") or []
+        dense_layers = (dense_first + len(mlp_only)) if moe else layers
+        moe_layers = layers - dense_layers if moe else 0
+    dense_width = r.first_int(("dense_intermediate_size", "intermediate_size"), default=0) if dense_layers else 0
+    quant = cfg.get("quantization_config") or {}
+    native = "mxfp4" if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4" else "bf16"
+    mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
+    if not mtp and cfg.get("use_mtp"):
+        mtp = r.int("num_mtp_modules", default=0)
+    return ModelSpec(
+        name=name, architecture=str(archs[0]), hidden_size=hidden, vocab_size=r.int("vocab_size", minimum=1),
+        num_layers=layers, tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        attention=attention, full_attention_layers=kinds["full"], sliding_layers=kinds["sliding"],
+        sliding_window=r.int("sliding_window", default=0) if kinds["sliding"] else 0,
+        linear=linear, linear_layers=kinds["linear"], dense_ffn_layers=dense_layers,
+        dense_intermediate=dense_width, moe=moe, moe_layers=moe_layers, mtp_layers=mtp,
+        ffn_matrices=2 if str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS else 3,
+        native_weight_dtype=native, approximations=tuple(notes),
+    )

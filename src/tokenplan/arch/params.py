@@ -1,0 +1,133 @@
+"""Parameter counts per component, and weight bytes for a dtype and a sharding.
+
+Counts follow the Hugging Face module shapes (biases and norms are below 0.1 % and left out):
+
+- GQA attention: q ``h·n_h·d`` (×2 with Qwen3.5's output gate), k and v ``h·n_kv·d`` each,
+  o ``n_h·d_v·h``.
+- MLA (DeepSeek-V3 report, arXiv:2412.19437 §2.1): q ``h·r_q + r_q·n_h·(d_nope+d_rope)``
+  (full-rank ``h·n_h·(d_nope+d_rope)`` when r_q = 0), kv_a ``h·(r_kv+d_rope)``,
+  kv_b ``r_kv·n_h·(d_nope+d_v)``, o ``n_h·d_v·h``.
+- Gated DeltaNet / Mamba-2: in_proj ``h·in_proj_out``, conv ``conv_dim·kernel``,
+  out_proj ``n_v·d_v·h``.
+- SwiGLU FFN (dense, each routed or shared expert): ``3·h·I`` (``2·h·I`` for ungated FFNs such
+  as Nemotron-H's squared ReLU); router ``h·E``.
+- MTP layer (DeepSeek-V3 report §2.2): one decoder layer plus the ``2h·h`` projection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.units import Dtype
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCounts:
+    """Parameter counts of one model (parameters, not bytes).
+
+    Attributes:
+        embedding: input embedding.
+        lm_head: output projection (0 when tied to the embedding).
+        attention: all softmax-attention layers (full and sliding).
+        linear_attention: all Gated DeltaNet / Mamba-2 layers.
+        dense_ffn: all dense FFN layers.
+        shared_experts: shared experts and routers of all MoE layers.
+        routed_experts: all routed experts of all MoE layers.
+        routed_active: routed-expert parameters one token uses (top_k of them per layer).
+        mtp: the multi-token-prediction layers.
+    """
+
+    embedding: float
+    lm_head: float
+    attention: float
+    linear_attention: float
+    dense_ffn: float
+    shared_experts: float
+    routed_experts: float
+    routed_active: float
+    mtp: float
+
+    @property
+    def total(self) -> float:
+        """Every parameter of the main model (MTP layers excluded)."""
+        return (self.embedding + self.lm_head + self.attention + self.linear_attention
+                + self.dense_ffn + self.shared_experts + self.routed_experts)
+
+    @property
+    def active_matmul(self) -> float:
+        """Parameters one token multiplies through (embedding lookup excluded, lm_head included)."""
+        return (self.lm_head or self.embedding) + self.attention + self.linear_attention + self.dense_ffn \
+            + self.shared_experts + self.routed_active
+
+
+def attention_params_per_layer(spec: ModelSpec) -> float:
+    """Parameters of one softmax-attention layer (0 when the model has none)."""
+    a, h = spec.attention, spec.hidden_size
+    if a is None:
+        return 0.0
+    if a.kind is AttentionKind.MLA:
+        nope = a.head_dim - a.qk_rope_head_dim
+        q = (h * a.q_lora_rank + a.q_lora_rank * a.num_heads * a.head_dim) if a.q_lora_rank \
+            else h * a.num_heads * a.head_dim
+        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * a.num_heads * (nope + a.v_head_dim)
+        return float(q + kv + a.num_heads * a.v_head_dim * h)
+    q = h * a.num_heads * a.head_dim * (2 if a.output_gate else 1)
+    kv = h * a.num_kv_heads * (a.head_dim + a.v_head_dim)
+    return float(q + kv + a.num_heads * a.v_head_dim * h)
+
+
+def linear_params_per_layer(spec: ModelSpec) -> float:
+    """Parameters of one Gated DeltaNet / Mamba-2 layer (0 when the model has none)."""
+    lin, h = spec.linear, spec.hidden_size
+    if lin is None:
+        return 0.0
+    return float(h * lin.in_proj_out + lin.conv_dim * lin.conv_kernel + lin.num_v_heads * lin.v_head_dim * h)
+
+
+def _ffn_params(spec: ModelSpec) -> tuple[float, float, float, float]:
+    """(dense FFN per layer, shared+router per MoE layer, routed per MoE layer, routed active per layer)."""
+    h = spec.hidden_size
+    m = spec.ffn_matrices
+    dense = m * h * spec.dense_intermediate
+    moe = spec.moe
+    if moe is None:
+        return dense, 0.0, 0.0, 0.0
+    shared = m * h * moe.shared_intermediate + h * moe.num_experts
+    expert = m * h * moe.expert_intermediate
+    return dense, shared, expert * moe.num_experts, expert * moe.top_k
+
+
+def param_counts(spec: ModelSpec) -> ParamCounts:
+    """Count every parameter of ``spec`` by component (see the module docstring)."""
+    h, v = spec.hidden_size, spec.vocab_size
+    dense, shared, routed, active = _ffn_params(spec)
+    attn = attention_params_per_layer(spec)
+    mtp_ffn = (shared + routed) if spec.moe is not None else dense
+    mtp_layer = attn + mtp_ffn + 2.0 * h * h
+    return ParamCounts(
+        embedding=float(h * v),
+        lm_head=0.0 if spec.tie_word_embeddings else float(h * v),
+        attention=attn * (spec.full_attention_layers + spec.sliding_layers),
+        linear_attention=linear_params_per_layer(spec) * spec.linear_layers,
+        dense_ffn=dense * spec.dense_ffn_layers,
+        shared_experts=shared * spec.moe_layers,
+        routed_experts=routed * spec.moe_layers,
+        routed_active=active * spec.moe_layers,
+        mtp=mtp_layer * spec.mtp_layers,
+    )
+
+
+def quantized_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...]:
+    """Which components a checkpoint in ``weight_dtype`` stores in that dtype.
+
+    FP8/INT8/W4A16 checkpoints quantize every linear layer of the decoder blocks. 4-bit
+    block formats (NVFP4, MXFP4) on MoE models quantize the routed experts only, keeping
+    attention, shared experts and dense layers in BF16 — as NVIDIA's DeepSeek-R1-FP4 card and
+    gpt-oss's own ``modules_to_not_convert`` do. Embeddings and lm_head stay BF16 in every case.
+    """
+    if weight_dtype in (Dtype.BF16, Dtype.FP16):
+        return ()
+    if weight_dtype in (Dtype.NVFP4, Dtype.MXFP4) and spec.moe is not None:
+        return ("routed_experts",)
+    return ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")

@@ -1,0 +1,15 @@
+"""The typer application every command module registers on (``tokenplan.cli`` wires them)."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="tokenplan",
+    help="Plan, check and run LLM data-generation jobs: memory, throughput, days and dollars.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+catalog_app = typer.Typer(help="List the shipped GPU and model catalogs.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")

@@ -1,0 +1,75 @@
+"""The one family of errors tokenplan raises for bad input.
+
+Every user mistake is a :class:`TokenplanError` whose ``str()`` is one line naming the field,
+the value and what is allowed. The CLI prints that line and exits with status 2; anything else
+is a bug and keeps its traceback. Infeasible configurations are *results* (a rejection with a
+reason), not errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class TokenplanError(Exception):
+    """Base of every expected error: its message is one line meant for the user."""
+
+    exit_code = 2
+
+
+def _allowed_text(allowed: Iterable[object] | str | None) -> str:
+    if allowed is None:
+        return ""
+    if isinstance(allowed, str):
+        return f" (allowed: {allowed})"
+    items = [str(a) for a in allowed]
+    shown = ", ".join(items[:24]) + (", …" if len(items) > 24 else "")
+    return f" (allowed: {shown})"
+
+
+class InputError(TokenplanError):
+    """A user-given value is not allowed.
+
+    Args:
+        field: the option, key or column that carried the value (e.g. ``"gpu"``).
+        value: what the user gave.
+        allowed: the allowed values, or a short text describing them.
+    """
+
+    def __init__(self, field: str, value: object, allowed: Iterable[object] | str | None = None):
+        self.field, self.value = field, value
+        super().__init__(f"{field} {value!r} is not allowed{_allowed_text(allowed)}")
+
+
+class CatalogError(InputError):
+    """A name is not in a shipped catalog (GPU, model, engine)."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
+        self.field, self.value = kind, name
+        TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{_allowed_text(sorted(known))}")
+
+
+class ConfigError(TokenplanError):
+    """A file (config.json, job YAML, CSV, calibration JSON) is malformed.
+
+    Args:
+        path: the file.
+        key: the key or line that is wrong.
+        problem: what is wrong and what is expected.
+    """
+
+    def __init__(self, path: str, key: str, problem: str):
+        self.path, self.key = path, key
+        super().__init__(f"{path}: {key}: {problem}")
+
+
+class ArchitectureError(TokenplanError):
+    """A model architecture tokenplan cannot model (e.g. Mamba layers, sparse attention)."""
+
+
+class RunDirError(TokenplanError):
+    """A run directory that belongs to another job, or is unreadable."""
+
+
+class ServerError(TokenplanError):
+    """A server that cannot be reached, does not serve the model, or misbehaves."""

@@ -1,0 +1,103 @@
+"""Hardware as values: a GPU, its links, and the dtypes its tensor cores run natively.
+
+No performance logic lives here: these are the datasheet figures (base SI units) that
+``tokenplan.perf`` turns into step times. The catalog (``tokenplan/catalog/gpus.yaml``) gives
+every figure with its source; this module only holds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tokenplan.units import Dtype
+
+
+class LinkKind(StrEnum):
+    """How GPUs of one node talk to each other."""
+
+    NVSWITCH = "nvswitch"        # NVLink through NVSwitch: every pair at full per-GPU bandwidth
+    NVLINK_BRIDGE = "nvlink_bridge"  # NVLink bridge between pairs only (H100 NVL/PCIe)
+    IF_MESH = "if_mesh"          # AMD Infinity Fabric direct mesh (7 links to 7 peers)
+    PCIE = "pcie"                # no scale-up fabric: peer traffic over PCIe (and the host)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A GPU-to-GPU (or GPU-to-host) link.
+
+    Attributes:
+        kind: the fabric kind.
+        name: human name (e.g. ``"NVLink 5"``).
+        bytes_per_s: unidirectional bandwidth one GPU can drive into the fabric (bytes/s);
+            for an IF mesh this is the sum over its links, of which a ring uses 2/7 per step.
+        latency_s: per-message latency of a small collective step (seconds).
+    """
+
+    kind: LinkKind
+    name: str
+    bytes_per_s: float
+    latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """A public price range per GPU-hour (US dollars) and when it was seen."""
+
+    low_usd_per_hour: float
+    high_usd_per_hour: float
+    typical_usd_per_hour: float
+    as_of: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU model.
+
+    Attributes:
+        key: catalog key (``"b200"``).
+        name: marketing name.
+        vendor: ``"nvidia"`` or ``"amd"``.
+        architecture: ``"ampere"``, ``"ada"``, ``"hopper"``, ``"blackwell"``,
+            ``"blackwell-ultra"``, ``"blackwell-gb202"`` (sm_120), ``"cdna3"``, ``"cdna4"``.
+        compute_capability: e.g. ``"10.0"`` (NVIDIA) or ``"gfx942"`` (AMD).
+        memory_bytes: device memory the runtime can see (bytes).
+        hbm_bytes_per_s: datasheet memory bandwidth (bytes/s).
+        dense_flops_per_s: dense (not 2:4-sparse) tensor throughput per class
+            ``bf16``/``fp8``/``fp4`` (FLOP/s); a class the chip lacks is absent.
+        native_dtypes: formats whose GEMMs run on the tensor cores as themselves.
+        scaleup: the GPU-to-GPU link inside a node.
+        host_link: the link to host memory (PCIe, or NVLink-C2C on Grace).
+        max_gpus_per_scaleup: GPUs one scale-up domain holds (8 on HGX, 72 on NVL72).
+        price: public price range, or ``None`` where no public figure exists.
+    """
+
+    key: str
+    name: str
+    vendor: str
+    architecture: str
+    compute_capability: str
+    memory_bytes: float
+    hbm_bytes_per_s: float
+    dense_flops_per_s: dict[str, float]
+    native_dtypes: frozenset[Dtype]
+    scaleup: Link
+    host_link: Link
+    max_gpus_per_scaleup: int
+    price: Price | None = field(default=None)
+
+    def runs_natively(self, dtype: Dtype) -> bool:
+        """True when the tensor cores run ``dtype`` GEMMs without dequantizing first."""
+        return dtype in self.native_dtypes
+
+    def flops_per_s(self, dtype: Dtype) -> float:
+        """Dense tensor FLOP/s for GEMMs with weights in ``dtype``.
+
+        A format without native support runs weight-only: dequantized to BF16 in the kernel
+        and multiplied at the BF16 rate (what engines do for FP8 on A100 or MXFP4 on Hopper).
+        """
+        bf16 = self.dense_flops_per_s["bf16"]
+        if dtype.compute_dtype in self.native_dtypes:
+            return self.dense_flops_per_s.get(dtype.compute_dtype.flops_class, bf16)
+        return bf16

@@ -1,0 +1,151 @@
+"""Continuous batching with chunked prefill, in steady state at a given concurrency.
+
+In a *cycle* every running sequence is prefilled once (ISL tokens) and decodes OSL tokens.
+With ``B`` sequences running, a cycle holds ``OSL/τ`` decode steps at batch ``B`` (τ = tokens
+per step: 1, or the acceptance length with speculative decoding) and ``B·ISL`` prefill tokens:
+
+- engines that keep prefill apart (SGLang's default, ``--enable-mixed-chunk`` off) add
+  ``B·ISL / chunk`` prefill steps during which decode waits;
+- engines that mix (vLLM chunked prefill, TRT-LLM in-flight batching) put ``B·ISL·τ/OSL``
+  prompt tokens into each decode step, within the step's token budget.
+
+Output tok/s = B·OSL / cycle; TPOT = cycle / OSL. The running batch is the concurrency capped
+by the engine's running-request limit, by KV capacity at the running sequences' mean context
+(length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
+TTFT = wait for the step in progress + the prefill step that carries the prompt + queueing
+when the client keeps more requests in flight than the engine runs (Little's law).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.deployment import Deployment
+from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.engine import EngineFacts, EngineSettings, sglang_default_running_cap
+from tokenplan.perf.speculative import SpecDecode
+from tokenplan.perf.step import StepTime, roofline_step_s, step_time
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """What caps the running batch of one replica (sequences).
+
+    Attributes:
+        kv: sequences whose KV fits at the running mean context.
+        state: hybrid-model state slots per the engine's slot rule (None = no state).
+        engine: the engine's running-request cap.
+        limit: the smallest of them.
+        reason: which one binds: ``kv cache``, ``state slots`` or ``engine cap``.
+    """
+
+    kv: float
+    state: float | None
+    engine: float
+    limit: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyState:
+    """One replica at a concurrency, in steady state.
+
+    Attributes:
+        batch: sequences running (per replica).
+        limits: what caps the batch.
+        output_tok_s: generated tokens per second of the replica.
+        tpot_s, ttft_s: time per output token and time to first token (seconds).
+        decode_step: the decode step at that batch.
+        cycle_s: time for the batch to prefill and generate once (seconds).
+        prefill_share: fraction of the cycle spent in prefill-only steps.
+        roofline_output_tok_s: the physical bound at the same batch (speculative off).
+        warnings: plain-language caveats.
+    """
+
+    batch: float
+    limits: BatchLimits
+    output_tok_s: float
+    tpot_s: float
+    ttft_s: float
+    decode_step: StepTime
+    cycle_s: float
+    prefill_share: float
+    roofline_output_tok_s: float
+    warnings: tuple[str, ...] = field(default=())
+
+
+def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, isl: LengthDist,
+                 osl: LengthDist, spec: SpecDecode | None) -> BatchLimits:
+    """The most sequences one replica runs (see the module docstring)."""
+    running_ctx = isl.mean + osl.running_mean / 2
+    mem = d.memory
+    # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
+    kv = mem.max_sequences(running_ctx) if mem.state_slots is None else mem.kv_capacity_tokens / running_ctx
+    state = None
+    if mem.state_slots is not None:
+        per_req = facts.slots_per_request_spec if spec else facts.slots_per_request
+        state = math.floor(mem.state_slots / per_req)
+    engine = settings.max_running_cap
+    if engine is None:  # SGLang derives it from the KV pool
+        engine = sglang_default_running_cap(facts, mem.kv_capacity_tokens, isl.max + osl.max)
+    candidates = {"kv cache": kv, "engine cap": float(engine)}
+    if state is not None:
+        candidates["state slots"] = float(state)
+    reason = min(candidates, key=candidates.__getitem__)
+    return BatchLimits(kv, state, float(engine), max(math.floor(candidates[reason]), 0.0), reason)
+
+
+def _draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
+    """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head."""
+    one = step_time(d, eff, batch, ctx)
+    kernel = one.total_s - one.overhead_s
+    lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
+    layer_share = spec.draft_layers / d.spec.num_layers
+    return spec.draft_tokens * (kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch)
+
+
+def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: EngineSettings,
+                 isl: LengthDist, osl: LengthDist, concurrency: float | None,
+                 spec: SpecDecode | None = None) -> SteadyState:
+    """Steady state of one replica at ``concurrency`` requests in flight (None = offline: the
+    engine runs as many as it can)."""
+    limits = batch_limits(d, facts, settings, isl, osl, spec)
+    batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
+    warnings: list[str] = []
+    if batch < 1:
+        raise ValueError("no sequence fits")  # callers check memory.fits and limits first
+    ctx = isl.mean + osl.running_mean / 2
+    tau = spec.acceptance_length if spec else 1.0
+    query = (spec.draft_tokens + 1) if spec else 1.0
+    dec = step_time(d, eff, batch, ctx, query_tokens_per_seq=query)
+    dec_s = dec.total_s + (_draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
+    n_dec = osl.mean / tau
+    prompt_tokens = batch * isl.mean
+    if facts.mixed_prefill:
+        budget = max(settings.chunk_tokens - batch * query, settings.chunk_tokens * 0.1)
+        per_step = prompt_tokens / n_dec
+        n_steps = max(n_dec, prompt_tokens / budget)
+        mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query)
+        cycle = n_steps * (mixed.total_s + (dec_s - dec.total_s))
+        prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
+        ttft = dec_s / 2 + (mixed.total_s if per_step <= budget else isl.mean / budget * mixed.total_s)
+    else:
+        chunk = settings.chunk_tokens
+        n_chunks = prompt_tokens / chunk
+        pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2)
+        cycle = n_dec * dec_s + n_chunks * pre.total_s
+        prefill_share = n_chunks * pre.total_s / cycle
+        arriving = max(isl.mean, prompt_tokens / n_dec)  # prompt tokens queued per decode step
+        own = step_time(d, eff, 0.0, 0.0, min(chunk, arriving), isl.mean / 2).total_s
+        ttft = dec_s / 2 + own * math.ceil(isl.mean / chunk)
+    output = batch * osl.mean / cycle
+    if concurrency is not None and concurrency > batch:
+        ttft += (concurrency - batch) / (batch / cycle)  # queueing: waiting / completion rate
+        warnings.append(f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
+                        f"({limits.reason}); the rest queue")
+    bound = roofline_step_s(d, step_time(d, eff, batch, ctx))
+    return SteadyState(batch=batch, limits=limits, output_tok_s=output, tpot_s=cycle / osl.mean, ttft_s=ttft,
+                       decode_step=dec, cycle_s=cycle, prefill_share=prefill_share,
+                       roofline_output_tok_s=batch / bound if bound > 0 else math.inf, warnings=tuple(warnings))

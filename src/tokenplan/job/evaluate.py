@@ -1,0 +1,149 @@
+"""Evaluate one configuration — model × GPU × layout × dtypes × engine × speculative × concurrency —
+into a steady-state prediction, or a rejection with its reason. Used by ``predict`` and by the
+plan search alike, so both follow one code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.hardware import Gpu
+from tokenplan.job.batching import SteadyState, batch_limits, steady_state
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.deployment import Deployment, build_deployment
+from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.engine import EngineFacts, EngineSettings, resolve_settings
+from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
+from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
+from tokenplan.perf.speculative import SpecDecode
+from tokenplan.units import Dtype, GiB
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """One candidate configuration.
+
+    Attributes:
+        layout: TP/PP/EP/DP.
+        weight_dtype, kv_dtype: number formats.
+        engine: engine defaults.
+        spec: speculative decoding, or None.
+        memory_fraction, max_running: user overrides of engine defaults (None = default).
+        ssm_dtype: override of the hybrid state dtype (None = the config's).
+        vision_cut: SGLang's memory cut for a multimodal checkpoint (1 = none).
+    """
+
+    layout: Layout
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    engine: EngineFacts
+    spec: SpecDecode | None = None
+    memory_fraction: float | None = None
+    max_running: int | None = None
+    ssm_dtype: str | None = None
+    vision_cut: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """A configuration that runs, and how it runs.
+
+    Attributes:
+        config, deployment, settings: what was evaluated.
+        steady: the replica's steady state.
+        output_tok_s_total: all DP replicas together (tokens/s).
+        output_tok_s_per_gpu: divided by every GPU of the deployment (tokens/s).
+        warnings: format, replication, cap and queueing caveats.
+    """
+
+    config: Config
+    deployment: Deployment
+    settings: EngineSettings
+    steady: SteadyState
+    output_tok_s_total: float
+    output_tok_s_per_gpu: float
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def memory(self) -> MemoryBreakdown:
+        """Per-GPU memory."""
+        return self.deployment.memory
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A configuration that cannot run, and why (one line)."""
+
+    config: Config
+    reason: str
+
+
+def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple[str | None, list[str]]:
+    """(rejection reason or None, warnings) for running these formats on this GPU.
+
+    NVFP4 needs Blackwell tensor cores (sm_100/103/120) and no engine runs it on AMD; an
+    NVFP4 KV cache needs Blackwell. Other formats without native tensor-core support run
+    weight-only, dequantized to BF16 in the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on
+    A100, MXFP4 on Hopper), at the BF16 compute rate.
+    """
+    if weight is Dtype.NVFP4 and gpu.vendor == "amd":
+        return f"NVFP4 weights: no engine runs NVFP4 on {gpu.architecture}", []
+    if kv is Dtype.NVFP4 and Dtype.NVFP4 not in gpu.native_dtypes:
+        return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
+    warnings = []
+    if weight.compute_dtype not in gpu.native_dtypes:
+        warnings.append(f"{weight.value} weights are not native on {gpu.architecture}: they run weight-only "
+                        f"(dequantized to BF16) at the BF16 compute rate")
+    if weight is Dtype.W4A16:
+        warnings.append("w4a16 weights run 16-bit math (weight-only INT4)")
+    return None, warnings
+
+
+def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
+             concurrency: float | None) -> Evaluation | Rejection:
+    """Evaluate a configuration at ``concurrency`` requests in flight per replica (None = offline).
+
+    Returns a Rejection (never raises) for layouts that do not divide, formats the GPU cannot
+    run, and models that do not fit.
+    """
+    lay = config.layout
+    why = layout_rejection(model, lay)
+    if why:
+        return Rejection(config, why)
+    why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype)
+    if why:
+        return Rejection(config, why)
+    settings = resolve_settings(config.engine, gpu.memory_bytes, lay.gpus_per_replica, lay.tp,
+                                config.spec is not None, config.vision_cut, gpu.architecture,
+                                config.memory_fraction, config.max_running)
+    ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid else None
+    mem = memory_breakdown(model, gpu, lay, config.weight_dtype, config.kv_dtype, settings, ratio,
+                           with_mtp=config.spec is not None and config.spec.method == "mtp",
+                           ssm_dtype=config.ssm_dtype)
+    if not mem.fits:
+        usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
+        return Rejection(config, f"does not fit: {mem.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU "
+                                 f"vs {usable / GiB:.1f} GiB usable on {gpu.key}")
+    if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
+        return Rejection(config, f"MTP needs MTP layers; {model.name} ships none")
+    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
+    limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
+    if limits.limit < 1:
+        return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
+                                 f"({mem.kv_capacity_tokens:,.0f} tokens)")
+    rep = kv_replication(model, lay)
+    if rep > 1:
+        warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
+    steady = steady_state(dep, eff, config.engine, settings, isl, osl, concurrency, config.spec)
+    if limits.reason == "state slots":
+        warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
+    total = steady.output_tok_s * lay.dp
+    return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
+                      tuple(warnings) + steady.warnings + tuple(model.approximations))
+
+
+def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:
+    """(whole-model KV bytes per token, state bytes per sequence) for reports."""
+    return kv_bytes_per_token(model, kv_dtype), state_bytes_per_sequence(model)

@@ -1,0 +1,84 @@
+"""Input- and output-length distributions (tokens).
+
+A length is either fixed (benchmarks: ``ignore_eos`` with exact lengths) or lognormal with a
+given mean and shape ``sigma``, capped at ``cap`` (``max_tokens`` for outputs: a thinking answer
+that hits the cap ends with ``finish_reason = length``). Thinking outputs are heavy-tailed; a
+lognormal with σ ≈ 1 matches the spread reported for reasoning traces (a few hundred to tens of
+thousands of tokens, shared notes generation-jobs.md).
+
+Moments are taken over a fixed grid of quantiles, so they are exact for the capped
+distribution up to the grid resolution and deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from statistics import NormalDist
+
+from tokenplan.errors import InputError
+
+_GRID = 256
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution.
+
+    Attributes:
+        mean_tokens: the mean of the uncapped distribution (tokens).
+        sigma: lognormal shape (0 = every length equals the mean).
+        cap_tokens: the largest length (tokens); None = no cap.
+    """
+
+    mean_tokens: float
+    sigma: float = 0.0
+    cap_tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.mean_tokens > 0:
+            raise InputError("mean length", self.mean_tokens, "a number of tokens > 0")
+        if self.sigma < 0:
+            raise InputError("length sigma", self.sigma, "a number ≥ 0")
+        if self.cap_tokens is not None and not self.cap_tokens > 0:
+            raise InputError("length cap", self.cap_tokens, "a number of tokens > 0")
+
+    @cached_property
+    def quantiles(self) -> tuple[float, ...]:
+        """Lengths at the mid-points of ``_GRID`` equal-probability bins (tokens)."""
+        cap = self.cap_tokens or math.inf
+        if self.sigma == 0:
+            return (min(self.mean_tokens, cap),) * _GRID
+        mu = math.log(self.mean_tokens) - self.sigma**2 / 2  # E[X] = exp(mu + σ²/2)
+        z = NormalDist()
+        return tuple(min(math.exp(mu + self.sigma * z.inv_cdf((i + 0.5) / _GRID)), cap) for i in range(_GRID))
+
+    @cached_property
+    def mean(self) -> float:
+        """Mean of the capped distribution (tokens)."""
+        return sum(self.quantiles) / _GRID
+
+    @cached_property
+    def running_mean(self) -> float:
+        """Mean length of the requests running at a random instant: E[L²] / E[L] (length-biased:
+        long requests are in the batch for longer)."""
+        return sum(q * q for q in self.quantiles) / _GRID / self.mean
+
+    @property
+    def max(self) -> float:
+        """Largest length on the grid (tokens)."""
+        return max(self.quantiles)
+
+    def describe(self) -> str:
+        """``lognormal mean 2500 σ 1.0 cap 32768`` or ``fixed 1024``."""
+        if self.sigma == 0:
+            return f"fixed {self.mean_tokens:,.0f}"
+        cap = f", cap {self.cap_tokens:,.0f}" if self.cap_tokens else ""
+        return f"lognormal mean {self.mean_tokens:,.0f}, σ {self.sigma:g}{cap}"
+
+
+def fixed(tokens: float) -> LengthDist:
+    """A distribution where every length is ``tokens``."""
+    return LengthDist(tokens, 0.0, None)

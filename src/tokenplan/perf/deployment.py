@@ -1,0 +1,109 @@
+"""A deployment's per-GPU constants, computed once: parameters per GPU by kind, bytes per token
+of KV cache, state per sequence, FLOP rates. Step times (``tokenplan.perf.step``) are cheap
+arithmetic on these, which keeps a plan sweep of 10,000+ configurations under a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tokenplan.arch.params import param_counts, quantized_components
+from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.hardware import Gpu
+from tokenplan.perf.layout import Layout
+from tokenplan.perf.memory import MemoryBreakdown, attention_params_per_gpu
+from tokenplan.units import Dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One replica's per-GPU constants (all per GPU of one pipeline stage unless named).
+
+    Attributes:
+        spec, gpu, layout, weight_dtype, kv_dtype: what is deployed.
+        memory: the per-GPU memory breakdown.
+        dense_params: non-routed matmul parameters per GPU (attention projections,
+            linear-attention, dense FFN, shared experts; lm_head counted apart).
+        dense_bytes: their bytes.
+        lm_head_params: lm_head parameters per GPU (on the last stage only).
+        routed_bytes: routed-expert bytes per GPU.
+        routed_flops_per_token: routed-expert FLOPs per token per GPU (top_k experts).
+        experts_per_gpu: routed experts per GPU per MoE layer.
+        attn_flops_per_token_ctx: attention FLOPs per query token per context token per GPU.
+        gdn_flops_per_token: linear-attention recurrence FLOPs per token per GPU.
+        gemm_flops_per_s: dense tensor FLOP/s for the weight dtype (dequantized rate if not
+            native), per GPU.
+        attn_flops_per_s: tensor FLOP/s attention runs at (BF16 class).
+        lowprec: True when the GEMMs run an FP8/FP4 kernel (kernel-maturity factor applies).
+    """
+
+    spec: ModelSpec
+    gpu: Gpu
+    layout: Layout
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    memory: MemoryBreakdown
+    dense_params: float
+    dense_bytes: float
+    lm_head_params: float
+    routed_bytes: float
+    routed_flops_per_token: float
+    experts_per_gpu: float
+    attn_flops_per_token_ctx: float
+    gdn_flops_per_token: float
+    gemm_flops_per_s: float
+    attn_flops_per_s: float
+    lowprec: bool
+
+
+@lru_cache(maxsize=4096)
+def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[float, float, float, float, float]:
+    p = param_counts(spec)
+    quant = quantized_components(spec, weight_dtype)
+    tp, pp, gpus = layout.tp, layout.pp, layout.gpus_per_replica
+
+    def b(component: str) -> float:
+        return (weight_dtype if component in quant else Dtype.BF16).bytes_per_element
+
+    attn_layers = spec.full_attention_layers + spec.sliding_layers
+    attn = attention_params_per_gpu(spec, layout) * attn_layers / pp
+    rest = {"linear_attention": p.linear_attention, "dense_ffn": p.dense_ffn, "shared_experts": p.shared_experts}
+    dense_params = attn + sum(rest.values()) / tp / pp
+    dense_bytes = attn * b("attention") + sum(v * b(k) for k, v in rest.items()) / tp / pp
+    lm_head = (p.lm_head or p.embedding) / tp
+    routed_bytes = p.routed_experts * b("routed_experts") / gpus
+    routed_flops = 2.0 * p.routed_active / gpus
+    return dense_params, dense_bytes, lm_head, routed_bytes, routed_flops
+
+
+def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype,
+                     memory: MemoryBreakdown) -> Deployment:
+    """Precompute the per-GPU constants of one deployment."""
+    dense_params, dense_bytes, lm_head, routed_bytes, routed_flops = _param_split(spec, layout, weight_dtype)
+    a = spec.attention
+    attn_per_ctx = 0.0
+    if a is not None:
+        heads = a.num_heads if layout.attention_dp else a.num_heads / layout.tp
+        if a.kind is AttentionKind.MLA:
+            # Absorbed MLA: scores over (r_kv + d_rope), values over r_kv (DeepSeek-V3 §2.1.1).
+            per_layer = 2 * heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+        else:
+            per_layer = 2 * heads * (a.head_dim + a.v_head_dim)  # QK^T and PV
+        attn_per_ctx = per_layer * (spec.full_attention_layers + spec.sliding_layers) / layout.pp
+    lin = spec.linear
+    gdn = 0.0
+    if lin is not None:
+        tp_lin = 1 if layout.attention_dp else layout.tp
+        # Delta-rule update and readout: ~4 multiply-adds per state element per token.
+        gdn = 8.0 * lin.num_v_heads * lin.k_head_dim * lin.v_head_dim / tp_lin * spec.linear_layers / layout.pp
+    experts = spec.moe.num_experts / layout.gpus_per_replica if spec.moe else 0.0
+    return Deployment(
+        spec=spec, gpu=gpu, layout=layout, weight_dtype=weight_dtype, kv_dtype=kv_dtype, memory=memory,
+        dense_params=dense_params, dense_bytes=dense_bytes, lm_head_params=lm_head, routed_bytes=routed_bytes,
+        routed_flops_per_token=routed_flops, experts_per_gpu=experts, attn_flops_per_token_ctx=attn_per_ctx,
+        gdn_flops_per_token=gdn, gemm_flops_per_s=gpu.flops_per_s(weight_dtype),
+        attn_flops_per_s=gpu.dense_flops_per_s["bf16"],
+        lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
+    )
+

@@ -1,0 +1,130 @@
+"""What an inference engine adds to the physics: its memory reserve and fraction, its default
+cap on running requests, its prefill chunk, whether prefill mixes with decode, and how it splits
+memory between KV cache and hybrid-model state.
+
+The figures come from ``catalog/engines.yaml`` (sourced there) as an :class:`EngineFacts`;
+the functions here apply them to one deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.units import GiB, MiB
+
+
+@dataclass(frozen=True, slots=True)
+class SglangBucket:
+    """One SGLang GPU-memory bucket: chunk size and decode CUDA-graph max batch (S1)."""
+
+    below_gib: float
+    chunk_tokens: int
+    graph_bs_small_tp: int
+    graph_bs_large_tp: int
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFacts:
+    """An engine's defaults (values from ``catalog/engines.yaml``; see its sources)."""
+
+    name: str
+    display_name: str
+    memory_mode: str
+    mixed_prefill: bool
+    memory_fraction: float = 0.9
+    reserve_fixed_gib: float = 0.0
+    reserve_base_mib: float = 0.0
+    reserve_per_activation_token_mib: float = 0.0
+    reserve_per_8_gpus_mib: float = 0.0
+    reserve_graph_mib_per_bs: float = 0.0
+    reserve_floor_gib_above_60gib: float = 0.0
+    buckets: tuple[SglangBucket, ...] = ()
+    max_running_per_context_factor: float = 0.0
+    max_running_min: int = 0
+    max_running_max: int = 0
+    spec_max_running_default: int | None = None
+    max_running_default_large_gpu: int = 0
+    max_running_default_small_gpu: int = 0
+    large_gpu_min_gib: float = 0.0
+    chunk_tokens_large_gpu: int = 8192
+    chunk_tokens_small_gpu: int = 8192
+    graph_max_bs: int = 0
+    state_to_kv_memory_ratio: float | None = None
+    slots_per_request: int = 1
+    slots_per_request_spec: int = 1
+    vlm_memory_cut: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """The settings an engine resolves to for one deployment (what a launch command would set).
+
+    Attributes:
+        memory_fraction: SGLang ``--mem-fraction-static`` and vLLM ``--gpu-memory-utilization``:
+            share of total GPU memory for weights + cache; TRT-LLM
+            ``free_gpu_memory_fraction``: share of the memory left after weights and reserve.
+        reserve_bytes: memory held back besides the fraction's headroom (activations, CUDA
+            graphs, communication buffers); 0 for SGLang, whose fraction already excludes it.
+        fraction_of_free: True for TRT-LLM's fraction-of-free-memory rule.
+        chunk_tokens: prefill chunk / token budget per step.
+        graph_max_bs: largest decode batch captured in a CUDA graph.
+        max_running_cap: the engine's cap on running requests (None = derived from KV later).
+    """
+
+    memory_fraction: float
+    reserve_bytes: float
+    fraction_of_free: bool
+    chunk_tokens: int
+    graph_max_bs: int
+    max_running_cap: int | None
+
+
+def _bucket(facts: EngineFacts, gpu_memory_bytes: float) -> SglangBucket:
+    gib = gpu_memory_bytes / GiB
+    return next(b for b in facts.buckets if gib < b.below_gib)
+
+
+def resolve_settings(
+    facts: EngineFacts,
+    gpu_memory_bytes: float,
+    gpus_per_replica: int,
+    tp: int,
+    speculative: bool,
+    vision_cut: float = 1.0,
+    architecture: str = "",
+    memory_fraction: float | None = None,
+    max_running: int | None = None,
+) -> EngineSettings:
+    """Apply an engine's defaults to one deployment.
+
+    Args:
+        gpu_memory_bytes: memory of one GPU (bytes).
+        gpus_per_replica: TP × PP.
+        vision_cut: SGLang's multiplier for multimodal checkpoints (1 = none).
+        memory_fraction, max_running: user overrides (None = the engine's default).
+    """
+    if facts.memory_mode == "static_fraction":
+        bucket = _bucket(facts, gpu_memory_bytes)
+        graph_bs = bucket.graph_bs_small_tp if tp < 4 else bucket.graph_bs_large_tp
+        reserve_mib = (facts.reserve_base_mib
+                       + facts.reserve_per_activation_token_mib * max(bucket.chunk_tokens, 2048)
+                       + facts.reserve_per_8_gpus_mib * gpus_per_replica / 8
+                       + facts.reserve_graph_mib_per_bs * graph_bs)
+        reserve = reserve_mib * MiB
+        if gpu_memory_bytes > 60 * GiB:
+            reserve = max(reserve, facts.reserve_floor_gib_above_60gib * GiB)
+        fraction = memory_fraction or (gpu_memory_bytes - reserve) / gpu_memory_bytes * vision_cut
+        cap = max_running or (facts.spec_max_running_default if speculative else None)
+        return EngineSettings(fraction, 0.0, False, bucket.chunk_tokens, graph_bs, cap)
+    # vLLM's larger defaults apply to ≥ 70 GiB devices other than A100 (V2).
+    large = gpu_memory_bytes >= facts.large_gpu_min_gib * GiB and architecture != "ampere"
+    chunk = facts.chunk_tokens_large_gpu if large else facts.chunk_tokens_small_gpu
+    cap = max_running or (facts.max_running_default_large_gpu if large else facts.max_running_default_small_gpu)
+    return EngineSettings(memory_fraction or facts.memory_fraction, facts.reserve_fixed_gib * GiB,
+                          facts.memory_mode == "free_fraction", chunk, facts.graph_max_bs, cap)
+
+
+def sglang_default_running_cap(facts: EngineFacts, kv_tokens: float, context_len: float) -> int:
+    """SGLang's ``max_running_requests`` when unset: clamp(KV_tokens / context_len × 512, 2048, 4096) (S3)."""
+    raw = kv_tokens / max(context_len, 1.0) * facts.max_running_per_context_factor
+    return int(min(max(raw, facts.max_running_min), facts.max_running_max))

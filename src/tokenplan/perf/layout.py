@@ -1,0 +1,105 @@
+"""Parallel layouts of one replica and the rules that reject them.
+
+A layout is TP (tensor parallel) × PP (pipeline parallel) GPUs per replica, EP (expert
+parallel) across the replica's GPUs for MoE layers, optional attention data parallelism
+(attention replicated per rank, each rank holding its own sequences — SGLang
+``--enable-dp-attention``, TRT-LLM "DEP"), and DP whole-model replicas side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.arch.spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """GPU counts of a deployment.
+
+    Attributes:
+        tp: tensor-parallel degree inside a replica.
+        pp: pipeline stages inside a replica.
+        ep: expert-parallel degree of the MoE layers (1 = experts TP-sharded).
+        dp: whole-model replicas.
+        attention_dp: attention runs data-parallel across the TP ranks.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    attention_dp: bool = False
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs one replica uses (TP × PP)."""
+        return self.tp * self.pp
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of the whole deployment."""
+        return self.tp * self.pp * self.dp
+
+    def describe(self) -> str:
+        """Short name, e.g. ``TP2×DP4`` or ``TP4 EP4 DP-attn``."""
+        parts = [f"TP{self.tp}"]
+        if self.pp > 1:
+            parts.append(f"PP{self.pp}")
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        if self.attention_dp:
+            parts.append("DP-attn")
+        text = "×".join(parts[:2]) + ("".join(" " + p for p in parts[2:]))
+        return f"{text}×DP{self.dp}" if self.dp > 1 else text
+
+
+def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
+    """Why ``layout`` cannot run ``spec``, or None when it can.
+
+    Rules (what SGLang, vLLM and TRT-LLM enforce at start-up):
+    TP divides the attention heads; KV heads divide TP or TP divides them (replication);
+    TP divides the linear-attention heads; EP divides the routed experts and the replica's
+    GPUs; PP does not exceed the layer count.
+    """
+    tp, a = layout.tp, spec.attention
+    if min(layout.tp, layout.pp, layout.ep, layout.dp) < 1:
+        return "every parallel degree must be ≥ 1"
+    if a is not None and not layout.attention_dp:
+        if a.num_heads % tp:
+            return f"TP{tp} does not divide the {a.num_heads} attention heads"
+        if a.num_kv_heads % tp and tp % a.num_kv_heads:
+            return f"TP{tp} and the {a.num_kv_heads} KV heads do not divide one another"
+    lin = spec.linear
+    if lin is not None and (lin.num_v_heads % tp or lin.num_k_heads % tp and tp % lin.num_k_heads):
+        return f"TP{tp} does not divide the {lin.num_v_heads} linear-attention value heads"
+    if layout.ep > 1:
+        if spec.moe is None:
+            return "EP needs a mixture-of-experts model"
+        if spec.moe.num_experts % layout.ep:
+            return f"EP{layout.ep} does not divide the {spec.moe.num_experts} experts"
+        if layout.gpus_per_replica % layout.ep:
+            return f"EP{layout.ep} does not divide the replica's {layout.gpus_per_replica} GPUs"
+    if layout.attention_dp and spec.moe is None:
+        return "attention data parallelism is for MoE models (dense layers would be replicated)"
+    if layout.pp > spec.num_layers:
+        return f"PP{layout.pp} exceeds the {spec.num_layers} layers"
+    return None
+
+
+def kv_heads_per_gpu(spec: ModelSpec, layout: Layout) -> float:
+    """GQA KV heads one GPU holds: n_kv / TP, or 1 when TP exceeds n_kv (replicated)."""
+    a = spec.attention
+    if a is None:
+        return 0.0
+    if layout.attention_dp:
+        return float(a.num_kv_heads)
+    return max(a.num_kv_heads / layout.tp, 1.0)
+
+
+def kv_replication(spec: ModelSpec, layout: Layout) -> int:
+    """How many GPUs hold a copy of each KV head (1 = no replication)."""
+    a = spec.attention
+    if a is None or layout.attention_dp or layout.tp <= a.num_kv_heads:
+        return 1
+    return layout.tp // a.num_kv_heads

@@ -1,0 +1,162 @@
+"""Memory per GPU: weights, engine reserve, KV cache and per-sequence state → KV token capacity
+→ the most sequences that fit at a given context length.
+
+Weights shard by TP (vocabulary-parallel embedding and lm_head, column/row-parallel linears),
+routed experts across all GPUs of the replica (EP or TP inside the experts), and layers by PP.
+KV heads replicate when TP exceeds them; MLA's latent is replicated on every TP rank unless
+attention runs data-parallel. Gated DeltaNet / Mamba-2 state shards by TP over its heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
+from tokenplan.arch.params import ParamCounts, attention_params_per_layer, param_counts, quantized_components
+from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.hardware import Gpu
+from tokenplan.perf.engine import EngineSettings
+from tokenplan.perf.layout import Layout, kv_heads_per_gpu
+from tokenplan.units import Dtype
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """Per-GPU memory of one deployment (bytes) and what it holds.
+
+    Attributes:
+        gpu_bytes: device memory.
+        weight_bytes_per_gpu: model weights on one GPU (MTP/draft weights included when used).
+        reserve_bytes: engine reserve (activations, CUDA graphs, communication, fraction headroom).
+        kv_pool_bytes: memory for the KV cache on one GPU.
+        state_pool_bytes: memory for linear-attention state on one GPU (hybrid models).
+        kv_bytes_per_token_per_gpu: KV bytes one token adds on one GPU (full-attention layers).
+        sliding_bytes_per_token_per_gpu: the same for sliding-window layers (capped at the window).
+        state_bytes_per_sequence_per_gpu: recurrent state one sequence holds on one GPU.
+        sequence_shards: ranks that split the sequences (TP with attention DP, else 1).
+        kv_capacity_tokens: tokens the replica's KV cache holds (all sequences together).
+        state_slots: sequences the state pool holds (None when the model has no state).
+    """
+
+    gpu_bytes: float
+    weight_bytes_per_gpu: float
+    reserve_bytes: float
+    kv_pool_bytes: float
+    state_pool_bytes: float
+    kv_bytes_per_token_per_gpu: float
+    sliding_bytes_per_token_per_gpu: float
+    state_bytes_per_sequence_per_gpu: float
+    sequence_shards: int
+    kv_capacity_tokens: float
+    state_slots: float | None
+    sliding_window: int
+
+    @property
+    def fits(self) -> bool:
+        """True when weights and reserve leave room for at least one sequence's cache."""
+        return self.kv_pool_bytes > 0
+
+    def max_sequences(self, context_tokens: float) -> float:
+        """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
+        per_seq_kv = (self.kv_bytes_per_token_per_gpu * context_tokens
+                      + self.sliding_bytes_per_token_per_gpu * min(context_tokens, self.sliding_window))
+        if self.state_slots is None:
+            per_seq = per_seq_kv + self.state_bytes_per_sequence_per_gpu
+            seqs = self.kv_pool_bytes / per_seq if per_seq > 0 else float("inf")
+            return seqs * self.sequence_shards
+        by_kv = self.kv_pool_bytes / per_seq_kv if per_seq_kv > 0 else float("inf")
+        return min(by_kv * self.sequence_shards, self.state_slots)
+
+
+def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, with_mtp: bool = False) -> float:
+    """Weight bytes one GPU holds (see the module docstring for the sharding rules)."""
+    p = param_counts(spec)
+    quant = quantized_components(spec, weight_dtype)
+
+    def nbytes(component: str, count: float) -> float:
+        dtype = weight_dtype if component in quant else Dtype.BF16
+        return count * dtype.bytes_per_element
+
+    tp, pp = layout.tp, layout.pp
+    attn_layers = spec.full_attention_layers + spec.sliding_layers
+    total = (nbytes("embedding", p.embedding) + nbytes("lm_head", p.lm_head)) / tp
+    total += nbytes("attention", attention_params_per_gpu(spec, layout) * attn_layers) / pp
+    total += (nbytes("linear_attention", p.linear_attention) + nbytes("dense_ffn", p.dense_ffn)
+              + nbytes("shared_experts", p.shared_experts)) / tp / pp
+    total += nbytes("routed_experts", p.routed_experts) / layout.gpus_per_replica
+    if with_mtp:
+        total += _mtp_bytes(p, weight_dtype) / tp
+    return total
+
+
+def attention_params_per_gpu(spec: ModelSpec, layout: Layout) -> float:
+    """Parameters of one attention layer held by one GPU.
+
+    GQA: q and o shard by TP; k and v hold ``kv_heads_per_gpu`` heads (replicated when TP
+    exceeds the KV heads). MLA: the low-rank down-projections ``q_a`` and ``kv_a`` are
+    replicated on every rank (SGLang/vLLM ``ReplicatedLinear``), the rest shards by TP. With
+    attention DP every rank holds the whole layer.
+    """
+    a, h = spec.attention, spec.hidden_size
+    if a is None:
+        return 0.0
+    whole = attention_params_per_layer(spec)
+    if layout.attention_dp:
+        return whole
+    if a.kind is AttentionKind.MLA:
+        replicated = h * a.q_lora_rank + h * (a.kv_lora_rank + a.qk_rope_head_dim)
+        return (whole - replicated) / layout.tp + replicated
+    kv = h * (a.head_dim + a.v_head_dim) * a.num_kv_heads
+    return (whole - kv) / layout.tp + kv * kv_heads_per_gpu(spec, layout) / a.num_kv_heads
+
+
+def _mtp_bytes(p: ParamCounts, weight_dtype: Dtype) -> float:
+    # MTP layers ship in the checkpoint's dtype family; engines load them at BF16 unless the
+    # checkpoint quantizes them: counted at the weight dtype for linear layers.
+    return p.mtp * weight_dtype.bytes_per_element
+
+
+def memory_breakdown(
+    spec: ModelSpec,
+    gpu: Gpu,
+    layout: Layout,
+    weight_dtype: Dtype,
+    kv_dtype: Dtype,
+    settings: EngineSettings,
+    state_to_kv_ratio: float | None,
+    with_mtp: bool = False,
+    ssm_dtype: str | None = None,
+) -> MemoryBreakdown:
+    """Split one GPU's memory into weights, reserve, KV pool and state pool.
+
+    Args:
+        settings: the engine's resolved memory fraction and reserve.
+        state_to_kv_ratio: SGLang's ``--mamba-full-memory-ratio`` (state pool / KV pool) for
+            hybrid models; None where state and KV share one pool (vLLM, TRT-LLM).
+    """
+    weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp)
+    if settings.fraction_of_free:
+        usable = (gpu.memory_bytes - weights - settings.reserve_bytes) * settings.memory_fraction
+    else:
+        usable = gpu.memory_bytes * settings.memory_fraction - weights - settings.reserve_bytes
+    usable = max(usable, 0.0)
+    heads = kv_heads_per_gpu(spec, layout)
+    layers_per_stage = 1.0 / layout.pp
+    kv_tok = kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.full_attention_layers * layers_per_stage
+    sliding_tok = kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.sliding_layers * layers_per_stage
+    state_tp = 1 if layout.attention_dp else layout.tp
+    state_seq = state_bytes_per_sequence(spec, ssm_dtype) / state_tp * layers_per_stage
+    shards = layout.tp if layout.attention_dp else 1
+    state_pool, kv_pool, slots = 0.0, usable, None
+    if state_seq > 0 and state_to_kv_ratio is not None:
+        state_pool = usable * state_to_kv_ratio / (1 + state_to_kv_ratio)
+        kv_pool = usable - state_pool
+        slots = state_pool / state_seq * shards
+    kv_tokens = kv_pool / kv_tok * shards if kv_tok > 0 else float("inf")
+    return MemoryBreakdown(
+        gpu_bytes=gpu.memory_bytes, weight_bytes_per_gpu=weights,
+        reserve_bytes=gpu.memory_bytes - weights - usable, kv_pool_bytes=kv_pool, state_pool_bytes=state_pool,
+        kv_bytes_per_token_per_gpu=kv_tok, sliding_bytes_per_token_per_gpu=sliding_tok,
+        state_bytes_per_sequence_per_gpu=state_seq, sequence_shards=shards, kv_capacity_tokens=kv_tokens,
+        state_slots=slots, sliding_window=spec.sliding_window,
+    )

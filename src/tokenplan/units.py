@@ -1,0 +1,128 @@
+"""Base units, number formats and their sizes.
+
+Everything inside tokenplan is in base SI units — bytes, seconds, FLOP, bytes/s, FLOP/s — and
+every quantity's name ends with its unit (``kv_bytes_per_token``, ``step_time_s``). Conversion
+happens only when printing or when writing the ``--json`` fields the CLI promises
+(``step_time_ms``).
+
+Bytes per element of the block-scaled formats include their scales:
+
+- NVFP4: 4-bit E2M1 values plus one FP8 (E4M3) scale per 16 values → 0.5 + 1/16 = 0.5625 bytes.
+  Source: NVIDIA, "Introducing NVFP4" (developer.nvidia.com/blog/introducing-nvfp4-for-efficient-
+  and-accurate-low-precision-inference, 2025).
+- MXFP4 / MXFP8: OCP Microscaling spec v1.0 (opencompute.org, 2023): one E8M0 scale per 32
+  values → 0.5 + 1/32 = 0.53125 and 1 + 1/32 = 1.03125 bytes.
+- W4A16 (GPTQ/AWQ INT4, group size 128, one FP16 scale and one packed 4-bit zero per group):
+  0.5 + (2 + 0.5)/128 = 0.51953125 bytes.
+- FP8 with per-channel or per-block (128×128) scales: scale overhead below 0.01 %, counted as 1.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+
+MS_PER_S = 1e3
+S_PER_HOUR = 3600.0
+S_PER_DAY = 86400.0
+
+
+class Dtype(StrEnum):
+    """Number formats of weights, activations, KV cache and recurrent state."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    MXFP8 = "mxfp8"
+    NVFP4 = "nvfp4"
+    MXFP4 = "mxfp4"
+    W4A16 = "w4a16"
+
+    @property
+    def bytes_per_element(self) -> float:
+        """Stored bytes per element, block scales included (see the module docstring)."""
+        return _BYTES_PER_ELEMENT[self]
+
+    @property
+    def compute_dtype(self) -> "Dtype":
+        """The tensor-core format a GEMM with weights in this format runs at, when the chip
+        supports it natively: W4A16 runs its math in 16-bit; the others run as themselves."""
+        return Dtype.BF16 if self is Dtype.W4A16 else self
+
+    @property
+    def flops_class(self) -> str:
+        """Which datasheet TFLOPS column this format's tensor-core math uses:
+        ``bf16`` (also FP16/W4A16), ``fp8`` (also INT8, MXFP8) or ``fp4`` (NVFP4, MXFP4)."""
+        return _FLOPS_CLASS[self]
+
+
+_BYTES_PER_ELEMENT: dict[Dtype, float] = {
+    Dtype.FP32: 4.0,
+    Dtype.BF16: 2.0,
+    Dtype.FP16: 2.0,
+    Dtype.FP8: 1.0,
+    Dtype.INT8: 1.0,
+    Dtype.MXFP8: 1.0 + 1.0 / 32,
+    Dtype.NVFP4: 0.5 + 1.0 / 16,
+    Dtype.MXFP4: 0.5 + 1.0 / 32,
+    Dtype.W4A16: 0.5 + 2.5 / 128,
+}
+
+_FLOPS_CLASS: dict[Dtype, str] = {
+    Dtype.FP32: "bf16",
+    Dtype.BF16: "bf16",
+    Dtype.FP16: "bf16",
+    Dtype.W4A16: "bf16",
+    Dtype.FP8: "fp8",
+    Dtype.INT8: "fp8",
+    Dtype.MXFP8: "fp8",
+    Dtype.NVFP4: "fp4",
+    Dtype.MXFP4: "fp4",
+}
+
+WEIGHT_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.INT8, Dtype.MXFP8, Dtype.NVFP4, Dtype.MXFP4, Dtype.W4A16)
+KV_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4)
+
+
+def parse_dtype(text: str, field: str, allowed: tuple[Dtype, ...] = tuple(Dtype)) -> Dtype:
+    """Parse a dtype name (case-insensitive; ``bfloat16``/``float16``/``fp8_e4m3`` aliases).
+
+    Raises:
+        InputError: the name is not one of ``allowed``.
+    """
+    from tokenplan.errors import InputError
+
+    key = _ALIASES.get(text.strip().lower(), text.strip().lower())
+    try:
+        dtype = Dtype(key)
+    except ValueError:
+        raise InputError(field, text, [d.value for d in allowed]) from None
+    if dtype not in allowed:
+        raise InputError(field, text, [d.value for d in allowed])
+    return dtype
+
+
+_ALIASES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_block": "fp8",
+    "e4m3": "fp8",
+    "fp4": "nvfp4",
+    "int4_wo": "w4a16",
+    "int4": "w4a16",
+    "awq": "w4a16",
+    "gptq": "w4a16",
+}
