@@ -211,6 +211,8 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
     if not mtp and cfg.get("use_mtp"):
         mtp = r.int("num_mtp_modules", default=0)
+    vision = raw.get("vision_config") if isinstance(raw.get("vision_config"), Mapping) else {}
+    language_only = bool(raw.get("language_model_only") or raw.get("language_only"))
     return ModelSpec(
         name=name, architecture=str(archs[0]), hidden_size=hidden, vocab_size=r.int("vocab_size", minimum=1),
         num_layers=layers, tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
@@ -219,5 +221,8 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         linear=linear, linear_layers=kinds["linear"], dense_ffn_layers=dense_layers,
         dense_intermediate=dense_width, moe=moe, moe_layers=moe_layers, mtp_layers=mtp,
         ffn_matrices=2 if str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS else 3,
-        native_weight_dtype=native, approximations=tuple(notes),
+        native_weight_dtype=native,
+        vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
+        vision_hidden=0 if language_only else int(vision.get("hidden_size", 0) or 0),
+        approximations=tuple(notes),
     )

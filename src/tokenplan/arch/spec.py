@@ -122,6 +122,8 @@ class ModelSpec:
             ones (Nemotron-H's squared-ReLU experts).
         native_weight_dtype: the dtype the checkpoint ships its weights in (``bf16``), or the
             experts' dtype when the release itself is quantized (gpt-oss: ``mxfp4``).
+        vision_layers, vision_hidden: the vision tower's depth and width of a multimodal
+            checkpoint (0 = text-only); engines hold memory back for it.
         approximations: what tokenplan models only approximately (printed as warnings).
     """
 
@@ -144,6 +146,8 @@ class ModelSpec:
     mtp_layers: int = 0
     ffn_matrices: int = 3
     native_weight_dtype: str = "bf16"
+    vision_layers: int = 0
+    vision_hidden: int = 0
     approximations: tuple[str, ...] = field(default=())
 
     @property

@@ -128,3 +128,14 @@ def sglang_default_running_cap(facts: EngineFacts, kv_tokens: float, context_len
     """SGLang's ``max_running_requests`` when unset: clamp(KV_tokens / context_len × 512, 2048, 4096) (S3)."""
     raw = kv_tokens / max(context_len, 1.0) * facts.max_running_per_context_factor
     return int(min(max(raw, facts.max_running_min), facts.max_running_max))
+
+
+def sglang_vision_cut(facts: EngineFacts, vision_layers: int, vision_hidden: int) -> float:
+    """SGLang's memory-fraction multiplier for a multimodal checkpoint (S1):
+    ``0.95 × clamp(1 − 0.1·(layers·hidden² / (24·1024²) − 1), 0.8, 1.05)``; 1 for text-only
+    models or engines without the rule. Qwen3.6-27B (27 × 1152): 0.95 × 0.9576 = 0.910.
+    """
+    if not facts.vlm_memory_cut or vision_layers == 0:
+        return 1.0
+    size = vision_layers * vision_hidden**2 / (24 * 1024**2)
+    return 0.95 * min(max(1 - 0.1 * (size - 1), 0.8), 1.05)

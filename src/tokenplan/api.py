@@ -1,0 +1,160 @@
+"""The Python API: the same functions the CLI calls — request in, result out.
+
+``predict`` evaluates one configuration; ``memory`` breaks down one GPU's memory; ``plan``
+searches the hardware options of a job (``tokenplan.api_plan``). Names are resolved through
+``tokenplan.catalog`` here, so the layers below receive values only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
+from tokenplan.errors import InputError
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.perf.engine import sglang_vision_cut
+from tokenplan.perf.layout import Layout
+from tokenplan.perf.speculative import parse_spec
+from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, parse_dtype
+from tokenplan.userfiles import read_calibration
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """One configuration and workload point, as the CLI's ``predict`` takes it.
+
+    Lengths are in tokens; ``concurrency`` is requests in flight per deployment (None = offline
+    ``max``: every request queued, the engine picks its batch). ``spec`` is ``none`` or
+    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal.
+    """
+
+    model: str
+    gpu: str
+    num_gpus: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    attention_dp: bool = False
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "auto"
+    isl: float = 1024
+    osl: float = 1024
+    concurrency: float | None = None
+    spec: str = "none"
+    engine: str = "sglang"
+    memory_fraction: float | None = None
+    max_running: int | None = None
+    isl_sigma: float = 0.0
+    osl_sigma: float = 0.0
+    osl_cap: float | None = None
+    calibration: str | None = None
+    ssm_dtype: str | None = None
+
+
+def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or not value > 0:
+        raise InputError(field, value, "a number > 0")
+
+
+def efficiency_table(calibration: str | None) -> EfficiencyTable:
+    """The calibration file's table, or the shipped one."""
+    return read_calibration(calibration) if calibration else shipped_efficiency()
+
+
+def build_config(req: PredictRequest) -> tuple[Config, object, object]:
+    """Resolve names and check sizes: (config, model spec, gpu). Raises InputError/CatalogError."""
+    for field in ("num_gpus", "tp", "pp", "ep", "isl", "osl"):
+        _positive(field, getattr(req, field))
+    _positive("concurrency", req.concurrency, allow_none=True)
+    if req.num_gpus % (req.tp * req.pp):
+        raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
+    model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
+    weight = parse_dtype(req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype,
+                         "weight_dtype", WEIGHT_DTYPES)
+    kv = parse_dtype("bf16" if req.kv_dtype == "auto" else req.kv_dtype, "kv_dtype", KV_DTYPES)
+    layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
+                    attention_dp=req.attention_dp)
+    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
+                    req.ssm_dtype, cut)
+    return config, model, gpu
+
+
+def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
+    """Evaluate a request with the calibrated efficiency for its engine and GPU architecture."""
+    config, model, gpu = build_config(req)
+    eff = efficiency_table(req.calibration).resolve(config.engine.name, gpu.architecture)
+    isl = LengthDist(req.isl, req.isl_sigma, None)
+    osl = LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+    per_replica = None if req.concurrency is None else req.concurrency / config.layout.dp
+    return evaluate(model, gpu, config, eff, isl, osl, per_replica)
+
+
+def predict(req: PredictRequest) -> dict:
+    """Predict one configuration (see ``tokenplan predict``).
+
+    Returns a dict with ``output_tok_s_total``, ``output_tok_s_per_gpu`` (tokens/s),
+    ``max_concurrency`` (sequences, whole deployment), ``kv_bytes_per_token`` (whole model),
+    ``state_bytes_per_sequence``, ``weight_bytes_per_gpu`` (bytes), ``step_time_ms``,
+    ``tpot_ms``, ``ttft_ms``, ``bottleneck``, ``warnings`` and more; or, for a configuration
+    that cannot run, ``{"rejected": reason}``.
+
+    Raises:
+        InputError, CatalogError, ConfigError: bad names or sizes.
+    """
+    result = evaluate_request(req)
+    if isinstance(result, Rejection):
+        return {"rejected": result.reason}
+    return evaluation_dict(result, load_model(req.model))
+
+
+def evaluation_dict(ev: Evaluation, model) -> dict:
+    """The JSON-able fields of an evaluation (units in the key names)."""
+    s, m, lay = ev.steady, ev.memory, ev.config.layout
+    kv_tok, state_seq = kv_and_state(model, ev.config.kv_dtype)
+    return {
+        "layout": lay.describe(), "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp,
+        "attention_dp": lay.attention_dp, "num_gpus": lay.num_gpus,
+        "weight_dtype": ev.config.weight_dtype.value, "kv_dtype": ev.config.kv_dtype.value,
+        "engine": ev.config.engine.name, "spec": ev.config.spec.describe() if ev.config.spec else "none",
+        "output_tok_s_total": ev.output_tok_s_total, "output_tok_s_per_gpu": ev.output_tok_s_per_gpu,
+        "roofline_output_tok_s_total": s.roofline_output_tok_s * lay.dp,
+        "batch_per_replica": s.batch, "max_concurrency": s.limits.limit * lay.dp,
+        "batch_limit_reason": s.limits.reason,
+        "kv_bytes_per_token": kv_tok, "state_bytes_per_sequence": state_seq,
+        "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_capacity_tokens": m.kv_capacity_tokens * lay.dp,
+        "state_slots": None if m.state_slots is None else m.state_slots * lay.dp,
+        "memory_fraction": ev.settings.memory_fraction, "chunk_tokens": ev.settings.chunk_tokens,
+        "step_time_ms": s.decode_step.total_s * MS_PER_S, "tpot_ms": s.tpot_s * MS_PER_S,
+        "ttft_ms": s.ttft_s * MS_PER_S, "prefill_share": s.prefill_share,
+        "bottleneck": s.decode_step.bottleneck, "warnings": list(ev.warnings),
+    }
+
+
+def memory(req: PredictRequest) -> dict:
+    """Per-GPU memory breakdown of one configuration (bytes), with KV capacity in tokens.
+
+    Keys: ``gpu_bytes``, ``weight_bytes_per_gpu``, ``reserve_bytes``, ``kv_pool_bytes``,
+    ``state_pool_bytes``, ``kv_bytes_per_token`` (whole model), ``kv_bytes_per_token_per_gpu``,
+    ``state_bytes_per_sequence`` (whole model), ``kv_capacity_tokens`` (per replica),
+    ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``; or ``rejected``.
+    """
+    result = evaluate_request(req)
+    config, model, gpu = build_config(req)
+    if isinstance(result, Rejection):
+        return {"rejected": result.reason}
+    m = result.memory
+    kv_tok, state_seq = kv_and_state(model, config.kv_dtype)
+    return {
+        "gpu": gpu.key, "layout": config.layout.describe(), "gpu_bytes": m.gpu_bytes,
+        "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "reserve_bytes": m.reserve_bytes,
+        "kv_pool_bytes": m.kv_pool_bytes, "state_pool_bytes": m.state_pool_bytes,
+        "kv_bytes_per_token": kv_tok, "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token_per_gpu,
+        "state_bytes_per_sequence": state_seq, "kv_capacity_tokens": m.kv_capacity_tokens,
+        "state_slots": m.state_slots, "max_sequences": m.max_sequences(req.isl + req.osl),
+        "memory_fraction": result.settings.memory_fraction, "warnings": list(result.warnings),
+    }

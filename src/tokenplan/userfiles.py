@@ -1,0 +1,90 @@
+"""The user's files: job YAML and calibration JSON — read once, validated by pydantic, errors as
+one line naming the file and the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tokenplan.catalog import efficiency_table_from_json
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.perf.efficiency import EfficiencyTable
+
+
+def _first_error(path: str, exc: ValidationError) -> ConfigError:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "<root>"
+    return ConfigError(path, key, f"{err['msg']} (got {err.get('input')!r})")
+
+
+class JobFile(BaseModel):
+    """A job described in YAML (every key optional; CLI options override it).
+
+    Example::
+
+        model: qwen3.6-27b
+        samples: 914000
+        isl: {mean: 1024, sigma: 0.8, cap: 8192}
+        osl: {mean: 2500, sigma: 1.0, cap: 32768}
+        gpus: ["4xrtx-pro-6000", "8xb200"]
+        engine: sglang
+        prices: {b200: 5.25}
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    class Lengths(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        mean: float = Field(gt=0)
+        sigma: float = Field(default=0.0, ge=0)
+        cap: float | None = Field(default=None, gt=0)
+
+    model: str | None = None
+    samples: int | None = Field(default=None, gt=0)
+    isl: Lengths | None = None
+    osl: Lengths | None = None
+    gpus: list[str] | None = None
+    engine: str | None = None
+    prices: dict[str, float] | None = None
+    spec: str | None = None
+
+
+def read_job_file(path: str) -> JobFile:
+    """Parse a job YAML. Raises ConfigError naming the file and key."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("job file", path, "an existing YAML file")
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "<root>"
+        raise ConfigError(path, where, "not valid YAML") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "<root>", "expected a mapping of job keys")
+    try:
+        return JobFile.model_validate(raw)
+    except ValidationError as exc:
+        raise _first_error(path, exc) from None
+
+
+def read_calibration(path: str) -> EfficiencyTable:
+    """Load a calibration profile written by ``tokenplan calibrate`` / ``bench --fit``.
+
+    Raises:
+        InputError: the file does not exist.
+        ConfigError: not JSON, or unknown factors.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("calibration", path, "an existing JSON file written by tokenplan calibrate")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(path, "<root>", "expected a JSON object")
+    return efficiency_table_from_json(data, path)
