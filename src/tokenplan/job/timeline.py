@@ -1,0 +1,103 @@
+"""A whole job of N requests on one replica: ramp-up, steady state, and the drain tail.
+
+Steady state (``job.batching``) produces tokens at a constant rate while the queue is full.
+Two phases are not steady:
+
+- **drain**: once the queue is empty the batch shrinks as requests finish. The B running
+  requests then have *residual* lengths; for requests in a renewal process the residual of a
+  length L drawn length-biased has survival ``S_res(s) = E[max(L − s, 0)] / E[L]`` (Cox,
+  *Renewal Theory*, 1962, §5.2). The drain decodes at batch ``B·S_res(s)`` until the longest
+  residual is done — with thinking outputs capped at 32K tokens this is a long, slow tail.
+- **burst**: N ≤ B requests sent at once (benchmarks that fire N prompts): every prompt is
+  prefilled first, then all decode together and the batch shrinks as outputs end.
+
+Tokens: the drain produces ``B·E[res]`` tokens with ``E[res] = E[L²]/(2·E[L])``; the steady
+phase produces the rest at the steady rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.job.batching import SteadyState
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.deployment import Deployment
+from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.engine import EngineSettings
+from tokenplan.perf.speculative import SpecDecode
+from tokenplan.perf.step import step_time
+
+_POINTS = 32  # integration points of the shrinking-batch phases
+
+
+@dataclass(frozen=True, slots=True)
+class JobTime:
+    """Wall time of N requests on one replica (seconds) by phase.
+
+    Attributes:
+        ramp_s: prompt prefill not overlapped with steady decoding (burst: every prompt).
+        steady_s: the steady phase.
+        drain_s: the tail while the batch empties.
+        output_tokens: tokens generated (N × mean OSL).
+    """
+
+    ramp_s: float
+    steady_s: float
+    drain_s: float
+    output_tokens: float
+
+    @property
+    def total_s(self) -> float:
+        """Whole wall time (seconds)."""
+        return self.ramp_s + self.steady_s + self.drain_s
+
+    @property
+    def output_tok_s(self) -> float:
+        """Mean output tokens per second over the whole job."""
+        return self.output_tokens / self.total_s
+
+
+def _shrinking_decode_s(d: Deployment, eff: Efficiency, batch0: float, isl: LengthDist,
+                        survival: list[tuple[float, float]], spec: SpecDecode | None) -> float:
+    """Decode time while the batch follows ``batch0 × survival(s)`` over generated tokens s."""
+    tau = spec.acceptance_length if spec else 1.0
+    query = (spec.draft_tokens + 1) if spec else 1.0
+    total = 0.0
+    for (s0, f0), (s1, f1) in zip(survival, survival[1:]):
+        batch = batch0 * (f0 + f1) / 2
+        if batch < 1e-9:
+            continue
+        ctx = isl.mean + (s0 + s1) / 2
+        total += (s1 - s0) / tau * step_time(d, eff, max(batch, 1.0), ctx, query_tokens_per_seq=query).total_s
+    return total
+
+
+def _grid(top: float) -> list[float]:
+    return [top * i / _POINTS for i in range(_POINTS + 1)]
+
+
+def job_time(d: Deployment, eff: Efficiency, settings: EngineSettings, steady: SteadyState, isl: LengthDist,
+             osl: LengthDist, num_requests: float, spec: SpecDecode | None = None) -> JobTime:
+    """Wall time of ``num_requests`` requests on one replica running at ``steady``.
+
+    Args:
+        steady: the replica's steady state at the job's concurrency.
+        num_requests: requests this replica serves.
+    """
+    batch = min(steady.batch, num_requests)
+    qs = osl.quantiles
+    mean_l = osl.mean
+    chunk = settings.chunk_tokens
+    prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s
+    tokens = num_requests * mean_l
+    if num_requests <= steady.batch:  # burst: every prompt first, then a shrinking batch
+        ramp = num_requests * isl.mean / chunk * prefill_chunk_s
+        survival = [(s, sum(q > s for q in qs) / len(qs)) for s in _grid(max(qs))]
+        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, survival, spec), tokens)
+    residual_mean = osl.running_mean / 2
+    survival = [(s, sum(max(q - s, 0.0) for q in qs) / len(qs) / mean_l) for s in _grid(max(qs))]
+    drain = _shrinking_decode_s(d, eff, batch, isl, survival, spec)
+    drain_tokens = batch * residual_mean
+    ramp = batch * isl.mean * (residual_mean / mean_l) / chunk * prefill_chunk_s
+    steady_s = max(tokens - drain_tokens, 0.0) / steady.output_tok_s
+    return JobTime(ramp, steady_s, drain, tokens)
