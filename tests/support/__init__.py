@@ -1,0 +1,1 @@
+"""Test support: a fault-injecting OpenAI-compatible server and a tiny locally built model."""
