@@ -27,9 +27,6 @@ from tokenplan.perf.engine import EngineSettings
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import step_time
 
-_POINTS = 32  # integration points of the shrinking-batch phases
-
-
 @dataclass(frozen=True, slots=True)
 class JobTime:
     """Wall time of N requests on one replica (seconds) by phase.
@@ -58,7 +55,7 @@ class JobTime:
 
 
 def _shrinking_decode_s(d: Deployment, eff: Efficiency, batch0: float, isl: LengthDist,
-                        survival: list[tuple[float, float]], spec: SpecDecode | None) -> float:
+                        survival: tuple[tuple[float, float], ...], spec: SpecDecode | None) -> float:
     """Decode time while the batch follows ``batch0 × survival(s)`` over generated tokens s."""
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
@@ -72,10 +69,6 @@ def _shrinking_decode_s(d: Deployment, eff: Efficiency, batch0: float, isl: Leng
     return total
 
 
-def _grid(top: float) -> list[float]:
-    return [top * i / _POINTS for i in range(_POINTS + 1)]
-
-
 def job_time(d: Deployment, eff: Efficiency, settings: EngineSettings, steady: SteadyState, isl: LengthDist,
              osl: LengthDist, num_requests: float, spec: SpecDecode | None = None) -> JobTime:
     """Wall time of ``num_requests`` requests on one replica running at ``steady``.
@@ -85,18 +78,15 @@ def job_time(d: Deployment, eff: Efficiency, settings: EngineSettings, steady: S
         num_requests: requests this replica serves.
     """
     batch = min(steady.batch, num_requests)
-    qs = osl.quantiles
     mean_l = osl.mean
     chunk = settings.chunk_tokens
     prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s
     tokens = num_requests * mean_l
     if num_requests <= steady.batch:  # burst: every prompt first, then a shrinking batch
         ramp = num_requests * isl.mean / chunk * prefill_chunk_s
-        survival = [(s, sum(q > s for q in qs) / len(qs)) for s in _grid(max(qs))]
-        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, survival, spec), tokens)
+        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, osl.survival, spec), tokens)
     residual_mean = osl.running_mean / 2
-    survival = [(s, sum(max(q - s, 0.0) for q in qs) / len(qs) / mean_l) for s in _grid(max(qs))]
-    drain = _shrinking_decode_s(d, eff, batch, isl, survival, spec)
+    drain = _shrinking_decode_s(d, eff, batch, isl, osl.residual_survival, spec)
     drain_tokens = batch * residual_mean
     ramp = batch * isl.mean * (residual_mean / mean_l) / chunk * prefill_chunk_s
     steady_s = max(tokens - drain_tokens, 0.0) / steady.output_tok_s

@@ -21,6 +21,7 @@ from statistics import NormalDist
 from tokenplan.errors import InputError
 
 _GRID = 256
+_SURVIVAL_POINTS = 32
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,20 @@ class LengthDist:
         """Mean length of the requests running at a random instant: E[L²] / E[L] (length-biased:
         long requests are in the batch for longer)."""
         return sum(q * q for q in self.quantiles) / _GRID / self.mean
+
+    @cached_property
+    def survival(self) -> tuple[tuple[float, float], ...]:
+        """(s, P(L > s)) on an even grid of ``_SURVIVAL_POINTS + 1`` points from 0 to the max."""
+        top = max(self.quantiles)
+        grid = [top * i / _SURVIVAL_POINTS for i in range(_SURVIVAL_POINTS + 1)]
+        return tuple((g, sum(q > g for q in self.quantiles) / _GRID) for g in grid)
+
+    @cached_property
+    def residual_survival(self) -> tuple[tuple[float, float], ...]:
+        """(s, E[max(L − s, 0)] / E[L]) on the same grid: the survival of the residual length
+        of a request running at a random instant (Cox, Renewal Theory, 1962, §5.2)."""
+        return tuple((g, sum(max(q - g, 0.0) for q in self.quantiles) / _GRID / self.mean)
+                     for g, _ in self.survival)
 
     @property
     def max(self) -> float:
