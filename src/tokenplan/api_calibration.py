@@ -1,0 +1,107 @@
+"""The calibration API: ``validate`` (predict measured rows, summarise the error) and
+``calibrate`` (fit the efficiency factors, cross-validate, write a profile).
+
+Names in the measurement rows are resolved through the same ``api.build_config`` as
+``tokenplan predict``; rows that cannot be predicted are kept with their reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tokenplan.api import PredictRequest, build_config, efficiency_table
+from tokenplan.calibration.validate import Case, Validation, validate_cases
+from tokenplan.errors import TokenplanError
+from tokenplan.job.workload import LengthDist
+from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.userfiles_measurements import MeasurementFile, read_measurements
+
+_SIZE_SUFFIX = re.compile(r"-(\d+x)?\d+(\.\d+)?b(-.*)?$")
+
+
+def model_family(model_key: str) -> str:
+    """``llama-3.3-70b`` → ``llama-3.3``; ``qwen3-235b-a22b`` → ``qwen3``; ``deepseek-r1`` unchanged."""
+    return _SIZE_SUFFIX.sub("", model_key)
+
+
+def measurement_request(m: Measurement, calibration: str | None = None) -> PredictRequest:
+    """The ``tokenplan predict`` request of a measured row (lengths must be known)."""
+    return PredictRequest(
+        model=m.model, gpu=m.gpu, num_gpus=m.num_gpus, tp=m.tp, pp=m.pp, ep=m.ep, attention_dp=m.attention_dp,
+        weight_dtype=m.weight_dtype, kv_dtype=m.kv_dtype, isl=m.isl_tokens or 1.0, osl=m.osl_tokens or 1.0,
+        concurrency=m.concurrency, spec=m.spec, engine=m.engine, calibration=calibration,
+    )
+
+
+def resolve_case(m: Measurement) -> Case | SkippedRow:
+    """A measurement resolved to a Case, or the reason it cannot be predicted."""
+    missing = [name for name, v in (("isl", m.isl_tokens), ("osl", m.osl_tokens)) if v is None]
+    if missing:
+        return SkippedRow(m.line, m.row_id, f"missing lengths ({', '.join(missing)})")
+    req = measurement_request(m)
+    try:
+        config, model, gpu = build_config(req)
+    except TokenplanError as exc:
+        return SkippedRow(m.line, m.row_id, str(exc))
+    per_replica = None if m.concurrency is None else m.concurrency / config.layout.dp
+    return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model),
+                LengthDist(m.isl_tokens), LengthDist(m.osl_tokens), per_replica)
+
+
+def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:
+    """Cases and skipped rows (malformed first, then unpredictable) of a read file."""
+    cases, skipped = [], list(data.skipped)
+    for m in data.rows:
+        r = resolve_case(m)
+        (skipped if isinstance(r, SkippedRow) else cases).append(r)
+    return cases, skipped
+
+
+def validate(path: str, calibration: str | None = None) -> Validation:
+    """Predict every row of a measurement CSV and summarise the error (see ``tokenplan validate``).
+
+    Raises:
+        InputError, ConfigError: the file (or the calibration profile) is missing or malformed.
+    """
+    table = efficiency_table(calibration)
+    data = read_measurements(path)
+    cases, skipped = resolve_file(data)
+    return validate_cases(data.kind, cases, skipped, table)
+
+
+def validation_dict(v: Validation) -> dict:
+    """The ``--json`` form: ``n``, ``skipped``, ``median_abs_pct_error``, ``p90_abs_pct_error``,
+    ``bias`` (fractions, on throughput for throughput files and on TPOT for serving files),
+    ``tpot_*``/``ttft_*`` for serving files, ``by_engine``/``by_gpu``/``by_family`` and ``rows``."""
+    main = "throughput" if v.kind == "throughput" else "tpot"
+    s = v.summary.get(main)
+    out: dict = {
+        "kind": v.kind, "n": len(v.rows),
+        "skipped": [{"line": k.line, "id": k.row_id, "reason": k.reason} for k in v.skipped],
+        "median_abs_pct_error": s.median_abs if s else None, "p90_abs_pct_error": s.p90_abs if s else None,
+        "bias": s.bias if s else None, "calibration": v.provenance,
+    }
+    for metric in ("tpot", "ttft"):
+        if metric in v.summary:
+            t = v.summary[metric]
+            out.update({f"{metric}_median_abs_pct_error": t.median_abs, f"{metric}_p90_abs_pct_error": t.p90_abs,
+                        f"{metric}_bias": t.bias})
+    for dim in ("engine", "gpu", "family"):
+        out[f"by_{dim}"] = {g: {"n": e.n, "median_abs_pct_error": e.median_abs, "p90_abs_pct_error": e.p90_abs,
+                                "bias": e.bias}
+                            for g, e in v.breakdown.get((dim, main), {}).items()}
+    out["rows"] = [_row_dict(r) for r in v.rows]
+    return out
+
+
+def _row_dict(r) -> dict:
+    m = r.case.measurement
+    d = {"line": m.line, "id": m.row_id, "engine": m.engine, "model": m.model, "gpu": m.gpu,
+         "num_gpus": m.num_gpus, "layout": r.case.config.layout.describe(), "weight_dtype": m.weight_dtype,
+         "isl": m.isl_tokens, "osl": m.osl_tokens, "concurrency": m.concurrency}
+    units = {"throughput": ("output_tok_s_per_gpu", 1.0), "tpot": ("tpot_ms", 1e3), "ttft": ("ttft_ms", 1e3)}
+    for metric, (pred, meas, err) in r.values.items():
+        name, scale = units[metric]
+        prefix = "" if metric == "throughput" else f"{metric}_"
+        d.update({f"predicted_{name}": pred * scale, f"measured_{name}": meas * scale, f"{prefix}error": err})
+    return d

@@ -1,0 +1,197 @@
+"""Predict resolved measurements with the planner's own evaluation and summarise the error.
+
+A :class:`Case` is one measurement made ready to predict: its model spec, GPU, configuration,
+lengths and concurrency per replica. :func:`predict_case` runs the same
+``job.evaluate.evaluate`` that ``tokenplan predict`` runs (plus the burst timeline for runs of
+N requests sent at once) and returns what was measured: output tok/s per GPU for throughput
+rows, TPOT and TTFT for serving rows.
+
+Errors are ``predicted / measured − 1`` (0.12 = 12 % too high); summaries take the median and
+90th percentile of their absolute value and the median of the signed value (bias).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.hardware import Gpu
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.timeline import job_time
+from tokenplan.job.workload import LengthDist
+from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """A measurement resolved to values the model takes.
+
+    Attributes:
+        measurement: the row.
+        model, gpu, config: resolved model spec, GPU and configuration.
+        group: the efficiency group, ``engine/architecture``.
+        family: model family for breakdowns (the model key's prefix before the size).
+        isl, osl: length distributions (tokens).
+        concurrency_per_replica: requests in flight per replica (None = offline max).
+    """
+
+    measurement: Measurement
+    model: ModelSpec
+    gpu: Gpu
+    config: Config
+    engine: str
+    architecture: str
+    family: str
+    isl: LengthDist
+    osl: LengthDist
+    concurrency_per_replica: float | None
+
+    @property
+    def group(self) -> str:
+        """``engine/architecture``."""
+        return f"{self.engine}/{self.architecture}"
+
+
+@dataclass(frozen=True, slots=True)
+class Predicted:
+    """What the model predicts for one case (None where the configuration is rejected).
+
+    Attributes:
+        output_tok_s_per_gpu: output tokens/s divided by every GPU of the system.
+        tpot_s, ttft_s: time per output token and to first token (seconds).
+        rejected: the rejection reason, or None.
+    """
+
+    output_tok_s_per_gpu: float
+    tpot_s: float
+    ttft_s: float
+    rejected: str | None = None
+
+
+def predict_case(case: Case, eff: Efficiency) -> Predicted:
+    """Predict one case with efficiency ``eff`` (the same evaluation as ``tokenplan predict``)."""
+    ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, case.concurrency_per_replica)
+    if isinstance(ev, Rejection):
+        return Predicted(math.nan, math.nan, math.nan, ev.reason)
+    return Predicted(_output_per_gpu(case, ev, eff), ev.steady.tpot_s, ev.steady.ttft_s)
+
+
+def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:
+    m = case.measurement
+    if not m.is_burst:
+        return ev.output_tok_s_per_gpu
+    lay = case.config.layout
+    job = job_time(ev.deployment, eff, ev.settings, ev.steady, case.isl, case.osl, m.num_requests / lay.dp,
+                   case.config.spec)
+    return job.output_tok_s * lay.dp / lay.num_gpus
+
+
+def measured_pairs(case: Case, p: Predicted) -> dict[str, tuple[float, float]]:
+    """Metric → (predicted, measured) for the quantities the row measured."""
+    m = case.measurement
+    out = {}
+    if m.output_tok_s_per_gpu is not None:
+        out["throughput"] = (p.output_tok_s_per_gpu, m.output_tok_s_per_gpu)
+    if m.tpot_s is not None:
+        out["tpot"] = (p.tpot_s, m.tpot_s)
+    if m.ttft_s is not None:
+        out["ttft"] = (p.ttft_s, m.ttft_s)
+    return out
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """``predicted / measured − 1`` (0.12 = 12 % too high)."""
+    return predicted / measured - 1.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0–100) with linear interpolation between order statistics
+    (numpy's default): position ``(n − 1)·q/100`` in the sorted list. NaN for no values."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSummary:
+    """Error statistics over a set of rows (fractions: 0.12 = 12 %).
+
+    Attributes:
+        n: rows.
+        median_abs: median |pred/meas − 1|. p90_abs: its 90th percentile.
+        bias: median signed error (> 0: the model predicts too high).
+    """
+
+    n: int
+    median_abs: float
+    p90_abs: float
+    bias: float
+
+
+def summarise(errors: list[float]) -> ErrorSummary:
+    """Summary statistics of signed relative errors."""
+    absolute = [abs(e) for e in errors]
+    return ErrorSummary(len(errors), percentile(absolute, 50), percentile(absolute, 90), percentile(errors, 50))
+
+
+@dataclass(frozen=True, slots=True)
+class RowResult:
+    """One predicted row: metric → (predicted, measured, error)."""
+
+    case: Case
+    values: dict[str, tuple[float, float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """The result of validating a measurement file.
+
+    Attributes:
+        kind: ``throughput`` or ``serving``.
+        rows: predicted rows.
+        skipped: rows not predicted, with their reason.
+        summary: metric → summary over every row.
+        breakdown: ``(dimension, metric)`` → {value → summary}, dimensions engine, gpu, family.
+        provenance: the efficiency table used.
+    """
+
+    kind: str
+    rows: tuple[RowResult, ...]
+    skipped: tuple[SkippedRow, ...]
+    summary: dict[str, ErrorSummary]
+    breakdown: dict[tuple[str, str], dict[str, ErrorSummary]] = field(default_factory=dict)
+    provenance: str = ""
+
+
+def _key(case: Case, dimension: str) -> str:
+    return {"engine": case.engine, "gpu": case.measurement.gpu, "family": case.family}[dimension]
+
+
+def validate_cases(kind: str, cases: list[Case], skipped: list[SkippedRow], table: EfficiencyTable) -> Validation:
+    """Predict every case with ``table`` and summarise; rejected configurations join ``skipped``."""
+    rows, skipped = [], list(skipped)
+    for case in cases:
+        p = predict_case(case, table.resolve(case.engine, case.architecture))
+        if p.rejected is not None:
+            skipped.append(SkippedRow(case.measurement.line, case.measurement.row_id, f"rejected: {p.rejected}"))
+            continue
+        values = {k: (pr, me, relative_error(pr, me)) for k, (pr, me) in measured_pairs(case, p).items()}
+        rows.append(RowResult(case, values))
+    metrics = sorted({k for r in rows for k in r.values})
+    summary = {k: summarise([r.values[k][2] for r in rows if k in r.values]) for k in metrics}
+    breakdown: dict[tuple[str, str], dict[str, ErrorSummary]] = {}
+    for dim in ("engine", "gpu", "family"):
+        for k in metrics:
+            groups: dict[str, list[float]] = {}
+            for r in rows:
+                if k in r.values:
+                    groups.setdefault(_key(r.case, dim), []).append(r.values[k][2])
+            breakdown[(dim, k)] = {g: summarise(v) for g, v in sorted(groups.items())}
+    skipped.sort(key=lambda s: s.line)
+    return Validation(kind, tuple(rows), tuple(skipped), summary, breakdown, table.provenance)

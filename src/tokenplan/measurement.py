@@ -1,0 +1,70 @@
+"""One measured inference point — the record that ``dev.csv`` rows, ``tokenplan bench`` and
+``tokenplan generate`` runs produce and that ``validate`` / ``calibrate`` consume.
+
+Layer 0: plain values, no I/O, no performance logic. Lengths are tokens, times seconds,
+throughput tokens/s. ``None`` means "not stated".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """A measured configuration and what was measured.
+
+    Attributes:
+        line: line of the CSV file the row came from (1 = header), for messages.
+        row_id: the row's id in its file.
+        engine, model, gpu: short keys (engine name, catalog model and GPU keys).
+        num_gpus: every GPU of the measured system.
+        tp, pp, ep: parallel degrees of one replica.
+        attention_dp: attention runs data-parallel across the TP ranks.
+        weight_dtype, kv_dtype: number formats (``auto`` = the engine's default).
+        isl_tokens, osl_tokens: input and output length (mean; None = unknown).
+        concurrency: requests in flight over the whole system (None = offline ``max``).
+        num_requests: requests in the whole run, where stated; equal to ``concurrency`` for a
+            burst of N requests sent at once.
+        spec: speculative decoding as ``none`` or ``METHOD:K`` (acceptance from the prior).
+        output_tok_s_per_gpu: measured output tokens/s per GPU (throughput files).
+        ttft_s, tpot_s: measured mean time to first token and per output token (serving files).
+        trust: ``high``, ``medium`` or ``low``.
+    """
+
+    line: int
+    row_id: str
+    engine: str
+    model: str
+    gpu: str
+    num_gpus: int
+    tp: int
+    pp: int
+    ep: int
+    attention_dp: bool
+    weight_dtype: str
+    kv_dtype: str
+    isl_tokens: float | None
+    osl_tokens: float | None
+    concurrency: float | None
+    num_requests: float | None = None
+    spec: str = "none"
+    output_tok_s_per_gpu: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    trust: str = "high"
+
+    @property
+    def is_burst(self) -> bool:
+        """True for a run of N requests sent at once (throughput includes ramp-up and drain)."""
+        return (self.concurrency is not None and self.num_requests is not None
+                and self.num_requests <= self.concurrency)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRow:
+    """A row that was not used, and why (one line)."""
+
+    line: int
+    row_id: str
+    reason: str

@@ -1,0 +1,192 @@
+"""Measurement CSVs: throughput points (the columns of ``dev.csv``) and serving points (the
+columns of ``serving-dev.csv``), detected by their header.
+
+A malformed row (a number that does not parse, a missing required column value) is skipped
+and reported with its line number; it never stops the read. A file that is neither kind, or
+cannot be read, raises one :class:`~tokenplan.errors.TokenplanError`.
+
+Serving rows follow aiconfigurator's layout convention: one replica spans
+``tp × attention_dp_size`` GPUs (= ``moe_tp_size × moe_ep_size``); weights are the MoE quant
+mode where given, else the GEMM one; the KV cache is FP8 for quantized checkpoints and BF16
+otherwise (the engines' default for those checkpoints, per the file's README).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.units import MS_PER_S
+
+THROUGHPUT = "throughput"
+SERVING = "serving"
+
+THROUGHPUT_COLUMNS = ("engine", "model", "gpu", "num_gpus", "tp", "isl", "osl", "concurrency",
+                      "output_tok_s_per_gpu")
+SERVING_COLUMNS = ("engine", "model", "gpu", "isl", "osl", "concurrency", "tp", "ttft_ms", "tpot_ms")
+
+# aiconfigurator quant modes → tokenplan weight dtypes (int4_wo = INT4 weight-only, W4A16).
+_QUANT_TO_DTYPE = {"nvfp4": "nvfp4", "fp4": "nvfp4", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "w4a16",
+                   "int4": "w4a16", "bf16": "bf16", "fp16": "fp16", "": "bf16"}
+
+
+class _RowError(Exception):
+    """A value of one row that does not parse (message names the column)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementFile:
+    """A read measurement file.
+
+    Attributes:
+        path: the file.
+        kind: ``throughput`` or ``serving``.
+        rows: the well-formed rows.
+        skipped: malformed rows with their line number and reason.
+    """
+
+    path: str
+    kind: str
+    rows: tuple[Measurement, ...]
+    skipped: tuple[SkippedRow, ...]
+
+
+def _text(row: dict, col: str) -> str:
+    return (row.get(col) or "").strip()
+
+
+def _number(row: dict, col: str, required: bool = True) -> float | None:
+    text = _text(row, col)
+    if not text:
+        if required:
+            raise _RowError(f"column {col} is empty")
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise _RowError(f"column {col} value {text!r} is not a number") from None
+    if not value > 0 and required:
+        raise _RowError(f"column {col} value {text!r} must be > 0")
+    return value
+
+
+def _int(row: dict, col: str, default: int = 1) -> int:
+    value = _number(row, col, required=False)
+    if value is None or value <= 0:
+        return default
+    if value != int(value):
+        raise _RowError(f"column {col} value {_text(row, col)!r} is not an integer")
+    return int(value)
+
+
+def _required_text(row: dict, col: str) -> str:
+    text = _text(row, col).lower()
+    if not text:
+        raise _RowError(f"column {col} is empty")
+    return text
+
+
+def _concurrency(row: dict) -> float | None:
+    text = _text(row, "concurrency").lower()
+    return None if text == "max" else _number(row, "concurrency")
+
+
+def spec_from_text(text: str) -> str:
+    """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp`` → ``mtp:3`` (SGLang/vLLM's usual 3
+    steps); ``none``/blank → ``none``. The acceptance length then comes from the prior."""
+    text = text.strip().lower()
+    if text in ("", "none", "off"):
+        return "none"
+    method = text.split()[0].split("(")[0]
+    steps = re.search(r"steps\s*=\s*(\d+)", text)
+    return f"{method}:{steps.group(1) if steps else 3}"
+
+
+def _throughput_row(row: dict, line: int) -> Measurement:
+    tp, pp = _int(row, "tp"), _int(row, "pp")
+    attention_dp = _text(row, "attention_dp").lower() in ("true", "1", "yes")
+    ep_default = tp if attention_dp else 1
+    return Measurement(
+        line=line, row_id=_text(row, "id") or str(line), engine=_required_text(row, "engine"),
+        model=_required_text(row, "model"), gpu=_required_text(row, "gpu"),
+        num_gpus=int(_number(row, "num_gpus")), tp=tp, pp=pp, ep=_int(row, "ep", ep_default),
+        attention_dp=attention_dp, weight_dtype=_text(row, "weight_dtype").lower() or "auto",
+        kv_dtype=_text(row, "kv_dtype").lower() or "auto",
+        isl_tokens=_number(row, "isl", required=False), osl_tokens=_number(row, "osl", required=False),
+        concurrency=_concurrency(row), num_requests=_number(row, "num_requests", required=False),
+        spec=spec_from_text(_text(row, "spec_decode")),
+        output_tok_s_per_gpu=_number(row, "output_tok_s_per_gpu"), trust=_text(row, "trust").lower() or "high",
+    )
+
+
+def _serving_row(row: dict, line: int) -> Measurement:
+    tp, pp = _int(row, "tp"), _int(row, "pp")
+    adp = _int(row, "attention_dp_size")
+    gpus = tp * adp * pp
+    quant = _text(row, "moe_quant_mode").lower() or _text(row, "gemm_quant_mode").lower() \
+        or _text(row, "precision").lower()
+    if quant not in _QUANT_TO_DTYPE:
+        raise _RowError(f"quant mode {quant!r} is not one of {', '.join(sorted(k for k in _QUANT_TO_DTYPE if k))}")
+    weight = _QUANT_TO_DTYPE[quant]
+    return Measurement(
+        line=line, row_id=_text(row, "id") or str(line), engine=_required_text(row, "engine"),
+        model=_required_text(row, "model"), gpu=_required_text(row, "gpu"), num_gpus=gpus,
+        tp=gpus // pp, pp=pp, ep=_int(row, "moe_ep_size"), attention_dp=adp > 1, weight_dtype=weight,
+        kv_dtype="bf16" if weight in ("bf16", "fp16") else "fp8",
+        isl_tokens=_number(row, "isl"), osl_tokens=_number(row, "osl"), concurrency=_number(row, "concurrency"),
+        ttft_s=_number(row, "ttft_ms") / MS_PER_S, tpot_s=_number(row, "tpot_ms") / MS_PER_S,
+    )
+
+
+def detect_kind(path: str, columns: list[str]) -> str:
+    """``serving`` when TTFT/TPOT columns are present, ``throughput`` for dev.csv columns.
+    Raises ConfigError naming the missing columns."""
+    have = set(columns)
+    if {"ttft_ms", "tpot_ms"} <= have:
+        missing = [c for c in SERVING_COLUMNS if c not in have]
+        kind = SERVING
+    else:
+        missing = [c for c in THROUGHPUT_COLUMNS if c not in have]
+        kind = THROUGHPUT
+    if missing:
+        raise ConfigError(path, "header", f"missing column(s) {', '.join(missing)} (expected the columns of "
+                                          f"dev.csv or serving-dev.csv)")
+    return kind
+
+
+def read_measurements(path: str) -> MeasurementFile:
+    """Read a measurement CSV. Raises InputError (no such file) or ConfigError (bad header)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("measurement file", path, "an existing CSV file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, "<file>", f"cannot be read as UTF-8 text ({exc.__class__.__name__})") from None
+    reader = csv.DictReader(text.splitlines())
+    if not reader.fieldnames:
+        raise ConfigError(path, "header", "the file is empty")
+    kind = detect_kind(path, [c.strip() for c in reader.fieldnames])
+    parse = _serving_row if kind == SERVING else _throughput_row
+    rows, skipped = [], []
+    while True:
+        try:
+            raw = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            skipped.append(SkippedRow(reader.line_num, "?", f"malformed CSV ({exc})"))
+            continue
+        line = reader.line_num
+        raw = {(k or "").strip(): v for k, v in raw.items() if isinstance(v, str)}
+        if not any(v.strip() for v in raw.values()):
+            continue
+        try:
+            rows.append(parse(raw, line))
+        except _RowError as exc:
+            skipped.append(SkippedRow(line, _text(raw, "id") or str(line), f"malformed: {exc}"))
+    return MeasurementFile(path, kind, tuple(rows), tuple(skipped))

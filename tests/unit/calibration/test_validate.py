@@ -1,0 +1,110 @@
+"""validate: error statistics, a hand-computed prediction, and malformed rows."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tokenplan.api_calibration import validate, validation_dict
+from tokenplan.calibration.validate import percentile, relative_error, summarise
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.userfiles_measurements import read_measurements, spec_from_text
+
+# A profile that turns every inefficiency off: decode is then pure weight streaming.
+IDEAL = {"default": {"hbm_fraction": 1.0, "attention_fraction": 1.0, "gemm_fraction": 1.0,
+                     "gemm_half_tokens": 64.0, "lowprec_fraction": 1.0, "comm_fraction": 1.0,
+                     "step_overhead_s": 0.0, "per_sequence_overhead_s": 0.0},
+         "provenance": "test: ideal hardware"}
+
+# Llama-3.1-8B BF16 on one H100 SXM, batch 1, decode memory-bound:
+#   dense params = attention 1,342,177,280 + FFN 5,637,144,576 = 6,979,321,856 → ×2 B = 13,958,643,712 B
+#   lm_head 128,256 × 4,096 = 525,336,576 → ×2 B = 1,050,673,152 B   (embedding is a lookup, not read)
+#   bytes per step = 15,009,316,864 B; / 3.35e12 B/s (H100 SXM datasheet) = 4.4804 ms
+#   KV read at ~2 tokens of context: 2 × 131,072 B / 3.35e12 = 0.08 µs, negligible.
+HAND_TPOT_S = 15_009_316_864 / 3.35e12
+
+THROUGHPUT_HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+                     "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+
+
+def test_percentile_interpolates_like_numpy():
+    # sorted [1, 2, 3, 4]: p50 at position 1.5 → 2.5; p90 at 2.7 → 3 + 0.7 × 1 = 3.7
+    assert percentile([4, 1, 3, 2], 50) == pytest.approx(2.5)
+    assert percentile([4, 1, 3, 2], 90) == pytest.approx(3.7)
+    assert math.isnan(percentile([], 50))
+
+
+def test_summary_of_hand_made_pairs():
+    pairs = [(110, 100), (80, 100), (150, 100), (100, 100), (95, 100)]
+    errors = [relative_error(p, m) for p, m in pairs]  # +0.10, −0.20, +0.50, 0, −0.05
+    s = summarise(errors)
+    # |e| sorted: 0, 0.05, 0.10, 0.20, 0.50 → median 0.10; p90 at position 3.6 → 0.20 + 0.6 × 0.30 = 0.38
+    # signed sorted: −0.20, −0.05, 0, 0.10, 0.50 → bias 0
+    assert (s.n, s.median_abs, s.p90_abs, s.bias) == (5, pytest.approx(0.10), pytest.approx(0.38), pytest.approx(0.0))
+
+
+@pytest.fixture()
+def ideal_profile(tmp_path):
+    p = tmp_path / "ideal.json"
+    p.write_text(json.dumps(IDEAL))
+    return str(p)
+
+
+def test_validate_throughput_row_matches_hand_roofline(tmp_path, ideal_profile):
+    # Concurrency 1: output tok/s = 1 / TPOT = 223.19 tok/s; measured 200 → error +11.6 %.
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text(THROUGHPUT_HEADER
+                        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n")
+    d = validation_dict(validate(str(csv_path), ideal_profile))
+    assert d["n"] == 1 and d["skipped"] == []
+    row = d["rows"][0]
+    assert row["predicted_output_tok_s_per_gpu"] == pytest.approx(1 / HAND_TPOT_S, rel=0.01)
+    assert d["median_abs_pct_error"] == pytest.approx(1 / HAND_TPOT_S / 200 - 1, rel=0.02)
+
+
+def test_validate_serving_row_reports_tpot_error(tmp_path, ideal_profile):
+    # Measured TPOT 5.6 ms vs 4.4804 ms predicted → −20.0 %.
+    csv_path = tmp_path / "s.csv"
+    csv_path.write_text("id,engine,model,gpu,precision,gemm_quant_mode,moe_quant_mode,isl,osl,concurrency,tp,pp,"
+                        "attention_dp_size,moe_tp_size,moe_ep_size,ttft_ms,tpot_ms\n"
+                        "s1,trtllm,llama-3.1-8b,h100-sxm,bf16,,,1,2,1,1,1,1,1,1,10,5.6\n")
+    d = validation_dict(validate(str(csv_path), ideal_profile))
+    assert d["kind"] == "serving" and d["n"] == 1
+    assert d["tpot_median_abs_pct_error"] == pytest.approx(1 - HAND_TPOT_S / 5.6e-3, rel=0.02)
+    assert d["tpot_bias"] == pytest.approx(HAND_TPOT_S / 5.6e-3 - 1, rel=0.02)
+    assert "ttft_median_abs_pct_error" in d
+
+
+def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path, ideal_profile):
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text(
+        THROUGHPUT_HEADER
+        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"   # line 2: ok
+        + "b,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,fast,,high,x\n"  # 3: not a number
+        + "c,trtllm,llama-3.1-8b,h100-sxm,one,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 4: num_gpus
+        + "d,trtllm,no-such-model,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 5: unknown
+        + "e,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,,2,1,,none,200,,high,x\n"  # 6: no isl
+        + "f,trtllm,llama-3.1-8b\n")                                                              # 7: short row
+    d = validation_dict(validate(str(csv_path), ideal_profile))
+    assert d["n"] == 1
+    by_line = {s["line"]: s["reason"] for s in d["skipped"]}
+    assert sorted(by_line) == [3, 4, 5, 6, 7]
+    assert "output_tok_s_per_gpu" in by_line[3] and "num_gpus" in by_line[4]
+    assert "no-such-model" in by_line[5] and "isl" in by_line[6]
+
+
+def test_unknown_columns_and_missing_file_are_input_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match="missing column"):
+        read_measurements(str(bad))
+    with pytest.raises(InputError):
+        read_measurements(str(tmp_path / "absent.csv"))
+
+
+def test_spec_text_maps_to_method_and_steps():
+    assert spec_from_text("mtp (steps=3 draft_tokens=4)") == "mtp:3"
+    assert spec_from_text("none") == "none"
+    assert spec_from_text("mtp") == "mtp:3"  # no steps stated: the engines' usual 3
