@@ -73,3 +73,7 @@ class RunDirError(TokenplanError):
 
 class ServerError(TokenplanError):
     """A server that cannot be reached, does not serve the model, or misbehaves."""
+
+
+class InfeasibleError(TokenplanError):
+    """A configuration the user asked for explicitly cannot run (does not fit, bad layout)."""

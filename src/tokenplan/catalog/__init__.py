@@ -152,3 +152,17 @@ def shipped_efficiency() -> EfficiencyTable:
     if not res.is_file():
         return EfficiencyTable(Efficiency(), {})
     return efficiency_table_from_json(json.loads(res.read_text(encoding="utf-8")), "catalog/efficiency.json")
+
+
+@lru_cache(maxsize=1)
+def _launch_raw() -> dict:
+    return yaml.safe_load((_PKG / "launch.yaml").read_text(encoding="utf-8"))["models"]
+
+
+def launch_info(model_name: str) -> tuple[str, object]:
+    """(Hugging Face repository, reasoning parser name or {engine: name}) for a shipped model;
+    a local config gets its folder as the repository and no parser."""
+    entry = _launch_raw().get(model_name)
+    if entry is None:
+        return model_name, None
+    return str(entry["repo"]), entry.get("reasoning_parser")

@@ -33,6 +33,8 @@ class Config:
         memory_fraction, max_running: user overrides of engine defaults (None = default).
         ssm_dtype: override of the hybrid state dtype (None = the config's).
         vision_cut: SGLang's memory cut for a multimodal checkpoint (1 = none).
+        lift_running_cap: set the engine's running-request limit to what memory allows
+            instead of its default (SGLang's 48 with speculative decoding).
     """
 
     layout: Layout
@@ -44,6 +46,7 @@ class Config:
     max_running: int | None = None
     ssm_dtype: str | None = None
     vision_cut: float = 1.0
+    lift_running_cap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +119,11 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if why:
         return Rejection(config, why)
     settings = resolve_settings(config.engine, gpu.memory_bytes, lay.gpus_per_replica, lay.tp,
-                                config.spec is not None, config.vision_cut, gpu.architecture,
+                                config.spec is not None and not config.lift_running_cap, config.vision_cut, gpu.architecture,
                                 config.memory_fraction, config.max_running)
-    ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid else None
+    # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
+    # --max-running-requests: state slots then equal running requests and share the pool (S3).
+    ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
     mem = memory_breakdown(model, gpu, lay, config.weight_dtype, config.kv_dtype, settings, ratio,
                            with_mtp=config.spec is not None and config.spec.method == "mtp",
                            ssm_dtype=config.ssm_dtype)

@@ -1,0 +1,161 @@
+"""``plan``: compare hardware options for a generation job — the Python API behind
+``tokenplan plan``.
+
+The default request answers the question tokenplan starts from: Qwen3.6-27B, 914,000
+samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against 8× B200.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tokenplan.api import efficiency_table
+from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
+from tokenplan.errors import InputError
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.engine import sglang_vision_cut
+from tokenplan.perf.speculative import parse_spec
+from tokenplan.planning.launch import client_concurrency, running_limit, sglang_command, vllm_command
+from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
+from tokenplan.planning.search import Job, OptionResult, best_with, search_option
+from tokenplan.planning.space import HardwareOption
+from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
+
+# Assumptions of the default job, stated in the output:
+# - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768 (shared notes
+#   generation-jobs.md); thinking lengths are heavy-tailed: lognormal σ = 1.0;
+# - inputs: chat prompts of ShareGPT/UltraChat-style data sets with the chat template and a
+#   system prompt: mean 1,024 tokens, lognormal σ = 0.8, cap 16,384.
+DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
+DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
+
+_GPU_OPTION = re.compile(r"^\s*(\d+)\s*[x×]\s*([a-z0-9.\-]+)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A job and the hardware options to compare.
+
+    Attributes:
+        model: catalog name or config.json path.
+        gpus: options as ``COUNTxKEY`` (``8xb200``).
+        samples: requests in the job.
+        isl_mean/isl_sigma/isl_cap, osl_mean/osl_sigma/osl_cap: lognormal lengths (tokens).
+        engine: sglang, vllm or trtllm.
+        prices: GPU key → $ per GPU-hour (overrides the catalog's typical price).
+        specs: speculative settings to try (``none``, ``mtp:K[:TAU]``).
+        weight_dtypes, kv_dtypes: restrict the formats searched (None = all the chip runs).
+        calibration: a calibration JSON (None = the shipped fit).
+    """
+
+    model: str = "qwen3.6-27b"
+    gpus: tuple[str, ...] = DEFAULT_GPUS
+    samples: int = 914_000
+    isl_mean: float = 1024
+    isl_sigma: float = 0.8
+    isl_cap: float | None = 16384
+    osl_mean: float = 2500
+    osl_sigma: float = 1.0
+    osl_cap: float | None = 32768
+    engine: str = "sglang"
+    prices: dict[str, float] = field(default_factory=dict)
+    specs: tuple[str, ...] = DEFAULT_SPECS
+    weight_dtypes: tuple[str, ...] | None = None
+    kv_dtypes: tuple[str, ...] | None = None
+    calibration: str | None = None
+
+
+def parse_gpu_option(text: str) -> tuple[int, str]:
+    """``8xb200`` → (8, "b200"). Raises InputError."""
+    m = _GPU_OPTION.match(text)
+    if not m or int(m.group(1)) < 1:
+        raise InputError("gpu", text, "COUNTxKEY with COUNT ≥ 1, e.g. 8xb200")
+    return int(m.group(1)), m.group(2).lower()
+
+
+def _options(req: PlanRequest) -> list[HardwareOption]:
+    out = []
+    for text in req.gpus:
+        count, key = parse_gpu_option(text)
+        gpu = load_gpu(key)
+        price = req.prices.get(key)
+        if price is not None and not price > 0:
+            raise InputError("price", price, "dollars per GPU-hour > 0")
+        if price is None and gpu.price is not None:
+            price = gpu.price.typical_usd_per_hour
+        out.append(HardwareOption(gpu, count, price))
+    return out
+
+
+def plan(req: PlanRequest) -> dict:
+    """Search every option and return the comparison (JSON-able dict).
+
+    Keys: ``job`` (the assumptions), ``options`` (per option: best configuration, tok/s, days,
+    $, $/Mtok, bottleneck, rejected reasons, launch commands), ``recommended`` (the fastest
+    option's ``concurrency_per_endpoint``, ``output_tok_s_total``, ``num_replicas``), and
+    ``answer`` (sentences).
+
+    Raises:
+        InputError, CatalogError, ConfigError: bad names, sizes or files.
+    """
+    if req.samples < 1:
+        raise InputError("samples", req.samples, "an integer ≥ 1")
+    model = load_model(req.model)
+    engine = load_engine(req.engine)
+    table = efficiency_table(req.calibration)
+    job = Job(req.samples, LengthDist(req.isl_mean, req.isl_sigma, req.isl_cap),
+              LengthDist(req.osl_mean, req.osl_sigma, req.osl_cap))
+    specs = [parse_spec(s) for s in req.specs]
+    if model.mtp_layers == 0:
+        specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
+    weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
+    kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
+    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    results = [search_option(model, opt, engine, table, job, specs, weights, kvs, cut) for opt in _options(req)]
+    all_tp = {r.option.label: best_with(r, table, job, lambda c, n=r.option.count: c.layout.tp == n)
+              for r in results}
+    repo, parsers = launch_info(model.name)
+    options = [_option_dict(r, repo, model.native_weight_dtype, parsers) for r in results]
+    top = fastest(results)
+    recommended = None
+    if top is not None:
+        ev = top.best.evaluation
+        recommended = {"option": top.option.label, "concurrency_per_endpoint": client_concurrency(ev),
+                       "output_tok_s_total": ev.output_tok_s_total, "num_replicas": ev.config.layout.dp,
+                       "configuration": describe(top.best)}
+    return {
+        "model": model.name, "engine": engine.name, "efficiency": table.provenance,
+        "job": {"samples": req.samples, "isl": job.isl.describe(), "osl": job.osl.describe(),
+                "isl_mean_tokens": job.isl.mean, "osl_mean_tokens": job.osl.mean,
+                "output_tokens": job.osl.mean * req.samples},
+        "options": options, "recommended": recommended, "answer": explain(results, all_tp),
+        "configurations_evaluated": sum(r.configurations for r in results),
+    }
+
+
+def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> dict:
+    out: dict = {"option": r.option.label, "gpu": r.option.gpu.key, "count": r.option.count,
+                 "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "rejected": r.rejected,
+                 "configurations": r.configurations}
+    b = r.best
+    if b is None:
+        return out
+    ev, s = b.evaluation, b.evaluation.steady
+    out.update({
+        "best": describe(b), "layout": ev.config.layout.describe(),
+        "weight_dtype": ev.config.weight_dtype.value, "kv_dtype": ev.config.kv_dtype.value,
+        "spec": ev.config.spec.describe() if ev.config.spec else "none",
+        "output_tok_s_total": ev.output_tok_s_total, "output_tok_s_per_gpu": ev.output_tok_s_per_gpu,
+        "wall_days": b.wall_s / S_PER_DAY, "drain_hours": b.time.drain_s / 3600,
+        "gpu_hours": b.cost.gpu_hours, "usd": b.cost.usd, "usd_per_mtok": b.cost.usd_per_mtok,
+        "bottleneck": bottleneck_text(b), "batch_per_replica": s.batch, "batch_limit_reason": s.limits.reason,
+        "tpot_ms": s.tpot_s * MS_PER_S, "ttft_ms": s.ttft_s * MS_PER_S,
+        "weight_bytes_per_gpu": ev.memory.weight_bytes_per_gpu, "kv_capacity_tokens": ev.memory.kv_capacity_tokens,
+        "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
+        "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
+        "launch": {"sglang": sglang_command(ev, repo, native, parsers), "vllm": vllm_command(ev, repo, native, parsers)},
+        "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
+                          "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
+    })
+    return out

@@ -1,0 +1,51 @@
+"""``tokenplan plan``: compare hardware options for a generation job."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tokenplan.cli.app import app
+
+
+@app.command("plan")
+def plan_cmd(
+    model: Optional[str] = typer.Option(None, "--model", help="Catalog name or config.json path [default: qwen3.6-27b]"),
+    gpu: Optional[list[str]] = typer.Option(None, "--gpu", help="Hardware option COUNTxKEY, repeatable [default: 4xrtx-pro-6000, 8xb200]"),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Requests in the job [default: 914000]"),
+    isl_mean: Optional[float] = typer.Option(None, "--isl-mean", help="Mean input tokens [default: 1024]"),
+    isl_sigma: Optional[float] = typer.Option(None, "--isl-sigma", help="Lognormal σ of inputs [default: 0.8]"),
+    isl_cap: Optional[float] = typer.Option(None, "--isl-cap", help="Longest input [default: 16384]"),
+    osl_mean: Optional[float] = typer.Option(None, "--osl-mean", help="Mean output tokens [default: 2500]"),
+    osl_sigma: Optional[float] = typer.Option(None, "--osl-sigma", help="Lognormal σ of outputs [default: 1.0]"),
+    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Output cap (max_tokens) [default: 32768]"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="sglang, vllm or trtllm [default: sglang]"),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour, repeatable (e.g. b200=4.5)"),
+    spec: Optional[list[str]] = typer.Option(None, "--spec", help="Speculative settings to try: none, mtp:K[:TAU] (repeatable)"),
+    weight_dtype: Optional[list[str]] = typer.Option(None, "--weight-dtype", help="Restrict weight formats (repeatable; 4-bit only when named)"),
+    kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="Restrict KV-cache formats (repeatable)"),
+    job: Optional[str] = typer.Option(None, "--job", help="Job YAML (CLI options override it)"),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration JSON from tokenplan calibrate"),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON (tokenplan generate --plan reads it)"),
+) -> None:
+    """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
+    from tokenplan.api_plan import PlanRequest, plan
+    from tokenplan.cli.options import parse_prices, plan_request_fields
+    from tokenplan.report.tables import plan_details, plan_table
+
+    fields = plan_request_fields(job, dict(
+        model=model, gpus=tuple(gpu) if gpu else None, samples=samples, isl_mean=isl_mean, isl_sigma=isl_sigma,
+        isl_cap=isl_cap, osl_mean=osl_mean, osl_sigma=osl_sigma, osl_cap=max_tokens, engine=engine,
+        prices=parse_prices(price) if price else None, specs=tuple(spec) if spec else None,
+        weight_dtypes=tuple(weight_dtype) if weight_dtype else None,
+        kv_dtypes=tuple(kv_dtype) if kv_dtype else None, calibration=calibration))
+    result = plan(PlanRequest(**fields))
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    console = Console()
+    console.print(plan_table(result))
+    console.print(plan_details(result))

@@ -1,0 +1,96 @@
+"""``tokenplan predict`` and ``tokenplan memory``: one configuration, for scripts."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from tokenplan.cli.app import app
+
+
+def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl, concurrency,
+             spec, engine, memory_fraction, max_running, calibration):
+    from tokenplan.api import PredictRequest
+    from tokenplan.errors import InputError
+
+    conc: float | None
+    if concurrency.strip().lower() == "max":
+        conc = None
+    else:
+        try:
+            conc = float(concurrency)
+        except ValueError:
+            raise InputError("concurrency", concurrency, "a number > 0 or max") from None
+    return PredictRequest(model=model, gpu=gpu, num_gpus=num_gpus or tp * pp, tp=tp, pp=pp, ep=ep,
+                          attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
+                          concurrency=conc, spec=spec, engine=engine, memory_fraction=memory_fraction,
+                          max_running=max_running, calibration=calibration)
+
+
+_MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
+_GPU = typer.Option(..., "--gpu", help="GPU catalog key (tokenplan catalog gpus)")
+
+
+@app.command("predict")
+def predict_cmd(
+    model: str = _MODEL, gpu: str = _GPU,
+    num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]"),
+    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"), ep: int = typer.Option(1, "--ep"),
+    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel (MoE)"),
+    weight_dtype: str = typer.Option("auto", "--weight-dtype", help="bf16, fp8, nvfp4, mxfp4, w4a16, auto"),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="bf16, fp8, auto"),
+    isl: float = typer.Option(1024, "--isl", help="Input tokens"), osl: float = typer.Option(1024, "--osl", help="Output tokens"),
+    concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight, or max (offline)"),
+    spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU], e.g. mtp:3:3.3"),
+    engine: str = typer.Option("sglang", "--engine", help="sglang, vllm or trtllm"),
+    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
+    max_running: Optional[int] = typer.Option(None, "--max-running"),
+    calibration: Optional[str] = typer.Option(None, "--calibration"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
+    from tokenplan.api import predict
+    from tokenplan.report.tables import predict_table
+
+    result = predict(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
+                              concurrency, spec, engine, memory_fraction, max_running, calibration))
+    _emit(result, as_json, predict_table)
+
+
+@app.command("memory")
+def memory_cmd(
+    model: str = _MODEL, gpu: str = _GPU,
+    num_gpus: Optional[int] = typer.Option(None, "--num-gpus"), tp: int = typer.Option(1, "--tp"),
+    pp: int = typer.Option(1, "--pp"), ep: int = typer.Option(1, "--ep"),
+    attention_dp: bool = typer.Option(False, "--attention-dp"),
+    weight_dtype: str = typer.Option("auto", "--weight-dtype"), kv_dtype: str = typer.Option("auto", "--kv-dtype"),
+    isl: float = typer.Option(1024, "--isl"), osl: float = typer.Option(1024, "--osl"),
+    spec: str = typer.Option("none", "--spec"), engine: str = typer.Option("sglang", "--engine"),
+    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity."""
+    from tokenplan.api import memory
+    from tokenplan.report.tables import memory_table
+
+    result = memory(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
+                             "max", spec, engine, memory_fraction, None, None))
+    _emit(result, as_json, memory_table)
+
+
+def _emit(result: dict, as_json: bool, render) -> None:
+    """Print the result (table or JSON); a configuration that cannot run exits 2 with its reason."""
+    from tokenplan.errors import InfeasibleError
+    from tokenplan.report.tables import print_warnings
+
+    if as_json:
+        print(json.dumps(result, indent=2))
+    if "rejected" in result:
+        raise InfeasibleError(f"configuration cannot run: {result['rejected']}")
+    if not as_json:
+        console = Console()
+        console.print(render(result))
+        print_warnings(console, result.get("warnings", []))

@@ -1,0 +1,100 @@
+"""Server launch commands for a chosen configuration, spelled as the engines' current flags.
+
+SGLang (``python -m sglang.launch_server``; server_args / arg_groups, engine-facts S1–S14):
+``--tp-size``, ``--dp-size``, ``--ep-size``, ``--enable-dp-attention``, ``--pp-size``,
+``--quantization``, ``--kv-cache-dtype fp8_e4m3``, ``--mem-fraction-static``,
+``--max-running-requests``, ``--speculative-algorithm NEXTN --speculative-num-steps K
+--speculative-eagle-topk 1 --speculative-num-draft-tokens K+1``, ``--reasoning-parser``.
+vLLM (``vllm serve``; engine args, engine-facts V1–V11): ``--tensor-parallel-size``,
+``--data-parallel-size``, ``--pipeline-parallel-size``, ``--enable-expert-parallel``,
+``--quantization``, ``--kv-cache-dtype fp8``, ``--gpu-memory-utilization``, ``--max-num-seqs``,
+``--speculative-config '{"method":"mtp","num_speculative_tokens":K}'``, ``--reasoning-parser``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from tokenplan.job.evaluate import Evaluation
+from tokenplan.units import Dtype
+
+_SGLANG_QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
+_VLLM_QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
+
+
+def _parser(parsers: object, engine: str) -> str | None:
+    if isinstance(parsers, dict):
+        return parsers.get(engine)
+    return parsers if isinstance(parsers, str) else None
+
+
+def running_limit(ev: Evaluation) -> int:
+    """Running requests per replica the plan assumes (the batch limit)."""
+    return int(ev.steady.limits.limit)
+
+
+def client_concurrency(ev: Evaluation) -> int:
+    """Requests to keep in flight against one server serving all DP replicas: the batch of every
+    replica plus 10 % (at least 8) so that a finished request is replaced at once."""
+    total = running_limit(ev) * ev.config.layout.dp
+    return total + max(8, math.ceil(0.1 * total))
+
+
+def sglang_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> str:
+    """``python -m sglang.launch_server ...`` for the configuration."""
+    c, lay = ev.config, ev.config.layout
+    args = ["python -m sglang.launch_server", f"--model-path {repo}", f"--tp-size {lay.tp}"]
+    if lay.dp > 1:
+        args.append(f"--dp-size {lay.dp}")
+    if lay.pp > 1:
+        args.append(f"--pp-size {lay.pp}")
+    if lay.ep > 1:
+        args.append(f"--ep-size {lay.ep}")
+    if lay.attention_dp:
+        args.append("--enable-dp-attention")
+    if c.weight_dtype.value != native_dtype and c.weight_dtype in _SGLANG_QUANT:
+        args.append(f"--quantization {_SGLANG_QUANT[c.weight_dtype]}")
+    if c.kv_dtype is Dtype.FP8:
+        args.append("--kv-cache-dtype fp8_e4m3")
+    args.append(f"--mem-fraction-static {ev.settings.memory_fraction:.3f}")
+    if c.spec is not None:
+        k = c.spec.draft_tokens
+        algo = "NEXTN" if c.spec.method == "mtp" else c.spec.method.upper()
+        args.append(f"--speculative-algorithm {algo} --speculative-num-steps {k} "
+                    f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
+    if c.lift_running_cap and ev.deployment.spec.is_hybrid:
+        args.append("--disable-radix-cache")
+    if c.lift_running_cap or c.max_running is not None:
+        args.append(f"--max-running-requests {running_limit(ev)}")
+    parser = _parser(parsers, "sglang")
+    if parser:
+        args.append(f"--reasoning-parser {parser}")
+    return " \\\n  ".join(args)
+
+
+def vllm_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> str:
+    """``vllm serve ...`` for the configuration (vLLM keeps its own memory rule: the command
+    sets ``--max-num-seqs`` to the plan's batch limit)."""
+    c, lay = ev.config, ev.config.layout
+    args = ["vllm serve " + repo, f"--tensor-parallel-size {lay.tp}"]
+    if lay.dp > 1:
+        args.append(f"--data-parallel-size {lay.dp}")
+    if lay.pp > 1:
+        args.append(f"--pipeline-parallel-size {lay.pp}")
+    if lay.ep > 1 or lay.attention_dp:
+        args.append("--enable-expert-parallel")
+    if c.weight_dtype.value != native_dtype and c.weight_dtype in _VLLM_QUANT:
+        args.append(f"--quantization {_VLLM_QUANT[c.weight_dtype]}")
+    if c.kv_dtype is Dtype.FP8:
+        args.append("--kv-cache-dtype fp8")
+    args.append("--gpu-memory-utilization 0.92")
+    args.append(f"--max-num-seqs {running_limit(ev)}")
+    if c.spec is not None:
+        spec = {"method": "mtp" if c.spec.method == "mtp" else c.spec.method,
+                "num_speculative_tokens": c.spec.draft_tokens}
+        args.append(f"--speculative-config '{json.dumps(spec, separators=(',', ':'))}'")
+    parser = _parser(parsers, "vllm")
+    if parser:
+        args.append(f"--reasoning-parser {parser}")
+    return " \\\n  ".join(args)

@@ -1,0 +1,73 @@
+"""Rank the options and say why, in plain sentences: the fastest, the cheapest, what bounds
+each, and how the all-TP layout compares with replicas."""
+
+from __future__ import annotations
+
+from tokenplan.planning.search import Candidate, OptionResult
+from tokenplan.units import S_PER_DAY
+
+
+def describe(c: Candidate) -> str:
+    """``TP2×DP4, fp8 weights, fp8 KV, mtp k=3 τ=2.95`` style label."""
+    cfg = c.evaluation.config
+    spec = f", {cfg.spec.describe()}" if cfg.spec else ""
+    lifted = ", running cap raised" if cfg.lift_running_cap else ""
+    return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{lifted}"
+
+
+def bottleneck_text(c: Candidate) -> str:
+    """What bounds a configuration: the decode step's limit and what caps the batch."""
+    s = c.evaluation.steady
+    return f"{s.decode_step.bottleneck}; batch {s.batch:.0f}/replica capped by {s.limits.reason}"
+
+
+def fastest(results: list[OptionResult]) -> OptionResult | None:
+    """The option with the shortest best wall time."""
+    ok = [r for r in results if r.best]
+    return min(ok, key=lambda r: r.best.wall_s) if ok else None
+
+
+def cheapest(results: list[OptionResult]) -> OptionResult | None:
+    """The option with the lowest best cost (options without a price are left out)."""
+    ok = [r for r in results if r.best and r.best.cost.usd is not None]
+    return min(ok, key=lambda r: r.best.cost.usd) if ok else None
+
+
+def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) -> list[str]:
+    """A few sentences that answer the hardware question.
+
+    Args:
+        all_tp: per option label, the best configuration using every GPU in one TP group.
+    """
+    lines: list[str] = []
+    for r in results:
+        b = r.best
+        if b is None:
+            lines.append(f"{r.option.label}: nothing fits — " + "; ".join(list(r.rejected)[:2]) + ".")
+            continue
+        money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
+        lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
+                     f"→ {b.wall_s / S_PER_DAY:.1f} days{money}; bound by {bottleneck_text(b)}.")
+    f, ch = fastest(results), cheapest(results)
+    if f and ch and f is not ch:
+        lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.1f} days); cheapest: "
+                     f"{ch.option.label} (${ch.best.cost.usd:,.0f}).")
+    elif f:
+        lines.append(f"{f.option.label} is both the fastest and the cheapest option.")
+    for r in results:
+        tp_all, b = all_tp.get(r.option.label), r.best
+        if b is None or r.option.count < 2:
+            continue
+        if tp_all is None:
+            lines.append(f"TP{r.option.count} on {r.option.gpu.key} cannot run this model.")
+        elif tp_all.evaluation.config.layout == b.evaluation.config.layout:
+            lines.append(f"TP{r.option.count} is the right layout on {r.option.gpu.key}.")
+        else:
+            ratio = b.evaluation.output_tok_s_total / tp_all.evaluation.output_tok_s_total
+            why = "; ".join(w for w in tp_all.evaluation.warnings if "replicated" in w)
+            comm = tp_all.evaluation.steady.decode_step.comm_s / tp_all.evaluation.steady.decode_step.total_s
+            lines.append(f"TP{r.option.count} is not the best layout on {r.option.gpu.key}: "
+                         f"{b.evaluation.config.layout.describe()} gives {ratio:.2f}× its throughput "
+                         f"(TP{r.option.count}: {tp_all.evaluation.output_tok_s_total:,.0f} tok/s, "
+                         f"{comm:.0%} of each decode step in all-reduce" + (f", {why}" if why else "") + ").")
+    return lines

@@ -1,0 +1,114 @@
+"""Evaluate every candidate of every hardware option; keep each rejection with its reason.
+
+Candidates are ranked first by steady-state throughput (cheap: ~60 µs each), then the leaders
+of each option get the whole-job simulation (ramp, steady state, drain tail) that decides the
+wall time and the cost.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.job.cost import JobCost, job_cost
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.timeline import JobTime, job_time
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.perf.engine import EngineFacts
+from tokenplan.perf.speculative import SpecDecode
+from tokenplan.planning.space import HardwareOption, candidates
+from tokenplan.units import Dtype
+
+JOB_SIMULATED_PER_OPTION = 8  # leaders by steady throughput that get the whole-job simulation
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """The generation job: requests and their length distributions (tokens)."""
+
+    num_requests: int
+    isl: LengthDist
+    osl: LengthDist
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An evaluated configuration with its whole-job time and cost."""
+
+    evaluation: Evaluation
+    time: JobTime
+    cost: JobCost
+
+    @property
+    def wall_s(self) -> float:
+        """Job wall time (seconds)."""
+        return self.time.total_s
+
+
+@dataclass(frozen=True, slots=True)
+class OptionResult:
+    """One hardware option searched.
+
+    Attributes:
+        option: the GPUs.
+        ranked: simulated candidates, fastest first.
+        evaluated: every configuration that runs (steady state only), best throughput first.
+        rejected: reason → how many configurations it rejected.
+        configurations: how many configurations were evaluated in all.
+    """
+
+    option: HardwareOption
+    ranked: list[Candidate]
+    evaluated: list[Evaluation]
+    rejected: dict[str, int] = field(default_factory=dict)
+    configurations: int = 0
+
+    @property
+    def best(self) -> Candidate | None:
+        """The fastest configuration (None when nothing runs)."""
+        return self.ranked[0] if self.ranked else None
+
+
+def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareOption) -> Candidate:
+    """Whole-job time and cost of one evaluated configuration."""
+    eff = table.resolve(ev.config.engine.name, option.gpu.architecture)
+    lay = ev.config.layout
+    jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, job.num_requests / lay.dp,
+                  ev.config.spec)
+    return Candidate(ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour))
+
+
+def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts, table: EfficiencyTable, job: Job,
+                  specs: list[SpecDecode | None], weight_allowed: tuple[Dtype, ...] | None = None,
+                  kv_allowed: tuple[Dtype, ...] | None = None, vision_cut: float = 1.0) -> OptionResult:
+    """Search one hardware option (see the module docstring)."""
+    eff = table.resolve(engine.name, option.gpu.architecture)
+    runs: list[Evaluation] = []
+    reasons: Counter[str] = Counter()
+    n = 0
+    for config in candidates(model, option, engine, specs, weight_allowed, kv_allowed, vision_cut):
+        n += 1
+        result = evaluate(model, option.gpu, config, eff, job.isl, job.osl, None)
+        if isinstance(result, Rejection):
+            reasons[f"{config.layout.describe()}: {result.reason}"] += 1
+        else:
+            runs.append(result)
+    runs.sort(key=lambda e: -e.output_tok_s_total)
+    ranked = sorted((simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]),
+                    key=lambda c: c.wall_s)
+    return OptionResult(option, ranked, runs, dict(reasons), n)
+
+
+def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate) -> Candidate | None:
+    """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``."""
+    for ev in result.evaluated:
+        if predicate(ev.config):
+            return simulate(ev, table, job, result.option)
+    return None
+
+
+def needs_flags(config: Config) -> bool:
+    """True when the configuration departs from the engine's defaults."""
+    return config.lift_running_cap or config.memory_fraction is not None or config.max_running is not None

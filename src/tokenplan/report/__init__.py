@@ -1,0 +1,1 @@
+"""Presentation only: rich tables and small text charts for the CLI."""

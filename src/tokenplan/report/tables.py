@@ -1,0 +1,101 @@
+"""Rich renderings of the API results (the dicts ``tokenplan.api`` returns)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from tokenplan.units import GiB
+
+
+def _money(x: float | None, digits: int = 0) -> str:
+    return "—" if x is None else f"${x:,.{digits}f}"
+
+
+def plan_table(result: dict) -> Table:
+    """The comparison table of ``tokenplan plan``: one row per hardware option."""
+    t = Table(title=f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
+              header_style="bold")
+    for col in ("option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"):
+        t.add_column(col, justify="right" if col in ("output tok/s", "tok/s/GPU", "days", "$", "$/Mtok") else "left")
+    for o in result["options"]:
+        if "best" not in o:
+            t.add_row(o["option"], Text("nothing fits", style="red"), "—", "—", "—", "—", "—",
+                      next(iter(o["rejected"]), ""))
+            continue
+        t.add_row(o["option"], o["best"], f"{o['output_tok_s_total']:,.0f}", f"{o['output_tok_s_per_gpu']:,.0f}",
+                  f"{o['wall_days']:.2f}", _money(o["usd"]), _money(o["usd_per_mtok"], 3), o["bottleneck"])
+    return t
+
+
+def plan_details(result: dict) -> Group:
+    """Assumptions, answer sentences, launch commands and rejections under the table."""
+    job = result["job"]
+    parts: list = [Text(f"Job: ISL {job['isl']}; OSL {job['osl']} → {job['output_tokens'] / 1e9:.3f} B output "
+                        f"tokens. Efficiency: {result['efficiency']}.", style="dim")]
+    parts.append(Text(""))
+    for line in result["answer"]:
+        parts.append(Text("• " + line))
+    rec = result.get("recommended")
+    if rec:
+        best = next(o for o in result["options"] if o["option"] == rec["option"])
+        parts.append(Text(f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']} "
+                          f"requests in flight (e.g. tokenplan generate --concurrency "
+                          f"{best['concurrency_per_endpoint']}):", style="bold"))
+        parts.append(Text("SGLang:\n" + best["launch"]["sglang"]))
+        parts.append(Text("vLLM:\n" + best["launch"]["vllm"]))
+        if best["warnings"]:
+            parts.append(Text("Warnings: " + "; ".join(best["warnings"]), style="yellow"))
+    for o in result["options"]:
+        if o["rejected"]:
+            reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])[:4]
+            parts.append(Text(f"Rejected on {o['option']}: " + "; ".join(f"{r} (×{n})" for r, n in reasons),
+                              style="dim"))
+    return Group(*parts)
+
+
+def predict_table(p: dict) -> Table:
+    """Key/value table of one prediction."""
+    t = Table(show_header=False)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    rows = [
+        ("layout", p["layout"]), ("weights / KV", f"{p['weight_dtype']} / {p['kv_dtype']}"), ("speculative", p["spec"]),
+        ("output tok/s (total)", f"{p['output_tok_s_total']:,.0f}"),
+        ("output tok/s per GPU", f"{p['output_tok_s_per_gpu']:,.0f}"),
+        ("roofline bound tok/s", f"{p['roofline_output_tok_s_total']:,.0f}"),
+        ("running batch / replica", f"{p['batch_per_replica']:,.0f} ({p['batch_limit_reason']})"),
+        ("max concurrency", f"{p['max_concurrency']:,.0f}"),
+        ("decode step", f"{p['step_time_ms']:.2f} ms"), ("TPOT", f"{p['tpot_ms']:.2f} ms"),
+        ("TTFT", f"{p['ttft_ms']:,.0f} ms"), ("bottleneck", p["bottleneck"]),
+        ("weights per GPU", f"{p['weight_bytes_per_gpu'] / GiB:.1f} GiB"),
+        ("KV bytes per token", f"{p['kv_bytes_per_token']:,.0f}"),
+        ("state bytes per sequence", f"{p['state_bytes_per_sequence']:,.0f}"),
+        ("KV capacity", f"{p['kv_capacity_tokens']:,.0f} tokens"),
+    ]
+    for k, v in rows:
+        t.add_row(k, str(v))
+    return t
+
+
+def memory_table(m: dict) -> Table:
+    """Per-GPU memory breakdown."""
+    t = Table(title=f"memory per GPU · {m['gpu']} · {m['layout']}", show_header=False)
+    t.add_column("part")
+    t.add_column("GiB", justify="right")
+    for label, key in (("GPU memory", "gpu_bytes"), ("weights", "weight_bytes_per_gpu"),
+                       ("engine reserve", "reserve_bytes"), ("KV cache pool", "kv_pool_bytes"),
+                       ("state pool", "state_pool_bytes")):
+        t.add_row(label, f"{m[key] / GiB:,.2f}")
+    t.add_row("KV bytes per token (model)", f"{m['kv_bytes_per_token']:,.0f} B")
+    t.add_row("state per sequence (model)", f"{m['state_bytes_per_sequence'] / 2**20:,.1f} MiB")
+    t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,.0f} tokens")
+    t.add_row("sequences at ISL+OSL", f"{m['max_sequences']:,.0f}")
+    return t
+
+
+def print_warnings(console: Console, warnings: list[str]) -> None:
+    """Warnings in yellow, one per line."""
+    for w in warnings:
+        console.print(Text("warning: " + w, style="yellow"))
