@@ -4,7 +4,7 @@ Answers are a pure function of the request, so a test can recompute what the run
 stored: ``content = "reply-" + sha256(messages JSON)[:12]``, ``reasoning_content = "thought-" +
 the same digest`` and ``completion_tokens = min(tokens, max_tokens)`` with ``finish_reason
 "length"`` when ``max_tokens < tokens``. Faults are drawn per request from a seeded RNG:
-HTTP 500, HTTP 429 (with ``Retry-After: 0``), a dropped connection (closed after reading the
+HTTP 500, HTTP 429 (with ``Retry-After: 0``), HTTP 400, HTTP 401, a dropped connection (closed after reading the
 request, nothing answered) and a stall (no answer for ``stall_s``). Restarting mid-run is the
 test's job: kill the process and start another on the same port.
 
@@ -35,6 +35,8 @@ class Faults:
     p429: float = 0.0
     pdrop: float = 0.0
     pstall: float = 0.0
+    p400: float = 0.0
+    p401: float = 0.0
     stall_s: float = 30.0
     delay_s: float = 0.0
     tokens: int = 16
@@ -122,6 +124,12 @@ class Server:
         if draw < f.p429:
             return await self._send(conn, writer, 429, {"error": {"message": "injected 429"}},
                                     [("retry-after", "0")])
+        draw -= f.p429
+        if draw < f.p400:
+            return await self._send(conn, writer, 400, {"error": {"message": "injected 400: context too long"}})
+        draw -= f.p400
+        if draw < f.p401:
+            return await self._send(conn, writer, 401, {"error": {"message": "injected 401"}})
         try:
             payload = json.loads(body)
             if not isinstance(payload.get("messages"), list):
@@ -245,13 +253,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file")
-    for name in ("p500", "p429", "pdrop", "pstall", "stall_s", "delay_s"):
+    for name in ("p500", "p429", "pdrop", "pstall", "p400", "p401", "stall_s", "delay_s"):
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=0.0)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--model", default="fault-model")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.stall_s or 30.0,
+    faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.p400, args.p401, args.stall_s or 30.0,
                     args.delay_s, args.tokens, args.model, args.seed)
     asyncio.run(serve(faults, args.port, args.port_file))
 
