@@ -1,0 +1,110 @@
+"""``generate`` against the fault-injecting server: what is retried, skipped, failed, refused."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.support.fault_server import FaultServerProcess
+from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.errors import RunDirError, ServerError
+
+FAST_RETRY = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2}
+
+
+def _prompts(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"prompt {i}"}) + "\n" for i in range(n)))
+    return path
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
+    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
+                                    "endpoints": [url], "model": "fault-model", **FAST_RETRY, **options})
+
+
+def test_500s_429s_and_dropped_connections_are_retried_until_every_row_is_stored(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 200)
+    with FaultServerProcess(str(tmp_path), p500=0.15, p429=0.15, pdrop=0.1, seed=3) as server:
+        result = generate(_request(tmp_path, server.url, max_attempts=30, concurrency=8))
+    assert (result.stored, result.errors, result.accounting_ok) == (200, 0, True)
+    attempts = [r["turns"][0]["attempts"] for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")]
+    # 40 % of requests fail: with 200 rows, some row needs more than one try (P(none) = 0.6^200 ≈ 0).
+    assert max(attempts) > 1 and min(attempts) == 1
+
+
+def test_a_stalled_request_hits_its_deadline_and_is_sent_again(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 30)
+    with FaultServerProcess(str(tmp_path), pstall=0.2, stall_s=30, seed=5) as server:
+        result = generate(_request(tmp_path, server.url, deadline_s=0.5, max_attempts=20, concurrency=8))
+    assert (result.stored, result.errors) == (30, 0)
+    # Each stall costs one 0.5 s deadline; requests are otherwise ~ms, so the slowest unit took ≥ 1 try more.
+    assert max(r["turns"][0]["attempts"] for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")) > 1
+
+
+def test_rows_failing_every_attempt_go_to_errors_and_a_rerun_retries_them(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 10)
+    with FaultServerProcess(str(tmp_path), p500=1.0) as server:
+        failed = generate(_request(tmp_path, server.url, max_attempts=3, eject_after_failures=1000))
+    assert (failed.stored, failed.errors, failed.accounting_ok) == (0, 10, True)
+    errors = _jsonl(tmp_path / "run" / "errors.jsonl")
+    assert {(e["reason"], e["status"], e["attempts"]) for e in errors} == {("status", 500, 3)}
+    with FaultServerProcess(str(tmp_path)) as healthy:
+        rerun = generate(_request(tmp_path, healthy.url, max_attempts=3))
+    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (10, 0, True)
+    assert _jsonl(tmp_path / "run" / "errors.jsonl") == []
+
+
+def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 5)
+    with FaultServerProcess(str(tmp_path), p400=1.0) as server:
+        result = generate(_request(tmp_path, server.url))
+    assert (result.stored, result.skipped, result.errors) == (0, 5, 0)
+    skipped = _jsonl(tmp_path / "run" / "skipped.jsonl")
+    assert {(s["reason"], s["status"]) for s in skipped} == {("refused", 400)}
+
+
+def test_a_401_ends_the_run_with_one_clear_error(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 5)
+    with FaultServerProcess(str(tmp_path), p401=1.0) as server:
+        with pytest.raises(ServerError, match="answered 401"):
+            generate(_request(tmp_path, server.url))
+
+
+def test_a_server_restart_mid_run_ejects_the_endpoint_and_probes_it_back(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 400)
+    with FaultServerProcess(str(tmp_path), delay_s=0.01) as server:
+        restart = threading.Timer(0.8, server.restart)
+        restart.start()
+        result = generate(_request(tmp_path, server.url, max_attempts=50, eject_after_failures=2, concurrency=4))
+        restart.join()
+        restarted_before_the_end = result.summary["elapsed_s"] > 0.8
+    assert (result.stored, result.errors, result.accounting_ok) == (400, 0, True)
+    assert restarted_before_the_end  # 400 requests at 4 in flight × ≥ 10 ms each take ≥ 1 s
+
+
+def test_a_different_configuration_on_an_existing_run_dir_is_refused_unless_forced(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 3)
+    with FaultServerProcess(str(tmp_path)) as server:
+        generate(_request(tmp_path, server.url, temperature=0.0))
+        with pytest.raises(RunDirError, match=r"temperature.*0\.0.*0\.7.*--force"):
+            generate(_request(tmp_path, server.url, temperature=0.7))
+        forced = generate(_request(tmp_path, server.url, temperature=0.7, force=True))
+    assert forced.already_done == 3
+
+
+def test_two_endpoints_share_the_load(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 60)
+    with FaultServerProcess(str(tmp_path), delay_s=0.02) as a, FaultServerProcess(str(tmp_path), delay_s=0.02) as b:
+        request = GenerateRequest.build(inputs=[str(tmp_path / "in.jsonl")], out_dir=tmp_path / "run",
+                                        endpoints=[a.url, b.url], model="fault-model", concurrency=4)
+        generate(request)
+    used = [r["turns"][0]["endpoint"] for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")]
+    # Least outstanding requests with 4 slots each: both endpoints take a real share.
+    assert used.count(a.url) >= 15 and used.count(b.url) >= 15
