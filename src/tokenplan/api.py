@@ -51,6 +51,7 @@ class PredictRequest:
     osl_cap: float | None = None
     calibration: str | None = None
     ssm_dtype: str | None = None
+    kv_offload_gib: float = 0.0
 
 
 def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
@@ -79,8 +80,10 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
                     attention_dp=req.attention_dp)
     cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    if req.kv_offload_gib < 0:
+        raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
     config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
-                    req.ssm_dtype, cut)
+                    req.ssm_dtype, cut, host_kv_bytes=req.kv_offload_gib * 2**30)
     return config, model, gpu
 
 

@@ -12,7 +12,7 @@ from tokenplan.cli.app import app
 
 
 def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl, concurrency,
-             spec, engine, memory_fraction, max_running, calibration):
+             spec, engine, memory_fraction, max_running, calibration, kv_offload_gib=0.0):
     from tokenplan.api import PredictRequest
     from tokenplan.errors import InputError
 
@@ -27,7 +27,7 @@ def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dt
     return PredictRequest(model=model, gpu=gpu, num_gpus=num_gpus or tp * pp, tp=tp, pp=pp, ep=ep,
                           attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
                           concurrency=conc, spec=spec, engine=engine, memory_fraction=memory_fraction,
-                          max_running=max_running, calibration=calibration)
+                          max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib)
 
 
 _MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
@@ -49,6 +49,7 @@ def predict_cmd(
     memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
     max_running: Optional[int] = typer.Option(None, "--max-running"),
     calibration: Optional[str] = typer.Option(None, "--calibration"),
+    kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
@@ -56,7 +57,8 @@ def predict_cmd(
     from tokenplan.report.tables import predict_table
 
     result = predict(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
-                              concurrency, spec, engine, memory_fraction, max_running, calibration))
+                              concurrency, spec, engine, memory_fraction, max_running, calibration,
+                              kv_offload_gib))
     _emit(result, as_json, predict_table)
 
 

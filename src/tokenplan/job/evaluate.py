@@ -35,6 +35,7 @@ class Config:
         vision_cut: SGLang's memory cut for a multimodal checkpoint (1 = none).
         lift_running_cap: set the engine's running-request limit to what memory allows
             instead of its default (SGLang's 48 with speculative decoding).
+        host_kv_bytes: host memory per GPU for KV offload (bytes; 0 = none).
     """
 
     layout: Layout
@@ -47,6 +48,7 @@ class Config:
     ssm_dtype: str | None = None
     vision_cut: float = 1.0
     lift_running_cap: bool = False
+    host_kv_bytes: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
     mem = memory_breakdown(model, gpu, lay, config.weight_dtype, config.kv_dtype, settings, ratio,
                            with_mtp=config.spec is not None and config.spec.method == "mtp",
-                           ssm_dtype=config.ssm_dtype)
+                           ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes)
     if not mem.fits:
         usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
         return Rejection(config, f"does not fit: {mem.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU "

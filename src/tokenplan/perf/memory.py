@@ -36,6 +36,8 @@ class MemoryBreakdown:
         sequence_shards: ranks that split the sequences (TP with attention DP, else 1).
         kv_capacity_tokens: tokens the replica's KV cache holds (all sequences together).
         state_slots: sequences the state pool holds (None when the model has no state).
+        host_kv_bytes: host memory per GPU that extends the KV cache (SGLang hierarchical cache,
+            vLLM/LMCache CPU offload); KV kept there is read over the host link.
     """
 
     gpu_bytes: float
@@ -50,6 +52,7 @@ class MemoryBreakdown:
     kv_capacity_tokens: float
     state_slots: float | None
     sliding_window: int
+    host_kv_bytes: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -58,13 +61,14 @@ class MemoryBreakdown:
 
     def max_sequences(self, context_tokens: float) -> float:
         """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
+        pool = self.kv_pool_bytes + self.host_kv_bytes
         per_seq_kv = (self.kv_bytes_per_token_per_gpu * context_tokens
                       + self.sliding_bytes_per_token_per_gpu * min(context_tokens, self.sliding_window))
         if self.state_slots is None:
             per_seq = per_seq_kv + self.state_bytes_per_sequence_per_gpu
-            seqs = self.kv_pool_bytes / per_seq if per_seq > 0 else float("inf")
+            seqs = pool / per_seq if per_seq > 0 else float("inf")
             return seqs * self.sequence_shards
-        by_kv = self.kv_pool_bytes / per_seq_kv if per_seq_kv > 0 else float("inf")
+        by_kv = pool / per_seq_kv if per_seq_kv > 0 else float("inf")
         return min(by_kv * self.sequence_shards, self.state_slots)
 
 
@@ -126,6 +130,7 @@ def memory_breakdown(
     state_to_kv_ratio: float | None,
     with_mtp: bool = False,
     ssm_dtype: str | None = None,
+    host_kv_bytes: float = 0.0,
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
@@ -152,11 +157,11 @@ def memory_breakdown(
         state_pool = usable * state_to_kv_ratio / (1 + state_to_kv_ratio)
         kv_pool = usable - state_pool
         slots = state_pool / state_seq * shards
-    kv_tokens = kv_pool / kv_tok * shards if kv_tok > 0 else float("inf")
+    kv_tokens = (kv_pool + host_kv_bytes) / kv_tok * shards if kv_tok > 0 else float("inf")
     return MemoryBreakdown(
         gpu_bytes=gpu.memory_bytes, weight_bytes_per_gpu=weights,
         reserve_bytes=gpu.memory_bytes - weights - usable, kv_pool_bytes=kv_pool, state_pool_bytes=state_pool,
         kv_bytes_per_token_per_gpu=kv_tok, sliding_bytes_per_token_per_gpu=sliding_tok,
         state_bytes_per_sequence_per_gpu=state_seq, sequence_shards=shards, kv_capacity_tokens=kv_tokens,
-        state_slots=slots, sliding_window=spec.sliding_window,
+        state_slots=slots, sliding_window=spec.sliding_window, host_kv_bytes=host_kv_bytes,
     )

@@ -134,7 +134,11 @@ def step_time(
     kv_bytes = seqs / shards * (m.kv_bytes_per_token_per_gpu * context_tokens
                                 + m.sliding_bytes_per_token_per_gpu * min(context_tokens, window))
     attn_flops = d.attn_flops_per_token_ctx / shards * (dec_tokens * attended + pre_tokens * prefill_context_tokens)
-    attn_mem_s = kv_bytes / (hbm * eff.attention_fraction)
+    # KV beyond the GPU pool lives in host memory and is read over the host link (PCIe, or
+    # NVLink-C2C on Grace) every decode step.
+    host_kv = max(kv_bytes - m.kv_pool_bytes, 0.0) if m.host_kv_bytes > 0 else 0.0
+    attn_mem_s = (kv_bytes - host_kv) / (hbm * eff.attention_fraction)
+    attn_mem_s += host_kv / (d.gpu.host_link.bytes_per_s * eff.comm_fraction)
     attn_cmp_s = attn_flops / (d.attn_flops_per_s * eff.gemm_fraction)
     attention_s = max(attn_mem_s, attn_cmp_s)
 
