@@ -7,14 +7,18 @@ Names in the measurement rows are resolved through the same ``api.build_config``
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 from tokenplan.api import PredictRequest, build_config, efficiency_table
+from tokenplan.calibration.fit import CrossValidation, FitOptions, FitResult, cross_validate, fit
 from tokenplan.calibration.validate import Case, Validation, validate_cases
-from tokenplan.errors import TokenplanError
+from tokenplan.errors import InputError, TokenplanError
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
-from tokenplan.userfiles_measurements import MeasurementFile, read_measurements
+from tokenplan.userfiles_measurements import SERVING, MeasurementFile, read_measurements
 
 _SIZE_SUFFIX = re.compile(r"-(\d+x)?\d+(\.\d+)?b(-.*)?$")
 
@@ -105,3 +109,76 @@ def _row_dict(r) -> dict:
         prefix = "" if metric == "throughput" else f"{metric}_"
         d.update({f"predicted_{name}": pred * scale, f"measured_{name}": meas * scale, f"{prefix}error": err})
     return d
+
+
+SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order): keeps calibrate under a minute
+CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """A fit, its cross-validation, and the profile JSON that ``--calibration`` reads."""
+
+    fit: FitResult
+    cv: tuple[CrossValidation, ...]
+    profile: dict
+    skipped: int
+
+
+def _fit_cases(paths: list[str], stride: int) -> tuple[list[Case], int]:
+    cases, n_skipped = [], 0
+    for path in paths:
+        data = read_measurements(path)
+        c, s = resolve_file(data)
+        n_skipped += len(s)
+        cases += c[::stride] if data.kind == SERVING else c
+    return cases, n_skipped
+
+
+def calibrate(paths: list[str], command: str = "", cross_validation: bool = True) -> CalibrationResult:
+    """Fit the efficiency factors on measurement CSVs and cross-validate (leave one GPU out, leave
+    one model out). Serving files are subsampled deterministically (every 5th row for the fit,
+    every 30th for the cross-validation refits). Raises InputError/ConfigError for bad files."""
+    cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE)
+    if not cases:
+        raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
+    result = fit(cases)
+    cv: list[CrossValidation] = []
+    if cross_validation:
+        cv_cases, _ = _fit_cases(paths, CV_SERVING_STRIDE)
+        base = result.table.default
+        light = FitOptions(max_nfev=4)
+        cv = [cross_validate(cv_cases, by, base, light) for by in ("gpu", "model")]
+    provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
+                  f"({', '.join(_describe(p) for p in paths)})")
+    return CalibrationResult(result, tuple(cv), profile_dict(result, provenance), n_skipped)
+
+
+def _describe(path: str) -> str:
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    return f"{Path(path).name} sha256:{digest}"
+
+
+def profile_dict(result: FitResult, provenance: str) -> dict:
+    """The calibration JSON: ``default`` and ``groups`` of factor → value, ``uncertainty`` and
+    ``provenance``."""
+    t = result.table
+    return {
+        "default": t.default.as_dict(),
+        "groups": {g: e.as_dict() for g, e in sorted(t.by_group.items())},
+        "uncertainty": {f"{f.level}.{f.name}": f.uncertainty for f in result.factors},
+        "provenance": provenance,
+    }
+
+
+def calibration_dict(r: CalibrationResult) -> dict:
+    """The ``--json`` form of a calibration: factors with uncertainty and the CV tables."""
+    return {
+        "n": r.fit.n_rows, "skipped": r.skipped, "converged": r.fit.converged,
+        "factors": [{"level": f.level, "name": f.name, "value": f.value, "uncertainty": f.uncertainty}
+                    for f in r.fit.factors],
+        "cross_validation": {cv.by: {"median_abs_pct_error": cv.median_abs, "p90_abs_pct_error": cv.p90_abs,
+                                     "folds": [{"held_out": f.held_out, "n": f.n, "median_abs_pct_error": f.median_abs}
+                                               for f in cv.folds]} for cv in r.cv},
+        "profile": r.profile,
+    }

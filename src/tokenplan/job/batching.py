@@ -12,8 +12,9 @@ per step: 1, or the acceptance length with speculative decoding) and ``B·ISL`` 
 Output tok/s = B·OSL / cycle; TPOT = cycle / OSL. The running batch is the concurrency capped
 by the engine's running-request limit, by KV capacity at the running sequences' mean context
 (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
-TTFT = wait for the step in progress + the prefill step that carries the prompt + queueing
-when the client keeps more requests in flight than the engine runs (Little's law).
+TTFT = the serving overhead outside the GPU + wait for the step in progress + the request's own
+prefill + queueing behind other requests' prefills (M/D/1 at the prefill share of time) +
+queueing when the client keeps more requests in flight than the engine runs (Little's law).
 """
 
 from __future__ import annotations
@@ -106,6 +107,14 @@ def _draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: Spe
     return spec.draft_tokens * (kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch)
 
 
+def prefill_queue_s(own_prefill_s: float, prefill_share: float) -> float:
+    """Mean wait behind other requests' prefills: M/D/1 with utilisation ρ = the share of time
+    the replica spends prefilling, ``W = ρ·S / (2(1 − ρ))`` (Pollaczek–Khinchine, deterministic
+    service S = one prompt's prefill); ρ capped at 0.95."""
+    rho = min(max(prefill_share, 0.0), 0.95)
+    return rho * own_prefill_s / (2.0 * (1.0 - rho))
+
+
 def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
                  spec: SpecDecode | None = None) -> SteadyState:
@@ -125,21 +134,20 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
     prompt_tokens = batch * isl.mean
     if facts.mixed_prefill:
         budget = max(settings.chunk_tokens - batch * query, settings.chunk_tokens * 0.1)
-        per_step = prompt_tokens / n_dec
         n_steps = max(n_dec, prompt_tokens / budget)
         mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query)
         cycle = n_steps * (mixed.total_s + (dec_s - dec.total_s))
         prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-        ttft = dec_s / 2 + (mixed.total_s if per_step <= budget else isl.mean / budget * mixed.total_s)
+        own_tokens = min(isl.mean, budget)
+        own = math.ceil(isl.mean / budget) * step_time(d, eff, batch, ctx, own_tokens, isl.mean / 2, query).total_s
     else:
         chunk = settings.chunk_tokens
         n_chunks = prompt_tokens / chunk
         pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2)
         cycle = n_dec * dec_s + n_chunks * pre.total_s
         prefill_share = n_chunks * pre.total_s / cycle
-        arriving = max(isl.mean, prompt_tokens / n_dec)  # prompt tokens queued per decode step
-        own = step_time(d, eff, 0.0, 0.0, min(chunk, arriving), isl.mean / 2).total_s
-        ttft = dec_s / 2 + own * math.ceil(isl.mean / chunk)
+        own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2).total_s * math.ceil(isl.mean / chunk)
+    ttft = eff.ttft_overhead_s + dec_s / 2 + own + prefill_queue_s(own, prefill_share)
     output = batch * osl.mean / cycle
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cycle)  # queueing: waiting / completion rate

@@ -34,6 +34,10 @@ class Efficiency:
             Default 2 ms (SGLang/vLLM profiles of small-batch decode with CUDA graphs).
         per_sequence_overhead_s: CPU time per running sequence per step (batch bookkeeping,
             detokenization, sampling). Default 10 µs.
+        ttft_overhead_s: time a request spends outside the GPU before its first token reaches
+            the client (HTTP, tokenization, scheduler admission, streaming the first token).
+            Default 50 ms: serving benchmarks at concurrency 1 measure TTFT 80–100 ms where the
+            prefill alone takes 5–30 ms (aiconfigurator silicon samples in serving-dev.csv).
     """
 
     hbm_fraction: float = 0.80
@@ -44,6 +48,7 @@ class Efficiency:
     comm_fraction: float = 0.70
     step_overhead_s: float = 2.0e-3
     per_sequence_overhead_s: float = 10.0e-6
+    ttft_overhead_s: float = 50.0e-3
 
     def with_values(self, **values: float) -> "Efficiency":
         """A copy with some factors replaced."""
@@ -66,6 +71,7 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     "comm_fraction": (0.05, 0.95),
     "step_overhead_s": (1.0e-4, 0.05),
     "per_sequence_overhead_s": (0.0, 2.0e-4),
+    "ttft_overhead_s": (1.0e-3, 0.5),
 }
 
 
