@@ -1,0 +1,52 @@
+"""validate / calibrate CLI: --json keys, malformed rows skipped by line, bad input → one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+          "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_validate_json_has_the_issue_keys_and_skips_malformed_rows(tmp_path):
+    f = tmp_path / "m.csv"
+    f.write_text(HEADER
+                 + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,1500,,high,x\n"
+                 + "b,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,??,,high,x\n")
+    r = _run("validate", str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    for key in ("n", "skipped", "median_abs_pct_error", "p90_abs_pct_error", "bias", "rows"):
+        assert key in d
+    assert d["n"] == 1 and d["skipped"][0]["line"] == 3
+
+
+def test_validate_missing_file_is_one_line_exit_2(tmp_path):
+    r = _run("validate", str(tmp_path / "absent.csv"))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+
+
+def test_calibrate_writes_a_profile_validate_reads(tmp_path):
+    rows = "".join(f"r{c},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
+                   for c, v in ((1, 120), (8, 900), (64, 4000)))
+    f = tmp_path / "m.csv"
+    f.write_text(HEADER + rows)
+    out = tmp_path / "p.json"
+    r = _run("calibrate", str(f), "-o", str(out), "--no-cv")
+    assert r.returncode == 0, r.stderr
+    profile = json.loads(out.read_text())
+    assert "default" in profile and "provenance" in profile
+    r = _run("validate", str(f), "--calibration", str(out), "--json")
+    assert r.returncode == 0, r.stderr
