@@ -47,5 +47,7 @@ def plan_cmd(
         print(json.dumps(result, indent=2))
         return
     console = Console()
+    if not console.is_terminal:  # files and pipes get a width that keeps the table readable
+        console = Console(width=160)
     console.print(plan_table(result))
     console.print(plan_details(result))
