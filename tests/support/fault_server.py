@@ -77,8 +77,8 @@ class Server:
                 if not keep or conn.our_state is h11.MUST_CLOSE:
                     return
                 conn.start_next_cycle()
-        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
-            return
+        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            return  # a client that went away, or the server stopping
         finally:
             writer.close()
 
