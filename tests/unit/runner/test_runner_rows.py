@@ -1,0 +1,86 @@
+"""Row shapes, stable ids, rejects, and the three file formats."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenplan.errors import InputError
+from tokenplan.runner.rows import Message, Row, RowError, expand_inputs, parse_row, read_rows
+
+
+def test_specforge_sharegpt_openai_prompt_and_batch_shapes_become_messages() -> None:
+    spec = parse_row({"id": "a", "conversations": [{"role": "user", "content": "q"},
+                                                   {"role": "assistant", "content": "r"}]}, "f", 1)
+    share = parse_row({"id": "b", "conversations": [{"from": "system", "value": "s"},
+                                                    {"from": "human", "value": "q"}, {"from": "gpt", "value": "r"}]}, "f", 2)
+    openai = parse_row({"id": 7, "messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]}, "f", 3)
+    prompt = parse_row({"id": "d", "prompt": "q"}, "f", 4)
+    batch = parse_row({"custom_id": "e", "method": "POST", "body": {"messages": [{"role": "user", "content": "q"}]}}, "f", 5)
+    assert (spec.shape, share.shape, openai.shape, prompt.shape, batch.shape) == (
+        "conversations", "sharegpt", "messages", "prompt", "batch")
+    assert share.messages == (Message("system", "s"), Message("user", "q"), Message("assistant", "r"))
+    assert openai.id == "7" and openai.messages == (Message("user", "q"),)
+    assert batch.id == "e" and prompt.messages == (Message("user", "q"),)
+
+
+def test_a_row_without_an_id_gets_the_hash_of_its_messages() -> None:
+    row = parse_row({"prompt": "hello"}, "f", 1)
+    # 16 hex digits of SHA-256 over [["user", "hello"]] as JSON.
+    assert row.id == hashlib.sha256(b'[["user", "hello"]]').hexdigest()[:16]
+    assert parse_row({"messages": [{"role": "user", "content": "hello"}]}, "g", 9).id == row.id
+
+
+@pytest.mark.parametrize(("item", "reason"), [
+    ([1, 2], "row is a list"),
+    ({"text": "x"}, "unknown shape"),
+    ({"conversations": []}, "conversations: not a non-empty list"),
+    ({"conversations": [{"role": "tool", "content": "x"}]}, "conversations[0].role: 'tool' is not one of"),
+    ({"conversations": [{"from": "bot", "value": "x"}]}, "conversations[0].from: 'bot' is not one of"),
+    ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content: not a string"),
+    ({"messages": [{"role": "assistant", "content": "x"}]}, "messages: no user turn"),
+    ({"custom_id": "x", "body": {"prompt": "x"}}, "body: batch line without body.messages"),
+])
+def test_malformed_rows_name_the_field_and_what_is_allowed(item: object, reason: str) -> None:
+    with pytest.raises(RowError, match=reason.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        parse_row(item, "f", 1)
+
+
+def test_bad_lines_and_duplicate_ids_are_rejected_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"id": "a", "prompt": "x"}\n\nnot json\n{"id": "a", "prompt": "y"}\n{"id": "b", "prompt": "z"}\n')
+    items = list(read_rows([path]))
+    assert [type(i).__name__ for i in items] == ["Row", "Reject", "Reject", "Row"]
+    bad_json, duplicate = items[1], items[2]
+    assert (bad_json.line, bad_json.reason.startswith("invalid JSON")) == (3, True)
+    assert (duplicate.line, duplicate.reason, duplicate.id) == (4, "duplicate id 'a'", "a")
+    assert items[3].line == 5  # the blank line 2 still counts for line numbers
+
+
+def test_zstd_jsonl_and_parquet_are_read_like_plain_jsonl(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    rows = [{"id": f"r{i}", "conversations": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
+    text = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    (tmp_path / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(text))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "b.parquet")
+    for name in ("a.jsonl.zst", "b.parquet"):
+        got = [r for r in read_rows([tmp_path / name]) if isinstance(r, Row)]
+        assert [(r.id, r.messages, r.line) for r in got] == [
+            (f"r{i}", (Message("user", f"q{i}"),), i + 1) for i in range(3)]
+
+
+def test_globs_expand_sorted_and_unknown_or_missing_inputs_are_one_line_errors(tmp_path: Path) -> None:
+    for name in ("b.jsonl", "a.jsonl"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in expand_inputs([str(tmp_path / "*.jsonl")])] == ["a.jsonl", "b.jsonl"]
+    (tmp_path / "c.csv").write_text("")
+    with pytest.raises(InputError, match=r"input .*c\.csv' is not allowed \(allowed: \.jsonl"):
+        expand_inputs([str(tmp_path / "c.csv")])
+    with pytest.raises(InputError, match="existing files or globs"):
+        expand_inputs([str(tmp_path / "missing*.jsonl")])

@@ -1,0 +1,73 @@
+"""The run directory: torn tails cut, done-set rebuilt, another job refused, rotation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenplan.errors import RunDirError
+from tokenplan.runner.rundir import RunDir, cut_torn_tail, shard_paths
+
+JOB = {"model": "m", "sampling": {"temperature": 0.0}}
+
+
+def test_a_torn_last_line_is_cut_and_its_id_is_not_done(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB)
+    run.write_done({"id": "a", "turns": []})
+    run.close()
+    shard = shard_paths(tmp_path / "shards")[0]
+    with shard.open("ab") as fh:
+        fh.write(b'{"id": "b", "conversa')  # a write cut short by kill -9
+    reopened = RunDir.open(tmp_path, JOB)
+    assert reopened.done_ids == {"a"} and reopened.stats.torn_bytes == len(b'{"id": "b", "conversa')
+    reopened.write_done({"id": "b", "turns": []})
+    reopened.close()
+    assert [json.loads(line)["id"] for line in shard.read_text().splitlines()] == ["a", "b"]
+
+
+def test_cut_torn_tail_keeps_complete_files_and_empties_a_single_torn_line(tmp_path: Path) -> None:
+    whole, torn = tmp_path / "whole.jsonl", tmp_path / "torn.jsonl"
+    whole.write_bytes(b'{"id": 1}\n')
+    torn.write_bytes(b'{"id": 1')
+    assert (cut_torn_tail(whole), cut_torn_tail(torn)) == (0, 8)
+    assert torn.read_bytes() == b""
+
+
+def test_skipped_units_count_as_done_errors_and_rejects_do_not(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB)
+    run.write_skipped({"id": "s"})
+    run.write_error({"id": "e"})
+    run.write_reject({"file": "f", "line": 3, "reason": "bad"})
+    run.close()
+    again = RunDir.open(tmp_path, JOB)
+    assert again.done_ids == {"s"}
+    assert (tmp_path / "errors.jsonl").read_text() == ""  # the new run retries them and starts a fresh file
+    again.close()
+
+
+def test_another_job_is_refused_naming_what_changed_unless_forced(tmp_path: Path) -> None:
+    RunDir.open(tmp_path, JOB).close()
+    other = {"model": "m", "sampling": {"temperature": 0.7}}
+    with pytest.raises(RunDirError, match=r"different job \(sampling: .*0\.0.*0\.7.*--force"):
+        RunDir.open(tmp_path, other)
+    RunDir.open(tmp_path, other, force=True).close()
+    RunDir.open(tmp_path, other).close()  # the manifest now records the new configuration
+
+
+def test_a_damaged_line_in_the_middle_is_an_error_not_silently_dropped(tmp_path: Path) -> None:
+    RunDir.open(tmp_path, JOB).close()
+    (tmp_path / "shards" / "part-00000.jsonl").write_text('{"id": "a"}\ngarbage\n{"id": "c"}\n')
+    with pytest.raises(RunDirError, match="part-00000.jsonl:2: damaged record"):
+        RunDir.open(tmp_path, JOB)
+
+
+def test_shards_rotate_once_past_their_size(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB, shard_max_bytes=100)
+    for i in range(5):
+        run.write_done({"id": f"r{i}", "pad": "x" * 60})  # each line ≈ 80 bytes: 2 per 100-byte shard
+    run.close()
+    shards = shard_paths(tmp_path / "shards")
+    assert [len(p.read_text().splitlines()) for p in shards] == [2, 2, 1]
+    assert RunDir.open(tmp_path, JOB).done_ids == {f"r{i}" for i in range(5)}
