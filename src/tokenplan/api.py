@@ -68,7 +68,7 @@ def efficiency_table(calibration: str | None) -> EfficiencyTable:
 
 def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     """Resolve names and check sizes: (config, model spec, gpu). Raises InputError/CatalogError."""
-    for field in ("num_gpus", "tp", "pp", "ep", "isl", "osl"):
+    for field in ("tp", "pp", "ep", "num_gpus", "isl", "osl"):
         _positive(field, getattr(req, field))
     _positive("concurrency", req.concurrency, allow_none=True)
     if req.num_gpus % (req.tp * req.pp):

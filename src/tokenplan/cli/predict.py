@@ -24,7 +24,7 @@ def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dt
             conc = float(concurrency)
         except ValueError:
             raise InputError("concurrency", concurrency, "a number > 0 or max") from None
-    return PredictRequest(model=model, gpu=gpu, num_gpus=num_gpus or tp * pp, tp=tp, pp=pp, ep=ep,
+    return PredictRequest(model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
                           attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
                           concurrency=conc, spec=spec, engine=engine, memory_fraction=memory_fraction,
                           max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib)

@@ -114,6 +114,9 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     run, and models that do not fit.
     """
     lay = config.layout
+    if concurrency is not None and concurrency < 1:
+        return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
+                                 f"replica ({lay.dp} replicas)")
     why = layout_rejection(model, lay)
     if why:
         return Rejection(config, why)

@@ -83,7 +83,10 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, w
 
     tp, pp = layout.tp, layout.pp
     attn_layers = spec.full_attention_layers + spec.sliding_layers
-    total = (nbytes("embedding", p.embedding) + nbytes("lm_head", p.lm_head)) / tp
+    # With PP the embedding sits on the first stage and lm_head on the last (vLLM/SGLang
+    # PPMissingLayer): the heaviest stage holds one of them.
+    embed, head = nbytes("embedding", p.embedding), nbytes("lm_head", p.lm_head)
+    total = (embed + head if pp == 1 else max(embed, head)) / tp
     total += nbytes("attention", attention_params_per_gpu(spec, layout) * attn_layers) / pp
     total += (nbytes("linear_attention", p.linear_attention) + nbytes("dense_ffn", p.dense_ffn)
               + nbytes("shared_experts", p.shared_experts)) / tp / pp

@@ -1,0 +1,139 @@
+"""Plan-sweep throughput: configurations evaluated per second on one core.
+
+Evaluates every candidate a plan search would (``tokenplan.planning.space.candidates``: layouts
+× weight dtypes × KV dtypes × speculative settings × running-request caps) for several models ×
+hardware options, each at several concurrencies, through ``tokenplan.job.evaluate.evaluate`` —
+the one path ``plan`` and ``predict`` share. Rejections count as evaluated configurations (the
+plan evaluates them too, to report their reason).
+
+Run:  python benchmarks/plan_sweep.py [--repeats 5] [--profile]
+
+Prints the number of configurations, the time of each repeat, configurations/s (best and median
+repeat) and the time for 10,000 configurations. The first repeat is cold (model parsing and
+per-deployment caches fill); the figure quoted is the median of the repeats. This is a report,
+not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
+from tokenplan.job.evaluate import Rejection, evaluate
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.speculative import parse_spec
+from tokenplan.planning.space import HardwareOption, candidates
+
+MODELS = ("qwen3.6-27b", "llama-3.1-8b", "llama-3.3-70b", "qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3",
+          "qwen3-235b-a22b")
+OPTIONS = ((4, "rtx-pro-6000"), (8, "b200"), (8, "h100-sxm"), (8, "h200"), (8, "mi300x"), (4, "l40s"))
+CONCURRENCIES = (None, 1.0, 16.0, 64.0, 256.0, 1024.0)
+SPECS = ("none", "mtp:1", "mtp:3")
+ENGINE = "sglang"
+
+# The default job of ``tokenplan plan``: lognormal ISL mean 1,024 (σ 0.8, cap 16,384) and
+# OSL mean 2,500 (σ 1.0, cap 32,768).
+ISL = LengthDist(1024, 0.8, 16384)
+OSL = LengthDist(2500, 1.0, 32768)
+
+
+def pin_to_one_core() -> str:
+    """Pin this process to CPU 0 where the OS allows it; say what was done."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+        return "pinned to CPU 0"
+    return "not pinned (no sched_setaffinity on this OS)"
+
+
+def work_items() -> list[tuple]:
+    """(model, gpu, config, efficiency, concurrency) for every configuration of the sweep."""
+    engine = load_engine(ENGINE)
+    table = shipped_efficiency()
+    items = []
+    for name in MODELS:
+        model = load_model(name)
+        specs = [parse_spec(s) for s in SPECS]
+        if model.mtp_layers == 0:
+            specs = [None]
+        for count, key in OPTIONS:
+            gpu = load_gpu(key)
+            eff = table.resolve(engine.name, gpu.architecture)
+            option = HardwareOption(gpu, count, None)
+            for config in candidates(model, option, engine, specs, None, None, 1.0):
+                for conc in CONCURRENCIES:
+                    items.append((model, gpu, config, eff, conc))
+    return items
+
+
+def sweep(items: list[tuple]) -> tuple[int, int]:
+    """Evaluate every item; return (evaluations that run, rejections)."""
+    runs = rejected = 0
+    for model, gpu, config, eff, conc in items:
+        result = evaluate(model, gpu, config, eff, ISL, OSL, conc)
+        if isinstance(result, Rejection):
+            rejected += 1
+        else:
+            runs += 1
+    return runs, rejected
+
+
+def timed_sweep() -> tuple[int, float]:
+    """Build the candidates and evaluate them (what a plan search does); (configurations, seconds)."""
+    start = time.perf_counter()
+    items = work_items()
+    sweep(items)
+    return len(items), time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="cProfile one warm repeat; print the top functions")
+    args = parser.parse_args()
+
+    print(f"tokenplan plan sweep — {pin_to_one_core()}, Python {sys.version.split()[0]}")
+    items = work_items()
+    runs, rejected = sweep(items)
+    print(f"{len(items):,} configurations per repeat ({len(MODELS)} models × {len(OPTIONS)} hardware options × "
+          f"candidates × {len(CONCURRENCIES)} concurrencies): {runs:,} run, {rejected:,} rejected")
+
+    seconds = []
+    for i in range(args.repeats):
+        n, s = timed_sweep()
+        seconds.append(s)
+        print(f"  repeat {i + 1}: {s:.3f} s  ({n / s:,.0f} configurations/s)")
+    best, median = min(seconds), statistics.median(seconds)
+    n = len(items)
+    print(f"best:   {n / best:,.0f} configurations/s → {10_000 * best / n:.3f} s per 10,000")
+    print(f"median: {n / median:,.0f} configurations/s → {10_000 * median / n:.3f} s per 10,000")
+    print("target: 10,000 configurations in ≤ 1 s on one core —", "met" if 10_000 * median / n <= 1.0 else "NOT met")
+
+    # The same figure over the configurations that run only (rejections stop early and are cheaper).
+    running = [it for it in items if not isinstance(evaluate(it[0], it[1], it[2], it[3], ISL, OSL, it[4]), Rejection)]
+    run_seconds = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        sweep(running)
+        run_seconds.append(time.perf_counter() - start)
+    run_median = statistics.median(run_seconds)
+    print(f"runnable only ({len(running):,}): median {len(running) / run_median:,.0f} configurations/s → "
+          f"{10_000 * run_median / len(running):.3f} s per 10,000")
+
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        timed_sweep()
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

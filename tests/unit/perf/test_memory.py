@@ -1,0 +1,218 @@
+"""Per-GPU memory: weights by dtype and sharding, the engine's reserve and memory fraction, and
+the KV capacity left — each against hand arithmetic.
+
+Sources of the rules: SGLang ``arg_groups/memory_hook.py`` (reserve = 512 MiB + 1.5 MiB ×
+max(chunked_prefill_size, 2048) + TP·PP/8 × 1024 MiB + 2 MiB × cuda-graph max_bs, at least
+10 GiB on GPUs above 60 GiB; mem_fraction_static = (total − reserve) / total), vLLM
+``CacheConfig.gpu_memory_utilization`` = 0.92; see src/tokenplan/catalog/engines.yaml.
+GPU memory sizes are nvidia-smi's memory.total in src/tokenplan/catalog/gpus.yaml
+(H100 SXM: 81,559 MiB).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenplan.catalog import load_engine, load_gpu, load_model
+from tokenplan.perf.engine import resolve_settings
+from tokenplan.perf.layout import Layout
+from tokenplan.perf.memory import memory_breakdown, weight_bytes_per_gpu
+from tokenplan.units import Dtype, GiB, MiB
+
+# Llama-3.1-8B parameters without norms (tests/unit/arch/test_params.py):
+# embedding 128,256·4096 = 525,336,576 (lm_head the same), attention 32·41,943,040 =
+# 1,342,177,280, FFN 32·3·4096·14,336 = 5,637,144,576 → 8,029,995,008.
+LLAMA_PARAMS = 8_029_995_008
+LLAMA_EMBEDDINGS = 2 * 525_336_576  # embedding + lm_head = 1,050,673,152
+LLAMA_BF16_BYTES = LLAMA_PARAMS * 2  # = 16,059,990,016
+LLAMA_KV_PER_TOKEN = 131_072  # 32 · 8 · 128 · 2 · 2
+
+H100_MIB = 81_559
+
+
+# ---------------------------------------------------------------- weights
+def test_llama_8b_bf16_weights_on_one_gpu_are_two_bytes_per_parameter():
+    assert LLAMA_BF16_BYTES == 16_059_990_016
+    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=1), Dtype.BF16) == LLAMA_BF16_BYTES
+
+
+def test_llama_8b_tp2_halves_every_component():
+    # vocabulary-parallel embedding and lm_head, column/row-parallel linears, and 8 KV heads split
+    # 4 + 4: nothing is replicated at TP2 → 16,059,990,016 / 2 = 8,029,995,008.
+    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=2), Dtype.BF16) == 8_029_995_008
+
+
+def test_llama_8b_pp2_puts_embedding_on_the_first_stage_and_lm_head_on_the_last():
+    # PP2: 16 decoder layers per stage, (1,342,177,280 + 5,637,144,576) / 2 = 3,489,660,928
+    # params; the first stage adds the embedding, the last the lm_head (525,336,576 each; untied),
+    # so each stage holds 4,014,997,504 params × 2 B = 8,029,995,008 B.
+    got = weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=1, pp=2), Dtype.BF16)
+    assert got == (525_336_576 + (1_342_177_280 + 5_637_144_576) / 2) * 2
+
+
+def test_llama_8b_fp8_keeps_embeddings_and_lm_head_in_bf16():
+    # embedding + lm_head 1,050,673,152 × 2 B = 2,101,346,304; decoder linears
+    # 1,342,177,280 + 5,637,144,576 = 6,979,321,856 × 1 B → 9,080,668,160.
+    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(), Dtype.FP8) == 9_080_668_160
+
+
+def test_qwen3_6_27b_tp8_replicates_its_four_kv_heads():
+    # Qwen3.6-27B (params in test_params.py) at TP8, BF16:
+    #   embeddings 2·1,271,398,400 / 8 = 317,849,600;
+    #   attention per layer: q (with gate) 62,914,560 + o 31,457,280 = 94,371,840 / 8 = 11,796,480,
+    #   k and v: 4 KV heads < TP8, so each GPU holds 1 whole head: 2·5120·256 = 2,621,440
+    #   → 14,417,920 × 16 layers = 230,686,720;
+    #   GDN 5,562,040,320 / 8 = 695,255,040; FFN 17,112,760,320 / 8 = 2,139,095,040.
+    #   Sum 3,382,886,400 params × 2 B = 6,765,772,800.
+    got = weight_bytes_per_gpu(load_model("qwen3.6-27b"), Layout(tp=8), Dtype.BF16)
+    assert got == 6_765_772_800
+    # Without replication k, v would shard to 1,310,720 per layer: 16 × 1,310,720 × 2 B = 41,943,040 less.
+    assert got - 41_943_040 == pytest.approx(26_895_319_040 * 2 / 8)
+
+
+def test_gpt_oss_mxfp4_quantizes_the_routed_experts_only():
+    # gpt-oss-120b TP1: experts 36·128·3·2880·2880 = 114,661,785,600 params × (0.5 + 1/32) B
+    # = 60,914,073,600; in BF16: embeddings 1,158,266,880 + attention 955,514,880 + routers
+    # 13,271,040 = 2,127,052,800 × 2 = 4,254,105,600 → 65,168,179,200 bytes.
+    got = weight_bytes_per_gpu(load_model("gpt-oss-120b"), Layout(), Dtype.MXFP4)
+    assert got == 65_168_179_200
+
+
+def test_moe_experts_shard_across_every_gpu_of_the_replica():
+    # gpt-oss-120b MXFP4 at TP4: everything above / 4 = 16,292,044,800.
+    got = weight_bytes_per_gpu(load_model("gpt-oss-120b"), Layout(tp=4, ep=4), Dtype.MXFP4)
+    assert got == 65_168_179_200 / 4
+
+
+# ---------------------------------------------------------------- engine reserve and fraction
+def test_sglang_reserve_on_h100_80gb_is_13440_mib():
+    gpu = load_gpu("h100-sxm")
+    assert gpu.memory_bytes == H100_MIB * MiB
+    s = resolve_settings(load_engine("sglang"), gpu.memory_bytes, 1, 1, False)
+    # 81,559 MiB is in SGLang's 60–90 GiB bucket: chunked_prefill_size 8192, cuda-graph max_bs 256
+    # (TP < 4). reserve = max(512 + 1.5·8192 + 1024·1/8 + 2·256, 10 GiB = 10,240)
+    #                   = max(512 + 12,288 + 128 + 512, 10,240) = 13,440 MiB.
+    assert s.memory_fraction == pytest.approx((H100_MIB - 13_440) / H100_MIB, rel=1e-12)  # 0.83521...
+    assert s.reserve_bytes == 0  # SGLang's fraction already excludes it
+    assert s.chunk_tokens == 8192
+    assert s.graph_max_bs == 256
+
+
+def test_sglang_reserve_grows_with_tp_and_graph_batch():
+    # H100 TP8: max_bs 512 (TP ≥ 4), TP·PP/8 = 1: 512 + 12,288 + 1,024 + 1,024 = 14,848 MiB.
+    s = resolve_settings(load_engine("sglang"), H100_MIB * MiB, 8, 8, False)
+    assert s.memory_fraction == pytest.approx((H100_MIB - 14_848) / H100_MIB, rel=1e-12)
+
+
+def test_sglang_reserve_on_b200_uses_the_largest_bucket():
+    # B200 183,359 MiB (179 GiB) ≥ 160 GiB: chunk 16,384, max_bs 512:
+    # 512 + 1.5·16,384 + 128 + 2·512 = 512 + 24,576 + 128 + 1,024 = 26,240 MiB.
+    gpu = load_gpu("b200")
+    s = resolve_settings(load_engine("sglang"), gpu.memory_bytes, 1, 1, False)
+    assert s.memory_fraction == pytest.approx((183_359 - 26_240) / 183_359, rel=1e-12)
+    assert s.chunk_tokens == 16_384
+
+
+def test_sglang_small_gpu_has_no_10_gib_floor():
+    # RTX 5090 32,607 MiB (< 35 GiB bucket): chunk 4096, max_bs 48:
+    # 512 + 1.5·4096 + 128 + 2·48 = 512 + 6,144 + 128 + 96 = 6,880 MiB (below 10 GiB, kept:
+    # the floor applies above 60 GiB only).
+    s = resolve_settings(load_engine("sglang"), load_gpu("rtx-5090").memory_bytes, 1, 1, False)
+    assert s.memory_fraction == pytest.approx((32_607 - 6_880) / 32_607, rel=1e-12)
+
+
+def test_sglang_caps_running_requests_at_48_with_speculative_decoding():
+    s = resolve_settings(load_engine("sglang"), H100_MIB * MiB, 1, 1, True)
+    assert s.max_running_cap == 48
+    assert resolve_settings(load_engine("sglang"), H100_MIB * MiB, 1, 1, False).max_running_cap is None
+
+
+def test_user_memory_fraction_overrides_the_default():
+    s = resolve_settings(load_engine("sglang"), H100_MIB * MiB, 1, 1, False, memory_fraction=0.7)
+    assert s.memory_fraction == 0.7
+
+
+# ---------------------------------------------------------------- KV capacity
+def _breakdown(model, gpu_key, engine, layout=Layout(), weight=Dtype.BF16, kv=Dtype.BF16, ratio=None):
+    gpu = load_gpu(gpu_key)
+    settings = resolve_settings(load_engine(engine), gpu.memory_bytes, layout.gpus_per_replica, layout.tp, False)
+    return memory_breakdown(load_model(model), gpu, layout, weight, kv, settings, ratio)
+
+
+def test_llama_8b_kv_capacity_on_h100_under_sglang():
+    m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
+    # total × fraction − weights = (81,559 − 13,440) MiB − 16,059,990,016
+    #   = 68,119 · 1,048,576 − 16,059,990,016 = 71,427,948,544 − 16,059,990,016 = 55,367,958,528 B
+    # → 55,367,958,528 / 131,072 = 422,424.0 tokens (≈ 422.4 K).
+    pool = 68_119 * 1_048_576 - 16_059_990_016
+    assert pool == 55_367_958_528
+    assert m.weight_bytes_per_gpu == LLAMA_BF16_BYTES
+    assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
+    assert m.kv_capacity_tokens == pytest.approx(pool / LLAMA_KV_PER_TOKEN, rel=1e-12)
+    assert m.kv_capacity_tokens == pytest.approx(422_424.0, abs=0.5)
+    assert m.reserve_bytes == pytest.approx(13_440 * MiB, rel=1e-12)
+
+
+def test_llama_8b_fp8_kv_doubles_the_token_capacity():
+    bf16 = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
+    fp8 = _breakdown("llama-3.1-8b", "h100-sxm", "sglang", kv=Dtype.FP8)
+    # Same pool, 65,536 B per token instead of 131,072.
+    assert fp8.kv_capacity_tokens == pytest.approx(2 * bf16.kv_capacity_tokens, rel=1e-12)
+
+
+def test_llama_8b_max_sequences_is_capacity_over_context():
+    m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
+    # 55,367,958,528 B / (131,072 B × 4,096 tokens = 536,870,912 B per sequence) = 103.13 sequences.
+    assert m.max_sequences(4096) == pytest.approx(55_367_958_528 / 536_870_912, rel=1e-12)
+    assert m.max_sequences(4096) == pytest.approx(103.13, abs=0.01)
+
+
+def test_llama_8b_kv_capacity_on_h100_under_vllm():
+    m = _breakdown("llama-3.1-8b", "h100-sxm", "vllm")
+    # vLLM: total × 0.92 − weights − 2 GiB (non-torch + CUDA graphs):
+    # 85,520,809,984 × 0.92 = 78,679,145,185.28; − 16,059,990,016 − 2,147,483,648 = 60,471,671,521.28
+    # → / 131,072 = 461,362.24 tokens (131,072 × 461,362 = 60,471,640,064; remainder 31,457.28).
+    pool = 85_520_809_984 * 0.92 - 16_059_990_016 - 2 * GiB
+    assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
+    assert m.kv_capacity_tokens == pytest.approx(461_362.24, abs=0.01)
+
+
+def test_tp2_kv_capacity_counts_both_gpus():
+    # TP2 on H100: reserve = 512 + 12,288 + 1024·2/8 + 512 = 13,568 MiB; each GPU holds half the
+    # weights (8,029,995,008 B) and half the KV heads (65,536 B per token):
+    # (81,559 − 13,568)·1,048,576 − 8,029,995,008 = 71,293,730,816 − 8,029,995,008 = 63,263,735,808
+    # → / 65,536 = 965,328.2 tokens per replica.
+    m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang", layout=Layout(tp=2))
+    assert m.kv_bytes_per_token_per_gpu == 65_536
+    assert m.kv_capacity_tokens == pytest.approx(63_263_735_808 / 65_536, rel=1e-12)
+
+
+def test_a_model_larger_than_the_gpu_does_not_fit():
+    # Llama-3.1-405B BF16 ≈ 811 GB of weights against 80 GB.
+    assert not _breakdown("llama-3.1-405b", "h100-sxm", "sglang").fits
+
+
+def test_hybrid_state_pool_under_sglang_splits_at_the_memory_ratio():
+    # Qwen3.6-27B BF16 on B200, SGLang, --mamba-full-memory-ratio 0.9 (state pool / KV pool):
+    # usable = (183,359 − 26,240) MiB − 26,895,319,040·2 B = 157,119·1,048,576 − 53,790,638,080
+    #        = 164,751,212,544 − 53,790,638,080 = 110,960,574,464 B;
+    # state pool = usable·0.9/1.9, KV pool = usable/1.9;
+    # slots = state pool / 153,944,064 B per sequence = 52,560,272,114.5 / 153,944,064 = 341.42;
+    # KV tokens = 58,400,302,349.5 / 65,536 = 891,117.9.
+    m = _breakdown("qwen3.6-27b", "b200", "sglang", ratio=0.9)
+    usable = 157_119 * 1_048_576 - 53_790_638_080
+    assert usable == 110_960_574_464
+    assert m.state_pool_bytes == pytest.approx(usable * 0.9 / 1.9, rel=1e-12)
+    assert m.kv_pool_bytes == pytest.approx(usable / 1.9, rel=1e-12)
+    assert m.state_slots == pytest.approx(usable * 0.9 / 1.9 / 153_944_064, rel=1e-12)
+    assert m.kv_capacity_tokens == pytest.approx(usable / 1.9 / 65_536, rel=1e-12)
+    assert m.state_slots == pytest.approx(341.42, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(891_117.9, abs=0.1)
+
+
+def test_hybrid_state_shares_one_pool_without_a_ratio():
+    # vLLM-style single pool: a 4,000-token sequence holds 65,536·4,000 + 153,944,064
+    # = 262,144,000 + 153,944,064 = 416,088,064 B.
+    m = _breakdown("qwen3.6-27b", "b200", "vllm")
+    assert m.state_slots is None
+    assert m.max_sequences(4000) == pytest.approx(m.kv_pool_bytes / 416_088_064, rel=1e-12)
