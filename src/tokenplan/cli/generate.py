@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -70,7 +71,7 @@ def generate_command(
     else:
         print(summary_text(result))
     if result.interrupted:
-        raise typer.Exit(EXIT_INTERRUPTED)
+        sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
 
 
 def _json_object(text: str | None) -> dict:
