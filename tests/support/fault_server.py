@@ -8,6 +8,8 @@ HTTP 500, HTTP 429 (with ``Retry-After: 0``), HTTP 400, HTTP 401, a dropped conn
 request, nothing answered) and a stall (no answer for ``stall_s``). Restarting mid-run is the
 test's job: kill the process and start another on the same port.
 
+``GET /stats`` answers ``{"requests", "max_active"}``: the most requests it was answering at once.
+
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
 is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
 """
@@ -65,6 +67,8 @@ class Server:
         self.faults = faults
         self.rng = random.Random(faults.seed)
         self.requests = 0
+        self.active = 0  # chat requests being answered now
+        self.max_active = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER)
@@ -104,6 +108,16 @@ class Server:
     async def _respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
         self.requests += 1
         target = request.target.decode()
+        if request.method == b"GET" and target.endswith("/stats"):
+            return await self._send(conn, writer, 200, {"requests": self.requests, "max_active": self.max_active})
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            return await self._answer(conn, writer, request, target, body)
+        finally:
+            self.active -= 1
+
+    async def _answer(self, conn, writer, request: h11.Request, target: str, body: bytes) -> bool:
         if request.method == b"GET" and target.endswith("/models"):
             return await self._send(conn, writer, 200, {"object": "list", "data": [
                 {"id": self.faults.model, "object": "model"}]})
