@@ -201,13 +201,25 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
         if old.fingerprint == new.fingerprint:
             return
         if not force:
-            changed = sorted(k for k in set(old.job) | set(job) if old.job.get(k) != job.get(k))
-            detail = "; ".join(f"{k}: {old.job.get(k)!r} → {job.get(k)!r}" for k in changed)
+            before, after = _flatten(old.job), _flatten(job)
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
             raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
                               "or --force to continue it with the new configuration")
     tmp = manifest_path.with_suffix(".json.tmp")
     tmp.write_text(new.model_dump_json(indent=2))
     os.replace(tmp, manifest_path)
+
+
+def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``, so a refusal names the one setting that changed."""
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict) and item:
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
 
 
 def cut_torn_tail(path: Path) -> int:

@@ -50,7 +50,7 @@ def test_skipped_units_count_as_done_errors_and_rejects_do_not(tmp_path: Path) -
 def test_another_job_is_refused_naming_what_changed_unless_forced(tmp_path: Path) -> None:
     RunDir.open(tmp_path, JOB).close()
     other = {"model": "m", "sampling": {"temperature": 0.7}}
-    with pytest.raises(RunDirError, match=r"different job \(sampling: .*0\.0.*0\.7.*--force"):
+    with pytest.raises(RunDirError, match=r"different job \(sampling\.temperature: 0\.0 → 0\.7\); .*--force"):
         RunDir.open(tmp_path, other)
     RunDir.open(tmp_path, other, force=True).close()
     RunDir.open(tmp_path, other).close()  # the manifest now records the new configuration
