@@ -205,8 +205,8 @@ async def _generate(request: GenerateRequest, on_progress: Callable[[Snapshot], 
         job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
                           sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
                           request.deadline_s or deadline_s(request.max_tokens), request.grace_s)
-        turns_guess = 1.0
-        progress = Progress(time.monotonic(), count_rows(files) * request.n, request.max_tokens * turns_guess,
+        # Before the first unit finishes, the ETA assumes max_tokens per unit.
+        progress = Progress(time.monotonic(), count_rows(files) * request.n, float(request.max_tokens),
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
         dispatcher = Dispatcher(job, pool, rundir, progress, on_progress)
         stop = asyncio.Event()

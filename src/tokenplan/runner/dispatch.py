@@ -86,6 +86,7 @@ class Dispatcher:
         self.tally = RunTally()
         self._rng = random.Random()
         self._fatal: BaseException | None = None
+        self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
         self._sampling_record = job.sampling.as_record()
 
     async def run(self, source: Iterator[Row | Reject], stop: asyncio.Event) -> RunTally:
@@ -109,7 +110,7 @@ class Dispatcher:
                     break
                 task = asyncio.create_task(self._process(unit))
                 tasks.add(task)
-                task.add_done_callback(lambda t: (tasks.discard(t), limit.release()))
+                task.add_done_callback(lambda t: self._settled(t, tasks, limit))
             await self._drain(tasks, stop)
         finally:
             ticker.cancel()
@@ -135,17 +136,31 @@ class Dispatcher:
                     continue
                 yield unit
 
+    def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]], limit: asyncio.Semaphore) -> None:
+        tasks.discard(task)
+        limit.release()
+        if not tasks:
+            self._wake.set()
+
+    def _set_fatal(self, error: BaseException) -> None:
+        self._fatal = self._fatal or error
+        self._wake.set()
+
     async def _drain(self, tasks: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
-        while tasks:
-            if stop.is_set() or self._fatal is not None:
-                _, pending = await asyncio.wait(set(tasks), timeout=self.job.grace_s)
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-                return
-            stop_wait = asyncio.create_task(stop.wait())
-            await asyncio.wait({*tasks, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            stop_wait.cancel()
+        # Waiting on the tasks themselves would cost O(in flight) per completion; one event each
+        # for "all settled / fatal" and "stop" keeps the end of a 5,000-deep run linear.
+        if tasks and not stop.is_set() and self._fatal is None:
+            self._wake.clear()
+            if tasks:
+                waiters = {asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())}
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waiters:
+                    waiter.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(set(tasks), timeout=self.job.grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
     async def _process(self, unit: WorkUnit) -> None:
         try:
@@ -155,7 +170,7 @@ class Dispatcher:
             self._record_failure(unit, exhausted)
             return
         except Exception as fatal:  # ServerError from the pool, or a bug: both end the run
-            self._fatal = self._fatal or fatal
+            self._set_fatal(fatal)
             return
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
@@ -197,9 +212,9 @@ class Dispatcher:
     def _record_failure(self, unit: WorkUnit, exhausted: RetriesExhausted) -> None:
         failure = exhausted.failure
         if failure.kind == "status" and failure.status in FATAL_STATUSES:
-            self._fatal = self._fatal or ServerError(
+            self._set_fatal(ServerError(
                 f"the server answered {failure.status} ({failure.detail}) for model {self.job.model!r}: "
-                "check --endpoint, --model and the API key variable")
+                "check --endpoint, --model and the API key variable"))
             return
         if failure.kind == "status" and failure.status in REFUSED_STATUSES:
             self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
