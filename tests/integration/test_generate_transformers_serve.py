@@ -130,3 +130,12 @@ def test_cli_prints_the_accounting_summary_and_exports_parquet(served_model, tmp
     prompt_id = hashlib.sha256(json.dumps([["user", "why is the river fast"]]).encode()).hexdigest()[:16]
     assert sorted(table.column("id").to_pylist()) == sorted(["spec-1", "share-1", prompt_id])
     assert table.column("conversations").to_pylist()[0][-1]["reasoning_content"] == "hello"
+
+
+def test_a_request_field_the_server_rejects_ends_the_run_instead_of_skipping_rows(served_model, tmp_path: Path) -> None:
+    # transformers serve answers 422 "Unexpected fields in the request: {'top_k'}" to every request.
+    data = _write(tmp_path / "in.jsonl", ROWS)
+    with pytest.raises(ServerError, match=r"answered 422 \(Unexpected fields in the request: \{'top_k'\}\)"):
+        generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[served_model.url],
+                                       model=served_model.model, top_k=5))
+    assert not (tmp_path / "run" / "skipped.jsonl").read_text()

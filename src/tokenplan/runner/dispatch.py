@@ -3,9 +3,10 @@
 Rows are pulled from the reader only when an in-flight slot frees up, so memory stays bounded by
 the concurrency, not by the input. Each unit runs its requests (:func:`runner.requests.run_unit`)
 through the endpoint pool with retries, and its outcome is written as soon as it is known:
-stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400,
-413 or 422) or error (retries exhausted). 401, 403 and 404 concern every request (bad key,
-unknown model or route) and end the run with :class:`~tokenplan.errors.ServerError`.
+stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400
+or 413) or error (retries exhausted). 401, 403, 404 and 422 concern every request (bad key,
+unknown model or route, a request field the server does not accept) and end the run with
+:class:`~tokenplan.errors.ServerError`.
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
@@ -31,8 +32,11 @@ from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, 
 from tokenplan.runner.rows import Reject, Row
 from tokenplan.runner.rundir import RunDir
 
-FATAL_STATUSES = frozenset({401, 403, 404})
-REFUSED_STATUSES = frozenset({400, 413, 422})
+# 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
+# `transformers serve` refuses top_k) — all concern every request, so they end the run.
+FATAL_STATUSES = frozenset({401, 403, 404, 422})
+# 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
+REFUSED_STATUSES = frozenset({400, 413})
 
 
 @dataclass(frozen=True, slots=True)
