@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from tokenplan.api import efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import InputError
-from tokenplan.job.workload import LengthDist
+from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.launch import client_concurrency, running_limit, sglang_command, vllm_command
@@ -104,8 +104,8 @@ def plan(req: PlanRequest) -> dict:
     model = load_model(req.model)
     engine = load_engine(req.engine)
     table = efficiency_table(req.calibration)
-    job = Job(req.samples, LengthDist(req.isl_mean, req.isl_sigma, req.isl_cap),
-              LengthDist(req.osl_mean, req.osl_sigma, req.osl_cap))
+    job = Job(req.samples, lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
+              lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap))
     specs = [parse_spec(s) for s in req.specs]
     if model.mtp_layers == 0:
         specs = [s for s in specs if s is None or s.method != "mtp"] or [None]

@@ -167,15 +167,10 @@ def test_plan_json_has_options_recommendation_and_answer(runs):
     assert {"concurrency_per_endpoint", "output_tok_s_total", "num_replicas"} <= set(rec)
     assert rec["output_tok_s_total"] > 0 and rec["num_replicas"] >= 1 and rec["concurrency_per_endpoint"] >= 1
     assert isinstance(out["answer"], list) and out["answer"]
-    # 914,000 samples × mean output. The default OSL is lognormal with an *uncapped* mean of 2,500
-    # (σ 1) capped at max_tokens 32,768 (LengthDist docstring). The cap removes
-    # E[(L − c)+] = m·Φ(σ − z) − c·Φ(−z), z = (ln c − μ)/σ, μ = ln 2,500 − σ²/2 = 7.324:
-    # z = (10.397 − 7.324)/1 = 3.073 → 2,500·Φ(−2.073) − 32,768·Φ(−3.073) = 2,500·0.01909
-    # − 32,768·0.00106 = 47.7 − 34.7 ≈ 13 tokens, so the capped mean is ≈ 2,487 and the job
-    # ≈ 914,000 × 2,487 = 2.273 B tokens (±0.3 % for the 256-quantile grid), below the
-    # 2.285 B of a capped mean of 2,500.
-    assert out["job"]["output_tokens"] == pytest.approx(914_000 * 2_487, rel=3e-3)
-    assert out["job"]["output_tokens"] < 914_000 * 2_500
+    # 914,000 samples × mean output 2,500: the plan solves for the lognormal whose mean *after*
+    # the max_tokens cap is 2,500 (job.workload.lognormal_with_mean), so the job is
+    # 914,000 × 2,500 = 2.285 B output tokens (the figure), to the solver's 0.1 %.
+    assert out["job"]["output_tokens"] == pytest.approx(914_000 * 2_500, rel=1e-3)
 
 
 def test_plan_reads_a_job_file(runs):

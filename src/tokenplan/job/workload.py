@@ -91,9 +91,37 @@ class LengthDist:
         if self.sigma == 0:
             return f"fixed {self.mean_tokens:,.0f}"
         cap = f", cap {self.cap_tokens:,.0f}" if self.cap_tokens else ""
-        return f"lognormal mean {self.mean_tokens:,.0f}, σ {self.sigma:g}{cap}"
+        return f"lognormal mean {self.mean:,.0f}, σ {self.sigma:g}{cap}"
 
 
 def fixed(tokens: float) -> LengthDist:
     """A distribution where every length is ``tokens``."""
     return LengthDist(tokens, 0.0, None)
+
+
+def lognormal_with_mean(mean_tokens: float, sigma: float, cap_tokens: float | None) -> LengthDist:
+    """A capped lognormal whose *capped* mean is ``mean_tokens`` — what a user means by "mean
+    output 2,500 tokens" when answers are cut at ``max_tokens``.
+
+    The capped mean grows monotonically with the uncapped mean, so bisection finds it (to
+    0.01 % in at most 60 halvings).
+
+    Raises:
+        InputError: the mean is not below the cap.
+    """
+    if cap_tokens is None or sigma == 0:
+        return LengthDist(mean_tokens, sigma, cap_tokens)
+    if not mean_tokens < cap_tokens:
+        raise InputError("mean length", mean_tokens, f"a number of tokens below the cap {cap_tokens:g}")
+    lo, hi = mean_tokens, mean_tokens
+    while LengthDist(hi, sigma, cap_tokens).mean < mean_tokens:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if LengthDist(mid, sigma, cap_tokens).mean < mean_tokens:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-4 * mean_tokens:
+            break
+    return LengthDist(hi, sigma, cap_tokens)
