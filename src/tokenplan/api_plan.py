@@ -14,6 +14,7 @@ from tokenplan.api import efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import InputError
 from tokenplan.job.workload import lognormal_with_mean
+from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.launch import client_concurrency, running_limit, sglang_command, vllm_command
@@ -159,3 +160,83 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
     })
     return out
+
+
+REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections plan_report_data computes
+
+
+def _searched(req: PlanRequest) -> tuple[EfficiencyTable, Job, list[OptionResult]]:
+    """The efficiency table, the job and every option searched — what ``plan`` computes before
+    it ranks. Raises what ``plan`` raises."""
+    if req.samples < 1:
+        raise InputError("samples", req.samples, "an integer ≥ 1")
+    model = load_model(req.model)
+    engine = load_engine(req.engine)
+    table = efficiency_table(req.calibration)
+    job = Job(req.samples, lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
+              lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap))
+    specs = [parse_spec(s) for s in req.specs]
+    if model.mtp_layers == 0:
+        specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
+    weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
+    kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
+    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    return table, job, [search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
+                        for opt in _options(req)]
+
+
+def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> dict:
+    """``plan(req)`` and the numbers behind its charts (JSON-able dict), for the HTML and PNG
+    reports and the terminal chart.
+
+    Keys: ``plan`` (exactly ``plan(req)``), ``assumptions`` (per option: GPU figures, price and
+    its source, efficiency factors), and, for each name in ``charts``: ``throughput`` (per option
+    and layout, output tok/s against concurrency with the memory-limited maximum; see
+    :mod:`tokenplan.planning.curves`), ``cost_time`` (every configuration's job days and $,
+    Pareto frontier marked), ``memory`` (bytes per GPU of each chosen configuration),
+    ``speedup`` (speculative decoding against none, by concurrency). Units are in the key names
+    (``_s``, ``_bytes``, ``_usd``); concurrency counts requests in flight over all replicas.
+
+    Raises:
+        InputError, CatalogError, ConfigError: as ``plan``.
+    """
+    from dataclasses import asdict
+
+    from tokenplan.planning import curves
+
+    unknown = set(charts) - set(REPORT_CHARTS)
+    if unknown:
+        raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
+    table, job, results = _searched(req)
+    out: dict = {"plan": plan(req), "assumptions": _assumptions(req, table, results)}
+    if "throughput" in charts:
+        out["throughput"] = [asdict(c) for r in results for c in curves.layout_curves(r, table, job)]
+    if "cost_time" in charts:
+        out["cost_time"] = [asdict(p) for p in curves.cost_points(results, table, job)]
+    if "memory" in charts:
+        out["memory"] = [asdict(m) for m in map(curves.memory_bars, results) if m is not None]
+    if "speedup" in charts:
+        out["speedup"] = [asdict(c) for r in results for c in curves.speedup_curves(r, table, job)]
+    return out
+
+
+def _assumptions(req: PlanRequest, table: EfficiencyTable, results: list[OptionResult]) -> dict:
+    """What the plan assumed per option: datasheet figures, the price and where it comes from,
+    and the efficiency factors applied (fractions of peak, seconds)."""
+    options = []
+    for r in results:
+        gpu = r.option.gpu
+        if gpu.key in req.prices:
+            price_source = "given with --price / the job file"
+        elif gpu.price is not None:
+            price_source = f"catalog typical price ({gpu.price.source}, {gpu.price.as_of})"
+        else:
+            price_source = "no public price known"
+        options.append({
+            "option": r.option.label, "gpu": gpu.name, "count": r.option.count,
+            "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "price_source": price_source,
+            "memory_bytes": gpu.memory_bytes, "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
+            "dense_flops_per_s": dict(gpu.dense_flops_per_s), "scaleup": gpu.scaleup.name,
+            "scaleup_bytes_per_s": gpu.scaleup.bytes_per_s,
+            "efficiency": table.resolve(req.engine, gpu.architecture).as_dict()})
+    return {"engine": req.engine, "efficiency_source": table.provenance, "options": options}
