@@ -1,11 +1,13 @@
 """One OpenAI-compatible chat request → one :class:`Completion`.
 
 The client speaks ``POST {base_url}/chat/completions`` (``base_url`` follows the OpenAI SDK
-convention, e.g. ``http://127.0.0.1:8000/v1``) over one shared :class:`httpx.AsyncClient` whose
+convention, e.g. ``http://127.0.0.1:8000/v1``) over one :class:`aiohttp.ClientSession` whose
 connection pool is sized by the caller: httpx and aiohttp default to 100 connections, a silent cap
 on concurrency (vLLM #7241). There are no hidden retries: one :meth:`OpenAIClient.chat` call is one
 HTTP request, and every failure surfaces as :class:`RequestFailed` for the caller to judge
-(:mod:`tokenplan.client.retry`).
+(:mod:`tokenplan.client.retry`). (aiohttp resends an idempotent ``GET`` once when a reused
+keep-alive connection turns out to be closed, RFC 9112 §9.3.1; that touches only the health check,
+never a chat ``POST``.)
 
 Usage::
 
@@ -20,23 +22,21 @@ Times are ``time.perf_counter()`` readings in seconds. Non-streamed requests are
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
-import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import aiohttp
+import orjson
+from yarl import URL
 
 from tokenplan.client.reasoning import split_reasoning
 
 FailureKind = Literal["transport", "deadline", "status", "protocol"]
-CONNECTIONS_PER_POOL = 1  # connections per httpx pool (see OpenAIClient.__init__)
-
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -109,36 +109,34 @@ class RequestFailed(Exception):
 class OpenAIClient:
     """Async client for one OpenAI-compatible server.
 
+    Must be created inside the event loop that will use it (it holds one aiohttp session).
+
     Args:
         base_url: the server's API root, e.g. ``http://host:8000/v1``.
         max_connections: connection pool size; size it to the requests you keep in flight.
         api_key: sent as ``Authorization: Bearer``; never logged.
         connect_timeout_s: limit on opening one connection (seconds).
-        transport: an httpx transport (tests only).
     """
 
     def __init__(self, base_url: str, *, max_connections: int, api_key: str | None = None,
-                 connect_timeout_s: float = 10.0, transport: httpx.AsyncBaseTransport | None = None):
+                 connect_timeout_s: float = 10.0):
         self.base_url = base_url.rstrip("/")
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # httpcore's pool scans every connection for every request it places and hands one idle
-        # connection to several queued requests (httpcore #1035, open), so one pool of thousands
-        # of connections costs milliseconds of CPU per request (measured: 7.6 ms at 64). One
-        # connection per pool, pools handed out from a free list, keeps it flat (~0.6 ms).
-        shards = -(-max_connections // CONNECTIONS_PER_POOL)
-        per_pool = -(-max_connections // shards)
-        limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool,
-                              keepalive_expiry=60.0)
-        # Only connecting and writing are bounded here; the whole request is bounded by the
-        # caller's deadline (a 30k-token answer may rightly take half an hour).
-        timeout = httpx.Timeout(connect=connect_timeout_s, read=None, write=60.0, pool=None)
-        verify = _ssl_context()  # one context for all pools: building one costs ~20 ms
-        self._pools = [httpx.AsyncClient(headers=headers, limits=limits, timeout=timeout, transport=transport,
-                                         verify=verify) for _ in range(shards)]
-        self._free = collections.deque(i for _ in range(per_pool) for i in range(shards))
-        self._chat_url = self.base_url + "/chat/completions"
+        # One pool for every request, as large as the requests the caller keeps in flight; aiohttp
+        # hands out an idle connection in O(1), so its cost stays flat from 4 to 5,000 in flight.
+        connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections,
+                                         keepalive_timeout=60.0, ssl=_ssl_context())
+        # Only connecting is bounded here (aiohttp's default is a 5-minute cap on the whole
+        # request); the whole request is bounded by the caller's deadline, as a 30k-token answer
+        # may rightly take half an hour.
+        timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
+                                        sock_read=None)
+        self._http = aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout,
+                                           cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
+        self._chat_url = URL(self.base_url + "/chat/completions")
+        self._models_url = URL(self.base_url + "/models")
 
     async def __aenter__(self) -> OpenAIClient:
         return self
@@ -148,18 +146,7 @@ class OpenAIClient:
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
-        for pool in self._pools:
-            await pool.aclose()
-
-    @contextlib.contextmanager
-    def _http(self) -> Iterator[httpx.AsyncClient]:
-        # The caller bounds requests in flight to max_connections, so a slot is free; past that
-        # bound requests share the first pool and wait in its queue.
-        slot = self._free.popleft() if self._free else 0
-        try:
-            yield self._pools[slot]
-        finally:
-            self._free.append(slot)
+        await self._http.close()
 
     async def models(self, *, deadline_s: float = 10.0) -> list[str]:
         """The model names the server serves (``GET /models``); used as the health check.
@@ -168,10 +155,10 @@ class OpenAIClient:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
         async with _failures_as_request_failed(deadline_s):
-            with self._http() as http:
-                response = await http.get(self.base_url + "/models")
-            _raise_for_status(response)
-            data = _json_or_fail(response.content).get("data")
+            async with self._http.get(self._models_url) as response:
+                raw = await response.read()
+            _raise_for_status(response, raw)
+            data = _json_or_fail(raw).get("data")
         if not isinstance(data, list):
             raise RequestFailed("protocol", "GET /models answered without a 'data' list")
         return [str(m.get("id")) for m in data if isinstance(m, dict)]
@@ -194,13 +181,13 @@ class OpenAIClient:
             return await self._chat_whole(body)
 
     async def _chat_whole(self, body: Mapping[str, Any]) -> Completion:
-        payload = json.dumps({**body, "stream": False}).encode()
-        with self._http() as http:
-            sent_s = time.perf_counter()
-            response = await http.post(self._chat_url, content=payload)
-            done_s = time.perf_counter()
-        _raise_for_status(response)
-        data = _json_or_fail(response.content)
+        payload = orjson.dumps({**body, "stream": False})
+        sent_s = time.perf_counter()
+        async with self._http.post(self._chat_url, data=payload) as response:
+            raw = await response.read()
+        done_s = time.perf_counter()
+        _raise_for_status(response, raw)
+        data = _json_or_fail(raw)
         choice = _first_choice(data)
         message = choice.get("message")
         if not isinstance(message, dict):
@@ -210,20 +197,57 @@ class OpenAIClient:
                           Timings(sent_s, done_s), data.get("model"))
 
     async def _chat_streamed(self, body: Mapping[str, Any]) -> Completion:
-        payload = json.dumps({**body, "stream": True,
-                              "stream_options": {"include_usage": True}}).encode()
+        payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
         acc = _StreamAccumulator()
-        with self._http() as http:
-            sent_s = time.perf_counter()
-            async with http.stream("POST", self._chat_url, content=payload) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    _raise_for_status(response)
-                async for line in response.aiter_lines():
-                    if line.startswith("data:") and acc.feed(line[5:].strip(), time.perf_counter()):
-                        break
+        sent_s = time.perf_counter()
+        async with self._http.post(self._chat_url, data=payload) as response:
+            if response.status >= 400:
+                _raise_for_status(response, await response.read())
+            lines = _SSELines()
+            async for block in response.content.iter_any():
+                now_s = time.perf_counter()  # when these bytes arrived
+                if any(acc.feed(data, now_s) for data in lines.feed(block)):
+                    break
+            else:
+                for data in lines.close():
+                    acc.feed(data, time.perf_counter())
         done_s = time.perf_counter()
         return acc.completion(sent_s, done_s)
+
+
+class _SSELines:
+    """Splits a Server-Sent Events byte stream into the payloads of its ``data:`` lines.
+
+    Lines end with LF, CRLF or CR; reads may cut a line anywhere, so the unfinished tail is kept
+    for the next block. Comment (``:``), ``event:``, ``id:`` and blank lines are skipped.
+    """
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._after_cr = False  # the last block ended with CR: a leading LF completes a CRLF
+
+    def feed(self, block: bytes) -> list[bytes]:
+        """The ``data:`` payloads completed by ``block``, in order."""
+        if not block:
+            return []
+        if self._after_cr and block.startswith(b"\n"):
+            block = block[1:]
+        self._after_cr = block.endswith(b"\r")
+        buffer = self._tail + block if self._tail else block
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buffer.split(b"\n")
+        self._tail = lines.pop()
+        return self._payloads(lines)
+
+    def close(self) -> list[bytes]:
+        """The payload of a last line that the stream ended without terminating."""
+        tail, self._tail = self._tail, b""
+        return self._payloads([tail]) if tail else []
+
+    @staticmethod
+    def _payloads(lines: list[bytes]) -> list[bytes]:
+        return [line[5:].strip() for line in lines if line.startswith(b"data:")]
 
 
 class _StreamAccumulator:
@@ -237,11 +261,11 @@ class _StreamAccumulator:
         self.usage: Usage | None = None
         self.model: str | None = None
 
-    def feed(self, data: str, now_s: float) -> bool:
+    def feed(self, data: bytes, now_s: float) -> bool:
         """Take one ``data:`` payload; return True at ``[DONE]``."""
-        if data == "[DONE]":
+        if data == b"[DONE]":
             return True
-        chunk = _json_or_fail(data.encode())
+        chunk = _json_or_fail(data)
         if "error" in chunk:
             raise RequestFailed("protocol", f"error event in stream: {str(chunk['error'])[:200]}")
         self.model = chunk.get("model", self.model)
@@ -270,29 +294,36 @@ class _StreamAccumulator:
 
 @contextlib.asynccontextmanager
 async def _failures_as_request_failed(deadline_s: float) -> AsyncIterator[None]:
-    """A deadline around the body; httpx errors and the deadline become :class:`RequestFailed`."""
+    """A deadline around the body; aiohttp errors and the deadline become :class:`RequestFailed`."""
     try:
         async with asyncio.timeout(deadline_s):
             yield
+    # aiohttp's own time-outs (connecting) are TimeoutErrors too: catch its errors first.
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+        raise RequestFailed("transport", _transport_detail(exc)) from exc
+    except aiohttp.ClientError as exc:  # a malformed HTTP answer, a bad URL
+        raise RequestFailed("protocol", type(exc).__name__) from exc
     except TimeoutError:
         raise RequestFailed("deadline", f"no complete answer within {deadline_s:.0f} s") from None
-    except httpx.TransportError as exc:
-        raise RequestFailed("transport", type(exc).__name__) from exc
-    except httpx.HTTPError as exc:
-        raise RequestFailed("protocol", type(exc).__name__) from exc
+
+
+def _transport_detail(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "ConnectError"  # refused, unreachable, DNS: the server was never reached
+    return type(exc).__name__  # ServerDisconnectedError, ClientPayloadError, ConnectionTimeoutError…
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    return ssl.create_default_context()
+    return ssl.create_default_context()  # one context for every client: building one costs ~20 ms
 
 
-def _raise_for_status(response: httpx.Response) -> None:
-    if response.status_code < 400:
+def _raise_for_status(response: aiohttp.ClientResponse, raw: bytes) -> None:
+    if response.status < 400:
         return
-    detail = response.reason_phrase
+    detail = response.reason or f"HTTP {response.status}"
     try:
-        body = json.loads(response.content)
+        body = orjson.loads(raw)
         error = body.get("error", body.get("detail"))  # OpenAI style, or FastAPI's {"detail": …}
         if isinstance(error, dict) and error.get("message"):
             detail = str(error["message"])[:300]
@@ -300,8 +331,8 @@ def _raise_for_status(response: httpx.Response) -> None:
             detail = error[:300]
     except (ValueError, AttributeError):
         pass
-    raise RequestFailed("status", detail, status=response.status_code,
-                        retry_after_s=_retry_after_s(response.headers.get("retry-after")))
+    raise RequestFailed("status", detail, status=response.status,
+                        retry_after_s=_retry_after_s(response.headers.get("Retry-After")))
 
 
 def _retry_after_s(value: str | None) -> float | None:
@@ -313,7 +344,7 @@ def _retry_after_s(value: str | None) -> float | None:
 
 def _json_or_fail(raw: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(raw)
+        data = orjson.loads(raw)
     except ValueError:
         raise RequestFailed("protocol", f"answer is not JSON: {raw[:80]!r}") from None
     if not isinstance(data, dict):
