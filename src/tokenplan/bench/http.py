@@ -1,0 +1,62 @@
+"""Small JSON/text requests to a server's side endpoints (``/tokenize``, ``/metrics``,
+``/get_server_info``): the standard library in a worker thread, so that nothing here depends on
+which HTTP library the chat client uses. Chat requests go through :mod:`tokenplan.client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class SideRequestFailed(Exception):
+    """A side endpoint did not answer usefully.
+
+    Attributes:
+        status: the HTTP status, or ``None`` when no answer came (connection refused, timeout).
+    """
+
+    def __init__(self, url: str, detail: str, status: int | None = None):
+        self.status = status
+        super().__init__(f"{url}: {detail}")
+
+
+def server_root(base_url: str) -> str:
+    """``http://host:8000/v1`` → ``http://host:8000`` (where ``/metrics`` and ``/tokenize`` live)."""
+    parts = urlsplit(base_url.rstrip("/"))
+    path = parts.path[:-3] if parts.path.endswith("/v1") else parts.path
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float) -> bytes:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.read()
+    except urllib.error.HTTPError as exc:
+        raise SideRequestFailed(url, f"HTTP {exc.code}", exc.code) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise SideRequestFailed(url, type(exc).__name__) from None
+
+
+async def get_text(url: str, *, timeout_s: float = 5.0) -> str:
+    """``GET url`` → body text. Raises :class:`SideRequestFailed`."""
+    return (await asyncio.to_thread(_fetch, url, None, timeout_s)).decode("utf-8", "replace")
+
+
+async def request_json(url: str, body: dict[str, Any] | None = None, *, timeout_s: float = 10.0) -> Any:
+    """``GET url`` (``body`` None) or ``POST url`` with a JSON body → the parsed JSON answer.
+
+    Raises:
+        SideRequestFailed: no answer, an HTTP error status, or an answer that is not JSON.
+    """
+    raw = await asyncio.to_thread(_fetch, url, body, timeout_s)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise SideRequestFailed(url, "answer is not JSON") from None

@@ -1,0 +1,204 @@
+"""What a server says about itself: Prometheus ``/metrics`` (vLLM and SGLang), SGLang's
+``/get_server_info``, and the concurrency cap a sweep reveals.
+
+Metric names differ by engine and version; each quantity has a list of spellings, the first one
+present wins, and values of one name are summed over label sets (one server serving one model):
+
+=====================  ==========================================  ===============================
+quantity               vLLM                                        SGLang
+=====================  ==========================================  ===============================
+running requests       ``vllm:num_requests_running``               ``sglang:num_running_reqs``
+waiting requests       ``vllm:num_requests_waiting``               ``sglang:num_queue_reqs``
+KV-cache usage (0–1)   ``vllm:kv_cache_usage_perc`` (older:        ``sglang:token_usage``
+                       ``vllm:gpu_cache_usage_perc``)
+preemptions            ``vllm:num_preemptions_total``              ``sglang:num_retracted_reqs``
+generated tokens       ``vllm:generation_tokens_total``            ``sglang:generation_tokens_total``
+prompt tokens          ``vllm:prompt_tokens_total``                ``sglang:prompt_tokens_total``
+=====================  ==========================================  ===============================
+
+(vLLM's ``kv_cache_usage_perc`` is a fraction despite its name: 1.0 = full.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tokenplan.bench.http import SideRequestFailed, get_text, request_json, server_root
+
+METRIC_NAMES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_reqs"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+}
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text exposition → metric name → value summed over its label sets.
+
+    Comment lines and unparsable values are skipped; ``NaN`` samples are ignored.
+    """
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None:
+            continue
+        try:
+            value = float(match.group(3))
+        except ValueError:
+            continue
+        if not math.isnan(value):
+            out[match.group(1)] = out.get(match.group(1), 0.0) + value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSnapshot:
+    """One reading of ``/metrics``: ``time_s`` (``time.time()``, seconds) and the quantities of
+    the module table (requests, fraction, counts, tokens); ``None`` where the server has no such metric."""
+
+    time_s: float
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    preemptions: float | None
+    generation_tokens: float | None
+    prompt_tokens: float | None
+
+
+def snapshot_from_metrics(metrics: dict[str, float], time_s: float) -> ServerSnapshot:
+    """Pick each quantity's first spelling present in ``metrics``."""
+    values = {}
+    for quantity, names in METRIC_NAMES.items():
+        values[quantity] = next((metrics[n] for n in names if n in metrics), None)
+    return ServerSnapshot(time_s, **values)
+
+
+async def read_snapshot(base_url: str, *, timeout_s: float = 5.0) -> ServerSnapshot | None:
+    """``GET {root}/metrics`` → a snapshot, or ``None`` when the server exposes no metrics."""
+    try:
+        text = await get_text(server_root(base_url) + "/metrics", timeout_s=timeout_s)
+    except SideRequestFailed:
+        return None
+    snap = snapshot_from_metrics(parse_prometheus(text), time.time())
+    return snap if any(v is not None for v in (snap.running, snap.generation_tokens)) else None
+
+
+async def read_server_info(base_url: str, *, timeout_s: float = 5.0) -> dict | None:
+    """SGLang's ``/get_server_info`` (older: ``/server_info``) as a dict, or ``None``."""
+    root = server_root(base_url)
+    for path in ("/get_server_info", "/server_info"):
+        try:
+            info = await request_json(root + path, timeout_s=timeout_s)
+        except SideRequestFailed:
+            continue
+        if isinstance(info, dict):
+            return info
+    return None
+
+
+SERVER_INFO_KEYS = ("max_running_requests", "max_total_num_tokens", "chunked_prefill_size", "context_length",
+                    "mem_fraction_static", "tp_size", "dp_size", "page_size", "schedule_policy", "version")
+
+
+def server_info_summary(info: dict) -> dict:
+    """The fields of ``/get_server_info`` that bound concurrency (top level, or under
+    ``internal_states[0]`` where recent SGLang puts the live ones)."""
+    out = {k: info[k] for k in SERVER_INFO_KEYS if k in info}
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        out.update({k: states[0][k] for k in SERVER_INFO_KEYS if k in states[0]})
+    return out
+
+
+@dataclass(slots=True)
+class WindowStats:
+    """What the server reported over one level's window.
+
+    Attributes:
+        start, end: snapshots at the window's edges (None without metrics).
+        samples: snapshots taken while the level ran.
+    """
+
+    start: ServerSnapshot | None
+    end: ServerSnapshot | None = None
+    samples: list[ServerSnapshot] = field(default_factory=list)
+
+    def _series(self, name: str) -> list[float]:
+        return [v for s in self.samples if (v := getattr(s, name)) is not None]
+
+    def to_dict(self) -> dict:
+        """JSON form: ``output_tok_s`` (Δ generated tokens / Δ time between the edge snapshots,
+        tokens/s), ``generation_tokens``, ``running_mean``/``running_max``, ``waiting_mean``/
+        ``waiting_max`` (requests), ``kv_usage_max`` (fraction), ``preemptions`` (count in the
+        window); None where the server does not report it."""
+        out: dict = {"samples": len(self.samples)}
+        a, b = self.start, self.end
+        tokens = None
+        if a and b and a.generation_tokens is not None and b.generation_tokens is not None:
+            tokens = b.generation_tokens - a.generation_tokens
+        out["generation_tokens"] = tokens
+        out["output_tok_s"] = tokens / (b.time_s - a.time_s) if tokens is not None and b.time_s > a.time_s else None
+        out["preemptions"] = (b.preemptions - a.preemptions
+                              if a and b and a.preemptions is not None and b.preemptions is not None else None)
+        for name in ("running", "waiting"):
+            s = self._series(name)
+            out[f"{name}_mean"] = sum(s) / len(s) if s else None
+            out[f"{name}_max"] = max(s) if s else None
+        kv = self._series("kv_usage")
+        out["kv_usage_max"] = max(kv) if kv else None
+        return out
+
+
+async def poll_window(base_url: str, stats: WindowStats, stop: asyncio.Event, interval_s: float) -> None:
+    """Append a snapshot to ``stats.samples`` every ``interval_s`` seconds until ``stop`` is set."""
+    while not stop.is_set():
+        snap = await read_snapshot(base_url)
+        if snap is not None:
+            stats.samples.append(snap)
+        try:
+            await asyncio.wait_for(stop.wait(), interval_s)
+        except TimeoutError:
+            pass
+
+
+FLAT_GAIN = 0.10  # a level whose throughput gains less than this over the previous one is flat
+QUEUE_REQUESTS = 0.5  # mean waiting requests above which the queue counts as growing
+
+
+def concurrency_cap(levels: Sequence[dict]) -> dict:
+    """The server's real concurrency cap from a sweep's levels.
+
+    Each level is a bench level dict (``concurrency``, ``output_tok_s``, and ``server`` with
+    ``running_max``/``waiting_mean`` where the server reports them). The cap is where throughput
+    flattens — the first level whose output tok/s gains less than ``FLAT_GAIN`` over the level
+    before — and, where the server reports its queue, the most requests it ran at a level whose
+    queue grew (mean waiting > ``QUEUE_REQUESTS``): that is the batch it will not exceed.
+
+    Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
+    "max_running_requests", "source"}``; values are None where the sweep does not show them.
+    """
+    ordered = sorted((lv for lv in levels if lv.get("requests")), key=lambda lv: lv["concurrency"])
+    flat_at = saturated = None
+    for prev, cur in zip(ordered, ordered[1:]):
+        if cur["output_tok_s"] < prev["output_tok_s"] * (1.0 + FLAT_GAIN):
+            flat_at, saturated = prev["concurrency"], max(prev["output_tok_s"], cur["output_tok_s"])
+            break
+    queue_at = running_cap = None
+    for lv in ordered:
+        server = lv.get("server") or {}
+        if (server.get("waiting_mean") or 0.0) > QUEUE_REQUESTS and server.get("running_max") is not None:
+            queue_at = lv["concurrency"] if queue_at is None else queue_at
+            running_cap = max(running_cap or 0.0, server["running_max"])
+    source = "metrics" if running_cap is not None else ("throughput" if flat_at is not None else None)
+    return {"flattens_at_concurrency": flat_at, "saturated_output_tok_s": saturated,
+            "queue_grows_at_concurrency": queue_at,
+            "max_running_requests": None if running_cap is None else int(running_cap), "source": source}

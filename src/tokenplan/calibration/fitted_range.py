@@ -1,0 +1,48 @@
+"""What a calibration profile was fitted on, and warnings when it is used far from that.
+
+A profile written by ``tokenplan bench --fit`` or ``tokenplan calibrate --from-run`` carries
+``fitted_on``: the engine, GPU, model and layout it measured, and the range of concurrency,
+input and output lengths its levels covered. A prediction that uses the profile elsewhere is
+still made — the factors are physical — but with a warning: beyond ``FAR`` times the measured
+range (or below it by the same factor), or on another engine, GPU or model, the fitted overheads
+and fractions are an extrapolation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+FAR = 2.0  # a value more than 2× above the fitted maximum (or 2× below the minimum) is far outside
+IDENTITY_KEYS = ("engine", "gpu", "model")
+RANGE_KEYS = {"concurrency": "concurrency", "isl_tokens": "input length", "osl_tokens": "output length"}
+
+
+def fitted_on(levels: list[Mapping[str, float | None]], identity: Mapping[str, object], source: str) -> dict:
+    """The ``fitted_on`` record: ``identity`` (engine, gpu, model, layout, dtypes…), ``source``,
+    and ``{key}_min``/``{key}_max`` over ``levels`` for each key of :data:`RANGE_KEYS` present."""
+    out: dict = {**identity, "source": source, "levels": len(levels)}
+    for key in RANGE_KEYS:
+        values = [float(v) for lv in levels if (v := lv.get(key)) is not None]
+        if values:
+            out[f"{key}_min"], out[f"{key}_max"] = min(values), max(values)
+    return out
+
+
+def range_warnings(fitted: Mapping[str, object], point: Mapping[str, object]) -> list[str]:
+    """Warnings for using a profile fitted on ``fitted`` at ``point`` (same keys: ``engine``,
+    ``gpu``, ``model``, ``concurrency``, ``isl_tokens``, ``osl_tokens``; a None or missing value
+    is not checked)."""
+    out = []
+    for key in IDENTITY_KEYS:
+        have, want = fitted.get(key), point.get(key)
+        if have is not None and want is not None and str(have) != str(want):
+            out.append(f"calibration profile was fitted on {key} {have}, used here for {want}")
+    for key, words in RANGE_KEYS.items():
+        value = point.get(key)
+        lo, hi = fitted.get(f"{key}_min"), fitted.get(f"{key}_max")
+        if not isinstance(value, (int, float)) or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+            continue
+        if value > FAR * hi or value < lo / FAR:
+            out.append(f"{words} {value:g} is far outside the calibration profile's fitted range "
+                       f"{lo:g}–{hi:g}: its factors are extrapolated")
+    return out

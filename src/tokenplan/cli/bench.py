@@ -1,0 +1,160 @@
+"""``tokenplan bench --endpoint URL --model NAME``: measure a live server over a concurrency sweep;
+``--fit -o PROFILE.json`` fits the planner's efficiency factors to it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tokenplan.api import PredictRequest
+from tokenplan.api_bench import BenchRequest, bench, fit_bench, read_bench_json
+from tokenplan.cli.app import app
+from tokenplan.errors import InputError, ServerError
+
+
+def _ms(d: dict, key: str) -> str:
+    v = d.get(key)
+    return "–" if v is None else f"{v * 1e3:.1f}"
+
+
+def bench_table(data: dict) -> Table:
+    """The levels as a rich table (latencies in ms, throughput in tokens/s)."""
+    t = Table(title=f"{data['model']} · {', '.join(data['endpoints'])}")
+    cols = ("conc", "achieved", "reqs", "err", "req/s", "out tok/s", "total tok/s", "server tok/s",
+            "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p50 ms", "E2E p50 s", "running", "waiting", "KV max")
+    for c in cols:
+        t.add_column(c, justify="right")
+    for lv in data["levels"]:
+        s = lv.get("server") or {}
+        fmt = lambda v, spec: "–" if v is None else format(v, spec)  # noqa: E731
+        t.add_row(str(lv["concurrency"]), f"{lv['achieved_concurrency']:.1f}", str(lv["requests"]), str(lv["errors"]),
+                  f"{lv['request_throughput_per_s']:.2f}", f"{lv['output_tok_s']:,.0f}", f"{lv['total_tok_s']:,.0f}",
+                  fmt(s.get("output_tok_s"), ",.0f"), _ms(lv["ttft_s"], "p50"), _ms(lv["ttft_s"], "p99"),
+                  _ms(lv["tpot_s"], "p50"), _ms(lv["itl_s"], "p50"), fmt(lv["e2e_s"]["p50"], ".2f"),
+                  fmt(s.get("running_mean"), ".1f"), fmt(s.get("waiting_mean"), ".1f"),
+                  "–" if s.get("kv_usage_max") is None else f"{s['kv_usage_max'] * 100:.0f}%")
+    return t
+
+
+def fit_table(fit: dict) -> Table:
+    """Fitted factors, then per level predicted vs measured TPOT and output tok/s per GPU."""
+    t = Table(title="fit: efficiency factors" + ("" if fit["converged"] else " (not converged)"))
+    for c in ("factor", "value", "± 1σ", "note"):
+        t.add_column(c, justify="left" if c in ("factor", "note") else "right")
+    for name, f in fit["factors"].items():
+        unc = f["uncertainty"]
+        t.add_row(name, f"{f['value']:.4g}", "–" if unc is None else f"{unc:.2g}",
+                  "at bound" if name in fit["at_bound"] else "")
+    return t
+
+
+def fit_levels_table(fit: dict) -> Table:
+    t = Table(title="fit: predicted vs measured per level")
+    for c in ("conc", "batch", "TPOT ms pred", "TPOT ms meas", "out tok/s/GPU pred", "out tok/s/GPU meas"):
+        t.add_column(c, justify="right")
+    for lv in fit["levels"]:
+        meas_tpot = lv["measured_tpot_s"]
+        t.add_row(f"{lv['concurrency']:g}", f"{lv['batch']:g}", f"{lv['predicted_tpot_s'] * 1e3:.2f}",
+                  "–" if meas_tpot is None else f"{meas_tpot * 1e3:.2f}",
+                  f"{lv['predicted_output_tok_s_per_gpu']:,.1f}", f"{lv['measured_output_tok_s_per_gpu']:,.1f}")
+    return t
+
+
+def _concurrencies(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError("concurrency", text, "comma-separated integers ≥ 1, e.g. 1,4,16,64") from None
+    if not values or min(values) < 1:
+        raise InputError("concurrency", text, "comma-separated integers ≥ 1, e.g. 1,4,16,64")
+    return values
+
+
+def _progress(level: dict) -> None:
+    print(f"concurrency {level['concurrency']}: {level['output_tok_s']:,.0f} output tok/s, "
+          f"{level['requests']} requests, {level['errors']} errors", file=sys.stderr)
+
+
+@app.command("bench")
+def bench_command(
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")] = None,
+    concurrency: Annotated[str, typer.Option("--concurrency", help="Levels, comma-separated.")] = "1,4,16,64",
+    isl: Annotated[int, typer.Option("--isl", help="Random-prompt input length (tokens).")] = 1024,
+    osl: Annotated[Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers.")] = 256,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")] = None,
+    num_prompts: Annotated[Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")] = None,
+    num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs behind the endpoints.")] = None,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")] = True,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")] = True,
+    metrics: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")] = True,
+    deadline: Annotated[float, typer.Option("--deadline", help="Limit on one request (s).")] = 600.0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the bench JSON.")] = False,
+    save: Annotated[Optional[Path], typer.Option("--save", help="Write the bench JSON to this file.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the PNG plot to this file.")] = None,
+    from_json: Annotated[Optional[str], typer.Option("--from-json", help="Use a saved bench JSON instead of measuring.")] = None,
+    fit: Annotated[bool, typer.Option("--fit", help="Fit the efficiency factors to the sweep.")] = False,
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Where --fit writes the calibration profile.")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="--fit: catalog model name or config.json path.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="--fit: catalog GPU key.")] = None,
+    tp: Annotated[int, typer.Option("--tp")] = 1,
+    pp: Annotated[int, typer.Option("--pp")] = 1,
+    ep: Annotated[int, typer.Option("--ep")] = 1,
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype")] = "bf16",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
+    engine: Annotated[str, typer.Option("--engine", help="--fit: sglang, vllm or trtllm.")] = "vllm",
+    max_running: Annotated[Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")] = None,
+) -> None:
+    """Measure a live OpenAI-compatible server over a concurrency sweep (and fit the planner to it)."""
+    if fit and (out is None or config is None or gpu is None):
+        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+    stopped = None
+    if from_json is not None:
+        data = read_bench_json(from_json)
+    else:
+        if not endpoint or not model:
+            raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
+        result = bench(BenchRequest(tuple(endpoint), model, _concurrencies(concurrency), isl, osl, dataset,
+                                    num_prompts, duration, warmup, num_gpus, ignore_eos, stream, deadline, seed,
+                                    metrics), on_level=None if json_out else _progress)
+        data, stopped = result.data, result.stopped
+    if fit and data["levels"]:
+        desc = PredictRequest(model=config, gpu=gpu, num_gpus=num_gpus or data.get("num_gpus") or tp * pp,
+                              tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=engine,
+                              max_running=max_running)
+        outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
+        data["fit"] = outcome.data
+        out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    if save is not None:
+        save.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if plot is not None and data["levels"]:
+        from tokenplan.report.bench_plot import write_bench_plot
+
+        write_bench_plot(data, plot)
+    if json_out:
+        print(json.dumps(data, indent=2))
+    else:
+        console = Console(width=None if sys.stdout.isatty() else 170)
+        console.print(bench_table(data))
+        cap = data.get("cap") or {}
+        if cap.get("source"):
+            console.print(f"cap: throughput flattens at concurrency {cap['flattens_at_concurrency']}, queue grows at "
+                          f"{cap['queue_grows_at_concurrency']}, server runs at most {cap['max_running_requests']} "
+                          f"(from {cap['source']})", markup=False)
+        for note in data.get("notes") or ():
+            console.print(f"note: {note}", markup=False)
+        if "fit" in data:
+            console.print(fit_table(data["fit"]))
+            console.print(fit_levels_table(data["fit"]))
+            console.print(f"wrote {out}", markup=False)
+    if stopped is not None:
+        raise ServerError(f"sweep stopped: {stopped} ({len(data['levels'])} levels kept)")

@@ -1,0 +1,348 @@
+"""A simulated continuous-batching engine behind an OpenAI-compatible API, for bench tests.
+
+Its step time follows a known law: a step with ``B`` running sequences lasts ``a + b·B`` seconds
+and gives every running sequence one token. At most ``cap`` sequences run; the rest wait in FIFO
+order and join at the next step. A request generates exactly ``max_tokens`` tokens (as with
+``ignore_eos``). Steps run back to back on a timeline (a step starts when the previous one ended,
+or when work arrives), so the measured step durations equal the law unless the machine is too
+busy to wake the loop in time; ``/stats`` reports the measured durations.
+
+Endpoints (vLLM's spellings):
+
+- ``GET /v1/models``; ``POST /v1/chat/completions`` (streamed or not; unknown model → 404);
+- ``POST /tokenize`` (``messages`` with the chat template, or ``prompt``) and ``POST /detokenize``
+  — unless started with ``--no-tokenize``. The tokenizer is "one whitespace-separated word = one
+  token"; the chat template adds ``TEMPLATE_TOKENS`` per message plus ``GENERATION_PROMPT_TOKENS``;
+- ``GET /metrics``: Prometheus text with ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
+  ``vllm:kv_cache_usage_perc`` (running tokens / ``kv_tokens``), ``vllm:num_preemptions_total``,
+  ``vllm:generation_tokens_total`` and ``vllm:prompt_tokens_total``;
+- ``GET /stats?since=T0&until=T1`` (wall-clock seconds, ``time.time()``): tokens emitted by steps
+  that ended inside the window, and the mean measured step time per batch size.
+
+``--exit-after-requests N`` makes the process exit abruptly when the N-th chat request arrives
+(a server failing mid-sweep). Run: ``python tests/support/sim_server.py --port-file P --a-ms 10
+--b-ms 0.15 --cap 32``; the bound port is written to ``P``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+
+import h11
+
+TEMPLATE_TOKENS = 3  # per message: role marker, start and end tokens
+GENERATION_PROMPT_TOKENS = 2
+
+
+@dataclass(frozen=True)
+class Law:
+    a_s: float
+    b_s: float
+    cap: int
+    kv_tokens: int = 1_000_000
+
+    def step_s(self, batch: int) -> float:
+        return self.a_s + self.b_s * batch
+
+
+@dataclass(eq=False)
+class Seq:
+    prompt_tokens: int
+    remaining: int
+    tokens: asyncio.Queue = field(default_factory=asyncio.Queue)
+    generated: int = 0
+
+
+class Engine:
+    """The batching loop and its counters."""
+
+    def __init__(self, law: Law):
+        self.law = law
+        self.waiting: collections.deque[Seq] = collections.deque()
+        self.running: list[Seq] = []
+        self.work = asyncio.Event()
+        self.generation_tokens = 0
+        self.prompt_tokens = 0
+        self.steps: list[tuple[float, int, float]] = []  # (end wall time s, batch, measured duration s)
+
+    def submit(self, seq: Seq) -> None:
+        self.waiting.append(seq)
+        self.prompt_tokens += seq.prompt_tokens
+        self.work.set()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time()
+        while True:
+            if not self.running and not self.waiting:
+                self.work.clear()
+                await self.work.wait()
+            while self.waiting and len(self.running) < self.law.cap:
+                self.running.append(self.waiting.popleft())
+            batch = len(self.running)
+            start = max(end, loop.time())
+            end = start + self.law.step_s(batch)
+            await asyncio.sleep(max(end - loop.time(), 0.0))
+            now = loop.time()
+            self.steps.append((time.time(), batch, now - start))
+            end = max(end, now)
+            for seq in self.running:
+                seq.generated += 1
+                seq.remaining -= 1
+                self.generation_tokens += 1
+                seq.tokens.put_nowait(seq.remaining == 0)
+            self.running = [s for s in self.running if s.remaining > 0]
+
+    def metrics_text(self, model: str) -> str:
+        label = f'{{model_name="{model}"}}'
+        used = sum(s.prompt_tokens + s.generated for s in self.running)
+        rows = [("gauge", "vllm:num_requests_running", len(self.running)),
+                ("gauge", "vllm:num_requests_waiting", len(self.waiting)),
+                ("gauge", "vllm:kv_cache_usage_perc", used / self.law.kv_tokens),
+                ("counter", "vllm:num_preemptions_total", 0),
+                ("counter", "vllm:generation_tokens_total", self.generation_tokens),
+                ("counter", "vllm:prompt_tokens_total", self.prompt_tokens)]
+        out = []
+        for kind, name, value in rows:
+            out += [f"# HELP {name} simulated", f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
+        return "\n".join(out) + "\n"
+
+    def stats(self, since: float, until: float) -> dict:
+        inside = [(b, d) for t, b, d in self.steps if since <= t <= until]
+        by_batch: dict[int, list[float]] = {}
+        for b, d in inside:
+            by_batch.setdefault(b, []).append(d)
+        return {"tokens": sum(b for b, _ in inside), "steps": len(inside),
+                "step_s_by_batch": {str(b): sum(v) / len(v) for b, v in sorted(by_batch.items())},
+                "steps_by_batch": {str(b): len(v) for b, v in sorted(by_batch.items())},
+                "law": {"a_s": self.law.a_s, "b_s": self.law.b_s, "cap": self.law.cap}}
+
+
+class Vocab:
+    """One word = one token; ids are handed out as words are first seen."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.words: list[str] = []
+
+    def encode(self, text: str) -> list[int]:
+        out = []
+        for word in text.split():
+            if word not in self.ids:
+                self.ids[word] = len(self.words)
+                self.words.append(word)
+            out.append(self.ids[word])
+        return out
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.words[i] for i in ids if 0 <= i < len(self.words))
+
+
+def chat_tokens(vocab: Vocab, messages: list[dict]) -> int:
+    return sum(TEMPLATE_TOKENS + len(vocab.encode(str(m.get("content") or ""))) for m in messages) \
+        + GENERATION_PROMPT_TOKENS
+
+
+class Server:
+    def __init__(self, law: Law, model: str, tokenize: bool, exit_after_requests: int | None):
+        self.engine, self.model, self.tokenize = Engine(law), model, tokenize
+        self.vocab = Vocab()
+        self.exit_after_requests = exit_after_requests
+        self.chat_requests = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request, body = await self._read(conn, reader)
+                if request is None:
+                    return
+                await self._route(conn, writer, request, body)
+                if conn.our_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            return
+        finally:
+            writer.close()
+
+    async def _read(self, conn: h11.Connection, reader: asyncio.StreamReader):
+        request, chunks = None, []
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(65536)
+                conn.receive_data(data)
+                if not data and request is None:
+                    return None, b""
+            elif isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                chunks.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return request, b"".join(chunks)
+            elif isinstance(event, h11.ConnectionClosed):
+                return None, b""
+
+    async def _route(self, conn, writer, request: h11.Request, body: bytes) -> None:
+        url = urllib.parse.urlsplit(request.target.decode())
+        path, method = url.path, request.method
+        if method == b"GET" and path == "/v1/models":
+            await self._send(conn, writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        elif method == b"GET" and path == "/metrics":
+            await self._send(conn, writer, 200, self.engine.metrics_text(self.model), "text/plain; version=0.0.4")
+        elif method == b"GET" and path == "/stats":
+            q = urllib.parse.parse_qs(url.query)
+            await self._send(conn, writer, 200, self.engine.stats(float(q.get("since", ["0"])[0]),
+                                                                   float(q.get("until", ["1e18"])[0])))
+        elif method == b"POST" and path == "/tokenize" and self.tokenize:
+            req = json.loads(body)
+            if "messages" in req:
+                n = chat_tokens(self.vocab, req["messages"])
+                ids = list(range(n))
+            else:
+                ids = self.vocab.encode(str(req.get("prompt", "")))
+            await self._send(conn, writer, 200, {"count": len(ids), "max_model_len": 4096, "tokens": ids})
+        elif method == b"POST" and path == "/detokenize" and self.tokenize:
+            await self._send(conn, writer, 200, {"prompt": self.vocab.decode(json.loads(body)["tokens"])})
+        elif method == b"POST" and path == "/v1/chat/completions":
+            await self._chat(conn, writer, json.loads(body))
+        else:
+            await self._send(conn, writer, 404, {"detail": "Not Found"})
+
+    async def _chat(self, conn, writer, req: dict) -> None:
+        self.chat_requests += 1
+        if self.exit_after_requests is not None and self.chat_requests >= self.exit_after_requests:
+            os._exit(3)
+        if req.get("model") != self.model:
+            await self._send(conn, writer, 404, {"error": {"message": f"The model `{req.get('model')}` does "
+                                                                      "not exist.", "code": 404}})
+            return
+        max_tokens = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
+        seq = Seq(chat_tokens(self.vocab, req["messages"]), max_tokens)
+        self.engine.submit(seq)
+        usage = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": max_tokens,
+                 "total_tokens": seq.prompt_tokens + max_tokens}
+        if not req.get("stream"):
+            while not await seq.tokens.get():
+                pass
+            answer = {"id": "sim", "object": "chat.completion", "model": self.model, "usage": usage,
+                      "choices": [{"index": 0, "finish_reason": "length",
+                                   "message": {"role": "assistant", "content": "t " * max_tokens}}]}
+            await self._send(conn, writer, 200, answer)
+            return
+        writer.write(conn.send(h11.Response(status_code=200, headers=[
+            ("content-type", "text/event-stream"), ("transfer-encoding", "chunked")])))
+        done = False
+        while not done:
+            done = await seq.tokens.get()
+            chunk = {"model": self.model, "choices": [{"index": 0, "delta": {"content": "t "},
+                                                       "finish_reason": "length" if done else None}]}
+            writer.write(conn.send(h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode())))
+        tail = {"model": self.model, "choices": [], "usage": usage}
+        writer.write(conn.send(h11.Data(data=f"data: {json.dumps(tail)}\n\ndata: [DONE]\n\n".encode())))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+
+    async def _send(self, conn, writer, status: int, obj: dict | str, content_type: str = "application/json"):
+        data = (obj if isinstance(obj, str) else json.dumps(obj)).encode()
+        headers = [("content-type", content_type), ("content-length", str(len(data)))]
+        writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+        writer.write(conn.send(h11.Data(data=data)))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+
+
+async def serve(server: Server, port: int, port_file: str | None) -> None:
+    engine_task = asyncio.create_task(server.engine.run())
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=4096, reuse_address=True)
+    bound = listener.sockets[0].getsockname()[1]
+    if port_file:
+        with open(port_file + ".tmp", "w") as fh:
+            fh.write(str(bound))
+        os.replace(port_file + ".tmp", port_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with listener:
+        await stop.wait()
+    engine_task.cancel()
+
+
+class SimServerProcess:
+    """The simulated engine in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``)."""
+
+    def __init__(self, workdir: str, *, a_ms: float, b_ms: float, cap: int, model: str = "sim-model",
+                 tokenize: bool = True, exit_after_requests: int | None = None):
+        port_file = os.path.join(workdir, f"sim-port-{os.getpid()}-{id(self)}")
+        args = [sys.executable, os.path.abspath(__file__), "--port-file", port_file, "--a-ms", str(a_ms),
+                "--b-ms", str(b_ms), "--cap", str(cap), "--model", model]
+        if not tokenize:
+            args.append("--no-tokenize")
+        if exit_after_requests is not None:
+            args += ["--exit-after-requests", str(exit_after_requests)]
+        self.proc = subprocess.Popen(args)
+        deadline = time.monotonic() + 15
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sim server did not start (exit {self.proc.returncode})")
+            time.sleep(0.02)
+        with open(port_file) as fh:
+            self.port = int(fh.read())
+        self.model, self.law = model, Law(a_ms / 1e3, b_ms / 1e3, cap)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self, since: float, until: float) -> dict:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats?since={since}&until={until}",
+                                    timeout=10) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "SimServerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port-file")
+    p.add_argument("--a-ms", type=float, default=10.0)
+    p.add_argument("--b-ms", type=float, default=0.15)
+    p.add_argument("--cap", type=int, default=32)
+    p.add_argument("--model", default="sim-model")
+    p.add_argument("--no-tokenize", action="store_true")
+    p.add_argument("--exit-after-requests", type=int)
+    a = p.parse_args(argv)
+    server = Server(Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap), a.model, not a.no_tokenize, a.exit_after_requests)
+    asyncio.run(serve(server, a.port, a.port_file))
+
+
+if __name__ == "__main__":
+    main()
