@@ -7,7 +7,9 @@ searches the hardware options of a job (``tokenplan.api_plan``). Names are resol
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
 from tokenplan.errors import InputError
@@ -66,6 +68,18 @@ def efficiency_table(calibration: str | None) -> EfficiencyTable:
     return read_calibration(calibration) if calibration else shipped_efficiency()
 
 
+def calibration_warnings(calibration: str | None, point: dict) -> list[str]:
+    """Warnings for using the profile ``calibration`` far from what it was fitted on (its
+    ``fitted_on`` record; none for profiles without one). ``point``: ``engine``, ``gpu``, ``model``,
+    ``concurrency`` (per replica), ``isl_tokens``, ``osl_tokens``."""
+    from tokenplan.calibration.fitted_range import range_warnings
+
+    if not calibration:
+        return []
+    fitted = json.loads(Path(calibration).read_text(encoding="utf-8")).get("fitted_on")
+    return range_warnings(fitted, point) if isinstance(fitted, dict) else []
+
+
 def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     """Resolve names and check sizes: (config, model spec, gpu). Raises InputError/CatalogError."""
     for field in ("tp", "pp", "ep", "num_gpus", "isl", "osl"):
@@ -112,7 +126,12 @@ def predict(req: PredictRequest) -> dict:
     result = evaluate_request(req)
     if isinstance(result, Rejection):
         return {"rejected": result.reason}
-    return evaluation_dict(result, load_model(req.model))
+    out = evaluation_dict(result, load_model(req.model))
+    out["warnings"] += calibration_warnings(req.calibration, {
+        "engine": req.engine, "gpu": load_gpu(req.gpu).key, "model": load_model(req.model).name,
+        "concurrency": None if req.concurrency is None else req.concurrency / result.config.layout.dp,
+        "isl_tokens": req.isl, "osl_tokens": req.osl})
+    return out
 
 
 def evaluation_dict(ev: Evaluation, model) -> dict:

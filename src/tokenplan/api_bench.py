@@ -250,11 +250,12 @@ def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: st
     except ValueError as exc:
         raise InputError("levels", len(cases), f"levels with TPOT or throughput ({exc})") from None
     eff, case0 = run.efficiency, cases[0]
-    identity = {"engine": case0.engine, "gpu": desc.gpu, "architecture": case0.architecture, "model": desc.model,
+    identity = {"engine": case0.engine, "gpu": case0.gpu.key, "architecture": case0.architecture, "model": case0.model.name,
                 "num_gpus": desc.num_gpus, "tp": desc.tp, "pp": desc.pp, "ep": desc.ep,
                 "weight_dtype": desc.weight_dtype, "kv_dtype": desc.kv_dtype, "max_running": desc.max_running}
-    ranges = [{"concurrency": m.concurrency, "isl_tokens": m.isl_tokens, "osl_tokens": m.osl_tokens}
-              for m in measurements]
+    # concurrency per replica, as predict and plan see it
+    ranges = [{"concurrency": c.concurrency_per_replica, "isl_tokens": c.measurement.isl_tokens,
+               "osl_tokens": c.measurement.osl_tokens} for c in cases]
     provenance = (f"fit by `{command}` on {len(cases)} levels ({source}) of {case0.engine} serving {desc.model} "
                   f"on {desc.num_gpus}× {desc.gpu}")
     profile = {"default": eff.as_dict(), "groups": {case0.group: eff.as_dict()},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tokenplan.api import efficiency_table
+from tokenplan.api import calibration_warnings, efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import InputError
 from tokenplan.job.workload import lognormal_with_mean
@@ -118,6 +118,11 @@ def plan(req: PlanRequest) -> dict:
               for r in results}
     repo, parsers = launch_info(model.name)
     options = [_option_dict(r, repo, model.native_weight_dtype, parsers) for r in results]
+    for o in options:  # a profile fitted elsewhere is an extrapolation: say so beside the numbers
+        if "warnings" in o:
+            o["warnings"] += calibration_warnings(req.calibration, {
+                "engine": engine.name, "gpu": o["gpu"], "model": model.name, "isl_tokens": job.isl.mean,
+                "osl_tokens": job.osl.mean, "concurrency": o["concurrency_per_endpoint"]})
     top = fastest(results)
     recommended = None
     if top is not None:
