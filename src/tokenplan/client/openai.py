@@ -109,7 +109,8 @@ class RequestFailed(Exception):
 class OpenAIClient:
     """Async client for one OpenAI-compatible server.
 
-    Must be created inside the event loop that will use it (it holds one aiohttp session).
+    The connection pool opens with the first request, in that request's event loop, and serves
+    that loop only.
 
     Args:
         base_url: the server's API root, e.g. ``http://host:8000/v1``.
@@ -124,17 +125,13 @@ class OpenAIClient:
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # One pool for every request, as large as the requests the caller keeps in flight; aiohttp
-        # hands out an idle connection in O(1), so its cost stays flat from 4 to 5,000 in flight.
-        connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections,
-                                         keepalive_timeout=60.0, ssl=_ssl_context())
+        self._headers, self._max_connections = headers, max_connections
         # Only connecting is bounded here (aiohttp's default is a 5-minute cap on the whole
         # request); the whole request is bounded by the caller's deadline, as a 30k-token answer
         # may rightly take half an hour.
-        timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
-                                        sock_read=None)
-        self._http = aiohttp.ClientSession(connector=connector, headers=headers, timeout=timeout,
-                                           cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
+                                              sock_read=None)
+        self._session: aiohttp.ClientSession | None = None  # opened in the loop of the first request
         self._chat_url = URL(self.base_url + "/chat/completions")
         self._models_url = URL(self.base_url + "/models")
 
@@ -146,7 +143,20 @@ class OpenAIClient:
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
-        await self._http.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            # One pool for every request, as large as the requests the caller keeps in flight;
+            # aiohttp hands out an idle connection in O(1), so the cost per request stays flat
+            # from 4 to 5,000 in flight. No cookie jar: nothing here is a browser session.
+            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=self._max_connections,
+                                             keepalive_timeout=60.0, ssl=_ssl_context())
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers,
+                                                  timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar())
+        return self._session
 
     async def models(self, *, deadline_s: float = 10.0) -> list[str]:
         """The model names the server serves (``GET /models``); used as the health check.
@@ -155,7 +165,7 @@ class OpenAIClient:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
         async with _failures_as_request_failed(deadline_s):
-            async with self._http.get(self._models_url) as response:
+            async with self._http().get(self._models_url) as response:
                 raw = await response.read()
             _raise_for_status(response, raw)
             data = _json_or_fail(raw).get("data")
@@ -183,7 +193,7 @@ class OpenAIClient:
     async def _chat_whole(self, body: Mapping[str, Any]) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
-        async with self._http.post(self._chat_url, data=payload) as response:
+        async with self._http().post(self._chat_url, data=payload) as response:
             raw = await response.read()
         done_s = time.perf_counter()
         _raise_for_status(response, raw)
@@ -200,7 +210,7 @@ class OpenAIClient:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
         acc = _StreamAccumulator()
         sent_s = time.perf_counter()
-        async with self._http.post(self._chat_url, data=payload) as response:
+        async with self._http().post(self._chat_url, data=payload) as response:
             if response.status >= 400:
                 _raise_for_status(response, await response.read())
             lines = _SSELines()

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from tokenplan.errors import InputError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.zst", ".jsonl.zstd", ".zst", ".zstd", ".parquet")
@@ -208,9 +210,18 @@ def _raw_items(path: Path) -> Iterator[tuple[int, Any]]:
             if not raw.strip():
                 continue
             try:
-                yield line_no, json.loads(raw)
+                yield line_no, _loads(raw)
             except ValueError as problem:
                 yield line_no, RowError(f"invalid JSON: {problem}")
+
+
+def _loads(raw: bytes) -> Any:
+    """``json.loads``, ~3x faster through orjson; lines orjson refuses but Python's json takes
+    (``NaN``, integers past 64 bits) still go through ``json.loads``."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def _parquet_items(path: Path) -> Iterator[tuple[int, Any]]:

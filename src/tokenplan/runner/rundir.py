@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from tokenplan.errors import RunDirError
@@ -71,7 +72,8 @@ class AppendLog:
         self.size_bytes = os.fstat(self._fd).st_size
 
     def append(self, record: dict[str, Any]) -> None:
-        data = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode())
+        # orjson: UTF-8 as is (like ensure_ascii=False), compact, ~8x faster than json.dumps.
+        data = memoryview(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         while data:
             written = os.write(self._fd, data)
             data = data[written:]
@@ -253,7 +255,7 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with open(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             try:
-                record = json.loads(raw)
+                record = orjson.loads(raw)
                 if not isinstance(record, dict) or "id" not in record:
                     raise ValueError("no 'id'")
             except ValueError as problem:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import urllib.request
 
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
-from tokenplan.client.openai import OpenAIClient, RequestFailed
+from tokenplan.client.openai import OpenAIClient, RequestFailed, _SSELines
 
 BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 # The fault server answers "reply-" + sha256(messages JSON, sorted keys)[:12].
@@ -90,3 +91,63 @@ def test_the_pool_ejects_a_failing_endpoint_and_probes_it_back(tmp_path) -> None
             return healthy
 
         assert asyncio.run(scenario()) == [1, 0, 1]
+
+
+def _stats(server) -> dict:
+    with urllib.request.urlopen(server.url.removesuffix("/v1") + "/stats", timeout=5) as answer:
+        return json.loads(answer.read())
+
+
+def test_a_dropped_connection_is_a_transport_failure_sent_once(tmp_path) -> None:
+    with FaultServerProcess(str(tmp_path), pdrop=1.0) as dropping:
+        with pytest.raises(RequestFailed) as caught:
+            asyncio.run(_chat(dropping.url))
+        stats = _stats(dropping)
+    assert (caught.value.kind, caught.value.detail) == ("transport", "ServerDisconnectedError")
+    assert stats["requests"] == 2  # the one chat POST (not resent) and this /stats GET itself
+
+
+def test_the_pool_holds_more_than_the_libraries_default_of_100_connections(tmp_path) -> None:
+    # 150 requests held 1 s each by the server: with a 150-connection pool all 150 are answered
+    # at once; a 100-connection cap would show 100.
+    with FaultServerProcess(str(tmp_path), delay_s=1.0) as slow:
+        async def burst() -> None:
+            async with OpenAIClient(slow.url, max_connections=150) as client:
+                await asyncio.gather(*(client.chat(BODY, deadline_s=30) for _ in range(150)))
+
+        asyncio.run(burst())
+        assert _stats(slow)["max_active"] == 150
+
+
+@pytest.mark.parametrize(("blocks", "payloads"), [
+    # a payload cut across reads comes out once its line is complete
+    ([b'data: {"a"', b': 1}\n\nda', b"ta: [DONE]\n\n"], [[], [b'{"a": 1}'], [b"[DONE]"]]),
+    # CRLF, with the CR and LF in different reads: one line end, not two
+    ([b"data: x\r", b"\ndata: y\r\n\r\n"], [[b"x"], [b"y"]]),
+    # lone CR line ends
+    ([b"data: a\rdata: b\r"], [[b"a", b"b"]]),
+    # comments, event and id lines and blank lines carry no payload; "data:" needs no space
+    ([b": ping\nevent: message\nid: 3\n\ndata:z\n\n"], [[b"z"]]),
+])
+def test_sse_lines_are_split_however_the_reads_cut_them(blocks: list[bytes], payloads: list[list[bytes]]) -> None:
+    lines = _SSELines()
+    assert [lines.feed(block) for block in blocks] == payloads
+    assert lines.close() == []
+
+
+def test_sse_last_line_without_a_line_end_is_kept_for_the_close() -> None:
+    lines = _SSELines()
+    assert lines.feed(b"data: 1\n\ndata: end") == [b"1"]
+    assert lines.close() == [b"end"]
+
+
+def test_a_client_built_outside_an_event_loop_opens_its_pool_in_the_loop_that_uses_it(server) -> None:
+    client = OpenAIClient(server.url, max_connections=2)  # no loop is running here
+
+    async def use() -> str:
+        try:
+            return (await client.chat(BODY, deadline_s=10)).content
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(use()) == f"reply-{DIGEST}"

@@ -71,3 +71,14 @@ def test_shards_rotate_once_past_their_size(tmp_path: Path) -> None:
     shards = shard_paths(tmp_path / "shards")
     assert [len(p.read_text().splitlines()) for p in shards] == [2, 2, 1]
     assert RunDir.open(tmp_path, JOB).done_ids == {f"r{i}" for i in range(5)}
+
+
+def test_records_are_one_compact_utf8_line_each(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB)
+    run.write_done({"id": "é", "turns": [{"latency_s": 0.25, "usage": None}]})
+    run.close()
+    shard = shard_paths(tmp_path / "shards")[0]
+    assert shard.read_bytes() == '{"id":"é","turns":[{"latency_s":0.25,"usage":null}]}\n'.encode()
+    reopened = RunDir.open(tmp_path, JOB)
+    assert reopened.done_ids == {"é"}
+    reopened.close()
