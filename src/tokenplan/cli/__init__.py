@@ -19,6 +19,7 @@ from tokenplan.cli import catalog as _catalog  # noqa: F401,E402
 from tokenplan.cli import generate as _generate  # noqa: F401,E402
 from tokenplan.cli import validate as _validate  # noqa: F401,E402
 from tokenplan.cli import calibrate as _calibrate  # noqa: F401,E402
+from tokenplan.cli import report as _report  # noqa: F401,E402
 from tokenplan.cli import bench as _bench  # noqa: F401,E402
 
 __all__ = ["app", "main"]

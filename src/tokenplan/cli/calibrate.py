@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from tokenplan.api import PredictRequest
 from tokenplan.api_calibration import calibrate, calibration_dict
 from tokenplan.cli.app import app
+from tokenplan.errors import InputError
 
 
 def _factors_table(d: dict) -> Table:
@@ -38,12 +40,31 @@ def _cv_table(d: dict) -> Table:
 
 @app.command("calibrate")
 def calibrate_command(
-    paths: Annotated[list[str], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")],
+    paths: Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")] = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")] = None,
     cv: Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    from_run: Annotated[Optional[str], typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="--from-run: catalog model or config.json the server ran.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="--from-run: catalog GPU key.")] = None,
+    num_gpus: Annotated[int, typer.Option("--num-gpus")] = 1,
+    tp: Annotated[int, typer.Option("--tp")] = 1,
+    engine: Annotated[str, typer.Option("--engine")] = "vllm",
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype")] = "bf16",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="--from-run: total requests in flight.")] = None,
+    isl: Annotated[Optional[float], typer.Option("--isl", help="--from-run: mean prompt tokens (default: from the records).")] = None,
 ) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
+    if out is None:
+        raise InputError("out", "", "-o PROFILE.json: where to write the calibration profile")
+    if from_run is not None:
+        _from_run(from_run, out, json_out, PredictRequest(
+            model=config or "", gpu=gpu or "", num_gpus=num_gpus, tp=tp, engine=engine, weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype, concurrency=concurrency, isl=isl or 0.0))
+        return
+    if not paths:
+        raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
     command = "tokenplan calibrate " + " ".join(Path(p).name for p in paths) + f" -o {out.name}"
     d = calibration_dict(calibrate(paths, command, cv))
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
@@ -54,4 +75,21 @@ def calibrate_command(
     console.print(_factors_table(d))
     if d["cross_validation"]:
         console.print(_cv_table(d))
+    console.print(f"wrote {out}", markup=False)
+
+
+def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:
+    from tokenplan.api_bench import calibrate_from_run
+    from tokenplan.cli.bench import fit_levels_table, fit_table
+
+    if not desc.model or not desc.gpu:
+        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-run")
+    outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
+    out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    if json_out:
+        print(json.dumps(outcome.data, indent=2))
+        return
+    console = Console()
+    console.print(fit_table(outcome.data))
+    console.print(fit_levels_table(outcome.data))
     console.print(f"wrote {out}", markup=False)
