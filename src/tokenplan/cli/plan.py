@@ -30,11 +30,13 @@ def plan_cmd(
     job: Optional[str] = typer.Option(None, "--job", help="Job YAML (CLI options override it)"),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration JSON from tokenplan calibrate"),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON (tokenplan generate --plan reads it)"),
+    report: Optional[str] = typer.Option(None, "--report", help="Also write a self-contained HTML report (charts inline, opens offline)"),
+    png: Optional[str] = typer.Option(None, "--png", help="Also write the report's charts as PNG files into this folder"),
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
-    from tokenplan.api_plan import PlanRequest, plan
+    from tokenplan.api_plan import REPORT_CHARTS, PlanRequest, plan, plan_report_data
     from tokenplan.cli.options import parse_prices, plan_request_fields
-    from tokenplan.report.tables import plan_details, plan_table
+    from tokenplan.report.tables import plan_details, plan_table, throughput_text
 
     fields = plan_request_fields(job, dict(
         model=model, gpus=tuple(gpu) if gpu else None, samples=samples, isl_mean=isl_mean, isl_sigma=isl_sigma,
@@ -42,7 +44,13 @@ def plan_cmd(
         prices=parse_prices(price) if price else None, specs=tuple(spec) if spec else None,
         weight_dtypes=tuple(weight_dtype) if weight_dtype else None,
         kv_dtypes=tuple(kv_dtype) if kv_dtype else None, calibration=calibration))
-    result = plan(PlanRequest(**fields))
+    request = PlanRequest(**fields)
+    if as_json and not (report or png):
+        print(json.dumps(plan(request), indent=2))
+        return
+    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",))
+    result = data["plan"]
+    _write_reports(data, report, png)
     if as_json:
         print(json.dumps(result, indent=2))
         return
@@ -50,4 +58,20 @@ def plan_cmd(
     if not console.is_terminal:  # files and pipes get a width that keeps the table readable
         console = Console(width=160)
     console.print(plan_table(result))
+    console.print(throughput_text(data))
     console.print(plan_details(result))
+
+
+def _write_reports(data: dict, report: str | None, png: str | None) -> None:
+    """Write the HTML report and/or the PNG charts; say where on stderr (stdout may be JSON)."""
+    import sys
+
+    if report:
+        from tokenplan.report.html import plan_report_html, write_html
+
+        print(f"report: {write_html(plan_report_html(data), report)}", file=sys.stderr)
+    if png:
+        from tokenplan.report.png import write_plan_pngs
+
+        for path in write_plan_pngs(data, png):
+            print(f"chart: {path}", file=sys.stderr)

@@ -55,6 +55,14 @@ def plan_details(result: dict) -> Group:
     return Group(*parts)
 
 
+def throughput_text(data: dict) -> Text:
+    """The terminal chart under the plan table: tok/s per GPU against requests in flight for
+    each option's choice (``plan_report_data``'s ``throughput``)."""
+    from tokenplan.report.text_charts import throughput_chart
+
+    return Text(throughput_chart(data.get("throughput", [])), style="cyan", no_wrap=True)
+
+
 def predict_table(p: dict) -> Table:
     """Key/value table of one prediction."""
     t = Table(show_header=False)
