@@ -29,8 +29,9 @@ from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Effi
 # (step overhead, per-sequence CPU, its kernels' bandwidth and GEMM efficiency); the
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
-ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s")
-ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction")
+ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
+                  "prefill_wave_fraction")
+ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction")
 TRUST_WEIGHT = {"high": 1.0, "medium": 0.7, "low": 0.4}
 TTFT_WEIGHT = 0.5
 

@@ -13,8 +13,12 @@ Output tok/s = B·OSL / cycle; TPOT = cycle / OSL. The running batch is the conc
 by the engine's running-request limit, by KV capacity at the running sequences' mean context
 (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
 TTFT = the serving overhead outside the GPU + wait for the step in progress + the request's own
-prefill + queueing behind other requests' prefills (M/D/1 at the prefill share of time) +
-queueing when the client keeps more requests in flight than the engine runs (Little's law).
+prefill + queueing behind other requests' prefills + queueing when the client keeps more
+requests in flight than the engine runs (Little's law). The wait behind other prefills mixes two
+arrival patterns (``Efficiency.prefill_wave_fraction`` = g): a client that keeps C requests of
+fixed lengths in flight sends them in waves (requests that start together end together), and a
+request of a wave waits on average behind ``(C − 1)/2`` other prompts prefilled at the engine's
+batched prefill rate; the rest arrive at random and queue as M/D/1 at the prefill share of time.
 """
 
 from __future__ import annotations
@@ -115,12 +119,18 @@ def prefill_queue_s(own_prefill_s: float, prefill_share: float) -> float:
     return rho * own_prefill_s / (2.0 * (1.0 - rho))
 
 
+def wave_queue_s(batch: float, isl_tokens: float, prefill_s_per_token: float) -> float:
+    """Mean wait of a request of a synchronised wave of ``batch`` requests behind the other
+    prompts of its wave: ``(batch − 1)/2 × ISL × prefill time per token`` (seconds)."""
+    return max(batch - 1.0, 0.0) / 2.0 * isl_tokens * prefill_s_per_token
+
+
 def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
-                 spec: SpecDecode | None = None) -> SteadyState:
+                 spec: SpecDecode | None = None, limits: BatchLimits | None = None) -> SteadyState:
     """Steady state of one replica at ``concurrency`` requests in flight (None = offline: the
-    engine runs as many as it can)."""
-    limits = batch_limits(d, facts, settings, isl, osl, spec)
+    engine runs as many as it can). ``limits`` may be passed when the caller computed them."""
+    limits = limits or batch_limits(d, facts, settings, isl, osl, spec)
     batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
     warnings: list[str] = []
     if batch < 1:
@@ -132,28 +142,33 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
     dec_s = dec.total_s + (_draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
     n_dec = osl.mean / tau
     prompt_tokens = batch * isl.mean
+    chunk = settings.chunk_tokens
+    pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2)
+    pre_s_per_token = pre.total_s / min(chunk, prompt_tokens)
     if facts.mixed_prefill:
         budget = max(settings.chunk_tokens - batch * query, settings.chunk_tokens * 0.1)
         n_steps = max(n_dec, prompt_tokens / budget)
         mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query)
         cycle = n_steps * (mixed.total_s + (dec_s - dec.total_s))
         prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-        own_tokens = min(isl.mean, budget)
-        own = math.ceil(isl.mean / budget) * step_time(d, eff, batch, ctx, own_tokens, isl.mean / 2, query).total_s
+        # The prompt is cut into equal chunks of at most the step's token budget; each rides in one
+        # step with the running decode batch.
+        n_own = math.ceil(isl.mean / chunk)
+        own = n_own * step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query).total_s
     else:
-        chunk = settings.chunk_tokens
         n_chunks = prompt_tokens / chunk
-        pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2)
         cycle = n_dec * dec_s + n_chunks * pre.total_s
         prefill_share = n_chunks * pre.total_s / cycle
         own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2).total_s * math.ceil(isl.mean / chunk)
-    ttft = eff.ttft_overhead_s + dec_s / 2 + own + prefill_queue_s(own, prefill_share)
+    g = eff.prefill_wave_fraction
+    queue = g * wave_queue_s(batch, isl.mean, pre_s_per_token) + (1.0 - g) * prefill_queue_s(own, prefill_share)
+    ttft = eff.ttft_overhead_s + dec_s / 2 + own + queue
     output = batch * osl.mean / cycle
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cycle)  # queueing: waiting / completion rate
         warnings.append(f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
                         f"({limits.reason}); the rest queue")
-    bound = roofline_step_s(d, step_time(d, eff, batch, ctx))
+    bound = roofline_step_s(d, dec if spec is None else step_time(d, eff, batch, ctx))
     return SteadyState(batch=batch, limits=limits, output_tok_s=output, tpot_s=cycle / osl.mean, ttft_s=ttft,
                        decode_step=dec, cycle_s=cycle, prefill_share=prefill_share,
                        roofline_output_tok_s=batch / bound if bound > 0 else math.inf, warnings=tuple(warnings))

@@ -5,16 +5,16 @@ plan search alike, so both follow one code path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
+from tokenplan.arch.kv import kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.job.batching import SteadyState, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.engine import EngineFacts, EngineSettings, resolve_settings
+from tokenplan.perf.engine import EngineFacts, EngineSettings, resolve_settings, trtllm_bench_limits
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
 from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
 from tokenplan.perf.speculative import SpecDecode
@@ -139,6 +139,8 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none")
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
+    if concurrency is None and config.engine.offline_bench_tuning and config.max_running is None:
+        settings = _bench_settings(model, gpu, config, settings, mem, isl, osl)
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
@@ -146,12 +148,35 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     rep = kv_replication(model, lay)
     if rep > 1:
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
-    steady = steady_state(dep, eff, config.engine, settings, isl, osl, concurrency, config.spec)
+    steady = steady_state(dep, eff, config.engine, settings, isl, osl, concurrency, config.spec, limits)
     if limits.reason == "state slots":
         warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
     total = steady.output_tok_s * lay.dp
     return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
                       tuple(warnings) + steady.warnings + tuple(model.approximations))
+
+
+# Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).
+_BENCH_TUNED = frozenset({Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4})
+
+
+def _bench_settings(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings, mem: MemoryBreakdown,
+                    isl: LengthDist, osl: LengthDist) -> EngineSettings:
+    """The engine settings of an offline benchmark that sizes its own batch and token budget
+    (``trtllm-bench``): the running-request cap and token budget of ``trtllm_bench_limits``. With
+    attention DP each rank schedules alone, so both scale by the ranks."""
+    lay = config.layout
+    a = model.attention
+    attn_layers = model.full_attention_layers + model.sliding_layers
+    kv_dtype = config.kv_dtype if config.kv_dtype in (Dtype.FP8, Dtype.NVFP4) else Dtype.BF16
+    heads = None if a is None else max(lay.tp, a.num_kv_heads)
+    kv_tok = kv_bytes_per_token_per_layer(model, kv_dtype, heads) * attn_layers
+    ranks = lay.pp if lay.attention_dp else lay.gpus_per_replica
+    weights = mem.weight_bytes_per_gpu * ranks
+    bs, tokens = trtllm_bench_limits(gpu.memory_bytes, weights, kv_tok, state_bytes_per_sequence(model),
+                                     isl.mean, osl.mean, ranks, lay.pp, config.weight_dtype in _BENCH_TUNED)
+    scale = lay.tp if lay.attention_dp else 1
+    return replace(settings, max_running_cap=bs * scale, chunk_tokens=tokens * scale)
 
 
 def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:

@@ -36,6 +36,8 @@ class Deployment:
             native), per GPU.
         attn_flops_per_s: tensor FLOP/s attention runs at (BF16 class).
         lowprec: True when the GEMMs run an FP8/FP4 kernel (kernel-maturity factor applies).
+        weight_only: True when the weights are in a format the GPU's tensor cores do not run
+            (dequantized to BF16 inside the GEMM; the dequantization factor applies).
     """
 
     spec: ModelSpec
@@ -55,6 +57,7 @@ class Deployment:
     gemm_flops_per_s: float
     attn_flops_per_s: float
     lowprec: bool
+    weight_only: bool = False
 
 
 @lru_cache(maxsize=4096)
@@ -105,5 +108,6 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
         gdn_flops_per_token=gdn, gemm_flops_per_s=gpu.flops_per_s(weight_dtype),
         attn_flops_per_s=gpu.dense_flops_per_s["bf16"],
         lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
+        weight_only=weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),
     )
 

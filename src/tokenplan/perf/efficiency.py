@@ -28,6 +28,12 @@ class Efficiency:
             (tile and wave quantization at small M). Default 64 tokens (one 64-row tile).
         lowprec_fraction: extra factor on FP8/FP4 GEMM FLOP/s for kernel maturity (1 = as
             mature as BF16). Default 1.0; fitted per architecture.
+        dequant_fraction: factor on the BF16 GEMM FLOP/s where the weights are in a format the
+            tensor cores do not run (MXFP4/NVFP4 on Hopper, W4A16): mixed-input kernels
+            (Marlin, CUTLASS mixed-input, Triton MoE) dequantize every weight tile in the main
+            loop, which costs issue slots when the GEMM is compute-bound (Marlin paper,
+            arXiv:2408.11743 §5: near-peak at small batch, falling at large batch). Default 0.7;
+            fitted per architecture. Memory-bound (small-batch) steps are unaffected.
         comm_fraction: achieved / datasheet link bandwidth for collectives. Default 0.70
             (nccl-tests bus bandwidth on NVLink and PCIe: 65–80 % of link rate).
         step_overhead_s: fixed time per engine step (scheduling, sampling, launch gaps).
@@ -38,6 +44,14 @@ class Efficiency:
             the client (HTTP, tokenization, scheduler admission, streaming the first token).
             Default 50 ms: serving benchmarks at concurrency 1 measure TTFT 80–100 ms where the
             prefill alone takes 5–30 ms (aiconfigurator silicon samples in serving-dev.csv).
+        prefill_wave_fraction: share of arrivals that come in synchronised waves rather than at
+            random. A client that keeps C requests of fixed lengths in flight sends the next
+            request when one ends, and requests that started together end together, so arrivals
+            cluster: a request then waits behind the prefills of the others of its wave (mean
+            ``(C − 1)/2`` prompts). 1 = fully synchronised (an engine that never mixes prefill
+            with decode keeps the waves intact), 0 = Poisson arrivals (M/D/1 queue). Default
+            0.5; fitted per engine on serving-dev.csv, whose measured TTFT grows about linearly
+            with concurrency.
     """
 
     hbm_fraction: float = 0.80
@@ -45,10 +59,12 @@ class Efficiency:
     gemm_fraction: float = 0.70
     gemm_half_tokens: float = 64.0
     lowprec_fraction: float = 1.0
+    dequant_fraction: float = 0.7
     comm_fraction: float = 0.70
     step_overhead_s: float = 2.0e-3
     per_sequence_overhead_s: float = 10.0e-6
     ttft_overhead_s: float = 50.0e-3
+    prefill_wave_fraction: float = 0.5
 
     def with_values(self, **values: float) -> "Efficiency":
         """A copy with some factors replaced."""
@@ -68,10 +84,12 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_fraction": (0.1, 0.95),
     "gemm_half_tokens": (1.0, 4096.0),
     "lowprec_fraction": (0.2, 1.0),
+    "dequant_fraction": (0.1, 1.0),
     "comm_fraction": (0.05, 0.95),
     "step_overhead_s": (1.0e-4, 0.05),
     "per_sequence_overhead_s": (0.0, 2.0e-4),
     "ttft_overhead_s": (1.0e-3, 0.5),
+    "prefill_wave_fraction": (0.02, 1.0),
 }
 
 

@@ -8,6 +8,7 @@ the functions here apply them to one deployment.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenplan.units import GiB, MiB
@@ -53,6 +54,7 @@ class EngineFacts:
     slots_per_request: int = 1
     slots_per_request_spec: int = 1
     vlm_memory_cut: bool = False
+    offline_bench_tuning: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,3 +141,49 @@ def sglang_vision_cut(facts: EngineFacts, vision_layers: int, vision_hidden: int
         return 1.0
     size = vision_layers * vision_hidden**2 / (24 * 1024**2)
     return 0.95 * min(max(1 - 0.1 * (size - 1), 0.8), 1.05)
+
+
+def trtllm_bench_limits(gpu_memory_bytes: float, weight_bytes_total: float, kv_bytes_per_token: float,
+                        state_bytes_per_sequence: float, isl_tokens: float, osl_tokens: float, ranks: int,
+                        pp: int, tuned: bool) -> tuple[int, int]:
+    """``(max_batch_size, max_num_tokens)`` that ``trtllm-bench throughput`` picks for itself
+    (TRT-LLM ``bench/tuning/heuristics.py`` ``calc_engine_setting`` / ``finetune_setting``, T5).
+
+    ``cache = (ranks × device memory − weights) × 0.95`` (squared for hybrid models) holds
+    ``cache / (kv_bytes_per_token × (ISL + OSL) + state)`` requests; ``raw_bs = min(that, 4096) / PP``
+    and ``raw_tokens = min(raw_bs × (1 + ISL/OSL), 32768)``, rounded up optimistically (batch: 32s
+    with a floor of 64 below 256, 128s below 1,024, 256s above; tokens: at least 2,048, 256s below
+    4,096, 512s below 8,192, 1,024s above). Hybrids round the batch down to even. Quantization
+    modes the heuristic does not know (MXFP4, INT4) keep the LLM-API defaults 2,048 / 8,192.
+
+    Args:
+        weight_bytes_total: checkpoint bytes over the ``ranks`` GPUs.
+        kv_bytes_per_token: the heuristic's KV bytes per token over the ranks (every attention
+            layer, KV heads padded up to TP; MLA latent once).
+        ranks: GPUs whose memory the heuristic pools (TP × PP; PP alone with attention DP, where
+            it sizes one rank).
+        tuned: the weight format is one the heuristic knows (BF16, FP8, NVFP4).
+    """
+    if not tuned:
+        return 2048, 8192
+    fraction = 0.95 * (0.95 if state_bytes_per_sequence > 0 else 1.0)
+    cache = (ranks * gpu_memory_bytes - weight_bytes_total) * fraction
+    per_request = kv_bytes_per_token * (isl_tokens + osl_tokens) + state_bytes_per_sequence
+    requests = max(cache / per_request, 1.0) if per_request > 0 else 4096.0
+    raw_bs = min(requests, 4096) / pp
+    raw_tokens = min(raw_bs * (1 + isl_tokens / osl_tokens), 32768)
+    if state_bytes_per_sequence > 0:
+        bs = max(2 * math.floor(raw_bs / 2), 1)
+    elif raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return bs, tokens

@@ -68,7 +68,9 @@ class StepTime:
 def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
     """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM."""
     rate = d.gemm_flops_per_s * eff.gemm_fraction * tokens / (tokens + eff.gemm_half_tokens)
-    return rate * (eff.lowprec_fraction if d.lowprec else 1.0)
+    if d.lowprec:
+        return rate * eff.lowprec_fraction
+    return rate * (eff.dequant_fraction if d.weight_only else 1.0)
 
 
 def step_time(
@@ -154,6 +156,8 @@ def step_time(
     mem_s = sum(mem for mem, cmp in ((gemm_mem_s, gemm_cmp_s), (exp_mem_s, exp_cmp_s),
                                      (attn_mem_s, attn_cmp_s), (state_mem_s, state_cmp_s)) if mem >= cmp)
     cmp_s = stage - comm_s - mem_s
+    # Per-sequence CPU work (bookkeeping, sampling, detokenization) runs in each rank's own
+    # scheduler process: with attention DP the ranks share the sequences and work in parallel.
     overhead = eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
     return StepTime(
         gemm_s=gemm_s * pp, experts_s=experts_s * pp, attention_s=attention_s * pp, state_s=state_s * pp,
