@@ -309,7 +309,7 @@ class SimServerProcess:
     def stats(self, since: float, until: float) -> dict:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats?since={since}&until={until}",
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats?since={since:.6f}&until={until:.6f}",
                                     timeout=10) as r:
             return json.loads(r.read())
 

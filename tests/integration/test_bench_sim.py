@@ -1,0 +1,179 @@
+"""``tokenplan bench`` against the simulated engine of ``tests/support/sim_server.py``.
+
+The server's law: a step with B running sequences lasts a + b·B = 10 ms + 0.15 ms·B, gives each
+one token, and runs at most 32 sequences. So by hand: step(1) = 10.15 ms, step(8) = 11.2 ms,
+step(32) = 14.8 ms; at concurrency 64 only 32 run and 32 wait. The server's *measured* step
+times (its ``/stats``) run slightly longer than the law on a busy 2-core machine, and that is what
+the fitted model must reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.support.sim_server import SimServerProcess  # noqa: E402
+from tokenplan.api import PredictRequest  # noqa: E402
+from tokenplan.api_bench import BenchRequest, bench, fit_bench  # noqa: E402
+
+A_MS, B_MS, CAP = 10.0, 0.15, 32
+LEVELS = (1, 8, 32, 64)
+ISL, OSL = 64, 32
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
+              "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+              "tie_word_embeddings": False, "rms_norm_eps": 1e-6}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    work = tmp_path_factory.mktemp("sim")
+    with SimServerProcess(str(work), a_ms=A_MS, b_ms=B_MS, cap=CAP) as server:
+        outcome = bench(BenchRequest((server.url,), "sim-model", LEVELS, ISL, OSL))
+        stats = [server.stats(lv["window_start_unix_s"], lv["window_end_unix_s"]) for lv in outcome.data["levels"]]
+        whole = server.stats(0, 4e9)
+    config = work / "tiny-llama"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps(TINY_LLAMA))
+    return outcome, stats, whole, config
+
+
+def test_every_level_ran_with_exact_prompt_lengths(sweep):
+    outcome, _, _, _ = sweep
+    data = outcome.data
+    assert outcome.stopped is None
+    assert [lv["concurrency"] for lv in data["levels"]] == list(LEVELS)
+    assert data["workload"]["method"] == "tokenizer" and data["workload"]["exact_fraction"] == 1.0
+    for lv in data["levels"]:
+        assert lv["errors"] == 0 and lv["requests"] == max(4 * lv["concurrency"], 16)
+        assert lv["mean_input_tokens"] == ISL and lv["mean_output_tokens"] == OSL
+
+
+def test_bench_output_rate_matches_what_the_server_counted_in_the_same_window(sweep):
+    outcome, stats, _, _ = sweep
+    for lv, st in zip(outcome.data["levels"], stats):
+        server_tok_s = st["tokens"] / (lv["window_end_unix_s"] - lv["window_start_unix_s"])
+        assert lv["output_tok_s"] == pytest.approx(server_tok_s, rel=0.10), lv["concurrency"]
+        # and the /metrics counter the bench read itself agrees as well
+        assert lv["output_tok_s"] == pytest.approx(lv["server"]["output_tok_s"], rel=0.10)
+
+
+def test_latencies_follow_the_step_law(sweep):
+    outcome, _, _, _ = sweep
+    one, _, thirty_two, sixty_four = outcome.data["levels"]
+    # TPOT = one step: 10.15 ms at B=1, 14.8 ms at B=32 (law; measured steps run up to ~10 % long)
+    assert one["tpot_s"]["p50"] == pytest.approx(0.01015, rel=0.15)
+    assert thirty_two["tpot_s"]["p50"] == pytest.approx(0.0148, rel=0.15)
+    # At 64 in flight half the requests wait a whole request (32 steps × 14.8 ms = 0.47 s) first.
+    assert sixty_four["ttft_s"]["p50"] > 0.3 > thirty_two["ttft_s"]["p99"]
+    assert sixty_four["achieved_concurrency"] > 50
+
+
+def test_cap_is_the_batch_limit(sweep):
+    cap = sweep[0].data["cap"]
+    assert cap["max_running_requests"] == CAP
+    assert cap["flattens_at_concurrency"] == 32 and cap["queue_grows_at_concurrency"] == 64
+
+
+def test_fitted_model_reproduces_the_server_step_time(sweep):
+    outcome, _, whole, config = sweep
+    desc = PredictRequest(model=str(config), gpu="h100-sxm", engine="vllm")
+    fit = fit_bench(outcome.data, desc)
+    checked = 0
+    for batch, step_s in whole["step_s_by_batch"].items():
+        if whole["steps_by_batch"][batch] < 20:
+            continue  # ramp-up and drain batches seen a few times only
+        checked += 1
+        assert fit.model_step_s(float(batch)) == pytest.approx(step_s, rel=0.10), batch
+    assert checked >= 3  # at least B = 1, 8 and 32
+    factors = fit.data["factors"]
+    # On this law the kernels of a 2-layer model on an H100 are ~µs: the overheads are a and b.
+    assert 0.009 < factors["step_overhead_s"]["value"] < 0.0125
+    assert 0.00010 < factors["per_sequence_overhead_s"]["value"] < 0.00022
+    assert fit.profile["fitted_on"]["concurrency_max"] == 64
+    assert fit.data["max_running"] == CAP  # the observed cap was used
+
+
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_fit_cli_writes_a_profile_that_predict_uses_and_warns_with(sweep, tmp_path):
+    outcome, _, _, config = sweep
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps(outcome.data))
+    profile = tmp_path / "p.json"
+    r = _cli("bench", "--from-json", str(saved), "--fit", "-o", str(profile), "--config", str(config),
+             "--gpu", "h100-sxm", "--engine", "vllm", "--plot", str(tmp_path / "b.png"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+    p = _cli("predict", "--model", str(config), "--gpu", "h100-sxm", "--engine", "vllm", "--isl", "64",
+             "--osl", "32", "--concurrency", "16", "--calibration", str(profile), "--json")
+    inside = json.loads(p.stdout)
+    assert not any("calibration profile" in w for w in inside["warnings"])
+    # 16 in flight at 32-token answers: 16 / step(16) ≈ 16 / 12.4 ms ≈ 1,290 tok/s (law), ±15 %
+    assert inside["output_tok_s_total"] == pytest.approx(16 / (0.010 + 0.00015 * 16), rel=0.15)
+    far = json.loads(_cli("predict", "--model", str(config), "--gpu", "h100-sxm", "--engine", "vllm", "--isl",
+                          "64", "--osl", "32", "--concurrency", "512", "--calibration", str(profile),
+                          "--json").stdout)
+    assert any("concurrency 512 is far outside" in w for w in far["warnings"])
+
+
+def test_unreachable_endpoint_is_one_line_and_exit_2():
+    r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "cannot reach http://127.0.0.1:9/v1" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_wrong_model_name_names_what_is_served(tmp_path):
+    with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=4) as server:
+        r = _cli("bench", "--endpoint", server.url, "--model", "other", "--concurrency", "1")
+    assert r.returncode == 2 and "does not serve model 'other' (it serves: sim-model)" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+
+
+def test_server_dying_mid_sweep_keeps_the_finished_levels(tmp_path):
+    # Chat requests: 1 probe; level 1: 1 warm-up + 8; level 4: 4 + 8 → 22. The 26th (inside level
+    # 16's warm-up) kills the server.
+    saved = tmp_path / "partial.json"
+    with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=16, exit_after_requests=26) as server:
+        r = _cli("bench", "--endpoint", server.url, "--model", "sim-model", "--concurrency", "1,4,16,64",
+                 "--isl", "16", "--osl", "4", "--num-prompts", "8", "--save", str(saved))
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: sweep stopped:") and "stopped answering during concurrency 16" in last
+    assert "2 levels kept" in last and "Traceback" not in r.stderr
+    data = json.loads(saved.read_text())
+    assert [lv["concurrency"] for lv in data["levels"]] == [1, 4]
+    assert "concurrency 16" in data["stopped"]
+    assert "│" in r.stdout  # the table of the kept levels was printed
+
+
+def test_without_a_tokenizer_the_length_is_calibrated_on_usage(tmp_path):
+    # One word = one token, template 3 + generation prompt 2: probes of 1 and 200 words count 6 and
+    # 205, so 1 token per word and 5 template tokens; 64 tokens → 59 words → exactly 64.
+    with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=8, tokenize=False) as server:
+        outcome = bench(replace(BenchRequest((server.url,), "sim-model", (2,), 64, 4), num_prompts=4))
+    assert outcome.data["workload"]["method"] == "approximation"
+    assert outcome.data["levels"][0]["mean_input_tokens"] == 64
+    assert any("approximated" in n for n in outcome.data["notes"])
+
+
+def test_duration_mode_stops_sending_after_the_duration(tmp_path):
+    with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=8) as server:
+        outcome = bench(replace(BenchRequest((server.url,), "sim-model", (4,), 16, 8), duration_s=1.0,
+                                warmup_requests=0))
+    (lv,) = outcome.data["levels"]
+    # 4 requests of 8 steps × 10.4 ms ≈ 83 ms each: ~12 rounds in 1 s, then the last round drains
+    assert 1.0 <= lv["duration_s"] < 1.3
+    assert 40 <= lv["requests"] <= 56

@@ -1,0 +1,78 @@
+"""Prometheus parsing, snapshots, window arithmetic and the concurrency cap, on hand-made inputs."""
+
+from __future__ import annotations
+
+import math
+
+from tokenplan.bench.server_info import (ServerSnapshot, WindowStats, concurrency_cap, parse_prometheus,
+                                         snapshot_from_metrics)
+
+VLLM_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="tiny"} 3.0
+vllm:num_requests_running{engine="1",model_name="tiny"} 4.0
+vllm:num_requests_waiting{engine="0",model_name="tiny"} 2.0
+vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.25
+vllm:gpu_cache_usage_perc{engine="0",model_name="tiny"} 0.99
+vllm:generation_tokens_total{engine="0",model_name="tiny"} 1500.0
+vllm:prompt_tokens_total{engine="0",model_name="tiny"} 9000
+vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="tiny"} NaN
+garbage line without value
+"""
+
+
+def test_prometheus_values_are_summed_over_label_sets_and_comments_skipped():
+    m = parse_prometheus(VLLM_TEXT)
+    assert m["vllm:num_requests_running"] == 7.0  # 3 + 4 over two engine labels
+    assert m["vllm:prompt_tokens_total"] == 9000.0
+    assert "vllm:time_to_first_token_seconds_bucket" not in m  # NaN ignored
+
+
+def test_snapshot_takes_the_first_spelling_present():
+    snap = snapshot_from_metrics(parse_prometheus(VLLM_TEXT), 100.0)
+    assert snap.running == 7.0 and snap.waiting == 2.0
+    assert snap.kv_usage == 0.25  # the newer kv_cache_usage_perc wins over gpu_cache_usage_perc
+    assert snap.preemptions is None  # not exposed here
+    sglang = snapshot_from_metrics({"sglang:num_running_reqs": 5.0, "sglang:num_queue_reqs": 1.0,
+                                    "sglang:token_usage": 0.5, "sglang:generation_tokens_total": 10.0}, 0.0)
+    assert (sglang.running, sglang.waiting, sglang.kv_usage, sglang.generation_tokens) == (5.0, 1.0, 0.5, 10.0)
+
+
+def _snap(t, running, waiting, gen, kv=0.1, pre=0.0):
+    return ServerSnapshot(t, running, waiting, kv, pre, gen, 0.0)
+
+
+def test_window_rate_is_token_delta_over_time_delta():
+    stats = WindowStats(_snap(10.0, 0, 0, 1000.0, pre=2.0), _snap(14.0, 0, 0, 3000.0, pre=5.0),
+                        [_snap(11.0, 8, 0, 0.0, kv=0.2), _snap(12.0, 8, 4, 0.0, kv=0.6), _snap(13.0, 6, 2, 0.0)])
+    d = stats.to_dict()
+    assert d["generation_tokens"] == 2000.0
+    assert d["output_tok_s"] == 500.0  # 2000 tokens / (14 − 10) s
+    assert d["preemptions"] == 3.0
+    assert math.isclose(d["running_mean"], 22 / 3) and d["running_max"] == 8
+    assert d["waiting_mean"] == 2.0 and d["waiting_max"] == 4
+    assert d["kv_usage_max"] == 0.6
+
+
+def _level(c, tok_s, running_max=None, waiting_mean=None):
+    server = None if running_max is None else {"running_max": running_max, "waiting_mean": waiting_mean}
+    return {"concurrency": c, "output_tok_s": tok_s, "requests": 10, "server": server}
+
+
+def test_cap_is_where_throughput_flattens_and_the_queue_grows():
+    # 1→4: ×3.6, 4→16: ×3.3, 16→64: +5 % (< 10 %): flat from 16; waiting only at 64, running ≤ 24
+    levels = [_level(1, 100, 1, 0.0), _level(4, 360, 4, 0.0), _level(16, 1200, 16, 0.1), _level(64, 1260, 24, 40.0)]
+    cap = concurrency_cap(levels)
+    assert cap["flattens_at_concurrency"] == 16
+    assert cap["saturated_output_tok_s"] == 1260
+    assert cap["queue_grows_at_concurrency"] == 64
+    assert cap["max_running_requests"] == 24
+    assert cap["source"] == "metrics"
+
+
+def test_cap_without_metrics_comes_from_throughput_only():
+    cap = concurrency_cap([_level(1, 100), _level(8, 700), _level(32, 720)])
+    assert cap["flattens_at_concurrency"] == 8 and cap["max_running_requests"] is None
+    assert cap["source"] == "throughput"
+    none = concurrency_cap([_level(1, 100), _level(8, 700)])
+    assert none["flattens_at_concurrency"] is None and none["source"] is None

@@ -1,0 +1,56 @@
+"""Prompt-length arithmetic of the approximation, and dataset parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenplan.bench.workload import PROBE_WORDS, approximate_words, calibrate_words, dataset_workload
+from tokenplan.errors import ConfigError, InputError
+
+
+def test_probe_calibration_recovers_overhead_and_tokens_per_word():
+    # A tokenizer with 1.3 tokens per word and a 7-token template: 1 word → 8.3, 200 words → 267.
+    overhead, per_word = calibrate_words(short_tokens=8, long_tokens=round(7 + 1.3 * PROBE_WORDS))
+    assert per_word == pytest.approx((267 - 8) / 199)  # 1.3015
+    assert overhead == pytest.approx(8 - per_word)
+    # 1024 tokens: (1024 − 6.70) / 1.3015 = 781.6 → 782 words
+    assert approximate_words(1024, overhead, per_word) == 782
+
+
+def test_approximation_never_asks_for_fewer_than_one_word():
+    assert approximate_words(3, overhead_tokens=10.0, tokens_per_word=1.0) == 1
+
+
+def test_dataset_reads_messages_prompts_and_budgets(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join([json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 7}),
+                               "", json.dumps({"prompt": "tell me"})]))
+    w = dataset_workload(str(path), osl=20)
+    assert w.method == "dataset" and not w.ignore_eos
+    assert [p.max_tokens for p in w.prompts] == [20, 20]  # --osl overrides per-prompt budgets
+    assert w.prompts[1].messages == ({"role": "user", "content": "tell me"},)
+    w2 = dataset_workload(str(path), osl=None, limit=1)
+    assert [p.max_tokens for p in w2.prompts] == [7]
+
+
+def test_sharegpt_uses_the_first_turn_and_the_reply_length(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps([{"conversations": [{"from": "human", "value": "why is the sky blue"},
+                                                   {"from": "gpt", "value": "because of Rayleigh scattering"}]}]))
+    (p,) = dataset_workload(str(path), osl=None).prompts
+    assert p.messages[0]["content"] == "why is the sky blue" and p.max_tokens == 4  # 4 words in the reply
+
+
+def test_dataset_errors_name_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok", "max_tokens": 3}\n{not json\n')
+    with pytest.raises(ConfigError, match="line 2"):
+        dataset_workload(str(bad), osl=None)
+    nobudget = tmp_path / "nb.jsonl"
+    nobudget.write_text('{"prompt": "ok"}\n')
+    with pytest.raises(ConfigError, match="output budget"):
+        dataset_workload(str(nobudget), osl=None)
+    with pytest.raises(InputError):
+        dataset_workload(str(tmp_path / "missing.jsonl"), osl=10)
