@@ -4,9 +4,21 @@ tests: a run directory with ``summary.json`` and a bench JSON with two concurren
 from __future__ import annotations
 
 import json
+import os
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(scope="session")
+def tokenplan_cmd() -> list[str]:
+    """The installed ``tokenplan`` script of this interpreter, else the same entry point via ``-c``."""
+    script = Path(sysconfig.get_path("scripts")) / "tokenplan"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-c", "from tokenplan.cli import main; main()"]
 
 
 def latency(mean_s: float) -> dict:

@@ -3,9 +3,9 @@
 ``tokenplan plan --report`` (the default plan) and ``tokenplan report`` (a generate run, a bench
 sweep and the plan JSON) are each loaded in headless Chromium with the network emulated off:
 every plotly chart must have drawn its SVG with at least one trace, the console must hold no
-SEVERE entry and no ``error`` event may fire. A screenshot of each page is saved (to
-``TOKENPLAN_REPORT_SCREENSHOT_DIR`` when set — that is how docs/report.png is made — else to
-the test's temporary folder).
+SEVERE entry and no ``error`` event may fire. A full-page screenshot of each page is saved in the
+test's temporary folder; with ``TOKENPLAN_REPORT_SCREENSHOT=PATH`` the plan report's top (table,
+answer and first chart) is also saved to PATH — that is how docs/report.png is made.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -32,22 +30,15 @@ return divs.map(d => [d.id, !!d.querySelector('svg.main-svg'),
 """
 
 
-def _tokenplan() -> list[str]:
-    script = Path(sysconfig.get_path("scripts")) / "tokenplan"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    return [sys.executable, "-c", "from tokenplan.cli import main; main()"]
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([*_tokenplan(), *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory, run_dir, bench_file) -> dict[str, Path]:
+def reports(tmp_path_factory, run_dir, bench_file, tokenplan_cmd) -> dict[str, Path]:
     """The default plan's report (and its JSON), then the measurements report beside that plan."""
+
+    def _run(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([*tokenplan_cmd, *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
+
     out = tmp_path_factory.mktemp("reports")
     plan_json = out / "plan.json"
     plan_json.write_text(_run("plan", "--json", "--report", str(out / "plan.html")).stdout)
@@ -80,6 +71,12 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
+def _viewport(driver, height: int) -> None:
+    """Size the window so that the page area (not the window) is 1280 × ``height`` pixels."""
+    chrome = driver.execute_script("return window.outerHeight - window.innerHeight")
+    driver.set_window_size(1280, int(height) + chrome)
+
+
 def _open_and_check(driver, page: Path, charts: list[str], shot: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -92,26 +89,27 @@ def _open_and_check(driver, page: Path, charts: list[str], shot: Path) -> None:
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == []
     assert driver.execute_script("return window.__errors") == []
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1280, height)
+    _viewport(driver, driver.execute_script("return document.documentElement.scrollHeight"))
     shot.parent.mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(shot))
     driver.set_window_size(1280, 900)
 
 
-def _shot_dir(tmp_path: Path) -> Path:
-    return Path(os.environ.get("TOKENPLAN_REPORT_SCREENSHOT_DIR", tmp_path))
-
-
 def test_plan_report_renders_every_chart_offline_without_script_errors(browser, reports, tmp_path):
-    shot = _shot_dir(tmp_path) / "report-full.png"
+    shot = tmp_path / "report-full.png"
     _open_and_check(browser, reports["plan"], PLAN_CHARTS, shot)
     assert shot.stat().st_size > 50_000
     assert "Options compared" in browser.page_source and "Assumptions" in browser.page_source
+    if os.environ.get("TOKENPLAN_REPORT_SCREENSHOT"):
+        bottom = browser.execute_script("window.scrollTo(0, 0); return "
+                                        "document.querySelector('#chart-throughput svg.main-svg').getBoundingClientRect().bottom;")
+        _viewport(browser, bottom + 16)
+        assert browser.save_screenshot(os.environ["TOKENPLAN_REPORT_SCREENSHOT"])
 
 
 def test_measurements_report_renders_plan_bench_and_runs_offline(browser, reports, tmp_path):
-    _open_and_check(browser, reports["measured"], MEASURED_CHARTS, _shot_dir(tmp_path) / "report-measured.png")
+    _open_and_check(browser, reports["measured"], MEASURED_CHARTS, tmp_path / "report-measured.png")
+    assert browser.execute_script("return document.getElementById('chart-runs')._fullLayout.xaxis.type") == "category"
     text = browser.find_element("tag name", "body").text
     # bench level 512: 41,000 tok/s over 8 GPUs = 5,125 tok/s/GPU; run: 2.5 M tokens in 7,200 s = 347 tok/s
     assert "5,125" in text and "347" in text

@@ -23,8 +23,8 @@ def option_colors(names: list[str]) -> dict[str, str]:
 def _layout(fig, title: str, x: str, y: str, log_x: bool = False, log_y: bool = False) -> None:
     fig.update_layout(title=title, template="plotly_white", height=460, margin=dict(l=70, r=20, t=60, b=60),
                       legend=dict(font=dict(size=11)), hovermode="closest")
-    fig.update_xaxes(title_text=x, type="log" if log_x else "linear")
-    fig.update_yaxes(title_text=y, type="log" if log_y else "linear")
+    fig.update_xaxes(title_text=x, type="log" if log_x else "-")  # "-": plotly picks linear or category
+    fig.update_yaxes(title_text=y, type="log" if log_y else "-")
 
 
 def throughput_figure(data: dict):
