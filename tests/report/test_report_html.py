@@ -87,7 +87,7 @@ def _open_and_check(driver, page: Path, charts: list[str], shot: Path) -> None:
     assert [r[0] for r in rendered] == charts
     assert all(svg and traces > 0 for _, svg, traces in rendered), rendered
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    assert severe == []
+    assert severe == [], severe
     assert driver.execute_script("return window.__errors") == []
     _viewport(driver, driver.execute_script("return document.documentElement.scrollHeight"))
     shot.parent.mkdir(parents=True, exist_ok=True)
