@@ -100,20 +100,13 @@ def plan(req: PlanRequest) -> dict:
     Raises:
         InputError, CatalogError, ConfigError: bad names, sizes or files.
     """
-    if req.samples < 1:
-        raise InputError("samples", req.samples, "an integer ≥ 1")
-    model = load_model(req.model)
-    engine = load_engine(req.engine)
-    table = efficiency_table(req.calibration)
-    job = Job(req.samples, lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
-              lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap))
-    specs = [parse_spec(s) for s in req.specs]
-    if model.mtp_layers == 0:
-        specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
-    weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
-    kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
-    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
-    results = [search_option(model, opt, engine, table, job, specs, weights, kvs, cut) for opt in _options(req)]
+    model, engine, table, job, results = _searched(req)
+    return _plan_dict(req, model, engine, table, job, results)
+
+
+def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
+               results: list[OptionResult]) -> dict:
+    """Rank the searched options into ``plan``'s dict."""
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=r.option.count: c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
@@ -170,9 +163,9 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
 REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections plan_report_data computes
 
 
-def _searched(req: PlanRequest) -> tuple[EfficiencyTable, Job, list[OptionResult]]:
-    """The efficiency table, the job and every option searched — what ``plan`` computes before
-    it ranks. Raises what ``plan`` raises."""
+def _searched(req: PlanRequest) -> tuple:
+    """(model spec, engine facts, efficiency table, job, every option searched) — what ``plan``
+    computes before it ranks. Raises what ``plan`` raises."""
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
     model = load_model(req.model)
@@ -186,8 +179,8 @@ def _searched(req: PlanRequest) -> tuple[EfficiencyTable, Job, list[OptionResult
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
-    return table, job, [search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
-                        for opt in _options(req)]
+    return model, engine, table, job, [search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
+                                       for opt in _options(req)]
 
 
 def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> dict:
@@ -212,8 +205,9 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     unknown = set(charts) - set(REPORT_CHARTS)
     if unknown:
         raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
-    table, job, results = _searched(req)
-    out: dict = {"plan": plan(req), "assumptions": _assumptions(req, table, results)}
+    model, engine, table, job, results = _searched(req)
+    out: dict = {"plan": _plan_dict(req, model, engine, table, job, results),
+                 "assumptions": _assumptions(req, table, results)}
     if "throughput" in charts:
         out["throughput"] = [asdict(c) for r in results for c in curves.layout_curves(r, table, job)]
     if "cost_time" in charts:
