@@ -8,7 +8,7 @@ Group factors are pulled toward their parent by a weak prior (a log-normal of wi
 noise; the default is pulled toward the documented physical defaults the same way. Bounds are
 :data:`EFFICIENCY_BOUNDS`.
 
-Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, TTFT at half weight),
+Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, TTFT at weight 0.8),
 ``w`` from the row's trust and its file's size (so the 2,500 serving rows do not drown the
 throughput file). Loss ``soft_l1`` with scale 0.2: errors beyond ~20 % count linearly.
 
@@ -33,7 +33,7 @@ ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", 
                   "prefill_wave_fraction")
 ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction")
 TRUST_WEIGHT = {"high": 1.0, "medium": 0.7, "low": 0.4}
-TTFT_WEIGHT = 0.5
+TTFT_WEIGHT = 0.8
 
 
 @dataclass(frozen=True, slots=True)

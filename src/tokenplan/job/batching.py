@@ -143,18 +143,20 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
     n_dec = osl.mean / tau
     prompt_tokens = batch * isl.mean
     chunk = settings.chunk_tokens
-    pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2)
+    prompt_chunk = min(isl.mean, chunk)
+    pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2, prompt_chunk_tokens=prompt_chunk)
     pre_s_per_token = pre.total_s / min(chunk, prompt_tokens)
     if facts.mixed_prefill:
         budget = max(settings.chunk_tokens - batch * query, settings.chunk_tokens * 0.1)
         n_steps = max(n_dec, prompt_tokens / budget)
-        mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query)
+        mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
+                          prompt_chunk)
         cycle = n_steps * (mixed.total_s + (dec_s - dec.total_s))
         prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
         # The prompt is cut into equal chunks of at most the step's token budget; each rides in one
         # step with the running decode batch.
         n_own = math.ceil(isl.mean / chunk)
-        own = n_own * step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query).total_s
+        own = n_own * step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
     else:
         n_chunks = prompt_tokens / chunk
         cycle = n_dec * dec_s + n_chunks * pre.total_s

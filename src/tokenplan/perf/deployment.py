@@ -31,6 +31,9 @@ class Deployment:
         routed_flops_per_token: routed-expert FLOPs per token per GPU (top_k experts).
         experts_per_gpu: routed experts per GPU per MoE layer.
         attn_flops_per_token_ctx: attention FLOPs per query token per context token per GPU.
+        attn_prefill_flops_per_token_ctx: the same for prompt tokens (MLA prefills in the
+            non-absorbed form, over ``qk_head_dim + v_head_dim`` per head, DeepSeek-V3 §2.1.1;
+            GQA as decode).
         gdn_flops_per_token: linear-attention recurrence FLOPs per token per GPU.
         gemm_flops_per_s: dense tensor FLOP/s for the weight dtype (dequantized rate if not
             native), per GPU.
@@ -58,6 +61,7 @@ class Deployment:
     attn_flops_per_s: float
     lowprec: bool
     weight_only: bool = False
+    attn_prefill_flops_per_token_ctx: float = 0.0
 
 
 @lru_cache(maxsize=4096)
@@ -85,7 +89,7 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
     """Precompute the per-GPU constants of one deployment."""
     dense_params, dense_bytes, lm_head, routed_bytes, routed_flops = _param_split(spec, layout, weight_dtype)
     a = spec.attention
-    attn_per_ctx = 0.0
+    attn_per_ctx = attn_pre_per_ctx = 0.0
     if a is not None:
         heads = a.num_heads if layout.attention_dp else a.num_heads / layout.tp
         if a.kind is AttentionKind.MLA:
@@ -94,6 +98,10 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
         else:
             per_layer = 2 * heads * (a.head_dim + a.v_head_dim)  # QK^T and PV
         attn_per_ctx = per_layer * (spec.full_attention_layers + spec.sliding_layers) / layout.pp
+        attn_pre_per_ctx = attn_per_ctx
+        if a.kind is AttentionKind.MLA:
+            pre_layer = 2 * heads * (a.head_dim + a.v_head_dim)
+            attn_pre_per_ctx = pre_layer * (spec.full_attention_layers + spec.sliding_layers) / layout.pp
     lin = spec.linear
     gdn = 0.0
     if lin is not None:
@@ -109,5 +117,6 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
         attn_flops_per_s=gpu.dense_flops_per_s["bf16"],
         lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
         weight_only=weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),
+        attn_prefill_flops_per_token_ctx=attn_pre_per_ctx,
     )
 

@@ -81,6 +81,7 @@ def step_time(
     prefill_tokens: float = 0.0,
     prefill_context_tokens: float = 0.0,
     query_tokens_per_seq: float = 1.0,
+    prompt_chunk_tokens: float = 0.0,
 ) -> StepTime:
     """Time of one step of a replica.
 
@@ -93,6 +94,10 @@ def step_time(
         prefill_context_tokens: mean context a prefill token attends to (tokens).
         query_tokens_per_seq: tokens each decoding sequence verifies (1, or k+1 with
             speculative decoding).
+        prompt_chunk_tokens: tokens of one prompt chunk (0 = prefill spreads evenly). With
+            attention DP a prompt is prefilled whole on the rank that holds its sequence, and
+            the MoE all-to-all makes every rank wait for the busiest one, which then holds at
+            least one chunk.
 
     Returns:
         StepTime (seconds).
@@ -104,13 +109,17 @@ def step_time(
     tokens = dec_tokens + pre_tokens
     hbm = d.gpu.hbm_bytes_per_s
     shards = d.memory.sequence_shards  # attention DP: each rank holds 1/shards of the sequences
+    rank_pre = pre_tokens / shards  # prompt tokens on the busiest rank
+    if shards > 1 and pre_tokens > 0 and prompt_chunk_tokens > 0:
+        rank_pre = max(rank_pre, min(pre_tokens, prompt_chunk_tokens / pp))
+    rank_tokens = dec_tokens / shards + rank_pre
 
     # Dense GEMMs (and lm_head for decode tokens and the last prefill token of each prompt).
-    gemm_flops = 2.0 * d.dense_params * tokens / (shards if d.layout.attention_dp else 1)
+    gemm_flops = 2.0 * d.dense_params * rank_tokens
     gemm_flops += 2.0 * d.lm_head_params * (dec_tokens + (1 if pre_tokens else 0)) / pp
     gemm_bytes = d.dense_bytes + d.lm_head_params * 2.0 / pp
     gemm_mem_s = gemm_bytes / (hbm * eff.hbm_fraction)
-    gemm_cmp_s = gemm_flops / _gemm_rate(d, eff, max(tokens / shards, 1.0))
+    gemm_cmp_s = gemm_flops / _gemm_rate(d, eff, max(rank_tokens, 1.0))
     gemm_s = max(gemm_mem_s, gemm_cmp_s)
 
     # Routed experts: bytes of the experts touched, FLOPs of top_k per token.
@@ -135,7 +144,8 @@ def step_time(
         attended = min(context_tokens, a.sparse_topk_tokens)
     kv_bytes = seqs / shards * (m.kv_bytes_per_token_per_gpu * context_tokens
                                 + m.sliding_bytes_per_token_per_gpu * min(context_tokens, window))
-    attn_flops = d.attn_flops_per_token_ctx / shards * (dec_tokens * attended + pre_tokens * prefill_context_tokens)
+    attn_flops = (d.attn_flops_per_token_ctx * dec_tokens / shards * attended
+                  + d.attn_prefill_flops_per_token_ctx * rank_pre * prefill_context_tokens)
     # KV beyond the GPU pool lives in host memory and is read over the host link (PCIe, or
     # NVLink-C2C on Grace) every decode step.
     host_kv = max(kv_bytes - m.kv_pool_bytes, 0.0) if m.host_kv_bytes > 0 else 0.0
@@ -146,7 +156,7 @@ def step_time(
 
     # Linear-attention state: read + write per decoding sequence; recurrence FLOPs per token.
     state_bytes = 2.0 * m.state_bytes_per_sequence_per_gpu * seqs / shards
-    state_flops = d.gdn_flops_per_token * tokens / shards
+    state_flops = d.gdn_flops_per_token * rank_tokens
     state_mem_s = state_bytes / (hbm * eff.hbm_fraction)
     state_cmp_s = state_flops / (d.attn_flops_per_s * eff.gemm_fraction)
     state_s = max(state_mem_s, state_cmp_s)
