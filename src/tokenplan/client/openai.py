@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import aiohttp
 import orjson
+from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from tokenplan.client.reasoning import split_reasoning
@@ -134,6 +135,9 @@ class OpenAIClient:
         self._session: aiohttp.ClientSession | None = None  # opened in the loop of the first request
         self._chat_url = URL(self.base_url + "/chat/completions")
         self._models_url = URL(self.base_url + "/models")
+        # HTTP_PROXY / HTTPS_PROXY / NO_PROXY, read once here as httpx did (aiohttp's trust_env
+        # would look them up again in a worker thread for every request).
+        self._proxy, self._proxy_auth = _env_proxy(self._chat_url)
 
     async def __aenter__(self) -> OpenAIClient:
         return self
@@ -165,7 +169,8 @@ class OpenAIClient:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
         async with _failures_as_request_failed(deadline_s):
-            async with self._http().get(self._models_url) as response:
+            async with self._http().get(self._models_url, proxy=self._proxy,
+                                        proxy_auth=self._proxy_auth) as response:
                 raw = await response.read()
             _raise_for_status(response, raw)
             data = _json_or_fail(raw).get("data")
@@ -193,7 +198,8 @@ class OpenAIClient:
     async def _chat_whole(self, body: Mapping[str, Any]) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
-        async with self._http().post(self._chat_url, data=payload) as response:
+        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy,
+                                     proxy_auth=self._proxy_auth) as response:
             raw = await response.read()
         done_s = time.perf_counter()
         _raise_for_status(response, raw)
@@ -210,7 +216,8 @@ class OpenAIClient:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
         acc = _StreamAccumulator()
         sent_s = time.perf_counter()
-        async with self._http().post(self._chat_url, data=payload) as response:
+        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy,
+                                     proxy_auth=self._proxy_auth) as response:
             if response.status >= 400:
                 _raise_for_status(response, await response.read())
             lines = _SSELines()
@@ -321,6 +328,15 @@ def _transport_detail(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "ConnectError"  # refused, unreachable, DNS: the server was never reached
     return type(exc).__name__  # ServerDisconnectedError, ClientPayloadError, ConnectionTimeoutError…
+
+
+def _env_proxy(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``, ``HTTPS_PROXY``; ``NO_PROXY``
+    excludes hosts), with its credentials, or ``(None, None)``."""
+    try:
+        return get_env_proxy_for_url(url)
+    except LookupError:
+        return None, None
 
 
 @functools.cache

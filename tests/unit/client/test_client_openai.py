@@ -151,3 +151,18 @@ def test_a_client_built_outside_an_event_loop_opens_its_pool_in_the_loop_that_us
             await client.aclose()
 
     assert asyncio.run(use()) == f"reply-{DIGEST}"
+
+
+def test_the_proxy_named_by_the_environment_is_used_unless_no_proxy_names_the_host(server, monkeypatch) -> None:
+    # The fault server answers whatever chat request reaches it, so with HTTP_PROXY pointing at it
+    # a request for a host that does not exist is answered through the proxy.
+    unreachable = "http://upstream.invalid:8000/v1"
+    for lower in ("http_proxy", "no_proxy"):  # urllib prefers the lower-case names
+        monkeypatch.delenv(lower, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+    monkeypatch.setenv("NO_PROXY", "")
+    assert asyncio.run(_chat(unreachable)).content == f"reply-{DIGEST}"
+    monkeypatch.setenv("NO_PROXY", "upstream.invalid")
+    with pytest.raises(RequestFailed) as caught:
+        asyncio.run(_chat(unreachable))
+    assert caught.value.kind == "transport"
