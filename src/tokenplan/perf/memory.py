@@ -10,6 +10,7 @@ attention runs data-parallel. Gated DeltaNet / Mamba-2 state shards by TP over i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.params import ParamCounts, attention_params_per_layer, param_counts, quantized_components
@@ -72,8 +73,10 @@ class MemoryBreakdown:
         return min(by_kv * self.sequence_shards, self.state_slots)
 
 
+@lru_cache(maxsize=4096)
 def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, with_mtp: bool = False) -> float:
-    """Weight bytes one GPU holds (see the module docstring for the sharding rules)."""
+    """Weight bytes one GPU holds (see the module docstring for the sharding rules); cached per
+    (model, layout, dtype), which a plan sweep evaluates many times."""
     p = param_counts(spec)
     quant = quantized_components(spec, weight_dtype)
 

@@ -50,3 +50,29 @@ def test_fit_recovers_bandwidth_and_step_overhead_from_synthetic_points():
     assert got["hbm_fraction"].value == pytest.approx(0.62, rel=0.10)
     assert got["step_overhead_s"].value == pytest.approx(3.5e-3, rel=0.30)
     assert got["hbm_fraction"].uncertainty > 0
+
+
+def test_removing_a_row_moves_its_own_prediction_less_than_cross_validation_error():
+    # Issue rule: a row's own influence on the fit stays within what held-out rows show.
+    # Fit the noisy synthetic points with and without one row; its prediction may move by no
+    # more than the 90th percentile of the leave-one-model-out error on the same points.
+    from tokenplan.calibration.fit import cross_validate
+
+    rng = random.Random(11)
+    synthetic = []
+    for c in _cases():
+        truth = predict_case(c, TRUE).output_tok_s_per_gpu
+        m = c.measurement
+        synthetic.append(Case(Measurement(m.line, m.row_id, m.engine, m.model, m.gpu, 1, 1, 1, 1, False,
+                                          m.weight_dtype, m.kv_dtype, m.isl_tokens, m.osl_tokens, m.concurrency,
+                                          output_tok_s_per_gpu=truth * math.exp(rng.gauss(0.0, 0.05))),
+                              c.model, c.gpu, c.config, c.engine, c.architecture, c.family, c.isl, c.osl,
+                              c.concurrency_per_replica))
+    options = FitOptions(min_rows=1000, max_nfev=20)
+    full = fit(synthetic, Efficiency(), options)
+    cv = cross_validate(synthetic, "model", Efficiency(), options)
+    for held in (synthetic[0], synthetic[-1]):
+        rest = fit([c for c in synthetic if c is not held], Efficiency(), options)
+        with_row = predict_case(held, full.table.default).output_tok_s_per_gpu
+        without_row = predict_case(held, rest.table.default).output_tok_s_per_gpu
+        assert abs(without_row / with_row - 1) <= cv.p90_abs

@@ -1,0 +1,69 @@
+"""TTFT's wait behind other prompts (synchronised waves vs random arrivals), MLA prefill FLOPs, and
+the busiest attention-DP rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenplan.api import PredictRequest, build_config
+from tokenplan.catalog import load_gpu, load_model
+from tokenplan.job.batching import prefill_queue_s, wave_queue_s
+from tokenplan.job.evaluate import Evaluation, evaluate
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.step import step_time
+
+
+def test_a_wave_of_nine_waits_on_average_behind_four_prompts():
+    # (9 − 1)/2 = 4 prompts × 1,000 tokens × 1 µs/token = 4 ms.
+    assert wave_queue_s(9, 1000, 1e-6) == pytest.approx(4e-3)
+    assert wave_queue_s(1, 1000, 1e-6) == 0.0
+
+
+def test_md1_wait_at_half_utilisation_is_half_a_service_time():
+    # W = ρS / (2(1 − ρ)) = 0.5 · 0.2 / 1 = 0.1 s.
+    assert prefill_queue_s(0.2, 0.5) == pytest.approx(0.1)
+
+
+def _evaluate(eff: Efficiency, concurrency: float, **kw) -> Evaluation:
+    req = PredictRequest(model="llama-3.1-8b", gpu="h200", weight_dtype="fp8", isl=4096, osl=512, **kw)
+    config, model, gpu = build_config(req)
+    ev = evaluate(model, gpu, config, eff, LengthDist(4096), LengthDist(512), concurrency)
+    assert isinstance(ev, Evaluation)
+    return ev
+
+
+def test_synchronised_waves_make_ttft_grow_with_concurrency():
+    waves, random_arrivals = Efficiency(prefill_wave_fraction=1.0), Efficiency(prefill_wave_fraction=0.02)
+    # One request in flight has no wave to wait behind.
+    assert _evaluate(waves, 1).steady.ttft_s <= _evaluate(random_arrivals, 1).steady.ttft_s
+    low, high = _evaluate(waves, 4).steady, _evaluate(waves, 64).steady
+    assert high.ttft_s > low.ttft_s
+    # The wave term alone grows by (64 − 4)/2 = 30 prompts of 4,096 tokens.
+    per_prompt = high.ttft_s - low.ttft_s
+    assert per_prompt > 30 * 4096 * 1e-7  # at least 0.1 µs per prompt token on an H200
+
+
+def test_mla_prefills_in_the_non_absorbed_form():
+    # DeepSeek-V3, TP8: 128/8 = 16 heads per GPU, 61 MLA layers.
+    # decode (absorbed): 2 · 16 · (2·512 + 64) · 61 = 2,123,776 FLOP per query token per context token;
+    # prefill: 2 · 16 · (192 + 128) · 61 = 624,640.
+    req = PredictRequest(model="deepseek-v3", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8")
+    config, model, gpu = build_config(req)
+    ev = evaluate(model, gpu, config, Efficiency(), LengthDist(1024), LengthDist(1024), 8.0)
+    assert isinstance(ev, Evaluation)
+    assert ev.deployment.attn_flops_per_token_ctx == pytest.approx(2_123_776)
+    assert ev.deployment.attn_prefill_flops_per_token_ctx == pytest.approx(624_640)
+
+
+def test_with_attention_dp_the_step_waits_for_the_rank_that_prefills_a_whole_prompt():
+    def step(attention_dp: bool, chunk: float) -> float:
+        req = PredictRequest(model="deepseek-v3", gpu="h200", num_gpus=8, tp=8, ep=8 if attention_dp else 1,
+                             attention_dp=attention_dp, weight_dtype="fp8")
+        config, model, gpu = build_config(req)
+        ev = evaluate(model, gpu, config, Efficiency(), LengthDist(8192), LengthDist(1024), 64.0)
+        assert isinstance(ev, Evaluation)
+        return step_time(ev.deployment, Efficiency(), 64.0, 8192.0, 8192.0, 4096.0, prompt_chunk_tokens=chunk).total_s
+
+    assert step(True, 8192.0) > step(True, 0.0)  # one rank holds the whole 8,192-token prompt
+    assert step(False, 8192.0) == step(False, 0.0)  # without attention DP every rank shares it
