@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from tokenplan.calibration.validate import Case, percentile, predict_case
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
+from tokenplan.units import Dtype
 
 # Which factors each level may move. The engine level holds what the engine's software sets
 # (step overhead, per-sequence CPU, its kernels' bandwidth and GEMM efficiency); the
@@ -108,17 +109,37 @@ def _levels(case: Case) -> tuple[str, str, str]:
 
 def parameters(cases: list[Case], options: FitOptions) -> list[tuple[str, str]]:
     """(level, factor) pairs the data supports: default factors, then engines and
-    engine/architecture groups with at least ``min_rows`` rows."""
+    engine/architecture groups with at least ``min_rows`` rows. A group's low-precision and
+    dequantization factors are fitted only where its rows run such kernels (a factor no row
+    touches has nothing to fit and would only cost Jacobian columns)."""
     counts: dict[str, int] = {}
+    kernels: dict[str, set[str]] = {}
     for c in cases:
         for level in _levels(c)[1:]:
             counts[level] = counts.get(level, 0) + 1
+        kernels.setdefault(c.group, set()).update(_kernel_factors(c))
     params = [("default", f) for f in DEFAULT_FACTORS]
     for level in sorted(counts):
         if counts[level] >= options.min_rows:
-            names = ENGINE_FACTORS if "/" not in level else ARCH_FACTORS
-            params += [(level, f) for f in names]
+            if "/" not in level:
+                params += [(level, f) for f in ENGINE_FACTORS]
+            else:
+                params += [(level, f) for f in ARCH_FACTORS
+                           if f not in _KERNEL_FACTORS or f in kernels.get(level, set())]
     return params
+
+
+_KERNEL_FACTORS = ("lowprec_fraction", "dequant_fraction")
+
+
+def _kernel_factors(case: Case) -> tuple[str, ...]:
+    """Which format-specific GEMM factors the case's weights use (see ``perf.step._gemm_rate``)."""
+    w, gpu = case.config.weight_dtype, case.gpu
+    if gpu.runs_natively(w) and w.flops_class != "bf16":
+        return ("lowprec_fraction",)
+    if w is Dtype.W4A16 or not gpu.runs_natively(w):
+        return ("dequant_fraction",)
+    return ()
 
 
 def _to_x(name: str, value: float) -> float:

@@ -3,12 +3,36 @@
 Ring all-reduce moves ``2(n−1)/n`` of the message through each GPU in ``2(n−1)`` steps
 (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms", JPDC 2009; the NCCL
 "bus bandwidth" convention in nccl-tests/doc/PERFORMANCE.md). All-to-all sends ``(n−1)/n`` of
-each GPU's data to its peers.
+each GPU's data to its peers. For all-reduce NCCL picks, per message size, the fastest of ring
+and double binary tree (Sanders, Speck & Träff, "Two-tree algorithms for full bandwidth
+broadcast, reduction and scan", Parallel Computing 2009; NCCL 2.4 release notes): the tree
+pays ``2⌈log2 n⌉`` latencies instead of ``2(n − 1)``, which decides small decode messages.
+
+A group larger than one scale-up domain (an 8-GPU HGX node) crosses nodes through each GPU's
+scale-out NIC: 400 Gb/s = 50 GB/s per GPU (ConnectX-7, one per GPU in DGX H100/H200/B200, NVIDIA
+DGX user guides) at ~5 µs per RDMA message step (engineering estimate; InfiniBand NDR
+small-message latency is 1–2 µs per hop plus NCCL proxy overhead).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from tokenplan.hardware import Link
+
+NIC_BYTES_PER_S = 50.0e9  # 400 Gb/s ConnectX-7 per GPU (see module docstring)
+NIC_LATENCY_S = 5.0e-6
+
+
+def group_link(scaleup: Link, n: int, max_gpus_per_scaleup: int) -> Link:
+    """The link a collective over ``n`` GPUs runs at: the scale-up fabric inside one domain, else
+    the slower of it and the scale-out NIC."""
+    if n <= max_gpus_per_scaleup:
+        return scaleup
+    return replace(scaleup, name=f"{scaleup.name} + scale-out NIC",
+                   bytes_per_s=min(scaleup.bytes_per_s, NIC_BYTES_PER_S),
+                   latency_s=max(scaleup.latency_s, NIC_LATENCY_S))
 
 
 def ring_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
@@ -16,6 +40,15 @@ def ring_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float)
     if n <= 1:
         return 0.0
     return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * msg_bytes / (link.bytes_per_s * comm_fraction)
+
+
+def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
+    """Seconds for one all-reduce: the faster of ring and double binary tree
+    (``2⌈log2 n⌉·latency + 2·msg / bandwidth``); 0 when n == 1."""
+    if n <= 1:
+        return 0.0
+    tree = 2 * math.ceil(math.log2(n)) * link.latency_s + 2 * msg_bytes / (link.bytes_per_s * comm_fraction)
+    return min(ring_allreduce_s(msg_bytes, n, link, comm_fraction), tree)
 
 
 def all_to_all_s(bytes_per_gpu: float, n: int, link: Link, comm_fraction: float) -> float:

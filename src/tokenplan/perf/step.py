@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenplan.perf.comm import all_to_all_s, p2p_s, ring_allreduce_s
+from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 
@@ -179,7 +179,8 @@ def step_time(
 
 def _comm_s(d: Deployment, eff: Efficiency, tokens: float) -> float:
     """Collectives of one stage for ``tokens`` tokens (seconds)."""
-    lay, spec, link = d.layout, d.spec, d.gpu.scaleup
+    lay, spec = d.layout, d.spec
+    link = group_link(d.gpu.scaleup, lay.tp, d.gpu.max_gpus_per_scaleup)
     layers = spec.num_layers / lay.pp
     msg = tokens * spec.hidden_size * ACTIVATION_BYTES
     total = 0.0
@@ -188,7 +189,7 @@ def _comm_s(d: Deployment, eff: Efficiency, tokens: float) -> float:
         per_gpu = local * spec.moe.top_k * spec.hidden_size * (DISPATCH_BYTES + ACTIVATION_BYTES)
         total += spec.moe_layers / lay.pp * 2 * all_to_all_s(per_gpu / 2, lay.tp, link, eff.comm_fraction)
     else:
-        total += 2 * layers * ring_allreduce_s(msg, lay.tp, link, eff.comm_fraction)
+        total += 2 * layers * allreduce_s(msg, lay.tp, link, eff.comm_fraction)
     if lay.pp > 1:
         total += p2p_s(msg, link, eff.comm_fraction)
     return total
