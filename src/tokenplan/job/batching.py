@@ -83,8 +83,10 @@ class SteadyState:
 
 def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, isl: LengthDist,
                  osl: LengthDist, spec: SpecDecode | None) -> BatchLimits:
-    """The most sequences one replica runs (see the module docstring)."""
-    running_ctx = isl.mean + osl.running_mean / 2
+    """The most sequences one replica runs (see the module docstring). An engine that admits a
+    request only with KV for its whole prompt and output (TRT-LLM's GUARANTEED_NO_EVICT)
+    holds ISL + OSL per running request instead of the running mean context."""
+    running_ctx = isl.mean + (osl.mean if facts.reserves_whole_request else osl.running_mean / 2)
     mem = d.memory
     # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
     kv = mem.max_sequences(running_ctx) if mem.state_slots is None else mem.kv_capacity_tokens / running_ctx

@@ -55,6 +55,7 @@ class EngineFacts:
     slots_per_request_spec: int = 1
     vlm_memory_cut: bool = False
     offline_bench_tuning: bool = False
+    reserves_whole_request: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,3 +67,15 @@ def test_with_attention_dp_the_step_waits_for_the_rank_that_prefills_a_whole_pro
 
     assert step(True, 8192.0) > step(True, 0.0)  # one rank holds the whole 8,192-token prompt
     assert step(False, 8192.0) == step(False, 0.0)  # without attention DP every rank shares it
+
+
+def test_trtllm_reserves_the_whole_request_vllm_the_running_context():
+    # TRT-LLM GUARANTEED_NO_EVICT holds ISL + OSL = 4,096 + 4,096 = 8,192 tokens per running request;
+    # vLLM (no reservation) holds the running mean context ISL + OSL/2 = 4,096 + 2,048 = 6,144.
+    for engine, held in (("trtllm", 8192), ("vllm", 6144)):
+        req = PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", weight_dtype="fp8", engine=engine,
+                             isl=4096, osl=4096)
+        config, model, gpu = build_config(req)
+        ev = evaluate(model, gpu, config, Efficiency(), LengthDist(4096), LengthDist(4096), 10_000.0)
+        assert isinstance(ev, Evaluation)
+        assert ev.steady.limits.kv == pytest.approx(ev.memory.kv_capacity_tokens / held)
