@@ -186,6 +186,7 @@ def memory(req: PredictRequest) -> dict:
         "kv_bytes_per_token": kv_tok, "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token_per_gpu,
         "state_bytes_per_sequence": state_seq, "kv_capacity_tokens": m.kv_capacity_tokens,
         "state_slots": m.state_slots, "max_sequences": m.max_sequences(req.isl + req.osl),
+        "context_tokens": req.isl + req.osl,
         "memory_fraction": result.settings.memory_fraction, "warnings": list(result.warnings),
     }
 
@@ -203,10 +204,23 @@ def catalog_gpus() -> list[dict]:
             "dense_tflops": {k: v / 1e12 for k, v in g.dense_flops_per_s.items()},
             "scaleup": g.scaleup.kind.value, "scaleup_gb_s": g.scaleup.bytes_per_s / 1e9,
             "native_dtypes": sorted(d.value for d in g.native_dtypes),
+            "sources": _gpu_sources(key),
             "price": None if g.price is None else {"low": g.price.low_usd_per_hour, "high": g.price.high_usd_per_hour,
                                                    "typical": g.price.typical_usd_per_hour, "as_of": g.price.as_of},
         })
     return rows
+
+
+def _gpu_sources(key: str) -> dict[str, str]:
+    """Where each figure group of a catalog GPU comes from."""
+    from tokenplan.catalog import gpu_entry
+
+    e = gpu_entry(key)
+    out = {"memory": e.memory.source, "bandwidth": e.bandwidth.source, "compute": e.compute.source,
+           "native_dtypes": e.native_dtypes.source, "scaleup": e.scaleup.source, "host_link": e.host_link.source}
+    if e.price is not None:
+        out["price"] = e.price.source
+    return out
 
 
 def catalog_models() -> list[dict]:

@@ -20,7 +20,7 @@ from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.launch import client_concurrency, running_limit, sglang_command, vllm_command
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
-from tokenplan.planning.space import HardwareOption
+from tokenplan.planning.space import HardwareOption, widest_tp
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # Assumptions of the default job, stated in the output:
@@ -76,8 +76,13 @@ def parse_gpu_option(text: str) -> tuple[int, str]:
 
 
 def _options(req: PlanRequest) -> list[HardwareOption]:
+    from tokenplan.catalog import gpu_names
+
+    for key in req.prices:
+        if key not in gpu_names():
+            raise InputError("price", key, gpu_names())
     out = []
-    for text in req.gpus:
+    for text in dict.fromkeys(req.gpus):  # the same option twice is compared once
         count, key = parse_gpu_option(text)
         gpu = load_gpu(key)
         price = req.prices.get(key)
@@ -104,10 +109,31 @@ def plan(req: PlanRequest) -> dict:
     return _plan_dict(req, model, engine, table, job, results)
 
 
+def _spec_notes(req: PlanRequest, model) -> list[str]:
+    """Say so when asked-for MTP settings were not searched (the model ships no MTP layers)."""
+    asked = [s for s in req.specs if s.strip().lower().startswith("mtp")]
+    if asked and model.mtp_layers == 0:
+        return [f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "
+                "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."]
+    return []
+
+
+def _check_lengths(req: PlanRequest) -> None:
+    """Name the option of a bad length before the distribution is built."""
+    for name in ("isl", "osl"):
+        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
+        if not mean > 0:
+            raise InputError(f"{name}_mean", mean, "a number of tokens > 0")
+        if not sigma >= 0:
+            raise InputError(f"{name}_sigma", sigma, "a lognormal σ ≥ 0")
+        if cap is not None and not cap > mean:
+            raise InputError(f"{name}_cap", cap, f"a number of tokens above the mean {mean:g}")
+
+
 def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
                results: list[OptionResult]) -> dict:
     """Rank the searched options into ``plan``'s dict."""
-    all_tp = {r.option.label: best_with(r, table, job, lambda c, n=r.option.count: c.layout.tp == n)
+    all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
     options = [_option_dict(r, repo, model.native_weight_dtype, parsers) for r in results]
@@ -128,7 +154,7 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
         "job": {"samples": req.samples, "isl": job.isl.describe(), "osl": job.osl.describe(),
                 "isl_mean_tokens": job.isl.mean, "osl_mean_tokens": job.osl.mean,
                 "output_tokens": job.osl.mean * req.samples},
-        "options": options, "recommended": recommended, "answer": explain(results, all_tp),
+        "options": options, "recommended": recommended, "answer": explain(results, all_tp) + _spec_notes(req, model),
         "configurations_evaluated": sum(r.configurations for r in results),
     }
 
@@ -168,6 +194,7 @@ def _searched(req: PlanRequest) -> tuple:
     computes before it ranks. Raises what ``plan`` raises."""
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
+    _check_lengths(req)
     model = load_model(req.model)
     engine = load_engine(req.engine)
     table = efficiency_table(req.calibration)

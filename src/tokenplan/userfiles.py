@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from tokenplan.catalog import efficiency_table_from_json
 from tokenplan.errors import ConfigError, InputError
@@ -43,7 +43,7 @@ class JobFile(BaseModel):
         cap: float | None = Field(default=None, gt=0)
 
     model: str | None = None
-    samples: int | None = Field(default=None, gt=0)
+    samples: StrictInt | None = Field(default=None, gt=0)
     isl: Lengths | None = None
     osl: Lengths | None = None
     gpus: list[str] | None = None

@@ -20,6 +20,17 @@ from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, Model
 from tokenplan.errors import ConfigError
 
 
+# Architectures whose config fields tokenplan reads as their modelling code uses them (the
+# shipped configs' families and their close relatives). Others are parsed from the same generic
+# fields, with a warning that the mapping is unverified.
+KNOWN_ARCHITECTURES = frozenset({
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
+    "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM", "MiniMaxM3ForCausalLM",
+    "NemotronHForCausalLM", "GlmMoeDsaForCausalLM",
+})
+
 # Activations of FFNs with an up and a down projection only (no gate matrix).
 _UNGATED_ACTS = {"relu2", "relu", "gelu"}
 
@@ -189,6 +200,9 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     layers = r.int("num_hidden_layers", minimum=1)
     kinds = _layer_kinds(r, layers)
     notes: list[str] = []
+    if str(archs[0]) not in KNOWN_ARCHITECTURES:
+        notes.append(f"architecture {archs[0]} is not one tokenplan knows: modelled from its generic "
+                     "config fields (hidden_size, layers, heads, experts) without a check of its code")
     attention = None
     if kinds["full"] + kinds["sliding"]:
         attention, att_notes = _attention(r, hidden)

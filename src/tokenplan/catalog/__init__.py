@@ -7,6 +7,7 @@ known names.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import lru_cache
 from importlib import resources
@@ -17,7 +18,7 @@ import yaml
 from tokenplan.arch.hf_config import parse_hf_config
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.catalog.gpus import GpuEntry
-from tokenplan.errors import CatalogError, ConfigError
+from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import Gpu
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
 from tokenplan.perf.engine import EngineFacts, SglangBucket
@@ -66,6 +67,9 @@ def load_model(name_or_path: str) -> ModelSpec:
     path = Path(name_or_path)
     if path.is_dir():
         path = path / "config.json"
+    looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
+    if looks_like_path and not path.exists():
+        raise InputError("model", name_or_path, "a catalog name or an existing config.json (file not found)")
     if path.suffix == ".json" and path.exists():
         text, source, name = path.read_text(encoding="utf-8"), str(path), path.parent.name if path.name == "config.json" else path.stem
     else:
@@ -78,7 +82,9 @@ def load_model(name_or_path: str) -> ModelSpec:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(source, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
-    return parse_hf_config(raw, name, source)
+    spec = parse_hf_config(raw, name, source)
+    release = _launch_raw().get(name, {}).get("release_dtype") if source.startswith("catalog/") else None
+    return dataclasses.replace(spec, native_weight_dtype=release) if release else spec
 
 
 @lru_cache(maxsize=1)

@@ -21,16 +21,18 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
         print(json.dumps(rows, indent=2))
         return
     t = Table(header_style="bold")
-    for col in ("key", "name", "arch", "GiB", "TB/s", "BF16 TF", "FP8 TF", "FP4 TF", "scale-up (GB/s/dir)", "native", "$/GPU-h"):
+    for col in ("key", "name", "arch", "GiB", "TB/s", "BF16 TF", "FP8 TF", "FP4 TF", "scale-up (GB/s/dir)", "native", "$/GPU-h typical (range)"):
         t.add_column(col)
     for r in rows:
         f = r["dense_tflops"]
-        price = "—" if r["price"] is None else f"{r['price']['low']:.2f}–{r['price']['high']:.2f} ({r['price']['as_of']})"
+        price = "—" if r["price"] is None else (f"{r['price']['typical']:.2f} ({r['price']['low']:.2f}–"
+                                                 f"{r['price']['high']:.2f}, {r['price']['as_of']})")
         t.add_row(r["key"], r["name"], r["architecture"], f"{r['memory_gib']:.1f}", f"{r['hbm_tb_s']:.2f}",
                   f"{f.get('bf16', 0):,.0f}", f"{f.get('fp8', 0):,.0f}" if "fp8" in f else "—",
                   f"{f.get('fp4', 0):,.0f}" if "fp4" in f else "—", f"{r['scaleup']} {r['scaleup_gb_s']:,.0f}",
                   ",".join(r["native_dtypes"]), price)
-    Console().print(t)
+    _console().print(t)
+    Console(stderr=True).print("Sources of every figure: tokenplan catalog gpus --json (\"sources\").", style="dim")
 
 
 @catalog_app.command("models")
@@ -49,4 +51,10 @@ def models_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
         t.add_row(r["name"], r["architecture"], r["family"], f"{r['params_b']:.1f}", f"{r['active_params_b']:.1f}",
                   f"{r['kv_bytes_per_token']:,.0f}", f"{r['state_bytes_per_sequence'] / 2**20:,.1f}", str(r["mtp_layers"]),
                   "exact" if not r["approximations"] else "approx.: " + "; ".join(r["approximations"]))
-    Console().print(t)
+    _console().print(t)
+
+
+def _console() -> Console:
+    """The terminal's width, or a wide one when piped so that tables stay readable."""
+    console = Console()
+    return console if console.is_terminal else Console(width=200)

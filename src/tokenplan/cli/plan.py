@@ -24,7 +24,7 @@ def plan_cmd(
     max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Output cap (max_tokens) [default: 32768]"),
     engine: Optional[str] = typer.Option(None, "--engine", help="sglang, vllm or trtllm [default: sglang]"),
     price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD per GPU-hour, repeatable (e.g. b200=4.5)"),
-    spec: Optional[list[str]] = typer.Option(None, "--spec", help="Speculative settings to try: none, mtp:K[:TAU] (repeatable)"),
+    spec: Optional[list[str]] = typer.Option(None, "--spec", help="Speculative settings to try: none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3, dflash (repeatable)"),
     weight_dtype: Optional[list[str]] = typer.Option(None, "--weight-dtype", help="Restrict weight formats (repeatable; 4-bit only when named)"),
     kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="Restrict KV-cache formats (repeatable)"),
     job: Optional[str] = typer.Option(None, "--job", help="Job YAML (CLI options override it)"),

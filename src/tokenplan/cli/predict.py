@@ -21,9 +21,9 @@ def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dt
         conc = None
     else:
         try:
-            conc = float(concurrency)
+            conc = float(int(concurrency))
         except ValueError:
-            raise InputError("concurrency", concurrency, "a number > 0 or max") from None
+            raise InputError("concurrency", concurrency, "a whole number of requests ≥ 1, or max") from None
     return PredictRequest(model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
                           attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
                           concurrency=conc, spec=spec, engine=engine, memory_fraction=memory_fraction,
@@ -40,11 +40,11 @@ def predict_cmd(
     num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]"),
     tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"), ep: int = typer.Option(1, "--ep"),
     attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel (MoE)"),
-    weight_dtype: str = typer.Option("auto", "--weight-dtype", help="bf16, fp8, nvfp4, mxfp4, w4a16, auto"),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="bf16, fp8, auto"),
+    weight_dtype: str = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16"),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4"),
     isl: float = typer.Option(1024, "--isl", help="Input tokens"), osl: float = typer.Option(1024, "--osl", help="Output tokens"),
     concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight, or max (offline)"),
-    spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU], e.g. mtp:3:3.3"),
+    spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3"),
     engine: str = typer.Option("sglang", "--engine", help="sglang, vllm or trtllm"),
     memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
     max_running: Optional[int] = typer.Option(None, "--max-running"),

@@ -46,6 +46,9 @@ class SpecDecode:
 
 
 METHODS = ("mtp", "eagle", "eagle3", "dflash")
+# Longest draft the engines' defaults and published recipes use: SGLang EAGLE for Llama drafts 8
+# tokens, DFlash blocks are 16 (z-lab DFlash README); beyond that acceptance is negligible.
+MAX_DRAFT_TOKENS = 16
 
 # Acceptance priors per method and model family, where a measurement gives none
 # (shared notes generation-jobs.md "Speculative decoding at scale"): Qwen3.6-27B MTP with 3
@@ -75,12 +78,14 @@ def parse_spec(text: str) -> SpecDecode | None:
     if text in ("", "none", "off"):
         return None
     parts = text.split(":")
-    if parts[0] not in METHODS:
+    if parts[0] not in METHODS or len(parts) > 3:
         raise InputError("spec", text, "none, or METHOD:K[:TAU] with METHOD in " + ", ".join(METHODS))
     try:
         k = int(parts[1]) if len(parts) > 1 else 3
         tau = float(parts[2]) if len(parts) > 2 else prior_acceptance_length(parts[0], k)
     except ValueError:
         raise InputError("spec", text, "METHOD:K[:TAU] with K an integer and TAU a number") from None
+    if not 1 <= k <= MAX_DRAFT_TOKENS:
+        raise InputError("spec draft tokens", k, f"an integer from 1 to {MAX_DRAFT_TOKENS}")
     layers = 5 if parts[0] == "dflash" else 1
     return SpecDecode(parts[0], k, tau, layers)

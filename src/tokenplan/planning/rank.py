@@ -4,6 +4,7 @@ each, and how the all-TP layout compares with replicas."""
 from __future__ import annotations
 
 from tokenplan.planning.search import Candidate, OptionResult
+from tokenplan.planning.space import widest_tp
 from tokenplan.units import S_PER_DAY
 
 
@@ -58,16 +59,18 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
         tp_all, b = all_tp.get(r.option.label), r.best
         if b is None or r.option.count < 2:
             continue
+        n = widest_tp(r.option)
         if tp_all is None:
-            lines.append(f"TP{r.option.count} on {r.option.gpu.key} cannot run this model.")
+            lines.append(f"TP{n} on {r.option.gpu.key} cannot run this model.")
         elif tp_all.evaluation.config.layout == b.evaluation.config.layout:
-            lines.append(f"TP{r.option.count} is the right layout on {r.option.gpu.key}.")
+            lines.append(f"TP{n} is the right layout on {r.option.gpu.key}.")
         else:
             ratio = b.evaluation.output_tok_s_total / tp_all.evaluation.output_tok_s_total
             why = "; ".join(w for w in tp_all.evaluation.warnings if "replicated" in w)
             comm = tp_all.evaluation.steady.decode_step.comm_s / tp_all.evaluation.steady.decode_step.total_s
-            lines.append(f"TP{r.option.count} is not the best layout on {r.option.gpu.key}: "
+            lines.append(f"TP{n} is not the best layout on {r.option.gpu.key}: "
                          f"{b.evaluation.config.layout.describe()} gives {ratio:.2f}× its throughput "
-                         f"(TP{r.option.count}: {tp_all.evaluation.output_tok_s_total:,.0f} tok/s, "
+                         f"({tp_all.evaluation.config.layout.describe()}: "
+                         f"{tp_all.evaluation.output_tok_s_total:,.0f} tok/s, "
                          f"{comm:.0%} of each decode step in all-reduce" + (f", {why}" if why else "") + ").")
     return lines

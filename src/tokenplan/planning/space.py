@@ -29,6 +29,11 @@ class HardwareOption:
         return f"{self.count}× {self.gpu.key}"
 
 
+def widest_tp(option: HardwareOption) -> int:
+    """The largest TP group an option allows: all its GPUs, within one scale-up domain."""
+    return _powers_of_two_up_to(min(option.count, option.gpu.max_gpus_per_scaleup))[-1]
+
+
 def _powers_of_two_up_to(n: int) -> list[int]:
     out, p = [], 1
     while p <= n:
@@ -58,9 +63,13 @@ def layouts(model: ModelSpec, gpu: Gpu, count: int) -> list[Layout]:
 def weight_dtypes(model: ModelSpec, gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> list[Dtype]:
     """BF16, FP8 (near-lossless), the model's own release format — and 4-bit formats the chip
     runs natively only when asked for: they change the outputs a drafter or student learns from."""
+    native = Dtype(model.native_weight_dtype)
+    if native is not Dtype.BF16 and not allowed:
+        # A model released quantized (gpt-oss MXFP4, DeepSeek FP8) is served as released:
+        # re-quantizing it to another format changes its outputs and no recipe does it.
+        return [native]
     wanted = [Dtype.BF16, Dtype.FP8] + ([Dtype.NVFP4, Dtype.MXFP4] if allowed else [])
     out = [d for d in wanted if d is Dtype.BF16 or gpu.runs_natively(d)]
-    native = Dtype(model.native_weight_dtype)
     if native not in out:
         out.append(native)
     if allowed is not None:

@@ -91,15 +91,15 @@ def memory_table(m: dict) -> Table:
     """Per-GPU memory breakdown."""
     t = Table(title=f"memory per GPU · {m['gpu']} · {m['layout']}", show_header=False)
     t.add_column("part")
-    t.add_column("GiB", justify="right")
+    t.add_column("value", justify="right")
     for label, key in (("GPU memory", "gpu_bytes"), ("weights", "weight_bytes_per_gpu"),
                        ("engine reserve", "reserve_bytes"), ("KV cache pool", "kv_pool_bytes"),
                        ("state pool", "state_pool_bytes")):
-        t.add_row(label, f"{m[key] / GiB:,.2f}")
+        t.add_row(label, f"{m[key] / GiB:,.2f} GiB")
     t.add_row("KV bytes per token (model)", f"{m['kv_bytes_per_token']:,.0f} B")
     t.add_row("state per sequence (model)", f"{m['state_bytes_per_sequence'] / 2**20:,.1f} MiB")
     t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,.0f} tokens")
-    t.add_row("sequences at ISL+OSL", f"{m['max_sequences']:,.0f}")
+    t.add_row(f"sequences of ISL+OSL = {m['context_tokens']:,.0f} tokens", f"{m['max_sequences']:,.0f}")
     return t
 
 
