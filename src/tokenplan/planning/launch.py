@@ -35,24 +35,45 @@ def running_limit(ev: Evaluation) -> int:
 
 
 def client_concurrency(ev: Evaluation) -> int:
-    """Requests to keep in flight against one server serving all DP replicas: the batch of every
-    replica plus 10 % (at least 8) so that a finished request is replaced at once."""
-    total = running_limit(ev) * ev.config.layout.dp
+    """Requests to keep in flight per server endpoint: the batch of every replica that server
+    runs (all DP replicas behind one server, or one replica where each has its own server) plus
+    10 % (at least 8) so that a finished request is replaced at once."""
+    total = running_limit(ev) * (1 if servers_per_replica(ev) else ev.config.layout.dp)
     return total + max(8, math.ceil(0.1 * total))
+
+
+def servers_per_replica(ev: Evaluation) -> bool:
+    """True when each replica needs a server of its own: with EP or attention DP the engines'
+    ``--dp-size`` / ``--data-parallel-size`` mean attention ranks inside one expert group
+    (SGLang ``--enable-dp-attention``; vLLM ``--enable-expert-parallel`` spans TP × DP), not
+    independent replicas."""
+    lay = ev.config.layout
+    return lay.dp > 1 and (lay.ep > 1 or lay.attention_dp)
+
+
+def _with_note(ev: Evaluation, args: list[str]) -> str:
+    """Join the arguments into one shell command, after a comment line when each replica needs
+    its own server."""
+    command = " \\\n  ".join(args)
+    if not servers_per_replica(ev):
+        return command
+    dp = ev.config.layout.dp
+    return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
+            f"# and give each to tokenplan generate with its own --endpoint\n{command}")
 
 
 def sglang_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> str:
     """``python -m sglang.launch_server ...`` for the configuration."""
     c, lay = ev.config, ev.config.layout
     args = ["python -m sglang.launch_server", f"--model-path {repo}", f"--tp-size {lay.tp}"]
-    if lay.dp > 1:
+    if lay.attention_dp:  # attention DP across the TP ranks of one replica (SGLang DP-attention)
+        args.append(f"--dp-size {lay.tp} --enable-dp-attention")
+    elif lay.dp > 1 and not servers_per_replica(ev):
         args.append(f"--dp-size {lay.dp}")
     if lay.pp > 1:
         args.append(f"--pp-size {lay.pp}")
     if lay.ep > 1:
         args.append(f"--ep-size {lay.ep}")
-    if lay.attention_dp:
-        args.append("--enable-dp-attention")
     if c.weight_dtype.value != native_dtype and c.weight_dtype in _SGLANG_QUANT:
         args.append(f"--quantization {_SGLANG_QUANT[c.weight_dtype]}")
     if c.kv_dtype is Dtype.FP8:
@@ -70,16 +91,21 @@ def sglang_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object
     parser = _parser(parsers, "sglang")
     if parser:
         args.append(f"--reasoning-parser {parser}")
-    return " \\\n  ".join(args)
+    return _with_note(ev, args)
 
 
 def vllm_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> str:
     """``vllm serve ...`` for the configuration (vLLM keeps its own memory rule: the command
     sets ``--max-num-seqs`` to the plan's batch limit)."""
     c, lay = ev.config, ev.config.layout
-    args = ["vllm serve " + repo, f"--tensor-parallel-size {lay.tp}"]
-    if lay.dp > 1:
-        args.append(f"--data-parallel-size {lay.dp}")
+    ranks = 1
+    if lay.attention_dp:  # vLLM's DP attention: TP 1 per rank, DP ranks share one EP group
+        ranks = lay.tp
+        args = ["vllm serve " + repo, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]
+    else:
+        args = ["vllm serve " + repo, f"--tensor-parallel-size {lay.tp}"]
+        if lay.dp > 1 and not servers_per_replica(ev):
+            args.append(f"--data-parallel-size {lay.dp}")
     if lay.pp > 1:
         args.append(f"--pipeline-parallel-size {lay.pp}")
     if lay.ep > 1 or lay.attention_dp:
@@ -89,7 +115,7 @@ def vllm_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) 
     if c.kv_dtype is Dtype.FP8:
         args.append("--kv-cache-dtype fp8")
     args.append("--gpu-memory-utilization 0.92")
-    args.append(f"--max-num-seqs {running_limit(ev)}")
+    args.append(f"--max-num-seqs {math.ceil(running_limit(ev) / ranks)}")  # per engine rank
     if c.spec is not None:
         spec = {"method": "mtp" if c.spec.method == "mtp" else c.spec.method,
                 "num_speculative_tokens": c.spec.draft_tokens}
@@ -97,4 +123,4 @@ def vllm_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) 
     parser = _parser(parsers, "vllm")
     if parser:
         args.append(f"--reasoning-parser {parser}")
-    return " \\\n  ".join(args)
+    return _with_note(ev, args)
