@@ -163,7 +163,8 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
         n_chunks = prompt_tokens / chunk
         cycle = n_dec * dec_s + n_chunks * pre.total_s
         prefill_share = n_chunks * pre.total_s / cycle
-        own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2).total_s * math.ceil(isl.mean / chunk)
+        own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2,
+                        prompt_chunk_tokens=prompt_chunk).total_s * math.ceil(isl.mean / chunk)
     g = eff.prefill_wave_fraction
     queue = g * wave_queue_s(batch, isl.mean, pre_s_per_token) + (1.0 - g) * prefill_queue_s(own, prefill_share)
     ttft = eff.ttft_overhead_s + dec_s / 2 + own + queue
