@@ -154,7 +154,7 @@ def evaluation_dict(ev: Evaluation, model) -> dict:
         "output_tok_s_total": ev.output_tok_s_total, "output_tok_s_per_gpu": ev.output_tok_s_per_gpu,
         "roofline_output_tok_s_total": s.roofline_output_tok_s * lay.dp,
         "batch_per_replica": s.batch, "max_concurrency": s.limits.limit * lay.dp,
-        "batch_limit_reason": s.limits.reason,
+        "batch_limit_reason": s.batch_reason,
         "kv_bytes_per_token": kv_tok, "state_bytes_per_sequence": state_seq,
         "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_capacity_tokens": m.kv_capacity_tokens * lay.dp,
         "state_slots": None if m.state_slots is None else m.state_slots * lay.dp,

@@ -174,7 +174,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
         "output_tok_s_total": ev.output_tok_s_total, "output_tok_s_per_gpu": ev.output_tok_s_per_gpu,
         "wall_days": b.wall_s / S_PER_DAY, "drain_hours": b.time.drain_s / 3600,
         "gpu_hours": b.cost.gpu_hours, "usd": b.cost.usd, "usd_per_mtok": b.cost.usd_per_mtok,
-        "bottleneck": bottleneck_text(b), "batch_per_replica": s.batch, "batch_limit_reason": s.limits.reason,
+        "bottleneck": bottleneck_text(b), "batch_per_replica": s.batch, "batch_limit_reason": s.batch_reason,
         "tpot_ms": s.tpot_s * MS_PER_S, "ttft_ms": s.ttft_s * MS_PER_S,
         "weight_bytes_per_gpu": ev.memory.weight_bytes_per_gpu, "kv_capacity_tokens": ev.memory.kv_capacity_tokens,
         "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,

@@ -236,6 +236,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         dense_intermediate=dense_width, moe=moe, moe_layers=moe_layers, mtp_layers=mtp,
         ffn_matrices=2 if str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS else 3,
         native_weight_dtype=native,
+        max_context_tokens=r.int("max_position_embeddings", default=0, minimum=0) or None,
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
         vision_hidden=0 if language_only else int(vision.get("hidden_size", 0) or 0),
         approximations=tuple(notes),

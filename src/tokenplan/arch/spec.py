@@ -122,6 +122,7 @@ class ModelSpec:
             ones (Nemotron-H's squared-ReLU experts).
         native_weight_dtype: the dtype the checkpoint ships its weights in (``bf16``), or the
             experts' dtype when the release itself is quantized (gpt-oss: ``mxfp4``).
+        max_context_tokens: ``max_position_embeddings`` (tokens a request may span), or None.
         vision_layers, vision_hidden: the vision tower's depth and width of a multimodal
             checkpoint (0 = text-only); engines hold memory back for it.
         approximations: what tokenplan models only approximately (printed as warnings).
@@ -146,6 +147,7 @@ class ModelSpec:
     mtp_layers: int = 0
     ffn_matrices: int = 3
     native_weight_dtype: str = "bf16"
+    max_context_tokens: int | None = None
     vision_layers: int = 0
     vision_hidden: int = 0
     approximations: tuple[str, ...] = field(default=())

@@ -109,6 +109,8 @@ def load_engine(name: str) -> EngineFacts:
     running = e.pop("max_running_default", {})
     hybrid = e.pop("hybrid_state", {})
     e.pop("source", None)
+    if "vendors" in e:
+        e["vendors"] = tuple(e["vendors"])
     return EngineFacts(
         name=key, buckets=buckets,
         max_running_per_context_factor=running.get("per_context_factor", 0.0),

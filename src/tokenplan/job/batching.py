@@ -80,6 +80,12 @@ class SteadyState:
     roofline_output_tok_s: float
     warnings: tuple[str, ...] = field(default=())
 
+    @property
+    def batch_reason(self) -> str:
+        """What sets the running batch: the client's ``concurrency`` when it is below the
+        engine's limits, else the binding limit (``kv cache``, ``state slots``, ``engine cap``)."""
+        return "concurrency" if self.batch < self.limits.limit else self.limits.reason
+
 
 def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, isl: LengthDist,
                  osl: LengthDist, spec: SpecDecode | None) -> BatchLimits:
@@ -104,7 +110,7 @@ def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, is
     return BatchLimits(kv, state, float(engine), max(math.floor(candidates[reason]), 0.0), reason)
 
 
-def _draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
+def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
     """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head."""
     one = step_time(d, eff, batch, ctx)
     kernel = one.total_s - one.overhead_s
@@ -141,7 +147,7 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
     dec = step_time(d, eff, batch, ctx, query_tokens_per_seq=query)
-    dec_s = dec.total_s + (_draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
+    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
     n_dec = osl.mean / tau
     prompt_tokens = batch * isl.mean
     chunk = settings.chunk_tokens

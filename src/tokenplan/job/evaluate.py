@@ -117,6 +117,13 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if concurrency is not None and concurrency < 1:
         return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
                                  f"replica ({lay.dp} replicas)")
+    if gpu.vendor not in config.engine.vendors:
+        return Rejection(config, f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
+                                 f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}")
+    ctx = model.max_context_tokens
+    if ctx is not None and isl.mean + osl.mean > ctx:
+        return Rejection(config, f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
+                                 f"context of {ctx:,} tokens (max_position_embeddings)")
     why = layout_rejection(model, lay)
     if why:
         return Rejection(config, why)
@@ -134,7 +141,8 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
                            ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes)
     if not mem.fits:
         usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
-        return Rejection(config, f"does not fit: {mem.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU "
+        return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
+                                 f"{mem.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU "
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}")
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none")
@@ -145,6 +153,9 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
                                  f"({mem.kv_capacity_tokens:,.0f} tokens)")
+    if ctx is not None and isl.max + osl.max > ctx:
+        warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
+                        "context: the engine refuses them")
     rep = kv_replication(model, lay)
     if rep > 1:
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")

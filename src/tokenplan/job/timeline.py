@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenplan.job.batching import SteadyState
+from tokenplan.job.batching import SteadyState, draft_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -56,16 +56,28 @@ class JobTime:
 
 def _shrinking_decode_s(d: Deployment, eff: Efficiency, batch0: float, isl: LengthDist,
                         survival: tuple[tuple[float, float], ...], spec: SpecDecode | None) -> float:
-    """Decode time while the batch follows ``batch0 × survival(s)`` over generated tokens s."""
+    """Expected decode time while ``batch0`` requests finish along ``survival(s)`` (the share
+    still running after s generated tokens).
+
+    The phase lasts while *any* request runs: with n requests each still running with
+    probability f, that is ``p = 1 − (1 − f)^n``, and while it lasts ``n·f / p`` requests run on
+    average (never fewer than one). Each step also pays the draft when speculating.
+    """
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
+    n = max(batch0, 1.0)
     total = 0.0
     for (s0, f0), (s1, f1) in zip(survival, survival[1:]):
-        batch = batch0 * (f0 + f1) / 2
-        if batch < 1e-9:
+        f = (f0 + f1) / 2
+        p_any = 1.0 - (1.0 - f) ** n
+        if p_any < 1e-12:
             continue
+        running = max(n * f / p_any, 1.0)
         ctx = isl.mean + (s0 + s1) / 2
-        total += (s1 - s0) / tau * step_time(d, eff, max(batch, 1.0), ctx, query_tokens_per_seq=query).total_s
+        step = step_time(d, eff, running, ctx, query_tokens_per_seq=query).total_s
+        if spec is not None:
+            step += draft_s(d, eff, running, ctx, spec)
+        total += (s1 - s0) / tau * p_any * step
     return total
 
 

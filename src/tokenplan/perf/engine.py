@@ -32,6 +32,7 @@ class EngineFacts:
     display_name: str
     memory_mode: str
     mixed_prefill: bool
+    vendors: tuple[str, ...] = ("nvidia", "amd")
     memory_fraction: float = 0.9
     reserve_fixed_gib: float = 0.0
     reserve_base_mib: float = 0.0

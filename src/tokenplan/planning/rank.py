@@ -19,7 +19,7 @@ def describe(c: Candidate) -> str:
 def bottleneck_text(c: Candidate) -> str:
     """What bounds a configuration: the decode step's limit and what caps the batch."""
     s = c.evaluation.steady
-    return f"{s.decode_step.bottleneck}; batch {s.batch:.0f}/replica capped by {s.limits.reason}"
+    return f"{s.decode_step.bottleneck}; batch {s.batch:.0f}/replica capped by {s.batch_reason}"
 
 
 def fastest(results: list[OptionResult]) -> OptionResult | None:

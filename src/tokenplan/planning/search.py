@@ -91,6 +91,10 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts,
     for config in candidates(model, option, engine, specs, weight_allowed, kv_allowed, vision_cut):
         n += 1
         result = evaluate(model, option.gpu, config, eff, job.isl, job.osl, None)
+        per_replica = job.num_requests / config.layout.dp
+        if isinstance(result, Evaluation) and result.steady.batch > per_replica:
+            # A job smaller than one full batch never runs one: evaluate it at its own size.
+            result = evaluate(model, option.gpu, config, eff, job.isl, job.osl, per_replica)
         if isinstance(result, Rejection):
             reasons[f"{config.layout.describe()}: {result.reason}"] += 1
         else:
