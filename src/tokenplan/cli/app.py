@@ -13,3 +13,12 @@ app = typer.Typer(
 )
 catalog_app = typer.Typer(help="List the shipped GPU and model catalogs.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
+
+
+def console():
+    """A rich console: the terminal's width, or 200 columns when output goes to a file or a pipe
+    (where rich would otherwise assume 80 and squeeze the tables)."""
+    from rich.console import Console
+
+    out = Console()
+    return out if out.is_terminal else Console(width=200)

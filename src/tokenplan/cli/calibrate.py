@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tokenplan.api import PredictRequest
 from tokenplan.api_calibration import calibrate, calibration_dict
+from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 
@@ -71,7 +71,7 @@ def calibrate_command(
     if json_out:
         print(json.dumps(d, indent=2))
         return
-    console = Console()
+    console = wide_console()
     console.print(_factors_table(d))
     if d["cross_validation"]:
         console.print(_cv_table(d))
@@ -89,7 +89,7 @@ def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> 
     if json_out:
         print(json.dumps(outcome.data, indent=2))
         return
-    console = Console()
+    console = wide_console()
     console.print(fit_table(outcome.data))
     console.print(fit_levels_table(outcome.data))
     console.print(f"wrote {out}", markup=False)

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import catalog_app
 
 
@@ -31,7 +32,7 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
                   f"{f.get('bf16', 0):,.0f}", f"{f.get('fp8', 0):,.0f}" if "fp8" in f else "—",
                   f"{f.get('fp4', 0):,.0f}" if "fp4" in f else "—", f"{r['scaleup']} {r['scaleup_gb_s']:,.0f}",
                   ",".join(r["native_dtypes"]), price)
-    _console().print(t)
+    wide_console().print(t)
     Console(stderr=True).print("Sources of every figure: tokenplan catalog gpus --json (\"sources\").", style="dim")
 
 
@@ -51,10 +52,7 @@ def models_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
         t.add_row(r["name"], r["architecture"], r["family"], f"{r['params_b']:.1f}", f"{r['active_params_b']:.1f}",
                   f"{r['kv_bytes_per_token']:,.0f}", f"{r['state_bytes_per_sequence'] / 2**20:,.1f}", str(r["mtp_layers"]),
                   "exact" if not r["approximations"] else "approx.: " + "; ".join(r["approximations"]))
-    _console().print(t)
+    wide_console().print(t)
 
 
-def _console() -> Console:
-    """The terminal's width, or a wide one when piped so that tables stay readable."""
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
+

@@ -6,8 +6,8 @@ import json
 from typing import Optional
 
 import typer
-from rich.console import Console
 
+from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
 
@@ -54,9 +54,7 @@ def plan_cmd(
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    console = Console()
-    if not console.is_terminal:  # files and pipes get a width that keeps the table readable
-        console = Console(width=160)
+    console = wide_console()
     console.print(plan_table(result))
     console.print(throughput_text(data))
     console.print(plan_details(result))

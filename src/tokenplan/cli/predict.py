@@ -6,8 +6,8 @@ import json
 from typing import Optional
 
 import typer
-from rich.console import Console
 
+from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
 
@@ -93,6 +93,6 @@ def _emit(result: dict, as_json: bool, render) -> None:
     if "rejected" in result:
         raise InfeasibleError(f"configuration cannot run: {result['rejected']}")
     if not as_json:
-        console = Console()
+        console = wide_console()
         console.print(render(result))
         print_warnings(console, result.get("warnings", []))

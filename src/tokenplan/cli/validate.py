@@ -7,10 +7,10 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tokenplan.api_calibration import validate, validation_dict
+from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
 
@@ -73,7 +73,7 @@ def validate_command(
     if json_out:
         print(json.dumps(d, indent=2))
         return
-    console = Console()
+    console = wide_console()
     if rows:
         console.print(_rows_table(d))
     console.print(_summary_table(d))

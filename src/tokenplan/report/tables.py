@@ -41,8 +41,9 @@ def plan_details(result: dict) -> Group:
     if rec:
         best = next(o for o in result["options"] if o["option"] == rec["option"])
         parts.append(Text(f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']} "
-                          f"requests in flight (e.g. tokenplan generate --concurrency "
-                          f"{best['concurrency_per_endpoint']}):", style="bold"))
+                          f"requests in flight per server (the running limit plus 10 %, so a finished "
+                          f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
+                          style="bold"))
         parts.append(Text("SGLang:\n" + best["launch"]["sglang"]))
         parts.append(Text("vLLM:\n" + best["launch"]["vllm"]))
         if best["warnings"]:
