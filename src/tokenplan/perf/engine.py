@@ -57,6 +57,9 @@ class EngineFacts:
     vlm_memory_cut: bool = False
     offline_bench_tuning: bool = False
     reserves_whole_request: bool = False
+    profile_activation: bool = False
+    sampler_bytes_per_logit: float = 0.0
+    graph_estimate_mib_per_size: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,12 @@ class EngineSettings:
         chunk_tokens: prefill chunk / token budget per step.
         graph_max_bs: largest decode batch captured in a CUDA graph.
         max_running_cap: the engine's cap on running requests (None = derived from KV later).
+        profile_tokens, profile_seqs: tokens of the profiling forward and rows of its sampler
+            pass whose activation peak the engine holds back (vLLM: ``max_num_batched_tokens``
+            and ``max_num_seqs``; 0 = none); the model-dependent bytes are
+            ``perf.memory.profile_reserve_bytes``.
+        sampler_bytes_per_logit: bytes one vocabulary entry of one row holds in the sampler pass.
+        graph_estimate_bytes: the engine's CUDA-graph memory estimate (bytes; 0 = none).
     """
 
     memory_fraction: float
@@ -81,6 +90,10 @@ class EngineSettings:
     chunk_tokens: int
     graph_max_bs: int
     max_running_cap: int | None
+    profile_tokens: int = 0
+    profile_seqs: int = 0
+    sampler_bytes_per_logit: float = 0.0
+    graph_estimate_bytes: float = 0.0
 
 
 def _bucket(facts: EngineFacts, gpu_memory_bytes: float) -> SglangBucket:
@@ -124,8 +137,25 @@ def resolve_settings(
     large = gpu_memory_bytes >= facts.large_gpu_min_gib * GiB and architecture != "ampere"
     chunk = facts.chunk_tokens_large_gpu if large else facts.chunk_tokens_small_gpu
     cap = max_running or (facts.max_running_default_large_gpu if large else facts.max_running_default_small_gpu)
+    if not facts.profile_activation:
+        return EngineSettings(memory_fraction or facts.memory_fraction, facts.reserve_fixed_gib * GiB,
+                              facts.memory_mode == "free_fraction", chunk, facts.graph_max_bs, cap)
+    # vLLM: max_num_seqs is capped by max_num_batched_tokens (V2); CUDA graphs are captured up to
+    # min(2 × max_num_seqs, graph_max_bs, max_num_batched_tokens) (V5, V13).
+    seqs = min(cap, chunk)
+    graph_bs = min(2 * seqs, facts.graph_max_bs, chunk)
+    graphs = len(vllm_graph_capture_sizes(graph_bs)) * facts.graph_estimate_mib_per_size * MiB
     return EngineSettings(memory_fraction or facts.memory_fraction, facts.reserve_fixed_gib * GiB,
-                          facts.memory_mode == "free_fraction", chunk, facts.graph_max_bs, cap)
+                          facts.memory_mode == "free_fraction", chunk, graph_bs, cap, profile_tokens=chunk,
+                          profile_seqs=seqs, sampler_bytes_per_logit=facts.sampler_bytes_per_logit,
+                          graph_estimate_bytes=graphs)
+
+
+def vllm_graph_capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default CUDA-graph batch sizes up to ``max_size``:
+    ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`` (V5); 51 sizes at 512."""
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
+    return [s for s in sizes if s <= max_size]
 
 
 def sglang_default_running_cap(facts: EngineFacts, kv_tokens: float, context_len: float) -> int:

@@ -126,6 +126,41 @@ def _mtp_bytes(p: ParamCounts, weight_dtype: Dtype) -> float:
     return p.mtp * weight_dtype.bytes_per_element
 
 
+_ACTIVATION_BYTES = 2  # BF16 activations
+
+
+def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSettings) -> float:
+    """Memory an engine that sizes its KV cache after a profiling run holds back for that run's
+    peak and its CUDA graphs, on one GPU (bytes; vLLM ``gpu_worker.determine_available_memory``,
+    engine-facts §1 "Budget"):
+
+    - the dummy forward of ``profile_tokens`` tokens peaks in the MLP, with the layer input and
+      residual (2·h) and the FFN's up-projection output and its activation (``ffn_matrices`` ×
+      I per token, I sharded by TP) live at once; MoE layers count I = top_k × expert
+      intermediate (+ shared) and the fused kernel's top_k × h output buffer;
+    - the sampler pass over ``profile_seqs`` rows of logits over the whole vocabulary
+      (vocabulary-parallel logits are gathered on every rank) at ``sampler_bytes_per_logit``;
+    - the forward and the sampler run one after the other, so the peak is the larger of the two;
+    - plus the engine's CUDA-graph memory estimate.
+
+    Qwen3-32B TP1 on an H100 under vLLM: forward 8,192 × 2 B × (2·5,120 + 3·25,600) = 1.43 GB,
+    sampler 1,024 × 151,936 × 10 B = 1.56 GB, graphs 51 × 24 MiB = 1.28 GB → 2.84 GB.
+    """
+    if settings.profile_tokens <= 0:
+        return 0.0
+    h, tp = spec.hidden_size, layout.tp
+    per_token = 0.0
+    if spec.dense_ffn_layers > 0:
+        per_token = spec.ffn_matrices * spec.dense_intermediate / tp
+    if spec.moe is not None and spec.moe_layers > 0:
+        m = spec.moe
+        routed = spec.ffn_matrices * (m.top_k * m.expert_intermediate + m.shared_intermediate) / tp + m.top_k * h
+        per_token = max(per_token, routed)
+    forward = settings.profile_tokens * _ACTIVATION_BYTES * (2 * h + per_token)
+    sampler = settings.profile_seqs * spec.vocab_size * settings.sampler_bytes_per_logit
+    return max(forward, sampler) + settings.graph_estimate_bytes
+
+
 def memory_breakdown(
     spec: ModelSpec,
     gpu: Gpu,
@@ -146,10 +181,11 @@ def memory_breakdown(
             hybrid models; None where state and KV share one pool (vLLM, TRT-LLM).
     """
     weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp)
+    reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
     if settings.fraction_of_free:
-        usable = (gpu.memory_bytes - weights - settings.reserve_bytes) * settings.memory_fraction
+        usable = (gpu.memory_bytes - weights - reserve) * settings.memory_fraction
     else:
-        usable = gpu.memory_bytes * settings.memory_fraction - weights - settings.reserve_bytes
+        usable = gpu.memory_bytes * settings.memory_fraction - weights - reserve
     usable = max(usable, 0.0)
     heads = kv_heads_per_gpu(spec, layout)
     layers_per_stage = 1.0 / layout.pp

@@ -169,12 +169,43 @@ def test_llama_8b_max_sequences_is_capacity_over_context():
 
 def test_llama_8b_kv_capacity_on_h100_under_vllm():
     m = _breakdown("llama-3.1-8b", "h100-sxm", "vllm")
-    # vLLM: total × 0.92 − weights − 2 GiB (non-torch + CUDA graphs):
-    # 85,520,809,984 × 0.92 = 78,679,145,185.28; − 16,059,990,016 − 2,147,483,648 = 60,471,671,521.28
-    # → / 131,072 = 461,362.24 tokens (131,072 × 461,362 = 60,471,640,064; remainder 31,457.28).
-    pool = 85_520_809_984 * 0.92 - 16_059_990_016 - 2 * GiB
+    # vLLM: total × 0.92 − weights − non-torch − profiling peak − CUDA-graph estimate (engine-facts
+    # §1 "Budget"). H100 ≥ 70 GiB: max_num_batched_tokens 8,192, max_num_seqs 1,024 (V2).
+    #   profiling forward: 8,192 tokens × 2 B × (2·4,096 residual + input
+    #                      + 3·14,336 gate/up output and SiLU·mul output) = 8,192·2·51,200 = 838,860,800 B;
+    #   sampler pass:      1,024 rows × 128,256 vocab × 10 B (BF16 logits + FP32 copy + FP32 probs)
+    #                      = 1,313,341,440 B; the two run one after the other → peak 1,313,341,440 B;
+    #   CUDA graphs:       capture sizes up to min(2·1,024, 512) = 512: [1, 2, 4] + 8..248 step 8
+    #                      (31) + 256..512 step 16 (17) = 51 sizes × 24 MiB = 1,283,457,024 B;
+    #   non-torch:         0.5 GiB = 536,870,912 B.
+    # reserve = 1,313,341,440 + 1,283,457,024 + 536,870,912 = 3,133,669,376 B;
+    # pool = 85,520,809,984 × 0.92 − 16,059,990,016 − 3,133,669,376
+    #      = 78,679,145,185.28 − 19,193,659,392 = 59,485,485,793.28 B → / 131,072 = 453,838.24 tokens.
+    reserve = 1_313_341_440 + 1_283_457_024 + 536_870_912
+    assert reserve == 3_133_669_376
+    pool = 85_520_809_984 * 0.92 - 16_059_990_016 - reserve
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(461_362.24, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(453_838.24, abs=0.01)
+
+
+def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
+    # Qwen3-32B (h 5,120, FFN 25,600, vocab 151,936) TP1 on H100 under vLLM:
+    #   forward 8,192 × 2 × (2·5,120 + 3·25,600) = 8,192·2·87,040 = 1,426,063,360 B;
+    #   sampler 1,024 × 151,936 × 10 = 1,555,824,640 B (the larger: the peak);
+    #   + graphs 1,283,457,024 + non-torch 536,870,912 → 3,376,152,576 B.
+    gpu = load_gpu("h100-sxm")
+    settings = resolve_settings(load_engine("vllm"), gpu.memory_bytes, 1, 1, False)
+    assert (settings.profile_tokens, settings.profile_seqs) == (8192, 1024)
+    m = memory_breakdown(load_model("qwen3-32b"), gpu, Layout(), Dtype.BF16, Dtype.BF16, settings, None)
+    reserve = 1_555_824_640 + 1_283_457_024 + 536_870_912
+    assert reserve == 3_376_152_576
+    assert m.kv_pool_bytes == pytest.approx(85_520_809_984 * 0.92 - m.weight_bytes_per_gpu - reserve, rel=1e-12)
+    # A smaller token budget (A100 80 GB: 2,048 tokens, 256 seqs, V2) shrinks both terms:
+    #   forward 2,048·2·87,040 = 356,515,840; sampler 256 × 151,936 × 10 = 388,956,160 (peak);
+    #   graphs up to min(2·256, 512, 2,048) = 512 → 51 sizes, the same 1,283,457,024.
+    small = resolve_settings(load_engine("vllm"), gpu.memory_bytes, 1, 1, False, architecture="ampere")
+    a100 = memory_breakdown(load_model("qwen3-32b"), gpu, Layout(), Dtype.BF16, Dtype.BF16, small, None)
+    assert a100.kv_pool_bytes - m.kv_pool_bytes == pytest.approx(1_555_824_640 - 388_956_160, rel=1e-12)
 
 
 def test_tp2_kv_capacity_counts_both_gpus():
