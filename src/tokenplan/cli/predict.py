@@ -12,7 +12,8 @@ from tokenplan.cli.app import app
 
 
 def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl, concurrency,
-             spec, engine, memory_fraction, max_running, calibration, kv_offload_gib=0.0):
+             spec, engine, memory_fraction, max_running, calibration, kv_offload_gib=0.0, isl_sigma=0.0,
+             osl_sigma=0.0, max_tokens=None):
     from tokenplan.api import PredictRequest
     from tokenplan.errors import InputError
 
@@ -27,7 +28,8 @@ def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dt
     return PredictRequest(model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
                           attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
                           concurrency=conc, spec=spec, engine=engine, memory_fraction=memory_fraction,
-                          max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib)
+                          max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib,
+                          isl_sigma=isl_sigma, osl_sigma=osl_sigma, osl_cap=max_tokens)
 
 
 _MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
@@ -50,6 +52,9 @@ def predict_cmd(
     max_running: Optional[int] = typer.Option(None, "--max-running"),
     calibration: Optional[str] = typer.Option(None, "--calibration"),
     kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
+    isl_sigma: float = typer.Option(0.0, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl)"),
+    osl_sigma: float = typer.Option(0.0, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl)"),
+    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Output cap with --osl-sigma"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
@@ -58,7 +63,7 @@ def predict_cmd(
 
     result = predict(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
                               concurrency, spec, engine, memory_fraction, max_running, calibration,
-                              kv_offload_gib))
+                              kv_offload_gib, isl_sigma, osl_sigma, max_tokens))
     _emit(result, as_json, predict_table)
 
 
