@@ -24,7 +24,7 @@ from tokenplan.bench.sweep import LevelResult, Sweep, SweepSettings, level_dict
 from tokenplan.bench.workload import (SideRequestFailed, Workload, calibrate_words, dataset_workload,
                                       probe_messages, random_workload_approx, random_workload_exact)
 from tokenplan.calibration.fitted_range import fitted_on
-from tokenplan.calibration.from_runs import RunFit, fit_run, linear_step_law, predicted_step_s
+from tokenplan.calibration.from_runs import RunFit, fit_run, linear_step_law, median_abs_error, predicted_step_s
 from tokenplan.calibration.validate import Case
 from tokenplan.client.openai import OpenAIClient, RequestFailed
 from tokenplan.errors import ConfigError, InputError, ServerError
@@ -226,14 +226,30 @@ def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
     return out
 
 
+POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: warn
+
+
+def poor_fit_warning(error: float | None, levels: int) -> str | None:
+    """The warning for a fit whose median |predicted / measured − 1| (output tok/s per GPU)
+    over ``levels`` levels exceeds :data:`POOR_FIT`; None for a fit within it (or no figure)."""
+    if error is None or error <= POOR_FIT:
+        return None
+    return (f"the fitted profile reproduces the measured throughput poorly: median |predicted/measured − 1| "
+            f"= {error * 100:,.0f} % over {levels} level{'s' if levels != 1 else ''} (output tok/s per GPU); "
+            "check --config, --gpu, --num-gpus, the layout and dtypes against the server. The profile is "
+            "written anyway, its fitted_on.median_abs_error says so")
+
+
 @dataclass
 class FitOutcome:
-    """A fit to measured levels: the cases, the fit, the profile JSON and the ``--json`` dict."""
+    """A fit to measured levels: the cases, the fit, the profile JSON and the ``--json`` dict,
+    and warnings (a fit that does not reproduce the levels it was fitted on)."""
 
     cases: list[Case]
     fit: RunFit
     profile: dict
     data: dict
+    warnings: list[str] = field(default_factory=list)
 
     def model_step_s(self, batch: float) -> float:
         """The fitted model's decode step time (seconds) at ``batch`` running sequences."""
@@ -258,14 +274,18 @@ def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: st
                "osl_tokens": c.measurement.osl_tokens} for c in cases]
     provenance = (f"fit by `{command}` on {len(cases)} levels ({source}) of {case0.engine} serving {desc.model} "
                   f"on {desc.num_gpus}× {desc.gpu}")
+    error = median_abs_error(run.levels)
     profile = {"default": eff.as_dict(), "groups": {case0.group: eff.as_dict()},
                "uncertainty": {f"{case0.group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
-               "provenance": provenance, "fitted_on": fitted_on(ranges, identity, source)}
+               "provenance": provenance,
+               "fitted_on": {**fitted_on(ranges, identity, source), "median_abs_error": error}}
     law = linear_step_law(step_points)
-    outcome = FitOutcome(cases, run, profile, {})
+    warning = poor_fit_warning(error, len(run.levels))
+    outcome = FitOutcome(cases, run, profile, {}, [] if warning is None else [warning])
     outcome.data = {
         "factors": {k: {"value": v, "uncertainty": None if math.isnan(s) else s} for k, (v, s) in run.factors.items()},
         "at_bound": list(run.at_bound), "converged": run.converged, "max_running": desc.max_running,
+        "median_abs_error": error, "warnings": list(outcome.warnings),
         "levels": [{"concurrency": lf.concurrency, "batch": lf.batch,
                     "predicted_tpot_s": lf.tpot_s[0], "measured_tpot_s": lf.tpot_s[1],
                     "predicted_ttft_s": lf.ttft_s[0], "measured_ttft_s": lf.ttft_s[1],

@@ -10,7 +10,13 @@ Usage::
 
 Rerunning the same request on the same ``out_dir`` continues where the last run stopped (see
 :mod:`tokenplan.runner.rundir`). The API key is read from the environment variable named by
-``api_key_env`` and is never logged or written.
+``api_key_env`` (default: ``OPENAI_API_KEY`` when set; a local server needs none) and is never
+logged or written.
+
+Everything that can be checked without a server is checked before anything is sent
+(:func:`check_request`): the input files, a named API-key variable, the plan file, ``--export``
+and ``--out``. A failed export at the end does not lose the run: the records stay in the run
+directory and the result carries ``export_error``.
 """
 
 from __future__ import annotations
@@ -30,15 +36,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.client.retry import RetryPolicy, deadline_s
-from tokenplan.errors import ConfigError, InputError, RunDirError
+from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
 from tokenplan.runner.export import export_parquet
+from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import count_rows, expand_inputs, read_rows
+from tokenplan.runner.rows import ReadStats, count_rows, expand_inputs, read_rows
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
 
 
 class GenerateRequest(BaseModel):
@@ -65,7 +73,7 @@ class GenerateRequest(BaseModel):
     plan: Path | None = None
     export: Path | None = None
     force: bool = False
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
     max_attempts: int = Field(default=6, ge=1)
     retry_base_delay_s: float = Field(default=1.0, ge=0)
@@ -101,11 +109,17 @@ class GenerateRequest(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class PlanHint:
-    """What ``generate`` reads from ``tokenplan plan --json``: ``recommended.*``."""
+    """What ``generate`` reads from ``tokenplan plan --json``: ``recommended.*`` and the
+    top-level ``model`` the plan was made for (a catalog name; None when absent)."""
 
     concurrency_per_endpoint: int | None
     output_tok_s_total: float | None
     num_replicas: int | None
+    model: str | None = None
+
+
+class ExportError(TokenplanError):
+    """``--export`` failed after the run; every record is still in the run directory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +143,8 @@ class GenerateResult:
     summary: dict[str, Any]
     export_rows: int | None
     notes: list[str] = field(default_factory=list)
+    export_error: str | None = None  # why --export failed at the end (the run itself is kept)
+    blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
 
 
 def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
@@ -145,9 +161,10 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
         raise ConfigError(str(path), "file", f"not JSON ({problem})") from None
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
+    model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else None
     recommended = data.get("recommended")
     if not isinstance(recommended, dict):
-        return PlanHint(None, None, None), [f"{path}: no 'recommended' section; using the defaults"]
+        return PlanHint(None, None, None, model), [f"{path}: no 'recommended' section; using the defaults"]
     notes, values = [], {}
     for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
         value = recommended.get(key)
@@ -156,7 +173,65 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
         else:
             values[key] = None
             notes.append(f"{path}: recommended.{key} is absent or not a positive number")
-    return PlanHint(**values), notes
+    return PlanHint(**values, model=model), notes
+
+
+def _model_key(name: str) -> str:
+    """``"/models/Qwen/Qwen3.6-27B/"`` → ``"qwen3.6-27b"``: the last path component, lower case."""
+    return name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def plan_model_mismatch(plan_model: str | None, model: str) -> bool:
+    """Whether the plan's model plainly differs from the served ``model``: their last path
+    components (case-insensitive) differ and neither contains the other. Served names often
+    differ from catalog names (``qwen3.6-27b`` vs ``Qwen/Qwen3.6-27B-FP8``), so a containment
+    counts as the same model."""
+    if not plan_model:
+        return False
+    a, b = _model_key(plan_model), _model_key(model)
+    return not (a in b or b in a)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What :func:`check_request` found: input files, API key, plan, notes and warnings."""
+
+    files: list[Path]
+    api_key: str | None
+    hint: PlanHint
+    notes: list[str]
+    warnings: list[str]
+
+
+def check_request(request: GenerateRequest) -> Checked:
+    """Everything that can be checked before sending anything, cheapest first; the run
+    directory is created last, only when every other check passed.
+
+    Raises:
+        InputError: no input file, a named ``api_key_env`` that is unset, an ``export`` path
+            that cannot be written, an ``out_dir`` that is a file or cannot be created.
+        ConfigError: an unreadable plan file.
+    """
+    files = expand_inputs(request.inputs)
+    if request.api_key_env is None:
+        api_key = os.environ.get(DEFAULT_API_KEY_ENV) or None
+    else:
+        api_key = os.environ.get(request.api_key_env) or None
+        if api_key is None:
+            raise InputError("--api-key-env", request.api_key_env,
+                             "the name of a set, non-empty environment variable holding the API key "
+                             f"(${request.api_key_env} is unset or empty; leave --api-key-env out "
+                             "for a server that needs no key)")
+    hint, notes, warnings = PlanHint(None, None, None), [], []
+    if request.plan is not None:
+        hint, notes = read_plan(request.plan)
+        if plan_model_mismatch(hint.model, request.model):
+            warnings.append(f"the plan {request.plan} was made for model {hint.model!r}, but --model is "
+                            f"{request.model!r}: its concurrency and throughput may not fit this model")
+    if request.export is not None:
+        check_output_file(request.export, "--export", "a Parquet file path")
+    check_run_dir(request.out_dir, "--out")
+    return Checked(files, api_key, hint, notes, warnings)
 
 
 def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
@@ -167,39 +242,48 @@ def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]
             "inputs": [{"name": f.name, "size_bytes": f.stat().st_size} for f in files]}
 
 
-def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None) -> GenerateResult:
+def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
+             on_warning: Callable[[str], None] | None = None) -> GenerateResult:
     """Run (or continue) the job; return when every unit is settled or the run was stopped.
 
+    :func:`check_request` runs first; its warnings (a plan made for another model) go to
+    ``on_warning`` before anything is sent, or into the result's ``notes`` without it.
     SIGINT/SIGTERM (when called from the main thread) stop sending, give in-flight requests
     ``grace_s`` seconds, flush and return with ``interrupted=True``; a second signal cancels at once.
+    A failed ``export`` does not raise: the result carries ``export_error``.
 
     Raises:
-        InputError: a bad input path or option.
+        InputError: a bad input path or option, a named API-key variable that is unset, an
+            ``out_dir`` or ``export`` path that cannot be written (all before sending anything).
         ConfigError: an unreadable plan file.
         RunDirError: ``out_dir`` holds another job (use ``force``), or is damaged.
         ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
             endpoint down for ``max_all_down_s``.
     """
-    return asyncio.run(_generate(request, on_progress))
+    checked = check_request(request)
+    notes = list(checked.notes)
+    for warning in checked.warnings:
+        if on_warning is not None:
+            on_warning(warning)
+        else:
+            notes.append(f"warning: {warning}")
+    return asyncio.run(_generate(request, checked, notes, on_progress))
 
 
-async def _generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None) -> GenerateResult:
-    notes: list[str] = []
-    hint = PlanHint(None, None, None)
-    if request.plan is not None:
-        hint, notes = read_plan(request.plan)
+async def _generate(request: GenerateRequest, checked: Checked, notes: list[str],
+                    on_progress: Callable[[Snapshot], None] | None) -> GenerateResult:
+    hint, files = checked.hint, checked.files
     concurrency = request.concurrency or hint.concurrency_per_endpoint or DEFAULT_CONCURRENCY
     if request.concurrency is None:
         source = "the plan" if hint.concurrency_per_endpoint else "the default"
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = Sampling(request.max_tokens, request.temperature, request.top_p, request.top_k, request.seed,
                         None if request.thinking is None else request.thinking == "on", request.extra_body)
-    files = expand_inputs(request.inputs)
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
     pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,
                                                         request.probe_interval_s, request.max_all_down_s),
-                        api_key=os.environ.get(request.api_key_env) or None)
+                        api_key=checked.api_key)
     try:
         await pool.check_health(request.model)
         job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
@@ -210,16 +294,17 @@ async def _generate(request: GenerateRequest, on_progress: Callable[[Snapshot], 
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
         dispatcher = Dispatcher(job, pool, rundir, progress, on_progress)
         stop = asyncio.Event()
+        read_stats = ReadStats()
         with _stop_on_signals(stop):
-            tally = await dispatcher.run(read_rows(files), stop)
+            tally = await dispatcher.run(read_rows(files, read_stats), stop)
     finally:
         await pool.aclose()
         rundir.close()
-    return _finish(request, rundir.path, tally, progress, notes)
+    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines)
 
 
 def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: Progress,
-            notes: list[str]) -> GenerateResult:
+            notes: list[str], blank_lines: int = 0) -> GenerateResult:
     counts = count_outcomes(run_dir)
     accounted = counts["stored"] + counts["skipped"] + counts["errors"]
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
@@ -229,18 +314,24 @@ def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: 
                           f"{tally.units_seen} units ({counts['duplicates']} duplicate records)")
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
     summary = {"model": request.model, "units_total": tally.units_seen, **counts,
-               "rejected_rows": tally.rejected_rows, "already_done": tally.already_done,
+               "rejected_rows": tally.rejected_rows, "blank_lines": blank_lines,
+               "already_done": tally.already_done,
                "interrupted": tally.stopped, "elapsed_s": snapshot.elapsed_s,
                "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
                "plan_output_tok_s": progress.plan_output_tok_s,
                "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    export_rows = None
+    export_rows, export_error = None, None
     if request.export is not None and not tally.stopped:
-        export_rows = export_parquet(run_dir, request.export)
+        try:
+            export_rows = export_parquet(run_dir, request.export)
+        except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
+            why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
+            export_error = (f"--export {str(request.export)!r} failed ({why}); every "
+                            f"record is kept in {run_dir}: rerun the same command to export again")
     return GenerateResult(run_dir, tally.units_seen, counts["stored"], counts["skipped"], counts["errors"],
                           tally.rejected_rows, tally.already_done, counts["duplicates"], tally.stopped,
-                          accounting_ok, summary, export_rows, notes)
+                          accounting_ok, summary, export_rows, notes, export_error, blank_lines)
 
 
 def count_outcomes(run_dir: Path) -> dict[str, int]:

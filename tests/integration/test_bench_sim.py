@@ -100,6 +100,8 @@ def test_fitted_model_reproduces_the_server_step_time(sweep):
     assert 0.00010 < factors["per_sequence_overhead_s"]["value"] < 0.00022
     assert fit.profile["fitted_on"]["concurrency_max"] == 64
     assert fit.data["max_running"] == CAP  # the observed cap was used
+    # It reproduces the throughput it was fitted on (within 15 % at the median): no warning.
+    assert fit.profile["fitted_on"]["median_abs_error"] < 0.15 and fit.warnings == []
 
 
 def _cli(*args, timeout=120):
@@ -177,3 +179,57 @@ def test_duration_mode_stops_sending_after_the_duration(tmp_path):
     # 4 requests of 8 steps × 10.4 ms ≈ 83 ms each: ~12 rounds in 1 s, then the last round drains
     assert 1.0 <= lv["duration_s"] < 1.3
     assert 40 <= lv["requests"] <= 56
+
+
+def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):
+    # The endpoint is unreachable: had the paths passed, that would be the error.
+    for option, value, what in (("--save", "/nonexistent/x.json", "a JSON file path"),
+                                ("--plot", "/nonexistent/x.png", "a PNG file path")):
+        r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1", option, value)
+        assert (r.returncode, r.stderr) == (2, f"error: {option} {value!r} is not allowed (allowed: {what} in an "
+                                               "existing, writable directory; /nonexistent does not exist)\n")
+    r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1", "--fit",
+             "-o", str(tmp_path), "--config", "qwen3.6-27b", "--gpu", "h100-sxm")
+    assert r.returncode == 2 and r.stderr.startswith(f"error: --out {str(tmp_path)!r} is not allowed")
+    r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1,,2")
+    assert (r.returncode, r.stderr) == (2, "error: concurrency '1,,2' is not allowed (allowed: comma-separated "
+                                           "integers ≥ 1 with no empty entry, e.g. 1,4,16,64)\n")
+
+
+def test_a_save_that_fails_at_the_end_prints_the_measurement_instead(sweep, tmp_path, monkeypatch, capsys):
+    import tokenplan.cli.bench as bench_cli
+    from tokenplan.cli import main
+
+    outcome = sweep[0]
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps(outcome.data))
+    monkeypatch.setattr(bench_cli, "check_output_file", lambda *args: None)  # the directory vanished meanwhile
+    monkeypatch.setattr(sys, "argv", ["tokenplan", "bench", "--from-json", str(saved), "--save", "/nonexistent/x.json",
+                                      "--plot", "/nonexistent/x.png"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    assert exited.value.code == 2 and "Traceback" not in captured.err
+    assert json.loads(captured.out) == json.loads(saved.read_text())  # every level, on stdout
+    assert captured.err == ("error: could not write --save '/nonexistent/x.json': No such file or directory; "
+                            "--plot '/nonexistent/x.png': No such file or directory; the bench JSON is printed "
+                            "on stdout\n")
+
+
+def test_a_fit_far_from_the_measurement_warns_with_the_figure_and_still_writes(sweep, tmp_path):
+    outcome, _, _, config = sweep
+    # The throughput the levels report, 80× below what their TPOT implies (e.g. a wrong GPU count):
+    # the fit follows TPOT, so each level's predicted tok/s per GPU is ~80× the measured one.
+    data = json.loads(json.dumps(outcome.data))
+    for lv in data["levels"]:
+        lv["output_tok_s"] /= 80
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps(data))
+    profile = tmp_path / "p.json"
+    r = _cli("bench", "--from-json", str(saved), "--fit", "-o", str(profile), "--config", str(config),
+             "--gpu", "h100-sxm", "--engine", "vllm")
+    assert r.returncode == 0, r.stderr
+    (warning,) = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    error = json.loads(profile.read_text())["fitted_on"]["median_abs_error"]
+    assert error == pytest.approx(79, rel=0.2)  # |80 × (1 ± 15 %) − 1|
+    assert f"median |predicted/measured − 1| = {error * 100:,.0f} % over 4 levels" in warning

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -58,3 +59,60 @@ def test_ctrl_c_stops_resumably_and_the_same_command_finishes(tmp_path: Path) ->
         second = subprocess.run([*command[:-4], "--concurrency", "64"], capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stderr
     assert "2,000 = 2,000 stored + 0 skipped + 0 errors  [ok]" in second.stdout
+
+
+def _generate(tmp_path: Path, *options: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    data = _rows(tmp_path / "in.jsonl", 1)
+    return subprocess.run([*CLI, str(data), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *options],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def _one_line_exit_2(done: subprocess.CompletedProcess, expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == expected + "\n" and "Traceback" not in done.stderr
+
+
+def test_an_out_dir_that_cannot_be_made_or_is_a_file_is_refused_before_sending(tmp_path: Path) -> None:
+    # Had the checks passed, the unreachable endpoint would be the error: these come first.
+    if Path("/proc/self").exists():
+        _one_line_exit_2(_generate(tmp_path, "--out", "/proc/forbidden"),
+                         "error: --out '/proc/forbidden' is not allowed (allowed: a directory to create or reuse "
+                         "(cannot create it: No such file or directory))")
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    _one_line_exit_2(_generate(tmp_path, "--out", str(afile)),
+                     f"error: --out {str(afile)!r} is not allowed (allowed: a directory to create or reuse; "
+                     "this path is an existing file)")
+    assert afile.read_text() == "keep me"
+
+
+def test_an_export_path_is_checked_before_the_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _one_line_exit_2(_generate(tmp_path, "--out", str(run), "--export", "/nonexistent/dir/x.parquet"),
+                     "error: --export '/nonexistent/dir/x.parquet' is not allowed (allowed: a Parquet file path in "
+                     "an existing, writable directory; /nonexistent/dir does not exist)")
+    _one_line_exit_2(_generate(tmp_path, "--out", str(run), "--export", str(tmp_path)),
+                     f"error: --export {str(tmp_path)!r} is not allowed (allowed: a Parquet file path in an "
+                     "existing, writable directory; this path is a directory)")
+    assert not run.exists()  # nothing made for a command that was refused
+
+
+def test_a_named_api_key_variable_that_is_unset_is_refused(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NOPE_UNSET", "OPENAI_API_KEY")}
+    _one_line_exit_2(_generate(tmp_path, "--out", str(tmp_path / "run"), "--api-key-env", "NOPE_UNSET", env=env),
+                     "error: --api-key-env 'NOPE_UNSET' is not allowed (allowed: the name of a set, non-empty "
+                     "environment variable holding the API key ($NOPE_UNSET is unset or empty; leave "
+                     "--api-key-env out for a server that needs no key))")
+    # The default variable may be unset (a local server needs no key): it goes on to the server.
+    _one_line_exit_2(_generate(tmp_path, "--out", str(tmp_path / "run"), env=env),
+                     "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)")
+
+
+def test_a_plan_for_another_model_is_a_warning_before_sending(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"model": "qwen3.6-27b", "recommended": {"concurrency_per_endpoint": 48}}))
+    done = _generate(tmp_path, "--out", str(tmp_path / "run"), "--plan", str(plan))
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"warning: the plan {plan} was made for model 'qwen3.6-27b', but --model is 'm': its concurrency and "
+        "throughput may not fit this model",
+        "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)"]

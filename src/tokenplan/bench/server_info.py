@@ -181,7 +181,8 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     ``running_max``/``waiting_mean`` where the server reports them). The cap is where throughput
     flattens — the first level whose output tok/s gains less than ``FLAT_GAIN`` over the level
     before — and, where the server reports its queue, the most requests it ran at a level whose
-    queue grew (mean waiting > ``QUEUE_REQUESTS``): that is the batch it will not exceed.
+    queue grew (mean waiting > ``QUEUE_REQUESTS`` while it never ran all the level's requests at
+    once): that is the batch it will not exceed.
 
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
@@ -195,7 +196,10 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     queue_at = running_cap = None
     for lv in ordered:
         server = lv.get("server") or {}
-        if (server.get("waiting_mean") or 0.0) > QUEUE_REQUESTS and server.get("running_max") is not None:
+        # A server that ran every request in flight at once has no cap below that: its waiting
+        # requests were only arrivals between two steps (admission latency), not a queue.
+        if ((server.get("waiting_mean") or 0.0) > QUEUE_REQUESTS and server.get("running_max") is not None
+                and server["running_max"] < lv["concurrency"]):
             queue_at = lv["concurrency"] if queue_at is None else queue_at
             running_cap = max(running_cap or 0.0, server["running_max"])
     source = "metrics" if running_cap is not None else ("throughput" if flat_at is not None else None)

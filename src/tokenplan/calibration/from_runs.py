@@ -163,6 +163,15 @@ def fit_run(cases: list[Case], base: Efficiency | None = None) -> RunFit:
     return RunFit(eff, factors, at_bound, tuple(level_fit(c, eff) for c in cases), converged)
 
 
+def median_abs_error(levels: tuple[LevelFit, ...] | list[LevelFit]) -> float | None:
+    """Median over levels of ``|predicted / measured − 1|`` of output tok/s per GPU: how far the
+    fitted model is from what it was fitted on (0.5 = half off; 79.5 = predicts 80.5×). None
+    when no level has a measured, positive throughput and a finite prediction."""
+    errors = [abs(pred / meas - 1.0) for pred, meas in (lv.output_tok_s_per_gpu for lv in levels)
+              if meas is not None and meas > 0 and pred is not None and math.isfinite(pred)]
+    return percentile(errors, 50) if errors else None
+
+
 def predicted_step_s(case: Case, eff: Efficiency, batch: float) -> float:
     """The model's decode step time (seconds) of the case's deployment at ``batch`` running
     sequences, at the case's running mean context (ISL + OSL/2 for fixed lengths).

@@ -12,10 +12,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenplan.api import PredictRequest
+from tokenplan.api import PredictRequest, build_config
 from tokenplan.api_bench import BenchRequest, bench, fit_bench, read_bench_json
 from tokenplan.cli.app import app
-from tokenplan.errors import InputError, ServerError
+from tokenplan.errors import InputError, ServerError, TokenplanError
+from tokenplan.runner.paths import check_output_file
+
+
+class OutputLost(TokenplanError):
+    """A --save, --plot or -o file could not be written at the end; the results went to stdout."""
 
 
 def _ms(d: dict, key: str) -> str:
@@ -67,13 +72,33 @@ def fit_levels_table(fit: dict) -> Table:
 
 
 def _concurrencies(text: str) -> tuple[int, ...]:
+    """``"1,4, 16"`` → ``(1, 4, 16)``; an empty entry (``"1,,2"``, ``"1,2,"``) is refused, not dropped."""
+    allowed = "comma-separated integers ≥ 1 with no empty entry, e.g. 1,4,16,64"
     try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
+        values = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise InputError("concurrency", text, "comma-separated integers ≥ 1, e.g. 1,4,16,64") from None
+        raise InputError("concurrency", text, allowed) from None
     if not values or min(values) < 1:
-        raise InputError("concurrency", text, "comma-separated integers ≥ 1, e.g. 1,4,16,64")
+        raise InputError("concurrency", text, allowed)
     return values
+
+
+def cap_text(data: dict) -> str | None:
+    """The ``cap:`` line: where throughput flattens, the queue grows and the most requests the
+    server ran — "not reached in this sweep" where the sweep did not get there (and "not
+    measured" for the queue and running count without /metrics). None when no cap was seen."""
+    cap = data.get("cap") or {}
+    if not cap.get("source"):
+        return None
+    metrics = (data.get("server") or {}).get("metrics", True)
+    unseen = "not reached in this sweep" if metrics else "not measured (no /metrics)"
+    flat, queue, running = (cap.get("flattens_at_concurrency"), cap.get("queue_grows_at_concurrency"),
+                            cap.get("max_running_requests"))
+    parts = [f"throughput flattens at concurrency {flat}" if flat is not None
+             else "throughput flattening not reached in this sweep",
+             f"queue grows at {queue}" if queue is not None else f"queue growth {unseen}",
+             f"server runs at most {running}" if running is not None else f"running-request limit {unseen}"]
+    return f"cap: {', '.join(parts)} (from {cap['source']})"
 
 
 def _progress(level: dict) -> None:
@@ -117,44 +142,90 @@ def bench_command(
     """Measure a live OpenAI-compatible server over a concurrency sweep (and fit the planner to it)."""
     if fit and (out is None or config is None or gpu is None):
         raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+    # Every check that needs no server comes before the sweep, so a typo costs no measurement.
+    levels = None if from_json is not None else _concurrencies(concurrency)
+    for option, path, what in (("--save", save, "a JSON file path"), ("--plot", plot, "a PNG file path"),
+                               ("--out", out if fit else None, "a profile JSON file path")):
+        if path is not None:
+            check_output_file(path, option, what)
     stopped = None
     if from_json is not None:
         data = read_bench_json(from_json)
+        if fit:
+            build_config(_fit_description(config, gpu, num_gpus or data.get("num_gpus") or tp * pp, tp, pp, ep,
+                                          weight_dtype, kv_dtype, engine, max_running))
     else:
+        if fit:  # a bad --config/--gpu/layout fails now, not after the sweep
+            build_config(_fit_description(config, gpu, num_gpus or tp * pp, tp, pp, ep, weight_dtype, kv_dtype,
+                                          engine, max_running))
         if not endpoint or not model:
             raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
-        result = bench(BenchRequest(tuple(endpoint), model, _concurrencies(concurrency), isl, osl, dataset,
+        result = bench(BenchRequest(tuple(endpoint), model, levels, isl, osl, dataset,
                                     num_prompts, duration, warmup, num_gpus, ignore_eos, stream, deadline, seed,
                                     metrics), on_level=None if json_out else _progress)
         data, stopped = result.data, result.stopped
+    failed: list[str] = []  # writes that failed at the end: what they held goes to stdout instead
+    wrote_profile, fit_error = False, None
     if fit and data["levels"]:
-        desc = PredictRequest(model=config, gpu=gpu, num_gpus=num_gpus or data.get("num_gpus") or tp * pp,
-                              tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine=engine,
-                              max_running=max_running)
-        outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
-        data["fit"] = outcome.data
-        out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+        desc = _fit_description(config, gpu, num_gpus or data.get("num_gpus") or tp * pp, tp, pp, ep,
+                                weight_dtype, kv_dtype, engine, max_running)
+        try:
+            outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
+        except TokenplanError as problem:  # keep the measurement: save and print it, then say why
+            fit_error = problem
+        else:
+            data["fit"] = outcome.data  # holds the profile as well
+            for warning in outcome.warnings:
+                print(f"warning: {warning}", file=sys.stderr)
+            wrote_profile = _write(out, json.dumps(outcome.profile, indent=2) + "\n", "--out", failed)
     if save is not None:
-        save.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        _write(save, json.dumps(data, indent=2) + "\n", "--save", failed)
     if plot is not None and data["levels"]:
         from tokenplan.report.bench_plot import write_bench_plot
 
-        write_bench_plot(data, plot)
+        try:
+            write_bench_plot(data, plot)
+        except OSError as problem:
+            failed.append(f"--plot {str(plot)!r}: {problem.strerror or problem}")
+    saved = save is not None and not any(f.startswith("--save") for f in failed)
+    if any(f.startswith("--out") for f in failed) or (not saved and (fit_error is not None or save is not None)):
+        json_out = True  # the measurement (and the fit's profile) printed in full instead of lost
     if json_out:
         print(json.dumps(data, indent=2))
     else:
         console = Console(width=None if sys.stdout.isatty() else 170)
         console.print(bench_table(data))
-        cap = data.get("cap") or {}
-        if cap.get("source"):
-            console.print(f"cap: throughput flattens at concurrency {cap['flattens_at_concurrency']}, queue grows at "
-                          f"{cap['queue_grows_at_concurrency']}, server runs at most {cap['max_running_requests']} "
-                          f"(from {cap['source']})", markup=False)
+        cap = cap_text(data)
+        if cap is not None:
+            console.print(cap, markup=False)
         for note in data.get("notes") or ():
             console.print(f"note: {note}", markup=False)
         if "fit" in data:
             console.print(fit_table(data["fit"]))
             console.print(fit_levels_table(data["fit"]))
-            console.print(f"wrote {out}", markup=False)
+            if wrote_profile:
+                console.print(f"wrote {out}", markup=False)
+    if fit_error is not None:
+        raise fit_error
+    if failed:
+        printed = "the bench JSON is printed on stdout" if json_out else "the results are printed on stdout"
+        raise OutputLost(f"could not write {'; '.join(failed)}; {printed}"
+                         + (f" (sweep stopped early: {stopped})" if stopped is not None else ""))
     if stopped is not None:
         raise ServerError(f"sweep stopped: {stopped} ({len(data['levels'])} levels kept)")
+
+
+def _fit_description(config: str, gpu: str, num_gpus: int, tp: int, pp: int, ep: int, weight_dtype: str,
+                     kv_dtype: str, engine: str, max_running: int | None) -> PredictRequest:
+    return PredictRequest(model=config, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype,
+                          kv_dtype=kv_dtype, engine=engine, max_running=max_running)
+
+
+def _write(path: Path, text: str, option: str, failed: list[str]) -> bool:
+    """Write ``text`` to ``path``; on failure note it in ``failed`` and return False."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as problem:
+        failed.append(f"{option} {str(path)!r}: {problem.strerror or problem}")
+        return False
+    return True

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from tokenplan.api_generate import GenerateRequest, GenerateResult, generate
+from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, generate
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 from tokenplan.runner.progress import Snapshot
@@ -42,7 +42,8 @@ def generate_command(
     plan: Annotated[Optional[Path], typer.Option(help="Output of `tokenplan plan --json`.")] = None,
     export: Annotated[Optional[Path], typer.Option(help="Write all stored records to this Parquet file.")] = None,
     force: Annotated[bool, typer.Option(help="Continue a run directory made for another configuration.")] = False,
-    api_key_env: Annotated[str, typer.Option(help="Environment variable holding the API key.")] = "OPENAI_API_KEY",
+    api_key_env: Annotated[Optional[str], typer.Option(help="Environment variable holding the API key (must be "
+                                                        "set when named) [default: OPENAI_API_KEY if set].")] = None,
     stream: Annotated[bool, typer.Option(help="Stream answers (measures TTFT; more client CPU).")] = False,
     max_attempts: Annotated[int, typer.Option(help="Tries per request, the first included.")] = 6,
     deadline_s: Annotated[Optional[float], typer.Option(help="Per-request limit in seconds "
@@ -59,11 +60,15 @@ def generate_command(
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
         deadline_s=deadline_s, grace_s=grace_s)
     console = Console(stderr=True)
+
+    def warn(text: str) -> None:
+        console.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
+
     if quiet or json_out or not console.is_terminal:
-        result = generate(request)
+        result = generate(request, on_warning=warn)
     else:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
-            result = generate(request, on_progress=lambda s: live.update(progress_table(s)))
+            result = generate(request, on_progress=lambda s: live.update(progress_table(s)), on_warning=warn)
     for note in result.notes:
         console.print(f"note: {note}")
     if json_out:
@@ -72,6 +77,8 @@ def generate_command(
         print(summary_text(result))
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
+    if result.export_error is not None:
+        raise ExportError(result.export_error)  # after the summary: one line, exit 2
 
 
 def _json_object(text: str | None) -> dict:
@@ -116,7 +123,9 @@ def summary_text(result: GenerateResult) -> str:
         f"run dir       {result.run_dir}",
         f"units         {result.units_total:,} = {result.stored:,} stored + {result.skipped:,} skipped "
         f"+ {result.errors:,} errors  [{check}]",
-        f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)   done before this run {result.already_done:,}",
+        f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)"
+        + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
+        + f"   done before this run {result.already_done:,}",
         f"throughput    {s['output_tok_s']:,.1f} output tok/s, {s['requests_per_s']:,.2f} req/s over "
         f"{s['elapsed_s']:,.1f} s" + (f"  (plan: {s['plan_output_tok_s']:,.0f} tok/s)"
                                      if s.get("plan_output_tok_s") else ""),

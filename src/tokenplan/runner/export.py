@@ -8,6 +8,7 @@ explicit schema, so memory stays bounded by ``batch_rows`` and every batch has t
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ def export_parquet(run_dir: Path, out_path: Path, *, batch_rows: int = 4096) -> 
     """Write every stored record of ``run_dir`` to ``out_path``; return the rows written.
 
     The file is written beside its final name and renamed into place, so a reader never sees a
-    partial file.
+    partial file; on failure the partial file is removed and the error (``OSError``) raised.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -52,15 +53,20 @@ def export_parquet(run_dir: Path, out_path: Path, *, batch_rows: int = 4096) -> 
     schema = _schema()
     tmp = out_path.with_name(out_path.name + ".tmp")
     rows, batch = 0, []
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for shard in shard_paths(run_dir / "shards"):
-            for _, record in iter_records(shard):
-                batch.append(_flat(record))
-                if len(batch) >= batch_rows:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                    rows, batch = rows + len(batch), []
-        if batch:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            rows += len(batch)
-    os.replace(tmp, out_path)
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for shard in shard_paths(run_dir / "shards"):
+                for _, record in iter_records(shard):
+                    batch.append(_flat(record))
+                    if len(batch) >= batch_rows:
+                        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                        rows, batch = rows + len(batch), []
+            if batch:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                rows += len(batch)
+        os.replace(tmp, out_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # no half-written file left beside the target
+        raise
     return rows

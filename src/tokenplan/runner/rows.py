@@ -12,6 +12,11 @@ A row's id is its own ``id`` (or ``custom_id``), else the first 16 hex digits of
 its normalised messages — stable across reruns. A row that cannot be used becomes a
 :class:`Reject` (file, line, reason); a second row with an id already seen is rejected as a
 duplicate. Files are read line by line (Parquet: batch by batch), never whole.
+
+Blank lines: a JSONL line that is empty or only whitespace is not a row. The JSON Lines format
+allows none, but tools often write trailing or separating newlines, so such a line is neither
+used nor rejected: it is counted (:attr:`ReadStats.blank_lines`) and reported in the run's
+summary as ``blank_lines``, so nothing in the input goes unaccounted for.
 """
 
 from __future__ import annotations
@@ -65,6 +70,13 @@ class Reject:
     id: str | None = None
 
 
+@dataclass(slots=True)
+class ReadStats:
+    """What :func:`read_rows` read besides rows: blank or whitespace-only JSONL lines."""
+
+    blank_lines: int = 0
+
+
 class RowError(ValueError):
     """A row that cannot be used; the message is the reason written to ``rejects.jsonl``."""
 
@@ -88,11 +100,13 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
     return files
 
 
-def read_rows(files: Sequence[Path]) -> Iterator[Row | Reject]:
-    """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`."""
+def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator[Row | Reject]:
+    """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`; blank lines
+    are not rows and are counted in ``stats`` (see the module docstring)."""
     seen: set[str] = set()
+    stats = stats if stats is not None else ReadStats()
     for path in files:
-        for line, item in _raw_items(path):
+        for line, item in _raw_items(path, stats):
             try:
                 row = parse_row(item, str(path), line)
             except RowError as problem:
@@ -201,13 +215,14 @@ def _text(content: Any, field: str) -> str:
     raise RowError(f"{field}: not a string or a list of text parts")
 
 
-def _raw_items(path: Path) -> Iterator[tuple[int, Any]]:
+def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
     if path.name.endswith(".parquet"):
         yield from _parquet_items(path)
         return
     with _open_binary(path) as fh:
         for line_no, raw in enumerate(fh, start=1):
             if not raw.strip():
+                stats.blank_lines += 1
                 continue
             try:
                 yield line_no, _loads(raw)

@@ -76,3 +76,11 @@ def test_cap_without_metrics_comes_from_throughput_only():
     assert cap["source"] == "throughput"
     none = concurrency_cap([_level(1, 100), _level(8, 700)])
     assert none["flattens_at_concurrency"] is None and none["source"] is None
+
+
+def test_waiting_at_a_level_the_server_ran_in_full_is_admission_latency_not_a_cap():
+    # At 8 in flight the server ran all 8 at once (running_max 8) though 0.75 waited on average
+    # (arrivals between steps): no queue there; at 64 it ran at most 32 while 25 waited: the cap.
+    levels = [_level(1, 90, 1, 0.0), _level(8, 660, 8, 0.75), _level(32, 1940, 32, 0.6), _level(64, 1980, 32, 25.0)]
+    cap = concurrency_cap(levels)
+    assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (64, 32)

@@ -96,3 +96,17 @@ def test_lines_only_pythons_json_takes_are_still_rows_and_the_error_text_is_pyth
     # json.loads's own message: the 22 characters before the line's newline (char 22) and then
     # nothing, so the value is missing at char 23, the start of line 2.
     assert items[2].reason == "invalid JSON: Expecting value: line 2 column 1 (char 23)"
+
+
+def test_blank_and_whitespace_only_lines_are_not_rows_but_are_counted(tmp_path: Path) -> None:
+    from tokenplan.runner.rows import ReadStats
+
+    path = tmp_path / "in.jsonl"
+    # line 1 row, line 2 empty, line 3 spaces and a tab, line 4 row, line 5 "\r" (CRLF blank), then
+    # the trailing newline of line 5: 2 rows and 3 blank lines; no reject.
+    path.write_bytes(b'{"id": "a", "prompt": "x"}\n\n  \t\n{"id": "b", "prompt": "y"}\n\r\n')
+    stats = ReadStats()
+    items = list(read_rows([path], stats))
+    assert [(type(i).__name__, i.line) for i in items] == [("Row", 1), ("Row", 4)]
+    assert stats.blank_lines == 3
+    assert list(read_rows([path])) == items  # without stats: the same rows

@@ -1,0 +1,79 @@
+"""``generate``'s up-front checks (:func:`check_request`): API-key variable, plan model, --export
+and --out, all before anything is sent, in that order, the run directory created last."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenplan.api_generate import GenerateRequest, check_request, plan_model_mismatch, read_plan
+from tokenplan.errors import InputError
+
+
+@pytest.mark.parametrize(("plan_model", "model", "mismatch"), [
+    ("qwen3.6-27b", "qwen3.6-27b", False),
+    ("qwen3.6-27b", "Qwen/Qwen3.6-27B", False),               # last path component, any case
+    ("qwen3.6-27b", "/models/Qwen/Qwen3.6-27B-FP8/", False),  # the served name contains the catalog one
+    ("qwen3.6-27b-fp8", "qwen3.6-27b", False),                # and the other way round
+    ("qwen3.6-27b", "llama-3.1-8b", True),
+    ("qwen3.6-27b", "Qwen/Qwen3.6-35B-A3B", True),
+    (None, "anything", False),                                 # a plan without a model says nothing
+])
+def test_plan_model_mismatch_compares_last_components_and_containment(plan_model, model, mismatch) -> None:
+    assert plan_model_mismatch(plan_model, model) is mismatch
+
+
+def _request(tmp_path: Path, **options) -> GenerateRequest:
+    data = tmp_path / "in.jsonl"
+    if not data.exists():
+        data.write_text('{"prompt": "x"}\n')
+    return GenerateRequest.build(**{"inputs": [str(data)], "out_dir": tmp_path / "run",
+                                    "endpoints": ["http://127.0.0.1:9/v1"], "model": "llama-3.1-8b", **options})
+
+
+def test_a_named_api_key_variable_must_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOPE_UNSET", raising=False)
+    monkeypatch.setenv("EMPTY_KEY", "")
+    for name in ("NOPE_UNSET", "EMPTY_KEY"):
+        with pytest.raises(InputError, match=rf"^--api-key-env '{name}' is not allowed \(allowed: the name of a "
+                                             rf"set, non-empty environment variable .*\${name} is unset or empty"):
+            check_request(_request(tmp_path, api_key_env=name))
+    assert not (tmp_path / "run").exists()  # refused before the run directory is made
+    monkeypatch.setenv("MY_KEY", "sk-1")
+    assert check_request(_request(tmp_path, api_key_env="MY_KEY")).api_key == "sk-1"
+
+
+def test_the_default_key_variable_may_be_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert check_request(_request(tmp_path)).api_key is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-2")
+    assert check_request(_request(tmp_path)).api_key == "sk-2"
+
+
+def test_a_plan_for_another_model_warns_and_its_concurrency_is_still_read(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"model": "qwen3.6-27b", "recommended": {
+        "concurrency_per_endpoint": 48, "output_tok_s_total": 1000.0, "num_replicas": 2}}))
+    hint, notes = read_plan(plan)
+    assert (hint.model, hint.concurrency_per_endpoint, notes) == ("qwen3.6-27b", 48, [])
+    checked = check_request(_request(tmp_path, plan=plan))
+    assert checked.warnings == [f"the plan {plan} was made for model 'qwen3.6-27b', but --model is "
+                                "'llama-3.1-8b': its concurrency and throughput may not fit this model"]
+    assert checked.hint.concurrency_per_endpoint == 48  # warned, not refused
+    same = check_request(_request(tmp_path, plan=plan, model="Qwen/Qwen3.6-27B-FP8"))
+    assert same.warnings == []
+
+
+def test_a_bad_export_path_is_refused_before_the_run_directory_is_made(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^--export '/nonexistent/dir/x\.parquet' is not allowed \(allowed: a "
+                                         r"Parquet file path in an existing, writable directory; /nonexistent/dir "
+                                         r"does not exist\)$"):
+        check_request(_request(tmp_path, export=Path("/nonexistent/dir/x.parquet")))
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(InputError, match=r"this path is a directory\)$"):
+        check_request(_request(tmp_path, export=tmp_path / "adir"))
+    assert not (tmp_path / "run").exists()
+    check_request(_request(tmp_path, export=tmp_path / "out.parquet"))
+    assert (tmp_path / "run").is_dir() and not (tmp_path / "out.parquet").exists()
