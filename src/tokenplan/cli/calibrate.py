@@ -4,6 +4,7 @@ print them with their uncertainty and the leave-one-GPU-out / leave-one-model-ou
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -86,6 +87,8 @@ def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> 
         raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-run")
     outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
     out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    for warning in outcome.warnings:  # e.g. a fit that misses the run's throughput by > 50 %
+        print(f"warning: {warning}", file=sys.stderr)
     if json_out:
         print(json.dumps(outcome.data, indent=2))
         return
