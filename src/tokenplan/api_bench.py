@@ -100,10 +100,19 @@ def _check(req: BenchRequest) -> None:
         raise InputError("num_gpus", req.num_gpus, "an integer ≥ 1")
 
 
+# A health probe (GET /models) answers in milliseconds; 10 s tolerates a server still warming up.
+PROBE_DEADLINE_S = 10.0
+# A 1-token calibration request waits behind at most one prefill of a loaded server.
+TOKEN_PROBE_DEADLINE_S = 120.0
+# Distinct random prompts generated per sweep at most; levels beyond reuse them round-robin
+# (prompts stay distinct within any level of concurrency ≤ 512, so prefix caching cannot help).
+MAX_DISTINCT_PROMPTS = 2048
+
+
 async def _check_servers(clients: list[OpenAIClient], urls: tuple[str, ...], model: str) -> None:
     for client, url in zip(clients, urls):
         try:
-            served = await client.models(deadline_s=10.0)
+            served = await client.models(deadline_s=PROBE_DEADLINE_S)
         except RequestFailed as failure:
             raise ServerError(f"cannot reach {url}: {failure}") from None
         if model not in served:
@@ -114,7 +123,7 @@ async def _probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, 
     body = {"model": model, "messages": list(messages), "max_tokens": 1, "temperature": 0.0}
     if ignore_eos:
         body["ignore_eos"] = True
-    done = await client.chat(body, deadline_s=120.0)
+    done = await client.chat(body, deadline_s=TOKEN_PROBE_DEADLINE_S)
     if done.usage is None:
         raise ServerError("the server's answers carry no usage: token counts cannot be measured")
     return done.usage.prompt_tokens
@@ -171,7 +180,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
     try:
         await _check_servers(clients, req.endpoints, req.model)
         n_prompts = max(req.num_prompts or 0, 4 * max(req.concurrencies), 16)
-        workload, ignore_eos = await _workload(req, clients[0], min(n_prompts, 2048), notes)
+        workload, ignore_eos = await _workload(req, clients[0], min(n_prompts, MAX_DISTINCT_PROMPTS), notes)
         info = await read_server_info(req.endpoints[0]) if req.metrics else None
         settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
                                  req.deadline_s, req.stream, ignore_eos)

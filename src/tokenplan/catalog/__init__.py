@@ -92,10 +92,6 @@ def _engine_raw() -> dict:
     return yaml.safe_load((_PKG / "engines.yaml").read_text(encoding="utf-8"))
 
 
-def engine_names() -> list[str]:
-    """Engines with shipped defaults."""
-    return sorted(_engine_raw())
-
 
 @lru_cache(maxsize=8)
 def load_engine(name: str) -> EngineFacts:
@@ -121,10 +117,6 @@ def load_engine(name: str) -> EngineFacts:
         **e,
     )
 
-
-def engine_source(name: str) -> str:
-    """The source line of an engine's defaults."""
-    return str(_engine_raw()[name]["source"])
 
 
 def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:

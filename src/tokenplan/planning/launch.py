@@ -34,12 +34,19 @@ def running_limit(ev: Evaluation) -> int:
     return int(ev.steady.limits.limit)
 
 
+# Requests kept in flight beyond the running limit: enough that a finished request is replaced
+# within the same scheduler step (the engine admits from its queue between steps), without a
+# long queue that only adds TTFT. 10 % of the batch, at least 8 for small batches.
+QUEUE_HEADROOM_FRACTION = 0.10
+QUEUE_HEADROOM_MIN = 8
+
+
 def client_concurrency(ev: Evaluation) -> int:
     """Requests to keep in flight per server endpoint: the batch of every replica that server
     runs (all DP replicas behind one server, or one replica where each has its own server) plus
     10 % (at least 8) so that a finished request is replaced at once."""
     total = running_limit(ev) * (1 if servers_per_replica(ev) else ev.config.layout.dp)
-    return total + max(8, math.ceil(0.1 * total))
+    return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
 
 def servers_per_replica(ev: Evaluation) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.job.cost import JobCost, job_cost
-from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.evaluate import Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
@@ -112,7 +112,3 @@ def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate)
             return simulate(ev, table, job, result.option)
     return None
 
-
-def needs_flags(config: Config) -> bool:
-    """True when the configuration departs from the engine's defaults."""
-    return config.lift_running_cap or config.memory_fraction is not None or config.max_running is not None
