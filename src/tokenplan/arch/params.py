@@ -131,3 +131,11 @@ def quantized_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...
     if weight_dtype in (Dtype.NVFP4, Dtype.MXFP4) and spec.moe is not None:
         return ("routed_experts",)
     return ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")
+
+
+def component_dtype(spec: ModelSpec, weight_dtype: Dtype, component: str) -> Dtype:
+    """The dtype a checkpoint in ``weight_dtype`` stores ``component`` in: ``weight_dtype`` for
+    the components :func:`quantized_components` lists, BF16 for the rest (embeddings, lm_head,
+    and the BF16-kept layers of 4-bit MoE checkpoints). Memory (``perf.memory``) and step
+    bytes (``perf.deployment``) both size weights through this one rule."""
+    return weight_dtype if component in quantized_components(spec, weight_dtype) else Dtype.BF16

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tokenplan.arch.params import param_counts, quantized_components
+from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.perf.layout import Layout
@@ -26,7 +26,10 @@ class Deployment:
         dense_params: non-routed matmul parameters per GPU (attention projections,
             linear-attention, dense FFN, shared experts; lm_head counted apart).
         dense_bytes: their bytes.
-        lm_head_params: lm_head parameters per GPU (on the last stage only).
+        lm_head_params: lm_head parameters per GPU (on the last stage only; the embedding's
+            when tied).
+        lm_head_bytes: their bytes, at the dtype ``perf.memory`` sizes the lm_head with
+            (:func:`tokenplan.arch.params.component_dtype`: BF16 in every shipped format).
         routed_bytes: routed-expert bytes per GPU.
         routed_flops_per_token: routed-expert FLOPs per token per GPU (top_k experts).
         experts_per_gpu: routed experts per GPU per MoE layer.
@@ -52,6 +55,7 @@ class Deployment:
     dense_params: float
     dense_bytes: float
     lm_head_params: float
+    lm_head_bytes: float
     routed_bytes: float
     routed_flops_per_token: float
     experts_per_gpu: float
@@ -65,13 +69,14 @@ class Deployment:
 
 
 @lru_cache(maxsize=4096)
-def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[float, float, float, float, float]:
+def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[float, ...]:
+    """(dense params, dense bytes, lm_head params, lm_head bytes, routed bytes, routed FLOPs per
+    token), per GPU of one stage."""
     p = param_counts(spec)
-    quant = quantized_components(spec, weight_dtype)
     tp, pp, gpus = layout.tp, layout.pp, layout.gpus_per_replica
 
     def b(component: str) -> float:
-        return (weight_dtype if component in quant else Dtype.BF16).bytes_per_element
+        return component_dtype(spec, weight_dtype, component).bytes_per_element
 
     attn_layers = spec.full_attention_layers + spec.sliding_layers
     attn = attention_params_per_gpu(spec, layout) * attn_layers / pp
@@ -81,13 +86,14 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[
     lm_head = (p.lm_head or p.embedding) / tp
     routed_bytes = p.routed_experts * b("routed_experts") / gpus
     routed_flops = 2.0 * p.routed_active / gpus
-    return dense_params, dense_bytes, lm_head, routed_bytes, routed_flops
+    return dense_params, dense_bytes, lm_head, lm_head * b("lm_head"), routed_bytes, routed_flops
 
 
 def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype,
                      memory: MemoryBreakdown) -> Deployment:
     """Precompute the per-GPU constants of one deployment."""
-    dense_params, dense_bytes, lm_head, routed_bytes, routed_flops = _param_split(spec, layout, weight_dtype)
+    dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops = \
+        _param_split(spec, layout, weight_dtype)
     a = spec.attention
     attn_per_ctx = attn_pre_per_ctx = 0.0
     if a is not None:
@@ -111,7 +117,8 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
     experts = spec.moe.num_experts / layout.gpus_per_replica if spec.moe else 0.0
     return Deployment(
         spec=spec, gpu=gpu, layout=layout, weight_dtype=weight_dtype, kv_dtype=kv_dtype, memory=memory,
-        dense_params=dense_params, dense_bytes=dense_bytes, lm_head_params=lm_head, routed_bytes=routed_bytes,
+        dense_params=dense_params, dense_bytes=dense_bytes, lm_head_params=lm_head, lm_head_bytes=lm_head_bytes,
+        routed_bytes=routed_bytes,
         routed_flops_per_token=routed_flops, experts_per_gpu=experts, attn_flops_per_token_ctx=attn_per_ctx,
         gdn_flops_per_token=gdn, gemm_flops_per_s=gpu.flops_per_s(weight_dtype),
         attn_flops_per_s=gpu.dense_flops_per_s["bf16"],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
-from tokenplan.arch.params import ParamCounts, attention_params_per_layer, param_counts, quantized_components
+from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.perf.engine import EngineSettings
@@ -78,11 +78,9 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, w
     """Weight bytes one GPU holds (see the module docstring for the sharding rules); cached per
     (model, layout, dtype), which a plan sweep evaluates many times."""
     p = param_counts(spec)
-    quant = quantized_components(spec, weight_dtype)
 
     def nbytes(component: str, count: float) -> float:
-        dtype = weight_dtype if component in quant else Dtype.BF16
-        return count * dtype.bytes_per_element
+        return count * component_dtype(spec, weight_dtype, component).bytes_per_element
 
     tp, pp = layout.tp, layout.pp
     attn_layers = spec.full_attention_layers + spec.sliding_layers

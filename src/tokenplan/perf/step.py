@@ -117,7 +117,7 @@ def step_time(
     # Dense GEMMs (and lm_head for decode tokens and the last prefill token of each prompt).
     gemm_flops = 2.0 * d.dense_params * rank_tokens
     gemm_flops += 2.0 * d.lm_head_params * (dec_tokens + (1 if pre_tokens else 0)) / pp
-    gemm_bytes = d.dense_bytes + d.lm_head_params * 2.0 / pp
+    gemm_bytes = d.dense_bytes + d.lm_head_bytes / pp
     gemm_mem_s = gemm_bytes / (hbm * eff.hbm_fraction)
     gemm_cmp_s = gemm_flops / _gemm_rate(d, eff, max(rank_tokens, 1.0))
     gemm_s = max(gemm_mem_s, gemm_cmp_s)
