@@ -63,10 +63,6 @@ class ConfigError(TokenplanError):
         super().__init__(f"{path}: {key}: {problem}")
 
 
-class ArchitectureError(TokenplanError):
-    """A model architecture tokenplan cannot model (e.g. Mamba layers, sparse attention)."""
-
-
 class RunDirError(TokenplanError):
     """A run directory that belongs to another job, or is unreadable."""
 

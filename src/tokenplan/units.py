@@ -89,6 +89,11 @@ _FLOPS_CLASS: dict[Dtype, str] = {
     Dtype.MXFP4: "fp4",
 }
 
+# Bytes per activation element: the engines run activations, TP all-reduce payloads, PP sends,
+# MoE combine and the profiling forward in the model's 16-bit compute dtype (BF16 for every
+# shipped checkpoint, FP8/FP4 ones included: only weights and KV are stored low-precision).
+ACTIVATION_BYTES = _BYTES_PER_ELEMENT[Dtype.BF16]
+
 WEIGHT_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.INT8, Dtype.MXFP8, Dtype.NVFP4, Dtype.MXFP4, Dtype.W4A16)
 KV_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4)
 

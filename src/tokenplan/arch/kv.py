@@ -15,8 +15,11 @@
 from __future__ import annotations
 
 from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.errors import InputError
 from tokenplan.units import Dtype
 
+# SSM state dtypes the engines accept for ``mamba_ssm_dtype`` / ``--mamba-ssm-dtype`` (IEEE
+# float32 = 4 bytes, bfloat16/float16 = 2 bytes per element).
 _STATE_BYTES = {"float32": 4.0, "fp32": 4.0, "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0}
 CONV_STATE_BYTES_PER_ELEMENT = 2.0  # BF16 conv state: SGLang SGLANG_MAMBA_CONV_DTYPE default
 
@@ -56,21 +59,23 @@ def state_bytes_per_sequence(spec: ModelSpec, ssm_dtype: str | None = None) -> f
     """Fixed recurrent state one sequence holds across all linear-attention layers (bytes).
 
     Args:
-        ssm_dtype: override of the SSM state dtype (``float32``/``bfloat16``); default is the
-            config's.
+        spec: the model.
+        ssm_dtype: override of the SSM state dtype (``float32``/``bfloat16``/``float16``);
+            default is the config's.
+
+    Returns:
+        Bytes per sequence (0 for models without linear-attention layers).
+
+    Raises:
+        InputError: the SSM dtype (given or from the config) is not one of ``_STATE_BYTES``.
     """
     lin = spec.linear
     if lin is None:
         return 0.0
-    dtype = (ssm_dtype or lin.state_dtype).lower()
-    ssm = lin.num_v_heads * lin.k_head_dim * lin.v_head_dim * _STATE_BYTES.get(dtype, 4.0)
+    dtype = (ssm_dtype or lin.state_dtype).strip().lower()
+    if dtype not in _STATE_BYTES:
+        raise InputError("ssm_dtype", ssm_dtype or lin.state_dtype, sorted(_STATE_BYTES))
+    ssm = lin.num_v_heads * lin.k_head_dim * lin.v_head_dim * _STATE_BYTES[dtype]
     conv = lin.conv_dim * (lin.conv_kernel - 1) * CONV_STATE_BYTES_PER_ELEMENT
     return (ssm + conv) * spec.linear_layers
 
-
-def sequence_cache_bytes(spec: ModelSpec, kv_dtype: Dtype, context_tokens: float) -> float:
-    """Whole-model cache one sequence of ``context_tokens`` holds: full KV + sliding KV + state."""
-    window = min(context_tokens, spec.sliding_window) if spec.sliding_layers else 0.0
-    return (kv_bytes_per_token(spec, kv_dtype) * context_tokens
-            + sliding_kv_bytes_per_token(spec, kv_dtype) * window
-            + state_bytes_per_sequence(spec))

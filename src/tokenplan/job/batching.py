@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
@@ -119,11 +120,35 @@ def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: Spec
     return spec.draft_tokens * (kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch)
 
 
+# Highest prefill utilisation the M/D/1 wait is evaluated at. The Pollaczek–Khinchine wait
+# ρ/(1 − ρ) diverges as ρ → 1, but a replica's prefill share comes from a closed loop (the client
+# keeps C requests in flight, so arrivals stop when the queue fills) and cannot grow without
+# bound; at ρ = 0.95 the wait is already 9.5 prompt-prefill times, beyond which the open-queue
+# formula no longer describes a closed client.
+MAX_PREFILL_UTILISATION = 0.95
+
+# Least share of a mixed step's token budget left to prompt tokens when the decode batch alone
+# fills it. vLLM and TRT-LLM schedule the running decodes first and give prefill what is left of
+# ``max_num_batched_tokens``; with a decode batch at the budget nothing would be left and the
+# prompts would never be admitted, whereas the engines still admit them (vLLM's scheduler lets
+# a waiting prompt in once a decode finishes). One tenth of a chunk keeps prefill progressing at
+# that rate, so that the cycle stays finite and a saturated budget reads as slow, not stalled.
+MIN_PREFILL_BUDGET_FRACTION = 0.1
+
+
 def prefill_queue_s(own_prefill_s: float, prefill_share: float) -> float:
     """Mean wait behind other requests' prefills: M/D/1 with utilisation ρ = the share of time
     the replica spends prefilling, ``W = ρ·S / (2(1 − ρ))`` (Pollaczek–Khinchine, deterministic
-    service S = one prompt's prefill); ρ capped at 0.95."""
-    rho = min(max(prefill_share, 0.0), 0.95)
+    service S = one prompt's prefill); ρ capped at :data:`MAX_PREFILL_UTILISATION`.
+
+    Args:
+        own_prefill_s: S, one prompt's prefill (seconds).
+        prefill_share: ρ, fraction of time the replica prefills (dimensionless).
+
+    Returns:
+        The mean wait (seconds).
+    """
+    rho = min(max(prefill_share, 0.0), MAX_PREFILL_UTILISATION)
     return rho * own_prefill_s / (2.0 * (1.0 - rho))
 
 
@@ -133,53 +158,96 @@ def wave_queue_s(batch: float, isl_tokens: float, prefill_s_per_token: float) ->
     return max(batch - 1.0, 0.0) / 2.0 * isl_tokens * prefill_s_per_token
 
 
+class _Cycle(NamedTuple):
+    """One cycle of a batch (see the module docstring), all in seconds."""
+
+    cycle_s: float  # the batch prefills once and decodes OSL tokens
+    prefill_share: float  # fraction of the cycle in prefill work
+    own_s: float  # one request's own prefill
+
+
+def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, ctx: float,
+                 isl: LengthDist, n_dec: float, query: float, dec_s: float, dec_kernel_s: float) -> _Cycle:
+    """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
+    decode batch and what is left of the token budget for prompt tokens."""
+    chunk = settings.chunk_tokens
+    prompt_tokens = batch * isl.mean
+    prompt_chunk = min(isl.mean, chunk)
+    budget = max(chunk - batch * query, chunk * MIN_PREFILL_BUDGET_FRACTION)
+    n_steps = max(n_dec, prompt_tokens / budget)
+    mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
+                      prompt_chunk)
+    cycle = n_steps * (mixed.total_s + (dec_s - dec_kernel_s))
+    prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
+    # The prompt is cut into equal chunks of at most the step's token budget; each rides in one
+    # step with the running decode batch.
+    n_own = math.ceil(isl.mean / chunk)
+    own = n_own * step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
+    return _Cycle(cycle, prefill_share, own)
+
+
+def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, isl: LengthDist,
+                    n_dec: float, dec_s: float, pre: StepTime) -> _Cycle:
+    """Engines that keep prefill apart (SGLang default): ``B·ISL / chunk`` prefill-only steps of
+    time ``pre`` during which decode waits."""
+    chunk = settings.chunk_tokens
+    n_chunks = batch * isl.mean / chunk
+    cycle = n_dec * dec_s + n_chunks * pre.total_s
+    own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2,
+                    prompt_chunk_tokens=min(isl.mean, chunk)).total_s * math.ceil(isl.mean / chunk)
+    return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
+
+
 def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
                  spec: SpecDecode | None = None, limits: BatchLimits | None = None) -> SteadyState:
-    """Steady state of one replica at ``concurrency`` requests in flight (None = offline: the
-    engine runs as many as it can). ``limits`` may be passed when the caller computed them."""
+    """Steady state of one replica at ``concurrency`` requests in flight.
+
+    Args:
+        d: the deployment. eff: efficiency factors. facts, settings: the engine's behaviour and
+            resolved settings (``chunk_tokens`` in tokens).
+        isl, osl: prompt and output lengths (tokens).
+        concurrency: requests the client keeps in flight (None = offline: the engine runs as
+            many as it can).
+        spec: speculative decoding, or None.
+        limits: the batch limits when the caller computed them (else computed here).
+
+    Returns:
+        SteadyState (tok/s, seconds).
+
+    Raises:
+        ValueError: not one sequence fits (``limits.limit`` < 1) or ``concurrency`` < 1. Callers
+            (``job.evaluate``) reject configurations whose memory does not fit or whose limit
+            is 0 before they get here, so this is a guard against a bug, not a user error.
+    """
     limits = limits or batch_limits(d, facts, settings, isl, osl, spec)
     batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
-    warnings: list[str] = []
     if batch < 1:
-        raise ValueError("no sequence fits")  # callers check memory.fits and limits first
+        raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
     ctx = isl.mean + osl.running_mean / 2
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
     dec = step_time(d, eff, batch, ctx, query_tokens_per_seq=query)
     dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
     n_dec = osl.mean / tau
-    prompt_tokens = batch * isl.mean
-    chunk = settings.chunk_tokens
-    prompt_chunk = min(isl.mean, chunk)
-    pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2, prompt_chunk_tokens=prompt_chunk)
-    pre_s_per_token = pre.total_s / min(chunk, prompt_tokens)
+    chunk, prompt_tokens = settings.chunk_tokens, batch * isl.mean
+    pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2,
+                    prompt_chunk_tokens=min(isl.mean, chunk))
     if facts.mixed_prefill:
-        budget = max(settings.chunk_tokens - batch * query, settings.chunk_tokens * 0.1)
-        n_steps = max(n_dec, prompt_tokens / budget)
-        mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
-                          prompt_chunk)
-        cycle = n_steps * (mixed.total_s + (dec_s - dec.total_s))
-        prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-        # The prompt is cut into equal chunks of at most the step's token budget; each rides in one
-        # step with the running decode batch.
-        n_own = math.ceil(isl.mean / chunk)
-        own = n_own * step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
+        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec.total_s)
     else:
-        n_chunks = prompt_tokens / chunk
-        cycle = n_dec * dec_s + n_chunks * pre.total_s
-        prefill_share = n_chunks * pre.total_s / cycle
-        own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2,
-                        prompt_chunk_tokens=prompt_chunk).total_s * math.ceil(isl.mean / chunk)
+        cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre)
     g = eff.prefill_wave_fraction
-    queue = g * wave_queue_s(batch, isl.mean, pre_s_per_token) + (1.0 - g) * prefill_queue_s(own, prefill_share)
-    ttft = eff.ttft_overhead_s + dec_s / 2 + own + queue
-    output = batch * osl.mean / cycle
+    queue = (g * wave_queue_s(batch, isl.mean, pre.total_s / min(chunk, prompt_tokens))
+             + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share))
+    ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
+    warnings: list[str] = []
     if concurrency is not None and concurrency > batch:
-        ttft += (concurrency - batch) / (batch / cycle)  # queueing: waiting / completion rate
+        ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
         warnings.append(f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
                         f"({limits.reason}); the rest queue")
     bound = roofline_step_s(d, dec if spec is None else step_time(d, eff, batch, ctx))
-    return SteadyState(batch=batch, limits=limits, output_tok_s=output, tpot_s=cycle / osl.mean, ttft_s=ttft,
-                       decode_step=dec, cycle_s=cycle, prefill_share=prefill_share,
+    return SteadyState(batch=batch, limits=limits, output_tok_s=batch * osl.mean / cyc.cycle_s,
+                       tpot_s=cyc.cycle_s / osl.mean, ttft_s=ttft, decode_step=dec, cycle_s=cyc.cycle_s,
+                       prefill_share=cyc.prefill_share,
                        roofline_output_tok_s=batch / bound if bound > 0 else math.inf, warnings=tuple(warnings))

@@ -10,8 +10,7 @@ pays ``2⌈log2 n⌉`` latencies instead of ``2(n − 1)``, which decides small 
 
 A group larger than one scale-up domain (an 8-GPU HGX node) crosses nodes through each GPU's
 scale-out NIC: 400 Gb/s = 50 GB/s per GPU (ConnectX-7, one per GPU in DGX H100/H200/B200, NVIDIA
-DGX user guides) at ~5 µs per RDMA message step (engineering estimate; InfiniBand NDR
-small-message latency is 1–2 µs per hop plus NCCL proxy overhead).
+DGX user guides) at ~5 µs per message step (:data:`NIC_LATENCY_S`).
 """
 
 from __future__ import annotations
@@ -22,6 +21,11 @@ from dataclasses import replace
 from tokenplan.hardware import Link
 
 NIC_BYTES_PER_S = 50.0e9  # 400 Gb/s ConnectX-7 per GPU (see module docstring)
+# Latency of one inter-node message step of a collective: an engineering estimate, not a
+# measurement. Its basis: InfiniBand NDR switch-to-HCA small-message latency is 1–2 µs per hop
+# (ConnectX-7 / Quantum-2 class), a fat-tree path crosses up to three switches, and NCCL's
+# network proxy thread adds host-side posting and completion polling per step; inter-node
+# nccl-tests all-reduce latencies of a few µs per step at small sizes are of that order.
 NIC_LATENCY_S = 5.0e-6
 
 
@@ -43,8 +47,18 @@ def ring_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float)
 
 
 def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
-    """Seconds for one all-reduce: the faster of ring and double binary tree
-    (``2⌈log2 n⌉·latency + 2·msg / bandwidth``); 0 when n == 1."""
+    """Seconds for one all-reduce: the faster of ring (:func:`ring_allreduce_s`) and double
+    binary tree (``2⌈log2 n⌉·latency + 2·msg / (bandwidth·comm_fraction)``), as NCCL picks.
+
+    Args:
+        msg_bytes: the message each GPU contributes (bytes).
+        n: GPUs in the group.
+        link: the link the group runs over (bytes/s and seconds per message step).
+        comm_fraction: achieved / datasheet link bandwidth (dimensionless, in (0, 1]).
+
+    Returns:
+        Seconds; 0 when ``n`` ≤ 1 (nothing to reduce). Raises nothing.
+    """
     if n <= 1:
         return 0.0
     tree = 2 * math.ceil(math.log2(n)) * link.latency_s + 2 * msg_bytes / (link.bytes_per_s * comm_fraction)

@@ -18,7 +18,7 @@ from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.perf.engine import EngineSettings
 from tokenplan.perf.layout import Layout, kv_heads_per_gpu
-from tokenplan.units import Dtype
+from tokenplan.units import ACTIVATION_BYTES, Dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +124,6 @@ def _mtp_bytes(p: ParamCounts, weight_dtype: Dtype) -> float:
     return p.mtp * weight_dtype.bytes_per_element
 
 
-_ACTIVATION_BYTES = 2  # BF16 activations
-
-
 def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSettings) -> float:
     """Memory an engine that sizes its KV cache after a profiling run holds back for that run's
     peak and its CUDA graphs, on one GPU (bytes; vLLM ``gpu_worker.determine_available_memory``,
@@ -154,7 +151,7 @@ def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSetti
         m = spec.moe
         routed = spec.ffn_matrices * (m.top_k * m.expert_intermediate + m.shared_intermediate) / tp + m.top_k * h
         per_token = max(per_token, routed)
-    forward = settings.profile_tokens * _ACTIVATION_BYTES * (2 * h + per_token)
+    forward = settings.profile_tokens * ACTIVATION_BYTES * (2 * h + per_token)
     sampler = settings.profile_seqs * spec.vocab_size * settings.sampler_bytes_per_logit
     return max(forward, sampler) + settings.graph_estimate_bytes
 

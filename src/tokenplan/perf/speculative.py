@@ -6,7 +6,7 @@ sequence plus the draft: ``k`` passes of the draft (an MTP head is one decoder l
 the lm_head). When decode is memory-bound the k+1 tokens ride on one weight read and the
 speed-up approaches τ; once it is compute-bound the target step grows with k+1 and the ratio
 falls to τ/(k+1) < 1 — speculative decoding then costs throughput (Leviathan et al. 2023,
-arXiv:2211.17192 §3; DFlash measurements in shared notes).
+arXiv:2211.17192 §3).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ class SpecDecode:
         method: ``mtp``, ``eagle`` or ``dflash``.
         draft_tokens: k, tokens drafted per step.
         acceptance_length: τ, mean tokens accepted per verification step (bonus included).
-        draft_layers: decoder layers of the draft model (MTP: 1; EAGLE-3: 1; DFlash: 5 in
-            z-lab's released drafters), each run once per drafted token.
+        draft_layers: decoder layers of the draft model (MTP: 1; EAGLE-3: 1; DFlash:
+            :data:`DFLASH_DRAFT_LAYERS`), each run once per drafted token.
     """
 
     method: str
@@ -50,11 +50,31 @@ METHODS = ("mtp", "eagle", "eagle3", "dflash")
 # tokens, DFlash blocks are 16 (z-lab DFlash README); beyond that acceptance is negligible.
 MAX_DRAFT_TOKENS = 16
 
-# Acceptance priors per method and model family, where a measurement gives none
-# (shared notes generation-jobs.md "Speculative decoding at scale"): Qwen3.6-27B MTP with 3
-# drafts accepts ≈3.3 of 4 tokens (vLLM) and 2.7–2.8 (llama.cpp); DFlash drafters 3.2–3.4.
-# DeepSeek-V3 MTP: second-token acceptance 85–90 % (DeepSeek-V3 report §5.4.3) → with k=1,
-# τ ≈ 1.85; chains of k drafts are taken at 0.8 acceptance per extra position.
+# Decoder layers of a DFlash drafter: ``num_hidden_layers: 5`` in z-lab's drafter config
+# (github.com/z-lab/dflash tests/fixtures/dflash2-config.json) and in the third-party ports of
+# z-lab's ``dflash/model.py`` ("5-layer qwen3-class" drafter). Not confirmed from the DFlash paper
+# (arXiv:2602.06036) or z-lab's README, which state no depth.
+DFLASH_DRAFT_LAYERS = 5
+
+# Per-position acceptance priors p, used where no measurement gives τ. A chain of k drafts accepts
+# τ = 1 + p + … + p^k tokens per step (bonus included), so p is solved from a published τ at its k:
+#
+# - mtp 0.80: Qwen3.6-27B MTP with k = 3 accepts τ ≈ 3.3 under vLLM (its SpecDecoding metrics log
+#   line) → p = 0.87, and 2.7–2.8 under llama.cpp → p = 0.75; DeepSeek-V3 MTP accepts the second
+#   token 85–90 % of the time (DeepSeek-V3 report, arXiv:2412.19437 §5.4.3) → p = 0.85–0.90 at
+#   k = 1. 0.80 (τ = 2.95 at k = 3) sits inside that range.
+# - eagle3 0.78: the EAGLE-3 paper (arXiv:2503.01840, Table 1) reports τ up to ≈6.5 (GSM8K) at
+#   temperature 0 with a draft *tree*; read as a chain of depth 8 that is p ≈ 0.91, an upper
+#   bound for chain drafting (tree depth and per-model τ were not re-read from the table); the
+#   same checkpoint (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B) drafting a chain of k = 7 under vLLM at
+#   temperature 1 accepts τ = 2.77–3.49 (MT-bench, GSM8K, HumanEval; nebius/EAGLE3-Llama-3.3-70B-
+#   Instruct model card) → p = 0.65–0.74. 0.78 lies between chain-at-T1 and tree-at-T0.
+# - eagle 0.75: EAGLE-1/2 heads, below EAGLE-3 (the EAGLE-3 paper's ≈1.4× speed-up over EAGLE-2
+#   comes mostly from longer acceptance); an engineering estimate 0.03 under the EAGLE-3 prior.
+# - dflash 0.82: SGLang with z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat logs "accept len: 6.10"
+#   at a 16-token block (k = 15; NVIDIA developer forum, "DFlash … Blackwell 6000 Pro") → p = 0.85;
+#   a 5-layer community drafter for Qwen3.5-0.8B serves τ = 5.34 at k = 15 → p = 0.82. The DFlash
+#   paper's own τ table (arXiv:2602.06036) was not checked.
 ACCEPTANCE_PRIOR_PER_TOKEN = {"mtp": 0.80, "eagle": 0.75, "eagle3": 0.78, "dflash": 0.82}
 
 
@@ -63,8 +83,18 @@ def prior_acceptance_length(method: str, draft_tokens: int) -> float:
 
     With p = 0.80 and k = 3: 1 + 0.8 + 0.64 + 0.512 = 2.952, between the 2.7–2.8 (llama.cpp)
     and 3.3 (vLLM) measured on Qwen3.6-27B.
+
+    Args:
+        method: one of :data:`METHODS`.
+        draft_tokens: k.
+
+    Returns:
+        τ (tokens per verification step, 1 ≤ τ ≤ k + 1).
+
+    Raises:
+        KeyError: ``method`` is not one of :data:`METHODS` (``parse_spec`` refuses those first).
     """
-    p = ACCEPTANCE_PRIOR_PER_TOKEN.get(method, 0.75)
+    p = ACCEPTANCE_PRIOR_PER_TOKEN[method]  # parse_spec admits only METHODS, all keyed here
     return sum(p**i for i in range(draft_tokens + 1))
 
 
@@ -87,5 +117,5 @@ def parse_spec(text: str) -> SpecDecode | None:
         raise InputError("spec", text, "METHOD:K[:TAU] with K an integer and TAU a number") from None
     if not 1 <= k <= MAX_DRAFT_TOKENS:
         raise InputError("spec draft tokens", k, f"an integer from 1 to {MAX_DRAFT_TOKENS}")
-    layers = 5 if parts[0] == "dflash" else 1
+    layers = DFLASH_DRAFT_LAYERS if parts[0] == "dflash" else 1
     return SpecDecode(parts[0], k, tau, layers)

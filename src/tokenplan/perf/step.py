@@ -21,12 +21,13 @@ With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
+from tokenplan.units import ACTIVATION_BYTES
 
-ACTIVATION_BYTES = 2.0  # BF16 activations on the wire (all-reduce, PP send, MoE combine)
 DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-V3 report §3.3)
 
 
@@ -65,12 +66,116 @@ class StepTime:
         return max(parts, key=parts.__getitem__)
 
 
+class Kernel(NamedTuple):
+    """One kernel family of one pipeline stage, per GPU.
+
+    Attributes:
+        mem_s: bytes / achievable bandwidth (seconds).
+        cmp_s: FLOPs / achievable FLOP/s (seconds).
+        bytes: bytes it moves (bytes).
+        flops: FLOPs it runs (FLOP).
+    """
+
+    mem_s: float
+    cmp_s: float
+    bytes: float
+    flops: float
+
+    @property
+    def time_s(self) -> float:
+        """The roofline time of the family: the larger of its memory and compute times (seconds)."""
+        return max(self.mem_s, self.cmp_s)
+
+
+IDLE = Kernel(0.0, 0.0, 0.0, 0.0)
+
+
+class _Tokens(NamedTuple):
+    """How one step's work splits per pipeline stage and per attention-DP rank."""
+
+    seqs: float  # decoding sequences per stage (whole replica width)
+    dec: float  # decode query tokens per stage
+    pre: float  # prompt tokens per stage
+    rank_pre: float  # prompt tokens on the busiest attention-DP rank
+    rank: float  # tokens on the busiest rank (decode share + rank_pre)
+
+
+def _split(d: Deployment, decode_seqs: float, prefill_tokens: float, query_tokens_per_seq: float,
+           prompt_chunk_tokens: float) -> _Tokens:
+    """Split a step's sequences and tokens into one stage's and one rank's share (see step_time)."""
+    pp = d.layout.pp
+    seqs = decode_seqs / pp
+    dec = seqs * query_tokens_per_seq
+    pre = prefill_tokens / pp
+    shards = d.memory.sequence_shards  # attention DP: each rank holds 1/shards of the sequences
+    rank_pre = pre / shards
+    if shards > 1 and pre > 0 and prompt_chunk_tokens > 0:
+        rank_pre = max(rank_pre, min(pre, prompt_chunk_tokens / pp))
+    return _Tokens(seqs, dec, pre, rank_pre, dec / shards + rank_pre)
+
+
 def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
     """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM."""
     rate = d.gemm_flops_per_s * eff.gemm_fraction * tokens / (tokens + eff.gemm_half_tokens)
     if d.lowprec:
         return rate * eff.lowprec_fraction
     return rate * (eff.dequant_fraction if d.weight_only else 1.0)
+
+
+def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
+    """Dense GEMMs: every dense weight read once; ``2·params·tokens`` FLOPs, plus the lm_head for
+    the decode tokens and the last token of each prefill (lm_head sits on the last stage only,
+    hence its share ``1/pp`` of a stage)."""
+    pp = d.layout.pp
+    flops = 2.0 * d.dense_params * t.rank
+    flops += 2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp
+    nbytes = d.dense_bytes + d.lm_head_bytes / pp
+    mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
+    return Kernel(mem_s, flops / _gemm_rate(d, eff, max(t.rank, 1.0)), nbytes, flops)
+
+
+def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
+    """Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``
+    per layer for T tokens each picking k of E uniformly; FLOPs of top_k experts per token."""
+    moe = d.spec.moe
+    if moe is None or tokens <= 0:
+        return IDLE
+    replica_tokens = tokens * d.layout.pp
+    touched = 1.0 - (1.0 - moe.top_k / moe.num_experts) ** replica_tokens
+    nbytes = d.routed_bytes * touched
+    flops = d.routed_flops_per_token * tokens
+    rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
+    mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
+    return Kernel(mem_s, flops / _gemm_rate(d, eff, max(rows_per_expert, 1.0)), nbytes, flops)
+
+
+def _attention(d: Deployment, eff: Efficiency, t: _Tokens, context_tokens: float,
+               prefill_context_tokens: float) -> Kernel:
+    """Attention: decode reads each running sequence's KV (sliding layers capped at the window);
+    prefill is FLOP-bound over the mean context the caller gives. KV beyond the GPU pool lives
+    in host memory and is read over the host link (PCIe, or NVLink-C2C on Grace) every step."""
+    m, a = d.memory, d.spec.attention
+    attended = context_tokens
+    if a is not None and a.sparse_topk_tokens:
+        attended = min(context_tokens, a.sparse_topk_tokens)
+    nbytes = t.seqs / m.sequence_shards * (m.kv_bytes_per_token_per_gpu * context_tokens
+                                           + m.sliding_bytes_per_token_per_gpu * min(context_tokens, d.spec.sliding_window))
+    flops = (d.attn_flops_per_token_ctx * t.dec / m.sequence_shards * attended
+             + d.attn_prefill_flops_per_token_ctx * t.rank_pre * prefill_context_tokens)
+    host_kv = max(nbytes - m.kv_pool_bytes, 0.0) if m.host_kv_bytes > 0 else 0.0
+    mem_s = (nbytes - host_kv) / (d.gpu.hbm_bytes_per_s * eff.attention_fraction)
+    mem_s += host_kv / (d.gpu.host_link.bytes_per_s * eff.comm_fraction)
+    return Kernel(mem_s, flops / (d.attn_flops_per_s * eff.gemm_fraction), nbytes, flops)
+
+
+def _state(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
+    """Linear-attention state: each decoding sequence's state read and written once per step;
+    recurrence FLOPs per token."""
+    m = d.memory
+    nbytes = 2.0 * m.state_bytes_per_sequence_per_gpu * t.seqs / m.sequence_shards
+    flops = d.gdn_flops_per_token * t.rank
+    mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
+    return Kernel(mem_s, flops / (d.attn_flops_per_s * eff.gemm_fraction), nbytes, flops)
 
 
 def step_time(
@@ -83,7 +188,8 @@ def step_time(
     query_tokens_per_seq: float = 1.0,
     prompt_chunk_tokens: float = 0.0,
 ) -> StepTime:
-    """Time of one step of a replica.
+    """Time of one step of a replica: the kernel families of one stage add up, and with PP the
+    batch runs as PP micro-batches through PP stages (``step = PP × stage(tokens/PP)``).
 
     Args:
         d: the deployment.
@@ -100,80 +206,26 @@ def step_time(
             least one chunk.
 
     Returns:
-        StepTime (seconds).
+        StepTime (seconds; bytes and FLOPs per GPU). Raises nothing: zero work gives the
+        overhead alone.
     """
     pp = d.layout.pp
-    seqs = decode_seqs / pp
-    dec_tokens = seqs * query_tokens_per_seq
-    pre_tokens = prefill_tokens / pp
-    tokens = dec_tokens + pre_tokens
-    hbm = d.gpu.hbm_bytes_per_s
-    shards = d.memory.sequence_shards  # attention DP: each rank holds 1/shards of the sequences
-    rank_pre = pre_tokens / shards  # prompt tokens on the busiest rank
-    if shards > 1 and pre_tokens > 0 and prompt_chunk_tokens > 0:
-        rank_pre = max(rank_pre, min(pre_tokens, prompt_chunk_tokens / pp))
-    rank_tokens = dec_tokens / shards + rank_pre
-
-    # Dense GEMMs (and lm_head for decode tokens and the last prefill token of each prompt).
-    gemm_flops = 2.0 * d.dense_params * rank_tokens
-    gemm_flops += 2.0 * d.lm_head_params * (dec_tokens + (1 if pre_tokens else 0)) / pp
-    gemm_bytes = d.dense_bytes + d.lm_head_bytes / pp
-    gemm_mem_s = gemm_bytes / (hbm * eff.hbm_fraction)
-    gemm_cmp_s = gemm_flops / _gemm_rate(d, eff, max(rank_tokens, 1.0))
-    gemm_s = max(gemm_mem_s, gemm_cmp_s)
-
-    # Routed experts: bytes of the experts touched, FLOPs of top_k per token.
-    experts_s = exp_mem_s = exp_cmp_s = exp_bytes = exp_flops = 0.0
-    moe = d.spec.moe
-    if moe is not None and tokens > 0:
-        replica_tokens = tokens * pp
-        touched = 1.0 - (1.0 - moe.top_k / moe.num_experts) ** replica_tokens
-        exp_bytes = d.routed_bytes * touched
-        exp_flops = d.routed_flops_per_token * tokens
-        rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
-        exp_mem_s = exp_bytes / (hbm * eff.hbm_fraction)
-        exp_cmp_s = exp_flops / _gemm_rate(d, eff, max(rows_per_expert, 1.0))
-        experts_s = max(exp_mem_s, exp_cmp_s)
-
-    # Attention: decode reads KV; prefill is FLOP-bound (causal: mean context given by caller).
-    m = d.memory
-    a = d.spec.attention
-    window = d.spec.sliding_window
-    attended = context_tokens
-    if a is not None and a.sparse_topk_tokens:
-        attended = min(context_tokens, a.sparse_topk_tokens)
-    kv_bytes = seqs / shards * (m.kv_bytes_per_token_per_gpu * context_tokens
-                                + m.sliding_bytes_per_token_per_gpu * min(context_tokens, window))
-    attn_flops = (d.attn_flops_per_token_ctx * dec_tokens / shards * attended
-                  + d.attn_prefill_flops_per_token_ctx * rank_pre * prefill_context_tokens)
-    # KV beyond the GPU pool lives in host memory and is read over the host link (PCIe, or
-    # NVLink-C2C on Grace) every decode step.
-    host_kv = max(kv_bytes - m.kv_pool_bytes, 0.0) if m.host_kv_bytes > 0 else 0.0
-    attn_mem_s = (kv_bytes - host_kv) / (hbm * eff.attention_fraction)
-    attn_mem_s += host_kv / (d.gpu.host_link.bytes_per_s * eff.comm_fraction)
-    attn_cmp_s = attn_flops / (d.attn_flops_per_s * eff.gemm_fraction)
-    attention_s = max(attn_mem_s, attn_cmp_s)
-
-    # Linear-attention state: read + write per decoding sequence; recurrence FLOPs per token.
-    state_bytes = 2.0 * m.state_bytes_per_sequence_per_gpu * seqs / shards
-    state_flops = d.gdn_flops_per_token * rank_tokens
-    state_mem_s = state_bytes / (hbm * eff.hbm_fraction)
-    state_cmp_s = state_flops / (d.attn_flops_per_s * eff.gemm_fraction)
-    state_s = max(state_mem_s, state_cmp_s)
-
-    comm_s = _comm_s(d, eff, tokens)
-    stage = gemm_s + experts_s + attention_s + state_s + comm_s
-    mem_s = sum(mem for mem, cmp in ((gemm_mem_s, gemm_cmp_s), (exp_mem_s, exp_cmp_s),
-                                     (attn_mem_s, attn_cmp_s), (state_mem_s, state_cmp_s)) if mem >= cmp)
+    t = _split(d, decode_seqs, prefill_tokens, query_tokens_per_seq, prompt_chunk_tokens)
+    gemm, experts = _gemm(d, eff, t), _experts(d, eff, t.dec + t.pre)
+    attention, state = _attention(d, eff, t, context_tokens, prefill_context_tokens), _state(d, eff, t)
+    comm_s = _comm_s(d, eff, t.dec + t.pre)
+    kernels = (gemm, experts, attention, state)
+    stage = gemm.time_s + experts.time_s + attention.time_s + state.time_s + comm_s
+    mem_s = sum(k.mem_s for k in kernels if k.mem_s >= k.cmp_s)
     cmp_s = stage - comm_s - mem_s
     # Per-sequence CPU work (bookkeeping, sampling, detokenization) runs in each rank's own
     # scheduler process: with attention DP the ranks share the sequences and work in parallel.
     overhead = eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
     return StepTime(
-        gemm_s=gemm_s * pp, experts_s=experts_s * pp, attention_s=attention_s * pp, state_s=state_s * pp,
-        comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp, compute_bound_s=cmp_s * pp,
-        bytes_moved=(gemm_bytes + exp_bytes + kv_bytes + state_bytes) * pp,
-        flops=(gemm_flops + exp_flops + attn_flops + state_flops) * pp,
+        gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention.time_s * pp,
+        state_s=state.time_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
+        compute_bound_s=cmp_s * pp, bytes_moved=(gemm.bytes + experts.bytes + attention.bytes + state.bytes) * pp,
+        flops=(gemm.flops + experts.flops + attention.flops + state.flops) * pp,
     )
 
 

@@ -18,14 +18,25 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import replace
+
 from tokenplan.arch.kv import (
     kv_bytes_per_token,
-    sequence_cache_bytes,
     sliding_kv_bytes_per_token,
     state_bytes_per_sequence,
 )
 from tokenplan.catalog import load_model, model_names
+from tokenplan.errors import InputError
+from tokenplan.perf.memory import MemoryBreakdown
 from tokenplan.units import Dtype
+
+
+def _one_gpu_pool(pool_bytes: float, kv: float, sliding: float, state: float, window: int) -> MemoryBreakdown:
+    """A TP1 breakdown holding ``pool_bytes`` of cache, so that max_sequences = pool / per-sequence."""
+    return MemoryBreakdown(gpu_bytes=0.0, weight_bytes_per_gpu=0.0, reserve_bytes=0.0, kv_pool_bytes=pool_bytes,
+                           state_pool_bytes=0.0, kv_bytes_per_token_per_gpu=kv, sliding_bytes_per_token_per_gpu=sliding,
+                           state_bytes_per_sequence_per_gpu=state, sequence_shards=1, kv_capacity_tokens=0.0,
+                           state_slots=None, sliding_window=window)
 
 # (model, whole-model BF16 KV bytes per token over the full-attention layers, hand arithmetic)
 KV_BF16 = [
@@ -136,11 +147,12 @@ def test_gpt_oss_120b_full_and_sliding_layers_are_counted_apart():
 
 def test_gpt_oss_sequence_cache_caps_sliding_layers_at_the_window():
     model = load_model("gpt-oss-120b")
-    # 10,000-token sequence: 36,864·10,000 (full) + 36,864·128 (sliding, capped) + no state
-    # = 368,640,000 + 4,718,592 = 373,358,592.
-    assert sequence_cache_bytes(model, Dtype.BF16, 10_000) == 373_358_592
-    # 100 tokens (below the window): 36,864·100 + 36,864·100 = 7,372,800.
-    assert sequence_cache_bytes(model, Dtype.BF16, 100) == 7_372_800
+    kv, sliding = kv_bytes_per_token(model, Dtype.BF16), sliding_kv_bytes_per_token(model, Dtype.BF16)
+    # A 10,000-token sequence holds 36,864·10,000 (full) + 36,864·128 (sliding, capped) + no state
+    # = 368,640,000 + 4,718,592 = 373,358,592 B: a pool of exactly that holds one sequence.
+    assert _one_gpu_pool(373_358_592, kv, sliding, 0.0, model.sliding_window).max_sequences(10_000) == 1.0
+    # 100 tokens (below the window): 36,864·100 + 36,864·100 = 7,372,800 B per sequence.
+    assert _one_gpu_pool(7_372_800, kv, sliding, 0.0, model.sliding_window).max_sequences(100) == 1.0
 
 
 def test_models_without_sliding_layers_have_no_sliding_kv():
@@ -204,5 +216,17 @@ def test_qwen3_6_27b_state_outweighs_bf16_kv_below_4_7k_tokens():
 
 def test_sequence_cache_adds_kv_and_fixed_state():
     model = load_model("qwen3.6-27b")
-    # 3,000 tokens: 65,536·3,000 + 153,944,064 = 196,608,000 + 153,944,064 = 350,552,064.
-    assert sequence_cache_bytes(model, Dtype.BF16, 3_000) == 350_552_064
+    kv, state = kv_bytes_per_token(model, Dtype.BF16), state_bytes_per_sequence(model)
+    # One pool for KV and state (vLLM): 3,000 tokens take 65,536·3,000 + 153,944,064
+    # = 196,608,000 + 153,944,064 = 350,552,064 B; twice that holds two sequences.
+    assert _one_gpu_pool(2 * 350_552_064, kv, 0.0, state, 0).max_sequences(3_000) == 2.0
+
+
+def test_an_unknown_ssm_dtype_is_refused_not_taken_as_float32():
+    model = load_model("qwen3.6-27b")
+    with pytest.raises(InputError, match="ssm_dtype 'fp8'"):
+        state_bytes_per_sequence(model, "fp8")
+    assert model.linear is not None
+    odd = replace(model, linear=replace(model.linear, state_dtype="float64"))
+    with pytest.raises(InputError, match="float64"):
+        state_bytes_per_sequence(odd)
