@@ -113,6 +113,7 @@ def _row_dict(r) -> dict:
 
 SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order): keeps calibrate under a minute
 CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
+CV_MAX_NFEV = 4  # optimiser budget of each cross-validation refit (see calibrate)
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,9 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
     if cross_validation:
         cv_cases, _ = _fit_cases(paths, CV_SERVING_STRIDE)
         base = result.table.default
-        light = FitOptions(max_nfev=4)
+        # Each fold refits from the full fit's default (already near the optimum) with a short
+        # budget: 26 refits at the full budget would take ~20 minutes.
+        light = FitOptions(max_nfev=CV_MAX_NFEV)
         cv = [cross_validate(cv_cases, by, base, light) for by in ("gpu", "model")]
     provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
                   f"({', '.join(_describe(p) for p in paths)})")
@@ -156,26 +159,35 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
 
 def _describe(path: str) -> str:
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
-    return f"{Path(path).name} sha256:{digest}"
+    return f"{path} sha256:{digest}"
 
 
 def profile_dict(result: FitResult, provenance: str) -> dict:
-    """The calibration JSON: ``default`` and ``groups`` of factor → value, ``uncertainty`` and
-    ``provenance``."""
+    """The calibration JSON: ``default`` and ``groups`` of factor → value, ``uncertainty`` (±1σ
+    of the factors fitted inside their bounds), ``at_bound`` (``level.factor`` of those that
+    ended on a bound of ``EFFICIENCY_BOUNDS``: no σ, the bound holds them),
+    ``held_at_default`` (factors the fit left at their documented default) and ``provenance``."""
     t = result.table
     return {
         "default": t.default.as_dict(),
         "groups": {g: e.as_dict() for g, e in sorted(t.by_group.items())},
-        "uncertainty": {f"{f.level}.{f.name}": f.uncertainty for f in result.factors},
+        "uncertainty": {f"{f.level}.{f.name}": f.uncertainty for f in result.factors if not f.at_bound},
+        "at_bound": list(result.at_bound),
+        "held_at_default": list(result.held),
         "provenance": provenance,
     }
 
 
 def calibration_dict(r: CalibrationResult) -> dict:
-    """The ``--json`` form of a calibration: factors with uncertainty and the CV tables."""
+    """The ``--json`` form of a calibration: factors with uncertainty (None for a factor on a
+    bound, flagged ``at_bound``), the optimiser's outcome (``converged``, ``status``,
+    ``message``, ``nfev``) and the CV tables."""
     return {
         "n": r.fit.n_rows, "skipped": r.skipped, "converged": r.fit.converged,
-        "factors": [{"level": f.level, "name": f.name, "value": f.value, "uncertainty": f.uncertainty}
+        "optimizer": {"status": r.fit.status, "message": r.fit.message, "nfev": r.fit.nfev},
+        "at_bound": list(r.fit.at_bound), "held": list(r.fit.held),
+        "factors": [{"level": f.level, "name": f.name, "value": f.value,
+                     "uncertainty": None if f.at_bound else f.uncertainty, "at_bound": f.at_bound}
                     for f in r.fit.factors],
         "cross_validation": {cv.by: {"median_abs_pct_error": cv.median_abs, "p90_abs_pct_error": cv.p90_abs,
                                      "folds": [{"held_out": f.held_out, "n": f.n, "median_abs_pct_error": f.median_abs}

@@ -48,5 +48,8 @@ def test_calibrate_writes_a_profile_validate_reads(tmp_path):
     assert r.returncode == 0, r.stderr
     profile = json.loads(out.read_text())
     assert "default" in profile and "provenance" in profile
+    # the factors left at their documented default are said, in the profile and on the console
+    assert profile["held_at_default"] == ["comm_fraction"] and "held at their documented defaults" in r.stdout
+    assert "at_bound" in profile and "optimiser" in r.stdout
     r = _run("validate", str(f), "--calibration", str(out), "--json")
     assert r.returncode == 0, r.stderr

@@ -8,12 +8,17 @@ Group factors are pulled toward their parent by a weak prior (a log-normal of wi
 noise; the default is pulled toward the documented physical defaults the same way. Bounds are
 :data:`EFFICIENCY_BOUNDS`.
 
-Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, TTFT at weight 0.8),
-``w`` from the row's trust and its file's size (so the 2,500 serving rows do not drown the
-throughput file). Loss ``soft_l1`` with scale 0.2: errors beyond ~20 % count linearly.
+Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, and TTFT at
+:attr:`FitOptions.ttft_weight`), ``w`` from the row's trust (:attr:`FitOptions.trust_weight`)
+and its file's size (so the 2,500 serving rows do not drown the throughput file). Loss
+``soft_l1`` with scale 0.2: errors beyond ~20 % count linearly. Every knob, with its reason,
+is a field of :class:`FitOptions`.
 
 Uncertainty: ``cov = s²·(JᵀJ)⁻¹`` at the solution (``s²`` = residual variance), reported in
-the factor's units. Cross-validation refits with one group (a GPU, a model) held out and
+the factor's units. A factor that ends on a bound of :data:`EFFICIENCY_BOUNDS` is listed in
+:attr:`FitResult.at_bound` and gets no uncertainty (NaN): the linearised covariance describes
+an interior optimum, and at a bound it is either ~0 (the bound, not the data, holds the
+value) or meaningless. Cross-validation refits with one group (a GPU, a model) held out and
 scores the held-out rows.
 """
 
@@ -23,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 
 from tokenplan.calibration.validate import Case, percentile, predict_case
-from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
+from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 from tokenplan.units import Dtype
 
 # Which factors each level may move. The engine level holds what the engine's software sets
@@ -33,36 +38,83 @@ DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
                   "prefill_wave_fraction")
 ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction")
-TRUST_WEIGHT = {"high": 1.0, "medium": 0.7, "low": 0.4}
-TTFT_WEIGHT = 0.8
 
 
 @dataclass(frozen=True, slots=True)
 class FitOptions:
-    """Fit settings.
+    """Fit settings, each with the reason for its value.
 
     Attributes:
-        min_rows: rows a group needs before it gets its own factors.
-        prior_sigma: width (log) of the prior pulling a group's factor toward its parent.
-        max_nfev: function-evaluation budget of the optimiser.
-        loss, f_scale: robust loss and its inlier scale (log error).
+        min_rows: rows a group needs before it gets its own factors (25: with ~5 factors per
+            group, five rows per factor before a group may leave its parent).
+        prior_sigma: width (log) of the prior pulling a group's factor toward its parent (0.5:
+            a group may differ from its parent by ~1.6× before the prior costs as much as one
+            row at the 20 % inlier scale).
+        default_prior_scale: weight of the prior that pulls the *default* level toward the
+            documented physical defaults, relative to a group's prior (0.3: the default is fitted
+            on every row, so the data should win; the prior only keeps factors no row touches
+            near their documented value).
+        trust_weight: residual weight per ``trust`` value of a row (``dev.csv`` README: high =
+            vendor tables and MLPerf, medium, low = single third-party runs "weigh them less").
+            1.0 / 0.7 / 0.4 give a low-trust row the pull of ~0.4² = 1/6 of a high-trust one in
+            the squared loss. Rows are validated on read, so every trust here is known.
+        ttft_weight: weight of a serving row's TTFT residual next to its TPOT residual (0.8):
+            TTFT at a fixed concurrency carries queueing noise the model only approximates
+            (arrival waves), so TPOT, the cleaner step-time measurement, leads.
+        max_nfev: function-evaluation budget of the optimiser (60). Each evaluation also
+            costs one finite-difference Jacobian, i.e. every fit row predicted once per
+            parameter, so the budget bounds the run time. The dev-set fit meets scipy's
+            ``xtol`` after ~20 evaluations (about a minute on two cores, cross-validation
+            included); 60 leaves room for other data without letting a fit that does not
+            converge run for long, and :attr:`FitResult.converged`/``status`` say which it was.
+        loss, f_scale: robust loss and its inlier scale (log error 0.2: errors beyond ~20 %
+            count linearly, so a few rows the model cannot describe do not drag every factor).
+        diff_step: relative finite-difference step of the Jacobian in log space (1e-3: a
+            0.1 % change of a factor moves predictions well above float noise while staying
+            inside the model's piecewise regimes — batch caps and chunk sizes are steps).
+        held: factors not fitted at any level but held at their documented default (the
+            ``base`` of :func:`fit`), because the data do not identify them. ``comm_fraction``:
+            fitted freely it ends on its physical bound (0.85, NCCL's ~80 % of NVLink line
+            rate), yet holding it at its 0.70 prior moves the dev-set medians by under half a
+            point — the few TP rows that push it up ask for a faster collective than NCCL's
+            ring/tree (custom one-shot all-reduce, NVLS, overlap with compute), which a
+            bandwidth fraction cannot stand for.
     """
 
     min_rows: int = 25
     prior_sigma: float = 0.5
-    max_nfev: int = 30
+    default_prior_scale: float = 0.3
+    trust_weight: tuple[tuple[str, float], ...] = (("high", 1.0), ("medium", 0.7), ("low", 0.4))
+    ttft_weight: float = 0.8
+    max_nfev: int = 60
     loss: str = "soft_l1"
     f_scale: float = 0.2
+    diff_step: float = 1e-3
+    held: tuple[str, ...] = ("comm_fraction",)
+
+    def weight_of_trust(self, trust: str) -> float:
+        """The residual weight of a row of ``trust``.
+
+        Raises:
+            ValueError: ``trust`` has no weight (the measurement reader skips rows whose trust
+                is not high, medium or low, so this is a programming error).
+        """
+        weights = dict(self.trust_weight)
+        if trust not in weights:
+            raise ValueError(f"trust {trust!r} is not one of {', '.join(weights)}")
+        return weights[trust]
 
 
 @dataclass(frozen=True, slots=True)
 class FittedFactor:
-    """One fitted factor: level (``default``, ``sglang``, ``sglang/hopper``), name, value, ±1σ."""
+    """One fitted factor: level (``default``, ``sglang``, ``sglang/hopper``), name, value, ±1σ
+    (NaN where the value is on a bound: see ``at_bound``)."""
 
     level: str
     name: str
     value: float
     uncertainty: float
+    at_bound: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +124,13 @@ class FitResult:
     Attributes:
         factors: every fitted factor with its uncertainty.
         table: the EfficiencyTable (``engine`` and ``engine/architecture`` groups, merged).
-        n_rows: cases used. cost: final robust cost. converged: optimiser status > 0.
+        n_rows: cases used. cost: final robust cost.
+        converged: the optimiser met a tolerance (scipy ``status`` 1–4); False when it stopped
+            on the evaluation budget (``status`` 0).
+        status, message, nfev: scipy's ``least_squares`` status code, its message and the
+            function evaluations used.
+        at_bound: ``level.factor`` names of the factors that ended on a bound.
+        held: factors held at their documented default, not fitted (``FitOptions.held``).
     """
 
     factors: tuple[FittedFactor, ...]
@@ -80,6 +138,11 @@ class FitResult:
     n_rows: int
     cost: float
     converged: bool
+    status: int = 0
+    message: str = ""
+    nfev: int = 0
+    at_bound: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +172,7 @@ def _levels(case: Case) -> tuple[str, str, str]:
 
 def parameters(cases: list[Case], options: FitOptions) -> list[tuple[str, str]]:
     """(level, factor) pairs the data supports: default factors, then engines and
-    engine/architecture groups with at least ``min_rows`` rows. A group's low-precision and
+    engine/architecture groups with at least ``min_rows`` rows, less ``options.held``. A group's low-precision and
     dequantization factors are fitted only where its rows run such kernels (a factor no row
     touches has nothing to fit and would only cost Jacobian columns)."""
     counts: dict[str, int] = {}
@@ -126,7 +189,7 @@ def parameters(cases: list[Case], options: FitOptions) -> list[tuple[str, str]]:
             else:
                 params += [(level, f) for f in ARCH_FACTORS
                            if f not in _KERNEL_FACTORS or f in kernels.get(level, set())]
-    return params
+    return [(level, f) for level, f in params if f not in options.held]
 
 
 _KERNEL_FACTORS = ("lowprec_fraction", "dequant_fraction")
@@ -167,20 +230,21 @@ def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Effic
     return Efficiency(**merged)
 
 
-def _row_weight(case: Case, file_weight: dict[str, float]) -> float:
+def _row_weight(case: Case, file_weight: dict[str, float], options: FitOptions) -> float:
     kind = "serving" if case.measurement.tpot_s is not None else "throughput"
-    return TRUST_WEIGHT.get(case.measurement.trust, 0.7) * file_weight[kind]
+    return options.weight_of_trust(case.measurement.trust) * file_weight[kind]
 
 
-def log_residuals(case: Case, eff: Efficiency) -> list[float]:
-    """Unweighted log(pred/meas) of the case's measured quantities (0 where rejected)."""
+def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
+    """log(pred/meas) of the case's measured quantities, TTFT times ``ttft_weight`` (0 where
+    rejected)."""
     p = predict_case(case, eff)
     m = case.measurement
     if p.rejected is not None:
         return [0.0] * (1 if m.output_tok_s_per_gpu is not None else 2)
     if m.output_tok_s_per_gpu is not None:
         return [math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)]
-    return [math.log(p.tpot_s / m.tpot_s), TTFT_WEIGHT * math.log(p.ttft_s / m.ttft_s)]
+    return [math.log(p.tpot_s / m.tpot_s), ttft_weight * math.log(p.ttft_s / m.ttft_s)]
 
 
 def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions()) -> FitResult:
@@ -199,7 +263,7 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
         n_kind["serving" if c.measurement.tpot_s is not None else "throughput"] += 1
     ref = max(min(v for v in n_kind.values() if v) if any(n_kind.values()) else 1, 1)
     file_weight = {k: math.sqrt(ref / v) if v else 1.0 for k, v in n_kind.items()}
-    weights = [_row_weight(c, file_weight) for c in cases]
+    weights = [_row_weight(c, file_weight, options) for c in cases]
 
     def parent_x(level: str, name: str, x) -> float:
         if level == "default":
@@ -215,22 +279,27 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
         values = {p: _from_x(p[1], x[i]) for i, p in enumerate(params)}
         out = []
         for c, w in zip(cases, weights):
-            out += [w * r for r in log_residuals(c, efficiency_for(values, c, base))]
+            out += [w * r for r in log_residuals(c, efficiency_for(values, c, base), options.ttft_weight)]
         for (level, name), i in index.items():
-            out.append((x[i] - parent_x(level, name, x)) / options.prior_sigma * (0.3 if level == "default" else 1.0))
+            scale = options.default_prior_scale if level == "default" else 1.0
+            out.append((x[i] - parent_x(level, name, x)) / options.prior_sigma * scale)
         return np.array(out)
 
     sol = least_squares(residuals, x0, bounds=(np.array(lo), np.array(hi)), loss=options.loss,
-                        f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0, diff_step=1e-3)
+                        f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0,
+                        diff_step=options.diff_step)
     uncertainty = _uncertainty(sol, len(params))
     factors = []
     for (level, name), i in index.items():
         value = _from_x(name, sol.x[i])
-        # d value / d x = exp(x) in log space
-        factors.append(FittedFactor(level, name, value, math.exp(sol.x[i]) * uncertainty[i]))
+        pinned = at_bound(name, value)
+        # d value / d x = exp(x) in log space; no σ for a factor the bound holds
+        sigma = math.nan if pinned else math.exp(sol.x[i]) * uncertainty[i]
+        factors.append(FittedFactor(level, name, value, sigma, pinned))
     values = {(f.level, f.name): f.value for f in factors}
     return FitResult(tuple(factors), table_from_values(values, cases, base), len(cases), float(sol.cost),
-                     bool(sol.status > 0))
+                     bool(sol.status > 0), int(sol.status), str(sol.message), int(sol.nfev),
+                     tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound), tuple(options.held))
 
 
 def _uncertainty(sol, n_params: int) -> list[float]:
@@ -281,7 +350,7 @@ def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
         errors = []
         for c in test:
             eff = result.table.resolve(c.engine, c.architecture)
-            r = log_residuals(c, eff)
+            r = log_residuals(c, eff, options.ttft_weight)
             if predict_case(c, eff).rejected is None:
                 errors.append(math.expm1(r[0]))
         if errors:

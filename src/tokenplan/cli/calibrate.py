@@ -19,12 +19,25 @@ from tokenplan.errors import InputError
 
 
 def _factors_table(d: dict) -> Table:
-    t = Table(title=f"fitted factors ({d['n']} rows{'' if d['converged'] else ', not converged'})")
-    for col in ("level", "factor", "value", "± 1σ"):
+    opt = d["optimizer"]
+    state = "converged" if d["converged"] else "not converged"
+    t = Table(title=f"fitted factors ({d['n']} rows; optimiser {state}: status {opt['status']}, "
+                    f"{opt['nfev']} evaluations)")
+    for col in ("level", "factor", "value", "± 1σ", "note"):
         t.add_column(col, justify="right" if col in ("value", "± 1σ") else "left")
     for f in d["factors"]:
-        t.add_row(f["level"], f["name"], f"{f['value']:.4g}", f"{f['uncertainty']:.2g}")
+        unc = f["uncertainty"]
+        t.add_row(f["level"], f["name"], f"{f['value']:.4g}", "–" if unc is None else f"{unc:.2g}",
+                  "at bound" if f["at_bound"] else "")
     return t
+
+
+def _at_bound_line(d: dict) -> str | None:
+    """One line naming the factors that ended on a physical bound, or None."""
+    if not d["at_bound"]:
+        return None
+    return ("at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot "
+            f"identify the factor; no σ): {', '.join(d['at_bound'])}")
 
 
 def _cv_table(d: dict) -> Table:
@@ -66,7 +79,9 @@ def calibrate_command(
         return
     if not paths:
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
-    command = "tokenplan calibrate " + " ".join(Path(p).name for p in paths) + f" -o {out.name}"
+    # the paths as typed, so the provenance names the files that reproduce it
+    # (e.g. data/ground-truth/dev.csv for the shipped fit)
+    command = "tokenplan calibrate " + " ".join(paths) + f" -o {out}"
     d = calibration_dict(calibrate(paths, command, cv))
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
     if json_out:
@@ -74,6 +89,12 @@ def calibrate_command(
         return
     console = wide_console()
     console.print(_factors_table(d))
+    bound_line = _at_bound_line(d)
+    if bound_line:
+        console.print(bound_line, markup=False)
+    if d["held"]:
+        console.print(f"held at their documented defaults (not identified by the data): {', '.join(d['held'])}",
+                      markup=False)
     if d["cross_validation"]:
         console.print(_cv_table(d))
     console.print(f"wrote {out}", markup=False)

@@ -8,6 +8,7 @@ is keyed on a model or a measurement row.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 
@@ -17,8 +18,10 @@ class Efficiency:
 
     Attributes:
         hbm_fraction: achieved / datasheet memory bandwidth for weight and state streaming.
-            Default 0.80: decode GEMV kernels reach 70–85 % of datasheet bandwidth
-            (shared/reference README; e.g. NVIDIA's H100 guidance and nvbandwidth runs).
+            Default 0.80: decode GEMV kernels reach 70–85 % of datasheet bandwidth (a public
+            Nsight Compute profile of 70B BF16 decode on H100 SXM measures weight loads at
+            2.6–2.8 TB/s = 78–84 % of 3.35 TB/s: mikamirai.com/blog/gpu-memory-bandwidth, 2026;
+            a plain device-to-device copy, the ceiling for any kernel, reaches ~92 %).
         attention_fraction: achieved / datasheet bandwidth of decode attention reading the KV
             cache (paged, many short rows). Default 0.60: FlashInfer/FlashAttention decode
             kernels report 50–75 % of peak bandwidth (FlashInfer paper, arXiv:2501.01005 §5).
@@ -27,23 +30,40 @@ class Efficiency:
         gemm_half_tokens: tokens per step at which a GEMM reaches half of ``gemm_fraction``
             (tile and wave quantization at small M). Default 64 tokens (one 64-row tile).
         lowprec_fraction: extra factor on FP8/FP4 GEMM FLOP/s for kernel maturity (1 = as
-            mature as BF16). Default 1.0; fitted per architecture.
+            mature as BF16). Default 1.0; fitted per architecture. A fit that ends at the 1.0
+            bound says the data sees no maturity penalty there; ``tokenplan calibrate`` reports
+            it "at bound" with no ±σ (a bound is not an estimate).
         dequant_fraction: factor on the BF16 GEMM FLOP/s where the weights are in a format the
             tensor cores do not run (MXFP4/NVFP4 on Hopper, W4A16): mixed-input kernels
             (Marlin, CUTLASS mixed-input, Triton MoE) dequantize every weight tile in the main
             loop, which costs issue slots when the GEMM is compute-bound (Marlin paper,
             arXiv:2408.11743 §5: near-peak at small batch, falling at large batch). Default 0.7;
             fitted per architecture. Memory-bound (small-batch) steps are unaffected.
-        comm_fraction: achieved / datasheet link bandwidth for collectives. Default 0.70
-            (nccl-tests bus bandwidth on NVLink and PCIe: 65–80 % of link rate).
+        comm_fraction: achieved / datasheet link bandwidth for collectives (nccl-tests "bus
+            bandwidth", which is what ``perf/comm.py``'s ring and tree formulas divide by).
+            Default 0.70. NCCL's maintainers put the protocol overhead at ~20 %: on H100 NVLink
+            (450 GB/s per direction) NCCL reaches ~370 GB/s bus bandwidth = 82 % (NVIDIA/nccl-tests
+            issue #212), and 360 GB/s = 80 % is "exactly what we'd expect on H100" (issue #326);
+            PCIe and multi-node runs reach less. nccl-tests doc/PERFORMANCE.md defines bus
+            bandwidth as the figure to compare with the hardware peak.
         step_overhead_s: fixed time per engine step (scheduling, sampling, launch gaps).
             Default 2 ms (SGLang/vLLM profiles of small-batch decode with CUDA graphs).
         per_sequence_overhead_s: CPU time per running sequence per step (batch bookkeeping,
-            detokenization, sampling). Default 10 µs.
+            detokenization, sampling). Default 10 µs: an engineering estimate, not a cited
+            profile. Basis: per sequence and step the engine's Python scheduler updates a block
+            table, gathers input ids and positions, checks stop conditions and detokenizes one
+            token incrementally — a handful of interpreter-level operations of 1–3 µs each; at
+            256 sequences that is ~2.6 ms, the same order as the fixed step overhead, which is
+            why the engines moved this work off the GPU's critical path (vLLM V1, SGLang's
+            overlap scheduler). The dev-set fit moves it to ~17 µs per engine.
         ttft_overhead_s: time a request spends outside the GPU before its first token reaches
             the client (HTTP, tokenization, scheduler admission, streaming the first token).
             Default 50 ms: serving benchmarks at concurrency 1 measure TTFT 80–100 ms where the
-            prefill alone takes 5–30 ms (aiconfigurator silicon samples in serving-dev.csv).
+            prefill alone takes 5–30 ms (aiconfigurator silicon samples in
+            ``data/ground-truth/serving-dev.csv``). Bounded at 0.2 s (see EFFICIENCY_BOUNDS):
+            what the factor stands for costs tens of milliseconds, and a fit that wants more
+            is absorbing queueing the model does not describe, which must show as TTFT error
+            rather than hide in a constant.
         prefill_wave_fraction: share of arrivals that come in synchronised waves rather than at
             random. A client that keeps C requests of fixed lengths in flight sends the next
             request when one ends, and requests that started together end together, so arrivals
@@ -77,20 +97,53 @@ class Efficiency:
 
 EFFICIENCY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Efficiency))
 
-# Physical bounds a fit may not leave (fractions of peak stay in (0, 1]; overheads stay small).
+# Physical bounds a fit may not leave, each with the reason it is physical. A fitted factor
+# that ends on one of these is listed "at bound" by ``tokenplan calibrate`` (the data asks for
+# more than the hardware allows, or cannot identify the factor); its ±σ is then meaningless.
 EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
+    # ≥ 0.3: even untuned GEMV kernels stream weights at a third of peak; ≤ 0.95: a plain
+    # device-to-device copy, the best any kernel can do, reaches ~92 % of datasheet HBM (ECC,
+    # refresh and DRAM row switches take the rest).
     "hbm_fraction": (0.3, 0.95),
+    # ≥ 0.1: paged KV gathers of 16-token pages from scattered blocks; ≤ 0.95: the HBM ceiling.
     "attention_fraction": (0.1, 0.95),
+    # ≥ 0.1: skinny, badly tiled GEMMs; ≤ 0.95: cuBLAS/CUTLASS at large shapes stay below
+    # ~85 % of dense peak once clocks drop under the power limit.
     "gemm_fraction": (0.1, 0.95),
+    # 1 token: a GEMM at half rate from one row is the ideal; 4,096: one full prefill chunk,
+    # beyond which every GEMM shape is large (tile and wave quantization are gone).
     "gemm_half_tokens": (1.0, 4096.0),
+    # ≥ 0.2: an immature FP4 path still runs at least as fast as BF16 (0.25 of its FP4 peak);
+    # ≤ 1.0: FP8/FP4 kernels cannot beat their own datasheet peak relative to BF16.
     "lowprec_fraction": (0.2, 1.0),
+    # ≥ 0.1: dequantization in the main loop costs at most ~10× the MMA issue slots;
+    # ≤ 1.0: a mixed-input GEMM cannot beat the BF16 tensor-core peak it runs on.
     "dequant_fraction": (0.1, 1.0),
-    "comm_fraction": (0.05, 0.95),
+    # ≥ 0.05: PCIe through host bridges with small messages; ≤ 0.85: NCCL bus bandwidth
+    # reaches ~80–82 % of NVLink line rate (protocol overhead ~20 %: NVIDIA/nccl-tests
+    # issues #212 and #326; bus bandwidth as defined in nccl-tests doc/PERFORMANCE.md).
+    "comm_fraction": (0.05, 0.85),
+    # ≥ 100 µs: one CUDA-graph replay plus sampling; ≤ 50 ms: ten times the whole batch-1
+    # decode step of an 8B model on an H100 (~5 ms), beyond any engine's scheduling cost.
     "step_overhead_s": (1.0e-4, 0.05),
+    # ≥ 0: no CPU work per sequence (fully overlapped); ≤ 200 µs: at 256 sequences 51 ms of
+    # CPU per step, more than the GPU step itself on any GPU in the catalog.
     "per_sequence_overhead_s": (0.0, 2.0e-4),
-    "ttft_overhead_s": (1.0e-3, 0.5),
+    # ≥ 1 ms: a local HTTP round trip; ≤ 0.2 s: HTTP handling (~1 ms), tokenizing an 8K-token
+    # prompt with a Rust fast tokenizer (~10 ms), scheduler admission (one scheduler
+    # iteration, ≤ one decode step, tens of ms) and streaming the first token (~1 ms) add up
+    # to < 0.1 s; 0.2 s leaves a factor of two.
+    "ttft_overhead_s": (1.0e-3, 0.2),
+    # ≥ 0.02: a share of synchronised arrivals (kept off 0 for the log-space optimiser);
+    # ≤ 1: every arrival in a wave.
     "prefill_wave_fraction": (0.02, 1.0),
 }
+
+
+def at_bound(name: str, value: float, rel_tol: float = 1e-3, abs_tol: float = 1e-9) -> bool:
+    """Whether ``value`` of factor ``name`` sits on (within ``rel_tol`` of) a bound of
+    :data:`EFFICIENCY_BOUNDS`."""
+    return any(math.isclose(value, b, rel_tol=rel_tol, abs_tol=abs_tol) for b in EFFICIENCY_BOUNDS[name])
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,3 +76,45 @@ def test_removing_a_row_moves_its_own_prediction_less_than_cross_validation_erro
         with_row = predict_case(held, full.table.default).output_tok_s_per_gpu
         without_row = predict_case(held, rest.table.default).output_tok_s_per_gpu
         assert abs(without_row / with_row - 1) <= cv.p90_abs
+
+
+def test_fit_options_weigh_trust_and_refuse_unknown_trust():
+    options = FitOptions()
+    assert options.weight_of_trust("high") == 1.0
+    assert options.weight_of_trust("low") < options.weight_of_trust("medium") < 1.0
+    with pytest.raises(ValueError, match="trust"):
+        options.weight_of_trust("very")
+
+
+def test_a_factor_pinned_on_its_bound_is_reported_without_sigma():
+    # Points generated with hbm_fraction at its upper bound: the fit ends there, says so and
+    # gives no σ (a linearised covariance at a bound is not an uncertainty).
+    from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS
+
+    top = EFFICIENCY_BOUNDS["hbm_fraction"][1]
+    truth = Efficiency(hbm_fraction=top, step_overhead_s=2.0e-3)
+    synthetic = []
+    for c in _cases():
+        m = c.measurement
+        # measured 20 % faster than the model can go at the bound
+        value = predict_case(c, truth).output_tok_s_per_gpu * 1.2
+        synthetic.append(Case(Measurement(m.line, m.row_id, m.engine, m.model, m.gpu, 1, 1, 1, 1, False,
+                                          m.weight_dtype, m.kv_dtype, m.isl_tokens, m.osl_tokens, m.concurrency,
+                                          output_tok_s_per_gpu=value),
+                              c.model, c.gpu, c.config, c.engine, c.architecture, c.family, c.isl, c.osl,
+                              c.concurrency_per_replica))
+    result = fit(synthetic, Efficiency(), FitOptions(min_rows=1000, max_nfev=40, prior_sigma=2.0))
+    got = {f.name: f for f in result.factors if f.level == "default"}
+    assert got["hbm_fraction"].at_bound and math.isnan(got["hbm_fraction"].uncertainty)
+    assert "default.hbm_fraction" in result.at_bound
+    assert result.nfev > 0 and isinstance(result.status, int)
+
+
+def test_held_factors_are_not_fitted_at_any_level():
+    from tokenplan.calibration.fit import parameters
+
+    cases = _cases()
+    assert ("default", "comm_fraction") not in parameters(cases, FitOptions())
+    assert ("default", "comm_fraction") in parameters(cases, FitOptions(held=()))
+    result = fit(cases[:4], Efficiency(comm_fraction=0.7), FitOptions(min_rows=1000, max_nfev=2))
+    assert result.table.default.comm_fraction == 0.7 and result.held == ("comm_fraction",)

@@ -12,10 +12,15 @@ from tokenplan.calibration.validate import percentile, relative_error, summarise
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.userfiles_measurements import read_measurements, spec_from_text
 
-# A profile that turns every inefficiency off: decode is then pure weight streaming.
+# A profile that turns every inefficiency off: decode is then pure weight streaming. Every
+# Efficiency field is listed (a test below checks it), so a new factor cannot silently fall
+# back to its default here.
 IDEAL = {"default": {"hbm_fraction": 1.0, "attention_fraction": 1.0, "gemm_fraction": 1.0,
-                     "gemm_half_tokens": 64.0, "lowprec_fraction": 1.0, "comm_fraction": 1.0,
-                     "step_overhead_s": 0.0, "per_sequence_overhead_s": 0.0},
+                     "gemm_half_tokens": 64.0, "lowprec_fraction": 1.0, "dequant_fraction": 1.0,
+                     "comm_fraction": 1.0, "step_overhead_s": 0.0, "per_sequence_overhead_s": 0.0,
+                     "ttft_overhead_s": 0.0,
+                     # arrival pattern, not an inefficiency: the default half-synchronised waves
+                     "prefill_wave_fraction": 0.5},
          "provenance": "test: ideal hardware"}
 
 # Llama-3.1-8B BF16 on one H100 SXM, batch 1, decode memory-bound:
@@ -27,6 +32,12 @@ HAND_TPOT_S = 15_009_316_864 / 3.35e12
 
 THROUGHPUT_HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
                      "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+
+
+def test_ideal_profile_lists_every_efficiency_field():
+    from tokenplan.perf.efficiency import EFFICIENCY_FIELDS
+
+    assert set(IDEAL["default"]) == set(EFFICIENCY_FIELDS)
 
 
 def test_percentile_interpolates_like_numpy():
@@ -93,6 +104,17 @@ def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path
     assert sorted(by_line) == [3, 4, 5, 6, 7]
     assert "output_tok_s_per_gpu" in by_line[3] and "num_gpus" in by_line[4]
     assert "no-such-model" in by_line[5] and "isl" in by_line[6]
+
+
+def test_trust_is_validated_on_read_and_blank_means_medium(tmp_path):
+    csv_path = tmp_path / "m.csv"
+    row = "{id},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,{trust},x\n"
+    csv_path.write_text(THROUGHPUT_HEADER + row.format(id="a", trust="HIGH") + row.format(id="b", trust="")
+                        + row.format(id="c", trust="very") + row.format(id="d", trust="low"))
+    data = read_measurements(str(csv_path))
+    assert [(m.row_id, m.trust) for m in data.rows] == [("a", "high"), ("b", "medium"), ("d", "low")]
+    (bad,) = data.skipped
+    assert bad.line == 4 and "trust" in bad.reason and "'very'" in bad.reason
 
 
 def test_unknown_columns_and_missing_file_are_input_errors(tmp_path):
