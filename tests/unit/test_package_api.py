@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 import tokenplan
 
 PINNED = ["BenchRequest", "GenerateRequest", "PlanRequest", "PredictRequest", "TokenplanError", "__version__",
@@ -13,9 +15,23 @@ def test_all_is_pinned():
     assert sorted(tokenplan.__all__) == sorted(PINNED)
 
 
-def test_every_public_name_resolves():
-    for name in tokenplan.__all__:
-        assert getattr(tokenplan, name) is not None
+# ``tokenplan.bench`` is also a subpackage: once ``api_bench`` (which imports it) has loaded, the
+# import system binds the subpackage as the package attribute ``bench`` and the lazy
+# ``__getattr__`` never runs, so ``tokenplan.bench`` is the module, not the function. A fix
+# belongs in ``tokenplan/__init__.py`` (or a rename); strict so that the fix shows up here.
+_SHADOWED = {"bench": "the tokenplan.bench subpackage shadows the lazy bench() export"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_SHADOWED[n]))
+                                  if n in _SHADOWED else n for n in sorted(tokenplan._EXPORTS)])
+def test_every_public_name_resolves_to_its_module(name):
+    for other in tokenplan._EXPORTS:  # resolve them all first, as a user's session would
+        getattr(tokenplan, other)
+    assert getattr(getattr(tokenplan, name), "__module__", None) == tokenplan._EXPORTS[name]
+
+
+def test_version_is_a_nonempty_string():
+    assert isinstance(tokenplan.__version__, str) and tokenplan.__version__
 
 
 def test_import_does_not_load_the_http_client_or_scipy():

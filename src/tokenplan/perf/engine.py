@@ -115,10 +115,27 @@ def resolve_settings(
     """Apply an engine's defaults to one deployment.
 
     Args:
+        facts: the engine's documented behaviour (``catalog/engines.yaml``).
         gpu_memory_bytes: memory of one GPU (bytes).
-        gpus_per_replica: TP × PP.
-        vision_cut: SGLang's multiplier for multimodal checkpoints (1 = none).
-        memory_fraction, max_running: user overrides (None = the engine's default).
+        gpus_per_replica: TP × PP (GPUs).
+        tp: tensor-parallel size (GPUs); SGLang picks its CUDA-graph batch by it.
+        speculative: True when speculative decoding runs (SGLang then caps running requests).
+        vision_cut: SGLang's memory-fraction multiplier for multimodal checkpoints (1 = none).
+        architecture: the GPU architecture (``"ampere"``, ``"hopper"``, …); vLLM keeps its
+            small-GPU defaults on A100.
+        memory_fraction: user override of the memory fraction (share of GPU memory, or of free
+            memory for TRT-LLM); None = the engine's default.
+        max_running: user override of the running-request cap (requests); None = the default.
+
+    Returns:
+        EngineSettings: memory fraction, reserve (bytes), chunk (tokens), CUDA-graph batch
+        (sequences), running cap (requests, None = derived from the KV pool later), and for
+        engines that profile a forward pass its token and sequence counts.
+
+    Raises:
+        StopIteration: a static-fraction engine has no memory bucket covering
+            ``gpu_memory_bytes``; the shipped SGLang buckets end at 100,000 GiB, so no catalog
+            GPU reaches it.
     """
     if facts.memory_mode == "static_fraction":
         bucket = _bucket(facts, gpu_memory_bytes)

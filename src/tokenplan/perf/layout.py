@@ -88,7 +88,17 @@ def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
 
 
 def kv_heads_per_gpu(spec: ModelSpec, layout: Layout) -> float:
-    """GQA KV heads one GPU holds: n_kv / TP, or 1 when TP exceeds n_kv (replicated)."""
+    """GQA KV heads one GPU holds (heads, a count): n_kv / TP, or 1 when TP exceeds n_kv (each
+    head then replicated on TP / n_kv GPUs); all n_kv with attention DP, where every rank runs
+    whole attention layers for its own sequences.
+
+    Args:
+        spec: the model (``spec.attention`` None → 0).
+        layout: its parallel layout (TP, attention DP).
+
+    Returns:
+        KV heads per GPU (a float: n_kv / TP need not be whole). Raises nothing.
+    """
     a = spec.attention
     if a is None:
         return 0.0

@@ -98,12 +98,19 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, w
 
 
 def attention_params_per_gpu(spec: ModelSpec, layout: Layout) -> float:
-    """Parameters of one attention layer held by one GPU.
+    """Parameters of one attention layer held by one GPU (parameters, not bytes).
 
     GQA: q and o shard by TP; k and v hold ``kv_heads_per_gpu`` heads (replicated when TP
     exceeds the KV heads). MLA: the low-rank down-projections ``q_a`` and ``kv_a`` are
     replicated on every rank (SGLang/vLLM ``ReplicatedLinear``), the rest shards by TP. With
     attention DP every rank holds the whole layer.
+
+    Args:
+        spec: the model.
+        layout: its parallel layout.
+
+    Returns:
+        Parameters per GPU per softmax-attention layer; 0 when the model has none. Raises nothing.
     """
     a, h = spec.attention, spec.hidden_size
     if a is None:

@@ -294,7 +294,16 @@ def speedup_curves(result: OptionResult, table: EfficiencyTable, job: Job) -> li
 
 def breakeven(points: tuple[SpeedupPoint, ...]) -> float | None:
     """Concurrency where the speed-up first falls to 1, interpolated linearly in log
-    concurrency between the two levels around it; None when it stays above 1."""
+    concurrency between the two levels around it.
+
+    Args:
+        points: speed-ups (dimensionless) at increasing concurrency (requests in flight).
+
+    Returns:
+        The break-even concurrency (requests in flight, fractional); the first level when the
+        speed-up is ≤ 1 from the start; None when it stays above 1 (or ``points`` is empty).
+        Raises nothing.
+    """
     for a, b in zip(points, points[1:]):
         if a.speedup > 1 >= b.speedup:
             t = (a.speedup - 1) / (a.speedup - b.speedup)

@@ -83,7 +83,23 @@ def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareO
 def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts, table: EfficiencyTable, job: Job,
                   specs: list[SpecDecode | None], weight_allowed: tuple[Dtype, ...] | None = None,
                   kv_allowed: tuple[Dtype, ...] | None = None, vision_cut: float = 1.0) -> OptionResult:
-    """Search one hardware option (see the module docstring)."""
+    """Search one hardware option (see the module docstring): evaluate every candidate offline,
+    re-evaluate at the job's own size those whose full batch the job never fills, and simulate
+    the whole job for the :data:`JOB_SIMULATED_PER_OPTION` leaders by throughput.
+
+    Args:
+        model: the model. option: the GPUs (type and count). engine: the engine's facts.
+        table: efficiency factors, resolved for the engine and the GPU architecture.
+        job: requests and their length distributions (tokens).
+        specs: speculative settings to try (None = off).
+        weight_allowed, kv_allowed: the dtypes to consider (None = every one the GPU runs).
+        vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
+
+    Returns:
+        OptionResult: simulated leaders by wall time (seconds), every running configuration by
+        throughput (tokens/s), and rejection reasons with their counts. Configurations that
+        do not run are results (rejections), not errors; raises nothing of its own.
+    """
     eff = table.resolve(engine.name, option.gpu.architecture)
     runs: list[Evaluation] = []
     reasons: Counter[str] = Counter()

@@ -88,7 +88,19 @@ def candidates(model: ModelSpec, option: HardwareOption, engine: EngineFacts, sp
                vision_cut: float) -> Iterator[Config]:
     """Every configuration of one option. Where the engine caps running requests by default
     (SGLang: 48 with speculative decoding; hybrid models: state slots ÷ 5), a second candidate
-    lifts the cap — the plan then prints the flags it needs."""
+    lifts the cap — the plan then prints the flags it needs.
+
+    Args:
+        model: the model. option: the GPUs (type and count). engine: the engine's facts.
+        specs: speculative settings to try (None = off).
+        weight_allowed, kv_allowed: the weight and KV dtypes to consider (None = every one the
+            GPU runs).
+        vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
+
+    Returns:
+        An iterator of Config, lazily (layouts × weight dtypes × KV dtypes × specs, plus the
+        cap-lifted twins); feasibility is judged later by ``job.evaluate``. Raises nothing.
+    """
     for layout in layouts(model, option.gpu, option.count):
         for w in weight_dtypes(model, option.gpu, weight_allowed):
             for kv in kv_dtypes(option.gpu, kv_allowed):

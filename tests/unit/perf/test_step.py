@@ -1,0 +1,107 @@
+"""One engine step against hand arithmetic.
+
+Each case starts from a catalog deployment and replaces every number the step reads with a
+round one of ours (bandwidth, FLOP/s, bytes, parameters, efficiency), so that the expected time
+follows from the roofline rules of ``tokenplan.perf.step`` by hand:
+
+- a kernel family takes max(bytes / (bandwidth × fraction), FLOPs / achievable FLOP/s);
+- a GEMM at T rows reaches FLOP/s × gemm_fraction × T / (T + gemm_half_tokens);
+- the families and the overhead (fixed + per sequence) add.
+
+The deployments are TP1/PP1, so no collective runs (an all-reduce over one GPU takes 0 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tokenplan.api import PredictRequest, build_config
+from tokenplan.job.evaluate import Evaluation, evaluate
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.deployment import Deployment
+from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.step import step_time
+
+# Every field given, so the numbers below are ours and not the shipped defaults.
+EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
+                 lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
+                 per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5)
+
+
+def _catalog(model: str) -> Deployment:
+    config, spec, gpu = build_config(PredictRequest(model=model, gpu="h200", weight_dtype="fp8"))
+    ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 1.0)
+    assert isinstance(ev, Evaluation)
+    assert ev.deployment.layout.tp == 1 and ev.deployment.layout.pp == 1
+    return ev.deployment
+
+
+def _ours(model: str = "llama-3.1-8b", kv_pool_bytes: float = 1e11, host_kv_bytes: float = 0.0) -> Deployment:
+    """4 TB/s HBM, 1 PFLOP/s, 64 GB/s host link; 8e9 dense params in 8e9 bytes, a 5e8-param
+    lm_head in 1e9 bytes; 1e5 KV bytes and 1e5 attention FLOPs per token per context token."""
+    d = _catalog(model)
+    gpu = replace(d.gpu, hbm_bytes_per_s=4e12, host_link=replace(d.gpu.host_link, bytes_per_s=64e9))
+    mem = replace(d.memory, kv_bytes_per_token_per_gpu=1e5, sliding_bytes_per_token_per_gpu=0.0,
+                  state_bytes_per_sequence_per_gpu=0.0, sequence_shards=1, kv_pool_bytes=kv_pool_bytes,
+                  host_kv_bytes=host_kv_bytes)
+    return replace(d, gpu=gpu, memory=mem, dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8,
+                   lm_head_bytes=1e9, gemm_flops_per_s=1e15, attn_flops_per_s=1e15, attn_flops_per_token_ctx=1e5,
+                   attn_prefill_flops_per_token_ctx=1e5, gdn_flops_per_token=0.0, lowprec=False, weight_only=False)
+
+
+def test_small_batch_decode_is_memory_bound():
+    t = step_time(_ours(), EFF, decode_seqs=8, context_tokens=1000)
+    # GEMM bytes: 8e9 + 1e9 = 9e9 over 4e12 × 0.8 = 3.2e12 B/s → 2.8125 ms; its FLOPs
+    # 2·8e9·8 + 2·5e8·8 = 1.36e11 at 1e15 × 0.5 × 8/(8 + 8) = 2.5e14 FLOP/s → 0.544 ms < 2.8125.
+    assert t.gemm_s == pytest.approx(2.8125e-3)
+    # KV: 8 sequences × 1,000 tokens × 1e5 B = 8e8 B over 4e12 × 0.5 = 2e12 B/s → 0.4 ms
+    # (FLOPs 1e5·8·1,000 = 8e8 at 5e14 → 1.6 µs).
+    assert t.attention_s == pytest.approx(4e-4)
+    # Overhead 1 ms + 8 × 10 µs = 1.08 ms; total 2.8125 + 0.4 + 1.08 = 4.2925 ms.
+    assert t.overhead_s == pytest.approx(1.08e-3)
+    assert t.total_s == pytest.approx(4.2925e-3)
+    assert t.bottleneck == "memory bandwidth"
+    assert t.bytes_moved == pytest.approx(9.8e9)  # 9e9 weights + 8e8 KV
+
+
+def test_a_long_prefill_is_compute_bound():
+    t = step_time(_ours(), EFF, decode_seqs=0, context_tokens=0, prefill_tokens=4096, prefill_context_tokens=2048)
+    # GEMM FLOPs: 2·8e9·4,096 + 2·5e8·1 (lm_head for the prompt's last token) = 6.5537e13 at
+    # 1e15 × 0.5 × 4,096/(4,096 + 8) FLOP/s → 6.5537e13 × 4,104 / (5e14 × 4,096) = 0.131330 s,
+    # far above the 2.8125 ms weight read.
+    gemm = 6.5537e13 * 4104 / (5e14 * 4096)
+    assert t.gemm_s == pytest.approx(gemm)
+    assert gemm == pytest.approx(0.131330, rel=1e-5)
+    # Attention FLOPs 1e5 × 4,096 × 2,048 = 8.388608e11 at 5e14 → 1.6777 ms; no KV read (no decode).
+    assert t.attention_s == pytest.approx(8.388608e11 / 5e14)
+    # Overhead 1 ms (no decoding sequence). Total ≈ 0.131330 + 0.0016777 + 0.001 = 0.134008 s.
+    assert t.total_s == pytest.approx(gemm + 8.388608e11 / 5e14 + 1e-3)
+    assert t.bottleneck == "compute"
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_touch():
+    d = replace(_ours("mixtral-8x7b"), routed_bytes=8e9, routed_flops_per_token=2e9)
+    assert d.spec.moe is not None and (d.spec.moe.num_experts, d.spec.moe.top_k) == (8, 2)
+    t = step_time(d, EFF, decode_seqs=2, context_tokens=1000)
+    # T = 2 tokens each picking k = 2 of E = 8: E·(1 − (1 − 2/8)²) = 8 × (1 − 0.5625) = 3.5 experts
+    # of 1e9 B → 3.5e9 B over 3.2e12 B/s = 1.09375 ms. FLOPs 2 × 2e9 = 4e9 at 0.5 rows per expert
+    # (taken as 1): 5e14 × 1/(1 + 8) = 5.5556e13 FLOP/s → 72 µs < 1.09375 ms.
+    assert t.experts_s == pytest.approx(1.09375e-3)
+
+
+def test_kv_beyond_the_gpu_pool_is_read_over_the_host_link():
+    d = _ours(kv_pool_bytes=5e8, host_kv_bytes=1e12)
+    t = step_time(d, EFF, decode_seqs=8, context_tokens=1000)
+    # 8e8 B of KV; the GPU pool holds 5e8 → 5e8 over 2e12 B/s = 0.25 ms, and the other 3e8 over the
+    # 64 GB/s host link × 0.5 = 3.2e10 B/s → 9.375 ms; attention = 9.625 ms.
+    assert t.attention_s == pytest.approx(9.625e-3)
+
+
+def test_lm_head_bytes_follow_the_memory_rule_bf16():
+    # Llama-3.1-8B FP8 TP1: the lm_head stays BF16 in every format (arch.params.quantized_components):
+    # 128,256 × 4,096 = 525,336,576 params × 2 B = 1,050,673,152 B.
+    d = _catalog("llama-3.1-8b")
+    assert d.lm_head_params == 525_336_576
+    assert d.lm_head_bytes == 1_050_673_152
