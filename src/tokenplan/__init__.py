@@ -21,7 +21,9 @@ _EXPORTS: dict[str, str] = {
     "PredictRequest": "tokenplan.api", "predict": "tokenplan.api", "memory": "tokenplan.api",
     "validate": "tokenplan.api_calibration", "calibrate": "tokenplan.api_calibration",
     "GenerateRequest": "tokenplan.api_generate", "generate": "tokenplan.api_generate",
-    "BenchRequest": "tokenplan.api_bench", "bench": "tokenplan.api_bench",
+    # ``bench()`` stays at tokenplan.api_bench.bench: the name ``tokenplan.bench`` is the
+    # subpackage, which the import system binds as the package attribute once it loads.
+    "BenchRequest": "tokenplan.api_bench",
     "TokenplanError": "tokenplan.errors",
 }
 
