@@ -24,8 +24,8 @@ from tokenplan.planning.space import HardwareOption, widest_tp
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # Assumptions of the default job, stated in the output:
-# - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768 (shared notes
-#   generation-jobs.md); thinking lengths are heavy-tailed: lognormal σ = 1.0;
+# - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768
+#   (docs/generation-jobs.md); thinking lengths are heavy-tailed: lognormal σ = 1.0;
 # - inputs: chat prompts of ShareGPT/UltraChat-style data sets with the chat template and a
 #   system prompt: mean 1,024 tokens, lognormal σ = 0.8, cap 16,384.
 DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")

@@ -4,7 +4,7 @@ A length is either fixed (benchmarks: ``ignore_eos`` with exact lengths) or logn
 given mean and shape ``sigma``, capped at ``cap`` (``max_tokens`` for outputs: a thinking answer
 that hits the cap ends with ``finish_reason = length``). Thinking outputs are heavy-tailed; a
 lognormal with σ ≈ 1 matches the spread reported for reasoning traces (a few hundred to tens of
-thousands of tokens, shared notes generation-jobs.md).
+thousands of tokens, docs/generation-jobs.md).
 
 Moments are taken over a fixed grid of quantiles, so they are exact for the capped
 distribution up to the grid resolution and deterministic.
