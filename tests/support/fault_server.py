@@ -30,6 +30,11 @@ from dataclasses import dataclass
 
 import h11
 
+try:
+    from tests.support.h11_io import read_request, send_bytes
+except ModuleNotFoundError:  # started as a script: its own folder is sys.path[0]
+    from h11_io import read_request, send_bytes
+
 
 @dataclass(frozen=True)
 class Faults:
@@ -87,23 +92,7 @@ class Server:
             writer.close()
 
     async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader):
-        request, chunks = None, []
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await reader.read(65536)
-                conn.receive_data(data)
-                if not data and conn.their_state is not h11.SEND_BODY:
-                    if request is None:
-                        return None, b""
-            elif isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.Data):
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                return request, b"".join(chunks)
-            elif isinstance(event, h11.ConnectionClosed):
-                return None, b""
+        return await read_request(conn, reader)
 
     async def _respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
         self.requests += 1
@@ -157,12 +146,7 @@ class Server:
         return await self._send(conn, writer, 200, answer_for(payload, f.tokens))
 
     async def _send(self, conn, writer, status: int, obj: dict, extra=()) -> bool:
-        data = json.dumps(obj).encode()
-        headers = [("content-type", "application/json"), ("content-length", str(len(data))), *extra]
-        writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
-        writer.write(conn.send(h11.Data(data=data)))
-        writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
+        await send_bytes(conn, writer, status, json.dumps(obj).encode(), extra=extra)
         return True
 
     async def _stream(self, conn, writer, payload: dict) -> bool:

@@ -40,6 +40,11 @@ from dataclasses import dataclass, field
 
 import h11
 
+try:
+    from tests.support.h11_io import read_request, send_bytes
+except ModuleNotFoundError:  # started as a script: its own folder is sys.path[0]
+    from h11_io import read_request, send_bytes
+
 TEMPLATE_TOKENS = 3  # per message: role marker, start and end tokens
 GENERATION_PROMPT_TOKENS = 2
 
@@ -177,22 +182,7 @@ class Server:
             writer.close()
 
     async def _read(self, conn: h11.Connection, reader: asyncio.StreamReader):
-        request, chunks = None, []
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await reader.read(65536)
-                conn.receive_data(data)
-                if not data and request is None:
-                    return None, b""
-            elif isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.Data):
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                return request, b"".join(chunks)
-            elif isinstance(event, h11.ConnectionClosed):
-                return None, b""
+        return await read_request(conn, reader)
 
     async def _route(self, conn, writer, request: h11.Request, body: bytes) -> None:
         url = urllib.parse.urlsplit(request.target.decode())
@@ -255,12 +245,7 @@ class Server:
         await writer.drain()
 
     async def _send(self, conn, writer, status: int, obj: dict | str, content_type: str = "application/json"):
-        data = (obj if isinstance(obj, str) else json.dumps(obj)).encode()
-        headers = [("content-type", content_type), ("content-length", str(len(data)))]
-        writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
-        writer.write(conn.send(h11.Data(data=data)))
-        writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
+        await send_bytes(conn, writer, status, (obj if isinstance(obj, str) else json.dumps(obj)).encode(), content_type)
 
 
 async def serve(server: Server, port: int, port_file: str | None) -> None:
