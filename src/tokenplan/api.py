@@ -134,7 +134,7 @@ def predict(req: PredictRequest) -> dict:
     result = evaluate_request(req)
     if isinstance(result, Rejection):
         return {"rejected": result.reason}
-    out = evaluation_dict(result, load_model(req.model))
+    out = evaluation_dict(result)
     out["warnings"] += calibration_warnings(req.calibration, {
         "engine": req.engine, "gpu": load_gpu(req.gpu).key, "model": load_model(req.model).name,
         "concurrency": None if req.concurrency is None else req.concurrency / result.config.layout.dp,
@@ -142,10 +142,10 @@ def predict(req: PredictRequest) -> dict:
     return out
 
 
-def evaluation_dict(ev: Evaluation, model) -> dict:
+def evaluation_dict(ev: Evaluation) -> dict:
     """The JSON-able fields of an evaluation (units in the key names)."""
     s, m, lay = ev.steady, ev.memory, ev.config.layout
-    kv_tok, state_seq = kv_and_state(model, ev.config.kv_dtype)
+    kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype)
     return {
         "layout": lay.describe(), "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp,
         "attention_dp": lay.attention_dp, "num_gpus": lay.num_gpus,
@@ -174,9 +174,9 @@ def memory(req: PredictRequest) -> dict:
     ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``; or ``rejected``.
     """
     result = evaluate_request(req)
-    config, model, gpu = build_config(req)
     if isinstance(result, Rejection):
         return {"rejected": result.reason}
+    config, model, gpu = result.config, result.deployment.spec, result.deployment.gpu
     m = result.memory
     kv_tok, state_seq = kv_and_state(model, config.kv_dtype)
     return {

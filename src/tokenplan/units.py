@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from tokenplan.errors import InputError
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -104,8 +106,6 @@ def parse_dtype(text: str, field: str, allowed: tuple[Dtype, ...] = tuple(Dtype)
     Raises:
         InputError: the name is not one of ``allowed``.
     """
-    from tokenplan.errors import InputError
-
     key = _ALIASES.get(text.strip().lower(), text.strip().lower())
     try:
         dtype = Dtype(key)

@@ -126,8 +126,8 @@ def attention_params_per_gpu(spec: ModelSpec, layout: Layout) -> float:
 
 
 def _mtp_bytes(p: ParamCounts, weight_dtype: Dtype) -> float:
-    # MTP layers ship in the checkpoint's dtype family; engines load them at BF16 unless the
-    # checkpoint quantizes them: counted at the weight dtype for linear layers.
+    # MTP layers are stored in the checkpoint's weight format (the quantized releases quantize
+    # them with the other decoder layers), so they are counted at the weight dtype.
     return p.mtp * weight_dtype.bytes_per_element
 
 
