@@ -55,10 +55,12 @@ class Measurement:
     trust: str = "high"
 
     @property
-    def is_burst(self) -> bool:
-        """True for a run of N requests sent at once (throughput includes ramp-up and drain)."""
-        return (self.concurrency is not None and self.num_requests is not None
-                and self.num_requests <= self.concurrency)
+    def is_finite_job(self) -> bool:
+        """True when the row states how many requests the run served: its throughput is that of
+        a job of N requests (ramp-up, steady state and the drain tail), not of a steady state.
+        This covers bursts of N requests sent at once, closed-loop clients that keep C < N in
+        flight, and offline (``max``) runs over an N-request dataset."""
+        return self.num_requests is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,9 @@
 
 A :class:`Case` is one measurement made ready to predict: its model spec, GPU, configuration,
 lengths and concurrency per replica. :func:`predict_case` runs the same
-``job.evaluate.evaluate`` that ``tokenplan predict`` runs (plus the burst timeline for runs of
-N requests sent at once) and returns what was measured: output tok/s per GPU for throughput
-rows, TPOT and TTFT for serving rows.
+``job.evaluate.evaluate`` that ``tokenplan predict`` runs, plus the job timeline (ramp-up,
+steady state, drain) for rows that state their number of requests N, and returns what was
+measured: output tok/s per GPU for throughput rows, TPOT and TTFT for serving rows.
 
 Errors are ``predicted / measured − 1`` (0.12 = 12 % too high); summaries take the median and
 90th percentile of their absolute value and the median of the signed value (bias).
@@ -80,7 +80,7 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:
     m = case.measurement
-    if not m.is_burst:
+    if not m.is_finite_job:
         return ev.output_tok_s_per_gpu
     lay = case.config.layout
     job = job_time(ev.deployment, eff, ev.settings, ev.steady, case.isl, case.osl, m.num_requests / lay.dp,

@@ -130,3 +130,19 @@ def test_spec_text_maps_to_method_and_steps():
     assert spec_from_text("mtp (steps=3 draft_tokens=4)") == "mtp:3"
     assert spec_from_text("none") == "none"
     assert spec_from_text("mtp") == "mtp:3"  # no steps stated: the engines' usual 3
+
+
+def test_offline_row_with_num_requests_is_a_job_of_n_requests(tmp_path, ideal_profile):
+    # Offline (max) run of N = 2 requests, ISL 1, OSL 2 on one H100: the engine could run far
+    # more, so both requests run together and the job is two decode steps at batch 2. With the
+    # ideal profile a step streams the weights, 15,009,316,864 B / 3.35e12 B/s = 4.4804 ms
+    # (batch 2 adds 2 tokens × 2 × 7.5e9 FLOP = 30 GFLOP, ~0.03 ms of compute hidden under the
+    # weight read); the prefill of 2 one-token prompts is a few µs. Output: 2 × 2 tokens in
+    # 2 × 4.4804 ms = 446.4 tok/s. The same row without num_requests is the steady state at the
+    # engine's full batch, many times faster.
+    csv_path = tmp_path / "m.csv"
+    row = "{id},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,max,{n},none,400,,high,x\n"
+    csv_path.write_text(THROUGHPUT_HEADER + row.format(id="job", n=2) + row.format(id="steady", n=""))
+    rows = {r["id"]: r for r in validation_dict(validate(str(csv_path), ideal_profile))["rows"]}
+    assert rows["job"]["predicted_output_tok_s_per_gpu"] == pytest.approx(2 / HAND_TPOT_S, rel=0.02)
+    assert rows["steady"]["predicted_output_tok_s_per_gpu"] > 20 * rows["job"]["predicted_output_tok_s_per_gpu"]
