@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.child import ChildProcess
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -18,8 +20,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class TransformersServe:
+class TransformersServe(ChildProcess):
     """``transformers serve MODEL_DIR`` in a child process; ``url`` is its base URL."""
+
+    grace_s = 15.0
 
     def __init__(self, model_dir: Path, workdir: Path, *, ready_timeout_s: float = 120.0):
         if shutil.which("transformers") is None:
@@ -47,12 +51,5 @@ class TransformersServe:
         self.stop()
         raise RuntimeError(f"transformers serve not ready in {ready_timeout_s} s; see {self.log.name}")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def after_stop(self) -> None:
         self.log.close()

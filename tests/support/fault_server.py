@@ -22,18 +22,17 @@ import hashlib
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 
 import h11
 
 try:
-    from tests.support.h11_io import read_request, send_bytes
+    from tests.support.child import ChildProcess, spawn_with_port_file
+    from tests.support.h11_io import listen_until_signal, send_bytes
 except ModuleNotFoundError:  # started as a script: its own folder is sys.path[0]
-    from h11_io import read_request, send_bytes
+    from child import ChildProcess, spawn_with_port_file
+    from h11_io import listen_until_signal, send_bytes
 
 
 @dataclass(frozen=True)
@@ -75,26 +74,7 @@ class Server:
         self.active = 0  # chat requests being answered now
         self.max_active = 0
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h11.Connection(h11.SERVER)
-        try:
-            while True:
-                request, body = await self._read_request(conn, reader)
-                if request is None:
-                    return
-                keep = await self._respond(conn, writer, request, body)
-                if not keep or conn.our_state is h11.MUST_CLOSE:
-                    return
-                conn.start_next_cycle()
-        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            return  # a client that went away, or the server stopping
-        finally:
-            writer.close()
-
-    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader):
-        return await read_request(conn, reader)
-
-    async def _respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
+    async def respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
         self.requests += 1
         target = request.target.decode()
         if request.method == b"GET" and target.endswith("/stats"):
@@ -175,24 +155,10 @@ class Server:
 
 
 async def serve(faults: Faults, port: int, port_file: str | None) -> None:
-    server = Server(faults)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=8192,
-                                          reuse_address=True)
-    bound = listener.sockets[0].getsockname()[1]
-    if port_file:
-        tmp = port_file + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write(str(bound))
-        os.replace(tmp, port_file)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with listener:
-        await stop.wait()
+    await listen_until_signal(Server(faults).respond, port, port_file, backlog=8192)
 
 
-class FaultServerProcess:
+class FaultServerProcess(ChildProcess):
     """The fault server in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``).
 
     ``restart()`` kills it with SIGKILL and starts a new one on the same port (the mid-run restart).
@@ -200,7 +166,6 @@ class FaultServerProcess:
 
     def __init__(self, workdir: str, *, port: int = 0, **faults: float | int | str):
         self.workdir, self.port, self.faults = workdir, port, faults
-        self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
     @property
@@ -209,42 +174,14 @@ class FaultServerProcess:
 
     def start(self) -> None:
         port_file = os.path.join(self.workdir, f"fault-port-{os.getpid()}-{id(self)}")
-        if os.path.exists(port_file):
-            os.unlink(port_file)
         args = [sys.executable, os.path.abspath(__file__), "--port", str(self.port), "--port-file", port_file]
         for key, value in self.faults.items():
             args += ["--" + key.replace("_", "-"), str(value)]
-        self.proc = subprocess.Popen(args)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(port_file):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"fault server did not start (exit {self.proc.returncode})")
-            time.sleep(0.02)
-        with open(port_file) as fh:
-            self.port = int(fh.read())
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.proc, self.port = spawn_with_port_file(args, port_file, "fault server")
 
     def restart(self) -> None:
         self.kill()
         self.start()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def __enter__(self) -> "FaultServerProcess":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,8 +31,6 @@ import asyncio
 import collections
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -41,9 +39,11 @@ from dataclasses import dataclass, field
 import h11
 
 try:
-    from tests.support.h11_io import read_request, send_bytes
+    from tests.support.child import ChildProcess, spawn_with_port_file
+    from tests.support.h11_io import listen_until_signal, send_bytes
 except ModuleNotFoundError:  # started as a script: its own folder is sys.path[0]
-    from h11_io import read_request, send_bytes
+    from child import ChildProcess, spawn_with_port_file
+    from h11_io import listen_until_signal, send_bytes
 
 TEMPLATE_TOKENS = 3  # per message: role marker, start and end tokens
 GENERATION_PROMPT_TOKENS = 2
@@ -165,26 +165,7 @@ class Server:
         self.exit_after_requests = exit_after_requests
         self.chat_requests = 0
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h11.Connection(h11.SERVER)
-        try:
-            while True:
-                request, body = await self._read(conn, reader)
-                if request is None:
-                    return
-                await self._route(conn, writer, request, body)
-                if conn.our_state is h11.MUST_CLOSE:
-                    return
-                conn.start_next_cycle()
-        except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            return
-        finally:
-            writer.close()
-
-    async def _read(self, conn: h11.Connection, reader: asyncio.StreamReader):
-        return await read_request(conn, reader)
-
-    async def _route(self, conn, writer, request: h11.Request, body: bytes) -> None:
+    async def respond(self, conn, writer, request: h11.Request, body: bytes) -> None:
         url = urllib.parse.urlsplit(request.target.decode())
         path, method = url.path, request.method
         if method == b"GET" and path == "/v1/models":
@@ -250,22 +231,11 @@ class Server:
 
 async def serve(server: Server, port: int, port_file: str | None) -> None:
     engine_task = asyncio.create_task(server.engine.run())
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=4096, reuse_address=True)
-    bound = listener.sockets[0].getsockname()[1]
-    if port_file:
-        with open(port_file + ".tmp", "w") as fh:
-            fh.write(str(bound))
-        os.replace(port_file + ".tmp", port_file)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with listener:
-        await stop.wait()
+    await listen_until_signal(server.respond, port, port_file, backlog=4096)
     engine_task.cancel()
 
 
-class SimServerProcess:
+class SimServerProcess(ChildProcess):
     """The simulated engine in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``)."""
 
     def __init__(self, workdir: str, *, a_ms: float, b_ms: float, cap: int, model: str = "sim-model",
@@ -277,14 +247,7 @@ class SimServerProcess:
             args.append("--no-tokenize")
         if exit_after_requests is not None:
             args += ["--exit-after-requests", str(exit_after_requests)]
-        self.proc = subprocess.Popen(args)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(port_file):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sim server did not start (exit {self.proc.returncode})")
-            time.sleep(0.02)
-        with open(port_file) as fh:
-            self.port = int(fh.read())
+        self.proc, self.port = spawn_with_port_file(args, port_file, "sim server")
         self.model, self.law = model, Law(a_ms / 1e3, b_ms / 1e3, cap)
 
     @property
@@ -297,21 +260,6 @@ class SimServerProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats?since={since:.6f}&until={until:.6f}",
                                     timeout=10) as r:
             return json.loads(r.read())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self) -> "SimServerProcess":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

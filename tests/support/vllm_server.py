@@ -17,6 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.support.child import ChildProcess
 from tests.support.engines import free_port
 from tests.support.tiny_model import build_tokenizer
 
@@ -40,8 +41,11 @@ def build_tiny_llama(directory: Path) -> Path:
     return directory
 
 
-class VllmServer:
-    """vLLM's OpenAI API server in a child process; ``url`` is its base URL."""
+class VllmServer(ChildProcess):
+    """vLLM's OpenAI API server in a child process; ``url`` is its base URL. SIGTERM to the API
+    server stops the engine processes too; they get a minute."""
+
+    grace_s = 60.0
 
     def __init__(self, model_dir: Path, workdir: Path, *, ready_timeout_s: float = 400.0):
         python = os.environ.get("TOKENPLAN_VLLM_PYTHON", sys.executable)
@@ -68,12 +72,5 @@ class VllmServer:
         self.stop()
         raise RuntimeError(f"vLLM not ready in {ready_timeout_s} s; see {self.log.name}")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM to the API server stops the engine processes too
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def after_stop(self) -> None:
         self.log.close()
