@@ -169,42 +169,15 @@ def bench_command(
     if fit and data["levels"]:
         desc = _fit_description(config, gpu, num_gpus or data.get("num_gpus") or tp * pp, tp, pp, ep,
                                 weight_dtype, kv_dtype, engine, max_running)
-        try:
-            outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
-        except TokenplanError as problem:  # keep the measurement: save and print it, then say why
-            fit_error = problem
-        else:
-            data["fit"] = outcome.data  # holds the profile as well
-            for warning in outcome.warnings:
-                print(f"warning: {warning}", file=sys.stderr)
-            wrote_profile = _write(out, json.dumps(outcome.profile, indent=2) + "\n", "--out", failed)
-    if save is not None:
-        _write(save, json.dumps(data, indent=2) + "\n", "--save", failed)
-    if plot is not None and data["levels"]:
-        from tokenplan.report.bench_plot import write_bench_plot
-
-        try:
-            write_bench_plot(data, plot)
-        except OSError as problem:
-            failed.append(f"--plot {str(plot)!r}: {problem.strerror or problem}")
+        wrote_profile, fit_error = _fit_and_write(data, desc, out, failed)
+    _save_outputs(data, save, plot, failed)
     saved = save is not None and not any(f.startswith("--save") for f in failed)
     if any(f.startswith("--out") for f in failed) or (not saved and (fit_error is not None or save is not None)):
         json_out = True  # the measurement (and the fit's profile) printed in full instead of lost
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        console = Console(width=None if sys.stdout.isatty() else 170)
-        console.print(bench_table(data))
-        cap = cap_text(data)
-        if cap is not None:
-            console.print(cap, markup=False)
-        for note in data.get("notes") or ():
-            console.print(f"note: {note}", markup=False)
-        if "fit" in data:
-            console.print(fit_table(data["fit"]))
-            console.print(fit_levels_table(data["fit"]))
-            if wrote_profile:
-                console.print(f"wrote {out}", markup=False)
+        _print_tables(data, out if wrote_profile else None)
     if fit_error is not None:
         raise fit_error
     if failed:
@@ -219,6 +192,49 @@ def _fit_description(config: str, gpu: str, num_gpus: int, tp: int, pp: int, ep:
                      kv_dtype: str, engine: str, max_running: int | None) -> PredictRequest:
     return PredictRequest(model=config, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype,
                           kv_dtype=kv_dtype, engine=engine, max_running=max_running)
+
+
+def _fit_and_write(data: dict, desc: PredictRequest, out: Path, failed: list[str]) -> tuple[bool, TokenplanError | None]:
+    """Fit the planner to the sweep in ``data`` (adds ``data["fit"]``) and write the profile to
+    ``out``. Returns (profile written, the fit's error or None): a failed fit keeps the
+    measurement, which the caller still saves and prints before it raises."""
+    try:
+        outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
+    except TokenplanError as problem:
+        return False, problem
+    data["fit"] = outcome.data  # holds the profile as well
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return _write(out, json.dumps(outcome.profile, indent=2) + "\n", "--out", failed), None
+
+
+def _save_outputs(data: dict, save: Path | None, plot: Path | None, failed: list[str]) -> None:
+    """Write the bench JSON (``--save``) and the PNG (``--plot``); failures go to ``failed``."""
+    if save is not None:
+        _write(save, json.dumps(data, indent=2) + "\n", "--save", failed)
+    if plot is not None and data["levels"]:
+        from tokenplan.report.bench_plot import write_bench_plot
+
+        try:
+            write_bench_plot(data, plot)
+        except OSError as problem:
+            failed.append(f"--plot {str(plot)!r}: {problem.strerror or problem}")
+
+
+def _print_tables(data: dict, wrote_profile: Path | None) -> None:
+    """The sweep table, the detected cap, notes and, after ``--fit``, the fit's tables."""
+    console = Console(width=None if sys.stdout.isatty() else 170)
+    console.print(bench_table(data))
+    cap = cap_text(data)
+    if cap is not None:
+        console.print(cap, markup=False)
+    for note in data.get("notes") or ():
+        console.print(f"note: {note}", markup=False)
+    if "fit" in data:
+        console.print(fit_table(data["fit"]))
+        console.print(fit_levels_table(data["fit"]))
+        if wrote_profile is not None:
+            console.print(f"wrote {wrote_profile}", markup=False)
 
 
 def _write(path: Path, text: str, option: str, failed: list[str]) -> bool:
