@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -30,18 +31,18 @@ def _cases() -> list[Case]:
     return cases
 
 
+def _measured(c: Case, output_tok_s_per_gpu: float) -> Case:
+    """``c`` with its measured output tok/s per GPU set to ``output_tok_s_per_gpu``."""
+    return replace(c, measurement=replace(c.measurement, output_tok_s_per_gpu=output_tok_s_per_gpu))
+
+
 def test_fit_recovers_bandwidth_and_step_overhead_from_synthetic_points():
     rng = random.Random(7)
     synthetic = []
     for c in _cases():
         truth = predict_case(c, TRUE).output_tok_s_per_gpu
         noisy = truth * math.exp(rng.gauss(0.0, 0.03))  # 3 % log-normal measurement noise
-        m = c.measurement
-        synthetic.append(Case(Measurement(m.line, m.row_id, m.engine, m.model, m.gpu, 1, 1, 1, 1, False,
-                                          m.weight_dtype, m.kv_dtype, m.isl_tokens, m.osl_tokens, m.concurrency,
-                                          output_tok_s_per_gpu=noisy),
-                              c.model, c.gpu, c.config, c.engine, c.architecture, c.family, c.isl, c.osl,
-                              c.concurrency_per_replica))
+        synthetic.append(_measured(c, noisy))
     # min_rows above the row count: only the default level is fitted; start from the defaults
     # (hbm_fraction 0.80, step_overhead_s 2 ms), far from the truth.
     result = fit(synthetic, Efficiency(), FitOptions(min_rows=1000, max_nfev=40, prior_sigma=2.0))
@@ -62,12 +63,7 @@ def test_removing_a_row_moves_its_own_prediction_less_than_cross_validation_erro
     synthetic = []
     for c in _cases():
         truth = predict_case(c, TRUE).output_tok_s_per_gpu
-        m = c.measurement
-        synthetic.append(Case(Measurement(m.line, m.row_id, m.engine, m.model, m.gpu, 1, 1, 1, 1, False,
-                                          m.weight_dtype, m.kv_dtype, m.isl_tokens, m.osl_tokens, m.concurrency,
-                                          output_tok_s_per_gpu=truth * math.exp(rng.gauss(0.0, 0.05))),
-                              c.model, c.gpu, c.config, c.engine, c.architecture, c.family, c.isl, c.osl,
-                              c.concurrency_per_replica))
+        synthetic.append(_measured(c, truth * math.exp(rng.gauss(0.0, 0.05))))
     options = FitOptions(min_rows=1000, max_nfev=20)
     full = fit(synthetic, Efficiency(), options)
     cv = cross_validate(synthetic, "model", Efficiency(), options)
@@ -95,14 +91,9 @@ def test_a_factor_pinned_on_its_bound_is_reported_without_sigma():
     truth = Efficiency(hbm_fraction=top, step_overhead_s=2.0e-3)
     synthetic = []
     for c in _cases():
-        m = c.measurement
         # measured 20 % faster than the model can go at the bound
         value = predict_case(c, truth).output_tok_s_per_gpu * 1.2
-        synthetic.append(Case(Measurement(m.line, m.row_id, m.engine, m.model, m.gpu, 1, 1, 1, 1, False,
-                                          m.weight_dtype, m.kv_dtype, m.isl_tokens, m.osl_tokens, m.concurrency,
-                                          output_tok_s_per_gpu=value),
-                              c.model, c.gpu, c.config, c.engine, c.architecture, c.family, c.isl, c.osl,
-                              c.concurrency_per_replica))
+        synthetic.append(_measured(c, value))
     result = fit(synthetic, Efficiency(), FitOptions(min_rows=1000, max_nfev=40, prior_sigma=2.0))
     got = {f.name: f for f in result.factors if f.level == "default"}
     assert got["hbm_fraction"].at_bound and math.isnan(got["hbm_fraction"].uncertainty)
