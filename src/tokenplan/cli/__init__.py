@@ -8,24 +8,37 @@ no traceback is printed for bad input.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from tokenplan.cli.app import app
 from tokenplan.errors import TokenplanError
 
-# Command modules register themselves on ``app`` when imported.
-from tokenplan.cli import plan as _plan  # noqa: F401,E402
-from tokenplan.cli import predict as _predict  # noqa: F401,E402
-from tokenplan.cli import catalog as _catalog  # noqa: F401,E402
-from tokenplan.cli import generate as _generate  # noqa: F401,E402
-from tokenplan.cli import validate as _validate  # noqa: F401,E402
-from tokenplan.cli import calibrate as _calibrate  # noqa: F401,E402
-from tokenplan.cli import report as _report  # noqa: F401,E402
-from tokenplan.cli import bench as _bench  # noqa: F401,E402
-
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "register_commands"]
 
 USAGE_EXIT = 2
+
+# Command name → the module that registers it on ``app`` when imported. A command imports only
+# what it runs: ``tokenplan plan`` does not load aiohttp (generate) or numpy-heavy fitting (bench).
+COMMAND_MODULES = {
+    "plan": "plan", "predict": "predict", "memory": "predict", "catalog": "catalog",
+    "generate": "generate", "validate": "validate", "calibrate": "calibrate", "report": "report",
+    "bench": "bench",
+}
+
+
+def register_commands(argv: list[str] | None = None) -> None:
+    """Import the command modules that ``argv`` needs (all of them when it names no command).
+
+    Args:
+        argv: the arguments after the program name; ``None`` registers every command.
+    """
+    first = next((a for a in argv or () if not a.startswith("-")), None) if argv else None
+    if first is None and argv and "--version" in argv:
+        return  # eager: prints and exits before any command is looked up
+    names = {COMMAND_MODULES[first]} if first in COMMAND_MODULES else set(COMMAND_MODULES.values())
+    for name in sorted(names):
+        importlib.import_module(f"tokenplan.cli.{name}")
 
 
 def _click_exceptions():
@@ -57,6 +70,7 @@ def main() -> None:
         SystemExit: always, with 0 on success, 2 on bad input or usage, 130 on Ctrl-C.
     """
     exceptions = _click_exceptions()
+    register_commands(sys.argv[1:])
     try:
         # Outside standalone mode click returns the code of a ``typer.Exit`` instead of exiting.
         status = app(standalone_mode=False)
