@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import threading
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from yarl import URL
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
+from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
@@ -47,6 +50,11 @@ from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
+MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/generate.md); 20× that
+# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
+# since a replaced `messages` would send other prompts than the records show.
+OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
+CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
 
 
 class GenerateRequest(BaseModel):
@@ -59,26 +67,29 @@ class GenerateRequest(BaseModel):
     endpoints: list[str] = Field(min_length=1)
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
-    concurrency: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int = Field(default=4096, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    # 2^24 tokens: above any model's context; keeps deadlines and caps finite.
+    max_tokens: int = Field(default=4096, ge=1, le=2**24)
+    temperature: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+    top_k: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)  # a 64-bit integer, as stored and as engines take it
     thinking: Literal["on", "off"] | None = None
     on_length: Literal["keep", "drop", "retry"] = "keep"
-    length_retries: int = Field(default=2, ge=0)
-    n: int = Field(default=1, ge=1)
+    length_retries: int = Field(default=2, ge=0, le=100)
+    n: int = Field(default=1, ge=1, le=10_000)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body_override: bool = False  # let extra_body replace OWNED_FIELDS (said so by the user)
+    max_answer_bytes: int | None = Field(default=None, ge=1024)
     plan: Path | None = None
     export: Path | None = None
     force: bool = False
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
-    max_attempts: int = Field(default=6, ge=1)
-    retry_base_delay_s: float = Field(default=1.0, ge=0)
-    deadline_s: float | None = Field(default=None, gt=0)
-    grace_s: float = Field(default=30.0, ge=0)
+    max_attempts: int = Field(default=6, ge=1, le=1000)
+    retry_base_delay_s: float = Field(default=1.0, ge=0, le=3600, allow_inf_nan=False)
+    deadline_s: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False)
+    grace_s: float = Field(default=30.0, ge=0, le=86400, allow_inf_nan=False)
     shard_max_bytes: int = Field(default=256 * 2**20, ge=1)
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
@@ -88,9 +99,22 @@ class GenerateRequest(BaseModel):
     @classmethod
     def _urls(cls, urls: list[str]) -> list[str]:
         for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} is not an http(s) base URL such as http://127.0.0.1:8000/v1")
+            problem = _url_problem(url)
+            if problem:
+                raise ValueError(f"{public_url(url)!r} is not an http(s) base URL such as "
+                                 f"http://127.0.0.1:8000/v1 ({problem})")
         return urls
+
+    @model_validator(mode="after")
+    def _extra_body(self) -> GenerateRequest:
+        client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
+        if client:
+            raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
+        owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
+        if owned and not self.extra_body_override:
+            raise ValueError(f"extra_body sets {', '.join(owned)}, which tokenplan sets in every request "
+                             "(and records); add --extra-body-override to replace them anyway")
+        return self
 
     @classmethod
     def build(cls, **options: Any) -> GenerateRequest:
@@ -103,8 +127,30 @@ class GenerateRequest(BaseModel):
             return cls(**options)
         except ValidationError as problem:
             error = problem.errors()[0]
-            field_name = ".".join(str(p) for p in error["loc"]) or "request"
-            raise InputError(field_name, error.get("input"), error["msg"]) from None
+            field_name = ".".join(str(p) for p in error["loc"]) or "extra_body"
+            value = error.get("input")
+            if field_name == "endpoints" or field_name.startswith("endpoints."):
+                value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
+            elif isinstance(value, dict) and "extra_body" in value:
+                value = value["extra_body"]
+            raise InputError(field_name, value, error["msg"].removeprefix("Value error, ")) from None
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint, or None."""
+    try:
+        parsed = URL(url)
+    except ValueError as problem:
+        return str(problem)
+    if parsed.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parsed.host:
+        return "no host"
+    try:
+        parsed.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as problem:
+        return str(problem)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +214,10 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
     notes, values = [], {}
     for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
         value = recommended.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+            if key != "output_tok_s_total" and value > MAX_CONCURRENCY:
+                raise ConfigError(str(path), f"recommended.{key}", f"{value!r} is not allowed "
+                                  f"(allowed: 1 to {MAX_CONCURRENCY:,})")
             values[key] = kind(value)
         else:
             values[key] = None
@@ -288,7 +337,8 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
         await pool.check_health(request.model)
         job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
                           sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                          request.deadline_s or deadline_s(request.max_tokens), request.grace_s)
+                          request.deadline_s or deadline_s(request.max_tokens), request.grace_s,
+                          request.max_answer_bytes)
         # Before the first unit finishes, the ETA assumes max_tokens per unit.
         progress = Progress(time.monotonic(), count_rows(files) * request.n, float(request.max_tokens),
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)

@@ -53,6 +53,7 @@ class JobSettings:
         retry: retry policy per request.
         deadline_s: limit on one request (seconds).
         grace_s: how long in-flight units may finish after a stop (seconds).
+        max_answer_bytes: cap on one answer body (bytes); ``None``: 1 MiB + 1 KiB per max_tokens.
     """
 
     model: str
@@ -65,6 +66,7 @@ class JobSettings:
     retry: RetryPolicy
     deadline_s: float
     grace_s: float
+    max_answer_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -194,7 +196,8 @@ class Dispatcher:
                 used.append(endpoint.base_url)
                 try:
                     completion = await endpoint.client.chat(body, deadline_s=self.job.deadline_s,
-                                                            stream=self.job.stream)
+                                                            stream=self.job.stream,
+                                                            max_bytes=self.job.max_answer_bytes)
                 except RequestFailed as failure:
                     self.pool.record(endpoint, failure)
                     raise
@@ -224,7 +227,8 @@ class Dispatcher:
             self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
             return
         self.rundir.write_error({"id": unit.id, "reason": failure.kind, "status": failure.status,
-                                 "detail": failure.detail, "attempts": exhausted.attempts,
+                                 "detail": failure.detail, "received": failure.received,
+                                 "attempts": exhausted.attempts,
                                  "source": {"file": unit.row.source, "line": unit.row.line}})
         self.progress.errors += 1
 
