@@ -45,7 +45,7 @@ from tokenplan.runner.export import export_parquet
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import ReadStats, count_rows, expand_inputs, read_rows
+from tokenplan.runner.rows import ReadStats, check_readable, count_rows, expand_inputs, read_rows
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -262,6 +262,7 @@ def check_request(request: GenerateRequest) -> Checked:
         ConfigError: an unreadable plan file.
     """
     files = expand_inputs(request.inputs)
+    check_readable(files)
     if request.api_key_env is None:
         api_key = os.environ.get(DEFAULT_API_KEY_ENV) or None
     else:

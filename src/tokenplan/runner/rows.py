@@ -13,6 +13,12 @@ its normalised messages — stable across reruns. A row that cannot be used beco
 :class:`Reject` (file, line, reason); a second row with an id already seen is rejected as a
 duplicate. Files are read line by line (Parquet: batch by batch), never whole.
 
+Faults: a line that is not JSON, nested deeper than the parser allows, or holding text that is not
+valid Unicode (a lone UTF-16 surrogate, escaped or as raw bytes ``ED A0 80``) is a reject with its
+reason; so is the rest of a file that stops being readable part-way (a corrupt zstd frame or
+Parquet page): one reject names the file and the line it stopped at. A file that cannot be read
+at all is refused before anything is sent (:func:`check_readable`).
+
 Blank lines: a JSONL line that is empty or only whitespace is not a row. The JSON Lines format
 allows none, but tools often write trailing or separating newlines, so such a line is neither
 used nor rejected: it is counted (:attr:`ReadStats.blank_lines`) and reported in the run's
@@ -37,6 +43,7 @@ from tokenplan.errors import InputError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.zst", ".jsonl.zstd", ".zst", ".zstd", ".parquet")
 ROLES = ("system", "user", "assistant")
+FAST_PARSE_MAX_BRACKETS = 512  # more '{' + '[' than this in a line: parsed by json, not orjson
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "chatgpt": "assistant", "model": "assistant", "system": "system"}
 
@@ -106,30 +113,90 @@ def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator
     seen: set[str] = set()
     stats = stats if stats is not None else ReadStats()
     for path in files:
-        for line, item in _raw_items(path, stats):
-            try:
-                row = parse_row(item, str(path), line)
-            except RowError as problem:
-                yield Reject(str(path), line, str(problem), _declared_id(item))
+        items, line = _raw_items(path, stats), 0
+        while True:
+            try:  # only reading the file is guarded here: a bad row is a reject, not a bad file
+                line, item = next(items)
+            except StopIteration:
+                break
+            except _read_errors() as problem:
+                yield Reject(str(path), line + 1, f"file unreadable from here on: {_why(problem)}")
+                break
+            yield _row_or_reject(item, str(path), line, seen)
+
+
+def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | Reject:
+    try:
+        row = parse_row(item, source, line)
+    except RowError as problem:
+        return Reject(source, line, str(problem), _safe_id(item))
+    if row.id in seen:
+        return Reject(source, line, f"duplicate id {row.id!r}", row.id)
+    seen.add(row.id)
+    return row
+
+
+def _safe_id(item: Any) -> str | None:
+    """The row's declared id for a reject line, or None when it is not valid text either."""
+    try:
+        found = _declared_id(item)
+        return None if found is None else _unicode(found, "id")
+    except RowError:
+        return None
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged file raises: OS errors, zstd frame errors, Arrow errors."""
+    import pyarrow as pa
+    import zstandard
+
+    return (OSError, EOFError, ValueError, zstandard.ZstdError, pa.ArrowException)
+
+
+def _why(problem: BaseException) -> str:
+    text = " ".join(str(problem).split())[:200]
+    return f"{type(problem).__name__}: {text}" if text else type(problem).__name__
+
+
+def check_readable(files: Sequence[Path]) -> None:
+    """Open each file and read its start (zstd: the first 64 KiB decompressed; Parquet: the
+    footer and the first row group's first batch), so a file that cannot be read at all is
+    refused before anything is sent.
+
+    Raises:
+        InputError: naming the file and why it cannot be read.
+    """
+    for path in files:
+        try:
+            if path.name.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                parquet = pq.ParquetFile(path)
+                if parquet.metadata.num_rows:
+                    next(parquet.iter_batches(batch_size=1), None)
                 continue
-            if row.id in seen:
-                yield Reject(str(path), line, f"duplicate id {row.id!r}", row.id)
-                continue
-            seen.add(row.id)
-            yield row
+            with _open_binary(path) as fh:
+                fh.read(65536)
+        except _read_errors() as problem:
+            raise InputError("input", str(path), f"a readable JSONL, JSONL.zst or Parquet file "
+                             f"({_why(problem)})") from None
 
 
 def count_rows(files: Sequence[Path]) -> int:
     """Rows expected in ``files``: non-empty lines of JSONL, ``num_rows`` of Parquet (for ETA)."""
     total = 0
     for path in files:
-        if path.name.endswith(".parquet"):
-            import pyarrow.parquet as pq
+        try:
+            if path.name.endswith(".parquet"):
+                import pyarrow.parquet as pq
 
-            total += pq.ParquetFile(path).metadata.num_rows
-            continue
-        with _open_binary(path) as fh:
-            total += sum(1 for line in fh if line.strip())
+                total += pq.ParquetFile(path).metadata.num_rows
+                continue
+            with _open_binary(path) as fh:
+                for line in fh:
+                    total += bool(line.strip())
+        except _read_errors():
+            continue  # the reader rejects the unreadable part; this count is only for the ETA
     return total
 
 
@@ -143,11 +210,14 @@ def parse_row(item: Any, source: str, line: int) -> Row:
         raise item
     if not isinstance(item, dict):
         raise RowError(f"row is a {type(item).__name__}, not a JSON object")
-    shape, messages = _messages(item)
+    try:
+        shape, messages = _messages(item)
+    except RecursionError:
+        raise RowError("nested deeper than the parser's limit") from None
     if not any(m.role == "user" for m in messages):
         raise RowError(f"{shape}: no user turn")
     declared = _declared_id(item)
-    row_id = declared if declared is not None else content_id(messages)
+    row_id = _unicode(declared, "id") if declared is not None else content_id(messages)
     return Row(row_id, messages, shape, source, line)
 
 
@@ -185,7 +255,7 @@ def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
         prompt = item["prompt"]
         if not isinstance(prompt, str) or not prompt:
             raise RowError("prompt: not a non-empty string")
-        return "prompt", (Message("user", prompt),)
+        return "prompt", (Message("user", _unicode(prompt, "prompt")),)
     raise RowError(f"unknown shape: keys {sorted(item)[:8]} (expected conversations, messages, "
                    "prompt, or custom_id + body)")
 
@@ -209,10 +279,22 @@ def _turns(turns: Any, field: str, role_key: str, text_key: str,
 
 def _text(content: Any, field: str) -> str:
     if isinstance(content, str):
-        return content
+        return _unicode(content, field)
     if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-        return "".join(str(p.get("text", "")) for p in content)
+        return _unicode("".join(str(p.get("text", "")) for p in content), field)
     raise RowError(f"{field}: not a string or a list of text parts")
+
+
+def _unicode(text: str, field: str) -> str:
+    """``text`` when it is valid Unicode; a lone UTF-16 surrogate (``"\ud800"`` escaped in JSON,
+    or the raw bytes ``ED A0 80``, which Python's json decodes with surrogatepass) cannot be
+    stored as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        raise RowError(f"{field}: lone UTF-16 surrogate {text[problem.start]!r} at character "
+                       f"{problem.start} (not valid Unicode)") from None
+    return text
 
 
 def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
@@ -227,12 +309,19 @@ def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
             try:
                 yield line_no, _loads(raw)
             except ValueError as problem:
-                yield line_no, RowError(f"invalid JSON: {problem}")
+                yield line_no, RowError(f"invalid JSON: {' '.join(str(problem).split())[:200]}")
+            except RecursionError:
+                yield line_no, RowError("invalid JSON: nested deeper than the parser's limit")
 
 
 def _loads(raw: bytes) -> Any:
     """``json.loads``, ~3x faster through orjson; lines orjson refuses but Python's json takes
     (``NaN``, integers past 64 bits) still go through ``json.loads``."""
+    if raw.count(b"{") + raw.count(b"[") > FAST_PARSE_MAX_BRACKETS:
+        # orjson 3.8 has no nesting limit: 100,000 nested objects overflow the C stack and kill
+        # the process (measured: SIGSEGV). Python's json stops at the recursion limit with a
+        # RecursionError, which becomes a reject; a line with this many brackets is rare.
+        return json.loads(raw)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
