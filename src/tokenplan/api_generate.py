@@ -46,7 +46,7 @@ from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rows import ReadStats, check_readable, count_rows, expand_inputs, read_rows
-from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
+from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
@@ -273,6 +273,9 @@ def check_request(request: GenerateRequest) -> Checked:
                              f"(${request.api_key_env} is unset or empty; leave --api-key-env out "
                              "for a server that needs no key)")
     hint, notes, warnings = PlanHint(None, None, None), [], []
+    if api_key and any(URL(u).user is not None for u in request.endpoints):
+        warnings.append("an --endpoint carries user:password and an API key is set: the API key is sent "
+                        "(Authorization: Bearer), the URL's credentials are not")
     if request.plan is not None:
         hint, notes = read_plan(request.plan)
         if plan_model_mismatch(hint.model, request.model):
@@ -331,6 +334,9 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
                         None if request.thinking is None else request.thinking == "on", request.extra_body)
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
+    if rundir.stats.duplicate_ids:
+        notes.append(f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
+                     "(the first record of each id is kept)")
     pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,
                                                         request.probe_interval_s, request.max_all_down_s),
                         api_key=checked.api_key)
@@ -371,7 +377,7 @@ def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: 
                "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
                "plan_output_tok_s": progress.plan_output_tok_s,
                "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
     if request.export is not None and not tally.stopped:
         try:

@@ -111,16 +111,16 @@ class RequestFailed(Exception):
         return RequestFailed(self.kind, redact(self.detail, secrets), self.status, self.retry_after_s, received)
 
 
-_BEARER = re.compile(r"(?i)\bbearer\s+[^\s\"',;}\]]+")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}\]]+")
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` (API key, URL password) and any ``Bearer <token>``
-    replaced by ``***``: servers echo request headers in error messages."""
+    """``text`` with each of ``secrets`` (API key, URL password) and any ``Bearer <token>`` or
+    ``Basic <token>`` replaced by ``***``: servers echo request headers in error messages."""
     for secret in secrets:
         if secret:
             text = text.replace(secret, "***")
-    return _BEARER.sub("Bearer ***", text)
+    return _BEARER.sub(lambda m: f"{m.group(1)} ***", text)
 
 
 def excerpt(raw: bytes | str) -> str:

@@ -50,7 +50,8 @@ class OpenAIClient:
     Args:
         base_url: the server's API root, e.g. ``http://host:8000/v1``.
         max_connections: connection pool size; size it to the requests you keep in flight.
-        api_key: sent as ``Authorization: Bearer``; never logged.
+        api_key: sent as ``Authorization: Bearer``; never logged. Without it, ``user:password@``
+            in ``base_url`` is sent as HTTP basic auth; with it, the URL's credentials are not sent.
         connect_timeout_s: limit on opening one connection (seconds).
     """
 
@@ -61,10 +62,13 @@ class OpenAIClient:
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        elif url.user is not None:  # http://user:password@host/v1: HTTP basic auth, as curl does
+            headers["Authorization"] = aiohttp.BasicAuth(url.user, url.password or "").encode()
         self._headers, self._max_connections = headers, max_connections
         # Texts a server might echo back (the key, a password in the URL) are removed from every
         # failure this client raises.
         self._secrets = tuple(s for s in (api_key, url.password, url.raw_password) if s)
+        url = url.with_user(None)  # the credentials travel in the header only
         # Only connecting is bounded here (aiohttp's default is a 5-minute cap on the whole
         # request); the whole request is bounded by the caller's deadline, as a 30k-token answer
         # may rightly take half an hour.

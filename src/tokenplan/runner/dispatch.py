@@ -25,7 +25,7 @@ from typing import Any
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries
-from tokenplan.errors import ServerError
+from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
                                       run_unit, seed_for, work_units)
@@ -105,18 +105,10 @@ class Dispatcher:
         tasks: set[asyncio.Task[None]] = set()
         ticker = asyncio.create_task(self._tick())
         try:
-            for count, unit in enumerate(self._units(source)):
-                if count % 256 == 0:
-                    await asyncio.sleep(0)  # let answers and the display in while skipping done rows
-                if stop.is_set() or self._fatal is not None:
-                    break
-                await limit.acquire()
-                if stop.is_set() or self._fatal is not None:
-                    limit.release()
-                    break
-                task = asyncio.create_task(self._process(unit))
-                tasks.add(task)
-                task.add_done_callback(lambda t: self._settled(t, tasks, limit))
+            try:
+                await self._start_all(source, stop, limit, tasks)
+            except RunDirError as failed:  # rejects.jsonl could not be written: stop sending
+                self._set_fatal(failed)
             await self._drain(tasks, stop)
         finally:
             ticker.cancel()
@@ -125,6 +117,21 @@ class Dispatcher:
             raise self._fatal
         self.tally.stopped = stop.is_set()
         return self.tally
+
+    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event, limit: asyncio.Semaphore,
+                         tasks: set[asyncio.Task[None]]) -> None:
+        for count, unit in enumerate(self._units(source)):
+            if count % 256 == 0:
+                await asyncio.sleep(0)  # let answers and the display in while skipping done rows
+            if stop.is_set() or self._fatal is not None:
+                return
+            await limit.acquire()
+            if stop.is_set() or self._fatal is not None:
+                limit.release()
+                return
+            task = asyncio.create_task(self._process(unit))
+            tasks.add(task)
+            task.add_done_callback(lambda t: self._settled(t, tasks, limit))
 
     def _units(self, source: Iterator[Row | Reject]) -> Iterator[WorkUnit]:
         done = self.rundir.done_ids
@@ -170,13 +177,16 @@ class Dispatcher:
 
     async def _process(self, unit: WorkUnit) -> None:
         try:
+            await self._run_and_record(unit)
+        except Exception as fatal:  # ServerError, WriteFailed (disk full), or a bug: all end the run
+            self._set_fatal(fatal)
+
+    async def _run_and_record(self, unit: WorkUnit) -> None:
+        try:
             outcome = await run_unit(unit, self.job.mode, self.job.on_length, self.job.length_retries,
                                      lambda messages, turn, retry: self._send(unit, messages, turn, retry))
         except RetriesExhausted as exhausted:
             self._record_failure(unit, exhausted)
-            return
-        except Exception as fatal:  # ServerError from the pool, or a bug: both end the run
-            self._set_fatal(fatal)
             return
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
@@ -244,7 +254,10 @@ class Dispatcher:
             await asyncio.sleep(self.tick_s)
             self._emit()
             if time.monotonic() - last_sync_s >= 2.0:
-                self.rundir.sync()
+                try:
+                    self.rundir.sync()
+                except RunDirError as failed:
+                    self._set_fatal(failed)
                 last_sync_s = time.monotonic()
 
     def _emit(self) -> None:
