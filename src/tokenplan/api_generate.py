@@ -45,7 +45,7 @@ from tokenplan.runner.export import export_parquet
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import ReadStats, check_readable, count_rows, expand_inputs, read_rows
+from tokenplan.runner.rows import ReadStats, check_readable, count_rows_or_none, expand_inputs, read_rows
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -309,7 +309,9 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         InputError: a bad input path or option, a named API-key variable that is unset, an
             ``out_dir`` or ``export`` path that cannot be written (all before sending anything).
         ConfigError: an unreadable plan file.
-        RunDirError: ``out_dir`` holds another job (use ``force``), or is damaged.
+        RunDirError: ``out_dir`` holds another job (use ``force``), is damaged, is in use by
+            another process, or a write to it failed (``WriteFailed``: the run stopped sending;
+            every record written is whole, and a rerun resumes).
         ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
             endpoint down for ``max_all_down_s``.
     """
@@ -347,7 +349,8 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
                           request.deadline_s or deadline_s(request.max_tokens), request.grace_s,
                           request.max_answer_bytes)
         # Before the first unit finishes, the ETA assumes max_tokens per unit.
-        progress = Progress(time.monotonic(), count_rows(files) * request.n, float(request.max_tokens),
+        rows = count_rows_or_none(files)
+        progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(request.max_tokens),
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
         dispatcher = Dispatcher(job, pool, rundir, progress, on_progress)
         stop = asyncio.Event()

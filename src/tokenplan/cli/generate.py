@@ -60,11 +60,11 @@ def generate_command(
     """Regenerate or complete a dataset through OpenAI-compatible servers, exactly once, resumably."""
     request = GenerateRequest.build(
         inputs=inputs, out_dir=out, endpoints=endpoint, model=model, mode=mode, concurrency=concurrency,
+        extra_body_override=extra_body_override, max_answer_bytes=max_answer_bytes,
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         thinking=thinking, on_length=on_length, n=n, extra_body=_json_object(extra_body), plan=plan,
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
-        deadline_s=deadline_s, grace_s=grace_s, extra_body_override=extra_body_override,
-        max_answer_bytes=max_answer_bytes)
+        deadline_s=deadline_s, grace_s=grace_s)
     console = Console(stderr=True)
 
     def warn(text: str) -> None:

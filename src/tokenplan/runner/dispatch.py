@@ -10,6 +10,8 @@ unknown model or route, a request field the server does not accept) and end the 
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
+A write that fails (:class:`~tokenplan.runner.rundir.WriteFailed`: disk full, file size limit)
+stops the run the same way, without the grace (no answer could be stored), and is raised.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
                                       run_unit, seed_for, work_units)
 from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.rundir import RunDir, WriteFailed
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
 # `transformers serve` refuses top_k) — all concern every request, so they end the run.
@@ -170,7 +172,9 @@ class Dispatcher:
                 for waiter in waiters:
                     waiter.cancel()
         if tasks:
-            _, pending = await asyncio.wait(set(tasks), timeout=self.job.grace_s)
+            # After a failed write their answers could not be stored either: cancel at once.
+            grace_s = 0 if isinstance(self._fatal, WriteFailed) else self.job.grace_s
+            _, pending = await asyncio.wait(set(tasks), timeout=grace_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)

@@ -43,7 +43,6 @@ from tokenplan.errors import InputError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.zst", ".jsonl.zstd", ".zst", ".zstd", ".parquet")
 ROLES = ("system", "user", "assistant")
-FAST_PARSE_MAX_BRACKETS = 512  # more '{' + '[' than this in a line: parsed by json, not orjson
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                   "chatgpt": "assistant", "model": "assistant", "system": "system"}
 
@@ -128,8 +127,11 @@ def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator
 def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | Reject:
     try:
         row = parse_row(item, source, line)
+        _unicode(row.id, "id")
     except RowError as problem:
         return Reject(source, line, str(problem), _safe_id(item))
+    except RecursionError:
+        return Reject(source, line, "nested deeper than the parser's limit", _safe_id(item))
     if row.id in seen:
         return Reject(source, line, f"duplicate id {row.id!r}", row.id)
     seen.add(row.id)
@@ -186,18 +188,23 @@ def count_rows(files: Sequence[Path]) -> int:
     """Rows expected in ``files``: non-empty lines of JSONL, ``num_rows`` of Parquet (for ETA)."""
     total = 0
     for path in files:
-        try:
-            if path.name.endswith(".parquet"):
-                import pyarrow.parquet as pq
+        if path.name.endswith(".parquet"):
+            import pyarrow.parquet as pq
 
-                total += pq.ParquetFile(path).metadata.num_rows
-                continue
-            with _open_binary(path) as fh:
-                for line in fh:
-                    total += bool(line.strip())
-        except _read_errors():
-            continue  # the reader rejects the unreadable part; this count is only for the ETA
+            total += pq.ParquetFile(path).metadata.num_rows
+            continue
+        with _open_binary(path) as fh:
+            total += sum(1 for line in fh if line.strip())
     return total
+
+
+def count_rows_or_none(files: Sequence[Path]) -> int | None:
+    """:func:`count_rows`, or None when a file breaks part-way (the reader then rejects the
+    unreadable part; the count only feeds the ETA)."""
+    try:
+        return count_rows(files)
+    except _read_errors():
+        return None
 
 
 def parse_row(item: Any, source: str, line: int) -> Row:
@@ -210,14 +217,11 @@ def parse_row(item: Any, source: str, line: int) -> Row:
         raise item
     if not isinstance(item, dict):
         raise RowError(f"row is a {type(item).__name__}, not a JSON object")
-    try:
-        shape, messages = _messages(item)
-    except RecursionError:
-        raise RowError("nested deeper than the parser's limit") from None
+    shape, messages = _messages(item)
     if not any(m.role == "user" for m in messages):
         raise RowError(f"{shape}: no user turn")
     declared = _declared_id(item)
-    row_id = _unicode(declared, "id") if declared is not None else content_id(messages)
+    row_id = declared if declared is not None else content_id(messages)
     return Row(row_id, messages, shape, source, line)
 
 
@@ -312,6 +316,9 @@ def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
                 yield line_no, RowError(f"invalid JSON: {' '.join(str(problem).split())[:200]}")
             except RecursionError:
                 yield line_no, RowError("invalid JSON: nested deeper than the parser's limit")
+
+
+FAST_PARSE_MAX_BRACKETS = 512  # more '{' + '[' than this in a line: parsed by json, not orjson
 
 
 def _loads(raw: bytes) -> Any:
