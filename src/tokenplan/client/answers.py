@@ -250,7 +250,7 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
         RequestFailed: ``protocol``, for anything but a finished, well-formed chat completion.
     """
     data = json_object(raw)
-    if "error" in data:
+    if data.get("error") is not None:
         raise _fail(f"error in a 200 answer: {error_message(raw, 'no message')}", raw)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -293,7 +293,7 @@ class StreamAccumulator:
             return True
         self.last = data
         chunk = json_object(data)
-        if "error" in chunk:
+        if chunk.get("error") is not None:
             raise _fail(f"error event in stream: {error_message(data, 'no message')}", data)
         self.model = _model(chunk) or self.model
         if chunk.get("usage") is not None:

@@ -207,3 +207,11 @@ def test_a_ping_first_stream_is_answered(tmp_path: Path) -> None:
     with _scripted(tmp_path, [{"raw": raw, "content_type": "text/event-stream"}]) as server:
         done = asyncio.run(_chat(server.url, stream=True))
     assert (done.content, done.finish_reason) == ("ok", "stop")
+
+
+def test_an_error_field_that_is_null_does_not_fail_a_good_answer() -> None:
+    body = json.loads(_whole("stop"))
+    body["error"] = None
+    assert parse_whole(json.dumps(body).encode(), T).content == "hi"
+    with pytest.raises(RequestFailed, match="error in a 200 answer: overloaded"):
+        parse_whole(json.dumps({**body, "error": {"message": "overloaded"}}).encode(), T)
