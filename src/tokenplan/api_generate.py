@@ -45,7 +45,8 @@ from tokenplan.runner.export import export_parquet
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import ReadStats, check_readable, count_rows_or_none, expand_inputs, read_rows
+from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none, expand_inputs, file_name,
+                                   read_rows)
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -292,7 +293,7 @@ def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]
     files = expand_inputs(request.inputs)
     return {"model": request.model, "mode": request.mode, "n": request.n, "on_length": request.on_length,
             "length_retries": request.length_retries, "sampling": sampling.as_record(),
-            "inputs": [{"name": f.name, "size_bytes": f.stat().st_size} for f in files]}
+            "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files]}
 
 
 def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,

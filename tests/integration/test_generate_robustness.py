@@ -304,3 +304,15 @@ def test_a_plan_with_an_absurd_concurrency_is_refused(tmp_path: Path) -> None:
 def test_extra_body_may_replace_an_owned_field_when_the_user_says_so(tmp_path: Path) -> None:
     request = _request(tmp_path, "http://127.0.0.1:9/v1", extra_body={"max_tokens": 9}, extra_body_override=True)
     assert request.extra_body == {"max_tokens": 9}
+
+
+def test_an_input_file_whose_name_is_not_utf8_is_generated_and_exported(tmp_path: Path) -> None:
+    name = os.fsdecode(b"in-\xff.jsonl")  # Python keeps the byte 0xff as the lone surrogate U+DCFF
+    _prompts(tmp_path / name, 3)
+    with FaultServerProcess(str(tmp_path)) as server:
+        result = generate(GenerateRequest.build(inputs=[str(tmp_path / name)], out_dir=tmp_path / "run",
+                                                endpoints=[server.url], model="fault-model",
+                                                export=tmp_path / "out.parquet", **FAST))
+    assert (result.stored, result.accounting_ok, result.export_rows) == (3, True, 3)
+    (record, *_) = _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")
+    assert record["source"]["file"].endswith("in-\ufffd.jsonl")

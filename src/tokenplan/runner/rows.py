@@ -112,16 +112,22 @@ def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator
     seen: set[str] = set()
     stats = stats if stats is not None else ReadStats()
     for path in files:
-        items, line = _raw_items(path, stats), 0
+        items, line, source = _raw_items(path, stats), 0, file_name(path)
         while True:
             try:  # only reading the file is guarded here: a bad row is a reject, not a bad file
                 line, item = next(items)
             except StopIteration:
                 break
             except _read_errors() as problem:
-                yield Reject(str(path), line + 1, f"file unreadable from here on: {_why(problem)}")
+                yield Reject(source, line + 1, f"file unreadable from here on: {_why(problem)}")
                 break
-            yield _row_or_reject(item, str(path), line, seen)
+            yield _row_or_reject(item, source, line, seen)
+
+
+def file_name(path: Path) -> str:
+    """``path`` as UTF-8 text: a name with bytes that are not UTF-8 (which Python keeps as lone
+    surrogates) gets U+FFFD for them, so records naming the file can be written."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | Reject:

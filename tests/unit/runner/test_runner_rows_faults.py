@@ -4,6 +4,7 @@ be read at all is refused up front; a fuzz test shows every line ends up a row o
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -110,3 +111,11 @@ def test_fuzz_every_line_is_a_row_or_a_reject_or_blank(tmp_path: Path, lines: li
             orjson.dumps({"id": item.id, "messages": [[m.role, m.content] for m in item.messages]})
         else:
             orjson.dumps({"file": item.source, "line": item.line, "reason": item.reason, "id": item.id})
+
+
+def test_a_file_name_that_is_not_utf8_is_stored_with_replacement_characters(tmp_path: Path) -> None:
+    name = os.fsdecode(b"in-\xff.jsonl")  # the byte 0xff becomes the lone surrogate U+DCFF in Python
+    (tmp_path / name).write_text('{"id": "a", "prompt": "p"}\n')
+    (row,) = _read(tmp_path / name)
+    assert row.source.endswith("in-\ufffd.jsonl")
+    orjson.dumps({"source": row.source})
