@@ -32,6 +32,9 @@ FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
 TERMINAL_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "function_call", "eos", "eos_token",
                                      "stop_sequence"})
 EXCERPT_CHARS = 300  # how much of a bad answer goes into errors.jsonl
+# 2^40 ≈ 1.1e12 tokens: no answer or prompt comes near; keeps counts inside the 64-bit integers
+# the records (orjson) and the run's tallies (array "q") hold.
+MAX_TOKEN_COUNT = 2**40
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +198,8 @@ def _count(value: Any, field: str, raw: bytes) -> int:
         return 0
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _fail(f"{field} is {value!r}, not a non-negative integer", raw)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise _fail(f"{field} is {value!r}, not a token count (an integer from 0 to 2^40)", raw)
     return value
 
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,7 @@ def test_an_unfinished_or_odd_finish_reason_is_a_protocol_failure_with_what_came
 @pytest.mark.parametrize(("raw", "field"), [
     (_whole(usage={"prompt_tokens": "ten", "completion_tokens": 1}), "usage.prompt_tokens"),
     (_whole(usage={"prompt_tokens": 1, "completion_tokens": -2}), "usage.completion_tokens"),
+    (_whole(usage={"prompt_tokens": 1, "completion_tokens": 1e300}), "usage.completion_tokens"),
     (_whole(usage=[1, 2]), "usage"),
     (_whole(usage={"completion_tokens_details": {"reasoning_tokens": True}}), "usage.reasoning_tokens"),
     (_whole(content=12345), "message.content"),
@@ -133,7 +135,8 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
                      max_leaves=12)
 _keys = st.sampled_from(["choices", "usage", "model", "error", "message", "delta", "finish_reason", "content",
                          "reasoning_content", "prompt_tokens", "completion_tokens", "completion_tokens_details"])
-_answerish = st.recursive(st.none() | st.integers(-3, 10) | st.sampled_from(["stop", "abort", "length", "x"]),
+_answerish = st.recursive(st.none() | st.integers(-3, 10) | st.sampled_from(["stop", "abort", "length", "x", 1e300,
+                                                                           2**70, "\ud800"]),
                           lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_keys, inner, max_size=4),
                           max_leaves=16)
 
@@ -146,6 +149,14 @@ def _check(raw: bytes) -> None:
         return
     assert isinstance(done.content, str) and done.finish_reason in TERMINAL_FINISH_REASONS
     assert done.usage is None or (isinstance(done.usage.prompt_tokens, int) and done.usage.prompt_tokens >= 0)
+    _storable(done)
+
+
+def _storable(done: Completion) -> None:
+    """What the runner stores of an answer can be written (orjson raises on anything it cannot)."""
+    usage = None if done.usage is None else [done.usage.prompt_tokens, done.usage.completion_tokens,
+                                             done.usage.reasoning_tokens]
+    orjson.dumps([done.content, done.reasoning, done.finish_reason, usage, done.model])
 
 
 @settings(max_examples=300, deadline=None)
@@ -166,6 +177,7 @@ def test_fuzz_streams_parse_or_fail_as_protocol(blocks: list[bytes]) -> None:
         assert failure.kind == "protocol"
         return
     assert isinstance(done.content, str) and done.finish_reason in TERMINAL_FINISH_REASONS
+    _storable(done)
 
 
 # ---- against the fault server ----------------------------------------------------------------
