@@ -334,9 +334,7 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
             detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
             raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
                               "or --force to continue it with the new configuration")
-    tmp = manifest_path.with_suffix(".json.tmp")
-    tmp.write_text(new.model_dump_json(indent=2))
-    os.replace(tmp, manifest_path)
+    write_whole(manifest_path, new.model_dump_json(indent=2).encode())
 
 
 def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:

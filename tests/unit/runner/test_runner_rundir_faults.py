@@ -78,3 +78,16 @@ def test_duplicate_records_are_dropped_on_open_keeping_the_first(tmp_path: Path)
     shard = shard_paths(tmp_path / "shards")[0]
     assert [json.loads(line)["text"] for line in shard.read_text().splitlines()] == ["first", "b"]
     assert (tmp_path / "skipped.jsonl").read_text() == ""
+
+
+def test_a_manifest_that_cannot_be_written_is_one_line_and_releases_the_lock(tmp_path: Path, monkeypatch) -> None:
+    real_replace = os.replace
+
+    def full(*args) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(WriteFailed, match="manifest.json.*No space left"):
+        RunDir.open(tmp_path, JOB)
+    monkeypatch.setattr(os, "replace", real_replace)
+    RunDir.open(tmp_path, JOB).close()  # the lock was released: the next open works
