@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
@@ -56,6 +56,22 @@ MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/gen
 # since a replaced `messages` would send other prompts than the records show.
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
 CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
+# Bounds beyond the fields' own constraints, so that no value makes the run overflow, hang or send
+# something meaningless (issue 11): each is far past any real job, and finite.
+RANGES: dict[str, tuple[float, float]] = {
+    "concurrency": (1, MAX_CONCURRENCY),
+    "max_tokens": (1, 2**24),  # 16.8M tokens: above any model's context; keeps deadlines and caps finite
+    "temperature": (0.0, 100.0),  # engines accept ≥ 0; past ~2 sampling is noise already
+    "top_p": (0.0, 1.0),
+    "top_k": (1, 2**31 - 1),
+    "seed": (0, 2**63 - 1),  # a 64-bit integer, as records store it and engines take it
+    "n": (1, 10_000),  # units per row; --n 1e8 built 1e8 units per row before the first was sent
+    "length_retries": (0, 100),
+    "max_attempts": (1, 1000),
+    "retry_base_delay_s": (0.0, 3600.0),
+    "deadline_s": (0.0, 7 * 86400.0),
+    "grace_s": (0.0, 86400.0),
+}
 
 
 class GenerateRequest(BaseModel):
@@ -68,17 +84,16 @@ class GenerateRequest(BaseModel):
     endpoints: list[str] = Field(min_length=1)
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
-    concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
-    # 2^24 tokens: above any model's context; keeps deadlines and caps finite.
-    max_tokens: int = Field(default=4096, ge=1, le=2**24)
-    temperature: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
-    top_k: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)  # a 64-bit integer, as stored and as engines take it
+    concurrency: int | None = Field(default=None, ge=1, le=100_000)
+    max_tokens: int = Field(default=4096, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=1)
+    seed: int = 0
     thinking: Literal["on", "off"] | None = None
     on_length: Literal["keep", "drop", "retry"] = "keep"
-    length_retries: int = Field(default=2, ge=0, le=100)
-    n: int = Field(default=1, ge=1, le=10_000)
+    length_retries: int = Field(default=2, ge=0)
+    n: int = Field(default=1, ge=1)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     extra_body_override: bool = False  # let extra_body replace OWNED_FIELDS (said so by the user)
     max_answer_bytes: int | None = Field(default=None, ge=1024)
@@ -87,10 +102,10 @@ class GenerateRequest(BaseModel):
     force: bool = False
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
-    max_attempts: int = Field(default=6, ge=1, le=1000)
-    retry_base_delay_s: float = Field(default=1.0, ge=0, le=3600, allow_inf_nan=False)
-    deadline_s: float | None = Field(default=None, gt=0, le=7 * 86400, allow_inf_nan=False)
-    grace_s: float = Field(default=30.0, ge=0, le=86400, allow_inf_nan=False)
+    max_attempts: int = Field(default=6, ge=1)
+    retry_base_delay_s: float = Field(default=1.0, ge=0)
+    deadline_s: float | None = Field(default=None, gt=0)
+    grace_s: float = Field(default=30.0, ge=0)
     shard_max_bytes: int = Field(default=256 * 2**20, ge=1)
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
@@ -105,6 +120,14 @@ class GenerateRequest(BaseModel):
                 raise ValueError(f"{public_url(url)!r} is not an http(s) base URL such as "
                                  f"http://127.0.0.1:8000/v1 ({problem})")
         return urls
+
+    @field_validator(*RANGES)
+    @classmethod
+    def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        low, high = RANGES[info.field_name]
+        if value is not None and not low <= value <= high:  # also refuses nan
+            raise ValueError(f"a number from {low:,} to {high:,}")
+        return value
 
     @model_validator(mode="after")
     def _extra_body(self) -> GenerateRequest:
