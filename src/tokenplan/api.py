@@ -8,6 +8,7 @@ searches the hardware options of a job (``tokenplan.api_plan``). Names are resol
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,8 +60,8 @@ class PredictRequest:
 def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if value is None or not value > 0:
-        raise InputError(field, value, "a number > 0")
+    if value is None or not 0 < value < math.inf:
+        raise InputError(field, value, "a finite number > 0")
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
@@ -102,8 +103,10 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
                     attention_dp=req.attention_dp)
     cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
-    if req.kv_offload_gib < 0:
+    if not 0 <= req.kv_offload_gib < math.inf:
         raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
+    if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
+        raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
     config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
                     req.ssm_dtype, cut, host_kv_bytes=req.kv_offload_gib * 2**30)
     return config, model, gpu

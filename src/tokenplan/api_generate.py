@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import threading
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from yarl import URL
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
+from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
@@ -42,11 +45,33 @@ from tokenplan.runner.export import export_parquet
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import ReadStats, count_rows, expand_inputs, read_rows
-from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
+from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none, expand_inputs, file_name,
+                                   read_rows)
+from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
+MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/generate.md); 20× that
+# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
+# since a replaced `messages` would send other prompts than the records show.
+OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
+CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
+# Bounds beyond the fields' own constraints, so that no value makes the run overflow, hang or send
+# something meaningless (issue 11): each is far past any real job, and finite.
+RANGES: dict[str, tuple[float, float]] = {
+    "concurrency": (1, MAX_CONCURRENCY),
+    "max_tokens": (1, 2**24),  # 16.8M tokens: above any model's context; keeps deadlines and caps finite
+    "temperature": (0.0, 100.0),  # engines accept ≥ 0; past ~2 sampling is noise already
+    "top_p": (0.0, 1.0),
+    "top_k": (1, 2**31 - 1),
+    "seed": (0, 2**63 - 1),  # a 64-bit integer, as records store it and engines take it
+    "n": (1, 10_000),  # units per row; --n 1e8 built 1e8 units per row before the first was sent
+    "length_retries": (0, 100),
+    "max_attempts": (1, 1000),
+    "retry_base_delay_s": (0.0, 3600.0),
+    "deadline_s": (0.0, 7 * 86400.0),
+    "grace_s": (0.0, 86400.0),
+}
 
 
 class GenerateRequest(BaseModel):
@@ -70,6 +95,8 @@ class GenerateRequest(BaseModel):
     length_retries: int = Field(default=2, ge=0)
     n: int = Field(default=1, ge=1)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body_override: bool = False  # let extra_body replace OWNED_FIELDS (said so by the user)
+    max_answer_bytes: int | None = Field(default=None, ge=1024)
     plan: Path | None = None
     export: Path | None = None
     force: bool = False
@@ -88,9 +115,30 @@ class GenerateRequest(BaseModel):
     @classmethod
     def _urls(cls, urls: list[str]) -> list[str]:
         for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} is not an http(s) base URL such as http://127.0.0.1:8000/v1")
+            problem = _url_problem(url)
+            if problem:
+                raise ValueError(f"{public_url(url)!r} is not an http(s) base URL such as "
+                                 f"http://127.0.0.1:8000/v1 ({problem})")
         return urls
+
+    @field_validator(*RANGES)
+    @classmethod
+    def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        low, high = RANGES[info.field_name]
+        if value is not None and not low <= value <= high:  # also refuses nan
+            raise ValueError(f"a number from {low:,} to {high:,}")
+        return value
+
+    @model_validator(mode="after")
+    def _extra_body(self) -> GenerateRequest:
+        client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
+        if client:
+            raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
+        owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
+        if owned and not self.extra_body_override:
+            raise ValueError(f"extra_body sets {', '.join(owned)}, which tokenplan sets in every request "
+                             "(and records); add --extra-body-override to replace them anyway")
+        return self
 
     @classmethod
     def build(cls, **options: Any) -> GenerateRequest:
@@ -103,8 +151,30 @@ class GenerateRequest(BaseModel):
             return cls(**options)
         except ValidationError as problem:
             error = problem.errors()[0]
-            field_name = ".".join(str(p) for p in error["loc"]) or "request"
-            raise InputError(field_name, error.get("input"), error["msg"]) from None
+            field_name = ".".join(str(p) for p in error["loc"]) or "extra_body"
+            value = error.get("input")
+            if field_name == "endpoints" or field_name.startswith("endpoints."):
+                value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
+            elif isinstance(value, dict) and "extra_body" in value:
+                value = value["extra_body"]
+            raise InputError(field_name, value, error["msg"].removeprefix("Value error, ")) from None
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint, or None."""
+    try:
+        parsed = URL(url)
+    except ValueError as problem:
+        return str(problem)
+    if parsed.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parsed.host:
+        return "no host"
+    try:
+        parsed.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as problem:
+        return str(problem)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +238,10 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
     notes, values = [], {}
     for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
         value = recommended.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+            if key != "output_tok_s_total" and value > MAX_CONCURRENCY:
+                raise ConfigError(str(path), f"recommended.{key}", f"{value!r} is not allowed "
+                                  f"(allowed: 1 to {MAX_CONCURRENCY:,})")
             values[key] = kind(value)
         else:
             values[key] = None
@@ -213,6 +286,7 @@ def check_request(request: GenerateRequest) -> Checked:
         ConfigError: an unreadable plan file.
     """
     files = expand_inputs(request.inputs)
+    check_readable(files)
     if request.api_key_env is None:
         api_key = os.environ.get(DEFAULT_API_KEY_ENV) or None
     else:
@@ -223,6 +297,9 @@ def check_request(request: GenerateRequest) -> Checked:
                              f"(${request.api_key_env} is unset or empty; leave --api-key-env out "
                              "for a server that needs no key)")
     hint, notes, warnings = PlanHint(None, None, None), [], []
+    if api_key and any(URL(u).user is not None for u in request.endpoints):
+        warnings.append("an --endpoint carries user:password and an API key is set: the API key is sent "
+                        "(Authorization: Bearer), the URL's credentials are not")
     if request.plan is not None:
         hint, notes = read_plan(request.plan)
         if plan_model_mismatch(hint.model, request.model):
@@ -239,7 +316,7 @@ def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]
     files = expand_inputs(request.inputs)
     return {"model": request.model, "mode": request.mode, "n": request.n, "on_length": request.on_length,
             "length_retries": request.length_retries, "sampling": sampling.as_record(),
-            "inputs": [{"name": f.name, "size_bytes": f.stat().st_size} for f in files]}
+            "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files]}
 
 
 def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
@@ -256,7 +333,9 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         InputError: a bad input path or option, a named API-key variable that is unset, an
             ``out_dir`` or ``export`` path that cannot be written (all before sending anything).
         ConfigError: an unreadable plan file.
-        RunDirError: ``out_dir`` holds another job (use ``force``), or is damaged.
+        RunDirError: ``out_dir`` holds another job (use ``force``), is damaged, is in use by
+            another process, or a write to it failed (``WriteFailed``: the run stopped sending;
+            every record written is whole, and a rerun resumes).
         ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
             endpoint down for ``max_all_down_s``.
     """
@@ -281,6 +360,9 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
                         None if request.thinking is None else request.thinking == "on", request.extra_body)
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
+    if rundir.stats.duplicate_ids:
+        notes.append(f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
+                     "(the first record of each id is kept)")
     pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,
                                                         request.probe_interval_s, request.max_all_down_s),
                         api_key=checked.api_key)
@@ -288,9 +370,11 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
         await pool.check_health(request.model)
         job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
                           sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                          request.deadline_s or deadline_s(request.max_tokens), request.grace_s)
+                          request.deadline_s or deadline_s(request.max_tokens), request.grace_s,
+                          request.max_answer_bytes)
         # Before the first unit finishes, the ETA assumes max_tokens per unit.
-        progress = Progress(time.monotonic(), count_rows(files) * request.n, float(request.max_tokens),
+        rows = count_rows_or_none(files)
+        progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(request.max_tokens),
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
         dispatcher = Dispatcher(job, pool, rundir, progress, on_progress)
         stop = asyncio.Event()
@@ -320,7 +404,7 @@ def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: 
                "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
                "plan_output_tok_s": progress.plan_output_tok_s,
                "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
     if request.export is not None and not tally.stopped:
         try:

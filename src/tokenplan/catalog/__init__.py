@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -80,7 +81,11 @@ def load_model(name_or_path: str) -> ModelSpec:
     if looks_like_path and not path.exists():
         raise InputError("model", name_or_path, "a catalog name or an existing config.json (file not found)")
     if path.suffix == ".json" and path.exists():
-        text, source, name = path.read_text(encoding="utf-8"), str(path), path.parent.name if path.name == "config.json" else path.stem
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(str(path), f"byte {exc.start}", "not UTF-8 text (a config.json is UTF-8 JSON)") from None
+        source, name = str(path), path.parent.name if path.name == "config.json" else path.stem
     else:
         key = name_or_path.strip().lower()
         res = _PKG / "models" / f"{key}.json"
@@ -128,6 +133,10 @@ def load_engine(name: str) -> EngineFacts:
 
 
 
+# The top-level keys of a calibration profile (api_calibration.profile_dict, api_bench's fitted_on).
+CALIBRATION_KEYS = ("default", "groups", "uncertainty", "at_bound", "held_at_default", "provenance", "fitted_on")
+
+
 def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
     """Build an EfficiencyTable from a calibration JSON object.
 
@@ -141,10 +150,19 @@ def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
         if unknown:
             raise ConfigError(source, f"{key}.{sorted(unknown)[0]}", f"unknown factor (known: {', '.join(EFFICIENCY_FIELDS)})")
         try:
-            return Efficiency(**{k: float(v) for k, v in obj.items()})
+            values = {k: float(v) for k, v in obj.items()}
         except (TypeError, ValueError):
             raise ConfigError(source, key, "every factor must be a number") from None
+        for name, value in values.items():
+            may_be_zero = name.endswith("_s") or name == "prefill_wave_fraction"  # overheads, a share
+            if not (math.isfinite(value) and (value >= 0 if may_be_zero else value > 0)):
+                raise ConfigError(source, f"{key}.{name}", f"{value!r} is not allowed (allowed: a finite number "
+                                  f"{'≥ 0' if may_be_zero else '> 0'})")
+        return Efficiency(**values)
 
+    unknown = sorted(set(data) - set(CALIBRATION_KEYS))
+    if unknown:
+        raise ConfigError(source, unknown[0], f"unknown key (known: {', '.join(CALIBRATION_KEYS)})")
     default = parse(data.get("default", {}), "default")
     groups = data.get("groups", {})
     if not isinstance(groups, dict):

@@ -50,11 +50,17 @@ def generate_command(
                                                         "[default: 120 + max_tokens / 10].")] = None,
     grace_s: Annotated[float, typer.Option(help="Seconds in-flight requests get after Ctrl-C.")] = 30.0,
     quiet: Annotated[bool, typer.Option(help="No live display.")] = False,
+    extra_body_override: Annotated[bool, typer.Option(help="Let --extra-body replace fields tokenplan sets "
+                                                      "(messages, model, n, seed, max_tokens).")] = False,
+    max_answer_bytes: Annotated[Optional[int], typer.Option(help="Cap on one answer body in bytes; a larger "
+                                                            "answer fails its row [default: 1 MiB + 1 KiB "
+                                                            "per max-tokens].")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Regenerate or complete a dataset through OpenAI-compatible servers, exactly once, resumably."""
     request = GenerateRequest.build(
         inputs=inputs, out_dir=out, endpoints=endpoint, model=model, mode=mode, concurrency=concurrency,
+        extra_body_override=extra_body_override, max_answer_bytes=max_answer_bytes,
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         thinking=thinking, on_length=on_length, n=n, extra_body=_json_object(extra_body), plan=plan,
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,

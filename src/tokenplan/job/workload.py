@@ -21,6 +21,9 @@ from statistics import NormalDist
 from tokenplan.errors import InputError
 
 _GRID = 256
+# σ = 5 puts the 99th percentile at exp(5 × 2.326) ≈ 1.1e5 × the median: wider than any real
+# length distribution (thinking-answer lengths fit σ ≈ 0.5–1.5), so a larger σ is a typo.
+MAX_SIGMA = 5.0
 _SURVIVAL_POINTS = 32
 
 
@@ -39,10 +42,10 @@ class LengthDist:
     cap_tokens: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.mean_tokens > 0:
-            raise InputError("mean length", self.mean_tokens, "a number of tokens > 0")
-        if self.sigma < 0:
-            raise InputError("length sigma", self.sigma, "a number ≥ 0")
+        if not 0 < self.mean_tokens < math.inf:
+            raise InputError("mean length", self.mean_tokens, "a finite number of tokens > 0")
+        if not 0 <= self.sigma <= MAX_SIGMA:  # also refuses nan
+            raise InputError("length sigma", self.sigma, f"a number from 0 to {MAX_SIGMA:g}")
         if self.cap_tokens is not None and not self.cap_tokens > 0:
             raise InputError("length cap", self.cap_tokens, "a number of tokens > 0")
 

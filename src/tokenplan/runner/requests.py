@@ -19,7 +19,7 @@ turn, ``drop`` skips the whole unit, ``retry`` asks again with the next seed (at
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -89,11 +89,13 @@ class Dropped:
 Send = Callable[[list[dict[str, str]], int, int], Awaitable[Sent]]
 
 
-def work_units(row: Row, n: int) -> list[WorkUnit]:
-    """The ``n`` units of ``row`` (ids ``ROWID`` for n == 1, else ``ROWID#k``)."""
+def work_units(row: Row, n: int) -> Iterator[WorkUnit]:
+    """The ``n`` units of ``row`` (ids ``ROWID`` for n == 1, else ``ROWID#k``), one at a time."""
     if n == 1:
-        return [WorkUnit(row.id, row, 0)]
-    return [WorkUnit(f"{row.id}#{k}", row, k) for k in range(n)]
+        yield WorkUnit(row.id, row, 0)
+        return
+    for k in range(n):
+        yield WorkUnit(f"{row.id}#{k}", row, k)
 
 
 def seed_for(job_seed: int, unit_id: str, turn: int, retry: int = 0) -> int:
@@ -158,7 +160,18 @@ async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retri
             return Dropped("length", turn)
         history.append(_assistant_message(sent.completion))
         turns.append(_turn_record(sent, length_tries))
+    history.extend({"role": m.role, "content": m.content} for m in trailing_turns(unit.row.messages, mode))
     return {"id": unit.id, "conversations": history, "turns": turns}
+
+
+def trailing_turns(messages: tuple[Message, ...], mode: Mode) -> list[Message]:
+    """``regenerate``: the system turns after the last user turn. No request follows them, but
+    they are part of the conversation, so the stored record keeps them after the last answer.
+    ``complete``: none (the answer replaces everything after the last user turn)."""
+    if mode == "complete":
+        return []
+    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+    return [m for m in messages[last_user + 1:] if m.role == "system"]
 
 
 def _assistant_message(completion: Completion) -> dict[str, Any]:

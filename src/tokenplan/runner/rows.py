@@ -13,6 +13,12 @@ its normalised messages — stable across reruns. A row that cannot be used beco
 :class:`Reject` (file, line, reason); a second row with an id already seen is rejected as a
 duplicate. Files are read line by line (Parquet: batch by batch), never whole.
 
+Faults: a line that is not JSON, nested deeper than the parser allows, or holding text that is not
+valid Unicode (a lone UTF-16 surrogate, escaped or as raw bytes ``ED A0 80``) is a reject with its
+reason; so is the rest of a file that stops being readable part-way (a corrupt zstd frame or
+Parquet page): one reject names the file and the line it stopped at. A file that cannot be read
+at all is refused before anything is sent (:func:`check_readable`).
+
 Blank lines: a JSONL line that is empty or only whitespace is not a row. The JSON Lines format
 allows none, but tools often write trailing or separating newlines, so such a line is neither
 used nor rejected: it is counted (:attr:`ReadStats.blank_lines`) and reported in the run's
@@ -106,17 +112,82 @@ def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator
     seen: set[str] = set()
     stats = stats if stats is not None else ReadStats()
     for path in files:
-        for line, item in _raw_items(path, stats):
-            try:
-                row = parse_row(item, str(path), line)
-            except RowError as problem:
-                yield Reject(str(path), line, str(problem), _declared_id(item))
+        items, line, source = _raw_items(path, stats), 0, file_name(path)
+        while True:
+            try:  # only reading the file is guarded here: a bad row is a reject, not a bad file
+                line, item = next(items)
+            except StopIteration:
+                break
+            except _read_errors() as problem:
+                yield Reject(source, line + 1, f"file unreadable from here on: {_why(problem)}")
+                break
+            yield _row_or_reject(item, source, line, seen)
+
+
+def file_name(path: Path) -> str:
+    """``path`` as UTF-8 text: a name with bytes that are not UTF-8 (which Python keeps as lone
+    surrogates) gets U+FFFD for them, so records naming the file can be written."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | Reject:
+    try:
+        row = parse_row(item, source, line)
+        _unicode(row.id, "id")
+    except RowError as problem:
+        return Reject(source, line, str(problem), _safe_id(item))
+    except RecursionError:
+        return Reject(source, line, "nested deeper than the parser's limit", _safe_id(item))
+    if row.id in seen:
+        return Reject(source, line, f"duplicate id {row.id!r}", row.id)
+    seen.add(row.id)
+    return row
+
+
+def _safe_id(item: Any) -> str | None:
+    """The row's declared id for a reject line, or None when it is not valid text either."""
+    try:
+        found = _declared_id(item)
+        return None if found is None else _unicode(found, "id")
+    except RowError:
+        return None
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged file raises: OS errors, zstd frame errors, Arrow errors."""
+    import pyarrow as pa
+    import zstandard
+
+    return (OSError, EOFError, ValueError, zstandard.ZstdError, pa.ArrowException)
+
+
+def _why(problem: BaseException) -> str:
+    text = " ".join(str(problem).split())[:200]
+    return f"{type(problem).__name__}: {text}" if text else type(problem).__name__
+
+
+def check_readable(files: Sequence[Path]) -> None:
+    """Open each file and read its start (zstd: the first 64 KiB decompressed; Parquet: the
+    footer and the first row group's first batch), so a file that cannot be read at all is
+    refused before anything is sent.
+
+    Raises:
+        InputError: naming the file and why it cannot be read.
+    """
+    for path in files:
+        try:
+            if path.name.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                parquet = pq.ParquetFile(path)
+                if parquet.metadata.num_rows:
+                    next(parquet.iter_batches(batch_size=1), None)
                 continue
-            if row.id in seen:
-                yield Reject(str(path), line, f"duplicate id {row.id!r}", row.id)
-                continue
-            seen.add(row.id)
-            yield row
+            with _open_binary(path) as fh:
+                fh.read(65536)
+        except _read_errors() as problem:
+            raise InputError("input", str(path), f"a readable JSONL, JSONL.zst or Parquet file "
+                             f"({_why(problem)})") from None
 
 
 def count_rows(files: Sequence[Path]) -> int:
@@ -131,6 +202,15 @@ def count_rows(files: Sequence[Path]) -> int:
         with _open_binary(path) as fh:
             total += sum(1 for line in fh if line.strip())
     return total
+
+
+def count_rows_or_none(files: Sequence[Path]) -> int | None:
+    """:func:`count_rows`, or None when a file breaks part-way (the reader then rejects the
+    unreadable part; the count only feeds the ETA)."""
+    try:
+        return count_rows(files)
+    except _read_errors():
+        return None
 
 
 def parse_row(item: Any, source: str, line: int) -> Row:
@@ -185,7 +265,7 @@ def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
         prompt = item["prompt"]
         if not isinstance(prompt, str) or not prompt:
             raise RowError("prompt: not a non-empty string")
-        return "prompt", (Message("user", prompt),)
+        return "prompt", (Message("user", _unicode(prompt, "prompt")),)
     raise RowError(f"unknown shape: keys {sorted(item)[:8]} (expected conversations, messages, "
                    "prompt, or custom_id + body)")
 
@@ -209,10 +289,22 @@ def _turns(turns: Any, field: str, role_key: str, text_key: str,
 
 def _text(content: Any, field: str) -> str:
     if isinstance(content, str):
-        return content
+        return _unicode(content, field)
     if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-        return "".join(str(p.get("text", "")) for p in content)
+        return _unicode("".join(str(p.get("text", "")) for p in content), field)
     raise RowError(f"{field}: not a string or a list of text parts")
+
+
+def _unicode(text: str, field: str) -> str:
+    """``text`` when it is valid Unicode; a lone UTF-16 surrogate (``"\ud800"`` escaped in JSON,
+    or the raw bytes ``ED A0 80``, which Python's json decodes with surrogatepass) cannot be
+    stored as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        raise RowError(f"{field}: lone UTF-16 surrogate {text[problem.start]!r} at character "
+                       f"{problem.start} (not valid Unicode)") from None
+    return text
 
 
 def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
@@ -227,12 +319,22 @@ def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
             try:
                 yield line_no, _loads(raw)
             except ValueError as problem:
-                yield line_no, RowError(f"invalid JSON: {problem}")
+                yield line_no, RowError(f"invalid JSON: {' '.join(str(problem).split())[:200]}")
+            except RecursionError:
+                yield line_no, RowError("invalid JSON: nested deeper than the parser's limit")
+
+
+FAST_PARSE_MAX_BRACKETS = 512  # more '{' + '[' than this in a line: parsed by json, not orjson
 
 
 def _loads(raw: bytes) -> Any:
     """``json.loads``, ~3x faster through orjson; lines orjson refuses but Python's json takes
     (``NaN``, integers past 64 bits) still go through ``json.loads``."""
+    if raw.count(b"{") + raw.count(b"[") > FAST_PARSE_MAX_BRACKETS:
+        # orjson 3.8 has no nesting limit: 100,000 nested objects overflow the C stack and kill
+        # the process (measured: SIGSEGV). Python's json stops at the recursion limit with a
+        # RecursionError, which becomes a reject; a line with this many brackets is rare.
+        return json.loads(raw)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
