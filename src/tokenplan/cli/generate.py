@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,10 +13,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, generate
+from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, dry_run_counts, generate
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.rolling import progress_line
 
 EXIT_INTERRUPTED = 130
 
@@ -30,8 +32,9 @@ def generate_command(
     mode: Annotated[str, typer.Option(help="regenerate | complete")] = "regenerate",
     concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight per endpoint "
                                                        "[default: the plan's, else 64].")] = None,
-    max_tokens: Annotated[int, typer.Option(help="Max completion tokens per request.")] = 4096,
-    temperature: Annotated[float, typer.Option()] = 0.0,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Max completion tokens per request "
+                                                      "[default: the plan's output cap, else 4096].")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="[default: generation_config.json, else 0].")] = None,
     top_p: Annotated[Optional[float], typer.Option()] = None,
     top_k: Annotated[Optional[int], typer.Option()] = None,
     seed: Annotated[int, typer.Option(help="Job seed; each request's seed derives from it.")] = 0,
@@ -40,7 +43,22 @@ def generate_command(
     n: Annotated[int, typer.Option("--n", help="Samples per row (complete mode ids ROWID#k).")] = 1,
     extra_body: Annotated[Optional[str], typer.Option(help="JSON object merged into every request.")] = None,
     plan: Annotated[Optional[Path], typer.Option(help="Output of `tokenplan plan --json`.")] = None,
-    export: Annotated[Optional[Path], typer.Option(help="Write all stored records to this Parquet file.")] = None,
+    export: Annotated[Optional[Path], typer.Option(help="Write all stored records to this file: .parquet, "
+                                                   ".jsonl (SpecForge training rows), or see --format.")] = None,
+    export_format: Annotated[Optional[str], typer.Option("--format", help="--export format: parquet | jsonl | "
+                                                         "openai-batch [default: from the suffix].")] = None,
+    drop_length: Annotated[bool, typer.Option(help="--export leaves out records with a length-cut turn.")] = False,
+    require_think_close: Annotated[bool, typer.Option(help="--export leaves out records whose thinking was "
+                                                      "cut before </think>.")] = False,
+    generation_config: Annotated[Optional[Path], typer.Option(help="generation_config.json (or its model "
+                                                              "directory) for default sampling.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N usable rows (a trial run).")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Count rows, requests and (with a tokenizer) prompt tokens; "
+                                          "send nothing.")] = False,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="Tokenizer directory for --dry-run "
+                                                      "[default: --model when it is a local directory].")] = None,
+    progress_every: Annotated[float, typer.Option(help="Seconds between log lines and summary.json updates "
+                                                  "when stderr is not a terminal.")] = 30.0,
     force: Annotated[bool, typer.Option(help="Continue a run directory made for another configuration.")] = False,
     api_key_env: Annotated[Optional[str], typer.Option(help="Environment variable holding the API key (must be "
                                                         "set when named) [default: OPENAI_API_KEY if set].")] = None,
@@ -58,13 +76,20 @@ def generate_command(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         thinking=thinking, on_length=on_length, n=n, extra_body=_json_object(extra_body), plan=plan,
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
-        deadline_s=deadline_s, grace_s=grace_s)
+        deadline_s=deadline_s, grace_s=grace_s, export_format=export_format, drop_length=drop_length,
+        require_think_close=require_think_close, generation_config=generation_config, limit=limit,
+        dry_run=dry_run, tokenizer=tokenizer, progress_every_s=None if console_is_terminal() else progress_every)
     console = Console(stderr=True)
 
     def warn(text: str) -> None:
         console.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
-    if quiet or json_out or not console.is_terminal:
+    if dry_run:
+        print_dry_run(request, json_out)
+        return
+    if not console.is_terminal and not quiet and not json_out:
+        result = generate(request, on_progress=_log_every(progress_every, console), on_warning=warn)
+    elif quiet or json_out or not console.is_terminal:
         result = generate(request, on_warning=warn)
     else:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
@@ -79,6 +104,47 @@ def generate_command(
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
+
+
+def console_is_terminal() -> bool:
+    """Whether the live display can be drawn (stderr is a terminal)."""
+    return Console(stderr=True).is_terminal
+
+
+def _log_every(every_s: float, console: Console):  # noqa: ANN202 - a progress callback
+    """A progress callback that prints one line every ``every_s`` seconds (Slurm, nohup logs)."""
+    last = [time.monotonic()]
+
+    def log(snapshot: Snapshot) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s:
+            last[0] = now
+            console.print(progress_line(snapshot), markup=False, highlight=False, soft_wrap=True)
+
+    return log
+
+
+def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
+    """``--dry-run``: the counts, the sampling the run would use, and the plan command for them."""
+    counts, sampling, notes = dry_run_counts(request)
+    record = {"rows": counts.rows, "rejected_rows": counts.rejected_rows, "units": counts.units,
+              "requests": counts.requests, "prompt_tokens_mean": counts.prompt_tokens_mean,
+              "prompt_tokens_sigma": counts.prompt_tokens_sigma, "prompt_tokens_max": counts.prompt_tokens_max,
+              "tokenizer": counts.tokenizer, "sampling": sampling.as_record(),
+              "plan_command": counts.plan_command(sampling.max_tokens)}
+    if json_out:
+        print(json.dumps(record, indent=2))
+        return
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"rows          {counts.rows:,} usable, {counts.rejected_rows:,} rejected")
+    print(f"units         {counts.units:,} ({request.n} per row)   requests {counts.requests:,}")
+    if counts.prompt_tokens_mean is None:
+        print("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
+    else:
+        print(f"prompt tokens mean {counts.prompt_tokens_mean:,.0f}, σ {counts.prompt_tokens_sigma:.2f} (ln), "
+              f"longest {counts.prompt_tokens_max:,}  (tokenizer {counts.tokenizer})")
+    print(f"plan for them {record['plan_command']}")
 
 
 def _json_object(text: str | None) -> dict:
@@ -122,7 +188,8 @@ def summary_text(result: GenerateResult) -> str:
     lines = [
         f"run dir       {result.run_dir}",
         f"units         {result.units_total:,} = {result.stored:,} stored + {result.skipped:,} skipped "
-        f"+ {result.errors:,} errors  [{check}]",
+        f"+ {result.errors:,} errors" + (f" + {result.not_yet_sent:,} not yet sent" if result.interrupted else "")
+        + f"  [{check}]",
         f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)"
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
@@ -135,7 +202,11 @@ def summary_text(result: GenerateResult) -> str:
         lines.append(f"latency E2E   p50 {e2e['p50_ms']:,.0f} ms  p90 {e2e['p90_ms']:,.0f} ms  "
                      f"p99 {e2e['p99_ms']:,.0f} ms  ({e2e['count']:,} requests)")
     if result.export_rows is not None:
-        lines.append(f"exported      {result.export_rows:,} rows")
+        export = s.get("export") or {}
+        left_out = [f"{export[k]:,} {label}" for k, label in (("dropped_length", "cut by max_tokens"),
+                    ("dropped_think_open", "thinking not closed"), ("failed", "failed/skipped lines"))
+                    if export.get(k)]
+        lines.append(f"exported      {result.export_rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else ""))
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)

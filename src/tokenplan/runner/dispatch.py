@@ -186,7 +186,7 @@ class Dispatcher:
 
     async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:
         seed = seed_for(self.job.sampling.seed, unit.id, turn, retry)
-        body = request_body(self.job.model, messages, self.job.sampling, seed)
+        body = request_body(self.job.model, messages, self.job.sampling, seed, unit.row.overrides)
         used: list[str] = []
 
         async def once() -> Completion:
