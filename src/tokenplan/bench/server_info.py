@@ -223,7 +223,8 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
     """
-    ordered = sorted((lv for lv in levels if lv.get("requests")), key=lambda lv: lv["concurrency"])
+    ordered = sorted((lv for lv in levels if lv.get("requests") and lv.get("output_tok_s") is not None),
+                     key=lambda lv: lv["concurrency"])
     flat_at = saturated = None
     for prev, cur in zip(ordered, ordered[1:]):
         if cur["output_tok_s"] < prev["output_tok_s"] * (1.0 + FLAT_GAIN):
