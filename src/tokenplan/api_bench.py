@@ -367,6 +367,27 @@ def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench 
     return _fit_cases(measurements, desc, "bench sweep", command, points)
 
 
+def calibrate_from_results(paths: list[str], desc: PredictRequest,
+                           command: str = "tokenplan calibrate --from-bench") -> FitOutcome:
+    """Fit the efficiency factors to result files of ``vllm bench serve``, ``sglang.bench_serving``,
+    AIPerf or GuideLLM (:mod:`tokenplan.userfiles_bench`); ``desc`` says what the server ran.
+    The result's ``data["sources"]`` names each file's format and level count.
+
+    Raises:
+        InputError, ConfigError, CatalogError: a missing or unknown file, a bad description.
+    """
+    from tokenplan.userfiles_bench import read_bench_results
+
+    levels, sources = [], []
+    for path in paths:
+        kind, found = read_bench_results(path)
+        levels += found
+        sources.append({"path": path, "format": kind, "levels": len(found)})
+    outcome = fit_bench({"levels": levels, "cap": {}}, desc, command)
+    outcome.data["sources"] = sources
+    return outcome
+
+
 def read_bench_json(path: str) -> dict:
     """A bench ``--json`` file. Raises InputError (missing) or ConfigError (not a bench JSON)."""
     p = Path(path)
