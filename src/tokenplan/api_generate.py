@@ -263,6 +263,8 @@ def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling
             contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
     """
     config_path = request.generation_config or model_generation_config(request.model)
+    if config_path is not None and config_path.is_dir():
+        config_path = config_path / "generation_config.json"  # the note names the file read
     config = read_generation_config(config_path) if config_path is not None else None
     choice = choose_sampling({"max_tokens": request.max_tokens, "temperature": request.temperature,
                               "top_p": request.top_p, "top_k": request.top_k},

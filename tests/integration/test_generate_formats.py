@@ -160,3 +160,59 @@ def test_after_sigterm_stored_skipped_errors_and_not_yet_sent_add_up_to_the_inpu
     assert summary["units_total"] == 120 and summary["interrupted"] is True
     assert summary["not_yet_sent"] > 0
     assert summary["stored"] + summary["skipped"] + summary["errors"] + summary["not_yet_sent"] == 120
+
+
+def test_generation_config_sets_the_default_sampling_and_says_so(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "a", "prompt": "x"}\n')
+    model_dir = tmp_path / "qwen3"
+    model_dir.mkdir()
+    # Qwen3's published thinking-mode defaults (huggingface.co/Qwen/Qwen3-8B generation_config.json)
+    (model_dir / "generation_config.json").write_text(json.dumps({"do_sample": True, "temperature": 0.6,
+                                                                  "top_p": 0.95, "top_k": 20}))
+    bodies = tmp_path / "bodies.jsonl"
+    with FaultServerProcess(str(tmp_path), log_bodies=str(bodies)) as server:
+        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
+                                                model="fault-model", max_tokens=8, generation_config=model_dir,
+                                                top_k=40))
+    body = _lines(bodies)[0]
+    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.6, 0.95, 40)  # --top-k wins over the file
+    assert f"sampling from {model_dir}/generation_config.json: temperature 0.6, top_p 0.95" in result.notes
+
+
+def test_a_contradicting_extra_body_is_refused_in_one_line_before_sending(tmp_path: Path) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "a", "prompt": "x"}\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([*CLI, "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint",
+                           "http://127.0.0.1:9/v1", "--model", "m", "--thinking", "off", "--extra-body",
+                           '{"chat_template_kwargs": {"enable_thinking": true, "reasoning_effort": "low"}}'],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "chat_template_kwargs.enable_thinking: --extra-body sets True but tokenplan's options set False" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_counts_prompt_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
+    from tests.support.tiny_model import build_tokenizer
+    from tokenplan.runner.dryrun import dry_run
+
+    tokenizer_dir = tmp_path / "tok"
+    tokenizer = build_tokenizer(tokenizer_dir)
+    data = tmp_path / "sharegpt.json"
+    data.write_text(json.dumps(SHAREGPT))
+    counts = dry_run([data], "regenerate", 1, None, tokenizer_dir)
+    # the same prompts rendered by the tokenizer's own chat template, counted here independently
+    prompts = [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}],
+               [{"role": "user", "content": "hi"}],
+               [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "old"},
+                {"role": "user", "content": "bye"}]]
+    def length(prompt: list[dict]) -> int:
+        encoded = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)
+        return len(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)  # BatchEncoding in transformers 5
+
+    lengths = [length(p) for p in prompts]
+    assert counts.requests == 3 and counts.prompt_tokens_max == max(lengths)
+    assert counts.prompt_tokens_mean == pytest.approx(sum(lengths) / 3)
