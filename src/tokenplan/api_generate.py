@@ -39,14 +39,14 @@ from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
 from tokenplan.runner.dryrun import DryRun, dry_run
-from tokenplan.runner.export import export_lines, export_parquet
+from tokenplan.runner.export import export_run
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.defaults import choose_sampling, model_generation_config, plan_max_tokens, read_generation_config
-from tokenplan.runner.requests import BodyConflict, Sampling, request_body
+from tokenplan.runner.defaults import job_sampling, plan_max_tokens
+from tokenplan.runner.requests import Sampling
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.rolling import rolling_summary
-from tokenplan.runner.rows import ReadStats, Row, count_rows, expand_inputs, limited, read_rows
+from tokenplan.runner.rows import ReadStats, count_rows, count_units, expand_inputs, limited, read_rows
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -255,28 +255,17 @@ def check_request(request: GenerateRequest) -> Checked:
 
 
 def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling, list[str]]:
-    """The job's sampling (see :mod:`tokenplan.runner.defaults` for the order) and notes saying
-    where each value came from.
+    """The job's sampling and notes saying where each value came from
+    (:func:`tokenplan.runner.defaults.job_sampling`).
 
     Raises:
         InputError: an unreadable ``generation_config``, or an ``extra_body`` whose nested values
             contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
     """
-    config_path = request.generation_config or model_generation_config(request.model)
-    if config_path is not None and config_path.is_dir():
-        config_path = config_path / "generation_config.json"  # the note names the file read
-    config = read_generation_config(config_path) if config_path is not None else None
-    choice = choose_sampling({"max_tokens": request.max_tokens, "temperature": request.temperature,
-                              "top_p": request.top_p, "top_k": request.top_k},
-                             hint.max_tokens, request.plan, config, config_path)
-    sampling = Sampling(choice.max_tokens, choice.temperature, choice.top_p, choice.top_k, request.seed,
-                        None if request.thinking is None else request.thinking == "on", request.extra_body)
-    try:
-        request_body(request.model, [], sampling, 0)
-    except BodyConflict as conflict:
-        raise InputError("--extra-body", json.dumps(request.extra_body), f"no contradiction with tokenplan's "
-                         f"options ({conflict})") from None
-    return sampling, list(choice.notes)
+    given = {"max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
+             "top_k": request.top_k}
+    return job_sampling(request.model, given, request.seed, request.thinking, request.extra_body,
+                        (hint.max_tokens, request.plan), request.generation_config)
 
 
 def export_format(request: GenerateRequest) -> str:
@@ -373,12 +362,6 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
     return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes
 
 
-def input_units(files: list[Path], n: int, limit: int | None) -> int:
-    """Units the input holds (usable rows, first ``limit`` only, × ``n``), counted by reading
-    the files again: after a stop, the units never read are part of the input too."""
-    return n * sum(isinstance(item, Row) for item in limited(read_rows(files), limit))
-
-
 def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: Progress,
             notes: list[str], blank_lines: int = 0, files: list[Path] | None = None) -> GenerateResult:
     counts = count_outcomes(run_dir)
@@ -386,7 +369,7 @@ def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: 
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
     units_total = tally.units_seen
     if tally.stopped and files is not None:
-        units_total = input_units(files, request.n, request.limit)
+        units_total = count_units(files, request.n, request.limit)
     not_yet_sent = units_total - accounted
     if not tally.stopped and not accounting_ok:
         raise RunDirError(f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
@@ -416,17 +399,10 @@ def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: 
 
 def _export(request: GenerateRequest, run_dir: Path, summary: dict[str, Any]) -> int:
     """Write ``--export`` in its format; the counts go into ``summary`` (and summary.json) as ``export``."""
-    fmt = export_format(request)
-    if fmt == "parquet":
-        rows = export_parquet(run_dir, request.export)
-        summary["export"] = {"format": fmt, "path": str(request.export), "written": rows}
-    else:
-        counts = export_lines(run_dir, request.export, fmt, drop_length=request.drop_length,
-                              require_think_close=request.require_think_close)
-        rows = counts.written
-        summary["export"] = {"format": fmt, "path": str(request.export), **counts.as_record()}
+    summary["export"] = export_run(run_dir, request.export, export_format(request), drop_length=request.drop_length,
+                                   require_think_close=request.require_think_close)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return rows
+    return summary["export"]["written"]
 
 
 def count_outcomes(run_dir: Path) -> dict[str, int]:

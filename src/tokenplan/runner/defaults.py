@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import InputError
+from tokenplan.runner.requests import BodyConflict, Sampling, request_body
 
 FALLBACK_MAX_TOKENS = 4096
 FALLBACK_TEMPERATURE = 0.0
@@ -124,3 +125,28 @@ def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path
                      "--temperature)")
     return SamplingChoice(int(max_tokens), float(chosen["temperature"]), chosen["top_p"], chosen["top_k"],
                           tuple(notes))
+
+
+def job_sampling(model: str, given: dict[str, Any], seed: int, thinking: str | None, extra_body: dict[str, Any],
+                 plan: tuple[int | None, Path | None], generation_config: Path | None) -> tuple[Sampling, list[str]]:
+    """The job's :class:`Sampling` from the options ``given`` (``None`` = not given), the plan's cap
+    and path, and a ``generation_config.json`` (``generation_config``, else ``model`` when it is a
+    local directory holding one); notes say where each value came from.
+
+    Raises:
+        InputError: an unreadable generation config, or an ``extra_body`` that contradicts an option
+            (:class:`~tokenplan.runner.requests.BodyConflict`, named in one line).
+    """
+    config_path = generation_config or model_generation_config(model)
+    if config_path is not None and config_path.is_dir():
+        config_path = config_path / "generation_config.json"  # the note names the file read
+    config = read_generation_config(config_path) if config_path is not None else None
+    choice = choose_sampling(given, plan[0], plan[1], config, config_path)
+    sampling = Sampling(choice.max_tokens, choice.temperature, choice.top_p, choice.top_k, seed,
+                        None if thinking is None else thinking == "on", extra_body)
+    try:
+        request_body(model, [], sampling, 0)
+    except BodyConflict as conflict:
+        raise InputError("--extra-body", json.dumps(extra_body),
+                         f"no contradiction with tokenplan's options ({conflict})") from None
+    return sampling, list(choice.notes)

@@ -198,3 +198,17 @@ def _failed_lines(run_dir: Path, fh: Any) -> int:
             fh.write(orjson.dumps(line) + b"\n")
             written += 1
     return written
+
+
+def export_run(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = False,
+               require_think_close: bool = False) -> dict[str, Any]:
+    """Write the run's records to ``out_path`` as ``fmt`` (``parquet``, ``jsonl``, ``openai-batch``);
+    return the summary's ``export`` record (format, path, written and the counts left out).
+
+    Raises:
+        OSError: the file cannot be written (nothing partial is left).
+    """
+    if fmt == "parquet":
+        return {"format": fmt, "path": str(out_path), "written": export_parquet(run_dir, out_path)}
+    counts = export_lines(run_dir, out_path, fmt, drop_length=drop_length, require_think_close=require_think_close)
+    return {"format": fmt, "path": str(out_path), **counts.as_record()}

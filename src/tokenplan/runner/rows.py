@@ -175,6 +175,12 @@ def limited(items: Iterator[Row | Reject], limit: int | None) -> Iterator[Row | 
         rows += isinstance(item, Row)
 
 
+def count_units(files: Sequence[Path], n: int, limit: int | None) -> int:
+    """Units the input holds: usable rows (the first ``limit``), × ``n`` samples, read from the
+    files again (after a stop, the units never read are part of the input too)."""
+    return n * sum(isinstance(item, Row) for item in limited(read_rows(files), limit))
+
+
 def count_rows(files: Sequence[Path]) -> int:
     """Rows expected in ``files``: non-empty lines of JSONL, ``num_rows`` of Parquet (for ETA)."""
     total = 0
