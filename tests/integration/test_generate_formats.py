@@ -216,3 +216,23 @@ def test_dry_run_counts_prompt_tokens_with_a_local_tokenizer(tmp_path: Path) -> 
     lengths = [length(p) for p in prompts]
     assert counts.requests == 3 and counts.prompt_tokens_max == max(lengths)
     assert counts.prompt_tokens_mean == pytest.approx(sum(lengths) / 3)
+
+
+def test_batch_output_has_a_line_for_refused_rows_and_drop_length_counts(tmp_path: Path) -> None:
+    data = tmp_path / "batch.jsonl"
+    data.write_text("".join(json.dumps(b) + "\n" for b in BATCH))
+    refused_out, cut_out = tmp_path / "refused.jsonl", tmp_path / "cut.jsonl"
+    with FaultServerProcess(str(tmp_path), p400=1.0) as server:  # every request refused with 400
+        generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "refused", endpoints=[server.url],
+                                       model="fault-model", max_tokens=64, mode="complete", export=refused_out,
+                                       export_format="openai-batch"))
+    lines = {line["custom_id"]: line for line in _lines(refused_out)}
+    assert set(lines) == {"b1", "b2"}
+    assert all(line["response"]["status_code"] == 400 and line["error"] is None for line in lines.values())
+    assert lines["b1"]["response"]["body"]["error"]["message"].startswith("injected 400")
+    with FaultServerProcess(str(tmp_path), tokens=16) as server:  # b1 asks for 4 of 16 tokens: cut
+        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "cut", endpoints=[server.url],
+                                                model="fault-model", max_tokens=64, mode="complete", export=cut_out,
+                                                drop_length=True))
+    assert [row["id"] for row in _lines(cut_out)] == ["b2"]
+    assert (result.summary["export"]["written"], result.summary["export"]["dropped_length"]) == (1, 1)
