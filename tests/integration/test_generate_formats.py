@@ -236,3 +236,17 @@ def test_batch_output_has_a_line_for_refused_rows_and_drop_length_counts(tmp_pat
                                                 drop_length=True))
     assert [row["id"] for row in _lines(cut_out)] == ["b2"]
     assert (result.summary["export"]["written"], result.summary["export"]["dropped_length"]) == (1, 1)
+
+
+def test_an_input_whose_every_row_is_rejected_exits_2_naming_the_rejects(tmp_path: Path) -> None:
+    data = tmp_path / "odd.jsonl"
+    data.write_text('{"text": "a"}\n{"text": "b"}\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    with FaultServerProcess(str(tmp_path)) as server:
+        done = subprocess.run([*CLI, "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
+                               "--model", "fault-model", "--quiet"], capture_output=True, text=True, env=env,
+                              timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "at least one usable row (all 2 rows were rejected; the reasons are in" in done.stderr
+    assert len((tmp_path / "run" / "rejects.jsonl").read_text().splitlines()) == 2

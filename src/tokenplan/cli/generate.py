@@ -100,6 +100,9 @@ def generate_command(
         print(json.dumps(result.summary, indent=2))
     else:
         print(summary_text(result))
+    if result.units_total == 0 and result.rejected_rows:  # e.g. a file in a shape no reader knows
+        raise InputError("input", " ".join(inputs), f"at least one usable row (all {result.rejected_rows:,} rows "
+                         f"were rejected; the reasons are in {result.run_dir / 'rejects.jsonl'})")
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
     if result.export_error is not None:
