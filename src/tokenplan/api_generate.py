@@ -116,6 +116,7 @@ class GenerateRequest(BaseModel):
         except ValidationError as problem:
             error = problem.errors()[0]
             field_name = ".".join(str(p) for p in error["loc"]) or "request"
+            field_name = {"export_format": "format"}.get(field_name, field_name)  # the CLI's --format
             raise InputError(field_name, error.get("input"), error["msg"]) from None
 
 

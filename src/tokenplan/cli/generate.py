@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,11 +12,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, dry_run_counts, generate
+from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, generate
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 from tokenplan.runner.progress import Snapshot
-from tokenplan.runner.rolling import progress_line
+from tokenplan.cli.generate_trial import console_is_terminal, log_every, print_dry_run
 
 EXIT_INTERRUPTED = 130
 
@@ -88,7 +87,7 @@ def generate_command(
         print_dry_run(request, json_out)
         return
     if not console.is_terminal and not quiet and not json_out:
-        result = generate(request, on_progress=_log_every(progress_every, console), on_warning=warn)
+        result = generate(request, on_progress=log_every(progress_every, console), on_warning=warn)
     elif quiet or json_out or not console.is_terminal:
         result = generate(request, on_warning=warn)
     else:
@@ -107,47 +106,6 @@ def generate_command(
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
-
-
-def console_is_terminal() -> bool:
-    """Whether the live display can be drawn (stderr is a terminal)."""
-    return Console(stderr=True).is_terminal
-
-
-def _log_every(every_s: float, console: Console):  # noqa: ANN202 - a progress callback
-    """A progress callback that prints one line every ``every_s`` seconds (Slurm, nohup logs)."""
-    last = [time.monotonic()]
-
-    def log(snapshot: Snapshot) -> None:
-        now = time.monotonic()
-        if now - last[0] >= every_s:
-            last[0] = now
-            console.print(progress_line(snapshot), markup=False, highlight=False, soft_wrap=True)
-
-    return log
-
-
-def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
-    """``--dry-run``: the counts, the sampling the run would use, and the plan command for them."""
-    counts, sampling, notes = dry_run_counts(request)
-    record = {"rows": counts.rows, "rejected_rows": counts.rejected_rows, "units": counts.units,
-              "requests": counts.requests, "prompt_tokens_mean": counts.prompt_tokens_mean,
-              "prompt_tokens_sigma": counts.prompt_tokens_sigma, "prompt_tokens_max": counts.prompt_tokens_max,
-              "tokenizer": counts.tokenizer, "sampling": sampling.as_record(),
-              "plan_command": counts.plan_command(sampling.max_tokens)}
-    if json_out:
-        print(json.dumps(record, indent=2))
-        return
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    print(f"rows          {counts.rows:,} usable, {counts.rejected_rows:,} rejected")
-    print(f"units         {counts.units:,} ({request.n} per row)   requests {counts.requests:,}")
-    if counts.prompt_tokens_mean is None:
-        print("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
-    else:
-        print(f"prompt tokens mean {counts.prompt_tokens_mean:,.0f}, σ {counts.prompt_tokens_sigma:.2f} (ln), "
-              f"longest {counts.prompt_tokens_max:,}  (tokenizer {counts.tokenizer})")
-    print(f"plan for them {record['plan_command']}")
 
 
 def _json_object(text: str | None) -> dict:
