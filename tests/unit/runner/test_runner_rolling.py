@@ -29,3 +29,22 @@ def test_the_rolling_summary_is_written_at_most_every_n_seconds(tmp_path: Path) 
 def test_the_log_line_holds_counts_rates_and_eta() -> None:
     assert progress_line(_snap(249)) == ("done 250/400 (stored 249, skipped 1, errors 0, rejected 2) | 413 tok/s now, "
                                          "333 mean | in flight 5 | elapsed 3 s | ETA 1m01s")
+
+
+def test_off_a_terminal_the_cli_logs_one_line_per_interval() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tokenplan.cli.generate_trial import log_every
+
+    out = io.StringIO()
+    log = log_every(0.0, Console(file=out, width=300))  # every call is past the 0 s interval
+    log(_snap(1))
+    log(_snap(2))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("done 3/400 (stored 2,")
+    quiet = io.StringIO()
+    hourly = log_every(3600.0, Console(file=quiet))
+    hourly(_snap(1))
+    assert quiet.getvalue() == ""  # the first line waits a whole interval
