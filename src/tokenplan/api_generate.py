@@ -41,12 +41,16 @@ from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
-from tokenplan.runner.export import export_parquet
+from tokenplan.runner.dryrun import DryRun, dry_run
+from tokenplan.runner.export import export_run
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
+from tokenplan.runner.defaults import job_sampling, plan_max_tokens
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none, expand_inputs, file_name,
-                                   read_rows)
+from tokenplan.runner.limits import check_open_files
+from tokenplan.runner.rolling import rolling_summary
+from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none, count_units, expand_inputs,
+                                   file_name, limited, read_rows)
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -85,8 +89,8 @@ class GenerateRequest(BaseModel):
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int = Field(default=4096, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else 4,096 (runner.defaults)
+    temperature: float | None = Field(default=None, ge=0.0)  # None: generation_config.json, else 0
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=1)
     seed: int = 0
@@ -99,6 +103,14 @@ class GenerateRequest(BaseModel):
     max_answer_bytes: int | None = Field(default=None, ge=1024)
     plan: Path | None = None
     export: Path | None = None
+    export_format: Literal["parquet", "jsonl", "openai-batch"] | None = None  # None: from the suffix
+    drop_length: bool = False  # --export: leave out records with a length-cut turn
+    require_think_close: bool = False  # --export: leave out records whose thinking was cut before </think>
+    generation_config: Path | None = None  # a generation_config.json (or its model directory)
+    limit: int | None = Field(default=None, ge=1)  # only the first N usable rows (a trial run)
+    progress_every_s: float | None = Field(default=None, gt=0)  # rolling summary.json every S seconds
+    dry_run: bool = False  # count rows, turns (and prompt tokens) and send nothing: see runner.dryrun
+    tokenizer: Path | None = None  # for --dry-run's prompt tokens; None: --model when it is a local directory
     force: bool = False
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
@@ -151,7 +163,8 @@ class GenerateRequest(BaseModel):
             return cls(**options)
         except ValidationError as problem:
             error = problem.errors()[0]
-            field_name = ".".join(str(p) for p in error["loc"]) or "extra_body"
+            field_name = ".".join(str(p) for p in error["loc"]) or "extra_body"  # the one model-level check
+            field_name = {"export_format": "format"}.get(field_name, field_name)  # the CLI's --format
             value = error.get("input")
             if field_name == "endpoints" or field_name.startswith("endpoints."):
                 value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
@@ -186,6 +199,7 @@ class PlanHint:
     output_tok_s_total: float | None
     num_replicas: int | None
     model: str | None = None
+    max_tokens: int | None = None  # the plan's output cap (job.osl_cap_tokens)
 
 
 class ExportError(TokenplanError):
@@ -215,6 +229,7 @@ class GenerateResult:
     notes: list[str] = field(default_factory=list)
     export_error: str | None = None  # why --export failed at the end (the run itself is kept)
     blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
+    not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
 
 
 def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
@@ -232,9 +247,10 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
     model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else None
+    cap = plan_max_tokens(data)
     recommended = data.get("recommended")
     if not isinstance(recommended, dict):
-        return PlanHint(None, None, None, model), [f"{path}: no 'recommended' section; using the defaults"]
+        return PlanHint(None, None, None, model, cap), [f"{path}: no 'recommended' section; using the defaults"]
     notes, values = [], {}
     for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
         value = recommended.get(key)
@@ -246,7 +262,7 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
         else:
             values[key] = None
             notes.append(f"{path}: recommended.{key} is absent or not a positive number")
-    return PlanHint(**values, model=model), notes
+    return PlanHint(**values, model=model, max_tokens=cap), notes
 
 
 def _model_key(name: str) -> str:
@@ -274,6 +290,7 @@ class Checked:
     hint: PlanHint
     notes: list[str]
     warnings: list[str]
+    sampling: Sampling | None = None  # resolved (runner.defaults); None only when built by hand
 
 
 def check_request(request: GenerateRequest) -> Checked:
@@ -305,10 +322,36 @@ def check_request(request: GenerateRequest) -> Checked:
         if plan_model_mismatch(hint.model, request.model):
             warnings.append(f"the plan {request.plan} was made for model {hint.model!r}, but --model is "
                             f"{request.model!r}: its concurrency and throughput may not fit this model")
+    sampling, sampling_notes = resolve_sampling(request, hint)
+    notes += sampling_notes
     if request.export is not None:
-        check_output_file(request.export, "--export", "a Parquet file path")
-    check_run_dir(request.out_dir, "--out")
-    return Checked(files, api_key, hint, notes, warnings)
+        kind = "a Parquet file path" if export_format(request) == "parquet" else "a JSONL file path"
+        check_output_file(request.export, "--export", kind)
+    if not request.dry_run:
+        check_run_dir(request.out_dir, "--out")
+    return Checked(files, api_key, hint, notes, warnings, sampling)
+
+
+def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling, list[str]]:
+    """The job's sampling and notes saying where each value came from
+    (:func:`tokenplan.runner.defaults.job_sampling`).
+
+    Raises:
+        InputError: an unreadable ``generation_config``, or an ``extra_body`` whose nested values
+            contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
+    """
+    given = {"max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
+             "top_k": request.top_k}
+    return job_sampling(request.model, given, request.seed, request.thinking, request.extra_body,
+                        (hint.max_tokens, request.plan), request.generation_config)
+
+
+def export_format(request: GenerateRequest) -> str:
+    """``parquet``, ``jsonl`` (SpecForge training file) or ``openai-batch``: ``export_format``,
+    else ``jsonl`` for a ``.jsonl`` path and ``parquet`` for any other."""
+    if request.export_format is not None:
+        return request.export_format
+    return "jsonl" if str(request.export).endswith(".jsonl") else "parquet"
 
 
 def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
@@ -356,8 +399,8 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
     if request.concurrency is None:
         source = "the plan" if hint.concurrency_per_endpoint else "the default"
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
-    sampling = Sampling(request.max_tokens, request.temperature, request.top_p, request.top_k, request.seed,
-                        None if request.thinking is None else request.thinking == "on", request.extra_body)
+    sampling = checked.sampling or resolve_sampling(request, hint)[0]
+    check_open_files(concurrency * len(request.endpoints))
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
     if rundir.stats.duplicate_ids:
@@ -370,34 +413,56 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
         await pool.check_health(request.model)
         job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
                           sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                          request.deadline_s or deadline_s(request.max_tokens), request.grace_s,
+                          request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
                           request.max_answer_bytes)
         # Before the first unit finishes, the ETA assumes max_tokens per unit.
         rows = count_rows_or_none(files)
-        progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(request.max_tokens),
+        if rows is not None and request.limit is not None:
+            rows = min(request.limit, rows)
+        progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
-        dispatcher = Dispatcher(job, pool, rundir, progress, on_progress)
+        dispatcher = Dispatcher(job, pool, rundir, progress,
+                                rolling_summary(on_progress, rundir.path, request.progress_every_s))
         stop = asyncio.Event()
         read_stats = ReadStats()
         with _stop_on_signals(stop):
-            tally = await dispatcher.run(read_rows(files, read_stats), stop)
+            tally = await dispatcher.run(limited(read_rows(files, read_stats), request.limit), stop)
     finally:
         await pool.aclose()
         rundir.close()
-    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines)
+    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines, files)
+
+
+def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
+    """``--dry-run``: what the input asks for (:mod:`tokenplan.runner.dryrun`), the sampling the run
+    would use and the notes; nothing is sent and no run directory is made.
+
+    Raises:
+        InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
+    """
+    checked = check_request(request)
+    tokenizer = request.tokenizer
+    if tokenizer is None and (Path(request.model) / "tokenizer_config.json").is_file():
+        tokenizer = Path(request.model)
+    counts = dry_run(checked.files, request.mode, request.n, request.limit, tokenizer)
+    return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes
 
 
 def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: Progress,
-            notes: list[str], blank_lines: int = 0) -> GenerateResult:
+            notes: list[str], blank_lines: int = 0, files: list[Path] | None = None) -> GenerateResult:
     counts = count_outcomes(run_dir)
     accounted = counts["stored"] + counts["skipped"] + counts["errors"]
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
+    units_total = tally.units_seen
+    if tally.stopped and files is not None:
+        units_total = count_units(files, request.n, request.limit)
+    not_yet_sent = units_total - accounted
     if not tally.stopped and not accounting_ok:
         raise RunDirError(f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
                           f"skipped + {counts['errors']} errors = {accounted}, but the input has "
                           f"{tally.units_seen} units ({counts['duplicates']} duplicate records)")
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
-    summary = {"model": request.model, "units_total": tally.units_seen, **counts,
+    summary = {"model": request.model, "units_total": units_total, **counts, "not_yet_sent": not_yet_sent,
                "rejected_rows": tally.rejected_rows, "blank_lines": blank_lines,
                "already_done": tally.already_done,
                "interrupted": tally.stopped, "elapsed_s": snapshot.elapsed_s,
@@ -408,14 +473,22 @@ def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: 
     export_rows, export_error = None, None
     if request.export is not None and not tally.stopped:
         try:
-            export_rows = export_parquet(run_dir, request.export)
+            export_rows = _export(request, run_dir, summary)
         except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
             why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
             export_error = (f"--export {str(request.export)!r} failed ({why}); every "
                             f"record is kept in {run_dir}: rerun the same command to export again")
-    return GenerateResult(run_dir, tally.units_seen, counts["stored"], counts["skipped"], counts["errors"],
+    return GenerateResult(run_dir, units_total, counts["stored"], counts["skipped"], counts["errors"],
                           tally.rejected_rows, tally.already_done, counts["duplicates"], tally.stopped,
-                          accounting_ok, summary, export_rows, notes, export_error, blank_lines)
+                          accounting_ok, summary, export_rows, notes, export_error, blank_lines, not_yet_sent)
+
+
+def _export(request: GenerateRequest, run_dir: Path, summary: dict[str, Any]) -> int:
+    """Write ``--export`` in its format; the counts go into ``summary`` (and summary.json) as ``export``."""
+    summary["export"] = export_run(run_dir, request.export, export_format(request), drop_length=request.drop_length,
+                                   require_think_close=request.require_think_close)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary["export"]["written"]
 
 
 def count_outcomes(run_dir: Path) -> dict[str, int]:

@@ -153,6 +153,7 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
         "model": model.name, "engine": engine.name, "efficiency": table.provenance,
         "job": {"samples": req.samples, "isl": job.isl.describe(), "osl": job.osl.describe(),
                 "isl_mean_tokens": job.isl.mean, "osl_mean_tokens": job.osl.mean,
+                "osl_cap_tokens": job.osl.cap_tokens,  # generate --plan sends it as max_tokens
                 "output_tokens": job.osl.mean * req.samples},
         "options": options, "recommended": recommended, "answer": explain(results, all_tp) + _spec_notes(req, model),
         "configurations_evaluated": sum(r.configurations for r in results),

@@ -16,6 +16,9 @@ echoes it); an entry ``{"answer": true}`` is the normal answer (``answer_for``).
 
 ``GET /stats`` answers ``{"requests", "max_active"}``: the most requests it was answering at once.
 
+``--log-bodies PATH`` appends every chat request body to ``PATH`` (JSONL), so a test can check what
+was sent.
+
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
 is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
 """
@@ -55,6 +58,7 @@ class Faults:
     model: str = "fault-model"
     seed: int = 0
     script: str = ""
+    log_bodies: str = ""  # a path: every chat request body is appended there as one JSON line
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -136,6 +140,9 @@ class Server:
                 raise ValueError("messages")
         except ValueError:
             return await self._send(conn, writer, 400, {"error": {"message": "bad request body"}})
+        if f.log_bodies:
+            with open(f.log_bodies, "a") as log:
+                log.write(json.dumps(payload) + "\n")
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
         if payload.get("stream"):
@@ -218,9 +225,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="fault-model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--script", default="")
+    parser.add_argument("--log-bodies", default="")
     args = parser.parse_args(argv)
     faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.p400, args.p401, args.stall_s or 30.0,
-                    args.delay_s, args.tokens, args.model, args.seed, args.script)
+                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies)
     asyncio.run(serve(faults, args.port, args.port_file))
 
 

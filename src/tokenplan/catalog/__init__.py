@@ -47,18 +47,51 @@ def gpu_names() -> list[str]:
     return sorted(_gpu_entries())
 
 
-def gpu_entry(key: str) -> GpuEntry:
-    """The catalog entry (with sources) of GPU ``key``. Raises CatalogError."""
+@lru_cache(maxsize=1)
+def _aliases() -> dict:
+    return yaml.safe_load((_PKG / "aliases.yaml").read_text(encoding="utf-8"))
+
+
+def gpu_key(name: str) -> str:
+    """The catalog key for ``name``: itself, an alias of ``aliases.yaml`` (AIConfigurator's system
+    names such as ``h200_sxm``), or the name with ``_`` read as ``-`` (``h100_sxm`` → ``h100-sxm``).
+    Unknown names come back as given (lower case)."""
+    key = name.strip().lower()
     entries = _gpu_entries()
-    if key not in entries:
+    if key in entries:
+        return key
+    alias = _aliases()["gpu"].get(key)
+    if alias is not None:
+        return alias
+    return key.replace("_", "-") if key.replace("_", "-") in entries else key
+
+
+def model_key(name: str) -> str | None:
+    """The catalog name of a Hugging Face id (``Qwen/Qwen3-8B`` → ``qwen3-8b``; rule in
+    ``aliases.yaml``), or None when no shipped model matches."""
+    if name.count("/") != 1:
+        return None
+    last = name.rsplit("/", 1)[1].strip().lower()
+    names = set(model_names())
+    for candidate in [last] + [last[: -len(s)] for s in _aliases()["model_suffixes"] if last.endswith(s)]:
+        if candidate in names:
+            return candidate
+    return None
+
+
+def gpu_entry(key: str) -> GpuEntry:
+    """The catalog entry (with sources) of GPU ``key`` (or an alias, :func:`gpu_key`). Raises CatalogError."""
+    entries = _gpu_entries()
+    resolved = gpu_key(key)
+    if resolved not in entries:
         raise CatalogError("gpu", key, entries)
-    return entries[key]
+    return entries[resolved]
 
 
 @lru_cache(maxsize=64)
 def load_gpu(key: str) -> Gpu:
-    """GPU ``key`` as a frozen value. Raises CatalogError for an unknown key."""
-    return gpu_entry(key.strip().lower()).to_gpu(key.strip().lower())
+    """GPU ``key`` (or an alias) as a frozen value. Raises CatalogError for an unknown key."""
+    return gpu_entry(key).to_gpu(gpu_key(key))
 
 
 def model_names() -> list[str]:
@@ -75,6 +108,9 @@ def load_model(name_or_path: str) -> ModelSpec:
         ConfigError: the file is not valid JSON or lacks a required key.
     """
     path = Path(name_or_path)
+    hf_name = model_key(name_or_path) if not path.exists() else None
+    if hf_name is not None:  # a Hugging Face id of a shipped model
+        return load_model(hf_name)
     if path.is_dir():
         path = path / "config.json"
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path

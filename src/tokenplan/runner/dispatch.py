@@ -26,7 +26,7 @@ from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
-from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries
+from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
@@ -202,14 +202,16 @@ class Dispatcher:
 
     async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:
         seed = seed_for(self.job.sampling.seed, unit.id, turn, retry)
-        body = request_body(self.job.model, messages, self.job.sampling, seed)
+        body = request_body(self.job.model, messages, self.job.sampling, seed, unit.row.overrides)
+        row_tokens = unit.row.overrides.get("max_tokens")  # a Batch line's own cap needs its own deadline
+        limit_s = self.job.deadline_s if row_tokens is None else max(self.job.deadline_s, deadline_s(row_tokens))
         used: list[str] = []
 
         async def once() -> Completion:
             async with self.pool.lease() as endpoint:
                 used.append(endpoint.base_url)
                 try:
-                    completion = await endpoint.client.chat(body, deadline_s=self.job.deadline_s,
+                    completion = await endpoint.client.chat(body, deadline_s=limit_s,
                                                             stream=self.job.stream,
                                                             max_bytes=self.job.max_answer_bytes)
                 except RequestFailed as failure:

@@ -6,7 +6,22 @@ Shapes understood (one per row; a file may mix them):
   roles ``human``/``gpt``/``system``);
 - ``messages`` of ``{"role", "content"}`` (OpenAI chat);
 - ``prompt``: one user message;
-- OpenAI Batch API lines: ``{"custom_id", "body": {"messages": …}}``.
+- OpenAI Batch API lines: ``{"custom_id", "body": {"messages": …, "max_tokens": …, …}}``; the
+  body's sampling fields (:data:`BATCH_SAMPLING_FIELDS`) are kept as the row's per-request
+  overrides (``max_completion_tokens`` is read as ``max_tokens``).
+
+Which shape a row has is decided by the keys whose value is not null: Parquet written by Hugging
+Face ``datasets`` from mixed rows holds one struct with ``from``/``value`` *and*
+``role``/``content``, the unused pair null in every turn. A top-level ``system`` string
+(LLaMA-Factory's ShareGPT layout) becomes the first system turn when the conversation has none.
+Roles are ``system``, ``user``, ``assistant`` and ``tool`` (ShareGPT ``observation``,
+``function_response``); an assistant turn's ``tool_calls`` and a tool turn's ``tool_call_id`` and
+``name`` are kept. Every other top-level field of the row is kept in :attr:`Row.fields`, in order,
+for the output record (training pipelines filter on them).
+
+Files: JSONL (plain or zstd), Parquet, and ``.json`` holding either JSONL or one JSON array of
+rows (how ShareGPT and many datasets ship; streamed with ijson, the "line" of an array element
+is its 1-based index).
 
 A row's id is its own ``id`` (or ``custom_id``), else the first 16 hex digits of the SHA-256 of
 its normalised messages — stable across reruns. A row that cannot be used becomes a
@@ -33,7 +48,7 @@ import io
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +57,55 @@ import orjson
 from tokenplan.errors import InputError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.zst", ".jsonl.zstd", ".zst", ".zstd", ".parquet")
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                  "chatgpt": "assistant", "model": "assistant", "system": "system"}
+                  "chatgpt": "assistant", "model": "assistant", "system": "system", "tool": "tool",
+                  "observation": "tool", "function_response": "tool"}
+# Request fields of an OpenAI Batch line's body honoured per row (OpenAI chat completions API, plus
+# the vLLM/SGLang extensions top_k, min_p, repetition_penalty); the rest of the body is not sent.
+BATCH_SAMPLING_FIELDS = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
+                         "seed", "stop", "presence_penalty", "frequency_penalty", "repetition_penalty",
+                         "logit_bias", "logprobs", "top_logprobs", "response_format", "reasoning_effort",
+                         "chat_template_kwargs", "tools", "tool_choice")
+_CONVERSATION_KEYS = ("conversations", "messages", "prompt", "body")
+# Keys a shape consumes; everything else in a row is kept in Row.fields.
+_SHAPE_KEYS = {"conversations": ("conversations", "system"), "sharegpt": ("conversations", "system"),
+               "messages": ("messages", "system"), "prompt": ("prompt", "system"), "batch": ("body",)}
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One chat turn; ``role`` is ``system``, ``user`` or ``assistant``."""
+    """One chat turn; ``role`` is ``system``, ``user``, ``assistant`` or ``tool``.
+
+    ``extra`` holds the turn's tool fields when present (``tool_calls``, ``tool_call_id``,
+    ``name``), as ``(key, value)`` pairs so the message stays hashable.
+    """
 
     role: str
     content: str
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The OpenAI chat message: ``{"role", "content", **extra}``."""
+        return {"role": self.role, "content": self.content, **dict(self.extra)}
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One usable input row: its id, its messages, where it came from (file, 1-based line)."""
+    """One usable input row: its id, its messages, where it came from (file, 1-based line).
+
+    ``fields``: every other top-level field of the input row (kept in the output record);
+    ``overrides``: request fields this row sets (a Batch line's sampling fields), sent over the
+    job's sampling.
+    """
 
     id: str
     messages: tuple[Message, ...]
     shape: str
     source: str
     line: int
+    fields: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +232,26 @@ def check_readable(files: Sequence[Path]) -> None:
                              f"({_why(problem)})") from None
 
 
+def limited(items: Iterator[Row | Reject], limit: int | None) -> Iterator[Row | Reject]:
+    """``items`` up to and including the ``limit``-th :class:`Row` (rejects pass through); all
+    of them when ``limit`` is ``None``."""
+    if limit is None:
+        yield from items
+        return
+    rows = 0
+    for item in items:
+        if rows >= limit:
+            return
+        yield item
+        rows += isinstance(item, Row)
+
+
+def count_units(files: Sequence[Path], n: int, limit: int | None) -> int:
+    """Units the input holds: usable rows (the first ``limit``), × ``n`` samples, read from the
+    files again (after a stop, the units never read are part of the input too)."""
+    return n * sum(isinstance(item, Row) for item in limited(read_rows(files), limit))
+
+
 def count_rows(files: Sequence[Path]) -> int:
     """Rows expected in ``files``: non-empty lines of JSONL, ``num_rows`` of Parquet (for ETA)."""
     total = 0
@@ -198,6 +260,9 @@ def count_rows(files: Sequence[Path]) -> int:
             import pyarrow.parquet as pq
 
             total += pq.ParquetFile(path).metadata.num_rows
+            continue
+        if _is_json_array(path):
+            total += sum(1 for _ in _json_array_items(path))
             continue
         with _open_binary(path) as fh:
             total += sum(1 for line in fh if line.strip())
@@ -224,11 +289,42 @@ def parse_row(item: Any, source: str, line: int) -> Row:
     if not isinstance(item, dict):
         raise RowError(f"row is a {type(item).__name__}, not a JSON object")
     shape, messages = _messages(item)
+    messages = _with_system(item, messages, shape)
     if not any(m.role == "user" for m in messages):
         raise RowError(f"{shape}: no user turn")
     declared = _declared_id(item)
     row_id = declared if declared is not None else content_id(messages)
-    return Row(row_id, messages, shape, source, line)
+    consumed = _SHAPE_KEYS[shape]
+    fields = {k: v for k, v in item.items() if k not in consumed and k not in ("id", "custom_id")
+              and not (k in _CONVERSATION_KEYS and v is None)}
+    overrides = _batch_overrides(item["body"]) if shape == "batch" else {}
+    return Row(row_id, messages, shape, source, line, fields, overrides)
+
+
+def _with_system(item: dict[str, Any], messages: tuple[Message, ...], shape: str) -> tuple[Message, ...]:
+    system = item.get("system")
+    if system is None or shape == "batch" or system == "":
+        return messages
+    if not isinstance(system, str):
+        raise RowError(f"system: {type(system).__name__} is not a string")
+    if messages and messages[0].role == "system":
+        return messages  # the conversation carries its own system turn
+    return (Message("system", system), *messages)
+
+
+def _batch_overrides(body: dict[str, Any]) -> dict[str, Any]:
+    overrides = {k: body[k] for k in BATCH_SAMPLING_FIELDS if body.get(k) is not None}
+    if "max_completion_tokens" in overrides:
+        overrides.setdefault("max_tokens", overrides["max_completion_tokens"])
+        del overrides["max_completion_tokens"]
+    tokens = overrides.get("max_tokens")
+    if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):
+        raise RowError(f"body.max_tokens: {tokens!r} is not a positive integer")
+    temperature = overrides.get("temperature")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or temperature < 0):
+        raise RowError(f"body.temperature: {temperature!r} is not a number >= 0")
+    return overrides
 
 
 def content_id(messages: Sequence[Message]) -> str:
@@ -248,20 +344,21 @@ def _declared_id(item: Any) -> str | None:
 
 
 def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
-    if "conversations" in item:
+    if item.get("conversations") is not None:
         turns = item["conversations"]
-        sharegpt = isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict) and "from" in turns[0]
+        sharegpt = (isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict)
+                    and turns[0].get("from") is not None)
         if sharegpt:
             return "sharegpt", _turns(turns, "conversations", "from", "value", SHAREGPT_ROLES)
         return "conversations", _turns(turns, "conversations", "role", "content", None)
-    if "messages" in item:
+    if item.get("messages") is not None:
         return "messages", _turns(item["messages"], "messages", "role", "content", None)
-    if "body" in item and "custom_id" in item:
+    if item.get("body") is not None and item.get("custom_id") is not None:
         body = item["body"]
-        if not isinstance(body, dict) or "messages" not in body:
+        if not isinstance(body, dict) or body.get("messages") is None:
             raise RowError("body: batch line without body.messages")
         return "batch", _turns(body["messages"], "body.messages", "role", "content", None)
-    if "prompt" in item:
+    if item.get("prompt") is not None:
         prompt = item["prompt"]
         if not isinstance(prompt, str) or not prompt:
             raise RowError("prompt: not a non-empty string")
@@ -283,8 +380,15 @@ def _turns(turns: Any, field: str, role_key: str, text_key: str,
         if role not in ROLES:
             allowed = sorted(role_map) if role_map is not None else list(ROLES)
             raise RowError(f"{field}[{i}].{role_key}: {turn.get(role_key)!r} is not one of {allowed}")
-        out.append(Message(role, _text(turn.get(text_key), f"{field}[{i}].{text_key}")))
+        extra = tuple((k, turn[k]) for k in _TOOL_KEYS if turn.get(k) is not None)
+        text = turn.get(text_key)
+        if text is None and (role == "assistant" and extra):
+            text = ""  # an assistant turn that only calls tools
+        out.append(Message(role, _text(text, f"{field}[{i}].{text_key}"), extra))
     return tuple(out)
+
+
+_TOOL_KEYS = ("tool_calls", "tool_call_id", "name")
 
 
 def _text(content: Any, field: str) -> str:
@@ -311,6 +415,9 @@ def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
     if path.name.endswith(".parquet"):
         yield from _parquet_items(path)
         return
+    if _is_json_array(path):
+        yield from _json_array_items(path)
+        return
     with _open_binary(path) as fh:
         for line_no, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -325,6 +432,29 @@ def _raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
 
 
 FAST_PARSE_MAX_BRACKETS = 512  # more '{' + '[' than this in a line: parsed by json, not orjson
+
+
+def _is_json_array(path: Path) -> bool:
+    """Whether a ``.json`` file holds one JSON array (its first non-blank byte is ``[``)."""
+    if not path.name.endswith(".json"):
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def _json_array_items(path: Path) -> Iterator[tuple[int, Any]]:
+    """The elements of a file holding one JSON array, streamed; "line" is the 1-based index.
+    A file that stops being valid JSON yields one :class:`RowError` at the element it broke."""
+    import ijson
+
+    index = 0
+    with open(path, "rb") as fh:
+        try:
+            for index, item in enumerate(ijson.items(fh, "item", use_float=True), start=1):
+                yield index, item
+        except ijson.JSONError as problem:
+            yield index + 1, RowError(f"invalid JSON in the array after element {index}: {problem}")
 
 
 def _loads(raw: bytes) -> Any:
