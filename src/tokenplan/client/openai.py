@@ -21,6 +21,8 @@ Times are ``time.perf_counter()`` readings in seconds. Non-streamed requests are
 
 from __future__ import annotations
 
+import base64
+
 import asyncio
 import contextlib
 import functools
@@ -63,7 +65,9 @@ class OpenAIClient:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         elif url.user is not None:  # http://user:password@host/v1: HTTP basic auth, as curl does
-            headers["Authorization"] = aiohttp.BasicAuth(url.user, url.password or "").encode()
+            # RFC 7617: "Basic " + base64("user:password") in UTF-8 (aiohttp.BasicAuth is deprecated).
+            token = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
         self._headers, self._max_connections = headers, max_connections
         # Texts a server might echo back (the key, a password in the URL) are removed from every
         # failure this client raises.
