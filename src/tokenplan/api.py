@@ -171,7 +171,10 @@ def memory(req: PredictRequest) -> dict:
     Keys: ``gpu_bytes``, ``weight_bytes_per_gpu``, ``reserve_bytes``, ``kv_pool_bytes``,
     ``state_pool_bytes``, ``kv_bytes_per_token`` (whole model), ``kv_bytes_per_token_per_gpu``,
     ``state_bytes_per_sequence`` (whole model), ``kv_capacity_tokens`` (per replica),
-    ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``; or ``rejected``.
+    ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``, ``running_requests``
+    (the batch limit) and ``allocation`` (what the engine allocates on one GPU at that many
+    running requests, term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve;
+    they sum to ``gpu_bytes``); or ``rejected``.
     """
     result = evaluate_request(req)
     if isinstance(result, Rejection):
@@ -188,6 +191,7 @@ def memory(req: PredictRequest) -> dict:
         "state_slots": m.state_slots, "max_sequences": m.max_sequences(req.isl + req.osl),
         "context_tokens": req.isl + req.osl,
         "memory_fraction": result.settings.memory_fraction, "warnings": list(result.warnings),
+        "running_requests": result.steady.limits.limit, "allocation": m.allocation(result.steady.limits.limit),
     }
 
 

@@ -179,6 +179,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
         "weight_bytes_per_gpu": ev.memory.weight_bytes_per_gpu, "kv_capacity_tokens": ev.memory.kv_capacity_tokens,
         "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
         "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
+        "memory_allocation": ev.memory.allocation(running_limit(ev)), "gpu_bytes": ev.memory.gpu_bytes,
         "launch": {"sglang": sglang_command(ev, repo, native, parsers), "vllm": vllm_command(ev, repo, native, parsers)},
         "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],

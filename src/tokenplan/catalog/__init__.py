@@ -114,6 +114,8 @@ def load_engine(name: str) -> EngineFacts:
         state_to_kv_memory_ratio=hybrid.get("state_to_kv_memory_ratio"),
         slots_per_request=hybrid.get("slots_per_request", 1),
         slots_per_request_spec=hybrid.get("slots_per_request_spec", 1),
+        spec_state_copies=hybrid.get("spec_state_copies", "none"),
+        padded_state_slot=hybrid.get("padded_state_slot", False),
         **e,
     )
 

@@ -14,7 +14,8 @@ from tokenplan.job.batching import SteadyState, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.engine import EngineFacts, EngineSettings, resolve_settings, trtllm_bench_limits
+from tokenplan.perf.engine import (EngineFacts, EngineSettings, resolve_settings, speculative_state_copies,
+                                   trtllm_bench_limits)
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
 from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
 from tokenplan.perf.speculative import SpecDecode
@@ -136,9 +137,13 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
     # --max-running-requests: state slots then equal running requests and share the pool (S3).
     ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
+    copies = speculative_state_copies(config.engine, config.spec.draft_tokens if config.spec else None)
     mem = memory_breakdown(model, gpu, lay, config.weight_dtype, config.kv_dtype, settings, ratio,
                            with_mtp=config.spec is not None and config.spec.method == "mtp",
-                           ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes)
+                           ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
+                           spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
+                           padded_state_slot=config.engine.padded_state_slot,
+                           draft_kv_pool=config.engine.draft_kv_pool)
     if not mem.fits:
         usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
         return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
@@ -153,6 +158,12 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
                                  f"({mem.kv_capacity_tokens:,.0f} tokens)")
+    if not mem.allocates(limits.limit):
+        a = mem.allocation(limits.limit)
+        return Rejection(config, f"cannot allocate {limits.limit:,.0f} running requests: KV pool "
+                                 f"{a['kv_cache'] / GiB:,.1f} GiB, reserve {a['reserve'] / GiB:,.1f} GiB after "
+                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
+                                 "speculative state per GPU")
     if ctx is not None and isl.max + osl.max > ctx:
         warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
                         "context: the engine refuses them")

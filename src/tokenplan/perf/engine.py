@@ -60,6 +60,9 @@ class EngineFacts:
     profile_activation: bool = False
     sampler_bytes_per_logit: float = 0.0
     graph_estimate_mib_per_size: float = 0.0
+    spec_state_copies: str = "none"
+    padded_state_slot: bool = False
+    draft_kv_pool: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,38 @@ class EngineSettings:
     profile_seqs: int = 0
     sampler_bytes_per_logit: float = 0.0
     graph_estimate_bytes: float = 0.0
+
+
+# How many extra copies of a hybrid model's recurrent state each running request holds under
+# speculative decoding, by the rule its engine follows (``catalog/engines.yaml``
+# ``hybrid_state.spec_state_copies``):
+# - ``verify_tokens``: SGLang's MambaPool allocates an intermediate SSM-state cache and an
+#   intermediate conv-window cache of shape (GDN layers, max_running_requests + 1,
+#   speculative_num_draft_tokens, state shape) in the state dtypes, i.e. one whole state per
+#   verified token = k + 1 copies (sglang ``mem_cache/memory_pool.py`` ``MambaPool.__init__``;
+#   reserved before the state/KV split by ``handle_max_mamba_cache``: ``mamba_cache_per_req ×
+#   max_running_requests × speculative_num_draft_tokens``, engine-facts S3, S18);
+# - ``draft_tokens``: vLLM's ``MambaSpec`` adds ``num_speculative_blocks`` = k state blocks per
+#   request (``max_memory_usage_bytes = page × (1 + num_speculative_blocks)``, vllm
+#   ``vllm/v1/kv_cache_interface.py``, engine-facts V16);
+# - ``none``: no extra state (TensorRT-LLM: not verified).
+_SPEC_STATE_COPIES = {"verify_tokens": 1, "draft_tokens": 0}
+
+
+def speculative_state_copies(facts: EngineFacts, draft_tokens: int | None) -> int:
+    """Extra recurrent-state copies one running request holds under speculative decoding.
+
+    Args:
+        facts: the engine (its ``spec_state_copies`` rule, see above).
+        draft_tokens: k, tokens drafted per step; None or 0 = speculative decoding off.
+
+    Returns:
+        Copies of the per-sequence state (0 without speculation): k + 1 for SGLang, k for vLLM.
+        Raises nothing; an unknown rule counts as ``none``.
+    """
+    if not draft_tokens or facts.spec_state_copies not in _SPEC_STATE_COPIES:
+        return 0
+    return draft_tokens + _SPEC_STATE_COPIES[facts.spec_state_copies]
 
 
 def _bucket(facts: EngineFacts, gpu_memory_bytes: float) -> SglangBucket:
