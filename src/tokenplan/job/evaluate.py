@@ -15,7 +15,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.engine import (EngineFacts, EngineSettings, resolve_settings, speculative_state_copies,
-                                   trtllm_bench_limits)
+                                   tight_settings, trtllm_bench_limits)
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
 from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
 from tokenplan.perf.speculative import SpecDecode
@@ -137,13 +137,16 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
     # --max-running-requests: state slots then equal running requests and share the pool (S3).
     ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
-    copies = speculative_state_copies(config.engine, config.spec.draft_tokens if config.spec else None)
-    mem = memory_breakdown(model, gpu, lay, config.weight_dtype, config.kv_dtype, settings, ratio,
-                           with_mtp=config.spec is not None and config.spec.method == "mtp",
-                           ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
-                           spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
-                           padded_state_slot=config.engine.padded_state_slot,
-                           draft_kv_pool=config.engine.draft_kv_pool)
+    mem = _memory(model, gpu, config, settings, ratio)
+    tight = tight_settings(config.engine, settings, config.vision_cut) if config.memory_fraction is None else None
+    if not mem.fits and tight is not None:
+        # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
+        tight_mem = _memory(model, gpu, config, tight, ratio)
+        if tight_mem.fits:
+            settings, mem = tight, tight_mem
+            warnings.append(f"the default memory fraction leaves no room for the weights: the launch raises it "
+                            f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
+                            f"CUDA graphs up to batch {tight.graph_max_bs}")
     if not mem.fits:
         usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
         return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
@@ -176,6 +179,19 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     total = steady.output_tok_s * lay.dp
     return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
                       tuple(warnings) + steady.warnings + tuple(model.approximations))
+
+
+def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings,
+            ratio: float | None) -> MemoryBreakdown:
+    """The per-GPU memory of ``config`` under ``settings`` with the engine's hybrid-state and
+    speculative-decoding terms (``perf.memory.memory_breakdown``)."""
+    copies = speculative_state_copies(config.engine, config.spec.draft_tokens if config.spec else None)
+    return memory_breakdown(model, gpu, config.layout, config.weight_dtype, config.kv_dtype, settings, ratio,
+                            with_mtp=config.spec is not None and config.spec.method == "mtp",
+                            ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
+                            spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
+                            padded_state_slot=config.engine.padded_state_slot,
+                            draft_kv_pool=config.engine.draft_kv_pool)
 
 
 # Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).

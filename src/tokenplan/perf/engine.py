@@ -9,7 +9,7 @@ the functions here apply them to one deployment.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tokenplan.units import GiB, MiB
 
@@ -63,6 +63,9 @@ class EngineFacts:
     spec_state_copies: str = "none"
     padded_state_slot: bool = False
     draft_kv_pool: bool = False
+    tight_memory_fraction: float | None = None
+    tight_chunk_tokens: int = 0
+    tight_graph_max_bs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,9 @@ class EngineSettings:
             ``perf.memory.profile_reserve_bytes``.
         sampler_bytes_per_logit: bytes one vocabulary entry of one row holds in the sampler pass.
         graph_estimate_bytes: the engine's CUDA-graph memory estimate (bytes; 0 = none).
+        tight: the launch raises the memory fraction and shrinks the prefill chunk and the
+            CUDA-graph batch so that a checkpoint the default reserve leaves no room for fits
+            (:func:`tight_settings`); the launch command then sets all three.
     """
 
     memory_fraction: float
@@ -97,6 +103,31 @@ class EngineSettings:
     profile_seqs: int = 0
     sampler_bytes_per_logit: float = 0.0
     graph_estimate_bytes: float = 0.0
+    tight: bool = False
+
+
+def tight_settings(facts: EngineFacts, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
+    """The settings a launch uses when the engine's default reserve leaves no room for a very
+    large checkpoint: the engine's ``tight_memory_fraction`` with its ``tight_chunk_tokens``
+    prefill chunk and ``tight_graph_max_bs`` CUDA-graph batch (SGLang: InferenceX runs
+    DeepSeek-R1 FP8 at TP4 on B200 with ``--mem-fraction-static 0.95 --chunked-prefill-size 8192
+    --cuda-graph-max-bs 32``, engine-facts S19), or None where the engine has no such rule or
+    the default is already at least as large.
+
+    Args:
+        facts: the engine. settings: its default resolution for the deployment.
+        vision_cut: SGLang's multiplier for multimodal checkpoints (applied as to the default).
+
+    Returns:
+        EngineSettings with ``tight=True``, or None. Raises nothing.
+    """
+    if facts.tight_memory_fraction is None:
+        return None
+    fraction = facts.tight_memory_fraction * vision_cut
+    if fraction <= settings.memory_fraction:
+        return None
+    return replace(settings, memory_fraction=fraction, chunk_tokens=min(settings.chunk_tokens, facts.tight_chunk_tokens),
+                   graph_max_bs=min(settings.graph_max_bs, facts.tight_graph_max_bs), tight=True)
 
 
 # How many extra copies of a hybrid model's recurrent state each running request holds under

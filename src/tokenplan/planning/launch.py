@@ -86,6 +86,8 @@ def sglang_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object
     if c.kv_dtype is Dtype.FP8:
         args.append("--kv-cache-dtype fp8_e4m3")
     args.append(f"--mem-fraction-static {ev.settings.memory_fraction:.3f}")
+    if ev.settings.tight:  # a checkpoint the default reserve leaves no room for (engine-facts S19)
+        args.append(f"--chunked-prefill-size {ev.settings.chunk_tokens} --cuda-graph-max-bs {ev.settings.graph_max_bs}")
     if c.spec is not None:
         k = c.spec.draft_tokens
         algo = "NEXTN" if c.spec.method == "mtp" else c.spec.method.upper()

@@ -339,3 +339,21 @@ def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
     settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, True, architecture=gpu.architecture)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, None, spec_state_copies=3)
     assert m.max_sequences(4000) == pytest.approx(m.kv_pool_bytes / 877_920_256, rel=1e-12)
+
+
+def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
+    # DeepSeek-R1 FP8 at TP4 holds 157.3 GiB of weights per GPU (the predict output); SGLang's
+    # default fraction on a B200 at TP4 is (183,359 − (512 + 1.5·16,384 + 4/8·1,024 + 2·512))/183,359
+    # = (183,359 − 26,624)/183,359 → 156,735 MiB = 153.1 GiB for weights and cache: no room.
+    # InferenceX runs it with --mem-fraction-static 0.95 (S19): 0.95·183,359 MiB = 174,191 MiB
+    # = 170.1 GiB, which leaves 12.8 GiB of cache.
+    from tokenplan.api import PredictRequest, evaluate_request
+    from tokenplan.job.evaluate import Evaluation
+
+    ev = evaluate_request(PredictRequest(model="deepseek-r1", gpu="b200", num_gpus=4, tp=4, weight_dtype="fp8", kv_dtype="fp8",
+                                         isl=7373, osl=922, concurrency=8))
+    assert isinstance(ev, Evaluation)
+    assert ev.settings.tight and ev.settings.memory_fraction == 0.95
+    assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)
+    assert ev.memory.weight_bytes_per_gpu / GiB == pytest.approx(157.3, abs=0.05)
+    assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * 183_359 / 1024 - 157.3, abs=0.1)
