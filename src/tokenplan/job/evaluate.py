@@ -154,6 +154,10 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}")
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none")
+    if config.spec is not None and config.spec.from_prior:
+        # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
+        # answer is not planned at a short-context acceptance.
+        config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
     if concurrency is None and config.engine.offline_bench_tuning and config.max_running is None:
         settings = _bench_settings(model, gpu, config, settings, mem, isl, osl)
