@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
 from tokenplan.errors import InputError
-from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, allocated_requests, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
@@ -54,6 +54,7 @@ class PredictRequest:
     calibration: str | None = None
     ssm_dtype: str | None = None
     kv_offload_gib: float = 0.0
+    disable_radix_cache: bool = False
 
 
 def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
@@ -92,6 +93,7 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     for field in ("tp", "pp", "ep", "num_gpus", "isl", "osl"):
         _positive(field, getattr(req, field))
     _positive("concurrency", req.concurrency, allow_none=True)
+    _positive("max_running", req.max_running, allow_none=True)
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
@@ -105,7 +107,8 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     if req.kv_offload_gib < 0:
         raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
     config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
-                    req.ssm_dtype, cut, host_kv_bytes=req.kv_offload_gib * 2**30)
+                    req.ssm_dtype, cut, lift_running_cap=req.disable_radix_cache,
+                    host_kv_bytes=req.kv_offload_gib * 2**30)
     return config, model, gpu
 
 
@@ -191,7 +194,7 @@ def memory(req: PredictRequest) -> dict:
         "state_slots": m.state_slots, "max_sequences": m.max_sequences(req.isl + req.osl),
         "context_tokens": req.isl + req.osl,
         "memory_fraction": result.settings.memory_fraction, "warnings": list(result.warnings),
-        "running_requests": result.steady.limits.limit, "allocation": m.allocation(result.steady.limits.limit),
+        "running_requests": allocated_requests(result), "allocation": m.allocation(allocated_requests(result)),
     }
 
 

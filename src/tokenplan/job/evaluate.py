@@ -144,7 +144,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
         tight_mem = _memory(model, gpu, config, tight, ratio)
         if tight_mem.fits:
             settings, mem = tight, tight_mem
-            warnings.append(f"the default memory fraction leaves no room for the weights: the launch raises it "
+            warnings.append(f"the default memory fraction leaves no room for the weights and the cache: the launch raises it "
                             f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
                             f"CUDA graphs up to batch {tight.graph_max_bs}")
     if not mem.fits:
@@ -165,9 +165,10 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
                                  f"({mem.kv_capacity_tokens:,.0f} tokens)")
-    if not mem.allocates(limits.limit):
-        a = mem.allocation(limits.limit)
-        return Rejection(config, f"cannot allocate {limits.limit:,.0f} running requests: KV pool "
+    running = _allocated(config, settings, limits.limit)
+    if not mem.allocates(running):
+        a = mem.allocation(running)
+        return Rejection(config, f"cannot allocate {running:,.0f} running requests: KV pool "
                                  f"{a['kv_cache'] / GiB:,.1f} GiB, reserve {a['reserve'] / GiB:,.1f} GiB after "
                                  f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
                                  "speculative state per GPU")
@@ -183,6 +184,21 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     total = steady.output_tok_s * lay.dp
     return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
                       tuple(warnings) + steady.warnings + tuple(model.approximations))
+
+
+def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
+    """Running requests the engine allocates state for: with ``--disable-radix-cache`` SGLang gives
+    every one of ``--max-running-requests`` a state slot and its speculative copies whether or not
+    that many run (S3), so an explicit cap counts in full; otherwise the running limit."""
+    if config.lift_running_cap and settings.max_running_cap is not None:
+        return max(limit, float(settings.max_running_cap))
+    return limit
+
+
+def allocated_requests(ev: Evaluation) -> float:
+    """Running requests per replica whose memory the engine allocates for ``ev`` (see
+    :func:`_allocated`); what ``MemoryBreakdown.allocation`` is evaluated at."""
+    return _allocated(ev.config, ev.settings, ev.steady.limits.limit)
 
 
 def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings,

@@ -62,3 +62,32 @@ def test_a_413_request_b200_launch_would_not_allocate():
     # against 0.780 · 192,265,846,784 − 29,862,789,120 = 120.1 GB.
     budget = 0.780 * 192_265_846_784 - 29_862_789_120
     assert 413 * 5 * STATE_BYTES > budget
+
+
+def test_memory_lists_every_term_at_an_explicit_launch():
+    # tokenplan memory --model qwen3.6-27b --gpu b200 --weight-dtype fp8 --kv-dtype fp8 --spec mtp:3
+    #   --max-running 128 --disable-radix-cache: the terms tests/unit/perf/test_memory.py derives by
+    # hand (KV 21,493,173,073.92 B, state 129·153,944,064 B, speculative state 4·129·153,944,064 B).
+    from tokenplan.api import PredictRequest, memory
+
+    req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
+                         max_running=128, disable_radix_cache=True)
+    m = memory(req)
+    assert m["running_requests"] == 128
+    assert set(m["allocation"]) == {"weights", "kv_cache", "draft_kv", "state", "spec_state", "reserve"}
+    assert m["allocation"]["kv_cache"] == pytest.approx(21_493_173_073.92, rel=1e-12)
+    assert m["allocation"]["state"] == 129 * STATE_BYTES
+    assert m["allocation"]["spec_state"] == 4 * 129 * STATE_BYTES
+    assert sum(m["allocation"].values()) == pytest.approx(m["gpu_bytes"], rel=1e-12)
+
+
+def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
+    # 413 requests × 5 states × 153,944,064 B = 317.9 GB against a 120.0 GB pool budget.
+    from dataclasses import replace
+
+    from tokenplan.api import PredictRequest, memory
+
+    req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
+                         max_running=128, disable_radix_cache=True)
+    rejected = memory(replace(req, max_running=413))["rejected"]
+    assert rejected.startswith("cannot allocate 413 running requests")
