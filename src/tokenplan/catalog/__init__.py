@@ -154,6 +154,7 @@ def load_engine(name: str) -> EngineFacts:
     buckets = tuple(SglangBucket(**b) for b in e.pop("buckets", []))
     running = e.pop("max_running_default", {})
     hybrid = e.pop("hybrid_state", {})
+    tight = e.pop("tight_memory", {})
     e.pop("source", None)
     if "vendors" in e:
         e["vendors"] = tuple(e["vendors"])
@@ -164,6 +165,10 @@ def load_engine(name: str) -> EngineFacts:
         state_to_kv_memory_ratio=hybrid.get("state_to_kv_memory_ratio"),
         slots_per_request=hybrid.get("slots_per_request", 1),
         slots_per_request_spec=hybrid.get("slots_per_request_spec", 1),
+        spec_state_copies=hybrid.get("spec_state_copies", "none"),
+        padded_state_slot=hybrid.get("padded_state_slot", False),
+        tight_memory_fraction=tight.get("fraction"), tight_chunk_tokens=tight.get("chunk_tokens", 0),
+        tight_graph_max_bs=tight.get("graph_max_bs", 0),
         **e,
     )
 
