@@ -8,6 +8,7 @@ known names.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 from functools import lru_cache
 from importlib import resources
@@ -37,18 +38,46 @@ def gpu_names() -> list[str]:
     return sorted(_gpu_entries())
 
 
+def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
+    """The known names closest to ``name``, best first: those that start with it (``h100`` →
+    h100-sxm, h100-pcie, h100-nvl), then difflib's close matches (ratio ≥ 0.6)."""
+    wanted = name.strip().lower()
+    prefixed = [k for k in known if k.startswith(wanted)] if len(wanted) >= 2 else []
+    return list(dict.fromkeys(prefixed + difflib.get_close_matches(wanted, known, n=n, cutoff=0.6)))[:max(n, len(prefixed))]
+
+
+@lru_cache(maxsize=1)
+def _gpu_aliases() -> dict[str, str]:
+    return {alias.lower(): key for key, entry in _gpu_entries().items() for alias in entry.aliases}
+
+
+def gpu_key(name: str) -> str:
+    """The catalog key a GPU name means: the key itself (any case), one of its aliases
+    (AIConfigurator's system names ``h200_sxm``, ``b200_sxm``), or the key spelled with ``_``.
+
+    Raises:
+        CatalogError: an unknown name, with the closest keys and every key.
+    """
+    entries, wanted = _gpu_entries(), name.strip().lower()
+    for candidate in (wanted, wanted.replace("_", "-")):
+        if candidate in entries:
+            return candidate
+        if candidate in _gpu_aliases():
+            return _gpu_aliases()[candidate]
+    raise CatalogError("gpu", name, entries, close_names(wanted, sorted(entries)))
+
+
 def gpu_entry(key: str) -> GpuEntry:
-    """The catalog entry (with sources) of GPU ``key``. Raises CatalogError."""
-    entries = _gpu_entries()
-    if key not in entries:
-        raise CatalogError("gpu", key, entries)
-    return entries[key]
+    """The catalog entry (with sources) of GPU ``key`` (or an alias). Raises CatalogError."""
+    return _gpu_entries()[gpu_key(key)]
 
 
 @lru_cache(maxsize=64)
 def load_gpu(key: str) -> Gpu:
-    """GPU ``key`` as a frozen value. Raises CatalogError for an unknown key."""
-    return gpu_entry(key.strip().lower()).to_gpu(key.strip().lower())
+    """GPU ``key`` (or an alias, see :func:`gpu_key`) as a frozen value. Raises CatalogError for
+    an unknown name."""
+    canonical = gpu_key(key)
+    return _gpu_entries()[canonical].to_gpu(canonical)
 
 
 def model_names() -> list[str]:
@@ -69,14 +98,18 @@ def load_model(name_or_path: str) -> ModelSpec:
         path = path / "config.json"
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
     if looks_like_path and not path.exists():
-        raise InputError("model", name_or_path, "a catalog name or an existing config.json (file not found)")
+        catalog_name = model_for_hf_id(name_or_path)
+        if catalog_name is None:
+            raise InputError("model", name_or_path, "a catalog name, a Hugging Face id of a catalog model "
+                             f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)")
+        name_or_path = catalog_name
     if path.suffix == ".json" and path.exists():
         text, source, name = path.read_text(encoding="utf-8"), str(path), path.parent.name if path.name == "config.json" else path.stem
     else:
         key = name_or_path.strip().lower()
         res = _PKG / "models" / f"{key}.json"
         if not res.is_file():
-            raise CatalogError("model", name_or_path, model_names())
+            raise CatalogError("model", name_or_path, model_names(), close_names(key, model_names()))
         text, source, name = res.read_text(encoding="utf-8"), f"catalog/models/{key}.json", key
     try:
         raw = json.loads(text)
@@ -99,7 +132,7 @@ def load_engine(name: str) -> EngineFacts:
     raw = _engine_raw()
     key = name.strip().lower()
     if key not in raw:
-        raise CatalogError("engine", name, raw)
+        raise CatalogError("engine", name, raw, close_names(key, sorted(raw)))
     e = dict(raw[key])
     buckets = tuple(SglangBucket(**b) for b in e.pop("buckets", []))
     running = e.pop("max_running_default", {})
@@ -157,6 +190,24 @@ def shipped_efficiency() -> EfficiencyTable:
 @lru_cache(maxsize=1)
 def _launch_raw() -> dict:
     return yaml.safe_load((_PKG / "launch.yaml").read_text(encoding="utf-8"))["models"]
+
+
+@lru_cache(maxsize=1)
+def _hf_ids() -> dict[str, str]:
+    """Hugging Face repository → catalog name (``launch.yaml``'s ``repo``)."""
+    return {name: str(entry["repo"]) for name, entry in _launch_raw().items()}
+
+
+def model_for_hf_id(hf_id: str) -> str | None:
+    """The catalog model a Hugging Face id names (``Qwen/Qwen3.6-27B`` → ``qwen3.6-27b``), or
+    None: the repository a catalog entry launches from (any case), else a repository whose
+    name, lower-cased, is a catalog name. Raises nothing."""
+    wanted = hf_id.strip().strip("/").lower()
+    for name, repo in _hf_ids().items():
+        if repo.lower() == wanted:
+            return name
+    base = wanted.rsplit("/", 1)[-1]
+    return base if base in model_names() and wanted.count("/") == 1 else None
 
 
 def launch_info(model_name: str) -> tuple[str, object]:
