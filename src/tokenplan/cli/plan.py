@@ -27,6 +27,8 @@ def plan_cmd(
     spec: Optional[list[str]] = typer.Option(None, "--spec", help="Speculative settings to try: none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3, dflash (repeatable)"),
     weight_dtype: Optional[list[str]] = typer.Option(None, "--weight-dtype", help="Restrict weight formats (repeatable; 4-bit only when named)"),
     kv_dtype: Optional[list[str]] = typer.Option(None, "--kv-dtype", help="Restrict KV-cache formats (repeatable)"),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="Provisioning: finish the whole job within this time (2d, 36h, 90m); each --gpu then answers the fewest GPUs (whole nodes) that do it [default: none]"),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Provisioning: spend at most this many US dollars on the job; alone or with --deadline [default: none]"),
     job: Optional[str] = typer.Option(None, "--job", help="Job YAML (CLI options override it)"),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration JSON from tokenplan calibrate"),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON (tokenplan generate --plan reads it)"),
@@ -35,15 +37,16 @@ def plan_cmd(
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
     from tokenplan.api_plan import REPORT_CHARTS, PlanRequest, plan, plan_report_data
-    from tokenplan.cli.options import parse_prices, plan_request_fields
-    from tokenplan.report.tables import plan_details, plan_table, throughput_text
+    from tokenplan.cli.options import parse_duration, parse_prices, plan_request_fields
+    from tokenplan.report.tables import plan_details, plan_table, provisioning_table, throughput_text
 
     fields = plan_request_fields(job, dict(
         model=model, gpus=tuple(gpu) if gpu else None, samples=samples, isl_mean=isl_mean, isl_sigma=isl_sigma,
         isl_cap=isl_cap, osl_mean=osl_mean, osl_sigma=osl_sigma, osl_cap=max_tokens, engine=engine,
         prices=parse_prices(price) if price else None, specs=tuple(spec) if spec else None,
         weight_dtypes=tuple(weight_dtype) if weight_dtype else None,
-        kv_dtypes=tuple(kv_dtype) if kv_dtype else None, calibration=calibration))
+        kv_dtypes=tuple(kv_dtype) if kv_dtype else None, calibration=calibration,
+        deadline_s=parse_duration(deadline) if deadline is not None else None, budget_usd=budget))
     request = PlanRequest(**fields)
     if as_json and not (report or png):
         print(json.dumps(plan(request), indent=2))
@@ -55,6 +58,8 @@ def plan_cmd(
         print(json.dumps(result, indent=2))
         return
     console = wide_console()
+    if result.get("provisioning"):
+        console.print(provisioning_table(result))
     console.print(plan_table(result))
     console.print(throughput_text(data))
     console.print(plan_details(result))

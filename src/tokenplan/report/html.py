@@ -99,7 +99,17 @@ def comparison_html(plan: dict) -> str:
         else:
             parts.append(f"<p class=\"sub\">Rejected on {escape(o['option'])}: none of "
                          f"{o['configurations']} configurations.</p>")
-    return "<h2>Options compared</h2>" + "".join(parts)
+    return _provisioning_html(plan) + "<h2>Options compared</h2>" + "".join(parts)
+
+
+def _provisioning_html(plan: dict) -> str:
+    """The provisioning answer (fewest GPUs per type), when the plan has a deadline or budget."""
+    if not plan.get("provisioning"):
+        return ""
+    from tokenplan.report.tables import provisioning_rows
+
+    title, head, rows = provisioning_rows(plan)
+    return f"<h2>{escape(title)}</h2>" + _table(head, rows, numeric={1, 2, 3, 4})
 
 
 def _answer_html(plan: dict) -> str:

@@ -29,6 +29,42 @@ def plan_table(result: dict) -> Table:
     return t
 
 
+def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
+    """(title, header, rows) of the provisioning answer (``plan``'s ``provisioning``): per GPU
+    type, the fewest GPUs that meet the deadline and budget, and the job at that count. Shared by
+    the terminal table and the HTML report."""
+    prov = result["provisioning"]
+    limits = []
+    if prov["deadline_days"] is not None:
+        days = prov["deadline_days"]
+        limits.append(f"deadline {days:g} day" + ("" if days == 1 else "s"))
+    if prov["budget_usd"] is not None:
+        limits.append(f"budget ${prov['budget_usd']:,.0f}")
+    rows = []
+    for r in prov["options"]:
+        if not r["meets"]:
+            rows.append([r["gpu"], "none", "—", "—", "—", r["why"]])
+            continue
+        nodes = f" ({r['nodes']} × {r['unit_gpus']})" if r["unit_gpus"] > 1 else ""
+        rows.append([r["gpu"], f"{r['gpus']}{nodes}", f"{r['wall_days']:.2f}", _money(r["usd"]),
+                     _money(r["usd_per_gpu_hour"], 2), r["configuration"]])
+    return (f"Fewest GPUs · {' · '.join(limits)}",
+            ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"], rows)
+
+
+def provisioning_table(result: dict) -> Table | None:
+    """The provisioning answer as a rich table (None when the plan has no deadline or budget)."""
+    if not result.get("provisioning"):
+        return None
+    title, head, rows = provisioning_rows(result)
+    t = Table(title=title, header_style="bold")
+    for i, col in enumerate(head):
+        t.add_column(col, justify="right" if i in (1, 2, 3, 4) else "left")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
 def plan_details(result: dict) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
     job = result["job"]
