@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from tokenplan.api import calibration_warnings, efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
-from tokenplan.errors import InputError
+from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
@@ -89,9 +89,12 @@ def parse_gpu_option(text: str) -> tuple[int | None, str]:
 
 def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     """Each option with whether its count was given (else one rental unit, ``Gpu.node_gpus``)."""
-    from tokenplan.catalog import gpu_key
+    from tokenplan.catalog import gpu_key, gpu_names
 
-    prices = {gpu_key(k): v for k, v in req.prices.items()}
+    try:
+        prices = {gpu_key(k): v for k, v in req.prices.items()}
+    except CatalogError as exc:
+        raise InputError("price", exc.value, gpu_names()) from None
     gpus = DEFAULT_PROVISION_GPUS if req.provisioning and req.gpus == DEFAULT_GPUS else req.gpus
     out = []
     for text in dict.fromkeys(gpus):  # the same option twice is compared once
@@ -176,7 +179,7 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
 def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> dict:
     out: dict = {"option": r.option.label, "gpu": r.option.gpu.key, "count": r.option.count,
                  "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "rejected": r.rejected,
-                 "configurations": r.configurations}
+                 "not_searched": r.not_searched, "configurations": r.configurations}
     b = r.best
     if b is None:
         return out
