@@ -17,7 +17,7 @@ from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.speculative import parse_spec
-from tokenplan.planning.launch import client_concurrency, running_limit, sglang_command, vllm_command
+from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
@@ -32,6 +32,7 @@ from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse
 DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
 DEFAULT_PROVISION_GPUS = ("rtx-pro-6000", "b200")  # the same GPU types, count left to the search
 DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
+ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
 
 _GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
 
@@ -151,7 +152,8 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
-    options = [_option_dict(r, repo, model.native_weight_dtype, parsers) for r in results]
+    fractions = {e: load_engine(e).memory_fraction for e in ENGINES}
+    options = [_option_dict(r, repo, model.native_weight_dtype, parsers, fractions) for r in results]
     for o in options:  # a profile fitted elsewhere is an extrapolation: say so beside the numbers
         if "warnings" in o:
             o["warnings"] += calibration_warnings(req.calibration, {
@@ -176,7 +178,7 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
     }
 
 
-def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> dict:
+def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, fractions: dict[str, float]) -> dict:
     out: dict = {"option": r.option.label, "gpu": r.option.gpu.key, "count": r.option.count,
                  "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "rejected": r.rejected,
                  "not_searched": r.not_searched, "configurations": r.configurations}
@@ -196,7 +198,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
         "weight_bytes_per_gpu": ev.memory.weight_bytes_per_gpu, "kv_capacity_tokens": ev.memory.kv_capacity_tokens,
         "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
         "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
-        "launch": {"sglang": sglang_command(ev, repo, native, parsers), "vllm": vllm_command(ev, repo, native, parsers)},
+        "launch": launch_commands(ev, repo, native, parsers, fractions),
         "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
     })

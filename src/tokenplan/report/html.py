@@ -99,6 +99,9 @@ def comparison_html(plan: dict) -> str:
         else:
             parts.append(f"<p class=\"sub\">Rejected on {escape(o['option'])}: none of "
                          f"{o['configurations']} configurations.</p>")
+    notes = dict.fromkeys(n for o in plan["options"] for n in o.get("not_searched", []))
+    if notes:
+        parts.append("<p class=\"sub\"><b>Not searched</b>: " + "; ".join(escape(n) for n in notes) + ".</p>")
     return _provisioning_html(plan) + "<h2>Options compared</h2>" + "".join(parts)
 
 
@@ -117,6 +120,9 @@ def _answer_html(plan: dict) -> str:
     return f"<h2>The answer</h2><ul>{items}</ul>"
 
 
+from tokenplan.report.tables import ENGINE_NAMES  # noqa: E402
+
+
 def _launch_html(plan: dict) -> str:
     rec = plan.get("recommended")
     if not rec:
@@ -124,8 +130,10 @@ def _launch_html(plan: dict) -> str:
     best = next(o for o in plan["options"] if o["option"] == rec["option"])
     return (f"<h2>Launch ({escape(rec['option'])})</h2><p>Drive it with {best['concurrency_per_endpoint']:,} requests "
             f"in flight per endpoint (e.g. <code>tokenplan generate --concurrency "
-            f"{best['concurrency_per_endpoint']}</code>).</p><pre>{escape(best['launch']['sglang'])}</pre>"
-            f"<pre>{escape(best['launch']['vllm'])}</pre>")
+            f"{best['concurrency_per_endpoint']}</code>).</p>"
+            + "".join(f"<p class=\"sub\">{escape(ENGINE_NAMES.get(e, e))}"
+                      + (" (the planned engine)" if i == 0 else " (its own default memory setting)")
+                      + f"</p><pre>{escape(cmd)}</pre>" for i, (e, cmd) in enumerate(best["launch"].items())))
 
 
 def _speedup_note(data: dict) -> str:

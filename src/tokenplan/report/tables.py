@@ -8,6 +8,8 @@ from rich.text import Text
 
 from tokenplan.units import GiB
 
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
+
 
 def _money(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"${x:,.{digits}f}"
@@ -80,8 +82,12 @@ def plan_details(result: dict) -> Group:
                           f"requests in flight per server (the running limit plus 10 %, so a finished "
                           f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
                           style="bold"))
-        parts.append(Text("SGLang:\n" + best["launch"]["sglang"]))
-        parts.append(Text("vLLM:\n" + best["launch"]["vllm"]))
+        engine, command = next(iter(best["launch"].items()))  # the planned engine's, first
+        parts.append(Text(f"{ENGINE_NAMES.get(engine, engine)}:\n{command}"))
+        others = [ENGINE_NAMES.get(e, e) for e in list(best["launch"])[1:]]
+        if others:
+            parts.append(Text(f"(--json also gives the {' and '.join(others)} commands, each with its own default "
+                              f"memory setting; plan with --engine to get their figures)", style="dim"))
         if best["warnings"]:
             parts.append(Text("Warnings: " + "; ".join(best["warnings"]), style="yellow"))
     for o in result["options"]:
@@ -89,6 +95,9 @@ def plan_details(result: dict) -> Group:
             reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])[:4]
             parts.append(Text(f"Rejected on {o['option']}: " + "; ".join(f"{r} (×{n})" for r, n in reasons),
                               style="dim"))
+    notes = dict.fromkeys(n for o in result["options"] for n in o.get("not_searched", []))
+    if notes:
+        parts.append(Text("Not searched: " + "; ".join(notes) + ".", style="dim"))
     return Group(*parts)
 
 
