@@ -205,7 +205,9 @@ def test_readme_plan_commands_have_no_empty_reason(args):
 
     from tokenplan.errors import TokenplanError
 
-    result = CliRunner().invoke(app, ["plan", *args, "--json"])
+    from tokenplan.cli.vocabulary import current_spellings
+
+    result = CliRunner().invoke(app, current_spellings(["plan", *args, "--json"]))
     if isinstance(result.exception, TokenplanError):  # a README example of a refused input (unknown GPU)
         return
     assert result.exit_code == 0, result.output

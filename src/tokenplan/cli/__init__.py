@@ -23,6 +23,10 @@ from tokenplan.cli import calibrate as _calibrate  # noqa: F401,E402
 from tokenplan.cli import report as _report  # noqa: F401,E402
 from tokenplan.cli import bench as _bench  # noqa: F401,E402
 
+from tokenplan.cli.vocabulary import current_spellings, set_metavars  # noqa: E402
+
+set_metavars(app)
+
 __all__ = ["app", "main"]
 
 USAGE_EXIT = 2
@@ -59,7 +63,7 @@ def main() -> None:
     exceptions = _click_exceptions()
     try:
         # Outside standalone mode click returns the code of a ``typer.Exit`` instead of exiting.
-        status = app(standalone_mode=False)
+        status = app(args=current_spellings(sys.argv[1:]), prog_name="tokenplan", standalone_mode=False)
     except TokenplanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
