@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+import typer
+
 from tokenplan.cli.app import app
 from tokenplan.errors import TokenplanError
 
@@ -76,7 +78,7 @@ def main() -> None:
     except exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
         print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         sys.exit(USAGE_EXIT)
-    except exceptions.Abort:
+    except typer.Abort:  # typer ≥ 0.22 keeps it in typer.exceptions, not in its bundled click
         print("aborted", file=sys.stderr)
         sys.exit(1)
     if isinstance(status, int) and status:
