@@ -101,9 +101,21 @@ def test_latencies_follow_the_measured_step_law(sweep):
 
 
 def test_cap_is_the_batch_limit(sweep):
-    cap = sweep[0].data["cap"]
+    outcome, stats, _, _ = sweep
+    cap = outcome.data["cap"]
+    # From the server's own metrics: it never ran more than 32, and at 64 in flight its queue grew.
     assert cap["max_running_requests"] == CAP
-    assert cap["flattens_at_concurrency"] == 32 and cap["queue_grows_at_concurrency"] == 64
+    assert cap["queue_grows_at_concurrency"] == 64
+    # From throughput: flat from 32 on — when the client kept the server at its cap during the
+    # 32 level. A CPU-starved client resubmits late, so the server's mean batch at that level
+    # (tokens / steps it counted) falls short of 32 while 64 in flight keep it full: then 64
+    # gains on 32 and the sweep shows no flattening; the metrics above still find the cap.
+    level_32 = stats[LEVELS.index(32)]
+    mean_batch = level_32["tokens"] / level_32["steps"]
+    if mean_batch >= 0.9 * CAP:
+        assert cap["flattens_at_concurrency"] == 32, mean_batch
+    else:
+        assert cap["flattens_at_concurrency"] in (32, None), mean_batch
 
 
 def test_fitted_model_reproduces_the_server_step_time(sweep):
