@@ -94,3 +94,22 @@ def test_bad_durations(text):
 
     with pytest.raises(InputError, match="deadline"):
         parse_duration(text)
+
+
+def test_the_html_report_and_the_table_show_the_provisioning_answer():
+    from rich.console import Console
+
+    from tokenplan.api_plan import plan_report_data
+    from tokenplan.report.html import plan_report_html
+    from tokenplan.report.tables import provisioning_table
+
+    data = plan_report_data(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)), ("throughput",))
+    row = data["plan"]["provisioning"]["options"][0]
+    html = plan_report_html(data)
+    assert "<h2>Fewest GPUs · deadline 1 day</h2>" in html
+    assert f"<td class=\"n\">{row['gpus']} ({row['nodes']} × 8)</td>" in html
+    console = Console(width=200, record=True)
+    console.print(provisioning_table(data["plan"]))
+    text = console.export_text()
+    assert "Fewest GPUs · deadline 1 day" in text and f"{row['gpus']} ({row['nodes']} × 8)" in text
+    assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",)))) is None
