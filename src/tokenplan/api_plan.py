@@ -8,18 +8,19 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tokenplan.api import calibration_warnings, efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
-from tokenplan.errors import InputError
+from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.speculative import parse_spec
-from tokenplan.planning.launch import client_concurrency, running_limit, sglang_command, vllm_command
+from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
+from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
@@ -29,9 +30,11 @@ from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse
 # - inputs: chat prompts of ShareGPT/UltraChat-style data sets with the chat template and a
 #   system prompt: mean 1,024 tokens, lognormal σ = 0.8, cap 16,384.
 DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
+DEFAULT_PROVISION_GPUS = ("rtx-pro-6000", "b200")  # the same GPU types, count left to the search
 DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
+ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
 
-_GPU_OPTION = re.compile(r"^\s*(\d+)\s*[x×]\s*([a-z0-9.\-]+)\s*$", re.IGNORECASE)
+_GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class PlanRequest:
         specs: speculative settings to try (``none``, ``mtp:K[:TAU]``).
         weight_dtypes, kv_dtypes: restrict the formats searched (None = all the chip runs).
         calibration: a calibration JSON (None = the shipped fit).
+        deadline_s, budget_usd: provisioning targets (seconds, USD); with either, each option
+            answers the fewest GPUs of its type (whole rental units) that meet both, a count in
+            ``gpus`` being the most to consider.
     """
 
     model: str = "qwen3.6-27b"
@@ -65,32 +71,42 @@ class PlanRequest:
     weight_dtypes: tuple[str, ...] | None = None
     kv_dtypes: tuple[str, ...] | None = None
     calibration: str | None = None
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+
+    @property
+    def provisioning(self) -> bool:
+        """True when the plan answers "how many GPUs" (a deadline or a budget is set)."""
+        return self.deadline_s is not None or self.budget_usd is not None
 
 
-def parse_gpu_option(text: str) -> tuple[int, str]:
-    """``8xb200`` → (8, "b200"). Raises InputError."""
+def parse_gpu_option(text: str) -> tuple[int | None, str]:
+    """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
     m = _GPU_OPTION.match(text)
-    if not m or int(m.group(1)) < 1:
-        raise InputError("gpu", text, "COUNTxKEY with COUNT ≥ 1, e.g. 8xb200")
-    return int(m.group(1)), m.group(2).lower()
+    if not m or (m.group(1) is not None and int(m.group(1)) < 1):
+        raise InputError("gpu", text, "COUNTxKEY with COUNT ≥ 1 (e.g. 8xb200), or KEY alone (one node)")
+    return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
 
 
-def _options(req: PlanRequest) -> list[HardwareOption]:
-    from tokenplan.catalog import gpu_names
+def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
+    """Each option with whether its count was given (else one rental unit, ``Gpu.node_gpus``)."""
+    from tokenplan.catalog import gpu_key, gpu_names
 
-    for key in req.prices:
-        if key not in gpu_names():
-            raise InputError("price", key, gpu_names())
+    try:
+        prices = {gpu_key(k): v for k, v in req.prices.items()}
+    except CatalogError as exc:
+        raise InputError("price", exc.value, gpu_names()) from None
+    gpus = DEFAULT_PROVISION_GPUS if req.provisioning and req.gpus == DEFAULT_GPUS else req.gpus
     out = []
-    for text in dict.fromkeys(req.gpus):  # the same option twice is compared once
+    for text in dict.fromkeys(gpus):  # the same option twice is compared once
         count, key = parse_gpu_option(text)
         gpu = load_gpu(key)
-        price = req.prices.get(key)
+        price = prices.get(gpu.key)
         if price is not None and not price > 0:
             raise InputError("price", price, "dollars per GPU-hour > 0")
         if price is None and gpu.price is not None:
             price = gpu.price.typical_usd_per_hour
-        out.append(HardwareOption(gpu, count, price))
+        out.append((HardwareOption(gpu, count or gpu.node_gpus, price), count is not None))
     return out
 
 
@@ -105,8 +121,8 @@ def plan(req: PlanRequest) -> dict:
     Raises:
         InputError, CatalogError, ConfigError: bad names, sizes or files.
     """
-    model, engine, table, job, results = _searched(req)
-    return _plan_dict(req, model, engine, table, job, results)
+    model, engine, table, job, results, answers = _searched(req)
+    return _plan_dict(req, model, engine, table, job, results, answers)
 
 
 def _spec_notes(req: PlanRequest, model) -> list[str]:
@@ -153,12 +169,13 @@ def _check_lengths(req: PlanRequest) -> None:
 
 
 def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
-               results: list[OptionResult]) -> dict:
+               results: list[OptionResult], answers: list | None = None) -> dict:
     """Rank the searched options into ``plan``'s dict."""
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
-    options = [_option_dict(r, repo, model.native_weight_dtype, parsers) for r in results]
+    fractions = {e: load_engine(e).memory_fraction for e in ENGINES}
+    options = [_option_dict(r, repo, model.native_weight_dtype, parsers, fractions) for r in results]
     for o in options:  # a profile fitted elsewhere is an extrapolation: say so beside the numbers
         if "warnings" in o:
             o["warnings"] += calibration_warnings(req.calibration, {
@@ -171,22 +188,24 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
         recommended = {"option": top.option.label, "concurrency_per_endpoint": client_concurrency(ev),
                        "output_tok_s_total": ev.output_tok_s_total, "num_replicas": ev.config.layout.dp,
                        "configuration": describe(top.best)}
+    prov = _provisioning_dict(req, answers) if answers is not None else None
+    answer = (_provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
     return {
-        "model": model.name, "engine": engine.name, "efficiency": table.provenance,
+        "model": model.name, "engine": engine.name, "efficiency": table.provenance, "provisioning": prov,
         "job": {"samples": req.samples, "isl": job.isl.describe(), "osl": job.osl.describe(),
                 "isl_mean_tokens": job.isl.mean, "osl_mean_tokens": job.osl.mean,
                 "osl_cap_tokens": job.osl.cap_tokens,  # generate --plan sends it as max_tokens
                 "output_tokens": job.osl.mean * req.samples},
         "options": options, "recommended": recommended,
-        "answer": explain(results, all_tp) + _spec_notes(req, model) + _radix_notes(results, table, job),
+        "answer": answer + _radix_notes(results, table, job),
         "configurations_evaluated": sum(r.configurations for r in results),
     }
 
 
-def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> dict:
+def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, fractions: dict[str, float]) -> dict:
     out: dict = {"option": r.option.label, "gpu": r.option.gpu.key, "count": r.option.count,
                  "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "rejected": r.rejected,
-                 "configurations": r.configurations}
+                 "not_searched": r.not_searched, "configurations": r.configurations}
     b = r.best
     if b is None:
         return out
@@ -204,7 +223,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
         "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
         "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
         "memory_allocation": ev.memory.allocation(running_limit(ev)), "gpu_bytes": ev.memory.gpu_bytes,
-        "launch": {"sglang": sglang_command(ev, repo, native, parsers), "vllm": vllm_command(ev, repo, native, parsers)},
+        "launch": launch_commands(ev, repo, native, parsers, fractions),
         "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
     })
@@ -215,11 +234,12 @@ REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections pla
 
 
 def _searched(req: PlanRequest) -> tuple:
-    """(model spec, engine facts, efficiency table, job, every option searched) — what ``plan``
-    computes before it ranks. Raises what ``plan`` raises."""
+    """(model spec, engine facts, efficiency table, job, every option searched, provisioning
+    answers or None) — what ``plan`` computes before it ranks. Raises what ``plan`` raises."""
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
     _check_lengths(req)
+    _check_targets(req)
     model = load_model(req.model)
     engine = load_engine(req.engine)
     table = efficiency_table(req.calibration)
@@ -231,8 +251,76 @@ def _searched(req: PlanRequest) -> tuple:
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
-    return model, engine, table, job, [search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
-                                       for opt in _options(req)]
+
+    def search(opt: HardwareOption) -> OptionResult:
+        return search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
+
+    options = _options(req)
+    if not req.provisioning:
+        return model, engine, table, job, [search(opt) for opt, _ in options], None
+    target = Target(req.deadline_s, req.budget_usd)
+    answers = []
+    for opt, count_given in options:
+        unit = opt.gpu.node_gpus
+        most = opt.count if count_given else DEFAULT_MAX_UNITS * unit
+        answers.append((opt, provision(lambda n, o=opt: search(replace(o, count=n)), target, unit, max(most, unit))))
+    return model, engine, table, job, [_provisioned_result(p) for _, p in answers], answers
+
+
+def _check_targets(req: PlanRequest) -> None:
+    """Name a deadline or budget that is not a positive number."""
+    if req.deadline_s is not None and not req.deadline_s > 0:
+        raise InputError("deadline", req.deadline_s, "a duration > 0, e.g. 2d, 36h")
+    if req.budget_usd is not None and not req.budget_usd > 0:
+        raise InputError("budget", req.budget_usd, "US dollars > 0, e.g. 1500")
+
+
+def _provisioned_result(p: Provision) -> OptionResult:
+    """The search at the count a provisioning answer settled on (or came closest with)."""
+    shown = p.chosen or p.closest or p.tried[-1]
+    return shown.payload[0]
+
+
+def _provisioning_dict(req: PlanRequest, answers: list) -> dict:
+    """``plan``'s ``provisioning`` section: per GPU type, the fewest GPUs and the job at that count."""
+    rows = []
+    for opt, p in answers:
+        o = p.chosen
+        row: dict = {"gpu": opt.gpu.key, "unit_gpus": p.unit_gpus, "usd_per_gpu_hour": opt.usd_per_gpu_hour,
+                     "meets": o is not None, "gpus": None, "nodes": None, "wall_days": None, "usd": None,
+                     "configuration": None, "why": p.why,
+                     "tried": [{"gpus": t.gpus, "wall_days": None if t.wall_s is None else t.wall_s / S_PER_DAY,
+                                "usd": t.usd, "meets": t.meets} for t in p.tried]}
+        if o is not None:
+            row.update({"gpus": o.gpus, "nodes": o.gpus // p.unit_gpus, "wall_days": o.wall_s / S_PER_DAY,
+                        "usd": o.usd, "configuration": describe(o.payload[1])})
+        rows.append(row)
+    return {"deadline_days": None if req.deadline_s is None else req.deadline_s / S_PER_DAY,
+            "budget_usd": req.budget_usd, "options": rows}
+
+
+def _days_text(days: float) -> str:
+    """``1 day``, ``2 days``, ``1.5 days``."""
+    return f"{days:g} day" + ("" if days == 1 else "s")
+
+
+def _provisioning_sentences(prov: dict) -> list[str]:
+    """One sentence per GPU type: the fewest GPUs that meet the target, or why none does."""
+    limits = []
+    if prov["deadline_days"] is not None:
+        limits.append(_days_text(prov['deadline_days']))
+    if prov["budget_usd"] is not None:
+        limits.append(f"${prov['budget_usd']:,.0f}")
+    lines = []
+    for row in prov["options"]:
+        if not row["meets"]:
+            lines.append(f"{row['gpu']} within {' and '.join(limits)}: {row['why']}.")
+            continue
+        unit = f" ({row['nodes']} × {row['unit_gpus']}-GPU node{'s' if row['nodes'] > 1 else ''})" if row["unit_gpus"] > 1 else ""
+        money = f", ${row['usd']:,.0f}" if row["usd"] is not None else " (no public price: pass --price)"
+        lines.append(f"{row['gpu']} within {' and '.join(limits)}: {row['gpus']} GPUs{unit} → "
+                     f"{row['wall_days']:.2f} days{money} with {row['configuration']}.")
+    return lines
 
 
 def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> dict:
@@ -257,8 +345,8 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     unknown = set(charts) - set(REPORT_CHARTS)
     if unknown:
         raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
-    model, engine, table, job, results = _searched(req)
-    out: dict = {"plan": _plan_dict(req, model, engine, table, job, results),
+    model, engine, table, job, results, answers = _searched(req)
+    out: dict = {"plan": _plan_dict(req, model, engine, table, job, results, answers),
                  "assumptions": _assumptions(req, table, results)}
     if "throughput" in charts:
         out["throughput"] = [asdict(c) for r in results for c in curves.layout_curves(r, table, job)]

@@ -22,9 +22,7 @@ def _allowed_text(allowed: Iterable[object] | str | None) -> str:
         return ""
     if isinstance(allowed, str):
         return f" (allowed: {allowed})"
-    items = [str(a) for a in allowed]
-    shown = ", ".join(items[:24]) + (", …" if len(items) > 24 else "")
-    return f" (allowed: {shown})"
+    return f" (allowed: {', '.join(str(a) for a in allowed)})"
 
 
 class InputError(TokenplanError):
@@ -42,11 +40,20 @@ class InputError(TokenplanError):
 
 
 class CatalogError(InputError):
-    """A name is not in a shipped catalog (GPU, model, engine)."""
+    """A name is not in a shipped catalog (GPU, model, engine).
 
-    def __init__(self, kind: str, name: str, known: Iterable[str]):
+    Args:
+        kind: the catalog (``"gpu"``, ``"model"``, ``"engine"``).
+        name: what the user gave.
+        known: every name the catalog holds (all are listed).
+        suggestions: the closest names, said first ("did you mean …?").
+    """
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], suggestions: Iterable[str] = ()):
         self.field, self.value = kind, name
-        TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{_allowed_text(sorted(known))}")
+        close = list(suggestions)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{hint}{_allowed_text(sorted(known))}")
 
 
 class ConfigError(TokenplanError):

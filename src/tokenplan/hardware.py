@@ -71,6 +71,8 @@ class Gpu:
         host_link: the link to host memory (PCIe, or NVLink-C2C on Grace).
         max_gpus_per_scaleup: GPUs one scale-up domain holds (8 on HGX, 72 on NVL72).
         price: public price range, or ``None`` where no public figure exists.
+        node_gpus: GPUs rented together (1 for PCIe cards, 8 for an HGX board, 4 for a GB200
+            NVL72 compute tray); provisioning counts in multiples of it.
     """
 
     key: str
@@ -86,6 +88,7 @@ class Gpu:
     host_link: Link
     max_gpus_per_scaleup: int
     price: Price | None = field(default=None)
+    node_gpus: int = 1
 
     def runs_natively(self, dtype: Dtype) -> bool:
         """True when the tensor cores run ``dtype`` GEMMs without dequantizing first."""

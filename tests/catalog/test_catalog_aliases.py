@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.catalog import gpu_key, load_gpu, load_model, model_key
+from tokenplan.catalog import gpu_key, load_gpu, load_model, model_for_hf_id as model_key
 from tokenplan.errors import CatalogError
 
 

@@ -153,7 +153,9 @@ def test_plan_with_no_arguments_prints_both_options_and_the_answer(runs):
     assert "4× rtx-pro-6000" in r.stdout and "8× b200" in r.stdout
     assert "Fastest:" in r.stdout  # the answer sentences
     assert "TP8" in r.stdout  # whether TP8 is the right layout on B200
-    assert "sglang.launch_server" in r.stdout and "vllm serve" in r.stdout
+    # The planned engine's command; the others are in --json (their figures need --engine).
+    assert "sglang.launch_server" in r.stdout and "vllm serve" not in r.stdout
+    assert "--json also gives the vLLM and TensorRT-LLM commands" in r.stdout
     assert "Traceback" not in r.stderr
 
 

@@ -49,3 +49,28 @@ def test_version_prints_the_package_version():
     r = _run(BLOCK_CLICK, ["--version"])
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"tokenplan {__version__}"
+
+
+def test_a_command_that_exits_with_a_status_keeps_it(monkeypatch):
+    # A SystemExit from inside a command passes through main's handlers untouched (each except
+    # clause names a class that exists in the installed typer).
+    import sys
+
+    import pytest
+    import typer
+
+    from tokenplan.cli import app, main, register_commands
+
+    register_commands()  # commands load lazily; a test of the whole app loads them all
+
+    @app.command("exit-130-for-test", hidden=True)
+    def _exit() -> None:
+        sys.exit(130)
+
+    try:
+        monkeypatch.setattr(sys, "argv", ["tokenplan", "exit-130-for-test"])
+        with pytest.raises(SystemExit) as stop:
+            main()
+        assert stop.value.code == 130
+    finally:
+        app.registered_commands.pop()

@@ -3,8 +3,10 @@
 The server's law: a step with B running sequences lasts a + b·B = 10 ms + 0.15 ms·B, gives each
 one token, and runs at most 32 sequences. So by hand: step(1) = 10.15 ms, step(8) = 11.2 ms,
 step(32) = 14.8 ms; at concurrency 64 only 32 run and 32 wait. The server's *measured* step
-times (its ``/stats``) run slightly longer than the law on a busy 2-core machine, and that is what
-the fitted model must reproduce.
+times (its ``/stats``) run longer than the law on a busy machine (a sleep never ends early, and a
+loaded 2-core machine wakes it late), so latency and fit checks compare with what the server
+measured on this machine, within tolerances that do not depend on the load; the law itself is
+only a lower bound.
 """
 
 from __future__ import annotations
@@ -66,21 +68,54 @@ def test_bench_output_rate_matches_what_the_server_counted_in_the_same_window(sw
         assert lv["output_tok_s"] == pytest.approx(lv["server"]["output_tok_s"], rel=0.10)
 
 
-def test_latencies_follow_the_step_law(sweep):
-    outcome, _, _, _ = sweep
+def measured_law(whole: dict) -> tuple[float, float]:
+    """(a, b) of the step law the server actually ran on this machine (seconds, seconds per
+    sequence): a least-squares line through its mean step time per batch size, over the batch
+    sizes it ran at least 20 times (ramp-up and drain batches are rare and noisy)."""
+    import numpy as np
+
+    batches = [int(b) for b, n in whole["steps_by_batch"].items() if n >= 20]
+    b, a = np.polyfit(batches, [whole["step_s_by_batch"][str(x)] for x in batches], 1)
+    return float(a), float(b)
+
+
+def test_server_steps_are_never_shorter_than_the_law(sweep):
+    _, _, whole, _ = sweep
+    for batch, step_s in whole["step_s_by_batch"].items():
+        if whole["steps_by_batch"][batch] >= 20:
+            assert step_s >= 0.98 * (A_MS + B_MS * int(batch)) / 1000, batch
+
+
+def test_latencies_follow_the_measured_step_law(sweep):
+    outcome, _, whole, _ = sweep
     one, _, thirty_two, sixty_four = outcome.data["levels"]
-    # TPOT = one step: 10.15 ms at B=1, 14.8 ms at B=32 (law; measured steps run up to ~10 % long)
-    assert one["tpot_s"]["p50"] == pytest.approx(0.01015, rel=0.15)
-    assert thirty_two["tpot_s"]["p50"] == pytest.approx(0.0148, rel=0.15)
-    # At 64 in flight half the requests wait a whole request (32 steps × 14.8 ms = 0.47 s) first.
-    assert sixty_four["ttft_s"]["p50"] > 0.3 > thirty_two["ttft_s"]["p99"]
+    step = {b: whole["step_s_by_batch"][str(b)] for b in (1, 32)}
+    # TPOT = one step of the server: at B=1 (law 10.15 ms) and B=32 (law 14.8 ms), as measured.
+    assert one["tpot_s"]["p50"] == pytest.approx(step[1], rel=0.15)
+    assert thirty_two["tpot_s"]["p50"] == pytest.approx(step[32], rel=0.15)
+    # At 64 in flight half the requests wait a whole request (32 steps of step(32): 0.47 s by the
+    # law) before their first token; at 32 none waits.
+    assert sixty_four["ttft_s"]["p50"] > 0.6 * 32 * step[32]
+    assert thirty_two["ttft_s"]["p50"] < sixty_four["ttft_s"]["p50"] / 3
     assert sixty_four["achieved_concurrency"] > 50
 
 
 def test_cap_is_the_batch_limit(sweep):
-    cap = sweep[0].data["cap"]
+    outcome, stats, _, _ = sweep
+    cap = outcome.data["cap"]
+    # From the server's own metrics: it never ran more than 32, and at 64 in flight its queue grew.
     assert cap["max_running_requests"] == CAP
-    assert cap["flattens_at_concurrency"] == 32 and cap["queue_grows_at_concurrency"] == 64
+    assert cap["queue_grows_at_concurrency"] == 64
+    # From throughput: flat from 32 on — when the client kept the server at its cap during the
+    # 32 level. A CPU-starved client resubmits late, so the server's mean batch at that level
+    # (tokens / steps it counted) falls short of 32 while 64 in flight keep it full: then 64
+    # gains on 32 and the sweep shows no flattening; the metrics above still find the cap.
+    level_32 = stats[LEVELS.index(32)]
+    mean_batch = level_32["tokens"] / level_32["steps"]
+    if mean_batch >= 0.9 * CAP:
+        assert cap["flattens_at_concurrency"] == 32, mean_batch
+    else:
+        assert cap["flattens_at_concurrency"] in (32, None), mean_batch
 
 
 def test_fitted_model_reproduces_the_server_step_time(sweep):
@@ -95,9 +130,11 @@ def test_fitted_model_reproduces_the_server_step_time(sweep):
         assert fit.model_step_s(float(batch)) == pytest.approx(step_s, rel=0.10), batch
     assert checked >= 3  # at least B = 1, 8 and 32
     factors = fit.data["factors"]
-    # On this law the kernels of a 2-layer model on an H100 are ~µs: the overheads are a and b.
-    assert 0.009 < factors["step_overhead_s"]["value"] < 0.0125
-    assert 0.00010 < factors["per_sequence_overhead_s"]["value"] < 0.00022
+    # On this law the kernels of a 2-layer model on an H100 are ~µs: the overheads are the a and
+    # b the server ran (law 10 ms and 0.15 ms; measured a little longer under load).
+    a_s, b_s = measured_law(whole)
+    assert 0.9 * a_s < factors["step_overhead_s"]["value"] < 1.25 * a_s
+    assert 0.66 * b_s < factors["per_sequence_overhead_s"]["value"] < 1.47 * b_s
     assert fit.profile["fitted_on"]["concurrency_max"] == 64
     assert fit.data["max_running"] == CAP  # the observed cap was used
     # It reproduces the throughput it was fitted on (within 15 % at the median): no warning.
@@ -122,8 +159,10 @@ def test_fit_cli_writes_a_profile_that_predict_uses_and_warns_with(sweep, tmp_pa
              "--osl", "32", "--concurrency", "16", "--calibration", str(profile), "--json")
     inside = json.loads(p.stdout)
     assert not any("calibration profile" in w for w in inside["warnings"])
-    # 16 in flight at 32-token answers: 16 / step(16) ≈ 16 / 12.4 ms ≈ 1,290 tok/s (law), ±15 %
-    assert inside["output_tok_s_total"] == pytest.approx(16 / (0.010 + 0.00015 * 16), rel=0.15)
+    # 16 in flight at 32-token answers: 16 / step(16), by the law 16 / 12.4 ms ≈ 1,290 tok/s; by
+    # the step law the server measured on this machine, ±15 %.
+    a_s, b_s = measured_law(sweep[2])
+    assert inside["output_tok_s_total"] == pytest.approx(16 / (a_s + b_s * 16), rel=0.15)
     far = json.loads(_cli("predict", "--model", str(config), "--gpu", "h100-sxm", "--engine", "vllm", "--isl",
                           "64", "--osl", "32", "--concurrency", "512", "--calibration", str(profile),
                           "--json").stdout)
@@ -175,10 +214,14 @@ def test_duration_mode_stops_sending_after_the_duration(tmp_path):
     with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=8) as server:
         outcome = bench(replace(BenchRequest((server.url,), "sim-model", (4,), 16, 8), duration_s=1.0,
                                 warmup_requests=0))
+        step_s = server.stats(0, 4e9)["step_s_by_batch"]["4"]  # law 10.4 ms; measured here
     (lv,) = outcome.data["levels"]
-    # 4 requests of 8 steps × 10.4 ms ≈ 83 ms each: ~12 rounds in 1 s, then the last round drains
-    assert 1.0 <= lv["duration_s"] < 1.3
-    assert 40 <= lv["requests"] <= 56
+    # 4 requests of 8 steps each: one round takes 8 × step(4) (83 ms by the law: ~12 rounds in 1 s,
+    # 48 requests); sending stops at 1 s and the last round drains (at most one more round).
+    round_s = 8 * step_s
+    assert 1.0 <= lv["duration_s"] < 1.0 + 2 * round_s + 0.1
+    expected = 4 * 1.0 / round_s
+    assert 0.8 * expected <= lv["requests"] <= 1.2 * expected + 8
 
 
 def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):

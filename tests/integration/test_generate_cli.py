@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
+from tests.support.readiness import wait_for_stored
 
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
 
@@ -52,7 +52,7 @@ def test_ctrl_c_stops_resumably_and_the_same_command_finishes(tmp_path: Path) ->
         command = [*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url, "--model", "fault-model",
                    "--concurrency", "4", "--grace-s", "5"]
         first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)
+        wait_for_stored(tmp_path / "run", 0, first)  # its SIGINT handler is installed once it stores
         first.send_signal(signal.SIGINT)
         out, _ = first.communicate(timeout=30)
         assert first.returncode == 130 and "interrupted: rerun the same command to resume" in out

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
+from tests.support.readiness import wait_for_stored
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,10 @@ def test_sigkill_at_random_moments_stores_every_id_exactly_once(tmp_path: Path) 
         stored_after_kill: list[int] = []
         for k in range(KILLS):
             proc = _start(options)
-            delay_s = rng.uniform(0.8, 2.5)  # imports take ~0.7 s: most kills land mid-run
+            # Kill at a random moment after this run stored its first record (imports and start-up
+            # take from 0.7 s to several seconds on a loaded machine): every kill lands mid-run.
+            wait_for_stored(tmp_path / "run", _lines(tmp_path / "run") if k else 0, proc)
+            delay_s = rng.uniform(0.0, 0.6)
             if k == KILLS // 2:
                 time.sleep(delay_s / 2)
                 server.restart()  # the server dies and comes back while the runner is sending
@@ -108,7 +112,7 @@ def test_sigterm_stops_sending_and_the_rerun_finishes_exactly_once(tmp_path: Pat
         options = {"inputs": [str(data)], "out_dir": str(tmp_path / "run"), "endpoints": [server.url],
                    "model": "fault-model", "concurrency": 8, "grace_s": 5}
         proc = _start(options)
-        time.sleep(2.5)
+        wait_for_stored(tmp_path / "run", 0, proc)  # its handlers are installed once it stores
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err

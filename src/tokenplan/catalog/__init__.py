@@ -8,6 +8,7 @@ known names.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 from functools import lru_cache
@@ -47,51 +48,46 @@ def gpu_names() -> list[str]:
     return sorted(_gpu_entries())
 
 
+def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
+    """The known names closest to ``name``, best first: those that start with it (``h100`` →
+    h100-sxm, h100-pcie, h100-nvl), then difflib's close matches (ratio ≥ 0.6)."""
+    wanted = name.strip().lower()
+    prefixed = [k for k in known if k.startswith(wanted)] if len(wanted) >= 2 else []
+    return list(dict.fromkeys(prefixed + difflib.get_close_matches(wanted, known, n=n, cutoff=0.6)))[:max(n, len(prefixed))]
+
+
 @lru_cache(maxsize=1)
-def _aliases() -> dict:
-    return yaml.safe_load((_PKG / "aliases.yaml").read_text(encoding="utf-8"))
+def _gpu_aliases() -> dict[str, str]:
+    return {alias.lower(): key for key, entry in _gpu_entries().items() for alias in entry.aliases}
 
 
 def gpu_key(name: str) -> str:
-    """The catalog key for ``name``: itself, an alias of ``aliases.yaml`` (AIConfigurator's system
-    names such as ``h200_sxm``), or the name with ``_`` read as ``-`` (``h100_sxm`` → ``h100-sxm``).
-    Unknown names come back as given (lower case)."""
-    key = name.strip().lower()
-    entries = _gpu_entries()
-    if key in entries:
-        return key
-    alias = _aliases()["gpu"].get(key)
-    if alias is not None:
-        return alias
-    return key.replace("_", "-") if key.replace("_", "-") in entries else key
+    """The catalog key a GPU name means: the key itself (any case), one of its aliases
+    (AIConfigurator's system names ``h200_sxm``, ``b200_sxm``), or the key spelled with ``_``.
 
-
-def model_key(name: str) -> str | None:
-    """The catalog name of a Hugging Face id (``Qwen/Qwen3-8B`` → ``qwen3-8b``; rule in
-    ``aliases.yaml``), or None when no shipped model matches."""
-    if name.count("/") != 1:
-        return None
-    last = name.rsplit("/", 1)[1].strip().lower()
-    names = set(model_names())
-    for candidate in [last] + [last[: -len(s)] for s in _aliases()["model_suffixes"] if last.endswith(s)]:
-        if candidate in names:
+    Raises:
+        CatalogError: an unknown name, with the closest keys and every key.
+    """
+    entries, wanted = _gpu_entries(), name.strip().lower()
+    for candidate in (wanted, wanted.replace("_", "-")):
+        if candidate in entries:
             return candidate
-    return None
+        if candidate in _gpu_aliases():
+            return _gpu_aliases()[candidate]
+    raise CatalogError("gpu", name, entries, close_names(wanted, sorted(entries)))
 
 
 def gpu_entry(key: str) -> GpuEntry:
-    """The catalog entry (with sources) of GPU ``key`` (or an alias, :func:`gpu_key`). Raises CatalogError."""
-    entries = _gpu_entries()
-    resolved = gpu_key(key)
-    if resolved not in entries:
-        raise CatalogError("gpu", key, entries)
-    return entries[resolved]
+    """The catalog entry (with sources) of GPU ``key`` (or an alias). Raises CatalogError."""
+    return _gpu_entries()[gpu_key(key)]
 
 
 @lru_cache(maxsize=64)
 def load_gpu(key: str) -> Gpu:
-    """GPU ``key`` (or an alias) as a frozen value. Raises CatalogError for an unknown key."""
-    return gpu_entry(key).to_gpu(gpu_key(key))
+    """GPU ``key`` (or an alias, see :func:`gpu_key`) as a frozen value. Raises CatalogError for
+    an unknown name."""
+    canonical = gpu_key(key)
+    return _gpu_entries()[canonical].to_gpu(canonical)
 
 
 def model_names() -> list[str]:
@@ -108,14 +104,15 @@ def load_model(name_or_path: str) -> ModelSpec:
         ConfigError: the file is not valid JSON or lacks a required key.
     """
     path = Path(name_or_path)
-    hf_name = model_key(name_or_path) if not path.exists() else None
-    if hf_name is not None:  # a Hugging Face id of a shipped model
-        return load_model(hf_name)
     if path.is_dir():
         path = path / "config.json"
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
     if looks_like_path and not path.exists():
-        raise InputError("model", name_or_path, "a catalog name or an existing config.json (file not found)")
+        catalog_name = model_for_hf_id(name_or_path)
+        if catalog_name is None:
+            raise InputError("model", name_or_path, "a catalog name, a Hugging Face id of a catalog model "
+                             f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)")
+        name_or_path = catalog_name
     if path.suffix == ".json" and path.exists():
         try:
             text = path.read_text(encoding="utf-8")
@@ -126,7 +123,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         key = name_or_path.strip().lower()
         res = _PKG / "models" / f"{key}.json"
         if not res.is_file():
-            raise CatalogError("model", name_or_path, model_names())
+            raise CatalogError("model", name_or_path, model_names(), close_names(key, model_names()))
         text, source, name = res.read_text(encoding="utf-8"), f"catalog/models/{key}.json", key
     try:
         raw = json.loads(text)
@@ -149,7 +146,7 @@ def load_engine(name: str) -> EngineFacts:
     raw = _engine_raw()
     key = name.strip().lower()
     if key not in raw:
-        raise CatalogError("engine", name, raw)
+        raise CatalogError("engine", name, raw, close_names(key, sorted(raw)))
     e = dict(raw[key])
     buckets = tuple(SglangBucket(**b) for b in e.pop("buckets", []))
     running = e.pop("max_running_default", {})
@@ -225,6 +222,31 @@ def shipped_efficiency() -> EfficiencyTable:
 @lru_cache(maxsize=1)
 def _launch_raw() -> dict:
     return _read_yaml("launch.yaml")["models"]
+
+
+@lru_cache(maxsize=1)
+def _hf_ids() -> dict[str, str]:
+    """Hugging Face repository → catalog name (``launch.yaml``'s ``repo``)."""
+    return {name: str(entry["repo"]) for name, entry in _launch_raw().items()}
+
+
+def model_for_hf_id(hf_id: str) -> str | None:
+    """The catalog model a Hugging Face id names (``Qwen/Qwen3.6-27B`` → ``qwen3.6-27b``), or
+    None: the repository a catalog entry launches from (any case), else a repository whose
+    name, lower-cased and without one release suffix of ``aliases.yaml`` (``-FP8``,
+    ``-Instruct``…), is a catalog name. Raises nothing."""
+    wanted = hf_id.strip().strip("/").lower()
+    for name, repo in _hf_ids().items():
+        if repo.lower() == wanted:
+            return name
+    if wanted.count("/") != 1:
+        return None
+    base, names = wanted.rsplit("/", 1)[-1], set(model_names())
+    suffixes = _read_yaml("aliases.yaml")["model_suffixes"]
+    for candidate in [base] + [base[: -len(s)] for s in suffixes if base.endswith(s)]:
+        if candidate in names:
+            return candidate
+    return None
 
 
 def launch_info(model_name: str) -> tuple[str, object]:

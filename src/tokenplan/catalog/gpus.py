@@ -19,6 +19,9 @@ values. Schema of one entry (units in the key names, base SI):
       host_link: {kind: pcie, name: PCIe Gen5 x16, bytes_per_s: 6.4e10, latency_s: 5.0e-6, source: "..."}
       price: {low_usd_per_hour: 3.75, high_usd_per_hour: 6.0, typical_usd_per_hour: 4.5,
               as_of: "2026-03", source: "..."}   # or null where no public figure exists
+      aliases: [b200_sxm]                 # optional: other names (AIConfigurator's system names)
+      node: {gpus: 4, source: "..."}      # optional: GPUs rented together, where not the default
+                                          # (one PCIe card; else the whole scale-up board)
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ class _Link(_Strict):
     source: str = Field(min_length=3)
 
 
+class _Node(_Strict):
+    gpus: PositiveInt
+    source: str = Field(min_length=3)
+
+
 class _Price(_Strict):
     low_usd_per_hour: PositiveFloat
     high_usd_per_hour: PositiveFloat
@@ -87,6 +95,18 @@ class GpuEntry(_Strict):
     host_link: _Link
     price: _Price | None = None
     notes: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    node: _Node | None = None
+
+    @property
+    def node_gpus(self) -> int:
+        """GPUs rented together: the entry's ``node`` where given (GB200 NVL72: a 4-GPU compute
+        tray); otherwise one card where peers talk over PCIe (cards are sold and rented singly),
+        and the whole scale-up domain where it is a board (HGX 8-GPU NVSwitch baseboard, MI300X
+        8-GPU Infinity Fabric platform, H100 NVL bridged pair)."""
+        if self.node is not None:
+            return self.node.gpus
+        return 1 if self.scaleup.kind == "pcie" else self.scaleup.max_gpus
 
     def to_gpu(self, key: str) -> Gpu:
         """The frozen value the performance model uses."""
@@ -103,6 +123,7 @@ class GpuEntry(_Strict):
             scaleup=Link(self.scaleup.kind, self.scaleup.name, self.scaleup.bytes_per_s, self.scaleup.latency_s),
             host_link=Link(self.host_link.kind, self.host_link.name, self.host_link.bytes_per_s, self.host_link.latency_s),
             max_gpus_per_scaleup=self.scaleup.max_gpus,
+            node_gpus=self.node_gpus,
             price=None
             if self.price is None
             else Price(

@@ -11,7 +11,10 @@ from __future__ import annotations
 import importlib
 import sys
 
+import typer
+
 from tokenplan.cli.app import app
+from tokenplan.cli.vocabulary import current_spellings, set_metavars
 from tokenplan.errors import TokenplanError
 
 __all__ = ["app", "main", "register_commands"]
@@ -39,6 +42,7 @@ def register_commands(argv: list[str] | None = None) -> None:
     names = {COMMAND_MODULES[first]} if first in COMMAND_MODULES else set(COMMAND_MODULES.values())
     for name in sorted(names):
         importlib.import_module(f"tokenplan.cli.{name}")
+    set_metavars(app)
 
 
 def _click_exceptions():
@@ -73,7 +77,7 @@ def main() -> None:
     register_commands(sys.argv[1:])
     try:
         # Outside standalone mode click returns the code of a ``typer.Exit`` instead of exiting.
-        status = app(standalone_mode=False)
+        status = app(args=current_spellings(sys.argv[1:]), prog_name="tokenplan", standalone_mode=False)
     except TokenplanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -86,7 +90,7 @@ def main() -> None:
     except exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
         print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         sys.exit(USAGE_EXIT)
-    except getattr(exceptions, "Abort", ()):  # typer's bundled click has no Abort: match nothing
+    except typer.Abort:  # typer ≥ 0.22 keeps it in typer.exceptions, not in its bundled click
         print("aborted", file=sys.stderr)
         sys.exit(1)
     if isinstance(status, int) and status:

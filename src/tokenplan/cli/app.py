@@ -9,8 +9,9 @@ app = typer.Typer(
     help="Plan, check and run LLM data-generation jobs: memory, throughput, days and dollars.",
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-catalog_app = typer.Typer(help="List the shipped GPU and model catalogs.")
+catalog_app = typer.Typer(help="List the shipped GPU and model catalogs.", rich_markup_mode=None)
 app.add_typer(catalog_app, name="catalog")
 
 

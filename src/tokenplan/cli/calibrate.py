@@ -59,18 +59,18 @@ def calibrate_command(
     cv: Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     from_run: Annotated[Optional[str], typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")] = None,
-    config: Annotated[Optional[str], typer.Option("--config", help="--from-run: catalog model or config.json the server ran.")] = None,
+    config: Annotated[Optional[str], typer.Option("--model", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="--from-run: catalog GPU key.")] = None,
-    num_gpus: Annotated[int, typer.Option("--num-gpus")] = 1,
-    tp: Annotated[int, typer.Option("--tp")] = 1,
-    engine: Annotated[str, typer.Option("--engine")] = "vllm",
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype")] = "bf16",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
+    num_gpus: Annotated[int, typer.Option("--num-gpus", help="--from-run: GPUs the server ran on.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", help="--from-run: tensor-parallel GPUs per replica (TP).")] = 1,
+    engine: Annotated[str, typer.Option("--engine", help="--from-run: the serving engine: sglang, vllm or trtllm.")] = "sglang",
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="--from-run: the served weight format.")] = "bf16",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="--from-run: the KV-cache format (auto: the engine's default).")] = "auto",
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="--from-run: total requests in flight.")] = None,
     isl: Annotated[Optional[float], typer.Option("--isl", help="--from-run: mean prompt tokens (default: from the records).")] = None,
-    from_bench: Annotated[Optional[list[str]], typer.Option("--from-bench", help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --config, --gpu and the layout).")] = None,
-    pp: Annotated[int, typer.Option("--pp")] = 1,
-    ep: Annotated[int, typer.Option("--ep")] = 1,
+    from_bench: Annotated[Optional[list[str]], typer.Option("--from-bench", help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).")] = None,
+    pp: Annotated[int, typer.Option("--pp", help="--from-run/--from-bench: pipeline stages per replica (PP).")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="--from-run/--from-bench: expert-parallel GPUs (EP, MoE).")] = 1,
 ) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     if out is None:
@@ -135,7 +135,7 @@ def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> 
     from tokenplan.cli.bench import fit_levels_table, fit_table
 
     if not desc.model or not desc.gpu:
-        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-run")
+        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--model MODEL and --gpu GPU with --from-run")
     outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
     out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
     for warning in outcome.warnings:  # e.g. a fit that misses the run's throughput by > 50 %

@@ -13,7 +13,7 @@ from tokenplan.cli.app import catalog_app
 
 
 @catalog_app.command("gpus")
-def gpus_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
     """GPUs: memory, bandwidth, dense TFLOPS, link, native formats, price."""
     from tokenplan.api import catalog_gpus
 
@@ -37,7 +37,7 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 @catalog_app.command("models")
-def models_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+def models_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
     from tokenplan.api import catalog_models
 

@@ -33,9 +33,12 @@ def generate_command(
                                                        "[default: the plan's, else 64].")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Max completion tokens per request "
                                                       "[default: the plan's output cap, else 4096].")] = None,
-    temperature: Annotated[Optional[float], typer.Option(help="[default: generation_config.json, else 0].")] = None,
-    top_p: Annotated[Optional[float], typer.Option()] = None,
-    top_k: Annotated[Optional[int], typer.Option()] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature "
+                                                         "[default: generation_config.json, else 0].")] = None,
+    top_p: Annotated[Optional[float], typer.Option(help="Nucleus sampling top_p "
+                                                   "[default: generation_config.json, else the server's].")] = None,
+    top_k: Annotated[Optional[int], typer.Option(help="top_k sampling "
+                                                 "[default: generation_config.json, else the server's].")] = None,
     seed: Annotated[int, typer.Option(help="Job seed; each request's seed derives from it.")] = 0,
     thinking: Annotated[Optional[str], typer.Option(help="on | off (chat_template_kwargs.enable_thinking).")] = None,
     on_length: Annotated[str, typer.Option(help="keep | drop | retry a 'length' finish.")] = "keep",
@@ -63,7 +66,7 @@ def generate_command(
                                                         "set when named) [default: OPENAI_API_KEY if set].")] = None,
     stream: Annotated[bool, typer.Option(help="Stream answers (measures TTFT; more client CPU).")] = False,
     max_attempts: Annotated[int, typer.Option(help="Tries per request, the first included.")] = 6,
-    deadline_s: Annotated[Optional[float], typer.Option(help="Per-request limit in seconds "
+    deadline_s: Annotated[Optional[float], typer.Option("--request-timeout", help="Limit on one request in seconds "
                                                         "[default: 120 + max_tokens / 10].")] = None,
     grace_s: Annotated[float, typer.Option(help="Seconds in-flight requests get after Ctrl-C.")] = 30.0,
     quiet: Annotated[bool, typer.Option(help="No live display.")] = False,

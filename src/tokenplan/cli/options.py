@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tokenplan.errors import InputError
 from tokenplan.userfiles import MAX_PRICE_USD_PER_GPU_HOUR
 
@@ -20,6 +22,18 @@ def parse_prices(items: list[str]) -> dict[str, float]:
         if not 0 < out[key.strip().lower()] <= MAX_PRICE_USD_PER_GPU_HOUR:  # also refuses nan
             raise InputError("price", item, f"GPU=USD per GPU-hour with 0 < USD ≤ {MAX_PRICE_USD_PER_GPU_HOUR:,}")
     return out
+
+
+_DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_duration(text: str, field: str = "deadline") -> float:
+    """``2d`` / ``36h`` / ``90m`` / ``1.5d`` / ``3600s`` → seconds. Raises InputError (a bare
+    number is refused: days or hours would be a guess)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)\s*", text.lower())
+    if not m or m.group(2) not in _DURATION_UNITS_S or not float(m.group(1)) > 0:
+        raise InputError(field, text, "a duration > 0 with its unit: s, m, h, d or w (e.g. 2d, 36h, 90m)")
+    return float(m.group(1)) * _DURATION_UNITS_S[m.group(2)]
 
 
 def plan_request_fields(job_path: str | None, cli: dict) -> dict:

@@ -33,29 +33,34 @@ def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dt
 
 
 _MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
-_GPU = typer.Option(..., "--gpu", help="GPU catalog key (tokenplan catalog gpus)")
+_GPU = typer.Option(..., "--gpu", help="GPU catalog key or alias, e.g. b200 or b200_sxm (tokenplan catalog gpus)")
+_FRACTION = ("The engine's memory setting: SGLang --mem-fraction-static, vLLM --gpu-memory-utilization, "
+             "TRT-LLM free_gpu_memory_fraction [default: the engine's rule]")
 
 
 @app.command("predict")
 def predict_cmd(
     model: str = _MODEL, gpu: str = _GPU,
     num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]"),
-    tp: int = typer.Option(1, "--tp"), pp: int = typer.Option(1, "--pp"), ep: int = typer.Option(1, "--ep"),
-    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel (MoE)"),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)"),
+    pp: int = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)"),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)"),
+    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)"),
     weight_dtype: str = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16"),
     kv_dtype: str = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4"),
-    isl: float = typer.Option(1024, "--isl", help="Input tokens"), osl: float = typer.Option(1024, "--osl", help="Output tokens"),
-    concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight, or max (offline)"),
+    isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL; the mean with --isl-sigma)"),
+    osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL; the mean with --osl-sigma)"),
+    concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)"),
     spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3"),
-    engine: str = typer.Option("sglang", "--engine", help="sglang, vllm or trtllm"),
-    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
-    max_running: Optional[int] = typer.Option(None, "--max-running"),
-    calibration: Optional[str] = typer.Option(None, "--calibration"),
+    engine: str = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm"),
+    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction", help=_FRACTION),
+    max_running: Optional[int] = typer.Option(None, "--max-running", help="Running-request cap per replica [default: the engine's]"),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]"),
     kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
     isl_sigma: float = typer.Option(0.0, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl)"),
     osl_sigma: float = typer.Option(0.0, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl)"),
-    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Output cap with --osl-sigma"),
-    as_json: bool = typer.Option(False, "--json"),
+    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output (max_tokens) with --osl-sigma [default: none]"),
+    as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
     from tokenplan.api import predict
@@ -70,17 +75,22 @@ def predict_cmd(
 @app.command("memory")
 def memory_cmd(
     model: str = _MODEL, gpu: str = _GPU,
-    num_gpus: Optional[int] = typer.Option(None, "--num-gpus"), tp: int = typer.Option(1, "--tp"),
-    pp: int = typer.Option(1, "--pp"), ep: int = typer.Option(1, "--ep"),
-    attention_dp: bool = typer.Option(False, "--attention-dp"),
-    weight_dtype: str = typer.Option("auto", "--weight-dtype"), kv_dtype: str = typer.Option("auto", "--kv-dtype"),
-    isl: float = typer.Option(1024, "--isl"), osl: float = typer.Option(1024, "--osl"),
-    spec: str = typer.Option("none", "--spec"), engine: str = typer.Option("sglang", "--engine"),
-    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
+    num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]"),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)"),
+    pp: int = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)"),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)"),
+    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)"),
+    weight_dtype: str = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16"),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4"),
+    isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL)"),
+    osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL)"),
+    spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3 or dflash (draft layers and their memory)"),
+    engine: str = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm"),
+    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction", help=_FRACTION),
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"),
     disable_radix_cache: bool = typer.Option(False, "--disable-radix-cache", help="SGLang: one state slot per running request (hybrid models)"),
     ssm_dtype: Optional[str] = typer.Option(None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]"),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Print the breakdown as JSON"),
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
     the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""

@@ -16,7 +16,7 @@ def report_cmd(
     run_dirs: Optional[list[str]] = typer.Argument(None, help="tokenplan generate run directories (each holds summary.json)"),
     plan_path: Optional[str] = typer.Option(None, "--plan", help="tokenplan plan --json output to show beside the measurements"),
     bench_path: Optional[str] = typer.Option(None, "--bench", help="tokenplan bench JSON output"),
-    output: str = typer.Option(..., "-o", "--output", help="HTML file to write (opens offline: everything inline)"),
+    output: str = typer.Option(..., "-o", "--out", help="HTML file to write (opens offline: everything inline)"),
 ) -> None:
     """Plan and measurements together in one HTML report."""
     from tokenplan.api_report import report_inputs

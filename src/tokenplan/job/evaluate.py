@@ -78,12 +78,29 @@ class Evaluation:
         return self.deployment.memory
 
 
+REJECTION_KINDS = ("engine", "context", "format", "layout", "memory", "kv", "spec", "concurrency")
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """A configuration that cannot run, and why (one line)."""
+    """A configuration that cannot run, and why (one line).
+
+    Attributes:
+        config: what was evaluated.
+        reason: the one-line reason, never empty.
+        kind: what the reason depends on, so a search can say it once per scope: ``"engine"``
+            (engine × GPU vendor), ``"context"`` (the job's lengths), ``"format"`` (formats ×
+            GPU), ``"layout"`` (the split), ``"memory"`` (layout × formats), ``"kv"`` (the
+            KV cache at this setting), ``"spec"``, ``"concurrency"``.
+        weight_bytes_per_gpu, usable_bytes_per_gpu: for ``"memory"``, the weights one GPU holds
+            and what it can use (bytes); 0 otherwise.
+    """
 
     config: Config
     reason: str
+    kind: str = "other"
+    weight_bytes_per_gpu: float = 0.0
+    usable_bytes_per_gpu: float = 0.0
 
 
 def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple[str | None, list[str]]:
@@ -117,20 +134,20 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     lay = config.layout
     if concurrency is not None and concurrency < 1:
         return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
-                                 f"replica ({lay.dp} replicas)")
+                                 f"replica ({lay.dp} replicas)", "concurrency")
     if gpu.vendor not in config.engine.vendors:
         return Rejection(config, f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
-                                 f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}")
+                                 f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}", "engine")
     ctx = model.max_context_tokens
     if ctx is not None and isl.mean + osl.mean > ctx:
         return Rejection(config, f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
-                                 f"context of {ctx:,} tokens (max_position_embeddings)")
+                                 f"context of {ctx:,} tokens (max_position_embeddings)", "context")
     why = layout_rejection(model, lay)
     if why:
-        return Rejection(config, why)
+        return Rejection(config, why, "layout")
     why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype)
     if why:
-        return Rejection(config, why)
+        return Rejection(config, why, "format")
     settings = resolve_settings(config.engine, gpu.memory_bytes, lay.gpus_per_replica, lay.tp,
                                 config.spec is not None and not config.lift_running_cap, config.vision_cut, gpu.architecture,
                                 config.memory_fraction, config.max_running)
@@ -151,9 +168,10 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
         usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
         return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
                                  f"{mem.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU "
-                                 f"vs {usable / GiB:.1f} GiB usable on {gpu.key}")
+                                 f"vs {usable / GiB:.1f} GiB usable on {gpu.key}", "memory",
+                         mem.weight_bytes_per_gpu, usable)
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
-        return Rejection(config, f"MTP needs MTP layers; {model.name} ships none")
+        return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:
         # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
         # answer is not planned at a short-context acceptance.
@@ -164,14 +182,14 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
-                                 f"({mem.kv_capacity_tokens:,.0f} tokens)")
+                                 f"({mem.kv_capacity_tokens:,.0f} tokens)", "kv")
     running = _allocated(config, settings, limits.limit)
     if not mem.allocates(running):
         a = mem.allocation(running)
         return Rejection(config, f"cannot allocate {running:,.0f} running requests: KV pool "
                                  f"{a['kv_cache'] / GiB:,.1f} GiB, reserve {a['reserve'] / GiB:,.1f} GiB after "
                                  f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
-                                 "speculative state per GPU")
+                                 "speculative state per GPU", "kv")
     if ctx is not None and isl.max + osl.max > ctx:
         warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
                         "context: the engine refuses them")

@@ -150,8 +150,8 @@ def lognormal_with_mean(mean_tokens: float, sigma: float, cap_tokens: float | No
     """A capped lognormal whose *capped* mean is ``mean_tokens`` — what a user means by "mean
     output 2,500 tokens" when answers are cut at ``max_tokens``.
 
-    The capped mean grows monotonically with the uncapped mean, so bisection finds it (to
-    0.01 % in at most 60 halvings).
+    The capped mean grows monotonically with the uncapped mean and is in closed form, so Brent's
+    method (``scipy.optimize.brentq``) finds the uncapped mean to 1e-9 of ``mean_tokens``.
 
     Raises:
         InputError: the mean is not below the cap.
@@ -160,15 +160,13 @@ def lognormal_with_mean(mean_tokens: float, sigma: float, cap_tokens: float | No
         return LengthDist(mean_tokens, sigma, cap_tokens)
     if not mean_tokens < cap_tokens:
         raise InputError("mean length", mean_tokens, f"a number of tokens below the cap {cap_tokens:g}")
-    lo, hi = mean_tokens, mean_tokens
-    while LengthDist(hi, sigma, cap_tokens).mean < mean_tokens:
+    from scipy.optimize import brentq
+
+    def gap(uncapped: float) -> float:
+        return LengthDist(uncapped, sigma, cap_tokens).mean - mean_tokens
+
+    hi = 2 * mean_tokens
+    while gap(hi) < 0:
         hi *= 2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if LengthDist(mid, sigma, cap_tokens).mean < mean_tokens:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-4 * mean_tokens:
-            break
-    return LengthDist(hi, sigma, cap_tokens)
+    uncapped = brentq(gap, mean_tokens, hi, xtol=1e-9 * mean_tokens, rtol=1e-12)
+    return LengthDist(uncapped, sigma, cap_tokens)

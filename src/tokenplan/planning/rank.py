@@ -34,6 +34,13 @@ def cheapest(results: list[OptionResult]) -> OptionResult | None:
     return min(ok, key=lambda r: r.best.cost.usd) if ok else None
 
 
+def _top_reasons(r: OptionResult, n: int) -> list[str]:
+    """The ``n`` reasons that rejected the most configurations (or, when nothing was generated,
+    why: every format or split was left out)."""
+    reasons = sorted(r.rejected, key=lambda k: -r.rejected[k])[:n]
+    return reasons or r.not_searched[:n] or [f"no configuration of {r.option.label} was generated"]
+
+
 def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) -> list[str]:
     """A few sentences that answer the hardware question.
 
@@ -44,7 +51,7 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
     for r in results:
         b = r.best
         if b is None:
-            lines.append(f"{r.option.label}: nothing fits — " + "; ".join(list(r.rejected)[:2]) + ".")
+            lines.append(f"{r.option.label}: nothing runs — " + "; ".join(_top_reasons(r, 2)) + ".")
             continue
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
@@ -60,8 +67,12 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
         if b is None or r.option.count < 2:
             continue
         n = widest_tp(r.option)
+        if n == 1:
+            continue
         if tp_all is None:
-            lines.append(f"TP{n} on {r.option.gpu.key} cannot run this model.")
+            why = next((k for k in sorted(r.rejected, key=lambda k: -r.rejected[k])
+                        if k.startswith((f"TP{n}×", f"TP{n}:", f"TP{n},"))), None)
+            lines.append(f"TP{n} on {r.option.gpu.key} cannot run this model" + (f": {why}." if why else "."))
         elif tp_all.evaluation.config.layout == b.evaluation.config.layout:
             lines.append(f"TP{n} is the right layout on {r.option.gpu.key}.")
         else:

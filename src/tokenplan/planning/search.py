@@ -18,8 +18,8 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import EngineFacts
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.planning.space import HardwareOption, candidates
-from tokenplan.units import Dtype
+from tokenplan.planning.space import HardwareOption, candidates, dropped_layouts, kv_dtypes, weight_dtypes
+from tokenplan.units import Dtype, GiB
 
 JOB_SIMULATED_PER_OPTION = 8  # leaders by steady throughput that get the whole-job simulation
 
@@ -55,8 +55,13 @@ class OptionResult:
         option: the GPUs.
         ranked: simulated candidates, fastest first.
         evaluated: every configuration that runs (steady state only), best throughput first.
-        rejected: reason → how many configurations it rejected.
+        rejected: reason → how many configurations it rejected. Each reason is said once for
+            its scope (a layout-independent reason once; a split's once per split; memory once
+            per split and weight format) and is never empty; layouts that do not divide the GPUs
+            count 1 each.
         configurations: how many configurations were evaluated in all.
+        not_searched: formats left out of the search unasked, each with why (empty when the
+            user named the formats).
     """
 
     option: HardwareOption
@@ -64,6 +69,7 @@ class OptionResult:
     evaluated: list[Evaluation]
     rejected: dict[str, int] = field(default_factory=dict)
     configurations: int = 0
+    not_searched: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> Candidate | None:
@@ -102,7 +108,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts,
     """
     eff = table.resolve(engine.name, option.gpu.architecture)
     runs: list[Evaluation] = []
-    reasons: Counter[str] = Counter()
+    rejections: list[Rejection] = []
     n = 0
     for config in candidates(model, option, engine, specs, weight_allowed, kv_allowed, vision_cut):
         n += 1
@@ -112,13 +118,43 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts,
             # A job smaller than one full batch never runs one: evaluate it at its own size.
             result = evaluate(model, option.gpu, config, eff, job.isl, job.osl, per_replica)
         if isinstance(result, Rejection):
-            reasons[f"{config.layout.describe()}: {result.reason}"] += 1
+            rejections.append(result)
         else:
             runs.append(result)
     runs.sort(key=lambda e: -e.output_tok_s_total)
     ranked = sorted((simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]),
                     key=lambda c: c.wall_s)
-    return OptionResult(option, ranked, runs, dict(reasons), n)
+    reasons = Counter(dropped_layouts(option.gpu, option.count))
+    reasons.update(rejection_reasons(rejections))
+    notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
+    return OptionResult(option, ranked, runs, dict(reasons), n, notes)
+
+
+def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
+    """Rejections → one-line reasons with how many configurations each rejected, each said once
+    for its scope: layout-independent reasons alone; a split's reasons after the split; memory
+    per split and weight format, with the smallest weights per GPU (and the largest where the
+    MTP draft layers add to them)."""
+    out: Counter[str] = Counter()
+    memory: dict[str, list[Rejection]] = {}
+    for r in rejections:
+        cfg = r.config
+        if r.kind == "memory":
+            memory.setdefault(f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights", []).append(r)
+        elif r.kind == "layout":
+            out[f"{cfg.layout.describe()}: {r.reason}"] += 1
+        elif r.kind == "kv":
+            out[f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV: {r.reason}"] += 1
+        else:
+            out[r.reason] += 1
+    for scope, group in memory.items():
+        least = min(group, key=lambda r: r.weight_bytes_per_gpu)
+        most = max(r.weight_bytes_per_gpu for r in group)
+        extra = f" ({most / GiB:.1f} GiB with the MTP draft layers)" if most > least.weight_bytes_per_gpu * 1.0001 else ""
+        out[f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU{extra} vs "
+            f"{least.usable_bytes_per_gpu / GiB:.1f} GiB usable (try more GPUs per replica or a smaller weight "
+            "format)"] += len(group)
+    return out
 
 
 def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate) -> Candidate | None:

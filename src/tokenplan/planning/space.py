@@ -30,8 +30,10 @@ class HardwareOption:
 
 
 def widest_tp(option: HardwareOption) -> int:
-    """The largest TP group an option allows: all its GPUs, within one scale-up domain."""
-    return _powers_of_two_up_to(min(option.count, option.gpu.max_gpus_per_scaleup))[-1]
+    """The largest TP group an option allows: a power of two that divides its GPUs, within one
+    scale-up domain (1 when no wider group divides the count, e.g. 7 GPUs)."""
+    return max(tp for tp in _powers_of_two_up_to(min(option.count, option.gpu.max_gpus_per_scaleup))
+               if option.count % tp == 0)
 
 
 def _powers_of_two_up_to(n: int) -> list[int]:
@@ -60,27 +62,62 @@ def layouts(model: ModelSpec, gpu: Gpu, count: int) -> list[Layout]:
     return out
 
 
-def weight_dtypes(model: ModelSpec, gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> list[Dtype]:
-    """BF16, FP8 (near-lossless), the model's own release format — and 4-bit formats the chip
-    runs natively only when asked for: they change the outputs a drafter or student learns from."""
-    native = Dtype(model.native_weight_dtype)
-    if native is not Dtype.BF16 and not allowed:
-        # A model released quantized (gpt-oss MXFP4, DeepSeek FP8) is served as released:
-        # re-quantizing it to another format changes its outputs and no recipe does it.
-        return [native]
-    wanted = [Dtype.BF16, Dtype.FP8] + ([Dtype.NVFP4, Dtype.MXFP4] if allowed else [])
-    out = [d for d in wanted if d is Dtype.BF16 or gpu.runs_natively(d)]
-    if native not in out:
-        out.append(native)
-    if allowed is not None:
-        out = [d for d in out if d in allowed]
+def dropped_layouts(gpu: Gpu, count: int) -> list[str]:
+    """Why the TP × PP splits that :func:`layouts` leaves out are not searched, one line each
+    with the numbers: the split does not divide the GPUs, or TP would leave the scale-up domain.
+    """
+    out = []
+    domain = gpu.max_gpus_per_scaleup
+    for tp in _powers_of_two_up_to(count):
+        if tp > domain:
+            out.append(f"TP{tp}: TP stays within one scale-up domain ({domain} GPUs on {gpu.scaleup.name}); "
+                       f"use PP or DP across domains")
+            continue
+        for pp in _powers_of_two_up_to(count // tp) if count % tp == 0 else [1]:
+            if count % (tp * pp):
+                split = f"TP{tp}" + (f"×PP{pp}" if pp > 1 else "")
+                lower, upper = count // (tp * pp) * tp * pp, (count // (tp * pp) + 1) * tp * pp
+                use = f"{lower} or {upper}" if lower else f"{upper}"
+                out.append(f"{split}: {count} GPUs are not a multiple of {tp * pp} ({count} = "
+                           f"{count // (tp * pp)}×{tp * pp} + {count % (tp * pp)}); use {use} GPUs")
     return out
 
 
-def kv_dtypes(gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> list[Dtype]:
-    """BF16 and, where the chip runs FP8, an FP8 KV cache."""
-    out = [Dtype.BF16] + ([Dtype.FP8] if gpu.runs_natively(Dtype.FP8) else [])
-    return [d for d in out if allowed is None or d in allowed]
+def weight_dtypes(model: ModelSpec, gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> tuple[list[Dtype], list[str]]:
+    """(weight formats to search, why others are not searched).
+
+    Unasked: BF16, FP8 (near-lossless) where the chip runs it natively, and the model's own
+    release format; 4-bit formats are searched only when named — they change the outputs a
+    drafter or student learns from. A model released quantized (gpt-oss MXFP4, DeepSeek FP8) is
+    served as released. Named formats (``allowed``) are all searched: the evaluation runs each
+    or rejects it with its reason (NVFP4 on AMD; a non-native format runs weight-only).
+    """
+    native = Dtype(model.native_weight_dtype)
+    if allowed:
+        return list(dict.fromkeys(allowed)), []
+    if native is not Dtype.BF16:
+        return [native], [f"other weight formats: {model.name} is released in {native.value} and served as "
+                          f"released (name one with --weight-dtype to re-quantize)"]
+    notes = ["4-bit weights (nvfp4, mxfp4, w4a16): searched only when named (--weight-dtype nvfp4): "
+             "they change the outputs a drafter or student learns from"]
+    out = [Dtype.BF16]
+    if gpu.runs_natively(Dtype.FP8):
+        out.append(Dtype.FP8)
+    else:
+        notes.append(f"fp8 weights: not native on {gpu.architecture} ({gpu.key}); searched only when named "
+                     "(--weight-dtype fp8: weight-only, at the BF16 compute rate)")
+    return out, notes
+
+
+def kv_dtypes(gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> tuple[list[Dtype], list[str]]:
+    """(KV-cache formats to search, why others are not searched): BF16 and, where the chip runs
+    FP8, an FP8 KV cache; named formats are all searched (the evaluation rejects what cannot run)."""
+    if allowed:
+        return list(dict.fromkeys(allowed)), []
+    if gpu.runs_natively(Dtype.FP8):
+        return [Dtype.BF16, Dtype.FP8], []
+    return [Dtype.BF16], [f"fp8 KV cache: not native on {gpu.architecture} ({gpu.key}); searched only when named "
+                          "(--kv-dtype fp8)"]
 
 
 def candidates(model: ModelSpec, option: HardwareOption, engine: EngineFacts, specs: list[SpecDecode | None],
@@ -101,9 +138,11 @@ def candidates(model: ModelSpec, option: HardwareOption, engine: EngineFacts, sp
         An iterator of Config, lazily (layouts × weight dtypes × KV dtypes × specs, plus the
         cap-lifted twins); feasibility is judged later by ``job.evaluate``. Raises nothing.
     """
+    weights, _ = weight_dtypes(model, option.gpu, weight_allowed)
+    kvs, _ = kv_dtypes(option.gpu, kv_allowed)
     for layout in layouts(model, option.gpu, option.count):
-        for w in weight_dtypes(model, option.gpu, weight_allowed):
-            for kv in kv_dtypes(option.gpu, kv_allowed):
+        for w in weights:
+            for kv in kvs:
                 for spec in specs:
                     yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut)
                     caps_by_default = (spec is not None and engine.spec_max_running_default is not None) or (

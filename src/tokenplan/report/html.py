@@ -99,12 +99,28 @@ def comparison_html(plan: dict) -> str:
         else:
             parts.append(f"<p class=\"sub\">Rejected on {escape(o['option'])}: none of "
                          f"{o['configurations']} configurations.</p>")
-    return "<h2>Options compared</h2>" + "".join(parts)
+    notes = dict.fromkeys(n for o in plan["options"] for n in o.get("not_searched", []))
+    if notes:
+        parts.append("<p class=\"sub\"><b>Not searched</b>: " + "; ".join(escape(n) for n in notes) + ".</p>")
+    return _provisioning_html(plan) + "<h2>Options compared</h2>" + "".join(parts)
+
+
+def _provisioning_html(plan: dict) -> str:
+    """The provisioning answer (fewest GPUs per type), when the plan has a deadline or budget."""
+    if not plan.get("provisioning"):
+        return ""
+    from tokenplan.report.tables import provisioning_rows
+
+    title, head, rows = provisioning_rows(plan)
+    return f"<h2>{escape(title)}</h2>" + _table(head, rows, numeric={1, 2, 3, 4})
 
 
 def _answer_html(plan: dict) -> str:
     items = "".join(f"<li>{escape(line)}</li>" for line in plan["answer"])
     return f"<h2>The answer</h2><ul>{items}</ul>"
+
+
+from tokenplan.report.tables import ENGINE_NAMES  # noqa: E402
 
 
 def _launch_html(plan: dict) -> str:
@@ -114,8 +130,10 @@ def _launch_html(plan: dict) -> str:
     best = next(o for o in plan["options"] if o["option"] == rec["option"])
     return (f"<h2>Launch ({escape(rec['option'])})</h2><p>Drive it with {best['concurrency_per_endpoint']:,} requests "
             f"in flight per endpoint (e.g. <code>tokenplan generate --concurrency "
-            f"{best['concurrency_per_endpoint']}</code>).</p><pre>{escape(best['launch']['sglang'])}</pre>"
-            f"<pre>{escape(best['launch']['vllm'])}</pre>")
+            f"{best['concurrency_per_endpoint']}</code>).</p>"
+            + "".join(f"<p class=\"sub\">{escape(ENGINE_NAMES.get(e, e))}"
+                      + (" (the planned engine)" if i == 0 else " (its own default memory setting)")
+                      + f"</p><pre>{escape(cmd)}</pre>" for i, (e, cmd) in enumerate(best["launch"].items())))
 
 
 def _speedup_note(data: dict) -> str:

@@ -8,6 +8,8 @@ from rich.text import Text
 
 from tokenplan.units import GiB
 
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
+
 
 def _money(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"${x:,.{digits}f}"
@@ -29,6 +31,42 @@ def plan_table(result: dict) -> Table:
     return t
 
 
+def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
+    """(title, header, rows) of the provisioning answer (``plan``'s ``provisioning``): per GPU
+    type, the fewest GPUs that meet the deadline and budget, and the job at that count. Shared by
+    the terminal table and the HTML report."""
+    prov = result["provisioning"]
+    limits = []
+    if prov["deadline_days"] is not None:
+        days = prov["deadline_days"]
+        limits.append(f"deadline {days:g} day" + ("" if days == 1 else "s"))
+    if prov["budget_usd"] is not None:
+        limits.append(f"budget ${prov['budget_usd']:,.0f}")
+    rows = []
+    for r in prov["options"]:
+        if not r["meets"]:
+            rows.append([r["gpu"], "none", "—", "—", "—", r["why"]])
+            continue
+        nodes = f" ({r['nodes']} × {r['unit_gpus']})" if r["unit_gpus"] > 1 else ""
+        rows.append([r["gpu"], f"{r['gpus']}{nodes}", f"{r['wall_days']:.2f}", _money(r["usd"]),
+                     _money(r["usd_per_gpu_hour"], 2), r["configuration"]])
+    return (f"Fewest GPUs · {' · '.join(limits)}",
+            ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"], rows)
+
+
+def provisioning_table(result: dict) -> Table | None:
+    """The provisioning answer as a rich table (None when the plan has no deadline or budget)."""
+    if not result.get("provisioning"):
+        return None
+    title, head, rows = provisioning_rows(result)
+    t = Table(title=title, header_style="bold")
+    for i, col in enumerate(head):
+        t.add_column(col, justify="right" if i in (1, 2, 3, 4) else "left")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
 def plan_details(result: dict) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
     job = result["job"]
@@ -44,8 +82,12 @@ def plan_details(result: dict) -> Group:
                           f"requests in flight per server (the running limit plus 10 %, so a finished "
                           f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
                           style="bold"))
-        parts.append(Text("SGLang:\n" + best["launch"]["sglang"]))
-        parts.append(Text("vLLM:\n" + best["launch"]["vllm"]))
+        engine, command = next(iter(best["launch"].items()))  # the planned engine's, first
+        parts.append(Text(f"{ENGINE_NAMES.get(engine, engine)}:\n{command}"))
+        others = [ENGINE_NAMES.get(e, e) for e in list(best["launch"])[1:]]
+        if others:
+            parts.append(Text(f"(--json also gives the {' and '.join(others)} commands, each with its own default "
+                              f"memory setting; plan with --engine to get their figures)", style="dim"))
         if best["warnings"]:
             parts.append(Text("Warnings: " + "; ".join(best["warnings"]), style="yellow"))
     for o in result["options"]:
@@ -53,6 +95,9 @@ def plan_details(result: dict) -> Group:
             reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])[:4]
             parts.append(Text(f"Rejected on {o['option']}: " + "; ".join(f"{r} (×{n})" for r, n in reasons),
                               style="dim"))
+    notes = dict.fromkeys(n for o in result["options"] for n in o.get("not_searched", []))
+    if notes:
+        parts.append(Text("Not searched: " + "; ".join(notes) + ".", style="dim"))
     return Group(*parts)
 
 

@@ -1,0 +1,181 @@
+"""Provisioning: the fewest GPUs of one type that finish the job by a deadline and within a budget.
+
+GPUs are counted in whole rental units (``Gpu.node_gpus``: one PCIe card, an 8-GPU HGX board, a
+4-GPU GB200 NVL72 tray). More GPUs add replicas, so the job's wall time falls as the count grows
+while its cost stays level or rises (a longer drain tail per replica, wider layouts): the counts
+that meet a deadline form an upward-closed set, and the search doubles the number of units until
+the target is met, then bisects between the last count that missed and the first that met.
+Each count tried is searched in full (every layout, format and speculative setting) by the
+caller's ``search_at``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tokenplan.units import S_PER_DAY
+
+DEFAULT_MAX_UNITS = 64  # the most rental units one search considers (512 GPUs of an 8-GPU board)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the job must meet: a wall time (seconds) and/or a cost (USD); None = no limit."""
+
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+
+    def met_by(self, wall_s: float, usd: float | None) -> bool:
+        """True when a job of ``wall_s`` seconds costing ``usd`` (None = unknown price) meets
+        both limits. An unknown price never meets a budget."""
+        if self.deadline_s is not None and wall_s > self.deadline_s:
+            return False
+        if self.budget_usd is not None and (usd is None or usd > self.budget_usd):
+            return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The job at one GPU count: its fastest configuration that meets the target, else its
+    fastest configuration (``meets`` False), or nothing that runs (``wall_s`` None).
+
+    Attributes:
+        gpus: GPUs (a whole number of rental units).
+        wall_s: job wall time (seconds), None when no configuration runs at this count.
+        usd: job cost (USD), None when unknown.
+        meets: the target is met.
+        payload: the caller's object for this count (its search result and chosen candidate).
+    """
+
+    gpus: int
+    wall_s: float | None
+    usd: float | None
+    meets: bool
+    payload: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Provision:
+    """The answer for one GPU type.
+
+    Attributes:
+        unit_gpus: GPUs per rental unit.
+        chosen: the fewest-GPU outcome that meets the target, or None.
+        closest: when none meets it, the tried count that came closest (the most GPUs that run).
+        tried: every count searched, fewest GPUs first.
+        why: one line: what the chosen count does, or why no count up to the limit meets it.
+    """
+
+    unit_gpus: int
+    chosen: Outcome | None
+    closest: Outcome | None
+    tried: list[Outcome] = field(default_factory=list)
+    why: str = ""
+
+
+def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: int,
+                target: Target | None = None) -> Provision:
+    """The fewest GPUs, in multiples of ``unit_gpus`` up to ``max_gpus``, whose outcome meets the
+    target (see the module docstring for the search).
+
+    Args:
+        outcome_at: the job at a GPU count (called once per count tried).
+        unit_gpus: GPUs per rental unit (≥ 1).
+        max_gpus: the most GPUs to consider (≥ ``unit_gpus``).
+        target: the limits, only to say in ``why`` which one the closest count misses.
+
+    Returns:
+        Provision: ``chosen`` None when no count up to ``max_gpus`` meets the target; ``why``
+        then says what the largest count tried achieves. Raises nothing of its own.
+    """
+    tried: dict[int, Outcome] = {}
+
+    def at(units: int) -> Outcome:
+        if units not in tried:
+            tried[units] = outcome_at(units * unit_gpus)
+        return tried[units]
+
+    max_units = max(1, max_gpus // unit_gpus)
+    lo, hi = 0, None  # lo: most units known to miss (0 = none tried); hi: fewest known to meet
+    for units in _doubling(max_units):
+        if at(units).meets:
+            hi = units
+            break
+        lo = units
+    if hi is None:
+        closest = _closest(list(tried.values()))
+        return Provision(unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid).meets:
+            hi = mid
+        else:
+            lo = mid
+    chosen = tried[hi]
+    return Provision(unit_gpus, chosen, None, _sorted(tried), "")
+
+
+def _doubling(n: int):
+    """1, 2, 4, … below ``n``, then ``n``."""
+    units = 1
+    while units < n:
+        yield units
+        units *= 2
+    yield n
+
+
+def _sorted(tried: dict[int, Outcome]) -> list[Outcome]:
+    return [tried[k] for k in sorted(tried)]
+
+
+def _closest(outcomes: Sequence[Outcome]) -> Outcome | None:
+    """The outcome with the most GPUs among those where something runs."""
+    running = [o for o in outcomes if o.wall_s is not None]
+    return max(running, key=lambda o: o.gpus) if running else None
+
+
+def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None) -> str:
+    if closest is None:
+        return f"no configuration runs on up to {max_gpus} GPUs"
+    money = f", ${closest.usd:,.0f}" if closest.usd is not None else " (no public price: pass --price)"
+    missed = []
+    if target is not None and target.deadline_s is not None and closest.wall_s > target.deadline_s:
+        missed.append(f"over the {target.deadline_s / S_PER_DAY:g}-day deadline")
+    if target is not None and target.budget_usd is not None:
+        if closest.usd is None:
+            missed.append("no price to check the budget against")
+        elif closest.usd > target.budget_usd:
+            missed.append(f"over the ${target.budget_usd:,.0f} budget")
+    why = f" ({', '.join(missed)})" if missed else ""
+    return (f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take "
+            f"{closest.wall_s / S_PER_DAY:.2f} days{money}{why}")
+
+
+def outcome(result, gpus: int, target: Target) -> Outcome:
+    """The job at ``gpus`` GPUs from one option's search (an ``OptionResult``): its fastest
+    simulated configuration that meets ``target``, else its fastest one. The payload is
+    ``(result, candidate)`` (candidate None when nothing runs). Raises nothing."""
+    for c in result.ranked:  # fastest first
+        if target.met_by(c.wall_s, c.cost.usd):
+            return Outcome(gpus, c.wall_s, c.cost.usd, True, (result, c))
+    best = result.best
+    if best is None:
+        return Outcome(gpus, None, None, False, (result, None))
+    return Outcome(gpus, best.wall_s, best.cost.usd, False, (result, best))
+
+
+def provision(search_at: Callable[[int], object], target: Target, unit_gpus: int, max_gpus: int) -> Provision:
+    """The fewest GPUs (whole units) whose best configuration meets ``target``.
+
+    Args:
+        search_at: the option's full search at a GPU count (returns an ``OptionResult``).
+        target: the deadline (seconds) and/or budget (USD).
+        unit_gpus, max_gpus: GPUs per rental unit; the most GPUs to consider.
+
+    Returns:
+        Provision (see :func:`fewest_gpus`); each outcome's payload is ``(OptionResult,
+        Candidate | None)``. Raises nothing of its own.
+    """
+    return fewest_gpus(lambda n: outcome(search_at(n), n, target), unit_gpus, max_gpus, target)

@@ -1,0 +1,67 @@
+"""Launch commands per engine: each engine's own command and its own memory setting; the
+planned engine's command first (engine-facts S1, V1, T1, T2, T12)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tokenplan.api_plan import PlanRequest, plan
+
+
+@pytest.fixture(scope="module")
+def trtllm() -> dict:
+    return plan(PlanRequest(engine="trtllm", gpus=("8xb200",)))["options"][0]
+
+
+def test_trtllm_plan_launches_trtllm_serve_with_its_yaml(trtllm):
+    launch = trtllm["launch"]
+    assert list(launch) == ["trtllm", "sglang", "vllm"]
+    cmd = launch["trtllm"]
+    assert "trtllm-serve Qwen/Qwen3.6-27B" in cmd and "--backend pytorch" in cmd
+    assert "--extra_llm_api_options extra_llm_api_options.yaml" in cmd
+    yaml_text = cmd.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
+    # TRT-LLM's own memory setting: kv_cache_config.free_gpu_memory_fraction, default 0.9 (T2).
+    assert "kv_cache_config:\n  free_gpu_memory_fraction: 0.90" in yaml_text
+    if trtllm["kv_dtype"] == "fp8":
+        assert "  dtype: fp8" in yaml_text
+    if trtllm["spec"].startswith("mtp"):
+        k = int(re.search(r"k=(\d+)", trtllm["spec"]).group(1))
+        assert f"speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: {k}" in yaml_text
+    assert f"--max_batch_size {trtllm['max_running_requests']}" in cmd
+    # No SGLang or vLLM flag in the TRT-LLM command, and no SGLang fraction anywhere: 0.9 is TRT-LLM's.
+    assert "--mem-fraction-static" not in cmd and "--tp-size" not in cmd and "--gpu-memory-utilization" not in cmd
+    assert all("--mem-fraction-static" not in c for c in launch.values())
+
+
+def test_trtllm_data_parallel_means_one_server_per_replica(trtllm):
+    if trtllm["layout"].endswith("DP8"):
+        assert "# one server per replica: start 8 of these" in trtllm["launch"]["trtllm"]
+        # So each endpoint gets one replica's batch plus 10 % (at least 8).
+        limit = trtllm["max_running_requests"]
+        assert trtllm["concurrency_per_endpoint"] == limit + max(8, -(-limit // 10))
+
+
+def test_sglang_plan_keeps_each_engines_own_memory_setting():
+    o = plan(PlanRequest(gpus=("8xb200",)))["options"][0]
+    assert list(o["launch"]) == ["sglang", "vllm", "trtllm"]
+    assert re.search(r"--mem-fraction-static 0\.\d{3}", o["launch"]["sglang"])
+    assert "--gpu-memory-utilization 0.92" in o["launch"]["vllm"]  # vLLM's default (V1)
+    assert "free_gpu_memory_fraction: 0.90" in o["launch"]["trtllm"]  # TRT-LLM's default (T2)
+
+
+def test_amd_has_no_trtllm_command():
+    o = plan(PlanRequest(gpus=("8xmi300x",), specs=("none",)))["options"][0]
+    assert list(o["launch"]) == ["sglang", "vllm"]
+
+
+def test_terminal_shows_only_the_planned_engines_command():
+    from typer.testing import CliRunner
+
+    from tokenplan.cli import app, register_commands
+
+    register_commands()  # commands load lazily; a test of the whole app loads them all
+
+    out = CliRunner().invoke(app, ["plan", "--engine", "trtllm", "--gpu", "8xb200", "--spec", "none"]).stdout
+    assert "trtllm-serve" in out and "sglang.launch_server" not in out and "--mem-fraction-static" not in out

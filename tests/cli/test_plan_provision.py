@@ -1,0 +1,115 @@
+"""``tokenplan plan --deadline/--budget``: per GPU type, the fewest GPUs (whole nodes) that meet
+the target, with the days and dollars at that count — checked against hand arithmetic."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.errors import InputError
+
+HOURS_PER_DAY = 24
+
+
+@pytest.fixture(scope="module")
+def one_day() -> dict:
+    """The issue's command: ``plan --deadline 1d --gpu b200 --gpu h200 --gpu rtx-pro-6000 --json``."""
+    out = subprocess.run(
+        [sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", "--deadline", "1d",
+         "--gpu", "b200", "--gpu", "h200", "--gpu", "rtx-pro-6000", "--json"],
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_each_gpu_gets_a_count_days_and_dollars(one_day):
+    rows = {r["gpu"]: r for r in one_day["provisioning"]["options"]}
+    assert set(rows) == {"b200", "h200", "rtx-pro-6000"}
+    assert one_day["provisioning"]["deadline_days"] == 1.0
+    for gpu, unit in (("b200", 8), ("h200", 8), ("rtx-pro-6000", 1)):
+        row = rows[gpu]
+        assert row["meets"] and row["unit_gpus"] == unit
+        assert row["gpus"] % unit == 0 and row["nodes"] == row["gpus"] // unit
+        assert row["wall_days"] <= 1.0
+        # dollars = GPUs × days × 24 h × $/GPU-hour (the catalog price: b200 $5.25, h200 $4.00,
+        # rtx-pro-6000 $0.89)
+        assert row["usd"] == pytest.approx(row["gpus"] * row["wall_days"] * HOURS_PER_DAY * row["usd_per_gpu_hour"],
+                                           rel=1e-9)
+        fewer = [t for t in row["tried"] if t["gpus"] == row["gpus"] - unit]
+        assert row["gpus"] == unit or (fewer and not fewer[0]["meets"] and fewer[0]["wall_days"] > 1.0)
+    # The plan's options are the provisioned counts.
+    assert [o["count"] for o in one_day["options"]] == [rows[g]["gpus"] for g in ("b200", "h200", "rtx-pro-6000")]
+
+
+def test_rtx_count_follows_from_its_one_gpu_time(one_day):
+    # Replicas split the requests: n TP1 replicas take about T1 / n, where T1 is the job on one
+    # GPU (one replica). The fewest n within a day is ceil(T1 / 1 day); with the drain tail
+    # (a few minutes per replica) the model may need one more GPU, never fewer.
+    row = next(r for r in one_day["provisioning"]["options"] if r["gpu"] == "rtx-pro-6000")
+    t1_days = next(t["wall_days"] for t in row["tried"] if t["gpus"] == 1)
+    assert row["gpus"] in (math.ceil(t1_days), math.ceil(t1_days) + 1)
+    # GPU-hours are nearly constant in n: dollars at n within 1 % of dollars on one GPU.
+    usd1 = next(t["usd"] for t in row["tried"] if t["gpus"] == 1)
+    assert row["usd"] == pytest.approx(usd1, rel=0.01)
+
+
+def test_answer_sentences_name_the_count(one_day):
+    text = " ".join(one_day["answer"])
+    row = next(r for r in one_day["provisioning"]["options"] if r["gpu"] == "b200")
+    assert f"b200 within 1 day: {row['gpus']} GPUs ({row['nodes']} × 8-GPU node" in text
+
+
+def test_budget_below_what_any_count_costs_is_a_reasoned_miss():
+    # qwen3.6-27b on B200 costs ~$440 at any count (GPU-hours are constant); $100 is met by none.
+    p = plan(PlanRequest(gpus=("16xb200",), budget_usd=100))
+    row = p["provisioning"]["options"][0]
+    assert not row["meets"] and row["gpus"] is None
+    assert row["why"].startswith("no count up to 16 GPUs meets the target; 16 GPUs take")
+    assert row["why"].endswith("(over the $100 budget)")
+    assert [t["gpus"] for t in row["tried"]] == [8, 16]
+
+
+@pytest.mark.parametrize("field, kwargs", [("deadline", {"deadline_s": 0}), ("budget", {"budget_usd": -5})])
+def test_non_positive_targets_are_refused(field, kwargs):
+    with pytest.raises(InputError, match=field):
+        plan(PlanRequest(**kwargs))
+
+
+@pytest.mark.parametrize("text, seconds", [("2d", 172_800), ("36h", 129_600), ("90m", 5_400), ("1.5d", 129_600),
+                                           ("1w", 604_800)])
+def test_durations(text, seconds):
+    from tokenplan.cli.options import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["2", "two days", "-1d", "0h", "3y"])
+def test_bad_durations(text):
+    from tokenplan.cli.options import parse_duration
+
+    with pytest.raises(InputError, match="deadline"):
+        parse_duration(text)
+
+
+def test_the_html_report_and_the_table_show_the_provisioning_answer():
+    from rich.console import Console
+
+    from tokenplan.api_plan import plan_report_data
+    from tokenplan.report.html import plan_report_html
+    from tokenplan.report.tables import provisioning_table
+
+    data = plan_report_data(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)), ("throughput",))
+    row = data["plan"]["provisioning"]["options"][0]
+    html = plan_report_html(data)
+    assert "<h2>Fewest GPUs · deadline 1 day</h2>" in html
+    assert f"<td class=\"n\">{row['gpus']} ({row['nodes']} × 8)</td>" in html
+    console = Console(width=200, record=True)
+    console.print(provisioning_table(data["plan"]))
+    text = console.export_text()
+    assert "Fewest GPUs · deadline 1 day" in text and f"{row['gpus']} ({row['nodes']} × 8)" in text
+    assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",)))) is None

@@ -1,0 +1,35 @@
+"""Readiness waits for tests that signal a running ``tokenplan generate``: instead of a fixed
+sleep (which lands before the process installed its handlers on a loaded machine), wait until
+the run has stored records — the runner stores only inside its dispatch loop, after its SIGINT /
+SIGTERM handlers are installed."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+POLL_S = 0.02
+
+
+def stored_lines(run_dir: Path) -> int:
+    """Complete lines in the run's shards (a torn last line is not counted)."""
+    return sum(p.read_bytes().count(b"\n") for p in (run_dir / "shards").glob("part-*.jsonl"))
+
+
+def wait_for_stored(run_dir: Path, more_than: int, proc: subprocess.Popen, timeout_s: float = 120.0) -> int:
+    """Block until the run holds more than ``more_than`` stored lines; return how many.
+
+    Raises:
+        AssertionError: the process exited first, or ``timeout_s`` passed (a hung runner).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        n = stored_lines(run_dir) if (run_dir / "shards").is_dir() else 0
+        if n > more_than:
+            return n
+        if proc.poll() is not None:
+            raise AssertionError(f"the runner exited ({proc.returncode}) before storing more than {more_than} lines")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no stored line beyond {more_than} within {timeout_s:.0f} s")
+        time.sleep(POLL_S)
