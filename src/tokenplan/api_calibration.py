@@ -8,6 +8,7 @@ Names in the measurement rows are resolved through the same ``api.build_config``
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,21 @@ def resolve_case(m: Measurement) -> Case | SkippedRow:
         return SkippedRow(m.line, m.row_id, str(exc))
     per_replica = None if m.concurrency is None else m.concurrency / config.layout.dp
     return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model),
-                LengthDist(m.isl_tokens), LengthDist(m.osl_tokens), per_replica)
+                stated_lengths(m.isl_tokens, m.length_low_fraction),
+                stated_lengths(m.osl_tokens, m.length_low_fraction), per_replica)
+
+
+def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:
+    """The length distribution a row states: fixed at its mean, or uniform on ``[f·L, L]`` with
+    mean ``(1 + f)·L/2`` (InferenceX, ``f`` = 0.8) as a lognormal of the same mean and
+    coefficient of variation ``(1 − f) / ((1 + f)·√3)`` (the uniform's sd ``(1 − f)·L/√12``
+    over its mean; σ = √ln(1 + CV²)), capped at ``L``. For f = 0.8: CV 0.064, σ 0.064, and
+    the running mean E[L²]/E[L] is 1.004 × the mean, as for the uniform itself."""
+    if low_fraction is None or not 0 < low_fraction < 1:
+        return LengthDist(mean_tokens)
+    cv = (1 - low_fraction) / ((1 + low_fraction) * math.sqrt(3))
+    top = 2 * mean_tokens / (1 + low_fraction)
+    return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
 
 
 def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:

@@ -9,8 +9,10 @@ noise; the default is pulled toward the documented physical defaults the same wa
 :data:`EFFICIENCY_BOUNDS`.
 
 Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, and TTFT at
-:attr:`FitOptions.ttft_weight`), ``w`` from the row's trust (:attr:`FitOptions.trust_weight`)
-and its file's size (so the 2,500 serving rows do not drown the throughput file). Loss
+:attr:`FitOptions.ttft_weight`; an InferenceX row gives all three), ``w`` from the row's trust
+(:attr:`FitOptions.trust_weight`) and its kind's size (:func:`row_kind`: throughput-only,
+serving-only, or both; each kind weighs as much in all as the smallest one, so the 2,500
+serving rows do not drown the throughput file). Loss
 ``soft_l1`` with scale 0.2: errors beyond ~20 % count linearly. Every knob, with its reason,
 is a field of :class:`FitOptions`.
 
@@ -236,9 +238,18 @@ def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Effic
     return Efficiency(**merged)
 
 
+def row_kind(case: Case) -> str:
+    """``throughput`` (output tok/s only: dev.csv), ``serving`` (TTFT and TPOT only:
+    serving-dev.csv) or ``both`` (all three: inferencex-dev.csv); each kind is weighted as one
+    file (see :func:`fit`)."""
+    m = case.measurement
+    if m.output_tok_s_per_gpu is None:
+        return "serving"
+    return "both" if m.tpot_s is not None else "throughput"
+
+
 def _row_weight(case: Case, file_weight: dict[str, float], options: FitOptions) -> float:
-    kind = "serving" if case.measurement.tpot_s is not None else "throughput"
-    return options.weight_of_trust(case.measurement.trust) * file_weight[kind]
+    return options.weight_of_trust(case.measurement.trust) * file_weight[row_kind(case)]
 
 
 def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
@@ -246,11 +257,12 @@ def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.t
     rejected)."""
     p = predict_case(case, eff)
     m = case.measurement
+    pairs = [(p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0), (p.tpot_s, m.tpot_s, 1.0),
+             (p.ttft_s, m.ttft_s, ttft_weight)]
+    pairs = [(pr, me, w) for pr, me, w in pairs if me is not None]
     if p.rejected is not None:
-        return [0.0] * (1 if m.output_tok_s_per_gpu is not None else 2)
-    if m.output_tok_s_per_gpu is not None:
-        return [math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)]
-    return [math.log(p.tpot_s / m.tpot_s), ttft_weight * math.log(p.ttft_s / m.ttft_s)]
+        return [0.0] * len(pairs)
+    return [w * math.log(pr / me) for pr, me, w in pairs]
 
 
 def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions()) -> FitResult:
@@ -264,9 +276,9 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     x0 = np.array([_to_x(name, getattr(base, name)) for _, name in params])
     lo, hi = zip(*(_bounds_x(name) for _, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
-    n_kind = {"throughput": 0, "serving": 0}
+    n_kind = {"throughput": 0, "serving": 0, "both": 0}
     for c in cases:
-        n_kind["serving" if c.measurement.tpot_s is not None else "throughput"] += 1
+        n_kind[row_kind(c)] += 1
     ref = max(min(v for v in n_kind.values() if v) if any(n_kind.values()) else 1, 1)
     file_weight = {k: math.sqrt(ref / v) if v else 1.0 for k, v in n_kind.items()}
     weights = [_row_weight(c, file_weight, options) for c in cases]
