@@ -38,7 +38,7 @@ from tokenplan.units import Dtype
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
-                  "prefill_wave_fraction")
+                  "prefill_wave_fraction", "layer_latency_s")
 ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction")
 
 

@@ -112,12 +112,14 @@ def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, is
 
 
 def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
-    """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head."""
+    """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
+    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost."""
     one = step_time(d, eff, batch, ctx)
     kernel = one.total_s - one.overhead_s
     lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
     layer_share = spec.draft_layers / d.spec.num_layers
-    return spec.draft_tokens * (kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch)
+    per_pass = kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch
+    return spec.draft_tokens * (per_pass + eff.layer_latency_s * spec.draft_layers)
 
 
 # Highest prefill utilisation the M/D/1 wait is evaluated at. The Pollaczek–Khinchine wait
