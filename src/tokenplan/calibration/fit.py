@@ -172,6 +172,7 @@ class CrossValidation:
     median_abs: float
     p90_abs: float
     errors: tuple[float, ...] = field(default=())
+    residuals: tuple = field(default=())  # bands.Residual of every held-out row and metric
 
 
 def _levels(case: Case) -> tuple[str, str, str]:
@@ -265,15 +266,19 @@ def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.t
     return [w * math.log(pr / me) for pr, me, w in pairs]
 
 
-def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions()) -> FitResult:
-    """Fit the factors the data supports (see the module docstring)."""
+def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions(),
+        start: dict[tuple[str, str], float] | None = None) -> FitResult:
+    """Fit the factors the data supports (see the module docstring). ``start``: (level,
+    factor) → value to start from (a warm start, e.g. a full fit's factors for a
+    cross-validation refit); the priors still pull toward ``base``."""
     import numpy as np
     from scipy.optimize import least_squares
 
     base = base or Efficiency()
     params = parameters(cases, options)
     index = {p: i for i, p in enumerate(params)}
-    x0 = np.array([_to_x(name, getattr(base, name)) for _, name in params])
+    start = start or {}
+    x0 = np.array([_to_x(name, start.get((level, name), getattr(base, name))) for level, name in params])
     lo, hi = zip(*(_bounds_x(name) for _, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
     n_kind = {"throughput": 0, "serving": 0, "both": 0}
@@ -353,26 +358,31 @@ class _Dummy:
 
 
 def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
-                   options: FitOptions = FitOptions(), main_only: bool = True) -> CrossValidation:
+                   options: FitOptions = FitOptions(), main_only: bool = True,
+                   start: dict[tuple[str, str], float] | None = None) -> CrossValidation:
     """Leave one GPU (``by="gpu"``) or one model (``by="model"``) out at a time: refit on the
     rest, predict the held-out rows, and pool their |log errors| as relative errors."""
     key = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
     names = sorted({key(c) for c in cases})
-    folds, pooled = [], []
+    from tokenplan.calibration.heldout import case_residuals
+
+    folds, pooled, residuals = [], [], []
     for name in names:
         train = [c for c in cases if key(c) != name]
         test = [c for c in cases if key(c) == name]
         if not train:
             continue
-        result = fit(train, base, options)
+        result = fit(train, base, options, start=start)
         errors = []
         for c in test:
-            eff = result.table.resolve(c.engine, c.architecture)
-            r = log_residuals(c, eff, options.ttft_weight)
-            if predict_case(c, eff).rejected is None:
-                errors.append(math.expm1(r[0]))
+            held = case_residuals(c, result.table.resolve(c.engine, c.architecture))
+            residuals += held
+            if held:  # the row's first measured quantity: throughput, else TPOT
+                errors.append(math.expm1(held[0].log_error if c.measurement.output_tok_s_per_gpu is not None
+                                         else -held[0].log_error))
         if errors:
             folds.append(CvFold(name, len(errors), percentile([abs(e) for e in errors], 50)))
             pooled += errors
     absolute = [abs(e) for e in pooled]
-    return CrossValidation(by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled))
+    return CrossValidation(by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled),
+                           tuple(residuals))
