@@ -39,7 +39,12 @@ from tokenplan.units import Dtype
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
                   "prefill_wave_fraction", "layer_latency_s")
-ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction")
+# Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
+# silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
+# of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
+# engine × architecture as well.
+ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction", "hbm_fraction", "attention_fraction",
+                "layer_latency_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +315,8 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
 
     sol = least_squares(residuals, x0, bounds=(np.array(lo), np.array(hi)), loss=options.loss,
                         f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0,
-                        diff_step=options.diff_step, ftol=options.ftol)
+                        diff_step=options.diff_step, ftol=options.ftol,
+                        jac_sparsity=_sparsity(cases, params, index, options))
     uncertainty = _uncertainty(sol, len(params))
     factors = []
     for (level, name), i in index.items():
@@ -325,10 +331,39 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
                      tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound), tuple(options.held))
 
 
+def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict, options: FitOptions):
+    """Which parameter each residual can depend on: a row's residuals on the factors of its
+    three levels, a prior residual on its factor and its parent's. scipy then perturbs factors
+    of disjoint groups together in one finite-difference evaluation (Curtis–Powell–Reid), so a
+    Jacobian costs about the default level's factors plus one group's, not one evaluation per
+    factor; the Jacobian is the same."""
+    import numpy as np
+
+    rows = []
+    for c in cases:
+        levels = set(_levels(c))
+        cols = [i for (level, _), i in index.items() if level in levels]
+        rows += [cols] * len(log_residuals_count(c, options.ttft_weight))
+    for (level, name), i in index.items():
+        up = "default" if "/" not in level else level.split("/")[0]
+        parents = [index[p] for p in ((up, name), ("default", name)) if p in index and level != "default"]
+        rows.append([i] + parents[:1])
+    out = np.zeros((len(rows), len(params)), dtype=bool)
+    for r, cols in enumerate(rows):
+        out[r, cols] = True
+    return out
+
+
+def log_residuals_count(case: Case, ttft_weight: float) -> list[None]:
+    """One entry per residual :func:`log_residuals` returns for the case (its measured quantities)."""
+    m = case.measurement
+    return [None for v in (m.output_tok_s_per_gpu, m.tpot_s, m.ttft_s) if v is not None]
+
+
 def _uncertainty(sol, n_params: int) -> list[float]:
     import numpy as np
 
-    jac = sol.jac
+    jac = sol.jac.toarray() if hasattr(sol.jac, "toarray") else sol.jac  # sparse with jac_sparsity
     dof = max(jac.shape[0] - n_params, 1)
     s2 = 2.0 * sol.cost / dof
     try:
