@@ -43,8 +43,11 @@ ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", 
 # silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
 # of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
 # engine × architecture as well.
-ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction", "hbm_fraction", "attention_fraction",
-                "layer_latency_s")
+# The GEMM efficiency curve gemm_fraction · T/(T + gemm_half_tokens) is fitted per engine ×
+# architecture: tile shapes, wave quantization and the kernels an engine picks (CUTLASS,
+# DeepGEMM, Triton, hipBLASLt) differ per silicon.
+ARCH_FACTORS = ("gemm_fraction", "gemm_half_tokens", "lowprec_fraction", "dequant_fraction", "hbm_fraction",
+                "attention_fraction", "layer_latency_s")
 
 
 @dataclass(frozen=True, slots=True)
