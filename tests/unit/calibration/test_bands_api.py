@@ -48,3 +48,16 @@ def test_unseen_gpu_and_large_batch_say_so_and_widen(shipped_bands):
     assert any("outside the measured regime" in w for w in p["warnings"])
     big = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=200))
     assert "above the largest measured" in big["error_band"]["outside_measured_regime"]
+
+
+def test_plan_options_bound_days_and_dollars(shipped_bands):
+    from tokenplan.api_plan import PlanRequest, plan
+
+    result = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xh100-sxm",), samples=1000, specs=("none",),
+                              weight_dtypes=("bf16",), kv_dtypes=("bf16",)))
+    (o,) = result["options"]
+    # days ∝ 1/rate: [days·e^−0.1, days·e^0.2] (at most; wider where the regime is left)
+    assert o["wall_days_interval"]["low"] <= o["wall_days"] * math.exp(-0.1) * (1 + 1e-9)
+    assert o["wall_days_interval"]["high"] >= o["wall_days"] * math.exp(0.2) * (1 - 1e-9)
+    assert o["usd_interval"]["low"] < o["usd"] < o["usd_interval"]["high"]
+    assert o["output_tok_s_total_interval"]["low"] < o["output_tok_s_total"] < o["output_tok_s_total_interval"]["high"]
