@@ -53,6 +53,13 @@ def _cv_table(d: dict) -> Table:
     return t
 
 
+def _coverage_line(table) -> str:
+    """One line: the nested cross-validation coverage of the 80 % bands, per metric."""
+    parts = [f"{m} {c * 100:.0f} %" for m, c in table.checked_coverage.items()]
+    return (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation: "
+            + ", ".join(parts))
+
+
 @app.command("calibrate")
 def calibrate_command(
     paths: Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")] = None,
@@ -109,13 +116,6 @@ def calibrate_command(
         console.print(_coverage_line(result.bands), markup=False)
         console.print(f"wrote {bands}", markup=False)
     console.print(f"wrote {out}", markup=False)
-
-
-def _coverage_line(table) -> str:
-    """One line: the nested cross-validation coverage of the 80 % bands, per metric."""
-    parts = [f"{m} {c * 100:.0f} %" for m, c in table.checked_coverage.items()]
-    return (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation: "
-            + ", ".join(parts))
 
 
 def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:
