@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
+from tokenplan.calibration.bands import BandTable, interval, model_family, table_from_json
+from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InputError
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, allocated_requests, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
@@ -140,11 +141,50 @@ def predict(req: PredictRequest) -> dict:
     result = evaluate_request(req)
     if isinstance(result, Rejection):
         return {"rejected": result.reason}
-    out = evaluation_dict(result)
+    out = attach_intervals(evaluation_dict(result), result, PREDICT_FIGURES)
+    if out.get("error_band", {}).get("outside_measured_regime"):
+        out["warnings"].append(f"outside the measured regime ({out['error_band']['outside_measured_regime']}): "
+                               "the error band is widened to the leave-one-GPU-out one")
     out["warnings"] += calibration_warnings(req.calibration, {
         "engine": req.engine, "gpu": load_gpu(req.gpu).key, "model": load_model(req.model).name,
         "concurrency": None if req.concurrency is None else req.concurrency / result.config.layout.dp,
         "isl_tokens": req.isl, "osl_tokens": req.osl})
+    return out
+
+
+def error_bands() -> BandTable | None:
+    """The shipped error-band table (``catalog/error_bands.json``), or None when none ships."""
+    data = shipped_error_bands_json()
+    return None if data is None else table_from_json(data)
+
+
+# figure key → (band metric, figure scales as 1 / the metric's quantity)
+_RATE, _INVERSE_RATE, _TTFT = ("rate", False), ("rate", True), ("ttft", False)
+PREDICT_FIGURES = {"output_tok_s_total": _RATE, "output_tok_s_per_gpu": _RATE, "tpot_ms": _INVERSE_RATE,
+                   "ttft_ms": _TTFT}
+PLAN_FIGURES = {**PREDICT_FIGURES, "wall_days": _INVERSE_RATE, "usd": _INVERSE_RATE, "gpu_hours": _INVERSE_RATE,
+                "usd_per_mtok": _INVERSE_RATE}
+
+
+def attach_intervals(out: dict, ev: Evaluation, figures: dict[str, tuple[str, bool]]) -> dict:
+    """Add ``<figure>_interval`` = ``{"low", "high", "coverage", "regime"[, "outside_measured_regime"]}``
+    next to each figure of ``out`` named in ``figures`` (see ``calibration.bands``), and
+    ``error_band`` (the regime, and why the configuration lies outside the measured one, if it
+    does). Without a shipped band table nothing is added. Returns ``out``."""
+    table = error_bands()
+    if table is None:
+        return out
+    d = ev.deployment
+    where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch)
+    last = None
+    for key, (metric, inverse) in figures.items():
+        band = None if out.get(key) is None else interval(table, out[key], metric, inverse, *where)
+        if band is not None:
+            out[f"{key}_interval"] = band.as_dict()
+            last = band
+    if last is not None:
+        out["error_band"] = {"regime": last.regime, "coverage": table.coverage,
+                             "outside_measured_regime": last.outside}
     return out
 
 

@@ -8,24 +8,21 @@ Names in the measurement rows are resolved through the same ``api.build_config``
 from __future__ import annotations
 
 import hashlib
-import re
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplan.api import PredictRequest, build_config, efficiency_table
+from tokenplan.calibration.bands import BandTable, model_family
 from tokenplan.calibration.fit import CrossValidation, FitOptions, FitResult, cross_validate, fit
+from tokenplan.calibration.heldout import band_table, kfold_residuals
 from tokenplan.calibration.validate import Case, Validation, validate_cases
 from tokenplan.errors import InputError, TokenplanError
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.perf.efficiency import Efficiency
 from tokenplan.userfiles_measurements import SERVING, MeasurementFile, read_measurements
 
-_SIZE_SUFFIX = re.compile(r"-(\d+x)?\d+(\.\d+)?b(-.*)?$")
-
-
-def model_family(model_key: str) -> str:
-    """``llama-3.3-70b`` → ``llama-3.3``; ``qwen3-235b-a22b`` → ``qwen3``; ``deepseek-r1`` unchanged."""
-    return _SIZE_SUFFIX.sub("", model_key)
 
 
 def measurement_request(m: Measurement, calibration: str | None = None) -> PredictRequest:
@@ -49,7 +46,21 @@ def resolve_case(m: Measurement) -> Case | SkippedRow:
         return SkippedRow(m.line, m.row_id, str(exc))
     per_replica = None if m.concurrency is None else m.concurrency / config.layout.dp
     return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model),
-                LengthDist(m.isl_tokens), LengthDist(m.osl_tokens), per_replica)
+                stated_lengths(m.isl_tokens, m.length_low_fraction),
+                stated_lengths(m.osl_tokens, m.length_low_fraction), per_replica)
+
+
+def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:
+    """The length distribution a row states: fixed at its mean, or uniform on ``[f·L, L]`` with
+    mean ``(1 + f)·L/2`` (InferenceX, ``f`` = 0.8) as a lognormal of the same mean and
+    coefficient of variation ``(1 − f) / ((1 + f)·√3)`` (the uniform's sd ``(1 − f)·L/√12``
+    over its mean; σ = √ln(1 + CV²)), capped at ``L``. For f = 0.8: CV 0.064, σ 0.064, and
+    the running mean E[L²]/E[L] is 1.004 × the mean, as for the uniform itself."""
+    if low_fraction is None or not 0 < low_fraction < 1:
+        return LengthDist(mean_tokens)
+    cv = (1 - low_fraction) / ((1 + low_fraction) * math.sqrt(3))
+    top = 2 * mean_tokens / (1 + low_fraction)
+    return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
 
 
 def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:
@@ -116,45 +127,67 @@ CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
 CV_MAX_NFEV = 4  # optimiser budget of each cross-validation refit (see calibrate)
 
 
+BAND_FOLDS = 5  # K of the K-fold cross-validation whose held-out residuals make the error bands
+# Optimiser budget of each K-fold refit. They start from the full fit's factors, which a fifth
+# fewer rows move little; two steps let each fold's factors leave the full optimum.
+BAND_MAX_NFEV = 2
+
+
 @dataclass(frozen=True)
 class CalibrationResult:
-    """A fit, its cross-validation, and the profile JSON that ``--calibration`` reads."""
+    """A fit, its cross-validation, the profile JSON that ``--calibration`` reads, and the
+    error-band table (None unless asked for: it needs the cross-validation)."""
 
     fit: FitResult
     cv: tuple[CrossValidation, ...]
     profile: dict
     skipped: int
+    bands: BandTable | None = None
 
 
-def _fit_cases(paths: list[str], stride: int) -> tuple[list[Case], int]:
+CV_LATENCY_STRIDE = 6  # cross-validation refits use every 6th row that has throughput and latencies (InferenceX)
+
+
+def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[list[Case], int]:
+    """Predictable rows of the files: serving files every ``stride``-th row, files whose rows
+    carry throughput and latencies (InferenceX) every ``latency_stride``-th, others whole."""
     cases, n_skipped = [], 0
     for path in paths:
         data = read_measurements(path)
         c, s = resolve_file(data)
         n_skipped += len(s)
-        cases += c[::stride] if data.kind == SERVING else c
+        both = any(m.tpot_s is not None for m in data.rows) and data.kind != SERVING
+        cases += c[::stride] if data.kind == SERVING else c[::latency_stride] if both else c
     return cases, n_skipped
 
 
-def calibrate(paths: list[str], command: str = "", cross_validation: bool = True) -> CalibrationResult:
+def calibrate(paths: list[str], command: str = "", cross_validation: bool = True,
+              bands: bool = False) -> CalibrationResult:
     """Fit the efficiency factors on measurement CSVs and cross-validate (leave one GPU out, leave
     one model out). Serving files are subsampled deterministically (every 5th row for the fit,
-    every 30th for the cross-validation refits). Raises InputError/ConfigError for bad files."""
+    every 30th for the cross-validation refits). With ``bands`` (needs ``cross_validation``),
+    also a :data:`BAND_FOLDS`-fold cross-validation over the fit rows whose held-out residuals
+    make the error-band table. Raises InputError/ConfigError for bad files."""
     cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE)
     if not cases:
         raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
     result = fit(cases)
     cv: list[CrossValidation] = []
+    provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
+                  f"({', '.join(_describe(p) for p in paths)})")
+    table = None
     if cross_validation:
-        cv_cases, _ = _fit_cases(paths, CV_SERVING_STRIDE)
+        cv_cases, _ = _fit_cases(paths, CV_SERVING_STRIDE, CV_LATENCY_STRIDE)
         base = result.table.default
         # Each fold refits from the full fit's default (already near the optimum) with a short
         # budget: 26 refits at the full budget would take ~20 minutes.
         light = FitOptions(max_nfev=CV_MAX_NFEV)
         cv = [cross_validate(cv_cases, by, base, light) for by in ("gpu", "model")]
-    provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
-                  f"({', '.join(_describe(p) for p in paths)})")
-    return CalibrationResult(result, tuple(cv), profile_dict(result, provenance), n_skipped)
+        if bands:
+            held = kfold_residuals(cases, result, BAND_FOLDS, Efficiency(), FitOptions(max_nfev=BAND_MAX_NFEV))
+            table = band_table(held, list(cv[0].residuals), cases,
+                               f"{BAND_FOLDS}-fold cross-validated residuals of the {provenance}")
+    return CalibrationResult(result, tuple(cv), profile_dict(result, provenance), n_skipped, table)
 
 
 def _describe(path: str) -> str:

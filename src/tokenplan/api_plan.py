@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from tokenplan.api import calibration_warnings, efficiency_table
+from tokenplan.api import PLAN_FIGURES, attach_intervals, calibration_warnings, efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
@@ -227,7 +227,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, fract
         "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
     })
-    return out
+    return attach_intervals(out, ev, PLAN_FIGURES)
 
 
 REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections plan_report_data computes

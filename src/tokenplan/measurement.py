@@ -30,6 +30,8 @@ class Measurement:
         output_tok_s_per_gpu: measured output tokens/s per GPU (throughput files).
         ttft_s, tpot_s: measured mean time to first token and per output token (serving files).
         trust: ``high``, ``medium`` or ``low``.
+        length_low_fraction: lengths drawn uniformly from ``[f·L, L]`` (InferenceX: 0.8), where
+            ``isl_tokens``/``osl_tokens`` hold the mean; None = fixed lengths at the mean.
     """
 
     line: int
@@ -53,6 +55,7 @@ class Measurement:
     ttft_s: float | None = None
     tpot_s: float | None = None
     trust: str = "high"
+    length_low_fraction: float | None = None
 
     @property
     def is_finite_job(self) -> bool:

@@ -95,15 +95,37 @@ def _concurrency(row: dict) -> float | None:
     return None if text == "max" else _number(row, "concurrency")
 
 
+_DRAFT_STEPS = re.compile(r"(?:steps|nextn|num_speculative_tokens)\s*=\s*(\d+)")
+
+
 def spec_from_text(text: str) -> str:
-    """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp`` → ``mtp:3`` (SGLang/vLLM's usual 3
-    steps); ``none``/blank → ``none``. The acceptance length then comes from the prior."""
+    """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp (nextn=1)`` (TensorRT-LLM's
+    ``num_nextn_predict_layers``) → ``mtp:1``; ``mtp (num_speculative_tokens=3)`` (vLLM) →
+    ``mtp:3``; ``mtp`` → ``mtp:3`` (SGLang/vLLM's usual 3 steps); ``none``/blank → ``none``.
+    The acceptance length then comes from the prior."""
     text = text.strip().lower()
     if text in ("", "none", "off"):
         return "none"
     method = text.split()[0].split("(")[0]
-    steps = re.search(r"steps\s*=\s*(\d+)", text)
+    steps = _DRAFT_STEPS.search(text)
     return f"{method}:{steps.group(1) if steps else 3}"
+
+
+# InferenceX's benchmark client draws each request's lengths uniformly from [0.8 L, L]
+# (ground-truth README, inferencex-dev.csv caveats); its rows say so in ``notes``.
+_UNIFORM_LENGTHS = re.compile(r"u\[\s*(0?\.\d+)\s*l\s*,\s*l\s*\]")
+
+
+def _length_low_fraction(row: dict) -> float | None:
+    """``f`` where the row's notes state lengths drawn uniformly from ``[f·L, L]``, else None."""
+    found = _UNIFORM_LENGTHS.search(_text(row, "notes").lower().replace(" ", ""))
+    return float(found.group(1)) if found else None
+
+
+def _median_ms(row: dict, col: str) -> float | None:
+    """A median-latency column in seconds (InferenceX files), None where blank or absent."""
+    value = _number(row, col, required=False)
+    return None if value is None or value <= 0 else value / MS_PER_S
 
 
 TRUST_LEVELS = ("high", "medium", "low")
@@ -136,6 +158,9 @@ def _throughput_row(row: dict, line: int) -> Measurement:
         output_tok_s_per_gpu=_number(row, "output_tok_s_per_gpu"),
         # an ungraded throughput point weighs as an ordinary public run, not as a vendor table
         trust=_trust(row, blank="medium"),
+        # inferencex-dev.csv: the run's median TTFT and TPOT next to its throughput
+        ttft_s=_median_ms(row, "ttft_ms_median"), tpot_s=_median_ms(row, "tpot_ms_median"),
+        length_low_fraction=_length_low_fraction(row),
     )
 
 

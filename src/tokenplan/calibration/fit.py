@@ -9,8 +9,10 @@ noise; the default is pulled toward the documented physical defaults the same wa
 :data:`EFFICIENCY_BOUNDS`.
 
 Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, and TTFT at
-:attr:`FitOptions.ttft_weight`), ``w`` from the row's trust (:attr:`FitOptions.trust_weight`)
-and its file's size (so the 2,500 serving rows do not drown the throughput file). Loss
+:attr:`FitOptions.ttft_weight`; an InferenceX row gives all three), ``w`` from the row's trust
+(:attr:`FitOptions.trust_weight`) and its kind's size (:func:`row_kind`: throughput-only,
+serving-only, or both; each kind weighs as much in all as the smallest one, so the 2,500
+serving rows do not drown the throughput file). Loss
 ``soft_l1`` with scale 0.2: errors beyond ~20 % count linearly. Every knob, with its reason,
 is a field of :class:`FitOptions`.
 
@@ -36,8 +38,16 @@ from tokenplan.units import Dtype
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
-                  "prefill_wave_fraction")
-ARCH_FACTORS = ("gemm_fraction", "lowprec_fraction", "dequant_fraction")
+                  "prefill_wave_fraction", "layer_latency_s")
+# Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
+# silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
+# of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
+# engine × architecture as well.
+# The GEMM efficiency curve gemm_fraction · T/(T + gemm_half_tokens) is fitted per engine ×
+# architecture: tile shapes, wave quantization and the kernels an engine picks (CUTLASS,
+# DeepGEMM, Triton, hipBLASLt) differ per silicon.
+ARCH_FACTORS = ("gemm_fraction", "gemm_half_tokens", "lowprec_fraction", "dequant_fraction", "hbm_fraction",
+                "attention_fraction", "layer_latency_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +180,7 @@ class CrossValidation:
     median_abs: float
     p90_abs: float
     errors: tuple[float, ...] = field(default=())
+    residuals: tuple = field(default=())  # bands.Residual of every held-out row and metric
 
 
 def _levels(case: Case) -> tuple[str, str, str]:
@@ -236,9 +247,18 @@ def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Effic
     return Efficiency(**merged)
 
 
+def row_kind(case: Case) -> str:
+    """``throughput`` (output tok/s only: dev.csv), ``serving`` (TTFT and TPOT only:
+    serving-dev.csv) or ``both`` (all three: inferencex-dev.csv); each kind is weighted as one
+    file (see :func:`fit`)."""
+    m = case.measurement
+    if m.output_tok_s_per_gpu is None:
+        return "serving"
+    return "both" if m.tpot_s is not None else "throughput"
+
+
 def _row_weight(case: Case, file_weight: dict[str, float], options: FitOptions) -> float:
-    kind = "serving" if case.measurement.tpot_s is not None else "throughput"
-    return options.weight_of_trust(case.measurement.trust) * file_weight[kind]
+    return options.weight_of_trust(case.measurement.trust) * file_weight[row_kind(case)]
 
 
 def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
@@ -246,27 +266,32 @@ def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.t
     rejected)."""
     p = predict_case(case, eff)
     m = case.measurement
+    pairs = [(p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0), (p.tpot_s, m.tpot_s, 1.0),
+             (p.ttft_s, m.ttft_s, ttft_weight)]
+    pairs = [(pr, me, w) for pr, me, w in pairs if me is not None]
     if p.rejected is not None:
-        return [0.0] * (1 if m.output_tok_s_per_gpu is not None else 2)
-    if m.output_tok_s_per_gpu is not None:
-        return [math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)]
-    return [math.log(p.tpot_s / m.tpot_s), ttft_weight * math.log(p.ttft_s / m.ttft_s)]
+        return [0.0] * len(pairs)
+    return [w * math.log(pr / me) for pr, me, w in pairs]
 
 
-def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions()) -> FitResult:
-    """Fit the factors the data supports (see the module docstring)."""
+def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions(),
+        start: dict[tuple[str, str], float] | None = None) -> FitResult:
+    """Fit the factors the data supports (see the module docstring). ``start``: (level,
+    factor) → value to start from (a warm start, e.g. a full fit's factors for a
+    cross-validation refit); the priors still pull toward ``base``."""
     import numpy as np
     from scipy.optimize import least_squares
 
     base = base or Efficiency()
     params = parameters(cases, options)
     index = {p: i for i, p in enumerate(params)}
-    x0 = np.array([_to_x(name, getattr(base, name)) for _, name in params])
+    start = start or {}
+    x0 = np.array([_to_x(name, start.get((level, name), getattr(base, name))) for level, name in params])
     lo, hi = zip(*(_bounds_x(name) for _, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
-    n_kind = {"throughput": 0, "serving": 0}
+    n_kind = {"throughput": 0, "serving": 0, "both": 0}
     for c in cases:
-        n_kind["serving" if c.measurement.tpot_s is not None else "throughput"] += 1
+        n_kind[row_kind(c)] += 1
     ref = max(min(v for v in n_kind.values() if v) if any(n_kind.values()) else 1, 1)
     file_weight = {k: math.sqrt(ref / v) if v else 1.0 for k, v in n_kind.items()}
     weights = [_row_weight(c, file_weight, options) for c in cases]
@@ -293,7 +318,8 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
 
     sol = least_squares(residuals, x0, bounds=(np.array(lo), np.array(hi)), loss=options.loss,
                         f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0,
-                        diff_step=options.diff_step, ftol=options.ftol)
+                        diff_step=options.diff_step, ftol=options.ftol,
+                        jac_sparsity=_sparsity(cases, params, index, options))
     uncertainty = _uncertainty(sol, len(params))
     factors = []
     for (level, name), i in index.items():
@@ -308,10 +334,39 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
                      tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound), tuple(options.held))
 
 
+def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict, options: FitOptions):
+    """Which parameter each residual can depend on: a row's residuals on the factors of its
+    three levels, a prior residual on its factor and its parent's. scipy then perturbs factors
+    of disjoint groups together in one finite-difference evaluation (Curtis–Powell–Reid), so a
+    Jacobian costs about the default level's factors plus one group's, not one evaluation per
+    factor; the Jacobian is the same."""
+    import numpy as np
+
+    rows = []
+    for c in cases:
+        levels = set(_levels(c))
+        cols = [i for (level, _), i in index.items() if level in levels]
+        rows += [cols] * len(log_residuals_count(c, options.ttft_weight))
+    for (level, name), i in index.items():
+        up = "default" if "/" not in level else level.split("/")[0]
+        parents = [index[p] for p in ((up, name), ("default", name)) if p in index and level != "default"]
+        rows.append([i] + parents[:1])
+    out = np.zeros((len(rows), len(params)), dtype=bool)
+    for r, cols in enumerate(rows):
+        out[r, cols] = True
+    return out
+
+
+def log_residuals_count(case: Case, ttft_weight: float) -> list[None]:
+    """One entry per residual :func:`log_residuals` returns for the case (its measured quantities)."""
+    m = case.measurement
+    return [None for v in (m.output_tok_s_per_gpu, m.tpot_s, m.ttft_s) if v is not None]
+
+
 def _uncertainty(sol, n_params: int) -> list[float]:
     import numpy as np
 
-    jac = sol.jac
+    jac = sol.jac.toarray() if hasattr(sol.jac, "toarray") else sol.jac  # sparse with jac_sparsity
     dof = max(jac.shape[0] - n_params, 1)
     s2 = 2.0 * sol.cost / dof
     try:
@@ -341,26 +396,31 @@ class _Dummy:
 
 
 def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
-                   options: FitOptions = FitOptions(), main_only: bool = True) -> CrossValidation:
+                   options: FitOptions = FitOptions(), main_only: bool = True,
+                   start: dict[tuple[str, str], float] | None = None) -> CrossValidation:
     """Leave one GPU (``by="gpu"``) or one model (``by="model"``) out at a time: refit on the
     rest, predict the held-out rows, and pool their |log errors| as relative errors."""
     key = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
     names = sorted({key(c) for c in cases})
-    folds, pooled = [], []
+    from tokenplan.calibration.heldout import case_residuals
+
+    folds, pooled, residuals = [], [], []
     for name in names:
         train = [c for c in cases if key(c) != name]
         test = [c for c in cases if key(c) == name]
         if not train:
             continue
-        result = fit(train, base, options)
+        result = fit(train, base, options, start=start)
         errors = []
         for c in test:
-            eff = result.table.resolve(c.engine, c.architecture)
-            r = log_residuals(c, eff, options.ttft_weight)
-            if predict_case(c, eff).rejected is None:
-                errors.append(math.expm1(r[0]))
+            held = case_residuals(c, result.table.resolve(c.engine, c.architecture))
+            residuals += held
+            if held:  # the row's first measured quantity: throughput, else TPOT
+                errors.append(math.expm1(held[0].log_error if c.measurement.output_tok_s_per_gpu is not None
+                                         else -held[0].log_error))
         if errors:
             folds.append(CvFold(name, len(errors), percentile([abs(e) for e in errors], 50)))
             pooled += errors
     absolute = [abs(e) for e in pooled]
-    return CrossValidation(by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled))
+    return CrossValidation(by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled),
+                           tuple(residuals))

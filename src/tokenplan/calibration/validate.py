@@ -68,14 +68,16 @@ class Predicted:
     tpot_s: float
     ttft_s: float
     rejected: str | None = None
+    batch: float = math.nan
 
 
 def predict_case(case: Case, eff: Efficiency) -> Predicted:
-    """Predict one case with efficiency ``eff`` (the same evaluation as ``tokenplan predict``)."""
+    """Predict one case with efficiency ``eff`` (the same evaluation as ``tokenplan predict``);
+    ``batch`` is the steady running batch per replica."""
     ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, case.concurrency_per_replica)
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
-    return Predicted(_output_per_gpu(case, ev, eff), ev.steady.tpot_s, ev.steady.ttft_s)
+    return Predicted(_output_per_gpu(case, ev, eff), ev.steady.tpot_s, ev.steady.ttft_s, None, ev.steady.batch)
 
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:

@@ -220,6 +220,16 @@ def shipped_efficiency() -> EfficiencyTable:
 
 
 @lru_cache(maxsize=1)
+def shipped_error_bands_json() -> dict | None:
+    """The error-band data file that ships (``catalog/error_bands.json``, written by
+    ``tokenplan calibrate --bands``), as parsed JSON; None when none ships."""
+    res = _PKG / "error_bands.json"
+    if not res.is_file():
+        return None
+    return json.loads(res.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
 def _launch_raw() -> dict:
     return _read_yaml("launch.yaml")["models"]
 

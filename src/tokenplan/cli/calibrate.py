@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tokenplan.api import PredictRequest
 from tokenplan.api_calibration import calibrate, calibration_dict
+from tokenplan.calibration.bands import table_to_json
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
@@ -52,11 +53,20 @@ def _cv_table(d: dict) -> Table:
     return t
 
 
+def _coverage_line(table) -> str:
+    """One line: the nested cross-validation coverage of the 80 % bands, per metric."""
+    parts = [f"{m} {c * 100:.0f} %" for m, c in table.checked_coverage.items()]
+    return (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation: "
+            + ", ".join(parts))
+
+
 @app.command("calibrate")
 def calibrate_command(
     paths: Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")] = None,
     out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")] = None,
     cv: Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")] = True,
+    bands: Annotated[Optional[Path], typer.Option("--bands", help="Also write the error-band table (80 % intervals "
+                                                  "from K-fold cross-validated residuals) to this JSON file; needs --cv.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     from_run: Annotated[Optional[str], typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")] = None,
     config: Annotated[Optional[str], typer.Option("--model", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")] = None,
@@ -89,9 +99,14 @@ def calibrate_command(
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
     # the paths as typed, so the provenance names the files that reproduce it
     # (e.g. data/ground-truth/dev.csv for the shipped fit)
-    command = "tokenplan calibrate " + " ".join(paths) + f" -o {out}"
-    d = calibration_dict(calibrate(paths, command, cv))
+    if bands is not None and not cv:
+        raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
+    command = "tokenplan calibrate " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
+    result = calibrate(paths, command, cv, bands=bands is not None)
+    d = calibration_dict(result)
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
+    if result.bands is not None and bands is not None:
+        bands.write_text(json.dumps(table_to_json(result.bands), indent=2) + "\n", encoding="utf-8")
     if json_out:
         print(json.dumps(d, indent=2))
         return
@@ -105,6 +120,9 @@ def calibrate_command(
                       markup=False)
     if d["cross_validation"]:
         console.print(_cv_table(d))
+    if result.bands is not None and bands is not None:
+        console.print(_coverage_line(result.bands), markup=False)
+        console.print(f"wrote {bands}", markup=False)
     console.print(f"wrote {out}", markup=False)
 
 

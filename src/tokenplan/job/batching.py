@@ -19,6 +19,9 @@ arrival patterns (``Efficiency.prefill_wave_fraction`` = g): a client that keeps
 fixed lengths in flight sends them in waves (requests that start together end together), and a
 request of a wave waits on average behind ``(C − 1)/2`` other prompts prefilled at the engine's
 batched prefill rate; the rest arrive at random and queue as M/D/1 at the prefill share of time.
+Output lengths that differ spread a wave's completions over time (``wave_persistence``): with
+InferenceX's U[0.8 L, L] outputs a wave of 1K-token answers ends over ~200 decode steps, more
+than enough to prefill the next wave's prompts one by one as they arrive.
 """
 
 from __future__ import annotations
@@ -112,12 +115,14 @@ def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, is
 
 
 def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
-    """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head."""
+    """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
+    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost."""
     one = step_time(d, eff, batch, ctx)
     kernel = one.total_s - one.overhead_s
     lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
     layer_share = spec.draft_layers / d.spec.num_layers
-    return spec.draft_tokens * (kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch)
+    per_pass = kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch
+    return spec.draft_tokens * (per_pass + eff.layer_latency_s * spec.draft_layers)
 
 
 # Highest prefill utilisation the M/D/1 wait is evaluated at. The Pollaczek–Khinchine wait
@@ -150,6 +155,26 @@ def prefill_queue_s(own_prefill_s: float, prefill_share: float) -> float:
     """
     rho = min(max(prefill_share, 0.0), MAX_PREFILL_UTILISATION)
     return rho * own_prefill_s / (2.0 * (1.0 - rho))
+
+
+def length_spread_tokens(dist: LengthDist) -> float:
+    """Width of the length distribution as the width of a uniform of the same variance,
+    ``√12 · sd`` (tokens): 0 for fixed lengths, 0.2·L for InferenceX's U[0.8 L, L]."""
+    q = dist.quantiles
+    mean = sum(q) / len(q)
+    return math.sqrt(12.0 * max(sum(x * x for x in q) / len(q) - mean * mean, 0.0))
+
+
+def wave_persistence(wave_s: float, spread_s: float) -> float:
+    """Share of the wave wait left when the wave's requests finish spread over ``spread_s``
+    seconds (their output lengths differ) instead of together. The wave's n prompts, each
+    prefilled in p seconds (all of them in P = n·p = 2 × the mean wave wait), now arrive evenly
+    spaced over the spread W; request i waits ``i·(p − W/n)`` when the prefills outrun the
+    arrivals, so the mean wait is the synchronised one times ``1 − W/P``, and 0 when W ≥ P (each
+    prompt is prefilled before the next arrives). Fixed lengths (W = 0) keep the whole wave."""
+    if wave_s <= 0:
+        return 1.0
+    return max(0.0, 1.0 - spread_s / (2.0 * wave_s))
 
 
 def wave_queue_s(batch: float, isl_tokens: float, prefill_s_per_token: float) -> float:
@@ -238,8 +263,9 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre)
     g = eff.prefill_wave_fraction
-    queue = (g * wave_queue_s(batch, isl.mean, pre.total_s / min(chunk, prompt_tokens))
-             + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share))
+    wave = wave_queue_s(batch, isl.mean, pre.total_s / min(chunk, prompt_tokens))
+    wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
+    queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share)
     ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
     warnings: list[str] = []
     if concurrency is not None and concurrency > batch:

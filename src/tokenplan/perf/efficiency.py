@@ -56,6 +56,20 @@ class Efficiency:
             256 sequences that is ~2.6 ms, the same order as the fixed step overhead, which is
             why the engines moved this work off the GPU's critical path (vLLM V1, SGLang's
             overlap scheduler). The dev-set fit moves it to ~17 µs per engine.
+        layer_latency_s: time per transformer layer per step that no roofline term holds:
+            a layer runs ~10 kernels besides its GEMMs and attention (two RMSNorms, rotary,
+            residual adds, activation, activation quantization, router) whose launch and tail
+            cost 1–3 µs each even under CUDA graphs (a kernel's minimum duration on H100 is
+            ~2 µs: NVIDIA CUDA C++ Best Practices, "kernel launch overhead"; Nsight traces of
+            batch-1 decode show ~15–25 µs of such kernels per layer). Default 10 µs; fitted
+            per engine. It is why a 61-layer model decodes slower at batch 1 than its weights
+            alone say.
+        per_token_moe_layer_s: GPU time per token per MoE layer for routing work that scales
+            with the step's tokens (router top-k, sort by expert, permute into expert order,
+            un-permute and weighted combine; with FP8, the per-token activation quantization).
+            Default 0.2 µs: a permute of 8 × 7,168 BF16 values is ~115 KB per token in and out,
+            ~0.05 µs at 4.8 TB/s, and the sort and scatter kernels add a few times that at
+            their low occupancy. Fitted at the default level.
         ttft_overhead_s: time a request spends outside the GPU before its first token reaches
             the client (HTTP, tokenization, scheduler admission, streaming the first token).
             Default 50 ms: serving benchmarks at concurrency 1 measure TTFT 80–100 ms where the
@@ -83,6 +97,8 @@ class Efficiency:
     comm_fraction: float = 0.70
     step_overhead_s: float = 2.0e-3
     per_sequence_overhead_s: float = 10.0e-6
+    layer_latency_s: float = 10.0e-6
+    per_token_moe_layer_s: float = 0.2e-6
     ttft_overhead_s: float = 50.0e-3
     prefill_wave_fraction: float = 0.5
 
@@ -129,6 +145,12 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     # ≥ 0: no CPU work per sequence (fully overlapped); ≤ 200 µs: at 256 sequences 51 ms of
     # CPU per step, more than the GPU step itself on any GPU in the catalog.
     "per_sequence_overhead_s": (0.0, 2.0e-4),
+    # ≥ 0.5 µs: one kernel launch under a CUDA graph; ≤ 100 µs: ten 10-µs kernels per layer,
+    # a whole batch-1 layer of a 70B model on an H100 (~0.14 ms per layer from weights alone).
+    "layer_latency_s": (0.5e-6, 1.0e-4),
+    # ≥ 0.01 µs: the permute's bytes at full HBM bandwidth; ≤ 5 µs per token per layer: a
+    # 256-token step of a 58-MoE-layer model would spend 74 ms routing, beyond any measured step.
+    "per_token_moe_layer_s": (1.0e-8, 5.0e-6),
     # ≥ 1 ms: a local HTTP round trip; ≤ 0.2 s: HTTP handling (~1 ms), tokenizing an 8K-token
     # prompt with a Rust fast tokenizer (~10 ms), scheduler admission (one scheduler
     # iteration, ≤ one decode step, tens of ms) and streaming the first token (~1 ms) add up

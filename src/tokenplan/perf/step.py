@@ -13,7 +13,10 @@ FLOPs / achievable FLOP/s) — and the families run one after the other, so thei
 - communication: two TP all-reduces per layer of ``tokens·hidden·2`` bytes; with attention DP
   and EP an all-to-all dispatch (FP8) and combine (BF16) per MoE layer; PP sends activations
   to the next stage;
-- a fixed per-step overhead plus a per-sequence CPU cost.
+- a fixed per-step overhead, a per-sequence CPU cost (scheduling), a per-layer kernel
+  latency (the small kernels of a layer — norms, rotary, activation, quantization, router —
+  each take a few µs however small the batch), and MoE routing work per token and MoE layer
+  (top-k, permute and un-permute: it scales with the step's tokens, not its sequences).
 
 With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × stage(tokens/PP)``.
 """
@@ -150,22 +153,27 @@ def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
 
 
 def _attention(d: Deployment, eff: Efficiency, t: _Tokens, context_tokens: float,
-               prefill_context_tokens: float) -> Kernel:
-    """Attention: decode reads each running sequence's KV (sliding layers capped at the window);
-    prefill is FLOP-bound over the mean context the caller gives. KV beyond the GPU pool lives
-    in host memory and is read over the host link (PCIe, or NVLink-C2C on Grace) every step."""
+               prefill_context_tokens: float) -> tuple[Kernel, Kernel]:
+    """Attention as the engines run it: a decode kernel and a prefill kernel, launched one after
+    the other (FlashInfer/FlashAttention decode and prefill kernels, TRT-LLM's generation and
+    context FMHA), so that in a mixed step their times add rather than one hiding behind the
+    other. Decode reads each running sequence's KV (sliding layers capped at the window) and is
+    bandwidth-bound; prefill is FLOP-bound over the mean context the caller gives. KV beyond the
+    GPU pool lives in host memory and is read over the host link (PCIe, or NVLink-C2C on Grace)
+    every step. Returns (decode, prefill)."""
     m, a = d.memory, d.spec.attention
     attended = context_tokens
     if a is not None and a.sparse_topk_tokens:
         attended = min(context_tokens, a.sparse_topk_tokens)
     nbytes = t.seqs / m.sequence_shards * (m.kv_bytes_per_token_per_gpu * context_tokens
                                            + m.sliding_bytes_per_token_per_gpu * min(context_tokens, d.spec.sliding_window))
-    flops = (d.attn_flops_per_token_ctx * t.dec / m.sequence_shards * attended
-             + d.attn_prefill_flops_per_token_ctx * t.rank_pre * prefill_context_tokens)
+    rate = d.attn_flops_per_s * eff.gemm_fraction
+    dec_flops = d.attn_flops_per_token_ctx * t.dec / m.sequence_shards * attended
+    pre_flops = d.attn_prefill_flops_per_token_ctx * t.rank_pre * prefill_context_tokens
     host_kv = max(nbytes - m.kv_pool_bytes, 0.0) if m.host_kv_bytes > 0 else 0.0
     mem_s = (nbytes - host_kv) / (d.gpu.hbm_bytes_per_s * eff.attention_fraction)
     mem_s += host_kv / (d.gpu.host_link.bytes_per_s * eff.comm_fraction)
-    return Kernel(mem_s, flops / (d.attn_flops_per_s * eff.gemm_fraction), nbytes, flops)
+    return Kernel(mem_s, dec_flops / rate, nbytes, dec_flops), Kernel(0.0, pre_flops / rate, 0.0, pre_flops)
 
 
 def _state(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
@@ -214,10 +222,11 @@ def step_time(
     pp = d.layout.pp
     t = _split(d, decode_seqs, prefill_tokens, query_tokens_per_seq, prompt_chunk_tokens)
     gemm, experts = _gemm(d, eff, t), _experts(d, eff, t.dec + t.pre)
-    attention, state = _attention(d, eff, t, context_tokens, prefill_context_tokens), _state(d, eff, t)
+    (attn_dec, attn_pre), state = _attention(d, eff, t, context_tokens, prefill_context_tokens), _state(d, eff, t)
     comm_s = _comm_s(d, eff, t.dec + t.pre)
-    kernels = (gemm, experts, attention, state)
-    stage = gemm.time_s + experts.time_s + attention.time_s + state.time_s + comm_s
+    kernels = (gemm, experts, attn_dec, attn_pre, state)
+    attention_s = attn_dec.time_s + attn_pre.time_s
+    stage = gemm.time_s + experts.time_s + attention_s + state.time_s + comm_s
     mem_s = sum(k.mem_s for k in kernels if k.mem_s >= k.cmp_s)
     cmp_s = stage - comm_s - mem_s
     # Per-sequence work (bookkeeping, sampling, token routing) is charged on the replica's whole
@@ -227,13 +236,25 @@ def step_time(
     # rank's share (÷ TP) and refitting on the dev set gives median 13.6 % / p90 92 % against
     # 10.8 % / 67.6 % this way (session note, issue 3): the measured ADP steps cost more per
     # sequence than one rank's share, a cost not modelled on its own.
-    overhead = eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
+    overhead = (eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
+                + eff.layer_latency_s * d.spec.num_layers
+                + eff.per_token_moe_layer_s * _moe_token_layers(d, t.dec + t.pre))
     return StepTime(
-        gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention.time_s * pp,
+        gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention_s * pp,
         state_s=state.time_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
-        compute_bound_s=cmp_s * pp, bytes_moved=(gemm.bytes + experts.bytes + attention.bytes + state.bytes) * pp,
-        flops=(gemm.flops + experts.flops + attention.flops + state.flops) * pp,
+        compute_bound_s=cmp_s * pp, bytes_moved=sum(k.bytes for k in kernels) * pp,
+        flops=sum(k.flops for k in kernels) * pp,
     )
+
+
+def _moe_token_layers(d: Deployment, stage_tokens: float) -> float:
+    """Token-layers of MoE routing work in a step on the busiest GPU: every token of the stage
+    is routed (top-k, sort, permute into expert order, un-permute and weighted sum) in every MoE
+    layer, ``tokens × moe_layers``; with attention DP a GPU routes its own rank's share."""
+    if d.spec.moe is None:
+        return 0.0
+    shards = d.memory.sequence_shards
+    return stage_tokens * d.layout.pp / shards * d.spec.moe_layers
 
 
 def _comm_s(d: Deployment, eff: Efficiency, tokens: float) -> float:

@@ -12,6 +12,7 @@ from html import escape
 from pathlib import Path
 
 from tokenplan.report.figures import measurement_figures, plan_figures
+from tokenplan.report.tables import with_band
 from tokenplan.units import GiB
 
 STYLE = """
@@ -78,6 +79,11 @@ def _money(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"${x:,.{digits}f}"
 
 
+def _money_range(band: dict | None) -> str:
+    """`` ($low–$high)``: the 80 % interval of a dollar figure, or nothing."""
+    return "" if not band else f" ({_money(band['low'])}–{_money(band['high'])})"
+
+
 def comparison_html(plan: dict) -> str:
     """The options table (best setting, tok/s, days, $, $/Mtok, bottleneck) and the rejections."""
     rows = []
@@ -85,8 +91,10 @@ def comparison_html(plan: dict) -> str:
         if "best" not in o:
             rows.append([o["option"], "nothing fits", "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")])
             continue
-        rows.append([o["option"], o["best"], f"{o['output_tok_s_total']:,.0f}", f"{o['output_tok_s_per_gpu']:,.0f}",
-                     f"{o['wall_days']:.2f}", _money(o["usd"]), _money(o["usd_per_mtok"], 3), o["bottleneck"]])
+        rows.append([o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"),
+                     f"{o['output_tok_s_per_gpu']:,.0f}", with_band(o, "wall_days", ".2f"),
+                     _money(o["usd"]) + _money_range(o.get("usd_interval")), _money(o["usd_per_mtok"], 3),
+                     o["bottleneck"]])
     parts = [_table(["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"],
                     rows, numeric={2, 3, 4, 5, 6})]
     for o in plan["options"]:

@@ -15,10 +15,26 @@ def _money(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"${x:,.{digits}f}"
 
 
+def with_band(d: dict, key: str, fmt: str, unit: str = "") -> str:
+    """``value unit (low–high)``: the figure and its 80 % interval where ``d`` carries one."""
+    text = format(d[key], fmt) + unit
+    band = d.get(f"{key}_interval")
+    if band:
+        text += f" ({format(band['low'], fmt)}–{format(band['high'], fmt)})"
+    return text
+
+
+def _money_band(d: dict, key: str, digits: int = 0) -> str:
+    if d.get(key) is None:
+        return "—"
+    return "$" + with_band(d, key, f",.{digits}f").replace("(", "($").replace("–", "–$")
+
+
 def plan_table(result: dict) -> Table:
     """The comparison table of ``tokenplan plan``: one row per hardware option."""
     t = Table(title=f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
               header_style="bold")
+    # figures carry their 80 % interval in brackets where the error-band table ships
     for col in ("option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"):
         t.add_column(col, justify="right" if col in ("output tok/s", "tok/s/GPU", "days", "$", "$/Mtok") else "left")
     for o in result["options"]:
@@ -26,8 +42,8 @@ def plan_table(result: dict) -> Table:
             t.add_row(o["option"], Text("nothing fits", style="red"), "—", "—", "—", "—", "—",
                       next(iter(o["rejected"]), ""))
             continue
-        t.add_row(o["option"], o["best"], f"{o['output_tok_s_total']:,.0f}", f"{o['output_tok_s_per_gpu']:,.0f}",
-                  f"{o['wall_days']:.2f}", _money(o["usd"]), _money(o["usd_per_mtok"], 3), o["bottleneck"])
+        t.add_row(o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"), f"{o['output_tok_s_per_gpu']:,.0f}",
+                  with_band(o, "wall_days", ".2f"), _money_band(o, "usd"), _money(o["usd_per_mtok"], 3), o["bottleneck"])
     return t
 
 
@@ -116,18 +132,22 @@ def predict_table(p: dict) -> Table:
     t.add_column("value", justify="right")
     rows = [
         ("layout", p["layout"]), ("weights / KV", f"{p['weight_dtype']} / {p['kv_dtype']}"), ("speculative", p["spec"]),
-        ("output tok/s (total)", f"{p['output_tok_s_total']:,.0f}"),
-        ("output tok/s per GPU", f"{p['output_tok_s_per_gpu']:,.0f}"),
+        ("output tok/s (total)", with_band(p, "output_tok_s_total", ",.0f")),
+        ("output tok/s per GPU", with_band(p, "output_tok_s_per_gpu", ",.0f")),
         ("roofline bound tok/s", f"{p['roofline_output_tok_s_total']:,.0f}"),
         ("running batch / replica", f"{p['batch_per_replica']:,.0f} ({p['batch_limit_reason']})"),
         ("max concurrency", f"{p['max_concurrency']:,.0f}"),
-        ("decode step", f"{p['step_time_ms']:.2f} ms"), ("TPOT", f"{p['tpot_ms']:.2f} ms"),
-        ("TTFT", f"{p['ttft_ms']:,.0f} ms"), ("bottleneck", p["bottleneck"]),
+        ("decode step", f"{p['step_time_ms']:.2f} ms"), ("TPOT", with_band(p, "tpot_ms", ".2f", " ms")),
+        ("TTFT", with_band(p, "ttft_ms", ",.0f", " ms")), ("bottleneck", p["bottleneck"]),
         ("weights per GPU", f"{p['weight_bytes_per_gpu'] / GiB:.1f} GiB"),
         ("KV bytes per token", f"{p['kv_bytes_per_token']:,.0f}"),
         ("state bytes per sequence", f"{p['state_bytes_per_sequence']:,.0f}"),
         ("KV capacity", f"{p['kv_capacity_tokens']:,.0f} tokens"),
     ]
+    band = p.get("error_band")
+    if band:
+        where = band["outside_measured_regime"]
+        rows.append(("(…–…) = 80 % interval", f"regime {band['regime']}" + (f"; OUTSIDE: {where}" if where else "")))
     for k, v in rows:
         t.add_row(k, str(v))
     return t

@@ -18,7 +18,7 @@ from tokenplan.userfiles_measurements import read_measurements, spec_from_text
 IDEAL = {"default": {"hbm_fraction": 1.0, "attention_fraction": 1.0, "gemm_fraction": 1.0,
                      "gemm_half_tokens": 64.0, "lowprec_fraction": 1.0, "dequant_fraction": 1.0,
                      "comm_fraction": 1.0, "step_overhead_s": 0.0, "per_sequence_overhead_s": 0.0,
-                     "ttft_overhead_s": 0.0,
+                     "ttft_overhead_s": 0.0, "layer_latency_s": 0.0, "per_token_moe_layer_s": 0.0,
                      # arrival pattern, not an inefficiency: the default half-synchronised waves
                      "prefill_wave_fraction": 0.5},
          "provenance": "test: ideal hardware"}
@@ -130,6 +130,30 @@ def test_spec_text_maps_to_method_and_steps():
     assert spec_from_text("mtp (steps=3 draft_tokens=4)") == "mtp:3"
     assert spec_from_text("none") == "none"
     assert spec_from_text("mtp") == "mtp:3"  # no steps stated: the engines' usual 3
+    assert spec_from_text("mtp (nextn=1)") == "mtp:1"  # TensorRT-LLM num_nextn_predict_layers
+    assert spec_from_text("mtp (num_speculative_tokens=2)") == "mtp:2"  # vLLM
+
+
+INFERENCEX_HEADER = THROUGHPUT_HEADER.rstrip("\n") + (",ttft_ms_median,tpot_ms_median,total_tok_s_per_gpu,"
+                                                       "engine_version,date,notes\n")
+
+
+def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(tmp_path):
+    from tokenplan.api_calibration import stated_lengths
+
+    csv_path = tmp_path / "ix.csv"
+    csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,40,"
+                        'none,200,,high,x,161.6,6.76,400,v1,2026-02-06,"nominal 1024/1024 (random U[0.8L,L], ignore_eos)"\n'
+                        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n")
+    first, second = read_measurements(str(csv_path)).rows
+    assert (first.output_tok_s_per_gpu, first.ttft_s, first.tpot_s) == pytest.approx((200, 0.1616, 0.00676))
+    assert first.length_low_fraction == 0.8 and first.num_requests == 40
+    assert second.ttft_s is None and second.length_low_fraction is None and second.num_requests is None
+    # U[0.8 L, L] with mean 922: L = 922 / 0.9 = 1,024.4; CV = 0.2 / (1.8·√3) = 0.06415;
+    # σ = √ln(1 + 0.06415²) = 0.06409; E[L²]/E[L] = mean·(1 + CV²) = 922 × 1.004115 = 925.8
+    d = stated_lengths(922, 0.8)
+    assert d.sigma == pytest.approx(0.06409, abs=1e-5) and d.cap_tokens == pytest.approx(1024.44, abs=0.01)
+    assert d.running_mean == pytest.approx(925.8, rel=3e-3)
 
 
 def test_offline_row_with_num_requests_is_a_job_of_n_requests(tmp_path, ideal_profile):

@@ -7,7 +7,7 @@ import pytest
 
 from tokenplan.api import PredictRequest, build_config
 from tokenplan.catalog import load_gpu, load_model
-from tokenplan.job.batching import prefill_queue_s, wave_queue_s
+from tokenplan.job.batching import length_spread_tokens, prefill_queue_s, wave_persistence, wave_queue_s
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency
@@ -89,3 +89,16 @@ def test_trtllm_reserves_the_whole_request_vllm_the_running_context():
         ev = evaluate(model, gpu, config, Efficiency(), LengthDist(4096), LengthDist(4096), 10_000.0)
         assert isinstance(ev, Evaluation)
         assert ev.steady.limits.kv == pytest.approx(ev.memory.kv_capacity_tokens / held)
+
+
+def test_a_wave_of_spread_output_lengths_arrives_spread_and_queues_less():
+    # Fixed lengths keep the whole wave; a spread W against the wave's prefill P = 2 × mean wait:
+    # wait 1 s (P = 2 s), W = 0.5 s → 1 − 0.5/2 = 0.75; W ≥ P → 0.
+    assert wave_persistence(1.0, 0.0) == 1.0
+    assert wave_persistence(1.0, 0.5) == pytest.approx(0.75)
+    assert wave_persistence(1.0, 2.5) == 0.0
+    # Fixed length: no spread. A lognormal of σ = 0.0641 around 922 (InferenceX's U[0.8 L, L]):
+    # sd = 922 × 0.0642 = 59.2 tokens → √12 × 59.2 = 205 tokens = 0.2 × 1,024 (the uniform's width),
+    # within 6 % (the cap at L trims the lognormal's upper tail: 194.6 tokens).
+    assert length_spread_tokens(LengthDist(1000)) == 0.0
+    assert length_spread_tokens(LengthDist(922, 0.06409, 1024.44)) == pytest.approx(204.9, rel=0.06)

@@ -27,7 +27,8 @@ from tokenplan.perf.step import step_time
 # Every field given, so the numbers below are ours and not the shipped defaults.
 EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
                  lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                 per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5)
+                 per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
+                 layer_latency_s=0.0, per_token_moe_layer_s=0.0)
 
 
 def _catalog(model: str) -> Deployment:
@@ -89,6 +90,26 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch():
     # of 1e9 B → 3.5e9 B over 3.2e12 B/s = 1.09375 ms. FLOPs 2 × 2e9 = 4e9 at 0.5 rows per expert
     # (taken as 1): 5e14 × 1/(1 + 8) = 5.5556e13 FLOP/s → 72 µs < 1.09375 ms.
     assert t.experts_s == pytest.approx(1.09375e-3)
+
+
+def test_mixed_step_decode_and_prefill_attention_add():
+    # Decode: 8 × 1,000 × 1e5 B = 8e8 B over 2e12 B/s = 0.4 ms (its FLOPs 8e8 → 1.6 µs). Prefill:
+    # 1e5 × 1,024 prompt tokens × 1,024 context = 1.048576e11 FLOPs at 5e14 → 0.2097 ms. Two
+    # kernels one after the other: 0.4 + 0.2097 = 0.6097 ms (one roofline over both would give
+    # max(0.4, (8e8 + 1.048576e11) / 5e14 = 0.2113) = 0.4 ms).
+    t = step_time(_ours(), EFF, decode_seqs=8, context_tokens=1000, prefill_tokens=1024, prefill_context_tokens=1024)
+    assert t.attention_s == pytest.approx(4e-4 + 1.048576e11 / 5e14)
+
+
+def test_layer_latency_and_moe_routing_add_to_the_overhead():
+    # Llama-3.1-8B has 32 layers: 32 × 20 µs = 0.64 ms on top of 1 ms + 8 × 10 µs = 1.72 ms;
+    # a dense model has no routing work.
+    eff = replace(EFF, layer_latency_s=20e-6, per_token_moe_layer_s=1e-6)
+    assert step_time(_ours(), eff, decode_seqs=8, context_tokens=1000).overhead_s == pytest.approx(1.72e-3)
+    # Mixtral-8x7B: 32 layers, all MoE. 8 decode tokens × 32 MoE layers × 1 µs = 0.256 ms, plus
+    # 1 ms + 80 µs + 32 × 20 µs = 1.72 ms → 1.976 ms.
+    t = step_time(_ours("mixtral-8x7b"), eff, decode_seqs=8, context_tokens=1000)
+    assert t.overhead_s == pytest.approx(1.976e-3)
 
 
 def test_kv_beyond_the_gpu_pool_is_read_over_the_host_link():

@@ -1,0 +1,237 @@
+"""Error bands: 80 % intervals on every predicted figure, from cross-validated residuals.
+
+A prediction's error depends on where it falls: the engine, the GPU architecture, the model
+family and the batch per replica (small batches are latency-bound, large ones compute-bound).
+``tokenplan calibrate`` collects held-out residuals (each row predicted by a fit that did not
+see it: K-fold cross-validation) and stores, per *regime*, the 10th and 90th percentiles of
+the log error ``r = log(predicted / measured)``. A prediction ``p`` then carries the interval
+``[p·e^(−q90), p·e^(−q10)]``: the measured value lies inside it for 80 % of held-out points.
+
+Two metrics:
+
+- ``rate``: the decode rate — output tok/s for throughput rows, and 1/TPOT for serving rows
+  (at a fixed batch, output tok/s = batch / TPOT, so their log errors are the same quantity
+  with opposite sign: a TPOT residual enters as ``−log(TPOT_pred / TPOT_meas)``). Bands on
+  output tok/s, TPOT, job days and dollars all come from it (days and dollars scale as
+  1 / rate);
+- ``ttft``: time to first token.
+
+Regimes are pooled from the most specific level that holds at least ``MIN_POINTS`` residuals:
+``engine/architecture/family/band`` → ``engine/architecture/band`` → ``engine/architecture``
+→ ``engine`` → ``all``. A configuration outside the measured regime — a GPU no fit row used,
+or a batch per replica above the largest of its engine and architecture in the fit data —
+says so and takes the wider of its regime band and the ``extrapolation`` band, the quantiles
+of leave-one-GPU-out residuals (each GPU predicted by a fit that never saw it).
+
+Layer: calibration (pure values; the JSON file is read by ``tokenplan.catalog``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+COVERAGE = 0.8
+MIN_POINTS = 20  # residuals a regime needs before it gets its own quantiles (q10/q90 of ≥ 20 points
+#                  rest on ≥ 2 points in each tail)
+BATCH_BANDS: tuple[tuple[str, float], ...] = (("1-8", 8.0), ("9-64", 64.0), ("65-256", 256.0), (">256", math.inf))
+METRICS = ("rate", "ttft")
+
+
+_SIZE_SUFFIX = re.compile(r"-(\d+x)?\d+(\.\d+)?b(-.*)?$")
+
+
+def model_family(model_key: str) -> str:
+    """``llama-3.3-70b`` → ``llama-3.3``; ``qwen3-235b-a22b`` → ``qwen3``; ``deepseek-r1`` unchanged."""
+    return _SIZE_SUFFIX.sub("", model_key)
+
+
+def batch_band(batch: float) -> str:
+    """The band of a batch per replica (sequences): ``1-8``, ``9-64``, ``65-256`` or ``>256``."""
+    for name, top in BATCH_BANDS:
+        if batch <= top:
+            return name
+    return BATCH_BANDS[-1][0]
+
+
+def regime_keys(engine: str, architecture: str, family: str, batch: float) -> tuple[str, ...]:
+    """Pooling levels of a configuration, most specific first."""
+    band = batch_band(batch)
+    return (f"{engine}/{architecture}/{family}/{band}", f"{engine}/{architecture}/{band}",
+            f"{engine}/{architecture}", engine, "all")
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    """One held-out residual: where it falls and ``log(predicted / measured)`` of its metric
+    (``rate``: output tok/s or 1/TPOT; ``ttft``)."""
+
+    engine: str
+    architecture: str
+    family: str
+    gpu: str
+    batch: float
+    metric: str
+    log_error: float
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q``-quantile (0–1) with linear interpolation (numpy's default). NaN for none."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """Quantiles of ``log(pred/meas)`` at ``(1 − c)/2`` and ``(1 + c)/2``, and how many points."""
+
+    low_q: float
+    high_q: float
+    n: int
+
+
+def quantile_bands(residuals: list[Residual], coverage: float = COVERAGE,
+                   min_points: int = MIN_POINTS) -> dict[str, dict[str, Band]]:
+    """metric → regime key → Band, for every pooling level that holds ``min_points``."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in residuals:
+        for key in regime_keys(r.engine, r.architecture, r.family, r.batch):
+            groups.setdefault((r.metric, key), []).append(r.log_error)
+    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
+    out: dict[str, dict[str, Band]] = {m: {} for m in METRICS}
+    for (metric, key), values in sorted(groups.items()):
+        if len(values) >= min_points or key == "all":
+            out[metric][key] = Band(quantile(values, lo), quantile(values, hi), len(values))
+    return out
+
+
+@dataclass(frozen=True)
+class BandTable:
+    """The shipped error bands (see the module docstring).
+
+    Attributes:
+        coverage: the nominal coverage (0.8).
+        bands: metric → regime key → Band.
+        extrapolation: metric → Band of leave-one-GPU-out residuals (outside the regime).
+        max_batch: ``engine/architecture`` → the largest batch per replica in the fit data.
+        gpus: the GPU keys of the fit data.
+        checked_coverage: metric → share of held-out points inside their band in a nested
+            cross-validation (bands from the other folds only).
+        provenance: the command and data that made the table.
+    """
+
+    coverage: float
+    bands: dict[str, dict[str, Band]]
+    extrapolation: dict[str, Band] = field(default_factory=dict)
+    max_batch: dict[str, float] = field(default_factory=dict)
+    gpus: tuple[str, ...] = ()
+    checked_coverage: dict[str, float] = field(default_factory=dict)
+    provenance: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """An interval on one figure: ``low``/``high`` in the figure's units, its nominal coverage,
+    the regime it came from and why it is wider (outside the measured regime), if it is."""
+
+    low: float
+    high: float
+    coverage: float
+    regime: str
+    outside: str | None = None
+
+    def as_dict(self) -> dict:
+        """``{"low", "high", "coverage", "regime"[, "outside_measured_regime"]}``."""
+        d = {"low": self.low, "high": self.high, "coverage": self.coverage, "regime": self.regime}
+        if self.outside:
+            d["outside_measured_regime"] = self.outside
+        return d
+
+
+def outside_reason(table: BandTable, engine: str, architecture: str, gpu: str, batch: float) -> str | None:
+    """Why a configuration lies outside the measured regime, or None."""
+    reasons = []
+    if table.gpus and gpu not in table.gpus:
+        reasons.append(f"GPU {gpu} is in no fit row")
+    top = table.max_batch.get(f"{engine}/{architecture}")
+    if top is None:
+        reasons.append(f"no fit row runs {engine} on {architecture}")
+    elif batch > top * 1.05:
+        reasons.append(f"batch per replica {batch:.0f} is above the largest measured for {engine} on "
+                       f"{architecture} ({top:.0f})")
+    return "; ".join(reasons) or None
+
+
+def band_for(table: BandTable, metric: str, engine: str, architecture: str, family: str, gpu: str,
+             batch: float) -> tuple[Band, str, str | None]:
+    """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None)."""
+    levels = table.bands.get(metric, {})
+    key = next((k for k in regime_keys(engine, architecture, family, batch) if k in levels), "all")
+    band = levels.get(key, Band(0.0, 0.0, 0))
+    outside = outside_reason(table, engine, architecture, gpu, batch)
+    wide = table.extrapolation.get(metric)
+    if outside and wide is not None:
+        band = Band(min(band.low_q, wide.low_q), max(band.high_q, wide.high_q), band.n)
+    return band, key, outside
+
+
+def interval(table: BandTable, value: float, metric: str, inverse: bool, engine: str, architecture: str,
+             family: str, gpu: str, batch: float) -> Interval | None:
+    """The interval on ``value`` (None where the table holds no residual of ``metric``).
+    ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
+    against the decode rate), so the band flips."""
+    if not table.bands.get(metric):
+        return None
+    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch)
+    if inverse:
+        low, high = value * math.exp(band.low_q), value * math.exp(band.high_q)
+    else:
+        low, high = value * math.exp(-band.high_q), value * math.exp(-band.low_q)
+    return Interval(low, high, table.coverage, key, outside)
+
+
+def covered(band: Band, log_error: float) -> bool:
+    """Whether a residual lies inside its band."""
+    return band.low_q <= log_error <= band.high_q
+
+
+def table_to_json(table: BandTable) -> dict:
+    """The data file's JSON form."""
+    def b(x: Band) -> dict:
+        return {"q_low": x.low_q, "q_high": x.high_q, "n": x.n}
+
+    return {
+        "coverage": table.coverage,
+        "about": ("quantiles q_low/q_high of log(predicted/measured) on cross-validated held-out "
+                  "residuals; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+                  "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
+                  "[p·exp(q_low), p·exp(q_high)])"),
+        "bands": {m: {k: b(v) for k, v in levels.items()} for m, levels in table.bands.items()},
+        "extrapolation": {m: b(v) for m, v in table.extrapolation.items()},
+        "max_batch_per_replica": dict(sorted(table.max_batch.items())),
+        "gpus": list(table.gpus),
+        "checked_coverage": table.checked_coverage,
+        "provenance": table.provenance,
+    }
+
+
+def table_from_json(data: dict) -> BandTable:
+    """Parse the data file (raises KeyError/TypeError/ValueError on a malformed one)."""
+    def b(x: dict) -> Band:
+        return Band(float(x["q_low"]), float(x["q_high"]), int(x["n"]))
+
+    return BandTable(
+        coverage=float(data["coverage"]),
+        bands={m: {k: b(v) for k, v in levels.items()} for m, levels in data["bands"].items()},
+        extrapolation={m: b(v) for m, v in data.get("extrapolation", {}).items()},
+        max_batch={k: float(v) for k, v in data.get("max_batch_per_replica", {}).items()},
+        gpus=tuple(data.get("gpus", ())),
+        checked_coverage={k: float(v) for k, v in data.get("checked_coverage", {}).items()},
+        provenance=str(data.get("provenance", "")),
+    )

@@ -1,0 +1,86 @@
+"""Error bands: quantiles, regime pooling, interval arithmetic, the out-of-regime widening and
+nested coverage, each against hand arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tokenplan.calibration.bands import (Band, BandTable, Residual, batch_band, interval, model_family, quantile,
+                                         quantile_bands, table_from_json, table_to_json)
+from tokenplan.calibration.heldout import FoldResidual, nested_coverage
+
+
+def _r(log_error: float, family: str = "llama-3.1", batch: float = 4.0, metric: str = "rate",
+       gpu: str = "h100-sxm") -> Residual:
+    return Residual("sglang", "hopper", family, gpu, batch, metric, log_error)
+
+
+def test_quantile_interpolates_like_numpy():
+    # 0, 1, …, 10: position (11 − 1)·0.1 = 1 → 1.0; 0.9 → 9.0; 0.25 of [0, 10] → 2.5
+    assert quantile([float(i) for i in range(11)], 0.1) == 1.0
+    assert quantile([float(i) for i in range(11)], 0.9) == 9.0
+    assert quantile([0.0, 10.0], 0.25) == 2.5
+    assert math.isnan(quantile([], 0.5))
+
+
+def test_batch_bands_and_families():
+    assert [batch_band(b) for b in (1, 8, 9, 64, 65, 256, 257)] == ["1-8", "1-8", "9-64", "9-64", "65-256",
+                                                                    "65-256", ">256"]
+    assert model_family("llama-3.1-8b") == "llama-3.1" and model_family("deepseek-r1") == "deepseek-r1"
+
+
+def test_a_regime_with_enough_points_gets_its_own_band_and_a_sparse_one_pools_up():
+    # 21 llama residuals −0.10, −0.09, …, +0.10 (step 0.01): q10 at position 2 → −0.08, q90 at 18 → +0.08.
+    llama = [_r(round(-0.10 + 0.01 * i, 2)) for i in range(21)]
+    qwen = [_r(0.5, family="qwen3")] * 3  # 3 points: below MIN_POINTS (20), no band of their own
+    bands = quantile_bands(llama + qwen)["rate"]
+    assert bands["sglang/hopper/llama-3.1/1-8"].low_q == pytest.approx(-0.08)
+    assert bands["sglang/hopper/llama-3.1/1-8"].high_q == pytest.approx(0.08)
+    assert "sglang/hopper/qwen3/1-8" not in bands
+    # the pooled level holds all 24; the qwen3 configuration falls back to it
+    assert bands["sglang/hopper/1-8"].n == 24
+    table = BandTable(0.8, {"rate": bands}, max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0)
+    assert iv.regime == "sglang/hopper/1-8" and iv.outside is None
+
+
+def test_interval_arithmetic_and_inverse_figures():
+    table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}}, max_batch={"sglang/hopper": 64.0},
+                      gpus=("h100-sxm",))
+    # r = log(pred/meas) ∈ [−0.1, 0.2] ⇒ meas = pred·e^(−r) ∈ [100·e^−0.2, 100·e^0.1] = [81.873, 110.517]
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "x", "h100-sxm", 4.0)
+    assert (iv.low, iv.high) == pytest.approx((81.873, 110.517), abs=1e-3)
+    # TPOT ∝ 1/rate: TPOT_meas = TPOT_pred·e^(r) ∈ [100·e^−0.1, 100·e^0.2] = [90.484, 122.140]
+    iv = interval(table, 100.0, "rate", True, "sglang", "hopper", "x", "h100-sxm", 4.0)
+    assert (iv.low, iv.high) == pytest.approx((90.484, 122.140), abs=1e-3)
+    assert iv.as_dict()["coverage"] == 0.8
+    assert interval(table, 100.0, "ttft", False, "sglang", "hopper", "x", "h100-sxm", 4.0) is None
+
+
+def test_outside_the_measured_regime_says_so_and_widens():
+    table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}}, extrapolation={"rate": Band(-0.3, 0.15, 40)},
+                      max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+    # unseen GPU: the wider of each side, [−0.3, 0.2] → [100·e^−0.2, 100·e^0.3] = [81.873, 134.986]
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "x", "h200", 4.0)
+    assert "h200" in iv.outside and (iv.low, iv.high) == pytest.approx((81.873, 134.986), abs=1e-3)
+    # a batch of 300 against a measured top of 64
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "x", "h100-sxm", 300.0)
+    assert "above the largest measured" in iv.outside and iv.as_dict()["outside_measured_regime"] == iv.outside
+    # 64 × 1.05 = 67.2: a batch of 66 is still inside
+    assert interval(table, 100.0, "rate", False, "sglang", "hopper", "x", "h100-sxm", 66.0).outside is None
+
+
+def test_nested_coverage_uses_the_other_folds_only():
+    # Fold 0: 20 residuals at 0.0; fold 1: 20 at 0.0 and fold 2: 20 at 1.0. For fold 2 the band from
+    # folds 0–1 is [0, 0]: none of its points lie inside. For folds 0 and 1 the other folds hold 20
+    # zeros and 20 ones: q10 = 0, q90 = 1 (positions 3.9 and 35.1 of 40 sorted) → all inside.
+    held = ([FoldResidual(0, _r(0.0))] * 20 + [FoldResidual(1, _r(0.0))] * 20 + [FoldResidual(2, _r(1.0))] * 20)
+    assert nested_coverage(held) == {"rate": pytest.approx(40 / 60)}
+
+
+def test_json_round_trip():
+    table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}, "ttft": {"all": Band(-0.5, 0.4, 30)}},
+                      {"rate": Band(-0.3, 0.3, 40)}, {"sglang/hopper": 64.0}, ("h100-sxm",), {"rate": 0.79}, "test")
+    assert table_from_json(table_to_json(table)) == table

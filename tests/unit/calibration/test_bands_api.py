@@ -1,0 +1,63 @@
+"""predict carries an 80 % interval next to each figure, from the band table that ships."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import tokenplan.api as api
+from tokenplan.api import PredictRequest, predict
+
+BANDS = {
+    "coverage": 0.8,
+    "bands": {"rate": {"all": {"q_low": -0.1, "q_high": 0.2, "n": 50}},
+              "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}}},
+    "extrapolation": {"rate": {"q_low": -0.5, "q_high": 0.5, "n": 30}},
+    "max_batch_per_replica": {"sglang/hopper": 64.0},
+    "gpus": ["h100-sxm"],
+    "provenance": "test",
+}
+
+
+@pytest.fixture
+def shipped_bands(monkeypatch):
+    monkeypatch.setattr(api, "shipped_error_bands_json", lambda: BANDS)
+
+
+def test_predict_bounds_every_figure(shipped_bands):
+    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=8))
+    tok, tpot, ttft = p["output_tok_s_per_gpu"], p["tpot_ms"], p["ttft_ms"]
+    # rate band r ∈ [−0.1, 0.2]: tok/s ∈ [tok·e^−0.2, tok·e^0.1]; TPOT ∈ [tpot·e^−0.1, tpot·e^0.2]
+    assert p["output_tok_s_per_gpu_interval"]["low"] == pytest.approx(tok * math.exp(-0.2))
+    assert p["output_tok_s_per_gpu_interval"]["high"] == pytest.approx(tok * math.exp(0.1))
+    assert p["tpot_ms_interval"]["low"] == pytest.approx(tpot * math.exp(-0.1))
+    assert p["tpot_ms_interval"]["high"] == pytest.approx(tpot * math.exp(0.2))
+    # TTFT band r ∈ [−0.4, 0.3]: [ttft·e^−0.3, ttft·e^0.4]
+    assert p["ttft_ms_interval"]["low"] == pytest.approx(ttft * math.exp(-0.3))
+    assert p["ttft_ms_interval"]["coverage"] == 0.8
+    assert p["error_band"]["outside_measured_regime"] is None
+
+
+def test_unseen_gpu_and_large_batch_say_so_and_widen(shipped_bands):
+    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h200", concurrency=8))
+    assert "GPU h200 is in no fit row" in p["error_band"]["outside_measured_regime"]
+    tok = p["output_tok_s_per_gpu"]
+    # wider of [−0.1, 0.2] and [−0.5, 0.5] on each side: [tok·e^−0.5, tok·e^0.5]
+    assert p["output_tok_s_per_gpu_interval"]["high"] == pytest.approx(tok * math.exp(0.5))
+    assert any("outside the measured regime" in w for w in p["warnings"])
+    big = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=200))
+    assert "above the largest measured" in big["error_band"]["outside_measured_regime"]
+
+
+def test_plan_options_bound_days_and_dollars(shipped_bands):
+    from tokenplan.api_plan import PlanRequest, plan
+
+    result = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xh100-sxm",), samples=1000, specs=("none",),
+                              weight_dtypes=("bf16",), kv_dtypes=("bf16",)))
+    (o,) = result["options"]
+    # days ∝ 1/rate: [days·e^−0.1, days·e^0.2] (at most; wider where the regime is left)
+    assert o["wall_days_interval"]["low"] <= o["wall_days"] * math.exp(-0.1) * (1 + 1e-9)
+    assert o["wall_days_interval"]["high"] >= o["wall_days"] * math.exp(0.2) * (1 - 1e-9)
+    assert o["usd_interval"]["low"] < o["usd"] < o["usd_interval"]["high"]
+    assert o["output_tok_s_total_interval"]["low"] < o["output_tok_s_total"] < o["output_tok_s_total_interval"]["high"]
