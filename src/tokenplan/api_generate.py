@@ -83,6 +83,9 @@ class GenerateRequest(BaseModel):
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
     max_all_down_s: float = Field(default=600.0, gt=0)
+    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (api_generate_ray)
+    ray_address: str | None = None  # None: a cluster this process joins or starts (ray.init)
+    actors: int = Field(default=2, ge=1, le=10_000)  # Ray actors (each a client process)
 
     @field_validator("endpoints")
     @classmethod
@@ -267,6 +270,10 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
             on_warning(warning)
         else:
             notes.append(f"warning: {warning}")
+    if request.backend == "ray":
+        from tokenplan.api_generate_ray import generate_ray
+
+        return generate_ray(request, checked, notes, on_progress, on_warning)
     return asyncio.run(_generate(request, checked, notes, on_progress))
 
 

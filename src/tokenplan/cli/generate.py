@@ -49,6 +49,11 @@ def generate_command(
     deadline_s: Annotated[Optional[float], typer.Option(help="Per-request limit in seconds "
                                                         "[default: 120 + max_tokens / 10].")] = None,
     grace_s: Annotated[float, typer.Option(help="Seconds in-flight requests get after Ctrl-C.")] = 30.0,
+    backend: Annotated[str, typer.Option(help="local (one process) | ray (an actor pool on a Ray "
+                                         "cluster; pip install 'tokenplan[ray]').")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join, e.g. ray://head:10001 or "
+                                                       "auto [default: $RAY_ADDRESS, else a local one].")] = None,
+    actors: Annotated[int, typer.Option(help="Ray actors (client processes) sharing the endpoints.")] = 2,
     quiet: Annotated[bool, typer.Option(help="No live display.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
@@ -58,14 +63,16 @@ def generate_command(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         thinking=thinking, on_length=on_length, n=n, extra_body=_json_object(extra_body), plan=plan,
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
-        deadline_s=deadline_s, grace_s=grace_s)
+        deadline_s=deadline_s, grace_s=grace_s, backend=backend, ray_address=ray_address, actors=actors)
     console = Console(stderr=True)
 
     def warn(text: str) -> None:
         console.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
-    if quiet or json_out or not console.is_terminal:
+    if quiet or json_out:
         result = generate(request, on_warning=warn)
+    elif not console.is_terminal:  # a log file or a pipe: one plain line every LOG_EVERY_S seconds
+        result = generate(request, on_progress=_progress_lines(console), on_warning=warn)
     else:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             result = generate(request, on_progress=lambda s: live.update(progress_table(s)), on_warning=warn)
@@ -79,6 +86,26 @@ def generate_command(
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
+
+
+LOG_EVERY_S = 10.0  # progress lines when stderr is not a terminal (seconds)
+
+
+def _progress_lines(console: Console):  # noqa: ANN202 - a Snapshot callback
+    last = [float("-inf")]
+
+    def show(s: Snapshot) -> None:
+        if s.elapsed_s - last[0] < LOG_EVERY_S:
+            return
+        last[0] = s.elapsed_s
+        total = f"/{s.units_total:,}" if s.units_total is not None else ""
+        console.print(f"progress {s.finished:,}{total} done (stored {s.stored:,}, errors {s.errors:,}), "
+                      f"{s.output_tok_s_window:,.0f} output tok/s"
+                      + (f" (plan {s.plan_output_tok_s:,.0f})" if s.plan_output_tok_s else "")
+                      + f", ETA {_duration(s.eta_s)}, {sum(s.in_flight.values())} in flight, "
+                      f"{s.healthy_endpoints} endpoints healthy", markup=False, highlight=False, soft_wrap=True)
+
+    return show
 
 
 def _json_object(text: str | None) -> dict:

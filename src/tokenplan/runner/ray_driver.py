@@ -1,0 +1,315 @@
+"""The driver of ``generate --backend ray``: anti-join, actor pool, dead actors, progress.
+
+The caller (:mod:`tokenplan.api_generate_ray`) has checked the request, opened the run directory
+after :func:`~tokenplan.runner.fencing.advance_epoch` and built the job. This module:
+
+1. reads the input with the local backend's row parser (same ids, line numbers, rejects, duplicate
+   ids and blank-line counts) and drops every unit already in the run directory — a left-anti join
+   on id against the done-set (:func:`pending_units`);
+2. starts ``actors`` :class:`~tokenplan.runner.ray_actor.GenerateActor` s, each over its share of
+   the endpoints (:func:`endpoint_shares`), and keeps each fed with up to twice its in-flight
+   capacity, so an actor never idles while rows remain and memory stays bounded;
+3. collects what each actor finished (it stored records itself; the driver writes skipped and
+   failed units), and when an actor dies, reads the ids its shards hold and sends the rest of its
+   share to a replacement actor over the same endpoints.
+
+Ray is imported here only, inside :func:`run_ray`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplan.client.endpoints import PoolSettings
+from tokenplan.errors import InputError, ServerError
+from tokenplan.runner.dispatch import JobSettings, RunTally
+from tokenplan.runner.fencing import actor_prefix, stored_ids
+from tokenplan.runner.progress import Progress, Snapshot
+from tokenplan.runner.ray_actor import ActorConfig, GenerateActor, Report
+from tokenplan.runner.requests import WorkUnit, work_units
+from tokenplan.runner.rows import Reject, Row
+from tokenplan.runner.rundir import RunDir
+
+POLL_WAIT_S = 0.5  # how long an actor's poll waits for news (seconds)
+MAX_REPLACEMENTS_PER_ACTOR = 3  # replacements of dead actors, per starting actor, before giving up
+
+
+def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> list[tuple[tuple[str, ...], int]]:
+    """Each actor's endpoints and its requests in flight per endpoint.
+
+    With at least as many endpoints as actors, actor ``i`` takes endpoints ``i, i+A, i+2A…`` at
+    the full ``concurrency``; with fewer, actor ``i`` takes endpoint ``i mod E`` and the actors on
+    one endpoint split its ``concurrency`` (the first ``concurrency mod k`` get one more), so each
+    endpoint still sees exactly ``concurrency`` requests (at least 1 per actor).
+    """
+    if len(endpoints) >= actors:
+        return [(tuple(endpoints[i::actors]), concurrency) for i in range(actors)]
+    shares = []
+    for i in range(actors):
+        j = i % len(endpoints)
+        sharers = len(range(j, actors, len(endpoints)))
+        rank = i // len(endpoints)
+        shares.append(((endpoints[j],), max(1, concurrency // sharers + (rank < concurrency % sharers))))
+    return shares
+
+
+def pending_units(source: Iterator[Row | Reject], done: set[str], n: int, tally: RunTally,
+                  on_reject: Callable[[Reject], None]) -> Iterator[WorkUnit]:
+    """The units of ``source`` whose id is not in ``done`` (a left-anti join on id, streamed);
+    counts units seen, already done and rejected rows in ``tally``."""
+    for item in source:
+        if isinstance(item, Reject):
+            tally.rejected_rows += 1
+            on_reject(item)
+            continue
+        for unit in work_units(item, n):
+            tally.units_seen += 1
+            if unit.id in done:
+                tally.already_done += 1
+                continue
+            yield unit
+
+
+@dataclass(slots=True)
+class RayRun:
+    """One Ray-backend run, as prepared by the caller (see the module docstring)."""
+
+    rundir: RunDir
+    epoch: int
+    source: Iterator[Row | Reject]
+    job: JobSettings
+    endpoints: list[str]
+    pool: PoolSettings
+    api_key: str | None
+    shard_max_bytes: int
+    actors: int
+    address: str | None
+    progress: Progress
+    on_progress: Callable[[Snapshot], None] | None = None
+    on_note: Callable[[str], None] = lambda _: None
+
+
+@dataclass(slots=True)
+class _Slot:
+    index: int
+    share: tuple[tuple[str, ...], int]
+    handle: Any
+    assigned: dict[str, WorkUnit] = field(default_factory=dict)
+    poll_ref: Any = None
+    last: Report | None = None
+    replaced: int = 0
+
+
+def run_ray(run: RayRun) -> RunTally:
+    """Run every pending unit on a Ray actor pool; return the tally (``stopped`` on SIGINT/SIGTERM).
+
+    Raises:
+        InputError: Ray is not installed (``pip install 'tokenplan[ray]'``).
+        ServerError: an actor met a fatal answer (401/403/404/422) or every endpoint down too long.
+    """
+    ray = _import_ray()
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=run.address, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    try:
+        return _Driver(ray, run).run()
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` "
+                         "(Ray is not installed)") from None
+    return ray
+
+
+class _Driver:
+    def __init__(self, ray: Any, run: RayRun):
+        self.ray, self.run_ = ray, run
+        self.tally = RunTally()
+        self.remote_cls = ray.remote(num_cpus=0, max_restarts=0, scheduling_strategy="SPREAD")(GenerateActor)
+        self.retry: deque[WorkUnit] = deque()
+        self.units = pending_units(run.source, run.rundir.done_ids, run.job.n, self.tally, self._reject)
+        self.exhausted = False
+        self.next_index = 0
+        self.slots: dict[int, _Slot] = {}
+        self.stop = threading.Event()
+        self.fatal: str | None = None
+
+    def run(self) -> RunTally:
+        shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
+        with _stop_on_signals(self.stop):
+            for share in shares:
+                self._spawn(share)
+            last_emit = 0.0
+            while not self.stop.is_set() and self.fatal is None and self.slots:
+                self._feed()
+                if self.exhausted and not self.retry and not any(s.assigned for s in self.slots.values()):
+                    break
+                self._collect()
+                if time.monotonic() - last_emit >= 0.5:
+                    self._emit()
+                    last_emit = time.monotonic()
+            self._finish()
+        if self.fatal is not None:
+            raise ServerError(self.fatal)
+        self.tally.stopped = self.stop.is_set() or bool(self.retry) or not self.exhausted
+        return self.tally
+
+    def _spawn(self, share: tuple[tuple[str, ...], int], replaced: int = 0) -> None:
+        index, self.next_index = self.next_index, self.next_index + 1
+        run = self.run_
+        config = ActorConfig(run.rundir.path, run.epoch, index, share[0],
+                             _with_concurrency(run.pool, share[1]), run.job, run.api_key, run.shard_max_bytes)
+        handle = self.remote_cls.remote(config)
+        try:
+            self.ray.get(handle.start.remote())
+        except self.ray.exceptions.RayTaskError as failed:
+            raise ServerError(str(failed.cause) if failed.cause else str(failed)) from None
+        self.slots[index] = _Slot(index, share, handle, replaced=replaced)
+
+    def _take(self, count: int) -> list[WorkUnit]:
+        units = []
+        while len(units) < count and self.retry:
+            units.append(self.retry.popleft())
+        while len(units) < count and not self.exhausted:
+            unit = next(self.units, None)
+            if unit is None:
+                self.exhausted = True
+            else:
+                units.append(unit)
+        return units
+
+    def _feed(self) -> None:
+        for slot in self.slots.values():
+            capacity = 2 * len(slot.share[0]) * slot.share[1]
+            units = self._take(capacity - len(slot.assigned))
+            if units:
+                slot.assigned.update((u.id, u) for u in units)
+                slot.handle.submit.remote(units)
+
+    def _collect(self) -> None:
+        for slot in self.slots.values():
+            if slot.poll_ref is None:
+                slot.poll_ref = slot.handle.poll.remote(POLL_WAIT_S)
+        by_ref = {slot.poll_ref: slot for slot in self.slots.values()}
+        ready, _ = self.ray.wait(list(by_ref), num_returns=1, timeout=POLL_WAIT_S * 2)
+        for ref in ready:
+            slot = by_ref[ref]
+            slot.poll_ref = None
+            try:
+                report = self.ray.get(ref)
+            except self.ray.exceptions.RayActorError:
+                self._on_death(slot)
+                continue
+            self._apply(slot, report)
+
+    def _apply(self, slot: _Slot, report: Report) -> None:
+        run, progress = self.run_, self.run_.progress
+        slot.last = report
+        for unit_id in report.stored:
+            slot.assigned.pop(unit_id, None)
+        progress.stored += len(report.stored)
+        for record in report.skipped:
+            slot.assigned.pop(record["id"], None)
+            run.rundir.write_skipped(record)
+            progress.skipped += 1
+        for record in report.errors:
+            slot.assigned.pop(record["id"], None)
+            run.rundir.write_error(record)
+            progress.errors += 1
+        progress.add_tokens(time.monotonic(), report.output_tokens)
+        self.tally.latency_s.extend(report.latency_s)
+        self.tally.ttft_s.extend(report.ttft_s)
+        self.tally.completion_tokens.extend(report.completion_tokens)
+        if report.fatal is not None:
+            self.fatal = self.fatal or report.fatal
+        if report.fenced:
+            self.run_.on_note(f"actor {slot.index}: a newer run took over {run.rundir.path}; stopping")
+            self.stop.set()
+
+    def _on_death(self, slot: _Slot) -> None:
+        """The actor's process is gone: what its shards hold is stored, the rest goes to a replacement."""
+        del self.slots[slot.index]
+        stored = stored_ids(self.run_.rundir.path / "shards", actor_prefix(self.run_.epoch, slot.index))
+        resent = 0
+        for unit_id, unit in slot.assigned.items():
+            if unit_id in stored:
+                self.run_.progress.stored += 1
+            else:
+                self.retry.append(unit)
+                resent += 1
+        if slot.replaced >= MAX_REPLACEMENTS_PER_ACTOR:
+            self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to the other actors "
+                              f"(no replacement after {slot.replaced})")
+            return
+        self._spawn(slot.share, slot.replaced + 1)
+        self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to actor {self.next_index - 1}, "
+                          f"started over the same endpoints")
+
+    def _finish(self) -> None:
+        grace_s = self.run_.job.grace_s if self.stop.is_set() else 0.0
+        slots = list(self.slots.values())
+        refs = [slot.handle.finish.remote(grace_s) for slot in slots]
+        for slot, ref in zip(slots, refs):
+            try:
+                self._apply(slot, self.ray.get(ref))
+            except self.ray.exceptions.RayActorError:
+                self._on_death_at_end(slot)
+            self.ray.kill(slot.handle)
+
+    def _on_death_at_end(self, slot: _Slot) -> None:
+        stored = stored_ids(self.run_.rundir.path / "shards", actor_prefix(self.run_.epoch, slot.index))
+        self.run_.progress.stored += len(stored.intersection(slot.assigned))
+        self.retry.extend(u for i, u in slot.assigned.items() if i not in stored)
+
+    def _reject(self, reject: Reject) -> None:
+        self.run_.progress.rejected += self.run_.job.n
+        self.run_.rundir.write_reject({"file": reject.source, "line": reject.line, "reason": reject.reason,
+                                       "id": reject.id})
+
+    def _emit(self) -> None:
+        if self.run_.on_progress is None:
+            return
+        in_flight: dict[str, int] = {}
+        healthy: set[str] = set()
+        for slot in self.slots.values():
+            if slot.last is not None:
+                for url, count in slot.last.in_flight.items():
+                    in_flight[url] = in_flight.get(url, 0) + count
+                healthy.update(slot.last.healthy)
+        self.run_.on_progress(self.run_.progress.snapshot(time.monotonic(), in_flight, len(healthy)))
+
+
+def _with_concurrency(settings: PoolSettings, concurrency: int) -> PoolSettings:
+    return PoolSettings(concurrency, settings.eject_after_failures, settings.probe_interval_s,
+                        settings.max_all_down_s, settings.health_deadline_s)
+
+
+class _stop_on_signals:
+    """SIGINT/SIGTERM → ``stop`` (main thread only); the previous handlers come back on exit."""
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+        self.active = threading.current_thread() is threading.main_thread()
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        if self.active:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, lambda *_: self.stop.set())
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
