@@ -10,6 +10,7 @@ without Ray gets a one-line :class:`~tokenplan.errors.InputError` naming ``pip i
 from __future__ import annotations
 
 import importlib.util
+import json
 import time
 from collections.abc import Callable
 
@@ -68,13 +69,17 @@ def generate_ray(request: GenerateRequest, checked: Checked, notes: list[str],
             on_warning(text)
 
     try:
-        tally = run_ray(RayRun(rundir, epoch, read_rows(files, read_stats), job, request.endpoints, pool,
-                               checked.api_key, request.shard_max_bytes, request.actors, request.ray_address,
-                               progress, on_progress, note))
+        run = RayRun(rundir, epoch, read_rows(files, read_stats), job, request.endpoints, pool,
+                     checked.api_key, request.shard_max_bytes, request.actors, request.ray_address,
+                     progress, on_progress, note)
+        tally = run_ray(run)
     finally:
         rundir.close()
     notes.append(f"ray backend: epoch {epoch}, {request.actors} actors"
                  + (f"; {len(events)} actor events" if events else ""))
     if on_warning is None:
         notes.extend(events)
-    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines)
+    result = _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines)
+    result.summary["ray"] = {"epoch": epoch, "actors": request.actors, **run.stats.as_record()}
+    (rundir.path / "summary.json").write_text(json.dumps(result.summary, indent=2))
+    return result

@@ -51,8 +51,9 @@ def generate_command(
     grace_s: Annotated[float, typer.Option(help="Seconds in-flight requests get after Ctrl-C.")] = 30.0,
     backend: Annotated[str, typer.Option(help="local (one process) | ray (an actor pool on a Ray "
                                          "cluster; pip install 'tokenplan[ray]').")] = "local",
-    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join, e.g. ray://head:10001 or "
-                                                       "auto [default: $RAY_ADDRESS, else a local one].")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join: head:6379, auto (the one "
+                                                       "on this node) or ray://head:10001 [default: $RAY_ADDRESS, "
+                                                       "else a new local one].")] = None,
     actors: Annotated[int, typer.Option(help="Ray actors (client processes) sharing the endpoints.")] = 2,
     quiet: Annotated[bool, typer.Option(help="No live display.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,

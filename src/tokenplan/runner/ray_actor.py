@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ class Report:
     healthy: list[str] = field(default_factory=list)
     fenced: bool = False
     fatal: str | None = None  # "ServerError: …" — ends the run
+    cpu_s: float = 0.0  # the actor process's CPU time since it started taking units (user + system, s)
 
 
 class FencedSink:
@@ -133,6 +135,7 @@ class GenerateActor:
         self._slots = asyncio.Semaphore(self.config.pool.concurrency_per_endpoint * len(self.config.endpoints))
         self._changed = asyncio.Event()
         self._loop_task = asyncio.create_task(self._loop())
+        self._cpu0_s = time.process_time()
         return os.getpid()
 
     async def submit(self, units: list[WorkUnit]) -> None:
@@ -193,7 +196,8 @@ class GenerateActor:
                         self.progress.output_tokens - self._tokens_reported,
                         _tail(tally.latency_s, lat), _tail(tally.ttft_s, ttft), _tail(tally.completion_tokens, tok),
                         self.pool.in_flight(), [e.base_url for e in self.pool.endpoints if not e.ejected],
-                        self._fenced, None if fatal is None else f"{type(fatal).__name__}: {fatal}")
+                        self._fenced, None if fatal is None else f"{type(fatal).__name__}: {fatal}",
+                        time.process_time() - self._cpu0_s)
         sink.stored, sink.skipped, sink.errors = [], [], []
         self._tokens_reported = self.progress.output_tokens
         self._arrays_reported = (len(tally.latency_s), len(tally.ttft_s), len(tally.completion_tokens))

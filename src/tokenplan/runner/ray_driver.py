@@ -18,6 +18,7 @@ Ray is imported here only, inside :func:`run_ray`.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -77,6 +78,23 @@ def pending_units(source: Iterator[Row | Reject], done: set[str], n: int, tally:
 
 
 @dataclass(slots=True)
+class RayStats:
+    """How the Ray side went: cluster and actor start (seconds); client CPU of the driver and of the
+    actors from the moment the actors were up (seconds, user + system); actors started and dead."""
+
+    startup_s: float = 0.0
+    driver_cpu_s: float = 0.0
+    actor_cpu_s: float = 0.0
+    actors_started: int = 0
+    actor_deaths: int = 0
+
+    def as_record(self) -> dict[str, Any]:
+        return {"startup_s": round(self.startup_s, 3), "driver_cpu_s": round(self.driver_cpu_s, 3),
+                "actor_cpu_s": round(self.actor_cpu_s, 3), "actors_started": self.actors_started,
+                "actor_deaths": self.actor_deaths}
+
+
+@dataclass(slots=True)
 class RayRun:
     """One Ray-backend run, as prepared by the caller (see the module docstring)."""
 
@@ -93,6 +111,7 @@ class RayRun:
     progress: Progress
     on_progress: Callable[[Snapshot], None] | None = None
     on_note: Callable[[str], None] = lambda _: None
+    stats: RayStats = field(default_factory=RayStats)
 
 
 @dataclass(slots=True)
@@ -114,12 +133,14 @@ def run_ray(run: RayRun) -> RunTally:
         ServerError: an actor met a fatal answer (401/403/404/422) or every endpoint down too long.
     """
     ray = _import_ray()
+    began_s = time.monotonic()
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=run.address, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        # No address: a new local cluster ("local"), never a stale one named in /tmp/ray.
+        address = run.address or os.environ.get("RAY_ADDRESS") or "local"
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        return _Driver(ray, run).run()
+        return _Driver(ray, run, began_s).run()
     finally:
         if started_here:
             ray.shutdown()
@@ -135,8 +156,9 @@ def _import_ray() -> Any:
 
 
 class _Driver:
-    def __init__(self, ray: Any, run: RayRun):
-        self.ray, self.run_ = ray, run
+    def __init__(self, ray: Any, run: RayRun, began_s: float):
+        self.ray, self.run_, self.began_s = ray, run, began_s
+        self.actor_cpu_s: dict[int, float] = {}
         self.tally = RunTally()
         self.remote_cls = ray.remote(num_cpus=0, max_restarts=0, scheduling_strategy="SPREAD")(GenerateActor)
         self.retry: deque[WorkUnit] = deque()
@@ -152,6 +174,10 @@ class _Driver:
         with _stop_on_signals(self.stop):
             for share in shares:
                 self._spawn(share)
+            # The run's clock starts once the actors are up: rates measure sending, not Ray's start.
+            self.run_.stats.startup_s = time.monotonic() - self.began_s
+            self.run_.progress.started_s = time.monotonic()
+            cpu0_s = time.process_time()
             last_emit = 0.0
             while not self.stop.is_set() and self.fatal is None and self.slots:
                 self._feed()
@@ -162,6 +188,8 @@ class _Driver:
                     self._emit()
                     last_emit = time.monotonic()
             self._finish()
+        self.run_.stats.driver_cpu_s = time.process_time() - cpu0_s
+        self.run_.stats.actor_cpu_s = sum(self.actor_cpu_s.values())
         if self.fatal is not None:
             raise ServerError(self.fatal)
         self.tally.stopped = self.stop.is_set() or bool(self.retry) or not self.exhausted
@@ -178,6 +206,7 @@ class _Driver:
         except self.ray.exceptions.RayTaskError as failed:
             raise ServerError(str(failed.cause) if failed.cause else str(failed)) from None
         self.slots[index] = _Slot(index, share, handle, replaced=replaced)
+        self.run_.stats.actors_started += 1
 
     def _take(self, count: int) -> list[WorkUnit]:
         units = []
@@ -218,6 +247,7 @@ class _Driver:
     def _apply(self, slot: _Slot, report: Report) -> None:
         run, progress = self.run_, self.run_.progress
         slot.last = report
+        self.actor_cpu_s[slot.index] = report.cpu_s
         for unit_id in report.stored:
             slot.assigned.pop(unit_id, None)
         progress.stored += len(report.stored)
@@ -242,6 +272,7 @@ class _Driver:
     def _on_death(self, slot: _Slot) -> None:
         """The actor's process is gone: what its shards hold is stored, the rest goes to a replacement."""
         del self.slots[slot.index]
+        self.run_.stats.actor_deaths += 1
         stored = stored_ids(self.run_.rundir.path / "shards", actor_prefix(self.run_.epoch, slot.index))
         resent = 0
         for unit_id, unit in slot.assigned.items():
