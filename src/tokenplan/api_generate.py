@@ -39,6 +39,7 @@ from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
 from tokenplan.runner.export import export_parquet
+from tokenplan.runner.fencing import fence_earlier_actors
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import Sampling
@@ -286,6 +287,7 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = Sampling(request.max_tokens, request.temperature, request.top_p, request.top_k, request.seed,
                         None if request.thinking is None else request.thinking == "on", request.extra_body)
+    fence_earlier_actors(request.out_dir)  # a Ray-backend run's leftover actors stop writing
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
     pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,

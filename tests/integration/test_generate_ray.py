@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
@@ -161,6 +162,32 @@ def test_parity_with_the_local_backend(tmp_path: Path, ray_head: str) -> None:
                 for r in _records(tmp_path / run)}
 
     assert answers("ray") == answers("local") and set(answers("ray")) == _expected_ids(rows)
+
+
+def test_a_ray_run_directory_is_read_by_a_local_resume_export_and_report(tmp_path: Path, ray_head: str) -> None:
+    rows = 120
+    data = _input(tmp_path / "in.jsonl", rows)
+    run_dir = tmp_path / "run"
+    with FaultServerProcess(str(tmp_path), delay_s=0.01, tokens=8) as server:
+        base = {"inputs": [str(data)], "endpoints": [server.url], "model": "fault-model", "concurrency": 8,
+                "out_dir": str(run_dir)}
+        assert _finish({**base, "backend": "ray", "ray_address": ray_head})["stored"] == rows
+        stats_before = httpx.get(server.url.removesuffix("/v1") + "/stats").json()
+        # The local backend resumes it: nothing left to send, accounting ok, and --export works.
+        local = _finish({**base, "export": str(tmp_path / "out.parquet")})
+        stats_after = httpx.get(server.url.removesuffix("/v1") + "/stats").json()
+    assert local == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+    # The server counts every request: the local run's health check (GET /models) and the second
+    # GET /stats — no chat completion was sent.
+    assert stats_after["requests"] - stats_before["requests"] == 2
+    import pyarrow.parquet as pq
+
+    assert sorted(pq.read_table(tmp_path / "out.parquet")["id"].to_pylist()) == sorted(_expected_ids(rows))
+    report = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "report", str(run_dir),
+                             "-o", str(tmp_path / "report.html")], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": _pythonpath()}, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "report.html").stat().st_size > 0
 
 
 def test_kills_of_driver_and_actors_and_a_server_restart_store_every_id_exactly_once(

@@ -91,6 +91,20 @@ def advance_epoch(run_dir: Path) -> int:
     return epoch
 
 
+def fence_earlier_actors(run_dir: Path) -> bool:
+    """For the local backend, before it reads the done-set: when ``run_dir`` holds Ray actors'
+    shards, raise the epoch so none of them can still write; return whether it did. A missing or
+    unreadable manifest is left for :meth:`RunDir.open` to report."""
+    shards = run_dir / "shards"
+    if not shards.is_dir() or all(shard_epoch(p) is None for p in shard_paths(shards)):
+        return False
+    try:
+        advance_epoch(run_dir)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 class Fence:
     """One writer's fence: :meth:`holding` runs a write only while ``epoch`` is current.
 

@@ -13,8 +13,8 @@ import pytest
 
 from tokenplan.errors import RunDirError
 from tokenplan.runner.dispatch import RunTally
-from tokenplan.runner.fencing import (Fence, Fenced, actor_prefix, advance_epoch, read_epoch, shard_epoch,
-                                      stored_ids)
+from tokenplan.runner.fencing import (Fence, Fenced, actor_prefix, advance_epoch, fence_earlier_actors,
+                                      read_epoch, shard_epoch, stored_ids)
 from tokenplan.runner.ray_driver import endpoint_shares, pending_units
 from tokenplan.runner.rows import Message, Reject, Row
 from tokenplan.runner.rundir import RunDir, ShardLog, check_manifest
@@ -150,3 +150,16 @@ def test_the_core_install_imports_no_ray() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) is False
+
+
+def test_the_local_backend_fences_ray_actors_only_where_there_were_some(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    (run / "shards" / "part-00000.jsonl").write_text('{"id": "a"}\n')
+    assert not fence_earlier_actors(run) and read_epoch(run) == 0  # a local-only directory: untouched
+    orphan = Fence(run, advance_epoch(run))
+    (run / "shards" / f"{actor_prefix(1, 0)}00000.jsonl").write_text('{"id": "b"}\n')
+    assert fence_earlier_actors(run) and read_epoch(run) == 2
+    with pytest.raises(Fenced):
+        with orphan.holding():
+            raise AssertionError("unreachable")
+    assert not fence_earlier_actors(tmp_path / "nothing-here")
