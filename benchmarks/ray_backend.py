@@ -10,7 +10,8 @@ its CPU is not counted. Client CPU:
   is a lower bound of what the cluster spends.
 
 Rows/s count only the sending: the Ray backend's clock starts when its actors are up (the cluster
-and actor start is reported apart as ``startup_s``).
+and actor start is reported apart as ``startup_s``). ``driver_read`` times the driver's input path
+alone (read, parse, anti-join against a done-set holding half the ids) on 10 × ``--rows`` rows.
 
 Run: ``RAY_AUTH_MODE=disabled python benchmarks/ray_backend.py [--rows 20000] [--actors 2]``;
 prints one JSON object. Needs ``pip install 'tokenplan[ray]'``.
@@ -83,6 +84,23 @@ def compare(workdir: str, rows: int, actors: int, concurrency: int) -> dict:
     return out
 
 
+def driver_read(workdir: str, rows: int) -> dict:
+    """The driver's own input path: read, parse and anti-join ``rows`` rows (half already done)."""
+    import time
+
+    from tokenplan.runner.dispatch import RunTally
+    from tokenplan.runner.ray_driver import pending_units
+    from tokenplan.runner.rows import read_rows
+
+    data = Path(workdir) / "read.jsonl"
+    _write_prompts(data, rows)
+    done = {f"row-{i:07d}" for i in range(0, rows, 2)}
+    cpu0_s, wall0_s = time.process_time(), time.perf_counter()
+    pending = sum(1 for _ in pending_units(read_rows([data]), done, 1, RunTally(), lambda _: None))
+    return {"rows": rows, "pending": pending, "rows_per_s": rows / (time.perf_counter() - wall0_s),
+            "cpu_us_per_row": 1e6 * (time.process_time() - cpu0_s) / rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
@@ -90,7 +108,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=256)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
-        print(json.dumps(compare(workdir, args.rows, args.actors, args.concurrency), indent=2))
+        results = compare(workdir, args.rows, args.actors, args.concurrency)
+        results["driver_read"] = driver_read(workdir, 10 * args.rows)
+        print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
