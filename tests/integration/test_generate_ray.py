@@ -287,3 +287,16 @@ def test_sixteen_endpoints_are_all_used_by_four_actors(tmp_path: Path, ray_head:
     actors = {p.name.split("-")[2] for p in (tmp_path / "run" / "shards").glob("part-0001-*.jsonl")
               if p.stat().st_size}
     assert len(actors) == 4  # every actor stored records
+
+
+def test_an_actor_whose_endpoints_are_down_gets_no_units_and_the_run_finishes(tmp_path: Path, ray_head: str) -> None:
+    rows = 200
+    data = _input(tmp_path / "in.jsonl", rows)
+    dead = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    with FaultServerProcess(str(tmp_path), delay_s=0.01, tokens=4) as server:
+        result = _finish({"inputs": [str(data)], "out_dir": str(tmp_path / "run"), "endpoints": [server.url, dead],
+                          "model": "fault-model", "concurrency": 8, "backend": "ray", "actors": 2,
+                          "ray_address": ray_head, "probe_interval_s": 0.5})
+    # Actor 1 holds only the dead endpoint: the local backend would eject it and carry on; so must this.
+    assert result == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+    assert {turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"]} == {server.url}

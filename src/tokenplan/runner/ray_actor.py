@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
+from tokenplan.errors import ServerError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings
 from tokenplan.runner.fencing import Fence, Fenced, actor_prefix
 from tokenplan.runner.progress import Progress
@@ -73,6 +74,7 @@ class Report:
     fenced: bool = False
     fatal: str | None = None  # "ServerError: …" — ends the run
     cpu_s: float = 0.0  # the actor process's CPU time since it started taking units (user + system, s)
+    all_down: bool = False  # the fatal error is "every endpoint of this actor down for max_all_down_s"
 
 
 class FencedSink:
@@ -121,14 +123,19 @@ class GenerateActor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._fenced = False
 
-    async def start(self) -> int:
-        """Check the endpoints serve the model and start taking units; return the actor's pid.
+    async def start(self) -> str | None:
+        """Check which endpoints serve the model and start taking units.
 
-        Raises:
-            ServerError: none of this actor's endpoints serves the model.
+        Returns:
+            None, or why none of this actor's endpoints is ready (they stay ejected and probed,
+            as in the local backend; the driver gives up only when every actor says so).
         """
         self.pool = EndpointPool(self.config.endpoints, self.config.pool, api_key=self.config.api_key)
-        await self.pool.check_health(self.config.job.model)
+        try:
+            await self.pool.check_health(self.config.job.model)
+            problem = None
+        except ServerError as down:
+            problem = str(down)
         self.progress = Progress(0.0, None, float(self.config.job.sampling.max_tokens))
         self.dispatcher = Dispatcher(self.config.job, self.pool, self.sink, self.progress)  # type: ignore[arg-type]
         self._queue: asyncio.Queue[WorkUnit] = asyncio.Queue()
@@ -136,7 +143,7 @@ class GenerateActor:
         self._changed = asyncio.Event()
         self._loop_task = asyncio.create_task(self._loop())
         self._cpu0_s = time.process_time()
-        return os.getpid()
+        return problem
 
     async def submit(self, units: list[WorkUnit]) -> None:
         """Queue ``units``; each starts as soon as a slot is free."""
@@ -197,7 +204,8 @@ class GenerateActor:
                         _tail(tally.latency_s, lat), _tail(tally.ttft_s, ttft), _tail(tally.completion_tokens, tok),
                         self.pool.in_flight(), [e.base_url for e in self.pool.endpoints if not e.ejected],
                         self._fenced, None if fatal is None else f"{type(fatal).__name__}: {fatal}",
-                        time.process_time() - self._cpu0_s)
+                        time.process_time() - self._cpu0_s,
+                        isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints))
         sink.stored, sink.skipped, sink.errors = [], [], []
         self._tokens_reported = self.progress.output_tokens
         self._arrays_reported = (len(tally.latency_s), len(tally.ttft_s), len(tally.completion_tokens))

@@ -172,8 +172,10 @@ class _Driver:
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
         with _stop_on_signals(self.stop):
-            for share in shares:
-                self._spawn(share)
+            problems = self._spawn(shares)
+            if len(problems) == len(shares):  # no endpoint of any actor is ready: as the local backend
+                self._finish()
+                raise ServerError("; ".join(dict.fromkeys(problems)))
             # The run's clock starts once the actors are up: rates measure sending, not Ray's start.
             self.run_.stats.startup_s = time.monotonic() - self.began_s
             self.run_.progress.started_s = time.monotonic()
@@ -195,18 +197,28 @@ class _Driver:
         self.tally.stopped = self.stop.is_set() or bool(self.retry) or not self.exhausted
         return self.tally
 
-    def _spawn(self, share: tuple[tuple[str, ...], int], replaced: int = 0) -> None:
-        index, self.next_index = self.next_index, self.next_index + 1
-        run = self.run_
-        config = ActorConfig(run.rundir.path, run.epoch, index, share[0],
-                             _with_concurrency(run.pool, share[1]), run.job, run.api_key, run.shard_max_bytes)
-        handle = self.remote_cls.remote(config)
-        try:
-            self.ray.get(handle.start.remote())
-        except self.ray.exceptions.RayTaskError as failed:
-            raise ServerError(str(failed.cause) if failed.cause else str(failed)) from None
-        self.slots[index] = _Slot(index, share, handle, replaced=replaced)
-        self.run_.stats.actors_started += 1
+    def _spawn(self, shares: list[tuple[tuple[str, ...], int]], replaced: int = 0) -> list[str]:
+        """Start one actor per share, all at once; return the health problems they reported
+        (an actor whose endpoints are all down keeps probing them, as the local backend does)."""
+        run, started = self.run_, []
+        for share in shares:
+            index, self.next_index = self.next_index, self.next_index + 1
+            config = ActorConfig(run.rundir.path, run.epoch, index, share[0], _with_concurrency(run.pool, share[1]),
+                                 run.job, run.api_key, run.shard_max_bytes)
+            handle = self.remote_cls.remote(config)
+            started.append((_Slot(index, share, handle, replaced=replaced), handle.start.remote()))
+        problems = []
+        for slot, ref in started:
+            try:
+                problem = self.ray.get(ref)
+            except self.ray.exceptions.RayTaskError as failed:  # a bug, or the actor could not start
+                raise ServerError(str(failed.cause) if failed.cause else str(failed)) from None
+            if problem is not None:
+                problems.append(problem)
+                slot.last = Report(slot.index, 0)  # no healthy endpoint until its probes say so
+            self.slots[slot.index] = slot
+            run.stats.actors_started += 1
+        return problems
 
     def _take(self, count: int) -> list[WorkUnit]:
         units = []
@@ -222,6 +234,8 @@ class _Driver:
 
     def _feed(self) -> None:
         for slot in self.slots.values():
+            if slot.last is not None and not slot.last.healthy and self._others_healthy(slot):
+                continue  # its endpoints are all ejected: feed the actors that can send
             capacity = 2 * len(slot.share[0]) * slot.share[1]
             units = self._take(capacity - len(slot.assigned))
             if units:
@@ -233,9 +247,13 @@ class _Driver:
             if slot.poll_ref is None:
                 slot.poll_ref = slot.handle.poll.remote(POLL_WAIT_S)
         by_ref = {slot.poll_ref: slot for slot in self.slots.values()}
-        ready, _ = self.ray.wait(list(by_ref), num_returns=1, timeout=POLL_WAIT_S * 2)
+        ready, waiting = self.ray.wait(list(by_ref), num_returns=1, timeout=POLL_WAIT_S * 2)
+        if ready and waiting:  # take every report that is in, not one per pass
+            ready += self.ray.wait(waiting, num_returns=len(waiting), timeout=0)[0]
         for ref in ready:
             slot = by_ref[ref]
+            if slot.index not in self.slots:
+                continue  # retired during this pass
             slot.poll_ref = None
             try:
                 report = self.ray.get(ref)
@@ -263,16 +281,32 @@ class _Driver:
         self.tally.latency_s.extend(report.latency_s)
         self.tally.ttft_s.extend(report.ttft_s)
         self.tally.completion_tokens.extend(report.completion_tokens)
-        if report.fatal is not None:
+        if report.fatal is not None and report.all_down and self._others_healthy(slot):
+            self._retire(slot, report.fatal)
+        elif report.fatal is not None:
             self.fatal = self.fatal or report.fatal
         if report.fenced:
             self.run_.on_note(f"actor {slot.index}: a newer run took over {run.rundir.path}; stopping")
             self.stop.set()
 
-    def _on_death(self, slot: _Slot) -> None:
-        """The actor's process is gone: what its shards hold is stored, the rest goes to a replacement."""
-        del self.slots[slot.index]
-        self.run_.stats.actor_deaths += 1
+    def _others_healthy(self, slot: _Slot) -> bool:
+        # An actor that has not reported yet started with a healthy endpoint (else it has a report).
+        return any(other.last is None or other.last.healthy for other in self.slots.values() if other is not slot)
+
+    def _retire(self, slot: _Slot, why: str) -> None:
+        """Every endpoint of ``slot`` is down while other actors' are up: stop it, and send its
+        units through the others (no replacement: its endpoints are the problem)."""
+        self.ray.kill(slot.handle)
+        try:
+            self.ray.get(slot.handle.poll.remote(0.0))  # returns only once the process is gone
+        except self.ray.exceptions.RayActorError:
+            pass
+        self.slots.pop(slot.index, None)
+        resent = self._take_back(slot)
+        self.run_.on_note(f"actor {slot.index} stopped ({why}); {resent} of its units go to the other actors")
+
+    def _take_back(self, slot: _Slot) -> int:
+        """A stopped actor's units: those its shards hold are stored, the rest are queued again."""
         stored = stored_ids(self.run_.rundir.path / "shards", actor_prefix(self.run_.epoch, slot.index))
         resent = 0
         for unit_id, unit in slot.assigned.items():
@@ -281,11 +315,19 @@ class _Driver:
             else:
                 self.retry.append(unit)
                 resent += 1
+        slot.assigned.clear()
+        return resent
+
+    def _on_death(self, slot: _Slot) -> None:
+        """The actor's process is gone: what its shards hold is stored, the rest goes to a replacement."""
+        self.slots.pop(slot.index, None)
+        self.run_.stats.actor_deaths += 1
+        resent = self._take_back(slot)
         if slot.replaced >= MAX_REPLACEMENTS_PER_ACTOR:
             self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to the other actors "
                               f"(no replacement after {slot.replaced})")
             return
-        self._spawn(slot.share, slot.replaced + 1)
+        self._spawn([slot.share], slot.replaced + 1)
         self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to actor {self.next_index - 1}, "
                           f"started over the same endpoints")
 
@@ -301,9 +343,7 @@ class _Driver:
             self.ray.kill(slot.handle)
 
     def _on_death_at_end(self, slot: _Slot) -> None:
-        stored = stored_ids(self.run_.rundir.path / "shards", actor_prefix(self.run_.epoch, slot.index))
-        self.run_.progress.stored += len(stored.intersection(slot.assigned))
-        self.retry.extend(u for i, u in slot.assigned.items() if i not in stored)
+        self._take_back(slot)
 
     def _reject(self, reject: Reject) -> None:
         self.run_.progress.rejected += self.run_.job.n
