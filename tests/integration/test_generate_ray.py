@@ -227,7 +227,7 @@ def test_kills_of_driver_and_actors_and_a_server_restart_store_every_id_exactly_
         os.kill(rng.choice(_actor_pids()), signal.SIGKILL)
         out, err = last.communicate(timeout=300)
     assert last.returncode == 0, err
-    assert "died;" in err and "go to actor" in err, err  # the driver's note about the replacement
+    assert "died;" in err and "replaces it over the same endpoints" in err, err  # the driver's note
     final = json.loads(out.strip().splitlines()[-1])
     assert final == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
     assert actor_kills == 3 and lines_after_kill[-1] < rows, lines_after_kill

@@ -104,7 +104,8 @@ def _progress_lines(console: Console):  # noqa: ANN202 - a Snapshot callback
                       f"{s.output_tok_s_window:,.0f} output tok/s"
                       + (f" (plan {s.plan_output_tok_s:,.0f})" if s.plan_output_tok_s else "")
                       + f", ETA {_duration(s.eta_s)}, {sum(s.in_flight.values())} in flight, "
-                      f"{s.healthy_endpoints} endpoints healthy", markup=False, highlight=False, soft_wrap=True)
+                      f"{s.healthy_endpoints} endpoints healthy"
+                      + "".join(f"; {line}" for line in s.workers), markup=False, highlight=False, soft_wrap=True)
 
     return show
 
@@ -140,6 +141,8 @@ def progress_table(s: Snapshot) -> Table:
     table.add_row("elapsed / ETA", f"{_duration(s.elapsed_s)} / {_duration(s.eta_s)}")
     flight = ", ".join(f"{url} {count}" for url, count in s.in_flight.items())
     table.add_row("in flight", f"{flight}  ({s.healthy_endpoints} healthy)")
+    for line in s.workers:
+        table.add_row("", line)
     return table
 
 

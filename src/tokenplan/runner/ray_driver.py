@@ -18,6 +18,7 @@ Ray is imported here only, inside :func:`run_ray`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -159,6 +160,8 @@ class _Driver:
     def __init__(self, ray: Any, run: RayRun, began_s: float):
         self.ray, self.run_, self.began_s = ray, run, began_s
         self.actor_cpu_s: dict[int, float] = {}
+        self.stored_by: dict[int, int] = {}
+        self.gone: list[str] = []  # "actor 1: died, replaced by actor 2"
         self.tally = RunTally()
         self.remote_cls = ray.remote(num_cpus=0, max_restarts=0, scheduling_strategy="SPREAD")(GenerateActor)
         self.retry: deque[WorkUnit] = deque()
@@ -269,6 +272,7 @@ class _Driver:
         for unit_id in report.stored:
             slot.assigned.pop(unit_id, None)
         progress.stored += len(report.stored)
+        self.stored_by[slot.index] = self.stored_by.get(slot.index, 0) + len(report.stored)
         for record in report.skipped:
             slot.assigned.pop(record["id"], None)
             run.rundir.write_skipped(record)
@@ -303,6 +307,7 @@ class _Driver:
             pass
         self.slots.pop(slot.index, None)
         resent = self._take_back(slot)
+        self.gone.append(f"actor {slot.index}: stopped, its endpoints down")
         self.run_.on_note(f"actor {slot.index} stopped ({why}); {resent} of its units go to the other actors")
 
     def _take_back(self, slot: _Slot) -> int:
@@ -324,12 +329,14 @@ class _Driver:
         self.run_.stats.actor_deaths += 1
         resent = self._take_back(slot)
         if slot.replaced >= MAX_REPLACEMENTS_PER_ACTOR:
+            self.gone.append(f"actor {slot.index}: died, not replaced")
             self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to the other actors "
                               f"(no replacement after {slot.replaced})")
             return
         self._spawn([slot.share], slot.replaced + 1)
-        self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to actor {self.next_index - 1}, "
-                          f"started over the same endpoints")
+        self.gone.append(f"actor {slot.index}: died, replaced by actor {self.next_index - 1}")
+        self.run_.on_note(f"actor {slot.index} died; {resent} of its unfinished units are sent again, and "
+                          f"actor {self.next_index - 1} replaces it over the same endpoints")
 
     def _finish(self) -> None:
         grace_s = self.run_.job.grace_s if self.stop.is_set() else 0.0
@@ -360,7 +367,21 @@ class _Driver:
                 for url, count in slot.last.in_flight.items():
                     in_flight[url] = in_flight.get(url, 0) + count
                 healthy.update(slot.last.healthy)
-        self.run_.on_progress(self.run_.progress.snapshot(time.monotonic(), in_flight, len(healthy)))
+        snapshot = self.run_.progress.snapshot(time.monotonic(), in_flight, len(healthy))
+        self.run_.on_progress(dataclasses.replace(snapshot, workers=self._health()))
+
+    def _health(self) -> tuple[str, ...]:
+        """Per actor: stored this run, in flight, endpoints up; and what happened to the others."""
+        lines = []
+        for slot in self.slots.values():
+            report = slot.last
+            if report is None:
+                lines.append(f"actor {slot.index}: starting")
+                continue
+            lines.append(f"actor {slot.index}: {self.stored_by.get(slot.index, 0):,} stored, "
+                         f"{sum(report.in_flight.values())} in flight, "
+                         f"{len(report.healthy)}/{len(slot.share[0])} endpoints up")
+        return (*lines, *self.gone)
 
 
 def _with_concurrency(settings: PoolSettings, concurrency: int) -> PoolSettings:
