@@ -89,7 +89,7 @@ def driver_read(workdir: str, rows: int) -> dict:
     import time
 
     from tokenplan.runner.dispatch import RunTally
-    from tokenplan.runner.ray_driver import pending_units
+    from tokenplan.runner.ray_work import pending_units
     from tokenplan.runner.rows import read_rows
 
     data = Path(workdir) / "read.jsonl"

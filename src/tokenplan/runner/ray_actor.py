@@ -72,7 +72,7 @@ class Report:
     in_flight: dict[str, int] = field(default_factory=dict)
     healthy: list[str] = field(default_factory=list)
     fenced: bool = False
-    fatal: str | None = None  # "ServerError: …" — ends the run
+    fatal: str | None = None  # why the run must end (a 401/403/404/422 answer, every endpoint down, a bug)
     cpu_s: float = 0.0  # the actor process's CPU time since it started taking units (user + system, s)
     all_down: bool = False  # the fatal error is "every endpoint of this actor down for max_all_down_s"
 
@@ -203,13 +203,20 @@ class GenerateActor:
                         self.progress.output_tokens - self._tokens_reported,
                         _tail(tally.latency_s, lat), _tail(tally.ttft_s, ttft), _tail(tally.completion_tokens, tok),
                         self.pool.in_flight(), [e.base_url for e in self.pool.endpoints if not e.ejected],
-                        self._fenced, None if fatal is None else f"{type(fatal).__name__}: {fatal}",
+                        self._fenced, _fatal_text(fatal),
                         time.process_time() - self._cpu0_s,
                         isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints))
         sink.stored, sink.skipped, sink.errors = [], [], []
         self._tokens_reported = self.progress.output_tokens
         self._arrays_reported = (len(tally.latency_s), len(tally.ttft_s), len(tally.completion_tokens))
         return report
+
+
+def _fatal_text(fatal: BaseException | None) -> str | None:
+    """A ServerError's own one-line message (as the local backend prints it); anything else typed."""
+    if fatal is None:
+        return None
+    return str(fatal) if isinstance(fatal, ServerError) else f"{type(fatal).__name__}: {fatal}"
 
 
 def _tail(values: array, start: int) -> list:

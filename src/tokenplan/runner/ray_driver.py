@@ -5,13 +5,14 @@ after :func:`~tokenplan.runner.fencing.advance_epoch` and built the job. This mo
 
 1. reads the input with the local backend's row parser (same ids, line numbers, rejects, duplicate
    ids and blank-line counts) and drops every unit already in the run directory — a left-anti join
-   on id against the done-set (:func:`pending_units`);
+   on id against the done-set (:func:`~tokenplan.runner.ray_work.pending_units`);
 2. starts ``actors`` :class:`~tokenplan.runner.ray_actor.GenerateActor` s, each over its share of
-   the endpoints (:func:`endpoint_shares`), and keeps each fed with up to twice its in-flight
-   capacity, so an actor never idles while rows remain and memory stays bounded;
+   the endpoints (:func:`~tokenplan.runner.ray_work.endpoint_shares`), and keeps each fed with up
+   to twice its in-flight capacity, so an actor never idles while rows remain and memory stays
+   bounded;
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
    failed units), and when an actor dies, reads the ids its shards hold and sends the rest of its
-   share to a replacement actor over the same endpoints.
+   share again, to a replacement actor over the same endpoints and to the others.
 
 Ray is imported here only, inside :func:`run_ray`.
 """
@@ -24,7 +25,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,48 +35,13 @@ from tokenplan.runner.dispatch import JobSettings, RunTally
 from tokenplan.runner.fencing import actor_prefix, stored_ids
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.ray_actor import ActorConfig, GenerateActor, Report
-from tokenplan.runner.requests import WorkUnit, work_units
+from tokenplan.runner.ray_work import endpoint_shares, pending_units
+from tokenplan.runner.requests import WorkUnit
 from tokenplan.runner.rows import Reject, Row
 from tokenplan.runner.rundir import RunDir
 
 POLL_WAIT_S = 0.5  # how long an actor's poll waits for news (seconds)
 MAX_REPLACEMENTS_PER_ACTOR = 3  # replacements of dead actors, per starting actor, before giving up
-
-
-def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> list[tuple[tuple[str, ...], int]]:
-    """Each actor's endpoints and its requests in flight per endpoint.
-
-    With at least as many endpoints as actors, actor ``i`` takes endpoints ``i, i+A, i+2A…`` at
-    the full ``concurrency``; with fewer, actor ``i`` takes endpoint ``i mod E`` and the actors on
-    one endpoint split its ``concurrency`` (the first ``concurrency mod k`` get one more), so each
-    endpoint still sees exactly ``concurrency`` requests (at least 1 per actor).
-    """
-    if len(endpoints) >= actors:
-        return [(tuple(endpoints[i::actors]), concurrency) for i in range(actors)]
-    shares = []
-    for i in range(actors):
-        j = i % len(endpoints)
-        sharers = len(range(j, actors, len(endpoints)))
-        rank = i // len(endpoints)
-        shares.append(((endpoints[j],), max(1, concurrency // sharers + (rank < concurrency % sharers))))
-    return shares
-
-
-def pending_units(source: Iterator[Row | Reject], done: set[str], n: int, tally: RunTally,
-                  on_reject: Callable[[Reject], None]) -> Iterator[WorkUnit]:
-    """The units of ``source`` whose id is not in ``done`` (a left-anti join on id, streamed);
-    counts units seen, already done and rejected rows in ``tally``."""
-    for item in source:
-        if isinstance(item, Reject):
-            tally.rejected_rows += 1
-            on_reject(item)
-            continue
-        for unit in work_units(item, n):
-            tally.units_seen += 1
-            if unit.id in done:
-                tally.already_done += 1
-                continue
-            yield unit
 
 
 @dataclass(slots=True)

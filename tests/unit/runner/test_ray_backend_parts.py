@@ -15,7 +15,7 @@ from tokenplan.errors import RunDirError
 from tokenplan.runner.dispatch import RunTally
 from tokenplan.runner.fencing import (Fence, Fenced, actor_prefix, advance_epoch, fence_earlier_actors,
                                       read_epoch, shard_epoch, stored_ids)
-from tokenplan.runner.ray_driver import endpoint_shares, pending_units
+from tokenplan.runner.ray_work import endpoint_shares, pending_units
 from tokenplan.runner.rows import Message, Reject, Row
 from tokenplan.runner.rundir import RunDir, ShardLog, check_manifest
 
