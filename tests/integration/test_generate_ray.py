@@ -300,3 +300,21 @@ def test_an_actor_whose_endpoints_are_down_gets_no_units_and_the_run_finishes(tm
     # Actor 1 holds only the dead endpoint: the local backend would eject it and carry on; so must this.
     assert result == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
     assert {turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"]} == {server.url}
+
+
+def test_refused_rows_are_skipped_once_and_count_as_done(tmp_path: Path, ray_head: str) -> None:
+    rows = 200
+    data = _input(tmp_path / "in.jsonl", rows)
+    run_dir = tmp_path / "run"
+    with FaultServerProcess(str(tmp_path), p400=0.2, tokens=4) as server:
+        base = {"inputs": [str(data)], "out_dir": str(run_dir), "endpoints": [server.url], "model": "fault-model",
+                "concurrency": 8, "backend": "ray", "actors": 2, "ray_address": ray_head}
+        first = _finish(base)
+        again = _finish(base)  # a skipped unit is done: nothing is sent again
+    skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
+    stored = {r["id"] for r in _records(run_dir)}
+    # 400 answers are not retried: each refused unit is skipped once, with its status.
+    assert skipped and all(r["reason"] == "refused" and r["status"] == 400 for r in skipped)
+    assert len({r["id"] for r in skipped}) == len(skipped) and not stored & {r["id"] for r in skipped}
+    assert len(stored) + len(skipped) == rows
+    assert first["ok"] and first["stored"] == len(stored) and again == first

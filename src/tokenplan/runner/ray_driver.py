@@ -32,7 +32,7 @@ from typing import Any
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.errors import InputError, ServerError
 from tokenplan.runner.dispatch import JobSettings, RunTally
-from tokenplan.runner.fencing import actor_prefix, stored_ids
+from tokenplan.runner.fencing import Fence, Fenced, actor_prefix, stored_ids
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.ray_actor import ActorConfig, GenerateActor, Report
 from tokenplan.runner.ray_work import endpoint_shares, pending_units
@@ -107,7 +107,11 @@ def run_ray(run: RayRun) -> RunTally:
         address = run.address or os.environ.get("RAY_ADDRESS") or "local"
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        return _Driver(ray, run, began_s).run()
+        driver = _Driver(ray, run, began_s)
+        try:
+            return driver.run()
+        finally:
+            driver.fence.close()
     finally:
         if started_here:
             ray.shutdown()
@@ -137,6 +141,7 @@ class _Driver:
         self.slots: dict[int, _Slot] = {}
         self.stop = threading.Event()
         self.fatal: str | None = None
+        self.fence = Fence(run.rundir.path, run.epoch)  # a frozen, then thawed, driver writes nothing late
 
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
@@ -241,7 +246,12 @@ class _Driver:
         self.stored_by[slot.index] = self.stored_by.get(slot.index, 0) + len(report.stored)
         for record in report.skipped:
             slot.assigned.pop(record["id"], None)
-            run.rundir.write_skipped(record)
+            try:
+                with self.fence.holding():  # a skipped unit counts as done: fenced like a stored one
+                    run.rundir.write_skipped(record)
+            except Fenced:
+                self.stop.set()
+                continue
             progress.skipped += 1
         for record in report.errors:
             slot.assigned.pop(record["id"], None)
