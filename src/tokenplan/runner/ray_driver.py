@@ -366,7 +366,8 @@ def _with_concurrency(settings: PoolSettings, concurrency: int) -> PoolSettings:
 
 
 class _stop_on_signals:
-    """SIGINT/SIGTERM → ``stop`` (main thread only); the previous handlers come back on exit."""
+    """SIGINT/SIGTERM → ``stop``; a second one raises KeyboardInterrupt (main thread only); the
+    previous handlers come back on exit."""
 
     def __init__(self, stop: threading.Event):
         self.stop = stop
@@ -376,7 +377,12 @@ class _stop_on_signals:
     def __enter__(self) -> None:
         if self.active:
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, lambda *_: self.stop.set())
+                self.previous[sig] = signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, *_: object) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt  # the second signal: stop at once (the actors end with the driver)
+        self.stop.set()
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
