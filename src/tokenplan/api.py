@@ -8,12 +8,13 @@ searches the hardware options of a job (``tokenplan.api_plan``). Names are resol
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
 from tokenplan.errors import InputError
-from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, allocated_requests, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
@@ -54,13 +55,14 @@ class PredictRequest:
     calibration: str | None = None
     ssm_dtype: str | None = None
     kv_offload_gib: float = 0.0
+    disable_radix_cache: bool = False
 
 
 def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
-    if value is None or not value > 0:
-        raise InputError(field, value, "a number > 0")
+    if value is None or not 0 < value < math.inf:
+        raise InputError(field, value, "a finite number > 0")
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
@@ -92,6 +94,7 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     for field in ("tp", "pp", "ep", "num_gpus", "isl", "osl"):
         _positive(field, getattr(req, field))
     _positive("concurrency", req.concurrency, allow_none=True)
+    _positive("max_running", req.max_running, allow_none=True)
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
@@ -102,10 +105,13 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
                     attention_dp=req.attention_dp)
     cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
-    if req.kv_offload_gib < 0:
+    if not 0 <= req.kv_offload_gib < math.inf:
         raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
+    if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
+        raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
     config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
-                    req.ssm_dtype, cut, host_kv_bytes=req.kv_offload_gib * 2**30)
+                    req.ssm_dtype, cut, lift_running_cap=req.disable_radix_cache,
+                    host_kv_bytes=req.kv_offload_gib * 2**30)
     return config, model, gpu
 
 
@@ -171,7 +177,10 @@ def memory(req: PredictRequest) -> dict:
     Keys: ``gpu_bytes``, ``weight_bytes_per_gpu``, ``reserve_bytes``, ``kv_pool_bytes``,
     ``state_pool_bytes``, ``kv_bytes_per_token`` (whole model), ``kv_bytes_per_token_per_gpu``,
     ``state_bytes_per_sequence`` (whole model), ``kv_capacity_tokens`` (per replica),
-    ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``; or ``rejected``.
+    ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``, ``running_requests``
+    (the batch limit) and ``allocation`` (what the engine allocates on one GPU at that many
+    running requests, term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve;
+    they sum to ``gpu_bytes``); or ``rejected``.
     """
     result = evaluate_request(req)
     if isinstance(result, Rejection):
@@ -188,6 +197,7 @@ def memory(req: PredictRequest) -> dict:
         "state_slots": m.state_slots, "max_sequences": m.max_sequences(req.isl + req.osl),
         "context_tokens": req.isl + req.osl,
         "memory_fraction": result.settings.memory_fraction, "warnings": list(result.warnings),
+        "running_requests": allocated_requests(result), "allocation": m.allocation(allocated_requests(result)),
     }
 
 

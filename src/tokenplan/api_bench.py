@@ -51,6 +51,10 @@ class BenchRequest:
         seed: prompt RNG seed.
         metrics: read ``/metrics`` during each level.
         api_key: sent as a bearer token.
+        request_rates: open-loop levels, requests/s (``inf`` = all at once); then
+            ``concurrencies`` must hold one value, the most in flight (``--max-concurrency``),
+            or be empty for no limit.
+        burstiness: gamma shape of the arrival gaps (1 = Poisson; lower = burstier).
     """
 
     endpoints: tuple[str, ...]
@@ -69,6 +73,8 @@ class BenchRequest:
     seed: int = 0
     metrics: bool = True
     api_key: str | None = None
+    request_rates: tuple[float, ...] | None = None  # open loop (vllm bench serve --request-rate)
+    burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
 
 
 @dataclass
@@ -86,7 +92,15 @@ def _check(req: BenchRequest) -> None:
     for url in req.endpoints:
         if not url.startswith(("http://", "https://")):
             raise InputError("endpoint", url, "an http:// or https:// URL such as http://127.0.0.1:8000/v1")
-    if not req.concurrencies or any(c < 1 for c in req.concurrencies):
+    if req.request_rates is not None:
+        if not req.request_rates or any(not r > 0 for r in req.request_rates):
+            raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
+        if not req.burstiness > 0:
+            raise InputError("burstiness", req.burstiness, "a number > 0 (1 = Poisson arrivals)")
+        if len(req.concurrencies) > 1:
+            raise InputError("max_concurrency", ",".join(map(str, req.concurrencies)),
+                             "one value with --request-rate (the most requests in flight)")
+    elif not req.concurrencies or any(c < 1 for c in req.concurrencies):
         raise InputError("concurrency", ",".join(map(str, req.concurrencies)), "integers ≥ 1, e.g. 1,4,16,64")
     if req.dataset is None and (not req.isl or req.isl < 1 or not req.osl or req.osl < 1):
         raise InputError("isl/osl", f"{req.isl}/{req.osl}", "token counts ≥ 1 (or --dataset FILE)")
@@ -174,16 +188,19 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
 
 
 async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> BenchOutcome:
-    per_endpoint = -(-max(req.concurrencies) // len(req.endpoints))
+    most = max(req.concurrencies) if req.concurrencies else (req.num_prompts or 1024)
+    per_endpoint = -(-most // len(req.endpoints))
     clients = [OpenAIClient(u, max_connections=per_endpoint, api_key=req.api_key) for u in req.endpoints]
     notes: list[str] = []
     try:
         await _check_servers(clients, req.endpoints, req.model)
-        n_prompts = max(req.num_prompts or 0, 4 * max(req.concurrencies), 16)
+        n_prompts = max(req.num_prompts or 0, 4 * most, 16)
         workload, ignore_eos = await _workload(req, clients[0], min(n_prompts, MAX_DISTINCT_PROMPTS), notes)
         info = await read_server_info(req.endpoints[0]) if req.metrics else None
         settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
-                                 req.deadline_s, req.stream, ignore_eos)
+                                 req.deadline_s, req.stream, ignore_eos, request_rates=req.request_rates,
+                                 burstiness=req.burstiness,
+                                 max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed)
         sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics)
 
         def report(level: LevelResult) -> None:
@@ -195,6 +212,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         for client in clients:
             await client.aclose()
     levels = [level_dict(lv) for lv in result.levels]
+    notes += token_count_notes(levels)
     has_metrics = any(lv["server"] for lv in levels)
     data = {
         "model": req.model, "endpoints": list(req.endpoints), "num_gpus": req.num_gpus, "levels": levels,
@@ -202,10 +220,26 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         "cap": concurrency_cap(levels),
         "workload": {"method": workload.method, "isl_tokens": req.isl if req.dataset is None else None,
                      "osl_tokens": req.osl, "dataset": req.dataset, "prompts": len(workload.prompts),
-                     "exact_fraction": workload.exact_fraction, "ignore_eos": ignore_eos, "stream": req.stream},
+                     "exact_fraction": workload.exact_fraction, "ignore_eos": ignore_eos, "stream": req.stream,
+                     "arrivals": "closed loop" if req.request_rates is None else
+                     f"open loop, gamma gaps, burstiness {req.burstiness:g}"},
         "notes": notes, "stopped": result.stopped,
     }
     return BenchOutcome(data, result.stopped, notes)
+
+
+def token_count_notes(levels: list[dict]) -> list[str]:
+    """Say how tokens were counted where it was not from ``usage`` (see :mod:`tokenplan.client.metrics`)."""
+    methods = {lv.get("token_count_method") for lv in levels if lv.get("requests")}
+    notes = []
+    if any(m and "stream chunks" in m for m in methods):
+        notes.append("the server sent no usage in its streams: output tokens were counted from the streamed "
+                     "chunks (one token per chunk; an undercount with speculative decoding), input tokens "
+                     "are unknown")
+    if None in methods:
+        notes.append("the server sent no usage and the answers were not streamed: token throughput was not "
+                     "measured (shown as –); rerun with --stream")
+    return notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +257,7 @@ def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
     TTFT (seconds), output tok/s per GPU over ``desc.num_gpus``."""
     out = []
     for i, lv in enumerate(data["levels"]):
-        if not lv["requests"] or not lv.get("mean_output_tokens"):
+        if not lv["requests"] or not lv.get("mean_output_tokens") or lv.get("mean_input_tokens") is None:
             continue
         out.append(Measurement(
             line=i + 1, row_id=f"c{lv['concurrency']}", engine=desc.engine, model=desc.model, gpu=desc.gpu,
@@ -331,6 +365,27 @@ def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench 
         batch = running if running else min(lv["achieved_concurrency"], desc.max_running or math.inf)
         points.append((float(batch), float(tpot)))
     return _fit_cases(measurements, desc, "bench sweep", command, points)
+
+
+def calibrate_from_results(paths: list[str], desc: PredictRequest,
+                           command: str = "tokenplan calibrate --from-bench") -> FitOutcome:
+    """Fit the efficiency factors to result files of ``vllm bench serve``, ``sglang.bench_serving``,
+    AIPerf or GuideLLM (:mod:`tokenplan.userfiles_bench`); ``desc`` says what the server ran.
+    The result's ``data["sources"]`` names each file's format and level count.
+
+    Raises:
+        InputError, ConfigError, CatalogError: a missing or unknown file, a bad description.
+    """
+    from tokenplan.userfiles_bench import read_bench_results
+
+    levels, sources = [], []
+    for path in paths:
+        kind, found = read_bench_results(path)
+        levels += found
+        sources.append({"path": path, "format": kind, "levels": len(found)})
+    outcome = fit_bench({"levels": levels, "cap": {}}, desc, command)
+    outcome.data["sources"] = sources
+    return outcome
 
 
 def read_bench_json(path: str) -> dict:

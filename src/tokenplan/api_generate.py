@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import threading
@@ -32,22 +33,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from yarl import URL
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
+from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
-from tokenplan.runner.export import export_parquet
+from tokenplan.runner.dryrun import DryRun, dry_run
+from tokenplan.runner.export import export_run
 from tokenplan.runner.fencing import fence_earlier_actors
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
+from tokenplan.runner.defaults import job_sampling, plan_max_tokens
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import ReadStats, count_rows, expand_inputs, read_rows
-from tokenplan.runner.rundir import RunDir, iter_records, shard_paths
+from tokenplan.runner.limits import check_open_files
+from tokenplan.runner.rolling import rolling_summary
+from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none, count_units, expand_inputs,
+                                   file_name, limited, read_rows)
+from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
+MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/generate.md); 20× that
+# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
+# since a replaced `messages` would send other prompts than the records show.
+OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
+CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
+# Bounds beyond the fields' own constraints, so that no value makes the run overflow, hang or send
+# something meaningless (issue 11): each is far past any real job, and finite.
+RANGES: dict[str, tuple[float, float]] = {
+    "concurrency": (1, MAX_CONCURRENCY),
+    "max_tokens": (1, 2**24),  # 16.8M tokens: above any model's context; keeps deadlines and caps finite
+    "temperature": (0.0, 100.0),  # engines accept ≥ 0; past ~2 sampling is noise already
+    "top_p": (0.0, 1.0),
+    "top_k": (1, 2**31 - 1),
+    "seed": (0, 2**63 - 1),  # a 64-bit integer, as records store it and engines take it
+    "n": (1, 10_000),  # units per row; --n 1e8 built 1e8 units per row before the first was sent
+    "length_retries": (0, 100),
+    "max_attempts": (1, 1000),
+    "retry_base_delay_s": (0.0, 3600.0),
+    "deadline_s": (0.0, 7 * 86400.0),
+    "grace_s": (0.0, 86400.0),
+}
 
 
 class GenerateRequest(BaseModel):
@@ -61,8 +90,8 @@ class GenerateRequest(BaseModel):
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int = Field(default=4096, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else 4,096 (runner.defaults)
+    temperature: float | None = Field(default=None, ge=0.0)  # None: generation_config.json, else 0
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=1)
     seed: int = 0
@@ -71,8 +100,18 @@ class GenerateRequest(BaseModel):
     length_retries: int = Field(default=2, ge=0)
     n: int = Field(default=1, ge=1)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body_override: bool = False  # let extra_body replace OWNED_FIELDS (said so by the user)
+    max_answer_bytes: int | None = Field(default=None, ge=1024)
     plan: Path | None = None
     export: Path | None = None
+    export_format: Literal["parquet", "jsonl", "openai-batch"] | None = None  # None: from the suffix
+    drop_length: bool = False  # --export: leave out records with a length-cut turn
+    require_think_close: bool = False  # --export: leave out records whose thinking was cut before </think>
+    generation_config: Path | None = None  # a generation_config.json (or its model directory)
+    limit: int | None = Field(default=None, ge=1)  # only the first N usable rows (a trial run)
+    progress_every_s: float | None = Field(default=None, gt=0)  # rolling summary.json every S seconds
+    dry_run: bool = False  # count rows, turns (and prompt tokens) and send nothing: see runner.dryrun
+    tokenizer: Path | None = None  # for --dry-run's prompt tokens; None: --model when it is a local directory
     force: bool = False
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
@@ -92,9 +131,30 @@ class GenerateRequest(BaseModel):
     @classmethod
     def _urls(cls, urls: list[str]) -> list[str]:
         for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} is not an http(s) base URL such as http://127.0.0.1:8000/v1")
+            problem = _url_problem(url)
+            if problem:
+                raise ValueError(f"{public_url(url)!r} is not an http(s) base URL such as "
+                                 f"http://127.0.0.1:8000/v1 ({problem})")
         return urls
+
+    @field_validator(*RANGES)
+    @classmethod
+    def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        low, high = RANGES[info.field_name]
+        if value is not None and not low <= value <= high:  # also refuses nan
+            raise ValueError(f"a number from {low:,} to {high:,}")
+        return value
+
+    @model_validator(mode="after")
+    def _extra_body(self) -> GenerateRequest:
+        client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
+        if client:
+            raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
+        owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
+        if owned and not self.extra_body_override:
+            raise ValueError(f"extra_body sets {', '.join(owned)}, which tokenplan sets in every request "
+                             "(and records); add --extra-body-override to replace them anyway")
+        return self
 
     @classmethod
     def build(cls, **options: Any) -> GenerateRequest:
@@ -107,8 +167,31 @@ class GenerateRequest(BaseModel):
             return cls(**options)
         except ValidationError as problem:
             error = problem.errors()[0]
-            field_name = ".".join(str(p) for p in error["loc"]) or "request"
-            raise InputError(field_name, error.get("input"), error["msg"]) from None
+            field_name = ".".join(str(p) for p in error["loc"]) or "extra_body"  # the one model-level check
+            field_name = {"export_format": "format"}.get(field_name, field_name)  # the CLI's --format
+            value = error.get("input")
+            if field_name == "endpoints" or field_name.startswith("endpoints."):
+                value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
+            elif isinstance(value, dict) and "extra_body" in value:
+                value = value["extra_body"]
+            raise InputError(field_name, value, error["msg"].removeprefix("Value error, ")) from None
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint, or None."""
+    try:
+        parsed = URL(url)
+    except ValueError as problem:
+        return str(problem)
+    if parsed.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parsed.host:
+        return "no host"
+    try:
+        parsed.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as problem:
+        return str(problem)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +203,7 @@ class PlanHint:
     output_tok_s_total: float | None
     num_replicas: int | None
     model: str | None = None
+    max_tokens: int | None = None  # the plan's output cap (job.osl_cap_tokens)
 
 
 class ExportError(TokenplanError):
@@ -149,6 +233,7 @@ class GenerateResult:
     notes: list[str] = field(default_factory=list)
     export_error: str | None = None  # why --export failed at the end (the run itself is kept)
     blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
+    not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
 
 
 def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
@@ -166,18 +251,22 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
     model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else None
+    cap = plan_max_tokens(data)
     recommended = data.get("recommended")
     if not isinstance(recommended, dict):
-        return PlanHint(None, None, None, model), [f"{path}: no 'recommended' section; using the defaults"]
+        return PlanHint(None, None, None, model, cap), [f"{path}: no 'recommended' section; using the defaults"]
     notes, values = [], {}
     for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
         value = recommended.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+            if key != "output_tok_s_total" and value > MAX_CONCURRENCY:
+                raise ConfigError(str(path), f"recommended.{key}", f"{value!r} is not allowed "
+                                  f"(allowed: 1 to {MAX_CONCURRENCY:,})")
             values[key] = kind(value)
         else:
             values[key] = None
             notes.append(f"{path}: recommended.{key} is absent or not a positive number")
-    return PlanHint(**values, model=model), notes
+    return PlanHint(**values, model=model, max_tokens=cap), notes
 
 
 def _model_key(name: str) -> str:
@@ -205,6 +294,7 @@ class Checked:
     hint: PlanHint
     notes: list[str]
     warnings: list[str]
+    sampling: Sampling | None = None  # resolved (runner.defaults); None only when built by hand
 
 
 def check_request(request: GenerateRequest) -> Checked:
@@ -217,6 +307,7 @@ def check_request(request: GenerateRequest) -> Checked:
         ConfigError: an unreadable plan file.
     """
     files = expand_inputs(request.inputs)
+    check_readable(files)
     if request.api_key_env is None:
         api_key = os.environ.get(DEFAULT_API_KEY_ENV) or None
     else:
@@ -227,15 +318,44 @@ def check_request(request: GenerateRequest) -> Checked:
                              f"(${request.api_key_env} is unset or empty; leave --api-key-env out "
                              "for a server that needs no key)")
     hint, notes, warnings = PlanHint(None, None, None), [], []
+    if api_key and any(URL(u).user is not None for u in request.endpoints):
+        warnings.append("an --endpoint carries user:password and an API key is set: the API key is sent "
+                        "(Authorization: Bearer), the URL's credentials are not")
     if request.plan is not None:
         hint, notes = read_plan(request.plan)
         if plan_model_mismatch(hint.model, request.model):
             warnings.append(f"the plan {request.plan} was made for model {hint.model!r}, but --model is "
                             f"{request.model!r}: its concurrency and throughput may not fit this model")
+    sampling, sampling_notes = resolve_sampling(request, hint)
+    notes += sampling_notes
     if request.export is not None:
-        check_output_file(request.export, "--export", "a Parquet file path")
-    check_run_dir(request.out_dir, "--out")
-    return Checked(files, api_key, hint, notes, warnings)
+        kind = "a Parquet file path" if export_format(request) == "parquet" else "a JSONL file path"
+        check_output_file(request.export, "--export", kind)
+    if not request.dry_run:
+        check_run_dir(request.out_dir, "--out")
+    return Checked(files, api_key, hint, notes, warnings, sampling)
+
+
+def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling, list[str]]:
+    """The job's sampling and notes saying where each value came from
+    (:func:`tokenplan.runner.defaults.job_sampling`).
+
+    Raises:
+        InputError: an unreadable ``generation_config``, or an ``extra_body`` whose nested values
+            contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
+    """
+    given = {"max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
+             "top_k": request.top_k}
+    return job_sampling(request.model, given, request.seed, request.thinking, request.extra_body,
+                        (hint.max_tokens, request.plan), request.generation_config)
+
+
+def export_format(request: GenerateRequest) -> str:
+    """``parquet``, ``jsonl`` (SpecForge training file) or ``openai-batch``: ``export_format``,
+    else ``jsonl`` for a ``.jsonl`` path and ``parquet`` for any other."""
+    if request.export_format is not None:
+        return request.export_format
+    return "jsonl" if str(request.export).endswith(".jsonl") else "parquet"
 
 
 def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
@@ -243,7 +363,7 @@ def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]
     files = expand_inputs(request.inputs)
     return {"model": request.model, "mode": request.mode, "n": request.n, "on_length": request.on_length,
             "length_retries": request.length_retries, "sampling": sampling.as_record(),
-            "inputs": [{"name": f.name, "size_bytes": f.stat().st_size} for f in files]}
+            "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files]}
 
 
 def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
@@ -260,7 +380,9 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         InputError: a bad input path or option, a named API-key variable that is unset, an
             ``out_dir`` or ``export`` path that cannot be written (all before sending anything).
         ConfigError: an unreadable plan file.
-        RunDirError: ``out_dir`` holds another job (use ``force``), or is damaged.
+        RunDirError: ``out_dir`` holds another job (use ``force``), is damaged, is in use by
+            another process, or a write to it failed (``WriteFailed``: the run stopped sending;
+            every record written is whole, and a rerun resumes).
         ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
             endpoint down for ``max_all_down_s``.
     """
@@ -285,11 +407,14 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
     if request.concurrency is None:
         source = "the plan" if hint.concurrency_per_endpoint else "the default"
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
-    sampling = Sampling(request.max_tokens, request.temperature, request.top_p, request.top_k, request.seed,
-                        None if request.thinking is None else request.thinking == "on", request.extra_body)
+    sampling = checked.sampling or resolve_sampling(request, hint)[0]
+    check_open_files(concurrency * len(request.endpoints))
     fence_earlier_actors(request.out_dir)  # a Ray-backend run's leftover actors stop writing
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
+    if rundir.stats.duplicate_ids:
+        notes.append(f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
+                     "(the first record of each id is kept)")
     pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,
                                                         request.probe_interval_s, request.max_all_down_s),
                         api_key=checked.api_key)
@@ -297,50 +422,82 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
         await pool.check_health(request.model)
         job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
                           sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                          request.deadline_s or deadline_s(request.max_tokens), request.grace_s)
+                          request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
+                          request.max_answer_bytes)
         # Before the first unit finishes, the ETA assumes max_tokens per unit.
-        progress = Progress(time.monotonic(), count_rows(files) * request.n, float(request.max_tokens),
+        rows = count_rows_or_none(files)
+        if rows is not None and request.limit is not None:
+            rows = min(request.limit, rows)
+        progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
                             done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
-        dispatcher = Dispatcher(job, pool, rundir, progress, on_progress)
+        dispatcher = Dispatcher(job, pool, rundir, progress,
+                                rolling_summary(on_progress, rundir.path, request.progress_every_s))
         stop = asyncio.Event()
         read_stats = ReadStats()
         with _stop_on_signals(stop):
-            tally = await dispatcher.run(read_rows(files, read_stats), stop)
+            tally = await dispatcher.run(limited(read_rows(files, read_stats), request.limit), stop)
     finally:
         await pool.aclose()
         rundir.close()
-    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines)
+    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines, files)
+
+
+def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
+    """``--dry-run``: what the input asks for (:mod:`tokenplan.runner.dryrun`), the sampling the run
+    would use and the notes; nothing is sent and no run directory is made.
+
+    Raises:
+        InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
+    """
+    checked = check_request(request)
+    tokenizer = request.tokenizer
+    if tokenizer is None and (Path(request.model) / "tokenizer_config.json").is_file():
+        tokenizer = Path(request.model)
+    counts = dry_run(checked.files, request.mode, request.n, request.limit, tokenizer)
+    return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes
 
 
 def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: Progress,
-            notes: list[str], blank_lines: int = 0) -> GenerateResult:
+            notes: list[str], blank_lines: int = 0, files: list[Path] | None = None) -> GenerateResult:
     counts = count_outcomes(run_dir)
     accounted = counts["stored"] + counts["skipped"] + counts["errors"]
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
+    units_total = tally.units_seen
+    if tally.stopped and files is not None:
+        units_total = count_units(files, request.n, request.limit)
+    not_yet_sent = units_total - accounted
     if not tally.stopped and not accounting_ok:
         raise RunDirError(f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
                           f"skipped + {counts['errors']} errors = {accounted}, but the input has "
                           f"{tally.units_seen} units ({counts['duplicates']} duplicate records)")
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
-    summary = {"model": request.model, "units_total": tally.units_seen, **counts,
+    summary = {"model": request.model, "units_total": units_total, **counts, "not_yet_sent": not_yet_sent,
                "rejected_rows": tally.rejected_rows, "blank_lines": blank_lines,
                "already_done": tally.already_done,
                "interrupted": tally.stopped, "elapsed_s": snapshot.elapsed_s,
                "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
                "plan_output_tok_s": progress.plan_output_tok_s,
                "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
     if request.export is not None and not tally.stopped:
         try:
-            export_rows = export_parquet(run_dir, request.export)
+            export_rows = _export(request, run_dir, summary)
         except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
             why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
             export_error = (f"--export {str(request.export)!r} failed ({why}); every "
                             f"record is kept in {run_dir}: rerun the same command to export again")
-    return GenerateResult(run_dir, tally.units_seen, counts["stored"], counts["skipped"], counts["errors"],
+    return GenerateResult(run_dir, units_total, counts["stored"], counts["skipped"], counts["errors"],
                           tally.rejected_rows, tally.already_done, counts["duplicates"], tally.stopped,
-                          accounting_ok, summary, export_rows, notes, export_error, blank_lines)
+                          accounting_ok, summary, export_rows, notes, export_error, blank_lines, not_yet_sent)
+
+
+def _export(request: GenerateRequest, run_dir: Path, summary: dict[str, Any]) -> int:
+    """Write ``--export`` in its format; the counts go into ``summary`` (and summary.json) as ``export``."""
+    summary["export"] = export_run(run_dir, request.export, export_format(request), drop_length=request.drop_length,
+                                   require_think_close=request.require_think_close)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary["export"]["written"]
 
 
 def count_outcomes(run_dir: Path) -> dict[str, int]:

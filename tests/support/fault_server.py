@@ -8,7 +8,16 @@ HTTP 500, HTTP 429 (with ``Retry-After: 0``), HTTP 400, HTTP 401, a dropped conn
 request, nothing answered) and a stall (no answer for ``stall_s``). Restarting mid-run is the
 test's job: kill the process and start another on the same port.
 
+Scripted answers (``--script FILE``, a JSON list): the k-th chat request is answered with entry
+``k mod len``: ``{"status": 200, "raw": "<body text>", "content_type": "…"}`` sent as it is, so a
+test can serve any malformed, unfinished or over-size answer, any error-body shape or SSE stream.
+``{{authorization}}`` in ``raw`` is replaced by the request's Authorization header (a server that
+echoes it); an entry ``{"answer": true}`` is the normal answer (``answer_for``).
+
 ``GET /stats`` answers ``{"requests", "max_active"}``: the most requests it was answering at once.
+
+``--log-bodies PATH`` appends every chat request body to ``PATH`` (JSONL), so a test can check what
+was sent.
 
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
 is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
@@ -48,6 +57,8 @@ class Faults:
     tokens: int = 16
     model: str = "fault-model"
     seed: int = 0
+    script: str = ""
+    log_bodies: str = ""  # a path: every chat request body is appended there as one JSON line
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -73,6 +84,11 @@ class Server:
         self.requests = 0
         self.active = 0  # chat requests being answered now
         self.max_active = 0
+        self.chats = 0
+        self.script: list[dict] = []
+        if faults.script:
+            with open(faults.script) as fh:
+                self.script = json.load(fh)
 
     async def respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
         self.requests += 1
@@ -92,6 +108,11 @@ class Server:
                 {"id": self.faults.model, "object": "model"}]})
         if request.method != b"POST" or not target.endswith("/chat/completions"):
             return await self._send(conn, writer, 404, {"error": {"message": f"no route {target}"}})
+        self.chats += 1
+        if self.script:
+            entry = self.script[(self.chats - 1) % len(self.script)]
+            if not entry.get("answer"):
+                return await self._scripted(conn, writer, request, entry)
         draw = self.rng.random()
         f = self.faults
         if draw < f.pdrop:
@@ -119,11 +140,21 @@ class Server:
                 raise ValueError("messages")
         except ValueError:
             return await self._send(conn, writer, 400, {"error": {"message": "bad request body"}})
+        if f.log_bodies:
+            with open(f.log_bodies, "a") as log:
+                log.write(json.dumps(payload) + "\n")
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
         if payload.get("stream"):
             return await self._stream(conn, writer, payload)
         return await self._send(conn, writer, 200, answer_for(payload, f.tokens))
+
+    async def _scripted(self, conn, writer, request: h11.Request, entry: dict) -> bool:
+        auth = dict(request.headers).get(b"authorization", b"").decode()
+        raw = entry.get("raw", "").replace("{{authorization}}", auth).encode("utf-8", "surrogatepass")
+        await send_bytes(conn, writer, entry.get("status", 200), raw,
+                         content_type=entry.get("content_type", "application/json"))
+        return True
 
     async def _send(self, conn, writer, status: int, obj: dict, extra=()) -> bool:
         await send_bytes(conn, writer, status, json.dumps(obj).encode(), extra=extra)
@@ -193,9 +224,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--model", default="fault-model")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--script", default="")
+    parser.add_argument("--log-bodies", default="")
     args = parser.parse_args(argv)
     faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.p400, args.p401, args.stall_s or 30.0,
-                    args.delay_s, args.tokens, args.model, args.seed)
+                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies)
     asyncio.run(serve(faults, args.port, args.port_file))
 
 

@@ -19,7 +19,8 @@ Endpoints (vLLM's spellings):
 - ``GET /stats?since=T0&until=T1`` (wall-clock seconds, ``time.time()``): tokens emitted by steps
   that ended inside the window, and the mean measured step time per batch size.
 
-``--exit-after-requests N`` makes the process exit abruptly when the N-th chat request arrives
+``--no-stream-usage`` leaves the usage chunk out of streamed answers (a server ignoring
+``stream_options.include_usage``). ``--exit-after-requests N`` makes the process exit abruptly when the N-th chat request arrives
 (a server failing mid-sweep). Run: ``python tests/support/sim_server.py --port-file P --a-ms 10
 --b-ms 0.15 --cap 32``; the bound port is written to ``P``.
 """
@@ -159,8 +160,10 @@ def chat_tokens(vocab: Vocab, messages: list[dict]) -> int:
 
 
 class Server:
-    def __init__(self, law: Law, model: str, tokenize: bool, exit_after_requests: int | None):
+    def __init__(self, law: Law, model: str, tokenize: bool, exit_after_requests: int | None,
+                 stream_usage: bool = True):
         self.engine, self.model, self.tokenize = Engine(law), model, tokenize
+        self.stream_usage = stream_usage
         self.vocab = Vocab()
         self.exit_after_requests = exit_after_requests
         self.chat_requests = 0
@@ -221,7 +224,9 @@ class Server:
                                                        "finish_reason": "length" if done else None}]}
             writer.write(conn.send(h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode())))
         tail = {"model": self.model, "choices": [], "usage": usage}
-        writer.write(conn.send(h11.Data(data=f"data: {json.dumps(tail)}\n\ndata: [DONE]\n\n".encode())))
+        if self.stream_usage:
+            writer.write(conn.send(h11.Data(data=f"data: {json.dumps(tail)}\n\n".encode())))
+        writer.write(conn.send(h11.Data(data=b"data: [DONE]\n\n")))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
 
@@ -239,7 +244,7 @@ class SimServerProcess(ChildProcess):
     """The simulated engine in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``)."""
 
     def __init__(self, workdir: str, *, a_ms: float, b_ms: float, cap: int, model: str = "sim-model",
-                 tokenize: bool = True, exit_after_requests: int | None = None):
+                 tokenize: bool = True, exit_after_requests: int | None = None, stream_usage: bool = True):
         port_file = os.path.join(workdir, f"sim-port-{os.getpid()}-{id(self)}")
         args = [sys.executable, os.path.abspath(__file__), "--port-file", port_file, "--a-ms", str(a_ms),
                 "--b-ms", str(b_ms), "--cap", str(cap), "--model", model]
@@ -247,6 +252,8 @@ class SimServerProcess(ChildProcess):
             args.append("--no-tokenize")
         if exit_after_requests is not None:
             args += ["--exit-after-requests", str(exit_after_requests)]
+        if not stream_usage:
+            args.append("--no-stream-usage")
         self.proc, self.port = spawn_with_port_file(args, port_file, "sim server")
         self.model, self.law = model, Law(a_ms / 1e3, b_ms / 1e3, cap)
 
@@ -272,8 +279,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="sim-model")
     p.add_argument("--no-tokenize", action="store_true")
     p.add_argument("--exit-after-requests", type=int)
+    p.add_argument("--no-stream-usage", action="store_true", help="send no usage chunk in streams")
     a = p.parse_args(argv)
-    server = Server(Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap), a.model, not a.no_tokenize, a.exit_after_requests)
+    server = Server(Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap), a.model, not a.no_tokenize, a.exit_after_requests,
+                    not a.no_stream_usage)
     asyncio.run(serve(server, a.port, a.port_file))
 
 

@@ -2,7 +2,12 @@
 ``/get_server_info``, and the concurrency cap a sweep reveals.
 
 Metric names differ by engine and version; each quantity has a list of spellings, the first one
-present wins, and values of one name are summed over label sets (one server serving one model):
+present wins. The text is parsed with ``prometheus_client``'s parser. One server may report a name
+under several label sets — a vLLM server started with ``--data-parallel-size 8`` labels its gauges
+``engine="0"`` … ``engine="7"`` — so values are aggregated by what they are: counts of requests and
+counters (tokens, preemptions) are **summed** over label sets, fractions (KV-cache usage) take the
+**max** (the fullest engine is the one that preempts; the mean is kept beside it as
+``kv_usage_mean``), since summing eight engines at 0.9 would read 7.2.
 
 =====================  ==========================================  ===============================
 quantity               vLLM                                        SGLang
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,25 +42,54 @@ METRIC_NAMES: dict[str, tuple[str, ...]] = {
     "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
     "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
 }
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+# Fractions (0–1): aggregated over label sets by max, never summed.
+FRACTION_METRICS = frozenset(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"))
+
+
+def prometheus_samples(text: str) -> dict[str, list[float]]:
+    """Prometheus text exposition → sample name → its values, one per label set.
+
+    Parsed with ``prometheus_client.parser.text_string_to_metric_families``; a text the parser
+    refuses as a whole is parsed line by line and the lines it refuses are skipped. ``NaN``
+    samples and ``*_created`` timestamps are left out.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, list[float]] = {}
+
+    def add(chunk: str) -> None:
+        for family in text_string_to_metric_families(chunk):
+            for sample in family.samples:
+                if sample.name.endswith("_created") or math.isnan(sample.value):
+                    continue
+                out.setdefault(sample.name, []).append(float(sample.value))
+
+    try:
+        add(text)
+    except ValueError:
+        out.clear()
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#"):
+                try:
+                    add(line + "\n")
+                except ValueError:
+                    continue
+    return out
+
+
+def aggregate(name: str, values: Sequence[float]) -> float:
+    """One value for ``name`` over its label sets: max for a fraction, else the sum."""
+    return max(values) if name in FRACTION_METRICS else sum(values)
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text exposition → metric name → value summed over its label sets.
-
-    Comment lines and unparsable values are skipped; ``NaN`` samples are ignored.
-    """
+    """Prometheus text → metric name → one value over its label sets (:func:`aggregate`), plus
+    ``NAME:mean`` for each fraction (the mean over engines)."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        try:
-            value = float(match.group(3))
-        except ValueError:
-            continue
-        if not math.isnan(value):
-            out[match.group(1)] = out.get(match.group(1), 0.0) + value
+    for name, values in prometheus_samples(text).items():
+        out[name] = aggregate(name, values)
+        if name in FRACTION_METRICS:
+            out[name + ":mean"] = sum(values) / len(values)
     return out
 
 
@@ -72,14 +105,17 @@ class ServerSnapshot:
     preemptions: float | None
     generation_tokens: float | None
     prompt_tokens: float | None
+    kv_usage_mean: float | None = None  # mean over engines (data-parallel servers); kv_usage is the max
 
 
 def snapshot_from_metrics(metrics: dict[str, float], time_s: float) -> ServerSnapshot:
-    """Pick each quantity's first spelling present in ``metrics``."""
+    """Pick each quantity's first spelling present in ``metrics`` (from :func:`parse_prometheus`)."""
     values = {}
     for quantity, names in METRIC_NAMES.items():
         values[quantity] = next((metrics[n] for n in names if n in metrics), None)
-    return ServerSnapshot(time_s, **values)
+    kv_name = next((n for n in METRIC_NAMES["kv_usage"] if n in metrics), None)
+    kv_mean = metrics.get(kv_name + ":mean", metrics.get(kv_name)) if kv_name else None
+    return ServerSnapshot(time_s, **values, kv_usage_mean=kv_mean)
 
 
 async def read_snapshot(base_url: str, *, timeout_s: float = 5.0) -> ServerSnapshot | None:
@@ -187,7 +223,8 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
     """
-    ordered = sorted((lv for lv in levels if lv.get("requests")), key=lambda lv: lv["concurrency"])
+    ordered = sorted((lv for lv in levels if lv.get("requests") and lv.get("output_tok_s") is not None),
+                     key=lambda lv: lv["concurrency"])
     flat_at = saturated = None
     for prev, cur in zip(ordered, ordered[1:]):
         if cur["output_tok_s"] < prev["output_tok_s"] * (1.0 + FLAT_GAIN):

@@ -1,4 +1,9 @@
-"""A concurrency sweep: at each level, ``C`` closed-loop workers keep ``C`` requests in flight.
+"""A concurrency sweep: at each level, ``C`` closed-loop workers keep ``C`` requests in flight;
+or, with request rates, an open-loop sweep: at each level requests arrive at ``rate`` per second
+whatever the server does, with gamma-distributed gaps (``burstiness`` 1 = Poisson arrivals), at
+most ``max_concurrency`` in flight — as ``vllm bench serve --request-rate R --burstiness B
+--max-concurrency C`` sends them (``vllm/benchmarks/serve.py``, ``get_request``: gap ~
+Gamma(shape=B, scale=1/(R·B)), mean 1/R; a rate of ``inf`` sends every request at once).
 
 Per level:
 
@@ -9,8 +14,10 @@ Per level:
    requests in flight finish), then a second snapshot. The window runs from the first send to the
    last answer; the server's counters are read over the same window.
 
-Token counts come from each answer's ``usage`` (never from counting chunks); TTFT and ITL come
-from streaming. Workers go round-robin over the endpoints (worker ``i`` uses endpoint ``i mod n``).
+Token counts come from each answer's ``usage``; where a server sends none, from the streamed
+chunks (:func:`tokenplan.client.metrics.completion_tokens`, and the level says which:
+``token_count_method``); without either, throughput in tokens is ``None``, not 0. TTFT and ITL
+come from streaming. Workers go round-robin over the endpoints (worker ``i`` uses endpoint ``i mod n``).
 
 A transport failure (connection refused or dropped) makes the sweep ask the endpoint for its
 model list; if it does not answer, the sweep stops: the levels finished before are kept and
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +37,7 @@ from typing import Any
 
 from tokenplan.bench.server_info import WindowStats, poll_window, read_snapshot
 from tokenplan.bench.workload import Workload
-from tokenplan.client.metrics import Distribution, summarize
+from tokenplan.client.metrics import USAGE, Distribution, LatencySummary, completion_tokens, summarize
 from tokenplan.client.openai import Completion, OpenAIClient, RequestFailed
 
 WARMUP_MAX_TOKENS = 16
@@ -63,6 +71,33 @@ class SweepSettings:
     ignore_eos: bool = True
     temperature: float = 0.0
     metrics_interval_s: float = 0.5
+    request_rates: tuple[float, ...] | None = None  # open loop: one level per rate (requests/s)
+    burstiness: float = 1.0  # gamma shape of the arrival gaps (1 = Poisson)
+    max_concurrency: int | None = None  # open loop: most requests in flight (None = no limit)
+    seed: int = 0  # arrival-gap RNG
+
+
+def default_open_loop_requests(rate: float) -> int:
+    """Measured requests per open-loop level without ``num_prompts``: 10 s of arrivals, at least
+    16 (a rate of ``inf``: 16)."""
+    return 16 if math.isinf(rate) else max(16, math.ceil(10 * rate))
+
+
+def arrival_gaps_s(rate: float, burstiness: float, count: int, seed: int) -> list[float]:
+    """``count`` gaps between arrivals (seconds): Gamma(shape=burstiness, scale=1/(rate·burstiness)),
+    mean ``1/rate``, coefficient of variation ``1/sqrt(burstiness)``; all 0 for ``rate`` = inf.
+
+    Raises:
+        ValueError: ``rate`` or ``burstiness`` not > 0.
+    """
+    if not rate > 0 or not burstiness > 0:
+        raise ValueError(f"request rate {rate} and burstiness {burstiness} must be > 0")
+    if math.isinf(rate):
+        return [0.0] * count
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=count).tolist()
 
 
 def default_requests(concurrency: int) -> int:
@@ -92,6 +127,8 @@ class LevelResult:
     end_wall_s: float = 0.0
     duration_s: float = 0.0
     server: dict[str, WindowStats] = field(default_factory=dict)
+    request_rate: float | None = None  # open-loop arrivals (requests/s); None: closed loop
+    max_concurrency: int | None = None  # most requests in flight (None: open loop without a limit)
 
 
 @dataclass(slots=True)
@@ -157,9 +194,13 @@ class Sweep:
     async def run(self, on_level: Callable[[LevelResult], None] | None = None) -> SweepResult:
         """Every level in order; stops early (keeping finished levels) when the server fails."""
         done: list[LevelResult] = []
-        for concurrency in self.settings.concurrencies:
+        s = self.settings
+        plan: list[tuple[int, float | None]] = [(c, None) for c in s.concurrencies]
+        if s.request_rates is not None:
+            plan = [(s.max_concurrency or 0, rate) for rate in s.request_rates]
+        for concurrency, rate in plan:
             try:
-                level = await self.level(concurrency)
+                level = await self.level(concurrency, rate)
             except SweepStopped as exc:
                 return SweepResult(done, str(exc))
             done.append(level)
@@ -167,15 +208,23 @@ class Sweep:
                 on_level(level)
         return SweepResult(done)
 
-    async def level(self, concurrency: int) -> LevelResult:
-        """Warm up, then measure one level. Raises :class:`SweepStopped`."""
+    async def level(self, concurrency: int, rate: float | None = None) -> LevelResult:
+        """Warm up, then measure one level: closed loop at ``concurrency``, or open loop at
+        ``rate`` requests/s with at most ``concurrency`` in flight (0 = no limit). Raises
+        :class:`SweepStopped`."""
         s = self.settings
-        warmup = min(concurrency, 32) if s.warmup_requests is None else s.warmup_requests
+        if rate is None:
+            quota = None if s.duration_s is not None else (s.num_prompts or default_requests(concurrency))
+        else:
+            quota = s.num_prompts or default_open_loop_requests(rate)
+        warm_c = concurrency or min(quota or 32, 32)
+        warmup = min(warm_c, 32) if s.warmup_requests is None else s.warmup_requests
         if warmup:
-            await self._run_workers(_Level(concurrency, warmup, None), concurrency, WARMUP_MAX_TOKENS)
-        quota = None if s.duration_s is not None else (s.num_prompts or default_requests(concurrency))
-        state = _Level(concurrency, quota, None)
+            await self._run_workers(_Level(warm_c, warmup, None), warm_c, WARMUP_MAX_TOKENS)
+        state = _Level(concurrency or (quota or 0), quota, None)
         result = state.result
+        result.request_rate = rate
+        result.max_concurrency = concurrency if rate is None or concurrency else None
         stop_polling = asyncio.Event()
         pollers = []
         if self.metrics:
@@ -190,7 +239,10 @@ class Sweep:
         if s.duration_s is not None:
             state.until_s = start_s + s.duration_s
         try:
-            await self._run_workers(state, concurrency, None)
+            if rate is None:
+                await self._run_workers(state, concurrency, None)
+            else:
+                await self._run_open_loop(state, rate, concurrency or None)
         finally:
             stop_polling.set()
             await asyncio.gather(*pollers, return_exceptions=True)
@@ -205,6 +257,47 @@ class Sweep:
             raise SweepStopped(state.stop)
         return result
 
+    async def _run_open_loop(self, state: _Level, rate: float, limit: int | None) -> None:
+        """Send ``state.quota`` requests (or until ``duration_s``) at gamma-distributed gaps; at
+        most ``limit`` in flight (a request due while ``limit`` are in flight waits for a slot)."""
+        gaps = arrival_gaps_s(rate, self.settings.burstiness, state.quota or 100_000, self.settings.seed)
+        slots = asyncio.Semaphore(limit) if limit else None
+        tasks: list[asyncio.Task[None]] = []
+        for gap in gaps:
+            if tasks and gap > 0:
+                await asyncio.sleep(gap)
+            index = state.next_index()
+            if index is None:
+                break
+            if slots is not None:
+                await slots.acquire()
+            tasks.append(asyncio.create_task(self._send_one(state, index, slots)))
+        await asyncio.gather(*tasks)
+
+    async def _send_one(self, state: _Level, index: int, slots: asyncio.Semaphore | None) -> None:
+        client, url = self.clients[index % len(self.clients)], self.urls[index % len(self.urls)]
+        try:
+            await self._request(state, client, url, None)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async def _request(self, state: _Level, client: OpenAIClient, url: str, max_tokens: int | None) -> None:
+        """Send one request and record its completion or failure in ``state``."""
+        result = state.result
+        body = self.body(max_tokens)
+        if state.first_send_s is None:
+            state.first_send_s = time.perf_counter()
+        try:
+            completion = await client.chat(body, deadline_s=self.settings.deadline_s, stream=self.settings.stream)
+        except RequestFailed as failure:
+            result.errors += 1
+            if len(result.error_samples) < 5:
+                result.error_samples.append(str(failure))
+            await self._judge_failure(state, client, url, failure)
+            return
+        result.completions.append(completion)
+
     async def _run_workers(self, state: _Level, concurrency: int, max_tokens: int | None) -> None:
         workers = [asyncio.create_task(self._worker(state, i, max_tokens)) for i in range(concurrency)]
         await asyncio.gather(*workers)
@@ -212,20 +305,8 @@ class Sweep:
     async def _worker(self, state: _Level, index: int, max_tokens: int | None) -> None:
         client = self.clients[index % len(self.clients)]
         url = self.urls[index % len(self.urls)]
-        result = state.result
         while state.next_index() is not None:
-            body = self.body(max_tokens)
-            if state.first_send_s is None:
-                state.first_send_s = time.perf_counter()
-            try:
-                completion = await client.chat(body, deadline_s=self.settings.deadline_s, stream=self.settings.stream)
-            except RequestFailed as failure:
-                result.errors += 1
-                if len(result.error_samples) < 5:
-                    result.error_samples.append(str(failure))
-                await self._judge_failure(state, client, url, failure)
-                continue
-            result.completions.append(completion)
+            await self._request(state, client, url, max_tokens)
 
     async def _judge_failure(self, state: _Level, client: OpenAIClient, url: str, failure: RequestFailed) -> None:
         result = state.result
@@ -269,27 +350,60 @@ def combine_server(stats: dict[str, WindowStats]) -> dict | None:
     return out
 
 
+def _token_counts(completions: Sequence[Completion]) -> tuple[int | None, int | None, str | None]:
+    """Output tokens, input tokens (usage only) and how the output tokens were counted."""
+    counted = [completion_tokens(c) for c in completions]
+    methods = sorted({m for _, m in counted if m is not None})
+    known = [t for t, _ in counted if t is not None]
+    if not completions:
+        return 0, 0, USAGE
+    out_tokens = sum(known) if len(known) == len(completions) else None
+    with_usage = [c.usage.prompt_tokens for c in completions if c.usage is not None]
+    in_tokens = sum(with_usage) if len(with_usage) == len(completions) else None
+    return out_tokens, in_tokens, " and ".join(methods) if methods else None
+
+
+def _ms_fields(lat: LatencySummary) -> dict[str, float | None]:
+    """The latency fields as ``vllm bench serve`` and ``sglang.bench_serving`` name them (ms)."""
+    out: dict[str, float | None] = {}
+    for name, d in (("ttft", lat.ttft), ("tpot", lat.tpot), ("itl", lat.itl), ("e2el", lat.e2e)):
+        for stat, attr in (("mean", "mean_s"), ("median", "p50_s"), ("p90", "p90_s"), ("p99", "p99_s")):
+            out[f"{stat}_{name}_ms"] = None if d is None else getattr(d, attr) * 1e3
+    return out
+
+
 def level_dict(level: LevelResult) -> dict[str, Any]:
-    """One level in the bench JSON schema (seconds, tokens/s; latency dicts ``mean/p50/p90/p99``)."""
+    """One level in the bench JSON schema (seconds, tokens/s; latency dicts ``mean/p50/p90/p99``),
+    and the same figures under the names and units of ``vllm bench serve`` (``request_throughput``
+    req/s, ``output_throughput`` and ``total_token_throughput`` tok/s, ``mean/median/p90/p99_
+    {ttft,tpot,itl,e2el}_ms``). Token throughputs are ``None`` when the tokens cannot be counted."""
     completions = level.completions
     duration = level.duration_s
-    out_tokens = sum(c.usage.completion_tokens for c in completions if c.usage)
-    in_tokens = sum(c.usage.prompt_tokens for c in completions if c.usage)
+    out_tokens, in_tokens, method = _token_counts(completions)
     busy_s = sum(c.timings.latency_s for c in completions)
     lat = summarize(completions)
     n = len(completions)
+    output_tok_s = None if out_tokens is None else (out_tokens / duration if n else 0.0)
+    total_tok_s = None if out_tokens is None or in_tokens is None else ((out_tokens + in_tokens) / duration if n else 0.0)
     return {
         "concurrency": level.concurrency,
         "achieved_concurrency": busy_s / duration if n else 0.0,
         "requests": n, "errors": level.errors, "error_samples": list(level.error_samples),
         "duration_s": duration,
         "request_throughput_per_s": n / duration if n else 0.0,
-        "output_tok_s": out_tokens / duration if n else 0.0,
-        "total_tok_s": (out_tokens + in_tokens) / duration if n else 0.0,
+        "output_tok_s": output_tok_s,
+        "total_tok_s": total_tok_s,
+        "token_count_method": method,
         "output_tokens": out_tokens, "input_tokens": in_tokens,
-        "mean_input_tokens": in_tokens / n if n else None, "mean_output_tokens": out_tokens / n if n else None,
+        "mean_input_tokens": in_tokens / n if n and in_tokens is not None else None,
+        "mean_output_tokens": out_tokens / n if n and out_tokens is not None else None,
         "window_start_unix_s": level.start_wall_s, "window_end_unix_s": level.end_wall_s,
         "ttft_s": _dist_dict(lat.ttft), "tpot_s": _dist_dict(lat.tpot), "itl_s": _dist_dict(lat.itl),
         "e2e_s": _dist_dict(lat.e2e),
         "server": combine_server(level.server),
+        # the same figures as vllm bench serve names them
+        "completed": n, "max_concurrency": level.max_concurrency, "request_rate": level.request_rate if level.request_rate is not None else "inf",
+        "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
+        "request_throughput": n / duration if n else 0.0, "output_throughput": output_tok_s,
+        "total_token_throughput": total_tok_s, **_ms_fields(lat),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -46,18 +47,51 @@ def gpu_names() -> list[str]:
     return sorted(_gpu_entries())
 
 
-def gpu_entry(key: str) -> GpuEntry:
-    """The catalog entry (with sources) of GPU ``key``. Raises CatalogError."""
+@lru_cache(maxsize=1)
+def _aliases() -> dict:
+    return yaml.safe_load((_PKG / "aliases.yaml").read_text(encoding="utf-8"))
+
+
+def gpu_key(name: str) -> str:
+    """The catalog key for ``name``: itself, an alias of ``aliases.yaml`` (AIConfigurator's system
+    names such as ``h200_sxm``), or the name with ``_`` read as ``-`` (``h100_sxm`` → ``h100-sxm``).
+    Unknown names come back as given (lower case)."""
+    key = name.strip().lower()
     entries = _gpu_entries()
-    if key not in entries:
+    if key in entries:
+        return key
+    alias = _aliases()["gpu"].get(key)
+    if alias is not None:
+        return alias
+    return key.replace("_", "-") if key.replace("_", "-") in entries else key
+
+
+def model_key(name: str) -> str | None:
+    """The catalog name of a Hugging Face id (``Qwen/Qwen3-8B`` → ``qwen3-8b``; rule in
+    ``aliases.yaml``), or None when no shipped model matches."""
+    if name.count("/") != 1:
+        return None
+    last = name.rsplit("/", 1)[1].strip().lower()
+    names = set(model_names())
+    for candidate in [last] + [last[: -len(s)] for s in _aliases()["model_suffixes"] if last.endswith(s)]:
+        if candidate in names:
+            return candidate
+    return None
+
+
+def gpu_entry(key: str) -> GpuEntry:
+    """The catalog entry (with sources) of GPU ``key`` (or an alias, :func:`gpu_key`). Raises CatalogError."""
+    entries = _gpu_entries()
+    resolved = gpu_key(key)
+    if resolved not in entries:
         raise CatalogError("gpu", key, entries)
-    return entries[key]
+    return entries[resolved]
 
 
 @lru_cache(maxsize=64)
 def load_gpu(key: str) -> Gpu:
-    """GPU ``key`` as a frozen value. Raises CatalogError for an unknown key."""
-    return gpu_entry(key.strip().lower()).to_gpu(key.strip().lower())
+    """GPU ``key`` (or an alias) as a frozen value. Raises CatalogError for an unknown key."""
+    return gpu_entry(key).to_gpu(gpu_key(key))
 
 
 def model_names() -> list[str]:
@@ -74,13 +108,20 @@ def load_model(name_or_path: str) -> ModelSpec:
         ConfigError: the file is not valid JSON or lacks a required key.
     """
     path = Path(name_or_path)
+    hf_name = model_key(name_or_path) if not path.exists() else None
+    if hf_name is not None:  # a Hugging Face id of a shipped model
+        return load_model(hf_name)
     if path.is_dir():
         path = path / "config.json"
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
     if looks_like_path and not path.exists():
         raise InputError("model", name_or_path, "a catalog name or an existing config.json (file not found)")
     if path.suffix == ".json" and path.exists():
-        text, source, name = path.read_text(encoding="utf-8"), str(path), path.parent.name if path.name == "config.json" else path.stem
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(str(path), f"byte {exc.start}", "not UTF-8 text (a config.json is UTF-8 JSON)") from None
+        source, name = str(path), path.parent.name if path.name == "config.json" else path.stem
     else:
         key = name_or_path.strip().lower()
         res = _PKG / "models" / f"{key}.json"
@@ -113,6 +154,7 @@ def load_engine(name: str) -> EngineFacts:
     buckets = tuple(SglangBucket(**b) for b in e.pop("buckets", []))
     running = e.pop("max_running_default", {})
     hybrid = e.pop("hybrid_state", {})
+    tight = e.pop("tight_memory", {})
     e.pop("source", None)
     if "vendors" in e:
         e["vendors"] = tuple(e["vendors"])
@@ -123,9 +165,17 @@ def load_engine(name: str) -> EngineFacts:
         state_to_kv_memory_ratio=hybrid.get("state_to_kv_memory_ratio"),
         slots_per_request=hybrid.get("slots_per_request", 1),
         slots_per_request_spec=hybrid.get("slots_per_request_spec", 1),
+        spec_state_copies=hybrid.get("spec_state_copies", "none"),
+        padded_state_slot=hybrid.get("padded_state_slot", False),
+        tight_memory_fraction=tight.get("fraction"), tight_chunk_tokens=tight.get("chunk_tokens", 0),
+        tight_graph_max_bs=tight.get("graph_max_bs", 0),
         **e,
     )
 
+
+
+# The top-level keys of a calibration profile (api_calibration.profile_dict, api_bench's fitted_on).
+CALIBRATION_KEYS = ("default", "groups", "uncertainty", "at_bound", "held_at_default", "provenance", "fitted_on")
 
 
 def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
@@ -141,10 +191,19 @@ def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
         if unknown:
             raise ConfigError(source, f"{key}.{sorted(unknown)[0]}", f"unknown factor (known: {', '.join(EFFICIENCY_FIELDS)})")
         try:
-            return Efficiency(**{k: float(v) for k, v in obj.items()})
+            values = {k: float(v) for k, v in obj.items()}
         except (TypeError, ValueError):
             raise ConfigError(source, key, "every factor must be a number") from None
+        for name, value in values.items():
+            may_be_zero = name.endswith("_s") or name == "prefill_wave_fraction"  # overheads, a share
+            if not (math.isfinite(value) and (value >= 0 if may_be_zero else value > 0)):
+                raise ConfigError(source, f"{key}.{name}", f"{value!r} is not allowed (allowed: a finite number "
+                                  f"{'≥ 0' if may_be_zero else '> 0'})")
+        return Efficiency(**values)
 
+    unknown = sorted(set(data) - set(CALIBRATION_KEYS))
+    if unknown:
+        raise ConfigError(source, unknown[0], f"unknown key (known: {', '.join(CALIBRATION_KEYS)})")
     default = parse(data.get("default", {}), "default")
     groups = data.get("groups", {})
     if not isinstance(groups, dict):

@@ -86,7 +86,7 @@ def main() -> None:
     except exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
         print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         sys.exit(USAGE_EXIT)
-    except exceptions.Abort:
+    except getattr(exceptions, "Abort", ()):  # typer's bundled click has no Abort: match nothing
         print("aborted", file=sys.stderr)
         sys.exit(1)
     if isinstance(status, int) and status:

@@ -39,7 +39,7 @@ def bench_table(data: dict) -> Table:
         s = lv.get("server") or {}
         fmt = lambda v, spec: "–" if v is None else format(v, spec)  # noqa: E731
         t.add_row(str(lv["concurrency"]), f"{lv['achieved_concurrency']:.1f}", str(lv["requests"]), str(lv["errors"]),
-                  f"{lv['request_throughput_per_s']:.2f}", f"{lv['output_tok_s']:,.0f}", f"{lv['total_tok_s']:,.0f}",
+                  f"{lv['request_throughput_per_s']:.2f}", fmt(lv["output_tok_s"], ",.0f"), fmt(lv["total_tok_s"], ",.0f"),
                   fmt(s.get("output_tok_s"), ",.0f"), _ms(lv["ttft_s"], "p50"), _ms(lv["ttft_s"], "p99"),
                   _ms(lv["tpot_s"], "p50"), _ms(lv["itl_s"], "p50"), fmt(lv["e2e_s"]["p50"], ".2f"),
                   fmt(s.get("running_mean"), ".1f"), fmt(s.get("waiting_mean"), ".1f"),
@@ -83,6 +83,38 @@ def _concurrencies(text: str) -> tuple[int, ...]:
     return values
 
 
+def _same(name: str, value, alias: str, alias_value, default):  # noqa: ANN001, ANN202 - any option type
+    """One option given under two names (tokenplan's and vllm bench serve's): either, or both equal."""
+    if value is not None and alias_value is not None and value != alias_value:
+        raise InputError(name, value, f"the same value as --{alias} ({alias_value}) or only one of them")
+    return value if value is not None else (alias_value if alias_value is not None else default)
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    """``"1,2.5,inf"`` → ``(1.0, 2.5, inf)`` requests/s; each > 0."""
+    allowed = "comma-separated request rates > 0 in requests/s, or inf, e.g. 1,4,inf"
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError("request-rate", text, allowed) from None
+    if not values or any(not v > 0 for v in values):
+        raise InputError("request-rate", text, allowed)
+    return values
+
+
+def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | None:
+    """The prompt file from ``--dataset``/``--dataset-path`` and ``--dataset-name`` (vLLM's
+    names): ``random`` means none, ``sharegpt`` needs a file."""
+    chosen = _same("dataset", dataset, "dataset-path", path, None)
+    if name is not None and name not in ("random", "sharegpt"):
+        raise InputError("dataset-name", name, ["random", "sharegpt"])
+    if name == "random" and chosen is not None:
+        raise InputError("dataset-name", name, "sharegpt with --dataset-path (random prompts need no file)")
+    if name == "sharegpt" and chosen is None:
+        raise InputError("dataset-path", None, "a ShareGPT JSON file with --dataset-name sharegpt")
+    return chosen
+
+
 def cap_text(data: dict) -> str | None:
     """The ``cap:`` line: where throughput flattens, the queue grows and the most requests the
     server ran — "not reached in this sweep" where the sweep did not get there (and "not
@@ -102,7 +134,8 @@ def cap_text(data: dict) -> str | None:
 
 
 def _progress(level: dict) -> None:
-    print(f"concurrency {level['concurrency']}: {level['output_tok_s']:,.0f} output tok/s, "
+    tok_s = "– (not measured)" if level["output_tok_s"] is None else f"{level['output_tok_s']:,.0f}"
+    print(f"concurrency {level['concurrency']}: {tok_s} output tok/s, "
           f"{level['requests']} requests, {level['errors']} errors", file=sys.stderr)
 
 
@@ -110,10 +143,17 @@ def _progress(level: dict) -> None:
 def bench_command(
     endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")] = None,
-    concurrency: Annotated[str, typer.Option("--concurrency", help="Levels, comma-separated.")] = "1,4,16,64",
-    isl: Annotated[int, typer.Option("--isl", help="Random-prompt input length (tokens).")] = 1024,
-    osl: Annotated[Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers.")] = 256,
+    concurrency: Annotated[Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")] = None,
+    max_concurrency: Annotated[Optional[str], typer.Option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")] = None,
+    request_rate: Annotated[Optional[str], typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")] = None,
+    burstiness: Annotated[float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")] = 1.0,
+    isl: Annotated[Optional[int], typer.Option("--isl", help="Random-prompt input length (tokens) [default: 1024].")] = None,
+    osl: Annotated[Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")] = None,
+    random_input_len: Annotated[Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")] = None,
+    random_output_len: Annotated[Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")] = None,
     dataset: Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")] = None,
+    dataset_name: Annotated[Optional[str], typer.Option("--dataset-name", help="random | sharegpt (with --dataset-path).")] = None,
+    dataset_path: Annotated[Optional[str], typer.Option("--dataset-path", help="vllm bench serve's name for --dataset.")] = None,
     num_prompts: Annotated[Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")] = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")] = None,
@@ -143,7 +183,17 @@ def bench_command(
     if fit and (out is None or config is None or gpu is None):
         raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
     # Every check that needs no server comes before the sweep, so a typo costs no measurement.
-    levels = None if from_json is not None else _concurrencies(concurrency)
+    isl = _same("isl", isl, "random-input-len", random_input_len, 1024)
+    osl = _same("osl", osl, "random-output-len", random_output_len, 256)
+    dataset = _dataset(dataset, dataset_path, dataset_name)
+    levels_text = _same("concurrency", concurrency, "max-concurrency", max_concurrency, None)
+    rates = None if request_rate is None else _rates(request_rate)
+    if from_json is not None:
+        levels = None
+    elif rates is not None:
+        levels = () if levels_text is None else _concurrencies(levels_text)
+    else:
+        levels = _concurrencies(levels_text or "1,4,16,64")
     for option, path, what in (("--save", save, "a JSON file path"), ("--plot", plot, "a PNG file path"),
                                ("--out", out if fit else None, "a profile JSON file path")):
         if path is not None:
@@ -162,7 +212,8 @@ def bench_command(
             raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
         result = bench(BenchRequest(tuple(endpoint), model, levels, isl, osl, dataset,
                                     num_prompts, duration, warmup, num_gpus, ignore_eos, stream, deadline, seed,
-                                    metrics), on_level=None if json_out else _progress)
+                                    metrics, request_rates=rates, burstiness=burstiness),
+                       on_level=None if json_out else _progress)
         data, stopped = result.data, result.stopped
     failed: list[str] = []  # writes that failed at the end: what they held goes to stdout instead
     wrote_profile, fit_error = False, None

@@ -68,10 +68,18 @@ def calibrate_command(
     kv_dtype: Annotated[str, typer.Option("--kv-dtype")] = "auto",
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="--from-run: total requests in flight.")] = None,
     isl: Annotated[Optional[float], typer.Option("--isl", help="--from-run: mean prompt tokens (default: from the records).")] = None,
+    from_bench: Annotated[Optional[list[str]], typer.Option("--from-bench", help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --config, --gpu and the layout).")] = None,
+    pp: Annotated[int, typer.Option("--pp")] = 1,
+    ep: Annotated[int, typer.Option("--ep")] = 1,
 ) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     if out is None:
         raise InputError("out", "", "-o PROFILE.json: where to write the calibration profile")
+    if from_bench:
+        _from_bench(from_bench, out, json_out, PredictRequest(
+            model=config or "", gpu=gpu or "", num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, engine=engine,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype))
+        return
     if from_run is not None:
         _from_run(from_run, out, json_out, PredictRequest(
             model=config or "", gpu=gpu or "", num_gpus=num_gpus, tp=tp, engine=engine, weight_dtype=weight_dtype,
@@ -97,6 +105,28 @@ def calibrate_command(
                       markup=False)
     if d["cross_validation"]:
         console.print(_cv_table(d))
+    console.print(f"wrote {out}", markup=False)
+
+
+def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
+    from tokenplan.api_bench import calibrate_from_results
+    from tokenplan.cli.bench import fit_levels_table, fit_table
+
+    if not desc.model or not desc.gpu:
+        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-bench")
+    command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
+    outcome = calibrate_from_results(paths, desc, command)
+    out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if json_out:
+        print(json.dumps(outcome.data, indent=2))
+        return
+    console = wide_console()
+    for source in outcome.data["sources"]:
+        console.print(f"read {source['path']}: {source['format']}, {source['levels']} level(s)", markup=False)
+    console.print(fit_table(outcome.data))
+    console.print(fit_levels_table(outcome.data))
     console.print(f"wrote {out}", markup=False)
 
 

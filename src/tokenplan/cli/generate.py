@@ -16,6 +16,7 @@ from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult,
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 from tokenplan.runner.progress import Snapshot
+from tokenplan.cli.generate_trial import console_is_terminal, log_every, print_dry_run
 
 EXIT_INTERRUPTED = 130
 
@@ -30,8 +31,9 @@ def generate_command(
     mode: Annotated[str, typer.Option(help="regenerate | complete")] = "regenerate",
     concurrency: Annotated[Optional[int], typer.Option(help="Requests in flight per endpoint "
                                                        "[default: the plan's, else 64].")] = None,
-    max_tokens: Annotated[int, typer.Option(help="Max completion tokens per request.")] = 4096,
-    temperature: Annotated[float, typer.Option()] = 0.0,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Max completion tokens per request "
+                                                      "[default: the plan's output cap, else 4096].")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="[default: generation_config.json, else 0].")] = None,
     top_p: Annotated[Optional[float], typer.Option()] = None,
     top_k: Annotated[Optional[int], typer.Option()] = None,
     seed: Annotated[int, typer.Option(help="Job seed; each request's seed derives from it.")] = 0,
@@ -40,7 +42,22 @@ def generate_command(
     n: Annotated[int, typer.Option("--n", help="Samples per row (complete mode ids ROWID#k).")] = 1,
     extra_body: Annotated[Optional[str], typer.Option(help="JSON object merged into every request.")] = None,
     plan: Annotated[Optional[Path], typer.Option(help="Output of `tokenplan plan --json`.")] = None,
-    export: Annotated[Optional[Path], typer.Option(help="Write all stored records to this Parquet file.")] = None,
+    export: Annotated[Optional[Path], typer.Option(help="Write all stored records to this file: .parquet, "
+                                                   ".jsonl (SpecForge training rows), or see --format.")] = None,
+    export_format: Annotated[Optional[str], typer.Option("--format", help="--export format: parquet | jsonl | "
+                                                         "openai-batch [default: from the suffix].")] = None,
+    drop_length: Annotated[bool, typer.Option(help="--export leaves out records with a length-cut turn.")] = False,
+    require_think_close: Annotated[bool, typer.Option(help="--export leaves out records whose thinking was "
+                                                      "cut before </think>.")] = False,
+    generation_config: Annotated[Optional[Path], typer.Option(help="generation_config.json (or its model "
+                                                              "directory) for default sampling.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N usable rows (a trial run).")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Count rows, requests and (with a tokenizer) prompt tokens; "
+                                          "send nothing.")] = False,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="Tokenizer directory for --dry-run "
+                                                      "[default: --model when it is a local directory].")] = None,
+    progress_every: Annotated[float, typer.Option(help="Seconds between log lines and summary.json updates "
+                                                  "when stderr is not a terminal.")] = 30.0,
     force: Annotated[bool, typer.Option(help="Continue a run directory made for another configuration.")] = False,
     api_key_env: Annotated[Optional[str], typer.Option(help="Environment variable holding the API key (must be "
                                                         "set when named) [default: OPENAI_API_KEY if set].")] = None,
@@ -56,24 +73,36 @@ def generate_command(
                                                        "else a new local one].")] = None,
     actors: Annotated[int, typer.Option(help="Ray actors (client processes) sharing the endpoints.")] = 2,
     quiet: Annotated[bool, typer.Option(help="No live display.")] = False,
+    extra_body_override: Annotated[bool, typer.Option(help="Let --extra-body replace fields tokenplan sets "
+                                                      "(messages, model, n, seed, max_tokens).")] = False,
+    max_answer_bytes: Annotated[Optional[int], typer.Option(help="Cap on one answer body in bytes; a larger "
+                                                            "answer fails its row [default: 1 MiB + 1 KiB "
+                                                            "per max-tokens].")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Regenerate or complete a dataset through OpenAI-compatible servers, exactly once, resumably."""
     request = GenerateRequest.build(
         inputs=inputs, out_dir=out, endpoints=endpoint, model=model, mode=mode, concurrency=concurrency,
+        extra_body_override=extra_body_override, max_answer_bytes=max_answer_bytes,
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
         thinking=thinking, on_length=on_length, n=n, extra_body=_json_object(extra_body), plan=plan,
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
-        deadline_s=deadline_s, grace_s=grace_s, backend=backend, ray_address=ray_address, actors=actors)
+        deadline_s=deadline_s, grace_s=grace_s, export_format=export_format, drop_length=drop_length,
+        require_think_close=require_think_close, generation_config=generation_config, limit=limit,
+        dry_run=dry_run, tokenizer=tokenizer, progress_every_s=None if console_is_terminal() else progress_every,
+        backend=backend, ray_address=ray_address, actors=actors)
     console = Console(stderr=True)
 
     def warn(text: str) -> None:
         console.print(f"warning: {text}", markup=False, highlight=False, soft_wrap=True)
 
-    if quiet or json_out:
+    if dry_run:
+        print_dry_run(request, json_out)
+        return
+    if not console.is_terminal and not quiet and not json_out:
+        result = generate(request, on_progress=log_every(progress_every, console), on_warning=warn)
+    elif quiet or json_out or not console.is_terminal:
         result = generate(request, on_warning=warn)
-    elif not console.is_terminal:  # a log file or a pipe: one plain line every LOG_EVERY_S seconds
-        result = generate(request, on_progress=_progress_lines(console), on_warning=warn)
     else:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             result = generate(request, on_progress=lambda s: live.update(progress_table(s)), on_warning=warn)
@@ -83,31 +112,13 @@ def generate_command(
         print(json.dumps(result.summary, indent=2))
     else:
         print(summary_text(result))
+    if result.units_total == 0 and result.rejected_rows:  # e.g. a file in a shape no reader knows
+        raise InputError("input", " ".join(inputs), f"at least one usable row (all {result.rejected_rows:,} rows "
+                         f"were rejected; the reasons are in {result.run_dir / 'rejects.jsonl'})")
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
-
-
-LOG_EVERY_S = 10.0  # progress lines when stderr is not a terminal (seconds)
-
-
-def _progress_lines(console: Console):  # noqa: ANN202 - a Snapshot callback
-    last = [float("-inf")]
-
-    def show(s: Snapshot) -> None:
-        if s.elapsed_s - last[0] < LOG_EVERY_S:
-            return
-        last[0] = s.elapsed_s
-        total = f"/{s.units_total:,}" if s.units_total is not None else ""
-        console.print(f"progress {s.finished:,}{total} done (stored {s.stored:,}, errors {s.errors:,}), "
-                      f"{s.output_tok_s_window:,.0f} output tok/s"
-                      + (f" (plan {s.plan_output_tok_s:,.0f})" if s.plan_output_tok_s else "")
-                      + f", ETA {_duration(s.eta_s)}, {sum(s.in_flight.values())} in flight, "
-                      f"{s.healthy_endpoints} endpoints healthy"
-                      + "".join(f"; {line}" for line in s.workers), markup=False, highlight=False, soft_wrap=True)
-
-    return show
 
 
 def _json_object(text: str | None) -> dict:
@@ -153,7 +164,8 @@ def summary_text(result: GenerateResult) -> str:
     lines = [
         f"run dir       {result.run_dir}",
         f"units         {result.units_total:,} = {result.stored:,} stored + {result.skipped:,} skipped "
-        f"+ {result.errors:,} errors  [{check}]",
+        f"+ {result.errors:,} errors" + (f" + {result.not_yet_sent:,} not yet sent" if result.interrupted else "")
+        + f"  [{check}]",
         f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)"
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
@@ -166,7 +178,11 @@ def summary_text(result: GenerateResult) -> str:
         lines.append(f"latency E2E   p50 {e2e['p50_ms']:,.0f} ms  p90 {e2e['p90_ms']:,.0f} ms  "
                      f"p99 {e2e['p99_ms']:,.0f} ms  ({e2e['count']:,} requests)")
     if result.export_rows is not None:
-        lines.append(f"exported      {result.export_rows:,} rows")
+        export = s.get("export") or {}
+        left_out = [f"{export[k]:,} {label}" for k, label in (("dropped_length", "cut by max_tokens"),
+                    ("dropped_think_open", "thinking not closed"), ("failed", "failed/skipped lines"))
+                    if export.get(k)]
+        lines.append(f"exported      {result.export_rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else ""))
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tokenplan.errors import InputError
+from tokenplan.userfiles import MAX_PRICE_USD_PER_GPU_HOUR
 
 
 def parse_prices(items: list[str]) -> dict[str, float]:
@@ -16,6 +17,8 @@ def parse_prices(items: list[str]) -> dict[str, float]:
             raise InputError("price", item, "GPU=USD per GPU-hour, e.g. b200=4.5") from None
         if not sep or not key.strip():
             raise InputError("price", item, "GPU=USD per GPU-hour, e.g. b200=4.5")
+        if not 0 < out[key.strip().lower()] <= MAX_PRICE_USD_PER_GPU_HOUR:  # also refuses nan
+            raise InputError("price", item, f"GPU=USD per GPU-hour with 0 < USD ≤ {MAX_PRICE_USD_PER_GPU_HOUR:,}")
     return out
 
 

@@ -77,14 +77,21 @@ def memory_cmd(
     isl: float = typer.Option(1024, "--isl"), osl: float = typer.Option(1024, "--osl"),
     spec: str = typer.Option("none", "--spec"), engine: str = typer.Option("sglang", "--engine"),
     memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction"),
+    max_running: Optional[int] = typer.Option(None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"),
+    disable_radix_cache: bool = typer.Option(False, "--disable-radix-cache", help="SGLang: one state slot per running request (hybrid models)"),
+    ssm_dtype: Optional[str] = typer.Option(None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity."""
+    """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
+    the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""
+    from dataclasses import replace
+
     from tokenplan.api import memory
     from tokenplan.report.tables import memory_table
 
-    result = memory(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
-                             "max", spec, engine, memory_fraction, None, None))
+    req = _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
+                   "max", spec, engine, memory_fraction, max_running, None)
+    result = memory(replace(req, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
     _emit(result, as_json, memory_table)
 
 

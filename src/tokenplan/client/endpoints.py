@@ -72,8 +72,10 @@ class EndpointPool:
 
     def __init__(self, base_urls: Sequence[str], settings: PoolSettings, *, api_key: str | None = None):
         self.settings = settings
-        self.endpoints = [Endpoint(url.rstrip("/"), OpenAIClient(
-            url, max_connections=settings.concurrency_per_endpoint, api_key=api_key)) for url in base_urls]
+        clients = [OpenAIClient(url, max_connections=settings.concurrency_per_endpoint, api_key=api_key)
+                   for url in base_urls]
+        # base_url: credentials removed (OpenAIClient.base_url), as it is printed and stored.
+        self.endpoints = [Endpoint(client.base_url, client) for client in clients]
         self._changed = asyncio.Condition()
         self._state = _State()
 
@@ -128,8 +130,9 @@ class EndpointPool:
             endpoint.consecutive_failures = 0
             return
         endpoint.failures += 1
-        if failure.kind == "status" and failure.status is not None and failure.status < 500:
-            return  # 429 is back-pressure and other 4xx concern the request, not the server
+        if failure.kind == "oversize" or (failure.kind == "status" and failure.status is not None
+                                          and failure.status < 500):
+            return  # 429 is back-pressure; other 4xx and an over-size answer concern the request
         endpoint.consecutive_failures += 1
         endpoint.last_failure = str(failure)
         if endpoint.consecutive_failures >= self.settings.eject_after_failures and not endpoint.ejected:

@@ -9,6 +9,12 @@ Definitions (as in ``vllm bench serve`` and ``sglang.bench_serving``), all in se
 - **ITL**: the gaps between consecutive text chunks of one streamed answer (a chunk may carry
   more than one token, e.g. with speculative decoding).
 
+Completion tokens come from the answer's ``usage``; a server that sends no usage in its stream
+(``stream_options.include_usage`` ignored) gets its tokens counted from the streamed chunks that
+carried text, one token per chunk — exact for engines that stream token by token, an undercount
+with speculative decoding or a detokenizer that holds back partial characters. Each figure says
+which method it used; a non-streamed answer without usage has no token count (``None``), never 0.
+
 Percentiles use linear interpolation between order statistics (numpy's default).
 """
 
@@ -59,10 +65,24 @@ def distribution(values_s: Sequence[float] | np.ndarray) -> Distribution | None:
     return Distribution(int(values.size), float(values.mean()), float(p50), float(p90), float(p99))
 
 
+USAGE = "usage"
+STREAM_CHUNKS = "stream chunks"
+
+
+def completion_tokens(completion: Completion) -> tuple[int | None, str | None]:
+    """``(tokens, method)``: from ``usage`` when the server sent it, else the number of streamed
+    chunks with text (``"stream chunks"``), else ``(None, None)``."""
+    if completion.usage is not None:
+        return completion.usage.completion_tokens, USAGE
+    if completion.timings.chunk_times_s:
+        return len(completion.timings.chunk_times_s), STREAM_CHUNKS
+    return None, None
+
+
 def tpot_s(completion: Completion) -> float | None:
     """Mean time per output token after the first (seconds), or ``None`` where undefined."""
     ttft = completion.timings.ttft_s
-    tokens = completion.usage.completion_tokens if completion.usage else 0
+    tokens = completion_tokens(completion)[0] or 0
     if ttft is None or tokens < 2:
         return None
     return (completion.timings.latency_s - ttft) / (tokens - 1)

@@ -21,91 +21,27 @@ Times are ``time.perf_counter()`` readings in seconds. Non-streamed requests are
 
 from __future__ import annotations
 
+import base64
+
 import asyncio
 import contextlib
 import functools
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-from tokenplan.client.reasoning import split_reasoning
+from tokenplan.client.answers import (Completion, RequestFailed, SSELines, StreamAccumulator, Timings, Usage,
+                                      answer_bytes_cap, error_message, json_object, parse_whole)
 
-FailureKind = Literal["transport", "deadline", "status", "protocol"]
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts the server reported (tokens). ``reasoning_tokens`` is ``None`` when the server
-    does not report it (only recent SGLang and vLLM do); ``completion_tokens`` includes reasoning."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    reasoning_tokens: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Timings:
-    """When a request was sent, answered and (streaming only) when each chunk with text arrived.
-
-    All values are ``time.perf_counter()`` readings (seconds); ``chunk_times_s`` is empty for a
-    non-streamed request, so TTFT and ITL exist only for streamed ones.
-    """
-
-    sent_s: float
-    done_s: float
-    chunk_times_s: tuple[float, ...] = ()
-
-    @property
-    def latency_s(self) -> float:
-        """End-to-end latency (seconds)."""
-        return self.done_s - self.sent_s
-
-    @property
-    def ttft_s(self) -> float | None:
-        """Time to first token (seconds), or ``None`` for a non-streamed request."""
-        return self.chunk_times_s[0] - self.sent_s if self.chunk_times_s else None
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """One answered chat request.
-
-    ``content`` is the answer without reasoning; ``reasoning`` the thinking text, from whichever
-    field the engine used (:mod:`tokenplan.client.reasoning`), or ``None``. ``finish_reason`` is
-    the server's (``"stop"``, ``"length"``, …); ``usage`` is ``None`` if the server sent none.
-    """
-
-    content: str
-    reasoning: str | None
-    finish_reason: str | None
-    usage: Usage | None
-    timings: Timings
-    model: str | None
-
-
-class RequestFailed(Exception):
-    """One request did not produce a completion.
-
-    Attributes:
-        kind: ``"transport"`` (connect/read/write error, dropped connection), ``"deadline"`` (the
-            per-request deadline passed), ``"status"`` (HTTP status ≥ 400) or ``"protocol"`` (a 200
-            answer that is not a chat completion).
-        status: the HTTP status for ``"status"``, else ``None``.
-        detail: a short text for logs: the server's error message or the exception type.
-        retry_after_s: the server's ``Retry-After`` header (seconds), if it sent one.
-    """
-
-    def __init__(self, kind: FailureKind, detail: str, status: int | None = None,
-                 retry_after_s: float | None = None):
-        self.kind, self.status, self.detail, self.retry_after_s = kind, status, detail, retry_after_s
-        super().__init__(f"{kind}{f' {status}' if status is not None else ''}: {detail}")
-
+__all__ = ["Completion", "OpenAIClient", "RequestFailed", "Timings", "Usage"]
+_SSELines = SSELines  # the name the SSE tests import
 
 class OpenAIClient:
     """Async client for one OpenAI-compatible server.
@@ -116,25 +52,35 @@ class OpenAIClient:
     Args:
         base_url: the server's API root, e.g. ``http://host:8000/v1``.
         max_connections: connection pool size; size it to the requests you keep in flight.
-        api_key: sent as ``Authorization: Bearer``; never logged.
+        api_key: sent as ``Authorization: Bearer``; never logged. Without it, ``user:password@``
+            in ``base_url`` is sent as HTTP basic auth; with it, the URL's credentials are not sent.
         connect_timeout_s: limit on opening one connection (seconds).
     """
 
     def __init__(self, base_url: str, *, max_connections: int, api_key: str | None = None,
                  connect_timeout_s: float = 10.0):
-        self.base_url = base_url.rstrip("/")
+        url = URL(base_url.rstrip("/"))
+        self.base_url = public_url(base_url)  # credentials removed: safe to print and store
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        elif url.user is not None:  # http://user:password@host/v1: HTTP basic auth, as curl does
+            # RFC 7617: "Basic " + base64("user:password") in UTF-8 (aiohttp.BasicAuth is deprecated).
+            token = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode("ascii")
+            headers["Authorization"] = f"Basic {token}"
         self._headers, self._max_connections = headers, max_connections
+        # Texts a server might echo back (the key, a password in the URL) are removed from every
+        # failure this client raises.
+        self._secrets = tuple(s for s in (api_key, url.password, url.raw_password) if s)
+        url = url.with_user(None)  # the credentials travel in the header only
         # Only connecting is bounded here (aiohttp's default is a 5-minute cap on the whole
         # request); the whole request is bounded by the caller's deadline, as a 30k-token answer
         # may rightly take half an hour.
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
                                               sock_read=None)
         self._session: aiohttp.ClientSession | None = None  # opened in the loop of the first request
-        self._chat_url = URL(self.base_url + "/chat/completions")
-        self._models_url = URL(self.base_url + "/models")
+        self._chat_url = url / "chat/completions"
+        self._models_url = url / "models"
         # HTTP_PROXY / HTTPS_PROXY / NO_PROXY, read once here as httpx did (aiohttp's trust_env
         # would look them up again in a worker thread for every request).
         self._proxy, self._proxy_auth = _env_proxy(self._chat_url)
@@ -168,61 +114,65 @@ class OpenAIClient:
         Raises:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
-        async with _failures_as_request_failed(deadline_s):
+        async with _failures_as_request_failed(deadline_s, self._secrets):
             async with self._http().get(self._models_url, proxy=self._proxy,
                                         proxy_auth=self._proxy_auth) as response:
-                raw = await response.read()
+                raw = await _read_capped(response, MODELS_BYTES_CAP)
             _raise_for_status(response, raw)
-            data = _json_or_fail(raw).get("data")
-        if not isinstance(data, list):
-            raise RequestFailed("protocol", "GET /models answered without a 'data' list")
+            data = json_object(raw).get("data")
+            if not isinstance(data, list):
+                raise RequestFailed("protocol", "GET /models answered without a 'data' list")
         return [str(m.get("id")) for m in data if isinstance(m, dict)]
 
-    async def chat(self, body: Mapping[str, Any], *, deadline_s: float, stream: bool = False) -> Completion:
-        """Send one chat completion request and wait for the whole answer.
+    async def chat(self, body: Mapping[str, Any], *, deadline_s: float, stream: bool = False,
+                   max_bytes: int | None = None) -> Completion:
+        """Send one chat completion request and wait for the whole, finished answer.
 
         Args:
             body: the request JSON (``model``, ``messages``, sampling fields…); ``stream`` and
                 ``stream_options`` are set here.
             deadline_s: limit on the whole request, from sending to the last byte (seconds).
             stream: stream the answer (SSE) to measure TTFT and ITL.
+            max_bytes: cap on the answer body (bytes); ``None``: derived from ``body["max_tokens"]``
+                (:func:`~tokenplan.client.answers.answer_bytes_cap`), 1 MiB without it.
 
         Raises:
-            RequestFailed: on any failure; the request was sent at most once.
+            RequestFailed: on any failure, including an answer that is malformed or unfinished
+                (``protocol``) or larger than ``max_bytes`` (``oversize``); the request was sent at
+                most once. Texts from the server have the API key and ``Bearer`` tokens removed.
         """
-        async with _failures_as_request_failed(deadline_s):
+        if max_bytes is None:
+            tokens = body.get("max_tokens")
+            max_bytes = answer_bytes_cap(tokens if isinstance(tokens, int) else 0)
+        async with _failures_as_request_failed(deadline_s, self._secrets):
             if stream:
-                return await self._chat_streamed(body)
-            return await self._chat_whole(body)
+                return await self._chat_streamed(body, max_bytes)
+            return await self._chat_whole(body, max_bytes)
 
-    async def _chat_whole(self, body: Mapping[str, Any]) -> Completion:
+    async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
         async with self._http().post(self._chat_url, data=payload, proxy=self._proxy,
                                      proxy_auth=self._proxy_auth) as response:
-            raw = await response.read()
+            raw = await _read_capped(response, max_bytes)
         done_s = time.perf_counter()
         _raise_for_status(response, raw)
-        data = _json_or_fail(raw)
-        choice = _first_choice(data)
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            raise RequestFailed("protocol", "choices[0] has no 'message' object")
-        content, reasoning = split_reasoning(message)
-        return Completion(content, reasoning, choice.get("finish_reason"), _usage(data.get("usage")),
-                          Timings(sent_s, done_s), data.get("model"))
+        return parse_whole(raw, Timings(sent_s, done_s))
 
-    async def _chat_streamed(self, body: Mapping[str, Any]) -> Completion:
+    async def _chat_streamed(self, body: Mapping[str, Any], max_bytes: int) -> Completion:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
-        acc = _StreamAccumulator()
+        acc = StreamAccumulator()
         sent_s = time.perf_counter()
         async with self._http().post(self._chat_url, data=payload, proxy=self._proxy,
                                      proxy_auth=self._proxy_auth) as response:
             if response.status >= 400:
-                _raise_for_status(response, await response.read())
-            lines = _SSELines()
+                _raise_for_status(response, await _read_capped(response, max_bytes))
+            lines, received = SSELines(), 0
             async for block in response.content.iter_any():
                 now_s = time.perf_counter()  # when these bytes arrived
+                received += len(block)
+                if received > max_bytes:
+                    raise _oversize(max_bytes)
                 if any(acc.feed(data, now_s) for data in lines.feed(block)):
                     break
             else:
@@ -232,89 +182,48 @@ class OpenAIClient:
         return acc.completion(sent_s, done_s)
 
 
-class _SSELines:
-    """Splits a Server-Sent Events byte stream into the payloads of its ``data:`` lines.
-
-    Lines end with LF, CRLF or CR; reads may cut a line anywhere, so the unfinished tail is kept
-    for the next block. Comment (``:``), ``event:``, ``id:`` and blank lines are skipped.
-    """
-
-    def __init__(self) -> None:
-        self._tail = b""
-        self._after_cr = False  # the last block ended with CR: a leading LF completes a CRLF
-
-    def feed(self, block: bytes) -> list[bytes]:
-        """The ``data:`` payloads completed by ``block``, in order."""
-        if not block:
-            return []
-        if self._after_cr and block.startswith(b"\n"):
-            block = block[1:]
-        self._after_cr = block.endswith(b"\r")
-        buffer = self._tail + block if self._tail else block
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buffer.split(b"\n")
-        self._tail = lines.pop()
-        return self._payloads(lines)
-
-    def close(self) -> list[bytes]:
-        """The payload of a last line that the stream ended without terminating."""
-        tail, self._tail = self._tail, b""
-        return self._payloads([tail]) if tail else []
-
-    @staticmethod
-    def _payloads(lines: list[bytes]) -> list[bytes]:
-        return [line[5:].strip() for line in lines if line.startswith(b"data:")]
+def public_url(url: str) -> str:
+    """``url`` without ``user:password@`` and without a trailing slash: what is stored and printed."""
+    try:
+        parsed = URL(url.rstrip("/"))
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//", url.rstrip("/"))
+    return str(parsed.with_user(None)) if parsed.user is not None or parsed.password is not None else str(parsed)
 
 
-class _StreamAccumulator:
-    """Joins SSE chunks of one streamed chat completion."""
+MODELS_BYTES_CAP = 16 * 2**20  # a /models list: a few KiB even for a server with many adapters
 
-    def __init__(self) -> None:
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.chunk_times_s: list[float] = []
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self.model: str | None = None
 
-    def feed(self, data: bytes, now_s: float) -> bool:
-        """Take one ``data:`` payload; return True at ``[DONE]``."""
-        if data == b"[DONE]":
-            return True
-        chunk = _json_or_fail(data)
-        if "error" in chunk:
-            raise RequestFailed("protocol", f"error event in stream: {str(chunk['error'])[:200]}")
-        self.model = chunk.get("model", self.model)
-        if chunk.get("usage"):
-            self.usage = _usage(chunk["usage"])
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            text = delta.get("content")
-            thought = delta.get("reasoning_content") or delta.get("reasoning")
-            if text:
-                self.content.append(text)
-            if thought:
-                self.reasoning.append(thought)
-            if text or thought:
-                self.chunk_times_s.append(now_s)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-        return False
+def _oversize(max_bytes: int) -> RequestFailed:
+    return RequestFailed("oversize", f"answer larger than {max_bytes:,} bytes (the cap; raise it with "
+                                     "--max-answer-bytes)")
 
-    def completion(self, sent_s: float, done_s: float) -> Completion:
-        message = {"content": "".join(self.content), "reasoning_content": "".join(self.reasoning)}
-        content, reasoning = split_reasoning(message)
-        return Completion(content, reasoning, self.finish_reason, self.usage,
-                          Timings(sent_s, done_s, tuple(self.chunk_times_s)), self.model)
+
+async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The whole body, or :class:`RequestFailed` ``oversize`` as soon as it passes ``max_bytes``."""
+    length = response.content_length
+    if length is not None:
+        if length > max_bytes:
+            raise _oversize(max_bytes)
+        return await response.read()  # the server said how much comes: aiohttp's fast path
+    blocks, received = [], 0  # chunked: count as it arrives
+    async for block in response.content.iter_any():
+        received += len(block)
+        if received > max_bytes:
+            raise _oversize(max_bytes)
+        blocks.append(block)
+    return b"".join(blocks)
 
 
 @contextlib.asynccontextmanager
-async def _failures_as_request_failed(deadline_s: float) -> AsyncIterator[None]:
-    """A deadline around the body; aiohttp errors and the deadline become :class:`RequestFailed`."""
+async def _failures_as_request_failed(deadline_s: float, secrets: tuple[str, ...] = ()) -> AsyncIterator[None]:
+    """A deadline around the body; aiohttp errors and the deadline become :class:`RequestFailed`,
+    and every failure's texts lose ``secrets`` and ``Bearer`` tokens."""
     try:
         async with asyncio.timeout(deadline_s):
             yield
+    except RequestFailed as failure:
+        raise failure.redacted(secrets) from None
     # aiohttp's own time-outs (connecting) are TimeoutErrors too: catch its errors first.
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
         raise RequestFailed("transport", _transport_detail(exc)) from exc
@@ -347,16 +256,7 @@ def _ssl_context() -> ssl.SSLContext:
 def _raise_for_status(response: aiohttp.ClientResponse, raw: bytes) -> None:
     if response.status < 400:
         return
-    detail = response.reason or f"HTTP {response.status}"
-    try:
-        body = orjson.loads(raw)
-        error = body.get("error", body.get("detail"))  # OpenAI style, or FastAPI's {"detail": …}
-        if isinstance(error, dict) and error.get("message"):
-            detail = str(error["message"])[:300]
-        elif isinstance(error, str):
-            detail = error[:300]
-    except (ValueError, AttributeError):
-        pass
+    detail = error_message(raw, response.reason or f"HTTP {response.status}")
     raise RequestFailed("status", detail, status=response.status,
                         retry_after_s=_retry_after_s(response.headers.get("Retry-After")))
 
@@ -366,29 +266,3 @@ def _retry_after_s(value: str | None) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:  # an HTTP date: not worth parsing, the backoff covers it
         return None
-
-
-def _json_or_fail(raw: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(raw)
-    except ValueError:
-        raise RequestFailed("protocol", f"answer is not JSON: {raw[:80]!r}") from None
-    if not isinstance(data, dict):
-        raise RequestFailed("protocol", "answer is not a JSON object")
-    return data
-
-
-def _first_choice(data: Mapping[str, Any]) -> dict[str, Any]:
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise RequestFailed("protocol", "answer has no choices")
-    return choices[0]
-
-
-def _usage(raw: object) -> Usage | None:
-    if not isinstance(raw, dict):
-        return None
-    details = raw.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0),
-                 int(reasoning) if reasoning is not None else None)

@@ -1,8 +1,9 @@
 """What is retried, how long to wait between tries, and how long one request may take.
 
 Retried: transport errors (refused or dropped connections), a passed deadline (a stalled server),
-HTTP 429 and 5xx, and 200 answers that are not a chat completion. Not retried: other 4xx (bad
-request, context too long, unknown model) — sending them again gives the same answer. A
+HTTP 429 and 5xx, and 200 answers that are not a finished chat completion (malformed, or a
+``finish_reason`` such as vLLM's ``abort``). Not retried: other 4xx (bad request, context too
+long, unknown model) — sending them again gives the same answer — and an answer over the size cap. A
 ``finish_reason == "length"`` answer is a completion, not a failure: its policy belongs to the
 caller. Backoff is exponential with full jitter (AWS Architecture Blog, "Exponential Backoff and
 Jitter", 2015), honouring a server's ``Retry-After`` when it is longer.
@@ -53,7 +54,10 @@ class RetryPolicy:
 
 
 def is_retryable(failure: RequestFailed) -> bool:
-    """True for transport errors, deadlines, protocol errors, 429 and 5xx; False for other 4xx."""
+    """True for transport errors, deadlines, protocol errors, 429 and 5xx; False for other 4xx and
+    for an over-size answer (the same request would grow as large again)."""
+    if failure.kind == "oversize":
+        return False
     if failure.kind != "status":
         return True
     status = failure.status or 0

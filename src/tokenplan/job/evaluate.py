@@ -14,7 +14,8 @@ from tokenplan.job.batching import SteadyState, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.engine import EngineFacts, EngineSettings, resolve_settings, trtllm_bench_limits
+from tokenplan.perf.engine import (EngineFacts, EngineSettings, resolve_settings, speculative_state_copies,
+                                   tight_settings, trtllm_bench_limits)
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
 from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
 from tokenplan.perf.speculative import SpecDecode
@@ -136,9 +137,16 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
     # --max-running-requests: state slots then equal running requests and share the pool (S3).
     ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
-    mem = memory_breakdown(model, gpu, lay, config.weight_dtype, config.kv_dtype, settings, ratio,
-                           with_mtp=config.spec is not None and config.spec.method == "mtp",
-                           ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes)
+    mem = _memory(model, gpu, config, settings, ratio)
+    tight = tight_settings(config.engine, settings, config.vision_cut) if config.memory_fraction is None else None
+    if not mem.fits and tight is not None:
+        # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
+        tight_mem = _memory(model, gpu, config, tight, ratio)
+        if tight_mem.fits:
+            settings, mem = tight, tight_mem
+            warnings.append(f"the default memory fraction leaves no room for the weights and the cache: the launch raises it "
+                            f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
+                            f"CUDA graphs up to batch {tight.graph_max_bs}")
     if not mem.fits:
         usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
         return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
@@ -146,6 +154,10 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}")
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none")
+    if config.spec is not None and config.spec.from_prior:
+        # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
+        # answer is not planned at a short-context acceptance.
+        config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
     if concurrency is None and config.engine.offline_bench_tuning and config.max_running is None:
         settings = _bench_settings(model, gpu, config, settings, mem, isl, osl)
@@ -153,6 +165,13 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
                                  f"({mem.kv_capacity_tokens:,.0f} tokens)")
+    running = _allocated(config, settings, limits.limit)
+    if not mem.allocates(running):
+        a = mem.allocation(running)
+        return Rejection(config, f"cannot allocate {running:,.0f} running requests: KV pool "
+                                 f"{a['kv_cache'] / GiB:,.1f} GiB, reserve {a['reserve'] / GiB:,.1f} GiB after "
+                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
+                                 "speculative state per GPU")
     if ctx is not None and isl.max + osl.max > ctx:
         warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
                         "context: the engine refuses them")
@@ -165,6 +184,34 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     total = steady.output_tok_s * lay.dp
     return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
                       tuple(warnings) + steady.warnings + tuple(model.approximations))
+
+
+def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
+    """Running requests the engine allocates state for: with ``--disable-radix-cache`` SGLang gives
+    every one of ``--max-running-requests`` a state slot and its speculative copies whether or not
+    that many run (S3), so an explicit cap counts in full; otherwise the running limit."""
+    if config.lift_running_cap and settings.max_running_cap is not None:
+        return max(limit, float(settings.max_running_cap))
+    return limit
+
+
+def allocated_requests(ev: Evaluation) -> float:
+    """Running requests per replica whose memory the engine allocates for ``ev`` (see
+    :func:`_allocated`); what ``MemoryBreakdown.allocation`` is evaluated at."""
+    return _allocated(ev.config, ev.settings, ev.steady.limits.limit)
+
+
+def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings,
+            ratio: float | None) -> MemoryBreakdown:
+    """The per-GPU memory of ``config`` under ``settings`` with the engine's hybrid-state and
+    speculative-decoding terms (``perf.memory.memory_breakdown``)."""
+    copies = speculative_state_copies(config.engine, config.spec.draft_tokens if config.spec else None)
+    return memory_breakdown(model, gpu, config.layout, config.weight_dtype, config.kv_dtype, settings, ratio,
+                            with_mtp=config.spec is not None and config.spec.method == "mtp",
+                            ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
+                            spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
+                            padded_state_slot=config.engine.padded_state_slot,
+                            draft_kv_pool=config.engine.draft_kv_pool)
 
 
 # Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).

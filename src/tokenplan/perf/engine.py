@@ -9,7 +9,7 @@ the functions here apply them to one deployment.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tokenplan.units import GiB, MiB
 
@@ -60,6 +60,12 @@ class EngineFacts:
     profile_activation: bool = False
     sampler_bytes_per_logit: float = 0.0
     graph_estimate_mib_per_size: float = 0.0
+    spec_state_copies: str = "none"
+    padded_state_slot: bool = False
+    draft_kv_pool: bool = False
+    tight_memory_fraction: float | None = None
+    tight_chunk_tokens: int = 0
+    tight_graph_max_bs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,9 @@ class EngineSettings:
             ``perf.memory.profile_reserve_bytes``.
         sampler_bytes_per_logit: bytes one vocabulary entry of one row holds in the sampler pass.
         graph_estimate_bytes: the engine's CUDA-graph memory estimate (bytes; 0 = none).
+        tight: the launch raises the memory fraction and shrinks the prefill chunk and the
+            CUDA-graph batch so that a checkpoint the default reserve leaves no room for fits
+            (:func:`tight_settings`); the launch command then sets all three.
     """
 
     memory_fraction: float
@@ -94,6 +103,63 @@ class EngineSettings:
     profile_seqs: int = 0
     sampler_bytes_per_logit: float = 0.0
     graph_estimate_bytes: float = 0.0
+    tight: bool = False
+
+
+def tight_settings(facts: EngineFacts, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
+    """The settings a launch uses when the engine's default reserve leaves no room for a very
+    large checkpoint: the engine's ``tight_memory_fraction`` with its ``tight_chunk_tokens``
+    prefill chunk and ``tight_graph_max_bs`` CUDA-graph batch (SGLang: InferenceX runs
+    DeepSeek-R1 FP8 at TP4 on B200 with ``--mem-fraction-static 0.95 --chunked-prefill-size 8192
+    --cuda-graph-max-bs 32``, engine-facts S19), or None where the engine has no such rule or
+    the default is already at least as large.
+
+    Args:
+        facts: the engine. settings: its default resolution for the deployment.
+        vision_cut: SGLang's multiplier for multimodal checkpoints (applied as to the default).
+
+    Returns:
+        EngineSettings with ``tight=True``, or None. Raises nothing.
+    """
+    if facts.tight_memory_fraction is None:
+        return None
+    fraction = facts.tight_memory_fraction * vision_cut
+    if fraction <= settings.memory_fraction:
+        return None
+    return replace(settings, memory_fraction=fraction, chunk_tokens=min(settings.chunk_tokens, facts.tight_chunk_tokens),
+                   graph_max_bs=min(settings.graph_max_bs, facts.tight_graph_max_bs), tight=True)
+
+
+# How many extra copies of a hybrid model's recurrent state each running request holds under
+# speculative decoding, by the rule its engine follows (``catalog/engines.yaml``
+# ``hybrid_state.spec_state_copies``):
+# - ``verify_tokens``: SGLang's MambaPool allocates an intermediate SSM-state cache and an
+#   intermediate conv-window cache of shape (GDN layers, max_running_requests + 1,
+#   speculative_num_draft_tokens, state shape) in the state dtypes, i.e. one whole state per
+#   verified token = k + 1 copies (sglang ``mem_cache/memory_pool.py`` ``MambaPool.__init__``;
+#   reserved before the state/KV split by ``handle_max_mamba_cache``: ``mamba_cache_per_req ×
+#   max_running_requests × speculative_num_draft_tokens``, engine-facts S3, S18);
+# - ``draft_tokens``: vLLM's ``MambaSpec`` adds ``num_speculative_blocks`` = k state blocks per
+#   request (``max_memory_usage_bytes = page × (1 + num_speculative_blocks)``, vllm
+#   ``vllm/v1/kv_cache_interface.py``, engine-facts V16);
+# - ``none``: no extra state (TensorRT-LLM: not verified).
+_SPEC_STATE_COPIES = {"verify_tokens": 1, "draft_tokens": 0}
+
+
+def speculative_state_copies(facts: EngineFacts, draft_tokens: int | None) -> int:
+    """Extra recurrent-state copies one running request holds under speculative decoding.
+
+    Args:
+        facts: the engine (its ``spec_state_copies`` rule, see above).
+        draft_tokens: k, tokens drafted per step; None or 0 = speculative decoding off.
+
+    Returns:
+        Copies of the per-sequence state (0 without speculation): k + 1 for SGLang, k for vLLM.
+        Raises nothing; an unknown rule counts as ``none``.
+    """
+    if not draft_tokens or facts.spec_state_copies not in _SPEC_STATE_COPIES:
+        return 0
+    return draft_tokens + _SPEC_STATE_COPIES[facts.spec_state_copies]
 
 
 def _bucket(facts: EngineFacts, gpu_memory_bytes: float) -> SglangBucket:

@@ -39,6 +39,16 @@ class MemoryBreakdown:
         state_slots: sequences the state pool holds (None when the model has no state).
         host_kv_bytes: host memory per GPU that extends the KV cache (SGLang hierarchical cache,
             vLLM/LMCache CPU offload); KV kept there is read over the host link.
+        spec_state_copies: extra copies of the state each running request holds under
+            speculative decoding (SGLang k + 1, vLLM k; ``perf.engine.speculative_state_copies``).
+        spec_state_pool_bytes: with a separate state pool (SGLang's ratio split), the bytes
+            reserved for those copies before the split (``mamba_cache_per_req ×
+            max_running_requests × speculative_num_draft_tokens``, S3); 0 otherwise.
+        padding_state_bytes: state rows an engine allocates beyond the requests (SGLang's slot 0
+            of the state pool and of each speculative cache, S18), taken from the reserve.
+        draft_kv_bytes_per_token_per_gpu: KV bytes per token of an MTP draft's own pool (SGLang
+            sizes the draft worker's pool at the target's token count, S3
+            ``draft_runner_cache_size``), taken from the reserve; 0 without one.
     """
 
     gpu_bytes: float
@@ -54,11 +64,61 @@ class MemoryBreakdown:
     state_slots: float | None
     sliding_window: int
     host_kv_bytes: float = 0.0
+    spec_state_copies: int = 0
+    spec_state_pool_bytes: float = 0.0
+    padding_state_bytes: float = 0.0
+    draft_kv_bytes_per_token_per_gpu: float = 0.0
 
     @property
     def fits(self) -> bool:
         """True when weights and reserve leave room for at least one sequence's cache."""
         return self.kv_pool_bytes > 0
+
+    @property
+    def state_bytes_per_running_sequence(self) -> float:
+        """State one running sequence holds on one GPU with its speculative copies (bytes)."""
+        return self.state_bytes_per_sequence_per_gpu * (1 + self.spec_state_copies)
+
+    def allocation(self, running: float) -> dict[str, float]:
+        """What the engine allocates on one GPU when ``running`` requests per replica may run
+        (bytes per term; the terms sum to ``gpu_bytes``).
+
+        Terms: ``weights``; ``kv_cache`` (the KV pool; where state and KV share one pool, what
+        is left of it after ``running`` requests' state); ``draft_kv`` (an MTP draft's own KV
+        pool at the same token count); ``state`` (recurrent state slots, the padded slot
+        included); ``spec_state`` (speculative intermediate states, ``running`` requests + the
+        padded slot, k + 1 copies each under SGLang); ``reserve`` (what is left: activations,
+        CUDA graphs, communication buffers and the fraction's headroom).
+
+        Args:
+            running: running requests per replica (the launch's ``--max-running-requests``).
+
+        Returns:
+            dict of term → bytes per GPU. A negative ``kv_cache`` or ``reserve`` means the
+            launch cannot allocate (see :meth:`allocates`). Raises nothing.
+        """
+        per_gpu = running / self.sequence_shards
+        s, copies = self.state_bytes_per_sequence_per_gpu, self.spec_state_copies
+        pad = self.padding_state_bytes / (1 + copies) if s > 0 else 0.0  # one padded row per tensor
+        if self.state_slots is None:
+            state = per_gpu * s + pad
+            spec_state = per_gpu * s * copies + pad * copies
+            kv = self.kv_pool_bytes - per_gpu * self.state_bytes_per_running_sequence
+        else:
+            state = self.state_pool_bytes + pad
+            spec_state = (per_gpu * s + pad) * copies
+            kv = self.kv_pool_bytes
+        draft = max(kv, 0.0) / self.kv_bytes_per_token_per_gpu * self.draft_kv_bytes_per_token_per_gpu \
+            if self.kv_bytes_per_token_per_gpu > 0 else 0.0
+        used = self.weight_bytes_per_gpu + kv + draft + state + spec_state
+        return {"weights": self.weight_bytes_per_gpu, "kv_cache": kv, "draft_kv": draft, "state": state,
+                "spec_state": spec_state, "reserve": self.gpu_bytes - used}
+
+    def allocates(self, running: float) -> bool:
+        """True when a launch with ``running`` requests per replica allocates: its KV pool is
+        positive and its terms leave a non-negative reserve within the GPU's memory."""
+        a = self.allocation(running)
+        return a["kv_cache"] > 0 and a["reserve"] >= 0
 
     def max_sequences(self, context_tokens: float) -> float:
         """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
@@ -66,7 +126,7 @@ class MemoryBreakdown:
         per_seq_kv = (self.kv_bytes_per_token_per_gpu * context_tokens
                       + self.sliding_bytes_per_token_per_gpu * min(context_tokens, self.sliding_window))
         if self.state_slots is None:
-            per_seq = per_seq_kv + self.state_bytes_per_sequence_per_gpu
+            per_seq = per_seq_kv + self.state_bytes_per_running_sequence
             seqs = pool / per_seq if per_seq > 0 else float("inf")
             return seqs * self.sequence_shards
         by_kv = pool / per_seq_kv if per_seq_kv > 0 else float("inf")
@@ -174,13 +234,25 @@ def memory_breakdown(
     with_mtp: bool = False,
     ssm_dtype: str | None = None,
     host_kv_bytes: float = 0.0,
+    spec_state_copies: int = 0,
+    spec_reserved_running: float = 0.0,
+    padded_state_slot: bool = False,
+    draft_kv_pool: bool = False,
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
     Args:
         settings: the engine's resolved memory fraction and reserve.
         state_to_kv_ratio: SGLang's ``--mamba-full-memory-ratio`` (state pool / KV pool) for
-            hybrid models; None where state and KV share one pool (vLLM, TRT-LLM).
+            hybrid models; None where state and KV share one pool (vLLM, TRT-LLM, and SGLang
+            with ``--disable-radix-cache --max-running-requests``).
+        spec_state_copies: extra state copies per running request under speculative decoding
+            (``perf.engine.speculative_state_copies``; 0 = none).
+        spec_reserved_running: with a ratio split, the ``--max-running-requests`` per replica
+            whose speculative copies SGLang reserves before the split (S3).
+        padded_state_slot: the engine allocates one more state row per tensor (SGLang, S18).
+        draft_kv_pool: the MTP draft keeps its own KV pool at the target's token count (SGLang,
+            S3); only with ``with_mtp``.
     """
     weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp)
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
@@ -196,11 +268,16 @@ def memory_breakdown(
     state_tp = 1 if layout.attention_dp else layout.tp
     state_seq = state_bytes_per_sequence(spec, ssm_dtype) / state_tp * layers_per_stage
     shards = layout.tp if layout.attention_dp else 1
-    state_pool, kv_pool, slots = 0.0, usable, None
+    copies = spec_state_copies if state_seq > 0 else 0
+    state_pool, kv_pool, slots, spec_pool = 0.0, usable, None, 0.0
     if state_seq > 0 and state_to_kv_ratio is not None:
-        state_pool = usable * state_to_kv_ratio / (1 + state_to_kv_ratio)
-        kv_pool = usable - state_pool
+        # S3 handle_max_mamba_cache: the speculative copies come off first, then the split.
+        spec_pool = spec_reserved_running / shards * copies * state_seq
+        rest = usable - spec_pool
+        state_pool = max(rest, 0.0) * state_to_kv_ratio / (1 + state_to_kv_ratio)
+        kv_pool = rest - state_pool
         slots = state_pool / state_seq * shards
+    padding = (1 + copies) * state_seq if padded_state_slot else 0.0
     kv_tokens = (kv_pool + host_kv_bytes) / kv_tok * shards if kv_tok > 0 else float("inf")
     return MemoryBreakdown(
         gpu_bytes=gpu.memory_bytes, weight_bytes_per_gpu=weights,
@@ -208,4 +285,7 @@ def memory_breakdown(
         kv_bytes_per_token_per_gpu=kv_tok, sliding_bytes_per_token_per_gpu=sliding_tok,
         state_bytes_per_sequence_per_gpu=state_seq, sequence_shards=shards, kv_capacity_tokens=kv_tokens,
         state_slots=slots, sliding_window=spec.sliding_window, host_kv_bytes=host_kv_bytes,
+        spec_state_copies=copies, spec_state_pool_bytes=spec_pool, padding_state_bytes=padding,
+        draft_kv_bytes_per_token_per_gpu=(kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.mtp_layers
+                                          if with_mtp and draft_kv_pool else 0.0),
     )

@@ -11,6 +11,7 @@ arXiv:2211.17192 §3).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenplan.errors import InputError
@@ -26,12 +27,15 @@ class SpecDecode:
         acceptance_length: τ, mean tokens accepted per verification step (bonus included).
         draft_layers: decoder layers of the draft model (MTP: 1; EAGLE-3: 1; DFlash:
             :data:`DFLASH_DRAFT_LAYERS`), each run once per drafted token.
+        from_prior: τ came from :data:`ACCEPTANCE_PRIOR_PER_TOKEN` (not given), so it is
+            re-derived at the job's context (:meth:`at_context`).
     """
 
     method: str
     draft_tokens: int
     acceptance_length: float
     draft_layers: int = 1
+    from_prior: bool = False
 
     def __post_init__(self) -> None:
         if self.draft_tokens < 1:
@@ -43,6 +47,14 @@ class SpecDecode:
     def describe(self) -> str:
         """``mtp k=3 τ=3.3`` style label."""
         return f"{self.method} k={self.draft_tokens} τ={self.acceptance_length:g}"
+
+    def at_context(self, context_tokens: float) -> SpecDecode:
+        """This setting with τ from the prior at ``context_tokens`` of context
+        (:func:`prior_acceptance_length`); a τ the user gave is kept."""
+        if not self.from_prior:
+            return self
+        tau = round(prior_acceptance_length(self.method, self.draft_tokens, context_tokens), 2)
+        return SpecDecode(self.method, self.draft_tokens, tau, self.draft_layers, True)
 
 
 METHODS = ("mtp", "eagle", "eagle3", "dflash")
@@ -77,16 +89,49 @@ DFLASH_DRAFT_LAYERS = 5
 #   paper's own τ table (arXiv:2602.06036) was not checked.
 ACCEPTANCE_PRIOR_PER_TOKEN = {"mtp": 0.80, "eagle": 0.75, "eagle3": 0.78, "dflash": 0.82}
 
+# Acceptance falls with the context the draft head attends over (a one-layer head extrapolates
+# worse than the target). The priors above are short-context figures (chat and benchmark prompts
+# of a few hundred to ~1,000 tokens): ACCEPTANCE_REFERENCE_CONTEXT_TOKENS. Beyond it the
+# per-position acceptance is scaled by 1 − β·ln(context / reference), β fitted by hand to the one
+# published ladder on the target model family: llama.cpp MTP on Qwen3.8-27B (same qwen35 dense
+# architecture and MTP head) accepts 80–91 % of drafts at ~100 tokens of context, ~53 % at ~34K
+# and 40–55 % at ~86K (comment by dondetir on vllm-project/vllm#47602, 2026-08-15):
+# (0.855 − 0.53) / 0.855 / ln(34,000 / 100) = 0.380 / 5.83 = 0.065 per e-fold, which also gives
+# 0.855·(1 − 0.065·ln 860) = 0.48 at 86K, inside 40–55 %. The same decline is reported by
+# vLLM on Qwen3.6-27B (#47602: position-1 acceptance 93.5 % → 72.1 % as context grows), by
+# SGLang on Qwen3.5 (sgl-project/sglang#30763: accept length 1.57 at 32K+ on GPQA) and for
+# DSpark drafts on MI355X (lightseekorg/tokenspeed#1132: τ 3.76 at 32K, 2.91 at 98K). It is
+# applied to every method. Not modelled: the content effect (thinking text accepts less than
+# instruct text at the same context, Blaizzy/mlx-vlm#2046: 37 % vs 49 % at block 4).
+ACCEPTANCE_REFERENCE_CONTEXT_TOKENS = 1_000
+ACCEPTANCE_DECAY_PER_E_FOLD = 0.065
 
-def prior_acceptance_length(method: str, draft_tokens: int) -> float:
+
+def acceptance_per_token(method: str, context_tokens: float | None = None) -> float:
+    """Per-position acceptance p at ``context_tokens`` of context (None = the short-context
+    prior): ``p_prior × (1 − β·ln(context / 1,000))`` above 1,000 tokens (see the constants).
+
+    Raises:
+        KeyError: ``method`` is not one of :data:`METHODS`.
+    """
+    p = ACCEPTANCE_PRIOR_PER_TOKEN[method]
+    if context_tokens is None or context_tokens <= ACCEPTANCE_REFERENCE_CONTEXT_TOKENS:
+        return p
+    decay = ACCEPTANCE_DECAY_PER_E_FOLD * math.log(context_tokens / ACCEPTANCE_REFERENCE_CONTEXT_TOKENS)
+    return p * max(1.0 - decay, 0.0)
+
+
+def prior_acceptance_length(method: str, draft_tokens: int, context_tokens: float | None = None) -> float:
     """τ from a per-position acceptance prior p: τ = 1 + p + p² + … + p^k (bonus included).
 
     With p = 0.80 and k = 3: 1 + 0.8 + 0.64 + 0.512 = 2.952, between the 2.7–2.8 (llama.cpp)
-    and 3.3 (vLLM) measured on Qwen3.6-27B.
+    and 3.3 (vLLM) measured on Qwen3.6-27B at short context. At 2,300 tokens of context p is
+    0.80·(1 − 0.065·ln 2.3) = 0.7567 and τ = 1 + 0.7567 + 0.5726 + 0.4333 = 2.76.
 
     Args:
         method: one of :data:`METHODS`.
         draft_tokens: k.
+        context_tokens: mean context of the decoding sequences (tokens); None = short context.
 
     Returns:
         τ (tokens per verification step, 1 ≤ τ ≤ k + 1).
@@ -94,7 +139,7 @@ def prior_acceptance_length(method: str, draft_tokens: int) -> float:
     Raises:
         KeyError: ``method`` is not one of :data:`METHODS` (``parse_spec`` refuses those first).
     """
-    p = ACCEPTANCE_PRIOR_PER_TOKEN[method]  # parse_spec admits only METHODS, all keyed here
+    p = acceptance_per_token(method, context_tokens)  # parse_spec admits only METHODS, all keyed here
     return sum(p**i for i in range(draft_tokens + 1))
 
 
@@ -118,4 +163,4 @@ def parse_spec(text: str) -> SpecDecode | None:
     if not 1 <= k <= MAX_DRAFT_TOKENS:
         raise InputError("spec draft tokens", k, f"an integer from 1 to {MAX_DRAFT_TOKENS}")
     layers = DFLASH_DRAFT_LAYERS if parts[0] == "dflash" else 1
-    return SpecDecode(parts[0], k, tau, layers)
+    return SpecDecode(parts[0], k, tau, layers, from_prior=len(parts) < 3)

@@ -169,10 +169,12 @@ def _attention(d: Deployment, eff: Efficiency, t: _Tokens, context_tokens: float
 
 
 def _state(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
-    """Linear-attention state: each decoding sequence's state read and written once per step;
-    recurrence FLOPs per token."""
+    """Linear-attention state: each decoding sequence's state read once per step and written once
+    per query token — plain decode writes it back once; a speculative verify of k + 1 tokens
+    writes one intermediate state per token (SGLang's intermediate SSM/conv caches, engine-facts
+    S18) — so ``(seqs + query tokens) × state`` bytes; recurrence FLOPs per token."""
     m = d.memory
-    nbytes = 2.0 * m.state_bytes_per_sequence_per_gpu * t.seqs / m.sequence_shards
+    nbytes = m.state_bytes_per_sequence_per_gpu * (t.seqs + t.dec) / m.sequence_shards
     flops = d.gdn_flops_per_token * t.rank
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
     return Kernel(mem_s, flops / (d.attn_flops_per_s * eff.gemm_fraction), nbytes, flops)

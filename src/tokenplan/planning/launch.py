@@ -86,12 +86,19 @@ def sglang_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object
     if c.kv_dtype is Dtype.FP8:
         args.append("--kv-cache-dtype fp8_e4m3")
     args.append(f"--mem-fraction-static {ev.settings.memory_fraction:.3f}")
+    if ev.settings.tight:  # a checkpoint the default reserve leaves no room for (engine-facts S19)
+        args.append(f"--chunked-prefill-size {ev.settings.chunk_tokens} --cuda-graph-max-bs {ev.settings.graph_max_bs}")
     if c.spec is not None:
         k = c.spec.draft_tokens
         algo = "NEXTN" if c.spec.method == "mtp" else c.spec.method.upper()
         args.append(f"--speculative-algorithm {algo} --speculative-num-steps {k} "
                     f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
+    if c.ssm_dtype is not None and ev.deployment.spec.is_hybrid:
+        args.append(f"--mamba-ssm-dtype {c.ssm_dtype}")  # S10; the memory model sized the state in it
     if c.lift_running_cap and ev.deployment.spec.is_hybrid:
+        # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
+        # running request (S3); the plan's limit already holds each request's k + 1 speculative
+        # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
         args.append("--disable-radix-cache")
     if c.lift_running_cap or c.max_running is not None:
         args.append(f"--max-running-requests {running_limit(ev)}")

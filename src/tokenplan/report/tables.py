@@ -97,6 +97,11 @@ def memory_table(m: dict) -> Table:
                        ("engine reserve", "reserve_bytes"), ("KV cache pool", "kv_pool_bytes"),
                        ("state pool", "state_pool_bytes")):
         t.add_row(label, f"{m[key] / GiB:,.2f} GiB")
+    t.add_row(f"at {m['running_requests']:,.0f} running requests, the engine allocates:", "")
+    for label, key in (("  weights", "weights"), ("  KV cache", "kv_cache"), ("  draft KV cache", "draft_kv"),
+                       ("  state slots", "state"), ("  speculative state", "spec_state"),
+                       ("  reserve (activations, graphs)", "reserve")):
+        t.add_row(label, f"{m['allocation'][key] / GiB:,.2f} GiB")
     t.add_row("KV bytes per token (model)", f"{m['kv_bytes_per_token']:,.0f} B")
     t.add_row("state per sequence (model)", f"{m['state_bytes_per_sequence'] / 2**20:,.1f} MiB")
     t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,.0f} tokens")

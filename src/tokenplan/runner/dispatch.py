@@ -10,6 +10,8 @@ unknown model or route, a request field the server does not accept) and end the 
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
+A write that fails (:class:`~tokenplan.runner.rundir.WriteFailed`: disk full, file size limit)
+stops the run the same way, without the grace (no answer could be stored), and is raised.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
-from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries
-from tokenplan.errors import ServerError
+from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
+from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
                                       run_unit, seed_for, work_units)
 from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.rundir import RunDir, WriteFailed
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
 # `transformers serve` refuses top_k) — all concern every request, so they end the run.
@@ -53,6 +55,7 @@ class JobSettings:
         retry: retry policy per request.
         deadline_s: limit on one request (seconds).
         grace_s: how long in-flight units may finish after a stop (seconds).
+        max_answer_bytes: cap on one answer body (bytes); ``None``: 1 MiB + 1 KiB per max_tokens.
     """
 
     model: str
@@ -65,6 +68,7 @@ class JobSettings:
     retry: RetryPolicy
     deadline_s: float
     grace_s: float
+    max_answer_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -103,18 +107,10 @@ class Dispatcher:
         tasks: set[asyncio.Task[None]] = set()
         ticker = asyncio.create_task(self._tick())
         try:
-            for count, unit in enumerate(self._units(source)):
-                if count % 256 == 0:
-                    await asyncio.sleep(0)  # let answers and the display in while skipping done rows
-                if stop.is_set() or self._fatal is not None:
-                    break
-                await limit.acquire()
-                if stop.is_set() or self._fatal is not None:
-                    limit.release()
-                    break
-                task = asyncio.create_task(self._process(unit))
-                tasks.add(task)
-                task.add_done_callback(lambda t: self._settled(t, tasks, limit))
+            try:
+                await self._start_all(source, stop, limit, tasks)
+            except RunDirError as failed:  # rejects.jsonl could not be written: stop sending
+                self._set_fatal(failed)
             await self._drain(tasks, stop)
         finally:
             ticker.cancel()
@@ -123,6 +119,21 @@ class Dispatcher:
             raise self._fatal
         self.tally.stopped = stop.is_set()
         return self.tally
+
+    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event, limit: asyncio.Semaphore,
+                         tasks: set[asyncio.Task[None]]) -> None:
+        for count, unit in enumerate(self._units(source)):
+            if count % 256 == 0:
+                await asyncio.sleep(0)  # let answers and the display in while skipping done rows
+            if stop.is_set() or self._fatal is not None:
+                return
+            await limit.acquire()
+            if stop.is_set() or self._fatal is not None:
+                limit.release()
+                return
+            task = asyncio.create_task(self._process(unit))
+            tasks.add(task)
+            task.add_done_callback(lambda t: self._settled(t, tasks, limit))
 
     def _units(self, source: Iterator[Row | Reject]) -> Iterator[WorkUnit]:
         done = self.rundir.done_ids
@@ -161,7 +172,9 @@ class Dispatcher:
                 for waiter in waiters:
                     waiter.cancel()
         if tasks:
-            _, pending = await asyncio.wait(set(tasks), timeout=self.job.grace_s)
+            # After a failed write their answers could not be stored either: cancel at once.
+            grace_s = 0 if isinstance(self._fatal, WriteFailed) else self.job.grace_s
+            _, pending = await asyncio.wait(set(tasks), timeout=grace_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -178,13 +191,16 @@ class Dispatcher:
 
     async def _process(self, unit: WorkUnit) -> None:
         try:
+            await self._run_and_record(unit)
+        except Exception as fatal:  # ServerError, WriteFailed (disk full), or a bug: all end the run
+            self._set_fatal(fatal)
+
+    async def _run_and_record(self, unit: WorkUnit) -> None:
+        try:
             outcome = await run_unit(unit, self.job.mode, self.job.on_length, self.job.length_retries,
                                      lambda messages, turn, retry: self._send(unit, messages, turn, retry))
         except RetriesExhausted as exhausted:
             self._record_failure(unit, exhausted)
-            return
-        except Exception as fatal:  # ServerError from the pool, or a bug: both end the run
-            self._set_fatal(fatal)
             return
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
@@ -196,15 +212,18 @@ class Dispatcher:
 
     async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:
         seed = seed_for(self.job.sampling.seed, unit.id, turn, retry)
-        body = request_body(self.job.model, messages, self.job.sampling, seed)
+        body = request_body(self.job.model, messages, self.job.sampling, seed, unit.row.overrides)
+        row_tokens = unit.row.overrides.get("max_tokens")  # a Batch line's own cap needs its own deadline
+        limit_s = self.job.deadline_s if row_tokens is None else max(self.job.deadline_s, deadline_s(row_tokens))
         used: list[str] = []
 
         async def once() -> Completion:
             async with self.pool.lease() as endpoint:
                 used.append(endpoint.base_url)
                 try:
-                    completion = await endpoint.client.chat(body, deadline_s=self.job.deadline_s,
-                                                            stream=self.job.stream)
+                    completion = await endpoint.client.chat(body, deadline_s=limit_s,
+                                                            stream=self.job.stream,
+                                                            max_bytes=self.job.max_answer_bytes)
                 except RequestFailed as failure:
                     self.pool.record(endpoint, failure)
                     raise
@@ -234,7 +253,8 @@ class Dispatcher:
             self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
             return
         self.rundir.write_error({"id": unit.id, "reason": failure.kind, "status": failure.status,
-                                 "detail": failure.detail, "attempts": exhausted.attempts,
+                                 "detail": failure.detail, "received": failure.received,
+                                 "attempts": exhausted.attempts,
                                  "source": {"file": unit.row.source, "line": unit.row.line}})
         self.progress.errors += 1
 
@@ -250,7 +270,10 @@ class Dispatcher:
             await asyncio.sleep(self.tick_s)
             self._emit()
             if time.monotonic() - last_sync_s >= 2.0:
-                self.rundir.sync()
+                try:
+                    self.rundir.sync()
+                except RunDirError as failed:
+                    self._set_fatal(failed)
                 last_sync_s = time.monotonic()
 
     def _emit(self) -> None:

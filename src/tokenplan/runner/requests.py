@@ -19,11 +19,12 @@ turn, ``drop`` skips the whole unit, ``retry`` asks again with the next seed (at
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tokenplan.client.openai import Completion
+from tokenplan.client.reasoning import THINK_OPEN
 from tokenplan.runner.rows import Message, Row
 
 Mode = Literal["regenerate", "complete"]
@@ -89,11 +90,13 @@ class Dropped:
 Send = Callable[[list[dict[str, str]], int, int], Awaitable[Sent]]
 
 
-def work_units(row: Row, n: int) -> list[WorkUnit]:
-    """The ``n`` units of ``row`` (ids ``ROWID`` for n == 1, else ``ROWID#k``)."""
+def work_units(row: Row, n: int) -> Iterator[WorkUnit]:
+    """The ``n`` units of ``row`` (ids ``ROWID`` for n == 1, else ``ROWID#k``), one at a time."""
     if n == 1:
-        return [WorkUnit(row.id, row, 0)]
-    return [WorkUnit(f"{row.id}#{k}", row, k) for k in range(n)]
+        yield WorkUnit(row.id, row, 0)
+        return
+    for k in range(n):
+        yield WorkUnit(f"{row.id}#{k}", row, k)
 
 
 def seed_for(job_seed: int, unit_id: str, turn: int, retry: int = 0) -> int:
@@ -102,8 +105,23 @@ def seed_for(job_seed: int, unit_id: str, turn: int, retry: int = 0) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
-def request_body(model: str, messages: list[dict[str, str]], sampling: Sampling, seed: int) -> dict[str, Any]:
-    """The chat completion request JSON for one turn."""
+class BodyConflict(ValueError):
+    """``extra_body`` sets a nested value that tokenplan's own options already set otherwise."""
+
+
+def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling, seed: int,
+                 overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The chat completion request JSON for one turn.
+
+    Order: tokenplan's fields, then ``sampling.extra_body`` merged in (:func:`merge_body`: a
+    top-level scalar replaces tokenplan's, nested objects such as ``chat_template_kwargs`` are
+    merged key by key), then the row's own ``overrides`` (a Batch line's sampling fields), which
+    win over both.
+
+    Raises:
+        BodyConflict: ``extra_body`` sets a nested key to another value than tokenplan's
+            options did (e.g. ``--thinking off`` with ``chat_template_kwargs.enable_thinking: true``).
+    """
     body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": sampling.max_tokens,
                             "temperature": sampling.temperature, "seed": seed}
     if sampling.top_p is not None:
@@ -112,8 +130,29 @@ def request_body(model: str, messages: list[dict[str, str]], sampling: Sampling,
         body["top_k"] = sampling.top_k
     if sampling.thinking is not None:
         body["chat_template_kwargs"] = {"enable_thinking": sampling.thinking}
-    body.update(sampling.extra_body)
-    return body
+    body = merge_body(body, sampling.extra_body, refuse_conflicts=True)
+    return merge_body(body, overrides or {}, refuse_conflicts=False)
+
+
+def merge_body(base: Mapping[str, Any], extra: Mapping[str, Any], *, refuse_conflicts: bool,
+               path: str = "") -> dict[str, Any]:
+    """``base`` with ``extra`` merged in: objects merged recursively, anything else replaced.
+
+    With ``refuse_conflicts``, a key below the top level that both set to different values
+    raises :class:`BodyConflict` naming its path (top-level scalars are ``--extra-body``'s to
+    override, as documented).
+    """
+    merged = dict(base)
+    for key, value in extra.items():
+        where = f"{path}.{key}" if path else key
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge_body(old, value, refuse_conflicts=refuse_conflicts, path=where)
+            continue
+        if refuse_conflicts and path and key in merged and old != value:
+            raise BodyConflict(f"{where}: --extra-body sets {value!r} but tokenplan's options set {old!r}")
+        merged[key] = value
+    return merged
 
 
 def prompt_prefixes(messages: tuple[Message, ...], mode: Mode) -> list[list[Message]]:
@@ -123,18 +162,25 @@ def prompt_prefixes(messages: tuple[Message, ...], mode: Mode) -> list[list[Mess
     before it). ``complete``: one entry, the messages up to the last user turn, as given.
     """
     if mode == "complete":
-        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
-        return [list(messages[: last_user + 1])]
+        last_asked = max(i for i, m in enumerate(messages) if m.role in ("user", "tool"))
+        return [list(messages[: last_asked + 1])]
     prefixes, pending = [], []
     for i, message in enumerate(messages):
-        if message.role == "assistant":
+        if message.role == "assistant" and not _calls_tools(message):
             continue
         pending.append(message)
-        next_role = messages[i + 1].role if i + 1 < len(messages) else None
-        if message.role == "user" and next_role != "user":
+        after = messages[i + 1] if i + 1 < len(messages) else None
+        asks = after is None or (after.role not in ("user", "tool") and not _calls_tools(after))
+        if message.role in ("user", "tool") and asks:
             prefixes.append(pending)
             pending = []
     return prefixes
+
+
+def _calls_tools(message: Message) -> bool:
+    """An assistant turn that calls tools: kept as given in ``regenerate`` (the tool turns that
+    follow answer it), so only the assistant turns that answer in words are regenerated."""
+    return message.role == "assistant" and any(k == "tool_calls" for k, _ in message.extra)
 
 
 async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retries: int,
@@ -147,8 +193,8 @@ async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retri
     history: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     for turn, new_turns in enumerate(prompt_prefixes(unit.row.messages, mode)):
-        history.extend({"role": m.role, "content": m.content} for m in new_turns)
-        prompt = [{"role": m["role"], "content": m["content"]} for m in history]
+        history.extend(m.as_dict() for m in new_turns)
+        prompt = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in history]
         sent, length_tries = await send(prompt, turn, 0), 0
         while sent.completion.finish_reason == "length" and on_length == "retry" \
                 and length_tries < length_retries:
@@ -158,14 +204,43 @@ async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retri
             return Dropped("length", turn)
         history.append(_assistant_message(sent.completion))
         turns.append(_turn_record(sent, length_tries))
-    return {"id": unit.id, "conversations": history, "turns": turns}
+    history.extend(m.as_dict() for m in trailing_turns(unit.row.messages, mode))
+    record = {"id": unit.id, "conversations": history, "turns": turns}
+    if unit.row.overrides:
+        record["request_overrides"] = dict(unit.row.overrides)
+    if unit.row.fields:
+        record["fields"] = dict(unit.row.fields)
+    return record
+
+
+def trailing_turns(messages: tuple[Message, ...], mode: Mode) -> list[Message]:
+    """``regenerate``: the system turns after the last user turn. No request follows them, but
+    they are part of the conversation, so the stored record keeps them after the last answer.
+    ``complete``: none (the answer replaces everything after the last user turn)."""
+    if mode == "complete":
+        return []
+    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+    return [m for m in messages[last_user + 1:] if m.role == "system"]
 
 
 def _assistant_message(completion: Completion) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": completion.content}
-    if completion.reasoning is not None:
-        message["reasoning_content"] = completion.reasoning
+    content, reasoning = completion.content, completion.reasoning
+    if reasoning is None and completion.finish_reason == "length" and content.lstrip().startswith(THINK_OPEN):
+        # cut off inside an unclosed <think> (vLLM #35221): all of it is reasoning, no answer yet
+        content, reasoning = "", content.lstrip()[len(THINK_OPEN):].lstrip("\n")
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return message
+
+
+def reasoning_truncated(completion: Completion) -> bool:
+    """Whether the answer was cut by ``max_tokens`` while still thinking: a ``length`` finish
+    with reasoning and no answer text (an unclosed ``<think>``, or a reasoning parser that put
+    everything in the reasoning field)."""
+    message = _assistant_message(completion)
+    return (completion.finish_reason == "length" and message.get("reasoning_content") is not None
+            and not message["content"].strip())
 
 
 def _turn_record(sent: Sent, length_retries_used: int) -> dict[str, Any]:
@@ -174,6 +249,7 @@ def _turn_record(sent: Sent, length_retries_used: int) -> dict[str, Any]:
     return {
         "finish_reason": c.finish_reason,
         "length_flag": c.finish_reason == "length",
+        "reasoning_truncated": reasoning_truncated(c),
         "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
                                              "completion_tokens": usage.completion_tokens,
                                              "reasoning_tokens": usage.reasoning_tokens},

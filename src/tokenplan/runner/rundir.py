@@ -14,10 +14,20 @@ Exactly once: every record is one ``os.write`` of one complete line to a file op
 without its newline is cut off; the ids in the shards and in ``skipped.jsonl`` form the done-set,
 and only units outside it are sent. A unit is written after its answer arrives, never before, so
 in-flight units of a killed run are simply sent again.
+
+Write failures (a full disk, ``ulimit -f``, an I/O error): a record that could not be written
+whole is cut off again (the file is truncated back to where the record began) and
+:class:`WriteFailed` is raised, so the caller stops sending; the directory stays resumable.
+
+One process at a time: :meth:`RunDir.open` takes an exclusive ``flock`` on ``RUN_DIR/.lock``
+(released by the kernel when the process ends, however it ends) and refuses, naming the holder's
+pid, while another process holds it. Records whose id was already stored (left by older versions
+or by two processes that ran without the lock) are dropped on open, keeping the first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +42,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from tokenplan.errors import RunDirError
+from tokenplan.runner.runlock import RunLock
 
 MANIFEST_FORMAT = 1
 
@@ -64,28 +75,75 @@ class ScanStats:
     turn_latency_s: array = field(default_factory=lambda: array("d"))
 
 
+class WriteFailed(RunDirError):
+    """A file of the run directory could not be written (disk full, file size limit, I/O error).
+
+    The file ends at its last whole record; the message is one line saying what to do.
+    """
+
+    def __init__(self, path: Path, problem: OSError):
+        self.path, self.errno = path, problem.errno
+        why = problem.strerror or type(problem).__name__
+        super().__init__(f"cannot write {path} ({why}): stopped sending; every record written so far is "
+                         "whole and kept — make room and rerun the same command to resume")
+
+
+def _write(fd: int, data: memoryview) -> int:
+    """``os.write``: one place the tests can make fail (ENOSPC part-way through a record)."""
+    return os.write(fd, data)
+
+
 class AppendLog:
-    """An append-only JSONL file; each record is one ``os.write`` of a whole line."""
+    """An append-only JSONL file; each record is one ``os.write`` of a whole line.
+
+    Raises:
+        WriteFailed: from :meth:`append`, :meth:`sync` or :meth:`close` when the OS refuses.
+    """
 
     def __init__(self, path: Path):
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as problem:
+            raise WriteFailed(path, problem) from None
         self.size_bytes = os.fstat(self._fd).st_size
+        self._closed = False
 
     def append(self, record: dict[str, Any]) -> None:
         # orjson: UTF-8 as is (like ensure_ascii=False), compact, ~8x faster than json.dumps.
         data = memoryview(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
-        while data:
-            written = os.write(self._fd, data)
-            data = data[written:]
-            self.size_bytes += written
+        start = self.size_bytes
+        try:
+            while data:
+                written = _write(self._fd, data)
+                data = data[written:]
+                self.size_bytes += written
+        except OSError as problem:
+            self._cut_back(start)
+            raise WriteFailed(self.path, problem) from None
+
+    def _cut_back(self, size: int) -> None:
+        """Truncate a partly written record away, so the file ends at its last whole record."""
+        with contextlib.suppress(OSError):  # if even this fails, the next open cuts the torn tail
+            os.ftruncate(self._fd, size)
+            self.size_bytes = size
 
     def sync(self) -> None:
-        os.fsync(self._fd)
+        try:
+            os.fsync(self._fd)
+        except OSError as problem:
+            raise WriteFailed(self.path, problem) from None
 
     def close(self) -> None:
-        os.fsync(self._fd)
-        os.close(self._fd)
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            os.fsync(self._fd)
+        except OSError as problem:
+            raise WriteFailed(self.path, problem) from None
+        finally:
+            os.close(self._fd)
 
 
 class ShardLog:
@@ -119,6 +177,22 @@ class ShardLog:
         self._log.close()
 
 
+def write_whole(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a copy beside it, renamed over it).
+
+    Raises:
+        WriteFailed: the copy could not be written; ``path`` is left as it was.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as problem:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(path, problem) from None
+
+
 def shard_paths(directory: Path) -> list[Path]:
     """The shard files of a run directory's ``shards/`` folder, in order."""
     return sorted(directory.glob("part-*.jsonl"))
@@ -131,8 +205,8 @@ class RunDir:
     outcomes. Call :meth:`close` (or :meth:`sync` now and then) to flush to disk.
     """
 
-    def __init__(self, path: Path, stats: ScanStats, shard_max_bytes: int):
-        self.path, self.stats = path, stats
+    def __init__(self, path: Path, stats: ScanStats, shard_max_bytes: int, lock: RunLock):
+        self.path, self.stats, self._lock = path, stats, lock
         self.shards = ShardLog(path / "shards", shard_max_bytes)
         self.skipped = AppendLog(path / "skipped.jsonl")
         (path / "errors.jsonl").unlink(missing_ok=True)
@@ -154,16 +228,21 @@ class RunDir:
                 manifest or records are damaged beyond a torn last line.
         """
         (path / "shards").mkdir(parents=True, exist_ok=True)
-        check_manifest(path, job, force=force)
-        stats = ScanStats()
-        for shard in shard_paths(path / "shards"):
-            stats.torn_bytes += cut_torn_tail(shard)
-            _scan(shard, stats, skipped=False)
-        skipped = path / "skipped.jsonl"
-        if skipped.exists():
-            stats.torn_bytes += cut_torn_tail(skipped)
-            _scan(skipped, stats, skipped=True)
-        return cls(path, stats, shard_max_bytes)
+        lock = RunLock.take(path)
+        try:
+            check_manifest(path, job, force=force)
+            stats = ScanStats()
+            for shard in shard_paths(path / "shards"):
+                stats.torn_bytes += cut_torn_tail(shard)
+                _scan(shard, stats, skipped=False)
+            skipped = path / "skipped.jsonl"
+            if skipped.exists():
+                stats.torn_bytes += cut_torn_tail(skipped)
+                _scan(skipped, stats, skipped=True)
+            return cls(path, stats, shard_max_bytes, lock)
+        except BaseException:
+            lock.release()
+            raise
 
     def write_done(self, record: dict[str, Any]) -> None:
         """Store one finished unit (its ``id`` must not be in ``done_ids``)."""
@@ -189,8 +268,20 @@ class RunDir:
             log.sync()
 
     def close(self) -> None:
+        """Flush and close every file, then release the lock.
+
+        Raises:
+            WriteFailed: the first file that could not be flushed (all are closed regardless).
+        """
+        failure: WriteFailed | None = None
         for log in (self.shards, self.skipped, self.errors, self.rejects):
-            log.close()
+            try:
+                log.close()
+            except WriteFailed as problem:
+                failure = failure or problem
+        self._lock.release()
+        if failure is not None:
+            raise failure
 
 
 def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
@@ -216,9 +307,7 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
             detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
             raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
                               "or --force to continue it with the new configuration")
-    tmp = manifest_path.with_suffix(".json.tmp")
-    tmp.write_text(new.model_dump_json(indent=2))
-    os.replace(tmp, manifest_path)
+    write_whole(manifest_path, new.model_dump_json(indent=2).encode())
 
 
 def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -273,10 +362,13 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _scan(path: Path, stats: ScanStats, *, skipped: bool) -> None:
-    for _, record in iter_records(path):
+    """Add ``path``'s records to ``stats``; records whose id was seen before are dropped from the
+    file (the first stays) and counted in ``stats.duplicate_ids``."""
+    duplicate_lines: set[int] = set()
+    for line_no, record in iter_records(path):
         unit_id = record["id"]
         if unit_id in stats.done_ids:
-            stats.duplicate_ids += 1
+            duplicate_lines.add(line_no)
             continue
         stats.done_ids.add(unit_id)
         if skipped:
@@ -289,3 +381,26 @@ def _scan(path: Path, stats: ScanStats, *, skipped: bool) -> None:
             tokens += int(usage.get("completion_tokens") or 0)
             stats.turn_latency_s.append(float(turn.get("latency_s") or 0.0))
         stats.completion_tokens.append(tokens)
+    if duplicate_lines:
+        _drop_lines(path, duplicate_lines)
+        stats.duplicate_ids += len(duplicate_lines)
+
+
+def _drop_lines(path: Path, lines: set[int]) -> None:
+    """Rewrite ``path`` without the given 1-based lines (a copy beside it, fsynced, renamed over it).
+
+    Raises:
+        WriteFailed: the copy could not be written; ``path`` is left as it was.
+    """
+    tmp = path.with_name(path.name + ".dedup")
+    try:
+        with open(path, "rb") as source, open(tmp, "wb") as target:
+            for line_no, raw in enumerate(source, start=1):
+                if line_no not in lines:
+                    target.write(raw)
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(tmp, path)
+    except OSError as problem:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(path, problem) from None

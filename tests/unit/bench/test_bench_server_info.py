@@ -84,3 +84,23 @@ def test_waiting_at_a_level_the_server_ran_in_full_is_admission_latency_not_a_ca
     levels = [_level(1, 90, 1, 0.0), _level(8, 660, 8, 0.75), _level(32, 1940, 32, 0.6), _level(64, 1980, 32, 25.0)]
     cap = concurrency_cap(levels)
     assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (64, 32)
+
+
+DP8_TEXT = "".join(
+    f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="m"}} 0.9\n'
+    f'vllm:num_requests_running{{engine="{e}",model_name="m"}} 16\n'
+    f'vllm:generation_tokens_total{{engine="{e}",model_name="m"}} 1000\n' for e in range(8))
+
+
+def test_data_parallel_engines_fractions_take_the_max_counts_and_counters_the_sum():
+    # vLLM --data-parallel-size 8: every engine at 0.9 KV usage is 0.9, not 7.2
+    snap = snapshot_from_metrics(parse_prometheus(
+        "# TYPE vllm:kv_cache_usage_perc gauge\n# TYPE vllm:num_requests_running gauge\n"
+        "# TYPE vllm:generation_tokens counter\n" + DP8_TEXT), 0.0)
+    assert snap.kv_usage == 0.9 and math.isclose(snap.kv_usage_mean, 0.9)
+    assert snap.running == 8 * 16 and snap.generation_tokens == 8 * 1000
+
+
+def test_uneven_engines_max_and_mean_differ():
+    m = parse_prometheus('vllm:kv_cache_usage_perc{engine="0"} 0.2\nvllm:kv_cache_usage_perc{engine="1"} 0.6\n')
+    assert m["vllm:kv_cache_usage_perc"] == 0.6 and math.isclose(m["vllm:kv_cache_usage_perc:mean"], 0.4)

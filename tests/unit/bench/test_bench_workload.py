@@ -54,3 +54,18 @@ def test_dataset_errors_name_the_line(tmp_path):
         dataset_workload(str(nobudget), osl=None)
     with pytest.raises(InputError):
         dataset_workload(str(tmp_path / "missing.jsonl"), osl=10)
+
+
+def test_open_loop_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_burstiness() -> None:
+    import math
+
+    import numpy as np
+
+    from tokenplan.bench.sweep import arrival_gaps_s
+
+    for burstiness in (1.0, 0.25):  # Poisson, and burstier (CV 2)
+        gaps = np.array(arrival_gaps_s(4.0, burstiness, 200_000, seed=1))
+        # Gamma(k, θ = 1/(r·k)): mean k·θ = 1/r = 0.25 s; CV = 1/sqrt(k)
+        assert math.isclose(gaps.mean(), 0.25, rel_tol=0.01)
+        assert math.isclose(gaps.std() / gaps.mean(), 1 / math.sqrt(burstiness), rel_tol=0.02)
+    assert arrival_gaps_s(float("inf"), 1.0, 3, seed=0) == [0.0, 0.0, 0.0]

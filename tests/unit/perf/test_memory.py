@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tokenplan.catalog import load_engine, load_gpu, load_model
-from tokenplan.perf.engine import resolve_settings
+from tokenplan.perf.engine import resolve_settings, sglang_vision_cut, speculative_state_copies
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import memory_breakdown, weight_bytes_per_gpu
 from tokenplan.units import Dtype, GiB, MiB
@@ -247,3 +247,113 @@ def test_hybrid_state_shares_one_pool_without_a_ratio():
     m = _breakdown("qwen3.6-27b", "b200", "vllm")
     assert m.state_slots is None
     assert m.max_sequences(4000) == pytest.approx(m.kv_pool_bytes / 416_088_064, rel=1e-12)
+
+
+# ------------------------------------------- hybrid state under speculative decoding (issue 10)
+
+def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
+    # SGLang, Qwen3.6-27B (catalog/models/qwen3.6-27b.json), FP8 weights and KV, one B200, MTP k=3
+    # (--speculative-num-steps 3 --speculative-num-draft-tokens 4), --disable-radix-cache
+    # --max-running-requests 128. Every figure from the config.json and the B200's memory:
+    #
+    # GPU: nvidia-smi 183,359 MiB = 192,265,846,784 B.
+    # Fraction: reserve 512 + 1.5·16,384 + 1,024·1/8 + 2·512 = 26,240 MiB (≥ 160 GiB bucket);
+    #   vision cut 0.95·(1 − 0.1·(27·1152²/(24·1024²) − 1)) = 0.95·(1 − 0.1·0.423828125)
+    #   = 0.95·0.9576171875 = 0.909736328125 → mem_fraction_static = 157,119/183,359·0.909736328125,
+    #   so fraction·GPU = 157,119 MiB·0.909736328125 = 164,751,212,544·0.909736328125
+    #   = 149,880,163,153.92 B.
+    # Weights (TP1): embedding and lm_head BF16, 2·248,320·5,120·2 B = 5,085,593,600;
+    #   16 attention layers FP8 (q with its output gate, k, v, o),
+    #   16·(5,120·2·24·256 + 5,120·2·4·256 + 24·256·5,120) = 16·(62,914,560 + 10,485,760 + 31,457,280) = 1,677,721,600;
+    #   48 GDN layers FP8, 48·(5,120·(2·2,048 + 2·6,144) + 5,120·96 + 10,240·4 + 6,144·5,120)
+    #   = 48·115,875,840 = 5,562,040,320; 64 FFNs FP8, 64·3·5,120·17,408 = 17,112,760,320;
+    #   MTP layer FP8, 104,857,600 + 267,386,880 + 10,240·5,120 = 424,673,280
+    #   → 29,862,789,120 B.
+    # Pool budget (S3 profile_max_num_token): 149,880,163,153.92 − 29,862,789,120
+    #   = 120,017,374,033.92 B.
+    # State per request (fp32 SSM, bf16 conv): 48·(48·128·128·4 + (2·16·128 + 48·128)·3·2)
+    #   = 48·(3,145,728 + 61,440) = 153,944,064 B; under MTP SGLang holds 1 + 4 copies per
+    #   running request (its slot, and the intermediate SSM and conv-window caches of
+    #   speculative_num_draft_tokens = 4 rows): 5·153,944,064 = 769,720,320 B.
+    # KV pool = budget − 128·769,720,320 = 120,017,374,033.92 − 98,524,200,960
+    #   = 21,493,173,073.92 B = 655,919.6 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
+    # Draft KV (1 MTP layer, same tokens): 21,493,173,073.92 / 16 = 1,343,323,317.12 B.
+    # State pool = (128 + 1)·153,944,064 = 19,858,784,256 B (slot 0 is the padded slot);
+    # speculative caches = 4·(128 + 1)·153,944,064 = 79,435,137,024 B.
+    # Left for activations and CUDA graphs: 192,265,846,784 − 29,862,789,120 − 21,493,173,073.92
+    #   − 1,343,323,317.12 − 19,858,784,256 − 79,435,137,024 = 40,272,639,992.96 B (37.5 GiB).
+    model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
+    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, False, sglang_vision_cut(engine, 27, 1152),
+                                gpu.architecture, None, 128)
+    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
+                         spec_state_copies=speculative_state_copies(engine, 3), padded_state_slot=True,
+                         draft_kv_pool=True)
+    assert m.weight_bytes_per_gpu == 29_862_789_120
+    assert m.kv_pool_bytes == pytest.approx(120_017_374_033.92, rel=1e-12)
+    assert m.state_bytes_per_running_sequence == 769_720_320
+    a = m.allocation(128)
+    assert a["kv_cache"] == pytest.approx(21_493_173_073.92, rel=1e-12)
+    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(655_919.6, abs=0.1)
+    assert a["draft_kv"] == pytest.approx(1_343_323_317.12, rel=1e-12)
+    assert a["state"] == 19_858_784_256
+    assert a["spec_state"] == 79_435_137_024
+    assert a["reserve"] == pytest.approx(40_272_639_992.96, rel=1e-12)
+    assert sum(a.values()) == pytest.approx(gpu.memory_bytes, rel=1e-12)
+    assert m.allocates(128)
+
+
+def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200():
+    # The plan before issue 10 launched --max-running-requests 413 per B200: state alone is
+    # 413·769,720,320 = 317,894,492,160 B, above the 120,017,374,033.92 B pool budget (above).
+    model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
+    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, False, sglang_vision_cut(engine, 27, 1152),
+                                gpu.architecture, None, 413)
+    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
+                         spec_state_copies=speculative_state_copies(engine, 3), padded_state_slot=True)
+    assert m.allocation(413)["kv_cache"] == pytest.approx(120_017_374_033.92 - 317_894_492_160, rel=1e-12)
+    assert not m.allocates(413)
+
+
+def test_sglang_ratio_split_reserves_the_speculative_copies_first():
+    # Radix cache on (ratio split 0.9), MTP k=3, the default cap of 48 (S5): S3 reserves
+    # 48·4·153,944,064 = 29,557,260,288 B before the split; BF16 weights and KV, no vision cut:
+    # usable 110,960,574,464 B (test above) − 29,557,260,288 = 81,403,314,176 B,
+    # state pool 81,403,314,176·0.9/1.9, KV pool 81,403,314,176/1.9.
+    model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
+    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, True)
+    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, 0.9,
+                         spec_state_copies=speculative_state_copies(engine, 3),
+                         spec_reserved_running=settings.max_running_cap)
+    assert m.spec_state_pool_bytes == 29_557_260_288
+    assert m.state_pool_bytes == pytest.approx(81_403_314_176 * 0.9 / 1.9, rel=1e-12)
+    assert m.kv_pool_bytes == pytest.approx(81_403_314_176 / 1.9, rel=1e-12)
+
+
+def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
+    # vLLM MambaSpec: page × (1 + num_speculative_blocks), num_speculative_blocks = k = 3 (V16):
+    # a 4,000-token sequence holds 65,536·4,000 + 4·153,944,064 = 262,144,000 + 615,776,256
+    # = 877,920,256 B of the shared pool.
+    model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("vllm")
+    assert speculative_state_copies(engine, 3) == 3
+    assert speculative_state_copies(load_engine("trtllm"), 3) == 0
+    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, True, architecture=gpu.architecture)
+    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, None, spec_state_copies=3)
+    assert m.max_sequences(4000) == pytest.approx(m.kv_pool_bytes / 877_920_256, rel=1e-12)
+
+
+def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
+    # DeepSeek-R1 FP8 at TP4 holds 157.3 GiB of weights per GPU (the predict output); SGLang's
+    # default fraction on a B200 at TP4 is (183,359 − (512 + 1.5·16,384 + 4/8·1,024 + 2·512))/183,359
+    # = (183,359 − 26,624)/183,359 → 156,735 MiB = 153.1 GiB for weights and cache: no room.
+    # InferenceX runs it with --mem-fraction-static 0.95 (S19): 0.95·183,359 MiB = 174,191 MiB
+    # = 170.1 GiB, which leaves 12.8 GiB of cache.
+    from tokenplan.api import PredictRequest, evaluate_request
+    from tokenplan.job.evaluate import Evaluation
+
+    ev = evaluate_request(PredictRequest(model="deepseek-r1", gpu="b200", num_gpus=4, tp=4, weight_dtype="fp8", kv_dtype="fp8",
+                                         isl=7373, osl=922, concurrency=8))
+    assert isinstance(ev, Evaluation)
+    assert ev.settings.tight and ev.settings.memory_fraction == 0.95
+    assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)
+    assert ev.memory.weight_bytes_per_gpu / GiB == pytest.approx(157.3, abs=0.05)
+    assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * 183_359 / 1024 - 157.3, abs=0.1)

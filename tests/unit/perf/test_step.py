@@ -105,3 +105,16 @@ def test_lm_head_bytes_follow_the_memory_rule_bf16():
     d = _catalog("llama-3.1-8b")
     assert d.lm_head_params == 525_336_576
     assert d.lm_head_bytes == 1_050_673_152
+
+
+def test_a_speculative_verify_writes_one_state_per_query_token():
+    # A hybrid's state of 1e8 B per sequence, 8 sequences: plain decode reads and writes it once,
+    # 8 · (1 + 1) · 1e8 = 1.6e9 B over 4e12 × 0.8 = 3.2e12 B/s → 0.5 ms; a verify of 4 query
+    # tokens per sequence (MTP k = 3) reads it once and writes 4 intermediate states (SGLang's
+    # intermediate SSM cache): 8 · (1 + 4) · 1e8 = 4e9 B → 1.25 ms. GDN FLOPs are 0 here.
+    d = _ours("qwen3.6-27b")
+    d = replace(d, memory=replace(d.memory, state_bytes_per_sequence_per_gpu=1e8))
+    plain = step_time(d, EFF, decode_seqs=8, context_tokens=1000)
+    verify = step_time(d, EFF, decode_seqs=8, context_tokens=1000, query_tokens_per_seq=4)
+    assert plain.state_s == pytest.approx(0.5e-3)
+    assert verify.state_s == pytest.approx(1.25e-3)

@@ -28,7 +28,7 @@ def test_complete_sends_everything_up_to_the_last_user_turn() -> None:
 def test_n_samples_get_their_own_ids_and_seeds() -> None:
     row = Row("r", (U1,), "prompt", "f", 1)
     assert [u.id for u in work_units(row, 1)] == ["r"]
-    units = work_units(row, 3)
+    units = list(work_units(row, 3))
     assert [u.id for u in units] == ["r#0", "r#1", "r#2"]
     seeds = {seed_for(0, u.id, 0) for u in units}
     assert len(seeds) == 3 and all(0 <= s < 2**31 for s in seeds)
@@ -54,7 +54,7 @@ def test_each_turn_is_asked_over_the_regenerated_history() -> None:
         prompts.append(messages)
         return Sent(_completion(f"new{turn}", "stop"), "http://e/v1", 1, 7)
 
-    record = asyncio.run(run_unit(work_units(Row("r", (S, U1, A1, U2, A2), "c", "f", 1), 1)[0],
+    record = asyncio.run(run_unit(next(work_units(Row("r", (S, U1, A1, U2, A2), "c", "f", 1), 1)),
                                   "regenerate", "keep", 2, send))
     assert prompts[1] == [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"},
                           {"role": "assistant", "content": "new0"}, {"role": "user", "content": "u2"}]
@@ -63,7 +63,7 @@ def test_each_turn_is_asked_over_the_regenerated_history() -> None:
 
 
 def test_length_policy_keep_flags_drop_skips_retry_asks_again_with_a_new_seed() -> None:
-    unit = work_units(Row("r", (U1,), "prompt", "f", 1), 1)[0]
+    unit = next(work_units(Row("r", (U1,), "prompt", "f", 1), 1))
     retries: list[int] = []
 
     async def always_length(messages, turn, retry):
@@ -77,3 +77,15 @@ def test_length_policy_keep_flags_drop_skips_retry_asks_again_with_a_new_seed() 
     retried = asyncio.run(run_unit(unit, "complete", "retry", 2, always_length))
     # 1 first try + 2 length retries, then kept and flagged.
     assert retries == [0, 1, 2] and retried["turns"][0]["length_retries"] == 2
+
+
+def test_regenerate_keeps_a_system_turn_after_the_last_user_turn_in_the_record() -> None:
+    closing = Message("system", "closing note")
+
+    async def send(messages, turn, retry):
+        return Sent(_completion(f"new{turn}", "stop"), "http://e/v1", 1, 7)
+
+    unit = next(work_units(Row("r", (S, U1, A1, closing), "c", "f", 1), 1))
+    record = asyncio.run(run_unit(unit, "regenerate", "keep", 2, send))
+    assert [m["role"] for m in record["conversations"]] == ["system", "user", "assistant", "system"]
+    assert record["conversations"][-1] == {"role": "system", "content": "closing note"}

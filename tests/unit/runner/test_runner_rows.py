@@ -38,7 +38,7 @@ def test_a_row_without_an_id_gets_the_hash_of_its_messages() -> None:
     ([1, 2], "row is a list"),
     ({"text": "x"}, "unknown shape"),
     ({"conversations": []}, "conversations: not a non-empty list"),
-    ({"conversations": [{"role": "tool", "content": "x"}]}, "conversations[0].role: 'tool' is not one of"),
+    ({"conversations": [{"role": "function", "content": "x"}]}, "conversations[0].role: 'function' is not one of"),
     ({"conversations": [{"from": "bot", "value": "x"}]}, "conversations[0].from: 'bot' is not one of"),
     ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content: not a string"),
     ({"messages": [{"role": "assistant", "content": "x"}]}, "messages: no user turn"),

@@ -1,0 +1,55 @@
+"""``generate`` without a live display: ``--dry-run``'s report, and progress lines when stderr is
+not a terminal (Slurm, nohup)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from rich.console import Console
+
+from tokenplan.api_generate import GenerateRequest, dry_run_counts
+from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.rolling import progress_line
+
+
+def console_is_terminal() -> bool:
+    """Whether the live display can be drawn (stderr is a terminal)."""
+    return Console(stderr=True).is_terminal
+
+
+def log_every(every_s: float, console: Console):  # noqa: ANN202 - a progress callback
+    """A progress callback that prints one line every ``every_s`` seconds (Slurm, nohup logs)."""
+    last = [time.monotonic()]
+
+    def log(snapshot: Snapshot) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s:
+            last[0] = now
+            console.print(progress_line(snapshot), markup=False, highlight=False, soft_wrap=True)
+
+    return log
+
+
+def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
+    """``--dry-run``: the counts, the sampling the run would use, and the plan command for them."""
+    counts, sampling, notes = dry_run_counts(request)
+    record = {"rows": counts.rows, "rejected_rows": counts.rejected_rows, "units": counts.units,
+              "requests": counts.requests, "prompt_tokens_mean": counts.prompt_tokens_mean,
+              "prompt_tokens_sigma": counts.prompt_tokens_sigma, "prompt_tokens_max": counts.prompt_tokens_max,
+              "tokenizer": counts.tokenizer, "sampling": sampling.as_record(),
+              "plan_command": counts.plan_command(sampling.max_tokens)}
+    if json_out:
+        print(json.dumps(record, indent=2))
+        return
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"rows          {counts.rows:,} usable, {counts.rejected_rows:,} rejected")
+    print(f"units         {counts.units:,} ({request.n} per row)   requests {counts.requests:,}")
+    if counts.prompt_tokens_mean is None:
+        print("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
+    else:
+        print(f"prompt tokens mean {counts.prompt_tokens_mean:,.0f}, σ {counts.prompt_tokens_sigma:.2f} (ln), "
+              f"longest {counts.prompt_tokens_max:,}  (tokenizer {counts.tokenizer})")
+    print(f"plan for them {record['plan_command']}")

@@ -1,0 +1,379 @@
+"""What a server answered, validated once at the client boundary.
+
+Every chat answer passes through :func:`parse_whole` (one JSON body) or :class:`StreamAccumulator`
+(SSE chunks); either gives a :class:`Completion` whose fields have the types they claim, or raises
+:class:`RequestFailed` of kind ``"protocol"`` carrying an excerpt of what came back. Nothing else
+in tokenplan looks at raw answers, so a malformed field can neither crash the runner nor be
+stored and break ``--export`` later.
+
+An answer is finished only when its ``finish_reason`` is one of :data:`TERMINAL_FINISH_REASONS`.
+vLLM ends a request it aborted with ``finish_reason: "abort"`` (vllm/v1/engine FinishReason.ABORT),
+a stream cut short may end with no ``finish_reason`` at all, and neither is an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from tokenplan.client.reasoning import split_reasoning
+
+FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
+
+# Finish reasons that end a complete answer. OpenAI API reference (chat object): stop, length,
+# tool_calls, function_call (deprecated). Hugging Face TGI's messages API spells its EOS and
+# stop-string finishes "eos_token" and "stop_sequence" (text-generation-inference FinishReason);
+# "eos" is the same finish under its short name. Not here: "abort" (vLLM, an aborted request),
+# "content_filter" (the answer was withheld), "error", null — those are retried, then recorded.
+TERMINAL_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "function_call", "eos", "eos_token",
+                                     "stop_sequence"})
+EXCERPT_CHARS = 300  # how much of a bad answer goes into errors.jsonl
+# 2^40 ≈ 1.1e12 tokens: no answer or prompt comes near; keeps counts inside the 64-bit integers
+# the records (orjson) and the run's tallies (array "q") hold.
+MAX_TOKEN_COUNT = 2**40
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts the server reported (tokens). ``reasoning_tokens`` is ``None`` when the server
+    does not report it (only recent SGLang and vLLM do); ``completion_tokens`` includes reasoning."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """When a request was sent, answered and (streaming only) when each chunk with text arrived.
+
+    All values are ``time.perf_counter()`` readings (seconds); ``chunk_times_s`` is empty for a
+    non-streamed request, so TTFT and ITL exist only for streamed ones.
+    """
+
+    sent_s: float
+    done_s: float
+    chunk_times_s: tuple[float, ...] = ()
+
+    @property
+    def latency_s(self) -> float:
+        """End-to-end latency (seconds)."""
+        return self.done_s - self.sent_s
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token (seconds), or ``None`` for a non-streamed request."""
+        return self.chunk_times_s[0] - self.sent_s if self.chunk_times_s else None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One answered chat request.
+
+    ``content`` is the answer without reasoning; ``reasoning`` the thinking text, from whichever
+    field the engine used (:mod:`tokenplan.client.reasoning`), or ``None``. ``finish_reason`` is
+    the server's, one of :data:`TERMINAL_FINISH_REASONS` for an answer from :func:`parse_whole` or
+    :class:`StreamAccumulator`; ``usage`` is ``None`` if the server sent none.
+    """
+
+    content: str
+    reasoning: str | None
+    finish_reason: str | None
+    usage: Usage | None
+    timings: Timings
+    model: str | None
+
+
+class RequestFailed(Exception):
+    """One request did not produce a completion.
+
+    Attributes:
+        kind: ``"transport"`` (connect/read/write error, dropped connection), ``"deadline"`` (the
+            per-request deadline passed), ``"status"`` (HTTP status ≥ 400), ``"protocol"`` (a 200
+            answer that is not a finished chat completion) or ``"oversize"`` (an answer larger
+            than the cap; not retried).
+        status: the HTTP status for ``"status"``, else ``None``.
+        detail: a short text for logs: the server's error message or the exception type.
+        retry_after_s: the server's ``Retry-After`` header (seconds), if it sent one.
+        received: for ``"protocol"``, an excerpt of what the server sent (≤ 300 characters).
+    """
+
+    def __init__(self, kind: FailureKind, detail: str, status: int | None = None,
+                 retry_after_s: float | None = None, received: str | None = None):
+        self.kind, self.status, self.detail, self.retry_after_s = kind, status, detail, retry_after_s
+        self.received = received
+        super().__init__(f"{kind}{f' {status}' if status is not None else ''}: {detail}")
+
+    def redacted(self, secrets: Iterable[str]) -> RequestFailed:
+        """The same failure with every secret and ``Bearer …`` token removed from its texts."""
+        received = None if self.received is None else redact(self.received, secrets)
+        return RequestFailed(self.kind, redact(self.detail, secrets), self.status, self.retry_after_s, received)
+
+
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}\]]+")
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` (API key, URL password) and any ``Bearer <token>`` or
+    ``Basic <token>`` replaced by ``***``: servers echo request headers in error messages."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return _BEARER.sub(lambda m: f"{m.group(1)} ***", text)
+
+
+def excerpt(raw: bytes | str) -> str:
+    """The first :data:`EXCERPT_CHARS` characters of an answer, bytes decoded leniently."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
+
+
+def answer_bytes_cap(max_tokens: int) -> int:
+    """The default cap on one answer body (bytes): 1 MiB + 1 KiB per requested token.
+
+    A streamed chunk carrying one token is ~200 bytes of JSON wrapper (``data: {"id":
+    "chatcmpl-…","object":"chat.completion.chunk","created":…,"model":…,"choices":[{"index":0,
+    "delta":{"content":"…"},"finish_reason":null}]}``) plus the token, ≤ 24 bytes even when every
+    character is ``\\uXXXX``-escaped; 1 KiB per token leaves 4× for long model names and logprobs.
+    Example: max_tokens 32,768 → 1 MiB + 32 MiB = 34,603,008 bytes.
+    """
+    return 2**20 + 1024 * max_tokens
+
+
+def error_message(raw: bytes, fallback: str) -> str:
+    """The server's message from an error body, whatever its shape, else ``fallback``.
+
+    Shapes: OpenAI ``{"error": {"message": …}}`` or ``{"error": "…"}``; SGLang and older vLLM
+    ``{"object": "error", "message": …}``; FastAPI ``{"detail": "…"}`` or ``{"detail": [{"msg":
+    …}]}``; anything else non-empty is taken as plain text.
+    """
+    try:
+        body = orjson.loads(raw)
+    except ValueError:
+        text = raw.decode("utf-8", "replace").strip()
+        return excerpt(" ".join(text.split())) if text else fallback
+    found = _message_in(body)
+    return excerpt(found) if found else (excerpt(raw) if raw.strip() else fallback)
+
+
+def _message_in(body: Any) -> str | None:
+    if isinstance(body, str):
+        return body or None
+    if isinstance(body, list):
+        parts = [m for m in (_message_in(item) for item in body[:5]) if m]
+        return "; ".join(parts) or None
+    if not isinstance(body, dict):
+        return None
+    for key in ("error", "message", "detail", "msg"):
+        if key in body and (found := _message_in(body[key])):
+            return found
+    return None
+
+
+def _fail(detail: str, received: bytes | str | None = None) -> RequestFailed:
+    return RequestFailed("protocol", detail, received=None if received is None else excerpt(received))
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` parsed as a JSON object.
+
+    Raises:
+        RequestFailed: ``protocol``, when it is not JSON or not an object.
+    """
+    try:
+        data = orjson.loads(raw)
+    except ValueError:
+        raise _fail("answer is not JSON", raw) from None
+    if not isinstance(data, dict):
+        raise _fail("answer is not a JSON object", raw)
+    return data
+
+
+def _count(value: Any, field: str, raw: bytes) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise _fail(f"{field} is {value!r}, not a token count (an integer from 0 to 2^40)", raw)
+    return value
+
+
+def parse_usage(value: Any, raw: bytes) -> Usage | None:
+    """``usage`` → :class:`Usage`; ``None`` when absent.
+
+    Raises:
+        RequestFailed: ``protocol``, when it or a count in it is malformed.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _fail(f"usage is {type(value).__name__}, not an object", raw)
+    details = value.get("completion_tokens_details")
+    if details is not None and not isinstance(details, dict):
+        raise _fail("usage.completion_tokens_details is not an object", raw)
+    reasoning = (details or {}).get("reasoning_tokens")
+    return Usage(_count(value.get("prompt_tokens"), "usage.prompt_tokens", raw),
+                 _count(value.get("completion_tokens"), "usage.completion_tokens", raw),
+                 None if reasoning is None else _count(reasoning, "usage.reasoning_tokens", raw))
+
+
+def _text_field(container: Mapping[str, Any], key: str, where: str, raw: bytes) -> str | None:
+    value = container.get(key)
+    if value is not None and not isinstance(value, str):
+        raise _fail(f"{where}.{key} is {type(value).__name__}, not a string", raw)
+    return value
+
+
+def check_finish(reason: Any, raw: bytes | str) -> str:
+    """``reason`` when it ends a complete answer.
+
+    Raises:
+        RequestFailed: ``protocol``, for any other value (``"abort"``, missing, not a string).
+    """
+    if isinstance(reason, str) and reason in TERMINAL_FINISH_REASONS:
+        return reason
+    raise _fail(f"finish_reason {reason!r} does not end a complete answer "
+                f"(allowed: {', '.join(sorted(TERMINAL_FINISH_REASONS))})", raw)
+
+
+def _model(data: Mapping[str, Any]) -> str | None:
+    model = data.get("model")
+    return model if isinstance(model, str) else None
+
+
+def parse_whole(raw: bytes, timings: Timings) -> Completion:
+    """A non-streamed answer body → :class:`Completion`.
+
+    Raises:
+        RequestFailed: ``protocol``, for anything but a finished, well-formed chat completion.
+    """
+    data = json_object(raw)
+    if data.get("error") is not None:
+        raise _fail(f"error in a 200 answer: {error_message(raw, 'no message')}", raw)
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _fail("answer has no choices", raw)
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _fail("choices[0] has no 'message' object", raw)
+    for key in ("content", "reasoning_content", "reasoning"):
+        _text_field(message, key, "choices[0].message", raw)
+    usage = parse_usage(data.get("usage"), raw)
+    finish = check_finish(choice.get("finish_reason"), raw)
+    content, reasoning = split_reasoning(message)
+    return Completion(content, reasoning, finish, usage, timings, _model(data))
+
+
+class StreamAccumulator:
+    """Joins the SSE chunks of one streamed chat completion, validating each."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.chunk_times_s: list[float] = []
+        self.finish_reason: Any = None
+        self.usage: Usage | None = None
+        self.model: str | None = None
+        self.done = False
+        self.last: bytes = b""
+
+    def feed(self, data: bytes, now_s: float) -> bool:
+        """Take one ``data:`` payload; return True at ``[DONE]``. Empty payloads are skipped.
+
+        Raises:
+            RequestFailed: ``protocol``, for a chunk that is not a well-formed completion chunk.
+        """
+        if not data:
+            return False
+        if data == b"[DONE]":
+            self.done = True
+            return True
+        self.last = data
+        chunk = json_object(data)
+        if chunk.get("error") is not None:
+            raise _fail(f"error event in stream: {error_message(data, 'no message')}", data)
+        self.model = _model(chunk) or self.model
+        if chunk.get("usage") is not None:
+            self.usage = parse_usage(chunk["usage"], data)
+        choices = chunk.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise _fail("chunk choices is not a list", data)
+        for choice in choices or ():
+            self._take(choice, data, now_s)
+        return False
+
+    def _take(self, choice: Any, data: bytes, now_s: float) -> None:
+        if not isinstance(choice, dict):
+            raise _fail("chunk choice is not an object", data)
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            raise _fail("choices[].delta is not an object", data)
+        delta = delta or {}
+        text = _text_field(delta, "content", "delta", data)
+        thought = _text_field(delta, "reasoning_content", "delta", data) or _text_field(
+            delta, "reasoning", "delta", data)
+        if text:
+            self.content.append(text)
+        if thought:
+            self.reasoning.append(thought)
+        if text or thought:
+            self.chunk_times_s.append(now_s)
+        if choice.get("finish_reason") is not None:
+            self.finish_reason = choice["finish_reason"]
+
+    def completion(self, sent_s: float, done_s: float) -> Completion:
+        """The joined answer.
+
+        Raises:
+            RequestFailed: ``protocol``, when the stream ended without a terminal finish_reason.
+        """
+        if self.finish_reason is None:
+            how = "[DONE]" if self.done else "the end of the stream"
+            raise _fail(f"stream reached {how} without a finish_reason after {len(self.chunk_times_s)} "
+                        "chunks with text", self.last or b"")
+        finish = check_finish(self.finish_reason, self.last)
+        message = {"content": "".join(self.content), "reasoning_content": "".join(self.reasoning)}
+        content, reasoning = split_reasoning(message)
+        return Completion(content, reasoning, finish, self.usage,
+                          Timings(sent_s, done_s, tuple(self.chunk_times_s)), self.model)
+
+
+class SSELines:
+    """Splits a Server-Sent Events byte stream into the payloads of its ``data:`` lines.
+
+    Lines end with LF, CRLF or CR; reads may cut a line anywhere, so the unfinished tail is kept
+    for the next block. Comment (``:``), ``event:``, ``id:`` and blank lines are skipped.
+    """
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._after_cr = False  # the last block ended with CR: a leading LF completes a CRLF
+
+    def feed(self, block: bytes) -> list[bytes]:
+        """The ``data:`` payloads completed by ``block``, in order."""
+        if not block:
+            return []
+        if self._after_cr and block.startswith(b"\n"):
+            block = block[1:]
+        self._after_cr = block.endswith(b"\r")
+        buffer = self._tail + block if self._tail else block
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buffer.split(b"\n")
+        self._tail = lines.pop()
+        return self._payloads(lines)
+
+    def close(self) -> list[bytes]:
+        """The payload of a last line that the stream ended without terminating."""
+        tail, self._tail = self._tail, b""
+        return self._payloads([tail]) if tail else []
+
+    @staticmethod
+    def _payloads(lines: list[bytes]) -> list[bytes]:
+        return [line[5:].strip() for line in lines if line.startswith(b"data:")]

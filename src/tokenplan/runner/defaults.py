@@ -1,0 +1,152 @@
+"""Where each sampling value of a ``generate`` run comes from, and the notes that say so.
+
+Order, first wins, per value:
+
+1. the option the user gave (``--max-tokens``, ``--temperature``, ``--top-p``, ``--top-k``);
+2. ``max_tokens`` only: the plan's output cap (``job.osl_cap_tokens`` of ``tokenplan plan
+   --json``, or the ``cap N`` in its ``job.osl`` text), so the run cuts answers where the plan
+   assumed they are cut;
+3. the model's ``generation_config.json`` (Hugging Face ``GenerationConfig``): ``--generation-config
+   PATH`` (the file or the model directory), else ``MODEL/generation_config.json`` when ``--model``
+   is a local directory (how vLLM, SGLang and ``transformers serve`` are often started). Read:
+   ``do_sample`` (false → temperature 0), ``temperature``, ``top_p``, ``top_k`` — only the keys
+   present, as vLLM's ``--generation-config auto`` does;
+4. the fallback: ``max_tokens`` 4,096 and temperature 0 (greedy), with a note, since thinking
+   models warn against greedy decoding (Qwen3 model card: "DO NOT use greedy decoding, as it can
+   lead to performance degradation and endless repetitions"; it recommends temperature 0.6,
+   top_p 0.95, top_k 20 in thinking mode, https://huggingface.co/Qwen/Qwen3-8B).
+
+A Batch input line's own ``body`` fields override all of these for that row
+(:attr:`tokenplan.runner.rows.Row.overrides`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenplan.errors import InputError
+from tokenplan.runner.requests import BodyConflict, Sampling, request_body
+
+FALLBACK_MAX_TOKENS = 4096
+FALLBACK_TEMPERATURE = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingChoice:
+    """The resolved values (``None``: not sent) and one note per value saying where it came from."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float | None
+    top_k: int | None
+    notes: tuple[str, ...]
+
+
+def read_generation_config(path: Path) -> dict[str, Any]:
+    """The sampling fields of a ``generation_config.json`` (``path`` is the file or its directory).
+
+    Returns ``{"temperature", "top_p", "top_k"}`` restricted to what the file sets; ``do_sample:
+    false`` gives ``temperature 0.0`` whatever the file's temperature.
+
+    Raises:
+        InputError: the file is missing, not JSON, or a value is not a number.
+    """
+    file = path / "generation_config.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text())
+    except OSError as problem:
+        raise InputError("--generation-config", str(path),
+                         f"a readable generation_config.json or a model directory holding one ({problem.strerror})")
+    except ValueError as problem:
+        raise InputError("--generation-config", str(file), f"a JSON object ({problem})") from None
+    if not isinstance(data, dict):
+        raise InputError("--generation-config", str(file), "a JSON object")
+    values: dict[str, Any] = {}
+    for key, kind in (("temperature", float), ("top_p", float), ("top_k", int)):
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"--generation-config {key}", value, "a number")
+        values[key] = kind(value)
+    if data.get("do_sample") is False:
+        values = {"temperature": 0.0}  # greedy: top_p/top_k do not apply
+    return values
+
+
+def model_generation_config(model: str) -> Path | None:
+    """``MODEL/generation_config.json`` when ``model`` names a local directory holding one."""
+    candidate = Path(model) / "generation_config.json"
+    try:
+        return candidate if candidate.is_file() else None
+    except OSError:
+        return None
+
+
+def plan_max_tokens(plan: dict[str, Any]) -> int | None:
+    """The output cap a ``tokenplan plan --json`` assumed (tokens), or ``None``."""
+    job = plan.get("job")
+    if not isinstance(job, dict):
+        return None
+    cap = job.get("osl_cap_tokens")
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap >= 1:
+        return int(cap)
+    text = job.get("osl")
+    match = re.search(r"cap ([\d,]+)", text) if isinstance(text, str) else None
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path | None,
+                    config: dict[str, Any] | None, config_path: Path | None) -> SamplingChoice:
+    """Resolve ``max_tokens``, ``temperature``, ``top_p``, ``top_k`` in the order of the module
+    docstring; ``given`` holds the user's options (``None`` = not given)."""
+    notes: list[str] = []
+    config = config or {}
+    max_tokens = given.get("max_tokens")
+    if max_tokens is None and plan_cap is not None:
+        max_tokens = plan_cap
+        notes.append(f"max_tokens {plan_cap:,} (the plan {plan_path}'s output cap)")
+    elif max_tokens is None:
+        max_tokens = FALLBACK_MAX_TOKENS
+        notes.append(f"max_tokens {FALLBACK_MAX_TOKENS:,} (the default; --max-tokens or --plan sets it)")
+    from_config = [k for k in ("temperature", "top_p", "top_k") if given.get(k) is None and k in config]
+    chosen = {k: given.get(k) if given.get(k) is not None else config.get(k) for k in ("temperature", "top_p", "top_k")}
+    if from_config:
+        values = ", ".join(f"{k} {config[k]:g}" for k in from_config)
+        notes.append(f"sampling from {config_path}: {values}")
+    if chosen["temperature"] is None:
+        chosen["temperature"] = FALLBACK_TEMPERATURE
+        notes.append("temperature 0 (greedy): no --temperature and no generation_config.json found; thinking "
+                     "models such as Qwen3 warn against greedy decoding (use --generation-config PATH or "
+                     "--temperature)")
+    return SamplingChoice(int(max_tokens), float(chosen["temperature"]), chosen["top_p"], chosen["top_k"],
+                          tuple(notes))
+
+
+def job_sampling(model: str, given: dict[str, Any], seed: int, thinking: str | None, extra_body: dict[str, Any],
+                 plan: tuple[int | None, Path | None], generation_config: Path | None) -> tuple[Sampling, list[str]]:
+    """The job's :class:`Sampling` from the options ``given`` (``None`` = not given), the plan's cap
+    and path, and a ``generation_config.json`` (``generation_config``, else ``model`` when it is a
+    local directory holding one); notes say where each value came from.
+
+    Raises:
+        InputError: an unreadable generation config, or an ``extra_body`` that contradicts an option
+            (:class:`~tokenplan.runner.requests.BodyConflict`, named in one line).
+    """
+    config_path = generation_config or model_generation_config(model)
+    if config_path is not None and config_path.is_dir():
+        config_path = config_path / "generation_config.json"  # the note names the file read
+    config = read_generation_config(config_path) if config_path is not None else None
+    choice = choose_sampling(given, plan[0], plan[1], config, config_path)
+    sampling = Sampling(choice.max_tokens, choice.temperature, choice.top_p, choice.top_k, seed,
+                        None if thinking is None else thinking == "on", extra_body)
+    try:
+        request_body(model, [], sampling, 0)
+    except BodyConflict as conflict:
+        raise InputError("--extra-body", json.dumps(extra_body),
+                         f"no contradiction with tokenplan's options ({conflict})") from None
+    return sampling, list(choice.notes)

@@ -1,0 +1,107 @@
+"""``generate --dry-run``: what the input asks for, read from the files, nothing sent.
+
+Counts usable rows, rejected rows, units (rows × ``n``) and requests (one per user turn in
+``regenerate``, one per row in ``complete``). With a tokenizer (a local model directory or
+``--tokenizer``; ``transformers`` imported only then), each request's prompt is rendered with the
+chat template and counted: the later turns of a multi-turn row are counted with the *original*
+assistant answers standing in for the regenerated ones, so those prompts are estimates.
+The prompt lengths are summarised as the planner describes inputs — mean, lognormal σ (standard
+deviation of ln tokens) and the longest — and turned into the ``tokenplan plan`` command for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenplan.errors import InputError
+from tokenplan.runner.requests import Mode, prompt_prefixes
+from tokenplan.runner.rows import Message, Row, limited, read_rows
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    """What a run would send. Token figures are ``None`` without a tokenizer."""
+
+    rows: int
+    rejected_rows: int
+    units: int
+    requests: int
+    prompt_tokens_mean: float | None
+    prompt_tokens_sigma: float | None
+    prompt_tokens_max: int | None
+    tokenizer: str | None
+
+    def plan_command(self, max_tokens: int) -> str:
+        """The ``tokenplan plan`` command for these requests (``--isl-*`` only when counted)."""
+        parts = [f"tokenplan plan --samples {self.requests}"]
+        if self.prompt_tokens_mean is not None:
+            parts.append(f"--isl-mean {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
+                         f"--isl-cap {self.prompt_tokens_max}")
+        parts.append(f"--max-tokens {max_tokens}")
+        return " ".join(parts)
+
+
+def request_prompts(row: Row, mode: Mode) -> Iterator[list[dict[str, Any]]]:
+    """The prompts of ``row``'s requests, original assistant answers standing in for the
+    regenerated ones (see the module docstring)."""
+    prefixes = prompt_prefixes(row.messages, mode)
+    if mode == "complete":
+        yield [m.as_dict() for m in prefixes[0]]
+        return
+    history: list[Message] = []
+    position = 0
+    for prefix in prefixes:
+        end = row.messages.index(prefix[-1], position) + 1
+        history = list(row.messages[:end])
+        position = end
+        yield [m.as_dict() for m in history]
+
+
+def dry_run(files: Sequence[Path], mode: Mode, n: int, limit: int | None, tokenizer_path: Path | None) -> DryRun:
+    """Count what the input asks for (module docstring); ``tokenizer_path`` None: no token counts."""
+    count = _token_counter(tokenizer_path)
+    rows = rejected = requests = 0
+    logs: list[float] = []
+    longest = 0
+    for item in limited(read_rows(files), limit):
+        if not isinstance(item, Row):
+            rejected += 1
+            continue
+        rows += 1
+        for prompt in request_prompts(item, mode):
+            requests += n
+            if count is not None:
+                tokens = max(count(prompt), 1)
+                logs.append(math.log(tokens))
+                longest = max(longest, tokens)
+    mean = sigma = None
+    if logs:
+        import numpy as np
+
+        sigma, mean = float(np.std(logs)), float(np.mean(np.exp(logs)))
+    return DryRun(rows, rejected, rows * n, requests, mean, sigma, longest if logs else None,
+                  None if tokenizer_path is None else str(tokenizer_path))
+
+
+def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transformers tokenizer
+    if path is None:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except (ImportError, OSError, ValueError) as problem:
+        raise InputError("--tokenizer", str(path), f"a local tokenizer directory that transformers can load "
+                         f"({type(problem).__name__}: {str(problem).splitlines()[0] if str(problem) else ''})") from None
+
+    def count(prompt: list[dict[str, Any]]) -> int:
+        ids = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
+
+    return count

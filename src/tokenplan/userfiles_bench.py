@@ -1,0 +1,157 @@
+"""Result files of other serving benchmarks, read as tokenplan bench levels for ``calibrate``.
+
+Each reader turns one run (one concurrency or request-rate point) into the level fields the fit
+uses — ``concurrency`` (requests in flight the tool held: its ``max_concurrency``, else Little's
+law), ``achieved_concurrency`` (Little's law: request throughput × mean end-to-end latency),
+``requests``, ``mean_input_tokens`` / ``mean_output_tokens`` (tokens), ``output_tok_s`` (tokens/s),
+``ttft_s`` / ``tpot_s`` / ``e2e_s`` (``mean``/``p50``/``p99`` in seconds). The tools write no model,
+GPU or layout the planner can resolve, so those come from the command line.
+
+Formats and the fields read, from each tool's source:
+
+- ``vllm bench serve --save-result`` (``vllm/benchmarks/serve.py``): one JSON object per run (or
+  JSON lines with ``--append-result``): ``completed``, ``total_input_tokens``,
+  ``total_output_tokens``, ``duration`` (s), ``request_throughput`` (req/s), ``output_throughput``
+  (tok/s), ``mean/median/p99_{ttft,tpot,e2el}_ms``, ``max_concurrency`` (null without a limit).
+- ``python -m sglang.bench_serving --output-file`` (``python/sglang/bench_serving.py``): JSON
+  lines, one per run: the same token and throughput names, latencies as ``mean/median/p99_ttft_ms``,
+  ``…_tpot_ms`` and ``mean/median/p99_e2e_latency_ms``, ``max_concurrency``.
+- AIPerf ``profile_export_aiperf.json`` (ai-dynamo/aiperf, docs/tutorials/working-with-profile-
+  exports.md): metrics as ``{"unit", "avg", "p50", "p99", …}`` objects: ``request_throughput``
+  (requests/sec), ``output_token_throughput`` (tokens/sec), ``time_to_first_token``,
+  ``inter_token_latency`` (ms; AIPerf's ITL is (latency − TTFT)/(OSL − 1), vLLM's TPOT),
+  ``request_latency`` (ms), ``input_sequence_length``, ``output_sequence_length`` (tokens),
+  ``request_count``; the concurrency in ``input_config.loadgen.concurrency``.
+- GuideLLM ``benchmarks.json`` (vllm-project/guidellm, ``benchmark/schemas/generative/metrics.py``):
+  ``benchmarks[*].metrics`` with ``{"successful": {"mean", "median", "percentiles": {"p99"}}}``
+  summaries: ``requests_per_second``, ``request_concurrency``, ``request_latency`` (s),
+  ``prompt_token_count``, ``output_token_count``, ``time_to_first_token_ms``,
+  ``time_per_output_token_ms``, ``output_tokens_per_second``; ``request_totals.successful``; the
+  concurrency of a ``concurrent`` strategy in ``streams`` (``config.strategy`` or ``args.strategy``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokenplan.errors import ConfigError, InputError
+
+FORMATS = ("vllm", "sglang", "aiperf", "guidellm")
+
+
+def read_bench_results(path: str) -> tuple[str, list[dict[str, Any]]]:
+    """``(format, levels)`` from a result file of one of :data:`FORMATS` (detected by its fields).
+
+    Raises:
+        InputError: the file does not exist.
+        ConfigError: not JSON/JSON lines, or no known format (the message names what was found).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("bench result", path, f"an existing result file of {', '.join(FORMATS)}")
+    text = p.read_text(encoding="utf-8")
+    try:
+        items = [json.loads(text)]
+    except ValueError:
+        try:
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise ConfigError(path, "<root>", f"neither JSON nor JSON lines ({exc})") from None
+    if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("benchmarks"), list):
+        return "guidellm", [_guidellm(b, path, i) for i, b in enumerate(items[0]["benchmarks"])]
+    if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("request_throughput"), dict):
+        return "aiperf", [_aiperf(items[0], path)]
+    if not items or not all(isinstance(i, dict) and "completed" in i and "output_throughput" in i for i in items):
+        keys = sorted(items[0])[:8] if items and isinstance(items[0], dict) else []
+        raise ConfigError(path, "<root>", f"not a result of {', '.join(FORMATS)} (keys {keys})")
+    kind = "sglang" if any("mean_e2e_latency_ms" in i for i in items) else "vllm"
+    return kind, [_vllm_like(i, path, n, kind) for n, i in enumerate(items, start=1)]
+
+
+def _num(value: Any, path: str, field: str, required: bool = True) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if required:
+        raise ConfigError(path, field, f"{value!r} is not a number")
+    return None
+
+
+def _ms(value: Any, path: str, field: str) -> float | None:
+    seconds = _num(value, path, field, required=False)
+    return None if seconds is None else seconds / 1e3
+
+
+def _level(path: str, concurrency: float | None, requests: float, req_s: float, in_tokens: float, out_tokens: float,
+           out_tok_s: float, ttft: dict, tpot: dict, e2e: dict) -> dict[str, Any]:
+    achieved = req_s * e2e["mean"] if e2e.get("mean") is not None else None  # Little's law: L = λ·W
+    conc = concurrency if concurrency is not None else achieved
+    if conc is None:
+        raise ConfigError(path, "max_concurrency", "absent, and no end-to-end latency to infer the "
+                          "concurrency from (Little's law)")
+    return {"concurrency": conc, "achieved_concurrency": achieved if achieved is not None else conc,
+            "requests": int(requests), "errors": 0, "request_throughput_per_s": req_s,
+            "mean_input_tokens": in_tokens, "mean_output_tokens": out_tokens, "output_tok_s": out_tok_s,
+            "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "server": None}
+
+
+def _vllm_like(item: dict, path: str, line: int, kind: str) -> dict[str, Any]:
+    where = f"line {line}"
+    n = _num(item.get("completed"), path, f"{where}: completed")
+    if not n:
+        raise ConfigError(path, f"{where}: completed", "0 completed requests: nothing to fit")
+    e2e_name = "e2e_latency" if kind == "sglang" else "e2el"
+    stats = {name: {stat: _ms(item.get(f"{key}_{name2}_ms"), path, f"{key}_{name2}_ms")
+                    for stat, key in (("mean", "mean"), ("p50", "median"), ("p99", "p99"))}
+             for name, name2 in (("ttft", "ttft"), ("tpot", "tpot"), ("e2e", e2e_name))}
+    limit = item.get("max_concurrency")
+    return _level(path, _num(limit, path, "max_concurrency") if limit is not None else None, n,
+                  _num(item.get("request_throughput"), path, "request_throughput"),
+                  _num(item.get("total_input_tokens"), path, "total_input_tokens") / n,
+                  _num(item.get("total_output_tokens"), path, "total_output_tokens") / n,
+                  _num(item.get("output_throughput"), path, "output_throughput"),
+                  stats["ttft"], stats["tpot"], stats["e2e"])
+
+
+def _aiperf(item: dict, path: str) -> dict[str, Any]:
+    def metric(name: str, stat: str = "avg", required: bool = True) -> float | None:
+        block = item.get(name)
+        value = block.get(stat) if isinstance(block, dict) else None
+        return _num(value, path, f"{name}.{stat}", required)
+
+    def ms(name: str) -> dict[str, float | None]:
+        return {s: (None if (v := metric(name, k, False)) is None else v / 1e3)
+                for s, k in (("mean", "avg"), ("p50", "p50"), ("p99", "p99"))}
+
+    loadgen = ((item.get("input_config") or {}).get("loadgen") or {})
+    concurrency = _num(loadgen.get("concurrency"), path, "input_config.loadgen.concurrency", required=False)
+    return _level(path, concurrency, metric("request_count"), metric("request_throughput"),
+                  metric("input_sequence_length"), metric("output_sequence_length"),
+                  metric("output_token_throughput"), ms("time_to_first_token"), ms("inter_token_latency"),
+                  ms("request_latency"))
+
+
+def _guidellm(bench: dict, path: str, index: int) -> dict[str, Any]:
+    metrics = bench.get("metrics") if isinstance(bench, dict) else None
+    if not isinstance(metrics, dict):
+        raise ConfigError(path, f"benchmarks[{index}].metrics", "missing")
+
+    def ok(name: str, stat: str = "mean", scale: float = 1.0, required: bool = True) -> float | None:
+        block = (metrics.get(name) or {}).get("successful") or {}
+        value = (block.get("percentiles") or {}).get(stat) if stat.startswith("p") else block.get(stat)
+        number = _num(value, path, f"benchmarks[{index}].metrics.{name}.successful.{stat}", required)
+        return None if number is None else number * scale
+
+    def dist(name: str, scale: float) -> dict[str, float | None]:
+        return {"mean": ok(name, "mean", scale, False), "p50": ok(name, "median", scale, False),
+                "p99": ok(name, "p99", scale, False)}
+
+    strategy = ((bench.get("config") or bench.get("args") or {}).get("strategy") or {})
+    streams = strategy.get("streams") if strategy.get("type_") == "concurrent" else None
+    totals = metrics.get("request_totals") or {}
+    requests = _num(totals.get("successful"), path, f"benchmarks[{index}].metrics.request_totals.successful")
+    return _level(path, _num(streams, path, "strategy.streams") if streams is not None else ok("request_concurrency"),
+                  requests, ok("requests_per_second"), ok("prompt_token_count"), ok("output_token_count"),
+                  ok("output_tokens_per_second"), dist("time_to_first_token_ms", 1e-3),
+                  dist("time_per_output_token_ms", 1e-3), dist("request_latency", 1.0))

@@ -1,0 +1,75 @@
+"""calibrate reads the result files of vllm bench serve, sglang.bench_serving, AIPerf and GuideLLM.
+
+The samples in tests/data/bench_results/ are written in each tool's schema by make_samples.py
+from the step law of tests/support/sim_server.py (step(B) = 10 ms + 0.15 ms·B), ISL 64, OSL 32,
+C = 1, 8, 32; the expected values below are that law, by hand (see make_samples.py's docstring).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenplan.api import PredictRequest
+from tokenplan.api_bench import calibrate_from_results
+from tokenplan.errors import ConfigError
+from tokenplan.userfiles_bench import read_bench_results
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "bench_results"
+AIPERF = [str(DATA / f"aiperf-c{c}-profile_export_aiperf.json") for c in (1, 8, 32)]
+FILES = {"vllm": [str(DATA / "vllm-bench-serve.jsonl")], "sglang": [str(DATA / "sglang-bench-serving.jsonl")],
+         "aiperf": AIPERF, "guidellm": [str(DATA / "guidellm-benchmarks.json")]}
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
+              "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+              "tie_word_embeddings": False, "rms_norm_eps": 1e-6}
+
+
+@pytest.mark.parametrize("kind", sorted(FILES))
+def test_each_format_reads_to_the_same_levels(kind: str) -> None:
+    levels = []
+    for path in FILES[kind]:
+        found_kind, found = read_bench_results(path)
+        assert found_kind == kind
+        levels += found
+    assert [lv["concurrency"] for lv in levels] == [1, 8, 32]
+    for lv, c in zip(levels, (1, 8, 32)):
+        step_s = 0.010 + 0.00015 * c  # the law
+        assert lv["tpot_s"]["mean"] == pytest.approx(step_s) and lv["ttft_s"]["mean"] == pytest.approx(step_s)
+        assert lv["e2e_s"]["mean"] == pytest.approx(32 * step_s)
+        assert lv["output_tok_s"] == pytest.approx(32 * c / (32 * step_s))  # OSL · C / E2E
+        assert (lv["mean_input_tokens"], lv["mean_output_tokens"], lv["requests"]) == (64, 32, 64)
+        assert lv["achieved_concurrency"] == pytest.approx(c)  # Little's law: req/s × E2E = C
+
+
+@pytest.mark.parametrize("kind", sorted(FILES))
+def test_calibrate_from_each_format_recovers_the_step_law(kind: str, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
+    desc = PredictRequest(model=str(tmp_path), gpu="h100-sxm", num_gpus=1, engine="vllm")
+    outcome = calibrate_from_results(FILES[kind], desc)
+    factors = outcome.data["factors"]
+    # a tiny model on an H100: the kernel terms are microseconds, so the fit is the overhead law
+    assert factors["step_overhead_s"]["value"] == pytest.approx(0.010, rel=0.05)
+    assert factors["per_sequence_overhead_s"]["value"] == pytest.approx(0.00015, rel=0.15)
+    assert outcome.data["sources"][0]["format"] == kind
+
+
+def test_calibrate_cli_from_bench_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
+    from tokenplan.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["tokenplan", "calibrate", "--from-bench", FILES["vllm"][0], "--config",
+                                      str(tmp_path), "--gpu", "h100-sxm", "-o", str(tmp_path / "p.json")])
+    main()
+    assert "read " in capsys.readouterr().out and json.loads((tmp_path / "p.json").read_text())["default"]
+
+
+def test_an_unknown_file_names_what_it_found(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ConfigError, match=r"not a result of vllm, sglang, aiperf, guidellm \(keys \['hello'\]\)"):
+        read_bench_results(str(bad))

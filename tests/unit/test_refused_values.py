@@ -1,0 +1,78 @@
+"""Values that make no sense are refused with one line naming the field, the value and what is
+allowed (issue 11): plan/predict options, calibration files, config.json and job YAML files."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tokenplan.api import PredictRequest, predict
+from tokenplan.catalog import load_model
+from tokenplan.cli.options import parse_prices
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.job.workload import LengthDist
+from tokenplan.userfiles import read_calibration, read_job_file
+
+
+@pytest.mark.parametrize("item", ["b200=1e308", "b200=nan", "b200=inf", "b200=-1", "b200=0"])
+def test_a_price_outside_what_any_gpu_costs_is_refused(item: str) -> None:
+    with pytest.raises(InputError, match=r"price .* is not allowed \(allowed: GPU=USD per GPU-hour with 0 < USD"):
+        parse_prices([item])
+
+
+def test_memory_fraction_above_one_is_refused() -> None:
+    with pytest.raises(InputError, match=r"memory_fraction 2.0 is not allowed \(allowed: a share of GPU memory"):
+        predict(PredictRequest(model="qwen3.6-27b", gpu="b200", memory_fraction=2.0))
+
+
+@pytest.mark.parametrize("sigma", [float("nan"), float("inf"), -0.1, 50.0])
+def test_a_length_sigma_that_is_not_a_number_in_range_is_refused(sigma: float) -> None:
+    with pytest.raises(InputError, match="length sigma"):
+        LengthDist(1000.0, sigma, None)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ('{"default": {}, "defualt": {"hbm_fraction": 0.5}}', "defualt: unknown key"),
+    ('{"default": {"hbm_fraction": -0.5}}', "default.hbm_fraction: -0.5 is not allowed"),
+    ('{"default": {"hbm_fraction": NaN}}', "default.hbm_fraction: nan is not allowed"),
+    ('{"groups": {"sglang": {"step_overhead_s": -1e-3}}}', "groups.sglang.step_overhead_s"),
+])
+def test_a_calibration_file_with_an_unknown_key_or_a_bad_factor_is_refused(tmp_path: Path, text: str, where: str) -> None:
+    path = tmp_path / "cal.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=where):
+        read_calibration(str(path))
+
+
+def test_the_shipped_calibration_passes_the_same_checks() -> None:
+    from tokenplan.catalog import shipped_efficiency
+
+    assert shipped_efficiency().default.hbm_fraction > 0
+
+
+def test_a_config_json_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_bytes(b'{"model_type": "\xff"}')  # offset: 16 bytes before the 0xff
+    with pytest.raises(ConfigError, match=r"config.json: byte 16: not UTF-8"):
+        load_model(str(tmp_path / "config.json"))
+
+
+def test_a_job_yaml_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_bytes(b"model: qwen3.6-27b\nsamples: 10\x85\n")
+    # "model: qwen3.6-27b\n" is 19 bytes and "samples: 10" 11: the bad byte is at offset 30.
+    with pytest.raises(ConfigError, match=r"job.yaml: byte 30: not UTF-8 text"):
+        read_job_file(str(tmp_path / "job.yaml"))
+
+
+def test_a_yaml_alias_bomb_is_refused_within_a_second(tmp_path: Path) -> None:
+    # 9 levels of 9 aliases: 9^9 = 387,420,489 strings once expanded (> 1 GB of lists).
+    items, prev = ['&a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'], "a"
+    for name in "bcdefghi":
+        items.append(f"&{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    (tmp_path / "job.yaml").write_text("gpus: [" + ", ".join(items) + "]\n")
+    started = time.process_time()
+    with pytest.raises(ConfigError, match="more than 10 aliases"):
+        read_job_file(str(tmp_path / "job.yaml"))
+    assert time.process_time() - started < 1.0  # CPU time, not wall: the machine may be loaded
