@@ -318,3 +318,45 @@ def test_refused_rows_are_skipped_once_and_count_as_done(tmp_path: Path, ray_hea
     assert len({r["id"] for r in skipped}) == len(skipped) and not stored & {r["id"] for r in skipped}
     assert len(stored) + len(skipped) == rows
     assert first["ok"] and first["stored"] == len(stored) and again == first
+
+
+def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, ray_head: str) -> None:
+    """The fence itself, on a real actor: it is writing when a newer run takes the epoch (as a
+    resumed run does before it reads the done-set); from then on it writes nothing and says so."""
+    import ray
+
+    from tokenplan.client.endpoints import PoolSettings
+    from tokenplan.client.retry import RetryPolicy
+    from tokenplan.runner.dispatch import JobSettings
+    from tokenplan.runner.fencing import advance_epoch
+    from tokenplan.runner.ray_actor import ActorConfig, GenerateActor
+    from tokenplan.runner.requests import Sampling, work_units
+    from tokenplan.runner.rows import read_rows
+    from tokenplan.runner.rundir import check_manifest
+
+    data = _input(tmp_path / "in.jsonl", 400)
+    run_dir = tmp_path / "run"
+    (run_dir / "shards").mkdir(parents=True)
+    check_manifest(run_dir, {"job": "fence test"}, force=False)
+    epoch = advance_epoch(run_dir)
+    units = [u for row in read_rows([data]) for u in work_units(row, 1)]
+    job = JobSettings("fault-model", "regenerate", 1, "keep", 0, Sampling(8), False, RetryPolicy(3, 0.01), 30.0, 1.0)
+    ray.init(address=ray_head, runtime_env={"env_vars": {"PYTHONPATH": _pythonpath()}})
+    try:
+        with FaultServerProcess(str(tmp_path), delay_s=0.2, tokens=4) as server:
+            actor = ray.remote(num_cpus=0)(GenerateActor).remote(ActorConfig(
+                run_dir, epoch, 0, (server.url,), PoolSettings(16), job, None, 1 << 20))
+            assert ray.get(actor.start.remote()) is None
+            ray.get(actor.submit.remote(units))
+            _wait_for(lambda: _lines(run_dir) >= 20, 60, "the actor stored nothing")
+            advance_epoch(run_dir)  # a newer run begins while 16 requests are in flight
+            at_epoch = _lines(run_dir)
+            fenced = False
+            deadline = time.monotonic() + 60
+            while not fenced and time.monotonic() < deadline:
+                fenced = ray.get(actor.poll.remote(0.5)).fenced
+            time.sleep(1.0)  # the requests that were in flight have come back by now (0.2 s each)
+            assert fenced and _lines(run_dir) == at_epoch
+            ray.kill(actor)
+    finally:
+        ray.shutdown()
