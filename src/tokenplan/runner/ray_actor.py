@@ -173,7 +173,7 @@ class GenerateActor:
         return self._report()
 
     async def _loop(self) -> None:
-        while not self._fenced and self.dispatcher.fatal is None:
+        while not self.fenced and self.dispatcher.fatal is None:
             unit = await self._queue.get()
             await self._slots.acquire()
             task = asyncio.create_task(self._run(unit))
@@ -182,7 +182,7 @@ class GenerateActor:
 
     async def _run(self, unit: WorkUnit) -> None:
         try:
-            if not self._fenced:
+            if not self.fenced:
                 await self.dispatcher.process(unit)
         except Fenced:
             self._fenced = True
@@ -191,9 +191,15 @@ class GenerateActor:
             self._slots.release()
             self._changed.set()
 
+    @property
+    def fenced(self) -> bool:
+        # Fenced reaches here raised through process(), or kept as the dispatcher's fatal error
+        # where the dispatcher catches every exception of a unit.
+        return self._fenced or isinstance(self.dispatcher.fatal, Fenced)
+
     def _has_news(self) -> bool:
         sink = self.sink
-        return bool(sink.stored or sink.skipped or sink.errors or self._fenced or self.dispatcher.fatal)
+        return bool(sink.stored or sink.skipped or sink.errors or self.fenced or self.dispatcher.fatal)
 
     def _report(self) -> Report:
         sink, tally = self.sink, self.dispatcher.tally
@@ -203,7 +209,7 @@ class GenerateActor:
                         self.progress.output_tokens - self._tokens_reported,
                         _tail(tally.latency_s, lat), _tail(tally.ttft_s, ttft), _tail(tally.completion_tokens, tok),
                         self.pool.in_flight(), [e.base_url for e in self.pool.endpoints if not e.ejected],
-                        self._fenced, _fatal_text(fatal),
+                        self.fenced, None if self.fenced else _fatal_text(fatal),
                         time.process_time() - self._cpu0_s,
                         isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints))
         sink.stored, sink.skipped, sink.errors = [], [], []
