@@ -43,6 +43,7 @@ from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanErro
 from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
 from tokenplan.runner.dryrun import DryRun, dry_run
 from tokenplan.runner.export import export_run
+from tokenplan.runner.fencing import fence_earlier_actors
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.defaults import job_sampling, plan_max_tokens
@@ -122,6 +123,9 @@ class GenerateRequest(BaseModel):
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
     max_all_down_s: float = Field(default=600.0, gt=0)
+    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (api_generate_ray)
+    ray_address: str | None = None  # None: a cluster this process joins or starts (ray.init)
+    actors: int = Field(default=2, ge=1, le=10_000)  # Ray actors (each a client process)
 
     @field_validator("endpoints")
     @classmethod
@@ -389,6 +393,10 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
             on_warning(warning)
         else:
             notes.append(f"warning: {warning}")
+    if request.backend == "ray":
+        from tokenplan.api_generate_ray import generate_ray
+
+        return generate_ray(request, checked, notes, on_progress, on_warning)
     return asyncio.run(_generate(request, checked, notes, on_progress))
 
 
@@ -401,6 +409,7 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
     check_open_files(concurrency * len(request.endpoints))
+    fence_earlier_actors(request.out_dir)  # a Ray-backend run's leftover actors stop writing
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
     if rundir.stats.duplicate_ids:

@@ -69,6 +69,12 @@ def generate_command(
     deadline_s: Annotated[Optional[float], typer.Option("--request-timeout", help="Limit on one request in seconds "
                                                         "[default: 120 + max_tokens / 10].")] = None,
     grace_s: Annotated[float, typer.Option(help="Seconds in-flight requests get after Ctrl-C.")] = 30.0,
+    backend: Annotated[str, typer.Option(help="local (one process) | ray (an actor pool on a Ray "
+                                         "cluster; pip install 'tokenplan[ray]').")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster to join: head:6379, auto (the one "
+                                                       "on this node) or ray://head:10001 [default: $RAY_ADDRESS, "
+                                                       "else a new local one].")] = None,
+    actors: Annotated[int, typer.Option(help="Ray actors (client processes) sharing the endpoints.")] = 2,
     quiet: Annotated[bool, typer.Option(help="No live display.")] = False,
     extra_body_override: Annotated[bool, typer.Option(help="Let --extra-body replace fields tokenplan sets "
                                                       "(messages, model, n, seed, max_tokens).")] = False,
@@ -86,7 +92,8 @@ def generate_command(
         export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
         deadline_s=deadline_s, grace_s=grace_s, export_format=export_format, drop_length=drop_length,
         require_think_close=require_think_close, generation_config=generation_config, limit=limit,
-        dry_run=dry_run, tokenizer=tokenizer, progress_every_s=None if console_is_terminal() else progress_every)
+        dry_run=dry_run, tokenizer=tokenizer, progress_every_s=None if console_is_terminal() else progress_every,
+        backend=backend, ray_address=ray_address, actors=actors)
     console = Console(stderr=True)
 
     def warn(text: str) -> None:
@@ -148,6 +155,8 @@ def progress_table(s: Snapshot) -> Table:
     table.add_row("elapsed / ETA", f"{_duration(s.elapsed_s)} / {_duration(s.eta_s)}")
     flight = ", ".join(f"{url} {count}" for url, count in s.in_flight.items())
     table.add_row("in flight", f"{flight}  ({s.healthy_endpoints} healthy)")
+    for line in s.workers:
+        table.add_row("", line)
     return table
 
 

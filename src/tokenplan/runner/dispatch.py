@@ -179,6 +179,16 @@ class Dispatcher:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that ends the run (a fatal status, every endpoint down, a bug), once one arrived."""
+        return self._fatal
+
+    async def process(self, unit: WorkUnit) -> None:
+        """Run one unit to its outcome and write it (stored, skipped or error) to the run directory;
+        a fatal error is kept in :attr:`fatal`. The Ray backend's actors call this per unit."""
+        await self._process(unit)
+
     async def _process(self, unit: WorkUnit) -> None:
         try:
             await self._run_and_record(unit)

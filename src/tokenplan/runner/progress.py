@@ -31,6 +31,7 @@ class Snapshot:
     output_tok_s_mean: float
     eta_s: float | None
     plan_output_tok_s: float | None
+    workers: tuple[str, ...] = ()  # one line per client worker (Ray actors); empty for one process
 
     @property
     def finished(self) -> int:

@@ -54,6 +54,7 @@ class Manifest(BaseModel):
     fingerprint: str
     job: dict[str, Any]
     created_at: str
+    epoch: int = 0  # raised by every Ray-backend run; writers of an older epoch stop (runner.fencing)
 
 
 def fingerprint(job: dict[str, Any]) -> str:
@@ -146,20 +147,27 @@ class AppendLog:
 
 
 class ShardLog:
-    """Append-only shards ``part-NNNNN.jsonl``, a new one once the current passes ``max_bytes``."""
+    """Append-only shards ``{prefix}NNNNN.jsonl``, a new one once the current passes ``max_bytes``.
 
-    def __init__(self, directory: Path, max_bytes: int):
-        self.directory, self.max_bytes = directory, max_bytes
-        existing = shard_paths(directory)
-        index = int(existing[-1].stem.split("-")[1]) if existing else 0
-        self._log = AppendLog(directory / f"part-{index:05d}.jsonl")
+    ``prefix`` is ``part-`` for the local backend; each Ray actor writes its own series,
+    ``part-<epoch>-<actor>-`` (:func:`tokenplan.runner.fencing.actor_prefix`). Only files of this
+    series (the prefix then exactly five digits) are continued; every ``part-*`` file is a shard.
+    """
+
+    def __init__(self, directory: Path, max_bytes: int, prefix: str = "part-"):
+        self.directory, self.max_bytes, self.prefix = directory, max_bytes, prefix
+        existing = [p for p in shard_paths(directory)
+                    if p.name.startswith(prefix) and len(p.name) == len(prefix) + 11
+                    and p.name[len(prefix):-6].isdigit()]
+        index = int(existing[-1].name[len(prefix):-6]) if existing else 0
+        self._log = AppendLog(directory / f"{prefix}{index:05d}.jsonl")
         self._index = index
 
     def append(self, record: dict[str, Any]) -> None:
         if self._log.size_bytes >= self.max_bytes:
             self._log.close()
             self._index += 1
-            self._log = AppendLog(self.directory / f"part-{self._index:05d}.jsonl")
+            self._log = AppendLog(self.directory / f"{self.prefix}{self._index:05d}.jsonl")
         self._log.append(record)
 
     def sync(self) -> None:

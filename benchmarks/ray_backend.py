@@ -1,0 +1,117 @@
+"""``generate --backend ray`` against the local backend on the same input: rows/s and client CPU per row.
+
+Both runs send the same prompts to the same fault-injecting server (tests/support/fault_server.py,
+no faults, 64 completion tokens, answering at once), each server in its own process on loopback so
+its CPU is not counted. Client CPU:
+
+- local backend: the ``generate`` process's ``getrusage`` user + system time;
+- Ray backend: the driver's CPU time plus every actor process's CPU time (``summary.json``'s
+  ``ray`` section), over the run; Ray's own daemons (GCS, raylet) are not counted, so the figure
+  is a lower bound of what the cluster spends.
+
+Rows/s count only the sending: the Ray backend's clock starts when its actors are up (the cluster
+and actor start is reported apart as ``startup_s``). ``driver_read`` times the driver's input path
+alone (read, parse, anti-join against a done-set holding half the ids) on 10 × ``--rows`` rows.
+
+Run: ``RAY_AUTH_MODE=disabled python benchmarks/ray_backend.py [--rows 20000] [--actors 2]``;
+prints one JSON object. Needs ``pip install 'tokenplan[ray]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.fault_server import FaultServerProcess  # noqa: E402
+
+RUNNER = """
+import json, resource, sys, time
+from tokenplan.api_generate import GenerateRequest, generate
+start = resource.getrusage(resource.RUSAGE_SELF)
+wall0 = time.perf_counter()
+result = generate(GenerateRequest.build(**json.loads(sys.argv[1])))
+end = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"stored": result.stored, "ok": result.accounting_ok, "summary": result.summary,
+                  "cpu_s": end.ru_utime + end.ru_stime - start.ru_utime - start.ru_stime,
+                  "wall_s": time.perf_counter() - wall0}))
+"""
+
+
+def _run(options: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(options)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _write_prompts(path: Path, rows: int) -> None:
+    with path.open("w") as fh:
+        for i in range(rows):
+            fh.write(json.dumps({"id": f"row-{i:07d}", "prompt": f"Question {i}: " + "lorem ipsum " * 12}) + "\n")
+
+
+def compare(workdir: str, rows: int, actors: int, concurrency: int) -> dict:
+    data = Path(workdir) / "in.jsonl"
+    _write_prompts(data, rows)
+    out: dict = {"rows": rows, "concurrency_per_endpoint": concurrency}
+    for backend in ("local", "ray"):
+        with FaultServerProcess(workdir, tokens=64) as server:
+            options = {"inputs": [str(data)], "out_dir": str(Path(workdir) / backend), "endpoints": [server.url],
+                       "model": "fault-model", "concurrency": concurrency, "backend": backend}
+            if backend == "ray":
+                options["actors"] = actors
+            result = _run(options)
+        summary = result["summary"]
+        entry = {"accounting_ok": result["ok"], "stored": result["stored"],
+                 "rows_per_s": rows / summary["elapsed_s"], "wall_s": result["wall_s"]}
+        if backend == "local":
+            entry["client_cpu_ms_per_row"] = 1e3 * result["cpu_s"] / rows
+        else:
+            ray_stats = summary["ray"]
+            cpu_s = ray_stats["driver_cpu_s"] + ray_stats["actor_cpu_s"]
+            entry.update(actors=actors, startup_s=ray_stats["startup_s"],
+                         client_cpu_ms_per_row=1e3 * cpu_s / rows,
+                         driver_cpu_ms_per_row=1e3 * ray_stats["driver_cpu_s"] / rows,
+                         actor_cpu_ms_per_row=1e3 * ray_stats["actor_cpu_s"] / rows)
+        out[backend] = entry
+    return out
+
+
+def driver_read(workdir: str, rows: int) -> dict:
+    """The driver's own input path: read, parse and anti-join ``rows`` rows (half already done)."""
+    import time
+
+    from tokenplan.runner.dispatch import RunTally
+    from tokenplan.runner.ray_work import pending_units
+    from tokenplan.runner.rows import read_rows
+
+    data = Path(workdir) / "read.jsonl"
+    _write_prompts(data, rows)
+    done = {f"row-{i:07d}" for i in range(0, rows, 2)}
+    cpu0_s, wall0_s = time.process_time(), time.perf_counter()
+    pending = sum(1 for _ in pending_units(read_rows([data]), done, 1, RunTally(), lambda _: None))
+    return {"rows": rows, "pending": pending, "rows_per_s": rows / (time.perf_counter() - wall0_s),
+            "cpu_us_per_row": 1e6 * (time.process_time() - cpu0_s) / rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=256)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as workdir:
+        results = compare(workdir, args.rows, args.actors, args.concurrency)
+        results["driver_read"] = driver_read(workdir, 10 * args.rows)
+        print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
