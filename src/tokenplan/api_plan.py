@@ -293,7 +293,9 @@ def _provisioning_dict(req: PlanRequest, answers: list) -> dict:
                                 "usd": t.usd, "meets": t.meets} for t in p.tried]}
         if o is not None:
             row.update({"gpus": o.gpus, "nodes": o.gpus // p.unit_gpus, "wall_days": o.wall_s / S_PER_DAY,
-                        "usd": o.usd, "configuration": describe(o.payload[1])})
+                        "usd": o.usd, "configuration": describe(o.payload[1]), "why": None})
+            # The 80 % band of the configuration at that count (issue 10), on days and dollars.
+            attach_intervals(row, o.payload[1].evaluation, {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")})
         rows.append(row)
     return {"deadline_days": None if req.deadline_s is None else req.deadline_s / S_PER_DAY,
             "budget_usd": req.budget_usd, "options": rows}
@@ -318,8 +320,10 @@ def _provisioning_sentences(prov: dict) -> list[str]:
             continue
         unit = f" ({row['nodes']} × {row['unit_gpus']}-GPU node{'s' if row['nodes'] > 1 else ''})" if row["unit_gpus"] > 1 else ""
         money = f", ${row['usd']:,.0f}" if row["usd"] is not None else " (no public price: pass --price)"
+        band = row.get("wall_days_interval")
+        spread = f" (80 %: {band['low']:.2f}–{band['high']:.2f})" if band else ""
         lines.append(f"{row['gpu']} within {' and '.join(limits)}: {row['gpus']} GPUs{unit} → "
-                     f"{row['wall_days']:.2f} days{money} with {row['configuration']}.")
+                     f"{row['wall_days']:.2f} days{spread}{money} with {row['configuration']}.")
     return lines
 
 

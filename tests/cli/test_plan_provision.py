@@ -113,3 +113,15 @@ def test_the_html_report_and_the_table_show_the_provisioning_answer():
     text = console.export_text()
     assert "Fewest GPUs · deadline 1 day" in text and f"{row['gpus']} ({row['nodes']} × 8)" in text
     assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",)))) is None
+
+
+def test_each_answer_carries_the_80_percent_band_of_its_days_and_dollars(one_day):
+    # The band is the shipped regime band of the configuration at that count (error_bands.json):
+    # days and dollars scale as 1 / rate, so the band brackets each figure and dollars keep the
+    # days' ratio (both are GPUs × time × price).
+    for row in one_day["provisioning"]["options"]:
+        days, usd = row["wall_days_interval"], row["usd_interval"]
+        assert days["coverage"] == usd["coverage"] == 0.8
+        assert days["low"] <= row["wall_days"] <= days["high"]
+        assert usd["low"] <= row["usd"] <= usd["high"]
+        assert usd["high"] / row["usd"] == pytest.approx(days["high"] / row["wall_days"], rel=1e-9)
