@@ -152,7 +152,7 @@ def _radix_notes(results: list[OptionResult], table: EfficiencyTable, job: Job) 
             f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
             f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
             f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; the cache "
-            f"would skip that prefill, so plan such a job with --isl-mean set to the new tokens per turn and keep "
+            f"would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
             f"the cache on only if that option is then faster."]
 
 
