@@ -26,6 +26,7 @@ from tokenplan.bench.workload import (SideRequestFailed, Workload, calibrate_wor
 from tokenplan.calibration.fitted_range import fitted_on
 from tokenplan.calibration.from_runs import RunFit, fit_run, linear_step_law, median_abs_error, predicted_step_s
 from tokenplan.calibration.validate import Case
+from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.openai import OpenAIClient, RequestFailed
 from tokenplan.errors import ConfigError, InputError, ServerError
 from tokenplan.job.workload import LengthDist
@@ -50,7 +51,10 @@ class BenchRequest:
         deadline_s: limit on one request (seconds).
         seed: prompt RNG seed.
         metrics: read ``/metrics`` during each level.
-        api_key: sent as a bearer token.
+        api_key: sent as ``Authorization: Bearer`` to every endpoint (chat, ``/v1/models``,
+            ``/tokenize``, ``/detokenize``, ``/metrics``, ``/get_server_info``); never logged or saved.
+        api_key_env: the environment variable holding the key when ``api_key`` is None
+            (``--api-key-env``); None reads ``$OPENAI_API_KEY`` if set, as ``generate`` does.
         request_rates: open-loop levels, requests/s (``inf`` = all at once); then
             ``concurrencies`` must hold one value, the most in flight (``--max-concurrency``),
             or be empty for no limit.
@@ -73,6 +77,7 @@ class BenchRequest:
     seed: int = 0
     metrics: bool = True
     api_key: str | None = None
+    api_key_env: str | None = None
     request_rates: tuple[float, ...] | None = None  # open loop (vllm bench serve --request-rate)
     burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
 
@@ -158,7 +163,8 @@ async def _workload(req: BenchRequest, client: OpenAIClient, n: int, notes: list
     if req.dataset is not None:
         return dataset_workload(req.dataset, req.osl, None), ignore_eos
     try:
-        return await random_workload_exact(req.endpoints[0], req.model, req.isl, req.osl, n, req.seed), ignore_eos
+        return (await random_workload_exact(req.endpoints[0], req.model, req.isl, req.osl, n, req.seed,
+                                            api_key=req.api_key), ignore_eos)
     except (SideRequestFailed, KeyError, TypeError, ValueError):
         pass
     long_tokens = await _probe_tokens(client, req.model, long, ignore_eos)
@@ -184,6 +190,8 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
         ServerError: an endpoint is unreachable or does not serve ``model`` before the sweep.
     """
     _check(req)
+    if req.api_key is None:
+        req = replace(req, api_key=api_key_from_env(req.api_key_env))
     return asyncio.run(_bench(req, on_level))
 
 
@@ -196,12 +204,13 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         await _check_servers(clients, req.endpoints, req.model)
         n_prompts = max(req.num_prompts or 0, 4 * most, 16)
         workload, ignore_eos = await _workload(req, clients[0], min(n_prompts, MAX_DISTINCT_PROMPTS), notes)
-        info = await read_server_info(req.endpoints[0]) if req.metrics else None
+        info = await read_server_info(req.endpoints[0], api_key=req.api_key) if req.metrics else None
         settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
                                  req.deadline_s, req.stream, ignore_eos, request_rates=req.request_rates,
                                  burstiness=req.burstiness,
                                  max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed)
-        sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics)
+        sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics,
+                      api_key=req.api_key)
 
         def report(level: LevelResult) -> None:
             if on_level is not None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import signal
 import threading
 import time
@@ -36,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
+from tokenplan.client.auth import DEFAULT_API_KEY_ENV, api_key_from_env  # noqa: F401 - re-exported
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
@@ -55,7 +55,6 @@ from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none
 from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
-DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
 MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/generate.md); 20× that
 # Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
 # since a replaced `messages` would send other prompts than the records show.
@@ -308,15 +307,7 @@ def check_request(request: GenerateRequest) -> Checked:
     """
     files = expand_inputs(request.inputs)
     check_readable(files)
-    if request.api_key_env is None:
-        api_key = os.environ.get(DEFAULT_API_KEY_ENV) or None
-    else:
-        api_key = os.environ.get(request.api_key_env) or None
-        if api_key is None:
-            raise InputError("--api-key-env", request.api_key_env,
-                             "the name of a set, non-empty environment variable holding the API key "
-                             f"(${request.api_key_env} is unset or empty; leave --api-key-env out "
-                             "for a server that needs no key)")
+    api_key = api_key_from_env(request.api_key_env)
     hint, notes, warnings = PlanHint(None, None, None), [], []
     if api_key and any(URL(u).user is not None for u in request.endpoints):
         warnings.append("an --endpoint carries user:password and an API key is set: the API key is sent "

@@ -21,7 +21,9 @@ Endpoints (vLLM's spellings):
 
 ``--no-stream-usage`` leaves the usage chunk out of streamed answers (a server ignoring
 ``stream_options.include_usage``). ``--exit-after-requests N`` makes the process exit abruptly when the N-th chat request arrives
-(a server failing mid-sweep). Run: ``python tests/support/sim_server.py --port-file P --a-ms 10
+(a server failing mid-sweep). ``--log-headers PATH`` appends one JSON line per request
+(``method``, ``path``, ``authorization``: the Authorization header or null), so a test can check
+what a client sent with every request. Run: ``python tests/support/sim_server.py --port-file P --a-ms 10
 --b-ms 0.15 --cap 32``; the bound port is written to ``P``.
 """
 
@@ -161,8 +163,9 @@ def chat_tokens(vocab: Vocab, messages: list[dict]) -> int:
 
 class Server:
     def __init__(self, law: Law, model: str, tokenize: bool, exit_after_requests: int | None,
-                 stream_usage: bool = True):
+                 stream_usage: bool = True, log_headers: str | None = None):
         self.engine, self.model, self.tokenize = Engine(law), model, tokenize
+        self.log_headers = log_headers
         self.stream_usage = stream_usage
         self.vocab = Vocab()
         self.exit_after_requests = exit_after_requests
@@ -171,6 +174,11 @@ class Server:
     async def respond(self, conn, writer, request: h11.Request, body: bytes) -> None:
         url = urllib.parse.urlsplit(request.target.decode())
         path, method = url.path, request.method
+        if self.log_headers:
+            auth = dict(request.headers).get(b"authorization")
+            with open(self.log_headers, "a", encoding="utf-8") as log:
+                log.write(json.dumps({"method": method.decode(), "path": path,
+                                      "authorization": None if auth is None else auth.decode()}) + "\n")
         if method == b"GET" and path == "/v1/models":
             await self._send(conn, writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
         elif method == b"GET" and path == "/metrics":
@@ -244,7 +252,8 @@ class SimServerProcess(ChildProcess):
     """The simulated engine in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``)."""
 
     def __init__(self, workdir: str, *, a_ms: float, b_ms: float, cap: int, model: str = "sim-model",
-                 tokenize: bool = True, exit_after_requests: int | None = None, stream_usage: bool = True):
+                 tokenize: bool = True, exit_after_requests: int | None = None, stream_usage: bool = True,
+                 log_headers: str | None = None):
         port_file = os.path.join(workdir, f"sim-port-{os.getpid()}-{id(self)}")
         args = [sys.executable, os.path.abspath(__file__), "--port-file", port_file, "--a-ms", str(a_ms),
                 "--b-ms", str(b_ms), "--cap", str(cap), "--model", model]
@@ -254,6 +263,8 @@ class SimServerProcess(ChildProcess):
             args += ["--exit-after-requests", str(exit_after_requests)]
         if not stream_usage:
             args.append("--no-stream-usage")
+        if log_headers is not None:
+            args += ["--log-headers", log_headers]
         self.proc, self.port = spawn_with_port_file(args, port_file, "sim server")
         self.model, self.law = model, Law(a_ms / 1e3, b_ms / 1e3, cap)
 
@@ -280,9 +291,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-tokenize", action="store_true")
     p.add_argument("--exit-after-requests", type=int)
     p.add_argument("--no-stream-usage", action="store_true", help="send no usage chunk in streams")
+    p.add_argument("--log-headers", help="append method, path and Authorization of every request (JSONL)")
     a = p.parse_args(argv)
     server = Server(Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap), a.model, not a.no_tokenize, a.exit_after_requests,
-                    not a.no_stream_usage)
+                    not a.no_stream_usage, a.log_headers)
     asyncio.run(serve(server, a.port, a.port_file))
 
 

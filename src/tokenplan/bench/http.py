@@ -32,9 +32,12 @@ def server_root(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
-def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float) -> bytes:
+def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float, api_key: str | None) -> bytes:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.read()
@@ -44,18 +47,21 @@ def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float) -> bytes:
         raise SideRequestFailed(url, type(exc).__name__) from None
 
 
-async def get_text(url: str, *, timeout_s: float = 5.0) -> str:
-    """``GET url`` → body text. Raises :class:`SideRequestFailed`."""
-    return (await asyncio.to_thread(_fetch, url, None, timeout_s)).decode("utf-8", "replace")
+async def get_text(url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> str:
+    """``GET url`` → body text; ``api_key`` is sent as ``Authorization: Bearer``. Raises
+    :class:`SideRequestFailed`."""
+    return (await asyncio.to_thread(_fetch, url, None, timeout_s, api_key)).decode("utf-8", "replace")
 
 
-async def request_json(url: str, body: dict[str, Any] | None = None, *, timeout_s: float = 10.0) -> Any:
-    """``GET url`` (``body`` None) or ``POST url`` with a JSON body → the parsed JSON answer.
+async def request_json(url: str, body: dict[str, Any] | None = None, *, timeout_s: float = 10.0,
+                       api_key: str | None = None) -> Any:
+    """``GET url`` (``body`` None) or ``POST url`` with a JSON body → the parsed JSON answer;
+    ``api_key`` is sent as ``Authorization: Bearer``.
 
     Raises:
         SideRequestFailed: no answer, an HTTP error status, or an answer that is not JSON.
     """
-    raw = await asyncio.to_thread(_fetch, url, body, timeout_s)
+    raw = await asyncio.to_thread(_fetch, url, body, timeout_s, api_key)
     try:
         return json.loads(raw)
     except ValueError:

@@ -118,22 +118,24 @@ def snapshot_from_metrics(metrics: dict[str, float], time_s: float) -> ServerSna
     return ServerSnapshot(time_s, **values, kv_usage_mean=kv_mean)
 
 
-async def read_snapshot(base_url: str, *, timeout_s: float = 5.0) -> ServerSnapshot | None:
-    """``GET {root}/metrics`` → a snapshot, or ``None`` when the server exposes no metrics."""
+async def read_snapshot(base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> ServerSnapshot | None:
+    """``GET {root}/metrics`` (with ``api_key`` as a bearer token) → a snapshot, or ``None`` when
+    the server exposes no metrics."""
     try:
-        text = await get_text(server_root(base_url) + "/metrics", timeout_s=timeout_s)
+        text = await get_text(server_root(base_url) + "/metrics", timeout_s=timeout_s, api_key=api_key)
     except SideRequestFailed:
         return None
     snap = snapshot_from_metrics(parse_prometheus(text), time.time())
     return snap if any(v is not None for v in (snap.running, snap.generation_tokens)) else None
 
 
-async def read_server_info(base_url: str, *, timeout_s: float = 5.0) -> dict | None:
-    """SGLang's ``/get_server_info`` (older: ``/server_info``) as a dict, or ``None``."""
+async def read_server_info(base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> dict | None:
+    """SGLang's ``/get_server_info`` (older: ``/server_info``) as a dict, or ``None``; ``api_key``
+    is sent as a bearer token."""
     root = server_root(base_url)
     for path in ("/get_server_info", "/server_info"):
         try:
-            info = await request_json(root + path, timeout_s=timeout_s)
+            info = await request_json(root + path, timeout_s=timeout_s, api_key=api_key)
         except SideRequestFailed:
             continue
         if isinstance(info, dict):
@@ -194,10 +196,11 @@ class WindowStats:
         return out
 
 
-async def poll_window(base_url: str, stats: WindowStats, stop: asyncio.Event, interval_s: float) -> None:
+async def poll_window(base_url: str, stats: WindowStats, stop: asyncio.Event, interval_s: float,
+                      api_key: str | None = None) -> None:
     """Append a snapshot to ``stats.samples`` every ``interval_s`` seconds until ``stop`` is set."""
     while not stop.is_set():
-        snap = await read_snapshot(base_url)
+        snap = await read_snapshot(base_url, api_key=api_key)
         if snap is not None:
             stats.samples.append(snap)
         try:

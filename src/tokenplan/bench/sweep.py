@@ -172,11 +172,12 @@ class Sweep:
         workload: prompts, used round-robin.
         settings: the sweep.
         metrics: read ``/metrics`` (False when the servers have none).
+        api_key: sent as ``Authorization: Bearer`` to ``/metrics`` (the clients carry their own).
     """
 
     def __init__(self, clients: Sequence[OpenAIClient], urls: Sequence[str], model: str, workload: Workload,
-                 settings: SweepSettings, metrics: bool = True):
-        self.clients, self.urls, self.model = list(clients), list(urls), model
+                 settings: SweepSettings, metrics: bool = True, api_key: str | None = None):
+        self.clients, self.urls, self.model, self.api_key = list(clients), list(urls), model, api_key
         self.workload, self.settings, self.metrics = workload, settings, metrics
         self._health_lock = asyncio.Lock()
         self._prompt_cursor = itertools.count()
@@ -228,12 +229,13 @@ class Sweep:
         stop_polling = asyncio.Event()
         pollers = []
         if self.metrics:
-            starts = await asyncio.gather(*(read_snapshot(u) for u in self.urls))
+            starts = await asyncio.gather(*(read_snapshot(u, api_key=self.api_key) for u in self.urls))
             for url, snap in zip(self.urls, starts):
                 if snap is not None:
                     result.server[url] = WindowStats(snap)
                     pollers.append(asyncio.create_task(
-                        poll_window(url, result.server[url], stop_polling, s.metrics_interval_s)))
+                        poll_window(url, result.server[url], stop_polling, s.metrics_interval_s,
+                                    self.api_key)))
         result.start_wall_s = time.time()
         start_s = time.perf_counter()
         if s.duration_s is not None:
@@ -252,7 +254,7 @@ class Sweep:
         last = max((c.timings.done_s for c in result.completions), default=end_s)
         result.duration_s = max(last - first, 1e-9)
         for url, stats in result.server.items():
-            stats.end = await read_snapshot(url)
+            stats.end = await read_snapshot(url, api_key=self.api_key)
         if state.stop is not None:
             raise SweepStopped(state.stop)
         return result

@@ -92,20 +92,23 @@ def _chat(text: str) -> tuple[dict, ...]:
 class Tokenizer:
     """The server's ``/tokenize`` and ``/detokenize`` (vLLM's request shapes)."""
 
-    def __init__(self, base_url: str, model: str):
-        self.root, self.model = server_root(base_url), model
+    def __init__(self, base_url: str, model: str, api_key: str | None = None):
+        self.root, self.model, self.api_key = server_root(base_url), model, api_key
 
     async def count_chat(self, messages: tuple[dict, ...]) -> int:
-        answer = await request_json(self.root + "/tokenize", {"model": self.model, "messages": list(messages)})
+        answer = await request_json(self.root + "/tokenize", {"model": self.model, "messages": list(messages)},
+                                    api_key=self.api_key)
         return int(answer["count"])
 
     async def encode(self, text: str) -> list[int]:
         answer = await request_json(self.root + "/tokenize", {"model": self.model, "prompt": text,
-                                                              "add_special_tokens": False})
+                                                              "add_special_tokens": False},
+                                    api_key=self.api_key)
         return [int(t) for t in answer["tokens"]]
 
     async def decode(self, ids: list[int]) -> str:
-        answer = await request_json(self.root + "/detokenize", {"model": self.model, "tokens": ids})
+        answer = await request_json(self.root + "/detokenize", {"model": self.model, "tokens": ids},
+                                    api_key=self.api_key)
         return str(answer["prompt"])
 
 
@@ -124,13 +127,14 @@ async def _exact_prompt(tok: Tokenizer, overhead: int, isl: int, osl: int, seed:
 
 
 async def random_workload_exact(base_url: str, model: str, isl: int, osl: int, n: int, seed: int,
-                                parallel: int = 8) -> Workload:
-    """``n`` random prompts of exactly ``isl`` tokens via the server's tokenizer.
+                                parallel: int = 8, api_key: str | None = None) -> Workload:
+    """``n`` random prompts of exactly ``isl`` tokens via the server's tokenizer (``api_key``: sent
+    as a bearer token to ``/tokenize`` and ``/detokenize``).
 
     Raises:
         SideRequestFailed: the server has no usable ``/tokenize``/``/detokenize``.
     """
-    tok = Tokenizer(base_url, model)
+    tok = Tokenizer(base_url, model, api_key)
     overhead = await tok.count_chat(_chat(""))
     gate = asyncio.Semaphore(parallel)
 

@@ -161,6 +161,8 @@ def bench_command(
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")] = True,
     stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")] = True,
     metrics: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")] = True,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key "
+                                                       "(must be set when named) [default: OPENAI_API_KEY if set].")] = None,
     deadline: Annotated[float, typer.Option("--request-timeout", help="Limit on one request in seconds.")] = 600.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random prompts and lengths.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the bench JSON.")] = False,
@@ -210,10 +212,12 @@ def bench_command(
                                           engine, max_running))
         if not endpoint or not model:
             raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
-        result = bench(BenchRequest(tuple(endpoint), model, levels, isl, osl, dataset,
-                                    num_prompts, duration, warmup, num_gpus, ignore_eos, stream, deadline, seed,
-                                    metrics, request_rates=rates, burstiness=burstiness),
-                       on_level=None if json_out else _progress)
+        request = BenchRequest(endpoints=tuple(endpoint), model=model, concurrencies=levels, isl=isl, osl=osl,
+                               dataset=dataset, num_prompts=num_prompts, duration_s=duration,
+                               warmup_requests=warmup, num_gpus=num_gpus, ignore_eos=ignore_eos, stream=stream,
+                               deadline_s=deadline, seed=seed, metrics=metrics, api_key_env=api_key_env,
+                               request_rates=rates, burstiness=burstiness)
+        result = bench(request, on_level=None if json_out else _progress)
         data, stopped = result.data, result.stopped
     failed: list[str] = []  # writes that failed at the end: what they held goes to stdout instead
     wrote_profile, fit_error = False, None
