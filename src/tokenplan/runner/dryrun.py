@@ -39,7 +39,7 @@ class DryRun:
         """The ``tokenplan plan`` command for these requests (``--isl-*`` only when counted)."""
         parts = [f"tokenplan plan --samples {self.requests}"]
         if self.prompt_tokens_mean is not None:
-            parts.append(f"--isl-mean {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
+            parts.append(f"--isl {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
                          f"--isl-cap {self.prompt_tokens_max}")
         parts.append(f"--max-tokens {max_tokens}")
         return " ".join(parts)
