@@ -357,6 +357,34 @@ def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]
             "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files]}
 
 
+def duplicate_notes(rundir: RunDir, request: GenerateRequest) -> list[str]:
+    """The note a reopened run directory earns when its scan dropped duplicate records."""
+    if not rundir.stats.duplicate_ids:
+        return []
+    return [f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
+            "(the first record of each id is kept)"]
+
+
+def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
+    """The per-unit settings every backend's dispatcher runs with (the deadline from max_tokens
+    unless the user set one)."""
+    return JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
+                       sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
+                       request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
+                       request.max_answer_bytes)
+
+
+def start_progress(request: GenerateRequest, files: list[Path], sampling: Sampling, rundir: RunDir,
+                   hint: PlanHint) -> Progress:
+    """Progress against the input's rows (the first ``--limit``) × n; before the first unit
+    finishes, the ETA assumes max_tokens per unit. Rows are None when a file breaks part-way."""
+    rows = count_rows_or_none(files)
+    if rows is not None and request.limit is not None:
+        rows = min(request.limit, rows)
+    return Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
+                    done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
+
+
 def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
              on_warning: Callable[[str], None] | None = None) -> GenerateResult:
     """Run (or continue) the job; return when every unit is settled or the run was stopped.
@@ -403,24 +431,14 @@ async def _generate(request: GenerateRequest, checked: Checked, notes: list[str]
     fence_earlier_actors(request.out_dir)  # a Ray-backend run's leftover actors stop writing
     rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
                          shard_max_bytes=request.shard_max_bytes)
-    if rundir.stats.duplicate_ids:
-        notes.append(f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
-                     "(the first record of each id is kept)")
+    notes.extend(duplicate_notes(rundir, request))
     pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,
                                                         request.probe_interval_s, request.max_all_down_s),
                         api_key=checked.api_key)
     try:
         await pool.check_health(request.model)
-        job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
-                          sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                          request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
-                          request.max_answer_bytes)
-        # Before the first unit finishes, the ETA assumes max_tokens per unit.
-        rows = count_rows_or_none(files)
-        if rows is not None and request.limit is not None:
-            rows = min(request.limit, rows)
-        progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
-                            done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
+        job = job_settings(request, sampling)
+        progress = start_progress(request, files, sampling, rundir, hint)
         dispatcher = Dispatcher(job, pool, rundir, progress,
                                 rolling_summary(on_progress, rundir.path, request.progress_every_s))
         stop = asyncio.Event()

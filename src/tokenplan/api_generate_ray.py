@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
 from collections.abc import Callable
 
 from tokenplan.api_generate import (DEFAULT_CONCURRENCY, Checked, GenerateRequest, GenerateResult, _finish,
-                                    job_identity, resolve_sampling)
+                                    duplicate_notes, job_identity, job_settings, resolve_sampling, start_progress)
 from tokenplan.client.endpoints import PoolSettings
-from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError
-from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.fencing import advance_epoch
-from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.rows import ReadStats, count_rows_or_none, limited, read_rows
+from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.rows import ReadStats, limited, read_rows
 from tokenplan.runner.rundir import RunDir, check_manifest
 
 
@@ -51,18 +48,9 @@ def generate_ray(request: GenerateRequest, checked: Checked, notes: list[str],
     check_manifest(request.out_dir, identity, force=request.force)
     epoch = advance_epoch(request.out_dir)  # fences earlier runs' actors before the done-set is read
     rundir = RunDir.open(request.out_dir, identity, force=request.force, shard_max_bytes=request.shard_max_bytes)
-    if rundir.stats.duplicate_ids:
-        notes.append(f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
-                     "(the first record of each id is kept)")
-    job = JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
-                      sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                      request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
-                      request.max_answer_bytes)
-    rows = count_rows_or_none(files)
-    if rows is not None and request.limit is not None:
-        rows = min(request.limit, rows)
-    progress = Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
-                        done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
+    notes.extend(duplicate_notes(rundir, request))
+    job = job_settings(request, sampling)
+    progress = start_progress(request, files, sampling, rundir, hint)
     read_stats = ReadStats()
     pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s,
                         request.max_all_down_s)
