@@ -36,24 +36,34 @@ _MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
 _GPU = typer.Option(..., "--gpu", help="GPU catalog key or alias, e.g. b200 or b200_sxm (tokenplan catalog gpus)")
 _FRACTION = ("The engine's memory setting: SGLang --mem-fraction-static, vLLM --gpu-memory-utilization, "
              "TRT-LLM free_gpu_memory_fraction [default: the engine's rule]")
+# Options predict and memory share (one definition each).
+_NUM_GPUS = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]")
+_TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)")
+_PP = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)")
+_EP = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)")
+_ATTENTION_DP = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)")
+_WEIGHT_DTYPE = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16")
+_KV_DTYPE = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4")
+_ENGINE = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm")
+_MEMORY_FRACTION = typer.Option(None, "--memory-fraction", help=_FRACTION)
 
 
 @app.command("predict")
 def predict_cmd(
     model: str = _MODEL, gpu: str = _GPU,
-    num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]"),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)"),
-    pp: int = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)"),
-    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)"),
-    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)"),
-    weight_dtype: str = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16"),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4"),
+    num_gpus: Optional[int] = _NUM_GPUS,
+    tp: int = _TP,
+    pp: int = _PP,
+    ep: int = _EP,
+    attention_dp: bool = _ATTENTION_DP,
+    weight_dtype: str = _WEIGHT_DTYPE,
+    kv_dtype: str = _KV_DTYPE,
     isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL; the mean with --isl-sigma)"),
     osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL; the mean with --osl-sigma)"),
     concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)"),
     spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3"),
-    engine: str = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm"),
-    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction", help=_FRACTION),
+    engine: str = _ENGINE,
+    memory_fraction: Optional[float] = _MEMORY_FRACTION,
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running-request cap per replica [default: the engine's]"),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]"),
     kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
@@ -75,18 +85,18 @@ def predict_cmd(
 @app.command("memory")
 def memory_cmd(
     model: str = _MODEL, gpu: str = _GPU,
-    num_gpus: Optional[int] = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]"),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)"),
-    pp: int = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)"),
-    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)"),
-    attention_dp: bool = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)"),
-    weight_dtype: str = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16"),
-    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4"),
+    num_gpus: Optional[int] = _NUM_GPUS,
+    tp: int = _TP,
+    pp: int = _PP,
+    ep: int = _EP,
+    attention_dp: bool = _ATTENTION_DP,
+    weight_dtype: str = _WEIGHT_DTYPE,
+    kv_dtype: str = _KV_DTYPE,
     isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL)"),
     osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL)"),
     spec: str = typer.Option("none", "--spec", help="none or METHOD:K[:TAU] with METHOD mtp, eagle, eagle3 or dflash (draft layers and their memory)"),
-    engine: str = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm"),
-    memory_fraction: Optional[float] = typer.Option(None, "--memory-fraction", help=_FRACTION),
+    engine: str = _ENGINE,
+    memory_fraction: Optional[float] = _MEMORY_FRACTION,
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"),
     disable_radix_cache: bool = typer.Option(False, "--disable-radix-cache", help="SGLang: one state slot per running request (hybrid models)"),
     ssm_dtype: Optional[str] = typer.Option(None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]"),
