@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 
 
 @pytest.fixture(scope="module")

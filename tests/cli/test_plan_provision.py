@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.errors import InputError
 
 HOURS_PER_DAY = 24
@@ -99,7 +99,7 @@ def test_bad_durations(text):
 def test_the_html_report_and_the_table_show_the_provisioning_answer():
     from rich.console import Console
 
-    from tokenplan.api_plan import plan_report_data
+    from tokenplan.api.plan import plan_report_data
     from tokenplan.report.html import plan_report_html
     from tokenplan.report.tables import provisioning_table
 

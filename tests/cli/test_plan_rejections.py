@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.job.evaluate import REJECTION_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +95,7 @@ def test_every_kind_is_walked():
 
 
 def test_spec_rejection_in_the_search():
-    from tokenplan.api import efficiency_table
+    from tokenplan.api._common import efficiency_table
     from tokenplan.catalog import load_engine, load_gpu, load_model
     from tokenplan.job.workload import lognormal_with_mean
     from tokenplan.perf.speculative import parse_spec

@@ -17,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api import PredictRequest, evaluate_request, predict
+from tokenplan.api._common import PredictRequest, evaluate_request
+
+from tokenplan.api.predict import predict
 from tokenplan.arch.params import param_counts
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan_report_data
-from tokenplan.api_report import load_bench, load_plan, load_run_summary, report_inputs
+from tokenplan.api.plan import PlanRequest, plan_report_data
+from tokenplan.api.report import load_bench, load_plan, load_run_summary, report_inputs
 from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.planning.curves import SpeedupPoint, breakeven, concurrency_grid, pareto_front
 from tokenplan.report.text_charts import line_chart

@@ -15,7 +15,7 @@ from tokenplan.cli.app import catalog_app
 @catalog_app.command("gpus")
 def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
     """GPUs: memory, bandwidth, dense TFLOPS, link, native formats, price."""
-    from tokenplan.api import catalog_gpus
+    from tokenplan.api.catalog import catalog_gpus
 
     rows = catalog_gpus()
     if as_json:
@@ -39,7 +39,7 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catal
 @catalog_app.command("models")
 def models_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
-    from tokenplan.api import catalog_models
+    from tokenplan.api.catalog import catalog_models
 
     rows = catalog_models()
     if as_json:

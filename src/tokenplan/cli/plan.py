@@ -36,7 +36,7 @@ def plan_cmd(
     png: Optional[str] = typer.Option(None, "--png", help="Also write the report's charts as PNG files into this folder [default: none]"),
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
-    from tokenplan.api_plan import REPORT_CHARTS, PlanRequest, plan, plan_report_data
+    from tokenplan.api.plan import REPORT_CHARTS, PlanRequest, plan, plan_report_data
     from tokenplan.cli.options import parse_duration, parse_prices, plan_request_fields
     from tokenplan.report.tables import plan_details, plan_table, provisioning_table, throughput_text
 

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-import tokenplan.api as api
-from tokenplan.api import PredictRequest, predict
+import tokenplan.api._common as api
+from tokenplan.api._common import PredictRequest
+from tokenplan.api.predict import predict
 
 BANDS = {
     "coverage": 0.8,
@@ -51,7 +52,7 @@ def test_unseen_gpu_and_large_batch_say_so_and_widen(shipped_bands):
 
 
 def test_plan_options_bound_days_and_dollars(shipped_bands):
-    from tokenplan.api_plan import PlanRequest, plan
+    from tokenplan.api.plan import PlanRequest, plan
 
     result = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xh100-sxm",), samples=1000, specs=("none",),
                               weight_dtypes=("bf16",), kv_dtypes=("bf16",)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from tokenplan.api import PLAN_FIGURES, attach_intervals, calibration_warnings, efficiency_table
+from tokenplan.api._common import PLAN_FIGURES, attach_intervals, calibration_warnings, efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean

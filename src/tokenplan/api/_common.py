@@ -1,8 +1,7 @@
-"""The Python API: the same functions the CLI calls — request in, result out.
-
-``predict`` evaluates one configuration; ``memory`` breaks down one GPU's memory; ``plan``
-searches the hardware options of a job (``tokenplan.api_plan``). Names are resolved through
-``tokenplan.catalog`` here, so the layers below receive values only.
+"""What the api commands share: ``PredictRequest`` resolved to a configuration
+(``build_config``) and evaluated (``evaluate_request``), the calibration profile in use, and the
+error bands attached to predicted figures. Names are resolved through ``tokenplan.catalog``
+here, so the layers below receive values only.
 """
 
 from __future__ import annotations
@@ -15,14 +14,14 @@ from pathlib import Path
 from tokenplan.calibration.bands import BandTable, interval, model_family, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InputError
-from tokenplan.job.evaluate import Config, Evaluation, Rejection, allocated_requests, evaluate, kv_and_state
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, Dtype, parse_dtype
-from tokenplan.userfiles import read_calibration
+from tokenplan.files.job import read_calibration
 
 
 @dataclass(frozen=True)
@@ -126,32 +125,6 @@ def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
     return evaluate(model, gpu, config, eff, isl, osl, per_replica)
 
 
-def predict(req: PredictRequest) -> dict:
-    """Predict one configuration (see ``tokenplan predict``).
-
-    Returns a dict with ``output_tok_s_total``, ``output_tok_s_per_gpu`` (tokens/s),
-    ``max_concurrency`` (sequences, whole deployment), ``kv_bytes_per_token`` (whole model),
-    ``state_bytes_per_sequence``, ``weight_bytes_per_gpu`` (bytes), ``step_time_ms``,
-    ``tpot_ms``, ``ttft_ms``, ``bottleneck``, ``warnings`` and more; or, for a configuration
-    that cannot run, ``{"rejected": reason}``.
-
-    Raises:
-        InputError, CatalogError, ConfigError: bad names or sizes.
-    """
-    result = evaluate_request(req)
-    if isinstance(result, Rejection):
-        return {"rejected": result.reason}
-    out = attach_intervals(evaluation_dict(result), result, PREDICT_FIGURES)
-    if out.get("error_band", {}).get("outside_measured_regime"):
-        out["warnings"].append(f"outside the measured regime ({out['error_band']['outside_measured_regime']}): "
-                               "the error band is widened to the leave-one-GPU-out one")
-    out["warnings"] += calibration_warnings(req.calibration, {
-        "engine": req.engine, "gpu": load_gpu(req.gpu).key, "model": load_model(req.model).name,
-        "concurrency": None if req.concurrency is None else req.concurrency / result.config.layout.dp,
-        "isl_tokens": req.isl, "osl_tokens": req.osl})
-    return out
-
-
 def error_bands() -> BandTable | None:
     """The shipped error-band table (``catalog/error_bands.json``), or None when none ships."""
     data = shipped_error_bands_json()
@@ -209,84 +182,3 @@ def evaluation_dict(ev: Evaluation) -> dict:
         "ttft_ms": s.ttft_s * MS_PER_S, "prefill_share": s.prefill_share,
         "bottleneck": s.decode_step.bottleneck, "warnings": list(ev.warnings),
     }
-
-
-def memory(req: PredictRequest) -> dict:
-    """Per-GPU memory breakdown of one configuration (bytes), with KV capacity in tokens.
-
-    Keys: ``gpu_bytes``, ``weight_bytes_per_gpu``, ``reserve_bytes``, ``kv_pool_bytes``,
-    ``state_pool_bytes``, ``kv_bytes_per_token`` (whole model), ``kv_bytes_per_token_per_gpu``,
-    ``state_bytes_per_sequence`` (whole model), ``kv_capacity_tokens`` (per replica),
-    ``state_slots``, ``max_sequences`` at ISL + OSL, ``memory_fraction``, ``running_requests``
-    (the batch limit) and ``allocation`` (what the engine allocates on one GPU at that many
-    running requests, term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve;
-    they sum to ``gpu_bytes``); or ``rejected``.
-    """
-    result = evaluate_request(req)
-    if isinstance(result, Rejection):
-        return {"rejected": result.reason}
-    config, model, gpu = result.config, result.deployment.spec, result.deployment.gpu
-    m = result.memory
-    kv_tok, state_seq = kv_and_state(model, config.kv_dtype)
-    return {
-        "gpu": gpu.key, "layout": config.layout.describe(), "gpu_bytes": m.gpu_bytes,
-        "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "reserve_bytes": m.reserve_bytes,
-        "kv_pool_bytes": m.kv_pool_bytes, "state_pool_bytes": m.state_pool_bytes,
-        "kv_bytes_per_token": kv_tok, "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token_per_gpu,
-        "state_bytes_per_sequence": state_seq, "kv_capacity_tokens": m.kv_capacity_tokens,
-        "state_slots": m.state_slots, "max_sequences": m.max_sequences(req.isl + req.osl),
-        "context_tokens": req.isl + req.osl,
-        "memory_fraction": result.settings.memory_fraction, "warnings": list(result.warnings),
-        "running_requests": allocated_requests(result), "allocation": m.allocation(allocated_requests(result)),
-    }
-
-
-def catalog_gpus() -> list[dict]:
-    """Every catalog GPU as a dict (units in key names: GiB, TB/s, TFLOPS, GB/s per direction)."""
-    from tokenplan.catalog import gpu_names
-
-    rows = []
-    for key in gpu_names():
-        g = load_gpu(key)
-        rows.append({
-            "key": key, "name": g.name, "architecture": g.architecture, "compute_capability": g.compute_capability,
-            "memory_gib": g.memory_bytes / 2**30, "hbm_tb_s": g.hbm_bytes_per_s / 1e12,
-            "dense_tflops": {k: v / 1e12 for k, v in g.dense_flops_per_s.items()},
-            "scaleup": g.scaleup.kind.value, "scaleup_gb_s": g.scaleup.bytes_per_s / 1e9,
-            "native_dtypes": sorted(d.value for d in g.native_dtypes),
-            "sources": _gpu_sources(key),
-            "price": None if g.price is None else {"low": g.price.low_usd_per_hour, "high": g.price.high_usd_per_hour,
-                                                   "typical": g.price.typical_usd_per_hour, "as_of": g.price.as_of},
-        })
-    return rows
-
-
-def _gpu_sources(key: str) -> dict[str, str]:
-    """Where each figure group of a catalog GPU comes from."""
-    from tokenplan.catalog import gpu_entry
-
-    e = gpu_entry(key)
-    out = {"memory": e.memory.source, "bandwidth": e.bandwidth.source, "compute": e.compute.source,
-           "native_dtypes": e.native_dtypes.source, "scaleup": e.scaleup.source, "host_link": e.host_link.source}
-    if e.price is not None:
-        out["price"] = e.price.source
-    return out
-
-
-def catalog_models() -> list[dict]:
-    """Every shipped model with its family, parameter counts, exact KV/state sizes and the parts
-    tokenplan models only approximately."""
-    from tokenplan.arch.params import param_counts
-    from tokenplan.catalog import model_names
-    from tokenplan.units import Dtype
-
-    rows = []
-    for name in model_names():
-        m = load_model(name)
-        p = param_counts(m)
-        kv, state = kv_and_state(m, Dtype.BF16)
-        rows.append({"name": name, "architecture": m.architecture, "family": m.family, "params_b": p.total / 1e9,
-                     "active_params_b": p.active_matmul / 1e9, "kv_bytes_per_token": kv,
-                     "state_bytes_per_sequence": state, "mtp_layers": m.mtp_layers,
-                     "approximations": list(m.approximations)})
-    return rows
