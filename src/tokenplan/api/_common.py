@@ -6,14 +6,14 @@ here, so the layers below receive values only.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
+from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
 from tokenplan.calibration.bands import BandTable, interval, model_family, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InputError
+from tokenplan.files.calibration import read_calibration, read_calibration_file
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
@@ -21,7 +21,6 @@ from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, Dtype, parse_dtype
-from tokenplan.files.job import read_calibration
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def _auto_kv_dtype(engine: str, weight: Dtype) -> str:
     return "fp8" if engine == "trtllm" and weight in (Dtype.FP8, Dtype.NVFP4) else "bf16"
 
 
-def calibration_warnings(calibration: str | None, point: dict) -> list[str]:
+def calibration_warnings(calibration: str | None, point: dict[str, object]) -> list[str]:
     """Warnings for using the profile ``calibration`` far from what it was fitted on (its
     ``fitted_on`` record; none for profiles without one). ``point``: ``engine``, ``gpu``, ``model``,
     ``concurrency`` (per replica), ``isl_tokens``, ``osl_tokens``."""
@@ -85,8 +84,8 @@ def calibration_warnings(calibration: str | None, point: dict) -> list[str]:
 
     if not calibration:
         return []
-    fitted = json.loads(Path(calibration).read_text(encoding="utf-8")).get("fitted_on")
-    return range_warnings(fitted, point) if isinstance(fitted, dict) else []
+    fitted = read_calibration_file(calibration).fitted_on
+    return range_warnings(fitted, point) if fitted is not None else []
 
 
 def build_config(req: PredictRequest) -> tuple[Config, object, object]:
@@ -139,46 +138,44 @@ PLAN_FIGURES = {**PREDICT_FIGURES, "wall_days": _INVERSE_RATE, "usd": _INVERSE_R
                 "usd_per_mtok": _INVERSE_RATE}
 
 
-def attach_intervals(out: dict, ev: Evaluation, figures: dict[str, tuple[str, bool]]) -> dict:
-    """Add ``<figure>_interval`` = ``{"low", "high", "coverage", "regime"[, "outside_measured_regime"]}``
-    next to each figure of ``out`` named in ``figures`` (see ``calibration.bands``), and
-    ``error_band`` (the regime, and why the configuration lies outside the measured one, if it
-    does). Without a shipped band table nothing is added. Returns ``out``."""
+def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, bool]]) -> Bands | None:
+    """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
+    ``result``; see ``calibration.bands``), and the band's regime (and why the configuration lies
+    outside the measured one, if it does). None without a shipped band table."""
     table = error_bands()
     if table is None:
-        return out
+        return None
     d = ev.deployment
     where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch)
-    last = None
+    intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
-        band = None if out.get(key) is None else interval(table, out[key], metric, inverse, *where)
+        value = getattr(result, key, None)
+        band = None if value is None else interval(table, value, metric, inverse, *where)
         if band is not None:
-            out[f"{key}_interval"] = band.as_dict()
+            intervals[key] = band
             last = band
-    if last is not None:
-        out["error_band"] = {"regime": last.regime, "coverage": table.coverage,
-                             "outside_measured_regime": last.outside}
-    return out
+    regime = None if last is None else ErrorBand(last.regime, table.coverage, last.outside)
+    return Bands(intervals, regime)
 
 
-def evaluation_dict(ev: Evaluation) -> dict:
-    """The JSON-able fields of an evaluation (units in the key names)."""
+def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
+    """The figures of an evaluation (units in the field names)."""
     s, m, lay = ev.steady, ev.memory, ev.config.layout
     kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype)
-    return {
-        "layout": lay.describe(), "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "dp": lay.dp,
-        "attention_dp": lay.attention_dp, "num_gpus": lay.num_gpus,
-        "weight_dtype": ev.config.weight_dtype.value, "kv_dtype": ev.config.kv_dtype.value,
-        "engine": ev.config.engine.name, "spec": ev.config.spec.describe() if ev.config.spec else "none",
-        "output_tok_s_total": ev.output_tok_s_total, "output_tok_s_per_gpu": ev.output_tok_s_per_gpu,
-        "roofline_output_tok_s_total": s.roofline_output_tok_s * lay.dp,
-        "batch_per_replica": s.batch, "max_concurrency": s.limits.limit * lay.dp,
-        "batch_limit_reason": s.batch_reason,
-        "kv_bytes_per_token": kv_tok, "state_bytes_per_sequence": state_seq,
-        "weight_bytes_per_gpu": m.weight_bytes_per_gpu, "kv_capacity_tokens": m.kv_capacity_tokens * lay.dp,
-        "state_slots": None if m.state_slots is None else m.state_slots * lay.dp,
-        "memory_fraction": ev.settings.memory_fraction, "chunk_tokens": ev.settings.chunk_tokens,
-        "step_time_ms": s.decode_step.total_s * MS_PER_S, "tpot_ms": s.tpot_s * MS_PER_S,
-        "ttft_ms": s.ttft_s * MS_PER_S, "prefill_share": s.prefill_share,
-        "bottleneck": s.decode_step.bottleneck, "warnings": list(ev.warnings),
-    }
+    return EvaluationFigures(
+        layout=lay.describe(), tp=lay.tp, pp=lay.pp, ep=lay.ep, dp=lay.dp,
+        attention_dp=lay.attention_dp, num_gpus=lay.num_gpus,
+        weight_dtype=ev.config.weight_dtype.value, kv_dtype=ev.config.kv_dtype.value,
+        engine=ev.config.engine.name, spec=ev.config.spec.describe() if ev.config.spec else "none",
+        output_tok_s_total=ev.output_tok_s_total, output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
+        roofline_output_tok_s_total=s.roofline_output_tok_s * lay.dp,
+        batch_per_replica=s.batch, max_concurrency=s.limits.limit * lay.dp,
+        batch_limit_reason=s.batch_reason,
+        kv_bytes_per_token=kv_tok, state_bytes_per_sequence=state_seq,
+        weight_bytes_per_gpu=m.weight_bytes_per_gpu, kv_capacity_tokens=m.kv_capacity_tokens * lay.dp,
+        state_slots=None if m.state_slots is None else m.state_slots * lay.dp,
+        memory_fraction=ev.settings.memory_fraction, chunk_tokens=ev.settings.chunk_tokens,
+        step_time_ms=s.decode_step.total_s * MS_PER_S, tpot_ms=s.tpot_s * MS_PER_S,
+        ttft_ms=s.ttft_s * MS_PER_S, prefill_share=s.prefill_share,
+        bottleneck=s.decode_step.bottleneck, warnings=tuple(ev.warnings),
+    )

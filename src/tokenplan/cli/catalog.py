@@ -17,7 +17,7 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catal
     """GPUs: memory, bandwidth, dense TFLOPS, link, native formats, price."""
     from tokenplan.api.catalog import catalog_gpus
 
-    rows = catalog_gpus()
+    rows = [g.to_json() for g in catalog_gpus()]
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -41,7 +41,7 @@ def models_cmd(as_json: bool = typer.Option(False, "--json", help="Print the cat
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
     from tokenplan.api.catalog import catalog_models
 
-    rows = catalog_models()
+    rows = [m.to_json() for m in catalog_models()]
     if as_json:
         print(json.dumps(rows, indent=2))
         return

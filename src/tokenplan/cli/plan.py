@@ -49,9 +49,9 @@ def plan_cmd(
         deadline_s=parse_duration(deadline) if deadline is not None else None, budget_usd=budget))
     request = PlanRequest(**fields)
     if as_json and not (report or png):
-        print(json.dumps(plan(request), indent=2))
+        print(json.dumps(plan(request).to_json(), indent=2))
         return
-    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",))
+    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",)).to_json()
     result = data["plan"]
     _write_reports(data, report, png)
     if as_json:

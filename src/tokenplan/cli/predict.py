@@ -79,7 +79,7 @@ def predict_cmd(
     result = predict(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
                               concurrency, spec, engine, memory_fraction, max_running, calibration,
                               kv_offload_gib, isl_sigma, osl_sigma, max_tokens))
-    _emit(result, as_json, predict_table)
+    _emit(result.to_json(), as_json, predict_table)
 
 
 @app.command("memory")
@@ -112,7 +112,7 @@ def memory_cmd(
     req = _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
                    "max", spec, engine, memory_fraction, max_running, None)
     result = memory(replace(req, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
-    _emit(result, as_json, memory_table)
+    _emit(result.to_json(), as_json, memory_table)
 
 
 def _emit(result: dict, as_json: bool, render) -> None:

@@ -25,7 +25,7 @@ KV_FP8_BYTES_PER_TOKEN = 32_768
 
 @pytest.fixture(scope="module")
 def default_plan() -> dict:
-    return plan(PlanRequest())
+    return plan(PlanRequest()).to_json()
 
 
 def _flag(command: str, name: str, default: float | None = None) -> float:
@@ -75,7 +75,7 @@ def test_memory_lists_every_term_at_an_explicit_launch():
 
     req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
                          max_running=128, disable_radix_cache=True)
-    m = memory(req)
+    m = memory(req).to_json()
     assert m["running_requests"] == 128
     assert set(m["allocation"]) == {"weights", "kv_cache", "draft_kv", "state", "spec_state", "reserve"}
     assert m["allocation"]["kv_cache"] == pytest.approx(21_493_173_073.92, rel=1e-12)
@@ -94,5 +94,5 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
 
     req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
                          max_running=128, disable_radix_cache=True)
-    rejected = memory(replace(req, max_running=413))["rejected"]
+    rejected = memory(replace(req, max_running=413)).to_json()["rejected"]
     assert rejected.startswith("cannot allocate 413 running requests")
