@@ -89,7 +89,7 @@ def in_flight(workdir: str, n: int, hold_s: float) -> dict:
 
 RUNNER = """
 import json, resource, sys, time
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 start = resource.getrusage(resource.RUSAGE_SELF)
 wall0 = time.perf_counter()
 result = generate(GenerateRequest.build(**json.loads(sys.argv[1])))
@@ -123,7 +123,7 @@ def runner_unit(workdir: str, rows: int) -> dict:
 
 
 def rss_1m_rows(workdir: str, rows: int, to_send: int) -> dict:
-    from tokenplan.api_generate import GenerateRequest, job_identity
+    from tokenplan.api.generate import GenerateRequest, job_identity
     from tokenplan.runner.requests import Sampling
     from tokenplan.runner.rundir import RunDir
 

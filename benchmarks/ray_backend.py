@@ -33,7 +33,7 @@ from tests.support.fault_server import FaultServerProcess  # noqa: E402
 
 RUNNER = """
 import json, resource, sys, time
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 start = resource.getrusage(resource.RUSAGE_SELF)
 wall0 = time.perf_counter()
 result = generate(GenerateRequest.build(**json.loads(sys.argv[1])))

@@ -27,7 +27,7 @@ COMMANDS = {
     "tokenplan plan": CLI + ["plan"],
 }
 NOT_NEEDED_TO_PLAN = ("aiohttp", "tokenplan.runner", "tokenplan.client", "tokenplan.bench",
-                      "tokenplan.api_generate", "tokenplan.api_bench", "matplotlib", "plotly")
+                      "tokenplan.api.generate", "tokenplan.api.bench", "matplotlib", "plotly")
 
 
 def wall_s(argv: list[str]) -> float:

@@ -2,8 +2,8 @@
 
 Each case copies ``src/tokenplan`` and the contracts to a temporary directory, makes one deliberate
 change there and runs ``lint-imports`` on the copy (PYTHONPATH points at it): the unmodified copy
-passes, and a cli -> runner import, a cycle between two api modules, or a new top-level module in
-no layer each fail with the contract that names the rule. The worktree itself is never touched.
+passes, and a cli -> runner import, a cycle between two api command modules (tokenplan.api.*), or
+a new top-level module in no layer each fail with the contract that names the rule. The worktree itself is never touched.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def test_a_cli_module_importing_the_runner_fails(copy: Path) -> None:
 
 
 def test_a_cycle_between_two_api_modules_fails(copy: Path) -> None:
-    _append(copy / "src/tokenplan/api_plan.py", "import tokenplan.api_report")
-    _append(copy / "src/tokenplan/api_report.py", "import tokenplan.api_plan")
+    _append(copy / "src/tokenplan/api/plan.py", "import tokenplan.api.report")
+    _append(copy / "src/tokenplan/api/report.py", "import tokenplan.api.plan")
     proc = _run(copy)
     assert proc.returncode != 0
-    assert "The api_* modules do not import one another BROKEN" in proc.stdout
-    assert "Every top-level module: one-way layers BROKEN" in proc.stdout
+    assert "The api command modules do not import one another BROKEN" in proc.stdout
+    assert "The api package: commands over their shared helpers BROKEN" in proc.stdout
 
 
 def test_a_top_level_module_in_no_layer_fails(copy: Path) -> None:

@@ -17,13 +17,13 @@ __version__ = "0.1.0"
 
 # public name → module that defines it
 _EXPORTS: dict[str, str] = {
-    "PlanRequest": "tokenplan.api_plan", "plan": "tokenplan.api_plan",
-    "PredictRequest": "tokenplan.api", "predict": "tokenplan.api", "memory": "tokenplan.api",
-    "validate": "tokenplan.api_calibration", "calibrate": "tokenplan.api_calibration",
-    "GenerateRequest": "tokenplan.api_generate", "generate": "tokenplan.api_generate",
-    # ``bench()`` stays at tokenplan.api_bench.bench: the name ``tokenplan.bench`` is the
+    "PlanRequest": "tokenplan.api.plan", "plan": "tokenplan.api.plan",
+    "PredictRequest": "tokenplan.api._common", "predict": "tokenplan.api.predict", "memory": "tokenplan.api.memory",
+    "validate": "tokenplan.api.validate", "calibrate": "tokenplan.api.calibrate",
+    "GenerateRequest": "tokenplan.api.generate", "generate": "tokenplan.api.generate",
+    # ``bench()`` stays at tokenplan.api.bench.bench: the name ``tokenplan.bench`` is the
     # subpackage, which the import system binds as the package attribute once it loads.
-    "BenchRequest": "tokenplan.api_bench",
+    "BenchRequest": "tokenplan.api.bench",
     "TokenplanError": "tokenplan.errors",
 }
 

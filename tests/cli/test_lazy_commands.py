@@ -19,7 +19,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 print(json.dumps(sorted(sys.modules)))
 """
 NOT_NEEDED_TO_PLAN = ("aiohttp", "tokenplan.runner", "tokenplan.client", "tokenplan.bench",
-                      "tokenplan.api_generate", "tokenplan.api_bench", "tokenplan.cli.generate",
+                      "tokenplan.api.generate", "tokenplan.api.bench", "tokenplan.cli.generate",
                       "tokenplan.cli.bench")
 
 
@@ -31,7 +31,7 @@ def _modules(*args: str) -> list[str]:
 
 def test_plan_imports_no_client_runner_or_bench():
     loaded = _modules("plan", "--json")
-    assert "tokenplan.api_plan" in loaded  # the probe did run the plan
+    assert "tokenplan.api.plan" in loaded  # the probe did run the plan
     assert [m for m in loaded if m.startswith(NOT_NEEDED_TO_PLAN)] == []
 
 

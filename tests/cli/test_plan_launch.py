@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 
 
 @pytest.fixture(scope="module")
 def trtllm() -> dict:
-    return plan(PlanRequest(engine="trtllm", gpus=("8xb200",)))["options"][0]
+    return plan(PlanRequest(engine="trtllm", gpus=("8xb200",))).to_json()["options"][0]
 
 
 def test_trtllm_plan_launches_trtllm_serve_with_its_yaml(trtllm):
@@ -44,7 +44,7 @@ def test_trtllm_data_parallel_means_one_server_per_replica(trtllm):
 
 
 def test_sglang_plan_keeps_each_engines_own_memory_setting():
-    o = plan(PlanRequest(gpus=("8xb200",)))["options"][0]
+    o = plan(PlanRequest(gpus=("8xb200",))).to_json()["options"][0]
     assert list(o["launch"]) == ["sglang", "vllm", "trtllm"]
     assert re.search(r"--mem-fraction-static 0\.\d{3}", o["launch"]["sglang"])
     assert "--gpu-memory-utilization 0.92" in o["launch"]["vllm"]  # vLLM's default (V1)
@@ -52,7 +52,7 @@ def test_sglang_plan_keeps_each_engines_own_memory_setting():
 
 
 def test_amd_has_no_trtllm_command():
-    o = plan(PlanRequest(gpus=("8xmi300x",), specs=("none",)))["options"][0]
+    o = plan(PlanRequest(gpus=("8xmi300x",), specs=("none",))).to_json()["options"][0]
     assert list(o["launch"]) == ["sglang", "vllm"]
 
 

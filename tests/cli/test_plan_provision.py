@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.errors import InputError
 
 HOURS_PER_DAY = 24
@@ -66,7 +66,7 @@ def test_answer_sentences_name_the_count(one_day):
 
 def test_budget_below_what_any_count_costs_is_a_reasoned_miss():
     # qwen3.6-27b on B200 costs ~$440 at any count (GPU-hours are constant); $100 is met by none.
-    p = plan(PlanRequest(gpus=("16xb200",), budget_usd=100))
+    p = plan(PlanRequest(gpus=("16xb200",), budget_usd=100)).to_json()
     row = p["provisioning"]["options"][0]
     assert not row["meets"] and row["gpus"] is None
     assert row["why"].startswith("no count up to 16 GPUs meets the target; 16 GPUs take")
@@ -99,11 +99,11 @@ def test_bad_durations(text):
 def test_the_html_report_and_the_table_show_the_provisioning_answer():
     from rich.console import Console
 
-    from tokenplan.api_plan import plan_report_data
+    from tokenplan.api.plan import plan_report_data
     from tokenplan.report.html import plan_report_html
     from tokenplan.report.tables import provisioning_table
 
-    data = plan_report_data(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)), ("throughput",))
+    data = plan_report_data(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)), ("throughput",)).to_json()
     row = data["plan"]["provisioning"]["options"][0]
     html = plan_report_html(data)
     assert "<h2>Fewest GPUs · deadline 1 day</h2>" in html
@@ -112,7 +112,7 @@ def test_the_html_report_and_the_table_show_the_provisioning_answer():
     console.print(provisioning_table(data["plan"]))
     text = console.export_text()
     assert "Fewest GPUs · deadline 1 day" in text and f"{row['gpus']} ({row['nodes']} × 8)" in text
-    assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",)))) is None
+    assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",))).to_json()) is None
 
 
 def test_each_answer_carries_the_80_percent_band_of_its_days_and_dollars(one_day):

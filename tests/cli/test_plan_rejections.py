@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.job.evaluate import REJECTION_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ THREE_KV_HEADS = {**TWELVE_HEADS, "num_attention_heads": 24, "num_key_value_head
 
 
 def _options(**kwargs) -> list[dict]:
-    return plan(PlanRequest(**kwargs))["options"]
+    return plan(PlanRequest(**kwargs)).to_json()["options"]
 
 
 def _reasons(**kwargs) -> dict[str, int]:
@@ -95,7 +95,7 @@ def test_every_kind_is_walked():
 
 
 def test_spec_rejection_in_the_search():
-    from tokenplan.api import efficiency_table
+    from tokenplan.api._common import efficiency_table
     from tokenplan.catalog import load_engine, load_gpu, load_model
     from tokenplan.job.workload import lognormal_with_mean
     from tokenplan.perf.speculative import parse_spec
@@ -106,7 +106,7 @@ def test_spec_rejection_in_the_search():
     r = search_option(load_model("llama-3.1-8b"), HardwareOption(load_gpu("b200"), 1, 5.25), load_engine("sglang"),
                       efficiency_table(None), job, [parse_spec("mtp:3")])
     assert r.rejected == {"MTP needs MTP layers; llama-3.1-8b ships none": 8}  # 2 weights × 2 KV × (cap, lifted)
-    p = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("mtp:3",)))
+    p = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("mtp:3",))).to_json()
     assert any(line.startswith("MTP was not searched: llama-3.1-8b ships no MTP layers") for line in p["answer"])
 
 
@@ -126,11 +126,11 @@ def test_three_b200_say_why_tp2_is_missing():
     # 3 = 1×2 + 1: TP2 and PP2 leave a GPU over.
     assert o["rejected"]["TP2: 3 GPUs are not a multiple of 2 (3 = 1×2 + 1); use 2 or 4 GPUs"] == 1
     assert o["rejected"]["TP1×PP2: 3 GPUs are not a multiple of 2 (3 = 1×2 + 1); use 2 or 4 GPUs"] == 1
-    assert not any("cannot run this model" in line for line in plan(PlanRequest(gpus=("3xb200",)))["answer"])
+    assert not any("cannot run this model" in line for line in plan(PlanRequest(gpus=("3xb200",))).to_json()["answer"])
 
 
 def test_seven_b200_tp4_is_a_divisibility_reason_not_a_model_one():
-    p = plan(PlanRequest(gpus=("7xb200",)))
+    p = plan(PlanRequest(gpus=("7xb200",))).to_json()
     reasons = p["options"][0]["rejected"]
     assert "TP4: 7 GPUs are not a multiple of 4 (7 = 1×4 + 3); use 4 or 8 GPUs" in reasons
     assert "TP2: 7 GPUs are not a multiple of 2 (7 = 3×2 + 1); use 6 or 8 GPUs" in reasons
@@ -156,14 +156,14 @@ def test_deepseek_on_four_rtx_has_one_line_per_split_and_format():
     ("int8", "8xb200", "int8"), ("w4a16", "8xb200", "w4a16"), ("int4", "8xb200", "w4a16"), ("nvfp4", "8xh200", "nvfp4"),
 ])
 def test_named_weight_formats_are_searched(weights, gpu, searched):
-    p = plan(PlanRequest(gpus=(gpu,), weight_dtypes=(weights,)))
+    p = plan(PlanRequest(gpus=(gpu,), weight_dtypes=(weights,))).to_json()
     o = p["options"][0]
     assert o["weight_dtype"] == searched
     assert o["not_searched"] == []
 
 
 def test_named_format_that_cannot_run_is_refused_with_its_reason():
-    p = plan(PlanRequest(gpus=("8xmi300x",), weight_dtypes=("nvfp4",)))
+    p = plan(PlanRequest(gpus=("8xmi300x",), weight_dtypes=("nvfp4",))).to_json()
     o = p["options"][0]
     assert o["rejected"] == {"NVFP4 weights: no engine runs NVFP4 on cdna3": 120}
     assert p["answer"][0] == "8× mi300x: nothing runs — NVFP4 weights: no engine runs NVFP4 on cdna3."

@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.sim_server import SimServerProcess  # noqa: E402
-from tokenplan.api_bench import BenchRequest, bench  # noqa: E402
+from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 
 KEY = "sk-test-bench-1234"
 # Every kind of request one closed-loop level makes on this server (it has /tokenize and /metrics;

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.sim_server import SimServerProcess  # noqa: E402
-from tokenplan.api_bench import BenchRequest, bench  # noqa: E402
+from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 
 CLI = [sys.executable, "-c", "import sys; from tokenplan.cli import main; sys.argv[0] = 'tokenplan'; main()"]
 

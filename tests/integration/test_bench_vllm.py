@@ -37,7 +37,7 @@ def vllm_server(tmp_path_factory):
 @pytest.mark.timeout(900)
 def test_bench_output_rate_agrees_with_vllm_counters(vllm_server):
     from tests.support.vllm_server import SERVED_NAME
-    from tokenplan.api_bench import BenchRequest, bench
+    from tokenplan.api.bench import BenchRequest, bench
 
     server, _ = vllm_server
     outcome = bench(BenchRequest((server.url,), SERVED_NAME, (1, 4, 16), isl=128, osl=64, num_gpus=1))
@@ -69,8 +69,8 @@ def test_calibrate_fits_from_a_vllm_bench_serve_result_written_by_a_real_run(vll
     import subprocess
 
     from tests.support.vllm_server import SERVED_NAME
-    from tokenplan.api import PredictRequest
-    from tokenplan.api_bench import calibrate_from_results
+    from tokenplan.api._common import PredictRequest
+    from tokenplan.api.bench import calibrate_from_results
 
     server, model_dir = vllm_server
     python = os.environ.get("TOKENPLAN_VLLM_PYTHON", sys.executable)

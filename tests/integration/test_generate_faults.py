@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import RunDirError, ServerError
 
 FAST_RETRY = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2}

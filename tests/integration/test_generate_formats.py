@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServerProcess, answer_for
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 
 SHAREGPT = [  # LLaMA-Factory's sharegpt layout, shipped as one JSON array
     {"id": "s1", "system": "Be brief.", "category": "math",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
-from tokenplan import api_generate
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api import generate as api_generate
+from tokenplan.api.generate import GenerateRequest, generate
 
 
 def _input(path: Path) -> Path:

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow,
 
 RUNNER = """
 import json, sys
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 result = generate(GenerateRequest.build(**json.loads(sys.argv[1])), on_warning=lambda t: print(t, file=sys.stderr))
 print(json.dumps({"stored": result.stored, "interrupted": result.interrupted, "ok": result.accounting_ok,
                   "duplicates": result.duplicate_records, "errors": result.errors}))

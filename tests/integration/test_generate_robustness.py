@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fault_server import FaultServerProcess
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.runner import rundir as rundir_module
 from tokenplan.runner.rundir import WriteFailed, iter_records, shard_paths
 

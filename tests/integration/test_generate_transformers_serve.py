@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import ServerError
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 RUNNER = """
 import json, sys
-from tokenplan.api_generate import GenerateRequest, generate
+from tokenplan.api.generate import GenerateRequest, generate
 result = generate(GenerateRequest.build(**json.loads(sys.argv[1])))
 print(json.dumps({"stored": result.stored, "interrupted": result.interrupted, "ok": result.accounting_ok}))
 """

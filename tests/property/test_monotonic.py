@@ -17,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api import PredictRequest, evaluate_request, predict
+from tokenplan.api._common import PredictRequest, evaluate_request
+
+from tokenplan.api.predict import predict
 from tokenplan.arch.params import param_counts
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
@@ -159,7 +161,7 @@ def test_prediction_never_exceeds_an_independent_physical_bound(name, gpu_key, t
     req = PredictRequest(model=name, gpu=gpu_key, num_gpus=tp * dp, tp=tp, weight_dtype=weight, engine=engine,
                          isl=isl, osl=osl,
                          concurrency=None if conc_per_replica is None else float(conc_per_replica * dp))
-    result = predict(req)
+    result = predict(req).to_json()
     assume("rejected" not in result)
     assert result["spec"] == "none"
     assert result["output_tok_s_total"] <= result["roofline_output_tok_s_total"] * (1 + REL)
@@ -194,7 +196,7 @@ def test_tp_that_does_not_divide_the_attention_heads_is_rejected(name, tp):
 def test_predict_rejects_tp_that_does_not_divide_the_heads(name, tp):
     # All four have 32 attention heads; 3, 5, 6, 7 and 12 do not divide 32.
     assert load_model(name).attention.num_heads == 32
-    result = predict(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp))
+    result = predict(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)).to_json()
     assert result == {"rejected": f"TP{tp} does not divide the 32 attention heads"}
     assert isinstance(evaluate_request(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)), Rejection)
 

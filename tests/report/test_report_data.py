@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan_report_data
-from tokenplan.api_report import load_bench, load_plan, load_run_summary, report_inputs
+from tokenplan.api.plan import PlanRequest, plan_report_data
+from tokenplan.api.report import load_bench, load_plan, load_run_summary, report_inputs
 from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.planning.curves import SpeedupPoint, breakeven, concurrency_grid, pareto_front
 from tokenplan.report.text_charts import line_chart
@@ -19,7 +19,7 @@ from tokenplan.units import S_PER_DAY
 @pytest.fixture(scope="module")
 def data() -> dict:
     """The default plan (Qwen3.6-27B, 914,000 samples, 4× RTX PRO 6000 vs 8× B200) with every chart."""
-    return plan_report_data(PlanRequest())
+    return plan_report_data(PlanRequest()).to_json()
 
 
 def test_concurrency_grid_is_geometric_from_one_to_the_limit():

@@ -24,11 +24,11 @@ def test_every_public_name_resolves_to_its_module(name):
 
 def test_bench_is_the_subpackage_and_its_api_lives_in_api_bench():
     # ``tokenplan.bench`` names the subpackage; exporting a function under the same name would be
-    # shadowed as soon as the subpackage loads, so the sweep function is tokenplan.api_bench.bench.
-    import tokenplan.api_bench
+    # shadowed as soon as the subpackage loads, so the sweep function is tokenplan.api.bench.bench.
+    import tokenplan.api.bench
 
     assert tokenplan.bench.__name__ == "tokenplan.bench"
-    assert callable(tokenplan.api_bench.bench)
+    assert callable(tokenplan.api.bench.bench)
 
 
 def test_version_is_a_nonempty_string():

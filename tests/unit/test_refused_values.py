@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api import PredictRequest, predict
+from tokenplan.api._common import PredictRequest
+
+from tokenplan.api.predict import predict
 from tokenplan.catalog import load_model
 from tokenplan.cli.options import parse_prices
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.job.workload import LengthDist
-from tokenplan.userfiles import read_calibration, read_job_file
+from tokenplan.files.calibration import read_calibration
+from tokenplan.files.job import read_job_file
 
 
 @pytest.mark.parametrize("item", ["b200=1e308", "b200=nan", "b200=inf", "b200=-1", "b200=0"])

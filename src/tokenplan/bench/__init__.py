@@ -7,5 +7,5 @@
 - :mod:`tokenplan.bench.http` — small side requests with the standard library.
 
 Nothing here knows the performance model; the fit lives in ``tokenplan.calibration.from_runs``
-and meets this package in ``tokenplan.api_bench``.
+and meets this package in ``tokenplan.api.bench``.
 """

@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenplan.api import PredictRequest, build_config
-from tokenplan.api_bench import BenchRequest, bench, fit_bench, read_bench_json
+from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError, ServerError, TokenplanError
 from tokenplan.runner.paths import check_output_file

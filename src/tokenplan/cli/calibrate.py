@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from tokenplan.api import PredictRequest
-from tokenplan.api_calibration import calibrate, calibration_dict
+from tokenplan.api._common import PredictRequest
+from tokenplan.api.calibrate import calibrate, calibration_dict
 from tokenplan.calibration.bands import table_to_json
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
@@ -127,7 +127,7 @@ def calibrate_command(
 
 
 def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
-    from tokenplan.api_bench import calibrate_from_results
+    from tokenplan.api.bench import calibrate_from_results
     from tokenplan.cli.bench import fit_levels_table, fit_table
 
     if not desc.model or not desc.gpu:
@@ -149,7 +149,7 @@ def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictReques
 
 
 def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:
-    from tokenplan.api_bench import calibrate_from_run
+    from tokenplan.api.bench import calibrate_from_run
     from tokenplan.cli.bench import fit_levels_table, fit_table
 
     if not desc.model or not desc.gpu:

@@ -15,9 +15,9 @@ from tokenplan.cli.app import catalog_app
 @catalog_app.command("gpus")
 def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
     """GPUs: memory, bandwidth, dense TFLOPS, link, native formats, price."""
-    from tokenplan.api import catalog_gpus
+    from tokenplan.api.catalog import catalog_gpus
 
-    rows = catalog_gpus()
+    rows = [g.to_json() for g in catalog_gpus()]
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -39,9 +39,9 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catal
 @catalog_app.command("models")
 def models_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
-    from tokenplan.api import catalog_models
+    from tokenplan.api.catalog import catalog_models
 
-    rows = catalog_models()
+    rows = [m.to_json() for m in catalog_models()]
     if as_json:
         print(json.dumps(rows, indent=2))
         return

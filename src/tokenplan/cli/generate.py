@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, generate
+from tokenplan.api.generate import ExportError, GenerateRequest, GenerateResult, generate
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 from tokenplan.runner.progress import Snapshot

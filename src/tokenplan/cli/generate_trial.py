@@ -9,7 +9,7 @@ import time
 
 from rich.console import Console
 
-from tokenplan.api_generate import GenerateRequest, dry_run_counts
+from tokenplan.api.generate import GenerateRequest, dry_run_counts
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.rolling import progress_line
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tokenplan.errors import InputError
-from tokenplan.userfiles import MAX_PRICE_USD_PER_GPU_HOUR
+from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR
 
 
 def parse_prices(items: list[str]) -> dict[str, float]:
@@ -40,7 +40,7 @@ def plan_request_fields(job_path: str | None, cli: dict) -> dict:
     """Merge a job YAML under the CLI options (CLI wins); drop unset values."""
     fields: dict = {}
     if job_path:
-        from tokenplan.userfiles import read_job_file
+        from tokenplan.files.job import read_job_file
 
         job = read_job_file(job_path)
         for name in ("model", "samples", "engine"):

@@ -36,7 +36,7 @@ def plan_cmd(
     png: Optional[str] = typer.Option(None, "--png", help="Also write the report's charts as PNG files into this folder [default: none]"),
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
-    from tokenplan.api_plan import REPORT_CHARTS, PlanRequest, plan, plan_report_data
+    from tokenplan.api.plan import REPORT_CHARTS, PlanRequest, plan, plan_report_data
     from tokenplan.cli.options import parse_duration, parse_prices, plan_request_fields
     from tokenplan.report.tables import plan_details, plan_table, provisioning_table, throughput_text
 
@@ -49,9 +49,9 @@ def plan_cmd(
         deadline_s=parse_duration(deadline) if deadline is not None else None, budget_usd=budget))
     request = PlanRequest(**fields)
     if as_json and not (report or png):
-        print(json.dumps(plan(request), indent=2))
+        print(json.dumps(plan(request).to_json(), indent=2))
         return
-    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",))
+    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",)).to_json()
     result = data["plan"]
     _write_reports(data, report, png)
     if as_json:

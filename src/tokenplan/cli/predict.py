@@ -14,7 +14,7 @@ from tokenplan.cli.app import app
 def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl, concurrency,
              spec, engine, memory_fraction, max_running, calibration, kv_offload_gib=0.0, isl_sigma=0.0,
              osl_sigma=0.0, max_tokens=None):
-    from tokenplan.api import PredictRequest
+    from tokenplan.api._common import PredictRequest
     from tokenplan.errors import InputError
 
     conc: float | None
@@ -73,13 +73,13 @@ def predict_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
-    from tokenplan.api import predict
+    from tokenplan.api.predict import predict
     from tokenplan.report.tables import predict_table
 
     result = predict(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
                               concurrency, spec, engine, memory_fraction, max_running, calibration,
                               kv_offload_gib, isl_sigma, osl_sigma, max_tokens))
-    _emit(result, as_json, predict_table)
+    _emit(result.to_json(), as_json, predict_table)
 
 
 @app.command("memory")
@@ -106,13 +106,13 @@ def memory_cmd(
     the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""
     from dataclasses import replace
 
-    from tokenplan.api import memory
+    from tokenplan.api.memory import memory
     from tokenplan.report.tables import memory_table
 
     req = _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
                    "max", spec, engine, memory_fraction, max_running, None)
     result = memory(replace(req, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
-    _emit(result, as_json, memory_table)
+    _emit(result.to_json(), as_json, memory_table)
 
 
 def _emit(result: dict, as_json: bool, render) -> None:

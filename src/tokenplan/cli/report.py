@@ -19,7 +19,7 @@ def report_cmd(
     output: str = typer.Option(..., "-o", "--out", help="HTML file to write (opens offline: everything inline)"),
 ) -> None:
     """Plan and measurements together in one HTML report."""
-    from tokenplan.api_report import report_inputs
+    from tokenplan.api.report import report_inputs
     from tokenplan.report.html import measurements_report_html, write_html
 
     inputs = report_inputs(list(run_dirs or []), plan_path, bench_path)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from tokenplan.api_calibration import validate, validation_dict
+from tokenplan.api.validate import validate, validation_dict
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 

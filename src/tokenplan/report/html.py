@@ -1,8 +1,8 @@
 """One self-contained HTML file per report: plotly.js inlined once, every figure's data inline,
 no reference to any network address — it opens with the network off.
 
-``plan_report_html`` draws ``tokenplan plan --report`` from :func:`tokenplan.api_plan.plan_report_data`;
-``measurements_report_html`` draws ``tokenplan report`` from :func:`tokenplan.api_report.report_inputs`.
+``plan_report_html`` draws ``tokenplan plan --report`` from :func:`tokenplan.api.plan.plan_report_data`;
+``measurements_report_html`` draws ``tokenplan report`` from :func:`tokenplan.api.report.report_inputs`.
 Both return the page as a string; ``write_html`` writes it. plotly is imported inside.
 """
 

@@ -1,5 +1,5 @@
 """The plan report's charts as PNG files (``tokenplan plan --png DIR``), drawn with matplotlib
-from the same dicts as the HTML report (:func:`tokenplan.api_plan.plan_report_data`).
+from the same dicts as the HTML report (:func:`tokenplan.api.plan.plan_report_data`).
 
 matplotlib is imported inside ``write_plan_pngs`` with the non-interactive Agg backend, so
 nothing needs a display and importing this module costs nothing.

@@ -2,7 +2,7 @@
 
 ``line_chart`` draws series of (x, y) points on a log-x, linear-y grid; ``throughput_chart``
 draws the plan's chosen configuration per option (output tok/s per GPU against requests in
-flight) from :func:`tokenplan.api_plan.plan_report_data`'s ``throughput`` list.
+flight) from :func:`tokenplan.api.plan.plan_report_data`'s ``throughput`` list.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Write the checked-in samples of other benchmarks' result files, one per tool, in each tool's
-own schema (field names from their source, cited in ``tokenplan/userfiles_bench.py``).
+own schema (field names from their source, cited in ``tokenplan/files/bench_results.py``).
 
 The numbers are derived by hand from the step law of ``tests/support/sim_server.py``
 (step(B) = 10 ms + 0.15 ms·B, every running sequence gets one token per step) for a closed loop

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api import PredictRequest
-from tokenplan.api_bench import calibrate_from_results
+from tokenplan.api._common import PredictRequest
+from tokenplan.api.bench import calibrate_from_results
 from tokenplan.errors import ConfigError
-from tokenplan.userfiles_bench import read_bench_results
+from tokenplan.files.bench_results import read_bench_results
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench_results"
 AIPERF = [str(DATA / f"aiperf-c{c}-profile_export_aiperf.json") for c in (1, 8, 32)]

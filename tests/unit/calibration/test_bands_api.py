@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-import tokenplan.api as api
-from tokenplan.api import PredictRequest, predict
+import tokenplan.api._common as api
+from tokenplan.api._common import PredictRequest
+from tokenplan.api.predict import predict
 
 BANDS = {
     "coverage": 0.8,
@@ -26,7 +27,7 @@ def shipped_bands(monkeypatch):
 
 
 def test_predict_bounds_every_figure(shipped_bands):
-    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=8))
+    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=8)).to_json()
     tok, tpot, ttft = p["output_tok_s_per_gpu"], p["tpot_ms"], p["ttft_ms"]
     # rate band r ∈ [−0.1, 0.2]: tok/s ∈ [tok·e^−0.2, tok·e^0.1]; TPOT ∈ [tpot·e^−0.1, tpot·e^0.2]
     assert p["output_tok_s_per_gpu_interval"]["low"] == pytest.approx(tok * math.exp(-0.2))
@@ -40,21 +41,21 @@ def test_predict_bounds_every_figure(shipped_bands):
 
 
 def test_unseen_gpu_and_large_batch_say_so_and_widen(shipped_bands):
-    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h200", concurrency=8))
+    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h200", concurrency=8)).to_json()
     assert "GPU h200 is in no fit row" in p["error_band"]["outside_measured_regime"]
     tok = p["output_tok_s_per_gpu"]
     # wider of [−0.1, 0.2] and [−0.5, 0.5] on each side: [tok·e^−0.5, tok·e^0.5]
     assert p["output_tok_s_per_gpu_interval"]["high"] == pytest.approx(tok * math.exp(0.5))
     assert any("outside the measured regime" in w for w in p["warnings"])
-    big = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=200))
+    big = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=200)).to_json()
     assert "above the largest measured" in big["error_band"]["outside_measured_regime"]
 
 
 def test_plan_options_bound_days_and_dollars(shipped_bands):
-    from tokenplan.api_plan import PlanRequest, plan
+    from tokenplan.api.plan import PlanRequest, plan
 
     result = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xh100-sxm",), samples=1000, specs=("none",),
-                              weight_dtypes=("bf16",), kv_dtypes=("bf16",)))
+                              weight_dtypes=("bf16",), kv_dtypes=("bf16",))).to_json()
     (o,) = result["options"]
     # days ∝ 1/rate: [days·e^−0.1, days·e^0.2] (at most; wider where the regime is left)
     assert o["wall_days_interval"]["low"] <= o["wall_days"] * math.exp(-0.1) * (1 + 1e-9)

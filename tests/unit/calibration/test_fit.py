@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api_calibration import resolve_case
+from tokenplan.api._cases import resolve_case
 from tokenplan.calibration.fit import FitOptions, fit
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.measurement import Measurement

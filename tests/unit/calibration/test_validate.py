@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from tokenplan.api_calibration import validate, validation_dict
+from tokenplan.api.validate import validate, validation_dict
 from tokenplan.calibration.validate import percentile, relative_error, summarise
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.userfiles_measurements import read_measurements, spec_from_text
+from tokenplan.files.measurements import read_measurements, spec_from_text
 
 # A profile that turns every inefficiency off: decode is then pure weight streaming. Every
 # Efficiency field is listed (a test below checks it), so a new factor cannot silently fall
@@ -139,7 +139,7 @@ INFERENCEX_HEADER = THROUGHPUT_HEADER.rstrip("\n") + (",ttft_ms_median,tpot_ms_m
 
 
 def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(tmp_path):
-    from tokenplan.api_calibration import stated_lengths
+    from tokenplan.api._cases import stated_lengths
 
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,40,"

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tokenplan.api_plan import PlanRequest, plan
+from tokenplan.api.plan import PlanRequest, plan
 
 # Qwen3.6-27B state per request (catalog/models/qwen3.6-27b.json, fp32 SSM, bf16 conv):
 # 48 GDN layers · (48·128·128·4 + (2·16·128 + 48·128)·3·2) = 48·3,207,168 = 153,944,064 B.
@@ -25,7 +25,7 @@ KV_FP8_BYTES_PER_TOKEN = 32_768
 
 @pytest.fixture(scope="module")
 def default_plan() -> dict:
-    return plan(PlanRequest())
+    return plan(PlanRequest()).to_json()
 
 
 def _flag(command: str, name: str, default: float | None = None) -> float:
@@ -70,11 +70,12 @@ def test_memory_lists_every_term_at_an_explicit_launch():
     # tokenplan memory --model qwen3.6-27b --gpu b200 --weight-dtype fp8 --kv-dtype fp8 --spec mtp:3
     #   --max-running 128 --disable-radix-cache: the terms tests/unit/perf/test_memory.py derives by
     # hand (KV 21,493,173,073.92 B, state 129·153,944,064 B, speculative state 4·129·153,944,064 B).
-    from tokenplan.api import PredictRequest, memory
+    from tokenplan.api._common import PredictRequest
+    from tokenplan.api.memory import memory
 
     req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
                          max_running=128, disable_radix_cache=True)
-    m = memory(req)
+    m = memory(req).to_json()
     assert m["running_requests"] == 128
     assert set(m["allocation"]) == {"weights", "kv_cache", "draft_kv", "state", "spec_state", "reserve"}
     assert m["allocation"]["kv_cache"] == pytest.approx(21_493_173_073.92, rel=1e-12)
@@ -87,9 +88,11 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
     # 413 requests × 5 states × 153,944,064 B = 317.9 GB against a 120.0 GB pool budget.
     from dataclasses import replace
 
-    from tokenplan.api import PredictRequest, memory
+    from tokenplan.api._common import PredictRequest
+
+    from tokenplan.api.memory import memory
 
     req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
                          max_running=128, disable_radix_cache=True)
-    rejected = memory(replace(req, max_running=413))["rejected"]
+    rejected = memory(replace(req, max_running=413)).to_json()["rejected"]
     assert rejected.startswith("cannot allocate 413 running requests")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tokenplan.api import PredictRequest, efficiency_table, evaluate_request
+from tokenplan.api._common import PredictRequest, efficiency_table, evaluate_request
 from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist, fixed
 from tokenplan.perf.step import step_time

@@ -347,7 +347,7 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     # = (183,359 − 26,624)/183,359 → 156,735 MiB = 153.1 GiB for weights and cache: no room.
     # InferenceX runs it with --mem-fraction-static 0.95 (S19): 0.95·183,359 MiB = 174,191 MiB
     # = 170.1 GiB, which leaves 12.8 GiB of cache.
-    from tokenplan.api import PredictRequest, evaluate_request
+    from tokenplan.api._common import PredictRequest, evaluate_request
     from tokenplan.job.evaluate import Evaluation
 
     ev = evaluate_request(PredictRequest(model="deepseek-r1", gpu="b200", num_gpus=4, tp=4, weight_dtype="fp8", kv_dtype="fp8",

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api import PredictRequest, build_config
+from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment

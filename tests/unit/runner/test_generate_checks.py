@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api_generate import GenerateRequest, check_request, plan_model_mismatch, read_plan
+from tokenplan.api.generate import GenerateRequest, check_request, plan_model_mismatch, read_plan
 from tokenplan.errors import InputError
 
 

@@ -145,7 +145,7 @@ def test_read_epoch_of_a_missing_manifest_is_a_run_dir_error(tmp_path: Path) -> 
 
 
 def test_the_core_install_imports_no_ray() -> None:
-    code = ("import sys, json; from tokenplan.api_generate import generate; import tokenplan.cli.generate; "
+    code = ("import sys, json; from tokenplan.api.generate import generate; import tokenplan.cli.generate; "
             "import tokenplan.runner.ray_driver; print(json.dumps('ray' in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

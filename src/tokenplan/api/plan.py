@@ -8,9 +8,13 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tokenplan.api import PLAN_FIGURES, attach_intervals, calibration_warnings, efficiency_table
+from tokenplan.api._common import PLAN_FIGURES, calibration_warnings, efficiency_table, figure_bands
+from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
+                                        PlanOption, PlanReportData, PlanResult, ProvisionRow, Provisioning,
+                                        ProvisionTry, Recommended)
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
@@ -110,10 +114,11 @@ def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     return out
 
 
-def plan(req: PlanRequest) -> dict:
-    """Search every option and return the comparison (JSON-able dict).
+def plan(req: PlanRequest) -> PlanResult:
+    """Search every option and return the comparison (:class:`PlanResult`; ``to_json()`` is
+    what ``tokenplan plan --json`` prints).
 
-    Keys: ``job`` (the assumptions), ``options`` (per option: best configuration, tok/s, days,
+    Fields: ``job`` (the assumptions), ``options`` (per option: best configuration, tok/s, days,
     $, $/Mtok, bottleneck, rejected reasons, launch commands), ``recommended`` (the fastest
     option's ``concurrency_per_endpoint``, ``output_tok_s_total``, ``num_replicas``), and
     ``answer`` (sentences).
@@ -122,7 +127,7 @@ def plan(req: PlanRequest) -> dict:
         InputError, CatalogError, ConfigError: bad names, sizes or files.
     """
     model, engine, table, job, results, answers = _searched(req)
-    return _plan_dict(req, model, engine, table, job, results, answers)
+    return _plan_result(req, model, engine, table, job, results, answers)
 
 
 def _spec_notes(req: PlanRequest, model) -> list[str]:
@@ -168,66 +173,73 @@ def _check_lengths(req: PlanRequest) -> None:
             raise InputError(f"{name}_cap", cap, f"a number of tokens above the mean {mean:g}")
 
 
-def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
-               results: list[OptionResult], answers: list | None = None) -> dict:
-    """Rank the searched options into ``plan``'s dict."""
+def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
+                 results: list[OptionResult], answers: list | None = None) -> PlanResult:
+    """Rank the searched options into ``plan``'s result."""
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
     fractions = {e: load_engine(e).memory_fraction for e in ENGINES}
-    options = [_option_dict(r, repo, model.native_weight_dtype, parsers, fractions) for r in results]
-    for o in options:  # a profile fitted elsewhere is an extrapolation: say so beside the numbers
-        if "warnings" in o:
-            o["warnings"] += calibration_warnings(req.calibration, {
-                "engine": engine.name, "gpu": o["gpu"], "model": model.name, "isl_tokens": job.isl.mean,
-                "osl_tokens": job.osl.mean, "concurrency": o["concurrency_per_endpoint"]})
+
+    def fitted_range_warnings(gpu: str, concurrency: int) -> list[str]:
+        # a profile fitted elsewhere is an extrapolation: say so beside the numbers
+        return calibration_warnings(req.calibration, {
+            "engine": engine.name, "gpu": gpu, "model": model.name, "isl_tokens": job.isl.mean,
+            "osl_tokens": job.osl.mean, "concurrency": concurrency})
+
+    options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, fractions, fitted_range_warnings)
+                    for r in results)
     top = fastest(results)
     recommended = None
     if top is not None:
         ev = top.best.evaluation
-        recommended = {"option": top.option.label, "concurrency_per_endpoint": client_concurrency(ev),
-                       "output_tok_s_total": ev.output_tok_s_total, "num_replicas": ev.config.layout.dp,
-                       "configuration": describe(top.best)}
-    prov = _provisioning_dict(req, answers) if answers is not None else None
+        recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
+                                  ev.config.layout.dp, describe(top.best))
+    prov = _provisioning(req, answers) if answers is not None else None
     answer = (_provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
-    return {
-        "model": model.name, "engine": engine.name, "efficiency": table.provenance, "provisioning": prov,
-        "job": {"samples": req.samples, "isl": job.isl.describe(), "osl": job.osl.describe(),
-                "isl_mean_tokens": job.isl.mean, "osl_mean_tokens": job.osl.mean,
-                "osl_cap_tokens": job.osl.cap_tokens,  # generate --plan sends it as max_tokens
-                "output_tokens": job.osl.mean * req.samples},
-        "options": options, "recommended": recommended,
-        "answer": answer + _radix_notes(results, table, job),
-        "configurations_evaluated": sum(r.configurations for r in results),
-    }
+    return PlanResult(
+        model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
+        job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),
+                    isl_mean_tokens=job.isl.mean, osl_mean_tokens=job.osl.mean,
+                    osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
+                    output_tokens=job.osl.mean * req.samples),
+        options=options, recommended=recommended,
+        answer=tuple(answer + _radix_notes(results, table, job)),
+        configurations_evaluated=sum(r.configurations for r in results),
+    )
 
 
-def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, fractions: dict[str, float]) -> dict:
-    out: dict = {"option": r.option.label, "gpu": r.option.gpu.key, "count": r.option.count,
-                 "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "rejected": r.rejected,
-                 "not_searched": r.not_searched, "configurations": r.configurations}
+def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, fractions: dict[str, float],
+                 extra_warnings: Callable[[str, int], list[str]]) -> PlanOption:
+    """One option's row; ``extra_warnings(gpu key, concurrency per endpoint)`` adds the
+    calibration profile's range warnings to a configuration that runs."""
+    option = PlanOption(option=r.option.label, gpu=r.option.gpu.key, count=r.option.count,
+                        usd_per_gpu_hour=r.option.usd_per_gpu_hour, rejected=r.rejected,
+                        not_searched=tuple(r.not_searched), configurations=r.configurations)
     b = r.best
     if b is None:
-        return out
+        return option
     ev, s = b.evaluation, b.evaluation.steady
-    out.update({
-        "best": describe(b), "layout": ev.config.layout.describe(),
-        "weight_dtype": ev.config.weight_dtype.value, "kv_dtype": ev.config.kv_dtype.value,
-        "spec": ev.config.spec.describe() if ev.config.spec else "none",
-        "output_tok_s_total": ev.output_tok_s_total, "output_tok_s_per_gpu": ev.output_tok_s_per_gpu,
-        "wall_days": b.wall_s / S_PER_DAY, "drain_hours": b.time.drain_s / 3600,
-        "gpu_hours": b.cost.gpu_hours, "usd": b.cost.usd, "usd_per_mtok": b.cost.usd_per_mtok,
-        "bottleneck": bottleneck_text(b), "batch_per_replica": s.batch, "batch_limit_reason": s.batch_reason,
-        "tpot_ms": s.tpot_s * MS_PER_S, "ttft_ms": s.ttft_s * MS_PER_S,
-        "weight_bytes_per_gpu": ev.memory.weight_bytes_per_gpu, "kv_capacity_tokens": ev.memory.kv_capacity_tokens,
-        "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
-        "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
-        "memory_allocation": ev.memory.allocation(running_limit(ev)), "gpu_bytes": ev.memory.gpu_bytes,
-        "launch": launch_commands(ev, repo, native, parsers, fractions),
-        "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
-                          "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
-    })
-    return attach_intervals(out, ev, PLAN_FIGURES)
+    concurrency = client_concurrency(ev)
+    chosen = ChosenConfiguration(
+        best=describe(b), layout=ev.config.layout.describe(),
+        weight_dtype=ev.config.weight_dtype.value, kv_dtype=ev.config.kv_dtype.value,
+        spec=ev.config.spec.describe() if ev.config.spec else "none",
+        output_tok_s_total=ev.output_tok_s_total, output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
+        wall_days=b.wall_s / S_PER_DAY, drain_hours=b.time.drain_s / 3600,
+        gpu_hours=b.cost.gpu_hours, usd=b.cost.usd, usd_per_mtok=b.cost.usd_per_mtok,
+        bottleneck=bottleneck_text(b), batch_per_replica=s.batch, batch_limit_reason=s.batch_reason,
+        tpot_ms=s.tpot_s * MS_PER_S, ttft_ms=s.ttft_s * MS_PER_S,
+        weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu, kv_capacity_tokens=ev.memory.kv_capacity_tokens,
+        warnings=tuple(ev.warnings) + tuple(extra_warnings(r.option.gpu.key, concurrency)),
+        non_default_settings=ev.config.lift_running_cap,
+        concurrency_per_endpoint=concurrency, max_running_requests=running_limit(ev),
+        memory_allocation=ev.memory.allocation(running_limit(ev)), gpu_bytes=ev.memory.gpu_bytes,
+        launch=launch_commands(ev, repo, native, parsers, fractions),
+        alternatives=tuple(Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
+                           for c in r.ranked[1:5]),
+    )
+    return replace(option, chosen=replace(chosen, bands=figure_bands(chosen, ev, PLAN_FIGURES)))
 
 
 REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections plan_report_data computes
@@ -281,24 +293,25 @@ def _provisioned_result(p: Provision) -> OptionResult:
     return shown.payload[0]
 
 
-def _provisioning_dict(req: PlanRequest, answers: list) -> dict:
+def _provisioning(req: PlanRequest, answers: list) -> Provisioning:
     """``plan``'s ``provisioning`` section: per GPU type, the fewest GPUs and the job at that count."""
     rows = []
     for opt, p in answers:
         o = p.chosen
-        row: dict = {"gpu": opt.gpu.key, "unit_gpus": p.unit_gpus, "usd_per_gpu_hour": opt.usd_per_gpu_hour,
-                     "meets": o is not None, "gpus": None, "nodes": None, "wall_days": None, "usd": None,
-                     "configuration": None, "why": p.why,
-                     "tried": [{"gpus": t.gpus, "wall_days": None if t.wall_s is None else t.wall_s / S_PER_DAY,
-                                "usd": t.usd, "meets": t.meets} for t in p.tried]}
+        tried = tuple(ProvisionTry(t.gpus, None if t.wall_s is None else t.wall_s / S_PER_DAY, t.usd, t.meets)
+                      for t in p.tried)
+        row = ProvisionRow(gpu=opt.gpu.key, unit_gpus=p.unit_gpus, usd_per_gpu_hour=opt.usd_per_gpu_hour,
+                           meets=o is not None, gpus=None, nodes=None, wall_days=None, usd=None,
+                           configuration=None, why=p.why, tried=tried)
         if o is not None:
-            row.update({"gpus": o.gpus, "nodes": o.gpus // p.unit_gpus, "wall_days": o.wall_s / S_PER_DAY,
-                        "usd": o.usd, "configuration": describe(o.payload[1]), "why": None})
+            row = replace(row, gpus=o.gpus, nodes=o.gpus // p.unit_gpus, wall_days=o.wall_s / S_PER_DAY,
+                          usd=o.usd, configuration=describe(o.payload[1]), why=None)
             # The 80 % band of the configuration at that count (issue 10), on days and dollars.
-            attach_intervals(row, o.payload[1].evaluation, {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")})
+            row = replace(row, bands=figure_bands(row, o.payload[1].evaluation,
+                                                  {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")}))
         rows.append(row)
-    return {"deadline_days": None if req.deadline_s is None else req.deadline_s / S_PER_DAY,
-            "budget_usd": req.budget_usd, "options": rows}
+    return Provisioning(deadline_days=None if req.deadline_s is None else req.deadline_s / S_PER_DAY,
+                        budget_usd=req.budget_usd, options=tuple(rows))
 
 
 def _days_text(days: float) -> str:
@@ -306,32 +319,32 @@ def _days_text(days: float) -> str:
     return f"{days:g} day" + ("" if days == 1 else "s")
 
 
-def _provisioning_sentences(prov: dict) -> list[str]:
+def _provisioning_sentences(prov: Provisioning) -> list[str]:
     """One sentence per GPU type: the fewest GPUs that meet the target, or why none does."""
     limits = []
-    if prov["deadline_days"] is not None:
-        limits.append(_days_text(prov['deadline_days']))
-    if prov["budget_usd"] is not None:
-        limits.append(f"${prov['budget_usd']:,.0f}")
+    if prov.deadline_days is not None:
+        limits.append(_days_text(prov.deadline_days))
+    if prov.budget_usd is not None:
+        limits.append(f"${prov.budget_usd:,.0f}")
     lines = []
-    for row in prov["options"]:
-        if not row["meets"]:
-            lines.append(f"{row['gpu']} within {' and '.join(limits)}: {row['why']}.")
+    for row in prov.options:
+        if not row.meets:
+            lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.why}.")
             continue
-        unit = f" ({row['nodes']} × {row['unit_gpus']}-GPU node{'s' if row['nodes'] > 1 else ''})" if row["unit_gpus"] > 1 else ""
-        money = f", ${row['usd']:,.0f}" if row["usd"] is not None else " (no public price: pass --price)"
-        band = row.get("wall_days_interval")
-        spread = f" (80 %: {band['low']:.2f}–{band['high']:.2f})" if band else ""
-        lines.append(f"{row['gpu']} within {' and '.join(limits)}: {row['gpus']} GPUs{unit} → "
-                     f"{row['wall_days']:.2f} days{spread}{money} with {row['configuration']}.")
+        unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
+        money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
+        band = row.bands.intervals.get("wall_days") if row.bands is not None else None
+        spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
+        lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPUs{unit} → "
+                     f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}.")
     return lines
 
 
-def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> dict:
-    """``plan(req)`` and the numbers behind its charts (JSON-able dict), for the HTML and PNG
-    reports and the terminal chart.
+def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:
+    """``plan(req)`` and the numbers behind its charts (:class:`PlanReportData`), for the HTML
+    and PNG reports and the terminal chart.
 
-    Keys: ``plan`` (exactly ``plan(req)``), ``assumptions`` (per option: GPU figures, price and
+    Fields: ``plan`` (exactly ``plan(req)``), ``assumptions`` (per option: GPU figures, price and
     its source, efficiency factors), and, for each name in ``charts``: ``throughput`` (per option
     and layout, output tok/s against concurrency with the memory-limited maximum; see
     :mod:`tokenplan.planning.curves`), ``cost_time`` (every configuration's job days and $,
@@ -342,28 +355,27 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     Raises:
         InputError, CatalogError, ConfigError: as ``plan``.
     """
-    from dataclasses import asdict
-
     from tokenplan.planning import curves
 
     unknown = set(charts) - set(REPORT_CHARTS)
     if unknown:
         raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
     model, engine, table, job, results, answers = _searched(req)
-    out: dict = {"plan": _plan_dict(req, model, engine, table, job, results, answers),
-                 "assumptions": _assumptions(req, table, results)}
-    if "throughput" in charts:
-        out["throughput"] = [asdict(c) for r in results for c in curves.layout_curves(r, table, job)]
-    if "cost_time" in charts:
-        out["cost_time"] = [asdict(p) for p in curves.cost_points(results, table, job)]
-    if "memory" in charts:
-        out["memory"] = [asdict(m) for m in map(curves.memory_bars, results) if m is not None]
-    if "speedup" in charts:
-        out["speedup"] = [asdict(c) for r in results for c in curves.speedup_curves(r, table, job)]
-    return out
+
+    def chart(name: str, points) -> tuple | None:  # noqa: ANN001 - an iterable of curve points
+        return tuple(points()) if name in charts else None
+
+    return PlanReportData(
+        plan=_plan_result(req, model, engine, table, job, results, answers),
+        assumptions=_assumptions(req, table, results),
+        throughput=chart("throughput", lambda: (c for r in results for c in curves.layout_curves(r, table, job))),
+        cost_time=chart("cost_time", lambda: curves.cost_points(results, table, job)),
+        memory=chart("memory", lambda: (m for m in map(curves.memory_bars, results) if m is not None)),
+        speedup=chart("speedup", lambda: (c for r in results for c in curves.speedup_curves(r, table, job))),
+    )
 
 
-def _assumptions(req: PlanRequest, table: EfficiencyTable, results: list[OptionResult]) -> dict:
+def _assumptions(req: PlanRequest, table: EfficiencyTable, results: list[OptionResult]) -> Assumptions:
     """What the plan assumed per option: datasheet figures, the price and where it comes from,
     and the efficiency factors applied (fractions of peak, seconds)."""
     options = []
@@ -375,11 +387,11 @@ def _assumptions(req: PlanRequest, table: EfficiencyTable, results: list[OptionR
             price_source = f"catalog typical price ({gpu.price.source}, {gpu.price.as_of})"
         else:
             price_source = "no public price known"
-        options.append({
-            "option": r.option.label, "gpu": gpu.name, "count": r.option.count,
-            "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "price_source": price_source,
-            "memory_bytes": gpu.memory_bytes, "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
-            "dense_flops_per_s": dict(gpu.dense_flops_per_s), "scaleup": gpu.scaleup.name,
-            "scaleup_bytes_per_s": gpu.scaleup.bytes_per_s,
-            "efficiency": table.resolve(req.engine, gpu.architecture).as_dict()})
-    return {"engine": req.engine, "efficiency_source": table.provenance, "options": options}
+        options.append(AssumedOption(
+            option=r.option.label, gpu=gpu.name, count=r.option.count,
+            usd_per_gpu_hour=r.option.usd_per_gpu_hour, price_source=price_source,
+            memory_bytes=gpu.memory_bytes, hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+            dense_flops_per_s=dict(gpu.dense_flops_per_s), scaleup=gpu.scaleup.name,
+            scaleup_bytes_per_s=gpu.scaleup.bytes_per_s,
+            efficiency=table.resolve(req.engine, gpu.architecture).as_dict()))
+    return Assumptions(engine=req.engine, efficiency_source=table.provenance, options=tuple(options))

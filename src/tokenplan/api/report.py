@@ -7,7 +7,7 @@ malformed file is one line (``RunDirError`` / ``ConfigError``), never a tracebac
 
 Usage::
 
-    from tokenplan.api_report import report_inputs
+    from tokenplan.api.report import report_inputs
     inputs = report_inputs(["run1"], plan_path="plan.json", bench_path="bench.json")
 """
 

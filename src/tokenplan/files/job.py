@@ -1,9 +1,8 @@
-"""The user's files: job YAML and calibration JSON — read once, validated by pydantic, errors as
+"""The job YAML — read once, validated by pydantic, errors as
 one line naming the file and the key."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -11,9 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from tokenplan.catalog import efficiency_table_from_json
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.perf.efficiency import EfficiencyTable
 
 
 # Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
@@ -108,24 +105,3 @@ def read_job_file(path: str) -> JobFile:
         return JobFile.model_validate(raw)
     except ValidationError as exc:
         raise _first_error(path, exc) from None
-
-
-def read_calibration(path: str) -> EfficiencyTable:
-    """Load a calibration profile written by ``tokenplan calibrate`` / ``bench --fit``.
-
-    Raises:
-        InputError: the file does not exist.
-        ConfigError: not JSON, or unknown factors.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("calibration", path, "an existing JSON file written by tokenplan calibrate")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(path, "<root>", "expected a JSON object")
-    return efficiency_table_from_json(data, path)

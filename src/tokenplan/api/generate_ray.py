@@ -13,7 +13,7 @@ import importlib.util
 import json
 from collections.abc import Callable
 
-from tokenplan.api_generate import (DEFAULT_CONCURRENCY, Checked, GenerateRequest, GenerateResult, _finish,
+from tokenplan.api.generate import (DEFAULT_CONCURRENCY, Checked, GenerateRequest, GenerateResult, _finish,
                                     duplicate_notes, job_identity, job_settings, resolve_sampling, start_progress)
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.errors import InputError
@@ -26,7 +26,7 @@ from tokenplan.runner.rundir import RunDir, check_manifest
 def generate_ray(request: GenerateRequest, checked: Checked, notes: list[str],
                  on_progress: Callable[[Snapshot], None] | None,
                  on_warning: Callable[[str], None] | None) -> GenerateResult:
-    """Run (or continue) ``request`` on Ray; see :func:`tokenplan.api_generate.generate`.
+    """Run (or continue) ``request`` on Ray; see :func:`tokenplan.api.generate.generate`.
 
     Raises:
         InputError: Ray is not installed.

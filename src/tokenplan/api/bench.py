@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api import PredictRequest, build_config
-from tokenplan.api_calibration import model_family
+from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.calibration.bands import model_family
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
 from tokenplan.bench.sweep import LevelResult, Sweep, SweepSettings, level_dict
 from tokenplan.bench.workload import (SideRequestFailed, Workload, calibrate_words, dataset_workload,
@@ -379,13 +379,13 @@ def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench 
 def calibrate_from_results(paths: list[str], desc: PredictRequest,
                            command: str = "tokenplan calibrate --from-bench") -> FitOutcome:
     """Fit the efficiency factors to result files of ``vllm bench serve``, ``sglang.bench_serving``,
-    AIPerf or GuideLLM (:mod:`tokenplan.userfiles_bench`); ``desc`` says what the server ran.
+    AIPerf or GuideLLM (:mod:`tokenplan.files.bench_results`); ``desc`` says what the server ran.
     The result's ``data["sources"]`` names each file's format and level count.
 
     Raises:
         InputError, ConfigError, CatalogError: a missing or unknown file, a bad description.
     """
-    from tokenplan.userfiles_bench import read_bench_results
+    from tokenplan.files.bench_results import read_bench_results
 
     levels, sources = [], []
     for path in paths:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    from tokenplan.api_generate import GenerateRequest, generate
+    from tokenplan.api.generate import GenerateRequest, generate
 
     result = generate(GenerateRequest(inputs=["data.jsonl"], out_dir="run", model="qwen",
                                       endpoints=["http://127.0.0.1:8000/v1"]))
@@ -413,7 +413,7 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         else:
             notes.append(f"warning: {warning}")
     if request.backend == "ray":
-        from tokenplan.api_generate_ray import generate_ray
+        from tokenplan.api.generate_ray import generate_ray
 
         return generate_ray(request, checked, notes, on_progress, on_warning)
     return asyncio.run(_generate(request, checked, notes, on_progress))

@@ -1,0 +1,64 @@
+"""Measured rows resolved to the cases ``validate`` and ``calibrate`` predict.
+
+Names in the measurement rows are resolved through the same ``build_config`` as
+``tokenplan predict``; rows that cannot be predicted are kept with their reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.calibration.bands import model_family
+from tokenplan.calibration.validate import Case
+from tokenplan.errors import TokenplanError
+from tokenplan.files.measurements import MeasurementFile
+from tokenplan.job.workload import LengthDist
+from tokenplan.measurement import Measurement, SkippedRow
+
+
+def measurement_request(m: Measurement, calibration: str | None = None) -> PredictRequest:
+    """The ``tokenplan predict`` request of a measured row (lengths must be known)."""
+    return PredictRequest(
+        model=m.model, gpu=m.gpu, num_gpus=m.num_gpus, tp=m.tp, pp=m.pp, ep=m.ep, attention_dp=m.attention_dp,
+        weight_dtype=m.weight_dtype, kv_dtype=m.kv_dtype, isl=m.isl_tokens or 1.0, osl=m.osl_tokens or 1.0,
+        concurrency=m.concurrency, spec=m.spec, engine=m.engine, calibration=calibration,
+    )
+
+
+def resolve_case(m: Measurement) -> Case | SkippedRow:
+    """A measurement resolved to a Case, or the reason it cannot be predicted."""
+    missing = [name for name, v in (("isl", m.isl_tokens), ("osl", m.osl_tokens)) if v is None]
+    if missing:
+        return SkippedRow(m.line, m.row_id, f"missing lengths ({', '.join(missing)})")
+    req = measurement_request(m)
+    try:
+        config, model, gpu = build_config(req)
+    except TokenplanError as exc:
+        return SkippedRow(m.line, m.row_id, str(exc))
+    per_replica = None if m.concurrency is None else m.concurrency / config.layout.dp
+    return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model),
+                stated_lengths(m.isl_tokens, m.length_low_fraction),
+                stated_lengths(m.osl_tokens, m.length_low_fraction), per_replica)
+
+
+def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:
+    """The length distribution a row states: fixed at its mean, or uniform on ``[f·L, L]`` with
+    mean ``(1 + f)·L/2`` (InferenceX, ``f`` = 0.8) as a lognormal of the same mean and
+    coefficient of variation ``(1 − f) / ((1 + f)·√3)`` (the uniform's sd ``(1 − f)·L/√12``
+    over its mean; σ = √ln(1 + CV²)), capped at ``L``. For f = 0.8: CV 0.064, σ 0.064, and
+    the running mean E[L²]/E[L] is 1.004 × the mean, as for the uniform itself."""
+    if low_fraction is None or not 0 < low_fraction < 1:
+        return LengthDist(mean_tokens)
+    cv = (1 - low_fraction) / ((1 + low_fraction) * math.sqrt(3))
+    top = 2 * mean_tokens / (1 + low_fraction)
+    return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
+
+
+def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:
+    """Cases and skipped rows (malformed first, then unpredictable) of a read file."""
+    cases, skipped = [], list(data.skipped)
+    for m in data.rows:
+        r = resolve_case(m)
+        (skipped if isinstance(r, SkippedRow) else cases).append(r)
+    return cases, skipped

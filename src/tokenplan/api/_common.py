@@ -1,0 +1,181 @@
+"""What the api commands share: ``PredictRequest`` resolved to a configuration
+(``build_config``) and evaluated (``evaluate_request``), the calibration profile in use, and the
+error bands attached to predicted figures. Names are resolved through ``tokenplan.catalog``
+here, so the layers below receive values only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
+from tokenplan.calibration.bands import BandTable, interval, model_family, table_from_json
+from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
+from tokenplan.errors import InputError
+from tokenplan.files.calibration import read_calibration, read_calibration_file
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.perf.engine import sglang_vision_cut
+from tokenplan.perf.layout import Layout
+from tokenplan.perf.speculative import parse_spec
+from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, Dtype, parse_dtype
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """One configuration and workload point, as the CLI's ``predict`` takes it.
+
+    Lengths are in tokens; ``concurrency`` is requests in flight per deployment (None = offline
+    ``max``: every request queued, the engine picks its batch). ``spec`` is ``none`` or
+    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal.
+    """
+
+    model: str
+    gpu: str
+    num_gpus: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    attention_dp: bool = False
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "auto"
+    isl: float = 1024
+    osl: float = 1024
+    concurrency: float | None = None
+    spec: str = "none"
+    engine: str = "sglang"
+    memory_fraction: float | None = None
+    max_running: int | None = None
+    isl_sigma: float = 0.0
+    osl_sigma: float = 0.0
+    osl_cap: float | None = None
+    calibration: str | None = None
+    ssm_dtype: str | None = None
+    kv_offload_gib: float = 0.0
+    disable_radix_cache: bool = False
+
+
+def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or not 0 < value < math.inf:
+        raise InputError(field, value, "a finite number > 0")
+
+
+def efficiency_table(calibration: str | None) -> EfficiencyTable:
+    """The calibration file's table, or the shipped one."""
+    return read_calibration(calibration) if calibration else shipped_efficiency()
+
+
+def _auto_kv_dtype(engine: str, weight: Dtype) -> str:
+    """The KV dtype ``auto`` resolves to: the model dtype (BF16), except TensorRT-LLM with a
+    quantized FP8/NVFP4 checkpoint, whose quantization config sets FP8 KV (ground-truth README;
+    TRT-LLM ``kv_cache_config.dtype = "auto"`` takes the checkpoint's KV quantization, T2)."""
+    return "fp8" if engine == "trtllm" and weight in (Dtype.FP8, Dtype.NVFP4) else "bf16"
+
+
+def calibration_warnings(calibration: str | None, point: dict[str, object]) -> list[str]:
+    """Warnings for using the profile ``calibration`` far from what it was fitted on (its
+    ``fitted_on`` record; none for profiles without one). ``point``: ``engine``, ``gpu``, ``model``,
+    ``concurrency`` (per replica), ``isl_tokens``, ``osl_tokens``."""
+    from tokenplan.calibration.fitted_range import range_warnings
+
+    if not calibration:
+        return []
+    fitted = read_calibration_file(calibration).fitted_on
+    return range_warnings(fitted, point) if fitted is not None else []
+
+
+def build_config(req: PredictRequest) -> tuple[Config, object, object]:
+    """Resolve names and check sizes: (config, model spec, gpu). Raises InputError/CatalogError."""
+    for field in ("tp", "pp", "ep", "num_gpus", "isl", "osl"):
+        _positive(field, getattr(req, field))
+    _positive("concurrency", req.concurrency, allow_none=True)
+    _positive("max_running", req.max_running, allow_none=True)
+    if req.num_gpus % (req.tp * req.pp):
+        raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
+    model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
+    weight = parse_dtype(req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype,
+                         "weight_dtype", WEIGHT_DTYPES)
+    kv = parse_dtype(_auto_kv_dtype(engine.name, weight) if req.kv_dtype == "auto" else req.kv_dtype,
+                     "kv_dtype", KV_DTYPES)
+    layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
+                    attention_dp=req.attention_dp)
+    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    if not 0 <= req.kv_offload_gib < math.inf:
+        raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
+    if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
+        raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
+    config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
+                    req.ssm_dtype, cut, lift_running_cap=req.disable_radix_cache,
+                    host_kv_bytes=req.kv_offload_gib * 2**30)
+    return config, model, gpu
+
+
+def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
+    """Evaluate a request with the calibrated efficiency for its engine and GPU architecture."""
+    config, model, gpu = build_config(req)
+    eff = efficiency_table(req.calibration).resolve(config.engine.name, gpu.architecture)
+    isl = LengthDist(req.isl, req.isl_sigma, None)
+    osl = LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+    per_replica = None if req.concurrency is None else req.concurrency / config.layout.dp
+    return evaluate(model, gpu, config, eff, isl, osl, per_replica)
+
+
+def error_bands() -> BandTable | None:
+    """The shipped error-band table (``catalog/error_bands.json``), or None when none ships."""
+    data = shipped_error_bands_json()
+    return None if data is None else table_from_json(data)
+
+
+# figure key → (band metric, figure scales as 1 / the metric's quantity)
+_RATE, _INVERSE_RATE, _TTFT = ("rate", False), ("rate", True), ("ttft", False)
+PREDICT_FIGURES = {"output_tok_s_total": _RATE, "output_tok_s_per_gpu": _RATE, "tpot_ms": _INVERSE_RATE,
+                   "ttft_ms": _TTFT}
+PLAN_FIGURES = {**PREDICT_FIGURES, "wall_days": _INVERSE_RATE, "usd": _INVERSE_RATE, "gpu_hours": _INVERSE_RATE,
+                "usd_per_mtok": _INVERSE_RATE}
+
+
+def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, bool]]) -> Bands | None:
+    """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
+    ``result``; see ``calibration.bands``), and the band's regime (and why the configuration lies
+    outside the measured one, if it does). None without a shipped band table."""
+    table = error_bands()
+    if table is None:
+        return None
+    d = ev.deployment
+    where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch)
+    intervals, last = {}, None
+    for key, (metric, inverse) in figures.items():
+        value = getattr(result, key, None)
+        band = None if value is None else interval(table, value, metric, inverse, *where)
+        if band is not None:
+            intervals[key] = band
+            last = band
+    regime = None if last is None else ErrorBand(last.regime, table.coverage, last.outside)
+    return Bands(intervals, regime)
+
+
+def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
+    """The figures of an evaluation (units in the field names)."""
+    s, m, lay = ev.steady, ev.memory, ev.config.layout
+    kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype)
+    return EvaluationFigures(
+        layout=lay.describe(), tp=lay.tp, pp=lay.pp, ep=lay.ep, dp=lay.dp,
+        attention_dp=lay.attention_dp, num_gpus=lay.num_gpus,
+        weight_dtype=ev.config.weight_dtype.value, kv_dtype=ev.config.kv_dtype.value,
+        engine=ev.config.engine.name, spec=ev.config.spec.describe() if ev.config.spec else "none",
+        output_tok_s_total=ev.output_tok_s_total, output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
+        roofline_output_tok_s_total=s.roofline_output_tok_s * lay.dp,
+        batch_per_replica=s.batch, max_concurrency=s.limits.limit * lay.dp,
+        batch_limit_reason=s.batch_reason,
+        kv_bytes_per_token=kv_tok, state_bytes_per_sequence=state_seq,
+        weight_bytes_per_gpu=m.weight_bytes_per_gpu, kv_capacity_tokens=m.kv_capacity_tokens * lay.dp,
+        state_slots=None if m.state_slots is None else m.state_slots * lay.dp,
+        memory_fraction=ev.settings.memory_fraction, chunk_tokens=ev.settings.chunk_tokens,
+        step_time_ms=s.decode_step.total_s * MS_PER_S, tpot_ms=s.tpot_s * MS_PER_S,
+        ttft_ms=s.ttft_s * MS_PER_S, prefill_share=s.prefill_share,
+        bottleneck=s.decode_step.bottleneck, warnings=tuple(ev.warnings),
+    )

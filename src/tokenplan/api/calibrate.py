@@ -1,0 +1,125 @@
+"""``calibrate``: fit the efficiency factors on measured rows, cross-validate and write a
+profile — the Python API behind ``tokenplan calibrate``. The rows are resolved as for
+``validate`` (``tokenplan.api._cases``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenplan.api._cases import resolve_file
+from tokenplan.calibration.bands import BandTable
+from tokenplan.calibration.fit import CrossValidation, FitOptions, FitResult, cross_validate, fit
+from tokenplan.calibration.heldout import band_table, kfold_residuals
+from tokenplan.calibration.validate import Case
+from tokenplan.errors import InputError
+from tokenplan.files.measurements import SERVING, read_measurements
+from tokenplan.perf.efficiency import Efficiency
+
+
+SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order): keeps calibrate under a minute
+CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
+CV_MAX_NFEV = 4  # optimiser budget of each cross-validation refit (see calibrate)
+
+
+BAND_FOLDS = 5  # K of the K-fold cross-validation whose held-out residuals make the error bands
+# Optimiser budget of each K-fold refit. They start from the full fit's factors, which a fifth
+# fewer rows move little; two steps let each fold's factors leave the full optimum.
+BAND_MAX_NFEV = 2
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """A fit, its cross-validation, the profile JSON that ``--calibration`` reads, and the
+    error-band table (None unless asked for: it needs the cross-validation)."""
+
+    fit: FitResult
+    cv: tuple[CrossValidation, ...]
+    profile: dict
+    skipped: int
+    bands: BandTable | None = None
+
+
+CV_LATENCY_STRIDE = 6  # cross-validation refits use every 6th row that has throughput and latencies (InferenceX)
+
+
+def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[list[Case], int]:
+    """Predictable rows of the files: serving files every ``stride``-th row, files whose rows
+    carry throughput and latencies (InferenceX) every ``latency_stride``-th, others whole."""
+    cases, n_skipped = [], 0
+    for path in paths:
+        data = read_measurements(path)
+        c, s = resolve_file(data)
+        n_skipped += len(s)
+        both = any(m.tpot_s is not None for m in data.rows) and data.kind != SERVING
+        cases += c[::stride] if data.kind == SERVING else c[::latency_stride] if both else c
+    return cases, n_skipped
+
+
+def calibrate(paths: list[str], command: str = "", cross_validation: bool = True,
+              bands: bool = False) -> CalibrationResult:
+    """Fit the efficiency factors on measurement CSVs and cross-validate (leave one GPU out, leave
+    one model out). Serving files are subsampled deterministically (every 5th row for the fit,
+    every 30th for the cross-validation refits). With ``bands`` (needs ``cross_validation``),
+    also a :data:`BAND_FOLDS`-fold cross-validation over the fit rows whose held-out residuals
+    make the error-band table. Raises InputError/ConfigError for bad files."""
+    cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE)
+    if not cases:
+        raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
+    result = fit(cases)
+    cv: list[CrossValidation] = []
+    provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
+                  f"({', '.join(_describe(p) for p in paths)})")
+    table = None
+    if cross_validation:
+        cv_cases, _ = _fit_cases(paths, CV_SERVING_STRIDE, CV_LATENCY_STRIDE)
+        base = result.table.default
+        # Each fold refits from the full fit's default (already near the optimum) with a short
+        # budget: 26 refits at the full budget would take ~20 minutes.
+        light = FitOptions(max_nfev=CV_MAX_NFEV)
+        cv = [cross_validate(cv_cases, by, base, light) for by in ("gpu", "model")]
+        if bands:
+            held = kfold_residuals(cases, result, BAND_FOLDS, Efficiency(), FitOptions(max_nfev=BAND_MAX_NFEV))
+            table = band_table(held, list(cv[0].residuals), cases,
+                               f"{BAND_FOLDS}-fold cross-validated residuals of the {provenance}")
+    return CalibrationResult(result, tuple(cv), profile_dict(result, provenance), n_skipped, table)
+
+
+def _describe(path: str) -> str:
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    return f"{path} sha256:{digest}"
+
+
+def profile_dict(result: FitResult, provenance: str) -> dict:
+    """The calibration JSON: ``default`` and ``groups`` of factor → value, ``uncertainty`` (±1σ
+    of the factors fitted inside their bounds), ``at_bound`` (``level.factor`` of those that
+    ended on a bound of ``EFFICIENCY_BOUNDS``: no σ, the bound holds them),
+    ``held_at_default`` (factors the fit left at their documented default) and ``provenance``."""
+    t = result.table
+    return {
+        "default": t.default.as_dict(),
+        "groups": {g: e.as_dict() for g, e in sorted(t.by_group.items())},
+        "uncertainty": {f"{f.level}.{f.name}": f.uncertainty for f in result.factors if not f.at_bound},
+        "at_bound": list(result.at_bound),
+        "held_at_default": list(result.held),
+        "provenance": provenance,
+    }
+
+
+def calibration_dict(r: CalibrationResult) -> dict:
+    """The ``--json`` form of a calibration: factors with uncertainty (None for a factor on a
+    bound, flagged ``at_bound``), the optimiser's outcome (``converged``, ``status``,
+    ``message``, ``nfev``) and the CV tables."""
+    return {
+        "n": r.fit.n_rows, "skipped": r.skipped, "converged": r.fit.converged,
+        "optimizer": {"status": r.fit.status, "message": r.fit.message, "nfev": r.fit.nfev},
+        "at_bound": list(r.fit.at_bound), "held": list(r.fit.held),
+        "factors": [{"level": f.level, "name": f.name, "value": f.value,
+                     "uncertainty": None if f.at_bound else f.uncertainty, "at_bound": f.at_bound}
+                    for f in r.fit.factors],
+        "cross_validation": {cv.by: {"median_abs_pct_error": cv.median_abs, "p90_abs_pct_error": cv.p90_abs,
+                                     "folds": [{"held_out": f.held_out, "n": f.n, "median_abs_pct_error": f.median_abs}
+                                               for f in cv.folds]} for cv in r.cv},
+        "profile": r.profile,
+    }

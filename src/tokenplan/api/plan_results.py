@@ -1,0 +1,193 @@
+"""What ``plan`` and ``plan_report_data`` return: frozen, typed, with ``to_json()`` (the dict
+``tokenplan plan --json`` prints; keys are the field names, see :mod:`tokenplan.api.results`).
+
+Units are in the names: tokens/s, days, hours, US dollars, milliseconds, bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplan.api.results import INLINE, OMIT_NONE, Bands, JsonResult
+
+
+@dataclass(frozen=True)
+class Alternative(JsonResult):
+    """A runner-up configuration of an option, with its job throughput, days and cost."""
+
+    configuration: str
+    output_tok_s_total: float
+    wall_days: float
+    usd: float | None
+
+
+@dataclass(frozen=True)
+class ChosenConfiguration(JsonResult):
+    """An option's best configuration: what it runs, how fast, how long and at what cost the
+    whole job takes, its memory at the running limit, launch commands and the runners-up.
+    ``usd``/``usd_per_mtok`` are None without a price; ``bands`` holds the 80 % intervals."""
+
+    best: str
+    layout: str
+    weight_dtype: str
+    kv_dtype: str
+    spec: str
+    output_tok_s_total: float
+    output_tok_s_per_gpu: float
+    wall_days: float
+    drain_hours: float
+    gpu_hours: float
+    usd: float | None
+    usd_per_mtok: float | None
+    bottleneck: str
+    batch_per_replica: float
+    batch_limit_reason: str
+    tpot_ms: float
+    ttft_ms: float
+    weight_bytes_per_gpu: float
+    kv_capacity_tokens: float
+    warnings: tuple[str, ...]
+    non_default_settings: bool
+    concurrency_per_endpoint: int
+    max_running_requests: int
+    memory_allocation: Mapping[str, float]
+    gpu_bytes: float
+    launch: Mapping[str, str]
+    alternatives: tuple[Alternative, ...]
+    bands: Bands | None = field(default=None, metadata=INLINE)
+
+
+@dataclass(frozen=True)
+class PlanOption(JsonResult):
+    """One hardware option searched: the GPUs, its price, why configurations were rejected
+    (reason → count), formats not searched, and the chosen configuration (None: nothing runs)."""
+
+    option: str
+    gpu: str
+    count: int
+    usd_per_gpu_hour: float | None
+    rejected: Mapping[str, int]
+    not_searched: tuple[str, ...]
+    configurations: int
+    chosen: ChosenConfiguration | None = field(default=None, metadata=INLINE)
+
+
+@dataclass(frozen=True)
+class Recommended(JsonResult):
+    """The fastest option and what a client of it should keep in flight per endpoint."""
+
+    option: str
+    concurrency_per_endpoint: int
+    output_tok_s_total: float
+    num_replicas: int
+    configuration: str
+
+
+@dataclass(frozen=True)
+class PlanJob(JsonResult):
+    """The job as planned: requests, length distributions (text and mean tokens), the output
+    cap ``generate --plan`` sends as ``max_tokens``, and the output tokens in all."""
+
+    samples: int
+    isl: str
+    osl: str
+    isl_mean_tokens: float
+    osl_mean_tokens: float
+    osl_cap_tokens: float | None
+    output_tokens: float
+
+
+@dataclass(frozen=True)
+class ProvisionTry(JsonResult):
+    """One GPU count the provisioning search tried, and whether it met the target."""
+
+    gpus: int
+    wall_days: float | None
+    usd: float | None
+    meets: bool
+
+
+@dataclass(frozen=True)
+class ProvisionRow(JsonResult):
+    """Per GPU type: the fewest GPUs (whole rental units) that meet the target and the job at
+    that count, or why none does (``why``); the counts tried; 80 % bands on days and dollars."""
+
+    gpu: str
+    unit_gpus: int
+    usd_per_gpu_hour: float | None
+    meets: bool
+    gpus: int | None
+    nodes: int | None
+    wall_days: float | None
+    usd: float | None
+    configuration: str | None
+    why: str | None
+    tried: tuple[ProvisionTry, ...]
+    bands: Bands | None = field(default=None, metadata=INLINE)
+
+
+@dataclass(frozen=True)
+class Provisioning(JsonResult):
+    """``plan``'s answer to "how many GPUs": the targets (days, US dollars) and a row per type."""
+
+    deadline_days: float | None
+    budget_usd: float | None
+    options: tuple[ProvisionRow, ...]
+
+
+@dataclass(frozen=True)
+class PlanResult(JsonResult):
+    """The comparison ``plan`` returns: the job, every option, the recommendation, the answer
+    in sentences, and how many configurations were evaluated."""
+
+    model: str
+    engine: str
+    efficiency: str
+    provisioning: Provisioning | None
+    job: PlanJob
+    options: tuple[PlanOption, ...]
+    recommended: Recommended | None
+    answer: tuple[str, ...]
+    configurations_evaluated: int
+
+
+@dataclass(frozen=True)
+class AssumedOption(JsonResult):
+    """What the plan assumed for one option: datasheet figures (bytes, bytes/s, FLOP/s), the
+    price and where it comes from, and the efficiency factors applied."""
+
+    option: str
+    gpu: str
+    count: int
+    usd_per_gpu_hour: float | None
+    price_source: str
+    memory_bytes: float
+    hbm_bytes_per_s: float
+    dense_flops_per_s: Mapping[str, float]
+    scaleup: str
+    scaleup_bytes_per_s: float
+    efficiency: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Assumptions(JsonResult):
+    """The engine, where the efficiency factors come from, and each option's assumptions."""
+
+    engine: str
+    efficiency_source: str
+    options: tuple[AssumedOption, ...]
+
+
+@dataclass(frozen=True)
+class PlanReportData(JsonResult):
+    """``plan``'s result and the numbers behind its charts (see ``plan_report_data``); a chart
+    not asked for is None and left out of the JSON."""
+
+    plan: PlanResult
+    assumptions: Assumptions
+    throughput: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
+    cost_time: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
+    memory: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
+    speedup: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
