@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from tokenplan.api import PLAN_FIGURES, attach_intervals, calibration_warnings, efficiency_table
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
+from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
@@ -174,8 +174,8 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
-    fractions = {e: load_engine(e).memory_fraction for e in ENGINES}
-    options = [_option_dict(r, repo, model.native_weight_dtype, parsers, fractions) for r in results]
+    engines = {e: load_engine(e) for e in ENGINES}
+    options = [_option_dict(r, repo, model.native_weight_dtype, parsers, engines) for r in results]
     for o in options:  # a profile fitted elsewhere is an extrapolation: say so beside the numbers
         if "warnings" in o:
             o["warnings"] += calibration_warnings(req.calibration, {
@@ -202,7 +202,7 @@ def _plan_dict(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job
     }
 
 
-def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, fractions: dict[str, float]) -> dict:
+def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, engines: dict[str, Engine]) -> dict:
     out: dict = {"option": r.option.label, "gpu": r.option.gpu.key, "count": r.option.count,
                  "usd_per_gpu_hour": r.option.usd_per_gpu_hour, "rejected": r.rejected,
                  "not_searched": r.not_searched, "configurations": r.configurations}
@@ -223,7 +223,7 @@ def _option_dict(r: OptionResult, repo: str, native: str, parsers: object, fract
         "warnings": list(ev.warnings), "non_default_settings": ev.config.lift_running_cap,
         "concurrency_per_endpoint": client_concurrency(ev), "max_running_requests": running_limit(ev),
         "memory_allocation": ev.memory.allocation(running_limit(ev)), "gpu_bytes": ev.memory.gpu_bytes,
-        "launch": launch_commands(ev, repo, native, parsers, fractions),
+        "launch": launch_commands(ev, repo, native, parsers, engines),
         "alternatives": [{"configuration": describe(c), "output_tok_s_total": c.evaluation.output_tok_s_total,
                           "wall_days": c.wall_s / S_PER_DAY, "usd": c.cost.usd} for c in r.ranked[1:5]],
     })
@@ -250,7 +250,7 @@ def _searched(req: PlanRequest) -> tuple:
         specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
-    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
 
     def search(opt: HardwareOption) -> OptionResult:
         return search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
