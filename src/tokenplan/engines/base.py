@@ -12,7 +12,7 @@ V*, T* of ``docs/engine-facts.md``). Nothing here reads a file.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
@@ -168,12 +168,14 @@ def join_command(launch: Launch, args: list[str], separate_servers: bool) -> str
             f"# and give each to tokenplan generate with its own --endpoint\n{command}")
 
 
+@runtime_checkable
 class Engine(Protocol):
     """What the performance model, the job simulation and the planner need from an engine.
 
     Implementations: :class:`tokenplan.engines.sglang.Sglang`,
     :class:`tokenplan.engines.vllm.Vllm`, :class:`tokenplan.engines.trtllm.Trtllm`; built from
     ``catalog/engines.yaml`` by :func:`tokenplan.engines.from_catalog`. Frozen and hashable.
+    Runtime-checkable: ``isinstance(x, Engine)`` checks that every member below is present.
     """
 
     @property
