@@ -17,10 +17,9 @@ from tokenplan.files.calibration import read_calibration, read_calibration_file
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
-from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, Dtype, parse_dtype
+from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, parse_dtype
 
 
 @dataclass(frozen=True)
@@ -69,13 +68,6 @@ def efficiency_table(calibration: str | None) -> EfficiencyTable:
     return read_calibration(calibration) if calibration else shipped_efficiency()
 
 
-def _auto_kv_dtype(engine: str, weight: Dtype) -> str:
-    """The KV dtype ``auto`` resolves to: the model dtype (BF16), except TensorRT-LLM with a
-    quantized FP8/NVFP4 checkpoint, whose quantization config sets FP8 KV (ground-truth README;
-    TRT-LLM ``kv_cache_config.dtype = "auto"`` takes the checkpoint's KV quantization, T2)."""
-    return "fp8" if engine == "trtllm" and weight in (Dtype.FP8, Dtype.NVFP4) else "bf16"
-
-
 def calibration_warnings(calibration: str | None, point: dict[str, object]) -> list[str]:
     """Warnings for using the profile ``calibration`` far from what it was fitted on (its
     ``fitted_on`` record; none for profiles without one). ``point``: ``engine``, ``gpu``, ``model``,
@@ -99,11 +91,10 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
     weight = parse_dtype(req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype,
                          "weight_dtype", WEIGHT_DTYPES)
-    kv = parse_dtype(_auto_kv_dtype(engine.name, weight) if req.kv_dtype == "auto" else req.kv_dtype,
-                     "kv_dtype", KV_DTYPES)
+    kv = engine.auto_kv_dtype(weight) if req.kv_dtype == "auto" else parse_dtype(req.kv_dtype, "kv_dtype", KV_DTYPES)
     layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
                     attention_dp=req.attention_dp)
-    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
     if not 0 <= req.kv_offload_gib < math.inf:
         raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
     if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:

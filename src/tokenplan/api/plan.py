@@ -16,10 +16,10 @@ from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions,
                                         PlanOption, PlanReportData, PlanResult, ProvisionRow, Provisioning,
                                         ProvisionTry, Recommended)
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
+from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.engine import sglang_vision_cut
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
@@ -179,7 +179,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
     repo, parsers = launch_info(model.name)
-    fractions = {e: load_engine(e).memory_fraction for e in ENGINES}
+    engines = {e: load_engine(e) for e in ENGINES}
 
     def fitted_range_warnings(gpu: str, concurrency: int) -> list[str]:
         # a profile fitted elsewhere is an extrapolation: say so beside the numbers
@@ -187,7 +187,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
             "engine": engine.name, "gpu": gpu, "model": model.name, "isl_tokens": job.isl.mean,
             "osl_tokens": job.osl.mean, "concurrency": concurrency})
 
-    options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, fractions, fitted_range_warnings)
+    options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings)
                     for r in results)
     top = fastest(results)
     recommended = None
@@ -209,7 +209,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
     )
 
 
-def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, fractions: dict[str, float],
+def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, engines: dict[str, Engine],
                  extra_warnings: Callable[[str, int], list[str]]) -> PlanOption:
     """One option's row; ``extra_warnings(gpu key, concurrency per endpoint)`` adds the
     calibration profile's range warnings to a configuration that runs."""
@@ -235,7 +235,7 @@ def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, fract
         non_default_settings=ev.config.lift_running_cap,
         concurrency_per_endpoint=concurrency, max_running_requests=running_limit(ev),
         memory_allocation=ev.memory.allocation(running_limit(ev)), gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, repo, native, parsers, fractions),
+        launch=launch_commands(ev, repo, native, parsers, engines),
         alternatives=tuple(Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
                            for c in r.ranked[1:5]),
     )
@@ -262,7 +262,7 @@ def _searched(req: PlanRequest) -> tuple:
         specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
-    cut = sglang_vision_cut(engine, model.vision_layers, model.vision_hidden)
+    cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
 
     def search(opt: HardwareOption) -> OptionResult:
         return search_option(model, opt, engine, table, job, specs, weights, kvs, cut)

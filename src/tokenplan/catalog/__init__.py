@@ -20,10 +20,10 @@ import yaml
 from tokenplan.arch.hf_config import parse_hf_config
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.catalog.gpus import GpuEntry
+from tokenplan.engines import Engine, from_catalog
 from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import Gpu
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
-from tokenplan.perf.engine import EngineFacts, SglangBucket
 
 _PKG = resources.files("tokenplan.catalog")
 
@@ -141,34 +141,14 @@ def _engine_raw() -> dict:
 
 
 @lru_cache(maxsize=8)
-def load_engine(name: str) -> EngineFacts:
-    """An engine's defaults. Raises CatalogError for an unknown engine."""
+def load_engine(name: str) -> Engine:
+    """An engine (``tokenplan.engines``) with its figures from ``engines.yaml``. Raises
+    CatalogError for an unknown engine."""
     raw = _engine_raw()
     key = name.strip().lower()
     if key not in raw:
         raise CatalogError("engine", name, raw, close_names(key, sorted(raw)))
-    e = dict(raw[key])
-    buckets = tuple(SglangBucket(**b) for b in e.pop("buckets", []))
-    running = e.pop("max_running_default", {})
-    hybrid = e.pop("hybrid_state", {})
-    tight = e.pop("tight_memory", {})
-    e.pop("source", None)
-    if "vendors" in e:
-        e["vendors"] = tuple(e["vendors"])
-    return EngineFacts(
-        name=key, buckets=buckets,
-        max_running_per_context_factor=running.get("per_context_factor", 0.0),
-        max_running_min=running.get("min", 0), max_running_max=running.get("max", 0),
-        state_to_kv_memory_ratio=hybrid.get("state_to_kv_memory_ratio"),
-        slots_per_request=hybrid.get("slots_per_request", 1),
-        slots_per_request_spec=hybrid.get("slots_per_request_spec", 1),
-        spec_state_copies=hybrid.get("spec_state_copies", "none"),
-        padded_state_slot=hybrid.get("padded_state_slot", False),
-        tight_memory_fraction=tight.get("fraction"), tight_chunk_tokens=tight.get("chunk_tokens", 0),
-        tight_graph_max_bs=tight.get("graph_max_bs", 0),
-        **e,
-    )
-
+    return from_catalog(key, raw[key])
 
 
 # The top-level keys of a calibration profile (api.calibrate.profile_dict, api.bench's fitted_on).

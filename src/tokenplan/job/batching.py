@@ -30,10 +30,10 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.engine import EngineFacts, EngineSettings, sglang_default_running_cap
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import StepTime, roofline_step_s, step_time
 
@@ -91,27 +91,25 @@ class SteadyState:
         return "concurrency" if self.batch < self.limits.limit else self.limits.reason
 
 
-def batch_limits(d: Deployment, facts: EngineFacts, settings: EngineSettings, isl: LengthDist,
+def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: LengthDist,
                  osl: LengthDist, spec: SpecDecode | None) -> BatchLimits:
-    """The most sequences one replica runs (see the module docstring). An engine that admits a
-    request only with KV for its whole prompt and output (TRT-LLM's GUARANTEED_NO_EVICT)
-    holds ISL + OSL per running request instead of the running mean context."""
-    running_ctx = isl.mean + (osl.mean if facts.reserves_whole_request else osl.running_mean / 2)
+    """The most sequences one replica runs (see the module docstring). The engine's scheduler
+    says what context a running request holds (``Engine.running_context_tokens``: the running
+    mean context, or ISL + OSL where admission reserves the whole request, TRT-LLM's
+    GUARANTEED_NO_EVICT) and its running-request cap (``Engine.running_cap``)."""
+    running_ctx = engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean)
     mem = d.memory
     # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
     kv = mem.max_sequences(running_ctx) if mem.state_slots is None else mem.kv_capacity_tokens / running_ctx
     state = None
     if mem.state_slots is not None:
-        per_req = facts.slots_per_request_spec if spec else facts.slots_per_request
-        state = math.floor(mem.state_slots / per_req)
-    engine = settings.max_running_cap
-    if engine is None:  # SGLang derives it from the KV pool
-        engine = sglang_default_running_cap(facts, mem.kv_capacity_tokens, isl.max + osl.max)
-    candidates = {"kv cache": kv, "engine cap": float(engine)}
+        state = math.floor(mem.state_slots / engine.pools.slots(bool(spec)))
+    cap = engine.running_cap(settings, mem.kv_capacity_tokens, isl.max + osl.max)
+    candidates = {"kv cache": kv, "engine cap": cap}
     if state is not None:
         candidates["state slots"] = float(state)
     reason = min(candidates, key=candidates.__getitem__)
-    return BatchLimits(kv, state, float(engine), max(math.floor(candidates[reason]), 0.0), reason)
+    return BatchLimits(kv, state, cap, max(math.floor(candidates[reason]), 0.0), reason)
 
 
 def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
@@ -223,13 +221,13 @@ def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, ba
     return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
 
 
-def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: EngineSettings,
+def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
                  spec: SpecDecode | None = None, limits: BatchLimits | None = None) -> SteadyState:
     """Steady state of one replica at ``concurrency`` requests in flight.
 
     Args:
-        d: the deployment. eff: efficiency factors. facts, settings: the engine's behaviour and
+        d: the deployment. eff: efficiency factors. engine, settings: the engine and its
             resolved settings (``chunk_tokens`` in tokens).
         isl, osl: prompt and output lengths (tokens).
         concurrency: requests the client keeps in flight (None = offline: the engine runs as
@@ -245,7 +243,7 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
             (``job.evaluate``) reject configurations whose memory does not fit or whose limit
             is 0 before they get here, so this is a guard against a bug, not a user error.
     """
-    limits = limits or batch_limits(d, facts, settings, isl, osl, spec)
+    limits = limits or batch_limits(d, engine, settings, isl, osl, spec)
     batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
@@ -258,7 +256,7 @@ def steady_state(d: Deployment, eff: Efficiency, facts: EngineFacts, settings: E
     chunk, prompt_tokens = settings.chunk_tokens, batch * isl.mean
     pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2,
                     prompt_chunk_tokens=min(isl.mean, chunk))
-    if facts.mixed_prefill:
+    if engine.mixed_prefill:
         cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec.total_s)
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre)

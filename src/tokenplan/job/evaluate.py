@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tokenplan.arch.kv import kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes_per_sequence
+from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.hardware import Gpu
 from tokenplan.job.batching import SteadyState, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.engine import (EngineFacts, EngineSettings, resolve_settings, speculative_state_copies,
-                                   tight_settings, trtllm_bench_limits)
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
 from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
 from tokenplan.perf.speculative import SpecDecode
@@ -29,7 +28,7 @@ class Config:
     Attributes:
         layout: TP/PP/EP/DP.
         weight_dtype, kv_dtype: number formats.
-        engine: engine defaults.
+        engine: the engine (``tokenplan.engines``).
         spec: speculative decoding, or None.
         memory_fraction, max_running: user overrides of engine defaults (None = default).
         ssm_dtype: override of the hybrid state dtype (None = the config's).
@@ -42,7 +41,7 @@ class Config:
     layout: Layout
     weight_dtype: Dtype
     kv_dtype: Dtype
-    engine: EngineFacts
+    engine: Engine
     spec: SpecDecode | None = None
     memory_fraction: float | None = None
     max_running: int | None = None
@@ -148,14 +147,15 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype)
     if why:
         return Rejection(config, why, "format")
-    settings = resolve_settings(config.engine, gpu.memory_bytes, lay.gpus_per_replica, lay.tp,
-                                config.spec is not None and not config.lift_running_cap, config.vision_cut, gpu.architecture,
-                                config.memory_fraction, config.max_running)
+    engine = config.engine
+    settings = engine.settings(gpu, lay, speculative=config.spec is not None and not config.lift_running_cap,
+                               vision_cut=config.vision_cut, memory_fraction=config.memory_fraction,
+                               max_running=config.max_running)
     # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
     # --max-running-requests: state slots then equal running requests and share the pool (S3).
-    ratio = config.engine.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
+    ratio = engine.pools.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
     mem = _memory(model, gpu, config, settings, ratio)
-    tight = tight_settings(config.engine, settings, config.vision_cut) if config.memory_fraction is None else None
+    tight = engine.tight_settings(settings, config.vision_cut) if config.memory_fraction is None else None
     if not mem.fits and tight is not None:
         # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
         tight_mem = _memory(model, gpu, config, tight, ratio)
@@ -177,8 +177,9 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
         # answer is not planned at a short-context acceptance.
         config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
-    if concurrency is None and config.engine.offline_bench_tuning and config.max_running is None:
-        settings = _bench_settings(model, gpu, config, settings, mem, isl, osl)
+    if concurrency is None and config.max_running is None:  # the engine's offline benchmark sizes its batch
+        settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
+                                           mem.weight_bytes_per_gpu, isl.mean, osl.mean)
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
@@ -223,36 +224,13 @@ def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings
             ratio: float | None) -> MemoryBreakdown:
     """The per-GPU memory of ``config`` under ``settings`` with the engine's hybrid-state and
     speculative-decoding terms (``perf.memory.memory_breakdown``)."""
-    copies = speculative_state_copies(config.engine, config.spec.draft_tokens if config.spec else None)
+    copies = config.engine.spec_state_copies(config.spec.draft_tokens if config.spec else None)
     return memory_breakdown(model, gpu, config.layout, config.weight_dtype, config.kv_dtype, settings, ratio,
                             with_mtp=config.spec is not None and config.spec.method == "mtp",
                             ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
                             spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
-                            padded_state_slot=config.engine.padded_state_slot,
-                            draft_kv_pool=config.engine.draft_kv_pool)
-
-
-# Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).
-_BENCH_TUNED = frozenset({Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4})
-
-
-def _bench_settings(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings, mem: MemoryBreakdown,
-                    isl: LengthDist, osl: LengthDist) -> EngineSettings:
-    """The engine settings of an offline benchmark that sizes its own batch and token budget
-    (``trtllm-bench``): the running-request cap and token budget of ``trtllm_bench_limits``. With
-    attention DP each rank schedules alone, so both scale by the ranks."""
-    lay = config.layout
-    a = model.attention
-    attn_layers = model.full_attention_layers + model.sliding_layers
-    kv_dtype = config.kv_dtype if config.kv_dtype in (Dtype.FP8, Dtype.NVFP4) else Dtype.BF16
-    heads = None if a is None else max(lay.tp, a.num_kv_heads)
-    kv_tok = kv_bytes_per_token_per_layer(model, kv_dtype, heads) * attn_layers
-    ranks = lay.pp if lay.attention_dp else lay.gpus_per_replica
-    weights = mem.weight_bytes_per_gpu * ranks
-    bs, tokens = trtllm_bench_limits(gpu.memory_bytes, weights, kv_tok, state_bytes_per_sequence(model),
-                                     isl.mean, osl.mean, ranks, lay.pp, config.weight_dtype in _BENCH_TUNED)
-    scale = lay.tp if lay.attention_dp else 1
-    return replace(settings, max_running_cap=bs * scale, chunk_tokens=tokens * scale)
+                            padded_state_slot=config.engine.pools.padded_state_slot,
+                            draft_kv_pool=config.engine.pools.draft_kv_pool)
 
 
 def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenplan.engines.base import EngineSettings
 from tokenplan.job.batching import SteadyState, draft_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.engine import EngineSettings
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import step_time
 

@@ -15,8 +15,8 @@ from functools import lru_cache
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
-from tokenplan.perf.engine import EngineSettings
 from tokenplan.perf.layout import Layout, kv_heads_per_gpu
 from tokenplan.units import ACTIVATION_BYTES, Dtype
 
@@ -40,7 +40,7 @@ class MemoryBreakdown:
         host_kv_bytes: host memory per GPU that extends the KV cache (SGLang hierarchical cache,
             vLLM/LMCache CPU offload); KV kept there is read over the host link.
         spec_state_copies: extra copies of the state each running request holds under
-            speculative decoding (SGLang k + 1, vLLM k; ``perf.engine.speculative_state_copies``).
+            speculative decoding (SGLang k + 1, vLLM k; ````Engine.spec_state_copies``).
         spec_state_pool_bytes: with a separate state pool (SGLang's ratio split), the bytes
             reserved for those copies before the split (``mamba_cache_per_req ×
             max_running_requests × speculative_num_draft_tokens``, S3); 0 otherwise.
@@ -247,7 +247,7 @@ def memory_breakdown(
             hybrid models; None where state and KV share one pool (vLLM, TRT-LLM, and SGLang
             with ``--disable-radix-cache --max-running-requests``).
         spec_state_copies: extra state copies per running request under speculative decoding
-            (``perf.engine.speculative_state_copies``; 0 = none).
+            (``Engine.spec_state_copies``; 0 = none).
         spec_reserved_running: with a ratio split, the ``--max-running-requests`` per replica
             whose speculative copies SGLang reserves before the split (S3).
         padded_state_slot: the engine allocates one more state row per tensor (SGLang, S18).
@@ -256,11 +256,7 @@ def memory_breakdown(
     """
     weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp)
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
-    if settings.fraction_of_free:
-        usable = (gpu.memory_bytes - weights - reserve) * settings.memory_fraction
-    else:
-        usable = gpu.memory_bytes * settings.memory_fraction - weights - reserve
-    usable = max(usable, 0.0)
+    usable = max(settings.usable_bytes(gpu.memory_bytes, weights, reserve), 0.0)
     heads = kv_heads_per_gpu(spec, layout)
     layers_per_stage = 1.0 / layout.pp
     kv_tok = kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.full_attention_layers * layers_per_stage

@@ -1,43 +1,17 @@
-"""Server launch commands for a chosen configuration, spelled as the engines' current flags.
+"""Server launch commands for a chosen configuration, and the client concurrency that keeps them busy.
 
-SGLang (``python -m sglang.launch_server``; server_args / arg_groups, engine-facts S1–S14):
-``--tp-size``, ``--dp-size``, ``--ep-size``, ``--enable-dp-attention``, ``--pp-size``,
-``--quantization``, ``--kv-cache-dtype fp8_e4m3``, ``--mem-fraction-static``,
-``--max-running-requests``, ``--speculative-algorithm NEXTN --speculative-num-steps K
---speculative-eagle-topk 1 --speculative-num-draft-tokens K+1``, ``--reasoning-parser``.
-vLLM (``vllm serve``; engine args, engine-facts V1–V11): ``--tensor-parallel-size``,
-``--data-parallel-size``, ``--pipeline-parallel-size``, ``--enable-expert-parallel``,
-``--quantization``, ``--kv-cache-dtype fp8``, ``--gpu-memory-utilization``, ``--max-num-seqs``,
-``--speculative-config '{"method":"mtp","num_speculative_tokens":K}'``, ``--reasoning-parser``.
-TensorRT-LLM (``trtllm-serve``, PyTorch backend; engine-facts T1, T2, T12; nvidia.github.io/TensorRT-LLM
-"trtllm-serve" command reference): ``--backend pytorch --tp_size --pp_size --ep_size
---max_batch_size --max_num_tokens --extra_llm_api_options FILE`` with the YAML's
-``kv_cache_config: {free_gpu_memory_fraction, dtype: fp8}``, ``enable_attention_dp``,
-``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: K}``; the weight format comes
-from the checkpoint (no online quantization flag).
-
-Each engine's command carries that engine's own memory setting: the planned engine's from the
-plan (SGLang ``--mem-fraction-static``, vLLM ``--gpu-memory-utilization``, TRT-LLM
-``free_gpu_memory_fraction``); another engine's command keeps that engine's default (SGLang
-computes its own fraction, so the flag is left out).
+Each engine writes its own command (``Engine.launch_command`` in ``tokenplan.engines``: SGLang
+``python -m sglang.launch_server``, vLLM ``vllm serve``, TensorRT-LLM ``trtllm-serve``), with that
+engine's own memory setting: the planned engine's from the plan, another engine's its default.
 """
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping
 
+from tokenplan.engines.base import Engine, Launch
 from tokenplan.job.evaluate import Evaluation
-from tokenplan.units import Dtype
-
-_SGLANG_QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
-_VLLM_QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
-
-
-def _parser(parsers: object, engine: str) -> str | None:
-    if isinstance(parsers, dict):
-        return parsers.get(engine)
-    return parsers if isinstance(parsers, str) else None
 
 
 def running_limit(ev: Evaluation) -> int:
@@ -54,166 +28,43 @@ QUEUE_HEADROOM_MIN = 8
 
 def client_concurrency(ev: Evaluation) -> int:
     """Requests to keep in flight per server endpoint: the batch of every replica that server
-    runs (all DP replicas behind one server, or one replica where each has its own server) plus
-    10 % (at least 8) so that a finished request is replaced at once."""
-    total = running_limit(ev) * (1 if servers_per_replica(ev) else ev.config.layout.dp)
+    runs (all DP replicas behind one server, or one replica where each has its own server,
+    ``Engine.servers_per_replica``) plus 10 % (at least 8) so that a finished request is
+    replaced at once."""
+    separate = ev.config.engine.servers_per_replica(ev.config.layout)
+    total = running_limit(ev) * (1 if separate else ev.config.layout.dp)
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
 
-def servers_per_replica(ev: Evaluation, engine: str | None = None) -> bool:
-    """True when each replica needs a server of its own: with EP or attention DP the engines'
-    ``--dp-size`` / ``--data-parallel-size`` mean attention ranks inside one expert group
-    (SGLang ``--enable-dp-attention``; vLLM ``--enable-expert-parallel`` spans TP × DP), not
-    independent replicas; ``trtllm-serve`` has no data-parallel flag at all. ``engine``: the
-    engine whose command is written (None = the planned one)."""
-    lay = ev.config.layout
-    name = engine or ev.config.engine.name
-    return lay.dp > 1 and (lay.ep > 1 or lay.attention_dp or name == "trtllm")
+def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> Launch:
+    """What a launch command is written from, for the evaluated configuration ``ev``.
 
-
-def _with_note(ev: Evaluation, args: list[str], engine: str) -> str:
-    """Join the arguments into one shell command, after a comment line when each replica needs
-    its own server."""
-    command = " \\\n  ".join(args)
-    if not servers_per_replica(ev, engine):
-        return command
-    dp = ev.config.layout.dp
-    return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
-            f"# and give each to tokenplan generate with its own --endpoint\n{command}")
-
-
-def sglang_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> str:
-    """``python -m sglang.launch_server ...`` for the configuration."""
-    c, lay = ev.config, ev.config.layout
-    args = ["python -m sglang.launch_server", f"--model-path {repo}", f"--tp-size {lay.tp}"]
-    if lay.attention_dp:  # attention DP across the TP ranks of one replica (SGLang DP-attention)
-        args.append(f"--dp-size {lay.tp} --enable-dp-attention")
-    elif lay.dp > 1 and not servers_per_replica(ev, "sglang"):
-        args.append(f"--dp-size {lay.dp}")
-    if lay.pp > 1:
-        args.append(f"--pp-size {lay.pp}")
-    if lay.ep > 1:
-        args.append(f"--ep-size {lay.ep}")
-    if c.weight_dtype.value != native_dtype and c.weight_dtype in _SGLANG_QUANT:
-        args.append(f"--quantization {_SGLANG_QUANT[c.weight_dtype]}")
-    if c.kv_dtype is Dtype.FP8:
-        args.append("--kv-cache-dtype fp8_e4m3")
-    if c.engine.name == "sglang":  # SGLang's fraction as the plan computed it; else its own rule
-        args.append(f"--mem-fraction-static {ev.settings.memory_fraction:.3f}")
-    if ev.settings.tight:  # a checkpoint the default reserve leaves no room for (engine-facts S19)
-        args.append(f"--chunked-prefill-size {ev.settings.chunk_tokens} --cuda-graph-max-bs {ev.settings.graph_max_bs}")
-    if c.spec is not None:
-        k = c.spec.draft_tokens
-        algo = "NEXTN" if c.spec.method == "mtp" else c.spec.method.upper()
-        args.append(f"--speculative-algorithm {algo} --speculative-num-steps {k} "
-                    f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
-    if c.ssm_dtype is not None and ev.deployment.spec.is_hybrid:
-        args.append(f"--mamba-ssm-dtype {c.ssm_dtype}")  # S10; the memory model sized the state in it
-    if c.lift_running_cap and ev.deployment.spec.is_hybrid:
-        # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
-        # running request (S3); the plan's limit already holds each request's k + 1 speculative
-        # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
-        args.append("--disable-radix-cache")
-    if c.lift_running_cap or c.max_running is not None:
-        args.append(f"--max-running-requests {running_limit(ev)}")
-    parser = _parser(parsers, "sglang")
-    if parser:
-        args.append(f"--reasoning-parser {parser}")
-    return _with_note(ev, args, "sglang")
-
-
-def vllm_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object, utilization: float = 0.92) -> str:
-    """``vllm serve ...`` for the configuration (vLLM keeps its own memory rule: the command
-    sets ``--max-num-seqs`` to the plan's batch limit). ``utilization``: vLLM's
-    ``gpu_memory_utilization`` when vLLM is not the planned engine (its default, V1)."""
-    c, lay = ev.config, ev.config.layout
-    ranks = 1
-    if lay.attention_dp:  # vLLM's DP attention: TP 1 per rank, DP ranks share one EP group
-        ranks = lay.tp
-        args = ["vllm serve " + repo, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]
-    else:
-        args = ["vllm serve " + repo, f"--tensor-parallel-size {lay.tp}"]
-        if lay.dp > 1 and not servers_per_replica(ev, "vllm"):
-            args.append(f"--data-parallel-size {lay.dp}")
-    if lay.pp > 1:
-        args.append(f"--pipeline-parallel-size {lay.pp}")
-    if lay.ep > 1 or lay.attention_dp:
-        args.append("--enable-expert-parallel")
-    if c.weight_dtype.value != native_dtype and c.weight_dtype in _VLLM_QUANT:
-        args.append(f"--quantization {_VLLM_QUANT[c.weight_dtype]}")
-    if c.kv_dtype is Dtype.FP8:
-        args.append("--kv-cache-dtype fp8")
-    fraction = ev.settings.memory_fraction if c.engine.name == "vllm" else utilization
-    args.append(f"--gpu-memory-utilization {fraction:.2f}")
-    args.append(f"--max-num-seqs {math.ceil(running_limit(ev) / ranks)}")  # per engine rank
-    if c.spec is not None:
-        spec = {"method": "mtp" if c.spec.method == "mtp" else c.spec.method,
-                "num_speculative_tokens": c.spec.draft_tokens}
-        args.append(f"--speculative-config '{json.dumps(spec, separators=(',', ':'))}'")
-    parser = _parser(parsers, "vllm")
-    if parser:
-        args.append(f"--reasoning-parser {parser}")
-    return _with_note(ev, args, "vllm")
-
-
-def trtllm_command(ev: Evaluation, repo: str, native_dtype: str, parsers: object, free_fraction: float = 0.90) -> str:
-    """``trtllm-serve ... --extra_llm_api_options`` with its YAML written first (a heredoc), for
-    the configuration. ``free_fraction``: ``kv_cache_config.free_gpu_memory_fraction`` when
-    TRT-LLM is not the planned engine (its default, T2); the planned engine's comes from the plan.
+    Args:
+        ev: the chosen configuration. repo: the Hugging Face repository. native_dtype: the
+            checkpoint's weight format (value). parsers: reasoning-parser name or {engine: name}.
     """
-    c, lay = ev.config, ev.config.layout
-    fraction = ev.settings.memory_fraction if c.engine.name == "trtllm" else free_fraction
-    yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {fraction:.2f}"]
-    if c.kv_dtype is Dtype.FP8:
-        yaml.append("  dtype: fp8")
-    if lay.attention_dp:
-        yaml.append("enable_attention_dp: true")
-    if c.spec is not None:
-        yaml += ["speculative_config:", *_trtllm_spec(c.spec.method, c.spec.draft_tokens)]
-    ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch
-    args = [f"trtllm-serve {repo}", "--backend pytorch", f"--tp_size {lay.tp}"]
-    if lay.pp > 1:
-        args.append(f"--pp_size {lay.pp}")
-    if lay.ep > 1:
-        args.append(f"--ep_size {lay.ep}")
-    args.append(f"--max_batch_size {math.ceil(running_limit(ev) / ranks)}")
-    if c.engine.name == "trtllm":
-        args.append(f"--max_num_tokens {int(ev.settings.chunk_tokens)}")
-    args.append("--extra_llm_api_options extra_llm_api_options.yaml")
-    parser = _parser(parsers, "trtllm")
-    if parser:
-        args.append(f"--reasoning_parser {parser}")
-    head = ["cat > extra_llm_api_options.yaml <<'EOF'", *yaml, "EOF"]
-    if c.weight_dtype.value != native_dtype:
-        head.insert(0, f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
-                       f"{c.weight_dtype.value} checkpoint of {repo}")
-    return "\n".join(head) + "\n" + _with_note(ev, args, "trtllm")
-
-
-def _trtllm_spec(method: str, k: int) -> list[str]:
-    """The YAML ``speculative_config`` lines: MTP reads the checkpoint's own layers; EAGLE-3 and
-    others need a draft model the plan does not know."""
-    if method == "mtp":
-        return ["  decoding_type: MTP", f"  num_nextn_predict_layers: {k}"]
-    return [f"  decoding_type: {'Eagle3' if method == 'eagle3' else method.upper()}", f"  max_draft_len: {k}",
-            "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint"]
+    c = ev.config
+    return Launch(repo=repo, native_dtype=native_dtype, parsers=parsers, layout=c.layout, weight_dtype=c.weight_dtype,
+                  kv_dtype=c.kv_dtype, spec_method=c.spec.method if c.spec else None,
+                  draft_tokens=c.spec.draft_tokens if c.spec else 0, ssm_dtype=c.ssm_dtype,
+                  hybrid=ev.deployment.spec.is_hybrid, lift_running_cap=c.lift_running_cap,
+                  max_running_set=c.max_running is not None, running_limit=running_limit(ev), settings=ev.settings,
+                  planned_engine=c.engine.name)
 
 
 def launch_commands(ev: Evaluation, repo: str, native_dtype: str, parsers: object,
-                    default_fractions: dict[str, float]) -> dict[str, str]:
+                    engines: Mapping[str, Engine]) -> dict[str, str]:
     """Every engine's launch command that runs on the GPU vendor, the planned engine first.
 
     Args:
         ev: the chosen configuration. repo: the Hugging Face repository. native_dtype: the
             checkpoint's weight format. parsers: reasoning-parser name or {engine: name}.
-        default_fractions: engine → its default memory setting, for the engines not planned.
+        engines: the engines to write commands for, by name, in order (besides the planned one).
 
     Returns:
         engine name → shell command. Raises nothing.
     """
-    vendor = ev.deployment.gpu.vendor
-    writers = {"sglang": lambda: sglang_command(ev, repo, native_dtype, parsers),
-               "vllm": lambda: vllm_command(ev, repo, native_dtype, parsers, default_fractions.get("vllm", 0.92)),
-               "trtllm": lambda: trtllm_command(ev, repo, native_dtype, parsers, default_fractions.get("trtllm", 0.90))}
-    order = [ev.config.engine.name] + [e for e in writers if e != ev.config.engine.name]
-    return {e: writers[e]() for e in order if e in writers and (e != "trtllm" or vendor == "nvidia")}
+    planned = ev.config.engine
+    launch = launch_for(ev, repo, native_dtype, parsers)
+    order = [planned] + [e for name, e in engines.items() if name != planned.name]
+    return {e.name: e.launch_command(launch) for e in order if ev.deployment.gpu.vendor in e.vendors}

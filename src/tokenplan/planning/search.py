@@ -11,12 +11,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import Engine
 from tokenplan.job.cost import JobCost, job_cost
 from tokenplan.job.evaluate import Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.engine import EngineFacts
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning.space import HardwareOption, candidates, dropped_layouts, kv_dtypes, weight_dtypes
 from tokenplan.units import Dtype, GiB
@@ -86,7 +86,7 @@ def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareO
     return Candidate(ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour))
 
 
-def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts, table: EfficiencyTable, job: Job,
+def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, table: EfficiencyTable, job: Job,
                   specs: list[SpecDecode | None], weight_allowed: tuple[Dtype, ...] | None = None,
                   kv_allowed: tuple[Dtype, ...] | None = None, vision_cut: float = 1.0) -> OptionResult:
     """Search one hardware option (see the module docstring): evaluate every candidate offline,
@@ -94,7 +94,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: EngineFacts,
     the whole job for the :data:`JOB_SIMULATED_PER_OPTION` leaders by throughput.
 
     Args:
-        model: the model. option: the GPUs (type and count). engine: the engine's facts.
+        model: the model. option: the GPUs (type and count). engine: the engine.
         table: efficiency factors, resolved for the engine and the GPU architecture.
         job: requests and their length distributions (tokens).
         specs: speculative settings to try (None = off).

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import Engine
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config
-from tokenplan.perf.engine import EngineFacts
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype
@@ -120,7 +120,7 @@ def kv_dtypes(gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> tuple[list[Dtype],
                           "(--kv-dtype fp8)"]
 
 
-def candidates(model: ModelSpec, option: HardwareOption, engine: EngineFacts, specs: list[SpecDecode | None],
+def candidates(model: ModelSpec, option: HardwareOption, engine: Engine, specs: list[SpecDecode | None],
                weight_allowed: tuple[Dtype, ...] | None, kv_allowed: tuple[Dtype, ...] | None,
                vision_cut: float) -> Iterator[Config]:
     """Every configuration of one option. Where the engine caps running requests by default
@@ -128,7 +128,7 @@ def candidates(model: ModelSpec, option: HardwareOption, engine: EngineFacts, sp
     lifts the cap — the plan then prints the flags it needs.
 
     Args:
-        model: the model. option: the GPUs (type and count). engine: the engine's facts.
+        model: the model. option: the GPUs (type and count). engine: the engine.
         specs: speculative settings to try (None = off).
         weight_allowed, kv_allowed: the weight and KV dtypes to consider (None = every one the
             GPU runs).
@@ -145,7 +145,5 @@ def candidates(model: ModelSpec, option: HardwareOption, engine: EngineFacts, sp
             for kv in kvs:
                 for spec in specs:
                     yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut)
-                    caps_by_default = (spec is not None and engine.spec_max_running_default is not None) or (
-                        model.is_hybrid and engine.state_to_kv_memory_ratio is not None)
-                    if caps_by_default:
+                    if engine.caps_running_by_default(spec is not None, model.is_hybrid):
                         yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, lift_running_cap=True)

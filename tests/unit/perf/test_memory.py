@@ -11,10 +11,11 @@ GPU memory sizes are nvidia-smi's memory.total in src/tokenplan/catalog/gpus.yam
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tokenplan.catalog import load_engine, load_gpu, load_model
-from tokenplan.perf.engine import resolve_settings, sglang_vision_cut, speculative_state_copies
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import memory_breakdown, weight_bytes_per_gpu
 from tokenplan.units import Dtype, GiB, MiB
@@ -88,7 +89,7 @@ def test_moe_experts_shard_across_every_gpu_of_the_replica():
 def test_sglang_reserve_on_h100_80gb_is_13440_mib():
     gpu = load_gpu("h100-sxm")
     assert gpu.memory_bytes == H100_MIB * MiB
-    s = resolve_settings(load_engine("sglang"), gpu.memory_bytes, 1, 1, False)
+    s = load_engine("sglang").settings(gpu, Layout(), speculative=False)
     # 81,559 MiB is in SGLang's 60–90 GiB bucket: chunked_prefill_size 8192, cuda-graph max_bs 256
     # (TP < 4). reserve = max(512 + 1.5·8192 + 1024·1/8 + 2·256, 10 GiB = 10,240)
     #                   = max(512 + 12,288 + 128 + 512, 10,240) = 13,440 MiB.
@@ -100,7 +101,7 @@ def test_sglang_reserve_on_h100_80gb_is_13440_mib():
 
 def test_sglang_reserve_grows_with_tp_and_graph_batch():
     # H100 TP8: max_bs 512 (TP ≥ 4), TP·PP/8 = 1: 512 + 12,288 + 1,024 + 1,024 = 14,848 MiB.
-    s = resolve_settings(load_engine("sglang"), H100_MIB * MiB, 8, 8, False)
+    s = load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(tp=8), speculative=False)
     assert s.memory_fraction == pytest.approx((H100_MIB - 14_848) / H100_MIB, rel=1e-12)
 
 
@@ -108,7 +109,7 @@ def test_sglang_reserve_on_b200_uses_the_largest_bucket():
     # B200 183,359 MiB (179 GiB) ≥ 160 GiB: chunk 16,384, max_bs 512:
     # 512 + 1.5·16,384 + 128 + 2·512 = 512 + 24,576 + 128 + 1,024 = 26,240 MiB.
     gpu = load_gpu("b200")
-    s = resolve_settings(load_engine("sglang"), gpu.memory_bytes, 1, 1, False)
+    s = load_engine("sglang").settings(gpu, Layout(), speculative=False)
     assert s.memory_fraction == pytest.approx((183_359 - 26_240) / 183_359, rel=1e-12)
     assert s.chunk_tokens == 16_384
 
@@ -117,25 +118,25 @@ def test_sglang_small_gpu_has_no_10_gib_floor():
     # RTX 5090 32,607 MiB (< 35 GiB bucket): chunk 4096, max_bs 48:
     # 512 + 1.5·4096 + 128 + 2·48 = 512 + 6,144 + 128 + 96 = 6,880 MiB (below 10 GiB, kept:
     # the floor applies above 60 GiB only).
-    s = resolve_settings(load_engine("sglang"), load_gpu("rtx-5090").memory_bytes, 1, 1, False)
+    s = load_engine("sglang").settings(load_gpu("rtx-5090"), Layout(), speculative=False)
     assert s.memory_fraction == pytest.approx((32_607 - 6_880) / 32_607, rel=1e-12)
 
 
 def test_sglang_caps_running_requests_at_48_with_speculative_decoding():
-    s = resolve_settings(load_engine("sglang"), H100_MIB * MiB, 1, 1, True)
+    s = load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(), speculative=True)
     assert s.max_running_cap == 48
-    assert resolve_settings(load_engine("sglang"), H100_MIB * MiB, 1, 1, False).max_running_cap is None
+    assert load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(), speculative=False).max_running_cap is None
 
 
 def test_user_memory_fraction_overrides_the_default():
-    s = resolve_settings(load_engine("sglang"), H100_MIB * MiB, 1, 1, False, memory_fraction=0.7)
+    s = load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(), speculative=False, memory_fraction=0.7)
     assert s.memory_fraction == 0.7
 
 
 # ---------------------------------------------------------------- KV capacity
 def _breakdown(model, gpu_key, engine, layout=Layout(), weight=Dtype.BF16, kv=Dtype.BF16, ratio=None):
     gpu = load_gpu(gpu_key)
-    settings = resolve_settings(load_engine(engine), gpu.memory_bytes, layout.gpus_per_replica, layout.tp, False)
+    settings = load_engine(engine).settings(gpu, layout, speculative=False)
     return memory_breakdown(load_model(model), gpu, layout, weight, kv, settings, ratio)
 
 
@@ -194,7 +195,7 @@ def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
     #   sampler 1,024 × 151,936 × 10 = 1,555,824,640 B (the larger: the peak);
     #   + graphs 1,283,457,024 + non-torch 536,870,912 → 3,376,152,576 B.
     gpu = load_gpu("h100-sxm")
-    settings = resolve_settings(load_engine("vllm"), gpu.memory_bytes, 1, 1, False)
+    settings = load_engine("vllm").settings(gpu, Layout(), speculative=False)
     assert (settings.profile_tokens, settings.profile_seqs) == (8192, 1024)
     m = memory_breakdown(load_model("qwen3-32b"), gpu, Layout(), Dtype.BF16, Dtype.BF16, settings, None)
     reserve = 1_555_824_640 + 1_283_457_024 + 536_870_912
@@ -203,7 +204,7 @@ def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
     # A smaller token budget (A100 80 GB: 2,048 tokens, 256 seqs, V2) shrinks both terms:
     #   forward 2,048·2·87,040 = 356,515,840; sampler 256 × 151,936 × 10 = 388,956,160 (peak);
     #   graphs up to min(2·256, 512, 2,048) = 512 → 51 sizes, the same 1,283,457,024.
-    small = resolve_settings(load_engine("vllm"), gpu.memory_bytes, 1, 1, False, architecture="ampere")
+    small = load_engine("vllm").settings(dataclasses.replace(gpu, architecture="ampere"), Layout(), speculative=False)
     a100 = memory_breakdown(load_model("qwen3-32b"), gpu, Layout(), Dtype.BF16, Dtype.BF16, small, None)
     assert a100.kv_pool_bytes - m.kv_pool_bytes == pytest.approx(1_555_824_640 - 388_956_160, rel=1e-12)
 
@@ -283,10 +284,9 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
     # Left for activations and CUDA graphs: 192,265,846,784 − 29,862,789,120 − 21,493,173,073.92
     #   − 1,343,323,317.12 − 19,858,784,256 − 79,435,137,024 = 40,272,639,992.96 B (37.5 GiB).
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
-    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, False, sglang_vision_cut(engine, 27, 1152),
-                                gpu.architecture, None, 128)
+    settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=128)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
-                         spec_state_copies=speculative_state_copies(engine, 3), padded_state_slot=True,
+                         spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True,
                          draft_kv_pool=True)
     assert m.weight_bytes_per_gpu == 29_862_789_120
     assert m.kv_pool_bytes == pytest.approx(120_017_374_033.92, rel=1e-12)
@@ -306,10 +306,9 @@ def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200(
     # The plan before issue 10 launched --max-running-requests 413 per B200: state alone is
     # 413·769,720,320 = 317,894,492,160 B, above the 120,017,374,033.92 B pool budget (above).
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
-    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, False, sglang_vision_cut(engine, 27, 1152),
-                                gpu.architecture, None, 413)
+    settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=413)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
-                         spec_state_copies=speculative_state_copies(engine, 3), padded_state_slot=True)
+                         spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True)
     assert m.allocation(413)["kv_cache"] == pytest.approx(120_017_374_033.92 - 317_894_492_160, rel=1e-12)
     assert not m.allocates(413)
 
@@ -320,9 +319,9 @@ def test_sglang_ratio_split_reserves_the_speculative_copies_first():
     # usable 110,960,574,464 B (test above) − 29,557,260,288 = 81,403,314,176 B,
     # state pool 81,403,314,176·0.9/1.9, KV pool 81,403,314,176/1.9.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
-    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, True)
+    settings = engine.settings(gpu, Layout(), speculative=True)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, 0.9,
-                         spec_state_copies=speculative_state_copies(engine, 3),
+                         spec_state_copies=engine.spec_state_copies(3),
                          spec_reserved_running=settings.max_running_cap)
     assert m.spec_state_pool_bytes == 29_557_260_288
     assert m.state_pool_bytes == pytest.approx(81_403_314_176 * 0.9 / 1.9, rel=1e-12)
@@ -334,9 +333,9 @@ def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
     # a 4,000-token sequence holds 65,536·4,000 + 4·153,944,064 = 262,144,000 + 615,776,256
     # = 877,920,256 B of the shared pool.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("vllm")
-    assert speculative_state_copies(engine, 3) == 3
-    assert speculative_state_copies(load_engine("trtllm"), 3) == 0
-    settings = resolve_settings(engine, gpu.memory_bytes, 1, 1, True, architecture=gpu.architecture)
+    assert engine.spec_state_copies(3) == 3
+    assert load_engine("trtllm").spec_state_copies(3) == 0
+    settings = engine.settings(gpu, Layout(), speculative=True)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, None, spec_state_copies=3)
     assert m.max_sequences(4000) == pytest.approx(m.kv_pool_bytes / 877_920_256, rel=1e-12)
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.perf.engine import trtllm_bench_limits
+from tokenplan.engines.trtllm import trtllm_bench_limits
 from tokenplan.units import Dtype
 
 

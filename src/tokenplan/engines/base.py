@@ -1,0 +1,230 @@
+"""The seam between the performance model and an inference engine: the :class:`Engine` protocol,
+the settings an engine resolves to (:class:`EngineSettings`), how it lays out its cache pools
+(:class:`CachePools`) and what a launch command is written from (:class:`Launch`).
+The small records are NamedTuples: a frozen dataclass costs ~10× more to define at import,
+and ``tokenplan plan`` imports this package on every start.
+
+Each engine (``sglang.py``, ``vllm.py``, ``trtllm.py``) implements :class:`Engine` with its own
+rules in code and its figures from ``catalog/engines.yaml`` (every figure sourced there, keys S*,
+V*, T* of ``docs/engine-facts.md``). Nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol, runtime_checkable
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.hardware import Gpu
+from tokenplan.units import Dtype
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """The settings an engine resolves to for one deployment (what a launch command would set).
+
+    Attributes:
+        memory_fraction: SGLang ``--mem-fraction-static`` and vLLM ``--gpu-memory-utilization``:
+            share of total GPU memory for weights + cache; TRT-LLM
+            ``free_gpu_memory_fraction``: share of the memory left after weights and reserve.
+        reserve_bytes: memory held back besides the fraction's headroom (activations, CUDA
+            graphs, communication buffers); 0 for SGLang, whose fraction already excludes it.
+        fraction_of_free: True for TRT-LLM's fraction-of-free-memory rule.
+        chunk_tokens: prefill chunk / token budget per step.
+        graph_max_bs: largest decode batch captured in a CUDA graph.
+        max_running_cap: the engine's cap on running requests (None = derived from KV later).
+        profile_tokens, profile_seqs: tokens of the profiling forward and rows of its sampler
+            pass whose activation peak the engine holds back (vLLM: ``max_num_batched_tokens``
+            and ``max_num_seqs``; 0 = none); the model-dependent bytes are
+            ``perf.memory.profile_reserve_bytes``.
+        sampler_bytes_per_logit: bytes one vocabulary entry of one row holds in the sampler pass.
+        graph_estimate_bytes: the engine's CUDA-graph memory estimate (bytes; 0 = none).
+        tight: the launch raises the memory fraction and shrinks the prefill chunk and the
+            CUDA-graph batch so that a checkpoint the default reserve leaves no room for fits
+            (:meth:`Engine.tight_settings`); the launch command then sets all three.
+    """
+
+    memory_fraction: float
+    reserve_bytes: float
+    fraction_of_free: bool
+    chunk_tokens: int
+    graph_max_bs: int
+    max_running_cap: int | None
+    profile_tokens: int = 0
+    profile_seqs: int = 0
+    sampler_bytes_per_logit: float = 0.0
+    graph_estimate_bytes: float = 0.0
+    tight: bool = False
+
+    def usable_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
+        """Bytes one GPU has for KV cache and state under these settings (may be negative).
+
+        SGLang and vLLM size against total memory: ``gpu × fraction − weights − reserve``
+        (S1 ``mem_fraction_static``; V1, V3 ``gpu_memory_utilization``); TensorRT-LLM against the
+        memory left after weights and its profiling peak: ``(gpu − weights − reserve) ×
+        fraction`` (T3 ``KvCacheCreator._cal_max_memory``).
+
+        Args:
+            gpu_bytes: device memory; weight_bytes: weights on the GPU; reserve_bytes: the
+                whole reserve (``reserve_bytes`` plus a profiled activation peak), all in bytes.
+        """
+        if self.fraction_of_free:
+            return (gpu_bytes - weight_bytes - reserve_bytes) * self.memory_fraction
+        return gpu_bytes * self.memory_fraction - weight_bytes - reserve_bytes
+
+
+class CachePools(NamedTuple):
+    """How an engine lays out the memory after weights for a hybrid (linear-attention) model and
+    an MTP draft (see each engine's module for the sources).
+
+    Attributes:
+        state_to_kv_memory_ratio: state pool / KV pool where the engine splits them at a fixed
+            ratio (SGLang ``--mamba-full-memory-ratio``); None where one pool holds both.
+        slots_per_request, slots_per_request_spec: state slots one running request takes
+            without and with speculative decoding (SGLang's radix-cache ping-pong buffers; 1
+            where state is one block per request).
+        padded_state_slot: every state tensor has one row more than the requests (SGLang).
+        draft_kv_pool: an MTP draft keeps its own KV pool at the target's token count (SGLang).
+    """
+
+    state_to_kv_memory_ratio: float | None = None
+    slots_per_request: int = 1
+    slots_per_request_spec: int = 1
+    padded_state_slot: bool = False
+    draft_kv_pool: bool = False
+
+    def slots(self, speculative: bool) -> int:
+        """State slots one running request takes (``slots_per_request[_spec]``)."""
+        return self.slots_per_request_spec if speculative else self.slots_per_request
+
+
+class Parallelism(Protocol):
+    """The GPU counts of a deployment an engine reads (``perf.layout.Layout`` has them)."""
+
+    @property
+    def tp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def ep(self) -> int: ...
+    @property
+    def dp(self) -> int: ...
+    @property
+    def attention_dp(self) -> bool: ...
+    @property
+    def gpus_per_replica(self) -> int: ...
+
+
+class Launch(NamedTuple):
+    """What an engine's launch command is written from: one planned configuration.
+
+    Attributes:
+        repo: the Hugging Face repository; native_dtype: the checkpoint's weight format (value).
+        parsers: the reasoning-parser name, or {engine name: name}, or None.
+        layout: TP/PP/EP/DP and attention DP.
+        weight_dtype, kv_dtype: the planned formats.
+        spec_method: ``mtp``, ``eagle3``, … or None; draft_tokens: k (0 without speculation).
+        ssm_dtype: the hybrid state dtype the plan sized (None = the config's).
+        hybrid: the model has linear-attention state.
+        lift_running_cap: the plan lifts the engine's default running-request cap.
+        max_running_set: the user named a running-request cap.
+        running_limit: running requests per replica the plan assumes.
+        settings: the planned engine's resolved settings.
+        planned_engine: the name of the engine the plan was made for; another engine's command
+            keeps that engine's own memory default.
+    """
+
+    repo: str
+    native_dtype: str
+    parsers: object
+    layout: Parallelism
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    spec_method: str | None
+    draft_tokens: int
+    ssm_dtype: str | None
+    hybrid: bool
+    lift_running_cap: bool
+    max_running_set: bool
+    running_limit: int
+    settings: EngineSettings
+    planned_engine: str
+
+    def parser(self, engine: str) -> str | None:
+        """The reasoning parser ``engine`` registers for the model (launch.yaml), or None."""
+        if isinstance(self.parsers, dict):
+            return self.parsers.get(engine)
+        return self.parsers if isinstance(self.parsers, str) else None
+
+
+def join_command(launch: Launch, args: list[str], separate_servers: bool) -> str:
+    """Join the arguments into one shell command, after a comment line when each replica needs
+    its own server (``separate_servers``)."""
+    command = " \\\n  ".join(args)
+    if not separate_servers:
+        return command
+    dp = launch.layout.dp
+    return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
+            f"# and give each to tokenplan generate with its own --endpoint\n{command}")
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the performance model, the job simulation and the planner need from an engine.
+
+    Implementations: :class:`tokenplan.engines.sglang.Sglang`,
+    :class:`tokenplan.engines.vllm.Vllm`, :class:`tokenplan.engines.trtllm.Trtllm`; built from
+    ``catalog/engines.yaml`` by :func:`tokenplan.engines.from_catalog`. Frozen and hashable.
+    Runtime-checkable: ``isinstance(x, Engine)`` checks that every member below is present.
+    """
+
+    @property
+    def name(self) -> str:
+        """Catalog key (``sglang``, ``vllm``, ``trtllm``)."""
+    @property
+    def display_name(self) -> str:
+        """Name for people (``SGLang``)."""
+    @property
+    def vendors(self) -> tuple[str, ...]:
+        """GPU vendors the engine runs on."""
+    @property
+    def mixed_prefill(self) -> bool:
+        """Prompt chunks ride in decode steps (else prefill runs in steps of its own)."""
+    @property
+    def pools(self) -> CachePools:
+        """How the memory after weights is split for hybrid state and an MTP draft."""
+
+    # ---- defaults, caps and memory
+    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
+                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+        """The engine's defaults applied to one deployment (user overrides win)."""
+    def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
+        """The settings a launch uses when the default reserve leaves no room for the weights,
+        or None where the engine has no such rule."""
+    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
+                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+        """The settings of an offline (max-throughput) run, where the engine's benchmark tool
+        sizes its own batch; ``settings`` where it does not."""
+    def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
+        """Memory-fraction multiplier for a multimodal checkpoint (1 = none)."""
+    def auto_kv_dtype(self, weight: Dtype) -> Dtype:
+        """The KV-cache format ``--kv-dtype auto`` means for checkpoints in ``weight``."""
+    def spec_state_copies(self, draft_tokens: int | None) -> int:
+        """Extra recurrent-state copies one running request holds under speculative decoding
+        (``draft_tokens`` k; None or 0 = off)."""
+
+    # ---- scheduler
+    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
+        """KV tokens one running request holds for admission (tokens)."""
+    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+        """Running requests the scheduler admits at most, per replica."""
+    def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
+        """The default launch caps running requests below what memory allows (a plan then also
+        tries a launch that lifts the cap)."""
+
+    # ---- launch
+    def servers_per_replica(self, layout: Parallelism) -> bool:
+        """Each DP replica needs a server of its own."""
+    def launch_command(self, launch: Launch) -> str:
+        """The shell command that starts the engine for ``launch``."""

@@ -1,0 +1,228 @@
+"""SGLang (``python -m sglang.launch_server``): a static memory fraction computed from a reserve,
+GPU-memory buckets for the prefill chunk and the CUDA-graph batch, prefill apart from decode, a
+hybrid model's state in a pool of its own.
+
+Rules here, figures in ``catalog/engines.yaml`` (``sglang:``). Sources (``docs/engine-facts.md``):
+S1 ``arg_groups/memory_hook.py`` @031ed82d (reserve, buckets, fraction, vision cut);
+S2 ``arg_groups/fields/schedule.py`` @001b8862 (``--enable-mixed-chunk`` off); S3
+``model_runner_kv_cache_mixin.py`` @001ccef0 (running cap, state split, draft KV pool); S5
+``speculative_hook.py`` @004c82e0 (48 with speculative decoding); S10 (``--mamba-ssm-dtype``);
+S18 ``mem_cache/memory_pool.py`` ``MambaPool`` (padded slot, intermediate states); S19
+InferenceX ``dsr1_fp8_b200.sh`` (tight launch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar, NamedTuple
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
+from tokenplan.hardware import Gpu
+from tokenplan.units import GiB, MiB, Dtype
+
+# --quantization for a checkpoint re-quantized online or a pre-quantized one (S9 QUANTIZATION_CHOICES).
+_QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
+
+
+class SglangBucket(NamedTuple):
+    """One SGLang GPU-memory bucket: chunk size and decode CUDA-graph max batch (S1)."""
+
+    below_gib: float
+    chunk_tokens: int
+    graph_bs_small_tp: int
+    graph_bs_large_tp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sglang:
+    """SGLang's defaults (``catalog/engines.yaml``; each field's source is there).
+
+    Reserve (MiB, S1): ``reserve_base_mib + reserve_per_activation_token_mib × max(chunk,
+    reserve_activation_tokens_min) + reserve_per_8_gpus_mib × TP·PP/8 + reserve_graph_mib_per_bs
+    × graph max_bs``, at least ``reserve_floor_gib`` above ``reserve_floor_above_gib`` of GPU
+    memory; the decode graph batch takes a bucket's large-TP column from TP
+    ``graph_bs_large_tp_min``.
+    """
+
+    name: str
+    display_name: str
+    vendors: tuple[str, ...]
+    reserve_base_mib: float
+    reserve_per_activation_token_mib: float
+    reserve_activation_tokens_min: int
+    reserve_per_8_gpus_mib: float
+    reserve_graph_mib_per_bs: float
+    reserve_floor_gib: float
+    reserve_floor_above_gib: float
+    graph_bs_large_tp_min: int
+    buckets: tuple[SglangBucket, ...]
+    running_per_context_factor: float
+    running_min: int
+    running_max: int
+    spec_max_running_default: int
+    tight_memory_fraction: float
+    tight_chunk_tokens: int
+    tight_graph_max_bs: int
+    pools: CachePools
+
+    # S2: --enable-mixed-chunk is off by default: prefill chunks run in steps of their own.
+    mixed_prefill: ClassVar[bool] = False
+
+    @classmethod
+    def from_entry(cls, name: str, entry: dict) -> Sglang:
+        """Build from the ``sglang:`` entry of ``catalog/engines.yaml`` (parsed YAML).
+        Raises KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
+        e = dict(entry)
+        e.pop("source")
+        running, tight, hybrid = e.pop("max_running_default"), e.pop("tight_memory"), e.pop("hybrid_state")
+        return cls(
+            name=name, vendors=tuple(e.pop("vendors")), buckets=tuple(SglangBucket(**b) for b in e.pop("buckets")),
+            running_per_context_factor=running["per_context_factor"], running_min=running["min"],
+            running_max=running["max"], tight_memory_fraction=tight["fraction"],
+            tight_chunk_tokens=tight["chunk_tokens"], tight_graph_max_bs=tight["graph_max_bs"],
+            # S18: every MambaPool tensor has size + 1 rows (slot 0 takes padded tokens); S3: the
+            # MTP/EAGLE draft worker has its own KV pool of the target's token count.
+            pools=CachePools(hybrid["state_to_kv_memory_ratio"], hybrid["slots_per_request"],
+                             hybrid["slots_per_request_spec"], padded_state_slot=True, draft_kv_pool=True),
+            **e)
+
+    # ------------------------------------------------------------------ defaults and memory
+    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
+                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+        """``mem_fraction_static = (GPU − reserve) / GPU × vision_cut`` (S1), the bucket's chunk
+        and decode graph batch, and a running cap of 48 with speculative decoding (S5), else
+        None: derived from the KV pool by :meth:`running_cap`.
+
+        Args:
+            gpu: the GPU (its memory in bytes picks the bucket). layout: TP (graph column) and
+                TP × PP (reserve). speculative: a speculative algorithm is set. vision_cut:
+                :meth:`vision_cut` of a multimodal checkpoint. memory_fraction, max_running:
+                user overrides (None = default).
+
+        Raises:
+            StopIteration: no bucket covers the GPU (the shipped buckets end at 100,000 GiB).
+        """
+        gpu_bytes = gpu.memory_bytes
+        bucket = next(b for b in self.buckets if gpu_bytes / GiB < b.below_gib)
+        graph_bs = bucket.graph_bs_small_tp if layout.tp < self.graph_bs_large_tp_min else bucket.graph_bs_large_tp
+        reserve_mib = (self.reserve_base_mib
+                       + self.reserve_per_activation_token_mib * max(bucket.chunk_tokens, self.reserve_activation_tokens_min)
+                       + self.reserve_per_8_gpus_mib * layout.gpus_per_replica / 8
+                       + self.reserve_graph_mib_per_bs * graph_bs)
+        reserve = reserve_mib * MiB
+        if gpu_bytes > self.reserve_floor_above_gib * GiB:
+            reserve = max(reserve, self.reserve_floor_gib * GiB)
+        fraction = memory_fraction or (gpu_bytes - reserve) / gpu_bytes * vision_cut
+        cap = max_running or (self.spec_max_running_default if speculative else None)
+        return EngineSettings(fraction, 0.0, False, bucket.chunk_tokens, graph_bs, cap)
+
+    def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
+        """The launch InferenceX uses when the default reserve leaves no room for a very large
+        checkpoint (DeepSeek-R1 FP8 at TP4 on B200: ``--mem-fraction-static 0.95
+        --chunked-prefill-size 8192 --cuda-graph-max-bs 32``, S19): ``tight_memory_fraction ×
+        vision_cut`` with the smaller chunk and graph batch; None when the default fraction is
+        already at least as large."""
+        fraction = self.tight_memory_fraction * vision_cut
+        if fraction <= settings.memory_fraction:
+            return None
+        return replace(settings, memory_fraction=fraction, chunk_tokens=min(settings.chunk_tokens, self.tight_chunk_tokens),
+                       graph_max_bs=min(settings.graph_max_bs, self.tight_graph_max_bs), tight=True)
+
+    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
+                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+        """``settings``: an offline SGLang run (``sglang.bench_offline_throughput``) keeps the
+        server's defaults."""
+        return settings
+
+    def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
+        """The fraction multiplier for a multimodal checkpoint served with its vision tower (S1):
+        ``0.95 × clamp(1 − 0.1·(layers·hidden² / (24·1024²) − 1), 0.8, 1.05)``; 1 for text-only
+        models. Qwen3.6-27B (27 × 1152): 0.95 × 0.9576 = 0.910."""
+        if vision_layers == 0:
+            return 1.0
+        size = vision_layers * vision_hidden**2 / (24 * 1024**2)
+        return 0.95 * min(max(1 - 0.1 * (size - 1), 0.8), 1.05)
+
+    def auto_kv_dtype(self, weight: Dtype) -> Dtype:
+        """``--kv-cache-dtype auto`` = the model dtype, BF16 for every shipped checkpoint (S12)."""
+        return Dtype.BF16
+
+    def spec_state_copies(self, draft_tokens: int | None) -> int:
+        """k + 1: MambaPool allocates intermediate SSM-state and conv-window caches of
+        ``speculative_num_draft_tokens`` = k + 1 rows per running request (S18), reserved before
+        the state/KV split (S3 ``handle_max_mamba_cache``); 0 without speculation."""
+        return draft_tokens + 1 if draft_tokens else 0
+
+    # ------------------------------------------------------------------ scheduler
+    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
+        """The running mean context: SGLang admits against an estimate of future tokens and
+        retracts on overflow (S6), so the pool holds the prompt and half the output so far."""
+        return isl_mean + osl_running_mean / 2
+
+    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+        """``--max-running-requests``, or when unset ``clamp(KV_tokens / context_len × 512, 2048,
+        4096)`` (S3; ``context_len`` here is the longest request, tokens)."""
+        if settings.max_running_cap is not None:
+            return float(settings.max_running_cap)
+        raw = kv_tokens / max(max_request_tokens, 1.0) * self.running_per_context_factor
+        return float(int(min(max(raw, self.running_min), self.running_max)))
+
+    def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
+        """True with speculative decoding (48, S5) and for hybrid models (state slots ÷ 5, S3)."""
+        return speculative or (hybrid_model and self.pools.state_to_kv_memory_ratio is not None)
+
+    # ------------------------------------------------------------------ launch
+    def servers_per_replica(self, layout: Parallelism) -> bool:
+        """With EP or attention DP, ``--dp-size`` means attention ranks inside one expert group
+        (``--enable-dp-attention``), not independent replicas: each replica gets a server."""
+        return layout.dp > 1 and (layout.ep > 1 or layout.attention_dp)
+
+    def launch_command(self, launch: Launch) -> str:
+        """``python -m sglang.launch_server ...`` (server_args / arg_groups, S1–S14).
+
+        The planned engine's fraction goes in ``--mem-fraction-static``; when another engine was
+        planned SGLang computes its own, so the flag is left out."""
+        lay, s = launch.layout, launch.settings
+        args = ["python -m sglang.launch_server", f"--model-path {launch.repo}", *self._parallel_args(lay)]
+        if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
+            args.append(f"--quantization {_QUANT[launch.weight_dtype]}")
+        if launch.kv_dtype is Dtype.FP8:
+            args.append("--kv-cache-dtype fp8_e4m3")
+        if launch.planned_engine == self.name:
+            args.append(f"--mem-fraction-static {s.memory_fraction:.3f}")
+        if s.tight:  # a checkpoint the default reserve leaves no room for (S19)
+            args.append(f"--chunked-prefill-size {s.chunk_tokens} --cuda-graph-max-bs {s.graph_max_bs}")
+        if launch.spec_method is not None:
+            k = launch.draft_tokens
+            algo = "NEXTN" if launch.spec_method == "mtp" else launch.spec_method.upper()
+            args.append(f"--speculative-algorithm {algo} --speculative-num-steps {k} "
+                        f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
+        if launch.ssm_dtype is not None and launch.hybrid:
+            args.append(f"--mamba-ssm-dtype {launch.ssm_dtype}")  # S10; the memory model sized the state in it
+        if launch.lift_running_cap and launch.hybrid:
+            # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
+            # running request (S3); the plan's limit already holds each request's k + 1 speculative
+            # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
+            args.append("--disable-radix-cache")
+        if launch.lift_running_cap or launch.max_running_set:
+            args.append(f"--max-running-requests {launch.running_limit}")
+        parser = launch.parser(self.name)
+        if parser:
+            args.append(f"--reasoning-parser {parser}")
+        return join_command(launch, args, self.servers_per_replica(lay))
+
+    def _parallel_args(self, lay: Parallelism) -> list[str]:
+        """``--tp-size``, ``--dp-size`` (DP-attention ranks, or replicas behind one server),
+        ``--pp-size``, ``--ep-size``."""
+        args = [f"--tp-size {lay.tp}"]
+        if lay.attention_dp:  # attention DP across the TP ranks of one replica (SGLang DP-attention)
+            args.append(f"--dp-size {lay.tp} --enable-dp-attention")
+        elif lay.dp > 1 and not self.servers_per_replica(lay):
+            args.append(f"--dp-size {lay.dp}")
+        if lay.pp > 1:
+            args.append(f"--pp-size {lay.pp}")
+        if lay.ep > 1:
+            args.append(f"--ep-size {lay.ep}")
+        return args

@@ -1,0 +1,216 @@
+"""TensorRT-LLM (``trtllm-serve``, PyTorch backend): ``free_gpu_memory_fraction`` of the memory left
+after weights and a profiling run; in-flight batching with the GUARANTEED_NO_EVICT scheduler;
+offline runs are ``trtllm-bench`` runs that size their own batch.
+
+Rules here, figures in ``catalog/engines.yaml`` (``trtllm:``). Sources (``docs/engine-facts.md``):
+T1 ``commands/serve.py`` @00209af1; T2 ``llmapi/llm_args.py``; T3 ``_torch/pyexecutor/_util.py``
+``KvCacheCreator._cal_max_memory``; T5 ``bench/build/tuning.py`` (``calc_engine_setting``); T6
+``DecodeCudaGraphConfig``; T9 performance-tuning guide (scheduler policies); T12 reasoning
+parser / ``kv_cache_config`` example.
+
+The scheduler is here alone (:meth:`Trtllm.running_context_tokens`, :meth:`Trtllm.running_cap`):
+a MAX_UTILIZATION policy or trtllm-serve's dynamic batch-size tuning changes these two methods.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
+from tokenplan.hardware import Gpu
+from tokenplan.units import GiB, Dtype
+
+# Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).
+_BENCH_TUNED = frozenset({Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4})
+
+
+def trtllm_bench_limits(gpu_memory_bytes: float, weight_bytes_total: float, kv_bytes_per_token: float,
+                        state_bytes_per_sequence: float, isl_tokens: float, osl_tokens: float, ranks: int,
+                        pp: int, tuned: bool) -> tuple[int, int]:
+    """``(max_batch_size, max_num_tokens)`` that ``trtllm-bench throughput`` picks for itself
+    (TRT-LLM ``bench/tuning/heuristics.py`` ``calc_engine_setting`` / ``finetune_setting``, T5).
+
+    ``cache = (ranks × device memory − weights) × 0.95`` (squared for hybrid models) holds
+    ``cache / (kv_bytes_per_token × (ISL + OSL) + state)`` requests; ``raw_bs = min(that, 4096) / PP``
+    and ``raw_tokens = min(raw_bs × (1 + ISL/OSL), 32768)``, rounded up optimistically (batch: 32s
+    with a floor of 64 below 256, 128s below 1,024, 256s above; tokens: at least 2,048, 256s below
+    4,096, 512s below 8,192, 1,024s above). Hybrids round the batch down to even. Quantization
+    modes the heuristic does not know (MXFP4, INT4) keep the LLM-API defaults 2,048 / 8,192.
+
+    Args:
+        weight_bytes_total: checkpoint bytes over the ``ranks`` GPUs.
+        kv_bytes_per_token: the heuristic's KV bytes per token over the ranks (every attention
+            layer, KV heads padded up to TP; MLA latent once).
+        ranks: GPUs whose memory the heuristic pools (TP × PP; PP alone with attention DP, where
+            it sizes one rank).
+        tuned: the weight format is one the heuristic knows (BF16, FP8, NVFP4).
+    """
+    if not tuned:
+        return 2048, 8192
+    fraction = 0.95 * (0.95 if state_bytes_per_sequence > 0 else 1.0)
+    cache = (ranks * gpu_memory_bytes - weight_bytes_total) * fraction
+    per_request = kv_bytes_per_token * (isl_tokens + osl_tokens) + state_bytes_per_sequence
+    requests = max(cache / per_request, 1.0) if per_request > 0 else 4096.0
+    raw_bs = min(requests, 4096) / pp
+    raw_tokens = min(raw_bs * (1 + isl_tokens / osl_tokens), 32768)
+    if state_bytes_per_sequence > 0:
+        bs = max(2 * math.floor(raw_bs / 2), 1)
+    elif raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return bs, tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Trtllm:
+    """TensorRT-LLM's defaults (``catalog/engines.yaml``; each field's source is there)."""
+
+    name: str
+    display_name: str
+    vendors: tuple[str, ...]
+    memory_fraction: float
+    reserve_fixed_gib: float
+    max_batch_size: int
+    max_num_tokens: int
+    graph_max_bs: int
+    pools: CachePools = CachePools()
+
+    # T9: in-flight batching puts context and generation requests in one step.
+    mixed_prefill: ClassVar[bool] = True
+
+    @classmethod
+    def from_entry(cls, name: str, entry: dict) -> Trtllm:
+        """Build from the ``trtllm:`` entry of ``catalog/engines.yaml`` (parsed YAML). Raises
+        KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
+        e = dict(entry)
+        e.pop("source")
+        return cls(name=name, vendors=tuple(e.pop("vendors")), **e)
+
+    # ------------------------------------------------------------------ defaults and memory
+    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
+                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+        """``free_gpu_memory_fraction`` of the memory left after weights and the profiling peak
+        ``reserve_fixed_gib`` (T2, T3), ``max_num_tokens`` and ``max_batch_size`` (T1, T2), CUDA
+        graphs up to ``graph_max_bs`` (T6). The GPU, layout, speculation and vision cut do not
+        change these defaults. ``memory_fraction``, ``max_running``: user overrides."""
+        return EngineSettings(memory_fraction or self.memory_fraction, self.reserve_fixed_gib * GiB, True,
+                              self.max_num_tokens, self.graph_max_bs, max_running or self.max_batch_size)
+
+    def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
+        """None: no tighter launch is known for TensorRT-LLM."""
+        return None
+
+    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
+                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+        """An offline run is a ``trtllm-bench`` run: the running-request cap and token budget of
+        :func:`trtllm_bench_limits` (T5). The heuristic counts every attention layer's KV at the
+        KV format (FP8/NVFP4, else BF16) with KV heads padded up to TP, and pools the memory of
+        TP × PP GPUs (PP alone with attention DP, where each rank schedules alone and both
+        limits scale by the TP ranks).
+
+        Args:
+            settings: the default settings. model, gpu, layout, weight_dtype, kv_dtype: the
+                deployment. weight_bytes_per_gpu: weights on one GPU (bytes). isl_tokens,
+                osl_tokens: mean prompt and output lengths (tokens).
+        """
+        a = model.attention
+        attn_layers = model.full_attention_layers + model.sliding_layers
+        kv_format = kv_dtype if kv_dtype in (Dtype.FP8, Dtype.NVFP4) else Dtype.BF16
+        heads = None if a is None else max(layout.tp, a.num_kv_heads)
+        kv_tok = kv_bytes_per_token_per_layer(model, kv_format, heads) * attn_layers
+        ranks = layout.pp if layout.attention_dp else layout.gpus_per_replica
+        weights = weight_bytes_per_gpu * ranks
+        bs, tokens = trtllm_bench_limits(gpu.memory_bytes, weights, kv_tok, state_bytes_per_sequence(model),
+                                         isl_tokens, osl_tokens, ranks, layout.pp, weight_dtype in _BENCH_TUNED)
+        scale = layout.tp if layout.attention_dp else 1
+        return replace(settings, max_running_cap=bs * scale, chunk_tokens=tokens * scale)
+
+    def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
+        """1: TensorRT-LLM's memory rule does not depend on a vision tower."""
+        return 1.0
+
+    def auto_kv_dtype(self, weight: Dtype) -> Dtype:
+        """FP8 for a quantized FP8/NVFP4 checkpoint, whose quantization config sets FP8 KV
+        (``kv_cache_config.dtype = "auto"`` takes the checkpoint's KV quantization, T2;
+        ground-truth README); else the model dtype, BF16."""
+        return Dtype.FP8 if weight in (Dtype.FP8, Dtype.NVFP4) else Dtype.BF16
+
+    def spec_state_copies(self, draft_tokens: int | None) -> int:
+        """0: no extra recurrent state under speculative decoding is known (not verified)."""
+        return 0
+
+    # ------------------------------------------------------------------ scheduler
+    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
+        """ISL + OSL: GUARANTEED_NO_EVICT (set by trtllm-serve, T1; the default, T9) admits a
+        request only when the KV of its whole prompt and output is free, and never pauses it."""
+        return isl_mean + osl_mean
+
+    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+        """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""
+        return float(settings.max_running_cap)
+
+    def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
+        """False: the plan keeps ``max_batch_size``."""
+        return False
+
+    # ------------------------------------------------------------------ launch
+    def servers_per_replica(self, layout: Parallelism) -> bool:
+        """``trtllm-serve`` has no data-parallel flag: every DP replica is a server of its own."""
+        return layout.dp > 1
+
+    def launch_command(self, launch: Launch) -> str:
+        """``trtllm-serve ... --extra_llm_api_options`` with its YAML written first (a heredoc;
+        T1, T2, T12, nvidia.github.io/TensorRT-LLM "trtllm-serve" command reference). The weight
+        format comes from the checkpoint (no online quantization flag).
+        ``kv_cache_config.free_gpu_memory_fraction`` is the plan's when TensorRT-LLM was
+        planned, else its default (T2)."""
+        lay, planned = launch.layout, launch.planned_engine == self.name
+        fraction = launch.settings.memory_fraction if planned else self.memory_fraction
+        yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {fraction:.2f}"]
+        if launch.kv_dtype is Dtype.FP8:
+            yaml.append("  dtype: fp8")
+        if lay.attention_dp:
+            yaml.append("enable_attention_dp: true")
+        if launch.spec_method is not None:
+            yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens)]
+        ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch
+        args = [f"trtllm-serve {launch.repo}", "--backend pytorch", f"--tp_size {lay.tp}"]
+        if lay.pp > 1:
+            args.append(f"--pp_size {lay.pp}")
+        if lay.ep > 1:
+            args.append(f"--ep_size {lay.ep}")
+        args.append(f"--max_batch_size {math.ceil(launch.running_limit / ranks)}")
+        if planned:
+            args.append(f"--max_num_tokens {int(launch.settings.chunk_tokens)}")
+        args.append("--extra_llm_api_options extra_llm_api_options.yaml")
+        parser = launch.parser(self.name)
+        if parser:
+            args.append(f"--reasoning_parser {parser}")
+        head = ["cat > extra_llm_api_options.yaml <<'EOF'", *yaml, "EOF"]
+        if launch.weight_dtype.value != launch.native_dtype:
+            head.insert(0, f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
+                           f"{launch.weight_dtype.value} checkpoint of {launch.repo}")
+        return "\n".join(head) + "\n" + join_command(launch, args, self.servers_per_replica(lay))
+
+
+def _spec_yaml(method: str, k: int) -> list[str]:
+    """The YAML ``speculative_config`` lines: MTP reads the checkpoint's own layers; EAGLE-3 and
+    others need a draft model the plan does not know."""
+    if method == "mtp":
+        return ["  decoding_type: MTP", f"  num_nextn_predict_layers: {k}"]
+    return [f"  decoding_type: {'Eagle3' if method == 'eagle3' else method.upper()}", f"  max_draft_len: {k}",
+            "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint"]

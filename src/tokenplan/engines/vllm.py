@@ -1,0 +1,170 @@
+"""vLLM (``vllm serve``): ``gpu_memory_utilization`` of total memory, less the peak of a profiling
+run and a CUDA-graph estimate; chunked prefill mixed into decode steps; one pool for KV and a
+hybrid model's state.
+
+Rules here, figures in ``catalog/engines.yaml`` (``vllm:``). Sources (``docs/engine-facts.md``):
+V1 ``vllm/config/cache.py`` @002f10e0; V2 ``arg_utils.get_batch_defaults``; V3 v0.27.1 engine log;
+V4 issue #45178; V5 ``_set_cudagraph_sizes``; V13 issue #32324; V14 ``scheduler.py``; V15
+PR #21489; V16 ``vllm/v1/kv_cache_interface.py`` ``MambaSpec``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
+from tokenplan.hardware import Gpu
+from tokenplan.units import GiB, MiB, Dtype
+
+# --quantization for a checkpoint re-quantized online or a pre-quantized one (V2).
+_QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
+
+
+def vllm_graph_capture_sizes(max_size: int) -> list[int]:
+    """vLLM's default CUDA-graph batch sizes up to ``max_size``:
+    ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`` (V5); 51 sizes at 512."""
+    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
+    return [s for s in sizes if s <= max_size]
+
+
+@dataclass(frozen=True, slots=True)
+class Vllm:
+    """vLLM's defaults (``catalog/engines.yaml``; each field's source is there).
+
+    ``large_gpu_min_gib``: devices with at least this much memory, other than the
+    ``small_default_architectures`` (A100 is Ampere), take the ``*_large_gpu`` defaults (V2).
+    """
+
+    name: str
+    display_name: str
+    vendors: tuple[str, ...]
+    memory_fraction: float
+    reserve_fixed_gib: float
+    sampler_bytes_per_logit: float
+    graph_estimate_mib_per_size: float
+    graph_bs_per_seq: int
+    graph_max_bs: int
+    max_running_default_large_gpu: int
+    max_running_default_small_gpu: int
+    large_gpu_min_gib: float
+    small_default_architectures: tuple[str, ...]
+    chunk_tokens_large_gpu: int
+    chunk_tokens_small_gpu: int
+    pools: CachePools = CachePools()
+
+    # V2/V14: chunked prefill is on, prompt chunks ride in decode steps.
+    mixed_prefill: ClassVar[bool] = True
+
+    @classmethod
+    def from_entry(cls, name: str, entry: dict) -> Vllm:
+        """Build from the ``vllm:`` entry of ``catalog/engines.yaml`` (parsed YAML). Raises
+        KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
+        e = dict(entry)
+        e.pop("source")
+        return cls(name=name, vendors=tuple(e.pop("vendors")),
+                   small_default_architectures=tuple(e.pop("small_default_architectures")), **e)
+
+    # ------------------------------------------------------------------ defaults and memory
+    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
+                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+        """``gpu_memory_utilization`` of total memory (V1) less ``reserve_fixed_gib`` of non-torch
+        memory (V15) and the profiling peak: a dummy forward of ``max_num_batched_tokens`` and a
+        sampler pass over ``max_num_seqs`` rows (the bytes: ``perf.memory.profile_reserve_bytes``)
+        plus the CUDA-graph estimate (V3, V4). ``max_num_seqs`` is capped by
+        ``max_num_batched_tokens`` (V2); graphs are captured up to ``min(2 × max_num_seqs,
+        graph_max_bs, max_num_batched_tokens)`` (V5, V13).
+
+        Args:
+            gpu: the GPU (memory and architecture pick the defaults). layout: unused (vLLM's
+                defaults do not depend on it). speculative, vision_cut: unused. memory_fraction,
+                max_running: user overrides (None = default).
+        """
+        large = (gpu.memory_bytes >= self.large_gpu_min_gib * GiB
+                 and gpu.architecture not in self.small_default_architectures)
+        chunk = self.chunk_tokens_large_gpu if large else self.chunk_tokens_small_gpu
+        cap = max_running or (self.max_running_default_large_gpu if large else self.max_running_default_small_gpu)
+        seqs = min(cap, chunk)
+        graph_bs = min(self.graph_bs_per_seq * seqs, self.graph_max_bs, chunk)
+        graphs = len(vllm_graph_capture_sizes(graph_bs)) * self.graph_estimate_mib_per_size * MiB
+        return EngineSettings(memory_fraction or self.memory_fraction, self.reserve_fixed_gib * GiB, False, chunk,
+                              graph_bs, cap, profile_tokens=chunk, profile_seqs=seqs,
+                              sampler_bytes_per_logit=self.sampler_bytes_per_logit, graph_estimate_bytes=graphs)
+
+    def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
+        """None: no tighter launch is known for vLLM."""
+        return None
+
+    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
+                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+        """``settings``: ``vllm bench throughput`` keeps the engine's defaults."""
+        return settings
+
+    def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
+        """1: vLLM's memory rule does not depend on a vision tower."""
+        return 1.0
+
+    def auto_kv_dtype(self, weight: Dtype) -> Dtype:
+        """``--kv-cache-dtype auto`` = the model dtype (V1), BF16 for every shipped checkpoint."""
+        return Dtype.BF16
+
+    def spec_state_copies(self, draft_tokens: int | None) -> int:
+        """k: ``MambaSpec`` adds ``num_speculative_blocks`` = k state blocks per request
+        (``max_memory_usage_bytes = page × (1 + num_speculative_blocks)``, V16)."""
+        return draft_tokens if draft_tokens else 0
+
+    # ------------------------------------------------------------------ scheduler
+    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
+        """The running mean context: vLLM reserves no KV for future tokens at admission and
+        preempts by recompute on overflow (V6)."""
+        return isl_mean + osl_running_mean / 2
+
+    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+        """``max_num_seqs`` (V2; set by :meth:`settings`)."""
+        return float(settings.max_running_cap)
+
+    def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
+        """False: the plan keeps vLLM's ``max_num_seqs`` default."""
+        return False
+
+    # ------------------------------------------------------------------ launch
+    def servers_per_replica(self, layout: Parallelism) -> bool:
+        """With EP or attention DP, ``--data-parallel-size`` ranks share one expert group
+        (``--enable-expert-parallel`` spans TP × DP): each replica gets a server."""
+        return layout.dp > 1 and (layout.ep > 1 or layout.attention_dp)
+
+    def launch_command(self, launch: Launch) -> str:
+        """``vllm serve ...`` (engine args, V1–V11). vLLM keeps its own memory rule: the command
+        sets ``--max-num-seqs`` to the plan's batch limit and ``--gpu-memory-utilization`` to the
+        plan's when vLLM was planned, else to vLLM's default (V1)."""
+        lay = launch.layout
+        ranks = 1
+        if lay.attention_dp:  # vLLM's DP attention: TP 1 per rank, DP ranks share one EP group
+            ranks = lay.tp
+            args = ["vllm serve " + launch.repo, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]
+        else:
+            args = ["vllm serve " + launch.repo, f"--tensor-parallel-size {lay.tp}"]
+            if lay.dp > 1 and not self.servers_per_replica(lay):
+                args.append(f"--data-parallel-size {lay.dp}")
+        if lay.pp > 1:
+            args.append(f"--pipeline-parallel-size {lay.pp}")
+        if lay.ep > 1 or lay.attention_dp:
+            args.append("--enable-expert-parallel")
+        if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
+            args.append(f"--quantization {_QUANT[launch.weight_dtype]}")
+        if launch.kv_dtype is Dtype.FP8:
+            args.append("--kv-cache-dtype fp8")
+        fraction = launch.settings.memory_fraction if launch.planned_engine == self.name else self.memory_fraction
+        args.append(f"--gpu-memory-utilization {fraction:.2f}")
+        args.append(f"--max-num-seqs {math.ceil(launch.running_limit / ranks)}")  # per engine rank
+        if launch.spec_method is not None:
+            spec = {"method": launch.spec_method, "num_speculative_tokens": launch.draft_tokens}
+            args.append(f"--speculative-config '{json.dumps(spec, separators=(',', ':'))}'")
+        parser = launch.parser(self.name)
+        if parser:
+            args.append(f"--reasoning-parser {parser}")
+        return join_command(launch, args, self.servers_per_replica(lay))

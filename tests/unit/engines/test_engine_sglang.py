@@ -1,0 +1,135 @@
+"""SGLang behind the Engine protocol: every rule against hand arithmetic from its source
+(engine-facts S1 memory_hook.py, S3 the KV-cache mixin, S5 speculative_hook.py, S18 MambaPool,
+S19 InferenceX). GPU memory is nvidia-smi's memory.total in catalog/gpus.yaml (H100 SXM 81,559 MiB,
+B200 183,359 MiB)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tokenplan.catalog import load_engine, load_gpu
+from tokenplan.engines import Engine, EngineSettings, Launch, Sglang
+from tokenplan.perf.layout import Layout
+from tokenplan.units import Dtype
+
+H100_MIB = 81_559
+
+
+@pytest.fixture(scope="module")
+def sglang() -> Sglang:
+    engine = load_engine("sglang")
+    assert isinstance(engine, Sglang) and isinstance(engine, Engine)
+    return engine
+
+
+def test_tp4_takes_the_large_tp_graph_column(sglang):
+    # H100 (60–90 GiB bucket): chunk 8,192, decode graph max_bs 256 below TP 4, 512 from TP 4 (S1).
+    # TP2: 512 + 1.5·8,192 + 1,024·2/8 + 2·256 = 512 + 12,288 + 256 + 512 = 13,568 MiB;
+    # TP4: 512 + 12,288 + 1,024·4/8 + 2·512 = 512 + 12,288 + 512 + 1,024 = 14,336 MiB.
+    h100 = load_gpu("h100-sxm")
+    tp2 = sglang.settings(h100, Layout(tp=2), speculative=False)
+    tp4 = sglang.settings(h100, Layout(tp=4), speculative=False)
+    assert (tp2.graph_max_bs, tp4.graph_max_bs) == (256, 512)
+    assert tp2.memory_fraction == pytest.approx((H100_MIB - 13_568) / H100_MIB, rel=1e-12)
+    assert tp4.memory_fraction == pytest.approx((H100_MIB - 14_336) / H100_MIB, rel=1e-12)
+    assert (tp4.reserve_bytes, tp4.fraction_of_free, tp4.chunk_tokens) == (0.0, False, 8192)
+
+
+def test_the_10_gib_floor_binds_above_60_gib_only(sglang):
+    # With no activation term the H100 reserve would be 512 + 0 + 1,024/8 + 2·256 = 1,152 MiB,
+    # below the 10 GiB = 10,240 MiB floor for GPUs above 60 GiB (S1) → fraction (81,559 − 10,240)/81,559.
+    lean = dataclasses.replace(sglang, reserve_per_activation_token_mib=0.0)
+    s = lean.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
+    assert s.memory_fraction == pytest.approx((H100_MIB - 10_240) / H100_MIB, rel=1e-12)
+    # The L40S (46,068 MiB, below 60 GiB; bucket < 60 GiB: chunk 4,096, max_bs 32) keeps its own:
+    # 512 + 0 + 128 + 2·32 = 704 MiB → (46,068 − 704)/46,068.
+    s = lean.settings(load_gpu("l40s"), Layout(), speculative=False)
+    assert s.memory_fraction == pytest.approx((46_068 - 704) / 46_068, rel=1e-12)
+
+
+def test_the_vision_cut_multiplies_the_fraction_and_is_clamped(sglang):
+    # Qwen3.6-27B's tower, 27 layers × 1,152: 27·1,152² / (24·1,024²) = 35,831,808 / 25,165,824
+    # = 1.423828125 → 0.95 × (1 − 0.1 × 0.423828125) = 0.95 × 0.9576171875 = 0.909736328125.
+    assert sglang.vision_cut(27, 1152) == pytest.approx(0.909736328125, rel=1e-15)
+    # 48 × 2,048: 48·4,194,304 / 25,165,824 = 8 → 1 − 0.7 = 0.3, clamped to 0.8 → 0.76.
+    assert sglang.vision_cut(48, 2048) == pytest.approx(0.76, rel=1e-15)
+    # 12 × 512: 12·262,144 / 25,165,824 = 0.125 → 1.0875, clamped to 1.05 → 0.9975.
+    assert sglang.vision_cut(12, 512) == pytest.approx(0.9975, rel=1e-15)
+    assert sglang.vision_cut(0, 0) == 1.0
+    # B200 TP1 reserve 26,240 MiB (test_memory.py): fraction (183,359 − 26,240)/183,359 × 0.76.
+    s = sglang.settings(load_gpu("b200"), Layout(), speculative=False, vision_cut=0.76)
+    assert s.memory_fraction == pytest.approx((183_359 - 26_240) / 183_359 * 0.76, rel=1e-12)
+
+
+def test_default_running_cap_is_clamped_kv_over_context_times_512(sglang):
+    # S3: clamp(KV_tokens / context_len × 512, 2048, 4096); an explicit cap wins.
+    unset = EngineSettings(0.8, 0.0, False, 8192, 256, None)
+    assert sglang.running_cap(unset, 12_000, 2048) == 3000.0  # 12,000/2,048·512 = 3,000
+    assert sglang.running_cap(unset, 5_000, 2048) == 2048.0  # 1,250 → the floor 2,048
+    assert sglang.running_cap(unset, 1_000_000, 2048) == 4096.0  # 250,000 → the ceiling 4,096
+    assert sglang.running_cap(dataclasses.replace(unset, max_running_cap=100), 1_000_000, 2048) == 100.0
+
+
+def test_speculative_decoding_caps_at_48_and_holds_k_plus_1_state_copies(sglang):
+    h100 = load_gpu("h100-sxm")
+    assert sglang.settings(h100, Layout(), speculative=True).max_running_cap == 48  # S5
+    assert sglang.settings(h100, Layout(), speculative=True, max_running=300).max_running_cap == 300
+    # S18: intermediate SSM and conv caches of speculative_num_draft_tokens = k + 1 rows.
+    assert (sglang.spec_state_copies(3), sglang.spec_state_copies(None), sglang.spec_state_copies(0)) == (4, 0, 0)
+    assert sglang.caps_running_by_default(speculative=True, hybrid_model=False)
+    assert sglang.caps_running_by_default(speculative=False, hybrid_model=True)  # state slots ÷ 5 (S3)
+    assert not sglang.caps_running_by_default(speculative=False, hybrid_model=False)
+    assert (sglang.pools.slots(False), sglang.pools.slots(True)) == (5, 4)  # 3 + 2 / 3 + 1 (S3)
+
+
+def test_tight_launch_raises_the_fraction_and_shrinks_chunk_and_graphs(sglang):
+    # S19: 0.95 with --chunked-prefill-size 8192 --cuda-graph-max-bs 32. B200 default: chunk
+    # 16,384, max_bs 512, fraction (183,359 − 26,240)/183,359 = 0.857 < 0.95.
+    default = sglang.settings(load_gpu("b200"), Layout(), speculative=False)
+    tight = sglang.tight_settings(default)
+    assert tight is not None and tight.tight
+    assert (tight.memory_fraction, tight.chunk_tokens, tight.graph_max_bs) == (0.95, 8192, 32)
+    # With a vision cut of 0.76: 0.95 × 0.76 = 0.722 < 0.857: no tighter launch.
+    assert sglang.tight_settings(default, vision_cut=0.76) is None
+
+
+def test_scheduler_holds_the_running_mean_context_and_prefills_apart(sglang):
+    # ISL 1,000 + half the running mean output 400 = 1,200 tokens; --enable-mixed-chunk off (S2).
+    assert sglang.running_context_tokens(1000, 500, 400) == 1200
+    assert not sglang.mixed_prefill
+    assert sglang.auto_kv_dtype(Dtype.FP8) is Dtype.BF16
+
+
+def _launch(**changes) -> Launch:
+    base = Launch(repo="Qwen/Qwen3-32B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=2),
+                  weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
+                  hybrid=False, lift_running_cap=False, max_running_set=False, running_limit=200,
+                  settings=EngineSettings(0.83521, 0.0, False, 8192, 256, None), planned_engine="sglang")
+    return base._replace(**changes)
+
+
+def test_launch_command_spells_sglangs_flags(sglang):
+    assert sglang.launch_command(_launch()) == " \\\n  ".join([
+        "python -m sglang.launch_server", "--model-path Qwen/Qwen3-32B", "--tp-size 2", "--quantization fp8",
+        "--kv-cache-dtype fp8_e4m3", "--mem-fraction-static 0.835",
+        "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 4",
+        "--reasoning-parser qwen3"])
+    # Another engine planned: SGLang computes its own fraction (no flag). A lifted cap on a hybrid
+    # model disables the radix cache and names the plan's limit (S3).
+    cmd = sglang.launch_command(_launch(planned_engine="vllm", spec_method=None, hybrid=True, lift_running_cap=True,
+                                        weight_dtype=Dtype.BF16, kv_dtype=Dtype.BF16, parsers=None))
+    assert cmd == " \\\n  ".join(["python -m sglang.launch_server", "--model-path Qwen/Qwen3-32B", "--tp-size 2",
+                                  "--disable-radix-cache", "--max-running-requests 200"])
+
+
+def test_dp_with_ep_means_one_server_per_replica(sglang):
+    assert not sglang.servers_per_replica(Layout(tp=2, dp=4))
+    assert sglang.servers_per_replica(Layout(tp=2, ep=2, dp=4))
+    assert sglang.servers_per_replica(Layout(tp=2, dp=4, attention_dp=True))
+    cmd = sglang.launch_command(_launch(layout=Layout(tp=2, ep=2, dp=4), spec_method=None, parsers=None))
+    assert cmd.startswith("# one server per replica: start 4 of these")
+    assert "--dp-size" not in cmd and "--ep-size 2" in cmd
+    assert "--dp-size 4" in sglang.launch_command(_launch(layout=Layout(tp=2, dp=4)))

@@ -1,0 +1,109 @@
+"""TensorRT-LLM behind the Engine protocol, against hand arithmetic from its sources (engine-facts
+T1 serve.py, T2 llm_args.py, T3 KvCacheCreator, T5 trtllm-bench heuristics, T6 CUDA graphs, T9
+GUARANTEED_NO_EVICT). H100 SXM: 81,559 MiB = 85,520,809,984 B (catalog/gpus.yaml); Llama-3.1-8B
+BF16: 16,059,990,016 B of weights, 131,072 B of KV per token (tests/unit/perf/test_memory.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenplan.catalog import load_engine, load_gpu, load_model
+from tokenplan.engines import Engine, EngineSettings, Launch, Trtllm
+from tokenplan.perf.layout import Layout
+from tokenplan.units import Dtype
+
+GIB = 1_073_741_824
+LLAMA_BF16_BYTES = 16_059_990_016
+
+
+@pytest.fixture(scope="module")
+def trtllm() -> Trtllm:
+    engine = load_engine("trtllm")
+    assert isinstance(engine, Trtllm) and isinstance(engine, Engine)
+    return engine
+
+
+def test_defaults_are_the_llm_api_defaults(trtllm):
+    # free_gpu_memory_fraction 0.9 (T2), max_num_tokens 8,192 (T2), max_batch_size 2,048 (T1, T2),
+    # CUDA graphs up to 128 (T6), a 2 GiB profiling reserve (engineering estimate, engines.yaml).
+    s = trtllm.settings(load_gpu("h100-sxm"), Layout(tp=4), speculative=True)
+    assert (s.memory_fraction, s.reserve_bytes, s.fraction_of_free) == (0.9, 2 * GIB, True)
+    assert (s.chunk_tokens, s.graph_max_bs, s.max_running_cap) == (8192, 128, 2048)
+    user = trtllm.settings(load_gpu("a100-80gb"), Layout(), speculative=False, memory_fraction=0.8, max_running=64)
+    assert (user.memory_fraction, user.max_running_cap) == (0.8, 64)
+
+
+def test_usable_memory_is_a_share_of_what_weights_and_reserve_leave(trtllm):
+    # T3: (total − weights − reserve) × fraction = (100e9 − 20e9 − 2·1,073,741,824) × 0.9
+    #   = 77,852,516,352 × 0.9 = 70,067,264,716.8 B.
+    s = trtllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
+    assert s.usable_bytes(100e9, 20e9, 2 * GIB) == pytest.approx(70_067_264_716.8, rel=1e-12)
+
+
+def test_guaranteed_no_evict_holds_the_whole_request(trtllm):
+    # T1, T9: admission reserves ISL + OSL = 1,000 + 500, not the running mean context.
+    assert trtllm.running_context_tokens(1000, 500, 400) == 1500
+    assert trtllm.running_cap(EngineSettings(0.9, 0.0, True, 8192, 128, 2048), 1e9, 2048) == 2048.0
+    assert trtllm.mixed_prefill and not trtllm.caps_running_by_default(speculative=True, hybrid_model=True)
+
+
+def test_auto_kv_follows_a_quantized_checkpoint(trtllm):
+    # T2: kv_cache_config.dtype "auto" takes the checkpoint's KV quantization (FP8 for FP8/NVFP4).
+    assert [trtllm.auto_kv_dtype(d) for d in (Dtype.FP8, Dtype.NVFP4, Dtype.BF16, Dtype.MXFP4)] == \
+        [Dtype.FP8, Dtype.FP8, Dtype.BF16, Dtype.BF16]
+    assert trtllm.spec_state_copies(3) == 0 and trtllm.vision_cut(27, 1152) == 1.0
+
+
+def test_offline_runs_take_trtllm_benchs_limits(trtllm):
+    # Llama-3.1-8B BF16 TP1 on an H100, ISL = OSL = 1,000 (T5):
+    # cache = (85,520,809,984 − 16,059,990,016) × 0.95 = 69,460,819,968 × 0.95 = 65,987,778,969.6 B;
+    # a request holds 131,072 × 2,000 = 262,144,000 B → 251.7 requests < 256
+    # → max(64, 32·ceil(251.7/32) = 256) = 256; tokens 251.7 × 2 = 503.4 → the 2,048 floor.
+    model, h100 = load_model("llama-3.1-8b"), load_gpu("h100-sxm")
+    default = trtllm.settings(h100, Layout(), speculative=False)
+    s = trtllm.offline_settings(default, model, h100, Layout(), Dtype.BF16, Dtype.BF16, LLAMA_BF16_BYTES, 1000, 1000)
+    assert (s.max_running_cap, s.chunk_tokens) == (256, 2048)
+    # With attention DP over TP2 the heuristic sizes one rank (ranks = PP = 1, the same figures)
+    # and both limits scale by the 2 ranks: 512 and 4,096.
+    dp = trtllm.offline_settings(default, model, h100, Layout(tp=2, attention_dp=True), Dtype.BF16, Dtype.BF16,
+                                 LLAMA_BF16_BYTES, 1000, 1000)
+    assert (dp.max_running_cap, dp.chunk_tokens) == (512, 4096)
+    # A format the heuristic does not know (MXFP4) keeps the LLM-API defaults 2,048 / 8,192.
+    mx = trtllm.offline_settings(default, model, h100, Layout(), Dtype.MXFP4, Dtype.BF16, LLAMA_BF16_BYTES, 1000, 1000)
+    assert (mx.max_running_cap, mx.chunk_tokens) == (2048, 8192)
+
+
+def _launch(**changes) -> Launch:
+    base = Launch(repo="Qwen/Qwen3.6-27B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=1, dp=8),
+                  weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
+                  hybrid=True, lift_running_cap=False, max_running_set=False, running_limit=300,
+                  settings=EngineSettings(0.9, 2 * GIB, True, 8192, 128, 2048), planned_engine="trtllm")
+    return base._replace(**changes)
+
+
+def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
+    assert trtllm.servers_per_replica(Layout(dp=2)) and not trtllm.servers_per_replica(Layout(tp=8))
+    assert trtllm.launch_command(_launch()) == "\n".join([
+        "# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt fp8 checkpoint of Qwen/Qwen3.6-27B",
+        "cat > extra_llm_api_options.yaml <<'EOF'", "kv_cache_config:", "  free_gpu_memory_fraction: 0.90",
+        "  dtype: fp8", "speculative_config:", "  decoding_type: MTP", "  num_nextn_predict_layers: 3", "EOF",
+        "# one server per replica: start 8 of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)",
+        "# and give each to tokenplan generate with its own --endpoint",
+        " \\\n  ".join(["trtllm-serve Qwen/Qwen3.6-27B", "--backend pytorch", "--tp_size 1", "--max_batch_size 300",
+                        "--max_num_tokens 8192", "--extra_llm_api_options extra_llm_api_options.yaml",
+                        "--reasoning_parser qwen3"])])
+
+
+def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
+    # SGLang planned at 0.857: TRT-LLM keeps its own free_gpu_memory_fraction 0.9 (T2) and its
+    # max_num_tokens; attention DP over TP4 gives each rank ceil(300 / 4) = 75 requests.
+    cmd = trtllm.launch_command(_launch(planned_engine="sglang", layout=Layout(tp=4, ep=4, attention_dp=True),
+                                        weight_dtype=Dtype.BF16, kv_dtype=Dtype.BF16, spec_method="eagle3",
+                                        draft_tokens=2, parsers=None,
+                                        settings=EngineSettings(0.857, 0.0, False, 16384, 512, None)))
+    assert cmd == "\n".join([
+        "cat > extra_llm_api_options.yaml <<'EOF'", "kv_cache_config:", "  free_gpu_memory_fraction: 0.90",
+        "enable_attention_dp: true", "speculative_config:", "  decoding_type: Eagle3", "  max_draft_len: 2",
+        "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint", "EOF",
+        " \\\n  ".join(["trtllm-serve Qwen/Qwen3.6-27B", "--backend pytorch", "--tp_size 4", "--ep_size 4",
+                        "--max_batch_size 75", "--extra_llm_api_options extra_llm_api_options.yaml"])])

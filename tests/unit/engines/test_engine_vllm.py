@@ -1,0 +1,102 @@
+"""vLLM behind the Engine protocol, against hand arithmetic from its sources (engine-facts V1
+cache.py gpu_memory_utilization 0.92, V2 get_batch_defaults, V5 CUDA-graph sizes, V15 non-torch
+memory, V16 MambaSpec). H100 SXM: 81,559 MiB = 85,520,809,984 B (catalog/gpus.yaml)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenplan.catalog import load_engine, load_gpu
+from tokenplan.engines import Engine, EngineSettings, Launch, Vllm
+from tokenplan.engines.vllm import vllm_graph_capture_sizes
+from tokenplan.perf.layout import Layout
+from tokenplan.units import Dtype
+
+MIB = 1_048_576
+
+
+@pytest.fixture(scope="module")
+def vllm() -> Vllm:
+    engine = load_engine("vllm")
+    assert isinstance(engine, Vllm) and isinstance(engine, Engine)
+    return engine
+
+
+def test_capture_sizes_follow_the_default_list():
+    # [1, 2, 4] + 8..248 step 8 (31 sizes) + 256..512 step 16 (17 sizes) = 51 sizes at 512.
+    assert len(vllm_graph_capture_sizes(512)) == 3 + 31 + 17
+    assert vllm_graph_capture_sizes(4) == [1, 2, 4]
+    assert vllm_graph_capture_sizes(20) == [1, 2, 4, 8, 16]
+
+
+def test_large_gpu_defaults_on_an_h100(vllm):
+    # 81,559 MiB ≥ 70 GiB = 71,680 MiB and not Ampere: max_num_batched_tokens 8,192, max_num_seqs
+    # 1,024 (V2); graphs up to min(2·1,024, 512, 8,192) = 512 → 51 sizes × 24 MiB = 1,224 MiB.
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
+    assert (s.chunk_tokens, s.max_running_cap, s.graph_max_bs) == (8192, 1024, 512)
+    assert (s.profile_tokens, s.profile_seqs, s.sampler_bytes_per_logit) == (8192, 1024, 10)
+    assert s.graph_estimate_bytes == 1_224 * MIB
+    assert (s.memory_fraction, s.reserve_bytes, s.fraction_of_free) == (0.92, 0.5 * 1024 * MIB, False)
+
+
+def test_a100_and_small_gpus_keep_the_small_defaults(vllm):
+    # V2: "≥ 70 GiB and not A100", else max_num_batched_tokens 2,048, max_num_seqs 256.
+    for gpu in (load_gpu("a100-80gb"), load_gpu("l40s")):
+        s = vllm.settings(gpu, Layout(), speculative=False)
+        assert (s.chunk_tokens, s.max_running_cap, s.profile_seqs) == (2048, 256, 256)
+        assert s.graph_max_bs == 512  # min(2·256, 512, 2,048)
+
+
+def test_a_user_cap_shrinks_the_profiled_rows_and_the_graphs(vllm):
+    # max_num_seqs 100: graphs up to min(200, 512, 8,192) = 200 → [1, 2, 4] + 8..200 step 8 (25)
+    # = 28 sizes × 24 MiB = 672 MiB; a user fraction replaces 0.92.
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False, memory_fraction=0.8, max_running=100)
+    assert (s.max_running_cap, s.profile_seqs, s.graph_max_bs) == (100, 100, 200)
+    assert s.graph_estimate_bytes == 28 * 24 * MIB
+    assert s.memory_fraction == 0.8
+
+
+def test_usable_memory_is_a_share_of_total_memory(vllm):
+    # V1: total × utilization − weights − reserve: 100e9 × 0.92 − 20e9 − 5e9 = 67e9.
+    s = EngineSettings(0.92, 0.0, False, 8192, 512, 1024)
+    assert s.usable_bytes(100e9, 20e9, 5e9) == pytest.approx(67e9, rel=1e-15)
+
+
+def test_scheduler_state_and_kv_defaults(vllm):
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
+    assert vllm.running_cap(s, 1e9, 2048) == 1024.0  # max_num_seqs, not the KV pool
+    assert vllm.running_context_tokens(1000, 500, 400) == 1200  # no reservation for future tokens (V6)
+    assert vllm.mixed_prefill  # chunked prefill mixes prompts into decode steps (V2/V14)
+    assert (vllm.spec_state_copies(3), vllm.spec_state_copies(None)) == (3, 0)  # k blocks (V16)
+    assert vllm.pools.state_to_kv_memory_ratio is None and vllm.pools.slots(True) == 1
+    assert not vllm.caps_running_by_default(speculative=True, hybrid_model=True)
+    assert (vllm.vision_cut(27, 1152), vllm.auto_kv_dtype(Dtype.NVFP4)) == (1.0, Dtype.BF16)
+    assert vllm.tight_settings(s) is None
+
+
+def _launch(**changes) -> Launch:
+    base = Launch(repo="deepseek-ai/DeepSeek-V3", native_dtype="fp8", parsers=None,
+                  layout=Layout(tp=8, ep=8, attention_dp=True), weight_dtype=Dtype.FP8, kv_dtype=Dtype.BF16,
+                  spec_method="mtp", draft_tokens=2, ssm_dtype=None, hybrid=False, lift_running_cap=False,
+                  max_running_set=False, running_limit=1000,
+                  settings=EngineSettings(0.857, 0.0, False, 16384, 512, None), planned_engine="sglang")
+    return base._replace(**changes)
+
+
+def test_launch_with_attention_dp_splits_the_batch_over_the_ranks(vllm):
+    # DP attention: TP 1 per rank, 8 DP ranks, expert parallel; --max-num-seqs per rank
+    # ceil(1,000 / 8) = 125; another engine planned → vLLM's own 0.92 (V1).
+    assert vllm.launch_command(_launch()) == " \\\n  ".join([
+        "vllm serve deepseek-ai/DeepSeek-V3", "--tensor-parallel-size 1", "--data-parallel-size 8",
+        "--enable-expert-parallel", "--gpu-memory-utilization 0.92", "--max-num-seqs 125",
+        "--speculative-config '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'"])
+
+
+def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
+    planned = _launch(layout=Layout(tp=2, dp=2), planned_engine="vllm", spec_method=None, weight_dtype=Dtype.NVFP4,
+                      kv_dtype=Dtype.FP8, parsers={"vllm": "deepseek_r1"},
+                      settings=EngineSettings(0.9, 0.0, False, 8192, 512, 1024))
+    assert vllm.launch_command(planned) == " \\\n  ".join([
+        "vllm serve deepseek-ai/DeepSeek-V3", "--tensor-parallel-size 2", "--data-parallel-size 2",
+        "--quantization modelopt_fp4", "--kv-cache-dtype fp8", "--gpu-memory-utilization 0.90",
+        "--max-num-seqs 1000", "--reasoning-parser deepseek_r1"])
