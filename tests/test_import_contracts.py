@@ -77,3 +77,17 @@ def test_a_top_level_module_in_no_layer_fails(copy: Path) -> None:
     proc = _run(copy)
     assert proc.returncode != 0
     assert "tokenplan.stray" in proc.stdout
+
+
+def test_a_cli_module_importing_a_file_format_fails(copy: Path) -> None:
+    _append(copy / "src/tokenplan/cli/plan.py", "import tokenplan.files.measurements")
+    proc = _run(copy)
+    assert proc.returncode != 0
+    assert "tokenplan.cli.plan -> tokenplan.files.measurements " in proc.stdout
+
+
+def test_an_api_module_in_no_layer_fails(copy: Path) -> None:
+    (copy / "src/tokenplan/api/stray.py").write_text('"""An api module placed in no layer."""\n', encoding="utf-8")
+    proc = _run(copy)
+    assert proc.returncode != 0
+    assert "tokenplan.api.stray" in proc.stdout

@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from tokenplan.api.plan import PlanRequest, plan_report_data
-from tokenplan.api.report import load_bench, load_plan, load_run_summary, report_inputs
+from tokenplan.api.report import report_inputs
+from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.planning.curves import SpeedupPoint, breakeven, concurrency_grid, pareto_front
 from tokenplan.report.text_charts import line_chart
@@ -102,7 +103,7 @@ def test_plan_pngs_are_written(data, tmp_path):
 def test_report_inputs_load_runs_bench_and_plan(run_dir, bench_file, tmp_path, data):
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(data["plan"]))
-    inputs = report_inputs([str(run_dir)], str(plan_file), str(bench_file))
+    inputs = report_inputs([str(run_dir)], str(plan_file), str(bench_file)).to_json()
     assert inputs["runs"][0]["run_dir"] == str(run_dir) and inputs["runs"][0]["output_tok_s"] == 347.2
     assert inputs["bench"]["num_gpus"] == 8 and inputs["plan"]["model"] == "qwen3.6-27b"
 

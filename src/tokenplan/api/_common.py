@@ -140,7 +140,7 @@ def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, b
     where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch)
     intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
-        value = getattr(result, key, None)
+        value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
         band = None if value is None else interval(table, value, metric, inverse, *where)
         if band is not None:
             intervals[key] = band

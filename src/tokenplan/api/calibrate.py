@@ -5,10 +5,13 @@ profile — the Python API behind ``tokenplan calibrate``. The rows are resolved
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenplan.api._cases import resolve_file
+from tokenplan.api.results import JsonResult
 from tokenplan.calibration.bands import BandTable
 from tokenplan.calibration.fit import CrossValidation, FitOptions, FitResult, cross_validate, fit
 from tokenplan.calibration.heldout import band_table, kfold_residuals
@@ -30,15 +33,103 @@ BAND_MAX_NFEV = 2
 
 
 @dataclass(frozen=True)
+class CalibrationProfile(JsonResult):
+    """The calibration JSON that ``--calibration`` reads: ``default`` and ``groups`` of factor →
+    value, ``uncertainty`` (±1σ of the factors fitted inside their bounds, ``level.factor`` →
+    σ), ``at_bound`` (``level.factor`` of those that ended on a bound of ``EFFICIENCY_BOUNDS``:
+    no σ, the bound holds them), ``held_at_default`` (factors the fit left at their documented
+    default) and ``provenance``."""
+
+    default: Mapping[str, float]
+    groups: Mapping[str, Mapping[str, float]]
+    uncertainty: Mapping[str, float]
+    at_bound: tuple[str, ...]
+    held_at_default: tuple[str, ...]
+    provenance: str
+
+
+@dataclass(frozen=True)
+class Optimizer(JsonResult):
+    """scipy ``least_squares``'s outcome: status code, message, function evaluations."""
+
+    status: int
+    message: str
+    nfev: int
+
+
+@dataclass(frozen=True)
+class FittedFactor(JsonResult):
+    """One fitted factor at its level (``default``, an engine or ``engine/architecture``), its
+    ±1σ (None for a factor on a bound, flagged ``at_bound``)."""
+
+    level: str
+    name: str
+    value: float
+    uncertainty: float | None
+    at_bound: bool
+
+
+@dataclass(frozen=True)
+class FoldError(JsonResult):
+    """One cross-validation fold: what was held out, its rows and the median |error| on them."""
+
+    held_out: str
+    n: int
+    median_abs_pct_error: float
+
+
+@dataclass(frozen=True)
+class CrossValidationSummary(JsonResult):
+    """A leave-one-group-out cross-validation: median and p90 |error| (fractions), per fold."""
+
+    median_abs_pct_error: float
+    p90_abs_pct_error: float
+    folds: tuple[FoldError, ...]
+
+
+@dataclass(frozen=True)
+class CalibrationSummary(JsonResult):
+    """The ``--json`` form of a calibration: rows fitted and skipped, the optimiser's outcome,
+    factors with uncertainty, the cross-validations (by ``gpu``/``model``) and the profile."""
+
+    n: int
+    skipped: int
+    converged: bool
+    optimizer: Optimizer
+    at_bound: tuple[str, ...]
+    held: tuple[str, ...]
+    factors: tuple[FittedFactor, ...]
+    cross_validation: Mapping[str, CrossValidationSummary]
+    profile: CalibrationProfile
+
+
+@dataclass(frozen=True)
 class CalibrationResult:
-    """A fit, its cross-validation, the profile JSON that ``--calibration`` reads, and the
+    """A fit, its cross-validation, the profile that ``--calibration`` reads, and the
     error-band table (None unless asked for: it needs the cross-validation)."""
 
     fit: FitResult
     cv: tuple[CrossValidation, ...]
-    profile: dict
+    profile: CalibrationProfile
     skipped: int
     bands: BandTable | None = None
+
+    def summary(self) -> CalibrationSummary:
+        """What ``--json`` prints, typed (see :class:`CalibrationSummary`)."""
+        f = self.fit
+        return CalibrationSummary(
+            n=f.n_rows, skipped=self.skipped, converged=f.converged,
+            optimizer=Optimizer(f.status, f.message, f.nfev), at_bound=tuple(f.at_bound), held=tuple(f.held),
+            factors=tuple(FittedFactor(x.level, x.name, x.value, None if x.at_bound else x.uncertainty, x.at_bound)
+                          for x in f.factors),
+            cross_validation={cv.by: CrossValidationSummary(
+                cv.median_abs, cv.p90_abs, tuple(FoldError(d.held_out, d.n, d.median_abs) for d in cv.folds))
+                for cv in self.cv},
+            profile=self.profile)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form: ``summary().to_json()``."""
+        return self.summary().to_json()
 
 
 CV_LATENCY_STRIDE = 6  # cross-validation refits use every 6th row that has throughput and latencies (InferenceX)
@@ -83,7 +174,7 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
             held = kfold_residuals(cases, result, BAND_FOLDS, Efficiency(), FitOptions(max_nfev=BAND_MAX_NFEV))
             table = band_table(held, list(cv[0].residuals), cases,
                                f"{BAND_FOLDS}-fold cross-validated residuals of the {provenance}")
-    return CalibrationResult(result, tuple(cv), profile_dict(result, provenance), n_skipped, table)
+    return CalibrationResult(result, tuple(cv), profile_of(result, provenance), n_skipped, table)
 
 
 def _describe(path: str) -> str:
@@ -91,35 +182,14 @@ def _describe(path: str) -> str:
     return f"{path} sha256:{digest}"
 
 
-def profile_dict(result: FitResult, provenance: str) -> dict:
-    """The calibration JSON: ``default`` and ``groups`` of factor → value, ``uncertainty`` (±1σ
-    of the factors fitted inside their bounds), ``at_bound`` (``level.factor`` of those that
-    ended on a bound of ``EFFICIENCY_BOUNDS``: no σ, the bound holds them),
-    ``held_at_default`` (factors the fit left at their documented default) and ``provenance``."""
+def profile_of(result: FitResult, provenance: str) -> CalibrationProfile:
+    """The calibration profile of a fit (see :class:`CalibrationProfile`)."""
     t = result.table
-    return {
-        "default": t.default.as_dict(),
-        "groups": {g: e.as_dict() for g, e in sorted(t.by_group.items())},
-        "uncertainty": {f"{f.level}.{f.name}": f.uncertainty for f in result.factors if not f.at_bound},
-        "at_bound": list(result.at_bound),
-        "held_at_default": list(result.held),
-        "provenance": provenance,
-    }
-
-
-def calibration_dict(r: CalibrationResult) -> dict:
-    """The ``--json`` form of a calibration: factors with uncertainty (None for a factor on a
-    bound, flagged ``at_bound``), the optimiser's outcome (``converged``, ``status``,
-    ``message``, ``nfev``) and the CV tables."""
-    return {
-        "n": r.fit.n_rows, "skipped": r.skipped, "converged": r.fit.converged,
-        "optimizer": {"status": r.fit.status, "message": r.fit.message, "nfev": r.fit.nfev},
-        "at_bound": list(r.fit.at_bound), "held": list(r.fit.held),
-        "factors": [{"level": f.level, "name": f.name, "value": f.value,
-                     "uncertainty": None if f.at_bound else f.uncertainty, "at_bound": f.at_bound}
-                    for f in r.fit.factors],
-        "cross_validation": {cv.by: {"median_abs_pct_error": cv.median_abs, "p90_abs_pct_error": cv.p90_abs,
-                                     "folds": [{"held_out": f.held_out, "n": f.n, "median_abs_pct_error": f.median_abs}
-                                               for f in cv.folds]} for cv in r.cv},
-        "profile": r.profile,
-    }
+    return CalibrationProfile(
+        default=t.default.as_dict(),
+        groups={g: e.as_dict() for g, e in sorted(t.by_group.items())},
+        uncertainty={f"{f.level}.{f.name}": f.uncertainty for f in result.factors if not f.at_bound},
+        at_bound=tuple(result.at_bound),
+        held_at_default=tuple(result.held),
+        provenance=provenance,
+    )

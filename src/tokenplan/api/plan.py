@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tokenplan.api._common import PLAN_FIGURES, calibration_warnings, efficiency_table, figure_bands
+from tokenplan.api._provisioning import check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
-                                        PlanOption, PlanReportData, PlanResult, ProvisionRow, Provisioning,
-                                        ProvisionTry, Recommended)
+                                        PlanOption, PlanReportData, PlanResult, Recommended)
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
@@ -24,7 +24,7 @@ from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
-from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
+from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
@@ -195,8 +195,8 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
         ev = top.best.evaluation
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
-    prov = _provisioning(req, answers) if answers is not None else None
-    answer = (_provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
+    prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
+    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
     return PlanResult(
         model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
         job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),
@@ -251,7 +251,7 @@ def _searched(req: PlanRequest) -> tuple:
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
     _check_lengths(req)
-    _check_targets(req)
+    check_targets(req.deadline_s, req.budget_usd)
     model = load_model(req.model)
     engine = load_engine(req.engine)
     table = efficiency_table(req.calibration)
@@ -276,68 +276,7 @@ def _searched(req: PlanRequest) -> tuple:
         unit = opt.gpu.node_gpus
         most = opt.count if count_given else DEFAULT_MAX_UNITS * unit
         answers.append((opt, provision(lambda n, o=opt: search(replace(o, count=n)), target, unit, max(most, unit))))
-    return model, engine, table, job, [_provisioned_result(p) for _, p in answers], answers
-
-
-def _check_targets(req: PlanRequest) -> None:
-    """Name a deadline or budget that is not a positive number."""
-    if req.deadline_s is not None and not req.deadline_s > 0:
-        raise InputError("deadline", req.deadline_s, "a duration > 0, e.g. 2d, 36h")
-    if req.budget_usd is not None and not req.budget_usd > 0:
-        raise InputError("budget", req.budget_usd, "US dollars > 0, e.g. 1500")
-
-
-def _provisioned_result(p: Provision) -> OptionResult:
-    """The search at the count a provisioning answer settled on (or came closest with)."""
-    shown = p.chosen or p.closest or p.tried[-1]
-    return shown.payload[0]
-
-
-def _provisioning(req: PlanRequest, answers: list) -> Provisioning:
-    """``plan``'s ``provisioning`` section: per GPU type, the fewest GPUs and the job at that count."""
-    rows = []
-    for opt, p in answers:
-        o = p.chosen
-        tried = tuple(ProvisionTry(t.gpus, None if t.wall_s is None else t.wall_s / S_PER_DAY, t.usd, t.meets)
-                      for t in p.tried)
-        row = ProvisionRow(gpu=opt.gpu.key, unit_gpus=p.unit_gpus, usd_per_gpu_hour=opt.usd_per_gpu_hour,
-                           meets=o is not None, gpus=None, nodes=None, wall_days=None, usd=None,
-                           configuration=None, why=p.why, tried=tried)
-        if o is not None:
-            row = replace(row, gpus=o.gpus, nodes=o.gpus // p.unit_gpus, wall_days=o.wall_s / S_PER_DAY,
-                          usd=o.usd, configuration=describe(o.payload[1]), why=None)
-            # The 80 % band of the configuration at that count (issue 10), on days and dollars.
-            row = replace(row, bands=figure_bands(row, o.payload[1].evaluation,
-                                                  {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")}))
-        rows.append(row)
-    return Provisioning(deadline_days=None if req.deadline_s is None else req.deadline_s / S_PER_DAY,
-                        budget_usd=req.budget_usd, options=tuple(rows))
-
-
-def _days_text(days: float) -> str:
-    """``1 day``, ``2 days``, ``1.5 days``."""
-    return f"{days:g} day" + ("" if days == 1 else "s")
-
-
-def _provisioning_sentences(prov: Provisioning) -> list[str]:
-    """One sentence per GPU type: the fewest GPUs that meet the target, or why none does."""
-    limits = []
-    if prov.deadline_days is not None:
-        limits.append(_days_text(prov.deadline_days))
-    if prov.budget_usd is not None:
-        limits.append(f"${prov.budget_usd:,.0f}")
-    lines = []
-    for row in prov.options:
-        if not row.meets:
-            lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.why}.")
-            continue
-        unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
-        money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
-        band = row.bands.intervals.get("wall_days") if row.bands is not None else None
-        spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
-        lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPUs{unit} → "
-                     f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}.")
-    return lines
+    return model, engine, table, job, [provisioned_result(p) for _, p in answers], answers
 
 
 def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:

@@ -1,9 +1,7 @@
 """``report``: read what was measured — ``tokenplan generate`` run directories (their
-``summary.json``), a ``tokenplan bench`` JSON and a ``tokenplan plan --json`` file — into one
-dict for :mod:`tokenplan.report.html`, so that the plan and the measurements are seen together.
-
-Each file is checked once here, for the keys the report draws; a missing run directory or a
-malformed file is one line (``RunDirError`` / ``ConfigError``), never a traceback.
+``summary.json``), a ``tokenplan bench`` JSON and a ``tokenplan plan --json`` file — for
+:mod:`tokenplan.report.html`, so that the plan and the measurements are seen together. The files
+are read and checked by :mod:`tokenplan.files.reports`.
 
 Usage::
 
@@ -13,94 +11,28 @@ Usage::
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from tokenplan.errors import ConfigError, InputError, RunDirError
-
-SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
-BENCH_KEYS = ("model", "num_gpus", "levels")
-BENCH_LEVEL_KEYS = ("concurrency", "requests", "errors", "duration_s", "output_tok_s")
-PLAN_KEYS = ("model", "engine", "job", "options")
+from tokenplan.api.results import JsonResult
+from tokenplan.errors import InputError
+from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 
 
-def _read_json(path: Path) -> object:
-    """Parsed JSON of ``path``. Raises ConfigError (unreadable or not JSON)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), "file", f"cannot be read ({exc.strerror or exc})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(path), f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+@dataclass(frozen=True)
+class ReportInputs(JsonResult):
+    """What ``tokenplan report`` draws: ``runs`` (run summaries, in the order given, each with
+    its ``run_dir``), ``bench`` (a bench JSON, or None) and ``plan`` (a plan JSON, or None) —
+    each the file's checked JSON object."""
+
+    runs: tuple[Mapping[str, Any], ...]
+    bench: Mapping[str, Any] | None
+    plan: Mapping[str, Any] | None
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _require(obj: object, keys: tuple[str, ...], path: Path, where: str,
-             numbers: tuple[str, ...] = ()) -> dict:
-    """``obj`` as a dict holding ``keys``, those in ``numbers`` numeric. Raises ConfigError."""
-    if not isinstance(obj, dict):
-        raise ConfigError(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
-    for key in keys:
-        if key not in obj:
-            raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key, "missing")
-    for key in numbers:
-        if not _number(obj[key]):
-            raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key,
-                              f"expected a number, got {obj[key]!r}")
-    return obj
-
-
-def load_run_summary(run_dir: str | Path) -> dict:
-    """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run, with ``run_dir`` added.
-
-    Raises:
-        RunDirError: the directory or its summary.json does not exist.
-        ConfigError: summary.json is not JSON or lacks a key the report draws.
-    """
-    folder = Path(run_dir)
-    if not folder.is_dir():
-        raise RunDirError(f"{folder}: no such run directory")
-    path = folder / "summary.json"
-    if not path.is_file():
-        raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
-    data = _require(_read_json(path), SUMMARY_KEYS, path, "top level",
-                    numbers=SUMMARY_KEYS[1:])
-    return {**data, "run_dir": str(folder)}
-
-
-def load_bench(path: str | Path) -> dict:
-    """A ``tokenplan bench`` JSON file (levels with concurrency, tok/s and latency
-    distributions in seconds). Raises ConfigError."""
-    p = Path(path)
-    data = _require(_read_json(p), BENCH_KEYS, p, "top level", numbers=("num_gpus",))
-    if not isinstance(data["levels"], list) or not data["levels"]:
-        raise ConfigError(str(p), "levels", "expected a non-empty list of concurrency levels")
-    for i, level in enumerate(data["levels"]):
-        _require(level, BENCH_LEVEL_KEYS, p, f"levels[{i}]", numbers=BENCH_LEVEL_KEYS)
-    if not data["num_gpus"] >= 1:
-        raise ConfigError(str(p), "num_gpus", f"expected a GPU count ≥ 1, got {data['num_gpus']!r}")
-    return data
-
-
-def load_plan(path: str | Path) -> dict:
-    """A ``tokenplan plan --json`` file. Raises ConfigError."""
-    p = Path(path)
-    data = _require(_read_json(p), PLAN_KEYS, p, "top level")
-    if not isinstance(data["options"], list):
-        raise ConfigError(str(p), "options", "expected a list of hardware options")
-    for i, option in enumerate(data["options"]):
-        _require(option, ("option", "rejected"), p, f"options[{i}]")
-    return data
-
-
-def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path: str | None = None) -> dict:
-    """Everything ``tokenplan report`` draws: ``runs`` (summaries, in the order given),
-    ``bench`` (or None) and ``plan`` (or None).
+def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path: str | None = None) -> ReportInputs:
+    """Everything ``tokenplan report`` draws (:class:`ReportInputs`).
 
     Raises:
         InputError: nothing to report on.
@@ -108,6 +40,6 @@ def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path:
     """
     if not run_dirs and plan_path is None and bench_path is None:
         raise InputError("report inputs", "none given", "one or more RUN_DIR, --plan PLAN.json or --bench BENCH.json")
-    return {"runs": [load_run_summary(d) for d in run_dirs],
-            "bench": load_bench(bench_path) if bench_path else None,
-            "plan": load_plan(plan_path) if plan_path else None}
+    return ReportInputs(runs=tuple(load_run_summary(d) for d in run_dirs),
+                        bench=load_bench(bench_path) if bench_path else None,
+                        plan=load_plan(plan_path) if plan_path else None)

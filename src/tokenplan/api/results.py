@@ -6,7 +6,9 @@ spelled once, where it is declared. Two field markers shape the JSON:
 
 - ``OMIT_NONE``: the key is left out while the value is None (a section that does not apply);
 - ``INLINE``: the value's own JSON keys are merged in place of the key (optional groups of keys,
-  such as an error band's ``<figure>_interval`` entries, or the figures of a chosen configuration).
+  such as an error band's ``<figure>_interval`` entries, or the figures of a chosen configuration);
+  ``inline("tpot_")`` merges them with a prefix; a tuple merges each item's keys in turn; a None
+  value adds no key.
 
 Units are in the names (``_bytes``, ``_ms``, ``_tok_s``, ``_days``, ``_usd``), as everywhere below.
 """
@@ -22,6 +24,11 @@ from tokenplan.calibration.bands import Interval
 
 OMIT_NONE = {"json": "omit_none"}
 INLINE = {"json": "inline"}
+
+
+def inline(prefix: str) -> Mapping[str, str]:
+    """Field metadata: merge the value's JSON keys, each with ``prefix`` before it."""
+    return {"json": "inline", "prefix": prefix}
 
 
 def plain(value: Any) -> Any:
@@ -52,7 +59,9 @@ class JsonResult:
             if value is None and how in ("omit_none", "inline"):
                 continue
             if how == "inline":
-                out.update(plain(value))
+                prefix, merged = f.metadata.get("prefix", ""), plain(value)
+                for part in merged if isinstance(merged, list) else [merged]:
+                    out.update({prefix + k: v for k, v in part.items()})
             else:
                 out[f.name] = plain(value)
         return out

@@ -1,16 +1,113 @@
 """``validate``: predict measured rows and summarise the error — the Python API behind
-``tokenplan validate``."""
+``tokenplan validate``.
+
+Errors are fractions: ``predicted / measured − 1`` per row; summaries give the median and 90th
+percentile of its absolute value and the median signed error (``bias``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from tokenplan.api._cases import resolve_file
 from tokenplan.api._common import efficiency_table
-from tokenplan.calibration.validate import Validation, validate_cases
+from tokenplan.api.results import INLINE, JsonResult, inline
+from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases
 from tokenplan.files.measurements import read_measurements
 
 
-def validate(path: str, calibration: str | None = None) -> Validation:
-    """Predict every row of a measurement CSV and summarise the error (see ``tokenplan validate``).
+@dataclass(frozen=True)
+class ErrorStats(JsonResult):
+    """The error over a set of rows (fractions; None when no row measures the metric)."""
+
+    median_abs_pct_error: float | None
+    p90_abs_pct_error: float | None
+    bias: float | None
+
+    @classmethod
+    def of(cls, s: ErrorSummary | None) -> ErrorStats:
+        """From a summary, or all None without one."""
+        return cls(None, None, None) if s is None else cls(s.median_abs, s.p90_abs, s.bias)
+
+
+@dataclass(frozen=True)
+class GroupError(JsonResult):
+    """The error over the ``n`` rows of one engine, GPU or model family (fractions)."""
+
+    n: int
+    median_abs_pct_error: float
+    p90_abs_pct_error: float
+    bias: float
+
+
+@dataclass(frozen=True)
+class SkippedEntry(JsonResult):
+    """A row that was not predicted: its file line, id and why."""
+
+    line: int
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MetricError:
+    """One metric of one row: predicted and measured (``name`` gives the unit: tok/s per GPU or
+    ms) and the relative error, whose JSON key is ``error_key``."""
+
+    name: str
+    predicted: float
+    measured: float
+    error: float
+    error_key: str
+
+    def to_json(self) -> dict[str, float]:
+        """``{"predicted_<name>", "measured_<name>", <error_key>}``."""
+        return {f"predicted_{self.name}": self.predicted, f"measured_{self.name}": self.measured,
+                self.error_key: self.error}
+
+
+@dataclass(frozen=True)
+class ValidatedRow(JsonResult):
+    """A predicted row: what it measured (lengths in tokens, concurrency over the whole system,
+    None = offline ``max``) and, per metric, predicted against measured."""
+
+    line: int
+    id: str
+    engine: str
+    model: str
+    gpu: str
+    num_gpus: int
+    layout: str
+    weight_dtype: str
+    isl: float | None
+    osl: float | None
+    concurrency: float | None
+    metrics: tuple[MetricError, ...] = field(metadata=INLINE)
+
+
+@dataclass(frozen=True)
+class ValidationResult(JsonResult):
+    """``validate``'s result. ``main`` is the error on throughput for throughput files and on
+    TPOT for serving files; ``tpot``/``ttft`` where the rows measure them; the breakdowns are on
+    the main metric; ``calibration`` says which profile predicted."""
+
+    kind: str
+    n: int
+    skipped: tuple[SkippedEntry, ...]
+    main: ErrorStats = field(metadata=INLINE)
+    calibration: str
+    tpot: ErrorStats | None = field(metadata=inline("tpot_"))
+    ttft: ErrorStats | None = field(metadata=inline("ttft_"))
+    by_engine: Mapping[str, GroupError]
+    by_gpu: Mapping[str, GroupError]
+    by_family: Mapping[str, GroupError]
+    rows: tuple[ValidatedRow, ...]
+
+
+def validate(path: str, calibration: str | None = None) -> ValidationResult:
+    """Predict every row of a measurement CSV and summarise the error (see ``tokenplan validate``):
+    a :class:`ValidationResult`, whose ``to_json()`` is what ``--json`` prints.
 
     Raises:
         InputError, ConfigError: the file (or the calibration profile) is missing or malformed.
@@ -18,42 +115,37 @@ def validate(path: str, calibration: str | None = None) -> Validation:
     table = efficiency_table(calibration)
     data = read_measurements(path)
     cases, skipped = resolve_file(data)
-    return validate_cases(data.kind, cases, skipped, table)
+    return validation_result(validate_cases(data.kind, cases, skipped, table))
 
 
-def validation_dict(v: Validation) -> dict:
-    """The ``--json`` form: ``n``, ``skipped``, ``median_abs_pct_error``, ``p90_abs_pct_error``,
-    ``bias`` (fractions, on throughput for throughput files and on TPOT for serving files),
-    ``tpot_*``/``ttft_*`` for serving files, ``by_engine``/``by_gpu``/``by_family`` and ``rows``."""
+_UNITS = {"throughput": ("output_tok_s_per_gpu", 1.0), "tpot": ("tpot_ms", 1e3), "ttft": ("ttft_ms", 1e3)}
+
+
+def validation_result(v: Validation) -> ValidationResult:
+    """The typed result of a validation (its ``to_json()`` is the ``--json`` form)."""
     main = "throughput" if v.kind == "throughput" else "tpot"
-    s = v.summary.get(main)
-    out: dict = {
-        "kind": v.kind, "n": len(v.rows),
-        "skipped": [{"line": k.line, "id": k.row_id, "reason": k.reason} for k in v.skipped],
-        "median_abs_pct_error": s.median_abs if s else None, "p90_abs_pct_error": s.p90_abs if s else None,
-        "bias": s.bias if s else None, "calibration": v.provenance,
-    }
-    for metric in ("tpot", "ttft"):
-        if metric in v.summary:
-            t = v.summary[metric]
-            out.update({f"{metric}_median_abs_pct_error": t.median_abs, f"{metric}_p90_abs_pct_error": t.p90_abs,
-                        f"{metric}_bias": t.bias})
-    for dim in ("engine", "gpu", "family"):
-        out[f"by_{dim}"] = {g: {"n": e.n, "median_abs_pct_error": e.median_abs, "p90_abs_pct_error": e.p90_abs,
-                                "bias": e.bias}
-                            for g, e in v.breakdown.get((dim, main), {}).items()}
-    out["rows"] = [_row_dict(r) for r in v.rows]
-    return out
+
+    def by(dim: str) -> dict[str, GroupError]:
+        return {g: GroupError(e.n, e.median_abs, e.p90_abs, e.bias)
+                for g, e in v.breakdown.get((dim, main), {}).items()}
+
+    return ValidationResult(
+        kind=v.kind, n=len(v.rows),
+        skipped=tuple(SkippedEntry(k.line, k.row_id, k.reason) for k in v.skipped),
+        main=ErrorStats.of(v.summary.get(main)), calibration=v.provenance,
+        tpot=ErrorStats.of(v.summary["tpot"]) if "tpot" in v.summary else None,
+        ttft=ErrorStats.of(v.summary["ttft"]) if "ttft" in v.summary else None,
+        by_engine=by("engine"), by_gpu=by("gpu"), by_family=by("family"),
+        rows=tuple(_row(r) for r in v.rows))
 
 
-def _row_dict(r) -> dict:
+def _row(r: RowResult) -> ValidatedRow:
     m = r.case.measurement
-    d = {"line": m.line, "id": m.row_id, "engine": m.engine, "model": m.model, "gpu": m.gpu,
-         "num_gpus": m.num_gpus, "layout": r.case.config.layout.describe(), "weight_dtype": m.weight_dtype,
-         "isl": m.isl_tokens, "osl": m.osl_tokens, "concurrency": m.concurrency}
-    units = {"throughput": ("output_tok_s_per_gpu", 1.0), "tpot": ("tpot_ms", 1e3), "ttft": ("ttft_ms", 1e3)}
+    metrics = []
     for metric, (pred, meas, err) in r.values.items():
-        name, scale = units[metric]
+        name, scale = _UNITS[metric]
         prefix = "" if metric == "throughput" else f"{metric}_"
-        d.update({f"predicted_{name}": pred * scale, f"measured_{name}": meas * scale, f"{prefix}error": err})
-    return d
+        metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error"))
+    return ValidatedRow(line=m.line, id=m.row_id, engine=m.engine, model=m.model, gpu=m.gpu,
+                        num_gpus=m.num_gpus, layout=r.case.config.layout.describe(), weight_dtype=m.weight_dtype,
+                        isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency, metrics=tuple(metrics))

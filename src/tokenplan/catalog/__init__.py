@@ -151,7 +151,7 @@ def load_engine(name: str) -> Engine:
     return from_catalog(key, raw[key])
 
 
-# The top-level keys of a calibration profile (api.calibrate.profile_dict, api.bench's fitted_on).
+# The top-level keys of a calibration profile (api.calibrate.CalibrationProfile, api.bench's fitted_on).
 CALIBRATION_KEYS = ("default", "groups", "uncertainty", "at_bound", "held_at_default", "provenance", "fitted_on")
 
 

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from tokenplan.api._common import PredictRequest
-from tokenplan.api.calibrate import calibrate, calibration_dict
+from tokenplan.api.calibrate import calibrate
 from tokenplan.calibration.bands import table_to_json
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
@@ -103,7 +103,7 @@ def calibrate_command(
         raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
     command = "tokenplan calibrate " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
     result = calibrate(paths, command, cv, bands=bands is not None)
-    d = calibration_dict(result)
+    d = result.to_json()
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
     if result.bands is not None and bands is not None:
         bands.write_text(json.dumps(table_to_json(result.bands), indent=2) + "\n", encoding="utf-8")

@@ -23,4 +23,4 @@ def report_cmd(
     from tokenplan.report.html import measurements_report_html, write_html
 
     inputs = report_inputs(list(run_dirs or []), plan_path, bench_path)
-    print(f"report: {write_html(measurements_report_html(inputs), output)}")
+    print(f"report: {write_html(measurements_report_html(inputs.to_json()), output)}")

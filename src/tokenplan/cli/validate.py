@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from tokenplan.api.validate import validate, validation_dict
+from tokenplan.api.validate import validate
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
@@ -72,7 +72,7 @@ def validate_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Predict measured points and report the error: per row, median, p90, bias, breakdowns."""
-    d = validation_dict(validate(path, calibration))
+    d = validate(path, calibration).to_json()
     if json_out:
         print(json.dumps(d, indent=2))
         return

@@ -1,4 +1,4 @@
-"""Rich renderings of the API results (the dicts ``tokenplan.api`` returns)."""
+"""Rich renderings of the API results (the ``to_json()`` dicts of what ``tokenplan.api`` returns)."""
 
 from __future__ import annotations
 

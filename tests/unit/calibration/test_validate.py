@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tokenplan.api.validate import validate, validation_dict
+from tokenplan.api.validate import validate
 from tokenplan.calibration.validate import percentile, relative_error, summarise
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.measurements import read_measurements, spec_from_text
@@ -68,7 +68,7 @@ def test_validate_throughput_row_matches_hand_roofline(tmp_path, ideal_profile):
     csv_path = tmp_path / "m.csv"
     csv_path.write_text(THROUGHPUT_HEADER
                         + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n")
-    d = validation_dict(validate(str(csv_path), ideal_profile))
+    d = validate(str(csv_path), ideal_profile).to_json()
     assert d["n"] == 1 and d["skipped"] == []
     row = d["rows"][0]
     assert row["predicted_output_tok_s_per_gpu"] == pytest.approx(1 / HAND_TPOT_S, rel=0.01)
@@ -81,7 +81,7 @@ def test_validate_serving_row_reports_tpot_error(tmp_path, ideal_profile):
     csv_path.write_text("id,engine,model,gpu,precision,gemm_quant_mode,moe_quant_mode,isl,osl,concurrency,tp,pp,"
                         "attention_dp_size,moe_tp_size,moe_ep_size,ttft_ms,tpot_ms\n"
                         "s1,trtllm,llama-3.1-8b,h100-sxm,bf16,,,1,2,1,1,1,1,1,1,10,5.6\n")
-    d = validation_dict(validate(str(csv_path), ideal_profile))
+    d = validate(str(csv_path), ideal_profile).to_json()
     assert d["kind"] == "serving" and d["n"] == 1
     assert d["tpot_median_abs_pct_error"] == pytest.approx(1 - HAND_TPOT_S / 5.6e-3, rel=0.02)
     assert d["tpot_bias"] == pytest.approx(HAND_TPOT_S / 5.6e-3 - 1, rel=0.02)
@@ -98,7 +98,7 @@ def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path
         + "d,trtllm,no-such-model,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 5: unknown
         + "e,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,,2,1,,none,200,,high,x\n"  # 6: no isl
         + "f,trtllm,llama-3.1-8b\n")                                                              # 7: short row
-    d = validation_dict(validate(str(csv_path), ideal_profile))
+    d = validate(str(csv_path), ideal_profile).to_json()
     assert d["n"] == 1
     by_line = {s["line"]: s["reason"] for s in d["skipped"]}
     assert sorted(by_line) == [3, 4, 5, 6, 7]
@@ -167,6 +167,6 @@ def test_offline_row_with_num_requests_is_a_job_of_n_requests(tmp_path, ideal_pr
     csv_path = tmp_path / "m.csv"
     row = "{id},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,max,{n},none,400,,high,x\n"
     csv_path.write_text(THROUGHPUT_HEADER + row.format(id="job", n=2) + row.format(id="steady", n=""))
-    rows = {r["id"]: r for r in validation_dict(validate(str(csv_path), ideal_profile))["rows"]}
+    rows = {r["id"]: r for r in validate(str(csv_path), ideal_profile).to_json()["rows"]}
     assert rows["job"]["predicted_output_tok_s_per_gpu"] == pytest.approx(2 / HAND_TPOT_S, rel=0.02)
     assert rows["steady"]["predicted_output_tok_s_per_gpu"] > 20 * rows["job"]["predicted_output_tok_s_per_gpu"]

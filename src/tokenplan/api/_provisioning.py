@@ -1,0 +1,82 @@
+"""``plan --deadline/--budget``: the fewest GPUs of each type that meet the targets, as typed
+rows and as sentences (the search itself is ``tokenplan.planning.provision``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tokenplan.api._common import PLAN_FIGURES, figure_bands
+from tokenplan.api.plan_results import Provisioning, ProvisionRow, ProvisionTry
+from tokenplan.errors import InputError
+from tokenplan.planning.provision import Provision
+from tokenplan.planning.rank import describe
+from tokenplan.planning.search import OptionResult
+from tokenplan.planning.space import HardwareOption
+from tokenplan.units import S_PER_DAY
+
+
+def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
+    """Name a deadline (seconds) or budget (US dollars) that is not a positive number.
+
+    Raises:
+        InputError: either is given and not > 0.
+    """
+    if deadline_s is not None and not deadline_s > 0:
+        raise InputError("deadline", deadline_s, "a duration > 0, e.g. 2d, 36h")
+    if budget_usd is not None and not budget_usd > 0:
+        raise InputError("budget", budget_usd, "US dollars > 0, e.g. 1500")
+
+
+def provisioned_result(p: Provision) -> OptionResult:
+    """The search at the count a provisioning answer settled on (or came closest with)."""
+    shown = p.chosen or p.closest or p.tried[-1]
+    return shown.payload[0]
+
+
+def provisioning(deadline_s: float | None, budget_usd: float | None,
+                 answers: list[tuple[HardwareOption, Provision]]) -> Provisioning:
+    """``plan``'s ``provisioning`` section for the targets (seconds, US dollars): per GPU type,
+    the fewest GPUs and the job at that count."""
+    rows = []
+    for opt, p in answers:
+        o = p.chosen
+        tried = tuple(ProvisionTry(t.gpus, None if t.wall_s is None else t.wall_s / S_PER_DAY, t.usd, t.meets)
+                      for t in p.tried)
+        row = ProvisionRow(gpu=opt.gpu.key, unit_gpus=p.unit_gpus, usd_per_gpu_hour=opt.usd_per_gpu_hour,
+                           meets=o is not None, gpus=None, nodes=None, wall_days=None, usd=None,
+                           configuration=None, why=p.why, tried=tried)
+        if o is not None:
+            row = replace(row, gpus=o.gpus, nodes=o.gpus // p.unit_gpus, wall_days=o.wall_s / S_PER_DAY,
+                          usd=o.usd, configuration=describe(o.payload[1]), why=None)
+            # The 80 % band of the configuration at that count (issue 10), on days and dollars.
+            row = replace(row, bands=figure_bands(row, o.payload[1].evaluation,
+                                                  {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")}))
+        rows.append(row)
+    return Provisioning(deadline_days=None if deadline_s is None else deadline_s / S_PER_DAY,
+                        budget_usd=budget_usd, options=tuple(rows))
+
+
+def _days_text(days: float) -> str:
+    """``1 day``, ``2 days``, ``1.5 days``."""
+    return f"{days:g} day" + ("" if days == 1 else "s")
+
+
+def provisioning_sentences(prov: Provisioning) -> list[str]:
+    """One sentence per GPU type: the fewest GPUs that meet the target, or why none does."""
+    limits = []
+    if prov.deadline_days is not None:
+        limits.append(_days_text(prov.deadline_days))
+    if prov.budget_usd is not None:
+        limits.append(f"${prov.budget_usd:,.0f}")
+    lines = []
+    for row in prov.options:
+        if not row.meets:
+            lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.why}.")
+            continue
+        unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
+        money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
+        band = row.bands.intervals.get("wall_days") if row.bands is not None else None
+        spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
+        lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPUs{unit} → "
+                     f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}.")
+    return lines

@@ -1,0 +1,51 @@
+"""files/calibration.py reads a profile once: its factors and its ``fitted_on`` record, which
+``api`` uses for the range warnings instead of reading the JSON again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenplan.api._common import calibration_warnings
+from tokenplan.errors import ConfigError
+from tokenplan.files.calibration import read_calibration, read_calibration_file
+
+FITTED = {"engine": "vllm", "gpu": "h100-sxm", "model": "llama-3.1-8b", "source": "bench.json", "levels": 3,
+          "concurrency_min": 1.0, "concurrency_max": 8.0}
+
+
+def _profile(tmp_path: Path, **extra: object) -> str:
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"default": {"hbm_fraction": 0.8}, "provenance": "test", **extra}), encoding="utf-8")
+    return str(path)
+
+
+def test_the_fitted_on_record_comes_with_the_table(tmp_path: Path) -> None:
+    read = read_calibration_file(_profile(tmp_path, fitted_on=FITTED))
+    assert read.fitted_on == FITTED
+    assert read.table.default.hbm_fraction == 0.8
+    assert read_calibration(_profile(tmp_path)).default.hbm_fraction == 0.8
+
+
+def test_a_profile_without_fitted_on_gives_no_range_warning(tmp_path: Path) -> None:
+    path = _profile(tmp_path)
+    assert read_calibration_file(path).fitted_on is None
+    assert calibration_warnings(path, {"engine": "sglang", "concurrency": 1000.0}) == []
+
+
+def test_range_warnings_use_the_read_record(tmp_path: Path) -> None:
+    path = _profile(tmp_path, fitted_on=FITTED)
+    # engine differs (vllm vs sglang); concurrency 100 > 2 × the fitted maximum 8 = 16.
+    warnings = calibration_warnings(path, {"engine": "sglang", "gpu": "h100-sxm", "concurrency": 100.0})
+    assert warnings == ["calibration profile was fitted on engine vllm, used here for sglang",
+                        "concurrency 100 is far outside the calibration profile's fitted range 1–8: "
+                        "its factors are extrapolated"]
+
+
+def test_a_malformed_profile_is_one_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        calibration_warnings(str(path), {})
