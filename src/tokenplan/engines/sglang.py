@@ -150,9 +150,12 @@ class Sglang:
         return Dtype.BF16
 
     def spec_state_copies(self, draft_tokens: int | None) -> int:
-        """k + 1: MambaPool allocates intermediate SSM-state and conv-window caches of
-        ``speculative_num_draft_tokens`` = k + 1 rows per running request (S18), reserved before
-        the state/KV split (S3 ``handle_max_mamba_cache``); 0 without speculation."""
+        """k + 1: MambaPool allocates intermediate SSM-state and conv-window caches of shape (GDN
+        layers, max_running_requests + 1, speculative_num_draft_tokens, state shape) in the state
+        dtypes, i.e. one whole state per verified token, k + 1 per running request (sglang
+        ``mem_cache/memory_pool.py`` ``MambaPool.__init__``, S18), reserved before the state/KV
+        split (``mamba_cache_per_req × max_running_requests × speculative_num_draft_tokens``, S3
+        ``handle_max_mamba_cache``); 0 without speculation."""
         return draft_tokens + 1 if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
