@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplan.api import PredictRequest, build_config, efficiency_table
-from tokenplan.calibration.bands import BandTable, model_family
+from tokenplan.calibration.bands import BandTable, model_family, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
 from tokenplan.calibration.fit import CrossValidation, FitOptions, FitResult, cross_validate, fit
 from tokenplan.calibration.heldout import band_table, kfold_residuals
 from tokenplan.calibration.validate import Case, Validation, validate_cases

@@ -16,8 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from tokenplan.api import PredictRequest
-from tokenplan.api_calibration import calibrate, calibration_dict
-from tokenplan.calibration.bands import table_to_json
+from tokenplan.api_calibration import calibrate, calibration_dict, table_to_json
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
