@@ -26,6 +26,7 @@ from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
+from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - the CLI's --price bound
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # Assumptions of the default job, stated in the output:
@@ -82,6 +83,18 @@ class PlanRequest:
     def provisioning(self) -> bool:
         """True when the plan answers "how many GPUs" (a deadline or a budget is set)."""
         return self.deadline_s is not None or self.budget_usd is not None
+
+
+def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
+    """The request of ``tokenplan plan``: the job YAML at ``job_path`` (``--job``; None: none)
+    under ``options``, PlanRequest's fields by keyword (a value given wins; None = not given).
+
+    Raises:
+        InputError, ConfigError: the job file is missing or malformed (one line naming the key).
+    """
+    fields = read_job_file(job_path).request_fields() if job_path else {}
+    fields.update({k: v for k, v in options.items() if v is not None})
+    return PlanRequest(**fields)
 
 
 def parse_gpu_option(text: str) -> tuple[int | None, str]:

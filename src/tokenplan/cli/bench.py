@@ -1,74 +1,136 @@
 """``tokenplan bench --endpoint URL --model NAME``: measure a live server over a concurrency sweep;
-``--fit -o PROFILE.json`` fits the planner's efficiency factors to it."""
+``--fit -o PROFILE.json`` fits the planner's efficiency factors to it.
+
+Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :mod:`tokenplan.report.bench`.
+Each option's type and help is one named ``Annotated`` alias below, in the order ``--help`` lists.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError, ServerError, TokenplanError
+from tokenplan.report.bench import level_line, show_bench
 from tokenplan.runner.paths import check_output_file
+
+_Endpoint = Annotated[Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")]
+_Model = Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")]
+_Concurrency = Annotated[Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")]
+_MaxConcurrency = Annotated[Optional[str], typer.Option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")]
+_RequestRate = Annotated[Optional[str], typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")]
+_Burstiness = Annotated[float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")]
+_Isl = Annotated[Optional[int], typer.Option("--isl", help="Random-prompt input length (tokens) [default: 1024].")]
+_Osl = Annotated[Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")]
+_RandomInputLen = Annotated[Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")]
+_RandomOutputLen = Annotated[Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")]
+_Dataset = Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")]
+_DatasetName = Annotated[Optional[str], typer.Option("--dataset-name", help="random | sharegpt (with --dataset-path).")]
+_DatasetPath = Annotated[Optional[str], typer.Option("--dataset-path", help="vllm bench serve's name for --dataset.")]
+_NumPrompts = Annotated[Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")]
+_Duration = Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")]
+_Warmup = Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")]
+_NumGpus = Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs behind the endpoints.")]
+_IgnoreEos = Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")]
+_Stream = Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")]
+_Metrics = Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")]
+_ApiKeyEnv = Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key "
+                                                   "(must be set when named) [default: OPENAI_API_KEY if set].")]
+_RequestTimeout = Annotated[float, typer.Option("--request-timeout", help="Limit on one request in seconds.")]
+_Seed = Annotated[int, typer.Option("--seed", help="Seed of the random prompts and lengths.")]
+_Json = Annotated[bool, typer.Option("--json", help="Print the bench JSON.")]
+_Save = Annotated[Optional[Path], typer.Option("--save", help="Write the bench JSON to this file.")]
+_Plot = Annotated[Optional[Path], typer.Option("--plot", help="Write the PNG plot to this file.")]
+_FromJson = Annotated[Optional[str], typer.Option("--from-json", help="Use a saved bench JSON instead of measuring.")]
+_Fit = Annotated[bool, typer.Option("--fit", help="Fit the efficiency factors to the sweep.")]
+_Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where --fit writes the calibration profile.")]
+_Config = Annotated[Optional[str], typer.Option("--config", help="--fit: catalog model name or config.json path.")]
+_Gpu = Annotated[Optional[str], typer.Option("--gpu", help="--fit: catalog GPU key.")]
+_Tp = Annotated[int, typer.Option("--tp", help="--fit: tensor-parallel GPUs per replica (TP).")]
+_Pp = Annotated[int, typer.Option("--pp", help="--fit: pipeline stages per replica (PP).")]
+_Ep = Annotated[int, typer.Option("--ep", help="--fit: expert-parallel GPUs (EP, MoE).")]
+_WeightDtype = Annotated[str, typer.Option("--weight-dtype", help="--fit: the served weight format.")]
+_KvDtype = Annotated[str, typer.Option("--kv-dtype", help="--fit: the KV-cache format (auto: the engine's default).")]
+_Engine = Annotated[str, typer.Option("--engine", help="--fit: the serving engine: sglang, vllm or trtllm.")]
+_MaxRunning = Annotated[Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")]
 
 
 class OutputLost(TokenplanError):
     """A --save, --plot or -o file could not be written at the end; the results went to stdout."""
 
 
-def _ms(d: dict, key: str) -> str:
-    v = d.get(key)
-    return "–" if v is None else f"{v * 1e3:.1f}"
+@dataclass(frozen=True)
+class FitOptions:
+    """``--fit``'s options: where the profile goes and the served configuration to fit."""
+
+    out: Path
+    config: str
+    gpu: str
+    num_gpus: int | None
+    tp: int
+    pp: int
+    ep: int
+    weight_dtype: str
+    kv_dtype: str
+    engine: str
+    max_running: int | None
+
+    def request(self, measured_gpus: int | None = None) -> PredictRequest:
+        """The served configuration; GPUs: ``--num-gpus``, else the bench JSON's, else tp × pp."""
+        return PredictRequest(model=self.config, gpu=self.gpu, num_gpus=self.num_gpus or measured_gpus or self.tp * self.pp,
+                              tp=self.tp, pp=self.pp, ep=self.ep, weight_dtype=self.weight_dtype,
+                              kv_dtype=self.kv_dtype, engine=self.engine, max_running=self.max_running)
 
 
-def bench_table(data: dict) -> Table:
-    """The levels as a rich table (latencies in ms, throughput in tokens/s)."""
-    t = Table(title=f"{data['model']} · {', '.join(data['endpoints'])}")
-    cols = ("conc", "achieved", "reqs", "err", "req/s", "out tok/s", "total tok/s", "server tok/s",
-            "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p50 ms", "E2E p50 s", "running", "waiting", "KV max")
-    for c in cols:
-        t.add_column(c, justify="right")
-    for lv in data["levels"]:
-        s = lv.get("server") or {}
-        fmt = lambda v, spec: "–" if v is None else format(v, spec)  # noqa: E731
-        t.add_row(str(lv["concurrency"]), f"{lv['achieved_concurrency']:.1f}", str(lv["requests"]), str(lv["errors"]),
-                  f"{lv['request_throughput_per_s']:.2f}", fmt(lv["output_tok_s"], ",.0f"), fmt(lv["total_tok_s"], ",.0f"),
-                  fmt(s.get("output_tok_s"), ",.0f"), _ms(lv["ttft_s"], "p50"), _ms(lv["ttft_s"], "p99"),
-                  _ms(lv["tpot_s"], "p50"), _ms(lv["itl_s"], "p50"), fmt(lv["e2e_s"]["p50"], ".2f"),
-                  fmt(s.get("running_mean"), ".1f"), fmt(s.get("waiting_mean"), ".1f"),
-                  "–" if s.get("kv_usage_max") is None else f"{s['kv_usage_max'] * 100:.0f}%")
-    return t
-
-
-def fit_table(fit: dict) -> Table:
-    """Fitted factors, then per level predicted vs measured TPOT and output tok/s per GPU."""
-    t = Table(title="fit: efficiency factors" + ("" if fit["converged"] else " (not converged)"))
-    for c in ("factor", "value", "± 1σ", "note"):
-        t.add_column(c, justify="left" if c in ("factor", "note") else "right")
-    for name, f in fit["factors"].items():
-        unc = f["uncertainty"]
-        t.add_row(name, f"{f['value']:.4g}", "–" if unc is None else f"{unc:.2g}",
-                  "at bound" if name in fit["at_bound"] else "")
-    return t
-
-
-def fit_levels_table(fit: dict) -> Table:
-    t = Table(title="fit: predicted vs measured per level")
-    for c in ("conc", "batch", "TPOT ms pred", "TPOT ms meas", "out tok/s/GPU pred", "out tok/s/GPU meas"):
-        t.add_column(c, justify="right")
-    for lv in fit["levels"]:
-        meas_tpot = lv["measured_tpot_s"]
-        t.add_row(f"{lv['concurrency']:g}", f"{lv['batch']:g}", f"{lv['predicted_tpot_s'] * 1e3:.2f}",
-                  "–" if meas_tpot is None else f"{meas_tpot * 1e3:.2f}",
-                  f"{lv['predicted_output_tok_s_per_gpu']:,.1f}", f"{lv['measured_output_tok_s_per_gpu']:,.1f}")
-    return t
+@app.command("bench")
+def bench_command(
+    endpoint: _Endpoint = None, model: _Model = None, concurrency: _Concurrency = None,
+    max_concurrency: _MaxConcurrency = None, request_rate: _RequestRate = None, burstiness: _Burstiness = 1.0,
+    isl: _Isl = None, osl: _Osl = None, random_input_len: _RandomInputLen = None,
+    random_output_len: _RandomOutputLen = None, dataset: _Dataset = None, dataset_name: _DatasetName = None,
+    dataset_path: _DatasetPath = None, num_prompts: _NumPrompts = None, duration: _Duration = None,
+    warmup: _Warmup = None, num_gpus: _NumGpus = None, ignore_eos: _IgnoreEos = True, stream: _Stream = True,
+    metrics: _Metrics = True, api_key_env: _ApiKeyEnv = None, deadline: _RequestTimeout = 600.0, seed: _Seed = 0,
+    json_out: _Json = False, save: _Save = None, plot: _Plot = None, from_json: _FromJson = None, fit: _Fit = False,
+    out: _Out = None, config: _Config = None, gpu: _Gpu = None, tp: _Tp = 1, pp: _Pp = 1, ep: _Ep = 1,
+    weight_dtype: _WeightDtype = "bf16", kv_dtype: _KvDtype = "auto", engine: _Engine = "sglang",
+    max_running: _MaxRunning = None,
+) -> None:
+    """Measure a live OpenAI-compatible server over a concurrency sweep (and fit the planner to it)."""
+    if fit and (out is None or config is None or gpu is None):
+        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+    fitting = FitOptions(out, config, gpu, num_gpus, tp, pp, ep, weight_dtype, kv_dtype, engine,  # type: ignore[arg-type]
+                         max_running) if fit else None
+    # Every check that needs no server comes before the sweep, so a typo costs no measurement.
+    isl = _same("isl", isl, "random-input-len", random_input_len, 1024)
+    osl = _same("osl", osl, "random-output-len", random_output_len, 256)
+    dataset = _dataset(dataset, dataset_path, dataset_name)
+    levels, rates = _levels(concurrency, max_concurrency, request_rate, from_json is not None)
+    _check_outputs(save, plot, fitting)
+    if from_json is not None:
+        data, stopped = _saved_sweep(from_json, fitting)
+    else:
+        if fitting is not None:  # a bad --config/--gpu/layout fails now, not after the sweep
+            build_config(fitting.request())
+        if not endpoint or not model:
+            raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
+        result = bench(BenchRequest(endpoints=tuple(endpoint), model=model, concurrencies=levels, isl=isl, osl=osl,
+                                    dataset=dataset, num_prompts=num_prompts, duration_s=duration,
+                                    warmup_requests=warmup, num_gpus=num_gpus, ignore_eos=ignore_eos, stream=stream,
+                                    deadline_s=deadline, seed=seed, metrics=metrics, api_key_env=api_key_env,
+                                    request_rates=rates, burstiness=burstiness),
+                       on_level=None if json_out else _progress)
+        data, stopped = result.data, result.stopped
+    _finish(data, stopped, fitting, save, plot, json_out)
 
 
 def _concurrencies(text: str) -> tuple[int, ...]:
@@ -102,6 +164,19 @@ def _rates(text: str) -> tuple[float, ...]:
     return values
 
 
+def _levels(concurrency: str | None, max_concurrency: str | None, request_rate: str | None,
+            from_json: bool) -> tuple[tuple[int, ...] | None, tuple[float, ...] | None]:
+    """(concurrency levels, request rates) from ``--concurrency``/``--max-concurrency`` and
+    ``--request-rate``: no levels for a saved sweep, none by default with rates (no limit)."""
+    levels_text = _same("concurrency", concurrency, "max-concurrency", max_concurrency, None)
+    rates = None if request_rate is None else _rates(request_rate)
+    if from_json:
+        return None, rates
+    if rates is not None:
+        return (() if levels_text is None else _concurrencies(levels_text)), rates
+    return _concurrencies(levels_text or "1,4,16,64"), rates
+
+
 def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | None:
     """The prompt file from ``--dataset``/``--dataset-path`` and ``--dataset-name`` (vLLM's
     names): ``random`` means none, ``sharegpt`` needs a file."""
@@ -115,116 +190,35 @@ def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | N
     return chosen
 
 
-def cap_text(data: dict) -> str | None:
-    """The ``cap:`` line: where throughput flattens, the queue grows and the most requests the
-    server ran — "not reached in this sweep" where the sweep did not get there (and "not
-    measured" for the queue and running count without /metrics). None when no cap was seen."""
-    cap = data.get("cap") or {}
-    if not cap.get("source"):
-        return None
-    metrics = (data.get("server") or {}).get("metrics", True)
-    unseen = "not reached in this sweep" if metrics else "not measured (no /metrics)"
-    flat, queue, running = (cap.get("flattens_at_concurrency"), cap.get("queue_grows_at_concurrency"),
-                            cap.get("max_running_requests"))
-    parts = [f"throughput flattens at concurrency {flat}" if flat is not None
-             else "throughput flattening not reached in this sweep",
-             f"queue grows at {queue}" if queue is not None else f"queue growth {unseen}",
-             f"server runs at most {running}" if running is not None else f"running-request limit {unseen}"]
-    return f"cap: {', '.join(parts)} (from {cap['source']})"
+def _check_outputs(save: Path | None, plot: Path | None, fitting: FitOptions | None) -> None:
+    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring."""
+    for option, path, what in (("--save", save, "a JSON file path"), ("--plot", plot, "a PNG file path"),
+                               ("--out", fitting.out if fitting else None, "a profile JSON file path")):
+        if path is not None:
+            check_output_file(path, option, what)
+
+
+def _saved_sweep(path: str, fitting: FitOptions | None) -> tuple[dict, None]:
+    """``--from-json``: the saved bench JSON (a bad ``--fit`` configuration fails now)."""
+    data = read_bench_json(path)
+    if fitting is not None:
+        build_config(fitting.request(data.get("num_gpus")))
+    return data, None
 
 
 def _progress(level: dict) -> None:
-    tok_s = "– (not measured)" if level["output_tok_s"] is None else f"{level['output_tok_s']:,.0f}"
-    print(f"concurrency {level['concurrency']}: {tok_s} output tok/s, "
-          f"{level['requests']} requests, {level['errors']} errors", file=sys.stderr)
+    print(level_line(level), file=sys.stderr)
 
 
-@app.command("bench")
-def bench_command(
-    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")] = None,
-    concurrency: Annotated[Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")] = None,
-    max_concurrency: Annotated[Optional[str], typer.Option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")] = None,
-    request_rate: Annotated[Optional[str], typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")] = None,
-    burstiness: Annotated[float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")] = 1.0,
-    isl: Annotated[Optional[int], typer.Option("--isl", help="Random-prompt input length (tokens) [default: 1024].")] = None,
-    osl: Annotated[Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")] = None,
-    random_input_len: Annotated[Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")] = None,
-    random_output_len: Annotated[Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")] = None,
-    dataset_name: Annotated[Optional[str], typer.Option("--dataset-name", help="random | sharegpt (with --dataset-path).")] = None,
-    dataset_path: Annotated[Optional[str], typer.Option("--dataset-path", help="vllm bench serve's name for --dataset.")] = None,
-    num_prompts: Annotated[Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")] = None,
-    duration: Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")] = None,
-    num_gpus: Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs behind the endpoints.")] = None,
-    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")] = True,
-    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")] = True,
-    metrics: Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")] = True,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key "
-                                                       "(must be set when named) [default: OPENAI_API_KEY if set].")] = None,
-    deadline: Annotated[float, typer.Option("--request-timeout", help="Limit on one request in seconds.")] = 600.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random prompts and lengths.")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the bench JSON.")] = False,
-    save: Annotated[Optional[Path], typer.Option("--save", help="Write the bench JSON to this file.")] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write the PNG plot to this file.")] = None,
-    from_json: Annotated[Optional[str], typer.Option("--from-json", help="Use a saved bench JSON instead of measuring.")] = None,
-    fit: Annotated[bool, typer.Option("--fit", help="Fit the efficiency factors to the sweep.")] = False,
-    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Where --fit writes the calibration profile.")] = None,
-    config: Annotated[Optional[str], typer.Option("--config", help="--fit: catalog model name or config.json path.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="--fit: catalog GPU key.")] = None,
-    tp: Annotated[int, typer.Option("--tp", help="--fit: tensor-parallel GPUs per replica (TP).")] = 1,
-    pp: Annotated[int, typer.Option("--pp", help="--fit: pipeline stages per replica (PP).")] = 1,
-    ep: Annotated[int, typer.Option("--ep", help="--fit: expert-parallel GPUs (EP, MoE).")] = 1,
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="--fit: the served weight format.")] = "bf16",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="--fit: the KV-cache format (auto: the engine's default).")] = "auto",
-    engine: Annotated[str, typer.Option("--engine", help="--fit: the serving engine: sglang, vllm or trtllm.")] = "sglang",
-    max_running: Annotated[Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")] = None,
-) -> None:
-    """Measure a live OpenAI-compatible server over a concurrency sweep (and fit the planner to it)."""
-    if fit and (out is None or config is None or gpu is None):
-        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
-    # Every check that needs no server comes before the sweep, so a typo costs no measurement.
-    isl = _same("isl", isl, "random-input-len", random_input_len, 1024)
-    osl = _same("osl", osl, "random-output-len", random_output_len, 256)
-    dataset = _dataset(dataset, dataset_path, dataset_name)
-    levels_text = _same("concurrency", concurrency, "max-concurrency", max_concurrency, None)
-    rates = None if request_rate is None else _rates(request_rate)
-    if from_json is not None:
-        levels = None
-    elif rates is not None:
-        levels = () if levels_text is None else _concurrencies(levels_text)
-    else:
-        levels = _concurrencies(levels_text or "1,4,16,64")
-    for option, path, what in (("--save", save, "a JSON file path"), ("--plot", plot, "a PNG file path"),
-                               ("--out", out if fit else None, "a profile JSON file path")):
-        if path is not None:
-            check_output_file(path, option, what)
-    stopped = None
-    if from_json is not None:
-        data = read_bench_json(from_json)
-        if fit:
-            build_config(_fit_description(config, gpu, num_gpus or data.get("num_gpus") or tp * pp, tp, pp, ep,
-                                          weight_dtype, kv_dtype, engine, max_running))
-    else:
-        if fit:  # a bad --config/--gpu/layout fails now, not after the sweep
-            build_config(_fit_description(config, gpu, num_gpus or tp * pp, tp, pp, ep, weight_dtype, kv_dtype,
-                                          engine, max_running))
-        if not endpoint or not model:
-            raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
-        request = BenchRequest(endpoints=tuple(endpoint), model=model, concurrencies=levels, isl=isl, osl=osl,
-                               dataset=dataset, num_prompts=num_prompts, duration_s=duration,
-                               warmup_requests=warmup, num_gpus=num_gpus, ignore_eos=ignore_eos, stream=stream,
-                               deadline_s=deadline, seed=seed, metrics=metrics, api_key_env=api_key_env,
-                               request_rates=rates, burstiness=burstiness)
-        result = bench(request, on_level=None if json_out else _progress)
-        data, stopped = result.data, result.stopped
+def _finish(data: dict, stopped: str | None, fitting: FitOptions | None, save: Path | None, plot: Path | None,
+            json_out: bool) -> None:
+    """Fit (``--fit``), save, plot and print the sweep; then raise what went wrong, if anything:
+    a failed fit, a file that could not be written (its content went to stdout instead), a sweep
+    that stopped early."""
     failed: list[str] = []  # writes that failed at the end: what they held goes to stdout instead
     wrote_profile, fit_error = False, None
-    if fit and data["levels"]:
-        desc = _fit_description(config, gpu, num_gpus or data.get("num_gpus") or tp * pp, tp, pp, ep,
-                                weight_dtype, kv_dtype, engine, max_running)
-        wrote_profile, fit_error = _fit_and_write(data, desc, out, failed)
+    if fitting is not None and data["levels"]:
+        wrote_profile, fit_error = _fit_and_write(data, fitting.request(data.get("num_gpus")), fitting.out, failed)
     _save_outputs(data, save, plot, failed)
     saved = save is not None and not any(f.startswith("--save") for f in failed)
     if any(f.startswith("--out") for f in failed) or (not saved and (fit_error is not None or save is not None)):
@@ -232,7 +226,8 @@ def bench_command(
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        _print_tables(data, out if wrote_profile else None)
+        show_bench(Console(width=None if sys.stdout.isatty() else 170), data,
+                   fitting.out if wrote_profile and fitting is not None else None)
     if fit_error is not None:
         raise fit_error
     if failed:
@@ -241,12 +236,6 @@ def bench_command(
                          + (f" (sweep stopped early: {stopped})" if stopped is not None else ""))
     if stopped is not None:
         raise ServerError(f"sweep stopped: {stopped} ({len(data['levels'])} levels kept)")
-
-
-def _fit_description(config: str, gpu: str, num_gpus: int, tp: int, pp: int, ep: int, weight_dtype: str,
-                     kv_dtype: str, engine: str, max_running: int | None) -> PredictRequest:
-    return PredictRequest(model=config, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype,
-                          kv_dtype=kv_dtype, engine=engine, max_running=max_running)
 
 
 def _fit_and_write(data: dict, desc: PredictRequest, out: Path, failed: list[str]) -> tuple[bool, TokenplanError | None]:
@@ -274,22 +263,6 @@ def _save_outputs(data: dict, save: Path | None, plot: Path | None, failed: list
             write_bench_plot(data, plot)
         except OSError as problem:
             failed.append(f"--plot {str(plot)!r}: {problem.strerror or problem}")
-
-
-def _print_tables(data: dict, wrote_profile: Path | None) -> None:
-    """The sweep table, the detected cap, notes and, after ``--fit``, the fit's tables."""
-    console = Console(width=None if sys.stdout.isatty() else 170)
-    console.print(bench_table(data))
-    cap = cap_text(data)
-    if cap is not None:
-        console.print(cap, markup=False)
-    for note in data.get("notes") or ():
-        console.print(f"note: {note}", markup=False)
-    if "fit" in data:
-        console.print(fit_table(data["fit"]))
-        console.print(fit_levels_table(data["fit"]))
-        if wrote_profile is not None:
-            console.print(f"wrote {wrote_profile}", markup=False)
 
 
 def _write(path: Path, text: str, option: str, failed: list[str]) -> bool:

@@ -1,5 +1,10 @@
 """``tokenplan calibrate FILE.csv [FILE.csv ...] -o PARAMS.json``: fit the efficiency factors,
-print them with their uncertainty and the leave-one-GPU-out / leave-one-model-out table."""
+print them with their uncertainty and the leave-one-GPU-out / leave-one-model-out table.
+
+Options → :class:`PredictRequest` (the served configuration, by keyword) → ``calibrate`` /
+``calibrate_from_results`` / ``calibrate_from_run`` → :mod:`tokenplan.report.calibration` and
+:mod:`tokenplan.report.fit`.
+"""
 
 from __future__ import annotations
 
@@ -9,78 +14,40 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from tokenplan.api._common import PredictRequest
-from tokenplan.api.calibrate import calibrate
-from tokenplan.calibration.bands import table_to_json
+from tokenplan.api.calibrate import calibrate, table_to_json
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 
-
-def _factors_table(d: dict) -> Table:
-    opt = d["optimizer"]
-    state = "converged" if d["converged"] else "not converged"
-    t = Table(title=f"fitted factors ({d['n']} rows; optimiser {state}: status {opt['status']}, "
-                    f"{opt['nfev']} evaluations)")
-    for col in ("level", "factor", "value", "± 1σ", "note"):
-        t.add_column(col, justify="right" if col in ("value", "± 1σ") else "left")
-    for f in d["factors"]:
-        unc = f["uncertainty"]
-        t.add_row(f["level"], f["name"], f"{f['value']:.4g}", "–" if unc is None else f"{unc:.2g}",
-                  "at bound" if f["at_bound"] else "")
-    return t
-
-
-def _at_bound_line(d: dict) -> str | None:
-    """One line naming the factors that ended on a physical bound, or None."""
-    if not d["at_bound"]:
-        return None
-    return ("at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot "
-            f"identify the factor; no σ): {', '.join(d['at_bound'])}")
-
-
-def _cv_table(d: dict) -> Table:
-    t = Table(title="cross-validation: |predicted/measured − 1| on held-out rows")
-    for col in ("held out", "n", "median"):
-        t.add_column(col, justify="left" if col == "held out" else "right")
-    for by, cv in d["cross_validation"].items():
-        t.add_row(f"[bold]each {by} (pooled)[/bold]", str(sum(f["n"] for f in cv["folds"])),
-                  f"{cv['median_abs_pct_error'] * 100:.0f}% (p90 {cv['p90_abs_pct_error'] * 100:.0f}%)")
-        for f in cv["folds"]:
-            t.add_row(f"  {by} {f['held_out']}", str(f["n"]), f"{f['median_abs_pct_error'] * 100:.0f}%")
-    return t
-
-
-def _coverage_line(table) -> str:
-    """One line: the nested cross-validation coverage of the 80 % bands, per metric."""
-    parts = [f"{m} {c * 100:.0f} %" for m, c in table.checked_coverage.items()]
-    return (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation: "
-            + ", ".join(parts))
+_Paths = Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")]
+_Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")]
+_Cv = Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")]
+_Bands = Annotated[Optional[Path], typer.Option("--bands", help="Also write the error-band table (80 % intervals "
+                                                "from K-fold cross-validated residuals) to this JSON file; needs --cv.")]
+_Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+_FromRun = Annotated[Optional[str], typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")]
+_Model = Annotated[Optional[str], typer.Option("--model", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")]
+_Gpu = Annotated[Optional[str], typer.Option("--gpu", help="--from-run: catalog GPU key.")]
+_NumGpus = Annotated[int, typer.Option("--num-gpus", help="--from-run: GPUs the server ran on.")]
+_Tp = Annotated[int, typer.Option("--tp", help="--from-run: tensor-parallel GPUs per replica (TP).")]
+_Engine = Annotated[str, typer.Option("--engine", help="--from-run: the serving engine: sglang, vllm or trtllm.")]
+_WeightDtype = Annotated[str, typer.Option("--weight-dtype", help="--from-run: the served weight format.")]
+_KvDtype = Annotated[str, typer.Option("--kv-dtype", help="--from-run: the KV-cache format (auto: the engine's default).")]
+_Concurrency = Annotated[Optional[int], typer.Option("--concurrency", help="--from-run: total requests in flight.")]
+_Isl = Annotated[Optional[float], typer.Option("--isl", help="--from-run: mean prompt tokens (default: from the records).")]
+_FromBench = Annotated[Optional[list[str]], typer.Option("--from-bench", help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).")]
+_Pp = Annotated[int, typer.Option("--pp", help="--from-run/--from-bench: pipeline stages per replica (PP).")]
+_Ep = Annotated[int, typer.Option("--ep", help="--from-run/--from-bench: expert-parallel GPUs (EP, MoE).")]
 
 
 @app.command("calibrate")
 def calibrate_command(
-    paths: Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")] = None,
-    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")] = None,
-    cv: Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")] = True,
-    bands: Annotated[Optional[Path], typer.Option("--bands", help="Also write the error-band table (80 % intervals "
-                                                  "from K-fold cross-validated residuals) to this JSON file; needs --cv.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    from_run: Annotated[Optional[str], typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")] = None,
-    config: Annotated[Optional[str], typer.Option("--model", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="--from-run: catalog GPU key.")] = None,
-    num_gpus: Annotated[int, typer.Option("--num-gpus", help="--from-run: GPUs the server ran on.")] = 1,
-    tp: Annotated[int, typer.Option("--tp", help="--from-run: tensor-parallel GPUs per replica (TP).")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help="--from-run: the serving engine: sglang, vllm or trtllm.")] = "sglang",
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="--from-run: the served weight format.")] = "bf16",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="--from-run: the KV-cache format (auto: the engine's default).")] = "auto",
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="--from-run: total requests in flight.")] = None,
-    isl: Annotated[Optional[float], typer.Option("--isl", help="--from-run: mean prompt tokens (default: from the records).")] = None,
-    from_bench: Annotated[Optional[list[str]], typer.Option("--from-bench", help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).")] = None,
-    pp: Annotated[int, typer.Option("--pp", help="--from-run/--from-bench: pipeline stages per replica (PP).")] = 1,
-    ep: Annotated[int, typer.Option("--ep", help="--from-run/--from-bench: expert-parallel GPUs (EP, MoE).")] = 1,
+    paths: _Paths = None, out: _Out = None, cv: _Cv = True, bands: _Bands = None, json_out: _Json = False,
+    from_run: _FromRun = None, config: _Model = None, gpu: _Gpu = None, num_gpus: _NumGpus = 1, tp: _Tp = 1,
+    engine: _Engine = "sglang", weight_dtype: _WeightDtype = "bf16", kv_dtype: _KvDtype = "auto",
+    concurrency: _Concurrency = None, isl: _Isl = None, from_bench: _FromBench = None, pp: _Pp = 1, ep: _Ep = 1,
 ) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     if out is None:
@@ -97,71 +64,57 @@ def calibrate_command(
         return
     if not paths:
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
-    # the paths as typed, so the provenance names the files that reproduce it
-    # (e.g. data/ground-truth/dev.csv for the shipped fit)
     if bands is not None and not cv:
         raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
+    _from_csv(paths, out, cv, bands, json_out)
+
+
+def _from_csv(paths: list[str], out: Path, cv: bool, bands: Path | None, json_out: bool) -> None:
+    """Fit to measurement CSVs; write the profile (and the error bands) and print the fit."""
+    from tokenplan.report.calibration import show_calibration
+
+    # the paths as typed, so the provenance names the files that reproduce it
+    # (e.g. data/ground-truth/dev.csv for the shipped fit)
     command = "tokenplan calibrate " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
     result = calibrate(paths, command, cv, bands=bands is not None)
     d = result.to_json()
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
-    if result.bands is not None and bands is not None:
-        bands.write_text(json.dumps(table_to_json(result.bands), indent=2) + "\n", encoding="utf-8")
+    band_table = result.bands if bands is not None else None
+    if band_table is not None:
+        bands.write_text(json.dumps(table_to_json(band_table), indent=2) + "\n", encoding="utf-8")  # type: ignore[union-attr]
     if json_out:
         print(json.dumps(d, indent=2))
         return
-    console = wide_console()
-    console.print(_factors_table(d))
-    bound_line = _at_bound_line(d)
-    if bound_line:
-        console.print(bound_line, markup=False)
-    if d["held"]:
-        console.print(f"held at their documented defaults (not identified by the data): {', '.join(d['held'])}",
-                      markup=False)
-    if d["cross_validation"]:
-        console.print(_cv_table(d))
-    if result.bands is not None and bands is not None:
-        console.print(_coverage_line(result.bands), markup=False)
-        console.print(f"wrote {bands}", markup=False)
-    console.print(f"wrote {out}", markup=False)
+    show_calibration(wide_console(), d, out, band_table, bands)
 
 
 def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
     from tokenplan.api.bench import calibrate_from_results
-    from tokenplan.cli.bench import fit_levels_table, fit_table
 
     if not desc.model or not desc.gpu:
         raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-bench")
     command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
-    outcome = calibrate_from_results(paths, desc, command)
+    _write_fit(calibrate_from_results(paths, desc, command), out, json_out, sources=True)
+
+
+def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:
+    from tokenplan.api.bench import calibrate_from_run
+
+    if not desc.model or not desc.gpu:
+        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--model MODEL and --gpu GPU with --from-run")
+    outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
+    _write_fit(outcome, out, json_out, sources=False)
+
+
+def _write_fit(outcome, out: Path, json_out: bool, sources: bool) -> None:  # noqa: ANN001 - api_bench.FitOutcome
+    """Write the fitted profile to ``out``, warn (e.g. a fit that misses the measured throughput
+    by > 50 %), then print the fit as JSON or as tables."""
+    from tokenplan.report.fit import show_fit
+
     out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if json_out:
         print(json.dumps(outcome.data, indent=2))
         return
-    console = wide_console()
-    for source in outcome.data["sources"]:
-        console.print(f"read {source['path']}: {source['format']}, {source['levels']} level(s)", markup=False)
-    console.print(fit_table(outcome.data))
-    console.print(fit_levels_table(outcome.data))
-    console.print(f"wrote {out}", markup=False)
-
-
-def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:
-    from tokenplan.api.bench import calibrate_from_run
-    from tokenplan.cli.bench import fit_levels_table, fit_table
-
-    if not desc.model or not desc.gpu:
-        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--model MODEL and --gpu GPU with --from-run")
-    outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
-    out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
-    for warning in outcome.warnings:  # e.g. a fit that misses the run's throughput by > 50 %
-        print(f"warning: {warning}", file=sys.stderr)
-    if json_out:
-        print(json.dumps(outcome.data, indent=2))
-        return
-    console = wide_console()
-    console.print(fit_table(outcome.data))
-    console.print(fit_levels_table(outcome.data))
-    console.print(f"wrote {out}", markup=False)
+    show_fit(wide_console(), outcome.data, out, sources=sources)

@@ -10,6 +10,7 @@ import time
 from rich.console import Console
 
 from tokenplan.api.generate import GenerateRequest, dry_run_counts
+from tokenplan.report.generate import dry_run_record, dry_run_text
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.rolling import progress_line
 
@@ -35,21 +36,10 @@ def log_every(every_s: float, console: Console):  # noqa: ANN202 - a progress ca
 def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
     """``--dry-run``: the counts, the sampling the run would use, and the plan command for them."""
     counts, sampling, notes = dry_run_counts(request)
-    record = {"rows": counts.rows, "rejected_rows": counts.rejected_rows, "units": counts.units,
-              "requests": counts.requests, "prompt_tokens_mean": counts.prompt_tokens_mean,
-              "prompt_tokens_sigma": counts.prompt_tokens_sigma, "prompt_tokens_max": counts.prompt_tokens_max,
-              "tokenizer": counts.tokenizer, "sampling": sampling.as_record(),
-              "plan_command": counts.plan_command(sampling.max_tokens)}
+    record = dry_run_record(counts, sampling)
     if json_out:
         print(json.dumps(record, indent=2))
         return
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"rows          {counts.rows:,} usable, {counts.rejected_rows:,} rejected")
-    print(f"units         {counts.units:,} ({request.n} per row)   requests {counts.requests:,}")
-    if counts.prompt_tokens_mean is None:
-        print("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
-    else:
-        print(f"prompt tokens mean {counts.prompt_tokens_mean:,.0f}, σ {counts.prompt_tokens_sigma:.2f} (ln), "
-              f"longest {counts.prompt_tokens_max:,}  (tokenizer {counts.tokenizer})")
-    print(f"plan for them {record['plan_command']}")
+    print(dry_run_text(record, request.n))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tokenplan.errors import InputError
-from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR
+from tokenplan.api.plan import MAX_PRICE_USD_PER_GPU_HOUR
 
 
 def parse_prices(items: list[str]) -> dict[str, float]:
@@ -34,27 +34,3 @@ def parse_duration(text: str, field: str = "deadline") -> float:
     if not m or m.group(2) not in _DURATION_UNITS_S or not float(m.group(1)) > 0:
         raise InputError(field, text, "a duration > 0 with its unit: s, m, h, d or w (e.g. 2d, 36h, 90m)")
     return float(m.group(1)) * _DURATION_UNITS_S[m.group(2)]
-
-
-def plan_request_fields(job_path: str | None, cli: dict) -> dict:
-    """Merge a job YAML under the CLI options (CLI wins); drop unset values."""
-    fields: dict = {}
-    if job_path:
-        from tokenplan.files.job import read_job_file
-
-        job = read_job_file(job_path)
-        for name in ("model", "samples", "engine"):
-            if getattr(job, name) is not None:
-                fields[name] = getattr(job, name)
-        if job.gpus:
-            fields["gpus"] = tuple(job.gpus)
-        if job.prices:
-            fields["prices"] = {k.lower(): v for k, v in job.prices.items()}
-        if job.spec:
-            fields["specs"] = (job.spec,)
-        for prefix, lengths in (("isl", job.isl), ("osl", job.osl)):
-            if lengths is not None:
-                fields[f"{prefix}_mean"], fields[f"{prefix}_sigma"], fields[f"{prefix}_cap"] = (
-                    lengths.mean, lengths.sigma, lengths.cap)
-    fields.update({k: v for k, v in cli.items() if v is not None})
-    return fields

@@ -11,25 +11,16 @@ from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
 
-def _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl, concurrency,
-             spec, engine, memory_fraction, max_running, calibration, kv_offload_gib=0.0, isl_sigma=0.0,
-             osl_sigma=0.0, max_tokens=None):
-    from tokenplan.api._common import PredictRequest
+def _concurrency(text: str) -> float | None:
+    """``--concurrency``: a whole number of requests in flight, or ``max`` (None: offline)."""
     from tokenplan.errors import InputError
 
-    conc: float | None
-    if concurrency.strip().lower() == "max":
-        conc = None
-    else:
-        try:
-            conc = float(int(concurrency))
-        except ValueError:
-            raise InputError("concurrency", concurrency, "a whole number of requests ≥ 1, or max") from None
-    return PredictRequest(model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
-                          attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
-                          concurrency=conc, spec=spec, engine=engine, memory_fraction=memory_fraction,
-                          max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib,
-                          isl_sigma=isl_sigma, osl_sigma=osl_sigma, osl_cap=max_tokens)
+    if text.strip().lower() == "max":
+        return None
+    try:
+        return float(int(text))
+    except ValueError:
+        raise InputError("concurrency", text, "a whole number of requests ≥ 1, or max") from None
 
 
 _MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
@@ -73,12 +64,16 @@ def predict_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
+    from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
     from tokenplan.report.tables import predict_table
 
-    result = predict(_request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
-                              concurrency, spec, engine, memory_fraction, max_running, calibration,
-                              kv_offload_gib, isl_sigma, osl_sigma, max_tokens))
+    result = predict(PredictRequest(
+        model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
+        attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
+        concurrency=_concurrency(concurrency), spec=spec, engine=engine, memory_fraction=memory_fraction,
+        max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib, isl_sigma=isl_sigma,
+        osl_sigma=osl_sigma, osl_cap=max_tokens))
     _emit(result.to_json(), as_json, predict_table)
 
 
@@ -104,14 +99,15 @@ def memory_cmd(
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
     the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""
-    from dataclasses import replace
-
+    from tokenplan.api._common import PredictRequest
     from tokenplan.api.memory import memory
     from tokenplan.report.tables import memory_table
 
-    req = _request(model, gpu, num_gpus, tp, pp, ep, attention_dp, weight_dtype, kv_dtype, isl, osl,
-                   "max", spec, engine, memory_fraction, max_running, None)
-    result = memory(replace(req, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
+    result = memory(PredictRequest(
+        model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
+        attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl, spec=spec,
+        engine=engine, memory_fraction=memory_fraction, max_running=max_running,
+        disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
     _emit(result.to_json(), as_json, memory_table)
 
 

@@ -83,6 +83,26 @@ class JobFile(BaseModel):
     prices: dict[str, Annotated[float, Field(gt=0, le=MAX_PRICE_USD_PER_GPU_HOUR)]] | None = None
     spec: str | None = None
 
+    def request_fields(self) -> dict:
+        """The keys given, as ``tokenplan.api.plan.PlanRequest`` fields: ``isl``/``osl`` →
+        ``isl_mean``/``isl_sigma``/``isl_cap`` (tokens), ``spec`` → ``specs``, GPU keys of
+        ``prices`` lower-cased; keys not given are left out."""
+        fields: dict = {}
+        for name in ("model", "samples", "engine"):
+            if getattr(self, name) is not None:
+                fields[name] = getattr(self, name)
+        if self.gpus:
+            fields["gpus"] = tuple(self.gpus)
+        if self.prices:
+            fields["prices"] = {k.lower(): v for k, v in self.prices.items()}
+        if self.spec:
+            fields["specs"] = (self.spec,)
+        for prefix, lengths in (("isl", self.isl), ("osl", self.osl)):
+            if lengths is not None:
+                fields[f"{prefix}_mean"], fields[f"{prefix}_sigma"], fields[f"{prefix}_cap"] = (
+                    lengths.mean, lengths.sigma, lengths.cap)
+        return fields
+
 
 def read_job_file(path: str) -> JobFile:
     """Parse a job YAML. Raises ConfigError naming the file and key."""

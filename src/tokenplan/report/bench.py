@@ -1,0 +1,85 @@
+"""What ``tokenplan bench`` prints: the sweep table (latencies in ms, throughput in tokens/s), the
+line on where the server's capacity was reached, the notes, and one progress line per level.
+
+Every function reads the bench JSON (``tokenplan.api.bench.bench(...).data`` or a saved
+``--save`` file); the fit's tables come from :mod:`tokenplan.report.fit`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tokenplan.report.fit import show_fit
+
+BENCH_COLUMNS = ("conc", "achieved", "reqs", "err", "req/s", "out tok/s", "total tok/s", "server tok/s",
+                 "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p50 ms", "E2E p50 s", "running", "waiting",
+                 "KV max")
+
+
+def _ms(d: dict, key: str) -> str:
+    """A latency in seconds as milliseconds with one decimal; "–" when not measured."""
+    v = d.get(key)
+    return "–" if v is None else f"{v * 1e3:.1f}"
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def bench_table(data: dict) -> Table:
+    """The levels as a rich table: one row per concurrency level, the server's own counters
+    (``/metrics``) beside the client's measurement; latencies in ms, throughput in tokens/s."""
+    t = Table(title=f"{data['model']} · {', '.join(data['endpoints'])}")
+    for c in BENCH_COLUMNS:
+        t.add_column(c, justify="right")
+    for lv in data["levels"]:
+        s = lv.get("server") or {}
+        t.add_row(str(lv["concurrency"]), f"{lv['achieved_concurrency']:.1f}", str(lv["requests"]), str(lv["errors"]),
+                  f"{lv['request_throughput_per_s']:.2f}", _fmt(lv["output_tok_s"], ",.0f"),
+                  _fmt(lv["total_tok_s"], ",.0f"), _fmt(s.get("output_tok_s"), ",.0f"), _ms(lv["ttft_s"], "p50"),
+                  _ms(lv["ttft_s"], "p99"), _ms(lv["tpot_s"], "p50"), _ms(lv["itl_s"], "p50"),
+                  _fmt(lv["e2e_s"]["p50"], ".2f"), _fmt(s.get("running_mean"), ".1f"),
+                  _fmt(s.get("waiting_mean"), ".1f"),
+                  "–" if s.get("kv_usage_max") is None else f"{s['kv_usage_max'] * 100:.0f}%")
+    return t
+
+
+def cap_text(data: dict) -> str | None:
+    """The ``cap:`` line: where throughput flattens, the queue grows and the most requests the
+    server ran — "not reached in this sweep" where the sweep did not get there (and "not
+    measured" for the queue and running count without /metrics). None when no cap was seen."""
+    cap = data.get("cap") or {}
+    if not cap.get("source"):
+        return None
+    metrics = (data.get("server") or {}).get("metrics", True)
+    unseen = "not reached in this sweep" if metrics else "not measured (no /metrics)"
+    flat, queue, running = (cap.get("flattens_at_concurrency"), cap.get("queue_grows_at_concurrency"),
+                            cap.get("max_running_requests"))
+    parts = [f"throughput flattens at concurrency {flat}" if flat is not None
+             else "throughput flattening not reached in this sweep",
+             f"queue grows at {queue}" if queue is not None else f"queue growth {unseen}",
+             f"server runs at most {running}" if running is not None else f"running-request limit {unseen}"]
+    return f"cap: {', '.join(parts)} (from {cap['source']})"
+
+
+def level_line(level: dict) -> str:
+    """One line per finished level while the sweep runs (output tok/s, requests, errors)."""
+    tok_s = "– (not measured)" if level["output_tok_s"] is None else f"{level['output_tok_s']:,.0f}"
+    return (f"concurrency {level['concurrency']}: {tok_s} output tok/s, "
+            f"{level['requests']} requests, {level['errors']} errors")
+
+
+def show_bench(console: Console, data: dict, wrote_profile: Path | None) -> None:
+    """Print the sweep table, the detected cap, the notes and, after ``--fit`` (``data["fit"]``),
+    the fit's tables and where the profile went (``wrote_profile``; None: not written)."""
+    console.print(bench_table(data))
+    cap = cap_text(data)
+    if cap is not None:
+        console.print(cap, markup=False)
+    for note in data.get("notes") or ():
+        console.print(f"note: {note}", markup=False)
+    if "fit" in data:
+        show_fit(console, data["fit"], wrote_profile)

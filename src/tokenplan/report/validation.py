@@ -1,0 +1,73 @@
+"""What ``tokenplan validate`` prints: every measured row beside the planner's prediction, then
+the error |predicted/measured − 1| overall and by engine, GPU and model family, the rows set
+aside with their reason, and the calibration used. Reads ``validation_dict``'s JSON."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:+.0f}%"
+
+
+def _abs_pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.0f}%"
+
+
+def rows_table(d: dict) -> Table:
+    """One row per measured point: its setting, then predicted, measured and signed error per
+    metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows)."""
+    serving = d["kind"] == "serving"
+    t = Table(title=f"{d['n']} rows predicted", show_lines=False)
+    for col in ("line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"):
+        t.add_column(col)
+    metrics = [("tpot_ms", "tpot_error", "TPOT ms"), ("ttft_ms", "ttft_error", "TTFT ms")] if serving \
+        else [("output_tok_s_per_gpu", "error", "tok/s/GPU")]
+    for _, _, label in metrics:
+        t.add_column(f"pred {label}", justify="right")
+        t.add_column(f"meas {label}", justify="right")
+        t.add_column("err", justify="right")
+    for r in d["rows"]:
+        conc = "max" if r["concurrency"] is None else f"{r['concurrency']:g}"
+        cells = [str(r["line"]), r["engine"], r["model"], r["gpu"], r["layout"], r["weight_dtype"],
+                 f"{r['isl']:g}/{r['osl']:g}", conc]
+        for name, err, _ in metrics:
+            cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])]
+        t.add_row(*cells)
+    return t
+
+
+def summary_table(d: dict) -> Table:
+    """Median, p90 and bias of the error over all rows (per metric), then per engine, GPU, family."""
+    t = Table(title="error |predicted/measured − 1|")
+    for col in ("over", "n", "median", "p90", "bias"):
+        t.add_column(col, justify="right" if col != "over" else "left")
+    label = "throughput" if d["kind"] == "throughput" else "TPOT"
+    t.add_row(f"all rows ({label})", str(d["n"]), _abs_pct(d["median_abs_pct_error"]),
+              _abs_pct(d["p90_abs_pct_error"]), _pct(d["bias"]))
+    if d["kind"] == "throughput" and "tpot_median_abs_pct_error" in d:  # InferenceX rows also measure TPOT
+        t.add_row("all rows (TPOT)", str(d["n"]), _abs_pct(d["tpot_median_abs_pct_error"]),
+                  _abs_pct(d["tpot_p90_abs_pct_error"]), _pct(d["tpot_bias"]))
+    if "ttft_median_abs_pct_error" in d:
+        t.add_row("all rows (TTFT)", str(d["n"]), _abs_pct(d["ttft_median_abs_pct_error"]),
+                  _abs_pct(d["ttft_p90_abs_pct_error"]), _pct(d["ttft_bias"]))
+    for dim in ("engine", "gpu", "family"):
+        for g, e in d[f"by_{dim}"].items():
+            t.add_row(f"{dim} {g}", str(e["n"]), _abs_pct(e["median_abs_pct_error"]),
+                      _abs_pct(e["p90_abs_pct_error"]), _pct(e["bias"]))
+    return t
+
+
+def show_validation(console: Console, d: dict, rows: bool = True) -> None:
+    """Print the per-row table (when ``rows``), the error summary, the skipped rows with their
+    reasons and the calibration the predictions used."""
+    if rows:
+        console.print(rows_table(d))
+    console.print(summary_table(d))
+    if d["skipped"]:
+        console.print(f"[bold]{len(d['skipped'])} rows skipped[/bold]")
+        for s in d["skipped"]:
+            console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
+    console.print(f"calibration: {d['calibration']}", markup=False)
