@@ -16,7 +16,7 @@ from tokenplan.api import PredictRequest, build_config
 from tokenplan.api_bench import BenchRequest, bench, fit_bench, read_bench_json
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError, ServerError, TokenplanError
-from tokenplan.runner.paths import check_output_file
+from tokenplan.api_bench import check_output_file
 
 
 class OutputLost(TokenplanError):
@@ -260,7 +260,7 @@ def _fit_and_write(data: dict, desc: PredictRequest, out: Path, failed: list[str
     data["fit"] = outcome.data  # holds the profile as well
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return _write(out, json.dumps(outcome.profile, indent=2) + "\n", "--out", failed), None
+    return _write(out, outcome.profile_json(), "--out", failed), None
 
 
 def _save_outputs(data: dict, save: Path | None, plot: Path | None, failed: list[str]) -> None:

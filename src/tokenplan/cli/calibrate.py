@@ -134,11 +134,11 @@ def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictReques
         raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-bench")
     command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
     outcome = calibrate_from_results(paths, desc, command)
-    out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    out.write_text(outcome.profile_json(), encoding="utf-8")
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if json_out:
-        print(json.dumps(outcome.data, indent=2))
+        print(outcome.to_json())
         return
     console = wide_console()
     for source in outcome.data["sources"]:
@@ -155,11 +155,11 @@ def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> 
     if not desc.model or not desc.gpu:
         raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--model MODEL and --gpu GPU with --from-run")
     outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
-    out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    out.write_text(outcome.profile_json(), encoding="utf-8")
     for warning in outcome.warnings:  # e.g. a fit that misses the run's throughput by > 50 %
         print(f"warning: {warning}", file=sys.stderr)
     if json_out:
-        print(json.dumps(outcome.data, indent=2))
+        print(outcome.to_json())
         return
     console = wide_console()
     console.print(fit_table(outcome.data))

@@ -15,7 +15,7 @@ from rich.table import Table
 from tokenplan.api_generate import ExportError, GenerateRequest, GenerateResult, generate
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
-from tokenplan.runner.progress import Snapshot
+from tokenplan.api_generate import Snapshot
 from tokenplan.cli.generate_trial import console_is_terminal, log_every, print_dry_run
 
 EXIT_INTERRUPTED = 130
@@ -112,7 +112,7 @@ def generate_command(
     for note in result.notes:
         console.print(f"note: {note}")
     if json_out:
-        print(json.dumps(result.summary, indent=2))
+        print(result.to_json())
     else:
         print(summary_text(result))
     if result.units_total == 0 and result.rejected_rows:  # e.g. a file in a shape no reader knows

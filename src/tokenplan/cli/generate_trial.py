@@ -10,8 +10,7 @@ import time
 from rich.console import Console
 
 from tokenplan.api_generate import GenerateRequest, dry_run_counts
-from tokenplan.runner.progress import Snapshot
-from tokenplan.runner.rolling import progress_line
+from tokenplan.api_generate import Snapshot, progress_line
 
 
 def console_is_terminal() -> bool:

@@ -103,12 +103,11 @@ class Dispatcher:
         Raises:
             ServerError: a fatal answer (401/403/404) or every endpoint down too long.
         """
-        limit = asyncio.Semaphore(self.pool.settings.concurrency_per_endpoint * len(self.pool.endpoints))
         tasks: set[asyncio.Task[None]] = set()
         ticker = asyncio.create_task(self._tick())
         try:
             try:
-                await self._start_all(source, stop, limit, tasks)
+                await self._start_all(source, stop, tasks)
             except RunDirError as failed:  # rejects.jsonl could not be written: stop sending
                 self._set_fatal(failed)
             await self._drain(tasks, stop)
@@ -120,20 +119,22 @@ class Dispatcher:
         self.tally.stopped = stop.is_set()
         return self.tally
 
-    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event, limit: asyncio.Semaphore,
+    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event,
                          tasks: set[asyncio.Task[None]]) -> None:
+        # A unit starts only when the pool admits it (its one concurrency limit), so rows are read
+        # no faster than answers come back.
         for count, unit in enumerate(self._units(source)):
             if count % 256 == 0:
                 await asyncio.sleep(0)  # let answers and the display in while skipping done rows
             if stop.is_set() or self._fatal is not None:
                 return
-            await limit.acquire()
+            await self.pool.admit()
             if stop.is_set() or self._fatal is not None:
-                limit.release()
+                self.pool.release()
                 return
             task = asyncio.create_task(self._process(unit))
             tasks.add(task)
-            task.add_done_callback(lambda t: self._settled(t, tasks, limit))
+            task.add_done_callback(lambda t: self._settled(t, tasks))
 
     def _units(self, source: Iterator[Row | Reject]) -> Iterator[WorkUnit]:
         done = self.rundir.done_ids
@@ -151,9 +152,9 @@ class Dispatcher:
                     continue
                 yield unit
 
-    def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]], limit: asyncio.Semaphore) -> None:
+    def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]]) -> None:
         tasks.discard(task)
-        limit.release()
+        self.pool.release()
         if not tasks:
             self._wake.set()
 

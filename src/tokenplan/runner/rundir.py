@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -343,11 +343,12 @@ def cut_torn_tail(path: Path) -> int:
         return size - keep
 
 
-def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`.
+def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`;
+    ``damaged="skip"`` passes over a line that is not a record (a reader that must not repair).
 
     Raises:
-        RunDirError: a line that is not a JSON object with an ``id``.
+        RunDirError: a line that is not a JSON object with an ``id`` (``damaged="raise"``).
     """
     with open(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
@@ -356,6 +357,8 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 if not isinstance(record, dict) or "id" not in record:
                     raise ValueError("no 'id'")
             except ValueError as problem:
+                if damaged == "skip":
+                    continue
                 raise RunDirError(f"{path}:{line_no}: damaged record ({problem}); "
                                   "the run directory was edited or corrupted") from None
             yield line_no, record
