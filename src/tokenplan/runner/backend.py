@@ -24,7 +24,7 @@ from typing import Any, Literal
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.runner.dispatch import JobSettings, RunTally
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.rows import count_rows_or_none
+from tokenplan.runner.input_files import count_rows_or_none
 from tokenplan.runner.rundir import RunDir
 
 

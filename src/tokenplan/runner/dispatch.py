@@ -32,7 +32,8 @@ from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
                                       run_unit, seed_for, work_units)
 from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir, WriteFailed
+from tokenplan.runner.appendlog import WriteFailed
+from tokenplan.runner.rundir import RunDir
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
 # `transformers serve` refuses top_k) — all concern every request, so they end the run.

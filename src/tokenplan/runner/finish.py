@@ -20,7 +20,8 @@ from tokenplan.runner.backend import RunOutcome, RunSpec
 from tokenplan.runner.dispatch import summary_record
 from tokenplan.runner.export import export_run
 from tokenplan.runner.rows import count_units
-from tokenplan.runner.rundir import iter_records, shard_paths, write_whole
+from tokenplan.runner.appendlog import shard_paths, write_whole
+from tokenplan.runner.rundir import iter_records
 
 
 @dataclass(frozen=True, slots=True)

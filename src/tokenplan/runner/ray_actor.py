@@ -30,7 +30,7 @@ from tokenplan.runner.dispatch import Dispatcher, JobSettings
 from tokenplan.runner.fencing import Fence, Fenced, actor_prefix
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
-from tokenplan.runner.rundir import ShardLog
+from tokenplan.runner.appendlog import ShardLog
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start
 from tokenplan.runner.fencing import advance_epoch
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.rows import ReadStats, limited, read_rows
-from tokenplan.runner.rundir import RunDir, check_manifest
+from tokenplan.runner.manifest import check_manifest
+from tokenplan.runner.rundir import RunDir
 
 
 def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,

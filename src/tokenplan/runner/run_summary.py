@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.runner.rundir import iter_records, shard_paths
+from tokenplan.runner.appendlog import shard_paths
+from tokenplan.runner.rundir import iter_records
 
 
 @dataclass(frozen=True, slots=True)
