@@ -23,7 +23,8 @@ from typing import Any
 from tokenplan.api import PredictRequest, build_config
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
-from tokenplan.bench.sweep import LevelResult, Sweep, SweepSettings, level_dict
+from tokenplan.bench.levels import LevelResult, level_dict
+from tokenplan.bench.sweep import Sweep, SweepSettings
 from tokenplan.bench.workload import Workload
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.run_profile import POOR_FIT, FitOutcome, FitSource, fit_profile, poor_fit_warning  # noqa: F401 - re-exported
@@ -300,8 +301,13 @@ def calibrate_from_results(paths: list[str], desc: PredictRequest,
     return fit_bench({"levels": levels, "cap": {}}, desc, command, sources)
 
 
-def read_bench_json(path: str) -> dict:
-    """A bench ``--json`` file. Raises InputError (missing) or ConfigError (not a bench JSON)."""
+def read_bench_json(path: str) -> BenchOutcome:
+    """A bench ``--json`` file, as the sweep that wrote it returned it.
+
+    Raises:
+        InputError: the file is missing.
+        ConfigError: not a bench JSON (not JSON, or no ``levels`` list).
+    """
     p = Path(path)
     if not p.is_file():
         raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
@@ -311,7 +317,7 @@ def read_bench_json(path: str) -> dict:
         raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
-    return data
+    return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))
 
 
 def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:

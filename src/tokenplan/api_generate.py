@@ -22,7 +22,6 @@ directory and the result carries ``export_error``.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,20 +34,21 @@ from tokenplan.client.auth import DEFAULT_API_KEY_ENV, api_key_from_env  # noqa:
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
-from tokenplan.errors import ConfigError, InputError, TokenplanError
+from tokenplan.errors import InputError, TokenplanError
 from tokenplan.runner.backend import RunSpec, run
-from tokenplan.runner.defaults import job_sampling, plan_max_tokens
+from tokenplan.runner.defaults import job_sampling
 from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.dryrun import DryRun, dry_run
 from tokenplan.runner.finish import ExportSpec, finish_run
+from tokenplan.runner.input_files import check_readable, expand_inputs, file_name
+from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.paths import check_output_file, check_run_dir
+from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
-from tokenplan.runner.input_files import check_readable, expand_inputs, file_name
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
-MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/generate.md); 20× that
 # Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
 # since a replaced `messages` would send other prompts than the records show.
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
@@ -186,18 +186,6 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class PlanHint:
-    """What ``generate`` reads from ``tokenplan plan --json``: ``recommended.*`` and the
-    top-level ``model`` the plan was made for (a catalog name; None when absent)."""
-
-    concurrency_per_endpoint: int | None
-    output_tok_s_total: float | None
-    num_replicas: int | None
-    model: str | None = None
-    max_tokens: int | None = None  # the plan's output cap (job.osl_cap_tokens)
-
-
 class ExportError(TokenplanError):
     """``--export`` failed after the run; every record is still in the run directory."""
 
@@ -230,55 +218,6 @@ class GenerateResult:
     def to_json(self) -> str:
         """``generate --json``: the run's ``summary.json``, indented by 2 (no trailing newline)."""
         return json.dumps(self.summary, indent=2)
-
-
-def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
-    """Read ``recommended`` from a ``tokenplan plan --json`` file; notes say what was missing.
-
-    Raises:
-        ConfigError: the file is missing or not a JSON object.
-    """
-    try:
-        data = json.loads(path.read_text())
-    except OSError as problem:
-        raise ConfigError(str(path), "file", f"cannot read ({problem.strerror})") from None
-    except ValueError as problem:
-        raise ConfigError(str(path), "file", f"not JSON ({problem})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
-    model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else None
-    cap = plan_max_tokens(data)
-    recommended = data.get("recommended")
-    if not isinstance(recommended, dict):
-        return PlanHint(None, None, None, model, cap), [f"{path}: no 'recommended' section; using the defaults"]
-    notes, values = [], {}
-    for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
-        value = recommended.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
-            if key != "output_tok_s_total" and value > MAX_CONCURRENCY:
-                raise ConfigError(str(path), f"recommended.{key}", f"{value!r} is not allowed "
-                                  f"(allowed: 1 to {MAX_CONCURRENCY:,})")
-            values[key] = kind(value)
-        else:
-            values[key] = None
-            notes.append(f"{path}: recommended.{key} is absent or not a positive number")
-    return PlanHint(**values, model=model, max_tokens=cap), notes
-
-
-def _model_key(name: str) -> str:
-    """``"/models/Qwen/Qwen3.6-27B/"`` → ``"qwen3.6-27b"``: the last path component, lower case."""
-    return name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
-
-
-def plan_model_mismatch(plan_model: str | None, model: str) -> bool:
-    """Whether the plan's model plainly differs from the served ``model``: their last path
-    components (case-insensitive) differ and neither contains the other. Served names often
-    differ from catalog names (``qwen3.6-27b`` vs ``Qwen/Qwen3.6-27B-FP8``), so a containment
-    counts as the same model."""
-    if not plan_model:
-        return False
-    a, b = _model_key(plan_model), _model_key(model)
-    return not (a in b or b in a)
 
 
 @dataclass(frozen=True, slots=True)

@@ -202,7 +202,7 @@ def bench_command(
             check_output_file(path, option, what)
     stopped = None
     if from_json is not None:
-        data = read_bench_json(from_json)
+        data = read_bench_json(from_json).data
         if fit:
             build_config(_fit_description(config, gpu, num_gpus or data.get("num_gpus") or tp * pp, tp, pp, ep,
                                           weight_dtype, kv_dtype, engine, max_running))
