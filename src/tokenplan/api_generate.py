@@ -332,10 +332,13 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
     spec = run_spec(request, checked, notes)
     outcome = run(spec, on_progress, on_warning)
     finished = finish_run(spec, outcome, _export_spec(request))
-    return GenerateResult(outcome.run_dir, finished.units_total, finished.stored, finished.skipped, finished.errors,
-                          outcome.tally.rejected_rows, outcome.tally.already_done, finished.duplicates,
-                          outcome.tally.stopped, finished.accounting_ok, finished.summary, finished.export_rows,
-                          notes + outcome.notes, finished.export_error, outcome.blank_lines, finished.not_yet_sent)
+    tally = outcome.tally
+    return GenerateResult(
+        run_dir=outcome.run_dir, units_total=finished.units_total, stored=finished.stored, skipped=finished.skipped,
+        errors=finished.errors, rejected_rows=tally.rejected_rows, already_done=tally.already_done,
+        duplicate_records=finished.duplicates, interrupted=tally.stopped, accounting_ok=finished.accounting_ok,
+        summary=finished.summary, export_rows=finished.export_rows, notes=notes + outcome.notes,
+        export_error=finished.export_error, blank_lines=outcome.blank_lines, not_yet_sent=finished.not_yet_sent)
 
 
 def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> RunSpec:
@@ -349,10 +352,12 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
     pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s, request.max_all_down_s)
-    return RunSpec(request.backend, request.out_dir, job_identity(request, sampling), request.force,
-                   request.shard_max_bytes, checked.files, request.limit, request.n, job_settings(request, sampling),
-                   request.endpoints, pool, checked.api_key, request.progress_every_s, hint.output_tok_s_total,
-                   request.actors, request.ray_address)
+    return RunSpec(
+        backend=request.backend, out_dir=request.out_dir, identity=job_identity(request, sampling),
+        force=request.force, shard_max_bytes=request.shard_max_bytes, files=checked.files, limit=request.limit,
+        n=request.n, job=job_settings(request, sampling), endpoints=request.endpoints, pool=pool,
+        api_key=checked.api_key, progress_every_s=request.progress_every_s,
+        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address)
 
 
 def _export_spec(request: GenerateRequest) -> ExportSpec | None:
