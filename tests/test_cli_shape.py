@@ -19,8 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tokenplan"
 MAX_FUNCTION_LINES = 40
 MAX_MODULE_LINES = 400
 # Over the limit today and being split in issue 13 (paths relative to src/tokenplan).
-BEING_SPLIT = ("api.py", "api_bench.py", "api_generate.py", "runner/rows.py", "runner/rundir.py",
-               "bench/sweep.py", "calibration/fit.py")
+BEING_SPLIT = ("calibration/fit.py",)
 
 
 def _lines(path: Path) -> int:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.fault_server import FaultServerProcess
 from tokenplan.api.generate import GenerateRequest, generate
-from tokenplan.runner import rundir as rundir_module
+from tokenplan.runner import appendlog as rundir_module
 from tokenplan.runner.rundir import WriteFailed, iter_records, shard_paths
 
 FAST = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2, "eject_after_failures": 1000}

@@ -1,11 +1,13 @@
 """The bench API: measure a live server (``tokenplan bench``), fit the planner to the measurement
 (``--fit``), and fit it to a finished generate run (``tokenplan calibrate --from-run``).
 
-The measuring half lives in :mod:`tokenplan.bench` (I/O column); the fitting half in
-:mod:`tokenplan.calibration.from_runs` (performance column). They meet here: a bench level
-becomes a :class:`~tokenplan.measurement.Measurement`, resolved to a
-:class:`~tokenplan.calibration.validate.Case` with the same ``api.build_config`` as
-``tokenplan predict``.
+Request in, typed result out (:class:`BenchOutcome`, :class:`~tokenplan.calibration.run_profile.FitOutcome`,
+each with ``to_json()``). The work lives on the floors below: probing the servers and choosing the
+prompts in :mod:`tokenplan.bench.probe`, the sweep in :mod:`tokenplan.bench.sweep`, a run
+directory's figures in :mod:`tokenplan.runner.run_summary`, the fit and the profile in
+:mod:`tokenplan.calibration.run_profile`. They meet here: a bench level (or a run) becomes a
+:class:`~tokenplan.measurement.Measurement`, resolved to a :class:`~tokenplan.calibration.validate.Case`
+with the same ``api.build_config`` as ``tokenplan predict``.
 """
 
 from __future__ import annotations
@@ -16,21 +18,24 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.calibration.bands import model_family
+from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
-from tokenplan.bench.sweep import LevelResult, Sweep, SweepSettings, level_dict
-from tokenplan.bench.workload import (SideRequestFailed, Workload, calibrate_words, dataset_workload,
-                                      probe_messages, random_workload_approx, random_workload_exact)
-from tokenplan.calibration.fitted_range import fitted_on
-from tokenplan.calibration.from_runs import RunFit, fit_run, linear_step_law, median_abs_error, predicted_step_s
+from tokenplan.bench.levels import LevelResult, level_dict
+from tokenplan.bench.sweep import Sweep, SweepSettings
+from tokenplan.bench.workload import Workload
+from tokenplan.calibration.bands import model_family
+from tokenplan.calibration.run_profile import POOR_FIT, FitOutcome, FitSource, fit_profile, poor_fit_warning  # noqa: F401 - re-exported
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
-from tokenplan.client.openai import OpenAIClient, RequestFailed
-from tokenplan.errors import ConfigError, InputError, ServerError
+from tokenplan.client.openai import OpenAIClient
+from tokenplan.errors import ConfigError, InputError
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
+from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
+from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,18 @@ class BenchRequest:
     burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BenchOutcome:
-    """The bench JSON (``data``) and why the sweep stopped early (None: every level ran)."""
+    """What :func:`bench` measured: the bench JSON (``data``), why the sweep stopped early (None:
+    every level ran) and the notes (also in ``data["notes"]``)."""
 
-    data: dict
+    data: dict[str, Any]
     stopped: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The bench JSON object as ``bench --json`` prints it (like every api result's ``to_json``)."""
+        return self.data
 
 
 def _check(req: BenchRequest) -> None:
@@ -119,59 +129,9 @@ def _check(req: BenchRequest) -> None:
         raise InputError("num_gpus", req.num_gpus, "an integer ≥ 1")
 
 
-# A health probe (GET /models) answers in milliseconds; 10 s tolerates a server still warming up.
-PROBE_DEADLINE_S = 10.0
-# A 1-token calibration request waits behind at most one prefill of a loaded server.
-TOKEN_PROBE_DEADLINE_S = 120.0
 # Distinct random prompts generated per sweep at most; levels beyond reuse them round-robin
 # (prompts stay distinct within any level of concurrency ≤ 512, so prefix caching cannot help).
 MAX_DISTINCT_PROMPTS = 2048
-
-
-async def _check_servers(clients: list[OpenAIClient], urls: tuple[str, ...], model: str) -> None:
-    for client, url in zip(clients, urls):
-        try:
-            served = await client.models(deadline_s=PROBE_DEADLINE_S)
-        except RequestFailed as failure:
-            raise ServerError(f"cannot reach {url}: {failure}") from None
-        if model not in served:
-            raise ServerError(f"{url} does not serve model {model!r} (it serves: {', '.join(served) or 'nothing'})")
-
-
-async def _probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, ...], ignore_eos: bool) -> int:
-    body = {"model": model, "messages": list(messages), "max_tokens": 1, "temperature": 0.0}
-    if ignore_eos:
-        body["ignore_eos"] = True
-    done = await client.chat(body, deadline_s=TOKEN_PROBE_DEADLINE_S)
-    if done.usage is None:
-        raise ServerError("the server's answers carry no usage: token counts cannot be measured")
-    return done.usage.prompt_tokens
-
-
-async def _workload(req: BenchRequest, client: OpenAIClient, n: int, notes: list[str]) -> tuple[Workload, bool]:
-    """The prompts and whether ``ignore_eos`` is accepted (tried once with a 1-token probe)."""
-    short, long = probe_messages(req.seed)
-    ignore_eos = req.ignore_eos
-    try:
-        short_tokens = await _probe_tokens(client, req.model, short, ignore_eos)
-    except RequestFailed as failure:
-        if not ignore_eos or failure.kind != "status" or failure.status not in (400, 422):
-            raise ServerError(f"{req.endpoints[0]}: a 1-token probe request failed: {failure}") from None
-        ignore_eos = False
-        notes.append(f"the server refused ignore_eos ({failure}); output lengths are the model's own")
-        short_tokens = await _probe_tokens(client, req.model, short, False)
-    if req.dataset is not None:
-        return dataset_workload(req.dataset, req.osl, None), ignore_eos
-    try:
-        return (await random_workload_exact(req.endpoints[0], req.model, req.isl, req.osl, n, req.seed,
-                                            api_key=req.api_key), ignore_eos)
-    except (SideRequestFailed, KeyError, TypeError, ValueError):
-        pass
-    long_tokens = await _probe_tokens(client, req.model, long, ignore_eos)
-    overhead, per_word = calibrate_words(short_tokens, long_tokens)
-    notes.append(f"no /tokenize endpoint: prompt lengths approximated ({per_word:.2f} tokens per word, "
-                 f"{overhead:.0f} template tokens, from two probe requests)")
-    return random_workload_approx(req.isl, req.osl, n, req.seed, overhead, per_word), ignore_eos
 
 
 def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> BenchOutcome:
@@ -201,9 +161,11 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
     clients = [OpenAIClient(u, max_connections=per_endpoint, api_key=req.api_key) for u in req.endpoints]
     notes: list[str] = []
     try:
-        await _check_servers(clients, req.endpoints, req.model)
+        await check_servers(clients, req.endpoints, req.model)
         n_prompts = max(req.num_prompts or 0, 4 * most, 16)
-        workload, ignore_eos = await _workload(req, clients[0], min(n_prompts, MAX_DISTINCT_PROMPTS), notes)
+        ask = WorkloadAsk(req.model, req.isl, req.osl, req.dataset, min(n_prompts, MAX_DISTINCT_PROMPTS), req.seed,
+                          req.ignore_eos, req.api_key)
+        workload, ignore_eos = await probe_workload(ask, clients[0], req.endpoints[0], notes)
         info = await read_server_info(req.endpoints[0], api_key=req.api_key) if req.metrics else None
         settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
                                  req.deadline_s, req.stream, ignore_eos, request_rates=req.request_rates,
@@ -222,8 +184,15 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
             await client.aclose()
     levels = [level_dict(lv) for lv in result.levels]
     notes += token_count_notes(levels)
+    data = _bench_json(req, levels, info, workload, ignore_eos, notes, result.stopped)
+    return BenchOutcome(data, result.stopped, notes)
+
+
+def _bench_json(req: BenchRequest, levels: list[dict], info: dict | None, workload: Workload, ignore_eos: bool,
+                notes: list[str], stopped: str | None) -> dict[str, Any]:
+    """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
     has_metrics = any(lv["server"] for lv in levels)
-    data = {
+    return {
         "model": req.model, "endpoints": list(req.endpoints), "num_gpus": req.num_gpus, "levels": levels,
         "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
         "cap": concurrency_cap(levels),
@@ -232,9 +201,8 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
                      "exact_fraction": workload.exact_fraction, "ignore_eos": ignore_eos, "stream": req.stream,
                      "arrivals": "closed loop" if req.request_rates is None else
                      f"open loop, gamma gaps, burstiness {req.burstiness:g}"},
-        "notes": notes, "stopped": result.stopped,
+        "notes": notes, "stopped": stopped,
     }
-    return BenchOutcome(data, result.stopped, notes)
 
 
 def token_count_notes(levels: list[dict]) -> list[str]:
@@ -278,81 +246,19 @@ def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
     return out
 
 
-POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: warn
-
-
-def poor_fit_warning(error: float | None, levels: int) -> str | None:
-    """The warning for a fit whose median |predicted / measured − 1| (output tok/s per GPU)
-    over ``levels`` levels exceeds :data:`POOR_FIT`; None for a fit within it (or no figure)."""
-    if error is None or error <= POOR_FIT:
-        return None
-    return (f"the fitted profile reproduces the measured throughput poorly: median |predicted/measured − 1| "
-            f"= {error * 100:,.0f} % over {levels} level{'s' if levels != 1 else ''} (output tok/s per GPU); "
-            "check --config, --gpu, --num-gpus, the layout and dtypes against the server. The profile is "
-            "written anyway, its fitted_on.median_abs_error says so")
-
-
-@dataclass
-class FitOutcome:
-    """A fit to measured levels: the cases, the fit, the profile JSON and the ``--json`` dict,
-    and warnings (a fit that does not reproduce the levels it was fitted on)."""
-
-    cases: list[Case]
-    fit: RunFit
-    profile: dict
-    data: dict
-    warnings: list[str] = field(default_factory=list)
-
-    def model_step_s(self, batch: float) -> float:
-        """The fitted model's decode step time (seconds) at ``batch`` running sequences."""
-        return predicted_step_s(self.cases[0], self.fit.efficiency, batch)
-
-
 def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: str, command: str,
-               step_points: list[tuple[float, float]]) -> FitOutcome:
+               step_points: list[tuple[float, float]], sources: list[dict] | None = None) -> FitOutcome:
     if not measurements:
         raise InputError("levels", 0, "at least one level with answers to fit")
     cases = [_level_case(desc, m) for m in measurements]
-    try:
-        run = fit_run(cases)
-    except ValueError as exc:
-        raise InputError("levels", len(cases), f"levels with TPOT or throughput ({exc})") from None
-    eff, case0 = run.efficiency, cases[0]
-    identity = {"engine": case0.engine, "gpu": case0.gpu.key, "architecture": case0.architecture, "model": case0.model.name,
-                "num_gpus": desc.num_gpus, "tp": desc.tp, "pp": desc.pp, "ep": desc.ep,
+    identity = {"num_gpus": desc.num_gpus, "tp": desc.tp, "pp": desc.pp, "ep": desc.ep,
                 "weight_dtype": desc.weight_dtype, "kv_dtype": desc.kv_dtype, "max_running": desc.max_running}
-    # concurrency per replica, as predict and plan see it
-    ranges = [{"concurrency": c.concurrency_per_replica, "isl_tokens": c.measurement.isl_tokens,
-               "osl_tokens": c.measurement.osl_tokens} for c in cases]
-    provenance = (f"fit by `{command}` on {len(cases)} levels ({source}) of {case0.engine} serving {desc.model} "
-                  f"on {desc.num_gpus}× {desc.gpu}")
-    error = median_abs_error(run.levels)
-    profile = {"default": eff.as_dict(), "groups": {case0.group: eff.as_dict()},
-               "uncertainty": {f"{case0.group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
-               "provenance": provenance,
-               "fitted_on": {**fitted_on(ranges, identity, source), "median_abs_error": error}}
-    law = linear_step_law(step_points)
-    warning = poor_fit_warning(error, len(run.levels))
-    outcome = FitOutcome(cases, run, profile, {}, [] if warning is None else [warning])
-    outcome.data = {
-        "factors": {k: {"value": v, "uncertainty": None if math.isnan(s) else s} for k, (v, s) in run.factors.items()},
-        "at_bound": list(run.at_bound), "converged": run.converged, "max_running": desc.max_running,
-        "median_abs_error": error, "warnings": list(outcome.warnings),
-        "levels": [{"concurrency": lf.concurrency, "batch": lf.batch,
-                    "predicted_tpot_s": lf.tpot_s[0], "measured_tpot_s": lf.tpot_s[1],
-                    "predicted_ttft_s": lf.ttft_s[0], "measured_ttft_s": lf.ttft_s[1],
-                    "predicted_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[0],
-                    "measured_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[1]} for lf in run.levels],
-        "measured_step_law": None if law is None else {"a_s": law[0], "b_s_per_sequence": law[1],
-                                                       "points": [list(p) for p in step_points]},
-        "model_step_s": [{"batch": b, "measured_step_s": s, "model_step_s": outcome.model_step_s(b)}
-                         for b, s in step_points],
-        "profile": profile,
-    }
-    return outcome
+    origin = FitSource(source, command, f"{desc.model} on {desc.num_gpus}× {desc.gpu}", identity, sources)
+    return fit_profile(cases, origin, step_points)
 
 
-def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit") -> FitOutcome:
+def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit",
+              sources: list[dict] | None = None) -> FitOutcome:
     """Fit the efficiency factors to a bench result (see :mod:`tokenplan.calibration.from_runs`).
 
     ``desc`` describes what the server runs (model config, GPU, GPUs, layout, dtypes, engine);
@@ -373,7 +279,7 @@ def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench 
         running = (lv.get("server") or {}).get("running_mean")
         batch = running if running else min(lv["achieved_concurrency"], desc.max_running or math.inf)
         points.append((float(batch), float(tpot)))
-    return _fit_cases(measurements, desc, "bench sweep", command, points)
+    return _fit_cases(measurements, desc, "bench sweep", command, points, sources)
 
 
 def calibrate_from_results(paths: list[str], desc: PredictRequest,
@@ -392,13 +298,16 @@ def calibrate_from_results(paths: list[str], desc: PredictRequest,
         kind, found = read_bench_results(path)
         levels += found
         sources.append({"path": path, "format": kind, "levels": len(found)})
-    outcome = fit_bench({"levels": levels, "cap": {}}, desc, command)
-    outcome.data["sources"] = sources
-    return outcome
+    return fit_bench({"levels": levels, "cap": {}}, desc, command, sources)
 
 
-def read_bench_json(path: str) -> dict:
-    """A bench ``--json`` file. Raises InputError (missing) or ConfigError (not a bench JSON)."""
+def read_bench_json(path: str) -> BenchOutcome:
+    """A bench ``--json`` file, as the sweep that wrote it returned it.
+
+    Raises:
+        InputError: the file is missing.
+        ConfigError: not a bench JSON (not JSON, or no ``levels`` list).
+    """
     p = Path(path)
     if not p.is_file():
         raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
@@ -408,35 +317,7 @@ def read_bench_json(path: str) -> dict:
         raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
-    return data
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise InputError("run directory", str(path.parent), f"a generate run directory with {path.name}") from None
-    except ValueError as exc:
-        raise ConfigError(str(path), "<root>", f"not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), "<root>", "expected a JSON object")
-    return data
-
-
-def _mean_prompt_tokens(run_dir: Path) -> float | None:
-    total = count = 0
-    for shard in sorted((run_dir / "shards").glob("*.jsonl")):
-        with shard.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                for turn in record.get("turns") or ():
-                    usage = turn.get("usage") or {}
-                    if isinstance(usage.get("prompt_tokens"), int):
-                        total, count = total + usage["prompt_tokens"], count + 1
-    return total / count if count else None
+    return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))
 
 
 def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
@@ -450,19 +331,18 @@ def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
         ConfigError: a malformed summary.json or manifest.json.
     """
     path = Path(run_dir)
-    summary, manifest = _read_json(path / "summary.json"), _read_json(path / "manifest.json")
+    run = read_run_summary(path)
     if desc.concurrency is None:
         raise InputError("concurrency", None, "the run's total requests in flight (--concurrency N)")
-    requests, tokens, tok_s = summary.get("requests"), summary.get("output_tokens"), summary.get("output_tok_s")
+    requests, tokens, tok_s = run.requests, run.output_tokens, run.output_tok_s
     if not all(isinstance(v, (int, float)) and v > 0 for v in (requests, tokens, tok_s)):
         raise ConfigError(str(path / "summary.json"), "requests/output_tokens/output_tok_s",
                           "positive numbers (a run that finished requests)")
-    isl = desc.isl if desc.isl and desc.isl > 0 else _mean_prompt_tokens(path)
+    isl = desc.isl if desc.isl and desc.isl > 0 else mean_prompt_tokens(path)
     if isl is None:
         raise InputError("isl", None, "the mean prompt length (--isl), since the records carry no usage")
-    ttft = (summary.get("latency_ttft") or {}).get("mean_ms")
-    model = (manifest.get("job") or {}).get("model", "?")
-    return Measurement(line=1, row_id=f"run:{path.name}:{model}", engine=desc.engine, model=desc.model, gpu=desc.gpu,
+    ttft = run.ttft_mean_ms
+    return Measurement(line=1, row_id=f"run:{path.name}:{run.model}", engine=desc.engine, model=desc.model, gpu=desc.gpu,
                        num_gpus=desc.num_gpus, tp=desc.tp, pp=desc.pp, ep=desc.ep, attention_dp=desc.attention_dp,
                        weight_dtype=desc.weight_dtype, kv_dtype=desc.kv_dtype, isl_tokens=float(isl),
                        osl_tokens=tokens / requests, concurrency=float(desc.concurrency),

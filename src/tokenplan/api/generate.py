@@ -21,12 +21,6 @@ directory and the result carries ``export_error``.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import math
-import signal
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,26 +30,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from yarl import URL
 
 from tokenplan.client.auth import DEFAULT_API_KEY_ENV, api_key_from_env  # noqa: F401 - re-exported
-from tokenplan.client.endpoints import EndpointPool, PoolSettings
+from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
-from tokenplan.errors import ConfigError, InputError, RunDirError, TokenplanError
-from tokenplan.runner.dispatch import Dispatcher, JobSettings, RunTally, summary_record
+from tokenplan.errors import InputError, TokenplanError
+from tokenplan.runner.backend import RunSpec, run
+from tokenplan.runner.defaults import job_sampling
+from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.dryrun import DryRun, dry_run
-from tokenplan.runner.export import export_run
-from tokenplan.runner.fencing import fence_earlier_actors
+from tokenplan.runner.finish import ExportSpec, finish_run
+from tokenplan.runner.input_files import check_readable, expand_inputs, file_name
+from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.paths import check_output_file, check_run_dir
-from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.defaults import job_sampling, plan_max_tokens
+from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
+from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.limits import check_open_files
-from tokenplan.runner.rolling import rolling_summary
-from tokenplan.runner.rows import (ReadStats, check_readable, count_rows_or_none, count_units, expand_inputs,
-                                   file_name, limited, read_rows)
-from tokenplan.runner.rundir import RunDir, iter_records, shard_paths, write_whole
+from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
-MAX_CONCURRENCY = 100_000  # per endpoint: 5,000 in flight is measured (docs/generate.md); 20× that
 # Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
 # since a replaced `messages` would send other prompts than the records show.
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
@@ -122,7 +114,7 @@ class GenerateRequest(BaseModel):
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
     max_all_down_s: float = Field(default=600.0, gt=0)
-    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (api_generate_ray)
+    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (runner.ray_backend)
     ray_address: str | None = None  # None: a cluster this process joins or starts (ray.init)
     actors: int = Field(default=2, ge=1, le=10_000)  # Ray actors (each a client process)
 
@@ -193,18 +185,6 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class PlanHint:
-    """What ``generate`` reads from ``tokenplan plan --json``: ``recommended.*`` and the
-    top-level ``model`` the plan was made for (a catalog name; None when absent)."""
-
-    concurrency_per_endpoint: int | None
-    output_tok_s_total: float | None
-    num_replicas: int | None
-    model: str | None = None
-    max_tokens: int | None = None  # the plan's output cap (job.osl_cap_tokens)
-
-
 class ExportError(TokenplanError):
     """``--export`` failed after the run; every record is still in the run directory."""
 
@@ -234,54 +214,9 @@ class GenerateResult:
     blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
     not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
 
-
-def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
-    """Read ``recommended`` from a ``tokenplan plan --json`` file; notes say what was missing.
-
-    Raises:
-        ConfigError: the file is missing or not a JSON object.
-    """
-    try:
-        data = json.loads(path.read_text())
-    except OSError as problem:
-        raise ConfigError(str(path), "file", f"cannot read ({problem.strerror})") from None
-    except ValueError as problem:
-        raise ConfigError(str(path), "file", f"not JSON ({problem})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
-    model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else None
-    cap = plan_max_tokens(data)
-    recommended = data.get("recommended")
-    if not isinstance(recommended, dict):
-        return PlanHint(None, None, None, model, cap), [f"{path}: no 'recommended' section; using the defaults"]
-    notes, values = [], {}
-    for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
-        value = recommended.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
-            if key != "output_tok_s_total" and value > MAX_CONCURRENCY:
-                raise ConfigError(str(path), f"recommended.{key}", f"{value!r} is not allowed "
-                                  f"(allowed: 1 to {MAX_CONCURRENCY:,})")
-            values[key] = kind(value)
-        else:
-            values[key] = None
-            notes.append(f"{path}: recommended.{key} is absent or not a positive number")
-    return PlanHint(**values, model=model, max_tokens=cap), notes
-
-
-def _model_key(name: str) -> str:
-    """``"/models/Qwen/Qwen3.6-27B/"`` → ``"qwen3.6-27b"``: the last path component, lower case."""
-    return name.strip().rstrip("/").rsplit("/", 1)[-1].lower()
-
-
-def plan_model_mismatch(plan_model: str | None, model: str) -> bool:
-    """Whether the plan's model plainly differs from the served ``model``: their last path
-    components (case-insensitive) differ and neither contains the other. Served names often
-    differ from catalog names (``qwen3.6-27b`` vs ``Qwen/Qwen3.6-27B-FP8``), so a containment
-    counts as the same model."""
-    if not plan_model:
-        return False
-    a, b = _model_key(plan_model), _model_key(model)
-    return not (a in b or b in a)
+    def to_json(self) -> dict[str, Any]:
+        """``generate --json``: the run's ``summary.json`` object (like every api result's ``to_json``)."""
+        return self.summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,14 +292,6 @@ def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]
             "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files]}
 
 
-def duplicate_notes(rundir: RunDir, request: GenerateRequest) -> list[str]:
-    """The note a reopened run directory earns when its scan dropped duplicate records."""
-    if not rundir.stats.duplicate_ids:
-        return []
-    return [f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {request.out_dir} "
-            "(the first record of each id is kept)"]
-
-
 def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
     """The per-unit settings every backend's dispatcher runs with (the deadline from max_tokens
     unless the user set one)."""
@@ -372,17 +299,6 @@ def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
                        sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
                        request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
                        request.max_answer_bytes)
-
-
-def start_progress(request: GenerateRequest, files: list[Path], sampling: Sampling, rundir: RunDir,
-                   hint: PlanHint) -> Progress:
-    """Progress against the input's rows (the first ``--limit``) × n; before the first unit
-    finishes, the ETA assumes max_tokens per unit. Rows are None when a file breaks part-way."""
-    rows = count_rows_or_none(files)
-    if rows is not None and request.limit is not None:
-        rows = min(request.limit, rows)
-    return Progress(time.monotonic(), None if rows is None else rows * request.n, float(sampling.max_tokens),
-                    done_before=len(rundir.done_ids), plan_output_tok_s=hint.output_tok_s_total)
 
 
 def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
@@ -412,43 +328,41 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
             on_warning(warning)
         else:
             notes.append(f"warning: {warning}")
-    if request.backend == "ray":
-        from tokenplan.api.generate_ray import generate_ray
+    spec = run_spec(request, checked, notes)
+    outcome = run(spec, on_progress, on_warning)
+    finished = finish_run(spec, outcome, _export_spec(request))
+    tally = outcome.tally
+    return GenerateResult(
+        run_dir=outcome.run_dir, units_total=finished.units_total, stored=finished.stored, skipped=finished.skipped,
+        errors=finished.errors, rejected_rows=tally.rejected_rows, already_done=tally.already_done,
+        duplicate_records=finished.duplicates, interrupted=tally.stopped, accounting_ok=finished.accounting_ok,
+        summary=finished.summary, export_rows=finished.export_rows, notes=notes + outcome.notes,
+        export_error=finished.export_error, blank_lines=outcome.blank_lines, not_yet_sent=finished.not_yet_sent)
 
-        return generate_ray(request, checked, notes, on_progress, on_warning)
-    return asyncio.run(_generate(request, checked, notes, on_progress))
 
-
-async def _generate(request: GenerateRequest, checked: Checked, notes: list[str],
-                    on_progress: Callable[[Snapshot], None] | None) -> GenerateResult:
-    hint, files = checked.hint, checked.files
+def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> RunSpec:
+    """What the runner needs to run ``request`` (:class:`tokenplan.runner.backend.RunSpec`); the
+    concurrency per endpoint is ``--concurrency``, else the plan's, else :data:`DEFAULT_CONCURRENCY`,
+    and a note in ``notes`` says which when the user gave none."""
+    hint = checked.hint
     concurrency = request.concurrency or hint.concurrency_per_endpoint or DEFAULT_CONCURRENCY
     if request.concurrency is None:
         source = "the plan" if hint.concurrency_per_endpoint else "the default"
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
-    check_open_files(concurrency * len(request.endpoints))
-    fence_earlier_actors(request.out_dir)  # a Ray-backend run's leftover actors stop writing
-    rundir = RunDir.open(request.out_dir, job_identity(request, sampling), force=request.force,
-                         shard_max_bytes=request.shard_max_bytes)
-    notes.extend(duplicate_notes(rundir, request))
-    pool = EndpointPool(request.endpoints, PoolSettings(concurrency, request.eject_after_failures,
-                                                        request.probe_interval_s, request.max_all_down_s),
-                        api_key=checked.api_key)
-    try:
-        await pool.check_health(request.model)
-        job = job_settings(request, sampling)
-        progress = start_progress(request, files, sampling, rundir, hint)
-        dispatcher = Dispatcher(job, pool, rundir, progress,
-                                rolling_summary(on_progress, rundir.path, request.progress_every_s))
-        stop = asyncio.Event()
-        read_stats = ReadStats()
-        with _stop_on_signals(stop):
-            tally = await dispatcher.run(limited(read_rows(files, read_stats), request.limit), stop)
-    finally:
-        await pool.aclose()
-        rundir.close()
-    return _finish(request, rundir.path, tally, progress, notes, read_stats.blank_lines, files)
+    pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s, request.max_all_down_s)
+    return RunSpec(
+        backend=request.backend, out_dir=request.out_dir, identity=job_identity(request, sampling),
+        force=request.force, shard_max_bytes=request.shard_max_bytes, files=checked.files, limit=request.limit,
+        n=request.n, job=job_settings(request, sampling), endpoints=request.endpoints, pool=pool,
+        api_key=checked.api_key, progress_every_s=request.progress_every_s,
+        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address)
+
+
+def _export_spec(request: GenerateRequest) -> ExportSpec | None:
+    if request.export is None:
+        return None
+    return ExportSpec(request.export, export_format(request), request.drop_length, request.require_think_close)
 
 
 def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
@@ -464,94 +378,3 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
         tokenizer = Path(request.model)
     counts = dry_run(checked.files, request.mode, request.n, request.limit, tokenizer)
     return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes
-
-
-def _finish(request: GenerateRequest, run_dir: Path, tally: RunTally, progress: Progress,
-            notes: list[str], blank_lines: int = 0, files: list[Path] | None = None) -> GenerateResult:
-    counts = count_outcomes(run_dir)
-    accounted = counts["stored"] + counts["skipped"] + counts["errors"]
-    accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
-    units_total = tally.units_seen
-    if tally.stopped and files is not None:
-        units_total = count_units(files, request.n, request.limit)
-    not_yet_sent = units_total - accounted
-    if not tally.stopped and not accounting_ok:
-        raise RunDirError(f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
-                          f"skipped + {counts['errors']} errors = {accounted}, but the input has "
-                          f"{tally.units_seen} units ({counts['duplicates']} duplicate records)")
-    snapshot = progress.snapshot(time.monotonic(), {}, 0)
-    summary = {"model": request.model, "units_total": units_total, **counts, "not_yet_sent": not_yet_sent,
-               "rejected_rows": tally.rejected_rows, "blank_lines": blank_lines,
-               "already_done": tally.already_done,
-               "interrupted": tally.stopped, "elapsed_s": snapshot.elapsed_s,
-               "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
-               "plan_output_tok_s": progress.plan_output_tok_s,
-               "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
-    write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
-    export_rows, export_error = None, None
-    if request.export is not None and not tally.stopped:
-        try:
-            export_rows = _export(request, run_dir, summary)
-        except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
-            why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
-            export_error = (f"--export {str(request.export)!r} failed ({why}); every "
-                            f"record is kept in {run_dir}: rerun the same command to export again")
-    return GenerateResult(run_dir, units_total, counts["stored"], counts["skipped"], counts["errors"],
-                          tally.rejected_rows, tally.already_done, counts["duplicates"], tally.stopped,
-                          accounting_ok, summary, export_rows, notes, export_error, blank_lines, not_yet_sent)
-
-
-def _export(request: GenerateRequest, run_dir: Path, summary: dict[str, Any]) -> int:
-    """Write ``--export`` in its format; the counts go into ``summary`` (and summary.json) as ``export``."""
-    summary["export"] = export_run(run_dir, request.export, export_format(request), drop_length=request.drop_length,
-                                   require_think_close=request.require_think_close)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary["export"]["written"]
-
-
-def count_outcomes(run_dir: Path) -> dict[str, int]:
-    """Distinct ids stored, skipped and failed in ``run_dir``, and records whose id was seen before.
-
-    Read back from the files, independently of the run's own counters.
-    """
-    seen: set[str] = set()
-    counts = {"stored": 0, "skipped": 0, "errors": 0, "duplicates": 0}
-    files = [("stored", p) for p in shard_paths(run_dir / "shards")]
-    files += [("skipped", run_dir / "skipped.jsonl"), ("errors", run_dir / "errors.jsonl")]
-    for kind, path in files:
-        if not path.exists():
-            continue
-        for _, record in iter_records(path):
-            if record["id"] in seen:
-                counts["duplicates"] += 1
-                continue
-            seen.add(record["id"])
-            counts[kind] += 1
-    return counts
-
-
-class _stop_on_signals:
-    """SIGINT/SIGTERM → ``stop``; a second signal cancels the running task (main thread only)."""
-
-    def __init__(self, stop: asyncio.Event):
-        self.stop = stop
-        self.active = threading.current_thread() is threading.main_thread()
-
-    def __enter__(self) -> None:
-        if not self.active:
-            return
-        loop, task = asyncio.get_running_loop(), asyncio.current_task()
-
-        def on_signal() -> None:
-            if self.stop.is_set() and task is not None:
-                task.cancel()
-            self.stop.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.active:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)

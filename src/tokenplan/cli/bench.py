@@ -17,11 +17,10 @@ import typer
 from rich.console import Console
 
 from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
+from tokenplan.api.bench import BenchRequest, bench, check_output_file, fit_bench, read_bench_json
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError, ServerError, TokenplanError
 from tokenplan.report.bench import level_line, show_bench
-from tokenplan.runner.paths import check_output_file
 
 _Endpoint = Annotated[Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")]
 _Model = Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")]
@@ -200,7 +199,7 @@ def _check_outputs(save: Path | None, plot: Path | None, fitting: FitOptions | N
 
 def _saved_sweep(path: str, fitting: FitOptions | None) -> tuple[dict, None]:
     """``--from-json``: the saved bench JSON (a bad ``--fit`` configuration fails now)."""
-    data = read_bench_json(path)
+    data = read_bench_json(path).data
     if fitting is not None:
         build_config(fitting.request(data.get("num_gpus")))
     return data, None

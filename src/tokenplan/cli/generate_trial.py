@@ -11,8 +11,7 @@ from rich.console import Console
 
 from tokenplan.api.generate import GenerateRequest, dry_run_counts
 from tokenplan.report.generate import dry_run_record, dry_run_text
-from tokenplan.runner.progress import Snapshot
-from tokenplan.runner.rolling import progress_line
+from tokenplan.api.generate import Snapshot, progress_line
 
 
 def console_is_terminal() -> bool:

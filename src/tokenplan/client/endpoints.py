@@ -1,7 +1,10 @@
 """A pool of OpenAI-compatible endpoints: least outstanding requests, health check, eject, probe back.
 
 Each endpoint holds at most ``concurrency_per_endpoint`` requests; :meth:`EndpointPool.lease`
-waits for the healthy endpoint with the fewest outstanding requests. An endpoint whose requests
+waits for the healthy endpoint with the fewest outstanding requests. The same number bounds the
+work in flight: :meth:`EndpointPool.admit` lets at most ``concurrency_per_endpoint`` × endpoints
+units (each a sequence of requests, one lease at a time) run at once, so a caller starts a unit
+only when the pool can take it and never sizes a limit of its own. An endpoint whose requests
 fail ``eject_after_failures`` times in a row (transport errors, deadlines, 5xx — not 429, which
 is back-pressure) is taken out and probed with ``GET /models`` every ``probe_interval_s`` until
 it answers, then put back. When every endpoint has been out for ``max_all_down_s`` the pool gives
@@ -76,6 +79,8 @@ class EndpointPool:
                    for url in base_urls]
         # base_url: credentials removed (OpenAIClient.base_url), as it is printed and stored.
         self.endpoints = [Endpoint(client.base_url, client) for client in clients]
+        # The one concurrency limit, seen from the caller's side: units admitted at once.
+        self._admitted = asyncio.Semaphore(settings.concurrency_per_endpoint * len(self.endpoints))
         self._changed = asyncio.Condition()
         self._state = _State()
 
@@ -107,6 +112,15 @@ class EndpointPool:
                 self._eject(endpoint, f"does not serve {model!r}")
         if all(e.ejected for e in self.endpoints):
             raise ServerError(f"no endpoint is ready for model {model!r}: {'; '.join(problems)}")
+
+    async def admit(self) -> None:
+        """Wait until the pool can take one more unit of work (``concurrency_per_endpoint`` ×
+        endpoints at once); pair each call with one :meth:`release`."""
+        await self._admitted.acquire()
+
+    def release(self) -> None:
+        """Give back one :meth:`admit`."""
+        self._admitted.release()
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[Endpoint]:

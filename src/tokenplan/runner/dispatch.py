@@ -32,7 +32,8 @@ from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
                                       run_unit, seed_for, work_units)
 from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir, WriteFailed
+from tokenplan.runner.appendlog import WriteFailed
+from tokenplan.runner.rundir import RunDir
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
 # `transformers serve` refuses top_k) — all concern every request, so they end the run.
@@ -103,12 +104,11 @@ class Dispatcher:
         Raises:
             ServerError: a fatal answer (401/403/404) or every endpoint down too long.
         """
-        limit = asyncio.Semaphore(self.pool.settings.concurrency_per_endpoint * len(self.pool.endpoints))
         tasks: set[asyncio.Task[None]] = set()
         ticker = asyncio.create_task(self._tick())
         try:
             try:
-                await self._start_all(source, stop, limit, tasks)
+                await self._start_all(source, stop, tasks)
             except RunDirError as failed:  # rejects.jsonl could not be written: stop sending
                 self._set_fatal(failed)
             await self._drain(tasks, stop)
@@ -120,20 +120,22 @@ class Dispatcher:
         self.tally.stopped = stop.is_set()
         return self.tally
 
-    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event, limit: asyncio.Semaphore,
+    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event,
                          tasks: set[asyncio.Task[None]]) -> None:
+        # A unit starts only when the pool admits it (its one concurrency limit), so rows are read
+        # no faster than answers come back.
         for count, unit in enumerate(self._units(source)):
             if count % 256 == 0:
                 await asyncio.sleep(0)  # let answers and the display in while skipping done rows
             if stop.is_set() or self._fatal is not None:
                 return
-            await limit.acquire()
+            await self.pool.admit()
             if stop.is_set() or self._fatal is not None:
-                limit.release()
+                self.pool.release()
                 return
             task = asyncio.create_task(self._process(unit))
             tasks.add(task)
-            task.add_done_callback(lambda t: self._settled(t, tasks, limit))
+            task.add_done_callback(lambda t: self._settled(t, tasks))
 
     def _units(self, source: Iterator[Row | Reject]) -> Iterator[WorkUnit]:
         done = self.rundir.done_ids
@@ -151,9 +153,9 @@ class Dispatcher:
                     continue
                 yield unit
 
-    def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]], limit: asyncio.Semaphore) -> None:
+    def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]]) -> None:
         tasks.discard(task)
-        limit.release()
+        self.pool.release()
         if not tasks:
             self._wake.set()
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from tokenplan.runner.rundir import iter_records, shard_paths
+from tokenplan.runner.appendlog import shard_paths
+from tokenplan.runner.rundir import iter_records
 
 
 def _schema():  # noqa: ANN202 - pyarrow is imported lazily

@@ -15,6 +15,8 @@ from tokenplan.errors import InputError
 # Descriptors besides connections: the Python interpreter and its imports, the run directory's
 # shards and side files, the input files, the event loop's self-pipe and epoll, DNS lookups.
 RESERVE_FDS = 64
+# Requests in flight per endpoint at most: 5,000 in flight is measured (docs/generate.md); 20× that.
+MAX_CONCURRENCY = 100_000
 
 
 def raise_open_file_limit() -> int | None:

@@ -30,7 +30,7 @@ from tokenplan.runner.dispatch import Dispatcher, JobSettings
 from tokenplan.runner.fencing import Fence, Fenced, actor_prefix
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
-from tokenplan.runner.rundir import ShardLog
+from tokenplan.runner.appendlog import ShardLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,6 @@ class GenerateActor:
         self.progress = Progress(0.0, None, float(self.config.job.sampling.max_tokens))
         self.dispatcher = Dispatcher(self.config.job, self.pool, self.sink, self.progress)  # type: ignore[arg-type]
         self._queue: asyncio.Queue[WorkUnit] = asyncio.Queue()
-        self._slots = asyncio.Semaphore(self.config.pool.concurrency_per_endpoint * len(self.config.endpoints))
         self._changed = asyncio.Event()
         self._loop_task = asyncio.create_task(self._loop())
         self._cpu0_s = time.process_time()
@@ -175,7 +174,7 @@ class GenerateActor:
     async def _loop(self) -> None:
         while not self.fenced and self.dispatcher.fatal is None:
             unit = await self._queue.get()
-            await self._slots.acquire()
+            await self.pool.admit()  # the pool's one limit: this actor's share of the concurrency
             task = asyncio.create_task(self._run(unit))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -188,7 +187,7 @@ class GenerateActor:
             self._fenced = True
             self._loop_task.cancel()
         finally:
-            self._slots.release()
+            self.pool.release()
             self._changed.set()
 
     @property

@@ -1,6 +1,6 @@
 """The driver of ``generate --backend ray``: anti-join, actor pool, dead actors, progress.
 
-The caller (:mod:`tokenplan.api.generate_ray`) has checked the request, opened the run directory
+The caller (:mod:`tokenplan.runner.ray_backend`) has checked the request, opened the run directory
 after :func:`~tokenplan.runner.fencing.advance_epoch` and built the job. This module:
 
 1. reads the input with the local backend's row parser (same ids, line numbers, rejects, duplicate

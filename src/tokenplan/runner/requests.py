@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from tokenplan.client.openai import Completion
 from tokenplan.client.reasoning import THINK_OPEN
-from tokenplan.runner.rows import Message, Row
+from tokenplan.runner.row_shapes import Message, Row
 
 Mode = Literal["regenerate", "complete"]
 OnLength = Literal["keep", "drop", "retry"]

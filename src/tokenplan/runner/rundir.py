@@ -27,40 +27,21 @@ or by two processes that ran without the lock) are dropped on open, keeping the 
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ValidationError
 
 from tokenplan.errors import RunDirError
+# Writing records whole and the manifest live beside this module; re-exported, as the run
+# directory's one import for its callers.
+from tokenplan.runner.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths, write_whole  # noqa: F401
+from tokenplan.runner.manifest import MANIFEST_FORMAT, Manifest, check_manifest, fingerprint  # noqa: F401
 from tokenplan.runner.runlock import RunLock
-
-MANIFEST_FORMAT = 1
-
-
-class Manifest(BaseModel):
-    """``manifest.json``: which job this directory belongs to."""
-
-    format: int = MANIFEST_FORMAT
-    fingerprint: str
-    job: dict[str, Any]
-    created_at: str
-    epoch: int = 0  # raised by every Ray-backend run; writers of an older epoch stop (runner.fencing)
-
-
-def fingerprint(job: dict[str, Any]) -> str:
-    """16 hex digits of SHA-256 over the job configuration as canonical JSON."""
-    return hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()[:16]
-
 
 @dataclass(slots=True)
 class ScanStats:
@@ -73,129 +54,6 @@ class ScanStats:
     torn_bytes: int = 0
     completion_tokens: array = field(default_factory=lambda: array("q"))
     turn_latency_s: array = field(default_factory=lambda: array("d"))
-
-
-class WriteFailed(RunDirError):
-    """A file of the run directory could not be written (disk full, file size limit, I/O error).
-
-    The file ends at its last whole record; the message is one line saying what to do.
-    """
-
-    def __init__(self, path: Path, problem: OSError):
-        self.path, self.errno = path, problem.errno
-        why = problem.strerror or type(problem).__name__
-        super().__init__(f"cannot write {path} ({why}): stopped sending; every record written so far is "
-                         "whole and kept — make room and rerun the same command to resume")
-
-
-def _write(fd: int, data: memoryview) -> int:
-    """``os.write``: one place the tests can make fail (ENOSPC part-way through a record)."""
-    return os.write(fd, data)
-
-
-class AppendLog:
-    """An append-only JSONL file; each record is one ``os.write`` of a whole line.
-
-    Raises:
-        WriteFailed: from :meth:`append`, :meth:`sync` or :meth:`close` when the OS refuses.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as problem:
-            raise WriteFailed(path, problem) from None
-        self.size_bytes = os.fstat(self._fd).st_size
-        self._closed = False
-
-    def append(self, record: dict[str, Any]) -> None:
-        # orjson: UTF-8 as is (like ensure_ascii=False), compact, ~8x faster than json.dumps.
-        data = memoryview(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
-        start = self.size_bytes
-        try:
-            while data:
-                written = _write(self._fd, data)
-                data = data[written:]
-                self.size_bytes += written
-        except OSError as problem:
-            self._cut_back(start)
-            raise WriteFailed(self.path, problem) from None
-
-    def _cut_back(self, size: int) -> None:
-        """Truncate a partly written record away, so the file ends at its last whole record."""
-        with contextlib.suppress(OSError):  # if even this fails, the next open cuts the torn tail
-            os.ftruncate(self._fd, size)
-            self.size_bytes = size
-
-    def sync(self) -> None:
-        try:
-            os.fsync(self._fd)
-        except OSError as problem:
-            raise WriteFailed(self.path, problem) from None
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            os.fsync(self._fd)
-        except OSError as problem:
-            raise WriteFailed(self.path, problem) from None
-        finally:
-            os.close(self._fd)
-
-
-class ShardLog:
-    """Append-only shards ``{prefix}NNNNN.jsonl``, a new one once the current passes ``max_bytes``.
-
-    ``prefix`` is ``part-`` for the local backend; each Ray actor writes its own series,
-    ``part-<epoch>-<actor>-`` (:func:`tokenplan.runner.fencing.actor_prefix`). Only files of this
-    series (the prefix then exactly five digits) are continued; every ``part-*`` file is a shard.
-    """
-
-    def __init__(self, directory: Path, max_bytes: int, prefix: str = "part-"):
-        self.directory, self.max_bytes, self.prefix = directory, max_bytes, prefix
-        existing = [p for p in shard_paths(directory)
-                    if p.name.startswith(prefix) and len(p.name) == len(prefix) + 11
-                    and p.name[len(prefix):-6].isdigit()]
-        index = int(existing[-1].name[len(prefix):-6]) if existing else 0
-        self._log = AppendLog(directory / f"{prefix}{index:05d}.jsonl")
-        self._index = index
-
-    def append(self, record: dict[str, Any]) -> None:
-        if self._log.size_bytes >= self.max_bytes:
-            self._log.close()
-            self._index += 1
-            self._log = AppendLog(self.directory / f"{self.prefix}{self._index:05d}.jsonl")
-        self._log.append(record)
-
-    def sync(self) -> None:
-        self._log.sync()
-
-    def close(self) -> None:
-        self._log.close()
-
-
-def write_whole(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a copy beside it, renamed over it).
-
-    Raises:
-        WriteFailed: the copy could not be written; ``path`` is left as it was.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as problem:
-        tmp.unlink(missing_ok=True)
-        raise WriteFailed(path, problem) from None
-
-
-def shard_paths(directory: Path) -> list[Path]:
-    """The shard files of a run directory's ``shards/`` folder, in order."""
-    return sorted(directory.glob("part-*.jsonl"))
 
 
 class RunDir:
@@ -284,43 +142,6 @@ class RunDir:
             raise failure
 
 
-def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
-    """Write the manifest for ``job``, or check that the existing one is for the same job.
-
-    Raises:
-        RunDirError: a different job's manifest (without ``force``), or an unreadable one.
-    """
-    manifest_path = path / "manifest.json"
-    new = Manifest(fingerprint=fingerprint(job), job=job,
-                   created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    if manifest_path.exists():
-        try:
-            old = Manifest.model_validate_json(manifest_path.read_text())
-        except (ValidationError, ValueError) as problem:
-            raise RunDirError(f"{manifest_path}: not a tokenplan manifest "
-                              f"({str(problem).splitlines()[0]})") from None
-        if old.fingerprint == new.fingerprint:
-            return
-        if not force:
-            before, after = _flatten(old.job), _flatten(job)
-            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
-            raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
-                              "or --force to continue it with the new configuration")
-    write_whole(manifest_path, new.model_dump_json(indent=2).encode())
-
-
-def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``, so a refusal names the one setting that changed."""
-    flat: dict[str, Any] = {}
-    for key, item in value.items():
-        if isinstance(item, dict) and item:
-            flat.update(_flatten(item, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = item
-    return flat
-
-
 def cut_torn_tail(path: Path) -> int:
     """Cut a last line that lacks its newline (a write cut short by a kill); return bytes cut."""
     size = path.stat().st_size
@@ -343,11 +164,12 @@ def cut_torn_tail(path: Path) -> int:
         return size - keep
 
 
-def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`.
+def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`;
+    ``damaged="skip"`` passes over a line that is not a record (a reader that must not repair).
 
     Raises:
-        RunDirError: a line that is not a JSON object with an ``id``.
+        RunDirError: a line that is not a JSON object with an ``id`` (``damaged="raise"``).
     """
     with open(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
@@ -356,6 +178,8 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 if not isinstance(record, dict) or "id" not in record:
                     raise ValueError("no 'id'")
             except ValueError as problem:
+                if damaged == "skip":
+                    continue
                 raise RunDirError(f"{path}:{line_no}: damaged record ({problem}); "
                                   "the run directory was edited or corrupted") from None
             yield line_no, record

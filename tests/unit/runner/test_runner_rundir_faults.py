@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner import rundir as rundir_module
+from tokenplan.runner import appendlog as rundir_module
 from tokenplan.runner.rundir import RunDir, WriteFailed, shard_paths, write_whole
 
 JOB = {"model": "m"}

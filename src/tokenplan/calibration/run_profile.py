@@ -1,0 +1,126 @@
+"""The calibration profile fitted to one measured server, and what ``--json`` says about the fit.
+
+:func:`fit_profile` runs :func:`~tokenplan.calibration.from_runs.fit_run` over resolved cases (a
+bench sweep's levels, or a generate run's one point) and writes the result in two shapes: the
+profile ``tokenplan plan/predict --calibration`` reads (``default`` and per-group factors, their
+uncertainty, provenance and the range it was fitted on) and the fit report (factors, levels
+predicted vs measured, the measured step-time law against the model's). A fit whose median
+|predicted / measured − 1| of output tok/s per GPU exceeds :data:`POOR_FIT` earns a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplan.calibration.fitted_range import fitted_on
+from tokenplan.calibration.from_runs import RunFit, fit_run, linear_step_law, median_abs_error, predicted_step_s
+from tokenplan.calibration.validate import Case
+from tokenplan.errors import InputError
+
+POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: warn
+
+
+def poor_fit_warning(error: float | None, levels: int) -> str | None:
+    """The warning for a fit whose median |predicted / measured − 1| (output tok/s per GPU)
+    over ``levels`` levels exceeds :data:`POOR_FIT`; None for a fit within it (or no figure)."""
+    if error is None or error <= POOR_FIT:
+        return None
+    return (f"the fitted profile reproduces the measured throughput poorly: median |predicted/measured − 1| "
+            f"= {error * 100:,.0f} % over {levels} level{'s' if levels != 1 else ''} (output tok/s per GPU); "
+            "check --config, --gpu, --num-gpus, the layout and dtypes against the server. The profile is "
+            "written anyway, its fitted_on.median_abs_error says so")
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    """A fit to measured levels: the cases, the fit, the profile JSON, the fit report (``data``:
+    what ``--json`` prints) and warnings (a fit that does not reproduce the levels it was fitted on)."""
+
+    cases: list[Case]
+    fit: RunFit
+    profile: dict[str, Any]
+    data: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def model_step_s(self, batch: float) -> float:
+        """The fitted model's decode step time (seconds) at ``batch`` running sequences."""
+        return predicted_step_s(self.cases[0], self.fit.efficiency, batch)
+
+    def to_json(self) -> dict[str, Any]:
+        """The fit report object as ``--json`` prints it (like every api result's ``to_json``)."""
+        return self.data
+
+    def profile_json(self) -> str:
+        """The profile file's text (indented by 2, one trailing newline)."""
+        return json.dumps(self.profile, indent=2) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class FitSource:
+    """Where the measurements came from: ``source`` (``bench sweep``, ``generate run``), the
+    command that fits, what was served (``"qwen3-8b on 1× h100"``), the deployment's identity
+    (engine, GPU, model, layout, dtypes, ``max_running``) and, after a fit to files, one entry per file."""
+
+    source: str
+    command: str
+    served: str
+    identity: Mapping[str, object]
+    sources: list[dict[str, Any]] | None = None
+
+
+def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[float, float]]) -> FitOutcome:
+    """Fit ``cases`` (see the module docstring); ``step_points`` are measured (batch, TPOT in
+    seconds) pairs for the step-time law (none for a generate run).
+
+    Raises:
+        InputError: no case, or cases that carry neither TPOT nor throughput.
+    """
+    if not cases:
+        raise InputError("levels", 0, "at least one level with answers to fit")
+    try:
+        run = fit_run(cases)
+    except ValueError as exc:
+        raise InputError("levels", len(cases), f"levels with TPOT or throughput ({exc})") from None
+    eff, case0 = run.efficiency, cases[0]
+    identity = {"engine": case0.engine, "gpu": case0.gpu.key, "architecture": case0.architecture,
+                "model": case0.model.name, **origin.identity}
+    # concurrency per replica, as predict and plan see it
+    ranges = [{"concurrency": c.concurrency_per_replica, "isl_tokens": c.measurement.isl_tokens,
+               "osl_tokens": c.measurement.osl_tokens} for c in cases]
+    provenance = (f"fit by `{origin.command}` on {len(cases)} levels ({origin.source}) of {case0.engine} serving "
+                  f"{origin.served}")
+    error = median_abs_error(run.levels)
+    profile = {"default": eff.as_dict(), "groups": {case0.group: eff.as_dict()},
+               "uncertainty": {f"{case0.group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
+               "provenance": provenance,
+               "fitted_on": {**fitted_on(ranges, identity, origin.source), "median_abs_error": error}}
+    warning = poor_fit_warning(error, len(run.levels))
+    warnings = [] if warning is None else [warning]
+    data = _report(run, error, origin.identity.get("max_running"), warnings, step_points,
+                   lambda b: predicted_step_s(case0, eff, b), profile)
+    if origin.sources is not None:
+        data["sources"] = origin.sources
+    return FitOutcome(cases, run, profile, data, warnings)
+
+
+def _report(run: RunFit, error: float | None, max_running: object, warnings: list[str],
+            step_points: list[tuple[float, float]], model_step_s: Any, profile: dict[str, Any]) -> dict[str, Any]:
+    law = linear_step_law(step_points)
+    return {
+        "factors": {k: {"value": v, "uncertainty": None if math.isnan(s) else s} for k, (v, s) in run.factors.items()},
+        "at_bound": list(run.at_bound), "converged": run.converged, "max_running": max_running,
+        "median_abs_error": error, "warnings": list(warnings),
+        "levels": [{"concurrency": lf.concurrency, "batch": lf.batch,
+                    "predicted_tpot_s": lf.tpot_s[0], "measured_tpot_s": lf.tpot_s[1],
+                    "predicted_ttft_s": lf.ttft_s[0], "measured_ttft_s": lf.ttft_s[1],
+                    "predicted_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[0],
+                    "measured_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[1]} for lf in run.levels],
+        "measured_step_law": None if law is None else {"a_s": law[0], "b_s_per_sequence": law[1],
+                                                       "points": [list(p) for p in step_points]},
+        "model_step_s": [{"batch": b, "measured_step_s": s, "model_step_s": model_step_s(b)} for b, s in step_points],
+        "profile": profile,
+    }

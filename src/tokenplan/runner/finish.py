@@ -1,0 +1,127 @@
+"""The end of a ``generate`` run, whichever backend sent it: count what the run directory holds,
+check it against the input, write ``summary.json`` and, when asked, the export.
+
+The counts are read back from the files (:func:`count_outcomes`), independently of the run's own
+counters; a run that was not stopped must account for every unit of its input, else
+:class:`~tokenplan.errors.RunDirError`. A failed export does not raise: the records stay in the run
+directory and :attr:`Finished.export_error` says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenplan.errors import RunDirError
+from tokenplan.runner.backend import RunOutcome, RunSpec
+from tokenplan.runner.dispatch import summary_record
+from tokenplan.runner.export import export_run
+from tokenplan.runner.rows import count_units
+from tokenplan.runner.appendlog import shard_paths, write_whole
+from tokenplan.runner.rundir import iter_records
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSpec:
+    """``--export``: the file, its format (``parquet``, ``jsonl`` or ``openai-batch``) and which
+    records to leave out (a length-cut turn; thinking cut before ``</think>``)."""
+
+    path: Path
+    format: str
+    drop_length: bool = False
+    require_think_close: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The run directory's counts after the run (units: rows × samples), the summary as written to
+    ``summary.json``, and the export's rows written or why it failed."""
+
+    units_total: int
+    stored: int
+    skipped: int
+    errors: int
+    duplicates: int
+    accounting_ok: bool
+    not_yet_sent: int
+    summary: dict[str, Any]
+    export_rows: int | None
+    export_error: str | None
+
+
+def finish_run(spec: RunSpec, outcome: RunOutcome, export: ExportSpec | None) -> Finished:
+    """Count, check, summarize and export (see the module docstring); ``outcome.summary_extra``
+    goes into ``summary.json`` last.
+
+    Raises:
+        RunDirError: a finished run whose records do not account for every unit of its input.
+    """
+    tally, run_dir = outcome.tally, outcome.run_dir
+    counts = count_outcomes(run_dir)
+    accounted = counts["stored"] + counts["skipped"] + counts["errors"]
+    accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
+    units_total = count_units(spec.files, spec.n, spec.limit) if tally.stopped else tally.units_seen
+    if not tally.stopped and not accounting_ok:
+        raise RunDirError(f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
+                          f"skipped + {counts['errors']} errors = {accounted}, but the input has "
+                          f"{tally.units_seen} units ({counts['duplicates']} duplicate records)")
+    summary = _summary(spec, outcome, units_total, counts, units_total - accounted)
+    write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
+    export_rows, export_error = None, None
+    if export is not None and not tally.stopped:
+        try:
+            export_rows = _export(export, run_dir, summary)
+        except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
+            why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
+            export_error = (f"--export {str(export.path)!r} failed ({why}); every "
+                            f"record is kept in {run_dir}: rerun the same command to export again")
+    if outcome.summary_extra:
+        summary.update(outcome.summary_extra)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return Finished(units_total, counts["stored"], counts["skipped"], counts["errors"], counts["duplicates"],
+                    accounting_ok, units_total - accounted, summary, export_rows, export_error)
+
+
+def _summary(spec: RunSpec, outcome: RunOutcome, units_total: int, counts: dict[str, int],
+             not_yet_sent: int) -> dict[str, Any]:
+    tally, progress = outcome.tally, outcome.progress
+    snapshot = progress.snapshot(time.monotonic(), {}, 0)
+    return {"model": spec.job.model, "units_total": units_total, **counts, "not_yet_sent": not_yet_sent,
+            "rejected_rows": tally.rejected_rows, "blank_lines": outcome.blank_lines,
+            "already_done": tally.already_done,
+            "interrupted": tally.stopped, "elapsed_s": snapshot.elapsed_s,
+            "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
+            "plan_output_tok_s": progress.plan_output_tok_s,
+            "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
+
+
+def _export(export: ExportSpec, run_dir: Path, summary: dict[str, Any]) -> int:
+    """Write the export in its format; the counts go into ``summary`` (and summary.json) as ``export``."""
+    summary["export"] = export_run(run_dir, export.path, export.format, drop_length=export.drop_length,
+                                   require_think_close=export.require_think_close)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary["export"]["written"]
+
+
+def count_outcomes(run_dir: Path) -> dict[str, int]:
+    """Distinct ids stored, skipped and failed in ``run_dir``, and records whose id was seen before.
+
+    Read back from the files, independently of the run's own counters.
+    """
+    seen: set[str] = set()
+    counts = {"stored": 0, "skipped": 0, "errors": 0, "duplicates": 0}
+    files = [("stored", p) for p in shard_paths(run_dir / "shards")]
+    files += [("skipped", run_dir / "skipped.jsonl"), ("errors", run_dir / "errors.jsonl")]
+    for kind, path in files:
+        if not path.exists():
+            continue
+        for _, record in iter_records(path):
+            if record["id"] in seen:
+                counts["duplicates"] += 1
+                continue
+            seen.add(record["id"])
+            counts[kind] += 1
+    return counts

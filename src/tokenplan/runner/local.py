@@ -1,0 +1,83 @@
+"""The local backend of ``generate``: one asyncio process sends every unit not yet done.
+
+Order: the open-file limit is checked for the concurrency, a Ray-backend run's leftover actors are
+fenced (:func:`~tokenplan.runner.fencing.fence_earlier_actors`), the run directory is opened (its
+done-set read), the endpoints are health-checked, and the :class:`~tokenplan.runner.dispatch.Dispatcher`
+sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread) stop sending and
+give in-flight requests ``grace_s`` seconds; a second signal cancels at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable
+
+from tokenplan.client.endpoints import EndpointPool
+from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
+from tokenplan.runner.dispatch import Dispatcher
+from tokenplan.runner.fencing import fence_earlier_actors
+from tokenplan.runner.limits import check_open_files
+from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.rolling import rolling_summary
+from tokenplan.runner.rows import ReadStats, limited, read_rows
+from tokenplan.runner.rundir import RunDir
+
+
+def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None) -> RunOutcome:
+    """Run ``spec`` in this process (see the module docstring and :func:`tokenplan.runner.backend.run`).
+
+    Raises:
+        InputError: the open-file limit is below what the concurrency needs.
+        RunDirError, ServerError: as :func:`tokenplan.runner.backend.run`.
+    """
+    return asyncio.run(_run(spec, on_progress))
+
+
+async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) -> RunOutcome:
+    check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
+    fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
+    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes)
+    notes = duplicate_notes(rundir)
+    pool = EndpointPool(spec.endpoints, spec.pool, api_key=spec.api_key)
+    try:
+        await pool.check_health(spec.job.model)
+        progress = start_progress(spec, rundir)
+        dispatcher = Dispatcher(spec.job, pool, rundir, progress,
+                                rolling_summary(on_progress, rundir.path, spec.progress_every_s))
+        stop = asyncio.Event()
+        read_stats = ReadStats()
+        with StopOnSignals(stop):
+            tally = await dispatcher.run(limited(read_rows(spec.files, read_stats), spec.limit), stop)
+    finally:
+        await pool.aclose()
+        rundir.close()
+    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes)
+
+
+class StopOnSignals:
+    """SIGINT/SIGTERM → ``stop``; a second signal cancels the running task (main thread only)."""
+
+    def __init__(self, stop: asyncio.Event):
+        self.stop = stop
+        self.active = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> None:
+        if not self.active:
+            return
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+
+        def on_signal() -> None:
+            if self.stop.is_set() and task is not None:
+                task.cancel()
+            self.stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)

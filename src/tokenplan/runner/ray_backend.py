@@ -1,0 +1,65 @@
+"""The Ray backend of ``generate`` (``--backend ray``): the same run directory, rows and summary as
+the local backend, with the sending done by an actor pool (:mod:`tokenplan.runner.ray_driver`).
+
+Order matters for exactly-once: the manifest is checked (or written), then the epoch is raised
+(:func:`~tokenplan.runner.fencing.advance_epoch`, which fences every actor of an earlier run), and
+only then is the done-set read. Ray itself is imported only when a run starts; a core install
+without Ray gets a one-line :class:`~tokenplan.errors.InputError` naming ``pip install 'tokenplan[ray]'``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+
+from tokenplan.errors import InputError
+from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
+from tokenplan.runner.fencing import advance_epoch
+from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.rows import ReadStats, limited, read_rows
+from tokenplan.runner.manifest import check_manifest
+from tokenplan.runner.rundir import RunDir
+
+
+def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
+                    on_note: Callable[[str], None] | None) -> RunOutcome:
+    """Run ``spec`` on Ray; see :func:`tokenplan.runner.backend.run`. The outcome's notes name the
+    epoch and the actors (and, without ``on_note``, each actor event); ``summary_extra["ray"]``
+    holds the epoch, the actors and :class:`~tokenplan.runner.ray_driver.RayStats`.
+
+    Raises:
+        InputError: Ray is not installed.
+        RunDirError, ServerError: as the local backend.
+    """
+    if importlib.util.find_spec("ray") is None:
+        raise InputError("--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` "
+                         "(Ray is not installed)")
+    from tokenplan.runner.ray_driver import RayRun, run_ray
+
+    (spec.out_dir / "shards").mkdir(parents=True, exist_ok=True)
+    check_manifest(spec.out_dir, spec.identity, force=spec.force)
+    epoch = advance_epoch(spec.out_dir)  # fences earlier runs' actors before the done-set is read
+    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes)
+    notes = duplicate_notes(rundir)
+    progress = start_progress(spec, rundir)
+    read_stats = ReadStats()
+    events: list[str] = []
+
+    def note(text: str) -> None:
+        events.append(text)
+        if on_note is not None:
+            on_note(text)
+
+    try:
+        run = RayRun(rundir, epoch, limited(read_rows(spec.files, read_stats), spec.limit), spec.job,
+                     spec.endpoints, spec.pool, spec.api_key, spec.shard_max_bytes, spec.actors, spec.ray_address,
+                     progress, on_progress, note)
+        tally = run_ray(run)
+    finally:
+        rundir.close()
+    notes.append(f"ray backend: epoch {epoch}, {spec.actors} actors"
+                 + (f"; {len(events)} actor events" if events else ""))
+    if on_note is None:
+        notes.extend(events)
+    extra = {"ray": {"epoch": epoch, "actors": spec.actors, **run.stats.as_record()}}
+    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, extra)

@@ -1,0 +1,73 @@
+"""What a finished ``generate`` run says about its own speed, read back from its run directory:
+``summary.json`` (requests, output tokens, output tok/s, mean TTFT), ``manifest.json`` (the model)
+and the stored records' ``usage.prompt_tokens`` (the mean prompt length).
+
+``tokenplan calibrate --from-run`` fits the planner to these figures. Nothing here writes: a damaged
+or torn record line (a run killed mid-write that was not resumed) is passed over, not cut.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.runner.appendlog import shard_paths
+from tokenplan.runner.rundir import iter_records
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """A run's figures as ``summary.json`` holds them (not checked: a run that finished no request
+    has zeros or None) and the model ``manifest.json`` names (``"?"`` when absent).
+
+    Attributes:
+        requests: chat requests answered; output_tokens: their completion tokens.
+        output_tok_s: output tokens per second over the run.
+        ttft_mean_ms: mean time to first token (milliseconds; None unless streamed).
+    """
+
+    requests: Any
+    output_tokens: Any
+    output_tok_s: Any
+    ttft_mean_ms: float | None
+    model: str
+
+
+def read_run_summary(run_dir: Path) -> RunSummary:
+    """Read ``run_dir``'s ``summary.json`` and ``manifest.json``.
+
+    Raises:
+        InputError: either file is missing (not a run directory).
+        ConfigError: either file is not a JSON object.
+    """
+    summary, manifest = _read_json(run_dir / "summary.json"), _read_json(run_dir / "manifest.json")
+    return RunSummary(summary.get("requests"), summary.get("output_tokens"), summary.get("output_tok_s"),
+                      (summary.get("latency_ttft") or {}).get("mean_ms"), (manifest.get("job") or {}).get("model", "?"))
+
+
+def mean_prompt_tokens(run_dir: Path) -> float | None:
+    """The mean ``usage.prompt_tokens`` over every turn of every stored record (tokens); None when
+    no turn carries it."""
+    total = count = 0
+    for shard in shard_paths(run_dir / "shards"):
+        for _, record in iter_records(shard, damaged="skip"):
+            for turn in record.get("turns") or ():
+                usage = turn.get("usage") or {}
+                if isinstance(usage.get("prompt_tokens"), int):
+                    total, count = total + usage["prompt_tokens"], count + 1
+    return total / count if count else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError:
+        raise InputError("run directory", str(path.parent), f"a generate run directory with {path.name}") from None
+    except ValueError as exc:
+        raise ConfigError(str(path), "<root>", f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "<root>", "expected a JSON object")
+    return data

@@ -1,0 +1,52 @@
+"""A finished run's figures for ``calibrate --from-run``: summary, manifest, mean prompt length."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
+
+JOB = {"model": "served-model", "sampling": {"temperature": 0.0}}
+
+
+def _record(unit_id: str, *prompt_tokens: int | None) -> dict:
+    return {"id": unit_id, "turns": [{"usage": None if t is None else {"prompt_tokens": t}} for t in prompt_tokens]}
+
+
+def test_the_mean_prompt_length_counts_every_turn_with_usage_and_passes_over_a_torn_line(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB, shard_max_bytes=1)  # one record per shard: the mean spans shards
+    run.write_done(_record("a", 10, 30))
+    run.write_done(_record("b", 20, None))  # a turn without usage is not counted
+    run.close()
+    last = sorted((tmp_path / "shards").glob("part-*.jsonl"))[-1]
+    with last.open("ab") as fh:
+        fh.write(b'{"id": "c", "turns": [{"usage": {"prompt_t')  # a torn tail: read over, not cut
+    # (10 + 30 + 20) / 3 turns = 20 tokens
+    assert mean_prompt_tokens(tmp_path) == 20.0
+    assert last.read_bytes().endswith(b'"prompt_t')  # nothing was repaired by a reader
+
+
+def test_no_usage_anywhere_gives_none(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB)
+    run.write_done(_record("a", None))
+    run.close()
+    assert mean_prompt_tokens(tmp_path) is None
+
+
+def test_summary_and_manifest_are_read_and_a_missing_one_names_the_directory(tmp_path: Path) -> None:
+    RunDir.open(tmp_path, JOB).close()  # writes manifest.json
+    with pytest.raises(InputError, match="summary.json"):
+        read_run_summary(tmp_path)
+    (tmp_path / "summary.json").write_text(json.dumps({"requests": 4, "output_tokens": 400, "output_tok_s": 80.0,
+                                                       "latency_ttft": {"mean_ms": 12.5}}))
+    run = read_run_summary(tmp_path)
+    assert (run.requests, run.output_tokens, run.output_tok_s, run.ttft_mean_ms, run.model) == \
+        (4, 400, 80.0, 12.5, "served-model")
+    (tmp_path / "summary.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="expected a JSON object"):
+        read_run_summary(tmp_path)
