@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import pkgutil
 import json
 from dataclasses import dataclass, field
 
@@ -16,11 +17,10 @@ import pytest
 
 from tokenplan.api.results import INLINE, OMIT_NONE, JsonResult, inline
 
-# The command modules whose results this package types; bench and generate return their own
-# outcome types (tokenplan.api.bench.BenchOutcome, tokenplan.api.generate.GenerateResult).
-TYPED_MODULES = ["tokenplan.api.plan", "tokenplan.api.predict", "tokenplan.api.memory", "tokenplan.api.catalog",
-                 "tokenplan.api.calibrate", "tokenplan.api.validate", "tokenplan.api.report",
-                 "tokenplan.api._common", "tokenplan.api._cases", "tokenplan.api._provisioning"]
+# Every module of the api package, found on disk so that a new one is checked too; bench and
+# generate return their own outcome types (BenchOutcome, GenerateResult).
+TYPED_MODULES = sorted(f"tokenplan.api.{m.name}" for m in pkgutil.iter_modules(
+    importlib.import_module("tokenplan.api").__path__))
 
 
 @dataclass(frozen=True)

@@ -284,7 +284,7 @@ def export_format(request: GenerateRequest) -> str:
     return "jsonl" if str(request.export).endswith(".jsonl") else "parquet"
 
 
-def job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
+def _job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
     """The configuration a run directory is bound to (what changes the outputs)."""
     files = expand_inputs(request.inputs)
     return {"model": request.model, "mode": request.mode, "n": request.n, "on_length": request.on_length,
@@ -352,7 +352,7 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
     pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s, request.max_all_down_s)
     return RunSpec(
-        backend=request.backend, out_dir=request.out_dir, identity=job_identity(request, sampling),
+        backend=request.backend, out_dir=request.out_dir, identity=_job_identity(request, sampling),
         force=request.force, shard_max_bytes=request.shard_max_bytes, files=checked.files, limit=request.limit,
         n=request.n, job=job_settings(request, sampling), endpoints=request.endpoints, pool=pool,
         api_key=checked.api_key, progress_every_s=request.progress_every_s,
