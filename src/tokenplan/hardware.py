@@ -71,6 +71,10 @@ class GemmCurve:
     fraction: tuple[float, ...]
     bytes_per_weight: float
     source: str = ""
+    log_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "log_rows", tuple(math.log(m) for m in self.rows))
 
     def ridge_rows(self, flops_per_s: float, bytes_per_s: float) -> float:
         """Rows M at which the GEMM's FLOPs at ``flops_per_s`` take as long as reading its
@@ -81,7 +85,7 @@ class GemmCurve:
         """The fraction at ``rows`` (tokens per GEMM): linear in log M between measured points,
         held at the end points outside them. ``rows`` below 1 count as 1."""
         x = math.log(max(rows, 1.0))
-        logs = [math.log(m) for m in self.rows]
+        logs = self.log_rows
         i = bisect_right(logs, x)
         if i == 0:
             return self.fraction[0]
