@@ -36,7 +36,8 @@ class Efficiency:
             ``catalog/gemm_curves.json`` (the median over aiconfigurator's SGLang, TRT-LLM and
             vLLM tables): kernel choice and launch overheads the tables do not see (an engine
             picking a slower FP8 kernel, or fusing a GEMM with its quantization). Default 1.0
-            (the tables' kernels); fitted per engine. Unused on GPUs without a curve.
+            (the tables' kernels); fitted per engine and engine × architecture. Unused on GPUs
+            without a curve.
         lowprec_fraction: extra factor on FP8/FP4 GEMM FLOP/s for kernel maturity (1 = as
             mature as BF16), on GPUs without a measured curve (a measured curve holds its
             format's maturity). Default 1.0; fitted per architecture. A fit that ends at the 1.0
@@ -140,9 +141,10 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     # beyond which every GEMM shape is large (tile and wave quantization are gone).
     "gemm_half_tokens": (1.0, 4096.0),
     # ≥ 0.25: an engine whose GEMMs run at a quarter of the measured median kernels' speed
-    # (a missing FP8/FP4 kernel falling back to a generic one); ≤ 1.3: the fastest of the
-    # three engines' tables at a given M beats their median by up to ~20–30 % (e.g. B200
-    # FP4 at M = 512: 0.51 vs 0.41 — see tools/gemm_curves.py), and no engine beats its best.
+    # (a missing FP8/FP4 kernel falling back to a generic one); ≤ 1.3: at 512–4,096 rows the
+    # fastest of the three engines' tables beats their median by at most ~20 % (H100/H200 FP8
+    # block, vLLM at 2,048 rows: 0.68 against 0.57–0.58), the slowest sits at 0.6–1.0 of it
+    # (SGLang's B200 NVFP4 at 1,024 rows: 0.63); 1.3 leaves a margin above the best.
     "gemm_kernel_factor": (0.25, 1.3),
     # ≥ 0.2: an immature FP4 path still runs at least as fast as BF16 (0.25 of its FP4 peak);
     # ≤ 1.0: FP8/FP4 kernels cannot beat their own datasheet peak relative to BF16.

@@ -4,7 +4,8 @@ Where the GPU has measured GEMM curves (``Gpu.gemm_curves``, from aiconfigurator
 silicon tables: ``catalog/gemm_curves.json`` names the repository, commit and tables, and
 ``tools/gemm_curves.py`` regenerates it), the rate is
 
-    datasheet dense FLOP/s × measured fraction(M) × ``gemm_kernel_factor`` (per engine),
+    datasheet dense FLOP/s × measured fraction(M) × ``gemm_kernel_factor`` (fitted per engine
+    and engine × architecture),
 
 the fraction interpolated in log M. The measured fraction already holds the format's kernel
 maturity (FP8 and FP4 GEMMs reach a smaller share of their peak than BF16 ones), so the fitted
