@@ -20,7 +20,9 @@ nvfp4):
    and its bandwidth term), at large M the compute efficiency;
 4. the median over shapes (a point whose ``t(M) − t_fix`` is not positive is a timing artefact
    and is dropped; an engine's M needs half its shapes valid), then the median over engines
-   (robust to one engine's outlier kernel, e.g. a JIT compile timed at M = 1), capped at 1.
+   (robust to one engine's outlier kernel, e.g. a JIT compile timed at M = 1), capped at 1;
+5. each curve keeps its ridge ``M* = F·b / (2·B)`` on the GPU measured (``ridge_rows``), below
+   which the model does not read it (``perf/gemm.py``).
 
 Usage: ``python tools/gemm_curves.py /path/to/aiconfigurator/git-dir [-o out.json]``. The path
 is a git directory or work tree (read with ``git show HEAD:<path>``; ``--commit`` picks another).
@@ -116,6 +118,7 @@ def reduce(repo: str, commit: str) -> dict:
         gpu = gpu_entry(SYSTEMS[system]).to_gpu(SYSTEMS[system])  # datasheet figures (no curves yet)
         per_format: dict[str, list[dict[int, float]]] = {}
         nbytes_of = {name: nbytes for name, _, nbytes in FORMATS.values()}
+        class_of = {name: flops_class for name, flops_class, _ in FORMATS.values()}
         for engine, path in sorted(engines.items()):
             table = pq.read_table(io.BytesIO(_git(repo, "show", f"{commit}:{path}")),
                                   columns=["gemm_dtype", "m", "n", "k", "latency"]).to_pydict()
@@ -133,8 +136,10 @@ def reduce(repo: str, commit: str) -> dict:
             ms = [m for m in M_GRID if any(m in e for e in per_engine)]
             med = [float(np.median([e[m] for e in per_engine if m in e])) for m in ms]
             if ms:
+                peak = gpu.dense_flops_per_s[class_of[name]]
+                ridge = peak * nbytes_of[name] / (2.0 * gpu.hbm_bytes_per_s)  # rows: 2MNK/F = NKb/B
                 curves[SYSTEMS[system]][name] = {"m": ms, "fraction": [round(v, 3) for v in med],
-                                                 "bytes_per_weight": nbytes_of[name]}
+                                                 "bytes_per_weight": nbytes_of[name], "ridge_rows": ridge}
     return {"curves": curves, "tables": used}
 
 

@@ -63,6 +63,11 @@ class GemmCurve:
         fraction: achieved / datasheet dense FLOP/s at each M (0 < f ≤ 1).
         bytes_per_weight: bytes of one weight element of the format, block scales included
             (2 for BF16, 1 + 4/128² for 128×128 block-scaled FP8, 0.5 + 1/16 for NVFP4).
+        ridge_rows: the roofline ridge of the GPU the curve was measured on, ``M* = F·b / (2·B)``
+            (datasheet FLOP/s F, ``bytes_per_weight`` b, datasheet bandwidth B): the rows at
+            which a GEMM's FLOPs at peak take as long as reading its weights. Below it the
+            measured points describe that GPU's weight read, not its math. A property of the
+            measurement, so it does not move when a GPU's bandwidth is varied.
         source: where the points come from (``catalog/gemm_curves.json`` names the tables).
     """
 
@@ -70,16 +75,12 @@ class GemmCurve:
     rows: tuple[float, ...]
     fraction: tuple[float, ...]
     bytes_per_weight: float
+    ridge_rows: float = 1.0
     source: str = ""
     log_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "log_rows", tuple(math.log(m) for m in self.rows))
-
-    def ridge_rows(self, flops_per_s: float, bytes_per_s: float) -> float:
-        """Rows M at which the GEMM's FLOPs at ``flops_per_s`` take as long as reading its
-        weights at ``bytes_per_s`` — ``2·M·N·K / F = N·K·b / B`` gives ``M = F·b / (2·B)``."""
-        return flops_per_s * self.bytes_per_weight / (2.0 * bytes_per_s)
 
     def at(self, rows: float) -> float:
         """The fraction at ``rows`` (tokens per GEMM): linear in log M between measured points,

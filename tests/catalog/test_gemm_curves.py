@@ -41,3 +41,12 @@ def test_the_file_names_its_source():
     assert src["repository"] == "https://github.com/ai-dynamo/aiconfigurator"
     assert re.fullmatch(r"[0-9a-f]{40}", src["commit"]) and src["license"] == "Apache-2.0"
     assert all(p.endswith("/gemm_perf.parquet") for p in src["tables"]) and "tools/gemm_curves.py" in src["reduction"]
+
+
+def test_each_curve_keeps_the_ridge_of_the_gpu_measured():
+    # 2·M·N·K / F = N·K·b / B → M* = F·b / (2·B). B200 BF16: 2.25e15 × 2 / (2 × 8e12) = 281.25
+    # rows; B200 NVFP4: 9e15 × 0.5625 / 1.6e13 = 316.41; H200 BF16: 9.894e14 × 2 / (2 × 4.8e12)
+    # = 206.125 rows.
+    assert load_gpu("b200").gemm_curve("bf16").ridge_rows == pytest.approx(281.25)
+    assert load_gpu("b200").gemm_curve("fp4").ridge_rows == pytest.approx(316.40625)
+    assert load_gpu("h200").gemm_curve("bf16").ridge_rows == pytest.approx(206.125)

@@ -99,7 +99,7 @@ def _gemm_curves() -> dict[str, tuple[GemmCurve, ...]]:
     src = data["source"]
     source = f"{src['repository']} @ {src['commit'][:12]} ({src['license']}); {src['reduction']}"
     return {gpu: tuple(GemmCurve(fmt, tuple(map(float, c["m"])), tuple(map(float, c["fraction"])),
-                                 float(c["bytes_per_weight"]), source)
+                                 float(c["bytes_per_weight"]), float(c["ridge_rows"]), source)
                        for fmt, c in sorted(curves.items()))
             for gpu, curves in data["curves"].items()}
 

@@ -11,8 +11,9 @@ the fraction interpolated in log M. The measured fraction already holds the form
 maturity (FP8 and FP4 GEMMs reach a smaller share of their peak than BF16 ones), so the fitted
 ``lowprec_fraction`` does not apply on top.
 
-The curve is read no lower than the format's ridge, ``M* = F·b / (2·B)`` rows (datasheet
-FLOP/s F, weight bytes b, datasheet bandwidth B; ~200–320 rows on H100–B200). Below it a GEMM
+The curve is read no lower than its ridge, ``M* = F·b / (2·B)`` rows (datasheet FLOP/s F,
+weight bytes b, datasheet bandwidth B of the GPU measured; ~200–320 rows on H100–B200; stored
+with the curve, so a GPU whose bandwidth is varied keeps it). Below it a GEMM
 is bound by its weight read, and the measured fraction there is that read at ~90 % of HBM
 (the tables' fixed kernel latency is taken off in the reduction; ``layer_latency_s`` holds it).
 The step roofline already has the read as its bandwidth term (``hbm_fraction``), so reading the

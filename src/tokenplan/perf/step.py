@@ -123,7 +123,7 @@ def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
     format where there is one, else the fitted saturating form (``perf/gemm.py``); a
     weight-only format also pays the dequantization factor."""
     curve = curve_for(d.gpu.gemm_curves, d.weight_dtype, d.weight_only)
-    ridge = curve.ridge_rows(d.gemm_flops_per_s, d.gpu.hbm_bytes_per_s) if curve is not None else 1.0
+    ridge = curve.ridge_rows if curve is not None else 1.0
     rate = d.gemm_flops_per_s * gemm_fraction_at(curve, eff, tokens, d.lowprec, ridge)
     return rate * (eff.dequant_fraction if d.weight_only else 1.0)
 

@@ -30,9 +30,6 @@ def test_the_curve_is_held_at_its_end_points():
     assert CURVE.at(1e6) == pytest.approx(0.6)
 
 
-def test_the_ridge_is_where_flops_and_weight_read_take_as_long():
-    # 2·M·N·K / 2.25e15 = N·K·2 / 8e12 → M = 2.25e15 × 2 / (2 × 8e12) = 281.25 rows (B200 BF16).
-    assert CURVE.ridge_rows(2.25e15, 8e12) == pytest.approx(281.25)
 
 
 def test_the_fraction_is_the_curve_times_the_engine_factor_no_lower_than_the_ridge():

@@ -146,7 +146,8 @@ def test_a_speculative_verify_writes_one_state_per_query_token():
 
 
 # A measured FP8 (block-scaled) curve of our own: 0.4 of peak at 256 rows, 0.6 at 4,096.
-CURVE = GemmCurve("fp8_block", rows=(256.0, 4096.0), fraction=(0.4, 0.6), bytes_per_weight=1.0)
+# Its ridge: 1e15 FLOP/s × 1 B / (2 × 4e12 B/s) = 125 rows (the GPU of ``_ours``).
+CURVE = GemmCurve("fp8_block", rows=(256.0, 4096.0), fraction=(0.4, 0.6), bytes_per_weight=1.0, ridge_rows=125.0)
 
 
 def _with_curve() -> Deployment:
@@ -172,7 +173,7 @@ def test_the_curve_is_read_between_its_points_in_log_rows():
 
 
 def test_below_the_ridge_the_weight_read_rules_not_the_curve():
-    # The ridge: 1e15 FLOP/s × 1 B / (2 × 4e12 B/s) = 125 rows; the curve is read at 125 rows,
+    # The curve's ridge, 125 rows: the curve is read at 125 rows,
     # held at its first point 0.4 → 4e14 FLOP/s: 8 decode rows' 1.36e11 FLOPs take 0.34 ms, below
     # the weight read 9e9 B / 3.2e12 B/s = 2.8125 ms, which sets the GEMM time.
     t = step_time(_with_curve(), EFF, decode_seqs=8, context_tokens=1000)
