@@ -35,6 +35,7 @@ import io
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -143,14 +144,26 @@ def reduce(repo: str, commit: str) -> dict:
     return {"curves": curves, "tables": used}
 
 
+def _fail(message: str) -> None:
+    """One line on stderr, exit status 2 (bad input)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("repo", help="aiconfigurator git directory (a mirror or a clone)")
     ap.add_argument("--commit", default="HEAD")
     ap.add_argument("-o", "--output", type=Path, default=Path("src/tokenplan/catalog/gemm_curves.json"))
     args = ap.parse_args()
-    commit = _git(args.repo, "rev-parse", args.commit).decode().strip()
+    try:
+        commit = _git(args.repo, "rev-parse", "--verify", f"{args.commit}^{{commit}}").decode().strip()
+    except subprocess.CalledProcessError:
+        _fail(f"repo {args.repo!r} commit {args.commit!r}: not a git directory holding that commit (allowed: "
+              "an aiconfigurator clone or mirror, e.g. `git clone --mirror https://github.com/ai-dynamo/aiconfigurator`)")
     reduced = reduce(args.repo, commit)
+    if not reduced["curves"]:
+        _fail(f"repo {args.repo!r}: no {DATA}/<system>/gemm/<engine>/<version>/gemm_perf.parquet at {commit}")
     doc = {
         "source": {
             "repository": "https://github.com/ai-dynamo/aiconfigurator",
