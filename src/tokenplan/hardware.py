@@ -7,6 +7,8 @@ every figure with its source; this module only holds them.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -52,6 +54,49 @@ class Price:
 
 
 @dataclass(frozen=True, slots=True)
+class GemmCurve:
+    """A measured GEMM efficiency curve: achieved / datasheet dense FLOP/s against rows M.
+
+    Attributes:
+        fmt: the GEMM format (``"bf16"``, ``"fp8_block"``, ``"fp8_tensor"``, ``"fp4"``).
+        rows: M of the measured points (rows = tokens per GEMM), strictly increasing, ≥ 1.
+        fraction: achieved / datasheet dense FLOP/s at each M (0 < f ≤ 1).
+        bytes_per_weight: bytes of one weight element of the format, block scales included
+            (2 for BF16, 1 + 4/128² for 128×128 block-scaled FP8, 0.5 + 1/16 for NVFP4).
+        ridge_rows: the roofline ridge of the GPU the curve was measured on, ``M* = F·b / (2·B)``
+            (datasheet FLOP/s F, ``bytes_per_weight`` b, datasheet bandwidth B): the rows at
+            which a GEMM's FLOPs at peak take as long as reading its weights. Below it the
+            measured points describe that GPU's weight read, not its math. A property of the
+            measurement, so it does not move when a GPU's bandwidth is varied.
+        source: where the points come from (``catalog/gemm_curves.json`` names the tables).
+    """
+
+    fmt: str
+    rows: tuple[float, ...]
+    fraction: tuple[float, ...]
+    bytes_per_weight: float
+    ridge_rows: float = 1.0
+    source: str = ""
+    log_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "log_rows", tuple(math.log(m) for m in self.rows))
+
+    def at(self, rows: float) -> float:
+        """The fraction at ``rows`` (tokens per GEMM): linear in log M between measured points,
+        held at the end points outside them. ``rows`` below 1 count as 1."""
+        x = math.log(max(rows, 1.0))
+        logs = self.log_rows
+        i = bisect_right(logs, x)
+        if i == 0:
+            return self.fraction[0]
+        if i == len(logs):
+            return self.fraction[-1]
+        w = (x - logs[i - 1]) / (logs[i] - logs[i - 1])
+        return self.fraction[i - 1] + w * (self.fraction[i] - self.fraction[i - 1])
+
+
+@dataclass(frozen=True, slots=True)
 class Gpu:
     """One GPU model.
 
@@ -73,6 +118,8 @@ class Gpu:
         price: public price range, or ``None`` where no public figure exists.
         node_gpus: GPUs rented together (1 for PCIe cards, 8 for an HGX board, 4 for a GB200
             NVL72 compute tray); provisioning counts in multiples of it.
+        gemm_curves: measured GEMM efficiency curves by format (``catalog/gemm_curves.json``);
+            empty for a GPU without published GEMM tables (AMD, H20, H100 PCIe/NVL, RTX 5090).
     """
 
     key: str
@@ -89,6 +136,11 @@ class Gpu:
     max_gpus_per_scaleup: int
     price: Price | None = field(default=None)
     node_gpus: int = 1
+    gemm_curves: tuple[GemmCurve, ...] = ()
+
+    def gemm_curve(self, fmt: str) -> GemmCurve | None:
+        """The measured GEMM curve of format ``fmt``, or None where none was measured."""
+        return next((c for c in self.gemm_curves if c.fmt == fmt), None)
 
     def runs_natively(self, dtype: Dtype) -> bool:
         """True when the tensor cores run ``dtype`` GEMMs without dequantizing first."""

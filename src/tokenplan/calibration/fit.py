@@ -38,15 +38,19 @@ from tokenplan.units import Dtype
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
-                  "prefill_wave_fraction", "layer_latency_s")
+                  "prefill_wave_fraction", "layer_latency_s", "gemm_kernel_factor")
 # Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
 # silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
 # of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
 # engine × architecture as well.
-# The GEMM efficiency curve gemm_fraction · T/(T + gemm_half_tokens) is fitted per engine ×
-# architecture: tile shapes, wave quantization and the kernels an engine picks (CUTLASS,
-# DeepGEMM, Triton, hipBLASLt) differ per silicon.
-ARCH_FACTORS = ("gemm_fraction", "gemm_half_tokens", "lowprec_fraction", "dequant_fraction", "hbm_fraction",
+# On GPUs with a measured GEMM curve (catalog/gemm_curves.json) the engine's gemm_kernel_factor
+# scales it, per engine and per engine × architecture: the kernels an engine picks differ per
+# silicon (DeepGEMM, CUTLASS, FlashInfer's CuTe-DSL FP4, Triton). Fitted per engine only, the
+# InferenceX median rose from 13.2 % to 14.4 % (SGLang on Blackwell wants ~0.39 of the tables'
+# speed, SGLang on Hopper ~0.77). Elsewhere (AMD, GPUs without tables) the fallback curve
+# gemm_fraction · T/(T + gemm_half_tokens) is fitted per engine × architecture; gemm_fraction
+# also sets the attention math rate.
+ARCH_FACTORS = ("gemm_kernel_factor", "gemm_fraction", "gemm_half_tokens", "lowprec_fraction", "dequant_fraction", "hbm_fraction",
                 "attention_fraction", "layer_latency_s")
 
 

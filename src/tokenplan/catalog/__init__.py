@@ -22,7 +22,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.catalog.gpus import GpuEntry
 from tokenplan.engines import Engine, from_catalog
 from tokenplan.errors import CatalogError, ConfigError, InputError
-from tokenplan.hardware import Gpu
+from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
 
 _PKG = resources.files("tokenplan.catalog")
@@ -87,7 +87,21 @@ def load_gpu(key: str) -> Gpu:
     """GPU ``key`` (or an alias, see :func:`gpu_key`) as a frozen value. Raises CatalogError for
     an unknown name."""
     canonical = gpu_key(key)
-    return _gpu_entries()[canonical].to_gpu(canonical)
+    gpu = _gpu_entries()[canonical].to_gpu(canonical)
+    return dataclasses.replace(gpu, gemm_curves=_gemm_curves().get(canonical, ()))
+
+
+@lru_cache(maxsize=1)
+def _gemm_curves() -> dict[str, tuple[GemmCurve, ...]]:
+    """GPU key → its measured GEMM curves (``gemm_curves.json``, made by ``tools/gemm_curves.py``
+    from aiconfigurator's per-op tables; the file names its source commit and tables)."""
+    data = json.loads((_PKG / "gemm_curves.json").read_text(encoding="utf-8"))
+    src = data["source"]
+    source = f"{src['repository']} @ {src['commit'][:12]} ({src['license']}); {src['reduction']}"
+    return {gpu: tuple(GemmCurve(fmt, tuple(map(float, c["m"])), tuple(map(float, c["fraction"])),
+                                 float(c["bytes_per_weight"]), float(c["ridge_rows"]), source)
+                       for fmt, c in sorted(curves.items()))
+            for gpu, curves in data["curves"].items()}
 
 
 def model_names() -> list[str]:

@@ -25,12 +25,22 @@ class Efficiency:
         attention_fraction: achieved / datasheet bandwidth of decode attention reading the KV
             cache (paged, many short rows). Default 0.60: FlashInfer/FlashAttention decode
             kernels report 50–75 % of peak bandwidth (FlashInfer paper, arXiv:2501.01005 §5).
-        gemm_fraction: achieved / dense peak FLOP/s of large GEMMs. Default 0.70: cuBLAS/CUTLASS
-            reach 65–80 % of dense peak on H100/B200 at large shapes (NVIDIA cuBLAS benchmarks).
+        gemm_fraction: achieved / dense peak FLOP/s of large GEMMs where the GPU has no measured
+            GEMM curve (see ``perf/gemm.py``), and of attention and linear-attention math
+            everywhere. Default 0.70: cuBLAS/CUTLASS reach 65–80 % of dense peak on H100/B200 at
+            large shapes (aiconfigurator's BF16 tables, ``catalog/gemm_curves.json``: 0.69–0.82).
         gemm_half_tokens: tokens per step at which a GEMM reaches half of ``gemm_fraction``
-            (tile and wave quantization at small M). Default 64 tokens (one 64-row tile).
+            (tile and wave quantization at small M), on GPUs without a measured curve. Default
+            64 tokens (one 64-row tile).
+        gemm_kernel_factor: the engine's GEMM speed relative to the measured curves of
+            ``catalog/gemm_curves.json`` (the median over aiconfigurator's SGLang, TRT-LLM and
+            vLLM tables): kernel choice and launch overheads the tables do not see (an engine
+            picking a slower FP8 kernel, or fusing a GEMM with its quantization). Default 1.0
+            (the tables' kernels); fitted per engine and engine × architecture. Unused on GPUs
+            without a curve.
         lowprec_fraction: extra factor on FP8/FP4 GEMM FLOP/s for kernel maturity (1 = as
-            mature as BF16). Default 1.0; fitted per architecture. A fit that ends at the 1.0
+            mature as BF16), on GPUs without a measured curve (a measured curve holds its
+            format's maturity). Default 1.0; fitted per architecture. A fit that ends at the 1.0
             bound says the data sees no maturity penalty there; ``tokenplan calibrate`` reports
             it "at bound" with no ±σ (a bound is not an estimate).
         dequant_fraction: factor on the BF16 GEMM FLOP/s where the weights are in a format the
@@ -92,6 +102,7 @@ class Efficiency:
     attention_fraction: float = 0.60
     gemm_fraction: float = 0.70
     gemm_half_tokens: float = 64.0
+    gemm_kernel_factor: float = 1.0
     lowprec_fraction: float = 1.0
     dequant_fraction: float = 0.7
     comm_fraction: float = 0.70
@@ -129,6 +140,12 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     # 1 token: a GEMM at half rate from one row is the ideal; 4,096: one full prefill chunk,
     # beyond which every GEMM shape is large (tile and wave quantization are gone).
     "gemm_half_tokens": (1.0, 4096.0),
+    # ≥ 0.25: an engine whose GEMMs run at a quarter of the measured median kernels' speed
+    # (a missing FP8/FP4 kernel falling back to a generic one); ≤ 1.3: at 512–4,096 rows the
+    # fastest of the three engines' tables beats their median by at most ~20 % (H100/H200 FP8
+    # block, vLLM at 2,048 rows: 0.68 against 0.57–0.58), the slowest sits at 0.6–1.0 of it
+    # (SGLang's B200 NVFP4 at 1,024 rows: 0.63); 1.3 leaves a margin above the best.
+    "gemm_kernel_factor": (0.25, 1.3),
     # ≥ 0.2: an immature FP4 path still runs at least as fast as BF16 (0.25 of its FP4 peak);
     # ≤ 1.0: FP8/FP4 kernels cannot beat their own datasheet peak relative to BF16.
     "lowprec_fraction": (0.2, 1.0),

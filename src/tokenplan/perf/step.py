@@ -29,6 +29,7 @@ from typing import NamedTuple
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.gemm import curve_for, gemm_fraction_at
 from tokenplan.units import ACTIVATION_BYTES
 
 DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-V3 report §3.3)
@@ -118,10 +119,12 @@ def _split(d: Deployment, decode_seqs: float, prefill_tokens: float, query_token
 
 
 def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
-    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM."""
-    rate = d.gemm_flops_per_s * eff.gemm_fraction * tokens / (tokens + eff.gemm_half_tokens)
-    if d.lowprec:
-        return rate * eff.lowprec_fraction
+    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM: the measured curve of the GPU and
+    format where there is one, else the fitted saturating form (``perf/gemm.py``); a
+    weight-only format also pays the dequantization factor."""
+    curve = curve_for(d.gpu.gemm_curves, d.weight_dtype, d.weight_only)
+    ridge = curve.ridge_rows if curve is not None else 1.0
+    rate = d.gemm_flops_per_s * gemm_fraction_at(curve, eff, tokens, d.lowprec, ridge)
     return rate * (eff.dequant_fraction if d.weight_only else 1.0)
 
 

@@ -5,7 +5,9 @@ round one of ours (bandwidth, FLOP/s, bytes, parameters, efficiency), so that th
 follows from the roofline rules of ``tokenplan.perf.step`` by hand:
 
 - a kernel family takes max(bytes / (bandwidth × fraction), FLOPs / achievable FLOP/s);
-- a GEMM at T rows reaches FLOP/s × gemm_fraction × T / (T + gemm_half_tokens);
+- a GEMM at T rows reaches FLOP/s × gemm_fraction × T / (T + gemm_half_tokens) on a GPU without
+  a measured GEMM curve (``_ours`` removes the catalog's curves), and FLOP/s × curve(max(T, ridge))
+  × gemm_kernel_factor on one with a curve (the last tests);
 - the families and the overhead (fixed + per sequence) add.
 
 The deployments are TP1/PP1, so no collective runs (an all-reduce over one GPU takes 0 s).
@@ -18,6 +20,7 @@ from dataclasses import replace
 import pytest
 
 from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.hardware import GemmCurve
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
@@ -43,7 +46,8 @@ def _ours(model: str = "llama-3.1-8b", kv_pool_bytes: float = 1e11, host_kv_byte
     """4 TB/s HBM, 1 PFLOP/s, 64 GB/s host link; 8e9 dense params in 8e9 bytes, a 5e8-param
     lm_head in 1e9 bytes; 1e5 KV bytes and 1e5 attention FLOPs per token per context token."""
     d = _catalog(model)
-    gpu = replace(d.gpu, hbm_bytes_per_s=4e12, host_link=replace(d.gpu.host_link, bytes_per_s=64e9))
+    gpu = replace(d.gpu, hbm_bytes_per_s=4e12, host_link=replace(d.gpu.host_link, bytes_per_s=64e9),
+                  gemm_curves=())
     mem = replace(d.memory, kv_bytes_per_token_per_gpu=1e5, sliding_bytes_per_token_per_gpu=0.0,
                   state_bytes_per_sequence_per_gpu=0.0, sequence_shards=1, kv_pool_bytes=kv_pool_bytes,
                   host_kv_bytes=host_kv_bytes)
@@ -139,3 +143,38 @@ def test_a_speculative_verify_writes_one_state_per_query_token():
     verify = step_time(d, EFF, decode_seqs=8, context_tokens=1000, query_tokens_per_seq=4)
     assert plain.state_s == pytest.approx(0.5e-3)
     assert verify.state_s == pytest.approx(1.25e-3)
+
+
+# A measured FP8 (block-scaled) curve of our own: 0.4 of peak at 256 rows, 0.6 at 4,096.
+# Its ridge: 1e15 FLOP/s × 1 B / (2 × 4e12 B/s) = 125 rows (the GPU of ``_ours``).
+CURVE = GemmCurve("fp8_block", rows=(256.0, 4096.0), fraction=(0.4, 0.6), bytes_per_weight=1.0, ridge_rows=125.0)
+
+
+def _with_curve() -> Deployment:
+    d = _ours()
+    assert d.weight_dtype.flops_class == "fp8"  # H200 FP8 (an FP8 kernel) runs the fp8_block curve
+    return replace(d, lowprec=True, gpu=replace(d.gpu, gemm_curves=(CURVE,)))
+
+
+def test_a_long_prefill_runs_at_the_measured_curve_times_the_engine_factor():
+    # 4,096 rows: the curve's last point, 0.6; × gemm_kernel_factor 0.5 → 1e15 × 0.3 = 3e14 FLOP/s.
+    # FLOPs as in the prefill test above, 6.5537e13 → 0.218457 s. lowprec_fraction (0.25 here)
+    # does not apply: the measured FP8 curve holds the format's kernel maturity.
+    eff = replace(EFF, gemm_kernel_factor=0.5, lowprec_fraction=0.25)
+    t = step_time(_with_curve(), eff, decode_seqs=0, context_tokens=0, prefill_tokens=4096, prefill_context_tokens=2048)
+    assert t.gemm_s == pytest.approx(6.5537e13 / 3e14)
+
+
+def test_the_curve_is_read_between_its_points_in_log_rows():
+    # 1,024 rows sit at log(1024/256) / log(4096/256) = 2/4 = 0.5 of the way: 0.4 + 0.5 × 0.2 = 0.5
+    # → 5e14 FLOP/s. FLOPs 2·8e9·1,024 + 2·5e8·1 = 1.6385e13 → 32.77 ms, above the 2.8125 ms read.
+    t = step_time(_with_curve(), EFF, decode_seqs=0, context_tokens=0, prefill_tokens=1024, prefill_context_tokens=512)
+    assert t.gemm_s == pytest.approx(1.6385e13 / 5e14)
+
+
+def test_below_the_ridge_the_weight_read_rules_not_the_curve():
+    # The curve's ridge, 125 rows: the curve is read at 125 rows,
+    # held at its first point 0.4 → 4e14 FLOP/s: 8 decode rows' 1.36e11 FLOPs take 0.34 ms, below
+    # the weight read 9e9 B / 3.2e12 B/s = 2.8125 ms, which sets the GEMM time.
+    t = step_time(_with_curve(), EFF, decode_seqs=8, context_tokens=1000)
+    assert t.gemm_s == pytest.approx(2.8125e-3)
