@@ -133,9 +133,11 @@ def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
 def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
     """Dense GEMMs: every dense weight read once; ``2·params·tokens`` FLOPs, plus the lm_head for
     the decode tokens and the last token of each prefill (lm_head sits on the last stage only,
-    hence its share ``1/pp`` of a stage)."""
+    hence its share ``1/pp`` of a stage). With attention DP, attention runs over the rank's own
+    tokens while the dense FFN and shared experts (``mlp_params``, already ``/tp``) run over the
+    whole stage's tokens."""
     pp = d.layout.pp
-    flops = 2.0 * d.dense_params * t.rank
+    flops = 2.0 * (d.dense_params - d.mlp_params) * t.rank + 2.0 * d.mlp_params * (t.dec + t.pre)
     flops += 2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp
     nbytes = d.dense_bytes + d.lm_head_bytes / pp
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)

@@ -186,3 +186,16 @@ def test_tp_all_reduce_runs_one_shot_on_nvlink_and_nccl_over_pcie():
     assert step_time(d, EFF, 8, 1000).comm_s == pytest.approx(64 * one_shot)
     pcie = replace(d, gpu=replace(d.gpu, scaleup=replace(link, kind=LinkKind.PCIE)))
     assert step_time(pcie, EFF, 8, 1000).comm_s == pytest.approx(64 * tree)
+
+
+def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
+    # TP4 with attention DP: 8e9 dense params per GPU of which 6e9 are dense FFN / shared experts
+    # (already /tp). A 4,096-token prefill spread over the 4 ranks: 1,024 tokens each.
+    d = _ours()
+    d = replace(d, layout=replace(d.layout, tp=4, attention_dp=True), mlp_params=6e9,
+                memory=replace(d.memory, sequence_shards=4))
+    t = step_time(d, EFF, decode_seqs=0, context_tokens=0, prefill_tokens=4096, prefill_context_tokens=100)
+    # FLOPs: attention 2 × 2e9 × 1,024 = 4.096e12; FFN 2 × 6e9 × 4,096 = 4.9152e13; lm_head for the
+    # prompt's last token 2 × 5e8 = 1e9 → 5.3249e13 at 1e15 × 0.5 × 1,024/(1,024 + 8) = 4.96124e14
+    # FLOP/s = 107.33 ms (weights: 9e9 B / 3.2e12 B/s = 2.8 ms, so compute-bound).
+    assert t.gemm_s == pytest.approx(5.3249e13 / (1e15 * 0.5 * 1024 / 1032))
