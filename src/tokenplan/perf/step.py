@@ -11,8 +11,7 @@ FLOPs / achievable FLOP/s) — and the families run one after the other, so thei
 - attention: decode reads every running sequence's KV cache; prefill is FLOP-bound;
 - linear-attention state: each decoding sequence's whole recurrent state is read and written
   every step (Qwen3.6-27B TP1: 2 × 146.8 MiB per sequence per step);
-- communication: two TP all-reduces per layer of ``tokens·hidden·2`` bytes (the engines'
-  one-shot kernel inside one NVLink/Infinity Fabric domain, NCCL's ring or tree elsewhere); with attention DP
+- communication: two TP all-reduces per layer of ``tokens·hidden·2`` bytes; with attention DP
   and EP an all-to-all dispatch (FP8) and combine (BF16) per MoE layer; PP sends activations
   to the next stage;
 - a fixed per-step overhead, a per-sequence CPU cost (scheduling), a per-layer kernel
@@ -30,7 +29,6 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import NamedTuple
 
-from tokenplan.hardware import LinkKind
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -304,8 +302,7 @@ def _comm_s(d: Deployment, eff: Efficiency, tokens: float) -> float:
         per_gpu = local * spec.moe.top_k * spec.hidden_size * (DISPATCH_BYTES + ACTIVATION_BYTES)
         total += spec.moe_layers / lay.pp * 2 * all_to_all_s(per_gpu / 2, lay.tp, link, eff.comm_fraction)
     else:
-        one_shot = lay.tp <= d.gpu.max_gpus_per_scaleup and link.kind is not LinkKind.PCIE
-        total += 2 * layers * allreduce_s(msg, lay.tp, link, eff.comm_fraction, one_shot)
+        total += 2 * layers * allreduce_s(msg, lay.tp, link, eff.comm_fraction)
     if lay.pp > 1:
         total += p2p_s(msg, link, eff.comm_fraction)
     return total

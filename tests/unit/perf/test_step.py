@@ -18,7 +18,6 @@ from dataclasses import replace
 import pytest
 
 from tokenplan.api import PredictRequest, build_config
-from tokenplan.hardware import LinkKind
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
@@ -170,22 +169,6 @@ def test_a_speculative_verify_writes_one_state_per_query_token():
     verify = step_time(d, EFF, decode_seqs=8, context_tokens=1000, query_tokens_per_seq=4)
     assert plain.state_s == pytest.approx(0.5e-3)
     assert verify.state_s == pytest.approx(1.25e-3)
-
-
-def test_tp_all_reduce_runs_one_shot_on_nvlink_and_nccl_over_pcie():
-    config, spec, gpu = build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8"))
-    ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 8.0)
-    assert isinstance(ev, Evaluation)
-    d = ev.deployment
-    link = d.gpu.scaleup
-    assert (link.bytes_per_s, link.latency_s, d.spec.num_layers, d.spec.hidden_size) == (450e9, 3e-6, 32, 4096)
-    # 8 tokens × 4,096 × 2 B = 65,536 B per all-reduce, 2 per layer × 32 layers, at 450e9 × 0.5 B/s:
-    # one-shot 2 × 3 µs + 7 × 65,536 / 225e9 = 8.039 µs; NCCL tree 2·3·3 µs + 2 × 65,536 / 225e9
-    # = 18.583 µs (ring 14 × 3 µs + … is slower).
-    one_shot, tree = 6e-6 + 7 * 65536 / 225e9, 18e-6 + 2 * 65536 / 225e9
-    assert step_time(d, EFF, 8, 1000).comm_s == pytest.approx(64 * one_shot)
-    pcie = replace(d, gpu=replace(d.gpu, scaleup=replace(link, kind=LinkKind.PCIE)))
-    assert step_time(pcie, EFF, 8, 1000).comm_s == pytest.approx(64 * tree)
 
 
 def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
