@@ -32,6 +32,9 @@ class Measurement:
         trust: ``high``, ``medium`` or ``low``.
         length_low_fraction: lengths drawn uniformly from ``[f·L, L]`` (InferenceX: 0.8), where
             ``isl_tokens``/``osl_tokens`` hold the mean; None = fixed lengths at the mean.
+        max_running: the launch's running-request cap per replica where the row states it
+            (SGLang ``--max-running-requests`` in InferenceX's launch scripts); None = the
+            engine's default.
     """
 
     line: int
@@ -56,6 +59,7 @@ class Measurement:
     tpot_s: float | None = None
     trust: str = "high"
     length_low_fraction: float | None = None
+    max_running: int | None = None
 
     @property
     def is_finite_job(self) -> bool:

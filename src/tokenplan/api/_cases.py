@@ -23,6 +23,7 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
         model=m.model, gpu=m.gpu, num_gpus=m.num_gpus, tp=m.tp, pp=m.pp, ep=m.ep, attention_dp=m.attention_dp,
         weight_dtype=m.weight_dtype, kv_dtype=m.kv_dtype, isl=m.isl_tokens or 1.0, osl=m.osl_tokens or 1.0,
         concurrency=m.concurrency, spec=m.spec, engine=m.engine, calibration=calibration,
+        max_running=m.max_running,
     )
 
 

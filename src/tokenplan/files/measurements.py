@@ -128,6 +128,17 @@ def _median_ms(row: dict, col: str) -> float | None:
     return None if value is None or value <= 0 else value / MS_PER_S
 
 
+# InferenceX's launch scripts state SGLang's running-request cap (ground-truth README,
+# inferencex-dev.csv: "launch-script facts (max running requests, …)" in ``notes``).
+_MAX_RUNNING = re.compile(r"max-running-requests=(\d+)")
+
+
+def _max_running(row: dict) -> int | None:
+    """The launch's ``--max-running-requests`` where the row's notes state it, else None."""
+    found = _MAX_RUNNING.search(_text(row, "notes").lower())
+    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
+
+
 TRUST_LEVELS = ("high", "medium", "low")
 
 
@@ -160,7 +171,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
         trust=_trust(row, blank="medium"),
         # inferencex-dev.csv: the run's median TTFT and TPOT next to its throughput
         ttft_s=_median_ms(row, "ttft_ms_median"), tpot_s=_median_ms(row, "tpot_ms_median"),
-        length_low_fraction=_length_low_fraction(row),
+        length_low_fraction=_length_low_fraction(row), max_running=_max_running(row),
     )
 
 

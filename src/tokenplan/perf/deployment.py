@@ -26,6 +26,9 @@ class Deployment:
         dense_params: non-routed matmul parameters per GPU (attention projections,
             linear-attention, dense FFN, shared experts; lm_head counted apart).
         dense_bytes: their bytes.
+        mlp_params: the part of ``dense_params`` in dense FFN and shared experts (``/tp/pp``).
+            With attention DP these layers see every rank's tokens (TP over the gathered
+            batch, or replicated over the rank's own tokens: the same FLOPs per GPU).
         lm_head_params: lm_head parameters per GPU (on the last stage only; the embedding's
             when tied).
         lm_head_bytes: their bytes, at the dtype ``perf.memory`` sizes the lm_head with
@@ -66,12 +69,13 @@ class Deployment:
     lowprec: bool
     weight_only: bool = False
     attn_prefill_flops_per_token_ctx: float = 0.0
+    mlp_params: float = 0.0
 
 
 @lru_cache(maxsize=4096)
 def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[float, ...]:
     """(dense params, dense bytes, lm_head params, lm_head bytes, routed bytes, routed FLOPs per
-    token), per GPU of one stage."""
+    token, dense-FFN and shared-expert params), per GPU of one stage."""
     p = param_counts(spec)
     tp, pp, gpus = layout.tp, layout.pp, layout.gpus_per_replica
 
@@ -86,13 +90,14 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[
     lm_head = (p.lm_head or p.embedding) / tp
     routed_bytes = p.routed_experts * b("routed_experts") / gpus
     routed_flops = 2.0 * p.routed_active / gpus
-    return dense_params, dense_bytes, lm_head, lm_head * b("lm_head"), routed_bytes, routed_flops
+    mlp = (p.dense_ffn + p.shared_experts) / tp / pp
+    return dense_params, dense_bytes, lm_head, lm_head * b("lm_head"), routed_bytes, routed_flops, mlp
 
 
 def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype,
                      memory: MemoryBreakdown) -> Deployment:
     """Precompute the per-GPU constants of one deployment."""
-    dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops = \
+    dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = \
         _param_split(spec, layout, weight_dtype)
     a = spec.attention
     attn_per_ctx = attn_pre_per_ctx = 0.0
@@ -124,6 +129,6 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
         attn_flops_per_s=gpu.dense_flops_per_s["bf16"],
         lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
         weight_only=weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),
-        attn_prefill_flops_per_token_ctx=attn_pre_per_ctx,
+        attn_prefill_flops_per_token_ctx=attn_pre_per_ctx, mlp_params=mlp,
     )
 

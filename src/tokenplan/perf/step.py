@@ -6,7 +6,8 @@ FLOPs / achievable FLOP/s) — and the families run one after the other, so thei
 
 - dense GEMMs: weights read once per step; ``2·params·tokens`` FLOPs;
 - routed experts: only the experts the step's tokens touch are read — with ``T`` tokens each
-  picking ``k`` of ``E`` experts uniformly, ``E·(1 − (1 − k/E)^T)`` experts per layer;
+  picking ``k`` of ``E`` experts uniformly, ``E·(1 − (1 − k/E)^T)`` experts per layer; with
+  EP the layer waits for the busiest rank (:func:`ep_busiest_rank`);
 - attention: decode reads every running sequence's KV cache; prefill is FLOP-bound;
 - linear-attention state: each decoding sequence's whole recurrent state is read and written
   every step (Qwen3.6-27B TP1: 2 × 146.8 MiB per sequence per step);
@@ -23,7 +24,9 @@ With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import NamedTuple
 
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
@@ -131,9 +134,11 @@ def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
 def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
     """Dense GEMMs: every dense weight read once; ``2·params·tokens`` FLOPs, plus the lm_head for
     the decode tokens and the last token of each prefill (lm_head sits on the last stage only,
-    hence its share ``1/pp`` of a stage)."""
+    hence its share ``1/pp`` of a stage). With attention DP, attention runs over the rank's own
+    tokens while the dense FFN and shared experts (``mlp_params``, already ``/tp``) run over the
+    whole stage's tokens."""
     pp = d.layout.pp
-    flops = 2.0 * d.dense_params * t.rank
+    flops = 2.0 * (d.dense_params - d.mlp_params) * t.rank + 2.0 * d.mlp_params * (t.dec + t.pre)
     flops += 2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp
     nbytes = d.dense_bytes + d.lm_head_bytes / pp
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
@@ -148,11 +153,39 @@ def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
         return IDLE
     replica_tokens = tokens * d.layout.pp
     touched = 1.0 - (1.0 - moe.top_k / moe.num_experts) ** replica_tokens
-    nbytes = d.routed_bytes * touched
-    flops = d.routed_flops_per_token * tokens
+    mem_load, row_load = ep_busiest_rank(d.layout.ep, moe.num_experts, moe.top_k, replica_tokens)
+    nbytes = d.routed_bytes * touched * mem_load
+    flops = d.routed_flops_per_token * tokens * row_load
     rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
     return Kernel(mem_s, flops / _gemm_rate(d, eff, max(rows_per_expert, 1.0)), nbytes, flops)
+
+
+def expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normals], Blom's approximation
+    ``Φ⁻¹((n − 0.375)/(n + 0.25))`` (Blom, "Statistical Estimates and Transformed Beta-Variables",
+    1958): 1.434 for n = 8 (exact 1.424), 1.049 for n = 4 (1.029); 0 for n ≤ 1."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
+
+
+def ep_busiest_rank(ep: int, experts: int, top_k: int, tokens: float) -> tuple[float, float]:
+    """Load of the busiest of ``ep`` expert-parallel ranks over the mean rank: (expert bytes, rows).
+
+    The MoE layer ends when its slowest rank does. With tokens routed uniformly (the best case:
+    real routers are skewed, which is why DeepSeek ships EPLB, github.com/deepseek-ai/EPLB), each
+    of a rank's ``m = E/ep`` experts is touched with probability ``q = 1 − (1 − k/E)^T``, so
+    the touched count is Binomial(m, q); a rank receives Binomial(T·k, 1/ep) rows. The busiest of
+    ``ep`` ranks sits ``z = expected_max_normal(ep)`` standard deviations above the mean:
+    bytes ``1 + z·√((1 − q)/(m·q))`` (at most 1/q: every expert of the rank), rows
+    ``1 + z·√((ep − 1)/(T·k))`` (at most ep). 1, 1 without EP (each expert is split over the
+    TP ranks, every rank reads the same slice)."""
+    if ep <= 1 or tokens <= 0:
+        return 1.0, 1.0
+    z, m = expected_max_normal(ep), experts / ep
+    q = 1.0 - (1.0 - top_k / experts) ** tokens
+    mem = min(1.0 + z * math.sqrt((1.0 - q) / (m * q)), 1.0 / q)
+    rows = min(1.0 + z * math.sqrt((ep - 1) / (tokens * top_k)), float(ep))
+    return mem, rows
 
 
 def _attention(d: Deployment, eff: Efficiency, t: _Tokens, context_tokens: float,

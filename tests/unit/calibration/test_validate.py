@@ -156,6 +156,19 @@ def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(
     assert d.running_mean == pytest.approx(925.8, rel=3e-3)
 
 
+def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path):
+    from tokenplan.api_calibration import measurement_request
+
+    csv_path = tmp_path / "ix.csv"
+    csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,512,,"
+                        'mtp (eagle steps=2),200,,high,x,,,,,,"sglang max-running-requests=512; cuda-graph-max-bs=512"\n'
+                        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n")
+    stated, unstated = read_measurements(str(csv_path)).rows
+    assert stated.max_running == 512 and unstated.max_running is None
+    # the cap reaches the prediction as ``--max-running``, in place of SGLang's 48 with MTP
+    assert measurement_request(stated).max_running == 512 and measurement_request(unstated).max_running is None
+
+
 def test_offline_row_with_num_requests_is_a_job_of_n_requests(tmp_path, ideal_profile):
     # Offline (max) run of N = 2 requests, ISL 1, OSL 2 on one H100: the engine could run far
     # more, so both requests run together and the job is two decode steps at batch 2. With the

@@ -25,7 +25,7 @@ from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.step import step_time
+from tokenplan.perf.step import ep_busiest_rank, expected_max_normal, step_time
 
 # Every field given, so the numbers below are ours and not the shipped defaults.
 EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
@@ -94,6 +94,36 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch():
     # of 1e9 B → 3.5e9 B over 3.2e12 B/s = 1.09375 ms. FLOPs 2 × 2e9 = 4e9 at 0.5 rows per expert
     # (taken as 1): 5e14 × 1/(1 + 8) = 5.5556e13 FLOP/s → 72 µs < 1.09375 ms.
     assert t.experts_s == pytest.approx(1.09375e-3)
+
+
+def test_expected_max_of_normals_follows_blom():
+    # n = 8: Φ⁻¹((8 − 0.375)/(8 + 0.25)) = Φ⁻¹(0.924242) = 1.4338 (table of the normal quantile:
+    # Φ(1.43) = 0.92364, Φ(1.44) = 0.92507 → 1.43 + 0.01 × (0.924242 − 0.92364)/0.00143 = 1.4342).
+    assert expected_max_normal(8) == pytest.approx(1.434, abs=2e-3)
+    assert expected_max_normal(1) == 0.0
+
+
+def test_expert_parallel_waits_for_its_busiest_rank():
+    # EP4, E = 8, k = 2, T = 2 tokens: q = 1 − (1 − 2/8)² = 0.4375, m = 8/4 = 2 experts per rank;
+    # z = Φ⁻¹(3.625/4.25 = 0.852941) = 1.0494. Bytes: 1 + 1.0494·√(0.5625/(2 × 0.4375)) =
+    # 1 + 1.0494 × 0.80178 = 1.8414, under the cap 1/q = 2.2857. Rows: 1 + 1.0494·√(3/(2 × 2)) =
+    # 1 + 1.0494 × 0.86603 = 1.9088, under the cap 4.
+    z = expected_max_normal(4)
+    assert z == pytest.approx(1.0494, abs=1e-3)
+    mem, rows = ep_busiest_rank(4, 8, 2, 2.0)
+    assert mem == pytest.approx(1 + z * (0.5625 / 0.875) ** 0.5)
+    assert rows == pytest.approx(1 + z * 0.75 ** 0.5)
+    assert ep_busiest_rank(1, 8, 2, 2.0) == (1.0, 1.0)
+    # One token on EP8 over 8 experts, k = 1: q = 1/8, m = 1 → bytes 1 + 1.4338·√((7/8)/(1/8)) =
+    # 1 + 1.4338 × 2.6458 = 4.7935 and rows 1 + 1.4338·√(7/1) the same, both under the caps 8
+    # (exactly, one rank reads its expert and the others idle: 8; the normal approximation of a
+    # one-expert rank stays below it).
+    mem1, rows1 = ep_busiest_rank(8, 8, 1, 1.0)
+    assert mem1 == pytest.approx(4.7935, abs=2e-3) and rows1 == pytest.approx(mem1)
+    # In a step: the Mixtral case above on EP4 reads 3.5e9 × 1.8414 B → 1.09375 ms × 1.8414.
+    d = replace(_ours("mixtral-8x7b"), routed_bytes=8e9, routed_flops_per_token=2e9)
+    d = replace(d, layout=replace(d.layout, ep=4))
+    assert step_time(d, EFF, decode_seqs=2, context_tokens=1000).experts_s == pytest.approx(1.09375e-3 * mem)
 
 
 def test_mixed_step_decode_and_prefill_attention_add():
@@ -178,3 +208,16 @@ def test_below_the_ridge_the_weight_read_rules_not_the_curve():
     # the weight read 9e9 B / 3.2e12 B/s = 2.8125 ms, which sets the GEMM time.
     t = step_time(_with_curve(), EFF, decode_seqs=8, context_tokens=1000)
     assert t.gemm_s == pytest.approx(2.8125e-3)
+
+
+def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
+    # TP4 with attention DP: 8e9 dense params per GPU of which 6e9 are dense FFN / shared experts
+    # (already /tp). A 4,096-token prefill spread over the 4 ranks: 1,024 tokens each.
+    d = _ours()
+    d = replace(d, layout=replace(d.layout, tp=4, attention_dp=True), mlp_params=6e9,
+                memory=replace(d.memory, sequence_shards=4))
+    t = step_time(d, EFF, decode_seqs=0, context_tokens=0, prefill_tokens=4096, prefill_context_tokens=100)
+    # FLOPs: attention 2 × 2e9 × 1,024 = 4.096e12; FFN 2 × 6e9 × 4,096 = 4.9152e13; lm_head for the
+    # prompt's last token 2 × 5e8 = 1e9 → 5.3249e13 at 1e15 × 0.5 × 1,024/(1,024 + 8) = 4.96124e14
+    # FLOP/s = 107.33 ms (weights: 9e9 B / 3.2e12 B/s = 2.8 ms, so compute-bound).
+    assert t.gemm_s == pytest.approx(5.3249e13 / (1e15 * 0.5 * 1024 / 1032))
