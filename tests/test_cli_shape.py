@@ -3,9 +3,7 @@ function in ``tokenplan.cli`` is longer than 40 lines and no module under ``toke
 than 400 lines.
 
 A function's length runs from its first decorator (or its ``def`` line) through its last line
-(``ast``'s ``end_lineno``), docstring and signature included. The modules other engineers are
-splitting now are checked separately and marked ``xfail(strict=False)``; drop a module from
-``BEING_SPLIT`` once its split is merged (the test then holds it to the limit like the rest).
+(``ast``'s ``end_lineno``), docstring and signature included.
 """
 
 from __future__ import annotations
@@ -13,13 +11,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tokenplan"
 MAX_FUNCTION_LINES = 40
 MAX_MODULE_LINES = 400
-# Over the limit today and being split in issue 13 (paths relative to src/tokenplan).
-BEING_SPLIT = ("calibration/fit.py",)
 
 
 def _lines(path: Path) -> int:
@@ -51,15 +46,5 @@ def test_no_cli_function_is_longer_than_40_lines() -> None:
 
 
 def test_no_module_is_longer_than_400_lines() -> None:
-    modules = [p for p in sorted(PACKAGE.rglob("*.py")) if str(p.relative_to(PACKAGE)) not in BEING_SPLIT]
-    long = {str(p.relative_to(PACKAGE)): n for p in modules if (n := _lines(p)) > MAX_MODULE_LINES}
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py")) if (n := _lines(p)) > MAX_MODULE_LINES}
     assert long == {}
-
-
-@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(strict=False, reason="being split (issue 13)"))
-                                    for m in BEING_SPLIT])
-def test_modules_being_split_get_under_400_lines(module: str) -> None:
-    path = PACKAGE / module
-    if not path.is_file():
-        pytest.skip(f"{module} was moved or split; take it off BEING_SPLIT")
-    assert _lines(path) <= MAX_MODULE_LINES

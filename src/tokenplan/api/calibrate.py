@@ -13,7 +13,8 @@ from typing import Any
 from tokenplan.api._cases import resolve_file
 from tokenplan.api.results import JsonResult
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
-from tokenplan.calibration.fit import CrossValidation, FitOptions, FitResult, cross_validate, fit
+from tokenplan.calibration.crossval import CrossValidation, cross_validate
+from tokenplan.calibration.fit import FitOptions, FitResult, fit
 from tokenplan.calibration.heldout import band_table, kfold_residuals
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError

@@ -20,16 +20,16 @@ Uncertainty: ``cov = s²·(JᵀJ)⁻¹`` at the solution (``s²`` = residual var
 the factor's units. A factor that ends on a bound of :data:`EFFICIENCY_BOUNDS` is listed in
 :attr:`FitResult.at_bound` and gets no uncertainty (NaN): the linearised covariance describes
 an interior optimum, and at a bound it is either ~0 (the bound, not the data, holds the
-value) or meaningless. Cross-validation refits with one group (a GPU, a model) held out and
-scores the held-out rows.
+value) or meaningless. Cross-validation (refit with one GPU or model held out) is in
+:mod:`tokenplan.calibration.crossval`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tokenplan.calibration.validate import Case, percentile, predict_case
+from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 from tokenplan.units import Dtype
 
@@ -163,28 +163,6 @@ class FitResult:
     nfev: int = 0
     at_bound: tuple[str, ...] = ()
     held: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CvFold:
-    """One held-out group: its name, rows and the median |error| on them after refitting."""
-
-    held_out: str
-    n: int
-    median_abs: float
-
-
-@dataclass(frozen=True, slots=True)
-class CrossValidation:
-    """Leave-one-group-out results: ``by`` (``gpu`` or ``model``), folds, and pooled statistics
-    over every held-out row."""
-
-    by: str
-    folds: tuple[CvFold, ...]
-    median_abs: float
-    p90_abs: float
-    errors: tuple[float, ...] = field(default=())
-    residuals: tuple = field(default=())  # bands.Residual of every held-out row and metric
 
 
 def _levels(case: Case) -> tuple[str, str, str]:
@@ -397,34 +375,3 @@ class _Dummy:
 
     def __init__(self, engine: str = "", group: str = ""):
         self.engine, self.group = engine or "-", group or "-/-"
-
-
-def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
-                   options: FitOptions = FitOptions(), main_only: bool = True,
-                   start: dict[tuple[str, str], float] | None = None) -> CrossValidation:
-    """Leave one GPU (``by="gpu"``) or one model (``by="model"``) out at a time: refit on the
-    rest, predict the held-out rows, and pool their |log errors| as relative errors."""
-    key = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
-    names = sorted({key(c) for c in cases})
-    from tokenplan.calibration.heldout import case_residuals
-
-    folds, pooled, residuals = [], [], []
-    for name in names:
-        train = [c for c in cases if key(c) != name]
-        test = [c for c in cases if key(c) == name]
-        if not train:
-            continue
-        result = fit(train, base, options, start=start)
-        errors = []
-        for c in test:
-            held = case_residuals(c, result.table.resolve(c.engine, c.architecture))
-            residuals += held
-            if held:  # the row's first measured quantity: throughput, else TPOT
-                errors.append(math.expm1(held[0].log_error if c.measurement.output_tok_s_per_gpu is not None
-                                         else -held[0].log_error))
-        if errors:
-            folds.append(CvFold(name, len(errors), percentile([abs(e) for e in errors], 50)))
-            pooled += errors
-    absolute = [abs(e) for e in pooled]
-    return CrossValidation(by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled),
-                           tuple(residuals))

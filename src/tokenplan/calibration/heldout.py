@@ -2,7 +2,7 @@
 
 :func:`kfold_residuals` predicts every fit row with a refit that did not see it (K folds,
 assigned round-robin in file order); :func:`band_table` turns those residuals, and the
-leave-one-GPU-out ones of :func:`tokenplan.calibration.fit.cross_validate`, into the
+leave-one-GPU-out ones of :func:`tokenplan.calibration.crossval.cross_validate`, into the
 :class:`~tokenplan.calibration.bands.BandTable` that ``tokenplan calibrate --bands`` writes, and
 checks its coverage by nested cross-validation (each fold's band from the other folds only).
 """

@@ -57,7 +57,7 @@ def test_removing_a_row_moves_its_own_prediction_less_than_cross_validation_erro
     # Issue rule: a row's own influence on the fit stays within what held-out rows show.
     # Fit the noisy synthetic points with and without one row; its prediction may move by no
     # more than the 90th percentile of the leave-one-model-out error on the same points.
-    from tokenplan.calibration.fit import cross_validate
+    from tokenplan.calibration.crossval import cross_validate
 
     rng = random.Random(11)
     synthetic = []

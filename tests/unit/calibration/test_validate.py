@@ -157,7 +157,7 @@ def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(
 
 
 def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path):
-    from tokenplan.api_calibration import measurement_request
+    from tokenplan.api._cases import measurement_request
 
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,512,,"
