@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tokenplan"
 MAX_FUNCTION_LINES = 40
 MAX_MODULE_LINES = 400
