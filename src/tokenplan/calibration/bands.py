@@ -185,7 +185,10 @@ def interval(table: BandTable, value: float, metric: str, inverse: bool, engine:
              family: str, gpu: str, batch: float) -> Interval | None:
     """The interval on ``value`` (None where the table holds no residual of ``metric``).
     ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
-    against the decode rate), so the band flips."""
+    against the decode rate), so the band flips. The interval always holds ``value``: where
+    every held-out residual of the regime erred one way (both quantiles on one side of 0), it
+    reaches from the figure to the far quantile, so it says how far off the figure may be, not
+    a range the figure itself falls outside (this only widens it, so coverage does not drop)."""
     if not table.bands.get(metric):
         return None
     band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch)
@@ -193,7 +196,7 @@ def interval(table: BandTable, value: float, metric: str, inverse: bool, engine:
         low, high = value * math.exp(band.low_q), value * math.exp(band.high_q)
     else:
         low, high = value * math.exp(-band.high_q), value * math.exp(-band.low_q)
-    return Interval(low, high, table.coverage, key, outside)
+    return Interval(min(low, value), max(high, value), table.coverage, key, outside)
 
 
 def covered(band: Band, log_error: float) -> bool:

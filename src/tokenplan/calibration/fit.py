@@ -72,6 +72,19 @@ class FitOptions:
             vendor tables and MLPerf, medium, low = single third-party runs "weigh them less").
             1.0 / 0.7 / 0.4 give a low-trust row the pull of ~0.4² = 1/6 of a high-trust one in
             the squared loss. Rows are validated on read, so every trust here is known.
+        prior_acceptance_weight: residual weight of a row run with speculative decoding whose
+            acceptance length it does not state, so that τ comes from the prior
+            (``perf/speculative.py``): 0, i.e. such a row is predicted and validated like any
+            other but does not move the factors. Its decode rate is τ × (one verify step), and
+            τ is unknown for it: the prior's own sources span p = 0.65 (Qwen3.8-27B MTP,
+            teacher-forced, pooled over four domains: tenstorrent/vllm#442) to 0.87 (vLLM on
+            Qwen3.6-27B) per draft position, τ at k = 3 from 2.3 to 3.5, and InferenceX drafts on
+            random-token prompts with ``--ignore-eos``, where no acceptance is published. A
+            τ-scaled row cannot tell a wrong τ from a wrong GEMM or bandwidth factor, so fitting
+            on it lets the prior's error into factors every other row shares (with weight 1 the
+            InferenceX SGLang DeepSeek-R1 MTP rows, still 30–36 % too fast, pinned SGLang's
+            Blackwell ``gemm_kernel_factor`` at its 0.25 bound; weights 0.71 and 0.4 left it at
+            0.26 and 0.30).
         ttft_weight: weight of a serving row's TTFT residual next to its TPOT residual (0.8):
             TTFT at a fixed concurrency carries queueing noise the model only approximates
             (arrival waves), so TPOT, the cleaner step-time measurement, leads.
@@ -104,6 +117,7 @@ class FitOptions:
     prior_sigma: float = 0.5
     default_prior_scale: float = 0.3
     trust_weight: tuple[tuple[str, float], ...] = (("high", 1.0), ("medium", 0.7), ("low", 0.4))
+    prior_acceptance_weight: float = 0.0
     ttft_weight: float = 0.8
     max_nfev: int = 60
     loss: str = "soft_l1"
@@ -240,7 +254,9 @@ def row_kind(case: Case) -> str:
 
 
 def _row_weight(case: Case, file_weight: dict[str, float], options: FitOptions) -> float:
-    return options.weight_of_trust(case.measurement.trust) * file_weight[row_kind(case)]
+    spec = case.config.spec
+    tau_prior = options.prior_acceptance_weight if spec is not None and spec.from_prior else 1.0
+    return options.weight_of_trust(case.measurement.trust) * file_weight[row_kind(case)] * tau_prior
 
 
 def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:

@@ -84,3 +84,16 @@ def test_json_round_trip():
     table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}, "ttft": {"all": Band(-0.5, 0.4, 30)}},
                       {"rate": Band(-0.3, 0.3, 40)}, {"sglang/hopper": 64.0}, ("h100-sxm",), {"rate": 0.79}, "test")
     assert table_from_json(table_to_json(table)) == table
+
+
+def test_a_one_sided_regime_band_reaches_from_the_figure():
+    # Every held-out residual over-predicted: r = log(pred/meas) ∈ [0.10, 0.54]
+    # ⇒ meas = pred·e^(−r) ∈ [100·e^−0.54, 100·e^−0.10] = [58.275, 90.484], all below the figure;
+    # the interval then reaches from 58.275 up to the figure itself, 100.
+    table = BandTable(0.8, {"rate": {"all": Band(0.10, 0.54, 31)}}, max_batch={"sglang/blackwell": 512.0},
+                      gpus=("b200",))
+    iv = interval(table, 100.0, "rate", False, "sglang", "blackwell", "x", "b200", 413.0)
+    assert (iv.low, iv.high) == pytest.approx((58.275, 100.0), abs=1e-3)
+    # Days ∝ 1/rate: days_meas = days_pred·e^(r) ∈ [100·e^0.10, 100·e^0.54] = [110.517, 171.600] → [100, 171.600].
+    iv = interval(table, 100.0, "rate", True, "sglang", "blackwell", "x", "b200", 413.0)
+    assert (iv.low, iv.high) == pytest.approx((100.0, 171.600), abs=1e-3)

@@ -109,3 +109,25 @@ def test_held_factors_are_not_fitted_at_any_level():
     assert ("default", "comm_fraction") in parameters(cases, FitOptions(held=()))
     result = fit(cases[:4], Efficiency(comm_fraction=0.7), FitOptions(min_rows=1000, max_nfev=2))
     assert result.table.default.comm_fraction == 0.7 and result.held == ("comm_fraction",)
+
+
+def test_a_row_planned_at_the_prior_acceptance_weighs_less():
+    # Same row twice: once with "mtp" (no τ given → the prior, from_prior) and once with "mtp:3:2.5"
+    # (τ stated). Trust "high" (1.0) and one row kind, so the file weight is 1.0 for both.
+    # The stated-τ row weighs 1.0 × 1.0 × 1.0 = 1.0; the prior-τ row 1.0 × 1.0 × 0 = 0
+    # (FitOptions.prior_acceptance_weight: τ unknown, so the row does not move the factors).
+    from tokenplan.calibration.fit import _row_weight, row_kind
+
+    def case(spec: str) -> Case:
+        m = Measurement(2, "2", "sglang", "qwen3.6-27b", "b200", 1, 1, 1, 1, False, "fp8", "fp8", 1024.0,
+                        1024.0, 16.0, spec=spec, output_tok_s_per_gpu=1.0)
+        c = resolve_case(m)
+        assert isinstance(c, Case)
+        return c
+
+    prior, stated = case("mtp"), case("mtp:3:2.5")
+    assert prior.config.spec.from_prior and not stated.config.spec.from_prior
+    file_weight = {row_kind(prior): 1.0}
+    assert _row_weight(stated, file_weight, FitOptions()) == pytest.approx(1.0)
+    assert _row_weight(prior, file_weight, FitOptions()) == 0.0
+    assert _row_weight(prior, file_weight, FitOptions(prior_acceptance_weight=0.5)) == pytest.approx(0.5)
