@@ -244,6 +244,7 @@ def test_zero_tp_error_names_tp(runs):
     r = runs["zero_tp"]
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("error: tp 0 ")
+    assert "an integer ≥ 1" in r.stderr  # a TP degree is a count of GPUs, not any positive number
 
 
 @pytest.mark.parametrize("case", ["fractional_concurrency", "concurrency_below_dp"])

@@ -56,11 +56,13 @@ class PredictRequest:
     disable_radix_cache: bool = False
 
 
-def _positive(field: str, value: float | None, allow_none: bool = False) -> None:
+def _positive(field: str, value: float | None, allow_none: bool = False, whole: bool = False) -> None:
+    """Refuse a missing, non-positive or infinite ``value``; ``whole``: a count (GPUs, TP/PP/EP
+    ranks, requests), which the message then asks for as an integer ≥ 1."""
     if value is None and allow_none:
         return
     if value is None or not 0 < value < math.inf:
-        raise InputError(field, value, "a finite number > 0")
+        raise InputError(field, value, "an integer ≥ 1" if whole else "a finite number > 0")
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
@@ -82,10 +84,12 @@ def calibration_warnings(calibration: str | None, point: dict[str, object]) -> l
 
 def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     """Resolve names and check sizes: (config, model spec, gpu). Raises InputError/CatalogError."""
-    for field in ("tp", "pp", "ep", "num_gpus", "isl", "osl"):
+    for field in ("tp", "pp", "ep", "num_gpus"):
+        _positive(field, getattr(req, field), whole=True)
+    for field in ("isl", "osl"):
         _positive(field, getattr(req, field))
     _positive("concurrency", req.concurrency, allow_none=True)
-    _positive("max_running", req.max_running, allow_none=True)
+    _positive("max_running", req.max_running, allow_none=True, whole=True)
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
