@@ -57,7 +57,6 @@ def test_a_command_that_exits_with_a_status_keeps_it(monkeypatch):
     import sys
 
     import pytest
-    import typer
 
     from tokenplan.cli import app, main, register_commands
 

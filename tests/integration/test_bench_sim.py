@@ -12,7 +12,6 @@ only a lower bound.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import replace

@@ -27,7 +27,7 @@ from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.sweep import Sweep, SweepSettings
 from tokenplan.bench.workload import Workload
 from tokenplan.calibration.bands import model_family
-from tokenplan.calibration.run_profile import POOR_FIT, FitOutcome, FitSource, fit_profile, poor_fit_warning  # noqa: F401 - re-exported
+from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.openai import OpenAIClient

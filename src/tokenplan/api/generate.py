@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
-from tokenplan.client.auth import DEFAULT_API_KEY_ENV, api_key_from_env  # noqa: F401 - re-exported
+from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s

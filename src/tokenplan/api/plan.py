@@ -26,7 +26,7 @@ from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
-from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - the CLI's --price bound
+from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # Assumptions of the default job, stated in the output:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 # The names a reader of rows needs, from where they live (re-exported: one import for callers).
-from tokenplan.runner.input_files import (SUFFIXES, ReadStats, check_readable, count_rows,  # noqa: F401
+from tokenplan.runner.input_files import (ReadStats, check_readable, count_rows,  # noqa: F401
                                           count_rows_or_none, expand_inputs, file_name, raw_items, read_errors, why)
-from tokenplan.runner.row_shapes import (BATCH_SAMPLING_FIELDS, Message, Row, RowError,  # noqa: F401
+from tokenplan.runner.row_shapes import (Message, Row, RowError,  # noqa: F401
                                          content_id, declared_id, parse_row, valid_unicode)
 
 

@@ -40,7 +40,7 @@ from tokenplan.errors import RunDirError
 # Writing records whole and the manifest live beside this module; re-exported, as the run
 # directory's one import for its callers.
 from tokenplan.runner.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths, write_whole  # noqa: F401
-from tokenplan.runner.manifest import MANIFEST_FORMAT, Manifest, check_manifest, fingerprint  # noqa: F401
+from tokenplan.runner.manifest import check_manifest
 from tokenplan.runner.runlock import RunLock
 
 @dataclass(slots=True)

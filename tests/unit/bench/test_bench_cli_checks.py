@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tokenplan.api.bench import POOR_FIT, poor_fit_warning
+from tokenplan.calibration.run_profile import POOR_FIT, poor_fit_warning
 from tokenplan.calibration.from_runs import LevelFit, median_abs_error
 from tokenplan.cli.bench import _concurrencies
 from tokenplan.report.bench import cap_text

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.catalog import load_gpu, load_model
 from tokenplan.job.batching import length_spread_tokens, prefill_queue_s, wave_persistence, wave_queue_s
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
