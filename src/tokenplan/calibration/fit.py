@@ -38,7 +38,7 @@ from tokenplan.units import Dtype
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
-                  "prefill_wave_fraction", "layer_latency_s", "gemm_kernel_factor")
+                  "prefill_wave_fraction", "layer_latency_s", "moe_layer_latency_s", "gemm_kernel_factor")
 # Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
 # silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
 # of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per

@@ -8,6 +8,18 @@ and double binary tree (Sanders, Speck & Träff, "Two-tree algorithms for full b
 broadcast, reduction and scan", Parallel Computing 2009; NCCL 2.4 release notes): the tree
 pays ``2⌈log2 n⌉`` latencies instead of ``2(n − 1)``, which decides small decode messages.
 
+Inside one NVLink or Infinity Fabric domain the engines do not call NCCL for decode-size
+all-reduces: TensorRT-LLM's ``AllReduceStrategy.AUTO`` picks its one-shot kernel for small
+messages, vLLM's ``custom_all_reduce`` (PR vllm-project/vllm#2192) runs a one-stage kernel
+below ~512 KB on fully connected GPUs, and SGLang uses the same kernel (sgl-kernel) or
+FlashInfer's fused all-reduce. One-shot: every GPU writes its message into its peers' buffers
+and reads the n − 1 others after a flag barrier, so it pays two latencies and moves
+``(n − 1)·msg`` per GPU. Check against a measurement: a fused one-shot all-reduce (+ RMSNorm)
+over 8 GB200s, hidden 7,168 BF16, takes 19.1 µs at 64 tokens and 29.4 µs at 128
+(lightseekorg/tokenspeed#860); this formula at 3 µs latency, 900 GB/s and 0.70 gives
+6 + 7 × 0.918 MB / 630 GB/s = 16.2 µs and 6 + 20.4 = 26.4 µs. The engines gate it off on
+PCIe-only GPUs (vLLM: more than two PCIe GPUs fall back to NCCL) and across nodes.
+
 A group larger than one scale-up domain (an 8-GPU HGX node) crosses nodes through each GPU's
 scale-out NIC: 400 Gb/s = 50 GB/s per GPU (ConnectX-7, one per GPU in DGX H100/H200/B200, NVIDIA
 DGX user guides) at ~5 µs per message step (:data:`NIC_LATENCY_S`).
@@ -46,15 +58,26 @@ def ring_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float)
     return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * msg_bytes / (link.bytes_per_s * comm_fraction)
 
 
-def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
+def one_shot_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
+    """Seconds for the engines' one-shot all-reduce (module docstring):
+    ``2·latency + (n − 1)·msg / (bandwidth·comm_fraction)``; 0 when n == 1."""
+    if n <= 1:
+        return 0.0
+    return 2 * link.latency_s + (n - 1) * msg_bytes / (link.bytes_per_s * comm_fraction)
+
+
+def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float, one_shot: bool = False) -> float:
     """Seconds for one all-reduce: the faster of ring (:func:`ring_allreduce_s`) and double
-    binary tree (``2⌈log2 n⌉·latency + 2·msg / (bandwidth·comm_fraction)``), as NCCL picks.
+    binary tree (``2⌈log2 n⌉·latency + 2·msg / (bandwidth·comm_fraction)``), as NCCL picks,
+    and, where the engines' own kernel runs, the one-shot (:func:`one_shot_allreduce_s`).
 
     Args:
         msg_bytes: the message each GPU contributes (bytes).
         n: GPUs in the group.
         link: the link the group runs over (bytes/s and seconds per message step).
         comm_fraction: achieved / datasheet link bandwidth (dimensionless, in (0, 1]).
+        one_shot: the group shares one NVLink or Infinity Fabric domain (not PCIe, not across
+            nodes), where the engines run their one-shot kernel for small messages.
 
     Returns:
         Seconds; 0 when ``n`` ≤ 1 (nothing to reduce). Raises nothing.
@@ -62,7 +85,8 @@ def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> f
     if n <= 1:
         return 0.0
     tree = 2 * math.ceil(math.log2(n)) * link.latency_s + 2 * msg_bytes / (link.bytes_per_s * comm_fraction)
-    return min(ring_allreduce_s(msg_bytes, n, link, comm_fraction), tree)
+    best = min(ring_allreduce_s(msg_bytes, n, link, comm_fraction), tree)
+    return min(best, one_shot_allreduce_s(msg_bytes, n, link, comm_fraction)) if one_shot else best
 
 
 def all_to_all_s(bytes_per_gpu: float, n: int, link: Link, comm_fraction: float) -> float:

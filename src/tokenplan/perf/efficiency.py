@@ -74,6 +74,16 @@ class Efficiency:
             batch-1 decode show ~15–25 µs of such kernels per layer). Default 10 µs; fitted
             per engine. It is why a 61-layer model decodes slower at batch 1 than its weights
             alone say.
+        moe_layer_latency_s: time per MoE layer per step, on top of ``layer_latency_s``, that
+            no roofline term holds: an MoE block runs ~6–8 kernels a dense FFN does not (router
+            GEMM, top-k softmax, the per-expert token count and alignment, permute into expert
+            order, the grouped GEMMs' activation quantization, un-permute and weighted combine;
+            e.g. SGLang's ``fused_moe`` path: ``moe_align_block_size``, two ``fused_moe_kernel``
+            launches, ``moe_sum``; vLLM's and TRT-LLM's CUTLASS MoE the same families), each with
+            the 1–3 µs minimum duration of a kernel under CUDA graphs (NVIDIA CUDA C++ Best
+            Practices, "kernel launch overhead"). Default 10 µs; fitted per engine. Before it had
+            a term, the NCCL tree latency of the TP all-reduce (6 latencies at TP8) stood in for
+            it: with the engines' one-shot all-reduce the held-out DeepSeek-R1 ran 25 % fast.
         per_token_moe_layer_s: GPU time per token per MoE layer for routing work that scales
             with the step's tokens (router top-k, sort by expert, permute into expert order,
             un-permute and weighted combine; with FP8, the per-token activation quantization).
@@ -109,6 +119,7 @@ class Efficiency:
     step_overhead_s: float = 2.0e-3
     per_sequence_overhead_s: float = 10.0e-6
     layer_latency_s: float = 10.0e-6
+    moe_layer_latency_s: float = 10.0e-6
     per_token_moe_layer_s: float = 0.2e-6
     ttft_overhead_s: float = 50.0e-3
     prefill_wave_fraction: float = 0.5
@@ -165,6 +176,9 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     # ≥ 0.5 µs: one kernel launch under a CUDA graph; ≤ 100 µs: ten 10-µs kernels per layer,
     # a whole batch-1 layer of a 70B model on an H100 (~0.14 ms per layer from weights alone).
     "layer_latency_s": (0.5e-6, 1.0e-4),
+    # ≥ 0.5 µs: one more kernel launch under a CUDA graph; ≤ 100 µs: the MoE block's extra
+    # kernels at 10 µs each, as for layer_latency_s.
+    "moe_layer_latency_s": (0.5e-6, 1.0e-4),
     # ≥ 0.01 µs: the permute's bytes at full HBM bandwidth; ≤ 5 µs per token per layer: a
     # 256-token step of a 58-MoE-layer model would spend 74 ms routing, beyond any measured step.
     "per_token_moe_layer_s": (1.0e-8, 5.0e-6),

@@ -11,13 +11,15 @@ FLOPs / achievable FLOP/s) — and the families run one after the other, so thei
 - attention: decode reads every running sequence's KV cache; prefill is FLOP-bound;
 - linear-attention state: each decoding sequence's whole recurrent state is read and written
   every step (Qwen3.6-27B TP1: 2 × 146.8 MiB per sequence per step);
-- communication: two TP all-reduces per layer of ``tokens·hidden·2`` bytes; with attention DP
+- communication: two TP all-reduces per layer of ``tokens·hidden·2`` bytes (the engines'
+  one-shot kernel inside one NVLink/Infinity Fabric domain, NCCL's ring or tree elsewhere); with attention DP
   and EP an all-to-all dispatch (FP8) and combine (BF16) per MoE layer; PP sends activations
   to the next stage;
 - a fixed per-step overhead, a per-sequence CPU cost (scheduling), a per-layer kernel
   latency (the small kernels of a layer — norms, rotary, activation, quantization, router —
-  each take a few µs however small the batch), and MoE routing work per token and MoE layer
-  (top-k, permute and un-permute: it scales with the step's tokens, not its sequences).
+  each take a few µs however small the batch), the MoE block's own extra kernels per MoE layer,
+  and MoE routing work per token and MoE layer (top-k, permute and un-permute: it scales with
+  the step's tokens, not its sequences).
 
 With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × stage(tokens/PP)``.
 """
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import NamedTuple
 
+from tokenplan.hardware import LinkKind
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -274,6 +277,7 @@ def step_time(
     # sequence than one rank's share, a cost not modelled on its own.
     overhead = (eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
                 + eff.layer_latency_s * d.spec.num_layers
+                + eff.moe_layer_latency_s * (d.spec.moe_layers if d.spec.moe is not None else 0)
                 + eff.per_token_moe_layer_s * _moe_token_layers(d, t.dec + t.pre))
     return StepTime(
         gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention_s * pp,
@@ -305,7 +309,8 @@ def _comm_s(d: Deployment, eff: Efficiency, tokens: float) -> float:
         per_gpu = local * spec.moe.top_k * spec.hidden_size * (DISPATCH_BYTES + ACTIVATION_BYTES)
         total += spec.moe_layers / lay.pp * 2 * all_to_all_s(per_gpu / 2, lay.tp, link, eff.comm_fraction)
     else:
-        total += 2 * layers * allreduce_s(msg, lay.tp, link, eff.comm_fraction)
+        one_shot = lay.tp <= d.gpu.max_gpus_per_scaleup and link.kind is not LinkKind.PCIE
+        total += 2 * layers * allreduce_s(msg, lay.tp, link, eff.comm_fraction, one_shot)
     if lay.pp > 1:
         total += p2p_s(msg, link, eff.comm_fraction)
     return total

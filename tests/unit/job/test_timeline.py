@@ -52,7 +52,7 @@ def test_drain_of_one_running_request_is_half_its_length_of_constant_steps():
     eff = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
                      lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
                      per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                     layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+                     layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
     # Step: 9e9 B / (4e12 × 0.8) = 2.8125 ms (FLOPs 2 × 8.5e9 = 1.7e10 at 5e14 × 1/9 FLOP/s = 0.306 ms,
     # below) + 1 ms fixed + 10 µs for the one sequence = 3.8225 ms.
     # Drain: the one running request has a residual length uniform on [0, 1,000] (fixed OSL,

@@ -20,7 +20,7 @@ from dataclasses import replace
 import pytest
 
 from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.hardware import GemmCurve
+from tokenplan.hardware import GemmCurve, LinkKind
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
@@ -31,7 +31,7 @@ from tokenplan.perf.step import ep_busiest_rank, expected_max_normal, step_time
 EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
                  lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
                  per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                 layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+                 layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
 
 
 def _catalog(model: str) -> Deployment:
@@ -221,3 +221,19 @@ def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
     # prompt's last token 2 × 5e8 = 1e9 → 5.3249e13 at 1e15 × 0.5 × 1,024/(1,024 + 8) = 4.96124e14
     # FLOP/s = 107.33 ms (weights: 9e9 B / 3.2e12 B/s = 2.8 ms, so compute-bound).
     assert t.gemm_s == pytest.approx(5.3249e13 / (1e15 * 0.5 * 1024 / 1032))
+
+
+def test_tp_all_reduce_runs_one_shot_on_nvlink_and_nccl_over_pcie():
+    config, spec, gpu = build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8"))
+    ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 8.0)
+    assert isinstance(ev, Evaluation)
+    d = ev.deployment
+    link = d.gpu.scaleup
+    assert (link.bytes_per_s, link.latency_s, d.spec.num_layers, d.spec.hidden_size) == (450e9, 3e-6, 32, 4096)
+    # 8 tokens × 4,096 × 2 B = 65,536 B per all-reduce, 2 per layer × 32 layers, at 450e9 × 0.5 B/s:
+    # one-shot 2 × 3 µs + 7 × 65,536 / 225e9 = 8.039 µs; NCCL tree 2·3·3 µs + 2 × 65,536 / 225e9
+    # = 18.583 µs (ring 14 × 3 µs + … is slower).
+    one_shot, tree = 6e-6 + 7 * 65536 / 225e9, 18e-6 + 2 * 65536 / 225e9
+    assert step_time(d, EFF, 8, 1000).comm_s == pytest.approx(64 * one_shot)
+    pcie = replace(d, gpu=replace(d.gpu, scaleup=replace(link, kind=LinkKind.PCIE)))
+    assert step_time(pcie, EFF, 8, 1000).comm_s == pytest.approx(64 * tree)
