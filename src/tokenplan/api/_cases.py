@@ -43,7 +43,8 @@ def resolve_case(m: Measurement) -> Case | SkippedRow:
     if shapes is not None:
         isl, osl = set_lengths(m.isl_tokens, shapes.input), set_lengths(m.osl_tokens, shapes.output)
     else:
-        isl, osl = stated_lengths(m.isl_tokens, m.length_low_fraction), stated_lengths(m.osl_tokens, m.length_low_fraction)
+        low = m.length_low_fraction
+        isl, osl = stated_lengths(m.isl_tokens, low), stated_lengths(m.osl_tokens, low)
     return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model), isl, osl, per_replica)
 
 
