@@ -110,3 +110,11 @@ def test_a_burst_with_spread_outputs_lasts_as_long_as_its_longest_output():
     spread = job_time(d, eff, ev.settings, ev.steady, fixed(512), LengthDist(1000, 1.0), 2).drain_s
     assert spread == pytest.approx(1520.5 * one, rel=0.02)
     assert spread / both_fixed == pytest.approx(1.5205, rel=0.03)
+
+
+def test_validate_says_which_rows_spread_as_a_prompt_set(tmp_path):
+    from tokenplan.api.validate import validate
+
+    _read(tmp_path, '"vllm bench serve --dataset-name sharegpt"', "", '"--dataset-name sonnet"')
+    rows = validate(str(tmp_path / "dev.csv")).to_json()["rows"]
+    assert [r["lengths"] for r in rows] == ["sharegpt", "fixed", "fixed"]  # sonnet: no shape known
