@@ -35,6 +35,9 @@ class Measurement:
         max_running: the launch's running-request cap per replica where the row states it
             (SGLang ``--max-running-requests`` in InferenceX's launch scripts); None = the
             engine's default.
+        length_set: the prompt set the benchmark drew its requests from, where the row names it
+            (``sharegpt`` for ``vllm bench serve --dataset-name sharegpt``): its lengths spread
+            around ``isl_tokens``/``osl_tokens`` as that set's do; None = not stated.
     """
 
     line: int
@@ -60,6 +63,7 @@ class Measurement:
     trust: str = "high"
     length_low_fraction: float | None = None
     max_running: int | None = None
+    length_set: str | None = None
 
     @property
     def is_finite_job(self) -> bool:

@@ -13,7 +13,8 @@ from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import TokenplanError
 from tokenplan.files.measurements import MeasurementFile
-from tokenplan.job.workload import LengthDist
+from tokenplan.catalog.length_sets import LengthShape, length_set
+from tokenplan.job.workload import LengthDist, lognormal_with_mean
 from tokenplan.measurement import Measurement, SkippedRow
 
 
@@ -38,9 +39,23 @@ def resolve_case(m: Measurement) -> Case | SkippedRow:
     except TokenplanError as exc:
         return SkippedRow(m.line, m.row_id, str(exc))
     per_replica = None if m.concurrency is None else m.concurrency / config.layout.dp
-    return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model),
-                stated_lengths(m.isl_tokens, m.length_low_fraction),
-                stated_lengths(m.osl_tokens, m.length_low_fraction), per_replica)
+    shapes = length_set(m.length_set) if m.length_set else None
+    if shapes is not None:
+        isl, osl = set_lengths(m.isl_tokens, shapes.input), set_lengths(m.osl_tokens, shapes.output)
+    else:
+        low = m.length_low_fraction
+        isl, osl = stated_lengths(m.isl_tokens, low), stated_lengths(m.osl_tokens, low)
+    return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model), isl, osl, per_replica)
+
+
+def set_lengths(mean_tokens: float, shape: LengthShape) -> LengthDist:
+    """The lengths of a named prompt set (``catalog/length_sets.yaml``) around a row's stated
+    mean: a lognormal of the set's σ, capped at the set's cap, whose *capped* mean is the row's
+    mean (the run's own mean stays the mean; the set gives only the spread). A mean at or above
+    the cap cannot spread below it and stays fixed."""
+    if shape.sigma == 0 or (shape.cap_tokens is not None and mean_tokens >= shape.cap_tokens):
+        return LengthDist(mean_tokens)
+    return lognormal_with_mean(mean_tokens, shape.sigma, shape.cap_tokens)
 
 
 def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:

@@ -14,6 +14,7 @@ from tokenplan.api._cases import resolve_file
 from tokenplan.api._common import efficiency_table
 from tokenplan.api.results import INLINE, JsonResult, inline
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases
+from tokenplan.catalog.length_sets import length_set
 from tokenplan.files.measurements import read_measurements
 
 
@@ -70,7 +71,9 @@ class MetricError:
 @dataclass(frozen=True)
 class ValidatedRow(JsonResult):
     """A predicted row: what it measured (lengths in tokens, concurrency over the whole system,
-    None = offline ``max``) and, per metric, predicted against measured."""
+    None = offline ``max``) and, per metric, predicted against measured. ``lengths`` says how the
+    lengths spread around ``isl``/``osl`` (their means): ``fixed``, ``U[0.8L, L]`` (uniform, as
+    InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``)."""
 
     line: int
     id: str
@@ -83,6 +86,7 @@ class ValidatedRow(JsonResult):
     isl: float | None
     osl: float | None
     concurrency: float | None
+    lengths: str
     metrics: tuple[MetricError, ...] = field(metadata=INLINE)
 
 
@@ -148,4 +152,15 @@ def _row(r: RowResult) -> ValidatedRow:
         metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error"))
     return ValidatedRow(line=m.line, id=m.row_id, engine=m.engine, model=m.model, gpu=m.gpu,
                         num_gpus=m.num_gpus, layout=r.case.config.layout.describe(), weight_dtype=m.weight_dtype,
-                        isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency, metrics=tuple(metrics))
+                        isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency,
+                        lengths=_lengths(r), metrics=tuple(metrics))
+
+
+def _lengths(r: RowResult) -> str:
+    """How the row's lengths spread around its means (see :class:`ValidatedRow`)."""
+    m = r.case.measurement
+    if r.case.osl.sigma == 0 and r.case.isl.sigma == 0:
+        return "fixed"
+    if m.length_set is not None and length_set(m.length_set) is not None:
+        return m.length_set
+    return f"U[{m.length_low_fraction:g}L, L]"

@@ -156,8 +156,11 @@ class Trtllm:
     # ------------------------------------------------------------------ scheduler
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """ISL + OSL: GUARANTEED_NO_EVICT (set by trtllm-serve, T1; the default, T9) admits a
-        request only when the KV of its whole prompt and output is free, and never pauses it."""
-        return isl_mean + osl_mean
+        request only when the KV of its whole prompt and output is free, and never pauses it.
+        The requests running at an instant are length-biased (a request stays in the batch for
+        its output length), so each reserves the running mean output E[OSL²]/E[OSL] on top of
+        the mean prompt; with fixed lengths that is ISL + OSL."""
+        return isl_mean + osl_running_mean
 
     def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""

@@ -122,6 +122,17 @@ def _length_low_fraction(row: dict) -> float | None:
     return float(found.group(1)) if found else None
 
 
+# Benchmark clients name the prompt set they sample (``vllm bench serve --dataset-name sharegpt``,
+# SGLang's ``bench_serving --dataset-name sharegpt``); rows that ran one say so in ``notes``.
+_DATASET_NAME = re.compile(r"--dataset-name[\s=]+([a-z0-9_.-]+)")
+
+
+def _length_set(row: dict) -> str | None:
+    """The prompt set named by ``--dataset-name NAME`` in the row's notes (lower case), else None."""
+    found = _DATASET_NAME.search(_text(row, "notes").lower())
+    return found.group(1) if found else None
+
+
 def _median_ms(row: dict, col: str) -> float | None:
     """A median-latency column in seconds (InferenceX files), None where blank or absent."""
     value = _number(row, col, required=False)
@@ -172,6 +183,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
         # inferencex-dev.csv: the run's median TTFT and TPOT next to its throughput
         ttft_s=_median_ms(row, "ttft_ms_median"), tpot_s=_median_ms(row, "tpot_ms_median"),
         length_low_fraction=_length_low_fraction(row), max_running=_max_running(row),
+        length_set=_length_set(row),
     )
 
 

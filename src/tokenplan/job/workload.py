@@ -14,7 +14,8 @@ tail 1 − Φ(x) = erfc(x/√2)/2 from ``math.erfc`` (exact in both tails; impor
 ``scipy.stats`` for them would add ~0.7 s to every ``tokenplan plan``). A
 256-point quantile grid, used before, gave a running mean 1–8 % low (its bins miss the tail
 that E[L²] weighs most). The grid remains only for the largest length (:attr:`LengthDist.max`,
-a high quantile where there is no cap) and the points of the survival curves.
+a high quantile where there is no cap) and the even part of the survival curves, whose tail
+goes on to the cap (or the 1 − 10⁻⁶ quantile) so that a burst's longest request is not cut.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def _normal_sf(x: float) -> float:
 # length distribution (thinking-answer lengths fit σ ≈ 0.5–1.5), so a larger σ is a typo.
 MAX_SIGMA = 5.0
 _SURVIVAL_POINTS = 32
+# The even grid ends at :attr:`LengthDist.max`, the 1 − 1/512 quantile (z ≈ 2.89); the longest of
+# n requests sits near the 1 − 1/n quantile, so a burst of 1,000 (z ≈ 3.1) would lose its
+# slowest tail: with n = 1,000 the chance that one of them runs past the grid's top is
+# 1 − (1 − 1/512)^1000 ≈ 0.86. Survival curves go on through these exceedance probabilities
+# (z = 3.09, 3.72, 4.26, 4.75) and end at the cap, where P(L > cap) = 0.
+_TAIL_PROBABILITIES = (1e-3, 1e-4, 1e-5, 1e-6)
 
 
 @dataclass(frozen=True)
@@ -126,11 +133,26 @@ class LengthDist:
         return _normal_sf((math.log(length) - self._mu) / self.sigma)
 
     @cached_property
-    def survival(self) -> tuple[tuple[float, float], ...]:
-        """(s, P(L > s)) on an even grid of ``_SURVIVAL_POINTS + 1`` points from 0 to the max."""
+    def _grid(self) -> tuple[float, ...]:
+        """Lengths the survival curves are evaluated at (tokens): ``_SURVIVAL_POINTS + 1`` even
+        points from 0 to :attr:`max`, then the tail quantiles ``1 − p`` for p in
+        ``_TAIL_PROBABILITIES`` that lie below the cap, then the cap itself."""
         top = self.max
         grid = [top * i / _SURVIVAL_POINTS for i in range(_SURVIVAL_POINTS + 1)]
-        return tuple((g, self._exceeds(g)) for g in grid)
+        if self.sigma > 0:
+            cap = self.cap_tokens or math.inf
+            z = NormalDist()
+            tail = (math.exp(self._mu + self.sigma * z.inv_cdf(1.0 - p)) for p in _TAIL_PROBABILITIES)
+            grid += [x for x in tail if top < x < cap]
+            if cap > top and not math.isinf(cap):
+                grid.append(cap)
+        return tuple(grid)
+
+    @cached_property
+    def survival(self) -> tuple[tuple[float, float], ...]:
+        """(s, P(L > s)) on the grid of :attr:`_grid`: even points up to the max, then the tail
+        out to the cap (P = 0 there) or, uncapped, to the 1 − 10⁻⁶ quantile."""
+        return tuple((g, self._exceeds(g)) for g in self._grid)
 
     @cached_property
     def residual_survival(self) -> tuple[tuple[float, float], ...]:

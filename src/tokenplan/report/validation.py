@@ -16,6 +16,12 @@ def _abs_pct(x: float | None) -> str:
     return "–" if x is None else f"{x * 100:.0f}%"
 
 
+def _spread(lengths: str) -> str:
+    """`` ~sharegpt`` after the mean lengths where they spread as a named set, else nothing
+    (fixed lengths, and InferenceX's narrow U[0.8L, L] that every row of its file has)."""
+    return "" if lengths == "fixed" or lengths.startswith("U[") else f" ~{lengths}"
+
+
 def rows_table(d: dict) -> Table:
     """One row per measured point: its setting, then predicted, measured and signed error per
     metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows)."""
@@ -32,7 +38,7 @@ def rows_table(d: dict) -> Table:
     for r in d["rows"]:
         conc = "max" if r["concurrency"] is None else f"{r['concurrency']:g}"
         cells = [str(r["line"]), r["engine"], r["model"], r["gpu"], r["layout"], r["weight_dtype"],
-                 f"{r['isl']:g}/{r['osl']:g}", conc]
+                 f"{r['isl']:g}/{r['osl']:g}" + _spread(r.get("lengths", "fixed")), conc]
         for name, err, _ in metrics:
             cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])]
         t.add_row(*cells)

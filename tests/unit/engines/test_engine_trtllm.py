@@ -41,8 +41,13 @@ def test_usable_memory_is_a_share_of_what_weights_and_reserve_leave(trtllm):
 
 
 def test_guaranteed_no_evict_holds_the_whole_request(trtllm):
-    # T1, T9: admission reserves ISL + OSL = 1,000 + 500, not the running mean context.
-    assert trtllm.running_context_tokens(1000, 500, 400) == 1500
+    # T1, T9: admission reserves the whole request, ISL + OSL = 1,000 + 500 with fixed lengths
+    # (running mean output = the mean), not the running mean context 1,000 + 500/2.
+    assert trtllm.running_context_tokens(1000, 500, 500) == 1500
+    # With spread outputs the running requests are length-biased: each reserves its own OSL, and
+    # those running hold E[OSL²]/E[OSL] on average. Half 200, half 800 tokens (mean 500):
+    # (0.5·200² + 0.5·800²)/500 = (20,000 + 320,000)/500 = 680, so 1,000 + 680 = 1,680.
+    assert trtllm.running_context_tokens(1000, 500, 680) == 1680
     assert trtllm.running_cap(EngineSettings(0.9, 0.0, True, 8192, 128, 2048), 1e9, 2048) == 2048.0
     assert trtllm.mixed_prefill and not trtllm.caps_running_by_default(speculative=True, hybrid_model=True)
 
