@@ -144,6 +144,12 @@ def test_layer_latency_and_moe_routing_add_to_the_overhead():
     # 1 ms + 80 µs + 32 × 20 µs = 1.72 ms → 1.976 ms.
     t = step_time(_ours("mixtral-8x7b"), eff, decode_seqs=8, context_tokens=1000)
     assert t.overhead_s == pytest.approx(1.976e-3)
+    # The MoE block's own kernels: 32 MoE layers × 5 µs = 0.16 ms more (1.976 + 0.16 = 2.136 ms);
+    # the dense model has no MoE layer, so its overhead stays 1.72 ms.
+    eff = replace(eff, moe_layer_latency_s=5e-6)
+    t = step_time(_ours("mixtral-8x7b"), eff, decode_seqs=8, context_tokens=1000)
+    assert t.overhead_s == pytest.approx(2.136e-3)
+    assert step_time(_ours(), eff, decode_seqs=8, context_tokens=1000).overhead_s == pytest.approx(1.72e-3)
 
 
 def test_kv_beyond_the_gpu_pool_is_read_over_the_host_link():

@@ -1,0 +1,61 @@
+"""The cycle of an engine that mixes prompt chunks into decode steps (vLLM, TRT-LLM)."""
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from tokenplan.api._common import PredictRequest, evaluate_request
+from tokenplan.job.batching import _mixed_cycle
+from tokenplan.job.workload import fixed
+from tokenplan.perf.efficiency import Efficiency
+
+EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
+                 lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
+                 per_sequence_overhead_s=0.0, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
+                 layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+
+
+def _dense():
+    """Our own numbers: 4 TB/s HBM, 1 PFLOP/s, 8e9 dense params in 8e9 bytes, a 5e8-param lm_head
+    in 1e9 bytes, no KV or attention work, TP1 (no collective)."""
+    ev = evaluate_request(PredictRequest("llama-3.1-8b", "h100-sxm", engine="trtllm", isl=7000, osl=1000,
+                                         concurrency=4))
+    d = ev.deployment
+    assert d.layout.tp == 1 and d.spec.moe is None
+    return replace(d, gpu=replace(d.gpu, hbm_bytes_per_s=4e12, gemm_curves=()),
+                   memory=replace(d.memory, kv_bytes_per_token_per_gpu=0.0, sliding_bytes_per_token_per_gpu=0.0),
+                   dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8, lm_head_bytes=1e9, gemm_flops_per_s=1e15,
+                   attn_flops_per_s=1e15, attn_flops_per_token_ctx=0.0, attn_prefill_flops_per_token_ctx=0.0,
+                   gdn_flops_per_token=0.0, lowprec=False, weight_only=False)
+
+
+def test_a_prompt_rides_whole_in_one_step_and_the_other_steps_decode_alone():
+    # Decode step at batch 4: weights 9e9 B / (4e12 × 0.8) = 2.8125 ms (FLOPs 2 × 8.5e9 × 4 = 6.8e10
+    # at 5e14 × 4/12 → 0.41 ms, below) + 1 ms fixed = 3.8125 ms.
+    # Budget 8,192 − 4 decodes = 8,188 ≥ 7,000: each of the 4 prompts rides whole in one step with the
+    # 4 decodes: FLOPs 2 × 8e9 × 7,004 = 1.12064e14 (+ lm_head 2 × 5e8 × 5 = 5e9, 0.004 %) at
+    # 5e14 × 7,004/7,012 = 4.99429e14 FLOP/s = 224.4 ms, compute-bound, + 1 ms = 225.4 ms.
+    # Cycle: 4 × 225.4 ms + (1,000 − 4) × 3.8125 ms = 0.9016 + 3.7973 = 4.6989 s.
+    dec = 3.8125e-3
+    piece = (2 * 8e9 * 7004 + 5e9) / (5e14 * 7004 / 7012) + 1e-3
+    cyc = _mixed_cycle(_dense(), EFF, SimpleNamespace(chunk_tokens=8192), 4.0, 7500.0, fixed(7000), 1000.0, 1.0,
+                       dec, dec)
+    assert cyc.cycle_s == pytest.approx(4 * piece + 996 * dec, rel=1e-4)
+    # Prefill share: 1 − 1,000 × 3.8125 ms / cycle = 1 − 3.8125/4.6989 = 0.1886.
+    assert cyc.prefill_share == pytest.approx(1 - 1000 * dec / (4 * piece + 996 * dec), rel=1e-4)
+
+
+def test_prompts_that_need_more_steps_than_the_cycle_has_spread_over_every_step():
+    # Batch 400 of 7,000-token prompts and 10 decode steps per cycle: the budget 8,192 − 400 = 7,792
+    # holds one prompt per step, so 400 prompts need 400 steps > 10: the cycle is
+    # 2.8e6 / 7,792 = 359.3 steps, each carrying 7,792 prompt tokens and 400 × 10/359.3 = 11.1 decodes.
+    # FLOPs per step 2 × 8e9 × (7,792 + 11.13) = 1.2485e14 at 5e14 × 7,803/7,811 → 249.9 ms + 1 ms.
+    n_steps = 400 * 7000 / 7792
+    tokens = 7792 + 400 * 10 / n_steps
+    step = 2 * 8e9 * tokens / (5e14 * tokens / (tokens + 8)) + 1e-3
+    dec = 3.8125e-3  # unused by this branch except through the draft overhead (0 here)
+    cyc = _mixed_cycle(_dense(), EFF, SimpleNamespace(chunk_tokens=8192), 400.0, 7500.0, fixed(7000), 10.0, 1.0,
+                       dec, dec)
+    # lm_head: 11 decodes + ~1.1 prompt last tokens × 1e9 FLOPs ≈ 1.2e10, 0.01 % of the step.
+    assert cyc.cycle_s == pytest.approx(n_steps * step, rel=1e-3)
