@@ -94,6 +94,8 @@ def _cases(f: dict[str, str]) -> dict[str, list[str]]:
         "does_not_fit": ["predict", "--model", "llama-3.1-405b", "--gpu", "h100-sxm"],
         "tp_not_dividing_heads": p8 + ["--tp", "3"],
         "concurrency_not_a_number": p8 + ["--concurrency", "abc"],
+        "fractional_tp": p8 + ["--tp", "1.5"],
+        "samples_not_a_number": ["plan", "--samples=abc"],
         "bad_price": ["plan", "--price", "b200=cheap"],
         "bad_spec": p8 + ["--spec", "eagle:x"],
         # ---- a concurrency below one request per replica (see test below)
@@ -117,7 +119,7 @@ ERROR_CASES = [
     ("config_missing_key", "hidden_size"),
     ("config_wrong_type", "hidden_size"),
     ("job_bad_yaml", "not valid YAML"),
-    ("job_unknown_key", "sampels"),
+    ("job_unknown_key", "sampels: unknown key (allowed: model, samples, isl, osl, gpus, engine, prices, spec)"),
     ("job_negative_samples", "samples"),
     ("job_missing_file", "absent.yaml"),
     ("zero_samples", "samples"),
@@ -127,6 +129,9 @@ ERROR_CASES = [
     ("does_not_fit", "does not fit"),
     ("tp_not_dividing_heads", "TP3 does not divide the 32 attention heads"),
     ("concurrency_not_a_number", "abc"),
+    # typer's own conversion: the option, the value given and what is allowed, in our words
+    ("fractional_tp", "--tp '1.5' is not allowed (allowed: an integer)"),
+    ("samples_not_a_number", "--samples 'abc' is not allowed (allowed: an integer)"),
     ("bad_price", "b200=cheap"),
     ("bad_spec", "eagle:x"),
 ]

@@ -59,10 +59,37 @@ def _click_exceptions():
     return exceptions
 
 
+# typer's value conversion speaks pydantic ("Input should be a valid integer, unable to parse
+# string as an integer"); the one-line error names the option, the value and what is allowed.
+_ALLOWED = (("valid integer", "an integer"), ("valid number", "a number"), ("valid boolean", "true or false"))
+
+
+def _given(option: str, argv: list[str]) -> str | None:
+    """The value ``option`` was given on the command line (``--x v`` or ``--x=v``), or None."""
+    for i, word in enumerate(argv):
+        if word == option and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(option + "="):
+            return word[len(option) + 1:]
+    return None
+
+
+def _bad_value_line(exc: Exception) -> str | None:
+    """``--tp '1.5' is not allowed (allowed: an integer)`` for a value typer could not convert."""
+    param = getattr(exc, "param", None)
+    text = exc.format_message()  # type: ignore[attr-defined]
+    allowed = next((what for key, what in _ALLOWED if key in text), None)
+    if param is None or allowed is None or not getattr(param, "opts", None):
+        return None
+    option = max(param.opts, key=len)
+    value = _given(option, sys.argv[1:])
+    return None if value is None else f"{option} {value!r} is not allowed (allowed: {allowed})"
+
+
 def _usage_line(exc: Exception) -> str:
     """One line for a click usage error: its message and where to find help."""
     ctx = getattr(exc, "ctx", None)
-    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    message = _bad_value_line(exc) or " ".join(exc.format_message().split())  # type: ignore[attr-defined]
     where = f" (try '{ctx.command_path} --help')" if ctx is not None else ""
     return f"error: {message}{where}"
 

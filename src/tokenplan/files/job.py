@@ -46,10 +46,28 @@ def _load_yaml(text: str) -> object:
         loader.dispose()
 
 
-def _first_error(path: str, exc: ValidationError) -> ConfigError:
+def _first_error(path: str, exc: ValidationError, model: type[BaseModel] | None = None) -> ConfigError:
+    """The first validation error as one line; an unknown key lists the keys allowed where it sits."""
     err = exc.errors()[0]
     key = ".".join(str(p) for p in err["loc"]) or "<root>"
+    if err["type"] == "extra_forbidden" and model is not None:
+        allowed = _keys_at(model, err["loc"][:-1])
+        if allowed:
+            return ConfigError(path, key, f"unknown key (allowed: {', '.join(allowed)})")
     return ConfigError(path, key, f"{err['msg']} (got {err.get('input')!r})")
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The field names of the (nested) model at ``loc`` ([] where ``loc`` is not a model)."""
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        inner = getattr(field, "annotation", None) if field else None
+        inner = next((a for a in getattr(inner, "__args__", (inner,)) if isinstance(a, type)
+                      and issubclass(a, BaseModel)), None)
+        if inner is None:
+            return []
+        model = inner
+    return list(model.model_fields)
 
 
 class JobFile(BaseModel):
@@ -124,4 +142,4 @@ def read_job_file(path: str) -> JobFile:
     try:
         return JobFile.model_validate(raw)
     except ValidationError as exc:
-        raise _first_error(path, exc) from None
+        raise _first_error(path, exc, JobFile) from None
