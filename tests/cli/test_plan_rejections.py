@@ -217,3 +217,13 @@ def test_readme_plan_commands_have_no_empty_reason(args):
     for o in p["options"]:
         assert all(k.strip() and not k.rstrip().endswith(":") for k in o["rejected"]), o["rejected"]
     assert not any(line.endswith("— .") for line in p["answer"])
+
+
+def test_speculative_state_that_leaves_no_room_is_named():
+    # Qwen3.6-27B in BF16 on one H100 per replica with MTP k=3: SGLang reserves, before its KV
+    # pool, k + 1 = 4 intermediate copies of the 146.8 MiB GDN state for each of the 48 requests
+    # its default running cap allows under speculative decoding (engine-facts S3):
+    # 48 × 4 × 146.8 MiB = 28,186 MiB = 27.5 GiB, on top of ~50.9 GiB of weights.
+    reasons = _reasons(model="qwen3.6-27b", gpus=("2xh100-sxm",), weight_dtypes=("bf16",), specs=("mtp:3",))
+    assert _has(reasons, r"^TP1×DP2, bf16 weights: does not fit: 50\.\d GiB of weights \+ 27\.[45] GiB of "
+                         r"speculative state per GPU vs \d+\.\d GiB usable")

@@ -16,7 +16,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
-from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown
+from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown, profile_reserve_bytes
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype, GiB
 
@@ -92,7 +92,10 @@ class Rejection:
             GPU), ``"layout"`` (the split), ``"memory"`` (layout × formats), ``"kv"`` (the
             KV cache at this setting), ``"spec"``, ``"concurrency"``.
         weight_bytes_per_gpu, usable_bytes_per_gpu: for ``"memory"``, the weights one GPU holds
-            and what it can use (bytes); 0 otherwise.
+            and what weights and cache may use together (bytes: the engine's memory setting less
+            its reserve for activations and CUDA graphs); 0 otherwise.
+        spec_state_bytes_per_gpu: for ``"memory"``, the speculative state copies the engine
+            reserves before the cache (SGLang, hybrid models; bytes); 0 otherwise.
     """
 
     config: Config
@@ -100,6 +103,7 @@ class Rejection:
     kind: str = "other"
     weight_bytes_per_gpu: float = 0.0
     usable_bytes_per_gpu: float = 0.0
+    spec_state_bytes_per_gpu: float = 0.0
 
 
 def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple[str | None, list[str]]:
@@ -165,11 +169,14 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
                             f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
                             f"CUDA graphs up to batch {tight.graph_max_bs}")
     if not mem.fits:
-        usable = gpu.memory_bytes * settings.memory_fraction - settings.reserve_bytes
+        weights, spec_state = mem.weight_bytes_per_gpu, mem.spec_state_pool_bytes
+        reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
+        usable = weights + settings.usable_bytes(gpu.memory_bytes, weights, reserve)
+        extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
         return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
-                                 f"{mem.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU "
+                                 f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}", "memory",
-                         mem.weight_bytes_per_gpu, usable)
+                         weights, usable, spec_state)
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:

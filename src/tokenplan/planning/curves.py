@@ -177,9 +177,11 @@ def _point(ev: Evaluation, concurrency_total: float) -> OperatingPoint:
 
 
 def memory_limit_per_replica(ev: Evaluation) -> float:
-    """Sequences whose KV cache and state fit in one replica (the engine's cap left aside)."""
+    """Whole sequences whose KV cache and state fit in one replica (the engine's cap left
+    aside): the pool's capacity in sequences, rounded down (413.1 → 413: the engine admits a
+    sequence only when all of it fits)."""
     lim = ev.steady.limits
-    return min(lim.kv, lim.state) if lim.state is not None else lim.kv
+    return float(math.floor(min(lim.kv, lim.state) if lim.state is not None else lim.kv))
 
 
 def sweep(ev: Evaluation, table: EfficiencyTable, job: Job, per_replica: list[int],

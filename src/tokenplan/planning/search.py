@@ -151,7 +151,9 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
         least = min(group, key=lambda r: r.weight_bytes_per_gpu)
         most = max(r.weight_bytes_per_gpu for r in group)
         extra = f" ({most / GiB:.1f} GiB with the MTP draft layers)" if most > least.weight_bytes_per_gpu * 1.0001 else ""
-        out[f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights per GPU{extra} vs "
+        spec = least.spec_state_bytes_per_gpu
+        state = f" + {spec / GiB:.1f} GiB of speculative state" if spec > 0 else ""
+        out[f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights{state} per GPU{extra} vs "
             f"{least.usable_bytes_per_gpu / GiB:.1f} GiB usable (try more GPUs per replica or a smaller weight "
             "format)"] += len(group)
     return out
