@@ -38,7 +38,8 @@ from tokenplan.units import Dtype
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
-                  "prefill_wave_fraction", "layer_latency_s", "moe_layer_latency_s", "gemm_kernel_factor")
+                  "prefill_wave_fraction", "layer_latency_s", "moe_layer_latency_s", "gemm_kernel_factor",
+                  "moe_kernel_factor")
 # Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
 # silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
 # of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
@@ -49,9 +50,13 @@ ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", 
 # InferenceX median rose from 13.2 % to 14.4 % (SGLang on Blackwell wants ~0.39 of the tables'
 # speed, SGLang on Hopper ~0.77). Elsewhere (AMD, GPUs without tables) the fallback curve
 # gemm_fraction · T/(T + gemm_half_tokens) is fitted per engine × architecture; gemm_fraction
-# also sets the attention math rate.
-ARCH_FACTORS = ("gemm_kernel_factor", "gemm_fraction", "gemm_half_tokens", "lowprec_fraction", "dequant_fraction", "hbm_fraction",
-                "attention_fraction", "layer_latency_s")
+# also sets the attention math rate. The routed experts' grouped GEMM has its own
+# moe_kernel_factor at the same two levels: the MoE kernel an engine picks differs per silicon and
+# format (the issue's example: vLLM FP8 block-scale MoE runs DeepGEMM on Blackwell, Marlin/Triton
+# on Hopper); sharing one factor let SGLang's DeepSeek-R1 MoE steps on B200 pull its dense GEMM
+# factor to 0.35 and Qwen3.6-27B FP8 on B200 (dense) 25 % slow.
+ARCH_FACTORS = ("gemm_kernel_factor", "moe_kernel_factor", "gemm_fraction", "gemm_half_tokens", "lowprec_fraction",
+                "dequant_fraction", "hbm_fraction", "attention_fraction", "layer_latency_s")
 
 
 @dataclass(frozen=True, slots=True)

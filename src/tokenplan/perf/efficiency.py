@@ -38,6 +38,14 @@ class Efficiency:
             picking a slower FP8 kernel, or fusing a GEMM with its quantization). Default 1.0
             (the tables' kernels); fitted per engine and engine × architecture. Unused on GPUs
             without a curve.
+        moe_kernel_factor: the engine's routed-expert (grouped) GEMM speed relative to a dense GEMM
+            of the same rows per expert on the same curve: the MoE kernel each engine picks per
+            architecture and format (SGLang's Triton ``fused_moe`` or FlashInfer/CUTLASS on
+            Blackwell, DeepGEMM's grouped FP8 kernels, vLLM's Marlin/Triton on Hopper, TRT-LLM's
+            CUTLASS) and the permute fused into it. Default 1.0; fitted per engine and engine ×
+            architecture, so a slow MoE kernel no longer drags the dense ``gemm_kernel_factor``
+            (and every dense model on that engine) with it. Used in compute-bound expert
+            steps only; a memory-bound expert read runs at ``hbm_fraction``.
         lowprec_fraction: extra factor on FP8/FP4 GEMM FLOP/s for kernel maturity (1 = as
             mature as BF16), on GPUs without a measured curve (a measured curve holds its
             format's maturity). Default 1.0; fitted per architecture. A fit that ends at the 1.0
@@ -113,6 +121,7 @@ class Efficiency:
     gemm_fraction: float = 0.70
     gemm_half_tokens: float = 64.0
     gemm_kernel_factor: float = 1.0
+    moe_kernel_factor: float = 1.0
     lowprec_fraction: float = 1.0
     dequant_fraction: float = 0.7
     comm_fraction: float = 0.70
@@ -157,6 +166,9 @@ EFFICIENCY_BOUNDS: dict[str, tuple[float, float]] = {
     # block, vLLM at 2,048 rows: 0.68 against 0.57–0.58), the slowest sits at 0.6–1.0 of it
     # (SGLang's B200 NVFP4 at 1,024 rows: 0.63); 1.3 leaves a margin above the best.
     "gemm_kernel_factor": (0.25, 1.3),
+    # ≥ 0.25 and ≤ 1.3, as gemm_kernel_factor: a grouped GEMM runs at most as fast as the best
+    # dense kernel of its rows (plus the same margin) and at least at a generic fallback's speed.
+    "moe_kernel_factor": (0.25, 1.3),
     # ≥ 0.2: an immature FP4 path still runs at least as fast as BF16 (0.25 of its FP4 peak);
     # ≤ 1.0: FP8/FP4 kernels cannot beat their own datasheet peak relative to BF16.
     "lowprec_fraction": (0.2, 1.0),

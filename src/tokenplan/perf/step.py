@@ -150,7 +150,8 @@ def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
 
 def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
     """Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``
-    per layer for T tokens each picking k of E uniformly; FLOPs of top_k experts per token."""
+    per layer for T tokens each picking k of E uniformly; FLOPs of top_k experts per token, at
+    the dense GEMM rate of the rows each expert gets × the engine's ``moe_kernel_factor``."""
     moe = d.spec.moe
     if moe is None or tokens <= 0:
         return IDLE
@@ -161,7 +162,8 @@ def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
     flops = d.routed_flops_per_token * tokens * row_load
     rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
-    return Kernel(mem_s, flops / _gemm_rate(d, eff, max(rows_per_expert, 1.0)), nbytes, flops)
+    return Kernel(mem_s, flops / (_gemm_rate(d, eff, max(rows_per_expert, 1.0)) * eff.moe_kernel_factor),
+                  nbytes, flops)
 
 
 def expected_max_normal(n: int) -> float:

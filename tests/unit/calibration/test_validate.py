@@ -16,7 +16,7 @@ from tokenplan.files.measurements import read_measurements, spec_from_text
 # Efficiency field is listed (a test below checks it), so a new factor cannot silently fall
 # back to its default here.
 IDEAL = {"default": {"hbm_fraction": 1.0, "attention_fraction": 1.0, "gemm_fraction": 1.0,
-                     "gemm_half_tokens": 64.0, "gemm_kernel_factor": 1.0, "lowprec_fraction": 1.0, "dequant_fraction": 1.0,
+                     "gemm_half_tokens": 64.0, "gemm_kernel_factor": 1.0, "moe_kernel_factor": 1.0, "lowprec_fraction": 1.0, "dequant_fraction": 1.0,
                      "comm_fraction": 1.0, "step_overhead_s": 0.0, "per_sequence_overhead_s": 0.0,
                      "ttft_overhead_s": 0.0, "layer_latency_s": 0.0, "moe_layer_latency_s": 0.0, "per_token_moe_layer_s": 0.0,
                      # arrival pattern, not an inefficiency: the default half-synchronised waves
