@@ -3,9 +3,11 @@
 A prediction's error depends on where it falls: the engine, the GPU architecture, the model
 family and the batch per replica (small batches are latency-bound, large ones compute-bound).
 ``tokenplan calibrate`` collects held-out residuals (each row predicted by a fit that did not
-see it: K-fold cross-validation) and stores, per *regime*, the 10th and 90th percentiles of
-the log error ``r = log(predicted / measured)``. A prediction ``p`` then carries the interval
-``[p·e^(−q90), p·e^(−q10)]``: the measured value lies inside it for 80 % of held-out points.
+see it: K-fold cross-validation) and stores, per *regime*, a low and a high quantile of the log
+error ``r = log(predicted / measured)`` (:func:`conformal_band`: the order statistics that cover
+a new point at least 80 % of the time, not the plain 10th and 90th percentiles, which cover
+fewer when a regime holds 20–100 residuals). A prediction ``p`` then carries the interval
+``[p·e^(−q_high), p·e^(−q_low)]``: the measured value lies inside it for 80 % of held-out points.
 
 Two metrics:
 
@@ -46,8 +48,8 @@ if TYPE_CHECKING:
     from tokenplan.perf.speculative import SpecDecode
 
 COVERAGE = 0.8
-MIN_POINTS = 20  # residuals a regime needs before it gets its own quantiles (q10/q90 of ≥ 20 points
-#                  rest on ≥ 2 points in each tail)
+MIN_POINTS = 20  # residuals a regime needs before it gets its own band (of ≥ 20 points, the
+#                  conformal bounds are the 2nd smallest and the 2nd largest or further in)
 BATCH_BANDS: tuple[tuple[str, float], ...] = (("1-8", 8.0), ("9-64", 64.0), ("65-256", 256.0), (">256", math.inf))
 METRICS = ("rate", "ttft")
 
@@ -121,24 +123,35 @@ class Residual:
     spec: str = "none"
 
 
-def quantile(values: list[float], q: float) -> float:
-    """The ``q``-quantile (0–1) with linear interpolation (numpy's default). NaN for none."""
-    if not values:
-        return math.nan
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 @dataclass(frozen=True, slots=True)
 class Band:
-    """Quantiles of ``log(pred/meas)`` at ``(1 − c)/2`` and ``(1 + c)/2``, and how many points."""
+    """Low and high bounds of ``log(pred/meas)`` that hold a share ``c`` of new residuals
+    (:func:`conformal_band`), and how many points they rest on."""
 
     low_q: float
     high_q: float
     n: int
+
+
+def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
+    """The band of ``n`` residuals: their ``(n + 1 − k)``-th and ``k``-th smallest, with
+    ``k = ⌈(n + 1)·(1 + coverage)/2⌉`` (clamped to ``n``).
+
+    These are split-conformal bounds (Lei et al. 2018, "Distribution-free predictive inference
+    for regression", JASA 113:1094, §2.2), one per tail at ``(1 − coverage)/2``: a new residual
+    exchangeable with the ``n`` lies above the ``k``-th smallest with probability at most
+    ``(n + 1 − k)/(n + 1) ≤ (1 − coverage)/2``, and below the ``(n + 1 − k)``-th smallest with
+    the same, so the band covers it with probability ≥ ``coverage``. With ``n = 20`` and 80 %:
+    ``k = ⌈18.9⌉ = 19``, the 2nd and 19th smallest (linear-interpolated 10th/90th percentiles sit
+    at ranks 2.9 and 18.1 and cover less). Below ``n = 9`` the high bound would be infinite and
+    the clamp to the largest residual drops the guarantee. Empty: NaN bounds, ``n = 0``.
+    """
+    s = sorted(values)
+    n = len(s)
+    if not n:
+        return Band(math.nan, math.nan, 0)
+    k = min(math.ceil(round((n + 1) * (1 + coverage) / 2, 9)), n)  # round: a float 18.000…04 counts as 18
+    return Band(s[n - k], s[k - 1], n)
 
 
 def quantile_bands(residuals: list[Residual], coverage: float = COVERAGE,
@@ -148,11 +161,10 @@ def quantile_bands(residuals: list[Residual], coverage: float = COVERAGE,
     for r in residuals:
         for key in regime_keys(r.engine, r.architecture, r.family, r.batch, r.spec):
             groups.setdefault((r.metric, key), []).append(r.log_error)
-    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
     out: dict[str, dict[str, Band]] = {m: {} for m in METRICS}
     for (metric, key), values in sorted(groups.items()):
         if len(values) >= min_points or key == "all":
-            out[metric][key] = Band(quantile(values, lo), quantile(values, hi), len(values))
+            out[metric][key] = conformal_band(values, coverage)
     return out
 
 
@@ -258,8 +270,8 @@ def table_to_json(table: BandTable) -> dict:
 
     return {
         "coverage": table.coverage,
-        "about": ("quantiles q_low/q_high of log(predicted/measured) on cross-validated held-out "
-                  "residuals; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+        "about": ("quantiles q_low/q_high (split-conformal order statistics) of log(predicted/measured) on "
+                  "cross-validated held-out residuals; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
                   "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
                   "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
                   "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "

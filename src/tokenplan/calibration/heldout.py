@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tokenplan.calibration.bands import (COVERAGE, MIN_POINTS, Band, BandTable, Residual, covered, quantile,
+from tokenplan.calibration.bands import (COVERAGE, MIN_POINTS, BandTable, Residual, conformal_band, covered,
                                          lookup_keys, quantile_bands, spec_regime)
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
 from tokenplan.calibration.validate import Case, predict_case
@@ -81,11 +81,8 @@ def band_table(held: list[FoldResidual], gpu_out: list[Residual], cases: list[Ca
     leave-one-GPU-out residuals, the measured batch range per engine/architecture, the GPUs seen
     and the nested-CV coverage."""
     residuals = [h.residual for h in held]
-    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
-    extrapolation = {}
-    for metric in sorted({r.metric for r in gpu_out}):
-        values = [r.log_error for r in gpu_out if r.metric == metric]
-        extrapolation[metric] = Band(quantile(values, lo), quantile(values, hi), len(values))
+    extrapolation = {metric: conformal_band([r.log_error for r in gpu_out if r.metric == metric], coverage)
+                     for metric in sorted({r.metric for r in gpu_out})}
     max_batch: dict[str, float] = {}
     for r in residuals:
         key = f"{r.engine}/{r.architecture}"
