@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
-from tokenplan.calibration.bands import BandTable, interval, model_family, table_from_json
+from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InputError
 from tokenplan.files.calibration import read_calibration, read_calibration_file
@@ -136,12 +136,14 @@ PLAN_FIGURES = {**PREDICT_FIGURES, "wall_days": _INVERSE_RATE, "usd": _INVERSE_R
 def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, bool]]) -> Bands | None:
     """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
     ``result``; see ``calibration.bands``), and the band's regime (and why the configuration lies
-    outside the measured one, if it does). None without a shipped band table."""
+    outside the measured one, if it does). The regime includes the evaluation's speculative
+    decoding: none, τ from the prior, or τ stated. None without a shipped band table."""
     table = error_bands()
     if table is None:
         return None
     d = ev.deployment
-    where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch)
+    where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch,
+             spec_regime(ev.config.spec))
     intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded

@@ -3,9 +3,11 @@
 A prediction's error depends on where it falls: the engine, the GPU architecture, the model
 family and the batch per replica (small batches are latency-bound, large ones compute-bound).
 ``tokenplan calibrate`` collects held-out residuals (each row predicted by a fit that did not
-see it: K-fold cross-validation) and stores, per *regime*, the 10th and 90th percentiles of
-the log error ``r = log(predicted / measured)``. A prediction ``p`` then carries the interval
-``[p·e^(−q90), p·e^(−q10)]``: the measured value lies inside it for 80 % of held-out points.
+see it: K-fold cross-validation) and stores, per *regime*, a low and a high quantile of the log
+error ``r = log(predicted / measured)`` (:func:`conformal_band`: the order statistics that cover
+a new point at least 80 % of the time, not the plain 10th and 90th percentiles, which cover
+fewer when a regime holds 20–100 residuals). A prediction ``p`` then carries the interval
+``[p·e^(−q_high), p·e^(−q_low)]``: the measured value lies inside it for 80 % of held-out points.
 
 Two metrics:
 
@@ -16,9 +18,18 @@ Two metrics:
   1 / rate);
 - ``ttft``: time to first token.
 
+A regime is also split by speculative decoding (:func:`spec_regime`): ``none``, ``prior`` (τ
+from the acceptance prior of ``perf.speculative``, not measured: its error adds to the model's,
+e.g. InferenceX's SGLang DeepSeek-R1 MTP rows on B200 are predicted 30–36 % too fast) and
+``stated`` (τ given). Without the split, the residuals of prior-τ rows set the band of plans
+with no speculative decoding.
+
 Regimes are pooled from the most specific level that holds at least ``MIN_POINTS`` residuals:
-``engine/architecture/family/band`` → ``engine/architecture/band`` → ``engine/architecture``
-→ ``engine`` → ``all``. A configuration outside the measured regime — a GPU no fit row used,
+``engine/architecture/family/band/spec=S`` → ``engine/architecture/band/spec=S`` →
+``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` → ``all``; a stated τ, which no
+ground-truth row has, then falls back to the ``none`` levels before ``all``
+(:func:`lookup_keys`). Tables written before the split (keys without ``/spec=``) are still read:
+their keys are the last levels looked up before ``all``. A configuration outside the measured regime — a GPU no fit row used,
 or a batch per replica above the largest of its engine and architecture in the fit data —
 says so and takes the wider of its regime band and the ``extrapolation`` band, the quantiles
 of leave-one-GPU-out residuals (each GPU predicted by a fit that never saw it).
@@ -31,10 +42,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenplan.perf.speculative import SpecDecode
 
 COVERAGE = 0.8
-MIN_POINTS = 20  # residuals a regime needs before it gets its own quantiles (q10/q90 of ≥ 20 points
-#                  rest on ≥ 2 points in each tail)
+MIN_POINTS = 20  # residuals a regime needs before it gets its own band (of ≥ 20 points, the
+#                  conformal bounds are the 2nd smallest and the 2nd largest or further in)
 BATCH_BANDS: tuple[tuple[str, float], ...] = (("1-8", 8.0), ("9-64", 64.0), ("65-256", 256.0), (">256", math.inf))
 METRICS = ("rate", "ttft")
 
@@ -55,11 +70,42 @@ def batch_band(batch: float) -> str:
     return BATCH_BANDS[-1][0]
 
 
-def regime_keys(engine: str, architecture: str, family: str, batch: float) -> tuple[str, ...]:
-    """Pooling levels of a configuration, most specific first."""
-    band = batch_band(batch)
-    return (f"{engine}/{architecture}/{family}/{band}", f"{engine}/{architecture}/{band}",
-            f"{engine}/{architecture}", engine, "all")
+SPEC_REGIMES = ("none", "prior", "stated")
+
+
+def spec_regime(spec: SpecDecode | None) -> str:
+    """The speculative-decoding regime of a setting: ``none`` (no speculative decoding),
+    ``prior`` (acceptance length τ from the prior, :data:`~tokenplan.perf.speculative.ACCEPTANCE_PRIOR_PER_TOKEN`)
+    or ``stated`` (τ given: ``mtp:3:2.5``, or measured)."""
+    if spec is None:
+        return "none"
+    return "prior" if spec.from_prior else "stated"
+
+
+def _levels(engine: str, architecture: str, family: str, band: str, tail: str) -> tuple[str, ...]:
+    """The pooling levels of one speculative-decoding regime (``tail``: ``/spec=…`` or ``""``)."""
+    return (f"{engine}/{architecture}/{family}/{band}{tail}", f"{engine}/{architecture}/{band}{tail}",
+            f"{engine}/{architecture}{tail}", f"{engine}{tail}")
+
+
+def regime_keys(engine: str, architecture: str, family: str, batch: float, spec: str = "none") -> tuple[str, ...]:
+    """The pooling levels a residual of this configuration counts in, most specific first:
+    ``sglang/blackwell/deepseek-r1/1-8/spec=prior`` … ``sglang/spec=prior``, ``spec=prior``,
+    ``all``. ``spec`` is one of :data:`SPEC_REGIMES`."""
+    tail = f"/spec={spec}"
+    return (*_levels(engine, architecture, family, batch_band(batch), tail), f"spec={spec}", "all")
+
+
+def lookup_keys(engine: str, architecture: str, family: str, batch: float, spec: str = "none") -> tuple[str, ...]:
+    """Where a prediction looks for its band, most specific first: its own regime's levels
+    (:func:`regime_keys`, without ``all``); for a ``stated`` τ, then the ``none`` levels (no row
+    of the ground truth states τ: with τ given, what is left is the error of the step time,
+    which the non-speculative rows measure; an error in the stated τ itself is not covered);
+    then the levels without a speculative-decoding dimension that tables written before it have
+    (absent from newer tables); then ``all``."""
+    own = regime_keys(engine, architecture, family, batch, spec)[:-1]
+    fallback = regime_keys(engine, architecture, family, batch, "none")[:-1] if spec == "stated" else ()
+    return (*own, *fallback, *_levels(engine, architecture, family, batch_band(batch), ""), "all")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,26 +120,38 @@ class Residual:
     batch: float
     metric: str
     log_error: float
-
-
-def quantile(values: list[float], q: float) -> float:
-    """The ``q``-quantile (0–1) with linear interpolation (numpy's default). NaN for none."""
-    if not values:
-        return math.nan
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    spec: str = "none"
 
 
 @dataclass(frozen=True, slots=True)
 class Band:
-    """Quantiles of ``log(pred/meas)`` at ``(1 − c)/2`` and ``(1 + c)/2``, and how many points."""
+    """Low and high bounds of ``log(pred/meas)`` that hold a share ``c`` of new residuals
+    (:func:`conformal_band`), and how many points they rest on."""
 
     low_q: float
     high_q: float
     n: int
+
+
+def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
+    """The band of ``n`` residuals: their ``(n + 1 − k)``-th and ``k``-th smallest, with
+    ``k = ⌈(n + 1)·(1 + coverage)/2⌉`` (clamped to ``n``).
+
+    These are split-conformal bounds (Lei et al. 2018, "Distribution-free predictive inference
+    for regression", JASA 113:1094, §2.2), one per tail at ``(1 − coverage)/2``: a new residual
+    exchangeable with the ``n`` lies above the ``k``-th smallest with probability at most
+    ``(n + 1 − k)/(n + 1) ≤ (1 − coverage)/2``, and below the ``(n + 1 − k)``-th smallest with
+    the same, so the band covers it with probability ≥ ``coverage``. With ``n = 20`` and 80 %:
+    ``k = ⌈18.9⌉ = 19``, the 2nd and 19th smallest (linear-interpolated 10th/90th percentiles sit
+    at ranks 2.9 and 18.1 and cover less). Below ``n = 9`` the high bound would be infinite and
+    the clamp to the largest residual drops the guarantee. Empty: NaN bounds, ``n = 0``.
+    """
+    s = sorted(values)
+    n = len(s)
+    if not n:
+        return Band(math.nan, math.nan, 0)
+    k = min(math.ceil(round((n + 1) * (1 + coverage) / 2, 9)), n)  # round: a float 18.000…04 counts as 18
+    return Band(s[n - k], s[k - 1], n)
 
 
 def quantile_bands(residuals: list[Residual], coverage: float = COVERAGE,
@@ -101,13 +159,12 @@ def quantile_bands(residuals: list[Residual], coverage: float = COVERAGE,
     """metric → regime key → Band, for every pooling level that holds ``min_points``."""
     groups: dict[tuple[str, str], list[float]] = {}
     for r in residuals:
-        for key in regime_keys(r.engine, r.architecture, r.family, r.batch):
+        for key in regime_keys(r.engine, r.architecture, r.family, r.batch, r.spec):
             groups.setdefault((r.metric, key), []).append(r.log_error)
-    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
     out: dict[str, dict[str, Band]] = {m: {} for m in METRICS}
     for (metric, key), values in sorted(groups.items()):
         if len(values) >= min_points or key == "all":
-            out[metric][key] = Band(quantile(values, lo), quantile(values, hi), len(values))
+            out[metric][key] = conformal_band(values, coverage)
     return out
 
 
@@ -169,10 +226,11 @@ def outside_reason(table: BandTable, engine: str, architecture: str, gpu: str, b
 
 
 def band_for(table: BandTable, metric: str, engine: str, architecture: str, family: str, gpu: str,
-             batch: float) -> tuple[Band, str, str | None]:
-    """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None)."""
+             batch: float, spec: str = "none") -> tuple[Band, str, str | None]:
+    """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None); ``spec``:
+    the speculative-decoding regime (:func:`spec_regime`), looked up as :func:`lookup_keys` says."""
     levels = table.bands.get(metric, {})
-    key = next((k for k in regime_keys(engine, architecture, family, batch) if k in levels), "all")
+    key = next((k for k in lookup_keys(engine, architecture, family, batch, spec) if k in levels), "all")
     band = levels.get(key, Band(0.0, 0.0, 0))
     outside = outside_reason(table, engine, architecture, gpu, batch)
     wide = table.extrapolation.get(metric)
@@ -182,16 +240,17 @@ def band_for(table: BandTable, metric: str, engine: str, architecture: str, fami
 
 
 def interval(table: BandTable, value: float, metric: str, inverse: bool, engine: str, architecture: str,
-             family: str, gpu: str, batch: float) -> Interval | None:
+             family: str, gpu: str, batch: float, spec: str = "none") -> Interval | None:
     """The interval on ``value`` (None where the table holds no residual of ``metric``).
     ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
     against the decode rate), so the band flips. The interval always holds ``value``: where
     every held-out residual of the regime erred one way (both quantiles on one side of 0), it
     reaches from the figure to the far quantile, so it says how far off the figure may be, not
-    a range the figure itself falls outside (this only widens it, so coverage does not drop)."""
+    a range the figure itself falls outside (this only widens it, so coverage does not drop).
+    ``spec``: the speculative-decoding regime of the configuration (:func:`spec_regime`)."""
     if not table.bands.get(metric):
         return None
-    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch)
+    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch, spec)
     if inverse:
         low, high = value * math.exp(band.low_q), value * math.exp(band.high_q)
     else:
@@ -211,10 +270,12 @@ def table_to_json(table: BandTable) -> dict:
 
     return {
         "coverage": table.coverage,
-        "about": ("quantiles q_low/q_high of log(predicted/measured) on cross-validated held-out "
-                  "residuals; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+        "about": ("quantiles q_low/q_high (split-conformal order statistics) of log(predicted/measured) on "
+                  "cross-validated held-out residuals; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
                   "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
-                  "[p·exp(q_low), p·exp(q_high)])"),
+                  "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
+                  "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "
+                  "prior) or stated"),
         "bands": {m: {k: b(v) for k, v in levels.items()} for m, levels in table.bands.items()},
         "extrapolation": {m: b(v) for m, v in table.extrapolation.items()},
         "max_batch_per_replica": dict(sorted(table.max_batch.items())),

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tokenplan.calibration.bands import (COVERAGE, MIN_POINTS, Band, BandTable, Residual, covered, quantile,
-                                         quantile_bands, regime_keys)
+from tokenplan.calibration.bands import (COVERAGE, MIN_POINTS, BandTable, Residual, conformal_band, covered,
+                                         lookup_keys, quantile_bands, spec_regime)
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.perf.efficiency import Efficiency
@@ -33,7 +33,9 @@ def case_residuals(case: Case, eff: Efficiency) -> list[Residual]:
         pairs.append(("rate", -math.log(p.tpot_s / m.tpot_s)))
     if m.ttft_s is not None:
         pairs.append(("ttft", math.log(p.ttft_s / m.ttft_s)))
-    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r) for metric, r in pairs]
+    spec = spec_regime(case.config.spec)
+    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec)
+            for metric, r in pairs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,7 @@ def nested_coverage(held: list[FoldResidual], coverage: float = COVERAGE,
         for h in (h for h in held if h.fold == k):
             r = h.residual
             levels = bands[r.metric]
-            key = next(k2 for k2 in regime_keys(r.engine, r.architecture, r.family, r.batch) if k2 in levels)
+            key = next(k2 for k2 in lookup_keys(r.engine, r.architecture, r.family, r.batch, r.spec) if k2 in levels)
             hits.setdefault(r.metric, []).append(covered(levels[key], r.log_error))
     return {m: sum(v) / len(v) for m, v in sorted(hits.items())}
 
@@ -79,11 +81,8 @@ def band_table(held: list[FoldResidual], gpu_out: list[Residual], cases: list[Ca
     leave-one-GPU-out residuals, the measured batch range per engine/architecture, the GPUs seen
     and the nested-CV coverage."""
     residuals = [h.residual for h in held]
-    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
-    extrapolation = {}
-    for metric in sorted({r.metric for r in gpu_out}):
-        values = [r.log_error for r in gpu_out if r.metric == metric]
-        extrapolation[metric] = Band(quantile(values, lo), quantile(values, hi), len(values))
+    extrapolation = {metric: conformal_band([r.log_error for r in gpu_out if r.metric == metric], coverage)
+                     for metric in sorted({r.metric for r in gpu_out})}
     max_batch: dict[str, float] = {}
     for r in residuals:
         key = f"{r.engine}/{r.architecture}"

@@ -4,12 +4,14 @@ nested coverage, each against hand arithmetic."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
-from tokenplan.calibration.bands import (Band, BandTable, Residual, batch_band, interval, model_family, quantile,
-                                         quantile_bands, table_from_json, table_to_json)
+from tokenplan.calibration.bands import (Band, BandTable, Residual, batch_band, conformal_band, interval, lookup_keys,
+                                         model_family, quantile_bands, spec_regime, table_from_json, table_to_json)
 from tokenplan.calibration.heldout import FoldResidual, nested_coverage
+from tokenplan.perf.speculative import parse_spec
 
 
 def _r(log_error: float, family: str = "llama-3.1", batch: float = 4.0, metric: str = "rate",
@@ -17,12 +19,16 @@ def _r(log_error: float, family: str = "llama-3.1", batch: float = 4.0, metric: 
     return Residual("sglang", "hopper", family, gpu, batch, metric, log_error)
 
 
-def test_quantile_interpolates_like_numpy():
-    # 0, 1, …, 10: position (11 − 1)·0.1 = 1 → 1.0; 0.9 → 9.0; 0.25 of [0, 10] → 2.5
-    assert quantile([float(i) for i in range(11)], 0.1) == 1.0
-    assert quantile([float(i) for i in range(11)], 0.9) == 9.0
-    assert quantile([0.0, 10.0], 0.25) == 2.5
-    assert math.isnan(quantile([], 0.5))
+def test_conformal_band_takes_the_order_statistics_that_cover_80_percent():
+    # n = 20 (0, 1, …, 19): k = ⌈21·0.9⌉ = ⌈18.9⌉ = 19 → the 19th smallest (18) and the 20 + 1 − 19 = 2nd (1)
+    assert conformal_band([float(i) for i in range(20)]) == Band(1.0, 18.0, 20)
+    # n = 19: (19 + 1)·0.9 = 18 exactly → k = 18: the 18th smallest (17) and the 2nd (1)
+    assert conformal_band([float(i) for i in range(19)]) == Band(1.0, 17.0, 19)
+    # n = 11: k = ⌈10.8⌉ = 11 → the whole range; n = 3: k = ⌈3.6⌉ = 4 clamped to 3, the extremes
+    assert conformal_band([float(i) for i in range(11)]) == Band(0.0, 10.0, 11)
+    assert conformal_band([5.0, -1.0, 2.0]) == Band(-1.0, 5.0, 3)
+    empty = conformal_band([])
+    assert math.isnan(empty.low_q) and math.isnan(empty.high_q) and empty.n == 0
 
 
 def test_batch_bands_and_families():
@@ -32,18 +38,19 @@ def test_batch_bands_and_families():
 
 
 def test_a_regime_with_enough_points_gets_its_own_band_and_a_sparse_one_pools_up():
-    # 21 llama residuals −0.10, −0.09, …, +0.10 (step 0.01): q10 at position 2 → −0.08, q90 at 18 → +0.08.
+    # 21 llama residuals −0.10, −0.09, …, +0.10 (step 0.01): k = ⌈22·0.9⌉ = ⌈19.8⌉ = 20 → the 20th
+    # smallest, +0.09, and the 21 + 1 − 20 = 2nd, −0.09.
     llama = [_r(round(-0.10 + 0.01 * i, 2)) for i in range(21)]
     qwen = [_r(0.5, family="qwen3")] * 3  # 3 points: below MIN_POINTS (20), no band of their own
     bands = quantile_bands(llama + qwen)["rate"]
-    assert bands["sglang/hopper/llama-3.1/1-8"].low_q == pytest.approx(-0.08)
-    assert bands["sglang/hopper/llama-3.1/1-8"].high_q == pytest.approx(0.08)
-    assert "sglang/hopper/qwen3/1-8" not in bands
+    assert bands["sglang/hopper/llama-3.1/1-8/spec=none"].low_q == pytest.approx(-0.09)
+    assert bands["sglang/hopper/llama-3.1/1-8/spec=none"].high_q == pytest.approx(0.09)
+    assert "sglang/hopper/qwen3/1-8/spec=none" not in bands
     # the pooled level holds all 24; the qwen3 configuration falls back to it
-    assert bands["sglang/hopper/1-8"].n == 24
+    assert bands["sglang/hopper/1-8/spec=none"].n == 24
     table = BandTable(0.8, {"rate": bands}, max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
     iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0)
-    assert iv.regime == "sglang/hopper/1-8" and iv.outside is None
+    assert iv.regime == "sglang/hopper/1-8/spec=none" and iv.outside is None
 
 
 def test_interval_arithmetic_and_inverse_figures():
@@ -75,7 +82,7 @@ def test_outside_the_measured_regime_says_so_and_widens():
 def test_nested_coverage_uses_the_other_folds_only():
     # Fold 0: 20 residuals at 0.0; fold 1: 20 at 0.0 and fold 2: 20 at 1.0. For fold 2 the band from
     # folds 0–1 is [0, 0]: none of its points lie inside. For folds 0 and 1 the other folds hold 20
-    # zeros and 20 ones: q10 = 0, q90 = 1 (positions 3.9 and 35.1 of 40 sorted) → all inside.
+    # zeros and 20 ones: k = ⌈41·0.9⌉ = 37, the 37th smallest is 1 and the 4th is 0 → all inside.
     held = ([FoldResidual(0, _r(0.0))] * 20 + [FoldResidual(1, _r(0.0))] * 20 + [FoldResidual(2, _r(1.0))] * 20)
     assert nested_coverage(held) == {"rate": pytest.approx(40 / 60)}
 
@@ -97,3 +104,77 @@ def test_a_one_sided_regime_band_reaches_from_the_figure():
     # Days ∝ 1/rate: days_meas = days_pred·e^(r) ∈ [100·e^0.10, 100·e^0.54] = [110.517, 171.600] → [100, 171.600].
     iv = interval(table, 100.0, "rate", True, "sglang", "blackwell", "x", "b200", 413.0)
     assert (iv.low, iv.high) == pytest.approx((100.0, 171.600), abs=1e-3)
+
+
+def _spec_table(residuals: list[Residual]) -> BandTable:
+    return BandTable(0.8, quantile_bands(residuals), max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+
+
+def test_speculative_decoding_at_a_prior_acceptance_is_a_regime_of_its_own():
+    # 21 residuals with no speculative decoding, −0.10 … +0.10 (band [−0.09, +0.09] as above), and
+    # 21 MTP rows at the prior τ, all too fast: +0.20 … +0.40 (step 0.01): the 2nd and 20th smallest,
+    # 0.21 and 0.39.
+    none = [_r(round(-0.10 + 0.01 * i, 2)) for i in range(21)]
+    prior = [replace(_r(round(0.20 + 0.01 * i, 2)), spec="prior") for i in range(21)]
+    table = _spec_table(none + prior)
+    rate = table.bands["rate"]
+    assert (rate["spec=none"].n, rate["spec=prior"].n, rate["all"].n) == (21, 21, 42)
+    assert (rate["sglang/hopper/llama-3.1/1-8/spec=prior"].low_q,
+            rate["sglang/hopper/llama-3.1/1-8/spec=prior"].high_q) == pytest.approx((0.21, 0.39))
+    # none: [100·e^−0.09, 100·e^0.09] = [91.393, 109.417], two-sided
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "none")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none"
+    assert (iv.low, iv.high) == pytest.approx((91.393, 109.417), abs=1e-3)
+    # prior: meas = pred·e^(−r) ∈ [100·e^−0.39, 100·e^−0.21] = [67.706, 81.058] → up to the figure: [67.706, 100]
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "prior")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=prior"
+    assert (iv.low, iv.high) == pytest.approx((67.706, 100.0), abs=1e-3)
+    # a stated τ: no residual of its own, so the none band
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "stated")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none" and iv.low == pytest.approx(91.393, abs=1e-3)
+    # a sparse family pools up within its own spec regime: qwen3 at the prior τ takes the 21 prior points
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, "prior")
+    assert iv.regime == "sglang/hopper/1-8/spec=prior" and iv.low == pytest.approx(67.706, abs=1e-3)
+
+
+def test_without_the_split_prior_rows_skew_the_band_of_plans_without_speculative_decoding():
+    # The same 42 residuals, all counted as "none" (what the table did before the split): sorted they are
+    # −0.10 … +0.10 then +0.20 … +0.40. k = ⌈43·0.9⌉ = ⌈38.7⌉ = 39: the 39th smallest is the 18th prior
+    # one, 0.20 + 0.01·17 = 0.37, and the 42 + 1 − 39 = 4th smallest is −0.07.
+    pooled = [_r(round(-0.10 + 0.01 * i, 2)) for i in range(21)] + [_r(round(0.20 + 0.01 * i, 2)) for i in range(21)]
+    band = _spec_table(pooled).bands["rate"]["sglang/hopper/llama-3.1/1-8/spec=none"]
+    assert (band.low_q, band.high_q, band.n) == pytest.approx((-0.07, 0.37, 42))
+
+
+def test_lookup_order_and_tables_written_before_the_split():
+    assert lookup_keys("sglang", "hopper", "qwen3", 100.0, "stated") == (
+        "sglang/hopper/qwen3/65-256/spec=stated", "sglang/hopper/65-256/spec=stated", "sglang/hopper/spec=stated",
+        "sglang/spec=stated", "spec=stated",
+        "sglang/hopper/qwen3/65-256/spec=none", "sglang/hopper/65-256/spec=none", "sglang/hopper/spec=none",
+        "sglang/spec=none", "spec=none",
+        "sglang/hopper/qwen3/65-256", "sglang/hopper/65-256", "sglang/hopper", "sglang", "all")
+    # an old table (keys without /spec=): every spec setting finds the old regime
+    old = BandTable(0.8, {"rate": {"sglang/hopper/1-8": Band(-0.1, 0.2, 50), "all": Band(-0.5, 0.5, 100)}},
+                    max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+    for spec in ("none", "prior", "stated"):
+        iv = interval(old, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, spec)
+        # [100·e^−0.2, 100·e^0.1] = [81.873, 110.517]
+        assert iv.regime == "sglang/hopper/1-8" and (iv.low, iv.high) == pytest.approx((81.873, 110.517), abs=1e-3)
+
+
+def test_spec_regime_of_a_setting():
+    assert [spec_regime(parse_spec(s)) for s in ("none", "mtp:3", "mtp:3:2.5", "eagle3:7")] == [
+        "none", "prior", "stated", "prior"]
+
+
+def test_nested_coverage_checks_each_residual_against_its_own_spec_regime():
+    # Two folds, each: 30 residuals with no speculative decoding at 0.0 and 2 prior-τ ones at 1.0
+    # (min_points = 2, so 2 points make a regime). Split: the other fold's none band is [0, 0] and its
+    # prior band [1, 1] (n = 2: k = ⌈2.7⌉ = 3, clamped to 2): 64 of 64 inside. Pooled (all "none"): the
+    # other fold's 32 points, k = ⌈33·0.9⌉ = ⌈29.7⌉ = 30, the 30th smallest is 0 → band [0, 0]: the 4
+    # prior points miss, 60/64.
+    def fold(k: int, spec: str) -> list[FoldResidual]:
+        return [FoldResidual(k, _r(0.0))] * 30 + [FoldResidual(k, replace(_r(1.0), spec=spec))] * 2
+
+    assert nested_coverage(fold(0, "prior") + fold(1, "prior"), min_points=2) == {"rate": 1.0}
+    assert nested_coverage(fold(0, "none") + fold(1, "none"), min_points=2) == {"rate": pytest.approx(60 / 64)}

@@ -62,3 +62,37 @@ def test_plan_options_bound_days_and_dollars(shipped_bands):
     assert o["wall_days_interval"]["high"] >= o["wall_days"] * math.exp(0.2) * (1 - 1e-9)
     assert o["usd_interval"]["low"] < o["usd"] < o["usd_interval"]["high"]
     assert o["output_tok_s_total_interval"]["low"] < o["output_tok_s_total"] < o["output_tok_s_total_interval"]["high"]
+
+
+SPEC_BANDS = {**BANDS, "bands": {
+    "rate": {"all": {"q_low": -0.3, "q_high": 0.6, "n": 90},
+             "spec=none": {"q_low": -0.1, "q_high": 0.2, "n": 50},
+             "spec=prior": {"q_low": 0.1, "q_high": 0.5, "n": 40}},
+    "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}}}}
+
+
+@pytest.mark.parametrize(("spec", "regime"), [("none", "spec=none"), ("mtp:3", "spec=prior"),
+                                              ("mtp:3:2.5", "spec=none")])
+def test_predict_takes_the_band_of_its_own_speculative_decoding(monkeypatch, spec, regime):
+    monkeypatch.setattr(api, "shipped_error_bands_json", lambda: SPEC_BANDS)
+    p = predict(PredictRequest(model="qwen3.6-27b", gpu="h100-sxm", weight_dtype="fp8", concurrency=8,
+                               spec=spec)).to_json()
+    tok, iv = p["output_tok_s_per_gpu"], p["output_tok_s_per_gpu_interval"]
+    assert iv["regime"] == regime and p["error_band"]["regime"] == "all"  # ttft: only 'all'
+    if regime == "spec=none":  # r ∈ [−0.1, 0.2]: [tok·e^−0.2, tok·e^0.1]
+        assert (iv["low"], iv["high"]) == pytest.approx((tok * math.exp(-0.2), tok * math.exp(0.1)))
+    else:  # r ∈ [0.1, 0.5], all too fast: [tok·e^−0.5, tok·e^−0.1] reaching up to the figure → [tok·e^−0.5, tok]
+        assert (iv["low"], iv["high"]) == pytest.approx((tok * math.exp(-0.5), tok))
+
+
+def test_a_plan_option_at_the_prior_acceptance_takes_the_prior_band(monkeypatch):
+    from tokenplan.api.plan import PlanRequest, plan
+
+    monkeypatch.setattr(api, "shipped_error_bands_json", lambda: SPEC_BANDS)
+    result = plan(PlanRequest(model="qwen3.6-27b", gpus=("1xh100-sxm",), samples=1000, specs=("mtp:3",),
+                              weight_dtypes=("fp8",), kv_dtypes=("fp8",))).to_json()
+    (o,) = result["options"]
+    assert o["spec"].startswith("mtp k=3") and o["wall_days_interval"]["regime"] == "spec=prior"
+    # days ∝ 1/rate: days·[e^0.1, e^0.5] reaching down to the figure → [days, days·e^0.5]
+    assert (o["wall_days_interval"]["low"], o["wall_days_interval"]["high"]) == pytest.approx(
+        (o["wall_days"], o["wall_days"] * math.exp(0.5)))
