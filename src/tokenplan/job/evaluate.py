@@ -194,10 +194,12 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     running = _allocated(config, settings, limits.limit)
     if not mem.allocates(running):
         a = mem.allocation(running)
-        return Rejection(config, f"cannot allocate {running:,.0f} running requests: KV pool "
-                                 f"{a['kv_cache'] / GiB:,.1f} GiB, reserve {a['reserve'] / GiB:,.1f} GiB after "
+        short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
+        return Rejection(config, f"cannot allocate {running:,.0f} running requests: their "
                                  f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
-                                 "speculative state per GPU", "kv")
+                                 f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
+                                 f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
+                         "kv")
     if ctx is not None and isl.max + osl.max > ctx:
         warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
                         "context: the engine refuses them")

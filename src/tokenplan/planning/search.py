@@ -144,7 +144,8 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
         elif r.kind == "layout":
             out[f"{cfg.layout.describe()}: {r.reason}"] += 1
         elif r.kind == "kv":
-            out[f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV: {r.reason}"] += 1
+            spec = f", {cfg.spec.method} k={cfg.spec.draft_tokens}" if cfg.spec is not None else ""
+            out[f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}: {r.reason}"] += 1
         else:
             out[r.reason] += 1
     for scope, group in memory.items():

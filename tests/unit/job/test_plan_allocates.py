@@ -96,3 +96,4 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
                          max_running=128, disable_radix_cache=True)
     rejected = memory(replace(req, max_running=413)).to_json()["rejected"]
     assert rejected.startswith("cannot allocate 413 running requests")
+    assert "speculative state per GPU" in rejected and "overrun the GPU by" in rejected and "-" not in rejected
