@@ -69,7 +69,9 @@ def test_budget_below_what_any_count_costs_is_a_reasoned_miss():
     p = plan(PlanRequest(gpus=("16xb200",), budget_usd=100)).to_json()
     row = p["provisioning"]["options"][0]
     assert not row["meets"] and row["gpus"] is None
-    assert row["why"].startswith("no count up to 16 GPUs meets the target; 16 GPUs take")
+    # A budget nothing meets is served best by the count that costs least: that one is named.
+    cheapest = min(row["tried"], key=lambda t: (t["usd"], t["gpus"]))["gpus"]
+    assert row["why"].startswith(f"no count up to 16 GPUs meets the target; {cheapest} GPUs take")
     assert row["why"].endswith("(over the $100 budget)")
     assert [t["gpus"] for t in row["tried"]] == [8, 16]
 

@@ -105,7 +105,7 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
             break
         lo = units
     if hi is None:
-        closest = _closest(list(tried.values()))
+        closest = _closest(list(tried.values()), target)
         return Provision(unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target))
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -130,10 +130,19 @@ def _sorted(tried: dict[int, Outcome]) -> list[Outcome]:
     return [tried[k] for k in sorted(tried)]
 
 
-def _closest(outcomes: Sequence[Outcome]) -> Outcome | None:
-    """The outcome with the most GPUs among those where something runs."""
+def _closest(outcomes: Sequence[Outcome], target: Target | None = None) -> Outcome | None:
+    """Among the outcomes where something runs, the one nearest the target: with a budget, the
+    fastest within it, else the cheapest (a budget nothing meets is best served by the count
+    that costs least); without one, the most GPUs (the fastest)."""
     running = [o for o in outcomes if o.wall_s is not None]
-    return max(running, key=lambda o: o.gpus) if running else None
+    if not running:
+        return None
+    budget = target.budget_usd if target is not None else None
+    priced = [o for o in running if o.usd is not None]
+    if budget is not None and priced:
+        within = [o for o in priced if o.usd <= budget]
+        return max(within, key=lambda o: o.gpus) if within else min(priced, key=lambda o: (o.usd, o.gpus))
+    return max(running, key=lambda o: o.gpus)
 
 
 def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None) -> str:

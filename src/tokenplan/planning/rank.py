@@ -55,10 +55,10 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
             continue
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
-                     f"→ {b.wall_s / S_PER_DAY:.1f} days{money}; bound by {bottleneck_text(b)}.")
+                     f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}.")
     f, ch = fastest(results), cheapest(results)
     if f and ch and f is not ch:
-        lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.1f} days); cheapest: "
+        lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
                      f"{ch.option.label} (${ch.best.cost.usd:,.0f}).")
     elif f:
         lines.append(f"{f.option.label} is both the fastest and the cheapest option.")
