@@ -21,7 +21,7 @@ ERRORS = {
     "spec_too_many_drafts": (P8 + ["--spec", "eagle:100"], "spec draft tokens"),
     "fractional_concurrency": (P8 + ["--concurrency", "1.5"], "concurrency"),
     "missing_config_path": (["predict", "--model", "/nonexistent/config.json", "--gpu", "h100-sxm"], "file not found"),
-    "osl_mean_zero": (["plan", "--osl-mean", "0"], "osl_mean"),
+    "osl_mean_zero": (["plan", "--osl-mean", "0"], "osl 0 is not allowed (allowed: a number of tokens > 0)"),
     "does_not_fit_hint": (["predict", "--model", "llama-3.1-405b", "--gpu", "h100-sxm"], "more GPUs per replica"),
 }
 JSON_RUNS = {

@@ -62,7 +62,12 @@ def _positive(field: str, value: float | None, allow_none: bool = False, whole: 
     if value is None and allow_none:
         return
     if value is None or not 0 < value < math.inf:
-        raise InputError(field, value, "an integer ≥ 1" if whole else "a finite number > 0")
+        raise InputError(field, _shown(value), "an integer ≥ 1" if whole else "a finite number > 0")
+
+
+def _shown(value: object) -> object:
+    """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tokenplan.api._common import PLAN_FIGURES, calibration_warnings, efficiency_table, figure_bands
+from tokenplan.api._common import PLAN_FIGURES, _shown, calibration_warnings, efficiency_table, figure_bands
 from tokenplan.api._provisioning import check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
                                         PlanOption, PlanReportData, PlanResult, Recommended)
@@ -176,14 +176,16 @@ def _radix_notes(results: list[OptionResult], table: EfficiencyTable, job: Job) 
 
 def _check_lengths(req: PlanRequest) -> None:
     """Name the option of a bad length before the distribution is built."""
-    for name in ("isl", "osl"):
+    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
+    # sigma, cap), which is where a user sets them.
+    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
         mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
         if not mean > 0:
-            raise InputError(f"{name}_mean", mean, "a number of tokens > 0")
+            raise InputError(name, _shown(mean), "a number of tokens > 0")
         if not sigma >= 0:
-            raise InputError(f"{name}_sigma", sigma, "a lognormal σ ≥ 0")
+            raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
         if cap is not None and not cap > mean:
-            raise InputError(f"{name}_cap", cap, f"a number of tokens above the mean {mean:g}")
+            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
 
 
 def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
