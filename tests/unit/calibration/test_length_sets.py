@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
+
+from tests.support.our_numbers import EFF, ours
 
 from tokenplan.api._cases import resolve_case, set_lengths
 from tokenplan.catalog.length_sets import LengthShape, length_set, length_set_names
 from tokenplan.files.measurements import read_measurements
 from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist, fixed
-from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.step import step_time
 
 HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,concurrency,"
@@ -80,17 +80,7 @@ def _constant_step_h100():
     from tokenplan.api._common import PredictRequest, evaluate_request
 
     ev = evaluate_request(PredictRequest("llama-3.1-8b", "h100-sxm", isl=512, osl=1000, concurrency=2))
-    d = ev.deployment
-    d = replace(d, gpu=replace(d.gpu, hbm_bytes_per_s=4e12),
-                memory=replace(d.memory, kv_bytes_per_token_per_gpu=0.0, sliding_bytes_per_token_per_gpu=0.0),
-                dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8, lm_head_bytes=1e9, gemm_flops_per_s=1e15,
-                attn_flops_per_s=1e15, attn_flops_per_token_ctx=0.0, gdn_flops_per_token=0.0,
-                lowprec=False, weight_only=False)
-    eff = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
-                     lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                     per_sequence_overhead_s=0.0, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                     layer_latency_s=0.0, per_token_moe_layer_s=0.0)
-    return ev, d, eff
+    return ev, ours(ev.deployment), EFF
 
 
 def test_a_burst_with_spread_outputs_lasts_as_long_as_its_longest_output():

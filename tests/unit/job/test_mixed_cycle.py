@@ -1,19 +1,13 @@
 """The cycle of an engine that mixes prompt chunks into decode steps (vLLM, TRT-LLM)."""
 
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
+from tests.support.our_numbers import EFF, ours
 from tokenplan.api._common import PredictRequest, evaluate_request
 from tokenplan.job.batching import _mixed_cycle
 from tokenplan.job.workload import fixed
-from tokenplan.perf.efficiency import Efficiency
-
-EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
-                 lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                 per_sequence_overhead_s=0.0, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                 layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
 
 
 def _dense():
@@ -23,11 +17,7 @@ def _dense():
                                          concurrency=4))
     d = ev.deployment
     assert d.layout.tp == 1 and d.spec.moe is None
-    return replace(d, gpu=replace(d.gpu, hbm_bytes_per_s=4e12, gemm_curves=()),
-                   memory=replace(d.memory, kv_bytes_per_token_per_gpu=0.0, sliding_bytes_per_token_per_gpu=0.0),
-                   dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8, lm_head_bytes=1e9, gemm_flops_per_s=1e15,
-                   attn_flops_per_s=1e15, attn_flops_per_token_ctx=0.0, attn_prefill_flops_per_token_ctx=0.0,
-                   gdn_flops_per_token=0.0, lowprec=False, weight_only=False)
+    return ours(d)
 
 
 def test_a_prompt_rides_whole_in_one_step_and_the_other_steps_decode_alone():

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.support.our_numbers import EFF, ours
+
 from tokenplan.api._common import PredictRequest, efficiency_table, evaluate_request
 from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist, fixed
@@ -37,22 +39,12 @@ def test_one_lognormal_request_takes_its_mean_length_not_the_longest():
 def test_drain_of_one_running_request_is_half_its_length_of_constant_steps():
     from dataclasses import replace
 
-    from tokenplan.perf.efficiency import Efficiency
-
     ev, _ = _llama_h100()
     assert ev.steady.batch == 1 and ev.deployment.layout.tp == 1  # no collective
-    # Our own numbers: 4 TB/s HBM, 1 PFLOP/s, 8e9 + 1e9 bytes of weights, no KV or attention work,
-    # so a decode step is the same at every context.
-    d = ev.deployment
-    d = replace(d, gpu=replace(d.gpu, hbm_bytes_per_s=4e12),
-                memory=replace(d.memory, kv_bytes_per_token_per_gpu=0.0, sliding_bytes_per_token_per_gpu=0.0),
-                dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8, lm_head_bytes=1e9, gemm_flops_per_s=1e15,
-                attn_flops_per_s=1e15, attn_flops_per_token_ctx=0.0, gdn_flops_per_token=0.0,
-                lowprec=False, weight_only=False)
-    eff = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
-                     lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                     per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                     layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+    # Our own numbers (tests/support/our_numbers.py): 4 TB/s HBM, 1 PFLOP/s, 8e9 + 1e9 bytes of
+    # weights, no KV or attention work, so a decode step is the same at every context.
+    d = ours(ev.deployment)
+    eff = replace(EFF, per_sequence_overhead_s=1e-5)
     # Step: 9e9 B / (4e12 × 0.8) = 2.8125 ms (FLOPs 2 × 8.5e9 = 1.7e10 at 5e14 × 1/9 FLOP/s = 0.306 ms,
     # below) + 1 ms fixed + 10 µs for the one sequence = 3.8225 ms.
     # Drain: the one running request has a residual length uniform on [0, 1,000] (fixed OSL,
