@@ -78,5 +78,19 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
         spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
         lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPUs{unit} → "
-                     f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}.")
+                     f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}{_overrun(prov, row)}.")
     return lines
+
+
+def _overrun(prov: Provisioning, row: ProvisionRow) -> str:
+    """Where a count meets a target at its point estimate but its 80 % band reaches past it:
+    say so, so that a deadline or budget met only at the estimate is read as at risk."""
+    if row.bands is None:
+        return ""
+    out = []
+    days, usd = row.bands.intervals.get("wall_days"), row.bands.intervals.get("usd")
+    if prov.deadline_days is not None and days is not None and days.high > prov.deadline_days:
+        out.append(f"the 80 % band reaches past the {_days_text(prov.deadline_days)} deadline")
+    if prov.budget_usd is not None and usd is not None and usd.high > prov.budget_usd:
+        out.append(f"the 80 % band reaches past the ${prov.budget_usd:,.0f} budget (to ${usd.high:,.0f})")
+    return f" — at risk: {'; '.join(out)}" if out else ""
