@@ -211,17 +211,18 @@ def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch
     budget = max(chunk - batch * query, chunk * MIN_PREFILL_BUDGET_FRACTION)
     n_own = math.ceil(isl.mean / budget)
     overhead_s = dec_s - dec_kernel_s  # per step outside the verify kernels (the draft)
+    # One piece of a prompt riding with the whole decode batch: the greedy schedule's prefill
+    # step, and what a request waits for its own prompt (n_own of them).
+    piece_s = step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
     if batch * n_own <= n_dec:
-        piece = step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk)
-        cycle = batch * n_own * piece.total_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
+        cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
         n_steps = max(n_dec, prompt_tokens / budget)
         mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
                           prompt_chunk)
         cycle = n_steps * (mixed.total_s + overhead_s)
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-    own = n_own * step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
-    return _Cycle(cycle, prefill_share, own)
+    return _Cycle(cycle, prefill_share, n_own * piece_s)
 
 
 def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, isl: LengthDist,

@@ -279,7 +279,7 @@ def step_time(
     # sequence than one rank's share, a cost not modelled on its own.
     overhead = (eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
                 + eff.layer_latency_s * d.spec.num_layers
-                + eff.moe_layer_latency_s * (d.spec.moe_layers if d.spec.moe is not None else 0)
+                + eff.moe_layer_latency_s * d.spec.moe_layers  # 0 for a dense model
                 + eff.per_token_moe_layer_s * _moe_token_layers(d, t.dec + t.pre))
     return StepTime(
         gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention_s * pp,
