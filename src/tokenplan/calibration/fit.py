@@ -3,10 +3,14 @@
 Parameters are :data:`~tokenplan.perf.efficiency.EFFICIENCY_FIELDS` at three levels — the
 default (every row), per engine, and per ``engine/architecture`` — where the data holds at
 least ``min_rows`` rows for the level. A case uses the most specific value of each factor.
-Group factors are pulled toward their parent by a weak prior (a log-normal of width
-``prior_sigma``), so a group with little data stays near the default instead of fitting
-noise; the default is pulled toward the documented physical defaults the same way. Bounds are
-:data:`EFFICIENCY_BOUNDS`.
+The factors the silicon sets for every engine (:data:`SILICON_FACTORS`) have a fourth level,
+``*/architecture``: a ratio to the engine's value shared by all engines on that architecture,
+which an engine × architecture pair without a group of its own inherits. Group factors are
+pulled toward their parent (the engine's value, times the silicon ratio where there is one) by
+a weak prior (a log-normal of width ``prior_sigma``), a silicon ratio toward 1 the same way, so
+a group with little data stays near its parent instead of fitting noise; the default is pulled
+toward the documented physical defaults. Bounds are :data:`EFFICIENCY_BOUNDS` (ratios:
+:data:`SILICON_RATIO_BOUNDS`).
 
 Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, and TTFT at
 :attr:`FitOptions.ttft_weight`; an InferenceX row gives all three), ``w`` from the row's trust
@@ -57,6 +61,18 @@ ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", 
 # factor to 0.35 and Qwen3.6-27B FP8 on B200 (dense) 25 % slow.
 ARCH_FACTORS = ("gemm_kernel_factor", "moe_kernel_factor", "gemm_fraction", "gemm_half_tokens", "lowprec_fraction",
                 "dequant_fraction", "hbm_fraction", "attention_fraction", "layer_latency_s")
+# What the silicon sets for every engine alike: the share of HBM bandwidth a streaming kernel
+# and a paged KV read reach, and the per-layer launch latency (HIP graph replays cost more
+# than CUDA graph ones). These get a fourth level, ``*/architecture``: a ratio to the engine's
+# value, shared by every engine on that architecture, so that an engine × architecture pair
+# with too few rows for its own group starts from what the architecture does to the engines
+# that were measured on it, not from the engine's CUDA-level value (vLLM has two MI300X rows;
+# SGLang on MI300X reaches 0.57 of its own overall HBM fraction). A fitted engine × architecture
+# group's prior parent is the engine's value times this ratio.
+SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s")
+# A ratio of 1/4 to 4: the widest spread of any one of these factors between two chips an engine
+# runs on stays inside its own bounds (EFFICIENCY_BOUNDS: hbm 0.3–0.95 is a factor of ~3).
+SILICON_RATIO_BOUNDS = (0.25, 4.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +204,15 @@ def _levels(case: Case) -> tuple[str, str, str]:
     return "default", case.engine, case.group
 
 
+def silicon_level(group: str) -> str:
+    """The silicon level of an ``engine/architecture`` group: ``*/architecture``."""
+    return "*/" + group.split("/", 1)[1]
+
+
+def _all_levels(case: Case) -> tuple[str, ...]:
+    return (*_levels(case), silicon_level(case.group))
+
+
 def parameters(cases: list[Case], options: FitOptions) -> list[tuple[str, str]]:
     """(level, factor) pairs the data supports: default factors, then engines and
     engine/architecture groups with at least ``min_rows`` rows, less ``options.held``. A group's low-precision and
@@ -196,13 +221,15 @@ def parameters(cases: list[Case], options: FitOptions) -> list[tuple[str, str]]:
     counts: dict[str, int] = {}
     kernels: dict[str, set[str]] = {}
     for c in cases:
-        for level in _levels(c)[1:]:
+        for level in _all_levels(c)[1:]:
             counts[level] = counts.get(level, 0) + 1
         kernels.setdefault(c.group, set()).update(_kernel_factors(c))
     params = [("default", f) for f in DEFAULT_FACTORS]
     for level in sorted(counts):
         if counts[level] >= options.min_rows:
-            if "/" not in level:
+            if level.startswith("*/"):
+                params += [(level, f) for f in SILICON_FACTORS]
+            elif "/" not in level:
                 params += [(level, f) for f in ENGINE_FACTORS]
             else:
                 params += [(level, f) for f in ARCH_FACTORS
@@ -233,18 +260,33 @@ def _from_x(name: str, x: float) -> float:
     return math.exp(x) - (1e-6 if name == "per_sequence_overhead_s" else 0.0)
 
 
-def _bounds_x(name: str) -> tuple[float, float]:
-    lo, hi = EFFICIENCY_BOUNDS[name]
-    return _to_x(name, lo), _to_x(name, hi)
+def _x_of(level: str, name: str, value: float) -> float:
+    return math.log(value) if level.startswith("*/") else _to_x(name, value)
+
+
+def _value_of(level: str, name: str, x: float) -> float:
+    return math.exp(x) if level.startswith("*/") else _from_x(name, x)
+
+
+def _bounds_x(level: str, name: str) -> tuple[float, float]:
+    lo, hi = SILICON_RATIO_BOUNDS if level.startswith("*/") else EFFICIENCY_BOUNDS[name]
+    return _x_of(level, name, lo), _x_of(level, name, hi)
 
 
 def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Efficiency) -> Efficiency:
-    """The case's factors: ``base``, overridden by default, engine, then engine/arch fits."""
+    """The case's factors: ``base``, overridden by the default and engine fits, the silicon
+    factors scaled by the ``*/architecture`` ratio (kept inside ``EFFICIENCY_BOUNDS``), then
+    overridden by the engine/arch fit."""
+    default, engine, group = _levels(case)
     merged = base.as_dict()
-    for level in _levels(case):
-        for name in EFFICIENCY_FIELDS:
-            if (level, name) in values:
-                merged[name] = values[(level, name)]
+    for level in (default, engine):
+        merged.update({name: values[(level, name)] for name in EFFICIENCY_FIELDS if (level, name) in values})
+    silicon = silicon_level(group)
+    for name in SILICON_FACTORS:
+        if (silicon, name) in values:
+            lo, hi = EFFICIENCY_BOUNDS[name]
+            merged[name] = min(max(merged[name] * values[(silicon, name)], lo), hi)
+    merged.update({name: values[(group, name)] for name in EFFICIENCY_FIELDS if (group, name) in values})
     return Efficiency(**merged)
 
 
@@ -289,8 +331,9 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     params = parameters(cases, options)
     index = {p: i for i, p in enumerate(params)}
     start = start or {}
-    x0 = np.array([_to_x(name, start.get((level, name), getattr(base, name))) for level, name in params])
-    lo, hi = zip(*(_bounds_x(name) for _, name in params))
+    x0 = np.array([_x_of(level, name, start.get((level, name), 1.0 if level.startswith("*/") else getattr(base, name)))
+                   for level, name in params])
+    lo, hi = zip(*(_bounds_x(level, name) for level, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
     n_kind = {"throughput": 0, "serving": 0, "both": 0}
     for c in cases:
@@ -302,15 +345,17 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     def parent_x(level: str, name: str, x) -> float:
         if level == "default":
             return x0_default[name]
+        if level.startswith("*/"):
+            return 0.0  # a ratio of 1: the architecture changes nothing
         up = "default" if "/" not in level else level.split("/")[0]
-        if (up, name) in index:
-            return x[index[(up, name)]]
-        return x[index[("default", name)]]
+        px = x[index[(up, name)]] if (up, name) in index else x[index[("default", name)]]
+        silicon = (silicon_level(level), name) if "/" in level else None
+        return px + x[index[silicon]] if silicon in index else px
 
     x0_default = {name: _to_x(name, getattr(base, name)) for name in EFFICIENCY_FIELDS}
 
     def residuals(x):
-        values = {p: _from_x(p[1], x[i]) for i, p in enumerate(params)}
+        values = {p: _value_of(*p, x[i]) for i, p in enumerate(params)}
         out = []
         for c, w in zip(cases, weights):
             out += [w * r for r in log_residuals(c, efficiency_for(values, c, base), options.ttft_weight)]
@@ -326,8 +371,9 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     uncertainty = _uncertainty(sol, len(params))
     factors = []
     for (level, name), i in index.items():
-        value = _from_x(name, sol.x[i])
-        pinned = at_bound(name, value)
+        value = _value_of(level, name, sol.x[i])
+        pinned = (any(math.isclose(value, b, rel_tol=1e-3) for b in SILICON_RATIO_BOUNDS) if level.startswith("*/")
+                  else at_bound(name, value))
         # d value / d x = exp(x) in log space; no σ for a factor the bound holds
         sigma = math.nan if pinned else math.exp(sol.x[i]) * uncertainty[i]
         factors.append(FittedFactor(level, name, value, sigma, pinned))
@@ -347,13 +393,17 @@ def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict, opt
 
     rows = []
     for c in cases:
-        levels = set(_levels(c))
+        levels = set(_all_levels(c))
         cols = [i for (level, _), i in index.items() if level in levels]
         rows += [cols] * len(log_residuals_count(c, options.ttft_weight))
     for (level, name), i in index.items():
+        if level == "default" or level.startswith("*/"):
+            rows.append([i])
+            continue
         up = "default" if "/" not in level else level.split("/")[0]
-        parents = [index[p] for p in ((up, name), ("default", name)) if p in index and level != "default"]
-        rows.append([i] + parents[:1])
+        parents = [index[p] for p in ((up, name), ("default", name)) if p in index]
+        silicon = [index[p] for p in [(silicon_level(level), name)] if p in index] if "/" in level else []
+        rows.append([i] + parents[:1] + silicon)
     out = np.zeros((len(rows), len(params)), dtype=bool)
     for r, cols in enumerate(rows):
         out[r, cols] = True
@@ -382,12 +432,19 @@ def _uncertainty(sol, n_params: int) -> list[float]:
 def table_from_values(values: dict[tuple[str, str], float], cases: list[Case], base: Efficiency,
                       provenance: str = "") -> EfficiencyTable:
     """An EfficiencyTable: the fitted default, and one merged group per engine and per
-    engine/architecture seen in ``cases``."""
+    engine/architecture seen in ``cases``, plus every engine seen on every architecture with a
+    fitted silicon ratio (``*/architecture``), so that an engine never measured on a chip
+    starts from what the chip does to the engines that were."""
     default = efficiency_for({k: v for k, v in values.items() if k[0] == "default"}, _Dummy(), base)
     groups: dict[str, Efficiency] = {}
     for c in cases:
         groups.setdefault(c.engine, efficiency_for(values, _Dummy(c.engine), base))
         groups.setdefault(c.group, efficiency_for(values, c, base))
+    architectures = sorted({level[2:] for level, _ in values if level.startswith("*/")})
+    for engine in sorted({c.engine for c in cases}):
+        for arch in architectures:
+            group = f"{engine}/{arch}"
+            groups.setdefault(group, efficiency_for(values, _Dummy(engine, group), base))
     return EfficiencyTable(default, groups, provenance)
 
 
