@@ -10,6 +10,7 @@ import pytest
 
 from tokenplan.api._cases import resolve_case
 from tokenplan.calibration.fit import FitOptions, fit
+from tokenplan.calibration.levels import parameters
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.measurement import Measurement
 from tokenplan.perf.efficiency import Efficiency
@@ -102,11 +103,10 @@ def test_a_factor_pinned_on_its_bound_is_reported_without_sigma():
 
 
 def test_held_factors_are_not_fitted_at_any_level():
-    from tokenplan.calibration.fit import parameters
 
     cases = _cases()
-    assert ("default", "comm_fraction") not in parameters(cases, FitOptions())
-    assert ("default", "comm_fraction") in parameters(cases, FitOptions(held=()))
+    assert ("default", "comm_fraction") not in parameters(cases, FitOptions().min_rows, FitOptions().held)
+    assert ("default", "comm_fraction") in parameters(cases, FitOptions().min_rows, held=())
     result = fit(cases[:4], Efficiency(comm_fraction=0.7), FitOptions(min_rows=1000, max_nfev=2))
     assert result.table.default.comm_fraction == 0.7 and result.held == ("comm_fraction",)
 

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from tokenplan.api._cases import resolve_case
-from tokenplan.calibration.fit import FitOptions, efficiency_for, fit, parameters, table_from_values
+from tokenplan.calibration.fit import FitOptions, fit
+from tokenplan.calibration.levels import efficiency_for, parameters, table_from_values
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.measurement import Measurement
 from tokenplan.perf.efficiency import Efficiency
@@ -50,8 +51,8 @@ def test_the_table_gives_an_engine_never_measured_on_a_chip_the_chips_ratio():
 
 def test_the_silicon_level_is_fitted_only_where_the_chip_has_enough_rows():
     cases = [_case(2 + i, "sglang", "mi300x", 2 ** (i % 6)) for i in range(5)]
-    assert not any(level.startswith("*/") for level, _ in parameters(cases, FitOptions(min_rows=6)))
-    levels = {level for level, _ in parameters(cases, FitOptions(min_rows=5))}
+    assert not any(level.startswith("*/") for level, _ in parameters(cases, min_rows=6))
+    levels = {level for level, _ in parameters(cases, min_rows=5)}
     assert "*/cdna3" in levels
 
 
