@@ -4,6 +4,7 @@ planned engine's command first (engine-facts S1, V1, T1, T2, T12)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,16 @@ def test_terminal_shows_only_the_planned_engines_command():
 
     out = CliRunner().invoke(app, ["plan", "--engine", "trtllm", "--gpu", "8xb200", "--spec", "none"]).stdout
     assert "trtllm-serve" in out and "sglang.launch_server" not in out and "--mem-fraction-static" not in out
+
+
+def test_a_local_config_launches_from_its_own_folder_as_an_absolute_path(tmp_path, monkeypatch):
+    # A bare folder name would be read as a Hugging Face repository id by every engine.
+    folder = tmp_path / "my-checkpoint"
+    folder.mkdir()
+    shipped = Path(__file__).resolve().parents[2] / "src/tokenplan/catalog/models/qwen3-32b.json"
+    (folder / "config.json").write_text(shipped.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for given in ("my-checkpoint/config.json", "my-checkpoint"):
+        launch = plan(PlanRequest(model=given, gpus=("8xh200",), specs=("none",))).to_json()["options"][0]["launch"]
+        assert f"--model-path {folder}" in launch["sglang"]
+        assert all(f"{folder}" in cmd for cmd in launch.values())

@@ -95,6 +95,8 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
         _positive(field, getattr(req, field))
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
+    if req.osl_cap is not None and not req.osl_cap > req.osl:  # as plan's --max-tokens
+        raise InputError("max-tokens", _shown(req.osl_cap), f"a number of tokens above the mean osl {req.osl:g}")
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)

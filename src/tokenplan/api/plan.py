@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tokenplan.api._common import PLAN_FIGURES, _shown, calibration_warnings, efficiency_table, figure_bands
 from tokenplan.api._provisioning import check_targets, provisioned_result, provisioning, provisioning_sentences
@@ -193,7 +194,11 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
     """Rank the searched options into ``plan``'s result."""
     all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
               for r in results}
-    repo, parsers = launch_info(model.name)
+    # a local config.json (or its folder) launches from that folder, as an absolute path: the
+    # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
+    local = Path(req.model)
+    repo, parsers = ((str((local if local.is_dir() else local.parent).resolve()), None) if local.exists()
+                     else launch_info(model.name))
     engines = {e: load_engine(e) for e in ENGINES}
 
     def fitted_range_warnings(gpu: str, concurrency: int) -> list[str]:

@@ -117,6 +117,10 @@ def main() -> None:
     except exceptions.ClickException as exc:  # e.g. a file option that cannot be opened
         print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         sys.exit(USAGE_EXIT)
+    except OSError as exc:  # a write the up-front path checks could not foresee (/dev/full, a disk filling up)
+        where = f"{exc.filename}: " if exc.filename else "input/output: "
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        sys.exit(USAGE_EXIT)
     except typer.Abort:  # typer ≥ 0.22 keeps it in typer.exceptions, not in its bundled click
         print("aborted", file=sys.stderr)
         sys.exit(1)

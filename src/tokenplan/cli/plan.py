@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from tokenplan.errors import InputError
+
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
@@ -53,6 +55,7 @@ def plan_cmd(
     from tokenplan.cli.options import parse_duration, parse_prices
     from tokenplan.report.plan_output import show_plan, write_plan_files
 
+    _check_outputs(report, png)
     request = plan_request(
         job, model=model, gpus=tuple(gpu) if gpu else None, samples=samples, isl_mean=isl_mean, isl_sigma=isl_sigma,
         isl_cap=isl_cap, osl_mean=osl_mean, osl_sigma=osl_sigma, osl_cap=max_tokens, engine=engine,
@@ -69,3 +72,23 @@ def plan_cmd(
         print(json.dumps(data["plan"], indent=2))
         return
     show_plan(wide_console(), data)
+
+
+def _check_outputs(report: str | None, png: str | None) -> None:
+    """Refuse a ``--report`` file or ``--png`` folder that cannot be written, before the search.
+
+    Raises:
+        InputError: naming the option, the path and what is allowed.
+    """
+    from pathlib import Path
+
+    from tokenplan.runner.paths import check_output_file, check_run_dir
+
+    if report is not None:
+        if not report.strip():
+            raise InputError("--report", report, "an HTML file path")
+        check_output_file(Path(report), "--report", "an HTML file path", create_parent=True)
+    if png is not None:
+        if not png.strip():
+            raise InputError("--png", png, "a folder to write the PNG charts into")
+        check_run_dir(Path(png), "--png")

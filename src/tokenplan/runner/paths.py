@@ -50,17 +50,24 @@ def check_run_dir(path: Path, option: str = "--out") -> None:
         raise InputError(option, str(path), f"a writable directory (cannot write in it: {why})")
 
 
-def check_output_file(path: Path, option: str, what: str = "a file path") -> None:
+def check_output_file(path: Path, option: str, what: str = "a file path", create_parent: bool = False) -> None:
     """Make sure ``path`` can be written later: not a directory, in an existing, writable
-    directory. Nothing is created or changed (a probe file is made and removed beside it).
+    directory. Nothing is created or changed (a probe file is made and removed beside it),
+    except that with ``create_parent`` the missing parent directories are created, as the
+    writer that follows would create them.
 
     Raises:
         InputError: naming ``option``, the value and what is allowed.
     """
-    allowed = f"{what} in an existing, writable directory"
-    if path.is_dir():
+    allowed = f"{what} in {'a' if create_parent else 'an existing,'} writable directory"
+    if not str(path).strip() or path.is_dir():
         raise InputError(option, str(path), f"{allowed}; this path is a directory")
     parent = path.parent
+    if create_parent and not parent.exists():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as problem:
+            raise InputError(option, str(path), f"{allowed}; cannot create {parent} ({_why(problem)})") from None
     if not parent.is_dir():
         problem = "does not exist" if not parent.exists() else "is not a directory"
         raise InputError(option, str(path), f"{allowed}; {parent} {problem}")
