@@ -179,7 +179,10 @@ def _moe(r: _Reader) -> Moe | None:
         shared = r.int("shared_intermediate_size")
     else:
         shared = r.int("n_shared_experts", default=0) * expert_width
-    return Moe(experts, r.first_int(("num_experts_per_tok", "experts_per_token"), minimum=1), expert_width, shared)
+    top_k = r.first_int(("num_experts_per_tok", "experts_per_token"), minimum=1)
+    if top_k > experts:
+        raise ConfigError(r.source, "num_experts_per_tok", f"expected at most the {experts} routed experts, got {top_k}")
+    return Moe(experts, top_k, expert_width, shared)
 
 
 def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec:

@@ -39,6 +39,10 @@ def read_calibration_file(path: str) -> CalibrationFile:
         raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise ConfigError(path, "<root>", "expected a JSON object")
+    if "default" not in data and not data.get("groups"):
+        # an empty profile would silently plan at the built-in defaults, not at a fit
+        raise ConfigError(path, "default", "required key is missing (a profile holds 'default' and/or 'groups' "
+                          "of fitted factors, as tokenplan calibrate writes them)")
     fitted = data.get("fitted_on")
     return CalibrationFile(efficiency_table_from_json(data, path), fitted if isinstance(fitted, dict) else None)
 

@@ -251,3 +251,10 @@ def test_a_json_array_is_not_a_config(tmp_path):
 def test_unknown_model_name_is_a_tokenplan_error():
     with pytest.raises(TokenplanError, match="not in the catalog"):
         load_model("no-such-model")
+
+
+def test_more_experts_per_token_than_routed_experts_is_a_config_error(tmp_path):
+    moe = {**_LLAMA_LIKE, "num_local_experts": 8, "num_experts_per_tok": 9, "moe_intermediate_size": 512}
+    with pytest.raises(ConfigError) as info:
+        load_model(_write(tmp_path, moe))
+    assert info.value.key == "num_experts_per_tok" and "at most the 8 routed experts, got 9" in str(info.value)

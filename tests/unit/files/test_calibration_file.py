@@ -49,3 +49,11 @@ def test_a_malformed_profile_is_one_config_error(tmp_path: Path) -> None:
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid JSON"):
         calibration_warnings(str(path), {})
+
+
+def test_an_empty_profile_is_refused_rather_than_read_as_the_defaults(tmp_path: Path) -> None:
+    # {} parsed to the built-in defaults and moved the default plan from 0.55 to 0.39 days unannounced
+    path = tmp_path / "empty.json"
+    path.write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError, match="default: required key is missing"):
+        read_calibration_file(str(path))
