@@ -100,6 +100,18 @@ WEIGHT_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.INT8, Dtype.MXFP8, Dty
 KV_DTYPES = (Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4)
 
 
+def duration_words(seconds: float) -> str:
+    """A duration as a user would say a deadline: ``2 days``, ``1 day``, ``6 h`` below a day,
+    ``30 min`` below an hour, ``20 s`` below a minute (3 significant digits)."""
+    days = seconds / S_PER_DAY
+    if days >= 1:
+        return f"{days:.3g} day" + ("" if days == 1 else "s")
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
 def parse_dtype(text: str, field: str, allowed: tuple[Dtype, ...] = tuple(Dtype)) -> Dtype:
     """Parse a dtype name (case-insensitive; ``bfloat16``/``float16``/``fp8_e4m3`` aliases).
 

@@ -12,7 +12,7 @@ from tokenplan.planning.provision import Provision
 from tokenplan.planning.rank import describe
 from tokenplan.planning.search import OptionResult
 from tokenplan.planning.space import HardwareOption
-from tokenplan.units import S_PER_DAY
+from tokenplan.units import S_PER_DAY, duration_words
 
 
 def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
@@ -57,8 +57,8 @@ def provisioning(deadline_s: float | None, budget_usd: float | None,
 
 
 def _days_text(days: float) -> str:
-    """``1 day``, ``2 days``, ``1.5 days``."""
-    return f"{days:g} day" + ("" if days == 1 else "s")
+    """``1 day``, ``2 days``, ``1.5 days``; ``6 h`` below a day (:func:`~tokenplan.units.duration_words`)."""
+    return duration_words(days * S_PER_DAY)
 
 
 def provisioning_sentences(prov: Provisioning) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tokenplan.units import S_PER_DAY
+from tokenplan.units import S_PER_DAY, duration_words
 
 DEFAULT_MAX_UNITS = 64  # the most rental units one search considers (512 GPUs of an 8-GPU board)
 
@@ -151,7 +151,7 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None) ->
     money = f", ${closest.usd:,.0f}" if closest.usd is not None else " (no public price: pass --price)"
     missed = []
     if target is not None and target.deadline_s is not None and closest.wall_s > target.deadline_s:
-        missed.append(f"over the {target.deadline_s / S_PER_DAY:g}-day deadline")
+        missed.append(f"over the {duration_words(target.deadline_s)} deadline")
     if target is not None and target.budget_usd is not None:
         if closest.usd is None:
             missed.append("no price to check the budget against")

@@ -6,7 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from tokenplan.units import GiB
+from tokenplan.units import S_PER_DAY, GiB, duration_words
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
 
@@ -47,13 +47,6 @@ def plan_table(result: dict) -> Table:
     return t
 
 
-def _deadline_text(days: float) -> str:
-    """A deadline as the user would say it: ``2 days``, ``1 day``, ``2 h`` below a day."""
-    if days < 1:
-        return f"{days * 24:.3g} h"
-    return f"{days:g} day" + ("" if days == 1 else "s")
-
-
 def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
     """(title, header, rows) of the provisioning answer (``plan``'s ``provisioning``): per GPU
     type, the fewest GPUs that meet the deadline and budget, and the job at that count. Shared by
@@ -61,7 +54,7 @@ def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
     prov = result["provisioning"]
     limits = []
     if prov["deadline_days"] is not None:
-        limits.append(f"deadline {_deadline_text(prov['deadline_days'])}")
+        limits.append(f"deadline {duration_words(prov['deadline_days'] * S_PER_DAY)}")
     if prov["budget_usd"] is not None:
         limits.append(f"budget ${prov['budget_usd']:,.0f}")
     rows = []
