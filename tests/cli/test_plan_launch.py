@@ -3,6 +3,7 @@ planned engine's command first (engine-facts S1, V1, T1, T2, T12)."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -79,3 +80,14 @@ def test_a_local_config_launches_from_its_own_folder_as_an_absolute_path(tmp_pat
         launch = plan(PlanRequest(model=given, gpus=("8xh200",), specs=("none",))).to_json()["options"][0]["launch"]
         assert f"--model-path {folder}" in launch["sglang"]
         assert all(f"{folder}" in cmd for cmd in launch.values())
+
+
+def test_a_job_smaller_than_the_replicas_hold_is_driven_at_its_own_batch():
+    # 1,000 prompts on 64 B200: each of the dp replicas runs 1,000 / dp of them, not its running
+    # limit; SGLang puts every DP replica behind one server, so the endpoint gets dp × ⌈1,000/dp⌉
+    # plus 10 % (e.g. TP2×DP32: 32 × 32 = 1,024 + 103 = 1,127), not dp × the limit.
+    o = plan(PlanRequest(gpus=("64xb200",), samples=1000, specs=("none",))).to_json()["options"][0]
+    dp = int(re.search(r"DP(\d+)", o["layout"]).group(1))
+    in_flight = dp * math.ceil(1000 / dp)
+    assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
+    assert o["concurrency_per_endpoint"] < dp * o["max_running_requests"]

@@ -30,9 +30,13 @@ def client_concurrency(ev: Evaluation) -> int:
     """Requests to keep in flight per server endpoint: the batch of every replica that server
     runs (all DP replicas behind one server, or one replica where each has its own server,
     ``Engine.servers_per_replica``) plus 10 % (at least 8) so that a finished request is
-    replaced at once."""
+    replaced at once. A replica's batch is its running limit, or the smaller batch the job
+    gives it when it has fewer requests than the replicas hold."""
     separate = ev.config.engine.servers_per_replica(ev.config.layout)
-    total = running_limit(ev) * (1 if separate else ev.config.layout.dp)
+    # the batch the plan runs: the running limit, or fewer where the job has fewer requests
+    # than the replicas hold (100,000 B200 for 914,000 prompts run 9 each, not 48)
+    per_replica = min(running_limit(ev), math.ceil(ev.steady.batch))
+    total = per_replica * (1 if separate else ev.config.layout.dp)
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
 

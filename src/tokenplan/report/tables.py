@@ -93,7 +93,7 @@ def plan_details(result: dict) -> Group:
     rec = result.get("recommended")
     if rec:
         best = next(o for o in result["options"] if o["option"] == rec["option"])
-        parts.append(Text(f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']} "
+        parts.append(Text(f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']:,} "
                           f"requests in flight per server (the running limit plus 10 %, so a finished "
                           f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
                           style="bold"))
