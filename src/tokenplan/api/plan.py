@@ -7,6 +7,7 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -181,11 +182,14 @@ def _check_lengths(req: PlanRequest) -> None:
     # sigma, cap), which is where a user sets them.
     for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
         mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
-        if not mean > 0:
+        if not 0 < mean < math.inf:
             raise InputError(name, _shown(mean), "a number of tokens > 0")
-        if not sigma >= 0:
+        if not 0 <= sigma < math.inf:
             raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
         if cap is not None and not cap > mean:
+            if cap == getattr(PlanRequest, f"{name}_cap"):  # the user raised the mean, not the cap
+                raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
+                                 f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
             raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
 
 
