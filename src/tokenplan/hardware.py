@@ -96,6 +96,14 @@ class GemmCurve:
         return self.fraction[i - 1] + w * (self.fraction[i] - self.fraction[i - 1])
 
 
+# The vendor of each GPU architecture the catalog names (its software stack: CUDA or ROCm).
+# catalog/gpus.py checks every entry's vendor against it.
+ARCHITECTURE_VENDOR: dict[str, str] = {
+    "ampere": "nvidia", "ada": "nvidia", "hopper": "nvidia", "blackwell": "nvidia", "blackwell-ultra": "nvidia",
+    "blackwell-gb202": "nvidia", "cdna3": "amd", "cdna4": "amd",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Gpu:
     """One GPU model.

@@ -3,14 +3,16 @@
 Parameters are :data:`~tokenplan.perf.efficiency.EFFICIENCY_FIELDS` at three levels — the
 default (every row), per engine, and per ``engine/architecture`` — where the data holds at
 least ``min_rows`` rows for the level. A case uses the most specific value of each factor.
-The factors the silicon sets for every engine (:data:`SILICON_FACTORS`) have a fourth level,
+The factors the silicon sets for every engine (:data:`~tokenplan.calibration.levels.SILICON_FACTORS`) have a fourth level,
 ``*/architecture``: a ratio to the engine's value shared by all engines on that architecture,
-which an engine × architecture pair without a group of its own inherits. Group factors are
+which an engine × architecture pair without a group of its own inherits, and above it the
+vendor's ratio (``*:amd``, ``*:nvidia``), which a chip no row measured takes. Group factors are
 pulled toward their parent (the engine's value, times the silicon ratio where there is one) by
-a weak prior (a log-normal of width ``prior_sigma``), a silicon ratio toward 1 the same way, so
+a weak prior (a log-normal of width ``prior_sigma``), a silicon ratio toward its vendor's and a
+vendor's toward 1 the same way, so
 a group with little data stays near its parent instead of fitting noise; the default is pulled
 toward the documented physical defaults. Bounds are :data:`EFFICIENCY_BOUNDS` (ratios:
-:data:`SILICON_RATIO_BOUNDS`).
+:data:`~tokenplan.calibration.levels.SILICON_RATIO_BOUNDS`).
 
 Residuals: ``w·log(pred/meas)`` per measured quantity (throughput, TPOT, and TTFT at
 :attr:`FitOptions.ttft_weight`; an InferenceX row gives all three), ``w`` from the row's trust
@@ -33,8 +35,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tokenplan.calibration.levels import (SILICON_RATIO_BOUNDS, all_levels, bounds_x, efficiency_for, parameters,
-                                          silicon_level, table_from_values, value_of, x_of)
+from tokenplan.calibration.levels import (SILICON_RATIO_BOUNDS, all_levels, bounds_x, efficiency_for, is_ratio_level,
+                                          parameters, ratio_parent_key, silicon_key, table_from_values, value_of,
+                                          x_of)
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 
@@ -204,7 +207,7 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     params = parameters(cases, options.min_rows, options.held)
     index = {p: i for i, p in enumerate(params)}
     start = start or {}
-    x0 = np.array([x_of(level, name, start.get((level, name), 1.0 if level.startswith("*/") else getattr(base, name)))
+    x0 = np.array([x_of(level, name, start.get((level, name), 1.0 if is_ratio_level(level) else getattr(base, name)))
                    for level, name in params])
     lo, hi = zip(*(bounds_x(level, name) for level, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
@@ -218,12 +221,13 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     def parent_x(level: str, name: str, x) -> float:
         if level == "default":
             return x0_default[name]
-        if level.startswith("*/"):
-            return 0.0  # a ratio of 1: the architecture changes nothing
+        if is_ratio_level(level):  # toward the vendor's ratio, or 1: the chip changes nothing
+            key = ratio_parent_key(level, name, index)
+            return x[index[key]] if key else 0.0
         up = "default" if "/" not in level else level.split("/")[0]
         px = x[index[(up, name)]] if (up, name) in index else x[index[("default", name)]]
-        silicon = (silicon_level(level), name) if "/" in level else None
-        return px + x[index[silicon]] if silicon in index else px
+        silicon = silicon_key(level, name, index) if "/" in level else None
+        return px + x[index[silicon]] if silicon else px
 
     x0_default = {name: x_of("default", name, getattr(base, name)) for name in EFFICIENCY_FIELDS}
 
@@ -245,7 +249,7 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     factors = []
     for (level, name), i in index.items():
         value = value_of(level, name, sol.x[i])
-        pinned = (any(math.isclose(value, b, rel_tol=1e-3) for b in SILICON_RATIO_BOUNDS) if level.startswith("*/")
+        pinned = (any(math.isclose(value, b, rel_tol=1e-3) for b in SILICON_RATIO_BOUNDS) if is_ratio_level(level)
                   else at_bound(name, value))
         # d value / d x = exp(x) in log space; no σ for a factor the bound holds
         sigma = math.nan if pinned else math.exp(sol.x[i]) * uncertainty[i]
@@ -270,13 +274,14 @@ def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict, opt
         cols = [i for (level, _), i in index.items() if level in levels]
         rows += [cols] * len(log_residuals_count(c, options.ttft_weight))
     for (level, name), i in index.items():
-        if level == "default" or level.startswith("*/"):
-            rows.append([i])
+        if level == "default" or is_ratio_level(level):
+            key = ratio_parent_key(level, name, index) if level != "default" else None
+            rows.append([i] + ([index[key]] if key else []))
             continue
         up = "default" if "/" not in level else level.split("/")[0]
         parents = [index[p] for p in ((up, name), ("default", name)) if p in index]
-        silicon = [index[p] for p in [(silicon_level(level), name)] if p in index] if "/" in level else []
-        rows.append([i] + parents[:1] + silicon)
+        silicon = silicon_key(level, name, index) if "/" in level else None
+        rows.append([i] + parents[:1] + ([index[silicon]] if silicon else []))
     out = np.zeros((len(rows), len(params)), dtype=bool)
     for r, cols in enumerate(rows):
         out[r, cols] = True

@@ -3,7 +3,8 @@ case's factors merge from the levels, and the table a set of fitted values makes
 
 Levels: ``default`` (every row), the engine (``sglang``), the engine × architecture group
 (``sglang/hopper``), and for :data:`SILICON_FACTORS` the silicon level ``*/architecture``, a
-ratio to the engine's value shared by every engine on that architecture. Fitted values are
+ratio to the engine's value shared by every engine on that architecture, under the vendor level
+``*:vendor`` (the ratio a chip no row measured takes). Fitted values are
 optimised in log space (:func:`x_of`, :func:`value_of`, :func:`bounds_x`).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 
 from tokenplan.calibration.validate import Case
+from tokenplan.hardware import ARCHITECTURE_VENDOR
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
 from tokenplan.units import Dtype
 
@@ -46,7 +48,11 @@ ARCH_FACTORS = ("gemm_kernel_factor", "moe_kernel_factor", "gemm_fraction", "gem
 # with too few rows for its own group starts from what the architecture does to the engines
 # that were measured on it, not from the engine's CUDA-level value (vLLM has two MI300X rows;
 # SGLang on MI300X reaches 0.57 of its own overall HBM fraction). A fitted engine × architecture
-# group's prior parent is the engine's value times this ratio.
+# group's prior parent is the engine's value times this ratio. Above the architectures sits the
+# vendor (``*:amd``, ``*:nvidia``): the software stack (ROCm and HIP graphs, CUDA and CUDA
+# graphs) that every chip of the vendor shares. An architecture's ratio is pulled toward its
+# vendor's, and a chip no row measured takes the vendor's ratio: with MI300X held out, the
+# MI355X rows still tell the fit that ROCm kernels reach a smaller share of HBM.
 SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s")
 # A ratio of 1/4 to 4: the widest spread of any one of these factors between two chips an engine
 # runs on stays inside its own bounds (EFFICIENCY_BOUNDS: hbm 0.3–0.95 is a factor of ~3).
@@ -62,8 +68,38 @@ def silicon_level(group: str) -> str:
     return "*/" + group.split("/", 1)[1]
 
 
+def vendor_level(group: str) -> str:
+    """The vendor level of an ``engine/architecture`` group: ``*:nvidia`` or ``*:amd`` (the
+    software stack, CUDA or ROCm, that every chip of the vendor shares)."""
+    arch = group.split("/", 1)[1]
+    return "*:" + ARCHITECTURE_VENDOR.get(arch, arch)
+
+
+def is_ratio_level(level: str) -> bool:
+    """Whether ``level`` holds ratios (silicon ``*/architecture`` or vendor ``*:vendor``)."""
+    return level.startswith("*")
+
+
+def silicon_key(group: str, name: str, fitted) -> tuple[str, str] | None:
+    """The ratio that scales factor ``name`` of ``group``: the architecture's where it is in
+    ``fitted`` (a container of ``(level, factor)``), else the vendor's, else None."""
+    for level in (silicon_level(group), vendor_level(group)):
+        if (level, name) in fitted:
+            return (level, name)
+    return None
+
+
+def ratio_parent_key(level: str, name: str, fitted) -> tuple[str, str] | None:
+    """The prior parent of a ratio level's factor: an architecture's ratio is pulled toward its
+    vendor's (when fitted), a vendor's toward 1 (None)."""
+    if level.startswith("*/"):
+        key = (vendor_level("-" + level[1:]), name)
+        return key if key in fitted else None
+    return None
+
+
 def all_levels(case: Case) -> tuple[str, ...]:
-    return (*case_levels(case), silicon_level(case.group))
+    return (*case_levels(case), silicon_level(case.group), vendor_level(case.group))
 
 
 def parameters(cases: list[Case], min_rows: int, held: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -81,7 +117,7 @@ def parameters(cases: list[Case], min_rows: int, held: tuple[str, ...] = ()) -> 
     params = [("default", f) for f in DEFAULT_FACTORS]
     for level in sorted(counts):
         if counts[level] >= min_rows:
-            if level.startswith("*/"):
+            if is_ratio_level(level):
                 params += [(level, f) for f in SILICON_FACTORS]
             elif "/" not in level:
                 params += [(level, f) for f in ENGINE_FACTORS]
@@ -115,15 +151,15 @@ def _from_x(name: str, x: float) -> float:
 
 
 def x_of(level: str, name: str, value: float) -> float:
-    return math.log(value) if level.startswith("*/") else _to_x(name, value)
+    return math.log(value) if is_ratio_level(level) else _to_x(name, value)
 
 
 def value_of(level: str, name: str, x: float) -> float:
-    return math.exp(x) if level.startswith("*/") else _from_x(name, x)
+    return math.exp(x) if is_ratio_level(level) else _from_x(name, x)
 
 
 def bounds_x(level: str, name: str) -> tuple[float, float]:
-    lo, hi = SILICON_RATIO_BOUNDS if level.startswith("*/") else EFFICIENCY_BOUNDS[name]
+    lo, hi = SILICON_RATIO_BOUNDS if is_ratio_level(level) else EFFICIENCY_BOUNDS[name]
     return x_of(level, name, lo), x_of(level, name, hi)
 
 
@@ -135,11 +171,11 @@ def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Effic
     merged = base.as_dict()
     for level in (default, engine):
         merged.update({name: values[(level, name)] for name in EFFICIENCY_FIELDS if (level, name) in values})
-    silicon = silicon_level(group)
     for name in SILICON_FACTORS:
-        if (silicon, name) in values:
+        key = silicon_key(group, name, values)
+        if key is not None:
             lo, hi = EFFICIENCY_BOUNDS[name]
-            merged[name] = min(max(merged[name] * values[(silicon, name)], lo), hi)
+            merged[name] = min(max(merged[name] * values[key], lo), hi)
     merged.update({name: values[(group, name)] for name in EFFICIENCY_FIELDS if (group, name) in values})
     return Efficiency(**merged)
 
@@ -148,14 +184,16 @@ def table_from_values(values: dict[tuple[str, str], float], cases: list[Case], b
                       provenance: str = "") -> EfficiencyTable:
     """An EfficiencyTable: the fitted default, and one merged group per engine and per
     engine/architecture seen in ``cases``, plus every engine seen on every architecture with a
-    fitted silicon ratio (``*/architecture``), so that an engine never measured on a chip
-    starts from what the chip does to the engines that were."""
+    fitted silicon or vendor ratio (``*/architecture``, ``*:vendor``), so that an engine never
+    measured on a chip starts from what the chip (or, for a chip never measured, its vendor's
+    software stack) does to the engines that were."""
     default = efficiency_for({k: v for k, v in values.items() if k[0] == "default"}, _Dummy(), base)
     groups: dict[str, Efficiency] = {}
     for c in cases:
         groups.setdefault(c.engine, efficiency_for(values, _Dummy(c.engine), base))
         groups.setdefault(c.group, efficiency_for(values, c, base))
-    architectures = sorted({level[2:] for level, _ in values if level.startswith("*/")})
+    ratios = {level for level, _ in values if is_ratio_level(level)}
+    architectures = [a for a in ARCHITECTURE_VENDOR if {silicon_level("-/" + a), vendor_level("-/" + a)} & ratios]
     for engine in sorted({c.engine for c in cases}):
         for arch in architectures:
             group = f"{engine}/{arch}"

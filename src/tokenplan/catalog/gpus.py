@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
-from tokenplan.hardware import Gpu, Link, LinkKind, Price
+from tokenplan.hardware import ARCHITECTURE_VENDOR, Gpu, Link, LinkKind, Price
 from tokenplan.units import Dtype
 
 
@@ -97,6 +97,14 @@ class GpuEntry(_Strict):
     notes: str | None = None
     aliases: list[str] = Field(default_factory=list)
     node: _Node | None = None
+
+    @model_validator(mode="after")
+    def _vendor_of_architecture(self) -> "GpuEntry":
+        # the calibration's vendor level (ROCm or CUDA) reads the vendor from the architecture
+        if ARCHITECTURE_VENDOR[self.architecture] != self.vendor:
+            raise ValueError(f"architecture {self.architecture} is {ARCHITECTURE_VENDOR[self.architecture]}'s, "
+                             f"not {self.vendor}'s")
+        return self
 
     @property
     def node_gpus(self) -> int:

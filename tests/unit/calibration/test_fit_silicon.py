@@ -76,3 +76,24 @@ def test_rows_of_one_engine_teach_another_engine_the_chips_bandwidth():
     # the fit does not reach 0.45; it must at least close more than half of the log distance
     # from the engine's own value: |log(0.80/0.45)| = 0.575, so |log(v/0.45)| < 0.29.
     assert abs(math.log(vllm_mi300x / 0.45)) < 0.5 * math.log(0.80 / 0.45)
+
+
+def test_a_chip_never_measured_takes_its_vendors_ratio_and_its_own_ratio_wins_where_fitted():
+    # MI355X (cdna4) measured, MI300X (cdna3) not: the ROCm stack's ratio (*:amd) stands in
+    values = {("default", "hbm_fraction"): 0.80, ("*:amd", "hbm_fraction"): 0.6, ("*/cdna4", "hbm_fraction"): 0.9}
+    table = table_from_values(values, [_case(2, "sglang", "mi355x", 8)], Efficiency())
+    assert table.resolve("sglang", "cdna3").hbm_fraction == pytest.approx(0.80 * 0.6)  # 0.48
+    assert table.resolve("sglang", "cdna4").hbm_fraction == pytest.approx(0.80 * 0.9)  # 0.72
+    # an NVIDIA chip takes neither AMD ratio
+    assert table.resolve("sglang", "hopper").hbm_fraction == pytest.approx(0.80)
+
+
+def test_a_catalog_entry_whose_vendor_contradicts_its_architecture_is_refused():
+    from pydantic import ValidationError
+
+    from tokenplan.catalog import gpu_entry
+
+    entry = gpu_entry("mi300x").model_dump()
+    entry["vendor"] = "nvidia"
+    with pytest.raises(ValidationError, match="cdna3 is amd's"):
+        type(gpu_entry("mi300x")).model_validate(entry)
