@@ -53,3 +53,14 @@ def test_calibrate_writes_a_profile_validate_reads(tmp_path):
     assert "at_bound" in profile and "optimiser" in r.stdout
     r = _run("validate", str(f), "--calibration", str(out), "--json")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_file_with_no_predictable_row_lists_the_reasons_and_exits_2(tmp_path):
+    f = tmp_path / "none.csv"
+    f.write_text("engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu\n"
+                 "sglang,no-such-model,b200,1,1,100,100,1,100\n", encoding="utf-8")
+    done = _run("validate", str(f), "--json")
+    assert done.returncode == 2
+    skipped = json.loads(done.stdout)["skipped"]  # nothing lost: the reason is still printed
+    assert len(skipped) == 1 and "no-such-model" in skipped[0]["reason"]
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "at least one predictable row" in done.stderr

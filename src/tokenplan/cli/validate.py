@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from tokenplan.api.validate import validate
+from tokenplan.errors import InputError
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 
@@ -28,5 +29,8 @@ def validate_command(
     d = validate(path, calibration).to_json()
     if json_out:
         print(json.dumps(d, indent=2))
-        return
-    show_validation(wide_console(), d, rows)
+    else:
+        show_validation(wide_console(), d, rows)
+    if d["n"] == 0:  # the skipped rows and their reasons are printed above; nothing was checked
+        raise InputError("measurements", path, f"a file with at least one predictable row "
+                         f"(all {len(d['skipped'])} rows were skipped, each with its reason above)")
