@@ -37,6 +37,8 @@ _WEIGHT_DTYPE = typer.Option("auto", "--weight-dtype", help="auto (the released 
 _KV_DTYPE = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4")
 _ENGINE = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm")
 _MEMORY_FRACTION = typer.Option(None, "--memory-fraction", help=_FRACTION)
+_DISABLE_RADIX_CACHE = typer.Option(False, "--disable-radix-cache", help="SGLang: one state slot per running request (hybrid models; what plan launches with when it raises the running cap)")
+_SSM_DTYPE = typer.Option(None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]")
 
 
 @app.command("predict")
@@ -61,6 +63,8 @@ def predict_cmd(
     isl_sigma: float = typer.Option(0.0, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl)"),
     osl_sigma: float = typer.Option(0.0, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl)"),
     max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output (max_tokens) with --osl-sigma [default: none]"),
+    disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
+    ssm_dtype: Optional[str] = _SSM_DTYPE,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
@@ -73,7 +77,7 @@ def predict_cmd(
         attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
         concurrency=_concurrency(concurrency), spec=spec, engine=engine, memory_fraction=memory_fraction,
         max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib, isl_sigma=isl_sigma,
-        osl_sigma=osl_sigma, osl_cap=max_tokens))
+        osl_sigma=osl_sigma, osl_cap=max_tokens, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
     _emit(result.to_json(), as_json, predict_table)
 
 
@@ -93,8 +97,8 @@ def memory_cmd(
     engine: str = _ENGINE,
     memory_fraction: Optional[float] = _MEMORY_FRACTION,
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"),
-    disable_radix_cache: bool = typer.Option(False, "--disable-radix-cache", help="SGLang: one state slot per running request (hybrid models)"),
-    ssm_dtype: Optional[str] = typer.Option(None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]"),
+    disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
+    ssm_dtype: Optional[str] = _SSM_DTYPE,
     as_json: bool = typer.Option(False, "--json", help="Print the breakdown as JSON"),
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
