@@ -80,9 +80,11 @@ def _check_outputs(report: str | None, png: str | None) -> None:
     Raises:
         InputError: naming the option, the path and what is allowed.
     """
+    if report is None and png is None:
+        return
     from pathlib import Path
 
-    from tokenplan.runner.paths import check_output_file, check_run_dir
+    from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
 
     if report is not None:
         if not report.strip():

@@ -104,3 +104,11 @@ def test_data_parallel_engines_fractions_take_the_max_counts_and_counters_the_su
 def test_uneven_engines_max_and_mean_differ():
     m = parse_prometheus('vllm:kv_cache_usage_perc{engine="0"} 0.2\nvllm:kv_cache_usage_perc{engine="1"} 0.6\n')
     assert m["vllm:kv_cache_usage_perc"] == 0.6 and math.isclose(m["vllm:kv_cache_usage_perc:mean"], 0.4)
+
+
+def test_a_server_one_short_of_its_level_while_an_arrival_waits_is_not_capped_there():
+    # Cap 32: at 32 in flight a late resubmission leaves 31 running and one waiting (31 ≥ 0.9 × 32
+    # = 28.8: not a cap); at 64 the surplus waits and 32 < 0.9 × 64 = 57.6 run: the cap.
+    levels = [_level(1, 100, 1, 0.0), _level(32, 2000, 31, 0.8), _level(64, 2050, 32, 30.0)]
+    cap = concurrency_cap(levels)
+    assert cap["queue_grows_at_concurrency"] == 64 and cap["max_running_requests"] == 32
