@@ -99,6 +99,27 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
     return PlanRequest(**fields)
 
 
+def check_plan_outputs(report: str | None, png: str | None) -> None:
+    """Refuse a ``--report`` file or ``--png`` folder that cannot be written, before the search
+    (the ``--png`` folder is created, as its writer would create it).
+
+    Raises:
+        InputError: naming the option, the path and what is allowed.
+    """
+    if report is None and png is None:
+        return
+    from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
+
+    if report is not None:
+        if not report.strip():
+            raise InputError("--report", report, "an HTML file path")
+        check_output_file(Path(report), "--report", "an HTML file path", create_parent=True)
+    if png is not None:
+        if not png.strip():
+            raise InputError("--png", png, "a folder to write the PNG charts into")
+        check_run_dir(Path(png), "--png")
+
+
 def parse_gpu_option(text: str) -> tuple[int | None, str]:
     """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
     m = _GPU_OPTION.match(text)

@@ -43,3 +43,19 @@ def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path:
     return ReportInputs(runs=tuple(load_run_summary(d) for d in run_dirs),
                         bench=load_bench(bench_path) if bench_path else None,
                         plan=load_plan(plan_path) if plan_path else None)
+
+
+def check_report_output(path: str) -> None:
+    """Refuse an ``-o`` HTML path that cannot be written, before the report is built (missing
+    parent folders are created, as the writer would create them).
+
+    Raises:
+        InputError: naming ``--out``, the path and what is allowed.
+    """
+    from pathlib import Path
+
+    from tokenplan.runner.paths import check_output_file
+
+    if not path.strip():
+        raise InputError("--out", path, "an HTML file path")
+    check_output_file(Path(path), "--out", "an HTML file path", create_parent=True)

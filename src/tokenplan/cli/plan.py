@@ -11,7 +11,6 @@ from typing import Optional
 
 import typer
 
-from tokenplan.errors import InputError
 
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
@@ -51,11 +50,11 @@ def plan_cmd(
     report: Optional[str] = _REPORT, png: Optional[str] = _PNG,
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
-    from tokenplan.api.plan import REPORT_CHARTS, plan, plan_report_data, plan_request
+    from tokenplan.api.plan import REPORT_CHARTS, check_plan_outputs, plan, plan_report_data, plan_request
     from tokenplan.cli.options import parse_duration, parse_prices
     from tokenplan.report.plan_output import show_plan, write_plan_files
 
-    _check_outputs(report, png)
+    check_plan_outputs(report, png)
     request = plan_request(
         job, model=model, gpus=tuple(gpu) if gpu else None, samples=samples, isl_mean=isl_mean, isl_sigma=isl_sigma,
         isl_cap=isl_cap, osl_mean=osl_mean, osl_sigma=osl_sigma, osl_cap=max_tokens, engine=engine,
@@ -72,25 +71,3 @@ def plan_cmd(
         print(json.dumps(data["plan"], indent=2))
         return
     show_plan(wide_console(), data)
-
-
-def _check_outputs(report: str | None, png: str | None) -> None:
-    """Refuse a ``--report`` file or ``--png`` folder that cannot be written, before the search.
-
-    Raises:
-        InputError: naming the option, the path and what is allowed.
-    """
-    if report is None and png is None:
-        return
-    from pathlib import Path
-
-    from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
-
-    if report is not None:
-        if not report.strip():
-            raise InputError("--report", report, "an HTML file path")
-        check_output_file(Path(report), "--report", "an HTML file path", create_parent=True)
-    if png is not None:
-        if not png.strip():
-            raise InputError("--png", png, "a folder to write the PNG charts into")
-        check_run_dir(Path(png), "--png")

@@ -19,12 +19,9 @@ def report_cmd(
     output: str = typer.Option(..., "-o", "--out", help="HTML file to write (opens offline: everything inline)"),
 ) -> None:
     """Plan and measurements together in one HTML report."""
-    from pathlib import Path
-
-    from tokenplan.api.report import report_inputs
+    from tokenplan.api.report import check_report_output, report_inputs
     from tokenplan.report.html import measurements_report_html, write_html
-    from tokenplan.runner.paths import check_output_file
 
-    check_output_file(Path(output), "--out", "an HTML file path", create_parent=True)
+    check_report_output(output)
     inputs = report_inputs(list(run_dirs or []), plan_path, bench_path)
     print(f"report: {write_html(measurements_report_html(inputs.to_json()), output)}")
