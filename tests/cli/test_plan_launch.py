@@ -84,10 +84,30 @@ def test_a_local_config_launches_from_its_own_folder_as_an_absolute_path(tmp_pat
 
 def test_a_job_smaller_than_the_replicas_hold_is_driven_at_its_own_batch():
     # 1,000 prompts on 64 B200: each of the dp replicas runs 1,000 / dp of them, not its running
-    # limit; SGLang puts every DP replica behind one server, so the endpoint gets dp × ⌈1,000/dp⌉
-    # plus 10 % (e.g. TP2×DP32: 32 × 32 = 1,024 + 103 = 1,127), not dp × the limit.
+    # limit; SGLang puts the DP replicas of one host behind one server, so the endpoint gets
+    # (8 / tp) × ⌈1,000/dp⌉ plus 10 % (e.g. TP2×DP32: 4 × 32 = 128 + 13 = 141), not × the limit.
     o = plan(PlanRequest(gpus=("64xb200",), samples=1000, specs=("none",))).to_json()["options"][0]
     dp = int(re.search(r"DP(\d+)", o["layout"]).group(1))
-    in_flight = dp * math.ceil(1000 / dp)
+    tp = int(re.search(r"TP(\d+)", o["layout"]).group(1))
+    in_flight = min(dp, 8 // tp) * math.ceil(1000 / dp)  # the replicas one 8-GPU host holds
     assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
     assert o["concurrency_per_endpoint"] < dp * o["max_running_requests"]
+
+
+def test_replicas_beyond_one_host_get_a_server_per_host():
+    # 24 B200 at TP1: three 8-GPU HGX hosts → three SGLang servers of --dp-size 8 (one process
+    # cannot span hosts without multi-node flags); the client keeps 8 replicas' batches (+10 %)
+    # on each endpoint.
+    o = plan(PlanRequest(gpus=("24xb200",), specs=("none",))).to_json()["options"][0]
+    assert o["layout"].startswith("TP1×DP24")
+    cmd = o["launch"]["sglang"]
+    assert "# one server per host: start 3 of these, each on its own 8-GPU host," in cmd
+    assert "--dp-size 8" in cmd and "--dp-size 24" not in cmd
+    assert "--data-parallel-size 8" in o["launch"]["vllm"]
+    in_flight = 8 * math.ceil(o["batch_per_replica"])
+    assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
+
+
+def test_one_hgx_board_keeps_one_server():
+    o = plan(PlanRequest(gpus=("8xb200",), specs=("none",))).to_json()["options"][0]
+    assert "one server per host" not in o["launch"]["sglang"] and "--dp-size 8" in o["launch"]["sglang"]

@@ -65,7 +65,7 @@ class FitOptions:
             other but does not move the factors. Its decode rate is τ × (one verify step), and
             τ is unknown for it: the prior's own sources span p = 0.65 (Qwen3.8-27B MTP,
             teacher-forced, pooled over four domains: tenstorrent/vllm#442) to 0.87 (vLLM on
-            Qwen3.6-27B) per draft position, τ at k = 3 from 2.3 to 3.5, and InferenceX drafts on
+            Qwen3.6-27B) per draft position, τ at k = 3 from 2.3 to 3.3 (1 + p + p² + p³), and InferenceX drafts on
             random-token prompts with ``--ignore-eos``, where no acceptance is published. A
             τ-scaled row cannot tell a wrong τ from a wrong GEMM or bandwidth factor, so fitting
             on it lets the prior's error into factors every other row shares (with weight 1 the

@@ -132,6 +132,8 @@ class Launch(NamedTuple):
         settings: the planned engine's resolved settings.
         planned_engine: the name of the engine the plan was made for; another engine's command
             keeps that engine's own memory default.
+        host_gpus: GPUs one host holds (one server process cannot span hosts without multi-node
+            flags, so data-parallel replicas beyond one host get a server per host).
     """
 
     repo: str
@@ -149,6 +151,15 @@ class Launch(NamedTuple):
     running_limit: int
     settings: EngineSettings
     planned_engine: str
+    host_gpus: int = 8
+
+    def replicas_per_server(self, separate_servers: bool) -> int:
+        """DP replicas one server runs: 1 where each replica needs its own server, else as many
+        as one host holds (at least 1, at most all of them)."""
+        lay = self.layout
+        if separate_servers or lay.dp <= 1:
+            return 1
+        return max(1, min(lay.dp, self.host_gpus // (lay.tp * lay.pp)))
 
     def parser(self, engine: str) -> str | None:
         """The reasoning parser ``engine`` registers for the model (launch.yaml), or None."""
@@ -159,12 +170,19 @@ class Launch(NamedTuple):
 
 def join_command(launch: Launch, args: list[str], separate_servers: bool) -> str:
     """Join the arguments into one shell command, after a comment line when each replica needs
-    its own server (``separate_servers``)."""
+    its own server (``separate_servers``), or when the replicas span more hosts than one (a
+    server per host, each running the replicas its host holds)."""
     command = " \\\n  ".join(args)
-    if not separate_servers:
-        return command
     dp = launch.layout.dp
-    return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
+    if separate_servers:
+        return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
+                f"# and give each to tokenplan generate with its own --endpoint\n{command}")
+    per_server = launch.replicas_per_server(False)
+    if per_server >= dp:
+        return command
+    servers, last = -(-dp // per_server), dp - (-(-dp // per_server) - 1) * per_server
+    tail = f" (the last with --dp-size {last})" if last != per_server else ""
+    return (f"# one server per host: start {servers} of these, each on its own {launch.host_gpus}-GPU host{tail},\n"
             f"# and give each to tokenplan generate with its own --endpoint\n{command}")
 
 

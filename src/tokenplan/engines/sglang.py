@@ -188,7 +188,8 @@ class Sglang:
         The planned engine's fraction goes in ``--mem-fraction-static``; when another engine was
         planned SGLang computes its own, so the flag is left out."""
         lay, s = launch.layout, launch.settings
-        args = ["python -m sglang.launch_server", f"--model-path {launch.repo}", *self._parallel_args(lay)]
+        per_server = launch.replicas_per_server(self.servers_per_replica(lay))
+        args = ["python -m sglang.launch_server", f"--model-path {launch.repo}", *self._parallel_args(lay, per_server)]
         if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
             args.append(f"--quantization {_QUANT[launch.weight_dtype]}")
         if launch.kv_dtype is Dtype.FP8:
@@ -216,14 +217,14 @@ class Sglang:
             args.append(f"--reasoning-parser {parser}")
         return join_command(launch, args, self.servers_per_replica(lay))
 
-    def _parallel_args(self, lay: Parallelism) -> list[str]:
-        """``--tp-size``, ``--dp-size`` (DP-attention ranks, or replicas behind one server),
-        ``--pp-size``, ``--ep-size``."""
+    def _parallel_args(self, lay: Parallelism, per_server: int) -> list[str]:
+        """``--tp-size``, ``--dp-size`` (DP-attention ranks, or the replicas one server runs:
+        ``per_server``), ``--pp-size``, ``--ep-size``."""
         args = [f"--tp-size {lay.tp}"]
         if lay.attention_dp:  # attention DP across the TP ranks of one replica (SGLang DP-attention)
             args.append(f"--dp-size {lay.tp} --enable-dp-attention")
-        elif lay.dp > 1 and not self.servers_per_replica(lay):
-            args.append(f"--dp-size {lay.dp}")
+        elif per_server > 1:
+            args.append(f"--dp-size {per_server}")
         if lay.pp > 1:
             args.append(f"--pp-size {lay.pp}")
         if lay.ep > 1:

@@ -148,8 +148,9 @@ class Vllm:
             args = ["vllm serve " + launch.repo, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]
         else:
             args = ["vllm serve " + launch.repo, f"--tensor-parallel-size {lay.tp}"]
-            if lay.dp > 1 and not self.servers_per_replica(lay):
-                args.append(f"--data-parallel-size {lay.dp}")
+            per_server = launch.replicas_per_server(self.servers_per_replica(lay))
+            if per_server > 1:
+                args.append(f"--data-parallel-size {per_server}")
         if lay.pp > 1:
             args.append(f"--pipeline-parallel-size {lay.pp}")
         if lay.ep > 1 or lay.attention_dp:

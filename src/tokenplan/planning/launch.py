@@ -26,17 +26,30 @@ QUEUE_HEADROOM_FRACTION = 0.10
 QUEUE_HEADROOM_MIN = 8
 
 
+# A host of PCIe cards: NVIDIA's RTX PRO Servers hold up to eight RTX PRO 6000 Blackwell Server
+# Edition cards (nvidia.com/en-us/data-center/rtx-pro-server/), as 8-GPU L40S servers do.
+# Boards and trays bring their own count (Gpu.node_gpus: 8 on HGX, 4 on a GB200 NVL72 tray).
+PCIE_HOST_GPUS = 8
+
+
+def host_gpus(ev: Evaluation) -> int:
+    """GPUs one host holds: the GPU's rental unit where it is a board or tray, else a host of
+    ``PCIE_HOST_GPUS`` PCIe cards."""
+    node = ev.deployment.gpu.node_gpus
+    return node if node > 1 else PCIE_HOST_GPUS
+
+
 def client_concurrency(ev: Evaluation) -> int:
     """Requests to keep in flight per server endpoint: the batch of every replica that server
-    runs (all DP replicas behind one server, or one replica where each has its own server,
-    ``Engine.servers_per_replica``) plus 10 % (at least 8) so that a finished request is
-    replaced at once. A replica's batch is its running limit, or the smaller batch the job
+    runs (the DP replicas one host holds behind one server, or one replica where each has its
+    own server, ``Engine.servers_per_replica``) plus 10 % (at least 8) so that a finished
+    request is replaced at once. A replica's batch is its running limit, or the smaller batch the job
     gives it when it has fewer requests than the replicas hold."""
     separate = ev.config.engine.servers_per_replica(ev.config.layout)
     # the batch the plan runs: the running limit, or fewer where the job has fewer requests
     # than the replicas hold (100,000 B200 for 914,000 prompts run 9 each, not 48)
     per_replica = min(running_limit(ev), math.ceil(ev.steady.batch))
-    total = per_replica * (1 if separate else ev.config.layout.dp)
+    total = per_replica * launch_for(ev, "", "", None).replicas_per_server(separate)
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
 
@@ -53,7 +66,7 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
                   draft_tokens=c.spec.draft_tokens if c.spec else 0, ssm_dtype=c.ssm_dtype,
                   hybrid=ev.deployment.spec.is_hybrid, lift_running_cap=c.lift_running_cap,
                   max_running_set=c.max_running is not None, running_limit=running_limit(ev), settings=ev.settings,
-                  planned_engine=c.engine.name)
+                  planned_engine=c.engine.name, host_gpus=host_gpus(ev))
 
 
 def launch_commands(ev: Evaluation, repo: str, native_dtype: str, parsers: object,

@@ -133,3 +133,17 @@ def test_dp_with_ep_means_one_server_per_replica(sglang):
     assert cmd.startswith("# one server per replica: start 4 of these")
     assert "--dp-size" not in cmd and "--ep-size 2" in cmd
     assert "--dp-size 4" in sglang.launch_command(_launch(layout=Layout(tp=2, dp=4)))
+
+
+def test_data_parallel_replicas_run_one_server_per_host(sglang):
+    # TP2 × DP12 on hosts of 8 GPUs: 8 / 2 = 4 replicas per server, ⌈12 / 4⌉ = 3 servers, none
+    # short; TP1 × DP12: 8 per server, 2 servers, the last with 12 − 8 = 4.
+    cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=12), host_gpus=8))
+    assert cmd.startswith("# one server per host: start 3 of these, each on its own 8-GPU host,\n")
+    assert "--dp-size 4" in cmd
+    cmd = sglang.launch_command(_launch(layout=Layout(tp=1, dp=12), host_gpus=8))
+    assert "start 2 of these, each on its own 8-GPU host (the last with --dp-size 4)," in cmd
+    assert "--dp-size 8" in cmd
+    # all replicas on one host: one server, no comment
+    cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=4), host_gpus=8))
+    assert "--dp-size 4" in cmd and not cmd.startswith("#")
