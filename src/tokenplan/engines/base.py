@@ -154,18 +154,23 @@ class Launch(NamedTuple):
     host_gpus: int = 8
 
     def replicas_per_server(self, separate_servers: bool) -> int:
-        """DP replicas one server runs: 1 where each replica needs its own server, else as many
-        as one host holds (at least 1, at most all of them)."""
-        lay = self.layout
-        if separate_servers or lay.dp <= 1:
-            return 1
-        return max(1, min(lay.dp, self.host_gpus // (lay.tp * lay.pp)))
+        """DP replicas one server runs (:func:`replicas_per_server`)."""
+        return replicas_per_server(self.layout, self.host_gpus, separate_servers)
 
     def parser(self, engine: str) -> str | None:
         """The reasoning parser ``engine`` registers for the model (launch.yaml), or None."""
         if isinstance(self.parsers, dict):
             return self.parsers.get(engine)
         return self.parsers if isinstance(self.parsers, str) else None
+
+
+def replicas_per_server(layout: Parallelism, host_gpus: int, separate_servers: bool) -> int:
+    """DP replicas one server runs: 1 where each replica needs its own server
+    (``separate_servers``), else as many as one host of ``host_gpus`` GPUs holds (at least 1, at
+    most all ``layout.dp`` of them)."""
+    if separate_servers or layout.dp <= 1:
+        return 1
+    return max(1, min(layout.dp, host_gpus // (layout.tp * layout.pp)))
 
 
 def join_command(launch: Launch, args: list[str], separate_servers: bool) -> str:
@@ -180,8 +185,9 @@ def join_command(launch: Launch, args: list[str], separate_servers: bool) -> str
     per_server = launch.replicas_per_server(False)
     if per_server >= dp:
         return command
-    servers, last = -(-dp // per_server), dp - (-(-dp // per_server) - 1) * per_server
-    tail = f" (the last with --dp-size {last})" if last != per_server else ""
+    servers = -(-dp // per_server)  # ⌈dp / per_server⌉
+    last = dp - (servers - 1) * per_server
+    tail = f" (the last running {last} replicas)" if last != per_server else ""
     return (f"# one server per host: start {servers} of these, each on its own {launch.host_gpus}-GPU host{tail},\n"
             f"# and give each to tokenplan generate with its own --endpoint\n{command}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from tokenplan.engines.base import Engine, Launch
+from tokenplan.engines.base import Engine, Launch, replicas_per_server
 from tokenplan.job.evaluate import Evaluation
 
 
@@ -49,7 +49,7 @@ def client_concurrency(ev: Evaluation) -> int:
     # the batch the plan runs: the running limit, or fewer where the job has fewer requests
     # than the replicas hold (100,000 B200 for 914,000 prompts run 9 each, not 48)
     per_replica = min(running_limit(ev), math.ceil(ev.steady.batch))
-    total = per_replica * launch_for(ev, "", "", None).replicas_per_server(separate)
+    total = per_replica * replicas_per_server(ev.config.layout, host_gpus(ev), separate)
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
 

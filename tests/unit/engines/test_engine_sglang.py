@@ -142,7 +142,7 @@ def test_data_parallel_replicas_run_one_server_per_host(sglang):
     assert cmd.startswith("# one server per host: start 3 of these, each on its own 8-GPU host,\n")
     assert "--dp-size 4" in cmd
     cmd = sglang.launch_command(_launch(layout=Layout(tp=1, dp=12), host_gpus=8))
-    assert "start 2 of these, each on its own 8-GPU host (the last with --dp-size 4)," in cmd
+    assert "start 2 of these, each on its own 8-GPU host (the last running 4 replicas)," in cmd
     assert "--dp-size 8" in cmd
     # all replicas on one host: one server, no comment
     cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=4), host_gpus=8))
