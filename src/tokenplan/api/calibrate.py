@@ -15,6 +15,7 @@ from tokenplan.api.results import JsonResult
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
 from tokenplan.calibration.crossval import CrossValidation, cross_validate
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
+from tokenplan.calibration.levels import is_ratio_level
 from tokenplan.calibration.heldout import band_table, kfold_residuals
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
@@ -36,13 +37,16 @@ BAND_MAX_NFEV = 2
 @dataclass(frozen=True)
 class CalibrationProfile(JsonResult):
     """The calibration JSON that ``--calibration`` reads: ``default`` and ``groups`` of factor →
-    value, ``uncertainty`` (±1σ of the factors fitted inside their bounds, ``level.factor`` →
+    value, ``ratios`` (the fitted silicon and vendor ratios, ``*/architecture.factor`` and
+    ``*:vendor.factor`` → ratio, already folded into ``groups``; a record, not read back),
+    ``uncertainty`` (±1σ of the factors fitted inside their bounds, ``level.factor`` →
     σ), ``at_bound`` (``level.factor`` of those that ended on a bound of ``EFFICIENCY_BOUNDS``:
     no σ, the bound holds them), ``held_at_default`` (factors the fit left at their documented
     default) and ``provenance``."""
 
     default: Mapping[str, float]
     groups: Mapping[str, Mapping[str, float]]
+    ratios: Mapping[str, float]
     uncertainty: Mapping[str, float]
     at_bound: tuple[str, ...]
     held_at_default: tuple[str, ...]
@@ -189,6 +193,7 @@ def profile_of(result: FitResult, provenance: str) -> CalibrationProfile:
     return CalibrationProfile(
         default=t.default.as_dict(),
         groups={g: e.as_dict() for g, e in sorted(t.by_group.items())},
+        ratios={f"{f.level}.{f.name}": f.value for f in result.factors if is_ratio_level(f.level)},
         uncertainty={f"{f.level}.{f.name}": f.uncertainty for f in result.factors if not f.at_bound},
         at_bound=tuple(result.at_bound),
         held_at_default=tuple(result.held),

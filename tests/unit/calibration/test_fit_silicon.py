@@ -97,3 +97,16 @@ def test_a_catalog_entry_whose_vendor_contradicts_its_architecture_is_refused():
     entry["vendor"] = "nvidia"
     with pytest.raises(ValidationError, match="cdna3 is amd's"):
         type(gpu_entry("mi300x")).model_validate(entry)
+
+
+def test_the_profile_records_the_fitted_ratios_by_name():
+    from tokenplan.api.calibrate import profile_of
+
+    cases = [_case(2 + i, "sglang", "mi300x", 2 ** (i % 6)) for i in range(5)]
+    result = fit(cases, Efficiency(), FitOptions(min_rows=5, max_nfev=2))
+    ratios = profile_of(result, "test").to_json()["ratios"]
+    # five MI300X rows: the cdna3 and amd levels each carry the three silicon factors
+    assert set(ratios) == {f"{level}.{name}" for level in ("*/cdna3", "*:amd")
+                           for name in ("hbm_fraction", "attention_fraction", "layer_latency_s")}
+    fitted = {f"{f.level}.{f.name}": f.value for f in result.factors}
+    assert all(ratios[k] == fitted[k] for k in ratios)
