@@ -68,11 +68,15 @@ def silicon_level(group: str) -> str:
     return "*/" + group.split("/", 1)[1]
 
 
-def vendor_level(group: str) -> str:
-    """The vendor level of an ``engine/architecture`` group: ``*:nvidia`` or ``*:amd`` (the
-    software stack, CUDA or ROCm, that every chip of the vendor shares)."""
-    arch = group.split("/", 1)[1]
+def _vendor_of(arch: str) -> str:
+    """``*:nvidia`` or ``*:amd``: the vendor level of an architecture (the software stack, CUDA
+    or ROCm, that every chip of the vendor shares)."""
     return "*:" + ARCHITECTURE_VENDOR.get(arch, arch)
+
+
+def vendor_level(group: str) -> str:
+    """The vendor level of an ``engine/architecture`` group (see :func:`_vendor_of`)."""
+    return _vendor_of(group.split("/", 1)[1])
 
 
 def is_ratio_level(level: str) -> bool:
@@ -93,7 +97,7 @@ def ratio_parent_key(level: str, name: str, fitted) -> tuple[str, str] | None:
     """The prior parent of a ratio level's factor: an architecture's ratio is pulled toward its
     vendor's (when fitted), a vendor's toward 1 (None)."""
     if level.startswith("*/"):
-        key = (vendor_level("-" + level[1:]), name)
+        key = (_vendor_of(level[2:]), name)
         return key if key in fitted else None
     return None
 
@@ -104,8 +108,8 @@ def all_levels(case: Case) -> tuple[str, ...]:
 
 def parameters(cases: list[Case], min_rows: int, held: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(level, factor) pairs the data supports: default factors, then engines and
-    engine/architecture groups and architectures (silicon ratios) with at least ``min_rows``
-    rows, less the factors in ``held``. A group's low-precision and
+    engine/architecture groups, architectures and vendors (silicon ratios) with at least
+    ``min_rows`` rows, less the factors in ``held``. A group's low-precision and
     dequantization factors are fitted only where its rows run such kernels (a factor no row
     touches has nothing to fit and would only cost Jacobian columns)."""
     counts: dict[str, int] = {}
@@ -151,22 +155,25 @@ def _from_x(name: str, x: float) -> float:
 
 
 def x_of(level: str, name: str, value: float) -> float:
+    """The optimiser's coordinate of a factor value or ratio (natural log; see ``_to_x``)."""
     return math.log(value) if is_ratio_level(level) else _to_x(name, value)
 
 
 def value_of(level: str, name: str, x: float) -> float:
+    """The factor value or ratio at the optimiser's coordinate ``x`` (inverse of :func:`x_of`)."""
     return math.exp(x) if is_ratio_level(level) else _from_x(name, x)
 
 
 def bounds_x(level: str, name: str) -> tuple[float, float]:
+    """The optimiser's bounds of a factor (``EFFICIENCY_BOUNDS``) or ratio (``SILICON_RATIO_BOUNDS``)."""
     lo, hi = SILICON_RATIO_BOUNDS if is_ratio_level(level) else EFFICIENCY_BOUNDS[name]
     return x_of(level, name, lo), x_of(level, name, hi)
 
 
 def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Efficiency) -> Efficiency:
     """The case's factors: ``base``, overridden by the default and engine fits, the silicon
-    factors scaled by the ``*/architecture`` ratio (kept inside ``EFFICIENCY_BOUNDS``), then
-    overridden by the engine/arch fit."""
+    factors scaled by the ``*/architecture`` ratio, else the vendor's (kept inside
+    ``EFFICIENCY_BOUNDS``), then overridden by the engine/arch fit."""
     default, engine, group = case_levels(case)
     merged = base.as_dict()
     for level in (default, engine):
@@ -193,7 +200,7 @@ def table_from_values(values: dict[tuple[str, str], float], cases: list[Case], b
         groups.setdefault(c.engine, efficiency_for(values, _Dummy(c.engine), base))
         groups.setdefault(c.group, efficiency_for(values, c, base))
     ratios = {level for level, _ in values if is_ratio_level(level)}
-    architectures = [a for a in ARCHITECTURE_VENDOR if {silicon_level("-/" + a), vendor_level("-/" + a)} & ratios]
+    architectures = [a for a in ARCHITECTURE_VENDOR if {"*/" + a, _vendor_of(a)} & ratios]
     for engine in sorted({c.engine for c in cases}):
         for arch in architectures:
             group = f"{engine}/{arch}"
