@@ -21,6 +21,12 @@ nvfp4):
 4. the median over shapes (a point whose ``t(M) − t_fix`` is not positive is a timing artefact
    and is dropped; an engine's M needs half its shapes valid), then the median over engines
    (robust to one engine's outlier kernel, e.g. a JIT compile timed at M = 1), capped at 1;
+   The same median is also taken per weight-size band (N·K in [2^20, 2^22), [2^22, 2^24),
+   [2^24, 2^26), [2^26, 2^28]: ``by_size``, stored at each band's geometric centre), because
+   the efficiency depends on the weight's size as well as on M: on B200 at M = 8,192 FP8
+   block-scaled GEMMs reach ~0.4 of peak below 4 M elements and ~0.65 above 64 M (small
+   weights give too few output tiles to fill 148 SMs, and the block-scale overhead weighs
+   more); BF16 stays within ~0.65–0.8 throughout;
 5. each curve keeps its ridge ``M* = F·b / (2·B)`` on the GPU measured (``ridge_rows``), below
    which the model does not read it (``perf/gemm.py``).
 
@@ -55,6 +61,9 @@ FORMATS = {"bfloat16": ("bf16", "bf16", 2.0), "fp8_block": ("fp8_block", "fp8", 
 COPY_FRACTION = 0.9  # device-to-device copy share of datasheet HBM (see perf/efficiency.py hbm_fraction)
 M_GRID = (1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SHAPE_RANGE = (1024, 16384)
+# Weight-size bands (N·K elements per GPU, edges 2^20 … 2^28: four factor-4 bands over the
+# [1024, 16384]² range); each band's curve is stored at its geometric centre (2^21 … 2^27).
+SIZE_EDGES = (2**20, 2**22, 2**24, 2**26, 2**28 + 1)
 
 
 def _git(repo: str, *args: str) -> bytes:
@@ -87,12 +96,14 @@ def _version_key(version: str) -> tuple:
 
 
 def shape_efficiency(table: dict[str, np.ndarray], peak: float, bytes_per_weight: float,
-                     hbm_bytes_per_s: float) -> dict[int, float]:
-    """M → median over shapes of the achieved share of ``peak`` with the fixed latency taken off."""
+                     hbm_bytes_per_s: float, size_range: tuple[float, float] = (0.0, np.inf)) -> dict[int, float]:
+    """M → median over shapes of the achieved share of ``peak`` with the fixed latency taken off,
+    over the shapes whose N·K lies in ``size_range`` (elements, half-open)."""
     lo, hi = SHAPE_RANGE
     best: dict[tuple[int, int, int], float] = {}  # (m, n, k) → fastest latency (ms)
     for m, n, k, lat in zip(table["m"], table["n"], table["k"], table["latency"]):
-        if lo <= n <= hi and lo <= k <= hi and (m == 1 or m in M_GRID):
+        if (lo <= n <= hi and lo <= k <= hi and size_range[0] <= n * k < size_range[1]
+                and (m == 1 or m in M_GRID)):
             key = (int(m), int(n), int(k))
             best[key] = min(best.get(key, np.inf), float(lat))
     out: dict[int, float] = {}
@@ -111,6 +122,18 @@ def shape_efficiency(table: dict[str, np.ndarray], peak: float, bytes_per_weight
     return out
 
 
+def _by_size(bands: list[list[dict[int, float]]], ms: list[int], all_shapes: list[float]) -> dict:
+    """The curve per weight-size band: per band and M the median over engines, where at least
+    one engine measured that band at that M; else the all-shapes median (a band without a
+    measurement keeps the curve it would have had without size information)."""
+    rows = []
+    for per_engine in bands:
+        rows.append([round(float(np.median([e[m] for e in per_engine if m in e])), 3)
+                     if any(m in e for e in per_engine) else round(v, 3) for m, v in zip(ms, all_shapes)])
+    centres = [int(round(np.sqrt(lo * hi))) for lo, hi in zip(SIZE_EDGES[:-1], SIZE_EDGES[1:])]
+    return {"weight_elements": centres, "fraction": rows}
+
+
 def reduce(repo: str, commit: str) -> dict:
     """The curves and their provenance (see the module docstring)."""
     curves: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -118,6 +141,7 @@ def reduce(repo: str, commit: str) -> dict:
     for system, engines in sorted(newest_tables(repo, commit).items()):
         gpu = gpu_entry(SYSTEMS[system]).to_gpu(SYSTEMS[system])  # datasheet figures (no curves yet)
         per_format: dict[str, list[dict[int, float]]] = {}
+        per_size: dict[str, list[list[dict[int, float]]]] = {}  # format → band → per-engine curves
         nbytes_of = {name: nbytes for name, _, nbytes in FORMATS.values()}
         class_of = {name: flops_class for name, flops_class, _ in FORMATS.values()}
         for engine, path in sorted(engines.items()):
@@ -132,6 +156,9 @@ def reduce(repo: str, commit: str) -> dict:
                 if peak and sel.any():
                     rows = {c: v[sel] for c, v in cols.items()}
                     per_format.setdefault(name, []).append(shape_efficiency(rows, peak, nbytes, gpu.hbm_bytes_per_s))
+                    bands = per_size.setdefault(name, [[] for _ in SIZE_EDGES[1:]])
+                    for band, size_range in zip(bands, zip(SIZE_EDGES[:-1], SIZE_EDGES[1:])):
+                        band.append(shape_efficiency(rows, peak, nbytes, gpu.hbm_bytes_per_s, size_range))
         curves[SYSTEMS[system]] = {}
         for name, per_engine in sorted(per_format.items()):
             ms = [m for m in M_GRID if any(m in e for e in per_engine)]
@@ -140,7 +167,8 @@ def reduce(repo: str, commit: str) -> dict:
                 peak = gpu.dense_flops_per_s[class_of[name]]
                 ridge = peak * nbytes_of[name] / (2.0 * gpu.hbm_bytes_per_s)  # rows: 2MNK/F = NKb/B
                 curves[SYSTEMS[system]][name] = {"m": ms, "fraction": [round(v, 3) for v in med],
-                                                 "bytes_per_weight": nbytes_of[name], "ridge_rows": ridge}
+                                                 "bytes_per_weight": nbytes_of[name], "ridge_rows": ridge,
+                                                 "by_size": _by_size(per_size[name], ms, med)}
     return {"curves": curves, "tables": used}
 
 
@@ -173,7 +201,9 @@ def main() -> None:
                 "tools/gemm_curves.py: per GPU and GEMM format, the newest version of each engine's "
                 "gemm_perf.parquet; shapes with N, K in [1024, 16384]; per shape the fixed latency "
                 "t_fix = t(1) - N*K*bytes / (0.9 * datasheet HBM) and fraction = 2MNK / (datasheet dense "
-                "peak * (t(M) - t_fix)); median over shapes, then over engines; capped at 1. Peaks and "
+                "peak * (t(M) - t_fix)); median over shapes, then over engines; capped at 1; by_size: the "
+                "same per N*K band [2^20,2^22), [2^22,2^24), [2^24,2^26), [2^26,2^28], stored at the band's "
+                "geometric centre, the all-shapes median where no engine measured a band at an M. Peaks and "
                 "bandwidths: src/tokenplan/catalog/gpus.yaml."),
             "columns": "fraction = achieved / datasheet dense FLOP/s at M rows (tokens per GEMM)",
         },

@@ -69,6 +69,10 @@ class GemmCurve:
             measured points describe that GPU's weight read, not its math. A property of the
             measurement, so it does not move when a GPU's bandwidth is varied.
         source: where the points come from (``catalog/gemm_curves.json`` names the tables).
+        weight_elements: N·K (elements per GPU) of the weight-size bands measured apart,
+            strictly increasing (the band centres, 2^21 … 2^27); empty when only the
+            all-shapes curve exists.
+        fraction_by_size: one curve per weight-size band, at ``rows``.
     """
 
     fmt: str
@@ -77,23 +81,36 @@ class GemmCurve:
     bytes_per_weight: float
     ridge_rows: float = 1.0
     source: str = ""
+    weight_elements: tuple[float, ...] = ()
+    fraction_by_size: tuple[tuple[float, ...], ...] = ()
     log_rows: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    log_sizes: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "log_rows", tuple(math.log(m) for m in self.rows))
+        object.__setattr__(self, "log_sizes", tuple(math.log(n) for n in self.weight_elements))
 
-    def at(self, rows: float) -> float:
-        """The fraction at ``rows`` (tokens per GEMM): linear in log M between measured points,
-        held at the end points outside them. ``rows`` below 1 count as 1."""
+    def at(self, rows: float, weight_elements: float | None = None) -> float:
+        """The fraction at ``rows`` (tokens per GEMM) for a weight of ``weight_elements`` (N·K
+        per GPU): linear in log M between measured points and, with sizes, linear in log N·K
+        between the band curves; held at the end points outside them. ``rows`` below 1 count
+        as 1. Without ``weight_elements`` (or without size bands) the all-shapes median."""
         x = math.log(max(rows, 1.0))
-        logs = self.log_rows
-        i = bisect_right(logs, x)
-        if i == 0:
-            return self.fraction[0]
-        if i == len(logs):
-            return self.fraction[-1]
-        w = (x - logs[i - 1]) / (logs[i] - logs[i - 1])
-        return self.fraction[i - 1] + w * (self.fraction[i] - self.fraction[i - 1])
+        if weight_elements is None or not self.log_sizes:
+            return _interp(self.log_rows, self.fraction, x)
+        by_size = tuple(_interp(self.log_rows, f, x) for f in self.fraction_by_size)
+        return _interp(self.log_sizes, by_size, math.log(max(weight_elements, 1.0)))
+
+
+def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    """Piecewise-linear ``y(x)`` through the points (xs increasing), held at the end points."""
+    i = bisect_right(xs, x)
+    if i == 0:
+        return ys[0]
+    if i == len(xs):
+        return ys[-1]
+    w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + w * (ys[i] - ys[i - 1])
 
 
 # The vendor of each GPU architecture the catalog names (its software stack: CUDA or ROCm).

@@ -50,3 +50,12 @@ def test_each_curve_keeps_the_ridge_of_the_gpu_measured():
     assert load_gpu("b200").gemm_curve("bf16").ridge_rows == pytest.approx(281.25)
     assert load_gpu("b200").gemm_curve("fp4").ridge_rows == pytest.approx(316.40625)
     assert load_gpu("h200").gemm_curve("bf16").ridge_rows == pytest.approx(206.125)
+
+
+@pytest.mark.parametrize("key", ["h100-sxm", "h200", "b200", "gb200", "b300", "gb300", "rtx-pro-6000", "a100-80gb", "l40s"])
+def test_every_curve_has_four_size_bands_on_its_rows(key):
+    # Band centres: geometric means of the edges 2^20, 2^22, 2^24, 2^26, 2^28 + 1 → 2^21 … 2^27.
+    for c in load_gpu(key).gemm_curves:
+        assert c.weight_elements == pytest.approx((2.0**21, 2.0**23, 2.0**25, 2.0**27), rel=1e-6), (key, c.fmt)
+        assert len(c.fraction_by_size) == 4 and all(len(f) == len(c.rows) for f in c.fraction_by_size)
+        assert all(0 < v <= 1 for f in c.fraction_by_size for v in f), (key, c.fmt)

@@ -98,10 +98,14 @@ def _gemm_curves() -> dict[str, tuple[GemmCurve, ...]]:
     data = json.loads((_PKG / "gemm_curves.json").read_text(encoding="utf-8"))
     src = data["source"]
     source = f"{src['repository']} @ {src['commit'][:12]} ({src['license']}); {src['reduction']}"
-    return {gpu: tuple(GemmCurve(fmt, tuple(map(float, c["m"])), tuple(map(float, c["fraction"])),
-                                 float(c["bytes_per_weight"]), float(c["ridge_rows"]), source)
-                       for fmt, c in sorted(curves.items()))
-            for gpu, curves in data["curves"].items()}
+    def curve(fmt: str, c: dict) -> GemmCurve:
+        sizes = c.get("by_size", {"weight_elements": [], "fraction": []})
+        return GemmCurve(fmt, tuple(map(float, c["m"])), tuple(map(float, c["fraction"])),
+                         float(c["bytes_per_weight"]), float(c["ridge_rows"]), source,
+                         tuple(map(float, sizes["weight_elements"])),
+                         tuple(tuple(map(float, f)) for f in sizes["fraction"]))
+
+    return {gpu: tuple(curve(fmt, c) for fmt, c in sorted(curves.items())) for gpu, curves in data["curves"].items()}
 
 
 def model_names() -> list[str]:

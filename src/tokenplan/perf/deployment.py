@@ -47,6 +47,10 @@ class Deployment:
         lowprec: True when the GEMMs run an FP8/FP4 kernel (kernel-maturity factor applies).
         weight_only: True when the weights are in a format the GPU's tensor cores do not run
             (dequantized to BF16 inside the GEMM; the dequantization factor applies).
+        attn_gemm_elements, mlp_gemm_elements, expert_gemm_elements: the mean weight size of
+            one GEMM (N·K elements per GPU) of the attention and linear-attention projections,
+            of the dense FFN / shared experts / router, and of one routed expert; the measured
+            GEMM curves are read at this size (:func:`gemm_sizes`). 0 where the family is absent.
     """
 
     spec: ModelSpec
@@ -70,6 +74,39 @@ class Deployment:
     weight_only: bool = False
     attn_prefill_flops_per_token_ctx: float = 0.0
     mlp_params: float = 0.0
+    attn_gemm_elements: float = 0.0
+    mlp_gemm_elements: float = 0.0
+    expert_gemm_elements: float = 0.0
+
+
+@lru_cache(maxsize=4096)
+def gemm_sizes(spec: ModelSpec, layout: Layout) -> tuple[float, float, float]:
+    """Mean N·K (weight elements per GPU) of one GEMM in each matmul family: (attention and
+    linear-attention projections, dense FFN / shared experts / router, one routed expert).
+
+    GEMM counts per layer, as SGLang and vLLM fuse them: GQA/MHA 2 (fused QKV, O); MLA 3
+    (fused q_a + kv_a down-projection, q_b, O; kv_b is absorbed into attention); Gated DeltaNet
+    / Mamba 2 (fused in-projection, out-projection); a dense FFN or shared expert 2 (fused
+    gate-up, down); the router 1. A routed expert's 2 GEMMs (gate-up, down) are split over
+    ``max(tp / ep, 1)`` GPUs (whole on one GPU with EP ≥ TP). The family's parameters per GPU
+    divided by its GEMM count is the size its FLOPs run at (``perf/gemm.py``: on B200 an FP8
+    block-scaled GEMM of 2 M elements reaches ~0.4 of peak at M = 8,192, one of 128 M ~0.67).
+    Raises nothing; a family the model lacks gives 0."""
+    p = param_counts(spec)
+    tp = layout.tp
+    attn_layers = spec.full_attention_layers + spec.sliding_layers
+    a = spec.attention
+    attn_gemms = attn_layers * (3 if a is not None and a.kind is AttentionKind.MLA else 2)
+    lin_tp = 1 if layout.attention_dp else tp
+    attn_total = attention_params_per_gpu(spec, layout) * attn_layers + p.linear_attention / lin_tp
+    attn_count = attn_gemms + 2 * spec.linear_layers
+    shared = spec.moe is not None and spec.moe.shared_intermediate > 0
+    mlp_count = 2 * spec.dense_ffn_layers + ((3 if shared else 1) * spec.moe_layers if spec.moe is not None else 0)
+    mlp_total = (p.dense_ffn + p.shared_experts) / tp
+    expert = 0.0
+    if spec.moe is not None and spec.moe_layers:
+        expert = p.routed_experts / (spec.moe_layers * spec.moe.num_experts * 2) / max(tp / layout.ep, 1.0)
+    return (attn_total / attn_count if attn_count else 0.0, mlp_total / mlp_count if mlp_count else 0.0, expert)
 
 
 @lru_cache(maxsize=4096)
@@ -120,6 +157,7 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
         # Delta-rule update and readout: ~4 multiply-adds per state element per token.
         gdn = 8.0 * lin.num_v_heads * lin.k_head_dim * lin.v_head_dim / tp_lin * spec.linear_layers / layout.pp
     experts = spec.moe.num_experts / layout.gpus_per_replica if spec.moe else 0.0
+    attn_size, mlp_size, expert_size = gemm_sizes(spec, layout)
     return Deployment(
         spec=spec, gpu=gpu, layout=layout, weight_dtype=weight_dtype, kv_dtype=kv_dtype, memory=memory,
         dense_params=dense_params, dense_bytes=dense_bytes, lm_head_params=lm_head, lm_head_bytes=lm_head_bytes,
@@ -130,5 +168,6 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
         lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
         weight_only=weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),
         attn_prefill_flops_per_token_ctx=attn_pre_per_ctx, mlp_params=mlp,
+        attn_gemm_elements=attn_size, mlp_gemm_elements=mlp_size, expert_gemm_elements=expert_size,
     )
 

@@ -11,6 +11,12 @@ the fraction interpolated in log M. The measured fraction already holds the form
 maturity (FP8 and FP4 GEMMs reach a smaller share of their peak than BF16 ones), so the fitted
 ``lowprec_fraction`` does not apply on top.
 
+The measured fraction also depends on the weight's size: the tables are reduced per N·K band
+as well (``by_size``), and each matmul family is read at its mean weight size per GPU
+(``perf.deployment.gemm_sizes``). On B200 at M = 8,192 an FP8 block-scaled GEMM of ~2 M
+elements reaches 0.40 of peak and one of ~128 M elements 0.67 (the all-shapes median is
+0.60), so a big model at low TP prefills faster per FLOP than a small model or a wide TP.
+
 The curve is read no lower than its ridge, ``M* = F·b / (2·B)`` rows (datasheet FLOP/s F,
 weight bytes b, datasheet bandwidth B of the GPU measured; ~200–320 rows on H100–B200; stored
 with the curve, so a GPU whose bandwidth is varied keeps it). Below it a GEMM
@@ -45,15 +51,16 @@ def curve_for(gpu_curves: tuple[GemmCurve, ...], weight_dtype: Dtype, weight_onl
 
 
 def gemm_fraction_at(curve: GemmCurve | None, eff: Efficiency, rows: float, lowprec: bool,
-                     ridge_rows: float = 1.0) -> float:
+                     ridge_rows: float = 1.0, weight_elements: float | None = None) -> float:
     """Achieved / datasheet dense FLOP/s at ``rows`` rows per GEMM (dimensionless).
 
     Measured curve × ``gemm_kernel_factor`` where there is a curve, read at
-    ``max(rows, ridge_rows)`` (see the module docstring); else the fitted saturating form
-    ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction`` for an FP8/FP4
-    kernel). ``rows`` below 1 count as 1."""
+    ``max(rows, ridge_rows)`` and at the GEMM's weight size ``weight_elements`` (N·K per GPU;
+    None or 0 reads the all-shapes median; see the module docstring); else the fitted
+    saturating form ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction``
+    for an FP8/FP4 kernel), which has no size axis. ``rows`` below 1 count as 1."""
     rows = max(rows, 1.0)
     if curve is not None:
-        return curve.at(max(rows, ridge_rows)) * eff.gemm_kernel_factor
+        return curve.at(max(rows, ridge_rows), weight_elements or None) * eff.gemm_kernel_factor
     fraction = eff.gemm_fraction * rows / (rows + eff.gemm_half_tokens)
     return fraction * (eff.lowprec_fraction if lowprec else 1.0)

@@ -124,13 +124,13 @@ def _split(d: Deployment, decode_seqs: float, prefill_tokens: float, query_token
     return _Tokens(seqs, dec, pre, rank_pre, dec / shards + rank_pre)
 
 
-def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float) -> float:
-    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM: the measured curve of the GPU and
-    format where there is one, else the fitted saturating form (``perf/gemm.py``); a
-    weight-only format also pays the dequantization factor."""
+def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float, weight_elements: float) -> float:
+    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM of ``weight_elements`` (N·K per GPU):
+    the measured curve of the GPU and format where there is one, else the fitted saturating
+    form (``perf/gemm.py``); a weight-only format also pays the dequantization factor."""
     curve = curve_for(d.gpu.gemm_curves, d.weight_dtype, d.weight_only)
     ridge = curve.ridge_rows if curve is not None else 1.0
-    rate = d.gemm_flops_per_s * gemm_fraction_at(curve, eff, tokens, d.lowprec, ridge)
+    rate = d.gemm_flops_per_s * gemm_fraction_at(curve, eff, tokens, d.lowprec, ridge, weight_elements)
     return rate * (eff.dequant_fraction if d.weight_only else 1.0)
 
 
@@ -139,19 +139,25 @@ def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
     the decode tokens and the last token of each prefill (lm_head sits on the last stage only,
     hence its share ``1/pp`` of a stage). With attention DP, attention runs over the rank's own
     tokens while the dense FFN and shared experts (``mlp_params``, already ``/tp``) run over the
-    whole stage's tokens."""
+    whole stage's tokens. Each family runs at the GEMM rate of its own mean weight size
+    (``attn_gemm_elements``, ``mlp_gemm_elements``; the lm_head is one GEMM of its own size)."""
     pp = d.layout.pp
-    flops = 2.0 * (d.dense_params - d.mlp_params) * t.rank + 2.0 * d.mlp_params * (t.dec + t.pre)
-    flops += 2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp
+    rows = max(t.rank, 1.0)
+    families = ((2.0 * (d.dense_params - d.mlp_params) * t.rank, d.attn_gemm_elements),
+                (2.0 * d.mlp_params * (t.dec + t.pre), d.mlp_gemm_elements),
+                (2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp, d.lm_head_params))
+    flops = sum(f for f, _ in families)
+    cmp_s = sum(f / _gemm_rate(d, eff, rows, size) for f, size in families if f > 0)
     nbytes = d.dense_bytes + d.lm_head_bytes / pp
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
-    return Kernel(mem_s, flops / _gemm_rate(d, eff, max(t.rank, 1.0)), nbytes, flops)
+    return Kernel(mem_s, cmp_s, nbytes, flops)
 
 
 def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
     """Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``
     per layer for T tokens each picking k of E uniformly; FLOPs of top_k experts per token, at
-    the dense GEMM rate of the rows each expert gets × the engine's ``moe_kernel_factor``."""
+    the dense GEMM rate of the rows each expert gets and of one expert's weight size
+    (``expert_gemm_elements``) × the engine's ``moe_kernel_factor``."""
     moe = d.spec.moe
     if moe is None or tokens <= 0:
         return IDLE
@@ -162,7 +168,8 @@ def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
     flops = d.routed_flops_per_token * tokens * row_load
     rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
-    return Kernel(mem_s, flops / (_gemm_rate(d, eff, max(rows_per_expert, 1.0)) * eff.moe_kernel_factor),
+    rate = _gemm_rate(d, eff, max(rows_per_expert, 1.0), d.expert_gemm_elements)
+    return Kernel(mem_s, flops / (rate * eff.moe_kernel_factor),
                   nbytes, flops)
 
 

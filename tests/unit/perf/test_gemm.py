@@ -30,6 +30,49 @@ def test_the_curve_is_held_at_its_end_points():
     assert CURVE.at(1e6) == pytest.approx(0.6)
 
 
+# Two weight-size bands at 2^20 and 2^24 elements; the all-shapes curve is CURVE's.
+SIZED = GemmCurve("fp8_block", rows=(1.0, 16.0, 256.0), fraction=(0.01, 0.2, 0.6), bytes_per_weight=1.0,
+                  weight_elements=(2.0**20, 2.0**24), fraction_by_size=((0.01, 0.1, 0.3), (0.01, 0.3, 0.7)))
+
+
+def test_a_sized_curve_is_bilinear_in_log_rows_and_log_weight_size():
+    # 64 rows: half-way (in log M) from 16 to 256 → small band 0.1 + 0.5 × 0.2 = 0.2,
+    # large band 0.3 + 0.5 × 0.4 = 0.5.
+    assert SIZED.at(64.0, 2.0**20) == pytest.approx(0.2)
+    assert SIZED.at(64.0, 2.0**24) == pytest.approx(0.5)
+    # 2^22 elements: log(2^22/2^20) / log(2^24/2^20) = 2/4 = 0.5 → 0.2 + 0.5 × 0.3 = 0.35.
+    assert SIZED.at(64.0, 2.0**22) == pytest.approx(0.35)
+    # 2^21: 1/4 of the way → 0.2 + 0.25 × 0.3 = 0.275.
+    assert SIZED.at(64.0, 2.0**21) == pytest.approx(0.275)
+    # Outside the bands the end bands hold: 2^10 → 0.2, 2^30 → 0.5.
+    assert SIZED.at(64.0, 2.0**10) == pytest.approx(0.2)
+    assert SIZED.at(64.0, 2.0**30) == pytest.approx(0.5)
+    # No size: the all-shapes curve (0.4 at 64 rows, as above).
+    assert SIZED.at(64.0) == pytest.approx(0.4)
+
+
+def test_the_fraction_reads_the_weight_size_and_zero_means_unknown():
+    eff = Efficiency(gemm_kernel_factor=0.5)
+    # 64 rows at 2^22 elements: 0.35 × 0.5 = 0.175.
+    assert gemm_fraction_at(SIZED, eff, 64.0, lowprec=True, weight_elements=2.0**22) == pytest.approx(0.175)
+    # weight_elements 0 (a family the model lacks) reads the all-shapes curve: 0.4 × 0.5.
+    assert gemm_fraction_at(SIZED, eff, 64.0, lowprec=True, weight_elements=0.0) == pytest.approx(0.2)
+    # A curve without size bands ignores the size: CURVE at 64 rows 0.4 × 0.5.
+    assert gemm_fraction_at(CURVE, eff, 64.0, lowprec=False, weight_elements=2.0**22) == pytest.approx(0.2)
+
+
+def test_the_shipped_fp8_curve_on_b200_rises_with_weight_size():
+    """The reduction of aiconfigurator's tables (catalog/gemm_curves.json): on B200 at M = 8,192
+    an FP8 block-scaled GEMM of a few M elements runs well below one of ~100 M (module
+    docstring of tools/gemm_curves.py: ~0.4 against ~0.65), and the all-shapes median lies
+    between the smallest and the largest band."""
+    from tokenplan.catalog import load_gpu
+    curve = load_gpu("b200").gemm_curve("fp8_block")
+    small, large = curve.at(8192.0, 2.0**21), curve.at(8192.0, 2.0**27)
+    assert small < 0.5 < 0.6 < large
+    assert small < curve.at(8192.0) < large
+
+
 
 
 def test_the_fraction_is_the_curve_times_the_engine_factor_no_lower_than_the_ridge():
@@ -66,3 +109,26 @@ def test_interpolation_agrees_with_numpy_in_log_space():
     for m in (1.5, 3.0, 10.0, 100.0, 200.0):
         expected = float(np.interp(math.log(m), [math.log(r) for r in CURVE.rows], CURVE.fraction))
         assert CURVE.at(m) == pytest.approx(expected)
+
+
+def test_gemm_sizes_of_llama_and_deepseek_by_hand():
+    """Mean N·K per GEMM of each matmul family (perf.deployment.gemm_sizes)."""
+    from tokenplan.catalog import load_model
+    from tokenplan.perf.deployment import gemm_sizes
+    from tokenplan.perf.layout import Layout
+    llama = load_model("llama-3.1-8b")  # hidden 4096, 32 q / 8 kv heads of 128, FFN 14336
+    attn, mlp, expert = gemm_sizes(llama, Layout(tp=1))
+    # Attention: fused QKV 4096 × (4096 + 2·1024) and O 4096 × 4096 → 41,943,040 over 2 GEMMs.
+    assert attn == pytest.approx(4096 * (4096 + 2048 + 4096) / 2)
+    # FFN: gate, up, down 3 × 4096 × 14336 over 2 GEMMs (fused gate-up, down).
+    assert mlp == pytest.approx(3 * 4096 * 14336 / 2)
+    assert expert == 0.0
+    # TP8: q and o shard (2 × 4096 × 512), each rank keeps 1 of the 8 KV heads (2 × 4096 × 128).
+    attn8, mlp8, _ = gemm_sizes(llama, Layout(tp=8))
+    assert attn8 == pytest.approx((2 * 4096 * 512 + 2 * 4096 * 128) / 2)
+    assert mlp8 == pytest.approx(3 * 4096 * 14336 / 8 / 2)
+    deepseek = load_model("deepseek-r1")  # hidden 7168, routed experts of intermediate 2048
+    # One routed expert: 3 × 7168 × 2048 over 2 GEMMs, whole on a GPU with EP8 …
+    assert gemm_sizes(deepseek, Layout(tp=8, ep=8))[2] == pytest.approx(3 * 7168 * 2048 / 2)
+    # … split 8 ways with TP8 and no EP.
+    assert gemm_sizes(deepseek, Layout(tp=8))[2] == pytest.approx(3 * 7168 * 2048 / 2 / 8)
