@@ -88,6 +88,12 @@ DFLASH_DRAFT_LAYERS = 5
 #   a 5-layer community drafter for Qwen3.5-0.8B serves τ = 5.34 at k = 15 → p = 0.82. The DFlash
 #   paper's own τ table (arXiv:2602.06036) was not checked.
 ACCEPTANCE_PRIOR_PER_TOKEN = {"mtp": 0.80, "eagle": 0.75, "eagle3": 0.78, "dflash": 0.82}
+# The low end of the same published figures, per position: mtp 0.75 (llama.cpp's τ 2.7–2.8 at
+# k = 3 on Qwen3.6-27B), eagle3 0.65 (the chain at temperature 1, nebius model card), dflash 0.82
+# (the community drafter's τ 5.34 at k = 15), eagle 0.62 (0.03 under eagle3's, as its prior).
+# The planner ranks a configuration whose τ is a prior at this end (planning/search.py), so that
+# speculative decoding is recommended only where it pays at the lower measured acceptance.
+ACCEPTANCE_LOW_PER_TOKEN = {"mtp": 0.75, "eagle": 0.62, "eagle3": 0.65, "dflash": 0.82}
 
 # Acceptance falls with the context the draft head attends over (a one-layer head extrapolates
 # worse than the target). The priors above are short-context figures (chat and benchmark prompts
@@ -119,6 +125,20 @@ def acceptance_per_token(method: str, context_tokens: float | None = None) -> fl
         return p
     decay = ACCEPTANCE_DECAY_PER_E_FOLD * math.log(context_tokens / ACCEPTANCE_REFERENCE_CONTEXT_TOKENS)
     return p * max(1.0 - decay, 0.0)
+
+
+def low_acceptance_ratio(spec: SpecDecode, context_tokens: float) -> float:
+    """τ at the low end of the published acceptance (:data:`ACCEPTANCE_LOW_PER_TOKEN`, with the
+    same context decay) over τ at the prior, both at ``context_tokens``; 1 for a τ the user gave
+    (``from_prior`` False). E.g. MTP k = 1 at 3,000 tokens: p = 0.80·(1 − 0.065·ln 3) = 0.743
+    and 0.75·(1 − 0.065·ln 3) = 0.696 → (1 + 0.696)/(1 + 0.743) = 0.973. Raises nothing for a
+    method of :data:`METHODS`."""
+    if not spec.from_prior:
+        return 1.0
+    scale = acceptance_per_token(spec.method, context_tokens) / ACCEPTANCE_PRIOR_PER_TOKEN[spec.method]
+    p, low = ACCEPTANCE_PRIOR_PER_TOKEN[spec.method] * scale, ACCEPTANCE_LOW_PER_TOKEN[spec.method] * scale
+    k = spec.draft_tokens
+    return sum(low**i for i in range(k + 1)) / sum(p**i for i in range(k + 1))
 
 
 def prior_acceptance_length(method: str, draft_tokens: int, context_tokens: float | None = None) -> float:

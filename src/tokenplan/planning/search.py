@@ -17,7 +17,7 @@ from tokenplan.job.evaluate import Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.speculative import SpecDecode
+from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
 from tokenplan.planning.space import HardwareOption, candidates, dropped_layouts, kv_dtypes, weight_dtypes
 from tokenplan.units import Dtype, GiB
 
@@ -73,8 +73,23 @@ class OptionResult:
 
     @property
     def best(self) -> Candidate | None:
-        """The fastest configuration (None when nothing runs)."""
+        """The leading configuration (None when nothing runs): the fastest, a speculative one
+        whose τ is a prior counted at the low end of published acceptance (:func:`ranking_wall_s`)."""
         return self.ranked[0] if self.ranked else None
+
+
+def ranking_wall_s(c: Candidate, job: Job) -> float:
+    """The wall time (seconds) a candidate is ranked by: its simulated wall time, divided, for
+    speculative decoding whose τ is a prior, by the ratio of τ at the low end of the published
+    acceptance to τ at the prior (``perf.speculative.low_acceptance_ratio``, at the job's mean
+    decoding context). Output rate grows at most in proportion to τ, so this is the longest the
+    job would take at that acceptance; a speculative configuration then leads only where it pays
+    at the lower measured acceptance, not on a prior that long thinking traces may not reach.
+    The figures printed stay the prior's."""
+    spec = c.evaluation.config.spec
+    if spec is None:
+        return c.wall_s
+    return c.wall_s / low_acceptance_ratio(spec, job.isl.mean + job.osl.running_mean / 2)
 
 
 def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareOption) -> Candidate:
@@ -102,7 +117,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
         vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
 
     Returns:
-        OptionResult: simulated leaders by wall time (seconds), every running configuration by
+        OptionResult: simulated leaders by wall time (seconds; see :func:`ranking_wall_s`), every running configuration by
         throughput (tokens/s), and rejection reasons with their counts. Configurations that
         do not run are results (rejections), not errors; raises nothing of its own.
     """
@@ -123,7 +138,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
             runs.append(result)
     runs.sort(key=lambda e: -e.output_tok_s_total)
     ranked = sorted((simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]),
-                    key=lambda c: c.wall_s)
+                    key=lambda c: ranking_wall_s(c, job))
     reasons = Counter(dropped_layouts(option.gpu, option.count))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]

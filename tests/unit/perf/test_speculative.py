@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tokenplan.perf.speculative import parse_spec, prior_acceptance_length
+from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio, parse_spec, prior_acceptance_length
 
 
 def test_short_context_prior_for_mtp_k3():
@@ -38,3 +38,18 @@ def test_a_given_tau_is_kept_and_a_prior_tau_moves_with_context():
     # + 0.381720 = 2.633342 → 2.63.
     assert prior.at_context(4199).acceptance_length == 2.63
     assert prior.at_context(4199).describe() == "mtp k=3 τ=2.63"
+
+
+def test_the_low_acceptance_ratio_by_hand():
+    # MTP k = 1 at 3,000 tokens of context: decay 1 − 0.065·ln 3 = 0.928589; p = 0.80 × that =
+    # 0.742871, the low end 0.75 × that = 0.696442 → τ 1.742871 and 1.696442, ratio 0.973361.
+    mtp1 = SpecDecode("mtp", 1, 1.74, from_prior=True)
+    assert low_acceptance_ratio(mtp1, 3000.0) == pytest.approx(1.696442 / 1.742871, rel=1e-5)
+    # k = 3 at short context (no decay): (1 + .75 + .5625 + .421875) / (1 + .8 + .64 + .512)
+    # = 2.734375 / 2.952 = 0.926279.
+    mtp3 = SpecDecode("mtp", 3, 2.95, from_prior=True)
+    assert low_acceptance_ratio(mtp3, 500.0) == pytest.approx(2.734375 / 2.952)
+    # A τ the user stated is not a prior: no discount.
+    assert low_acceptance_ratio(SpecDecode("mtp", 3, 2.0), 3000.0) == 1.0
+    # DFlash's low end is its prior: ratio 1.
+    assert low_acceptance_ratio(SpecDecode("dflash", 15, 5.0, 5, from_prior=True), 3000.0) == pytest.approx(1.0)
