@@ -41,6 +41,23 @@ def _top_reasons(r: OptionResult, n: int) -> list[str]:
     return reasons or r.not_searched[:n] or [f"no configuration of {r.option.label} was generated"]
 
 
+def _speculation_note(r: OptionResult) -> str | None:
+    """Why a speculative configuration that is faster on its prior τ does not lead (the planner
+    ranks a prior τ at the low end of published acceptance: ``planning.search.ranking_wall_s``),
+    or None when none is."""
+    b = r.best
+    faster = [c for c in r.ranked[1:] if b is not None and c.wall_s < b.wall_s
+              and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior]
+    if not faster:
+        return None
+    c = faster[0]
+    spec = c.evaluation.config.spec
+    return (f"{r.option.label}: {describe(c)} is {b.wall_s / c.wall_s - 1:.1%} faster at its prior τ "
+            f"({c.evaluation.output_tok_s_total:,.0f} tok/s) but does not lead: at the low end of published "
+            f"{spec.method} acceptance it would not pay. Measure τ on your own traces (tokenplan bench) and plan "
+            f"with --spec {spec.method}:{spec.draft_tokens}:TAU.")
+
+
 def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) -> list[str]:
     """A few sentences that answer the hardware question.
 
@@ -56,6 +73,7 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
                      f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}.")
+    lines.extend(note for r in results if (note := _speculation_note(r)))
     f, ch = fastest(results), cheapest(results)
     if f and ch and f is not ch:
         lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "

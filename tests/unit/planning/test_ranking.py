@@ -33,3 +33,27 @@ def test_a_prior_tau_is_ranked_at_the_low_end_and_a_stated_one_as_it_is():
     # and 5 % faster (95 s → 97.6 s) ahead of it.
     assert ranking_wall_s(_candidate(99.0, prior.evaluation.config.spec), job) > 100.0
     assert ranking_wall_s(_candidate(95.0, prior.evaluation.config.spec), job) < 100.0
+
+
+def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
+    from tokenplan.perf.layout import Layout
+    from tokenplan.planning.rank import _speculation_note
+    from tokenplan.units import Dtype
+
+    def cand(wall_s, spec, tok_s):
+        cfg = SimpleNamespace(spec=spec, layout=Layout(tp=1, dp=8), weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8,
+                              lift_running_cap=True)
+        return SimpleNamespace(wall_s=wall_s, evaluation=SimpleNamespace(config=cfg, output_tok_s_total=tok_s))
+
+    prior = SpecDecode("mtp", 1, 1.73, from_prior=True)
+    option = SimpleNamespace(label="8× b200")
+    best, mtp = cand(100.0, None, 50_000.0), cand(99.0, prior, 50_505.0)
+    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]))
+    # 100 / 99 − 1 = 1.0 % faster on the prior τ.
+    assert note.startswith("8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.73, running cap raised is 1.0% faster")
+    assert "50,505 tok/s" in note and "--spec mtp:1:TAU" in note
+    # A stated τ, or a slower speculative configuration, needs no note.
+    stated = cand(99.0, SpecDecode("mtp", 1, 1.73), 50_505.0)
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated])) is None
+    slower = cand(101.0, prior, 49_500.0)
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower])) is None
