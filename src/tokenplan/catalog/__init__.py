@@ -99,7 +99,7 @@ def _gemm_curves() -> dict[str, tuple[GemmCurve, ...]]:
     src = data["source"]
     source = f"{src['repository']} @ {src['commit'][:12]} ({src['license']}); {src['reduction']}"
     def curve(fmt: str, c: dict) -> GemmCurve:
-        sizes = c.get("by_size", {"weight_elements": [], "fraction": []})
+        sizes = c["by_size"]
         return GemmCurve(fmt, tuple(map(float, c["m"])), tuple(map(float, c["fraction"])),
                          float(c["bytes_per_weight"]), float(c["ridge_rows"]), source,
                          tuple(map(float, sizes["weight_elements"])),

@@ -34,15 +34,16 @@ class Efficiency:
             64 tokens (one 64-row tile).
         gemm_kernel_factor: the engine's GEMM speed relative to the measured curves of
             ``catalog/gemm_curves.json`` (the median over aiconfigurator's SGLang, TRT-LLM and
-            vLLM tables, read at each GEMM's rows and weight size): kernel choice and launch overheads the tables do not see (an engine
-            picking a slower FP8 kernel, or fusing a GEMM with its quantization). Default 1.0
-            (the tables' kernels); fitted per engine and engine × architecture. Unused on GPUs
-            without a curve.
+            vLLM tables, read at each GEMM's rows and weight size): kernel choice and launch
+            overheads the tables do not see (an engine picking a slower FP8 kernel, or fusing a
+            GEMM with its quantization). Default 1.0 (the tables' kernels); fitted per engine
+            and engine × architecture. Unused on GPUs without a curve.
         moe_kernel_factor: the engine's routed-expert (grouped) GEMM speed relative to a dense GEMM
-            of the same rows per expert and the same weight size (one expert's) on the same curve: the MoE kernel each engine picks per
-            architecture and format (SGLang's Triton ``fused_moe`` or FlashInfer/CUTLASS on
-            Blackwell, DeepGEMM's grouped FP8 kernels, vLLM's Marlin/Triton on Hopper, TRT-LLM's
-            CUTLASS) and the permute fused into it. Default 1.0; fitted per engine and engine ×
+            of the same rows per expert and the same weight size (one expert's) on the same
+            curve: the MoE kernel each engine picks per architecture and format (SGLang's
+            Triton ``fused_moe`` or FlashInfer/CUTLASS on Blackwell, DeepGEMM's grouped FP8
+            kernels, vLLM's Marlin/Triton on Hopper, TRT-LLM's CUTLASS) and the permute fused
+            into it. Default 1.0; fitted per engine and engine ×
             architecture, so a slow MoE kernel no longer drags the dense ``gemm_kernel_factor``
             (and every dense model on that engine) with it. Used in compute-bound expert
             steps only; a memory-bound expert read runs at ``hbm_fraction``.

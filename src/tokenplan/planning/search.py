@@ -117,9 +117,10 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
         vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
 
     Returns:
-        OptionResult: simulated leaders by wall time (seconds; see :func:`ranking_wall_s`), every running configuration by
-        throughput (tokens/s), and rejection reasons with their counts. Configurations that
-        do not run are results (rejections), not errors; raises nothing of its own.
+        OptionResult: simulated leaders by wall time (seconds; see :func:`ranking_wall_s`),
+        every running configuration by throughput (tokens/s), and rejection reasons with their
+        counts. Configurations that do not run are results (rejections), not errors; raises
+        nothing of its own.
     """
     eff = table.resolve(engine.name, option.gpu.architecture)
     runs: list[Evaluation] = []
