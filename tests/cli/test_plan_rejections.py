@@ -108,6 +108,15 @@ def test_spec_rejection_in_the_search():
     assert r.rejected == {"MTP needs MTP layers; llama-3.1-8b ships none": 8}  # 2 weights × 2 KV × (cap, lifted)
     p = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("mtp:3",))).to_json()
     assert any(line.startswith("MTP was not searched: llama-3.1-8b ships no MTP layers") for line in p["answer"])
+    # There MTP falls away and plain decoding is what runs, so nothing is said about leaving it out.
+    assert not any(line.startswith("Plain decoding was not compared") for line in p["answer"])
+
+
+def test_a_plan_that_only_speculates_says_plain_decoding_was_not_compared():
+    only = plan(PlanRequest(gpus=("1xb200",), specs=("mtp:1:1.5",))).to_json()["answer"]
+    assert any(line.startswith("Plain decoding was not compared") and "--spec none" in line for line in only)
+    both = plan(PlanRequest(gpus=("1xb200",), specs=("none", "mtp:1:1.5"))).to_json()["answer"]
+    assert not any(line.startswith("Plain decoding was not compared") for line in both)
 
 
 def test_heads_that_do_not_divide(config):

@@ -22,7 +22,7 @@ from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.speculative import parse_spec
+from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
 from tokenplan.planning.search import Job, OptionResult, best_with, search_option
@@ -166,13 +166,27 @@ def plan(req: PlanRequest) -> PlanResult:
     return _plan_result(req, model, engine, table, job, results, answers)
 
 
+def _searched_specs(req: PlanRequest, model) -> list[SpecDecode | None]:
+    """The speculative settings searched: those asked for, less MTP where the model ships no MTP
+    layers (plain decoding if nothing is left). Raises InputError for a malformed ``--spec``."""
+    specs = [parse_spec(s) for s in req.specs]
+    if model.mtp_layers == 0:
+        specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
+    return specs
+
+
 def _spec_notes(req: PlanRequest, model) -> list[str]:
-    """Say so when asked-for MTP settings were not searched (the model ships no MTP layers)."""
+    """Say so when asked-for MTP settings were not searched (the model ships no MTP layers), and
+    when plain decoding was left out of the comparison (every ``--spec`` given speculates)."""
+    notes = []
     asked = [s for s in req.specs if s.strip().lower().startswith("mtp")]
     if asked and model.mtp_layers == 0:
-        return [f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "
-                "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."]
-    return []
+        notes.append(f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "
+                     "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU]).")
+    if None not in _searched_specs(req, model):
+        notes.append("Plain decoding was not compared (every --spec given speculates): add --spec none to see "
+                     "whether speculative decoding pays at all.")
+    return notes
 
 
 def _radix_notes(results: list[OptionResult], table: EfficiencyTable, job: Job) -> list[str]:
@@ -241,7 +255,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
     prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
-    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
+    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp, job) + _spec_notes(req, model)
     return PlanResult(
         model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
         job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),
@@ -302,9 +316,7 @@ def _searched(req: PlanRequest) -> tuple:
     table = efficiency_table(req.calibration)
     job = Job(req.samples, lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
               lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap))
-    specs = [parse_spec(s) for s in req.specs]
-    if model.mtp_layers == 0:
-        specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
+    specs = _searched_specs(req, model)
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)

@@ -3,7 +3,7 @@ each, and how the all-TP layout compares with replicas."""
 
 from __future__ import annotations
 
-from tokenplan.planning.search import Candidate, OptionResult
+from tokenplan.planning.search import Candidate, Job, OptionResult, ranking_wall_s
 from tokenplan.planning.space import widest_tp
 from tokenplan.units import S_PER_DAY
 
@@ -41,10 +41,10 @@ def _top_reasons(r: OptionResult, n: int) -> list[str]:
     return reasons or r.not_searched[:n] or [f"no configuration of {r.option.label} was generated"]
 
 
-def _speculation_note(r: OptionResult) -> str | None:
+def _speculation_note(r: OptionResult, job: Job) -> str | None:
     """Why a speculative configuration that is faster on its prior τ does not lead (the planner
     ranks a prior τ at the low end of published acceptance: ``planning.search.ranking_wall_s``),
-    or None when none is."""
+    or None when none is. Gives both τ and the throughput gap (tokens/s)."""
     b = r.best
     faster = [c for c in r.ranked[1:] if b is not None and c.wall_s < b.wall_s
               and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior]
@@ -52,17 +52,21 @@ def _speculation_note(r: OptionResult) -> str | None:
         return None
     c = faster[0]
     spec = c.evaluation.config.spec
-    return (f"{r.option.label}: {describe(c)} is {b.wall_s / c.wall_s - 1:.1%} faster at its prior τ "
-            f"({c.evaluation.output_tok_s_total:,.0f} tok/s) but does not lead: at the low end of published "
-            f"{spec.method} acceptance it would not pay. Measure τ on your own traces (tokenplan bench) and plan "
-            f"with --spec {spec.method}:{spec.draft_tokens}:TAU.")
+    tau_low = spec.acceptance_length * c.wall_s / ranking_wall_s(c, job)
+    gain = c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1
+    return (f"{r.option.label}: {describe(c)} gives {c.evaluation.output_tok_s_total:,.0f} tok/s, {gain:.1%} more "
+            f"than without it, at τ={spec.acceptance_length:g}, the acceptance prior at this context; at the low "
+            f"end of published {spec.method} acceptance (τ≈{tau_low:.2f}) it would not pay, so it does not lead. "
+            f"Measure τ on your own traces (tokenplan bench) and compare with --spec none "
+            f"--spec {spec.method}:{spec.draft_tokens}:TAU.")
 
 
-def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) -> list[str]:
+def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None], job: Job) -> list[str]:
     """A few sentences that answer the hardware question.
 
     Args:
         all_tp: per option label, the best configuration using every GPU in one TP group.
+        job: the job searched (its lengths set the context a prior τ is ranked at).
     """
     lines: list[str] = []
     for r in results:
@@ -73,7 +77,7 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
                      f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}.")
-    lines.extend(note for r in results if (note := _speculation_note(r)))
+    lines.extend(note for r in results if (note := _speculation_note(r, job)))
     f, ch = fastest(results), cheapest(results)
     if f and ch and f is not ch:
         lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "

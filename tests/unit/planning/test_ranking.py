@@ -45,15 +45,17 @@ def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
                               lift_running_cap=True)
         return SimpleNamespace(wall_s=wall_s, evaluation=SimpleNamespace(config=cfg, output_tok_s_total=tok_s))
 
-    prior = SpecDecode("mtp", 1, 1.73, from_prior=True)
+    job = _job(1000.0, 4000.0)  # mean decoding context 3,000 tokens: low/prior τ ratio 0.973361
+    prior = SpecDecode("mtp", 1, 1.74, from_prior=True)
     option = SimpleNamespace(label="8× b200")
     best, mtp = cand(100.0, None, 50_000.0), cand(99.0, prior, 50_505.0)
-    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]))
-    # 100 / 99 − 1 = 1.0 % faster on the prior τ.
-    assert note.startswith("8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.73, running cap raised is 1.0% faster")
-    assert "50,505 tok/s" in note and "--spec mtp:1:TAU" in note
+    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]), job)
+    # 50,505 / 50,000 − 1 = 1.0 % more tok/s; τ at the low end 1.74 × 0.973361 = 1.6937 → 1.69.
+    assert note.startswith("8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised gives "
+                           "50,505 tok/s, 1.0% more than without it, at τ=1.74")
+    assert "(τ≈1.69)" in note and "--spec none --spec mtp:1:TAU" in note
     # A stated τ, or a slower speculative configuration, needs no note.
-    stated = cand(99.0, SpecDecode("mtp", 1, 1.73), 50_505.0)
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated])) is None
+    stated = cand(99.0, SpecDecode("mtp", 1, 1.74), 50_505.0)
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated]), job) is None
     slower = cand(101.0, prior, 49_500.0)
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower])) is None
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower]), job) is None
