@@ -26,7 +26,8 @@ nvfp4):
    the efficiency depends on the weight's size as well as on M: on B200 at M = 8,192 FP8
    block-scaled GEMMs reach ~0.4 of peak below 4 M elements and ~0.65 above 64 M (small
    weights give too few output tiles to fill 148 SMs, and the block-scale overhead weighs
-   more); BF16 stays within ~0.65–0.8 throughout;
+   more); BF16 stays within ~0.65–0.8 throughout. A band is held no higher than the next
+   larger one at the same M (see ``_by_size``);
 5. each curve keeps its ridge ``M* = F·b / (2·B)`` on the GPU measured (``ridge_rows``), below
    which the model does not read it (``perf/gemm.py``).
 
@@ -125,11 +126,18 @@ def shape_efficiency(table: dict[str, np.ndarray], peak: float, bytes_per_weight
 def _by_size(bands: list[list[dict[int, float]]], ms: list[int], all_shapes: list[float]) -> dict:
     """The curve per weight-size band: per band and M the median over engines, where at least
     one engine measured that band at that M; else the all-shapes median (a band without a
-    measurement keeps the curve it would have had without size information)."""
+    measurement keeps the curve it would have had without size information). At each M a band
+    is then held no higher than the next larger band: a smaller weight has fewer output tiles
+    to spread over the SMs, so it cannot run a larger share of peak; where the tables say it
+    does (B200 BF16 below 4 M elements reads the 1.0 cap at 512–1,024 rows), the kernel's fixed
+    latency taken off has left too little time to measure."""
     rows = []
     for per_engine in bands:
-        rows.append([round(float(np.median([e[m] for e in per_engine if m in e])), 3)
-                     if any(m in e for e in per_engine) else round(v, 3) for m, v in zip(ms, all_shapes)])
+        rows.append([float(np.median([e[m] for e in per_engine if m in e]))
+                     if any(m in e for e in per_engine) else v for m, v in zip(ms, all_shapes)])
+    for i in range(len(rows) - 2, -1, -1):  # from the second-largest band down
+        rows[i] = [min(a, b) for a, b in zip(rows[i], rows[i + 1])]
+    rows = [[round(v, 3) for v in row] for row in rows]
     centres = [int(round(np.sqrt(lo * hi))) for lo, hi in zip(SIZE_EDGES[:-1], SIZE_EDGES[1:])]
     return {"weight_elements": centres, "fraction": rows}
 
@@ -203,7 +211,8 @@ def main() -> None:
                 "t_fix = t(1) - N*K*bytes / (0.9 * datasheet HBM) and fraction = 2MNK / (datasheet dense "
                 "peak * (t(M) - t_fix)); median over shapes, then over engines; capped at 1; by_size: the "
                 "same per N*K band [2^20,2^22), [2^22,2^24), [2^24,2^26), [2^26,2^28], stored at the band's "
-                "geometric centre, the all-shapes median where no engine measured a band at an M. Peaks and "
+                "geometric centre, the all-shapes median where no engine measured a band at an M, each band held no "
+                "higher than the next larger band at the same M. Peaks and "
                 "bandwidths: src/tokenplan/catalog/gpus.yaml."),
             "columns": "fraction = achieved / datasheet dense FLOP/s at M rows (tokens per GEMM)",
         },

@@ -169,7 +169,7 @@ def plan(req: PlanRequest) -> PlanResult:
 def _searched_specs(req: PlanRequest, model) -> list[SpecDecode | None]:
     """The speculative settings searched: those asked for, less MTP where the model ships no MTP
     layers (plain decoding if nothing is left). Raises InputError for a malformed ``--spec``."""
-    specs = [parse_spec(s) for s in req.specs]
+    specs = list(dict.fromkeys(parse_spec(s) for s in req.specs))  # a setting given twice is searched once
     if model.mtp_layers == 0:
         specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
     return specs
@@ -255,7 +255,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
     prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
-    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp, job) + _spec_notes(req, model)
+    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
     return PlanResult(
         model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
         job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),

@@ -163,11 +163,13 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None) ->
 
 
 def outcome(result, gpus: int, target: Target) -> Outcome:
-    """The job at ``gpus`` GPUs from one option's search (an ``OptionResult``): its fastest
-    simulated configuration that meets ``target``, else its fastest one. The payload is
-    ``(result, candidate)`` (candidate None when nothing runs). Raises nothing."""
-    for c in result.ranked:  # fastest first
-        if target.met_by(c.wall_s, c.cost.usd):
+    """The job at ``gpus`` GPUs from one option's search (an ``OptionResult``): its leading
+    simulated configuration that meets ``target``, else its leader. A speculative configuration
+    whose τ is a prior must meet it at the low end of the published acceptance
+    (``Candidate.ranking_wall_s``, ``ranking_usd``). The payload is ``(result, candidate)``
+    (candidate None when nothing runs). Raises nothing."""
+    for c in result.ranked:  # in ranking order
+        if target.met_by(c.ranking_wall_s, c.ranking_usd):
             return Outcome(gpus, c.wall_s, c.cost.usd, True, (result, c))
     best = result.best
     if best is None:

@@ -3,7 +3,7 @@ each, and how the all-TP layout compares with replicas."""
 
 from __future__ import annotations
 
-from tokenplan.planning.search import Candidate, Job, OptionResult, ranking_wall_s
+from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import widest_tp
 from tokenplan.units import S_PER_DAY
 
@@ -41,10 +41,10 @@ def _top_reasons(r: OptionResult, n: int) -> list[str]:
     return reasons or r.not_searched[:n] or [f"no configuration of {r.option.label} was generated"]
 
 
-def _speculation_note(r: OptionResult, job: Job) -> str | None:
+def _speculation_note(r: OptionResult) -> str | None:
     """Why a speculative configuration that is faster on its prior τ does not lead (the planner
-    ranks a prior τ at the low end of published acceptance: ``planning.search.ranking_wall_s``),
-    or None when none is. Gives both τ and the throughput gap (tokens/s)."""
+    ranks a prior τ at the low end of published acceptance: ``Candidate.ranking_wall_s``), or
+    None when none is. Gives both τ and the throughput gap (tokens/s)."""
     b = r.best
     faster = [c for c in r.ranked[1:] if b is not None and c.wall_s < b.wall_s
               and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior]
@@ -52,21 +52,22 @@ def _speculation_note(r: OptionResult, job: Job) -> str | None:
         return None
     c = faster[0]
     spec = c.evaluation.config.spec
-    tau_low = spec.acceptance_length * c.wall_s / ranking_wall_s(c, job)
+    tau_low = spec.acceptance_length * c.acceptance_low_ratio
     gain = c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1
+    than = "plain decoding" if b.evaluation.config.spec is None else "the leading configuration"
     return (f"{r.option.label}: {describe(c)} gives {c.evaluation.output_tok_s_total:,.0f} tok/s, {gain:.1%} more "
-            f"than without it, at τ={spec.acceptance_length:g}, the acceptance prior at this context; at the low "
-            f"end of published {spec.method} acceptance (τ≈{tau_low:.2f}) it would not pay, so it does not lead. "
+            f"than {than}, at τ={spec.acceptance_length:g}, the acceptance prior at this context; counted at the "
+            f"low end of published {spec.method} acceptance (τ≈{tau_low:.2f}) it does not come out ahead, so it "
+            f"does not lead. "
             f"Measure τ on your own traces (tokenplan bench) and compare with --spec none "
             f"--spec {spec.method}:{spec.draft_tokens}:TAU.")
 
 
-def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None], job: Job) -> list[str]:
+def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) -> list[str]:
     """A few sentences that answer the hardware question.
 
     Args:
         all_tp: per option label, the best configuration using every GPU in one TP group.
-        job: the job searched (its lengths set the context a prior τ is ranked at).
     """
     lines: list[str] = []
     for r in results:
@@ -77,7 +78,7 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None], jo
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
                      f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}.")
-    lines.extend(note for r in results if (note := _speculation_note(r, job)))
+    lines.extend(note for r in results if (note := _speculation_note(r)))
     f, ch = fastest(results), cheapest(results)
     if f and ch and f is not ch:
         lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "

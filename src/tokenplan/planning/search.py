@@ -35,16 +35,40 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """An evaluated configuration with its whole-job time and cost."""
+    """An evaluated configuration with its whole-job time and cost.
+
+    Attributes:
+        evaluation, time, cost: the configuration, its job timeline (seconds) and cost (USD).
+        acceptance_low_ratio: τ at the low end of the published acceptance over the τ used, for
+            speculative decoding whose τ is a prior (``perf.speculative.low_acceptance_ratio``
+            at the job's mean decoding context); 1 otherwise.
+    """
 
     evaluation: Evaluation
     time: JobTime
     cost: JobCost
+    acceptance_low_ratio: float = 1.0
 
     @property
     def wall_s(self) -> float:
         """Job wall time (seconds)."""
         return self.time.total_s
+
+    @property
+    def ranking_wall_s(self) -> float:
+        """The wall time (seconds) the candidate is ranked and checked against a deadline by:
+        ``wall_s / acceptance_low_ratio``. Output rate grows at most in proportion to τ, so
+        this is the longest the job takes at the low end of the published acceptance; a
+        speculative configuration then leads, or meets a target, only where it does so at the
+        lower measured acceptance, not on a prior that long thinking traces may not reach. The
+        figures printed stay the prior's."""
+        return self.wall_s / self.acceptance_low_ratio
+
+    @property
+    def ranking_usd(self) -> float | None:
+        """The cost (USD) a budget is checked against: ``cost.usd / acceptance_low_ratio``
+        (GPU-hours scale with the wall time); None without a price."""
+        return None if self.cost.usd is None else self.cost.usd / self.acceptance_low_ratio
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,31 +98,19 @@ class OptionResult:
     @property
     def best(self) -> Candidate | None:
         """The leading configuration (None when nothing runs): the fastest, a speculative one
-        whose τ is a prior counted at the low end of published acceptance (:func:`ranking_wall_s`)."""
+        whose τ is a prior counted at the low end of published acceptance (``Candidate.ranking_wall_s``)."""
         return self.ranked[0] if self.ranked else None
-
-
-def ranking_wall_s(c: Candidate, job: Job) -> float:
-    """The wall time (seconds) a candidate is ranked by: its simulated wall time, divided, for
-    speculative decoding whose τ is a prior, by the ratio of τ at the low end of the published
-    acceptance to τ at the prior (``perf.speculative.low_acceptance_ratio``, at the job's mean
-    decoding context). Output rate grows at most in proportion to τ, so this is the longest the
-    job would take at that acceptance; a speculative configuration then leads only where it pays
-    at the lower measured acceptance, not on a prior that long thinking traces may not reach.
-    The figures printed stay the prior's."""
-    spec = c.evaluation.config.spec
-    if spec is None:
-        return c.wall_s
-    return c.wall_s / low_acceptance_ratio(spec, job.isl.mean + job.osl.running_mean / 2)
 
 
 def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareOption) -> Candidate:
     """Whole-job time and cost of one evaluated configuration."""
     eff = table.resolve(ev.config.engine.name, option.gpu.architecture)
     lay = ev.config.layout
-    jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, job.num_requests / lay.dp,
-                  ev.config.spec)
-    return Candidate(ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour))
+    spec = ev.config.spec
+    jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, job.num_requests / lay.dp, spec)
+    low = low_acceptance_ratio(spec, job.isl.mean + job.osl.running_mean / 2) if spec is not None else 1.0
+    return Candidate(ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour),
+                     low)
 
 
 def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, table: EfficiencyTable, job: Job,
@@ -117,7 +129,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
         vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
 
     Returns:
-        OptionResult: simulated leaders by wall time (seconds; see :func:`ranking_wall_s`),
+        OptionResult: simulated leaders by wall time (seconds; see ``Candidate.ranking_wall_s``),
         every running configuration by throughput (tokens/s), and rejection reasons with their
         counts. Configurations that do not run are results (rejections), not errors; raises
         nothing of its own.
@@ -139,7 +151,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
             runs.append(result)
     runs.sort(key=lambda e: -e.output_tok_s_total)
     ranked = sorted((simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]),
-                    key=lambda c: ranking_wall_s(c, job))
+                    key=lambda c: c.ranking_wall_s)
     reasons = Counter(dropped_layouts(option.gpu, option.count))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]

@@ -1,5 +1,6 @@
 """How a hardware option's configurations are ranked: speculative decoding whose τ is a prior
-is counted at the low end of published acceptance (planning.search.ranking_wall_s)."""
+is counted at the low end of published acceptance (planning.search.Candidate.ranking_wall_s),
+for the leader, for a deadline or budget, and in what the plan says."""
 
 from __future__ import annotations
 
@@ -7,55 +8,70 @@ from types import SimpleNamespace
 
 import pytest
 
-from tokenplan.job.workload import fixed
-from tokenplan.perf.speculative import SpecDecode
-from tokenplan.planning.search import ranking_wall_s
+from tokenplan.perf.layout import Layout
+from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
+from tokenplan.planning.provision import Target, outcome
+from tokenplan.planning.rank import _speculation_note
+from tokenplan.planning.search import Candidate
+from tokenplan.units import Dtype
+
+PRIOR = SpecDecode("mtp", 1, 1.74, from_prior=True)
+# MTP k = 1 at 3,000 tokens of mean decoding context: low/prior τ = 1.696442 / 1.742871
+# = 0.973361 (tests/unit/perf/test_speculative.py derives it).
+LOW = low_acceptance_ratio(PRIOR, 3000.0)
 
 
-def _candidate(wall_s: float, spec: SpecDecode | None) -> SimpleNamespace:
-    return SimpleNamespace(wall_s=wall_s, evaluation=SimpleNamespace(config=SimpleNamespace(spec=spec)))
-
-
-def _job(isl: float, osl: float) -> SimpleNamespace:
-    return SimpleNamespace(isl=fixed(isl), osl=fixed(osl))
+def _candidate(wall_s: float, spec: SpecDecode | None, tok_s: float = 50_000.0, usd: float | None = 500.0) -> Candidate:
+    cfg = SimpleNamespace(spec=spec, layout=Layout(tp=1, dp=8), weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8,
+                          lift_running_cap=True)
+    low = LOW if spec is not None and spec.from_prior else 1.0
+    return Candidate(SimpleNamespace(config=cfg, output_tok_s_total=tok_s), SimpleNamespace(total_s=wall_s),
+                     SimpleNamespace(usd=usd), low)
 
 
 def test_a_prior_tau_is_ranked_at_the_low_end_and_a_stated_one_as_it_is():
-    # Fixed ISL 1,000 and OSL 4,000: mean decoding context 1,000 + 4,000/2 = 3,000 tokens, where
-    # MTP k = 1 has low/prior τ = 1.696442 / 1.742871 = 0.973361 (test_speculative).
-    job = _job(1000.0, 4000.0)
-    assert ranking_wall_s(_candidate(100.0, None), job) == 100.0
-    prior = _candidate(100.0, SpecDecode("mtp", 1, 1.74, from_prior=True))
-    assert ranking_wall_s(prior, job) == pytest.approx(100.0 / 0.973361, rel=1e-5)
-    stated = _candidate(100.0, SpecDecode("mtp", 1, 1.74))
-    assert ranking_wall_s(stated, job) == 100.0
-    # So MTP 1 % faster on the prior (99 s against 100 s) ranks behind plain decode (101.7 s),
-    # and 5 % faster (95 s → 97.6 s) ahead of it.
-    assert ranking_wall_s(_candidate(99.0, prior.evaluation.config.spec), job) > 100.0
-    assert ranking_wall_s(_candidate(95.0, prior.evaluation.config.spec), job) < 100.0
+    assert LOW == pytest.approx(1.696442 / 1.742871, rel=1e-5)
+    plain = _candidate(100.0, None)
+    assert plain.ranking_wall_s == 100.0 and plain.ranking_usd == 500.0
+    prior = _candidate(100.0, PRIOR)
+    assert prior.ranking_wall_s == pytest.approx(100.0 / 0.973361, rel=1e-5)  # 102.74 s
+    assert prior.ranking_usd == pytest.approx(500.0 / 0.973361, rel=1e-5)
+    assert _candidate(100.0, PRIOR, usd=None).ranking_usd is None
+    # So MTP 1 % faster on the prior (99 s → 101.7 s) ranks behind plain decoding at 100 s, and
+    # 5 % faster (95 s → 97.6 s) ahead of it.
+    assert _candidate(99.0, PRIOR).ranking_wall_s > 100.0
+    assert _candidate(95.0, PRIOR).ranking_wall_s < 100.0
+
+
+def test_a_deadline_is_met_by_a_prior_tau_only_at_its_low_end():
+    # Plain decoding 110 s; MTP on the prior 99 s (101.7 s at the low end). A 100 s deadline:
+    # neither meets it, so the outcome is the leader's, not met. A 102 s deadline: MTP meets it
+    # at its low end and is the answer.
+    plain, mtp = _candidate(110.0, None), _candidate(99.0, PRIOR)
+    result = SimpleNamespace(ranked=[mtp, plain], best=mtp)
+    assert outcome(result, 8, Target(deadline_s=100.0)).meets is False
+    met = outcome(result, 8, Target(deadline_s=102.0))
+    assert met.meets and met.payload[1] is mtp and met.wall_s == 99.0  # the figure reported stays the prior's
+    # A budget the same way: both cost $500 at their figures; at the low end MTP costs
+    # 500 / 0.973361 = $513.7, so a $505 budget is met by plain decoding only.
+    budget = outcome(SimpleNamespace(ranked=[mtp, plain], best=mtp), 8, Target(budget_usd=505.0))
+    assert budget.meets and budget.payload[1] is plain
 
 
 def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
-    from tokenplan.perf.layout import Layout
-    from tokenplan.planning.rank import _speculation_note
-    from tokenplan.units import Dtype
-
-    def cand(wall_s, spec, tok_s):
-        cfg = SimpleNamespace(spec=spec, layout=Layout(tp=1, dp=8), weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8,
-                              lift_running_cap=True)
-        return SimpleNamespace(wall_s=wall_s, evaluation=SimpleNamespace(config=cfg, output_tok_s_total=tok_s))
-
-    job = _job(1000.0, 4000.0)  # mean decoding context 3,000 tokens: low/prior τ ratio 0.973361
-    prior = SpecDecode("mtp", 1, 1.74, from_prior=True)
     option = SimpleNamespace(label="8× b200")
-    best, mtp = cand(100.0, None, 50_000.0), cand(99.0, prior, 50_505.0)
-    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]), job)
+    best, mtp = _candidate(100.0, None, 50_000.0), _candidate(99.0, PRIOR, 50_505.0)
+    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]))
     # 50,505 / 50,000 − 1 = 1.0 % more tok/s; τ at the low end 1.74 × 0.973361 = 1.6937 → 1.69.
     assert note.startswith("8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised gives "
-                           "50,505 tok/s, 1.0% more than without it, at τ=1.74")
+                           "50,505 tok/s, 1.0% more than plain decoding, at τ=1.74")
     assert "(τ≈1.69)" in note and "--spec none --spec mtp:1:TAU" in note
+    # When the leader itself speculates (a τ the user stated), the gap is to it, not to plain decoding.
+    stated_best = _candidate(100.0, SpecDecode("mtp", 1, 1.5), 50_000.0)
+    note = _speculation_note(SimpleNamespace(option=option, best=stated_best, ranked=[stated_best, mtp]))
+    assert "1.0% more than the leading configuration" in note
     # A stated τ, or a slower speculative configuration, needs no note.
-    stated = cand(99.0, SpecDecode("mtp", 1, 1.74), 50_505.0)
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated]), job) is None
-    slower = cand(101.0, prior, 49_500.0)
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower]), job) is None
+    stated = _candidate(99.0, SpecDecode("mtp", 1, 1.74), 50_505.0)
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated])) is None
+    slower = _candidate(101.0, PRIOR, 49_500.0)
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower])) is None
