@@ -139,20 +139,24 @@ MAX_PREFILL_UTILISATION = 0.95
 MIN_PREFILL_BUDGET_FRACTION = 0.1
 
 
-def prefill_queue_s(own_prefill_s: float, prefill_share: float) -> float:
+def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = math.inf) -> float:
     """Mean wait behind other requests' prefills: M/D/1 with utilisation ρ = the share of time
     the replica spends prefilling, ``W = ρ·S / (2(1 − ρ))`` (Pollaczek–Khinchine, deterministic
-    service S = one prompt's prefill); ρ capped at :data:`MAX_PREFILL_UTILISATION`.
+    service S = one prompt's prefill); ρ capped at :data:`MAX_PREFILL_UTILISATION`. A closed
+    loop of C requests has at most ``others = C − 1`` prompts ahead of a new one, so the wait is
+    at most ``others·S`` (none at concurrency 1, where a high prefill share is the request's own
+    prompt, not a queue).
 
     Args:
         own_prefill_s: S, one prompt's prefill (seconds).
         prefill_share: ρ, fraction of time the replica prefills (dimensionless).
+        others: requests that can be ahead of this one (C − 1; unbounded by default).
 
     Returns:
         The mean wait (seconds).
     """
     rho = min(max(prefill_share, 0.0), MAX_PREFILL_UTILISATION)
-    return rho * own_prefill_s / (2.0 * (1.0 - rho))
+    return min(rho * own_prefill_s / (2.0 * (1.0 - rho)), max(others, 0.0) * own_prefill_s)
 
 
 def length_spread_tokens(dist: LengthDist) -> float:
@@ -227,10 +231,13 @@ def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch
 
 def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, isl: LengthDist,
                     n_dec: float, dec_s: float, pre: StepTime) -> _Cycle:
-    """Engines that keep prefill apart (SGLang default): ``B·ISL / chunk`` prefill-only steps of
-    time ``pre`` during which decode waits."""
+    """Engines that keep prefill apart (SGLang default): the cycle's ``B·ISL`` prompt tokens run
+    in prefill-only steps of ``min(chunk, B·ISL)`` tokens each, of time ``pre``, during which
+    decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
+    chunk together still take a whole prefill step)."""
     chunk = settings.chunk_tokens
-    n_chunks = batch * isl.mean / chunk
+    prompt_tokens = batch * isl.mean
+    n_chunks = prompt_tokens / min(chunk, prompt_tokens) if prompt_tokens > 0 else 0.0
     cycle = n_dec * dec_s + n_chunks * pre.total_s
     own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2,
                     prompt_chunk_tokens=min(isl.mean, chunk)).total_s * math.ceil(isl.mean / chunk)
@@ -279,7 +286,7 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
     g = eff.prefill_wave_fraction
     wave = wave_queue_s(batch, isl.mean, pre.total_s / min(chunk, prompt_tokens))
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
-    queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share)
+    queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
     warnings: list[str] = []
     if concurrency is not None and concurrency > batch:

@@ -101,3 +101,24 @@ def test_a_wave_of_spread_output_lengths_arrives_spread_and_queues_less():
     # within 6 % (the cap at L trims the lognormal's upper tail: 194.6 tokens).
     assert length_spread_tokens(LengthDist(1000)) == 0.0
     assert length_spread_tokens(LengthDist(922, 0.06409, 1024.44)) == pytest.approx(204.9, rel=0.06)
+
+
+def test_a_closed_loop_waits_behind_at_most_its_other_requests():
+    # M/D/1 at ρ = 0.5, S = 0.2 s: 0.5 × 0.2 / (2 × 0.5) = 0.1 s. With one other request in
+    # flight at most 1 × 0.2 s is ahead (no cap binds); with 0.25 of one (a fractional mean batch)
+    # 0.05 s; at concurrency 1 (no other request) no wait at all.
+    assert prefill_queue_s(0.2, 0.5, others=1.0) == pytest.approx(0.1)
+    assert prefill_queue_s(0.2, 0.5, others=0.25) == pytest.approx(0.05)
+    assert prefill_queue_s(0.2, 0.95, others=0.0) == 0.0
+
+
+def test_one_request_prefills_its_whole_prompt_once_per_cycle():
+    # SGLang (prefill apart from decode) on an H200 at concurrency 1: the 4,096-token prompt fits
+    # one 8,192-token chunk, so each cycle is 512 decode steps plus one prefill step of 4,096
+    # tokens, not half of one (4,096 / 8,192 chunks of the 4,096-token step, as the cycle counted
+    # before).
+    eff = Efficiency()
+    ev = _evaluate(eff, 1)
+    assert ev.settings.chunk_tokens == 8192
+    pre = step_time(ev.deployment, eff, 0.0, 0.0, 4096.0, 2048.0, prompt_chunk_tokens=4096.0)
+    assert ev.steady.cycle_s == pytest.approx(512 * ev.steady.decode_step.total_s + pre.total_s, rel=1e-9)
