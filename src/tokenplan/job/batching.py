@@ -87,7 +87,8 @@ class SteadyState:
     @property
     def batch_reason(self) -> str:
         """What sets the running batch: the client's ``concurrency`` when it is below the
-        engine's limits, else the binding limit (``kv cache``, ``state slots``, ``engine cap``)."""
+        engine's limits, else the binding limit (``kv cache``, ``kv cache and state`` where one
+        pool holds a hybrid model's KV and state, ``state slots``, ``engine cap``)."""
         return "concurrency" if self.batch < self.limits.limit else self.limits.reason
 
 
@@ -105,7 +106,10 @@ def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: L
     if mem.state_slots is not None:
         state = math.floor(mem.state_slots / engine.pools.slots(bool(spec)))
     cap = engine.running_cap(settings, mem.kv_capacity_tokens, isl.max + osl.max)
-    candidates = {"kv cache": kv, "engine cap": cap}
+    # A hybrid model's state shares the pool with its KV here: say so, or the state (most of a
+    # Qwen3.6-27B request's memory) would go unnamed in "capped by kv cache".
+    pool = "kv cache and state" if mem.state_slots is None and mem.state_bytes_per_sequence_per_gpu > 0 else "kv cache"
+    candidates = {pool: kv, "engine cap": cap}
     if state is not None:
         candidates["state slots"] = float(state)
     reason = min(candidates, key=candidates.__getitem__)

@@ -97,3 +97,14 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
     rejected = memory(replace(req, max_running=413)).to_json()["rejected"]
     assert rejected.startswith("cannot allocate 413 running requests")
     assert "speculative state per GPU" in rejected and "overrun the GPU by" in rejected and "-" not in rejected
+
+
+def test_the_batch_limit_names_the_state_where_one_pool_holds_it():
+    # Qwen3.6-27B on one B200, the radix cache off and the running cap raised: one pool holds each
+    # request's KV and its Gated DeltaNet state (153.9 MB, more than its KV), so the limit says
+    # both. Llama-3.1-8B has no recurrent state: the KV cache alone.
+    hybrid = plan(PlanRequest(gpus=("1xb200",), specs=("none",))).to_json()["options"][0]
+    assert hybrid["batch_limit_reason"] == "kv cache and state"
+    dense = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("none",))).to_json()["options"][0]
+    assert dense["batch_limit_reason"] in ("kv cache", "engine cap")
+    assert "state" not in dense["batch_limit_reason"]
