@@ -164,7 +164,8 @@ def prior_acceptance_length(method: str, draft_tokens: int, context_tokens: floa
 
 
 def parse_spec(text: str) -> SpecDecode | None:
-    """Parse ``METHOD:K:TAU`` (``mtp:3:3.3``), ``METHOD:K`` (τ from the prior) or ``none``.
+    """Parse ``METHOD:K:TAU`` (``mtp:3:3.3``), ``METHOD:K`` (τ from the prior), ``METHOD``
+    (k = 3, τ from the prior) or ``none`` (also ``off`` or empty).
 
     Raises:
         InputError: unknown method or malformed numbers.
