@@ -198,8 +198,9 @@ def _radix_notes(results: list[OptionResult], table: EfficiencyTable, job: Job) 
     top = fastest(results)
     if top is None or not top.best.evaluation.config.lift_running_cap or not top.best.evaluation.deployment.spec.is_hybrid:
         return []
-    on = best_with(top, table, job, lambda c: not c.lift_running_cap)
     lifted = top.best.evaluation
+    # Same speculative setting, so that the line isolates what the cache costs.
+    on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
     if on is None:
         return []
     s = on.evaluation.steady

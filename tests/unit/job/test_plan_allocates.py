@@ -108,3 +108,13 @@ def test_the_batch_limit_names_the_state_where_one_pool_holds_it():
     dense = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("none",))).to_json()["options"][0]
     assert dense["batch_limit_reason"] in ("kv cache", "engine cap")
     assert "state" not in dense["batch_limit_reason"]
+
+
+def test_the_radix_cache_line_compares_the_same_speculative_setting():
+    # The default plan's 8× B200 leader decodes without MTP. The line on --disable-radix-cache
+    # sets it against the best cache-on configuration *without MTP* too: there SGLang's running
+    # cap is not the 48 it defaults to with speculative decoding (engine-facts), so the state
+    # slots (4–5 per request with the cache on) bind, not the engine cap.
+    answer = plan(PlanRequest(gpus=("8xb200",))).to_json()["answer"]
+    line = next(a for a in answer if a.startswith("--disable-radix-cache on 8× b200"))
+    assert "capped by state slots" in line and "capped by engine cap" not in line
