@@ -111,9 +111,7 @@ def check_plan_outputs(report: str | None, png: str | None) -> None:
     from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
 
     if report is not None:
-        if not report.strip():
-            raise InputError("--report", report, "an HTML file path")
-        check_output_file(Path(report), "--report", "an HTML file path", create_parent=True)
+        check_output_file(report, "--report", "an HTML file path", create_parent=True)
     if png is not None:
         if not png.strip():
             raise InputError("--png", png, "a folder to write the PNG charts into")

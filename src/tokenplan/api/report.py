@@ -52,10 +52,6 @@ def check_report_output(path: str) -> None:
     Raises:
         InputError: naming ``--out``, the path and what is allowed.
     """
-    from pathlib import Path
-
     from tokenplan.runner.paths import check_output_file
 
-    if not path.strip():
-        raise InputError("--out", path, "an HTML file path")
-    check_output_file(Path(path), "--out", "an HTML file path", create_parent=True)
+    check_output_file(path, "--out", "an HTML file path", create_parent=True)

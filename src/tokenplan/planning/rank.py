@@ -46,11 +46,12 @@ def _speculation_note(r: OptionResult) -> str | None:
     ranks a prior τ at the low end of published acceptance: ``Candidate.ranking_wall_s``), or
     None when none is. Gives both τ and the throughput gap (tokens/s)."""
     b = r.best
-    faster = [c for c in r.ranked[1:] if b is not None and c.wall_s < b.wall_s
-              and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior]
-    if not faster:
+    if b is None:
         return None
-    c = faster[0]
+    c = next((c for c in r.ranked[1:] if c.wall_s < b.wall_s
+              and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior), None)
+    if c is None:
+        return None
     spec = c.evaluation.config.spec
     tau_low = spec.acceptance_length * c.acceptance_low_ratio
     gain = c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1

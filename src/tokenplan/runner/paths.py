@@ -50,17 +50,21 @@ def check_run_dir(path: Path, option: str = "--out") -> None:
         raise InputError(option, str(path), f"a writable directory (cannot write in it: {why})")
 
 
-def check_output_file(path: Path, option: str, what: str = "a file path", create_parent: bool = False) -> None:
-    """Make sure ``path`` can be written later: not a directory, in an existing, writable
-    directory. Nothing is created or changed (a probe file is made and removed beside it),
-    except that with ``create_parent`` the missing parent directories are created, as the
-    writer that follows would create them.
+def check_output_file(path: str | Path, option: str, what: str = "a file path", create_parent: bool = False) -> None:
+    """Make sure ``path`` can be written later: not empty, not a directory, in an existing,
+    writable directory. Nothing is created or changed (a probe file is made and removed beside
+    it), except that with ``create_parent`` the missing parent directories are created, as the
+    writer that follows would create them. Pass a command-line value as the string it was
+    given: ``Path("")`` is ``.``, a directory, and would be refused as one.
 
     Raises:
         InputError: naming ``option``, the value and what is allowed.
     """
+    if not str(path).strip():
+        raise InputError(option, str(path), what)
+    path = Path(path)
     allowed = f"{what} in {'a' if create_parent else 'an existing,'} writable directory"
-    if not str(path).strip() or path.is_dir():
+    if path.is_dir():
         raise InputError(option, str(path), f"{allowed}; this path is a directory")
     parent = path.parent
     if create_parent and not parent.exists():
