@@ -211,7 +211,9 @@ def test_memory_json_has_the_promised_keys(runs):
     r = runs["memory_json"]
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert {"kv_bytes_per_token", "state_bytes_per_sequence", "weight_bytes_per_gpu", "kv_capacity_tokens"} <= set(out)
+    assert {"kv_bytes_per_token", "state_bytes_per_sequence", "weight_bytes_per_gpu", "kv_capacity_tokens",
+            "running_requests", "running_limited_by", "running_context_tokens"} <= set(out)
+    assert out["running_limited_by"] in ("kv cache", "state slots", "kv cache and state", "engine cap")
     # Qwen3.6-27B: 16·4·256·2·2 = 65,536 B/token; 48·(48·128·128·4 + 10,240·3·2) = 153,944,064 B.
     assert out["kv_bytes_per_token"] == 65_536
     assert out["state_bytes_per_sequence"] == 153_944_064

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from tokenplan.api._common import PredictRequest, evaluate_request
 from tokenplan.api.results import JsonResult, Rejected
 from tokenplan.job.evaluate import Rejection, allocated_requests, kv_and_state
+from tokenplan.job.workload import LengthDist
 
 __all__ = ["MemoryResult", "PredictRequest", "Rejected", "memory"]
 
@@ -19,9 +20,14 @@ class MemoryResult(JsonResult):
     ``kv_bytes_per_token`` and ``state_bytes_per_sequence`` are for the whole model,
     ``kv_bytes_per_token_per_gpu`` for this GPU's share; ``kv_capacity_tokens`` and
     ``state_slots`` are per replica; ``max_sequences`` is how many sequences of
-    ``context_tokens`` (ISL + OSL) fit; ``running_requests`` is the batch limit and
-    ``allocation`` what the engine allocates on one GPU at that many running requests (term →
-    bytes: weights, kv_cache, draft_kv, state, spec_state, reserve; they sum to ``gpu_bytes``).
+    ``context_tokens`` (ISL + OSL, whole requests) fit in the KV cache; ``running_requests`` is
+    the batch limit per replica, ``running_limited_by`` what sets it (``kv cache``, ``state
+    slots``, ``kv cache and state`` or ``engine cap``) and ``running_context_tokens`` the context
+    each running request is counted at for it (the engine's rule: the running mean ISL + the
+    length-biased half output, or ISL + OSL where admission reserves the whole request, as
+    TRT-LLM's does); ``allocation`` is what the engine allocates on one GPU at that many running
+    requests (term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve; they sum to
+    ``gpu_bytes``).
     """
 
     gpu: str
@@ -41,6 +47,8 @@ class MemoryResult(JsonResult):
     memory_fraction: float
     warnings: tuple[str, ...]
     running_requests: float
+    running_limited_by: str
+    running_context_tokens: float
     allocation: Mapping[str, float]
 
 
@@ -58,6 +66,8 @@ def memory(req: PredictRequest) -> MemoryResult | Rejected:
     m = result.memory
     kv_tok, state_seq = kv_and_state(model, config.kv_dtype)
     running = allocated_requests(result)
+    isl = LengthDist(req.isl, req.isl_sigma, None)
+    osl = LengthDist(req.osl, req.osl_sigma, req.osl_cap)
     return MemoryResult(
         gpu=gpu.key, layout=config.layout.describe(), gpu_bytes=m.gpu_bytes,
         weight_bytes_per_gpu=m.weight_bytes_per_gpu, reserve_bytes=m.reserve_bytes,
@@ -67,5 +77,7 @@ def memory(req: PredictRequest) -> MemoryResult | Rejected:
         state_slots=m.state_slots, max_sequences=m.max_sequences(req.isl + req.osl),
         context_tokens=req.isl + req.osl,
         memory_fraction=result.settings.memory_fraction, warnings=tuple(result.warnings),
-        running_requests=running, allocation=m.allocation(running),
+        running_requests=running, running_limited_by=result.steady.limits.reason,
+        running_context_tokens=config.engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean),
+        allocation=m.allocation(running),
     )

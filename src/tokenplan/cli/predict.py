@@ -67,7 +67,8 @@ def predict_cmd(
     ssm_dtype: Optional[str] = _SSM_DTYPE,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
-    """Predict throughput, TPOT, TTFT, memory and the bottleneck of one configuration."""
+    """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
+    the bottleneck of one configuration."""
     from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
     from tokenplan.report.tables import predict_table

@@ -17,8 +17,10 @@ prefill + queueing behind other requests' prefills + queueing when the client ke
 requests in flight than the engine runs (Little's law). The wait behind other prefills mixes two
 arrival patterns (``Efficiency.prefill_wave_fraction`` = g): a client that keeps C requests of
 fixed lengths in flight sends them in waves (requests that start together end together), and a
-request of a wave waits on average behind ``(C − 1)/2`` other prompts prefilled at the engine's
-batched prefill rate; the rest arrive at random and queue as M/D/1 at the prefill share of time.
+wave's prompts are packed in arrival order into whole prefill steps of the engine's chunk: a
+request has its first token when the step holding the end of its prompt ends
+(``wave_steps_mean``), so a wave that fits one step waits for all of it; the rest arrive at
+random and queue as M/D/1 at the prefill share of time.
 Output lengths that differ spread a wave's completions over time (``wave_persistence``): with
 InferenceX's U[0.8 L, L] outputs a wave of 1K-token answers ends over ~200 decode steps, more
 than enough to prefill the next wave's prompts one by one as they arrive.
@@ -29,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import numpy as np
 
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.job.workload import LengthDist
@@ -183,10 +187,31 @@ def wave_persistence(wave_s: float, spread_s: float) -> float:
     return max(0.0, 1.0 - spread_s / (2.0 * wave_s))
 
 
-def wave_queue_s(batch: float, isl_tokens: float, prefill_s_per_token: float) -> float:
-    """Mean wait of a request of a synchronised wave of ``batch`` requests behind the other
-    prompts of its wave: ``(batch − 1)/2 × ISL × prefill time per token`` (seconds)."""
-    return max(batch - 1.0, 0.0) / 2.0 * isl_tokens * prefill_s_per_token
+def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tuple[float, float]:
+    """How a synchronised wave of prompts is prefilled in whole steps.
+
+    A wave of n = round(batch) prompts of ``isl_tokens`` each arrives together and is packed,
+    in arrival order, into prefill steps of ``step_tokens`` (SGLang's chunk, the token budget
+    of vLLM and TRT-LLM, which the wave's prompts fill alone: the requests that would decode
+    with them have just ended). Prompt i (1..n) has its first token when the step holding its
+    last prompt token ends, step ``k_i = ⌈i·ISL / step_tokens⌉``; the wave takes
+    ``K = ⌈n·ISL / step_tokens⌉`` steps, the last of them partly filled. Every prompt of a wave
+    that fits one step waits for the whole step, where a token-by-token count of the prompts
+    ahead, ``(n − 1)/2 × ISL``, gives about half of it.
+
+    Args:
+        batch: requests in the wave (≥ 1 after rounding). isl_tokens: prompt length (tokens).
+        step_tokens: prompt tokens one prefill step holds (tokens, > 0).
+
+    Returns:
+        (mean over the wave of the full steps before a prompt's last one, share of the wave's
+        prompts whose last step is the wave's last, partly filled step). The mean wait in seconds
+        is ``full_steps × T(step_tokens) + share_last × T(last) + (1 − share_last) ×
+        T(step_tokens)``.
+    """
+    n = max(1, round(batch))
+    ends = np.ceil(np.arange(1, n + 1) * (isl_tokens / step_tokens) - 1e-9)  # k_i, one per prompt
+    return float(ends.mean() - 1.0), float(np.count_nonzero(ends == ends[-1]) / n)
 
 
 class _Cycle(NamedTuple):
@@ -248,6 +273,20 @@ def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, ba
     return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
 
 
+def _wave_ttft_s(d: Deployment, eff: Efficiency, batch: float, isl_tokens: float, chunk: int,
+                 full_step_s: float) -> float:
+    """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
+    those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
+    last step partly filled (seconds)."""
+    n = max(1, round(batch))
+    full_steps, share_last = wave_steps_mean(n, isl_tokens, chunk)
+    last_tokens = n * isl_tokens - (math.ceil(n * isl_tokens / chunk - 1e-9) - 1) * chunk
+    last_s = (full_step_s if last_tokens >= chunk or n * isl_tokens <= chunk else
+              step_time(d, eff, 0.0, 0.0, last_tokens, isl_tokens / 2,
+                        prompt_chunk_tokens=min(isl_tokens, chunk)).total_s)
+    return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
+
+
 def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
                  spec: SpecDecode | None = None, limits: BatchLimits | None = None) -> SteadyState:
@@ -288,7 +327,7 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre)
     g = eff.prefill_wave_fraction
-    wave = wave_queue_s(batch, isl.mean, pre.total_s / min(chunk, prompt_tokens))
+    wave = max(_wave_ttft_s(d, eff, batch, isl.mean, chunk, pre.total_s) - cyc.own_s, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue

@@ -173,6 +173,8 @@ def memory_table(m: dict) -> Table:
     t.add_row("state per sequence (model)", f"{m['state_bytes_per_sequence'] / 2**20:,.1f} MiB")
     t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,.0f} tokens")
     t.add_row(f"sequences of ISL+OSL = {m['context_tokens']:,.0f} tokens", f"{m['max_sequences']:,.0f}")
+    t.add_row(f"running limit (each at {m['running_context_tokens']:,.0f} tokens)",
+              f"{m['running_requests']:,.0f} ({m['running_limited_by']})")
     return t
 
 

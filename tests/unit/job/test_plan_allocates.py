@@ -77,6 +77,10 @@ def test_memory_lists_every_term_at_an_explicit_launch():
                          max_running=128, disable_radix_cache=True)
     m = memory(req).to_json()
     assert m["running_requests"] == 128
+    # The explicit cap binds (the state pool is sized for it), and SGLang counts a running
+    # request at ISL + half its output: 1,024 + 1,024/2 = 1,536 tokens (the defaults).
+    assert m["running_limited_by"] == "engine cap"
+    assert m["running_context_tokens"] == 1536
     assert set(m["allocation"]) == {"weights", "kv_cache", "draft_kv", "state", "spec_state", "reserve"}
     assert m["allocation"]["kv_cache"] == pytest.approx(21_493_173_073.92, rel=1e-12)
     assert m["allocation"]["state"] == 129 * STATE_BYTES

@@ -6,17 +6,28 @@ from __future__ import annotations
 import pytest
 
 from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.job.batching import length_spread_tokens, prefill_queue_s, wave_persistence, wave_queue_s
+from tokenplan.job.batching import length_spread_tokens, prefill_queue_s, wave_persistence, wave_steps_mean
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.step import step_time
 
 
-def test_a_wave_of_nine_waits_on_average_behind_four_prompts():
-    # (9 − 1)/2 = 4 prompts × 1,000 tokens × 1 µs/token = 4 ms.
-    assert wave_queue_s(9, 1000, 1e-6) == pytest.approx(4e-3)
-    assert wave_queue_s(1, 1000, 1e-6) == 0.0
+def test_a_wave_is_prefilled_in_whole_steps():
+    # 16 prompts of 1,024 tokens fill one 16,384-token step: each waits for all of it.
+    assert wave_steps_mean(16, 1024, 16384) == (0.0, 1.0)
+    # 64 of them take 4 steps; prompts 1–16 end in step 1, 17–32 in step 2, …: the mean step is
+    # (1 + 2 + 3 + 4)/4 = 2.5, so 1.5 whole steps before a prompt's last one; 16/64 end in the
+    # last step.
+    assert wave_steps_mean(64, 1024, 16384) == (pytest.approx(1.5), pytest.approx(0.25))
+    # 5 prompts of 3,000 tokens in 4,096-token steps end at tokens 3,000, 6,000, 9,000, 12,000 and
+    # 15,000: steps ⌈·/4,096⌉ = 1, 2, 3, 3, 4 → (0 + 1 + 2 + 2 + 3)/5 = 1.6 steps before, 1/5 in the
+    # fourth, partly filled step (15,000 − 3 × 4,096 = 2,712 tokens).
+    assert wave_steps_mean(5, 3000, 4096) == (pytest.approx(1.6), pytest.approx(0.2))
+    # 3 prompts of 8,192 tokens in 2,048-token chunks end in steps 4, 8 and 12: (3 + 7 + 11)/3 = 7.
+    assert wave_steps_mean(3, 8192, 2048) == (pytest.approx(7.0), pytest.approx(1 / 3))
+    # A lone request has no wave: its own prompt's steps only (⌈8,192/2,048⌉ = 4, 3 before the last).
+    assert wave_steps_mean(1, 8192, 2048) == (pytest.approx(3.0), 1.0)
 
 
 def test_md1_wait_at_half_utilisation_is_half_a_service_time():
@@ -122,3 +133,15 @@ def test_one_request_prefills_its_whole_prompt_once_per_cycle():
     assert ev.settings.chunk_tokens == 8192
     pre = step_time(ev.deployment, eff, 0.0, 0.0, 4096.0, 2048.0, prompt_chunk_tokens=4096.0)
     assert ev.steady.cycle_s == pytest.approx(512 * ev.steady.decode_step.total_s + pre.total_s, rel=1e-9)
+
+
+def test_a_wave_that_fits_one_prefill_step_waits_for_the_whole_step():
+    # SGLang on an H200, 2 requests of 4,096 tokens in flight, every arrival in a wave: both
+    # prompts ride one 8,192-token prefill step, so the wave's TTFT is that whole step. The
+    # token-by-token wait (own prompt + (2 − 1)/2 of the other) gave three quarters of it.
+    eff = Efficiency(prefill_wave_fraction=1.0)
+    ev = _evaluate(eff, 2)
+    assert ev.settings.chunk_tokens == 8192
+    both = step_time(ev.deployment, eff, 0.0, 0.0, 8192.0, 2048.0, prompt_chunk_tokens=4096.0).total_s
+    half_decode = ev.steady.decode_step.total_s / 2
+    assert ev.steady.ttft_s == pytest.approx(eff.ttft_overhead_s + half_decode + both, rel=1e-9)
