@@ -116,12 +116,17 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     return config, model, gpu
 
 
+def request_lengths(req: PredictRequest) -> tuple[LengthDist, LengthDist]:
+    """The request's prompt and output length distributions (tokens): lognormal around
+    ``isl``/``osl`` with ``isl_sigma``/``osl_sigma`` (0 = fixed), outputs capped at ``osl_cap``."""
+    return LengthDist(req.isl, req.isl_sigma, None), LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+
+
 def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
     """Evaluate a request with the calibrated efficiency for its engine and GPU architecture."""
     config, model, gpu = build_config(req)
     eff = efficiency_table(req.calibration).resolve(config.engine.name, gpu.architecture)
-    isl = LengthDist(req.isl, req.isl_sigma, None)
-    osl = LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+    isl, osl = request_lengths(req)
     per_replica = None if req.concurrency is None else req.concurrency / config.layout.dp
     return evaluate(model, gpu, config, eff, isl, osl, per_replica)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tokenplan.api._common import PredictRequest, evaluate_request
+from tokenplan.api._common import PredictRequest, evaluate_request, request_lengths
 from tokenplan.api.results import JsonResult, Rejected
 from tokenplan.job.evaluate import Rejection, allocated_requests, kv_and_state
-from tokenplan.job.workload import LengthDist
 
 __all__ = ["MemoryResult", "PredictRequest", "Rejected", "memory"]
 
@@ -66,8 +65,7 @@ def memory(req: PredictRequest) -> MemoryResult | Rejected:
     m = result.memory
     kv_tok, state_seq = kv_and_state(model, config.kv_dtype)
     running = allocated_requests(result)
-    isl = LengthDist(req.isl, req.isl_sigma, None)
-    osl = LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+    isl, osl = request_lengths(req)
     return MemoryResult(
         gpu=gpu.key, layout=config.layout.describe(), gpu_bytes=m.gpu_bytes,
         weight_bytes_per_gpu=m.weight_bytes_per_gpu, reserve_bytes=m.reserve_bytes,

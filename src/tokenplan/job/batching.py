@@ -187,7 +187,7 @@ def wave_persistence(wave_s: float, spread_s: float) -> float:
     return max(0.0, 1.0 - spread_s / (2.0 * wave_s))
 
 
-def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tuple[float, float]:
+def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tuple[float, float, float]:
     """How a synchronised wave of prompts is prefilled in whole steps.
 
     A wave of n = round(batch) prompts of ``isl_tokens`` each arrives together and is packed,
@@ -205,13 +205,14 @@ def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tupl
 
     Returns:
         (mean over the wave of the full steps before a prompt's last one, share of the wave's
-        prompts whose last step is the wave's last, partly filled step). The mean wait in seconds
-        is ``full_steps × T(step_tokens) + share_last × T(last) + (1 − share_last) ×
-        T(step_tokens)``.
+        prompts whose last step is the wave's last, prompt tokens in that last step). The mean
+        wait in seconds is ``full_steps × T(step_tokens) + share_last × T(last) + (1 −
+        share_last) × T(step_tokens)``.
     """
     n = max(1, round(batch))
     ends = np.ceil(np.arange(1, n + 1) * (isl_tokens / step_tokens) - 1e-9)  # k_i, one per prompt
-    return float(ends.mean() - 1.0), float(np.count_nonzero(ends == ends[-1]) / n)
+    last_tokens = n * isl_tokens - (ends[-1] - 1.0) * step_tokens
+    return float(ends.mean() - 1.0), float(np.count_nonzero(ends == ends[-1]) / n), float(last_tokens)
 
 
 class _Cycle(NamedTuple):
@@ -277,11 +278,10 @@ def _wave_ttft_s(d: Deployment, eff: Efficiency, batch: float, isl_tokens: float
                  full_step_s: float) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
-    last step partly filled (seconds)."""
-    n = max(1, round(batch))
-    full_steps, share_last = wave_steps_mean(n, isl_tokens, chunk)
-    last_tokens = n * isl_tokens - (math.ceil(n * isl_tokens / chunk - 1e-9) - 1) * chunk
-    last_s = (full_step_s if last_tokens >= chunk or n * isl_tokens <= chunk else
+    last step partly filled (seconds). ``full_step_s``: one prefill step of ``min(chunk, the
+    wave's prompt tokens)``, which is already the whole wave when it fits one step."""
+    full_steps, share_last, last_tokens = wave_steps_mean(batch, isl_tokens, chunk)
+    last_s = (full_step_s if last_tokens >= chunk or full_steps == 0.0 else
               step_time(d, eff, 0.0, 0.0, last_tokens, isl_tokens / 2,
                         prompt_chunk_tokens=min(isl_tokens, chunk)).total_s)
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s

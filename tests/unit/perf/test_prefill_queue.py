@@ -15,19 +15,19 @@ from tokenplan.perf.step import step_time
 
 def test_a_wave_is_prefilled_in_whole_steps():
     # 16 prompts of 1,024 tokens fill one 16,384-token step: each waits for all of it.
-    assert wave_steps_mean(16, 1024, 16384) == (0.0, 1.0)
+    assert wave_steps_mean(16, 1024, 16384) == (0.0, 1.0, 16384.0)
     # 64 of them take 4 steps; prompts 1–16 end in step 1, 17–32 in step 2, …: the mean step is
     # (1 + 2 + 3 + 4)/4 = 2.5, so 1.5 whole steps before a prompt's last one; 16/64 end in the
     # last step.
-    assert wave_steps_mean(64, 1024, 16384) == (pytest.approx(1.5), pytest.approx(0.25))
+    assert wave_steps_mean(64, 1024, 16384) == (pytest.approx(1.5), pytest.approx(0.25), 16384.0)
     # 5 prompts of 3,000 tokens in 4,096-token steps end at tokens 3,000, 6,000, 9,000, 12,000 and
     # 15,000: steps ⌈·/4,096⌉ = 1, 2, 3, 3, 4 → (0 + 1 + 2 + 2 + 3)/5 = 1.6 steps before, 1/5 in the
     # fourth, partly filled step (15,000 − 3 × 4,096 = 2,712 tokens).
-    assert wave_steps_mean(5, 3000, 4096) == (pytest.approx(1.6), pytest.approx(0.2))
+    assert wave_steps_mean(5, 3000, 4096) == (pytest.approx(1.6), pytest.approx(0.2), 2712.0)
     # 3 prompts of 8,192 tokens in 2,048-token chunks end in steps 4, 8 and 12: (3 + 7 + 11)/3 = 7.
-    assert wave_steps_mean(3, 8192, 2048) == (pytest.approx(7.0), pytest.approx(1 / 3))
+    assert wave_steps_mean(3, 8192, 2048) == (pytest.approx(7.0), pytest.approx(1 / 3), 2048.0)
     # A lone request has no wave: its own prompt's steps only (⌈8,192/2,048⌉ = 4, 3 before the last).
-    assert wave_steps_mean(1, 8192, 2048) == (pytest.approx(3.0), 1.0)
+    assert wave_steps_mean(1, 8192, 2048) == (pytest.approx(3.0), 1.0, 2048.0)
 
 
 def test_md1_wait_at_half_utilisation_is_half_a_service_time():
