@@ -94,11 +94,14 @@ class ValidatedRow(JsonResult):
 class ValidationResult(JsonResult):
     """``validate``'s result. ``main`` is the error on throughput for throughput files and on
     TPOT for serving files; ``tpot``/``ttft`` where the rows measure them; the breakdowns are on
-    the main metric; ``calibration`` says which profile predicted."""
+    the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
+    predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
+    the reason; only their TTFT and TPOT are compared."""
 
     kind: str
     n: int
     skipped: tuple[SkippedEntry, ...]
+    throughput_set_aside: tuple[SkippedEntry, ...]
     main: ErrorStats = field(metadata=INLINE)
     calibration: str
     tpot: ErrorStats | None = field(metadata=inline("tpot_"))
@@ -136,6 +139,9 @@ def validation_result(v: Validation) -> ValidationResult:
     return ValidationResult(
         kind=v.kind, n=len(v.rows),
         skipped=tuple(SkippedEntry(k.line, k.row_id, k.reason) for k in v.skipped),
+        throughput_set_aside=tuple(SkippedEntry(r.case.measurement.line, r.case.measurement.row_id,
+                                                r.case.measurement.throughput_set_aside)
+                                   for r in v.rows if r.case.measurement.throughput_set_aside is not None),
         main=ErrorStats.of(v.summary.get(main)), calibration=v.provenance,
         tpot=ErrorStats.of(v.summary["tpot"]) if "tpot" in v.summary else None,
         ttft=ErrorStats.of(v.summary["ttft"]) if "ttft" in v.summary else None,

@@ -168,10 +168,10 @@ class FitResult:
 
 def row_kind(case: Case) -> str:
     """``throughput`` (output tok/s only: dev.csv), ``serving`` (TTFT and TPOT only:
-    serving-dev.csv) or ``both`` (all three: inferencex-dev.csv); each kind is weighted as one
-    file (see :func:`fit`)."""
+    serving-dev.csv) or ``both`` (all three: inferencex-dev.csv, also a row of that file whose
+    tok/s was set aside on read); each kind is weighted as one file (see :func:`fit`)."""
     m = case.measurement
-    if m.output_tok_s_per_gpu is None:
+    if m.output_tok_s_per_gpu is None and m.throughput_set_aside is None:
         return "serving"
     return "both" if m.tpot_s is not None else "throughput"
 

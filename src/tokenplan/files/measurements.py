@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.measurement import CLOSED_LOOP_RATIO_BOUNDS, Measurement, SkippedRow, closed_loop_ratio
 from tokenplan.units import MS_PER_S
 
 THROUGHPUT = "throughput"
@@ -164,11 +164,30 @@ def _trust(row: dict, blank: str) -> str:
     return text
 
 
+def _screen_throughput(m: Measurement) -> Measurement:
+    """``m`` with its output tok/s set aside (with the reason) where it contradicts the run's own
+    median TTFT and TPOT by Little's law (:func:`~tokenplan.measurement.closed_loop_ratio` outside
+    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`); rows without both latencies, a
+    concurrency and an OSL are returned as they are."""
+    if None in (m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens):
+        return m
+    ratio = closed_loop_ratio(m.output_tok_s_per_gpu, m.num_gpus, m.concurrency, m.osl_tokens, m.ttft_s, m.tpot_s)
+    low, high = CLOSED_LOOP_RATIO_BOUNDS
+    if low < ratio < high:
+        return m
+    allowed = m.output_tok_s_per_gpu / ratio
+    reason = (f"output_tok_s_per_gpu {m.output_tok_s_per_gpu:g} set aside: its own latencies allow "
+              f"{allowed:,.1f} tok/s/GPU (concurrency {m.concurrency:g} × OSL {m.osl_tokens:g} / (TTFT "
+              f"{m.ttft_s * MS_PER_S:g} ms + OSL × TPOT {m.tpot_s * MS_PER_S:g} ms) / {m.num_gpus} GPUs), "
+              f"ratio {ratio:.2f}, allowed {low:g}–{high:g}; its TTFT and TPOT are used")
+    return replace(m, output_tok_s_per_gpu=None, throughput_set_aside=reason)
+
+
 def _throughput_row(row: dict, line: int) -> Measurement:
     tp, pp = _int(row, "tp"), _int(row, "pp")
     attention_dp = _text(row, "attention_dp").lower() in ("true", "1", "yes")
     ep_default = tp if attention_dp else 1
-    return Measurement(
+    return _screen_throughput(Measurement(
         line=line, row_id=_text(row, "id") or str(line), engine=_required_text(row, "engine"),
         model=_required_text(row, "model"), gpu=_required_text(row, "gpu"),
         num_gpus=int(_number(row, "num_gpus")), tp=tp, pp=pp, ep=_int(row, "ep", ep_default),
@@ -184,7 +203,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
         ttft_s=_median_ms(row, "ttft_ms_median"), tpot_s=_median_ms(row, "tpot_ms_median"),
         length_low_fraction=_length_low_fraction(row), max_running=_max_running(row),
         length_set=_length_set(row),
-    )
+    ))
 
 
 def _serving_row(row: dict, line: int) -> Measurement:

@@ -40,7 +40,8 @@ def rows_table(d: dict) -> Table:
         cells = [str(r["line"]), r["engine"], r["model"], r["gpu"], r["layout"], r["weight_dtype"],
                  f"{r['isl']:g}/{r['osl']:g}" + _spread(r.get("lengths", "fixed")), conc]
         for name, err, _ in metrics:
-            cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])]
+            cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])] \
+                if err in r else ["–", "set aside", "–"]
         t.add_row(*cells)
     return t
 
@@ -51,7 +52,7 @@ def summary_table(d: dict) -> Table:
     for col in ("over", "n", "median", "p90", "bias"):
         t.add_column(col, justify="right" if col != "over" else "left")
     label = "throughput" if d["kind"] == "throughput" else "TPOT"
-    t.add_row(f"all rows ({label})", str(d["n"]), _abs_pct(d["median_abs_pct_error"]),
+    t.add_row(f"all rows ({label})", str(d["n"] - len(d.get("throughput_set_aside", ()))), _abs_pct(d["median_abs_pct_error"]),
               _abs_pct(d["p90_abs_pct_error"]), _pct(d["bias"]))
     if d["kind"] == "throughput" and "tpot_median_abs_pct_error" in d:  # InferenceX rows also measure TPOT
         t.add_row("all rows (TPOT)", str(d["n"]), _abs_pct(d["tpot_median_abs_pct_error"]),
@@ -68,12 +69,18 @@ def summary_table(d: dict) -> Table:
 
 def show_validation(console: Console, d: dict, rows: bool = True) -> None:
     """Print the per-row table (when ``rows``), the error summary, the skipped rows with their
-    reasons and the calibration the predictions used."""
+    reasons, the rows whose tok/s was set aside (with theirs) and the calibration the predictions
+    used."""
     if rows:
         console.print(rows_table(d))
     console.print(summary_table(d))
     if d["skipped"]:
         console.print(f"[bold]{len(d['skipped'])} rows skipped[/bold]")
         for s in d["skipped"]:
+            console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
+    if d.get("throughput_set_aside"):
+        console.print(f"[bold]{len(d['throughput_set_aside'])} rows' tok/s set aside[/bold] (their TTFT and TPOT "
+                      "are compared)")
+        for s in d["throughput_set_aside"]:
             console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
     console.print(f"calibration: {d['calibration']}", markup=False)

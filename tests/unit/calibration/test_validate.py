@@ -143,10 +143,10 @@ def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(
 
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,40,"
-                        'none,200,,high,x,161.6,6.76,400,v1,2026-02-06,"nominal 1024/1024 (random U[0.8L,L], ignore_eos)"\n'
+                        'none,560,,high,x,161.6,6.76,1120,v1,2026-02-06,"nominal 1024/1024 (random U[0.8L,L], ignore_eos)"\n'
                         "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n")
     first, second = read_measurements(str(csv_path)).rows
-    assert (first.output_tok_s_per_gpu, first.ttft_s, first.tpot_s) == pytest.approx((200, 0.1616, 0.00676))
+    assert (first.output_tok_s_per_gpu, first.ttft_s, first.tpot_s) == pytest.approx((560, 0.1616, 0.00676))
     assert first.length_low_fraction == 0.8 and first.num_requests == 40
     assert second.ttft_s is None and second.length_low_fraction is None and second.num_requests is None
     # U[0.8 L, L] with mean 922: L = 922 / 0.9 = 1,024.4; CV = 0.2 / (1.8·√3) = 0.06415;
@@ -154,6 +154,43 @@ def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(
     d = stated_lengths(922, 0.8)
     assert d.sigma == pytest.approx(0.06409, abs=1e-5) and d.cap_tokens == pytest.approx(1024.44, abs=0.01)
     assert d.running_mean == pytest.approx(925.8, rel=3e-3)
+
+
+def test_throughput_that_contradicts_the_runs_own_latencies_is_set_aside_with_its_reason(tmp_path, ideal_profile):
+    from rich.console import Console
+
+    from tokenplan.api._cases import resolve_file
+    from tokenplan.calibration.fit import row_kind
+    from tokenplan.report.validation import show_validation
+
+    # One H100, concurrency 4, OSL 922, median TTFT 161.6 ms and TPOT 6.76 ms. By Little's law a
+    # closed-loop client completes 4 requests per request latency, 0.1616 + 922 × 0.00676 =
+    # 6.3943 s, so the run can produce at most 4 × 922 / 6.3943 = 576.8 output tok/s.
+    #   560 tok/s: ratio 560 / 576.8 = 0.971 → kept;
+    #   400 tok/s: 0.693 ≤ 0.8 → set aside (the run lost ~30 % of its time outside its requests);
+    #   800 tok/s: 1.387 ≥ 1.25 → set aside (more than its latencies allow).
+    row = ("{id},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,{tok},,high,x,"
+           "161.6,6.76,,,,\n")
+    csv_path = tmp_path / "ix.csv"
+    csv_path.write_text(INFERENCEX_HEADER + "".join(row.format(id=i, tok=t) for i, t in
+                                                    (("kept", 560), ("slow", 400), ("fast", 800))))
+    data = read_measurements(str(csv_path))
+    kept, slow, fast = data.rows
+    assert kept.output_tok_s_per_gpu == 560 and kept.throughput_set_aside is None
+    for m, ratio in ((slow, "0.69"), (fast, "1.39")):
+        assert m.output_tok_s_per_gpu is None and m.tpot_s == pytest.approx(0.00676)
+        assert f"ratio {ratio}" in m.throughput_set_aside and "allow 576.8 tok/s/GPU" in m.throughput_set_aside
+    # the fit still weighs a set-aside row as a row of its file (TTFT and TPOT only)
+    cases, _ = resolve_file(data)
+    assert [row_kind(c) for c in cases] == ["both", "both", "both"]
+    d = validate(str(csv_path), ideal_profile).to_json()
+    assert [s["id"] for s in d["throughput_set_aside"]] == ["slow", "fast"] and d["n"] == 3
+    rows = {r["id"]: r for r in d["rows"]}
+    assert "error" in rows["kept"] and "error" not in rows["slow"] and "tpot_error" in rows["slow"]
+    console = Console(record=True, width=400)
+    show_validation(console, d)
+    text = console.export_text()
+    assert "2 rows' tok/s set aside" in text and "│ all rows (throughput) │ 1 " in text
 
 
 def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path):
