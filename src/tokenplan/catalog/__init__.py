@@ -127,6 +127,9 @@ def load_model(name_or_path: str) -> ModelSpec:
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
     if looks_like_path and not path.exists():
         catalog_name = model_for_hf_id(name_or_path)
+        if catalog_name is None and path.suffix == ".json":
+            raise InputError("model", name_or_path, "an existing config.json (file not found), or a catalog name "
+                             "(`tokenplan catalog models`)")
         if catalog_name is None:
             raise InputError("model", name_or_path, "a catalog name, a Hugging Face id of a catalog model "
                              f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)")

@@ -21,7 +21,7 @@ from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
 
-_Paths = Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv or serving-dev.csv).")]
+_Paths = Annotated[Optional[list[str]], typer.Argument(help="Measurement CSVs (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")]
 _Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")]
 _Cv = Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")]
 _Bands = Annotated[Optional[Path], typer.Option("--bands", help="Also write the error-band table (80 % intervals "

@@ -17,7 +17,7 @@ from tokenplan.cli.app import app
 
 @app.command("validate")
 def validate_command(
-    path: Annotated[str, typer.Argument(help="Measurement CSV (columns of dev.csv or serving-dev.csv).")],
+    path: Annotated[str, typer.Argument(help="Measurement CSV (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")],
     calibration: Annotated[Optional[str], typer.Option(help="Calibration profile JSON "
                                                        "[default: the shipped fit].")] = None,
     rows: Annotated[bool, typer.Option(help="Print the per-row table.")] = True,

@@ -179,7 +179,7 @@ def _screen_throughput(m: Measurement) -> Measurement:
     reason = (f"output_tok_s_per_gpu {m.output_tok_s_per_gpu:g} set aside: its own latencies allow "
               f"{allowed:,.1f} tok/s/GPU (concurrency {m.concurrency:g} × OSL {m.osl_tokens:g} / (TTFT "
               f"{m.ttft_s * MS_PER_S:g} ms + OSL × TPOT {m.tpot_s * MS_PER_S:g} ms) / {m.num_gpus} GPUs), "
-              f"ratio {ratio:.2f}, allowed {low:g}–{high:g}; its TTFT and TPOT are used")
+              f"measured/allowed {ratio:.2f}, outside {low:g}–{high:g} (Little's law); its TTFT and TPOT are used")
     return replace(m, output_tok_s_per_gpu=None, throughput_set_aside=reason)
 
 
@@ -240,7 +240,7 @@ def detect_kind(path: str, columns: list[str]) -> str:
         kind = THROUGHPUT
     if missing:
         raise ConfigError(path, "header", f"missing column(s) {', '.join(missing)} (expected the columns of "
-                                          f"dev.csv or serving-dev.csv)")
+                                          f"dev.csv, inferencex-dev.csv or serving-dev.csv)")
     return kind
 
 

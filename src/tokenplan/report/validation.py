@@ -46,19 +46,26 @@ def rows_table(d: dict) -> Table:
     return t
 
 
+def _measured(d: dict, error_key: str) -> int:
+    """Rows that measured the metric whose error is ``error_key`` (InferenceX rows without
+    latencies, or whose tok/s was set aside, lack one of them)."""
+    return sum(error_key in r for r in d["rows"])
+
+
 def summary_table(d: dict) -> Table:
     """Median, p90 and bias of the error over all rows (per metric), then per engine, GPU, family."""
     t = Table(title="error |predicted/measured − 1|")
     for col in ("over", "n", "median", "p90", "bias"):
         t.add_column(col, justify="right" if col != "over" else "left")
     label = "throughput" if d["kind"] == "throughput" else "TPOT"
-    t.add_row(f"all rows ({label})", str(d["n"] - len(d.get("throughput_set_aside", ()))), _abs_pct(d["median_abs_pct_error"]),
+    main_key = "error" if d["kind"] == "throughput" else "tpot_error"
+    t.add_row(f"all rows ({label})", str(_measured(d, main_key)), _abs_pct(d["median_abs_pct_error"]),
               _abs_pct(d["p90_abs_pct_error"]), _pct(d["bias"]))
     if d["kind"] == "throughput" and "tpot_median_abs_pct_error" in d:  # InferenceX rows also measure TPOT
-        t.add_row("all rows (TPOT)", str(d["n"]), _abs_pct(d["tpot_median_abs_pct_error"]),
+        t.add_row("all rows (TPOT)", str(_measured(d, "tpot_error")), _abs_pct(d["tpot_median_abs_pct_error"]),
                   _abs_pct(d["tpot_p90_abs_pct_error"]), _pct(d["tpot_bias"]))
     if "ttft_median_abs_pct_error" in d:
-        t.add_row("all rows (TTFT)", str(d["n"]), _abs_pct(d["ttft_median_abs_pct_error"]),
+        t.add_row("all rows (TTFT)", str(_measured(d, "ttft_error")), _abs_pct(d["ttft_median_abs_pct_error"]),
                   _abs_pct(d["ttft_p90_abs_pct_error"]), _pct(d["ttft_bias"]))
     for dim in ("engine", "gpu", "family"):
         for g, e in d[f"by_{dim}"].items():

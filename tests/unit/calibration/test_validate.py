@@ -179,7 +179,7 @@ def test_throughput_that_contradicts_the_runs_own_latencies_is_set_aside_with_it
     assert kept.output_tok_s_per_gpu == 560 and kept.throughput_set_aside is None
     for m, ratio in ((slow, "0.69"), (fast, "1.39")):
         assert m.output_tok_s_per_gpu is None and m.tpot_s == pytest.approx(0.00676)
-        assert f"ratio {ratio}" in m.throughput_set_aside and "allow 576.8 tok/s/GPU" in m.throughput_set_aside
+        assert f"measured/allowed {ratio}" in m.throughput_set_aside and "allow 576.8 tok/s/GPU" in m.throughput_set_aside
     # the fit still weighs a set-aside row as a row of its file (TTFT and TPOT only)
     cases, _ = resolve_file(data)
     assert [row_kind(c) for c in cases] == ["both", "both", "both"]
