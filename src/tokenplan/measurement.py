@@ -91,7 +91,7 @@ class SkippedRow:
 # request latency; with that latency ≈ TTFT + OSL × TPOT its output rate is
 # C × OSL / (TTFT + OSL × TPOT) over the run's GPUs. Medians stand in for means here, and the
 # queueing share of TTFT makes its mean exceed its median, so consistent runs sit a little below
-# 1: 0.83–1.05 in inferencex-dev.csv. A run at 0.8 or below lost a fifth of its time to something
+# 1: 0.83–1.04 in inferencex-dev.csv. A run at 0.8 or below lost a fifth of its time to something
 # its own latencies do not contain (in that file: ~7.5 s per request, the same at 1K and 8K
 # outputs, in 32 SGLang B200 runs of 2025-11 to 2026-01 — a per-request gap in the harness, not
 # engine time); above 1.25 it produced more than its latencies allow.
