@@ -74,6 +74,14 @@ def _number(row: dict, col: str, required: bool = True) -> float | None:
     return value
 
 
+def _optional_positive(row: dict, col: str) -> float | None:
+    """A column that may be blank (None) but, when given, must be a number > 0."""
+    value = _number(row, col, required=False)
+    if value is not None and not value > 0:
+        raise _RowError(f"column {col} value {_text(row, col)!r} must be > 0 (or blank: not stated)")
+    return value
+
+
 def _int(row: dict, col: str, default: int = 1) -> int:
     value = _number(row, col, required=False)
     if value is None or value <= 0:
@@ -134,9 +142,10 @@ def _length_set(row: dict) -> str | None:
 
 
 def _median_ms(row: dict, col: str) -> float | None:
-    """A median-latency column in seconds (InferenceX files), None where blank or absent."""
-    value = _number(row, col, required=False)
-    return None if value is None or value <= 0 else value / MS_PER_S
+    """A median-latency column in seconds (InferenceX files), None where blank or absent; a value
+    that is not > 0 makes the row malformed."""
+    value = _optional_positive(row, col)
+    return None if value is None else value / MS_PER_S
 
 
 # InferenceX's launch scripts state SGLang's running-request cap (ground-truth README,
@@ -193,8 +202,8 @@ def _throughput_row(row: dict, line: int) -> Measurement:
         num_gpus=int(_number(row, "num_gpus")), tp=tp, pp=pp, ep=_int(row, "ep", ep_default),
         attention_dp=attention_dp, weight_dtype=_text(row, "weight_dtype").lower() or "auto",
         kv_dtype=_text(row, "kv_dtype").lower() or "auto",
-        isl_tokens=_number(row, "isl", required=False), osl_tokens=_number(row, "osl", required=False),
-        concurrency=_concurrency(row), num_requests=_number(row, "num_requests", required=False),
+        isl_tokens=_optional_positive(row, "isl"), osl_tokens=_optional_positive(row, "osl"),
+        concurrency=_concurrency(row), num_requests=_optional_positive(row, "num_requests"),
         spec=spec_from_text(_text(row, "spec_decode")),
         output_tok_s_per_gpu=_number(row, "output_tok_s_per_gpu"),
         # an ungraded throughput point weighs as an ordinary public run, not as a vendor table

@@ -97,13 +97,16 @@ def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path
         + "c,trtllm,llama-3.1-8b,h100-sxm,one,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 4: num_gpus
         + "d,trtllm,no-such-model,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 5: unknown
         + "e,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,,2,1,,none,200,,high,x\n"  # 6: no isl
-        + "f,trtllm,llama-3.1-8b\n")                                                              # 7: short row
+        + "f,trtllm,llama-3.1-8b\n"                                                               # 7: short row
+        + "g,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,0,1,,none,200,,high,x\n"   # 8: osl 0
+        + "h,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,-4,none,200,,high,x\n")  # 9: N < 0
     d = validate(str(csv_path), ideal_profile).to_json()
     assert d["n"] == 1
     by_line = {s["line"]: s["reason"] for s in d["skipped"]}
-    assert sorted(by_line) == [3, 4, 5, 6, 7]
+    assert sorted(by_line) == [3, 4, 5, 6, 7, 8, 9]
     assert "output_tok_s_per_gpu" in by_line[3] and "num_gpus" in by_line[4]
     assert "no-such-model" in by_line[5] and "isl" in by_line[6]
+    assert "column osl value '0' must be > 0" in by_line[8] and "column num_requests value '-4'" in by_line[9]
 
 
 def test_trust_is_validated_on_read_and_blank_means_medium(tmp_path):
