@@ -74,6 +74,25 @@ def summary_table(d: dict) -> Table:
     return t
 
 
+def _by_reason(skipped: list[dict]) -> dict[str, list[dict]]:
+    """Skipped rows grouped by their reason, in file order (``--json`` keeps one entry per row)."""
+    groups: dict[str, list[dict]] = {}
+    for s in skipped:
+        groups.setdefault(s["reason"], []).append(s)
+    return groups
+
+
+def _lines(rows: list[dict]) -> str:
+    """``592–604, 610`` for the rows' file lines: consecutive lines as one range."""
+    spans: list[list[int]] = []
+    for line in sorted(r["line"] for r in rows):
+        if spans and line == spans[-1][1] + 1:
+            spans[-1][1] = line
+        else:
+            spans.append([line, line])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
+
+
 def show_validation(console: Console, d: dict, rows: bool = True) -> None:
     """Print the per-row table (when ``rows``), the error summary, the skipped rows with their
     reasons, the rows whose tok/s was set aside (with theirs) and the calibration the predictions
@@ -83,8 +102,11 @@ def show_validation(console: Console, d: dict, rows: bool = True) -> None:
     console.print(summary_table(d))
     if d["skipped"]:
         console.print(f"[bold]{len(d['skipped'])} rows skipped[/bold]")
-        for s in d["skipped"]:
-            console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
+        for reason, rows in _by_reason(d["skipped"]).items():
+            if len(rows) == 1:
+                console.print(f"  line {rows[0]['line']} (id {rows[0]['id']}): {reason}", markup=False)
+            else:
+                console.print(f"  {len(rows)} rows, lines {_lines(rows)}: {reason}", markup=False)
     if d.get("throughput_set_aside"):
         console.print(f"[bold]{len(d['throughput_set_aside'])} rows' tok/s set aside[/bold] (their TTFT and TPOT "
                       "are compared)")

@@ -223,3 +223,24 @@ def test_offline_row_with_num_requests_is_a_job_of_n_requests(tmp_path, ideal_pr
     rows = {r["id"]: r for r in validate(str(csv_path), ideal_profile).to_json()["rows"]}
     assert rows["job"]["predicted_output_tok_s_per_gpu"] == pytest.approx(2 / HAND_TPOT_S, rel=0.02)
     assert rows["steady"]["predicted_output_tok_s_per_gpu"] > 20 * rows["job"]["predicted_output_tok_s_per_gpu"]
+
+
+def test_skipped_rows_with_one_reason_print_as_one_line_with_their_line_ranges(tmp_path, ideal_profile):
+    from rich.console import Console
+
+    from tokenplan.report.validation import show_validation
+
+    # Lines 3, 4 and 6 share a reason (an engine outside the catalog), line 5 has its own: the
+    # printout groups the three as "lines 3–4, 6"; --json keeps one entry per row.
+    row = "{id},{engine},llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text(THROUGHPUT_HEADER + "".join(row.format(id=i, engine=e) for i, e in
+                                                    (("a", "trtllm"), ("b", "atom"), ("c", "atom"),
+                                                     ("d", "no-such"), ("e", "atom"))))
+    d = validate(str(csv_path), ideal_profile).to_json()
+    assert [s["line"] for s in d["skipped"]] == [3, 4, 5, 6]
+    console = Console(record=True, width=400)
+    show_validation(console, d, rows=False)
+    text = console.export_text()
+    assert "4 rows skipped" in text and "  3 rows, lines 3–4, 6: engine 'atom' is not in the catalog" in text
+    assert "  line 5 (id d): engine 'no-such'" in text
