@@ -94,11 +94,13 @@ class CrossValidationSummary(JsonResult):
 
 @dataclass(frozen=True)
 class CalibrationSummary(JsonResult):
-    """The ``--json`` form of a calibration: rows fitted and skipped, the optimiser's outcome,
+    """The ``--json`` form of a calibration: rows fitted and skipped (``tokenplan validate`` lists
+    each skipped row and each row whose tok/s was set aside, with its reason), the optimiser's outcome,
     factors with uncertainty, the cross-validations (by ``gpu``/``model``) and the profile."""
 
     n: int
     skipped: int
+    throughput_set_aside: int
     converged: bool
     optimizer: Optimizer
     at_bound: tuple[str, ...]
@@ -118,12 +120,13 @@ class CalibrationResult:
     profile: CalibrationProfile
     skipped: int
     bands: BandTable | None = None
+    throughput_set_aside: int = 0
 
     def summary(self) -> CalibrationSummary:
         """What ``--json`` prints, typed (see :class:`CalibrationSummary`)."""
         f = self.fit
         return CalibrationSummary(
-            n=f.n_rows, skipped=self.skipped, converged=f.converged,
+            n=f.n_rows, skipped=self.skipped, throughput_set_aside=self.throughput_set_aside, converged=f.converged,
             optimizer=Optimizer(f.status, f.message, f.nfev), at_bound=tuple(f.at_bound), held=tuple(f.held),
             factors=tuple(FittedFactor(x.level, x.name, x.value, None if x.at_bound else x.uncertainty, x.at_bound)
                           for x in f.factors),
@@ -179,7 +182,8 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
             held = kfold_residuals(cases, result, BAND_FOLDS, Efficiency(), FitOptions(max_nfev=BAND_MAX_NFEV))
             table = band_table(held, list(cv[0].residuals), cases,
                                f"{BAND_FOLDS}-fold cross-validated residuals of the {provenance}")
-    return CalibrationResult(result, tuple(cv), profile_of(result, provenance), n_skipped, table)
+    set_aside = sum(1 for c in cases if c.measurement.throughput_set_aside is not None)
+    return CalibrationResult(result, tuple(cv), profile_of(result, provenance), n_skipped, table, set_aside)
 
 
 def _describe(path: str) -> str:

@@ -14,6 +14,7 @@ otherwise (the engines' default for those checkpoints, per the file's README).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -69,6 +70,8 @@ def _number(row: dict, col: str, required: bool = True) -> float | None:
         value = float(text)
     except ValueError:
         raise _RowError(f"column {col} value {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise _RowError(f"column {col} value {text!r} is not a finite number")
     if not value > 0 and required:
         raise _RowError(f"column {col} value {text!r} must be > 0")
     return value
@@ -176,18 +179,22 @@ def _trust(row: dict, blank: str) -> str:
 def _screen_throughput(m: Measurement) -> Measurement:
     """``m`` with its output tok/s set aside (with the reason) where it contradicts the run's own
     median TTFT and TPOT by Little's law (:func:`~tokenplan.measurement.closed_loop_ratio` outside
-    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`); rows without both latencies, a
-    concurrency and an OSL are returned as they are."""
-    if None in (m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens):
+    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`, with min(concurrency, num_requests)
+    in flight); rows without both latencies, a concurrency, an OSL and a GPU are returned as they
+    are (the case resolution rejects the last with its reason)."""
+    if None in (m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens) or m.num_gpus < 1:
         return m
-    ratio = closed_loop_ratio(m.output_tok_s_per_gpu, m.num_gpus, m.concurrency, m.osl_tokens, m.ttft_s, m.tpot_s)
+    # a run of N < C requests never has more than N in flight
+    in_flight = min(m.concurrency, m.num_requests or m.concurrency)
+    ratio = closed_loop_ratio(m.output_tok_s_per_gpu, m.num_gpus, in_flight, m.osl_tokens, m.ttft_s, m.tpot_s)
     low, high = CLOSED_LOOP_RATIO_BOUNDS
-    if low < ratio < high:
+    if low <= ratio <= high or not math.isfinite(ratio) or ratio <= 0:  # 0 / ∞: values out of float range
         return m
     allowed = m.output_tok_s_per_gpu / ratio
+    gpus = f"{m.num_gpus} GPU" + ("s" if m.num_gpus != 1 else "")
     reason = (f"output_tok_s_per_gpu {m.output_tok_s_per_gpu:g} set aside: its own latencies allow "
-              f"{allowed:,.1f} tok/s/GPU (concurrency {m.concurrency:g} × OSL {m.osl_tokens:g} / (TTFT "
-              f"{m.ttft_s * MS_PER_S:g} ms + OSL × TPOT {m.tpot_s * MS_PER_S:g} ms) / {m.num_gpus} GPUs), "
+              f"{allowed:,.1f} tok/s/GPU ({in_flight:g} in flight × OSL {m.osl_tokens:g} / (TTFT "
+              f"{m.ttft_s * MS_PER_S:g} ms + OSL × TPOT {m.tpot_s * MS_PER_S:g} ms) / {gpus}), "
               f"measured/allowed {ratio:.2f}, outside {low:g}–{high:g} (Little's law); its TTFT and TPOT are used")
     return replace(m, output_tok_s_per_gpu=None, throughput_set_aside=reason)
 

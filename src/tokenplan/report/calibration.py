@@ -14,8 +14,10 @@ def factors_table(d: dict) -> Table:
     """Fitted factors per level: value, ± 1σ ("–" where the data cannot tell) and "at bound"."""
     opt = d["optimizer"]
     state = "converged" if d["converged"] else "not converged"
-    t = Table(title=f"fitted factors ({d['n']} rows; optimiser {state}: status {opt['status']}, "
-                    f"{opt['nfev']} evaluations)")
+    aside = d.get("throughput_set_aside", 0)
+    rows = f"{d['n']} rows, {d['skipped']} skipped" + (f", {aside} with tok/s set aside" if aside else "")
+    t = Table(title=f"fitted factors ({rows} — `tokenplan validate FILE` gives each reason; optimiser {state}: "
+                    f"status {opt['status']}, {opt['nfev']} evaluations)")
     for col in ("level", "factor", "value", "± 1σ", "note"):
         t.add_column(col, justify="right" if col in ("value", "± 1σ") else "left")
     for f in d["factors"]:

@@ -74,6 +74,11 @@ def summary_table(d: dict) -> Table:
     return t
 
 
+def _rows(n: int) -> str:
+    """``1 row``, ``2 rows``."""
+    return f"{n} row" + ("" if n == 1 else "s")
+
+
 def _by_reason(skipped: list[dict]) -> dict[str, list[dict]]:
     """Skipped rows grouped by their reason, in file order (``--json`` keeps one entry per row)."""
     groups: dict[str, list[dict]] = {}
@@ -101,15 +106,15 @@ def show_validation(console: Console, d: dict, rows: bool = True) -> None:
         console.print(rows_table(d))
     console.print(summary_table(d))
     if d["skipped"]:
-        console.print(f"[bold]{len(d['skipped'])} rows skipped[/bold]")
+        console.print(f"[bold]{_rows(len(d['skipped']))} skipped[/bold]")
         for reason, rows in _by_reason(d["skipped"]).items():
             if len(rows) == 1:
                 console.print(f"  line {rows[0]['line']} (id {rows[0]['id']}): {reason}", markup=False)
             else:
                 console.print(f"  {len(rows)} rows, lines {_lines(rows)}: {reason}", markup=False)
     if d.get("throughput_set_aside"):
-        console.print(f"[bold]{len(d['throughput_set_aside'])} rows' tok/s set aside[/bold] (their TTFT and TPOT "
-                      "are compared)")
+        console.print(f"[bold]tok/s of {_rows(len(d['throughput_set_aside']))} set aside[/bold] (their TTFT and "
+                      "TPOT are compared)")
         for s in d["throughput_set_aside"]:
             console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
     console.print(f"calibration: {d['calibration']}", markup=False)

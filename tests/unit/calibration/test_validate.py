@@ -193,7 +193,27 @@ def test_throughput_that_contradicts_the_runs_own_latencies_is_set_aside_with_it
     console = Console(record=True, width=400)
     show_validation(console, d)
     text = console.export_text()
-    assert "2 rows' tok/s set aside" in text and "│ all rows (throughput) │ 1 " in text
+    assert "tok/s of 2 rows set aside" in text and "│ all rows (throughput) │ 1 " in text
+
+
+def test_little_law_check_counts_what_was_in_flight_and_never_stops_the_read(tmp_path):
+    # Concurrency 64 but a run of only N = 10 requests: at most 10 are in flight, so the run can
+    # produce 10 × 1,024 / (0.1 + 1,024 × 0.010) = 10,240 / 10.34 = 990.3 tok/s → 990.3 is
+    # consistent (ratio 1.00) and kept. Counted at 64 in flight it would read 0.16 and be set aside.
+    # At exactly the bound, 0.8 × 990.3 = 792.2 tok/s, the row is kept (both bounds are kept).
+    # Values outside float range (inf) make their row malformed; a 5e-324 tok/s (ratio 0 in float
+    # arithmetic) is left to the prediction, not divided by.
+    base = "{id},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1024,1024,{c},{n},none,{tok},,high,x,{ttft},10,,,,\n"
+    csv_path = tmp_path / "ix.csv"
+    rows = [("burst", 64, 10, 990.3, 100), ("edge", 64, 10, 0.8 * 10240 / 10.34, 100),
+            ("inf", 64, 10, 990.3, "inf"), ("tiny", 1000, "", 5e-324, 100)]
+    csv_path.write_text(INFERENCEX_HEADER + "".join(base.format(id=i, c=c, n=n, tok=t, ttft=f) for i, c, n, t, f in rows))
+    data = read_measurements(str(csv_path))
+    kept = {m.row_id: m for m in data.rows}
+    assert kept["burst"].output_tok_s_per_gpu == 990.3 and kept["edge"].throughput_set_aside is None
+    assert kept["tiny"].output_tok_s_per_gpu == 5e-324 and kept["tiny"].throughput_set_aside is None
+    assert [(s.row_id, s.reason) for s in data.skipped] == [
+        ("inf", "malformed: column ttft_ms_median value 'inf' is not a finite number")]
 
 
 def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path):
