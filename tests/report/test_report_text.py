@@ -48,7 +48,8 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
 
 
 def test_calibration_notes_name_bound_and_held_factors_and_the_files_written(tmp_path) -> None:  # noqa: ANN001
-    d = {"optimizer": {"status": 2, "nfev": 31}, "converged": True, "n": 12, "at_bound": ["mfu"],
+    d = {"optimizer": {"status": 2, "nfev": 31}, "converged": True, "n": 12, "skipped": 1, "throughput_set_aside": 2,
+         "at_bound": ["mfu"],
          "held": ["overlap"], "cross_validation": {},
          "factors": [{"level": "vllm", "name": "mfu", "value": 0.95, "uncertainty": None, "at_bound": True}]}
     assert at_bound_line(dict(d, at_bound=[])) is None
@@ -59,6 +60,7 @@ def test_calibration_notes_name_bound_and_held_factors_and_the_files_written(tmp
         "held at their documented defaults (not identified by the data): overlap",
         f"wrote {tmp_path / 'p.json'}"]
     assert any("mfu" in line and "0.95" in line and "–" in line and "at bound" in line for line in lines)
+    assert "12 rows, 1 skipped, 2 with tok/s set aside" in " ".join(" ".join(lines).split())  # title may wrap
 
 
 def test_the_fit_names_each_result_file_read_before_its_tables(tmp_path) -> None:  # noqa: ANN001
