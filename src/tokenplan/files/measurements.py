@@ -153,11 +153,15 @@ def _median_ms(row: dict, col: str) -> float | None:
 
 # InferenceX's launch scripts state SGLang's running-request cap (ground-truth README,
 # inferencex-dev.csv: "launch-script facts (max running requests, …)" in ``notes``).
-_MAX_RUNNING = re.compile(r"max-running-requests=(\d+)")
+# A value followed by "/" (``max-running-requests=32/128``) names the alternatives of a launch
+# script that picks one by layout (InferenceX's dsr1_fp8_b200.sh: 128 at TP8, 32 at TP4): the
+# row does not say which it ran, so it states no cap.
+_MAX_RUNNING = re.compile(r"max-running-requests=(\d+)(?![\d/])")
 
 
 def _max_running(row: dict) -> int | None:
-    """The launch's ``--max-running-requests`` where the row's notes state it, else None."""
+    """The launch's ``--max-running-requests`` where the row's notes state one value, else None
+    (not stated, or alternatives such as ``32/128``)."""
     found = _MAX_RUNNING.search(_text(row, "notes").lower())
     return int(found.group(1)) if found and int(found.group(1)) > 0 else None
 

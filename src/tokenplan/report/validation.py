@@ -24,24 +24,29 @@ def _spread(lengths: str) -> str:
 
 def rows_table(d: dict) -> Table:
     """One row per measured point: its setting, then predicted, measured and signed error per
-    metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows)."""
+    metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows, and
+    TPOT and TTFT too where throughput rows measure them; "–" where a row does not, "set aside"
+    where its tok/s was set aside)."""
     serving = d["kind"] == "serving"
     t = Table(title=f"{d['n']} rows predicted", show_lines=False)
     for col in ("line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"):
         t.add_column(col)
-    metrics = [("tpot_ms", "tpot_error", "TPOT ms"), ("ttft_ms", "ttft_error", "TTFT ms")] if serving \
-        else [("output_tok_s_per_gpu", "error", "tok/s/GPU")]
+    latencies = [("tpot_ms", "tpot_error", "TPOT ms"), ("ttft_ms", "ttft_error", "TTFT ms")]
+    metrics = latencies if serving else [("output_tok_s_per_gpu", "error", "tok/s/GPU")]
+    if not serving and any("tpot_error" in r for r in d["rows"]):  # InferenceX rows also measure TPOT/TTFT
+        metrics += latencies
     for _, _, label in metrics:
         t.add_column(f"pred {label}", justify="right")
         t.add_column(f"meas {label}", justify="right")
         t.add_column("err", justify="right")
+    aside = {s["id"] for s in d.get("throughput_set_aside", ())}
     for r in d["rows"]:
         conc = "max" if r["concurrency"] is None else f"{r['concurrency']:g}"
         cells = [str(r["line"]), r["engine"], r["model"], r["gpu"], r["layout"], r["weight_dtype"],
                  f"{r['isl']:g}/{r['osl']:g}" + _spread(r.get("lengths", "fixed")), conc]
         for name, err, _ in metrics:
             cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])] \
-                if err in r else ["–", "set aside", "–"]
+                if err in r else ["–", "set aside" if r["id"] in aside else "–", "–"]
         t.add_row(*cells)
     return t
 

@@ -222,9 +222,12 @@ def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path)
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,512,,"
                         'mtp (eagle steps=2),200,,high,x,,,,,,"sglang max-running-requests=512; cuda-graph-max-bs=512"\n'
-                        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n")
-    stated, unstated = read_measurements(str(csv_path)).rows
-    assert stated.max_running == 512 and unstated.max_running is None
+                        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n"
+                        # a script's alternatives (128 at TP8, 32 at TP4): the row does not say which ran
+                        "2003,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,64,,none,200,,high,x,,,,,,"
+                        '"sglang max-running-requests=32/128; cuda-graph-max-bs=32/128"\n')
+    stated, unstated, alternatives = read_measurements(str(csv_path)).rows
+    assert stated.max_running == 512 and unstated.max_running is None and alternatives.max_running is None
     # the cap reaches the prediction as ``--max-running``, in place of SGLang's 48 with MTP
     assert measurement_request(stated).max_running == 512 and measurement_request(unstated).max_running is None
 
