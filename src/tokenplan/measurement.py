@@ -7,6 +7,7 @@ throughput tokens/s. ``None`` means "not stated".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -104,6 +105,7 @@ def closed_loop_ratio(output_tok_s_per_gpu: float, num_gpus: int, concurrency: f
     ``output_tok_s_per_gpu × num_gpus / (concurrency × osl / (ttft + osl × tpot))`` (Little's law;
     rates in tokens/s, times in seconds, lengths in tokens). E.g. 183.1 tok/s/GPU on 8 GPUs at
     concurrency 32, OSL 922, TTFT 0.337 s, TPOT 13.18 ms: 32 × 922 / (0.337 + 12.152) = 2,362
-    tok/s against 1,464.8 measured → 0.62. Raises ZeroDivisionError only for zero latencies."""
+    tok/s against 1,464.8 measured → 0.62. Inputs are > 0; where float arithmetic takes the
+    allowed rate to 0 (latencies beyond float range) the ratio is ``inf``. Raises nothing."""
     allowed = concurrency * osl_tokens / (ttft_s + osl_tokens * tpot_s)
-    return output_tok_s_per_gpu * num_gpus / allowed
+    return math.inf if allowed == 0 else output_tok_s_per_gpu * num_gpus / allowed

@@ -33,4 +33,4 @@ def validate_command(
         show_validation(wide_console(), d, rows)
     if d["n"] == 0:  # the skipped rows and their reasons are printed above; nothing was checked
         raise InputError("measurements", path, f"a file with at least one predictable row "
-                         f"(all {len(d['skipped'])} rows were skipped, each with its reason above)")
+                         f"(no row could be predicted: {len(d['skipped'])} skipped, each with its reason above)")
