@@ -112,11 +112,11 @@ def show_validation(console: Console, d: dict, rows: bool = True) -> None:
     console.print(summary_table(d))
     if d["skipped"]:
         console.print(f"[bold]{_rows(len(d['skipped']))} skipped[/bold]")
-        for reason, rows in _by_reason(d["skipped"]).items():
-            if len(rows) == 1:
-                console.print(f"  line {rows[0]['line']} (id {rows[0]['id']}): {reason}", markup=False)
+        for reason, group in _by_reason(d["skipped"]).items():
+            if len(group) == 1:
+                console.print(f"  line {group[0]['line']} (id {group[0]['id']}): {reason}", markup=False)
             else:
-                console.print(f"  {len(rows)} rows, lines {_lines(rows)}: {reason}", markup=False)
+                console.print(f"  {len(group)} rows, lines {_lines(group)}: {reason}", markup=False)
     if d.get("throughput_set_aside"):
         console.print(f"[bold]tok/s of {_rows(len(d['throughput_set_aside']))} set aside[/bold] (their TTFT and "
                       "TPOT are compared)")
