@@ -64,3 +64,11 @@ def test_a_file_with_no_predictable_row_lists_the_reasons_and_exits_2(tmp_path):
     skipped = json.loads(done.stdout)["skipped"]  # nothing lost: the reason is still printed
     assert len(skipped) == 1 and "no-such-model" in skipped[0]["reason"]
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "at least one predictable row" in done.stderr
+
+
+def test_a_header_without_rows_is_one_line_that_says_so(tmp_path):
+    f = tmp_path / "header.csv"
+    f.write_text(HEADER)
+    r = _run("validate", str(f))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().count("\n") == 0 and "no data rows" in r.stderr

@@ -31,6 +31,7 @@ def validate_command(
         print(json.dumps(d, indent=2))
     else:
         show_validation(wide_console(), d, rows)
-    if d["n"] == 0:  # the skipped rows and their reasons are printed above; nothing was checked
-        raise InputError("measurements", path, f"a file with at least one predictable row "
-                         f"(no row could be predicted: {len(d['skipped'])} skipped, each with its reason above)")
+    if d["n"] == 0:  # nothing was checked; any skipped rows and their reasons are printed above
+        found = (f"{len(d['skipped'])} row(s) skipped, each with its reason above" if d["skipped"]
+                 else "the file has a header and no data rows")
+        raise InputError("measurements", path, f"a file with at least one predictable row ({found})")

@@ -14,6 +14,7 @@ otherwise (the engines' default for those checkpoints, per the file's README).
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from dataclasses import dataclass, replace
@@ -264,6 +265,20 @@ def detect_kind(path: str, columns: list[str]) -> str:
     return kind
 
 
+def _field_count_problem(raw: dict, header_fields: int) -> str | None:
+    """Why a CSV record does not have the header's number of fields, or None. ``csv.DictReader``
+    files surplus fields under the key None and fills missing ones with None; a quote left open
+    swallows the following lines into one field, which also leaves the record short."""
+    extra = raw.get(None)
+    if extra:
+        return f"{header_fields + len(extra)} fields where the header has {header_fields}"
+    missing = sum(1 for v in raw.values() if v is None)
+    if missing:
+        hint = " (a quote left open joins the lines after it)" if any(isinstance(v, str) and "\n" in v for v in raw.values()) else ""
+        return f"{header_fields - missing} fields where the header has {header_fields}{hint}"
+    return None
+
+
 def read_measurements(path: str) -> MeasurementFile:
     """Read a measurement CSV. Raises InputError (no such file) or ConfigError (bad header)."""
     p = Path(path)
@@ -272,8 +287,9 @@ def read_measurements(path: str) -> MeasurementFile:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, "<file>", f"cannot be read as UTF-8 text ({exc.__class__.__name__})") from None
-    reader = csv.DictReader(text.splitlines())
+        raise ConfigError(path, "encoding", f"cannot be read as UTF-8 text ({exc.__class__.__name__}); "
+                                            "expected a UTF-8 CSV file") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise ConfigError(path, "header", "the file is empty")
     kind = detect_kind(path, [c.strip() for c in reader.fieldnames])
@@ -288,8 +304,12 @@ def read_measurements(path: str) -> MeasurementFile:
             skipped.append(SkippedRow(reader.line_num, "?", f"malformed CSV ({exc})"))
             continue
         line = reader.line_num
+        fields = _field_count_problem(raw, len(reader.fieldnames))
         raw = {(k or "").strip(): v for k, v in raw.items() if isinstance(v, str)}
         if not any(v.strip() for v in raw.values()):
+            continue
+        if fields:
+            skipped.append(SkippedRow(line, _text(raw, "id") or str(line), f"malformed: {fields}"))
             continue
         try:
             rows.append(parse(raw, line))

@@ -106,10 +106,11 @@ def _lines(rows: list[dict]) -> str:
 def show_validation(console: Console, d: dict, rows: bool = True) -> None:
     """Print the per-row table (when ``rows``), the error summary, the skipped rows with their
     reasons, the rows whose tok/s was set aside (with theirs) and the calibration the predictions
-    used."""
-    if rows:
-        console.print(rows_table(d))
-    console.print(summary_table(d))
+    used. With no row predicted, only the skipped rows (the caller then fails with one line)."""
+    if d["n"] > 0:
+        if rows:
+            console.print(rows_table(d))
+        console.print(summary_table(d))
     if d["skipped"]:
         console.print(f"[bold]{_rows(len(d['skipped']))} skipped[/bold]")
         for reason, group in _by_reason(d["skipped"]).items():
@@ -122,4 +123,5 @@ def show_validation(console: Console, d: dict, rows: bool = True) -> None:
                       "TPOT are compared)")
         for s in d["throughput_set_aside"]:
             console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
-    console.print(f"calibration: {d['calibration']}", markup=False)
+    if d["n"] > 0:
+        console.print(f"calibration: {d['calibration']}", markup=False)

@@ -120,6 +120,30 @@ def test_trust_is_validated_on_read_and_blank_means_medium(tmp_path):
     assert bad.line == 4 and "trust" in bad.reason and "'very'" in bad.reason
 
 
+def test_records_with_the_wrong_number_of_fields_say_so(tmp_path):
+    # The header has 21 fields (THROUGHPUT_HEADER). Line 3 has 4 fields, line 4 has 23 (two
+    # surplus), and line 5 opens a quote that is never closed: it swallows line 6 into one field,
+    # so the record ends after 3 fields and line 6 is not read on its own.
+    ok = "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x"
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text(THROUGHPUT_HEADER + ok + "\n" + "b,trtllm,llama-3.1-8b,h100-sxm\n"
+                        + ok.replace("a,", "c,", 1) + ",extra,more\n" + 'd,trtllm,"llama-3.1-8b,h100-sxm\n'
+                        + ok.replace("a,", "e,", 1) + "\n")
+    data = read_measurements(str(csv_path))
+    assert [m.row_id for m in data.rows] == ["a"]
+    reasons = {s.line: s.reason for s in data.skipped}
+    assert "4 fields where the header has 21" in reasons[3]
+    assert "23 fields where the header has 21" in reasons[4]
+    assert "3 fields where the header has 21" in reasons[6] and "quote left open" in reasons[6]
+
+
+def test_a_file_that_is_not_utf8_names_the_encoding(tmp_path):
+    f = tmp_path / "bin.csv"
+    f.write_bytes(b"id,engine\n\xff\xfe\x00\x01\n")
+    with pytest.raises(ConfigError, match=r"bin.csv: encoding: cannot be read as UTF-8 text"):
+        read_measurements(str(f))
+
+
 def test_unknown_columns_and_missing_file_are_input_errors(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
