@@ -77,7 +77,7 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
         spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
-        lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPUs{unit} → "
+        lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
                      f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}{_overrun(prov, row)}.")
     return lines
 

@@ -154,8 +154,9 @@ def plan(req: PlanRequest) -> PlanResult:
 
     Fields: ``job`` (the assumptions), ``options`` (per option: best configuration, tok/s, days,
     $, $/Mtok, bottleneck, rejected reasons, launch commands), ``recommended`` (the fastest
-    option's ``concurrency_per_endpoint``, ``output_tok_s_total``, ``num_replicas``), and
-    ``answer`` (sentences).
+    option — with a deadline or budget, the fastest that meets it — with its
+    ``concurrency_per_endpoint``, ``output_tok_s_total``, ``num_replicas``), and ``answer``
+    (sentences).
 
     Raises:
         InputError, CatalogError, ConfigError: bad names, sizes or files.
@@ -187,13 +188,13 @@ def _spec_notes(req: PlanRequest, model) -> list[str]:
     return notes
 
 
-def _radix_notes(results: list[OptionResult], table: EfficiencyTable, job: Job) -> list[str]:
+def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> list[str]:
     """Why the fastest option's launch turns SGLang's radix (prefix) cache off, and what a
     multi-turn job gives up: with the cache on, a hybrid model's request holds 4–5 state slots
     (3 + ping-pong buffers, engine-facts §3), so the state pool caps the batch; with it off, one
     slot per request. A ``generate --mode regenerate`` job that resends each conversation's history
-    would reuse that prefix from the cache and prefill only the new turn."""
-    top = fastest(results)
+    would reuse that prefix from the cache and prefill only the new turn. ``top``: the
+    recommended option."""
     if top is None or not top.best.evaluation.config.lift_running_cap or not top.best.evaluation.deployment.spec.is_hybrid:
         return []
     lifted = top.best.evaluation
@@ -247,14 +248,17 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
 
     options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings)
                     for r in results)
-    top = fastest(results)
+    # With a deadline or budget, the recommendation is the fastest option that meets it (all of
+    # them when none does: the answer then says so).
+    eligible = None if answers is None else [r for r, (_, p) in zip(results, answers) if p.chosen is not None]
+    top = fastest(eligible or results)
     recommended = None
     if top is not None:
         ev = top.best.evaluation
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
     prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
-    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp) + _spec_notes(req, model)
+    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp, eligible) + _spec_notes(req, model)
     return PlanResult(
         model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
         job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),
@@ -262,7 +266,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
                     osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
                     output_tokens=job.osl.mean * req.samples),
         options=options, recommended=recommended,
-        answer=tuple(answer + _radix_notes(results, table, job)),
+        answer=tuple(answer + _radix_notes(top, table, job)),
         configurations_evaluated=sum(r.configurations for r in results),
     )
 

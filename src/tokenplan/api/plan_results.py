@@ -76,7 +76,8 @@ class PlanOption(JsonResult):
 
 @dataclass(frozen=True)
 class Recommended(JsonResult):
-    """The fastest option and what a client of it should keep in flight per endpoint."""
+    """The recommended option (the fastest; with a deadline or budget, the fastest that meets it)
+    and what a client of it should keep in flight per endpoint."""
 
     option: str
     concurrency_per_endpoint: int

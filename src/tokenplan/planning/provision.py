@@ -106,7 +106,8 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
         lo = units
     if hi is None:
         closest = _closest(list(tried.values()), target)
-        return Provision(unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target))
+        return Provision(unit_gpus, None, closest, _sorted(tried),
+                         _miss_text(closest, max_units * unit_gpus, target, unit_gpus))
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if at(mid).meets:
@@ -145,7 +146,10 @@ def _closest(outcomes: Sequence[Outcome], target: Target | None = None) -> Outco
     return max(running, key=lambda o: o.gpus)
 
 
-def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None) -> str:
+def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, unit_gpus: int = 1) -> str:
+    """Why no count meets the target: what the closest count does and which limit it misses.
+    When the closest is one rental unit and it misses the budget, more GPUs cannot help (they cost
+    at least as much), so the sentence says that instead of naming the largest count searched."""
     if closest is None:
         return f"no configuration runs on up to {max_gpus} GPUs"
     money = f", ${closest.usd:,.0f}" if closest.usd is not None else " (no public price: pass --price)"
@@ -158,6 +162,12 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None) ->
         elif closest.usd > target.budget_usd:
             missed.append(f"over the ${target.budget_usd:,.0f} budget")
     why = f" ({', '.join(missed)})" if missed else ""
+    over_budget = (target is not None and target.budget_usd is not None and closest.usd is not None
+                   and closest.usd > target.budget_usd)
+    if over_budget and closest.gpus == unit_gpus:
+        unit = "one rental unit" if unit_gpus > 1 else "one GPU"
+        return (f"even the fewest GPUs, {closest.gpus} ({unit}), take {closest.wall_s / S_PER_DAY:.2f} days{money}"
+                f"{why}, and more GPUs cost at least as much")
     return (f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take "
             f"{closest.wall_s / S_PER_DAY:.2f} days{money}{why}")
 

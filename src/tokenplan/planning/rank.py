@@ -64,11 +64,14 @@ def _speculation_note(r: OptionResult) -> str | None:
             f"--spec {spec.method}:{spec.draft_tokens}:TAU.")
 
 
-def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) -> list[str]:
+def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
+            eligible: list[OptionResult] | None = None) -> list[str]:
     """A few sentences that answer the hardware question.
 
     Args:
         all_tp: per option label, the best configuration using every GPU in one TP group.
+        eligible: the options that meet the plan's deadline and budget, when it has them (the
+            fastest and cheapest are named among these; None = no target, every option).
     """
     lines: list[str] = []
     for r in results:
@@ -80,12 +83,16 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None]) ->
         lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
                      f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}.")
     lines.extend(note for r in results if (note := _speculation_note(r)))
-    f, ch = fastest(results), cheapest(results)
-    if f and ch and f is not ch:
-        lines.append(f"Fastest: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
+    pool = results if eligible is None else eligible
+    f, ch = fastest(pool), cheapest(pool)
+    among = "" if eligible is None else " of the options that meet the target"
+    if eligible is not None and not eligible:
+        lines.append("No option meets the target; the launch below is for the fastest option as given.")
+    elif f and ch and f is not ch:
+        lines.append(f"Fastest{among}: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
                      f"{ch.option.label} (${ch.best.cost.usd:,.0f}).")
     elif f:
-        lines.append(f"{f.option.label} is both the fastest and the cheapest option.")
+        lines.append(f"{f.option.label} is both the fastest and the cheapest{among or ' option'}.")
     for r in results:
         tp_all, b = all_tp.get(r.option.label), r.best
         if b is None or r.option.count < 2:
