@@ -36,7 +36,9 @@ def plan_table(result: dict) -> Table:
               header_style="bold")
     # figures carry their 80 % interval in brackets where the error-band table ships
     for col in ("option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"):
-        t.add_column(col, justify="right" if col in ("output tok/s", "tok/s/GPU", "days", "$", "$/Mtok") else "left")
+        # fold, not "…": on a narrow terminal a cell wraps mid-word rather than hide digits
+        t.add_column(col, justify="right" if col in ("output tok/s", "tok/s/GPU", "days", "$", "$/Mtok") else "left",
+                     overflow="fold")
     for o in result["options"]:
         if "best" not in o:
             t.add_row(o["option"], Text("nothing fits", style="red"), "—", "—", "—", "—", "—",
@@ -76,7 +78,7 @@ def provisioning_table(result: dict) -> Table | None:
     title, head, rows = provisioning_rows(result)
     t = Table(title=title, header_style="bold")
     for i, col in enumerate(head):
-        t.add_column(col, justify="right" if i in (1, 2, 3, 4) else "left")
+        t.add_column(col, justify="right" if i in (1, 2, 3, 4) else "left", overflow="fold")
     for row in rows:
         t.add_row(*row)
     return t
