@@ -25,6 +25,32 @@ def _allowed_text(allowed: Iterable[object] | str | None) -> str:
     return f" (allowed: {', '.join(str(a) for a in allowed)})"
 
 
+# pydantic error types (``ValidationError.errors()[i]["type"]``) → what is allowed, in words.
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", "≥"), "less_than": ("lt", "<"),
+           "less_than_equal": ("le", "≤")}
+_KINDS = {"int_parsing": "an integer", "int_type": "an integer", "int_from_float": "an integer",
+          "float_parsing": "a number", "float_type": "a number", "finite_number": "a finite number",
+          "bool_parsing": "true or false", "bool_type": "true or false", "string_type": "text",
+          "list_type": "a list", "dict_type": "a mapping of keys to values", "missing": "a value (required)"}
+
+
+def allowed_from_validation(error: dict) -> str:
+    """What a pydantic validation error allows, in words, for the ``allowed`` part of a one-line
+    message: ``a number ≥ 0`` for a ``ge=0`` bound, ``an integer`` for an int that did not parse,
+    ``one of 'a', 'b'`` for a literal; a custom validator's own message otherwise (it says what is
+    expected). ``error``: one item of ``ValidationError.errors()``."""
+    kind, ctx = error.get("type", ""), error.get("ctx") or {}
+    if kind in _BOUNDS and _BOUNDS[kind][0] in ctx:
+        key, sign = _BOUNDS[kind]
+        bound = ctx[key]
+        return f"a number {sign} {bound:g}" if isinstance(bound, (int, float)) else f"a number {sign} {bound}"
+    if kind == "literal_error" and "expected" in ctx:
+        return f"one of {ctx['expected']}"
+    if kind in _KINDS:
+        return _KINDS[kind]
+    return str(error.get("msg", "")).removeprefix("Value error, ")
+
+
 class InputError(TokenplanError):
     """A user-given value is not allowed.
 

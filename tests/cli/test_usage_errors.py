@@ -22,6 +22,7 @@ CASES = {
     "close_option": (["plan", "--gpus", "8xh200"], "--gpu"),
     "bad_integer": (["plan", "--samples", "914,000"], "--samples"),
     "catalog_without_command": (["catalog"], "gpus, models"),
+    "unknown_catalog": (["catalog", "foo"], "No such command 'foo' (allowed: gpus, models)"),
 }
 
 

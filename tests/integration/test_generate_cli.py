@@ -23,11 +23,15 @@ def _rows(path: Path, n: int) -> Path:
 
 
 @pytest.mark.parametrize(("option", "message"), [
-    (["--mode", "sideways"], "error: mode 'sideways' is not allowed (allowed: Input should be 'regenerate' or 'complete')"),
+    (["--mode", "sideways"], "error: mode 'sideways' is not allowed (allowed: one of 'regenerate' or 'complete')"),
     (["--on-length", "truncate"], "error: on_length 'truncate' is not allowed"),
     (["--thinking", "maybe"], "error: thinking 'maybe' is not allowed"),
     (["--extra-body", "[1]"], "error: extra-body '[1]' is not allowed (allowed: a JSON object"),
     (["--concurrency", "0"], "error: concurrency 0 is not allowed"),
+    (["--temperature", "-1"], "error: temperature -1.0 is not allowed (allowed: a number ≥ 0)\n"),
+    (["--endpoint", "notaurl"], "error: endpoints ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
+                                "http(s) base URLs such as http://127.0.0.1:8000/v1; 'notaurl': the scheme must be "
+                                "http or https)\n"),
 ])
 def test_a_bad_option_is_one_line_naming_it_and_exit_2(tmp_path: Path, option: list[str], message: str) -> None:
     data = _rows(tmp_path / "in.jsonl", 1)

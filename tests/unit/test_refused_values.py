@@ -79,3 +79,28 @@ def test_a_yaml_alias_bomb_is_refused_within_a_second(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="more than 10 aliases"):
         read_job_file(str(tmp_path / "job.yaml"))
     assert time.process_time() - started < 1.0  # CPU time, not wall: the machine may be loaded
+
+
+def test_pydantic_constraints_are_said_as_what_is_allowed() -> None:
+    from typing import Literal
+
+    from pydantic import BaseModel, Field, ValidationError
+
+    from tokenplan.errors import allowed_from_validation
+
+    class M(BaseModel):
+        t: float = Field(default=0.0, ge=0)
+        n: int = Field(default=1, gt=0, le=10)
+        mode: Literal["a", "b"] = "a"
+
+    def allowed(**kw: object) -> str:
+        with pytest.raises(ValidationError) as exc:
+            M(**kw)
+        return allowed_from_validation(exc.value.errors()[0])
+
+    assert allowed(t=-1) == "a number ≥ 0"
+    assert allowed(n=0) == "a number > 0"
+    assert allowed(n=11) == "a number ≤ 10"
+    assert allowed(n="x") == "an integer"
+    assert allowed(t="x") == "a number"
+    assert allowed(mode="c") == "one of 'a' or 'b'"

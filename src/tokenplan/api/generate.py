@@ -33,7 +33,7 @@ from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
-from tokenplan.errors import InputError, TokenplanError
+from tokenplan.errors import InputError, TokenplanError, allowed_from_validation
 from tokenplan.runner.backend import RunSpec, run
 from tokenplan.runner.defaults import job_sampling
 from tokenplan.runner.dispatch import JobSettings
@@ -124,8 +124,8 @@ class GenerateRequest(BaseModel):
         for url in urls:
             problem = _url_problem(url)
             if problem:
-                raise ValueError(f"{public_url(url)!r} is not an http(s) base URL such as "
-                                 f"http://127.0.0.1:8000/v1 ({problem})")
+                raise ValueError(f"http(s) base URLs such as http://127.0.0.1:8000/v1; "
+                                 f"{public_url(url)!r}: {problem}")
         return urls
 
     @field_validator(*RANGES)
@@ -165,7 +165,7 @@ class GenerateRequest(BaseModel):
                 value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
             elif isinstance(value, dict) and "extra_body" in value:
                 value = value["extra_body"]
-            raise InputError(field_name, value, error["msg"].removeprefix("Value error, ")) from None
+            raise InputError(field_name, value, allowed_from_validation(error)) from None
 
 
 def _url_problem(url: str) -> str | None:

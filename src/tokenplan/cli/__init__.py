@@ -90,6 +90,9 @@ def _usage_line(exc: Exception) -> str:
     """One line for a click usage error: its message and where to find help."""
     ctx = getattr(exc, "ctx", None)
     message = _bad_value_line(exc) or " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    group = getattr(ctx, "command", None)
+    if message.startswith("No such command") and hasattr(group, "list_commands"):
+        message = f"{message.rstrip('.')} (allowed: {', '.join(group.list_commands(ctx))})"
     where = f" (try '{ctx.command_path} --help')" if ctx is not None else ""
     return f"error: {message}{where}"
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from tokenplan.errors import ConfigError, InputError
+from tokenplan.errors import ConfigError, InputError, allowed_from_validation
 
 
 # Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
@@ -54,7 +54,7 @@ def _first_error(path: str, exc: ValidationError, model: type[BaseModel] | None 
         allowed = _keys_at(model, err["loc"][:-1])
         if allowed:
             return ConfigError(path, key, f"unknown key (allowed: {', '.join(allowed)})")
-    return ConfigError(path, key, f"{err['msg']} (got {err.get('input')!r})")
+    return ConfigError(path, key, f"{err.get('input')!r} is not allowed (allowed: {allowed_from_validation(err)})")
 
 
 def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
