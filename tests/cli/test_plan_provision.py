@@ -156,3 +156,15 @@ def test_a_target_met_only_at_the_point_estimate_is_said_to_be_at_risk():
     assert line.endswith(f"— at risk: the 80 % band reaches past the $530 budget (to ${high:,.0f}).")
     p = plan(PlanRequest(gpus=("8xb200",), budget_usd=2000)).to_json()
     assert "at risk" not in next(s for s in p["answer"] if s.startswith("b200 within $2,000"))
+
+
+def test_a_plan_without_an_answer_exits_1_and_one_with_an_answer_0():
+    # DeepSeek-R1 (671 B parameters, ≥ 625 GiB even at FP8) cannot fit one 80 GB H100: nothing runs.
+    # A 1-hour deadline: 8 B200 take ~0.5 days (README), and the search is limited to the 8 given.
+    for args, status in ((["--model", "deepseek-r1", "--gpu", "1xh100-sxm"], 1),
+                         (["--deadline", "1h", "--gpu", "8xb200"], 1),
+                         (["--deadline", "1d", "--gpu", "8xb200"], 0)):
+        out = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", *args, "--json"],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == status, (args, out.stderr)
+        json.loads(out.stdout)  # the plan is printed either way

@@ -49,7 +49,10 @@ def plan_cmd(
     job: Optional[str] = _JOB, calibration: Optional[str] = _CALIBRATION, as_json: bool = _JSON,
     report: Optional[str] = _REPORT, png: Optional[str] = _PNG,
 ) -> None:
-    """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why."""
+    """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why.
+
+    Exit status 1 when no option runs the job, or none meets --deadline/--budget.
+    """
     from tokenplan.api.plan import REPORT_CHARTS, check_plan_outputs, plan, plan_report_data, plan_request
     from tokenplan.cli.options import parse_duration, parse_prices
     from tokenplan.report.plan_output import show_plan, write_plan_files
@@ -63,11 +66,28 @@ def plan_cmd(
         kv_dtypes=tuple(kv_dtype) if kv_dtype else None, calibration=calibration,
         deadline_s=parse_duration(deadline) if deadline is not None else None, budget_usd=budget)
     if as_json and not (report or png):
-        print(json.dumps(plan(request).to_json(), indent=2))
-        return
+        result = plan(request).to_json()
+        print(json.dumps(result, indent=2))
+        raise typer.Exit(no_answer_status(result))
     data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",)).to_json()
     write_plan_files(data, report, png)
     if as_json:
         print(json.dumps(data["plan"], indent=2))
-        return
-    show_plan(wide_console(), data)
+    else:
+        show_plan(wide_console(), data)
+    raise typer.Exit(no_answer_status(data["plan"]))
+
+
+NO_ANSWER_EXIT = 1  # the plan ran, but no option runs the job, or none meets the deadline and budget
+
+
+def no_answer_status(result: dict) -> int:
+    """The exit status of a plan (``plan --json`` output): 0 when an option runs the job (and,
+    with ``--deadline``/``--budget``, at least one GPU type meets them), else
+    :data:`NO_ANSWER_EXIT`, so that a script can tell without reading the output."""
+    if result.get("recommended") is None:
+        return NO_ANSWER_EXIT
+    prov = result.get("provisioning")
+    if prov and not any(row["meets"] for row in prov["options"]):
+        return NO_ANSWER_EXIT
+    return 0
