@@ -25,13 +25,15 @@ from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
 from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.sweep import Sweep, SweepSettings
-from tokenplan.bench.workload import Workload
+from tokenplan.bench.workload import Workload, dataset_workload
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.openai import OpenAIClient
-from tokenplan.errors import ConfigError, InputError
+from tokenplan.errors import ConfigError, InfeasibleError, InputError
+from tokenplan.files.reports import load_bench
+from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
 from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
@@ -115,10 +117,16 @@ def _check(req: BenchRequest) -> None:
         if len(req.concurrencies) > 1:
             raise InputError("max_concurrency", ",".join(map(str, req.concurrencies)),
                              "one value with --request-rate (the most requests in flight)")
-    elif not req.concurrencies or any(c < 1 for c in req.concurrencies):
-        raise InputError("concurrency", ",".join(map(str, req.concurrencies)), "integers ≥ 1, e.g. 1,4,16,64")
+    elif not req.concurrencies or any(not 1 <= c <= MAX_CONCURRENCY for c in req.concurrencies):
+        raise InputError("concurrency", ",".join(map(str, req.concurrencies)),
+                         f"integers from 1 to {MAX_CONCURRENCY:,}, e.g. 1,4,16,64")
     if req.dataset is None and (not req.isl or req.isl < 1 or not req.osl or req.osl < 1):
         raise InputError("isl/osl", f"{req.isl}/{req.osl}", "token counts ≥ 1 (or --dataset FILE)")
+    for name, tokens in (("isl", req.isl), ("osl", req.osl)):
+        if tokens is not None and tokens > MAX_LENGTH_TOKENS:
+            raise InputError(name, tokens, f"at most {MAX_LENGTH_TOKENS:,} tokens (longer than any served context)")
+    if req.dataset is not None:  # a bad file is refused before any server is contacted
+        dataset_workload(req.dataset, req.osl, MAX_DISTINCT_PROMPTS)
     if req.num_prompts is not None and req.num_prompts < 1:
         raise InputError("num_prompts", req.num_prompts, "an integer ≥ 1")
     if req.duration_s is not None and req.duration_s <= 0:
@@ -128,6 +136,11 @@ def _check(req: BenchRequest) -> None:
     if req.num_gpus is not None and req.num_gpus < 1:
         raise InputError("num_gpus", req.num_gpus, "an integer ≥ 1")
 
+
+MAX_CONCURRENCY = 100_000  # requests in flight per level, as generate's --concurrency
+# Random prompts are generated word by word on this machine: 1 Mi tokens is beyond the longest
+# context the catalog's models serve, and bounds the text a sweep generates.
+MAX_LENGTH_TOKENS = 1_048_576
 
 # Distinct random prompts generated per sweep at most; levels beyond reuse them round-robin
 # (prompts stay distinct within any level of concurrency ≤ 512, so prefix caching cannot help).
@@ -246,6 +259,29 @@ def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
     return out
 
 
+# Rejection kinds that do not depend on the lengths or the concurrency (job.evaluate.REJECTION_KINDS).
+_SHAPE_REJECTIONS = ("engine", "format", "layout", "memory", "spec")
+
+
+def check_server_description(desc: PredictRequest) -> None:
+    """Refuse, in one line, a description of the server that names a bad size or a configuration
+    the model cannot run (a TP that does not divide the heads, EP on a dense model, a format the
+    GPU cannot run, weights that do not fit) before any measurement is read or divided by its
+    GPUs. The lengths and concurrency are checked where they are read.
+
+    Raises:
+        InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
+    """
+    from tokenplan.api._common import efficiency_table
+
+    shape = replace(desc, isl=1024.0, osl=1024.0, concurrency=None, osl_cap=None)
+    config, model, gpu = build_config(shape)
+    eff = efficiency_table(desc.calibration).resolve(config.engine.name, gpu.architecture)
+    result = evaluate(model, gpu, config, eff, LengthDist(1024.0), LengthDist(1024.0), None)
+    if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
+        raise InfeasibleError(f"configuration cannot run: {result.reason}")
+
+
 def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: str, command: str,
                step_points: list[tuple[float, float]], sources: list[dict] | None = None) -> FitOutcome:
     if not measurements:
@@ -267,6 +303,7 @@ def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench 
     Raises:
         InputError, CatalogError, ConfigError: a bad description, or no level to fit.
     """
+    check_server_description(desc)
     cap = (data.get("cap") or {}).get("max_running_requests")
     if desc.max_running is None and cap:
         desc = replace(desc, max_running=int(cap))
@@ -293,6 +330,7 @@ def calibrate_from_results(paths: list[str], desc: PredictRequest,
     """
     from tokenplan.files.bench_results import read_bench_results
 
+    check_server_description(desc)
     levels, sources = [], []
     for path in paths:
         kind, found = read_bench_results(path)
@@ -317,6 +355,8 @@ def read_bench_json(path: str) -> BenchOutcome:
         raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
+    if data["levels"]:  # the types of every figure drawn or fitted (a sweep stopped before a level has none)
+        load_bench(path)
     return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))
 
 
@@ -357,5 +397,6 @@ def calibrate_from_run(run_dir: str, desc: PredictRequest, command: str = "token
     Raises:
         InputError, ConfigError, CatalogError: see :func:`run_measurement` and ``build_config``.
     """
+    check_server_description(desc)
     m = run_measurement(run_dir, desc)
     return _fit_cases([m], replace(desc, isl=m.isl_tokens, osl=m.osl_tokens), "generate run", command, [])

@@ -173,12 +173,28 @@ def probe_messages(seed: int) -> tuple[tuple[dict, ...], tuple[dict, ...]]:
     return _chat(_words(rng, 1)), _chat(_words(rng, PROBE_WORDS))
 
 
+def _messages_problem(messages: tuple) -> str | None:
+    """Why a chat cannot be sent as OpenAI ``messages``, or None: it must hold at least one
+    object with a text ``role`` and a ``content`` that is text or a list of content parts."""
+    if not messages:
+        return "is empty (expected at least one message)"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            return f"item {i} is not a message (expected an object with a 'role' and a 'content')"
+        if not isinstance(m.get("content"), (str, list)):
+            return f"item {i} has no text 'content'"
+    return None
+
+
 def _dataset_prompt(item: object, osl: int | None, where: str, path: str) -> Prompt:
     if not isinstance(item, dict):
         raise ConfigError(path, where, "expected a JSON object")
     budget = item.get("max_tokens", item.get("output_len"))
     if isinstance(item.get("messages"), list):
         messages = tuple(item["messages"])
+        problem = _messages_problem(messages)
+        if problem:
+            raise ConfigError(path, where, f"'messages' {problem}")
     elif isinstance(item.get("conversations"), list) and item["conversations"]:
         turns = item["conversations"]
         messages = _chat(str(turns[0].get("value", turns[0].get("content", ""))))
@@ -188,6 +204,8 @@ def _dataset_prompt(item: object, osl: int | None, where: str, path: str) -> Pro
         text = item.get("prompt", item.get("text", item.get("question")))
         if not isinstance(text, str):
             raise ConfigError(path, where, "no 'messages', 'conversations', 'prompt', 'text' or 'question'")
+        if not text.strip():
+            raise ConfigError(path, where, "an empty prompt (expected text to send)")
         messages = _chat(text)
     tokens = osl if osl is not None else budget
     if not isinstance(tokens, (int, float)) or tokens < 1:
@@ -205,11 +223,16 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
     p = Path(path)
     if not p.is_file():
         raise InputError("dataset", path, "an existing JSONL or JSON file")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(path, "encoding", "cannot be read as UTF-8 text; expected a UTF-8 JSONL or JSON file") from None
     prompts: list[Prompt] = []
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
+        except RecursionError:
+            raise ConfigError(path, "<root>", "not valid JSON (nested too deeply)") from None
         except ValueError as exc:
             raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
         prompts = [_dataset_prompt(it, osl, f"item {i}", path) for i, it in enumerate(items[:limit])]
@@ -219,7 +242,7 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
                 continue
             try:
                 item = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
                 raise ConfigError(path, f"line {number}", "not valid JSON") from None
             prompts.append(_dataset_prompt(item, osl, f"line {number}", path))
             if limit is not None and len(prompts) >= limit:

@@ -8,6 +8,8 @@ Options → :class:`PredictRequest` (the served configuration, by keyword) → `
 
 from __future__ import annotations
 
+import math
+
 import json
 import sys
 from pathlib import Path
@@ -58,9 +60,11 @@ def calibrate_command(
             weight_dtype=weight_dtype, kv_dtype=kv_dtype))
         return
     if from_run is not None:
+        if isl is not None and not 0 < isl < math.inf:
+            raise InputError("isl", isl, "a mean prompt length in tokens > 0 (or leave it out: from the records)")
         _from_run(from_run, out, json_out, PredictRequest(
-            model=config or "", gpu=gpu or "", num_gpus=num_gpus, tp=tp, engine=engine, weight_dtype=weight_dtype,
-            kv_dtype=kv_dtype, concurrency=concurrency, isl=isl or 0.0))
+            model=config or "", gpu=gpu or "", num_gpus=num_gpus, tp=tp, pp=pp, ep=ep, engine=engine,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype, concurrency=concurrency, isl=isl or 0.0))
         return
     if not paths:
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")

@@ -51,14 +51,18 @@ def read_bench_results(path: str) -> tuple[str, list[dict[str, Any]]]:
     p = Path(path)
     if not p.is_file():
         raise InputError("bench result", path, f"an existing result file of {', '.join(FORMATS)}")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text (result files are UTF-8 JSON)") from None
     try:
         items = [json.loads(text)]
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         try:
             items = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as exc:
-            raise ConfigError(path, "<root>", f"neither JSON nor JSON lines ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(path, "<root>", f"neither JSON nor JSON lines ({exc.__class__.__name__}: "
+                                              f"{str(exc)[:80]})") from None
     if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("benchmarks"), list):
         return "guidellm", [_guidellm(b, path, i) for i, b in enumerate(items[0]["benchmarks"])]
     if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("request_throughput"), dict):

@@ -17,6 +17,13 @@ SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output
 BENCH_KEYS = ("model", "num_gpus", "levels")
 BENCH_LEVEL_KEYS = ("concurrency", "requests", "errors", "duration_s", "output_tok_s")
 PLAN_KEYS = ("model", "engine", "job", "options")
+# The figures the report draws from a plan: numbers where present (null where the plan has none).
+PLAN_OPTION_NUMBERS = ("count", "usd_per_gpu_hour", "output_tok_s_total", "output_tok_s_per_gpu", "wall_days",
+                       "drain_hours", "gpu_hours", "usd", "usd_per_mtok", "batch_per_replica", "tpot_ms", "ttft_ms",
+                       "weight_bytes_per_gpu", "kv_capacity_tokens", "concurrency_per_endpoint",
+                       "max_running_requests", "gpu_bytes")
+PLAN_JOB_NUMBERS = ("samples", "isl_mean_tokens", "osl_mean_tokens", "output_tokens")
+BENCH_LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 
 
 def _read_json(path: Path) -> object:
@@ -50,6 +57,13 @@ def _require(obj: object, keys: tuple[str, ...], path: Path, where: str,
     return obj
 
 
+def _numbers_or_null(obj: dict, keys: tuple[str, ...], path: Path, where: str) -> None:
+    """Each of ``keys`` present in ``obj`` is a number or null. Raises ConfigError naming it."""
+    for key in keys:
+        if key in obj and obj[key] is not None and not _number(obj[key]):
+            raise ConfigError(str(path), f"{where}.{key}", f"expected a number, got {obj[key]!r}")
+
+
 def load_run_summary(run_dir: str | Path) -> dict:
     """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run, with ``run_dir`` added.
 
@@ -72,13 +86,21 @@ def load_bench(path: str | Path) -> dict:
     """A ``tokenplan bench`` JSON file (levels with concurrency, tok/s and latency
     distributions in seconds). Raises ConfigError."""
     p = Path(path)
-    data = _require(_read_json(p), BENCH_KEYS, p, "top level", numbers=("num_gpus",))
+    data = _require(_read_json(p), BENCH_KEYS, p, "top level")
+    # bench writes num_gpus null when --num-gpus was not given: the report then counts per endpoint
+    n = data["num_gpus"]
+    if n is not None and not (_number(n) and n >= 1):
+        raise ConfigError(str(p), "num_gpus", f"expected a number (a GPU count ≥ 1) or null, got {n!r}")
     if not isinstance(data["levels"], list) or not data["levels"]:
         raise ConfigError(str(p), "levels", "expected a non-empty list of concurrency levels")
     for i, level in enumerate(data["levels"]):
         _require(level, BENCH_LEVEL_KEYS, p, f"levels[{i}]", numbers=BENCH_LEVEL_KEYS)
-    if not data["num_gpus"] >= 1:
-        raise ConfigError(str(p), "num_gpus", f"expected a GPU count ≥ 1, got {data['num_gpus']!r}")
+        _numbers_or_null(level, ("achieved_concurrency", "total_tok_s", "request_throughput_per_s"), p, f"levels[{i}]")
+        for metric in BENCH_LATENCIES:
+            dist = level.get(metric)
+            if dist is not None and not isinstance(dist, dict):
+                raise ConfigError(str(p), f"levels[{i}].{metric}", f"expected an object of quantiles, got {dist!r}")
+            _numbers_or_null(dist or {}, tuple(dist or ()), p, f"levels[{i}].{metric}")
     return data
 
 
@@ -88,6 +110,9 @@ def load_plan(path: str | Path) -> dict:
     data = _require(_read_json(p), PLAN_KEYS, p, "top level")
     if not isinstance(data["options"], list):
         raise ConfigError(str(p), "options", "expected a list of hardware options")
+    _require(data["job"], (), p, "job")
+    _numbers_or_null(data["job"], PLAN_JOB_NUMBERS, p, "job")
     for i, option in enumerate(data["options"]):
         _require(option, ("option", "rejected"), p, f"options[{i}]")
+        _numbers_or_null(option, PLAN_OPTION_NUMBERS, p, f"options[{i}]")
     return data

@@ -173,20 +173,27 @@ def plan_figures(data: dict) -> list[tuple[str, str, object]]:
     return out
 
 
+def bench_divisor(bench: dict) -> tuple[int, str]:
+    """What a bench's tok/s is divided by: (its GPUs, "GPU"), or, where the bench did not state
+    them (``num_gpus`` null), (its endpoints, "endpoint") — as ``bench --plot`` does."""
+    gpus = bench.get("num_gpus")
+    return (gpus, "GPU") if gpus else (max(len(bench.get("endpoints") or ()), 1), "endpoint")
+
+
 def bench_throughput_figure(bench: dict, plan: dict | None):
     """Measured output tok/s per GPU at each concurrency level of a bench run; with a plan,
     each option's planned tok/s per GPU as a dashed line and its planned concurrency ◆."""
     import plotly.graph_objects as go
 
-    levels, n = bench["levels"], bench["num_gpus"]
+    levels, (n, unit) = bench["levels"], bench_divisor(bench)
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[lv["concurrency"] for lv in levels], y=[lv["output_tok_s"] / n for lv in levels], mode="lines+markers",
-        name=f"measured ({n} GPUs)", line=dict(color="black", width=3), marker=dict(size=8),
+        name=f"measured ({n} {unit}{'s' if n > 1 else ''})", line=dict(color="black", width=3), marker=dict(size=8),
         customdata=[[lv.get("achieved_concurrency", lv["concurrency"]), lv["errors"]] for lv in levels],
         hovertemplate="concurrency %{x:,.0f} (achieved %{customdata[0]:,.1f})<br>%{y:,.0f} tok/s/GPU, "
                       "%{customdata[1]} errors<extra>bench</extra>"))
-    if plan:
+    if plan and unit == "GPU":  # the plan's figures are per GPU: no overlay on a per-endpoint axis
         colors = option_colors([o["option"] for o in plan["options"]])
         for o in plan["options"]:
             if "output_tok_s_per_gpu" not in o:
@@ -198,8 +205,8 @@ def bench_throughput_figure(bench: dict, plan: dict | None):
                 x=[o["concurrency_per_endpoint"]], y=[o["output_tok_s_per_gpu"]], mode="markers",
                 name=f"plan {o['option']} ({o['best']})", marker=dict(symbol="diamond", size=11, color=colors[o["option"]]),
                 hovertemplate="planned: %{x:,.0f} in flight per endpoint, %{y:,.0f} tok/s/GPU<extra></extra>"))
-    _layout(fig, f"Measured vs planned output tok/s per GPU · {bench['model']}",
-            "requests in flight (log)", "output tok/s per GPU", log_x=True)
+    _layout(fig, f"Measured vs planned output tok/s per {unit} · {bench['model']}",
+            "requests in flight (log)", f"output tok/s per {unit}", log_x=True)
     return fig
 
 

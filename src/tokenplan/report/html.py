@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from tokenplan.report.figures import measurement_figures, plan_figures
+from tokenplan.report.figures import bench_divisor, measurement_figures, plan_figures
 from tokenplan.report.tables import with_band
 from tokenplan.units import GiB
 
@@ -207,7 +207,7 @@ def _runs_html(runs: list[dict]) -> str:
 
 
 def _bench_html(bench: dict) -> str:
-    n = bench["num_gpus"]
+    n, unit = bench_divisor(bench)
 
     def q(level: dict, metric: str, key: str) -> str:
         d = level.get(metric)
@@ -218,8 +218,9 @@ def _bench_html(bench: dict) -> str:
              f"{q(lv, 'ttft_s', 'p50')} / {q(lv, 'ttft_s', 'p99')}", f"{q(lv, 'tpot_s', 'p50')} / {q(lv, 'tpot_s', 'p99')}"]
             for lv in bench["levels"]]
     endpoints = ", ".join(str(e) for e in bench.get("endpoints", []))
-    return (f"<h2>bench · {escape(str(bench['model']))} on {n} GPUs</h2><p class=\"sub\">{escape(endpoints)}</p>"
-            + _table(["concurrency", "achieved", "requests", "errors", "output tok/s", "tok/s/GPU", "TTFT p50 / p99 s",
+    on = f"{n} GPUs" if unit == "GPU" else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
+    return (f"<h2>bench · {escape(str(bench['model']))} on {escape(on)}</h2><p class=\"sub\">{escape(endpoints)}</p>"
+            + _table(["concurrency", "achieved", "requests", "errors", "output tok/s", f"tok/s/{unit}", "TTFT p50 / p99 s",
                       "TPOT p50 / p99 s"], rows, numeric=set(range(8))))
 
 
