@@ -52,6 +52,9 @@ DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan 
 # since a replaced `messages` would send other prompts than the records show.
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
 CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
+# Sampling fields generate has an option for and records in every record's ``sampling``: set in
+# --extra-body, the request would send one value while the record states another.
+SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k"}
 # Bounds beyond the fields' own constraints, so that no value makes the run overflow, hang or send
 # something meaningless (issue 11): each is far past any real job, and finite.
 RANGES: dict[str, tuple[float, float]] = {
@@ -141,6 +144,16 @@ class GenerateRequest(BaseModel):
         client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
         if client:
             raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
+        sampling = sorted(set(self.extra_body) & set(SAMPLING_OPTIONS))
+        if sampling:
+            raise ValueError(f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
+                             "each record states the sampling it was generated with)")
+        kwargs = self.extra_body.get("chat_template_kwargs")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ValueError("chat_template_kwargs as an object of template arguments")
+        if isinstance(kwargs, dict) and self.thinking is not None and "enable_thinking" in kwargs \
+                and kwargs["enable_thinking"] != (self.thinking == "on"):
+            raise ValueError(f"chat_template_kwargs.enable_thinking left out or equal to --thinking {self.thinking}")
         owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
         if owned and not self.extra_body_override:
             raise ValueError(f"extra_body sets {', '.join(owned)}, which tokenplan sets in every request "
