@@ -32,9 +32,6 @@ def _rows(path: Path, n: int) -> Path:
      "error: extra_body {'temperature': 1.5} is not allowed (allowed: no temperature (use --temperature: "),
     (["--thinking", "on", "--extra-body", '{"chat_template_kwargs": 5}'],
      "error: extra_body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object"),
-    (["--thinking", "on", "--extra-body", '{"chat_template_kwargs": {"enable_thinking": false}}'],
-     "error: extra_body {'chat_template_kwargs': {'enable_thinking': False}} is not allowed (allowed: "
-     "chat_template_kwargs.enable_thinking left out or equal to --thinking on)"),
     (["--temperature", "-1"], "error: temperature -1.0 is not allowed (allowed: a number ≥ 0)\n"),
     (["--endpoint", "notaurl"], "error: endpoints ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
                                 "http(s) base URLs such as http://127.0.0.1:8000/v1; 'notaurl': the scheme must be "

@@ -151,9 +151,6 @@ class GenerateRequest(BaseModel):
         kwargs = self.extra_body.get("chat_template_kwargs")
         if kwargs is not None and not isinstance(kwargs, dict):
             raise ValueError("chat_template_kwargs as an object of template arguments")
-        if isinstance(kwargs, dict) and self.thinking is not None and "enable_thinking" in kwargs \
-                and kwargs["enable_thinking"] != (self.thinking == "on"):
-            raise ValueError(f"chat_template_kwargs.enable_thinking left out or equal to --thinking {self.thinking}")
         owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
         if owned and not self.extra_body_override:
             raise ValueError(f"extra_body sets {', '.join(owned)}, which tokenplan sets in every request "
