@@ -93,6 +93,8 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
         _positive(field, getattr(req, field), whole=True)
     for field in ("isl", "osl"):
         _positive(field, getattr(req, field))
+        if getattr(req, field) < 1:  # a mean below one token is not a request
+            raise InputError(field, _shown(getattr(req, field)), "a number of tokens ≥ 1")
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
     if req.osl_cap is not None and not req.osl_cap > req.osl:  # as plan's --max-tokens

@@ -3,6 +3,8 @@ rows and as sentences (the search itself is ``tokenplan.planning.provision``).""
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 
 from tokenplan.api._common import PLAN_FIGURES, figure_bands
@@ -21,10 +23,10 @@ def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
     Raises:
         InputError: either is given and not > 0.
     """
-    if deadline_s is not None and not deadline_s > 0:
-        raise InputError("deadline", deadline_s, "a duration > 0, e.g. 2d, 36h")
-    if budget_usd is not None and not budget_usd > 0:
-        raise InputError("budget", budget_usd, "US dollars > 0, e.g. 1500")
+    if deadline_s is not None and not 0 < deadline_s < math.inf:
+        raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
+    if budget_usd is not None and not 0 < budget_usd < math.inf:
+        raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
 
 
 def provisioned_result(p: Provision) -> OptionResult:

@@ -217,8 +217,8 @@ def _check_lengths(req: PlanRequest) -> None:
     # sigma, cap), which is where a user sets them.
     for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
         mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
-        if not 0 < mean < math.inf:
-            raise InputError(name, _shown(mean), "a number of tokens > 0")
+        if not 1 <= mean < math.inf:
+            raise InputError(name, _shown(mean), "a number of tokens ≥ 1")
         if not 0 <= sigma < math.inf:
             raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
         if cap is not None and not cap > mean:

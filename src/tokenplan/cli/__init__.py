@@ -64,14 +64,24 @@ def _click_exceptions():
 _ALLOWED = (("valid integer", "an integer"), ("valid number", "a number"), ("valid boolean", "true or false"))
 
 
-def _given(option: str, argv: list[str]) -> str | None:
-    """The value ``option`` was given on the command line (``--x v`` or ``--x=v``), or None."""
+def _given(option: str, argv: list[str], allowed: str = "") -> str | None:
+    """The value of ``option`` on the command line (``--x v`` or ``--x=v``) that could not be
+    converted to ``allowed`` (``an integer``, ``a number``): the first such value where the
+    option is given more than once, else the last value given (the one click keeps); None when
+    the option is not on the line."""
+    values = []
     for i, word in enumerate(argv):
         if word == option and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith(option + "="):
-            return word[len(option) + 1:]
-    return None
+            values.append(argv[i + 1])
+        elif word.startswith(option + "="):
+            values.append(word[len(option) + 1:])
+    convert = {"an integer": int, "a number": float}.get(allowed)
+    for value in values if convert else ():
+        try:
+            convert(value)
+        except ValueError:
+            return value
+    return values[-1] if values else None
 
 
 def _bad_value_line(exc: Exception) -> str | None:
@@ -82,7 +92,7 @@ def _bad_value_line(exc: Exception) -> str | None:
     if param is None or allowed is None or not getattr(param, "opts", None):
         return None
     option = max(param.opts, key=len)
-    value = _given(option, sys.argv[1:])
+    value = _given(option, sys.argv[1:], allowed)
     return None if value is None else f"{option} {value!r} is not allowed (allowed: {allowed})"
 
 

@@ -110,6 +110,11 @@ def _concurrency(row: dict) -> float | None:
 _DRAFT_STEPS = re.compile(r"(?:steps|nextn|num_speculative_tokens)\s*=\s*(\d+)")
 
 
+FIELD_LIMIT_BYTES = 16 * 2**20  # per CSV field
+
+_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
+
+
 def spec_from_text(text: str) -> str:
     """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp (nextn=1)`` (TensorRT-LLM's
     ``num_nextn_predict_layers``) → ``mtp:1``; ``mtp (num_speculative_tokens=3)`` (vLLM) →
@@ -206,7 +211,10 @@ def _screen_throughput(m: Measurement) -> Measurement:
 
 def _throughput_row(row: dict, line: int) -> Measurement:
     tp, pp = _int(row, "tp"), _int(row, "pp")
-    attention_dp = _text(row, "attention_dp").lower() in ("true", "1", "yes")
+    flag = _text(row, "attention_dp").lower()
+    if flag not in _FLAGS:
+        raise _RowError(f"column attention_dp value {flag!r} is not one of true, false (or blank: false)")
+    attention_dp = _FLAGS[flag]
     ep_default = tp if attention_dp else 1
     return _screen_throughput(Measurement(
         line=line, row_id=_text(row, "id") or str(line), engine=_required_text(row, "engine"),
@@ -289,6 +297,9 @@ def read_measurements(path: str) -> MeasurementFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, "encoding", f"cannot be read as UTF-8 text ({exc.__class__.__name__}); "
                                             "expected a UTF-8 CSV file") from None
+    # a long notes field (a pasted command line, a log excerpt) is data, not an error: the csv
+    # module's default limit is 128 KiB per field
+    csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT_BYTES))
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise ConfigError(path, "header", "the file is empty")
@@ -301,7 +312,8 @@ def read_measurements(path: str) -> MeasurementFile:
         except StopIteration:
             break
         except csv.Error as exc:
-            skipped.append(SkippedRow(reader.line_num, "?", f"malformed CSV ({exc})"))
+            # the reader has consumed the bad record but not counted it: it starts on the next line
+            skipped.append(SkippedRow(reader.line_num + 1, "?", f"malformed CSV ({exc})"))
             continue
         line = reader.line_num
         fields = _field_count_problem(raw, len(reader.fieldnames))

@@ -97,6 +97,10 @@ def parse_row(item: Any, source: str, line: int) -> Row:
         raise item
     if not isinstance(item, dict):
         raise RowError(f"row is a {type(item).__name__}, not a JSON object")
+    for key in ("id", "custom_id"):  # a declared id that is not one must not fall back to the content hash
+        value = item.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            raise RowError(f"{key}: expected text or an integer, got {type(value).__name__} {str(value)[:40]}")
     shape, messages = _messages(item)
     messages = _with_system(item, messages, shape)
     if not any(m.role == "user" for m in messages):

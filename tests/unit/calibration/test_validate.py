@@ -99,14 +99,16 @@ def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path
         + "e,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,,2,1,,none,200,,high,x\n"  # 6: no isl
         + "f,trtllm,llama-3.1-8b\n"                                                               # 7: short row
         + "g,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,0,1,,none,200,,high,x\n"   # 8: osl 0
-        + "h,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,-4,none,200,,high,x\n")  # 9: N < 0
+        + "h,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,-4,none,200,,high,x\n"   # 9: N < 0
+        + "i,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,maybe,bf16,bf16,1,2,1,,none,200,,high,x\n")  # 10: flag
     d = validate(str(csv_path), ideal_profile).to_json()
     assert d["n"] == 1
     by_line = {s["line"]: s["reason"] for s in d["skipped"]}
-    assert sorted(by_line) == [3, 4, 5, 6, 7, 8, 9]
+    assert sorted(by_line) == [3, 4, 5, 6, 7, 8, 9, 10]
     assert "output_tok_s_per_gpu" in by_line[3] and "num_gpus" in by_line[4]
     assert "no-such-model" in by_line[5] and "isl" in by_line[6]
     assert "column osl value '0' must be > 0" in by_line[8] and "column num_requests value '-4'" in by_line[9]
+    assert "column attention_dp value 'maybe' is not one of true, false" in by_line[10]
 
 
 def test_trust_is_validated_on_read_and_blank_means_medium(tmp_path):
@@ -135,6 +137,21 @@ def test_records_with_the_wrong_number_of_fields_say_so(tmp_path):
     assert "4 fields where the header has 21" in reasons[3]
     assert "23 fields where the header has 21" in reasons[4]
     assert "3 fields where the header has 21" in reasons[6] and "quote left open" in reasons[6]
+
+
+def test_a_long_notes_field_is_data_and_a_field_past_the_limit_names_its_own_line(tmp_path):
+    from tokenplan.files.measurements import FIELD_LIMIT_BYTES
+
+    ok = "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,"
+    csv_path = tmp_path / "m.csv"
+    # line 2: a 200 kB source_url (past the csv module's 128 KiB default, within ours);
+    # line 3: one byte past our limit; line 4: an ordinary row
+    csv_path.write_text(THROUGHPUT_HEADER + ok + "x" * 200_000 + "\n" + ok.replace("a,", "b,", 1)
+                        + "y" * (FIELD_LIMIT_BYTES + 1) + "\n" + ok.replace("a,", "c,", 1) + "x\n")
+    data = read_measurements(str(csv_path))
+    assert [m.row_id for m in data.rows] == ["a", "c"]
+    (bad,) = data.skipped
+    assert bad.line == 3 and "field larger than field limit" in bad.reason
 
 
 def test_a_file_that_is_not_utf8_names_the_encoding(tmp_path):

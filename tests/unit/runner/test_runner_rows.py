@@ -43,6 +43,8 @@ def test_a_row_without_an_id_gets_the_hash_of_its_messages() -> None:
     ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content: not a string"),
     ({"messages": [{"role": "assistant", "content": "x"}]}, "messages: no user turn"),
     ({"custom_id": "x", "body": {"prompt": "x"}}, "body: batch line without body.messages"),
+    ({"id": {"x": 1}, "prompt": "x"}, "id: expected text or an integer, got dict"),
+    ({"id": True, "prompt": "x"}, "id: expected text or an integer, got bool"),
 ])
 def test_malformed_rows_name_the_field_and_what_is_allowed(item: object, reason: str) -> None:
     with pytest.raises(RowError, match=reason.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
