@@ -135,6 +135,10 @@ def _check(req: BenchRequest) -> None:
         raise InputError("num_prompts", req.num_prompts, "either --num-prompts or --duration, not both")
     if req.num_gpus is not None and req.num_gpus < 1:
         raise InputError("num_gpus", req.num_gpus, "an integer ≥ 1")
+    if req.warmup_requests is not None and req.warmup_requests < 0:
+        raise InputError("warmup", req.warmup_requests, "an integer ≥ 0 (warm-up requests per level)")
+    if not 0 < req.deadline_s < math.inf:
+        raise InputError("request_timeout", req.deadline_s, "a finite number of seconds > 0")
 
 
 MAX_CONCURRENCY = 100_000  # requests in flight per level, as generate's --concurrency

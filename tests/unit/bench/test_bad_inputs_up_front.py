@@ -51,8 +51,11 @@ def test_a_dataset_that_cannot_be_sent_is_one_line(tmp_path, body, where) -> Non
     ({"concurrencies": (MAX_CONCURRENCY + 1,)}, "concurrency"),
     ({"isl": MAX_LENGTH_TOKENS + 1}, "isl"),
     ({"osl": MAX_LENGTH_TOKENS + 1}, "osl"),
+    ({"deadline_s": float("nan")}, "request_timeout"),
+    ({"deadline_s": 0.0}, "request_timeout"),
+    ({"warmup_requests": -1}, "warmup"),
 ])
-def test_sizes_beyond_any_context_are_refused_before_the_servers(change, field) -> None:
+def test_sizes_beyond_any_context_and_meaningless_limits_are_refused_before_the_servers(change, field) -> None:
     # The endpoint does not listen: the refusal comes first, from the options alone.
     req = replace(BenchRequest(endpoints=("http://127.0.0.1:9/v1",), model="m", concurrencies=(1,), isl=16, osl=4),
                   **change)
