@@ -7,12 +7,12 @@ here, so the layers below receive values only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
 from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
-from tokenplan.errors import InputError
+from tokenplan.errors import InfeasibleError, InputError
 from tokenplan.files.calibration import read_calibration, read_calibration_file
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
@@ -190,3 +190,24 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
         ttft_ms=s.ttft_s * MS_PER_S, prefill_share=s.prefill_share,
         bottleneck=s.decode_step.bottleneck, warnings=tuple(ev.warnings),
     )
+
+
+# Rejection kinds that do not depend on the lengths or the concurrency (job.evaluate.REJECTION_KINDS).
+_SHAPE_REJECTIONS = ("engine", "format", "layout", "memory", "spec")
+
+
+def check_server_description(desc: PredictRequest) -> None:
+    """Refuse, in one line, a description of the server that names a bad size or a configuration
+    the model cannot run (a TP that does not divide the heads, EP on a dense model, a format the
+    GPU cannot run, weights that do not fit) before any measurement is read or divided by its
+    GPUs. The lengths and concurrency are checked where they are read.
+
+    Raises:
+        InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
+    """
+    shape = replace(desc, isl=1024.0, osl=1024.0, concurrency=None, osl_cap=None)
+    config, model, gpu = build_config(shape)
+    eff = efficiency_table(desc.calibration).resolve(config.engine.name, gpu.architecture)
+    result = evaluate(model, gpu, config, eff, LengthDist(1024.0), LengthDist(1024.0), None)
+    if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
+        raise InfeasibleError(f"configuration cannot run: {result.reason}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api._common import PredictRequest, build_config, check_server_description
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
 from tokenplan.bench.levels import LevelResult, level_dict
@@ -31,9 +31,8 @@ from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.openai import OpenAIClient
-from tokenplan.errors import ConfigError, InfeasibleError, InputError
+from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.reports import load_bench
-from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
 from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
@@ -261,29 +260,6 @@ def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
             num_requests=float(lv["requests"]), output_tok_s_per_gpu=lv["output_tok_s"] / desc.num_gpus,
             ttft_s=lv["ttft_s"]["mean"], tpot_s=lv["tpot_s"]["mean"]))
     return out
-
-
-# Rejection kinds that do not depend on the lengths or the concurrency (job.evaluate.REJECTION_KINDS).
-_SHAPE_REJECTIONS = ("engine", "format", "layout", "memory", "spec")
-
-
-def check_server_description(desc: PredictRequest) -> None:
-    """Refuse, in one line, a description of the server that names a bad size or a configuration
-    the model cannot run (a TP that does not divide the heads, EP on a dense model, a format the
-    GPU cannot run, weights that do not fit) before any measurement is read or divided by its
-    GPUs. The lengths and concurrency are checked where they are read.
-
-    Raises:
-        InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
-    """
-    from tokenplan.api._common import efficiency_table
-
-    shape = replace(desc, isl=1024.0, osl=1024.0, concurrency=None, osl_cap=None)
-    config, model, gpu = build_config(shape)
-    eff = efficiency_table(desc.calibration).resolve(config.engine.name, gpu.architecture)
-    result = evaluate(model, gpu, config, eff, LengthDist(1024.0), LengthDist(1024.0), None)
-    if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
-        raise InfeasibleError(f"configuration cannot run: {result.reason}")
 
 
 def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: str, command: str,
