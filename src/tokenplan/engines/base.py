@@ -226,7 +226,7 @@ class Engine(Protocol):
         """The settings a launch uses when the default reserve leaves no room for the weights,
         or None where the engine has no such rule."""
     def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         weight_dtype: Dtype, kv_dtype: Dtype,
                          isl_tokens: float, osl_tokens: float) -> EngineSettings:
         """The settings of an offline (max-throughput) run, where the engine's benchmark tool
         sizes its own batch; ``settings`` where it does not."""

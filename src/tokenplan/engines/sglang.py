@@ -130,7 +130,7 @@ class Sglang:
                        graph_max_bs=min(settings.graph_max_bs, self.tight_graph_max_bs), tight=True)
 
     def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         weight_dtype: Dtype, kv_dtype: Dtype,
                          isl_tokens: float, osl_tokens: float) -> EngineSettings:
         """``settings``: an offline SGLang run (``sglang.bench_offline_throughput``) keeps the
         server's defaults."""

@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
-from tokenplan.arch.spec import ModelSpec
+from tokenplan.arch.kv import state_bytes_per_sequence
+from tokenplan.arch.params import component_dtype, param_counts
+from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
 from tokenplan.hardware import Gpu
 from tokenplan.units import GiB, Dtype
@@ -114,28 +115,28 @@ class Trtllm:
         return None
 
     def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         weight_dtype: Dtype, kv_dtype: Dtype,
                          isl_tokens: float, osl_tokens: float) -> EngineSettings:
         """An offline run is a ``trtllm-bench`` run: the running-request cap and token budget of
-        :func:`trtllm_bench_limits` (T5). The heuristic counts every attention layer's KV at the
-        KV format (FP8/NVFP4, else BF16) with KV heads padded up to TP, and pools the memory of
-        TP × PP GPUs (PP alone with attention DP, where each rank schedules alone and both
-        limits scale by the TP ranks).
+        :func:`trtllm_bench_limits` (T5), as the heuristic stood before TensorRT-LLM PR #16707
+        (2026-07-22), when the perf-overview tables were measured: KV bytes per token of
+        :func:`_bench_kv_bytes_per_token` (MLA costed as multi-head), the engine size of
+        :func:`_bench_engine_bytes`, the memory of TP × PP GPUs pooled (``n_gpus = tp × pp``,
+        also with attention DP, where each of the TP ranks then schedules that many requests),
+        and a token budget of at least the prompt plus the batch (no chunked prefill).
 
         Args:
             settings: the default settings. model, gpu, layout, weight_dtype, kv_dtype: the
-                deployment. weight_bytes_per_gpu: weights on one GPU (bytes). isl_tokens,
-                osl_tokens: mean prompt and output lengths (tokens).
+                deployment. isl_tokens, osl_tokens: mean prompt and output lengths (tokens).
         """
-        a = model.attention
-        attn_layers = model.full_attention_layers + model.sliding_layers
-        kv_format = kv_dtype if kv_dtype in (Dtype.FP8, Dtype.NVFP4) else Dtype.BF16
-        heads = None if a is None else max(layout.tp, a.num_kv_heads)
-        kv_tok = kv_bytes_per_token_per_layer(model, kv_format, heads) * attn_layers
-        ranks = layout.pp if layout.attention_dp else layout.gpus_per_replica
-        weights = weight_bytes_per_gpu * ranks
-        bs, tokens = trtllm_bench_limits(gpu.memory_bytes, weights, kv_tok, state_bytes_per_sequence(model),
-                                         isl_tokens, osl_tokens, ranks, layout.pp, weight_dtype in _BENCH_TUNED)
+        kv_tok = _bench_kv_bytes_per_token(model, kv_dtype, layout.tp)
+        ranks = layout.tp * layout.pp
+        bs, tokens = trtllm_bench_limits(gpu.memory_bytes, _bench_engine_bytes(model, weight_dtype), kv_tok,
+                                         state_bytes_per_sequence(model), isl_tokens, osl_tokens, ranks, layout.pp,
+                                         weight_dtype in _BENCH_TUNED)
+        # trtllm-bench runs without chunked prefill unless asked (T5 get_settings): it raises the
+        # token budget to the longest prompt plus a full batch of decode tokens
+        tokens = max(tokens, math.ceil(isl_tokens) + bs)
         scale = layout.tp if layout.attention_dp else 1
         return replace(settings, max_running_cap=bs * scale, chunk_tokens=tokens * scale)
 
@@ -217,3 +218,40 @@ def _spec_yaml(method: str, k: int) -> list[str]:
         return ["  decoding_type: MTP", f"  num_nextn_predict_layers: {k}"]
     return [f"  decoding_type: {'Eagle3' if method == 'eagle3' else method.upper()}", f"  max_draft_len: {k}",
             "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint"]
+
+
+# Bytes per element trtllm-bench's heuristic gives a weight or KV quantization (T5 BYTES_PER_ELEM:
+# NO_QUANT 2, FP8 and FP8_BLOCK_SCALES 1, NVFP4 0.5; anything else 2).
+_BENCH_BYTES = {Dtype.FP8: 1.0, Dtype.NVFP4: 0.5}
+
+
+def _bench_kv_bytes_per_token(model: ModelSpec, kv_dtype: Dtype, tp: int) -> float:
+    """KV bytes per token as trtllm-bench's heuristic counts them before TensorRT-LLM PR #16707
+    (2026-07-22; the perf-overview tables were measured before it): ``2 × attention layers ×
+    max(TP, num_key_value_heads) × head_size × bytes`` for every model, MLA included, where an
+    MLA config (DeepSeek-V3/R1, Kimi-K2) states ``num_key_value_heads`` = the attention heads and
+    no ``head_dim``, so ``head_size = hidden_size / num_attention_heads`` (T5 ``ModelConfig``):
+    DeepSeek-R1 with FP8 KV, 2 × 61 × 128 × 56 × 1 = 874,496 B against the 35,136 B it caches —
+    PR #16707 names the ~25× overestimate that capped DeepSeek-V3.2 at max_batch_size 64."""
+    a = model.attention
+    if a is None:
+        return 0.0
+    layers = model.full_attention_layers + model.sliding_layers
+    if a.kind is AttentionKind.MLA:
+        heads, head_size = a.num_heads, model.hidden_size // a.num_heads
+    else:
+        heads, head_size = a.num_kv_heads, a.head_dim
+    return 2.0 * layers * max(tp, heads) * head_size * _BENCH_BYTES.get(kv_dtype, 2.0)
+
+
+def _bench_engine_bytes(model: ModelSpec, weight_dtype: Dtype) -> float:
+    """The engine size trtllm-bench's heuristic subtracts: the checkpoint's parameter count from
+    its safetensors headers (4-bit weights are stored two to a byte, so each counts half) times
+    the bytes per element of the quantization (T5 ``param_count × BYTES_PER_ELEM``): a BF16 or
+    FP8 checkpoint's true size, half the size of an NVFP4 one."""
+    p = param_counts(model)
+    stored = p.embedding + p.lm_head
+    for component in ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts"):
+        four_bit = component_dtype(model, weight_dtype, component).bytes_per_element < 1.0
+        stored += getattr(p, component) * (0.5 if four_bit else 1.0)
+    return stored * _BENCH_BYTES.get(weight_dtype, 2.0)

@@ -99,7 +99,7 @@ class Vllm:
         return None
 
     def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype, weight_bytes_per_gpu: float,
+                         weight_dtype: Dtype, kv_dtype: Dtype,
                          isl_tokens: float, osl_tokens: float) -> EngineSettings:
         """``settings``: ``vllm bench throughput`` keeps the engine's defaults."""
         return settings

@@ -186,7 +186,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
     if concurrency is None and config.max_running is None:  # the engine's offline benchmark sizes its batch
         settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
-                                           mem.weight_bytes_per_gpu, isl.mean, osl.mean)
+                                           isl.mean, osl.mean)
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
     if limits.limit < 1:
         return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "

@@ -9,10 +9,14 @@ import pytest
 
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.engines import Engine, EngineSettings, Launch, Trtllm
+from tokenplan.engines.trtllm import _bench_engine_bytes
 from tokenplan.perf.layout import Layout
 from tokenplan.units import Dtype
 
 GIB = 1_073_741_824
+# Llama-3.1-8B's parameters (4,096 hidden, 32 layers, 14,336 FFN, 128,256 vocab, untied lm_head:
+# 8,030,261,248, less the 266,240 RMSNorm weights param_counts leaves out = 8,029,995,008) × 2
+# bytes: the BF16 checkpoint, which the heuristic subtracts as param_count × 2
 LLAMA_BF16_BYTES = 16_059_990_016
 
 
@@ -65,17 +69,37 @@ def test_offline_runs_take_trtllm_benchs_limits(trtllm):
     # a request holds 131,072 × 2,000 = 262,144,000 B → 251.7 requests < 256
     # → max(64, 32·ceil(251.7/32) = 256) = 256; tokens 251.7 × 2 = 503.4 → the 2,048 floor.
     model, h100 = load_model("llama-3.1-8b"), load_gpu("h100-sxm")
+    assert _bench_engine_bytes(model, Dtype.BF16) == LLAMA_BF16_BYTES
     default = trtllm.settings(h100, Layout(), speculative=False)
-    s = trtllm.offline_settings(default, model, h100, Layout(), Dtype.BF16, Dtype.BF16, LLAMA_BF16_BYTES, 1000, 1000)
+    s = trtllm.offline_settings(default, model, h100, Layout(), Dtype.BF16, Dtype.BF16, 1000, 1000)
     assert (s.max_running_cap, s.chunk_tokens) == (256, 2048)
-    # With attention DP over TP2 the heuristic sizes one rank (ranks = PP = 1, the same figures)
-    # and both limits scale by the 2 ranks: 512 and 4,096.
+    # With attention DP over TP2 the heuristic pools the TP × PP = 2 GPUs (T5: n_gpus = tp × pp):
+    # cache = (2 × 85,520,809,984 − 16,059,990,016) × 0.95 = 147,240,769,945.6 B → 561.7 requests
+    # → 128·ceil(561.7/128) = 640; tokens 561.7 × 2 = 1,123 → 2,048 (≥ 1,000 + 640); and each
+    # attention-DP rank schedules that many: 1,280 and 4,096.
     dp = trtllm.offline_settings(default, model, h100, Layout(tp=2, attention_dp=True), Dtype.BF16, Dtype.BF16,
-                                 LLAMA_BF16_BYTES, 1000, 1000)
-    assert (dp.max_running_cap, dp.chunk_tokens) == (512, 4096)
+                                 1000, 1000)
+    assert (dp.max_running_cap, dp.chunk_tokens) == (1280, 4096)
     # A format the heuristic does not know (MXFP4) keeps the LLM-API defaults 2,048 / 8,192.
-    mx = trtllm.offline_settings(default, model, h100, Layout(), Dtype.MXFP4, Dtype.BF16, LLAMA_BF16_BYTES, 1000, 1000)
+    mx = trtllm.offline_settings(default, model, h100, Layout(), Dtype.MXFP4, Dtype.BF16, 1000, 1000)
     assert (mx.max_running_cap, mx.chunk_tokens) == (2048, 8192)
+
+
+def test_trtllm_bench_counts_mla_kv_as_multi_head_before_pr_16707(trtllm):
+    # DeepSeek-R1 FP8, DEP8 on H200, ISL 1,024 / OSL 8,192 (dev.csv line 7). The heuristic of the
+    # perf-overview's time costs MLA as MHA: num_key_value_heads 128, head_size 7,168 / 128 = 56,
+    # FP8 KV: 2 × 61 × 128 × 56 × 1 = 874,496 B per token (the cache holds 35,136). cache =
+    # (8 × 150,754,820,096 − ~6.7e11 B of FP8 weights) × 0.95 ≈ 5.1e11 B; a request holds
+    # 874,496 × 9,216 = 8.06e9 B → ~63 requests < 64 → the floor max(64, ·) = 64 per rank,
+    # × 8 attention-DP ranks = 512 (PR #16707: "capping DeepSeek-V3.2 at max_batch_size=64").
+    model, h200 = load_model("deepseek-r1"), load_gpu("h200")
+    layout = Layout(tp=8, ep=8, attention_dp=True)
+    default = trtllm.settings(h200, layout, speculative=False)
+    s = trtllm.offline_settings(default, model, h200, layout, Dtype.FP8, Dtype.FP8, 1024, 8192)
+    assert s.max_running_cap == 512
+    # no chunked prefill in trtllm-bench: the budget holds a whole prompt plus the batch,
+    # max(2,048, 1,024 + 64) = 2,048 per rank
+    assert s.chunk_tokens == 8 * 2048
 
 
 def _launch(**changes) -> Launch:
