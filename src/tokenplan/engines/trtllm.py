@@ -43,12 +43,17 @@ def trtllm_bench_limits(gpu_memory_bytes: float, weight_bytes_total: float, kv_b
     modes the heuristic does not know (MXFP4, INT4) keep the LLM-API defaults 2,048 / 8,192.
 
     Args:
-        weight_bytes_total: checkpoint bytes over the ``ranks`` GPUs.
-        kv_bytes_per_token: the heuristic's KV bytes per token over the ranks (every attention
-            layer, KV heads padded up to TP; MLA latent once).
-        ranks: GPUs whose memory the heuristic pools (TP × PP; PP alone with attention DP, where
-            it sizes one rank).
-        tuned: the weight format is one the heuristic knows (BF16, FP8, NVFP4).
+        gpu_memory_bytes: one GPU's memory (bytes, nvidia-smi's total).
+        weight_bytes_total: the engine size the heuristic subtracts (bytes,
+            :func:`_bench_engine_bytes`).
+        kv_bytes_per_token: the heuristic's KV bytes per token (:func:`_bench_kv_bytes_per_token`).
+        state_bytes_per_sequence: recurrent state per request (bytes; 0 for attention-only models).
+        isl_tokens, osl_tokens: the dataset's mean prompt and output lengths (tokens).
+        ranks: GPUs whose memory the heuristic pools, TP × PP (also with attention DP).
+        pp: pipeline stages. tuned: the weight format is one the heuristic knows (BF16, FP8, NVFP4).
+
+    Returns:
+        (max_batch_size, max_num_tokens), per attention-DP rank where there is attention DP.
     """
     if not tuned:
         return 2048, 8192
