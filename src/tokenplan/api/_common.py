@@ -194,6 +194,7 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
 
 # Rejection kinds that do not depend on the lengths or the concurrency (job.evaluate.REJECTION_KINDS).
 _SHAPE_REJECTIONS = ("engine", "format", "layout", "memory", "spec")
+_SHAPE_TOKENS = 1024.0  # any valid lengths: the rejections above do not depend on them
 
 
 def check_server_description(desc: PredictRequest) -> None:
@@ -205,9 +206,7 @@ def check_server_description(desc: PredictRequest) -> None:
     Raises:
         InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
     """
-    shape = replace(desc, isl=1024.0, osl=1024.0, concurrency=None, osl_cap=None)
-    config, model, gpu = build_config(shape)
-    eff = efficiency_table(desc.calibration).resolve(config.engine.name, gpu.architecture)
-    result = evaluate(model, gpu, config, eff, LengthDist(1024.0), LengthDist(1024.0), None)
+    result = evaluate_request(replace(desc, isl=_SHAPE_TOKENS, osl=_SHAPE_TOKENS, isl_sigma=0.0, osl_sigma=0.0,
+                                      osl_cap=None, concurrency=None))
     if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
         raise InfeasibleError(f"configuration cannot run: {result.reason}")

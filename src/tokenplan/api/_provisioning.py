@@ -4,7 +4,6 @@ rows and as sentences (the search itself is ``tokenplan.planning.provision``).""
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 
 from tokenplan.api._common import PLAN_FIGURES, figure_bands

@@ -35,6 +35,7 @@ from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.reports import load_bench
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
+from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
 from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
 from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
 
@@ -140,7 +141,6 @@ def _check(req: BenchRequest) -> None:
         raise InputError("request_timeout", req.deadline_s, "a finite number of seconds > 0")
 
 
-MAX_CONCURRENCY = 100_000  # requests in flight per level, as generate's --concurrency
 # Random prompts are generated word by word on this machine: 1 Mi tokens is beyond the longest
 # context the catalog's models serve, and bounds the text a sweep generates.
 MAX_LENGTH_TOKENS = 1_048_576

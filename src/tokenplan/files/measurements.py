@@ -282,7 +282,8 @@ def _field_count_problem(raw: dict, header_fields: int) -> str | None:
         return f"{header_fields + len(extra)} fields where the header has {header_fields}"
     missing = sum(1 for v in raw.values() if v is None)
     if missing:
-        hint = " (a quote left open joins the lines after it)" if any(isinstance(v, str) and "\n" in v for v in raw.values()) else ""
+        joined = any(isinstance(v, str) and "\n" in v for v in raw.values())
+        hint = " (a quote left open joins the lines after it)" if joined else ""
         return f"{header_fields - missing} fields where the header has {header_fields}{hint}"
     return None
 
