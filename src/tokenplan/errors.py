@@ -106,3 +106,39 @@ class ServerError(TokenplanError):
 
 class InfeasibleError(TokenplanError):
     """A configuration the user asked for explicitly cannot run (does not fit, bad layout)."""
+
+
+class MissingExtraError(TokenplanError):
+    """A command needs a package that only an optional extra installs (plotting, fitting).
+
+    Args:
+        module: the module that could not be imported (``"plotly.graph_objects"``).
+        extra: the extra that installs it (``"report"``, ``"calibrate"``).
+    """
+
+    def __init__(self, module: str, extra: str):
+        self.module, self.extra = module, extra
+        top = module.split(".")[0]
+        super().__init__(f"this needs {top}, which the core install leaves out: pip install 'tokenplan[{extra}]'")
+
+
+def import_extra(module: str, extra: str):
+    """Import ``module`` (a package of the optional extra ``extra``, see pyproject.toml) or raise
+    :class:`MissingExtraError` naming the extra to install.
+
+    Args:
+        module: dotted module name, e.g. ``"scipy.optimize"``.
+        extra: the extra that installs it: ``"report"`` (plotly, matplotlib) or ``"calibrate"`` (scipy).
+
+    Returns:
+        The imported module.
+
+    Raises:
+        MissingExtraError: the module (or a package it needs) is not installed.
+    """
+    from importlib import import_module
+
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(module, extra) from exc

@@ -40,6 +40,7 @@ from tokenplan.calibration.levels import (SILICON_RATIO_BOUNDS, all_levels, boun
                                           x_of)
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
+from tokenplan.errors import import_extra
 
 @dataclass(frozen=True, slots=True)
 class FitOptions:
@@ -201,7 +202,7 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     factor) → value to start from (a warm start, e.g. a full fit's factors for a
     cross-validation refit); the priors still pull toward ``base``."""
     import numpy as np
-    from scipy.optimize import least_squares
+    least_squares = import_extra("scipy.optimize", "calibrate").least_squares
 
     base = base or Efficiency()
     params = parameters(cases, options.min_rows, options.held)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.validate import Case, percentile, predict_case
+from tokenplan.errors import import_extra
 from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, at_bound
 from tokenplan.perf.step import step_time
@@ -104,7 +105,7 @@ def fit_step_factors(cases: list[Case], base: Efficiency, factors: tuple[str, ..
         ValueError: no case has TPOT or throughput measured.
     """
     import numpy as np
-    from scipy.optimize import least_squares
+    least_squares = import_extra("scipy.optimize", "calibrate").least_squares
 
     usable = [c for c in cases if c.measurement.tpot_s or c.measurement.output_tok_s_per_gpu]
     if not usable:

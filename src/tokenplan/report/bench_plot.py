@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenplan.errors import import_extra
+
 
 def per_user_tok_s(level: dict) -> float | None:
     """Output tokens/s one request sees at this level (see the module docstring)."""
@@ -29,10 +31,8 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
 
 def write_bench_plot(data: dict, path: str | Path) -> Path:
     """Draw the two panels of a bench JSON ``data`` into the PNG ``path``; returns the path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import_extra("matplotlib", "report").use("Agg")
+    plt = import_extra("matplotlib.pyplot", "report")
 
     levels = [lv for lv in data["levels"] if lv["requests"]]
     gpus = data.get("num_gpus")

@@ -7,6 +7,7 @@ plotly is imported inside each function, so importing this module costs nothing.
 
 from __future__ import annotations
 
+from tokenplan.errors import import_extra
 from tokenplan.units import GiB, S_PER_DAY
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
@@ -30,7 +31,7 @@ def _layout(fig, title: str, x: str, y: str, log_x: bool = False, log_y: bool = 
 def throughput_figure(data: dict):
     """Output tok/s per GPU against requests in flight, one line per option and layout; the
     plan's choice drawn bold, each line's memory-limited maximum marked with a diamond."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     curves = data["throughput"]
     colors = option_colors([c["option"] for c in curves])
@@ -58,7 +59,7 @@ def throughput_figure(data: dict):
 def roofline_figure(data: dict):
     """Each option's decode-step operating points (FLOP/s per GPU against FLOP per byte)
     under its roofs: ``min(peak FLOP/s, intensity × HBM bytes/s)``."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     curves = data["throughput"]
     colors = option_colors([c["option"] for c in curves])
@@ -93,7 +94,7 @@ def roofline_figure(data: dict):
 def cost_time_figure(data: dict):
     """Every evaluated configuration as job days against dollars; the Pareto frontier joined,
     the plan's choice per option starred."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     pts = [p for p in data["cost_time"] if p["usd"] is not None]
     colors = option_colors([p["option"] for p in data["cost_time"]])
@@ -120,7 +121,7 @@ def cost_time_figure(data: dict):
 
 def memory_figure(data: dict):
     """Stacked bars: what fills one GPU of each option's chosen configuration (GiB)."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     bars = data["memory"]
     labels = [f"{m['option']}<br>batch {m['batch_per_replica']:,.0f}/replica" for m in bars]
@@ -138,7 +139,7 @@ def memory_figure(data: dict):
 def speedup_figure(data: dict):
     """Speculative decoding's speed-up over the same configuration without it, by requests in
     flight; where a line crosses 1 speculation stops paying."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     curves = data["speedup"]
     colors = option_colors([c["option"] for c in curves])
@@ -183,7 +184,7 @@ def bench_divisor(bench: dict) -> tuple[int, str]:
 def bench_throughput_figure(bench: dict, plan: dict | None):
     """Measured output tok/s per GPU at each concurrency level of a bench run; with a plan,
     each option's planned tok/s per GPU as a dashed line and its planned concurrency ◆."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     levels, (n, unit) = bench["levels"], bench_divisor(bench)
     fig = go.Figure()
@@ -212,7 +213,7 @@ def bench_throughput_figure(bench: dict, plan: dict | None):
 
 def bench_latency_figure(bench: dict):
     """TTFT and TPOT (p50 solid, p99 dotted) at each bench concurrency level (seconds)."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     levels = bench["levels"]
     fig = go.Figure()
@@ -231,7 +232,7 @@ def bench_latency_figure(bench: dict):
 def runs_figure(runs: list[dict], plan: dict | None):
     """Per generate run, measured output tok/s beside the plan's (the run's own plan figure,
     else the plan file's recommended throughput)."""
-    import plotly.graph_objects as go
+    go = import_extra("plotly.graph_objects", "report")
 
     names = [r["run_dir"] for r in runs]
     planned_default = (plan or {}).get("recommended") or {}

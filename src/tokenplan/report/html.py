@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from tokenplan.errors import import_extra
 from tokenplan.report.figures import bench_divisor, measurement_figures, plan_figures
 from tokenplan.report.tables import with_band
 from tokenplan.units import GiB
@@ -52,7 +53,7 @@ def write_html(text: str, path: str | Path) -> Path:
 
 
 def _page(title: str, body: list[str]) -> str:
-    from plotly.offline import get_plotlyjs
+    get_plotlyjs = import_extra("plotly.offline", "report").get_plotlyjs
 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{STYLE}</style>\n"

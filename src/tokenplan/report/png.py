@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenplan.errors import import_extra
 from tokenplan.report.figures import MEMORY_PARTS, option_colors
 from tokenplan.units import GiB, S_PER_DAY
 
@@ -105,10 +106,8 @@ SOURCE = {"throughput": "throughput", "roofline": "throughput", "cost_time": "co
 def write_plan_pngs(data: dict, folder: str | Path) -> list[Path]:
     """One PNG per chart the data holds (``throughput.png``, ``roofline.png``,
     ``cost_time.png``, ``memory.png``, ``speedup.png``) in ``folder`` (created); returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import_extra("matplotlib", "report").use("Agg")
+    plt = import_extra("matplotlib.pyplot", "report")
 
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
