@@ -75,7 +75,8 @@ def test_budget_below_what_any_count_costs_is_a_reasoned_miss():
     assert cheapest["gpus"] == 8
     assert row["why"] == (f"even the fewest GPUs, 8 (one rental unit), take {cheapest['wall_days']:.2f} days, "
                           f"${cheapest['usd']:,.0f} (over the $100 budget), and more GPUs cost at least as much")
-    assert [t["gpus"] for t in row["tried"]] == [8, 16]
+    # Cost rises with the count, so once one board is over the budget no larger count is tried.
+    assert [t["gpus"] for t in row["tried"]] == [8]
 
 
 def test_the_recommendation_meets_the_budget_when_an_option_does():

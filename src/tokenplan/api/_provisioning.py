@@ -63,7 +63,8 @@ def _days_text(days: float) -> str:
 
 
 def provisioning_sentences(prov: Provisioning) -> list[str]:
-    """One sentence per GPU type: the fewest GPUs that meet the target, or why none does."""
+    """One sentence per GPU type: the count chosen for the target (the fewest that meet a
+    deadline; the soonest within a budget alone), or why none does."""
     limits = []
     if prov.deadline_days is not None:
         limits.append(_days_text(prov.deadline_days))

@@ -59,8 +59,9 @@ class PlanRequest:
         weight_dtypes, kv_dtypes: restrict the formats searched (None = all the chip runs).
         calibration: a calibration JSON (None = the shipped fit).
         deadline_s, budget_usd: provisioning targets (seconds, USD); with either, each option
-            answers the fewest GPUs of its type (whole rental units) that meet both, a count in
-            ``gpus`` being the most to consider.
+            answers the fewest GPUs of its type (whole rental units) that meet the deadline and
+            the budget, or, with a budget alone, the count that finishes soonest within it; a
+            count in ``gpus`` being the most to consider.
     """
 
     model: str = "qwen3.6-27b"

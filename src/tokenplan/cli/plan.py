@@ -30,7 +30,7 @@ _SPEC = typer.Option(None, "--spec", help="Speculative settings to try: none or 
 _WEIGHT_DTYPE = typer.Option(None, "--weight-dtype", help="Weight formats to search: bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16/int4 (repeatable) [default: bf16 and fp8 where native, or the released format]")
 _KV_DTYPE = typer.Option(None, "--kv-dtype", help="KV-cache formats to search: bf16, fp16, fp8, nvfp4 (repeatable) [default: bf16 and fp8 where native]")
 _DEADLINE = typer.Option(None, "--deadline", help="Provisioning: finish the whole job within this time (2d, 36h, 90m); each --gpu then answers the fewest GPUs (whole nodes) that do it [default: none]")
-_BUDGET = typer.Option(None, "--budget", help="Provisioning: spend at most this many US dollars on the job; alone or with --deadline [default: none]")
+_BUDGET = typer.Option(None, "--budget", help="Provisioning: spend at most this many US dollars on the job; alone, each --gpu answers the count that finishes soonest within it; with --deadline, the fewest that meet both [default: none]")
 _JOB = typer.Option(None, "--job", help="Job YAML with model, samples, isl, osl, gpus, engine, prices (options given here override it) [default: none]")
 _CALIBRATION = typer.Option(None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
 _JSON = typer.Option(False, "--json", help="Print machine-readable JSON (tokenplan generate --plan reads it)")

@@ -1,10 +1,17 @@
-"""Provisioning: the fewest GPUs of one type that finish the job by a deadline and within a budget.
+"""Provisioning: how many GPUs of one type a job should get to meet a deadline and/or a budget.
 
 GPUs are counted in whole rental units (``Gpu.node_gpus``: one PCIe card, an 8-GPU HGX board, a
 4-GPU GB200 NVL72 tray). More GPUs add replicas, so the job's wall time falls as the count grows
-while its cost stays level or rises (a longer drain tail per replica, wider layouts): the counts
-that meet a deadline form an upward-closed set, and the search doubles the number of units until
-the target is met, then bisects between the last count that missed and the first that met.
+while its cost stays level or rises (a longer drain tail per replica, wider layouts):
+
+- with a deadline (alone or with a budget), the counts that meet it form an upward-closed set and
+  the answer is the *fewest* GPUs that meet every target (:func:`fewest_gpus`): the search doubles
+  the number of units until the target is met, then bisects between the last count that missed
+  and the first that met;
+- with a budget alone, the counts within it form a downward-closed set and the answer is the count
+  that *finishes soonest* within it (:func:`soonest_within_budget`): the search doubles until the
+  budget is exceeded, then bisects between the last count within it and the first over it.
+
 Each count tried is searched in full (every layout, format and speculative setting) by the
 caller's ``search_at``.
 """
@@ -97,10 +104,20 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
             tried[units] = outcome_at(units * unit_gpus)
         return tried[units]
 
+    deadline_s = target.deadline_s if target is not None else None
+
+    def ok(o: Outcome) -> bool:
+        # With a deadline the search runs on it alone (upward-closed in the count); a budget as
+        # well is checked at the count found: cost rises with the count, so the fewest GPUs that
+        # meet the deadline are the cheapest that do, and no larger count can meet both.
+        if deadline_s is None:
+            return o.meets
+        return o.wall_s is not None and o.wall_s <= deadline_s
+
     max_units = max(1, max_gpus // unit_gpus)
     lo, hi = 0, None  # lo: most units known to miss (0 = none tried); hi: fewest known to meet
     for units in _doubling(max_units):
-        if at(units).meets:
+        if ok(at(units)):
             hi = units
             break
         lo = units
@@ -110,11 +127,66 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
                          _miss_text(closest, max_units * unit_gpus, target, unit_gpus))
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if at(mid).meets:
+        if ok(at(mid)):
             hi = mid
         else:
             lo = mid
     chosen = tried[hi]
+    if not chosen.meets:  # the deadline is met at this count, the budget is not (nor at any larger one)
+        money = "no public price to check the budget against" if chosen.usd is None else (
+            f"${chosen.usd:,.0f}, over the ${target.budget_usd:,.0f} budget" if target and target.budget_usd else "")
+        return Provision(unit_gpus, None, chosen, _sorted(tried),
+                         f"the fewest GPUs that meet the deadline, {chosen.gpus}, take "
+                         f"{chosen.wall_s / S_PER_DAY:.2f} days at {money}, and more GPUs cost at least as much")
+    return Provision(unit_gpus, chosen, None, _sorted(tried), "")
+
+
+def soonest_within_budget(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: int,
+                          target: Target) -> Provision:
+    """The count, in multiples of ``unit_gpus`` up to ``max_gpus``, that finishes the job soonest
+    while its cost stays within ``target.budget_usd`` (see the module docstring for the search).
+
+    The cost of a fixed job is level or rising in the GPU count (the same GPU-hours plus a longer
+    drain tail), so the counts within the budget are the ones up to a limit; the search finds that
+    limit and returns, among the counts tried within the budget, the one with the shortest wall
+    time (the fewer GPUs on a tie).
+
+    Args:
+        outcome_at: the job at a GPU count (called once per count tried); ``meets`` is the budget.
+        unit_gpus: GPUs per rental unit (≥ 1).
+        max_gpus: the most GPUs to consider (≥ ``unit_gpus``).
+        target: the budget (``deadline_s`` None).
+
+    Returns:
+        Provision: ``chosen`` None when even one rental unit exceeds the budget; ``why`` then says
+        so. Raises nothing of its own.
+    """
+    tried: dict[int, Outcome] = {}
+
+    def at(units: int) -> Outcome:
+        if units not in tried:
+            tried[units] = outcome_at(units * unit_gpus)
+        return tried[units]
+
+    max_units = max(1, max_gpus // unit_gpus)
+    lo, hi = 0, None  # lo: most units known within the budget (0 = none); hi: fewest known over it
+    for units in _doubling(max_units):
+        if not at(units).meets:
+            hi = units
+            break
+        lo = units
+    if lo == 0:
+        closest = _closest(list(tried.values()), target)
+        return Provision(unit_gpus, None, closest, _sorted(tried),
+                         _miss_text(closest, max_units * unit_gpus, target, unit_gpus))
+    while hi is not None and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid).meets:
+            lo = mid
+        else:
+            hi = mid
+    within = [o for o in tried.values() if o.meets and o.wall_s is not None]
+    chosen = min(within, key=lambda o: (o.wall_s, o.gpus)) if within else tried[lo]
     return Provision(unit_gpus, chosen, None, _sorted(tried), "")
 
 
@@ -188,7 +260,8 @@ def outcome(result, gpus: int, target: Target) -> Outcome:
 
 
 def provision(search_at: Callable[[int], object], target: Target, unit_gpus: int, max_gpus: int) -> Provision:
-    """The fewest GPUs (whole units) whose best configuration meets ``target``.
+    """The GPUs (whole units) for ``target``: the fewest that meet a deadline (and budget), or, with a
+    budget alone, the count that finishes soonest within it (module docstring).
 
     Args:
         search_at: the option's full search at a GPU count (returns an ``OptionResult``).
@@ -199,4 +272,7 @@ def provision(search_at: Callable[[int], object], target: Target, unit_gpus: int
         Provision (see :func:`fewest_gpus`); each outcome's payload is ``(OptionResult,
         Candidate | None)``. Raises nothing of its own.
     """
-    return fewest_gpus(lambda n: outcome(search_at(n), n, target), unit_gpus, max_gpus, target)
+    at = lambda n: outcome(search_at(n), n, target)  # noqa: E731
+    if target.deadline_s is None and target.budget_usd is not None:
+        return soonest_within_budget(at, unit_gpus, max_gpus, target)
+    return fewest_gpus(at, unit_gpus, max_gpus, target)

@@ -24,14 +24,14 @@ def bottleneck_text(c: Candidate) -> str:
 
 def fastest(results: list[OptionResult]) -> OptionResult | None:
     """The option with the shortest best wall time."""
-    ok = [r for r in results if r.best]
-    return min(ok, key=lambda r: r.best.wall_s) if ok else None
+    ok = [(r.best.wall_s, i, r) for i, r in enumerate(results) if r.best]
+    return min(ok)[2] if ok else None
 
 
 def cheapest(results: list[OptionResult]) -> OptionResult | None:
     """The option with the lowest best cost (options without a price are left out)."""
-    ok = [r for r in results if r.best and r.best.cost.usd is not None]
-    return min(ok, key=lambda r: r.best.cost.usd) if ok else None
+    ok = [(r.best.cost.usd, i, r) for i, r in enumerate(results) if r.best and r.best.cost.usd is not None]
+    return min(ok)[2] if ok else None
 
 
 def _top_reasons(r: OptionResult, n: int) -> list[str]:
@@ -50,9 +50,9 @@ def _speculation_note(r: OptionResult) -> str | None:
         return None
     c = next((c for c in r.ranked[1:] if c.wall_s < b.wall_s
               and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior), None)
-    if c is None:
+    spec = c.evaluation.config.spec if c is not None else None
+    if c is None or spec is None:
         return None
-    spec = c.evaluation.config.spec
     tau_low = spec.acceptance_length * c.acceptance_low_ratio
     gain = c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1
     than = "plain decoding" if b.evaluation.config.spec is None else "the leading configuration"
@@ -88,7 +88,7 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
     among = "" if eligible is None else " of the options that meet the target"
     if eligible is not None and not eligible:
         lines.append("No option meets the target; the launch below is for the fastest option as given.")
-    elif f and ch and f is not ch:
+    elif f and ch and f is not ch and f.best and ch.best:
         lines.append(f"Fastest{among}: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
                      f"{ch.option.label} (${ch.best.cost.usd:,.0f}).")
     elif f:

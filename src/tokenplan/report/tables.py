@@ -51,7 +51,8 @@ def plan_table(result: dict) -> Table:
 
 def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
     """(title, header, rows) of the provisioning answer (``plan``'s ``provisioning``): per GPU
-    type, the fewest GPUs that meet the deadline and budget, and the job at that count. Shared by
+    type, the fewest GPUs that meet the deadline (and budget), or with a budget alone the count
+    that finishes soonest within it, and the job at that count. Shared by
     the terminal table and the HTML report."""
     prov = result["provisioning"]
     limits = []
@@ -67,7 +68,8 @@ def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
         nodes = f" ({r['nodes']} × {r['unit_gpus']})" if r["unit_gpus"] > 1 else ""
         rows.append([r["gpu"], f"{r['gpus']}{nodes}", f"{r['wall_days']:.2f}", _money(r["usd"]),
                      _money(r["usd_per_gpu_hour"], 2), r["configuration"]])
-    return (f"Fewest GPUs · {' · '.join(limits)}",
+    title = "Fewest GPUs" if prov["deadline_days"] is not None else "Soonest within the budget"
+    return (f"{title} · {' · '.join(limits)}",
             ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"], rows)
 
 

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from tokenplan.planning.provision import Outcome, Target, fewest_gpus
+from tokenplan.planning.provision import Outcome, Target, fewest_gpus, provision, soonest_within_budget
 
 OUTPUT_TOKENS = 2.285e9  # 914,000 answers × 2,500 tokens
 DAY_S = 86_400.0
@@ -56,23 +56,98 @@ def test_pcie_cards_count_one_by_one():
 
 
 def test_budget_that_the_deadline_count_exceeds_is_refused_with_the_closest_count():
-    # Same job: 11 GPUs meet the day but cost $217.27 (> $200). Cost is the same $217.27 at any
-    # count (GPU-hours are constant: 2.285e9 / 2,600 s = 244.1 GPU-hours × $0.89), so no count
-    # meets both; the answer names the largest count tried (64 GPUs: 2.285e9 / 166,400 s =
-    # 0.15894 days) and its cost.
+    # Same job: 11 GPUs meet the day (search as above) but cost $217.27 (> $200). Cost is the same
+    # $217.27 at any count (GPU-hours are constant: 2.285e9 / 2,600 s = 244.1 GPU-hours × $0.89),
+    # so no larger count meets both; the answer is the deadline's count and its cost.
     calls: list[int] = []
     target = Target(deadline_s=DAY_S, budget_usd=200)
-    p = fewest_gpus(linear_job(2_600, 0.89, target, calls), unit_gpus=1, max_gpus=64)
-    assert p.chosen is None and p.closest is not None and p.closest.gpus == 64
-    assert p.closest.wall_s / DAY_S == pytest.approx(0.15894, rel=1e-4)
-    assert "no count up to 64 GPUs meets the target" in p.why and "$217" in p.why
-    assert calls == [1, 2, 4, 8, 16, 32, 64]
+    p = fewest_gpus(linear_job(2_600, 0.89, target, calls), unit_gpus=1, max_gpus=64, target=target)
+    assert p.chosen is None and p.closest is not None and p.closest.gpus == 11
+    assert p.why == ("the fewest GPUs that meet the deadline, 11, take 0.92 days at $217, over the $200 budget, "
+                     "and more GPUs cost at least as much")
+    assert calls == [1, 2, 4, 8, 16, 12, 10, 11]
 
 
-def test_budget_alone_takes_the_fewest_units_that_run():
-    # $250 ≥ $217.27 at every count: the fewest is one 8-GPU node.
+def test_deadline_and_budget_met_between_two_doublings():
+    # A one-hour drain tail makes the cost rise with the count: (244.124 + n) × $0.89. A 1-day
+    # deadline needs 878,846.2 / n + 3,600 ≤ 86,400 → n ≥ 10.61 → 11 GPUs ($227.06); $230 allows
+    # n ≤ 14. Doubling alone would jump from 8 (too slow) to 16 ($231.51, over) and miss 11.
+    target = Target(deadline_s=DAY_S, budget_usd=230)
+    p = fewest_gpus(tailed_job(2_600, 0.89, 3_600, target, []), unit_gpus=1, max_gpus=64, target=target)
+    assert p.chosen is not None and p.chosen.gpus == 11
+    assert p.chosen.usd == pytest.approx(227.06, rel=1e-4)
+
+
+def test_fewest_gpus_with_a_budget_alone_takes_the_fewest_units_that_run():
+    # $250 ≥ $217.27 at every count: the fewest is one 8-GPU node (what fewest_gpus answers; the
+    # plan asks soonest_within_budget for a budget alone, below).
     p = fewest_gpus(linear_job(2_600, 0.89, Target(budget_usd=250), []), unit_gpus=8, max_gpus=64)
     assert p.chosen is not None and p.chosen.gpus == 8
+
+
+def tailed_job(tok_s_per_gpu: float, usd_per_gpu_hour: float, tail_s: float, target: Target, calls: list[int]):
+    """The job at n GPUs with a drain tail: OUTPUT_TOKENS / (n × tok_s_per_gpu) + tail_s seconds,
+    n × hours × price dollars (each GPU pays for the tail, so the cost rises with n)."""
+
+    def at(n: int) -> Outcome:
+        calls.append(n)
+        wall_s = OUTPUT_TOKENS / (n * tok_s_per_gpu) + tail_s
+        usd = n * wall_s / 3600 * usd_per_gpu_hour
+        return Outcome(n, wall_s, usd, target.met_by(wall_s, usd))
+
+    return at
+
+
+def test_budget_alone_takes_the_count_that_finishes_soonest_within_it():
+    # 2,600 tok/s per GPU at $0.89/GPU-h and a one-hour tail: cost(n) = (2.285e9 / 2,600 / 3,600
+    # + n) GPU-h × $0.89 = (244.124 + n) × 0.89. Within $230: n ≤ 230 / 0.89 − 244.124 =
+    # 258.427 − 244.124 = 14.30 → 14 GPUs. At 14: 878,846.2 s / 14 + 3,600 s = 66,374.7 s =
+    # 0.76823 days; $ = 258.124 × 0.89 = $229.73. At 15: 259.124 × 0.89 = $230.62 > $230.
+    # Search: doubling 1, 2, 4, 8 (within), 16 (over: $231.51); bisection 12 (within), 14 (within), 15 (over).
+    calls: list[int] = []
+    target = Target(budget_usd=230)
+    p = soonest_within_budget(tailed_job(2_600, 0.89, 3_600, target, calls), unit_gpus=1, max_gpus=64, target=target)
+    assert p.chosen is not None and p.chosen.gpus == 14
+    assert p.chosen.wall_s / DAY_S == pytest.approx(0.76823, rel=1e-4)
+    assert p.chosen.usd == pytest.approx(229.73, rel=1e-4)
+    assert calls == [1, 2, 4, 8, 16, 12, 14, 15]
+
+
+def test_budget_alone_that_every_count_meets_takes_the_most_gpus():
+    # Without a tail the cost is $217.27 at every count (test above), within $250: the soonest is
+    # the most GPUs searched, 64 (2.285e9 / (64 × 2,600) = 13,732 s).
+    target = Target(budget_usd=250)
+    p = soonest_within_budget(linear_job(2_600, 0.89, target, []), unit_gpus=1, max_gpus=64, target=target)
+    assert p.chosen is not None and p.chosen.gpus == 64
+    assert p.chosen.wall_s == pytest.approx(2.285e9 / (64 * 2_600))
+
+
+def test_budget_alone_that_one_unit_exceeds_says_more_gpus_cannot_help():
+    # One 8-GPU node with the one-hour tail: (244.124 + 8) × 0.89 = $224.39 > $220.
+    target = Target(budget_usd=220)
+    p = soonest_within_budget(tailed_job(2_600, 0.89, 3_600, target, []), unit_gpus=8, max_gpus=64, target=target)
+    assert p.chosen is None and p.closest is not None and p.closest.gpus == 8
+    assert "more GPUs cost at least as much" in p.why
+
+
+def test_provision_takes_the_soonest_count_for_a_budget_alone_and_the_fewest_with_a_deadline():
+    # The tailed job above as a search result per count (one candidate, as the planner's
+    # OptionResult holds it). With $230 alone: 14 GPUs (above). With a 1-day deadline as well,
+    # the fewest that meet both: 878,846.2 / n + 3,600 ≤ 86,400 → n ≥ 878,846.2 / 82,800 = 10.61
+    # → 11 GPUs, costing (244.124 + 11) × 0.89 = $227.06 ≤ $230.
+    from types import SimpleNamespace
+
+    def search_at(n: int) -> object:
+        wall_s = OUTPUT_TOKENS / (n * 2_600) + 3_600
+        usd = n * wall_s / 3600 * 0.89
+        c = SimpleNamespace(wall_s=wall_s, ranking_wall_s=wall_s, ranking_usd=usd, cost=SimpleNamespace(usd=usd))
+        return SimpleNamespace(ranked=[c], best=c)
+
+    alone = provision(search_at, Target(budget_usd=230), unit_gpus=1, max_gpus=64)
+    both = provision(search_at, Target(deadline_s=DAY_S, budget_usd=230), unit_gpus=1, max_gpus=64)
+    assert alone.chosen is not None and alone.chosen.gpus == 14
+    assert both.chosen is not None and both.chosen.gpus == 11
+    assert both.chosen.usd == pytest.approx(227.06, rel=1e-4)
 
 
 def test_unknown_price_never_meets_a_budget_and_a_model_that_never_runs_says_so():
