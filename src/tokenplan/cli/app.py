@@ -36,12 +36,14 @@ def _catalog_root(ctx: typer.Context) -> None:
 
 
 def console():
-    """A rich console: the terminal's width, or 200 columns when output goes to a file or a pipe
-    (where rich would otherwise assume 80 and squeeze the tables)."""
+    """A rich console: the terminal's width (or ``COLUMNS`` where set), else 200 columns when output
+    goes to a file or a pipe (where rich would otherwise assume 80 and squeeze the tables)."""
     from rich.console import Console
 
+    import os
+
     out = Console()
-    return out if out.is_terminal else Console(width=200)
+    return out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
 
 
 def _print_version(value: bool) -> None:

@@ -6,6 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from tokenplan.report.fold import FoldingTable
 from tokenplan.units import S_PER_DAY, GiB, duration_words
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
@@ -30,23 +31,22 @@ def _money_band(d: dict, key: str, digits: int = 0) -> str:
     return "$" + with_band(d, key, f",.{digits}f").replace("(", "($").replace("–", "–$")
 
 
-def plan_table(result: dict) -> Table:
-    """The comparison table of ``tokenplan plan``: one row per hardware option."""
-    t = Table(title=f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
-              header_style="bold")
+def plan_table(result: dict) -> FoldingTable:
+    """The comparison table of ``tokenplan plan``: one row per hardware option (side by side
+    where the terminal is wide enough to keep every number whole, else stacked per option)."""
     # figures carry their 80 % interval in brackets where the error-band table ships
-    for col in ("option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"):
-        # fold, not "…": on a narrow terminal a cell wraps mid-word rather than hide digits
-        t.add_column(col, justify="right" if col in ("output tok/s", "tok/s/GPU", "days", "$", "$/Mtok") else "left",
-                     overflow="fold")
+    header = ["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"]
+    rows: list[list[str | Text]] = []
     for o in result["options"]:
         if "best" not in o:
-            t.add_row(o["option"], Text("nothing fits", style="red"), "—", "—", "—", "—", "—",
-                      next(iter(o["rejected"]), ""))
+            rows.append([o["option"], Text("nothing fits", style="red"), "—", "—", "—", "—", "—",
+                         next(iter(o["rejected"]), "")])
             continue
-        t.add_row(o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"), f"{o['output_tok_s_per_gpu']:,.0f}",
-                  with_band(o, "wall_days", ".2f"), _money_band(o, "usd"), _money(o["usd_per_mtok"], 3), o["bottleneck"])
-    return t
+        rows.append([o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"),
+                     f"{o['output_tok_s_per_gpu']:,.0f}", with_band(o, "wall_days", ".2f"), _money_band(o, "usd"),
+                     _money(o["usd_per_mtok"], 3), o["bottleneck"]])
+    return FoldingTable(f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
+                        header, rows, right=(2, 3, 4, 5, 6))
 
 
 def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
@@ -73,17 +73,12 @@ def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
             ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"], rows)
 
 
-def provisioning_table(result: dict) -> Table | None:
-    """The provisioning answer as a rich table (None when the plan has no deadline or budget)."""
+def provisioning_table(result: dict) -> FoldingTable | None:
+    """The provisioning answer as a table (None when the plan has no deadline or budget)."""
     if not result.get("provisioning"):
         return None
     title, head, rows = provisioning_rows(result)
-    t = Table(title=title, header_style="bold")
-    for i, col in enumerate(head):
-        t.add_column(col, justify="right" if i in (1, 2, 3, 4) else "left", overflow="fold")
-    for row in rows:
-        t.add_row(*row)
-    return t
+    return FoldingTable(title, head, rows, right=(1, 2, 3, 4))
 
 
 def plan_details(result: dict) -> Group:
