@@ -24,8 +24,8 @@ from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
-from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest
-from tokenplan.planning.search import Job, OptionResult, best_with, search_option
+from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note
+from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
@@ -267,7 +267,8 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
                     osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
                     output_tokens=job.osl.mean * req.samples),
         options=options, recommended=recommended,
-        answer=tuple(answer + _radix_notes(top, table, job)),
+        answer=tuple(answer + _radix_notes(top, table, job) + [n for n in (formats_note(top, leader_with(
+            top, table, job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16")),) if top and n]),
         configurations_evaluated=sum(r.configurations for r in results),
     )
 

@@ -195,3 +195,12 @@ def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate)
             return simulate(ev, table, job, result.option)
     return None
 
+
+
+def leader_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate) -> Candidate | None:
+    """The configuration an option's search would lead with were it restricted to the configs
+    that satisfy ``predicate(Config)``: its ``JOB_SIMULATED_PER_OPTION`` fastest in the steady
+    state simulated and ranked as :func:`search_option` ranks (``Candidate.ranking_wall_s``), so a
+    speculative one whose τ is a prior leads only at the low end of published acceptance."""
+    runs = [ev for ev in result.evaluated if predicate(ev.config)][:JOB_SIMULATED_PER_OPTION]
+    return min((simulate(ev, table, job, result.option) for ev in runs), key=lambda c: c.ranking_wall_s, default=None)
