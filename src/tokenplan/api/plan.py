@@ -267,8 +267,8 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
                     osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
                     output_tokens=job.osl.mean * req.samples),
         options=options, recommended=recommended,
-        answer=tuple(answer + _radix_notes(top, table, job) + [n for n in (formats_note(top, leader_with(
-            top, table, job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16")),) if top and n]),
+        answer=tuple(answer + _radix_notes(top, table, job) + ([n] if top and (n := formats_note(top, leader_with(
+            top, table, job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16"))) else [])),
         configurations_evaluated=sum(r.configurations for r in results),
     )
 
