@@ -113,7 +113,8 @@ def why(problem: BaseException) -> str:
 
 def check_readable(files: Sequence[Path]) -> None:
     """Open each file and read what shows it whole before anything is sent: a compressed file is
-    decompressed to its end (pyarrow checks every frame; ~1 s per GB of output), so a truncated
+    decompressed to its end (pyarrow checks every frame; measured on the 2-core CI machine: 0.34 s
+    for 82 MB of JSONL as zstd, 0.96 s as gzip, i.e. ~4 s and ~12 s per GB), so a truncated
     or corrupt one is refused up front; a Parquet file's footer and first batch; the first 64 KiB
     of any other file.
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenplan.runner.rows import InputBroken, Message, Reject, Row, count_rows, limited, parse_row, read_rows
+from tokenplan.runner.rows import InputBroken, Message, Row, count_rows, limited, parse_row, read_rows
 
 
 def test_a_sharegpt_top_level_system_field_becomes_the_first_turn() -> None:
