@@ -280,7 +280,7 @@ def _loads(raw: bytes) -> Any:
 
 def _parquet_items(path: Path) -> Iterator[tuple[int, Any]]:
     """Every row of a Parquet file as a dict, ``arrow.json`` values decoded
-    (:mod:`tokenplan.runner.json_columns`), read 1,024 rows at a time.
+    (:mod:`tokenplan.runner.json_columns`), read row group by row group, 1,024 rows at a time.
 
     Raises:
         InputBroken: a page that cannot be read (the offset of its row group, the last row read).
@@ -291,30 +291,21 @@ def _parquet_items(path: Path) -> Iterator[tuple[int, Any]]:
 
     parquet = pq.ParquetFile(path)
     decoders = json_decoders(parquet.schema_arrow)
-    batches, row_no = parquet.iter_batches(batch_size=1024), 0
-    while True:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except read_errors() as problem:
-            raise InputBroken(path, _row_group_offset(parquet, row_no), path.stat().st_size, row_no,
-                              problem) from None
-        for item in batch.to_pylist():
-            row_no += 1
-            yield row_no, decode_row(item, decoders)
-
-
-def _row_group_offset(parquet: Any, rows_read: int) -> int | None:
-    """The file offset of the row group holding row ``rows_read + 1`` (where reading broke)."""
-    meta, first = parquet.metadata, 0
-    for group in range(meta.num_row_groups):
-        rows = meta.row_group(group).num_rows
-        if rows_read < first + rows:
-            column = meta.row_group(group).column(0)
-            return column.dictionary_page_offset or column.data_page_offset
-        first += rows
-    return None
+    row_no = 0
+    for group in range(parquet.num_row_groups):
+        batches = parquet.iter_batches(batch_size=1024, row_groups=[group])
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except read_errors() as problem:
+                column = parquet.metadata.row_group(group).column(0)
+                raise InputBroken(path, column.dictionary_page_offset or column.data_page_offset,
+                                  path.stat().st_size, row_no, problem) from None
+            for item in batch.to_pylist():
+                row_no += 1
+                yield row_no, decode_row(item, decoders)
 
 
 def decode_row(item: dict[str, Any], decoders: dict[str, Any]) -> Any:

@@ -120,9 +120,10 @@ def test_specforge_line_keeps_the_input_fields_reasoning_content_and_says_succes
     # requires status "success" (scripts/validate_regenerated_data.py, 69e18e6b); an input that was
     # itself a SpecForge output brings its own status, which the export's replaces.
     record = {**RECORD, "fields": {**RECORD["fields"], "status": "error"}}
-    assert specforge_line(record) == {"category": "math", "id_hint": 1, "status": "success", "id": "c1",
-                                      "conversations": [{"role": "user", "content": "q"},
-                                                        {"role": "assistant", "content": "a", "reasoning_content": "r"}]}
+    assert specforge_line(record) == {
+        "category": "math", "id_hint": 1, "status": "success", "id": "c1",
+        "conversations": [{"role": "user", "content": "q"},
+                          {"role": "assistant", "content": "a", "reasoning_content": "r"}]}
 
 
 def test_batch_line_has_the_openai_batch_output_fields() -> None:
