@@ -53,7 +53,8 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
     sent = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
     expect = answer_for({"messages": sent, "max_tokens": 64}, 16)["choices"][0]["message"]
     assert s1["conversations"] == sent + [{"role": "assistant", "content": expect["content"],
-                                           "thinking": expect["reasoning_content"]}]
+                                           "reasoning_content": expect["reasoning_content"]}]
+    assert (s1["status"], s2["status"]) == ("success", "success")
     # the second turn is asked over the regenerated first answer (without its thinking)
     first = [{"role": "user", "content": "hi"}]
     a1 = answer_for({"messages": first, "max_tokens": 64}, 16)["choices"][0]["message"]
@@ -61,7 +62,8 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
     a2 = answer_for({"messages": second, "max_tokens": 64}, 16)["choices"][0]["message"]
     assert [m["content"] for m in s2["conversations"]] == ["hi", a1["content"], "bye", a2["content"]]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["export"] == {
-        "format": "jsonl", "path": str(out), "written": 2, "dropped_length": 0, "dropped_think_open": 0, "failed": 0}
+        "format": "jsonl", "path": str(out), "written": 2, "dropped_length": 0, "dropped_think_open": 0,
+        "dropped_empty_answer": 0, "dropped_think_marker": 0, "failed": 0}
 
 
 def test_batch_file_to_batch_output_with_each_rows_sampling_honoured(tmp_path: Path) -> None:

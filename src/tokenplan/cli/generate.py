@@ -23,7 +23,8 @@ from tokenplan.report.generate import progress_table, summary_text
 
 EXIT_INTERRUPTED = 130
 
-_Inputs = Annotated[list[str], typer.Argument(help="JSONL, JSONL.zst or Parquet files or globs.")]
+_Inputs = Annotated[list[str], typer.Argument(help="JSONL (plain, .zst, .gz, .bz2, .lz4), JSON or Parquet "
+                                                   "files or globs.")]
 _Out = Annotated[Path, typer.Option("--out", help="Run directory (created; rerun to resume).")]
 _Endpoint = Annotated[list[str], typer.Option("--endpoint", help="Server base URL, e.g. "
                                               "http://127.0.0.1:8000/v1; repeatable.")]

@@ -67,7 +67,8 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
 def _export_line(rows: int, export: dict) -> str:
     """``exported N rows`` and what ``--export`` left out (summary.json's ``export`` counts)."""
     left_out = [f"{export[k]:,} {label}" for k, label in (("dropped_length", "cut by max_tokens"),
-                ("dropped_think_open", "thinking not closed"), ("failed", "failed/skipped lines"))
+                ("dropped_think_open", "thinking not closed"), ("dropped_empty_answer", "no answer text"),
+                ("dropped_think_marker", "<think> marker left in"), ("failed", "failed/skipped lines"))
                 if export.get(k)]
     return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "")
 

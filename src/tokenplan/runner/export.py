@@ -1,10 +1,16 @@
-"""Export the stored records of a run directory: one Parquet file (pyarrow imported here only), one
-SpecForge training JSONL, or one OpenAI Batch API output file.
+"""Export the stored records of a run directory: one Parquet file
+(:mod:`tokenplan.runner.export_parquet`), one SpecForge training JSONL, or one OpenAI Batch API
+output file.
 
-One Parquet row per stored unit: ``id``, ``source_id``, ``sample_index``, ``model``, the
-``conversations`` (role, content, reasoning_content) and the per-turn facts (finish_reason,
-token counts, endpoint, latency in seconds, attempts, seed). Written batch by batch with an
-explicit schema, so memory stays bounded by ``batch_rows`` and every batch has the same types.
+The training JSONL is what SpecForge's ``scripts/regenerate_train_data.py`` writes for a
+successful row (https://github.com/sgl-project/SpecForge, read at commit a6b6b02, 2026-08-08):
+the input row's own fields, ``id``, ``conversations`` of ``{role, content}`` with an assistant
+turn's reasoning under ``reasoning_content`` (the name since SpecForge commit afa1f4fb,
+2026-03-17; its ``ThinkingParser`` keeps only role, content, tool_calls, reasoning_content, name
+and tool_call_id of a message), and ``status: "success"``, which
+``scripts/validate_regenerated_data.py`` requires of every line. A record that cannot train is
+left out and counted (:func:`training_problem`), as that script rejects the whole file at such a
+line and ``regenerate_train_data.py`` writes such a row to its error or skipped file instead.
 """
 
 from __future__ import annotations
@@ -19,98 +25,68 @@ from typing import Any
 import orjson
 
 from tokenplan.runner.appendlog import shard_paths
+from tokenplan.runner.export_parquet import export_parquet
 from tokenplan.runner.rundir import iter_records
 
-
-def _schema():  # noqa: ANN202 - pyarrow is imported lazily
-    import pyarrow as pa
-
-    message = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning_content", pa.string())])
-    turn = pa.struct([("finish_reason", pa.string()), ("length_flag", pa.bool_()),
-                      ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
-                      ("reasoning_tokens", pa.int64()), ("endpoint", pa.string()), ("latency_s", pa.float64()),
-                      ("attempts", pa.int64()), ("seed", pa.int64())])
-    return pa.schema([("id", pa.string()), ("source_id", pa.string()), ("sample_index", pa.int64()),
-                      ("model", pa.string()), ("conversations", pa.list_(message)), ("turns", pa.list_(turn))])
-
-
-def _flat(record: dict[str, Any]) -> dict[str, Any]:
-    turns = []
-    for t in record.get("turns") or ():
-        usage = t.get("usage") or {}
-        turns.append({"finish_reason": t.get("finish_reason"), "length_flag": t.get("length_flag"),
-                      "prompt_tokens": usage.get("prompt_tokens"),
-                      "completion_tokens": usage.get("completion_tokens"),
-                      "reasoning_tokens": usage.get("reasoning_tokens"), "endpoint": t.get("endpoint"),
-                      "latency_s": t.get("latency_s"), "attempts": t.get("attempts"), "seed": t.get("seed")})
-    return {"id": record["id"], "source_id": record.get("source_id"), "sample_index": record.get("sample_index"),
-            "model": record.get("model"), "conversations": record.get("conversations"), "turns": turns}
-
-
-def export_parquet(run_dir: Path, out_path: Path, *, batch_rows: int = 4096) -> int:
-    """Write every stored record of ``run_dir`` to ``out_path``; return the rows written.
-
-    The file is written beside its final name and renamed into place, so a reader never sees a
-    partial file; on failure the partial file is removed and the error (``OSError``) raised.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = _schema()
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    rows, batch = 0, []
-    try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            for shard in shard_paths(run_dir / "shards"):
-                for _, record in iter_records(shard):
-                    batch.append(_flat(record))
-                    if len(batch) >= batch_rows:
-                        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                        rows, batch = rows + len(batch), []
-            if batch:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                rows += len(batch)
-        os.replace(tmp, out_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)  # no half-written file left beside the target
-        raise
-    return rows
+THINK_MARKERS = ("<think>", "</think>")  # as SpecForge's scripts/conversation_validation.py, case-insensitive
 
 
 @dataclass(slots=True)
 class ExportCounts:
-    """What a JSONL export wrote and left out (records, i.e. units).
+    """What a JSONL export wrote and left out (records, i.e. units); a record is counted under
+    the first reason that applies, in this order.
 
     ``dropped_length``: records with a turn cut by ``max_tokens`` (``--drop-length``);
     ``dropped_think_open``: records whose thinking was cut before ``</think>``
-    (``--require-think-close``; counted here only when not already dropped for length);
+    (``--require-think-close``);
+    ``dropped_empty_answer``: training file only: an assistant turn with no answer text and no
+    tool call (e.g. cut by ``max_tokens`` while still thinking: all reasoning, empty content);
+    ``dropped_think_marker``: training file only: ``<think>`` or ``</think>`` left in an
+    assistant turn's content or reasoning (a reasoning parser that did not split the answer);
     ``failed``: Batch output lines for skipped and failed units (``openai-batch`` only).
     """
 
     written: int = 0
     dropped_length: int = 0
     dropped_think_open: int = 0
+    dropped_empty_answer: int = 0
+    dropped_think_marker: int = 0
     failed: int = 0
 
     def as_record(self) -> dict[str, int]:
         """The counts as stored in ``summary.json`` under ``export``."""
         return {"written": self.written, "dropped_length": self.dropped_length,
-                "dropped_think_open": self.dropped_think_open, "failed": self.failed}
+                "dropped_think_open": self.dropped_think_open, "dropped_empty_answer": self.dropped_empty_answer,
+                "dropped_think_marker": self.dropped_think_marker, "failed": self.failed}
 
 
 def specforge_line(record: dict[str, Any]) -> dict[str, Any]:
-    """One training row in the shape SpecForge's ``scripts/regenerate_train_data.py`` writes
-    (https://github.com/sgl-project/SpecForge): the input row's own fields, then ``id`` and the
-    regenerated ``conversations`` of ``{"role", "content"}``, with an assistant turn's reasoning
-    under ``thinking`` and tool fields (``tool_calls``, ``tool_call_id``, ``name``) kept."""
-    conversations = []
-    for message in record.get("conversations") or ():
-        line = {k: v for k, v in message.items() if k != "reasoning_content"}
-        if message.get("reasoning_content") is not None:
-            line["thinking"] = message["reasoning_content"]
-        conversations.append(line)
-    return {**(record.get("fields") or {}), "id": record["id"], "conversations": conversations}
+    """One training row in the shape SpecForge's ``scripts/regenerate_train_data.py`` writes for
+    a successful row (see the module docstring): the input row's own fields, then ``id``, the
+    ``conversations`` as stored (``{role, content}``, an assistant turn's reasoning under
+    ``reasoning_content``, tool fields ``tool_calls``, ``tool_call_id``, ``name`` kept) and
+    ``status: "success"``. ``id``, ``conversations`` and ``status`` win over input fields of those
+    names (an input that was itself a SpecForge output carries its old ``status``)."""
+    conversations = [dict(message) for message in record.get("conversations") or ()]
+    return {**(record.get("fields") or {}), "id": record["id"], "conversations": conversations, "status": "success"}
+
+
+def training_problem(line: dict[str, Any]) -> str | None:
+    """Why a training line cannot train a drafter, or None: ``empty_answer`` (an assistant turn
+    whose content is empty or blank and that calls no tool; SpecForge's validator requires
+    non-empty content, ``scripts/conversation_validation.py``) or ``think_marker`` (``<think>`` or
+    ``</think>``, any case, in an assistant's content or reasoning_content; its regenerate script
+    skips such a row, its validator rejects it under ``--strict-think-markers``)."""
+    for message in line["conversations"]:
+        if message.get("role") != "assistant":
+            continue
+        content, reasoning = message.get("content"), message.get("reasoning_content")
+        if (not isinstance(content, str) or not content.strip()) and not message.get("tool_calls"):
+            return "empty_answer"
+        for text in (content, reasoning):
+            if isinstance(text, str) and any(marker in text.lower() for marker in THINK_MARKERS):
+                return "think_marker"
+    return None
 
 
 def batch_line(record: dict[str, Any], status: int = 200, error: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -156,8 +132,9 @@ def _kept(record: dict[str, Any], counts: ExportCounts, drop_length: bool, requi
 def export_lines(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = False,
                  require_think_close: bool = False) -> ExportCounts:
     """Write the run's records as one JSONL file: ``fmt`` ``jsonl`` (SpecForge training rows,
-    :func:`specforge_line`) or ``openai-batch`` (:func:`batch_line`; skipped and failed units
-    become lines with their status or error, so every ``custom_id`` of the input has a line).
+    :func:`specforge_line`; a record with a :func:`training_problem` is left out and counted) or
+    ``openai-batch`` (:func:`batch_line`; skipped and failed units become lines with their status
+    or error, so every ``custom_id`` of the input has a line).
 
     Written beside ``out_path`` and renamed into place; on failure the partial file is removed
     and the error (``OSError``) raised.
@@ -171,6 +148,10 @@ def export_lines(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool =
                     if not _kept(record, counts, drop_length, require_think_close):
                         continue
                     line = specforge_line(record) if fmt == "jsonl" else batch_line(record)
+                    problem = training_problem(line) if fmt == "jsonl" else None
+                    if problem is not None:
+                        setattr(counts, f"dropped_{problem}", getattr(counts, f"dropped_{problem}") + 1)
+                        continue
                     fh.write(orjson.dumps(line) + b"\n")
                     counts.written += 1
             if fmt == "openai-batch":

@@ -21,7 +21,7 @@ from tokenplan.runner.fencing import fence_earlier_actors
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.rolling import rolling_summary
-from tokenplan.runner.rows import ReadStats, limited, read_rows
+from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
 from tokenplan.runner.rundir import RunDir
 
 
@@ -30,6 +30,7 @@ def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = No
 
     Raises:
         InputError: the open-file limit is below what the concurrency needs.
+        InputBroken: an input file broke part-way; raised once every unit sent was settled.
         RunDirError, ServerError: as :func:`tokenplan.runner.backend.run`.
     """
     return asyncio.run(_run(spec, on_progress))
@@ -49,10 +50,13 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) ->
         stop = asyncio.Event()
         read_stats = ReadStats()
         with StopOnSignals(stop):
-            tally = await dispatcher.run(limited(read_rows(spec.files, read_stats), spec.limit), stop)
+            source = until_broken(limited(read_rows(spec.files, read_stats), spec.limit), read_stats)
+            tally = await dispatcher.run(source, stop)
     finally:
         await pool.aclose()
         rundir.close()
+    if read_stats.broken is not None:  # the rows after the break were never read: not a success
+        raise read_stats.broken
     return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes)
 
 

@@ -16,7 +16,7 @@ from tokenplan.errors import InputError
 from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.fencing import advance_epoch
 from tokenplan.runner.progress import Snapshot
-from tokenplan.runner.rows import ReadStats, limited, read_rows
+from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
 from tokenplan.runner.manifest import check_manifest
 from tokenplan.runner.rundir import RunDir
 
@@ -29,6 +29,7 @@ def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | Non
 
     Raises:
         InputError: Ray is not installed.
+        InputBroken: an input file broke part-way (raised once the units sent were settled).
         RunDirError, ServerError: as the local backend.
     """
     if importlib.util.find_spec("ray") is None:
@@ -51,12 +52,15 @@ def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | Non
             on_note(text)
 
     try:
-        run = RayRun(rundir, epoch, limited(read_rows(spec.files, read_stats), spec.limit), spec.job,
+        source = until_broken(limited(read_rows(spec.files, read_stats), spec.limit), read_stats)
+        run = RayRun(rundir, epoch, source, spec.job,
                      spec.endpoints, spec.pool, spec.api_key, spec.shard_max_bytes, spec.actors, spec.ray_address,
                      progress, on_progress, note)
         tally = run_ray(run)
     finally:
         rundir.close()
+    if read_stats.broken is not None:  # the rows after the break were never read: not a success
+        raise read_stats.broken
     notes.append(f"ray backend: epoch {epoch}, {spec.actors} actors"
                  + (f"; {len(events)} actor events" if events else ""))
     if on_note is None:

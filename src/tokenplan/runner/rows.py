@@ -3,8 +3,9 @@
 Reading the files is :mod:`tokenplan.runner.input_files`; turning one item into a row (its shape,
 messages and id) is :mod:`tokenplan.runner.row_shapes`. Here they meet: a row that cannot be used
 becomes a :class:`Reject` (file, line, reason); a second row with an id already seen is rejected as
-a duplicate; the rest of a file that stops being readable part-way is one reject naming the file
-and the line it stopped at. Nothing in the input is dropped silently.
+a duplicate; a file that stops being readable part-way (truncated, corrupt) raises
+:class:`~tokenplan.runner.input_files.InputBroken` naming the file, the byte and the last row read,
+so the run stops and does not report success. Nothing in the input is dropped silently.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 # The names a reader of rows needs, from where they live (re-exported: one import for callers).
-from tokenplan.runner.input_files import (ReadStats, check_readable, count_rows,  # noqa: F401
+from tokenplan.runner.input_files import (InputBroken, ReadStats, check_readable, count_rows,  # noqa: F401
                                           count_rows_or_none, expand_inputs, file_name, raw_items, read_errors, why)
 from tokenplan.runner.row_shapes import (Message, Row, RowError,  # noqa: F401
                                          content_id, declared_id, parse_row, valid_unicode)
@@ -33,7 +34,11 @@ class Reject:
 
 def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator[Row | Reject]:
     """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`; blank lines
-    are not rows and are counted in ``stats`` (see the module docstring)."""
+    are not rows and are counted in ``stats`` (see the module docstring).
+
+    Raises:
+        InputBroken: a file stops being readable part-way (after the rows before the break).
+    """
     seen: set[str] = set()
     stats = stats if stats is not None else ReadStats()
     for path in files:
@@ -43,10 +48,19 @@ def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator
                 line, item = next(items)
             except StopIteration:
                 break
-            except read_errors() as problem:
-                yield Reject(source, line + 1, f"file unreadable from here on: {why(problem)}")
-                break
+            except read_errors() as problem:  # a file changed or gone since it was checked
+                raise InputBroken(path, None, None, line, problem) from None
             yield _row_or_reject(item, source, line, seen)
+
+
+def until_broken(items: Iterator[Row | Reject], stats: ReadStats) -> Iterator[Row | Reject]:
+    """``items`` until a file breaks part-way: the :class:`InputBroken` is kept in
+    ``stats.broken`` and the stream ends there, so the runner settles what it has sent (every
+    answer stored, a rerun resumes) before the run ends with that error, never as a success."""
+    try:
+        yield from items
+    except InputBroken as broken:
+        stats.broken = broken
 
 
 def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | Reject:

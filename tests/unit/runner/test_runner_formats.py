@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from tokenplan.runner.rows import Message, Reject, Row, count_rows, limited, parse_row, read_rows
+from tokenplan.runner.rows import InputBroken, Message, Row, count_rows, limited, parse_row, read_rows
 
 
 def test_a_sharegpt_top_level_system_field_becomes_the_first_turn() -> None:
@@ -43,12 +44,19 @@ def test_a_json_file_that_is_jsonl_still_reads_line_by_line(tmp_path: Path) -> N
     assert count_rows([path]) == 2
 
 
-def test_a_truncated_json_array_yields_its_rows_then_one_reject(tmp_path: Path) -> None:
+def test_a_truncated_json_array_yields_its_rows_then_stops_naming_the_break(tmp_path: Path) -> None:
+    # A cut array is a file copied short: the rows after the cut are unknown, so reading stops
+    # with an error (the run must not report success), not with one reject and carry on.
     path = tmp_path / "cut.json"
-    path.write_text('[{"id": "a", "prompt": "x"}, {"id": "b", "pro')
-    items = list(read_rows([path]))
-    assert isinstance(items[0], Row) and isinstance(items[1], Reject)
-    assert items[1].line == 2 and "invalid JSON in the array after element 1" in items[1].reason
+    text = '[{"id": "a", "prompt": "x"}, {"id": "b", "pro'
+    path.write_text(text)
+    items = read_rows([path])
+    assert next(items).id == "a"
+    with pytest.raises(InputBroken) as broken:
+        next(items)
+    message = str(broken.value)
+    assert "\n" not in message and "cut.json" in message and f"at byte {len(text)} of {len(text)}" in message
+    assert "after element 1" in message and "last row read: line 1" in message
 
 
 def test_hf_datasets_parquet_with_mixed_mostly_null_structs_picks_the_shape_by_non_null_keys(tmp_path: Path) -> None:

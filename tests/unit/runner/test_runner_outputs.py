@@ -115,9 +115,15 @@ RECORD = {"id": "c1", "source_id": "c1", "model": "m", "fields": {"category": "m
                      "usage": {"prompt_tokens": 3, "completion_tokens": 5}, "model": "m"}]}
 
 
-def test_specforge_line_keeps_the_input_fields_and_puts_reasoning_under_thinking() -> None:
-    assert specforge_line(RECORD) == {"category": "math", "id_hint": 1, "id": "c1", "conversations": [
-        {"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "thinking": "r"}]}
+def test_specforge_line_keeps_the_input_fields_reasoning_content_and_says_success() -> None:
+    # SpecForge renamed "thinking" to "reasoning_content" in afa1f4fb (2026-03-17) and its validator
+    # requires status "success" (scripts/validate_regenerated_data.py, 69e18e6b); an input that was
+    # itself a SpecForge output brings its own status, which the export's replaces.
+    record = {**RECORD, "fields": {**RECORD["fields"], "status": "error"}}
+    assert specforge_line(record) == {
+        "category": "math", "id_hint": 1, "status": "success", "id": "c1",
+        "conversations": [{"role": "user", "content": "q"},
+                          {"role": "assistant", "content": "a", "reasoning_content": "r"}]}
 
 
 def test_batch_line_has_the_openai_batch_output_fields() -> None:

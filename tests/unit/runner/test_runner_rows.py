@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import InputError
-from tokenplan.runner.rows import Message, Row, RowError, expand_inputs, parse_row, read_rows
+from tokenplan.runner.rows import Message, Row, RowError, check_readable, expand_inputs, parse_row, read_rows
 
 
 def test_specforge_sharegpt_openai_prompt_and_batch_shapes_become_messages() -> None:
@@ -62,16 +62,21 @@ def test_bad_lines_and_duplicate_ids_are_rejected_with_their_line(tmp_path: Path
     assert items[3].line == 5  # the blank line 2 still counts for line numbers
 
 
-def test_zstd_jsonl_and_parquet_are_read_like_plain_jsonl(tmp_path: Path) -> None:
+def test_compressed_jsonl_and_parquet_are_read_like_plain_jsonl(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    import zstandard
 
     rows = [{"id": f"r{i}", "conversations": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
     text = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    (tmp_path / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(text))
+    names = []
+    for suffix, codec in (("jsonl.zst", "zstd"), ("jsonl.zstd", "zstd"), ("jsonl.gz", "gzip"),
+                          ("jsonl.bz2", "bz2"), ("jsonl.lz4", "lz4"), ("json.gz", "gzip")):
+        with pa.output_stream(tmp_path / f"a.{suffix}", compression=codec) as out:
+            out.write(text)
+        names.append(f"a.{suffix}")
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "b.parquet")
-    for name in ("a.jsonl.zst", "b.parquet"):
+    check_readable([tmp_path / name for name in names])
+    for name in (*names, "b.parquet"):
         got = [r for r in read_rows([tmp_path / name]) if isinstance(r, Row)]
         assert [(r.id, r.messages, r.line) for r in got] == [
             (f"r{i}", (Message("user", f"q{i}"),), i + 1) for i in range(3)]

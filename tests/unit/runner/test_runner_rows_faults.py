@@ -8,13 +8,14 @@ import os
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pytest
-import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenplan.errors import InputError
-from tokenplan.runner.rows import ReadStats, Reject, Row, check_readable, count_rows_or_none, read_rows
+from tokenplan.runner.rows import (InputBroken, ReadStats, Reject, Row, check_readable, count_rows_or_none,
+                                   read_rows)
 
 
 def _read(path: Path) -> list[Row | Reject]:
@@ -47,26 +48,60 @@ def test_a_row_nested_100000_levels_deep_is_a_reject(tmp_path: Path, open_: str,
     assert isinstance(second, Row)
 
 
+def _compressed(path: Path, data: bytes, codec: str) -> bytes:
+    with pa.output_stream(path, compression=codec) as out:
+        out.write(data)
+    return path.read_bytes()
+
+
 def test_a_zst_file_that_is_not_zstd_is_refused_up_front(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl.zst"
     path.write_bytes(b'{"prompt": "plain text, not zstd"}\n')
-    with pytest.raises(InputError, match=r"in.jsonl.zst.*a readable JSONL.*ZstdError"):
+    with pytest.raises(InputBroken, match=r"in.jsonl.zst' is truncated or damaged at byte \d+ of 35 .*ZSTD.*"
+                                          r"last row read: none"):
         check_readable([path])
     assert count_rows_or_none([path]) is None
-    (reject,) = _read(path)
-    assert isinstance(reject, Reject) and reject.line == 1 and "file unreadable" in reject.reason
+    with pytest.raises(InputBroken, match="last row read: none"):
+        _read(path)
 
 
-def test_a_zst_file_damaged_part_way_keeps_its_rows_and_rejects_the_rest(tmp_path: Path) -> None:
+# 4,000 rows of 34 bytes ('{"id": "r0", "prompt": "p"}' + newline, ids up to r3999) = ~135 KB:
+# more than the 64 KiB one read decodes, so the rows before the break are reached.
+GOOD = "".join(json.dumps({"id": f"r{i}", "prompt": "p"}) + "\n" for i in range(4000)).encode()
+
+
+@pytest.mark.parametrize(("suffix", "codec"), [("zst", "zstd"), ("gz", "gzip"), ("bz2", "bz2"), ("lz4", "lz4")])
+def test_a_truncated_compressed_file_is_refused_up_front_naming_byte_and_last_row(tmp_path: Path, suffix: str,
+                                                                                   codec: str) -> None:
+    # An interrupted copy: the stream stops before its last frame/block ends. zstandard's reader
+    # returned what it had and ended quietly (rows lost, run [ok]); pyarrow's raises.
+    whole = _compressed(tmp_path / f"whole.jsonl.{suffix}", GOOD, codec)
+    for cut in (len(whole) - 3, 20):  # near the end; inside the first block
+        path = tmp_path / f"cut{cut}.jsonl.{suffix}"
+        path.write_bytes(whole[:cut])
+        with pytest.raises(InputBroken) as refused:
+            check_readable([path])
+        message = str(refused.value)
+        assert "\n" not in message and f"cut{cut}.jsonl.{suffix}' is truncated or damaged at byte {cut:,} of {cut:,}" \
+            in message and "last row read: " in message
+        assert count_rows_or_none([path]) is None
+        items = read_rows([path])  # read anyway (the file changed after the check): rows, then the error
+        got = []
+        with pytest.raises(InputBroken) as broken:
+            got.extend(items)
+        assert [i.id for i in got] == [f"r{i}" for i in range(len(got))]
+        assert f"last row read: {f'line {len(got):,}' if got else 'none'};" in str(broken.value)
+
+
+def test_a_zst_file_damaged_part_way_keeps_its_rows_then_stops(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl.zst"
-    # 4,000 rows of ~33 bytes = ~130 KiB: more than the 64 KiB check_readable looks at.
-    good = "".join(json.dumps({"id": f"r{i}", "prompt": "p"}) + "\n" for i in range(4000)).encode()
-    path.write_bytes(zstandard.ZstdCompressor().compress(good) + b"\x28\xb5\x2f\xfd garbage frame")
-    check_readable([path])  # the start reads
-    items = _read(path)
-    assert [i.id for i in items[:4000]] == [f"r{i}" for i in range(4000)]
-    assert len(items) == 4001 and isinstance(items[4000], Reject) and items[4000].line == 4001
-    assert "file unreadable from here on" in items[4000].reason
+    path.write_bytes(_compressed(tmp_path / "good.zst", GOOD, "zstd") + b"\x28\xb5\x2f\xfd garbage frame")
+    with pytest.raises(InputBroken, match=r"Data corruption detected|Unknown frame|ZSTD decompress failed"):
+        check_readable([path])
+    got, items = [], read_rows([path])
+    with pytest.raises(InputBroken, match=r"in.jsonl.zst' is truncated or damaged at byte [\d,]+ of [\d,]+ "):
+        got.extend(items)
+    assert [i.id for i in got] == [f"r{i}" for i in range(len(got))] and len(got) >= 4000 - 2048  # 64 KiB lost at most
 
 
 def test_a_corrupt_parquet_file_is_refused_up_front(tmp_path: Path) -> None:
@@ -74,8 +109,8 @@ def test_a_corrupt_parquet_file_is_refused_up_front(tmp_path: Path) -> None:
     path.write_bytes(b"PAR1" + b"\x00" * 100 + b"not a parquet footer")
     with pytest.raises(InputError, match=r"in.parquet.*a readable JSONL"):
         check_readable([path])
-    (reject,) = _read(path)
-    assert isinstance(reject, Reject) and "file unreadable" in reject.reason
+    with pytest.raises(InputBroken, match=r"in.parquet' is truncated or damaged .*last row read: none"):
+        _read(path)
 
 
 # ---- fuzz: no input makes the reader raise; every non-blank line is one row or one reject ----
