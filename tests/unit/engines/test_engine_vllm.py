@@ -34,9 +34,11 @@ def test_large_gpu_defaults_on_an_h100(vllm):
     # 1,024 (V2); graphs up to min(2·1,024, 512, 8,192) = 512 → 51 sizes × 24 MiB = 1,224 MiB.
     s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
     assert (s.chunk_tokens, s.max_running_cap, s.graph_max_bs) == (8192, 1024, 512)
-    assert (s.profile_tokens, s.profile_seqs, s.sampler_bytes_per_logit) == (8192, 1024, 10)
+    # Sampler peak 24 B per logit (top-k/top-p sort copies, catalog/engines.yaml); non-torch
+    # 0.13 GiB as vllm-project/vllm#50722 logs it.
+    assert (s.profile_tokens, s.profile_seqs, s.sampler_bytes_per_logit) == (8192, 1024, 24)
     assert s.graph_estimate_bytes == 1_224 * MIB
-    assert (s.memory_fraction, s.reserve_bytes, s.fraction_of_free) == (0.92, 0.5 * 1024 * MIB, False)
+    assert (s.memory_fraction, s.reserve_bytes, s.fraction_of_free) == (0.92, 0.13 * 1024 * MIB, False)
 
 
 def test_a100_and_small_gpus_keep_the_small_defaults(vllm):
