@@ -2,7 +2,8 @@
 → the most sequences that fit at a given context length.
 
 Weights shard by TP (vocabulary-parallel embedding and lm_head, column/row-parallel linears),
-routed experts across all GPUs of the replica (EP or TP inside the experts), and layers by PP.
+routed experts across all GPUs of the replica (EP or TP inside the experts), and layers by PP;
+a multimodal checkpoint's vision tower loads on every rank, its matrices sharded by TP.
 KV heads replicate when TP exceeds them; MLA's latent is replicated on every TP rank unless
 attention runs data-parallel. Gated DeltaNet / Mamba-2 state shards by TP over its heads.
 
@@ -181,6 +182,9 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, w
         spec, layout, expert_padding)
     if with_mtp:
         total += _mtp_bytes(p, weight_dtype) / tp
+    # The vision tower loads with the model (vLLM, SGLang), BF16 whatever the weight format (the
+    # quantized Qwen3.5/3.6 releases leave it unconverted), its matrices sharded by TP.
+    total += (spec.vision_sharded_params / tp + spec.vision_replicated_params) * Dtype.BF16.bytes_per_element
     return total
 
 

@@ -102,3 +102,11 @@ def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
         "vllm serve deepseek-ai/DeepSeek-V3", "--tensor-parallel-size 2", "--data-parallel-size 2",
         "--quantization modelopt_fp4", "--kv-cache-dtype fp8", "--gpu-memory-utilization 0.90",
         "--max-num-seqs 1000", "--reasoning-parser deepseek_r1"])
+
+
+def test_launch_writes_a_user_token_budget(vllm):
+    # A planned vLLM with --max-num-batched-tokens set: the flag comes with the plan's value.
+    planned = _launch(layout=Layout(tp=4), planned_engine="vllm", spec_method=None,
+                      settings=EngineSettings(0.85, 0.0, False, 40_000, 512, 1024, chunk_set=True))
+    assert "--max-num-batched-tokens 40000" in vllm.launch_command(planned).split(" \\\n  ")
+    assert "--max-num-batched-tokens" not in vllm.launch_command(_launch(planned_engine="vllm"))

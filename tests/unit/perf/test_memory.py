@@ -70,10 +70,12 @@ def test_qwen3_6_27b_tp8_replicates_its_four_kv_heads():
     #   → 14,417,920 × 16 layers = 230,686,720;
     #   GDN 5,562,040,320 / 8 = 695,255,040; FFN 17,112,760,320 / 8 = 2,139,095,040.
     #   Sum 3,382,886,400 params × 2 B = 6,765,772,800.
+    # Vision tower (test_memory_engine_logs: 27 blocks of 1,152, out 5,120): 455,897,088 sharded
+    #   / 8 + 4,833,008 replicated = 61,820,144 params × 2 B = 123,640,288 → 6,889,413,088.
     got = weight_bytes_per_gpu(load_model("qwen3.6-27b"), Layout(tp=8), Dtype.BF16)
-    assert got == 6_765_772_800
+    assert got == 6_889_413_088
     # Without replication k, v would shard to 1,310,720 per layer: 16 × 1,310,720 × 2 B = 41,943,040 less.
-    assert got - 41_943_040 == pytest.approx(26_895_319_040 * 2 / 8)
+    assert got - 41_943_040 - 123_640_288 == pytest.approx(26_895_319_040 * 2 / 8)
 
 
 def test_gpt_oss_mxfp4_quantizes_the_routed_experts_only():
@@ -233,20 +235,22 @@ def test_a_model_larger_than_the_gpu_does_not_fit():
 def test_hybrid_state_pool_under_sglang_splits_at_the_memory_ratio():
     # Qwen3.6-27B BF16 on B200, SGLang, --mamba-full-memory-ratio 0.9 (state pool / KV pool):
     # B200: 183,359 MiB = 192,265,846,784 B nominal, 191,496,783,396.864 B visible (× 0.996);
-    # usable = (191,496,783,396.864 − 536,870,912) × 157,119 / 183,359 − 26,895,319,040·2 B
-    #        = 163,632,166,895.05 − 53,790,638,080 = 109,841,528,815.05 B;
+    # weights 26,895,319,040·2 B + the vision tower (455,897,088 + 4,833,008)·2 B = 921,460,192
+    #        = 54,712,098,272 B;
+    # usable = (191,496,783,396.864 − 536,870,912) × 157,119 / 183,359 − 54,712,098,272
+    #        = 163,632,166,895.05 − 54,712,098,272 = 108,920,068,623.05 B;
     # state pool = usable·0.9/1.9, KV pool = usable/1.9;
-    # slots = state pool / 153,944,064 B per sequence = 52,030,197,859.76 / 153,944,064 = 337.98;
-    # KV tokens = 57,811,330,955.29 / 65,536 = 882,130.9.
+    # slots = state pool / 153,944,064 B per sequence = 51,593,716,716.18 / 153,944,064 = 335.15;
+    # KV tokens = 57,326,351,906.87 / 65,536 = 874,730.7.
     m = _breakdown("qwen3.6-27b", "b200", "sglang", ratio=0.9)
-    usable = (192_265_846_784 * 0.996 - CONTEXT) * 157_119 / 183_359 - 53_790_638_080
-    assert usable == pytest.approx(109_841_528_815.05, abs=0.01)
+    usable = (192_265_846_784 * 0.996 - CONTEXT) * 157_119 / 183_359 - 54_712_098_272
+    assert usable == pytest.approx(108_920_068_623.05, abs=0.01)
     assert m.state_pool_bytes == pytest.approx(usable * 0.9 / 1.9, rel=1e-12)
     assert m.kv_pool_bytes == pytest.approx(usable / 1.9, rel=1e-12)
     assert m.state_slots == pytest.approx(usable * 0.9 / 1.9 / 153_944_064, rel=1e-12)
     assert m.kv_capacity_tokens == pytest.approx(usable / 1.9 / 65_536, rel=1e-12)
-    assert m.state_slots == pytest.approx(337.98, abs=0.01)
-    assert m.kv_capacity_tokens == pytest.approx(882_130.9, abs=0.1)
+    assert m.state_slots == pytest.approx(335.15, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(874_730.7, abs=0.1)
 
 
 def test_hybrid_state_shares_one_pool_without_a_ratio():
@@ -276,63 +280,64 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
     #   48 GDN layers FP8, 48·(5,120·(2·2,048 + 2·6,144) + 5,120·96 + 10,240·4 + 6,144·5,120)
     #   = 48·115,875,840 = 5,562,040,320; 64 FFNs FP8, 64·3·5,120·17,408 = 17,112,760,320;
     #   MTP layer FP8, 104,857,600 + 267,386,880 + 10,240·5,120 = 424,673,280
-    #   → 29,862,789,120 B.
-    # Pool budget (S3 profile_max_num_token): 148,862,126,674.24 − 29,862,789,120
-    #   = 118,999,337,554.24 B.
+    #   → 29,862,789,120 B; the vision tower BF16, (455,897,088 + 4,833,008)·2 = 921,460,192
+    #   → 30,784,249,312 B.
+    # Pool budget (S3 profile_max_num_token): 148,862,126,674.24 − 30,784,249,312
+    #   = 118,077,877,362.24 B.
     # State per request (fp32 SSM, bf16 conv): 48·(48·128·128·4 + (2·16·128 + 48·128)·3·2)
     #   = 48·(3,145,728 + 61,440) = 153,944,064 B; under MTP SGLang holds 1 + 4 copies per
     #   running request (its slot, and the intermediate SSM and conv-window caches of
     #   speculative_num_draft_tokens = 4 rows): 5·153,944,064 = 769,720,320 B.
-    # KV pool = budget − 128·769,720,320 = 118,999,337,554.24 − 98,524,200,960
-    #   = 20,475,136,594.24 B = 624,851.6 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
-    # Draft KV (1 MTP layer, same tokens): 20,475,136,594.24 / 16 = 1,279,696,037.14 B.
+    # KV pool = budget − 128·769,720,320 = 118,077,877,362.24 − 98,524,200,960
+    #   = 19,553,676,402.24 B = 596,730.8 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
+    # Draft KV (1 MTP layer, same tokens): 19,553,676,402.24 / 16 = 1,222,104,775.14 B.
     # State pool = (128 + 1)·153,944,064 = 19,858,784,256 B (slot 0 is the padded slot);
     # speculative caches = 4·(128 + 1)·153,944,064 = 79,435,137,024 B.
-    # Left for activations, CUDA graphs, the context and the driver: 192,265,846,784 − 29,862,789,120
-    #   − 20,475,136,594.24 − 1,279,696,037.14 − 19,858,784,256 − 79,435,137,024 = 41,354,303,752.62 B.
+    # Left for activations, CUDA graphs, the context and the driver: 192,265,846,784 − 30,784,249,312
+    #   − 19,553,676,402.24 − 1,222,104,775.14 − 19,858,784,256 − 79,435,137,024 = 41,411,895,014.62 B.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=128)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
                          spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True,
                          draft_kv_pool=True)
-    assert m.weight_bytes_per_gpu == 29_862_789_120
-    assert m.kv_pool_bytes == pytest.approx(118_999_337_554.24, abs=0.01)
+    assert m.weight_bytes_per_gpu == 30_784_249_312
+    assert m.kv_pool_bytes == pytest.approx(118_077_877_362.24, abs=0.01)
     assert m.state_bytes_per_running_sequence == 769_720_320
     a = m.allocation(128)
-    assert a["kv_cache"] == pytest.approx(20_475_136_594.24, abs=0.01)
-    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(624_851.6, abs=0.1)
-    assert a["draft_kv"] == pytest.approx(1_279_696_037.14, abs=0.01)
+    assert a["kv_cache"] == pytest.approx(19_553_676_402.24, abs=0.01)
+    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(596_730.8, abs=0.1)
+    assert a["draft_kv"] == pytest.approx(1_222_104_775.14, abs=0.01)
     assert a["state"] == 19_858_784_256
     assert a["spec_state"] == 79_435_137_024
-    assert a["reserve"] == pytest.approx(41_354_303_752.62, abs=0.01)
+    assert a["reserve"] == pytest.approx(41_411_895_014.62, abs=0.01)
     assert sum(a.values()) == pytest.approx(gpu.memory_bytes, rel=1e-12)
     assert m.allocates(128)
 
 
 def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200():
     # The plan before issue 10 launched --max-running-requests 413 per B200: state alone is
-    # 413·769,720,320 = 317,894,492,160 B, above the 118,999,337,554.24 B pool budget (above).
+    # 413·769,720,320 = 317,894,492,160 B, above the 118,077,877,362.24 B pool budget (above).
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=413)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
                          spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True)
-    assert m.allocation(413)["kv_cache"] == pytest.approx(118_999_337_554.24 - 317_894_492_160, abs=0.01)
+    assert m.allocation(413)["kv_cache"] == pytest.approx(118_077_877_362.24 - 317_894_492_160, abs=0.01)
     assert not m.allocates(413)
 
 
 def test_sglang_ratio_split_reserves_the_speculative_copies_first():
     # Radix cache on (ratio split 0.9), MTP k=3, the default cap of 48 (S5): S3 reserves
     # 48·4·153,944,064 = 29,557,260,288 B before the split; BF16 weights and KV, no vision cut:
-    # usable 109,841,528,815.05 B (test above) − 29,557,260,288 = 80,284,268,527.05 B,
-    # state pool 80,284,268,527.05·0.9/1.9, KV pool 80,284,268,527.05/1.9.
+    # usable 108,920,068,623.05 B (test above) − 29,557,260,288 = 79,362,808,335.05 B,
+    # state pool 79,362,808,335.05·0.9/1.9, KV pool 79,362,808,335.05/1.9.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=True)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, 0.9,
                          spec_state_copies=engine.spec_state_copies(3),
                          spec_reserved_running=settings.max_running_cap)
     assert m.spec_state_pool_bytes == 29_557_260_288
-    assert m.state_pool_bytes == pytest.approx(80_284_268_527.05 * 0.9 / 1.9, rel=1e-11)
-    assert m.kv_pool_bytes == pytest.approx(80_284_268_527.05 / 1.9, rel=1e-11)
+    assert m.state_pool_bytes == pytest.approx(79_362_808_335.05 * 0.9 / 1.9, rel=1e-11)
+    assert m.kv_pool_bytes == pytest.approx(79_362_808_335.05 / 1.9, rel=1e-11)
 
 
 def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
