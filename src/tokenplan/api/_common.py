@@ -139,7 +139,7 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
         if value != int(value):
             raise InputError(field, _shown(value), "a whole number of tokens ≥ 1")
         if engine != owner:
-            raise InputError(field, _shown(value), f"only with --engine {owner} (the engine is {engine})")
+            raise InputError(field, _shown(value), f"only with --engine {owner}; the engine is {engine}")
         chunk = int(value)
     return chunk
 
