@@ -47,9 +47,7 @@ _CHUNKED_PREFILL = typer.Option(None, "--chunked-prefill-size", help="SGLang: pr
 def predict_cmd(
     model: str = _MODEL, gpu: str = _GPU,
     num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP,
-    pp: int = _PP,
-    ep: int = _EP,
+    tp: int = _TP, pp: int = _PP, ep: int = _EP,
     attention_dp: bool = _ATTENTION_DP,
     weight_dtype: str = _WEIGHT_DTYPE,
     kv_dtype: str = _KV_DTYPE,
@@ -67,8 +65,7 @@ def predict_cmd(
     max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output (max_tokens) with --osl-sigma [default: none]"),
     disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
     ssm_dtype: Optional[str] = _SSM_DTYPE,
-    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS,
-    chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
+    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
@@ -91,9 +88,7 @@ def predict_cmd(
 def memory_cmd(
     model: str = _MODEL, gpu: str = _GPU,
     num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP,
-    pp: int = _PP,
-    ep: int = _EP,
+    tp: int = _TP, pp: int = _PP, ep: int = _EP,
     attention_dp: bool = _ATTENTION_DP,
     weight_dtype: str = _WEIGHT_DTYPE,
     kv_dtype: str = _KV_DTYPE,
@@ -105,8 +100,7 @@ def memory_cmd(
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"),
     disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
     ssm_dtype: Optional[str] = _SSM_DTYPE,
-    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS,
-    chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
+    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
     as_json: bool = typer.Option(False, "--json", help="Print the breakdown as JSON"),
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
