@@ -180,7 +180,8 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
                                  f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}", "memory",
                          weights, usable, spec_state)
-    if ctx is not None and engine.context_must_fit() and mem.max_sequences(ctx) < 1:
+    # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
+    if ctx is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(ctx) < 1:
         return Rejection(config, f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
                                  f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
                                  f"{model.name}'s whole {ctx:,}-token context (its default max_model_len)", "kv")
