@@ -64,10 +64,12 @@ CASES = {
     "format": (dict(gpus=("8xh200",), kv_dtypes=("nvfp4",)), r"^NVFP4 KV cache needs Blackwell; h200 is hopper$", None),
     # EP = TP×PP = 16 over Mixtral's 8 experts.
     "layout": (dict(model="mixtral-8x7b", gpus=("16xgb200",)), r"^TP16×EP16: EP16 does not divide the 8 experts$", None),
-    # DeepSeek-R1 (671 B, FP8) on one 96 GB card: ~627 GiB of weights per GPU.
+    # DeepSeek-R1 (671 B, FP8) on one 96 GB card: ~627 GiB of weights per GPU, against SGLang's
+    # fraction 0.8627 of the 97,887 MiB card's CUDA-visible memory (× 0.996) less its 0.5 GiB context:
+    # 0.8627 × (95.21 − 0.5) GiB = 81.7 GiB usable.
     "memory": (dict(model="deepseek-r1", gpus=("4xrtx-pro-6000",)),
                r"^TP1×DP4, fp8 weights: does not fit: 626\.\d GiB of weights per GPU \(637\.\d GiB with the MTP "
-               r"draft layers\) vs 82\.\d GiB usable", 10),
+               r"draft layers\) vs 81\.\d GiB usable", 10),
     # Llama-3.3-70B in FP8 (~66 GiB) on a 96 GB card leaves ~48.5 K BF16 KV tokens for 62 K-token requests.
     "kv": (dict(model="llama-3.3-70b", gpus=("1xrtx-pro-6000",), weight_dtypes=("fp8",), specs=("none",),
                 isl_mean=60000, isl_cap=120000, osl_mean=2000, osl_cap=8000),
@@ -232,7 +234,8 @@ def test_speculative_state_that_leaves_no_room_is_named():
     # Qwen3.6-27B in BF16 on one H100 per replica with MTP k=3: SGLang reserves, before its KV
     # pool, k + 1 = 4 intermediate copies of the 146.8 MiB GDN state for each of the 48 requests
     # its default running cap allows under speculative decoding (engine-facts S3):
-    # 48 × 4 × 146.8 MiB = 28,186 MiB = 27.5 GiB, on top of ~50.9 GiB of weights.
+    # 48 × 4 × 146.8 MiB = 28,186 MiB = 27.5 GiB, on top of ~50.9 GiB of weights and the vision
+    # tower's 921,460,192 B = 0.86 GiB (test_memory_engine_logs): ~51.7 GiB.
     reasons = _reasons(model="qwen3.6-27b", gpus=("2xh100-sxm",), weight_dtypes=("bf16",), specs=("mtp:3",))
-    assert _has(reasons, r"^TP1×DP2, bf16 weights: does not fit: 50\.\d GiB of weights \+ 27\.[45] GiB of "
+    assert _has(reasons, r"^TP1×DP2, bf16 weights: does not fit: 51\.\d GiB of weights \+ 27\.[45] GiB of "
                          r"speculative state per GPU vs \d+\.\d GiB usable")

@@ -29,6 +29,8 @@ class PredictRequest:
     Lengths are in tokens; ``concurrency`` is requests in flight per deployment (None = offline
     ``max``: every request queued, the engine picks its batch). ``spec`` is ``none`` or
     ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal.
+    ``max_num_batched_tokens`` (vLLM) and ``chunked_prefill_size`` (SGLang): the engine's token
+    budget per step / prefill chunk (None = the engine's default); each only with its engine.
     """
 
     model: str
@@ -54,6 +56,8 @@ class PredictRequest:
     ssm_dtype: str | None = None
     kv_offload_gib: float = 0.0
     disable_radix_cache: bool = False
+    max_num_batched_tokens: int | None = None
+    chunked_prefill_size: int | None = None
 
 
 def _positive(field: str, value: float | None, allow_none: bool = False, whole: bool = False) -> None:
@@ -102,6 +106,7 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
+    chunk = _chunk_tokens(req, engine.name)
     weight = parse_dtype(req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype,
                          "weight_dtype", WEIGHT_DTYPES)
     kv = engine.auto_kv_dtype(weight) if req.kv_dtype == "auto" else parse_dtype(req.kv_dtype, "kv_dtype", KV_DTYPES)
@@ -114,8 +119,29 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
         raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
     config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
                     req.ssm_dtype, cut, lift_running_cap=req.disable_radix_cache,
-                    host_kv_bytes=req.kv_offload_gib * 2**30)
+                    host_kv_bytes=req.kv_offload_gib * 2**30, chunk_tokens=chunk)
     return config, model, gpu
+
+
+# option field → the engine that takes it (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)
+_CHUNK_OPTIONS = {"max_num_batched_tokens": "vllm", "chunked_prefill_size": "sglang"}
+
+
+def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
+    """The token budget per step the request sets for ``engine``, or None. Raises InputError for
+    a value that is not a whole number ≥ 1 or an option of another engine."""
+    chunk = None
+    for field, owner in _CHUNK_OPTIONS.items():
+        value = getattr(req, field)
+        if value is None:
+            continue
+        _positive(field, value, whole=True)
+        if value != int(value):
+            raise InputError(field, _shown(value), "a whole number of tokens ≥ 1")
+        if engine != owner:
+            raise InputError(field, _shown(value), f"only with --engine {owner}; the engine is {engine}")
+        chunk = int(value)
+    return chunk
 
 
 def request_lengths(req: PredictRequest) -> tuple[LengthDist, LengthDist]:

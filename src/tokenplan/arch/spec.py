@@ -125,6 +125,11 @@ class ModelSpec:
         max_context_tokens: ``max_position_embeddings`` (tokens a request may span), or None.
         vision_layers, vision_hidden: the vision tower's depth and width of a multimodal
             checkpoint (0 = text-only); engines hold memory back for it.
+        vision_sharded_params, vision_replicated_params: the vision tower's parameters that
+            shard by TP (the blocks' qkv, proj and MLP matrices and the patch merger's two) and
+            those every rank holds (biases, norms, the patch and position embeddings); 0 for a
+            text-only model. vLLM and SGLang load the tower with the language model unless told
+            to serve text only, sharded by TP by default (vLLM ``mm_encoder_tp_mode="weights"``).
         approximations: what tokenplan models only approximately (printed as warnings).
     """
 
@@ -150,6 +155,8 @@ class ModelSpec:
     max_context_tokens: int | None = None
     vision_layers: int = 0
     vision_hidden: int = 0
+    vision_sharded_params: int = 0
+    vision_replicated_params: int = 0
     approximations: tuple[str, ...] = field(default=())
 
     @property

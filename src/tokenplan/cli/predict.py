@@ -39,15 +39,15 @@ _ENGINE = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm 
 _MEMORY_FRACTION = typer.Option(None, "--memory-fraction", help=_FRACTION)
 _DISABLE_RADIX_CACHE = typer.Option(False, "--disable-radix-cache", help="SGLang: one state slot per running request (hybrid models; what plan launches with when it raises the running cap)")
 _SSM_DTYPE = typer.Option(None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]")
+_BATCHED_TOKENS = typer.Option(None, "--max-num-batched-tokens", help="vLLM: tokens per step; sizes its profiling run's activation peak [default: vLLM's, 8192 on ≥70 GiB GPUs]")
+_CHUNKED_PREFILL = typer.Option(None, "--chunked-prefill-size", help="SGLang: prefill chunk; sizes its activation reserve [default: SGLang's GPU-memory bucket]")
 
 
 @app.command("predict")
 def predict_cmd(
     model: str = _MODEL, gpu: str = _GPU,
     num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP,
-    pp: int = _PP,
-    ep: int = _EP,
+    tp: int = _TP, pp: int = _PP, ep: int = _EP,
     attention_dp: bool = _ATTENTION_DP,
     weight_dtype: str = _WEIGHT_DTYPE,
     kv_dtype: str = _KV_DTYPE,
@@ -65,6 +65,7 @@ def predict_cmd(
     max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output (max_tokens) with --osl-sigma [default: none]"),
     disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
     ssm_dtype: Optional[str] = _SSM_DTYPE,
+    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
@@ -78,7 +79,8 @@ def predict_cmd(
         attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
         concurrency=_concurrency(concurrency), spec=spec, engine=engine, memory_fraction=memory_fraction,
         max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib, isl_sigma=isl_sigma,
-        osl_sigma=osl_sigma, osl_cap=max_tokens, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
+        osl_sigma=osl_sigma, osl_cap=max_tokens, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype,
+        max_num_batched_tokens=max_num_batched_tokens, chunked_prefill_size=chunked_prefill_size))
     _emit(result.to_json(), as_json, predict_table)
 
 
@@ -86,9 +88,7 @@ def predict_cmd(
 def memory_cmd(
     model: str = _MODEL, gpu: str = _GPU,
     num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP,
-    pp: int = _PP,
-    ep: int = _EP,
+    tp: int = _TP, pp: int = _PP, ep: int = _EP,
     attention_dp: bool = _ATTENTION_DP,
     weight_dtype: str = _WEIGHT_DTYPE,
     kv_dtype: str = _KV_DTYPE,
@@ -100,6 +100,7 @@ def memory_cmd(
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"),
     disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
     ssm_dtype: Optional[str] = _SSM_DTYPE,
+    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
     as_json: bool = typer.Option(False, "--json", help="Print the breakdown as JSON"),
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
@@ -112,7 +113,8 @@ def memory_cmd(
         model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
         attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl, spec=spec,
         engine=engine, memory_fraction=memory_fraction, max_running=max_running,
-        disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype))
+        disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype,
+        max_num_batched_tokens=max_num_batched_tokens, chunked_prefill_size=chunked_prefill_size))
     _emit(result.to_json(), as_json, memory_table)
 
 

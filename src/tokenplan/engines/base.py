@@ -42,6 +42,13 @@ class EngineSettings:
         tight: the launch raises the memory fraction and shrinks the prefill chunk and the
             CUDA-graph batch so that a checkpoint the default reserve leaves no room for fits
             (:meth:`Engine.tight_settings`); the launch command then sets all three.
+        startup_bytes: device memory the process holds before it loads weights (CUDA context,
+            communicators) that the fraction is taken after: SGLang sizes against the free
+            memory it measured then (S1/S3 ``profile_max_num_token``: ``rest = available_after_weights
+            − total_gpu_memory × (1 − mem_fraction_static)``, ``total_gpu_memory`` = the free memory
+            after ``init_torch_distributed``); 0 where the fraction is of the device total (vLLM).
+        chunk_set: the user set the prefill chunk (SGLang ``--chunked-prefill-size``, vLLM
+            ``--max-num-batched-tokens``); the launch command then writes it.
     """
 
     memory_fraction: float
@@ -55,22 +62,28 @@ class EngineSettings:
     sampler_bytes_per_logit: float = 0.0
     graph_estimate_bytes: float = 0.0
     tight: bool = False
+    startup_bytes: float = 0.0
+    chunk_set: bool = False
 
     def usable_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """Bytes one GPU has for KV cache and state under these settings (may be negative).
 
-        SGLang and vLLM size against total memory: ``gpu × fraction − weights − reserve``
-        (S1 ``mem_fraction_static``; V1, V3 ``gpu_memory_utilization``); TensorRT-LLM against the
-        memory left after weights and its profiling peak: ``(gpu − weights − reserve) ×
-        fraction`` (T3 ``KvCacheCreator._cal_max_memory``).
+        vLLM sizes against the device total: ``gpu × fraction − weights − reserve`` (V1, V3
+        ``gpu_memory_utilization``; vllm ``v1/worker/gpu_worker.py determine_available_memory``:
+        requested memory = total × utilization, less weights, the profiled peak, non-torch memory
+        and the CUDA-graph estimate); SGLang against the free memory after its startup:
+        ``(gpu − startup) × fraction − weights`` (``startup_bytes``; S3 ``profile_max_num_token``);
+        TensorRT-LLM against the memory left after weights and its profiling peak: ``(gpu −
+        weights − reserve) × fraction`` (T3 ``KvCacheCreator._cal_max_memory``).
 
         Args:
-            gpu_bytes: device memory; weight_bytes: weights on the GPU; reserve_bytes: the
-                whole reserve (``reserve_bytes`` plus a profiled activation peak), all in bytes.
+            gpu_bytes: device memory as the CUDA runtime reports it (``perf.memory.cuda_visible_bytes``);
+                weight_bytes: weights on the GPU; reserve_bytes: the whole reserve
+                (``reserve_bytes`` plus a profiled activation peak), all in bytes.
         """
         if self.fraction_of_free:
             return (gpu_bytes - weight_bytes - reserve_bytes) * self.memory_fraction
-        return gpu_bytes * self.memory_fraction - weight_bytes - reserve_bytes
+        return (gpu_bytes - self.startup_bytes) * self.memory_fraction - weight_bytes - reserve_bytes
 
 
 class CachePools(NamedTuple):
@@ -220,8 +233,17 @@ class Engine(Protocol):
 
     # ---- defaults, caps and memory
     def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
-        """The engine's defaults applied to one deployment (user overrides win)."""
+                 memory_fraction: float | None = None, max_running: int | None = None,
+                 chunk_tokens: int | None = None) -> EngineSettings:
+        """The engine's defaults applied to one deployment (user overrides win; ``chunk_tokens``:
+        SGLang ``--chunked-prefill-size``, vLLM ``--max-num-batched-tokens``, TRT-LLM
+        ``max_num_tokens``)."""
+    def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
+        """(hidden, per-partition intermediate) multiples the engine pads routed-expert weights
+        of format ``weight`` to on ``gpu`` ((1, 1) = none)."""
+    def context_must_fit(self) -> bool:
+        """The engine refuses to start when its KV pool cannot hold one request of the model's
+        whole context (its default ``max_model_len``)."""
     def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
         """The settings a launch uses when the default reserve leaves no room for the weights,
         or None where the engine has no such rule."""

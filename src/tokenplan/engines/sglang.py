@@ -64,6 +64,8 @@ class Sglang:
     tight_memory_fraction: float
     tight_chunk_tokens: int
     tight_graph_max_bs: int
+    startup_context_gib: float
+    startup_distributed_gib: float
     pools: CachePools
 
     # S2: --enable-mixed-chunk is off by default: prefill chunks run in steps of their own.
@@ -89,16 +91,21 @@ class Sglang:
 
     # ------------------------------------------------------------------ defaults and memory
     def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+                 memory_fraction: float | None = None, max_running: int | None = None,
+                 chunk_tokens: int | None = None) -> EngineSettings:
         """``mem_fraction_static = (GPU − reserve) / GPU × vision_cut`` (S1), the bucket's chunk
-        and decode graph batch, and a running cap of 48 with speculative decoding (S5), else
-        None: derived from the KV pool by :meth:`running_cap`.
+        (or ``--chunked-prefill-size``, which also sets the reserve's activation term) and decode
+        graph batch, and a running cap of 48 with speculative decoding (S5), else None: derived
+        from the KV pool by :meth:`running_cap`. The fraction is then taken of the memory free
+        after start-up (``startup_bytes``: the CUDA context, plus the communicators at TP × PP >
+        1; S3 ``profile_max_num_token`` sizes against the free memory measured after
+        ``init_torch_distributed``).
 
         Args:
             gpu: the GPU (its memory in bytes picks the bucket). layout: TP (graph column) and
                 TP × PP (reserve). speculative: a speculative algorithm is set. vision_cut:
-                :meth:`vision_cut` of a multimodal checkpoint. memory_fraction, max_running:
-                user overrides (None = default).
+                :meth:`vision_cut` of a multimodal checkpoint. memory_fraction, max_running,
+                chunk_tokens: user overrides (None = default).
 
         Raises:
             StopIteration: no bucket covers the GPU (the shipped buckets end at 100,000 GiB).
@@ -106,8 +113,9 @@ class Sglang:
         gpu_bytes = gpu.memory_bytes
         bucket = next(b for b in self.buckets if gpu_bytes / GiB < b.below_gib)
         graph_bs = bucket.graph_bs_small_tp if layout.tp < self.graph_bs_large_tp_min else bucket.graph_bs_large_tp
+        chunk = chunk_tokens or bucket.chunk_tokens
         reserve_mib = (self.reserve_base_mib
-                       + self.reserve_per_activation_token_mib * max(bucket.chunk_tokens, self.reserve_activation_tokens_min)
+                       + self.reserve_per_activation_token_mib * max(chunk, self.reserve_activation_tokens_min)
                        + self.reserve_per_8_gpus_mib * layout.gpus_per_replica / 8
                        + self.reserve_graph_mib_per_bs * graph_bs)
         reserve = reserve_mib * MiB
@@ -115,7 +123,17 @@ class Sglang:
             reserve = max(reserve, self.reserve_floor_gib * GiB)
         fraction = memory_fraction or (gpu_bytes - reserve) / gpu_bytes * vision_cut
         cap = max_running or (self.spec_max_running_default if speculative else None)
-        return EngineSettings(fraction, 0.0, False, bucket.chunk_tokens, graph_bs, cap)
+        startup = self.startup_context_gib + (self.startup_distributed_gib if layout.tp * layout.pp > 1 else 0.0)
+        return EngineSettings(fraction, 0.0, False, chunk, graph_bs, cap, startup_bytes=startup * GiB,
+                              chunk_set=chunk_tokens is not None)
+
+    def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
+        """(1, 1): no expert padding is modelled for SGLang."""
+        return 1, 1
+
+    def context_must_fit(self) -> bool:
+        """False: SGLang starts with a KV pool shorter than the context (it caps requests)."""
+        return False
 
     def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
         """The launch InferenceX uses when the default reserve leaves no room for a very large
@@ -198,6 +216,8 @@ class Sglang:
             args.append(f"--mem-fraction-static {s.memory_fraction:.3f}")
         if s.tight:  # a checkpoint the default reserve leaves no room for (S19)
             args.append(f"--chunked-prefill-size {s.chunk_tokens} --cuda-graph-max-bs {s.graph_max_bs}")
+        elif s.chunk_set and launch.planned_engine == self.name:
+            args.append(f"--chunked-prefill-size {s.chunk_tokens}")
         if launch.spec_method is not None:
             k = launch.draft_tokens
             algo = "NEXTN" if launch.spec_method == "mtp" else launch.spec_method.upper()

@@ -107,13 +107,24 @@ class Trtllm:
 
     # ------------------------------------------------------------------ defaults and memory
     def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+                 memory_fraction: float | None = None, max_running: int | None = None,
+                 chunk_tokens: int | None = None) -> EngineSettings:
         """``free_gpu_memory_fraction`` of the memory left after weights and the profiling peak
         ``reserve_fixed_gib`` (T2, T3), ``max_num_tokens`` and ``max_batch_size`` (T1, T2), CUDA
         graphs up to ``graph_max_bs`` (T6). The GPU, layout, speculation and vision cut do not
-        change these defaults. ``memory_fraction``, ``max_running``: user overrides."""
+        change these defaults. ``memory_fraction``, ``max_running``, ``chunk_tokens``
+        (``max_num_tokens``): user overrides."""
         return EngineSettings(memory_fraction or self.memory_fraction, self.reserve_fixed_gib * GiB, True,
-                              self.max_num_tokens, self.graph_max_bs, max_running or self.max_batch_size)
+                              chunk_tokens or self.max_num_tokens, self.graph_max_bs, max_running or self.max_batch_size,
+                              chunk_set=chunk_tokens is not None)
+
+    def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
+        """(1, 1): no expert padding is modelled for TensorRT-LLM."""
+        return 1, 1
+
+    def context_must_fit(self) -> bool:
+        """False: not modelled for TensorRT-LLM."""
+        return False
 
     def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
         """None: no tighter launch is known for TensorRT-LLM."""

@@ -5,7 +5,9 @@ hybrid model's state.
 Rules here, figures in ``catalog/engines.yaml`` (``vllm:``). Sources (``docs/engine-facts.md``):
 V1 ``vllm/config/cache.py`` @002f10e0; V2 ``arg_utils.get_batch_defaults``; V3 v0.27.1 engine log;
 V4 issue #45178; V5 ``_set_cudagraph_sizes``; V13 issue #32324; V14 ``scheduler.py``; V15
-PR #21489; V16 ``vllm/v1/kv_cache_interface.py`` ``MambaSpec``.
+PR #21489; V16 ``vllm/v1/kv_cache_interface.py`` ``MambaSpec``; V17
+``vllm/model_executor/layers/quantization/mxfp4.py`` ``Mxfp4MoEMethod.create_weights`` (Marlin
+padding); V18 ``vllm/v1/core/kv_cache_utils.py`` ``check_enough_kv_cache_memory``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Vllm:
     small_default_architectures: tuple[str, ...]
     chunk_tokens_large_gpu: int
     chunk_tokens_small_gpu: int
+    marlin_hidden_multiple: int
+    marlin_intermediate_multiple: int
     pools: CachePools = CachePools()
 
     # V2/V14: chunked prefill is on, prompt chunks ride in decode steps.
@@ -70,7 +74,8 @@ class Vllm:
 
     # ------------------------------------------------------------------ defaults and memory
     def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None) -> EngineSettings:
+                 memory_fraction: float | None = None, max_running: int | None = None,
+                 chunk_tokens: int | None = None) -> EngineSettings:
         """``gpu_memory_utilization`` of total memory (V1) less ``reserve_fixed_gib`` of non-torch
         memory (V15) and the profiling peak: a dummy forward of ``max_num_batched_tokens`` and a
         sampler pass over ``max_num_seqs`` rows (the bytes: ``perf.memory.profile_reserve_bytes``)
@@ -81,18 +86,36 @@ class Vllm:
         Args:
             gpu: the GPU (memory and architecture pick the defaults). layout: unused (vLLM's
                 defaults do not depend on it). speculative, vision_cut: unused. memory_fraction,
-                max_running: user overrides (None = default).
+                max_running, chunk_tokens (``--max-num-batched-tokens``): user overrides (None =
+                default).
         """
         large = (gpu.memory_bytes >= self.large_gpu_min_gib * GiB
                  and gpu.architecture not in self.small_default_architectures)
-        chunk = self.chunk_tokens_large_gpu if large else self.chunk_tokens_small_gpu
+        chunk = chunk_tokens or (self.chunk_tokens_large_gpu if large else self.chunk_tokens_small_gpu)
         cap = max_running or (self.max_running_default_large_gpu if large else self.max_running_default_small_gpu)
         seqs = min(cap, chunk)
         graph_bs = min(self.graph_bs_per_seq * seqs, self.graph_max_bs, chunk)
         graphs = len(vllm_graph_capture_sizes(graph_bs)) * self.graph_estimate_mib_per_size * MiB
         return EngineSettings(memory_fraction or self.memory_fraction, self.reserve_fixed_gib * GiB, False, chunk,
                               graph_bs, cap, profile_tokens=chunk, profile_seqs=seqs,
-                              sampler_bytes_per_logit=self.sampler_bytes_per_logit, graph_estimate_bytes=graphs)
+                              sampler_bytes_per_logit=self.sampler_bytes_per_logit, graph_estimate_bytes=graphs,
+                              chunk_set=chunk_tokens is not None)
+
+    def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
+        """MXFP4 experts on a GPU without native FP4 run through the Marlin MoE kernel, which
+        needs ``n % 256 == 0`` and ``k % 128 == 0`` for each expert linear: the hidden size is
+        padded to a multiple of 256 and the per-partition intermediate size to a multiple of 128
+        when the weights are created (V17 ``Mxfp4MoEMethod.create_weights``). gpt-oss-120b
+        (2,880 × 2,880) on an H100: 3,072 × 2,944, 9.04 % more expert bytes. (1, 1) otherwise."""
+        if weight is Dtype.MXFP4 and not gpu.runs_natively(Dtype.MXFP4):
+            return self.marlin_hidden_multiple, self.marlin_intermediate_multiple
+        return 1, 1
+
+    def context_must_fit(self) -> bool:
+        """True: at start-up vLLM raises ``ValueError`` when the KV cache cannot hold one request of
+        ``max_model_len`` tokens, which defaults to the model's ``max_position_embeddings`` (V18
+        ``check_enough_kv_cache_memory``; vllm-project/vllm#27508)."""
+        return True
 
     def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
         """None: no tighter launch is known for vLLM."""
@@ -162,6 +185,8 @@ class Vllm:
         fraction = launch.settings.memory_fraction if launch.planned_engine == self.name else self.memory_fraction
         args.append(f"--gpu-memory-utilization {fraction:.2f}")
         args.append(f"--max-num-seqs {math.ceil(launch.running_limit / ranks)}")  # per engine rank
+        if launch.settings.chunk_set and launch.planned_engine == self.name:
+            args.append(f"--max-num-batched-tokens {launch.settings.chunk_tokens}")
         if launch.spec_method is not None:
             spec = {"method": launch.spec_method, "num_speculative_tokens": launch.draft_tokens}
             args.append(f"--speculative-config '{json.dumps(spec, separators=(',', ':'))}'")

@@ -16,7 +16,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
-from tokenplan.perf.memory import MemoryBreakdown, memory_breakdown, profile_reserve_bytes
+from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, memory_breakdown, profile_reserve_bytes
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype, GiB
 
@@ -36,6 +36,8 @@ class Config:
         lift_running_cap: set the engine's running-request limit to what memory allows
             instead of its default (SGLang's 48 with speculative decoding).
         host_kv_bytes: host memory per GPU for KV offload (bytes; 0 = none).
+        chunk_tokens: the prefill chunk / token budget per step (SGLang ``--chunked-prefill-size``,
+            vLLM ``--max-num-batched-tokens``, TRT-LLM ``max_num_tokens``; None = the engine's).
     """
 
     layout: Layout
@@ -49,6 +51,7 @@ class Config:
     vision_cut: float = 1.0
     lift_running_cap: bool = False
     host_kv_bytes: float = 0.0
+    chunk_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     engine = config.engine
     settings = engine.settings(gpu, lay, speculative=config.spec is not None and not config.lift_running_cap,
                                vision_cut=config.vision_cut, memory_fraction=config.memory_fraction,
-                               max_running=config.max_running)
+                               max_running=config.max_running, chunk_tokens=config.chunk_tokens)
     # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
     # --max-running-requests: state slots then equal running requests and share the pool (S3).
     ratio = engine.pools.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
@@ -171,12 +174,17 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     if not mem.fits:
         weights, spec_state = mem.weight_bytes_per_gpu, mem.spec_state_pool_bytes
         reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
-        usable = weights + settings.usable_bytes(gpu.memory_bytes, weights, reserve)
+        usable = weights + settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve)
         extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
         return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
                                  f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}", "memory",
                          weights, usable, spec_state)
+    # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
+    if ctx is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(ctx) < 1:
+        return Rejection(config, f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
+                                 f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
+                                 f"{model.name}'s whole {ctx:,}-token context (its default max_model_len)", "kv")
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:
@@ -239,7 +247,8 @@ def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings
                             ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
                             spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
                             padded_state_slot=config.engine.pools.padded_state_slot,
-                            draft_kv_pool=config.engine.pools.draft_kv_pool)
+                            draft_kv_pool=config.engine.pools.draft_kv_pool,
+                            expert_padding=config.engine.expert_padding(gpu, config.weight_dtype))
 
 
 def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:

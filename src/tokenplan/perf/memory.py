@@ -2,9 +2,13 @@
 → the most sequences that fit at a given context length.
 
 Weights shard by TP (vocabulary-parallel embedding and lm_head, column/row-parallel linears),
-routed experts across all GPUs of the replica (EP or TP inside the experts), and layers by PP.
+routed experts across all GPUs of the replica (EP or TP inside the experts), and layers by PP;
+a multimodal checkpoint's vision tower loads on every rank, its matrices sharded by TP.
 KV heads replicate when TP exceeds them; MLA's latent is replicated on every TP rank unless
 attention runs data-parallel. Gated DeltaNet / Mamba-2 state shards by TP over its heads.
+
+Engines size their pools against the memory the CUDA runtime reports (``cudaMemGetInfo`` total,
+:func:`cuda_visible_bytes`), not the catalog's nominal capacity.
 """
 
 from __future__ import annotations
@@ -19,6 +23,23 @@ from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
 from tokenplan.perf.layout import Layout, kv_heads_per_gpu
 from tokenplan.units import ACTIVATION_BYTES, Dtype
+
+# The share of a GPU's nominal memory (nvidia-smi's total) that the CUDA runtime reports as its total
+# (torch.cuda.mem_get_info), the rest being held by the driver. H100 80 GB: vLLM logs "Free memory on
+# device (77.78/79.33 GiB)" (vllm-project/vllm#50722) against 81,559 MiB = 79.65 GiB nominal: 0.99598;
+# B200: "Total VRAM: 178.35 GB" (torch total_memory / 2^30, unslothai/unsloth#3411) against
+# 183,359 MiB = 179.06 GiB: 0.99603.
+CUDA_VISIBLE_SHARE = 0.996
+
+
+def cuda_visible_bytes(nominal_bytes: float) -> float:
+    """Device memory the CUDA runtime reports for a GPU of ``nominal_bytes`` (bytes → bytes):
+    ``nominal × CUDA_VISIBLE_SHARE`` (H100 80 GB: 79.65 GiB → 79.33 GiB). Raises nothing."""
+    return nominal_bytes * CUDA_VISIBLE_SHARE
+
+
+def _round_up(x: float, multiple: int) -> float:
+    return -(-x // multiple) * multiple if multiple > 1 else x
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +155,15 @@ class MemoryBreakdown:
 
 
 @lru_cache(maxsize=4096)
-def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, with_mtp: bool = False) -> float:
+def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, with_mtp: bool = False,
+                         expert_padding: tuple[int, int] = (1, 1)) -> float:
     """Weight bytes one GPU holds (see the module docstring for the sharding rules); cached per
-    (model, layout, dtype), which a plan sweep evaluates many times."""
+    (model, layout, dtype), which a plan sweep evaluates many times.
+
+    ``expert_padding``: (hidden, per-partition intermediate) multiples the engine pads routed
+    experts to (``Engine.expert_padding``; vLLM's Marlin MXFP4 path: (256, 128)); the routed
+    expert bytes scale by the padded over the true ``hidden × intermediate`` area.
+    """
     p = param_counts(spec)
 
     def nbytes(component: str, count: float) -> float:
@@ -151,10 +178,25 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, w
     total += nbytes("attention", attention_params_per_gpu(spec, layout) * attn_layers) / pp
     total += (nbytes("linear_attention", p.linear_attention) + nbytes("dense_ffn", p.dense_ffn)
               + nbytes("shared_experts", p.shared_experts)) / tp / pp
-    total += nbytes("routed_experts", p.routed_experts) / layout.gpus_per_replica
+    total += nbytes("routed_experts", p.routed_experts) / layout.gpus_per_replica * _expert_pad_factor(
+        spec, layout, expert_padding)
     if with_mtp:
         total += _mtp_bytes(p, weight_dtype) / tp
+    # The vision tower loads with the model (vLLM, SGLang), BF16 whatever the weight format (the
+    # quantized Qwen3.5/3.6 releases leave it unconverted), its matrices sharded by TP.
+    total += (spec.vision_sharded_params / tp + spec.vision_replicated_params) * Dtype.BF16.bytes_per_element
     return total
+
+
+def _expert_pad_factor(spec: ModelSpec, layout: Layout, padding: tuple[int, int]) -> float:
+    """Padded / true area of one routed expert's matrices on one GPU: the hidden size rounded up
+    to ``padding[0]`` and the intermediate size per partition (I / TP inside the experts without
+    EP, I with it) to ``padding[1]`` (vLLM mxfp4.py ``Mxfp4MoEMethod.create_weights``)."""
+    if spec.moe is None or padding == (1, 1):
+        return 1.0
+    h, inter = spec.hidden_size, spec.moe.expert_intermediate
+    part = inter / (layout.gpus_per_replica // layout.ep if layout.ep > 1 else layout.gpus_per_replica)
+    return _round_up(h, padding[0]) * _round_up(part, padding[1]) / (h * part)
 
 
 def attention_params_per_gpu(spec: ModelSpec, layout: Layout) -> float:
@@ -201,12 +243,14 @@ def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSetti
       I per token, I sharded by TP) live at once; MoE layers count I = top_k × expert
       intermediate (+ shared) and the fused kernel's top_k × h output buffer;
     - the sampler pass over ``profile_seqs`` rows of logits over the whole vocabulary
-      (vocabulary-parallel logits are gathered on every rank) at ``sampler_bytes_per_logit``;
+      (vocabulary-parallel logits are gathered on every rank) at ``sampler_bytes_per_logit``
+      (vLLM ``gpu_model_runner._dummy_sampler_run`` runs top-k/top-p, whose sort copies make
+      this 24 B; ``catalog/engines.yaml``);
     - the forward and the sampler run one after the other, so the peak is the larger of the two;
     - plus the engine's CUDA-graph memory estimate.
 
     Qwen3-32B TP1 on an H100 under vLLM: forward 8,192 × 2 B × (2·5,120 + 3·25,600) = 1.43 GB,
-    sampler 1,024 × 151,936 × 10 B = 1.56 GB, graphs 51 × 24 MiB = 1.28 GB → 2.84 GB.
+    sampler 1,024 × 151,936 × 24 B = 3.73 GB, graphs 51 × 24 MiB = 1.28 GB → 5.02 GB.
     """
     if settings.profile_tokens <= 0:
         return 0.0
@@ -238,6 +282,7 @@ def memory_breakdown(
     spec_reserved_running: float = 0.0,
     padded_state_slot: bool = False,
     draft_kv_pool: bool = False,
+    expert_padding: tuple[int, int] = (1, 1),
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
@@ -253,10 +298,14 @@ def memory_breakdown(
         padded_state_slot: the engine allocates one more state row per tensor (SGLang, S18).
         draft_kv_pool: the MTP draft keeps its own KV pool at the target's token count (SGLang,
             S3); only with ``with_mtp``.
+        expert_padding: the engine's routed-expert padding (``Engine.expert_padding``).
+
+    The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
+    result is everything but weights and pools, the driver's share included.
     """
-    weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp)
+    weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
-    usable = max(settings.usable_bytes(gpu.memory_bytes, weights, reserve), 0.0)
+    usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)
     heads = kv_heads_per_gpu(spec, layout)
     layers_per_stage = 1.0 / layout.pp
     kv_tok = kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.full_attention_layers * layers_per_stage

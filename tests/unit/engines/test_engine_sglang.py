@@ -147,3 +147,10 @@ def test_data_parallel_replicas_run_one_server_per_host(sglang):
     # all replicas on one host: one server, no comment
     cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=4), host_gpus=8))
     assert "--dp-size 4" in cmd and not cmd.startswith("#")
+
+
+def test_launch_writes_a_user_prefill_chunk(sglang):
+    # --chunked-prefill-size set for a planned SGLang: the flag with the plan's chunk.
+    cmd = sglang.launch_command(_launch(settings=EngineSettings(0.8, 0.0, False, 16_384, 256, None, chunk_set=True)))
+    assert "--chunked-prefill-size 16384" in cmd.split(" \\\n  ")
+    assert "--chunked-prefill-size" not in sglang.launch_command(_launch())

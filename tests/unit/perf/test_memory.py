@@ -6,7 +6,10 @@ max(chunked_prefill_size, 2048) + TP·PP/8 × 1024 MiB + 2 MiB × cuda-graph max
 10 GiB on GPUs above 60 GiB; mem_fraction_static = (total − reserve) / total), vLLM
 ``CacheConfig.gpu_memory_utilization`` = 0.92; see src/tokenplan/catalog/engines.yaml.
 GPU memory sizes are nvidia-smi's memory.total in src/tokenplan/catalog/gpus.yaml
-(H100 SXM: 81,559 MiB).
+(H100 SXM: 81,559 MiB = 85,520,809,984 B); the engines size against the total the CUDA runtime
+reports, 0.996 of it (perf.memory.CUDA_VISIBLE_SHARE: 85,178,726,744.064 B on the H100), and
+SGLang against that less its start-up (0.5 GiB of CUDA context, + 2.0 GiB of communicators at
+TP × PP > 1; catalog/engines.yaml).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ LLAMA_BF16_BYTES = LLAMA_PARAMS * 2  # = 16,059,990,016
 LLAMA_KV_PER_TOKEN = 131_072  # 32 · 8 · 128 · 2 · 2
 
 H100_MIB = 81_559
+H100_VISIBLE = 85_520_809_984 * 0.996  # = 85,178,726,744.064 B
+CONTEXT = 536_870_912  # 0.5 GiB
 
 
 # ---------------------------------------------------------------- weights
@@ -65,10 +70,12 @@ def test_qwen3_6_27b_tp8_replicates_its_four_kv_heads():
     #   → 14,417,920 × 16 layers = 230,686,720;
     #   GDN 5,562,040,320 / 8 = 695,255,040; FFN 17,112,760,320 / 8 = 2,139,095,040.
     #   Sum 3,382,886,400 params × 2 B = 6,765,772,800.
+    # Vision tower (test_memory_engine_logs: 27 blocks of 1,152, out 5,120): 455,897,088 sharded
+    #   / 8 + 4,833,008 replicated = 61,820,144 params × 2 B = 123,640,288 → 6,889,413,088.
     got = weight_bytes_per_gpu(load_model("qwen3.6-27b"), Layout(tp=8), Dtype.BF16)
-    assert got == 6_765_772_800
+    assert got == 6_889_413_088
     # Without replication k, v would shard to 1,310,720 per layer: 16 × 1,310,720 × 2 B = 41,943,040 less.
-    assert got - 41_943_040 == pytest.approx(26_895_319_040 * 2 / 8)
+    assert got - 41_943_040 - 123_640_288 == pytest.approx(26_895_319_040 * 2 / 8)
 
 
 def test_gpt_oss_mxfp4_quantizes_the_routed_experts_only():
@@ -142,16 +149,16 @@ def _breakdown(model, gpu_key, engine, layout=Layout(), weight=Dtype.BF16, kv=Dt
 
 def test_llama_8b_kv_capacity_on_h100_under_sglang():
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
-    # total × fraction − weights = (81,559 − 13,440) MiB − 16,059,990,016
-    #   = 68,119 · 1,048,576 − 16,059,990,016 = 71,427,948,544 − 16,059,990,016 = 55,367,958,528 B
-    # → 55,367,958,528 / 131,072 = 422,424.0 tokens (≈ 422.4 K).
-    pool = 68_119 * 1_048_576 - 16_059_990_016
-    assert pool == 55_367_958_528
+    # fraction = (81,559 − 13,440) / 81,559 = 68,119 / 81,559; SGLang takes it of the memory free
+    # after start-up (TP1: the 0.5 GiB CUDA context only):
+    # (85,178,726,744.064 − 536,870,912) × 68,119 / 81,559 − 16,059,990,016
+    #   = 70,693,836,087.06 − 16,059,990,016 = 54,633,846,071.06 B → / 131,072 = 416,823.17 tokens.
+    pool = (H100_VISIBLE - CONTEXT) * 68_119 / 81_559 - 16_059_990_016
+    assert pool == pytest.approx(54_633_846_071.06, abs=0.01)
     assert m.weight_bytes_per_gpu == LLAMA_BF16_BYTES
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
     assert m.kv_capacity_tokens == pytest.approx(pool / LLAMA_KV_PER_TOKEN, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(422_424.0, abs=0.5)
-    assert m.reserve_bytes == pytest.approx(13_440 * MiB, rel=1e-12)
+    assert m.kv_capacity_tokens == pytest.approx(416_823.17, abs=0.01)
 
 
 def test_llama_8b_fp8_kv_doubles_the_token_capacity():
@@ -163,9 +170,9 @@ def test_llama_8b_fp8_kv_doubles_the_token_capacity():
 
 def test_llama_8b_max_sequences_is_capacity_over_context():
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
-    # 55,367,958,528 B / (131,072 B × 4,096 tokens = 536,870,912 B per sequence) = 103.13 sequences.
-    assert m.max_sequences(4096) == pytest.approx(55_367_958_528 / 536_870_912, rel=1e-12)
-    assert m.max_sequences(4096) == pytest.approx(103.13, abs=0.01)
+    # 54,633,846,071.06 B / (131,072 B × 4,096 tokens = 536,870,912 B per sequence) = 101.76 sequences.
+    assert m.max_sequences(4096) == pytest.approx(54_633_846_071.06 / 536_870_912, rel=1e-9)
+    assert m.max_sequences(4096) == pytest.approx(101.76, abs=0.01)
 
 
 def test_llama_8b_kv_capacity_on_h100_under_vllm():
@@ -174,49 +181,50 @@ def test_llama_8b_kv_capacity_on_h100_under_vllm():
     # §1 "Budget"). H100 ≥ 70 GiB: max_num_batched_tokens 8,192, max_num_seqs 1,024 (V2).
     #   profiling forward: 8,192 tokens × 2 B × (2·4,096 residual + input
     #                      + 3·14,336 gate/up output and SiLU·mul output) = 8,192·2·51,200 = 838,860,800 B;
-    #   sampler pass:      1,024 rows × 128,256 vocab × 10 B (BF16 logits + FP32 copy + FP32 probs)
-    #                      = 1,313,341,440 B; the two run one after the other → peak 1,313,341,440 B;
+    #   sampler pass:      1,024 rows × 128,256 vocab × 24 B (BF16 logits 2 + FP32 copy 4 + sort
+    #                      values 4 + int64 indices 8 + two bool masks 2 + FP32 probs 4)
+    #                      = 3,152,019,456 B; the two run one after the other → peak 3,152,019,456 B;
     #   CUDA graphs:       capture sizes up to min(2·1,024, 512) = 512: [1, 2, 4] + 8..248 step 8
     #                      (31) + 256..512 step 16 (17) = 51 sizes × 24 MiB = 1,283,457,024 B;
-    #   non-torch:         0.5 GiB = 536,870,912 B.
-    # reserve = 1,313,341,440 + 1,283,457,024 + 536,870,912 = 3,133,669,376 B;
-    # pool = 85,520,809,984 × 0.92 − 16,059,990,016 − 3,133,669,376
-    #      = 78,679,145,185.28 − 19,193,659,392 = 59,485,485,793.28 B → / 131,072 = 453,838.24 tokens.
-    reserve = 1_313_341_440 + 1_283_457_024 + 536_870_912
-    assert reserve == 3_133_669_376
-    pool = 85_520_809_984 * 0.92 - 16_059_990_016 - reserve
+    #   non-torch:         0.13 GiB = 139,586,437.12 B.
+    # reserve = 3,152,019,456 + 1,283,457,024 + 139,586,437.12 = 4,575,062,917.12 B;
+    # pool = 85,178,726,744.064 × 0.92 − 16,059,990,016 − 4,575,062,917.12
+    #      = 78,364,428,604.54 − 20,635,052,933.12 = 57,729,375,671.42 B → / 131,072 = 440,440.18 tokens.
+    reserve = 3_152_019_456 + 1_283_457_024 + 0.13 * 2**30
+    assert reserve == pytest.approx(4_575_062_917.12, abs=0.01)
+    pool = H100_VISIBLE * 0.92 - 16_059_990_016 - reserve
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(453_838.24, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(440_440.18, abs=0.01)
 
 
 def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
     # Qwen3-32B (h 5,120, FFN 25,600, vocab 151,936) TP1 on H100 under vLLM:
     #   forward 8,192 × 2 × (2·5,120 + 3·25,600) = 8,192·2·87,040 = 1,426,063,360 B;
-    #   sampler 1,024 × 151,936 × 10 = 1,555,824,640 B (the larger: the peak);
-    #   + graphs 1,283,457,024 + non-torch 536,870,912 → 3,376,152,576 B.
+    #   sampler 1,024 × 151,936 × 24 = 3,733,979,136 B (the larger: the peak);
+    #   + graphs 1,283,457,024 + non-torch 0.13 GiB 139,586,437.12 → 5,157,022,597.12 B.
     gpu = load_gpu("h100-sxm")
     settings = load_engine("vllm").settings(gpu, Layout(), speculative=False)
     assert (settings.profile_tokens, settings.profile_seqs) == (8192, 1024)
     m = memory_breakdown(load_model("qwen3-32b"), gpu, Layout(), Dtype.BF16, Dtype.BF16, settings, None)
-    reserve = 1_555_824_640 + 1_283_457_024 + 536_870_912
-    assert reserve == 3_376_152_576
-    assert m.kv_pool_bytes == pytest.approx(85_520_809_984 * 0.92 - m.weight_bytes_per_gpu - reserve, rel=1e-12)
+    reserve = 3_733_979_136 + 1_283_457_024 + 0.13 * 2**30
+    assert reserve == pytest.approx(5_157_022_597.12, abs=0.01)
+    assert m.kv_pool_bytes == pytest.approx(H100_VISIBLE * 0.92 - m.weight_bytes_per_gpu - reserve, rel=1e-12)
     # A smaller token budget (A100 80 GB: 2,048 tokens, 256 seqs, V2) shrinks both terms:
-    #   forward 2,048·2·87,040 = 356,515,840; sampler 256 × 151,936 × 10 = 388,956,160 (peak);
+    #   forward 2,048·2·87,040 = 356,515,840; sampler 256 × 151,936 × 24 = 933,494,784 (peak);
     #   graphs up to min(2·256, 512, 2,048) = 512 → 51 sizes, the same 1,283,457,024.
     small = load_engine("vllm").settings(dataclasses.replace(gpu, architecture="ampere"), Layout(), speculative=False)
     a100 = memory_breakdown(load_model("qwen3-32b"), gpu, Layout(), Dtype.BF16, Dtype.BF16, small, None)
-    assert a100.kv_pool_bytes - m.kv_pool_bytes == pytest.approx(1_555_824_640 - 388_956_160, rel=1e-12)
+    assert a100.kv_pool_bytes - m.kv_pool_bytes == pytest.approx(3_733_979_136 - 933_494_784, rel=1e-12)
 
 
 def test_tp2_kv_capacity_counts_both_gpus():
     # TP2 on H100: reserve = 512 + 12,288 + 1024·2/8 + 512 = 13,568 MiB; each GPU holds half the
-    # weights (8,029,995,008 B) and half the KV heads (65,536 B per token):
-    # (81,559 − 13,568)·1,048,576 − 8,029,995,008 = 71,293,730,816 − 8,029,995,008 = 63,263,735,808
-    # → / 65,536 = 965,328.2 tokens per replica.
+    # weights (8,029,995,008 B) and half the KV heads (65,536 B per token); start-up 0.5 + 2.0 GiB:
+    # (85,178,726,744.064 − 2,684,354,560) × 67,991 / 81,559 − 8,029,995,008
+    #   = 68,770,765,447.92 − 8,029,995,008 = 60,740,770,439.92 → / 65,536 = 926,830.60 tokens per replica.
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang", layout=Layout(tp=2))
     assert m.kv_bytes_per_token_per_gpu == 65_536
-    assert m.kv_capacity_tokens == pytest.approx(63_263_735_808 / 65_536, rel=1e-12)
+    assert m.kv_capacity_tokens == pytest.approx(926_830.60, abs=0.01)
 
 
 def test_a_model_larger_than_the_gpu_does_not_fit():
@@ -226,20 +234,23 @@ def test_a_model_larger_than_the_gpu_does_not_fit():
 
 def test_hybrid_state_pool_under_sglang_splits_at_the_memory_ratio():
     # Qwen3.6-27B BF16 on B200, SGLang, --mamba-full-memory-ratio 0.9 (state pool / KV pool):
-    # usable = (183,359 − 26,240) MiB − 26,895,319,040·2 B = 157,119·1,048,576 − 53,790,638,080
-    #        = 164,751,212,544 − 53,790,638,080 = 110,960,574,464 B;
+    # B200: 183,359 MiB = 192,265,846,784 B nominal, 191,496,783,396.864 B visible (× 0.996);
+    # weights 26,895,319,040·2 B + the vision tower (455,897,088 + 4,833,008)·2 B = 921,460,192
+    #        = 54,712,098,272 B;
+    # usable = (191,496,783,396.864 − 536,870,912) × 157,119 / 183,359 − 54,712,098,272
+    #        = 163,632,166,895.05 − 54,712,098,272 = 108,920,068,623.05 B;
     # state pool = usable·0.9/1.9, KV pool = usable/1.9;
-    # slots = state pool / 153,944,064 B per sequence = 52,560,272,114.5 / 153,944,064 = 341.42;
-    # KV tokens = 58,400,302,349.5 / 65,536 = 891,117.9.
+    # slots = state pool / 153,944,064 B per sequence = 51,593,716,716.18 / 153,944,064 = 335.15;
+    # KV tokens = 57,326,351,906.87 / 65,536 = 874,730.7.
     m = _breakdown("qwen3.6-27b", "b200", "sglang", ratio=0.9)
-    usable = 157_119 * 1_048_576 - 53_790_638_080
-    assert usable == 110_960_574_464
+    usable = (192_265_846_784 * 0.996 - CONTEXT) * 157_119 / 183_359 - 54_712_098_272
+    assert usable == pytest.approx(108_920_068_623.05, abs=0.01)
     assert m.state_pool_bytes == pytest.approx(usable * 0.9 / 1.9, rel=1e-12)
     assert m.kv_pool_bytes == pytest.approx(usable / 1.9, rel=1e-12)
     assert m.state_slots == pytest.approx(usable * 0.9 / 1.9 / 153_944_064, rel=1e-12)
     assert m.kv_capacity_tokens == pytest.approx(usable / 1.9 / 65_536, rel=1e-12)
-    assert m.state_slots == pytest.approx(341.42, abs=0.01)
-    assert m.kv_capacity_tokens == pytest.approx(891_117.9, abs=0.1)
+    assert m.state_slots == pytest.approx(335.15, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(874_730.7, abs=0.1)
 
 
 def test_hybrid_state_shares_one_pool_without_a_ratio():
@@ -261,71 +272,72 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
     # Fraction: reserve 512 + 1.5·16,384 + 1,024·1/8 + 2·512 = 26,240 MiB (≥ 160 GiB bucket);
     #   vision cut 0.95·(1 − 0.1·(27·1152²/(24·1024²) − 1)) = 0.95·(1 − 0.1·0.423828125)
     #   = 0.95·0.9576171875 = 0.909736328125 → mem_fraction_static = 157,119/183,359·0.909736328125,
-    #   so fraction·GPU = 157,119 MiB·0.909736328125 = 164,751,212,544·0.909736328125
-    #   = 149,880,163,153.92 B.
+    #   taken of the visible memory less the 0.5 GiB CUDA context (TP1):
+    #   (191,496,783,396.864 − 536,870,912) × 157,119/183,359 × 0.909736328125 = 148,862,126,674.24 B.
     # Weights (TP1): embedding and lm_head BF16, 2·248,320·5,120·2 B = 5,085,593,600;
     #   16 attention layers FP8 (q with its output gate, k, v, o),
     #   16·(5,120·2·24·256 + 5,120·2·4·256 + 24·256·5,120) = 16·(62,914,560 + 10,485,760 + 31,457,280) = 1,677,721,600;
     #   48 GDN layers FP8, 48·(5,120·(2·2,048 + 2·6,144) + 5,120·96 + 10,240·4 + 6,144·5,120)
     #   = 48·115,875,840 = 5,562,040,320; 64 FFNs FP8, 64·3·5,120·17,408 = 17,112,760,320;
     #   MTP layer FP8, 104,857,600 + 267,386,880 + 10,240·5,120 = 424,673,280
-    #   → 29,862,789,120 B.
-    # Pool budget (S3 profile_max_num_token): 149,880,163,153.92 − 29,862,789,120
-    #   = 120,017,374,033.92 B.
+    #   → 29,862,789,120 B; the vision tower BF16, (455,897,088 + 4,833,008)·2 = 921,460,192
+    #   → 30,784,249,312 B.
+    # Pool budget (S3 profile_max_num_token): 148,862,126,674.24 − 30,784,249,312
+    #   = 118,077,877,362.24 B.
     # State per request (fp32 SSM, bf16 conv): 48·(48·128·128·4 + (2·16·128 + 48·128)·3·2)
     #   = 48·(3,145,728 + 61,440) = 153,944,064 B; under MTP SGLang holds 1 + 4 copies per
     #   running request (its slot, and the intermediate SSM and conv-window caches of
     #   speculative_num_draft_tokens = 4 rows): 5·153,944,064 = 769,720,320 B.
-    # KV pool = budget − 128·769,720,320 = 120,017,374,033.92 − 98,524,200,960
-    #   = 21,493,173,073.92 B = 655,919.6 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
-    # Draft KV (1 MTP layer, same tokens): 21,493,173,073.92 / 16 = 1,343,323,317.12 B.
+    # KV pool = budget − 128·769,720,320 = 118,077,877,362.24 − 98,524,200,960
+    #   = 19,553,676,402.24 B = 596,730.8 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
+    # Draft KV (1 MTP layer, same tokens): 19,553,676,402.24 / 16 = 1,222,104,775.14 B.
     # State pool = (128 + 1)·153,944,064 = 19,858,784,256 B (slot 0 is the padded slot);
     # speculative caches = 4·(128 + 1)·153,944,064 = 79,435,137,024 B.
-    # Left for activations and CUDA graphs: 192,265,846,784 − 29,862,789,120 − 21,493,173,073.92
-    #   − 1,343,323,317.12 − 19,858,784,256 − 79,435,137,024 = 40,272,639,992.96 B (37.5 GiB).
+    # Left for activations, CUDA graphs, the context and the driver: 192,265,846,784 − 30,784,249,312
+    #   − 19,553,676,402.24 − 1,222,104,775.14 − 19,858,784,256 − 79,435,137,024 = 41,411,895,014.62 B.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=128)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
                          spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True,
                          draft_kv_pool=True)
-    assert m.weight_bytes_per_gpu == 29_862_789_120
-    assert m.kv_pool_bytes == pytest.approx(120_017_374_033.92, rel=1e-12)
+    assert m.weight_bytes_per_gpu == 30_784_249_312
+    assert m.kv_pool_bytes == pytest.approx(118_077_877_362.24, abs=0.01)
     assert m.state_bytes_per_running_sequence == 769_720_320
     a = m.allocation(128)
-    assert a["kv_cache"] == pytest.approx(21_493_173_073.92, rel=1e-12)
-    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(655_919.6, abs=0.1)
-    assert a["draft_kv"] == pytest.approx(1_343_323_317.12, rel=1e-12)
+    assert a["kv_cache"] == pytest.approx(19_553_676_402.24, abs=0.01)
+    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(596_730.8, abs=0.1)
+    assert a["draft_kv"] == pytest.approx(1_222_104_775.14, abs=0.01)
     assert a["state"] == 19_858_784_256
     assert a["spec_state"] == 79_435_137_024
-    assert a["reserve"] == pytest.approx(40_272_639_992.96, rel=1e-12)
+    assert a["reserve"] == pytest.approx(41_411_895_014.62, abs=0.01)
     assert sum(a.values()) == pytest.approx(gpu.memory_bytes, rel=1e-12)
     assert m.allocates(128)
 
 
 def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200():
     # The plan before issue 10 launched --max-running-requests 413 per B200: state alone is
-    # 413·769,720,320 = 317,894,492,160 B, above the 120,017,374,033.92 B pool budget (above).
+    # 413·769,720,320 = 317,894,492,160 B, above the 118,077,877,362.24 B pool budget (above).
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=413)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
                          spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True)
-    assert m.allocation(413)["kv_cache"] == pytest.approx(120_017_374_033.92 - 317_894_492_160, rel=1e-12)
+    assert m.allocation(413)["kv_cache"] == pytest.approx(118_077_877_362.24 - 317_894_492_160, abs=0.01)
     assert not m.allocates(413)
 
 
 def test_sglang_ratio_split_reserves_the_speculative_copies_first():
     # Radix cache on (ratio split 0.9), MTP k=3, the default cap of 48 (S5): S3 reserves
     # 48·4·153,944,064 = 29,557,260,288 B before the split; BF16 weights and KV, no vision cut:
-    # usable 110,960,574,464 B (test above) − 29,557,260,288 = 81,403,314,176 B,
-    # state pool 81,403,314,176·0.9/1.9, KV pool 81,403,314,176/1.9.
+    # usable 108,920,068,623.05 B (test above) − 29,557,260,288 = 79,362,808,335.05 B,
+    # state pool 79,362,808,335.05·0.9/1.9, KV pool 79,362,808,335.05/1.9.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=True)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, 0.9,
                          spec_state_copies=engine.spec_state_copies(3),
                          spec_reserved_running=settings.max_running_cap)
     assert m.spec_state_pool_bytes == 29_557_260_288
-    assert m.state_pool_bytes == pytest.approx(81_403_314_176 * 0.9 / 1.9, rel=1e-12)
-    assert m.kv_pool_bytes == pytest.approx(81_403_314_176 / 1.9, rel=1e-12)
+    assert m.state_pool_bytes == pytest.approx(79_362_808_335.05 * 0.9 / 1.9, rel=1e-11)
+    assert m.kv_pool_bytes == pytest.approx(79_362_808_335.05 / 1.9, rel=1e-11)
 
 
 def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
@@ -345,7 +357,9 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     # default fraction on a B200 at TP4 is (183,359 − (512 + 1.5·16,384 + 4/8·1,024 + 2·512))/183,359
     # = (183,359 − 26,624)/183,359 → 156,735 MiB = 153.1 GiB for weights and cache: no room.
     # InferenceX runs it with --mem-fraction-static 0.95 (S19): 0.95·183,359 MiB = 174,191 MiB
-    # = 170.1 GiB, which leaves 12.8 GiB of cache.
+    # = 170.1 GiB of the nominal memory; SGLang takes it of the visible memory less its start-up at
+    # TP4 (0.5 + 2.0 GiB): 0.95·(183,359/1,024·0.996 − 2.5) = 0.95·175.844 = 167.05 GiB, which
+    # leaves 9.75 GiB of cache.
     from tokenplan.api._common import PredictRequest, evaluate_request
     from tokenplan.job.evaluate import Evaluation
 
@@ -355,4 +369,4 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     assert ev.settings.tight and ev.settings.memory_fraction == 0.95
     assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)
     assert ev.memory.weight_bytes_per_gpu / GiB == pytest.approx(157.3, abs=0.05)
-    assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * 183_359 / 1024 - 157.3, abs=0.1)
+    assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * (183_359 / 1024 * 0.996 - 2.5) - 157.3, abs=0.1)

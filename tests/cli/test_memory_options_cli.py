@@ -1,0 +1,35 @@
+"""``tokenplan memory``/``predict`` take the engines' token budget per step: vLLM's
+``--max-num-batched-tokens`` and SGLang's ``--chunked-prefill-size`` (issue 28, item 5)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+RUN = "import sys; sys.argv[0] = 'tokenplan'; from tokenplan.cli import main; sys.exit(main())"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_budget_of_another_engine_is_one_line_and_exit_2():
+    r = _run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "sglang",
+             "--max-num-batched-tokens", "4096")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert lines == ["error: max_num_batched_tokens 4096 is not allowed (allowed: only with --engine vllm; "
+                     "the engine is sglang)"]
+
+
+def test_vllm_budget_moves_the_profiled_reserve():
+    # Llama-3.1-8B on an H100 under vLLM: the sampler pass (1,024 rows × 128,256 × 24 B =
+    # 3,152,019,456 B) is the profiling peak until the forward of the token budget passes it:
+    # 8,192 × 2 B × 51,200 = 838,860,800 B (default) against 65,536 × 2 B × 51,200 = 6,710,886,400 B,
+    # so --max-num-batched-tokens 65536 takes 6,710,886,400 − 3,152,019,456 = 3,558,866,944 B more.
+    base = json.loads(_run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm",
+                           "--json").stdout)
+    big = json.loads(_run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm",
+                          "--max-num-batched-tokens", "65536", "--json").stdout)
+    assert abs(base["kv_pool_bytes"] - big["kv_pool_bytes"] - 3_558_866_944) < 1
