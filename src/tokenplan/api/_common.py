@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
 from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
@@ -236,3 +237,22 @@ def check_server_description(desc: PredictRequest) -> None:
                                       osl_cap=None, concurrency=None))
     if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
         raise InfeasibleError(f"configuration cannot run: {result.reason}")
+
+
+def check_plan_outputs(report: str | None, png: str | None) -> None:
+    """Refuse a ``--report`` file or ``--png`` folder that cannot be written, before the search
+    (the ``--png`` folder is created, as its writer would create it).
+
+    Raises:
+        InputError: naming the option, the path and what is allowed.
+    """
+    if report is None and png is None:
+        return
+    from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
+
+    if report is not None:
+        check_output_file(report, "--report", "an HTML file path", create_parent=True)
+    if png is not None:
+        if not png.strip():
+            raise InputError("--png", png, "a folder to write the PNG charts into")
+        check_run_dir(Path(png), "--png")

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api._common import PLAN_FIGURES, _shown, calibration_warnings, efficiency_table, figure_bands
+from tokenplan.api._common import (PLAN_FIGURES, _shown, calibration_warnings, check_plan_outputs,  # noqa: F401 - check_plan_outputs: the CLI's
+                                   efficiency_table, figure_bands)
+from tokenplan.api._current import CurrentInputs, with_current
 from tokenplan.api._provisioning import check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
                                         PlanOption, PlanReportData, PlanResult, Recommended)
@@ -24,7 +26,7 @@ from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
-from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note
+from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note, radix_note
 from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
@@ -62,6 +64,8 @@ class PlanRequest:
             answers the fewest GPUs of its type (whole rental units) that meet the deadline and
             the budget, or, with a budget alone, the count that finishes soonest within it; a
             count in ``gpus`` being the most to consider.
+        current, measured_tok_s: the setup run now on the first option (``engine=sglang,tp=4,…``,
+            see :mod:`tokenplan.api._current`) and its measured output tokens/s (all GPUs).
     """
 
     model: str = "qwen3.6-27b"
@@ -81,6 +85,8 @@ class PlanRequest:
     calibration: str | None = None
     deadline_s: float | None = None
     budget_usd: float | None = None
+    current: str | None = None
+    measured_tok_s: float | None = None
 
     @property
     def provisioning(self) -> bool:
@@ -98,25 +104,6 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
     fields = read_job_file(job_path).request_fields() if job_path else {}
     fields.update({k: v for k, v in options.items() if v is not None})
     return PlanRequest(**fields)
-
-
-def check_plan_outputs(report: str | None, png: str | None) -> None:
-    """Refuse a ``--report`` file or ``--png`` folder that cannot be written, before the search
-    (the ``--png`` folder is created, as its writer would create it).
-
-    Raises:
-        InputError: naming the option, the path and what is allowed.
-    """
-    if report is None and png is None:
-        return
-    from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
-
-    if report is not None:
-        check_output_file(report, "--report", "an HTML file path", create_parent=True)
-    if png is not None:
-        if not png.strip():
-            raise InputError("--png", png, "a folder to write the PNG charts into")
-        check_run_dir(Path(png), "--png")
 
 
 def parse_gpu_option(text: str) -> tuple[int | None, str]:
@@ -163,7 +150,20 @@ def plan(req: PlanRequest) -> PlanResult:
         InputError, CatalogError, ConfigError: bad names, sizes or files.
     """
     model, engine, table, job, results, answers = _searched(req)
-    return _plan_result(req, model, engine, table, job, results, answers)
+    return _with_current(req, _plan_result(req, model, engine, table, job, results, answers), table, job, results)
+
+
+def _with_current(req: PlanRequest, result: PlanResult, table: EfficiencyTable, job: Job,
+                  results: list[OptionResult]) -> PlanResult:
+    """``result`` with ``--current`` answered (:func:`tokenplan.api._current.with_current`)."""
+    return with_current(req.current, req.measured_tok_s, CurrentInputs(req.model, req.engine, job.isl, job.osl,
+                        req.calibration), req.specs, result, table, results,
+                        lambda specs: _replan(replace(req, specs=specs, current=None, measured_tok_s=None)))
+
+
+def _replan(req: PlanRequest) -> tuple[PlanResult, list[OptionResult]]:
+    model, engine, table, job, results, answers = _searched(req)
+    return _plan_result(req, model, engine, table, job, results, answers), results
 
 
 def _searched_specs(req: PlanRequest, model) -> list[SpecDecode | None]:
@@ -190,26 +190,16 @@ def _spec_notes(req: PlanRequest, model) -> list[str]:
 
 
 def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> list[str]:
-    """Why the fastest option's launch turns SGLang's radix (prefix) cache off, and what a
-    multi-turn job gives up: with the cache on, a hybrid model's request holds 4–5 state slots
-    (3 + ping-pong buffers, engine-facts §3), so the state pool caps the batch; with it off, one
-    slot per request. A ``generate --mode regenerate`` job that resends each conversation's history
-    would reuse that prefix from the cache and prefill only the new turn. ``top``: the
-    recommended option."""
-    if top is None or not top.best.evaluation.config.lift_running_cap or not top.best.evaluation.deployment.spec.is_hybrid:
+    """The radix-cache line of the recommended option ``top`` (:func:`planning.rank.radix_note`),
+    against its fastest configuration with the cache on and the same speculative setting."""
+    if top is None or top.best is None or not top.best.evaluation.config.lift_running_cap:
         return []
     lifted = top.best.evaluation
-    # Same speculative setting, so that the line isolates what the cache costs.
-    on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
-    if on is None:
+    if not lifted.deployment.spec.is_hybrid:
         return []
-    s = on.evaluation.steady
-    return [f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
-            f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
-            f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
-            f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; the cache "
-            f"would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
-            f"the cache on only if that option is then faster."]
+    on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
+    note = radix_note(top, on)
+    return [note] if note else []
 
 
 def _check_lengths(req: PlanRequest) -> None:
@@ -316,6 +306,10 @@ def _searched(req: PlanRequest) -> tuple:
         raise InputError("samples", req.samples, "an integer ≥ 1")
     _check_lengths(req)
     check_targets(req.deadline_s, req.budget_usd)
+    if req.current is not None and req.provisioning:
+        raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
+    if req.measured_tok_s is not None and req.current is None:
+        raise InputError("measured-tok-s", req.measured_tok_s, "a figure with --current (the setup it was measured on)")
     model = load_model(req.model)
     engine = load_engine(req.engine)
     table = efficiency_table(req.calibration)
@@ -367,7 +361,7 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
         return tuple(points()) if name in charts else None
 
     return PlanReportData(
-        plan=_plan_result(req, model, engine, table, job, results, answers),
+        plan=_with_current(req, _plan_result(req, model, engine, table, job, results, answers), table, job, results),
         assumptions=_assumptions(req, table, results),
         throughput=chart("throughput", lambda: (c for r in results for c in curves.layout_curves(r, table, job))),
         cost_time=chart("cost_time", lambda: curves.cost_points(results, table, job)),

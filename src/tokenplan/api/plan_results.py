@@ -139,6 +139,44 @@ class Provisioning(JsonResult):
 
 
 @dataclass(frozen=True)
+class WalkRow(JsonResult):
+    """One step from the current setup to the recommended one (``plan --current``): what changed,
+    the layout after it, its steady-state output tokens/s over all GPUs and the gain over the step
+    before (None where it does not run), its batch per replica and what caps it (or why it does
+    not run)."""
+
+    change: str
+    layout: str
+    output_tok_s_total: float | None
+    gain: float | None
+    batch_per_replica: float | None
+    limited_by: str
+
+
+@dataclass(frozen=True)
+class CurrentSetup(JsonResult):
+    """``plan --current``: the setup a team runs, predicted (output tokens/s over all GPUs, with
+    its 80 % interval), beside what it measured; where the measurement lies outside the band,
+    the acceptance length τ (and per-position acceptance) and the running cap per replica that
+    would reproduce it (None where none does); and the walk to the recommended setup."""
+
+    description: str
+    option: str
+    configuration: str
+    predicted_tok_s: float
+    predicted_low_tok_s: float | None
+    predicted_high_tok_s: float | None
+    measured_tok_s: float | None
+    measured_inside_band: bool | None
+    implied_tau: float | None
+    implied_acceptance_per_position: float | None
+    implied_running_cap: int | None
+    batch_per_replica: float
+    batch_limit_reason: str
+    walk: tuple[WalkRow, ...]
+
+
+@dataclass(frozen=True)
 class PlanResult(JsonResult):
     """The comparison ``plan`` returns: the job, every option, the recommendation, the answer
     in sentences, and how many configurations were evaluated."""
@@ -152,6 +190,7 @@ class PlanResult(JsonResult):
     recommended: Recommended | None
     answer: tuple[str, ...]
     configurations_evaluated: int
+    current: CurrentSetup | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ _WEIGHT_DTYPE = typer.Option(None, "--weight-dtype", help="Weight formats to sea
 _KV_DTYPE = typer.Option(None, "--kv-dtype", help="KV-cache formats to search: bf16, fp16, fp8, nvfp4 (repeatable) [default: bf16 and fp8 where native]")
 _DEADLINE = typer.Option(None, "--deadline", help="Provisioning: finish the whole job within this time (2d, 36h, 90m); each --gpu then answers the fewest GPUs (whole nodes) that do it [default: none]")
 _BUDGET = typer.Option(None, "--budget", help="Provisioning: spend at most this many US dollars on the job; alone, each --gpu answers the count that finishes soonest within it; with --deadline, the fewest that meet both [default: none]")
+_CURRENT = typer.Option(None, "--current", help="The setup you run now on the first --gpu, as KEY=VALUE,…: engine, tp, pp, ep, attention-dp, weight-dtype, kv-dtype, spec, max-running, memory-fraction, disable-radix-cache (e.g. engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48); the plan predicts it and walks from it to its recommendation [default: none]")
+_MEASURED = typer.Option(None, "--measured-tok-s", help="Output tok/s you measured on the --current setup (all its GPUs): set beside the prediction, and the acceptance it implies is carried to the other options [default: none]")
 _JOB = typer.Option(None, "--job", help="Job YAML with model, samples, isl, osl, gpus, engine, prices (options given here override it) [default: none]")
 _CALIBRATION = typer.Option(None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
 _JSON = typer.Option(False, "--json", help="Print machine-readable JSON (tokenplan generate --plan reads it)")
@@ -48,6 +50,7 @@ def plan_cmd(
     kv_dtype: Optional[list[str]] = _KV_DTYPE, deadline: Optional[str] = _DEADLINE, budget: Optional[float] = _BUDGET,
     job: Optional[str] = _JOB, calibration: Optional[str] = _CALIBRATION, as_json: bool = _JSON,
     report: Optional[str] = _REPORT, png: Optional[str] = _PNG,
+    current: Optional[str] = _CURRENT, measured_tok_s: Optional[float] = _MEASURED,
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why.
 
@@ -64,7 +67,8 @@ def plan_cmd(
         prices=parse_prices(price) if price else None, specs=tuple(spec) if spec else None,
         weight_dtypes=tuple(weight_dtype) if weight_dtype else None,
         kv_dtypes=tuple(kv_dtype) if kv_dtype else None, calibration=calibration,
-        deadline_s=parse_duration(deadline) if deadline is not None else None, budget_usd=budget)
+        deadline_s=parse_duration(deadline) if deadline is not None else None, budget_usd=budget,
+        current=current, measured_tok_s=measured_tok_s)
     if as_json and not (report or png):
         result = plan(request).to_json()
         print(json.dumps(result, indent=2))

@@ -82,6 +82,8 @@ class JobFile(BaseModel):
         gpus: ["4xrtx-pro-6000", "8xb200"]
         engine: sglang
         prices: {b200: 5.25}
+        current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48
+        measured_tok_s: 1600
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -100,13 +102,15 @@ class JobFile(BaseModel):
     engine: str | None = None
     prices: dict[str, Annotated[float, Field(gt=0, le=MAX_PRICE_USD_PER_GPU_HOUR)]] | None = None
     spec: str | None = None
+    current: str | None = None  # plan --current: the setup run now on the first GPU option
+    measured_tok_s: float | None = Field(default=None, gt=0)  # plan --measured-tok-s
 
     def request_fields(self) -> dict:
         """The keys given, as ``tokenplan.api.plan.PlanRequest`` fields: ``isl``/``osl`` →
         ``isl_mean``/``isl_sigma``/``isl_cap`` (tokens), ``spec`` → ``specs``, GPU keys of
         ``prices`` lower-cased; keys not given are left out."""
         fields: dict = {}
-        for name in ("model", "samples", "engine"):
+        for name in ("model", "samples", "engine", "current", "measured_tok_s"):
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)
         if self.gpus:

@@ -136,3 +136,26 @@ def formats_note(r: OptionResult, bf16: Candidate | None) -> str | None:
     money = f", ${bf16.cost.usd:,.0f}" if bf16.cost.usd is not None else ""
     return (f"{chosen}, the fastest of the formats searched; with BF16 weights and KV ({describe(bf16)}) "
             f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {bf16.wall_s / S_PER_DAY:.2f} days{money}.")
+
+
+def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
+    """Why the recommended option's launch turns SGLang's radix (prefix) cache off, and what a
+    multi-turn job gives up: with the cache on, a hybrid model's request holds 4–5 state slots
+    (3 + ping-pong buffers, engine-facts §3), so the state pool caps the batch; with it off, one
+    slot per request. A ``generate --mode regenerate`` job that resends each conversation's history
+    would reuse that prefix from the cache and prefill only the new turn.
+
+    Args:
+        top: the recommended option, whose leader runs with the cache off (cap lifted).
+        on: its fastest configuration with the cache on and the same speculative setting (None:
+            none runs, and there is nothing to compare).
+    """
+    if top.best is None or on is None:
+        return None
+    lifted, s = top.best.evaluation, on.evaluation.steady
+    return (f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
+            f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
+            f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
+            f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
+            f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
+            f"the cache on only if that option is then faster.")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import bench_divisor, measurement_figures, plan_figures
-from tokenplan.report.tables import with_band
+from tokenplan.report.tables import current_table, with_band
 from tokenplan.units import GiB
 
 STYLE = """
@@ -185,12 +185,21 @@ def plan_report_html(data: dict) -> str:
     title = f"tokenplan · {plan['model']} · {plan['job']['samples']:,} samples · engine {plan['engine']}"
     body = [f"<h1>{escape(title)}</h1><p class=\"sub\">{plan['configurations_evaluated']:,} configurations "
             f"evaluated. Hover over any point for its configuration.</p>",
-            comparison_html(plan), _answer_html(plan)]
+            comparison_html(plan), _answer_html(plan), _current_html(plan)]
     for stem, caption, fig in plan_figures(data):
         body.append(_figure(stem, caption, fig, _speedup_note(data) if stem == "speedup" else ""))
     body.append(_launch_html(plan))
     body.append(assumptions_html(data))
     return _page(title, body)
+
+
+def _current_html(plan: dict) -> str:
+    """``plan --current``: the walk from the setup run now to the recommended one (empty without it)."""
+    walk = current_table(plan)
+    if walk is None:
+        return ""
+    rows = [[c.plain if hasattr(c, "plain") else c for c in r] for r in walk.rows]
+    return f"<h2>{escape(walk.title)}</h2>" + _table(walk.header, rows, numeric=set(walk.right))
 
 
 def _runs_html(runs: list[dict]) -> str:

@@ -9,7 +9,7 @@ import sys
 
 from rich.console import Console
 
-from tokenplan.report.tables import plan_details, plan_table, provisioning_table, throughput_text
+from tokenplan.report.tables import current_table, plan_details, plan_table, provisioning_table, throughput_text
 
 
 def show_plan(console: Console, data: dict) -> None:
@@ -19,6 +19,9 @@ def show_plan(console: Console, data: dict) -> None:
     if result.get("provisioning"):
         console.print(provisioning_table(result))
     console.print(plan_table(result))
+    walk = current_table(result)
+    if walk is not None:
+        console.print(walk)
     console.print(throughput_text(data))
     console.print(plan_details(result))
 

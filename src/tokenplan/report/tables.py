@@ -73,6 +73,25 @@ def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
             ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"], rows)
 
 
+def current_table(result: dict) -> FoldingTable | None:
+    """``plan --current``: the walk from the setup run now to the recommended one, one row per
+    change with its steady-state tok/s and gain (None when the plan has no ``--current``)."""
+    cur = result.get("current")
+    if not cur:
+        return None
+    rows: list[list[str | Text]] = []
+    for r in cur["walk"]:
+        rate = "—" if r["output_tok_s_total"] is None else f"{r['output_tok_s_total']:,.0f}"
+        gain = "" if r["gain"] is None else f"×{r['gain']:.2f}"
+        batch = "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:,.0f}"
+        rows.append([r["change"], r["layout"], rate, gain, batch, r["limited_by"]])
+    if cur["measured_tok_s"] is not None:
+        rows.insert(1, ["measured", "", f"{cur['measured_tok_s']:,.0f}",
+                        f"×{cur['measured_tok_s'] / cur['predicted_tok_s']:.2f}", "", "your measurement"])
+    return FoldingTable(f"From your setup to the recommended one · {cur['option']}",
+                        ["step", "layout", "tok/s", "gain", "batch/replica", "capped by"], rows, right=(2, 3, 4))
+
+
 def provisioning_table(result: dict) -> FoldingTable | None:
     """The provisioning answer as a table (None when the plan has no deadline or budget)."""
     if not result.get("provisioning"):

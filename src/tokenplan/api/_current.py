@@ -1,0 +1,242 @@
+"""``plan --current … --measured-tok-s N``: the setup a team runs now, checked against what it
+measured, and the walk from it to the plan's recommended setup on the same GPUs
+(:mod:`tokenplan.planning.walk` does the walking; this module resolves the names once).
+
+``--current`` is a comma-separated list of ``key=value`` describing the running server, as the
+engines' own flags would: ``engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48``.
+It describes the first ``--gpu`` option of the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from tokenplan.api._common import PREDICT_FIGURES, PredictRequest, build_config, figure_bands
+from tokenplan.api.plan_results import CurrentSetup, PlanResult, WalkRow
+from tokenplan.catalog import load_gpu
+from tokenplan.errors import InputError
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.planning.search import OptionResult
+from tokenplan.planning.walk import implied_acceptance, implied_running_cap, per_position_acceptance, walk
+
+# --current key → (PredictRequest field, parser, what is allowed)
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE | _FALSE:
+        return low in _TRUE
+    raise ValueError(text)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError(text)
+    return value
+
+
+_KEYS = {
+    "engine": ("engine", str, "sglang, vllm or trtllm"),
+    "tp": ("tp", _count, "an integer ≥ 1"),
+    "pp": ("pp", _count, "an integer ≥ 1"),
+    "ep": ("ep", _count, "an integer ≥ 1"),
+    "attention-dp": ("attention_dp", _bool, "true or false"),
+    "weight-dtype": ("weight_dtype", str, "a weight format, e.g. bf16, fp8"),
+    "kv-dtype": ("kv_dtype", str, "a KV-cache format, e.g. bf16, fp8, auto"),
+    "spec": ("spec", str, "none or METHOD:K[:TAU], e.g. mtp:3"),
+    "max-running": ("max_running", _count, "an integer ≥ 1 (running requests per replica)"),
+    "memory-fraction": ("memory_fraction", _fraction, "a share of GPU memory in (0, 1]"),
+    "disable-radix-cache": ("disable_radix_cache", _bool, "true or false"),
+}
+
+
+def parse_current(text: str) -> dict[str, object]:
+    """``engine=sglang,tp=4,…`` → PredictRequest fields by keyword.
+
+    Raises:
+        InputError: an entry that is not ``key=value``, an unknown key (the allowed ones are
+            listed) or a value its key does not allow.
+    """
+    fields: dict[str, object] = {}
+    for entry in (e for e in text.split(",") if e.strip()):
+        key, sep, value = entry.partition("=")
+        key = key.strip().lower().replace("_", "-")
+        if not sep or not value.strip():
+            raise InputError("current", entry.strip(), "KEY=VALUE entries separated by commas, e.g. engine=sglang,tp=4")
+        if key not in _KEYS:
+            raise InputError("current", key, sorted(_KEYS))
+        name, parse, allowed = _KEYS[key]
+        try:
+            fields[name] = parse(value.strip())
+        except ValueError:
+            raise InputError(f"current {key}", value.strip(), allowed) from None
+    if not fields:
+        raise InputError("current", text, "KEY=VALUE entries separated by commas, e.g. engine=sglang,tp=4")
+    return fields
+
+
+@dataclass(frozen=True)
+class CurrentInputs:
+    """What ``plan`` hands over: the request's model, engine, lengths and calibration."""
+
+    model: str
+    engine: str
+    isl: LengthDist
+    osl: LengthDist
+    calibration: str | None
+
+
+def current_setup(text: str, measured_tok_s: float | None, gpu_option: tuple[str, int], inputs: CurrentInputs,
+                  table: EfficiencyTable, result: OptionResult) -> CurrentSetup:
+    """Predict the current setup on the option ``gpu_option`` (catalog key, GPUs), set it beside
+    the measurement (tokens/s over all GPUs), say which assumption would close a gap beyond the
+    80 % band, and walk to the option's recommended configuration (``result.best``).
+
+    Raises:
+        InputError, CatalogError, InfeasibleError: a bad ``--current`` entry or measurement.
+    """
+    if measured_tok_s is not None and not 0 < measured_tok_s < math.inf:
+        raise InputError("measured-tok-s", measured_tok_s, "a finite number of output tokens/s > 0")
+    key, count = gpu_option
+    fields: dict[str, object] = {"model": inputs.model, "gpu": key, "num_gpus": count, "engine": inputs.engine,
+                                 "weight_dtype": "auto", "calibration": inputs.calibration, **parse_current(text)}
+    config, model, _ = build_config(PredictRequest(**fields))  # type: ignore[arg-type]  # keys checked above
+    gpu = load_gpu(key)
+    eff = table.resolve(config.engine.name, gpu.architecture)
+
+    def run(c: Config) -> Evaluation | Rejection:
+        e = eff if c.engine.name == config.engine.name else table.resolve(c.engine.name, gpu.architecture)
+        return evaluate(model, gpu, c, e, inputs.isl, inputs.osl, None)
+
+    now = run(config)
+    if isinstance(now, Rejection):
+        raise InputError("current", text, f"a setup that runs on {count}× {key} ({now.reason})")
+    target = result.best.evaluation.config if result.best is not None else config
+    steps = walk(config, target, run)
+    rows = tuple(WalkRow(s.change, s.config.layout.describe(), s.output_tok_s_total, s.gain,
+                         s.batch_per_replica, s.limited_by) for s in steps)
+    band = figure_bands(_Rate(now.output_tok_s_total), now, {"output_tok_s_total": PREDICT_FIGURES["output_tok_s_total"]})
+    interval = band.intervals.get("output_tok_s_total") if band else None
+    inside = None if measured_tok_s is None or interval is None else interval.low <= measured_tok_s <= interval.high
+    tau = cap = p = None
+    if measured_tok_s is not None:
+        tau = implied_acceptance(config, measured_tok_s, run)
+        if tau is not None and config.spec is not None:
+            p = per_position_acceptance(config.spec.draft_tokens, tau)
+        cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
+    return CurrentSetup(
+        description=text, option=f"{count}× {key}", configuration=_describe(config),
+        predicted_tok_s=now.output_tok_s_total, predicted_low_tok_s=interval.low if interval else None,
+        predicted_high_tok_s=interval.high if interval else None, measured_tok_s=measured_tok_s,
+        measured_inside_band=inside, implied_tau=tau, implied_acceptance_per_position=p,
+        implied_running_cap=cap, batch_per_replica=now.steady.batch, batch_limit_reason=now.steady.batch_reason,
+        walk=rows)
+
+
+@dataclass(frozen=True)
+class _Rate:
+    output_tok_s_total: float
+
+
+def _describe(c: Config) -> str:
+    spec = c.spec.describe() if c.spec else "no speculation"
+    cap = f"max-running {c.max_running}" if c.max_running else ("cap raised" if c.lift_running_cap else "default cap")
+    return f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
+
+
+def current_sentences(cur: CurrentSetup, again: PlanResult | None = None) -> list[str]:
+    """The plan's answer lines for ``--current``: the prediction beside the measurement, the
+    assumption that would close a gap, the walk's total gain, and each other option's best at
+    the acceptance the measurement implies (``again``: the plan searched at that acceptance)."""
+    lines = []
+    band = (f" (80 %: {cur.predicted_low_tok_s:,.0f}–{cur.predicted_high_tok_s:,.0f})"
+            if cur.predicted_low_tok_s is not None else "")
+    head = f"Your setup on {cur.option} ({cur.configuration}): predicted {cur.predicted_tok_s:,.0f} tok/s{band}"
+    if cur.measured_tok_s is None:
+        lines.append(head + ".")
+    else:
+        ratio = cur.measured_tok_s / cur.predicted_tok_s
+        where = "inside" if cur.measured_inside_band else ("outside" if cur.measured_inside_band is False else "beside")
+        lines.append(f"{head}; measured {cur.measured_tok_s:,.0f} tok/s ({ratio:.2f}× the prediction, {where} the band).")
+        if cur.measured_tok_s is not None:
+            closes = []
+            if cur.implied_tau is not None:
+                closes.append(f"an acceptance length τ = {cur.implied_tau:.2f} (per draft position p = "
+                              f"{cur.implied_acceptance_per_position:.2f})")
+            if cur.implied_running_cap is not None:
+                closes.append(f"a running cap of {cur.implied_running_cap} per replica (the plan assumed "
+                              f"{cur.batch_per_replica:.0f}, {cur.batch_limit_reason})")
+            lines.append("What reproduces the measurement: " + ("; or ".join(closes) if closes else
+                         "no single τ or running cap does; check the GPU variant, the engine version and the lengths") + ".")
+    ok = [r for r in cur.walk if r.output_tok_s_total]
+    if len(cur.walk) > 1 and ok and cur.walk[-1].output_tok_s_total:
+        lines.append(f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
+                     f"{ok[0].output_tok_s_total:,.0f} → {cur.walk[-1].output_tok_s_total:,.0f} tok/s "
+                     f"({cur.walk[-1].output_tok_s_total / ok[0].output_tok_s_total:.2f}×; steady state).")
+    for o in (again.options if again is not None else ()):
+        if o.option == cur.option or o.chosen is None:
+            continue
+        c = o.chosen
+        money = f", ${c.usd:,.0f}" if c.usd is not None else ""
+        lines.append(f"{o.option} at the acceptance your measurement implies (p = "
+                     f"{cur.implied_acceptance_per_position:.2f} per draft position): {c.best} at "
+                     f"{c.output_tok_s_total:,.0f} tok/s → {c.wall_days:.2f} days{money}.")
+    return lines
+
+
+def measured_specs(specs: tuple[str, ...], cur: CurrentSetup) -> tuple[str, ...] | None:
+    """The plan's speculative settings with τ from the measurement (the per-position acceptance
+    the current setup implies, at each setting's own k), or None when the measurement implies no
+    acceptance. ``none`` stays."""
+    if cur.implied_acceptance_per_position is None:
+        return None
+    from tokenplan.perf.speculative import parse_spec
+    from tokenplan.planning.walk import acceptance_length
+
+    out = []
+    for text in specs:
+        spec = parse_spec(text)
+        if spec is None:
+            out.append("none")
+            continue
+        tau = acceptance_length(spec.draft_tokens, cur.implied_acceptance_per_position)
+        out.append(f"{spec.method}:{spec.draft_tokens}:{tau:.3f}")
+    return tuple(dict.fromkeys(out))
+
+
+def with_current(text: str | None, measured_tok_s: float | None, inputs: CurrentInputs, specs: tuple[str, ...],
+                 result: PlanResult, table: EfficiencyTable, results: list[OptionResult],
+                 replan: Callable[[tuple[str, ...]], tuple[PlanResult, list[OptionResult]]]) -> PlanResult:
+    """``result`` with ``--current`` answered: the setup on the first option (``results[0]``)
+    beside its measurement, the walk to that option's recommendation, and — where the measurement
+    implies an acceptance — every option again at it (``replan(specs)``: the same plan searched with
+    those speculative settings, and its option searches), the walk then leading to the first
+    option's recommendation at that acceptance. ``result`` unchanged when ``text`` is None.
+
+    Raises:
+        InputError, CatalogError: a bad ``--current`` entry or measurement.
+    """
+    if text is None:
+        return result
+    gpu = results[0].option
+    cur = current_setup(text, measured_tok_s, (gpu.gpu.key, gpu.count), inputs, table, results[0])
+    measured = measured_specs(specs, cur)
+    again = None
+    if measured:
+        again, again_results = replan(measured)
+        cur = current_setup(text, measured_tok_s, (gpu.gpu.key, gpu.count), inputs, table, again_results[0])
+    return replace(result, current=cur, answer=result.answer + tuple(current_sentences(cur, again)))

@@ -1,0 +1,88 @@
+"""``plan --current … --measured-tok-s``: the founding question's measured setup (SGLang, TP4,
+BF16, MTP k=3, 48 running on 4× RTX PRO 6000, ~1,600 tok/s) predicted beside its measurement,
+the walk to the recommended setup, and the other option at the acceptance it implies.
+
+The figures are checked against independent paths: the walk's last step against a plan searched
+with τ stated at the implied per-position acceptance (``--spec mtp:K:TAU``), and the implied τ
+against ``walk.acceptance_length``'s geometric sum.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tokenplan.api.plan import PlanRequest, plan
+from tokenplan.errors import InputError
+from tokenplan.planning.walk import acceptance_length
+
+CURRENT = "engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48"
+GPUS = ("4xrtx-pro-6000", "8xb200")
+
+
+@pytest.fixture(scope="module")
+def answered() -> dict:
+    return plan(PlanRequest(gpus=GPUS, current=CURRENT, measured_tok_s=1600)).to_json()
+
+
+def test_current_setup_is_predicted_beside_the_measurement(answered):
+    cur = answered["current"]
+    start = cur["walk"][0]
+    assert cur["option"] == "4× rtx-pro-6000"
+    assert start["change"] == "start" and start["layout"] == "TP4"
+    assert start["batch_per_replica"] == pytest.approx(48)  # the cap given, SGLang's default under MTP
+    assert cur["predicted_tok_s"] == pytest.approx(start["output_tok_s_total"])
+    assert cur["measured_tok_s"] == 1600
+    # τ that reproduces 1,600 lies in MTP k=3's range and is the geometric sum at the implied p
+    assert 1.0 < cur["implied_tau"] < cur["predicted_tok_s"] and cur["implied_tau"] < 4.0
+    assert acceptance_length(3, cur["implied_acceptance_per_position"]) == pytest.approx(cur["implied_tau"], rel=1e-6)
+    assert any(line.startswith("What reproduces the measurement: an acceptance length τ = ") for line in answered["answer"])
+
+
+def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
+    cur = answered["current"]
+    p = cur["implied_acceptance_per_position"]
+    specs = ("none",) + tuple(f"mtp:{k}:{acceptance_length(k, p):.3f}" for k in (1, 3))
+    stated = plan(PlanRequest(gpus=GPUS, specs=specs)).to_json()
+    rtx = next(o for o in stated["options"] if o["option"] == "4× rtx-pro-6000")
+    assert cur["walk"][-1]["output_tok_s_total"] == pytest.approx(rtx["output_tok_s_total"], rel=1e-9)
+    b200 = next(o for o in stated["options"] if o["option"] == "8× b200")
+    line = next(a for a in answered["answer"] if a.startswith("8× b200 at the acceptance your measurement implies"))
+    assert f"{b200['output_tok_s_total']:,.0f} tok/s → {b200['wall_days']:.2f} days" in line
+    # each step changes one thing; gains multiply to the walk's total
+    rates = [r["output_tok_s_total"] for r in cur["walk"]]
+    total = 1.0
+    for r in cur["walk"][1:]:
+        total *= r["gain"]
+    assert total == pytest.approx(rates[-1] / rates[0], rel=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"current": "tp=x"}, "current tp 'x' is not allowed (allowed: an integer ≥ 1)"),
+    ({"current": "gpus=4"}, "current 'gpus' is not allowed (allowed: attention-dp, disable-radix-cache, engine, "
+                            "ep, kv-dtype, max-running, memory-fraction, pp, spec, tp, weight-dtype)"),
+    ({"current": "tp=4", "deadline_s": 86400.0}, "current 'tp=4' is not allowed (allowed: a plan of fixed GPU counts "
+                                                 "(leave out --deadline and --budget))"),
+    ({"measured_tok_s": 1600.0}, "measured-tok-s 1600.0 is not allowed (allowed: a figure with --current (the setup "
+                                 "it was measured on))"),
+    ({"current": "tp=4", "measured_tok_s": -5.0}, "measured-tok-s -5.0 is not allowed (allowed: a finite number of "
+                                                  "output tokens/s > 0)"),
+])
+def test_bad_current_input_is_one_line(kwargs, message):
+    with pytest.raises(InputError) as err:
+        plan(PlanRequest(gpus=GPUS, **kwargs))
+    assert str(err.value) == message
+
+
+@pytest.mark.slow
+def test_cli_prints_the_walk_table(tmp_path):
+    code = "import sys; sys.argv[0] = 'tokenplan'; from tokenplan.cli import main; sys.exit(main())"
+    done = subprocess.run([sys.executable, "-c", code, "plan", "--current", CURRENT, "--measured-tok-s", "1600",
+                           "--gpu", GPUS[0], "--gpu", GPUS[1]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    assert "From your setup to the recommended one · 4× rtx-pro-6000" in done.stdout
+    assert "running cap 48 → raised" in done.stdout
