@@ -31,7 +31,7 @@ from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.openai import OpenAIClient
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.files.reports import load_bench
+from tokenplan.files.reports import load_saved_bench
 from tokenplan.loaders import load_json
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
@@ -333,7 +333,7 @@ def read_bench_json(path: str) -> BenchOutcome:
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
     if data["levels"]:  # the types of every figure drawn or fitted (a sweep stopped before a level has none)
-        load_bench(path)
+        load_saved_bench(path)
     return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))
 
 

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from tokenplan.errors import ConfigError, RunDirError
+from tokenplan.files.shapes import check_bench_shape, check_plan_shape
 from tokenplan.loaders import load_json
 
 SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
@@ -69,6 +70,13 @@ def _numbers_or_null(obj: dict, keys: tuple[str, ...], path: Path, where: str) -
                               f"expected {_kind(obj[key])}, got {obj[key]!r}")
 
 
+def _texts(obj: dict, keys: tuple[str, ...], path: Path) -> None:
+    """Each of ``keys`` in the top-level object ``obj`` is a string. Raises ConfigError naming it."""
+    for key in keys:
+        if not isinstance(obj[key], str):
+            raise ConfigError(str(path), key, f"expected text, got {obj[key]!r}")
+
+
 def load_run_summary(run_dir: str | Path) -> dict:
     """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run, with ``run_dir`` added.
 
@@ -84,6 +92,7 @@ def load_run_summary(run_dir: str | Path) -> dict:
         raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
     data = _require(_read_json(path), SUMMARY_KEYS, path, "top level",
                     numbers=SUMMARY_KEYS[1:])
+    _texts(data, ("model",), path)
     _numbers_or_null(data, ("plan_output_tok_s",), path, "top level")
     e2e = data.get("latency_e2e")
     if e2e is not None:  # drawn as E2E p50 / p99
@@ -96,6 +105,10 @@ def load_bench(path: str | Path) -> dict:
     distributions in seconds). Raises ConfigError."""
     p = Path(path)
     data = _require(_read_json(p), BENCH_KEYS, p, "top level")
+    _texts(data, ("model",), p)
+    endpoints = data.get("endpoints", [])
+    if not (isinstance(endpoints, list) and all(isinstance(e, str) for e in endpoints)):
+        raise ConfigError(str(p), "endpoints", f"expected a list of endpoint URLs, got {endpoints!r}")
     # bench writes num_gpus null when --num-gpus was not given: the report then counts per endpoint
     n = data["num_gpus"]
     if n is not None and not (_number(n) and n >= 1):
@@ -113,6 +126,15 @@ def load_bench(path: str | Path) -> dict:
     return data
 
 
+def load_saved_bench(path: str | Path) -> dict:
+    """A ``tokenplan bench --save`` file for ``bench --from-json``: :func:`load_bench`'s checks,
+    then every figure the terminal table prints (:func:`~tokenplan.files.shapes.check_bench_shape`).
+    Raises ConfigError."""
+    data = load_bench(path)
+    check_bench_shape(data, str(path))
+    return data
+
+
 def load_plan(path: str | Path) -> dict:
     """A ``tokenplan plan --json`` file. Raises ConfigError."""
     p = Path(path)
@@ -124,4 +146,5 @@ def load_plan(path: str | Path) -> dict:
     for i, option in enumerate(data["options"]):
         _require(option, ("option", "rejected"), p, f"options[{i}]")
         _numbers_or_null(option, PLAN_OPTION_NUMBERS, p, f"options[{i}]")
+    check_plan_shape(data, str(p))  # the rest the page draws: texts, tables, intervals, provisioning
     return data
