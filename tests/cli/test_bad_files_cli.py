@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tokenplan.errors import ConfigError
+
 RUN = "from tokenplan.cli import main; main()"
 DEEP = 100_000  # levels: far past Python's recursion limit (1,000), as a hostile or broken file
 CAP = "16,777,216"  # 2^24 = 16,777,216 tokens: MAX_REQUEST_TOKENS
@@ -161,3 +163,16 @@ def test_an_unknown_torch_dtype_is_planned_as_bf16_with_a_warning(tmp_path) -> N
     assert odd["weight_dtype"] == bf16["weight_dtype"] == "bf16"
     assert odd["weight_bytes_per_gpu"] == bf16["weight_bytes_per_gpu"]
     assert abs(odd["weight_bytes_per_gpu"] / 2 / 8.03e9 - 1) < 0.01
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("osl: {mean: 2500, cap: 1.0e+30}\n", f"osl.cap: 1e+30 is not allowed (allowed: a number ≤ {CAP})"),
+    ("isl: {mean: .inf}\n", f"isl.mean: inf is not allowed (allowed: a number ≤ {CAP})"),
+], ids=["osl_cap_1e30", "isl_mean_inf"])
+def test_a_job_yaml_length_no_request_can_hold_is_refused(tmp_path, text, message) -> None:
+    from tokenplan.files.job import read_job_file
+
+    (tmp_path / "job.yaml").write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        read_job_file(str(tmp_path / "job.yaml"))
+    assert str(refused.value) == f"{tmp_path / 'job.yaml'}: {message}"
