@@ -43,6 +43,8 @@ def allowed_from_validation(error: dict) -> str:
     if kind in _BOUNDS and _BOUNDS[kind][0] in ctx:
         key, sign = _BOUNDS[kind]
         bound = ctx[key]
+        if isinstance(bound, (int, float)) and float(bound).is_integer() and abs(bound) < 1e15:
+            return f"a number {sign} {int(bound):,}"  # 16,777,216, not 1.67772e+07
         return f"a number {sign} {bound:g}" if isinstance(bound, (int, float)) else f"a number {sign} {bound}"
     if kind == "literal_error" and "expected" in ctx:
         return f"one of {ctx['expected']}"

@@ -32,6 +32,10 @@ MiB = 1024**2
 GiB = 1024**3
 
 MS_PER_S = 1e3
+# The most tokens one request may hold (prompt or output: --isl-cap, --max-tokens, a plan's output
+# cap): 2^24 = 16,777,216 tokens, above the longest context any catalog model or engine serves
+# (10M, Llama 4 Scout's), and finite, so that deadlines, caps and costs stay finite numbers.
+MAX_REQUEST_TOKENS = 2**24
 S_PER_HOUR = 3600.0
 S_PER_DAY = 86400.0
 

@@ -20,7 +20,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
-from tokenplan.units import KV_DTYPES, MS_PER_S, WEIGHT_DTYPES, parse_dtype
+from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, WEIGHT_DTYPES, parse_dtype
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ def _positive(field: str, value: float | None, allow_none: bool = False, whole: 
 
 def _shown(value: object) -> object:
     """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+    # below 2^53 a whole float is exactly the integer typed; 1e30 stays 1e+30, not 31 digits
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
@@ -98,12 +99,14 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
         _positive(field, getattr(req, field), whole=True)
     for field in ("isl", "osl"):
         _positive(field, getattr(req, field))
-        if getattr(req, field) < 1:  # a mean below one token is not a request
-            raise InputError(field, _shown(getattr(req, field)), "a number of tokens ≥ 1")
+        # a mean below one token is not a request; one above MAX_REQUEST_TOKENS fits no context
+        if not 1 <= getattr(req, field) <= MAX_REQUEST_TOKENS:
+            raise InputError(field, _shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
-    if req.osl_cap is not None and not req.osl_cap > req.osl:  # as plan's --max-tokens
-        raise InputError("max-tokens", _shown(req.osl_cap), f"a number of tokens above the mean osl {req.osl:g}")
+    if req.osl_cap is not None and not req.osl < req.osl_cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens
+        raise InputError("max-tokens", _shown(req.osl_cap), f"a number of tokens above the mean osl {req.osl:g} "
+                         f"and at most {MAX_REQUEST_TOKENS:,}")
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)

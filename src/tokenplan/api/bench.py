@@ -13,7 +13,6 @@ with the same ``api.build_config`` as ``tokenplan predict``.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -32,7 +31,8 @@ from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.openai import OpenAIClient
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.files.reports import load_bench
+from tokenplan.files.reports import load_saved_bench
+from tokenplan.loaders import load_json
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
@@ -329,14 +329,11 @@ def read_bench_json(path: str) -> BenchOutcome:
     p = Path(path)
     if not p.is_file():
         raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
+    data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
     if data["levels"]:  # the types of every figure drawn or fitted (a sweep stopped before a level has none)
-        load_bench(path)
+        load_saved_bench(path)
     return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))
 
 

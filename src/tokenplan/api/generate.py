@@ -35,7 +35,7 @@ from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError, TokenplanError, allowed_from_validation
 from tokenplan.runner.backend import RunSpec, run
-from tokenplan.runner.defaults import job_sampling
+from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
 from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.dryrun import DryRun, dry_run
 from tokenplan.runner.finish import ExportSpec, finish_run
@@ -45,6 +45,7 @@ from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
+from tokenplan.units import MAX_REQUEST_TOKENS
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -59,10 +60,8 @@ SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k":
 # something meaningless (issue 11): each is far past any real job, and finite.
 RANGES: dict[str, tuple[float, float]] = {
     "concurrency": (1, MAX_CONCURRENCY),
-    "max_tokens": (1, 2**24),  # 16.8M tokens: above any model's context; keeps deadlines and caps finite
-    "temperature": (0.0, 100.0),  # engines accept ≥ 0; past ~2 sampling is noise already
-    "top_p": (0.0, 1.0),
-    "top_k": (1, 2**31 - 1),
+    "max_tokens": (1, MAX_REQUEST_TOKENS),  # 16.8M tokens: above any model's context; keeps deadlines and caps finite
+    **SAMPLING_RANGES,  # temperature, top_p, top_k: the bounds a generation_config.json is held to as well
     "seed": (0, 2**63 - 1),  # a 64-bit integer, as records store it and engines take it
     "n": (1, 10_000),  # units per row; --n 1e8 built 1e8 units per row before the first was sent
     "length_retries": (0, 100),

@@ -31,7 +31,7 @@ from tokenplan.planning.search import Job, OptionResult, best_with, leader_with,
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
 from tokenplan.planning.space import HardwareOption, widest_tp
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
-from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
+from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # Assumptions of the default job, stated in the output:
 # - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768
@@ -208,8 +208,8 @@ def _check_lengths(req: PlanRequest) -> None:
     # sigma, cap), which is where a user sets them.
     for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
         mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
-        if not 1 <= mean < math.inf:
-            raise InputError(name, _shown(mean), "a number of tokens ≥ 1")
+        if not 1 <= mean <= MAX_REQUEST_TOKENS:
+            raise InputError(name, _shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
         if not 0 <= sigma < math.inf:
             raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
         if cap is not None and not cap > mean:
@@ -217,6 +217,9 @@ def _check_lengths(req: PlanRequest) -> None:
                 raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
                                  f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
             raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
+        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
+            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g} and at most "
+                             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
 
 
 def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,

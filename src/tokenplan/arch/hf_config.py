@@ -31,6 +31,12 @@ KNOWN_ARCHITECTURES = frozenset({
     "NemotronHForCausalLM", "GlmMoeDsaForCausalLM",
 })
 
+# ``torch_dtype`` (``dtype`` since transformers 4.56) values whose weights the engines serve in 16
+# bits: BF16/FP16 as stored, FP32 cast down by ``--dtype auto`` (vLLM: "FP16 precision for FP32
+# and FP16 models, BF16 precision for BF16 models"; SGLang's ``--dtype auto`` alike). Any other
+# value is costed the same way (2 bytes per weight), with a note naming it.
+_SIXTEEN_BIT_DTYPES = ("bfloat16", "float16", "float32")
+
 # Activations of FFNs with an up and a down projection only (no gate matrix).
 _UNGATED_ACTS = {"relu2", "relu", "gelu"}
 
@@ -210,6 +216,17 @@ def _vision_params(vision: Mapping[str, Any]) -> dict[str, int]:
     return {"vision_sharded_params": sharded, "vision_replicated_params": replicated}
 
 
+def _dtype_notes(cfg: Mapping[str, Any], native: str) -> list[str]:
+    """A note when the checkpoint's ``torch_dtype``/``dtype`` is not one of
+    :data:`_SIXTEEN_BIT_DTYPES` (a quantized checkpoint's own format is ``native``)."""
+    key = "torch_dtype" if "torch_dtype" in cfg else "dtype"
+    dtype = cfg.get(key)
+    if dtype is None or native != "bf16" or dtype in _SIXTEEN_BIT_DTYPES:
+        return []
+    return [f"{key} {dtype!r} is not one tokenplan knows ({', '.join(_SIXTEEN_BIT_DTYPES)}): the checkpoint is "
+            "taken as bf16, 2 bytes per weight, unless --weight-dtype names the served format"]
+
+
 def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec:
     """Build a ModelSpec from a parsed ``config.json``.
 
@@ -250,6 +267,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     dense_width = r.first_int(("dense_intermediate_size", "intermediate_size"), default=0) if dense_layers else 0
     quant = cfg.get("quantization_config") or {}
     native = "mxfp4" if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4" else "bf16"
+    notes += _dtype_notes(cfg, native)
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
     if not mtp and cfg.get("use_mtp"):
         mtp = r.int("num_mtp_modules", default=0)

@@ -23,6 +23,7 @@ from tokenplan.catalog.gpus import GpuEntry
 from tokenplan.engines import Engine, from_catalog
 from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import GemmCurve, Gpu
+from tokenplan.loaders import parse_json, read_text
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
 
 _PKG = resources.files("tokenplan.catalog")
@@ -135,10 +136,7 @@ def load_model(name_or_path: str) -> ModelSpec:
                              f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)")
         name_or_path = catalog_name
     if path.suffix == ".json" and path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(str(path), f"byte {exc.start}", "not UTF-8 text (a config.json is UTF-8 JSON)") from None
+        text = read_text(path)  # ConfigError: byte N, not UTF-8
         source, name = str(path), path.parent.name if path.name == "config.json" else path.stem
     else:
         key = name_or_path.strip().lower()
@@ -146,10 +144,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         if not res.is_file():
             raise CatalogError("model", name_or_path, model_names(), close_names(key, model_names()))
         text, source, name = res.read_text(encoding="utf-8"), f"catalog/models/{key}.json", key
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(source, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+    raw = parse_json(text, source)  # ConfigError: not JSON, a key twice, nested too deep
     spec = parse_hf_config(raw, name, source)
     release = _launch_raw().get(name, {}).get("release_dtype") if source.startswith("catalog/") else None
     return dataclasses.replace(spec, native_weight_dtype=release) if release else spec

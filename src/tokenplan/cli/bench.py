@@ -173,7 +173,8 @@ def _levels(concurrency: str | None, max_concurrency: str | None, request_rate: 
         return None, rates
     if rates is not None:
         return (() if levels_text is None else _concurrencies(levels_text)), rates
-    return _concurrencies(levels_text or "1,4,16,64"), rates
+    # "" is a value given (and refused by _concurrencies), not an absent option: no default sweep for it
+    return _concurrencies("1,4,16,64" if levels_text is None else levels_text), rates
 
 
 def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | None:

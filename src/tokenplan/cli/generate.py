@@ -18,7 +18,8 @@ from rich.live import Live
 from tokenplan.api.generate import ExportError, GenerateRequest, GenerateResult, generate
 from tokenplan.cli.app import app
 from tokenplan.cli.generate_trial import console_is_terminal, log_every, print_dry_run
-from tokenplan.errors import InputError
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.loaders import parse_json
 from tokenplan.report.generate import progress_table, summary_text
 
 EXIT_INTERRUPTED = 130
@@ -157,10 +158,12 @@ def _json_object(text: str | None) -> dict:
     """``--extra-body``: a JSON object, else one line naming the option (exit 2)."""
     if text is None:
         return {}
+    allowed = "a JSON object, e.g. '{\"ignore_eos\": true}'"
     try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
+        value = parse_json(text, "--extra-body")
+    except ConfigError as problem:  # not JSON, nested past MAX_NESTING, a key twice
+        shown = text if len(text) <= 80 else f"{text[:77]}..."
+        raise InputError("extra-body", shown, f"{allowed}; {str(problem).removeprefix('--extra-body: ')}") from None
     if not isinstance(value, dict):
-        raise InputError("extra-body", text, "a JSON object, e.g. '{\"ignore_eos\": true}'")
+        raise InputError("extra-body", text, allowed)
     return value

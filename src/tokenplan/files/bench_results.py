@@ -32,11 +32,11 @@ Formats and the fields read, from each tool's source:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import ConfigError, InputError
+from tokenplan.loaders import parse_json, read_text
 
 FORMATS = ("vllm", "sglang", "aiperf", "guidellm")
 
@@ -46,23 +46,21 @@ def read_bench_results(path: str) -> tuple[str, list[dict[str, Any]]]:
 
     Raises:
         InputError: the file does not exist.
-        ConfigError: not JSON/JSON lines, or no known format (the message names what was found).
+        ConfigError: not UTF-8 JSON/JSON lines (or nested too deep, a key twice), or no known format
+            (the message names what was found).
     """
     p = Path(path)
     if not p.is_file():
         raise InputError("bench result", path, f"an existing result file of {', '.join(FORMATS)}")
+    text = read_text(p)  # ConfigError: byte N, not UTF-8
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text (result files are UTF-8 JSON)") from None
-    try:
-        items = [json.loads(text)]
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-        try:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except (ValueError, RecursionError) as exc:
-            raise ConfigError(path, "<root>", f"neither JSON nor JSON lines ({exc.__class__.__name__}: "
-                                              f"{str(exc)[:80]})") from None
+        items = [parse_json(text, path)]
+    except ConfigError:
+        if len(lines) < 2:  # one JSON value that does not parse: its own message says where
+            raise
+        # JSON lines (--append-result, sglang's --output-file): each line its own value
+        items = [parse_json(line, path, line=n) for n, line in lines]
     if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("benchmarks"), list):
         return "guidellm", [_guidellm(b, path, i) for i, b in enumerate(items[0]["benchmarks"])]
     if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("request_throughput"), dict):

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplan.catalog import efficiency_table_from_json
 from tokenplan.errors import ConfigError, InputError
+from tokenplan.loaders import load_json
 from tokenplan.perf.efficiency import EfficiencyTable
 
 
@@ -31,12 +31,7 @@ def read_calibration_file(path: str) -> CalibrationFile:
     p = Path(path)
     if not p.is_file():
         raise InputError("calibration", path, "an existing JSON file written by tokenplan calibrate")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+    data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict):
         raise ConfigError(path, "<root>", "expected a JSON object")
     if "default" not in data and not data.get("groups"):

@@ -4,46 +4,19 @@ one line naming the file and the key."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import yaml
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from tokenplan.errors import ConfigError, InputError, allowed_from_validation
+from tokenplan.loaders import load_yaml
+from tokenplan.units import MAX_REQUEST_TOKENS
 
 
 # Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
 # 10,000 $/h is far above any, while keeping cost arithmetic finite (1e308 used to print $inf).
 MAX_PRICE_USD_PER_GPU_HOUR = 10_000
 MAX_JOB_FILE_BYTES = 1 << 20  # a job YAML is a few hundred bytes
-# A job needs no aliases. k aliases can expand a document at most ~3^(k/3)-fold (levels of 3
-# references each), so 10 keep it under 40× while a 9-level "billion laughs" needs 81.
-MAX_YAML_ALIASES = 10
-
-
-class _LimitedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses more than :data:`MAX_YAML_ALIASES` aliases: nested
-    aliases ("billion laughs") expand to gigabytes when the document is walked."""
-
-    def __init__(self, stream: str):
-        super().__init__(stream)
-        self.aliases = 0
-
-    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
-        return super().compose_node(parent, index)
-
-
-def _load_yaml(text: str) -> object:
-    loader = _LimitedLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
 
 
 def _first_error(path: str, exc: ValidationError, model: type[BaseModel] | None = None) -> ConfigError:
@@ -90,9 +63,9 @@ class JobFile(BaseModel):
 
     class Lengths(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        mean: float = Field(gt=0)
+        mean: float = Field(gt=0, le=MAX_REQUEST_TOKENS)
         sigma: float = Field(default=0.0, ge=0)
-        cap: float | None = Field(default=None, gt=0)
+        cap: float | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
 
     model: str | None = None
     samples: StrictInt | None = Field(default=None, gt=0)
@@ -133,14 +106,7 @@ def read_job_file(path: str) -> JobFile:
         raise InputError("job file", path, "an existing YAML file")
     if p.stat().st_size > MAX_JOB_FILE_BYTES:
         raise ConfigError(path, "<root>", f"larger than {MAX_JOB_FILE_BYTES:,} bytes; a job file is a few keys")
-    try:
-        raw = _load_yaml(p.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as exc:
-        raise ConfigError(path, f"byte {exc.start}", "not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "<root>"
-        raise ConfigError(path, where, f"not valid YAML ({exc})" if mark is None else "not valid YAML") from None
+    raw = load_yaml(p) or {}  # ConfigError: not UTF-8, not YAML, a key twice, too deep, alias bomb
     if not isinstance(raw, dict):
         raise ConfigError(path, "<root>", "expected a mapping of job keys")
     try:

@@ -304,7 +304,13 @@ def read_measurements(path: str) -> MeasurementFile:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise ConfigError(path, "header", "the file is empty")
-    kind = detect_kind(path, [c.strip() for c in reader.fieldnames])
+    columns = [c.strip() for c in reader.fieldnames]
+    twice = next((c for i, c in enumerate(columns) if c and c in columns[:i]), None)  # unnamed: never read
+    if twice is not None:  # csv.DictReader keeps the last of two same-named columns, silently
+        first, second = [i + 1 for i, c in enumerate(columns) if c == twice][:2]
+        raise ConfigError(path, "header", f"column {twice!r} appears twice (columns {first} and {second}; "
+                                          "allowed: each column once)")
+    kind = detect_kind(path, columns)
     parse = _serving_row if kind == SERVING else _throughput_row
     rows, skipped = [], []
     while True:

@@ -8,12 +8,15 @@ returns the file's JSON object (checked), as the report draws it.
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 
 from tokenplan.errors import ConfigError, RunDirError
+from tokenplan.files.shapes import check_bench_shape, check_plan_shape
+from tokenplan.loaders import load_json
 
 SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
+SUMMARY_E2E_KEYS = ("p50_ms", "p99_ms")
 BENCH_KEYS = ("model", "num_gpus", "levels")
 BENCH_LEVEL_KEYS = ("concurrency", "requests", "errors", "duration_s", "output_tok_s")
 PLAN_KEYS = ("model", "engine", "job", "options")
@@ -27,19 +30,21 @@ BENCH_LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 
 
 def _read_json(path: Path) -> object:
-    """Parsed JSON of ``path``. Raises ConfigError (unreadable or not JSON)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), "file", f"cannot be read ({exc.strerror or exc})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(str(path), f"line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
+    """Parsed JSON of ``path``. Raises ConfigError (unreadable, not UTF-8, not JSON, a key twice,
+    nested past :data:`~tokenplan.loaders.MAX_NESTING`)."""
+    return load_json(path)
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite int or float: NaN and ±Infinity (which Python's json reads) would reach the page
+    as ``nan``/``inf`` text and break its charts' scales."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _kind(value: object) -> str:
+    """What a value that failed :func:`_number` should have been: NaN/Infinity are numbers JSON
+    itself has no room for, so the message says *finite*."""
+    return "a finite number" if isinstance(value, float) else "a number"
 
 
 def _require(obj: object, keys: tuple[str, ...], path: Path, where: str,
@@ -53,7 +58,7 @@ def _require(obj: object, keys: tuple[str, ...], path: Path, where: str,
     for key in numbers:
         if not _number(obj[key]):
             raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key,
-                              f"expected a number, got {obj[key]!r}")
+                              f"expected {_kind(obj[key])}, got {obj[key]!r}")
     return obj
 
 
@@ -61,7 +66,15 @@ def _numbers_or_null(obj: dict, keys: tuple[str, ...], path: Path, where: str) -
     """Each of ``keys`` present in ``obj`` is a number or null. Raises ConfigError naming it."""
     for key in keys:
         if key in obj and obj[key] is not None and not _number(obj[key]):
-            raise ConfigError(str(path), f"{where}.{key}", f"expected a number, got {obj[key]!r}")
+            raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key,
+                              f"expected {_kind(obj[key])}, got {obj[key]!r}")
+
+
+def _texts(obj: dict, keys: tuple[str, ...], path: Path) -> None:
+    """Each of ``keys`` in the top-level object ``obj`` is a string. Raises ConfigError naming it."""
+    for key in keys:
+        if not isinstance(obj[key], str):
+            raise ConfigError(str(path), key, f"expected text, got {obj[key]!r}")
 
 
 def load_run_summary(run_dir: str | Path) -> dict:
@@ -79,6 +92,11 @@ def load_run_summary(run_dir: str | Path) -> dict:
         raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
     data = _require(_read_json(path), SUMMARY_KEYS, path, "top level",
                     numbers=SUMMARY_KEYS[1:])
+    _texts(data, ("model",), path)
+    _numbers_or_null(data, ("plan_output_tok_s",), path, "top level")
+    e2e = data.get("latency_e2e")
+    if e2e is not None:  # drawn as E2E p50 / p99
+        _require(e2e, SUMMARY_E2E_KEYS, path, "latency_e2e", numbers=SUMMARY_E2E_KEYS)
     return {**data, "run_dir": str(folder)}
 
 
@@ -87,6 +105,10 @@ def load_bench(path: str | Path) -> dict:
     distributions in seconds). Raises ConfigError."""
     p = Path(path)
     data = _require(_read_json(p), BENCH_KEYS, p, "top level")
+    _texts(data, ("model",), p)
+    endpoints = data.get("endpoints", [])
+    if not (isinstance(endpoints, list) and all(isinstance(e, str) for e in endpoints)):
+        raise ConfigError(str(p), "endpoints", f"expected a list of endpoint URLs, got {endpoints!r}")
     # bench writes num_gpus null when --num-gpus was not given: the report then counts per endpoint
     n = data["num_gpus"]
     if n is not None and not (_number(n) and n >= 1):
@@ -104,6 +126,15 @@ def load_bench(path: str | Path) -> dict:
     return data
 
 
+def load_saved_bench(path: str | Path) -> dict:
+    """A ``tokenplan bench --save`` file for ``bench --from-json``: :func:`load_bench`'s checks,
+    then every figure the terminal table prints (:func:`~tokenplan.files.shapes.check_bench_shape`).
+    Raises ConfigError."""
+    data = load_bench(path)
+    check_bench_shape(data, str(path))
+    return data
+
+
 def load_plan(path: str | Path) -> dict:
     """A ``tokenplan plan --json`` file. Raises ConfigError."""
     p = Path(path)
@@ -115,4 +146,5 @@ def load_plan(path: str | Path) -> dict:
     for i, option in enumerate(data["options"]):
         _require(option, ("option", "rejected"), p, f"options[{i}]")
         _numbers_or_null(option, PLAN_OPTION_NUMBERS, p, f"options[{i}]")
+    check_plan_shape(data, str(p))  # the rest the page draws: texts, tables, intervals, provisioning
     return data

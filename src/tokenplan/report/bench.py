@@ -19,9 +19,9 @@ BENCH_COLUMNS = ("conc", "achieved", "reqs", "err", "req/s", "out tok/s", "total
                  "KV max")
 
 
-def _ms(d: dict, key: str) -> str:
+def _ms(d: dict | None, key: str) -> str:
     """A latency in seconds as milliseconds with one decimal; "–" when not measured."""
-    v = d.get(key)
+    v = (d or {}).get(key)
     return "–" if v is None else f"{v * 1e3:.1f}"
 
 
@@ -32,16 +32,16 @@ def _fmt(v: float | None, spec: str) -> str:
 def bench_table(data: dict) -> Table:
     """The levels as a rich table: one row per concurrency level, the server's own counters
     (``/metrics``) beside the client's measurement; latencies in ms, throughput in tokens/s."""
-    t = Table(title=f"{data['model']} · {', '.join(data['endpoints'])}")
+    t = Table(title=f"{data['model']} · {', '.join(data.get('endpoints') or ())}")
     for c in BENCH_COLUMNS:
         t.add_column(c, justify="right")
-    for lv in data["levels"]:
+    for lv in data["levels"]:  # a saved file's figures are checked by tokenplan.files.shapes; absent ones print "–"
         s = lv.get("server") or {}
-        t.add_row(str(lv["concurrency"]), f"{lv['achieved_concurrency']:.1f}", str(lv["requests"]), str(lv["errors"]),
-                  f"{lv['request_throughput_per_s']:.2f}", _fmt(lv["output_tok_s"], ",.0f"),
-                  _fmt(lv["total_tok_s"], ",.0f"), _fmt(s.get("output_tok_s"), ",.0f"), _ms(lv["ttft_s"], "p50"),
-                  _ms(lv["ttft_s"], "p99"), _ms(lv["tpot_s"], "p50"), _ms(lv["itl_s"], "p50"),
-                  _fmt(lv["e2e_s"]["p50"], ".2f"), _fmt(s.get("running_mean"), ".1f"),
+        t.add_row(str(lv["concurrency"]), _fmt(lv.get("achieved_concurrency"), ".1f"), str(lv["requests"]),
+                  str(lv["errors"]), _fmt(lv.get("request_throughput_per_s"), ".2f"), _fmt(lv.get("output_tok_s"), ",.0f"),
+                  _fmt(lv.get("total_tok_s"), ",.0f"), _fmt(s.get("output_tok_s"), ",.0f"), _ms(lv.get("ttft_s"), "p50"),
+                  _ms(lv.get("ttft_s"), "p99"), _ms(lv.get("tpot_s"), "p50"), _ms(lv.get("itl_s"), "p50"),
+                  _fmt((lv.get("e2e_s") or {}).get("p50"), ".2f"), _fmt(s.get("running_mean"), ".1f"),
                   _fmt(s.get("waiting_mean"), ".1f"),
                   "–" if s.get("kv_usage_max") is None else f"{s['kv_usage_max'] * 100:.0f}%")
     return t

@@ -191,7 +191,7 @@ def bench_throughput_figure(bench: dict, plan: dict | None):
     fig.add_trace(go.Scatter(
         x=[lv["concurrency"] for lv in levels], y=[lv["output_tok_s"] / n for lv in levels], mode="lines+markers",
         name=f"measured ({n} {unit}{'s' if n > 1 else ''})", line=dict(color="black", width=3), marker=dict(size=8),
-        customdata=[[lv.get("achieved_concurrency", lv["concurrency"]), lv["errors"]] for lv in levels],
+        customdata=[[achieved(lv), lv["errors"]] for lv in levels],
         hovertemplate="concurrency %{x:,.0f} (achieved %{customdata[0]:,.1f})<br>%{y:,.0f} tok/s/GPU, "
                       "%{customdata[1]} errors<extra>bench</extra>"))
     if plan and unit == "GPU":  # the plan's figures are per GPU: no overlay on a per-endpoint axis
@@ -211,6 +211,13 @@ def bench_throughput_figure(bench: dict, plan: dict | None):
     return fig
 
 
+def achieved(level: dict) -> float:
+    """A bench level's achieved concurrency (requests in flight, Little's law), else its target
+    concurrency where the file has none (absent or null)."""
+    value = level.get("achieved_concurrency")
+    return level["concurrency"] if value is None else value
+
+
 def bench_latency_figure(bench: dict):
     """TTFT and TPOT (p50 solid, p99 dotted) at each bench concurrency level (seconds)."""
     go = import_extra("plotly.graph_objects", "report")
@@ -219,7 +226,7 @@ def bench_latency_figure(bench: dict):
     fig = go.Figure()
     for metric, color in (("ttft_s", "#1f77b4"), ("tpot_s", "#d62728")):
         for q, dash in (("p50", "solid"), ("p99", "dot")):
-            pts = [(lv["concurrency"], lv[metric][q]) for lv in levels if isinstance(lv.get(metric), dict)]
+            pts = [(lv["concurrency"], lv[metric].get(q)) for lv in levels if isinstance(lv.get(metric), dict)]
             if pts:
                 fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers",
                                          name=f"{metric[:-2].upper()} {q}", line=dict(color=color, dash=dash),

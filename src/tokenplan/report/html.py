@@ -12,7 +12,7 @@ from html import escape
 from pathlib import Path
 
 from tokenplan.errors import import_extra
-from tokenplan.report.figures import bench_divisor, measurement_figures, plan_figures
+from tokenplan.report.figures import achieved, bench_divisor, measurement_figures, plan_figures
 from tokenplan.report.tables import current_table, with_band
 from tokenplan.units import GiB
 
@@ -223,7 +223,7 @@ def _bench_html(bench: dict) -> str:
         d = level.get(metric)
         return f"{d[key]:.3f}" if isinstance(d, dict) and d.get(key) is not None else "—"
 
-    rows = [[f"{lv['concurrency']:,}", f"{lv.get('achieved_concurrency', lv['concurrency']):,.1f}", f"{lv['requests']:,}",
+    rows = [[f"{lv['concurrency']:,}", f"{achieved(lv):,.1f}", f"{lv['requests']:,}",
              f"{lv['errors']:,}", f"{lv['output_tok_s']:,.0f}", f"{lv['output_tok_s'] / n:,.0f}",
              f"{q(lv, 'ttft_s', 'p50')} / {q(lv, 'ttft_s', 'p99')}", f"{q(lv, 'tpot_s', 'p50')} / {q(lv, 'tpot_s', 'p99')}"]
             for lv in bench["levels"]]

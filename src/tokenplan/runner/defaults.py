@@ -28,11 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenplan.errors import InputError
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.loaders import load_json
 from tokenplan.runner.requests import BodyConflict, Sampling, request_body
+from tokenplan.units import MAX_REQUEST_TOKENS
 
 FALLBACK_MAX_TOKENS = 4096
 FALLBACK_TEMPERATURE = 0.0
+# The sampling values a request may carry, from an option or a generation_config.json alike
+# (generate's RANGES take these): engines accept temperature ≥ 0, and past ~2 sampling is noise
+# already; top_p is a probability; top_k a positive 32-bit integer.
+SAMPLING_RANGES: dict[str, tuple[float, float]] = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0),
+                                                   "top_k": (1, 2**31 - 1)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,29 +57,33 @@ def read_generation_config(path: Path) -> dict[str, Any]:
     """The sampling fields of a ``generation_config.json`` (``path`` is the file or its directory).
 
     Returns ``{"temperature", "top_p", "top_k"}`` restricted to what the file sets; ``do_sample:
-    false`` gives ``temperature 0.0`` whatever the file's temperature.
+    false`` gives ``temperature 0.0`` whatever the file's temperature. ``top_k: 0`` is Hugging
+    Face's "no top-k" (``GenerationConfig`` adds no top-k warper for 0), so no ``top_k`` is sent.
 
     Raises:
-        InputError: the file is missing, not JSON, or a value is not a number.
+        InputError: the file (or the directory's ``generation_config.json``) cannot be read.
+        ConfigError: not UTF-8 JSON, nested too deep, a key twice, not an object, or a value outside
+            :data:`SAMPLING_RANGES` (NaN, a negative ``top_k``): one line naming the file and key.
     """
     file = path / "generation_config.json" if path.is_dir() else path
-    try:
-        data = json.loads(file.read_text())
-    except OSError as problem:
+    if not file.is_file():
         raise InputError("--generation-config", str(path),
-                         f"a readable generation_config.json or a model directory holding one ({problem.strerror})")
-    except ValueError as problem:
-        raise InputError("--generation-config", str(file), f"a JSON object ({problem})") from None
+                         "a readable generation_config.json or a model directory holding one (file not found)")
+    data = load_json(file)
     if not isinstance(data, dict):
-        raise InputError("--generation-config", str(file), "a JSON object")
+        raise ConfigError(str(file), "<root>", "expected a JSON object (a Hugging Face generation_config.json)")
     values: dict[str, Any] = {}
-    for key, kind in (("temperature", float), ("top_p", float), ("top_k", int)):
+    for key, (low, high) in SAMPLING_RANGES.items():
         value = data.get(key)
-        if value is None:
+        whole = key == "top_k"
+        if value is None or (whole and value == 0 and not isinstance(value, bool)):
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"--generation-config {key}", value, "a number")
-        values[key] = kind(value)
+        number = not isinstance(value, bool) and isinstance(value, int if whole else (int, float))
+        if not (number and low <= value <= high and not (key == "top_p" and value == 0)):  # also refuses nan
+            allowed = {"temperature": f"a number from {low:g} to {high:g}", "top_p": f"a number above 0, at most {high:g}",
+                       "top_k": f"an integer from {low:,} to {high:,}, or 0 for no top-k"}[key]
+            raise ConfigError(str(file), key, f"{value!r} is not allowed (allowed: {allowed})")
+        values[key] = int(value) if whole else float(value)
     if data.get("do_sample") is False:
         values = {"temperature": 0.0}  # greedy: top_p/top_k do not apply
     return values
@@ -87,17 +98,27 @@ def model_generation_config(model: str) -> Path | None:
         return None
 
 
-def plan_max_tokens(plan: dict[str, Any]) -> int | None:
-    """The output cap a ``tokenplan plan --json`` assumed (tokens), or ``None``."""
+def plan_max_tokens(plan: dict[str, Any], source: str = "plan") -> int | None:
+    """The output cap a ``tokenplan plan --json`` assumed (tokens), or ``None`` when it states none.
+
+    Raises:
+        ConfigError: the cap is not a whole number of tokens from 1 to
+            :data:`~tokenplan.units.MAX_REQUEST_TOKENS` (``1e30``, ``Infinity``, ``NaN``), as
+            ``--max-tokens`` would be refused; ``source`` names the file.
+    """
     job = plan.get("job")
     if not isinstance(job, dict):
         return None
-    cap = job.get("osl_cap_tokens")
-    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap >= 1:
-        return int(cap)
-    text = job.get("osl")
-    match = re.search(r"cap ([\d,]+)", text) if isinstance(text, str) else None
-    return int(match.group(1).replace(",", "")) if match else None
+    cap, key = job.get("osl_cap_tokens"), "job.osl_cap_tokens"
+    if cap is None:
+        match = re.search(r"cap ([\d,]+)", job["osl"]) if isinstance(job.get("osl"), str) else None
+        if match is None:
+            return None
+        cap, key = int(match.group(1).replace(",", "")), "job.osl"
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap <= MAX_REQUEST_TOKENS:
+        raise ConfigError(source, key, f"{cap!r} is not allowed (allowed: an output cap of 1 to "
+                          f"{MAX_REQUEST_TOKENS:,} tokens, as --max-tokens)")
+    return int(cap)
 
 
 def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path | None,

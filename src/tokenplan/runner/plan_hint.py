@@ -9,12 +9,12 @@ for a plainly different model than ``--model`` earns a warning (:func:`plan_mode
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplan.errors import ConfigError
+from tokenplan.loaders import load_json
 from tokenplan.runner.defaults import plan_max_tokens
 from tokenplan.runner.limits import MAX_CONCURRENCY
 
@@ -35,18 +35,17 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
     """Read ``recommended`` from a ``tokenplan plan --json`` file; notes say what was missing.
 
     Raises:
-        ConfigError: the file is missing or not a JSON object.
+        ConfigError: the file is missing, not UTF-8 JSON (or nested too deep, a key twice), not a
+            JSON object, or its output cap or concurrency is out of range.
     """
-    try:
-        data = json.loads(path.read_text())
-    except OSError as problem:
-        raise ConfigError(str(path), "file", f"cannot read ({problem.strerror})") from None
-    except ValueError as problem:
-        raise ConfigError(str(path), "file", f"not JSON ({problem})") from None
+    if not path.is_file():
+        raise ConfigError(str(path), "file", "cannot read (no such file; allowed: the output of "
+                          "`tokenplan plan --json`)")
+    data = load_json(path)  # ConfigError: not UTF-8, not JSON, nested too deep, a key twice
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
     model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else None
-    cap = plan_max_tokens(data)
+    cap = plan_max_tokens(data, str(path))  # ConfigError: a cap of 1e30, Infinity, NaN
     recommended = data.get("recommended")
     if not isinstance(recommended, dict):
         return PlanHint(None, None, None, model, cap), [f"{path}: no 'recommended' section; using the defaults"]

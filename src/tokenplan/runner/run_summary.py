@@ -8,12 +8,12 @@ or torn record line (a run killed mid-write that was not resumed) is passed over
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import ConfigError, InputError
+from tokenplan.loaders import load_json
 from tokenplan.runner.appendlog import shard_paths
 from tokenplan.runner.rundir import iter_records
 
@@ -62,12 +62,9 @@ def mean_prompt_tokens(run_dir: Path) -> float | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError:
-        raise InputError("run directory", str(path.parent), f"a generate run directory with {path.name}") from None
-    except ValueError as exc:
-        raise ConfigError(str(path), "<root>", f"not valid JSON ({exc})") from None
+    if not path.is_file():
+        raise InputError("run directory", str(path.parent), f"a generate run directory with {path.name}")
+    data = load_json(path)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict):
         raise ConfigError(str(path), "<root>", "expected a JSON object")
     return data

@@ -1,0 +1,215 @@
+"""The parts of a ``tokenplan plan --json`` file that ``tokenplan report`` draws, and of a saved
+bench JSON that ``tokenplan bench --from-json`` prints, as pydantic models: each figure a finite
+number (NaN and ±Infinity, which Python's json reads, are refused), each text a string, each
+table the shape the page or terminal walks. Other keys are left as they are.
+
+:func:`check_plan_shape` and :func:`check_bench_shape` raise one
+:class:`~tokenplan.errors.ConfigError` naming the key (``options[0].usd_interval.low``), the value
+and what is allowed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+
+from tokenplan.errors import ConfigError, allowed_from_validation
+from tokenplan.units import MS_PER_S, S_PER_DAY
+
+_Number = FiniteFloat | None  # a figure, or null where the plan has none
+# a latency (s), or null where not measured: ≥ 0, and finite once printed in milliseconds
+_Seconds = Annotated[FiniteFloat, Field(ge=0, le=sys.float_info.max / MS_PER_S)] | None
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class _Band(_Shape):
+    """An 80 % interval: ``low`` and ``high`` in the figure's unit."""
+
+    low: FiniteFloat
+    high: FiniteFloat
+
+
+class _Job(_Shape):
+    samples: StrictInt
+    isl: StrictStr
+    osl: StrictStr
+
+
+class _Option(_Shape):
+    """A hardware option nothing fits on: its rejection reasons (reason → configurations)."""
+
+    option: StrictStr
+    rejected: dict[str, StrictInt]
+    configurations: StrictInt
+    not_searched: list[StrictStr] = []
+
+
+class _FittingOption(_Option):
+    """A hardware option with a best configuration (``best``) and its figures."""
+
+    best: StrictStr
+    output_tok_s_total: FiniteFloat
+    output_tok_s_per_gpu: FiniteFloat
+    wall_days: FiniteFloat
+    usd: _Number
+    usd_per_mtok: _Number
+    bottleneck: StrictStr
+    concurrency_per_endpoint: FiniteFloat
+    output_tok_s_total_interval: _Band | None = None
+    wall_days_interval: _Band | None = None
+    usd_interval: _Band | None = None
+
+
+class _ProvisionedGpu(_Shape):
+    """A GPU type no count of which meets the deadline/budget: ``why``."""
+
+    gpu: StrictStr
+    meets: StrictBool
+    why: StrictStr
+
+
+class _MeetingGpu(_ProvisionedGpu):
+    """A GPU type that meets them: the fewest GPUs and the job at that count."""
+
+    why: StrictStr | None = None
+    gpus: StrictInt
+    nodes: StrictInt
+    unit_gpus: StrictInt
+    wall_days: FiniteFloat
+    usd: _Number
+    usd_per_gpu_hour: _Number
+    configuration: StrictStr
+
+
+class _Provisioning(_Shape):
+    # days whose seconds are a finite float: the page words the deadline from its seconds
+    deadline_days: Annotated[FiniteFloat, Field(gt=0, le=sys.float_info.max / S_PER_DAY)] | None
+    budget_usd: _Number
+    options: list[dict[str, Any]]
+
+
+class _Recommended(_Shape):
+    output_tok_s_total: _Number = None
+
+
+class _Plan(_Shape):
+    model: StrictStr
+    engine: StrictStr
+    job: _Job
+    options: list[dict[str, Any]]
+    provisioning: _Provisioning | None = None
+    recommended: _Recommended | None = None
+
+
+class _Dist(_Shape):
+    """A latency distribution in seconds (null or absent: not measured, e.g. TTFT without streaming)."""
+
+    mean: _Seconds = None
+    p50: _Seconds = None
+    p90: _Seconds = None
+    p99: _Seconds = None
+
+
+class _Server(_Shape):
+    """The server's own counters over a level (``/metrics``)."""
+
+    output_tok_s: _Number = None
+    running_mean: _Number = None
+    waiting_mean: _Number = None
+    kv_usage_max: _Number = None
+
+
+class _BenchLevel(_Shape):
+    """One concurrency level (tokenplan.bench.levels.level_dict writes every key; a figure left
+    out or null prints as "–")."""
+
+    concurrency: FiniteFloat
+    achieved_concurrency: _Number = None
+    requests: StrictInt
+    errors: StrictInt
+    request_throughput_per_s: _Number = None
+    output_tok_s: _Number = None
+    total_tok_s: _Number = None
+    ttft_s: _Dist | None = None
+    tpot_s: _Dist | None = None
+    itl_s: _Dist | None = None
+    e2e_s: _Dist | None = None
+    server: _Server | None = None
+
+
+class _Cap(_Shape):
+    """Where the sweep saw the server's capacity (tokenplan.bench.server_info.concurrency_cap)."""
+
+    source: StrictStr | None = None
+    flattens_at_concurrency: _Number = None
+    queue_grows_at_concurrency: _Number = None
+    max_running_requests: _Number = None
+
+
+class _Bench(_Shape):
+    model: StrictStr
+    endpoints: list[StrictStr] = []
+    levels: list[_BenchLevel]
+    cap: _Cap | None = None
+    server: dict[str, Any] | None = None
+    notes: list[StrictStr] | None = None
+
+
+def _key(loc: tuple) -> str:
+    """``("options", 0, "usd")`` → ``options[0].usd``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<root>"
+
+
+def _check(model: type[BaseModel], value: object, source: str, where: tuple = ()) -> None:
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = where + tuple(err["loc"])
+        if err["type"] == "missing":
+            raise ConfigError(source, _key(loc), "missing") from None
+        raise ConfigError(source, _key(loc), f"{err.get('input')!r} is not allowed "
+                          f"(allowed: {allowed_from_validation(err)})") from None
+
+
+def check_plan_shape(data: dict, source: str) -> None:
+    """Check what the report draws from a plan JSON object ``data``; ``source`` names the file.
+
+    Raises:
+        ConfigError: a missing key, a figure that is not a finite number, a text that is not one.
+    """
+    _check(_Plan, data, source)
+    for i, option in enumerate(data["options"]):
+        fits = isinstance(option, dict) and "best" in option
+        _check(_FittingOption if fits else _Option, option, source, ("options", i))
+    provisioning = data.get("provisioning")
+    for i, row in enumerate(provisioning["options"] if provisioning else ()):
+        meets = isinstance(row, dict) and row.get("meets") is True
+        _check(_MeetingGpu if meets else _ProvisionedGpu, row, source, ("provisioning", "options", i))
+
+
+def check_bench_shape(data: dict, source: str) -> None:
+    """Check a saved bench JSON object ``data`` has every figure the terminal table prints, as
+    ``tokenplan bench --save`` writes it; ``source`` names the file.
+
+    Raises:
+        ConfigError: a missing key, a figure that is not a finite number (or null where allowed).
+    """
+    _check(_Bench, data, source)
