@@ -29,7 +29,7 @@ from tokenplan.bench.workload import Workload, dataset_workload
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
-from tokenplan.client.auth import api_key_from_env
+from tokenplan.client.auth import api_key_from_env, display_url
 from tokenplan.client.openai import OpenAIClient
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.reports import load_bench
@@ -83,7 +83,7 @@ class BenchRequest:
     deadline_s: float = 600.0
     seed: int = 0
     metrics: bool = True
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed, not even in a repr
     api_key_env: str | None = None
     request_rates: tuple[float, ...] | None = None  # open loop (vllm bench serve --request-rate)
     burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
@@ -108,7 +108,7 @@ def _check(req: BenchRequest) -> None:
         raise InputError("endpoint", "", "at least one --endpoint URL")
     for url in req.endpoints:
         if not url.startswith(("http://", "https://")):
-            raise InputError("endpoint", url, "an http:// or https:// URL such as http://127.0.0.1:8000/v1")
+            raise InputError("endpoint", display_url(url), "an http:// or https:// URL such as http://127.0.0.1:8000/v1")
     if req.request_rates is not None:
         if not req.request_rates or any(not r > 0 for r in req.request_rates):
             raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
@@ -177,7 +177,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
     clients = [OpenAIClient(u, max_connections=per_endpoint, api_key=req.api_key) for u in req.endpoints]
     notes: list[str] = []
     try:
-        await check_servers(clients, req.endpoints, req.model)
+        await check_servers(clients, req.model)
         n_prompts = max(req.num_prompts or 0, 4 * most, 16)
         ask = WorkloadAsk(req.model, req.isl, req.osl, req.dataset, min(n_prompts, MAX_DISTINCT_PROMPTS), req.seed,
                           req.ignore_eos, req.api_key)
@@ -209,7 +209,7 @@ def _bench_json(req: BenchRequest, levels: list[dict], info: dict | None, worklo
     """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
     has_metrics = any(lv["server"] for lv in levels)
     return {
-        "model": req.model, "endpoints": list(req.endpoints), "num_gpus": req.num_gpus, "levels": levels,
+        "model": req.model, "endpoints": [display_url(u) for u in req.endpoints], "num_gpus": req.num_gpus, "levels": levels,
         "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
         "cap": concurrency_cap(levels),
         "workload": {"method": workload.method, "isl_tokens": req.isl if req.dataset is None else None,
