@@ -12,7 +12,6 @@ with the same ``api.build_config`` as ``tokenplan predict``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tokenplan.api._loop import run_blocking
 from tokenplan.api._common import PredictRequest, build_config, check_server_description
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
@@ -161,14 +161,26 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     ``workload`` and ``stopped``. A server that fails mid-sweep does not raise: the finished
     levels come back with ``stopped`` set.
 
+    Endpoints are stored as :func:`~tokenplan.client.auth.display_url` shows them (no
+    ``user:password@``, query values masked); no key, password or token reaches the JSON. In a
+    running event loop (a Jupyter cell) the sweep goes to a worker thread and this call waits
+    (:func:`~tokenplan.api._loop.run_blocking`); :func:`bench_async` is the variant to ``await``.
+
     Raises:
         InputError: bad options.
         ServerError: an endpoint is unreachable or does not serve ``model`` before the sweep.
     """
+    return run_blocking(lambda: bench_async(req, on_level))
+
+
+async def bench_async(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> BenchOutcome:
+    """:func:`bench` on the running event loop (``await bench_async(req)`` in a notebook): the same
+    outcome and errors; the sweep's requests are sent from this loop, which stays free meanwhile.
+    Cancelling the awaiting task stops the sweep and closes its connections."""
     _check(req)
     if req.api_key is None:
         req = replace(req, api_key=api_key_from_env(req.api_key_env))
-    return asyncio.run(_bench(req, on_level))
+    return await _bench(req, on_level)
 
 
 async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> BenchOutcome:

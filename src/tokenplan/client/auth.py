@@ -96,6 +96,23 @@ def display_url(url: str) -> str:
     return base + "?" + "&".join(f"{name}={MASK}" for name in names)
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint (not http(s), no host, a port that is no number), or None."""
+    try:
+        parsed = URL(url)
+    except ValueError as problem:
+        return str(problem)
+    if parsed.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parsed.host:
+        return "no host"
+    try:
+        parsed.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as problem:
+        return str(problem)
+    return None
+
+
 def url_secrets(url: str) -> list[str]:
     """The secrets ``url`` carries: its password (as written and decoded), its Basic token, and the
     values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded)."""
