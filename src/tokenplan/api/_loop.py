@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import queue
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -41,34 +42,36 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """
     if not loop_running():
         return asyncio.run(make())
-    box: dict[str, Any] = {}
-    ready = threading.Event()  # set once the worker's loop and task are known (or it failed first)
+    # The worker's answer comes back through a SimpleQueue: its blocking get is one C-level lock
+    # wait that a KeyboardInterrupt leaves intact. (threading.Event.wait can be interrupted while
+    # it holds its condition's lock, and the worker's set() then waits forever; Thread.join, once
+    # interrupted, returns at once when called again on CPython 3.11, before the thread has ended.)
+    answers: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+    state: dict[str, Any] = {"cancel": False}
 
     async def main() -> T:
-        box["loop"], box["task"] = asyncio.get_running_loop(), asyncio.current_task()
-        ready.set()
+        state["loop"], state["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        if state["cancel"]:  # interrupted before this task existed
+            raise asyncio.CancelledError
         return await make()
 
     def work() -> None:
         try:
-            box["result"] = asyncio.run(main())
+            answers.put((True, asyncio.run(main())))
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, raised there
-            box["error"] = exc
-        finally:
-            ready.set()
+            answers.put((False, exc))
 
-    worker = threading.Thread(target=work, name="tokenplan-run", daemon=True)
-    worker.start()
+    threading.Thread(target=work, name="tokenplan-run", daemon=True).start()
     try:
-        worker.join()
+        ok, value = answers.get()
     except KeyboardInterrupt:
-        ready.wait()
-        loop, task = box.get("loop"), box.get("task")
+        state["cancel"] = True
+        loop, task = state.get("loop"), state.get("task")
         if loop is not None and task is not None:
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: it has finished
                 loop.call_soon_threadsafe(task.cancel)
-        worker.join()
+        answers.get()  # wait until it has unwound
         raise
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    if not ok:
+        raise value
+    return value

@@ -92,8 +92,8 @@ def display_url(url: str) -> str:
         base = _USERINFO.sub(r"\1", head.partition("#")[0]).rstrip("/")
     if not query:
         return base
-    names = [part.partition("=")[0] for part in query.split("&") if part]
-    return base + "?" + "&".join(f"{name}={MASK}" for name in names)
+    parts = [part.partition("=") for part in query.split("&") if part]
+    return base + "?" + "&".join(f"{name}={MASK}" if equals else name for name, equals, _ in parts)
 
 
 def url_problem(url: str) -> str | None:
