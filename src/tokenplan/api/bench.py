@@ -68,7 +68,7 @@ class BenchRequest:
         burstiness: gamma shape of the arrival gaps (1 = Poisson; lower = burstier).
     """
 
-    endpoints: tuple[str, ...]
+    endpoints: tuple[str, ...] = field(repr=False)  # may hold user:password@ or ?key=: not in a repr
     model: str
     concurrencies: tuple[int, ...] = (1, 4, 16, 64)
     isl: int | None = 1024

@@ -82,7 +82,7 @@ class GenerateRequest(BaseModel):
 
     inputs: list[str] = Field(min_length=1)
     out_dir: Path
-    endpoints: list[str] = Field(min_length=1)
+    endpoints: list[str] = Field(min_length=1, repr=False)  # may hold user:password@ or ?key=: not in a repr
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)

@@ -162,9 +162,16 @@ class Redactor:
         return text
 
     def message(self, text: str) -> str:
-        """:meth:`text`, and every ``Bearer``/``Basic`` token and URL ``user:password@`` masked."""
+        """:meth:`text`, every ``Bearer``/``Basic`` token and URL ``user:password@`` masked, and a
+        secret's first characters at the very end (an excerpt cut inside it, ``…`` after) too."""
         text = _USERINFO.sub(r"\1", self.text(text))
-        return _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
+        text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
+        body = text.rstrip("…")
+        for secret in self.secrets:
+            for cut in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
+                if body.endswith(secret[:cut]):
+                    return body[:-cut] + MASK + text[len(body):]
+        return text
 
     def json(self, value: Any) -> Any:
         """A copy of the JSON-like ``value`` with :meth:`message` applied to every string (keys too)."""

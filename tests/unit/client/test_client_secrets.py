@@ -117,3 +117,23 @@ def test_models_carries_the_query_string_and_the_client_shows_its_url_masked(tmp
     assert shown == f"http://127.0.0.1:{server.port}/v1?key=***"
     (sent,) = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     assert sent["target"] == "/v1/models?key=qk-1"
+
+
+def test_a_secret_cut_by_an_excerpts_end_is_masked_in_messages() -> None:
+    # An error excerpt stops after 300 characters, possibly inside a bare token: its first 7 of
+    # 20 characters ("YWxpY2U") must not stay; 3 characters ("YWx") are under the 4-character floor.
+    redactor = Redactor([BASIC])
+    assert redactor.message("echo YWxpY2U…") == "echo ***…"
+    assert redactor.message("echo YWx") == "echo YWx"
+
+
+def test_a_request_shown_in_a_notebook_holds_no_secret() -> None:
+    # A notebook saves the repr of the last expression of a cell into the .ipynb file.
+    from tokenplan.api.bench import BenchRequest
+    from tokenplan.api.generate import GenerateRequest
+
+    url = "http://alice:hunter2@h:8000/v1?key=qk-secret-77"
+    shown = repr(GenerateRequest.build(inputs=["in.jsonl"], out_dir="run", endpoints=[url], model="m")) + repr(
+        BenchRequest(endpoints=(url,), model="m", api_key="sk-bench-secret"))
+    for secret in ("hunter2", "qk-secret-77", "sk-bench-secret"):
+        assert secret not in shown
