@@ -12,12 +12,15 @@ Scripted answers (``--script FILE``, a JSON list): the k-th chat request is answ
 ``k mod len``: ``{"status": 200, "raw": "<body text>", "content_type": "…"}`` sent as it is, so a
 test can serve any malformed, unfinished or over-size answer, any error-body shape or SSE stream.
 ``{{authorization}}`` in ``raw`` is replaced by the request's Authorization header (a server that
-echoes it); an entry ``{"answer": true}`` is the normal answer (``answer_for``).
+echoes it), ``{{credential}}`` by that header without its scheme (the bare key, or the bare
+base64 Basic token) and ``{{target}}`` by the request target with its query string; an entry
+``{"answer": true}`` is the normal answer (``answer_for``).
 
 ``GET /stats`` answers ``{"requests", "max_active"}``: the most requests it was answering at once.
 
 ``--log-bodies PATH`` appends every chat request body to ``PATH`` (JSONL), so a test can check what
-was sent.
+was sent. ``--log-requests PATH`` appends one line per request: ``method``, ``target`` (path and
+query string) and ``authorization`` (the header, or null).
 
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
 is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
@@ -59,6 +62,7 @@ class Faults:
     seed: int = 0
     script: str = ""
     log_bodies: str = ""  # a path: every chat request body is appended there as one JSON line
+    log_requests: str = ""  # a path: method, target and Authorization header of every request
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -93,6 +97,11 @@ class Server:
     async def respond(self, conn, writer, request: h11.Request, body: bytes) -> bool:
         self.requests += 1
         target = request.target.decode()
+        if self.faults.log_requests:
+            auth = dict(request.headers).get(b"authorization")
+            with open(self.faults.log_requests, "a") as log:
+                log.write(json.dumps({"method": request.method.decode(), "target": target,
+                                      "authorization": None if auth is None else auth.decode()}) + "\n")
         if request.method == b"GET" and target.endswith("/stats"):
             return await self._send(conn, writer, 200, {"requests": self.requests, "max_active": self.max_active})
         self.active += 1
@@ -103,10 +112,11 @@ class Server:
             self.active -= 1
 
     async def _answer(self, conn, writer, request: h11.Request, target: str, body: bytes) -> bool:
-        if request.method == b"GET" and target.endswith("/models"):
+        path = target.partition("?")[0]  # a client may send its endpoint's query string
+        if request.method == b"GET" and path.endswith("/models"):
             return await self._send(conn, writer, 200, {"object": "list", "data": [
                 {"id": self.faults.model, "object": "model"}]})
-        if request.method != b"POST" or not target.endswith("/chat/completions"):
+        if request.method != b"POST" or not path.endswith("/chat/completions"):
             return await self._send(conn, writer, 404, {"error": {"message": f"no route {target}"}})
         self.chats += 1
         if self.script:
@@ -151,7 +161,9 @@ class Server:
 
     async def _scripted(self, conn, writer, request: h11.Request, entry: dict) -> bool:
         auth = dict(request.headers).get(b"authorization", b"").decode()
-        raw = entry.get("raw", "").replace("{{authorization}}", auth).encode("utf-8", "surrogatepass")
+        raw = (entry.get("raw", "").replace("{{authorization}}", auth)
+               .replace("{{credential}}", auth.partition(" ")[2]).replace("{{target}}", request.target.decode()))
+        raw = raw.encode("utf-8", "surrogatepass")
         await send_bytes(conn, writer, entry.get("status", 200), raw,
                          content_type=entry.get("content_type", "application/json"))
         return True
@@ -226,9 +238,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--script", default="")
     parser.add_argument("--log-bodies", default="")
+    parser.add_argument("--log-requests", default="")
     args = parser.parse_args(argv)
     faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.p400, args.p401, args.stall_s or 30.0,
-                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies)
+                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies, args.log_requests)
     asyncio.run(serve(faults, args.port, args.port_file))
 
 

@@ -8,7 +8,7 @@ import pytest
 import tokenplan
 
 PINNED = ["BenchRequest", "GenerateRequest", "PlanRequest", "PredictRequest", "TokenplanError", "__version__",
-          "calibrate", "generate", "memory", "plan", "predict", "validate"]
+          "bench_async", "calibrate", "generate", "generate_async", "memory", "plan", "predict", "validate"]
 
 
 def test_all_is_pinned():

@@ -13,12 +13,14 @@ with the same ``api.build_config`` as ``tokenplan predict``.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tokenplan.api._loop import run_blocking
 from tokenplan.api._common import PredictRequest, build_config, check_server_description
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
@@ -28,7 +30,7 @@ from tokenplan.bench.workload import Workload, dataset_workload
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
-from tokenplan.client.auth import api_key_from_env
+from tokenplan.client.auth import api_key_from_env, display_url
 from tokenplan.client.openai import OpenAIClient
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.reports import load_saved_bench
@@ -68,7 +70,7 @@ class BenchRequest:
         burstiness: gamma shape of the arrival gaps (1 = Poisson; lower = burstier).
     """
 
-    endpoints: tuple[str, ...]
+    endpoints: tuple[str, ...] = field(repr=False)  # may hold user:password@ or ?key=: not in a repr
     model: str
     concurrencies: tuple[int, ...] = (1, 4, 16, 64)
     isl: int | None = 1024
@@ -83,7 +85,7 @@ class BenchRequest:
     deadline_s: float = 600.0
     seed: int = 0
     metrics: bool = True
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never printed, not even in a repr
     api_key_env: str | None = None
     request_rates: tuple[float, ...] | None = None  # open loop (vllm bench serve --request-rate)
     burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
@@ -108,7 +110,7 @@ def _check(req: BenchRequest) -> None:
         raise InputError("endpoint", "", "at least one --endpoint URL")
     for url in req.endpoints:
         if not url.startswith(("http://", "https://")):
-            raise InputError("endpoint", url, "an http:// or https:// URL such as http://127.0.0.1:8000/v1")
+            raise InputError("endpoint", display_url(url), "an http:// or https:// URL such as http://127.0.0.1:8000/v1")
     if req.request_rates is not None:
         if not req.request_rates or any(not r > 0 for r in req.request_rates):
             raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
@@ -161,14 +163,26 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     ``workload`` and ``stopped``. A server that fails mid-sweep does not raise: the finished
     levels come back with ``stopped`` set.
 
+    Endpoints are stored as :func:`~tokenplan.client.auth.display_url` shows them (no
+    ``user:password@``, query values masked); no key, password or token reaches the JSON. In a
+    running event loop (a Jupyter cell) the sweep goes to a worker thread and this call waits
+    (:func:`~tokenplan.api._loop.run_blocking`); :func:`bench_async` is the variant to ``await``.
+
     Raises:
         InputError: bad options.
         ServerError: an endpoint is unreachable or does not serve ``model`` before the sweep.
     """
+    return run_blocking(lambda: bench_async(req, on_level))
+
+
+async def bench_async(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> BenchOutcome:
+    """:func:`bench` on the running event loop (``await bench_async(req)`` in a notebook): the same
+    outcome and errors; the sweep's requests are sent from this loop, which stays free meanwhile.
+    Cancelling the awaiting task stops the sweep and closes its connections."""
     _check(req)
     if req.api_key is None:
         req = replace(req, api_key=api_key_from_env(req.api_key_env))
-    return asyncio.run(_bench(req, on_level))
+    return await _bench(req, on_level)
 
 
 async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> BenchOutcome:
@@ -177,7 +191,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
     clients = [OpenAIClient(u, max_connections=per_endpoint, api_key=req.api_key) for u in req.endpoints]
     notes: list[str] = []
     try:
-        await check_servers(clients, req.endpoints, req.model)
+        await check_servers(clients, req.model)
         n_prompts = max(req.num_prompts or 0, 4 * most, 16)
         ask = WorkloadAsk(req.model, req.isl, req.osl, req.dataset, min(n_prompts, MAX_DISTINCT_PROMPTS), req.seed,
                           req.ignore_eos, req.api_key)
@@ -209,7 +223,7 @@ def _bench_json(req: BenchRequest, levels: list[dict], info: dict | None, worklo
     """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
     has_metrics = any(lv["server"] for lv in levels)
     return {
-        "model": req.model, "endpoints": list(req.endpoints), "num_gpus": req.num_gpus, "levels": levels,
+        "model": req.model, "endpoints": [display_url(u) for u in req.endpoints], "num_gpus": req.num_gpus, "levels": levels,
         "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
         "cap": concurrency_cap(levels),
         "workload": {"method": workload.method, "isl_tokens": req.isl if req.dataset is None else None,

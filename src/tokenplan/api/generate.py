@@ -21,6 +21,7 @@ directory and the result carries ``export_error``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +30,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
-from tokenplan.client.auth import api_key_from_env
+from tokenplan.api._loop import loop_running, run_blocking
+from tokenplan.client.auth import api_key_from_env, url_problem
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError, TokenplanError, allowed_from_validation
-from tokenplan.runner.backend import RunSpec, run
+from tokenplan.runner.backend import RunOutcome, RunSpec, run, run_async
 from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
 from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.dryrun import DryRun, dry_run
@@ -79,7 +81,7 @@ class GenerateRequest(BaseModel):
 
     inputs: list[str] = Field(min_length=1)
     out_dir: Path
-    endpoints: list[str] = Field(min_length=1)
+    endpoints: list[str] = Field(min_length=1, repr=False)  # may hold user:password@ or ?key=: not in a repr
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
@@ -124,7 +126,7 @@ class GenerateRequest(BaseModel):
     @classmethod
     def _urls(cls, urls: list[str]) -> list[str]:
         for url in urls:
-            problem = _url_problem(url)
+            problem = url_problem(url)
             if problem:
                 raise ValueError(f"http(s) base URLs such as http://127.0.0.1:8000/v1; "
                                  f"{public_url(url)!r}: {problem}")
@@ -175,23 +177,6 @@ class GenerateRequest(BaseModel):
             elif isinstance(value, dict) and "extra_body" in value:
                 value = value["extra_body"]
             raise InputError(field_name, value, allowed_from_validation(error)) from None
-
-
-def _url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be an endpoint, or None."""
-    try:
-        parsed = URL(url)
-    except ValueError as problem:
-        return str(problem)
-    if parsed.scheme not in ("http", "https"):
-        return "the scheme must be http or https"
-    if not parsed.host:
-        return "no host"
-    try:
-        parsed.port  # noqa: B018 - a port that is not a number raises here
-    except ValueError as problem:
-        return str(problem)
-    return None
 
 
 class ExportError(TokenplanError):
@@ -320,6 +305,9 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
     ``grace_s`` seconds, flush and return with ``interrupted=True``; a second signal cancels at once.
     A failed ``export`` does not raise: the result carries ``export_error``.
 
+    In a running event loop (a Jupyter cell) the run goes to a worker thread and this call waits
+    (:func:`~tokenplan.api._loop.run_blocking`); :func:`generate_async` is the variant to ``await``.
+
     Raises:
         InputError: a bad input path or option, a named API-key variable that is unset, an
             ``out_dir`` or ``export`` path that cannot be written (all before sending anything).
@@ -330,6 +318,25 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
             endpoint down for ``max_all_down_s``.
     """
+    if loop_running():
+        return run_blocking(lambda: generate_async(request, on_progress, on_warning))
+    spec, notes = _prepare(request, on_warning)
+    return _result(request, spec, run(spec, on_progress, on_warning), notes)
+
+
+async def generate_async(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
+                         on_warning: Callable[[str], None] | None = None) -> GenerateResult:
+    """:func:`generate` on the running loop (``await generate_async(request)`` in a notebook): same
+    result, same errors. The local backend sends from this loop and installs no signal handler;
+    cancelling the awaiting task stops the run (in-flight answers are not stored, every record
+    written stays whole, a rerun resumes). Ray, the final count and ``export`` run in worker threads."""
+    spec, notes = _prepare(request, on_warning)
+    outcome = await run_async(spec, on_progress, on_warning)
+    return await asyncio.to_thread(_result, request, spec, outcome, notes)
+
+
+def _prepare(request: GenerateRequest, on_warning: Callable[[str], None] | None) -> tuple[RunSpec, list[str]]:
+    """The checked request's run spec and notes; warnings go to ``on_warning``, else into the notes."""
     checked = check_request(request)
     notes = list(checked.notes)
     for warning in checked.warnings:
@@ -337,10 +344,12 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
             on_warning(warning)
         else:
             notes.append(f"warning: {warning}")
-    spec = run_spec(request, checked, notes)
-    outcome = run(spec, on_progress, on_warning)
-    finished = finish_run(spec, outcome, _export_spec(request))
-    tally = outcome.tally
+    return run_spec(request, checked, notes), notes
+
+
+def _result(request: GenerateRequest, spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> GenerateResult:
+    """Count what the run directory holds, export, and build the result (:func:`finish_run`)."""
+    finished, tally = finish_run(spec, outcome, _export_spec(request)), outcome.tally
     return GenerateResult(
         run_dir=outcome.run_dir, units_total=finished.units_total, stored=finished.stored, skipped=finished.skipped,
         errors=finished.errors, rejected_rows=tally.rejected_rows, already_done=tally.already_done,

@@ -12,6 +12,10 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from yarl import URL
+
+from tokenplan.client.auth import basic_token, display_url
+
 
 class SideRequestFailed(Exception):
     """A side endpoint did not answer usefully.
@@ -22,7 +26,7 @@ class SideRequestFailed(Exception):
 
     def __init__(self, url: str, detail: str, status: int | None = None):
         self.status = status
-        super().__init__(f"{url}: {detail}")
+        super().__init__(f"{display_url(url)}: {detail}")  # no user:password@, no query values
 
 
 def server_root(base_url: str) -> str:
@@ -33,11 +37,17 @@ def server_root(base_url: str) -> str:
 
 
 def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float, api_key: str | None) -> bytes:
+    """The answer body; ``api_key`` goes as ``Authorization: Bearer``, else a ``user:password@``
+    in ``url`` as ``Basic`` (as the chat client sends them), never in the request line."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
+    parsed = URL(url)
+    token = basic_token(parsed)
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, data=data, headers=headers)
+    elif token is not None:
+        headers["Authorization"] = f"Basic {token}"
+    request = urllib.request.Request(str(parsed.with_user(None)), data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.read()

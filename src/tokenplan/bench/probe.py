@@ -41,19 +41,19 @@ class WorkloadAsk:
     api_key: str | None = None
 
 
-async def check_servers(clients: list[OpenAIClient], urls: tuple[str, ...], model: str) -> None:
-    """Ask every endpoint for its models.
+async def check_servers(clients: list[OpenAIClient], model: str) -> None:
+    """Ask every endpoint for its models (``clients``: one per endpoint).
 
     Raises:
         ServerError: an endpoint cannot be reached, or does not serve ``model``.
     """
-    for client, url in zip(clients, urls):
+    for client in clients:  # messages name client.base_url: no credentials, query values masked
         try:
             served = await client.models(deadline_s=PROBE_DEADLINE_S)
         except RequestFailed as failure:
-            raise ServerError(f"cannot reach {url}: {failure}") from None
+            raise ServerError(f"cannot reach {client.base_url}: {failure}") from None
         if model not in served:
-            raise ServerError(f"{url} does not serve model {model!r} (it serves: {', '.join(served) or 'nothing'})")
+            raise ServerError(f"{client.base_url} does not serve model {model!r} (it serves: {', '.join(served) or 'nothing'})")
 
 
 async def probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, ...], ignore_eos: bool) -> int:
@@ -87,7 +87,7 @@ async def probe_workload(ask: WorkloadAsk, client: OpenAIClient, base_url: str,
         short_tokens = await probe_tokens(client, ask.model, short, ignore_eos)
     except RequestFailed as failure:
         if not ignore_eos or failure.kind != "status" or failure.status not in (400, 422):
-            raise ServerError(f"{base_url}: a 1-token probe request failed: {failure}") from None
+            raise ServerError(f"{client.base_url}: a 1-token probe request failed: {failure}") from None
         ignore_eos = False
         notes.append(f"the server refused ignore_eos ({failure}); output lengths are the model's own")
         short_tokens = await probe_tokens(client, ask.model, short, False)

@@ -305,5 +305,5 @@ class Sweep:
             try:
                 await client.models(deadline_s=HEALTH_DEADLINE_S)
             except RequestFailed as health:
-                state.stop = (f"{url} stopped answering during concurrency {state.result.concurrency} "
+                state.stop = (f"{client.base_url} stopped answering during concurrency {state.result.concurrency} "
                               f"({failure}; health check: {health})")

@@ -19,6 +19,7 @@ from rich.console import Console
 from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.api.bench import BenchRequest, bench, check_output_file, fit_bench, read_bench_json
 from tokenplan.cli.app import app
+from tokenplan.client.auth import display_url
 from tokenplan.errors import InputError, ServerError, TokenplanError
 from tokenplan.report.bench import level_line, show_bench
 
@@ -121,7 +122,7 @@ def bench_command(
         if fitting is not None:  # a bad --config/--gpu/layout fails now, not after the sweep
             build_config(fitting.request())
         if not endpoint or not model:
-            raise InputError("endpoint/model", f"{endpoint}/{model}", "--endpoint URL and --model NAME")
+            raise InputError("endpoint/model", _shown(endpoint, model), "--endpoint URL and --model NAME")
         result = bench(BenchRequest(endpoints=tuple(endpoint), model=model, concurrencies=levels, isl=isl, osl=osl,
                                     dataset=dataset, num_prompts=num_prompts, duration_s=duration,
                                     warmup_requests=warmup, num_gpus=num_gpus, ignore_eos=ignore_eos, stream=stream,
@@ -130,6 +131,11 @@ def bench_command(
                        on_level=None if json_out else _progress)
         data, stopped = result.data, result.stopped
     _finish(data, stopped, fitting, save, plot, json_out)
+
+
+def _shown(endpoints: list[str] | None, model: str | None) -> str:
+    """The endpoints and model as an error line shows them: no ``user:password@``, no query value."""
+    return f"{[display_url(u) for u in endpoints or ()]}/{model}"
 
 
 def _concurrencies(text: str) -> tuple[int, ...]:

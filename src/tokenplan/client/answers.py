@@ -13,13 +13,13 @@ a stream cut short may end with no ``finish_reason`` at all, and neither is an a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
+from tokenplan.client.auth import redact
 from tokenplan.client.reasoning import split_reasoning
 
 FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
@@ -112,18 +112,6 @@ class RequestFailed(Exception):
         """The same failure with every secret and ``Bearer …`` token removed from its texts."""
         received = None if self.received is None else redact(self.received, secrets)
         return RequestFailed(self.kind, redact(self.detail, secrets), self.status, self.retry_after_s, received)
-
-
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}\]]+")
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` (API key, URL password) and any ``Bearer <token>`` or
-    ``Basic <token>`` replaced by ``***``: servers echo request headers in error messages."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return _BEARER.sub(lambda m: f"{m.group(1)} ***", text)
 
 
 def excerpt(raw: bytes | str) -> str:

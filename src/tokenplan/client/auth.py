@@ -1,17 +1,51 @@
-"""The API key a command sends, read from the environment (never from a flag, never logged).
+"""Credentials: the API key a command sends, the secrets an endpoint URL carries, and the one
+redaction every file, table and report goes through.
 
-Shared by ``generate`` and ``bench``: both take ``--api-key-env VAR``; without it the key is
-``$OPENAI_API_KEY`` when that is set (the OpenAI SDK's and ``vllm bench serve``'s variable), and a
-local server needs none.
+The key is read from the environment (never from a flag): both ``generate`` and ``bench`` take
+``--api-key-env VAR``; without it the key is ``$OPENAI_API_KEY`` when that is set (the OpenAI SDK's
+and ``vllm bench serve``'s variable), and a local server needs none.
+
+What a run holds that must never reach a file, a table, an error line or a report
+(:class:`Redactor`):
+
+- the API key (sent as ``Authorization: Bearer <key>``);
+- an endpoint's ``user:password@``: the password as written and percent-decoded, and the
+  ``Basic`` token sent for it, ``base64("user:password")`` (RFC 7617 §2);
+- an endpoint's query-string values whose *name* looks like a credential (:data:`KEY_NAME`:
+  ``key``, ``api_key``, ``access_token``, ``sig``, ``X-Amz-Signature``, ``code``…), as written and
+  decoded. Other query values (``api-version=2024-02-01``) are configuration, not credentials:
+  replacing them inside stored answers would rewrite the data (a date in a model's answer).
+  Printed and stored endpoint URLs mask *every* query value (:func:`display_url`), so no value,
+  whatever its name, is shown.
+
+Secrets shorter than :data:`MIN_SECRET_CHARS` are not replaced inside texts: replacing ``"ab"``
+everywhere would rewrite ordinary words of every answer, and so short a value guards nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from yarl import URL
 
 from tokenplan.errors import InputError
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
+MASK = "***"
+MIN_SECRET_CHARS = 4
+# Query parameter names that carry credentials: Google's ``key``, ``api_key``/``api-key``, OAuth's
+# ``access_token``, Azure SAS ``sig``, AWS presigned ``X-Amz-Signature``/``X-Amz-Credential``/
+# ``X-Amz-Security-Token``, Azure Functions ``code``, ``password``, ``secret``, ``auth``, ``session``.
+KEY_NAME = re.compile(r"(?i)key|token|secret|pass|pwd|auth|sig|credential|session|code")
+# "Bearer <token>" / "Basic <token>" in a server's error text (the header echoed back), whatever the token.
+_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}\]]+")
+# user:password@ in any URL inside a message (a proxy or library error naming the URL it failed on).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
 
 
 def api_key_from_env(name: str | None) -> str | None:
@@ -35,3 +69,122 @@ def api_key_from_env(name: str | None) -> str | None:
                          f"(${name} is unset or empty; leave --api-key-env out "
                          "for a server that needs no key)")
     return key
+
+
+def basic_token(url: URL) -> str | None:
+    """``base64("user:password")`` for a URL with ``user:password@`` (RFC 7617 §2, UTF-8), else None."""
+    if url.user is None:
+        return None
+    return base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode("ascii")
+
+
+def display_url(url: str) -> str:
+    """``url`` as it may be printed and stored: ``scheme://host:port/path``, no ``user:password@``,
+    no trailing slash, no fragment, and every query value replaced by ``***``
+    (``http://u:p@h:8000/v1/?key=abc&v=1`` → ``http://h:8000/v1?key=***&v=***``)."""
+    try:
+        parsed = URL(url)
+        query = parsed.raw_query_string
+        base = str(parsed.with_user(None).with_query(None).with_fragment(None)).rstrip("/")
+    except (ValueError, TypeError):  # not a URL yarl can parse: cut userinfo, query and fragment by hand
+        head, _, rest = url.partition("?")
+        query = rest.partition("#")[0]
+        base = _USERINFO.sub(r"\1", head.partition("#")[0]).rstrip("/")
+    if not query:
+        return base
+    parts = [part.partition("=") for part in query.split("&") if part]
+    return base + "?" + "&".join(f"{name}={MASK}" if equals else name for name, equals, _ in parts)
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint (not http(s), no host, a port that is no number), or None."""
+    try:
+        parsed = URL(url)
+    except ValueError as problem:
+        return str(problem)
+    if parsed.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    if not parsed.host:
+        return "no host"
+    try:
+        parsed.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as problem:
+        return str(problem)
+    return None
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets ``url`` carries: its password (as written and decoded), its Basic token, and the
+    values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded)."""
+    try:
+        parsed = URL(url)
+        found = [parsed.password, parsed.raw_password, basic_token(parsed)]
+        raw_pairs = [part.partition("=") for part in parsed.raw_query_string.split("&") if part]
+        found += [value for name, _, value in raw_pairs if KEY_NAME.search(name)]
+        found += [value for name, value in parsed.query.items() if KEY_NAME.search(name)]
+    except (ValueError, TypeError):
+        return []  # refused as an endpoint before anything is sent; display_url masks it in the message
+    return [s for s in found if s]
+
+
+class Redactor:
+    """Removes a run's secrets from what it writes and prints.
+
+    Args:
+        secrets: the texts to remove (API key, passwords, tokens); each is also removed in its JSON-
+            escaped form. Empty texts and texts shorter than :data:`MIN_SECRET_CHARS` are ignored.
+
+    :meth:`text` replaces only the secrets themselves (for answers: their words stay as they are);
+    :meth:`message` also masks any ``Bearer``/``Basic`` token and any URL's ``user:password@``
+    (for error texts, where a server echoes headers it was sent).
+    """
+
+    def __init__(self, secrets: Iterable[str | None] = ()):
+        forms: set[str] = set()
+        for secret in secrets:
+            if secret and len(secret) >= MIN_SECRET_CHARS:
+                forms.update((secret, json.dumps(secret)[1:-1]))
+        self.secrets = tuple(sorted(forms, key=len, reverse=True))  # longest first: a secret inside another
+
+    @classmethod
+    def for_endpoints(cls, endpoints: Sequence[str], api_key: str | None) -> Redactor:
+        """Every secret of a run over ``endpoints`` with ``api_key`` (see the module docstring)."""
+        return cls([api_key, *(s for url in endpoints for s in url_secrets(url))])
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced by ``***``; nothing else changes."""
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+    def message(self, text: str) -> str:
+        """:meth:`text`, every ``Bearer``/``Basic`` token and URL ``user:password@`` masked, and a
+        secret's first characters at the very end (an excerpt cut inside it, ``…`` after) too."""
+        text = _USERINFO.sub(r"\1", self.text(text))
+        text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)} {MASK}", text)
+        body = text.rstrip("…")
+        for secret in self.secrets:
+            for cut in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
+                if body.endswith(secret[:cut]):
+                    return body[:-cut] + MASK + text[len(body):]
+        return text
+
+    def json(self, value: Any) -> Any:
+        """A copy of the JSON-like ``value`` with :meth:`message` applied to every string (keys too)."""
+        if isinstance(value, str):
+            return self.message(value)
+        if isinstance(value, dict):
+            return {self.json(k): self.json(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.json(v) for v in value]
+        return value
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` and any ``Bearer <token>``/``Basic <token>`` replaced by
+    ``***`` (:meth:`Redactor.message`): servers echo request headers in error messages."""
+    return Redactor(secrets).message(text)

@@ -61,7 +61,7 @@ class PoolSettings:
 class _State:
     all_down_since_s: float | None = None
     model: str | None = None
-    probe_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    probe_tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # id(endpoint) → its probe
 
 
 class EndpointPool:
@@ -77,7 +77,8 @@ class EndpointPool:
         self.settings = settings
         clients = [OpenAIClient(url, max_connections=settings.concurrency_per_endpoint, api_key=api_key)
                    for url in base_urls]
-        # base_url: credentials removed (OpenAIClient.base_url), as it is printed and stored.
+        # base_url: credentials removed, query values masked (OpenAIClient.base_url): it is
+        # printed and stored in every record's turns.
         self.endpoints = [Endpoint(client.base_url, client) for client in clients]
         # The one concurrency limit, seen from the caller's side: units admitted at once.
         self._admitted = asyncio.Semaphore(settings.concurrency_per_endpoint * len(self.endpoints))
@@ -153,8 +154,11 @@ class EndpointPool:
             self._eject(endpoint, str(failure))
 
     def in_flight(self) -> dict[str, int]:
-        """Outstanding requests per endpoint URL."""
-        return {e.base_url: e.outstanding for e in self.endpoints}
+        """Outstanding requests per endpoint URL (as printed: endpoints that print alike are summed)."""
+        counts: dict[str, int] = {}
+        for e in self.endpoints:
+            counts[e.base_url] = counts.get(e.base_url, 0) + e.outstanding
+        return counts
 
     def healthy_count(self) -> int:
         """Endpoints currently taking requests."""
@@ -185,8 +189,10 @@ class EndpointPool:
 
     def _eject(self, endpoint: Endpoint, reason: str) -> None:
         endpoint.ejected, endpoint.last_failure = True, reason
-        if endpoint.base_url not in self._state.probe_tasks:
-            self._state.probe_tasks[endpoint.base_url] = asyncio.create_task(self._probe(endpoint))
+        # Keyed by the endpoint itself: two URLs that differ only in masked query values
+        # (two keys for one server) print alike but are probed apart.
+        if id(endpoint) not in self._state.probe_tasks:
+            self._state.probe_tasks[id(endpoint)] = asyncio.create_task(self._probe(endpoint))
 
     async def _probe(self, endpoint: Endpoint) -> None:
         try:
@@ -203,4 +209,4 @@ class EndpointPool:
                 async with self._changed:
                     self._changed.notify_all()
         finally:
-            self._state.probe_tasks.pop(endpoint.base_url, None)
+            self._state.probe_tasks.pop(id(endpoint), None)

@@ -21,12 +21,10 @@ Times are ``time.perf_counter()`` readings in seconds. Non-streamed requests are
 
 from __future__ import annotations
 
-import base64
-
 import asyncio
 import contextlib
+import dataclasses
 import functools
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -37,6 +35,7 @@ import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from tokenplan.client.auth import Redactor, basic_token, display_url
 from tokenplan.client.answers import (Completion, RequestFailed, SSELines, StreamAccumulator, Timings, Usage,
                                       answer_bytes_cap, error_message, json_object, parse_whole)
 
@@ -60,27 +59,30 @@ class OpenAIClient:
     def __init__(self, base_url: str, *, max_connections: int, api_key: str | None = None,
                  connect_timeout_s: float = 10.0):
         url = URL(base_url.rstrip("/"))
-        self.base_url = public_url(base_url)  # credentials removed: safe to print and store
+        self.base_url = display_url(base_url)  # no credentials, query values masked: safe to print and store
         headers = {"Content-Type": "application/json"}
+        token = basic_token(url)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        elif url.user is not None:  # http://user:password@host/v1: HTTP basic auth, as curl does
+        elif token is not None:  # http://user:password@host/v1: HTTP basic auth, as curl does
             # RFC 7617: "Basic " + base64("user:password") in UTF-8 (aiohttp.BasicAuth is deprecated).
-            token = base64.b64encode(f"{url.user}:{url.password or ''}".encode()).decode("ascii")
             headers["Authorization"] = f"Basic {token}"
         self._headers, self._max_connections = headers, max_connections
-        # Texts a server might echo back (the key, a password in the URL) are removed from every
-        # failure this client raises.
-        self._secrets = tuple(s for s in (api_key, url.password, url.raw_password) if s)
-        url = url.with_user(None)  # the credentials travel in the header only
+        # Texts a server might echo back (the key, a password or Basic token, a query-string key)
+        # are removed from every failure and every answer this client returns.
+        self.redactor = Redactor.for_endpoints([base_url], api_key)
+        # The credentials travel in the header only; the query string (``?api-version=…``,
+        # ``?key=…``) goes with every request, as the OpenAI SDK's ``default_query`` does.
+        query = url.query
+        url = url.with_user(None).with_query(None).with_fragment(None)
         # Only connecting is bounded here (aiohttp's default is a 5-minute cap on the whole
         # request); the whole request is bounded by the caller's deadline, as a 30k-token answer
         # may rightly take half an hour.
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
                                               sock_read=None)
         self._session: aiohttp.ClientSession | None = None  # opened in the loop of the first request
-        self._chat_url = url / "chat/completions"
-        self._models_url = url / "models"
+        self._chat_url = (url / "chat/completions").with_query(query)
+        self._models_url = (url / "models").with_query(query)
         # HTTP_PROXY / HTTPS_PROXY / NO_PROXY, read once here as httpx did (aiohttp's trust_env
         # would look them up again in a worker thread for every request).
         self._proxy, self._proxy_auth = _env_proxy(self._chat_url)
@@ -114,7 +116,7 @@ class OpenAIClient:
         Raises:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
-        async with _failures_as_request_failed(deadline_s, self._secrets):
+        async with _failures_as_request_failed(deadline_s, self.redactor):
             async with self._http().get(self._models_url, proxy=self._proxy,
                                         proxy_auth=self._proxy_auth) as response:
                 raw = await _read_capped(response, MODELS_BYTES_CAP)
@@ -140,14 +142,31 @@ class OpenAIClient:
             RequestFailed: on any failure, including an answer that is malformed or unfinished
                 (``protocol``) or larger than ``max_bytes`` (``oversize``); the request was sent at
                 most once. Texts from the server have the API key and ``Bearer`` tokens removed.
+
+        Returns:
+            The completion, with every secret this client holds (API key, URL password, Basic
+            token, credential-named query values) replaced by ``***`` in its content, reasoning
+            and model name.
         """
         if max_bytes is None:
             tokens = body.get("max_tokens")
             max_bytes = answer_bytes_cap(tokens if isinstance(tokens, int) else 0)
-        async with _failures_as_request_failed(deadline_s, self._secrets):
+        async with _failures_as_request_failed(deadline_s, self.redactor):
             if stream:
-                return await self._chat_streamed(body, max_bytes)
-            return await self._chat_whole(body, max_bytes)
+                done = await self._chat_streamed(body, max_bytes)
+            else:
+                done = await self._chat_whole(body, max_bytes)
+        return self._redacted(done)
+
+    def _redacted(self, done: Completion) -> Completion:
+        """``done`` with this client's secrets removed from its texts (a server that echoes the
+        Authorization header or the URL into its answer): the answer is stored and exported."""
+        if not self.redactor:
+            return done
+        text = self.redactor.text
+        return dataclasses.replace(done, content=text(done.content),
+                                   reasoning=None if done.reasoning is None else text(done.reasoning),
+                                   model=None if done.model is None else text(done.model))
 
     async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
@@ -183,12 +202,8 @@ class OpenAIClient:
 
 
 def public_url(url: str) -> str:
-    """``url`` without ``user:password@`` and without a trailing slash: what is stored and printed."""
-    try:
-        parsed = URL(url.rstrip("/"))
-    except ValueError:
-        return re.sub(r"//[^/@]*@", "//", url.rstrip("/"))
-    return str(parsed.with_user(None)) if parsed.user is not None or parsed.password is not None else str(parsed)
+    """``url`` as it is stored and printed (:func:`tokenplan.client.auth.display_url`)."""
+    return display_url(url)
 
 
 MODELS_BYTES_CAP = 16 * 2**20  # a /models list: a few KiB even for a server with many adapters
@@ -216,14 +231,14 @@ async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> byte
 
 
 @contextlib.asynccontextmanager
-async def _failures_as_request_failed(deadline_s: float, secrets: tuple[str, ...] = ()) -> AsyncIterator[None]:
+async def _failures_as_request_failed(deadline_s: float, redactor: Redactor) -> AsyncIterator[None]:
     """A deadline around the body; aiohttp errors and the deadline become :class:`RequestFailed`,
-    and every failure's texts lose ``secrets`` and ``Bearer`` tokens."""
+    and every failure's texts lose the secrets of ``redactor`` and ``Bearer``/``Basic`` tokens."""
     try:
         async with asyncio.timeout(deadline_s):
             yield
     except RequestFailed as failure:
-        raise failure.redacted(secrets) from None
+        raise failure.redacted(redactor.secrets) from None
     # aiohttp's own time-outs (connecting) are TimeoutErrors too: catch its errors first.
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
         raise RequestFailed("transport", _transport_detail(exc)) from exc

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tokenplan.client.auth import display_url
 from tokenplan.report.fit import show_fit
 
 BENCH_COLUMNS = ("conc", "achieved", "reqs", "err", "req/s", "out tok/s", "total tok/s", "server tok/s",
@@ -32,7 +33,8 @@ def _fmt(v: float | None, spec: str) -> str:
 def bench_table(data: dict) -> Table:
     """The levels as a rich table: one row per concurrency level, the server's own counters
     (``/metrics``) beside the client's measurement; latencies in ms, throughput in tokens/s."""
-    t = Table(title=f"{data['model']} · {', '.join(data.get('endpoints') or ())}")
+    # display_url again: a --from-json file written before endpoints were stored masked may hold user:password@.
+    t = Table(title=f"{data['model']} · {', '.join(display_url(str(e)) for e in (data.get('endpoints') or ()))}")
     for c in BENCH_COLUMNS:
         t.add_column(c, justify="right")
     for lv in data["levels"]:  # a saved file's figures are checked by tokenplan.files.shapes; absent ones print "–"

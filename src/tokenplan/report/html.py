@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from tokenplan.client.auth import display_url
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import achieved, bench_divisor, measurement_figures, plan_figures
 from tokenplan.report.tables import current_table, with_band
@@ -227,7 +228,8 @@ def _bench_html(bench: dict) -> str:
              f"{lv['errors']:,}", f"{lv['output_tok_s']:,.0f}", f"{lv['output_tok_s'] / n:,.0f}",
              f"{q(lv, 'ttft_s', 'p50')} / {q(lv, 'ttft_s', 'p99')}", f"{q(lv, 'tpot_s', 'p50')} / {q(lv, 'tpot_s', 'p99')}"]
             for lv in bench["levels"]]
-    endpoints = ", ".join(str(e) for e in bench.get("endpoints", []))
+    # display_url again: a bench file written before endpoints were stored masked may hold user:password@.
+    endpoints = ", ".join(display_url(str(e)) for e in bench.get("endpoints", []))
     on = f"{n} GPUs" if unit == "GPU" else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
     return (f"<h2>bench · {escape(str(bench['model']))} on {escape(on)}</h2><p class=\"sub\">{escape(endpoints)}</p>"
             + _table(["concurrency", "achieved", "requests", "errors", "output tok/s", f"tok/s/{unit}", "TTFT p50 / p99 s",

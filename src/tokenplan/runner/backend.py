@@ -15,6 +15,7 @@ branch in :func:`run`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,6 +96,25 @@ def run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
     from tokenplan.runner.local import run_local
 
     return run_local(spec, on_progress)
+
+
+async def run_async(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
+                    on_note: Callable[[str], None] | None = None) -> RunOutcome:
+    """:func:`run` on the running event loop (Jupyter's): the local backend sends from this loop
+    (:func:`~tokenplan.runner.local.run_local_async`: no signal handlers installed; cancelling the
+    awaiting task stops the run, resumably); the Ray backend's driver runs in a worker thread
+    (``asyncio.to_thread``), so the loop stays free, and a cancellation does not reach it.
+
+    Raises:
+        InputError, RunDirError, ServerError: as :func:`run`.
+    """
+    if spec.backend == "ray":
+        from tokenplan.runner.ray_backend import run_ray_backend
+
+        return await asyncio.to_thread(run_ray_backend, spec, on_progress, on_note)
+    from tokenplan.runner.local import run_local_async
+
+    return await run_local_async(spec, on_progress)
 
 
 def duplicate_notes(rundir: RunDir) -> list[str]:

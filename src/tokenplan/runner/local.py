@@ -3,8 +3,10 @@
 Order: the open-file limit is checked for the concurrency, a Ray-backend run's leftover actors are
 fenced (:func:`~tokenplan.runner.fencing.fence_earlier_actors`), the run directory is opened (its
 done-set read), the endpoints are health-checked, and the :class:`~tokenplan.runner.dispatch.Dispatcher`
-sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread) stop sending and
-give in-flight requests ``grace_s`` seconds; a second signal cancels at once.
+sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread on a loop of its
+own) stop sending and give in-flight requests ``grace_s`` seconds; a second signal cancels at once.
+:func:`run_local_async` runs on the caller's event loop (Jupyter's) and leaves its signals alone:
+cancelling the awaiting task stops the run (in-flight answers are not stored; a rerun sends them).
 """
 
 from __future__ import annotations
@@ -33,10 +35,21 @@ def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = No
         InputBroken: an input file broke part-way; raised once every unit sent was settled.
         RunDirError, ServerError: as :func:`tokenplan.runner.backend.run`.
     """
-    return asyncio.run(_run(spec, on_progress))
+    return asyncio.run(_run(spec, on_progress, handle_signals=True))
 
 
-async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) -> RunOutcome:
+async def run_local_async(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None) -> RunOutcome:
+    """:func:`run_local` on the running event loop; SIGINT/SIGTERM stay the loop owner's.
+
+    Raises:
+        InputError, RunDirError, ServerError: as :func:`run_local`.
+        asyncio.CancelledError: the awaiting task was cancelled; every record written is whole,
+            the run directory is closed, and a rerun resumes.
+    """
+    return await _run(spec, on_progress, handle_signals=False)
+
+
+async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None, handle_signals: bool) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
     fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
     rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes)
@@ -49,7 +62,7 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) ->
                                 rolling_summary(on_progress, rundir.path, spec.progress_every_s))
         stop = asyncio.Event()
         read_stats = ReadStats()
-        with StopOnSignals(stop):
+        with StopOnSignals(stop, active=handle_signals):
             source = until_broken(limited(read_rows(spec.files, read_stats), spec.limit), read_stats)
             tally = await dispatcher.run(source, stop)
     finally:
@@ -61,11 +74,12 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) ->
 
 
 class StopOnSignals:
-    """SIGINT/SIGTERM → ``stop``; a second signal cancels the running task (main thread only)."""
+    """SIGINT/SIGTERM → ``stop``; a second signal cancels the running task (main thread only, and
+    only when ``active``: a loop this process did not start keeps its owner's handlers)."""
 
-    def __init__(self, stop: asyncio.Event):
+    def __init__(self, stop: asyncio.Event, active: bool = True):
         self.stop = stop
-        self.active = threading.current_thread() is threading.main_thread()
+        self.active = active and threading.current_thread() is threading.main_thread()
 
     def __enter__(self) -> None:
         if not self.active:
