@@ -156,10 +156,13 @@ def _json_object(text: str | None) -> dict:
     """``--extra-body``: a JSON object, else one line naming the option (exit 2)."""
     if text is None:
         return {}
+    allowed, shown = "a JSON object, e.g. '{\"ignore_eos\": true}'", text if len(text) <= 200 else text[:200] + "…"
     try:
         value = json.loads(text)
     except ValueError:
         value = None
+    except RecursionError:  # nested deeper than Python's json reads (~1,000 levels)
+        raise InputError("extra-body", shown, f"{allowed}, nested fewer than 250 levels deep") from None
     if not isinstance(value, dict):
-        raise InputError("extra-body", text, "a JSON object, e.g. '{\"ignore_eos\": true}'")
+        raise InputError("extra-body", shown, allowed)
     return value

@@ -1,0 +1,107 @@
+"""Which values a stored record may carry: those orjson writes back exactly as they were read.
+
+Every record of a run directory is written with orjson (:mod:`tokenplan.runner.appendlog`), and
+what a row or ``--extra-body`` brings in is stored in it (a row's other fields, an assistant
+turn's ``tool_calls``, a Batch line's sampling fields, ``extra_body`` under ``sampling``).
+orjson 3.13 refuses some values outright and rewrites others silently (measured with it):
+
+- containers nested more than :data:`MAX_RECORD_DEPTH` (254) deep: ``Recursion limit reached``
+  (254 nested lists serialize, 255 raise);
+- text with a lone UTF-16 surrogate (``"\\ud800"`` in JSON): ``str is not valid UTF-8``;
+- integers outside -2^63 … 2^64-1: ``Integer exceeds 64-bit range``;
+- ``NaN`` and ``±Infinity`` (Python's ``json`` reads them): written as ``null``, the value lost;
+- ``bytes``, ``Decimal``, sets, keys that are not text: ``TypeError``.
+
+A value that would meet any of these is refused before anything is sent (:func:`check_storable`
+raises :class:`Unstorable` naming where it is, the value and what is allowed), so a record can
+never fail to be written: a bad row is one reject line, not a crash that every rerun repeats.
+Integers are held to the signed 64-bit range -2^63 … 2^63-1, the widest the Parquet export
+(``int64``) and most JSON readers keep exact. Dates and times (Parquet timestamp columns) are
+allowed: orjson writes them as RFC 3339 text.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from typing import Any
+
+MAX_RECORD_DEPTH = 254  # orjson 3.13: 254 nested containers serialize, 255 raise "Recursion limit reached"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_SCALARS = (bool, type(None), datetime.datetime, datetime.date, datetime.time)
+_SHOWN_CHARS = 60  # how much of a refused value the message shows
+
+
+class Unstorable(ValueError):
+    """A value a record cannot hold as it is; the message is one line naming where and why."""
+
+
+def check_storable(value: Any, where: str, enclosing: int) -> None:
+    """Refuse ``value`` unless orjson stores it exactly (see the module docstring).
+
+    Args:
+        value: a decoded JSON value (dicts, lists, text, numbers, booleans, null) or a Parquet
+            row's value (also tuples, dates and times).
+        where: its name for the message, e.g. ``"fields"`` or ``"messages[1]"``; the path inside
+            it is added (``meta.tags[3]``).
+        enclosing: how many containers enclose ``value`` in the deepest place it is stored
+            (e.g. 1 for a dict that is one key of the record), so nesting is counted as orjson
+            counts it: ``enclosing`` + the value's own depth ≤ :data:`MAX_RECORD_DEPTH`.
+
+    Raises:
+        Unstorable: the first value that cannot be stored, by path.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, where, enclosing)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth + 1 > MAX_RECORD_DEPTH:
+                allowed = MAX_RECORD_DEPTH - enclosing
+                raise Unstorable(f"{_short(path)}: nested more than {allowed} levels deep (a record holds "
+                                 f"{allowed} levels here: orjson writes at most {MAX_RECORD_DEPTH} in all)")
+            stack.extend(_children(item, path, depth + 1))
+        elif isinstance(item, str):
+            _check_text(item, path)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if not INT64_MIN <= item <= INT64_MAX:
+                raise Unstorable(f"{_short(path)}: integer {_shown(item)} is outside the 64-bit range "
+                                 "-2^63 … 2^63-1 (store it as text)")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise Unstorable(f"{_short(path)}: {item!r} is not a finite number (JSON has no NaN or "
+                                 "Infinity; it would be stored as null)")
+        elif not isinstance(item, _SCALARS):
+            raise Unstorable(f"{_short(path)}: a {type(item).__name__} value ({_shown(item)}) cannot be "
+                             "stored as JSON (allowed: objects, lists, text, numbers, true/false, null)")
+
+
+def _children(item: dict | list | tuple, path: str, depth: int) -> list[tuple[Any, str, int]]:
+    if not isinstance(item, dict):
+        return [(child, f"{path}[{i}]", depth) for i, child in enumerate(item)]
+    children = []
+    for key, child in item.items():
+        if not isinstance(key, str):
+            raise Unstorable(f"{_short(path)}: key {_shown(key)} is a {type(key).__name__}, not text")
+        _check_text(key, f"{path}.{key}" if path else key)
+        children.append((child, f"{path}.{key}" if path else key, depth))
+    return children
+
+
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        raise Unstorable(f"{_short(path)}: lone UTF-16 surrogate "
+                         f"{text[problem.start]!r} at character {problem.start} (not valid Unicode)") from None
+
+
+def _short(path: str) -> str:
+    """A path for a one-line message: characters that are not printable (line breaks, lone
+    surrogates) escaped, and only its first and last 50 characters when longer than 120."""
+    path = "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
+    return path if len(path) <= 120 else f"{path[:50]}…{path[-50:]}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
