@@ -45,7 +45,7 @@ from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.storable import Unstorable, check_storable
+from tokenplan.runner.storable import Unstorable, check_fields
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -54,9 +54,9 @@ DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan 
 # max_completion_tokens is max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over
 # max_tokens), so it would replace the recorded cap just the same.
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
-# extra_body's place in manifest.json (manifest → job → sampling → extra_body), its deepest: each
-# value must fit runner.storable's limit below these three containers.
-EXTRA_BODY_ENCLOSING = 3
+# Containers around each extra_body value where it is stored deepest, manifest.json (manifest →
+# job → sampling → extra_body → value): each must fit runner.storable's limit below these four.
+EXTRA_BODY_ENCLOSING = 4
 CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
 # Sampling fields generate has an option for and records in every record's ``sampling``: set in
 # --extra-body, the request would send one value while the record states another.
@@ -148,7 +148,7 @@ class GenerateRequest(BaseModel):
     @model_validator(mode="after")
     def _extra_body(self) -> GenerateRequest:
         try:  # stored in every record and the manifest, sent in every request: it must encode exactly
-            check_storable(self.extra_body, "extra_body", EXTRA_BODY_ENCLOSING)
+            check_fields(self.extra_body, "extra_body.", EXTRA_BODY_ENCLOSING)
         except Unstorable as problem:
             raise ValueError(f"a JSON object every record can hold; {problem}") from None
         client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))

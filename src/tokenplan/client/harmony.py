@@ -36,9 +36,9 @@ class HarmonyError(ValueError):
 
 def is_harmony(text: str) -> bool:
     """Whether ``text`` is raw Harmony output: it begins with ``<|channel|>`` (the prompt ended
-    with ``<|start|>assistant``) or with ``<|start|>assistant``."""
-    head = text.lstrip()
-    return head.startswith(CHANNEL) or head.startswith(START + "assistant")
+    with ``<|start|>assistant``) or with ``<|start|>`` (a whole message). Text that only mentions
+    a marker later on is plain text."""
+    return text.lstrip().startswith((CHANNEL, START))
 
 
 def split_harmony(text: str, finish_reason: str | None) -> tuple[str, str | None]:
@@ -64,11 +64,11 @@ def split_harmony(text: str, finish_reason: str | None) -> tuple[str, str | None
                 raise HarmonyError(f"{marker} inside a message body (expected {' or '.join(ENDS)})")
             if chunk.strip():
                 raise HarmonyError(f"text between two Harmony messages: {chunk[:40]!r}")
-            in_body, header = False, ""
+            in_body = False
         elif marker == MESSAGE:
             channel = _channel(header)
             (analysis if channel == "analysis" else final).append(chunk)
-            in_body = True
+            in_body, header = True, ""
         elif marker in ENDS:
             raise HarmonyError(f"{marker} outside a message")
         else:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenplan.runner.storable import Unstorable, check_storable
+from tokenplan.runner.storable import Unstorable, check_fields
 
 ROLES = ("system", "user", "assistant", "tool")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -118,14 +118,14 @@ def parse_row(item: Any, source: str, line: int) -> Row:
     fields = {k: v for k, v in item.items() if k not in consumed and k not in ("id", "custom_id")
               and not (k in _CONVERSATION_KEYS and v is None)}
     overrides = _batch_overrides(item["body"]) if shape == "batch" else {}
-    _storable(fields, "", 1)  # record → fields → each field
-    _storable(overrides, "body", 1)  # record → request_overrides → each field
+    _storable(fields, "", 2)  # record → fields → each field
+    _storable(overrides, "body.", 2)  # record → request_overrides → each field
     return Row(row_id, messages, shape, source, line, fields, overrides)
 
 
-def _storable(value: Any, where: str, enclosing: int) -> None:
+def _storable(fields: dict[str, Any], prefix: str, enclosing: int) -> None:
     try:
-        check_storable(value, where, enclosing)
+        check_fields(fields, prefix, enclosing)
     except Unstorable as problem:
         raise RowError(str(problem)) from None
 
@@ -212,7 +212,7 @@ def _turns(turns: Any, field: str, role_key: str, text_key: str,
             allowed = sorted(role_map) if role_map is not None else list(ROLES)
             raise RowError(f"{field}[{i}].{role_key}: {turn.get(role_key)!r} is not one of {allowed}")
         extra = tuple((k, turn[k]) for k in _TOOL_KEYS if turn.get(k) is not None)
-        _storable(dict(extra), f"{field}[{i}]", 2)  # record → conversations → this turn
+        _storable(dict(extra), f"{field}[{i}].", 3)  # record → conversations → this turn → each field
         text = turn.get(text_key)
         if text is None and (role == "assistant" and extra):
             text = ""  # an assistant turn that only calls tools

@@ -13,7 +13,7 @@ orjson 3.13 refuses some values outright and rewrites others silently (measured 
 - ``bytes``, ``Decimal``, sets, keys that are not text: ``TypeError``.
 
 A value that would meet any of these is refused before anything is sent (:func:`check_storable`
-raises :class:`Unstorable` naming where it is, the value and what is allowed), so a record can
+and :func:`check_fields` raise :class:`Unstorable` naming where it is, the value and what is allowed), so a record can
 never fail to be written: a bad row is one reject line, not a crash that every rerun repeats.
 Integers are held to the signed 64-bit range -2^63 … 2^63-1, the widest the Parquet export
 (``int64``) and most JSON readers keep exact. Dates and times (Parquet timestamp columns) are
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from collections.abc import Mapping
 from typing import Any
 
 MAX_RECORD_DEPTH = 254  # orjson 3.13: 254 nested containers serialize, 255 raise "Recursion limit reached"
@@ -57,8 +58,8 @@ def check_storable(value: Any, where: str, enclosing: int) -> None:
         if isinstance(item, (dict, list, tuple)):
             if depth + 1 > MAX_RECORD_DEPTH:
                 allowed = MAX_RECORD_DEPTH - enclosing
-                raise Unstorable(f"{_short(path)}: nested more than {allowed} levels deep (a record holds "
-                                 f"{allowed} levels here: orjson writes at most {MAX_RECORD_DEPTH} in all)")
+                raise Unstorable(f"{_short(where)}: nested more than {allowed} levels deep (where a record holds "
+                                 f"it, orjson writes at most {MAX_RECORD_DEPTH} levels in all)")
             stack.extend(_children(item, path, depth + 1))
         elif isinstance(item, str):
             _check_text(item, path)
@@ -73,6 +74,21 @@ def check_storable(value: Any, where: str, enclosing: int) -> None:
         elif not isinstance(item, _SCALARS):
             raise Unstorable(f"{_short(path)}: a {type(item).__name__} value ({_shown(item)}) cannot be "
                              "stored as JSON (allowed: objects, lists, text, numbers, true/false, null)")
+
+
+def check_fields(fields: Mapping[str, Any], prefix: str, enclosing: int) -> None:
+    """:func:`check_storable` for each key (text) and value of ``fields``, named ``prefix + key``;
+    ``enclosing`` counts the containers around each value (e.g. 2 for a row's other fields:
+    the record, then its ``fields`` object).
+
+    Raises:
+        Unstorable: the first key or value that cannot be stored.
+    """
+    for key, value in fields.items():
+        if not isinstance(key, str):
+            raise Unstorable(f"{_short(prefix)}: key {_shown(key)} is a {type(key).__name__}, not text")
+        _check_text(key, prefix + key)
+        check_storable(value, prefix + key, enclosing)
 
 
 def _children(item: dict | list | tuple, path: str, depth: int) -> list[tuple[Any, str, int]]:
