@@ -45,18 +45,15 @@ from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
-from tokenplan.runner.storable import Unstorable, check_fields
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
+from tokenplan.runner.storable import Unstorable, check_fields
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 # Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
 # since a replaced `messages` would send other prompts than the records show.
-# max_completion_tokens is max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over
-# max_tokens), so it would replace the recorded cap just the same.
+# max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
-# Containers around each extra_body value where it is stored deepest, manifest.json (manifest →
-# job → sampling → extra_body → value): each must fit runner.storable's limit below these four.
-EXTRA_BODY_ENCLOSING = 4
+EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.storable)
 CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
 # Sampling fields generate has an option for and records in every record's ``sampling``: set in
 # --extra-body, the request would send one value while the record states another.
@@ -186,8 +183,7 @@ class GenerateRequest(BaseModel):
                 value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
             elif isinstance(value, dict) and "extra_body" in value:
                 value = value["extra_body"]
-                shown = repr(value)
-                value = value if len(shown) <= 200 else shown[:200] + "…"  # e.g. nested 300 deep
+                value = value if len(repr(value)) <= 200 else repr(value)[:200] + "…"  # e.g. nested 300 deep
             raise InputError(field_name, value, allowed_from_validation(error)) from None
 
 

@@ -9,7 +9,7 @@ stored and break ``--export`` later.
 An answer is finished only when its ``finish_reason`` is one of :data:`TERMINAL_FINISH_REASONS`.
 vLLM ends a request it aborted with ``finish_reason: "abort"`` (vllm/v1/engine FinishReason.ABORT),
 a stream cut short may end with no ``finish_reason`` at all, and neither is an answer. Nor is
-a finished answer with no text (no content, no reasoning, not a tool call), nor gpt-oss Harmony
+an answer with no text (no content, no reasoning) that says it is complete (``stop``), nor gpt-oss Harmony
 channels in ``content`` that are not one plain answer (:mod:`tokenplan.client.harmony`): all are
 ``protocol`` failures, retried like any malformed answer, then recorded in ``errors.jsonl``.
 """
@@ -274,9 +274,11 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
     return Completion(content, reasoning, finish, usage, timings, _model(data))
 
 
-# Finishes whose answer is a call, not text: an empty content is what they look like (tokenplan
-# does not keep the calls themselves; see the README's limits).
-_CALL_FINISHES = frozenset({"tool_calls", "function_call"})
+# Finishes that say the answer is complete text; one of them with no text at all lost it on the way.
+# Not here: tool_calls/function_call (the answer is a call: empty content is what it looks like;
+# tokenplan does not keep the calls themselves) and length (flagged as cut, and the --on-length
+# policy keeps, drops or retries it like any cut answer).
+_COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence"})
 
 
 def _answer_text(message: Mapping[str, Any], finish: str, usage: Usage | None,
@@ -287,13 +289,13 @@ def _answer_text(message: Mapping[str, Any], finish: str, usage: Usage | None,
         RequestFailed: ``protocol``, for Harmony channels that are not one plain answer
             (:mod:`tokenplan.client.harmony`), or an answer with no content and no reasoning
             (``content: null`` with ``finish_reason: stop`` and 500 completion tokens: the text
-            was lost on the way) other than a tool call.
+            was lost on the way) that claims to be complete (:data:`_COMPLETE_FINISHES`).
     """
     try:
         content, reasoning = split_reasoning(message, finish)
     except HarmonyError as problem:
         raise _fail(f"gpt-oss Harmony output in content: {problem}", raw) from None
-    if not content and not reasoning and finish not in _CALL_FINISHES:
+    if not content and not reasoning and finish in _COMPLETE_FINISHES:
         given = "null" if message.get("content") is None else "empty"
         tokens = "not reported" if usage is None else f"{usage.completion_tokens:,}"
         raise _fail(f"empty answer: content {given}, no reasoning, finish_reason {finish!r}, "

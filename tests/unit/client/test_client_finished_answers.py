@@ -36,7 +36,7 @@ def _whole(message: dict, finish: str = "stop", completion_tokens: int | None = 
     ({"content": None}, "stop", 500, "empty answer: content null, no reasoning, finish_reason 'stop', "
                                      "completion_tokens 500"),
     ({"content": ""}, "stop", 500, "empty answer: content empty, no reasoning"),
-    ({"content": None, "reasoning_content": ""}, "length", 4096, "completion_tokens 4,096"),
+    ({"content": None, "reasoning_content": ""}, "stop_sequence", 4096, "completion_tokens 4,096"),
     ({}, "eos_token", None, "completion_tokens not reported"),
 ])
 def test_an_answer_with_no_text_is_a_protocol_failure(message: dict, finish: str, tokens: int | None,
@@ -47,11 +47,14 @@ def test_an_answer_with_no_text_is_a_protocol_failure(message: dict, finish: str
     assert '"finish_reason": "' + finish + '"' in caught.value.received  # what came back is kept for errors.jsonl
 
 
-def test_reasoning_alone_or_a_tool_call_finish_is_still_an_answer() -> None:
+def test_reasoning_alone_a_tool_call_or_a_cut_answer_is_still_an_answer() -> None:
     thought = parse_whole(_whole({"content": None, "reasoning_content": "thinking"}), T)
     assert (thought.content, thought.reasoning) == ("", "thinking")
     call = parse_whole(_whole({"content": None, "tool_calls": [{"id": "c1"}]}, "tool_calls"), T)
     assert call.content == "" and call.finish_reason == "tool_calls"
+    # a length finish is flagged as cut and follows --on-length (keep, drop, retry), text or not
+    cut = parse_whole(_whole({"content": None}, "length", 8), T)
+    assert (cut.content, cut.reasoning, cut.finish_reason) == ("", None, "length")
 
 
 def test_the_cookbook_harmony_answer_splits_into_reasoning_and_answer() -> None:
