@@ -119,7 +119,8 @@ def parse_row(item: Any, source: str, line: int) -> Row:
               and not (k in _CONVERSATION_KEYS and v is None)}
     overrides = _batch_overrides(item["body"]) if shape == "batch" else {}
     _storable(fields, "", 2)  # record → fields → each field
-    _storable(overrides, "body.", 2)  # record → request_overrides → each field
+    if overrides:
+        _storable(overrides, "body.", 2)  # record → request_overrides → each field
     return Row(row_id, messages, shape, source, line, fields, overrides)
 
 
@@ -212,7 +213,8 @@ def _turns(turns: Any, field: str, role_key: str, text_key: str,
             allowed = sorted(role_map) if role_map is not None else list(ROLES)
             raise RowError(f"{field}[{i}].{role_key}: {turn.get(role_key)!r} is not one of {allowed}")
         extra = tuple((k, turn[k]) for k in _TOOL_KEYS if turn.get(k) is not None)
-        _storable(dict(extra), f"{field}[{i}].", 3)  # record → conversations → this turn → each field
+        if extra:
+            _storable(dict(extra), f"{field}[{i}].", 3)  # record → conversations → this turn → each field
         text = turn.get(text_key)
         if text is None and (role == "assistant" and extra):
             text = ""  # an assistant turn that only calls tools

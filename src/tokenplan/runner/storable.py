@@ -52,28 +52,73 @@ def check_storable(value: Any, where: str, enclosing: int) -> None:
     Raises:
         Unstorable: the first value that cannot be stored, by path.
     """
-    stack: list[tuple[Any, str, int]] = [(value, where, enclosing)]
-    while stack:
-        item, path, depth = stack.pop()
-        if isinstance(item, (dict, list, tuple)):
-            if depth + 1 > MAX_RECORD_DEPTH:
-                allowed = MAX_RECORD_DEPTH - enclosing
-                raise Unstorable(f"{_short(where)}: nested more than {allowed} levels deep (where a record holds "
-                                 f"it, orjson writes at most {MAX_RECORD_DEPTH} levels in all)")
-            stack.extend(_children(item, path, depth + 1))
-        elif isinstance(item, str):
-            _check_text(item, path)
-        elif isinstance(item, int) and not isinstance(item, bool):
-            if not INT64_MIN <= item <= INT64_MAX:
-                raise Unstorable(f"{_short(path)}: integer {_shown(item)} is outside the 64-bit range "
-                                 "-2^63 … 2^63-1 (store it as text)")
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise Unstorable(f"{_short(path)}: {item!r} is not a finite number (JSON has no NaN or "
-                                 "Infinity; it would be stored as null)")
-        elif not isinstance(item, _SCALARS):
-            raise Unstorable(f"{_short(path)}: a {type(item).__name__} value ({_shown(item)}) cannot be "
-                             "stored as JSON (allowed: objects, lists, text, numbers, true/false, null)")
+    try:
+        _walk(value, enclosing)
+    except _Refused as refused:
+        path = where + "".join(reversed(refused.path))
+        if refused.why == "depth":
+            allowed = MAX_RECORD_DEPTH - enclosing
+            raise Unstorable(f"{_short(where)}: nested more than {allowed} levels deep (where a record holds "
+                             f"it, orjson writes at most {MAX_RECORD_DEPTH} levels in all)") from None
+        raise Unstorable(f"{_short(path)}: {refused.why}") from None
+
+
+class _Refused(Exception):
+    """Raised inside :func:`_walk`; each level it passes adds its key to ``path`` (built only
+    for a refused value, so a good row costs no path strings)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why, self.path = why, []
+
+
+def _walk(item: Any, depth: int) -> None:
+    """Check ``item``, enclosed by ``depth`` containers; recursion stops at MAX_RECORD_DEPTH."""
+    if isinstance(item, str):
+        if not item.isascii():
+            _text_problem(item)
+    elif isinstance(item, dict):
+        if depth >= MAX_RECORD_DEPTH:
+            raise _Refused("depth")
+        for key, child in item.items():
+            if not isinstance(key, str):
+                raise _Refused(f"key {_shown(key)} is a {type(key).__name__}, not text")
+            try:
+                if not key.isascii():
+                    _text_problem(key)
+                _walk(child, depth + 1)
+            except _Refused as refused:
+                refused.path.append(f".{key}")
+                raise
+    elif isinstance(item, (list, tuple)):
+        if depth >= MAX_RECORD_DEPTH:
+            raise _Refused("depth")
+        for index, child in enumerate(item):
+            try:
+                _walk(child, depth + 1)
+            except _Refused as refused:
+                refused.path.append(f"[{index}]")
+                raise
+    elif isinstance(item, bool) or item is None:
+        return
+    elif isinstance(item, int):
+        if not INT64_MIN <= item <= INT64_MAX:
+            raise _Refused(f"integer {_shown(item)} is outside the 64-bit range -2^63 … 2^63-1 (store it as text)")
+    elif isinstance(item, float):
+        if not math.isfinite(item):
+            raise _Refused(f"{item!r} is not a finite number (JSON has no NaN or Infinity; it would be "
+                           "stored as null)")
+    elif not isinstance(item, _SCALARS):
+        raise _Refused(f"a {type(item).__name__} value ({_shown(item)}) cannot be stored as JSON "
+                       "(allowed: objects, lists, text, numbers, true/false, null)")
+
+
+def _text_problem(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        raise _Refused(f"lone UTF-16 surrogate {text[problem.start]!r} at character {problem.start} "
+                       "(not valid Unicode)") from None
 
 
 def check_fields(fields: Mapping[str, Any], prefix: str, enclosing: int) -> None:
@@ -87,28 +132,11 @@ def check_fields(fields: Mapping[str, Any], prefix: str, enclosing: int) -> None
     for key, value in fields.items():
         if not isinstance(key, str):
             raise Unstorable(f"{_short(prefix)}: key {_shown(key)} is a {type(key).__name__}, not text")
-        _check_text(key, prefix + key)
+        try:
+            _text_problem(key)
+        except _Refused as refused:
+            raise Unstorable(f"{_short(prefix + key)}: {refused.why}") from None
         check_storable(value, prefix + key, enclosing)
-
-
-def _children(item: dict | list | tuple, path: str, depth: int) -> list[tuple[Any, str, int]]:
-    if not isinstance(item, dict):
-        return [(child, f"{path}[{i}]", depth) for i, child in enumerate(item)]
-    children = []
-    for key, child in item.items():
-        if not isinstance(key, str):
-            raise Unstorable(f"{_short(path)}: key {_shown(key)} is a {type(key).__name__}, not text")
-        _check_text(key, f"{path}.{key}" if path else key)
-        children.append((child, f"{path}.{key}" if path else key, depth))
-    return children
-
-
-def _check_text(text: str, path: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as problem:
-        raise Unstorable(f"{_short(path)}: lone UTF-16 surrogate "
-                         f"{text[problem.start]!r} at character {problem.start} (not valid Unicode)") from None
 
 
 def _short(path: str) -> str:

@@ -124,7 +124,8 @@ def test_parquet_values_json_cannot_hold_are_rejects(tmp_path: Path) -> None:
                              "score": [1.5, None, float("nan")]}), path)
     first, second, third = read_rows([path])
     assert isinstance(first, Row) and first.fields == {"blob": None, "score": 1.5}
-    assert isinstance(second, Reject) and second.reason.startswith("blob: a bytes value (b'\\x00\\x01') cannot be stored")
+    assert isinstance(second, Reject)
+    assert second.reason.startswith("blob: a bytes value (b'\\x00\\x01') cannot be stored")
     assert isinstance(third, Reject) and third.reason.startswith("score: nan is not a finite number")
 
 
