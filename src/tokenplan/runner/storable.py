@@ -13,11 +13,13 @@ orjson 3.13 refuses some values outright and rewrites others silently (measured 
 - ``bytes``, ``Decimal``, sets, keys that are not text: ``TypeError``.
 
 A value that would meet any of these is refused before anything is sent (:func:`check_storable`
-and :func:`check_fields` raise :class:`Unstorable` naming where it is, the value and what is allowed), so a record can
-never fail to be written: a bad row is one reject line, not a crash that every rerun repeats.
+and :func:`check_fields` raise :class:`Unstorable` naming where it is, the value and what is
+allowed), so a record can never fail to be written: a bad row is one reject line, not a crash
+that every rerun repeats.
 Integers are held to the signed 64-bit range -2^63 … 2^63-1, the widest the Parquet export
 (``int64``) and most JSON readers keep exact. Dates and times (Parquet timestamp columns) are
-allowed: orjson writes them as RFC 3339 text.
+allowed: orjson writes them as RFC 3339 text (a time of day only without a time zone, as orjson
+requires).
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ def _walk(item: Any, depth: int) -> None:
         if not math.isfinite(item):
             raise _Refused(f"{item!r} is not a finite number (JSON has no NaN or Infinity; it would be "
                            "stored as null)")
+    elif isinstance(item, datetime.time) and item.tzinfo is not None:
+        raise _Refused(f"a time of day with a time zone ({_shown(item)}) cannot be stored as JSON")
     elif not isinstance(item, _SCALARS):
         raise _Refused(f"a {type(item).__name__} value ({_shown(item)}) cannot be stored as JSON "
                        "(allowed: objects, lists, text, numbers, true/false, null)")

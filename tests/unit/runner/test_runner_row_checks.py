@@ -8,6 +8,7 @@ fail if the arithmetic of where a value sits in a record is off by one.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import json
 from pathlib import Path
@@ -136,3 +137,14 @@ def test_check_fields_refuses_other_python_types_and_keys_by_name() -> None:
         check_fields({"x": {3: "v"}}, "", 2)
     with pytest.raises(Unstorable, match=r"^a\\nb: nested more than 1 levels"):  # line break escaped: one line
         check_fields({"a\nb": [[1]]}, "", MAX_RECORD_DEPTH - 1)
+    # Parquet dates and times: orjson writes them as text, except a time of day with a zone, which it refuses
+    utc = datetime.timezone.utc
+    values = {"at": datetime.datetime(2025, 1, 2, 3, 4, tzinfo=utc), "day": datetime.date(2025, 1, 2),
+              "clock": datetime.time(3, 4)}
+    check_fields(values, "", 2)
+    assert orjson.loads(orjson.dumps(values)) == {"at": "2025-01-02T03:04:00+00:00", "day": "2025-01-02",
+                                                  "clock": "03:04:00"}
+    with pytest.raises(Unstorable, match=r"^t: a time of day with a time zone"):
+        check_fields({"t": datetime.time(3, 4, tzinfo=utc)}, "", 2)
+    with pytest.raises(orjson.JSONEncodeError):  # what the check keeps from reaching the store
+        orjson.dumps({"t": datetime.time(3, 4, tzinfo=utc)})
