@@ -12,8 +12,6 @@ with the same ``api.build_config`` as ``tokenplan predict``.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace

@@ -49,11 +49,14 @@ from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what
 from tokenplan.runner.requests import Sampling
 from tokenplan.units import MAX_REQUEST_TOKENS
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
+from tokenplan.runner.storable import Unstorable, check_fields
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 # Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
 # since a replaced `messages` would send other prompts than the records show.
-OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens")
+# max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
+OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
+EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.storable)
 CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
 # Sampling fields generate has an option for and records in every record's ``sampling``: set in
 # --extra-body, the request would send one value while the record states another.
@@ -142,6 +145,10 @@ class GenerateRequest(BaseModel):
 
     @model_validator(mode="after")
     def _extra_body(self) -> GenerateRequest:
+        try:  # stored in every record and the manifest, sent in every request: it must encode exactly
+            check_fields(self.extra_body, "extra_body.", EXTRA_BODY_ENCLOSING)
+        except Unstorable as problem:
+            raise ValueError(f"a JSON object every record can hold; {problem}") from None
         client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
         if client:
             raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
@@ -154,7 +161,8 @@ class GenerateRequest(BaseModel):
             raise ValueError("chat_template_kwargs as an object of template arguments")
         owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
         if owned and not self.extra_body_override:
-            raise ValueError(f"extra_body sets {', '.join(owned)}, which tokenplan sets in every request "
+            alias = " (max_tokens's other name: use --max-tokens)" if "max_completion_tokens" in owned else ""
+            raise ValueError(f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
                              "(and records); add --extra-body-override to replace them anyway")
         return self
 
@@ -176,6 +184,7 @@ class GenerateRequest(BaseModel):
                 value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
             elif isinstance(value, dict) and "extra_body" in value:
                 value = value["extra_body"]
+                value = value if len(repr(value)) <= 200 else repr(value)[:200] + "…"  # e.g. nested 300 deep
             raise InputError(field_name, value, allowed_from_validation(error)) from None
 
 

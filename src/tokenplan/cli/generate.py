@@ -79,7 +79,7 @@ _RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster to join: h
 _Actors = Annotated[int, typer.Option(help="Ray actors (client processes) sharing the endpoints.")]
 _Quiet = Annotated[bool, typer.Option(help="No live display.")]
 _ExtraBodyOverride = Annotated[bool, typer.Option(help="Let --extra-body replace fields tokenplan sets "
-                                                  "(messages, model, n, seed, max_tokens).")]
+                                                  "(messages, model, n, seed, max_tokens, max_completion_tokens).")]
 _MaxAnswerBytes = Annotated[Optional[int], typer.Option(help="Cap on one answer body in bytes; a larger "
                                                         "answer fails its row [default: 1 MiB + 1 KiB "
                                                         "per max-tokens].")]

@@ -8,7 +8,10 @@ stored and break ``--export`` later.
 
 An answer is finished only when its ``finish_reason`` is one of :data:`TERMINAL_FINISH_REASONS`.
 vLLM ends a request it aborted with ``finish_reason: "abort"`` (vllm/v1/engine FinishReason.ABORT),
-a stream cut short may end with no ``finish_reason`` at all, and neither is an answer.
+a stream cut short may end with no ``finish_reason`` at all, and neither is an answer. Nor is
+an answer with no text (no content, no reasoning) that says it is complete (``stop``), nor gpt-oss Harmony
+channels in ``content`` that are not one plain answer (:mod:`tokenplan.client.harmony`): all are
+``protocol`` failures, retried like any malformed answer, then recorded in ``errors.jsonl``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any, Literal
 import orjson
 
 from tokenplan.client.auth import redact
-from tokenplan.client.reasoning import split_reasoning
+from tokenplan.client.reasoning import HarmonyError, split_reasoning
+from tokenplan.client.sse import SSELines  # noqa: F401 - re-exported: the client's stream reader
 
 FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
 
@@ -254,8 +258,37 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
         _text_field(message, key, "choices[0].message", raw)
     usage = parse_usage(data.get("usage"), raw)
     finish = check_finish(choice.get("finish_reason"), raw)
-    content, reasoning = split_reasoning(message)
+    content, reasoning = _answer_text(message, finish, usage, raw)
     return Completion(content, reasoning, finish, usage, timings, _model(data))
+
+
+# Finishes that say the answer is complete text; one of them with no text at all lost it on the way.
+# Not here: tool_calls/function_call (the answer is a call: empty content is what it looks like;
+# tokenplan does not keep the calls themselves) and length (flagged as cut, and the --on-length
+# policy keeps, drops or retries it like any cut answer).
+_COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence"})
+
+
+def _answer_text(message: Mapping[str, Any], finish: str, usage: Usage | None,
+                 raw: bytes | str) -> tuple[str, str | None]:
+    """``(content, reasoning)`` of a finished answer, refused when it holds no answer at all.
+
+    Raises:
+        RequestFailed: ``protocol``, for Harmony channels that are not one plain answer
+            (:mod:`tokenplan.client.harmony`), or an answer with no content and no reasoning
+            (``content: null`` with ``finish_reason: stop`` and 500 completion tokens: the text
+            was lost on the way) that claims to be complete (:data:`_COMPLETE_FINISHES`).
+    """
+    try:
+        content, reasoning = split_reasoning(message, finish)
+    except HarmonyError as problem:
+        raise _fail(f"gpt-oss Harmony output in content: {problem}", raw) from None
+    if not content and not reasoning and finish in _COMPLETE_FINISHES:
+        given = "null" if message.get("content") is None else "empty"
+        tokens = "not reported" if usage is None else f"{usage.completion_tokens:,}"
+        raise _fail(f"empty answer: content {given}, no reasoning, finish_reason {finish!r}, "
+                    f"completion_tokens {tokens}", raw)
+    return content, reasoning
 
 
 class StreamAccumulator:
@@ -326,42 +359,8 @@ class StreamAccumulator:
             raise _fail(f"stream reached {how} without a finish_reason after {len(self.chunk_times_s)} "
                         "chunks with text", self.last or b"")
         finish = check_finish(self.finish_reason, self.last)
-        message = {"content": "".join(self.content), "reasoning_content": "".join(self.reasoning)}
-        content, reasoning = split_reasoning(message)
+        message = {"content": "".join(self.content) if self.content else None,
+                   "reasoning_content": "".join(self.reasoning)}
+        content, reasoning = _answer_text(message, finish, self.usage, self.last)
         return Completion(content, reasoning, finish, self.usage,
                           Timings(sent_s, done_s, tuple(self.chunk_times_s)), self.model)
-
-
-class SSELines:
-    """Splits a Server-Sent Events byte stream into the payloads of its ``data:`` lines.
-
-    Lines end with LF, CRLF or CR; reads may cut a line anywhere, so the unfinished tail is kept
-    for the next block. Comment (``:``), ``event:``, ``id:`` and blank lines are skipped.
-    """
-
-    def __init__(self) -> None:
-        self._tail = b""
-        self._after_cr = False  # the last block ended with CR: a leading LF completes a CRLF
-
-    def feed(self, block: bytes) -> list[bytes]:
-        """The ``data:`` payloads completed by ``block``, in order."""
-        if not block:
-            return []
-        if self._after_cr and block.startswith(b"\n"):
-            block = block[1:]
-        self._after_cr = block.endswith(b"\r")
-        buffer = self._tail + block if self._tail else block
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buffer.split(b"\n")
-        self._tail = lines.pop()
-        return self._payloads(lines)
-
-    def close(self) -> list[bytes]:
-        """The payload of a last line that the stream ended without terminating."""
-        tail, self._tail = self._tail, b""
-        return self._payloads([tail]) if tail else []
-
-    @staticmethod
-    def _payloads(lines: list[bytes]) -> list[bytes]:
-        return [line[5:].strip() for line in lines if line.startswith(b"data:")]

@@ -5,29 +5,41 @@ SGLang and ``transformers serve`` return ``message.reasoning_content``; vLLM ren
 without a reasoning parser leave ``<think>…</think>`` inside ``content``; Qwen3-style templates put
 the opening ``<think>`` in the prompt, so the content may hold only the closing tag. A thinking
 trace cut off by ``max_tokens`` can land in ``content`` with no closing tag at all (vLLM #35221);
-that case stays in ``content`` and is flagged by ``finish_reason == "length"``.
+that case stays in ``content`` and is flagged by ``finish_reason == "length"``. gpt-oss Harmony
+channels returned raw in ``content`` (``trtllm-serve``) are split by :mod:`tokenplan.client.harmony`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tokenplan.client.harmony import HarmonyError, is_harmony, split_harmony  # noqa: F401 - HarmonyError re-exported
+
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
 
-def split_reasoning(message: Mapping[str, object]) -> tuple[str, str | None]:
+def split_reasoning(message: Mapping[str, object], finish_reason: str | None = None) -> tuple[str, str | None]:
     """Return ``(content, reasoning)`` for one chat message (or one accumulated stream).
 
     ``reasoning`` is ``None`` when the message carries no reasoning at all. A dedicated field
-    (``reasoning_content``, then ``reasoning``) wins over tags in the content.
+    (``reasoning_content``, then ``reasoning``) wins over tags in the content. Content that is
+    raw gpt-oss Harmony output (:func:`tokenplan.client.harmony.is_harmony`) is split by channel
+    (``finish_reason`` says whether a missing ``final`` channel was cut by ``max_tokens``).
+
+    Raises:
+        HarmonyError: Harmony content that is not one plain answer (a tool call, another
+            channel, no final channel without a ``length`` finish).
     """
     content = message.get("content")
     text = content if isinstance(content, str) else ""
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return text, value
+    field = next((v for v in (message.get("reasoning_content"), message.get("reasoning"))
+                  if isinstance(v, str) and v), None)
+    if is_harmony(text):
+        answer, analysis = split_harmony(text, finish_reason)
+        return answer, field or analysis
+    if field is not None:
+        return text, field
     return split_think_tags(text)
 
 

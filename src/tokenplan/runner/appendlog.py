@@ -34,6 +34,16 @@ class WriteFailed(RunDirError):
                          "whole and kept — make room and rerun the same command to resume")
 
 
+class RecordUnstorable(RunDirError):
+    """A record orjson cannot write (the checks before sending should make this impossible:
+    :mod:`tokenplan.runner.storable`); nothing of it was written, the file stays whole."""
+
+    def __init__(self, path: Path, record: dict[str, Any], problem: Exception):
+        unit = record.get("id")
+        super().__init__(f"cannot store the record of {unit!r} in {path} ({problem}): stopped sending; every "
+                         "record written so far is whole and kept — report this as a tokenplan bug")
+
+
 def _write(fd: int, data: memoryview) -> int:
     """``os.write``: one place the tests can make fail (ENOSPC part-way through a record)."""
     return os.write(fd, data)
@@ -57,7 +67,10 @@ class AppendLog:
 
     def append(self, record: dict[str, Any]) -> None:
         # orjson: UTF-8 as is (like ensure_ascii=False), compact, ~8x faster than json.dumps.
-        data = memoryview(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        try:
+            data = memoryview(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        except orjson.JSONEncodeError as problem:  # rows and answers are checked before sending
+            raise RecordUnstorable(self.path, record, problem) from None
         start = self.size_bytes
         try:
             while data:

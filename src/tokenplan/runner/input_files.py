@@ -220,6 +220,12 @@ def raw_items(path: Path, stats: ReadStats) -> Iterator[tuple[int, Any]]:
                 yield line_no, RowError("invalid JSON: nested deeper than the parser's limit")
 
 
+# 19 digits in a row: the shortest integer orjson may not keep exact (2^63 = 9223372036854775808).
+# Found by mapping every digit to "0" and the rest to " " (one pass in C; a regex backtracks at every
+# digit and cost 6x as much). Digits inside text match too; such a line is only parsed the slower,
+# exact way.
+_DIGITS_AS_ZERO = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))  # b"0"…b"9" → b"0", else b" "
+_LONG_DIGITS = b"0" * 19
 FAST_PARSE_MAX_BRACKETS = 512  # more '{' + '[' than this in a line: parsed by json, not orjson
 
 
@@ -271,6 +277,10 @@ def _loads(raw: bytes) -> Any:
         # orjson 3.8 has no nesting limit: 100,000 nested objects overflow the C stack and kill
         # the process (measured: SIGSEGV). Python's json stops at the recursion limit with a
         # RecursionError, which becomes a reject; a line with this many brackets is rare.
+        return json.loads(raw)
+    if _LONG_DIGITS in raw.translate(_DIGITS_AS_ZERO):
+        # orjson reads an integer past 64 bits as a float, silently (2^64 → 1.8446744073709552e19);
+        # json keeps it exact, and the row check refuses it by name (runner.storable).
         return json.loads(raw)
     try:
         return orjson.loads(raw)

@@ -19,6 +19,11 @@ Roles are ``system``, ``user``, ``assistant`` and ``tool`` (ShareGPT ``observati
 ``name`` are kept. Every other top-level field of the row is kept in :attr:`Row.fields`, in order,
 for the output record (training pipelines filter on them).
 
+Every value a record will carry (the other fields, tool fields, a Batch line's sampling fields)
+must be one the record can hold exactly (:mod:`tokenplan.runner.storable`: nesting, lone
+surrogates, NaN/Infinity, integers past 64 bits); one that cannot is a :class:`RowError`, so the
+row is rejected before anything is sent instead of failing when its answer is stored.
+
 A row's id is its own ``id`` (or ``custom_id``), else the first 16 hex digits of the SHA-256 of
 its normalised messages — stable across reruns. Text that is not valid Unicode (a lone UTF-16
 surrogate) is a :class:`RowError` naming the field.
@@ -31,6 +36,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tokenplan.runner.storable import Unstorable, check_fields
 
 ROLES = ("system", "user", "assistant", "tool")
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -111,7 +118,17 @@ def parse_row(item: Any, source: str, line: int) -> Row:
     fields = {k: v for k, v in item.items() if k not in consumed and k not in ("id", "custom_id")
               and not (k in _CONVERSATION_KEYS and v is None)}
     overrides = _batch_overrides(item["body"]) if shape == "batch" else {}
+    _storable(fields, "", 2)  # record → fields → each field
+    if overrides:
+        _storable(overrides, "body.", 2)  # record → request_overrides → each field
     return Row(row_id, messages, shape, source, line, fields, overrides)
+
+
+def _storable(fields: dict[str, Any], prefix: str, enclosing: int) -> None:
+    try:
+        check_fields(fields, prefix, enclosing)
+    except Unstorable as problem:
+        raise RowError(str(problem)) from None
 
 
 def _with_system(item: dict[str, Any], messages: tuple[Message, ...], shape: str) -> tuple[Message, ...]:
@@ -120,6 +137,7 @@ def _with_system(item: dict[str, Any], messages: tuple[Message, ...], shape: str
         return messages
     if not isinstance(system, str):
         raise RowError(f"system: {type(system).__name__} is not a string")
+    valid_unicode(system, "system")
     if messages and messages[0].role == "system":
         return messages  # the conversation carries its own system turn
     return (Message("system", system), *messages)
@@ -195,6 +213,8 @@ def _turns(turns: Any, field: str, role_key: str, text_key: str,
             allowed = sorted(role_map) if role_map is not None else list(ROLES)
             raise RowError(f"{field}[{i}].{role_key}: {turn.get(role_key)!r} is not one of {allowed}")
         extra = tuple((k, turn[k]) for k in _TOOL_KEYS if turn.get(k) is not None)
+        if extra:
+            _storable(dict(extra), f"{field}[{i}].", 3)  # record → conversations → this turn → each field
         text = turn.get(text_key)
         if text is None and (role == "assistant" and extra):
             text = ""  # an assistant turn that only calls tools

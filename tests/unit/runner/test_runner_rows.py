@@ -93,13 +93,18 @@ def test_globs_expand_sorted_and_unknown_or_missing_inputs_are_one_line_errors(t
         expand_inputs([str(tmp_path / "missing*.jsonl")])
 
 
-def test_lines_only_pythons_json_takes_are_still_rows_and_the_error_text_is_pythons(tmp_path: Path) -> None:
-    # NaN and a 2**70 integer are refused by orjson but read by json.loads, as they always were.
+def test_lines_only_pythons_json_takes_are_read_then_refused_by_name_and_the_error_text_is_pythons(
+        tmp_path: Path) -> None:
+    # NaN and a 2**70 integer are refused by orjson but read by json.loads; a record cannot hold
+    # either as it is (orjson writes NaN as null and refuses 2**70), so each row is a reject
+    # naming the field (issue 26), not a silent null or a crash when its answer is stored.
     path = tmp_path / "in.jsonl"
     path.write_text('{"id": "a", "prompt": "x", "score": NaN}\n{"id": "b", "prompt": "y", "n": 1180591620717411303424}\n'
                     '{"id": "c", "prompt": \n')
     items = list(read_rows([path]))
-    assert [(type(i).__name__, i.id) for i in items[:2]] == [("Row", "a"), ("Row", "b")]
+    assert [(type(i).__name__, i.id) for i in items[:2]] == [("Reject", "a"), ("Reject", "b")]
+    assert items[0].reason.startswith("score: nan is not a finite number")
+    assert items[1].reason.startswith("n: integer 1180591620717411303424 is outside the 64-bit range")
     # json.loads's own message: the 22 characters before the line's newline (char 22) and then
     # nothing, so the value is missing at char 23, the start of line 2.
     assert items[2].reason == "invalid JSON: Expecting value: line 2 column 1 (char 23)"
