@@ -84,11 +84,11 @@ class GenerateRequest(BaseModel):
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else 4,096 (runner.defaults)
+    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else runner.defaults' default
     temperature: float | None = Field(default=None, ge=0.0)  # None: generation_config.json, else 0
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    seed: int | None = 0  # None: no seed is sent (--no-seed: a server that refuses the field)
     thinking: Literal["on", "off"] | None = None
     on_length: Literal["keep", "drop", "retry"] = "keep"
     length_retries: int = Field(default=2, ge=0)
@@ -107,6 +107,7 @@ class GenerateRequest(BaseModel):
     dry_run: bool = False  # count rows, turns (and prompt tokens) and send nothing: see runner.dryrun
     tokenizer: Path | None = None  # for --dry-run's prompt tokens; None: --model when it is a local directory
     force: bool = False
+    retry_skipped: bool = False  # send the units of skipped.jsonl again (runner.rundir.set_aside_skipped)
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
     max_attempts: int = Field(default=6, ge=1)
@@ -366,7 +367,8 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
         force=request.force, shard_max_bytes=request.shard_max_bytes, files=checked.files, limit=request.limit,
         n=request.n, job=job_settings(request, sampling), endpoints=request.endpoints, pool=pool,
         api_key=checked.api_key, progress_every_s=request.progress_every_s,
-        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address)
+        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address,
+        retry_skipped=request.retry_skipped)
 
 
 def _export_spec(request: GenerateRequest) -> ExportSpec | None:

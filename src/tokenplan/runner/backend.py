@@ -35,7 +35,8 @@ class RunSpec:
     Attributes:
         backend: ``local`` or ``ray``.
         out_dir: the run directory; ``identity`` the job it is bound to (its manifest), ``force``
-            rebinds a directory that holds another job; ``shard_max_bytes`` the size of one shard (bytes).
+            rebinds a directory that holds another job; ``shard_max_bytes`` the size of one shard (bytes);
+            ``retry_skipped`` sends the units of ``skipped.jsonl`` again.
         files: the input files; ``limit`` the first N usable rows only; ``n`` samples per row.
         job: how each unit is generated.
         endpoints: API roots; ``pool`` their settings (the one concurrency limit); ``api_key`` or None.
@@ -60,6 +61,7 @@ class RunSpec:
     plan_output_tok_s: float | None = None
     actors: int = 2
     ray_address: str | None = None
+    retry_skipped: bool = False
 
 
 @dataclass(slots=True)

@@ -4,7 +4,8 @@ Order: the open-file limit is checked for the concurrency, a Ray-backend run's l
 fenced (:func:`~tokenplan.runner.fencing.fence_earlier_actors`), the run directory is opened (its
 done-set read), the endpoints are health-checked, and the :class:`~tokenplan.runner.dispatch.Dispatcher`
 sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread) stop sending and
-give in-flight requests ``grace_s`` seconds; a second signal cancels at once.
+give in-flight requests ``grace_s`` seconds; a second signal cancels at once and raises
+:class:`~tokenplan.errors.Interrupted` (exit status 130, one line: every record written is kept).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import threading
 from collections.abc import Callable
 
 from tokenplan.client.endpoints import EndpointPool
+from tokenplan.errors import Interrupted
 from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.fencing import fence_earlier_actors
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.refusals import RefusalStreak
 from tokenplan.runner.rolling import rolling_summary
 from tokenplan.runner.rows import ReadStats, limited, read_rows
 from tokenplan.runner.rundir import RunDir
@@ -38,18 +41,26 @@ def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = No
 async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
     fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
-    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes)
-    notes = duplicate_notes(rundir)
+    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes,
+                         retry_skipped=spec.retry_skipped)
+    notes = duplicate_notes(rundir) + rundir.notes
     pool = EndpointPool(spec.endpoints, spec.pool, api_key=spec.api_key)
     try:
         await pool.check_health(spec.job.model)
         progress = start_progress(spec, rundir)
         dispatcher = Dispatcher(spec.job, pool, rundir, progress,
-                                rolling_summary(on_progress, rundir.path, spec.progress_every_s))
+                                rolling_summary(on_progress, rundir.path, spec.progress_every_s),
+                                refusals=RefusalStreak())
         stop = asyncio.Event()
         read_stats = ReadStats()
-        with StopOnSignals(stop):
-            tally = await dispatcher.run(limited(read_rows(spec.files, read_stats), spec.limit), stop)
+        with StopOnSignals(stop) as signals:
+            try:
+                tally = await dispatcher.run(limited(read_rows(spec.files, read_stats), spec.limit), stop)
+            except asyncio.CancelledError:
+                if signals.count < 2:
+                    raise
+                raise Interrupted("interrupted twice: stopped at once without the grace; every record "
+                                  "written is kept — rerun the same command to resume") from None
     finally:
         await pool.aclose()
         rundir.close()
@@ -62,19 +73,22 @@ class StopOnSignals:
     def __init__(self, stop: asyncio.Event):
         self.stop = stop
         self.active = threading.current_thread() is threading.main_thread()
+        self.count = 0  # signals received
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> StopOnSignals:
         if not self.active:
-            return
+            return self
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
 
         def on_signal() -> None:
+            self.count += 1
             if self.stop.is_set() and task is not None:
                 task.cancel()
             self.stop.set()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.active:

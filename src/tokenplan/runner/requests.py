@@ -38,7 +38,8 @@ class Sampling:
     Attributes:
         max_tokens: cap on completion tokens per request (tokens).
         temperature, top_p, top_k: the usual; ``top_k`` is an SGLang/vLLM extension.
-        seed: the job seed from which each request's seed is derived.
+        seed: the job seed from which each request's seed is derived; ``None`` sends no ``seed``
+            (``--no-seed``, for a server that refuses the field).
         thinking: ``chat_template_kwargs.enable_thinking``; ``None`` leaves the template default.
         extra_body: merged into every request body last (e.g. ``{"ignore_eos": true}``).
     """
@@ -47,7 +48,7 @@ class Sampling:
     temperature: float = 0.0
     top_p: float | None = None
     top_k: int | None = None
-    seed: int = 0
+    seed: int | None = 0
     thinking: bool | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
@@ -74,7 +75,7 @@ class Sent:
     completion: Completion
     endpoint: str
     attempts: int
-    seed: int
+    seed: int | None  # None: no seed was sent (--no-seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +110,9 @@ class BodyConflict(ValueError):
     """``extra_body`` sets a nested value that tokenplan's own options already set otherwise."""
 
 
-def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling, seed: int,
+def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling, seed: int | None,
                  overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The chat completion request JSON for one turn.
+    """The chat completion request JSON for one turn (no ``seed`` field when ``seed`` is None).
 
     Order: tokenplan's fields, then ``sampling.extra_body`` merged in (:func:`merge_body`: a
     top-level scalar replaces tokenplan's, nested objects such as ``chat_template_kwargs`` are
@@ -123,7 +124,9 @@ def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling,
             options did (e.g. ``--thinking off`` with ``chat_template_kwargs.enable_thinking: true``).
     """
     body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": sampling.max_tokens,
-                            "temperature": sampling.temperature, "seed": seed}
+                            "temperature": sampling.temperature}
+    if seed is not None:
+        body["seed"] = seed
     if sampling.top_p is not None:
         body["top_p"] = sampling.top_p
     if sampling.top_k is not None:
