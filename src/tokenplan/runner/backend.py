@@ -96,7 +96,7 @@ def run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
         return run_ray_backend(spec, on_progress, on_note)
     from tokenplan.runner.local import run_local
 
-    return run_local(spec, on_progress)
+    return run_local(spec, on_progress, on_note)
 
 
 def duplicate_notes(rundir: RunDir) -> list[str]:

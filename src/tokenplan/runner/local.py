@@ -28,17 +28,20 @@ from tokenplan.runner.rows import ReadStats, limited, read_rows
 from tokenplan.runner.rundir import RunDir
 
 
-def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None) -> RunOutcome:
-    """Run ``spec`` in this process (see the module docstring and :func:`tokenplan.runner.backend.run`).
+def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
+              on_note: Callable[[str], None] | None = None) -> RunOutcome:
+    """Run ``spec`` in this process (see the module docstring and :func:`tokenplan.runner.backend.run`);
+    ``on_note`` hears the first stop signal (what happens now, and that a second one stops at once).
 
     Raises:
         InputError: the open-file limit is below what the concurrency needs.
         RunDirError, ServerError: as :func:`tokenplan.runner.backend.run`.
     """
-    return asyncio.run(_run(spec, on_progress))
+    return asyncio.run(_run(spec, on_progress, on_note))
 
 
-async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) -> RunOutcome:
+async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
+               on_note: Callable[[str], None] | None) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
     fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
     rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes,
@@ -53,7 +56,9 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) ->
                                 refusals=RefusalStreak())
         stop = asyncio.Event()
         read_stats = ReadStats()
-        with StopOnSignals(stop) as signals:
+        first = (f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; "
+                 "a second Ctrl-C stops at once")
+        with StopOnSignals(stop, (lambda: on_note(first)) if on_note else None) as signals:
             try:
                 tally = await dispatcher.run(limited(read_rows(spec.files, read_stats), spec.limit), stop)
             except asyncio.CancelledError:
@@ -70,8 +75,8 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None) ->
 class StopOnSignals:
     """SIGINT/SIGTERM → ``stop``; a second signal cancels the running task (main thread only)."""
 
-    def __init__(self, stop: asyncio.Event):
-        self.stop = stop
+    def __init__(self, stop: asyncio.Event, on_first: Callable[[], None] | None = None):
+        self.stop, self.on_first = stop, on_first
         self.active = threading.current_thread() is threading.main_thread()
         self.count = 0  # signals received
 
@@ -84,6 +89,8 @@ class StopOnSignals:
             self.count += 1
             if self.stop.is_set() and task is not None:
                 task.cancel()
+            elif self.on_first is not None:
+                self.on_first()
             self.stop.set()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
