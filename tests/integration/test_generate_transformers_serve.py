@@ -105,7 +105,8 @@ def test_rerun_on_a_finished_run_sends_nothing(served_model, tmp_path: Path) -> 
                    model=served_model.model, max_tokens=16)
     generate(GenerateRequest.build(**options))
     again = generate(GenerateRequest.build(**options))
-    assert (again.already_done, again.summary["requests"], again.stored) == (3, 0, 3)
+    assert (again.already_done, again.summary["this_invocation"]["requests"], again.stored) == (3, 0, 3)
+    assert again.summary["requests"] == 3 and again.summary["invocations"] == 1  # the run's, over both
 
 
 def test_a_model_the_server_does_not_serve_is_one_clear_error(served_model, tmp_path: Path) -> None:

@@ -247,7 +247,8 @@ class Dispatcher:
 
         completion, attempts = await call_with_retries(once, self.job.retry, self._rng)
         self._count(completion)
-        return Sent(completion, used[-1], attempts, seed)
+        per_prompt = body.get("max_tokens") if self.job.sampling.context_tokens is not None else None
+        return Sent(completion, used[-1], attempts, seed, per_prompt)
 
     def _count(self, completion: Completion) -> None:
         tokens = completion.usage.completion_tokens if completion.usage else 0

@@ -8,7 +8,8 @@ Layout::
                                   ``--retry-skipped``, which sets it aside as skipped.retried.jsonl)
     RUN_DIR/errors.jsonl          units that failed in the latest run (retried by the next run)
     RUN_DIR/rejects.jsonl         input rows that could not be used (rewritten by every run)
-    RUN_DIR/summary.json          the last run's summary
+    RUN_DIR/summary.json          the run's summary, over all invocations (runner.invocations)
+    RUN_DIR/invocations.jsonl     one line per invocation that sent requests: time, tokens, latencies
 
 Exactly once: every record is one ``os.write`` of one complete line to a file opened with
 ``O_APPEND``, so a ``kill -9`` leaves at most one torn line at the end of a file. On open, a tail
