@@ -43,7 +43,8 @@ def test_a_run_that_failed_before_any_answer_takes_the_corrected_command_without
         assert (tmp_path / "run" / "manifest.json").exists()  # written before the health check
         fixed = generate(_request(tmp_path, server.url, max_tokens=64))
         assert (fixed.stored, fixed.accounting_ok) == (10, True)
-        assert any("held no stored answer" in note and "'fault-modle' → 'fault-model'" in note for note in fixed.notes)
+        assert any("held no stored answer" in note and "'fault-modle' → 'fault-model'" in note
+                   for note in fixed.notes)
         # Once an answer is stored, the directory is bound: another configuration needs --force.
         with pytest.raises(RunDirError, match=r"different job \(sampling\.max_tokens: 64 → 128\)"):
             generate(_request(tmp_path, server.url, max_tokens=128))

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
-from tokenplan.catalog import load_model
+from tokenplan.api._generate_sampling import greedy_warnings, model_context  # noqa: F401 - re-exported
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
@@ -288,44 +288,6 @@ def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling
     context = model_context(request.model) if request.max_tokens is None and hint.max_tokens is None else None
     return job_sampling(request.model, given, request.seed, request.thinking, request.extra_body,
                         (hint.max_tokens, request.plan), request.generation_config, context)
-
-
-def model_context(model: str) -> tuple[int, str] | None:
-    """``max_position_embeddings`` of ``model`` (tokens) and where it was read: the ``config.json``
-    of a local model directory, else the catalog entry of that name or Hugging Face id; None when
-    neither knows the name (a served alias such as ``default``) or the file cannot be read."""
-    try:
-        spec = load_model(model)
-    except TokenplanError:
-        return None
-    if not spec.max_context_tokens:
-        return None
-    where = str(Path(model) / "config.json") if Path(model).is_dir() else f"catalog model {spec.name}"
-    return spec.max_context_tokens, f"max_position_embeddings of {where}"
-
-
-def greedy_warnings(sampling: Sampling, n: int) -> list[str]:
-    """What temperature 0 (greedy decoding) does to this job, said before anything is sent:
-    ``n`` > 1 samples of a row come out identical, and thinking at temperature 0 loops on some
-    models (Qwen3 model card, https://huggingface.co/Qwen/Qwen3-8B: "DO NOT use greedy decoding,
-    as it can lead to performance degradation and endless repetitions"), the loops running to
-    max_tokens and raising the mean output length a plan assumed."""
-    if sampling.temperature != 0:
-        return []
-    warnings = []
-    if n > 1:
-        warnings.append(f"--n {n} at temperature 0 (greedy decoding): the {n} samples of each row will be "
-                        "identical; set --temperature (e.g. from the model's generation_config.json)")
-    kwargs = sampling.extra_body.get("chat_template_kwargs")
-    thinking = sampling.thinking
-    if thinking is None and isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
-        thinking = kwargs["enable_thinking"]
-    if thinking:
-        warnings.append("thinking on at temperature 0 (greedy decoding): some models loop until max_tokens "
-                        "(Qwen3's model card: \"DO NOT use greedy decoding, as it can lead to performance "
-                        "degradation and endless repetitions\"), and long loops raise the mean output length "
-                        "the plan assumed; set --temperature (Qwen3 recommends 0.6)")
-    return warnings
 
 
 def export_format(request: GenerateRequest) -> str:

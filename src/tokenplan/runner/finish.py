@@ -3,7 +3,8 @@ check it against the input, write ``summary.json`` and, when asked, the export.
 
 The counts are read back from the files (:func:`count_outcomes`), independently of the run's own
 counters; the throughput and latency figures are the run's over all its invocations
-(:mod:`tokenplan.runner.invocations`), this invocation's alone under ``this_invocation``; a run that was not stopped must account for every unit of its input, else
+(:mod:`tokenplan.runner.invocations`), this invocation's alone under ``this_invocation``; a run
+that was not stopped must account for every unit of its input, else
 :class:`~tokenplan.errors.RunDirError`. A failed export does not raise: the records stay in the run
 directory and :attr:`Finished.export_error` says what to do.
 """

@@ -71,7 +71,8 @@ def run_totals(run_dir: Path) -> RunTotals:
         for raw in fh:
             try:
                 entry = orjson.loads(raw)
-                elapsed, requests, tokens = float(entry["elapsed_s"]), int(entry["requests"]), int(entry["output_tokens"])
+                elapsed, requests = float(entry["elapsed_s"]), int(entry["requests"])
+                tokens = int(entry["output_tokens"])
             except (ValueError, KeyError, TypeError):
                 continue
             totals.invocations += 1
