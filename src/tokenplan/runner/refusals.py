@@ -12,7 +12,8 @@ job-wide. Eight because it keeps per-row refusals apart: with 10 % of rows genui
 eight in a row without a success has probability 0.1^8 = 1e-8 per position, while a job-wide
 refusal reaches eight within the first wave of requests. A run that sent fewer rows than that
 is judged at its end: a job of fewer rows, every one refused the same way, is job-wide too
-(``min(8, rows)``; rows done by an earlier run count, so a rerun of two leftover rows is not).
+(``min(8, rows)``; rows done by an earlier run count, so a rerun of two leftover rows is not) —
+from two rows up: one row alone cannot tell its own refusal from the job's, and is skipped.
 
 Until the rule decides, refused units are held here, written nowhere. An answer in between (or a
 different refusal) releases them as skipped; a job-wide verdict releases them as errors
@@ -77,9 +78,9 @@ class RefusalStreak:
 
     def settle(self, rows: int) -> list[Held]:
         """The run ended: job-wide also when the job has fewer than ``threshold`` rows (``rows``,
-        done ones included) and every one was refused the same way; return the units released as
-        skipped."""
-        if self.job_wide is None and self.held and len(self.rows) >= min(self.threshold, max(1, rows)):
+        done ones included; at least 2) and every one was refused the same way; return the units
+        released as skipped."""
+        if self.job_wide is None and self.held and len(self.rows) >= max(2, min(self.threshold, rows)):
             self.job_wide = self.held[-1]
         if self.job_wide is not None:
             return []

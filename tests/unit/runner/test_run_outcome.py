@@ -65,6 +65,10 @@ def test_at_the_end_a_small_job_refused_throughout_is_job_wide_and_a_large_one_i
         large.refused(_held(row))
     # 100 rows in the job (95 answered, by this run or an earlier one): 5 < min(8, 100) = 8
     assert [h.unit_id for h in large.settle(rows=100)] == [f"r{k}" for k in range(5)] and large.job_wide is None
+    single = RefusalStreak()
+    single.refused(_held(0))
+    # a one-row job cannot tell its row's refusal from the job's: the row is skipped
+    assert [h.unit_id for h in single.settle(rows=1)] == ["r0"] and single.job_wide is None
 
 
 def test_a_huge_max_tokens_cannot_lift_the_answer_cap_or_the_deadline() -> None:
