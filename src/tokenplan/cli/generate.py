@@ -111,8 +111,8 @@ def generate_command(
         export=export, force=force, retry_skipped=retry_skipped, api_key_env=api_key_env, stream=stream,
         max_attempts=max_attempts, deadline_s=deadline_s, grace_s=grace_s, export_format=export_format,
         drop_length=drop_length, require_think_close=require_think_close, generation_config=generation_config,
-        limit=limit, dry_run=dry_run, tokenizer=tokenizer, progress_every_s=None if console_is_terminal() else progress_every,
-        backend=backend, ray_address=ray_address, actors=actors)
+        limit=limit, dry_run=dry_run, tokenizer=tokenizer, backend=backend, ray_address=ray_address, actors=actors,
+        progress_every_s=None if console_is_terminal() else progress_every)
     if dry_run:
         print_dry_run(request, json_out)
         return
