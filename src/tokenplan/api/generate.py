@@ -332,8 +332,10 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         RunDirError: ``out_dir`` holds another job (use ``force``), is damaged, is in use by
             another process, or a write to it failed (``WriteFailed``: the run stopped sending;
             every record written is whole, and a rerun resumes).
-        ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
-            endpoint down for ``max_all_down_s``.
+        ServerError: no endpoint serves the model, a fatal answer (401/403/404/422), the same
+            400/413 for every row (:mod:`tokenplan.runner.refusals`; those rows stay re-sendable),
+            or every endpoint down for ``max_all_down_s``.
+        Interrupted: a second SIGINT/SIGTERM stopped the run at once (exit status 130).
     """
     checked = check_request(request)
     notes = list(checked.notes)

@@ -110,7 +110,8 @@ class Dispatcher:
         """Send every unit of ``source`` that is not done; return when all are settled or stopped.
 
         Raises:
-            ServerError: a fatal answer (401/403/404) or every endpoint down too long.
+            ServerError: a fatal answer (401/403/404/422), the same 400/413 for every row
+                (:mod:`tokenplan.runner.refusals`), or every endpoint down too long.
         """
         tasks: set[asyncio.Task[None]] = set()
         ticker = asyncio.create_task(self._tick())
