@@ -106,6 +106,12 @@ class ServerError(TokenplanError):
     """A server that cannot be reached, does not serve the model, or misbehaves."""
 
 
+class Interrupted(TokenplanError):
+    """A run stopped at once by a second SIGINT/SIGTERM: exit status 130, as for Ctrl-C."""
+
+    exit_code = 130
+
+
 class InfeasibleError(TokenplanError):
     """A configuration the user asked for explicitly cannot run (does not fit, bad layout)."""
 

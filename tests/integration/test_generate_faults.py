@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 from pathlib import Path
 
@@ -62,11 +63,17 @@ def test_rows_failing_every_attempt_go_to_errors_and_a_rerun_retries_them(tmp_pa
 
 
 def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:
-    _prompts(tmp_path / "in.jsonl", 5)
-    with FaultServerProcess(str(tmp_path), p400=1.0) as server:
-        result = generate(_request(tmp_path, server.url))
-    assert (result.stored, result.skipped, result.errors) == (0, 5, 0)
+    _prompts(tmp_path / "in.jsonl", 40)
+    # One request at a time in row order, each drawing once from the server's Random(7): row k is
+    # refused when draw k < 0.2 — refusals between answers, so each is its row's own. (Every row
+    # refused alike is a configuration error instead: test_generate_refusals.py.)
+    draws = random.Random(7)
+    expected = {f"r{k}" for k in range(40) if draws.random() < 0.2}
+    with FaultServerProcess(str(tmp_path), p400=0.2, seed=7) as server:
+        result = generate(_request(tmp_path, server.url, concurrency=1))
+    assert (result.stored, result.skipped, result.errors) == (40 - len(expected), len(expected), 0)
     skipped = _jsonl(tmp_path / "run" / "skipped.jsonl")
+    assert {s["id"] for s in skipped} == expected
     assert {(s["reason"], s["status"]) for s in skipped} == {("refused", 400)}
 
 

@@ -224,14 +224,18 @@ def test_batch_output_has_a_line_for_refused_rows_and_drop_length_counts(tmp_pat
     data = tmp_path / "batch.jsonl"
     data.write_text("".join(json.dumps(b) + "\n" for b in BATCH))
     refused_out, cut_out = tmp_path / "refused.jsonl", tmp_path / "cut.jsonl"
-    with FaultServerProcess(str(tmp_path), p400=1.0) as server:  # every request refused with 400
+    # A served context of 32 tokens: each prompt is len('[{"role": "user", "content": "q1"}]') // 4 = 8
+    # tokens to the server, so b1 (8 + its own max_tokens 4 = 12) fits and b2 (8 + 64 = 72) is refused
+    # with 400. (Every row refused alike would be a configuration error: test_generate_refusals.py.)
+    with FaultServerProcess(str(tmp_path), context=32) as server:
         generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "refused", endpoints=[server.url],
                                        model="fault-model", max_tokens=64, mode="complete", export=refused_out,
                                        export_format="openai-batch"))
     lines = {line["custom_id"]: line for line in _lines(refused_out)}
     assert set(lines) == {"b1", "b2"}
-    assert all(line["response"]["status_code"] == 400 and line["error"] is None for line in lines.values())
-    assert lines["b1"]["response"]["body"]["error"]["message"].startswith("injected 400")
+    assert lines["b1"]["response"]["status_code"] == 200
+    assert lines["b2"]["response"]["status_code"] == 400 and lines["b2"]["error"] is None
+    assert lines["b2"]["response"]["body"]["error"]["message"].startswith("This model's maximum context length is 32")
     with FaultServerProcess(str(tmp_path), tokens=16) as server:  # b1 asks for 4 of 16 tokens: cut
         result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "cut", endpoints=[server.url],
                                                 model="fault-model", max_tokens=64, mode="complete", export=cut_out,

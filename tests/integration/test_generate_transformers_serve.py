@@ -105,7 +105,9 @@ def test_rerun_on_a_finished_run_sends_nothing(served_model, tmp_path: Path) -> 
                    model=served_model.model, max_tokens=16)
     generate(GenerateRequest.build(**options))
     again = generate(GenerateRequest.build(**options))
-    assert (again.already_done, again.summary["requests"], again.stored) == (3, 0, 3)
+    assert (again.already_done, again.summary["this_invocation"]["requests"], again.stored) == (3, 0, 3)
+    # the run's, over both invocations: the first sent 2 + 1 + 1 requests (spec-1 has two user turns)
+    assert again.summary["requests"] == 4 and again.summary["invocations"] == 1
 
 
 def test_a_model_the_server_does_not_serve_is_one_clear_error(served_model, tmp_path: Path) -> None:

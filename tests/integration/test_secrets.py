@@ -138,8 +138,10 @@ def test_a_rerun_with_a_rotated_query_key_resumes_the_same_run(tmp_path: Path) -
                        f"{base}?key={QUERY_KEY}-rotated", "--model", "fault-model", "--json"], None)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     summary = json.loads(second.stdout)
-    # --limit 2 stored r0, r1; the rerun finds them done and sends r2, r3: 2 + 2 = 4 stored.
-    assert (summary["already_done"], summary["requests"], summary["stored"]) == (2, 2, 4)
+    # --limit 2 stored r0, r1; the rerun finds them done and sends r2, r3: 2 + 2 = 4 stored
+    # (summary.json covers the whole run: 4 requests; this invocation's own are 2).
+    assert (summary["already_done"], summary["this_invocation"]["requests"], summary["stored"]) == (2, 2, 4)
+    assert summary["requests"] == 4
     _no_secret_in([p for p in run_dir.rglob("*") if p.is_file()], first.stdout + first.stderr + second.stdout
                   + second.stderr)
 

@@ -22,6 +22,10 @@ base64 Basic token) and ``{{target}}`` by the request target with its query stri
 was sent. ``--log-requests PATH`` appends one line per request: ``method``, ``target`` (path and
 query string) and ``authorization`` (the header, or null).
 
+Refusals of a configuration (the job-wide 4xx): ``--context N`` answers 400 with vLLM's message when
+the prompt (``usage.prompt_tokens`` as below) plus ``max_tokens`` passes N tokens; ``--reject-seed``
+answers 400 to any request carrying ``seed``, as servers that do not take the field do.
+
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
 is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
 """
@@ -63,6 +67,8 @@ class Faults:
     script: str = ""
     log_bodies: str = ""  # a path: every chat request body is appended there as one JSON line
     log_requests: str = ""  # a path: method, target and Authorization header of every request
+    context: int = 0  # > 0: refuse (400) a prompt + max_tokens beyond this many tokens
+    reject_seed: bool = False  # refuse (400) a request that carries `seed`
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -79,6 +85,20 @@ def answer_for(body: dict, tokens: int) -> dict:
                   "completion_tokens": completion_tokens,
                   "total_tokens": len(json.dumps(body["messages"])) // 4 + completion_tokens},
     }
+
+
+def _refusal(payload: dict, f: Faults) -> str | None:
+    """The 400 message a configuration refusal gets (``--context``, ``--reject-seed``), or None."""
+    if f.reject_seed and "seed" in payload:
+        return "Unrecognized request argument supplied: seed"
+    prompt = len(json.dumps(payload["messages"])) // 4
+    asked = int(payload.get("max_tokens") or 0)
+    if f.context and prompt + asked > f.context:
+        # vLLM's wording (serving_engine._validate_input), with this request's numbers
+        return (f"This model's maximum context length is {f.context} tokens. However, you requested "
+                f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
+                "Please reduce the length of the messages or completion.")
+    return None
 
 
 class Server:
@@ -153,6 +173,10 @@ class Server:
         if f.log_bodies:
             with open(f.log_bodies, "a") as log:
                 log.write(json.dumps(payload) + "\n")
+        refusal = _refusal(payload, f)
+        if refusal:
+            return await self._send(conn, writer, 400, {"object": "error", "message": refusal,
+                                                        "type": "BadRequestError", "code": 400})
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
         if payload.get("stream"):
@@ -239,9 +263,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--script", default="")
     parser.add_argument("--log-bodies", default="")
     parser.add_argument("--log-requests", default="")
+    parser.add_argument("--context", type=int, default=0)
+    parser.add_argument("--reject-seed", type=int, default=0, help="1: refuse requests carrying seed")
     args = parser.parse_args(argv)
     faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.p400, args.p401, args.stall_s or 30.0,
-                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies, args.log_requests)
+                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies, args.log_requests,
+                    args.context, bool(args.reject_seed))
     asyncio.run(serve(faults, args.port, args.port_file))
 
 

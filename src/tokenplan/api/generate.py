@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
+from tokenplan.api._generate_sampling import greedy_warnings, model_context  # noqa: F401 - re-exported
 from tokenplan.api._loop import loop_running, run_blocking
+from tokenplan.api.generate_results import ExportError, GenerateResult  # noqa: F401 - re-exported
 from tokenplan.client.auth import api_key_from_env, url_problem
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
-from tokenplan.errors import InputError, TokenplanError, allowed_from_validation
+from tokenplan.errors import InputError, allowed_from_validation
 from tokenplan.runner.backend import RunOutcome, RunSpec, run, run_async
 from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
 from tokenplan.runner.dispatch import JobSettings
@@ -88,11 +90,11 @@ class GenerateRequest(BaseModel):
     model: str = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     concurrency: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else 4,096 (runner.defaults)
+    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else runner.defaults' default
     temperature: float | None = Field(default=None, ge=0.0)  # None: generation_config.json, else 0
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    seed: int | None = 0  # None: no seed is sent (--no-seed: a server that refuses the field)
     thinking: Literal["on", "off"] | None = None
     on_length: Literal["keep", "drop", "retry"] = "keep"
     length_retries: int = Field(default=2, ge=0)
@@ -111,6 +113,7 @@ class GenerateRequest(BaseModel):
     dry_run: bool = False  # count rows, turns (and prompt tokens) and send nothing: see runner.dryrun
     tokenizer: Path | None = None  # for --dry-run's prompt tokens; None: --model when it is a local directory
     force: bool = False
+    retry_skipped: bool = False  # send the units of skipped.jsonl again (runner.rundir.set_aside_skipped)
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
     max_attempts: int = Field(default=6, ge=1)
@@ -188,40 +191,6 @@ class GenerateRequest(BaseModel):
             raise InputError(field_name, value, allowed_from_validation(error)) from None
 
 
-class ExportError(TokenplanError):
-    """``--export`` failed after the run; every record is still in the run directory."""
-
-
-@dataclass(frozen=True, slots=True)
-class GenerateResult:
-    """The outcome of one ``generate`` call.
-
-    Counts are units (rows × samples); ``stored``/``skipped``/``errors`` are totals in the run
-    directory after this run, ``already_done`` what earlier runs had finished.
-    """
-
-    run_dir: Path
-    units_total: int
-    stored: int
-    skipped: int
-    errors: int
-    rejected_rows: int
-    already_done: int
-    duplicate_records: int
-    interrupted: bool
-    accounting_ok: bool
-    summary: dict[str, Any]
-    export_rows: int | None
-    notes: list[str] = field(default_factory=list)
-    export_error: str | None = None  # why --export failed at the end (the run itself is kept)
-    blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
-    not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
-
-    def to_json(self) -> dict[str, Any]:
-        """``generate --json``: the run's ``summary.json`` object (like every api result's ``to_json``)."""
-        return self.summary
-
-
 @dataclass(frozen=True, slots=True)
 class Checked:
     """What :func:`check_request` found: input files, API key, plan, notes and warnings."""
@@ -257,6 +226,7 @@ def check_request(request: GenerateRequest) -> Checked:
                             f"{request.model!r}: its concurrency and throughput may not fit this model")
     sampling, sampling_notes = resolve_sampling(request, hint)
     notes += sampling_notes
+    warnings += greedy_warnings(sampling, request.n)
     if request.export is not None:
         kind = "a Parquet file path" if export_format(request) == "parquet" else "a JSONL file path"
         check_output_file(request.export, "--export", kind)
@@ -275,8 +245,9 @@ def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling
     """
     given = {"max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
              "top_k": request.top_k}
+    context = model_context(request.model) if request.max_tokens is None and hint.max_tokens is None else None
     return job_sampling(request.model, given, request.seed, request.thinking, request.extra_body,
-                        (hint.max_tokens, request.plan), request.generation_config)
+                        (hint.max_tokens, request.plan), request.generation_config, context)
 
 
 def export_format(request: GenerateRequest) -> str:
@@ -324,8 +295,10 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
         RunDirError: ``out_dir`` holds another job (use ``force``), is damaged, is in use by
             another process, or a write to it failed (``WriteFailed``: the run stopped sending;
             every record written is whole, and a rerun resumes).
-        ServerError: no endpoint serves the model, a fatal answer (401/403/404), or every
-            endpoint down for ``max_all_down_s``.
+        ServerError: no endpoint serves the model, a fatal answer (401/403/404/422), the same
+            400/413 for every row (:mod:`tokenplan.runner.refusals`; those rows stay re-sendable),
+            or every endpoint down for ``max_all_down_s``.
+        Interrupted: a second SIGINT/SIGTERM stopped the run at once (exit status 130).
     """
     if loop_running():
         return run_blocking(lambda: generate_async(request, on_progress, on_warning))
@@ -383,7 +356,8 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
         force=request.force, shard_max_bytes=request.shard_max_bytes, files=checked.files, limit=request.limit,
         n=request.n, job=job_settings(request, sampling), endpoints=request.endpoints, pool=pool,
         api_key=checked.api_key, progress_every_s=request.progress_every_s,
-        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address)
+        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address,
+        retry_skipped=request.retry_skipped)
 
 
 def _export_spec(request: GenerateRequest) -> ExportSpec | None:

@@ -41,7 +41,8 @@ _TopP = Annotated[Optional[float], typer.Option(help="Nucleus sampling top_p "
                                                "[default: generation_config.json, else the server's].")]
 _TopK = Annotated[Optional[int], typer.Option(help="top_k sampling "
                                              "[default: generation_config.json, else the server's].")]
-_Seed = Annotated[int, typer.Option(help="Job seed; each request's seed derives from it.")]
+_Seed = Annotated[Optional[int], typer.Option(help="Job seed; each request's seed derives from it [default: 0].")]
+_NoSeed = Annotated[bool, typer.Option("--no-seed", help="Send no seed (a server that refuses the field).")]
 _Thinking = Annotated[Optional[str], typer.Option(help="on | off (chat_template_kwargs.enable_thinking).")]
 _OnLength = Annotated[str, typer.Option(help="keep | drop | retry a 'length' finish.")]
 _N = Annotated[int, typer.Option("--n", help="Samples per row (complete mode ids ROWID#k).")]
@@ -64,6 +65,8 @@ _Tokenizer = Annotated[Optional[Path], typer.Option(help="Tokenizer directory fo
 _ProgressEvery = Annotated[float, typer.Option(help="Seconds between log lines and summary.json updates "
                                                "when stderr is not a terminal.")]
 _Force = Annotated[bool, typer.Option(help="Continue a run directory made for another configuration.")]
+_RetrySkipped = Annotated[bool, typer.Option(help="Send the units in skipped.jsonl again (kept as "
+                                             "skipped.retried.jsonl).")]
 _ApiKeyEnv = Annotated[Optional[str], typer.Option(help="Environment variable holding the API key (must be "
                                                    "set when named) [default: OPENAI_API_KEY if set].")]
 _Stream = Annotated[bool, typer.Option(help="Stream answers (measures TTFT; more client CPU).")]
@@ -90,28 +93,28 @@ _Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON."
 def generate_command(
     inputs: _Inputs, out: _Out, endpoint: _Endpoint, model: _Model, mode: _Mode = "regenerate",
     concurrency: _Concurrency = None, max_tokens: _MaxTokens = None, temperature: _Temperature = None,
-    top_p: _TopP = None, top_k: _TopK = None, seed: _Seed = 0, thinking: _Thinking = None,
+    top_p: _TopP = None, top_k: _TopK = None, seed: _Seed = None, no_seed: _NoSeed = False, thinking: _Thinking = None,
     on_length: _OnLength = "keep", n: _N = 1, extra_body: _ExtraBody = None, plan: _Plan = None,
     export: _Export = None, export_format: _ExportFormat = None, drop_length: _DropLength = False,
     require_think_close: _RequireThinkClose = False, generation_config: _GenerationConfig = None,
     limit: _Limit = None, dry_run: _DryRun = False, tokenizer: _Tokenizer = None,
-    progress_every: _ProgressEvery = 30.0, force: _Force = False, api_key_env: _ApiKeyEnv = None,
-    stream: _Stream = False, max_attempts: _MaxAttempts = 6, deadline_s: _RequestTimeout = None,
-    grace_s: _Grace = 30.0, backend: _Backend = "local", ray_address: _RayAddress = None, actors: _Actors = 2,
-    quiet: _Quiet = False, extra_body_override: _ExtraBodyOverride = False,
-    max_answer_bytes: _MaxAnswerBytes = None, json_out: _Json = False,
+    progress_every: _ProgressEvery = 30.0, force: _Force = False, retry_skipped: _RetrySkipped = False,
+    api_key_env: _ApiKeyEnv = None, stream: _Stream = False, max_attempts: _MaxAttempts = 6,
+    deadline_s: _RequestTimeout = None, grace_s: _Grace = 30.0, backend: _Backend = "local",
+    ray_address: _RayAddress = None, actors: _Actors = 2, quiet: _Quiet = False,
+    extra_body_override: _ExtraBodyOverride = False, max_answer_bytes: _MaxAnswerBytes = None, json_out: _Json = False,
 ) -> None:
     """Regenerate or complete a dataset through OpenAI-compatible servers, exactly once, resumably."""
     request = GenerateRequest.build(
         inputs=inputs, out_dir=out, endpoints=endpoint, model=model, mode=mode, concurrency=concurrency,
         extra_body_override=extra_body_override, max_answer_bytes=max_answer_bytes,
-        max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+        max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, seed=_job_seed(seed, no_seed),
         thinking=thinking, on_length=on_length, n=n, extra_body=_json_object(extra_body), plan=plan,
-        export=export, force=force, api_key_env=api_key_env, stream=stream, max_attempts=max_attempts,
-        deadline_s=deadline_s, grace_s=grace_s, export_format=export_format, drop_length=drop_length,
-        require_think_close=require_think_close, generation_config=generation_config, limit=limit,
-        dry_run=dry_run, tokenizer=tokenizer, progress_every_s=None if console_is_terminal() else progress_every,
-        backend=backend, ray_address=ray_address, actors=actors)
+        export=export, force=force, retry_skipped=retry_skipped, api_key_env=api_key_env, stream=stream,
+        max_attempts=max_attempts, deadline_s=deadline_s, grace_s=grace_s, export_format=export_format,
+        drop_length=drop_length, require_think_close=require_think_close, generation_config=generation_config,
+        limit=limit, dry_run=dry_run, tokenizer=tokenizer, backend=backend, ray_address=ray_address, actors=actors,
+        progress_every_s=None if console_is_terminal() else progress_every)
     if dry_run:
         print_dry_run(request, json_out)
         return
@@ -152,6 +155,13 @@ def _exit_status(result: GenerateResult, inputs: list[str]) -> None:
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
+
+
+def _job_seed(seed: int | None, no_seed: bool) -> int | None:
+    """``--seed`` (default 0), or None for ``--no-seed``; both given is one line naming them (exit 2)."""
+    if no_seed and seed is not None:
+        raise InputError("--no-seed", f"--seed {seed}", "one of --seed N or --no-seed")
+    return None if no_seed else (seed if seed is not None else 0)
 
 
 def _json_object(text: str | None) -> dict:

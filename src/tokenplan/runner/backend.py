@@ -36,7 +36,8 @@ class RunSpec:
     Attributes:
         backend: ``local`` or ``ray``.
         out_dir: the run directory; ``identity`` the job it is bound to (its manifest), ``force``
-            rebinds a directory that holds another job; ``shard_max_bytes`` the size of one shard (bytes).
+            rebinds a directory that holds another job; ``shard_max_bytes`` the size of one shard (bytes);
+            ``retry_skipped`` sends the units of ``skipped.jsonl`` again.
         files: the input files; ``limit`` the first N usable rows only; ``n`` samples per row.
         job: how each unit is generated.
         endpoints: API roots; ``pool`` their settings (the one concurrency limit); ``api_key`` or None.
@@ -61,6 +62,7 @@ class RunSpec:
     plan_output_tok_s: float | None = None
     actors: int = 2
     ray_address: str | None = None
+    retry_skipped: bool = False
 
 
 @dataclass(slots=True)
@@ -95,7 +97,7 @@ def run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
         return run_ray_backend(spec, on_progress, on_note)
     from tokenplan.runner.local import run_local
 
-    return run_local(spec, on_progress)
+    return run_local(spec, on_progress, on_note)
 
 
 async def run_async(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,

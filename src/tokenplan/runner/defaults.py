@@ -11,7 +11,13 @@ Order, first wins, per value:
    is a local directory (how vLLM, SGLang and ``transformers serve`` are often started). Read:
    ``do_sample`` (false → temperature 0), ``temperature``, ``top_p``, ``top_k`` — only the keys
    present, as vLLM's ``--generation-config auto`` does;
-4. the fallback: ``max_tokens`` 4,096 and temperature 0 (greedy), with a note, since thinking
+4. ``max_tokens`` only: the model's context (``max_position_embeddings`` of a local ``--model``
+   directory or of the catalog's entry) less each prompt: every request asks for what its context
+   leaves (:func:`tokenplan.runner.requests.request_body`), so answers are cut only where the
+   server would cut them;
+5. the fallback: ``max_tokens`` 32,768 — what the default plan assumes (``tokenplan plan``'s
+   ``--max-tokens`` default), so the run cuts answers where the plan did; a 4,096 default cut ~16 %
+   of a default plan's answers — and temperature 0 (greedy), with a note, since thinking
    models warn against greedy decoding (Qwen3 model card: "DO NOT use greedy decoding, as it can
    lead to performance degradation and endless repetitions"; it recommends temperature 0.6,
    top_p 0.95, top_k 20 in thinking mode, https://huggingface.co/Qwen/Qwen3-8B).
@@ -33,24 +39,27 @@ from tokenplan.loaders import load_json
 from tokenplan.runner.requests import BodyConflict, Sampling, request_body
 from tokenplan.units import MAX_REQUEST_TOKENS
 
-FALLBACK_MAX_TOKENS = 4096
+FALLBACK_MAX_TOKENS = 32_768  # the default plan's output cap (api.plan.PlanRequest.osl_cap)
 FALLBACK_TEMPERATURE = 0.0
 # The sampling values a request may carry, from an option or a generation_config.json alike
 # (generate's RANGES take these): engines accept temperature ≥ 0, and past ~2 sampling is noise
 # already; top_p is a probability; top_k a positive 32-bit integer.
 SAMPLING_RANGES: dict[str, tuple[float, float]] = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0),
                                                    "top_k": (1, 2**31 - 1)}
+MAX_PLAN_TOKENS = 2**24  # a plan's cap above this is refused, as --max-tokens is (api.generate.RANGES)
 
 
 @dataclass(frozen=True, slots=True)
 class SamplingChoice:
-    """The resolved values (``None``: not sent) and one note per value saying where it came from."""
+    """The resolved values (``None``: not sent) and one note per value saying where it came from;
+    ``context_tokens`` when ``max_tokens`` is the model's context, to be lessened by each prompt."""
 
     max_tokens: int
     temperature: float
     top_p: float | None
     top_k: int | None
     notes: tuple[str, ...]
+    context_tokens: int | None = None
 
 
 def read_generation_config(path: Path) -> dict[str, Any]:
@@ -122,18 +131,32 @@ def plan_max_tokens(plan: dict[str, Any], source: str = "plan") -> int | None:
 
 
 def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path | None,
-                    config: dict[str, Any] | None, config_path: Path | None) -> SamplingChoice:
+                    config: dict[str, Any] | None, config_path: Path | None,
+                    context: tuple[int, str] | None = None) -> SamplingChoice:
     """Resolve ``max_tokens``, ``temperature``, ``top_p``, ``top_k`` in the order of the module
-    docstring; ``given`` holds the user's options (``None`` = not given)."""
+    docstring; ``given`` holds the user's options (``None`` = not given), ``context`` the model's
+    context (tokens) and where it was read, when known.
+
+    Raises:
+        InputError: a plan whose output cap is above :data:`MAX_PLAN_TOKENS`.
+    """
     notes: list[str] = []
     config = config or {}
-    max_tokens = given.get("max_tokens")
+    max_tokens, context_tokens = given.get("max_tokens"), None
     if max_tokens is None and plan_cap is not None:
+        if plan_cap > MAX_PLAN_TOKENS:
+            raise InputError(f"--plan {plan_path} job.osl_cap_tokens", plan_cap,
+                             f"an output cap from 1 to {MAX_PLAN_TOKENS:,} tokens")
         max_tokens = plan_cap
         notes.append(f"max_tokens {plan_cap:,} (the plan {plan_path}'s output cap)")
+    elif max_tokens is None and context is not None:
+        max_tokens = context_tokens = context[0]
+        notes.append(f"max_tokens: the model's context {context[0]:,} ({context[1]}) less each prompt, "
+                     "counted as its JSON bytes (no fewer than its tokens); --max-tokens or --plan sets it")
     elif max_tokens is None:
         max_tokens = FALLBACK_MAX_TOKENS
-        notes.append(f"max_tokens {FALLBACK_MAX_TOKENS:,} (the default; --max-tokens or --plan sets it)")
+        notes.append(f"max_tokens {FALLBACK_MAX_TOKENS:,} (the default plan's output cap; --max-tokens or "
+                     "--plan sets it)")
     from_config = [k for k in ("temperature", "top_p", "top_k") if given.get(k) is None and k in config]
     chosen = {k: given.get(k) if given.get(k) is not None else config.get(k) for k in ("temperature", "top_p", "top_k")}
     if from_config:
@@ -145,14 +168,16 @@ def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path
                      "models such as Qwen3 warn against greedy decoding (use --generation-config PATH or "
                      "--temperature)")
     return SamplingChoice(int(max_tokens), float(chosen["temperature"]), chosen["top_p"], chosen["top_k"],
-                          tuple(notes))
+                          tuple(notes), context_tokens)
 
 
-def job_sampling(model: str, given: dict[str, Any], seed: int, thinking: str | None, extra_body: dict[str, Any],
-                 plan: tuple[int | None, Path | None], generation_config: Path | None) -> tuple[Sampling, list[str]]:
+def job_sampling(model: str, given: dict[str, Any], seed: int | None, thinking: str | None,
+                 extra_body: dict[str, Any], plan: tuple[int | None, Path | None], generation_config: Path | None,
+                 context: tuple[int, str] | None = None) -> tuple[Sampling, list[str]]:
     """The job's :class:`Sampling` from the options ``given`` (``None`` = not given), the plan's cap
-    and path, and a ``generation_config.json`` (``generation_config``, else ``model`` when it is a
-    local directory holding one); notes say where each value came from.
+    and path, a ``generation_config.json`` (``generation_config``, else ``model`` when it is a
+    local directory holding one) and the model's context (tokens, where read; None: unknown);
+    notes say where each value came from.
 
     Raises:
         InputError: an unreadable generation config, or an ``extra_body`` that contradicts an option
@@ -162,9 +187,9 @@ def job_sampling(model: str, given: dict[str, Any], seed: int, thinking: str | N
     if config_path is not None and config_path.is_dir():
         config_path = config_path / "generation_config.json"  # the note names the file read
     config = read_generation_config(config_path) if config_path is not None else None
-    choice = choose_sampling(given, plan[0], plan[1], config, config_path)
+    choice = choose_sampling(given, plan[0], plan[1], config, config_path, context)
     sampling = Sampling(choice.max_tokens, choice.temperature, choice.top_p, choice.top_k, seed,
-                        None if thinking is None else thinking == "on", extra_body)
+                        None if thinking is None else thinking == "on", extra_body, choice.context_tokens)
     try:
         request_body(model, [], sampling, 0)
     except BodyConflict as conflict:

@@ -6,7 +6,9 @@ through the endpoint pool with retries, and its outcome is written as soon as it
 stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400
 or 413) or error (retries exhausted). 401, 403, 404 and 422 concern every request (bad key,
 unknown model or route, a request field the server does not accept) and end the run with
-:class:`~tokenplan.errors.ServerError`.
+:class:`~tokenplan.errors.ServerError`. So does a 400/413 that turns out to concern every row
+(:mod:`tokenplan.runner.refusals`: the same refusal on eight rows with no answer in between); the
+rows it refused go to ``errors.jsonl``, not final, and the next run sends them again.
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
@@ -29,6 +31,7 @@ from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.progress import Progress, Snapshot
+from tokenplan.runner.refusals import Held, RefusalStreak
 from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
                                       run_unit, seed_for, work_units)
 from tokenplan.runner.rows import Reject, Row
@@ -89,9 +92,14 @@ class Dispatcher:
     """Runs every unit of ``source`` not yet done (see the module docstring)."""
 
     def __init__(self, job: JobSettings, pool: EndpointPool, rundir: RunDir, progress: Progress,
-                 on_progress: Callable[[Snapshot], None] | None = None, tick_s: float = 0.5):
+                 on_progress: Callable[[Snapshot], None] | None = None, tick_s: float = 0.5,
+                 refusals: RefusalStreak | None = None):
+        """``refusals``: hold 400/413 answers until they say whether the row or the job is refused
+        (:mod:`tokenplan.runner.refusals`); None writes each as skipped at once (the Ray actors)."""
         self.job, self.pool, self.rundir, self.progress = job, pool, rundir, progress
         self.on_progress, self.tick_s = on_progress, tick_s
+        self.refusals = refusals
+        self._rows_seen = 0
         self.tally = RunTally()
         self._rng = random.Random()
         self._fatal: BaseException | None = None
@@ -102,7 +110,8 @@ class Dispatcher:
         """Send every unit of ``source`` that is not done; return when all are settled or stopped.
 
         Raises:
-            ServerError: a fatal answer (401/403/404) or every endpoint down too long.
+            ServerError: a fatal answer (401/403/404/422), the same 400/413 for every row
+                (:mod:`tokenplan.runner.refusals`), or every endpoint down too long.
         """
         tasks: set[asyncio.Task[None]] = set()
         ticker = asyncio.create_task(self._tick())
@@ -112,6 +121,7 @@ class Dispatcher:
             except RunDirError as failed:  # rejects.jsonl could not be written: stop sending
                 self._set_fatal(failed)
             await self._drain(tasks, stop)
+            self._settle_refusals(stop.is_set())
         finally:
             ticker.cancel()
             self._emit()
@@ -146,6 +156,7 @@ class Dispatcher:
                 self.rundir.write_reject({"file": item.source, "line": item.line, "reason": item.reason,
                                           "id": item.id})
                 continue
+            self._rows_seen += 1
             for unit in work_units(item, self.job.n):
                 self.tally.units_seen += 1
                 if unit.id in done:
@@ -204,6 +215,8 @@ class Dispatcher:
         except RetriesExhausted as exhausted:
             self._record_failure(unit, exhausted)
             return
+        if self.refusals is not None:
+            self._write_refused(self.refusals.answered())
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
             return
@@ -213,7 +226,8 @@ class Dispatcher:
         self.progress.stored += 1
 
     async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:
-        seed = seed_for(self.job.sampling.seed, unit.id, turn, retry)
+        job_seed = self.job.sampling.seed
+        seed = None if job_seed is None else seed_for(job_seed, unit.id, turn, retry)
         body = request_body(self.job.model, messages, self.job.sampling, seed, unit.row.overrides)
         row_tokens = unit.row.overrides.get("max_tokens")  # a Batch line's own cap needs its own deadline
         limit_s = self.job.deadline_s if row_tokens is None else max(self.job.deadline_s, deadline_s(row_tokens))
@@ -234,7 +248,8 @@ class Dispatcher:
 
         completion, attempts = await call_with_retries(once, self.job.retry, self._rng)
         self._count(completion)
-        return Sent(completion, used[-1], attempts, seed)
+        per_prompt = body.get("max_tokens") if self.job.sampling.context_tokens is not None else None
+        return Sent(completion, used[-1], attempts, seed, per_prompt)
 
     def _count(self, completion: Completion) -> None:
         tokens = completion.usage.completion_tokens if completion.usage else 0
@@ -252,13 +267,44 @@ class Dispatcher:
                 "check --endpoint, --model and the API key variable"))
             return
         if failure.kind == "status" and failure.status in REFUSED_STATUSES:
-            self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
+            if self.refusals is None:
+                self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
+                return
+            source = {"file": unit.row.source, "line": unit.row.line}
+            self._write_refused(self.refusals.refused(Held(unit.id, unit.row.id, source, failure.status,
+                                                           failure.detail, exhausted.attempts)))
+            if self.refusals.job_wide is not None and self._fatal is None:
+                self._set_fatal(ServerError(self.refusals.message(self.job.model)))
             return
         self.rundir.write_error({"id": unit.id, "reason": failure.kind, "status": failure.status,
                                  "detail": failure.detail, "received": failure.received,
                                  "attempts": exhausted.attempts,
                                  "source": {"file": unit.row.source, "line": unit.row.line}})
         self.progress.errors += 1
+
+    def _write_refused(self, released: list[Held]) -> None:
+        """Refusals that proved to be their rows' own: final, in ``skipped.jsonl``."""
+        for held in released:
+            self.rundir.write_skipped({"id": held.unit_id, "reason": "refused", "turn": -1, "status": held.status,
+                                       "detail": held.detail, "source": held.source})
+            self.progress.skipped += 1
+
+    def _settle_refusals(self, stopped: bool) -> None:
+        """At the end: refusals still held are the rows' own (skipped) unless the run stopped early
+        or they proved job-wide; then they go to ``errors.jsonl`` and the next run sends them again."""
+        streak = self.refusals
+        if streak is None or not streak.held:
+            return
+        if not stopped and self._fatal is None:
+            self._write_refused(streak.settle(self._rows_seen))
+            if streak.job_wide is not None:
+                self._set_fatal(ServerError(streak.message(self.job.model)))
+        for held in streak.held:
+            self.rundir.write_error({"id": held.unit_id, "reason": "status", "status": held.status,
+                                     "detail": held.detail, "received": None, "attempts": held.attempts,
+                                     "source": held.source})
+            self.progress.errors += 1
+        streak.held = []
 
     def _write_skipped(self, unit: WorkUnit, dropped: Dropped) -> None:
         self.rundir.write_skipped({"id": unit.id, "reason": dropped.reason, "turn": dropped.turn,

@@ -2,7 +2,9 @@
 check it against the input, write ``summary.json`` and, when asked, the export.
 
 The counts are read back from the files (:func:`count_outcomes`), independently of the run's own
-counters; a run that was not stopped must account for every unit of its input, else
+counters; the throughput and latency figures are the run's over all its invocations
+(:mod:`tokenplan.runner.invocations`), this invocation's alone under ``this_invocation``; a run
+that was not stopped must account for every unit of its input, else
 :class:`~tokenplan.errors.RunDirError`. A failed export does not raise: the records stay in the run
 directory and :attr:`Finished.export_error` says what to do.
 """
@@ -19,6 +21,7 @@ from tokenplan.errors import RunDirError
 from tokenplan.runner.backend import RunOutcome, RunSpec
 from tokenplan.runner.dispatch import summary_record
 from tokenplan.runner.export import export_run
+from tokenplan.runner.invocations import record_invocation, run_totals
 from tokenplan.runner.rows import count_units
 from tokenplan.runner.appendlog import shard_paths, write_whole
 from tokenplan.runner.rundir import iter_records
@@ -89,13 +92,17 @@ def _summary(spec: RunSpec, outcome: RunOutcome, units_total: int, counts: dict[
              not_yet_sent: int) -> dict[str, Any]:
     tally, progress = outcome.tally, outcome.progress
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
+    this = {"elapsed_s": snapshot.elapsed_s, "output_tokens": snapshot.output_tokens,
+            "output_tok_s": snapshot.output_tok_s_mean,
+            "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
+    if this["requests"]:  # an invocation that only exported or found everything done adds nothing
+        record_invocation(outcome.run_dir, {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                            **this})
     return {"model": spec.job.model, "units_total": units_total, **counts, "not_yet_sent": not_yet_sent,
             "rejected_rows": tally.rejected_rows, "blank_lines": outcome.blank_lines,
-            "already_done": tally.already_done,
-            "interrupted": tally.stopped, "elapsed_s": snapshot.elapsed_s,
-            "output_tokens": snapshot.output_tokens, "output_tok_s": snapshot.output_tok_s_mean,
-            "plan_output_tok_s": progress.plan_output_tok_s,
-            "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
+            "already_done": tally.already_done, "interrupted": tally.stopped,
+            **run_totals(outcome.run_dir).as_summary(), "plan_output_tok_s": progress.plan_output_tok_s,
+            "this_invocation": this}
 
 
 def _export(export: ExportSpec, run_dir: Path, summary: dict[str, Any]) -> int:

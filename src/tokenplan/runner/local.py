@@ -4,9 +4,11 @@ Order: the open-file limit is checked for the concurrency, a Ray-backend run's l
 fenced (:func:`~tokenplan.runner.fencing.fence_earlier_actors`), the run directory is opened (its
 done-set read), the endpoints are health-checked, and the :class:`~tokenplan.runner.dispatch.Dispatcher`
 sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread on a loop of its
-own) stop sending and give in-flight requests ``grace_s`` seconds; a second signal cancels at once.
-:func:`run_local_async` runs on the caller's event loop (Jupyter's) and leaves its signals alone:
-cancelling the awaiting task stops the run (in-flight answers are not stored; a rerun sends them).
+own) stop sending and give in-flight requests ``grace_s`` seconds; a second signal cancels at once
+and raises :class:`~tokenplan.errors.Interrupted` (exit status 130, one line: every record written
+is kept). :func:`run_local_async` runs on the caller's event loop (Jupyter's) and leaves its
+signals alone: cancelling the awaiting task stops the run (in-flight answers are not stored; a
+rerun sends them).
 """
 
 from __future__ import annotations
@@ -17,54 +19,70 @@ import threading
 from collections.abc import Callable
 
 from tokenplan.client.endpoints import EndpointPool
+from tokenplan.errors import Interrupted
 from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.fencing import fence_earlier_actors
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.refusals import RefusalStreak
 from tokenplan.runner.rolling import rolling_summary
 from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
 from tokenplan.runner.rundir import RunDir
 
 
-def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None) -> RunOutcome:
-    """Run ``spec`` in this process (see the module docstring and :func:`tokenplan.runner.backend.run`).
+def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
+              on_note: Callable[[str], None] | None = None) -> RunOutcome:
+    """Run ``spec`` in this process (see the module docstring and :func:`tokenplan.runner.backend.run`);
+    ``on_note`` hears the first stop signal (what happens now, and that a second one stops at once).
 
     Raises:
         InputError: the open-file limit is below what the concurrency needs.
         InputBroken: an input file broke part-way; raised once every unit sent was settled.
+        Interrupted: a second SIGINT/SIGTERM stopped the run at once.
         RunDirError, ServerError: as :func:`tokenplan.runner.backend.run`.
     """
-    return asyncio.run(_run(spec, on_progress, handle_signals=True))
+    return asyncio.run(_run(spec, on_progress, on_note, handle_signals=True))
 
 
 async def run_local_async(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None) -> RunOutcome:
     """:func:`run_local` on the running event loop; SIGINT/SIGTERM stay the loop owner's.
 
     Raises:
-        InputError, RunDirError, ServerError: as :func:`run_local`.
+        InputError, InputBroken, RunDirError, ServerError: as :func:`run_local`.
         asyncio.CancelledError: the awaiting task was cancelled; every record written is whole,
             the run directory is closed, and a rerun resumes.
     """
-    return await _run(spec, on_progress, handle_signals=False)
+    return await _run(spec, on_progress, None, handle_signals=False)
 
 
-async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None, handle_signals: bool) -> RunOutcome:
+async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
+               on_note: Callable[[str], None] | None, handle_signals: bool) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
     fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
-    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes)
-    notes = duplicate_notes(rundir)
+    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes,
+                         retry_skipped=spec.retry_skipped)
+    notes = duplicate_notes(rundir) + rundir.notes
     pool = EndpointPool(spec.endpoints, spec.pool, api_key=spec.api_key)
     try:
         await pool.check_health(spec.job.model)
         progress = start_progress(spec, rundir)
         dispatcher = Dispatcher(spec.job, pool, rundir, progress,
-                                rolling_summary(on_progress, rundir.path, spec.progress_every_s))
+                                rolling_summary(on_progress, rundir.path, spec.progress_every_s),
+                                refusals=RefusalStreak())
         stop = asyncio.Event()
         read_stats = ReadStats()
-        with StopOnSignals(stop, active=handle_signals):
+        first = (f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; "
+                 "a second Ctrl-C stops at once")
+        with StopOnSignals(stop, (lambda: on_note(first)) if on_note else None, active=handle_signals) as signals:
             source = until_broken(limited(read_rows(spec.files, read_stats), spec.limit), read_stats)
-            tally = await dispatcher.run(source, stop)
+            try:
+                tally = await dispatcher.run(source, stop)
+            except asyncio.CancelledError:
+                if signals.count < 2:
+                    raise
+                raise Interrupted("interrupted twice: stopped at once without the grace; every record "
+                                  "written is kept — rerun the same command to resume") from None
     finally:
         await pool.aclose()
         rundir.close()
@@ -77,22 +95,27 @@ class StopOnSignals:
     """SIGINT/SIGTERM → ``stop``; a second signal cancels the running task (main thread only, and
     only when ``active``: a loop this process did not start keeps its owner's handlers)."""
 
-    def __init__(self, stop: asyncio.Event, active: bool = True):
-        self.stop = stop
+    def __init__(self, stop: asyncio.Event, on_first: Callable[[], None] | None = None, active: bool = True):
+        self.stop, self.on_first = stop, on_first
         self.active = active and threading.current_thread() is threading.main_thread()
+        self.count = 0  # signals received
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> StopOnSignals:
         if not self.active:
-            return
+            return self
         loop, task = asyncio.get_running_loop(), asyncio.current_task()
 
         def on_signal() -> None:
+            self.count += 1
             if self.stop.is_set() and task is not None:
                 task.cancel()
+            elif self.on_first is not None:
+                self.on_first()
             self.stop.set()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.active:

@@ -3,6 +3,10 @@
 The job's configuration (what changes the outputs: model, mode, n, sampling, the input files'
 names and sizes) is fingerprinted (SHA-256 of its canonical JSON); a run directory holding another
 job's manifest is refused, naming each setting that changed, unless ``--force`` rebinds it.
+
+A directory that holds no stored answer yet is bound to nothing worth protecting: a ``generate``
+that failed before its first answer (a wrong ``--model``, port or ``/v1``; every row refused) has
+written its manifest, and the corrected command rebinds the directory without ``--force``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.appendlog import write_whole
+from tokenplan.runner.appendlog import shard_paths, write_whole
 
 MANIFEST_FORMAT = 1
 
@@ -36,11 +40,16 @@ def fingerprint(job: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
+def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> str | None:
     """Write the manifest for ``job``, or check that the existing one is for the same job.
 
+    Returns a note when a different job's manifest was replaced without ``force`` because the
+    directory holds no stored answer (its skipped units are then the caller's to send again);
+    None otherwise.
+
     Raises:
-        RunDirError: a different job's manifest (without ``force``), or an unreadable one.
+        RunDirError: a different job's manifest in a directory with stored answers (without
+            ``force``), or an unreadable one.
     """
     manifest_path = path / "manifest.json"
     new = Manifest(fingerprint=fingerprint(job), job=job,
@@ -52,14 +61,28 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> None:
             raise RunDirError(f"{manifest_path}: not a tokenplan manifest "
                               f"({str(problem).splitlines()[0]})") from None
         if old.fingerprint == new.fingerprint:
-            return
-        if not force:
-            before, after = _flatten(old.job), _flatten(job)
-            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
+            return None
+        before, after = _flatten(old.job), _flatten(job)
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
+        if not force and holds_answers(path):
             raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
                               "or --force to continue it with the new configuration")
+        if not force:
+            write_whole(manifest_path, new.model_dump_json(indent=2).encode())
+            return (f"{path} held no stored answer, so it now holds this configuration ({detail}); "
+                    "units the earlier one skipped are sent again")
     write_whole(manifest_path, new.model_dump_json(indent=2).encode())
+    return None
+
+
+def holds_answers(path: Path) -> bool:
+    """Whether any shard of ``path`` holds a whole record line (a stored answer)."""
+    for shard in shard_paths(path / "shards"):
+        with open(shard, "rb") as fh:
+            if any(line.endswith(b"\n") and line.strip() for line in fh):
+                return True
+    return False
 
 
 def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:

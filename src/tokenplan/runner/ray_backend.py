@@ -38,10 +38,11 @@ def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | Non
     from tokenplan.runner.ray_driver import RayRun, run_ray
 
     (spec.out_dir / "shards").mkdir(parents=True, exist_ok=True)
-    check_manifest(spec.out_dir, spec.identity, force=spec.force)
+    rebound = check_manifest(spec.out_dir, spec.identity, force=spec.force)
     epoch = advance_epoch(spec.out_dir)  # fences earlier runs' actors before the done-set is read
-    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes)
-    notes = duplicate_notes(rundir)
+    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes,
+                         retry_skipped=spec.retry_skipped or rebound is not None)
+    notes = ([rebound] if rebound else []) + duplicate_notes(rundir) + rundir.notes
     progress = start_progress(spec, rundir)
     read_stats = ReadStats()
     events: list[str] = []

@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from tokenplan.client.openai import Completion
 from tokenplan.client.reasoning import THINK_OPEN
 from tokenplan.runner.row_shapes import Message, Row
@@ -38,24 +40,32 @@ class Sampling:
     Attributes:
         max_tokens: cap on completion tokens per request (tokens).
         temperature, top_p, top_k: the usual; ``top_k`` is an SGLang/vLLM extension.
-        seed: the job seed from which each request's seed is derived.
+        seed: the job seed from which each request's seed is derived; ``None`` sends no ``seed``
+            (``--no-seed``, for a server that refuses the field).
         thinking: ``chat_template_kwargs.enable_thinking``; ``None`` leaves the template default.
         extra_body: merged into every request body last (e.g. ``{"ignore_eos": true}``).
+        context_tokens: when set, ``max_tokens`` is the model's context and each request asks for
+            what its prompt leaves of it (:func:`prompt_tokens_bound`).
     """
 
     max_tokens: int
     temperature: float = 0.0
     top_p: float | None = None
     top_k: int | None = None
-    seed: int = 0
+    seed: int | None = 0
     thinking: bool | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    context_tokens: int | None = None
 
     def as_record(self) -> dict[str, Any]:
-        """The parameters as stored in each output record and the run manifest."""
-        return {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                "top_k": self.top_k, "seed": self.seed, "thinking": self.thinking,
-                "extra_body": dict(self.extra_body)}
+        """The parameters as stored in each output record and the run manifest (``context_tokens``
+        only when set, so the records and manifests of runs without it stay as they were)."""
+        record = {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                  "top_k": self.top_k, "seed": self.seed, "thinking": self.thinking,
+                  "extra_body": dict(self.extra_body)}
+        if self.context_tokens is not None:
+            record["context_tokens"] = self.context_tokens
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +84,8 @@ class Sent:
     completion: Completion
     endpoint: str
     attempts: int
-    seed: int
+    seed: int | None  # None: no seed was sent (--no-seed)
+    max_tokens: int | None = None  # the request's own max_tokens when it is the context less the prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +120,9 @@ class BodyConflict(ValueError):
     """``extra_body`` sets a nested value that tokenplan's own options already set otherwise."""
 
 
-def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling, seed: int,
+def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling, seed: int | None,
                  overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The chat completion request JSON for one turn.
+    """The chat completion request JSON for one turn (no ``seed`` field when ``seed`` is None).
 
     Order: tokenplan's fields, then ``sampling.extra_body`` merged in (:func:`merge_body`: a
     top-level scalar replaces tokenplan's, nested objects such as ``chat_template_kwargs`` are
@@ -122,8 +133,13 @@ def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling,
         BodyConflict: ``extra_body`` sets a nested key to another value than tokenplan's
             options did (e.g. ``--thinking off`` with ``chat_template_kwargs.enable_thinking: true``).
     """
-    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": sampling.max_tokens,
-                            "temperature": sampling.temperature, "seed": seed}
+    max_tokens = sampling.max_tokens
+    if sampling.context_tokens is not None:
+        max_tokens = max(1, min(max_tokens, sampling.context_tokens - prompt_tokens_bound(messages)))
+    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens,
+                            "temperature": sampling.temperature}
+    if seed is not None:
+        body["seed"] = seed
     if sampling.top_p is not None:
         body["top_p"] = sampling.top_p
     if sampling.top_k is not None:
@@ -132,6 +148,19 @@ def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling,
         body["chat_template_kwargs"] = {"enable_thinking": sampling.thinking}
     body = merge_body(body, sampling.extra_body, refuse_conflicts=True)
     return merge_body(body, overrides or {}, refuse_conflicts=False)
+
+
+def prompt_tokens_bound(messages: list[dict[str, Any]]) -> int:
+    """No fewer tokens than ``messages`` take in the model's context: the bytes of their JSON, plus
+    32 per message and 64 for the chat template's own text.
+
+    Byte-level BPE (GPT-2, Llama 3, Qwen) and SentencePiece with byte fallback map each token to
+    at least one byte, so a text has no more tokens than bytes; a chat template adds a few tokens
+    per message (Qwen's ``<|im_start|>user\n…<|im_end|>\n``: 5) and a default system text (Qwen2.5:
+    ~20). A bound, not an estimate: English runs ~4 bytes per token, so a long prompt leaves its
+    answer less room than it could have.
+    """
+    return 64 + sum(32 + len(orjson.dumps(m)) for m in messages)
 
 
 def merge_body(base: Mapping[str, Any], extra: Mapping[str, Any], *, refuse_conflicts: bool,
@@ -260,4 +289,4 @@ def _turn_record(sent: Sent, length_retries_used: int) -> dict[str, Any]:
         "seed": sent.seed,
         "length_retries": length_retries_used,
         "model": c.model,
-    }
+    } | ({} if sent.max_tokens is None else {"max_tokens": sent.max_tokens})

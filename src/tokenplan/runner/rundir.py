@@ -4,10 +4,12 @@ Layout::
 
     RUN_DIR/manifest.json         job fingerprint and configuration (pydantic :class:`Manifest`)
     RUN_DIR/shards/part-NNNNN.jsonl  one record per finished unit, append-only, rotated by size
-    RUN_DIR/skipped.jsonl         units deliberately not generated (append-only; final)
+    RUN_DIR/skipped.jsonl         units deliberately not generated (append-only; final unless
+                                  ``--retry-skipped``, which sets it aside as skipped.retried.jsonl)
     RUN_DIR/errors.jsonl          units that failed in the latest run (retried by the next run)
     RUN_DIR/rejects.jsonl         input rows that could not be used (rewritten by every run)
-    RUN_DIR/summary.json          the last run's summary
+    RUN_DIR/summary.json          the run's summary, over all invocations (runner.invocations)
+    RUN_DIR/invocations.jsonl     one line per invocation that sent requests: time, tokens, latencies
 
 Exactly once: every record is one ``os.write`` of one complete line to a file opened with
 ``O_APPEND``, so a ``kill -9`` leaves at most one torn line at the end of a file. On open, a tail
@@ -63,8 +65,10 @@ class RunDir:
     outcomes. Call :meth:`close` (or :meth:`sync` now and then) to flush to disk.
     """
 
-    def __init__(self, path: Path, stats: ScanStats, shard_max_bytes: int, lock: RunLock):
+    def __init__(self, path: Path, stats: ScanStats, shard_max_bytes: int, lock: RunLock,
+                 notes: list[str] | None = None):
         self.path, self.stats, self._lock = path, stats, lock
+        self.notes = notes or []  # what opening did that the user should hear (a rebind, a retry)
         self.shards = ShardLog(path / "shards", shard_max_bytes)
         self.skipped = AppendLog(path / "skipped.jsonl")
         (path / "errors.jsonl").unlink(missing_ok=True)
@@ -78,8 +82,12 @@ class RunDir:
 
     @classmethod
     def open(cls, path: Path, job: dict[str, Any], *, force: bool = False,
-             shard_max_bytes: int = 256 * 2**20) -> RunDir:
+             shard_max_bytes: int = 256 * 2**20, retry_skipped: bool = False) -> RunDir:
         """Open (or create) ``path`` for ``job``, recover torn tails and read the done-set.
+
+        ``retry_skipped`` (or a directory rebound because it held no stored answer,
+        :func:`~tokenplan.runner.manifest.check_manifest`) sets ``skipped.jsonl`` aside as
+        ``skipped.retried.jsonl``, so its units are not done and are sent again.
 
         Raises:
             RunDirError: the directory belongs to a different job (unless ``force``), or its
@@ -88,7 +96,10 @@ class RunDir:
         (path / "shards").mkdir(parents=True, exist_ok=True)
         lock = RunLock.take(path)
         try:
-            check_manifest(path, job, force=force)
+            rebound = check_manifest(path, job, force=force)
+            notes = [rebound] if rebound else []
+            if retry_skipped or rebound:
+                notes += set_aside_skipped(path)
             stats = ScanStats()
             for shard in shard_paths(path / "shards"):
                 stats.torn_bytes += cut_torn_tail(shard)
@@ -97,7 +108,7 @@ class RunDir:
             if skipped.exists():
                 stats.torn_bytes += cut_torn_tail(skipped)
                 _scan(skipped, stats, skipped=True)
-            return cls(path, stats, shard_max_bytes, lock)
+            return cls(path, stats, shard_max_bytes, lock, notes)
         except BaseException:
             lock.release()
             raise
@@ -140,6 +151,24 @@ class RunDir:
         self._lock.release()
         if failure is not None:
             raise failure
+
+
+def set_aside_skipped(path: Path) -> list[str]:
+    """Move ``skipped.jsonl`` to ``skipped.retried.jsonl`` (replacing an older one), so its units are
+    sent again; the note says how many. A torn last line is not a unit and is not counted.
+
+    Raises:
+        WriteFailed: the file could not be renamed.
+    """
+    skipped = path / "skipped.jsonl"
+    if not skipped.exists() or skipped.stat().st_size == 0:
+        return []
+    count = sum(1 for _ in iter_records(skipped, damaged="skip"))
+    try:
+        os.replace(skipped, path / "skipped.retried.jsonl")
+    except OSError as problem:
+        raise WriteFailed(skipped, problem) from None
+    return [f"{count:,} skipped units are sent again (the earlier skipped.jsonl is kept as skipped.retried.jsonl)"]
 
 
 def cut_torn_tail(path: Path) -> int:

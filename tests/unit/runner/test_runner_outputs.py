@@ -98,8 +98,13 @@ def test_sampling_order_option_then_plan_then_generation_config_then_fallback() 
     assert "max_tokens 32,768 (the plan plan.json's output cap)" in chosen.notes
     assert "sampling from gc.json: temperature 0.6, top_k 20" in chosen.notes
     bare = choose_sampling({}, None, None, None, None)
-    assert (bare.max_tokens, bare.temperature) == (4096, 0.0)
+    # 32,768: `tokenplan plan`'s default output cap (issue 26: a 4,096 default cut ~16 % of its answers)
+    assert (bare.max_tokens, bare.temperature, bare.context_tokens) == (32768, 0.0, None)
     assert any("greedy" in n and "Qwen3" in n for n in bare.notes)
+    in_context = choose_sampling({}, None, None, None, None, (40960, "max_position_embeddings of x"))
+    assert (in_context.max_tokens, in_context.context_tokens) == (40960, 40960)
+    assert in_context.notes[0].startswith("max_tokens: the model's context 40,960 (max_position_embeddings of x) "
+                                          "less each prompt")
 
 
 def test_the_plans_output_cap_is_read_from_the_number_or_the_text() -> None:

@@ -48,12 +48,48 @@ def test_skipped_units_count_as_done_errors_and_rejects_do_not(tmp_path: Path) -
 
 
 def test_another_job_is_refused_naming_what_changed_unless_forced(tmp_path: Path) -> None:
-    RunDir.open(tmp_path, JOB).close()
+    run = RunDir.open(tmp_path, JOB)
+    run.write_done({"id": "a", "turns": []})  # a stored answer: the directory is bound to JOB
+    run.close()
     other = {"model": "m", "sampling": {"temperature": 0.7}}
     with pytest.raises(RunDirError, match=r"different job \(sampling\.temperature: 0\.0 → 0\.7\); .*--force"):
         RunDir.open(tmp_path, other)
     RunDir.open(tmp_path, other, force=True).close()
     RunDir.open(tmp_path, other).close()  # the manifest now records the new configuration
+
+
+def test_a_directory_without_a_stored_answer_takes_the_corrected_job_and_resends_its_skipped(
+        tmp_path: Path) -> None:
+    # A first run that stored nothing (every row refused, or a wrong --model): its manifest binds nothing.
+    run = RunDir.open(tmp_path, JOB)
+    run.write_skipped({"id": "s1"})
+    run.write_skipped({"id": "s2"})
+    run.close()
+    with (tmp_path / "shards" / "part-00000.jsonl").open("ab") as fh:
+        fh.write(b'{"id": "torn')  # a torn line is not a stored answer either
+    other = {"model": "m", "sampling": {"temperature": 0.7}}
+    rebound = RunDir.open(tmp_path, other)
+    assert rebound.done_ids == set()  # s1, s2 were the old configuration's outcomes: sent again
+    assert any("held no stored answer" in note and "0.0 → 0.7" in note for note in rebound.notes)
+    assert any(note.startswith("2 skipped units are sent again") for note in rebound.notes)
+    rebound.close()
+    assert [json.loads(line)["id"] for line in (tmp_path / "skipped.retried.jsonl").read_text().splitlines()] \
+        == ["s1", "s2"]
+    assert json.loads((tmp_path / "manifest.json").read_text())["job"] == other
+
+
+def test_retry_skipped_sends_skipped_units_again_and_keeps_the_stored_ones(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, JOB)
+    run.write_done({"id": "a", "turns": []})
+    run.write_skipped({"id": "s"})
+    run.close()
+    plain = RunDir.open(tmp_path, JOB)
+    assert plain.done_ids == {"a", "s"}  # skipped is final by default
+    plain.close()
+    again = RunDir.open(tmp_path, JOB, retry_skipped=True)
+    assert again.done_ids == {"a"} and again.notes == [
+        "1 skipped units are sent again (the earlier skipped.jsonl is kept as skipped.retried.jsonl)"]
+    again.close()
 
 
 def test_a_damaged_line_in_the_middle_is_an_error_not_silently_dropped(tmp_path: Path) -> None:

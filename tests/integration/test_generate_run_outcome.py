@@ -1,0 +1,99 @@
+"""Issue 26, what a run says about itself: a failed start binds no job, summary.json is the run's
+over all invocations, the max_tokens default and the greedy warnings are said."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.fault_server import FaultServerProcess
+from tokenplan.api.generate import GenerateRequest, generate
+from tokenplan.errors import RunDirError, ServerError
+
+FAST_RETRY = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2}
+CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
+CATALOG = Path(__file__).resolve().parents[2] / "src" / "tokenplan" / "catalog" / "models"
+
+
+def _prompts(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"prompt {i}"}) + "\n" for i in range(n)))
+    return path
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
+    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
+                                    "endpoints": [url], "model": "fault-model", **FAST_RETRY, **options})
+
+
+def test_a_run_that_failed_before_any_answer_takes_the_corrected_command_without_force(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 10)
+    with FaultServerProcess(str(tmp_path)) as server:
+        with pytest.raises(ServerError, match="no endpoint is ready for model 'fault-modle'"):
+            generate(_request(tmp_path, server.url, model="fault-modle", max_tokens=64))  # a typo
+        assert (tmp_path / "run" / "manifest.json").exists()  # written before the health check
+        fixed = generate(_request(tmp_path, server.url, max_tokens=64))
+        assert (fixed.stored, fixed.accounting_ok) == (10, True)
+        assert any("held no stored answer" in note and "'fault-modle' → 'fault-model'" in note
+                   for note in fixed.notes)
+        # Once an answer is stored, the directory is bound: another configuration needs --force.
+        with pytest.raises(RunDirError, match=r"different job \(sampling\.max_tokens: 64 → 128\)"):
+            generate(_request(tmp_path, server.url, max_tokens=128))
+
+
+def test_summary_json_is_the_runs_over_all_invocations(tmp_path: Path) -> None:
+    _prompts(tmp_path / "in.jsonl", 30)
+    with FaultServerProcess(str(tmp_path), tokens=16) as server:
+        first = generate(_request(tmp_path, server.url, limit=10))
+        second = generate(_request(tmp_path, server.url))
+        third = generate(_request(tmp_path, server.url, export=tmp_path / "out.jsonl"))  # exports only
+    assert (first.summary["requests"], second.summary["requests"]) == (10, 30)
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s == third.summary
+    # 30 requests in all, each answered with min(16, max_tokens) = 16 completion tokens: 480 tokens
+    assert (s["invocations"], s["requests"], s["output_tokens"]) == (2, 30, 480)
+    assert s["this_invocation"]["requests"] == 0 and s["this_invocation"]["output_tokens"] == 0
+    assert s["elapsed_s"] == pytest.approx(first.summary["this_invocation"]["elapsed_s"]
+                                           + second.summary["this_invocation"]["elapsed_s"])
+    assert s["output_tok_s"] == pytest.approx(480 / s["elapsed_s"]) and s["output_tok_s"] > 0
+    assert sum(b["requests"] for b in s["completion_tokens_histogram"]) == 30
+    assert s["latency_e2e"]["count"] == 20  # the latest invocation that sent requests: 20 of them
+    assert len(_jsonl(tmp_path / "run" / "invocations.jsonl")) == 2
+
+
+def test_the_default_max_tokens_is_the_models_context_less_each_prompt_and_is_said(tmp_path: Path) -> None:
+    model_dir = tmp_path / "Qwen3-8B"
+    model_dir.mkdir()
+    shutil.copy(CATALOG / "qwen3-8b.json", model_dir / "config.json")  # max_position_embeddings 40,960
+    data = _prompts(tmp_path / "in.jsonl", 12)
+    log = tmp_path / "bodies.jsonl"
+    with FaultServerProcess(str(tmp_path), model=str(model_dir), log_bodies=str(log)) as server:
+        done = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
+                               "--model", str(model_dir), "--n", "2", "--thinking", "on", "--temperature", "0"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "note: max_tokens: the model's context 40,960 (max_position_embeddings of " in done.stderr
+    assert "warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row will be identical" \
+        in done.stderr
+    assert "warning: thinking on at temperature 0 (greedy decoding): some models loop" in done.stderr
+    sent = _jsonl(log)
+    assert len(sent) == 24
+    for body in sent:
+        # 40,960 less the bound on the prompt: 64 + per message (32 + its JSON bytes); "prompt 7" → 36
+        # bytes ('{"role":"user","content":"prompt 7"}') → 40,960 − 132 = 40,828.
+        expected = 40_960 - 64 - sum(32 + len(orjson.dumps(m)) for m in body["messages"])
+        assert body["max_tokens"] == expected
+    seven = [b for b in sent if b["messages"][0]["content"] == "prompt 7"]
+    assert {b["max_tokens"] for b in seven} == {40_828}
+    records = [json.loads(line) for p in (tmp_path / "run" / "shards").glob("*.jsonl")
+               for line in p.read_text().splitlines()]
+    assert {r["turns"][0]["max_tokens"] for r in records if r["source_id"] == "r7"} == {40_828}

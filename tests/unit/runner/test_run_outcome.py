@@ -1,0 +1,123 @@
+"""Issue 26, the parts without a server: the job-wide refusal rule, the bounds a huge max_tokens
+cannot lift, the max_tokens default and what temperature 0 is warned about."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tokenplan.api.generate import GenerateRequest, greedy_warnings, model_context, resolve_sampling
+from tokenplan.api.plan import PlanRequest
+from tokenplan.client.answers import answer_bytes_cap
+from tokenplan.client.retry import deadline_s
+from tokenplan.errors import InputError
+from tokenplan.runner.defaults import FALLBACK_MAX_TOKENS, choose_sampling
+from tokenplan.runner.plan_hint import PlanHint
+from tokenplan.runner.refusals import Held, RefusalStreak
+from tokenplan.runner.requests import Sampling, request_body
+
+CATALOG = Path(__file__).resolve().parents[3] / "src" / "tokenplan" / "catalog" / "models"
+
+
+def _held(row: int, detail: str = "This model's maximum context length is 4096 tokens. However, you "
+                                  "requested 8203 tokens", status: int = 400) -> Held:
+    return Held(f"r{row}", f"r{row}", {"file": "in.jsonl", "line": row + 1}, status, detail, 1)
+
+
+def test_eight_rows_refused_alike_with_no_answer_between_are_job_wide() -> None:
+    streak = RefusalStreak()
+    for row in range(7):
+        # each message carries the row's own token count: digits are masked, so they are one refusal
+        assert streak.refused(_held(row, f"maximum context length is 4096 tokens; you requested {8190 + row}")) == []
+    assert streak.job_wide is None
+    assert streak.refused(_held(7, "maximum context length is 4096 tokens; you requested 8197")) == []
+    assert streak.job_wide is not None and len(streak.held) == 8
+    assert streak.answered() == []  # a late answer does not undo the verdict: all 8 stay held (not final)
+    message = streak.message("m")
+    assert "refused 8 rows in a row with 400" in message and "\n" not in message
+
+
+def test_an_answer_or_another_refusal_between_makes_them_the_rows_own() -> None:
+    streak = RefusalStreak()
+    for row in range(5):
+        streak.refused(_held(row))
+    assert [h.unit_id for h in streak.answered()] == [f"r{k}" for k in range(5)]  # released: skipped
+    for row in range(5, 12):
+        streak.refused(_held(row))
+    released = streak.refused(_held(12, "prompt contains invalid UTF-8"))  # another message: a new streak
+    assert [h.unit_id for h in released] == [f"r{k}" for k in range(5, 12)] and streak.job_wide is None
+    # samples of one row (--n 4) are one row: four refusals of r20 do not make four rows
+    for sample in range(4):
+        streak.refused(Held(f"r20#{sample}", "r20", {}, 400, "too long", 1))
+    assert len(streak.rows) == 1 and streak.job_wide is None
+
+
+def test_at_the_end_a_small_job_refused_throughout_is_job_wide_and_a_large_one_is_not() -> None:
+    small = RefusalStreak()
+    for row in range(5):
+        small.refused(_held(row))
+    assert small.settle(rows=5) == [] and small.job_wide is not None  # min(8, 5) = 5 rows, all refused
+    large = RefusalStreak()
+    for row in range(5):
+        large.refused(_held(row))
+    # 100 rows in the job (95 answered, by this run or an earlier one): 5 < min(8, 100) = 8
+    assert [h.unit_id for h in large.settle(rows=100)] == [f"r{k}" for k in range(5)] and large.job_wide is None
+    single = RefusalStreak()
+    single.refused(_held(0))
+    # a one-row job cannot tell its row's refusal from the job's: the row is skipped
+    assert [h.unit_id for h in single.settle(rows=1)] == ["r0"] and single.job_wide is None
+
+
+def test_a_huge_max_tokens_cannot_lift_the_answer_cap_or_the_deadline() -> None:
+    # Below the ceiling nothing changes: 1 MiB + 32,768 KiB = 34,603,008 bytes; 120 + 32,768/10 = 3,396.8 s.
+    assert answer_bytes_cap(32_768) == 34_603_008 and deadline_s(32_768) == pytest.approx(3_396.8)
+    # A Batch line's max_tokens 10^9: tokens count up to 2^18 = 262,144 →
+    # 1,048,576 + 1,024 × 262,144 = 269,484,032 bytes (257 MiB), 120 + 26,214.4 = 26,334.4 s (7.3 h).
+    assert answer_bytes_cap(10**9) == 269_484_032
+    assert deadline_s(10**9) == pytest.approx(26_334.4)
+
+
+def test_a_plan_with_an_absurd_output_cap_is_refused_in_one_line() -> None:
+    with pytest.raises(InputError, match=r"--plan p.json job.osl_cap_tokens 1000000000000 is not allowed"):
+        choose_sampling({}, 10**12, Path("p.json"), None, None)
+
+
+def test_without_max_tokens_or_plan_the_default_is_the_default_plans_cap() -> None:
+    assert FALLBACK_MAX_TOKENS == PlanRequest().osl_cap == 32_768
+
+
+def test_the_models_context_less_each_prompt_is_what_a_request_asks_for(tmp_path: Path) -> None:
+    model_dir = tmp_path / "qwen3-8b"
+    model_dir.mkdir()
+    shutil.copy(CATALOG / "qwen3-8b.json", model_dir / "config.json")  # max_position_embeddings 40,960
+    assert model_context(str(model_dir)) == (40_960, f"max_position_embeddings of {model_dir / 'config.json'}")
+    assert model_context("qwen3-8b") == (40_960, "max_position_embeddings of catalog model qwen3-8b")
+    assert model_context("some-served-alias") is None
+    request = GenerateRequest.build(inputs=["x"], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"],
+                                    model=str(model_dir))
+    sampling, notes = resolve_sampling(request, PlanHint(None, None, None))
+    assert (sampling.max_tokens, sampling.context_tokens) == (40_960, 40_960)
+    assert any(note.startswith("max_tokens: the model's context 40,960") for note in notes)
+    messages = [{"role": "user", "content": "hi"}]
+    # '{"role":"user","content":"hi"}' is 30 bytes: 64 + 32 + 30 = 126 → 40,960 − 126 = 40,834
+    assert len(json.dumps(messages[0], separators=(",", ":"))) == 30
+    assert request_body(str(model_dir), messages, sampling, 1)["max_tokens"] == 40_834
+    # an explicit --max-tokens is sent as given
+    given = GenerateRequest.build(inputs=["x"], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"],
+                                  model=str(model_dir), max_tokens=1000)
+    assert resolve_sampling(given, PlanHint(None, None, None))[0].context_tokens is None
+
+
+def test_temperature_0_is_warned_about_with_n_samples_and_with_thinking() -> None:
+    greedy = Sampling(max_tokens=64, temperature=0.0, thinking=True)
+    said = greedy_warnings(greedy, 4)
+    assert len(said) == 2
+    assert said[0].startswith("--n 4 at temperature 0 (greedy decoding): the 4 samples of each row will be identical")
+    assert said[1].startswith("thinking on at temperature 0") and "Qwen3" in said[1]
+    in_body = Sampling(max_tokens=64, temperature=0.0, extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    assert len(greedy_warnings(in_body, 1)) == 1
+    assert greedy_warnings(Sampling(max_tokens=64, temperature=0.6, thinking=True), 4) == []
+    assert greedy_warnings(Sampling(max_tokens=64, temperature=0.0, thinking=False), 1) == []
