@@ -274,7 +274,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
 
 
 def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, engines: dict[str, Engine],
-                 extra_warnings: Callable[[str, int], list[str]], job=None) -> PlanOption:
+                 extra_warnings: Callable[[str, int], list[str]], job: Job | None = None) -> PlanOption:
     """One option's row; ``extra_warnings(gpu key, concurrency per endpoint)`` adds the
     calibration profile's range warnings to a configuration that runs."""
     option = PlanOption(option=r.option.label, gpu=r.option.gpu.key, count=r.option.count,

@@ -334,6 +334,10 @@ class Engine(Protocol):
     def reserves_whole_output(self) -> bool:
         """Admission reserves a request's whole output (TRT-LLM GUARANTEED_NO_EVICT); else a
         running request holds its prompt and the output generated so far."""
+    @property
+    def fraction_digits(self) -> int:
+        """Decimals the launch command prints the memory fraction with (a sized fraction is
+        rounded up to them, so the printed value still holds the batch)."""
     def max_memory_fraction(self, settings: EngineSettings, gpu_bytes: float) -> float:
         """The largest memory fraction a launch may set on a GPU of ``gpu_bytes`` (CUDA-visible)
         while keeping what the engine needs outside its pools."""

@@ -96,3 +96,17 @@ def test_every_value_is_quoted():
         assert "'/models/my model/o'\"'\"'brien'" in cmd
     vllm = shlex.split(load_engine("vllm").launch_command(launch))
     assert vllm[vllm.index("--speculative-config") + 1] == '{"method":"mtp","num_speculative_tokens":1}'
+
+
+def test_running_context_moments_of_fixed_lengths():
+    from tokenplan.job.workload import fixed
+    from tokenplan.planning.launch import pool_tokens_needed, running_context_moments
+
+    # ISL 1,000 and OSL 500 fixed: a request running at a random instant holds 1,000 + U·500
+    # (U uniform): mean 1,250, sd 500/√12 = 144.34; with the whole output reserved (TRT-LLM)
+    # it holds exactly 1,500.
+    mean, sd = running_context_moments(fixed(1000), fixed(500), whole_output=False)
+    assert mean == pytest.approx(1250) and sd == pytest.approx(500 / math.sqrt(12))
+    assert running_context_moments(fixed(1000), fixed(500), whole_output=True) == pytest.approx((1500, 0))
+    # 100 of them at the 90th percentile: 125,000 + 1.28155 × 10 × 144.34 = 126,849.8
+    assert pool_tokens_needed(100, mean, sd) == pytest.approx(125_000 + 1.281552 * 10 * 500 / math.sqrt(12), rel=1e-6)
