@@ -246,7 +246,7 @@ def join_command(launch: Launch, args: list[str], separate_servers: bool, port_f
         body = " \\\n    ".join([f"CUDA_VISIBLE_DEVICES={devices} {args[0]}", *args[1:],
                                    f"{port_flag} $(({base_port} + i)) &"])
         last = dp - (hosts - 1) * per_host
-        where = "" if hosts == 1 else (f" on each of {hosts} hosts" + (f" (the last runs {last})" if last != per_host
+        where = "" if hosts == 1 else (f" on each of {hosts} hosts" + (f" (the last runs {last}: seq 0 {last - 1})" if last != per_host
                                                                          else ""))
         host = "127.0.0.1" if hosts == 1 else "HOST"
         every = "" if hosts == 1 else " from every host (HOST: its address)"

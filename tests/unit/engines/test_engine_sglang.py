@@ -151,7 +151,7 @@ def test_replicas_beyond_one_host_loop_on_each_host(sglang):
                           "for i in $(seq 0 3); do")
     assert "--endpoint http://HOST:30003/v1" in cmd and "30004" not in cmd
     cmd = sglang.launch_command(_launch(layout=Layout(tp=1, dp=12), host_gpus=8))
-    assert "on each of 2 hosts (the last runs 4):\nfor i in $(seq 0 7); do" in cmd
+    assert "on each of 2 hosts (the last runs 4: seq 0 3):\nfor i in $(seq 0 7); do" in cmd
 
 
 def test_launch_writes_a_user_prefill_chunk(sglang):
