@@ -31,15 +31,18 @@ def test_trtllm_plan_launches_trtllm_serve_with_its_yaml(trtllm):
     if trtllm["spec"].startswith("mtp"):
         k = int(re.search(r"k=(\d+)", trtllm["spec"]).group(1))
         assert f"speculative_config:\n  decoding_type: MTP\n  num_nextn_predict_layers: {k}" in yaml_text
-    assert f"--max_batch_size {trtllm['max_running_requests']}" in cmd
+    # the plan's batch, or fewer where TRT-LLM's default pool cannot hold it with headroom
+    batch = int(re.search(r"--max_batch_size (\d+)", cmd).group(1))
+    assert 1 <= batch <= trtllm["max_running_requests"]
     # No SGLang or vLLM flag in the TRT-LLM command, and no SGLang fraction anywhere: 0.9 is TRT-LLM's.
     assert "--mem-fraction-static" not in cmd and "--tp-size" not in cmd and "--gpu-memory-utilization" not in cmd
-    assert all("--mem-fraction-static" not in c for c in launch.values())
+    # SGLang's command sizes its own --mem-fraction-static for the batch (no TRT-LLM figure in it).
+    assert "free_gpu_memory_fraction" not in launch["sglang"] and "--mem-fraction-static" in launch["sglang"]
 
 
 def test_trtllm_data_parallel_means_one_server_per_replica(trtllm):
     if trtllm["layout"].endswith("DP8"):
-        assert "# one server per replica: start 8 of these" in trtllm["launch"]["trtllm"]
+        assert "# one server per replica, each on its own GPUs and port:\nfor i in $(seq 0 7)" in trtllm["launch"]["trtllm"]
         # So each endpoint gets one replica's batch plus 10 % (at least 8).
         limit = trtllm["max_running_requests"]
         assert trtllm["concurrency_per_endpoint"] == limit + max(8, -(-limit // 10))
@@ -84,30 +87,27 @@ def test_a_local_config_launches_from_its_own_folder_as_an_absolute_path(tmp_pat
 
 def test_a_job_smaller_than_the_replicas_hold_is_driven_at_its_own_batch():
     # 1,000 prompts on 64 B200: each of the dp replicas runs 1,000 / dp of them, not its running
-    # limit; SGLang puts the DP replicas of one host behind one server, so the endpoint gets
-    # (8 / tp) × ⌈1,000/dp⌉ plus 10 % (e.g. TP2×DP32: 4 × 32 = 128 + 13 = 141), not × the limit.
+    # limit; SGLang runs a server per replica, so the endpoint gets ⌈1,000/dp⌉ plus 10 % (at least
+    # 8; e.g. DP32: 32 + 8 = 40), not the limit.
     o = plan(PlanRequest(gpus=("64xb200",), samples=1000, specs=("none",))).to_json()["options"][0]
     dp = int(re.search(r"DP(\d+)", o["layout"]).group(1))
-    tp = int(re.search(r"TP(\d+)", o["layout"]).group(1))
-    in_flight = min(dp, 8 // tp) * math.ceil(1000 / dp)  # the replicas one 8-GPU host holds
+    in_flight = math.ceil(1000 / dp)
     assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
-    assert o["concurrency_per_endpoint"] < dp * o["max_running_requests"]
+    assert o["concurrency_per_endpoint"] < o["max_running_requests"]
 
 
-def test_replicas_beyond_one_host_get_a_server_per_host():
-    # 24 B200 at TP1: three 8-GPU HGX hosts → three SGLang servers of --dp-size 8 (one process
-    # cannot span hosts without multi-node flags); the client keeps 8 replicas' batches (+10 %)
-    # on each endpoint.
+def test_replicas_beyond_one_host_loop_a_server_per_replica_on_each_host():
+    # 24 B200 at TP1: three 8-GPU HGX hosts, each running 8 one-GPU servers on ports 30000..30007;
+    # the client keeps one replica's batch (+10 %) on each endpoint. vLLM keeps a server per host
+    # (--max-num-seqs is each DP engine core's own).
     o = plan(PlanRequest(gpus=("24xb200",), specs=("none",))).to_json()["options"][0]
     assert o["layout"].startswith("TP1×DP24")
     cmd = o["launch"]["sglang"]
-    assert "# one server per host: start 3 of these, each on its own 8-GPU host," in cmd
-    assert "--dp-size 8" in cmd and "--dp-size 24" not in cmd
+    assert cmd.startswith("# one server per replica, each on its own GPUs and port on each of 3 hosts:\n"
+                          "for i in $(seq 0 7); do\n  CUDA_VISIBLE_DEVICES=$i python -m sglang.launch_server")
+    assert "--dp-size" not in cmd and "--endpoint http://HOST:30007/v1" in cmd
     assert "--data-parallel-size 8" in o["launch"]["vllm"]
-    in_flight = 8 * math.ceil(o["batch_per_replica"])
+    in_flight = math.ceil(o["batch_per_replica"])
     assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
 
 
-def test_one_hgx_board_keeps_one_server():
-    o = plan(PlanRequest(gpus=("8xb200",), specs=("none",))).to_json()["options"][0]
-    assert "one server per host" not in o["launch"]["sglang"] and "--dp-size 8" in o["launch"]["sglang"]

@@ -240,7 +240,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
             "engine": engine.name, "gpu": gpu, "model": model.name, "isl_tokens": job.isl.mean,
             "osl_tokens": job.osl.mean, "concurrency": concurrency})
 
-    options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings)
+    options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings, job)
                     for r in results)
     # With a deadline or budget, the recommendation is the fastest option that meets it (all of
     # them when none does: the answer then says so).
@@ -267,7 +267,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
 
 
 def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, engines: dict[str, Engine],
-                 extra_warnings: Callable[[str, int], list[str]]) -> PlanOption:
+                 extra_warnings: Callable[[str, int], list[str]], job: Job | None = None) -> PlanOption:
     """One option's row; ``extra_warnings(gpu key, concurrency per endpoint)`` adds the
     calibration profile's range warnings to a configuration that runs."""
     option = PlanOption(option=r.option.label, gpu=r.option.gpu.key, count=r.option.count,
@@ -292,7 +292,8 @@ def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, engin
         non_default_settings=ev.config.lift_running_cap,
         concurrency_per_endpoint=concurrency, max_running_requests=running_limit(ev),
         memory_allocation=ev.memory.allocation(running_limit(ev)), gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, repo, native, parsers, engines),
+        launch=launch_commands(ev, repo, native, parsers, engines, job.isl if job else None,
+                               job.osl if job else None),
         alternatives=tuple(Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
                            for c in r.ranked[1:5]),
     )

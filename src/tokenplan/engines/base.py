@@ -11,6 +11,7 @@ V*, T* of ``docs/engine-facts.md``). Nothing here reads a file.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -49,6 +50,9 @@ class EngineSettings:
             after ``init_torch_distributed``); 0 where the fraction is of the device total (vLLM).
         chunk_set: the user set the prefill chunk (SGLang ``--chunked-prefill-size``, vLLM
             ``--max-num-batched-tokens``); the launch command then writes it.
+        activation_bytes: what the engine's own rule holds back for activations, CUDA graphs
+            and communication inside its fraction's remainder (SGLang's S1 reserve, bytes; 0
+            where ``reserve_bytes`` already holds it): a launch that raises the fraction keeps it.
     """
 
     memory_fraction: float
@@ -64,6 +68,15 @@ class EngineSettings:
     tight: bool = False
     startup_bytes: float = 0.0
     chunk_set: bool = False
+    activation_bytes: float = 0.0
+
+    def fraction_base_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
+        """The bytes the memory fraction is a share of, so that raising it by Δ adds Δ × this to
+        :meth:`usable_bytes`: the memory left after weights and reserve for TensorRT-LLM's
+        fraction of free memory, the device less ``startup_bytes`` otherwise (bytes)."""
+        if self.fraction_of_free:
+            return gpu_bytes - weight_bytes - reserve_bytes
+        return gpu_bytes - self.startup_bytes
 
     def usable_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """Bytes one GPU has for KV cache and state under these settings (may be negative).
@@ -147,6 +160,10 @@ class Launch(NamedTuple):
             keeps that engine's own memory default.
         host_gpus: GPUs one host holds (one server process cannot span hosts without multi-node
             flags, so data-parallel replicas beyond one host get a server per host).
+        sizing: (engine name, memory fraction, running requests per replica) for each engine whose
+            KV pool the plan sized to hold the batch with headroom
+            (``planning.launch.launch_sizing``); an engine not listed keeps the planned
+            settings' fraction (planned engine) or its own default, and ``running_limit``.
     """
 
     repo: str
@@ -165,6 +182,17 @@ class Launch(NamedTuple):
     settings: EngineSettings
     planned_engine: str
     host_gpus: int = 8
+    sizing: tuple[tuple[str, float, int], ...] = ()
+
+    def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
+        """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
+        entry in ``sizing``, else the planned settings' fraction for the planned engine or
+        ``default_fraction`` (the engine's own default) for another, with ``running_limit``."""
+        for name, fraction, running in self.sizing:
+            if name == engine:
+                return fraction, running
+        planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
+        return planned, self.running_limit
 
     def replicas_per_server(self, separate_servers: bool) -> int:
         """DP replicas one server runs (:func:`replicas_per_server`)."""
@@ -186,13 +214,47 @@ def replicas_per_server(layout: Parallelism, host_gpus: int, separate_servers: b
     return max(1, min(layout.dp, host_gpus // (layout.tp * layout.pp)))
 
 
-def join_command(launch: Launch, args: list[str], separate_servers: bool) -> str:
-    """Join the arguments into one shell command, after a comment line when each replica needs
-    its own server (``separate_servers``), or when the replicas span more hosts than one (a
-    server per host, each running the replicas its host holds)."""
+def quote(value: object) -> str:
+    """``value`` as one shell word (``shlex.quote`` of its text): a model path with a space or a
+    quote, or a parser name, reaches the engine as given."""
+    return shlex.quote(str(value))
+
+
+def endpoint_list(host: str, base_port: int, servers: int) -> str:
+    """``--endpoint http://HOST:PORT/v1`` for ports ``base_port`` … ``base_port + servers − 1``,
+    the form ``tokenplan generate --endpoint`` takes (one per server)."""
+    return " ".join(f"--endpoint http://{host}:{base_port + i}/v1" for i in range(servers))
+
+
+def join_command(launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port",
+                 base_port: int = 8000) -> str:
+    """Join the arguments into a shell command.
+
+    Each replica its own server (``separate_servers`` with DP > 1): a loop that starts, on each
+    host, one server per replica the host holds, on replica ``i``'s GPUs (``CUDA_VISIBLE_DEVICES``
+    ``i·g`` … ``i·g + g − 1`` for ``g`` GPUs per replica) and port ``base_port + i``
+    (``port_flag``), and a comment with the ``--endpoint`` list for ``tokenplan generate``
+    (127.0.0.1 where one host holds every replica, else HOST for each host's address). A replica
+    wider than a host keeps a comment that says how many to start. Replicas that share a server
+    but span more hosts than one: a server per host, each running the replicas its host holds.
+    """
+    dp, g = launch.layout.dp, launch.layout.gpus_per_replica
+    if separate_servers and dp > 1 and g <= launch.host_gpus:
+        per_host = min(dp, launch.host_gpus // g)
+        hosts = -(-dp // per_host)  # ⌈dp / per_host⌉
+        devices = "$i" if g == 1 else f"$(seq -s, $((i * {g})) $((i * {g} + {g - 1})))"
+        body = " \\\n    ".join([f"CUDA_VISIBLE_DEVICES={devices} {args[0]}", *args[1:],
+                                   f"{port_flag} $(({base_port} + i)) &"])
+        last = dp - (hosts - 1) * per_host
+        where = "" if hosts == 1 else (f" on each of {hosts} hosts" + (f" (the last runs {last}: seq 0 {last - 1})" if last != per_host
+                                                                         else ""))
+        host = "127.0.0.1" if hosts == 1 else "HOST"
+        every = "" if hosts == 1 else " from every host (HOST: its address)"
+        return (f"# one server per replica, each on its own GPUs and port{where}:\n"
+                f"for i in $(seq 0 {per_host - 1}); do\n  {body}\ndone\n"
+                f"# tokenplan generate takes each server{every}: {endpoint_list(host, base_port, per_host)}")
     command = " \\\n  ".join(args)
-    dp = launch.layout.dp
-    if separate_servers:
+    if separate_servers and dp > 1:
         return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
                 f"# and give each to tokenplan generate with its own --endpoint\n{command}")
     per_server = launch.replicas_per_server(False)
@@ -268,9 +330,21 @@ class Engine(Protocol):
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """The default launch caps running requests below what memory allows (a plan then also
         tries a launch that lifts the cap)."""
+    @property
+    def reserves_whole_output(self) -> bool:
+        """Admission reserves a request's whole output (TRT-LLM GUARANTEED_NO_EVICT); else a
+        running request holds its prompt and the output generated so far."""
+    @property
+    def fraction_digits(self) -> int:
+        """Decimals the launch command prints the memory fraction with (a sized fraction is
+        rounded up to them, so the printed value still holds the batch)."""
+    def max_memory_fraction(self, settings: EngineSettings, gpu_bytes: float) -> float:
+        """The largest memory fraction a launch may set on a GPU of ``gpu_bytes`` (CUDA-visible)
+        while keeping what the engine needs outside its pools."""
 
     # ---- launch
     def servers_per_replica(self, layout: Parallelism) -> bool:
         """Each DP replica needs a server of its own."""
     def launch_command(self, launch: Launch) -> str:
-        """The shell command that starts the engine for ``launch``."""
+        """The shell command that starts the engine for ``launch``, every value quoted
+        (:func:`quote`)."""

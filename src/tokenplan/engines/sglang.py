@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
+from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.hardware import Gpu
 from tokenplan.units import GiB, MiB, Dtype
 
@@ -125,7 +125,7 @@ class Sglang:
         cap = max_running or (self.spec_max_running_default if speculative else None)
         startup = self.startup_context_gib + (self.startup_distributed_gib if layout.tp * layout.pp > 1 else 0.0)
         return EngineSettings(fraction, 0.0, False, chunk, graph_bs, cap, startup_bytes=startup * GiB,
-                              chunk_set=chunk_tokens is not None)
+                              chunk_set=chunk_tokens is not None, activation_bytes=reserve)
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
         """(1, 1): no expert padding is modelled for SGLang."""
@@ -194,26 +194,61 @@ class Sglang:
         """True with speculative decoding (48, S5) and for hybrid models (state slots ÷ 5, S3)."""
         return speculative or (hybrid_model and self.pools.state_to_kv_memory_ratio is not None)
 
+    @property
+    def reserves_whole_output(self) -> bool:
+        """False: a running request holds its prompt and the output so far (S6)."""
+        return False
+
+    def max_memory_fraction(self, settings: EngineSettings, gpu_bytes: float) -> float:
+        """``1 − reserve / (GPU − start-up)``: the fraction that still leaves SGLang's own S1
+        reserve (activations of a prefill chunk, CUDA graphs, communication:
+        ``settings.activation_bytes``) outside the pools, of the memory the fraction is taken of
+        (S3); never below the planned fraction (a tight launch, S19, already sets more). The
+        multimodal cut (S1 ``vision_cut``) is not kept: it is room for the vision encoder's
+        activations on image prompts, which a text generation job does not send (a job with
+        images plans with ``--memory-fraction``)."""
+        base = gpu_bytes - settings.startup_bytes
+        return max(1.0 - settings.activation_bytes / base, settings.memory_fraction) if base > 0 else 0.0
+
     # ------------------------------------------------------------------ launch
+    # SGLang's default port (server_args ``port`` = 30000).
+    base_port: ClassVar[int] = 30000
+    # decimals the launch command prints the memory fraction with
+    fraction_digits: ClassVar[int] = 3
+
     def servers_per_replica(self, layout: Parallelism) -> bool:
-        """With EP or attention DP, ``--dp-size`` means attention ranks inside one expert group
-        (``--enable-dp-attention``), not independent replicas: each replica gets a server."""
-        return layout.dp > 1 and (layout.ep > 1 or layout.attention_dp)
+        """True for every DP > 1: each replica gets a server (``--tp-size`` without ``--dp-size``)
+        on its own port, because what ``--max-running-requests`` means beside ``--dp-size``
+        depends on the build. In ``model_runner_kv_cache_mixin.init_memory`` @001ccef0 (S3) and
+        @226149ac it is each DP worker's cap (divided only with DP attention and speculative
+        decoding); sgl-project/sglang PR #20063 (2026-03) divides it by ``self.dp_size`` (the DP
+        size only with ``--enable-dp-attention``); builds whose ``_resolve_max_num_reqs`` divides
+        by ``server_args.dp_size`` cut a plain-DP worker to cap ÷ DP (413 at DP8 → 51), which PR
+        #32115 (2026-07) names as under-allocating pure-DP replicas, and launch scripts
+        compensate (mlcommons/inference ``language/gpt-oss/infer-sglang/run_server.sh``:
+        ``--max-running-requests $((dp * 512))``). A server without ``--dp-size`` reads the cap as
+        its own on every build. With attention DP, ``--dp-size`` means attention ranks inside one
+        replica (``--enable-dp-attention``) and the cap is the replica's on every build (divided
+        per rank, issue #10868)."""
+        return layout.dp > 1
 
     def launch_command(self, launch: Launch) -> str:
-        """``python -m sglang.launch_server ...`` (server_args / arg_groups, S1–S14).
+        """``python -m sglang.launch_server ...`` (server_args / arg_groups, S1–S14), every value
+        quoted; with DP, one server per replica (:meth:`servers_per_replica`), port 30000 + i.
 
-        The planned engine's fraction goes in ``--mem-fraction-static``; when another engine was
-        planned SGLang computes its own, so the flag is left out."""
+        ``--mem-fraction-static`` is the launch's sized fraction (``Launch.sized``), else the
+        planned one when SGLang was planned; unsized for another planned engine, SGLang computes
+        its own and the flag is left out. ``--max-running-requests`` is written when the plan
+        lifts or names the cap, or when sizing lowered the batch below the plan's."""
         lay, s = launch.layout, launch.settings
-        per_server = launch.replicas_per_server(self.servers_per_replica(lay))
-        args = ["python -m sglang.launch_server", f"--model-path {launch.repo}", *self._parallel_args(lay, per_server)]
+        fraction, running = launch.sized(self.name, 0.0)
+        args = ["python -m sglang.launch_server", f"--model-path {quote(launch.repo)}", *self._parallel_args(lay)]
         if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
-            args.append(f"--quantization {_QUANT[launch.weight_dtype]}")
+            args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
         if launch.kv_dtype is Dtype.FP8:
             args.append("--kv-cache-dtype fp8_e4m3")
-        if launch.planned_engine == self.name:
-            args.append(f"--mem-fraction-static {s.memory_fraction:.3f}")
+        if fraction > 0:
+            args.append(f"--mem-fraction-static {fraction:.3f}")
         if s.tight:  # a checkpoint the default reserve leaves no room for (S19)
             args.append(f"--chunked-prefill-size {s.chunk_tokens} --cuda-graph-max-bs {s.graph_max_bs}")
         elif s.chunk_set and launch.planned_engine == self.name:
@@ -221,30 +256,28 @@ class Sglang:
         if launch.spec_method is not None:
             k = launch.draft_tokens
             algo = "NEXTN" if launch.spec_method == "mtp" else launch.spec_method.upper()
-            args.append(f"--speculative-algorithm {algo} --speculative-num-steps {k} "
+            args.append(f"--speculative-algorithm {quote(algo)} --speculative-num-steps {k} "
                         f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
         if launch.ssm_dtype is not None and launch.hybrid:
-            args.append(f"--mamba-ssm-dtype {launch.ssm_dtype}")  # S10; the memory model sized the state in it
+            args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
         if launch.lift_running_cap and launch.hybrid:
             # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
             # running request (S3); the plan's limit already holds each request's k + 1 speculative
             # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
             args.append("--disable-radix-cache")
-        if launch.lift_running_cap or launch.max_running_set:
-            args.append(f"--max-running-requests {launch.running_limit}")
+        if launch.lift_running_cap or launch.max_running_set or running < launch.running_limit:
+            args.append(f"--max-running-requests {running}")
         parser = launch.parser(self.name)
         if parser:
-            args.append(f"--reasoning-parser {parser}")
-        return join_command(launch, args, self.servers_per_replica(lay))
+            args.append(f"--reasoning-parser {quote(parser)}")
+        return join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
 
-    def _parallel_args(self, lay: Parallelism, per_server: int) -> list[str]:
-        """``--tp-size``, ``--dp-size`` (DP-attention ranks, or the replicas one server runs:
-        ``per_server``), ``--pp-size``, ``--ep-size``."""
+    def _parallel_args(self, lay: Parallelism) -> list[str]:
+        """``--tp-size``, ``--dp-size`` only for DP attention across the TP ranks of one replica
+        (plain DP replicas are servers of their own), ``--pp-size``, ``--ep-size``."""
         args = [f"--tp-size {lay.tp}"]
         if lay.attention_dp:  # attention DP across the TP ranks of one replica (SGLang DP-attention)
             args.append(f"--dp-size {lay.tp} --enable-dp-attention")
-        elif per_server > 1:
-            args.append(f"--dp-size {per_server}")
         if lay.pp > 1:
             args.append(f"--pp-size {lay.pp}")
         if lay.ep > 1:

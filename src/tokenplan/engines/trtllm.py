@@ -21,7 +21,7 @@ from typing import ClassVar
 from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
-from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
+from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.hardware import Gpu
 from tokenplan.units import GiB, Dtype
 
@@ -187,19 +187,37 @@ class Trtllm:
         """False: the plan keeps ``max_batch_size``."""
         return False
 
+    @property
+    def reserves_whole_output(self) -> bool:
+        """True: GUARANTEED_NO_EVICT reserves the whole request at admission (T1, T9)."""
+        return True
+
+    def max_memory_fraction(self, settings: EngineSettings, gpu_bytes: float) -> float:
+        """TensorRT-LLM's default ``free_gpu_memory_fraction`` (T2), or the planned one if larger:
+        its remainder is what other allocations after the profiling run get, and no larger
+        figure is sourced, so a launch never raises it; where the pool cannot hold the batch the
+        launch lowers ``max_batch_size`` instead."""
+        return max(self.memory_fraction, settings.memory_fraction)
+
     # ------------------------------------------------------------------ launch
+    # trtllm-serve's default port (``--port`` 8000, T1).
+    base_port: ClassVar[int] = 8000
+    # decimals the launch command prints the memory fraction with
+    fraction_digits: ClassVar[int] = 2
+
     def servers_per_replica(self, layout: Parallelism) -> bool:
         """``trtllm-serve`` has no data-parallel flag: every DP replica is a server of its own."""
         return layout.dp > 1
 
     def launch_command(self, launch: Launch) -> str:
         """``trtllm-serve ... --extra_llm_api_options`` with its YAML written first (a heredoc;
-        T1, T2, T12, nvidia.github.io/TensorRT-LLM "trtllm-serve" command reference). The weight
-        format comes from the checkpoint (no online quantization flag).
-        ``kv_cache_config.free_gpu_memory_fraction`` is the plan's when TensorRT-LLM was
-        planned, else its default (T2)."""
+        T1, T2, T12, nvidia.github.io/TensorRT-LLM "trtllm-serve" command reference), every value
+        quoted. The weight format comes from the checkpoint (no online quantization flag).
+        ``kv_cache_config.free_gpu_memory_fraction`` and ``--max_batch_size`` are the launch's
+        sized ones (``Launch.sized``), else the plan's fraction when TensorRT-LLM was planned or
+        its default (T2) and the plan's batch limit."""
         lay, planned = launch.layout, launch.planned_engine == self.name
-        fraction = launch.settings.memory_fraction if planned else self.memory_fraction
+        fraction, running = launch.sized(self.name, self.memory_fraction)
         yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {fraction:.2f}"]
         if launch.kv_dtype is Dtype.FP8:
             yaml.append("  dtype: fp8")
@@ -208,23 +226,24 @@ class Trtllm:
         if launch.spec_method is not None:
             yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens)]
         ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch
-        args = [f"trtllm-serve {launch.repo}", "--backend pytorch", f"--tp_size {lay.tp}"]
+        args = [f"trtllm-serve {quote(launch.repo)}", "--backend pytorch", f"--tp_size {lay.tp}"]
         if lay.pp > 1:
             args.append(f"--pp_size {lay.pp}")
         if lay.ep > 1:
             args.append(f"--ep_size {lay.ep}")
-        args.append(f"--max_batch_size {math.ceil(launch.running_limit / ranks)}")
+        args.append(f"--max_batch_size {math.ceil(running / ranks)}")
         if planned:
             args.append(f"--max_num_tokens {int(launch.settings.chunk_tokens)}")
         args.append("--extra_llm_api_options extra_llm_api_options.yaml")
         parser = launch.parser(self.name)
         if parser:
-            args.append(f"--reasoning_parser {parser}")
+            args.append(f"--reasoning_parser {quote(parser)}")
         head = ["cat > extra_llm_api_options.yaml <<'EOF'", *yaml, "EOF"]
         if launch.weight_dtype.value != launch.native_dtype:
             head.insert(0, f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
                            f"{launch.weight_dtype.value} checkpoint of {launch.repo}")
-        return "\n".join(head) + "\n" + join_command(launch, args, self.servers_per_replica(lay))
+        return "\n".join(head) + "\n" + join_command(launch, args, self.servers_per_replica(lay), "--port",
+                                                      self.base_port)
 
 
 def _spec_yaml(method: str, k: int) -> list[str]:

@@ -18,12 +18,20 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command
+from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.hardware import Gpu
 from tokenplan.units import GiB, MiB, Dtype
 
 # --quantization for a checkpoint re-quantized online or a pre-quantized one (V2).
 _QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
+
+
+# The CUDA context a process holds before vLLM measures free memory (~0.5 GiB: SGLang logs the
+# same context, catalog/engines.yaml ``startup_context_gib``, PR #11716). vLLM refuses to start
+# when ``gpu_memory_utilization × total`` exceeds the free memory it measures at start-up
+# (vllm ``v1/worker/utils.py`` ``request_memory``: "Free memory on device … is less than desired
+# GPU memory utilization"), so a launch's fraction stays below ``1 − context / total``.
+CUDA_CONTEXT_BYTES = 0.5 * GiB
 
 
 def vllm_graph_capture_sizes(max_size: int) -> list[int]:
@@ -154,23 +162,44 @@ class Vllm:
         """False: the plan keeps vLLM's ``max_num_seqs`` default."""
         return False
 
+    @property
+    def reserves_whole_output(self) -> bool:
+        """False: vLLM admits without reserving future tokens (V6)."""
+        return False
+
+    def max_memory_fraction(self, settings: EngineSettings, gpu_bytes: float) -> float:
+        """``1 − CUDA context / GPU``: vLLM's own accounting already takes the profiled peak, the
+        CUDA-graph estimate and non-torch memory out of ``total × utilization`` (V1, V3), and it
+        refuses a utilization above the free memory at start-up (:data:`CUDA_CONTEXT_BYTES`);
+        never below the planned fraction."""
+        return max(1.0 - CUDA_CONTEXT_BYTES / gpu_bytes, settings.memory_fraction) if gpu_bytes > 0 else 0.0
+
     # ------------------------------------------------------------------ launch
+    # vLLM's default port (``vllm serve --port`` 8000).
+    base_port: ClassVar[int] = 8000
+    # decimals the launch command prints the memory fraction with
+    fraction_digits: ClassVar[int] = 2
+
     def servers_per_replica(self, layout: Parallelism) -> bool:
         """With EP or attention DP, ``--data-parallel-size`` ranks share one expert group
-        (``--enable-expert-parallel`` spans TP × DP): each replica gets a server."""
+        (``--enable-expert-parallel`` spans TP × DP): each replica gets a server. Plain DP stays
+        one server: ``--max-num-seqs`` is each DP engine core's own scheduler limit (V2)."""
         return layout.dp > 1 and (layout.ep > 1 or layout.attention_dp)
 
     def launch_command(self, launch: Launch) -> str:
-        """``vllm serve ...`` (engine args, V1–V11). vLLM keeps its own memory rule: the command
-        sets ``--max-num-seqs`` to the plan's batch limit and ``--gpu-memory-utilization`` to the
-        plan's when vLLM was planned, else to vLLM's default (V1)."""
+        """``vllm serve ...`` (engine args, V1–V11), every value quoted. ``--gpu-memory-utilization``
+        and ``--max-num-seqs`` are the launch's sized ones (``Launch.sized``: the KV pool holds the
+        batch with headroom), else the plan's fraction when vLLM was planned or vLLM's default (V1)
+        and the plan's batch limit; ``--max-num-seqs`` is per engine rank."""
         lay = launch.layout
+        fraction, running = launch.sized(self.name, self.memory_fraction)
         ranks = 1
+        model = "vllm serve " + quote(launch.repo)
         if lay.attention_dp:  # vLLM's DP attention: TP 1 per rank, DP ranks share one EP group
             ranks = lay.tp
-            args = ["vllm serve " + launch.repo, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]
+            args = [model, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]
         else:
-            args = ["vllm serve " + launch.repo, f"--tensor-parallel-size {lay.tp}"]
+            args = [model, f"--tensor-parallel-size {lay.tp}"]
             per_server = launch.replicas_per_server(self.servers_per_replica(lay))
             if per_server > 1:
                 args.append(f"--data-parallel-size {per_server}")
@@ -179,18 +208,17 @@ class Vllm:
         if lay.ep > 1 or lay.attention_dp:
             args.append("--enable-expert-parallel")
         if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
-            args.append(f"--quantization {_QUANT[launch.weight_dtype]}")
+            args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
         if launch.kv_dtype is Dtype.FP8:
             args.append("--kv-cache-dtype fp8")
-        fraction = launch.settings.memory_fraction if launch.planned_engine == self.name else self.memory_fraction
         args.append(f"--gpu-memory-utilization {fraction:.2f}")
-        args.append(f"--max-num-seqs {math.ceil(launch.running_limit / ranks)}")  # per engine rank
+        args.append(f"--max-num-seqs {math.ceil(running / ranks)}")  # per engine rank
         if launch.settings.chunk_set and launch.planned_engine == self.name:
             args.append(f"--max-num-batched-tokens {launch.settings.chunk_tokens}")
         if launch.spec_method is not None:
             spec = {"method": launch.spec_method, "num_speculative_tokens": launch.draft_tokens}
-            args.append(f"--speculative-config '{json.dumps(spec, separators=(',', ':'))}'")
+            args.append(f"--speculative-config {quote(json.dumps(spec, separators=(',', ':')))}")
         parser = launch.parser(self.name)
         if parser:
-            args.append(f"--reasoning-parser {parser}")
-        return join_command(launch, args, self.servers_per_replica(lay))
+            args.append(f"--reasoning-parser {quote(parser)}")
+        return join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)

@@ -1,17 +1,22 @@
 """Server launch commands for a chosen configuration, and the client concurrency that keeps them busy.
 
 Each engine writes its own command (``Engine.launch_command`` in ``tokenplan.engines``: SGLang
-``python -m sglang.launch_server``, vLLM ``vllm serve``, TensorRT-LLM ``trtllm-serve``), with that
-engine's own memory setting: the planned engine's from the plan, another engine's its default.
+``python -m sglang.launch_server``, vLLM ``vllm serve``, TensorRT-LLM ``trtllm-serve``), with its
+memory fraction sized so that its KV pool holds the planned batch with headroom
+(:func:`engine_sizing`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
+from statistics import NormalDist
 
 from tokenplan.engines.base import Engine, Launch, replicas_per_server
-from tokenplan.job.evaluate import Evaluation
+from tokenplan.job.evaluate import Evaluation, _memory
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, profile_reserve_bytes
 
 
 def running_limit(ev: Evaluation) -> int:
@@ -53,6 +58,107 @@ def client_concurrency(ev: Evaluation) -> int:
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
 
+# The KV pool a launch sets holds the batch's summed context at this quantile: the plan admits at
+# the running *mean* context (job.batching), so a pool of exactly B × mean overflows about half
+# the time and the engine retracts or preempts; at the 90th percentile it overflows one step in ten.
+HEADROOM_QUANTILE = 0.90
+_Z = NormalDist().inv_cdf(HEADROOM_QUANTILE)  # 1.2816
+
+
+def running_context_moments(isl: LengthDist, osl: LengthDist, whole_output: bool) -> tuple[float, float]:
+    """(mean, standard deviation) of the KV tokens one running request holds (tokens).
+
+    A request running at a random instant is length-biased: its output L has density ∝ L·f(L).
+    Where admission reserves the whole output (``whole_output``, TRT-LLM) it holds ISL + L, so
+    ``E[A] = E[L²]/E[L]`` and ``E[A²] = E[L³]/E[L]``; otherwise it holds ISL + U·L with U uniform
+    on [0, 1] (the output so far), so ``E[A] = E[L²]/(2E[L])`` and ``E[A²] = E[L³]/(3E[L])``
+    (Cox, Renewal Theory, 1962, §5.2). The prompt is independent of the output:
+    ``Var = Var(ISL) + E[A²] − E[A]²``. Moments are the capped lognormal's closed form
+    (``LengthDist.capped_moment``).
+    """
+    e1, e2, e3 = (osl.capped_moment(k) for k in (1, 2, 3))
+    a1, a2 = (e2 / e1, e3 / e1) if whole_output else (e2 / (2 * e1), e3 / (3 * e1))
+    var = max(isl.capped_moment(2) - isl.mean**2, 0.0) + max(a2 - a1 * a1, 0.0)
+    return isl.mean + a1, math.sqrt(var)
+
+
+def pool_tokens_needed(batch: int, mean: float, sd: float) -> float:
+    """KV tokens that hold ``batch`` running requests at :data:`HEADROOM_QUANTILE` of their summed
+    context: ``B·m + z·√B·s`` (the sum of B independent contexts is nearly normal for the
+    hundreds a replica runs; z = 1.2816 at the 90th percentile)."""
+    return batch * mean + _Z * math.sqrt(batch) * sd
+
+
+def _pool_tokens(mem: MemoryBreakdown, running: int, extra_usable: float) -> float:
+    """KV tokens of one replica's pool with ``running`` requests' state in it and
+    ``extra_usable`` bytes per GPU more usable memory (a raised fraction): where a ratio splits
+    state from KV, the KV pool gets its share ``kv / (kv + state)`` of the extra."""
+    per_token = mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu  # sliding: at most this
+    if per_token <= 0:
+        return math.inf
+    kv = mem.allocation(running)["kv_cache"]
+    share = 1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
+    return (kv + extra_usable * share + mem.host_kv_bytes) / per_token * mem.sequence_shards
+
+
+def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDist) -> tuple[float, int]:
+    """(memory fraction, running requests per replica) for ``engine``'s launch of ``ev``: the KV
+    pool holds the planned batch B (``running_limit``) at :data:`HEADROOM_QUANTILE` of its summed
+    context (:func:`pool_tokens_needed` with the engine's admission rule).
+
+    The fraction is the planned one (the planned engine) or the engine's default for this
+    deployment (another engine), raised by ``Δtokens × bytes per token / base`` where the pool
+    falls short (``EngineSettings.fraction_base_bytes``: what the fraction is a share of), rounded
+    up to the digits the command prints, and never lowered. It stops at
+    ``Engine.max_memory_fraction`` (what the engine needs outside its pools: SGLang's activation
+    and CUDA-graph reserve, vLLM's start-up check, TRT-LLM's default); where that cap cannot hold
+    B, the running cap drops to the largest batch it holds with the same headroom.
+    """
+    c, gpu = ev.config, ev.deployment.gpu
+    planned = engine.name == c.engine.name
+    if planned:
+        settings, mem = ev.settings, ev.memory
+    else:
+        settings = engine.settings(gpu, c.layout, speculative=c.spec is not None and not c.lift_running_cap,
+                                   vision_cut=c.vision_cut, max_running=c.max_running, chunk_tokens=c.chunk_tokens)
+        other = replace(c, engine=engine, memory_fraction=None)
+        ratio = engine.pools.state_to_kv_memory_ratio if ev.deployment.spec.is_hybrid and not c.lift_running_cap else None
+        mem = _memory(ev.deployment.spec, gpu, other, settings, ratio)
+    batch = running_limit(ev)
+    mean, sd = running_context_moments(isl, osl, engine.reserves_whole_output)
+    visible = cuda_visible_bytes(gpu.memory_bytes)
+    reserve = settings.reserve_bytes + profile_reserve_bytes(ev.deployment.spec, c.layout, settings)
+    base = settings.fraction_base_bytes(visible, mem.weight_bytes_per_gpu, reserve)
+    per_token = (mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu) / mem.sequence_shards
+    digits = 10 ** engine.fraction_digits
+    f0, f_max = settings.memory_fraction, engine.max_memory_fraction(settings, visible)
+    f_max = max(math.floor(f_max * digits) / digits, f0)
+
+    def fraction_for(b: int) -> float:
+        short = pool_tokens_needed(b, mean, sd) - _pool_tokens(mem, b, 0.0)
+        if short <= 0 or base <= 0:
+            return f0
+        share = 1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
+        return math.ceil((f0 + short * per_token / share / base) * digits) / digits
+
+    if fraction_for(batch) <= f_max:
+        return max(fraction_for(batch), f0), batch
+    lo, hi = 0, batch  # the largest b ≤ B whose headroom context fits at f_max (0 if none)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fraction_for(mid) <= f_max else (lo, mid - 1)
+    return f_max, max(lo, 1)
+
+
+def launch_sizing(ev: Evaluation, isl: LengthDist, osl: LengthDist,
+                  engines: Mapping[str, Engine]) -> tuple[tuple[str, float, int], ...]:
+    """:func:`engine_sizing` of the planned engine and each of ``engines`` that runs on the GPU's
+    vendor, as ``Launch.sizing`` takes it."""
+    order = [ev.config.engine] + [e for name, e in engines.items() if name != ev.config.engine.name]
+    return tuple((e.name, *engine_sizing(e, ev, isl, osl)) for e in order
+                 if ev.deployment.gpu.vendor in e.vendors)
+
+
 def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> Launch:
     """What a launch command is written from, for the evaluated configuration ``ev``.
 
@@ -70,18 +176,24 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
 
 
 def launch_commands(ev: Evaluation, repo: str, native_dtype: str, parsers: object,
-                    engines: Mapping[str, Engine]) -> dict[str, str]:
+                    engines: Mapping[str, Engine], isl: LengthDist | None = None,
+                    osl: LengthDist | None = None) -> dict[str, str]:
     """Every engine's launch command that runs on the GPU vendor, the planned engine first.
 
     Args:
         ev: the chosen configuration. repo: the Hugging Face repository. native_dtype: the
             checkpoint's weight format. parsers: reasoning-parser name or {engine: name}.
         engines: the engines to write commands for, by name, in order (besides the planned one).
+        isl, osl: the job's lengths (tokens); with them each command's memory fraction and
+            running cap are sized to hold the batch with headroom (:func:`launch_sizing`),
+            without them the planned fraction or each engine's default is written.
 
     Returns:
         engine name → shell command. Raises nothing.
     """
     planned = ev.config.engine
     launch = launch_for(ev, repo, native_dtype, parsers)
+    if isl is not None and osl is not None:
+        launch = launch._replace(sizing=launch_sizing(ev, isl, osl, engines))
     order = [planned] + [e for name, e in engines.items() if name != planned.name]
     return {e.name: e.launch_command(launch) for e in order if ev.deployment.gpu.vendor in e.vendors}

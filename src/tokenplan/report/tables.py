@@ -119,8 +119,9 @@ def plan_details(result: dict) -> Group:
         parts.append(Text(f"{ENGINE_NAMES.get(engine, engine)}:\n{command}"))
         others = [ENGINE_NAMES.get(e, e) for e in list(best["launch"])[1:]]
         if others:
-            parts.append(Text(f"(--json also gives the {' and '.join(others)} commands, each with its own default "
-                              f"memory setting; plan with --engine to get their figures)", style="dim"))
+            parts.append(Text(f"(--json also gives the {' and '.join(others)} commands, each with its own memory "
+                              f"setting sized so its KV pool holds the batch at the 90th-percentile running "
+                              f"context; plan with --engine to get their figures)", style="dim"))
         if best["warnings"]:
             parts.append(Text("Warnings: " + "; ".join(best["warnings"]), style="yellow"))
     for o in result["options"]:

@@ -125,28 +125,33 @@ def test_launch_command_spells_sglangs_flags(sglang):
                                   "--disable-radix-cache", "--max-running-requests 200"])
 
 
-def test_dp_with_ep_means_one_server_per_replica(sglang):
-    assert not sglang.servers_per_replica(Layout(tp=2, dp=4))
+def test_every_dp_replica_is_a_server_of_its_own(sglang):
+    # --max-running-requests beside --dp-size is per worker in some builds and divided by DP in
+    # others (PR #20063, #32115): no --dp-size for plain DP, one server per replica on its port.
+    assert sglang.servers_per_replica(Layout(tp=2, dp=4))
     assert sglang.servers_per_replica(Layout(tp=2, ep=2, dp=4))
-    assert sglang.servers_per_replica(Layout(tp=2, dp=4, attention_dp=True))
+    assert not sglang.servers_per_replica(Layout(tp=8))
     cmd = sglang.launch_command(_launch(layout=Layout(tp=2, ep=2, dp=4), spec_method=None, parsers=None))
-    assert cmd.startswith("# one server per replica: start 4 of these")
+    assert cmd.startswith("# one server per replica, each on its own GPUs and port:\nfor i in $(seq 0 3); do\n")
     assert "--dp-size" not in cmd and "--ep-size 2" in cmd
-    assert "--dp-size 4" in sglang.launch_command(_launch(layout=Layout(tp=2, dp=4)))
+    # TP2: replica i on GPUs 2i and 2i + 1; ports 30000..30003, each an --endpoint for generate.
+    assert "  CUDA_VISIBLE_DEVICES=$(seq -s, $((i * 2)) $((i * 2 + 1))) python -m sglang.launch_server \\\n" in cmd
+    assert "    --port $((30000 + i)) &\ndone\n" in cmd
+    assert cmd.endswith(": --endpoint http://127.0.0.1:30000/v1 --endpoint http://127.0.0.1:30001/v1 "
+                        "--endpoint http://127.0.0.1:30002/v1 --endpoint http://127.0.0.1:30003/v1")
+    # DP attention keeps --dp-size = TP inside the one replica.
+    assert "--dp-size 8 --enable-dp-attention" in sglang.launch_command(_launch(layout=Layout(tp=8, attention_dp=True)))
 
 
-def test_data_parallel_replicas_run_one_server_per_host(sglang):
-    # TP2 × DP12 on hosts of 8 GPUs: 8 / 2 = 4 replicas per server, ⌈12 / 4⌉ = 3 servers, none
-    # short; TP1 × DP12: 8 per server, 2 servers, the last with 12 − 8 = 4.
+def test_replicas_beyond_one_host_loop_on_each_host(sglang):
+    # TP2 × DP12 on hosts of 8 GPUs: 8 / 2 = 4 servers a host, ⌈12 / 4⌉ = 3 hosts, none short;
+    # TP1 × DP12: 8 a host, 2 hosts, the last with 12 − 8 = 4.
     cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=12), host_gpus=8))
-    assert cmd.startswith("# one server per host: start 3 of these, each on its own 8-GPU host,\n")
-    assert "--dp-size 4" in cmd
+    assert cmd.startswith("# one server per replica, each on its own GPUs and port on each of 3 hosts:\n"
+                          "for i in $(seq 0 3); do")
+    assert "--endpoint http://HOST:30003/v1" in cmd and "30004" not in cmd
     cmd = sglang.launch_command(_launch(layout=Layout(tp=1, dp=12), host_gpus=8))
-    assert "start 2 of these, each on its own 8-GPU host (the last running 4 replicas)," in cmd
-    assert "--dp-size 8" in cmd
-    # all replicas on one host: one server, no comment
-    cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=4), host_gpus=8))
-    assert "--dp-size 4" in cmd and not cmd.startswith("#")
+    assert "on each of 2 hosts (the last runs 4: seq 0 3):\nfor i in $(seq 0 7); do" in cmd
 
 
 def test_launch_writes_a_user_prefill_chunk(sglang):

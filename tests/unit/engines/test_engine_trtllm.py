@@ -116,11 +116,14 @@ def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
         "# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt fp8 checkpoint of Qwen/Qwen3.6-27B",
         "cat > extra_llm_api_options.yaml <<'EOF'", "kv_cache_config:", "  free_gpu_memory_fraction: 0.90",
         "  dtype: fp8", "speculative_config:", "  decoding_type: MTP", "  num_nextn_predict_layers: 3", "EOF",
-        "# one server per replica: start 8 of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)",
-        "# and give each to tokenplan generate with its own --endpoint",
-        " \\\n  ".join(["trtllm-serve Qwen/Qwen3.6-27B", "--backend pytorch", "--tp_size 1", "--max_batch_size 300",
-                        "--max_num_tokens 8192", "--extra_llm_api_options extra_llm_api_options.yaml",
-                        "--reasoning_parser qwen3"])])
+        "# one server per replica, each on its own GPUs and port:", "for i in $(seq 0 7); do",
+        "  " + " \\\n    ".join(["CUDA_VISIBLE_DEVICES=$i trtllm-serve Qwen/Qwen3.6-27B", "--backend pytorch",
+                                 "--tp_size 1", "--max_batch_size 300", "--max_num_tokens 8192",
+                                 "--extra_llm_api_options extra_llm_api_options.yaml", "--reasoning_parser qwen3",
+                                 "--port $((8000 + i)) &"]),
+        "done",
+        "# tokenplan generate takes each server: " + " ".join(f"--endpoint http://127.0.0.1:{8000 + i}/v1"
+                                                              for i in range(8))])
 
 
 def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
