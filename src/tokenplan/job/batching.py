@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
-
-import numpy as np
 
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.job.workload import LengthDist
@@ -120,10 +119,12 @@ def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: L
     return BatchLimits(kv, state, cap, max(math.floor(candidates[reason]), 0.0), reason)
 
 
-def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
+def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode,
+            one: StepTime | None = None) -> float:
     """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
-    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost."""
-    one = step_time(d, eff, batch, ctx)
+    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost.
+    ``one``: ``step_time(d, eff, batch, ctx)`` where the caller has it already."""
+    one = step_time(d, eff, batch, ctx) if one is None else one
     kernel = one.total_s - one.overhead_s
     lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
     layer_share = spec.draft_layers / d.spec.num_layers
@@ -167,6 +168,7 @@ def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = 
     return min(rho * own_prefill_s / (2.0 * (1.0 - rho)), max(others, 0.0) * own_prefill_s)
 
 
+@lru_cache(maxsize=256)
 def length_spread_tokens(dist: LengthDist) -> float:
     """Width of the length distribution as the width of a uniform of the same variance,
     ``√12 · sd`` (tokens): 0 for fixed lengths, 0.2·L for InferenceX's U[0.8 L, L]."""
@@ -210,9 +212,47 @@ def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tupl
         share_last) × T(step_tokens)``.
     """
     n = max(1, round(batch))
-    ends = np.ceil(np.arange(1, n + 1) * (isl_tokens / step_tokens) - 1e-9)  # k_i, one per prompt
-    last_tokens = n * isl_tokens - (ends[-1] - 1.0) * step_tokens
-    return float(ends.mean() - 1.0), float(np.count_nonzero(ends == ends[-1]) / n), float(last_tokens)
+    total, last, at_last = _wave_ends(n, isl_tokens / step_tokens)
+    last_tokens = n * isl_tokens - (last - 1.0) * step_tokens
+    return total / n - 1.0, at_last / n, last_tokens
+
+
+@lru_cache(maxsize=4096)
+def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
+    """(Σ k_i, k_n, how many i have k_i = k_n) for ``k_i = ⌈i·per_step − 10⁻⁹⌉``, i = 1..n.
+
+    ``k_i`` never decreases with i (a product, a difference and a ceiling are each monotone in
+    floating point), so it is summed one run of equal values at a time: ``min(n, k_n)`` runs,
+    each found by a guess from the exact bound and corrected against ``k_i`` itself, which keeps
+    every ``k_i`` the one the per-prompt formula gives. Exact integers throughout."""
+
+    def k(i: int) -> int:
+        return math.ceil(i * per_step - 1e-9)
+
+    total, i = 0, 1
+    while i <= n:
+        v = k(i)
+        j = min(max(int((v + 1e-9) / per_step), i), n)  # last i of this run, about
+        while j < n and k(j + 1) <= v:
+            j += 1
+        while k(j) > v:
+            j -= 1
+        total += v * (j - i + 1)
+        i = j + 1
+    last = k(n)
+    return total, float(last), n - _first_at(last, n, k) + 1
+
+
+def _first_at(value: int, n: int, k) -> int:
+    """The least i in 1..n with ``k(i) = value`` (``k`` non-decreasing, ``k(n) = value``)."""
+    lo, hi = 1, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if k(mid) >= value:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 class _Cycle(NamedTuple):
@@ -317,7 +357,8 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
     dec = step_time(d, eff, batch, ctx, query_tokens_per_seq=query)
-    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
+    one = step_time(d, eff, batch, ctx) if spec else dec  # one token per sequence: the draft's pass
+    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec, one) if spec else 0.0)
     n_dec = osl.mean / tau
     chunk, prompt_tokens = settings.chunk_tokens, batch * isl.mean
     pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2,
@@ -336,7 +377,7 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
         ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
         warnings.append(f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
                         f"({limits.reason}); the rest queue")
-    bound = roofline_step_s(d, dec if spec is None else step_time(d, eff, batch, ctx))
+    bound = roofline_step_s(d, one)
     return SteadyState(batch=batch, limits=limits, output_tok_s=batch * osl.mean / cyc.cycle_s,
                        tpot_s=cyc.cycle_s / osl.mean, ttft_s=ttft, decode_step=dec, cycle_s=cyc.cycle_s,
                        prefill_share=cyc.prefill_share,
