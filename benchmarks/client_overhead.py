@@ -123,8 +123,7 @@ def runner_unit(workdir: str, rows: int) -> dict:
 
 
 def rss_1m_rows(workdir: str, rows: int, to_send: int) -> dict:
-    from tokenplan.api.generate import GenerateRequest, job_identity
-    from tokenplan.runner.requests import Sampling
+    from tokenplan.api.generate import GenerateRequest, check_request, run_spec
     from tokenplan.runner.rundir import RunDir
 
     data, run_dir = Path(workdir) / "big.jsonl", Path(workdir) / "big-run"
@@ -133,9 +132,9 @@ def rss_1m_rows(workdir: str, rows: int, to_send: int) -> dict:
         options = {"inputs": [str(data)], "out_dir": str(run_dir), "endpoints": [server.url],
                    "model": "fault-model", "concurrency": 1024}
         request = GenerateRequest.build(**options)
-        sampling = Sampling(request.max_tokens, request.temperature, request.top_p, request.top_k,
-                            request.seed, None, request.extra_body)
-        stored = RunDir.open(run_dir, job_identity(request, sampling))
+        # The identity generate binds the run directory to, through its public path (the same
+        # run_spec generate builds), so that the second run resumes rather than refuses it.
+        stored = RunDir.open(run_dir, run_spec(request, check_request(request), []).identity)
         for i in range(rows - to_send):  # what an earlier run would have stored
             stored.write_done({"id": f"row-{i:07d}", "conversations": [
                 {"role": "user", "content": f"Question {i}: " + "lorem ipsum " * 12},
