@@ -11,7 +11,7 @@ from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.hardware import Gpu
-from tokenplan.job.batching import SteadyState, batch_limits, steady_state
+from tokenplan.job.batching import BatchLimits, SteadyState, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -132,12 +132,65 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     """Evaluate a configuration at ``concurrency`` requests in flight per replica (None = offline).
 
     Returns a Rejection (never raises) for layouts that do not divide, formats the GPU cannot
-    run, and models that do not fit.
+    run, and models that do not fit. The same as ``prepare(...).at(concurrency)``.
     """
-    lay = config.layout
     if concurrency is not None and concurrency < 1:
-        return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
-                                 f"replica ({lay.dp} replicas)", "concurrency")
+        return _below_one(config, concurrency)
+    prepared = prepare(model, gpu, config, eff, isl, osl, offline=concurrency is None)
+    return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
+
+
+def _below_one(config: Config, concurrency: float) -> Rejection:
+    lay = config.layout
+    return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
+                             f"replica ({lay.dp} replicas)", "concurrency")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What :func:`evaluate` computes before the concurrency enters: the engine's settings, the
+    memory, the deployment and the batch limits of a configuration that fits. A sweep over
+    concurrency (``planning.curves``) prepares once and evaluates each level with :meth:`at`.
+
+    Attributes:
+        model, gpu, config, eff, isl, osl: what was prepared (``config`` with τ at the job's
+            context where it came from the prior).
+        settings, deployment, limits: the engine settings, per-GPU constants and batch limits.
+        warnings: format, launch, context and replication caveats so far.
+    """
+
+    model: ModelSpec
+    gpu: Gpu
+    config: Config
+    eff: Efficiency
+    isl: LengthDist
+    osl: LengthDist
+    settings: EngineSettings
+    deployment: Deployment
+    limits: BatchLimits
+    warnings: tuple[str, ...]
+
+    def at(self, concurrency: float | None) -> Evaluation | Rejection:
+        """The configuration at ``concurrency`` requests in flight per replica (None = offline,
+        only for a configuration prepared ``offline``); a Rejection below one request."""
+        if concurrency is not None and concurrency < 1:
+            return _below_one(self.config, concurrency)
+        config, limits, lay = self.config, self.limits, self.config.layout
+        steady = steady_state(self.deployment, self.eff, config.engine, self.settings, self.isl, self.osl,
+                              concurrency, config.spec, limits)
+        warnings = list(self.warnings)
+        if limits.reason == "state slots":
+            warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
+        total = steady.output_tok_s * lay.dp
+        return Evaluation(config, self.deployment, self.settings, steady, total, total / lay.num_gpus,
+                          tuple(warnings) + steady.warnings + tuple(self.model.approximations))
+
+
+def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
+            offline: bool) -> Prepared | Rejection:
+    """The concurrency-independent part of :func:`evaluate` (``offline``: the engine's offline
+    benchmark sizes the batch, as for concurrency None); a Rejection, never raises."""
+    lay = config.layout
     if gpu.vendor not in config.engine.vendors:
         return Rejection(config, f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
                                  f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}", "engine")
@@ -184,7 +237,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
         # answer is not planned at a short-context acceptance.
         config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
-    if concurrency is None and config.max_running is None:  # the engine's offline benchmark sizes its batch
+    if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
         settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
                                            isl.mean, osl.mean)
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
@@ -206,12 +259,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     rep = kv_replication(model, lay)
     if rep > 1:
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
-    steady = steady_state(dep, eff, config.engine, settings, isl, osl, concurrency, config.spec, limits)
-    if limits.reason == "state slots":
-        warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
-    total = steady.output_tok_s * lay.dp
-    return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
-                      tuple(warnings) + steady.warnings + tuple(model.approximations))
+    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings))
 
 
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
