@@ -136,8 +136,31 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     """
     if concurrency is not None and concurrency < 1:
         return _below_one(config, concurrency)
-    prepared = prepare(model, gpu, config, eff, isl, osl, offline=concurrency is None)
+    prepared = _prepared(model, gpu, config, eff, isl, osl, concurrency is None)
     return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
+
+
+# The configurations prepared last, by the identity of their (immutable) inputs. A search that
+# evaluates one configuration at several concurrencies (a plan: offline, then at the job's own
+# size; benchmarks/plan_sweep.py: six levels) prepares it once. Each entry holds its inputs, so
+# no id in a key can be reused by another object while the entry lives.
+_PREPARED: dict[tuple, tuple[tuple, Prepared | Rejection]] = {}
+_PREPARED_KEPT = 64
+
+
+def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
+              offline: bool) -> Prepared | Rejection:
+    """:func:`prepare`, or its result for the same objects from the last :data:`_PREPARED_KEPT`."""
+    inputs = (model, gpu, config, eff, isl, osl)
+    key = (id(model), id(gpu), id(config), id(eff), id(isl), id(osl), offline)
+    hit = _PREPARED.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
+        return hit[1]
+    got = prepare(model, gpu, config, eff, isl, osl, offline)
+    if len(_PREPARED) >= _PREPARED_KEPT:
+        _PREPARED.pop(next(iter(_PREPARED)), None)
+    _PREPARED[key] = (inputs, got)
+    return got
 
 
 def _below_one(config: Config, concurrency: float) -> Rejection:
@@ -157,6 +180,8 @@ class Prepared:
             context where it came from the prior).
         settings, deployment, limits: the engine settings, per-GPU constants and batch limits.
         warnings: format, launch, context and replication caveats so far.
+        steps: the step times computed so far, by their arguments (one deployment, one
+            ``eff``), so that the levels of a sweep share their prefill steps.
     """
 
     model: ModelSpec
@@ -169,6 +194,7 @@ class Prepared:
     deployment: Deployment
     limits: BatchLimits
     warnings: tuple[str, ...]
+    steps: dict = field(default_factory=dict, repr=False, compare=False)  # step-time memo (job.batching)
 
     def at(self, concurrency: float | None) -> Evaluation | Rejection:
         """The configuration at ``concurrency`` requests in flight per replica (None = offline,
@@ -177,7 +203,7 @@ class Prepared:
             return _below_one(self.config, concurrency)
         config, limits, lay = self.config, self.limits, self.config.layout
         steady = steady_state(self.deployment, self.eff, config.engine, self.settings, self.isl, self.osl,
-                              concurrency, config.spec, limits)
+                              concurrency, config.spec, limits, self.steps)
         warnings = list(self.warnings)
         if limits.reason == "state slots":
             warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
