@@ -151,11 +151,13 @@ _PREPARED_KEPT = 64
 def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
               offline: bool) -> Prepared | Rejection:
     """:func:`prepare`, or its result for the same objects from the last :data:`_PREPARED_KEPT`."""
-    inputs = (model, gpu, config, eff, isl, osl)
     key = (id(model), id(gpu), id(config), id(eff), id(isl), id(osl), offline)
     hit = _PREPARED.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], inputs)):
-        return hit[1]
+    if hit is not None:
+        m, g, c, e, i, o = hit[0]
+        if m is model and g is gpu and c is config and e is eff and i is isl and o is osl:
+            return hit[1]
+    inputs = (model, gpu, config, eff, isl, osl)
     got = prepare(model, gpu, config, eff, isl, osl, offline)
     if len(_PREPARED) >= _PREPARED_KEPT:
         _PREPARED.pop(next(iter(_PREPARED)), None)

@@ -292,9 +292,10 @@ def step_time(
     (attn_dec, attn_pre), state = _attention(d, eff, t, context_tokens, prefill_context_tokens), _state(d, eff, t)
     comm_s = _comm_s(d, eff, t.dec + t.pre)
     kernels = (gemm, experts, attn_dec, attn_pre, state)
-    attention_s = attn_dec.time_s + attn_pre.time_s
-    stage = gemm.time_s + experts.time_s + attention_s + state.time_s + comm_s
-    mem_s = sum(k.mem_s for k in kernels if k.mem_s >= k.cmp_s)
+    gemm_s, experts_s, dec_s, pre_s, state_s = [max(k.mem_s, k.cmp_s) for k in kernels]  # each Kernel.time_s
+    attention_s = dec_s + pre_s
+    stage = gemm_s + experts_s + attention_s + state_s + comm_s
+    mem_s = sum([k.mem_s for k in kernels if k.mem_s >= k.cmp_s])
     cmp_s = stage - comm_s - mem_s
     # Per-sequence work (bookkeeping, sampling, token routing) is charged on the replica's whole
     # decode batch, also with attention DP. Each ADP rank schedules only its own share, but its
@@ -308,10 +309,10 @@ def step_time(
                 + eff.moe_layer_latency_s * d.spec.moe_layers  # 0 for a dense model
                 + eff.per_token_moe_layer_s * _moe_token_layers(d, t.dec + t.pre))
     return StepTime(
-        gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention_s * pp,
-        state_s=state.time_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
-        compute_bound_s=cmp_s * pp, bytes_moved=sum(k.bytes for k in kernels) * pp,
-        flops=sum(k.flops for k in kernels) * pp,
+        gemm_s=gemm_s * pp, experts_s=experts_s * pp, attention_s=attention_s * pp,
+        state_s=state_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
+        compute_bound_s=cmp_s * pp, bytes_moved=sum([k.bytes for k in kernels]) * pp,
+        flops=sum([k.flops for k in kernels]) * pp,
     )
 
 
