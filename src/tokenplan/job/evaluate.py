@@ -5,6 +5,7 @@ plan search alike, so both follow one code path.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 
 from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
@@ -77,6 +78,10 @@ class Evaluation:
         return self.deployment.memory
 
 
+# What prepare computes before the efficiency factors and the offline sizing enter: (config with
+# τ at the job's context, engine settings, memory, deployment, warnings so far).
+Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str, ...]]
+
 REJECTION_KINDS = ("engine", "context", "format", "layout", "memory", "kv", "spec", "concurrency")
 
 
@@ -140,29 +145,45 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
 
 
-# The configurations prepared last, by the identity of their (immutable) inputs. A search that
-# evaluates one configuration at several concurrencies (a plan: offline, then at the job's own
-# size; benchmarks/plan_sweep.py: six levels) prepares it once. Each entry holds its inputs, so
-# no id in a key can be reused by another object while the entry lives.
-_PREPARED: dict[tuple, tuple[tuple, Prepared | Rejection]] = {}
-_PREPARED_KEPT = 64
+class _Memo:
+    """The last ``kept`` results of a pure function, by the identity of its (immutable) inputs.
+    Each entry holds its inputs, so no id in a key can be reused by another object while the
+    entry lives; the oldest entry goes first."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept, self.table = kept, {}
+
+    def get(self, inputs: tuple, flag: bool, compute):
+        key = (*map(id, inputs), flag)
+        hit = self.table.get(key)
+        if hit is not None and all(map(operator.is_, hit[0], inputs)):
+            return hit[1]
+        got = compute()
+        if len(self.table) >= self.kept:
+            self.table.pop(next(iter(self.table)), None)
+        self.table[key] = (inputs, got)
+        return got
+
+
+# A search evaluates one configuration at several concurrencies (a plan: offline, then at the
+# job's own size; benchmarks/plan_sweep.py: six levels): it is prepared once per offline/online.
+# What comes before the efficiency factors and the offline sizing (settings, memory, deployment)
+# is shared by both, and by every efficiency table ``calibrate`` tries on the same measured case
+# (a fit tries thousands on a few thousand cases).
+_PREPARED = _Memo(64)
+_DEPLOYED = _Memo(4096)
 
 
 def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
               offline: bool) -> Prepared | Rejection:
-    """:func:`prepare`, or its result for the same objects from the last :data:`_PREPARED_KEPT`."""
-    key = (id(model), id(gpu), id(config), id(eff), id(isl), id(osl), offline)
-    hit = _PREPARED.get(key)
-    if hit is not None:
-        m, g, c, e, i, o = hit[0]
-        if m is model and g is gpu and c is config and e is eff and i is isl and o is osl:
-            return hit[1]
-    inputs = (model, gpu, config, eff, isl, osl)
-    got = prepare(model, gpu, config, eff, isl, osl, offline)
-    if len(_PREPARED) >= _PREPARED_KEPT:
-        _PREPARED.pop(next(iter(_PREPARED)), None)
-    _PREPARED[key] = (inputs, got)
-    return got
+    """:func:`prepare`, or its result for the same objects from :data:`_PREPARED`."""
+    return _PREPARED.get((model, gpu, config, eff, isl, osl), offline,
+                         lambda: prepare(model, gpu, config, eff, isl, osl, offline))
+
+
+def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
+    """:func:`_deploy`, or its result for the same objects from :data:`_DEPLOYED`."""
+    return _DEPLOYED.get((model, gpu, config, isl, osl), False, lambda: _deploy(model, gpu, config, isl, osl))
 
 
 def _below_one(config: Config, concurrency: float) -> Rejection:
@@ -218,6 +239,42 @@ def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: Le
             offline: bool) -> Prepared | Rejection:
     """The concurrency-independent part of :func:`evaluate` (``offline``: the engine's offline
     benchmark sizes the batch, as for concurrency None); a Rejection, never raises."""
+    deployed = _deployed(model, gpu, config, isl, osl)
+    if isinstance(deployed, Rejection):
+        return deployed
+    config, settings, mem, dep, warned = deployed
+    warnings = list(warned)
+    lay, engine, ctx = config.layout, config.engine, model.max_context_tokens
+    if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
+        settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
+                                           isl.mean, osl.mean)
+    limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
+    if limits.limit < 1:
+        return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
+                                 f"({mem.kv_capacity_tokens:,.0f} tokens)", "kv")
+    running = _allocated(config, settings, limits.limit)
+    if not mem.allocates(running):
+        a = mem.allocation(running)
+        short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
+        return Rejection(config, f"cannot allocate {running:,.0f} running requests: their "
+                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
+                                 f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
+                                 f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
+                         "kv")
+    if ctx is not None and isl.max + osl.max > ctx:
+        warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
+                        "context: the engine refuses them")
+    rep = kv_replication(model, lay)
+    if rep > 1:
+        warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
+    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings))
+
+
+
+
+def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
+    """What :func:`prepare` computes before the efficiency factors and the offline sizing enter
+    (see :data:`Deployed`), or the Rejection of a configuration that runs at no concurrency."""
     lay = config.layout
     if gpu.vendor not in config.engine.vendors:
         return Rejection(config, f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
@@ -265,29 +322,7 @@ def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: Le
         # answer is not planned at a short-context acceptance.
         config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
-    if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
-        settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
-                                           isl.mean, osl.mean)
-    limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
-    if limits.limit < 1:
-        return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
-                                 f"({mem.kv_capacity_tokens:,.0f} tokens)", "kv")
-    running = _allocated(config, settings, limits.limit)
-    if not mem.allocates(running):
-        a = mem.allocation(running)
-        short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
-        return Rejection(config, f"cannot allocate {running:,.0f} running requests: their "
-                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
-                                 f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
-                                 f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
-                         "kv")
-    if ctx is not None and isl.max + osl.max > ctx:
-        warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
-                        "context: the engine refuses them")
-    rep = kv_replication(model, lay)
-    if rep > 1:
-        warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
-    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings))
+    return config, settings, mem, dep, tuple(warnings)
 
 
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
