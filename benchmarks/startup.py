@@ -72,12 +72,15 @@ def split() -> dict[str, float]:
 
 
 def imported_by_plan() -> list[str]:
-    """Top-level names from NOT_NEEDED_TO_PLAN that ``tokenplan plan`` imports."""
+    """The names from NOT_NEEDED_TO_PLAN that ``tokenplan plan`` imports, each with how many of
+    its modules."""
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
     run = subprocess.run(COMMANDS["tokenplan plan"], env=env, capture_output=True, text=True,
                          check=True)
     names = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()}
-    return sorted(n for n in names if n.split(".")[0] in NOT_NEEDED_TO_PLAN or n.startswith(NOT_NEEDED_TO_PLAN))
+    found = [next(p for p in NOT_NEEDED_TO_PLAN if n == p or n.startswith(p + ".")) for n in names
+             if any(n == p or n.startswith(p + ".") for p in NOT_NEEDED_TO_PLAN)]
+    return [f"{p} ({found.count(p)} modules)" for p in sorted(set(found))]
 
 
 def main() -> None:

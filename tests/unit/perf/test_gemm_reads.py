@@ -33,3 +33,4 @@ def test_measured_points_and_band_centres_read_exactly() -> None:
         for j, n in enumerate(curve.weight_elements):
             for i, m in enumerate(curve.rows):
                 assert fraction_at_point(size_read(curve, n), *row_point(curve, m)) == curve.fraction_by_size[j][i]
+
