@@ -172,6 +172,9 @@ class _Memo:
 # (a fit tries thousands on a few thousand cases).
 _PREPARED = _Memo(64)
 _DEPLOYED = _Memo(4096)
+# Step times by deployment and efficiency table: the offline and online preparations of one
+# configuration ask for the same prefill steps.
+_STEPS = _Memo(64)
 
 
 def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
@@ -204,7 +207,8 @@ class Prepared:
         settings, deployment, limits: the engine settings, per-GPU constants and batch limits.
         warnings: format, launch, context and replication caveats so far.
         steps: the step times computed so far, by their arguments (one deployment, one
-            ``eff``), so that the levels of a sweep share their prefill steps.
+            ``eff``; shared by the offline and online preparations of a configuration), so that
+            the levels of a sweep share their prefill steps.
     """
 
     model: ModelSpec
@@ -267,7 +271,8 @@ def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: Le
     rep = kv_replication(model, lay)
     if rep > 1:
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
-    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings))
+    steps = _STEPS.get((deployed, eff), False, dict)
+    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings), steps)
 
 
 
