@@ -222,25 +222,29 @@ def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
     """(Σ k_i, k_n, how many i have k_i = k_n) for ``k_i = ⌈i·per_step − 10⁻⁹⌉``, i = 1..n.
 
     ``k_i`` never decreases with i (a product, a difference and a ceiling are each monotone in
-    floating point), so it is summed one run of equal values at a time: ``min(n, k_n)`` runs,
-    each found by a guess from the exact bound and corrected against ``k_i`` itself, which keeps
-    every ``k_i`` the one the per-prompt formula gives. Exact integers throughout."""
+    floating point), so where a step holds more than four prompts it is summed one run of equal
+    values at a time (``k_n`` runs, each found by a guess from the exact bound and corrected
+    against ``k_i`` itself, which keeps every ``k_i`` the one the per-prompt formula gives), else
+    prompt by prompt. Exact integers throughout."""
 
     def k(i: int) -> int:
         return math.ceil(i * per_step - 1e-9)
 
-    total, i, v, length = 0, 1, 0, 0
-    while i <= n:
-        v = k(i)
+    if per_step > 0.25:  # runs of at most four prompts: count prompt by prompt
+        ends = [math.ceil(i * per_step - 1e-9) for i in range(1, n + 1)]
+        return sum(ends), float(ends[-1]), ends.count(ends[-1])
+    total, i, v = 0, 1, k(1)
+    while True:
         j = min(max(int((v + 1e-9) / per_step), i), n)  # last i of this run, about
-        while j < n and k(j + 1) <= v:
-            j += 1
         while k(j) > v:
             j -= 1
-        length = j - i + 1
-        total += v * length
-        i = j + 1
-    return total, float(v), length  # the last run is every i with k_i = k_n
+        nxt = v
+        while j < n and (nxt := k(j + 1)) <= v:
+            j += 1
+        total += v * (j - i + 1)
+        if j == n:
+            return total, float(v), j - i + 1  # the last run is every i with k_i = k_n
+        i, v = j + 1, nxt
 
 
 def _step(d: Deployment, eff: Efficiency, steps: dict | None, decode_seqs: float, context_tokens: float,
