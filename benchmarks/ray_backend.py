@@ -61,7 +61,8 @@ def _write_prompts(path: Path, rows: int) -> None:
             fh.write(json.dumps({"id": f"row-{i:07d}", "prompt": f"Question {i}: " + "lorem ipsum " * 12}) + "\n")
 
 
-def compare(workdir: str, rows: int, actors: int, concurrency: int, backends: tuple[str, ...] = ("local", "ray")) -> dict:
+def compare(workdir: str, rows: int, actors: int, concurrency: int,
+            backends: tuple[str, ...] = ("local", "ray")) -> dict:
     data = Path(workdir) / "in.jsonl"
     _write_prompts(data, rows)
     out: dict = {"rows": rows, "concurrency_per_endpoint": concurrency}

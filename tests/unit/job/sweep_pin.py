@@ -23,7 +23,8 @@ from tokenplan.planning.space import HardwareOption, candidates
 
 FIXTURE = Path(__file__).with_name("sweep_pinned.json")
 
-# Pinned by digest, every 25th configuration also by its figures: dense, hybrid (Gated DeltaNet), MoE, MLA + MTP; GPUs with size-banded
+# Pinned by digest, every 25th configuration also by its figures: dense, hybrid (Gated
+# DeltaNet), MoE, MLA + MTP; GPUs with size-banded
 # curves (B200, H200), the fitted form (MI300X), PCIe (RTX PRO 6000); separate and mixed prefill.
 MODELS = ("qwen3.6-27b", "llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3")
 OPTIONS = ((4, "rtx-pro-6000"), (8, "b200"), (8, "h200"), (8, "mi300x"))
