@@ -1,19 +1,25 @@
-"""Start-up and wall time of the CLI against a bare interpreter.
+"""Start-up and wall time of the CLI against a bare interpreter, and where ``plan``'s time goes.
 
 Times, as whole processes, ``python -c pass`` (the floor no CLI can beat), ``tokenplan --version``
 (start-up alone: typer and the command table) and ``tokenplan plan`` (the default job, search and
 rendering included), each over ``--repeats`` runs, and prints the minimum and median of each.
-It also lists which heavy modules ``tokenplan plan`` imported (aiohttp, the runner, bench, report
-are not needed to plan and must not be loaded).
+Then the split of one ``tokenplan plan`` process, in CPU seconds of that process
+(``time.process_time``, which another process's load does not inflate) and wall seconds:
+the interpreter and typer, the imports ``plan`` needs (``tokenplan.cli`` and, on first use,
+the plan command's modules), and the search and rendering. It also lists the heavy modules
+``tokenplan plan`` imported that planning does not need (numpy, scipy, pyarrow, aiohttp, the
+runner, bench, plotting: none of them computes a figure ``plan`` prints).
 
-Run:  python benchmarks/startup.py [--repeats 7]
+Run:  python benchmarks/startup.py [--repeats 7] [--short]
 
+``--short`` runs each command once (CI: the script still runs); its figures mean nothing.
 A report, not a test: wall times depend on the machine and its load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -26,8 +32,30 @@ COMMANDS = {
     "tokenplan --version": CLI + ["--version"],
     "tokenplan plan": CLI + ["plan"],
 }
-NOT_NEEDED_TO_PLAN = ("aiohttp", "tokenplan.runner", "tokenplan.client", "tokenplan.bench",
-                      "tokenplan.api.generate", "tokenplan.api.bench", "matplotlib", "plotly")
+NOT_NEEDED_TO_PLAN = ("numpy", "scipy", "pyarrow", "aiohttp", "tokenplan.runner", "tokenplan.client",
+                      "tokenplan.bench", "tokenplan.api.generate", "tokenplan.api.bench", "matplotlib", "plotly")
+
+# One `tokenplan plan` in a child, timed in three parts; prints a JSON object on stderr.
+SPLIT = """
+import contextlib, io, json, sys, time
+cpu, wall = time.process_time, time.perf_counter
+c0, w0 = cpu(), wall()
+import typer
+import tokenplan.cli
+c1, w1 = cpu(), wall()
+import tokenplan.api.plan, tokenplan.report.plan_output
+c2, w2 = cpu(), wall()
+sys.argv = ["tokenplan", "plan"]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        tokenplan.cli.main()
+    except SystemExit:
+        pass
+c3, w3 = cpu(), wall()
+print(json.dumps({"startup_cpu_s": c0, "cli_import_cpu_s": c1 - c0, "plan_import_cpu_s": c2 - c1,
+                  "plan_run_cpu_s": c3 - c2, "cli_import_wall_s": w1 - w0, "plan_import_wall_s": w2 - w1,
+                  "plan_run_wall_s": w3 - w2}), file=sys.stderr)
+"""
 
 
 def wall_s(argv: list[str]) -> float:
@@ -37,23 +65,41 @@ def wall_s(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def split() -> dict[str, float]:
+    """The parts of one ``tokenplan plan`` process (see ``SPLIT``), seconds."""
+    run = subprocess.run([sys.executable, "-c", SPLIT], capture_output=True, text=True, check=True)
+    return json.loads(run.stderr.strip().splitlines()[-1])
+
+
 def imported_by_plan() -> list[str]:
-    """Top-level names from NOT_NEEDED_TO_PLAN that ``tokenplan plan`` imports."""
+    """The names from NOT_NEEDED_TO_PLAN that ``tokenplan plan`` imports, each with how many of
+    its modules."""
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
     run = subprocess.run(COMMANDS["tokenplan plan"], env=env, capture_output=True, text=True,
                          check=True)
     names = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()}
-    return sorted(n for n in names if n.startswith(NOT_NEEDED_TO_PLAN))
+    found = [next(p for p in NOT_NEEDED_TO_PLAN if n == p or n.startswith(p + ".")) for n in names
+             if any(n == p or n.startswith(p + ".") for p in NOT_NEEDED_TO_PLAN)]
+    return [f"{p} ({found.count(p)} modules)" for p in sorted(set(found))]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--short", action="store_true", help="each command once (CI: the script runs)")
     args = parser.parse_args()
+    repeats = 1 if args.short else args.repeats
     for name, argv in COMMANDS.items():
         wall_s(argv)  # warm the file cache and .pyc files
-        times = [wall_s(argv) for _ in range(args.repeats)]
+        times = [wall_s(argv) for _ in range(repeats)]
         print(f"{name:22s} min {min(times):.3f} s  median {statistics.median(times):.3f} s")
+    parts = [split() for _ in range(repeats)]
+    med = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+    print(f"tokenplan plan, CPU of the process (median of {repeats}): interpreter {med['startup_cpu_s']:.3f} s, "
+          f"typer + tokenplan.cli {med['cli_import_cpu_s']:.3f} s, plan's imports {med['plan_import_cpu_s']:.3f} s, "
+          f"search + rendering {med['plan_run_cpu_s']:.3f} s")
+    print(f"tokenplan plan, wall: typer + tokenplan.cli {med['cli_import_wall_s']:.3f} s, plan's imports "
+          f"{med['plan_import_wall_s']:.3f} s, search + rendering {med['plan_run_wall_s']:.3f} s")
     extra = imported_by_plan()
     print("modules plan imports but does not need:", ", ".join(extra) if extra else "none")
 

@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
-
-import numpy as np
 
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.job.workload import LengthDist
@@ -120,10 +119,12 @@ def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: L
     return BatchLimits(kv, state, cap, max(math.floor(candidates[reason]), 0.0), reason)
 
 
-def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode) -> float:
+def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode,
+            one: StepTime | None = None) -> float:
     """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
-    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost."""
-    one = step_time(d, eff, batch, ctx)
+    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost.
+    ``one``: ``step_time(d, eff, batch, ctx)`` where the caller has it already."""
+    one = step_time(d, eff, batch, ctx) if one is None else one
     kernel = one.total_s - one.overhead_s
     lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
     layer_share = spec.draft_layers / d.spec.num_layers
@@ -167,6 +168,7 @@ def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = 
     return min(rho * own_prefill_s / (2.0 * (1.0 - rho)), max(others, 0.0) * own_prefill_s)
 
 
+@lru_cache(maxsize=256)
 def length_spread_tokens(dist: LengthDist) -> float:
     """Width of the length distribution as the width of a uniform of the same variance,
     ``√12 · sd`` (tokens): 0 for fixed lengths, 0.2·L for InferenceX's U[0.8 L, L]."""
@@ -210,9 +212,55 @@ def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tupl
         share_last) × T(step_tokens)``.
     """
     n = max(1, round(batch))
-    ends = np.ceil(np.arange(1, n + 1) * (isl_tokens / step_tokens) - 1e-9)  # k_i, one per prompt
-    last_tokens = n * isl_tokens - (ends[-1] - 1.0) * step_tokens
-    return float(ends.mean() - 1.0), float(np.count_nonzero(ends == ends[-1]) / n), float(last_tokens)
+    total, last, at_last = _wave_ends(n, isl_tokens / step_tokens)
+    last_tokens = n * isl_tokens - (last - 1.0) * step_tokens
+    return total / n - 1.0, at_last / n, last_tokens
+
+
+@lru_cache(maxsize=4096)
+def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
+    """(Σ k_i, k_n, how many i have k_i = k_n) for ``k_i = ⌈i·per_step − 10⁻⁹⌉``, i = 1..n.
+
+    ``k_i`` never decreases with i (a product, a difference and a ceiling are each monotone in
+    floating point), so where a step holds more than four prompts it is summed one run of equal
+    values at a time (``k_n`` runs, each found by a guess from the exact bound and corrected
+    against ``k_i`` itself, which keeps every ``k_i`` the one the per-prompt formula gives), else
+    prompt by prompt. Exact integers throughout."""
+
+    def k(i: int) -> int:
+        return math.ceil(i * per_step - 1e-9)
+
+    if per_step > 0.25:  # runs of at most four prompts: count prompt by prompt
+        ends = [math.ceil(i * per_step - 1e-9) for i in range(1, n + 1)]
+        return sum(ends), float(ends[-1]), ends.count(ends[-1])
+    total, i, v = 0, 1, k(1)
+    while True:
+        j = min(max(int((v + 1e-9) / per_step), i), n)  # last i of this run, about
+        while k(j) > v:
+            j -= 1
+        nxt = v
+        while j < n and (nxt := k(j + 1)) <= v:
+            j += 1
+        total += v * (j - i + 1)
+        if j == n:
+            return total, float(v), j - i + 1  # the last run is every i with k_i = k_n
+        i, v = j + 1, nxt
+
+
+def _step(d: Deployment, eff: Efficiency, steps: dict | None, decode_seqs: float, context_tokens: float,
+          prefill_tokens: float, prefill_context_tokens: float, query_tokens_per_seq: float,
+          prompt_chunk_tokens: float) -> StepTime:
+    """``step_time`` with every argument given, looked up first in ``steps`` (a memo of one
+    deployment and one ``eff``, owned by ``job.evaluate.Prepared``: a sweep over concurrency
+    asks for the same prefill steps at every level) where the caller keeps one."""
+    args = (decode_seqs, context_tokens, prefill_tokens, prefill_context_tokens, query_tokens_per_seq,
+            prompt_chunk_tokens)
+    if steps is None:
+        return step_time(d, eff, *args)
+    got = steps.get(args)
+    if got is None:
+        got = steps[args] = step_time(d, eff, *args)
+    return got
 
 
 class _Cycle(NamedTuple):
@@ -224,7 +272,8 @@ class _Cycle(NamedTuple):
 
 
 def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, ctx: float,
-                 isl: LengthDist, n_dec: float, query: float, dec_s: float, dec_kernel_s: float) -> _Cycle:
+                 isl: LengthDist, n_dec: float, query: float, dec_s: float, dec_kernel_s: float,
+                 steps: dict | None = None) -> _Cycle:
     """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
     decode batch and, while a prompt waits, as much of it as the token budget holds.
 
@@ -247,20 +296,20 @@ def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch
     overhead_s = dec_s - dec_kernel_s  # per step outside the verify kernels (the draft)
     # One piece of a prompt riding with the whole decode batch: the greedy schedule's prefill
     # step, and what a request waits for its own prompt (n_own of them).
-    piece_s = step_time(d, eff, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
+    piece_s = _step(d, eff, steps, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
     if batch * n_own <= n_dec:
         cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
         n_steps = max(n_dec, prompt_tokens / budget)
-        mixed = step_time(d, eff, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
-                          prompt_chunk)
+        mixed = _step(d, eff, steps, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
+                      prompt_chunk)
         cycle = n_steps * (mixed.total_s + overhead_s)
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
     return _Cycle(cycle, prefill_share, n_own * piece_s)
 
 
 def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, isl: LengthDist,
-                    n_dec: float, dec_s: float, pre: StepTime) -> _Cycle:
+                    n_dec: float, dec_s: float, pre: StepTime, steps: dict | None = None) -> _Cycle:
     """Engines that keep prefill apart (SGLang default): the cycle's ``B·ISL`` prompt tokens run
     in prefill-only steps of ``min(chunk, B·ISL)`` tokens each, of time ``pre``, during which
     decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
@@ -269,27 +318,27 @@ def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, ba
     prompt_tokens = batch * isl.mean
     n_chunks = prompt_tokens / min(chunk, prompt_tokens) if prompt_tokens > 0 else 0.0
     cycle = n_dec * dec_s + n_chunks * pre.total_s
-    own = step_time(d, eff, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2,
-                    prompt_chunk_tokens=min(isl.mean, chunk)).total_s * math.ceil(isl.mean / chunk)
+    own = _step(d, eff, steps, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2, 1.0,
+                min(isl.mean, chunk)).total_s * math.ceil(isl.mean / chunk)
     return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
 
 
 def _wave_ttft_s(d: Deployment, eff: Efficiency, batch: float, isl_tokens: float, chunk: int,
-                 full_step_s: float) -> float:
+                 full_step_s: float, steps: dict | None = None) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
     last step partly filled (seconds). ``full_step_s``: one prefill step of ``min(chunk, the
     wave's prompt tokens)``, which is already the whole wave when it fits one step."""
     full_steps, share_last, last_tokens = wave_steps_mean(batch, isl_tokens, chunk)
     last_s = (full_step_s if last_tokens >= chunk or full_steps == 0.0 else
-              step_time(d, eff, 0.0, 0.0, last_tokens, isl_tokens / 2,
-                        prompt_chunk_tokens=min(isl_tokens, chunk)).total_s)
+              _step(d, eff, steps, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s)
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
 
 
 def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
-                 spec: SpecDecode | None = None, limits: BatchLimits | None = None) -> SteadyState:
+                 spec: SpecDecode | None = None, limits: BatchLimits | None = None,
+                 steps: dict | None = None) -> SteadyState:
     """Steady state of one replica at ``concurrency`` requests in flight.
 
     Args:
@@ -300,6 +349,8 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
             many as it can).
         spec: speculative decoding, or None.
         limits: the batch limits when the caller computed them (else computed here).
+        steps: a memo of step times for this ``d`` and ``eff`` (``job.evaluate.Prepared`` keeps
+            one across concurrencies), or None.
 
     Returns:
         SteadyState (tok/s, seconds).
@@ -316,18 +367,18 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
     ctx = isl.mean + osl.running_mean / 2
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
-    dec = step_time(d, eff, batch, ctx, query_tokens_per_seq=query)
-    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec) if spec else 0.0)
+    dec = _step(d, eff, steps, batch, ctx, 0.0, 0.0, query, 0.0)
+    one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0) if spec else dec  # one token per sequence
+    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec, one) if spec else 0.0)
     n_dec = osl.mean / tau
     chunk, prompt_tokens = settings.chunk_tokens, batch * isl.mean
-    pre = step_time(d, eff, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2,
-                    prompt_chunk_tokens=min(isl.mean, chunk))
+    pre = _step(d, eff, steps, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2, 1.0, min(isl.mean, chunk))
     if engine.mixed_prefill:
-        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec.total_s)
+        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec.total_s, steps)
     else:
-        cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre)
+        cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
     g = eff.prefill_wave_fraction
-    wave = max(_wave_ttft_s(d, eff, batch, isl.mean, chunk, pre.total_s) - cyc.own_s, 0.0)
+    wave = max(_wave_ttft_s(d, eff, batch, isl.mean, chunk, pre.total_s, steps) - cyc.own_s, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
@@ -336,7 +387,7 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
         ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
         warnings.append(f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
                         f"({limits.reason}); the rest queue")
-    bound = roofline_step_s(d, dec if spec is None else step_time(d, eff, batch, ctx))
+    bound = roofline_step_s(d, one)
     return SteadyState(batch=batch, limits=limits, output_tok_s=batch * osl.mean / cyc.cycle_s,
                        tpot_s=cyc.cycle_s / osl.mean, ttft_s=ttft, decode_step=dec, cycle_s=cyc.cycle_s,
                        prefill_share=cyc.prefill_share,

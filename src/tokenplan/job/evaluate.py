@@ -5,13 +5,14 @@ plan search alike, so both follow one code path.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 
 from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.hardware import Gpu
-from tokenplan.job.batching import SteadyState, batch_limits, steady_state
+from tokenplan.job.batching import BatchLimits, SteadyState, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -80,6 +81,10 @@ class Evaluation:
         return self.deployment.memory
 
 
+# What prepare computes before the efficiency factors and the offline sizing enter: (config with
+# τ at the job's context, engine settings, memory, deployment, warnings so far).
+Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str, ...]]
+
 REJECTION_KINDS = ("engine", "context", "format", "layout", "memory", "kv", "spec", "concurrency")
 
 
@@ -135,12 +140,150 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     """Evaluate a configuration at ``concurrency`` requests in flight per replica (None = offline).
 
     Returns a Rejection (never raises) for layouts that do not divide, formats the GPU cannot
-    run, and models that do not fit.
+    run, and models that do not fit. The same as ``prepare(...).at(concurrency)``.
     """
-    lay = config.layout
     if concurrency is not None and concurrency < 1:
-        return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
-                                 f"replica ({lay.dp} replicas)", "concurrency")
+        return _below_one(config, concurrency)
+    prepared = _prepared(model, gpu, config, eff, isl, osl, concurrency is None)
+    return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
+
+
+class _Memo:
+    """The last ``kept`` results of a pure function, by the identity of its (immutable) inputs.
+    Each entry holds its inputs, so no id in a key can be reused by another object while the
+    entry lives; the oldest entry goes first."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept, self.table = kept, {}
+
+    def get(self, inputs: tuple, flag: bool, compute):
+        key = (*map(id, inputs), flag)
+        hit = self.table.get(key)
+        if hit is not None and all(map(operator.is_, hit[0], inputs)):
+            return hit[1]
+        got = compute()
+        if len(self.table) >= self.kept:
+            self.table.pop(next(iter(self.table)), None)
+        self.table[key] = (inputs, got)
+        return got
+
+
+# A search evaluates one configuration at several concurrencies (a plan: offline, then at the
+# job's own size; benchmarks/plan_sweep.py: six levels): it is prepared once per offline/online.
+# What comes before the efficiency factors and the offline sizing (settings, memory, deployment)
+# is shared by both, and by every efficiency table ``calibrate`` tries on the same measured case
+# (a fit tries thousands on a few thousand cases).
+_PREPARED = _Memo(64)
+_DEPLOYED = _Memo(4096)
+# Step times by deployment and efficiency table: the offline and online preparations of one
+# configuration ask for the same prefill steps.
+_STEPS = _Memo(64)
+
+
+def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
+              offline: bool) -> Prepared | Rejection:
+    """:func:`prepare`, or its result for the same objects from :data:`_PREPARED`."""
+    return _PREPARED.get((model, gpu, config, eff, isl, osl), offline,
+                         lambda: prepare(model, gpu, config, eff, isl, osl, offline))
+
+
+def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
+    """:func:`_deploy`, or its result for the same objects from :data:`_DEPLOYED`."""
+    return _DEPLOYED.get((model, gpu, config, isl, osl), False, lambda: _deploy(model, gpu, config, isl, osl))
+
+
+def _below_one(config: Config, concurrency: float) -> Rejection:
+    lay = config.layout
+    return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
+                             f"replica ({lay.dp} replicas)", "concurrency")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What :func:`evaluate` computes before the concurrency enters: the engine's settings, the
+    memory, the deployment and the batch limits of a configuration that fits. A sweep over
+    concurrency (``planning.curves``) prepares once and evaluates each level with :meth:`at`.
+
+    Attributes:
+        model, gpu, config, eff, isl, osl: what was prepared (``config`` with τ at the job's
+            context where it came from the prior).
+        settings, deployment, limits: the engine settings, per-GPU constants and batch limits.
+        warnings: format, launch, context and replication caveats so far.
+        steps: the step times computed so far, by their arguments (one deployment, one
+            ``eff``; shared by the offline and online preparations of a configuration), so that
+            the levels of a sweep share their prefill steps.
+    """
+
+    model: ModelSpec
+    gpu: Gpu
+    config: Config
+    eff: Efficiency
+    isl: LengthDist
+    osl: LengthDist
+    settings: EngineSettings
+    deployment: Deployment
+    limits: BatchLimits
+    warnings: tuple[str, ...]
+    steps: dict = field(default_factory=dict, repr=False, compare=False)  # step-time memo (job.batching)
+
+    def at(self, concurrency: float | None) -> Evaluation | Rejection:
+        """The configuration at ``concurrency`` requests in flight per replica (None = offline,
+        only for a configuration prepared ``offline``); a Rejection below one request."""
+        if concurrency is not None and concurrency < 1:
+            return _below_one(self.config, concurrency)
+        config, limits, lay = self.config, self.limits, self.config.layout
+        steady = steady_state(self.deployment, self.eff, config.engine, self.settings, self.isl, self.osl,
+                              concurrency, config.spec, limits, self.steps)
+        warnings = list(self.warnings)
+        if limits.reason == "state slots":
+            warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
+        total = steady.output_tok_s * lay.dp
+        return Evaluation(config, self.deployment, self.settings, steady, total, total / lay.num_gpus,
+                          tuple(warnings) + steady.warnings + tuple(self.model.approximations))
+
+
+def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
+            offline: bool) -> Prepared | Rejection:
+    """The concurrency-independent part of :func:`evaluate` (``offline``: the engine's offline
+    benchmark sizes the batch, as for concurrency None); a Rejection, never raises."""
+    deployed = _deployed(model, gpu, config, isl, osl)
+    if isinstance(deployed, Rejection):
+        return deployed
+    config, settings, mem, dep, warned = deployed
+    warnings = list(warned)
+    lay, engine, ctx = config.layout, config.engine, model.max_context_tokens
+    if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
+        settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
+                                           isl.mean, osl.mean)
+    limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
+    if limits.limit < 1:
+        return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
+                                 f"({mem.kv_capacity_tokens:,.0f} tokens)", "kv")
+    running = _allocated(config, settings, limits.limit)
+    if not mem.allocates(running):
+        a = mem.allocation(running)
+        short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
+        return Rejection(config, f"cannot allocate {running:,.0f} running requests: their "
+                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
+                                 f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
+                                 f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
+                         "kv")
+    if ctx is not None and isl.max + osl.max > ctx:
+        warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
+                        "context: the engine refuses them")
+    rep = kv_replication(model, lay)
+    if rep > 1:
+        warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
+    steps = _STEPS.get((deployed, eff), False, dict)
+    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings), steps)
+
+
+
+
+def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
+    """What :func:`prepare` computes before the efficiency factors and the offline sizing enter
+    (see :data:`Deployed`), or the Rejection of a configuration that runs at no concurrency."""
+    lay = config.layout
     if gpu.vendor not in config.engine.vendors:
         return Rejection(config, f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
                                  f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}", "engine")
@@ -192,34 +335,7 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
         # answer is not planned at a short-context acceptance.
         config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
-    if concurrency is None and config.max_running is None:  # the engine's offline benchmark sizes its batch
-        settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
-                                           isl.mean, osl.mean)
-    limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
-    if limits.limit < 1:
-        return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
-                                 f"({mem.kv_capacity_tokens:,.0f} tokens)", "kv")
-    running = _allocated(config, settings, limits.limit)
-    if not mem.allocates(running):
-        a = mem.allocation(running)
-        short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
-        return Rejection(config, f"cannot allocate {running:,.0f} running requests: their "
-                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
-                                 f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
-                                 f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
-                         "kv")
-    if ctx is not None and isl.max + osl.max > ctx:
-        warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
-                        "context: the engine refuses them")
-    rep = kv_replication(model, lay)
-    if rep > 1:
-        warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
-    steady = steady_state(dep, eff, config.engine, settings, isl, osl, concurrency, config.spec, limits)
-    if limits.reason == "state slots":
-        warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
-    total = steady.output_tok_s * lay.dp
-    return Evaluation(config, dep, settings, steady, total, total / lay.num_gpus,
-                      tuple(warnings) + steady.warnings + tuple(model.approximations))
+    return config, settings, mem, dep, tuple(warnings)
 
 
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:

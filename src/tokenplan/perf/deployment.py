@@ -5,12 +5,13 @@ arithmetic on these, which keeps a plan sweep of 10,000+ configurations under a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
-from tokenplan.hardware import Gpu
+from tokenplan.hardware import GemmCurve, Gpu
+from tokenplan.perf.gemm import SizeRead, curve_for, size_read
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import MemoryBreakdown, attention_params_per_gpu
 from tokenplan.units import Dtype
@@ -51,6 +52,12 @@ class Deployment:
             one GEMM (N·K elements per GPU) of the attention and linear-attention projections,
             of the dense FFN / shared experts / router, and of one routed expert; the measured
             GEMM curves are read at this size (:func:`gemm_sizes`). 0 where the family is absent.
+        gemm_curve: the measured GEMM curve the weight format runs on (``perf.gemm.curve_for``),
+            or None (the fitted form stands in). Derived from the fields above on every
+            construction, ``dataclasses.replace`` included; not compared.
+        gemm_reads: where each family's weight size sits on that curve's size axis
+            (``perf.gemm.size_read``), in the order attention, dense FFN, lm_head, routed expert;
+            empty without a curve. Derived and not compared, like ``gemm_curve``.
     """
 
     spec: ModelSpec
@@ -77,6 +84,18 @@ class Deployment:
     attn_gemm_elements: float = 0.0
     mlp_gemm_elements: float = 0.0
     expert_gemm_elements: float = 0.0
+    gemm_curve: GemmCurve | None = field(init=False, repr=False, compare=False)
+    gemm_reads: tuple[SizeRead, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Located once per deployment: a plan sweep then reads each curve per step at one row
+        # count (perf.step) instead of searching its size bands per GEMM family.
+        curve = curve_for(self.gpu.gemm_curves, self.weight_dtype, self.weight_only)
+        reads = () if curve is None else tuple(
+            size_read(curve, n) for n in (self.attn_gemm_elements, self.mlp_gemm_elements, self.lm_head_params,
+                                          self.expert_gemm_elements))
+        object.__setattr__(self, "gemm_curve", curve)
+        object.__setattr__(self, "gemm_reads", reads)
 
 
 @lru_cache(maxsize=4096)

@@ -32,6 +32,10 @@ fitted saturating form stands in: ``gemm_fraction · M / (M + gemm_half_tokens)`
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
+from typing import NamedTuple
+
 from tokenplan.hardware import GemmCurve
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.units import Dtype
@@ -64,3 +68,71 @@ def gemm_fraction_at(curve: GemmCurve | None, eff: Efficiency, rows: float, lowp
         return curve.at(max(rows, ridge_rows), weight_elements or None) * eff.gemm_kernel_factor
     fraction = eff.gemm_fraction * rows / (rows + eff.gemm_half_tokens)
     return fraction * (eff.lowprec_fraction if lowprec else 1.0)
+
+
+# Reading a curve in two halves. A step reads the same curve at one row count for up to four
+# GEMM sizes, and a deployment reads it at the same four sizes in every step, so the size axis
+# is located once per deployment (:func:`size_read`) and the row axis once per step
+# (:func:`row_point`); :func:`fraction_at_point` then combines them with exactly the arithmetic
+# of ``GemmCurve.at`` (same operands, same order), so the figures are bit-for-bit those of
+# ``curve.at(rows, weight_elements)``.
+
+
+class SizeRead(NamedTuple):
+    """Where one GEMM weight size sits on a curve's size axis.
+
+    Attributes:
+        lo: the fractions (one per measured M) of the band at or below the size, or the
+            all-shapes curve when the size is unknown or the curve has no bands.
+        hi: the band above, or None where the size is outside the bands (held at the end band)
+            or there are no bands.
+        w: the weight of ``hi``, linear in log N·K between the two bands (0 without ``hi``).
+    """
+
+    lo: tuple[float, ...]
+    hi: tuple[float, ...] | None
+    w: float
+
+
+def size_read(curve: GemmCurve, weight_elements: float | None) -> SizeRead:
+    """Locate ``weight_elements`` (N·K per GPU; None or 0 = the all-shapes median) on the size
+    axis of ``curve``, as ``GemmCurve.at`` does."""
+    xs = curve.log_sizes
+    if not weight_elements or not xs:
+        return SizeRead(curve.fraction, None, 0.0)
+    s = math.log(max(weight_elements, 1.0))
+    j = bisect_right(xs, s)
+    if j == 0:
+        return SizeRead(curve.fraction_by_size[0], None, 0.0)
+    if j == len(xs):
+        return SizeRead(curve.fraction_by_size[-1], None, 0.0)
+    return SizeRead(curve.fraction_by_size[j - 1], curve.fraction_by_size[j], (s - xs[j - 1]) / (xs[j] - xs[j - 1]))
+
+
+def row_point(curve: GemmCurve, rows: float) -> tuple[int, float]:
+    """Locate ``rows`` (tokens per GEMM; below 1 counts as 1) on the M axis of ``curve``:
+    (index of the first measured M above it, weight of that point; 0 outside the points)."""
+    x = math.log(max(rows, 1.0))
+    xs = curve.log_rows
+    i = bisect_right(xs, x)
+    if 0 < i < len(xs):
+        return i, (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return i, 0.0
+
+
+def _at_point(ys: tuple[float, ...], i: int, w: float) -> float:
+    """One curve's fraction at a located M (held at the end points)."""
+    if i == 0:
+        return ys[0]
+    if i == len(ys):
+        return ys[-1]
+    return ys[i - 1] + w * (ys[i] - ys[i - 1])
+
+
+def fraction_at_point(read: SizeRead, i: int, w: float) -> float:
+    """Achieved / datasheet dense FLOP/s (dimensionless) at the M located by :func:`row_point`
+    and the size located by :func:`size_read`; equal to ``curve.at(rows, weight_elements)``."""
+    a = _at_point(read.lo, i, w)
+    if read.hi is None:
+        return a
+    return a + read.w * (_at_point(read.hi, i, w) - a)

@@ -35,7 +35,7 @@ from tokenplan.hardware import LinkKind
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.gemm import curve_for, gemm_fraction_at
+from tokenplan.perf.gemm import fraction_at_point, gemm_fraction_at, row_point
 from tokenplan.units import ACTIVATION_BYTES
 
 DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-V3 report §3.3)
@@ -124,13 +124,30 @@ def _split(d: Deployment, decode_seqs: float, prefill_tokens: float, query_token
     return _Tokens(seqs, dec, pre, rank_pre, dec / shards + rank_pre)
 
 
-def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float, weight_elements: float) -> float:
-    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM of ``weight_elements`` (N·K per GPU):
+# The GEMM families, in the order of ``Deployment.gemm_reads``.
+ATTN, MLP, LM_HEAD, EXPERT = range(4)
+
+
+def _row_point(d: Deployment, tokens: float) -> tuple[int, float] | None:
+    """Where ``tokens`` rows per GEMM sit on the deployment's measured curve, read no lower than
+    its ridge (``perf/gemm.py``); None without a curve."""
+    curve = d.gemm_curve
+    if curve is None:
+        return None
+    return row_point(curve, max(max(tokens, 1.0), curve.ridge_rows))
+
+
+def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float, point: tuple[int, float] | None,
+               family: int) -> float:
+    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM (located on the curve as ``point`` by
+    :func:`_row_point`) for one GEMM ``family`` (its weight size, ``Deployment.gemm_reads``):
     the measured curve of the GPU and format where there is one, else the fitted saturating
     form (``perf/gemm.py``); a weight-only format also pays the dequantization factor."""
-    curve = curve_for(d.gpu.gemm_curves, d.weight_dtype, d.weight_only)
-    ridge = curve.ridge_rows if curve is not None else 1.0
-    rate = d.gemm_flops_per_s * gemm_fraction_at(curve, eff, tokens, d.lowprec, ridge, weight_elements)
+    if point is None:
+        fraction = gemm_fraction_at(None, eff, tokens, d.lowprec)
+    else:
+        fraction = fraction_at_point(d.gemm_reads[family], point[0], point[1]) * eff.gemm_kernel_factor
+    rate = d.gemm_flops_per_s * fraction
     return rate * (eff.dequant_fraction if d.weight_only else 1.0)
 
 
@@ -143,11 +160,12 @@ def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
     (``attn_gemm_elements``, ``mlp_gemm_elements``; the lm_head is one GEMM of its own size)."""
     pp = d.layout.pp
     rows = max(t.rank, 1.0)
-    families = ((2.0 * (d.dense_params - d.mlp_params) * t.rank, d.attn_gemm_elements),
-                (2.0 * d.mlp_params * (t.dec + t.pre), d.mlp_gemm_elements),
-                (2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp, d.lm_head_params))
-    flops = sum(f for f, _ in families)
-    cmp_s = sum(f / _gemm_rate(d, eff, rows, size) for f, size in families if f > 0)
+    families = ((2.0 * (d.dense_params - d.mlp_params) * t.rank, ATTN),
+                (2.0 * d.mlp_params * (t.dec + t.pre), MLP),
+                (2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp, LM_HEAD))
+    flops = sum([f for f, _ in families])
+    point = _row_point(d, rows)
+    cmp_s = sum([f / _gemm_rate(d, eff, rows, point, family) for f, family in families if f > 0])
     nbytes = d.dense_bytes + d.lm_head_bytes / pp
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
     return Kernel(mem_s, cmp_s, nbytes, flops)
@@ -168,7 +186,8 @@ def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
     flops = d.routed_flops_per_token * tokens * row_load
     rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
-    rate = _gemm_rate(d, eff, max(rows_per_expert, 1.0), d.expert_gemm_elements)
+    rows = max(rows_per_expert, 1.0)
+    rate = _gemm_rate(d, eff, rows, _row_point(d, rows), EXPERT)
     return Kernel(mem_s, flops / (rate * eff.moe_kernel_factor),
                   nbytes, flops)
 
@@ -273,9 +292,10 @@ def step_time(
     (attn_dec, attn_pre), state = _attention(d, eff, t, context_tokens, prefill_context_tokens), _state(d, eff, t)
     comm_s = _comm_s(d, eff, t.dec + t.pre)
     kernels = (gemm, experts, attn_dec, attn_pre, state)
-    attention_s = attn_dec.time_s + attn_pre.time_s
-    stage = gemm.time_s + experts.time_s + attention_s + state.time_s + comm_s
-    mem_s = sum(k.mem_s for k in kernels if k.mem_s >= k.cmp_s)
+    gemm_s, experts_s, dec_s, pre_s, state_s = [max(k.mem_s, k.cmp_s) for k in kernels]  # each Kernel.time_s
+    attention_s = dec_s + pre_s
+    stage = gemm_s + experts_s + attention_s + state_s + comm_s
+    mem_s = sum([k.mem_s for k in kernels if k.mem_s >= k.cmp_s])
     cmp_s = stage - comm_s - mem_s
     # Per-sequence work (bookkeeping, sampling, token routing) is charged on the replica's whole
     # decode batch, also with attention DP. Each ADP rank schedules only its own share, but its
@@ -289,10 +309,10 @@ def step_time(
                 + eff.moe_layer_latency_s * d.spec.moe_layers  # 0 for a dense model
                 + eff.per_token_moe_layer_s * _moe_token_layers(d, t.dec + t.pre))
     return StepTime(
-        gemm_s=gemm.time_s * pp, experts_s=experts.time_s * pp, attention_s=attention_s * pp,
-        state_s=state.time_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
-        compute_bound_s=cmp_s * pp, bytes_moved=sum(k.bytes for k in kernels) * pp,
-        flops=sum(k.flops for k in kernels) * pp,
+        gemm_s=gemm_s * pp, experts_s=experts_s * pp, attention_s=attention_s * pp,
+        state_s=state_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
+        compute_bound_s=cmp_s * pp, bytes_moved=sum([k.bytes for k in kernels]) * pp,
+        flops=sum([k.flops for k in kernels]) * pp,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tokenplan.job.evaluate import Config, Evaluation, evaluate
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, prepare
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Job, OptionResult, simulate
 
@@ -187,12 +187,17 @@ def memory_limit_per_replica(ev: Evaluation) -> float:
 def sweep(ev: Evaluation, table: EfficiencyTable, job: Job, per_replica: list[int],
           config: Config | None = None) -> list[tuple[int, Evaluation]]:
     """``config`` (default: ``ev``'s) on ``ev``'s model and GPU at each concurrency per replica,
-    as (concurrency per replica, evaluation) pairs; rejected levels are left out."""
+    as (concurrency per replica, evaluation) pairs; rejected levels are left out. The
+    configuration is prepared once (``job.evaluate.prepare``: settings, memory, deployment, batch
+    limits) and evaluated at each level, which is ``evaluate`` at that level, figure for figure."""
     dep = ev.deployment
     eff = table.resolve(ev.config.engine.name, dep.gpu.architecture)
+    prepared = prepare(dep.spec, dep.gpu, config or ev.config, eff, job.isl, job.osl, offline=False)
+    if isinstance(prepared, Rejection):
+        return []
     out = []
     for c in per_replica:
-        r = evaluate(dep.spec, dep.gpu, config or ev.config, eff, job.isl, job.osl, float(c))
+        r = prepared.at(float(c))
         if isinstance(r, Evaluation):
             out.append((c, r))
     return out
