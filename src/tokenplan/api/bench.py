@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.api._common import PredictRequest, build_config, check_server_description
+from tokenplan.bench.acceptance import sweep_acceptance
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
 from tokenplan.bench.levels import LevelResult, level_dict
@@ -158,6 +159,8 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     ``request_throughput_per_s``, ``output_tok_s``, ``total_tok_s``, ``ttft_s``/``tpot_s``/
     ``itl_s``/``e2e_s`` as ``mean``/``p50``/``p90``/``p99`` seconds, ``server``), ``server``
     (what the servers say about themselves), ``cap`` (:func:`~tokenplan.bench.server_info.concurrency_cap`),
+    ``acceptance`` (speculative decoding over the sweep: :func:`~tokenplan.bench.acceptance.sweep_acceptance`;
+    per level in ``levels[i].acceptance``; None without speculative decoding),
     ``workload`` and ``stopped``. A server that fails mid-sweep does not raise: the finished
     levels come back with ``stopped`` set.
 
@@ -212,6 +215,7 @@ def _bench_json(req: BenchRequest, levels: list[dict], info: dict | None, worklo
         "model": req.model, "endpoints": list(req.endpoints), "num_gpus": req.num_gpus, "levels": levels,
         "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
         "cap": concurrency_cap(levels),
+        "acceptance": sweep_acceptance(levels),
         "workload": {"method": workload.method, "isl_tokens": req.isl if req.dataset is None else None,
                      "osl_tokens": req.osl, "dataset": req.dataset, "prompts": len(workload.prompts),
                      "exact_fraction": workload.exact_fraction, "ignore_eos": ignore_eos, "stream": req.stream,
