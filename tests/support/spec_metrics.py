@@ -98,7 +98,7 @@ class SpecCounters:
             rows += _per_pos("vllm:spec_decode_num_accepted_tokens_per_pos", label, "position", self.per_pos)
             return rows
         if e == "sglang":
-            return [f"# TYPE sglang:spec_accept_length gauge", f"sglang:spec_accept_length{{{label}}} {self.gauge}"]
+            return ["# TYPE sglang:spec_accept_length gauge", f"sglang:spec_accept_length{{{label}}} {self.gauge}"]
         rows = _counter("trtllm_spec_decode_num_draft_tokens", label, self.draft_tokens)
         rows += _counter("trtllm_spec_decode_num_accepted_tokens", label, self.accepted)
         rows += _per_pos("trtllm_spec_decode_drafted_tokens", label, "token_position", self.drafted_per_pos_done)
