@@ -65,6 +65,7 @@ def test_counters_give_tau_and_per_position_within_one_percent(tmp_path, engine)
     assert lv["spec_decode_acceptance_length"] == acc["tau"]  # vllm bench serve's names
     assert lv["spec_decode_per_position_acceptance_rates"] == acc["server"]["per_position"]
     assert data["acceptance"]["tau"] == pytest.approx(TAU, rel=0.01)
+    assert any("τ has no context buckets" in note for note in data["notes"])  # counters carry no context
 
 
 def test_sglang_gauge_and_verify_counts_within_one_percent(tmp_path):

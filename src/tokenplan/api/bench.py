@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.api._common import PredictRequest, build_config, check_server_description
-from tokenplan.bench.acceptance import sweep_acceptance
+from tokenplan.bench.acceptance import acceptance_notes, sweep_acceptance
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
 from tokenplan.bench.levels import LevelResult, level_dict
@@ -202,7 +202,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         for client in clients:
             await client.aclose()
     levels = [level_dict(lv) for lv in result.levels]
-    notes += token_count_notes(levels)
+    notes += token_count_notes(levels) + acceptance_notes(levels)
     data = _bench_json(req, levels, info, workload, ignore_eos, notes, result.stopped)
     return BenchOutcome(data, result.stopped, notes)
 

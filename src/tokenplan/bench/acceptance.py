@@ -28,7 +28,8 @@ Each engine's metrics, read from its source:
   ``trtllm_spec_decode_acceptance_length``. Every draft has a position 0, so Δdrafted[0] is the
   number of drafts: τ = 1 + ΣΔaccepted[i] / Δdrafted[0], per position Δaccepted[i] / Δdrafted[0]
   (vLLM's definition); without the per-position counters, the rate from the iteration counters
-  and τ from the gauge.
+  and τ from the gauge. (The collector's notes: the per-request counters need the server's
+  ``return_perf_metrics``, the iteration ones ``enable_iter_perf_stats``.)
 
 Counters are always read as a difference between two readings (the window's edges), never as
 lifetime totals: a server that ran other work before the bench would otherwise leak it in.
@@ -371,3 +372,17 @@ def _pooled_buckets(parts: Sequence[dict]) -> list[dict]:
                     **{key: sum(b[key] * b["requests"] for b in same) / n
                        for key in ("mean_context_tokens", "mean_decode_context_tokens")}})
     return out
+
+
+def acceptance_notes(levels: Sequence[dict]) -> list[str]:
+    """What the reader of a sweep's acceptance should know: τ that came from a gauge (no
+    per-position figures), and τ without context buckets (no per-request counts)."""
+    accs = [lv["acceptance"] for lv in levels if lv.get("acceptance")]
+    notes = []
+    if any(a["source"] == "server gauge" for a in accs):
+        notes.append("τ from the server's acceptance-length gauge (the mean of its readings during each level; "
+                     "SGLang's covers its last logging interval): no per-position figures")
+    if accs and not any(a.get("requests") for a in accs):
+        notes.append("the answers carried no verification counts (meta_info.spec_verify_ct), so τ has no context "
+                     "buckets: each level's τ belongs to its mean decode context (context_tokens)")
+    return notes
