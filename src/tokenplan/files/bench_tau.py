@@ -39,8 +39,8 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
     data = load_bench(path)
     acc = data.get("acceptance")
     if not acc:
-        raise InputError("spec", path, "a bench JSON that measured speculative acceptance (its \"acceptance\" "
-                                       "is null: the server reported none — was it speculating?)")
+        raise InputError("spec", path, "a bench JSON that measured speculative acceptance (this one holds none: "
+                                       "the server reported none, or the file predates bench reading it)")
     if not isinstance(acc, dict) or not _number(acc.get("tau")):
         raise ConfigError(path, "acceptance.tau", f"expected a number, got {acc!r:.80}")
     per_pos = acc.get("per_position") or []
