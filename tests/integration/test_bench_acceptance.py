@@ -69,7 +69,9 @@ def test_counters_give_tau_and_per_position_within_one_percent(tmp_path, engine)
 
 
 def test_sglang_gauge_and_verify_counts_within_one_percent(tmp_path):
-    data = _run(tmp_path, "sglang:3:0.8")
+    # SGLang returns meta_info on whole answers only, to requests with return_meta_info (sent
+    # because the server answers /get_server_info)
+    data = _run(tmp_path, "sglang:3:0.8", stream=False)
     (lv,) = data["levels"]
     acc = lv["acceptance"]
     assert acc["server"]["source"] == "gauge" and acc["server"]["gauge_readings"] >= 1
@@ -79,6 +81,9 @@ def test_sglang_gauge_and_verify_counts_within_one_percent(tmp_path):
     assert acc["requests"]["verify_steps"] == 8 * 87
     assert acc["tau"] == pytest.approx(TAU, rel=0.01)
     assert "spec_decode_acceptance_length" not in lv  # vllm bench serve reports counters only
+    streamed = _run(tmp_path, "sglang:3:0.8")["levels"][0]["acceptance"]  # no meta_info: the gauge alone
+    assert streamed["source"] == "server gauge" and streamed["requests"] is None
+    assert streamed["tau"] == pytest.approx(TAU, rel=0.01)
 
 
 def test_context_buckets_show_acceptance_falling_with_context(tmp_path):
@@ -91,7 +96,7 @@ def test_context_buckets_show_acceptance_falling_with_context(tmp_path):
             f.write(json.dumps({"prompt": " ".join(f"w{i % 997}" for i in range(words)), "max_tokens": 512}) + "\n")
     with SimServerProcess(str(tmp_path), a_ms=1, b_ms=0.05, cap=32, spec="sglang:3:0.8:0.1") as server:
         data = bench(replace(BenchRequest((server.url,), "sim-model", (8,), None, 512, dataset=str(dataset)),
-                             num_prompts=8, warmup_requests=0)).data
+                             num_prompts=8, warmup_requests=0, stream=False)).data
     buckets = data["acceptance"]["context_buckets"]
     assert [b["bucket"] for b in buckets] == ["<2K", "2–8K", "8–32K", "≥32K"]
     assert [b["mean_context_tokens"] for b in buckets] == list(DECAY_TAU)

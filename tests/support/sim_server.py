@@ -23,8 +23,10 @@ Endpoints (vLLM's spellings):
 the acceptance law of :mod:`tests.support.spec_metrics` and expose that engine's metric names
 (running, waiting, KV usage and token counters too; TensorRT-LLM's Prometheus text moves to
 ``GET /prometheus/metrics`` and ``GET /metrics`` answers JSON iteration stats, as ``trtllm-serve``
-does); with ``sglang`` every finished answer carries ``meta_info.spec_verify_ct``. Step times
-stay the law's: the simulated acceptance changes what the server reports, not its speed.
+does); with ``sglang`` it serves ``GET /get_server_info`` and, as SGLang's chat route does, a
+whole (not streamed) answer to a request with ``return_meta_info`` carries
+``choices[0].meta_info.spec_verify_ct``. Step times stay the law's: the simulated acceptance
+changes what the server reports, not its speed.
 
 ``--no-stream-usage`` leaves the usage chunk out of streamed answers (a server ignoring
 ``stream_options.include_usage``). ``--exit-after-requests N`` makes the process exit abruptly when the N-th chat request arrives
@@ -221,6 +223,8 @@ class Server:
                                       "authorization": None if auth is None else auth.decode()}) + "\n")
         if method == b"GET" and path == "/v1/models":
             await self._send(conn, writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        elif method == b"GET" and path == "/get_server_info" and self.spec is not None and self.spec.engine == "sglang":
+            await self._send(conn, writer, 200, {"max_running_requests": self.engine.law.cap, "version": "sim"})
         elif method == b"GET" and path == "/metrics" and self.spec is not None and self.spec.engine == "trtllm":
             await self._send(conn, writer, 200, json.dumps(self.engine.iteration_stats()))
         elif method == b"GET" and (path == "/metrics" or (path == "/prometheus/metrics" and self.spec is not None
@@ -263,10 +267,13 @@ class Server:
         if not req.get("stream"):
             while not await seq.tokens.get():
                 pass
+            choice = {"index": 0, "finish_reason": "length",
+                      "message": {"role": "assistant", "content": "t " * max_tokens}}
+            if self.spec is not None and self.spec.engine == "sglang" and req.get("return_meta_info"):
+                choice["meta_info"] = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.generated,
+                                       "spec_verify_ct": round(seq.verify)}
             answer = {"id": "sim", "object": "chat.completion", "model": self.model, "usage": usage,
-                      "choices": [{"index": 0, "finish_reason": "length",
-                                   "message": {"role": "assistant", "content": "t " * max_tokens}}],
-                      **self._meta_info(seq)}
+                      "choices": [choice]}
             await self._send(conn, writer, 200, answer)
             return
         writer.write(conn.send(h11.Response(status_code=200, headers=[
@@ -276,8 +283,6 @@ class Server:
             done = await seq.tokens.get()
             chunk = {"model": self.model, "choices": [{"index": 0, "delta": {"content": "t "},
                                                        "finish_reason": "length" if done else None}]}
-            if done:
-                chunk.update(self._meta_info(seq))
             writer.write(conn.send(h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode())))
         tail = {"model": self.model, "choices": [], "usage": usage}
         if self.stream_usage:
@@ -285,13 +290,6 @@ class Server:
         writer.write(conn.send(h11.Data(data=b"data: [DONE]\n\n")))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
-
-    def _meta_info(self, seq: Seq) -> dict:
-        """SGLang's ``meta_info`` of a finished request (spec mode with ``sglang`` only)."""
-        if self.spec is None or self.spec.engine != "sglang":
-            return {}
-        return {"meta_info": {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.generated,
-                              "spec_verify_ct": round(seq.verify)}}
 
     async def _send(self, conn, writer, status: int, obj: dict | str, content_type: str = "application/json"):
         await send_bytes(conn, writer, status, (obj if isinstance(obj, str) else json.dumps(obj)).encode(), content_type)

@@ -16,7 +16,7 @@ accepted tokens += (τ − 1)/τ and accepted at position i += p^(i+1)/τ. What 
   ``…_per_pos_total{position}``), updated every step;
 - ``sglang``: the gauge ``sglang:spec_accept_length``, recomputed every ``SGLANG_LOG_INTERVAL``
   steps from the counters' change (SGLang's ``decode_log_interval`` is 40), 0 before the first
-  interval; and ``meta_info.spec_verify_ct`` = round(Σ 1/τ) on each finished answer;
+  interval; and ``meta_info.spec_verify_ct`` = round(Σ 1/τ) on each whole answer asked for it;
 - ``trtllm``: on ``/prometheus/metrics`` the iteration counters
   ``trtllm_spec_decode_num_draft_tokens_total`` / ``…_num_accepted_tokens_total`` (every step),
   the per-request ``trtllm_spec_decode_drafted_tokens_total{token_position}`` /

@@ -189,7 +189,8 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
                                  req.deadline_s, req.stream, ignore_eos, request_rates=req.request_rates,
                                  burstiness=req.burstiness,
-                                 max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed)
+                                 max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed,
+                                 return_meta_info=info is not None)  # only SGLang serves /get_server_info
         sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics,
                       api_key=req.api_key)
 

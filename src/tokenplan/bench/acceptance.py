@@ -384,5 +384,6 @@ def acceptance_notes(levels: Sequence[dict]) -> list[str]:
                      "SGLang's covers its last logging interval): no per-position figures")
     if accs and not any(a.get("requests") for a in accs):
         notes.append("the answers carried no verification counts (meta_info.spec_verify_ct), so τ has no context "
-                     "buckets: each level's τ belongs to its mean decode context (context_tokens)")
+                     "buckets: each level's τ belongs to its mean decode context (context_tokens); SGLang returns "
+                     "them on whole answers only: rerun with --no-stream")
     return notes

@@ -226,10 +226,13 @@ def parse_usage(value: Any, raw: bytes) -> Usage | None:
 
 
 def verify_count(data: Mapping[str, Any], raw: bytes) -> int | None:
-    """``meta_info.spec_verify_ct`` (verification steps of a finished request; SGLang sets it with a
-    speculative algorithm: ``srt/managers/tokenizer_manager.py``, sgl-project/sglang@c60799d) or
-    None. Raises :class:`RequestFailed` ``protocol`` for a malformed ``meta_info`` or count."""
-    meta = data.get("meta_info")
+    """``meta_info.spec_verify_ct`` (top level, or the first choice's, where SGLang's chat route puts it
+    with ``return_meta_info``: ``openai/serving_chat.py``, sgl-project/sglang@002897c): a finished
+    request's verification steps under a speculative algorithm (``managers/tokenizer_manager.py``,
+    @c60799d), or None. Raises :class:`RequestFailed` ``protocol`` for a malformed one."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    meta = data.get("meta_info", first.get("meta_info"))
     if meta is not None and not isinstance(meta, dict):
         raise _fail(f"meta_info is {type(meta).__name__}, not an object", raw)
     value = (meta or {}).get("spec_verify_ct")

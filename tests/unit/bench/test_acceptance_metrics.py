@@ -116,6 +116,7 @@ def test_levels_are_pooled_by_tokens_not_by_averaging_tau():
 
 
 def test_answers_carry_sglangs_verify_count_and_refuse_a_malformed_one():
+    # top level (SGLang's native /generate shape) or on the choice (its chat route with return_meta_info)
     body = {"model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "hi"}}],
             "meta_info": {"spec_verify_ct": 87}}
     assert parse_whole(json.dumps(body).encode(), Timings(0, 1)).spec_verify_ct == 87
@@ -130,6 +131,8 @@ def test_answers_carry_sglangs_verify_count_and_refuse_a_malformed_one():
     acc.feed(b'{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "meta_info": {"spec_verify_ct": 3}}',
              0.2)
     assert acc.completion(0.0, 0.3).spec_verify_ct == 3
+    choice = {"index": 0, "finish_reason": "stop", "message": {"content": "hi"}, "meta_info": {"spec_verify_ct": 5}}
+    assert parse_whole(json.dumps({"model": "m", "choices": [choice]}).encode(), Timings(0, 1)).spec_verify_ct == 5
     plain = {"model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "hi"}}]}
     assert parse_whole(json.dumps(plain).encode(), Timings(0, 1)).spec_verify_ct is None
 
