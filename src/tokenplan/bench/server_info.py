@@ -146,6 +146,8 @@ async def read_snapshot(base_url: str, *, timeout_s: float = 5.0, api_key: str |
             text = await get_text(root + route, timeout_s=timeout_s, api_key=api_key)
         except SideRequestFailed:
             continue
+        if text.lstrip().startswith(("[", "{")):  # JSON (trtllm-serve's /metrics): not Prometheus text
+            continue
         snap = snapshot_from_metrics(parse_prometheus(text), time.time())
         snap = replace(snap, acceptance=acceptance_reading(text))
         if any(v is not None for v in (snap.running, snap.generation_tokens, snap.acceptance)):

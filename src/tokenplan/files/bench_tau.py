@@ -3,6 +3,9 @@
 The bench JSON's ``acceptance`` (``tokenplan.bench.acceptance.sweep_acceptance``) holds τ over the
 sweep, the per-position acceptance where the server exposes it (vLLM, TensorRT-LLM) and τ per
 context bucket where the answers carried their verification counts (SGLang ``spec_verify_ct``).
+A ``vllm bench serve --save-result`` JSON is read too: its ``spec_decode_acceptance_length`` and
+``spec_decode_per_position_acceptance_rates`` (``vllm/benchmarks/serve.py``, vllm-project/vllm@009e6d4;
+JSON lines of several runs are pooled, each run weighted by its ``spec_decode_num_drafts``).
 The τ a plan takes, in this order:
 
 1. per-position acceptance ``a_0, a_1, …`` measured at ``m`` positions: τ(K) = 1 + a_0 + … +
@@ -16,6 +19,7 @@ The τ a plan takes, in this order:
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -36,8 +40,9 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
     if not Path(path).is_file():
         raise InputError("spec", path, "METHOD:K:TAU with TAU a number, or the path of an existing "
                                        "`tokenplan bench --save` JSON file")
-    data = load_bench(path)
-    acc = data.get("acceptance")
+    acc = _vllm_result(path)
+    if acc is None:
+        acc = load_bench(path).get("acceptance")
     if not acc:
         raise InputError("spec", path, "a bench JSON that measured speculative acceptance (this one holds none: "
                                        "the server reported none, or the file predates bench reading it)")
@@ -65,6 +70,24 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
                              f"tokens), the nearest to the job's ~{context_tokens:,.0f}.")
     return acc["tau"], (f"τ {acc['tau']:.2f} from {name}: over the whole sweep ({acc.get('source')}; "
                         "no per-position or per-context figures in the file).")
+
+
+def _vllm_result(path: str) -> dict | None:
+    """The acceptance of a ``vllm bench serve`` result file (one JSON object, or JSON lines pooled
+    by drafts) as a bench ``acceptance`` dict, or None when the file is not one."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        runs = [json.loads(line) for line in text.splitlines() if line.strip()] if "\n" in text.strip() else [json.loads(text)]
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # load_bench says what is wrong
+    if not runs or not all(isinstance(r, dict) and _number(r.get("spec_decode_acceptance_length")) for r in runs):
+        return None
+    drafts = [r.get("spec_decode_num_drafts") if _number(r.get("spec_decode_num_drafts")) else 1 for r in runs]
+    tau = 1 + sum((r["spec_decode_acceptance_length"] - 1) * d for r, d in zip(runs, drafts)) / sum(drafts)
+    rates = [r.get("spec_decode_per_position_acceptance_rates") or [] for r in runs]
+    per_pos = ([sum(rs[i] * d for rs, d in zip(rates, drafts)) / sum(drafts) for i in range(len(rates[0]))]
+               if len({len(rs) for rs in rates}) == 1 else [])
+    return {"tau": tau, "source": "vllm bench serve", "per_position": per_pos, "context_buckets": []}
 
 
 def _number(value: object) -> bool:

@@ -162,3 +162,17 @@ def test_plan_tau_from_per_position_then_nearest_context_bucket(tmp_path):
         bench_tau(_bench_file(tmp_path, None), 3, 1000)
     with pytest.raises(InputError, match="path of an existing"):
         resolve_spec("mtp:3:" + str(tmp_path / "missing.json"), 1024, 8000)
+
+
+def test_plan_tau_from_vllm_bench_serve_results_pooled_by_drafts(tmp_path):
+    # Two --append-result runs: τ 3.0 over 100 drafts, per position 0.9, 0.6, 0.5; τ 2.0 over 300
+    # drafts, per position 0.6, 0.3, 0.1. Pooled: position 0 (0.9·100 + 0.6·300) / 400 = 0.675,
+    # 1: (60 + 90) / 400 = 0.375, 2: (50 + 30) / 400 = 0.2; τ(K=2) = 1 + 0.675 + 0.375 = 2.05.
+    path = tmp_path / "vllm.jsonl"
+    runs = [{"completed": 8, "spec_decode_acceptance_length": 3.0, "spec_decode_num_drafts": 100,
+             "spec_decode_per_position_acceptance_rates": [0.9, 0.6, 0.5]},
+            {"completed": 8, "spec_decode_acceptance_length": 2.0, "spec_decode_num_drafts": 300,
+             "spec_decode_per_position_acceptance_rates": [0.6, 0.3, 0.1]}]
+    path.write_text("\n".join(json.dumps(r) for r in runs) + "\n")
+    tau, note = bench_tau(str(path), 2, 3000)
+    assert tau == pytest.approx(2.05) and "vllm bench serve" in note
