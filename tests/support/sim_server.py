@@ -19,6 +19,15 @@ Endpoints (vLLM's spellings):
 - ``GET /stats?since=T0&until=T1`` (wall-clock seconds, ``time.time()``): tokens emitted by steps
   that ended inside the window, and the mean measured step time per batch size.
 
+``--spec ENGINE:K:P0[:DECAY]`` (ENGINE vllm, sglang or trtllm) makes the engine speculate with
+the acceptance law of :mod:`tests.support.spec_metrics` and expose that engine's metric names
+(running, waiting, KV usage and token counters too; TensorRT-LLM's Prometheus text moves to
+``GET /prometheus/metrics`` and ``GET /metrics`` answers JSON iteration stats, as ``trtllm-serve``
+does); with ``sglang`` it serves ``GET /get_server_info`` and, as SGLang's chat route does, a
+whole (not streamed) answer to a request with ``return_meta_info`` carries
+``choices[0].meta_info.spec_verify_ct``. Step times stay the law's: the simulated acceptance
+changes what the server reports, not its speed.
+
 ``--no-stream-usage`` leaves the usage chunk out of streamed answers (a server ignoring
 ``stream_options.include_usage``). ``--exit-after-requests N`` makes the process exit abruptly when the N-th chat request arrives
 (a server failing mid-sweep). ``--log-headers PATH`` appends one JSON line per request
@@ -44,9 +53,11 @@ import h11
 try:
     from tests.support.child import ChildProcess, spawn_with_port_file
     from tests.support.h11_io import listen_until_signal, send_bytes
+    from tests.support.spec_metrics import SpecCounters, SpecLaw
 except ModuleNotFoundError:  # started as a script: its own folder is sys.path[0]
     from child import ChildProcess, spawn_with_port_file
     from h11_io import listen_until_signal, send_bytes
+    from spec_metrics import SpecCounters, SpecLaw
 
 TEMPLATE_TOKENS = 3  # per message: role marker, start and end tokens
 GENERATION_PROMPT_TOKENS = 2
@@ -69,13 +80,16 @@ class Seq:
     remaining: int
     tokens: asyncio.Queue = field(default_factory=asyncio.Queue)
     generated: int = 0
+    rates: list[float] | None = None  # speculative acceptance per draft position (spec mode)
+    verify: float = 0.0  # verification steps so far (spec mode)
 
 
 class Engine:
     """The batching loop and its counters."""
 
-    def __init__(self, law: Law):
+    def __init__(self, law: Law, spec: SpecLaw | None = None):
         self.law = law
+        self.spec = SpecCounters(spec) if spec is not None else None
         self.waiting: collections.deque[Seq] = collections.deque()
         self.running: list[Seq] = []
         self.work = asyncio.Event()
@@ -108,22 +122,38 @@ class Engine:
                 seq.generated += 1
                 seq.remaining -= 1
                 self.generation_tokens += 1
+                if self.spec is not None and seq.rates is not None:
+                    seq.verify += self.spec.token(seq.rates)
+                    if seq.remaining == 0:
+                        self.spec.finished(seq.rates, seq.verify)
                 seq.tokens.put_nowait(seq.remaining == 0)
+            if self.spec is not None:
+                self.spec.step_done()
             self.running = [s for s in self.running if s.remaining > 0]
 
     def metrics_text(self, model: str) -> str:
         label = f'{{model_name="{model}"}}'
         used = sum(s.prompt_tokens + s.generated for s in self.running)
-        rows = [("gauge", "vllm:num_requests_running", len(self.running)),
-                ("gauge", "vllm:num_requests_waiting", len(self.waiting)),
-                ("gauge", "vllm:kv_cache_usage_perc", used / self.law.kv_tokens),
-                ("counter", "vllm:num_preemptions_total", 0),
-                ("counter", "vllm:generation_tokens_total", self.generation_tokens),
-                ("counter", "vllm:prompt_tokens_total", self.prompt_tokens)]
+        engine = self.spec.law.engine if self.spec is not None else "vllm"
+        names = ENGINE_NAMES[engine]
+        rows = [("gauge", names[0], len(self.running)), ("gauge", names[1], len(self.waiting)),
+                ("gauge", names[2], used / self.law.kv_tokens), ("counter", names[3], 0),
+                ("counter", names[4], self.generation_tokens), ("counter", names[5], self.prompt_tokens)]
         out = []
         for kind, name, value in rows:
-            out += [f"# HELP {name} simulated", f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
+            if name is not None:
+                out += [f"# HELP {name} simulated", f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
+        if self.spec is not None:
+            out += self.spec.prometheus_rows(label[1:-1])
         return "\n".join(out) + "\n"
+
+    def iteration_stats(self) -> list[dict]:
+        """TensorRT-LLM's JSON ``/metrics``: a list of iteration stats (here the latest one)."""
+        stats = {"numActiveRequests": len(self.running), "numQueuedRequests": len(self.waiting)}
+        if self.spec is not None:
+            stats["specDecodingStats"] = {"numDraftTokens": self.spec.draft_tokens,
+                                          "numAcceptedTokens": self.spec.accepted}
+        return [stats]
 
     def stats(self, since: float, until: float) -> dict:
         inside = [(b, d) for t, b, d in self.steps if since <= t <= until]
@@ -156,6 +186,17 @@ class Vocab:
         return " ".join(self.words[i] for i in ids if 0 <= i < len(self.words))
 
 
+# running, waiting, KV usage (0–1), preemptions, generated tokens, prompt tokens
+ENGINE_NAMES = {
+    "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+             "vllm:num_preemptions_total", "vllm:generation_tokens_total", "vllm:prompt_tokens_total"),
+    "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+               "sglang:num_retracted_reqs", "sglang:generation_tokens_total", "sglang:prompt_tokens_total"),
+    "trtllm": ("trtllm_num_requests_running", "trtllm_num_requests_waiting", "trtllm_kv_cache_utilization",
+               None, "trtllm_generation_tokens_total", "trtllm_prompt_tokens_total"),
+}
+
+
 def chat_tokens(vocab: Vocab, messages: list[dict]) -> int:
     return sum(TEMPLATE_TOKENS + len(vocab.encode(str(m.get("content") or ""))) for m in messages) \
         + GENERATION_PROMPT_TOKENS
@@ -163,8 +204,9 @@ def chat_tokens(vocab: Vocab, messages: list[dict]) -> int:
 
 class Server:
     def __init__(self, law: Law, model: str, tokenize: bool, exit_after_requests: int | None,
-                 stream_usage: bool = True, log_headers: str | None = None):
-        self.engine, self.model, self.tokenize = Engine(law), model, tokenize
+                 stream_usage: bool = True, log_headers: str | None = None, spec: SpecLaw | None = None):
+        self.engine, self.model, self.tokenize = Engine(law, spec), model, tokenize
+        self.spec = spec
         self.log_headers = log_headers
         self.stream_usage = stream_usage
         self.vocab = Vocab()
@@ -181,7 +223,12 @@ class Server:
                                       "authorization": None if auth is None else auth.decode()}) + "\n")
         if method == b"GET" and path == "/v1/models":
             await self._send(conn, writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
-        elif method == b"GET" and path == "/metrics":
+        elif method == b"GET" and path == "/get_server_info" and self.spec is not None and self.spec.engine == "sglang":
+            await self._send(conn, writer, 200, {"max_running_requests": self.engine.law.cap, "version": "sim"})
+        elif method == b"GET" and path == "/metrics" and self.spec is not None and self.spec.engine == "trtllm":
+            await self._send(conn, writer, 200, json.dumps(self.engine.iteration_stats()))
+        elif method == b"GET" and (path == "/metrics" or (path == "/prometheus/metrics" and self.spec is not None
+                                                          and self.spec.engine == "trtllm")):
             await self._send(conn, writer, 200, self.engine.metrics_text(self.model), "text/plain; version=0.0.4")
         elif method == b"GET" and path == "/stats":
             q = urllib.parse.parse_qs(url.query)
@@ -212,15 +259,21 @@ class Server:
             return
         max_tokens = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
         seq = Seq(chat_tokens(self.vocab, req["messages"]), max_tokens)
+        if self.spec is not None:
+            seq.rates = self.spec.rates(seq.prompt_tokens + max_tokens)
         self.engine.submit(seq)
         usage = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": max_tokens,
                  "total_tokens": seq.prompt_tokens + max_tokens}
         if not req.get("stream"):
             while not await seq.tokens.get():
                 pass
+            choice = {"index": 0, "finish_reason": "length",
+                      "message": {"role": "assistant", "content": "t " * max_tokens}}
+            if self.spec is not None and self.spec.engine == "sglang" and req.get("return_meta_info"):
+                choice["meta_info"] = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.generated,
+                                       "spec_verify_ct": round(seq.verify)}
             answer = {"id": "sim", "object": "chat.completion", "model": self.model, "usage": usage,
-                      "choices": [{"index": 0, "finish_reason": "length",
-                                   "message": {"role": "assistant", "content": "t " * max_tokens}}]}
+                      "choices": [choice]}
             await self._send(conn, writer, 200, answer)
             return
         writer.write(conn.send(h11.Response(status_code=200, headers=[
@@ -253,7 +306,7 @@ class SimServerProcess(ChildProcess):
 
     def __init__(self, workdir: str, *, a_ms: float, b_ms: float, cap: int, model: str = "sim-model",
                  tokenize: bool = True, exit_after_requests: int | None = None, stream_usage: bool = True,
-                 log_headers: str | None = None):
+                 log_headers: str | None = None, spec: str | None = None):
         port_file = os.path.join(workdir, f"sim-port-{os.getpid()}-{id(self)}")
         args = [sys.executable, os.path.abspath(__file__), "--port-file", port_file, "--a-ms", str(a_ms),
                 "--b-ms", str(b_ms), "--cap", str(cap), "--model", model]
@@ -265,6 +318,8 @@ class SimServerProcess(ChildProcess):
             args.append("--no-stream-usage")
         if log_headers is not None:
             args += ["--log-headers", log_headers]
+        if spec is not None:
+            args += ["--spec", spec]
         self.proc, self.port = spawn_with_port_file(args, port_file, "sim server")
         self.model, self.law = model, Law(a_ms / 1e3, b_ms / 1e3, cap)
 
@@ -292,9 +347,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--exit-after-requests", type=int)
     p.add_argument("--no-stream-usage", action="store_true", help="send no usage chunk in streams")
     p.add_argument("--log-headers", help="append method, path and Authorization of every request (JSONL)")
+    p.add_argument("--spec", help="ENGINE:K:P0[:DECAY]: speculate (tests/support/spec_metrics.py)")
     a = p.parse_args(argv)
+    spec = None
+    if a.spec:
+        engine, k, p0, *decay = a.spec.split(":")
+        spec = SpecLaw(engine, int(k), float(p0), float(decay[0]) if decay else 0.0)
     server = Server(Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap), a.model, not a.no_tokenize, a.exit_after_requests,
-                    not a.no_stream_usage, a.log_headers)
+                    not a.no_stream_usage, a.log_headers, spec)
     asyncio.run(serve(server, a.port, a.port_file))
 
 

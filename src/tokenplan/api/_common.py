@@ -19,6 +19,7 @@ from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_a
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
+from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, WEIGHT_DTYPES, parse_dtype
 
@@ -121,7 +122,8 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
         raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
     if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
         raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
-    config = Config(layout, weight, kv, engine, parse_spec(req.spec), req.memory_fraction, req.max_running,
+    spec = parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0])  # TAU may name a bench file (files.bench_tau)
+    config = Config(layout, weight, kv, engine, spec, req.memory_fraction, req.max_running,
                     req.ssm_dtype, cut, lift_running_cap=req.disable_radix_cache,
                     host_kv_bytes=req.kv_offload_gib * 2**30, chunk_tokens=chunk)
     return config, model, gpu

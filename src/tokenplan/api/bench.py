@@ -20,6 +20,7 @@ from typing import Any
 
 from tokenplan.api._loop import run_blocking
 from tokenplan.api._common import PredictRequest, build_config, check_server_description
+from tokenplan.bench.acceptance import acceptance_notes, sweep_acceptance
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
 from tokenplan.bench.levels import LevelResult, level_dict
@@ -158,6 +159,8 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     ``request_throughput_per_s``, ``output_tok_s``, ``total_tok_s``, ``ttft_s``/``tpot_s``/
     ``itl_s``/``e2e_s`` as ``mean``/``p50``/``p90``/``p99`` seconds, ``server``), ``server``
     (what the servers say about themselves), ``cap`` (:func:`~tokenplan.bench.server_info.concurrency_cap`),
+    ``acceptance`` (speculative decoding over the sweep: :func:`~tokenplan.bench.acceptance.sweep_acceptance`;
+    per level in ``levels[i].acceptance``; None without speculative decoding),
     ``workload`` and ``stopped``. A server that fails mid-sweep does not raise: the finished
     levels come back with ``stopped`` set.
 
@@ -198,7 +201,8 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
                                  req.deadline_s, req.stream, ignore_eos, request_rates=req.request_rates,
                                  burstiness=req.burstiness,
-                                 max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed)
+                                 max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed,
+                                 return_meta_info=info is not None)  # only SGLang serves /get_server_info
         sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics,
                       api_key=req.api_key)
 
@@ -211,7 +215,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
         for client in clients:
             await client.aclose()
     levels = [level_dict(lv) for lv in result.levels]
-    notes += token_count_notes(levels)
+    notes += token_count_notes(levels) + acceptance_notes(levels)
     data = _bench_json(req, levels, info, workload, ignore_eos, notes, result.stopped)
     return BenchOutcome(data, result.stopped, notes)
 
@@ -224,6 +228,7 @@ def _bench_json(req: BenchRequest, levels: list[dict], info: dict | None, worklo
         "model": req.model, "endpoints": [display_url(u) for u in req.endpoints], "num_gpus": req.num_gpus, "levels": levels,
         "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
         "cap": concurrency_cap(levels),
+        "acceptance": sweep_acceptance(levels),
         "workload": {"method": workload.method, "isl_tokens": req.isl if req.dataset is None else None,
                      "osl_tokens": req.osl, "dataset": req.dataset, "prompts": len(workload.prompts),
                      "exact_fraction": workload.exact_fraction, "ignore_eos": ignore_eos, "stream": req.stream,

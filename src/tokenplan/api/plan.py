@@ -24,6 +24,7 @@ from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note, radix_note
@@ -168,8 +169,8 @@ def _replan(req: PlanRequest) -> tuple[PlanResult, list[OptionResult]]:
 
 def _searched_specs(req: PlanRequest, model) -> list[SpecDecode | None]:
     """The speculative settings searched: those asked for, less MTP where the model ships no MTP
-    layers (plain decoding if nothing is left). Raises InputError for a malformed ``--spec``."""
-    specs = list(dict.fromkeys(parse_spec(s) for s in req.specs))  # a setting given twice is searched once
+    layers (plain decoding if nothing is left; a TAU naming a bench file: files.bench_tau). Raises InputError."""
+    specs = list(dict.fromkeys(parse_spec(resolve_spec(s, req.isl_mean, req.osl_mean)[0]) for s in req.specs))
     if model.mtp_layers == 0:
         specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
     return specs
@@ -178,7 +179,7 @@ def _searched_specs(req: PlanRequest, model) -> list[SpecDecode | None]:
 def _spec_notes(req: PlanRequest, model) -> list[str]:
     """Say so when asked-for MTP settings were not searched (the model ships no MTP layers), and
     when plain decoding was left out of the comparison (every ``--spec`` given speculates)."""
-    notes = []
+    notes = [n for s in req.specs if (n := resolve_spec(s, req.isl_mean, req.osl_mean)[1])]
     asked = [s for s in req.specs if s.strip().lower().startswith("mtp")]
     if asked and model.mtp_layers == 0:
         notes.append(f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "

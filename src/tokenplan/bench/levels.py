@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenplan.bench.acceptance import level_acceptance, vllm_fields
 from tokenplan.bench.server_info import WindowStats
 from tokenplan.client.metrics import USAGE, Distribution, LatencySummary, completion_tokens, summarize
 from tokenplan.client.openai import Completion
@@ -94,7 +95,9 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
     """One level in the bench JSON schema (seconds, tokens/s; latency dicts ``mean/p50/p90/p99``),
     and the same figures under the names and units of ``vllm bench serve`` (``request_throughput``
     req/s, ``output_throughput`` and ``total_token_throughput`` tok/s, ``mean/median/p90/p99_
-    {ttft,tpot,itl,e2el}_ms``). Token throughputs are ``None`` when the tokens cannot be counted."""
+    {ttft,tpot,itl,e2el}_ms``, and where counters measured it ``spec_decode_*``). Token throughputs
+    are ``None`` when the tokens cannot be counted; ``acceptance`` is
+    :func:`~tokenplan.bench.acceptance.level_acceptance`'s dict, None without speculative decoding."""
     completions = level.completions
     duration = level.duration_s
     out_tokens, in_tokens, method = _token_counts(completions)
@@ -102,6 +105,9 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
     lat = summarize(completions)
     n = len(completions)
     output_tok_s = None if out_tokens is None else (out_tokens / duration if n else 0.0)
+    windows = [w for stats in level.server.values() if (w := stats.acceptance()) is not None]
+    acceptance = level_acceptance(windows, completions, in_tokens / n if n and in_tokens is not None else None,
+                                  out_tokens / n if n and out_tokens is not None else None)
     total_tok_s = None if out_tokens is None or in_tokens is None else ((out_tokens + in_tokens) / duration if n else 0.0)
     return {
         "concurrency": level.concurrency,
@@ -119,9 +125,10 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         "ttft_s": _dist_dict(lat.ttft), "tpot_s": _dist_dict(lat.tpot), "itl_s": _dist_dict(lat.itl),
         "e2e_s": _dist_dict(lat.e2e),
         "server": combine_server(level.server),
+        "acceptance": acceptance,  # speculative decoding: τ, per position, per context (bench.acceptance)
         # the same figures as vllm bench serve names them
         "completed": n, "max_concurrency": level.max_concurrency, "request_rate": level.request_rate if level.request_rate is not None else "inf",
         "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
         "request_throughput": n / duration if n else 0.0, "output_throughput": output_tok_s,
-        "total_token_throughput": total_tok_s, **_ms_fields(lat),
+        "total_token_throughput": total_tok_s, **_ms_fields(lat), **vllm_fields(acceptance),
     }

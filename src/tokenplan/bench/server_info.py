@@ -1,5 +1,7 @@
-"""What a server says about itself: Prometheus ``/metrics`` (vLLM and SGLang), SGLang's
-``/get_server_info``, and the concurrency cap a sweep reveals.
+"""What a server says about itself: Prometheus ``/metrics`` (vLLM and SGLang; TensorRT-LLM's
+``trtllm-serve`` serves it on ``/prometheus/metrics``, its ``/metrics`` being JSON iteration
+stats), SGLang's ``/get_server_info``, and the concurrency cap a sweep reveals. Speculative
+acceptance in the same text is read by :mod:`tokenplan.bench.acceptance`.
 
 Metric names differ by engine and version; each quantity has a list of spellings, the first one
 present wins. The text is parsed with ``prometheus_client``'s parser. One server may report a name
@@ -21,6 +23,10 @@ generated tokens       ``vllm:generation_tokens_total``            ``sglang:gene
 prompt tokens          ``vllm:prompt_tokens_total``                ``sglang:prompt_tokens_total``
 =====================  ==========================================  ===============================
 
+TensorRT-LLM (``tensorrt_llm/metrics/collector.py``, NVIDIA/TensorRT-LLM@050f80d):
+``trtllm_num_requests_running``, ``trtllm_num_requests_waiting``, ``trtllm_kv_cache_utilization``
+(0–1), ``trtllm_generation_tokens_total``, ``trtllm_prompt_tokens_total``; no preemption count.
+
 (vLLM's ``kv_cache_usage_perc`` is a fraction despite its name: 1.0 = full.)
 """
 
@@ -30,20 +36,27 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from tokenplan.bench.acceptance import AcceptanceReading, AcceptanceWindow, acceptance_reading
 from tokenplan.bench.http import SideRequestFailed, get_text, request_json, server_root
 
 METRIC_NAMES: dict[str, tuple[str, ...]] = {
-    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting"),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+                 "trtllm_kv_cache_utilization"),
     "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_reqs"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
+                          "trtllm_generation_tokens_total"),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total"),
 }
 # Fractions (0–1): aggregated over label sets by max, never summed.
-FRACTION_METRICS = frozenset(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"))
+FRACTION_METRICS = frozenset(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+                              "trtllm_kv_cache_utilization"))
+# Where the Prometheus text is: vLLM and SGLang serve /metrics; trtllm-serve /prometheus/metrics
+# (tensorrt_llm/serve/openai_server.py mounts the prometheus_client app there).
+METRICS_ROUTES = ("/metrics", "/prometheus/metrics")
 
 
 def prometheus_samples(text: str) -> dict[str, list[float]]:
@@ -106,6 +119,7 @@ class ServerSnapshot:
     generation_tokens: float | None
     prompt_tokens: float | None
     kv_usage_mean: float | None = None  # mean over engines (data-parallel servers); kv_usage is the max
+    acceptance: AcceptanceReading | None = None  # speculative-decoding counters, where exposed
 
 
 def snapshot_from_metrics(metrics: dict[str, float], time_s: float) -> ServerSnapshot:
@@ -118,15 +132,28 @@ def snapshot_from_metrics(metrics: dict[str, float], time_s: float) -> ServerSna
     return ServerSnapshot(time_s, **values, kv_usage_mean=kv_mean)
 
 
+_ROUTE_FOUND: dict[str, str] = {}  # server root → the route of METRICS_ROUTES that answered
+
+
 async def read_snapshot(base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> ServerSnapshot | None:
-    """``GET {root}/metrics`` (with ``api_key`` as a bearer token) → a snapshot, or ``None`` when
-    the server exposes no metrics."""
-    try:
-        text = await get_text(server_root(base_url) + "/metrics", timeout_s=timeout_s, api_key=api_key)
-    except SideRequestFailed:
-        return None
-    snap = snapshot_from_metrics(parse_prometheus(text), time.time())
-    return snap if any(v is not None for v in (snap.running, snap.generation_tokens)) else None
+    """``GET {root}/metrics`` (with ``api_key`` as a bearer token), else ``{root}/prometheus/metrics``
+    (TensorRT-LLM) → a snapshot, or ``None`` when the server exposes no metrics on either. The
+    route that answered is kept per server, so later readings ask it alone."""
+    root = server_root(base_url)
+    routes = (_ROUTE_FOUND[root],) if root in _ROUTE_FOUND else METRICS_ROUTES
+    for route in routes:
+        try:
+            text = await get_text(root + route, timeout_s=timeout_s, api_key=api_key)
+        except SideRequestFailed:
+            continue
+        if text.lstrip().startswith(("[", "{")):  # JSON (trtllm-serve's /metrics): not Prometheus text
+            continue
+        snap = snapshot_from_metrics(parse_prometheus(text), time.time())
+        snap = replace(snap, acceptance=acceptance_reading(text))
+        if any(v is not None for v in (snap.running, snap.generation_tokens, snap.acceptance)):
+            _ROUTE_FOUND[root] = route
+            return snap
+    return None
 
 
 async def read_server_info(base_url: str, *, timeout_s: float = 5.0, api_key: str | None = None) -> dict | None:
@@ -169,6 +196,12 @@ class WindowStats:
     start: ServerSnapshot | None
     end: ServerSnapshot | None = None
     samples: list[ServerSnapshot] = field(default_factory=list)
+
+    def acceptance(self) -> AcceptanceWindow | None:
+        """The speculative acceptance over the window (counters between the edges, the τ gauge's
+        readings during it), or None where the server reports none."""
+        return AcceptanceWindow.between(self.start and self.start.acceptance, self.end and self.end.acceptance,
+                                        (s.acceptance for s in self.samples))
 
     def _series(self, name: str) -> list[float]:
         return [v for s in self.samples if (v := getattr(s, name)) is not None]

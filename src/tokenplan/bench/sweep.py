@@ -75,6 +75,7 @@ class SweepSettings:
     burstiness: float = 1.0  # gamma shape of the arrival gaps (1 = Poisson)
     max_concurrency: int | None = None  # open loop: most requests in flight (None = no limit)
     seed: int = 0  # arrival-gap RNG
+    return_meta_info: bool = False  # SGLang: ask for meta_info (spec_verify_ct) on every answer
 
 
 def default_open_loop_requests(rate: float) -> int:
@@ -165,6 +166,8 @@ class Sweep:
                                 "temperature": self.settings.temperature}
         if self.settings.ignore_eos and self.workload.ignore_eos:
             body["ignore_eos"] = True
+        if self.settings.return_meta_info:
+            body["return_meta_info"] = True
         return body
 
     async def run(self, on_level: Callable[[LevelResult], None] | None = None) -> SweepResult:

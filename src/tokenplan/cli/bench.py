@@ -105,7 +105,7 @@ def bench_command(
     weight_dtype: _WeightDtype = "bf16", kv_dtype: _KvDtype = "auto", engine: _Engine = "sglang",
     max_running: _MaxRunning = None,
 ) -> None:
-    """Measure a live OpenAI-compatible server over a concurrency sweep (and fit the planner to it)."""
+    """Measure a live OpenAI-compatible server over a concurrency sweep, a speculating one's τ too (fit the planner to it)."""
     if fit and (out is None or config is None or gpu is None):
         raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
     fitting = FitOptions(out, config, gpu, num_gpus, tp, pp, ep, weight_dtype, kv_dtype, engine,  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ _OSL_SIGMA = typer.Option(None, "--osl-sigma", help="Lognormal σ of outputs [de
 _MAX_TOKENS = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: 32768]")
 _ENGINE = typer.Option(None, "--engine", help="Serving engine: sglang, vllm or trtllm [default: sglang]")
 _PRICE = typer.Option(None, "--price", help="GPU=USD per GPU-hour, repeatable (e.g. b200=4.5) [default: the GPU catalog's typical price]")
-_SPEC = typer.Option(None, "--spec", help="Speculative settings to try: none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3, dflash (K 3 if left out; TAU from the acceptance prior if left out; repeatable) [default: none, mtp:1, mtp:3]")
+_SPEC = typer.Option(None, "--spec", help="Speculative settings to try: none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3, dflash (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON whose measured acceptance gives it, e.g. mtp:3:bench.json; repeatable) [default: none, mtp:1, mtp:3]")
 _WEIGHT_DTYPE = typer.Option(None, "--weight-dtype", help="Weight formats to search: bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16/int4 (repeatable) [default: bf16 and fp8 where native, or the released format]")
 _KV_DTYPE = typer.Option(None, "--kv-dtype", help="KV-cache formats to search: bf16, fp16, fp8, nvfp4 (repeatable) [default: bf16 and fp8 where native]")
 _DEADLINE = typer.Option(None, "--deadline", help="Provisioning: finish the whole job within this time (2d, 36h, 90m); each --gpu then answers the fewest GPUs (whole nodes) that do it [default: none]")

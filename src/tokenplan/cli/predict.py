@@ -54,7 +54,7 @@ def predict_cmd(
     isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL; the mean with --isl-sigma)"),
     osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL; the mean with --osl-sigma)"),
     concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)"),
-    spec: str = typer.Option("none", "--spec", help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out)"),
+    spec: str = typer.Option("none", "--spec", help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON's measured acceptance, e.g. mtp:3:bench.json)"),
     engine: str = _ENGINE,
     memory_fraction: Optional[float] = _MEMORY_FRACTION,
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running-request cap per replica [default: the engine's]"),

@@ -81,7 +81,9 @@ class Completion:
     ``content`` is the answer without reasoning; ``reasoning`` the thinking text, from whichever
     field the engine used (:mod:`tokenplan.client.reasoning`), or ``None``. ``finish_reason`` is
     the server's, one of :data:`TERMINAL_FINISH_REASONS` for an answer from :func:`parse_whole` or
-    :class:`StreamAccumulator`; ``usage`` is ``None`` if the server sent none.
+    :class:`StreamAccumulator`; ``usage`` is ``None`` if the server sent none. ``spec_verify_ct``
+    is the number of speculative verification steps the server says the answer took (SGLang's
+    ``meta_info.spec_verify_ct``, see :func:`verify_count`), ``None`` where it says nothing.
     """
 
     content: str
@@ -90,6 +92,7 @@ class Completion:
     usage: Usage | None
     timings: Timings
     model: str | None
+    spec_verify_ct: int | None = None
 
 
 class RequestFailed(Exception):
@@ -222,6 +225,20 @@ def parse_usage(value: Any, raw: bytes) -> Usage | None:
                  None if reasoning is None else _count(reasoning, "usage.reasoning_tokens", raw))
 
 
+def verify_count(data: Mapping[str, Any], raw: bytes) -> int | None:
+    """``meta_info.spec_verify_ct`` (top level, or the first choice's, where SGLang's chat route puts it
+    with ``return_meta_info``: ``openai/serving_chat.py``, sgl-project/sglang@002897c): a finished
+    request's verification steps under a speculative algorithm (``managers/tokenizer_manager.py``,
+    @c60799d), or None. Raises :class:`RequestFailed` ``protocol`` for a malformed one."""
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    meta = data.get("meta_info", first.get("meta_info"))
+    if meta is not None and not isinstance(meta, dict):
+        raise _fail(f"meta_info is {type(meta).__name__}, not an object", raw)
+    value = (meta or {}).get("spec_verify_ct")
+    return None if value is None else _count(value, "meta_info.spec_verify_ct", raw)
+
+
 def _text_field(container: Mapping[str, Any], key: str, where: str, raw: bytes) -> str | None:
     value = container.get(key)
     if value is not None and not isinstance(value, str):
@@ -267,7 +284,7 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
     usage = parse_usage(data.get("usage"), raw)
     finish = check_finish(choice.get("finish_reason"), raw)
     content, reasoning = _answer_text(message, finish, usage, raw)
-    return Completion(content, reasoning, finish, usage, timings, _model(data))
+    return Completion(content, reasoning, finish, usage, timings, _model(data), verify_count(data, raw))
 
 
 # Finishes that say the answer is complete text; one of them with no text at all lost it on the way.
@@ -309,6 +326,7 @@ class StreamAccumulator:
         self.finish_reason: Any = None
         self.usage: Usage | None = None
         self.model: str | None = None
+        self.verify_ct: int | None = None
         self.done = False
         self.last: bytes = b""
 
@@ -330,6 +348,8 @@ class StreamAccumulator:
         self.model = _model(chunk) or self.model
         if chunk.get("usage") is not None:
             self.usage = parse_usage(chunk["usage"], data)
+        if (verify := verify_count(chunk, data)) is not None:  # the last chunk carrying one wins
+            self.verify_ct = verify
         choices = chunk.get("choices")
         if choices is not None and not isinstance(choices, list):
             raise _fail("chunk choices is not a list", data)
@@ -371,4 +391,4 @@ class StreamAccumulator:
                    "reasoning_content": "".join(self.reasoning)}
         content, reasoning = _answer_text(message, finish, self.usage, self.last)
         return Completion(content, reasoning, finish, self.usage,
-                          Timings(sent_s, done_s, tuple(self.chunk_times_s)), self.model)
+                          Timings(sent_s, done_s, tuple(self.chunk_times_s)), self.model, self.verify_ct)

@@ -49,6 +49,33 @@ def bench_table(data: dict) -> Table:
     return t
 
 
+def acceptance_table(data: dict) -> Table | None:
+    """Speculative decoding as the servers and answers reported it (``levels[i].acceptance`` and
+    the sweep's ``acceptance``, :mod:`tokenplan.bench.acceptance`): one row per level with τ
+    (tokens per verification step, bonus included), where it came from, the acceptance rate and
+    per draft position (%), and the level's mean decode context (tokens); then one row per
+    context bucket of the answers' own counts. None when nothing was measured (no speculation,
+    or a file saved before bench read acceptance)."""
+    rows = [lv for lv in data["levels"] if lv.get("acceptance")]
+    if not rows:
+        return None
+    t = Table(title="speculative acceptance (τ = tokens per verification step)")
+    for c in ("conc", "context tok", "τ", "from", "accept rate", "per position"):
+        t.add_column(c, justify="right")
+    for lv in rows:
+        acc = lv["acceptance"]
+        server = acc.get("server") or {}
+        rate = server.get("acceptance_rate")
+        t.add_row(str(lv["concurrency"]), _fmt(acc.get("context_tokens"), ",.0f"), f"{acc['tau']:.2f}", acc["source"],
+                  "–" if rate is None else f"{rate * 100:.1f}%",
+                  " ".join(f"{p * 100:.0f}%" for p in server.get("per_position") or ()) or "–")
+    sweep = data.get("acceptance") or {}
+    for b in sweep.get("context_buckets") or ():
+        t.add_row(f"ctx {b['bucket']}", f"{b['mean_decode_context_tokens']:,.0f}", f"{b['tau']:.2f}",
+                  f"{b['requests']} requests", "–", "–")
+    return t
+
+
 def cap_text(data: dict) -> str | None:
     """The ``cap:`` line: where throughput flattens, the queue grows and the most requests the
     server ran — "not reached in this sweep" where the sweep did not get there (and "not
@@ -78,6 +105,9 @@ def show_bench(console: Console, data: dict, wrote_profile: Path | None) -> None
     """Print the sweep table, the detected cap, the notes and, after ``--fit`` (``data["fit"]``),
     the fit's tables and where the profile went (``wrote_profile``; None: not written)."""
     console.print(bench_table(data))
+    spec = acceptance_table(data)
+    if spec is not None:
+        console.print(spec)
     cap = cap_text(data)
     if cap is not None:
         console.print(cap, markup=False)
