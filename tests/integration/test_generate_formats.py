@@ -63,7 +63,7 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
     assert [m["content"] for m in s2["conversations"]] == ["hi", a1["content"], "bye", a2["content"]]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["export"] == {
         "format": "jsonl", "path": str(out), "written": 2, "dropped_length": 0, "dropped_think_open": 0,
-        "dropped_empty_answer": 0, "dropped_think_marker": 0, "failed": 0}
+        "dropped_empty_answer": 0, "dropped_think_marker": 0, "failed": 0, "unvalidated": 0}
 
 
 def test_batch_file_to_batch_output_with_each_rows_sampling_honoured(tmp_path: Path) -> None:

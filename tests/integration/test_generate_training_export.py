@@ -61,7 +61,10 @@ def _lines(path: Path) -> dict[str, dict]:
 
 def test_the_training_file_keeps_reasoning_tools_and_fields_as_specforge_reads_them(run: Path) -> None:
     rows = _lines(run / "train.jsonl")
-    s1, m1, t1 = rows["s1"], rows["m1"], rows["t1"]
+    side = _lines(run / "train.unvalidated.jsonl")
+    # the tool row goes to the companion file, so that train.jsonl passes the validator whole
+    assert sorted(rows) == ["m1", "s1"] and sorted(side) == ["t1"]
+    s1, m1, t1 = rows["s1"], rows["m1"], side["t1"]
     # the stored answers are the fault server's, under SpecForge's names
     asked = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
     first = _answer(asked)
@@ -75,11 +78,13 @@ def test_the_training_file_keeps_reasoning_tools_and_fields_as_specforge_reads_t
     after_tool = _answer(tool_turns)
     assert t1["conversations"] == tool_turns + [{"role": "assistant", "content": after_tool["content"],
                                                  "reasoning_content": after_tool["reasoning_content"]}]
-    # SpecForge's validator (the flags the issue names) passes the rows without tool turns ...
-    for row in (s1, m1):
+    # SpecForge's validator (the flags the issue names) passes every line of train.jsonl: it stops
+    # the whole file at its first bad line, so the file passes only if each line does ...
+    for row in rows.values():
         assert validator_problem(row, expect_reasoning=True, strict_think_markers=True) is None
     # ... and cannot pass a tool row by design (it allows system/user/assistant with non-empty
-    # content only); SpecForge's trainer (ThinkingParser) keeps every key and turn of all three.
+    # content only), which is why t1 is in the companion; SpecForge's trainer (ThinkingParser)
+    # keeps every key and turn of all three.
     assert validator_problem(t1) == "message 1 content must be a non-empty string"
     for row in (s1, m1, t1):
         assert parser_problem(row) is None
@@ -98,8 +103,8 @@ def test_the_old_export_shape_fails_the_rules_the_new_one_passes() -> None:
 
 def test_the_training_file_loads_in_hf_datasets_and_its_parquet_reads_back_row_for_row(run: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    train = datasets.load_dataset("json", data_files=str(run / "train.jsonl"), split="train",
-                                  cache_dir=str(run / "hf"))
+    train = datasets.load_dataset("json", data_files=[str(run / "train.jsonl"), str(run / "train.unvalidated.jsonl")],
+                                  split="train", cache_dir=str(run / "hf"))
     assert sorted(train["id"]) == ["m1", "s1", "t1"]
     loaded = {row["id"]: row for row in train}
     assert loaded["t1"]["conversations"][1]["tool_calls"] == [TOOL_CALL]
@@ -109,7 +114,7 @@ def test_the_training_file_loads_in_hf_datasets_and_its_parquet_reads_back_row_f
     parquet = run / "hf.parquet"
     train.to_parquet(str(parquet))
     assert "arrow.json" in str(pq.ParquetFile(parquet).schema_arrow.field("conversations").type)
-    direct = [r for r in read_rows([run / "train.jsonl"])]
+    direct = [r for r in read_rows([run / "train.jsonl", run / "train.unvalidated.jsonl"])]
     via_hf = [r for r in read_rows([parquet])]
     assert all(isinstance(r, Row) for r in direct + via_hf) and len(via_hf) == 3
     by_id = {r.id: r for r in via_hf}
@@ -177,7 +182,7 @@ def test_records_that_cannot_train_are_left_out_of_the_training_file_and_counted
     assert (result.stored, result.accounting_ok, result.export_rows) == (3, True, 1)  # all three kept in the run
     assert result.summary["export"] == {"format": "jsonl", "path": str(out), "written": 1, "dropped_length": 0,
                                         "dropped_think_open": 0, "dropped_empty_answer": 1,
-                                        "dropped_think_marker": 1, "failed": 0}
+                                        "dropped_think_marker": 1, "failed": 0, "unvalidated": 0}
     assert list(_lines(out)) == ["ok"]
     assert validator_problem(_lines(out)["ok"], expect_reasoning=True, strict_think_markers=True) is None
     # what the validator would have said had they been written

@@ -70,7 +70,9 @@ def _export_line(rows: int, export: dict) -> str:
                 ("dropped_think_open", "thinking not closed"), ("dropped_empty_answer", "no answer text"),
                 ("dropped_think_marker", "<think> marker left in"), ("failed", "failed/skipped lines"))
                 if export.get(k)]
-    return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "")
+    side = (f"; {export['unvalidated']:,} with tool turns in {export['unvalidated_path']} (SpecForge's trainer "
+            "reads them, its validator refuses them by design)" if export.get("unvalidated") else "")
+    return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side
 
 
 def dry_run_record(counts, sampling) -> dict:  # noqa: ANN001 - api_generate.dry_run_counts' first two

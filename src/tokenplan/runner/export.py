@@ -43,7 +43,10 @@ class ExportCounts:
     tool call (e.g. cut by ``max_tokens`` while still thinking: all reasoning, empty content);
     ``dropped_think_marker``: training file only: ``<think>`` or ``</think>`` left in an
     assistant turn's content or reasoning (a reasoning parser that did not split the answer);
-    ``failed``: Batch output lines for skipped and failed units (``openai-batch`` only).
+    ``failed``: Batch output lines for skipped and failed units (``openai-batch`` only);
+    ``unvalidated``: training file only: rows written to the companion file
+    (:func:`unvalidated_path`) because SpecForge's validator refuses their turns by design
+    (:func:`validator_unsupported`); they are counted in ``written`` too.
     """
 
     written: int = 0
@@ -52,12 +55,14 @@ class ExportCounts:
     dropped_empty_answer: int = 0
     dropped_think_marker: int = 0
     failed: int = 0
+    unvalidated: int = 0
 
     def as_record(self) -> dict[str, int]:
         """The counts as stored in ``summary.json`` under ``export``."""
         return {"written": self.written, "dropped_length": self.dropped_length,
                 "dropped_think_open": self.dropped_think_open, "dropped_empty_answer": self.dropped_empty_answer,
-                "dropped_think_marker": self.dropped_think_marker, "failed": self.failed}
+                "dropped_think_marker": self.dropped_think_marker, "failed": self.failed,
+                "unvalidated": self.unvalidated}
 
 
 def specforge_line(record: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +92,34 @@ def training_problem(line: dict[str, Any]) -> str | None:
             if isinstance(text, str) and any(marker in text.lower() for marker in THINK_MARKERS):
                 return "think_marker"
     return None
+
+
+def validator_unsupported(line: dict[str, Any]) -> str | None:
+    """Why SpecForge's ``scripts/validate_regenerated_data.py`` refuses a training row's turns by
+    design although its trainer's parser reads them (``specforge/data/parse.py`` keeps ``tool``
+    turns and ``tool_calls``), or None. The validator (``scripts/conversation_validation.py``,
+    ``validate_conversation``, SpecForge 69e18e6, 2026-07-12) takes only ``system`` turns before
+    the first user turn, then ``user`` and ``assistant`` turns alternating, each with non-empty
+    content: ``tool_turns`` for a ``tool`` turn or an assistant turn that only calls a tool,
+    ``turn_order`` for a system turn after the first user turn or two turns of one role in a row."""
+    expected, saw_user = "user", False
+    for message in line["conversations"]:
+        role = message.get("role")
+        if role == "tool" or (message.get("tool_calls") and not str(message.get("content") or "").strip()):
+            return "tool_turns"
+        if role == "system" and not saw_user:
+            continue
+        if role != expected:
+            return "turn_order"
+        saw_user, expected = True, "assistant" if role == "user" else "user"
+    return None
+
+
+def unvalidated_path(out_path: Path) -> Path:
+    """The companion of a training file ``train.jsonl``: ``train.unvalidated.jsonl``, holding the
+    rows SpecForge's trainer reads but its validator refuses by design (:func:`validator_unsupported`),
+    so that ``train.jsonl`` passes the validator whole."""
+    return out_path.with_name(f"{out_path.stem}.unvalidated{out_path.suffix or '.jsonl'}")
 
 
 def batch_line(record: dict[str, Any], status: int = 200, error: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -136,13 +169,19 @@ def export_lines(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool =
     ``openai-batch`` (:func:`batch_line`; skipped and failed units become lines with their status
     or error, so every ``custom_id`` of the input has a line).
 
-    Written beside ``out_path`` and renamed into place; on failure the partial file is removed
+    A ``jsonl`` training row whose turns SpecForge's validator refuses by design (tool turns,
+    :func:`validator_unsupported`) goes to the companion :func:`unvalidated_path` instead, which
+    is written only when it holds a row, so that ``out_path`` passes the validator whole.
+
+    Written beside ``out_path`` and renamed into place; on failure the partial files are removed
     and the error (``OSError``) raised.
     """
     counts = ExportCounts()
     tmp = out_path.with_name(out_path.name + ".tmp")
+    side = unvalidated_path(out_path)
+    side_tmp = side.with_name(side.name + ".tmp")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb") as fh, open(side_tmp, "wb") as side_fh:
             for shard in shard_paths(run_dir / "shards"):
                 for _, record in iter_records(shard):
                     if not _kept(record, counts, drop_length, require_think_close):
@@ -152,14 +191,24 @@ def export_lines(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool =
                     if problem is not None:
                         setattr(counts, f"dropped_{problem}", getattr(counts, f"dropped_{problem}") + 1)
                         continue
-                    fh.write(orjson.dumps(line) + b"\n")
+                    if fmt == "jsonl" and validator_unsupported(line) is not None:
+                        side_fh.write(orjson.dumps(line) + b"\n")
+                        counts.unvalidated += 1
+                    else:
+                        fh.write(orjson.dumps(line) + b"\n")
                     counts.written += 1
             if fmt == "openai-batch":
                 counts.failed = _failed_lines(run_dir, fh)
         os.replace(tmp, out_path)
+        if counts.unvalidated:
+            os.replace(side_tmp, side)
+        else:
+            side_tmp.unlink()
+            side.unlink(missing_ok=True)  # a companion left by an earlier export of the same run
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+            side_tmp.unlink(missing_ok=True)
         raise
     return counts
 
@@ -193,4 +242,5 @@ def export_run(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = F
     if fmt == "parquet":
         return {"format": fmt, "path": str(out_path), "written": export_parquet(run_dir, out_path)}
     counts = export_lines(run_dir, out_path, fmt, drop_length=drop_length, require_think_close=require_think_close)
-    return {"format": fmt, "path": str(out_path), **counts.as_record()}
+    side = {"unvalidated_path": str(unvalidated_path(out_path))} if counts.unvalidated else {}
+    return {"format": fmt, "path": str(out_path), **counts.as_record(), **side}
