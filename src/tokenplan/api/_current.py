@@ -158,10 +158,11 @@ def _describe(c: Config) -> str:
     return f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
 
 
-def current_sentences(cur: CurrentSetup, again: PlanResult | None = None) -> list[str]:
+def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -> list[str]:
     """The plan's answer lines for ``--current``: the prediction beside the measurement, the
-    assumption that would close a gap, the walk's total gain, and each other option's best at
-    the acceptance the measurement implies (``again``: the plan searched at that acceptance)."""
+    assumption that would reproduce it, the walk's total gain, and — where the measurement
+    implies an acceptance — the speculative settings the plan was searched with at it
+    (``specs``)."""
     lines = []
     band = (f" (80 %: {cur.predicted_low_tok_s:,.0f}–{cur.predicted_high_tok_s:,.0f})"
             if cur.predicted_low_tok_s is not None else "")
@@ -187,14 +188,12 @@ def current_sentences(cur: CurrentSetup, again: PlanResult | None = None) -> lis
         lines.append(f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
                      f"{ok[0].output_tok_s_total:,.0f} → {cur.walk[-1].output_tok_s_total:,.0f} tok/s "
                      f"({cur.walk[-1].output_tok_s_total / ok[0].output_tok_s_total:.2f}×; steady state).")
-    for o in (again.options if again is not None else ()):
-        if o.option == cur.option or o.chosen is None:
-            continue
-        c = o.chosen
-        money = f", ${c.usd:,.0f}" if c.usd is not None else ""
-        lines.append(f"{o.option} at the acceptance your measurement implies (p = "
-                     f"{cur.implied_acceptance_per_position:.2f} per draft position): {c.best} at "
-                     f"{c.output_tok_s_total:,.0f} tok/s → {c.wall_days:.2f} days{money}.")
+    stated = [s for s in specs or () if s != "none"]
+    if stated:
+        lines.append(f"Every option is planned at the acceptance your measurement implies (p = "
+                     f"{cur.implied_acceptance_per_position:.2f} per draft position, carried to each k: "
+                     f"{', '.join(stated)}) instead of the published prior; acceptance is the model's and the "
+                     f"data's, not the GPU's.")
     return lines
 
 
@@ -223,9 +222,10 @@ def with_current(text: str | None, measured_tok_s: float | None, inputs: Current
                  replan: Callable[[tuple[str, ...]], tuple[PlanResult, list[OptionResult]]]) -> PlanResult:
     """``result`` with ``--current`` answered: the setup on the first option (``results[0]``)
     beside its measurement, the walk to that option's recommendation, and — where the measurement
-    implies an acceptance — every option again at it (``replan(specs)``: the same plan searched with
-    those speculative settings, and its option searches), the walk then leading to the first
-    option's recommendation at that acceptance. ``result`` unchanged when ``text`` is None.
+    implies an acceptance — the plan searched again at it (``replan(specs)``: the same plan with
+    those speculative settings, and its option searches), which replaces ``result``, the walk then
+    leading to the first option's recommendation at that acceptance. ``result`` unchanged when
+    ``text`` is None.
 
     Raises:
         InputError, CatalogError: a bad ``--current`` entry or measurement.
@@ -235,8 +235,7 @@ def with_current(text: str | None, measured_tok_s: float | None, inputs: Current
     gpu = results[0].option
     cur = current_setup(text, measured_tok_s, (gpu.gpu.key, gpu.count), inputs, table, results[0])
     measured = measured_specs(specs, cur)
-    again = None
-    if measured:
-        again, again_results = replan(measured)
+    if measured:  # the whole plan at the measured acceptance, and the walk to its recommendation
+        result, again_results = replan(measured)
         cur = current_setup(text, measured_tok_s, (gpu.gpu.key, gpu.count), inputs, table, again_results[0])
-    return replace(result, current=cur, answer=result.answer + tuple(current_sentences(cur, again)))
+    return replace(result, current=cur, answer=result.answer + tuple(current_sentences(cur, measured)))
