@@ -3,7 +3,8 @@
 A prediction's error depends on where it falls: the engine, the GPU architecture, the model
 family and the batch per replica (small batches are latency-bound, large ones compute-bound).
 ``tokenplan calibrate`` collects held-out residuals (each row predicted by a fit that did not
-see it: K-fold cross-validation) and stores, per *regime*, a low and a high quantile of the log
+see it: K-fold cross-validation whose folds hold out whole configurations, model × GPU ×
+engine) and stores, per *regime*, a low and a high quantile of the log
 error ``r = log(predicted / measured)`` (:func:`conformal_band`: the order statistics that cover
 a new point at least 80 % of the time, not the plain 10th and 90th percentiles, which cover
 fewer when a regime holds 20–100 residuals). A prediction ``p`` then carries the interval
@@ -111,7 +112,8 @@ def lookup_keys(engine: str, architecture: str, family: str, batch: float, spec:
 @dataclass(frozen=True, slots=True)
 class Residual:
     """One held-out residual: where it falls and ``log(predicted / measured)`` of its metric
-    (``rate``: output tok/s or 1/TPOT; ``ttft``)."""
+    (``rate``: output tok/s or 1/TPOT; ``ttft``); ``quantity``: what was measured
+    (``throughput``, ``tpot``, ``ttft``) and ``source``: the file, for coverage per file."""
 
     engine: str
     architecture: str
@@ -121,6 +123,8 @@ class Residual:
     metric: str
     log_error: float
     spec: str = "none"
+    quantity: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +185,8 @@ class BandTable:
         checked_coverage: metric → share of held-out points inside their band in a nested
             cross-validation (bands from the other folds only).
         provenance: the command and data that made the table.
+        coverage_by_file: file → measured quantity (``throughput``, ``tpot``, ``ttft``) → the
+            same nested coverage, per file.
     """
 
     coverage: float
@@ -190,6 +196,7 @@ class BandTable:
     gpus: tuple[str, ...] = ()
     checked_coverage: dict[str, float] = field(default_factory=dict)
     provenance: str = ""
+    coverage_by_file: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +288,7 @@ def table_to_json(table: BandTable) -> dict:
         "max_batch_per_replica": dict(sorted(table.max_batch.items())),
         "gpus": list(table.gpus),
         "checked_coverage": table.checked_coverage,
+        "checked_coverage_by_file": table.coverage_by_file,
         "provenance": table.provenance,
     }
 
@@ -298,4 +306,6 @@ def table_from_json(data: dict) -> BandTable:
         gpus=tuple(data.get("gpus", ())),
         checked_coverage={k: float(v) for k, v in data.get("checked_coverage", {}).items()},
         provenance=str(data.get("provenance", "")),
+        coverage_by_file={f: {q: float(v) for q, v in by.items()}
+                          for f, by in data.get("checked_coverage_by_file", {}).items()},
     )
