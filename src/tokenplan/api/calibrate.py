@@ -18,7 +18,7 @@ from tokenplan.calibration.fit import FitOptions, FitResult, fit
 from tokenplan.calibration.levels import is_ratio_level
 from tokenplan.calibration.heldout import band_table, fold_refits, fold_residuals, grouped_folds
 from tokenplan.calibration.memo import PredictionMemo
-from tokenplan.calibration.parallel import run_refits
+from tokenplan.calibration.parallel import default_workers, run_refits
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.files.measurements import SERVING, read_measurements
@@ -179,14 +179,15 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
     also a :data:`BAND_FOLDS`-fold cross-validation whose folds hold out whole configurations
     (model × GPU × engine; :func:`~tokenplan.calibration.heldout.grouped_folds`): its held-out
     residuals make the error-band table. Every fit shares one prediction memo (exact reuse,
-    :mod:`tokenplan.calibration.memo`); the refits run over ``workers`` processes (default:
-    the CPUs this process may use). Raises InputError/ConfigError for bad files."""
+    :mod:`tokenplan.calibration.memo`); the full fit's Jacobians and the refits run over
+    ``workers`` processes (default: the CPUs this process may use). Raises InputError/ConfigError for bad files."""
     files, n_skipped = _read_cases(paths)
     cases = _subsample(files, SERVING_FIT_STRIDE)
     if not cases:
         raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
     memo = PredictionMemo()
-    result = fit(cases, memo=memo)
+    workers = workers or default_workers()
+    result = fit(cases, memo=memo, workers=workers)
     cv: list[CrossValidation] = []
     provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
                   f"({', '.join(_describe(p) for p in paths)})")

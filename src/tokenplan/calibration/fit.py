@@ -211,7 +211,7 @@ def residuals_of(case: Case, p: Predicted, ttft_weight: float = FitOptions.ttft_
 
 def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions(),
         start: dict[tuple[str, str], float] | None = None, *, start_x: dict[tuple[str, str], float] | None = None,
-        memo: PredictionMemo | None = None, final_jacobian: bool = True) -> FitResult:
+        memo: PredictionMemo | None = None, final_jacobian: bool = True, workers: int = 1) -> FitResult:
     """Fit the factors the data supports (see the module docstring). ``start``: (level,
     factor) → value to start from (a warm start, e.g. a full fit's factors for a
     cross-validation refit); the priors still pull toward ``base``. ``start_x``: the same in
@@ -222,7 +222,8 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     ``memo`` (a :class:`~tokenplan.calibration.memo.PredictionMemo`; one of the fit's own when
     None) and, without ``final_jacobian``, the Jacobian after the step that spends the budget
     is skipped (:mod:`tokenplan.calibration.lsq`: a refit whose factor uncertainties are not
-    read); the factors are the same as without. Raises nothing beyond scipy's errors."""
+    read), and each Jacobian's evaluations are split over ``workers`` processes; the factors
+    are the same as without. Raises nothing beyond scipy's errors."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -262,9 +263,11 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
 
     def residuals(x):
         values = {p: value_of(*p, x[i]) for i, p in enumerate(params)}
-        out = []
+        out, by_group = [], {}  # a case's factors depend on its engine/architecture group only
         for c, w in zip(cases, weights):
-            eff = efficiency_for(values, c, base)
+            eff = by_group.get(c.group)
+            if eff is None:
+                eff = by_group[c.group] = efficiency_for(values, c, base)
             p = memo.predict(c, eff) if memo is not None else predict_case(c, eff)
             out += [w * r for r in residuals_of(c, p, options.ttft_weight)]
         for (level, name), i in index.items():
@@ -280,7 +283,7 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     else:
         sol = solve(residuals, x0, np.array(lo), np.array(hi), sparsity, loss=options.loss, f_scale=options.f_scale,
                     max_nfev=options.max_nfev, diff_step=options.diff_step, ftol=options.ftol,
-                    final_jacobian=final_jacobian)
+                    final_jacobian=final_jacobian, workers=workers, memo=memo)
     uncertainty = _uncertainty(sol, len(params)) if sol.jac is not None else [math.nan] * len(params)
     factors = []
     for (level, name), i in index.items():

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenplan.calibration.forkmap import ForkMap
+from tokenplan.calibration.memo import PredictionMemo
+
 
 @dataclass
 class Solution:
@@ -38,13 +41,16 @@ class Solution:
 
 def solve(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
           sparsity: np.ndarray, *, loss: str, f_scale: float, max_nfev: int, diff_step: float, ftol: float,
-          final_jacobian: bool = True) -> Solution:
+          final_jacobian: bool = True, workers: int = 1, memo: PredictionMemo | None = None) -> Solution:
     """Minimise ``Σ loss(residuals(x))`` within ``[lo, hi]`` from ``x0`` (see the module docstring).
 
     Args:
         residuals: x (n,) → residuals (m,). sparsity: (m, n) bool, which x each residual reads.
         final_jacobian: compute the Jacobian after the step that spends ``max_nfev`` (needed
             only for the covariance of the factors).
+        workers: processes a Jacobian's perturbed points are evaluated over
+            (:class:`~tokenplan.calibration.forkmap.ForkMap`, which merges the predictions the
+            children made into ``memo``).
     """
     from scipy.optimize import least_squares
     from scipy.optimize._numdiff import approx_derivative, group_columns
@@ -63,7 +69,7 @@ def solve(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
             return csr_matrix(sparsity.shape)
         f0 = residuals(x)
         return approx_derivative(residuals, x, method="2-point", rel_step=diff_step, f0=f0, bounds=(lo, hi),
-                                 sparsity=(sparsity, groups))
+                                 sparsity=(sparsity, groups), workers=ForkMap(workers, memo))
 
     sol = least_squares(fun, x0, jac=jac, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev,
                         x_scale=1.0, ftol=ftol)

@@ -63,6 +63,7 @@ class PredictionMemo:
         self._rows: dict[int, tuple[Case, dict[tuple[str, ...], OrderedDict]]] = {}
         self.hits = 0
         self.misses = 0
+        self.journal: list[tuple[int, tuple[str, ...], tuple[float, ...], Predicted]] | None = None
 
     def predict(self, case: Case, eff: Efficiency) -> Predicted:
         """The prediction of ``case`` with ``eff``: stored where an earlier evaluation read only
@@ -81,9 +82,25 @@ class PredictionMemo:
         copy, reads = traced(eff)
         predicted = predict_case(case, copy)
         names = tuple(sorted(reads))
-        store = by_reads.setdefault(names, OrderedDict())
-        store[tuple(getattr(eff, name) for name in names)] = predicted
-        if len(store) > self.per_row:
-            store.popitem(last=False)
+        values = tuple(getattr(eff, name) for name in names)
+        self._store(slot, names, values, predicted)
+        if self.journal is not None:
+            self.journal.append((id(case), names, values, predicted))
         self.misses += 1
         return predicted
+
+    def _store(self, slot, names: tuple[str, ...], values: tuple[float, ...], predicted: Predicted) -> None:
+        store = slot[1].setdefault(names, OrderedDict())
+        store[values] = predicted
+        store.move_to_end(values)
+        if len(store) > self.per_row:
+            store.popitem(last=False)
+
+    def merge(self, journal: list[tuple[int, tuple[str, ...], tuple[float, ...], Predicted]]) -> None:
+        """Store the predictions another process made (its ``journal``): that process was forked
+        from this one, so a case's ``id`` there is its ``id`` here. Entries of cases this memo
+        has not seen are dropped."""
+        for key, names, values, predicted in journal:
+            slot = self._rows.get(key)
+            if slot is not None:
+                self._store(slot, names, values, predicted)
