@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +198,10 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
         # with a short budget (CV_MAX_NFEV); each band fold from the full fit's solution.
         light = FitOptions(max_nfev=CV_MAX_NFEV)
         loo = {by: loo_refits(cv_cases, by, result.table.default, light) for by in ("gpu", "model")}
+        # Every leave-one-out refit starts at the same point: one Jacobian there on all the rows
+        # (its Jacobian evaluations split over the workers) puts the predictions of each refit's
+        # first Jacobian in the memo before the refits fork from here.
+        fit(cv_cases, result.table.default, replace(light, max_nfev=1), memo=memo, workers=workers)
         band_refits = (fold_refits(cases, grouped_folds(cases, BAND_FOLDS), result, Efficiency(),
                                    FitOptions(max_nfev=BAND_MAX_NFEV)) if bands else [])
         held = run_refits(band_refits + loo["gpu"] + loo["model"], memo, workers)

@@ -81,10 +81,15 @@ def grouped_folds(cases: list[Case], folds: int) -> list[int]:
 def fold_refits(cases: list[Case], fold: list[int], full: FitResult, base: Efficiency,
                 options: FitOptions) -> list[Refit]:
     """One refit per fold (``fold``: each case's, e.g. :func:`grouped_folds`), warm-started at
-    the full fit's solution (``options.max_nfev`` evaluations)."""
-    return [Refit(f"fold {k}", tuple(c for c, f in zip(cases, fold) if f != k),
-                  tuple(c for c, f in zip(cases, fold) if f == k), base, options, dict(full.x))
-            for k in range(max(fold) + 1)]
+    the full fit's solution (``options.max_nfev`` evaluations); a fold that holds every row
+    (one configuration in all) is not refitted."""
+    refits = []
+    for k in sorted(set(fold)):
+        train = tuple(c for c, f in zip(cases, fold) if f != k)
+        if train:
+            refits.append(Refit(f"fold {k}", train, tuple(c for c, f in zip(cases, fold) if f == k), base, options,
+                                dict(full.x)))
+    return refits
 
 
 def fold_residuals(refits: list[Refit], held: list[list[list[Residual]]],

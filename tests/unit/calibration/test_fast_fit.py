@@ -118,3 +118,24 @@ def test_coverage_per_file_and_quantity_uses_the_other_folds():
             + [FoldResidual(1, r(0.0, "throughput", "dev.csv"))] * 20
             + [FoldResidual(2, r(1.0, "tpot", "serving-dev.csv"))] * 20)
     assert coverage_by_file(held) == {"dev.csv": {"throughput": 1.0}, "serving-dev.csv": {"tpot": 0.0}}
+
+
+HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+          "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+
+
+def test_calibrate_with_bands_reports_coverage_per_file_and_quantity(tmp_path):
+    from tokenplan.api.calibrate import calibrate
+
+    # three configurations (model × GPU × engine), two rows each
+    rows = [("trtllm", "h100-sxm", 8, 900), ("trtllm", "h100-sxm", 64, 4000), ("trtllm", "h200", 8, 1000),
+            ("trtllm", "h200", 64, 4600), ("vllm", "h100-sxm", 8, 800), ("vllm", "h100-sxm", 64, 3500)]
+    f = tmp_path / "m.csv"
+    f.write_text(HEADER + "".join(f"r{i},{e},llama-3.1-8b,{g},1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
+                                  for i, (e, g, c, v) in enumerate(rows)))
+    result = calibrate([str(f)], bands=True, workers=2)
+    table = result.bands
+    assert set(table.coverage_by_file) == {"m.csv"} and set(table.coverage_by_file["m.csv"]) == {"throughput"}
+    assert "whole configurations" in table.provenance
+    # every row predicted once by a fold that held out its configuration: 6 rate residuals
+    assert table.bands["rate"]["all"].n == 6
