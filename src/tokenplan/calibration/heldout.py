@@ -44,8 +44,9 @@ def case_residuals(case: Case, eff: Efficiency, source: str = "") -> list[Residu
     if m.ttft_s is not None:
         triples.append(("ttft", "ttft", math.log(p.ttft_s / m.ttft_s)))
     spec = spec_regime(case.config.spec)
-    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source)
-            for metric, quantity, r in triples]
+    where = "/".join(configuration(case))
+    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source,
+                     where) for metric, quantity, r in triples]
 
 
 @dataclass(frozen=True, slots=True)
