@@ -5,10 +5,14 @@ family and the batch per replica (small batches are latency-bound, large ones co
 ``tokenplan calibrate`` collects held-out residuals (each row predicted by a fit that did not
 see it: K-fold cross-validation whose folds hold out whole configurations, model × GPU ×
 engine) and stores, per *regime*, a low and a high quantile of the log
-error ``r = log(predicted / measured)`` (:func:`conformal_band`: the order statistics that cover
-a new point at least 80 % of the time, not the plain 10th and 90th percentiles, which cover
-fewer when a regime holds 20–100 residuals). A prediction ``p`` then carries the interval
-``[p·e^(−q_high), p·e^(−q_low)]``: the measured value lies inside it for 80 % of held-out points.
+error ``r = log(predicted / measured)``. The residuals cluster by configuration (a configuration's
+bias is shared by all its rows), so the quantiles weigh each configuration as one
+(:func:`configuration_band`, tails at 5 % and 95 %, the level at which the nested check over
+held-out configurations holds 80 %) and a regime needs :data:`MIN_CONFIGURATIONS`
+configurations. Residuals without a configuration use :func:`conformal_band`, the order
+statistics that cover a new exchangeable point at least 80 % of the time. A prediction ``p`` then carries the interval
+``[p·e^(−q_high), p·e^(−q_low)]``: the measured value of a configuration the fit did not see
+lies inside it for ~80 % of held-out points.
 
 Two metrics:
 
@@ -25,7 +29,8 @@ e.g. InferenceX's SGLang DeepSeek-R1 MTP rows on B200 are predicted 30–36 % to
 ``stated`` (τ given). Without the split, the residuals of prior-τ rows set the band of plans
 with no speculative decoding.
 
-Regimes are pooled from the most specific level that holds at least ``MIN_POINTS`` residuals:
+Regimes are pooled from the most specific level that holds at least ``MIN_POINTS`` residuals
+(and ``MIN_CONFIGURATIONS`` configurations):
 ``engine/architecture/family/band/spec=S`` → ``engine/architecture/band/spec=S`` →
 ``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` → ``all``; a stated τ, which no
 ground-truth row has, then falls back to the ``none`` levels before ``all``
@@ -328,8 +333,8 @@ def table_to_json(table: BandTable) -> dict:
 
     return {
         "coverage": table.coverage,
-        "about": ("quantiles q_low/q_high (split-conformal order statistics) of log(predicted/measured) on "
-                  "cross-validated held-out residuals; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+        "about": ("quantiles q_low/q_high (5 %/95 %, each configuration model × GPU × engine weighing as one) of "
+                  "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
                   "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
                   "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
                   "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "

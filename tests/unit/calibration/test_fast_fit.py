@@ -139,3 +139,27 @@ def test_calibrate_with_bands_reports_coverage_per_file_and_quantity(tmp_path):
     assert "whole configurations" in table.provenance
     # every row predicted once by a fold that held out its configuration: 6 rate residuals
     assert table.bands["rate"]["all"].n == 6
+
+
+def test_configuration_band_weighs_each_configuration_as_one():
+    from tokenplan.calibration.bands import Band, configuration_band, conformal_band
+
+    # 19 configurations of one residual each (0, 1, …, 18) and one, "a", of ten at 100: K = 20,
+    # each single residual weighs 1 and each of a's 0.1. Tails at t = 1 − 0.2/4 = 0.95: the high
+    # bound is the first residual whose cumulative weight reaches 0.95·20 = 19 → 18 (the 19th
+    # single); the low one reaches 0.05·20 = 1 → 0.
+    values = [float(i) for i in range(19)] + [100.0] * 10
+    configurations = [f"c{i}" for i in range(19)] + ["a"] * 10
+    assert configuration_band(values, configurations) == Band(0.0, 18.0, 29)
+    # unweighted, a's ten rows set the top: n = 29, k = ⌈30·0.9⌉ = 27 → the 27th smallest is 100
+    assert conformal_band(values).high_q == 100.0
+
+
+def test_a_regime_of_few_configurations_pools_up():
+    from tokenplan.calibration.bands import quantile_bands
+
+    # 25 residuals of one fine regime from 3 configurations: enough points (20) but fewer than 5
+    # configurations, so only the levels that are no more specific than "all" get a band.
+    rs = [Residual("sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "rate", 0.01 * i, "none", "throughput",
+                   "f.csv", f"m{i % 3}/h100-sxm/sglang") for i in range(25)]
+    assert list(quantile_bands(rs)["rate"]) == ["all"]
