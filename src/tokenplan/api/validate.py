@@ -88,7 +88,7 @@ class MetricError:
                                         f"measured_{self.name}": self.measured, self.error_key: self.error}
         if self.low is not None and self.high is not None:
             out.update({f"{self.name}_low": self.low, f"{self.name}_high": self.high,
-                        self.error_key.replace("error", "inside"): self.inside})
+                        self.error_key.replace("error", "inside"): self.low <= self.measured <= self.high})
         return out
 
 
