@@ -6,24 +6,26 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tokenplan.api._cases import resolve_file
 from tokenplan.api.results import JsonResult
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
-from tokenplan.calibration.crossval import CrossValidation, cross_validate
+from tokenplan.calibration.crossval import CrossValidation, loo_refits, summarise
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
 from tokenplan.calibration.levels import is_ratio_level
-from tokenplan.calibration.heldout import band_table, kfold_residuals
+from tokenplan.calibration.heldout import band_table, fold_refits, fold_residuals, grouped_folds
+from tokenplan.calibration.memo import PredictionMemo
+from tokenplan.calibration.parallel import default_workers, run_refits
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.files.measurements import SERVING, read_measurements
 from tokenplan.perf.efficiency import Efficiency
 
 
-SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order): keeps calibrate under a minute
+SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order)
 CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
 CV_MAX_NFEV = 4  # optimiser budget of each cross-validation refit (see calibrate)
 
@@ -143,45 +145,74 @@ class CalibrationResult:
 CV_LATENCY_STRIDE = 6  # cross-validation refits use every 6th row that has throughput and latencies (InferenceX)
 
 
-def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[list[Case], int]:
-    """Predictable rows of the files: serving files every ``stride``-th row, files whose rows
-    carry throughput and latencies (InferenceX) every ``latency_stride``-th, others whole."""
-    cases, n_skipped = [], 0
+def _read_cases(paths: list[str]) -> tuple[list[tuple[str, str, list[Case]]], int]:
+    """(path, kind, predictable rows) per file, and the number of rows skipped."""
+    files, n_skipped = [], 0
     for path in paths:
         data = read_measurements(path)
         c, s = resolve_file(data)
         n_skipped += len(s)
         both = any(m.tpot_s is not None for m in data.rows) and data.kind != SERVING
-        cases += c[::stride] if data.kind == SERVING else c[::latency_stride] if both else c
-    return cases, n_skipped
+        files.append((path, SERVING if data.kind == SERVING else "both" if both else "throughput", c))
+    return files, n_skipped
+
+
+def _subsample(files: list[tuple[str, str, list[Case]]], stride: int, latency_stride: int = 1) -> list[Case]:
+    """Serving files every ``stride``-th row, files whose rows carry throughput and latencies
+    (InferenceX) every ``latency_stride``-th, others whole (the same Case objects for every
+    stride, so the fits share one prediction memo)."""
+    return [c for _, kind, rows in files
+            for c in (rows[::stride] if kind == SERVING else rows[::latency_stride] if kind == "both" else rows)]
+
+
+def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[list[Case], int]:
+    """Predictable rows of the files (see :func:`_subsample`) and the number of rows skipped."""
+    files, n_skipped = _read_cases(paths)
+    return _subsample(files, stride, latency_stride), n_skipped
 
 
 def calibrate(paths: list[str], command: str = "", cross_validation: bool = True,
-              bands: bool = False) -> CalibrationResult:
+              bands: bool = False, workers: int | None = None) -> CalibrationResult:
     """Fit the efficiency factors on measurement CSVs and cross-validate (leave one GPU out, leave
     one model out). Serving files are subsampled deterministically (every 5th row for the fit,
     every 30th for the cross-validation refits). With ``bands`` (needs ``cross_validation``),
-    also a :data:`BAND_FOLDS`-fold cross-validation over the fit rows whose held-out residuals
-    make the error-band table. Raises InputError/ConfigError for bad files."""
-    cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE)
+    also a :data:`BAND_FOLDS`-fold cross-validation whose folds hold out whole configurations
+    (model × GPU × engine; :func:`~tokenplan.calibration.heldout.grouped_folds`): its held-out
+    residuals make the error-band table. Every fit shares one prediction memo (exact reuse,
+    :mod:`tokenplan.calibration.memo`); the full fit's Jacobians and the refits run over
+    ``workers`` processes (default: the CPUs this process may use). Raises InputError/ConfigError for bad files."""
+    files, n_skipped = _read_cases(paths)
+    cases = _subsample(files, SERVING_FIT_STRIDE)
     if not cases:
         raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
-    result = fit(cases)
+    memo = PredictionMemo()
+    workers = workers or default_workers()
+    result = fit(cases, memo=memo, workers=workers)
     cv: list[CrossValidation] = []
     provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
                   f"({', '.join(_describe(p) for p in paths)})")
     table = None
     if cross_validation:
-        cv_cases, _ = _fit_cases(paths, CV_SERVING_STRIDE, CV_LATENCY_STRIDE)
-        base = result.table.default
-        # Each fold refits from the full fit's default (already near the optimum) with a short
-        # budget: 26 refits at the full budget would take ~20 minutes.
+        cv_cases = _subsample(files, CV_SERVING_STRIDE, CV_LATENCY_STRIDE)
+        # Each leave-one-out fold refits from the full fit's default (already near the optimum)
+        # with a short budget (CV_MAX_NFEV); each band fold from the full fit's solution.
         light = FitOptions(max_nfev=CV_MAX_NFEV)
-        cv = [cross_validate(cv_cases, by, base, light) for by in ("gpu", "model")]
+        loo = {by: loo_refits(cv_cases, by, result.table.default, light) for by in ("gpu", "model")}
+        # Every leave-one-out refit starts at the same point: one Jacobian there on all the rows
+        # (its Jacobian evaluations split over the workers) puts the predictions of each refit's
+        # first Jacobian in the memo before the refits fork from here.
+        fit(cv_cases, result.table.default, replace(light, max_nfev=1), memo=memo, workers=workers)
+        band_refits = (fold_refits(cases, grouped_folds(cases, BAND_FOLDS), result, Efficiency(),
+                                   FitOptions(max_nfev=BAND_MAX_NFEV)) if bands else [])
+        held = run_refits(band_refits + loo["gpu"] + loo["model"], memo, workers)
+        n_gpu = len(loo["gpu"])
+        cv = [summarise("gpu", loo["gpu"], held[len(band_refits):len(band_refits) + n_gpu]),
+              summarise("model", loo["model"], held[len(band_refits) + n_gpu:])]
         if bands:
-            held = kfold_residuals(cases, result, BAND_FOLDS, Efficiency(), FitOptions(max_nfev=BAND_MAX_NFEV))
-            table = band_table(held, list(cv[0].residuals), cases,
-                               f"{BAND_FOLDS}-fold cross-validated residuals of the {provenance}")
+            sources = {id(c): Path(path).name for path, _, rows in files for c in rows}
+            table = band_table(fold_residuals(band_refits, held[:len(band_refits)], sources), list(cv[0].residuals),
+                               cases, f"{BAND_FOLDS}-fold cross-validated residuals (folds of whole configurations, "
+                               f"model × GPU × engine) of the {provenance}")
     set_aside = sum(1 for c in cases if c.measurement.throughput_set_aside is not None)
     return CalibrationResult(result, tuple(cv), profile_of(result, provenance), n_skipped, table, set_aside)
 

@@ -33,12 +33,14 @@ value) or meaningless. Cross-validation (refit with one GPU or model held out) i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tokenplan.calibration.levels import (SILICON_RATIO_BOUNDS, all_levels, bounds_x, efficiency_for, is_ratio_level,
                                           parameters, ratio_parent_key, silicon_key, table_from_values, value_of,
                                           x_of)
-from tokenplan.calibration.validate import Case, predict_case
+from tokenplan.calibration.lsq import solve
+from tokenplan.calibration.memo import PredictionMemo
+from tokenplan.calibration.validate import Case, Predicted, predict_case
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 from tokenplan.errors import import_extra
 
@@ -99,6 +101,10 @@ class FitOptions:
             point — the few TP rows that push it up ask for a faster collective than NCCL's
             ring/tree (custom one-shot all-reduce, NVLS, overlap with compute), which a
             bandwidth fraction cannot stand for.
+        memo: reuse a row's prediction where the factors its evaluation read are unchanged
+            (:class:`~tokenplan.calibration.memo.PredictionMemo`: exact, the same residuals
+            bit for bit; False evaluates every row at every point, the reference the tests
+            compare it with).
     """
 
     min_rows: int = 25
@@ -113,6 +119,7 @@ class FitOptions:
     ftol: float = 1e-4
     diff_step: float = 1e-3
     held: tuple[str, ...] = ("comm_fraction",)
+    memo: bool = True
 
     def weight_of_trust(self, trust: str) -> float:
         """The residual weight of a row of ``trust``.
@@ -153,6 +160,8 @@ class FitResult:
             function evaluations used.
         at_bound: ``level.factor`` names of the factors that ended on a bound.
         held: factors held at their documented default, not fitted (``FitOptions.held``).
+        x: (level, factor) → the optimiser's coordinate at the solution (log space), the exact
+            warm start of a refit (``fit(start_x=...)``).
     """
 
     factors: tuple[FittedFactor, ...]
@@ -165,6 +174,7 @@ class FitResult:
     nfev: int = 0
     at_bound: tuple[str, ...] = ()
     held: tuple[str, ...] = ()
+    x: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def row_kind(case: Case) -> str:
@@ -186,7 +196,11 @@ def _row_weight(case: Case, file_weight: dict[str, float], options: FitOptions) 
 def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
     """log(pred/meas) of the case's measured quantities, TTFT times ``ttft_weight`` (0 where
     rejected)."""
-    p = predict_case(case, eff)
+    return residuals_of(case, predict_case(case, eff), ttft_weight)
+
+
+def residuals_of(case: Case, p: Predicted, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
+    """:func:`log_residuals` of a prediction ``p`` already made for the case."""
     m = case.measurement
     pairs = [(p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0), (p.tpot_s, m.tpot_s, 1.0),
              (p.ttft_s, m.ttft_s, ttft_weight)]
@@ -197,18 +211,29 @@ def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.t
 
 
 def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions(),
-        start: dict[tuple[str, str], float] | None = None) -> FitResult:
+        start: dict[tuple[str, str], float] | None = None, *, start_x: dict[tuple[str, str], float] | None = None,
+        memo: PredictionMemo | None = None, final_jacobian: bool = True, workers: int = 1) -> FitResult:
     """Fit the factors the data supports (see the module docstring). ``start``: (level,
     factor) → value to start from (a warm start, e.g. a full fit's factors for a
-    cross-validation refit); the priors still pull toward ``base``."""
+    cross-validation refit); the priors still pull toward ``base``. ``start_x``: the same in
+    the optimiser's coordinates (:attr:`FitResult.x`), which ``start`` would round-trip
+    through ``exp``/``log``; it wins over ``start``.
+
+    With :attr:`FitOptions.memo` (the default), predictions are reused exactly through
+    ``memo`` (a :class:`~tokenplan.calibration.memo.PredictionMemo`; one of the fit's own when
+    None) and, without ``final_jacobian``, the Jacobian after the step that spends the budget
+    is skipped (:mod:`tokenplan.calibration.lsq`: a refit whose factor uncertainties are not
+    read), and each Jacobian's evaluations are split over ``workers`` processes; the factors
+    are the same as without. Raises nothing beyond scipy's errors."""
     import numpy as np
     least_squares = import_extra("scipy.optimize", "calibrate").least_squares
 
     base = base or Efficiency()
     params = parameters(cases, options.min_rows, options.held)
     index = {p: i for i, p in enumerate(params)}
-    start = start or {}
-    x0 = np.array([x_of(level, name, start.get((level, name), 1.0 if is_ratio_level(level) else getattr(base, name)))
+    start, start_x = start or {}, start_x or {}
+    x0 = np.array([start_x[(level, name)] if (level, name) in start_x else
+                   x_of(level, name, start.get((level, name), 1.0 if is_ratio_level(level) else getattr(base, name)))
                    for level, name in params])
     lo, hi = zip(*(bounds_x(level, name) for level, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
@@ -232,21 +257,35 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
 
     x0_default = {name: x_of("default", name, getattr(base, name)) for name in EFFICIENCY_FIELDS}
 
+    if options.memo and memo is None:
+        memo = PredictionMemo()
+    elif not options.memo:
+        memo = None
+
     def residuals(x):
         values = {p: value_of(*p, x[i]) for i, p in enumerate(params)}
-        out = []
+        out, by_group = [], {}  # a case's factors depend on its engine/architecture group only
         for c, w in zip(cases, weights):
-            out += [w * r for r in log_residuals(c, efficiency_for(values, c, base), options.ttft_weight)]
+            eff = by_group.get(c.group)
+            if eff is None:
+                eff = by_group[c.group] = efficiency_for(values, c, base)
+            p = memo.predict(c, eff) if memo is not None else predict_case(c, eff)
+            out += [w * r for r in residuals_of(c, p, options.ttft_weight)]
         for (level, name), i in index.items():
             scale = options.default_prior_scale if level == "default" else 1.0
             out.append((x[i] - parent_x(level, name, x)) / options.prior_sigma * scale)
         return np.array(out)
 
-    sol = least_squares(residuals, x0, bounds=(np.array(lo), np.array(hi)), loss=options.loss,
-                        f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0,
-                        diff_step=options.diff_step, ftol=options.ftol,
-                        jac_sparsity=_sparsity(cases, params, index, options))
-    uncertainty = _uncertainty(sol, len(params))
+    sparsity = _sparsity(cases, params, index, options)
+    if memo is None:  # the reference path: scipy's own finite differences, every row at every point
+        sol = least_squares(residuals, x0, bounds=(np.array(lo), np.array(hi)), loss=options.loss,
+                            f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0,
+                            diff_step=options.diff_step, ftol=options.ftol, jac_sparsity=sparsity)
+    else:
+        sol = solve(residuals, x0, np.array(lo), np.array(hi), sparsity, loss=options.loss, f_scale=options.f_scale,
+                    max_nfev=options.max_nfev, diff_step=options.diff_step, ftol=options.ftol,
+                    final_jacobian=final_jacobian, workers=workers, memo=memo)
+    uncertainty = _uncertainty(sol, len(params)) if sol.jac is not None else [math.nan] * len(params)
     factors = []
     for (level, name), i in index.items():
         value = value_of(level, name, sol.x[i])
@@ -258,7 +297,8 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     values = {(f.level, f.name): f.value for f in factors}
     return FitResult(tuple(factors), table_from_values(values, cases, base), len(cases), float(sol.cost),
                      bool(sol.status > 0), int(sol.status), str(sol.message), int(sol.nfev),
-                     tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound), tuple(options.held))
+                     tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound), tuple(options.held),
+                     {p: float(sol.x[i]) for p, i in index.items()})
 
 
 def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict, options: FitOptions):

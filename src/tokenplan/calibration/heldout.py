@@ -1,41 +1,52 @@
 """Held-out residuals and the error-band table made from them.
 
-:func:`kfold_residuals` predicts every fit row with a refit that did not see it (K folds,
-assigned round-robin in file order); :func:`band_table` turns those residuals, and the
-leave-one-GPU-out ones of :func:`tokenplan.calibration.crossval.cross_validate`, into the
+:func:`grouped_kfold_residuals` predicts every fit row with a refit that saw no row of its
+*configuration* (model × GPU × engine): the folds hold out whole configurations, never random
+rows. A random-row fold keeps the siblings of every held-out row (the same configuration at
+other concurrencies and lengths), so its residuals are nearly in-sample ones and the bands made
+from them cover ~65–72 % of new configurations instead of 80 % (issue 28).
+:func:`band_table` turns those residuals, and the leave-one-GPU-out ones of
+:func:`tokenplan.calibration.crossval.cross_validate`, into the
 :class:`~tokenplan.calibration.bands.BandTable` that ``tokenplan calibrate --bands`` writes, and
-checks its coverage by nested cross-validation (each fold's band from the other folds only).
+checks its coverage by nested cross-validation (each fold's band from the other folds only),
+overall per metric and per file × measured quantity.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from tokenplan.calibration.bands import (COVERAGE, MIN_POINTS, BandTable, Residual, conformal_band, covered,
                                          lookup_keys, quantile_bands, spec_regime)
-from tokenplan.calibration.fit import FitOptions, FitResult, fit
+from tokenplan.calibration.fit import FitOptions, FitResult
+from tokenplan.calibration.memo import PredictionMemo
+from tokenplan.calibration.parallel import Refit, run_refits
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.perf.efficiency import Efficiency
 
 
-def case_residuals(case: Case, eff: Efficiency) -> list[Residual]:
+def case_residuals(case: Case, eff: Efficiency, source: str = "") -> list[Residual]:
     """The case's residuals: ``rate`` (log pred/meas of output tok/s, and −log pred/meas of
-    TPOT) and ``ttft``; none where the configuration is rejected."""
+    TPOT) and ``ttft``, each with its measured ``quantity`` (``throughput``, ``tpot``, ``ttft``)
+    and ``source`` (the file it came from, for the coverage per file); none where the
+    configuration is rejected."""
     p = predict_case(case, eff)
     if p.rejected is not None:
         return []
     m = case.measurement
-    pairs = []
+    triples = []
     if m.output_tok_s_per_gpu is not None:
-        pairs.append(("rate", math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)))
+        triples.append(("rate", "throughput", math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)))
     if m.tpot_s is not None:
-        pairs.append(("rate", -math.log(p.tpot_s / m.tpot_s)))
+        triples.append(("rate", "tpot", -math.log(p.tpot_s / m.tpot_s)))
     if m.ttft_s is not None:
-        pairs.append(("ttft", math.log(p.ttft_s / m.ttft_s)))
+        triples.append(("ttft", "ttft", math.log(p.ttft_s / m.ttft_s)))
     spec = spec_regime(case.config.spec)
-    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec)
-            for metric, r in pairs]
+    where = "/".join(configuration(case))
+    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source,
+                     where) for metric, quantity, r in triples]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +57,66 @@ class FoldResidual:
     residual: Residual
 
 
-def kfold_residuals(cases: list[Case], full: FitResult, folds: int, base: Efficiency,
-                    options: FitOptions) -> list[FoldResidual]:
-    """Refit without each fold (warm-started from the full fit's factors, ``options.max_nfev``
-    evaluations) and predict the fold. Folds are ``index % folds`` in the given order."""
-    start = {(f.level, f.name): f.value for f in full.factors}
+def configuration(case: Case) -> tuple[str, str, str]:
+    """The configuration a row measures: (model, GPU, engine)."""
+    m = case.measurement
+    return m.model, m.gpu, case.engine
+
+
+def grouped_folds(cases: list[Case], folds: int) -> list[int]:
+    """The fold of each case: whole configurations (:func:`configuration`) per fold, the largest
+    first, each into the fold with the fewest rows so far (ties: the lowest fold), so the folds
+    hold about as many rows each. Deterministic: configurations of equal size go in sorted order."""
+    sizes: dict[tuple[str, str, str], int] = {}
+    for c in cases:
+        sizes[configuration(c)] = sizes.get(configuration(c), 0) + 1
+    load = [0] * folds
+    fold_of: dict[tuple[str, str, str], int] = {}
+    for key, n in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+        k = min(range(folds), key=lambda j: (load[j], j))
+        fold_of[key] = k
+        load[k] += n
+    return [fold_of[configuration(c)] for c in cases]
+
+
+def fold_refits(cases: list[Case], fold: list[int], full: FitResult, base: Efficiency,
+                options: FitOptions) -> list[Refit]:
+    """One refit per fold (``fold``: each case's, e.g. :func:`grouped_folds`), warm-started at
+    the full fit's solution (``options.max_nfev`` evaluations); a fold that holds every row
+    (one configuration in all) is not refitted."""
+    refits = []
+    for k in sorted(set(fold)):
+        train = tuple(c for c, f in zip(cases, fold) if f != k)
+        if train:
+            refits.append(Refit(f"fold {k}", train, tuple(c for c, f in zip(cases, fold) if f == k), base, options,
+                                dict(full.x)))
+    return refits
+
+
+def fold_residuals(refits: list[Refit], held: list[list[list[Residual]]],
+                   sources: dict[int, str] | None = None) -> list[FoldResidual]:
+    """The residuals of :func:`~tokenplan.calibration.parallel.run_refits`, tagged with their
+    fold (the refit's position) and, from ``sources`` (``id(case)`` → file), their file."""
     out: list[FoldResidual] = []
-    for k in range(folds):
-        train = [c for i, c in enumerate(cases) if i % folds != k]
-        test = [c for i, c in enumerate(cases) if i % folds == k]
-        table = fit(train, base, options, start=start).table
-        for c in test:
-            out += [FoldResidual(k, r) for r in case_residuals(c, table.resolve(c.engine, c.architecture))]
+    for k, (refit, per_case) in enumerate(zip(refits, held)):
+        for case, residuals in zip(refit.test, per_case):
+            source = (sources or {}).get(id(case), "")
+            out += [FoldResidual(k, replace(r, source=source) if source else r) for r in residuals]
     return out
 
 
-def nested_coverage(held: list[FoldResidual], coverage: float = COVERAGE,
-                    min_points: int = MIN_POINTS) -> dict[str, float]:
-    """metric → share of each fold's residuals inside the band made from the *other* folds."""
+def grouped_kfold_residuals(cases: list[Case], full: FitResult, folds: int, base: Efficiency,
+                            options: FitOptions, memo: PredictionMemo | None = None,
+                            workers: int | None = None) -> list[FoldResidual]:
+    """Refit without each fold of whole configurations (:func:`grouped_folds`) and predict it."""
+    refits = fold_refits(cases, grouped_folds(cases, folds), full, base, options)
+    return fold_residuals(refits, run_refits(refits, memo, workers))
+
+
+def nested_coverage(held: list[FoldResidual], coverage: float = COVERAGE, min_points: int = MIN_POINTS,
+                    by: Callable[[Residual], str] = lambda r: r.metric) -> dict[str, float]:
+    """``by(residual)`` (default: the metric) → share of each fold's residuals inside the band made
+    from the *other* folds."""
     hits: dict[str, list[bool]] = {}
     for k in sorted({h.fold for h in held}):
         bands = quantile_bands([h.residual for h in held if h.fold != k], coverage, min_points)
@@ -71,15 +124,27 @@ def nested_coverage(held: list[FoldResidual], coverage: float = COVERAGE,
             r = h.residual
             levels = bands[r.metric]
             key = next(k2 for k2 in lookup_keys(r.engine, r.architecture, r.family, r.batch, r.spec) if k2 in levels)
-            hits.setdefault(r.metric, []).append(covered(levels[key], r.log_error))
+            hits.setdefault(by(r), []).append(covered(levels[key], r.log_error))
     return {m: sum(v) / len(v) for m, v in sorted(hits.items())}
+
+
+def coverage_by_file(held: list[FoldResidual], coverage: float = COVERAGE,
+                     min_points: int = MIN_POINTS) -> dict[str, dict[str, float]]:
+    """file → measured quantity (``throughput``, ``tpot``, ``ttft``) → nested coverage
+    (:func:`nested_coverage` split by the residual's source and quantity)."""
+    flat = nested_coverage(held, coverage, min_points, by=lambda r: f"{r.source}\t{r.quantity}")
+    out: dict[str, dict[str, float]] = {}
+    for key, share in flat.items():
+        source, quantity = key.split("\t")
+        out.setdefault(source, {})[quantity] = share
+    return out
 
 
 def band_table(held: list[FoldResidual], gpu_out: list[Residual], cases: list[Case], provenance: str,
                coverage: float = COVERAGE) -> BandTable:
-    """The shipped table: regime bands from the K-fold residuals, the extrapolation band from the
+    """The shipped table: regime bands from the grouped K-fold residuals, the extrapolation band from the
     leave-one-GPU-out residuals, the measured batch range per engine/architecture, the GPUs seen
-    and the nested-CV coverage."""
+    and the nested-CV coverage (per metric, and per file × quantity)."""
     residuals = [h.residual for h in held]
     extrapolation = {metric: conformal_band([r.log_error for r in gpu_out if r.metric == metric], coverage)
                      for metric in sorted({r.metric for r in gpu_out})}
@@ -88,4 +153,5 @@ def band_table(held: list[FoldResidual], gpu_out: list[Residual], cases: list[Ca
         key = f"{r.engine}/{r.architecture}"
         max_batch[key] = max(max_batch.get(key, 0.0), r.batch)
     return BandTable(coverage, quantile_bands(residuals, coverage), extrapolation, max_batch,
-                     tuple(sorted({c.measurement.gpu for c in cases})), nested_coverage(held, coverage), provenance)
+                     tuple(sorted({c.measurement.gpu for c in cases})), nested_coverage(held, coverage), provenance,
+                     coverage_by_file(held, coverage))

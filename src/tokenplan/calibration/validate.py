@@ -144,10 +144,12 @@ def summarise(errors: list[float]) -> ErrorSummary:
 
 @dataclass(frozen=True, slots=True)
 class RowResult:
-    """One predicted row: metric → (predicted, measured, error)."""
+    """One predicted row: metric → (predicted, measured, error), and the steady running batch
+    per replica of the prediction (sequences; where its error band is looked up)."""
 
     case: Case
     values: dict[str, tuple[float, float, float]]
+    batch: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +186,7 @@ def validate_cases(kind: str, cases: list[Case], skipped: list[SkippedRow], tabl
             skipped.append(SkippedRow(case.measurement.line, case.measurement.row_id, f"rejected: {p.rejected}"))
             continue
         values = {k: (pr, me, relative_error(pr, me)) for k, (pr, me) in measured_pairs(case, p).items()}
-        rows.append(RowResult(case, values))
+        rows.append(RowResult(case, values, p.batch))
     metrics = sorted({k for r in rows for k in r.values})
     summary = {k: summarise([r.values[k][2] for r in rows if k in r.values]) for k in metrics}
     breakdown: dict[tuple[str, str], dict[str, ErrorSummary]] = {}

@@ -50,10 +50,16 @@ def cv_table(d: dict) -> Table:
 
 
 def coverage_line(table) -> str:  # noqa: ANN001 - a tokenplan.calibration.bands.BandTable
-    """One line: the nested cross-validation coverage of the 80 % bands, per metric."""
+    """One line: the nested cross-validation coverage of the 80 % bands, per metric, then per
+    file and measured quantity (throughput, TPOT, TTFT)."""
     parts = [f"{m} {c * 100:.0f} %" for m, c in table.checked_coverage.items()]
-    return (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation: "
-            + ", ".join(parts))
+    line = (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation "
+            "(folds of whole configurations): " + ", ".join(parts))
+    by_file = getattr(table, "coverage_by_file", {})
+    if by_file:
+        line += "; per file: " + "; ".join(
+            f"{name} " + ", ".join(f"{q} {c * 100:.0f} %" for q, c in shares.items()) for name, shares in by_file.items())
+    return line
 
 
 def show_calibration(console: Console, d: dict, out: Path, bands=None, bands_path: Path | None = None) -> None:  # noqa: ANN001

@@ -26,7 +26,8 @@ def rows_table(d: dict) -> Table:
     """One row per measured point: its setting, then predicted, measured and signed error per
     metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows, and
     TPOT and TTFT too where throughput rows measure them; "–" where a row does not, "set aside"
-    where its tok/s was set aside)."""
+    where its tok/s was set aside) and, with error bands, the 80 % interval and whether the
+    measurement lies in it."""
     serving = d["kind"] == "serving"
     t = Table(title=f"{d['n']} rows predicted", show_lines=False)
     for col in ("line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"):
@@ -35,10 +36,13 @@ def rows_table(d: dict) -> Table:
     metrics = latencies if serving else [("output_tok_s_per_gpu", "error", "tok/s/GPU")]
     if not serving and any("tpot_error" in r for r in d["rows"]):  # InferenceX rows also measure TPOT/TTFT
         metrics += latencies
+    banded = any(f"{name}_low" in r for r in d["rows"] for name, _, _ in metrics)
     for _, _, label in metrics:
         t.add_column(f"pred {label}", justify="right")
         t.add_column(f"meas {label}", justify="right")
         t.add_column("err", justify="right")
+        if banded:
+            t.add_column("80% interval", justify="right")
     aside = {s["id"] for s in d.get("throughput_set_aside", ())}
     for r in d["rows"]:
         conc = "max" if r["concurrency"] is None else f"{r['concurrency']:g}"
@@ -47,8 +51,18 @@ def rows_table(d: dict) -> Table:
         for name, err, _ in metrics:
             cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])] \
                 if err in r else ["–", "set aside" if r["id"] in aside else "–", "–"]
+            if banded:
+                cells.append(_interval(r, name, err.replace("error", "inside")))
         t.add_row(*cells)
     return t
+
+
+def _interval(r: dict, name: str, inside_key: str) -> str:
+    """``1,234–2,345 in`` (or ``out``): the row's 80 % interval on the figure and whether the
+    measurement lies inside; "–" where the row has none."""
+    if f"{name}_low" not in r:
+        return "–"
+    return f"{r[name + '_low']:,.1f}–{r[name + '_high']:,.1f} " + ("in" if r[inside_key] else "[bold]out[/bold]")
 
 
 def _measured(d: dict, error_key: str) -> int:
@@ -58,24 +72,29 @@ def _measured(d: dict, error_key: str) -> int:
 
 
 def summary_table(d: dict) -> Table:
-    """Median, p90 and bias of the error over all rows (per metric), then per engine, GPU, family."""
+    """Median, p90 and bias of the error over all rows (per metric), then per engine, GPU, family;
+    with error bands, the share of rows whose measurement lies in its 80 % interval (per metric)."""
     t = Table(title="error |predicted/measured − 1|")
-    for col in ("over", "n", "median", "p90", "bias"):
+    banded = d.get("coverage") is not None
+    for col in ("over", "n", "median", "p90", "bias") + (("in 80% interval",) if banded else ()):
         t.add_column(col, justify="right" if col != "over" else "left")
     label = "throughput" if d["kind"] == "throughput" else "TPOT"
     main_key = "error" if d["kind"] == "throughput" else "tpot_error"
-    t.add_row(f"all rows ({label})", str(_measured(d, main_key)), _abs_pct(d["median_abs_pct_error"]),
-              _abs_pct(d["p90_abs_pct_error"]), _pct(d["bias"]))
+
+    def stats(prefix: str) -> list[str]:
+        cells = [_abs_pct(d[prefix + "median_abs_pct_error"]), _abs_pct(d[prefix + "p90_abs_pct_error"]),
+                 _pct(d[prefix + "bias"])]
+        return cells + ([_abs_pct(d.get(prefix + "coverage"))] if banded else [])
+
+    t.add_row(f"all rows ({label})", str(_measured(d, main_key)), *stats(""))
     if d["kind"] == "throughput" and "tpot_median_abs_pct_error" in d:  # InferenceX rows also measure TPOT
-        t.add_row("all rows (TPOT)", str(_measured(d, "tpot_error")), _abs_pct(d["tpot_median_abs_pct_error"]),
-                  _abs_pct(d["tpot_p90_abs_pct_error"]), _pct(d["tpot_bias"]))
+        t.add_row("all rows (TPOT)", str(_measured(d, "tpot_error")), *stats("tpot_"))
     if "ttft_median_abs_pct_error" in d:
-        t.add_row("all rows (TTFT)", str(_measured(d, "ttft_error")), _abs_pct(d["ttft_median_abs_pct_error"]),
-                  _abs_pct(d["ttft_p90_abs_pct_error"]), _pct(d["ttft_bias"]))
+        t.add_row("all rows (TTFT)", str(_measured(d, "ttft_error")), *stats("ttft_"))
     for dim in ("engine", "gpu", "family"):
         for g, e in d[f"by_{dim}"].items():
             t.add_row(f"{dim} {g}", str(e["n"]), _abs_pct(e["median_abs_pct_error"]),
-                      _abs_pct(e["p90_abs_pct_error"]), _pct(e["bias"]))
+                      _abs_pct(e["p90_abs_pct_error"]), _pct(e["bias"]), *([""] if banded else []))
     return t
 
 
