@@ -10,6 +10,8 @@ residuals that the random-row bands cover (what those bands give a configuration
 saw).
 
 Run:  python benchmarks/calibrate.py [--workers N] [--compare-random]
+      python benchmarks/calibrate.py --short   # seconds: dev.csv alone, no cross-validation (CI's check
+                                               # that the benchmark still runs; no figure is meant)
 
 A report, not a test: wall time depends on the machine and its load (CPU seconds less so).
 """
@@ -75,11 +77,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=None, help="processes (default: the CPUs available)")
     parser.add_argument("--compare-random", action="store_true")
+    parser.add_argument("--short", action="store_true", help="dev.csv alone, no cross-validation: seconds")
     args = parser.parse_args()
     from tokenplan.api.calibrate import calibrate
     from tokenplan.calibration.parallel import default_workers
 
     workers = args.workers or default_workers()
+    if args.short:
+        wall = time.perf_counter()
+        f = calibrate(FILES[:1], cross_validation=False, workers=workers).fit
+        print(f"calibrate --short (dev.csv, no cross-validation): {time.perf_counter() - wall:.1f} s, "
+              f"{f.n_rows} rows, {f.nfev} evaluations")
+        return
     wall, (me, kids) = time.perf_counter(), cpu_s()
     result = calibrate(FILES, bands=True, workers=workers)
     wall = time.perf_counter() - wall
