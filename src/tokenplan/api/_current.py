@@ -64,7 +64,7 @@ _KEYS = {
 }
 
 
-def parse_current(text: str) -> dict[str, object]:
+def _parse_current(text: str) -> dict[str, object]:
     """``engine=sglang,tp=4,…`` → PredictRequest fields by keyword.
 
     Raises:
@@ -113,7 +113,7 @@ def current_setup(text: str, measured_tok_s: float | None, gpu_option: tuple[str
         raise InputError("measured-tok-s", measured_tok_s, "a finite number of output tokens/s > 0")
     key, count = gpu_option
     fields: dict[str, object] = {"model": inputs.model, "gpu": key, "num_gpus": count, "engine": inputs.engine,
-                                 "weight_dtype": "auto", "calibration": inputs.calibration, **parse_current(text)}
+                                 "weight_dtype": "auto", "calibration": inputs.calibration, **_parse_current(text)}
     config, model, _ = build_config(PredictRequest(**fields))  # type: ignore[arg-type]  # keys checked above
     gpu = load_gpu(key)
     eff = table.resolve(config.engine.name, gpu.architecture)

@@ -111,6 +111,9 @@ class CachePools(NamedTuple):
             where state is one block per request).
         padded_state_slot: every state tensor has one row more than the requests (SGLang).
         draft_kv_pool: an MTP draft keeps its own KV pool at the target's token count (SGLang).
+        verify_state_commit: after each speculative verify the engine copies the accepted
+            intermediate state into the request's state slot, one more whole-state read and
+            write per request per step (SGLang ``update_mamba_state_after_mtp_verify``, S20).
     """
 
     state_to_kv_memory_ratio: float | None = None
@@ -118,6 +121,7 @@ class CachePools(NamedTuple):
     slots_per_request_spec: int = 1
     padded_state_slot: bool = False
     draft_kv_pool: bool = False
+    verify_state_commit: bool = False
 
     def slots(self, speculative: bool) -> int:
         """State slots one running request takes (``slots_per_request[_spec]``)."""

@@ -8,7 +8,8 @@ S2 ``arg_groups/fields/schedule.py`` @001b8862 (``--enable-mixed-chunk`` off); S
 ``model_runner_kv_cache_mixin.py`` @001ccef0 (running cap, state split, draft KV pool); S5
 ``speculative_hook.py`` @004c82e0 (48 with speculative decoding); S10 (``--mamba-ssm-dtype``);
 S18 ``mem_cache/memory_pool.py`` ``MambaPool`` (padded slot, intermediate states); S19
-InferenceX ``dsr1_fp8_b200.sh`` (tight launch).
+InferenceX ``dsr1_fp8_b200.sh`` (tight launch); S20 ``layers/attention/hybrid_linear_attn_backend.py``
+``update_mamba_state_after_mtp_verify`` @012945ec (post-verify state copy).
 """
 
 from __future__ import annotations
@@ -84,9 +85,11 @@ class Sglang:
             running_max=running["max"], tight_memory_fraction=tight["fraction"],
             tight_chunk_tokens=tight["chunk_tokens"], tight_graph_max_bs=tight["graph_max_bs"],
             # S18: every MambaPool tensor has size + 1 rows (slot 0 takes padded tokens); S3: the
-            # MTP/EAGLE draft worker has its own KV pool of the target's token count.
+            # MTP/EAGLE draft worker has its own KV pool of the target's token count; S20: each
+            # verify ends with a copy of the accepted intermediate state into the request's slot.
             pools=CachePools(hybrid["state_to_kv_memory_ratio"], hybrid["slots_per_request"],
-                             hybrid["slots_per_request_spec"], padded_state_slot=True, draft_kv_pool=True),
+                             hybrid["slots_per_request_spec"], padded_state_slot=True, draft_kv_pool=True,
+                             verify_state_commit=True),
             **e)
 
     # ------------------------------------------------------------------ defaults and memory

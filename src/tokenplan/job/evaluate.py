@@ -364,6 +364,7 @@ def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings
                             spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
                             padded_state_slot=config.engine.pools.padded_state_slot,
                             draft_kv_pool=config.engine.pools.draft_kv_pool,
+                            verify_state_commit=config.engine.pools.verify_state_commit,
                             expert_padding=config.engine.expert_padding(gpu, config.weight_dtype))
 
 

@@ -70,6 +70,9 @@ class MemoryBreakdown:
         draft_kv_bytes_per_token_per_gpu: KV bytes per token of an MTP draft's own pool (SGLang
             sizes the draft worker's pool at the target's token count, S3
             ``draft_runner_cache_size``), taken from the reserve; 0 without one.
+        spec_commit_state_transfers: whole-state transfers per running request per verify step
+            beyond the verify kernel's own: 2 (read the accepted intermediate state, write it into
+            the request's slot) where the engine copies it back (SGLang, S20), else 0.
     """
 
     gpu_bytes: float
@@ -89,6 +92,7 @@ class MemoryBreakdown:
     spec_state_pool_bytes: float = 0.0
     padding_state_bytes: float = 0.0
     draft_kv_bytes_per_token_per_gpu: float = 0.0
+    spec_commit_state_transfers: int = 0
 
     @property
     def fits(self) -> bool:
@@ -283,6 +287,7 @@ def memory_breakdown(
     padded_state_slot: bool = False,
     draft_kv_pool: bool = False,
     expert_padding: tuple[int, int] = (1, 1),
+    verify_state_commit: bool = False,
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
@@ -299,6 +304,8 @@ def memory_breakdown(
         draft_kv_pool: the MTP draft keeps its own KV pool at the target's token count (SGLang,
             S3); only with ``with_mtp``.
         expert_padding: the engine's routed-expert padding (``Engine.expert_padding``).
+        verify_state_commit: the engine copies the accepted state after each verify
+            (``CachePools.verify_state_commit``); counted only with speculative copies.
 
     The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
     result is everything but weights and pools, the driver's share included.
@@ -333,4 +340,5 @@ def memory_breakdown(
         spec_state_copies=copies, spec_state_pool_bytes=spec_pool, padding_state_bytes=padding,
         draft_kv_bytes_per_token_per_gpu=(kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.mtp_layers
                                           if with_mtp and draft_kv_pool else 0.0),
+        spec_commit_state_transfers=2 if verify_state_commit and copies > 0 else 0,
     )

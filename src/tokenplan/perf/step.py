@@ -247,9 +247,14 @@ def _state(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
     """Linear-attention state: each decoding sequence's state read once per step and written once
     per query token — plain decode writes it back once; a speculative verify of k + 1 tokens
     writes one intermediate state per token (SGLang's intermediate SSM/conv caches, engine-facts
-    S18) — so ``(seqs + query tokens) × state`` bytes; recurrence FLOPs per token."""
+    S18) — so ``(seqs + query tokens) × state`` bytes; where the engine then copies the accepted
+    intermediate state into the request's slot (SGLang ``update_mamba_state_after_mtp_verify``,
+    S20: a gather-scatter of the SSM and conv state per request) a verify step moves
+    ``spec_commit_state_transfers × seqs`` states more: at k = 1, ``1 + 2 + 2 = 5`` states per
+    sequence per step, 5/τ per output token. Recurrence FLOPs per token."""
     m = d.memory
-    nbytes = m.state_bytes_per_sequence_per_gpu * (t.seqs + t.dec) / m.sequence_shards
+    commit = m.spec_commit_state_transfers * t.seqs if t.dec > t.seqs else 0.0
+    nbytes = m.state_bytes_per_sequence_per_gpu * (t.seqs + t.dec + commit) / m.sequence_shards
     flops = d.gdn_flops_per_token * t.rank
     mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
     return Kernel(mem_s, flops / (d.attn_flops_per_s * eff.gemm_fraction), nbytes, flops)

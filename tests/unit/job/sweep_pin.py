@@ -3,9 +3,11 @@
 Every candidate a plan search would evaluate (``planning.space.candidates``) for a few models ×
 hardware options × engines, each at several concurrencies, through ``job.evaluate.evaluate``;
 each result reduced to its figures (floats as Python writes them, which JSON reads back to the
-same double). ``sweep_pinned.json`` was written by ``python tests/unit/job/sweep_pin.py`` at
+same double). ``sweep_pinned.json`` was first written by ``python tests/unit/job/sweep_pin.py`` at
 commit dfd9b80, before issue 30 changed how the GEMM curves are read and how the batch search
-runs; do not regenerate it from later code (the test exists to say the figures did not move).
+runs, and is rewritten only by a commit that changes the physics on purpose (the engines' memory
+allocation, SGLang's post-verify state copy), saying so, as the golden files are: never to make a
+refactor pass (the test exists to say a refactor did not move the figures).
 """
 
 from __future__ import annotations
