@@ -4,8 +4,10 @@ model), predict its rows, and pool the held-out errors (README "How accurate is 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tokenplan.calibration.bands import Residual
 from tokenplan.calibration.fit import FitOptions, fit
 from tokenplan.calibration.heldout import case_residuals
 from tokenplan.calibration.validate import Case, percentile
@@ -31,7 +33,7 @@ class CrossValidation:
     median_abs: float
     p90_abs: float
     errors: tuple[float, ...] = field(default=())
-    residuals: tuple = field(default=())  # bands.Residual of every held-out row and metric
+    residuals: tuple[Residual, ...] = field(default=())  # bands.Residual of every held-out row and metric
 
 
 def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
@@ -39,7 +41,7 @@ def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
                    start: dict[tuple[str, str], float] | None = None) -> CrossValidation:
     """Leave one GPU (``by="gpu"``) or one model (``by="model"``) out at a time: refit on the
     rest, predict the held-out rows, and pool their |log errors| as relative errors."""
-    key = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
+    key: Callable[[Case], str] = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
     names = sorted({key(c) for c in cases})
 
     folds, pooled, residuals = [], [], []
