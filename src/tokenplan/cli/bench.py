@@ -123,6 +123,7 @@ def bench_command(
             build_config(fitting.request())
         if not endpoint or not model:
             raise InputError("endpoint/model", _shown(endpoint, model), "--endpoint URL and --model NAME")
+        assert levels is not None  # _levels returns None only for --from-json
         result = bench(BenchRequest(endpoints=tuple(endpoint), model=model, concurrencies=levels, isl=isl, osl=osl,
                                     dataset=dataset, num_prompts=num_prompts, duration_s=duration,
                                     warmup_requests=warmup, num_gpus=num_gpus, ignore_eos=ignore_eos, stream=stream,
