@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tokenplan.api._common import PREDICT_FIGURES, PredictRequest, build_config, figure_bands
 from tokenplan.api.plan_results import CurrentSetup, PlanResult, WalkRow
@@ -49,7 +50,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-_KEYS = {
+_KEYS: dict[str, tuple[str, Callable[[str], Any], str]] = {  # key → (field, parser, allowed)
     "engine": ("engine", str, "sglang, vllm or trtllm"),
     "tp": ("tp", _count, "an integer ≥ 1"),
     "pp": ("pp", _count, "an integer ≥ 1"),
@@ -182,11 +183,11 @@ def current_sentences(cur: CurrentSetup, again: PlanResult | None = None) -> lis
                               f"{cur.batch_per_replica:.0f}, {cur.batch_limit_reason})")
             lines.append("What reproduces the measurement: " + ("; or ".join(closes) if closes else
                          "no single τ or running cap does; check the GPU variant, the engine version and the lengths") + ".")
-    ok = [r for r in cur.walk if r.output_tok_s_total]
+    ok = [r.output_tok_s_total for r in cur.walk if r.output_tok_s_total]
     if len(cur.walk) > 1 and ok and cur.walk[-1].output_tok_s_total:
         lines.append(f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
-                     f"{ok[0].output_tok_s_total:,.0f} → {cur.walk[-1].output_tok_s_total:,.0f} tok/s "
-                     f"({cur.walk[-1].output_tok_s_total / ok[0].output_tok_s_total:.2f}×; steady state).")
+                     f"{ok[0]:,.0f} → {cur.walk[-1].output_tok_s_total:,.0f} tok/s "
+                     f"({cur.walk[-1].output_tok_s_total / ok[0]:.2f}×; steady state).")
     for o in (again.options if again is not None else ()):
         if o.option == cur.option or o.chosen is None:
             continue

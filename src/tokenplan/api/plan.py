@@ -22,6 +22,7 @@ from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions,
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
+from tokenplan.job.evaluate import Config
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.files.bench_tau import resolve_spec
@@ -223,10 +224,15 @@ def _check_lengths(req: PlanRequest) -> None:
                              f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
 
 
+def _tp_is(n: int) -> Callable[[Config], bool]:
+    """The predicate "the configuration's TP is ``n``"."""
+    return lambda c: c.layout.tp == n
+
+
 def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
                  results: list[OptionResult], answers: list | None = None) -> PlanResult:
     """Rank the searched options into ``plan``'s result."""
-    all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
+    all_tp = {r.option.label: best_with(r, table, job, _tp_is(widest_tp(r.option)))
               for r in results}
     # a local config.json (or its folder) launches from that folder, as an absolute path: the
     # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
@@ -249,6 +255,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
     top = fastest(eligible or results)
     recommended = None
     if top is not None:
+        assert top.best is not None  # fastest picks among the options where something runs
         ev = top.best.evaluation
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
@@ -336,7 +343,11 @@ def _searched(req: PlanRequest) -> tuple:
     for opt, count_given in options:
         unit = opt.gpu.node_gpus
         most = opt.count if count_given else DEFAULT_MAX_UNITS * unit
-        answers.append((opt, provision(lambda n, o=opt: search(replace(o, count=n)), target, unit, max(most, unit))))
+
+        def search_at(n: int, o: HardwareOption = opt) -> OptionResult:
+            return search(replace(o, count=n))
+
+        answers.append((opt, provision(search_at, target, unit, max(most, unit))))
     return model, engine, table, job, [provisioned_result(p) for _, p in answers], answers
 
 
