@@ -22,7 +22,7 @@ __all__ = ["ENGINE_TYPES", "CachePools", "Engine", "EngineSettings", "Launch", "
 
 # Catalog key → the class that implements it; a new engine is a module here and an entry in
 # catalog/engines.yaml.
-ENGINE_TYPES: dict[str, type[Sglang] | type[Vllm] | type[Trtllm]] = {"sglang": Sglang, "vllm": Vllm, "trtllm": Trtllm}
+ENGINE_TYPES: dict[str, type[Sglang | Vllm | Trtllm]] = {"sglang": Sglang, "vllm": Vllm, "trtllm": Trtllm}
 
 
 def from_catalog(name: str, entry: Mapping[str, Any]) -> Engine:
