@@ -4,6 +4,7 @@ rows and as sentences (the search itself is ``tokenplan.planning.provision``).""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from tokenplan.api._common import PLAN_FIGURES, figure_bands
@@ -26,6 +27,11 @@ def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
         raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
     if budget_usd is not None and not 0 < budget_usd < math.inf:
         raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
+
+
+def at_count(search: Callable[[HardwareOption], OptionResult], opt: HardwareOption) -> Callable[[int], OptionResult]:
+    """``search`` of ``opt`` at a GPU count: the ``search_at`` of :func:`~tokenplan.planning.provision.provision`."""
+    return lambda n: search(replace(opt, count=n))
 
 
 def provisioned_result(p: Provision) -> OptionResult:
