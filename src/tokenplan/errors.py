@@ -8,7 +8,8 @@ reason), not errors.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class TokenplanError(Exception):
@@ -34,7 +35,7 @@ _KINDS = {"int_parsing": "an integer", "int_type": "an integer", "int_from_float
           "list_type": "a list", "dict_type": "a mapping of keys to values", "missing": "a value (required)"}
 
 
-def allowed_from_validation(error: dict) -> str:
+def allowed_from_validation(error: Mapping[str, Any]) -> str:
     """What a pydantic validation error allows, in words, for the ``allowed`` part of a one-line
     message: ``a number ≥ 0`` for a ``ge=0`` bound, ``an integer`` for an int that did not parse,
     ``one of 'a', 'b'`` for a literal; a custom validator's own message otherwise (it says what is

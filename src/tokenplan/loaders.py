@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 self.depth -= 1
         return super().compose_node(parent, index)
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
@@ -195,6 +196,7 @@ def parse_yaml(text: str, source: str) -> Any:
     try:
         return loader.get_single_data()
     except _Refused as exc:
+        assert exc.problem_mark is not None  # every _Refused is raised with the mark of its node
         raise ConfigError(source, f"line {exc.problem_mark.line + 1}", str(exc.problem)) from None
     except RecursionError:  # a deep scalar tag or flow context the composer's count does not see
         raise ConfigError(source, "<root>", _NESTED) from None

@@ -33,6 +33,7 @@ def resolve_case(m: Measurement) -> Case | SkippedRow:
     missing = [name for name, v in (("isl", m.isl_tokens), ("osl", m.osl_tokens)) if v is None]
     if missing:
         return SkippedRow(m.line, m.row_id, f"missing lengths ({', '.join(missing)})")
+    assert m.isl_tokens is not None and m.osl_tokens is not None  # missing is empty
     req = measurement_request(m)
     try:
         config, model, gpu = build_config(req)
@@ -73,8 +74,12 @@ def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist
 
 def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:
     """Cases and skipped rows (malformed first, then unpredictable) of a read file."""
-    cases, skipped = [], list(data.skipped)
+    cases: list[Case] = []
+    skipped = list(data.skipped)
     for m in data.rows:
         r = resolve_case(m)
-        (skipped if isinstance(r, SkippedRow) else cases).append(r)
+        if isinstance(r, SkippedRow):
+            skipped.append(r)
+        else:
+            cases.append(r)
     return cases, skipped

@@ -11,10 +11,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
+from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InfeasibleError, InputError
 from tokenplan.files.calibration import read_calibration, read_calibration_file
+from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
@@ -94,7 +96,7 @@ def calibration_warnings(calibration: str | None, point: dict[str, object]) -> l
     return range_warnings(fitted, point) if fitted is not None else []
 
 
-def build_config(req: PredictRequest) -> tuple[Config, object, object]:
+def build_config(req: PredictRequest) -> tuple[Config, ModelSpec, Gpu]:
     """Resolve names and check sizes: (config, model spec, gpu). Raises InputError/CatalogError."""
     for field in ("tp", "pp", "ep", "num_gpus"):
         _positive(field, getattr(req, field), whole=True)

@@ -49,7 +49,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-_KEYS = {
+_KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "engine": ("engine", str, "sglang, vllm or trtllm"),
     "tp": ("tp", _count, "an integer ≥ 1"),
     "pp": ("pp", _count, "an integer ≥ 1"),
@@ -183,11 +183,11 @@ def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -
                               f"{cur.batch_per_replica:.0f}, {cur.batch_limit_reason})")
             lines.append("What reproduces the measurement: " + ("; or ".join(closes) if closes else
                          "no single τ or running cap does; check the GPU variant, the engine version and the lengths") + ".")
-    ok = [r for r in cur.walk if r.output_tok_s_total]
-    if len(cur.walk) > 1 and ok and cur.walk[-1].output_tok_s_total:
+    rates = [r.output_tok_s_total for r in cur.walk if r.output_tok_s_total]
+    last = cur.walk[-1].output_tok_s_total
+    if len(cur.walk) > 1 and rates and rates[0] and last:
         lines.append(f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
-                     f"{ok[0].output_tok_s_total:,.0f} → {cur.walk[-1].output_tok_s_total:,.0f} tok/s "
-                     f"({cur.walk[-1].output_tok_s_total / ok[0].output_tok_s_total:.2f}×; steady state).")
+                     f"{rates[0]:,.0f} → {last:,.0f} tok/s ({last / rates[0]:.2f}×; steady state).")
     stated = [s for s in specs or () if s != "none"]
     if stated:
         lines.append(f"Every option is planned at the acceptance your measurement implies (p = "

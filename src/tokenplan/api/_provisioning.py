@@ -4,14 +4,15 @@ rows and as sentences (the search itself is ``tokenplan.planning.provision``).""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from tokenplan.api._common import PLAN_FIGURES, figure_bands
 from tokenplan.api.plan_results import Provisioning, ProvisionRow, ProvisionTry
 from tokenplan.errors import InputError
-from tokenplan.planning.provision import Provision
+from tokenplan.planning.provision import Outcome, Provision
 from tokenplan.planning.rank import describe
-from tokenplan.planning.search import OptionResult
+from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import HardwareOption
 from tokenplan.units import S_PER_DAY, duration_words
 
@@ -28,10 +29,22 @@ def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
         raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
 
 
+def at_count(search: Callable[[HardwareOption], OptionResult], opt: HardwareOption) -> Callable[[int], OptionResult]:
+    """``search`` of ``opt`` at a GPU count: the ``search_at`` of :func:`~tokenplan.planning.provision.provision`."""
+    return lambda n: search(replace(opt, count=n))
+
+
 def provisioned_result(p: Provision) -> OptionResult:
     """The search at the count a provisioning answer settled on (or came closest with)."""
     shown = p.chosen or p.closest or p.tried[-1]
-    return shown.payload[0]
+    return _payload(shown)[0]
+
+
+def _payload(o: Outcome) -> tuple[OptionResult, Candidate | None]:
+    """The ``(OptionResult, Candidate | None)`` that :func:`~tokenplan.planning.provision.outcome`
+    puts in every outcome of a plan's provisioning (``Outcome.payload`` is typed ``object``)."""
+    assert isinstance(o.payload, tuple)  # set by planning.provision.outcome
+    return o.payload
 
 
 def provisioning(deadline_s: float | None, budget_usd: float | None,
@@ -47,10 +60,12 @@ def provisioning(deadline_s: float | None, budget_usd: float | None,
                            meets=o is not None, gpus=None, nodes=None, wall_days=None, usd=None,
                            configuration=None, why=p.why, tried=tried)
         if o is not None:
+            chosen = _payload(o)[1]
+            assert chosen is not None and o.wall_s is not None  # a count that meets the target runs one
             row = replace(row, gpus=o.gpus, nodes=o.gpus // p.unit_gpus, wall_days=o.wall_s / S_PER_DAY,
-                          usd=o.usd, configuration=describe(o.payload[1]), why=None)
+                          usd=o.usd, configuration=describe(chosen), why=None)
             # The 80 % band of the configuration at that count (issue 10), on days and dollars.
-            row = replace(row, bands=figure_bands(row, o.payload[1].evaluation,
+            row = replace(row, bands=figure_bands(row, chosen.evaluation,
                                                   {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")}))
         rows.append(row)
     return Provisioning(deadline_days=None if deadline_s is None else deadline_s / S_PER_DAY,
@@ -75,6 +90,7 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         if not row.meets:
             lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.why}.")
             continue
+        assert row.nodes is not None and row.gpus is not None  # set on a row that meets the target
         unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
         money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None

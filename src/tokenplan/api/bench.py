@@ -257,6 +257,8 @@ def token_count_notes(levels: list[dict]) -> list[str]:
 
 
 def _level_case(desc: PredictRequest, m: Measurement) -> Case:
+    # bench_measurements and run_measurement state every level's lengths and concurrency
+    assert m.isl_tokens is not None and m.osl_tokens is not None and m.concurrency is not None
     config, model, gpu = build_config(replace(desc, isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency))
     return Case(m, model, gpu, config, config.engine.name, gpu.architecture, model_family(m.model),
                 LengthDist(m.isl_tokens), LengthDist(m.osl_tokens), m.concurrency / config.layout.dp)
@@ -393,4 +395,5 @@ def calibrate_from_run(run_dir: str, desc: PredictRequest, command: str = "token
     """
     check_server_description(desc)
     m = run_measurement(run_dir, desc)
+    assert m.isl_tokens is not None and m.osl_tokens is not None  # run_measurement states both
     return _fit_cases([m], replace(desc, isl=m.isl_tokens, osl=m.osl_tokens), "generate run", command, [])

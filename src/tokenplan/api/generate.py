@@ -141,6 +141,7 @@ class GenerateRequest(BaseModel):
     @field_validator(*RANGES)
     @classmethod
     def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        assert info.field_name is not None  # a field validator runs on a named field
         low, high = RANGES[info.field_name]
         if value is not None and not low <= value <= high:  # also refuses nan
             raise ValueError(f"a number from {low:,} to {high:,}")
@@ -215,7 +216,9 @@ def check_request(request: GenerateRequest) -> Checked:
     files = expand_inputs(request.inputs)
     check_readable(files)
     api_key = api_key_from_env(request.api_key_env)
-    hint, notes, warnings = PlanHint(None, None, None), [], []
+    hint = PlanHint(None, None, None)
+    notes: list[str] = []
+    warnings: list[str] = []
     if api_key and any(URL(u).user is not None for u in request.endpoints):
         warnings.append("an --endpoint carries user:password and an API key is set: the API key is sent "
                         "(Authorization: Bearer), the URL's credentials are not")

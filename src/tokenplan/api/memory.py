@@ -40,7 +40,7 @@ class MemoryResult(JsonResult):
     kv_bytes_per_token_per_gpu: float
     state_bytes_per_sequence: float
     kv_capacity_tokens: float
-    state_slots: int | None
+    state_slots: float | None  # sequences the state pool holds (perf.memory: a quotient, not floored)
     max_sequences: float
     context_tokens: float
     memory_fraction: float

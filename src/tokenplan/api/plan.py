@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenplan.api._common import (PLAN_FIGURES, _shown, calibration_warnings, check_plan_outputs,  # noqa: F401 - check_plan_outputs: the CLI's
                                    efficiency_table, figure_bands)
 from tokenplan.api._current import CurrentInputs, with_current
-from tokenplan.api._provisioning import check_targets, provisioned_result, provisioning, provisioning_sentences
+from tokenplan.api._provisioning import at_count, check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
                                         PlanOption, PlanReportData, PlanResult, Recommended)
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
@@ -30,7 +30,7 @@ from tokenplan.planning.launch import client_concurrency, launch_commands, runni
 from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note, radix_note
 from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
-from tokenplan.planning.space import HardwareOption, widest_tp
+from tokenplan.planning.space import HardwareOption, tp_is, widest_tp
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
@@ -226,7 +226,7 @@ def _check_lengths(req: PlanRequest) -> None:
 def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
                  results: list[OptionResult], answers: list | None = None) -> PlanResult:
     """Rank the searched options into ``plan``'s result."""
-    all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
+    all_tp = {r.option.label: best_with(r, table, job, tp_is(widest_tp(r.option)))
               for r in results}
     # a local config.json (or its folder) launches from that folder, as an absolute path: the
     # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
@@ -248,7 +248,7 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
     eligible = None if answers is None else [r for r, (_, p) in zip(results, answers) if p.chosen is not None]
     top = fastest(eligible or results)
     recommended = None
-    if top is not None:
+    if top is not None and top.best is not None:  # fastest picks among the options where something runs
         ev = top.best.evaluation
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
@@ -336,7 +336,7 @@ def _searched(req: PlanRequest) -> tuple:
     for opt, count_given in options:
         unit = opt.gpu.node_gpus
         most = opt.count if count_given else DEFAULT_MAX_UNITS * unit
-        answers.append((opt, provision(lambda n, o=opt: search(replace(o, count=n)), target, unit, max(most, unit))))
+        answers.append((opt, provision(at_count(search, opt), target, unit, max(most, unit))))
     return model, engine, table, job, [provisioned_result(p) for _, p in answers], answers
 
 

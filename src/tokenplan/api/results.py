@@ -128,7 +128,7 @@ class EvaluationFigures(JsonResult):
     state_bytes_per_sequence: float
     weight_bytes_per_gpu: float
     kv_capacity_tokens: float
-    state_slots: int | None
+    state_slots: float | None  # sequences the state pools hold (perf.memory: a quotient, not floored)
     memory_fraction: float
     chunk_tokens: int
     step_time_ms: float

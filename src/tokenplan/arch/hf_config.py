@@ -13,6 +13,7 @@ Raises ConfigError naming the file and the key for a missing or malformed field.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,7 +63,7 @@ class _Reader:
             raise ConfigError(self.source, key, f"expected an integer ≥ {minimum}, got {value}")
         return value
 
-    def first_int(self, keys: tuple[str, ...], default: int | None = None, minimum: int = 0) -> int:
+    def first_int(self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0) -> builtins.int:
         for key in keys:
             if self.has(key):
                 return self.int(key, minimum=minimum)
@@ -271,7 +272,8 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
     if not mtp and cfg.get("use_mtp"):
         mtp = r.int("num_mtp_modules", default=0)
-    vision = raw.get("vision_config") if isinstance(raw.get("vision_config"), Mapping) else {}
+    vision_config = raw.get("vision_config")
+    vision: Mapping[str, Any] = vision_config if isinstance(vision_config, Mapping) else {}
     language_only = bool(raw.get("language_model_only") or raw.get("language_only"))
     return ModelSpec(
         name=name, architecture=str(archs[0]), hidden_size=hidden, vocab_size=r.int("vocab_size", minimum=1),

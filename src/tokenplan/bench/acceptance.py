@@ -229,8 +229,7 @@ def acceptance_dict(w: AcceptanceWindow) -> dict | None:
     where not exposed); ``drafts``, ``draft_tokens``, ``accepted_tokens`` (counts in the window);
     ``gauge_readings``.
     """
-    counted = w.drafts is not None and w.drafts > 0 and w.accepted_tokens is not None
-    if counted:
+    if w.drafts is not None and w.drafts > 0 and w.accepted_tokens is not None:  # counted
         tau, source = 1.0 + w.accepted_tokens / w.drafts, "counters"
         per_pos = [a / w.drafts for a in w.accepted_per_pos]
     elif w.gauge_tau is not None:

@@ -93,6 +93,8 @@ async def probe_workload(ask: WorkloadAsk, client: OpenAIClient, base_url: str,
         short_tokens = await probe_tokens(client, ask.model, short, False)
     if ask.dataset is not None:
         return dataset_workload(ask.dataset, ask.osl, None), ignore_eos
+    if ask.isl is None or ask.osl is None:  # random prompts: the bench command always sets both
+        raise TypeError(f"WorkloadAsk: random prompts need isl and osl, got {ask.isl!r}, {ask.osl!r}")
     try:
         return (await random_workload_exact(base_url, ask.model, ask.isl, ask.osl, ask.n, ask.seed,
                                             api_key=ask.api_key), ignore_eos)

@@ -37,6 +37,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tokenplan.bench.acceptance import AcceptanceReading, AcceptanceWindow, acceptance_reading
 from tokenplan.bench.http import SideRequestFailed, get_text, request_json, server_root
@@ -124,7 +125,7 @@ class ServerSnapshot:
 
 def snapshot_from_metrics(metrics: dict[str, float], time_s: float) -> ServerSnapshot:
     """Pick each quantity's first spelling present in ``metrics`` (from :func:`parse_prometheus`)."""
-    values = {}
+    values: dict[str, Any] = {}
     for quantity, names in METRIC_NAMES.items():
         values[quantity] = next((metrics[n] for n in names if n in metrics), None)
     kv_name = next((n for n in METRIC_NAMES["kv_usage"] if n in metrics), None)
@@ -200,7 +201,8 @@ class WindowStats:
     def acceptance(self) -> AcceptanceWindow | None:
         """The speculative acceptance over the window (counters between the edges, the τ gauge's
         readings during it), or None where the server reports none."""
-        return AcceptanceWindow.between(self.start and self.start.acceptance, self.end and self.end.acceptance,
+        return AcceptanceWindow.between(self.start.acceptance if self.start is not None else None,
+                                        self.end.acceptance if self.end is not None else None,
                                         (s.acceptance for s in self.samples))
 
     def _series(self, name: str) -> list[float]:
@@ -217,7 +219,8 @@ class WindowStats:
         if a and b and a.generation_tokens is not None and b.generation_tokens is not None:
             tokens = b.generation_tokens - a.generation_tokens
         out["generation_tokens"] = tokens
-        out["output_tok_s"] = tokens / (b.time_s - a.time_s) if tokens is not None and b.time_s > a.time_s else None
+        out["output_tok_s"] = (tokens / (b.time_s - a.time_s)
+                               if tokens is not None and a and b and b.time_s > a.time_s else None)
         out["preemptions"] = (b.preemptions - a.preemptions
                               if a and b and a.preemptions is not None and b.preemptions is not None else None)
         for name in ("running", "waiting"):

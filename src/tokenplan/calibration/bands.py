@@ -47,8 +47,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tokenplan.perf.speculative import SpecDecode
@@ -266,7 +267,7 @@ class Interval:
     regime: str
     outside: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """``{"low", "high", "coverage", "regime"[, "outside_measured_regime"]}``."""
         d = {"low": self.low, "high": self.high, "coverage": self.coverage, "regime": self.regime}
         if self.outside:
@@ -326,9 +327,9 @@ def covered(band: Band, log_error: float) -> bool:
     return band.low_q <= log_error <= band.high_q
 
 
-def table_to_json(table: BandTable) -> dict:
+def table_to_json(table: BandTable) -> dict[str, Any]:
     """The data file's JSON form."""
-    def b(x: Band) -> dict:
+    def b(x: Band) -> dict[str, Any]:
         return {"q_low": x.low_q, "q_high": x.high_q, "n": x.n}
 
     return {
@@ -349,9 +350,9 @@ def table_to_json(table: BandTable) -> dict:
     }
 
 
-def table_from_json(data: dict) -> BandTable:
+def table_from_json(data: Mapping[str, Any]) -> BandTable:
     """Parse the data file (raises KeyError/TypeError/ValueError on a malformed one)."""
-    def b(x: dict) -> Band:
+    def b(x: Mapping[str, Any]) -> Band:
         return Band(float(x["q_low"]), float(x["q_high"]), int(x["n"]))
 
     return BandTable(

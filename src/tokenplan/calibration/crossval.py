@@ -3,6 +3,8 @@ model), predict its rows, and pool the held-out errors (README "How accurate is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import math
 from dataclasses import dataclass, field
 
@@ -33,14 +35,14 @@ class CrossValidation:
     median_abs: float
     p90_abs: float
     errors: tuple[float, ...] = field(default=())
-    residuals: tuple = field(default=())  # bands.Residual of every held-out row and metric
+    residuals: tuple[Residual, ...] = field(default=())  # bands.Residual of every held-out row and metric
 
 
 def loo_refits(cases: list[Case], by: str, base: Efficiency | None = None,
                options: FitOptions = FitOptions()) -> list[Refit]:
     """One refit per GPU (``by="gpu"``) or model (``by="model"``): fit on the rest from
     ``base``, predict the held-out rows. A group that holds every row is not held out."""
-    key = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
+    key: Callable[[Case], str] = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
     base = base or Efficiency()
     refits = []
     for name in sorted({key(c) for c in cases}):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from tokenplan.calibration.levels import (SILICON_RATIO_BOUNDS, all_levels, bounds_x, efficiency_for, is_ratio_level,
                                           parameters, ratio_parent_key, silicon_key, table_from_values, value_of,
@@ -43,6 +44,10 @@ from tokenplan.calibration.memo import PredictionMemo
 from tokenplan.calibration.validate import Case, Predicted, predict_case
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 from tokenplan.errors import import_extra
+
+if TYPE_CHECKING:  # numpy is imported where a fit runs (plan imports no numpy)
+    import numpy as np
+    from numpy.typing import NDArray
 
 @dataclass(frozen=True, slots=True)
 class FitOptions:
@@ -193,18 +198,18 @@ def _row_weight(case: Case, file_weight: dict[str, float], options: FitOptions) 
     return options.weight_of_trust(case.measurement.trust) * file_weight[row_kind(case)] * tau_prior
 
 
-def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
+def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions().ttft_weight) -> list[float]:
     """log(pred/meas) of the case's measured quantities, TTFT times ``ttft_weight`` (0 where
     rejected)."""
     return residuals_of(case, predict_case(case, eff), ttft_weight)
 
 
-def residuals_of(case: Case, p: Predicted, ttft_weight: float = FitOptions.ttft_weight) -> list[float]:
+def residuals_of(case: Case, p: Predicted, ttft_weight: float = FitOptions().ttft_weight) -> list[float]:
     """:func:`log_residuals` of a prediction ``p`` already made for the case."""
     m = case.measurement
-    pairs = [(p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0), (p.tpot_s, m.tpot_s, 1.0),
-             (p.ttft_s, m.ttft_s, ttft_weight)]
-    pairs = [(pr, me, w) for pr, me, w in pairs if me is not None]
+    measured = [(p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0), (p.tpot_s, m.tpot_s, 1.0),
+                (p.ttft_s, m.ttft_s, ttft_weight)]
+    pairs = [(pr, me, w) for pr, me, w in measured if me is not None]
     if p.rejected is not None:
         return [0.0] * len(pairs)
     return [w * math.log(pr / me) for pr, me, w in pairs]
@@ -244,16 +249,16 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     file_weight = {k: math.sqrt(ref / v) if v else 1.0 for k, v in n_kind.items()}
     weights = [_row_weight(c, file_weight, options) for c in cases]
 
-    def parent_x(level: str, name: str, x) -> float:
+    def parent_x(level: str, name: str, x: NDArray[np.float64]) -> float:
         if level == "default":
             return x0_default[name]
         if is_ratio_level(level):  # toward the vendor's ratio, or 1: the chip changes nothing
             key = ratio_parent_key(level, name, index)
-            return x[index[key]] if key else 0.0
+            return float(x[index[key]]) if key else 0.0  # float(): x holds float64 (same value)
         up = "default" if "/" not in level else level.split("/")[0]
         px = x[index[(up, name)]] if (up, name) in index else x[index[("default", name)]]
         silicon = silicon_key(level, name, index) if "/" in level else None
-        return px + x[index[silicon]] if silicon else px
+        return float(px + x[index[silicon]] if silicon else px)
 
     x0_default = {name: x_of("default", name, getattr(base, name)) for name in EFFICIENCY_FIELDS}
 
@@ -262,9 +267,10 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     elif not options.memo:
         memo = None
 
-    def residuals(x):
+    def residuals(x: NDArray[np.float64]) -> NDArray[np.float64]:
         values = {p: value_of(*p, x[i]) for i, p in enumerate(params)}
-        out, by_group = [], {}  # a case's factors depend on its engine/architecture group only
+        out: list[float] = []
+        by_group: dict[object, Efficiency] = {}  # a case's factors depend on its engine/architecture group only
         for c, w in zip(cases, weights):
             eff = by_group.get(c.group)
             if eff is None:
@@ -301,7 +307,8 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
                      {p: float(sol.x[i]) for p, i in index.items()})
 
 
-def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict, options: FitOptions):
+def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict[tuple[str, str], int],
+              options: FitOptions) -> NDArray[np.bool_]:
     """Which parameter each residual can depend on: a row's residuals on the factors of its
     three levels, a prior residual on its factor and its parent's. scipy then perturbs factors
     of disjoint groups together in one finite-difference evaluation (Curtis–Powell–Reid), so a
@@ -335,7 +342,7 @@ def log_residuals_count(case: Case, ttft_weight: float) -> list[None]:
     return [None for v in (m.output_tok_s_per_gpu, m.tpot_s, m.ttft_s) if v is not None]
 
 
-def _uncertainty(sol, n_params: int) -> list[float]:
+def _uncertainty(sol: Any, n_params: int) -> list[float]:  # sol: scipy's OptimizeResult
     import numpy as np
 
     jac = sol.jac.toarray() if hasattr(sol.jac, "toarray") else sol.jac  # sparse with jac_sparsity

@@ -10,17 +10,18 @@ and fractions are an extrapolation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 FAR = 2.0  # a value more than 2× above the fitted maximum (or 2× below the minimum) is far outside
 IDENTITY_KEYS = ("engine", "gpu", "model")
 RANGE_KEYS = {"concurrency": "concurrency", "isl_tokens": "input length", "osl_tokens": "output length"}
 
 
-def fitted_on(levels: list[Mapping[str, float | None]], identity: Mapping[str, object], source: str) -> dict:
+def fitted_on(levels: Sequence[Mapping[str, float | None]], identity: Mapping[str, object], source: str) -> dict[str, Any]:
     """The ``fitted_on`` record: ``identity`` (engine, gpu, model, layout, dtypes…), ``source``,
     and ``{key}_min``/``{key}_max`` over ``levels`` for each key of :data:`RANGE_KEYS` present."""
-    out: dict = {**identity, "source": source, "levels": len(levels)}
+    out: dict[str, Any] = {**identity, "source": source, "levels": len(levels)}
     for key in RANGE_KEYS:
         values = [float(v) for lv in levels if (v := lv.get(key)) is not None]
         if values:

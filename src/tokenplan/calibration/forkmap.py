@@ -13,6 +13,8 @@ Results are in the order of ``points`` and bit for bit those of ``map``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import pickle
 import sys
@@ -29,7 +31,7 @@ class ForkMap:
         self.workers = workers
         self.memo = memo
 
-    def __call__(self, fun: Callable, points: Iterable) -> list:
+    def __call__(self, fun: Callable[[Any], Any], points: Iterable[Any]) -> list[Any]:
         xs = list(points)
         n = min(self.workers, len(xs))
         if n <= 1 or not hasattr(os, "fork"):
@@ -37,7 +39,7 @@ class ForkMap:
         sys.stdout.flush()
         sys.stderr.flush()
         children = [(w, *self._spawn(fun, xs[w::n])) for w in range(1, n)]
-        results: list = [None] * len(xs)
+        results: list[Any] = [None] * len(xs)
         results[0::n] = [fun(x) for x in xs[0::n]]
         for w, pid, fd in children:
             with os.fdopen(fd, "rb") as pipe:
@@ -52,7 +54,7 @@ class ForkMap:
                 self.memo.merge(journal)
         return results
 
-    def _spawn(self, fun: Callable, xs: list) -> tuple[int, int]:
+    def _spawn(self, fun: Callable[[Any], Any], xs: list[Any]) -> tuple[int, int]:
         """Fork a child that evaluates ``xs`` and writes (results, memo journal) to a pipe:
         (its pid, the pipe's read end)."""
         read, write = os.pipe()

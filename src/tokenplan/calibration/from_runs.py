@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.validate import Case, percentile, predict_case
@@ -29,6 +30,10 @@ from tokenplan.errors import import_extra
 from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, at_bound
 from tokenplan.perf.step import step_time
+
+if TYPE_CHECKING:  # numpy is imported where a fit runs (plan imports no numpy)
+    import numpy as np
+    from numpy.typing import NDArray
 
 STEP_FACTORS = ("step_overhead_s", "per_sequence_overhead_s", "hbm_fraction", "attention_fraction")
 
@@ -94,6 +99,7 @@ def _step_residual(case: Case, eff: Efficiency) -> float:
         return 0.0
     if m.tpot_s is not None:
         return math.log(p.tpot_s / m.tpot_s)
+    assert m.output_tok_s_per_gpu is not None  # the cases fitted have TPOT or throughput measured
     return math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)
 
 
@@ -114,10 +120,10 @@ def fit_step_factors(cases: list[Case], base: Efficiency, factors: tuple[str, ..
     hi = np.array([_to_x(f, EFFICIENCY_BOUNDS[f][1]) for f in factors])
     x0 = np.clip(np.array([_to_x(f, getattr(base, f)) for f in factors]), lo + 1e-9, hi - 1e-9)
 
-    def eff_of(x) -> Efficiency:
+    def eff_of(x: NDArray[np.float64]) -> Efficiency:
         return base.with_values(**{f: _from_x(f, v) for f, v in zip(factors, x)})
 
-    def residuals(x):
+    def residuals(x: NDArray[np.float64]) -> NDArray[np.float64]:
         eff = eff_of(x)
         data = [_step_residual(c, eff) for c in usable]
         prior = [options.default_prior_scale * (xi - x0i) / options.prior_sigma for xi, x0i in zip(x, x0)]

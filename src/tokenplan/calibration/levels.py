@@ -11,6 +11,7 @@ optimised in log space (:func:`x_of`, :func:`value_of`, :func:`bounds_x`).
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 
 from tokenplan.calibration.validate import Case
 from tokenplan.hardware import ARCHITECTURE_VENDOR
@@ -59,7 +60,7 @@ SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s")
 SILICON_RATIO_BOUNDS = (0.25, 4.0)
 
 
-def case_levels(case: Case) -> tuple[str, str, str]:
+def case_levels(case: Case | _Dummy) -> tuple[str, str, str]:
     return "default", case.engine, case.group
 
 
@@ -84,7 +85,7 @@ def is_ratio_level(level: str) -> bool:
     return level.startswith("*")
 
 
-def silicon_key(group: str, name: str, fitted) -> tuple[str, str] | None:
+def silicon_key(group: str, name: str, fitted: Container[tuple[str, str]]) -> tuple[str, str] | None:
     """The ratio that scales factor ``name`` of ``group``: the architecture's where it is in
     ``fitted`` (a container of ``(level, factor)``), else the vendor's, else None."""
     for level in (silicon_level(group), vendor_level(group)):
@@ -93,7 +94,7 @@ def silicon_key(group: str, name: str, fitted) -> tuple[str, str] | None:
     return None
 
 
-def ratio_parent_key(level: str, name: str, fitted) -> tuple[str, str] | None:
+def ratio_parent_key(level: str, name: str, fitted: Container[tuple[str, str]]) -> tuple[str, str] | None:
     """The prior parent of a ratio level's factor: an architecture's ratio is pulled toward its
     vendor's (when fitted), a vendor's toward 1 (None)."""
     if level.startswith("*/"):
@@ -170,7 +171,7 @@ def bounds_x(level: str, name: str) -> tuple[float, float]:
     return x_of(level, name, lo), x_of(level, name, hi)
 
 
-def efficiency_for(values: dict[tuple[str, str], float], case: Case, base: Efficiency) -> Efficiency:
+def efficiency_for(values: dict[tuple[str, str], float], case: Case | _Dummy, base: Efficiency) -> Efficiency:
     """The case's factors: ``base``, overridden by the default and engine fits, the silicon
     factors scaled by the ``*/architecture`` ratio, else the vendor's (kept inside
     ``EFFICIENCY_BOUNDS``), then overridden by the engine/arch fit."""

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tokenplan.calibration.forkmap import ForkMap
 from tokenplan.calibration.memo import PredictionMemo
+from tokenplan.errors import import_extra
 
 
 @dataclass
@@ -52,18 +54,19 @@ def solve(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
             (:class:`~tokenplan.calibration.forkmap.ForkMap`, which merges the predictions the
             children made into ``memo``).
     """
-    from scipy.optimize import least_squares
-    from scipy.optimize._numdiff import approx_derivative, group_columns
-    from scipy.sparse import csr_matrix
+    least_squares = import_extra("scipy.optimize", "calibrate").least_squares
+    numdiff = import_extra("scipy.optimize._numdiff", "calibrate")
+    approx_derivative, group_columns = numdiff.approx_derivative, numdiff.group_columns
+    csr_matrix = import_extra("scipy.sparse", "calibrate").csr_matrix
 
     groups = group_columns(sparsity)
     state = {"nfev": 0, "skipped": False}
 
-    def fun(x):
+    def fun(x: Any) -> Any:
         state["nfev"] += 1
         return residuals(x)
 
-    def jac(x):
+    def jac(x: Any) -> Any:
         if not final_jacobian and state["nfev"] >= max_nfev:
             state["skipped"] = True
             return csr_matrix(sparsity.shape)

@@ -20,12 +20,15 @@ This holds because ``predict_case`` is a pure function of the case and the facto
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 from dataclasses import fields
 
 from tokenplan.calibration.validate import Case, Predicted, predict_case
 from tokenplan.perf.efficiency import Efficiency
 
 _FIELDS = frozenset(f.name for f in fields(Efficiency))
+# A case's slot: the case (kept alive) and, per set of factor names read, values → prediction.
+_Slot = tuple[Case, dict[tuple[str, ...], "OrderedDict[tuple[float, ...], Predicted]"]]
 
 
 class _Traced(Efficiency):
@@ -33,7 +36,7 @@ class _Traced(Efficiency):
 
     __slots__ = ("_reads",)
 
-    def __getattribute__(self, name: str):
+    def __getattribute__(self, name: str) -> Any:
         if name in _FIELDS:
             object.__getattribute__(self, "_reads").add(name)
         return object.__getattribute__(self, name)
@@ -60,7 +63,7 @@ class PredictionMemo:
 
     def __init__(self, per_row: int = 64):
         self.per_row = per_row
-        self._rows: dict[int, tuple[Case, dict[tuple[str, ...], OrderedDict]]] = {}
+        self._rows: dict[int, _Slot] = {}
         self.hits = 0
         self.misses = 0
         self.journal: list[tuple[int, tuple[str, ...], tuple[float, ...], Predicted]] | None = None
@@ -74,11 +77,11 @@ class PredictionMemo:
         by_reads = slot[1]
         for names, store in by_reads.items():
             key = tuple(getattr(eff, name) for name in names)
-            predicted = store.get(key)
-            if predicted is not None:
+            stored = store.get(key)
+            if stored is not None:
                 store.move_to_end(key)
                 self.hits += 1
-                return predicted
+                return stored
         copy, reads = traced(eff)
         predicted = predict_case(case, copy)
         names = tuple(sorted(reads))
@@ -89,7 +92,7 @@ class PredictionMemo:
         self.misses += 1
         return predicted
 
-    def _store(self, slot, names: tuple[str, ...], values: tuple[float, ...], predicted: Predicted) -> None:
+    def _store(self, slot: _Slot, names: tuple[str, ...], values: tuple[float, ...], predicted: Predicted) -> None:
         store = slot[1].setdefault(names, OrderedDict())
         store[values] = predicted
         store.move_to_end(values)

@@ -11,6 +11,8 @@ or with one worker the refits run here, one after another.
 
 from __future__ import annotations
 
+from typing import Any
+
 import multiprocessing
 import os
 from dataclasses import dataclass
@@ -45,7 +47,7 @@ def held_out(refit: Refit, memo: PredictionMemo | None = None) -> list[list[Resi
     return [case_residuals(c, result.table.resolve(c.engine, c.architecture)) for c in refit.test]
 
 
-_JOB: dict = {}
+_JOB: dict[str, Any] = {}
 
 
 def _run(i: int) -> list[list[Residual]]:

@@ -126,7 +126,7 @@ class GpuEntry(_Strict):
             compute_capability=self.compute_capability,
             memory_bytes=self.memory.bytes,
             hbm_bytes_per_s=self.bandwidth.hbm_bytes_per_s,
-            dense_flops_per_s=dict(self.compute.dense_flops_per_s),
+            dense_flops_per_s={k: v for k, v in self.compute.dense_flops_per_s.items()},  # Literal keys as str
             native_dtypes=frozenset(self.native_dtypes.dtypes),
             scaleup=Link(self.scaleup.kind, self.scaleup.name, self.scaleup.bytes_per_s, self.scaleup.latency_s),
             host_link=Link(self.host_link.kind, self.host_link.name, self.host_link.bytes_per_s, self.host_link.latency_s),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
 
@@ -53,9 +54,9 @@ def _click_exceptions():
     ``ClickException``/``UsageError``/``Abort`` classes.
     """
     try:
-        from typer._click import exceptions  # type: ignore[attr-defined]
+        from typer._click import exceptions
     except ImportError:
-        from click import exceptions  # type: ignore[no-redef]
+        from click import exceptions
     return exceptions
 
 
@@ -76,11 +77,12 @@ def _given(option: str, argv: list[str], allowed: str = "") -> str | None:
         elif word.startswith(option + "="):
             values.append(word[len(option) + 1:])
     convert = {"an integer": int, "a number": float}.get(allowed)
-    for value in values if convert else ():
-        try:
-            convert(value)
-        except ValueError:
-            return value
+    if convert is not None:
+        for value in values:
+            try:
+                convert(value)
+            except ValueError:
+                return value
     return values[-1] if values else None
 
 
@@ -100,7 +102,7 @@ def _usage_line(exc: Exception) -> str:
     """One line for a click usage error: its message and where to find help."""
     ctx = getattr(exc, "ctx", None)
     message = _bad_value_line(exc) or " ".join(exc.format_message().split())  # type: ignore[attr-defined]
-    group = getattr(ctx, "command", None)
+    group: Any = getattr(ctx, "command", None)
     if message.startswith("No such command") and hasattr(group, "list_commands"):
         message = f"{message.rstrip('.')} (allowed: {', '.join(group.list_commands(ctx))})"
     where = f" (try '{ctx.command_path} --help')" if ctx is not None else ""

@@ -170,13 +170,13 @@ def _rates(text: str) -> tuple[float, ...]:
 
 
 def _levels(concurrency: str | None, max_concurrency: str | None, request_rate: str | None,
-            from_json: bool) -> tuple[tuple[int, ...] | None, tuple[float, ...] | None]:
+            from_json: bool) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
     """(concurrency levels, request rates) from ``--concurrency``/``--max-concurrency`` and
     ``--request-rate``: no levels for a saved sweep, none by default with rates (no limit)."""
     levels_text = _same("concurrency", concurrency, "max-concurrency", max_concurrency, None)
     rates = None if request_rate is None else _rates(request_rate)
     if from_json:
-        return None, rates
+        return (), rates
     if rates is not None:
         return (() if levels_text is None else _concurrencies(levels_text)), rates
     # "" is a value given (and refused by _concurrencies), not an absent option: no default sweep for it

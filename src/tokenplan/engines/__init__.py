@@ -9,6 +9,9 @@ its name. Below ``perf``: imports ``arch``, ``hardware`` and ``units`` only, rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from tokenplan.engines.base import CachePools, Engine, EngineSettings, Launch
 from tokenplan.engines.sglang import Sglang
 from tokenplan.engines.trtllm import Trtllm
@@ -19,10 +22,10 @@ __all__ = ["ENGINE_TYPES", "CachePools", "Engine", "EngineSettings", "Launch", "
 
 # Catalog key → the class that implements it; a new engine is a module here and an entry in
 # catalog/engines.yaml.
-ENGINE_TYPES = {"sglang": Sglang, "vllm": Vllm, "trtllm": Trtllm}
+ENGINE_TYPES: dict[str, type[Sglang | Vllm | Trtllm]] = {"sglang": Sglang, "vllm": Vllm, "trtllm": Trtllm}
 
 
-def from_catalog(name: str, entry: dict) -> Engine:
+def from_catalog(name: str, entry: Mapping[str, Any]) -> Engine:
     """The engine ``name`` built from its parsed ``catalog/engines.yaml`` entry.
 
     Raises:

@@ -14,8 +14,9 @@ InferenceX ``dsr1_fp8_b200.sh`` (tight launch); S20 ``layers/attention/hybrid_li
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
@@ -73,7 +74,7 @@ class Sglang:
     mixed_prefill: ClassVar[bool] = False
 
     @classmethod
-    def from_entry(cls, name: str, entry: dict) -> Sglang:
+    def from_entry(cls, name: str, entry: Mapping[str, Any]) -> Sglang:
         """Build from the ``sglang:`` entry of ``catalog/engines.yaml`` (parsed YAML).
         Raises KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
         e = dict(entry)

@@ -15,8 +15,9 @@ a MAX_UTILIZATION policy or trtllm-serve's dynamic batch-size tuning changes the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
@@ -98,7 +99,7 @@ class Trtllm:
     mixed_prefill: ClassVar[bool] = True
 
     @classmethod
-    def from_entry(cls, name: str, entry: dict) -> Trtllm:
+    def from_entry(cls, name: str, entry: Mapping[str, Any]) -> Trtllm:
         """Build from the ``trtllm:`` entry of ``catalog/engines.yaml`` (parsed YAML). Raises
         KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
         e = dict(entry)
@@ -181,6 +182,8 @@ class Trtllm:
 
     def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""
+        if settings.max_running_cap is None:  # :meth:`settings` always sets max_batch_size
+            raise TypeError("trtllm: EngineSettings.max_running_cap is None; expected the max_batch_size set by settings()")
         return float(settings.max_running_cap)
 
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
@@ -72,7 +73,7 @@ class Vllm:
     mixed_prefill: ClassVar[bool] = True
 
     @classmethod
-    def from_entry(cls, name: str, entry: dict) -> Vllm:
+    def from_entry(cls, name: str, entry: Mapping[str, Any]) -> Vllm:
         """Build from the ``vllm:`` entry of ``catalog/engines.yaml`` (parsed YAML). Raises
         KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
         e = dict(entry)
@@ -156,6 +157,8 @@ class Vllm:
 
     def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_num_seqs`` (V2; set by :meth:`settings`)."""
+        if settings.max_running_cap is None:  # :meth:`settings` always sets max_num_seqs
+            raise TypeError("vllm: EngineSettings.max_running_cap is None; expected the max_num_seqs set by settings()")
         return float(settings.max_running_cap)
 
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:

@@ -33,7 +33,7 @@ Formats and the fields read, from each tool's source:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import parse_json, read_text
@@ -72,6 +72,10 @@ def read_bench_results(path: str) -> tuple[str, list[dict[str, Any]]]:
     return kind, [_vllm_like(i, path, n, kind) for n, i in enumerate(items, start=1)]
 
 
+@overload
+def _num(value: Any, path: str, field: str, required: Literal[True] = ...) -> float: ...
+@overload
+def _num(value: Any, path: str, field: str, required: bool) -> float | None: ...
 def _num(value: Any, path: str, field: str, required: bool = True) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -117,6 +121,10 @@ def _vllm_like(item: dict, path: str, line: int, kind: str) -> dict[str, Any]:
 
 
 def _aiperf(item: dict, path: str) -> dict[str, Any]:
+    @overload
+    def metric(name: str, stat: str = ..., required: Literal[True] = ...) -> float: ...
+    @overload
+    def metric(name: str, stat: str, required: bool) -> float | None: ...
     def metric(name: str, stat: str = "avg", required: bool = True) -> float | None:
         block = item.get(name)
         value = block.get(stat) if isinstance(block, dict) else None
@@ -139,6 +147,10 @@ def _guidellm(bench: dict, path: str, index: int) -> dict[str, Any]:
     if not isinstance(metrics, dict):
         raise ConfigError(path, f"benchmarks[{index}].metrics", "missing")
 
+    @overload
+    def ok(name: str, stat: str = ..., scale: float = ..., required: Literal[True] = ...) -> float: ...
+    @overload
+    def ok(name: str, stat: str, scale: float, required: bool) -> float | None: ...
     def ok(name: str, stat: str = "mean", scale: float = 1.0, required: bool = True) -> float | None:
         block = (metrics.get(name) or {}).get("successful") or {}
         value = (block.get("percentiles") or {}).get(stat) if stat.startswith("p") else block.get(stat)

@@ -19,6 +19,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal, overload
 
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.measurement import CLOSED_LOOP_RATIO_BOUNDS, Measurement, SkippedRow, closed_loop_ratio
@@ -61,6 +62,10 @@ def _text(row: dict, col: str) -> str:
     return (row.get(col) or "").strip()
 
 
+@overload
+def _number(row: dict, col: str, required: Literal[True] = ...) -> float: ...
+@overload
+def _number(row: dict, col: str, required: bool) -> float | None: ...
 def _number(row: dict, col: str, required: bool = True) -> float | None:
     text = _text(row, col)
     if not text:
@@ -192,19 +197,20 @@ def _screen_throughput(m: Measurement) -> Measurement:
     :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`, with min(concurrency, num_requests)
     in flight); rows without both latencies, a concurrency, an OSL and a GPU are returned as they
     are (the case resolution rejects the last with its reason)."""
-    if None in (m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens) or m.num_gpus < 1:
+    tok_s, ttft_s, tpot_s, concurrency, osl = m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens
+    if tok_s is None or ttft_s is None or tpot_s is None or concurrency is None or osl is None or m.num_gpus < 1:
         return m
     # a run of N < C requests never has more than N in flight
-    in_flight = min(m.concurrency, m.num_requests or m.concurrency)
-    ratio = closed_loop_ratio(m.output_tok_s_per_gpu, m.num_gpus, in_flight, m.osl_tokens, m.ttft_s, m.tpot_s)
+    in_flight = min(concurrency, m.num_requests or concurrency)
+    ratio = closed_loop_ratio(tok_s, m.num_gpus, in_flight, osl, ttft_s, tpot_s)
     low, high = CLOSED_LOOP_RATIO_BOUNDS
     if low <= ratio <= high or not math.isfinite(ratio) or ratio <= 0:  # 0 / ∞: values out of float range
         return m
-    allowed = m.output_tok_s_per_gpu / ratio
+    allowed = tok_s / ratio
     gpus = f"{m.num_gpus} GPU" + ("s" if m.num_gpus != 1 else "")
     reason = (f"output_tok_s_per_gpu {m.output_tok_s_per_gpu:g} set aside: its own latencies allow "
               f"{allowed:,.1f} tok/s/GPU ({in_flight:g} in flight × OSL {m.osl_tokens:g} / (TTFT "
-              f"{m.ttft_s * MS_PER_S:g} ms + OSL × TPOT {m.tpot_s * MS_PER_S:g} ms) / {gpus}), "
+              f"{ttft_s * MS_PER_S:g} ms + OSL × TPOT {tpot_s * MS_PER_S:g} ms) / {gpus}), "
               f"measured/allowed {ratio:.2f}, outside {low:g}–{high:g} (Little's law); its TTFT and TPOT are used")
     return replace(m, output_tok_s_per_gpu=None, throughput_set_aside=reason)
 

@@ -74,15 +74,20 @@ class _FittingOption(_Option):
     usd_interval: _Band | None = None
 
 
-class _ProvisionedGpu(_Shape):
-    """A GPU type no count of which meets the deadline/budget: ``why``."""
+class _GpuRow(_Shape):
+    """The fields of every provisioning row: the GPU type and whether it meets the target."""
 
     gpu: StrictStr
     meets: StrictBool
+
+
+class _ProvisionedGpu(_GpuRow):
+    """A GPU type no count of which meets the deadline/budget: ``why``."""
+
     why: StrictStr
 
 
-class _MeetingGpu(_ProvisionedGpu):
+class _MeetingGpu(_GpuRow):
     """A GPU type that meets them: the fewest GPUs and the job at that count."""
 
     why: StrictStr | None = None

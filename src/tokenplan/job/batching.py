@@ -40,6 +40,9 @@ from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import StepTime, roofline_step_s, step_time
 
+# A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`).
+StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
+
 
 @dataclass(frozen=True, slots=True)
 class BatchLimits:
@@ -247,7 +250,7 @@ def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
         i, v = j + 1, nxt
 
 
-def _step(d: Deployment, eff: Efficiency, steps: dict | None, decode_seqs: float, context_tokens: float,
+def _step(d: Deployment, eff: Efficiency, steps: StepMemo | None, decode_seqs: float, context_tokens: float,
           prefill_tokens: float, prefill_context_tokens: float, query_tokens_per_seq: float,
           prompt_chunk_tokens: float) -> StepTime:
     """``step_time`` with every argument given, looked up first in ``steps`` (a memo of one
@@ -273,7 +276,7 @@ class _Cycle(NamedTuple):
 
 def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, ctx: float,
                  isl: LengthDist, n_dec: float, query: float, dec_s: float, dec_kernel_s: float,
-                 steps: dict | None = None) -> _Cycle:
+                 steps: StepMemo | None = None) -> _Cycle:
     """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
     decode batch and, while a prompt waits, as much of it as the token budget holds.
 
@@ -309,7 +312,7 @@ def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch
 
 
 def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, isl: LengthDist,
-                    n_dec: float, dec_s: float, pre: StepTime, steps: dict | None = None) -> _Cycle:
+                    n_dec: float, dec_s: float, pre: StepTime, steps: StepMemo | None = None) -> _Cycle:
     """Engines that keep prefill apart (SGLang default): the cycle's ``B·ISL`` prompt tokens run
     in prefill-only steps of ``min(chunk, B·ISL)`` tokens each, of time ``pre``, during which
     decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
@@ -324,7 +327,7 @@ def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, ba
 
 
 def _wave_ttft_s(d: Deployment, eff: Efficiency, batch: float, isl_tokens: float, chunk: int,
-                 full_step_s: float, steps: dict | None = None) -> float:
+                 full_step_s: float, steps: StepMemo | None = None) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
     last step partly filled (seconds). ``full_step_s``: one prefill step of ``min(chunk, the
@@ -338,7 +341,7 @@ def _wave_ttft_s(d: Deployment, eff: Efficiency, batch: float, isl_tokens: float
 def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: EngineSettings,
                  isl: LengthDist, osl: LengthDist, concurrency: float | None,
                  spec: SpecDecode | None = None, limits: BatchLimits | None = None,
-                 steps: dict | None = None) -> SteadyState:
+                 steps: StepMemo | None = None) -> SteadyState:
     """Steady state of one replica at ``concurrency`` requests in flight.
 
     Args:

@@ -6,13 +6,15 @@ plan search alike, so both follow one code path.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
 
 from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.hardware import Gpu
-from tokenplan.job.batching import BatchLimits, SteadyState, batch_limits, steady_state
+from tokenplan.job.batching import BatchLimits, SteadyState, StepMemo, batch_limits, steady_state
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -148,15 +150,19 @@ def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: L
     return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
 
 
-class _Memo:
+_T = TypeVar("_T")
+
+
+class _Memo(Generic[_T]):
     """The last ``kept`` results of a pure function, by the identity of its (immutable) inputs.
     Each entry holds its inputs, so no id in a key can be reused by another object while the
     entry lives; the oldest entry goes first."""
 
     def __init__(self, kept: int) -> None:
-        self.kept, self.table = kept, {}
+        self.kept = kept
+        self.table: dict[tuple[int | bool, ...], tuple[tuple[object, ...], _T]] = {}
 
-    def get(self, inputs: tuple, flag: bool, compute):
+    def get(self, inputs: tuple[object, ...], flag: bool, compute: Callable[[], _T]) -> _T:
         key = (*map(id, inputs), flag)
         hit = self.table.get(key)
         if hit is not None and all(map(operator.is_, hit[0], inputs)):
@@ -173,11 +179,11 @@ class _Memo:
 # What comes before the efficiency factors and the offline sizing (settings, memory, deployment)
 # is shared by both, and by every efficiency table ``calibrate`` tries on the same measured case
 # (a fit tries thousands on a few thousand cases).
-_PREPARED = _Memo(64)
-_DEPLOYED = _Memo(4096)
+_PREPARED: _Memo[Prepared | Rejection] = _Memo(64)
+_DEPLOYED: _Memo[Deployed | Rejection] = _Memo(4096)
 # Step times by deployment and efficiency table: the offline and online preparations of one
 # configuration ask for the same prefill steps.
-_STEPS = _Memo(64)
+_STEPS: _Memo[StepMemo] = _Memo(64)
 
 
 def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
@@ -224,7 +230,7 @@ class Prepared:
     deployment: Deployment
     limits: BatchLimits
     warnings: tuple[str, ...]
-    steps: dict = field(default_factory=dict, repr=False, compare=False)  # step-time memo (job.batching)
+    steps: StepMemo = field(default_factory=dict, repr=False, compare=False)  # step-time memo (job.batching)
 
     def at(self, concurrency: float | None) -> Evaluation | Rejection:
         """The configuration at ``concurrency`` requests in flight per replica (None = offline,
@@ -272,7 +278,7 @@ def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: Le
         warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
                         "context: the engine refuses them")
     rep = kv_replication(model, lay)
-    if rep > 1:
+    if rep > 1 and model.attention is not None:  # kv_replication is 1 without attention
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
     steps = _STEPS.get((deployed, eff), False, dict)
     return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings), steps)

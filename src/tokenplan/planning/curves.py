@@ -254,9 +254,10 @@ def pareto_front(points: list[tuple[float, float | None]]) -> set[int]:
     order = sorted((i for i, (_, usd) in enumerate(points) if usd is not None), key=lambda i: points[i])
     front, best_usd = set(), math.inf
     for i in order:
-        if points[i][1] < best_usd:
+        usd = points[i][1]
+        if usd is not None and usd < best_usd:  # order holds only the priced points
             front.add(i)
-            best_usd = points[i][1]
+            best_usd = usd
     return front
 
 
@@ -287,6 +288,7 @@ def speedup_curves(result: OptionResult, table: EfficiencyTable, job: Job) -> li
     plain = replace(base, spec=None)
     curves = []
     for ev in same:
+        assert ev.config.spec is not None  # same holds speculative configurations only
         dp = ev.config.layout.dp
         grid = concurrency_grid(memory_limit_per_replica(ev))
         with_spec = dict(sweep(ev, table, job, grid))

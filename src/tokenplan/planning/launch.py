@@ -130,7 +130,7 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     reserve = settings.reserve_bytes + profile_reserve_bytes(ev.deployment.spec, c.layout, settings)
     base = settings.fraction_base_bytes(visible, mem.weight_bytes_per_gpu, reserve)
     per_token = (mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu) / mem.sequence_shards
-    digits = 10 ** engine.fraction_digits
+    digits: int = 10 ** engine.fraction_digits  # int ** int is typed Any (a negative power is a float)
     f0, f_max = settings.memory_fraction, engine.max_memory_fraction(settings, visible)
     f_max = max(math.floor(f_max * digits) / digits, f0)
 

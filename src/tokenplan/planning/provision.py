@@ -18,10 +18,14 @@ caller's ``search_at``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tokenplan.units import S_PER_DAY, duration_words
+
+if TYPE_CHECKING:  # search imports the job model; outcome() only reads a result's fields
+    from tokenplan.planning.search import OptionResult
 
 DEFAULT_MAX_UNITS = 64  # the most rental units one search considers (512 GPUs of an 8-GPU board)
 
@@ -133,6 +137,7 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
             lo = mid
     chosen = tried[hi]
     if not chosen.meets:  # the deadline is met at this count, the budget is not (nor at any larger one)
+        assert chosen.wall_s is not None  # ok(chosen) held with a deadline: a wall time within it
         money = "no public price to check the budget against" if chosen.usd is None else (
             f"${chosen.usd:,.0f}, over the ${target.budget_usd:,.0f} budget" if target and target.budget_usd else "")
         return Provision(unit_gpus, None, chosen, _sorted(tried),
@@ -190,7 +195,7 @@ def soonest_within_budget(outcome_at: Callable[[int], Outcome], unit_gpus: int, 
     return Provision(unit_gpus, chosen, None, _sorted(tried), "")
 
 
-def _doubling(n: int):
+def _doubling(n: int) -> Iterator[int]:
     """1, 2, 4, … below ``n``, then ``n``."""
     units = 1
     while units < n:
@@ -213,7 +218,7 @@ def _closest(outcomes: Sequence[Outcome], target: Target | None = None) -> Outco
     budget = target.budget_usd if target is not None else None
     priced = [o for o in running if o.usd is not None]
     if budget is not None and priced:
-        within = [o for o in priced if o.usd <= budget]
+        within = [o for o in priced if o.usd is not None and o.usd <= budget]  # priced: usd set
         return max(within, key=lambda o: o.gpus) if within else min(priced, key=lambda o: (o.usd, o.gpus))
     return max(running, key=lambda o: o.gpus)
 
@@ -222,7 +227,7 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
     """Why no count meets the target: what the closest count does and which limit it misses.
     When the closest is one rental unit and it misses the budget, more GPUs cannot help (they cost
     at least as much), so the sentence says that instead of naming the largest count searched."""
-    if closest is None:
+    if closest is None or closest.wall_s is None:  # _closest picks only outcomes where something runs
         return f"no configuration runs on up to {max_gpus} GPUs"
     money = f", ${closest.usd:,.0f}" if closest.usd is not None else " (no public price: pass --price)"
     missed = []
@@ -244,7 +249,7 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
             f"{closest.wall_s / S_PER_DAY:.2f} days{money}{why}")
 
 
-def outcome(result, gpus: int, target: Target) -> Outcome:
+def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
     """The job at ``gpus`` GPUs from one option's search (an ``OptionResult``): its leading
     simulated configuration that meets ``target``, else its leader. A speculative configuration
     whose τ is a prior must meet it at the low end of the published acceptance
@@ -259,7 +264,7 @@ def outcome(result, gpus: int, target: Target) -> Outcome:
     return Outcome(gpus, best.wall_s, best.cost.usd, False, (result, best))
 
 
-def provision(search_at: Callable[[int], object], target: Target, unit_gpus: int, max_gpus: int) -> Provision:
+def provision(search_at: Callable[[int], OptionResult], target: Target, unit_gpus: int, max_gpus: int) -> Provision:
     """The GPUs (whole units) for ``target``: the fewest that meet a deadline (and budget), or, with a
     budget alone, the count that finishes soonest within it (module docstring).
 

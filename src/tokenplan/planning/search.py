@@ -8,12 +8,13 @@ wall time and the cost.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine
 from tokenplan.job.cost import JobCost, job_cost
-from tokenplan.job.evaluate import Evaluation, Rejection, evaluate
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
@@ -180,15 +181,15 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
         least = min(group, key=lambda r: r.weight_bytes_per_gpu)
         most = max(r.weight_bytes_per_gpu for r in group)
         extra = f" ({most / GiB:.1f} GiB with the MTP draft layers)" if most > least.weight_bytes_per_gpu * 1.0001 else ""
-        spec = least.spec_state_bytes_per_gpu
-        state = f" + {spec / GiB:.1f} GiB of speculative state" if spec > 0 else ""
+        spec_bytes = least.spec_state_bytes_per_gpu
+        state = f" + {spec_bytes / GiB:.1f} GiB of speculative state" if spec_bytes > 0 else ""
         out[f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights{state} per GPU{extra} vs "
             f"{least.usable_bytes_per_gpu / GiB:.1f} GiB usable (try more GPUs per replica or a smaller weight "
             "format)"] += len(group)
     return out
 
 
-def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate) -> Candidate | None:
+def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]) -> Candidate | None:
     """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``."""
     for ev in result.evaluated:
         if predicate(ev.config):
@@ -197,7 +198,7 @@ def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate)
 
 
 
-def leader_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate) -> Candidate | None:
+def leader_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]) -> Candidate | None:
     """The configuration an option's search would lead with were it restricted to the configs
     that satisfy ``predicate(Config)``: its ``JOB_SIMULATED_PER_OPTION`` fastest in the steady
     state simulated and ranked as :func:`search_option` ranks (``Candidate.ranking_wall_s``), so a

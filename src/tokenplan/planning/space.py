@@ -3,7 +3,7 @@ decoding × running-request cap (the engine's default, or raised with a flag).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tokenplan.arch.spec import ModelSpec
@@ -27,6 +27,11 @@ class HardwareOption:
     def label(self) -> str:
         """``8× b200``."""
         return f"{self.count}× {self.gpu.key}"
+
+
+def tp_is(n: int) -> Callable[[Config], bool]:
+    """The predicate "the configuration's TP is ``n``" (for ``search.best_with``)."""
+    return lambda c: c.layout.tp == n
 
 
 def widest_tp(option: HardwareOption) -> int:

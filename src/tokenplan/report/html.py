@@ -8,6 +8,8 @@ Both return the page as a string; ``write_html`` writes it. plotly is imported i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from html import escape
 from pathlib import Path
 
@@ -70,7 +72,7 @@ def _figure(stem: str, caption: str, fig, note: str = "") -> str:
             f"<div class=\"chart\">{div}</div>")
 
 
-def _table(head: list[str], rows: list[list[object]], numeric: set[int] = frozenset()) -> str:
+def _table(head: list[str], rows: Sequence[Sequence[object]], numeric: AbstractSet[int] = frozenset()) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td class=\"n\">{escape(str(c))}</td>" if i in numeric else f"<td>{escape(str(c))}</td>"
                                     for i, c in enumerate(r)) + "</tr>" for r in rows)

@@ -52,9 +52,9 @@ def line_chart(series: list[tuple[str, list[tuple[float, float]]]], width: int =
             grid[row][c] = mark
     label_w = len(f"{top:,.0f}")
     lines = []
-    for r, row in enumerate(grid):
+    for r, cells in enumerate(grid):
         tick = f"{top * (height - 1 - r) / (height - 1):,.0f}" if r in (0, height // 2, height - 1) else ""
-        lines.append(f"{tick:>{label_w}} ┤{''.join(row)}")
+        lines.append(f"{tick:>{label_w}} ┤{''.join(cells)}")
     axis = f"{'':>{label_w}} └" + "─" * width
     left, right = f"{lo:,.0f}", f"{hi:,.0f}"
     ticks = f"{'':>{label_w}}  {left}{right:>{width - len(left)}}"

@@ -158,7 +158,7 @@ def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path
         notes.append(f"max_tokens {FALLBACK_MAX_TOKENS:,} (the default plan's output cap; --max-tokens or "
                      "--plan sets it)")
     from_config = [k for k in ("temperature", "top_p", "top_k") if given.get(k) is None and k in config]
-    chosen = {k: given.get(k) if given.get(k) is not None else config.get(k) for k in ("temperature", "top_p", "top_k")}
+    chosen: dict[str, Any] = {k: given.get(k) if given.get(k) is not None else config.get(k) for k in ("temperature", "top_p", "top_k")}
     if from_config:
         values = ", ".join(f"{k} {config[k]:g}" for k in from_config)
         notes.append(f"sampling from {config_path}: {values}")

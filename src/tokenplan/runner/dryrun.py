@@ -99,7 +99,7 @@ def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transf
                          f"({type(problem).__name__}: {str(problem).splitlines()[0] if str(problem) else ''})") from None
 
     def count(prompt: list[dict[str, Any]]) -> int:
-        ids = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)
+        ids: Any = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)  # typed a union
         if isinstance(ids, dict) or hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
             ids = ids["input_ids"]
         return len(ids)

@@ -139,7 +139,7 @@ def batch_line(record: dict[str, Any], status: int = 200, error: dict[str, Any] 
             line["error"] = error
         return line
     turn = (record.get("turns") or [{}])[-1]
-    message = next((m for m in reversed(record.get("conversations") or []) if m.get("role") == "assistant"), {})
+    message: dict[str, Any] = next((m for m in reversed(record.get("conversations") or []) if m.get("role") == "assistant"), {})
     usage = turn.get("usage") or {}
     body = {"id": f"chatcmpl-{digest[:24]}", "object": "chat.completion", "model": turn.get("model") or record.get("model"),
             "choices": [{"index": 0, "message": dict(message), "logprobs": None,

@@ -148,7 +148,8 @@ def export_parquet(run_dir: Path, out_path: Path, *, batch_rows: int = 4096) -> 
     fields = field_columns(run_dir)
     storage, final = schema(fields, storage=True), schema(fields)
     tmp = out_path.with_name(out_path.name + ".tmp")
-    rows, batch = 0, []
+    rows = 0
+    batch: list[dict[str, Any]] = []
 
     def flush() -> None:
         writer.write_table(pa.Table.from_pylist(batch, schema=storage).cast(final))

@@ -179,9 +179,10 @@ def count_rows(files: Sequence[Path]) -> int:
 def count_rows_or_none(files: Sequence[Path]) -> int | None:
     """:func:`count_rows`, or None when a file breaks part-way (the reader then stops the run at
     the break; the count only feeds the ETA)."""
+    broken: tuple[type[BaseException], ...] = (InputBroken, *read_errors())
     try:
         return count_rows(files)
-    except (InputBroken, *read_errors()):
+    except broken:
         return None
 
 

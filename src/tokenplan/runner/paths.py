@@ -73,8 +73,8 @@ def check_output_file(path: str | Path, option: str, what: str = "a file path", 
         except OSError as problem:
             raise InputError(option, str(path), f"{allowed}; cannot create {parent} ({_why(problem)})") from None
     if not parent.is_dir():
-        problem = "does not exist" if not parent.exists() else "is not a directory"
-        raise InputError(option, str(path), f"{allowed}; {parent} {problem}")
+        state = "does not exist" if not parent.exists() else "is not a directory"
+        raise InputError(option, str(path), f"{allowed}; {parent} {state}")
     why = _probe_dir(parent)
     if why is not None:
         raise InputError(option, str(path), f"{allowed}; cannot write in {parent} ({why})")

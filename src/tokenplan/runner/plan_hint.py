@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenplan.errors import ConfigError
 from tokenplan.loaders import load_json
@@ -49,7 +50,8 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
     recommended = data.get("recommended")
     if not isinstance(recommended, dict):
         return PlanHint(None, None, None, model, cap), [f"{path}: no 'recommended' section; using the defaults"]
-    notes, values = [], {}
+    notes: list[str] = []
+    values: dict[str, Any] = {}
     for key, kind in (("concurrency_per_endpoint", int), ("output_tok_s_total", float), ("num_replicas", int)):
         value = recommended.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:

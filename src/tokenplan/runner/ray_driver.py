@@ -195,7 +195,7 @@ class _Driver:
         return problems
 
     def _take(self, count: int) -> list[WorkUnit]:
-        units = []
+        units: list[WorkUnit] = []
         while len(units) < count and self.retry:
             units.append(self.retry.popleft())
         while len(units) < count and not self.exhausted:

@@ -22,7 +22,7 @@ def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> 
     """
     if len(endpoints) >= actors:
         return [(tuple(endpoints[i::actors]), concurrency) for i in range(actors)]
-    shares = []
+    shares: list[tuple[tuple[str, ...], int]] = []
     for i in range(actors):
         j = i % len(endpoints)
         sharers = len(range(j, actors, len(endpoints)))

@@ -234,7 +234,7 @@ async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retri
         history.append(_assistant_message(sent.completion))
         turns.append(_turn_record(sent, length_tries))
     history.extend(m.as_dict() for m in trailing_turns(unit.row.messages, mode))
-    record = {"id": unit.id, "conversations": history, "turns": turns}
+    record: dict[str, Any] = {"id": unit.id, "conversations": history, "turns": turns}
     if unit.row.overrides:
         record["request_overrides"] = dict(unit.row.overrides)
     if unit.row.fields:

@@ -71,7 +71,8 @@ class _Refused(Exception):
 
     def __init__(self, why: str):
         super().__init__(why)
-        self.why, self.path = why, []
+        self.why = why
+        self.path: list[str] = []  # the keys and indexes from the refused value up, innermost first
 
 
 def _walk(item: Any, depth: int) -> None:
