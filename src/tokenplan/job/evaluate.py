@@ -6,6 +6,7 @@ plan search alike, so both follow one code path.
 from __future__ import annotations
 
 import operator
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
@@ -154,7 +155,9 @@ class _Memo:
     entry lives; the oldest entry goes first."""
 
     def __init__(self, kept: int) -> None:
-        self.kept, self.table = kept, {}
+        # Ordered: the oldest entry leaves in O(1) (a dict's first live entry is found by scanning
+        # past the slots its evictions left: up to a third of its size, 1,000+ for _DEPLOYED).
+        self.kept, self.table = kept, OrderedDict()
 
     def get(self, inputs: tuple, flag: bool, compute):
         key = (*map(id, inputs), flag)
@@ -163,7 +166,7 @@ class _Memo:
             return hit[1]
         got = compute()
         if len(self.table) >= self.kept:
-            self.table.pop(next(iter(self.table)), None)
+            self.table.popitem(last=False)
         self.table[key] = (inputs, got)
         return got
 

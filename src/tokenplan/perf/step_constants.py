@@ -11,6 +11,7 @@ uses (:func:`expected_max_normal`, :func:`ep_busiest_rank`).
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from statistics import NormalDist
 
 from tokenplan.perf.comm import group_link
@@ -136,7 +137,7 @@ class StepConstants:
 # a plan sweep steps each deployment a few times per concurrency, calibrate each measured case
 # once per efficiency table it tries. Each entry holds its deployment and table, so neither id
 # can be reused while the entry lives; the oldest entry goes first.
-_KEPT_CONSTANTS: dict[tuple[int, int], tuple[Deployment, Efficiency, StepConstants]] = {}
+_KEPT_CONSTANTS: OrderedDict[tuple[int, int], tuple[Deployment, Efficiency, StepConstants]] = OrderedDict()
 _KEPT_CONSTANTS_KEPT = 1024
 
 
@@ -148,6 +149,6 @@ def step_constants(d: Deployment, eff: Efficiency) -> StepConstants:
         return hit[2]
     c = StepConstants(d, eff)
     if len(_KEPT_CONSTANTS) >= _KEPT_CONSTANTS_KEPT:
-        _KEPT_CONSTANTS.pop(next(iter(_KEPT_CONSTANTS)))
+        _KEPT_CONSTANTS.popitem(last=False)  # O(1), where a dict scans past its evicted slots
     _KEPT_CONSTANTS[key] = (d, eff, c)
     return c

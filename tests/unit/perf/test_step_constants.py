@@ -6,6 +6,7 @@ Llama-3.1-8B FP8 on one H200 (TP1/PP1)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import replace
 
 import pytest
@@ -44,7 +45,7 @@ def test_another_deployment_gets_its_own_factors():
 
 
 def test_factors_are_computed_once_per_pair_and_the_oldest_pair_goes_first(monkeypatch):
-    monkeypatch.setattr(kept, "_KEPT_CONSTANTS", {})
+    monkeypatch.setattr(kept, "_KEPT_CONSTANTS", OrderedDict())
     monkeypatch.setattr(kept, "_KEPT_CONSTANTS_KEPT", 3)
     d = _ours()
     tables = [replace(EFF, hbm_fraction=f) for f in (0.5, 0.6, 0.7, 0.8)]
