@@ -308,8 +308,10 @@ def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Le
     # --max-running-requests: state slots then equal running requests and share the pool (S3).
     ratio = engine.pools.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
     mem = _memory(model, gpu, config, settings, ratio)
-    tight = engine.tight_settings(settings, config.vision_cut) if config.memory_fraction is None else None
-    if not mem.fits and tight is not None:
+    tight = None  # asked for only where the default does not fit
+    if not mem.fits and config.memory_fraction is None:
+        tight = engine.tight_settings(settings, config.vision_cut)
+    if tight is not None:
         # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
         tight_mem = _memory(model, gpu, config, tight, ratio)
         if tight_mem.fits:
