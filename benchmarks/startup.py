@@ -10,7 +10,11 @@ the plan command's modules), and the search and rendering. It also lists the hea
 ``tokenplan plan`` imported that planning does not need (numpy, scipy, pyarrow, aiohttp, the
 runner, bench, plotting: none of them computes a figure ``plan`` prints).
 
-Run:  python benchmarks/startup.py [--repeats 7] [--short]
+Run:  python benchmarks/startup.py [--repeats 7] [--short] [--no-bytecode]
+
+The children run from compiled bytecode in a private ``PYTHONPYCACHEPREFIX`` (as an installed
+CLI runs from the ``.pyc`` files pip writes), whatever ``PYTHONDONTWRITEBYTECODE`` says;
+``--no-bytecode`` keeps this environment as it is (see :func:`bytecode_env`).
 
 ``--short`` runs each command once (CI: the script still runs); its figures mean nothing.
 A report, not a test: wall times depend on the machine and its load.
@@ -24,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()"]
@@ -58,23 +63,38 @@ print(json.dumps({"startup_cpu_s": c0, "cli_import_cpu_s": c1 - c0, "plan_import
 """
 
 
+# The children's environment (main sets it): with or without compiled bytecode (see bytecode_env).
+ENV: dict[str, str] = dict(os.environ)
+
+
+def bytecode_env(pycache: str) -> dict[str, str]:
+    """This environment with bytecode caching on, into ``pycache`` (``PYTHONPYCACHEPREFIX``: no
+    ``__pycache__`` is written into the source tree). An installed CLI runs from ``.pyc`` files
+    (pip compiles them at install); where ``PYTHONDONTWRITEBYTECODE`` is set, as on a shared
+    development machine, every run would instead compile the ~60 tokenplan modules ``plan``
+    imports from source, a cost no installed CLI pays."""
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=pycache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def wall_s(argv: list[str]) -> float:
     """Seconds of wall time for one run of ``argv`` (output discarded)."""
     start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
     return time.perf_counter() - start
 
 
 def split() -> dict[str, float]:
     """The parts of one ``tokenplan plan`` process (see ``SPLIT``), seconds."""
-    run = subprocess.run([sys.executable, "-c", SPLIT], capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-c", SPLIT], capture_output=True, text=True, check=True, env=ENV)
     return json.loads(run.stderr.strip().splitlines()[-1])
 
 
 def imported_by_plan() -> list[str]:
     """The names from NOT_NEEDED_TO_PLAN that ``tokenplan plan`` imports, each with how many of
     its modules."""
-    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    env = dict(ENV, PYTHONPROFILEIMPORTTIME="1")
     run = subprocess.run(COMMANDS["tokenplan plan"], env=env, capture_output=True, text=True,
                          check=True)
     names = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()}
@@ -87,8 +107,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--short", action="store_true", help="each command once (CI: the script runs)")
+    parser.add_argument("--no-bytecode", action="store_true",
+                        help="run the children in this environment as it is, PYTHONDONTWRITEBYTECODE included "
+                             "(default: from .pyc files in a private cache, as an installed CLI runs)")
     args = parser.parse_args()
     repeats = 1 if args.short else args.repeats
+    with tempfile.TemporaryDirectory(prefix="tokenplan-pycache-") as pycache:
+        if not args.no_bytecode:
+            ENV.clear()
+            ENV.update(bytecode_env(pycache))
+        compiled = "PYTHONDONTWRITEBYTECODE" not in ENV
+        print("bytecode: " + ("from .pyc files (a private cache, warmed by the first run of each command)" if compiled
+                              else "compiled from source on every run (PYTHONDONTWRITEBYTECODE is set)"))
+        report(repeats)
+
+
+def report(repeats: int) -> None:
+    """Time the commands and split one ``plan`` process; print the figures."""
     for name, argv in COMMANDS.items():
         wall_s(argv)  # warm the file cache and .pyc files
         times = [wall_s(argv) for _ in range(repeats)]

@@ -12,7 +12,6 @@ import math
 from pathlib import Path
 
 from tokenplan.errors import ConfigError, RunDirError
-from tokenplan.files.shapes import check_bench_shape, check_plan_shape
 from tokenplan.loaders import load_json
 
 SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
@@ -130,6 +129,9 @@ def load_saved_bench(path: str | Path) -> dict:
     """A ``tokenplan bench --save`` file for ``bench --from-json``: :func:`load_bench`'s checks,
     then every figure the terminal table prints (:func:`~tokenplan.files.shapes.check_bench_shape`).
     Raises ConfigError."""
+    # Imported here: its pydantic models are built on import, and plan's start-up needs none of them.
+    from tokenplan.files.shapes import check_bench_shape
+
     data = load_bench(path)
     check_bench_shape(data, str(path))
     return data
@@ -137,6 +139,9 @@ def load_saved_bench(path: str | Path) -> dict:
 
 def load_plan(path: str | Path) -> dict:
     """A ``tokenplan plan --json`` file. Raises ConfigError."""
+    # Imported here: its pydantic models are built on import, and plan's start-up needs none of them.
+    from tokenplan.files.shapes import check_plan_shape
+
     p = Path(path)
     data = _require(_read_json(p), PLAN_KEYS, p, "top level")
     if not isinstance(data["options"], list):

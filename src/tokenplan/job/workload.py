@@ -161,7 +161,7 @@ class LengthDist:
         E[max(L − s, 0)] = E[L] − E[min(L, s)]."""
         return tuple((g, max(self.mean - self.capped_moment(1, g), 0.0) / self.mean) for g, _ in self.survival)
 
-    @property
+    @cached_property
     def max(self) -> float:
         """Largest length on the grid (tokens)."""
         return max(self.quantiles)

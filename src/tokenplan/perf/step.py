@@ -27,23 +27,27 @@ With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × st
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from statistics import NormalDist
 from typing import NamedTuple
 
-from tokenplan.hardware import LinkKind
-from tokenplan.perf.comm import all_to_all_s, allreduce_s, group_link, p2p_s
+from tokenplan.hardware import Link, LinkKind
+from tokenplan.perf.comm import all_to_all_s, allreduce_s, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.gemm import fraction_at_point, gemm_fraction_at, row_point
+from tokenplan.perf.gemm import fraction_at_point, row_point
+from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
+    StepConstants,
+    ep_busiest_rank,
+    expected_max_normal,
+    step_constants,
+)
 from tokenplan.units import ACTIVATION_BYTES
 
 DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-V3 report §3.3)
 
 
-@dataclass(frozen=True, slots=True)
-class StepTime:
-    """Seconds of one step by part, and its bottleneck.
+class StepTime(NamedTuple):
+    """Seconds of one step by part, and its bottleneck (a named tuple: a plan sweep makes tens of
+    thousands, and a tuple is built in a fifth of a frozen dataclass's time).
 
     Attributes:
         gemm_s, experts_s, attention_s, state_s: kernel-family times (roofline each).
@@ -128,119 +132,87 @@ def _split(d: Deployment, decode_seqs: float, prefill_tokens: float, query_token
 ATTN, MLP, LM_HEAD, EXPERT = range(4)
 
 
-def _row_point(d: Deployment, tokens: float) -> tuple[int, float] | None:
-    """Where ``tokens`` rows per GEMM sit on the deployment's measured curve, read no lower than
-    its ridge (``perf/gemm.py``); None without a curve."""
-    curve = d.gemm_curve
-    if curve is None:
-        return None
-    return row_point(curve, max(max(tokens, 1.0), curve.ridge_rows))
-
-
-def _gemm_rate(d: Deployment, eff: Efficiency, tokens: float, point: tuple[int, float] | None,
-               family: int) -> float:
-    """Achievable GEMM FLOP/s at ``tokens`` rows per GEMM (located on the curve as ``point`` by
-    :func:`_row_point`) for one GEMM ``family`` (its weight size, ``Deployment.gemm_reads``):
-    the measured curve of the GPU and format where there is one, else the fitted saturating
-    form (``perf/gemm.py``); a weight-only format also pays the dequantization factor."""
+def _gemm_rate(c: StepConstants, rows: float, point: tuple[int, float] | None, family: int) -> float:
+    """Achievable GEMM FLOP/s at ``rows`` rows per GEMM (located on the curve as ``point``, None
+    without a curve) for one GEMM ``family`` (its weight size, ``Deployment.gemm_reads``): the
+    measured curve of the GPU and format where there is one (× ``gemm_kernel_factor``, as
+    ``perf.gemm.gemm_fraction_at``), else the fitted saturating form
+    ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction`` for an FP8/FP4
+    kernel); a weight-only format also pays the dequantization factor."""
     if point is None:
-        fraction = gemm_fraction_at(None, eff, tokens, d.lowprec)
+        rows = max(rows, 1.0)
+        fraction = c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor
     else:
-        fraction = fraction_at_point(d.gemm_reads[family], point[0], point[1]) * eff.gemm_kernel_factor
-    rate = d.gemm_flops_per_s * fraction
-    return rate * (eff.dequant_fraction if d.weight_only else 1.0)
+        fraction = fraction_at_point(c.reads[family], point[0], point[1]) * c.kernel_factor
+    rate = c.gemm_flops * fraction
+    return rate * c.dequant
 
 
-def _gemm(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
+def _row_point(c: StepConstants, rows: float) -> tuple[int, float] | None:
+    """Where ``rows`` (≥ 1) rows per GEMM sit on the deployment's measured curve, read no lower
+    than its ridge (``perf/gemm.py``); None without a curve."""
+    return None if c.curve is None else row_point(c.curve, max(rows, c.ridge))
+
+
+def _gemm(c: StepConstants, t: _Tokens) -> tuple[float, float, float, float]:
     """Dense GEMMs: every dense weight read once; ``2·params·tokens`` FLOPs, plus the lm_head for
     the decode tokens and the last token of each prefill (lm_head sits on the last stage only,
     hence its share ``1/pp`` of a stage). With attention DP, attention runs over the rank's own
     tokens while the dense FFN and shared experts (``mlp_params``, already ``/tp``) run over the
     whole stage's tokens. Each family runs at the GEMM rate of its own mean weight size
-    (``attn_gemm_elements``, ``mlp_gemm_elements``; the lm_head is one GEMM of its own size)."""
-    pp = d.layout.pp
+    (``attn_gemm_elements``, ``mlp_gemm_elements``; the lm_head is one GEMM of its own size).
+    Returns the :class:`Kernel`'s fields (mem_s, cmp_s, bytes, flops)."""
     rows = max(t.rank, 1.0)
-    families = ((2.0 * (d.dense_params - d.mlp_params) * t.rank, ATTN),
-                (2.0 * d.mlp_params * (t.dec + t.pre), MLP),
-                (2.0 * d.lm_head_params * (t.dec + (1 if t.pre else 0)) / pp, LM_HEAD))
-    flops = sum([f for f, _ in families])
-    point = _row_point(d, rows)
-    cmp_s = sum([f / _gemm_rate(d, eff, rows, point, family) for f, family in families if f > 0])
-    nbytes = d.dense_bytes + d.lm_head_bytes / pp
-    mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
-    return Kernel(mem_s, cmp_s, nbytes, flops)
+    families = (c.attn2 * t.rank, c.mlp2 * (t.dec + t.pre), c.lm2 * (t.dec + (1 if t.pre else 0)) / c.pp)
+    point = _row_point(c, rows)
+    cmp_s = sum([f / _gemm_rate(c, rows, point, family) for family, f in enumerate(families) if f > 0])
+    return c.gemm_mem_s, cmp_s, c.gemm_bytes, sum(families)
 
 
-def _experts(d: Deployment, eff: Efficiency, tokens: float) -> Kernel:
+def _experts(c: StepConstants, tokens: float) -> tuple[float, float, float, float]:
     """Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``
     per layer for T tokens each picking k of E uniformly; FLOPs of top_k experts per token, at
     the dense GEMM rate of the rows each expert gets and of one expert's weight size
-    (``expert_gemm_elements``) × the engine's ``moe_kernel_factor``."""
-    moe = d.spec.moe
+    (``expert_gemm_elements``) × the engine's ``moe_kernel_factor``; with EP the busiest rank's
+    load (:func:`ep_busiest_rank`). Returns the :class:`Kernel`'s fields."""
+    moe = c.moe
     if moe is None or tokens <= 0:
         return IDLE
-    replica_tokens = tokens * d.layout.pp
-    touched = 1.0 - (1.0 - moe.top_k / moe.num_experts) ** replica_tokens
-    mem_load, row_load = ep_busiest_rank(d.layout.ep, moe.num_experts, moe.top_k, replica_tokens)
-    nbytes = d.routed_bytes * touched * mem_load
-    flops = d.routed_flops_per_token * tokens * row_load
+    replica_tokens = tokens * c.pp
+    touched = 1.0 - c.keep ** replica_tokens
+    mem_load, row_load = 1.0, 1.0
+    if c.ep > 1:  # ep_busiest_rank(ep, E, k, replica_tokens) with z and E/ep computed once; q = touched
+        mem_load = min(1.0 + c.z * math.sqrt((1.0 - touched) / (c.experts_per_rank * touched)), 1.0 / touched)
+        row_load = min(1.0 + c.z * math.sqrt((c.ep - 1) / (replica_tokens * moe.top_k)), float(c.ep))
+    nbytes = c.routed_bytes * touched * mem_load
+    flops = c.routed_flops * tokens * row_load
     rows_per_expert = replica_tokens * moe.top_k / moe.num_experts
-    mem_s = nbytes / (d.gpu.hbm_bytes_per_s * eff.hbm_fraction)
+    mem_s = nbytes / c.hbm_bw
     rows = max(rows_per_expert, 1.0)
-    rate = _gemm_rate(d, eff, rows, _row_point(d, rows), EXPERT)
-    return Kernel(mem_s, flops / (rate * eff.moe_kernel_factor),
-                  nbytes, flops)
+    rate = _gemm_rate(c, rows, _row_point(c, rows), EXPERT)
+    return mem_s, flops / (rate * c.moe_kernel_factor), nbytes, flops
 
 
-def expected_max_normal(n: int) -> float:
-    """E[max of n independent standard normals], Blom's approximation
-    ``Φ⁻¹((n − 0.375)/(n + 0.25))`` (Blom, "Statistical Estimates and Transformed Beta-Variables",
-    1958): 1.434 for n = 8 (exact 1.424), 1.049 for n = 4 (1.029); 0 for n ≤ 1."""
-    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
-
-
-def ep_busiest_rank(ep: int, experts: int, top_k: int, tokens: float) -> tuple[float, float]:
-    """Load of the busiest of ``ep`` expert-parallel ranks over the mean rank: (expert bytes, rows).
-
-    The MoE layer ends when its slowest rank does. With tokens routed uniformly (the best case:
-    real routers are skewed, which is why DeepSeek ships EPLB, github.com/deepseek-ai/EPLB), each
-    of a rank's ``m = E/ep`` experts is touched with probability ``q = 1 − (1 − k/E)^T``, so
-    the touched count is Binomial(m, q); a rank receives Binomial(T·k, 1/ep) rows. The busiest of
-    ``ep`` ranks sits ``z = expected_max_normal(ep)`` standard deviations above the mean:
-    bytes ``1 + z·√((1 − q)/(m·q))`` (at most 1/q: every expert of the rank), rows
-    ``1 + z·√((ep − 1)/(T·k))`` (at most ep). 1, 1 without EP (each expert is split over the
-    TP ranks, every rank reads the same slice)."""
-    if ep <= 1 or tokens <= 0:
-        return 1.0, 1.0
-    z, m = expected_max_normal(ep), experts / ep
-    q = 1.0 - (1.0 - top_k / experts) ** tokens
-    mem = min(1.0 + z * math.sqrt((1.0 - q) / (m * q)), 1.0 / q)
-    rows = min(1.0 + z * math.sqrt((ep - 1) / (tokens * top_k)), float(ep))
-    return mem, rows
-
-
-def _attention(d: Deployment, eff: Efficiency, t: _Tokens, context_tokens: float,
-               prefill_context_tokens: float) -> tuple[Kernel, Kernel]:
+def _attention(c: StepConstants, t: _Tokens, context_tokens: float,
+               prefill_context_tokens: float) -> tuple[tuple[float, float, float, float], ...]:
     """Attention as the engines run it: a decode kernel and a prefill kernel, launched one after
     the other (FlashInfer/FlashAttention decode and prefill kernels, TRT-LLM's generation and
     context FMHA), so that in a mixed step their times add rather than one hiding behind the
     other. Decode reads each running sequence's KV (sliding layers capped at the window) and is
     bandwidth-bound; prefill is FLOP-bound over the mean context the caller gives. KV beyond the
     GPU pool lives in host memory and is read over the host link (PCIe, or NVLink-C2C on Grace)
-    every step. Returns (decode, prefill)."""
-    m, a = d.memory, d.spec.attention
+    every step. Returns (decode, prefill), each the :class:`Kernel`'s fields."""
     attended = context_tokens
-    if a is not None and a.sparse_topk_tokens:
-        attended = min(context_tokens, a.sparse_topk_tokens)
-    nbytes = t.seqs / m.sequence_shards * (m.kv_bytes_per_token_per_gpu * context_tokens
-                                           + m.sliding_bytes_per_token_per_gpu * min(context_tokens, d.spec.sliding_window))
-    rate = d.attn_flops_per_s * eff.gemm_fraction
-    dec_flops = d.attn_flops_per_token_ctx * t.dec / m.sequence_shards * attended
-    pre_flops = d.attn_prefill_flops_per_token_ctx * t.rank_pre * prefill_context_tokens
-    host_kv = max(nbytes - m.kv_pool_bytes, 0.0) if m.host_kv_bytes > 0 else 0.0
-    mem_s = (nbytes - host_kv) / (d.gpu.hbm_bytes_per_s * eff.attention_fraction)
-    mem_s += host_kv / (d.gpu.host_link.bytes_per_s * eff.comm_fraction)
-    return Kernel(mem_s, dec_flops / rate, nbytes, dec_flops), Kernel(0.0, pre_flops / rate, 0.0, pre_flops)
+    if c.sparse:
+        attended = min(context_tokens, c.sparse)
+    nbytes = t.seqs / c.shards * (c.kv_bytes * context_tokens + c.sliding_bytes * min(context_tokens, c.window))
+    rate = c.attn_rate
+    dec_flops = c.attn_ctx * t.dec / c.shards * attended
+    pre_flops = c.attn_pre_ctx * t.rank_pre * prefill_context_tokens
+    host_kv = max(nbytes - c.kv_pool, 0.0) if c.host_kv else 0.0
+    mem_s = (nbytes - host_kv) / c.attn_bw
+    mem_s += host_kv / c.host_bw
+    return (mem_s, dec_flops / rate, nbytes, dec_flops), (0.0, pre_flops / rate, 0.0, pre_flops)
 
 
 def _state(d: Deployment, eff: Efficiency, t: _Tokens) -> Kernel:
@@ -290,17 +262,27 @@ def step_time(
     Returns:
         StepTime (seconds; bytes and FLOPs per GPU). Raises nothing: zero work gives the
         overhead alone.
+
+    The kernel families read their per-deployment factors from
+    :func:`tokenplan.perf.step_constants.step_constants`, computed once per deployment and
+    efficiency table with the operands and order of the expressions they stand for.
     """
-    pp = d.layout.pp
+    c = step_constants(d, eff)
+    pp = c.pp
     t = _split(d, decode_seqs, prefill_tokens, query_tokens_per_seq, prompt_chunk_tokens)
-    gemm, experts = _gemm(d, eff, t), _experts(d, eff, t.dec + t.pre)
-    (attn_dec, attn_pre), state = _attention(d, eff, t, context_tokens, prefill_context_tokens), _state(d, eff, t)
-    comm_s = _comm_s(d, eff, t.dec + t.pre)
-    kernels = (gemm, experts, attn_dec, attn_pre, state)
-    gemm_s, experts_s, dec_s, pre_s, state_s = [max(k.mem_s, k.cmp_s) for k in kernels]  # each Kernel.time_s
+    tokens = t.dec + t.pre
+    (g_mem, g_cmp, g_bytes, g_flops), (e_mem, e_cmp, e_bytes, e_flops) = _gemm(c, t), _experts(c, tokens)
+    (d_mem, d_cmp, d_bytes, d_flops), (p_mem, p_cmp, p_bytes, p_flops) = _attention(
+        c, t, context_tokens, prefill_context_tokens)
+    s_mem, s_cmp, s_bytes, s_flops = _state(d, eff, t)
+    comm_s = _comm_s(d, eff, tokens, c.link)
+    # Each family's Kernel.time_s.
+    gemm_s, experts_s, dec_s, pre_s = max(g_mem, g_cmp), max(e_mem, e_cmp), max(d_mem, d_cmp), max(p_mem, p_cmp)
+    state_s = max(s_mem, s_cmp)
     attention_s = dec_s + pre_s
     stage = gemm_s + experts_s + attention_s + state_s + comm_s
-    mem_s = sum([k.mem_s for k in kernels if k.mem_s >= k.cmp_s])
+    mem_s = sum([m for m, f in ((g_mem, g_cmp), (e_mem, e_cmp), (d_mem, d_cmp), (p_mem, p_cmp), (s_mem, s_cmp))
+                 if m >= f])  # the memory-bound families' time
     cmp_s = stage - comm_s - mem_s
     # Per-sequence work (bookkeeping, sampling, token routing) is charged on the replica's whole
     # decode batch, also with attention DP. Each ADP rank schedules only its own share, but its
@@ -310,15 +292,12 @@ def step_time(
     # 10.8 % / 67.6 % this way (session note, issue 3): the measured ADP steps cost more per
     # sequence than one rank's share, a cost not modelled on its own.
     overhead = (eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
-                + eff.layer_latency_s * d.spec.num_layers
-                + eff.moe_layer_latency_s * d.spec.moe_layers  # 0 for a dense model
-                + eff.per_token_moe_layer_s * _moe_token_layers(d, t.dec + t.pre))
-    return StepTime(
-        gemm_s=gemm_s * pp, experts_s=experts_s * pp, attention_s=attention_s * pp,
-        state_s=state_s * pp, comm_s=comm_s * pp, overhead_s=overhead, memory_bound_s=mem_s * pp,
-        compute_bound_s=cmp_s * pp, bytes_moved=sum([k.bytes for k in kernels]) * pp,
-        flops=sum([k.flops for k in kernels]) * pp,
-    )
+                + c.layer_latency_s  # eff.layer_latency_s × layers
+                + c.moe_layer_latency_s  # eff.moe_layer_latency_s × MoE layers: 0 for a dense model
+                + eff.per_token_moe_layer_s * _moe_token_layers(d, tokens))
+    return StepTime(gemm_s * pp, experts_s * pp, attention_s * pp, state_s * pp, comm_s * pp, overhead,
+                    mem_s * pp, cmp_s * pp, sum([g_bytes, e_bytes, d_bytes, p_bytes, s_bytes]) * pp,
+                    sum([g_flops, e_flops, d_flops, p_flops, s_flops]) * pp)
 
 
 def _moe_token_layers(d: Deployment, stage_tokens: float) -> float:
@@ -331,10 +310,10 @@ def _moe_token_layers(d: Deployment, stage_tokens: float) -> float:
     return stage_tokens * d.layout.pp / shards * d.spec.moe_layers
 
 
-def _comm_s(d: Deployment, eff: Efficiency, tokens: float) -> float:
-    """Collectives of one stage for ``tokens`` tokens (seconds)."""
+def _comm_s(d: Deployment, eff: Efficiency, tokens: float, link: Link) -> float:
+    """Collectives of one stage for ``tokens`` tokens (seconds) over ``link``, the link of the TP
+    group (``perf.comm.group_link``)."""
     lay, spec = d.layout, d.spec
-    link = group_link(d.gpu.scaleup, lay.tp, d.gpu.max_gpus_per_scaleup)
     layers = spec.num_layers / lay.pp
     msg = tokens * spec.hidden_size * ACTIVATION_BYTES
     total = 0.0

@@ -1,0 +1,120 @@
+"""The per-deployment factors of a step time, computed once per deployment and efficiency table.
+
+A plan sweep steps each deployment a few times per concurrency and ``calibrate`` steps each
+measured case once per efficiency table it tries; the factors a step multiplies by (bandwidths ×
+efficiency fractions, parameters × 2, the expert keep probability, the TP group's link, the
+expected busiest EP rank) do not change between those steps, so :func:`step_constants` computes
+them once and keeps the last ones in use. Also the EP load-balance statistics the experts' time
+uses (:func:`expected_max_normal`, :func:`ep_busiest_rank`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from statistics import NormalDist
+
+from tokenplan.perf.comm import group_link
+from tokenplan.perf.deployment import Deployment
+from tokenplan.perf.efficiency import Efficiency
+
+
+def expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normals], Blom's approximation
+    ``Φ⁻¹((n − 0.375)/(n + 0.25))`` (Blom, "Statistical Estimates and Transformed Beta-Variables",
+    1958): 1.434 for n = 8 (exact 1.424), 1.049 for n = 4 (1.029); 0 for n ≤ 1."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
+
+
+def ep_busiest_rank(ep: int, experts: int, top_k: int, tokens: float) -> tuple[float, float]:
+    """Load of the busiest of ``ep`` expert-parallel ranks over the mean rank: (expert bytes, rows).
+
+    The MoE layer ends when its slowest rank does. With tokens routed uniformly (the best case:
+    real routers are skewed, which is why DeepSeek ships EPLB, github.com/deepseek-ai/EPLB), each
+    of a rank's ``m = E/ep`` experts is touched with probability ``q = 1 − (1 − k/E)^T``, so
+    the touched count is Binomial(m, q); a rank receives Binomial(T·k, 1/ep) rows. The busiest of
+    ``ep`` ranks sits ``z = expected_max_normal(ep)`` standard deviations above the mean:
+    bytes ``1 + z·√((1 − q)/(m·q))`` (at most 1/q: every expert of the rank), rows
+    ``1 + z·√((ep − 1)/(T·k))`` (at most ep). 1, 1 without EP (each expert is split over the
+    TP ranks, every rank reads the same slice)."""
+    if ep <= 1 or tokens <= 0:
+        return 1.0, 1.0
+    z, m = expected_max_normal(ep), experts / ep
+    q = 1.0 - (1.0 - top_k / experts) ** tokens
+    mem = min(1.0 + z * math.sqrt((1.0 - q) / (m * q)), 1.0 / q)
+    rows = min(1.0 + z * math.sqrt((ep - 1) / (tokens * top_k)), float(ep))
+    return mem, rows
+
+
+
+class StepConstants:
+    """What a step of one deployment under one efficiency table computes the same way every time
+    (:func:`step_constants`); ``perf.step``'s kernel families read these instead of recomputing
+    them per step. Each is named after, and computed exactly as (same operands, same order),
+    the expression it stands for in ``perf.step``; seconds, bytes, FLOP/s and bytes/s as there."""
+
+    __slots__ = (
+        "attn2", "attn_bw", "attn_ctx", "attn_pre_ctx", "attn_rate", "curve", "dequant", "ep", "experts_per_rank",
+        "fitted_fraction", "gemm_bytes", "gemm_flops", "gemm_mem_s", "half_tokens", "hbm_bw", "host_bw", "host_kv",
+        "keep", "kernel_factor", "kv_bytes", "kv_pool", "layer_latency_s", "link", "lm2", "lowprec_factor", "mlp2",
+        "moe", "moe_kernel_factor", "moe_layer_latency_s", "pp", "reads", "ridge", "routed_bytes", "routed_flops",
+        "shards", "sliding_bytes", "sparse", "window", "z",
+    )
+
+    def __init__(self, d: Deployment, eff: Efficiency) -> None:
+        pp, m, spec, gpu = d.layout.pp, d.memory, d.spec, d.gpu
+        self.pp, self.shards = pp, m.sequence_shards
+        self.hbm_bw = gpu.hbm_bytes_per_s * eff.hbm_fraction
+        # Dense GEMMs (_gemm): the weights' bytes and time are the same every step.
+        self.gemm_bytes = d.dense_bytes + d.lm_head_bytes / pp
+        self.gemm_mem_s = self.gemm_bytes / (gpu.hbm_bytes_per_s * eff.hbm_fraction)
+        self.attn2, self.mlp2, self.lm2 = 2.0 * (d.dense_params - d.mlp_params), 2.0 * d.mlp_params, 2.0 * d.lm_head_params
+        self.curve, self.reads = d.gemm_curve, d.gemm_reads
+        self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
+        self.gemm_flops, self.kernel_factor = d.gemm_flops_per_s, eff.gemm_kernel_factor
+        self.dequant = eff.dequant_fraction if d.weight_only else 1.0
+        self.fitted_fraction, self.half_tokens = eff.gemm_fraction, eff.gemm_half_tokens
+        self.lowprec_factor = eff.lowprec_fraction if d.lowprec else 1.0
+        # Routed experts (_experts).
+        moe = self.moe = spec.moe
+        self.ep = d.layout.ep
+        self.keep = 1.0 - moe.top_k / moe.num_experts if moe is not None else 1.0
+        self.z = expected_max_normal(self.ep)
+        self.experts_per_rank = moe.num_experts / self.ep if moe is not None else 0.0
+        self.routed_bytes, self.routed_flops = d.routed_bytes, d.routed_flops_per_token
+        self.moe_kernel_factor = eff.moe_kernel_factor
+        # Attention (_attention).
+        a = spec.attention
+        self.sparse = a.sparse_topk_tokens if a is not None else None
+        self.kv_bytes, self.sliding_bytes = m.kv_bytes_per_token_per_gpu, m.sliding_bytes_per_token_per_gpu
+        self.window = spec.sliding_window
+        self.attn_rate = d.attn_flops_per_s * eff.gemm_fraction
+        self.attn_ctx, self.attn_pre_ctx = d.attn_flops_per_token_ctx, d.attn_prefill_flops_per_token_ctx
+        self.host_kv, self.kv_pool = m.host_kv_bytes > 0, m.kv_pool_bytes
+        self.attn_bw = gpu.hbm_bytes_per_s * eff.attention_fraction
+        self.host_bw = gpu.host_link.bytes_per_s * eff.comm_fraction
+        # Collectives (_comm_s) and the per-layer part of the overhead.
+        self.link = group_link(gpu.scaleup, d.layout.tp, gpu.max_gpus_per_scaleup)
+        self.layer_latency_s = eff.layer_latency_s * spec.num_layers
+        self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
+
+
+# The constants of the deployments and efficiency tables stepped lately, by the identity of both:
+# a plan sweep steps each deployment a few times per concurrency, calibrate each measured case
+# once per efficiency table it tries. Each entry holds its deployment and table, so neither id
+# can be reused while the entry lives; the oldest entry goes first.
+_KEPT_CONSTANTS: OrderedDict[tuple[int, int], tuple[Deployment, Efficiency, StepConstants]] = OrderedDict()
+_KEPT_CONSTANTS_KEPT = 1024
+
+
+def step_constants(d: Deployment, eff: Efficiency) -> StepConstants:
+    """The :class:`StepConstants` of ``d`` under ``eff``, computed once while they are in use."""
+    key = (id(d), id(eff))
+    hit = _KEPT_CONSTANTS.get(key)
+    if hit is not None and hit[0] is d and hit[1] is eff:
+        return hit[2]
+    c = StepConstants(d, eff)
+    if len(_KEPT_CONSTANTS) >= _KEPT_CONSTANTS_KEPT:
+        _KEPT_CONSTANTS.popitem(last=False)  # O(1), where a dict scans past its evicted slots
+    _KEPT_CONSTANTS[key] = (d, eff, c)
+    return c
