@@ -60,7 +60,7 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     if unknown:
         raise ConfigError(source, unknown[0], f"unknown key (known: {', '.join(CALIBRATION_KEYS)})")
     groups = data.get("groups")
-    if not isinstance(groups, dict) or not groups:
+    if not isinstance(groups, dict):  # a group with no factors: an update that kept the shipped fit
         raise ConfigError(source, "groups", "an update profile holds 'groups' of group → informed factors")
     # parse each group's factors with the same checks as a full table (names, finite, sign)
     parsed = efficiency_table_from_json({"groups": groups}, source)
@@ -128,7 +128,8 @@ def moved_lines(path: str) -> list[str]:
         parts = [f"{k} {_show(k, old)} → {_show(k, new)} ({(new / old - 1) * 100 if old else math.inf:+.0f} %"
                  + ("" if s is None else f", ±{_show(k, s)}") + ")" for k, (old, new, s) in factors.items()]
         lines.append(f"calibration {path} moves {group}: " + "; ".join(parts)
-                     + "; every other factor and group is the shipped fit")
+                     + "; every other factor and group is the shipped fit" if parts else
+                     f"calibration {path} moves nothing in {group} (its data did not improve on the shipped fit)")
     return lines
 
 
