@@ -130,3 +130,17 @@ def test_an_unknown_layered_on_is_one_line_naming_the_key(tmp_path):
     path.write_text(json.dumps({"layered_on": "shipped", "groups": {"vllm/hopper": {"hbm_frac": 0.5}}}))
     with pytest.raises(ConfigError, match="hbm_frac"):
         read_calibration_file(str(path))
+
+
+def test_plan_with_an_update_profile_says_first_what_moved(tmp_path):
+    from tokenplan.api.plan import PlanRequest, plan
+
+    a, b = 0.012, 0.06e-3
+    fit = fit_bench({"levels": [_level(c, a + b * c, 0.150) for c in LEVELS], "cap": {}}, DESC)
+    path = tmp_path / "p.json"
+    path.write_text(fit.profile_json())
+    result = plan(PlanRequest(model="qwen3-8b", gpus=("1xh100-sxm",), engine="vllm", samples=1000,
+                              calibration=str(path))).to_json()
+    first = result["answer"][0]
+    assert first.startswith(f"calibration {path} moves vllm/hopper: ")
+    assert "every other factor and group is the shipped fit" in first
