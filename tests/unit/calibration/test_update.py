@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from tokenplan.api._common import PredictRequest, build_config, efficiency_table  # noqa: E402
-from tokenplan.api.bench import fit_bench  # noqa: E402
+from tokenplan.api._common import PredictRequest, efficiency_table  # noqa: E402
+from tokenplan.api.bench import _level_case, bench_measurements, fit_bench  # noqa: E402 - the cases the fit builds
 from tokenplan.calibration.from_runs import linear_step_law  # noqa: E402
 from tokenplan.calibration.validate import predict_case  # noqa: E402
 from tokenplan.files.calibration import moved_lines, read_calibration_file  # noqa: E402
@@ -71,8 +71,6 @@ def test_a_bench_made_by_known_factors_recovers_them_within_5_percent():
     truth = shipped.with_values(hbm_fraction=0.8 * shipped.hbm_fraction,
                                 attention_fraction=min(1.15 * shipped.attention_fraction, 0.95),
                                 ttft_overhead_s=shipped.ttft_overhead_s + 0.040)
-    from tokenplan.api.bench import _level_case, bench_measurements  # the cases the fit builds
-
     seed = [_level(c, 0.01, 0.1) for c in LEVELS]
     cases = [_level_case(DESC, m) for m in bench_measurements({"levels": seed}, DESC)]
     levels = []
@@ -152,8 +150,6 @@ def test_a_sweep_the_shipped_fit_already_describes_is_never_made_worse():
     # table) took this sweep's median TTFT error from 3.0 % to 44 % (measured with fit_run before
     # this change): every prefill factor the sweep says nothing about fell back to its default.
     shipped = _shipped()
-    from tokenplan.api.bench import _level_case, bench_measurements
-
     seed = [_level(c, 0.01, 0.1) for c in LEVELS]
     cases = [_level_case(DESC, m) for m in bench_measurements({"levels": seed}, DESC)]
     noise = (1.03, 0.97, 1.02, 0.98, 1.03, 0.97, 1.02)
