@@ -8,8 +8,11 @@ Two kinds of profile:
   group (or engine), only the factors the user's data informed, ``prior`` the shipped value each
   started from and ``uncertainty`` their ±1σ. The rule at load time: the table is the shipped
   one (``catalog/efficiency.json``), except that each group the profile names resolves to the
-  shipped factors of that engine and architecture with the profile's factors put over them.
-  Every factor and every group the profile does not name keeps its shipped value.
+  shipped factors of that engine and architecture with the profile's factors put over them; a
+  bare engine (``"vllm"``) puts its factors over the engine's group and over each of its
+  shipped ``engine/architecture`` groups the profile does not name itself. Every factor and
+  every group the profile does not name keeps its shipped value. ``calibrate`` writes
+  ``engine/architecture`` groups only.
 - a **full table** (no ``layered_on``; older profiles and ``calibrate --refit``): ``default``
   and ``groups`` replace the shipped table wholesale (a group's missing factors from ``default``).
 """
@@ -66,10 +69,14 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     parsed = efficiency_table_from_json({"groups": groups}, source)
     sigma = data.get("uncertainty") if isinstance(data.get("uncertainty"), dict) else {}
     by_group, moved = dict(shipped.by_group), {}
-    for group, factors in groups.items():
+    # engines first, so a profile's own engine/architecture group goes over its engine's update
+    for group, factors in sorted(groups.items(), key=lambda kv: "/" in kv[0]):
         base = shipped_base(shipped, group)
         values = {k: getattr(parsed.by_group[group], k) for k in factors}
         by_group[group] = base.with_values(**values)
+        if "/" not in group:  # an engine's update reaches each of its shipped architecture groups
+            for key in [k for k in shipped.by_group if k.startswith(group + "/") and k not in groups]:
+                by_group[key] = by_group[key].with_values(**values)
         moved[group] = {k: (getattr(base, k), v, _sigma(sigma.get(f"{group}.{k}"))) for k, v in values.items()}
     provenance = f"{data.get('provenance', source)}, over the shipped fit ({shipped.provenance})"
     fitted = data.get("fitted_on")

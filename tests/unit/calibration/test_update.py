@@ -170,3 +170,17 @@ def test_a_sweep_the_shipped_fit_already_describes_is_never_made_worse():
     # a ±3 % wobble moves what it informs by little: each moved factor within 25 % of shipped
     for name, value in fit.profile["groups"]["vllm/hopper"].items():
         assert value == pytest.approx(getattr(shipped, name), rel=0.25), name
+
+
+def test_an_engine_update_reaches_its_architectures_and_an_own_group_goes_over_it(tmp_path):
+    shipped = efficiency_table(None)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"layered_on": "shipped", "groups": {"vllm": {"ttft_overhead_s": 0.02},
+                                                                     "vllm/hopper": {"ttft_overhead_s": 0.03}}}))
+    table = read_calibration_file(str(path)).table
+    assert table.resolve("vllm", "hopper").ttft_overhead_s == 0.03  # its own group wins
+    blackwell = table.resolve("vllm", "blackwell")
+    assert blackwell.ttft_overhead_s == 0.02  # the engine's update carries to another architecture
+    assert blackwell.with_values(ttft_overhead_s=0.0) == shipped.resolve("vllm", "blackwell").with_values(
+        ttft_overhead_s=0.0)  # and nothing else of that group moves
+    assert table.resolve("sglang", "hopper") == shipped.resolve("sglang", "hopper")
