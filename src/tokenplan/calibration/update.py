@@ -34,6 +34,8 @@ from tokenplan.calibration.validate import Case, percentile
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable, at_bound
 
 INFORMED_SHRINK = 0.9  # posterior σ / prior σ below this: the data inform the factor
+_TOL = 1e-9  # "no worse": equal up to float noise
+STEP_FRACTIONS = (1.0, 0.5, 0.25)  # how far toward the fitted step factors a candidate goes
 # The prior of an update: each factor's log is normal around the shipped value with σ
 # PRIOR_SIGMA = 0.5 (as the full fit's group prior, FitOptions.prior_sigma: a group may differ
 # from its parent by ~1.6×). A level's log error is normal with σ_obs, estimated from the data
@@ -41,7 +43,7 @@ INFORMED_SHRINK = 0.9  # posterior σ / prior σ below this: the data inform the
 # level's mean TPOT over tens of requests is measured to ~1 %), so it follows the data as far as
 # they go; the second uses the robust spread of the first pass's level errors (1.4826 × median
 # |log error|, at least the floor). The prior residual's weight is σ_obs / PRIOR_SIGMA: rows the
-# model cannot follow closely (ten real rows left at ~4 %: weight ~0.12) move a factor they see
+# model cannot follow closely (ten real vLLM H200 rows: σ_obs 0.074, weight 0.15) move a factor they see
 # weakly little, while a clean sweep (the floor: 0.02) is followed closely. Optimiser budget and
 # loss as RUN_FIT_OPTIONS.
 PRIOR_SIGMA = 0.5
@@ -59,8 +61,6 @@ def level_noise(cases: list[Case], eff: Efficiency) -> float:
     normal-consistent median absolute deviation about zero), at least :data:`NOISE_FLOOR`."""
     errors = [abs(_step_residual(c, eff)) for c in cases if c.measurement.tpot_s or c.measurement.output_tok_s_per_gpu]
     return max(1.4826 * percentile(errors, 50), NOISE_FLOOR) if errors else UPDATE_FIT_OPTIONS.default_prior_scale
-_TOL = 1e-9  # "no worse": equal up to float noise
-STEP_FRACTIONS = (1.0, 0.5, 0.25)  # how far toward the fitted step factors a candidate goes
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,7 @@ def _candidates(cases: list[Case], shipped: Efficiency, stepped: Efficiency, inf
     """The updates to try, best first (module docstring, step 2): the informed step factors moved
     the whole way, half and a quarter of the way in log space (``step×t``), each with and then
     without the TTFT overhead refitted on it, then the TTFT overhead alone."""
-    for t in STEP_FRACTIONS:
+    for t in STEP_FRACTIONS if informed else ():
         step = shipped.with_values(**{f: _from_x(f, (1 - t) * _to_x(f, getattr(shipped, f))
                                                   + t * _to_x(f, getattr(stepped, f))) for f in informed})
         suffix = "" if t == 1.0 else f"×{t:g}"
