@@ -184,3 +184,22 @@ def test_an_engine_update_reaches_its_architectures_and_an_own_group_goes_over_i
     assert blackwell.with_values(ttft_overhead_s=0.0) == shipped.resolve("vllm", "blackwell").with_values(
         ttft_overhead_s=0.0)  # and nothing else of that group moves
     assert table.resolve("sglang", "hopper") == shipped.resolve("sglang", "hopper")
+
+
+def test_the_plan_cli_prints_what_moved_before_its_table(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fit = fit_bench({"levels": [_level(c, 0.012 + 0.06e-3 * c, 0.150) for c in LEVELS], "cap": {}}, DESC)
+    path = tmp_path / "p.json"
+    path.write_text(fit.profile_json())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src"), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", "--model",
+                           "qwen3-8b", "--gpu", "1xh100-sxm", "--engine", "vllm", "--samples", "1000",
+                           "--calibration", str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"calibration {path} moves vllm/hopper: ")
+    assert sum(line.startswith("calibration ") or "• calibration " in line for line in lines) == 1  # said once
