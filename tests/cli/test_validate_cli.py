@@ -44,7 +44,7 @@ def test_calibrate_writes_a_profile_validate_reads(tmp_path):
     f = tmp_path / "m.csv"
     f.write_text(HEADER + rows)
     out = tmp_path / "p.json"
-    r = _run("calibrate", str(f), "-o", str(out), "--no-cv")
+    r = _run("calibrate", str(f), "-o", str(out), "--no-cv", "--refit")
     assert r.returncode == 0, r.stderr
     profile = json.loads(out.read_text())
     assert "default" in profile and "provenance" in profile
@@ -72,3 +72,39 @@ def test_a_header_without_rows_is_one_line_that_says_so(tmp_path):
     r = _run("validate", str(f))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().count("\n") == 0 and "no data rows" in r.stderr
+
+
+SERVING = Path(__file__).resolve().parents[2] / "data" / "ground-truth" / "serving-dev.csv"
+
+
+def _ten_rows(tmp_path: Path) -> Path:
+    # a user's own 10-row file: the first ten vLLM H200 rows of the serving dev set
+    lines = SERVING.read_text(encoding="utf-8").splitlines()
+    rows = [r for r in lines[1:] if ",vllm," in r and ",h200," in r][:10]
+    f = tmp_path / "ten.csv"
+    f.write_text("\n".join([lines[0], *rows]) + "\n", encoding="utf-8")
+    return f
+
+
+def test_calibrate_on_a_10_row_file_updates_the_shipped_fit_on_all_ten_rows(tmp_path):
+    f, out = _ten_rows(tmp_path), tmp_path / "p.json"
+    r = _run("calibrate", str(f), "-o", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["n"] == 10  # not thinned to every 5th row (2 rows)
+    profile = json.loads(out.read_text())
+    assert profile["layered_on"] == "shipped" and list(profile["groups"]) == ["vllm/hopper"]
+    g = d["groups"]["vllm/hopper"]
+    for metric in ("tpot", "ttft"):  # never worse than the shipped fit on the user's own rows
+        assert g["median_abs_error_calibrated"][metric] <= g["median_abs_error_shipped"][metric]
+    for name, factor in g["factors"].items():
+        assert profile["prior"][f"vllm/hopper.{name}"] == factor["shipped"]
+    r = _run("validate", str(f), "--calibration", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_bands_need_the_full_refit(tmp_path):
+    f = _ten_rows(tmp_path)
+    r = _run("calibrate", str(f), "-o", str(tmp_path / "p.json"), "--bands", str(tmp_path / "b.json"))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--refit" in r.stderr
+    assert not (tmp_path / "p.json").exists()

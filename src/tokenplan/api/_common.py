@@ -15,7 +15,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InfeasibleError, InputError
-from tokenplan.files.calibration import read_calibration, read_calibration_file
+from tokenplan.files.calibration import moved_lines, read_calibration, read_calibration_file
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist
@@ -82,6 +82,13 @@ def _shown(value: object) -> object:
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
     """The calibration file's table, or the shipped one."""
     return read_calibration(calibration) if calibration else shipped_efficiency()
+
+
+def calibration_moves(calibration: str | None) -> list[str]:
+    """What the profile ``calibration`` changes in the shipped fit, one line per group it moves
+    (``files.calibration.moved_lines``: factor, shipped → calibrated, change in %, ±1σ); none
+    without a profile. Raises InputError/ConfigError for a bad profile."""
+    return moved_lines(calibration) if calibration else []
 
 
 def calibration_warnings(calibration: str | None, point: dict[str, object]) -> list[str]:

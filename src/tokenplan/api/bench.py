@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.api._loop import run_blocking
-from tokenplan.api._common import PredictRequest, build_config, check_server_description
+from tokenplan.api._common import PredictRequest, build_config, check_server_description, efficiency_table
 from tokenplan.bench.acceptance import acceptance_notes, sweep_acceptance
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
@@ -289,7 +289,8 @@ def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: st
     identity = {"num_gpus": desc.num_gpus, "tp": desc.tp, "pp": desc.pp, "ep": desc.ep,
                 "weight_dtype": desc.weight_dtype, "kv_dtype": desc.kv_dtype, "max_running": desc.max_running}
     origin = FitSource(source, command, f"{desc.model} on {desc.num_gpus}× {desc.gpu}", identity, sources)
-    return fit_profile(cases, origin, step_points)
+    shipped = efficiency_table(None).resolve(cases[0].engine, cases[0].architecture)  # the update's prior
+    return fit_profile(cases, origin, step_points, shipped)
 
 
 def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit",

@@ -5,6 +5,7 @@ profile — the Python API behind ``tokenplan calibrate``. The rows are resolved
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +28,12 @@ from tokenplan.perf.efficiency import Efficiency
 
 SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order)
 CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
+# Thinning is for run time on the dev sets only: the full refit weights each kind of file down to
+# the smallest one (fit.row_kind: the 2,500 serving rows weigh as much in all as the smallest
+# file), so every 5th serving row carries nearly the same pull at a fifth of the cost. A user's
+# file of a few dozen rows costs seconds whole, and thinning it would throw most of it away (a
+# 10-row file became 2 rows), so files of at most THIN_ABOVE rows are never thinned.
+THIN_ABOVE = 500
 CV_MAX_NFEV = 4  # optimiser budget of each cross-validation refit (see calibrate)
 
 
@@ -159,10 +166,12 @@ def _read_cases(paths: list[str]) -> tuple[list[tuple[str, str, list[Case]]], in
 
 def _subsample(files: list[tuple[str, str, list[Case]]], stride: int, latency_stride: int = 1) -> list[Case]:
     """Serving files every ``stride``-th row, files whose rows carry throughput and latencies
-    (InferenceX) every ``latency_stride``-th, others whole (the same Case objects for every
-    stride, so the fits share one prediction memo)."""
+    (InferenceX) every ``latency_stride``-th, others — and any file of at most
+    :data:`THIN_ABOVE` predictable rows — whole (the same Case objects for every stride, so the
+    fits share one prediction memo)."""
     return [c for _, kind, rows in files
-            for c in (rows[::stride] if kind == SERVING else rows[::latency_stride] if kind == "both" else rows)]
+            for c in (rows if len(rows) <= THIN_ABOVE else rows[::stride] if kind == SERVING
+                      else rows[::latency_stride] if kind == "both" else rows)]
 
 
 def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[list[Case], int]:
@@ -174,7 +183,7 @@ def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[
 def calibrate(paths: list[str], command: str = "", cross_validation: bool = True,
               bands: bool = False, workers: int | None = None) -> CalibrationResult:
     """Fit the efficiency factors on measurement CSVs and cross-validate (leave one GPU out, leave
-    one model out). Serving files are subsampled deterministically (every 5th row for the fit,
+    one model out). Serving files of more than :data:`THIN_ABOVE` rows are subsampled deterministically (every 5th row for the fit,
     every 30th for the cross-validation refits). With ``bands`` (needs ``cross_validation``),
     also a :data:`BAND_FOLDS`-fold cross-validation whose folds hold out whole configurations
     (model × GPU × engine; :func:`~tokenplan.calibration.heldout.grouped_folds`): its held-out
@@ -215,6 +224,46 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
                                f"model × GPU × engine) of the {provenance}")
     set_aside = sum(1 for c in cases if c.measurement.throughput_set_aside is not None)
     return CalibrationResult(result, tuple(cv), profile_of(result, provenance), n_skipped, table, set_aside)
+
+
+@dataclass(frozen=True)
+class CalibrationUpdate:
+    """``calibrate FILE.csv`` without ``--refit``: an update of the shipped fit by the files'
+    rows (:mod:`tokenplan.calibration.update`). ``profile``: the update profile (JSON object);
+    ``groups``: per ``engine/architecture`` group the factors moved (shipped → calibrated, ±1σ),
+    the candidate kept and the median |error| on the group's rows, shipped and calibrated."""
+
+    n: int
+    skipped: int
+    profile: dict[str, Any]
+    groups: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` form: rows, skipped rows, groups and the profile."""
+        return {"n": self.n, "skipped": self.skipped, "groups": self.groups, "profile": self.profile}
+
+
+def calibrate_update(paths: list[str], command: str = "") -> CalibrationUpdate:
+    """Update the shipped fit with the rows of measurement CSVs (no file of at most
+    :data:`THIN_ABOVE` rows is thinned). Raises InputError/ConfigError for bad files, InputError
+    when no row is predictable or none carries TPOT or throughput."""
+    from tokenplan.api._common import efficiency_table
+    from tokenplan.calibration.update import update_profile
+
+    cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE, CV_LATENCY_STRIDE)
+    if not cases:
+        raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
+    provenance = (f"update of the shipped fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on "
+                  f"{len(cases)} rows ({', '.join(_describe(p) for p in paths)})")
+    profile, fits = update_profile(cases, efficiency_table(None), provenance)
+    if not fits:
+        raise InputError("measurement files", ", ".join(paths), "rows with TPOT or output tok/s measured")
+    groups = {g: {"rows": len(f.run.levels), "kept": f.kept,
+                  "factors": {k: {"shipped": f.prior[k], "calibrated": v, "uncertainty": None if math.isnan(s) else s}
+                              for k, (v, s) in f.run.factors.items()},
+                  "median_abs_error_shipped": f.error_shipped, "median_abs_error_calibrated": f.error_calibrated}
+              for g, f in fits.items()}
+    return CalibrationUpdate(len(cases), n_skipped, profile, groups)
 
 
 def _describe(path: str) -> str:

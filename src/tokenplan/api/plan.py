@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenplan.api._common import (PLAN_FIGURES, _shown, calibration_warnings, check_plan_outputs,  # noqa: F401 - check_plan_outputs: the CLI's
-                                   efficiency_table, figure_bands)
+                                   calibration_moves, efficiency_table, figure_bands)
 from tokenplan.api._current import CurrentInputs, with_current
 from tokenplan.api._provisioning import at_count, check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
@@ -253,7 +253,8 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
         recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
                                   ev.config.layout.dp, describe(top.best))
     prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
-    answer = (provisioning_sentences(prov) if prov else []) + explain(results, all_tp, eligible) + _spec_notes(req, model)
+    answer = (calibration_moves(req.calibration) + (provisioning_sentences(prov) if prov else [])  # what moved, first
+              + explain(results, all_tp, eligible) + _spec_notes(req, model))
     return PlanResult(
         model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
         job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),

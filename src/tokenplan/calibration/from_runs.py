@@ -14,6 +14,10 @@ concurrencies, so the fit moves only what a concurrency sweep can tell apart, in
    value that zeroes the median TTFT error over the levels without queueing (concurrency at or
    below the running batch) is found in closed form, then clipped to its bounds.
 
+:func:`tokenplan.calibration.update.update_fit` runs both stages from the shipped factors of the
+measured group and keeps only what the data inform (calibration is an update of the shipped fit,
+not a replacement).
+
 Everything here is pure: cases come resolved (:class:`~tokenplan.calibration.validate.Case`),
 predictions go through the same ``job.evaluate`` as ``tokenplan predict``.
 """
@@ -167,20 +171,6 @@ def level_fit(case: Case, eff: Efficiency) -> LevelFit:
     m = case.measurement
     return LevelFit(m.concurrency or math.nan, batch, (p.tpot_s, m.tpot_s), (p.ttft_s, m.ttft_s),
                     (p.output_tok_s_per_gpu, m.output_tok_s_per_gpu))
-
-
-def fit_run(cases: list[Case], base: Efficiency | None = None) -> RunFit:
-    """Both stages on the levels of one measured deployment.
-
-    Raises:
-        ValueError: no case has TPOT or throughput measured.
-    """
-    base = base or Efficiency()
-    eff, factors, converged = fit_step_factors(cases, base)
-    eff = fit_ttft_overhead(cases, eff)
-    factors["ttft_overhead_s"] = (eff.ttft_overhead_s, math.nan)
-    pinned = tuple(f for f, (v, _) in factors.items() if at_bound(f, v))
-    return RunFit(eff, factors, pinned, tuple(level_fit(c, eff) for c in cases), converged)
 
 
 def median_abs_error(levels: tuple[LevelFit, ...] | list[LevelFit]) -> float | None:

@@ -1,9 +1,10 @@
 """The calibration profile fitted to one measured server, and what ``--json`` says about the fit.
 
-:func:`fit_profile` runs :func:`~tokenplan.calibration.from_runs.fit_run` over resolved cases (a
+:func:`fit_profile` runs :func:`~tokenplan.calibration.update.update_fit` over resolved cases (a
 bench sweep's levels, or a generate run's one point) and writes the result in two shapes: the
-profile ``tokenplan plan/predict --calibration`` reads (``default`` and per-group factors, their
-uncertainty, provenance and the range it was fitted on) and the fit report (factors, levels
+profile ``tokenplan plan/predict --calibration`` reads (an update of the shipped fit: the
+informed factors of the measured group, their shipped prior and uncertainty, provenance and the
+range it was fitted on) and the fit report (factors, levels
 predicted vs measured, the measured step-time law against the model's). A fit whose median
 |predicted / measured − 1| of output tok/s per GPU exceeds :data:`POOR_FIT` earns a warning.
 """
@@ -17,9 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenplan.calibration.fitted_range import fitted_on
-from tokenplan.calibration.from_runs import RunFit, fit_run, linear_step_law, median_abs_error, predicted_step_s
+from tokenplan.calibration.from_runs import RunFit, linear_step_law, median_abs_error, predicted_step_s
+from tokenplan.calibration.update import UpdateFit, update_fit
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
+from tokenplan.perf.efficiency import Efficiency
 
 POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: warn
 
@@ -72,9 +75,14 @@ class FitSource:
     sources: list[dict[str, Any]] | None = None
 
 
-def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[float, float]]) -> FitOutcome:
-    """Fit ``cases`` (see the module docstring); ``step_points`` are measured (batch, TPOT in
-    seconds) pairs for the step-time law (none for a generate run).
+def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[float, float]],
+                shipped: Efficiency) -> FitOutcome:
+    """Fit ``cases`` as an update of ``shipped`` (the shipped factors of their engine and
+    architecture; see :mod:`tokenplan.calibration.update`); ``step_points`` are measured (batch,
+    TPOT in seconds) pairs for the step-time law (none for a generate run). The profile is an
+    update (``"layered_on": "shipped"``, read by :mod:`tokenplan.files.calibration`): only the
+    informed factors of the cases' group, the shipped value each started from (``prior``) and
+    their ±1σ.
 
     Raises:
         InputError: no case, or cases that carry neither TPOT nor throughput.
@@ -82,9 +90,10 @@ def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[fl
     if not cases:
         raise InputError("levels", 0, "at least one level with answers to fit")
     try:
-        run = fit_run(cases)
+        update = update_fit(cases, shipped)
     except ValueError as exc:
         raise InputError("levels", len(cases), f"levels with TPOT or throughput ({exc})") from None
+    run = update.run
     eff, case0 = run.efficiency, cases[0]
     identity = {"engine": case0.engine, "gpu": case0.gpu.key, "architecture": case0.architecture,
                 "model": case0.model.name, **origin.identity}
@@ -94,17 +103,25 @@ def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[fl
     provenance = (f"fit by `{origin.command}` on {len(cases)} levels ({origin.source}) of {case0.engine} serving "
                   f"{origin.served}")
     error = median_abs_error(run.levels)
-    profile = {"default": eff.as_dict(), "groups": {case0.group: eff.as_dict()},
-               "uncertainty": {f"{case0.group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
+    group = case0.group
+    profile = {"layered_on": "shipped", "groups": {group: {k: v for k, (v, _) in run.factors.items()}},
+               "prior": {f"{group}.{k}": v for k, v in update.prior.items()},
+               "uncertainty": {f"{group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
                "provenance": provenance,
                "fitted_on": {**fitted_on(ranges, identity, origin.source), "median_abs_error": error}}
     warning = poor_fit_warning(error, len(run.levels))
     warnings = [] if warning is None else [warning]
     data = _report(run, error, origin.identity.get("max_running"), warnings, step_points,
                    lambda b: predicted_step_s(case0, eff, b), profile)
+    data["update"] = _update_report(update)
     if origin.sources is not None:
         data["sources"] = origin.sources
     return FitOutcome(cases, run, profile, data, warnings)
+
+
+def _update_report(update: UpdateFit) -> dict[str, Any]:
+    return {"kept": update.kept, "prior": update.prior, "shrink": update.shrink,
+            "median_abs_error_shipped": update.error_shipped, "median_abs_error_calibrated": update.error_calibrated}
 
 
 def _report(run: RunFit, error: float | None, max_running: object, warnings: list[str],

@@ -169,7 +169,7 @@ def load_engine(name: str) -> Engine:
 
 # The top-level keys of a calibration profile (api.calibrate.CalibrationProfile, api.bench's fitted_on).
 CALIBRATION_KEYS = ("default", "groups", "ratios", "uncertainty", "at_bound", "held_at_default", "provenance",
-                    "fitted_on")
+                    "fitted_on", "layered_on", "prior")  # layered_on, prior: an update profile (files/calibration.py)
 
 
 def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:

@@ -1,5 +1,7 @@
-"""``tokenplan calibrate FILE.csv [FILE.csv ...] -o PARAMS.json``: fit the efficiency factors,
-print them with their uncertainty and the leave-one-GPU-out / leave-one-model-out table.
+"""``tokenplan calibrate FILE.csv [FILE.csv ...] -o PARAMS.json``: update the shipped fit with the
+files' rows and print what moved; with ``--refit``, refit the whole table from the built-in
+defaults and print the factors with their uncertainty and the leave-one-GPU-out /
+leave-one-model-out table.
 
 Options → :class:`PredictRequest` (the served configuration, by keyword) → ``calibrate`` /
 ``calibrate_from_results`` / ``calibrate_from_run`` → :mod:`tokenplan.report.calibration` and
@@ -18,7 +20,7 @@ from typing import Annotated, Optional
 import typer
 
 from tokenplan.api._common import PredictRequest
-from tokenplan.api.calibrate import calibrate, table_to_json
+from tokenplan.api.calibrate import calibrate, calibrate_update, table_to_json
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
 from tokenplan.errors import InputError
@@ -28,6 +30,9 @@ _Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to writ
 _Cv = Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")]
 _Bands = Annotated[Optional[Path], typer.Option("--bands", help="Also write the error-band table (80 % intervals "
                                                 "from K-fold cross-validated residuals) to this JSON file; needs --cv.")]
+_Refit = Annotated[bool, typer.Option("--refit", help="Refit the whole table from the built-in defaults (how the "
+                                      "shipped fit is made; needed for --cv and --bands) instead of updating the "
+                                      "shipped fit with the files' rows.")]
 _Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 _FromRun = Annotated[Optional[str], typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")]
 _Model = Annotated[Optional[str], typer.Option("--model", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")]
@@ -50,6 +55,7 @@ def calibrate_command(
     from_run: _FromRun = None, config: _Model = None, gpu: _Gpu = None, num_gpus: _NumGpus = 1, tp: _Tp = 1,
     engine: _Engine = "sglang", weight_dtype: _WeightDtype = "bf16", kv_dtype: _KvDtype = "auto",
     concurrency: _Concurrency = None, isl: _Isl = None, from_bench: _FromBench = None, pp: _Pp = 1, ep: _Ep = 1,
+    refit: _Refit = False,
 ) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     if out is None:
@@ -68,9 +74,27 @@ def calibrate_command(
         return
     if not paths:
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
+    if not refit:
+        if bands is not None:
+            raise InputError("bands", str(bands), "--bands together with --refit (the bands come from the full refit)")
+        _update_csv(paths, out, json_out)
+        return
     if bands is not None and not cv:
         raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
     _from_csv(paths, out, cv, bands, json_out)
+
+
+def _update_csv(paths: list[str], out: Path, json_out: bool) -> None:
+    """Update the shipped fit with the CSVs' rows; write the update profile and print what moved."""
+    from tokenplan.report.fit import show_update
+
+    result = calibrate_update(paths, "tokenplan calibrate " + " ".join(paths) + f" -o {out}")
+    d = result.to_json()
+    out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
+    if json_out:
+        print(json.dumps(d, indent=2))
+        return
+    show_update(wide_console(), d, out)
 
 
 def _from_csv(paths: list[str], out: Path, cv: bool, bands: Path | None, json_out: bool) -> None:
@@ -79,7 +103,7 @@ def _from_csv(paths: list[str], out: Path, cv: bool, bands: Path | None, json_ou
 
     # the paths as typed, so the provenance names the files that reproduce it
     # (e.g. data/ground-truth/dev.csv for the shipped fit)
-    command = "tokenplan calibrate " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
+    command = "tokenplan calibrate --refit " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
     result = calibrate(paths, command, cv, bands=bands is not None)
     d = result.to_json()
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")

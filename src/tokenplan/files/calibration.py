@@ -1,24 +1,92 @@
 """The calibration profile JSON that ``tokenplan calibrate`` and ``bench --fit`` write and
-``--calibration`` reads: read once, checked, errors as one line naming the file and the key."""
+``--calibration`` reads: read once, checked, errors as one line naming the file and the key.
+
+Two kinds of profile:
+
+- an **update** (``"layered_on": "shipped"``; what ``calibrate --from-bench``, ``--from-run``,
+  ``calibrate FILE.csv`` and ``bench --fit`` write): ``groups`` holds, per ``engine/architecture``
+  group (or engine), only the factors the user's data informed, ``prior`` the shipped value each
+  started from and ``uncertainty`` their ±1σ. The rule at load time: the table is the shipped
+  one (``catalog/efficiency.json``), except that each group the profile names resolves to the
+  shipped factors of that engine and architecture with the profile's factors put over them; a
+  bare engine (``"vllm"``) puts its factors over the engine's group and over each of its
+  shipped ``engine/architecture`` groups the profile does not name itself. Every factor and
+  every group the profile does not name keeps its shipped value. ``calibrate`` writes
+  ``engine/architecture`` groups only.
+- a **full table** (no ``layered_on``; older profiles and ``calibrate --refit``): ``default``
+  and ``groups`` replace the shipped table wholesale (a group's missing factors from ``default``).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenplan.catalog import efficiency_table_from_json
+from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, shipped_efficiency
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
-from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+
+LAYERED_ON_SHIPPED = "shipped"  # the value of ``layered_on`` in an update profile
 
 
 @dataclass(frozen=True)
 class CalibrationFile:
-    """A read profile: its efficiency ``table`` and its ``fitted_on`` record (the range of
-    measurements a ``bench --fit`` profile was fitted on; None for profiles without one)."""
+    """A read profile: its efficiency ``table`` (an update already layered over the shipped
+    table), its ``fitted_on`` record (the range of measurements a ``bench --fit`` profile was
+    fitted on; None for profiles without one) and, for an update, ``moved``: group → factor →
+    (shipped value, calibrated value, ±1σ or None)."""
 
     table: EfficiencyTable
     fitted_on: dict | None
+    moved: dict[str, dict[str, tuple[float, float, float | None]]] | None = None
+
+
+def shipped_base(shipped: EfficiencyTable, group: str) -> Efficiency:
+    """The shipped factors a profile group layers over: ``engine/architecture`` resolves as a
+    plan on that engine and architecture would; a bare engine takes the engine's group."""
+    engine, _, arch = group.partition("/")
+    return shipped.resolve(engine, arch) if arch else shipped.by_group.get(engine) or shipped.default
+
+
+def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None) -> CalibrationFile:
+    """The table of an update profile (see the module docstring) over ``shipped`` (default: the
+    table that ships).
+
+    Raises:
+        ConfigError: an unknown key, ``groups`` is not an object of group → factor → number, or names an
+            unknown factor or a value not allowed (one line naming the key).
+    """
+    shipped = shipped or shipped_efficiency()
+    unknown = sorted(set(data) - set(CALIBRATION_KEYS))
+    if unknown:
+        raise ConfigError(source, unknown[0], f"unknown key (known: {', '.join(CALIBRATION_KEYS)})")
+    groups = data.get("groups")
+    if not isinstance(groups, dict):  # a group with no factors: an update that kept the shipped fit
+        raise ConfigError(source, "groups", "an update profile holds 'groups' of group → informed factors")
+    # parse each group's factors with the same checks as a full table (names, finite, sign)
+    parsed = efficiency_table_from_json({"groups": groups}, source)
+    raw_sigma = data.get("uncertainty")
+    sigma: dict[str, object] = raw_sigma if isinstance(raw_sigma, dict) else {}
+    by_group, moved = dict(shipped.by_group), {}
+    # engines first, so a profile's own engine/architecture group goes over its engine's update
+    for group, factors in sorted(groups.items(), key=lambda kv: "/" in kv[0]):
+        base = shipped_base(shipped, group)
+        values = {k: getattr(parsed.by_group[group], k) for k in factors}
+        by_group[group] = base.with_values(**values)
+        if "/" not in group:  # an engine's update reaches each of its shipped architecture groups
+            for key in [k for k in shipped.by_group if k.startswith(group + "/") and k not in groups]:
+                by_group[key] = by_group[key].with_values(**values)
+        moved[group] = {k: (getattr(base, k), v, _sigma(sigma.get(f"{group}.{k}"))) for k, v in values.items()}
+    provenance = f"{data.get('provenance', source)}, over the shipped fit ({shipped.provenance})"
+    fitted = data.get("fitted_on")
+    return CalibrationFile(EfficiencyTable(shipped.default, by_group, provenance),
+                           fitted if isinstance(fitted, dict) else None, moved)
+
+
+def _sigma(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def read_calibration_file(path: str) -> CalibrationFile:
@@ -26,7 +94,7 @@ def read_calibration_file(path: str) -> CalibrationFile:
 
     Raises:
         InputError: the file does not exist.
-        ConfigError: not JSON, or unknown factors.
+        ConfigError: not JSON, unknown factors, or an unknown ``layered_on``.
     """
     p = Path(path)
     if not p.is_file():
@@ -34,6 +102,11 @@ def read_calibration_file(path: str) -> CalibrationFile:
     data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict):
         raise ConfigError(path, "<root>", "expected a JSON object")
+    layered = data.get("layered_on")
+    if layered is not None:
+        if layered != LAYERED_ON_SHIPPED:
+            raise ConfigError(path, "layered_on", f"{layered!r} is not allowed (allowed: {LAYERED_ON_SHIPPED!r})")
+        return layer_update(data, path)
     if "default" not in data and not data.get("groups"):
         # an empty profile would silently plan at the built-in defaults, not at a fit
         raise ConfigError(path, "default", "required key is missing (a profile holds 'default' and/or 'groups' "
@@ -45,3 +118,30 @@ def read_calibration_file(path: str) -> CalibrationFile:
 def read_calibration(path: str) -> EfficiencyTable:
     """The efficiency table of the profile at ``path`` (see :func:`read_calibration_file`)."""
     return read_calibration_file(path).table
+
+
+def moved_lines(path: str) -> list[str]:
+    """What an update profile moves, for the first lines of a plan: one line per group, each
+    factor as ``name shipped → calibrated (±%, ±1σ)``; for a full table one line saying it
+    replaces the shipped fit. Units: seconds shown in ms or µs, fractions as they are.
+
+    Raises:
+        InputError, ConfigError: as :func:`read_calibration_file`.
+    """
+    read = read_calibration_file(path)
+    if read.moved is None:
+        return [f"calibration {path}: a full table that replaces the shipped fit ({read.table.provenance})"]
+    lines = []
+    for group, factors in read.moved.items():
+        parts = [f"{k} {_show(k, old)} → {_show(k, new)} ({(new / old - 1) * 100 if old else math.inf:+.0f} %"
+                 + ("" if s is None else f", ±{_show(k, s)}") + ")" for k, (old, new, s) in factors.items()]
+        lines.append(f"calibration {path} moves {group}: " + "; ".join(parts)
+                     + "; every other factor and group is the shipped fit" if parts else
+                     f"calibration {path} moves nothing in {group} (its data did not improve on the shipped fit)")
+    return lines
+
+
+def _show(name: str, value: float) -> str:
+    if not name.endswith("_s"):
+        return f"{value:.3g}"
+    return f"{value * 1e3:.3g} ms" if abs(value) >= 1e-3 else f"{value * 1e6:.3g} µs"

@@ -9,13 +9,18 @@ import sys
 
 from rich.console import Console
 
-from tokenplan.report.tables import current_table, plan_details, plan_table, provisioning_table, throughput_text
+from tokenplan.report.tables import (calibration_lines, current_table, plan_details, plan_table, provisioning_table,
+                                     throughput_text)
 
 
 def show_plan(console: Console, data: dict) -> None:
-    """Print the provisioning table (with ``--deadline``/``--budget``), the comparison table,
-    the terminal chart of tok/s per GPU against requests in flight, and the details."""
+    """Print what a calibration profile moves (``--calibration``: the answer's lines from
+    ``files.calibration.moved_lines``, first), the provisioning table (with
+    ``--deadline``/``--budget``), the comparison table, the terminal chart of tok/s per GPU
+    against requests in flight, and the details."""
     result = data["plan"]
+    for line in calibration_lines(result):
+        console.print(line, markup=False)
     if result.get("provisioning"):
         console.print(provisioning_table(result))
     console.print(plan_table(result))

@@ -9,6 +9,8 @@ from rich.text import Text
 from tokenplan.report.fold import FoldingTable
 from tokenplan.units import S_PER_DAY, GiB, duration_words
 
+MOVED_PREFIX = "calibration "  # how files.calibration.moved_lines starts each line of a plan's answer
+
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
 
 
@@ -100,6 +102,12 @@ def provisioning_table(result: dict) -> FoldingTable | None:
     return FoldingTable(title, head, rows, right=(1, 2, 3, 4))
 
 
+def calibration_lines(result: dict) -> list[str]:
+    """The answer's lines that say what a ``--calibration`` profile moves (they come first in the
+    answer and start with ``calibration ``: ``files.calibration.moved_lines``)."""
+    return [line for line in result["answer"] if line.startswith(MOVED_PREFIX)]
+
+
 def plan_details(result: dict) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
     job = result["job"]
@@ -107,7 +115,8 @@ def plan_details(result: dict) -> Group:
                         f"tokens. Efficiency: {result['efficiency']}.", style="dim")]
     parts.append(Text(""))
     for line in result["answer"]:
-        parts.append(Text("• " + line))
+        if not line.startswith(MOVED_PREFIX):  # printed above the table (calibration_lines)
+            parts.append(Text("• " + line))
     rec = result.get("recommended")
     if rec:
         best = next(o for o in result["options"] if o["option"] == rec["option"])

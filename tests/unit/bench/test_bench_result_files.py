@@ -65,7 +65,10 @@ def test_calibrate_cli_from_bench_files(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(sys, "argv", ["tokenplan", "calibrate", "--from-bench", FILES["vllm"][0], "--config",
                                       str(tmp_path), "--gpu", "h100-sxm", "-o", str(tmp_path / "p.json")])
     main()
-    assert "read " in capsys.readouterr().out and json.loads((tmp_path / "p.json").read_text())["default"]
+    profile = json.loads((tmp_path / "p.json").read_text())
+    # an update of the shipped fit: the measured group only (--gpu h100-sxm, --engine defaults to sglang)
+    assert "read " in capsys.readouterr().out and profile["layered_on"] == "shipped"
+    assert list(profile["groups"]) == ["sglang/hopper"]
 
 
 def test_an_unknown_file_names_what_it_found(tmp_path: Path) -> None:

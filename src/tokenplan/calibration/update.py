@@ -1,0 +1,209 @@
+"""Calibration as an update of the shipped fit: the factors a user's measurements of one
+deployment inform, estimated with the shipped value as the prior, and nothing else.
+
+:func:`update_fit` runs the two stages of :mod:`tokenplan.calibration.from_runs` starting from
+(and pulled toward, with :data:`UPDATE_FIT_OPTIONS`) the shipped factors of the measured
+``engine/architecture`` group, then:
+
+1. **informed factors** — a step factor counts as informed when the data shrink its prior ±σ by
+   at least :data:`INFORMED_SHRINK` (10 %). In the fit's own units (log error per level, prior
+   residual ``w·(x − x₀)`` with ``w = σ_obs / PRIOR_SIGMA``: see :data:`UPDATE_FIT_OPTIONS`) the prior variance of ``log x`` is
+   ``1/w²`` and the posterior one is ``[(JᵀJ + w²·I)⁻¹]ᵢᵢ`` with ``J`` the Jacobian of the
+   levels' log errors (Gaussian linearisation: Bishop, *PRML* §3.3). ``ttft_overhead_s`` is
+   informed when a level that does not queue measured TTFT. Factors not informed stay exactly
+   at the shipped value; factors outside the fitted set are never touched.
+2. **never worse on the user's levels** — the median |predicted/measured − 1| of TPOT (or of
+   output tok/s where TPOT was not measured) and of TTFT over the levels is computed with the
+   shipped factors and with each candidate, in order: the fitted step factors with the TTFT
+   overhead refitted on them, then without; the same with the step factors moved half and a
+   quarter of the way from the shipped values (in log space); the TTFT overhead alone. The
+   first candidate no worse than the shipped fit on both is kept, else the shipped factors (an
+   update that moves nothing). The fit minimises a robust sum over levels, the check a median,
+   so a full step can lose on the median where a shorter one does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import math
+from dataclasses import dataclass, replace
+
+from tokenplan.calibration.fit import FitOptions
+from tokenplan.calibration.from_runs import ( STEP_FACTORS, RunFit, _from_x, _step_residual, _to_x,
+                                             fit_step_factors, fit_ttft_overhead, level_fit)
+from tokenplan.calibration.validate import Case, percentile
+from tokenplan.perf.efficiency import Efficiency, EfficiencyTable, at_bound
+
+INFORMED_SHRINK = 0.9  # posterior σ / prior σ below this: the data inform the factor
+_TOL = 1e-9  # "no worse": equal up to float noise
+STEP_FRACTIONS = (1.0, 0.5, 0.25)  # how far toward the fitted step factors a candidate goes
+# The prior of an update: each factor's log is normal around the shipped value with σ
+# PRIOR_SIGMA = 0.5 (as the full fit's group prior, FitOptions.prior_sigma: a group may differ
+# from its parent by ~1.6×). A level's log error is normal with σ_obs, estimated from the data
+# (empirical Bayes, two passes): the first pass assumes the floor NOISE_FLOOR = 0.01 (a bench
+# level's mean TPOT over tens of requests is measured to ~1 %), so it follows the data as far as
+# they go; the second uses the robust spread of the first pass's level errors (1.4826 × median
+# |log error|, at least the floor). The prior residual's weight is σ_obs / PRIOR_SIGMA: rows the
+# model cannot follow closely (ten real vLLM H200 rows: σ_obs 0.074, weight 0.15) move a factor they see
+# weakly little, while a clean sweep (the floor: 0.02) is followed closely. Optimiser budget and
+# loss as RUN_FIT_OPTIONS.
+PRIOR_SIGMA = 0.5
+NOISE_FLOOR = 0.01
+UPDATE_FIT_OPTIONS = FitOptions(prior_sigma=PRIOR_SIGMA, default_prior_scale=NOISE_FLOOR, max_nfev=200, f_scale=0.1)
+
+
+def _options(noise: float) -> FitOptions:
+    """The update's fit options for level noise ``noise`` (σ of a level's log error)."""
+    return replace(UPDATE_FIT_OPTIONS, default_prior_scale=noise)
+
+
+def level_noise(cases: list[Case], eff: Efficiency) -> float:
+    """σ_obs of the levels' log step error at ``eff``: 1.4826 × median |log(pred/meas)| (the
+    normal-consistent median absolute deviation about zero), at least :data:`NOISE_FLOOR`."""
+    errors = [abs(_step_residual(c, eff)) for c in cases if c.measurement.tpot_s or c.measurement.output_tok_s_per_gpu]
+    return max(1.4826 * percentile(errors, 50), NOISE_FLOOR) if errors else UPDATE_FIT_OPTIONS.default_prior_scale
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateFit:
+    """An update of the shipped factors of one deployment.
+
+    Attributes:
+        run: the fit (``run.efficiency``: the shipped factors with the informed ones replaced;
+            ``run.factors``: informed name → (value, ±1σ; NaN where the fit cannot tell)).
+        prior: informed name → its shipped value (the prior the update started from).
+        shrink: fitted step factor → posterior σ / prior σ (1 = the data say nothing).
+        error_shipped, error_calibrated: metric (``tpot``, ``ttft``) → median |predicted /
+            measured − 1| over the levels with the shipped and with the kept factors (None when
+            no level measured it).
+        kept: which candidate was kept (``step+ttft``, ``step``, ``step×0.5+ttft``, …, ``ttft``,
+            ``shipped``).
+    """
+
+    run: RunFit
+    prior: dict[str, float]
+    shrink: dict[str, float]
+    error_shipped: dict[str, float | None]
+    error_calibrated: dict[str, float | None]
+    kept: str
+
+
+def level_errors(cases: list[Case], eff: Efficiency) -> dict[str, float | None]:
+    """Median over levels of |predicted/measured − 1|: ``tpot`` (TPOT, or output tok/s per GPU
+    where a level has no TPOT) and ``ttft``; None where no level measured it."""
+    tpot, ttft = [], []
+    for c in cases:
+        lf = level_fit(c, eff)
+        (pt, mt), (pf, mf), (po, mo) = lf.tpot_s, lf.ttft_s, lf.output_tok_s_per_gpu
+        if mt and math.isfinite(pt):  # a rejected configuration predicts NaN: no error to count
+            tpot.append(abs(pt / mt - 1.0))
+        elif mo and po is not None and math.isfinite(po):
+            tpot.append(abs(po / mo - 1.0))
+        if mf and math.isfinite(pf):
+            ttft.append(abs(pf / mf - 1.0))
+    return {"tpot": percentile(tpot, 50) if tpot else None, "ttft": percentile(ttft, 50) if ttft else None}
+
+
+def posterior_shrink(cases: list[Case], eff: Efficiency, options: FitOptions = UPDATE_FIT_OPTIONS,
+                     factors: tuple[str, ...] = STEP_FACTORS) -> dict[str, float]:
+    """Posterior σ / prior σ of each factor's log at ``eff`` (see the module docstring, step 1);
+    the Jacobian by central differences of 1e-3 in log space."""
+    import numpy as np
+
+    usable = [c for c in cases if c.measurement.tpot_s or c.measurement.output_tok_s_per_gpu]
+    h = 1e-3
+    cols = []
+    for f in factors:
+        x = _to_x(f, getattr(eff, f))
+        hi = eff.with_values(**{f: _from_x(f, x + h)})
+        lo = eff.with_values(**{f: _from_x(f, x - h)})
+        cols.append([(_step_residual(c, hi) - _step_residual(c, lo)) / (2 * h) for c in usable])
+    jac = np.array(cols).T
+    w2 = (options.default_prior_scale / options.prior_sigma) ** 2
+    post = np.linalg.inv(jac.T @ jac + w2 * np.eye(len(factors)))
+    return {f: float(math.sqrt(max(post[i, i], 0.0) * w2)) for i, f in enumerate(factors)}
+
+
+def _no_worse(err: dict[str, float | None], ref: dict[str, float | None]) -> bool:
+    for k in ref:
+        mine, shipped = err[k], ref[k]
+        if mine is not None and shipped is not None and mine > shipped + _TOL:
+            return False
+    return True
+
+
+def update_fit(cases: list[Case], shipped: Efficiency) -> UpdateFit:
+    """The update of ``shipped`` (the shipped factors of the cases' group) by ``cases`` (see the
+    module docstring).
+
+    Raises:
+        ValueError: no case has TPOT or throughput measured.
+    """
+    first, _, _ = fit_step_factors(cases, shipped, options=UPDATE_FIT_OPTIONS)
+    options = _options(level_noise(cases, first))
+    stepped, fitted, converged = fit_step_factors(cases, shipped, options=options)
+    shrink = posterior_shrink(cases, stepped, options)
+    informed = [f for f in STEP_FACTORS if shrink[f] < INFORMED_SHRINK]
+    ref = level_errors(cases, shipped)
+    kept, eff = "shipped", shipped
+    for name, candidate in _candidates(cases, shipped, stepped, informed):
+        if _no_worse(level_errors(cases, candidate), ref):
+            kept, eff = name, candidate
+            break
+    moved = [f for f in (*STEP_FACTORS, "ttft_overhead_s") if getattr(eff, f) != getattr(shipped, f)]
+    pinned = tuple(f for f in moved if at_bound(f, getattr(eff, f)))  # a bound holds it: no ±σ
+    factors = {f: (getattr(eff, f), math.nan if f in pinned else fitted[f][1] if f in fitted
+                   else _ttft_sigma(cases, eff)) for f in moved}
+    run = RunFit(eff, factors, pinned, tuple(level_fit(c, eff) for c in cases), converged)
+    return UpdateFit(run, {f: getattr(shipped, f) for f in moved}, shrink, ref, level_errors(cases, eff), kept)
+
+
+def _candidates(cases: list[Case], shipped: Efficiency, stepped: Efficiency,
+                informed: list[str]) -> Iterator[tuple[str, Efficiency]]:
+    """The updates to try, best first (module docstring, step 2): the informed step factors moved
+    the whole way, half and a quarter of the way in log space (``step×t``), each with and then
+    without the TTFT overhead refitted on it, then the TTFT overhead alone."""
+    for t in STEP_FRACTIONS if informed else ():
+        step = shipped.with_values(**{f: _from_x(f, (1 - t) * _to_x(f, getattr(shipped, f))
+                                                  + t * _to_x(f, getattr(stepped, f))) for f in informed})
+        suffix = "" if t == 1.0 else f"×{t:g}"
+        yield f"step{suffix}+ttft", fit_ttft_overhead(cases, step)
+        yield f"step{suffix}", step
+    yield "ttft", fit_ttft_overhead(cases, shipped)
+
+
+def _ttft_sigma(cases: list[Case], eff: Efficiency) -> float:
+    """±1σ of the TTFT overhead: the standard error of the mean TTFT gap (measured − predicted)
+    over the levels that measured TTFT; NaN with fewer than two."""
+    gaps = [c.measurement.ttft_s - level_fit(c, eff).ttft_s[0] for c in cases if c.measurement.ttft_s]
+    if len(gaps) < 2:
+        return math.nan
+    mean = sum(gaps) / len(gaps)
+    return math.sqrt(sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps))
+
+
+def update_profile(cases: list[Case], shipped: EfficiencyTable,
+                   provenance: str) -> tuple[dict[str, Any], dict[str, UpdateFit]]:
+    """An update profile (the format of :mod:`tokenplan.files.calibration`) from measured rows of
+    any number of deployments: the rows are grouped by ``engine/architecture`` and each group
+    updates its shipped factors (:func:`update_fit`). Returns the profile and group → fit; a
+    group whose rows carry neither TPOT nor throughput is left out (the shipped fit stands).
+    """
+    by_group: dict[str, list[Case]] = {}
+    for c in cases:
+        by_group.setdefault(c.group, []).append(c)
+    fits, groups, prior, sigma = {}, {}, {}, {}
+    for group, rows in sorted(by_group.items()):
+        try:
+            fit = update_fit(rows, shipped.resolve(rows[0].engine, rows[0].architecture))
+        except ValueError:
+            continue
+        fits[group] = fit
+        groups[group] = {k: v for k, (v, _) in fit.run.factors.items()}
+        prior.update({f"{group}.{k}": v for k, v in fit.prior.items()})
+        sigma.update({f"{group}.{k}": s for k, (_, s) in fit.run.factors.items() if not math.isnan(s)})
+    profile = {"layered_on": "shipped", "groups": groups, "prior": prior, "uncertainty": sigma,
+               "provenance": provenance}
+    return profile, fits
