@@ -127,15 +127,3 @@ class ExactIds:
             return False
         self._seen.add(row_id)
         return True
-
-
-def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``keys`` sorted in place, and the keys that occur more than once (sorted, unique).
-
-    Costs no memory beyond ``keys`` and a boolean per key (numpy's in-place sort)."""
-    keys.sort()
-    repeated = keys[1:] == keys[:-1] if len(keys) > 1 else np.zeros(0, dtype=bool)
-    if not repeated.any():
-        return keys, np.zeros(0, dtype=np.uint64)
-    twice = np.unique(keys[1:][repeated])
-    return np.unique(keys), twice

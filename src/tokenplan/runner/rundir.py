@@ -40,15 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import orjson
 
 from tokenplan.errors import RunDirError
 # Writing records whole and the manifest live beside this module; re-exported, as the run
 # directory's one import for its callers.
 from tokenplan.runner.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths, write_whole  # noqa: F401
-from tokenplan.runner.idset import IdSet, id_key, sorted_unique
+from tokenplan.runner.idset import IdSet
 from tokenplan.runner.manifest import check_manifest
+from tokenplan.runner.record_ids import record_id, repeated_keys, repeated_lines, scan_keys  # noqa: F401
 from tokenplan.runner.runlock import RunLock
 
 
@@ -214,80 +214,32 @@ def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> 
             yield line_no, record
 
 
-_ID_START = b'{"id":"'
-
-
-def record_id(raw: bytes, path: Path, line_no: int) -> str:
-    """The id of the record on line ``raw`` (with its newline): read from the start of the line when
-    it has the writer's form, ``{"id":"<text without backslashes>",…}``; any other line is parsed
-    whole (an escaped id, an older key order).
-
-    Raises:
-        RunDirError: the line is not a JSON object with a text ``id``.
-    """
-    if raw.startswith(_ID_START) and raw.endswith(b"}\n"):
-        end = raw.find(b'"', 7)
-        text = raw[7:end]
-        if end > 0 and b"\\" not in text:  # orjson writes text as UTF-8, escaping only quote, backslash and controls
-            try:
-                return text.decode()
-            except UnicodeDecodeError:
-                pass
-    try:
-        record = orjson.loads(raw)
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-            raise ValueError("no text 'id'")
-    except ValueError as problem:
-        raise RunDirError(f"{path}:{line_no}: damaged record ({problem}); "
-                          "the run directory was edited or corrupted") from None
-    return record["id"]
-
-
 def _scan(files: list[tuple[Path, bool]]) -> ScanStats:
     """Read the ids of every record of ``files`` (``(path, is skipped.jsonl)``, in order) into one
-    :class:`IdSet`; records whose id was seen before are dropped from their file (the first stays)
-    and counted in ``duplicate_ids``. Memory: 8 bytes per record, sorted in place."""
-    stats, keys = ScanStats(), array("Q")
-    for path, skipped in files:
+    :class:`IdSet`; records whose exact id was seen before are dropped from their file (the first
+    stays) and counted in ``duplicate_ids``. Memory: 8 bytes per record, sorted in place."""
+    stats = ScanStats()
+    for path, _ in files:
         stats.torn_bytes += cut_torn_tail(path)
-        count = 0
-        with open(path, "rb") as fh:
-            for line_no, raw in enumerate(fh, start=1):
-                keys.append(id_key(record_id(raw, path, line_no)))
-                count += 1
+    paths = [path for path, _ in files]
+    keys, counts = scan_keys(paths)
+    for (_, skipped), count in zip(files, counts):
         if skipped:
             stats.skipped += count
         else:
             stats.stored += count
-    stored, twice = sorted_unique(np.frombuffer(keys, dtype=np.uint64) if keys else np.zeros(0, np.uint64))
-    if len(twice):
-        _drop_duplicates(files, set(twice.tolist()), stats)
+    stored, suspects = repeated_keys(keys)
+    if suspects:
+        for (path, skipped), lines in zip(files, repeated_lines(paths, suspects)):
+            if lines:
+                _drop_lines(path, lines)
+                stats.duplicate_ids += len(lines)
+                if skipped:
+                    stats.skipped -= len(lines)
+                else:
+                    stats.stored -= len(lines)
     stats.done_ids = IdSet(stored)
     return stats
-
-
-def _drop_duplicates(files: list[tuple[Path, bool]], suspects: set[int], stats: ScanStats) -> None:
-    """Drop the records whose exact id occurred in an earlier record (keys in ``suspects`` occur
-    more than once; two different ids that share a key are both kept)."""
-    first: set[str] = set()
-    for path, skipped in files:
-        lines: set[int] = set()
-        with open(path, "rb") as fh:
-            for line_no, raw in enumerate(fh, start=1):
-                unit_id = record_id(raw, path, line_no)
-                if id_key(unit_id) not in suspects:
-                    continue
-                if unit_id in first:
-                    lines.add(line_no)
-                else:
-                    first.add(unit_id)
-        if lines:
-            _drop_lines(path, lines)
-            stats.duplicate_ids += len(lines)
-            if skipped:
-                stats.skipped -= len(lines)
-            else:
-                stats.stored -= len(lines)
 
 
 def _drop_lines(path: Path, lines: set[int]) -> None:

@@ -6,20 +6,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner import rundir as rundir_module
-from tokenplan.runner.idset import ExactIds, IdSet, id_key, sorted_unique
+from tokenplan.runner import record_ids as record_ids_module
+from array import array
+
+from tokenplan.runner.idset import ExactIds, IdSet, id_key
+from tokenplan.runner.record_ids import repeated_keys
 from tokenplan.runner.rows import Reject, Row, read_rows
+from tokenplan.runner.finish import count_outcomes
 from tokenplan.runner.rundir import RunDir, record_id, shard_paths
 
 JOB = {"model": "m", "sampling": {"temperature": 0.0}}
 
 
 def _stored(*ids: str) -> IdSet:
-    keys, _ = sorted_unique(np.array([id_key(i) for i in ids], dtype=np.uint64))
+    keys, _ = repeated_keys(array("Q", [id_key(i) for i in ids]))
     return IdSet(keys)
 
 
@@ -80,7 +83,7 @@ def test_records_sharing_a_key_are_both_kept_and_only_exact_repeats_dropped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Every id gets the same key, as if all of them collided: a, b, a → the second a is dropped,
     # b stays though its key matches a's.
-    monkeypatch.setattr(rundir_module, "id_key", lambda unit_id: 7)
+    monkeypatch.setattr(record_ids_module, "id_key", lambda unit_id: 7)
     run = RunDir.open(tmp_path, JOB)
     for unit_id, text in (("a", "first"), ("b", "b"), ("a", "second")):
         run.shards.append({"id": unit_id, "text": text})
@@ -90,6 +93,22 @@ def test_records_sharing_a_key_are_both_kept_and_only_exact_repeats_dropped(
     shard = shard_paths(tmp_path / "shards")[0]
     assert [json.loads(line)["text"] for line in shard.read_text().splitlines()] == ["first", "b"]
     assert reopened.stats.duplicate_ids == 1 and reopened.stats.stored == 2
+
+
+def test_outcomes_are_counted_by_exact_id_even_when_keys_collide(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = RunDir.open(tmp_path, JOB)
+    for unit_id in ("a", "b", "c"):
+        run.write_done({"id": unit_id})
+    run.write_skipped({"id": "s"})
+    run.write_error({"id": "a", "kind": "status"})  # an error for a stored id: a duplicate
+    run.close()
+    # 3 stored + 1 skipped + 0 errors (its id "a" is stored) + 1 duplicate; the same with every
+    # key equal (the exact ids decide).
+    expected = {"stored": 3, "skipped": 1, "errors": 0, "duplicates": 1}
+    assert count_outcomes(tmp_path) == expected
+    monkeypatch.setattr(record_ids_module, "id_key", lambda unit_id: 7)
+    assert count_outcomes(tmp_path) == expected
 
 
 def test_the_reader_uses_the_run_directory_set_for_duplicate_rows(tmp_path: Path) -> None:
