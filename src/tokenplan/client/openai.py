@@ -187,7 +187,11 @@ class OpenAIClient:
         sent_s = time.perf_counter()
         async with self._http().post(self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth,
                                      timeout=timeout) as response:
-            raw = await _read_capped(response, max_bytes)
+            length = response.content_length
+            if length is not None and length <= max_bytes:
+                raw = await response.read()  # the server said how much comes: aiohttp's fast path
+            else:
+                raw = await _read_capped(response, max_bytes)
         done_s = time.perf_counter()
         _raise_for_status(response, raw)
         return parse_whole(raw, Timings(sent_s, done_s))
