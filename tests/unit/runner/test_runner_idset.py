@@ -124,3 +124,17 @@ def test_the_reader_uses_the_run_directory_set_for_duplicate_rows(tmp_path: Path
     assert [i.id for i in items if isinstance(i, Row)] == ["a", "b", "c"]
     assert all(i.reason.startswith("duplicate id") for i in items if isinstance(i, Reject))
     assert "a" in resumed.done_ids and "b" not in resumed.done_ids
+
+
+def test_generate_runs_on_uvloop_only_where_installed_and_not_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokenplan.runner.local import event_loop_factory
+
+    monkeypatch.setenv("TOKENPLAN_UVLOOP", "0")
+    assert event_loop_factory() is None
+    monkeypatch.delenv("TOKENPLAN_UVLOOP")
+    try:
+        import uvloop
+    except ImportError:
+        assert event_loop_factory() is None
+    else:
+        assert event_loop_factory() is uvloop.new_event_loop
