@@ -34,7 +34,6 @@ dropped only when its exact id matches an earlier one (not merely its key).
 from __future__ import annotations
 
 import os
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -4,18 +4,17 @@ that reads ids from the start of each line, and duplicate records dropped only o
 from __future__ import annotations
 
 import json
+from array import array
 from pathlib import Path
 
 import pytest
 
 from tokenplan.errors import RunDirError
 from tokenplan.runner import record_ids as record_ids_module
-from array import array
-
+from tokenplan.runner.finish import count_outcomes
 from tokenplan.runner.idset import ExactIds, IdSet, id_key
 from tokenplan.runner.record_ids import repeated_keys
 from tokenplan.runner.rows import Reject, Row, read_rows
-from tokenplan.runner.finish import count_outcomes
 from tokenplan.runner.rundir import RunDir, record_id, shard_paths
 
 JOB = {"model": "m", "sampling": {"temperature": 0.0}}
