@@ -219,7 +219,7 @@ def parse_usage(value: Any, raw: bytes) -> Usage | None:
     details = value.get("completion_tokens_details")
     if details is not None and not isinstance(details, dict):
         raise _fail("usage.completion_tokens_details is not an object", raw)
-    reasoning = (details or {}).get("reasoning_tokens")
+    reasoning = None if details is None else details.get("reasoning_tokens")
     return Usage(_count(value.get("prompt_tokens"), "usage.prompt_tokens", raw),
                  _count(value.get("completion_tokens"), "usage.completion_tokens", raw),
                  None if reasoning is None else _count(reasoning, "usage.reasoning_tokens", raw))
@@ -280,7 +280,9 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
     if not isinstance(message, dict):
         raise _fail("choices[0] has no 'message' object", raw)
     for key in ("content", "reasoning_content", "reasoning"):
-        _text_field(message, key, "choices[0].message", raw)
+        value = message.get(key)
+        if value is not None and not isinstance(value, str):
+            _text_field(message, key, "choices[0].message", raw)  # raises, naming the field
     usage = parse_usage(data.get("usage"), raw)
     finish = check_finish(choice.get("finish_reason"), raw)
     content, reasoning = _answer_text(message, finish, usage, raw)

@@ -80,6 +80,7 @@ class OpenAIClient:
         # may rightly take half an hour.
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
                                               sock_read=None)
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}  # per deadline: total = the deadline
         self._session: aiohttp.ClientSession | None = None  # opened in the loop of the first request
         self._chat_url = (url / "chat/completions").with_query(query)
         self._models_url = (url / "models").with_query(query)
@@ -151,11 +152,24 @@ class OpenAIClient:
         if max_bytes is None:
             tokens = body.get("max_tokens")
             max_bytes = answer_bytes_cap(tokens if isinstance(tokens, int) else 0)
-        async with _failures_as_request_failed(deadline_s, self.redactor):
+        # The deadline is aiohttp's own total timeout (one timer per request, which aiohttp sets
+        # up anyway) and the failures are mapped inline: an asyncio.timeout and an async context
+        # manager around every request cost ~10% of the client's CPU per request
+        # (benchmarks/client_overhead.py).
+        timeout = self._timeouts.get(deadline_s)
+        if timeout is None:
+            timeout = self._timeouts[deadline_s] = aiohttp.ClientTimeout(
+                total=deadline_s, connect=None, sock_connect=self._timeout.sock_connect, sock_read=None)
+        try:
             if stream:
-                done = await self._chat_streamed(body, max_bytes)
+                done = await self._chat_streamed(body, max_bytes, timeout)
             else:
-                done = await self._chat_whole(body, max_bytes)
+                done = await self._chat_whole(body, max_bytes, timeout)
+        except Exception as exc:
+            failure = _as_request_failed(exc, deadline_s, self.redactor)
+            if failure is None:
+                raise
+            raise failure from (exc if isinstance(exc, aiohttp.ClientError) else None)
         return self._redacted(done)
 
     def _redacted(self, done: Completion) -> Completion:
@@ -168,22 +182,27 @@ class OpenAIClient:
                                    reasoning=None if done.reasoning is None else text(done.reasoning),
                                    model=None if done.model is None else text(done.model))
 
-    async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int) -> Completion:
+    async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int, timeout: aiohttp.ClientTimeout) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
-        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy,
-                                     proxy_auth=self._proxy_auth) as response:
-            raw = await _read_capped(response, max_bytes)
+        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth,
+                                     timeout=timeout) as response:
+            length = response.content_length
+            if length is not None and length <= max_bytes:
+                raw = await response.read()  # the server said how much comes: aiohttp's fast path
+            else:
+                raw = await _read_capped(response, max_bytes)
         done_s = time.perf_counter()
         _raise_for_status(response, raw)
         return parse_whole(raw, Timings(sent_s, done_s))
 
-    async def _chat_streamed(self, body: Mapping[str, Any], max_bytes: int) -> Completion:
+    async def _chat_streamed(self, body: Mapping[str, Any], max_bytes: int,
+                             timeout: aiohttp.ClientTimeout) -> Completion:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
         acc = StreamAccumulator()
         sent_s = time.perf_counter()
-        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy,
-                                     proxy_auth=self._proxy_auth) as response:
+        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth,
+                                     timeout=timeout) as response:
             if response.status >= 400:
                 _raise_for_status(response, await _read_capped(response, max_bytes))
             lines, received = SSELines(), 0
@@ -237,15 +256,26 @@ async def _failures_as_request_failed(deadline_s: float, redactor: Redactor) -> 
     try:
         async with asyncio.timeout(deadline_s):
             yield
-    except RequestFailed as failure:
-        raise failure.redacted(redactor.secrets) from None
-    # aiohttp's own time-outs (connecting) are TimeoutErrors too: catch its errors first.
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-        raise RequestFailed("transport", _transport_detail(exc)) from exc
-    except aiohttp.ClientError as exc:  # a malformed HTTP answer, a bad URL
-        raise RequestFailed("protocol", type(exc).__name__) from exc
-    except TimeoutError:
-        raise RequestFailed("deadline", f"no complete answer within {deadline_s:.0f} s") from None
+    except Exception as exc:
+        failure = _as_request_failed(exc, deadline_s, redactor)
+        if failure is None:
+            raise
+        raise failure from (exc if isinstance(exc, aiohttp.ClientError) else None)
+
+
+def _as_request_failed(exc: Exception, deadline_s: float, redactor: Redactor) -> RequestFailed | None:
+    """``exc`` as the :class:`RequestFailed` a caller sees (secrets removed), or None for an error
+    that is not a failed request (a bug: raised as it is)."""
+    if isinstance(exc, RequestFailed):
+        return exc.redacted(redactor.secrets)
+    # aiohttp's own time-outs (connecting) are TimeoutErrors too: its errors first.
+    if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
+        return RequestFailed("transport", _transport_detail(exc))
+    if isinstance(exc, aiohttp.ClientError):  # a malformed HTTP answer, a bad URL
+        return RequestFailed("protocol", type(exc).__name__)
+    if isinstance(exc, TimeoutError):  # the deadline: aiohttp's total timeout or asyncio.timeout
+        return RequestFailed("deadline", f"no complete answer within {deadline_s:.0f} s")
+    return None
 
 
 def _transport_detail(exc: BaseException) -> str:

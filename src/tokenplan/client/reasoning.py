@@ -33,8 +33,11 @@ def split_reasoning(message: Mapping[str, object], finish_reason: str | None = N
     """
     content = message.get("content")
     text = content if isinstance(content, str) else ""
-    field = next((v for v in (message.get("reasoning_content"), message.get("reasoning"))
-                  if isinstance(v, str) and v), None)
+    field = message.get("reasoning_content")  # the first non-empty text of the two fields
+    if not (field and isinstance(field, str)):
+        field = message.get("reasoning")
+        if not (field and isinstance(field, str)):
+            field = None
     if is_harmony(text):
         answer, analysis = split_harmony(text, finish_reason)
         return answer, field or analysis

@@ -6,14 +6,15 @@ done-set read), the endpoints are health-checked, and the :class:`~tokenplan.run
 sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread on a loop of its
 own) stop sending and give in-flight requests ``grace_s`` seconds; a second signal cancels at once
 and raises :class:`~tokenplan.errors.Interrupted` (exit status 130, one line: every record written
-is kept). :func:`run_local_async` runs on the caller's event loop (Jupyter's) and leaves its
-signals alone: cancelling the awaiting task stops the run (in-flight answers are not stored; a
-rerun sends them).
+is kept). The loop is uvloop's where installed (:func:`event_loop_factory`).
+:func:`run_local_async` runs on the caller's event loop (Jupyter's) and leaves its signals alone:
+cancelling the awaiting task stops the run (in-flight answers are not stored; a rerun sends them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -42,7 +43,21 @@ def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = No
         Interrupted: a second SIGINT/SIGTERM stopped the run at once.
         RunDirError, ServerError: as :func:`tokenplan.runner.backend.run`.
     """
-    return asyncio.run(_run(spec, on_progress, on_note, handle_signals=True))
+    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        return runner.run(_run(spec, on_progress, on_note, handle_signals=True))
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when it is installed (``pip install 'tokenplan[fast]'``) and not turned
+    off with ``TOKENPLAN_UVLOOP=0``; None (asyncio's own loop) otherwise. Measured effect: see
+    ``benchmarks/client_overhead.py`` (client CPU per request on each loop)."""
+    if os.environ.get("TOKENPLAN_UVLOOP", "1") == "0":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def run_local_async(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None) -> RunOutcome:
@@ -75,7 +90,7 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
         first = (f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; "
                  "a second Ctrl-C stops at once")
         with StopOnSignals(stop, (lambda: on_note(first)) if on_note else None, active=handle_signals) as signals:
-            source = until_broken(limited(read_rows(spec.files, read_stats), spec.limit), read_stats)
+            source = until_broken(limited(read_rows(spec.files, read_stats, rundir.done_ids), spec.limit), read_stats)
             try:
                 tally = await dispatcher.run(source, stop)
             except asyncio.CancelledError:

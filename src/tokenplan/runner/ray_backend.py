@@ -53,7 +53,7 @@ def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | Non
             on_note(text)
 
     try:
-        source = until_broken(limited(read_rows(spec.files, read_stats), spec.limit), read_stats)
+        source = until_broken(limited(read_rows(spec.files, read_stats, rundir.done_ids), spec.limit), read_stats)
         run = RayRun(rundir, epoch, source, spec.job,
                      spec.endpoints, spec.pool, spec.api_key, spec.shard_max_bytes, spec.actors, spec.ray_address,
                      progress, on_progress, note)

@@ -5,7 +5,7 @@ Pure functions, no Ray: the default test suite checks them (tests/unit/runner/te
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 
 from tokenplan.runner.dispatch import RunTally
 from tokenplan.runner.requests import WorkUnit, work_units
@@ -31,7 +31,7 @@ def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> 
     return shares
 
 
-def pending_units(source: Iterator[Row | Reject], done: set[str], n: int, tally: RunTally,
+def pending_units(source: Iterator[Row | Reject], done: Container[str], n: int, tally: RunTally,
                   on_reject: Callable[[Reject], None]) -> Iterator[WorkUnit]:
     """The units of ``source`` whose id is not in ``done`` (a left-anti join on id, streamed);
     counts units seen, already done and rejected rows in ``tally``."""

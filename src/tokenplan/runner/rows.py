@@ -13,13 +13,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 # The names a reader of rows needs, from where they live (re-exported: one import for callers).
+from tokenplan.runner.idset import ExactIds
 from tokenplan.runner.input_files import (InputBroken, ReadStats, check_readable, count_rows,  # noqa: F401
                                           count_rows_or_none, expand_inputs, file_name, raw_items, read_errors, why)
 from tokenplan.runner.row_shapes import (Message, Row, RowError,  # noqa: F401
                                          content_id, declared_id, parse_row, valid_unicode)
+
+
+class SeenIds(Protocol):
+    """The reader's duplicate check: :class:`~tokenplan.runner.idset.IdSet` (the run's one id set,
+    by 64-bit key) or :class:`~tokenplan.runner.idset.ExactIds` (exact strings)."""
+
+    def first_sighting(self, row_id: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +40,18 @@ class Reject:
     id: str | None = None
 
 
-def read_rows(files: Sequence[Path], stats: ReadStats | None = None) -> Iterator[Row | Reject]:
+def read_rows(files: Sequence[Path], stats: ReadStats | None = None,
+              seen: SeenIds | None = None) -> Iterator[Row | Reject]:
     """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`; blank lines
     are not rows and are counted in ``stats`` (see the module docstring).
+
+    ``seen``: where row ids are checked for duplicates; a run passes its run directory's id set
+    (one set for done and duplicate ids, :mod:`tokenplan.runner.idset`), others get exact strings.
 
     Raises:
         InputBroken: a file stops being readable part-way (after the rows before the break).
     """
-    seen: set[str] = set()
+    seen = seen if seen is not None else ExactIds()
     stats = stats if stats is not None else ReadStats()
     for path in files:
         items, line, source = raw_items(path, stats), 0, file_name(path)
@@ -63,7 +75,7 @@ def until_broken(items: Iterator[Row | Reject], stats: ReadStats) -> Iterator[Ro
         stats.broken = broken
 
 
-def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | Reject:
+def _row_or_reject(item: Any, source: str, line: int, seen: SeenIds) -> Row | Reject:
     try:
         row = parse_row(item, source, line)
         valid_unicode(row.id, "id")
@@ -71,9 +83,8 @@ def _row_or_reject(item: Any, source: str, line: int, seen: set[str]) -> Row | R
         return Reject(source, line, str(problem), _safe_id(item))
     except RecursionError:
         return Reject(source, line, "nested deeper than the parser's limit", _safe_id(item))
-    if row.id in seen:
+    if not seen.first_sighting(row.id):
         return Reject(source, line, f"duplicate id {row.id!r}", row.id)
-    seen.add(row.id)
     return row
 
 

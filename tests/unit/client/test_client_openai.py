@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import urllib.request
 
 import pytest
@@ -166,3 +167,43 @@ def test_the_proxy_named_by_the_environment_is_used_unless_no_proxy_names_the_ho
     with pytest.raises(RequestFailed) as caught:
         asyncio.run(_chat(unreachable))
     assert caught.value.kind == "transport"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_that_stalls_part_way_hits_the_deadline(stream: bool) -> None:
+    # The deadline covers the body too (aiohttp's total timeout): the server sends its headers and
+    # the first bytes, then nothing; 0.5 s later the request fails as "deadline", not later.
+    from aiohttp import web
+
+    async def main() -> tuple[RequestFailed, float]:
+        release = asyncio.Event()
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            chunk = b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}\n\n'
+            headers = {"Content-Type": "text/event-stream"} if stream else {"Content-Length": "1000"}
+            response = web.StreamResponse(headers=headers)
+            await response.prepare(request)
+            await response.write(chunk if stream else b'{"choices": [')
+            await release.wait()
+            return response
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            start_s = time.monotonic()
+            try:
+                await _chat(f"http://127.0.0.1:{port}/v1", stream=stream, deadline_s=0.5)
+            except RequestFailed as failure:
+                return failure, time.monotonic() - start_s
+            raise AssertionError("the stalled answer was accepted")
+        finally:
+            release.set()
+            await runner.cleanup()
+
+    failure, waited_s = asyncio.run(main())
+    assert failure.kind == "deadline" and 0.5 <= waited_s < 10
