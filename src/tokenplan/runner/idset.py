@@ -44,7 +44,9 @@ class IdSet:
     def __init__(self, stored: np.ndarray | None = None):
         stored = np.zeros(0, dtype=np.uint64) if stored is None else stored
         self._stored = stored
-        self._stored_view = memoryview(stored)  # indexing gives Python ints: bisect without numpy scalars
+        # indexing gives Python ints: bisect without numpy scalars (an ndarray is a buffer; numpy's
+        # stubs do not say so to mypy)
+        self._stored_view = memoryview(stored.data)
         self._seen_stored = bytearray(len(stored))  # 1: this stored id was seen as an input row
         self._added: set[int] = set()  # done in this run, not stored before
         self._seen_new: set[int] = set()  # input row ids not stored before
