@@ -21,6 +21,7 @@ from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import parse_spec
+from tokenplan.planning.space import Fixed
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, WEIGHT_DTYPES, parse_dtype
 
 
@@ -71,10 +72,42 @@ def _positive(field: str, value: float | None, allow_none: bool = False, whole: 
         raise InputError(field, _shown(value), "an integer ≥ 1" if whole else "a finite number > 0")
 
 
+def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int | None) -> Fixed:
+    """``plan --tp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
+    None = searched). Raises InputError (one line naming the option) for a value that is not a
+    whole number ≥ 1."""
+    for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
+        if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
+            raise InputError(name, _shown(value), "an integer ≥ 1" + (", running requests per replica"
+                                                                      if name == "max-running" else ""))
+    return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
+
+
 def _shown(value: object) -> object:
     """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
     # below 2^53 a whole float is exactly the integer typed; 1e30 stays 1e+30, not 31 digits
     return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
+
+
+def check_plan_lengths(req: object, defaults: type) -> None:
+    """Name the option of a bad length of a plan request ``req`` (``api.plan.PlanRequest``, whose
+    class ``defaults`` holds the default caps) before the distribution is built. Raises InputError."""
+    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
+    # sigma, cap), which is where a user sets them.
+    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
+        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
+        if not 1 <= mean <= MAX_REQUEST_TOKENS:
+            raise InputError(name, _shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
+        if not 0 <= sigma < math.inf:
+            raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
+        if cap is not None and not cap > mean:
+            if cap == getattr(defaults, f"{name}_cap"):  # the user raised the mean, not the cap
+                raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
+                                 f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
+            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
+        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
+            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g} and at most "
+                             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:

@@ -7,14 +7,13 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api._common import (PLAN_FIGURES, _shown, calibration_warnings, check_plan_outputs,  # noqa: F401 - check_plan_outputs: the CLI's
-                                   efficiency_table, figure_bands)
+from tokenplan.api._common import (PLAN_FIGURES, calibration_warnings, check_plan_outputs,  # noqa: F401 - check_plan_outputs: the CLI's
+                                   check_plan_lengths, efficiency_table, figure_bands, fixed_parts)
 from tokenplan.api._current import CurrentInputs, with_current
 from tokenplan.api._provisioning import check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
@@ -27,12 +26,13 @@ from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
-from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note, radix_note
+from tokenplan.planning.rank import (bottleneck_text, describe, explain, fastest, formats_note, radix_note,
+                                     widest_tp_leaders)
 from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
-from tokenplan.planning.space import HardwareOption, widest_tp
+from tokenplan.planning.space import HardwareOption
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
-from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
+from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # Assumptions of the default job, stated in the output:
 # - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768
@@ -67,6 +67,11 @@ class PlanRequest:
             count in ``gpus`` being the most to consider.
         current, measured_tok_s: the setup run now on the first option (``engine=sglang,tp=4,…``,
             see :mod:`tokenplan.api._current`) and its measured output tokens/s (all GPUs).
+        tp, dp, ep: search only layouts with this TP, DP (replicas), EP (None = searched).
+        max_running: every candidate launches with this running-request cap per replica
+            (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
+            ``--max_batch_size``; None = the engine's default, and where it caps below memory,
+            a raised cap as well).
     """
 
     model: str = "qwen3.6-27b"
@@ -88,6 +93,10 @@ class PlanRequest:
     budget_usd: float | None = None
     current: str | None = None
     measured_tok_s: float | None = None
+    tp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    max_running: int | None = None
 
     @property
     def provisioning(self) -> bool:
@@ -203,31 +212,10 @@ def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> 
     return [note] if note else []
 
 
-def _check_lengths(req: PlanRequest) -> None:
-    """Name the option of a bad length before the distribution is built."""
-    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
-    # sigma, cap), which is where a user sets them.
-    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
-        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
-        if not 1 <= mean <= MAX_REQUEST_TOKENS:
-            raise InputError(name, _shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
-        if not 0 <= sigma < math.inf:
-            raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
-        if cap is not None and not cap > mean:
-            if cap == getattr(PlanRequest, f"{name}_cap"):  # the user raised the mean, not the cap
-                raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
-                                 f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
-            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
-        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
-            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g} and at most "
-                             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
-
-
 def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
                  results: list[OptionResult], answers: list | None = None) -> PlanResult:
     """Rank the searched options into ``plan``'s result."""
-    all_tp = {r.option.label: best_with(r, table, job, lambda c, n=widest_tp(r.option): c.layout.tp == n)
-              for r in results}
+    all_tp = widest_tp_leaders(model, results, table, job, fixed_parts(req.tp, req.dp, req.ep, req.max_running))
     # a local config.json (or its folder) launches from that folder, as an absolute path: the
     # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
     local = Path(req.model)
@@ -309,7 +297,7 @@ def _searched(req: PlanRequest) -> tuple:
     answers or None) — what ``plan`` computes before it ranks. Raises what ``plan`` raises."""
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
-    _check_lengths(req)
+    check_plan_lengths(req, PlanRequest)
     check_targets(req.deadline_s, req.budget_usd)
     if req.current is not None and req.provisioning:
         raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
@@ -324,9 +312,10 @@ def _searched(req: PlanRequest) -> tuple:
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
+    fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
 
     def search(opt: HardwareOption) -> OptionResult:
-        return search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
+        return search_option(model, opt, engine, table, job, specs, weights, kvs, cut, fixed)
 
     options = _options(req)
     if not req.provisioning:
