@@ -16,7 +16,7 @@ from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficie
 from tokenplan.errors import InfeasibleError, InputError
 from tokenplan.files.calibration import read_calibration, read_calibration_file
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
-from tokenplan.job.workload import LengthDist
+from tokenplan.job.workload import LengthDist, lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.files.bench_tau import resolve_spec
@@ -31,7 +31,11 @@ class PredictRequest:
 
     Lengths are in tokens; ``concurrency`` is requests in flight per deployment (None = offline
     ``max``: every request queued, the engine picks its batch). ``spec`` is ``none`` or
-    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal.
+    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal, ``isl``/``osl``
+    then their means below the caps ``isl_cap``/``osl_cap`` (as ``plan``'s; None = uncapped).
+    The command ``tokenplan predict`` defaults to ``plan``'s job (``job.workload.DEFAULT_ISL``,
+    ``DEFAULT_OSL``); the defaults here stay fixed 1,024-token lengths (a point, as scripts and
+    ``bench``'s server descriptions use it).
     ``max_num_batched_tokens`` (vLLM) and ``chunked_prefill_size`` (SGLang): the engine's token
     budget per step / prefill chunk (None = the engine's default); each only with its engine.
     """
@@ -55,6 +59,7 @@ class PredictRequest:
     isl_sigma: float = 0.0
     osl_sigma: float = 0.0
     osl_cap: float | None = None
+    isl_cap: float | None = None
     calibration: str | None = None
     ssm_dtype: str | None = None
     kv_offload_gib: float = 0.0
@@ -138,9 +143,10 @@ def build_config(req: PredictRequest) -> tuple[Config, object, object]:
             raise InputError(field, _shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
-    if req.osl_cap is not None and not req.osl < req.osl_cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens
-        raise InputError("max-tokens", _shown(req.osl_cap), f"a number of tokens above the mean osl {req.osl:g} "
-                         f"and at most {MAX_REQUEST_TOKENS:,}")
+    for name, option, mean, cap in (("osl", "max-tokens", req.osl, req.osl_cap), ("isl", "isl-cap", req.isl, req.isl_cap)):
+        if cap is not None and not mean < cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens, --isl-cap
+            raise InputError(option, _shown(cap), f"a number of tokens above the mean {name} {mean:g} "
+                             f"and at most {MAX_REQUEST_TOKENS:,}")
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
@@ -184,9 +190,12 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
 
 
 def request_lengths(req: PredictRequest) -> tuple[LengthDist, LengthDist]:
-    """The request's prompt and output length distributions (tokens): lognormal around
-    ``isl``/``osl`` with ``isl_sigma``/``osl_sigma`` (0 = fixed), outputs capped at ``osl_cap``."""
-    return LengthDist(req.isl, req.isl_sigma, None), LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+    """The request's prompt and output length distributions (tokens): lognormal with mean
+    ``isl``/``osl`` and σ ``isl_sigma``/``osl_sigma`` (0 = fixed), capped at ``isl_cap``/``osl_cap``,
+    the mean being that of the capped lengths as in ``plan`` (``job.workload.lognormal_with_mean``).
+    Raises InputError for a mean not below its cap (``build_config`` names the option first)."""
+    return (lognormal_with_mean(req.isl, req.isl_sigma, req.isl_cap),
+            lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap))
 
 
 def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
@@ -272,7 +281,7 @@ def check_server_description(desc: PredictRequest) -> None:
         InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
     """
     result = evaluate_request(replace(desc, isl=_SHAPE_TOKENS, osl=_SHAPE_TOKENS, isl_sigma=0.0, osl_sigma=0.0,
-                                      osl_cap=None, concurrency=None))
+                                      osl_cap=None, isl_cap=None, concurrency=None))
     if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
         raise InfeasibleError(f"configuration cannot run: {result.reason}")
 

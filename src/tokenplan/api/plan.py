@@ -21,7 +21,7 @@ from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions,
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
-from tokenplan.job.workload import lognormal_with_mean
+from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import SpecDecode, parse_spec
@@ -34,11 +34,8 @@ from tokenplan.planning.space import HardwareOption
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
-# Assumptions of the default job, stated in the output:
-# - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768
-#   (docs/generation-jobs.md); thinking lengths are heavy-tailed: lognormal σ = 1.0;
-# - inputs: chat prompts of ShareGPT/UltraChat-style data sets with the chat template and a
-#   system prompt: mean 1,024 tokens, lognormal σ = 0.8, cap 16,384.
+# The default job's lengths, stated in the output: job.workload.DEFAULT_ISL/DEFAULT_OSL (where
+# they come from is said there; predict shares them).
 DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
 DEFAULT_PROVISION_GPUS = ("rtx-pro-6000", "b200")  # the same GPU types, count left to the search
 DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
@@ -77,12 +74,12 @@ class PlanRequest:
     model: str = "qwen3.6-27b"
     gpus: tuple[str, ...] = DEFAULT_GPUS
     samples: int = 914_000
-    isl_mean: float = 1024
-    isl_sigma: float = 0.8
-    isl_cap: float | None = 16384
-    osl_mean: float = 2500
-    osl_sigma: float = 1.0
-    osl_cap: float | None = 32768
+    isl_mean: float = DEFAULT_ISL.mean
+    isl_sigma: float = DEFAULT_ISL.sigma
+    isl_cap: float | None = DEFAULT_ISL.cap
+    osl_mean: float = DEFAULT_OSL.mean
+    osl_sigma: float = DEFAULT_OSL.sigma
+    osl_cap: float | None = DEFAULT_OSL.cap
     engine: str = "sglang"
     prices: dict[str, float] = field(default_factory=dict)
     specs: tuple[str, ...] = DEFAULT_SPECS

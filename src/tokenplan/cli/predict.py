@@ -9,10 +9,12 @@ import typer
 
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
+from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL
 
 
 def _concurrency(text: str) -> float | None:
     """``--concurrency``: a whole number of requests in flight, or ``max`` (None: offline)."""
+    from tokenplan.api._common import _shown
     from tokenplan.errors import InputError
 
     if text.strip().lower() == "max":
@@ -33,7 +35,7 @@ _TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)")
 _PP = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)")
 _EP = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)")
 _ATTENTION_DP = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)")
-_WEIGHT_DTYPE = typer.Option("auto", "--weight-dtype", help="auto (the released format), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16")
+_WEIGHT_DTYPE = typer.Option("auto", "--weight-dtype", help="auto (the checkpoint's released format: bf16 for Qwen3.6-27B, mxfp4 for gpt-oss; plan instead searches bf16 and fp8 where native), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16")
 _KV_DTYPE = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4")
 _ENGINE = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm")
 _MEMORY_FRACTION = typer.Option(None, "--memory-fraction", help=_FRACTION)
@@ -51,8 +53,8 @@ def predict_cmd(
     attention_dp: bool = _ATTENTION_DP,
     weight_dtype: str = _WEIGHT_DTYPE,
     kv_dtype: str = _KV_DTYPE,
-    isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL; the mean with --isl-sigma)"),
-    osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL; the mean with --osl-sigma)"),
+    isl: float = typer.Option(DEFAULT_ISL.mean, "--isl", help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]", show_default=False),
+    osl: float = typer.Option(DEFAULT_OSL.mean, "--osl", help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]", show_default=False),
     concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)"),
     spec: str = typer.Option("none", "--spec", help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON's measured acceptance, e.g. mtp:3:bench.json)"),
     engine: str = _ENGINE,
@@ -60,26 +62,38 @@ def predict_cmd(
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running-request cap per replica [default: the engine's]"),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]"),
     kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
-    isl_sigma: float = typer.Option(0.0, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl)"),
-    osl_sigma: float = typer.Option(0.0, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl)"),
-    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output (max_tokens) with --osl-sigma [default: none]"),
+    isl_sigma: float = typer.Option(DEFAULT_ISL.sigma, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]", show_default=False),
+    osl_sigma: float = typer.Option(DEFAULT_OSL.sigma, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]", show_default=False),
+    isl_cap: Optional[float] = typer.Option(None, "--isl-cap", help="Longest input (tokens) [default: plan's job: 16384]"),
+    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: plan's job: 32768]"),
     disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
     ssm_dtype: Optional[str] = _SSM_DTYPE,
     max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
-    the bottleneck of one configuration."""
+    the bottleneck of one configuration.
+
+    Lengths default to plan's job (inputs mean 1,024, σ 0.8, cap 16,384; outputs mean 2,500,
+    σ 1.0, max_tokens 32,768), so a plan's chosen configuration predicts as the plan did; the
+    weights default to the released format (auto)."""
+    from tokenplan.errors import InputError
     from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
     from tokenplan.report.tables import predict_table
 
+    # a mean raised past a default cap names the cap to raise (as plan does)
+    for name, mean, cap, option, default in (("isl", isl, isl_cap, "isl-cap", DEFAULT_ISL.cap),
+                                             ("osl", osl, max_tokens, "max-tokens", DEFAULT_OSL.cap)):
+        if cap is None and mean >= default:
+            raise InputError(name, _shown(mean), f"a mean below --{option} {default:g} (its default; raise --{option})")
     result = predict(PredictRequest(
         model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
         attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
         concurrency=_concurrency(concurrency), spec=spec, engine=engine, memory_fraction=memory_fraction,
         max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib, isl_sigma=isl_sigma,
-        osl_sigma=osl_sigma, osl_cap=max_tokens, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype,
+        osl_sigma=osl_sigma, osl_cap=DEFAULT_OSL.cap if max_tokens is None else max_tokens,
+        isl_cap=DEFAULT_ISL.cap if isl_cap is None else isl_cap, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype,
         max_num_batched_tokens=max_num_batched_tokens, chunked_prefill_size=chunked_prefill_size))
     _emit(result.to_json(), as_json, predict_table)
 
