@@ -14,7 +14,6 @@ from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL
 
 def _concurrency(text: str) -> float | None:
     """``--concurrency``: a whole number of requests in flight, or ``max`` (None: offline)."""
-    from tokenplan.api._common import _shown
     from tokenplan.errors import InputError
 
     if text.strip().lower() == "max":
@@ -64,8 +63,8 @@ def predict_cmd(
     kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
     isl_sigma: float = typer.Option(DEFAULT_ISL.sigma, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]", show_default=False),
     osl_sigma: float = typer.Option(DEFAULT_OSL.sigma, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]", show_default=False),
-    isl_cap: Optional[float] = typer.Option(None, "--isl-cap", help="Longest input (tokens) [default: plan's job: 16384]"),
-    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: plan's job: 32768]"),
+    isl_cap: Optional[float] = typer.Option(None, "--isl-cap", help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]"),
+    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]"),
     disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
     ssm_dtype: Optional[str] = _SSM_DTYPE,
     max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
@@ -77,23 +76,19 @@ def predict_cmd(
     Lengths default to plan's job (inputs mean 1,024, σ 0.8, cap 16,384; outputs mean 2,500,
     σ 1.0, max_tokens 32,768), so a plan's chosen configuration predicts as the plan did; the
     weights default to the released format (auto)."""
-    from tokenplan.errors import InputError
     from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
     from tokenplan.report.tables import predict_table
 
-    # a mean raised past a default cap names the cap to raise (as plan does)
-    for name, mean, cap, option, default in (("isl", isl, isl_cap, "isl-cap", DEFAULT_ISL.cap),
-                                             ("osl", osl, max_tokens, "max-tokens", DEFAULT_OSL.cap)):
-        if cap is None and mean >= default:
-            raise InputError(name, _shown(mean), f"a mean below --{option} {default:g} (its default; raise --{option})")
+    # a default cap applies below it: a mean at or above it (a long-context point) runs uncapped
+    isl_cap = DEFAULT_ISL.cap if isl_cap is None and isl < DEFAULT_ISL.cap else isl_cap
+    max_tokens = DEFAULT_OSL.cap if max_tokens is None and osl < DEFAULT_OSL.cap else max_tokens
     result = predict(PredictRequest(
         model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
         attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
         concurrency=_concurrency(concurrency), spec=spec, engine=engine, memory_fraction=memory_fraction,
         max_running=max_running, calibration=calibration, kv_offload_gib=kv_offload_gib, isl_sigma=isl_sigma,
-        osl_sigma=osl_sigma, osl_cap=DEFAULT_OSL.cap if max_tokens is None else max_tokens,
-        isl_cap=DEFAULT_ISL.cap if isl_cap is None else isl_cap, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype,
+        osl_sigma=osl_sigma, osl_cap=max_tokens, isl_cap=isl_cap, disable_radix_cache=disable_radix_cache, ssm_dtype=ssm_dtype,
         max_num_batched_tokens=max_num_batched_tokens, chunked_prefill_size=chunked_prefill_size))
     _emit(result.to_json(), as_json, predict_table)
 
