@@ -177,6 +177,20 @@ class Sglang:
         return draft_tokens + 1 if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """``--mamba-full-memory-ratio`` for a hybrid model (S3); None when the cap is lifted:
+        that launch is ``--disable-radix-cache`` with an explicit ``--max-running-requests``,
+        whose state slots equal the running requests and share the pool (S3)."""
+        return self.pools.state_to_kv_memory_ratio if hybrid_model and not cap_lifted else None
+
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """With ``--disable-radix-cache`` (the cap lifted) SGLang gives every one of
+        ``--max-running-requests`` a state slot and its speculative copies whether or not that
+        many run (S3), so an explicit cap counts in full; otherwise the running limit."""
+        if cap_lifted and settings.max_running is not None:
+            return max(limit, float(settings.max_running))
+        return limit
+
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """The running mean context: SGLang admits against an estimate of future tokens and
         retracts on overflow (S6), so the pool holds the prompt and half the output so far."""
@@ -185,8 +199,8 @@ class Sglang:
     def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``--max-running-requests``, or when unset ``clamp(KV_tokens / context_len × 512, 2048,
         4096)`` (S3; ``context_len`` here is the longest request, tokens)."""
-        if settings.max_running_cap is not None:
-            return float(settings.max_running_cap)
+        if settings.max_running is not None:
+            return float(settings.max_running)
         raw = kv_tokens / max(max_request_tokens, 1.0) * self.running_per_context_factor
         return float(int(min(max(raw, self.running_min), self.running_max)))
 
@@ -265,7 +279,7 @@ class Sglang:
             # running request (S3); the plan's limit already holds each request's k + 1 speculative
             # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
             args.append("--disable-radix-cache")
-        if launch.lift_running_cap or launch.max_running_set or running < launch.running_limit:
+        if launch.lift_running_cap or launch.max_running is not None or running < launch.running_limit:
             args.append(f"--max-running-requests {running}")
         parser = launch.parser(self.name)
         if parser:

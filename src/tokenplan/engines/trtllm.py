@@ -154,7 +154,7 @@ class Trtllm:
         # token budget to the longest prompt plus a full batch of decode tokens
         tokens = max(tokens, math.ceil(isl_tokens) + bs)
         scale = layout.tp if layout.attention_dp else 1
-        return replace(settings, max_running_cap=bs * scale, chunk_tokens=tokens * scale)
+        return replace(settings, max_running=bs * scale, chunk_tokens=tokens * scale)
 
     def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
         """1: TensorRT-LLM's memory rule does not depend on a vision tower."""
@@ -171,6 +171,14 @@ class Trtllm:
         return 0
 
     # ------------------------------------------------------------------ scheduler
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """None: TensorRT-LLM holds state and KV in one pool (``pools``)."""
+        return self.pools.state_to_kv_memory_ratio if hybrid_model else None
+
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """The running limit: TensorRT-LLM allocates state per running request."""
+        return limit
+
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """ISL + OSL: GUARANTEED_NO_EVICT (set by trtllm-serve, T1; the default, T9) admits a
         request only when the KV of its whole prompt and output is free, and never pauses it.
@@ -181,7 +189,7 @@ class Trtllm:
 
     def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""
-        return float(settings.max_running_cap)
+        return float(settings.max_running)
 
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """False: the plan keeps ``max_batch_size``."""

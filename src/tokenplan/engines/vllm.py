@@ -149,6 +149,14 @@ class Vllm:
         return draft_tokens if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """None: vLLM holds state and KV in one pool (``pools``)."""
+        return self.pools.state_to_kv_memory_ratio if hybrid_model else None
+
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """The running limit: vLLM allocates state per running request."""
+        return limit
+
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """The running mean context: vLLM reserves no KV for future tokens at admission and
         preempts by recompute on overflow (V6)."""
@@ -156,7 +164,7 @@ class Vllm:
 
     def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_num_seqs`` (V2; set by :meth:`settings`)."""
-        return float(settings.max_running_cap)
+        return float(settings.max_running)
 
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """False: the plan keeps vLLM's ``max_num_seqs`` default."""

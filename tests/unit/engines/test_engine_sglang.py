@@ -69,13 +69,13 @@ def test_default_running_cap_is_clamped_kv_over_context_times_512(sglang):
     assert sglang.running_cap(unset, 12_000, 2048) == 3000.0  # 12,000/2,048·512 = 3,000
     assert sglang.running_cap(unset, 5_000, 2048) == 2048.0  # 1,250 → the floor 2,048
     assert sglang.running_cap(unset, 1_000_000, 2048) == 4096.0  # 250,000 → the ceiling 4,096
-    assert sglang.running_cap(dataclasses.replace(unset, max_running_cap=100), 1_000_000, 2048) == 100.0
+    assert sglang.running_cap(dataclasses.replace(unset, max_running=100), 1_000_000, 2048) == 100.0
 
 
 def test_speculative_decoding_caps_at_48_and_holds_k_plus_1_state_copies(sglang):
     h100 = load_gpu("h100-sxm")
-    assert sglang.settings(h100, Layout(), speculative=True).max_running_cap == 48  # S5
-    assert sglang.settings(h100, Layout(), speculative=True, max_running=300).max_running_cap == 300
+    assert sglang.settings(h100, Layout(), speculative=True).max_running == 48  # S5
+    assert sglang.settings(h100, Layout(), speculative=True, max_running=300).max_running == 300
     # S18: intermediate SSM and conv caches of speculative_num_draft_tokens = k + 1 rows.
     assert (sglang.spec_state_copies(3), sglang.spec_state_copies(None), sglang.spec_state_copies(0)) == (4, 0, 0)
     assert sglang.caps_running_by_default(speculative=True, hybrid_model=False)
@@ -105,7 +105,7 @@ def test_scheduler_holds_the_running_mean_context_and_prefills_apart(sglang):
 def _launch(**changes) -> Launch:
     base = Launch(repo="Qwen/Qwen3-32B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=2),
                   weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
-                  hybrid=False, lift_running_cap=False, max_running_set=False, running_limit=200,
+                  hybrid=False, lift_running_cap=False, max_running=None, running_limit=200,
                   settings=EngineSettings(0.83521, 0.0, False, 8192, 256, None), planned_engine="sglang")
     return base._replace(**changes)
 
