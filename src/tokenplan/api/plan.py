@@ -199,10 +199,9 @@ def _spec_notes(req: PlanRequest, model) -> list[str]:
 def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> list[str]:
     """The radix-cache line of the recommended option ``top`` (:func:`planning.rank.radix_note`),
     against its fastest configuration with the cache on and the same speculative setting."""
-    if top is None or top.best is None or not top.best.evaluation.config.lift_running_cap:
-        return []
-    lifted = top.best.evaluation
-    if not lifted.deployment.spec.is_hybrid:
+    lifted = None if top is None or top.best is None else top.best.evaluation
+    if lifted is None or not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid,
+                                                                       lifted.config.lift_running_cap):
         return []
     on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
     note = radix_note(top, on)

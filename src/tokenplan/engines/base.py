@@ -322,6 +322,9 @@ class Engine(Protocol):
     def spec_state_copies(self, draft_tokens: int | None) -> int:
         """Extra recurrent-state copies one running request holds under speculative decoding
         (``draft_tokens`` k; None or 0 = off)."""
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """The launch turns the prefix (radix) cache off: what lifting the running cap of a
+        hybrid model takes (SGLang ``--disable-radix-cache``)."""
     def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
         """The state-pool / KV-pool memory ratio a hybrid model's memory after weights is split
         at (None: one pool holds both, or no state); ``cap_lifted``: the launch lifts the

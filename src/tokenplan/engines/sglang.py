@@ -177,11 +177,20 @@ class Sglang:
         return draft_tokens + 1 if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """True for a hybrid model whose cap is lifted: with the radix cache on, each running
+        request holds several state slots (its ping-pong buffers, S3) and the cap stays at
+        state slots ÷ 5; ``--disable-radix-cache`` with an explicit ``--max-running-requests``
+        gives one slot per running request (S3)."""
+        return hybrid_model and cap_lifted
+
     def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
-        """``--mamba-full-memory-ratio`` for a hybrid model (S3); None when the cap is lifted:
-        that launch is ``--disable-radix-cache`` with an explicit ``--max-running-requests``,
-        whose state slots equal the running requests and share the pool (S3)."""
-        return self.pools.state_to_kv_memory_ratio if hybrid_model and not cap_lifted else None
+        """``--mamba-full-memory-ratio`` for a hybrid model (S3); None with the radix cache off
+        (:meth:`disables_radix_cache`): state slots then equal the running requests and share
+        the pool (S3)."""
+        if not hybrid_model or self.disables_radix_cache(hybrid_model, cap_lifted):
+            return None
+        return self.pools.state_to_kv_memory_ratio
 
     def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
         """With ``--disable-radix-cache`` (the cap lifted) SGLang gives every one of
@@ -274,7 +283,7 @@ class Sglang:
                         f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
         if launch.ssm_dtype is not None and launch.hybrid:
             args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
-        if launch.lift_running_cap and launch.hybrid:
+        if self.disables_radix_cache(launch.hybrid, launch.lift_running_cap):
             # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
             # running request (S3); the plan's limit already holds each request's k + 1 speculative
             # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).

@@ -149,6 +149,10 @@ class Vllm:
         return draft_tokens if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """False: the plan never lifts vLLM's cap (:meth:`caps_running_by_default`)."""
+        return False
+
     def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
         """None: vLLM holds state and KV in one pool (``pools``)."""
         return self.pools.state_to_kv_memory_ratio if hybrid_model else None

@@ -159,3 +159,31 @@ def test_launch_writes_a_user_prefill_chunk(sglang):
     cmd = sglang.launch_command(_launch(settings=EngineSettings(0.8, 0.0, False, 16_384, 256, None, chunk_set=True)))
     assert "--chunked-prefill-size 16384" in cmd.split(" \\\n  ")
     assert "--chunked-prefill-size" not in sglang.launch_command(_launch())
+
+
+def test_a_lifted_cap_on_a_hybrid_model_is_the_radix_cache_off(sglang):
+    # S3: with the radix cache on, a hybrid model's memory is split state : KV at
+    # --mamba-full-memory-ratio 0.9 (catalog/engines.yaml); lifting the running cap means
+    # --disable-radix-cache with an explicit --max-running-requests: one pool, no ratio.
+    assert sglang.disables_radix_cache(hybrid_model=True, cap_lifted=True) is True
+    assert sglang.disables_radix_cache(hybrid_model=True, cap_lifted=False) is False
+    assert sglang.disables_radix_cache(hybrid_model=False, cap_lifted=True) is False
+    assert sglang.state_to_kv_ratio(hybrid_model=True, cap_lifted=False) == 0.9
+    assert sglang.state_to_kv_ratio(hybrid_model=True, cap_lifted=True) is None
+    assert sglang.state_to_kv_ratio(hybrid_model=False, cap_lifted=False) is None
+    # with the cache off every one of --max-running-requests 300 gets its state, however few run
+    capped = sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=300)
+    assert sglang.allocated_running(120.0, capped, cap_lifted=True) == 300.0
+    assert sglang.allocated_running(120.0, capped, cap_lifted=False) == 120.0
+    # unset cap (None): the running limit
+    assert sglang.allocated_running(120.0, sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False),
+                                    cap_lifted=True) == 120.0
+
+
+@pytest.mark.parametrize("name", ["vllm", "trtllm"])
+def test_other_engines_keep_one_pool_and_allocate_at_the_limit(name):
+    engine = load_engine(name)
+    settings = engine.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=300)
+    assert engine.disables_radix_cache(True, True) is False
+    assert engine.state_to_kv_ratio(True, False) is None
+    assert engine.allocated_running(120.0, settings, cap_lifted=True) == 120.0
