@@ -336,8 +336,10 @@ class Engine(Protocol):
     # ---- scheduler
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """KV tokens one running request holds for admission (tokens)."""
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
-        """Running requests the scheduler admits at most, per replica."""
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+        """Running requests the scheduler admits at most, per replica: ``settings.max_running``
+        (the flag: SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
+        ``--max_batch_size``), or the engine's rule where it is unset."""
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """The default launch caps running requests below what memory allows (a plan then also
         tries a launch that lifts the cap)."""

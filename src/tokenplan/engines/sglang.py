@@ -96,7 +96,7 @@ class Sglang:
         """``mem_fraction_static = (GPU − reserve) / GPU × vision_cut`` (S1), the bucket's chunk
         (or ``--chunked-prefill-size``, which also sets the reserve's activation term) and decode
         graph batch, and a running cap of 48 with speculative decoding (S5), else None: derived
-        from the KV pool by :meth:`running_cap`. The fraction is then taken of the memory free
+        from the KV pool by :meth:`max_running`. The fraction is then taken of the memory free
         after start-up (``startup_bytes``: the CUDA context, plus the communicators at TP × PP >
         1; S3 ``profile_max_num_token`` sizes against the free memory measured after
         ``init_torch_distributed``).
@@ -205,7 +205,7 @@ class Sglang:
         retracts on overflow (S6), so the pool holds the prompt and half the output so far."""
         return isl_mean + osl_running_mean / 2
 
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``--max-running-requests``, or when unset ``clamp(KV_tokens / context_len × 512, 2048,
         4096)`` (S3; ``context_len`` here is the longest request, tokens)."""
         if settings.max_running is not None:

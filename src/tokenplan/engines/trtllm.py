@@ -8,7 +8,7 @@ T1 ``commands/serve.py`` @00209af1; T2 ``llmapi/llm_args.py``; T3 ``_torch/pyexe
 ``DecodeCudaGraphConfig``; T9 performance-tuning guide (scheduler policies); T12 reasoning
 parser / ``kv_cache_config`` example.
 
-The scheduler is here alone (:meth:`Trtllm.running_context_tokens`, :meth:`Trtllm.running_cap`):
+The scheduler is here alone (:meth:`Trtllm.running_context_tokens`, :meth:`Trtllm.max_running`):
 a MAX_UTILIZATION policy or trtllm-serve's dynamic batch-size tuning changes these two methods.
 """
 
@@ -191,7 +191,7 @@ class Trtllm:
         the mean prompt; with fixed lengths that is ISL + OSL."""
         return isl_mean + osl_running_mean
 
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""
         return float(settings.max_running)
 

@@ -166,7 +166,7 @@ class Vllm:
         preempts by recompute on overflow (V6)."""
         return isl_mean + osl_running_mean / 2
 
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_num_seqs`` (V2; set by :meth:`settings`)."""
         return float(settings.max_running)
 

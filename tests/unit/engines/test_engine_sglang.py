@@ -66,10 +66,10 @@ def test_the_vision_cut_multiplies_the_fraction_and_is_clamped(sglang):
 def test_default_running_cap_is_clamped_kv_over_context_times_512(sglang):
     # S3: clamp(KV_tokens / context_len × 512, 2048, 4096); an explicit cap wins.
     unset = EngineSettings(0.8, 0.0, False, 8192, 256, None)
-    assert sglang.running_cap(unset, 12_000, 2048) == 3000.0  # 12,000/2,048·512 = 3,000
-    assert sglang.running_cap(unset, 5_000, 2048) == 2048.0  # 1,250 → the floor 2,048
-    assert sglang.running_cap(unset, 1_000_000, 2048) == 4096.0  # 250,000 → the ceiling 4,096
-    assert sglang.running_cap(dataclasses.replace(unset, max_running=100), 1_000_000, 2048) == 100.0
+    assert sglang.max_running(unset, 12_000, 2048) == 3000.0  # 12,000/2,048·512 = 3,000
+    assert sglang.max_running(unset, 5_000, 2048) == 2048.0  # 1,250 → the floor 2,048
+    assert sglang.max_running(unset, 1_000_000, 2048) == 4096.0  # 250,000 → the ceiling 4,096
+    assert sglang.max_running(dataclasses.replace(unset, max_running=100), 1_000_000, 2048) == 100.0
 
 
 def test_speculative_decoding_caps_at_48_and_holds_k_plus_1_state_copies(sglang):

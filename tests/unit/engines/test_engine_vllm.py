@@ -66,7 +66,7 @@ def test_usable_memory_is_a_share_of_total_memory(vllm):
 
 def test_scheduler_state_and_kv_defaults(vllm):
     s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
-    assert vllm.running_cap(s, 1e9, 2048) == 1024.0  # max_num_seqs, not the KV pool
+    assert vllm.max_running(s, 1e9, 2048) == 1024.0  # max_num_seqs, not the KV pool
     assert vllm.running_context_tokens(1000, 500, 400) == 1200  # no reservation for future tokens (V6)
     assert vllm.mixed_prefill  # chunked prefill mixes prompts into decode steps (V2/V14)
     assert (vllm.spec_state_copies(3), vllm.spec_state_copies(None)) == (3, 0)  # k blocks (V16)
