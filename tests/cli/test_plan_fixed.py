@@ -117,3 +117,14 @@ def test_job_yaml_keys(tmp_path):
     job.write_text("max_running: 0\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="max_running"):
         plan_request(str(job))
+
+
+def test_a_fixed_cap_above_what_memory_holds_is_still_the_launchs_cap():
+    # The plan's memory is sized for the fixed cap (SGLang reserves speculative state for all of
+    # --max-running-requests), so every launch sets the cap itself; the batch the plan predicts
+    # is what memory holds under it, and says what stops it.
+    o = plan(PlanRequest(gpus=("8xb200",), max_running=4096)).to_json()["options"][0]
+    assert o["batch_per_replica"] < 4096 and o["batch_limit_reason"] != "engine cap"
+    assert "--max-running-requests 4096" in o["launch"]["sglang"]
+    assert "--max-num-seqs 4096" in o["launch"]["vllm"]  # no attention DP: one engine rank per replica, ceil(4096 / 1)
+    assert "--max_batch_size 4096" in o["launch"]["trtllm"]

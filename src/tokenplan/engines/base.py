@@ -188,12 +188,14 @@ class Launch(NamedTuple):
     def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
         entry in ``sizing``, else the planned settings' fraction for the planned engine or
-        ``default_fraction`` (the engine's own default) for another, with ``running_limit``."""
+        ``default_fraction`` (the engine's own default) for another, with ``running_limit``. A
+        cap the user fixed (``max_running``) is the running requests every launch sets: the
+        plan's memory was sized for it (SGLang reserves speculative state for the whole cap)."""
         for name, fraction, running in self.sizing:
             if name == engine:
-                return fraction, running
+                return fraction, running if self.max_running is None else self.max_running
         planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
-        return planned, self.running_limit
+        return planned, self.running_limit if self.max_running is None else self.max_running
 
     def replicas_per_server(self, separate_servers: bool) -> int:
         """DP replicas one server runs (:func:`replicas_per_server`)."""
