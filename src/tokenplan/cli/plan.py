@@ -48,15 +48,13 @@ _PNG = typer.Option(None, "--png", help="Also write the report's charts as PNG f
 def plan_cmd(
     model: Optional[str] = _MODEL, gpu: Optional[list[str]] = _GPU, samples: Optional[int] = _SAMPLES,
     isl_mean: Optional[float] = _ISL, isl_sigma: Optional[float] = _ISL_SIGMA, isl_cap: Optional[float] = _ISL_CAP,
-    osl_mean: Optional[float] = _OSL, osl_sigma: Optional[float] = _OSL_SIGMA,
-    max_tokens: Optional[float] = _MAX_TOKENS, engine: Optional[str] = _ENGINE, price: Optional[list[str]] = _PRICE,
-    spec: Optional[list[str]] = _SPEC, weight_dtype: Optional[list[str]] = _WEIGHT_DTYPE,
-    kv_dtype: Optional[list[str]] = _KV_DTYPE, deadline: Optional[str] = _DEADLINE, budget: Optional[float] = _BUDGET,
-    job: Optional[str] = _JOB, calibration: Optional[str] = _CALIBRATION, as_json: bool = _JSON,
-    report: Optional[str] = _REPORT, png: Optional[str] = _PNG,
-    current: Optional[str] = _CURRENT, measured_tok_s: Optional[float] = _MEASURED,
-    tp: Optional[int] = _TP, dp: Optional[int] = _DP, ep: Optional[int] = _EP,
-    max_running: Optional[int] = _MAX_RUNNING,
+    osl_mean: Optional[float] = _OSL, osl_sigma: Optional[float] = _OSL_SIGMA, max_tokens: Optional[float] = _MAX_TOKENS,
+    engine: Optional[str] = _ENGINE, price: Optional[list[str]] = _PRICE, spec: Optional[list[str]] = _SPEC,
+    weight_dtype: Optional[list[str]] = _WEIGHT_DTYPE, kv_dtype: Optional[list[str]] = _KV_DTYPE,
+    deadline: Optional[str] = _DEADLINE, budget: Optional[float] = _BUDGET, job: Optional[str] = _JOB,
+    calibration: Optional[str] = _CALIBRATION, as_json: bool = _JSON, report: Optional[str] = _REPORT,
+    png: Optional[str] = _PNG, current: Optional[str] = _CURRENT, measured_tok_s: Optional[float] = _MEASURED,
+    tp: Optional[int] = _TP, dp: Optional[int] = _DP, ep: Optional[int] = _EP, max_running: Optional[int] = _MAX_RUNNING,
 ) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why.
 

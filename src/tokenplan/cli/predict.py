@@ -44,16 +44,27 @@ _BATCHED_TOKENS = typer.Option(None, "--max-num-batched-tokens", help="vLLM: tok
 _CHUNKED_PREFILL = typer.Option(None, "--chunked-prefill-size", help="SGLang: prefill chunk; sizes its activation reserve [default: SGLang's GPU-memory bucket]")
 
 
+# predict's lengths: plan's job (job.workload.DEFAULT_ISL/DEFAULT_OSL)
+_P_ISL = typer.Option(DEFAULT_ISL.mean, "--isl", help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]", show_default=False)
+_P_OSL = typer.Option(DEFAULT_OSL.mean, "--osl", help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]", show_default=False)
+_P_ISL_SIGMA = typer.Option(DEFAULT_ISL.sigma, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]", show_default=False)
+_P_OSL_SIGMA = typer.Option(DEFAULT_OSL.sigma, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]", show_default=False)
+_P_ISL_CAP = typer.Option(None, "--isl-cap", help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]")
+_P_MAX_TOKENS = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]")
+
+
+def _default_caps(isl: float, osl: float, isl_cap: float | None, max_tokens: float | None) -> tuple:
+    """(input cap, output cap): each given, else plan's default below it; a mean at or above a
+    default cap (a long-context point) runs uncapped (None)."""
+    return (DEFAULT_ISL.cap if isl_cap is None and isl < DEFAULT_ISL.cap else isl_cap,
+            DEFAULT_OSL.cap if max_tokens is None and osl < DEFAULT_OSL.cap else max_tokens)
+
+
 @app.command("predict")
 def predict_cmd(
-    model: str = _MODEL, gpu: str = _GPU,
-    num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP, pp: int = _PP, ep: int = _EP,
-    attention_dp: bool = _ATTENTION_DP,
-    weight_dtype: str = _WEIGHT_DTYPE,
-    kv_dtype: str = _KV_DTYPE,
-    isl: float = typer.Option(DEFAULT_ISL.mean, "--isl", help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]", show_default=False),
-    osl: float = typer.Option(DEFAULT_OSL.mean, "--osl", help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]", show_default=False),
+    model: str = _MODEL, gpu: str = _GPU, num_gpus: Optional[int] = _NUM_GPUS, tp: int = _TP, pp: int = _PP, ep: int = _EP,
+    attention_dp: bool = _ATTENTION_DP, weight_dtype: str = _WEIGHT_DTYPE, kv_dtype: str = _KV_DTYPE,
+    isl: float = _P_ISL, osl: float = _P_OSL,
     concurrency: str = typer.Option("max", "--concurrency", help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)"),
     spec: str = typer.Option("none", "--spec", help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON's measured acceptance, e.g. mtp:3:bench.json)"),
     engine: str = _ENGINE,
@@ -61,28 +72,20 @@ def predict_cmd(
     max_running: Optional[int] = typer.Option(None, "--max-running", help="Running-request cap per replica [default: the engine's]"),
     calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]"),
     kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
-    isl_sigma: float = typer.Option(DEFAULT_ISL.sigma, "--isl-sigma", help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]", show_default=False),
-    osl_sigma: float = typer.Option(DEFAULT_OSL.sigma, "--osl-sigma", help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]", show_default=False),
-    isl_cap: Optional[float] = typer.Option(None, "--isl-cap", help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]"),
-    max_tokens: Optional[float] = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]"),
-    disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
-    ssm_dtype: Optional[str] = _SSM_DTYPE,
+    isl_sigma: float = _P_ISL_SIGMA, osl_sigma: float = _P_OSL_SIGMA,
+    isl_cap: Optional[float] = _P_ISL_CAP, max_tokens: Optional[float] = _P_MAX_TOKENS,
+    disable_radix_cache: bool = _DISABLE_RADIX_CACHE, ssm_dtype: Optional[str] = _SSM_DTYPE,
     max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS, chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
 ) -> None:
     """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
-    the bottleneck of one configuration.
-
-    Lengths default to plan's job (inputs mean 1,024, σ 0.8, cap 16,384; outputs mean 2,500,
-    σ 1.0, max_tokens 32,768), so a plan's chosen configuration predicts as the plan did; the
-    weights default to the released format (auto)."""
+    the bottleneck of one configuration. Lengths default to plan's job, so a plan's choice predicts
+    as the plan did; weights to the released format (auto)."""
     from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
     from tokenplan.report.tables import predict_table
 
-    # a default cap applies below it: a mean at or above it (a long-context point) runs uncapped
-    isl_cap = DEFAULT_ISL.cap if isl_cap is None and isl < DEFAULT_ISL.cap else isl_cap
-    max_tokens = DEFAULT_OSL.cap if max_tokens is None and osl < DEFAULT_OSL.cap else max_tokens
+    isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens)
     result = predict(PredictRequest(
         model=model, gpu=gpu, num_gpus=tp * pp if num_gpus is None else num_gpus, tp=tp, pp=pp, ep=ep,
         attention_dp=attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype, isl=isl, osl=osl,
