@@ -119,7 +119,7 @@ ERROR_CASES = [
     ("config_missing_key", "hidden_size"),
     ("config_wrong_type", "hidden_size"),
     ("job_bad_yaml", "not valid YAML"),
-    ("job_unknown_key", "sampels: unknown key (allowed: model, samples, isl, osl, gpus, engine, prices, spec, current, measured_tok_s)"),
+    ("job_unknown_key", "sampels: unknown key (allowed: model, samples, isl, osl, gpus, engine, prices, spec, current, measured_tok_s, tp, dp, ep, max_running)"),
     ("job_negative_samples", "samples"),
     ("job_missing_file", "absent.yaml"),
     ("zero_samples", "samples"),

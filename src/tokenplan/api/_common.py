@@ -18,11 +18,12 @@ from tokenplan.errors import InfeasibleError, InputError
 from tokenplan.files.calibration import moved_lines, read_calibration, read_calibration_file
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
-from tokenplan.job.workload import LengthDist
+from tokenplan.job.workload import LengthDist, lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import parse_spec
+from tokenplan.planning.space import Fixed
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, WEIGHT_DTYPES, parse_dtype
 
 
@@ -32,7 +33,11 @@ class PredictRequest:
 
     Lengths are in tokens; ``concurrency`` is requests in flight per deployment (None = offline
     ``max``: every request queued, the engine picks its batch). ``spec`` is ``none`` or
-    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal.
+    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal, ``isl``/``osl``
+    then their means below the caps ``isl_cap``/``osl_cap`` (as ``plan``'s; None = uncapped).
+    The command ``tokenplan predict`` defaults to ``plan``'s job (``job.workload.DEFAULT_ISL``,
+    ``DEFAULT_OSL``); the defaults here stay fixed 1,024-token lengths (a point, as scripts and
+    ``bench``'s server descriptions use it).
     ``max_num_batched_tokens`` (vLLM) and ``chunked_prefill_size`` (SGLang): the engine's token
     budget per step / prefill chunk (None = the engine's default); each only with its engine.
     """
@@ -56,6 +61,7 @@ class PredictRequest:
     isl_sigma: float = 0.0
     osl_sigma: float = 0.0
     osl_cap: float | None = None
+    isl_cap: float | None = None
     calibration: str | None = None
     ssm_dtype: str | None = None
     kv_offload_gib: float = 0.0
@@ -73,10 +79,42 @@ def _positive(field: str, value: float | None, allow_none: bool = False, whole: 
         raise InputError(field, _shown(value), "an integer ≥ 1" if whole else "a finite number > 0")
 
 
+def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int | None) -> Fixed:
+    """``plan --tp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
+    None = searched). Raises InputError (one line naming the option) for a value that is not a
+    whole number ≥ 1."""
+    for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
+        if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
+            raise InputError(name, _shown(value), "an integer ≥ 1" + (", running requests per replica"
+                                                                      if name == "max-running" else ""))
+    return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
+
+
 def _shown(value: object) -> object:
     """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
     # below 2^53 a whole float is exactly the integer typed; 1e30 stays 1e+30, not 31 digits
     return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
+
+
+def check_plan_lengths(req: object, defaults: type) -> None:
+    """Name the option of a bad length of a plan request ``req`` (``api.plan.PlanRequest``, whose
+    class ``defaults`` holds the default caps) before the distribution is built. Raises InputError."""
+    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
+    # sigma, cap), which is where a user sets them.
+    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
+        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
+        if not 1 <= mean <= MAX_REQUEST_TOKENS:
+            raise InputError(name, _shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
+        if not 0 <= sigma < math.inf:
+            raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
+        if cap is not None and not cap > mean:
+            if cap == getattr(defaults, f"{name}_cap"):  # the user raised the mean, not the cap
+                raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
+                                 f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
+            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
+        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
+            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g} and at most "
+                             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
@@ -114,9 +152,10 @@ def build_config(req: PredictRequest) -> tuple[Config, ModelSpec, Gpu]:
             raise InputError(field, _shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
-    if req.osl_cap is not None and not req.osl < req.osl_cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens
-        raise InputError("max-tokens", _shown(req.osl_cap), f"a number of tokens above the mean osl {req.osl:g} "
-                         f"and at most {MAX_REQUEST_TOKENS:,}")
+    for name, option, mean, cap in (("osl", "max-tokens", req.osl, req.osl_cap), ("isl", "isl-cap", req.isl, req.isl_cap)):
+        if cap is not None and not mean < cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens, --isl-cap
+            raise InputError(option, _shown(cap), f"a number of tokens above the mean {name} {mean:g} "
+                             f"and at most {MAX_REQUEST_TOKENS:,}")
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
@@ -160,9 +199,12 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
 
 
 def request_lengths(req: PredictRequest) -> tuple[LengthDist, LengthDist]:
-    """The request's prompt and output length distributions (tokens): lognormal around
-    ``isl``/``osl`` with ``isl_sigma``/``osl_sigma`` (0 = fixed), outputs capped at ``osl_cap``."""
-    return LengthDist(req.isl, req.isl_sigma, None), LengthDist(req.osl, req.osl_sigma, req.osl_cap)
+    """The request's prompt and output length distributions (tokens): lognormal with mean
+    ``isl``/``osl`` and σ ``isl_sigma``/``osl_sigma`` (0 = fixed), capped at ``isl_cap``/``osl_cap``,
+    the mean being that of the capped lengths as in ``plan`` (``job.workload.lognormal_with_mean``).
+    Raises InputError for a mean not below its cap (``build_config`` names the option first)."""
+    return (lognormal_with_mean(req.isl, req.isl_sigma, req.isl_cap),
+            lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap))
 
 
 def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
@@ -248,7 +290,7 @@ def check_server_description(desc: PredictRequest) -> None:
         InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
     """
     result = evaluate_request(replace(desc, isl=_SHAPE_TOKENS, osl=_SHAPE_TOKENS, isl_sigma=0.0, osl_sigma=0.0,
-                                      osl_cap=None, concurrency=None))
+                                      osl_cap=None, isl_cap=None, concurrency=None))
     if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
         raise InfeasibleError(f"configuration cannot run: {result.reason}")
 

@@ -7,14 +7,14 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api._common import (PLAN_FIGURES, _shown, calibration_warnings, check_plan_outputs,  # noqa: F401 - check_plan_outputs: the CLI's
-                                   calibration_moves, efficiency_table, figure_bands)
+from tokenplan.api._common import (PLAN_FIGURES, calibration_moves, calibration_warnings,  # noqa: F401 - check_plan_outputs: the CLI's
+                                   check_plan_lengths, check_plan_outputs, efficiency_table, figure_bands,
+                                   fixed_parts)
 from tokenplan.api._current import CurrentInputs, with_current
 from tokenplan.api._provisioning import at_count, check_targets, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
@@ -22,23 +22,21 @@ from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions,
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
-from tokenplan.job.workload import lognormal_with_mean
+from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
-from tokenplan.planning.rank import bottleneck_text, describe, explain, fastest, formats_note, radix_note
+from tokenplan.planning.rank import (bottleneck_text, describe, explain, fastest, formats_note, radix_note,
+                                     widest_tp_leaders)
 from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
-from tokenplan.planning.space import HardwareOption, tp_is, widest_tp
+from tokenplan.planning.space import HardwareOption
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
-from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
+from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
-# Assumptions of the default job, stated in the output:
-# - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768
-#   (docs/generation-jobs.md); thinking lengths are heavy-tailed: lognormal σ = 1.0;
-# - inputs: chat prompts of ShareGPT/UltraChat-style data sets with the chat template and a
-#   system prompt: mean 1,024 tokens, lognormal σ = 0.8, cap 16,384.
+# The default job's lengths, stated in the output: job.workload.DEFAULT_ISL/DEFAULT_OSL (where
+# they come from is said there; predict shares them).
 DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
 DEFAULT_PROVISION_GPUS = ("rtx-pro-6000", "b200")  # the same GPU types, count left to the search
 DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
@@ -67,17 +65,22 @@ class PlanRequest:
             count in ``gpus`` being the most to consider.
         current, measured_tok_s: the setup run now on the first option (``engine=sglang,tp=4,…``,
             see :mod:`tokenplan.api._current`) and its measured output tokens/s (all GPUs).
+        tp, dp, ep: search only layouts with this TP, DP (replicas), EP (None = searched).
+        max_running: every candidate launches with this running-request cap per replica
+            (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
+            ``--max_batch_size``; None = the engine's default, and where it caps below memory,
+            a raised cap as well).
     """
 
     model: str = "qwen3.6-27b"
     gpus: tuple[str, ...] = DEFAULT_GPUS
     samples: int = 914_000
-    isl_mean: float = 1024
-    isl_sigma: float = 0.8
-    isl_cap: float | None = 16384
-    osl_mean: float = 2500
-    osl_sigma: float = 1.0
-    osl_cap: float | None = 32768
+    isl_mean: float = DEFAULT_ISL.mean
+    isl_sigma: float = DEFAULT_ISL.sigma
+    isl_cap: float | None = DEFAULT_ISL.cap
+    osl_mean: float = DEFAULT_OSL.mean
+    osl_sigma: float = DEFAULT_OSL.sigma
+    osl_cap: float | None = DEFAULT_OSL.cap
     engine: str = "sglang"
     prices: dict[str, float] = field(default_factory=dict)
     specs: tuple[str, ...] = DEFAULT_SPECS
@@ -88,6 +91,10 @@ class PlanRequest:
     budget_usd: float | None = None
     current: str | None = None
     measured_tok_s: float | None = None
+    tp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    max_running: int | None = None
 
     @property
     def provisioning(self) -> bool:
@@ -193,41 +200,21 @@ def _spec_notes(req: PlanRequest, model) -> list[str]:
 def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> list[str]:
     """The radix-cache line of the recommended option ``top`` (:func:`planning.rank.radix_note`),
     against its fastest configuration with the cache on and the same speculative setting."""
-    if top is None or top.best is None or not top.best.evaluation.config.lift_running_cap:
+    if top is None or top.best is None:
         return []
     lifted = top.best.evaluation
-    if not lifted.deployment.spec.is_hybrid:
+    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid,
+                                                                       lifted.config.lift_running_cap):
         return []
     on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
     note = radix_note(top, on)
     return [note] if note else []
 
 
-def _check_lengths(req: PlanRequest) -> None:
-    """Name the option of a bad length before the distribution is built."""
-    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
-    # sigma, cap), which is where a user sets them.
-    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
-        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
-        if not 1 <= mean <= MAX_REQUEST_TOKENS:
-            raise InputError(name, _shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
-        if not 0 <= sigma < math.inf:
-            raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
-        if cap is not None and not cap > mean:
-            if cap == getattr(PlanRequest, f"{name}_cap"):  # the user raised the mean, not the cap
-                raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
-                                 f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
-            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
-        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
-            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g} and at most "
-                             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
-
-
 def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
                  results: list[OptionResult], answers: list | None = None) -> PlanResult:
     """Rank the searched options into ``plan``'s result."""
-    all_tp = {r.option.label: best_with(r, table, job, tp_is(widest_tp(r.option)))
-              for r in results}
+    all_tp = widest_tp_leaders(model, results, table, job, fixed_parts(req.tp, req.dp, req.ep, req.max_running))
     # a local config.json (or its folder) launches from that folder, as an absolute path: the
     # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
     local = Path(req.model)
@@ -310,7 +297,7 @@ def _searched(req: PlanRequest) -> tuple:
     answers or None) — what ``plan`` computes before it ranks. Raises what ``plan`` raises."""
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
-    _check_lengths(req)
+    check_plan_lengths(req, PlanRequest)
     check_targets(req.deadline_s, req.budget_usd)
     if req.current is not None and req.provisioning:
         raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
@@ -325,9 +312,10 @@ def _searched(req: PlanRequest) -> tuple:
     weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
+    fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
 
     def search(opt: HardwareOption) -> OptionResult:
-        return search_option(model, opt, engine, table, job, specs, weights, kvs, cut)
+        return search_option(model, opt, engine, table, job, specs, weights, kvs, cut, fixed)
 
     options = _options(req)
     if not req.provisioning:

@@ -32,7 +32,7 @@ from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.validate import Case, percentile, predict_case
 from tokenplan.errors import import_extra
 from tokenplan.job.evaluate import Rejection, evaluate
-from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, at_bound
+from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency
 from tokenplan.perf.step import step_time
 
 if TYPE_CHECKING:  # numpy is imported where a fit runs (plan imports no numpy)

@@ -33,7 +33,7 @@ class EngineSettings:
         fraction_of_free: True for TRT-LLM's fraction-of-free-memory rule.
         chunk_tokens: prefill chunk / token budget per step.
         graph_max_bs: largest decode batch captured in a CUDA graph.
-        max_running_cap: the engine's cap on running requests (None = derived from KV later).
+        max_running: the engine's cap on running requests (None = derived from KV later).
         profile_tokens, profile_seqs: tokens of the profiling forward and rows of its sampler
             pass whose activation peak the engine holds back (vLLM: ``max_num_batched_tokens``
             and ``max_num_seqs``; 0 = none); the model-dependent bytes are
@@ -60,7 +60,7 @@ class EngineSettings:
     fraction_of_free: bool
     chunk_tokens: int
     graph_max_bs: int
-    max_running_cap: int | None
+    max_running: int | None
     profile_tokens: int = 0
     profile_seqs: int = 0
     sampler_bytes_per_logit: float = 0.0
@@ -157,7 +157,8 @@ class Launch(NamedTuple):
         ssm_dtype: the hybrid state dtype the plan sized (None = the config's).
         hybrid: the model has linear-attention state.
         lift_running_cap: the plan lifts the engine's default running-request cap.
-        max_running_set: the user named a running-request cap.
+        max_running: the running-request cap per replica the user fixed (``plan --max-running``,
+            ``Config.max_running``; None = the engine's default or the plan's raised one).
         running_limit: running requests per replica the plan assumes.
         settings: the planned engine's resolved settings.
         planned_engine: the name of the engine the plan was made for; another engine's command
@@ -181,7 +182,7 @@ class Launch(NamedTuple):
     ssm_dtype: str | None
     hybrid: bool
     lift_running_cap: bool
-    max_running_set: bool
+    max_running: int | None
     running_limit: int
     settings: EngineSettings
     planned_engine: str
@@ -191,12 +192,14 @@ class Launch(NamedTuple):
     def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
         entry in ``sizing``, else the planned settings' fraction for the planned engine or
-        ``default_fraction`` (the engine's own default) for another, with ``running_limit``."""
+        ``default_fraction`` (the engine's own default) for another, with ``running_limit``. A
+        cap the user fixed (``max_running``) is the running requests every launch sets: the
+        plan's memory was sized for it (SGLang reserves speculative state for the whole cap)."""
         for name, fraction, running in self.sizing:
             if name == engine:
-                return fraction, running
+                return fraction, running if self.max_running is None else self.max_running
         planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
-        return planned, self.running_limit
+        return planned, self.running_limit if self.max_running is None else self.max_running
 
     def replicas_per_server(self, separate_servers: bool) -> int:
         """DP replicas one server runs (:func:`replicas_per_server`)."""
@@ -325,12 +328,24 @@ class Engine(Protocol):
     def spec_state_copies(self, draft_tokens: int | None) -> int:
         """Extra recurrent-state copies one running request holds under speculative decoding
         (``draft_tokens`` k; None or 0 = off)."""
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """The launch turns the prefix (radix) cache off: what lifting the running cap of a
+        hybrid model takes (SGLang ``--disable-radix-cache``)."""
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """The state-pool / KV-pool memory ratio a hybrid model's memory after weights is split
+        at (None: one pool holds both, or no state); ``cap_lifted``: the launch lifts the
+        engine's default running cap (``Config.lift_running_cap``)."""
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """Running requests per replica the engine allocates state for when the running limit
+        is ``limit`` (``settings.max_running``: the cap; ``cap_lifted`` as above)."""
 
     # ---- scheduler
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """KV tokens one running request holds for admission (tokens)."""
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
-        """Running requests the scheduler admits at most, per replica."""
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+        """Running requests the scheduler admits at most, per replica: ``settings.max_running``
+        (the flag: SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
+        ``--max_batch_size``), or the engine's rule where it is unset."""
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """The default launch caps running requests below what memory allows (a plan then also
         tries a launch that lifts the cap)."""

@@ -100,7 +100,7 @@ class Sglang:
         """``mem_fraction_static = (GPU − reserve) / GPU × vision_cut`` (S1), the bucket's chunk
         (or ``--chunked-prefill-size``, which also sets the reserve's activation term) and decode
         graph batch, and a running cap of 48 with speculative decoding (S5), else None: derived
-        from the KV pool by :meth:`running_cap`. The fraction is then taken of the memory free
+        from the KV pool by :meth:`max_running`. The fraction is then taken of the memory free
         after start-up (``startup_bytes``: the CUDA context, plus the communicators at TP × PP >
         1; S3 ``profile_max_num_token`` sizes against the free memory measured after
         ``init_torch_distributed``).
@@ -181,16 +181,39 @@ class Sglang:
         return draft_tokens + 1 if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """True for a hybrid model whose cap is lifted: with the radix cache on, each running
+        request holds several state slots (its ping-pong buffers, S3) and the cap stays at
+        state slots ÷ 5; ``--disable-radix-cache`` with an explicit ``--max-running-requests``
+        gives one slot per running request (S3)."""
+        return hybrid_model and cap_lifted
+
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """``--mamba-full-memory-ratio`` for a hybrid model (S3); None with the radix cache off
+        (:meth:`disables_radix_cache`): state slots then equal the running requests and share
+        the pool (S3)."""
+        if not hybrid_model or self.disables_radix_cache(hybrid_model, cap_lifted):
+            return None
+        return self.pools.state_to_kv_memory_ratio
+
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """With ``--disable-radix-cache`` (the cap lifted) SGLang gives every one of
+        ``--max-running-requests`` a state slot and its speculative copies whether or not that
+        many run (S3), so an explicit cap counts in full; otherwise the running limit."""
+        if cap_lifted and settings.max_running is not None:
+            return max(limit, float(settings.max_running))
+        return limit
+
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """The running mean context: SGLang admits against an estimate of future tokens and
         retracts on overflow (S6), so the pool holds the prompt and half the output so far."""
         return isl_mean + osl_running_mean / 2
 
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``--max-running-requests``, or when unset ``clamp(KV_tokens / context_len × 512, 2048,
         4096)`` (S3; ``context_len`` here is the longest request, tokens)."""
-        if settings.max_running_cap is not None:
-            return float(settings.max_running_cap)
+        if settings.max_running is not None:
+            return float(settings.max_running)
         raw = kv_tokens / max(max_request_tokens, 1.0) * self.running_per_context_factor
         return float(int(min(max(raw, self.running_min), self.running_max)))
 
@@ -264,12 +287,12 @@ class Sglang:
                         f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
         if launch.ssm_dtype is not None and launch.hybrid:
             args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
-        if launch.lift_running_cap and launch.hybrid:
+        if self.disables_radix_cache(launch.hybrid, launch.lift_running_cap):
             # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
             # running request (S3); the plan's limit already holds each request's k + 1 speculative
             # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
             args.append("--disable-radix-cache")
-        if launch.lift_running_cap or launch.max_running_set or running < launch.running_limit:
+        if launch.lift_running_cap or launch.max_running is not None or running < launch.running_limit:
             args.append(f"--max-running-requests {running}")
         parser = launch.parser(self.name)
         if parser:

@@ -8,7 +8,7 @@ T1 ``commands/serve.py`` @00209af1; T2 ``llmapi/llm_args.py``; T3 ``_torch/pyexe
 ``DecodeCudaGraphConfig``; T9 performance-tuning guide (scheduler policies); T12 reasoning
 parser / ``kv_cache_config`` example.
 
-The scheduler is here alone (:meth:`Trtllm.running_context_tokens`, :meth:`Trtllm.running_cap`):
+The scheduler is here alone (:meth:`Trtllm.running_context_tokens`, :meth:`Trtllm.max_running`):
 a MAX_UTILIZATION policy or trtllm-serve's dynamic batch-size tuning changes these two methods.
 """
 
@@ -155,7 +155,7 @@ class Trtllm:
         # token budget to the longest prompt plus a full batch of decode tokens
         tokens = max(tokens, math.ceil(isl_tokens) + bs)
         scale = layout.tp if layout.attention_dp else 1
-        return replace(settings, max_running_cap=bs * scale, chunk_tokens=tokens * scale)
+        return replace(settings, max_running=bs * scale, chunk_tokens=tokens * scale)
 
     def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
         """1: TensorRT-LLM's memory rule does not depend on a vision tower."""
@@ -172,6 +172,18 @@ class Trtllm:
         return 0
 
     # ------------------------------------------------------------------ scheduler
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """False: the plan never lifts TensorRT-LLM's cap (:meth:`caps_running_by_default`)."""
+        return False
+
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """None: TensorRT-LLM holds state and KV in one pool (``pools``)."""
+        return self.pools.state_to_kv_memory_ratio if hybrid_model else None
+
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """The running limit: TensorRT-LLM allocates state per running request."""
+        return limit
+
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """ISL + OSL: GUARANTEED_NO_EVICT (set by trtllm-serve, T1; the default, T9) admits a
         request only when the KV of its whole prompt and output is free, and never pauses it.
@@ -180,11 +192,11 @@ class Trtllm:
         the mean prompt; with fixed lengths that is ISL + OSL."""
         return isl_mean + osl_running_mean
 
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""
-        if settings.max_running_cap is None:  # :meth:`settings` always sets max_batch_size
-            raise TypeError("trtllm: EngineSettings.max_running_cap is None; expected the max_batch_size set by settings()")
-        return float(settings.max_running_cap)
+        if settings.max_running is None:  # :meth:`settings` always sets max_batch_size
+            raise TypeError("trtllm: EngineSettings.max_running is None; expected the max_batch_size set by settings()")
+        return float(settings.max_running)
 
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """False: the plan keeps ``max_batch_size``."""

@@ -150,16 +150,28 @@ class Vllm:
         return draft_tokens if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
+    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+        """False: the plan never lifts vLLM's cap (:meth:`caps_running_by_default`)."""
+        return False
+
+    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+        """None: vLLM holds state and KV in one pool (``pools``)."""
+        return self.pools.state_to_kv_memory_ratio if hybrid_model else None
+
+    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+        """The running limit: vLLM allocates state per running request."""
+        return limit
+
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """The running mean context: vLLM reserves no KV for future tokens at admission and
         preempts by recompute on overflow (V6)."""
         return isl_mean + osl_running_mean / 2
 
-    def running_cap(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
+    def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_num_seqs`` (V2; set by :meth:`settings`)."""
-        if settings.max_running_cap is None:  # :meth:`settings` always sets max_num_seqs
-            raise TypeError("vllm: EngineSettings.max_running_cap is None; expected the max_num_seqs set by settings()")
-        return float(settings.max_running_cap)
+        if settings.max_running is None:  # :meth:`settings` always sets max_num_seqs
+            raise TypeError("vllm: EngineSettings.max_running is None; expected the max_num_seqs set by settings()")
+        return float(settings.max_running)
 
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """False: the plan keeps vLLM's ``max_num_seqs`` default."""

@@ -57,6 +57,8 @@ class JobFile(BaseModel):
         prices: {b200: 5.25}
         current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48
         measured_tok_s: 1600
+        tp: 4              # search only these layouts (plan --tp/--dp/--ep)
+        max_running: 128   # the engine's running-request cap per replica (plan --max-running)
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -77,13 +79,17 @@ class JobFile(BaseModel):
     spec: str | None = None
     current: str | None = None  # plan --current: the setup run now on the first GPU option
     measured_tok_s: float | None = Field(default=None, gt=0)  # plan --measured-tok-s
+    tp: StrictInt | None = Field(default=None, gt=0)  # plan --tp
+    dp: StrictInt | None = Field(default=None, gt=0)  # plan --dp
+    ep: StrictInt | None = Field(default=None, gt=0)  # plan --ep
+    max_running: StrictInt | None = Field(default=None, gt=0)  # plan --max-running
 
     def request_fields(self) -> dict:
         """The keys given, as ``tokenplan.api.plan.PlanRequest`` fields: ``isl``/``osl`` →
         ``isl_mean``/``isl_sigma``/``isl_cap`` (tokens), ``spec`` → ``specs``, GPU keys of
         ``prices`` lower-cased; keys not given are left out."""
         fields: dict = {}
-        for name in ("model", "samples", "engine", "current", "measured_tok_s"):
+        for name in ("model", "samples", "engine", "current", "measured_tok_s", "tp", "dp", "ep", "max_running"):
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)
         if self.gpus:

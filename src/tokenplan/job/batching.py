@@ -103,7 +103,7 @@ def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: L
     """The most sequences one replica runs (see the module docstring). The engine's scheduler
     says what context a running request holds (``Engine.running_context_tokens``: the running
     mean context, or ISL + OSL where admission reserves the whole request, TRT-LLM's
-    GUARANTEED_NO_EVICT) and its running-request cap (``Engine.running_cap``)."""
+    GUARANTEED_NO_EVICT) and its running-request cap (``Engine.max_running``)."""
     running_ctx = engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean)
     mem = d.memory
     # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
@@ -111,7 +111,7 @@ def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: L
     state = None
     if mem.state_slots is not None:
         state = math.floor(mem.state_slots / engine.pools.slots(bool(spec)))
-    cap = engine.running_cap(settings, mem.kv_capacity_tokens, isl.max + osl.max)
+    cap = engine.max_running(settings, mem.kv_capacity_tokens, isl.max + osl.max)
     # A hybrid model's state shares the pool with its KV here: say so, or the state (most of a
     # Qwen3.6-27B request's memory) would go unnamed in "capped by kv cache".
     pool = "kv cache and state" if mem.state_slots is None and mem.state_bytes_per_sequence_per_gpu > 0 else "kv cache"

@@ -310,9 +310,7 @@ def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Le
     settings = engine.settings(gpu, lay, speculative=config.spec is not None and not config.lift_running_cap,
                                vision_cut=config.vision_cut, memory_fraction=config.memory_fraction,
                                max_running=config.max_running, chunk_tokens=config.chunk_tokens)
-    # Lifting the cap on a hybrid model under SGLang means --disable-radix-cache with an explicit
-    # --max-running-requests: state slots then equal running requests and share the pool (S3).
-    ratio = engine.pools.state_to_kv_memory_ratio if model.is_hybrid and not config.lift_running_cap else None
+    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
     mem = _memory(model, gpu, config, settings, ratio)
     tight = None  # asked for only where the default does not fit
     if not mem.fits and config.memory_fraction is None:
@@ -350,12 +348,9 @@ def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Le
 
 
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
-    """Running requests the engine allocates state for: with ``--disable-radix-cache`` SGLang gives
-    every one of ``--max-running-requests`` a state slot and its speculative copies whether or not
-    that many run (S3), so an explicit cap counts in full; otherwise the running limit."""
-    if config.lift_running_cap and settings.max_running_cap is not None:
-        return max(limit, float(settings.max_running_cap))
-    return limit
+    """Running requests the engine allocates state for at running limit ``limit``
+    (``Engine.allocated_running``: an explicit cap may count in full)."""
+    return config.engine.allocated_running(limit, settings, config.lift_running_cap)
 
 
 def allocated_requests(ev: Evaluation) -> float:
@@ -372,7 +367,7 @@ def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings
     return memory_breakdown(model, gpu, config.layout, config.weight_dtype, config.kv_dtype, settings, ratio,
                             with_mtp=config.spec is not None and config.spec.method == "mtp",
                             ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
-                            spec_state_copies=copies, spec_reserved_running=float(settings.max_running_cap or 0),
+                            spec_state_copies=copies, spec_reserved_running=float(settings.max_running or 0),
                             padded_state_slot=config.engine.pools.padded_state_slot,
                             draft_kv_pool=config.engine.pools.draft_kv_pool,
                             verify_state_commit=config.engine.pools.verify_state_commit,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from statistics import NormalDist
+from typing import NamedTuple
 
 from tokenplan.errors import InputError
 
@@ -172,6 +173,24 @@ class LengthDist:
             return f"fixed {self.mean_tokens:,.0f}"
         cap = f", cap {self.cap_tokens:,.0f}" if self.cap_tokens else ""
         return f"lognormal mean {self.mean:,.0f}, σ {self.sigma:g}{cap}"
+
+
+class LengthDefaults(NamedTuple):
+    """A default length distribution as a user states it: the capped mean, the lognormal σ and
+    the cap (tokens)."""
+
+    mean: float
+    sigma: float
+    cap: float
+
+
+# The default job of ``plan`` and ``predict`` (tokens; stated in plan's output):
+# - inputs: chat prompts of ShareGPT/UltraChat-style data sets with the chat template and a
+#   system prompt: mean 1,024 tokens, lognormal σ = 0.8, cap 16,384;
+# - outputs: SpecForge's Qwen3.6 recipe caps thinking answers at max_tokens 32,768
+#   (docs/generation-jobs.md); thinking lengths are heavy-tailed: lognormal σ = 1.0, mean 2,500.
+DEFAULT_ISL = LengthDefaults(1024, 0.8, 16384)
+DEFAULT_OSL = LengthDefaults(2500, 1.0, 32768)
 
 
 def fixed(tokens: float) -> LengthDist:

@@ -122,7 +122,7 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
         settings = engine.settings(gpu, c.layout, speculative=c.spec is not None and not c.lift_running_cap,
                                    vision_cut=c.vision_cut, max_running=c.max_running, chunk_tokens=c.chunk_tokens)
         other = replace(c, engine=engine, memory_fraction=None)
-        ratio = engine.pools.state_to_kv_memory_ratio if ev.deployment.spec.is_hybrid and not c.lift_running_cap else None
+        ratio = engine.state_to_kv_ratio(ev.deployment.spec.is_hybrid, c.lift_running_cap)
         mem = _memory(ev.deployment.spec, gpu, other, settings, ratio)
     batch = running_limit(ev)
     mean, sd = running_context_moments(isl, osl, engine.reserves_whole_output)
@@ -171,7 +171,7 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
                   kv_dtype=c.kv_dtype, spec_method=c.spec.method if c.spec else None,
                   draft_tokens=c.spec.draft_tokens if c.spec else 0, ssm_dtype=c.ssm_dtype,
                   hybrid=ev.deployment.spec.is_hybrid, lift_running_cap=c.lift_running_cap,
-                  max_running_set=c.max_running is not None, running_limit=running_limit(ev), settings=ev.settings,
+                  max_running=c.max_running, running_limit=running_limit(ev), settings=ev.settings,
                   planned_engine=c.engine.name, host_gpus=host_gpus(ev))
 
 

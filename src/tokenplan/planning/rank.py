@@ -3,8 +3,10 @@ each, and how the all-TP layout compares with replicas."""
 
 from __future__ import annotations
 
-from tokenplan.planning.search import Candidate, OptionResult
-from tokenplan.planning.space import widest_tp
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
+from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
 from tokenplan.units import S_PER_DAY
 
 
@@ -13,7 +15,23 @@ def describe(c: Candidate) -> str:
     cfg = c.evaluation.config
     spec = f", {cfg.spec.describe()}" if cfg.spec else ""
     lifted = ", running cap raised" if cfg.lift_running_cap else ""
+    if cfg.max_running is not None:
+        lifted += f", running cap {cfg.max_running}"
     return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{lifted}"
+
+
+def widest_tp_leaders(model: ModelSpec, results: list[OptionResult], table: EfficiencyTable, job: Job,
+                      fixed: Fixed) -> dict[str, Candidate | None]:
+    """Per option label, its fastest configuration with every GPU of a replica in one TP group
+    of the widest TP (:func:`planning.space.widest_tp`; None when none runs) — the ``all_tp`` of
+    :func:`explain`. With TP fixed, or where the fixed layout parts (``fixed``) admit no widest-TP
+    layout, an option is left out: its plan then says nothing of that TP."""
+    out: dict[str, Candidate | None] = {}
+    for r in results if fixed.tp is None else ():
+        n = widest_tp(r.option)
+        if any(fixed.admits(lay) and lay.tp == n for lay in layouts(model, r.option.gpu, r.option.count)):
+            out[r.option.label] = best_with(r, table, job, tp_is(n))
+    return out
 
 
 def bottleneck_text(c: Candidate) -> str:
@@ -69,7 +87,8 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
     """A few sentences that answer the hardware question.
 
     Args:
-        all_tp: per option label, the best configuration using every GPU in one TP group.
+        all_tp: per option label, the best configuration using every GPU in one TP group (an
+            option left out, e.g. where the user fixed another TP, gets no TP sentence).
         eligible: the options that meet the plan's deadline and budget, when it has them (the
             fastest and cheapest are named among these; None = no target, every option).
     """
@@ -95,7 +114,7 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
         lines.append(f"{f.option.label} is both the fastest and the cheapest{among or ' option'}.")
     for r in results:
         tp_all, b = all_tp.get(r.option.label), r.best
-        if b is None or r.option.count < 2:
+        if b is None or r.option.count < 2 or r.option.label not in all_tp:  # not in: a fixed layout excludes it
             continue
         n = widest_tp(r.option)
         if n == 1:

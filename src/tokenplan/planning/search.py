@@ -19,7 +19,8 @@ from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
-from tokenplan.planning.space import HardwareOption, candidates, dropped_layouts, kv_dtypes, weight_dtypes
+from tokenplan.planning.space import (SEARCH_ALL, Fixed, HardwareOption, candidates, fixed_layout_reasons, kv_dtypes,
+                                      weight_dtypes)
 from tokenplan.units import Dtype, GiB
 
 JOB_SIMULATED_PER_OPTION = 8  # leaders by steady throughput that get the whole-job simulation
@@ -116,7 +117,8 @@ def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareO
 
 def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, table: EfficiencyTable, job: Job,
                   specs: list[SpecDecode | None], weight_allowed: tuple[Dtype, ...] | None = None,
-                  kv_allowed: tuple[Dtype, ...] | None = None, vision_cut: float = 1.0) -> OptionResult:
+                  kv_allowed: tuple[Dtype, ...] | None = None, vision_cut: float = 1.0,
+                  fixed: Fixed = SEARCH_ALL) -> OptionResult:
     """Search one hardware option (see the module docstring): evaluate every candidate offline,
     re-evaluate at the job's own size those whose full batch the job never fills, and simulate
     the whole job for the :data:`JOB_SIMULATED_PER_OPTION` leaders by throughput.
@@ -128,6 +130,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
         specs: speculative settings to try (None = off).
         weight_allowed, kv_allowed: the dtypes to consider (None = every one the GPU runs).
         vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
+        fixed: the layout parts and running cap the user fixed (``planning.space.Fixed``).
 
     Returns:
         OptionResult: simulated leaders by wall time (seconds; see ``Candidate.ranking_wall_s``),
@@ -139,7 +142,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
     runs: list[Evaluation] = []
     rejections: list[Rejection] = []
     n = 0
-    for config in candidates(model, option, engine, specs, weight_allowed, kv_allowed, vision_cut):
+    for config in candidates(model, option, engine, specs, weight_allowed, kv_allowed, vision_cut, fixed):
         n += 1
         result = evaluate(model, option.gpu, config, eff, job.isl, job.osl, None)
         per_replica = job.num_requests / config.layout.dp
@@ -153,7 +156,7 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
     runs.sort(key=lambda e: -e.output_tok_s_total)
     ranked = sorted((simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]),
                     key=lambda c: c.ranking_wall_s)
-    reasons = Counter(dropped_layouts(option.gpu, option.count))
+    reasons = Counter(fixed_layout_reasons(model, option, fixed))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
     return OptionResult(option, ranked, runs, dict(reasons), n, notes)

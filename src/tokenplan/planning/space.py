@@ -1,5 +1,6 @@
 """The candidates of one hardware option: layout × weight dtype × KV dtype × speculative
-decoding × running-request cap (the engine's default, or raised with a flag)."""
+decoding × running-request cap (the engine's default, or raised with a flag; or the layout
+and cap the user fixed, :class:`Fixed`)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,29 @@ def tp_is(n: int) -> Callable[[Config], bool]:
     return lambda c: c.layout.tp == n
 
 
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """What the user fixed instead of searching (``plan --tp/--dp/--ep/--max-running``; None =
+    searched): TP, DP (replicas) and EP of the layout, and the engine's running-request cap per
+    replica (``max_running``: every candidate launches with it; no cap-lifted twin is tried)."""
+
+    tp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    max_running: int | None = None
+
+    def admits(self, layout: Layout) -> bool:
+        """Whether ``layout`` has every fixed TP, DP and EP."""
+        return all(v is None or getattr(layout, k) == v for k, v in (("tp", self.tp), ("dp", self.dp), ("ep", self.ep)))
+
+    def describe(self) -> str:
+        """``TP8 × DP1`` (the fixed parts of the layout; empty when none is fixed)."""
+        return " × ".join(f"{k.upper()}{v}" for k, v in (("tp", self.tp), ("dp", self.dp), ("ep", self.ep)) if v is not None)
+
+
+SEARCH_ALL = Fixed()  # nothing fixed
+
+
 def widest_tp(option: HardwareOption) -> int:
     """The largest TP group an option allows: a power of two that divides its GPUs, within one
     scale-up domain (1 when no wider group divides the count, e.g. 7 GPUs)."""
@@ -65,6 +89,33 @@ def layouts(model: ModelSpec, gpu: Gpu, count: int) -> list[Layout]:
                 if pp == 1:
                     out.append(Layout(tp=tp, pp=1, ep=tp, dp=dp, attention_dp=True))
     return out
+
+
+def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed) -> list[str]:
+    """Why the layouts of ``option`` are not searched, one line each (the rejections of a plan's
+    option): :func:`dropped_layouts` — of the fixed TP only, where TP is fixed — and, where no
+    layout of the option has the fixed TP, DP and EP, why, with the values it allows."""
+    dropped = dropped_layouts(option.gpu, option.count)
+    if fixed.tp is not None:
+        dropped = [d for d in dropped if d.startswith((f"TP{fixed.tp}:", f"TP{fixed.tp}×"))]
+    every = layouts(model, option.gpu, option.count)
+    if any(fixed.admits(lay) for lay in every):
+        return dropped
+    domain = option.gpu.max_gpus_per_scaleup
+    if fixed.tp is not None and fixed.tp > domain:
+        why = f"TP stays within one scale-up domain ({domain} GPUs on {option.gpu.scaleup.name})"
+    elif fixed.tp is not None and fixed.tp > option.count:
+        why = f"TP{fixed.tp} needs {fixed.tp} GPUs; the option has {option.count}"
+    elif fixed.ep is not None and fixed.ep > 1 and model.moe is None:
+        why = f"EP splits experts; {model.name} is dense (EP 1 only)"
+    else:
+        kept = [lay for lay in every if fixed.tp is None or lay.tp == fixed.tp]
+        allowed = [(k, sorted({getattr(lay, k) for lay in kept})) for k in ("dp", "ep")
+                   if getattr(fixed, k) is not None] if kept else [("tp", sorted({lay.tp for lay in every}))]
+        within = f" with TP{fixed.tp}" if kept and fixed.tp is not None else ""
+        why = f"no layout of {option.count} GPUs has it; " + "; ".join(
+            f"{k.upper()}{within} is one of {', '.join(map(str, v))}" for k, v in allowed)
+    return dropped + [f"{fixed.describe()} (fixed): {why}"]
 
 
 def dropped_layouts(gpu: Gpu, count: int) -> list[str]:
@@ -127,10 +178,10 @@ def kv_dtypes(gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> tuple[list[Dtype],
 
 def candidates(model: ModelSpec, option: HardwareOption, engine: Engine, specs: list[SpecDecode | None],
                weight_allowed: tuple[Dtype, ...] | None, kv_allowed: tuple[Dtype, ...] | None,
-               vision_cut: float) -> Iterator[Config]:
+               vision_cut: float, fixed: Fixed = SEARCH_ALL) -> Iterator[Config]:
     """Every configuration of one option. Where the engine caps running requests by default
     (SGLang: 48 with speculative decoding; hybrid models: state slots ÷ 5), a second candidate
-    lifts the cap — the plan then prints the flags it needs.
+    lifts the cap — the plan then prints the flags it needs — unless ``fixed`` sets the cap.
 
     Args:
         model: the model. option: the GPUs (type and count). engine: the engine.
@@ -138,6 +189,8 @@ def candidates(model: ModelSpec, option: HardwareOption, engine: Engine, specs: 
         weight_allowed, kv_allowed: the weight and KV dtypes to consider (None = every one the
             GPU runs).
         vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
+        fixed: the layouts searched are those it admits; its ``max_running`` is every
+            candidate's running cap (``Config.max_running``).
 
     Returns:
         An iterator of Config, lazily (layouts × weight dtypes × KV dtypes × specs, plus the
@@ -146,9 +199,11 @@ def candidates(model: ModelSpec, option: HardwareOption, engine: Engine, specs: 
     weights, _ = weight_dtypes(model, option.gpu, weight_allowed)
     kvs, _ = kv_dtypes(option.gpu, kv_allowed)
     for layout in layouts(model, option.gpu, option.count):
+        if not fixed.admits(layout):
+            continue
         for w in weights:
             for kv in kvs:
                 for spec in specs:
-                    yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut)
-                    if engine.caps_running_by_default(spec is not None, model.is_hybrid):
+                    yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=fixed.max_running)
+                    if fixed.max_running is None and engine.caps_running_by_default(spec is not None, model.is_hybrid):
                         yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, lift_running_cap=True)

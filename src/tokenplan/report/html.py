@@ -93,7 +93,7 @@ def comparison_html(plan: dict) -> str:
     rows = []
     for o in plan["options"]:
         if "best" not in o:
-            rows.append([o["option"], "nothing fits", "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")])
+            rows.append([o["option"], "nothing runs", "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")])
             continue
         rows.append([o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"),
                      f"{o['output_tok_s_per_gpu']:,.0f}", with_band(o, "wall_days", ".2f"),

@@ -41,7 +41,7 @@ def plan_table(result: dict) -> FoldingTable:
     rows: list[list[str | Text]] = []
     for o in result["options"]:
         if "best" not in o:
-            rows.append([o["option"], Text("nothing fits", style="red"), "—", "—", "—", "—", "—",
+            rows.append([o["option"], Text("nothing runs", style="red"), "—", "—", "—", "—", "—",
                          next(iter(o["rejected"]), "")])
             continue
         rows.append([o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"),

@@ -67,7 +67,7 @@ def throughput_chart(curves: list[dict], width: int = 60, height: int = 10) -> s
     """Output tok/s per GPU against requests in flight for each option's chosen configuration
     (the curves of ``plan_report_data(...)["throughput"]`` with ``chosen`` true)."""
     chosen = [c for c in curves if c["chosen"]]
-    series = [(f"{c['option']} {c['layout']} (max {c['memory_max_concurrency']:,.0f} in flight: {c['limit_reason']})",
+    series = [(f"{c['option']} {c['layout']} (max {c['running_max_concurrency']:,.0f} in flight: {c['limit_reason']})",
                [(p["concurrency"], p["output_tok_s_per_gpu"]) for p in c["points"]]) for c in chosen]
     return line_chart(series, width, height, y_label="output tok/s per GPU",
                       x_label="requests in flight, all replicas (log scale)")

@@ -66,16 +66,16 @@ def test_the_vision_cut_multiplies_the_fraction_and_is_clamped(sglang):
 def test_default_running_cap_is_clamped_kv_over_context_times_512(sglang):
     # S3: clamp(KV_tokens / context_len × 512, 2048, 4096); an explicit cap wins.
     unset = EngineSettings(0.8, 0.0, False, 8192, 256, None)
-    assert sglang.running_cap(unset, 12_000, 2048) == 3000.0  # 12,000/2,048·512 = 3,000
-    assert sglang.running_cap(unset, 5_000, 2048) == 2048.0  # 1,250 → the floor 2,048
-    assert sglang.running_cap(unset, 1_000_000, 2048) == 4096.0  # 250,000 → the ceiling 4,096
-    assert sglang.running_cap(dataclasses.replace(unset, max_running_cap=100), 1_000_000, 2048) == 100.0
+    assert sglang.max_running(unset, 12_000, 2048) == 3000.0  # 12,000/2,048·512 = 3,000
+    assert sglang.max_running(unset, 5_000, 2048) == 2048.0  # 1,250 → the floor 2,048
+    assert sglang.max_running(unset, 1_000_000, 2048) == 4096.0  # 250,000 → the ceiling 4,096
+    assert sglang.max_running(dataclasses.replace(unset, max_running=100), 1_000_000, 2048) == 100.0
 
 
 def test_speculative_decoding_caps_at_48_and_holds_k_plus_1_state_copies(sglang):
     h100 = load_gpu("h100-sxm")
-    assert sglang.settings(h100, Layout(), speculative=True).max_running_cap == 48  # S5
-    assert sglang.settings(h100, Layout(), speculative=True, max_running=300).max_running_cap == 300
+    assert sglang.settings(h100, Layout(), speculative=True).max_running == 48  # S5
+    assert sglang.settings(h100, Layout(), speculative=True, max_running=300).max_running == 300
     # S18: intermediate SSM and conv caches of speculative_num_draft_tokens = k + 1 rows.
     assert (sglang.spec_state_copies(3), sglang.spec_state_copies(None), sglang.spec_state_copies(0)) == (4, 0, 0)
     assert sglang.caps_running_by_default(speculative=True, hybrid_model=False)
@@ -105,7 +105,7 @@ def test_scheduler_holds_the_running_mean_context_and_prefills_apart(sglang):
 def _launch(**changes) -> Launch:
     base = Launch(repo="Qwen/Qwen3-32B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=2),
                   weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
-                  hybrid=False, lift_running_cap=False, max_running_set=False, running_limit=200,
+                  hybrid=False, lift_running_cap=False, max_running=None, running_limit=200,
                   settings=EngineSettings(0.83521, 0.0, False, 8192, 256, None), planned_engine="sglang")
     return base._replace(**changes)
 
@@ -159,3 +159,31 @@ def test_launch_writes_a_user_prefill_chunk(sglang):
     cmd = sglang.launch_command(_launch(settings=EngineSettings(0.8, 0.0, False, 16_384, 256, None, chunk_set=True)))
     assert "--chunked-prefill-size 16384" in cmd.split(" \\\n  ")
     assert "--chunked-prefill-size" not in sglang.launch_command(_launch())
+
+
+def test_a_lifted_cap_on_a_hybrid_model_is_the_radix_cache_off(sglang):
+    # S3: with the radix cache on, a hybrid model's memory is split state : KV at
+    # --mamba-full-memory-ratio 0.9 (catalog/engines.yaml); lifting the running cap means
+    # --disable-radix-cache with an explicit --max-running-requests: one pool, no ratio.
+    assert sglang.disables_radix_cache(hybrid_model=True, cap_lifted=True) is True
+    assert sglang.disables_radix_cache(hybrid_model=True, cap_lifted=False) is False
+    assert sglang.disables_radix_cache(hybrid_model=False, cap_lifted=True) is False
+    assert sglang.state_to_kv_ratio(hybrid_model=True, cap_lifted=False) == 0.9
+    assert sglang.state_to_kv_ratio(hybrid_model=True, cap_lifted=True) is None
+    assert sglang.state_to_kv_ratio(hybrid_model=False, cap_lifted=False) is None
+    # with the cache off every one of --max-running-requests 300 gets its state, however few run
+    capped = sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=300)
+    assert sglang.allocated_running(120.0, capped, cap_lifted=True) == 300.0
+    assert sglang.allocated_running(120.0, capped, cap_lifted=False) == 120.0
+    # unset cap (None): the running limit
+    assert sglang.allocated_running(120.0, sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False),
+                                    cap_lifted=True) == 120.0
+
+
+@pytest.mark.parametrize("name", ["vllm", "trtllm"])
+def test_other_engines_keep_one_pool_and_allocate_at_the_limit(name):
+    engine = load_engine(name)
+    settings = engine.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=300)
+    assert engine.disables_radix_cache(True, True) is False
+    assert engine.state_to_kv_ratio(True, False) is None
+    assert engine.allocated_running(120.0, settings, cap_lifted=True) == 120.0

@@ -32,9 +32,9 @@ def test_defaults_are_the_llm_api_defaults(trtllm):
     # CUDA graphs up to 128 (T6), a 2 GiB profiling reserve (engineering estimate, engines.yaml).
     s = trtllm.settings(load_gpu("h100-sxm"), Layout(tp=4), speculative=True)
     assert (s.memory_fraction, s.reserve_bytes, s.fraction_of_free) == (0.9, 2 * GIB, True)
-    assert (s.chunk_tokens, s.graph_max_bs, s.max_running_cap) == (8192, 128, 2048)
+    assert (s.chunk_tokens, s.graph_max_bs, s.max_running) == (8192, 128, 2048)
     user = trtllm.settings(load_gpu("a100-80gb"), Layout(), speculative=False, memory_fraction=0.8, max_running=64)
-    assert (user.memory_fraction, user.max_running_cap) == (0.8, 64)
+    assert (user.memory_fraction, user.max_running) == (0.8, 64)
 
 
 def test_usable_memory_is_a_share_of_what_weights_and_reserve_leave(trtllm):
@@ -52,7 +52,7 @@ def test_guaranteed_no_evict_holds_the_whole_request(trtllm):
     # those running hold E[OSL²]/E[OSL] on average. Half 200, half 800 tokens (mean 500):
     # (0.5·200² + 0.5·800²)/500 = (20,000 + 320,000)/500 = 680, so 1,000 + 680 = 1,680.
     assert trtllm.running_context_tokens(1000, 500, 680) == 1680
-    assert trtllm.running_cap(EngineSettings(0.9, 0.0, True, 8192, 128, 2048), 1e9, 2048) == 2048.0
+    assert trtllm.max_running(EngineSettings(0.9, 0.0, True, 8192, 128, 2048), 1e9, 2048) == 2048.0
     assert trtllm.mixed_prefill and not trtllm.caps_running_by_default(speculative=True, hybrid_model=True)
 
 
@@ -72,17 +72,17 @@ def test_offline_runs_take_trtllm_benchs_limits(trtllm):
     assert _bench_engine_bytes(model, Dtype.BF16) == LLAMA_BF16_BYTES
     default = trtllm.settings(h100, Layout(), speculative=False)
     s = trtllm.offline_settings(default, model, h100, Layout(), Dtype.BF16, Dtype.BF16, 1000, 1000)
-    assert (s.max_running_cap, s.chunk_tokens) == (256, 2048)
+    assert (s.max_running, s.chunk_tokens) == (256, 2048)
     # With attention DP over TP2 the heuristic pools the TP × PP = 2 GPUs (T5: n_gpus = tp × pp):
     # cache = (2 × 85,520,809,984 − 16,059,990,016) × 0.95 = 147,240,769,945.6 B → 561.7 requests
     # → 128·ceil(561.7/128) = 640; tokens 561.7 × 2 = 1,123 → 2,048 (≥ 1,000 + 640); and each
     # attention-DP rank schedules that many: 1,280 and 4,096.
     dp = trtllm.offline_settings(default, model, h100, Layout(tp=2, attention_dp=True), Dtype.BF16, Dtype.BF16,
                                  1000, 1000)
-    assert (dp.max_running_cap, dp.chunk_tokens) == (1280, 4096)
+    assert (dp.max_running, dp.chunk_tokens) == (1280, 4096)
     # A format the heuristic does not know (MXFP4) keeps the LLM-API defaults 2,048 / 8,192.
     mx = trtllm.offline_settings(default, model, h100, Layout(), Dtype.MXFP4, Dtype.BF16, 1000, 1000)
-    assert (mx.max_running_cap, mx.chunk_tokens) == (2048, 8192)
+    assert (mx.max_running, mx.chunk_tokens) == (2048, 8192)
 
 
 def test_trtllm_bench_counts_mla_kv_as_multi_head_before_pr_16707(trtllm):
@@ -96,7 +96,7 @@ def test_trtllm_bench_counts_mla_kv_as_multi_head_before_pr_16707(trtllm):
     layout = Layout(tp=8, ep=8, attention_dp=True)
     default = trtllm.settings(h200, layout, speculative=False)
     s = trtllm.offline_settings(default, model, h200, layout, Dtype.FP8, Dtype.FP8, 1024, 8192)
-    assert s.max_running_cap == 512
+    assert s.max_running == 512
     # no chunked prefill in trtllm-bench: the budget holds a whole prompt plus the batch,
     # max(2,048, 1,024 + 64) = 2,048 per rank
     assert s.chunk_tokens == 8 * 2048
@@ -105,7 +105,7 @@ def test_trtllm_bench_counts_mla_kv_as_multi_head_before_pr_16707(trtllm):
 def _launch(**changes) -> Launch:
     base = Launch(repo="Qwen/Qwen3.6-27B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=1, dp=8),
                   weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
-                  hybrid=True, lift_running_cap=False, max_running_set=False, running_limit=300,
+                  hybrid=True, lift_running_cap=False, max_running=None, running_limit=300,
                   settings=EngineSettings(0.9, 2 * GIB, True, 8192, 128, 2048), planned_engine="trtllm")
     return base._replace(**changes)
 

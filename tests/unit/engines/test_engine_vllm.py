@@ -33,7 +33,7 @@ def test_large_gpu_defaults_on_an_h100(vllm):
     # 81,559 MiB ≥ 70 GiB = 71,680 MiB and not Ampere: max_num_batched_tokens 8,192, max_num_seqs
     # 1,024 (V2); graphs up to min(2·1,024, 512, 8,192) = 512 → 51 sizes × 24 MiB = 1,224 MiB.
     s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
-    assert (s.chunk_tokens, s.max_running_cap, s.graph_max_bs) == (8192, 1024, 512)
+    assert (s.chunk_tokens, s.max_running, s.graph_max_bs) == (8192, 1024, 512)
     # Sampler peak 24 B per logit (top-k/top-p sort copies, catalog/engines.yaml); non-torch
     # 0.13 GiB as vllm-project/vllm#50722 logs it.
     assert (s.profile_tokens, s.profile_seqs, s.sampler_bytes_per_logit) == (8192, 1024, 24)
@@ -45,7 +45,7 @@ def test_a100_and_small_gpus_keep_the_small_defaults(vllm):
     # V2: "≥ 70 GiB and not A100", else max_num_batched_tokens 2,048, max_num_seqs 256.
     for gpu in (load_gpu("a100-80gb"), load_gpu("l40s")):
         s = vllm.settings(gpu, Layout(), speculative=False)
-        assert (s.chunk_tokens, s.max_running_cap, s.profile_seqs) == (2048, 256, 256)
+        assert (s.chunk_tokens, s.max_running, s.profile_seqs) == (2048, 256, 256)
         assert s.graph_max_bs == 512  # min(2·256, 512, 2,048)
 
 
@@ -53,7 +53,7 @@ def test_a_user_cap_shrinks_the_profiled_rows_and_the_graphs(vllm):
     # max_num_seqs 100: graphs up to min(200, 512, 8,192) = 200 → [1, 2, 4] + 8..200 step 8 (25)
     # = 28 sizes × 24 MiB = 672 MiB; a user fraction replaces 0.92.
     s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False, memory_fraction=0.8, max_running=100)
-    assert (s.max_running_cap, s.profile_seqs, s.graph_max_bs) == (100, 100, 200)
+    assert (s.max_running, s.profile_seqs, s.graph_max_bs) == (100, 100, 200)
     assert s.graph_estimate_bytes == 28 * 24 * MIB
     assert s.memory_fraction == 0.8
 
@@ -66,7 +66,7 @@ def test_usable_memory_is_a_share_of_total_memory(vllm):
 
 def test_scheduler_state_and_kv_defaults(vllm):
     s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False)
-    assert vllm.running_cap(s, 1e9, 2048) == 1024.0  # max_num_seqs, not the KV pool
+    assert vllm.max_running(s, 1e9, 2048) == 1024.0  # max_num_seqs, not the KV pool
     assert vllm.running_context_tokens(1000, 500, 400) == 1200  # no reservation for future tokens (V6)
     assert vllm.mixed_prefill  # chunked prefill mixes prompts into decode steps (V2/V14)
     assert (vllm.spec_state_copies(3), vllm.spec_state_copies(None)) == (3, 0)  # k blocks (V16)
@@ -80,7 +80,7 @@ def _launch(**changes) -> Launch:
     base = Launch(repo="deepseek-ai/DeepSeek-V3", native_dtype="fp8", parsers=None,
                   layout=Layout(tp=8, ep=8, attention_dp=True), weight_dtype=Dtype.FP8, kv_dtype=Dtype.BF16,
                   spec_method="mtp", draft_tokens=2, ssm_dtype=None, hybrid=False, lift_running_cap=False,
-                  max_running_set=False, running_limit=1000,
+                  max_running=None, running_limit=1000,
                   settings=EngineSettings(0.857, 0.0, False, 16384, 512, None), planned_engine="sglang")
     return base._replace(**changes)
 

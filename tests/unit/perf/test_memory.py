@@ -131,8 +131,8 @@ def test_sglang_small_gpu_has_no_10_gib_floor():
 
 def test_sglang_caps_running_requests_at_48_with_speculative_decoding():
     s = load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(), speculative=True)
-    assert s.max_running_cap == 48
-    assert load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(), speculative=False).max_running_cap is None
+    assert s.max_running == 48
+    assert load_engine("sglang").settings(load_gpu("h100-sxm"), Layout(), speculative=False).max_running is None
 
 
 def test_user_memory_fraction_overrides_the_default():
@@ -334,7 +334,7 @@ def test_sglang_ratio_split_reserves_the_speculative_copies_first():
     settings = engine.settings(gpu, Layout(), speculative=True)
     m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, 0.9,
                          spec_state_copies=engine.spec_state_copies(3),
-                         spec_reserved_running=settings.max_running_cap)
+                         spec_reserved_running=settings.max_running)
     assert m.spec_state_pool_bytes == 29_557_260_288
     assert m.state_pool_bytes == pytest.approx(79_362_808_335.05 * 0.9 / 1.9, rel=1e-11)
     assert m.kv_pool_bytes == pytest.approx(79_362_808_335.05 / 1.9, rel=1e-11)

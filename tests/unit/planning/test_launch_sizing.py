@@ -86,7 +86,7 @@ def test_every_value_is_quoted():
     path, parser = "/models/my model/o'brien", "qwen3"
     launch = Launch(repo=path, native_dtype="bf16", parsers=parser, layout=Layout(tp=2),
                     weight_dtype=Dtype.BF16, kv_dtype=Dtype.BF16, spec_method="mtp", draft_tokens=1, ssm_dtype=None,
-                    hybrid=False, lift_running_cap=False, max_running_set=False, running_limit=64,
+                    hybrid=False, lift_running_cap=False, max_running=None, running_limit=64,
                     settings=EngineSettings(0.85, 0.0, False, 8192, 256, None), planned_engine="sglang")
     from tokenplan.catalog import load_engine
     for name, flag in (("sglang", "--model-path"), ("vllm", "serve"), ("trtllm", "trtllm-serve")):

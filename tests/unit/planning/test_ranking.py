@@ -23,7 +23,7 @@ LOW = low_acceptance_ratio(PRIOR, 3000.0)
 
 def _candidate(wall_s: float, spec: SpecDecode | None, tok_s: float = 50_000.0, usd: float | None = 500.0) -> Candidate:
     cfg = SimpleNamespace(spec=spec, layout=Layout(tp=1, dp=8), weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8,
-                          lift_running_cap=True)
+                          lift_running_cap=True, max_running=None)
     low = LOW if spec is not None and spec.from_prior else 1.0
     return Candidate(SimpleNamespace(config=cfg, output_tok_s_total=tok_s), SimpleNamespace(total_s=wall_s),
                      SimpleNamespace(usd=usd), low)

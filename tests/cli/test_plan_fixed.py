@@ -1,0 +1,130 @@
+"""``plan --tp/--dp/--ep/--max-running``: a fixed layout part or running cap (issue 29 item 4,
+issue 27 item 4).
+
+Cross-checks against the unfixed plan (the TP8 figure its "TP8 is not the best layout" sentence
+reports), hand-derived layout counts, the launch flags each engine writes for a fixed cap, and
+one-line refusals of bad values from the command line and the job YAML.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tokenplan.api.plan import PlanRequest, plan
+from tokenplan.errors import ConfigError, InputError
+
+RUN = "from tokenplan.cli import main; main()"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_tp8_on_8xb200_gives_the_tp8_figure_the_unfixed_plan_reports():
+    # The default plan says "TP8 is not the best layout on b200: … (TP8: N tok/s, …)": N is the
+    # fastest TP8 configuration's throughput. With --tp 8 every candidate is TP8, so the plan's
+    # best is that same configuration unless the whole-job ranking prefers another TP8 one.
+    free = plan(PlanRequest(gpus=("8xb200",))).to_json()
+    sentence = next(s for s in free["answer"] if s.startswith("TP8 is not the best layout on b200"))
+    tp8_tok_s = float(re.search(r"\(TP8: ([\d,]+) tok/s", sentence).group(1).replace(",", ""))
+    fixed = plan(PlanRequest(gpus=("8xb200",), tp=8)).to_json()
+    o = fixed["options"][0]
+    assert o["layout"] == "TP8"
+    assert round(o["output_tok_s_total"]) == tp8_tok_s
+    assert all(a["configuration"].startswith("TP8,") for a in o["alternatives"])
+    # the fixed TP is not compared with itself
+    assert not any(s.startswith("TP8 is") for s in fixed["answer"])
+    # 8 GPUs at TP8: PP stays 1 (TP × PP divides 8) and DP is 1 → one layout (dense: no EP),
+    # × 2 weight formats (bf16, fp8 native on B200) × 2 KV (bf16, fp8) × 3 specs (none, mtp:1,
+    # mtp:3) = 12, each with a cap-lifted twin under SGLang for this hybrid model: 24.
+    assert o["configurations"] == 24
+
+
+def test_tp_an_option_cannot_take_says_why_in_one_line():
+    o = plan(PlanRequest(tp=8)).to_json()["options"]
+    rtx = next(x for x in o if x["option"] == "4× rtx-pro-6000")
+    assert rtx["configurations"] == 0 and "best" not in rtx
+    assert rtx["rejected"] == {"TP8 (fixed): TP8 needs 8 GPUs; the option has 4": 1}
+    # 8× b200 still runs at TP8
+    assert next(x for x in o if x["option"] == "8× b200")["layout"] == "TP8"
+
+
+def test_dp_no_layout_has_lists_the_dp_allowed():
+    # 8 GPUs: DP = 8 / (TP × PP) with TP × PP ∈ {1, 2, 4, 8} → DP ∈ {8, 4, 2, 1}; 3 is not one.
+    o = plan(PlanRequest(gpus=("8xb200",), dp=3)).to_json()["options"][0]
+    assert o["rejected"] == {"DP3 (fixed): no layout of 8 GPUs has it; DP is one of 1, 2, 4, 8": 1}
+
+
+def test_ep_on_a_dense_model_and_on_a_moe_model():
+    o = plan(PlanRequest(gpus=("8xb200",), ep=2)).to_json()["options"][0]
+    assert o["rejected"] == {"EP2 (fixed): EP splits experts; qwen3.6-27b is dense (EP 1 only)": 1}
+    moe = plan(PlanRequest(model="qwen3-30b-a3b", gpus=("8xb200",), ep=8, specs=("none",))).to_json()["options"][0]
+    assert "EP8" in moe["layout"]
+    assert all("EP8" in a["configuration"] for a in moe["alternatives"])
+
+
+def test_tp_and_dp_together():
+    # 8 GPUs at TP4: PP1 → DP2, PP2 → DP1. --tp 4 --dp 2 keeps TP4×DP2 only.
+    o = plan(PlanRequest(gpus=("8xb200",), tp=4, dp=2)).to_json()["options"][0]
+    assert o["layout"] == "TP4×DP2"
+    # a combination no layout has: TP8 leaves DP 1 on 8 GPUs
+    o = plan(PlanRequest(gpus=("8xb200",), tp=8, dp=2)).to_json()["options"][0]
+    assert o["rejected"] == {"TP8 × DP2 (fixed): no layout of 8 GPUs has it; DP with TP8 is one of 1": 1}
+
+
+def test_max_running_fixes_every_candidates_cap_and_every_launch_sets_it():
+    o = plan(PlanRequest(gpus=("8xb200",), max_running=64)).to_json()["options"][0]
+    assert o["max_running_requests"] <= 64 and o["batch_per_replica"] <= 64
+    assert o["non_default_settings"] is False  # no cap-lifted twin was searched
+    assert "running cap 64" in o["best"]
+    assert not any("running cap raised" in a["configuration"] for a in o["alternatives"])
+    # one GPU per replica (TP1×DP8 chosen): each engine's cap per rank is ceil(64 / 1) = 64
+    assert o["layout"] == "TP1×DP8"
+    assert "--max-running-requests 64" in o["launch"]["sglang"]
+    assert "--max-num-seqs 64" in o["launch"]["vllm"]
+    assert "--max_batch_size 64" in o["launch"]["trtllm"]
+    # 1 layout per TP × PP split of 8 GPUs (TP1..8 × PP with TP×PP | 8: 4 + 3 + 2 + 1 = 10) ×
+    # 2 weights × 2 KV × 3 specs = 120, with no twins
+    assert o["configurations"] == 120
+
+
+@pytest.mark.parametrize("option,value", [("--tp", "0"), ("--dp", "-1"), ("--ep", "0"), ("--max-running", "0")])
+def test_cli_refuses_non_positive_values_in_one_line(option, value):
+    r = _cli("plan", option, value)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and option.lstrip("-") in lines[0] and value in lines[0] and "integer ≥ 1" in lines[0]
+
+
+def test_api_refuses_a_fraction():
+    with pytest.raises(InputError, match="tp 2.5 is not allowed"):
+        plan(PlanRequest(tp=2.5))
+
+
+def test_job_yaml_keys(tmp_path):
+    from tokenplan.api.plan import plan_request
+
+    job = tmp_path / "job.yaml"
+    job.write_text("gpus: ['8xb200']\ntp: 8\nmax_running: 64\n", encoding="utf-8")
+    req = plan_request(str(job))
+    assert (req.tp, req.dp, req.ep, req.max_running) == (8, None, None, 64)
+    assert plan_request(str(job), tp=4).tp == 4  # an option given wins
+    job.write_text("max_running: 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="max_running"):
+        plan_request(str(job))
+
+
+def test_a_fixed_cap_above_what_memory_holds_is_still_the_launchs_cap():
+    # The plan's memory is sized for the fixed cap (SGLang reserves speculative state for all of
+    # --max-running-requests), so every launch sets the cap itself; the batch the plan predicts
+    # is what memory holds under it, and says what stops it.
+    o = plan(PlanRequest(gpus=("8xb200",), max_running=4096)).to_json()["options"][0]
+    assert o["batch_per_replica"] < 4096 and o["batch_limit_reason"] != "engine cap"
+    assert "--max-running-requests 4096" in o["launch"]["sglang"]
+    assert "--max-num-seqs 4096" in o["launch"]["vllm"]  # no attention DP: one engine rank per replica, ceil(4096 / 1)
+    assert "--max_batch_size 4096" in o["launch"]["trtllm"]
