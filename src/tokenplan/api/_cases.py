@@ -7,6 +7,7 @@ Names in the measurement rows are resolved through the same ``build_config`` as
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.calibration.bands import model_family
@@ -46,6 +47,10 @@ def resolve_case(m: Measurement) -> Case | SkippedRow:
     else:
         low = m.length_low_fraction
         isl, osl = stated_lengths(m.isl_tokens, low), stated_lengths(m.osl_tokens, low)
+    # The run served its requests, so its server was launched for at least the longest of them
+    # (vLLM refuses to start for a max_model_len its KV cache cannot hold: the model's whole
+    # context is only the default).
+    config = replace(config, max_model_len=math.ceil(isl.max + osl.max))
     return Case(m, model, gpu, config, m.engine, gpu.architecture, model_family(m.model), isl, osl, per_replica)
 
 

@@ -40,6 +40,9 @@ class Config:
         lift_running_cap: set the engine's running-request limit to what memory allows
             instead of its default (SGLang's 48 with speculative decoding).
         host_kv_bytes: host memory per GPU for KV offload (bytes; 0 = none).
+        max_model_len: the longest request the server is launched to serve (tokens; None = the
+            model's whole context, vLLM's default ``max_model_len``). A measured run sets it: the
+            server served its requests, so it was launched for at least the longest of them.
         chunk_tokens: the prefill chunk / token budget per step (SGLang ``--chunked-prefill-size``,
             vLLM ``--max-num-batched-tokens``, TRT-LLM ``max_num_tokens``; None = the engine's).
     """
@@ -55,6 +58,7 @@ class Config:
     vision_cut: float = 1.0
     lift_running_cap: bool = False
     host_kv_bytes: float = 0.0
+    max_model_len: int | None = None
     chunk_tokens: int | None = None
 
 
@@ -333,10 +337,13 @@ def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Le
                                  f"vs {usable / GiB:.1f} GiB usable on {gpu.key}", "memory",
                          weights, usable, spec_state)
     # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
-    if ctx is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(ctx) < 1:
+    served = config.max_model_len if config.max_model_len is not None else ctx
+    if served is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1:
+        whole = (f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
+                 if config.max_model_len is None else f"max_model_len {served:,}")
         return Rejection(config, f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
                                  f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
-                                 f"{model.name}'s whole {ctx:,}-token context (its default max_model_len)", "kv")
+                                 f"{whole}", "kv")
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:
