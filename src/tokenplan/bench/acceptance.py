@@ -41,6 +41,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tokenplan.bench.prometheus import labelled_samples
 from tokenplan.client.openai import Completion
 
 VLLM, SGLANG, TRTLLM = "vllm", "sglang", "trtllm"
@@ -88,28 +89,8 @@ class AcceptanceReading:
 
 
 def _families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Prometheus text → sample name → (labels, value) per label set; unparseable lines skipped."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-
-    def add(chunk: str) -> None:
-        for family in text_string_to_metric_families(chunk):
-            for s in family.samples:
-                if not math.isnan(s.value):
-                    out.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
-
-    try:
-        add(text)
-    except ValueError:
-        out.clear()
-        for line in text.splitlines():
-            if line.strip() and not line.startswith("#"):
-                try:
-                    add(line + "\n")
-                except ValueError:
-                    continue
-    return out
+    """Prometheus text → sample name → (labels, value) per label set (:func:`labelled_samples`)."""
+    return labelled_samples(text)
 
 
 def _total(samples: dict, name: str) -> float | None:

@@ -33,13 +33,13 @@ TensorRT-LLM (``tensorrt_llm/metrics/collector.py``, NVIDIA/TensorRT-LLM@050f80d
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenplan.bench.acceptance import AcceptanceReading, AcceptanceWindow, acceptance_reading
+from tokenplan.bench.prometheus import labelled_samples
 from tokenplan.bench.http import SideRequestFailed, get_text, request_json, server_root
 
 METRIC_NAMES: dict[str, tuple[str, ...]] = {
@@ -61,34 +61,9 @@ METRICS_ROUTES = ("/metrics", "/prometheus/metrics")
 
 
 def prometheus_samples(text: str) -> dict[str, list[float]]:
-    """Prometheus text exposition → sample name → its values, one per label set.
-
-    Parsed with ``prometheus_client.parser.text_string_to_metric_families``; a text the parser
-    refuses as a whole is parsed line by line and the lines it refuses are skipped. ``NaN``
-    samples and ``*_created`` timestamps are left out.
-    """
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, list[float]] = {}
-
-    def add(chunk: str) -> None:
-        for family in text_string_to_metric_families(chunk):
-            for sample in family.samples:
-                if sample.name.endswith("_created") or math.isnan(sample.value):
-                    continue
-                out.setdefault(sample.name, []).append(float(sample.value))
-
-    try:
-        add(text)
-    except ValueError:
-        out.clear()
-        for line in text.splitlines():
-            if line.strip() and not line.startswith("#"):
-                try:
-                    add(line + "\n")
-                except ValueError:
-                    continue
-    return out
+    """Prometheus text exposition → sample name → its values, one per label set
+    (:func:`labelled_samples` without the labels)."""
+    return {name: [value for _, value in samples] for name, samples in labelled_samples(text).items()}
 
 
 def aggregate(name: str, values: Sequence[float]) -> float:
