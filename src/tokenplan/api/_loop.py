@@ -61,10 +61,13 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, raised there
             answers.put((False, exc))
 
-    threading.Thread(target=work, name="tokenplan-run", daemon=True).start()
-    try:
+    worker = threading.Thread(target=work, name="tokenplan-run", daemon=True)
+    try:  # the start inside the try: an interrupt just after it must still wait for the unwinding
+        worker.start()
         ok, value = answers.get()
     except KeyboardInterrupt:
+        if worker.ident is None:  # interrupted before the worker existed: nothing runs to unwind
+            raise
         state["cancel"] = True
         loop, task = state.get("loop"), state.get("task")
         if loop is not None and task is not None:
