@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import queue
 import random
 import signal
@@ -15,27 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.fault_jobs import fault_request as _request, jsonl as _jsonl, prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
 from tests.support.readiness import wait_for_stored
-from tokenplan.api.generate import GenerateRequest, generate
+from tokenplan.api.generate import generate
 from tokenplan.errors import ServerError
 
-FAST_RETRY = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2}
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
-
-
-def _prompts(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"prompt {i}"}) + "\n" for i in range(n)))
-    return path
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
-    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
-                                    "endpoints": [url], "model": "fault-model", **FAST_RETRY, **options})
 
 
 def test_max_tokens_above_the_served_context_stops_the_run_and_the_corrected_command_finishes(

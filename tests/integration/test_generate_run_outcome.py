@@ -12,27 +12,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.support.fault_jobs import fault_request as _request, jsonl as _jsonl, prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
-from tokenplan.api.generate import GenerateRequest, generate
+from tokenplan.api.generate import generate
 from tokenplan.errors import RunDirError, ServerError
 
-FAST_RETRY = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2}
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
 CATALOG = Path(__file__).resolve().parents[2] / "src" / "tokenplan" / "catalog" / "models"
-
-
-def _prompts(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"prompt {i}"}) + "\n" for i in range(n)))
-    return path
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
-    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
-                                    "endpoints": [url], "model": "fault-model", **FAST_RETRY, **options})
 
 
 def test_a_run_that_failed_before_any_answer_takes_the_corrected_command_without_force(tmp_path: Path) -> None:

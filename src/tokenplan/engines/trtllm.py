@@ -177,7 +177,8 @@ class Trtllm:
         return False
 
     def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
-        """None: TensorRT-LLM holds state and KV in one pool (``pools``)."""
+        """The catalog's ``state_to_kv_memory_ratio`` for a hybrid model (``pools``; None where the
+        catalog gives none: TensorRT-LLM then holds state and KV in one pool), None for other models."""
         return self.pools.state_to_kv_memory_ratio if hybrid_model else None
 
     def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
