@@ -86,16 +86,20 @@ def main() -> None:
     if args.short:
         wall = time.perf_counter()
         f = calibrate(FILES[:1], cross_validation=False, workers=workers).fit
-        print(f"calibrate --short (dev.csv, no cross-validation): {time.perf_counter() - wall:.1f} s, "
-              f"{f.n_rows} rows, {f.nfev} evaluations")
+        print(
+            f"calibrate --short (dev.csv, no cross-validation): {time.perf_counter() - wall:.1f} s, "
+            f"{f.n_rows} rows, {f.nfev} evaluations"
+        )
         return
     wall, (me, kids) = time.perf_counter(), cpu_s()
     result = calibrate(FILES, bands=True, workers=workers)
     wall = time.perf_counter() - wall
     me2, kids2 = cpu_s()
     f = result.fit
-    print(f"calibrate, 3 files, bands, {workers} workers: wall {wall:.0f} s, CPU {me2 - me:.0f} s here "
-          f"+ {kids2 - kids:.0f} s in workers; full fit {f.n_rows} rows, {f.nfev} evaluations, status {f.status}")
+    print(
+        f"calibrate, 3 files, bands, {workers} workers: wall {wall:.0f} s, CPU {me2 - me:.0f} s here "
+        f"+ {kids2 - kids:.0f} s in workers; full fit {f.n_rows} rows, {f.nfev} evaluations, status {f.status}"
+    )
     b = result.bands
     print(f"band coverage (nested, folds of whole configurations): {b.checked_coverage}; {_pct(b.coverage_by_file)}")
     if args.compare_random:

@@ -47,10 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.fault_server import FaultServerProcess  # noqa: E402
+
 from tokenplan.client.openai import OpenAIClient  # noqa: E402
 
-BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "How fast is the client?"}],
-        "max_tokens": 64}
+BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "How fast is the client?"}], "max_tokens": 64}
 
 
 def _cpu_s() -> float:
@@ -74,6 +74,7 @@ async def _timed(one, n: int, concurrency: int) -> tuple[float, float, int]:
 
 async def _client(url: str, n: int, concurrency: int, stream: bool) -> tuple[float, float, int]:
     async with OpenAIClient(url, max_connections=concurrency) as client:
+
         async def one() -> int:
             done = await client.chat(BODY, deadline_s=120, stream=stream)
             return done.usage.completion_tokens if done.usage else 0
@@ -107,6 +108,7 @@ def _loops() -> dict:
     loops = {"asyncio": asyncio.new_event_loop}
     try:
         import uvloop
+
         loops["uvloop"] = uvloop.new_event_loop
     except ImportError:
         pass
@@ -125,8 +127,11 @@ def client_request(workdir: str, n: int) -> dict:
             # client, bare, client, bare: the best of two each (a shared, loaded machine)
             client = min(_on(factory, lambda: _client(server.url, n, 256, False))[0] for _ in range(2))
             bare = min(_on(factory, lambda: _bare(server.url, n, 256, False))[0] for _ in range(2))
-            out[name] = {"client_cpu_ms_per_request": 1e3 * client / n, "bare_cpu_ms_per_request": 1e3 * bare / n,
-                         "ratio": client / bare}
+            out[name] = {
+                "client_cpu_ms_per_request": 1e3 * client / n,
+                "bare_cpu_ms_per_request": 1e3 * bare / n,
+                "ratio": client / bare,
+            }
     return out
 
 
@@ -136,13 +141,17 @@ def client_token(workdir: str, n: int) -> dict:
         for name, factory in _loops().items():
             client_s, _, tokens = _on(factory, lambda: _client(server.url, n, 256, True))
             bare_s, _, bare_tokens = _on(factory, lambda: _bare(server.url, n, 256, True))
-            out[name] = {"tokens": tokens, "client_cpu_us_per_token": 1e6 * client_s / tokens,
-                         "bare_cpu_us_per_token": 1e6 * bare_s / bare_tokens}
+            out[name] = {
+                "tokens": tokens,
+                "client_cpu_us_per_token": 1e6 * client_s / tokens,
+                "bare_cpu_us_per_token": 1e6 * bare_s / bare_tokens,
+            }
     return out
 
 
 def in_flight(workdir: str, n: int, hold_s: float) -> dict:
     with FaultServerProcess(workdir, tokens=16, delay_s=hold_s) as server:
+
         async def burst() -> float:
             async with OpenAIClient(server.url, max_connections=n) as client:
                 start_s = time.perf_counter()
@@ -168,8 +177,9 @@ print(json.dumps({"stored": result.stored, "sent": result.summary["requests"], "
 
 
 def _run_generate(options: dict) -> dict:
-    done = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(options)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, json.dumps(options)], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -183,10 +193,21 @@ def runner_unit(workdir: str, rows: int) -> dict:
     data = Path(workdir) / "runner.jsonl"
     _write_prompts(data, rows)
     with FaultServerProcess(workdir, tokens=64) as server:
-        out = _run_generate({"inputs": [str(data)], "out_dir": str(Path(workdir) / "runner-run"),
-                             "endpoints": [server.url], "model": "fault-model", "concurrency": 256})
-    return {"rows": rows, "cpu_ms_per_row": 1e3 * out["cpu_s"] / rows, "rows_per_s": rows / out["wall_s"],
-            "accounting_ok": out["ok"]}
+        out = _run_generate(
+            {
+                "inputs": [str(data)],
+                "out_dir": str(Path(workdir) / "runner-run"),
+                "endpoints": [server.url],
+                "model": "fault-model",
+                "concurrency": 256,
+            }
+        )
+    return {
+        "rows": rows,
+        "cpu_ms_per_row": 1e3 * out["cpu_s"] / rows,
+        "rows_per_s": rows / out["wall_s"],
+        "accounting_ok": out["ok"],
+    }
 
 
 SCAN = """
@@ -206,12 +227,25 @@ def _store(run_dir: Path, rows: int, shard_bytes: int = 256 * 2**20) -> None:
     (``orjson.dumps`` with a newline) for the records an earlier run would have stored."""
     index, fh = 0, (run_dir / "shards" / "part-00000.jsonl").open("wb")
     for i in range(rows):
-        fh.write(orjson.dumps({"id": f"row-{i:07d}", "conversations": [
-            {"role": "user", "content": f"Question {i}: " + "lorem ipsum " * 12},
-            {"role": "assistant", "content": "reply", "reasoning_content": "thought"}],
-            "turns": [{"finish_reason": "stop", "usage": {"prompt_tokens": 40, "completion_tokens": 64,
-                                                          "reasoning_tokens": None}, "latency_s": 0.01}]},
-            option=orjson.OPT_APPEND_NEWLINE))
+        fh.write(
+            orjson.dumps(
+                {
+                    "id": f"row-{i:07d}",
+                    "conversations": [
+                        {"role": "user", "content": f"Question {i}: " + "lorem ipsum " * 12},
+                        {"role": "assistant", "content": "reply", "reasoning_content": "thought"},
+                    ],
+                    "turns": [
+                        {
+                            "finish_reason": "stop",
+                            "usage": {"prompt_tokens": 40, "completion_tokens": 64, "reasoning_tokens": None},
+                            "latency_s": 0.01,
+                        }
+                    ],
+                },
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+        )
         if fh.tell() >= shard_bytes:
             fh.close()
             index += 1
@@ -227,24 +261,42 @@ def rss_resume(workdir: str, rows: int, to_send: int) -> dict:
     _write_prompts(data, rows)
     try:
         with FaultServerProcess(workdir, tokens=64) as server:
-            options = {"inputs": [str(data)], "out_dir": str(run_dir), "endpoints": [server.url],
-                       "model": "fault-model", "concurrency": 1024}
+            options = {
+                "inputs": [str(data)],
+                "out_dir": str(run_dir),
+                "endpoints": [server.url],
+                "model": "fault-model",
+                "concurrency": 1024,
+            }
             request = GenerateRequest.build(**options)
             # The identity generate binds the run directory to, through its public path (the same
             # run_spec generate builds), so that the second run resumes rather than refuses it.
             identity = run_spec(request, check_request(request), []).identity
             RunDir.open(run_dir, identity).close()
             _store(run_dir, rows - to_send)
-            scan = json.loads(subprocess.run([sys.executable, "-c", SCAN, str(run_dir), json.dumps(identity)],
-                                             capture_output=True, text=True, check=True).stdout)
+            scan = json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", SCAN, str(run_dir), json.dumps(identity)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
             out = _run_generate(options)
         input_mb = data.stat().st_size / 2**20
     finally:
         data.unlink(missing_ok=True)
         shutil.rmtree(run_dir, ignore_errors=True)
-    return {"rows": rows, "already_stored": rows - to_send, "sent": out["sent"], "accounting_ok": out["ok"],
-            "peak_rss_mib": out["peak_rss_bytes"] / 2**20, "input_mib": input_mb, "wall_s": out["wall_s"],
-            "scan_cpu_us_per_stored_row": 1e6 * scan["cpu_s"] / (rows - to_send)}
+    return {
+        "rows": rows,
+        "already_stored": rows - to_send,
+        "sent": out["sent"],
+        "accounting_ok": out["ok"],
+        "peak_rss_mib": out["peak_rss_bytes"] / 2**20,
+        "input_mib": input_mb,
+        "wall_s": out["wall_s"],
+        "scan_cpu_us_per_stored_row": 1e6 * scan["cpu_s"] / (rows - to_send),
+    }
 
 
 def main() -> None:

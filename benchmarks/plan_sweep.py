@@ -31,8 +31,15 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.space import HardwareOption, candidates
 
-MODELS = ("qwen3.6-27b", "llama-3.1-8b", "llama-3.3-70b", "qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3",
-          "qwen3-235b-a22b")
+MODELS = (
+    "qwen3.6-27b",
+    "llama-3.1-8b",
+    "llama-3.3-70b",
+    "qwen3-30b-a3b",
+    "gpt-oss-120b",
+    "deepseek-v3",
+    "qwen3-235b-a22b",
+)
 OPTIONS = ((4, "rtx-pro-6000"), (8, "b200"), (8, "h100-sxm"), (8, "h200"), (8, "mi300x"), (4, "l40s"))
 CONCURRENCIES = (None, 1.0, 16.0, 64.0, 256.0, 1024.0)
 SPECS = ("none", "mtp:1", "mtp:3")
@@ -105,21 +112,27 @@ def main() -> int:
     print(f"tokenplan plan sweep — {pin_to_one_core()}, Python {sys.version.split()[0]}")
     items = work_items(models, options)
     runs, rejected = sweep(items)
-    print(f"{len(items):,} configurations per repeat ({len(models)} models × {len(options)} hardware options × "
-          f"candidates × {len(CONCURRENCIES)} concurrencies): {runs:,} run, {rejected:,} rejected")
+    print(
+        f"{len(items):,} configurations per repeat ({len(models)} models × {len(options)} hardware options × "
+        f"candidates × {len(CONCURRENCIES)} concurrencies): {runs:,} run, {rejected:,} rejected"
+    )
 
     cpu, wall = [], []
     for i in range(repeats):
         n, c, w = timed_sweep(models, options)
         cpu.append(c)
         wall.append(w)
-        print(f"  repeat {i + 1}: CPU {c:.3f} s ({n / c:,.0f} configurations per CPU-second), "
-              f"wall {w:.3f} s ({n / w:,.0f}/s)")
+        print(
+            f"  repeat {i + 1}: CPU {c:.3f} s ({n / c:,.0f} configurations per CPU-second), "
+            f"wall {w:.3f} s ({n / w:,.0f}/s)"
+        )
     n = len(items)
     for name, seconds in (("CPU", cpu), ("wall", wall)):
         best, median = min(seconds), statistics.median(seconds)
-        print(f"{name:4s} best {n / best:,.0f} configurations/s, median {n / median:,.0f} → "
-              f"{10_000 * median / n:.3f} s per 10,000")
+        print(
+            f"{name:4s} best {n / best:,.0f} configurations/s, median {n / median:,.0f} → "
+            f"{10_000 * median / n:.3f} s per 10,000"
+        )
     median = statistics.median(cpu)
     print("target: 10,000 configurations in ≤ 1 CPU-second —", "met" if 10_000 * median / n <= 1.0 else "NOT met")
 
@@ -131,8 +144,10 @@ def main() -> int:
         sweep(running)
         run_seconds.append(time.process_time() - start)
     run_median = statistics.median(run_seconds)
-    print(f"runnable only ({len(running):,}): median {len(running) / run_median:,.0f} configurations per "
-          f"CPU-second → {10_000 * run_median / len(running):.3f} s per 10,000")
+    print(
+        f"runnable only ({len(running):,}): median {len(running) / run_median:,.0f} configurations per "
+        f"CPU-second → {10_000 * run_median / len(running):.3f} s per 10,000"
+    )
 
     if args.profile:
         import cProfile

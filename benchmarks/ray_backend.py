@@ -61,30 +61,44 @@ def _write_prompts(path: Path, rows: int) -> None:
             fh.write(json.dumps({"id": f"row-{i:07d}", "prompt": f"Question {i}: " + "lorem ipsum " * 12}) + "\n")
 
 
-def compare(workdir: str, rows: int, actors: int, concurrency: int,
-            backends: tuple[str, ...] = ("local", "ray")) -> dict:
+def compare(
+    workdir: str, rows: int, actors: int, concurrency: int, backends: tuple[str, ...] = ("local", "ray")
+) -> dict:
     data = Path(workdir) / "in.jsonl"
     _write_prompts(data, rows)
     out: dict = {"rows": rows, "concurrency_per_endpoint": concurrency}
     for backend in backends:
         with FaultServerProcess(workdir, tokens=64) as server:
-            options = {"inputs": [str(data)], "out_dir": str(Path(workdir) / backend), "endpoints": [server.url],
-                       "model": "fault-model", "concurrency": concurrency, "backend": backend}
+            options = {
+                "inputs": [str(data)],
+                "out_dir": str(Path(workdir) / backend),
+                "endpoints": [server.url],
+                "model": "fault-model",
+                "concurrency": concurrency,
+                "backend": backend,
+            }
             if backend == "ray":
                 options["actors"] = actors
             result = _run(options)
         summary = result["summary"]
-        entry = {"accounting_ok": result["ok"], "stored": result["stored"],
-                 "rows_per_s": rows / summary["elapsed_s"], "wall_s": result["wall_s"]}
+        entry = {
+            "accounting_ok": result["ok"],
+            "stored": result["stored"],
+            "rows_per_s": rows / summary["elapsed_s"],
+            "wall_s": result["wall_s"],
+        }
         if backend == "local":
             entry["client_cpu_ms_per_row"] = 1e3 * result["cpu_s"] / rows
         else:
             ray_stats = summary["ray"]
             cpu_s = ray_stats["driver_cpu_s"] + ray_stats["actor_cpu_s"]
-            entry.update(actors=actors, startup_s=ray_stats["startup_s"],
-                         client_cpu_ms_per_row=1e3 * cpu_s / rows,
-                         driver_cpu_ms_per_row=1e3 * ray_stats["driver_cpu_s"] / rows,
-                         actor_cpu_ms_per_row=1e3 * ray_stats["actor_cpu_s"] / rows)
+            entry.update(
+                actors=actors,
+                startup_s=ray_stats["startup_s"],
+                client_cpu_ms_per_row=1e3 * cpu_s / rows,
+                driver_cpu_ms_per_row=1e3 * ray_stats["driver_cpu_s"] / rows,
+                actor_cpu_ms_per_row=1e3 * ray_stats["actor_cpu_s"] / rows,
+            )
         out[backend] = entry
     return out
 
@@ -102,8 +116,12 @@ def driver_read(workdir: str, rows: int) -> dict:
     done = {f"row-{i:07d}" for i in range(0, rows, 2)}
     cpu0_s, wall0_s = time.process_time(), time.perf_counter()
     pending = sum(1 for _ in pending_units(read_rows([data]), done, 1, RunTally(), lambda _: None))
-    return {"rows": rows, "pending": pending, "rows_per_s": rows / (time.perf_counter() - wall0_s),
-            "cpu_us_per_row": 1e6 * (time.process_time() - cpu0_s) / rows}
+    return {
+        "rows": rows,
+        "pending": pending,
+        "rows_per_s": rows / (time.perf_counter() - wall0_s),
+        "cpu_us_per_row": 1e6 * (time.process_time() - cpu0_s) / rows,
+    }
 
 
 def main() -> None:
@@ -116,8 +134,10 @@ def main() -> None:
     rows = 200 if args.short else args.rows
     has_ray = importlib.util.find_spec("ray") is not None
     if not has_ray and not args.short:
-        raise SystemExit("benchmarks/ray_backend.py: Ray is not installed; pip install 'tokenplan[ray]' "
-                         "(or run with --short for the local backend alone)")
+        raise SystemExit(
+            "benchmarks/ray_backend.py: Ray is not installed; pip install 'tokenplan[ray]' "
+            "(or run with --short for the local backend alone)"
+        )
     with tempfile.TemporaryDirectory() as workdir:
         results = compare(workdir, rows, args.actors, args.concurrency, ("local", "ray") if has_ray else ("local",))
         if not has_ray:

@@ -37,8 +37,19 @@ COMMANDS = {
     "tokenplan --version": CLI + ["--version"],
     "tokenplan plan": CLI + ["plan"],
 }
-NOT_NEEDED_TO_PLAN = ("numpy", "scipy", "pyarrow", "aiohttp", "tokenplan.runner", "tokenplan.client",
-                      "tokenplan.bench", "tokenplan.api.generate", "tokenplan.api.bench", "matplotlib", "plotly")
+NOT_NEEDED_TO_PLAN = (
+    "numpy",
+    "scipy",
+    "pyarrow",
+    "aiohttp",
+    "tokenplan.runner",
+    "tokenplan.client",
+    "tokenplan.bench",
+    "tokenplan.api.generate",
+    "tokenplan.api.bench",
+    "matplotlib",
+    "plotly",
+)
 
 # One `tokenplan plan` in a child, timed in three parts; prints a JSON object on stderr.
 SPLIT = """
@@ -95,11 +106,13 @@ def imported_by_plan() -> list[str]:
     """The names from NOT_NEEDED_TO_PLAN that ``tokenplan plan`` imports, each with how many of
     its modules."""
     env = dict(ENV, PYTHONPROFILEIMPORTTIME="1")
-    run = subprocess.run(COMMANDS["tokenplan plan"], env=env, capture_output=True, text=True,
-                         check=True)
+    run = subprocess.run(COMMANDS["tokenplan plan"], env=env, capture_output=True, text=True, check=True)
     names = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()}
-    found = [next(p for p in NOT_NEEDED_TO_PLAN if n == p or n.startswith(p + ".")) for n in names
-             if any(n == p or n.startswith(p + ".") for p in NOT_NEEDED_TO_PLAN)]
+    found = [
+        next(p for p in NOT_NEEDED_TO_PLAN if n == p or n.startswith(p + "."))
+        for n in names
+        if any(n == p or n.startswith(p + ".") for p in NOT_NEEDED_TO_PLAN)
+    ]
     return [f"{p} ({found.count(p)} modules)" for p in sorted(set(found))]
 
 
@@ -107,9 +120,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--short", action="store_true", help="each command once (CI: the script runs)")
-    parser.add_argument("--no-bytecode", action="store_true",
-                        help="run the children in this environment as it is, PYTHONDONTWRITEBYTECODE included "
-                             "(default: from .pyc files in a private cache, as an installed CLI runs)")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="run the children in this environment as it is, PYTHONDONTWRITEBYTECODE included "
+        "(default: from .pyc files in a private cache, as an installed CLI runs)",
+    )
     args = parser.parse_args()
     repeats = 1 if args.short else args.repeats
     with tempfile.TemporaryDirectory(prefix="tokenplan-pycache-") as pycache:
@@ -117,8 +133,14 @@ def main() -> None:
             ENV.clear()
             ENV.update(bytecode_env(pycache))
         compiled = "PYTHONDONTWRITEBYTECODE" not in ENV
-        print("bytecode: " + ("from .pyc files (a private cache, warmed by the first run of each command)" if compiled
-                              else "compiled from source on every run (PYTHONDONTWRITEBYTECODE is set)"))
+        print(
+            "bytecode: "
+            + (
+                "from .pyc files (a private cache, warmed by the first run of each command)"
+                if compiled
+                else "compiled from source on every run (PYTHONDONTWRITEBYTECODE is set)"
+            )
+        )
         report(repeats)
 
 
@@ -130,11 +152,15 @@ def report(repeats: int) -> None:
         print(f"{name:22s} min {min(times):.3f} s  median {statistics.median(times):.3f} s")
     parts = [split() for _ in range(repeats)]
     med = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
-    print(f"tokenplan plan, CPU of the process (median of {repeats}): interpreter {med['startup_cpu_s']:.3f} s, "
-          f"typer + tokenplan.cli {med['cli_import_cpu_s']:.3f} s, plan's imports {med['plan_import_cpu_s']:.3f} s, "
-          f"search + rendering {med['plan_run_cpu_s']:.3f} s")
-    print(f"tokenplan plan, wall: typer + tokenplan.cli {med['cli_import_wall_s']:.3f} s, plan's imports "
-          f"{med['plan_import_wall_s']:.3f} s, search + rendering {med['plan_run_wall_s']:.3f} s")
+    print(
+        f"tokenplan plan, CPU of the process (median of {repeats}): interpreter {med['startup_cpu_s']:.3f} s, "
+        f"typer + tokenplan.cli {med['cli_import_cpu_s']:.3f} s, plan's imports {med['plan_import_cpu_s']:.3f} s, "
+        f"search + rendering {med['plan_run_cpu_s']:.3f} s"
+    )
+    print(
+        f"tokenplan plan, wall: typer + tokenplan.cli {med['cli_import_wall_s']:.3f} s, plan's imports "
+        f"{med['plan_import_wall_s']:.3f} s, search + rendering {med['plan_run_wall_s']:.3f} s"
+    )
     extra = imported_by_plan()
     print("modules plan imports but does not need:", ", ".join(extra) if extra else "none")
 

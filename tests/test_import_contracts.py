@@ -32,21 +32,24 @@ def _lint_imports() -> list[str]:
 @pytest.fixture()
 def copy(tmp_path: Path) -> Path:
     """A copy of the package and pyproject.toml (the contracts) under ``tmp_path``."""
-    shutil.copytree(ROOT / "src" / "tokenplan", tmp_path / "src" / "tokenplan",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.yaml"))
+    shutil.copytree(
+        ROOT / "src" / "tokenplan",
+        tmp_path / "src" / "tokenplan",
+        ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.yaml"),
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
 
 def _run(copy: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(copy / "src")}
-    return subprocess.run([*_lint_imports(), "--no-cache"], cwd=copy, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*_lint_imports(), "--no-cache"], cwd=copy, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _append(path: Path, line: str) -> None:
-    path.write_text(path.read_text(encoding="utf-8") + f"\n{line}  # deliberate, for the test\n",
-                    encoding="utf-8")
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{line}  # deliberate, for the test\n", encoding="utf-8")
 
 
 def test_the_unmodified_copy_keeps_every_contract(copy: Path) -> None:

@@ -30,9 +30,9 @@ def test_readme_has_the_examples_it_checks():
 def test_every_example_output_is_current():
     lines = readme_outputs.README.read_text(encoding="utf-8").split("\n")
     outdated = readme_outputs.stale(lines)
-    assert not outdated, (
-        "stale README examples (run `python tools/readme_outputs.py --write`): "
-        + ", ".join(f"line {e.first_line + 1}: {e.command}" for e, _ in outdated))
+    assert not outdated, "stale README examples (run `python tools/readme_outputs.py --write`): " + ", ".join(
+        f"line {e.first_line + 1}: {e.command}" for e, _ in outdated
+    )
 
 
 def test_an_elided_example_compares_only_its_head(tmp_path):

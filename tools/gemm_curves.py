@@ -52,13 +52,23 @@ from tokenplan.catalog import gpu_entry
 
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
 SYSTEMS = {  # aiconfigurator system → tokenplan GPU key
-    "h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200",
-    "b300_sxm": "b300", "gb300": "gb300", "rtx_pro_6000_server": "rtx-pro-6000",
-    "a100_sxm": "a100-80gb", "l40s": "l40s",
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "gb200": "gb200",
+    "b300_sxm": "b300",
+    "gb300": "gb300",
+    "rtx_pro_6000_server": "rtx-pro-6000",
+    "a100_sxm": "a100-80gb",
+    "l40s": "l40s",
 }
 # table dtype → (curve name, datasheet FLOPS class, weight bytes per element incl. block scales)
-FORMATS = {"bfloat16": ("bf16", "bf16", 2.0), "fp8_block": ("fp8_block", "fp8", 1.0 + 4.0 / 128**2),
-           "fp8": ("fp8_tensor", "fp8", 1.0), "nvfp4": ("fp4", "fp4", 0.5 + 1.0 / 16)}
+FORMATS = {
+    "bfloat16": ("bf16", "bf16", 2.0),
+    "fp8_block": ("fp8_block", "fp8", 1.0 + 4.0 / 128**2),
+    "fp8": ("fp8_tensor", "fp8", 1.0),
+    "nvfp4": ("fp4", "fp4", 0.5 + 1.0 / 16),
+}
 COPY_FRACTION = 0.9  # device-to-device copy share of datasheet HBM (see perf/efficiency.py hbm_fraction)
 M_GRID = (1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 SHAPE_RANGE = (1024, 16384)
@@ -76,7 +86,7 @@ def newest_tables(repo: str, commit: str) -> dict[str, dict[str, str]]:
     paths = _git(repo, "ls-tree", "-r", "--name-only", commit, DATA).decode().split()
     out: dict[str, dict[str, str]] = {}
     for p in paths:
-        parts = p[len(DATA) + 1:].split("/")
+        parts = p[len(DATA) + 1 :].split("/")
         if len(parts) != 5 or parts[1] != "gemm" or parts[4] != "gemm_perf.parquet" or parts[0] not in SYSTEMS:
             continue
         system, _, engine, version, _ = parts
@@ -96,15 +106,19 @@ def _version_key(version: str) -> tuple:
     return (nums, tag, int(m.group(3) or 0))
 
 
-def shape_efficiency(table: dict[str, np.ndarray], peak: float, bytes_per_weight: float,
-                     hbm_bytes_per_s: float, size_range: tuple[float, float] = (0.0, np.inf)) -> dict[int, float]:
+def shape_efficiency(
+    table: dict[str, np.ndarray],
+    peak: float,
+    bytes_per_weight: float,
+    hbm_bytes_per_s: float,
+    size_range: tuple[float, float] = (0.0, np.inf),
+) -> dict[int, float]:
     """M → median over shapes of the achieved share of ``peak`` with the fixed latency taken off,
     over the shapes whose N·K lies in ``size_range`` (elements, half-open)."""
     lo, hi = SHAPE_RANGE
     best: dict[tuple[int, int, int], float] = {}  # (m, n, k) → fastest latency (ms)
     for m, n, k, lat in zip(table["m"], table["n"], table["k"], table["latency"]):
-        if (lo <= n <= hi and lo <= k <= hi and size_range[0] <= n * k < size_range[1]
-                and (m == 1 or m in M_GRID)):
+        if lo <= n <= hi and lo <= k <= hi and size_range[0] <= n * k < size_range[1] and (m == 1 or m in M_GRID):
             key = (int(m), int(n), int(k))
             best[key] = min(best.get(key, np.inf), float(lat))
     out: dict[int, float] = {}
@@ -133,8 +147,12 @@ def _by_size(bands: list[list[dict[int, float]]], ms: list[int], all_shapes: lis
     latency taken off has left too little time to measure."""
     rows = []
     for per_engine in bands:
-        rows.append([float(np.median([e[m] for e in per_engine if m in e]))
-                     if any(m in e for e in per_engine) else v for m, v in zip(ms, all_shapes)])
+        rows.append(
+            [
+                float(np.median([e[m] for e in per_engine if m in e])) if any(m in e for e in per_engine) else v
+                for m, v in zip(ms, all_shapes)
+            ]
+        )
     for i in range(len(rows) - 2, -1, -1):  # from the second-largest band down
         rows[i] = [min(a, b) for a, b in zip(rows[i], rows[i + 1])]
     rows = [[round(v, 3) for v in row] for row in rows]
@@ -153,8 +171,9 @@ def reduce(repo: str, commit: str) -> dict:
         nbytes_of = {name: nbytes for name, _, nbytes in FORMATS.values()}
         class_of = {name: flops_class for name, flops_class, _ in FORMATS.values()}
         for engine, path in sorted(engines.items()):
-            table = pq.read_table(io.BytesIO(_git(repo, "show", f"{commit}:{path}")),
-                                  columns=["gemm_dtype", "m", "n", "k", "latency"]).to_pydict()
+            table = pq.read_table(
+                io.BytesIO(_git(repo, "show", f"{commit}:{path}")), columns=["gemm_dtype", "m", "n", "k", "latency"]
+            ).to_pydict()
             used.append(path)
             dtypes = np.asarray(table.pop("gemm_dtype"))
             cols = {c: np.asarray(v) for c, v in table.items()}
@@ -174,9 +193,13 @@ def reduce(repo: str, commit: str) -> dict:
             if ms:
                 peak = gpu.dense_flops_per_s[class_of[name]]
                 ridge = peak * nbytes_of[name] / (2.0 * gpu.hbm_bytes_per_s)  # rows: 2MNK/F = NKb/B
-                curves[SYSTEMS[system]][name] = {"m": ms, "fraction": [round(v, 3) for v in med],
-                                                 "bytes_per_weight": nbytes_of[name], "ridge_rows": ridge,
-                                                 "by_size": _by_size(per_size[name], ms, med)}
+                curves[SYSTEMS[system]][name] = {
+                    "m": ms,
+                    "fraction": [round(v, 3) for v in med],
+                    "bytes_per_weight": nbytes_of[name],
+                    "ridge_rows": ridge,
+                    "by_size": _by_size(per_size[name], ms, med),
+                }
     return {"curves": curves, "tables": used}
 
 
@@ -195,15 +218,18 @@ def main() -> None:
     try:
         commit = _git(args.repo, "rev-parse", "--verify", f"{args.commit}^{{commit}}").decode().strip()
     except subprocess.CalledProcessError:
-        _fail(f"repo {args.repo!r} commit {args.commit!r}: not a git directory holding that commit (allowed: "
-              "an aiconfigurator clone or mirror, e.g. `git clone --mirror https://github.com/ai-dynamo/aiconfigurator`)")
+        _fail(
+            f"repo {args.repo!r} commit {args.commit!r}: not a git directory holding that commit (allowed: "
+            "an aiconfigurator clone or mirror, e.g. `git clone --mirror https://github.com/ai-dynamo/aiconfigurator`)"
+        )
     reduced = reduce(args.repo, commit)
     if not reduced["curves"]:
         _fail(f"repo {args.repo!r}: no {DATA}/<system>/gemm/<engine>/<version>/gemm_perf.parquet at {commit}")
     doc = {
         "source": {
             "repository": "https://github.com/ai-dynamo/aiconfigurator",
-            "commit": commit, "license": "Apache-2.0",
+            "commit": commit,
+            "license": "Apache-2.0",
             "tables": reduced["tables"],
             "reduction": (
                 "tools/gemm_curves.py: per GPU and GEMM format, the newest version of each engine's "
@@ -213,7 +239,8 @@ def main() -> None:
                 "same per N*K band [2^20,2^22), [2^22,2^24), [2^24,2^26), [2^26,2^28], stored at the band's "
                 "geometric centre, the all-shapes median where no engine measured a band at an M, each band held no "
                 "higher than the next larger band at the same M. Peaks and "
-                "bandwidths: src/tokenplan/catalog/gpus.yaml."),
+                "bandwidths: src/tokenplan/catalog/gpus.yaml."
+            ),
             "columns": "fraction = achieved / datasheet dense FLOP/s at M rows (tokens per GEMM)",
         },
         "curves": reduced["curves"],
@@ -224,8 +251,10 @@ def main() -> None:
 def render(doc: dict) -> str:
     """The JSON text, one line per curve (the file stays small and diffs read per curve)."""
     head = json.dumps({"source": doc["source"]}, indent=1)[:-2]
-    gpus = [f' "{gpu}": {{\n' + ",\n".join(f'  "{name}": {json.dumps(c)}' for name, c in curves.items()) + "\n }"
-            for gpu, curves in doc["curves"].items()]
+    gpus = [
+        f' "{gpu}": {{\n' + ",\n".join(f'  "{name}": {json.dumps(c)}' for name, c in curves.items()) + "\n }"
+        for gpu, curves in doc["curves"].items()
+    ]
     return head + ',\n "curves": {\n' + ",\n".join(gpus) + "\n }\n}\n"
 
 

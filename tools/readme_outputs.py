@@ -59,7 +59,7 @@ def examples(lines: list[str]) -> list[Example]:
             j = i + 1
             while j < len(lines) and not lines[j].startswith(("$ ", "```")):
                 j += 1
-            found.append(Example(i, line[2:], lines[i + 1:j]))
+            found.append(Example(i, line[2:], lines[i + 1 : j]))
             i = j
             continue
         i += 1
@@ -73,9 +73,16 @@ def run(command: str) -> list[str]:
     args = shlex.split(command)
     assert args[0] == "tokenplan", command
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run([sys.executable, "-c", ENTRY, *args[1:]], cwd=tmp, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=300, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", ENTRY, *args[1:]],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     return done.stdout.splitlines()
 
 
@@ -94,7 +101,7 @@ def stale(lines: list[str]) -> list[tuple[Example, list[str]]]:
 def as_shown(example: Example, fresh: list[str]) -> list[str]:
     """``fresh`` as the README would show it: cut to the head and ``…`` where the example elides."""
     if example.shown and example.shown[-1] == ELLIPSIS:
-        return fresh[:len(example.shown) - 1] + [ELLIPSIS]
+        return fresh[: len(example.shown) - 1] + [ELLIPSIS]
     return fresh
 
 
@@ -108,7 +115,7 @@ def main(argv: list[str]) -> int:
         return 1 if outdated else 0
     for example, fresh in sorted(outdated, key=lambda pair: -pair[0].first_line):
         start = example.first_line + 1
-        lines[start:start + len(example.shown)] = fresh
+        lines[start : start + len(example.shown)] = fresh
     README.write_text("\n".join(lines), encoding="utf-8")
     print(f"rewrote {len(outdated)} example(s)")
     return 0

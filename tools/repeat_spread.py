@@ -31,11 +31,27 @@ from collections import defaultdict
 
 import numpy as np
 
-CONFIG_COLUMNS = ("engine", "model", "gpu", "tp", "ep", "pp", "dp", "attention_dp", "weight_dtype",
-                  "kv_dtype", "isl", "osl", "concurrency", "spec_decode")
-METRICS = (("output tok/s per GPU", "output_tok_s_per_gpu", "predicted_output_tok_s_per_gpu"),
-           ("median TPOT", "tpot_ms_median", "predicted_tpot_ms"),
-           ("median TTFT", "ttft_ms_median", "predicted_ttft_ms"))
+CONFIG_COLUMNS = (
+    "engine",
+    "model",
+    "gpu",
+    "tp",
+    "ep",
+    "pp",
+    "dp",
+    "attention_dp",
+    "weight_dtype",
+    "kv_dtype",
+    "isl",
+    "osl",
+    "concurrency",
+    "spec_decode",
+)
+METRICS = (
+    ("output tok/s per GPU", "output_tok_s_per_gpu", "predicted_output_tok_s_per_gpu"),
+    ("median TPOT", "tpot_ms_median", "predicted_tpot_ms"),
+    ("median TTFT", "ttft_ms_median", "predicted_ttft_ms"),
+)
 
 
 def _summary(errors: list[float]) -> str:

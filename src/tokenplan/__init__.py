@@ -17,11 +17,17 @@ __version__ = "0.1.0"
 
 # public name → module that defines it
 _EXPORTS: dict[str, str] = {
-    "PlanRequest": "tokenplan.api.plan", "plan": "tokenplan.api.plan",
-    "PredictRequest": "tokenplan.api._common", "predict": "tokenplan.api.predict", "memory": "tokenplan.api.memory",
-    "validate": "tokenplan.api.validate", "calibrate": "tokenplan.api.calibrate",
-    "GenerateRequest": "tokenplan.api.generate", "generate": "tokenplan.api.generate",
-    "generate_async": "tokenplan.api.generate", "bench_async": "tokenplan.api.bench",
+    "PlanRequest": "tokenplan.api.plan",
+    "plan": "tokenplan.api.plan",
+    "PredictRequest": "tokenplan.api._common",
+    "predict": "tokenplan.api.predict",
+    "memory": "tokenplan.api.memory",
+    "validate": "tokenplan.api.validate",
+    "calibrate": "tokenplan.api.calibrate",
+    "GenerateRequest": "tokenplan.api.generate",
+    "generate": "tokenplan.api.generate",
+    "generate_async": "tokenplan.api.generate",
+    "bench_async": "tokenplan.api.bench",
     # ``bench()`` stays at tokenplan.api.bench.bench: the name ``tokenplan.bench`` is the
     # subpackage, which the import system binds as the package attribute once it loads.
     # ``bench_async`` and ``generate_async`` are for a running event loop (Jupyter: ``await``).

@@ -27,12 +27,26 @@ def _allowed_text(allowed: Iterable[object] | str | None) -> str:
 
 
 # pydantic error types (``ValidationError.errors()[i]["type"]``) → what is allowed, in words.
-_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", "≥"), "less_than": ("lt", "<"),
-           "less_than_equal": ("le", "≤")}
-_KINDS = {"int_parsing": "an integer", "int_type": "an integer", "int_from_float": "an integer",
-          "float_parsing": "a number", "float_type": "a number", "finite_number": "a finite number",
-          "bool_parsing": "true or false", "bool_type": "true or false", "string_type": "text",
-          "list_type": "a list", "dict_type": "a mapping of keys to values", "missing": "a value (required)"}
+_BOUNDS = {
+    "greater_than": ("gt", ">"),
+    "greater_than_equal": ("ge", "≥"),
+    "less_than": ("lt", "<"),
+    "less_than_equal": ("le", "≤"),
+}
+_KINDS = {
+    "int_parsing": "an integer",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "finite_number": "a finite number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "text",
+    "list_type": "a list",
+    "dict_type": "a mapping of keys to values",
+    "missing": "a value (required)",
+}
 
 
 def allowed_from_validation(error: Mapping[str, Any]) -> str:

@@ -18,10 +18,10 @@ from tokenplan.units import Dtype
 class LinkKind(StrEnum):
     """How GPUs of one node talk to each other."""
 
-    NVSWITCH = "nvswitch"        # NVLink through NVSwitch: every pair at full per-GPU bandwidth
+    NVSWITCH = "nvswitch"  # NVLink through NVSwitch: every pair at full per-GPU bandwidth
     NVLINK_BRIDGE = "nvlink_bridge"  # NVLink bridge between pairs only (H100 NVL/PCIe)
-    IF_MESH = "if_mesh"          # AMD Infinity Fabric direct mesh (7 links to 7 peers)
-    PCIE = "pcie"                # no scale-up fabric: peer traffic over PCIe (and the host)
+    IF_MESH = "if_mesh"  # AMD Infinity Fabric direct mesh (7 links to 7 peers)
+    PCIE = "pcie"  # no scale-up fabric: peer traffic over PCIe (and the host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +116,14 @@ def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
 # The vendor of each GPU architecture the catalog names (its software stack: CUDA or ROCm).
 # catalog/gpus.py checks every entry's vendor against it.
 ARCHITECTURE_VENDOR: dict[str, str] = {
-    "ampere": "nvidia", "ada": "nvidia", "hopper": "nvidia", "blackwell": "nvidia", "blackwell-ultra": "nvidia",
-    "blackwell-gb202": "nvidia", "cdna3": "amd", "cdna4": "amd",
+    "ampere": "nvidia",
+    "ada": "nvidia",
+    "hopper": "nvidia",
+    "blackwell": "nvidia",
+    "blackwell-ultra": "nvidia",
+    "blackwell-gb202": "nvidia",
+    "cdna3": "amd",
+    "cdna4": "amd",
 }
 
 

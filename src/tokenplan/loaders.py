@@ -115,6 +115,7 @@ def parse_json(text: str, source: str, line: int | None = None) -> Any:
     Raises:
         ConfigError: not JSON, a key twice in one object, or nested past :data:`MAX_NESTING`.
     """
+
     def where(offset: int) -> str:
         return f"line {line if line is not None else offset}"
 
@@ -154,8 +155,11 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_YAML_ALIASES:
-                raise _Refused(problem=f"more than {MAX_YAML_ALIASES} aliases (allowed: at most "
-                                       f"{MAX_YAML_ALIASES}; a job needs none)", problem_mark=self.peek_event().start_mark)
+                raise _Refused(
+                    problem=f"more than {MAX_YAML_ALIASES} aliases (allowed: at most "
+                    f"{MAX_YAML_ALIASES}; a job needs none)",
+                    problem_mark=self.peek_event().start_mark,
+                )
         elif self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
             self.depth += 1
             if self.depth > MAX_NESTING:
@@ -178,8 +182,10 @@ class _BoundedLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: the constructor names it below
                     continue
                 if first is not None:
-                    raise _Refused(problem=f"key {key!r} given twice in one mapping (first on line {first}) {_TWICE}",
-                                   problem_mark=key_node.start_mark)
+                    raise _Refused(
+                        problem=f"key {key!r} given twice in one mapping (first on line {first}) {_TWICE}",
+                        problem_mark=key_node.start_mark,
+                    )
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 

@@ -99,8 +99,9 @@ class SkippedRow:
 CLOSED_LOOP_RATIO_BOUNDS = (0.8, 1.25)
 
 
-def closed_loop_ratio(output_tok_s_per_gpu: float, num_gpus: int, concurrency: float, osl_tokens: float,
-                      ttft_s: float, tpot_s: float) -> float:
+def closed_loop_ratio(
+    output_tok_s_per_gpu: float, num_gpus: int, concurrency: float, osl_tokens: float, ttft_s: float, tpot_s: float
+) -> float:
     """Measured output rate over what the run's own latencies allow a closed-loop client:
     ``output_tok_s_per_gpu × num_gpus / (concurrency × osl / (ttft + osl × tpot))`` (Little's law;
     rates in tokens/s, times in seconds, lengths in tokens). E.g. 183.1 tok/s/GPU on 8 GPUs at

@@ -19,7 +19,9 @@ def test_tabled_gpus_carry_their_curves_and_amd_falls_back():
         assert load_gpu(key).gemm_curves == ()
 
 
-@pytest.mark.parametrize("key", ["h100-sxm", "h200", "b200", "gb200", "b300", "gb300", "rtx-pro-6000", "a100-80gb", "l40s"])
+@pytest.mark.parametrize(
+    "key", ["h100-sxm", "h200", "b200", "gb200", "b300", "gb300", "rtx-pro-6000", "a100-80gb", "l40s"]
+)
 def test_curves_are_increasing_in_rows_and_fractions_of_peak(key):
     for c in load_gpu(key).gemm_curves:
         assert all(a < b for a, b in zip(c.rows, c.rows[1:])), (key, c.fmt)
@@ -52,7 +54,9 @@ def test_each_curve_keeps_the_ridge_of_the_gpu_measured():
     assert load_gpu("h200").gemm_curve("bf16").ridge_rows == pytest.approx(206.125)
 
 
-@pytest.mark.parametrize("key", ["h100-sxm", "h200", "b200", "gb200", "b300", "gb300", "rtx-pro-6000", "a100-80gb", "l40s"])
+@pytest.mark.parametrize(
+    "key", ["h100-sxm", "h200", "b200", "gb200", "b300", "gb300", "rtx-pro-6000", "a100-80gb", "l40s"]
+)
 def test_every_curve_has_four_size_bands_on_its_rows(key):
     # Band centres: geometric means of the edges 2^20, 2^22, 2^24, 2^26, 2^28 + 1 → 2^21 … 2^27.
     for c in load_gpu(key).gemm_curves:

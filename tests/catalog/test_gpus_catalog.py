@@ -9,7 +9,7 @@ import yaml
 
 from tokenplan.catalog.gpus import GpuEntry
 from tokenplan.hardware import Gpu, LinkKind
-from tokenplan.units import GB, GiB, MiB, TB, Dtype
+from tokenplan.units import GB, TB, Dtype, GiB, MiB
 
 REQUIRED_KEYS = {
     "rtx-pro-6000",

@@ -23,8 +23,9 @@ CAP = "16,777,216"  # 2^24 = 16,777,216 tokens: MAX_REQUEST_TOKENS
 
 
 def _tokenplan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300, cwd=cwd,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False
+    )
 
 
 def _one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -37,18 +38,48 @@ def _one_error_line(result: subprocess.CompletedProcess) -> str:
 
 def _generate(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
     (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
-    return _tokenplan("generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
-                      "--dry-run", *options, cwd=tmp_path)
+    return _tokenplan(
+        "generate",
+        "in.jsonl",
+        "--out",
+        "run",
+        "--endpoint",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--dry-run",
+        *options,
+        cwd=tmp_path,
+    )
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["--max-tokens", "1e30"], (f"error: max-tokens 1e+30 is not allowed (allowed: a number of tokens above the mean "
-                                f"2500 and at most {CAP} (2^24, above any model's context))")),
-    (["--max-tokens", "Infinity"], (f"error: max-tokens inf is not allowed (allowed: a number of tokens above the "
-                                    f"mean 2500 and at most {CAP} (2^24, above any model's context))")),
-    (["--isl-cap", "1e30"], (f"error: isl-cap 1e+30 is not allowed (allowed: a number of tokens above the mean 1024 "
-                             f"and at most {CAP} (2^24, above any model's context))")),
-], ids=["max_tokens_1e30", "max_tokens_infinity", "isl_cap_1e30"])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--max-tokens", "1e30"],
+            (
+                f"error: max-tokens 1e+30 is not allowed (allowed: a number of tokens above the mean "
+                f"2500 and at most {CAP} (2^24, above any model's context))"
+            ),
+        ),
+        (
+            ["--max-tokens", "Infinity"],
+            (
+                f"error: max-tokens inf is not allowed (allowed: a number of tokens above the "
+                f"mean 2500 and at most {CAP} (2^24, above any model's context))"
+            ),
+        ),
+        (
+            ["--isl-cap", "1e30"],
+            (
+                f"error: isl-cap 1e+30 is not allowed (allowed: a number of tokens above the mean 1024 "
+                f"and at most {CAP} (2^24, above any model's context))"
+            ),
+        ),
+    ],
+    ids=["max_tokens_1e30", "max_tokens_infinity", "isl_cap_1e30"],
+)
 def test_an_output_or_input_cap_no_request_can_hold_is_refused_by_plan(tmp_path, args, line) -> None:
     assert _one_error_line(_tokenplan("plan", "--gpu", "8xb200", *args, cwd=tmp_path)) == line
 
@@ -59,7 +90,8 @@ def test_a_plan_file_whose_output_cap_is_beyond_any_request_is_refused_by_genera
     (tmp_path / "plan.json").write_text(json.dumps({"model": "m", "job": {"osl_cap_tokens": cap}}))
     assert _one_error_line(_generate(tmp_path, "--plan", "plan.json")) == (
         f"error: plan.json: job.osl_cap_tokens: {shown} is not allowed (allowed: an output cap of 1 to {CAP} "
-        "tokens, as --max-tokens)")
+        "tokens, as --max-tokens)"
+    )
 
 
 NESTED = "nested deeper than 64 levels (allowed: at most 64 levels of objects and lists)"
@@ -73,14 +105,17 @@ def test_a_plan_file_nested_very_deep_is_one_line(tmp_path) -> None:
 
 def test_a_job_yaml_nested_very_deep_is_one_line(tmp_path) -> None:
     (tmp_path / "job.yaml").write_text("model: qwen3.6-27b\ngpus: " + "[" * DEEP + "]" * DEEP + "\n")
-    assert _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path)) == f"error: job.yaml: line 2: {NESTED}"
+    assert (
+        _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path)) == f"error: job.yaml: line 2: {NESTED}"
+    )
 
 
 def test_a_config_json_nested_very_deep_is_one_line(tmp_path) -> None:
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text('{"hidden_size": ' + "[" * DEEP + "]" * DEEP + "}")
     assert _one_error_line(_tokenplan("plan", "--model", "m/config.json", cwd=tmp_path)) == (
-        f"error: m/config.json: line 1: {NESTED}")
+        f"error: m/config.json: line 1: {NESTED}"
+    )
 
 
 def test_report_on_a_summary_that_is_not_utf8_is_one_line(tmp_path) -> None:
@@ -88,7 +123,8 @@ def test_report_on_a_summary_that_is_not_utf8_is_one_line(tmp_path) -> None:
     # '{"model": "' is 11 bytes ({ + "model" (7) + : + space + "), so the 0xff is byte 11
     (tmp_path / "run" / "summary.json").write_bytes(b'{"model": "\xff"}')
     assert _one_error_line(_tokenplan("report", "run", "-o", "r.html", cwd=tmp_path)) == (
-        "error: run/summary.json: byte 11: not UTF-8 text (allowed: a UTF-8 text file)")
+        "error: run/summary.json: byte 11: not UTF-8 text (allowed: a UTF-8 text file)"
+    )
     assert not (tmp_path / "r.html").exists()
 
 
@@ -96,51 +132,68 @@ def test_report_on_a_summary_nested_very_deep_is_one_line(tmp_path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "summary.json").write_text('{"model": ' + "[" * DEEP + "]" * DEEP + "}")
     assert _one_error_line(_tokenplan("report", "run", "-o", "r.html", cwd=tmp_path)) == (
-        f"error: run/summary.json: line 1: {NESTED}")
+        f"error: run/summary.json: line 1: {NESTED}"
+    )
 
 
 def test_report_refuses_nan_rather_than_writing_it_into_the_page(tmp_path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "summary.json").write_text(
         '{"model": "m", "units_total": 10, "stored": 10, "errors": 0, "elapsed_s": 60.0, "output_tokens": 100, '
-        '"output_tok_s": NaN}')
+        '"output_tok_s": NaN}'
+    )
     assert _one_error_line(_tokenplan("report", "run", "-o", "r.html", cwd=tmp_path)) == (
-        "error: run/summary.json: output_tok_s: expected a finite number, got nan")
+        "error: run/summary.json: output_tok_s: expected a finite number, got nan"
+    )
     assert not (tmp_path / "r.html").exists()
 
 
-@pytest.mark.parametrize(("config", "line"), [
-    ('{"temperature": NaN}', "temperature: nan is not allowed (allowed: a number from 0 to 100)"),
-    ('{"top_k": -5}', "top_k: -5 is not allowed (allowed: an integer from 1 to 2,147,483,647, or 0 for no top-k)"),
-    ('{"top_p": 1.5}', "top_p: 1.5 is not allowed (allowed: a number above 0, at most 1)"),
-    ('{"top_k": 20.5}', "top_k: 20.5 is not allowed (allowed: an integer from 1 to 2,147,483,647, or 0 for no top-k)"),
-], ids=["temperature_nan", "top_k_negative", "top_p_above_1", "top_k_fraction"])
+@pytest.mark.parametrize(
+    ("config", "line"),
+    [
+        ('{"temperature": NaN}', "temperature: nan is not allowed (allowed: a number from 0 to 100)"),
+        ('{"top_k": -5}', "top_k: -5 is not allowed (allowed: an integer from 1 to 2,147,483,647, or 0 for no top-k)"),
+        ('{"top_p": 1.5}', "top_p: 1.5 is not allowed (allowed: a number above 0, at most 1)"),
+        (
+            '{"top_k": 20.5}',
+            "top_k: 20.5 is not allowed (allowed: an integer from 1 to 2,147,483,647, or 0 for no top-k)",
+        ),
+    ],
+    ids=["temperature_nan", "top_k_negative", "top_p_above_1", "top_k_fraction"],
+)
 def test_a_generation_config_with_values_no_engine_takes_is_refused(tmp_path, config, line) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "generation_config.json").write_text(config)
     assert _one_error_line(_generate(tmp_path, "--generation-config", "model")) == (
-        f"error: model/generation_config.json: {line}")
+        f"error: model/generation_config.json: {line}"
+    )
 
 
 def test_a_job_yaml_with_a_key_twice_is_refused(tmp_path) -> None:
     (tmp_path / "job.yaml").write_text("model: qwen3.6-27b\nsamples: 1000\nsamples: 2000\n")
     assert _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path)) == (
-        "error: job.yaml: line 3: key 'samples' given twice in one mapping (first on line 2) (allowed: each key once)")
+        "error: job.yaml: line 3: key 'samples' given twice in one mapping (first on line 2) (allowed: each key once)"
+    )
 
 
 def test_a_measurement_csv_with_a_column_twice_is_refused(tmp_path) -> None:
-    (tmp_path / "m.csv").write_text("engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu,isl\n"
-                                    "sglang,llama-3.1-8b,h100-sxm,1,1,1000,100,8,1000,2000\n")
+    (tmp_path / "m.csv").write_text(
+        "engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu,isl\n"
+        "sglang,llama-3.1-8b,h100-sxm,1,1,1000,100,8,1000,2000\n"
+    )
     assert _one_error_line(_tokenplan("validate", "m.csv", cwd=tmp_path)) == (
-        "error: m.csv: header: column 'isl' appears twice (columns 6 and 10; allowed: each column once)")
+        "error: m.csv: header: column 'isl' appears twice (columns 6 and 10; allowed: each column once)"
+    )
 
 
 @pytest.mark.parametrize("option", ["--concurrency", "--max-concurrency"])
 def test_bench_with_an_empty_concurrency_list_does_not_run_the_default_sweep(tmp_path, option) -> None:
     # the endpoint does not listen: the refusal comes from the option alone, before any request
     result = _tokenplan("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", option, "", cwd=tmp_path)
-    assert _one_error_line(result) == ("error: concurrency '' is not allowed (allowed: comma-separated integers ≥ 1 "
-                                       "with no empty entry, e.g. 1,4,16,64)")
+    assert _one_error_line(result) == (
+        "error: concurrency '' is not allowed (allowed: comma-separated integers ≥ 1 "
+        "with no empty entry, e.g. 1,4,16,64)"
+    )
 
 
 def test_an_unknown_torch_dtype_is_planned_as_bf16_with_a_warning(tmp_path) -> None:
@@ -150,13 +203,19 @@ def test_an_unknown_torch_dtype_is_planned_as_bf16_with_a_warning(tmp_path) -> N
     for name, dtype in (("odd", "float8_e4m3fn"), ("bf16", "bfloat16")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps({**config, "torch_dtype": dtype}))
-    runs = {name: _tokenplan("predict", "--model", name, "--gpu", "h100-sxm", "--json", cwd=tmp_path)
-            for name in ("odd", "bf16")}
+    runs = {
+        name: _tokenplan("predict", "--model", name, "--gpu", "h100-sxm", "--json", cwd=tmp_path)
+        for name in ("odd", "bf16")
+    }
     assert all(r.returncode == 0 for r in runs.values()), runs["odd"].stderr
     odd, bf16 = (json.loads(runs[name].stdout) for name in ("odd", "bf16"))
-    assert odd["warnings"] == [("torch_dtype 'float8_e4m3fn' is not one tokenplan knows (bfloat16, float16, "
-                                "float32): the checkpoint is taken as bf16, 2 bytes per weight, unless --weight-dtype "
-                                "names the served format")]
+    assert odd["warnings"] == [
+        (
+            "torch_dtype 'float8_e4m3fn' is not one tokenplan knows (bfloat16, float16, "
+            "float32): the checkpoint is taken as bf16, 2 bytes per weight, unless --weight-dtype "
+            "names the served format"
+        )
+    ]
     assert bf16["warnings"] == []
     # taken as bf16: the same format and weight bytes as the same checkpoint stated in bfloat16
     # (Llama-3.1-8B: 8.03 B parameters × 2 bytes ≈ 16.06 GB on its one GPU)
@@ -165,10 +224,14 @@ def test_an_unknown_torch_dtype_is_planned_as_bf16_with_a_warning(tmp_path) -> N
     assert abs(odd["weight_bytes_per_gpu"] / 2 / 8.03e9 - 1) < 0.01
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("osl: {mean: 2500, cap: 1.0e+30}\n", f"osl.cap: 1e+30 is not allowed (allowed: a number ≤ {CAP})"),
-    ("isl: {mean: .inf}\n", f"isl.mean: inf is not allowed (allowed: a number ≤ {CAP})"),
-], ids=["osl_cap_1e30", "isl_mean_inf"])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("osl: {mean: 2500, cap: 1.0e+30}\n", f"osl.cap: 1e+30 is not allowed (allowed: a number ≤ {CAP})"),
+        ("isl: {mean: .inf}\n", f"isl.mean: inf is not allowed (allowed: a number ≤ {CAP})"),
+    ],
+    ids=["osl_cap_1e30", "isl_mean_inf"],
+)
 def test_a_job_yaml_length_no_request_can_hold_is_refused(tmp_path, text, message) -> None:
     from tokenplan.files.job import read_job_file
 

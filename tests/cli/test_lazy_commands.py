@@ -18,14 +18,20 @@ with contextlib.redirect_stdout(io.StringIO()):
         pass
 print(json.dumps(sorted(sys.modules)))
 """
-NOT_NEEDED_TO_PLAN = ("aiohttp", "tokenplan.runner", "tokenplan.client", "tokenplan.bench",
-                      "tokenplan.api.generate", "tokenplan.api.bench", "tokenplan.cli.generate",
-                      "tokenplan.cli.bench")
+NOT_NEEDED_TO_PLAN = (
+    "aiohttp",
+    "tokenplan.runner",
+    "tokenplan.client",
+    "tokenplan.bench",
+    "tokenplan.api.generate",
+    "tokenplan.api.bench",
+    "tokenplan.cli.generate",
+    "tokenplan.cli.bench",
+)
 
 
 def _modules(*args: str) -> list[str]:
-    r = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
-                       timeout=120, check=True)
+    r = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -43,9 +49,12 @@ def test_version_imports_no_command():
 
 
 def test_help_lists_every_command():
-    r = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "--help"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", "from tokenplan.cli import main; main()", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0
-    for command in ("plan", "predict", "memory", "generate", "bench", "calibrate", "validate",
-                    "report", "catalog"):
+    for command in ("plan", "predict", "memory", "generate", "bench", "calibrate", "validate", "report", "catalog"):
         assert command in r.stdout

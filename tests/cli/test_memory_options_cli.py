@@ -15,12 +15,22 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_budget_of_another_engine_is_one_line_and_exit_2():
-    r = _run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "sglang",
-             "--max-num-batched-tokens", "4096")
+    r = _run(
+        "memory",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "sglang",
+        "--max-num-batched-tokens",
+        "4096",
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert lines == ["error: max_num_batched_tokens 4096 is not allowed (allowed: only with --engine vllm; "
-                     "the engine is sglang)"]
+    assert lines == [
+        "error: max_num_batched_tokens 4096 is not allowed (allowed: only with --engine vllm; the engine is sglang)"
+    ]
 
 
 def test_vllm_budget_moves_the_profiled_reserve():
@@ -28,8 +38,21 @@ def test_vllm_budget_moves_the_profiled_reserve():
     # 3,152,019,456 B) is the profiling peak until the forward of the token budget passes it:
     # 8,192 × 2 B × 51,200 = 838,860,800 B (default) against 65,536 × 2 B × 51,200 = 6,710,886,400 B,
     # so --max-num-batched-tokens 65536 takes 6,710,886,400 − 3,152,019,456 = 3,558,866,944 B more.
-    base = json.loads(_run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm",
-                           "--json").stdout)
-    big = json.loads(_run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm",
-                          "--max-num-batched-tokens", "65536", "--json").stdout)
+    base = json.loads(
+        _run("memory", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--json").stdout
+    )
+    big = json.loads(
+        _run(
+            "memory",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            "vllm",
+            "--max-num-batched-tokens",
+            "65536",
+            "--json",
+        ).stdout
+    )
     assert abs(base["kv_pool_bytes"] - big["kv_pool_bytes"] - 3_558_866_944) < 1

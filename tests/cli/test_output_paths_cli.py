@@ -27,8 +27,18 @@ def _cases(tmp_path):
     }
 
 
-@pytest.mark.parametrize("case", ["report_is_a_folder", "report_empty", "report_under_proc", "png_is_a_file",
-                                  "png_empty", "report_cmd_out_is_a_folder", "disk_full"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "report_is_a_folder",
+        "report_empty",
+        "report_under_proc",
+        "png_is_a_file",
+        "png_empty",
+        "report_cmd_out_is_a_folder",
+        "disk_full",
+    ],
+)
 def test_an_output_path_that_cannot_be_written_is_one_line(case, tmp_path):
     args, needle = _cases(tmp_path)[case]
     if case == "disk_full" and not __import__("os").path.exists("/dev/full"):

@@ -31,8 +31,13 @@ def _command() -> list[str]:
 
 
 MODEL_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 2,
-    "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 4096,
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "intermediate_size": 4096,
 }
 
 
@@ -44,8 +49,10 @@ def _files(root: Path) -> dict[str, str]:
         "bad_yaml": ("model: [qwen3-8b\nsamples: 10\n", "job.yaml"),
         "unknown_key": ("model: qwen3-8b\nsampels: 10\n", "job.yaml"),
         "negative_samples": ("samples: -4\n", "job.yaml"),
-        "good_job": ("model: qwen3-8b\nsamples: 1000\ngpus: [1xh100-sxm]\nosl: {mean: 512, sigma: 0.5, cap: 4096}\n",
-                     "job.yaml"),
+        "good_job": (
+            "model: qwen3-8b\nsamples: 1000\ngpus: [1xh100-sxm]\nosl: {mean: 512, sigma: 0.5, cap: 4096}\n",
+            "job.yaml",
+        ),
     }
     out = {}
     for key, (text, name) in files.items():
@@ -119,7 +126,10 @@ ERROR_CASES = [
     ("config_missing_key", "hidden_size"),
     ("config_wrong_type", "hidden_size"),
     ("job_bad_yaml", "not valid YAML"),
-    ("job_unknown_key", "sampels: unknown key (allowed: model, samples, isl, osl, gpus, engine, prices, spec, current, measured_tok_s, tp, dp, ep, max_running)"),
+    (
+        "job_unknown_key",
+        "sampels: unknown key (allowed: model, samples, isl, osl, gpus, engine, prices, spec, current, measured_tok_s, tp, dp, ep, max_running)",
+    ),
     ("job_negative_samples", "samples"),
     ("job_missing_file", "absent.yaml"),
     ("zero_samples", "samples"),
@@ -190,8 +200,18 @@ def test_plan_reads_a_job_file(runs):
 
 
 # ---------------------------------------------------------------- predict, memory, catalog
-PREDICT_KEYS = {"output_tok_s_total", "output_tok_s_per_gpu", "max_concurrency", "kv_bytes_per_token",
-                "weight_bytes_per_gpu", "step_time_ms", "tpot_ms", "ttft_ms", "bottleneck", "warnings"}
+PREDICT_KEYS = {
+    "output_tok_s_total",
+    "output_tok_s_per_gpu",
+    "max_concurrency",
+    "kv_bytes_per_token",
+    "weight_bytes_per_gpu",
+    "step_time_ms",
+    "tpot_ms",
+    "ttft_ms",
+    "bottleneck",
+    "warnings",
+}
 
 
 def test_predict_json_has_the_promised_keys(runs):
@@ -211,8 +231,15 @@ def test_memory_json_has_the_promised_keys(runs):
     r = runs["memory_json"]
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert {"kv_bytes_per_token", "state_bytes_per_sequence", "weight_bytes_per_gpu", "kv_capacity_tokens",
-            "running_requests", "running_limited_by", "running_context_tokens"} <= set(out)
+    assert {
+        "kv_bytes_per_token",
+        "state_bytes_per_sequence",
+        "weight_bytes_per_gpu",
+        "kv_capacity_tokens",
+        "running_requests",
+        "running_limited_by",
+        "running_context_tokens",
+    } <= set(out)
     assert out["running_limited_by"] in ("kv cache", "state slots", "kv cache and state", "engine cap")
     # Qwen3.6-27B: 16·4·256·2·2 = 65,536 B/token; 48·(48·128·128·4 + 10,240·3·2) = 153,944,064 B.
     assert out["kv_bytes_per_token"] == 65_536

@@ -39,7 +39,9 @@ def test_current_setup_is_predicted_beside_the_measurement(answered):
     # τ that reproduces 1,600 lies in MTP k=3's range and is the geometric sum at the implied p
     assert 1.0 < cur["implied_tau"] < cur["predicted_tok_s"] and cur["implied_tau"] < 4.0
     assert acceptance_length(3, cur["implied_acceptance_per_position"]) == pytest.approx(cur["implied_tau"], rel=1e-6)
-    assert any(line.startswith("What reproduces the measurement: an acceptance length τ = ") for line in answered["answer"])
+    assert any(
+        line.startswith("What reproduces the measurement: an acceptance length τ = ") for line in answered["answer"]
+    )
 
 
 def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
@@ -52,9 +54,15 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
     # the plan answered is the plan at that acceptance: every option's figures are the stated plan's
     for ours, theirs in zip(answered["options"], stated["options"]):
         assert (ours["option"], ours["best"], ours["output_tok_s_total"], ours["wall_days"]) == (
-            theirs["option"], theirs["best"], theirs["output_tok_s_total"], theirs["wall_days"])
-    assert any(a.startswith("Every option is planned at the acceptance your measurement implies (p = ")
-               for a in answered["answer"])
+            theirs["option"],
+            theirs["best"],
+            theirs["output_tok_s_total"],
+            theirs["wall_days"],
+        )
+    assert any(
+        a.startswith("Every option is planned at the acceptance your measurement implies (p = ")
+        for a in answered["answer"]
+    )
     # each step changes one thing; gains multiply to the walk's total
     rates = [r["output_tok_s_total"] for r in cur["walk"]]
     total = 1.0
@@ -63,17 +71,29 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
     assert total == pytest.approx(rates[-1] / rates[0], rel=1e-9)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"current": "tp=x"}, "current tp 'x' is not allowed (allowed: an integer ≥ 1)"),
-    ({"current": "gpus=4"}, "current 'gpus' is not allowed (allowed: attention-dp, disable-radix-cache, engine, "
-                            "ep, kv-dtype, max-running, memory-fraction, pp, spec, tp, weight-dtype)"),
-    ({"current": "tp=4", "deadline_s": 86400.0}, "current 'tp=4' is not allowed (allowed: a plan of fixed GPU counts "
-                                                 "(leave out --deadline and --budget))"),
-    ({"measured_tok_s": 1600.0}, "measured-tok-s 1600.0 is not allowed (allowed: a figure with --current (the setup "
-                                 "it was measured on))"),
-    ({"current": "tp=4", "measured_tok_s": -5.0}, "measured-tok-s -5.0 is not allowed (allowed: a finite number of "
-                                                  "output tokens/s > 0)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"current": "tp=x"}, "current tp 'x' is not allowed (allowed: an integer ≥ 1)"),
+        (
+            {"current": "gpus=4"},
+            "current 'gpus' is not allowed (allowed: attention-dp, disable-radix-cache, engine, "
+            "ep, kv-dtype, max-running, memory-fraction, pp, spec, tp, weight-dtype)",
+        ),
+        (
+            {"current": "tp=4", "deadline_s": 86400.0},
+            "current 'tp=4' is not allowed (allowed: a plan of fixed GPU counts (leave out --deadline and --budget))",
+        ),
+        (
+            {"measured_tok_s": 1600.0},
+            "measured-tok-s 1600.0 is not allowed (allowed: a figure with --current (the setup it was measured on))",
+        ),
+        (
+            {"current": "tp=4", "measured_tok_s": -5.0},
+            "measured-tok-s -5.0 is not allowed (allowed: a finite number of output tokens/s > 0)",
+        ),
+    ],
+)
 def test_bad_current_input_is_one_line(kwargs, message):
     with pytest.raises(InputError) as err:
         plan(PlanRequest(gpus=GPUS, **kwargs))
@@ -83,9 +103,27 @@ def test_bad_current_input_is_one_line(kwargs, message):
 @pytest.mark.slow
 def test_cli_prints_the_walk_table(tmp_path):
     code = "import sys; sys.argv[0] = 'tokenplan'; from tokenplan.cli import main; sys.exit(main())"
-    done = subprocess.run([sys.executable, "-c", code, "plan", "--current", CURRENT, "--measured-tok-s", "1600",
-                           "--gpu", GPUS[0], "--gpu", GPUS[1]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "COLUMNS": "200"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "plan",
+            "--current",
+            CURRENT,
+            "--measured-tok-s",
+            "1600",
+            "--gpu",
+            GPUS[0],
+            "--gpu",
+            GPUS[1],
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert done.returncode == 0, done.stderr
     assert "From your setup to the recommended one · 4× rtx-pro-6000" in done.stdout
     assert "running cap 48 → raised" in done.stdout

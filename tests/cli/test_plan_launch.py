@@ -42,7 +42,10 @@ def test_trtllm_plan_launches_trtllm_serve_with_its_yaml(trtllm):
 
 def test_trtllm_data_parallel_means_one_server_per_replica(trtllm):
     if trtllm["layout"].endswith("DP8"):
-        assert "# one server per replica, each on its own GPUs and port:\nfor i in $(seq 0 7)" in trtllm["launch"]["trtllm"]
+        assert (
+            "# one server per replica, each on its own GPUs and port:\nfor i in $(seq 0 7)"
+            in trtllm["launch"]["trtllm"]
+        )
         # So each endpoint gets one replica's batch plus 10 % (at least 8).
         limit = trtllm["max_running_requests"]
         assert trtllm["concurrency_per_endpoint"] == limit + max(8, -(-limit // 10))
@@ -103,11 +106,11 @@ def test_replicas_beyond_one_host_loop_a_server_per_replica_on_each_host():
     o = plan(PlanRequest(gpus=("24xb200",), specs=("none",))).to_json()["options"][0]
     assert o["layout"].startswith("TP1×DP24")
     cmd = o["launch"]["sglang"]
-    assert cmd.startswith("# one server per replica, each on its own GPUs and port on each of 3 hosts:\n"
-                          "for i in $(seq 0 7); do\n  CUDA_VISIBLE_DEVICES=$i python -m sglang.launch_server")
+    assert cmd.startswith(
+        "# one server per replica, each on its own GPUs and port on each of 3 hosts:\n"
+        "for i in $(seq 0 7); do\n  CUDA_VISIBLE_DEVICES=$i python -m sglang.launch_server"
+    )
     assert "--dp-size" not in cmd and "--endpoint http://HOST:30007/v1" in cmd
     assert "--data-parallel-size 8" in o["launch"]["vllm"]
     in_flight = math.ceil(o["batch_per_replica"])
     assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
-
-

@@ -20,9 +20,25 @@ HOURS_PER_DAY = 24
 def one_day() -> dict:
     """The issue's command: ``plan --deadline 1d --gpu b200 --gpu h200 --gpu rtx-pro-6000 --json``."""
     out = subprocess.run(
-        [sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", "--deadline", "1d",
-         "--gpu", "b200", "--gpu", "h200", "--gpu", "rtx-pro-6000", "--json"],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-c",
+            "from tokenplan.cli import main; main()",
+            "plan",
+            "--deadline",
+            "1d",
+            "--gpu",
+            "b200",
+            "--gpu",
+            "h200",
+            "--gpu",
+            "rtx-pro-6000",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -38,8 +54,9 @@ def test_each_gpu_gets_a_count_days_and_dollars(one_day):
         assert row["wall_days"] <= 1.0
         # dollars = GPUs × days × 24 h × $/GPU-hour (the catalog price: b200 $5.25, h200 $4.00,
         # rtx-pro-6000 $0.89)
-        assert row["usd"] == pytest.approx(row["gpus"] * row["wall_days"] * HOURS_PER_DAY * row["usd_per_gpu_hour"],
-                                           rel=1e-9)
+        assert row["usd"] == pytest.approx(
+            row["gpus"] * row["wall_days"] * HOURS_PER_DAY * row["usd_per_gpu_hour"], rel=1e-9
+        )
         fewer = [t for t in row["tried"] if t["gpus"] == row["gpus"] - unit]
         assert row["gpus"] == unit or (fewer and not fewer[0]["meets"] and fewer[0]["wall_days"] > 1.0)
     # The plan's options are the provisioned counts.
@@ -73,8 +90,10 @@ def test_budget_below_what_any_count_costs_is_a_reasoned_miss():
     # boards add a drain tail each, so they never cost less); the sentence says more cannot help.
     cheapest = min(row["tried"], key=lambda t: (t["usd"], t["gpus"]))
     assert cheapest["gpus"] == 8
-    assert row["why"] == (f"even the fewest GPUs, 8 (one rental unit), take {cheapest['wall_days']:.2f} days, "
-                          f"${cheapest['usd']:,.0f} (over the $100 budget), and more GPUs cost at least as much")
+    assert row["why"] == (
+        f"even the fewest GPUs, 8 (one rental unit), take {cheapest['wall_days']:.2f} days, "
+        f"${cheapest['usd']:,.0f} (over the $100 budget), and more GPUs cost at least as much"
+    )
     # Cost rises with the count, so once one board is over the budget no larger count is tried.
     assert [t["gpus"] for t in row["tried"]] == [8]
 
@@ -97,8 +116,9 @@ def test_non_positive_targets_are_refused(field, kwargs):
         plan(PlanRequest(**kwargs))
 
 
-@pytest.mark.parametrize("text, seconds", [("2d", 172_800), ("36h", 129_600), ("90m", 5_400), ("1.5d", 129_600),
-                                           ("1w", 604_800)])
+@pytest.mark.parametrize(
+    "text, seconds", [("2d", 172_800), ("36h", 129_600), ("90m", 5_400), ("1.5d", 129_600), ("1w", 604_800)]
+)
 def test_durations(text, seconds):
     from tokenplan.cli.options import parse_duration
 
@@ -124,7 +144,7 @@ def test_the_html_report_and_the_table_show_the_provisioning_answer():
     row = data["plan"]["provisioning"]["options"][0]
     html = plan_report_html(data)
     assert "<h2>Fewest GPUs · deadline 1 day</h2>" in html
-    assert f"<td class=\"n\">{row['gpus']} ({row['nodes']} × 8)</td>" in html
+    assert f'<td class="n">{row["gpus"]} ({row["nodes"]} × 8)</td>' in html
     console = Console(width=200, record=True)
     console.print(provisioning_table(data["plan"]))
     text = console.export_text()
@@ -162,10 +182,16 @@ def test_a_target_met_only_at_the_point_estimate_is_said_to_be_at_risk():
 def test_a_plan_without_an_answer_exits_1_and_one_with_an_answer_0():
     # DeepSeek-R1 (671 B parameters, ≥ 625 GiB even at FP8) cannot fit one 80 GB H100: nothing runs.
     # A 1-hour deadline: 8 B200 take ~0.5 days (README), and the search is limited to the 8 given.
-    for args, status in ((["--model", "deepseek-r1", "--gpu", "1xh100-sxm"], 1),
-                         (["--deadline", "1h", "--gpu", "8xb200"], 1),
-                         (["--deadline", "1d", "--gpu", "8xb200"], 0)):
-        out = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", *args, "--json"],
-                             capture_output=True, text=True, timeout=600)
+    for args, status in (
+        (["--model", "deepseek-r1", "--gpu", "1xh100-sxm"], 1),
+        (["--deadline", "1h", "--gpu", "8xb200"], 1),
+        (["--deadline", "1d", "--gpu", "8xb200"], 0),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", *args, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == status, (args, out.stderr)
         json.loads(out.stdout)  # the plan is printed either way

@@ -21,9 +21,16 @@ from tokenplan.job.evaluate import REJECTION_KINDS
 ROOT = Path(__file__).resolve().parents[2]
 
 # Small configs whose head counts make the layout rules fire (hand-chosen numbers).
-TWELVE_HEADS = {"architectures": ["LlamaForCausalLM"], "hidden_size": 1536, "num_hidden_layers": 2,
-                "num_attention_heads": 12, "num_key_value_heads": 4, "vocab_size": 1000,
-                "intermediate_size": 4096, "max_position_embeddings": 131072}
+TWELVE_HEADS = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 1536,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 4,
+    "vocab_size": 1000,
+    "intermediate_size": 4096,
+    "max_position_embeddings": 131072,
+}
 THREE_KV_HEADS = {**TWELVE_HEADS, "num_attention_heads": 24, "num_key_value_heads": 3, "hidden_size": 3072}
 
 
@@ -49,6 +56,7 @@ def config(tmp_path):
         path.parent.mkdir()
         path.write_text(json.dumps(raw))
         return str(path)
+
     return write
 
 
@@ -56,27 +64,54 @@ def config(tmp_path):
 CASES = {
     # engine × vendor: 10 splits of 8 GPUs × 2 weight × 2 KV formats × 3 specs (none, mtp:1, mtp:3)
     # = 120, said once.
-    "engine": (dict(engine="trtllm", gpus=("8xmi300x",)),
-               r"^TensorRT-LLM does not run on AMD GPUs \(mi300x\); it runs on NVIDIA$", 120),
+    "engine": (
+        dict(engine="trtllm", gpus=("8xmi300x",)),
+        r"^TensorRT-LLM does not run on AMD GPUs \(mi300x\); it runs on NVIDIA$",
+        120,
+    ),
     # 1,024 + 4,000 = 5,024 tokens > llama-2-70b's 4,096.
-    "context": (dict(model="llama-2-70b", gpus=("8xb200",), osl_mean=4000, osl_cap=8000),
-                r"^a request of 5,024 tokens exceeds llama-2-70b's context of 4,096 tokens", None),
+    "context": (
+        dict(model="llama-2-70b", gpus=("8xb200",), osl_mean=4000, osl_cap=8000),
+        r"^a request of 5,024 tokens exceeds llama-2-70b's context of 4,096 tokens",
+        None,
+    ),
     "format": (dict(gpus=("8xh200",), kv_dtypes=("nvfp4",)), r"^NVFP4 KV cache needs Blackwell; h200 is hopper$", None),
     # EP = TP×PP = 16 over Mixtral's 8 experts.
-    "layout": (dict(model="mixtral-8x7b", gpus=("16xgb200",)), r"^TP16×EP16: EP16 does not divide the 8 experts$", None),
+    "layout": (
+        dict(model="mixtral-8x7b", gpus=("16xgb200",)),
+        r"^TP16×EP16: EP16 does not divide the 8 experts$",
+        None,
+    ),
     # DeepSeek-R1 (671 B, FP8) on one 96 GB card: ~627 GiB of weights per GPU, against SGLang's
     # fraction 0.8627 of the 97,887 MiB card's CUDA-visible memory (× 0.996) less its 0.5 GiB context:
     # 0.8627 × (95.21 − 0.5) GiB = 81.7 GiB usable.
-    "memory": (dict(model="deepseek-r1", gpus=("4xrtx-pro-6000",)),
-               r"^TP1×DP4, fp8 weights: does not fit: 626\.\d GiB of weights per GPU \(637\.\d GiB with the MTP "
-               r"draft layers\) vs 81\.\d GiB usable", 10),
+    "memory": (
+        dict(model="deepseek-r1", gpus=("4xrtx-pro-6000",)),
+        r"^TP1×DP4, fp8 weights: does not fit: 626\.\d GiB of weights per GPU \(637\.\d GiB with the MTP "
+        r"draft layers\) vs 81\.\d GiB usable",
+        10,
+    ),
     # Llama-3.3-70B in FP8 (~66 GiB) on a 96 GB card leaves ~48.5 K BF16 KV tokens for 62 K-token requests.
-    "kv": (dict(model="llama-3.3-70b", gpus=("1xrtx-pro-6000",), weight_dtypes=("fp8",), specs=("none",),
-                isl_mean=60000, isl_cap=120000, osl_mean=2000, osl_cap=8000),
-           r"^TP1, fp8 weights, bf16 KV: no sequence of 62,000 tokens fits the KV cache \(4\d,\d{3} tokens\)$", None),
+    "kv": (
+        dict(
+            model="llama-3.3-70b",
+            gpus=("1xrtx-pro-6000",),
+            weight_dtypes=("fp8",),
+            specs=("none",),
+            isl_mean=60000,
+            isl_cap=120000,
+            osl_mean=2000,
+            osl_cap=8000,
+        ),
+        r"^TP1, fp8 weights, bf16 KV: no sequence of 62,000 tokens fits the KV cache \(4\d,\d{3} tokens\)$",
+        None,
+    ),
     # 3 requests over 8 TP1 replicas.
-    "concurrency": (dict(gpus=("8xb200",), samples=3),
-                    r"^concurrency 3 leaves fewer than one request per replica \(8 replicas\)$", None),
+    "concurrency": (
+        dict(gpus=("8xb200",), samples=3),
+        r"^concurrency 3 leaves fewer than one request per replica \(8 replicas\)$",
+        None,
+    ),
 }
 
 
@@ -105,8 +140,14 @@ def test_spec_rejection_in_the_search():
     from tokenplan.planning.space import HardwareOption
 
     job = Job(1000, lognormal_with_mean(1024, 0.8, 16384), lognormal_with_mean(2500, 1.0, 32768))
-    r = search_option(load_model("llama-3.1-8b"), HardwareOption(load_gpu("b200"), 1, 5.25), load_engine("sglang"),
-                      efficiency_table(None), job, [parse_spec("mtp:3")])
+    r = search_option(
+        load_model("llama-3.1-8b"),
+        HardwareOption(load_gpu("b200"), 1, 5.25),
+        load_engine("sglang"),
+        efficiency_table(None),
+        job,
+        [parse_spec("mtp:3")],
+    )
     assert r.rejected == {"MTP needs MTP layers; llama-3.1-8b ships none": 8}  # 2 weights × 2 KV × (cap, lifted)
     p = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("mtp:3",))).to_json()
     assert any(line.startswith("MTP was not searched: llama-3.1-8b ships no MTP layers") for line in p["answer"])
@@ -159,13 +200,21 @@ def test_deepseek_on_four_rtx_has_one_line_per_split_and_format():
     splits = [k.split(":")[0] for k in fits]
     assert len(splits) == len(set(splits)) == len(fits)  # no split said twice
     assert "best" not in o
-    assert o["not_searched"] == ["other weight formats: deepseek-r1 is released in fp8 and served as released "
-                                 "(name one with --weight-dtype to re-quantize)"]
+    assert o["not_searched"] == [
+        "other weight formats: deepseek-r1 is released in fp8 and served as released "
+        "(name one with --weight-dtype to re-quantize)"
+    ]
 
 
-@pytest.mark.parametrize("weights, gpu, searched", [
-    ("int8", "8xb200", "int8"), ("w4a16", "8xb200", "w4a16"), ("int4", "8xb200", "w4a16"), ("nvfp4", "8xh200", "nvfp4"),
-])
+@pytest.mark.parametrize(
+    "weights, gpu, searched",
+    [
+        ("int8", "8xb200", "int8"),
+        ("w4a16", "8xb200", "w4a16"),
+        ("int4", "8xb200", "w4a16"),
+        ("nvfp4", "8xh200", "nvfp4"),
+    ],
+)
 def test_named_weight_formats_are_searched(weights, gpu, searched):
     p = plan(PlanRequest(gpus=(gpu,), weight_dtypes=(weights,))).to_json()
     o = p["options"][0]
@@ -216,9 +265,8 @@ def test_readme_plan_commands_have_no_empty_reason(args):
 
     register_commands()  # commands load lazily; a test of the whole app loads them all
 
-    from tokenplan.errors import TokenplanError
-
     from tokenplan.cli.vocabulary import current_spellings
+    from tokenplan.errors import TokenplanError
 
     result = CliRunner().invoke(app, current_spellings(["plan", *args, "--json"]))
     if isinstance(result.exception, TokenplanError):  # a README example of a refused input (unknown GPU)
@@ -237,5 +285,8 @@ def test_speculative_state_that_leaves_no_room_is_named():
     # 48 × 4 × 146.8 MiB = 28,186 MiB = 27.5 GiB, on top of ~50.9 GiB of weights and the vision
     # tower's 921,460,192 B = 0.86 GiB (test_memory_engine_logs): ~51.7 GiB.
     reasons = _reasons(model="qwen3.6-27b", gpus=("2xh100-sxm",), weight_dtypes=("bf16",), specs=("mtp:3",))
-    assert _has(reasons, r"^TP1×DP2, bf16 weights: does not fit: 51\.\d GiB of weights \+ 27\.[45] GiB of "
-                         r"speculative state per GPU vs \d+\.\d GiB usable")
+    assert _has(
+        reasons,
+        r"^TP1×DP2, bf16 weights: does not fit: 51\.\d GiB of weights \+ 27\.[45] GiB of "
+        r"speculative state per GPU vs \d+\.\d GiB usable",
+    )

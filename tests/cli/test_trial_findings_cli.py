@@ -21,9 +21,15 @@ ERRORS = {
     "spec_too_many_drafts": (P8 + ["--spec", "eagle:100"], "spec draft tokens"),
     "fractional_concurrency": (P8 + ["--concurrency", "1.5"], "concurrency"),
     "missing_config_path": (["predict", "--model", "/nonexistent/config.json", "--gpu", "h100-sxm"], "file not found"),
-    "osl_mean_zero": (["plan", "--osl-mean", "0"], "osl 0 is not allowed (allowed: a number of tokens from 1 to 16,777,216)"),
+    "osl_mean_zero": (
+        ["plan", "--osl-mean", "0"],
+        "osl 0 is not allowed (allowed: a number of tokens from 1 to 16,777,216)",
+    ),
     # a mean above the default cap names the mean the user set, not the cap they did not
-    "isl_above_default_cap": (["plan", "--isl", "20000"], "isl 20000 is not allowed (allowed: a mean below --isl-cap 16384"),
+    "isl_above_default_cap": (
+        ["plan", "--isl", "20000"],
+        "isl 20000 is not allowed (allowed: a mean below --isl-cap 16384",
+    ),
     "osl_infinite": (["plan", "--osl", "inf"], "osl inf is not allowed"),
     "does_not_fit_hint": (["predict", "--model", "llama-3.1-405b", "--gpu", "h100-sxm"], "more GPUs per replica"),
 }

@@ -27,8 +27,7 @@ CASES = {
 
 
 def _run(prefix: str, args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", prefix + RUN, *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", prefix + RUN, *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("prefix", ["", BLOCK_CLICK], ids=["with_click", "without_click"])

@@ -9,21 +9,30 @@ import sys
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
-          "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+HEADER = (
+    "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+    "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n"
+)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_validate_json_has_the_issue_keys_and_skips_malformed_rows(tmp_path):
     f = tmp_path / "m.csv"
-    f.write_text(HEADER
-                 + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,1500,,high,x\n"
-                 + "b,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,??,,high,x\n")
+    f.write_text(
+        HEADER
+        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,1500,,high,x\n"
+        + "b,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,??,,high,x\n"
+    )
     r = _run("validate", str(f), "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
@@ -39,8 +48,10 @@ def test_validate_missing_file_is_one_line_exit_2(tmp_path):
 
 
 def test_calibrate_writes_a_profile_validate_reads(tmp_path):
-    rows = "".join(f"r{c},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
-                   for c, v in ((1, 120), (8, 900), (64, 4000)))
+    rows = "".join(
+        f"r{c},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
+        for c, v in ((1, 120), (8, 900), (64, 4000))
+    )
     f = tmp_path / "m.csv"
     f.write_text(HEADER + rows)
     out = tmp_path / "p.json"
@@ -57,8 +68,11 @@ def test_calibrate_writes_a_profile_validate_reads(tmp_path):
 
 def test_a_file_with_no_predictable_row_lists_the_reasons_and_exits_2(tmp_path):
     f = tmp_path / "none.csv"
-    f.write_text("engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu\n"
-                 "sglang,no-such-model,b200,1,1,100,100,1,100\n", encoding="utf-8")
+    f.write_text(
+        "engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu\n"
+        "sglang,no-such-model,b200,1,1,100,100,1,100\n",
+        encoding="utf-8",
+    )
     done = _run("validate", str(f), "--json")
     assert done.returncode == 2
     skipped = json.loads(done.stdout)["skipped"]  # nothing lost: the reason is still printed

@@ -52,8 +52,12 @@ def test_plan_help_keeps_its_bracketed_defaults():
 
 
 def test_one_default_engine():
-    engines = {name: p.default for name, cmd in COMMANDS for p in cmd.params
-               if p.opts and p.opts[0] == "--engine" and p.default is not None}
+    engines = {
+        name: p.default
+        for name, cmd in COMMANDS
+        for p in cmd.params
+        if p.opts and p.opts[0] == "--engine" and p.default is not None
+    }
     assert set(engines.values()) == {"sglang"}, engines
 
 
@@ -66,15 +70,21 @@ def test_one_name_per_idea():
     assert lengths <= {"--isl", "--osl", "--isl-sigma", "--osl-sigma", "--isl-cap"}, lengths
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["plan", "--isl-mean", "900", "--osl-mean=3000"], ["plan", "--isl", "900", "--osl=3000"]),
-    (["generate", "in.jsonl", "--deadline-s", "30"], ["generate", "in.jsonl", "--request-timeout", "30"]),
-    (["bench", "--deadline", "30"], ["bench", "--request-timeout", "30"]),
-    (["report", "run", "--output", "r.html"], ["report", "run", "--out", "r.html"]),
-    (["calibrate", "--from-run", "d", "--config", "qwen3.6-27b"], ["calibrate", "--from-run", "d", "--model", "qwen3.6-27b"]),
-    (["plan", "--deadline", "2d"], ["plan", "--deadline", "2d"]),  # plan's --deadline is the job's
-    (["generate", "--", "--deadline-s"], ["generate", "--", "--deadline-s"]),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["plan", "--isl-mean", "900", "--osl-mean=3000"], ["plan", "--isl", "900", "--osl=3000"]),
+        (["generate", "in.jsonl", "--deadline-s", "30"], ["generate", "in.jsonl", "--request-timeout", "30"]),
+        (["bench", "--deadline", "30"], ["bench", "--request-timeout", "30"]),
+        (["report", "run", "--output", "r.html"], ["report", "run", "--out", "r.html"]),
+        (
+            ["calibrate", "--from-run", "d", "--config", "qwen3.6-27b"],
+            ["calibrate", "--from-run", "d", "--model", "qwen3.6-27b"],
+        ),
+        (["plan", "--deadline", "2d"], ["plan", "--deadline", "2d"]),  # plan's --deadline is the job's
+        (["generate", "--", "--deadline-s"], ["generate", "--", "--deadline-s"]),
+    ],
+)
 def test_old_spellings_are_rewritten(argv, expected):
     assert current_spellings(argv) == expected
 
@@ -93,7 +103,10 @@ def test_old_spelling_works_end_to_end(capsys, monkeypatch):
 
     from tokenplan.cli import main
 
-    monkeypatch.setattr(sys, "argv", ["tokenplan", "plan", "--gpu", "1xb200", "--spec", "none", "--isl-mean", "900",
-                                      "--json"])
+    monkeypatch.setattr(
+        sys, "argv", ["tokenplan", "plan", "--gpu", "1xb200", "--spec", "none", "--isl-mean", "900", "--json"]
+    )
     main()  # returns on success
-    assert json.loads(capsys.readouterr().out)["job"]["isl_mean_tokens"] == pytest.approx(900, rel=1e-3)  # capped lognormal: mean ≈ 900
+    assert json.loads(capsys.readouterr().out)["job"]["isl_mean_tokens"] == pytest.approx(
+        900, rel=1e-3
+    )  # capped lognormal: mean ≈ 900

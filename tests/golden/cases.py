@@ -23,18 +23,54 @@ CASES: dict[str, list[str]] = {
     "plan_8xb200_8xh200.json": ["plan", "--gpu", "8xb200", "--gpu", "8xh200", "--json"],
     # "## Commands": one configuration.
     "predict_qwen_b200_fp8.json": [
-        "predict", "--model", "qwen3.6-27b", "--gpu", "b200", "--tp", "1", "--weight-dtype", "fp8",
-        "--kv-dtype", "fp8", "--isl", "8192", "--osl", "1024", "--concurrency", "1024",
-        "--spec", "none", "--engine", "sglang", "--json",
+        "predict",
+        "--model",
+        "qwen3.6-27b",
+        "--gpu",
+        "b200",
+        "--tp",
+        "1",
+        "--weight-dtype",
+        "fp8",
+        "--kv-dtype",
+        "fp8",
+        "--isl",
+        "8192",
+        "--osl",
+        "1024",
+        "--concurrency",
+        "1024",
+        "--spec",
+        "none",
+        "--engine",
+        "sglang",
+        "--json",
     ],
     # "## Commands": memory of DeepSeek-R1 on 8× H200.
     "memory_deepseek_r1_8xh200.json": [
-        "memory", "--model", "deepseek-r1", "--gpu", "h200", "--num-gpus", "8", "--tp", "8",
-        "--weight-dtype", "fp8", "--json",
+        "memory",
+        "--model",
+        "deepseek-r1",
+        "--gpu",
+        "h200",
+        "--num-gpus",
+        "8",
+        "--tp",
+        "8",
+        "--weight-dtype",
+        "fp8",
+        "--json",
     ],
     # Memory of the default model on one B200 in FP8 (the README's default plan's GPU and format).
     "memory_qwen_b200_fp8.json": [
-        "memory", "--model", "qwen3.6-27b", "--gpu", "b200", "--weight-dtype", "fp8", "--json",
+        "memory",
+        "--model",
+        "qwen3.6-27b",
+        "--gpu",
+        "b200",
+        "--weight-dtype",
+        "fp8",
+        "--json",
     ],
 }
 
@@ -55,7 +91,11 @@ def run_case(args: list[str], cwd: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.run(
         [sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, f"tokenplan {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
     return proc.stdout

@@ -31,7 +31,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.sim_server import TEMPLATE_TOKENS, GENERATION_PROMPT_TOKENS, SimServerProcess  # noqa: E402
+from tests.support.sim_server import GENERATION_PROMPT_TOKENS, TEMPLATE_TOKENS, SimServerProcess  # noqa: E402
+
 from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 
 TAU = 2.952
@@ -42,8 +43,7 @@ OSL = 256
 
 def _run(tmp_path: Path, spec: str, **request) -> dict:
     with SimServerProcess(str(tmp_path), a_ms=2, b_ms=0.1, cap=32, spec=spec) as server:
-        return bench(replace(BenchRequest((server.url,), "sim-model", (4,), 64, OSL), num_prompts=8,
-                             **request)).data
+        return bench(replace(BenchRequest((server.url,), "sim-model", (4,), 64, OSL), num_prompts=8, **request)).data
 
 
 @pytest.mark.parametrize("engine", ["vllm", "trtllm"])
@@ -95,8 +95,14 @@ def test_context_buckets_show_acceptance_falling_with_context(tmp_path):
             words = context - 512 - overhead
             f.write(json.dumps({"prompt": " ".join(f"w{i % 997}" for i in range(words)), "max_tokens": 512}) + "\n")
     with SimServerProcess(str(tmp_path), a_ms=1, b_ms=0.05, cap=32, spec="sglang:3:0.8:0.1") as server:
-        data = bench(replace(BenchRequest((server.url,), "sim-model", (8,), None, 512, dataset=str(dataset)),
-                             num_prompts=8, warmup_requests=0, stream=False)).data
+        data = bench(
+            replace(
+                BenchRequest((server.url,), "sim-model", (8,), None, 512, dataset=str(dataset)),
+                num_prompts=8,
+                warmup_requests=0,
+                stream=False,
+            )
+        ).data
     buckets = data["acceptance"]["context_buckets"]
     assert [b["bucket"] for b in buckets] == ["<2K", "2–8K", "8–32K", "≥32K"]
     assert [b["mean_context_tokens"] for b in buckets] == list(DECAY_TAU)
@@ -111,8 +117,12 @@ def test_counters_alone_give_tau_at_each_levels_context(tmp_path):
     # vLLM exposes no per-request counts: τ belongs to the level's mean decode context
     # (prompt + answer / 2). Context 1,000 (488 + 512) and 16,000 (15,488 + 512).
     with SimServerProcess(str(tmp_path), a_ms=1, b_ms=0.05, cap=32, spec="vllm:3:0.8:0.1") as server:
-        runs = [bench(replace(BenchRequest((server.url,), "sim-model", (4,), isl, 512), num_prompts=4,
-                              warmup_requests=0)).data for isl in (488, 15_488)]
+        runs = [
+            bench(
+                replace(BenchRequest((server.url,), "sim-model", (4,), isl, 512), num_prompts=4, warmup_requests=0)
+            ).data
+            for isl in (488, 15_488)
+        ]
     short, long = (r["levels"][0]["acceptance"] for r in runs)
     assert (short["context_tokens"], long["context_tokens"]) == (488 + 256, 15_488 + 256)
     assert short["tau"] == pytest.approx(DECAY_TAU[1_000], rel=0.01)
@@ -135,8 +145,10 @@ def test_plan_takes_tau_from_a_bench_file(tmp_path):
     r = _cli("bench", "--from-json", str(saved))  # the report shows it too
     assert r.returncode == 0 and "speculative acceptance" in r.stdout and "2.95" in r.stdout, r.stderr
     r = _cli("plan", "--gpu", "8xb200", "--spec", f"mtp:4:{saved}")
-    assert (r.returncode, r.stderr) == (2, "error: spec draft tokens 4 is not allowed (allowed: at most 3, the "
-                                           "draft positions bench.json measured)\n")
+    assert (r.returncode, r.stderr) == (
+        2,
+        "error: spec draft tokens 4 is not allowed (allowed: at most 3, the draft positions bench.json measured)\n",
+    )
     plain = json.loads(saved.read_text())
     plain["acceptance"] = None
     saved.write_text(json.dumps(plain))

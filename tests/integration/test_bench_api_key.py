@@ -20,13 +20,21 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.sim_server import SimServerProcess  # noqa: E402
+
 from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 
 KEY = "sk-test-bench-1234"
 # Every kind of request one closed-loop level makes on this server (it has /tokenize and /metrics;
 # /get_server_info and /server_info answer 404 and are still asked).
-EXPECTED_PATHS = {"/v1/models", "/v1/chat/completions", "/tokenize", "/detokenize", "/metrics",
-                  "/get_server_info", "/server_info"}
+EXPECTED_PATHS = {
+    "/v1/models",
+    "/v1/chat/completions",
+    "/tokenize",
+    "/detokenize",
+    "/metrics",
+    "/get_server_info",
+    "/server_info",
+}
 
 
 def _log(path: Path) -> list[dict]:
@@ -34,8 +42,13 @@ def _log(path: Path) -> list[dict]:
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +59,21 @@ def server(tmp_path_factory):
         yield proc, log
 
 
-SMALL = ("--model", "sim-model", "--concurrency", "2", "--num-prompts", "4", "--warmup", "0",
-         "--isl", "16", "--osl", "4", "--json")
+SMALL = (
+    "--model",
+    "sim-model",
+    "--concurrency",
+    "2",
+    "--num-prompts",
+    "4",
+    "--warmup",
+    "0",
+    "--isl",
+    "16",
+    "--osl",
+    "4",
+    "--json",
+)
 
 
 def test_every_request_carries_the_bearer_key(server):
@@ -79,8 +105,17 @@ def test_without_a_key_no_authorization_header_is_sent(server, monkeypatch):
     proc, log = server
     log.unlink(missing_ok=True)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    outcome = bench(BenchRequest(endpoints=(proc.url,), model="sim-model", concurrencies=(2,), isl=16, osl=4,
-                                 num_prompts=4, warmup_requests=0))
+    outcome = bench(
+        BenchRequest(
+            endpoints=(proc.url,),
+            model="sim-model",
+            concurrencies=(2,),
+            isl=16,
+            osl=4,
+            num_prompts=4,
+            warmup_requests=0,
+        )
+    )
     assert outcome.stopped is None
     requests = _log(log)
     assert requests and {q["authorization"] for q in requests} == {None}

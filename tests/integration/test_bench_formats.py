@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.sim_server import SimServerProcess  # noqa: E402
+
 from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 
 CLI = [sys.executable, "-c", "import sys; from tokenplan.cli import main; sys.argv[0] = 'tokenplan'; main()"]
@@ -35,11 +36,37 @@ def test_a_server_without_stream_usage_gets_tokens_counted_from_chunks_and_says_
 def test_open_loop_poisson_arrivals_with_vllm_field_names(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     with SimServerProcess(str(tmp_path), a_ms=2.0, b_ms=0.1, cap=32) as server:
-        done = subprocess.run([*CLI, "bench", "--endpoint", server.url, "--model", "sim-model",
-                               "--request-rate", "20", "--burstiness", "1", "--max-concurrency", "8",
-                               "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "8",
-                               "--num-prompts", "24", "--warmup", "0", "--save", str(out)],
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [
+                *CLI,
+                "bench",
+                "--endpoint",
+                server.url,
+                "--model",
+                "sim-model",
+                "--request-rate",
+                "20",
+                "--burstiness",
+                "1",
+                "--max-concurrency",
+                "8",
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                "32",
+                "--random-output-len",
+                "8",
+                "--num-prompts",
+                "24",
+                "--warmup",
+                "0",
+                "--save",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     (level,) = data["levels"]
@@ -47,7 +74,9 @@ def test_open_loop_poisson_arrivals_with_vllm_field_names(tmp_path: Path) -> Non
     assert data["workload"]["arrivals"] == "open loop, gamma gaps, burstiness 1"
     # vllm bench serve's names carry the same figures in its units (ms, req/s, tok/s)
     assert level["request_throughput"] == level["request_throughput_per_s"]
-    assert level["output_throughput"] == level["output_tok_s"] and level["total_token_throughput"] == level["total_tok_s"]
+    assert (
+        level["output_throughput"] == level["output_tok_s"] and level["total_token_throughput"] == level["total_tok_s"]
+    )
     assert level["median_ttft_ms"] == pytest.approx(level["ttft_s"]["p50"] * 1e3)
     assert level["p99_e2el_ms"] == pytest.approx(level["e2e_s"]["p99"] * 1e3)
     assert level["mean_tpot_ms"] == pytest.approx(level["tpot_s"]["mean"] * 1e3)

@@ -22,16 +22,28 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.sim_server import SimServerProcess  # noqa: E402
+
 from tokenplan.api._common import PredictRequest  # noqa: E402
 from tokenplan.api.bench import BenchRequest, bench, fit_bench  # noqa: E402
 
 A_MS, B_MS, CAP = 10.0, 0.15, 32
 LEVELS = (1, 8, 32, 64)
 ISL, OSL = 64, 32
-TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
-              "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
-              "tie_word_embeddings": False, "rms_norm_eps": 1e-6}
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-6,
+}
 
 
 @pytest.fixture(scope="module")
@@ -125,8 +137,11 @@ def test_fitted_model_reproduces_the_server_step_time(sweep):
     # strays from the step the server measured at the same batch is this machine's client error;
     # the fit may stray twice that (at least the 10 % a quiet machine gives).
     steps = whole["step_s_by_batch"]
-    client_error = max(abs(lv["tpot_s"]["p50"] / steps[str(min(lv["concurrency"], CAP))] - 1)
-                       for lv in outcome.data["levels"] if str(min(lv["concurrency"], CAP)) in steps)
+    client_error = max(
+        abs(lv["tpot_s"]["p50"] / steps[str(min(lv["concurrency"], CAP))] - 1)
+        for lv in outcome.data["levels"]
+        if str(min(lv["concurrency"], CAP)) in steps
+    )
     tolerance = max(0.10, 2 * client_error)
     checked = 0
     for batch, step_s in steps.items():
@@ -148,8 +163,12 @@ def test_fitted_model_reproduces_the_server_step_time(sweep):
 
 
 def _cli(*args, timeout=120):
-    return subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_fit_cli_writes_a_profile_that_predict_uses_and_warns_with(sweep, tmp_path):
@@ -157,21 +176,68 @@ def test_fit_cli_writes_a_profile_that_predict_uses_and_warns_with(sweep, tmp_pa
     saved = tmp_path / "bench.json"
     saved.write_text(json.dumps(outcome.data))
     profile = tmp_path / "p.json"
-    r = _cli("bench", "--from-json", str(saved), "--fit", "-o", str(profile), "--config", str(config),
-             "--gpu", "h100-sxm", "--engine", "vllm", "--plot", str(tmp_path / "b.png"))
+    r = _cli(
+        "bench",
+        "--from-json",
+        str(saved),
+        "--fit",
+        "-o",
+        str(profile),
+        "--config",
+        str(config),
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--plot",
+        str(tmp_path / "b.png"),
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
-    p = _cli("predict", "--model", str(config), "--gpu", "h100-sxm", "--engine", "vllm", "--isl", "64",
-             "--osl", "32", "--concurrency", "16", "--calibration", str(profile), "--json")
+    p = _cli(
+        "predict",
+        "--model",
+        str(config),
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--isl",
+        "64",
+        "--osl",
+        "32",
+        "--concurrency",
+        "16",
+        "--calibration",
+        str(profile),
+        "--json",
+    )
     inside = json.loads(p.stdout)
     assert not any("calibration profile" in w for w in inside["warnings"])
     # 16 in flight at 32-token answers: 16 / step(16), by the law 16 / 12.4 ms ≈ 1,290 tok/s; by
     # the step law the server measured on this machine, ±15 %.
     a_s, b_s = measured_law(sweep[2])
     assert inside["output_tok_s_total"] == pytest.approx(16 / (a_s + b_s * 16), rel=0.15)
-    far = json.loads(_cli("predict", "--model", str(config), "--gpu", "h100-sxm", "--engine", "vllm", "--isl",
-                          "64", "--osl", "32", "--concurrency", "512", "--calibration", str(profile),
-                          "--json").stdout)
+    far = json.loads(
+        _cli(
+            "predict",
+            "--model",
+            str(config),
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            "vllm",
+            "--isl",
+            "64",
+            "--osl",
+            "32",
+            "--concurrency",
+            "512",
+            "--calibration",
+            str(profile),
+            "--json",
+        ).stdout
+    )
     assert any("concurrency 512 is far outside" in w for w in far["warnings"])
 
 
@@ -194,8 +260,23 @@ def test_server_dying_mid_sweep_keeps_the_finished_levels(tmp_path):
     # 16's warm-up) kills the server.
     saved = tmp_path / "partial.json"
     with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=16, exit_after_requests=26) as server:
-        r = _cli("bench", "--endpoint", server.url, "--model", "sim-model", "--concurrency", "1,4,16,64",
-                 "--isl", "16", "--osl", "4", "--num-prompts", "8", "--save", str(saved))
+        r = _cli(
+            "bench",
+            "--endpoint",
+            server.url,
+            "--model",
+            "sim-model",
+            "--concurrency",
+            "1,4,16,64",
+            "--isl",
+            "16",
+            "--osl",
+            "4",
+            "--num-prompts",
+            "8",
+            "--save",
+            str(saved),
+        )
     assert r.returncode == 2
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("error: sweep stopped:") and "stopped answering during concurrency 16" in last
@@ -218,8 +299,9 @@ def test_without_a_tokenizer_the_length_is_calibrated_on_usage(tmp_path):
 
 def test_duration_mode_stops_sending_after_the_duration(tmp_path):
     with SimServerProcess(str(tmp_path), a_ms=10, b_ms=0.1, cap=8) as server:
-        outcome = bench(replace(BenchRequest((server.url,), "sim-model", (4,), 16, 8), duration_s=1.0,
-                                warmup_requests=0))
+        outcome = bench(
+            replace(BenchRequest((server.url,), "sim-model", (4,), 16, 8), duration_s=1.0, warmup_requests=0)
+        )
         step_s = server.stats(0, 4e9)["step_s_by_batch"]["4"]  # law 10.4 ms; measured here
     (lv,) = outcome.data["levels"]
     # 4 requests of 8 steps each: one round takes 8 × step(4) (83 ms by the law: ~12 rounds in 1 s,
@@ -232,17 +314,39 @@ def test_duration_mode_stops_sending_after_the_duration(tmp_path):
 
 def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):
     # The endpoint is unreachable: had the paths passed, that would be the error.
-    for option, value, what in (("--save", "/nonexistent/x.json", "a JSON file path"),
-                                ("--plot", "/nonexistent/x.png", "a PNG file path")):
+    for option, value, what in (
+        ("--save", "/nonexistent/x.json", "a JSON file path"),
+        ("--plot", "/nonexistent/x.png", "a PNG file path"),
+    ):
         r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1", option, value)
-        assert (r.returncode, r.stderr) == (2, f"error: {option} {value!r} is not allowed (allowed: {what} in an "
-                                               "existing, writable directory; /nonexistent does not exist)\n")
-    r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1", "--fit",
-             "-o", str(tmp_path), "--config", "qwen3.6-27b", "--gpu", "h100-sxm")
+        assert (r.returncode, r.stderr) == (
+            2,
+            f"error: {option} {value!r} is not allowed (allowed: {what} in an "
+            "existing, writable directory; /nonexistent does not exist)\n",
+        )
+    r = _cli(
+        "bench",
+        "--endpoint",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--concurrency",
+        "1",
+        "--fit",
+        "-o",
+        str(tmp_path),
+        "--config",
+        "qwen3.6-27b",
+        "--gpu",
+        "h100-sxm",
+    )
     assert r.returncode == 2 and r.stderr.startswith(f"error: --out {str(tmp_path)!r} is not allowed")
     r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1,,2")
-    assert (r.returncode, r.stderr) == (2, "error: concurrency '1,,2' is not allowed (allowed: comma-separated "
-                                           "integers ≥ 1 with no empty entry, e.g. 1,4,16,64)\n")
+    assert (r.returncode, r.stderr) == (
+        2,
+        "error: concurrency '1,,2' is not allowed (allowed: comma-separated "
+        "integers ≥ 1 with no empty entry, e.g. 1,4,16,64)\n",
+    )
 
 
 def test_a_save_that_fails_at_the_end_prints_the_measurement_instead(sweep, tmp_path, monkeypatch, capsys):
@@ -253,16 +357,30 @@ def test_a_save_that_fails_at_the_end_prints_the_measurement_instead(sweep, tmp_
     saved = tmp_path / "bench.json"
     saved.write_text(json.dumps(outcome.data))
     monkeypatch.setattr(bench_cli, "check_output_file", lambda *args: None)  # the directory vanished meanwhile
-    monkeypatch.setattr(sys, "argv", ["tokenplan", "bench", "--from-json", str(saved), "--save", "/nonexistent/x.json",
-                                      "--plot", "/nonexistent/x.png"])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "tokenplan",
+            "bench",
+            "--from-json",
+            str(saved),
+            "--save",
+            "/nonexistent/x.json",
+            "--plot",
+            "/nonexistent/x.png",
+        ],
+    )
     with pytest.raises(SystemExit) as exited:
         main()
     captured = capsys.readouterr()
     assert exited.value.code == 2 and "Traceback" not in captured.err
     assert json.loads(captured.out) == json.loads(saved.read_text())  # every level, on stdout
-    assert captured.err == ("error: could not write --save '/nonexistent/x.json': No such file or directory; "
-                            "--plot '/nonexistent/x.png': No such file or directory; the bench JSON is printed "
-                            "on stdout\n")
+    assert captured.err == (
+        "error: could not write --save '/nonexistent/x.json': No such file or directory; "
+        "--plot '/nonexistent/x.png': No such file or directory; the bench JSON is printed "
+        "on stdout\n"
+    )
 
 
 def test_a_fit_far_from_the_measurement_warns_with_the_figure_and_still_writes(sweep, tmp_path):
@@ -275,8 +393,20 @@ def test_a_fit_far_from_the_measurement_warns_with_the_figure_and_still_writes(s
     saved = tmp_path / "bench.json"
     saved.write_text(json.dumps(data))
     profile = tmp_path / "p.json"
-    r = _cli("bench", "--from-json", str(saved), "--fit", "-o", str(profile), "--config", str(config),
-             "--gpu", "h100-sxm", "--engine", "vllm")
+    r = _cli(
+        "bench",
+        "--from-json",
+        str(saved),
+        "--fit",
+        "-o",
+        str(profile),
+        "--config",
+        str(config),
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+    )
     assert r.returncode == 0, r.stderr
     (warning,) = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     error = json.loads(profile.read_text())["fitted_on"]["median_abs_error"]

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
 from tests.support.readiness import wait_for_stored
 
@@ -22,43 +21,85 @@ def _rows(path: Path, n: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("option", "message"), [
-    (["--mode", "sideways"], "error: mode 'sideways' is not allowed (allowed: one of 'regenerate' or 'complete')"),
-    (["--on-length", "truncate"], "error: on_length 'truncate' is not allowed"),
-    (["--thinking", "maybe"], "error: thinking 'maybe' is not allowed"),
-    (["--extra-body", "[1]"], "error: extra-body '[1]' is not allowed (allowed: a JSON object"),
-    (["--concurrency", "0"], "error: concurrency 0 is not allowed"),
-    (["--temperature", "0.7", "--extra-body", '{"temperature": 1.5}'],
-     "error: extra_body {'temperature': 1.5} is not allowed (allowed: no temperature (use --temperature: "),
-    (["--thinking", "on", "--extra-body", '{"chat_template_kwargs": 5}'],
-     "error: extra_body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object"),
-    (["--temperature", "-1"], "error: temperature -1.0 is not allowed (allowed: a number ≥ 0)\n"),
-    (["--endpoint", "notaurl"], "error: endpoints ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
-                                "http(s) base URLs such as http://127.0.0.1:8000/v1; 'notaurl': the scheme must be "
-                                "http or https)\n"),
-])
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--mode", "sideways"], "error: mode 'sideways' is not allowed (allowed: one of 'regenerate' or 'complete')"),
+        (["--on-length", "truncate"], "error: on_length 'truncate' is not allowed"),
+        (["--thinking", "maybe"], "error: thinking 'maybe' is not allowed"),
+        (["--extra-body", "[1]"], "error: extra-body '[1]' is not allowed (allowed: a JSON object"),
+        (["--concurrency", "0"], "error: concurrency 0 is not allowed"),
+        (
+            ["--temperature", "0.7", "--extra-body", '{"temperature": 1.5}'],
+            "error: extra_body {'temperature': 1.5} is not allowed (allowed: no temperature (use --temperature: ",
+        ),
+        (
+            ["--thinking", "on", "--extra-body", '{"chat_template_kwargs": 5}'],
+            "error: extra_body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object",
+        ),
+        (["--temperature", "-1"], "error: temperature -1.0 is not allowed (allowed: a number ≥ 0)\n"),
+        (
+            ["--endpoint", "notaurl"],
+            "error: endpoints ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
+            "http(s) base URLs such as http://127.0.0.1:8000/v1; 'notaurl': the scheme must be "
+            "http or https)\n",
+        ),
+    ],
+)
 def test_a_bad_option_is_one_line_naming_it_and_exit_2(tmp_path: Path, option: list[str], message: str) -> None:
     data = _rows(tmp_path / "in.jsonl", 1)
-    done = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", "http://127.0.0.1:9/v1",
-                           "--model", "m", *option], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            *CLI,
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            *option,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.startswith(message) and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
 def test_an_unreachable_endpoint_is_one_line_and_exit_2(tmp_path: Path) -> None:
     data = _rows(tmp_path / "in.jsonl", 1)
-    done = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", "http://127.0.0.1:9/v1",
-                           "--model", "m"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (
-        2, "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)\n")
+        2,
+        "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)\n",
+    )
 
 
 @pytest.mark.slow
 def test_ctrl_c_stops_resumably_and_the_same_command_finishes(tmp_path: Path) -> None:
     data = _rows(tmp_path / "in.jsonl", 2000)
     with FaultServerProcess(str(tmp_path), delay_s=0.05) as server:
-        command = [*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url, "--model", "fault-model",
-                   "--concurrency", "4", "--grace-s", "5"]
+        command = [
+            *CLI,
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            server.url,
+            "--model",
+            "fault-model",
+            "--concurrency",
+            "4",
+            "--grace-s",
+            "5",
+        ]
         first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for_stored(tmp_path / "run", 0, first)  # its SIGINT handler is installed once it stores
         first.send_signal(signal.SIGINT)
@@ -71,8 +112,13 @@ def test_ctrl_c_stops_resumably_and_the_same_command_finishes(tmp_path: Path) ->
 
 def _generate(tmp_path: Path, *options: str, env: dict | None = None) -> subprocess.CompletedProcess:
     data = _rows(tmp_path / "in.jsonl", 1)
-    return subprocess.run([*CLI, str(data), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *options],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [*CLI, str(data), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def _one_line_exit_2(done: subprocess.CompletedProcess, expected: str) -> None:
@@ -83,37 +129,49 @@ def _one_line_exit_2(done: subprocess.CompletedProcess, expected: str) -> None:
 def test_an_out_dir_that_cannot_be_made_or_is_a_file_is_refused_before_sending(tmp_path: Path) -> None:
     # Had the checks passed, the unreachable endpoint would be the error: these come first.
     if Path("/proc/self").exists():
-        _one_line_exit_2(_generate(tmp_path, "--out", "/proc/forbidden"),
-                         "error: --out '/proc/forbidden' is not allowed (allowed: a directory to create or reuse "
-                         "(cannot create it: No such file or directory))")
+        _one_line_exit_2(
+            _generate(tmp_path, "--out", "/proc/forbidden"),
+            "error: --out '/proc/forbidden' is not allowed (allowed: a directory to create or reuse "
+            "(cannot create it: No such file or directory))",
+        )
     afile = tmp_path / "afile"
     afile.write_text("keep me")
-    _one_line_exit_2(_generate(tmp_path, "--out", str(afile)),
-                     f"error: --out {str(afile)!r} is not allowed (allowed: a directory to create or reuse; "
-                     "this path is an existing file)")
+    _one_line_exit_2(
+        _generate(tmp_path, "--out", str(afile)),
+        f"error: --out {str(afile)!r} is not allowed (allowed: a directory to create or reuse; "
+        "this path is an existing file)",
+    )
     assert afile.read_text() == "keep me"
 
 
 def test_an_export_path_is_checked_before_the_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _one_line_exit_2(_generate(tmp_path, "--out", str(run), "--export", "/nonexistent/dir/x.parquet"),
-                     "error: --export '/nonexistent/dir/x.parquet' is not allowed (allowed: a Parquet file path in "
-                     "an existing, writable directory; /nonexistent/dir does not exist)")
-    _one_line_exit_2(_generate(tmp_path, "--out", str(run), "--export", str(tmp_path)),
-                     f"error: --export {str(tmp_path)!r} is not allowed (allowed: a Parquet file path in an "
-                     "existing, writable directory; this path is a directory)")
+    _one_line_exit_2(
+        _generate(tmp_path, "--out", str(run), "--export", "/nonexistent/dir/x.parquet"),
+        "error: --export '/nonexistent/dir/x.parquet' is not allowed (allowed: a Parquet file path in "
+        "an existing, writable directory; /nonexistent/dir does not exist)",
+    )
+    _one_line_exit_2(
+        _generate(tmp_path, "--out", str(run), "--export", str(tmp_path)),
+        f"error: --export {str(tmp_path)!r} is not allowed (allowed: a Parquet file path in an "
+        "existing, writable directory; this path is a directory)",
+    )
     assert not run.exists()  # nothing made for a command that was refused
 
 
 def test_a_named_api_key_variable_that_is_unset_is_refused(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("NOPE_UNSET", "OPENAI_API_KEY")}
-    _one_line_exit_2(_generate(tmp_path, "--out", str(tmp_path / "run"), "--api-key-env", "NOPE_UNSET", env=env),
-                     "error: --api-key-env 'NOPE_UNSET' is not allowed (allowed: the name of a set, non-empty "
-                     "environment variable holding the API key ($NOPE_UNSET is unset or empty; leave "
-                     "--api-key-env out for a server that needs no key))")
+    _one_line_exit_2(
+        _generate(tmp_path, "--out", str(tmp_path / "run"), "--api-key-env", "NOPE_UNSET", env=env),
+        "error: --api-key-env 'NOPE_UNSET' is not allowed (allowed: the name of a set, non-empty "
+        "environment variable holding the API key ($NOPE_UNSET is unset or empty; leave "
+        "--api-key-env out for a server that needs no key))",
+    )
     # The default variable may be unset (a local server needs no key): it goes on to the server.
-    _one_line_exit_2(_generate(tmp_path, "--out", str(tmp_path / "run"), env=env),
-                     "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)")
+    _one_line_exit_2(
+        _generate(tmp_path, "--out", str(tmp_path / "run"), env=env),
+        "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)",
+    )
 
 
 def test_a_plan_for_another_model_is_a_warning_before_sending(tmp_path: Path) -> None:
@@ -123,4 +181,5 @@ def test_a_plan_for_another_model_is_a_warning_before_sending(tmp_path: Path) ->
     assert done.returncode == 2 and done.stderr.splitlines() == [
         f"warning: the plan {plan} was made for model 'qwen3.6-27b', but --model is 'm': its concurrency and "
         "throughput may not fit this model",
-        "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)"]
+        "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)",
+    ]

@@ -7,12 +7,13 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from tests.support.fault_jobs import fault_request as _request, jsonl as _jsonl, prompts as _prompts
+from tests.support.fault_jobs import fault_request as _request
+from tests.support.fault_jobs import jsonl as _jsonl
+from tests.support.fault_jobs import prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import RunDirError, ServerError
-
 
 
 def test_500s_429s_and_dropped_connections_are_retried_until_every_row_is_stored(tmp_path: Path) -> None:
@@ -94,8 +95,13 @@ def test_a_different_configuration_on_an_existing_run_dir_is_refused_unless_forc
 def test_two_endpoints_share_the_load(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 60)
     with FaultServerProcess(str(tmp_path), delay_s=0.02) as a, FaultServerProcess(str(tmp_path), delay_s=0.02) as b:
-        request = GenerateRequest.build(inputs=[str(tmp_path / "in.jsonl")], out_dir=tmp_path / "run",
-                                        endpoints=[a.url, b.url], model="fault-model", concurrency=4)
+        request = GenerateRequest.build(
+            inputs=[str(tmp_path / "in.jsonl")],
+            out_dir=tmp_path / "run",
+            endpoints=[a.url, b.url],
+            model="fault-model",
+            concurrency=4,
+        )
         generate(request)
     used = [r["turns"][0]["endpoint"] for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")]
     # Least outstanding requests with 4 slots each: both endpoints take a real share.

@@ -12,22 +12,42 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess, answer_for
+
 from tokenplan.api.generate import GenerateRequest, generate
 
 SHAREGPT = [  # LLaMA-Factory's sharegpt layout, shipped as one JSON array
-    {"id": "s1", "system": "Be brief.", "category": "math",
-     "conversations": [{"from": "human", "value": "1+1?"}, {"from": "gpt", "value": "old answer"}]},
-    {"id": "s2", "category": "chat", "lang": "en",
-     "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "old"},
-                       {"from": "human", "value": "bye"}, {"from": "gpt", "value": "old"}]},
+    {
+        "id": "s1",
+        "system": "Be brief.",
+        "category": "math",
+        "conversations": [{"from": "human", "value": "1+1?"}, {"from": "gpt", "value": "old answer"}],
+    },
+    {
+        "id": "s2",
+        "category": "chat",
+        "lang": "en",
+        "conversations": [
+            {"from": "human", "value": "hi"},
+            {"from": "gpt", "value": "old"},
+            {"from": "human", "value": "bye"},
+            {"from": "gpt", "value": "old"},
+        ],
+    },
 ]
 BATCH = [
-    {"custom_id": "b1", "method": "POST", "url": "/v1/chat/completions",
-     "body": {"model": "x", "messages": [{"role": "user", "content": "q1"}], "max_tokens": 4, "temperature": 0.25}},
-    {"custom_id": "b2", "method": "POST", "url": "/v1/chat/completions",
-     "body": {"model": "x", "messages": [{"role": "user", "content": "q2"}], "top_p": 0.5, "seed": 11}},
+    {
+        "custom_id": "b1",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "x", "messages": [{"role": "user", "content": "q1"}], "max_tokens": 4, "temperature": 0.25},
+    },
+    {
+        "custom_id": "b2",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "x", "messages": [{"role": "user", "content": "q2"}], "top_p": 0.5, "seed": 11},
+    },
 ]
 
 
@@ -43,8 +63,16 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
     data.write_text(json.dumps(SHAREGPT, indent=1))
     out = tmp_path / "train.jsonl"
     with FaultServerProcess(str(tmp_path), tokens=16) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", max_tokens=64, export=out))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                export=out,
+            )
+        )
     assert (result.units_total, result.stored, result.accounting_ok, result.export_rows) == (2, 2, True, 2)
     rows = {r["id"]: r for r in _lines(out)}
     s1, s2 = rows["s1"], rows["s2"]
@@ -52,8 +80,9 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
     assert (s1["category"], s2["category"], s2["lang"]) == ("math", "chat", "en")
     sent = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
     expect = answer_for({"messages": sent, "max_tokens": 64}, 16)["choices"][0]["message"]
-    assert s1["conversations"] == sent + [{"role": "assistant", "content": expect["content"],
-                                           "reasoning_content": expect["reasoning_content"]}]
+    assert s1["conversations"] == sent + [
+        {"role": "assistant", "content": expect["content"], "reasoning_content": expect["reasoning_content"]}
+    ]
     assert (s1["status"], s2["status"]) == ("success", "success")
     # the second turn is asked over the regenerated first answer (without its thinking)
     first = [{"role": "user", "content": "hi"}]
@@ -62,8 +91,16 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
     a2 = answer_for({"messages": second, "max_tokens": 64}, 16)["choices"][0]["message"]
     assert [m["content"] for m in s2["conversations"]] == ["hi", a1["content"], "bye", a2["content"]]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["export"] == {
-        "format": "jsonl", "path": str(out), "written": 2, "dropped_length": 0, "dropped_think_open": 0,
-        "dropped_empty_answer": 0, "dropped_think_marker": 0, "failed": 0, "unvalidated": 0}
+        "format": "jsonl",
+        "path": str(out),
+        "written": 2,
+        "dropped_length": 0,
+        "dropped_think_open": 0,
+        "dropped_empty_answer": 0,
+        "dropped_think_marker": 0,
+        "failed": 0,
+        "unvalidated": 0,
+    }
 
 
 def test_batch_file_to_batch_output_with_each_rows_sampling_honoured(tmp_path: Path) -> None:
@@ -71,14 +108,28 @@ def test_batch_file_to_batch_output_with_each_rows_sampling_honoured(tmp_path: P
     data.write_text("".join(json.dumps(b) + "\n" for b in BATCH))
     bodies, out = tmp_path / "bodies.jsonl", tmp_path / "results.jsonl"
     with FaultServerProcess(str(tmp_path), tokens=16, log_bodies=str(bodies)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", max_tokens=64, temperature=0.7, mode="complete",
-                                                export=out, export_format="openai-batch"))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                temperature=0.7,
+                mode="complete",
+                export=out,
+                export_format="openai-batch",
+            )
+        )
     assert (result.stored, result.accounting_ok) == (2, True)
     sent = {b["messages"][0]["content"]: b for b in _lines(bodies)}
     assert (sent["q1"]["max_tokens"], sent["q1"]["temperature"]) == (4, 0.25)  # the row's own values
     assert (sent["q2"]["max_tokens"], sent["q2"]["temperature"], sent["q2"]["top_p"], sent["q2"]["seed"]) == (
-        64, 0.7, 0.5, 11)  # the job's, plus the row's top_p and seed
+        64,
+        0.7,
+        0.5,
+        11,
+    )  # the job's, plus the row's top_p and seed
     lines = {line["custom_id"]: line for line in _lines(out)}
     assert set(lines) == {"b1", "b2"}
     for custom_id, question, max_tokens in (("b1", "q1", 4), ("b2", "q2", 64)):
@@ -98,13 +149,22 @@ def test_plan_max_tokens_is_carried_over_and_said(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text('{"id": "a", "prompt": "x"}\n')
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"model": "fault-model", "job": {"osl_cap_tokens": 32768.0},
-                                "recommended": {"concurrency_per_endpoint": 4, "output_tok_s_total": 100.0,
-                                                "num_replicas": 1}}))
+    plan.write_text(
+        json.dumps(
+            {
+                "model": "fault-model",
+                "job": {"osl_cap_tokens": 32768.0},
+                "recommended": {"concurrency_per_endpoint": 4, "output_tok_s_total": 100.0, "num_replicas": 1},
+            }
+        )
+    )
     bodies = tmp_path / "bodies.jsonl"
     with FaultServerProcess(str(tmp_path), log_bodies=str(bodies)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", plan=plan))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url], model="fault-model", plan=plan
+            )
+        )
     assert _lines(bodies)[0]["max_tokens"] == 32768
     assert f"max_tokens 32,768 (the plan {plan}'s output cap)" in result.notes
 
@@ -113,19 +173,47 @@ def test_limit_sends_only_the_first_rows(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(10)))
     with FaultServerProcess(str(tmp_path)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", max_tokens=8, limit=3))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=8,
+                limit=3,
+            )
+        )
     assert (result.units_total, result.stored, result.accounting_ok) == (3, 3, True)
 
 
 def test_dry_run_counts_rows_requests_and_prompt_tokens_and_sends_nothing(tmp_path: Path) -> None:
     data = tmp_path / "sharegpt.json"
     data.write_text(json.dumps(SHAREGPT + [{"id": "bad"}]))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([*CLI, "generate", str(data), "--out", str(tmp_path / "run"),
-                           "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--dry-run", "--json",
-                           "--max-tokens", "512"], capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [
+            *CLI,
+            "generate",
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--dry-run",
+            "--json",
+            "--max-tokens",
+            "512",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     # 2 usable rows (1 reject); s1 asks once, s2 twice (two user turns) → 3 requests
@@ -138,13 +226,36 @@ def test_dry_run_counts_rows_requests_and_prompt_tokens_and_sends_nothing(tmp_pa
 def test_after_sigterm_stored_skipped_errors_and_not_yet_sent_add_up_to_the_input(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(120)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()),
-                                                                      os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()), os.environ.get("PYTHONPATH")])),
+    }
     with FaultServerProcess(str(tmp_path), delay_s=0.2) as server:
-        proc = subprocess.Popen([*CLI, "generate", str(data), "--out",
-                                 str(tmp_path / "run"), "--endpoint", server.url, "--model", "fault-model",
-                                 "--max-tokens", "8", "--concurrency", "2", "--grace-s", "5", "--quiet", "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [
+                *CLI,
+                "generate",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--max-tokens",
+                "8",
+                "--concurrency",
+                "2",
+                "--grace-s",
+                "5",
+                "--quiet",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         shards = tmp_path / "run" / "shards"
         # readiness: wait until some rows are stored (the shard has lines), then stop the run
         import time
@@ -170,13 +281,22 @@ def test_generation_config_sets_the_default_sampling_and_says_so(tmp_path: Path)
     model_dir = tmp_path / "qwen3"
     model_dir.mkdir()
     # Qwen3's published thinking-mode defaults (huggingface.co/Qwen/Qwen3-8B generation_config.json)
-    (model_dir / "generation_config.json").write_text(json.dumps({"do_sample": True, "temperature": 0.6,
-                                                                  "top_p": 0.95, "top_k": 20}))
+    (model_dir / "generation_config.json").write_text(
+        json.dumps({"do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20})
+    )
     bodies = tmp_path / "bodies.jsonl"
     with FaultServerProcess(str(tmp_path), log_bodies=str(bodies)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", max_tokens=8, generation_config=model_dir,
-                                                top_k=40))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=8,
+                generation_config=model_dir,
+                top_k=40,
+            )
+        )
     body = _lines(bodies)[0]
     assert (body["temperature"], body["top_p"], body["top_k"]) == (0.6, 0.95, 40)  # --top-k wins over the file
     assert f"sampling from {model_dir}/generation_config.json: temperature 0.6, top_p 0.95" in result.notes
@@ -185,20 +305,42 @@ def test_generation_config_sets_the_default_sampling_and_says_so(tmp_path: Path)
 def test_a_contradicting_extra_body_is_refused_in_one_line_before_sending(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text('{"id": "a", "prompt": "x"}\n')
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([*CLI, "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint",
-                           "http://127.0.0.1:9/v1", "--model", "m", "--thinking", "off", "--extra-body",
-                           '{"chat_template_kwargs": {"enable_thinking": true, "reasoning_effort": "low"}}'],
-                          capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [
+            *CLI,
+            "generate",
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--thinking",
+            "off",
+            "--extra-body",
+            '{"chat_template_kwargs": {"enable_thinking": true, "reasoning_effort": "low"}}',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
-    assert "chat_template_kwargs.enable_thinking: --extra-body sets True but tokenplan's options set False" in done.stderr
+    assert (
+        "chat_template_kwargs.enable_thinking: --extra-body sets True but tokenplan's options set False" in done.stderr
+    )
     assert not (tmp_path / "run").exists()
 
 
 def test_dry_run_counts_prompt_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
     from tests.support.tiny_model import build_tokenizer
+
     from tokenplan.runner.dryrun import dry_run
 
     tokenizer_dir = tmp_path / "tok"
@@ -207,10 +349,16 @@ def test_dry_run_counts_prompt_tokens_with_a_local_tokenizer(tmp_path: Path) -> 
     data.write_text(json.dumps(SHAREGPT))
     counts = dry_run([data], "regenerate", 1, None, tokenizer_dir)
     # the same prompts rendered by the tokenizer's own chat template, counted here independently
-    prompts = [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}],
-               [{"role": "user", "content": "hi"}],
-               [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "old"},
-                {"role": "user", "content": "bye"}]]
+    prompts = [
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}],
+        [{"role": "user", "content": "hi"}],
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "old"},
+            {"role": "user", "content": "bye"},
+        ],
+    ]
+
     def length(prompt: list[dict]) -> int:
         encoded = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)
         return len(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)  # BatchEncoding in transformers 5
@@ -228,18 +376,36 @@ def test_batch_output_has_a_line_for_refused_rows_and_drop_length_counts(tmp_pat
     # tokens to the server, so b1 (8 + its own max_tokens 4 = 12) fits and b2 (8 + 64 = 72) is refused
     # with 400. (Every row refused alike would be a configuration error: test_generate_refusals.py.)
     with FaultServerProcess(str(tmp_path), context=32) as server:
-        generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "refused", endpoints=[server.url],
-                                       model="fault-model", max_tokens=64, mode="complete", export=refused_out,
-                                       export_format="openai-batch"))
+        generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "refused",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                mode="complete",
+                export=refused_out,
+                export_format="openai-batch",
+            )
+        )
     lines = {line["custom_id"]: line for line in _lines(refused_out)}
     assert set(lines) == {"b1", "b2"}
     assert lines["b1"]["response"]["status_code"] == 200
     assert lines["b2"]["response"]["status_code"] == 400 and lines["b2"]["error"] is None
     assert lines["b2"]["response"]["body"]["error"]["message"].startswith("This model's maximum context length is 32")
     with FaultServerProcess(str(tmp_path), tokens=16) as server:  # b1 asks for 4 of 16 tokens: cut
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "cut", endpoints=[server.url],
-                                                model="fault-model", max_tokens=64, mode="complete", export=cut_out,
-                                                drop_length=True))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "cut",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                mode="complete",
+                export=cut_out,
+                drop_length=True,
+            )
+        )
     assert [row["id"] for row in _lines(cut_out)] == ["b2"]
     assert (result.summary["export"]["written"], result.summary["export"]["dropped_length"]) == (1, 1)
 
@@ -247,12 +413,29 @@ def test_batch_output_has_a_line_for_refused_rows_and_drop_length_counts(tmp_pat
 def test_an_input_whose_every_row_is_rejected_exits_2_naming_the_rejects(tmp_path: Path) -> None:
     data = tmp_path / "odd.jsonl"
     data.write_text('{"text": "a"}\n{"text": "b"}\n')
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()),
-                                                                      os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path("src").resolve()), os.environ.get("PYTHONPATH")])),
+    }
     with FaultServerProcess(str(tmp_path)) as server:
-        done = subprocess.run([*CLI, "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                               "--model", "fault-model", "--quiet"], capture_output=True, text=True, env=env,
-                              timeout=120)
+        done = subprocess.run(
+            [
+                *CLI,
+                "generate",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "at least one usable row (all 2 rows were rejected; the reasons are in" in done.stderr
     assert len((tmp_path / "run" / "rejects.jsonl").read_text().splitlines()) == 2

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.api import generate as api_generate
 from tokenplan.api.generate import GenerateRequest, generate
 
@@ -21,20 +21,37 @@ def _input(path: Path) -> Path:
     return path
 
 
-def test_blank_lines_are_counted_in_the_summary_and_the_accounting_line(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch,
-                                                                       capsys: pytest.CaptureFixture) -> None:
+def test_blank_lines_are_counted_in_the_summary_and_the_accounting_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     data = _input(tmp_path / "in.jsonl")
     with FaultServerProcess(str(tmp_path)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run",
-                                                endpoints=[server.url], model="fault-model"))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url], model="fault-model"
+            )
+        )
         assert (result.units_total, result.stored, result.rejected_rows, result.blank_lines) == (3, 3, 0, 4)
         assert json.loads((tmp_path / "run" / "summary.json").read_text())["blank_lines"] == 4
         assert (tmp_path / "run" / "rejects.jsonl").read_text() == ""  # blank lines are not rejects
         from tokenplan.cli import main
 
-        monkeypatch.setattr(sys, "argv", ["tokenplan", "generate", str(data), "--out", str(tmp_path / "run"),
-                                          "--endpoint", server.url, "--model", "fault-model", "--quiet"])
+        monkeypatch.setattr(
+            sys,
+            "argv",
+            [
+                "tokenplan",
+                "generate",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--quiet",
+            ],
+        )
         main()
     out = capsys.readouterr().out
     assert "units         3 = 3 stored + 0 skipped + 0 errors  [ok]" in out
@@ -42,24 +59,44 @@ def test_blank_lines_are_counted_in_the_summary_and_the_accounting_line(tmp_path
 
 
 def test_an_export_failing_after_the_run_keeps_the_records_and_says_so_in_one_line(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     data = _input(tmp_path / "in.jsonl")
     gone = tmp_path / "gone" / "x.parquet"  # its directory is missing when the export runs
     monkeypatch.setattr(api_generate, "check_output_file", lambda *args: None)  # as if it vanished meanwhile
     with FaultServerProcess(str(tmp_path)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", export=gone))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url], model="fault-model", export=gone
+            )
+        )
         assert (result.stored, result.accounting_ok, result.export_rows) == (3, True, None)
         assert result.export_error.startswith(f"--export {str(gone)!r} failed (")
         assert "No such file or directory" in result.export_error and "\n" not in result.export_error
-        assert result.export_error.endswith(f"); every record is kept in {tmp_path / 'run'}: rerun the same command "
-                                            "to export again")
+        assert result.export_error.endswith(
+            f"); every record is kept in {tmp_path / 'run'}: rerun the same command to export again"
+        )
         assert (tmp_path / "run" / "summary.json").exists()
         from tokenplan.cli import main
 
-        monkeypatch.setattr(sys, "argv", ["tokenplan", "generate", str(data), "--out", str(tmp_path / "run"),
-                                          "--endpoint", server.url, "--model", "fault-model", "--quiet",
-                                          "--export", str(gone)])
+        monkeypatch.setattr(
+            sys,
+            "argv",
+            [
+                "tokenplan",
+                "generate",
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--quiet",
+                "--export",
+                str(gone),
+            ],
+        )
         with pytest.raises(SystemExit) as exited:
             main()
         captured = capsys.readouterr()
@@ -69,7 +106,10 @@ def test_an_export_failing_after_the_run_keeps_the_records_and_says_so_in_one_li
         assert captured.err.count("error:") == 1 and "Traceback" not in captured.err
         # The same command once the directory is back: nothing is sent again, the export is written.
         gone.parent.mkdir()
-        again = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                               model="fault-model", export=gone))
+        again = generate(
+            GenerateRequest.build(
+                inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url], model="fault-model", export=gone
+            )
+        )
     assert (again.already_done, again.export_rows, again.export_error) == (3, 3, None)
     assert sorted(p.name for p in gone.parent.iterdir()) == ["x.parquet"]  # no leftover .tmp

@@ -26,12 +26,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow,
-              pytest.mark.skipif(os.environ.get("TOKENPLAN_RAY_TESTS") != "1",
-                                 reason="opt-in: TOKENPLAN_RAY_TESTS=1 (needs tokenplan[ray])")]
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get("TOKENPLAN_RAY_TESTS") != "1", reason="opt-in: TOKENPLAN_RAY_TESTS=1 (needs tokenplan[ray])"
+    ),
+]
 
 RUNNER = """
 import json, sys
@@ -54,9 +57,21 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory):
     port = _free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": _pythonpath()}
     log = open(tmp_path_factory.mktemp("ray") / "head.log", "w")
-    head = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-                             "--include-dashboard=false", "--disable-usage-stats"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    head = subprocess.Popen(
+        [
+            "ray",
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while subprocess.run(["ray", "status", "--address", address], capture_output=True, env=env).returncode != 0:
@@ -77,8 +92,13 @@ def _pythonpath() -> str:
 
 def _start(options: dict) -> subprocess.Popen[str]:
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": _pythonpath()}
-    return subprocess.Popen([sys.executable, "-c", RUNNER, json.dumps(options)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, json.dumps(options)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _finish(options: dict, timeout_s: float = 300) -> dict:
@@ -93,9 +113,19 @@ def _input(path: Path, rows: int) -> Path:
     with path.open("w") as fh:
         for i in range(rows):
             if i % 3 == 0:  # two user turns → two requests, the second over the first answer
-                fh.write(json.dumps({"id": f"c{i}", "conversations": [
-                    {"role": "user", "content": f"q{i} " + "x" * rng.randint(0, 400)},
-                    {"role": "assistant", "content": "old"}, {"role": "user", "content": f"again {i}"}]}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": f"c{i}",
+                            "conversations": [
+                                {"role": "user", "content": f"q{i} " + "x" * rng.randint(0, 400)},
+                                {"role": "assistant", "content": "old"},
+                                {"role": "user", "content": f"again {i}"},
+                            ],
+                        }
+                    )
+                    + "\n"
+                )
             else:
                 fh.write(json.dumps({"id": f"p{i}", "prompt": f"prompt {i} " + "y" * rng.randint(0, 2000)}) + "\n")
     return path
@@ -111,8 +141,11 @@ def _expected_reply(messages: list[dict]) -> str:
 
 
 def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for shard in sorted((run_dir / "shards").glob("part-*.jsonl"))
-            for line in shard.read_text().splitlines()]
+    return [
+        json.loads(line)
+        for shard in sorted((run_dir / "shards").glob("part-*.jsonl"))
+        for line in shard.read_text().splitlines()
+    ]
 
 
 def _check_answers(records: list[dict]) -> None:
@@ -153,13 +186,16 @@ def test_parity_with_the_local_backend(tmp_path: Path, ray_head: str) -> None:
     with FaultServerProcess(str(tmp_path), delay_s=0.01, tokens=8) as server:
         base = {"inputs": [str(data)], "endpoints": [server.url], "model": "fault-model", "concurrency": 8}
         local = _finish({**base, "out_dir": str(tmp_path / "local")})
-        on_ray = _finish({**base, "out_dir": str(tmp_path / "ray"), "backend": "ray", "actors": 2,
-                          "ray_address": ray_head})
+        on_ray = _finish(
+            {**base, "out_dir": str(tmp_path / "ray"), "backend": "ray", "actors": 2, "ray_address": ray_head}
+        )
     assert local == on_ray == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
 
     def answers(run: str) -> dict[str, list]:
-        return {r["id"]: [(m["role"], m["content"], m.get("reasoning_content")) for m in r["conversations"]]
-                for r in _records(tmp_path / run)}
+        return {
+            r["id"]: [(m["role"], m["content"], m.get("reasoning_content")) for m in r["conversations"]]
+            for r in _records(tmp_path / run)
+        }
 
     assert answers("ray") == answers("local") and set(answers("ray")) == _expected_ids(rows)
 
@@ -169,8 +205,13 @@ def test_a_ray_run_directory_is_read_by_a_local_resume_export_and_report(tmp_pat
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), delay_s=0.01, tokens=8) as server:
-        base = {"inputs": [str(data)], "endpoints": [server.url], "model": "fault-model", "concurrency": 8,
-                "out_dir": str(run_dir)}
+        base = {
+            "inputs": [str(data)],
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 8,
+            "out_dir": str(run_dir),
+        }
         assert _finish({**base, "backend": "ray", "ray_address": ray_head})["stored"] == rows
         stats_before = httpx.get(server.url.removesuffix("/v1") + "/stats").json()
         # The local backend resumes it: nothing left to send, accounting ok, and --export works.
@@ -183,30 +224,56 @@ def test_a_ray_run_directory_is_read_by_a_local_resume_export_and_report(tmp_pat
     import pyarrow.parquet as pq
 
     assert sorted(pq.read_table(tmp_path / "out.parquet")["id"].to_pylist()) == sorted(_expected_ids(rows))
-    report = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "report", str(run_dir),
-                             "-o", str(tmp_path / "report.html")], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": _pythonpath()}, timeout=120)
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tokenplan.cli import main; main()",
+            "report",
+            str(run_dir),
+            "-o",
+            str(tmp_path / "report.html"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": _pythonpath()},
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "report.html").stat().st_size > 0
 
 
 def test_kills_of_driver_and_actors_and_a_server_restart_store_every_id_exactly_once(
-        tmp_path: Path, ray_head: str) -> None:
+    tmp_path: Path, ray_head: str
+) -> None:
     rows, rng = 1500, random.Random(2026)
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), p500=0.03, p429=0.03, pdrop=0.02, delay_s=0.2, tokens=8) as server:
-        options = {"inputs": [str(data)], "out_dir": str(run_dir), "endpoints": [server.url],
-                   "model": "fault-model", "concurrency": 4, "max_attempts": 30, "retry_base_delay_s": 0.01,
-                   "probe_interval_s": 0.2, "shard_max_bytes": 100_000, "backend": "ray", "actors": 2,
-                   "ray_address": ray_head}
+        options = {
+            "inputs": [str(data)],
+            "out_dir": str(run_dir),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 4,
+            "max_attempts": 30,
+            "retry_base_delay_s": 0.01,
+            "probe_interval_s": 0.2,
+            "shard_max_bytes": 100_000,
+            "backend": "ray",
+            "actors": 2,
+            "ray_address": ray_head,
+        }
         actor_kills, lines_after_kill = 0, []
         for k in range(6):  # six drivers killed with SIGKILL
             before = _lines(run_dir) if run_dir.exists() else 0
             proc = _start(options)
             # Mid-run: actors are up and have stored something in this run.
-            _wait_for(lambda: run_dir.exists() and _lines(run_dir) > before + 5 or proc.poll() is not None,
-                      120, "no progress after the driver started")
+            _wait_for(
+                lambda: run_dir.exists() and _lines(run_dir) > before + 5 or proc.poll() is not None,
+                120,
+                "no progress after the driver started",
+            )
             assert proc.poll() is None, proc.communicate()[1]
             if k in (0, 2, 4):  # one actor process killed mid-run: its share goes to a replacement
                 pid = rng.choice(_actor_pids())
@@ -239,7 +306,8 @@ def test_kills_of_driver_and_actors_and_a_server_restart_store_every_id_exactly_
 
 
 def test_a_frozen_driver_keeps_the_directory_and_a_killed_one_leaves_no_duplicates(
-        tmp_path: Path, ray_head: str) -> None:
+    tmp_path: Path, ray_head: str
+) -> None:
     """A frozen driver (SIGSTOP) still holds the run lock: a second run is refused. Once it is
     killed, its actors may still be finishing requests while the resumed run starts: the epoch
     fence keeps them from writing (the fence on a live actor: the test after the next)."""
@@ -247,9 +315,16 @@ def test_a_frozen_driver_keeps_the_directory_and_a_killed_one_leaves_no_duplicat
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), delay_s=0.5, tokens=8) as server:
-        options = {"inputs": [str(data)], "out_dir": str(run_dir), "endpoints": [server.url],
-                   "model": "fault-model", "concurrency": 16, "backend": "ray", "actors": 2,
-                   "ray_address": ray_head}
+        options = {
+            "inputs": [str(data)],
+            "out_dir": str(run_dir),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 16,
+            "backend": "ray",
+            "actors": 2,
+            "ray_address": ray_head,
+        }
         old = _start(options)
         _wait_for(lambda: run_dir.exists() and _lines(run_dir) > 20, 120, "the first run made no progress")
         old.send_signal(signal.SIGSTOP)
@@ -271,17 +346,25 @@ def test_sixteen_endpoints_are_all_used_by_four_actors(tmp_path: Path, ray_head:
     data = _input(tmp_path / "in.jsonl", rows)
     servers = [FaultServerProcess(str(tmp_path), tokens=4) for _ in range(16)]
     try:
-        result = _finish({"inputs": [str(data)], "out_dir": str(tmp_path / "run"),
-                          "endpoints": [s.url for s in servers], "model": "fault-model", "concurrency": 2,
-                          "backend": "ray", "actors": 4, "ray_address": ray_head})
+        result = _finish(
+            {
+                "inputs": [str(data)],
+                "out_dir": str(tmp_path / "run"),
+                "endpoints": [s.url for s in servers],
+                "model": "fault-model",
+                "concurrency": 2,
+                "backend": "ray",
+                "actors": 4,
+                "ray_address": ray_head,
+            }
+        )
     finally:
         for server in servers:
             server.stop()
     assert result["ok"] and result["stored"] == rows
     used = {turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"]}
     assert used == {s.url for s in servers}
-    actors = {p.name.split("-")[2] for p in (tmp_path / "run" / "shards").glob("part-0001-*.jsonl")
-              if p.stat().st_size}
+    actors = {p.name.split("-")[2] for p in (tmp_path / "run" / "shards").glob("part-0001-*.jsonl") if p.stat().st_size}
     assert len(actors) == 4  # every actor stored records
 
 
@@ -290,9 +373,19 @@ def test_an_actor_whose_endpoints_are_down_gets_no_units_and_the_run_finishes(tm
     data = _input(tmp_path / "in.jsonl", rows)
     dead = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
     with FaultServerProcess(str(tmp_path), delay_s=0.01, tokens=4) as server:
-        result = _finish({"inputs": [str(data)], "out_dir": str(tmp_path / "run"), "endpoints": [server.url, dead],
-                          "model": "fault-model", "concurrency": 8, "backend": "ray", "actors": 2,
-                          "ray_address": ray_head, "probe_interval_s": 0.5})
+        result = _finish(
+            {
+                "inputs": [str(data)],
+                "out_dir": str(tmp_path / "run"),
+                "endpoints": [server.url, dead],
+                "model": "fault-model",
+                "concurrency": 8,
+                "backend": "ray",
+                "actors": 2,
+                "ray_address": ray_head,
+                "probe_interval_s": 0.5,
+            }
+        )
     # Actor 1 holds only the dead endpoint: the local backend would eject it and carry on; so must this.
     assert result == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
     assert {turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"]} == {server.url}
@@ -303,8 +396,16 @@ def test_refused_rows_are_skipped_once_and_count_as_done(tmp_path: Path, ray_hea
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), p400=0.2, tokens=4) as server:
-        base = {"inputs": [str(data)], "out_dir": str(run_dir), "endpoints": [server.url], "model": "fault-model",
-                "concurrency": 8, "backend": "ray", "actors": 2, "ray_address": ray_head}
+        base = {
+            "inputs": [str(data)],
+            "out_dir": str(run_dir),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 8,
+            "backend": "ray",
+            "actors": 2,
+            "ray_address": ray_head,
+        }
         first = _finish(base)
         again = _finish(base)  # a skipped unit is done: nothing is sent again
     skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
@@ -340,8 +441,9 @@ def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, 
     ray.init(address=ray_head, runtime_env={"env_vars": {"PYTHONPATH": _pythonpath()}})
     try:
         with FaultServerProcess(str(tmp_path), delay_s=0.2, tokens=4) as server:
-            actor = ray.remote(num_cpus=0)(GenerateActor).remote(ActorConfig(
-                run_dir, epoch, 0, (server.url,), PoolSettings(16), job, None, 1 << 20))
+            actor = ray.remote(num_cpus=0)(GenerateActor).remote(
+                ActorConfig(run_dir, epoch, 0, (server.url,), PoolSettings(16), job, None, 1 << 20)
+            )
             assert ray.get(actor.start.remote()) is None
             ray.get(actor.submit.remote(units))
             _wait_for(lambda: _lines(run_dir) >= 20, 60, "the actor stored nothing")

@@ -13,18 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.support.fault_jobs import fault_request as _request, jsonl as _jsonl, prompts as _prompts
+from tests.support.fault_jobs import fault_request as _request
+from tests.support.fault_jobs import jsonl as _jsonl
+from tests.support.fault_jobs import prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
 from tests.support.readiness import wait_for_stored
+
 from tokenplan.api.generate import generate
 from tokenplan.errors import ServerError
 
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
 
 
-def test_max_tokens_above_the_served_context_stops_the_run_and_the_corrected_command_finishes(
-        tmp_path: Path) -> None:
+def test_max_tokens_above_the_served_context_stops_the_run_and_the_corrected_command_finishes(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 50)
     # Each prompt is [{"role": "user", "content": "prompt N"}]: ≤ 44 characters → ≤ 11 tokens for the
     # server (len // 4), so 11 + 8,192 > 4,096 is refused for every row and 11 + 1,024 fits.
@@ -69,7 +70,11 @@ def test_refusals_between_answers_are_the_rows_own_and_are_skipped(tmp_path: Pat
     with FaultServerProcess(str(tmp_path), p400=p400, seed=seed) as server:
         result = generate(_request(tmp_path, server.url, concurrency=1))
     assert (result.stored, result.skipped, result.errors, result.accounting_ok) == (
-        rows - len(expected), len(expected), 0, True)
+        rows - len(expected),
+        len(expected),
+        0,
+        True,
+    )
     assert {s["id"] for s in _jsonl(tmp_path / "run" / "skipped.jsonl")} == expected
 
 
@@ -104,20 +109,65 @@ def test_a_server_that_rejects_seed_stops_the_run_and_no_seed_finishes_it(tmp_pa
 def test_the_cli_says_a_job_wide_refusal_in_one_line_and_exits_2(tmp_path: Path) -> None:
     data = _prompts(tmp_path / "in.jsonl", 30)
     with FaultServerProcess(str(tmp_path), reject_seed=1) as server:
-        done = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                               "--model", "fault-model", "--concurrency", "2"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                *CLI,
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--concurrency",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr and "[ok]" not in done.stdout
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "rows in a row with 400" in errors[0]
-        both = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                               "--model", "fault-model", "--seed", "3", "--no-seed"],
-                              capture_output=True, text=True, timeout=120)
+        both = subprocess.run(
+            [
+                *CLI,
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--seed",
+                "3",
+                "--no-seed",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert both.returncode == 2 and both.stderr == (
-            "error: --no-seed '--seed 3' is not allowed (allowed: one of --seed N or --no-seed)\n")
-        fixed = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                                "--model", "fault-model", "--concurrency", "2", "--no-seed"],
-                               capture_output=True, text=True, timeout=120)
+            "error: --no-seed '--seed 3' is not allowed (allowed: one of --seed N or --no-seed)\n"
+        )
+        fixed = subprocess.run(
+            [
+                *CLI,
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--concurrency",
+                "2",
+                "--no-seed",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert fixed.returncode == 0, fixed.stderr
     assert "30 = 30 stored + 0 skipped + 0 errors  [ok]" in fixed.stdout
 
@@ -127,8 +177,20 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_no_traceback(tmp_path: 
     data = _prompts(tmp_path / "in.jsonl", 200)
     # Half the requests stall for 60 s, so the first Ctrl-C's 60 s grace has requests to wait for.
     with FaultServerProcess(str(tmp_path), pstall=0.5, stall_s=60, seed=2) as server:
-        command = [*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url, "--model",
-                   "fault-model", "--concurrency", "8", "--grace-s", "60"]
+        command = [
+            *CLI,
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            server.url,
+            "--model",
+            "fault-model",
+            "--concurrency",
+            "8",
+            "--grace-s",
+            "60",
+        ]
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for_stored(tmp_path / "run", 0, proc)
         lines: queue.Queue[str] = queue.Queue()

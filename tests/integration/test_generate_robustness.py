@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.runner import appendlog as rundir_module
 from tokenplan.runner.rundir import WriteFailed, iter_records, shard_paths
@@ -38,8 +38,16 @@ def _stored(run: Path) -> list[str]:
 
 
 def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
-    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
-                                    "endpoints": [url], "model": "fault-model", **FAST, **options})
+    return GenerateRequest.build(
+        **{
+            "inputs": [str(tmp_path / "in.jsonl")],
+            "out_dir": tmp_path / "run",
+            "endpoints": [url],
+            "model": "fault-model",
+            **FAST,
+            **options,
+        }
+    )
 
 
 def _scripted(tmp_path: Path, entries: list[dict]) -> FaultServerProcess:
@@ -49,8 +57,10 @@ def _scripted(tmp_path: Path, entries: list[dict]) -> FaultServerProcess:
 
 
 def _answer(finish: object = "stop", content: object = "done", usage: object = None) -> dict:
-    body = {"model": "fault-model", "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                                "finish_reason": finish}]}
+    body = {
+        "model": "fault-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+    }
     if usage is not None:
         body["usage"] = usage
     return {"raw": json.dumps(body)}
@@ -62,23 +72,30 @@ def _sse(*chunks: dict, done: bool = True) -> dict:
 
 
 def _delta(content: object = None, finish: object = None) -> dict:
-    return {"model": "fault-model", "choices": [{"index": 0, "delta": {} if content is None else {"content": content},
-                                                 "finish_reason": finish}]}
+    return {
+        "model": "fault-model",
+        "choices": [{"index": 0, "delta": {} if content is None else {"content": content}, "finish_reason": finish}],
+    }
 
 
 # ---- answers that are not finished are never stored as finished ------------------------------
 
-@pytest.mark.parametrize(("entry", "stream"), [
-    (_answer("abort"), False),                                                   # vLLM's aborted request
-    (_sse(_delta("par"), _delta(None, "abort")), True),                          # the same, streamed
-    (_sse(_delta("par"), _delta("tial"), done=False), True),                     # cut: no finish, no [DONE]
-    (_answer(None), False),                                                      # finish_reason missing
-    (_answer({"weird": 1}), False),                                              # not a string
-    (_answer("stop", usage={"prompt_tokens": "ten", "completion_tokens": 3}), False),
-    (_sse(_delta(12345), _delta(None, "stop")), True),                           # delta.content a number
-])
+
+@pytest.mark.parametrize(
+    ("entry", "stream"),
+    [
+        (_answer("abort"), False),  # vLLM's aborted request
+        (_sse(_delta("par"), _delta(None, "abort")), True),  # the same, streamed
+        (_sse(_delta("par"), _delta("tial"), done=False), True),  # cut: no finish, no [DONE]
+        (_answer(None), False),  # finish_reason missing
+        (_answer({"weird": 1}), False),  # not a string
+        (_answer("stop", usage={"prompt_tokens": "ten", "completion_tokens": 3}), False),
+        (_sse(_delta(12345), _delta(None, "stop")), True),  # delta.content a number
+    ],
+)
 def test_an_unfinished_or_malformed_answer_is_retried_then_recorded_never_stored(
-        tmp_path: Path, entry: dict, stream: bool) -> None:
+    tmp_path: Path, entry: dict, stream: bool
+) -> None:
     _prompts(tmp_path / "in.jsonl", 3)
     with _scripted(tmp_path, [entry]) as server:
         result = generate(_request(tmp_path, server.url, max_attempts=2, stream=stream))
@@ -112,8 +129,13 @@ def test_a_stream_opening_with_ping_and_empty_data_is_stored(tmp_path: Path) -> 
 
 def test_an_sglang_error_body_keeps_its_message_in_skipped(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 1)
-    body = {"object": "error", "message": "The input (9000 tokens) is longer than the model's context (8192)",
-            "type": "BadRequestError", "param": None, "code": 400}
+    body = {
+        "object": "error",
+        "message": "The input (9000 tokens) is longer than the model's context (8192)",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
     with _scripted(tmp_path, [{"status": 400, "raw": json.dumps(body)}]) as server:
         generate(_request(tmp_path, server.url))
     (skipped,) = _jsonl(tmp_path / "run" / "skipped.jsonl")
@@ -131,9 +153,11 @@ def test_an_over_size_answer_fails_its_row_without_a_retry(tmp_path: Path) -> No
 
 # ---- secrets stay off disk ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("api_key", "echoed"), [("sk-very-secret-0042", "Bearer ***"), (None, "Basic ***")])
 def test_endpoint_credentials_and_an_echoed_api_key_never_reach_the_run_directory(
-        tmp_path: Path, monkeypatch, api_key: str | None, echoed: str) -> None:
+    tmp_path: Path, monkeypatch, api_key: str | None, echoed: str
+) -> None:
     _prompts(tmp_path / "in.jsonl", 4)
     if api_key:
         monkeypatch.setenv("OPENAI_API_KEY", api_key)
@@ -157,33 +181,57 @@ def test_endpoint_credentials_and_an_echoed_api_key_never_reach_the_run_director
 
 # ---- rows that cannot be read ------------------------------------------------------------------
 
+
 def test_bad_rows_go_to_rejects_with_file_line_and_reason_and_the_rest_is_stored(tmp_path: Path) -> None:
-    lines = [b'{"id": "a", "prompt": "x\\ud800"}', b'{"prompt": "y\xed\xa0\x80"}',
-             b'{"id": "deep", "prompt": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_000 + b"}",
-             b'{"id": "good", "prompt": "fine"}']
+    lines = [
+        b'{"id": "a", "prompt": "x\\ud800"}',
+        b'{"prompt": "y\xed\xa0\x80"}',
+        b'{"id": "deep", "prompt": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_000 + b"}",
+        b'{"id": "good", "prompt": "fine"}',
+    ]
     (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     with FaultServerProcess(str(tmp_path)) as server:
         result = generate(_request(tmp_path, server.url))
     assert (result.stored, result.rejected_rows, result.accounting_ok) == (1, 3, True)
     rejects = _jsonl(tmp_path / "run" / "rejects.jsonl")
-    assert [(r["line"], r["file"]) for r in rejects] == [(1, str(tmp_path / "in.jsonl")), (2, str(tmp_path / "in.jsonl")),
-                                                         (3, str(tmp_path / "in.jsonl"))]
+    assert [(r["line"], r["file"]) for r in rejects] == [
+        (1, str(tmp_path / "in.jsonl")),
+        (2, str(tmp_path / "in.jsonl")),
+        (3, str(tmp_path / "in.jsonl")),
+    ]
     assert "surrogate" in rejects[0]["reason"] and "surrogate" in rejects[1]["reason"]
     assert "nested deeper" in rejects[2]["reason"]
 
 
-@pytest.mark.parametrize(("name", "data"), [("in.jsonl.zst", b'{"prompt": "not zstd"}\n'),
-                                             ("in.parquet", b"PAR1 not a parquet file PAR1")])
-def test_a_file_that_cannot_be_read_is_one_line_exit_2_and_nothing_created(tmp_path: Path, name: str, data: bytes) -> None:
+@pytest.mark.parametrize(
+    ("name", "data"), [("in.jsonl.zst", b'{"prompt": "not zstd"}\n'), ("in.parquet", b"PAR1 not a parquet file PAR1")]
+)
+def test_a_file_that_cannot_be_read_is_one_line_exit_2_and_nothing_created(
+    tmp_path: Path, name: str, data: bytes
+) -> None:
     (tmp_path / name).write_bytes(data)
-    done = subprocess.run([*CLI, str(tmp_path / name), "--out", str(tmp_path / "run"), "--endpoint",
-                           "http://127.0.0.1:9/v1", "--model", "m"], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": SRC})
+    done = subprocess.run(
+        [
+            *CLI,
+            str(tmp_path / name),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and name in done.stderr, done.stderr
     assert not (tmp_path / "run").exists()
 
 
 # ---- a full disk -------------------------------------------------------------------------------
+
 
 def test_a_disk_full_mid_record_stops_cleanly_and_a_resume_stores_every_id_once(tmp_path: Path, monkeypatch) -> None:
     _prompts(tmp_path / "in.jsonl", 60)
@@ -216,11 +264,23 @@ def _limit_file_size() -> None:
 def test_a_file_size_limit_ends_the_run_in_one_line_and_a_resume_finishes(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 300)  # ~300 records of ~700 bytes: the shard passes 30 kB
     with FaultServerProcess(str(tmp_path)) as server:
-        command = [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                   "--model", "fault-model", "--quiet", "--concurrency", "4"]
+        command = [
+            *CLI,
+            str(tmp_path / "in.jsonl"),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            server.url,
+            "--model",
+            "fault-model",
+            "--quiet",
+            "--concurrency",
+            "4",
+        ]
         env = {**os.environ, "PYTHONPATH": SRC}
-        limited = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env,
-                                 preexec_fn=_limit_file_size)
+        limited = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, env=env, preexec_fn=_limit_file_size
+        )
         assert limited.returncode == 2 and "Traceback" not in limited.stderr, limited.stderr
         assert limited.stderr.startswith("error: cannot write") and "File too large" in limited.stderr
         stored_first = len(_stored(tmp_path / "run"))
@@ -232,12 +292,24 @@ def test_a_file_size_limit_ends_the_run_in_one_line_and_a_resume_finishes(tmp_pa
 
 # ---- one process per run directory ---------------------------------------------------------------
 
+
 def test_a_second_process_on_the_same_out_is_refused_and_nothing_is_duplicated(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 40)
     env = {**os.environ, "PYTHONPATH": SRC}
     with FaultServerProcess(str(tmp_path), delay_s=0.2) as server:
-        command = [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                   "--model", "fault-model", "--quiet", "--concurrency", "2"]
+        command = [
+            *CLI,
+            str(tmp_path / "in.jsonl"),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            server.url,
+            "--model",
+            "fault-model",
+            "--quiet",
+            "--concurrency",
+            "2",
+        ]
         first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         lock = tmp_path / "run" / ".lock"
         deadline = time.monotonic() + 60
@@ -270,25 +342,36 @@ def test_a_rerun_drops_duplicate_records_keeping_the_first(tmp_path: Path) -> No
 
 # ---- values refused before anything is sent -------------------------------------------------------
 
-@pytest.mark.parametrize(("option", "field"), [
-    (["--temperature", "inf"], "temperature"),
-    (["--temperature", "nan"], "temperature"),
-    (["--seed", str(10**20)], "seed"),
-    (["--max-tokens", str(10**30)], "max_tokens"),
-    (["--n", "100000000"], "n"),
-    (["--extra-body", '{"messages": [{"role": "user", "content": "hijack"}]}'], "extra_body"),
-    (["--extra-body", '{"seed": 1}'], "extra_body"),
-    (["--endpoint", "http://[::1/v1"], "endpoints"),
-])
+
+@pytest.mark.parametrize(
+    ("option", "field"),
+    [
+        (["--temperature", "inf"], "temperature"),
+        (["--temperature", "nan"], "temperature"),
+        (["--seed", str(10**20)], "seed"),
+        (["--max-tokens", str(10**30)], "max_tokens"),
+        (["--n", "100000000"], "n"),
+        (["--extra-body", '{"messages": [{"role": "user", "content": "hijack"}]}'], "extra_body"),
+        (["--extra-body", '{"seed": 1}'], "extra_body"),
+        (["--endpoint", "http://[::1/v1"], "endpoints"),
+    ],
+)
 def test_a_value_that_makes_no_sense_is_refused_in_one_line_and_nothing_is_created(
-        tmp_path: Path, option: list[str], field: str) -> None:
+    tmp_path: Path, option: list[str], field: str
+) -> None:
     _prompts(tmp_path / "in.jsonl", 1)
     endpoint = [] if option[0] == "--endpoint" else ["--endpoint", "http://127.0.0.1:9/v1"]
     started = time.monotonic()
-    done = subprocess.run([*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), *endpoint,
-                           "--model", "m", *option], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": SRC})
-    assert done.returncode == 2 and done.stderr.startswith(f"error: {field} ") and done.stderr.count("\n") == 1, done.stderr
+    done = subprocess.run(
+        [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), *endpoint, "--model", "m", *option],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {field} ") and done.stderr.count("\n") == 1, (
+        done.stderr
+    )
     assert not (tmp_path / "run").exists()
     assert time.monotonic() - started < 30  # generous for a loaded machine; --n 1e8 used to hang
 
@@ -310,9 +393,16 @@ def test_an_input_file_whose_name_is_not_utf8_is_generated_and_exported(tmp_path
     name = os.fsdecode(b"in-\xff.jsonl")  # Python keeps the byte 0xff as the lone surrogate U+DCFF
     _prompts(tmp_path / name, 3)
     with FaultServerProcess(str(tmp_path)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(tmp_path / name)], out_dir=tmp_path / "run",
-                                                endpoints=[server.url], model="fault-model",
-                                                export=tmp_path / "out.parquet", **FAST))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(tmp_path / name)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                export=tmp_path / "out.parquet",
+                **FAST,
+            )
+        )
     assert (result.stored, result.accounting_ok, result.export_rows) == (3, True, 3)
     (record, *_) = _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")
     assert record["source"]["file"].endswith("in-\ufffd.jsonl")

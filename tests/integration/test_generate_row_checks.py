@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.runner.export import export_run
 from tokenplan.runner.rundir import iter_records, shard_paths
@@ -24,11 +24,15 @@ USER = {"role": "user", "content": "u"}
 # One bad row per case of the issue, each with the reason it must be rejected for (the start of it).
 BAD_ROWS = [
     ('{"id": "deep", "prompt": "p", "meta": ' + "[" * 300 + "]" * 300 + "}", "meta: nested more than 252 levels"),
-    (r'{"id": "calls", "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "",'
-     r' "tool_calls": [{"id": "\ud800"}]}, {"role": "tool", "content": "t"}, {"role": "user", "content": "v"}]}',
-     "messages[1].tool_calls[0].id: lone UTF-16 surrogate"),
-    (r'{"custom_id": "batch", "body": {"messages": [{"role": "user", "content": "u"}], "stop": ["\udc00"]}}',
-     "body.stop[0]: lone UTF-16 surrogate"),
+    (
+        r'{"id": "calls", "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "",'
+        r' "tool_calls": [{"id": "\ud800"}]}, {"role": "tool", "content": "t"}, {"role": "user", "content": "v"}]}',
+        "messages[1].tool_calls[0].id: lone UTF-16 surrogate",
+    ),
+    (
+        r'{"custom_id": "batch", "body": {"messages": [{"role": "user", "content": "u"}], "stop": ["\udc00"]}}',
+        "body.stop[0]: lone UTF-16 surrogate",
+    ),
     ('{"id": "nan", "prompt": "p", "score": NaN}', "score: nan is not a finite number"),
     ('{"id": "inf", "prompt": "p", "score": Infinity}', "score: inf is not a finite number"),
     ('{"id": "big", "prompt": "p", "n": 36893488147419103232}', "n: integer 36893488147419103232 is outside"),
@@ -44,8 +48,16 @@ def _stored(run: Path) -> dict[str, dict]:
 
 
 def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
-    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
-                                    "endpoints": [url], "model": "fault-model", **FAST, **options})
+    return GenerateRequest.build(
+        **{
+            "inputs": [str(tmp_path / "in.jsonl")],
+            "out_dir": tmp_path / "run",
+            "endpoints": [url],
+            "model": "fault-model",
+            **FAST,
+            **options,
+        }
+    )
 
 
 def _scripted(tmp_path: Path, entries: list[dict], name: str = "script.json") -> FaultServerProcess:
@@ -55,9 +67,11 @@ def _scripted(tmp_path: Path, entries: list[dict], name: str = "script.json") ->
 
 
 def _answer(message: dict, finish: str = "stop", completion_tokens: int = 500) -> dict:
-    body = {"model": "fault-model", "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                                "finish_reason": finish}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens}}
+    body = {
+        "model": "fault-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens},
+    }
     return {"raw": json.dumps(body)}
 
 
@@ -91,8 +105,7 @@ def test_an_empty_answer_is_retried_then_an_error_and_a_rerun_stores_the_real_an
     assert (first.stored, first.errors) == (0, 1) and _stored(tmp_path / "run") == {}
     (error,) = _jsonl(tmp_path / "run" / "errors.jsonl")
     assert error["reason"] == "protocol" and error["attempts"] == 3
-    assert error["detail"] == ("empty answer: content null, no reasoning, finish_reason 'stop', "
-                               "completion_tokens 500")
+    assert error["detail"] == ("empty answer: content null, no reasoning, finish_reason 'stop', completion_tokens 500")
     with _scripted(tmp_path, [_answer({"content": "the answer"}, completion_tokens=2)], "good.json") as server:
         rerun = generate(_request(tmp_path, server.url))
     assert rerun.stored == 1
@@ -102,15 +115,20 @@ def test_an_empty_answer_is_retried_then_an_error_and_a_rerun_stores_the_real_an
 def test_raw_harmony_channels_are_stored_as_reasoning_and_answer(tmp_path: Path) -> None:
     # The cookbook's example answer (openai-cookbook articles/openai-harmony.md), as trtllm-serve
     # returned it in content (NVIDIA/TensorRT-LLM#9256).
-    raw = ('<|channel|>analysis<|message|>User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.<|end|>'
-           "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>")
+    raw = (
+        '<|channel|>analysis<|message|>User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.<|end|>'
+        "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>"
+    )
     (tmp_path / "in.jsonl").write_text('{"id": "r0", "prompt": "What is 2 + 2?"}\n')
     with _scripted(tmp_path, [_answer({"content": raw}, completion_tokens=30)]) as server:
         result = generate(_request(tmp_path, server.url))
     assert result.stored == 1
     answer = _stored(tmp_path / "run")["r0"]["conversations"][-1]
-    assert answer == {"role": "assistant", "content": "2 + 2 = 4.",
-                      "reasoning_content": 'User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.'}
+    assert answer == {
+        "role": "assistant",
+        "content": "2 + 2 = 4.",
+        "reasoning_content": 'User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.',
+    }
     export_run(tmp_path / "run", tmp_path / "train.jsonl", "jsonl")
     (line,) = _jsonl(tmp_path / "train.jsonl")
     assert "<|" not in json.dumps(line)  # no Harmony marker reaches the training file
@@ -128,23 +146,55 @@ def test_harmony_with_a_tool_call_and_no_final_answer_is_an_error_not_a_stored_a
 
 def _cli(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     (tmp_path / "in.jsonl").write_text('{"id": "r0", "prompt": "p"}\n')
-    return subprocess.run([*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint",
-                           "http://127.0.0.1:9/v1", "--model", "m", *options], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": SRC, **(env or {})})
+    return subprocess.run(
+        [
+            *CLI,
+            str(tmp_path / "in.jsonl"),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": SRC, **(env or {})},
+    )
 
 
-@pytest.mark.parametrize(("options", "start", "says"), [
-    # --extra-body is read by the bounded loader (tokenplan.loaders, MAX_NESTING = 64 levels)
-    (["--extra-body", '{"a": ' + "[" * 300 + "]" * 300 + "}"], "error: extra-body ", "nested deeper than 64 levels"),
-    (["--extra-body", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"], "error: extra-body ", "nested deeper than 64 levels"),
-    (["--extra-body", '{"logit_bias": {"1": NaN}}'], "error: extra_body ", "extra_body.logit_bias.1: nan is not"),
-    (["--extra-body", '{"min_tokens": 18446744073709551616}'], "error: extra_body ",
-     "extra_body.min_tokens: integer 18446744073709551616 is outside"),
-    (["--extra-body", '{"max_completion_tokens": 99}'], "error: extra_body ",
-     "max_completion_tokens (max_tokens's other name: use --max-tokens)"),
-])
+@pytest.mark.parametrize(
+    ("options", "start", "says"),
+    [
+        # --extra-body is read by the bounded loader (tokenplan.loaders, MAX_NESTING = 64 levels)
+        (
+            ["--extra-body", '{"a": ' + "[" * 300 + "]" * 300 + "}"],
+            "error: extra-body ",
+            "nested deeper than 64 levels",
+        ),
+        (
+            ["--extra-body", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"],
+            "error: extra-body ",
+            "nested deeper than 64 levels",
+        ),
+        (["--extra-body", '{"logit_bias": {"1": NaN}}'], "error: extra_body ", "extra_body.logit_bias.1: nan is not"),
+        (
+            ["--extra-body", '{"min_tokens": 18446744073709551616}'],
+            "error: extra_body ",
+            "extra_body.min_tokens: integer 18446744073709551616 is outside",
+        ),
+        (
+            ["--extra-body", '{"max_completion_tokens": 99}'],
+            "error: extra_body ",
+            "max_completion_tokens (max_tokens's other name: use --max-tokens)",
+        ),
+    ],
+)
 def test_an_extra_body_no_request_or_record_can_carry_is_refused_in_one_line(
-        tmp_path: Path, options: list[str], start: str, says: str) -> None:
+    tmp_path: Path, options: list[str], start: str, says: str
+) -> None:
     done = _cli(tmp_path, *options)
     assert done.returncode == 2 and done.stderr.startswith(start) and done.stderr.count("\n") == 1, done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr
@@ -153,8 +203,9 @@ def test_an_extra_body_no_request_or_record_can_carry_is_refused_in_one_line(
 
 
 def test_max_completion_tokens_in_extra_body_is_allowed_with_the_override(tmp_path: Path) -> None:
-    request = _request(tmp_path, "http://127.0.0.1:9/v1", extra_body={"max_completion_tokens": 9},
-                       extra_body_override=True)
+    request = _request(
+        tmp_path, "http://127.0.0.1:9/v1", extra_body={"max_completion_tokens": 9}, extra_body_override=True
+    )
     assert request.extra_body == {"max_completion_tokens": 9}
 
 

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-
-from tests.support.fault_jobs import fault_request as _request, jsonl as _jsonl, prompts as _prompts
+from tests.support.fault_jobs import fault_request as _request
+from tests.support.fault_jobs import jsonl as _jsonl
+from tests.support.fault_jobs import prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.api.generate import generate
 from tokenplan.errors import RunDirError, ServerError
 
@@ -29,8 +31,7 @@ def test_a_run_that_failed_before_any_answer_takes_the_corrected_command_without
         assert (tmp_path / "run" / "manifest.json").exists()  # written before the health check
         fixed = generate(_request(tmp_path, server.url, max_tokens=64))
         assert (fixed.stored, fixed.accounting_ok) == (10, True)
-        assert any("held no stored answer" in note and "'fault-modle' → 'fault-model'" in note
-                   for note in fixed.notes)
+        assert any("held no stored answer" in note and "'fault-modle' → 'fault-model'" in note for note in fixed.notes)
         # Once an answer is stored, the directory is bound: another configuration needs --force.
         with pytest.raises(RunDirError, match=r"different job \(sampling\.max_tokens: 64 → 128\)"):
             generate(_request(tmp_path, server.url, max_tokens=128))
@@ -48,8 +49,9 @@ def test_summary_json_is_the_runs_over_all_invocations(tmp_path: Path) -> None:
     # 30 requests in all, each answered with min(16, max_tokens) = 16 completion tokens: 480 tokens
     assert (s["invocations"], s["requests"], s["output_tokens"]) == (2, 30, 480)
     assert s["this_invocation"]["requests"] == 0 and s["this_invocation"]["output_tokens"] == 0
-    assert s["elapsed_s"] == pytest.approx(first.summary["this_invocation"]["elapsed_s"]
-                                           + second.summary["this_invocation"]["elapsed_s"])
+    assert s["elapsed_s"] == pytest.approx(
+        first.summary["this_invocation"]["elapsed_s"] + second.summary["this_invocation"]["elapsed_s"]
+    )
     assert s["output_tok_s"] == pytest.approx(480 / s["elapsed_s"]) and s["output_tok_s"] > 0
     assert sum(b["requests"] for b in s["completion_tokens_histogram"]) == 30
     assert s["latency_e2e"]["count"] == 20  # the latest invocation that sent requests: 20 of them
@@ -63,13 +65,32 @@ def test_the_default_max_tokens_is_the_models_context_less_each_prompt_and_is_sa
     data = _prompts(tmp_path / "in.jsonl", 12)
     log = tmp_path / "bodies.jsonl"
     with FaultServerProcess(str(tmp_path), model=str(model_dir), log_bodies=str(log)) as server:
-        done = subprocess.run([*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url,
-                               "--model", str(model_dir), "--n", "2", "--thinking", "on", "--temperature", "0"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                *CLI,
+                str(data),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                server.url,
+                "--model",
+                str(model_dir),
+                "--n",
+                "2",
+                "--thinking",
+                "on",
+                "--temperature",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr
     assert "note: max_tokens: the model's context 40,960 (max_position_embeddings of " in done.stderr
-    assert "warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row will be identical" \
-        in done.stderr
+    assert (
+        "warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row will be identical" in done.stderr
+    )
     assert "warning: thinking on at temperature 0 (greedy decoding): some models loop" in done.stderr
     sent = _jsonl(log)
     assert len(sent) == 24
@@ -80,6 +101,7 @@ def test_the_default_max_tokens_is_the_models_context_less_each_prompt_and_is_sa
         assert body["max_tokens"] == expected
     seven = [b for b in sent if b["messages"][0]["content"] == "prompt 7"]
     assert {b["max_tokens"] for b in seven} == {40_828}
-    records = [json.loads(line) for p in (tmp_path / "run" / "shards").glob("*.jsonl")
-               for line in p.read_text().splitlines()]
+    records = [
+        json.loads(line) for p in (tmp_path / "run" / "shards").glob("*.jsonl") for line in p.read_text().splitlines()
+    ]
     assert {r["turns"][0]["max_tokens"] for r in records if r["source_id"] == "r7"} == {40_828}

@@ -11,30 +11,49 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from tests.support.fault_server import FaultServerProcess, answer_for
 from tests.support.specforge_rules import parser_problem, validator_problem
+
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.runner.export import export_run, specforge_line
 from tokenplan.runner.rows import Row, read_rows
 from tokenplan.runner.rundir import iter_records
 
-TOOL_CALL = {"id": "call_1", "type": "function",
-             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 ROWS = [
     # ShareGPT with a system field, two user turns, and fields of three kinds.
-    {"id": "s1", "system": "Be brief.", "category": "math", "difficulty": 3, "tags": ["add", "easy"],
-     "conversations": [{"from": "human", "value": "1+1?"}, {"from": "gpt", "value": "old"},
-                       {"from": "human", "value": "and 2+2?"}, {"from": "gpt", "value": "old"}]},
+    {
+        "id": "s1",
+        "system": "Be brief.",
+        "category": "math",
+        "difficulty": 3,
+        "tags": ["add", "easy"],
+        "conversations": [
+            {"from": "human", "value": "1+1?"},
+            {"from": "gpt", "value": "old"},
+            {"from": "human", "value": "and 2+2?"},
+            {"from": "gpt", "value": "old"},
+        ],
+    },
     # OpenAI messages; "difficulty" is text here (int above): a mixed column; "meta" an object.
-    {"id": "m1", "category": "chat", "difficulty": "hard", "meta": {"src": "forum", "score": 0.5},
-     "messages": [{"role": "user", "content": "hi"}]},
+    {
+        "id": "m1",
+        "category": "chat",
+        "difficulty": "hard",
+        "meta": {"src": "forum", "score": 0.5},
+        "messages": [{"role": "user", "content": "hi"}],
+    },
     # Tool use: the call and its result are kept, the answer after the tool is regenerated.
-    {"id": "t1", "category": "tools",
-     "messages": [{"role": "user", "content": "Weather in Paris?"},
-                  {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
-                  {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "18 C, sunny"},
-                  {"role": "assistant", "content": "old answer"}]},
+    {
+        "id": "t1",
+        "category": "tools",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "18 C, sunny"},
+            {"role": "assistant", "content": "old answer"},
+        ],
+    },
 ]
 
 
@@ -49,8 +68,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp / "in.jsonl.gz"
     data.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in ROWS).encode()))
     with FaultServerProcess(str(tmp), tokens=16) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp / "run", endpoints=[server.url],
-                                                model="fault-model", max_tokens=64, export=tmp / "train.jsonl"))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                export=tmp / "train.jsonl",
+            )
+        )
     assert (result.units_total, result.stored, result.accounting_ok, result.export_rows) == (3, 3, True, 3)
     return tmp
 
@@ -68,16 +95,22 @@ def test_the_training_file_keeps_reasoning_tools_and_fields_as_specforge_reads_t
     # the stored answers are the fault server's, under SpecForge's names
     asked = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
     first = _answer(asked)
-    assert s1["conversations"][2] == {"role": "assistant", "content": first["content"],
-                                      "reasoning_content": first["reasoning_content"]}
+    assert s1["conversations"][2] == {
+        "role": "assistant",
+        "content": first["content"],
+        "reasoning_content": first["reasoning_content"],
+    }
     assert (s1["status"], s1["category"], s1["difficulty"], s1["tags"]) == ("success", "math", 3, ["add", "easy"])
     assert (m1["difficulty"], m1["meta"]) == ("hard", {"src": "forum", "score": 0.5})
-    tool_turns = [{"role": "user", "content": "Weather in Paris?"},
-                  {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
-                  {"role": "tool", "content": "18 C, sunny", "tool_call_id": "call_1", "name": "get_weather"}]
+    tool_turns = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
+        {"role": "tool", "content": "18 C, sunny", "tool_call_id": "call_1", "name": "get_weather"},
+    ]
     after_tool = _answer(tool_turns)
-    assert t1["conversations"] == tool_turns + [{"role": "assistant", "content": after_tool["content"],
-                                                 "reasoning_content": after_tool["reasoning_content"]}]
+    assert t1["conversations"] == tool_turns + [
+        {"role": "assistant", "content": after_tool["content"], "reasoning_content": after_tool["reasoning_content"]}
+    ]
     # SpecForge's validator (the flags the issue names) passes every line of train.jsonl: it stops
     # the whole file at its first bad line, so the file passes only if each line does ...
     for row in rows.values():
@@ -93,18 +126,25 @@ def test_the_training_file_keeps_reasoning_tools_and_fields_as_specforge_reads_t
 def test_the_old_export_shape_fails_the_rules_the_new_one_passes() -> None:
     # Guards the checker itself: the shape tokenplan wrote before (reasoning under "thinking", no
     # status) is rejected at the status, and its reasoning is a key the trainer drops.
-    old = {"id": "a", "conversations": [{"role": "user", "content": "q"},
-                                        {"role": "assistant", "content": "a", "thinking": "r"}]}
+    old = {
+        "id": "a",
+        "conversations": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "thinking": "r"}],
+    }
     assert validator_problem(old) == "status must be 'success'"
     assert parser_problem(old) == "message 1: keys ['thinking'] are dropped by _sanitize_message"
     assert validator_problem({**old, "status": "success"}, expect_reasoning=True) == (
-        "assistant message 1 has empty reasoning_content")
+        "assistant message 1 has empty reasoning_content"
+    )
 
 
 def test_the_training_file_loads_in_hf_datasets_and_its_parquet_reads_back_row_for_row(run: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    train = datasets.load_dataset("json", data_files=[str(run / "train.jsonl"), str(run / "train.unvalidated.jsonl")],
-                                  split="train", cache_dir=str(run / "hf"))
+    train = datasets.load_dataset(
+        "json",
+        data_files=[str(run / "train.jsonl"), str(run / "train.unvalidated.jsonl")],
+        split="train",
+        cache_dir=str(run / "hf"),
+    )
     assert sorted(train["id"]) == ["m1", "s1", "t1"]
     loaded = {row["id"]: row for row in train}
     assert loaded["t1"]["conversations"][1]["tool_calls"] == [TOOL_CALL]
@@ -129,8 +169,9 @@ def test_the_parquet_export_keeps_tool_fields_and_every_input_field(run: Path) -
     out = run / "export.parquet"
     assert export_run(run / "run", out, "parquet")["written"] == 3
     table = pq.read_table(out)
-    stored = {r["id"]: r for shard in sorted((run / "run" / "shards").glob("*.jsonl"))
-              for _, r in iter_records(shard)}  # in the order stored (answers arrive in any order)
+    stored = {
+        r["id"]: r for shard in sorted((run / "run" / "shards").glob("*.jsonl")) for _, r in iter_records(shard)
+    }  # in the order stored (answers arrive in any order)
     first_seen = list(dict.fromkeys(k for r in stored.values() for k in r["fields"]))
     assert sorted(first_seen) == ["category", "difficulty", "meta", "tags"]
     # own columns, then the input fields in the order first seen; typed by what they hold
@@ -143,52 +184,99 @@ def test_the_parquet_export_keeps_tool_fields_and_every_input_field(run: Path) -
     assert (t1[2]["tool_call_id"], t1[2]["name"]) == ("call_1", "get_weather")
     assert json.loads(rows["m1"]["meta"]) == {"src": "forum", "score": 0.5}
     datasets = pytest.importorskip("datasets")
-    loaded = {r["id"]: r for r in datasets.load_dataset("parquet", data_files=str(out), split="train",
-                                                        cache_dir=str(run / "hf2"))}
+    loaded = {
+        r["id"]: r
+        for r in datasets.load_dataset("parquet", data_files=str(out), split="train", cache_dir=str(run / "hf2"))
+    }
     assert loaded["t1"]["conversations"][1]["tool_calls"] == [TOOL_CALL]  # arrow.json decoded by datasets
     assert (loaded["s1"]["difficulty"], loaded["m1"]["difficulty"], loaded["m1"]["meta"]) == (
-        3, "hard", {"src": "forum", "score": 0.5})
+        3,
+        "hard",
+        {"src": "forum", "score": 0.5},
+    )
     assert loaded["s1"]["tags"] == ["add", "easy"]
     # and tokenplan reads its own Parquet export back: the same conversations as the records
     for row in read_rows([out]):
         assert isinstance(row, Row)
         assert [m.as_dict() for m in row.messages] == [
-            {k: v for k, v in m.items() if k != "reasoning_content"} for m in stored[row.id]["conversations"]]
+            {k: v for k, v in m.items() if k != "reasoning_content"} for m in stored[row.id]["conversations"]
+        ]
         assert row.fields["category"] == stored[row.id]["fields"]["category"]
 
 
 # A length-cut answer still thinking (content empty, all reasoning) and an answer with a stray
 # </think> left in its content: SpecForge's validator rejects both (the whole file, at that line).
-CUT = {"id": "x1", "object": "chat.completion", "model": "fault-model",
-       "choices": [{"index": 0, "finish_reason": "length",
-                    "message": {"role": "assistant", "content": "", "reasoning_content": "Let me think about"}}],
-       "usage": {"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11}}
-MARKER = {**CUT, "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": "4</think> Four.",
-                                          "reasoning_content": "2+2"}}]}
+CUT = {
+    "id": "x1",
+    "object": "chat.completion",
+    "model": "fault-model",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "length",
+            "message": {"role": "assistant", "content": "", "reasoning_content": "Let me think about"},
+        }
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11},
+}
+MARKER = {
+    **CUT,
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "4</think> Four.", "reasoning_content": "2+2"},
+        }
+    ],
+}
 
 
 def test_records_that_cannot_train_are_left_out_of_the_training_file_and_counted(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text('{"id": "cut", "prompt": "q1"}\n{"id": "marker", "prompt": "q2"}\n{"id": "ok", "prompt": "q3"}\n')
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"status": 200, "raw": json.dumps(CUT), "content_type": "application/json"},
-                                  {"status": 200, "raw": json.dumps(MARKER), "content_type": "application/json"},
-                                  {"answer": True}]))
+    script.write_text(
+        json.dumps(
+            [
+                {"status": 200, "raw": json.dumps(CUT), "content_type": "application/json"},
+                {"status": 200, "raw": json.dumps(MARKER), "content_type": "application/json"},
+                {"answer": True},
+            ]
+        )
+    )
     out = tmp_path / "train.jsonl"
     with FaultServerProcess(str(tmp_path), tokens=16, script=str(script)) as server:
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[server.url],
-                                                model="fault-model", max_tokens=64, concurrency=1, export=out))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                concurrency=1,
+                export=out,
+            )
+        )
     assert (result.stored, result.accounting_ok, result.export_rows) == (3, True, 1)  # all three kept in the run
-    assert result.summary["export"] == {"format": "jsonl", "path": str(out), "written": 1, "dropped_length": 0,
-                                        "dropped_think_open": 0, "dropped_empty_answer": 1,
-                                        "dropped_think_marker": 1, "failed": 0, "unvalidated": 0}
+    assert result.summary["export"] == {
+        "format": "jsonl",
+        "path": str(out),
+        "written": 1,
+        "dropped_length": 0,
+        "dropped_think_open": 0,
+        "dropped_empty_answer": 1,
+        "dropped_think_marker": 1,
+        "failed": 0,
+        "unvalidated": 0,
+    }
     assert list(_lines(out)) == ["ok"]
     assert validator_problem(_lines(out)["ok"], expect_reasoning=True, strict_think_markers=True) is None
     # what the validator would have said had they been written
-    records = {r["id"]: r for shard in sorted((tmp_path / "run" / "shards").glob("*.jsonl"))
-               for _, r in iter_records(shard)}
+    records = {
+        r["id"]: r for shard in sorted((tmp_path / "run" / "shards").glob("*.jsonl")) for _, r in iter_records(shard)
+    }
     assert records["cut"]["turns"][0]["reasoning_truncated"] is True
     assert validator_problem(specforge_line(records["cut"])) == "message 1 content must be a non-empty string"
     assert validator_problem(specforge_line(records["marker"]), strict_think_markers=True) == (
-        "assistant message 1 contains a thinking marker")
+        "assistant message 1 contains a thinking marker"
+    )

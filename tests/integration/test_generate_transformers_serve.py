@@ -24,14 +24,18 @@ pytestmark = pytest.mark.slow
 
 ROWS = [
     # SpecForge conversation, two user turns → two requests.
-    {"id": "spec-1", "conversations": [{"role": "system", "content": "be brief"},
-                                       {"role": "user", "content": "one two"},
-                                       {"role": "assistant", "content": "old answer"},
-                                       {"role": "user", "content": "three four"},
-                                       {"role": "assistant", "content": "old answer 2"}]},
+    {
+        "id": "spec-1",
+        "conversations": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "one two"},
+            {"role": "assistant", "content": "old answer"},
+            {"role": "user", "content": "three four"},
+            {"role": "assistant", "content": "old answer 2"},
+        ],
+    },
     # ShareGPT from/value, one user turn.
-    {"id": "share-1", "conversations": [{"from": "human", "value": "cats and dogs"},
-                                        {"from": "gpt", "value": "old"}]},
+    {"id": "share-1", "conversations": [{"from": "human", "value": "cats and dogs"}, {"from": "gpt", "value": "old"}]},
     # A plain prompt: its id is the content hash.
     {"prompt": "why is the river fast"},
 ]
@@ -54,9 +58,16 @@ def _records(run_dir: Path) -> dict[str, dict]:
 
 def test_regenerates_each_assistant_turn_with_its_reasoning(served_model, tmp_path: Path) -> None:
     data = _write(tmp_path / "in.jsonl", ROWS)
-    result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run",
-                                            endpoints=[served_model.url], model=served_model.model,
-                                            max_tokens=16, concurrency=2))
+    result = generate(
+        GenerateRequest.build(
+            inputs=[str(data)],
+            out_dir=tmp_path / "run",
+            endpoints=[served_model.url],
+            model=served_model.model,
+            max_tokens=16,
+            concurrency=2,
+        )
+    )
     # 3 rows, 3 units, every one stored; 1 + 2 + 1 turns = 4 requests.
     assert (result.units_total, result.stored, result.skipped, result.errors) == (3, 3, 0, 0)
     assert result.accounting_ok and result.summary["requests"] == 4
@@ -75,14 +86,29 @@ def test_regenerates_each_assistant_turn_with_its_reasoning(served_model, tmp_pa
 
 def test_length_finish_is_kept_and_flagged_or_dropped_to_skipped(served_model, tmp_path: Path) -> None:
     data = _write(tmp_path / "in.jsonl", ROWS[1:])
-    kept = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "keep",
-                                          endpoints=[served_model.url], model=served_model.model, max_tokens=2))
+    kept = generate(
+        GenerateRequest.build(
+            inputs=[str(data)],
+            out_dir=tmp_path / "keep",
+            endpoints=[served_model.url],
+            model=served_model.model,
+            max_tokens=2,
+        )
+    )
     turn = _records(tmp_path / "keep")["share-1"]["turns"][0]
     # max_tokens 2 → "<think> hello": cut inside the thinking.
     assert (turn["finish_reason"], turn["length_flag"], turn["usage"]["completion_tokens"]) == ("length", True, 2)
     assert kept.stored == 2
-    dropped = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "drop", on_length="drop",
-                                             endpoints=[served_model.url], model=served_model.model, max_tokens=2))
+    dropped = generate(
+        GenerateRequest.build(
+            inputs=[str(data)],
+            out_dir=tmp_path / "drop",
+            on_length="drop",
+            endpoints=[served_model.url],
+            model=served_model.model,
+            max_tokens=2,
+        )
+    )
     assert (dropped.stored, dropped.skipped, dropped.accounting_ok) == (0, 2, True)
     reasons = [json.loads(line)["reason"] for line in (tmp_path / "drop" / "skipped.jsonl").read_text().splitlines()]
     assert reasons == ["length", "length"]
@@ -90,8 +116,16 @@ def test_length_finish_is_kept_and_flagged_or_dropped_to_skipped(served_model, t
 
 def test_streamed_answers_record_ttft_below_latency(served_model, tmp_path: Path) -> None:
     data = _write(tmp_path / "in.jsonl", ROWS[2:])
-    result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", stream=True,
-                                            endpoints=[served_model.url], model=served_model.model, max_tokens=16))
+    result = generate(
+        GenerateRequest.build(
+            inputs=[str(data)],
+            out_dir=tmp_path / "run",
+            stream=True,
+            endpoints=[served_model.url],
+            model=served_model.model,
+            max_tokens=16,
+        )
+    )
     (record,) = _records(tmp_path / "run").values()
     turn = record["turns"][0]
     assert record["conversations"][-1] == {"role": "assistant", "content": "world", "reasoning_content": "hello"}
@@ -101,8 +135,13 @@ def test_streamed_answers_record_ttft_below_latency(served_model, tmp_path: Path
 
 def test_rerun_on_a_finished_run_sends_nothing(served_model, tmp_path: Path) -> None:
     data = _write(tmp_path / "in.jsonl", ROWS)
-    options = dict(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[served_model.url],
-                   model=served_model.model, max_tokens=16)
+    options = dict(
+        inputs=[str(data)],
+        out_dir=tmp_path / "run",
+        endpoints=[served_model.url],
+        model=served_model.model,
+        max_tokens=16,
+    )
     generate(GenerateRequest.build(**options))
     again = generate(GenerateRequest.build(**options))
     assert (again.already_done, again.summary["this_invocation"]["requests"], again.stored) == (3, 0, 3)
@@ -113,15 +152,32 @@ def test_rerun_on_a_finished_run_sends_nothing(served_model, tmp_path: Path) -> 
 def test_a_model_the_server_does_not_serve_is_one_clear_error(served_model, tmp_path: Path) -> None:
     data = _write(tmp_path / "in.jsonl", ROWS)
     with pytest.raises(ServerError, match="no endpoint is ready for model 'not-this-one'"):
-        generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[served_model.url],
-                                       model="not-this-one"))
+        generate(
+            GenerateRequest.build(
+                inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[served_model.url], model="not-this-one"
+            )
+        )
 
 
 def test_cli_prints_the_accounting_summary_and_exports_parquet(served_model, tmp_path: Path) -> None:
     data = _write(tmp_path / "in.jsonl", ROWS)
-    cmd = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate", str(data),
-           "--out", str(tmp_path / "run"), "--endpoint", served_model.url, "--model", served_model.model,
-           "--max-tokens", "16", "--export", str(tmp_path / "out.parquet")]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from tokenplan.cli import main; main()",
+        "generate",
+        str(data),
+        "--out",
+        str(tmp_path / "run"),
+        "--endpoint",
+        served_model.url,
+        "--model",
+        served_model.model,
+        "--max-tokens",
+        "16",
+        "--export",
+        str(tmp_path / "out.parquet"),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     assert "3 = 3 stored + 0 skipped + 0 errors  [ok]" in done.stdout
@@ -138,6 +194,13 @@ def test_a_request_field_the_server_rejects_ends_the_run_instead_of_skipping_row
     # transformers serve answers 422 "Unexpected fields in the request: {'top_k'}" to every request.
     data = _write(tmp_path / "in.jsonl", ROWS)
     with pytest.raises(ServerError, match=r"answered 422 \(Unexpected fields in the request: \{'top_k'\}\)"):
-        generate(GenerateRequest.build(inputs=[str(data)], out_dir=tmp_path / "run", endpoints=[served_model.url],
-                                       model=served_model.model, top_k=5))
+        generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[served_model.url],
+                model=served_model.model,
+                top_k=5,
+            )
+        )
     assert not (tmp_path / "run" / "skipped.jsonl").read_text()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.api import generate as api_generate
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import RunDirError
@@ -42,17 +42,34 @@ def test_a_truncated_zst_input_is_refused_before_sending_in_one_line(tmp_path: P
     cut = len(whole) - 5 if keep == "most" else 16
     data = tmp_path / "copy.jsonl.zst"
     data.write_bytes(whole[:cut])
-    done = subprocess.run([*CLI, "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint",
-                           "http://127.0.0.1:9/v1", "--model", "m"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            *CLI,
+            "generate",
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "[ok]" not in done.stdout + done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert done.stderr.startswith(f"error: input {str(data)!r} is truncated or damaged at byte {cut:,} of {cut:,} "
-                                  "(OSError: Truncated compressed stream); last row read: ")
+    assert done.stderr.startswith(
+        f"error: input {str(data)!r} is truncated or damaged at byte {cut:,} of {cut:,} "
+        "(OSError: Truncated compressed stream); last row read: "
+    )
     assert not (tmp_path / "run").exists()  # refused before anything was made or sent
 
 
 def test_a_zst_input_that_breaks_mid_run_stores_the_rows_before_it_exits_2_and_resumes(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     whole = _zst(tmp_path / "whole.jsonl.zst", ROWS)
     data = tmp_path / "in.jsonl.zst"
     data.write_bytes(whole[: len(whole) - 5])
@@ -62,8 +79,22 @@ def test_a_zst_input_that_breaks_mid_run_stores_the_rows_before_it_exits_2_and_r
     with FaultServerProcess(str(tmp_path)) as server:
         from tokenplan.cli import main
 
-        monkeypatch.setattr(sys, "argv", ["tokenplan", "generate", str(data), "--out", str(run_dir),
-                                          "--endpoint", server.url, "--model", "fault-model", "--quiet"])
+        monkeypatch.setattr(
+            sys,
+            "argv",
+            [
+                "tokenplan",
+                "generate",
+                str(data),
+                "--out",
+                str(run_dir),
+                "--endpoint",
+                server.url,
+                "--model",
+                "fault-model",
+                "--quiet",
+            ],
+        )
         with pytest.raises(SystemExit) as exited:
             main()
         assert exited.value.code == 2
@@ -72,18 +103,24 @@ def test_a_zst_input_that_breaks_mid_run_stores_the_rows_before_it_exits_2_and_r
         stored = _stored(run_dir)
         # every row read before the break was sent and stored (the run settled them), in order
         assert stored and sorted(stored) == [f"r{i:03d}" for i in range(len(stored))] and len(stored) < len(ROWS)
-        assert err.strip() == (f"error: input {str(data)!r} is truncated or damaged at byte {len(whole) - 5:,} of "
-                               f"{len(whole) - 5:,} (OSError: Truncated compressed stream); last row read: line "
-                               f"{len(stored):,}; the rest of the file cannot be read: repair or copy it again, "
-                               "then rerun")
+        assert err.strip() == (
+            f"error: input {str(data)!r} is truncated or damaged at byte {len(whole) - 5:,} of "
+            f"{len(whole) - 5:,} (OSError: Truncated compressed stream); last row read: line "
+            f"{len(stored):,}; the rest of the file cannot be read: repair or copy it again, "
+            "then rerun"
+        )
         # the whole file copied again: the input's size changed, so the run directory asks for --force ...
         data.write_bytes(whole)
         with pytest.raises(RunDirError, match=r"inputs"):
-            generate(GenerateRequest.build(inputs=[str(data)], out_dir=run_dir, endpoints=[server.url],
-                                           model="fault-model"))
+            generate(
+                GenerateRequest.build(inputs=[str(data)], out_dir=run_dir, endpoints=[server.url], model="fault-model")
+            )
         # ... and with it the rerun sends only the rest
-        result = generate(GenerateRequest.build(inputs=[str(data)], out_dir=run_dir, endpoints=[server.url],
-                                                model="fault-model", force=True))
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)], out_dir=run_dir, endpoints=[server.url], model="fault-model", force=True
+            )
+        )
     assert (result.stored, result.already_done, result.accounting_ok) == (len(ROWS), len(stored), True)
     assert sorted(_stored(run_dir)) == [r["id"] for r in ROWS]
 

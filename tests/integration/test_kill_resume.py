@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
 from tests.support.readiness import wait_for_stored
 
@@ -40,9 +39,19 @@ def _input(path: Path) -> Path:
     with path.open("w") as fh:
         for i in range(ROWS):
             if i % 3 == 0:  # two user turns → two requests, the second over the first answer
-                fh.write(json.dumps({"id": f"c{i}", "conversations": [
-                    {"role": "user", "content": f"q{i} " + "x" * rng.randint(0, 400)},
-                    {"role": "assistant", "content": "old"}, {"role": "user", "content": f"again {i}"}]}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": f"c{i}",
+                            "conversations": [
+                                {"role": "user", "content": f"q{i} " + "x" * rng.randint(0, 400)},
+                                {"role": "assistant", "content": "old"},
+                                {"role": "user", "content": f"again {i}"},
+                            ],
+                        }
+                    )
+                    + "\n"
+                )
             else:
                 fh.write(json.dumps({"id": f"p{i}", "prompt": f"prompt {i} " + "y" * rng.randint(0, 2000)}) + "\n")
     return path
@@ -54,17 +63,26 @@ def _expected_reply(messages: list[dict]) -> str:
 
 
 def _start(options: dict) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", RUNNER, json.dumps(options)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, json.dumps(options)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_sigkill_at_random_moments_stores_every_id_exactly_once(tmp_path: Path) -> None:
     data = _input(tmp_path / "in.jsonl")
     rng = random.Random(2024)
     with FaultServerProcess(str(tmp_path), p500=0.03, p429=0.03, pdrop=0.02, delay_s=0.05, tokens=8) as server:
-        options = {"inputs": [str(data)], "out_dir": str(tmp_path / "run"), "endpoints": [server.url],
-                   "model": "fault-model", "concurrency": 8, "max_attempts": 30, "retry_base_delay_s": 0.01,
-                   "probe_interval_s": 0.2, "shard_max_bytes": 200_000}
+        options = {
+            "inputs": [str(data)],
+            "out_dir": str(tmp_path / "run"),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 8,
+            "max_attempts": 30,
+            "retry_base_delay_s": 0.01,
+            "probe_interval_s": 0.2,
+            "shard_max_bytes": 200_000,
+        }
         kill_times_s: list[float] = []
         stored_after_kill: list[int] = []
         for k in range(KILLS):
@@ -109,8 +127,14 @@ def test_sigkill_at_random_moments_stores_every_id_exactly_once(tmp_path: Path) 
 def test_sigterm_stops_sending_and_the_rerun_finishes_exactly_once(tmp_path: Path) -> None:
     data = _input(tmp_path / "in.jsonl")
     with FaultServerProcess(str(tmp_path), delay_s=0.05, tokens=8) as server:
-        options = {"inputs": [str(data)], "out_dir": str(tmp_path / "run"), "endpoints": [server.url],
-                   "model": "fault-model", "concurrency": 8, "grace_s": 5}
+        options = {
+            "inputs": [str(data)],
+            "out_dir": str(tmp_path / "run"),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 8,
+            "grace_s": 5,
+        }
         proc = _start(options)
         wait_for_stored(tmp_path / "run", 0, proc)  # its handlers are installed once it stores
         proc.send_signal(signal.SIGTERM)
@@ -121,8 +145,11 @@ def test_sigterm_stops_sending_and_the_rerun_finishes_exactly_once(tmp_path: Pat
         finished = _start({**options, "concurrency": 64})
         out, err = finished.communicate(timeout=240)
     assert json.loads(out.strip().splitlines()[-1]) == {"stored": ROWS, "interrupted": False, "ok": True}
-    ids = [json.loads(line)["id"] for shard in sorted((tmp_path / "run" / "shards").glob("*.jsonl"))
-           for line in shard.read_text().splitlines()]
+    ids = [
+        json.loads(line)["id"]
+        for shard in sorted((tmp_path / "run" / "shards").glob("*.jsonl"))
+        for line in shard.read_text().splitlines()
+    ]
     assert len(ids) == len(set(ids)) == ROWS
 
 

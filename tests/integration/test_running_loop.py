@@ -17,8 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import tokenplan  # noqa: E402
 from tests.support.fault_server import FaultServerProcess  # noqa: E402
+
+import tokenplan  # noqa: E402
 from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 from tokenplan.api.generate import GenerateRequest, generate  # noqa: E402
 from tokenplan.runner.rundir import iter_records, shard_paths  # noqa: E402
@@ -28,15 +29,30 @@ ROWS = 4
 
 
 def _request(tmp_path: Path, url: str, **options) -> GenerateRequest:
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n"
-                                               for i in range(ROWS)))
-    return GenerateRequest.build(inputs=[str(tmp_path / "in.jsonl")], out_dir=tmp_path / "run", endpoints=[url],
-                                 model="fault-model", **FAST, **options)
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(ROWS))
+    )
+    return GenerateRequest.build(
+        inputs=[str(tmp_path / "in.jsonl")],
+        out_dir=tmp_path / "run",
+        endpoints=[url],
+        model="fault-model",
+        **FAST,
+        **options,
+    )
 
 
 def _bench_request(url: str) -> BenchRequest:
-    return BenchRequest(endpoints=(url,), model="fault-model", concurrencies=(2,), isl=16, osl=4, num_prompts=4,
-                        warmup_requests=0, metrics=False)
+    return BenchRequest(
+        endpoints=(url,),
+        model="fault-model",
+        concurrencies=(2,),
+        isl=16,
+        osl=4,
+        num_prompts=4,
+        warmup_requests=0,
+        metrics=False,
+    )
 
 
 def test_generate_works_inside_a_running_loop(tmp_path: Path) -> None:
@@ -81,8 +97,9 @@ def test_a_cancelled_generate_async_keeps_its_records_and_a_rerun_resumes(tmp_pa
             if snapshot.stored >= 1:
                 first_stored.set()
 
-        task = asyncio.create_task(tokenplan.generate_async(_request(tmp_path, server.url, concurrency=1),
-                                                            on_progress=on_progress))
+        task = asyncio.create_task(
+            tokenplan.generate_async(_request(tmp_path, server.url, concurrency=1), on_progress=on_progress)
+        )
         await asyncio.wait([task, asyncio.create_task(first_stored.wait())], return_when=asyncio.FIRST_COMPLETED)
         assert not task.done(), task  # 0.5 s per answer: the run is still going when its first record lands
         task.cancel()

@@ -39,8 +39,13 @@ def _cli(args: list[str], api_key: str | None) -> subprocess.CompletedProcess[st
     env["PYTHONPATH"] = SRC
     if api_key:
         env["OPENAI_API_KEY"] = api_key
-    return subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def _endpoint(server: FaultServerProcess) -> str:
@@ -64,9 +69,17 @@ def _server(tmp_path: Path, entries: list[dict]) -> FaultServerProcess:
 
 
 def _answer_echoing() -> dict:
-    body = {"model": "fault-model", "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "echo " + ECHO, "reasoning_content": ECHO}}]}
+    body = {
+        "model": "fault-model",
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "echo " + ECHO, "reasoning_content": ECHO},
+            }
+        ],
+    }
     return {"status": 200, "raw": json.dumps(body)}
 
 
@@ -79,17 +92,37 @@ def test_generate_writes_and_prints_no_secret(tmp_path: Path, api_key: str | Non
     # One unit per script entry (concurrency 1, one attempt each), in order: a normal answer, a 200
     # answer echoing everything (stored, exported), a 400 echo (skipped), a 500 echo and an
     # unparseable 200 echo (errors).
-    entries = [{"answer": True}, _answer_echoing(),
-               {"status": 400, "raw": json.dumps({"error": {"message": "refused " + ECHO}})},
-               {"status": 500, "raw": json.dumps({"error": {"message": "failed " + ECHO}})},
-               {"status": 200, "raw": "not json " + ECHO}]
-    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n"
-                                               for i in range(len(entries))))
+    entries = [
+        {"answer": True},
+        _answer_echoing(),
+        {"status": 400, "raw": json.dumps({"error": {"message": "refused " + ECHO}})},
+        {"status": 500, "raw": json.dumps({"error": {"message": "failed " + ECHO}})},
+        {"status": 200, "raw": "not json " + ECHO},
+    ]
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(len(entries)))
+    )
     run_dir, export = tmp_path / "run", tmp_path / "out.parquet"
     with _server(tmp_path, entries) as server:
-        done = _cli(["generate", str(tmp_path / "in.jsonl"), "--out", str(run_dir), "--endpoint", _endpoint(server),
-                     "--model", "fault-model", "--concurrency", "1", "--max-attempts", "1", "--export", str(export)],
-                    api_key)
+        done = _cli(
+            [
+                "generate",
+                str(tmp_path / "in.jsonl"),
+                "--out",
+                str(run_dir),
+                "--endpoint",
+                _endpoint(server),
+                "--model",
+                "fault-model",
+                "--concurrency",
+                "1",
+                "--max-attempts",
+                "1",
+                "--export",
+                str(export),
+            ],
+            api_key,
+        )
     assert export.exists(), done.stderr
     # What was sent: the credentials (Basic, or the bearer key) and the query string, every request.
     sent = _jsonl(tmp_path / "requests.jsonl")
@@ -99,7 +132,8 @@ def test_generate_writes_and_prints_no_secret(tmp_path: Path, api_key: str | Non
     records = _jsonl(run_dir / "shards" / "part-00000.jsonl")
     assert len(records) == 2
     assert {t["endpoint"] for r in records for t in r["turns"]} == {
-        f"http://127.0.0.1:{server.port}/v1?key=***&api-version=***"}
+        f"http://127.0.0.1:{server.port}/v1?key=***&api-version=***"
+    }
     scheme = "Bearer" if api_key else "Basic"
     # The query's key is masked; api-version is configuration, not a secret, and stays in the text.
     masked = f"auth={scheme} *** bare=*** target=/v1/chat/completions?key=***&api-version=2024-02-01"
@@ -119,8 +153,21 @@ def test_a_fatal_answer_echoing_the_credentials_prints_no_secret(tmp_path: Path,
     (tmp_path / "in.jsonl").write_text(json.dumps({"id": "r0", "prompt": "p0"}) + "\n")
     denied = {"status": 401, "raw": json.dumps({"error": {"message": "denied " + ECHO}})}
     with _server(tmp_path, [denied]) as server:
-        done = _cli(["generate", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint",
-                     _endpoint(server), "--model", "fault-model", "--max-attempts", "1"], api_key)
+        done = _cli(
+            [
+                "generate",
+                str(tmp_path / "in.jsonl"),
+                "--out",
+                str(tmp_path / "run"),
+                "--endpoint",
+                _endpoint(server),
+                "--model",
+                "fault-model",
+                "--max-attempts",
+                "1",
+            ],
+            api_key,
+        )
     assert done.returncode != 0 and "401 (denied auth=" in done.stderr, done.stderr
     _no_secret_in([p for p in (tmp_path / "run").rglob("*") if p.is_file()], done.stdout + done.stderr)
 
@@ -132,22 +179,62 @@ def test_a_rerun_with_a_rotated_query_key_resumes_the_same_run(tmp_path: Path) -
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path)) as server:
         base = f"http://127.0.0.1:{server.port}/v1"
-        first = _cli(["generate", str(tmp_path / "in.jsonl"), "--out", str(run_dir), "--endpoint",
-                      f"{base}?key={QUERY_KEY}", "--model", "fault-model", "--limit", "2", "--json"], None)
-        second = _cli(["generate", str(tmp_path / "in.jsonl"), "--out", str(run_dir), "--endpoint",
-                       f"{base}?key={QUERY_KEY}-rotated", "--model", "fault-model", "--json"], None)
+        first = _cli(
+            [
+                "generate",
+                str(tmp_path / "in.jsonl"),
+                "--out",
+                str(run_dir),
+                "--endpoint",
+                f"{base}?key={QUERY_KEY}",
+                "--model",
+                "fault-model",
+                "--limit",
+                "2",
+                "--json",
+            ],
+            None,
+        )
+        second = _cli(
+            [
+                "generate",
+                str(tmp_path / "in.jsonl"),
+                "--out",
+                str(run_dir),
+                "--endpoint",
+                f"{base}?key={QUERY_KEY}-rotated",
+                "--model",
+                "fault-model",
+                "--json",
+            ],
+            None,
+        )
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     summary = json.loads(second.stdout)
     # --limit 2 stored r0, r1; the rerun finds them done and sends r2, r3: 2 + 2 = 4 stored
     # (summary.json covers the whole run: 4 requests; this invocation's own are 2).
     assert (summary["already_done"], summary["this_invocation"]["requests"], summary["stored"]) == (2, 2, 4)
     assert summary["requests"] == 4
-    _no_secret_in([p for p in run_dir.rglob("*") if p.is_file()], first.stdout + first.stderr + second.stdout
-                  + second.stderr)
+    _no_secret_in(
+        [p for p in run_dir.rglob("*") if p.is_file()], first.stdout + first.stderr + second.stdout + second.stderr
+    )
 
 
-BENCH = ["--model", "fault-model", "--concurrency", "1", "--num-prompts", "6", "--warmup", "0", "--isl", "16",
-         "--osl", "4", "--no-metrics"]
+BENCH = [
+    "--model",
+    "fault-model",
+    "--concurrency",
+    "1",
+    "--num-prompts",
+    "6",
+    "--warmup",
+    "0",
+    "--isl",
+    "16",
+    "--osl",
+    "4",
+    "--no-metrics",
+]
 
 
 @pytest.mark.parametrize("api_key", [None, BEARER], ids=["basic-auth", "bearer-key"])
@@ -155,20 +242,21 @@ def test_bench_and_report_write_and_print_no_secret(tmp_path: Path, api_key: str
     # Chats 1-2 are bench's length probes; then every third request fails with an echo (error samples).
     echo500 = {"status": 500, "raw": json.dumps({"error": {"message": "failed " + ECHO}})}
     with _server(tmp_path, [{"answer": True}, {"answer": True}, echo500]) as server:
-        done = _cli(["bench", "--endpoint", _endpoint(server), *BENCH, "--save", str(tmp_path / "bench.json")],
-                    api_key)
+        done = _cli(["bench", "--endpoint", _endpoint(server), *BENCH, "--save", str(tmp_path / "bench.json")], api_key)
     assert done.returncode == 0, done.stderr
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["endpoints"] == [f"http://127.0.0.1:{server.port}/v1?key=***&api-version=***"]
     samples = data["levels"][0]["error_samples"]
     scheme = "Bearer" if api_key else "Basic"
     assert samples and set(samples) == {
-        f"status 500: failed auth={scheme} *** bare=*** target=/v1/chat/completions?key=***&api-version=2024-02-01"}
+        f"status 500: failed auth={scheme} *** bare=*** target=/v1/chat/completions?key=***&api-version=2024-02-01"
+    }
     report = _cli(["report", "--bench", str(tmp_path / "bench.json"), "-o", str(tmp_path / "report.html")], None)
     assert report.returncode == 0, report.stderr
     assert f"127.0.0.1:{server.port}/v1?key=***" in (tmp_path / "report.html").read_text()
-    _no_secret_in([tmp_path / "bench.json", tmp_path / "report.html"],
-                  done.stdout + done.stderr + report.stdout + report.stderr)
+    _no_secret_in(
+        [tmp_path / "bench.json", tmp_path / "report.html"], done.stdout + done.stderr + report.stdout + report.stderr
+    )
 
 
 def test_a_bench_error_line_and_an_old_bench_file_show_no_secret(tmp_path: Path) -> None:
@@ -188,5 +276,7 @@ def test_a_bench_error_line_and_an_old_bench_file_show_no_secret(tmp_path: Path)
     report = _cli(["report", "--bench", str(tmp_path / "old.json"), "-o", str(tmp_path / "report.html")], None)
     assert table.returncode == 0 and report.returncode == 0, table.stderr + report.stderr
     assert f"127.0.0.1:{server.port}/v1?key=***" in table.stdout
-    _no_secret_in([tmp_path / "report.html"], done.stdout + done.stderr + table.stdout + table.stderr
-                  + report.stdout + report.stderr)
+    _no_secret_in(
+        [tmp_path / "report.html"],
+        done.stdout + done.stderr + table.stdout + table.stderr + report.stdout + report.stderr,
+    )

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tokenplan.api._common import PredictRequest, evaluate_request
-
 from tokenplan.api.predict import predict
 from tokenplan.arch.params import param_counts
 from tokenplan.catalog import load_engine, load_gpu, load_model
@@ -32,8 +31,16 @@ from tokenplan.units import Dtype
 PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 
 # Models that fit one to eight GPUs of 48–192 GB: dense GQA, MoE, sliding-window, hybrid GDN.
-MODELS = ["llama-3.1-8b", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "mixtral-8x7b", "gpt-oss-20b",
-          "qwen3.6-27b", "qwen3.6-35b-a3b"]
+MODELS = [
+    "llama-3.1-8b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "mixtral-8x7b",
+    "gpt-oss-20b",
+    "qwen3.6-27b",
+    "qwen3.6-35b-a3b",
+]
 GPUS = ["h100-sxm", "h200", "b200", "a100-80gb", "rtx-pro-6000", "l40s", "mi300x"]
 ENGINES = ["sglang", "vllm", "trtllm"]
 
@@ -68,8 +75,9 @@ def _runs(model, gpu, config, isl, osl, concurrency) -> Evaluation:
 def test_more_memory_bandwidth_is_never_slower(setup, factor):
     model, gpu, config, isl, osl, conc = setup
     base = _runs(model, gpu, config, isl, osl, conc)
-    faster = evaluate(model, dataclasses.replace(gpu, hbm_bytes_per_s=gpu.hbm_bytes_per_s * factor), config, EFF,
-                      isl, osl, conc)
+    faster = evaluate(
+        model, dataclasses.replace(gpu, hbm_bytes_per_s=gpu.hbm_bytes_per_s * factor), config, EFF, isl, osl, conc
+    )
     assert isinstance(faster, Evaluation)
     assert faster.output_tok_s_total >= base.output_tok_s_total * (1 - REL)
 
@@ -94,8 +102,9 @@ def test_more_bandwidth_is_never_slower_with_speculative_decoding(setup, factor,
     assume(model.mtp_layers > 0)
     config = dataclasses.replace(config, spec=parse_spec(spec_text))
     base = _runs(model, gpu, config, isl, osl, conc)
-    faster = evaluate(model, dataclasses.replace(gpu, hbm_bytes_per_s=gpu.hbm_bytes_per_s * factor), config, EFF,
-                      isl, osl, conc)
+    faster = evaluate(
+        model, dataclasses.replace(gpu, hbm_bytes_per_s=gpu.hbm_bytes_per_s * factor), config, EFF, isl, osl, conc
+    )
     assert faster.output_tok_s_total >= base.output_tok_s_total * (1 - REL)
 
 
@@ -112,8 +121,9 @@ def test_more_memory_never_fits_fewer_sequences(setup, factor, fraction):
     if config.engine.name == "sglang":
         config = dataclasses.replace(config, memory_fraction=fraction)
     base = _runs(model, gpu, config, isl, osl, conc)
-    bigger = evaluate(model, dataclasses.replace(gpu, memory_bytes=gpu.memory_bytes * factor), config, EFF,
-                      isl, osl, conc)
+    bigger = evaluate(
+        model, dataclasses.replace(gpu, memory_bytes=gpu.memory_bytes * factor), config, EFF, isl, osl, conc
+    )
     assert isinstance(bigger, Evaluation)
     assert bigger.steady.limits.limit >= base.steady.limits.limit
     assert bigger.memory.kv_capacity_tokens >= base.memory.kv_capacity_tokens * (1 - REL)
@@ -126,8 +136,9 @@ def test_a_model_that_fits_still_fits_on_a_larger_gpu(setup, factor, fraction):
     config = dataclasses.replace(config, memory_fraction=fraction) if config.engine.name == "sglang" else config
     base = evaluate(model, gpu, config, EFF, isl, osl, conc)
     assume(isinstance(base, Evaluation))
-    bigger = evaluate(model, dataclasses.replace(gpu, memory_bytes=gpu.memory_bytes * factor), config, EFF,
-                      isl, osl, conc)
+    bigger = evaluate(
+        model, dataclasses.replace(gpu, memory_bytes=gpu.memory_bytes * factor), config, EFF, isl, osl, conc
+    )
     assert not isinstance(bigger, Rejection)
 
 
@@ -145,12 +156,19 @@ DENSE_UNTIED = ["llama-3.1-8b", "qwen3-8b", "qwen3-32b", "qwen3.6-27b", "llama-3
 
 @PROPERTY
 @given(
-    st.sampled_from(DENSE_UNTIED), st.sampled_from(GPUS), st.sampled_from([1, 2, 4, 8]),
-    st.sampled_from([1, 2]), st.sampled_from(["bf16", "fp8"]), st.sampled_from(ENGINES),
-    st.integers(64, 8192), st.integers(64, 8192), st.one_of(st.none(), st.integers(1, 2048)),
+    st.sampled_from(DENSE_UNTIED),
+    st.sampled_from(GPUS),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2]),
+    st.sampled_from(["bf16", "fp8"]),
+    st.sampled_from(ENGINES),
+    st.integers(64, 8192),
+    st.integers(64, 8192),
+    st.one_of(st.none(), st.integers(1, 2048)),
 )
-def test_prediction_never_exceeds_an_independent_physical_bound(name, gpu_key, tp, dp, weight, engine, isl, osl,
-                                                                conc_per_replica):
+def test_prediction_never_exceeds_an_independent_physical_bound(
+    name, gpu_key, tp, dp, weight, engine, isl, osl, conc_per_replica
+):
     """Bound per replica and decode step, for a dense model on one pipeline stage:
 
     step ≥ max(bytes every GPU must read: its weights less the embedding table, which is only
@@ -158,9 +176,17 @@ def test_prediction_never_exceeds_an_independent_physical_bound(name, gpu_key, t
     FLOP/s of any format), so output ≤ DP · batch / step. Attention, KV and state traffic,
     communication and overheads only add time, so leaving them out keeps this a bound.
     """
-    req = PredictRequest(model=name, gpu=gpu_key, num_gpus=tp * dp, tp=tp, weight_dtype=weight, engine=engine,
-                         isl=isl, osl=osl,
-                         concurrency=None if conc_per_replica is None else float(conc_per_replica * dp))
+    req = PredictRequest(
+        model=name,
+        gpu=gpu_key,
+        num_gpus=tp * dp,
+        tp=tp,
+        weight_dtype=weight,
+        engine=engine,
+        isl=isl,
+        osl=osl,
+        concurrency=None if conc_per_replica is None else float(conc_per_replica * dp),
+    )
     result = predict(req).to_json()
     assume("rejected" not in result)
     assert result["spec"] == "none"
@@ -172,8 +198,9 @@ def test_prediction_never_exceeds_an_independent_physical_bound(name, gpu_key, t
     w_dtype = Dtype(weight)
     read_bytes = weight_bytes_per_gpu(model, Layout(tp=tp), w_dtype) - p.embedding * Dtype.BF16.bytes_per_element / tp
     batch = result["batch_per_replica"]
-    step_s = max(read_bytes / gpu.hbm_bytes_per_s,
-                 2 * p.active_matmul * batch / tp / max(gpu.dense_flops_per_s.values()))
+    step_s = max(
+        read_bytes / gpu.hbm_bytes_per_s, 2 * p.active_matmul * batch / tp / max(gpu.dense_flops_per_s.values())
+    )
     assert result["output_tok_s_total"] <= dp * batch / step_s * (1 + REL)
 
 
@@ -191,8 +218,9 @@ def test_tp_that_does_not_divide_the_attention_heads_is_rejected(name, tp):
 
 
 @PROPERTY
-@given(st.sampled_from(["llama-3.1-8b", "qwen3-8b", "qwen3-30b-a3b", "mixtral-8x7b"]),
-       st.sampled_from([3, 5, 6, 7, 12]))
+@given(
+    st.sampled_from(["llama-3.1-8b", "qwen3-8b", "qwen3-30b-a3b", "mixtral-8x7b"]), st.sampled_from([3, 5, 6, 7, 12])
+)
 def test_predict_rejects_tp_that_does_not_divide_the_heads(name, tp):
     # All four have 32 attention heads; 3, 5, 6, 7 and 12 do not divide 32.
     assert load_model(name).attention.num_heads == 32

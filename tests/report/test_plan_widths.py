@@ -58,8 +58,9 @@ def test_the_readme_has_plan_examples():
 @pytest.mark.parametrize("command", COMMANDS)
 def test_plan_example_keeps_every_number_whole_at_80_and_110_columns(command, tmp_path):
     args = shlex.split(command)[1:] + ["--json"]
-    done = subprocess.run([sys.executable, "-c", ENTRY, *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY, *args], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     if done.returncode == 2:  # an example of a refused option (one error line): no table to render
         assert done.stdout == "" and done.stderr.startswith("error: ")
         return

@@ -10,8 +10,8 @@ import pytest
 
 from tokenplan.api.plan import PlanRequest, plan_report_data
 from tokenplan.api.report import report_inputs
-from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 from tokenplan.errors import ConfigError, InputError, RunDirError
+from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 from tokenplan.planning.curves import SpeedupPoint, breakeven, concurrency_grid, pareto_front
 from tokenplan.report.text_charts import line_chart
 from tokenplan.units import S_PER_DAY
@@ -64,8 +64,9 @@ def test_chosen_curves_and_costs_agree_with_the_plan_table(data):
             o = by_option[p["option"]]
             assert p["wall_s"] / S_PER_DAY == pytest.approx(o["wall_days"], rel=1e-9)
             assert p["usd"] == pytest.approx(o["usd"], rel=1e-9)
-    assert len(data["cost_time"]) == sum(o["configurations"] - sum(o["rejected"].values())
-                                         for o in data["plan"]["options"])
+    assert len(data["cost_time"]) == sum(
+        o["configurations"] - sum(o["rejected"].values()) for o in data["plan"]["options"]
+    )
 
 
 def test_memory_bars_fill_the_gpu_and_state_is_the_running_batch_share(data):
@@ -131,8 +132,12 @@ def test_bad_report_inputs_are_one_line_errors(tmp_path):
 
 
 def test_report_command_exits_2_with_one_line(tmp_path, tokenplan_cmd):
-    done = subprocess.run([*tokenplan_cmd, "report", str(tmp_path / "nope"), "-o", str(tmp_path / "r.html")],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*tokenplan_cmd, "report", str(tmp_path / "nope"), "-o", str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope'}: no such run directory"]
     assert not (tmp_path / "r.html").exists()

@@ -59,16 +59,25 @@ def browser(tmp_path_factory):
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1280,900",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     driver.set_page_load_timeout(30)
     driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions",
-                           {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    driver.execute_cdp_cmd(
+        "Network.emulateNetworkConditions",
+        {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0},
+    )
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ERROR_HOOK})
     yield driver
     driver.quit()
@@ -84,8 +93,11 @@ def _open_and_check(driver, page: Path, charts: list[str], shot: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(page.as_uri())
-    WebDriverWait(driver, 20).until(lambda d: len(d.execute_script(RENDERED)) == len(charts)
-                                    and all(svg for _, svg, _ in d.execute_script(RENDERED)))
+    WebDriverWait(driver, 20).until(
+        lambda d: (
+            len(d.execute_script(RENDERED)) == len(charts) and all(svg for _, svg, _ in d.execute_script(RENDERED))
+        )
+    )
     rendered = driver.execute_script(RENDERED)
     assert [r[0] for r in rendered] == charts
     assert all(svg and traces > 0 for _, svg, traces in rendered), rendered
@@ -104,8 +116,10 @@ def test_plan_report_renders_every_chart_offline_without_script_errors(browser, 
     assert shot.stat().st_size > 50_000
     assert "Options compared" in browser.page_source and "Assumptions" in browser.page_source
     if os.environ.get("TOKENPLAN_REPORT_SCREENSHOT"):
-        bottom = browser.execute_script("window.scrollTo(0, 0); return "
-                                        "document.querySelector('#chart-throughput svg.main-svg').getBoundingClientRect().bottom;")
+        bottom = browser.execute_script(
+            "window.scrollTo(0, 0); return "
+            "document.querySelector('#chart-throughput svg.main-svg').getBoundingClientRect().bottom;"
+        )
         _viewport(browser, bottom + 16)
         assert browser.save_screenshot(os.environ["TOKENPLAN_REPORT_SCREENSHOT"])
 

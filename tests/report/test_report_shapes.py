@@ -18,12 +18,27 @@ from tokenplan.errors import ConfigError
 from tokenplan.files.reports import load_plan
 from tokenplan.report.bench import show_bench
 
-FITS = {"option": "8× b200", "rejected": {}, "configurations": 240, "not_searched": [], "best": "TP1×DP8",
-        "output_tok_s_total": 53_738.0, "output_tok_s_per_gpu": 6_717.0, "wall_days": 0.49, "usd": 498.0,
-        "usd_per_mtok": 0.22, "bottleneck": "memory bandwidth", "concurrency_per_endpoint": 3635,
-        "usd_interval": {"low": 414.0, "high": 545.0}}
-PLAN = {"model": "qwen3.6-27b", "engine": "sglang", "options": [FITS],
-        "job": {"samples": 914_000, "isl": "lognormal mean 1,024", "osl": "lognormal mean 2,500"}}
+FITS = {
+    "option": "8× b200",
+    "rejected": {},
+    "configurations": 240,
+    "not_searched": [],
+    "best": "TP1×DP8",
+    "output_tok_s_total": 53_738.0,
+    "output_tok_s_per_gpu": 6_717.0,
+    "wall_days": 0.49,
+    "usd": 498.0,
+    "usd_per_mtok": 0.22,
+    "bottleneck": "memory bandwidth",
+    "concurrency_per_endpoint": 3635,
+    "usd_interval": {"low": 414.0, "high": 545.0},
+}
+PLAN = {
+    "model": "qwen3.6-27b",
+    "engine": "sglang",
+    "options": [FITS],
+    "job": {"samples": 914_000, "isl": "lognormal mean 1,024", "osl": "lognormal mean 2,500"},
+}
 
 
 def _plan(tmp_path: Path, change) -> Path:
@@ -33,21 +48,41 @@ def _plan(tmp_path: Path, change) -> Path:
     return tmp_path / "plan.json"
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda p: p["job"].pop("isl"), "job.isl: missing"),
-    (lambda p: p["job"].update(samples=None), "job.samples: None is not allowed (allowed: an integer)"),
-    (lambda p: p.update(engine=None), "engine: None is not allowed (allowed: text)"),
-    (lambda p: p["options"][0].pop("bottleneck"), "options[0].bottleneck: missing"),
-    (lambda p: p["options"][0]["usd_interval"].update(low="x"),
-     "options[0].usd_interval.low: 'x' is not allowed (allowed: a number)"),
-    (lambda p: p["options"][0]["usd_interval"].update(high=float("nan")),
-     "options[0].usd_interval.high: nan is not allowed (allowed: a finite number)"),
-    (lambda p: p["options"][0].update(rejected="x"),
-     "options[0].rejected: 'x' is not allowed (allowed: a mapping of keys to values)"),
-    (lambda p: p.update(provisioning={"deadline_days": 1e308, "budget_usd": None, "options": []}),
-     f"provisioning.deadline_days: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 86400:g})"),
-], ids=["isl_missing", "samples_null", "engine_null", "bottleneck_missing", "band_text", "band_nan", "rejected_text",
-        "deadline_overflows_in_seconds"])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p["job"].pop("isl"), "job.isl: missing"),
+        (lambda p: p["job"].update(samples=None), "job.samples: None is not allowed (allowed: an integer)"),
+        (lambda p: p.update(engine=None), "engine: None is not allowed (allowed: text)"),
+        (lambda p: p["options"][0].pop("bottleneck"), "options[0].bottleneck: missing"),
+        (
+            lambda p: p["options"][0]["usd_interval"].update(low="x"),
+            "options[0].usd_interval.low: 'x' is not allowed (allowed: a number)",
+        ),
+        (
+            lambda p: p["options"][0]["usd_interval"].update(high=float("nan")),
+            "options[0].usd_interval.high: nan is not allowed (allowed: a finite number)",
+        ),
+        (
+            lambda p: p["options"][0].update(rejected="x"),
+            "options[0].rejected: 'x' is not allowed (allowed: a mapping of keys to values)",
+        ),
+        (
+            lambda p: p.update(provisioning={"deadline_days": 1e308, "budget_usd": None, "options": []}),
+            f"provisioning.deadline_days: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 86400:g})",
+        ),
+    ],
+    ids=[
+        "isl_missing",
+        "samples_null",
+        "engine_null",
+        "bottleneck_missing",
+        "band_text",
+        "band_nan",
+        "rejected_text",
+        "deadline_overflows_in_seconds",
+    ],
+)
 def test_a_plan_file_the_report_cannot_draw_is_one_line_naming_the_key(tmp_path, change, message) -> None:
     path = _plan(tmp_path, change)
     with pytest.raises(ConfigError) as refused:
@@ -73,13 +108,22 @@ def test_bench_from_json_prints_a_dash_for_figures_a_saved_file_leaves_out(tmp_p
     assert [cell.strip() for cell in row.split("│")[1:-1]] == ["64", "–", "256", "0", "–", "12,000"] + ["–"] * 10
 
 
-@pytest.mark.parametrize(("level", "message"), [
-    ({"e2e_s": {"p50": -1.0}}, "levels[0].e2e_s.p50: -1.0 is not allowed (allowed: a number ≥ 0)"),
-    ({"ttft_s": {"p99": 1e308}},
-     f"levels[0].ttft_s.p99: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 1e3:g})"),
-    ({"achieved_concurrency": "x"}, "levels[0].achieved_concurrency: expected a number, got 'x'"),
-    ({"server": {"kv_usage_max": "full"}}, "levels[0].server.kv_usage_max: 'full' is not allowed (allowed: a number)"),
-], ids=["negative_latency", "latency_overflows_in_ms", "achieved_text", "server_counter_text"])
+@pytest.mark.parametrize(
+    ("level", "message"),
+    [
+        ({"e2e_s": {"p50": -1.0}}, "levels[0].e2e_s.p50: -1.0 is not allowed (allowed: a number ≥ 0)"),
+        (
+            {"ttft_s": {"p99": 1e308}},
+            f"levels[0].ttft_s.p99: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 1e3:g})",
+        ),
+        ({"achieved_concurrency": "x"}, "levels[0].achieved_concurrency: expected a number, got 'x'"),
+        (
+            {"server": {"kv_usage_max": "full"}},
+            "levels[0].server.kv_usage_max: 'full' is not allowed (allowed: a number)",
+        ),
+    ],
+    ids=["negative_latency", "latency_overflows_in_ms", "achieved_text", "server_counter_text"],
+)
 def test_a_saved_bench_file_the_table_cannot_print_is_one_line(tmp_path, level, message) -> None:
     path = _bench(tmp_path, **level)
     with pytest.raises(ConfigError) as refused:

@@ -21,9 +21,11 @@ def _printed(show, *args, **kwargs) -> list[str]:  # noqa: ANN001 - a report.sho
 
 def test_level_line_names_the_level_and_says_when_throughput_was_not_measured() -> None:
     assert level_line({"concurrency": 16, "output_tok_s": 12345.6, "requests": 64, "errors": 1}) == (
-        "concurrency 16: 12,346 output tok/s, 64 requests, 1 errors")  # 12,345.6 rounds up
+        "concurrency 16: 12,346 output tok/s, 64 requests, 1 errors"
+    )  # 12,345.6 rounds up
     assert level_line({"concurrency": 1, "output_tok_s": None, "requests": 16, "errors": 0}) == (
-        "concurrency 1: – (not measured) output tok/s, 16 requests, 0 errors")
+        "concurrency 1: – (not measured) output tok/s, 16 requests, 0 errors"
+    )
 
 
 def test_durations_switch_to_hours_past_59_minutes() -> None:
@@ -33,41 +35,72 @@ def test_durations_switch_to_hours_past_59_minutes() -> None:
 
 
 def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() -> None:
-    record = {"rows": 1200, "rejected_rows": 3, "units": 2400, "requests": 2400, "prompt_tokens_mean": None,
-              "prompt_tokens_sigma": None, "prompt_tokens_max": None, "tokenizer": None,
-              "plan_command": "tokenplan plan --samples 2400 --max-tokens 4096"}
+    record = {
+        "rows": 1200,
+        "rejected_rows": 3,
+        "units": 2400,
+        "requests": 2400,
+        "prompt_tokens_mean": None,
+        "prompt_tokens_sigma": None,
+        "prompt_tokens_max": None,
+        "tokenizer": None,
+        "plan_command": "tokenplan plan --samples 2400 --max-tokens 4096",
+    }
     assert dry_run_text(record, 2).splitlines() == [
         "rows          1,200 usable, 3 rejected",
         "units         2,400 (2 per row)   requests 2,400",
         "prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)",
-        "plan for them tokenplan plan --samples 2400 --max-tokens 4096"]
-    counted = dict(record, prompt_tokens_mean=812.4, prompt_tokens_sigma=0.731, prompt_tokens_max=9000,
-                   tokenizer="tok/")
+        "plan for them tokenplan plan --samples 2400 --max-tokens 4096",
+    ]
+    counted = dict(
+        record, prompt_tokens_mean=812.4, prompt_tokens_sigma=0.731, prompt_tokens_max=9000, tokenizer="tok/"
+    )
     assert dry_run_text(counted, 2).splitlines()[2] == (
-        "prompt tokens mean 812, σ 0.73 (ln), longest 9,000  (tokenizer tok/)")
+        "prompt tokens mean 812, σ 0.73 (ln), longest 9,000  (tokenizer tok/)"
+    )
 
 
 def test_calibration_notes_name_bound_and_held_factors_and_the_files_written(tmp_path) -> None:  # noqa: ANN001
-    d = {"optimizer": {"status": 2, "nfev": 31}, "converged": True, "n": 12, "skipped": 1, "throughput_set_aside": 2,
-         "at_bound": ["mfu"],
-         "held": ["overlap"], "cross_validation": {},
-         "factors": [{"level": "vllm", "name": "mfu", "value": 0.95, "uncertainty": None, "at_bound": True}]}
+    d = {
+        "optimizer": {"status": 2, "nfev": 31},
+        "converged": True,
+        "n": 12,
+        "skipped": 1,
+        "throughput_set_aside": 2,
+        "at_bound": ["mfu"],
+        "held": ["overlap"],
+        "cross_validation": {},
+        "factors": [{"level": "vllm", "name": "mfu", "value": 0.95, "uncertainty": None, "at_bound": True}],
+    }
     assert at_bound_line(dict(d, at_bound=[])) is None
     lines = _printed(show_calibration, d, tmp_path / "p.json")
     assert lines[-3:] == [
         "at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot identify the "
         "factor; no σ): mfu",
         "held at their documented defaults (not identified by the data): overlap",
-        f"wrote {tmp_path / 'p.json'}"]
+        f"wrote {tmp_path / 'p.json'}",
+    ]
     assert any("mfu" in line and "0.95" in line and "–" in line and "at bound" in line for line in lines)
     assert "12 rows, 1 skipped, 2 with tok/s set aside" in " ".join(" ".join(lines).split())  # title may wrap
 
 
 def test_the_fit_names_each_result_file_read_before_its_tables(tmp_path) -> None:  # noqa: ANN001
-    fit = {"converged": False, "at_bound": [], "factors": {"hbm_fraction": {"value": 0.81234, "uncertainty": 0.012}},
-           "levels": [{"concurrency": 4, "batch": 4, "predicted_tpot_s": 0.0125, "measured_tpot_s": None,
-                       "predicted_output_tok_s_per_gpu": 320.04, "measured_output_tok_s_per_gpu": 300.0}],
-           "sources": [{"path": "a.jsonl", "format": "vllm", "levels": 1}]}
+    fit = {
+        "converged": False,
+        "at_bound": [],
+        "factors": {"hbm_fraction": {"value": 0.81234, "uncertainty": 0.012}},
+        "levels": [
+            {
+                "concurrency": 4,
+                "batch": 4,
+                "predicted_tpot_s": 0.0125,
+                "measured_tpot_s": None,
+                "predicted_output_tok_s_per_gpu": 320.04,
+                "measured_output_tok_s_per_gpu": 300.0,
+            }
+        ],
+        "sources": [{"path": "a.jsonl", "format": "vllm", "levels": 1}],
+    }
     lines = _printed(show_fit, fit, None, sources=True)
     assert lines[0] == "read a.jsonl: vllm, 1 level(s)"
     assert "fit: efficiency factors (not converged)" in lines[1]

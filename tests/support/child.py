@@ -46,8 +46,9 @@ class ChildProcess:
         self.stop()
 
 
-def spawn_with_port_file(args: list[str], port_file: str, name: str,
-                         timeout_s: float = 15.0) -> tuple[subprocess.Popen[bytes], int]:
+def spawn_with_port_file(
+    args: list[str], port_file: str, name: str, timeout_s: float = 15.0
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``args`` (a server that writes its bound port to ``port_file``) and wait for the file.
 
     Returns:

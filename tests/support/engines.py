@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from tests.support.child import ChildProcess
 
 
@@ -35,9 +34,12 @@ class TransformersServe(ChildProcess):
         self.url = f"http://127.0.0.1:{self.port}/v1"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(hf_home)}
         self.log = open(workdir / "transformers-serve.log", "wb")
-        self.proc = subprocess.Popen(["transformers", "serve", self.model, "--host", "127.0.0.1", "--port",
-                                      str(self.port), "--device", "cpu"], env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            ["transformers", "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

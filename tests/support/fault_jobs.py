@@ -25,5 +25,13 @@ def jsonl(path: Path) -> list[dict[str, Any]]:
 
 def fault_request(tmp_path: Path, url: str, **options: Any) -> GenerateRequest:
     """The request of a job over ``tmp_path/in.jsonl`` into ``tmp_path/run`` against ``url``."""
-    return GenerateRequest.build(**{"inputs": [str(tmp_path / "in.jsonl")], "out_dir": tmp_path / "run",
-                                    "endpoints": [url], "model": "fault-model", **FAST_RETRY, **options})
+    return GenerateRequest.build(
+        **{
+            "inputs": [str(tmp_path / "in.jsonl")],
+            "out_dir": tmp_path / "run",
+            "endpoints": [url],
+            "model": "fault-model",
+            **FAST_RETRY,
+            **options,
+        }
+    )

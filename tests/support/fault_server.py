@@ -77,13 +77,25 @@ def answer_for(body: dict, tokens: int) -> dict:
     max_tokens = int(body.get("max_tokens") or tokens)
     completion_tokens = min(tokens, max_tokens)
     return {
-        "id": "chatcmpl-" + digest, "object": "chat.completion", "model": body.get("model"),
-        "choices": [{"index": 0, "finish_reason": "length" if max_tokens < tokens else "stop",
-                     "message": {"role": "assistant", "content": "reply-" + digest,
-                                 "reasoning_content": "thought-" + digest}}],
-        "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4,
-                  "completion_tokens": completion_tokens,
-                  "total_tokens": len(json.dumps(body["messages"])) // 4 + completion_tokens},
+        "id": "chatcmpl-" + digest,
+        "object": "chat.completion",
+        "model": body.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "length" if max_tokens < tokens else "stop",
+                "message": {
+                    "role": "assistant",
+                    "content": "reply-" + digest,
+                    "reasoning_content": "thought-" + digest,
+                },
+            }
+        ],
+        "usage": {
+            "prompt_tokens": len(json.dumps(body["messages"])) // 4,
+            "completion_tokens": completion_tokens,
+            "total_tokens": len(json.dumps(body["messages"])) // 4 + completion_tokens,
+        },
     }
 
 
@@ -95,9 +107,11 @@ def _refusal(payload: dict, f: Faults) -> str | None:
     asked = int(payload.get("max_tokens") or 0)
     if f.context and prompt + asked > f.context:
         # vLLM's wording (serving_engine._validate_input), with this request's numbers
-        return (f"This model's maximum context length is {f.context} tokens. However, you requested "
-                f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
-                "Please reduce the length of the messages or completion.")
+        return (
+            f"This model's maximum context length is {f.context} tokens. However, you requested "
+            f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
     return None
 
 
@@ -120,8 +134,16 @@ class Server:
         if self.faults.log_requests:
             auth = dict(request.headers).get(b"authorization")
             with open(self.faults.log_requests, "a") as log:
-                log.write(json.dumps({"method": request.method.decode(), "target": target,
-                                      "authorization": None if auth is None else auth.decode()}) + "\n")
+                log.write(
+                    json.dumps(
+                        {
+                            "method": request.method.decode(),
+                            "target": target,
+                            "authorization": None if auth is None else auth.decode(),
+                        }
+                    )
+                    + "\n"
+                )
         if request.method == b"GET" and target.endswith("/stats"):
             return await self._send(conn, writer, 200, {"requests": self.requests, "max_active": self.max_active})
         self.active += 1
@@ -134,8 +156,9 @@ class Server:
     async def _answer(self, conn, writer, request: h11.Request, target: str, body: bytes) -> bool:
         path = target.partition("?")[0]  # a client may send its endpoint's query string
         if request.method == b"GET" and path.endswith("/models"):
-            return await self._send(conn, writer, 200, {"object": "list", "data": [
-                {"id": self.faults.model, "object": "model"}]})
+            return await self._send(
+                conn, writer, 200, {"object": "list", "data": [{"id": self.faults.model, "object": "model"}]}
+            )
         if request.method != b"POST" or not path.endswith("/chat/completions"):
             return await self._send(conn, writer, 404, {"error": {"message": f"no route {target}"}})
         self.chats += 1
@@ -156,8 +179,7 @@ class Server:
             return await self._send(conn, writer, 500, {"error": {"message": "injected 500"}})
         draw -= f.p500
         if draw < f.p429:
-            return await self._send(conn, writer, 429, {"error": {"message": "injected 429"}},
-                                    [("retry-after", "0")])
+            return await self._send(conn, writer, 429, {"error": {"message": "injected 429"}}, [("retry-after", "0")])
         draw -= f.p429
         if draw < f.p400:
             return await self._send(conn, writer, 400, {"error": {"message": "injected 400: context too long"}})
@@ -175,8 +197,9 @@ class Server:
                 log.write(json.dumps(payload) + "\n")
         refusal = _refusal(payload, f)
         if refusal:
-            return await self._send(conn, writer, 400, {"object": "error", "message": refusal,
-                                                        "type": "BadRequestError", "code": 400})
+            return await self._send(
+                conn, writer, 400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400}
+            )
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
         if payload.get("stream"):
@@ -185,11 +208,16 @@ class Server:
 
     async def _scripted(self, conn, writer, request: h11.Request, entry: dict) -> bool:
         auth = dict(request.headers).get(b"authorization", b"").decode()
-        raw = (entry.get("raw", "").replace("{{authorization}}", auth)
-               .replace("{{credential}}", auth.partition(" ")[2]).replace("{{target}}", request.target.decode()))
+        raw = (
+            entry.get("raw", "")
+            .replace("{{authorization}}", auth)
+            .replace("{{credential}}", auth.partition(" ")[2])
+            .replace("{{target}}", request.target.decode())
+        )
         raw = raw.encode("utf-8", "surrogatepass")
-        await send_bytes(conn, writer, entry.get("status", 200), raw,
-                         content_type=entry.get("content_type", "application/json"))
+        await send_bytes(
+            conn, writer, entry.get("status", 200), raw, content_type=entry.get("content_type", "application/json")
+        )
         return True
 
     async def _send(self, conn, writer, status: int, obj: dict, extra=()) -> bool:
@@ -200,19 +228,25 @@ class Server:
         whole = answer_for(payload, self.faults.tokens)
         choice = whole["choices"][0]
         n = whole["usage"]["completion_tokens"]
-        writer.write(conn.send(h11.Response(status_code=200, headers=[
-            ("content-type", "text/event-stream"), ("transfer-encoding", "chunked")])))
+        writer.write(
+            conn.send(
+                h11.Response(
+                    status_code=200, headers=[("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
+                )
+            )
+        )
         # The reasoning goes out as one chunk, then the content split into n − 1 chunks.
         pieces = [("reasoning_content", choice["message"]["reasoning_content"])]
         text = choice["message"]["content"]
         step = max(1, len(text) // max(1, n - 1))
-        pieces += [("content", text[i:i + step]) for i in range(0, len(text), step)]
+        pieces += [("content", text[i : i + step]) for i in range(0, len(text), step)]
         for key, piece in pieces:
-            chunk = {"model": whole["model"], "choices": [{"index": 0, "delta": {key: piece},
-                                                           "finish_reason": None}]}
+            chunk = {"model": whole["model"], "choices": [{"index": 0, "delta": {key: piece}, "finish_reason": None}]}
             writer.write(conn.send(h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode())))
-        last = {"model": whole["model"], "choices": [{"index": 0, "delta": {},
-                                                      "finish_reason": choice["finish_reason"]}]}
+        last = {
+            "model": whole["model"],
+            "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
+        }
         writer.write(conn.send(h11.Data(data=f"data: {json.dumps(last)}\n\n".encode())))
         usage = {"model": whole["model"], "choices": [], "usage": whole["usage"]}
         writer.write(conn.send(h11.Data(data=f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())))
@@ -266,9 +300,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", type=int, default=0)
     parser.add_argument("--reject-seed", type=int, default=0, help="1: refuse requests carrying seed")
     args = parser.parse_args(argv)
-    faults = Faults(args.p500, args.p429, args.pdrop, args.pstall, args.p400, args.p401, args.stall_s or 30.0,
-                    args.delay_s, args.tokens, args.model, args.seed, args.script, args.log_bodies, args.log_requests,
-                    args.context, bool(args.reject_seed))
+    faults = Faults(
+        args.p500,
+        args.p429,
+        args.pdrop,
+        args.pstall,
+        args.p400,
+        args.p401,
+        args.stall_s or 30.0,
+        args.delay_s,
+        args.tokens,
+        args.model,
+        args.seed,
+        args.script,
+        args.log_bodies,
+        args.log_requests,
+        args.context,
+        bool(args.reject_seed),
+    )
     asyncio.run(serve(faults, args.port, args.port_file))
 
 

@@ -33,8 +33,14 @@ async def read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> tu
             return None, b""
 
 
-async def send_bytes(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, data: bytes,
-                     content_type: str = "application/json", extra: tuple = ()) -> None:
+async def send_bytes(
+    conn: h11.Connection,
+    writer: asyncio.StreamWriter,
+    status: int,
+    data: bytes,
+    content_type: str = "application/json",
+    extra: tuple = (),
+) -> None:
     """One complete response with a Content-Length body."""
     headers = [("content-type", content_type), ("content-length", str(len(data))), *extra]
     writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
@@ -66,8 +72,9 @@ async def handle_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
 async def listen_until_signal(respond: Responder, port: int, port_file: str | None, backlog: int) -> None:
     """Listen on 127.0.0.1:``port`` (0 = any free port), write the bound port to ``port_file``
     atomically (the parent waits for that file), and serve until SIGTERM or SIGINT."""
-    listener = await asyncio.start_server(lambda r, w: handle_connection(r, w, respond), "127.0.0.1", port,
-                                          backlog=backlog, reuse_address=True)
+    listener = await asyncio.start_server(
+        lambda r, w: handle_connection(r, w, respond), "127.0.0.1", port, backlog=backlog, reuse_address=True
+    )
     bound = listener.sockets[0].getsockname()[1]
     if port_file:
         with open(port_file + ".tmp", "w") as fh:

@@ -26,8 +26,11 @@ BROKEN_LINE = '{"prompt": "this line is cut off'
 def _row(shape: str, i: int) -> dict:
     q = QUESTIONS[i]
     if shape == "conversations":
-        turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": q},
-                 {"role": "assistant", "content": "old answer"}]
+        turns = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": q},
+            {"role": "assistant", "content": "old answer"},
+        ]
         if i == 0:
             turns += [{"role": "user", "content": "And then?"}, {"role": "assistant", "content": "old answer 2"}]
         return {"id": f"spec-{i}", "conversations": turns}
@@ -36,8 +39,12 @@ def _row(shape: str, i: int) -> dict:
     if shape == "messages":
         return {"id": f"msg-{i}", "messages": [{"role": "user", "content": q}]}
     if shape == "batch":
-        return {"custom_id": f"batch-{i}", "method": "POST", "url": "/v1/chat/completions",
-                "body": {"messages": [{"role": "user", "content": q}]}}
+        return {
+            "custom_id": f"batch-{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": q}]},
+        }
     return {"prompt": f"{q} (prompt {i})"}
 
 

@@ -11,16 +11,39 @@ from dataclasses import replace
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 
-EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
-                 lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                 per_sequence_overhead_s=0.0, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                 layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+EFF = Efficiency(
+    hbm_fraction=0.8,
+    attention_fraction=0.5,
+    gemm_fraction=0.5,
+    gemm_half_tokens=8.0,
+    lowprec_fraction=1.0,
+    dequant_fraction=1.0,
+    comm_fraction=0.5,
+    step_overhead_s=1e-3,
+    per_sequence_overhead_s=0.0,
+    ttft_overhead_s=0.05,
+    prefill_wave_fraction=0.5,
+    layer_latency_s=0.0,
+    moe_layer_latency_s=0.0,
+    per_token_moe_layer_s=0.0,
+)
 
 
 def ours(d: Deployment) -> Deployment:
     """``d`` with our round numbers (module docstring); no measured GEMM curve."""
-    return replace(d, gpu=replace(d.gpu, hbm_bytes_per_s=4e12, gemm_curves=()),
-                   memory=replace(d.memory, kv_bytes_per_token_per_gpu=0.0, sliding_bytes_per_token_per_gpu=0.0),
-                   dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8, lm_head_bytes=1e9, gemm_flops_per_s=1e15,
-                   attn_flops_per_s=1e15, attn_flops_per_token_ctx=0.0, attn_prefill_flops_per_token_ctx=0.0,
-                   gdn_flops_per_token=0.0, lowprec=False, weight_only=False)
+    return replace(
+        d,
+        gpu=replace(d.gpu, hbm_bytes_per_s=4e12, gemm_curves=()),
+        memory=replace(d.memory, kv_bytes_per_token_per_gpu=0.0, sliding_bytes_per_token_per_gpu=0.0),
+        dense_params=8e9,
+        dense_bytes=8e9,
+        lm_head_params=5e8,
+        lm_head_bytes=1e9,
+        gemm_flops_per_s=1e15,
+        attn_flops_per_s=1e15,
+        attn_flops_per_token_ctx=0.0,
+        attn_prefill_flops_per_token_ctx=0.0,
+        gdn_flops_per_token=0.0,
+        lowprec=False,
+        weight_only=False,
+    )

@@ -136,9 +136,14 @@ class Engine:
         used = sum(s.prompt_tokens + s.generated for s in self.running)
         engine = self.spec.law.engine if self.spec is not None else "vllm"
         names = ENGINE_NAMES[engine]
-        rows = [("gauge", names[0], len(self.running)), ("gauge", names[1], len(self.waiting)),
-                ("gauge", names[2], used / self.law.kv_tokens), ("counter", names[3], 0),
-                ("counter", names[4], self.generation_tokens), ("counter", names[5], self.prompt_tokens)]
+        rows = [
+            ("gauge", names[0], len(self.running)),
+            ("gauge", names[1], len(self.waiting)),
+            ("gauge", names[2], used / self.law.kv_tokens),
+            ("counter", names[3], 0),
+            ("counter", names[4], self.generation_tokens),
+            ("counter", names[5], self.prompt_tokens),
+        ]
         out = []
         for kind, name, value in rows:
             if name is not None:
@@ -151,8 +156,10 @@ class Engine:
         """TensorRT-LLM's JSON ``/metrics``: a list of iteration stats (here the latest one)."""
         stats = {"numActiveRequests": len(self.running), "numQueuedRequests": len(self.waiting)}
         if self.spec is not None:
-            stats["specDecodingStats"] = {"numDraftTokens": self.spec.draft_tokens,
-                                          "numAcceptedTokens": self.spec.accepted}
+            stats["specDecodingStats"] = {
+                "numDraftTokens": self.spec.draft_tokens,
+                "numAcceptedTokens": self.spec.accepted,
+            }
         return [stats]
 
     def stats(self, since: float, until: float) -> dict:
@@ -160,10 +167,13 @@ class Engine:
         by_batch: dict[int, list[float]] = {}
         for b, d in inside:
             by_batch.setdefault(b, []).append(d)
-        return {"tokens": sum(b for b, _ in inside), "steps": len(inside),
-                "step_s_by_batch": {str(b): sum(v) / len(v) for b, v in sorted(by_batch.items())},
-                "steps_by_batch": {str(b): len(v) for b, v in sorted(by_batch.items())},
-                "law": {"a_s": self.law.a_s, "b_s": self.law.b_s, "cap": self.law.cap}}
+        return {
+            "tokens": sum(b for b, _ in inside),
+            "steps": len(inside),
+            "step_s_by_batch": {str(b): sum(v) / len(v) for b, v in sorted(by_batch.items())},
+            "steps_by_batch": {str(b): len(v) for b, v in sorted(by_batch.items())},
+            "law": {"a_s": self.law.a_s, "b_s": self.law.b_s, "cap": self.law.cap},
+        }
 
 
 class Vocab:
@@ -188,23 +198,51 @@ class Vocab:
 
 # running, waiting, KV usage (0–1), preemptions, generated tokens, prompt tokens
 ENGINE_NAMES = {
-    "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-             "vllm:num_preemptions_total", "vllm:generation_tokens_total", "vllm:prompt_tokens_total"),
-    "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
-               "sglang:num_retracted_reqs", "sglang:generation_tokens_total", "sglang:prompt_tokens_total"),
-    "trtllm": ("trtllm_num_requests_running", "trtllm_num_requests_waiting", "trtllm_kv_cache_utilization",
-               None, "trtllm_generation_tokens_total", "trtllm_prompt_tokens_total"),
+    "vllm": (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+    ),
+    "sglang": (
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:token_usage",
+        "sglang:num_retracted_reqs",
+        "sglang:generation_tokens_total",
+        "sglang:prompt_tokens_total",
+    ),
+    "trtllm": (
+        "trtllm_num_requests_running",
+        "trtllm_num_requests_waiting",
+        "trtllm_kv_cache_utilization",
+        None,
+        "trtllm_generation_tokens_total",
+        "trtllm_prompt_tokens_total",
+    ),
 }
 
 
 def chat_tokens(vocab: Vocab, messages: list[dict]) -> int:
-    return sum(TEMPLATE_TOKENS + len(vocab.encode(str(m.get("content") or ""))) for m in messages) \
+    return (
+        sum(TEMPLATE_TOKENS + len(vocab.encode(str(m.get("content") or ""))) for m in messages)
         + GENERATION_PROMPT_TOKENS
+    )
 
 
 class Server:
-    def __init__(self, law: Law, model: str, tokenize: bool, exit_after_requests: int | None,
-                 stream_usage: bool = True, log_headers: str | None = None, spec: SpecLaw | None = None):
+    def __init__(
+        self,
+        law: Law,
+        model: str,
+        tokenize: bool,
+        exit_after_requests: int | None,
+        stream_usage: bool = True,
+        log_headers: str | None = None,
+        spec: SpecLaw | None = None,
+    ):
         self.engine, self.model, self.tokenize = Engine(law, spec), model, tokenize
         self.spec = spec
         self.log_headers = log_headers
@@ -219,21 +257,35 @@ class Server:
         if self.log_headers:
             auth = dict(request.headers).get(b"authorization")
             with open(self.log_headers, "a", encoding="utf-8") as log:
-                log.write(json.dumps({"method": method.decode(), "path": path,
-                                      "authorization": None if auth is None else auth.decode()}) + "\n")
+                log.write(
+                    json.dumps(
+                        {
+                            "method": method.decode(),
+                            "path": path,
+                            "authorization": None if auth is None else auth.decode(),
+                        }
+                    )
+                    + "\n"
+                )
         if method == b"GET" and path == "/v1/models":
             await self._send(conn, writer, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
         elif method == b"GET" and path == "/get_server_info" and self.spec is not None and self.spec.engine == "sglang":
             await self._send(conn, writer, 200, {"max_running_requests": self.engine.law.cap, "version": "sim"})
         elif method == b"GET" and path == "/metrics" and self.spec is not None and self.spec.engine == "trtllm":
             await self._send(conn, writer, 200, json.dumps(self.engine.iteration_stats()))
-        elif method == b"GET" and (path == "/metrics" or (path == "/prometheus/metrics" and self.spec is not None
-                                                          and self.spec.engine == "trtllm")):
+        elif method == b"GET" and (
+            path == "/metrics"
+            or (path == "/prometheus/metrics" and self.spec is not None and self.spec.engine == "trtllm")
+        ):
             await self._send(conn, writer, 200, self.engine.metrics_text(self.model), "text/plain; version=0.0.4")
         elif method == b"GET" and path == "/stats":
             q = urllib.parse.parse_qs(url.query)
-            await self._send(conn, writer, 200, self.engine.stats(float(q.get("since", ["0"])[0]),
-                                                                   float(q.get("until", ["1e18"])[0])))
+            await self._send(
+                conn,
+                writer,
+                200,
+                self.engine.stats(float(q.get("since", ["0"])[0]), float(q.get("until", ["1e18"])[0])),
+            )
         elif method == b"POST" and path == "/tokenize" and self.tokenize:
             req = json.loads(body)
             if "messages" in req:
@@ -254,35 +306,60 @@ class Server:
         if self.exit_after_requests is not None and self.chat_requests >= self.exit_after_requests:
             os._exit(3)
         if req.get("model") != self.model:
-            await self._send(conn, writer, 404, {"error": {"message": f"The model `{req.get('model')}` does "
-                                                                      "not exist.", "code": 404}})
+            await self._send(
+                conn,
+                writer,
+                404,
+                {"error": {"message": f"The model `{req.get('model')}` does not exist.", "code": 404}},
+            )
             return
         max_tokens = int(req.get("max_completion_tokens") or req.get("max_tokens") or 16)
         seq = Seq(chat_tokens(self.vocab, req["messages"]), max_tokens)
         if self.spec is not None:
             seq.rates = self.spec.rates(seq.prompt_tokens + max_tokens)
         self.engine.submit(seq)
-        usage = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": max_tokens,
-                 "total_tokens": seq.prompt_tokens + max_tokens}
+        usage = {
+            "prompt_tokens": seq.prompt_tokens,
+            "completion_tokens": max_tokens,
+            "total_tokens": seq.prompt_tokens + max_tokens,
+        }
         if not req.get("stream"):
             while not await seq.tokens.get():
                 pass
-            choice = {"index": 0, "finish_reason": "length",
-                      "message": {"role": "assistant", "content": "t " * max_tokens}}
+            choice = {
+                "index": 0,
+                "finish_reason": "length",
+                "message": {"role": "assistant", "content": "t " * max_tokens},
+            }
             if self.spec is not None and self.spec.engine == "sglang" and req.get("return_meta_info"):
-                choice["meta_info"] = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": seq.generated,
-                                       "spec_verify_ct": round(seq.verify)}
-            answer = {"id": "sim", "object": "chat.completion", "model": self.model, "usage": usage,
-                      "choices": [choice]}
+                choice["meta_info"] = {
+                    "prompt_tokens": seq.prompt_tokens,
+                    "completion_tokens": seq.generated,
+                    "spec_verify_ct": round(seq.verify),
+                }
+            answer = {
+                "id": "sim",
+                "object": "chat.completion",
+                "model": self.model,
+                "usage": usage,
+                "choices": [choice],
+            }
             await self._send(conn, writer, 200, answer)
             return
-        writer.write(conn.send(h11.Response(status_code=200, headers=[
-            ("content-type", "text/event-stream"), ("transfer-encoding", "chunked")])))
+        writer.write(
+            conn.send(
+                h11.Response(
+                    status_code=200, headers=[("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
+                )
+            )
+        )
         done = False
         while not done:
             done = await seq.tokens.get()
-            chunk = {"model": self.model, "choices": [{"index": 0, "delta": {"content": "t "},
-                                                       "finish_reason": "length" if done else None}]}
+            chunk = {
+                "model": self.model,
+                "choices": [{"index": 0, "delta": {"content": "t "}, "finish_reason": "length" if done else None}],
+            }
             writer.write(conn.send(h11.Data(data=f"data: {json.dumps(chunk)}\n\n".encode())))
         tail = {"model": self.model, "choices": [], "usage": usage}
         if self.stream_usage:
@@ -292,7 +369,9 @@ class Server:
         await writer.drain()
 
     async def _send(self, conn, writer, status: int, obj: dict | str, content_type: str = "application/json"):
-        await send_bytes(conn, writer, status, (obj if isinstance(obj, str) else json.dumps(obj)).encode(), content_type)
+        await send_bytes(
+            conn, writer, status, (obj if isinstance(obj, str) else json.dumps(obj)).encode(), content_type
+        )
 
 
 async def serve(server: Server, port: int, port_file: str | None) -> None:
@@ -304,12 +383,35 @@ async def serve(server: Server, port: int, port_file: str | None) -> None:
 class SimServerProcess(ChildProcess):
     """The simulated engine in a child process; ``url`` is its ``base_url`` (``http://127.0.0.1:P/v1``)."""
 
-    def __init__(self, workdir: str, *, a_ms: float, b_ms: float, cap: int, model: str = "sim-model",
-                 tokenize: bool = True, exit_after_requests: int | None = None, stream_usage: bool = True,
-                 log_headers: str | None = None, spec: str | None = None):
+    def __init__(
+        self,
+        workdir: str,
+        *,
+        a_ms: float,
+        b_ms: float,
+        cap: int,
+        model: str = "sim-model",
+        tokenize: bool = True,
+        exit_after_requests: int | None = None,
+        stream_usage: bool = True,
+        log_headers: str | None = None,
+        spec: str | None = None,
+    ):
         port_file = os.path.join(workdir, f"sim-port-{os.getpid()}-{id(self)}")
-        args = [sys.executable, os.path.abspath(__file__), "--port-file", port_file, "--a-ms", str(a_ms),
-                "--b-ms", str(b_ms), "--cap", str(cap), "--model", model]
+        args = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--port-file",
+            port_file,
+            "--a-ms",
+            str(a_ms),
+            "--b-ms",
+            str(b_ms),
+            "--cap",
+            str(cap),
+            "--model",
+            model,
+        ]
         if not tokenize:
             args.append("--no-tokenize")
         if exit_after_requests is not None:
@@ -330,8 +432,9 @@ class SimServerProcess(ChildProcess):
     def stats(self, since: float, until: float) -> dict:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats?since={since:.6f}&until={until:.6f}",
-                                    timeout=10) as r:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.port}/stats?since={since:.6f}&until={until:.6f}", timeout=10
+        ) as r:
             return json.loads(r.read())
 
 
@@ -353,8 +456,15 @@ def main(argv: list[str] | None = None) -> None:
     if a.spec:
         engine, k, p0, *decay = a.spec.split(":")
         spec = SpecLaw(engine, int(k), float(p0), float(decay[0]) if decay else 0.0)
-    server = Server(Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap), a.model, not a.no_tokenize, a.exit_after_requests,
-                    not a.no_stream_usage, a.log_headers, spec)
+    server = Server(
+        Law(a.a_ms / 1e3, a.b_ms / 1e3, a.cap),
+        a.model,
+        not a.no_tokenize,
+        a.exit_after_requests,
+        not a.no_stream_usage,
+        a.log_headers,
+        spec,
+    )
     asyncio.run(serve(server, a.port, a.port_file))
 
 

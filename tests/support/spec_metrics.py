@@ -103,15 +103,16 @@ class SpecCounters:
         rows += _counter("trtllm_spec_decode_num_accepted_tokens", label, self.accepted)
         rows += _per_pos("trtllm_spec_decode_drafted_tokens", label, "token_position", self.drafted_per_pos_done)
         rows += _per_pos("trtllm_spec_decode_accepted_tokens", label, "token_position", self.accepted_per_pos_done)
-        rows += ["# TYPE trtllm_spec_decode_acceptance_length gauge",
-                 f"trtllm_spec_decode_acceptance_length{{{label}}} {self.gauge}"]
+        rows += [
+            "# TYPE trtllm_spec_decode_acceptance_length gauge",
+            f"trtllm_spec_decode_acceptance_length{{{label}}} {self.gauge}",
+        ]
         return rows
 
 
 def _counter(name: str, label: str, value: float) -> list[str]:
     # prometheus_client's text format: the family typed under its _total name, plus _created
-    return [f"# TYPE {name}_total counter", f"{name}_total{{{label}}} {value!r}",
-            f"{name}_created{{{label}}} 1.7e9"]
+    return [f"# TYPE {name}_total counter", f"{name}_total{{{label}}} {value!r}", f"{name}_created{{{label}}} 1.7e9"]
 
 
 def _per_pos(name: str, label: str, pos_label: str, values: list[float]) -> list[str]:

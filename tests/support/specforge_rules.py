@@ -64,8 +64,9 @@ def _conversation_problem(messages: Any) -> str | None:
     return None if saw_user else "conversation has no user message"
 
 
-def validator_problem(row: dict[str, Any], *, expect_reasoning: bool = False,
-                      strict_think_markers: bool = False) -> str | None:
+def validator_problem(
+    row: dict[str, Any], *, expect_reasoning: bool = False, strict_think_markers: bool = False
+) -> str | None:
     """Why ``validate_regenerated_data.py`` would reject ``row`` (its message), or None."""
     row_id = row.get("id")
     if not isinstance(row_id, str) or not row_id.strip():

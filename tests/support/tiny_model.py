@@ -36,8 +36,10 @@ HIDDEN = 64
 
 def _corpus(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    words = "the a model answers question about cats dogs rivers numbers code plan tokens fast slow " \
-            "why how what is are was one two three four five please tell me more".split()
+    words = (
+        "the a model answers question about cats dogs rivers numbers code plan tokens fast slow "
+        "why how what is are was one two three four five please tell me more".split()
+    )
     lines = []
     for _ in range(n):
         user = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
@@ -54,11 +56,13 @@ def build_tokenizer(directory: Path):  # noqa: ANN201 - transformers is imported
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(_corpus(2000), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", unk_token=None)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
+    )
     fast.add_tokens(["hello", "world"])
     fast.chat_template = CHATML
     fast.save_pretrained(directory)
@@ -73,11 +77,19 @@ def build_reasoning_model(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(directory)
     vocab = len(tokenizer)
-    config = Qwen3Config(vocab_size=vocab, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-                         max_position_embeddings=2048, tie_word_embeddings=False,
-                         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-                         pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+    config = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+    )
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(config)
     ids = [tokenizer.convert_tokens_to_ids(t) for t in CHAIN]
@@ -98,8 +110,9 @@ def build_reasoning_model(directory: Path) -> Path:
             head[next_id, dim] = 10.0
         model.lm_head.weight.copy_(head)
     model.save_pretrained(directory, safe_serialization=True)
-    GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
-                     do_sample=False).save_pretrained(directory)
+    GenerationConfig(
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, do_sample=False
+    ).save_pretrained(directory)
     (directory / "CHAIN.json").write_text(json.dumps(CHAIN))
     return directory
 

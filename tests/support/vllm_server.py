@@ -30,10 +30,21 @@ def build_tiny_llama(directory: Path) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = build_tokenizer(directory)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048,
-                         eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"), bos_token_id=None,
-                         pad_token_id=tok.pad_token_id, tie_word_embeddings=False, torch_dtype="bfloat16")
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=2048,
+        eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+        bos_token_id=None,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(directory, safe_serialization=True)
@@ -51,13 +62,35 @@ class VllmServer(ChildProcess):
         python = os.environ.get("TOKENPLAN_VLLM_PYTHON", sys.executable)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CACHE_ROOT": str(workdir / "vllm-cache"),
-               "HF_HUB_OFFLINE": "1"}
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CACHE_ROOT": str(workdir / "vllm-cache"),
+            "HF_HUB_OFFLINE": "1",
+        }
         self.log = open(workdir / "vllm.log", "wb")
-        self.proc = subprocess.Popen([python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-                                      "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port",
-                                      str(self.port), "--max-model-len", "2048", "--enforce-eager"],
-                                     env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
+        self.proc = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(model_dir),
+                "--served-model-name",
+                SERVED_NAME,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--max-model-len",
+                "2048",
+                "--enforce-eager",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

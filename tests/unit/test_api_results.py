@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import pkgutil
 import json
+import pkgutil
 from dataclasses import dataclass, field
 
 import pytest
@@ -19,8 +19,9 @@ from tokenplan.api.results import INLINE, OMIT_NONE, JsonResult, inline
 
 # Every module of the api package, found on disk so that a new one is checked too; bench and
 # generate return their own outcome types (BenchOutcome, GenerateResult).
-TYPED_MODULES = sorted(f"tokenplan.api.{m.name}" for m in pkgutil.iter_modules(
-    importlib.import_module("tokenplan.api").__path__))
+TYPED_MODULES = sorted(
+    f"tokenplan.api.{m.name}" for m in pkgutil.iter_modules(importlib.import_module("tokenplan.api").__path__)
+)
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,20 @@ class _Outer(JsonResult):
 
 
 def test_to_json_follows_field_order_and_the_markers() -> None:
-    out = _Outer(first=1, gone=None, kept=None, merged=_Inner(2, "x"), prefixed=_Inner(3, None),
-                 items=(_Inner(4, "y"),))
+    out = _Outer(
+        first=1, gone=None, kept=None, merged=_Inner(2, "x"), prefixed=_Inner(3, None), items=(_Inner(4, "y"),)
+    )
     # first; gone is None and OMIT_NONE: no key; kept None stays; merged's a, b in place;
     # prefixed's a, b as p_a, p_b; items as a list of their dicts.
-    assert out.to_json() == {"first": 1, "kept": None, "a": 2, "b": "x", "p_a": 3, "p_b": None,
-                             "items": [{"a": 4, "b": "y"}]}
+    assert out.to_json() == {
+        "first": 1,
+        "kept": None,
+        "a": 2,
+        "b": "x",
+        "p_a": 3,
+        "p_b": None,
+        "items": [{"a": 4, "b": "y"}],
+    }
     assert list(out.to_json()) == ["first", "kept", "a", "b", "p_a", "p_b", "items"]
 
 

@@ -7,10 +7,18 @@ import pytest
 from tokenplan.units import duration_words
 
 
-@pytest.mark.parametrize(("seconds", "words"), [
-    (86_400, "1 day"), (2 * 86_400, "2 days"), (1.5 * 86_400, "1.5 days"),  # a day and more: days
-    (3_600, "1 h"), (6 * 3_600, "6 h"), (1_800, "30 min"), (90, "1.5 min"),  # below a day: h, then min
-    (20, "20 s"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [
+        (86_400, "1 day"),
+        (2 * 86_400, "2 days"),
+        (1.5 * 86_400, "1.5 days"),  # a day and more: days
+        (3_600, "1 h"),
+        (6 * 3_600, "6 h"),
+        (1_800, "30 min"),
+        (90, "1.5 min"),  # below a day: h, then min
+        (20, "20 s"),
+    ],
+)
 def test_a_duration_reads_in_the_largest_unit_it_fills(seconds, words):
     assert duration_words(seconds) == words

@@ -27,7 +27,7 @@ def test_json_nested_to_the_limit_parses_and_one_level_more_is_refused() -> None
 
 def test_json_past_the_recursion_limit_names_the_line_where_it_goes_too_deep() -> None:
     # lines 1-2 hold 2 levels, line 3 the 3rd to the 100,000th: the 65th opens on line 3
-    text = "{\n\"a\": [\n" + "[" * 99_998 + "]" * 99_998 + "]}"
+    text = '{\n"a": [\n' + "[" * 99_998 + "]" * 99_998 + "]}"
     with pytest.raises(ConfigError, match=f"^f.json: line 3: {NESTED}"):
         parse_json(text, "f.json")
 
@@ -53,11 +53,15 @@ def test_a_file_that_is_not_utf8_names_the_byte(tmp_path: Path) -> None:
         load_json(tmp_path / "f.json")
 
 
-@pytest.mark.parametrize(("text", "line"), [
-    ("model: a\nsamples: 1\nsamples: 2\n", "line 3: key 'samples' given twice in one mapping (first on line 2)"),
-    ("isl: {mean: 1, mean: 2}\n", "line 1: key 'mean' given twice in one mapping (first on line 1)"),
-    ("prices:\n  b200: 1\n  b200: 2\n", "line 3: key 'b200' given twice in one mapping (first on line 2)"),
-], ids=["top_level", "flow_mapping", "nested"])
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("model: a\nsamples: 1\nsamples: 2\n", "line 3: key 'samples' given twice in one mapping (first on line 2)"),
+        ("isl: {mean: 1, mean: 2}\n", "line 1: key 'mean' given twice in one mapping (first on line 1)"),
+        ("prices:\n  b200: 1\n  b200: 2\n", "line 3: key 'b200' given twice in one mapping (first on line 2)"),
+    ],
+    ids=["top_level", "flow_mapping", "nested"],
+)
 def test_a_yaml_key_twice_in_one_mapping_is_refused(text: str, line: str) -> None:
     with pytest.raises(ConfigError) as refused:
         parse_yaml(text, "job.yaml")
@@ -67,7 +71,9 @@ def test_a_yaml_key_twice_in_one_mapping_is_refused(text: str, line: str) -> Non
 def test_yaml_merge_keys_overridden_next_to_the_merge_are_not_duplicates() -> None:
     # YAML's merge type: keys given beside `<<` override the merged ones
     assert parse_yaml("base: &b {mean: 1, sigma: 0.5}\nisl:\n  <<: *b\n  mean: 2\n", "job.yaml")["isl"] == {
-        "mean": 2, "sigma": 0.5}
+        "mean": 2,
+        "sigma": 0.5,
+    }
 
 
 def test_yaml_nested_to_the_limit_parses_and_one_level_more_is_refused() -> None:

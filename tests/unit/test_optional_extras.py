@@ -19,11 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(blocked: list[str], args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    code = ("import sys\n"
-            f"for name in {blocked!r}: sys.modules[name] = None\n"
-            "from tokenplan.cli import main\n"
-            f"sys.argv = ['tokenplan'] + {args!r}\n"
-            "main()\n")
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "from tokenplan.cli import main\n"
+        f"sys.argv = ['tokenplan'] + {args!r}\n"
+        "main()\n"
+    )
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
@@ -34,29 +36,36 @@ def test_report_without_plotly_names_the_report_extra(tmp_path):
     assert made.returncode == 0, made.stderr
     plan.write_text(made.stdout)
     json.loads(made.stdout)  # a real plan to render
-    result = _cli(["plotly", "plotly.graph_objects", "plotly.offline"],
-                  ["report", "--plan", str(plan), "-o", str(tmp_path / "r.html")], tmp_path)
+    result = _cli(
+        ["plotly", "plotly.graph_objects", "plotly.offline"],
+        ["report", "--plan", str(plan), "-o", str(tmp_path / "r.html")],
+        tmp_path,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]'"]
+        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]'"
+    ]
     assert not (tmp_path / "r.html").exists()
 
 
 @pytest.mark.slow
 def test_calibrate_without_scipy_names_the_calibrate_extra(tmp_path):
     csv = ROOT / "data" / "ground-truth" / "serving-dev.csv"
-    result = _cli(["scipy", "scipy.optimize"], ["calibrate", str(csv), "--no-cv", "-o", str(tmp_path / "p.json")],
-                  tmp_path)
+    result = _cli(
+        ["scipy", "scipy.optimize"], ["calibrate", str(csv), "--no-cv", "-o", str(tmp_path / "p.json")], tmp_path
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: this needs scipy, which the core install leaves out: pip install 'tokenplan[calibrate]'")
+        "error: this needs scipy, which the core install leaves out: pip install 'tokenplan[calibrate]'"
+    )
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "p.json").exists()
 
 
 def test_python_dash_m_runs_the_cli(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "tokenplan", "--gpuu"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tokenplan", "--gpuu"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "--gpuu" in result.stderr

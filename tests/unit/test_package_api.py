@@ -7,8 +7,22 @@ import pytest
 
 import tokenplan
 
-PINNED = ["BenchRequest", "GenerateRequest", "PlanRequest", "PredictRequest", "TokenplanError", "__version__",
-          "bench_async", "calibrate", "generate", "generate_async", "memory", "plan", "predict", "validate"]
+PINNED = [
+    "BenchRequest",
+    "GenerateRequest",
+    "PlanRequest",
+    "PredictRequest",
+    "TokenplanError",
+    "__version__",
+    "bench_async",
+    "calibrate",
+    "generate",
+    "generate_async",
+    "memory",
+    "plan",
+    "predict",
+    "validate",
+]
 
 
 def test_all_is_pinned():

@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from tokenplan.api._common import PredictRequest
-
 from tokenplan.api.predict import predict
 from tokenplan.catalog import load_model
 from tokenplan.cli.options import parse_prices
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.job.workload import LengthDist
 from tokenplan.files.calibration import read_calibration
 from tokenplan.files.job import read_job_file
+from tokenplan.job.workload import LengthDist
 
 
 @pytest.mark.parametrize("item", ["b200=1e308", "b200=nan", "b200=inf", "b200=-1", "b200=0"])
@@ -36,13 +35,18 @@ def test_a_length_sigma_that_is_not_a_number_in_range_is_refused(sigma: float) -
         LengthDist(1000.0, sigma, None)
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    ('{"default": {}, "defualt": {"hbm_fraction": 0.5}}', "defualt: unknown key"),
-    ('{"default": {"hbm_fraction": -0.5}}', "default.hbm_fraction: -0.5 is not allowed"),
-    ('{"default": {"hbm_fraction": NaN}}', "default.hbm_fraction: nan is not allowed"),
-    ('{"groups": {"sglang": {"step_overhead_s": -1e-3}}}', "groups.sglang.step_overhead_s"),
-])
-def test_a_calibration_file_with_an_unknown_key_or_a_bad_factor_is_refused(tmp_path: Path, text: str, where: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"default": {}, "defualt": {"hbm_fraction": 0.5}}', "defualt: unknown key"),
+        ('{"default": {"hbm_fraction": -0.5}}', "default.hbm_fraction: -0.5 is not allowed"),
+        ('{"default": {"hbm_fraction": NaN}}', "default.hbm_fraction: nan is not allowed"),
+        ('{"groups": {"sglang": {"step_overhead_s": -1e-3}}}', "groups.sglang.step_overhead_s"),
+    ],
+)
+def test_a_calibration_file_with_an_unknown_key_or_a_bad_factor_is_refused(
+    tmp_path: Path, text: str, where: str
+) -> None:
     path = tmp_path / "cal.json"
     path.write_text(text)
     with pytest.raises(ConfigError, match=where):

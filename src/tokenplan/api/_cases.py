@@ -12,9 +12,9 @@ from dataclasses import replace
 from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.validate import Case
+from tokenplan.catalog.length_sets import LengthShape, length_set
 from tokenplan.errors import TokenplanError
 from tokenplan.files.measurements import MeasurementFile
-from tokenplan.catalog.length_sets import LengthShape, length_set
 from tokenplan.job.workload import LengthDist, lognormal_with_mean
 from tokenplan.measurement import Measurement, SkippedRow
 
@@ -22,9 +22,21 @@ from tokenplan.measurement import Measurement, SkippedRow
 def measurement_request(m: Measurement, calibration: str | None = None) -> PredictRequest:
     """The ``tokenplan predict`` request of a measured row (lengths must be known)."""
     return PredictRequest(
-        model=m.model, gpu=m.gpu, num_gpus=m.num_gpus, tp=m.tp, pp=m.pp, ep=m.ep, attention_dp=m.attention_dp,
-        weight_dtype=m.weight_dtype, kv_dtype=m.kv_dtype, isl=m.isl_tokens or 1.0, osl=m.osl_tokens or 1.0,
-        concurrency=m.concurrency, spec=m.spec, engine=m.engine, calibration=calibration,
+        model=m.model,
+        gpu=m.gpu,
+        num_gpus=m.num_gpus,
+        tp=m.tp,
+        pp=m.pp,
+        ep=m.ep,
+        attention_dp=m.attention_dp,
+        weight_dtype=m.weight_dtype,
+        kv_dtype=m.kv_dtype,
+        isl=m.isl_tokens or 1.0,
+        osl=m.osl_tokens or 1.0,
+        concurrency=m.concurrency,
+        spec=m.spec,
+        engine=m.engine,
+        calibration=calibration,
         max_running=m.max_running,
     )
 

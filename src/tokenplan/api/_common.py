@@ -15,13 +15,13 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InfeasibleError, InputError
+from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.files.calibration import moved_lines, read_calibration, read_calibration_file
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate, kv_and_state
 from tokenplan.job.workload import LengthDist, lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
-from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.space import Fixed
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, WEIGHT_DTYPES, parse_dtype
@@ -85,8 +85,11 @@ def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int
     whole number ≥ 1."""
     for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
         if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
-            raise InputError(name, _shown(value), "an integer ≥ 1" + (", running requests per replica"
-                                                                      if name == "max-running" else ""))
+            raise InputError(
+                name,
+                _shown(value),
+                "an integer ≥ 1" + (", running requests per replica" if name == "max-running" else ""),
+            )
     return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
 
 
@@ -109,12 +112,20 @@ def check_plan_lengths(req: object, defaults: type) -> None:
             raise InputError(f"{name}-sigma", _shown(sigma), "a lognormal σ ≥ 0")
         if cap is not None and not cap > mean:
             if cap == getattr(defaults, f"{name}_cap"):  # the user raised the mean, not the cap
-                raise InputError(name, _shown(mean), f"a mean below --{cap_option} {cap:g} (its default; raise "
-                                 f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})")
+                raise InputError(
+                    name,
+                    _shown(mean),
+                    f"a mean below --{cap_option} {cap:g} (its default; raise "
+                    f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})",
+                )
             raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g}")
         if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
-            raise InputError(cap_option, _shown(cap), f"a number of tokens above the mean {mean:g} and at most "
-                             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)")
+            raise InputError(
+                cap_option,
+                _shown(cap),
+                f"a number of tokens above the mean {mean:g} and at most "
+                f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)",
+            )
 
 
 def efficiency_table(calibration: str | None) -> EfficiencyTable:
@@ -152,28 +163,47 @@ def build_config(req: PredictRequest) -> tuple[Config, ModelSpec, Gpu]:
             raise InputError(field, _shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
-    for name, option, mean, cap in (("osl", "max-tokens", req.osl, req.osl_cap), ("isl", "isl-cap", req.isl, req.isl_cap)):
+    for name, option, mean, cap in (
+        ("osl", "max-tokens", req.osl, req.osl_cap),
+        ("isl", "isl-cap", req.isl, req.isl_cap),
+    ):
         if cap is not None and not mean < cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens, --isl-cap
-            raise InputError(option, _shown(cap), f"a number of tokens above the mean {name} {mean:g} "
-                             f"and at most {MAX_REQUEST_TOKENS:,}")
+            raise InputError(
+                option,
+                _shown(cap),
+                f"a number of tokens above the mean {name} {mean:g} and at most {MAX_REQUEST_TOKENS:,}",
+            )
     if req.num_gpus % (req.tp * req.pp):
         raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
     chunk = _chunk_tokens(req, engine.name)
-    weight = parse_dtype(req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype,
-                         "weight_dtype", WEIGHT_DTYPES)
+    weight = parse_dtype(
+        req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype, "weight_dtype", WEIGHT_DTYPES
+    )
     kv = engine.auto_kv_dtype(weight) if req.kv_dtype == "auto" else parse_dtype(req.kv_dtype, "kv_dtype", KV_DTYPES)
-    layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp),
-                    attention_dp=req.attention_dp)
+    layout = Layout(
+        tp=req.tp, pp=req.pp, ep=req.ep, dp=req.num_gpus // (req.tp * req.pp), attention_dp=req.attention_dp
+    )
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
     if not 0 <= req.kv_offload_gib < math.inf:
         raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
     if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
         raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
     spec = parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0])  # TAU may name a bench file (files.bench_tau)
-    config = Config(layout, weight, kv, engine, spec, req.memory_fraction, req.max_running,
-                    req.ssm_dtype, cut, lift_running_cap=req.disable_radix_cache,
-                    host_kv_bytes=req.kv_offload_gib * 2**30, chunk_tokens=chunk)
+    config = Config(
+        layout,
+        weight,
+        kv,
+        engine,
+        spec,
+        req.memory_fraction,
+        req.max_running,
+        req.ssm_dtype,
+        cut,
+        lift_running_cap=req.disable_radix_cache,
+        host_kv_bytes=req.kv_offload_gib * 2**30,
+        chunk_tokens=chunk,
+    )
     return config, model, gpu
 
 
@@ -203,8 +233,10 @@ def request_lengths(req: PredictRequest) -> tuple[LengthDist, LengthDist]:
     ``isl``/``osl`` and σ ``isl_sigma``/``osl_sigma`` (0 = fixed), capped at ``isl_cap``/``osl_cap``,
     the mean being that of the capped lengths as in ``plan`` (``job.workload.lognormal_with_mean``).
     Raises InputError for a mean not below its cap (``build_config`` names the option first)."""
-    return (lognormal_with_mean(req.isl, req.isl_sigma, req.isl_cap),
-            lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap))
+    return (
+        lognormal_with_mean(req.isl, req.isl_sigma, req.isl_cap),
+        lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap),
+    )
 
 
 def evaluate_request(req: PredictRequest) -> Evaluation | Rejection:
@@ -224,10 +256,19 @@ def error_bands() -> BandTable | None:
 
 # figure key → (band metric, figure scales as 1 / the metric's quantity)
 _RATE, _INVERSE_RATE, _TTFT = ("rate", False), ("rate", True), ("ttft", False)
-PREDICT_FIGURES = {"output_tok_s_total": _RATE, "output_tok_s_per_gpu": _RATE, "tpot_ms": _INVERSE_RATE,
-                   "ttft_ms": _TTFT}
-PLAN_FIGURES = {**PREDICT_FIGURES, "wall_days": _INVERSE_RATE, "usd": _INVERSE_RATE, "gpu_hours": _INVERSE_RATE,
-                "usd_per_mtok": _INVERSE_RATE}
+PREDICT_FIGURES = {
+    "output_tok_s_total": _RATE,
+    "output_tok_s_per_gpu": _RATE,
+    "tpot_ms": _INVERSE_RATE,
+    "ttft_ms": _TTFT,
+}
+PLAN_FIGURES = {
+    **PREDICT_FIGURES,
+    "wall_days": _INVERSE_RATE,
+    "usd": _INVERSE_RATE,
+    "gpu_hours": _INVERSE_RATE,
+    "usd_per_mtok": _INVERSE_RATE,
+}
 
 
 def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, bool]]) -> Bands | None:
@@ -239,8 +280,14 @@ def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, b
     if table is None:
         return None
     d = ev.deployment
-    where = (ev.config.engine.name, d.gpu.architecture, model_family(d.spec.name), d.gpu.key, ev.steady.batch,
-             spec_regime(ev.config.spec))
+    where = (
+        ev.config.engine.name,
+        d.gpu.architecture,
+        model_family(d.spec.name),
+        d.gpu.key,
+        ev.steady.batch,
+        spec_regime(ev.config.spec),
+    )
     intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
@@ -257,21 +304,36 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
     s, m, lay = ev.steady, ev.memory, ev.config.layout
     kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype)
     return EvaluationFigures(
-        layout=lay.describe(), tp=lay.tp, pp=lay.pp, ep=lay.ep, dp=lay.dp,
-        attention_dp=lay.attention_dp, num_gpus=lay.num_gpus,
-        weight_dtype=ev.config.weight_dtype.value, kv_dtype=ev.config.kv_dtype.value,
-        engine=ev.config.engine.name, spec=ev.config.spec.describe() if ev.config.spec else "none",
-        output_tok_s_total=ev.output_tok_s_total, output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
+        layout=lay.describe(),
+        tp=lay.tp,
+        pp=lay.pp,
+        ep=lay.ep,
+        dp=lay.dp,
+        attention_dp=lay.attention_dp,
+        num_gpus=lay.num_gpus,
+        weight_dtype=ev.config.weight_dtype.value,
+        kv_dtype=ev.config.kv_dtype.value,
+        engine=ev.config.engine.name,
+        spec=ev.config.spec.describe() if ev.config.spec else "none",
+        output_tok_s_total=ev.output_tok_s_total,
+        output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
         roofline_output_tok_s_total=s.roofline_output_tok_s * lay.dp,
-        batch_per_replica=s.batch, max_concurrency=s.limits.limit * lay.dp,
+        batch_per_replica=s.batch,
+        max_concurrency=s.limits.limit * lay.dp,
         batch_limit_reason=s.batch_reason,
-        kv_bytes_per_token=kv_tok, state_bytes_per_sequence=state_seq,
-        weight_bytes_per_gpu=m.weight_bytes_per_gpu, kv_capacity_tokens=m.kv_capacity_tokens * lay.dp,
+        kv_bytes_per_token=kv_tok,
+        state_bytes_per_sequence=state_seq,
+        weight_bytes_per_gpu=m.weight_bytes_per_gpu,
+        kv_capacity_tokens=m.kv_capacity_tokens * lay.dp,
         state_slots=None if m.state_slots is None else m.state_slots * lay.dp,
-        memory_fraction=ev.settings.memory_fraction, chunk_tokens=ev.settings.chunk_tokens,
-        step_time_ms=s.decode_step.total_s * MS_PER_S, tpot_ms=s.tpot_s * MS_PER_S,
-        ttft_ms=s.ttft_s * MS_PER_S, prefill_share=s.prefill_share,
-        bottleneck=s.decode_step.bottleneck, warnings=tuple(ev.warnings),
+        memory_fraction=ev.settings.memory_fraction,
+        chunk_tokens=ev.settings.chunk_tokens,
+        step_time_ms=s.decode_step.total_s * MS_PER_S,
+        tpot_ms=s.tpot_s * MS_PER_S,
+        ttft_ms=s.ttft_s * MS_PER_S,
+        prefill_share=s.prefill_share,
+        bottleneck=s.decode_step.bottleneck,
+        warnings=tuple(ev.warnings),
     )
 
 
@@ -289,8 +351,18 @@ def check_server_description(desc: PredictRequest) -> None:
     Raises:
         InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
     """
-    result = evaluate_request(replace(desc, isl=_SHAPE_TOKENS, osl=_SHAPE_TOKENS, isl_sigma=0.0, osl_sigma=0.0,
-                                      osl_cap=None, isl_cap=None, concurrency=None))
+    result = evaluate_request(
+        replace(
+            desc,
+            isl=_SHAPE_TOKENS,
+            osl=_SHAPE_TOKENS,
+            isl_sigma=0.0,
+            osl_sigma=0.0,
+            osl_cap=None,
+            isl_cap=None,
+            concurrency=None,
+        )
+    )
     if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
         raise InfeasibleError(f"configuration cannot run: {result.reason}")
 

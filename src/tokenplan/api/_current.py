@@ -100,8 +100,14 @@ class CurrentInputs:
     calibration: str | None
 
 
-def current_setup(text: str, measured_tok_s: float | None, gpu_option: tuple[str, int], inputs: CurrentInputs,
-                  table: EfficiencyTable, result: OptionResult) -> CurrentSetup:
+def current_setup(
+    text: str,
+    measured_tok_s: float | None,
+    gpu_option: tuple[str, int],
+    inputs: CurrentInputs,
+    table: EfficiencyTable,
+    result: OptionResult,
+) -> CurrentSetup:
     """Predict the current setup on the option ``gpu_option`` (catalog key, GPUs), set it beside
     the measurement (tokens/s over all GPUs), say which assumption would close a gap beyond the
     80 % band, and walk to the option's recommended configuration (``result.best``).
@@ -112,8 +118,15 @@ def current_setup(text: str, measured_tok_s: float | None, gpu_option: tuple[str
     if measured_tok_s is not None and not 0 < measured_tok_s < math.inf:
         raise InputError("measured-tok-s", measured_tok_s, "a finite number of output tokens/s > 0")
     key, count = gpu_option
-    fields: dict[str, object] = {"model": inputs.model, "gpu": key, "num_gpus": count, "engine": inputs.engine,
-                                 "weight_dtype": "auto", "calibration": inputs.calibration, **_parse_current(text)}
+    fields: dict[str, object] = {
+        "model": inputs.model,
+        "gpu": key,
+        "num_gpus": count,
+        "engine": inputs.engine,
+        "weight_dtype": "auto",
+        "calibration": inputs.calibration,
+        **_parse_current(text),
+    }
     config, model, _ = build_config(PredictRequest(**fields))  # type: ignore[arg-type]  # keys checked above
     gpu = load_gpu(key)
     eff = table.resolve(config.engine.name, gpu.architecture)
@@ -127,9 +140,13 @@ def current_setup(text: str, measured_tok_s: float | None, gpu_option: tuple[str
         raise InputError("current", text, f"a setup that runs on {count}× {key} ({now.reason})")
     target = result.best.evaluation.config if result.best is not None else config
     steps = walk(config, target, run)
-    rows = tuple(WalkRow(s.change, s.config.layout.describe(), s.output_tok_s_total, s.gain,
-                         s.batch_per_replica, s.limited_by) for s in steps)
-    band = figure_bands(_Rate(now.output_tok_s_total), now, {"output_tok_s_total": PREDICT_FIGURES["output_tok_s_total"]})
+    rows = tuple(
+        WalkRow(s.change, s.config.layout.describe(), s.output_tok_s_total, s.gain, s.batch_per_replica, s.limited_by)
+        for s in steps
+    )
+    band = figure_bands(
+        _Rate(now.output_tok_s_total), now, {"output_tok_s_total": PREDICT_FIGURES["output_tok_s_total"]}
+    )
     interval = band.intervals.get("output_tok_s_total") if band else None
     inside = None if measured_tok_s is None or interval is None else interval.low <= measured_tok_s <= interval.high
     tau = cap = p = None
@@ -139,12 +156,21 @@ def current_setup(text: str, measured_tok_s: float | None, gpu_option: tuple[str
             p = per_position_acceptance(config.spec.draft_tokens, tau)
         cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
     return CurrentSetup(
-        description=text, option=f"{count}× {key}", configuration=_describe(config),
-        predicted_tok_s=now.output_tok_s_total, predicted_low_tok_s=interval.low if interval else None,
-        predicted_high_tok_s=interval.high if interval else None, measured_tok_s=measured_tok_s,
-        measured_inside_band=inside, implied_tau=tau, implied_acceptance_per_position=p,
-        implied_running_cap=cap, batch_per_replica=now.steady.batch, batch_limit_reason=now.steady.batch_reason,
-        walk=rows)
+        description=text,
+        option=f"{count}× {key}",
+        configuration=_describe(config),
+        predicted_tok_s=now.output_tok_s_total,
+        predicted_low_tok_s=interval.low if interval else None,
+        predicted_high_tok_s=interval.high if interval else None,
+        measured_tok_s=measured_tok_s,
+        measured_inside_band=inside,
+        implied_tau=tau,
+        implied_acceptance_per_position=p,
+        implied_running_cap=cap,
+        batch_per_replica=now.steady.batch,
+        batch_limit_reason=now.steady.batch_reason,
+        walk=rows,
+    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +181,9 @@ class _Rate:
 def _describe(c: Config) -> str:
     spec = c.spec.describe() if c.spec else "no speculation"
     cap = f"max-running {c.max_running}" if c.max_running else ("cap raised" if c.lift_running_cap else "default cap")
-    return f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
+    return (
+        f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
+    )
 
 
 def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -> list[str]:
@@ -164,36 +192,56 @@ def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -
     implies an acceptance — the speculative settings the plan was searched with at it
     (``specs``)."""
     lines = []
-    band = (f" (80 %: {cur.predicted_low_tok_s:,.0f}–{cur.predicted_high_tok_s:,.0f})"
-            if cur.predicted_low_tok_s is not None else "")
+    band = (
+        f" (80 %: {cur.predicted_low_tok_s:,.0f}–{cur.predicted_high_tok_s:,.0f})"
+        if cur.predicted_low_tok_s is not None
+        else ""
+    )
     head = f"Your setup on {cur.option} ({cur.configuration}): predicted {cur.predicted_tok_s:,.0f} tok/s{band}"
     if cur.measured_tok_s is None:
         lines.append(head + ".")
     else:
         ratio = cur.measured_tok_s / cur.predicted_tok_s
         where = "inside" if cur.measured_inside_band else ("outside" if cur.measured_inside_band is False else "beside")
-        lines.append(f"{head}; measured {cur.measured_tok_s:,.0f} tok/s ({ratio:.2f}× the prediction, {where} the band).")
+        lines.append(
+            f"{head}; measured {cur.measured_tok_s:,.0f} tok/s ({ratio:.2f}× the prediction, {where} the band)."
+        )
         if cur.measured_tok_s is not None:
             closes = []
             if cur.implied_tau is not None:
-                closes.append(f"an acceptance length τ = {cur.implied_tau:.2f} (per draft position p = "
-                              f"{cur.implied_acceptance_per_position:.2f})")
+                closes.append(
+                    f"an acceptance length τ = {cur.implied_tau:.2f} (per draft position p = "
+                    f"{cur.implied_acceptance_per_position:.2f})"
+                )
             if cur.implied_running_cap is not None:
-                closes.append(f"a running cap of {cur.implied_running_cap} per replica (the plan assumed "
-                              f"{cur.batch_per_replica:.0f}, {cur.batch_limit_reason})")
-            lines.append("What reproduces the measurement: " + ("; or ".join(closes) if closes else
-                         "no single τ or running cap does; check the GPU variant, the engine version and the lengths") + ".")
+                closes.append(
+                    f"a running cap of {cur.implied_running_cap} per replica (the plan assumed "
+                    f"{cur.batch_per_replica:.0f}, {cur.batch_limit_reason})"
+                )
+            lines.append(
+                "What reproduces the measurement: "
+                + (
+                    "; or ".join(closes)
+                    if closes
+                    else "no single τ or running cap does; check the GPU variant, the engine version and the lengths"
+                )
+                + "."
+            )
     rates = [r.output_tok_s_total for r in cur.walk if r.output_tok_s_total]
     last = cur.walk[-1].output_tok_s_total
     if len(cur.walk) > 1 and rates and rates[0] and last:
-        lines.append(f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
-                     f"{rates[0]:,.0f} → {last:,.0f} tok/s ({last / rates[0]:.2f}×; steady state).")
+        lines.append(
+            f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
+            f"{rates[0]:,.0f} → {last:,.0f} tok/s ({last / rates[0]:.2f}×; steady state)."
+        )
     stated = [s for s in specs or () if s != "none"]
     if stated:
-        lines.append(f"Every option is planned at the acceptance your measurement implies (p = "
-                     f"{cur.implied_acceptance_per_position:.2f} per draft position, carried to each k: "
-                     f"{', '.join(stated)}) instead of the published prior; acceptance is the model's and the "
-                     f"data's, not the GPU's.")
+        lines.append(
+            f"Every option is planned at the acceptance your measurement implies (p = "
+            f"{cur.implied_acceptance_per_position:.2f} per draft position, carried to each k: "
+            f"{', '.join(stated)}) instead of the published prior; acceptance is the model's and the "
+            f"data's, not the GPU's."
+        )
     return lines
 
 
@@ -217,9 +265,16 @@ def measured_specs(specs: tuple[str, ...], cur: CurrentSetup) -> tuple[str, ...]
     return tuple(dict.fromkeys(out))
 
 
-def with_current(text: str | None, measured_tok_s: float | None, inputs: CurrentInputs, specs: tuple[str, ...],
-                 result: PlanResult, table: EfficiencyTable, results: list[OptionResult],
-                 replan: Callable[[tuple[str, ...]], tuple[PlanResult, list[OptionResult]]]) -> PlanResult:
+def with_current(
+    text: str | None,
+    measured_tok_s: float | None,
+    inputs: CurrentInputs,
+    specs: tuple[str, ...],
+    result: PlanResult,
+    table: EfficiencyTable,
+    results: list[OptionResult],
+    replan: Callable[[tuple[str, ...]], tuple[PlanResult, list[OptionResult]]],
+) -> PlanResult:
     """``result`` with ``--current`` answered: the setup on the first option (``results[0]``)
     beside its measurement, the walk to that option's recommendation, and — where the measurement
     implies an acceptance — the plan searched again at it (``replan(specs)``: the same plan with

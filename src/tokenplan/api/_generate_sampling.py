@@ -34,15 +34,19 @@ def greedy_warnings(sampling: Sampling, n: int) -> list[str]:
         return []
     warnings = []
     if n > 1:
-        warnings.append(f"--n {n} at temperature 0 (greedy decoding): the {n} samples of each row will be "
-                        "identical; set --temperature (e.g. from the model's generation_config.json)")
+        warnings.append(
+            f"--n {n} at temperature 0 (greedy decoding): the {n} samples of each row will be "
+            "identical; set --temperature (e.g. from the model's generation_config.json)"
+        )
     kwargs = sampling.extra_body.get("chat_template_kwargs")
     thinking = sampling.thinking
     if thinking is None and isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
         thinking = kwargs["enable_thinking"]
     if thinking:
-        warnings.append("thinking on at temperature 0 (greedy decoding): some models loop until max_tokens "
-                        "(Qwen3's model card: \"DO NOT use greedy decoding, as it can lead to performance "
-                        "degradation and endless repetitions\"), and long loops raise the mean output length "
-                        "the plan assumed; set --temperature (Qwen3 recommends 0.6)")
+        warnings.append(
+            "thinking on at temperature 0 (greedy decoding): some models loop until max_tokens "
+            "(Qwen3's model card: \"DO NOT use greedy decoding, as it can lead to performance "
+            'degradation and endless repetitions"), and long loops raise the mean output length '
+            "the plan assumed; set --temperature (Qwen3 recommends 0.6)"
+        )
     return warnings

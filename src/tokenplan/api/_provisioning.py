@@ -47,29 +47,50 @@ def _payload(o: Outcome) -> tuple[OptionResult, Candidate | None]:
     return o.payload
 
 
-def provisioning(deadline_s: float | None, budget_usd: float | None,
-                 answers: list[tuple[HardwareOption, Provision]]) -> Provisioning:
+def provisioning(
+    deadline_s: float | None, budget_usd: float | None, answers: list[tuple[HardwareOption, Provision]]
+) -> Provisioning:
     """``plan``'s ``provisioning`` section for the targets (seconds, US dollars): per GPU type,
     the fewest GPUs and the job at that count."""
     rows = []
     for opt, p in answers:
         o = p.chosen
-        tried = tuple(ProvisionTry(t.gpus, None if t.wall_s is None else t.wall_s / S_PER_DAY, t.usd, t.meets)
-                      for t in p.tried)
-        row = ProvisionRow(gpu=opt.gpu.key, unit_gpus=p.unit_gpus, usd_per_gpu_hour=opt.usd_per_gpu_hour,
-                           meets=o is not None, gpus=None, nodes=None, wall_days=None, usd=None,
-                           configuration=None, why=p.why, tried=tried)
+        tried = tuple(
+            ProvisionTry(t.gpus, None if t.wall_s is None else t.wall_s / S_PER_DAY, t.usd, t.meets) for t in p.tried
+        )
+        row = ProvisionRow(
+            gpu=opt.gpu.key,
+            unit_gpus=p.unit_gpus,
+            usd_per_gpu_hour=opt.usd_per_gpu_hour,
+            meets=o is not None,
+            gpus=None,
+            nodes=None,
+            wall_days=None,
+            usd=None,
+            configuration=None,
+            why=p.why,
+            tried=tried,
+        )
         if o is not None:
             chosen = _payload(o)[1]
             assert chosen is not None and o.wall_s is not None  # a count that meets the target runs one
-            row = replace(row, gpus=o.gpus, nodes=o.gpus // p.unit_gpus, wall_days=o.wall_s / S_PER_DAY,
-                          usd=o.usd, configuration=describe(chosen), why=None)
+            row = replace(
+                row,
+                gpus=o.gpus,
+                nodes=o.gpus // p.unit_gpus,
+                wall_days=o.wall_s / S_PER_DAY,
+                usd=o.usd,
+                configuration=describe(chosen),
+                why=None,
+            )
             # The 80 % band of the configuration at that count (issue 10), on days and dollars.
-            row = replace(row, bands=figure_bands(row, chosen.evaluation,
-                                                  {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")}))
+            row = replace(
+                row, bands=figure_bands(row, chosen.evaluation, {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")})
+            )
         rows.append(row)
-    return Provisioning(deadline_days=None if deadline_s is None else deadline_s / S_PER_DAY,
-                        budget_usd=budget_usd, options=tuple(rows))
+    return Provisioning(
+        deadline_days=None if deadline_s is None else deadline_s / S_PER_DAY, budget_usd=budget_usd, options=tuple(rows)
+    )
 
 
 def _days_text(days: float) -> str:
@@ -95,8 +116,10 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
         spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
-        lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
-                     f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}{_overrun(prov, row)}.")
+        lines.append(
+            f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
+            f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}{_overrun(prov, row)}."
+        )
     return lines
 
 

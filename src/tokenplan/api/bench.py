@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tokenplan.api._loop import run_blocking
 from tokenplan.api._common import PredictRequest, build_config, check_server_description, efficiency_table
+from tokenplan.api._loop import run_blocking
 from tokenplan.bench.acceptance import acceptance_notes, sweep_acceptance
+from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
-from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.sweep import Sweep, SweepSettings
 from tokenplan.bench.workload import Workload, dataset_workload
 from tokenplan.calibration.bands import model_family
@@ -33,8 +33,8 @@ from tokenplan.client.auth import api_key_from_env, display_url
 from tokenplan.client.openai import OpenAIClient
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.reports import load_saved_bench
-from tokenplan.loaders import load_json
 from tokenplan.job.workload import LengthDist
+from tokenplan.loaders import load_json
 from tokenplan.measurement import Measurement
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
 from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
@@ -109,18 +109,26 @@ def _check(req: BenchRequest) -> None:
         raise InputError("endpoint", "", "at least one --endpoint URL")
     for url in req.endpoints:
         if not url.startswith(("http://", "https://")):
-            raise InputError("endpoint", display_url(url), "an http:// or https:// URL such as http://127.0.0.1:8000/v1")
+            raise InputError(
+                "endpoint", display_url(url), "an http:// or https:// URL such as http://127.0.0.1:8000/v1"
+            )
     if req.request_rates is not None:
         if not req.request_rates or any(not r > 0 for r in req.request_rates):
             raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
         if not req.burstiness > 0:
             raise InputError("burstiness", req.burstiness, "a number > 0 (1 = Poisson arrivals)")
         if len(req.concurrencies) > 1:
-            raise InputError("max_concurrency", ",".join(map(str, req.concurrencies)),
-                             "one value with --request-rate (the most requests in flight)")
+            raise InputError(
+                "max_concurrency",
+                ",".join(map(str, req.concurrencies)),
+                "one value with --request-rate (the most requests in flight)",
+            )
     elif not req.concurrencies or any(not 1 <= c <= MAX_CONCURRENCY for c in req.concurrencies):
-        raise InputError("concurrency", ",".join(map(str, req.concurrencies)),
-                         f"integers from 1 to {MAX_CONCURRENCY:,}, e.g. 1,4,16,64")
+        raise InputError(
+            "concurrency",
+            ",".join(map(str, req.concurrencies)),
+            f"integers from 1 to {MAX_CONCURRENCY:,}, e.g. 1,4,16,64",
+        )
     if req.dataset is None and (not req.isl or req.isl < 1 or not req.osl or req.osl < 1):
         raise InputError("isl/osl", f"{req.isl}/{req.osl}", "token counts ≥ 1 (or --dataset FILE)")
     for name, tokens in (("isl", req.isl), ("osl", req.osl)):
@@ -194,17 +202,33 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
     try:
         await check_servers(clients, req.model)
         n_prompts = max(req.num_prompts or 0, 4 * most, 16)
-        ask = WorkloadAsk(req.model, req.isl, req.osl, req.dataset, min(n_prompts, MAX_DISTINCT_PROMPTS), req.seed,
-                          req.ignore_eos, req.api_key)
+        ask = WorkloadAsk(
+            req.model,
+            req.isl,
+            req.osl,
+            req.dataset,
+            min(n_prompts, MAX_DISTINCT_PROMPTS),
+            req.seed,
+            req.ignore_eos,
+            req.api_key,
+        )
         workload, ignore_eos = await probe_workload(ask, clients[0], req.endpoints[0], notes)
         info = await read_server_info(req.endpoints[0], api_key=req.api_key) if req.metrics else None
-        settings = SweepSettings(tuple(req.concurrencies), req.num_prompts, req.duration_s, req.warmup_requests,
-                                 req.deadline_s, req.stream, ignore_eos, request_rates=req.request_rates,
-                                 burstiness=req.burstiness,
-                                 max_concurrency=req.concurrencies[0] if req.concurrencies else None, seed=req.seed,
-                                 return_meta_info=info is not None)  # only SGLang serves /get_server_info
-        sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics,
-                      api_key=req.api_key)
+        settings = SweepSettings(
+            tuple(req.concurrencies),
+            req.num_prompts,
+            req.duration_s,
+            req.warmup_requests,
+            req.deadline_s,
+            req.stream,
+            ignore_eos,
+            request_rates=req.request_rates,
+            burstiness=req.burstiness,
+            max_concurrency=req.concurrencies[0] if req.concurrencies else None,
+            seed=req.seed,
+            return_meta_info=info is not None,
+        )  # only SGLang serves /get_server_info
+        sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics, api_key=req.api_key)
 
         def report(level: LevelResult) -> None:
             if on_level is not None:
@@ -220,21 +244,40 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
     return BenchOutcome(data, result.stopped, notes)
 
 
-def _bench_json(req: BenchRequest, levels: list[dict], info: dict | None, workload: Workload, ignore_eos: bool,
-                notes: list[str], stopped: str | None) -> dict[str, Any]:
+def _bench_json(
+    req: BenchRequest,
+    levels: list[dict],
+    info: dict | None,
+    workload: Workload,
+    ignore_eos: bool,
+    notes: list[str],
+    stopped: str | None,
+) -> dict[str, Any]:
     """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
     has_metrics = any(lv["server"] for lv in levels)
     return {
-        "model": req.model, "endpoints": [display_url(u) for u in req.endpoints], "num_gpus": req.num_gpus, "levels": levels,
+        "model": req.model,
+        "endpoints": [display_url(u) for u in req.endpoints],
+        "num_gpus": req.num_gpus,
+        "levels": levels,
         "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
         "cap": concurrency_cap(levels),
         "acceptance": sweep_acceptance(levels),
-        "workload": {"method": workload.method, "isl_tokens": req.isl if req.dataset is None else None,
-                     "osl_tokens": req.osl, "dataset": req.dataset, "prompts": len(workload.prompts),
-                     "exact_fraction": workload.exact_fraction, "ignore_eos": ignore_eos, "stream": req.stream,
-                     "arrivals": "closed loop" if req.request_rates is None else
-                     f"open loop, gamma gaps, burstiness {req.burstiness:g}"},
-        "notes": notes, "stopped": stopped,
+        "workload": {
+            "method": workload.method,
+            "isl_tokens": req.isl if req.dataset is None else None,
+            "osl_tokens": req.osl,
+            "dataset": req.dataset,
+            "prompts": len(workload.prompts),
+            "exact_fraction": workload.exact_fraction,
+            "ignore_eos": ignore_eos,
+            "stream": req.stream,
+            "arrivals": "closed loop"
+            if req.request_rates is None
+            else f"open loop, gamma gaps, burstiness {req.burstiness:g}",
+        },
+        "notes": notes,
+        "stopped": stopped,
     }
 
 
@@ -243,12 +286,16 @@ def token_count_notes(levels: list[dict]) -> list[str]:
     methods = {lv.get("token_count_method") for lv in levels if lv.get("requests")}
     notes = []
     if any(m and "stream chunks" in m for m in methods):
-        notes.append("the server sent no usage in its streams: output tokens were counted from the streamed "
-                     "chunks (one token per chunk; an undercount with speculative decoding), input tokens "
-                     "are unknown")
+        notes.append(
+            "the server sent no usage in its streams: output tokens were counted from the streamed "
+            "chunks (one token per chunk; an undercount with speculative decoding), input tokens "
+            "are unknown"
+        )
     if None in methods:
-        notes.append("the server sent no usage and the answers were not streamed: token throughput was not "
-                     "measured (shown as –); rerun with --stream")
+        notes.append(
+            "the server sent no usage and the answers were not streamed: token throughput was not "
+            "measured (shown as –); rerun with --stream"
+        )
     return notes
 
 
@@ -260,8 +307,18 @@ def _level_case(desc: PredictRequest, m: Measurement) -> Case:
     # bench_measurements and run_measurement state every level's lengths and concurrency
     assert m.isl_tokens is not None and m.osl_tokens is not None and m.concurrency is not None
     config, model, gpu = build_config(replace(desc, isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency))
-    return Case(m, model, gpu, config, config.engine.name, gpu.architecture, model_family(m.model),
-                LengthDist(m.isl_tokens), LengthDist(m.osl_tokens), m.concurrency / config.layout.dp)
+    return Case(
+        m,
+        model,
+        gpu,
+        config,
+        config.engine.name,
+        gpu.architecture,
+        model_family(m.model),
+        LengthDist(m.isl_tokens),
+        LengthDist(m.osl_tokens),
+        m.concurrency / config.layout.dp,
+    )
 
 
 def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
@@ -271,30 +328,60 @@ def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
     for i, lv in enumerate(data["levels"]):
         if not lv["requests"] or not lv.get("mean_output_tokens") or lv.get("mean_input_tokens") is None:
             continue
-        out.append(Measurement(
-            line=i + 1, row_id=f"c{lv['concurrency']}", engine=desc.engine, model=desc.model, gpu=desc.gpu,
-            num_gpus=desc.num_gpus, tp=desc.tp, pp=desc.pp, ep=desc.ep, attention_dp=desc.attention_dp,
-            weight_dtype=desc.weight_dtype, kv_dtype=desc.kv_dtype, isl_tokens=lv["mean_input_tokens"],
-            osl_tokens=lv["mean_output_tokens"], concurrency=float(lv["concurrency"]),
-            num_requests=float(lv["requests"]), output_tok_s_per_gpu=lv["output_tok_s"] / desc.num_gpus,
-            ttft_s=lv["ttft_s"]["mean"], tpot_s=lv["tpot_s"]["mean"]))
+        out.append(
+            Measurement(
+                line=i + 1,
+                row_id=f"c{lv['concurrency']}",
+                engine=desc.engine,
+                model=desc.model,
+                gpu=desc.gpu,
+                num_gpus=desc.num_gpus,
+                tp=desc.tp,
+                pp=desc.pp,
+                ep=desc.ep,
+                attention_dp=desc.attention_dp,
+                weight_dtype=desc.weight_dtype,
+                kv_dtype=desc.kv_dtype,
+                isl_tokens=lv["mean_input_tokens"],
+                osl_tokens=lv["mean_output_tokens"],
+                concurrency=float(lv["concurrency"]),
+                num_requests=float(lv["requests"]),
+                output_tok_s_per_gpu=lv["output_tok_s"] / desc.num_gpus,
+                ttft_s=lv["ttft_s"]["mean"],
+                tpot_s=lv["tpot_s"]["mean"],
+            )
+        )
     return out
 
 
-def _fit_cases(measurements: list[Measurement], desc: PredictRequest, source: str, command: str,
-               step_points: list[tuple[float, float]], sources: list[dict] | None = None) -> FitOutcome:
+def _fit_cases(
+    measurements: list[Measurement],
+    desc: PredictRequest,
+    source: str,
+    command: str,
+    step_points: list[tuple[float, float]],
+    sources: list[dict] | None = None,
+) -> FitOutcome:
     if not measurements:
         raise InputError("levels", 0, "at least one level with answers to fit")
     cases = [_level_case(desc, m) for m in measurements]
-    identity = {"num_gpus": desc.num_gpus, "tp": desc.tp, "pp": desc.pp, "ep": desc.ep,
-                "weight_dtype": desc.weight_dtype, "kv_dtype": desc.kv_dtype, "max_running": desc.max_running}
+    identity = {
+        "num_gpus": desc.num_gpus,
+        "tp": desc.tp,
+        "pp": desc.pp,
+        "ep": desc.ep,
+        "weight_dtype": desc.weight_dtype,
+        "kv_dtype": desc.kv_dtype,
+        "max_running": desc.max_running,
+    }
     origin = FitSource(source, command, f"{desc.model} on {desc.num_gpus}× {desc.gpu}", identity, sources)
     shipped = efficiency_table(None).resolve(cases[0].engine, cases[0].architecture)  # the update's prior
     return fit_profile(cases, origin, step_points, shipped)
 
 
-def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit",
-              sources: list[dict] | None = None) -> FitOutcome:
+def fit_bench(
+    data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit", sources: list[dict] | None = None
+) -> FitOutcome:
     """Fit the efficiency factors to a bench result (see :mod:`tokenplan.calibration.from_runs`).
 
     ``desc`` describes what the server runs (model config, GPU, GPUs, layout, dtypes, engine);
@@ -319,8 +406,9 @@ def fit_bench(data: dict, desc: PredictRequest, command: str = "tokenplan bench 
     return _fit_cases(measurements, desc, "bench sweep", command, points, sources)
 
 
-def calibrate_from_results(paths: list[str], desc: PredictRequest,
-                           command: str = "tokenplan calibrate --from-bench") -> FitOutcome:
+def calibrate_from_results(
+    paths: list[str], desc: PredictRequest, command: str = "tokenplan calibrate --from-bench"
+) -> FitOutcome:
     """Fit the efficiency factors to result files of ``vllm bench serve``, ``sglang.bench_serving``,
     AIPerf or GuideLLM (:mod:`tokenplan.files.bench_results`); ``desc`` says what the server ran.
     The result's ``data["sources"]`` names each file's format and level count.
@@ -373,21 +461,40 @@ def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
         raise InputError("concurrency", None, "the run's total requests in flight (--concurrency N)")
     requests, tokens, tok_s = run.requests, run.output_tokens, run.output_tok_s
     if not all(isinstance(v, (int, float)) and v > 0 for v in (requests, tokens, tok_s)):
-        raise ConfigError(str(path / "summary.json"), "requests/output_tokens/output_tok_s",
-                          "positive numbers (a run that finished requests)")
+        raise ConfigError(
+            str(path / "summary.json"),
+            "requests/output_tokens/output_tok_s",
+            "positive numbers (a run that finished requests)",
+        )
     isl = desc.isl if desc.isl and desc.isl > 0 else mean_prompt_tokens(path)
     if isl is None:
         raise InputError("isl", None, "the mean prompt length (--isl), since the records carry no usage")
     ttft = run.ttft_mean_ms
-    return Measurement(line=1, row_id=f"run:{path.name}:{run.model}", engine=desc.engine, model=desc.model, gpu=desc.gpu,
-                       num_gpus=desc.num_gpus, tp=desc.tp, pp=desc.pp, ep=desc.ep, attention_dp=desc.attention_dp,
-                       weight_dtype=desc.weight_dtype, kv_dtype=desc.kv_dtype, isl_tokens=float(isl),
-                       osl_tokens=tokens / requests, concurrency=float(desc.concurrency),
-                       num_requests=float(requests), output_tok_s_per_gpu=tok_s / desc.num_gpus,
-                       ttft_s=None if ttft is None else ttft / 1e3)
+    return Measurement(
+        line=1,
+        row_id=f"run:{path.name}:{run.model}",
+        engine=desc.engine,
+        model=desc.model,
+        gpu=desc.gpu,
+        num_gpus=desc.num_gpus,
+        tp=desc.tp,
+        pp=desc.pp,
+        ep=desc.ep,
+        attention_dp=desc.attention_dp,
+        weight_dtype=desc.weight_dtype,
+        kv_dtype=desc.kv_dtype,
+        isl_tokens=float(isl),
+        osl_tokens=tokens / requests,
+        concurrency=float(desc.concurrency),
+        num_requests=float(requests),
+        output_tok_s_per_gpu=tok_s / desc.num_gpus,
+        ttft_s=None if ttft is None else ttft / 1e3,
+    )
 
 
-def calibrate_from_run(run_dir: str, desc: PredictRequest, command: str = "tokenplan calibrate --from-run") -> FitOutcome:
+def calibrate_from_run(
+    run_dir: str, desc: PredictRequest, command: str = "tokenplan calibrate --from-run"
+) -> FitOutcome:
     """Fit the efficiency factors to a generate run's summary (one throughput point: the priors
     decide how the error splits between factors; see :mod:`tokenplan.calibration.from_runs`).
 

@@ -16,15 +16,14 @@ from tokenplan.api.results import JsonResult
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
 from tokenplan.calibration.crossval import CrossValidation, loo_refits, summarise
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
-from tokenplan.calibration.levels import is_ratio_level
 from tokenplan.calibration.heldout import band_table, fold_refits, fold_residuals, grouped_folds
+from tokenplan.calibration.levels import is_ratio_level
 from tokenplan.calibration.memo import PredictionMemo
 from tokenplan.calibration.parallel import default_workers, run_refits
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.files.measurements import SERVING, read_measurements
 from tokenplan.perf.efficiency import Efficiency
-
 
 SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order)
 CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
@@ -135,14 +134,25 @@ class CalibrationResult:
         """What ``--json`` prints, typed (see :class:`CalibrationSummary`)."""
         f = self.fit
         return CalibrationSummary(
-            n=f.n_rows, skipped=self.skipped, throughput_set_aside=self.throughput_set_aside, converged=f.converged,
-            optimizer=Optimizer(f.status, f.message, f.nfev), at_bound=tuple(f.at_bound), held=tuple(f.held),
-            factors=tuple(FittedFactor(x.level, x.name, x.value, None if x.at_bound else x.uncertainty, x.at_bound)
-                          for x in f.factors),
-            cross_validation={cv.by: CrossValidationSummary(
-                cv.median_abs, cv.p90_abs, tuple(FoldError(d.held_out, d.n, d.median_abs) for d in cv.folds))
-                for cv in self.cv},
-            profile=self.profile)
+            n=f.n_rows,
+            skipped=self.skipped,
+            throughput_set_aside=self.throughput_set_aside,
+            converged=f.converged,
+            optimizer=Optimizer(f.status, f.message, f.nfev),
+            at_bound=tuple(f.at_bound),
+            held=tuple(f.held),
+            factors=tuple(
+                FittedFactor(x.level, x.name, x.value, None if x.at_bound else x.uncertainty, x.at_bound)
+                for x in f.factors
+            ),
+            cross_validation={
+                cv.by: CrossValidationSummary(
+                    cv.median_abs, cv.p90_abs, tuple(FoldError(d.held_out, d.n, d.median_abs) for d in cv.folds)
+                )
+                for cv in self.cv
+            },
+            profile=self.profile,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` form: ``summary().to_json()``."""
@@ -169,9 +179,19 @@ def _subsample(files: list[tuple[str, str, list[Case]]], stride: int, latency_st
     (InferenceX) every ``latency_stride``-th, others — and any file of at most
     :data:`THIN_ABOVE` predictable rows — whole (the same Case objects for every stride, so the
     fits share one prediction memo)."""
-    return [c for _, kind, rows in files
-            for c in (rows if len(rows) <= THIN_ABOVE else rows[::stride] if kind == SERVING
-                      else rows[::latency_stride] if kind == "both" else rows)]
+    return [
+        c
+        for _, kind, rows in files
+        for c in (
+            rows
+            if len(rows) <= THIN_ABOVE
+            else rows[::stride]
+            if kind == SERVING
+            else rows[::latency_stride]
+            if kind == "both"
+            else rows
+        )
+    ]
 
 
 def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[list[Case], int]:
@@ -180,8 +200,9 @@ def _fit_cases(paths: list[str], stride: int, latency_stride: int = 1) -> tuple[
     return _subsample(files, stride, latency_stride), n_skipped
 
 
-def calibrate(paths: list[str], command: str = "", cross_validation: bool = True,
-              bands: bool = False, workers: int | None = None) -> CalibrationResult:
+def calibrate(
+    paths: list[str], command: str = "", cross_validation: bool = True, bands: bool = False, workers: int | None = None
+) -> CalibrationResult:
     """Fit the efficiency factors on measurement CSVs and cross-validate (leave one GPU out, leave
     one model out). Serving files of more than :data:`THIN_ABOVE` rows are subsampled deterministically (every 5th row for the fit,
     every 30th for the cross-validation refits). With ``bands`` (needs ``cross_validation``),
@@ -198,8 +219,10 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
     workers = workers or default_workers()
     result = fit(cases, memo=memo, workers=workers)
     cv: list[CrossValidation] = []
-    provenance = (f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
-                  f"({', '.join(_describe(p) for p in paths)})")
+    provenance = (
+        f"fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on {len(cases)} rows "
+        f"({', '.join(_describe(p) for p in paths)})"
+    )
     table = None
     if cross_validation:
         cv_cases = _subsample(files, CV_SERVING_STRIDE, CV_LATENCY_STRIDE)
@@ -211,17 +234,28 @@ def calibrate(paths: list[str], command: str = "", cross_validation: bool = True
         # (its Jacobian evaluations split over the workers) puts the predictions of each refit's
         # first Jacobian in the memo before the refits fork from here.
         fit(cv_cases, result.table.default, replace(light, max_nfev=1), memo=memo, workers=workers)
-        band_refits = (fold_refits(cases, grouped_folds(cases, BAND_FOLDS), result, Efficiency(),
-                                   FitOptions(max_nfev=BAND_MAX_NFEV)) if bands else [])
+        band_refits = (
+            fold_refits(
+                cases, grouped_folds(cases, BAND_FOLDS), result, Efficiency(), FitOptions(max_nfev=BAND_MAX_NFEV)
+            )
+            if bands
+            else []
+        )
         held = run_refits(band_refits + loo["gpu"] + loo["model"], memo, workers)
         n_gpu = len(loo["gpu"])
-        cv = [summarise("gpu", loo["gpu"], held[len(band_refits):len(band_refits) + n_gpu]),
-              summarise("model", loo["model"], held[len(band_refits) + n_gpu:])]
+        cv = [
+            summarise("gpu", loo["gpu"], held[len(band_refits) : len(band_refits) + n_gpu]),
+            summarise("model", loo["model"], held[len(band_refits) + n_gpu :]),
+        ]
         if bands:
             sources = {id(c): Path(path).name for path, _, rows in files for c in rows}
-            table = band_table(fold_residuals(band_refits, held[:len(band_refits)], sources), list(cv[0].residuals),
-                               cases, f"{BAND_FOLDS}-fold cross-validated residuals (folds of whole configurations, "
-                               f"model × GPU × engine) of the {provenance}")
+            table = band_table(
+                fold_residuals(band_refits, held[: len(band_refits)], sources),
+                list(cv[0].residuals),
+                cases,
+                f"{BAND_FOLDS}-fold cross-validated residuals (folds of whole configurations, "
+                f"model × GPU × engine) of the {provenance}",
+            )
     set_aside = sum(1 for c in cases if c.measurement.throughput_set_aside is not None)
     return CalibrationResult(result, tuple(cv), profile_of(result, provenance), n_skipped, table, set_aside)
 
@@ -253,16 +287,26 @@ def calibrate_update(paths: list[str], command: str = "") -> CalibrationUpdate:
     cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE, CV_LATENCY_STRIDE)
     if not cases:
         raise InputError("measurement files", ", ".join(paths), "files with at least one predictable row")
-    provenance = (f"update of the shipped fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on "
-                  f"{len(cases)} rows ({', '.join(_describe(p) for p in paths)})")
+    provenance = (
+        f"update of the shipped fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on "
+        f"{len(cases)} rows ({', '.join(_describe(p) for p in paths)})"
+    )
     profile, fits = update_profile(cases, efficiency_table(None), provenance)
     if not fits:
         raise InputError("measurement files", ", ".join(paths), "rows with TPOT or output tok/s measured")
-    groups = {g: {"rows": len(f.run.levels), "kept": f.kept,
-                  "factors": {k: {"shipped": f.prior[k], "calibrated": v, "uncertainty": None if math.isnan(s) else s}
-                              for k, (v, s) in f.run.factors.items()},
-                  "median_abs_error_shipped": f.error_shipped, "median_abs_error_calibrated": f.error_calibrated}
-              for g, f in fits.items()}
+    groups = {
+        g: {
+            "rows": len(f.run.levels),
+            "kept": f.kept,
+            "factors": {
+                k: {"shipped": f.prior[k], "calibrated": v, "uncertainty": None if math.isnan(s) else s}
+                for k, (v, s) in f.run.factors.items()
+            },
+            "median_abs_error_shipped": f.error_shipped,
+            "median_abs_error_calibrated": f.error_calibrated,
+        }
+        for g, f in fits.items()
+    }
     return CalibrationUpdate(len(cases), n_skipped, profile, groups)
 
 

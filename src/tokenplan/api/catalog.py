@@ -62,16 +62,26 @@ def catalog_gpus() -> list[CatalogGpu]:
     rows = []
     for key in gpu_names():
         g = load_gpu(key)
-        rows.append(CatalogGpu(
-            key=key, name=g.name, architecture=g.architecture, compute_capability=g.compute_capability,
-            memory_gib=g.memory_bytes / 2**30, hbm_tb_s=g.hbm_bytes_per_s / 1e12,
-            dense_tflops={k: v / 1e12 for k, v in g.dense_flops_per_s.items()},
-            scaleup=g.scaleup.kind.value, scaleup_gb_s=g.scaleup.bytes_per_s / 1e9,
-            native_dtypes=tuple(sorted(d.value for d in g.native_dtypes)),
-            sources=_gpu_sources(key),
-            price=None if g.price is None else GpuPrice(g.price.low_usd_per_hour, g.price.high_usd_per_hour,
-                                                        g.price.typical_usd_per_hour, g.price.as_of),
-        ))
+        rows.append(
+            CatalogGpu(
+                key=key,
+                name=g.name,
+                architecture=g.architecture,
+                compute_capability=g.compute_capability,
+                memory_gib=g.memory_bytes / 2**30,
+                hbm_tb_s=g.hbm_bytes_per_s / 1e12,
+                dense_tflops={k: v / 1e12 for k, v in g.dense_flops_per_s.items()},
+                scaleup=g.scaleup.kind.value,
+                scaleup_gb_s=g.scaleup.bytes_per_s / 1e9,
+                native_dtypes=tuple(sorted(d.value for d in g.native_dtypes)),
+                sources=_gpu_sources(key),
+                price=None
+                if g.price is None
+                else GpuPrice(
+                    g.price.low_usd_per_hour, g.price.high_usd_per_hour, g.price.typical_usd_per_hour, g.price.as_of
+                ),
+            )
+        )
     return rows
 
 
@@ -80,8 +90,14 @@ def _gpu_sources(key: str) -> dict[str, str]:
     from tokenplan.catalog import gpu_entry
 
     e = gpu_entry(key)
-    out = {"memory": e.memory.source, "bandwidth": e.bandwidth.source, "compute": e.compute.source,
-           "native_dtypes": e.native_dtypes.source, "scaleup": e.scaleup.source, "host_link": e.host_link.source}
+    out = {
+        "memory": e.memory.source,
+        "bandwidth": e.bandwidth.source,
+        "compute": e.compute.source,
+        "native_dtypes": e.native_dtypes.source,
+        "scaleup": e.scaleup.source,
+        "host_link": e.host_link.source,
+    }
     if e.price is not None:
         out["price"] = e.price.source
     return out
@@ -99,8 +115,17 @@ def catalog_models() -> list[CatalogModel]:
         m = load_model(name)
         p = param_counts(m)
         kv, state = kv_and_state(m, Dtype.BF16)
-        rows.append(CatalogModel(name=name, architecture=m.architecture, family=m.family, params_b=p.total / 1e9,
-                                 active_params_b=p.active_matmul / 1e9, kv_bytes_per_token=kv,
-                                 state_bytes_per_sequence=state, mtp_layers=m.mtp_layers,
-                                 approximations=tuple(m.approximations)))
+        rows.append(
+            CatalogModel(
+                name=name,
+                architecture=m.architecture,
+                family=m.family,
+                params_b=p.total / 1e9,
+                active_params_b=p.active_matmul / 1e9,
+                kv_bytes_per_token=kv,
+                state_bytes_per_sequence=state,
+                mtp_layers=m.mtp_layers,
+                approximations=tuple(m.approximations),
+            )
+        )
     return rows

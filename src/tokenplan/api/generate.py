@@ -49,9 +49,9 @@ from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
-from tokenplan.units import MAX_REQUEST_TOKENS
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
 from tokenplan.runner.storable import Unstorable, check_fields
+from tokenplan.units import MAX_REQUEST_TOKENS
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
 # Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
@@ -134,8 +134,7 @@ class GenerateRequest(BaseModel):
         for url in urls:
             problem = url_problem(url)
             if problem:
-                raise ValueError(f"http(s) base URLs such as http://127.0.0.1:8000/v1; "
-                                 f"{public_url(url)!r}: {problem}")
+                raise ValueError(f"http(s) base URLs such as http://127.0.0.1:8000/v1; {public_url(url)!r}: {problem}")
         return urls
 
     @field_validator(*RANGES)
@@ -158,16 +157,20 @@ class GenerateRequest(BaseModel):
             raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
         sampling = sorted(set(self.extra_body) & set(SAMPLING_OPTIONS))
         if sampling:
-            raise ValueError(f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
-                             "each record states the sampling it was generated with)")
+            raise ValueError(
+                f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
+                "each record states the sampling it was generated with)"
+            )
         kwargs = self.extra_body.get("chat_template_kwargs")
         if kwargs is not None and not isinstance(kwargs, dict):
             raise ValueError("chat_template_kwargs as an object of template arguments")
         owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
         if owned and not self.extra_body_override:
             alias = " (max_tokens's other name: use --max-tokens)" if "max_completion_tokens" in owned else ""
-            raise ValueError(f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
-                             "(and records); add --extra-body-override to replace them anyway")
+            raise ValueError(
+                f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
+                "(and records); add --extra-body-override to replace them anyway"
+            )
         return self
 
     @classmethod
@@ -220,13 +223,17 @@ def check_request(request: GenerateRequest) -> Checked:
     notes: list[str] = []
     warnings: list[str] = []
     if api_key and any(URL(u).user is not None for u in request.endpoints):
-        warnings.append("an --endpoint carries user:password and an API key is set: the API key is sent "
-                        "(Authorization: Bearer), the URL's credentials are not")
+        warnings.append(
+            "an --endpoint carries user:password and an API key is set: the API key is sent "
+            "(Authorization: Bearer), the URL's credentials are not"
+        )
     if request.plan is not None:
         hint, notes = read_plan(request.plan)
         if plan_model_mismatch(hint.model, request.model):
-            warnings.append(f"the plan {request.plan} was made for model {hint.model!r}, but --model is "
-                            f"{request.model!r}: its concurrency and throughput may not fit this model")
+            warnings.append(
+                f"the plan {request.plan} was made for model {hint.model!r}, but --model is "
+                f"{request.model!r}: its concurrency and throughput may not fit this model"
+            )
     sampling, sampling_notes = resolve_sampling(request, hint)
     notes += sampling_notes
     warnings += greedy_warnings(sampling, request.n)
@@ -246,11 +253,23 @@ def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling
         InputError: an unreadable ``generation_config``, or an ``extra_body`` whose nested values
             contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
     """
-    given = {"max_tokens": request.max_tokens, "temperature": request.temperature, "top_p": request.top_p,
-             "top_k": request.top_k}
+    given = {
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "top_k": request.top_k,
+    }
     context = model_context(request.model) if request.max_tokens is None and hint.max_tokens is None else None
-    return job_sampling(request.model, given, request.seed, request.thinking, request.extra_body,
-                        (hint.max_tokens, request.plan), request.generation_config, context)
+    return job_sampling(
+        request.model,
+        given,
+        request.seed,
+        request.thinking,
+        request.extra_body,
+        (hint.max_tokens, request.plan),
+        request.generation_config,
+        context,
+    )
 
 
 def export_format(request: GenerateRequest) -> str:
@@ -264,22 +283,40 @@ def export_format(request: GenerateRequest) -> str:
 def _job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
     """The configuration a run directory is bound to (what changes the outputs)."""
     files = expand_inputs(request.inputs)
-    return {"model": request.model, "mode": request.mode, "n": request.n, "on_length": request.on_length,
-            "length_retries": request.length_retries, "sampling": sampling.as_record(),
-            "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files]}
+    return {
+        "model": request.model,
+        "mode": request.mode,
+        "n": request.n,
+        "on_length": request.on_length,
+        "length_retries": request.length_retries,
+        "sampling": sampling.as_record(),
+        "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files],
+    }
 
 
 def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
     """The per-unit settings every backend's dispatcher runs with (the deadline from max_tokens
     unless the user set one)."""
-    return JobSettings(request.model, request.mode, request.n, request.on_length, request.length_retries,
-                       sampling, request.stream, RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-                       request.deadline_s or deadline_s(sampling.max_tokens), request.grace_s,
-                       request.max_answer_bytes)
+    return JobSettings(
+        request.model,
+        request.mode,
+        request.n,
+        request.on_length,
+        request.length_retries,
+        sampling,
+        request.stream,
+        RetryPolicy(request.max_attempts, request.retry_base_delay_s),
+        request.deadline_s or deadline_s(sampling.max_tokens),
+        request.grace_s,
+        request.max_answer_bytes,
+    )
 
 
-def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
-             on_warning: Callable[[str], None] | None = None) -> GenerateResult:
+def generate(
+    request: GenerateRequest,
+    on_progress: Callable[[Snapshot], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> GenerateResult:
     """Run (or continue) the job; return when every unit is settled or the run was stopped.
 
     :func:`check_request` runs first; its warnings (a plan made for another model) go to
@@ -309,8 +346,11 @@ def generate(request: GenerateRequest, on_progress: Callable[[Snapshot], None] |
     return _result(request, spec, run(spec, on_progress, on_warning), notes)
 
 
-async def generate_async(request: GenerateRequest, on_progress: Callable[[Snapshot], None] | None = None,
-                         on_warning: Callable[[str], None] | None = None) -> GenerateResult:
+async def generate_async(
+    request: GenerateRequest,
+    on_progress: Callable[[Snapshot], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
+) -> GenerateResult:
     """:func:`generate` on the running loop (``await generate_async(request)`` in a notebook): same
     result, same errors. The local backend sends from this loop and installs no signal handler;
     cancelling the awaiting task stops the run (in-flight answers are not stored, every record
@@ -336,11 +376,23 @@ def _result(request: GenerateRequest, spec: RunSpec, outcome: RunOutcome, notes:
     """Count what the run directory holds, export, and build the result (:func:`finish_run`)."""
     finished, tally = finish_run(spec, outcome, _export_spec(request)), outcome.tally
     return GenerateResult(
-        run_dir=outcome.run_dir, units_total=finished.units_total, stored=finished.stored, skipped=finished.skipped,
-        errors=finished.errors, rejected_rows=tally.rejected_rows, already_done=tally.already_done,
-        duplicate_records=finished.duplicates, interrupted=tally.stopped, accounting_ok=finished.accounting_ok,
-        summary=finished.summary, export_rows=finished.export_rows, notes=notes + outcome.notes,
-        export_error=finished.export_error, blank_lines=outcome.blank_lines, not_yet_sent=finished.not_yet_sent)
+        run_dir=outcome.run_dir,
+        units_total=finished.units_total,
+        stored=finished.stored,
+        skipped=finished.skipped,
+        errors=finished.errors,
+        rejected_rows=tally.rejected_rows,
+        already_done=tally.already_done,
+        duplicate_records=finished.duplicates,
+        interrupted=tally.stopped,
+        accounting_ok=finished.accounting_ok,
+        summary=finished.summary,
+        export_rows=finished.export_rows,
+        notes=notes + outcome.notes,
+        export_error=finished.export_error,
+        blank_lines=outcome.blank_lines,
+        not_yet_sent=finished.not_yet_sent,
+    )
 
 
 def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> RunSpec:
@@ -355,12 +407,24 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
     pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s, request.max_all_down_s)
     return RunSpec(
-        backend=request.backend, out_dir=request.out_dir, identity=_job_identity(request, sampling),
-        force=request.force, shard_max_bytes=request.shard_max_bytes, files=checked.files, limit=request.limit,
-        n=request.n, job=job_settings(request, sampling), endpoints=request.endpoints, pool=pool,
-        api_key=checked.api_key, progress_every_s=request.progress_every_s,
-        plan_output_tok_s=hint.output_tok_s_total, actors=request.actors, ray_address=request.ray_address,
-        retry_skipped=request.retry_skipped)
+        backend=request.backend,
+        out_dir=request.out_dir,
+        identity=_job_identity(request, sampling),
+        force=request.force,
+        shard_max_bytes=request.shard_max_bytes,
+        files=checked.files,
+        limit=request.limit,
+        n=request.n,
+        job=job_settings(request, sampling),
+        endpoints=request.endpoints,
+        pool=pool,
+        api_key=checked.api_key,
+        progress_every_s=request.progress_every_s,
+        plan_output_tok_s=hint.output_tok_s_total,
+        actors=request.actors,
+        ray_address=request.ray_address,
+        retry_skipped=request.retry_skipped,
+    )
 
 
 def _export_spec(request: GenerateRequest) -> ExportSpec | None:

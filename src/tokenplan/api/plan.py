@@ -12,27 +12,56 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api._common import (PLAN_FIGURES, calibration_moves, calibration_warnings,  # noqa: F401 - check_plan_outputs: the CLI's
-                                   check_plan_lengths, check_plan_outputs, efficiency_table, figure_bands,
-                                   fixed_parts)
+from tokenplan.api._common import (
+    PLAN_FIGURES,
+    calibration_moves,
+    calibration_warnings,
+    check_plan_lengths,
+    check_plan_outputs,  # noqa: F401 - re-exported: the CLI checks its outputs through the plan module
+    efficiency_table,
+    figure_bands,
+    fixed_parts,
+)
 from tokenplan.api._current import CurrentInputs, with_current
-from tokenplan.api._provisioning import at_count, check_targets, provisioned_result, provisioning, provisioning_sentences
-from tokenplan.api.plan_results import (Alternative, AssumedOption, Assumptions, ChosenConfiguration, PlanJob,
-                                        PlanOption, PlanReportData, PlanResult, Recommended)
+from tokenplan.api._provisioning import (
+    at_count,
+    check_targets,
+    provisioned_result,
+    provisioning,
+    provisioning_sentences,
+)
+from tokenplan.api.plan_results import (
+    Alternative,
+    AssumedOption,
+    Assumptions,
+    ChosenConfiguration,
+    PlanJob,
+    PlanOption,
+    PlanReportData,
+    PlanResult,
+    Recommended,
+)
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
+from tokenplan.files.bench_tau import resolve_spec
+from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, lognormal_with_mean
 from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import SpecDecode, parse_spec
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
-from tokenplan.planning.rank import (bottleneck_text, describe, explain, fastest, formats_note, radix_note,
-                                     widest_tp_leaders)
-from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
+from tokenplan.planning.rank import (
+    bottleneck_text,
+    describe,
+    explain,
+    fastest,
+    formats_note,
+    radix_note,
+    widest_tp_leaders,
+)
+from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.space import HardwareOption
-from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
 
 # The default job's lengths, stated in the output: job.workload.DEFAULT_ISL/DEFAULT_OSL (where
@@ -161,12 +190,20 @@ def plan(req: PlanRequest) -> PlanResult:
     return _with_current(req, _plan_result(req, model, engine, table, job, results, answers), table, job, results)
 
 
-def _with_current(req: PlanRequest, result: PlanResult, table: EfficiencyTable, job: Job,
-                  results: list[OptionResult]) -> PlanResult:
+def _with_current(
+    req: PlanRequest, result: PlanResult, table: EfficiencyTable, job: Job, results: list[OptionResult]
+) -> PlanResult:
     """``result`` with ``--current`` answered (:func:`tokenplan.api._current.with_current`)."""
-    return with_current(req.current, req.measured_tok_s, CurrentInputs(req.model, req.engine, job.isl, job.osl,
-                        req.calibration), req.specs, result, table, results,
-                        lambda specs: _replan(replace(req, specs=specs, current=None, measured_tok_s=None)))
+    return with_current(
+        req.current,
+        req.measured_tok_s,
+        CurrentInputs(req.model, req.engine, job.isl, job.osl, req.calibration),
+        req.specs,
+        result,
+        table,
+        results,
+        lambda specs: _replan(replace(req, specs=specs, current=None, measured_tok_s=None)),
+    )
 
 
 def _replan(req: PlanRequest) -> tuple[PlanResult, list[OptionResult]]:
@@ -189,11 +226,15 @@ def _spec_notes(req: PlanRequest, model) -> list[str]:
     notes = [n for s in req.specs if (n := resolve_spec(s, req.isl_mean, req.osl_mean)[1])]
     asked = [s for s in req.specs if s.strip().lower().startswith("mtp")]
     if asked and model.mtp_layers == 0:
-        notes.append(f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "
-                     "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU]).")
+        notes.append(
+            f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "
+            "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."
+        )
     if None not in _searched_specs(req, model):
-        notes.append("Plain decoding was not compared (every --spec given speculates): add --spec none to see "
-                     "whether speculative decoding pays at all.")
+        notes.append(
+            "Plain decoding was not compared (every --spec given speculates): add --spec none to see "
+            "whether speculative decoding pays at all."
+        )
     return notes
 
 
@@ -203,33 +244,51 @@ def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> 
     if top is None or top.best is None:
         return []
     lifted = top.best.evaluation
-    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid,
-                                                                       lifted.config.lift_running_cap):
+    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid, lifted.config.lift_running_cap):
         return []
     on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
     note = radix_note(top, on)
     return [note] if note else []
 
 
-def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: Job,
-                 results: list[OptionResult], answers: list | None = None) -> PlanResult:
+def _plan_result(
+    req: PlanRequest,
+    model,
+    engine,
+    table: EfficiencyTable,
+    job: Job,
+    results: list[OptionResult],
+    answers: list | None = None,
+) -> PlanResult:
     """Rank the searched options into ``plan``'s result."""
     all_tp = widest_tp_leaders(model, results, table, job, fixed_parts(req.tp, req.dp, req.ep, req.max_running))
     # a local config.json (or its folder) launches from that folder, as an absolute path: the
     # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
     local = Path(req.model)
-    repo, parsers = ((str((local if local.is_dir() else local.parent).resolve()), None) if local.exists()
-                     else launch_info(model.name))
+    repo, parsers = (
+        (str((local if local.is_dir() else local.parent).resolve()), None)
+        if local.exists()
+        else launch_info(model.name)
+    )
     engines = {e: load_engine(e) for e in ENGINES}
 
     def fitted_range_warnings(gpu: str, concurrency: int) -> list[str]:
         # a profile fitted elsewhere is an extrapolation: say so beside the numbers
-        return calibration_warnings(req.calibration, {
-            "engine": engine.name, "gpu": gpu, "model": model.name, "isl_tokens": job.isl.mean,
-            "osl_tokens": job.osl.mean, "concurrency": concurrency})
+        return calibration_warnings(
+            req.calibration,
+            {
+                "engine": engine.name,
+                "gpu": gpu,
+                "model": model.name,
+                "isl_tokens": job.isl.mean,
+                "osl_tokens": job.osl.mean,
+                "concurrency": concurrency,
+            },
+        )
 
-    options = tuple(_plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings, job)
-                    for r in results)
+    options = tuple(
+        _plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings, job) for r in results
+    )
     # With a deadline or budget, the recommendation is the fastest option that meets it (all of
     # them when none does: the answer then says so).
     eligible = None if answers is None else [r for r, (_, p) in zip(results, answers) if p.chosen is not None]
@@ -237,54 +296,106 @@ def _plan_result(req: PlanRequest, model, engine, table: EfficiencyTable, job: J
     recommended = None
     if top is not None and top.best is not None:  # fastest picks among the options where something runs
         ev = top.best.evaluation
-        recommended = Recommended(top.option.label, client_concurrency(ev), ev.output_tok_s_total,
-                                  ev.config.layout.dp, describe(top.best))
+        recommended = Recommended(
+            top.option.label, client_concurrency(ev), ev.output_tok_s_total, ev.config.layout.dp, describe(top.best)
+        )
     prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
-    answer = (calibration_moves(req.calibration) + (provisioning_sentences(prov) if prov else [])  # what moved, first
-              + explain(results, all_tp, eligible) + _spec_notes(req, model))
+    answer = (
+        calibration_moves(req.calibration)
+        + (provisioning_sentences(prov) if prov else [])  # what moved, first
+        + explain(results, all_tp, eligible)
+        + _spec_notes(req, model)
+    )
     return PlanResult(
-        model=model.name, engine=engine.name, efficiency=table.provenance, provisioning=prov,
-        job=PlanJob(samples=req.samples, isl=job.isl.describe(), osl=job.osl.describe(),
-                    isl_mean_tokens=job.isl.mean, osl_mean_tokens=job.osl.mean,
-                    osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
-                    output_tokens=job.osl.mean * req.samples),
-        options=options, recommended=recommended,
-        answer=tuple(answer + _radix_notes(top, table, job) + ([n] if top and (n := formats_note(top, leader_with(
-            top, table, job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16"))) else [])),
+        model=model.name,
+        engine=engine.name,
+        efficiency=table.provenance,
+        provisioning=prov,
+        job=PlanJob(
+            samples=req.samples,
+            isl=job.isl.describe(),
+            osl=job.osl.describe(),
+            isl_mean_tokens=job.isl.mean,
+            osl_mean_tokens=job.osl.mean,
+            osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
+            output_tokens=job.osl.mean * req.samples,
+        ),
+        options=options,
+        recommended=recommended,
+        answer=tuple(
+            answer
+            + _radix_notes(top, table, job)
+            + (
+                [n]
+                if top
+                and (
+                    n := formats_note(
+                        top, leader_with(top, table, job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16")
+                    )
+                )
+                else []
+            )
+        ),
         configurations_evaluated=sum(r.configurations for r in results),
     )
 
 
-def _plan_option(r: OptionResult, repo: str, native: str, parsers: object, engines: dict[str, Engine],
-                 extra_warnings: Callable[[str, int], list[str]], job: Job | None = None) -> PlanOption:
+def _plan_option(
+    r: OptionResult,
+    repo: str,
+    native: str,
+    parsers: object,
+    engines: dict[str, Engine],
+    extra_warnings: Callable[[str, int], list[str]],
+    job: Job | None = None,
+) -> PlanOption:
     """One option's row; ``extra_warnings(gpu key, concurrency per endpoint)`` adds the
     calibration profile's range warnings to a configuration that runs."""
-    option = PlanOption(option=r.option.label, gpu=r.option.gpu.key, count=r.option.count,
-                        usd_per_gpu_hour=r.option.usd_per_gpu_hour, rejected=r.rejected,
-                        not_searched=tuple(r.not_searched), configurations=r.configurations)
+    option = PlanOption(
+        option=r.option.label,
+        gpu=r.option.gpu.key,
+        count=r.option.count,
+        usd_per_gpu_hour=r.option.usd_per_gpu_hour,
+        rejected=r.rejected,
+        not_searched=tuple(r.not_searched),
+        configurations=r.configurations,
+    )
     b = r.best
     if b is None:
         return option
     ev, s = b.evaluation, b.evaluation.steady
     concurrency = client_concurrency(ev)
     chosen = ChosenConfiguration(
-        best=describe(b), layout=ev.config.layout.describe(),
-        weight_dtype=ev.config.weight_dtype.value, kv_dtype=ev.config.kv_dtype.value,
+        best=describe(b),
+        layout=ev.config.layout.describe(),
+        weight_dtype=ev.config.weight_dtype.value,
+        kv_dtype=ev.config.kv_dtype.value,
         spec=ev.config.spec.describe() if ev.config.spec else "none",
-        output_tok_s_total=ev.output_tok_s_total, output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
-        wall_days=b.wall_s / S_PER_DAY, drain_hours=b.time.drain_s / 3600,
-        gpu_hours=b.cost.gpu_hours, usd=b.cost.usd, usd_per_mtok=b.cost.usd_per_mtok,
-        bottleneck=bottleneck_text(b), batch_per_replica=s.batch, batch_limit_reason=s.batch_reason,
-        tpot_ms=s.tpot_s * MS_PER_S, ttft_ms=s.ttft_s * MS_PER_S,
-        weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu, kv_capacity_tokens=ev.memory.kv_capacity_tokens,
+        output_tok_s_total=ev.output_tok_s_total,
+        output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
+        wall_days=b.wall_s / S_PER_DAY,
+        drain_hours=b.time.drain_s / 3600,
+        gpu_hours=b.cost.gpu_hours,
+        usd=b.cost.usd,
+        usd_per_mtok=b.cost.usd_per_mtok,
+        bottleneck=bottleneck_text(b),
+        batch_per_replica=s.batch,
+        batch_limit_reason=s.batch_reason,
+        tpot_ms=s.tpot_s * MS_PER_S,
+        ttft_ms=s.ttft_s * MS_PER_S,
+        weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu,
+        kv_capacity_tokens=ev.memory.kv_capacity_tokens,
         warnings=tuple(ev.warnings) + tuple(extra_warnings(r.option.gpu.key, concurrency)),
         non_default_settings=ev.config.lift_running_cap,
-        concurrency_per_endpoint=concurrency, max_running_requests=running_limit(ev),
-        memory_allocation=ev.memory.allocation(running_limit(ev)), gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, repo, native, parsers, engines, job.isl if job else None,
-                               job.osl if job else None),
-        alternatives=tuple(Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
-                           for c in r.ranked[1:5]),
+        concurrency_per_endpoint=concurrency,
+        max_running_requests=running_limit(ev),
+        memory_allocation=ev.memory.allocation(running_limit(ev)),
+        gpu_bytes=ev.memory.gpu_bytes,
+        launch=launch_commands(ev, repo, native, parsers, engines, job.isl if job else None, job.osl if job else None),
+        alternatives=tuple(
+            Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
+            for c in r.ranked[1:5]
+        ),
     )
     return replace(option, chosen=replace(chosen, bands=figure_bands(chosen, ev, PLAN_FIGURES)))
 
@@ -306,10 +417,15 @@ def _searched(req: PlanRequest) -> tuple:
     model = load_model(req.model)
     engine = load_engine(req.engine)
     table = efficiency_table(req.calibration)
-    job = Job(req.samples, lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
-              lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap))
+    job = Job(
+        req.samples,
+        lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
+        lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap),
+    )
     specs = _searched_specs(req, model)
-    weights = tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
+    weights = (
+        tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
+    )
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
     fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
@@ -376,11 +492,19 @@ def _assumptions(req: PlanRequest, table: EfficiencyTable, results: list[OptionR
             price_source = f"catalog typical price ({gpu.price.source}, {gpu.price.as_of})"
         else:
             price_source = "no public price known"
-        options.append(AssumedOption(
-            option=r.option.label, gpu=gpu.name, count=r.option.count,
-            usd_per_gpu_hour=r.option.usd_per_gpu_hour, price_source=price_source,
-            memory_bytes=gpu.memory_bytes, hbm_bytes_per_s=gpu.hbm_bytes_per_s,
-            dense_flops_per_s=dict(gpu.dense_flops_per_s), scaleup=gpu.scaleup.name,
-            scaleup_bytes_per_s=gpu.scaleup.bytes_per_s,
-            efficiency=table.resolve(req.engine, gpu.architecture).as_dict()))
+        options.append(
+            AssumedOption(
+                option=r.option.label,
+                gpu=gpu.name,
+                count=r.option.count,
+                usd_per_gpu_hour=r.option.usd_per_gpu_hour,
+                price_source=price_source,
+                memory_bytes=gpu.memory_bytes,
+                hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+                dense_flops_per_s=dict(gpu.dense_flops_per_s),
+                scaleup=gpu.scaleup.name,
+                scaleup_bytes_per_s=gpu.scaleup.bytes_per_s,
+                efficiency=table.resolve(req.engine, gpu.architecture).as_dict(),
+            )
+        )
     return Assumptions(engine=req.engine, efficiency_source=table.provenance, options=tuple(options))

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from tokenplan.api._common import (PREDICT_FIGURES, PredictRequest, calibration_warnings, evaluate_request,
-                                   evaluation_figures, figure_bands)
+from tokenplan.api._common import (
+    PREDICT_FIGURES,
+    PredictRequest,
+    calibration_warnings,
+    evaluate_request,
+    evaluation_figures,
+    figure_bands,
+)
 from tokenplan.api.results import Bands, EvaluationFigures, Prediction, Rejected
 from tokenplan.catalog import load_gpu, load_model
 from tokenplan.job.evaluate import Rejection
@@ -33,12 +39,20 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
     warnings = list(figures.warnings)
     outside = bands.error_band.outside_measured_regime if bands is not None and bands.error_band else None
     if outside:
-        warnings.append(f"outside the measured regime ({outside}): "
-                        "the error band is widened to the leave-one-GPU-out one")
-    warnings += calibration_warnings(req.calibration, {
-        "engine": req.engine, "gpu": load_gpu(req.gpu).key, "model": load_model(req.model).name,
-        "concurrency": None if req.concurrency is None else req.concurrency / result.config.layout.dp,
-        "isl_tokens": req.isl, "osl_tokens": req.osl})
+        warnings.append(
+            f"outside the measured regime ({outside}): the error band is widened to the leave-one-GPU-out one"
+        )
+    warnings += calibration_warnings(
+        req.calibration,
+        {
+            "engine": req.engine,
+            "gpu": load_gpu(req.gpu).key,
+            "model": load_model(req.model).name,
+            "concurrency": None if req.concurrency is None else req.concurrency / result.config.layout.dp,
+            "isl_tokens": req.isl,
+            "osl_tokens": req.osl,
+        },
+    )
     return _prediction(figures, bands, warnings)
 
 

@@ -40,9 +40,11 @@ def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path:
     """
     if not run_dirs and plan_path is None and bench_path is None:
         raise InputError("report inputs", "none given", "one or more RUN_DIR, --plan PLAN.json or --bench BENCH.json")
-    return ReportInputs(runs=tuple(load_run_summary(d) for d in run_dirs),
-                        bench=load_bench(bench_path) if bench_path else None,
-                        plan=load_plan(plan_path) if plan_path else None)
+    return ReportInputs(
+        runs=tuple(load_run_summary(d) for d in run_dirs),
+        bench=load_bench(bench_path) if bench_path else None,
+        plan=load_plan(plan_path) if plan_path else None,
+    )
 
 
 def check_report_output(path: str) -> None:

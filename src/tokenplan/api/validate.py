@@ -84,11 +84,19 @@ class MetricError:
         """``{"predicted_<name>", "measured_<name>", <error_key>}``, and with an interval
         ``"<name>_low"``, ``"<name>_high"`` and ``<error_key> with "inside" for "error">``
         (``inside``, ``tpot_inside``, ``ttft_inside``)."""
-        out: dict[str, float | bool] = {f"predicted_{self.name}": self.predicted,
-                                        f"measured_{self.name}": self.measured, self.error_key: self.error}
+        out: dict[str, float | bool] = {
+            f"predicted_{self.name}": self.predicted,
+            f"measured_{self.name}": self.measured,
+            self.error_key: self.error,
+        }
         if self.low is not None and self.high is not None:
-            out.update({f"{self.name}_low": self.low, f"{self.name}_high": self.high,
-                        self.error_key.replace("error", "inside"): self.low <= self.measured <= self.high})
+            out.update(
+                {
+                    f"{self.name}_low": self.low,
+                    f"{self.name}_high": self.high,
+                    self.error_key.replace("error", "inside"): self.low <= self.measured <= self.high,
+                }
+            )
         return out
 
 
@@ -146,8 +154,9 @@ def validate(path: str, calibration: str | None = None) -> ValidationResult:
     table = efficiency_table(calibration)
     data = read_measurements(path)
     cases, skipped = resolve_file(data)
-    return validation_result(validate_cases(data.kind, cases, skipped, table),
-                             error_bands() if calibration is None else None)
+    return validation_result(
+        validate_cases(data.kind, cases, skipped, table), error_bands() if calibration is None else None
+    )
 
 
 _UNITS = {"throughput": ("output_tok_s_per_gpu", 1.0), "tpot": ("tpot_ms", 1e3), "ttft": ("ttft_ms", 1e3)}
@@ -162,8 +171,18 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
     speculative-decoding regime). None where the table holds no band of the metric."""
     c = r.case
     band_metric, inverse = _BAND_OF[metric]
-    return interval(bands, r.values[metric][0], band_metric, inverse, c.engine, c.architecture,
-                    c.family, c.measurement.gpu, r.batch, spec_regime(c.config.spec))
+    return interval(
+        bands,
+        r.values[metric][0],
+        band_metric,
+        inverse,
+        c.engine,
+        c.architecture,
+        c.family,
+        c.measurement.gpu,
+        r.batch,
+        spec_regime(c.config.spec),
+    )
 
 
 def _coverage(rows: list[ValidatedRow], metric: str) -> float | None:
@@ -180,20 +199,28 @@ def validation_result(v: Validation, bands: BandTable | None = None) -> Validati
     rows = tuple(_row(r, bands) for r in v.rows)
 
     def by(dim: str) -> dict[str, GroupError]:
-        return {g: GroupError(e.n, e.median_abs, e.p90_abs, e.bias)
-                for g, e in v.breakdown.get((dim, main), {}).items()}
+        return {
+            g: GroupError(e.n, e.median_abs, e.p90_abs, e.bias) for g, e in v.breakdown.get((dim, main), {}).items()
+        }
 
     return ValidationResult(
-        kind=v.kind, n=len(v.rows),
+        kind=v.kind,
+        n=len(v.rows),
         skipped=tuple(SkippedEntry(k.line, k.row_id, k.reason) for k in v.skipped),
-        throughput_set_aside=tuple(SkippedEntry(r.case.measurement.line, r.case.measurement.row_id,
-                                                r.case.measurement.throughput_set_aside)
-                                   for r in v.rows if r.case.measurement.throughput_set_aside is not None),
-        main=ErrorStats.of(v.summary.get(main), _coverage(list(rows), main)), calibration=v.provenance,
+        throughput_set_aside=tuple(
+            SkippedEntry(r.case.measurement.line, r.case.measurement.row_id, r.case.measurement.throughput_set_aside)
+            for r in v.rows
+            if r.case.measurement.throughput_set_aside is not None
+        ),
+        main=ErrorStats.of(v.summary.get(main), _coverage(list(rows), main)),
+        calibration=v.provenance,
         tpot=ErrorStats.of(v.summary["tpot"], _coverage(list(rows), "tpot")) if "tpot" in v.summary else None,
         ttft=ErrorStats.of(v.summary["ttft"], _coverage(list(rows), "ttft")) if "ttft" in v.summary else None,
-        by_engine=by("engine"), by_gpu=by("gpu"), by_family=by("family"),
-        rows=rows)
+        by_engine=by("engine"),
+        by_gpu=by("gpu"),
+        by_family=by("family"),
+        rows=rows,
+    )
 
 
 def _row(r: RowResult, bands: BandTable | None) -> ValidatedRow:
@@ -205,10 +232,21 @@ def _row(r: RowResult, bands: BandTable | None) -> ValidatedRow:
         iv = None if bands is None else row_interval(bands, r, metric)
         low, high = (None, None) if iv is None else (iv.low * scale, iv.high * scale)
         metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error", low, high))
-    return ValidatedRow(line=m.line, id=m.row_id, engine=m.engine, model=m.model, gpu=m.gpu,
-                        num_gpus=m.num_gpus, layout=r.case.config.layout.describe(), weight_dtype=m.weight_dtype,
-                        isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency,
-                        lengths=_lengths(r), metrics=tuple(metrics))
+    return ValidatedRow(
+        line=m.line,
+        id=m.row_id,
+        engine=m.engine,
+        model=m.model,
+        gpu=m.gpu,
+        num_gpus=m.num_gpus,
+        layout=r.case.config.layout.describe(),
+        weight_dtype=m.weight_dtype,
+        isl=m.isl_tokens,
+        osl=m.osl_tokens,
+        concurrency=m.concurrency,
+        lengths=_lengths(r),
+        metrics=tuple(metrics),
+    )
 
 
 def _lengths(r: RowResult) -> str:

@@ -20,17 +20,32 @@ from typing import Any
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.errors import ConfigError
 
-
 # Architectures whose config fields tokenplan reads as their modelling code uses them (the
 # shipped configs' families and their close relatives). Others are parsed from the same generic
 # fields, with a warning that the mapping is unverified.
-KNOWN_ARCHITECTURES = frozenset({
-    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
-    "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration",
-    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "DeepseekV3ForCausalLM",
-    "DeepseekV2ForCausalLM", "GptOssForCausalLM", "MiniMaxM2ForCausalLM", "MiniMaxM3ForCausalLM",
-    "NemotronHForCausalLM", "GlmMoeDsaForCausalLM",
-})
+KNOWN_ARCHITECTURES = frozenset(
+    {
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "DeepseekV2ForCausalLM",
+        "GptOssForCausalLM",
+        "MiniMaxM2ForCausalLM",
+        "MiniMaxM3ForCausalLM",
+        "NemotronHForCausalLM",
+        "GlmMoeDsaForCausalLM",
+    }
+)
 
 # ``torch_dtype`` (``dtype`` since transformers 4.56) values whose weights the engines serve in 16
 # bits: BF16/FP16 as stored, FP32 cast down by ``--dtype auto`` (vLLM: "FP16 precision for FP32
@@ -63,7 +78,9 @@ class _Reader:
             raise ConfigError(self.source, key, f"expected an integer ≥ {minimum}, got {value}")
         return value
 
-    def first_int(self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0) -> builtins.int:
+    def first_int(
+        self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0
+    ) -> builtins.int:
         for key in keys:
             if self.has(key):
                 return self.int(key, minimum=minimum)
@@ -96,8 +113,14 @@ def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
     if isinstance(pattern, str):
         if len(pattern) != num_layers or set(pattern) - set("M*E-"):
             raise ConfigError(r.source, "hybrid_override_pattern", f"expected {num_layers} of M * E -")
-        return {"full": pattern.count("*"), "sliding": 0, "linear": pattern.count("M"),
-                "moe": pattern.count("E"), "dense": pattern.count("-"), "ffn_only": True}
+        return {
+            "full": pattern.count("*"),
+            "sliding": 0,
+            "linear": pattern.count("M"),
+            "moe": pattern.count("E"),
+            "dense": pattern.count("-"),
+            "ffn_only": True,
+        }
     types = cfg.get("layer_types")
     if isinstance(types, list):
         if len(types) != num_layers:
@@ -106,8 +129,11 @@ def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
         bad = [t for t in types if t not in known]
         if bad:
             raise ConfigError(r.source, "layer_types", f"unknown layer type {bad[0]!r} (known: {sorted(known)})")
-        return {"full": types.count("full_attention"), "sliding": types.count("sliding_attention"),
-                "linear": types.count("linear_attention")}
+        return {
+            "full": types.count("full_attention"),
+            "sliding": types.count("sliding_attention"),
+            "linear": types.count("linear_attention"),
+        }
     interval = cfg.get("full_attention_interval")
     if interval is not None and r.has("linear_num_value_heads"):
         full = num_layers // r.int("full_attention_interval", minimum=1)
@@ -126,15 +152,22 @@ def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
         rope = r.int("qk_rope_head_dim", minimum=1)
         nope = r.int("qk_nope_head_dim", minimum=1)
         att = Attention(
-            kind=AttentionKind.MLA, num_heads=heads, num_kv_heads=heads, head_dim=nope + rope,
-            v_head_dim=r.int("v_head_dim", minimum=1), kv_lora_rank=r.int("kv_lora_rank", minimum=1),
-            q_lora_rank=r.int("q_lora_rank", default=0), qk_rope_head_dim=rope,
+            kind=AttentionKind.MLA,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=nope + rope,
+            v_head_dim=r.int("v_head_dim", minimum=1),
+            kv_lora_rank=r.int("kv_lora_rank", minimum=1),
+            q_lora_rank=r.int("q_lora_rank", default=0),
+            qk_rope_head_dim=rope,
             sparse_topk_tokens=r.int("index_topk", default=0),
             index_bytes_per_token=float(r.int("index_head_dim", default=0)),  # FP8 indexer keys
         )
         if att.sparse_topk_tokens:
-            notes.append(f"DeepSeek sparse attention (DSA) approximated: attention reads at most "
-                         f"{att.sparse_topk_tokens} tokens per layer plus an FP8 indexer key per token")
+            notes.append(
+                f"DeepSeek sparse attention (DSA) approximated: attention reads at most "
+                f"{att.sparse_topk_tokens} tokens per layer plus an FP8 indexer key per token"
+            )
         return att, notes
     head_dim = r.int("head_dim", default=hidden // heads, minimum=1)
     kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
@@ -146,11 +179,21 @@ def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
         block = int(sparse.get("sparse_block_size", 0))
         topk_tokens = (int(sparse.get("sparse_topk_blocks", 0)) + int(sparse.get("sparse_local_block", 0))) * block
         index_bytes = float(sparse.get("sparse_num_index_heads", 0)) * float(sparse.get("sparse_index_dim", 0)) * 2
-        notes.append(f"block-sparse attention approximated: every attention layer reads at most "
-                     f"{topk_tokens} tokens plus a BF16 index key per token")
+        notes.append(
+            f"block-sparse attention approximated: every attention layer reads at most "
+            f"{topk_tokens} tokens plus a BF16 index key per token"
+        )
     gate = bool(r.cfg.get("attn_output_gate") or r.cfg.get("attention_output_gate"))
-    return Attention(AttentionKind.GQA, heads, kv_heads, head_dim, head_dim, output_gate=gate,
-                     sparse_topk_tokens=topk_tokens, index_bytes_per_token=index_bytes), notes
+    return Attention(
+        AttentionKind.GQA,
+        heads,
+        kv_heads,
+        head_dim,
+        head_dim,
+        output_gate=gate,
+        sparse_topk_tokens=topk_tokens,
+        index_bytes_per_token=index_bytes,
+    ), notes
 
 
 def _linear(r: _Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
@@ -159,17 +202,35 @@ def _linear(r: _Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
         state, groups = r.int("ssm_state_size", minimum=1), r.int("n_groups", default=1, minimum=1)
         inner = heads * head_dim
         conv_dim = inner + 2 * groups * state
-        lin = LinearAttention("mamba2", groups, heads, state, head_dim, conv_dim, r.int("conv_kernel", default=4),
-                              in_proj_out=2 * inner + 2 * groups * state + heads,
-                              state_dtype=str(r.cfg.get("mamba_ssm_cache_dtype") or "float32"))
-        return lin, ["Mamba-2 layers approximated: the scan is costed as reading and writing each "
-                     "sequence's state once per decode step"]
+        lin = LinearAttention(
+            "mamba2",
+            groups,
+            heads,
+            state,
+            head_dim,
+            conv_dim,
+            r.int("conv_kernel", default=4),
+            in_proj_out=2 * inner + 2 * groups * state + heads,
+            state_dtype=str(r.cfg.get("mamba_ssm_cache_dtype") or "float32"),
+        )
+        return lin, [
+            "Mamba-2 layers approximated: the scan is costed as reading and writing each "
+            "sequence's state once per decode step"
+        ]
     nk, nv = r.int("linear_num_key_heads", minimum=1), r.int("linear_num_value_heads", minimum=1)
     dk, dv = r.int("linear_key_head_dim", minimum=1), r.int("linear_value_head_dim", minimum=1)
     conv_dim = 2 * nk * dk + nv * dv
-    lin = LinearAttention("gated_deltanet", nk, nv, dk, dv, conv_dim, r.int("linear_conv_kernel_dim", default=4),
-                          in_proj_out=2 * nk * dk + 2 * nv * dv + 2 * nv,
-                          state_dtype=str(r.cfg.get("mamba_ssm_dtype") or "float32"))
+    lin = LinearAttention(
+        "gated_deltanet",
+        nk,
+        nv,
+        dk,
+        dv,
+        conv_dim,
+        r.int("linear_conv_kernel_dim", default=4),
+        in_proj_out=2 * nk * dk + 2 * nv * dv + 2 * nv,
+        state_dtype=str(r.cfg.get("mamba_ssm_dtype") or "float32"),
+    )
     return lin, []
 
 
@@ -188,7 +249,9 @@ def _moe(r: _Reader) -> Moe | None:
         shared = r.int("n_shared_experts", default=0) * expert_width
     top_k = r.first_int(("num_experts_per_tok", "experts_per_token"), minimum=1)
     if top_k > experts:
-        raise ConfigError(r.source, "num_experts_per_tok", f"expected at most the {experts} routed experts, got {top_k}")
+        raise ConfigError(
+            r.source, "num_experts_per_tok", f"expected at most the {experts} routed experts, got {top_k}"
+        )
     return Moe(experts, top_k, expert_width, shared)
 
 
@@ -224,8 +287,10 @@ def _dtype_notes(cfg: Mapping[str, Any], native: str) -> list[str]:
     dtype = cfg.get(key)
     if dtype is None or native != "bf16" or dtype in _SIXTEEN_BIT_DTYPES:
         return []
-    return [f"{key} {dtype!r} is not one tokenplan knows ({', '.join(_SIXTEEN_BIT_DTYPES)}): the checkpoint is "
-            "taken as bf16, 2 bytes per weight, unless --weight-dtype names the served format"]
+    return [
+        f"{key} {dtype!r} is not one tokenplan knows ({', '.join(_SIXTEEN_BIT_DTYPES)}): the checkpoint is "
+        "taken as bf16, 2 bytes per weight, unless --weight-dtype names the served format"
+    ]
 
 
 def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec:
@@ -247,8 +312,10 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     kinds = _layer_kinds(r, layers)
     notes: list[str] = []
     if str(archs[0]) not in KNOWN_ARCHITECTURES:
-        notes.append(f"architecture {archs[0]} is not one tokenplan knows: modelled from its generic "
-                     "config fields (hidden_size, layers, heads, experts) without a check of its code")
+        notes.append(
+            f"architecture {archs[0]} is not one tokenplan knows: modelled from its generic "
+            "config fields (hidden_size, layers, heads, experts) without a check of its code"
+        )
     attention = None
     if kinds["full"] + kinds["sliding"]:
         attention, att_notes = _attention(r, hidden)
@@ -276,12 +343,23 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     vision: Mapping[str, Any] = vision_config if isinstance(vision_config, Mapping) else {}
     language_only = bool(raw.get("language_model_only") or raw.get("language_only"))
     return ModelSpec(
-        name=name, architecture=str(archs[0]), hidden_size=hidden, vocab_size=r.int("vocab_size", minimum=1),
-        num_layers=layers, tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        attention=attention, full_attention_layers=kinds["full"], sliding_layers=kinds["sliding"],
+        name=name,
+        architecture=str(archs[0]),
+        hidden_size=hidden,
+        vocab_size=r.int("vocab_size", minimum=1),
+        num_layers=layers,
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        attention=attention,
+        full_attention_layers=kinds["full"],
+        sliding_layers=kinds["sliding"],
         sliding_window=r.int("sliding_window", default=0) if kinds["sliding"] else 0,
-        linear=linear, linear_layers=kinds["linear"], dense_ffn_layers=dense_layers,
-        dense_intermediate=dense_width, moe=moe, moe_layers=moe_layers, mtp_layers=mtp,
+        linear=linear,
+        linear_layers=kinds["linear"],
+        dense_ffn_layers=dense_layers,
+        dense_intermediate=dense_width,
+        moe=moe,
+        moe_layers=moe_layers,
+        mtp_layers=mtp,
         ffn_matrices=2 if str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS else 3,
         native_weight_dtype=native,
         max_context_tokens=r.int("max_position_embeddings", default=0, minimum=0) or None,

@@ -78,4 +78,3 @@ def state_bytes_per_sequence(spec: ModelSpec, ssm_dtype: str | None = None) -> f
     ssm = lin.num_v_heads * lin.k_head_dim * lin.v_head_dim * _STATE_BYTES[dtype]
     conv = lin.conv_dim * (lin.conv_kernel - 1) * CONV_STATE_BYTES_PER_ELEMENT
     return (ssm + conv) * spec.linear_layers
-

@@ -51,14 +51,27 @@ class ParamCounts:
     @property
     def total(self) -> float:
         """Every parameter of the main model (MTP layers excluded)."""
-        return (self.embedding + self.lm_head + self.attention + self.linear_attention
-                + self.dense_ffn + self.shared_experts + self.routed_experts)
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.linear_attention
+            + self.dense_ffn
+            + self.shared_experts
+            + self.routed_experts
+        )
 
     @property
     def active_matmul(self) -> float:
         """Parameters one token multiplies through (embedding lookup excluded, lm_head included)."""
-        return (self.lm_head or self.embedding) + self.attention + self.linear_attention + self.dense_ffn \
-            + self.shared_experts + self.routed_active
+        return (
+            (self.lm_head or self.embedding)
+            + self.attention
+            + self.linear_attention
+            + self.dense_ffn
+            + self.shared_experts
+            + self.routed_active
+        )
 
 
 def attention_params_per_layer(spec: ModelSpec) -> float:
@@ -68,8 +81,11 @@ def attention_params_per_layer(spec: ModelSpec) -> float:
         return 0.0
     if a.kind is AttentionKind.MLA:
         nope = a.head_dim - a.qk_rope_head_dim
-        q = (h * a.q_lora_rank + a.q_lora_rank * a.num_heads * a.head_dim) if a.q_lora_rank \
+        q = (
+            (h * a.q_lora_rank + a.q_lora_rank * a.num_heads * a.head_dim)
+            if a.q_lora_rank
             else h * a.num_heads * a.head_dim
+        )
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * a.num_heads * (nope + a.v_head_dim)
         return float(q + kv + a.num_heads * a.v_head_dim * h)
     q = h * a.num_heads * a.head_dim * (2 if a.output_gate else 1)

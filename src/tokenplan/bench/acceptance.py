@@ -63,7 +63,11 @@ _TRT_LENGTH = "trtllm_spec_decode_acceptance_length"
 # published τ figures come from, ≥ 32K the long thinking traces where SGLang reports τ 1.57
 # (sgl-project/sglang#30763) against ~3 at short context.
 CONTEXT_BUCKETS: tuple[tuple[str, int, float], ...] = (
-    ("<2K", 0, 2048), ("2–8K", 2048, 8192), ("8–32K", 8192, 32768), ("≥32K", 32768, math.inf))
+    ("<2K", 0, 2048),
+    ("2–8K", 2048, 8192),
+    ("8–32K", 8192, 32768),
+    ("≥32K", 32768, math.inf),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +121,27 @@ def acceptance_reading(text: str) -> AcceptanceReading | None:
     """Prometheus text → the acceptance metrics it holds, or None when it holds none."""
     s = _families(text)
     if _VLLM_DRAFTS in s or _VLLM_ACCEPTED in s:
-        return AcceptanceReading(VLLM, _total(s, _VLLM_DRAFTS), _total(s, _VLLM_DRAFT_TOKENS),
-                                 _total(s, _VLLM_ACCEPTED), _per_position(s, _VLLM_PER_POS, "position"))
+        return AcceptanceReading(
+            VLLM,
+            _total(s, _VLLM_DRAFTS),
+            _total(s, _VLLM_DRAFT_TOKENS),
+            _total(s, _VLLM_ACCEPTED),
+            _per_position(s, _VLLM_PER_POS, "position"),
+        )
     if _SGLANG_LENGTH in s:
         return AcceptanceReading(SGLANG, accept_length=_gauge(s, _SGLANG_LENGTH))
     if any(n in s for n in (_TRT_DRAFT_TOKENS, _TRT_DRAFTED_POS, _TRT_LENGTH)):
         drafted = _per_position(s, _TRT_DRAFTED_POS, "token_position")
         accepted = _per_position(s, _TRT_ACCEPTED_POS, "token_position")
-        return AcceptanceReading(TRTLLM, drafted[0] if drafted else None, _total(s, _TRT_DRAFT_TOKENS),
-                                 _total(s, _TRT_ACCEPTED), accepted, drafted, _gauge(s, _TRT_LENGTH))
+        return AcceptanceReading(
+            TRTLLM,
+            drafted[0] if drafted else None,
+            _total(s, _TRT_DRAFT_TOKENS),
+            _total(s, _TRT_ACCEPTED),
+            accepted,
+            drafted,
+            _gauge(s, _TRT_LENGTH),
+        )
     return None
 
 
@@ -155,8 +171,12 @@ class AcceptanceWindow:
     gauge_readings: int
 
     @classmethod
-    def between(cls, start: AcceptanceReading | None, end: AcceptanceReading | None,
-                during: Iterable[AcceptanceReading | None] = ()) -> AcceptanceWindow | None:
+    def between(
+        cls,
+        start: AcceptanceReading | None,
+        end: AcceptanceReading | None,
+        during: Iterable[AcceptanceReading | None] = (),
+    ) -> AcceptanceWindow | None:
         """The window from ``start`` to ``end``, with the gauge readings of ``during`` and ``end``.
         None without both edges."""
         if start is None or end is None or start.engine != end.engine:
@@ -171,8 +191,15 @@ class AcceptanceWindow:
             # the per-request family: drafts, drafted and accepted tokens all from one source
             drafted = [b - a for a, b in zip(start.drafted_per_pos, end.drafted_per_pos)]
             accepted, draft_tokens = sum(per_pos), sum(drafted)
-        return cls(end.engine, _delta(start.drafts, end.drafts), draft_tokens, accepted, per_pos,
-                   sum(gauges) / len(gauges) if gauges else None, len(gauges))
+        return cls(
+            end.engine,
+            _delta(start.drafts, end.drafts),
+            draft_tokens,
+            accepted,
+            per_pos,
+            sum(gauges) / len(gauges) if gauges else None,
+            len(gauges),
+        )
 
     @staticmethod
     def combine(windows: Sequence[AcceptanceWindow]) -> dict | None:
@@ -188,11 +215,15 @@ class AcceptanceWindow:
         per_pos = tuple(map(sum, zip(*(w.accepted_per_pos for w in windows)))) if len(lengths) == 1 else ()
         gauges = [w.gauge_tau for w in windows if w.gauge_tau is not None]
         engines = sorted({w.engine for w in windows})
-        merged = AcceptanceWindow(" and ".join(engines), total([w.drafts for w in windows]),
-                                  total([w.draft_tokens for w in windows]),
-                                  total([w.accepted_tokens for w in windows]), per_pos,
-                                  sum(gauges) / len(gauges) if gauges else None,
-                                  sum(w.gauge_readings for w in windows))
+        merged = AcceptanceWindow(
+            " and ".join(engines),
+            total([w.drafts for w in windows]),
+            total([w.draft_tokens for w in windows]),
+            total([w.accepted_tokens for w in windows]),
+            per_pos,
+            sum(gauges) / len(gauges) if gauges else None,
+            sum(w.gauge_readings for w in windows),
+        )
         return merged.to_dict()
 
     def to_dict(self) -> dict | None:
@@ -217,16 +248,27 @@ def acceptance_dict(w: AcceptanceWindow) -> dict | None:
         tau, source, per_pos = w.gauge_tau, "gauge", []
     else:
         return None
-    rate = (w.accepted_tokens / w.draft_tokens if w.draft_tokens and w.accepted_tokens is not None else None)
-    return {"engine": w.engine, "source": source, "tau": tau, "acceptance_rate": rate, "per_position": per_pos,
-            "drafts": w.drafts, "draft_tokens": w.draft_tokens, "accepted_tokens": w.accepted_tokens,
-            "gauge_readings": w.gauge_readings}
+    rate = w.accepted_tokens / w.draft_tokens if w.draft_tokens and w.accepted_tokens is not None else None
+    return {
+        "engine": w.engine,
+        "source": source,
+        "tau": tau,
+        "acceptance_rate": rate,
+        "per_position": per_pos,
+        "drafts": w.drafts,
+        "draft_tokens": w.draft_tokens,
+        "accepted_tokens": w.accepted_tokens,
+        "gauge_readings": w.gauge_readings,
+    }
 
 
 def _with_verify(completions: Iterable[Completion]) -> list[tuple[int, int, int]]:
     """(prompt tokens, completion tokens, verification steps) of the answers that carry all three."""
-    return [(c.usage.prompt_tokens, c.usage.completion_tokens, c.spec_verify_ct) for c in completions
-            if c.spec_verify_ct and c.usage is not None and c.usage.completion_tokens > 0]
+    return [
+        (c.usage.prompt_tokens, c.usage.completion_tokens, c.spec_verify_ct)
+        for c in completions
+        if c.spec_verify_ct and c.usage is not None and c.usage.completion_tokens > 0
+    ]
 
 
 def request_acceptance(completions: Iterable[Completion]) -> dict | None:
@@ -249,9 +291,14 @@ def request_acceptance(completions: Iterable[Completion]) -> dict | None:
         inside = [r for r in rows if lo <= r[0] + r[1] < hi]
         if inside:
             n = len(inside)
-            buckets.append({**_bucket_head(name, lo, hi), **_totals([(1, c, v) for _, c, v in inside]),
-                            "mean_context_tokens": sum(p + c for p, c, _ in inside) / n,
-                            "mean_decode_context_tokens": sum(p + c / 2 for p, c, _ in inside) / n})
+            buckets.append(
+                {
+                    **_bucket_head(name, lo, hi),
+                    **_totals([(1, c, v) for _, c, v in inside]),
+                    "mean_context_tokens": sum(p + c for p, c, _ in inside) / n,
+                    "mean_decode_context_tokens": sum(p + c / 2 for p, c, _ in inside) / n,
+                }
+            )
     return {**_totals([(1, c, v) for _, c, v in rows]), "context_buckets": buckets}
 
 
@@ -265,8 +312,12 @@ def _totals(parts: Sequence[tuple[int, float, float]]) -> dict:
     return {"requests": n, "completion_tokens": tokens, "verify_steps": steps, "tau": tokens / steps}
 
 
-def level_acceptance(windows: Sequence[AcceptanceWindow], completions: Sequence[Completion],
-                     mean_input_tokens: float | None, mean_output_tokens: float | None) -> dict | None:
+def level_acceptance(
+    windows: Sequence[AcceptanceWindow],
+    completions: Sequence[Completion],
+    mean_input_tokens: float | None,
+    mean_output_tokens: float | None,
+) -> dict | None:
     """One level's acceptance for the bench JSON, or None when neither the servers nor the answers
     report any.
 
@@ -288,8 +339,9 @@ def level_acceptance(windows: Sequence[AcceptanceWindow], completions: Sequence[
         tau, source = server["tau"], "server gauge"
     else:
         return None
-    context = (None if mean_input_tokens is None or mean_output_tokens is None
-               else mean_input_tokens + mean_output_tokens / 2)
+    context = (
+        None if mean_input_tokens is None or mean_output_tokens is None else mean_input_tokens + mean_output_tokens / 2
+    )
     return {"tau": tau, "source": source, "context_tokens": context, "server": server, "requests": requests}
 
 
@@ -302,10 +354,14 @@ def vllm_fields(acceptance: dict | None) -> dict:
     if server.get("source") != "counters":
         return {}
     rate = server["acceptance_rate"]
-    return {"spec_decode_acceptance_rate": None if rate is None else rate * 100,
-            "spec_decode_acceptance_length": server["tau"], "spec_decode_num_drafts": server["drafts"],
-            "spec_decode_draft_tokens": server["draft_tokens"], "spec_decode_accepted_tokens": server["accepted_tokens"],
-            "spec_decode_per_position_acceptance_rates": server["per_position"]}
+    return {
+        "spec_decode_acceptance_rate": None if rate is None else rate * 100,
+        "spec_decode_acceptance_length": server["tau"],
+        "spec_decode_num_drafts": server["drafts"],
+        "spec_decode_draft_tokens": server["draft_tokens"],
+        "spec_decode_accepted_tokens": server["accepted_tokens"],
+        "spec_decode_per_position_acceptance_rates": server["per_position"],
+    }
 
 
 def sweep_acceptance(levels: Sequence[dict]) -> dict | None:
@@ -325,17 +381,24 @@ def sweep_acceptance(levels: Sequence[dict]) -> dict | None:
         drafts = sum(s["drafts"] for s in counted)
         tau, source = 1.0 + sum(s["accepted_tokens"] for s in counted) / drafts, "server counters"
         if len({len(s["per_position"]) for s in counted}) == 1:
-            per_pos = [sum(s["per_position"][i] * s["drafts"] for s in counted) / drafts
-                       for i in range(len(counted[0]["per_position"]))]
+            per_pos = [
+                sum(s["per_position"][i] * s["drafts"] for s in counted) / drafts
+                for i in range(len(counted[0]["per_position"]))
+            ]
     elif all(a.get("requests") for a in accs):
-        tau = _totals([(r["requests"], r["completion_tokens"], r["verify_steps"]) for r in
-                       (a["requests"] for a in accs)])["tau"]
+        tau = _totals(
+            [(r["requests"], r["completion_tokens"], r["verify_steps"]) for r in (a["requests"] for a in accs)]
+        )["tau"]
         source = "requests"
     else:
         tau, source = sum(a["tau"] for a in accs) / len(accs), "level mean"
-    return {"tau": tau, "source": source, "per_position": per_pos,
-            "context_buckets": _pooled_buckets([a["requests"] for a in accs if a.get("requests")]),
-            "levels": len(accs)}
+    return {
+        "tau": tau,
+        "source": source,
+        "per_position": per_pos,
+        "context_buckets": _pooled_buckets([a["requests"] for a in accs if a.get("requests")]),
+        "levels": len(accs),
+    }
 
 
 def _pooled_buckets(parts: Sequence[dict]) -> list[dict]:
@@ -347,10 +410,16 @@ def _pooled_buckets(parts: Sequence[dict]) -> list[dict]:
         if not same:
             continue
         n = sum(b["requests"] for b in same)
-        out.append({**_bucket_head(name, lo, hi),
-                    **_totals([(b["requests"], b["completion_tokens"], b["verify_steps"]) for b in same]),
-                    **{key: sum(b[key] * b["requests"] for b in same) / n
-                       for key in ("mean_context_tokens", "mean_decode_context_tokens")}})
+        out.append(
+            {
+                **_bucket_head(name, lo, hi),
+                **_totals([(b["requests"], b["completion_tokens"], b["verify_steps"]) for b in same]),
+                **{
+                    key: sum(b[key] * b["requests"] for b in same) / n
+                    for key in ("mean_context_tokens", "mean_decode_context_tokens")
+                },
+            }
+        )
     return out
 
 
@@ -360,10 +429,14 @@ def acceptance_notes(levels: Sequence[dict]) -> list[str]:
     accs = [lv["acceptance"] for lv in levels if lv.get("acceptance")]
     notes = []
     if any(a["source"] == "server gauge" for a in accs):
-        notes.append("τ from the server's acceptance-length gauge (the mean of its readings during each level; "
-                     "SGLang's covers its last logging interval): no per-position figures")
+        notes.append(
+            "τ from the server's acceptance-length gauge (the mean of its readings during each level; "
+            "SGLang's covers its last logging interval): no per-position figures"
+        )
     if accs and not any(a.get("requests") for a in accs):
-        notes.append("the answers carried no verification counts (meta_info.spec_verify_ct), so τ has no context "
-                     "buckets: each level's τ belongs to its mean decode context (context_tokens); SGLang returns "
-                     "them on whole answers only: rerun with --no-stream")
+        notes.append(
+            "the answers carried no verification counts (meta_info.spec_verify_ct), so τ has no context "
+            "buckets: each level's τ belongs to its mean decode context (context_tokens); SGLang returns "
+            "them on whole answers only: rerun with --no-stream"
+        )
     return notes

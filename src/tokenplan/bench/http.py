@@ -63,8 +63,9 @@ async def get_text(url: str, *, timeout_s: float = 5.0, api_key: str | None = No
     return (await asyncio.to_thread(_fetch, url, None, timeout_s, api_key)).decode("utf-8", "replace")
 
 
-async def request_json(url: str, body: dict[str, Any] | None = None, *, timeout_s: float = 10.0,
-                       api_key: str | None = None) -> Any:
+async def request_json(
+    url: str, body: dict[str, Any] | None = None, *, timeout_s: float = 10.0, api_key: str | None = None
+) -> Any:
     """``GET url`` (``body`` None) or ``POST url`` with a JSON body → the parsed JSON answer;
     ``api_key`` is sent as ``Authorization: Bearer``.
 

@@ -63,8 +63,19 @@ def combine_server(stats: dict[str, WindowStats]) -> dict | None:
         return sum(values) if values else None
 
     kv = [p["kv_usage_max"] for p in parts if p["kv_usage_max"] is not None]
-    out = {key: total(key) for key in ("generation_tokens", "output_tok_s", "preemptions", "running_mean",
-                                       "running_max", "waiting_mean", "waiting_max", "samples")}
+    out = {
+        key: total(key)
+        for key in (
+            "generation_tokens",
+            "output_tok_s",
+            "preemptions",
+            "running_mean",
+            "running_max",
+            "waiting_mean",
+            "waiting_max",
+            "samples",
+        )
+    }
     out["kv_usage_max"] = max(kv) if kv else None
     return out
 
@@ -106,29 +117,47 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
     n = len(completions)
     output_tok_s = None if out_tokens is None else (out_tokens / duration if n else 0.0)
     windows = [w for stats in level.server.values() if (w := stats.acceptance()) is not None]
-    acceptance = level_acceptance(windows, completions, in_tokens / n if n and in_tokens is not None else None,
-                                  out_tokens / n if n and out_tokens is not None else None)
-    total_tok_s = None if out_tokens is None or in_tokens is None else ((out_tokens + in_tokens) / duration if n else 0.0)
+    acceptance = level_acceptance(
+        windows,
+        completions,
+        in_tokens / n if n and in_tokens is not None else None,
+        out_tokens / n if n and out_tokens is not None else None,
+    )
+    total_tok_s = (
+        None if out_tokens is None or in_tokens is None else ((out_tokens + in_tokens) / duration if n else 0.0)
+    )
     return {
         "concurrency": level.concurrency,
         "achieved_concurrency": busy_s / duration if n else 0.0,
-        "requests": n, "errors": level.errors, "error_samples": list(level.error_samples),
+        "requests": n,
+        "errors": level.errors,
+        "error_samples": list(level.error_samples),
         "duration_s": duration,
         "request_throughput_per_s": n / duration if n else 0.0,
         "output_tok_s": output_tok_s,
         "total_tok_s": total_tok_s,
         "token_count_method": method,
-        "output_tokens": out_tokens, "input_tokens": in_tokens,
+        "output_tokens": out_tokens,
+        "input_tokens": in_tokens,
         "mean_input_tokens": in_tokens / n if n and in_tokens is not None else None,
         "mean_output_tokens": out_tokens / n if n and out_tokens is not None else None,
-        "window_start_unix_s": level.start_wall_s, "window_end_unix_s": level.end_wall_s,
-        "ttft_s": _dist_dict(lat.ttft), "tpot_s": _dist_dict(lat.tpot), "itl_s": _dist_dict(lat.itl),
+        "window_start_unix_s": level.start_wall_s,
+        "window_end_unix_s": level.end_wall_s,
+        "ttft_s": _dist_dict(lat.ttft),
+        "tpot_s": _dist_dict(lat.tpot),
+        "itl_s": _dist_dict(lat.itl),
         "e2e_s": _dist_dict(lat.e2e),
         "server": combine_server(level.server),
         "acceptance": acceptance,  # speculative decoding: τ, per position, per context (bench.acceptance)
         # the same figures as vllm bench serve names them
-        "completed": n, "max_concurrency": level.max_concurrency, "request_rate": level.request_rate if level.request_rate is not None else "inf",
-        "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
-        "request_throughput": n / duration if n else 0.0, "output_throughput": output_tok_s,
-        "total_token_throughput": total_tok_s, **_ms_fields(lat), **vllm_fields(acceptance),
+        "completed": n,
+        "max_concurrency": level.max_concurrency,
+        "request_rate": level.request_rate if level.request_rate is not None else "inf",
+        "total_input_tokens": in_tokens,
+        "total_output_tokens": out_tokens,
+        "request_throughput": n / duration if n else 0.0,
+        "output_throughput": output_tok_s,
+        "total_token_throughput": total_tok_s,
+        **_ms_fields(lat),
+        **vllm_fields(acceptance),
     }

@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenplan.bench.workload import (SideRequestFailed, Workload, calibrate_words, dataset_workload,
-                                      probe_messages, random_workload_approx, random_workload_exact)
+from tokenplan.bench.workload import (
+    SideRequestFailed,
+    Workload,
+    calibrate_words,
+    dataset_workload,
+    probe_messages,
+    random_workload_approx,
+    random_workload_exact,
+)
 from tokenplan.client.openai import OpenAIClient, RequestFailed
 from tokenplan.errors import ServerError
 
@@ -53,7 +60,9 @@ async def check_servers(clients: list[OpenAIClient], model: str) -> None:
         except RequestFailed as failure:
             raise ServerError(f"cannot reach {client.base_url}: {failure}") from None
         if model not in served:
-            raise ServerError(f"{client.base_url} does not serve model {model!r} (it serves: {', '.join(served) or 'nothing'})")
+            raise ServerError(
+                f"{client.base_url} does not serve model {model!r} (it serves: {', '.join(served) or 'nothing'})"
+            )
 
 
 async def probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, ...], ignore_eos: bool) -> int:
@@ -72,8 +81,9 @@ async def probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, .
     return done.usage.prompt_tokens
 
 
-async def probe_workload(ask: WorkloadAsk, client: OpenAIClient, base_url: str,
-                         notes: list[str]) -> tuple[Workload, bool]:
+async def probe_workload(
+    ask: WorkloadAsk, client: OpenAIClient, base_url: str, notes: list[str]
+) -> tuple[Workload, bool]:
     """The prompts and whether ``ignore_eos`` is accepted (tried once with a 1-token probe);
     ``notes`` gains what the bench should say (``ignore_eos`` refused, lengths approximated).
 
@@ -96,12 +106,16 @@ async def probe_workload(ask: WorkloadAsk, client: OpenAIClient, base_url: str,
     if ask.isl is None or ask.osl is None:  # random prompts: the bench command always sets both
         raise TypeError(f"WorkloadAsk: random prompts need isl and osl, got {ask.isl!r}, {ask.osl!r}")
     try:
-        return (await random_workload_exact(base_url, ask.model, ask.isl, ask.osl, ask.n, ask.seed,
-                                            api_key=ask.api_key), ignore_eos)
+        return (
+            await random_workload_exact(base_url, ask.model, ask.isl, ask.osl, ask.n, ask.seed, api_key=ask.api_key),
+            ignore_eos,
+        )
     except (SideRequestFailed, KeyError, TypeError, ValueError):
         pass
     long_tokens = await probe_tokens(client, ask.model, long, ignore_eos)
     overhead, per_word = calibrate_words(short_tokens, long_tokens)
-    notes.append(f"no /tokenize endpoint: prompt lengths approximated ({per_word:.2f} tokens per word, "
-                 f"{overhead:.0f} template tokens, from two probe requests)")
+    notes.append(
+        f"no /tokenize endpoint: prompt lengths approximated ({per_word:.2f} tokens per word, "
+        f"{overhead:.0f} template tokens, from two probe requests)"
+    )
     return random_workload_approx(ask.isl, ask.osl, ask.n, ask.seed, overhead, per_word), ignore_eos

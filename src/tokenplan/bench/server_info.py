@@ -39,22 +39,30 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenplan.bench.acceptance import AcceptanceReading, AcceptanceWindow, acceptance_reading
-from tokenplan.bench.prometheus import labelled_samples
 from tokenplan.bench.http import SideRequestFailed, get_text, request_json, server_root
+from tokenplan.bench.prometheus import labelled_samples
 
 METRIC_NAMES: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "trtllm_num_requests_running"),
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "trtllm_num_requests_waiting"),
-    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-                 "trtllm_kv_cache_utilization"),
+    "kv_usage": (
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "sglang:token_usage",
+        "trtllm_kv_cache_utilization",
+    ),
     "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_reqs"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total",
-                          "trtllm_generation_tokens_total"),
+    "generation_tokens": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "trtllm_generation_tokens_total",
+    ),
     "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "trtllm_prompt_tokens_total"),
 }
 # Fractions (0–1): aggregated over label sets by max, never summed.
-FRACTION_METRICS = frozenset(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-                              "trtllm_kv_cache_utilization"))
+FRACTION_METRICS = frozenset(
+    ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "trtllm_kv_cache_utilization")
+)
 # Where the Prometheus text is: vLLM and SGLang serve /metrics; trtllm-serve /prometheus/metrics
 # (tensorrt_llm/serve/openai_server.py mounts the prometheus_client app there).
 METRICS_ROUTES = ("/metrics", "/prometheus/metrics")
@@ -146,8 +154,18 @@ async def read_server_info(base_url: str, *, timeout_s: float = 5.0, api_key: st
     return None
 
 
-SERVER_INFO_KEYS = ("max_running_requests", "max_total_num_tokens", "chunked_prefill_size", "context_length",
-                    "mem_fraction_static", "tp_size", "dp_size", "page_size", "schedule_policy", "version")
+SERVER_INFO_KEYS = (
+    "max_running_requests",
+    "max_total_num_tokens",
+    "chunked_prefill_size",
+    "context_length",
+    "mem_fraction_static",
+    "tp_size",
+    "dp_size",
+    "page_size",
+    "schedule_policy",
+    "version",
+)
 
 
 def server_info_summary(info: dict) -> dict:
@@ -176,9 +194,11 @@ class WindowStats:
     def acceptance(self) -> AcceptanceWindow | None:
         """The speculative acceptance over the window (counters between the edges, the τ gauge's
         readings during it), or None where the server reports none."""
-        return AcceptanceWindow.between(self.start.acceptance if self.start is not None else None,
-                                        self.end.acceptance if self.end is not None else None,
-                                        (s.acceptance for s in self.samples))
+        return AcceptanceWindow.between(
+            self.start.acceptance if self.start is not None else None,
+            self.end.acceptance if self.end is not None else None,
+            (s.acceptance for s in self.samples),
+        )
 
     def _series(self, name: str) -> list[float]:
         return [v for s in self.samples if (v := getattr(s, name)) is not None]
@@ -194,10 +214,14 @@ class WindowStats:
         if a and b and a.generation_tokens is not None and b.generation_tokens is not None:
             tokens = b.generation_tokens - a.generation_tokens
         out["generation_tokens"] = tokens
-        out["output_tok_s"] = (tokens / (b.time_s - a.time_s)
-                               if tokens is not None and a and b and b.time_s > a.time_s else None)
-        out["preemptions"] = (b.preemptions - a.preemptions
-                              if a and b and a.preemptions is not None and b.preemptions is not None else None)
+        out["output_tok_s"] = (
+            tokens / (b.time_s - a.time_s) if tokens is not None and a and b and b.time_s > a.time_s else None
+        )
+        out["preemptions"] = (
+            b.preemptions - a.preemptions
+            if a and b and a.preemptions is not None and b.preemptions is not None
+            else None
+        )
         for name in ("running", "waiting"):
             s = self._series(name)
             out[f"{name}_mean"] = sum(s) / len(s) if s else None
@@ -207,8 +231,9 @@ class WindowStats:
         return out
 
 
-async def poll_window(base_url: str, stats: WindowStats, stop: asyncio.Event, interval_s: float,
-                      api_key: str | None = None) -> None:
+async def poll_window(
+    base_url: str, stats: WindowStats, stop: asyncio.Event, interval_s: float, api_key: str | None = None
+) -> None:
     """Append a snapshot to ``stats.samples`` every ``interval_s`` seconds until ``stop`` is set."""
     while not stop.is_set():
         snap = await read_snapshot(base_url, api_key=api_key)
@@ -242,8 +267,10 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
     """
-    ordered = sorted((lv for lv in levels if lv.get("requests") and lv.get("output_tok_s") is not None),
-                     key=lambda lv: lv["concurrency"])
+    ordered = sorted(
+        (lv for lv in levels if lv.get("requests") and lv.get("output_tok_s") is not None),
+        key=lambda lv: lv["concurrency"],
+    )
     flat_at = saturated = None
     for prev, cur in zip(ordered, ordered[1:]):
         if cur["output_tok_s"] < prev["output_tok_s"] * (1.0 + FLAT_GAIN):
@@ -254,11 +281,18 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
         server = lv.get("server") or {}
         # A server that ran every request in flight at once has no cap below that: its waiting
         # requests were only arrivals between two steps (admission latency), not a queue.
-        if ((server.get("waiting_mean") or 0.0) > QUEUE_REQUESTS and server.get("running_max") is not None
-                and server["running_max"] < (1.0 - ADMISSION_SLACK) * lv["concurrency"]):
+        if (
+            (server.get("waiting_mean") or 0.0) > QUEUE_REQUESTS
+            and server.get("running_max") is not None
+            and server["running_max"] < (1.0 - ADMISSION_SLACK) * lv["concurrency"]
+        ):
             queue_at = lv["concurrency"] if queue_at is None else queue_at
             running_cap = max(running_cap or 0.0, server["running_max"])
     source = "metrics" if running_cap is not None else ("throughput" if flat_at is not None else None)
-    return {"flattens_at_concurrency": flat_at, "saturated_output_tok_s": saturated,
-            "queue_grows_at_concurrency": queue_at,
-            "max_running_requests": None if running_cap is None else int(running_cap), "source": source}
+    return {
+        "flattens_at_concurrency": flat_at,
+        "saturated_output_tok_s": saturated,
+        "queue_grows_at_concurrency": queue_at,
+        "max_running_requests": None if running_cap is None else int(running_cap),
+        "source": source,
+    }

@@ -151,8 +151,16 @@ class Sweep:
         api_key: sent as ``Authorization: Bearer`` to ``/metrics`` (the clients carry their own).
     """
 
-    def __init__(self, clients: Sequence[OpenAIClient], urls: Sequence[str], model: str, workload: Workload,
-                 settings: SweepSettings, metrics: bool = True, api_key: str | None = None):
+    def __init__(
+        self,
+        clients: Sequence[OpenAIClient],
+        urls: Sequence[str],
+        model: str,
+        workload: Workload,
+        settings: SweepSettings,
+        metrics: bool = True,
+        api_key: str | None = None,
+    ):
         self.clients, self.urls, self.model, self.api_key = list(clients), list(urls), model, api_key
         self.workload, self.settings, self.metrics = workload, settings, metrics
         self._health_lock = asyncio.Lock()
@@ -161,9 +169,12 @@ class Sweep:
     def body(self, max_tokens: int | None = None) -> dict[str, Any]:
         """The next request body (prompts round-robin across the whole sweep)."""
         prompt = self.workload.prompts[next(self._prompt_cursor) % len(self.workload.prompts)]
-        body: dict[str, Any] = {"model": self.model, "messages": list(prompt.messages),
-                                "max_tokens": min(prompt.max_tokens, max_tokens or prompt.max_tokens),
-                                "temperature": self.settings.temperature}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(prompt.messages),
+            "max_tokens": min(prompt.max_tokens, max_tokens or prompt.max_tokens),
+            "temperature": self.settings.temperature,
+        }
         if self.settings.ignore_eos and self.workload.ignore_eos:
             body["ignore_eos"] = True
         if self.settings.return_meta_info:
@@ -239,8 +250,11 @@ class Sweep:
         for url, snap in zip(self.urls, starts):
             if snap is not None:
                 result.server[url] = WindowStats(snap)
-                pollers.append(asyncio.create_task(
-                    poll_window(url, result.server[url], stop, self.settings.metrics_interval_s, self.api_key)))
+                pollers.append(
+                    asyncio.create_task(
+                        poll_window(url, result.server[url], stop, self.settings.metrics_interval_s, self.api_key)
+                    )
+                )
         return pollers
 
     async def _run_open_loop(self, state: _Level, rate: float, limit: int | None) -> None:
@@ -297,8 +311,10 @@ class Sweep:
     async def _judge_failure(self, state: _Level, client: OpenAIClient, url: str, failure: RequestFailed) -> None:
         result = state.result
         if not result.completions and result.errors >= ALL_FAIL_AFTER and state.stop is None:
-            state.stop = (f"every request failed at concurrency {state.result.concurrency} "
-                          f"({result.errors} errors; last: {failure})")
+            state.stop = (
+                f"every request failed at concurrency {state.result.concurrency} "
+                f"({result.errors} errors; last: {failure})"
+            )
             return
         if failure.kind != "transport" or state.stop is not None:
             return
@@ -308,5 +324,7 @@ class Sweep:
             try:
                 await client.models(deadline_s=HEALTH_DEADLINE_S)
             except RequestFailed as health:
-                state.stop = (f"{client.base_url} stopped answering during concurrency {state.result.concurrency} "
-                              f"({failure}; health check: {health})")
+                state.stop = (
+                    f"{client.base_url} stopped answering during concurrency {state.result.concurrency} "
+                    f"({failure}; health check: {health})"
+                )

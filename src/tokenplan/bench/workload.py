@@ -33,22 +33,24 @@ from pathlib import Path
 from tokenplan.bench.http import SideRequestFailed, request_json, server_root
 from tokenplan.errors import ConfigError, InputError
 
-WORDS = ("the of and to in is was it for on are as with his they at be this from have or by one had not but "
-         "what all were when we there can an your which their said if do will each about how up out them "
-         "then she many some so these would other into has more her two like him see time could no make "
-         "than first been its who now people my made over did down only way find use may water long little "
-         "very after words called just where most know get through back much before go good new write our "
-         "used me man too any day same right look think also around another came come work three word must "
-         "because does part even place well such here take why things help put years different away again "
-         "off went old number great tell men say small every found still between name should home big give "
-         "air line set own under read last never us left end along while might next sound below saw something "
-         "thought both few those always looked show large often together asked house world going want school "
-         "important until form food keep children feet land side without boy once animals life enough took "
-         "sometimes four head above kind began almost live page got earth need far hand high year mother light "
-         "parts country father let night following picture being study second eyes soon times story boys "
-         "since white days ever paper hard near sentence better best across during today others however sure "
-         "means knew try told young miles sun ways thing whole hear example heard several change answer room "
-         "sea against top turned learn point city play toward five using himself usually").split()
+WORDS = (
+    "the of and to in is was it for on are as with his they at be this from have or by one had not but "
+    "what all were when we there can an your which their said if do will each about how up out them "
+    "then she many some so these would other into has more her two like him see time could no make "
+    "than first been its who now people my made over did down only way find use may water long little "
+    "very after words called just where most know get through back much before go good new write our "
+    "used me man too any day same right look think also around another came come work three word must "
+    "because does part even place well such here take why things help put years different away again "
+    "off went old number great tell men say small every found still between name should home big give "
+    "air line set own under read last never us left end along while might next sound below saw something "
+    "thought both few those always looked show large often together asked house world going want school "
+    "important until form food keep children feet land side without boy once animals life enough took "
+    "sometimes four head above kind began almost live page got earth need far hand high year mother light "
+    "parts country father let night following picture being study second eyes soon times story boys "
+    "since white days ever paper hard near sentence better best across during today others however sure "
+    "means knew try told young miles sun ways thing whole hear example heard several change answer room "
+    "sea against top turned learn point city play toward five using himself usually"
+).split()
 EXACT_TRIES = 4
 PROBE_WORDS = 200
 
@@ -96,19 +98,23 @@ class Tokenizer:
         self.root, self.model, self.api_key = server_root(base_url), model, api_key
 
     async def count_chat(self, messages: tuple[dict, ...]) -> int:
-        answer = await request_json(self.root + "/tokenize", {"model": self.model, "messages": list(messages)},
-                                    api_key=self.api_key)
+        answer = await request_json(
+            self.root + "/tokenize", {"model": self.model, "messages": list(messages)}, api_key=self.api_key
+        )
         return int(answer["count"])
 
     async def encode(self, text: str) -> list[int]:
-        answer = await request_json(self.root + "/tokenize", {"model": self.model, "prompt": text,
-                                                              "add_special_tokens": False},
-                                    api_key=self.api_key)
+        answer = await request_json(
+            self.root + "/tokenize",
+            {"model": self.model, "prompt": text, "add_special_tokens": False},
+            api_key=self.api_key,
+        )
         return [int(t) for t in answer["tokens"]]
 
     async def decode(self, ids: list[int]) -> str:
-        answer = await request_json(self.root + "/detokenize", {"model": self.model, "tokens": ids},
-                                    api_key=self.api_key)
+        answer = await request_json(
+            self.root + "/detokenize", {"model": self.model, "tokens": ids}, api_key=self.api_key
+        )
         return str(answer["prompt"])
 
 
@@ -118,7 +124,7 @@ async def _exact_prompt(tok: Tokenizer, overhead: int, isl: int, osl: int, seed:
     want = max(isl - overhead, 1)
     count, messages = -1, _chat("")
     for _ in range(EXACT_TRIES):
-        messages = _chat(await tok.decode(ids[:max(want, 1)]))
+        messages = _chat(await tok.decode(ids[: max(want, 1)]))
         count = await tok.count_chat(messages)
         if count == isl:
             break
@@ -126,8 +132,9 @@ async def _exact_prompt(tok: Tokenizer, overhead: int, isl: int, osl: int, seed:
     return Prompt(messages, osl, count)
 
 
-async def random_workload_exact(base_url: str, model: str, isl: int, osl: int, n: int, seed: int,
-                                parallel: int = 8, api_key: str | None = None) -> Workload:
+async def random_workload_exact(
+    base_url: str, model: str, isl: int, osl: int, n: int, seed: int, parallel: int = 8, api_key: str | None = None
+) -> Workload:
     """``n`` random prompts of exactly ``isl`` tokens via the server's tokenizer (``api_key``: sent
     as a bearer token to ``/tokenize`` and ``/detokenize``).
 
@@ -159,8 +166,9 @@ def calibrate_words(short_tokens: int, long_tokens: int) -> tuple[float, float]:
     return short_tokens - per_word, per_word
 
 
-def random_workload_approx(isl: int, osl: int, n: int, seed: int, overhead_tokens: float,
-                           tokens_per_word: float) -> Workload:
+def random_workload_approx(
+    isl: int, osl: int, n: int, seed: int, overhead_tokens: float, tokens_per_word: float
+) -> Workload:
     """``n`` random prompts sized by :func:`approximate_words` (see the module docstring)."""
     words = approximate_words(isl, overhead_tokens, tokens_per_word)
     prompts = tuple(Prompt(_chat(_words(random.Random(seed * 1_000_003 + i), words)), osl) for i in range(n))
@@ -226,7 +234,9 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(path, "encoding", "cannot be read as UTF-8 text; expected a UTF-8 JSONL or JSON file") from None
+        raise ConfigError(
+            path, "encoding", "cannot be read as UTF-8 text; expected a UTF-8 JSONL or JSON file"
+        ) from None
     prompts: list[Prompt] = []
     if text.lstrip().startswith("["):
         try:
@@ -252,5 +262,15 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
     return Workload(tuple(prompts), "dataset", None, False)
 
 
-__all__ = ["Prompt", "Workload", "Tokenizer", "SideRequestFailed", "random_workload_exact",
-           "random_workload_approx", "approximate_words", "calibrate_words", "probe_messages", "dataset_workload"]
+__all__ = [
+    "Prompt",
+    "Workload",
+    "Tokenizer",
+    "SideRequestFailed",
+    "random_workload_exact",
+    "random_workload_approx",
+    "approximate_words",
+    "calibrate_words",
+    "probe_messages",
+    "dataset_workload",
+]

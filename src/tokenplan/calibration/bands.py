@@ -91,8 +91,12 @@ def spec_regime(spec: SpecDecode | None) -> str:
 
 def _levels(engine: str, architecture: str, family: str, band: str, tail: str) -> tuple[str, ...]:
     """The pooling levels of one speculative-decoding regime (``tail``: ``/spec=…`` or ``""``)."""
-    return (f"{engine}/{architecture}/{family}/{band}{tail}", f"{engine}/{architecture}/{band}{tail}",
-            f"{engine}/{architecture}{tail}", f"{engine}{tail}")
+    return (
+        f"{engine}/{architecture}/{family}/{band}{tail}",
+        f"{engine}/{architecture}/{band}{tail}",
+        f"{engine}/{architecture}{tail}",
+        f"{engine}{tail}",
+    )
 
 
 def regime_keys(engine: str, architecture: str, family: str, batch: float, spec: str = "none") -> tuple[str, ...]:
@@ -206,8 +210,9 @@ def configuration_band(values: list[float], configurations: list[str], coverage:
     return Band(quantile(1.0 - tail), quantile(tail), len(values))
 
 
-def quantile_bands(residuals: list[Residual], coverage: float = COVERAGE,
-                   min_points: int = MIN_POINTS) -> dict[str, dict[str, Band]]:
+def quantile_bands(
+    residuals: list[Residual], coverage: float = COVERAGE, min_points: int = MIN_POINTS
+) -> dict[str, dict[str, Band]]:
     """metric → regime key → Band, for every pooling level that holds ``min_points`` residuals
     and, where the residuals name their configuration, :data:`MIN_CONFIGURATIONS`
     configurations; then the band weighs configurations alike (:func:`configuration_band`).
@@ -284,13 +289,22 @@ def outside_reason(table: BandTable, engine: str, architecture: str, gpu: str, b
     if top is None:
         reasons.append(f"no fit row runs {engine} on {architecture}")
     elif batch > top * 1.05:
-        reasons.append(f"batch per replica {batch:.0f} is above the largest measured for {engine} on "
-                       f"{architecture} ({top:.0f})")
+        reasons.append(
+            f"batch per replica {batch:.0f} is above the largest measured for {engine} on {architecture} ({top:.0f})"
+        )
     return "; ".join(reasons) or None
 
 
-def band_for(table: BandTable, metric: str, engine: str, architecture: str, family: str, gpu: str,
-             batch: float, spec: str = "none") -> tuple[Band, str, str | None]:
+def band_for(
+    table: BandTable,
+    metric: str,
+    engine: str,
+    architecture: str,
+    family: str,
+    gpu: str,
+    batch: float,
+    spec: str = "none",
+) -> tuple[Band, str, str | None]:
     """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None); ``spec``:
     the speculative-decoding regime (:func:`spec_regime`), looked up as :func:`lookup_keys` says."""
     levels = table.bands.get(metric, {})
@@ -303,8 +317,18 @@ def band_for(table: BandTable, metric: str, engine: str, architecture: str, fami
     return band, key, outside
 
 
-def interval(table: BandTable, value: float, metric: str, inverse: bool, engine: str, architecture: str,
-             family: str, gpu: str, batch: float, spec: str = "none") -> Interval | None:
+def interval(
+    table: BandTable,
+    value: float,
+    metric: str,
+    inverse: bool,
+    engine: str,
+    architecture: str,
+    family: str,
+    gpu: str,
+    batch: float,
+    spec: str = "none",
+) -> Interval | None:
     """The interval on ``value`` (None where the table holds no residual of ``metric``).
     ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
     against the decode rate), so the band flips. The interval always holds ``value``: where
@@ -329,17 +353,20 @@ def covered(band: Band, log_error: float) -> bool:
 
 def table_to_json(table: BandTable) -> dict[str, Any]:
     """The data file's JSON form."""
+
     def b(x: Band) -> dict[str, Any]:
         return {"q_low": x.low_q, "q_high": x.high_q, "n": x.n}
 
     return {
         "coverage": table.coverage,
-        "about": ("quantiles q_low/q_high (5 %/95 %, each configuration model × GPU × engine weighing as one) of "
-                  "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
-                  "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
-                  "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
-                  "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "
-                  "prior) or stated"),
+        "about": (
+            "quantiles q_low/q_high (5 %/95 %, each configuration model × GPU × engine weighing as one) of "
+            "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+            "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
+            "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
+            "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "
+            "prior) or stated"
+        ),
         "bands": {m: {k: b(v) for k, v in levels.items()} for m, levels in table.bands.items()},
         "extrapolation": {m: b(v) for m, v in table.extrapolation.items()},
         "max_batch_per_replica": dict(sorted(table.max_batch.items())),
@@ -352,6 +379,7 @@ def table_to_json(table: BandTable) -> dict[str, Any]:
 
 def table_from_json(data: Mapping[str, Any]) -> BandTable:
     """Parse the data file (raises KeyError/TypeError/ValueError on a malformed one)."""
+
     def b(x: Mapping[str, Any]) -> Band:
         return Band(float(x["q_low"]), float(x["q_high"]), int(x["n"]))
 
@@ -363,6 +391,7 @@ def table_from_json(data: Mapping[str, Any]) -> BandTable:
         gpus=tuple(data.get("gpus", ())),
         checked_coverage={k: float(v) for k, v in data.get("checked_coverage", {}).items()},
         provenance=str(data.get("provenance", "")),
-        coverage_by_file={f: {q: float(v) for q, v in by.items()}
-                          for f, by in data.get("checked_coverage_by_file", {}).items()},
+        coverage_by_file={
+            f: {q: float(v) for q, v in by.items()} for f, by in data.get("checked_coverage_by_file", {}).items()
+        },
     )

@@ -3,9 +3,8 @@ model), predict its rows, and pool the held-out errors (README "How accurate is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokenplan.calibration.bands import Residual
@@ -38,8 +37,9 @@ class CrossValidation:
     residuals: tuple[Residual, ...] = field(default=())  # bands.Residual of every held-out row and metric
 
 
-def loo_refits(cases: list[Case], by: str, base: Efficiency | None = None,
-               options: FitOptions = FitOptions()) -> list[Refit]:
+def loo_refits(
+    cases: list[Case], by: str, base: Efficiency | None = None, options: FitOptions = FitOptions()
+) -> list[Refit]:
     """One refit per GPU (``by="gpu"``) or model (``by="model"``): fit on the rest from
     ``base``, predict the held-out rows. A group that holds every row is not held out."""
     key: Callable[[Case], str] = (lambda c: c.measurement.gpu) if by == "gpu" else (lambda c: c.measurement.model)
@@ -61,19 +61,28 @@ def summarise(by: str, refits: list[Refit], held: list[list[list[Residual]]]) ->
         for c, res in zip(refit.test, per_case):
             residuals += res
             if res:
-                errors.append(math.expm1(res[0].log_error if c.measurement.output_tok_s_per_gpu is not None
-                                         else -res[0].log_error))
+                errors.append(
+                    math.expm1(
+                        res[0].log_error if c.measurement.output_tok_s_per_gpu is not None else -res[0].log_error
+                    )
+                )
         if errors:
             folds.append(CvFold(refit.name, len(errors), percentile([abs(e) for e in errors], 50)))
             pooled += errors
     absolute = [abs(e) for e in pooled]
-    return CrossValidation(by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled),
-                           tuple(residuals))
+    return CrossValidation(
+        by, tuple(folds), percentile(absolute, 50), percentile(absolute, 90), tuple(pooled), tuple(residuals)
+    )
 
 
-def cross_validate(cases: list[Case], by: str, base: Efficiency | None = None,
-                   options: FitOptions = FitOptions(), memo: PredictionMemo | None = None,
-                   workers: int | None = None) -> CrossValidation:
+def cross_validate(
+    cases: list[Case],
+    by: str,
+    base: Efficiency | None = None,
+    options: FitOptions = FitOptions(),
+    memo: PredictionMemo | None = None,
+    workers: int | None = None,
+) -> CrossValidation:
     """Leave one GPU (``by="gpu"``) or one model (``by="model"``) out at a time: refit on the
     rest, predict the held-out rows, and pool their |log errors| as relative errors. The refits
     run over ``workers`` processes (:func:`~tokenplan.calibration.parallel.run_refits`)."""

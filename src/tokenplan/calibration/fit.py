@@ -36,18 +36,29 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tokenplan.calibration.levels import (SILICON_RATIO_BOUNDS, all_levels, bounds_x, efficiency_for, is_ratio_level,
-                                          parameters, ratio_parent_key, silicon_key, table_from_values, value_of,
-                                          x_of)
+from tokenplan.calibration.levels import (
+    SILICON_RATIO_BOUNDS,
+    all_levels,
+    bounds_x,
+    efficiency_for,
+    is_ratio_level,
+    parameters,
+    ratio_parent_key,
+    silicon_key,
+    table_from_values,
+    value_of,
+    x_of,
+)
 from tokenplan.calibration.lsq import solve
 from tokenplan.calibration.memo import PredictionMemo
 from tokenplan.calibration.validate import Case, Predicted, predict_case
-from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 from tokenplan.errors import import_extra
+from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable, at_bound
 
 if TYPE_CHECKING:  # numpy is imported where a fit runs (plan imports no numpy)
     import numpy as np
     from numpy.typing import NDArray
+
 
 @dataclass(frozen=True, slots=True)
 class FitOptions:
@@ -207,17 +218,28 @@ def log_residuals(case: Case, eff: Efficiency, ttft_weight: float = FitOptions()
 def residuals_of(case: Case, p: Predicted, ttft_weight: float = FitOptions().ttft_weight) -> list[float]:
     """:func:`log_residuals` of a prediction ``p`` already made for the case."""
     m = case.measurement
-    measured = [(p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0), (p.tpot_s, m.tpot_s, 1.0),
-                (p.ttft_s, m.ttft_s, ttft_weight)]
+    measured = [
+        (p.output_tok_s_per_gpu, m.output_tok_s_per_gpu, 1.0),
+        (p.tpot_s, m.tpot_s, 1.0),
+        (p.ttft_s, m.ttft_s, ttft_weight),
+    ]
     pairs = [(pr, me, w) for pr, me, w in measured if me is not None]
     if p.rejected is not None:
         return [0.0] * len(pairs)
     return [w * math.log(pr / me) for pr, me, w in pairs]
 
 
-def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions = FitOptions(),
-        start: dict[tuple[str, str], float] | None = None, *, start_x: dict[tuple[str, str], float] | None = None,
-        memo: PredictionMemo | None = None, final_jacobian: bool = True, workers: int = 1) -> FitResult:
+def fit(
+    cases: list[Case],
+    base: Efficiency | None = None,
+    options: FitOptions = FitOptions(),
+    start: dict[tuple[str, str], float] | None = None,
+    *,
+    start_x: dict[tuple[str, str], float] | None = None,
+    memo: PredictionMemo | None = None,
+    final_jacobian: bool = True,
+    workers: int = 1,
+) -> FitResult:
     """Fit the factors the data supports (see the module docstring). ``start``: (level,
     factor) → value to start from (a warm start, e.g. a full fit's factors for a
     cross-validation refit); the priors still pull toward ``base``. ``start_x``: the same in
@@ -231,15 +253,21 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
     read), and each Jacobian's evaluations are split over ``workers`` processes; the factors
     are the same as without. Raises nothing beyond scipy's errors."""
     import numpy as np
+
     least_squares = import_extra("scipy.optimize", "calibrate").least_squares
 
     base = base or Efficiency()
     params = parameters(cases, options.min_rows, options.held)
     index = {p: i for i, p in enumerate(params)}
     start, start_x = start or {}, start_x or {}
-    x0 = np.array([start_x[(level, name)] if (level, name) in start_x else
-                   x_of(level, name, start.get((level, name), 1.0 if is_ratio_level(level) else getattr(base, name)))
-                   for level, name in params])
+    x0 = np.array(
+        [
+            start_x[(level, name)]
+            if (level, name) in start_x
+            else x_of(level, name, start.get((level, name), 1.0 if is_ratio_level(level) else getattr(base, name)))
+            for level, name in params
+        ]
+    )
     lo, hi = zip(*(bounds_x(level, name) for level, name in params))
     x0 = np.clip(x0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
     n_kind = {"throughput": 0, "serving": 0, "both": 0}
@@ -284,31 +312,65 @@ def fit(cases: list[Case], base: Efficiency | None = None, options: FitOptions =
 
     sparsity = _sparsity(cases, params, index, options)
     if memo is None:  # the reference path: scipy's own finite differences, every row at every point
-        sol = least_squares(residuals, x0, bounds=(np.array(lo), np.array(hi)), loss=options.loss,
-                            f_scale=options.f_scale, max_nfev=options.max_nfev, x_scale=1.0,
-                            diff_step=options.diff_step, ftol=options.ftol, jac_sparsity=sparsity)
+        sol = least_squares(
+            residuals,
+            x0,
+            bounds=(np.array(lo), np.array(hi)),
+            loss=options.loss,
+            f_scale=options.f_scale,
+            max_nfev=options.max_nfev,
+            x_scale=1.0,
+            diff_step=options.diff_step,
+            ftol=options.ftol,
+            jac_sparsity=sparsity,
+        )
     else:
-        sol = solve(residuals, x0, np.array(lo), np.array(hi), sparsity, loss=options.loss, f_scale=options.f_scale,
-                    max_nfev=options.max_nfev, diff_step=options.diff_step, ftol=options.ftol,
-                    final_jacobian=final_jacobian, workers=workers, memo=memo)
+        sol = solve(
+            residuals,
+            x0,
+            np.array(lo),
+            np.array(hi),
+            sparsity,
+            loss=options.loss,
+            f_scale=options.f_scale,
+            max_nfev=options.max_nfev,
+            diff_step=options.diff_step,
+            ftol=options.ftol,
+            final_jacobian=final_jacobian,
+            workers=workers,
+            memo=memo,
+        )
     uncertainty = _uncertainty(sol, len(params)) if sol.jac is not None else [math.nan] * len(params)
     factors = []
     for (level, name), i in index.items():
         value = value_of(level, name, sol.x[i])
-        pinned = (any(math.isclose(value, b, rel_tol=1e-3) for b in SILICON_RATIO_BOUNDS) if is_ratio_level(level)
-                  else at_bound(name, value))
+        pinned = (
+            any(math.isclose(value, b, rel_tol=1e-3) for b in SILICON_RATIO_BOUNDS)
+            if is_ratio_level(level)
+            else at_bound(name, value)
+        )
         # d value / d x = exp(x) in log space; no σ for a factor the bound holds
         sigma = math.nan if pinned else math.exp(sol.x[i]) * uncertainty[i]
         factors.append(FittedFactor(level, name, value, sigma, pinned))
     values = {(f.level, f.name): f.value for f in factors}
-    return FitResult(tuple(factors), table_from_values(values, cases, base), len(cases), float(sol.cost),
-                     bool(sol.status > 0), int(sol.status), str(sol.message), int(sol.nfev),
-                     tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound), tuple(options.held),
-                     {p: float(sol.x[i]) for p, i in index.items()})
+    return FitResult(
+        tuple(factors),
+        table_from_values(values, cases, base),
+        len(cases),
+        float(sol.cost),
+        bool(sol.status > 0),
+        int(sol.status),
+        str(sol.message),
+        int(sol.nfev),
+        tuple(f"{f.level}.{f.name}" for f in factors if f.at_bound),
+        tuple(options.held),
+        {p: float(sol.x[i]) for p, i in index.items()},
+    )
 
 
-def _sparsity(cases: list[Case], params: list[tuple[str, str]], index: dict[tuple[str, str], int],
-              options: FitOptions) -> NDArray[np.bool_]:
+def _sparsity(
+    cases: list[Case], params: list[tuple[str, str]], index: dict[tuple[str, str], int], options: FitOptions
+) -> NDArray[np.bool_]:
     """Which parameter each residual can depend on: a row's residuals on the factors of its
     three levels, a prior residual on its factor and its parent's. scipy then perturbs factors
     of disjoint groups together in one finite-difference evaluation (Curtis–Powell–Reid), so a

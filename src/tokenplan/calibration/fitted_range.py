@@ -18,7 +18,9 @@ IDENTITY_KEYS = ("engine", "gpu", "model")
 RANGE_KEYS = {"concurrency": "concurrency", "isl_tokens": "input length", "osl_tokens": "output length"}
 
 
-def fitted_on(levels: Sequence[Mapping[str, float | None]], identity: Mapping[str, object], source: str) -> dict[str, Any]:
+def fitted_on(
+    levels: Sequence[Mapping[str, float | None]], identity: Mapping[str, object], source: str
+) -> dict[str, Any]:
     """The ``fitted_on`` record: ``identity`` (engine, gpu, model, layout, dtypes…), ``source``,
     and ``{key}_min``/``{key}_max`` over ``levels`` for each key of :data:`RANGE_KEYS` present."""
     out: dict[str, Any] = {**identity, "source": source, "levels": len(levels)}
@@ -44,6 +46,8 @@ def range_warnings(fitted: Mapping[str, object], point: Mapping[str, object]) ->
         if not isinstance(value, (int, float)) or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
             continue
         if value > FAR * hi or value < lo / FAR:
-            out.append(f"{words} {value:g} is far outside the calibration profile's fitted range "
-                       f"{lo:g}–{hi:g}: its factors are extrapolated")
+            out.append(
+                f"{words} {value:g} is far outside the calibration profile's fitted range "
+                f"{lo:g}–{hi:g}: its factors are extrapolated"
+            )
     return out

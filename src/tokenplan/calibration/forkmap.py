@@ -13,12 +13,11 @@ Results are in the order of ``points`` and bit for bit those of ``map``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 import pickle
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from tokenplan.calibration.memo import PredictionMemo
 
@@ -68,8 +67,9 @@ class ForkMap:
             if self.memo is not None:
                 self.memo.journal = []
             out = [fun(x) for x in xs]
-            data = pickle.dumps((out, self.memo.journal if self.memo is not None else None),
-                                protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(
+                (out, self.memo.journal if self.memo is not None else None), protocol=pickle.HIGHEST_PROTOCOL
+            )
             with os.fdopen(write, "wb") as pipe:
                 pipe.write(data)
             code = 0

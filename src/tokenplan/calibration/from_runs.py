@@ -107,14 +107,16 @@ def _step_residual(case: Case, eff: Efficiency) -> float:
     return math.log(p.output_tok_s_per_gpu / m.output_tok_s_per_gpu)
 
 
-def fit_step_factors(cases: list[Case], base: Efficiency, factors: tuple[str, ...] = STEP_FACTORS,
-                     options: FitOptions = RUN_FIT_OPTIONS) -> tuple[Efficiency, dict[str, tuple[float, float]], bool]:
+def fit_step_factors(
+    cases: list[Case], base: Efficiency, factors: tuple[str, ...] = STEP_FACTORS, options: FitOptions = RUN_FIT_OPTIONS
+) -> tuple[Efficiency, dict[str, tuple[float, float]], bool]:
     """Stage 1 (see the module docstring): the factors, their ±1σ and whether it converged.
 
     Raises:
         ValueError: no case has TPOT or throughput measured.
     """
     import numpy as np
+
     least_squares = import_extra("scipy.optimize", "calibrate").least_squares
 
     usable = [c for c in cases if c.measurement.tpot_s or c.measurement.output_tok_s_per_gpu]
@@ -133,8 +135,15 @@ def fit_step_factors(cases: list[Case], base: Efficiency, factors: tuple[str, ..
         prior = [options.default_prior_scale * (xi - x0i) / options.prior_sigma for xi, x0i in zip(x, x0)]
         return np.array(data + prior)
 
-    sol = least_squares(residuals, x0, bounds=(lo, hi), loss=options.loss, f_scale=options.f_scale,
-                        diff_step=options.diff_step, max_nfev=options.max_nfev)
+    sol = least_squares(
+        residuals,
+        x0,
+        bounds=(lo, hi),
+        loss=options.loss,
+        f_scale=options.f_scale,
+        diff_step=options.diff_step,
+        max_nfev=options.max_nfev,
+    )
     dof = max(len(sol.fun) - len(factors), 1)
     try:
         cov = np.linalg.pinv(sol.jac.T @ sol.jac) * (2.0 * sol.cost / dof)
@@ -169,16 +178,24 @@ def level_fit(case: Case, eff: Efficiency) -> LevelFit:
     ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, case.concurrency_per_replica)
     batch = math.nan if isinstance(ev, Rejection) else ev.steady.batch
     m = case.measurement
-    return LevelFit(m.concurrency or math.nan, batch, (p.tpot_s, m.tpot_s), (p.ttft_s, m.ttft_s),
-                    (p.output_tok_s_per_gpu, m.output_tok_s_per_gpu))
+    return LevelFit(
+        m.concurrency or math.nan,
+        batch,
+        (p.tpot_s, m.tpot_s),
+        (p.ttft_s, m.ttft_s),
+        (p.output_tok_s_per_gpu, m.output_tok_s_per_gpu),
+    )
 
 
 def median_abs_error(levels: tuple[LevelFit, ...] | list[LevelFit]) -> float | None:
     """Median over levels of ``|predicted / measured − 1|`` of output tok/s per GPU: how far the
     fitted model is from what it was fitted on (0.5 = half off; 79.5 = predicts 80.5×). None
     when no level has a measured, positive throughput and a finite prediction."""
-    errors = [abs(pred / meas - 1.0) for pred, meas in (lv.output_tok_s_per_gpu for lv in levels)
-              if meas is not None and meas > 0 and pred is not None and math.isfinite(pred)]
+    errors = [
+        abs(pred / meas - 1.0)
+        for pred, meas in (lv.output_tok_s_per_gpu for lv in levels)
+        if meas is not None and meas > 0 and pred is not None and math.isfinite(pred)
+    ]
     return percentile(errors, 50) if errors else None
 
 

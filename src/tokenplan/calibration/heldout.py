@@ -18,8 +18,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tokenplan.calibration.bands import (COVERAGE, MIN_POINTS, BandTable, Residual, conformal_band, covered,
-                                         lookup_keys, quantile_bands, spec_regime)
+from tokenplan.calibration.bands import (
+    COVERAGE,
+    MIN_POINTS,
+    BandTable,
+    Residual,
+    conformal_band,
+    covered,
+    lookup_keys,
+    quantile_bands,
+    spec_regime,
+)
 from tokenplan.calibration.fit import FitOptions, FitResult
 from tokenplan.calibration.memo import PredictionMemo
 from tokenplan.calibration.parallel import Refit, run_refits
@@ -45,8 +54,10 @@ def case_residuals(case: Case, eff: Efficiency, source: str = "") -> list[Residu
         triples.append(("ttft", "ttft", math.log(p.ttft_s / m.ttft_s)))
     spec = spec_regime(case.config.spec)
     where = "/".join(configuration(case))
-    return [Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source,
-                     where) for metric, quantity, r in triples]
+    return [
+        Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source, where)
+        for metric, quantity, r in triples
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +90,9 @@ def grouped_folds(cases: list[Case], folds: int) -> list[int]:
     return [fold_of[configuration(c)] for c in cases]
 
 
-def fold_refits(cases: list[Case], fold: list[int], full: FitResult, base: Efficiency,
-                options: FitOptions) -> list[Refit]:
+def fold_refits(
+    cases: list[Case], fold: list[int], full: FitResult, base: Efficiency, options: FitOptions
+) -> list[Refit]:
     """One refit per fold (``fold``: each case's, e.g. :func:`grouped_folds`), warm-started at
     the full fit's solution (``options.max_nfev`` evaluations); a fold that holds every row
     (one configuration in all) is not refitted."""
@@ -88,13 +100,15 @@ def fold_refits(cases: list[Case], fold: list[int], full: FitResult, base: Effic
     for k in sorted(set(fold)):
         train = tuple(c for c, f in zip(cases, fold) if f != k)
         if train:
-            refits.append(Refit(f"fold {k}", train, tuple(c for c, f in zip(cases, fold) if f == k), base, options,
-                                dict(full.x)))
+            refits.append(
+                Refit(f"fold {k}", train, tuple(c for c, f in zip(cases, fold) if f == k), base, options, dict(full.x))
+            )
     return refits
 
 
-def fold_residuals(refits: list[Refit], held: list[list[list[Residual]]],
-                   sources: dict[int, str] | None = None) -> list[FoldResidual]:
+def fold_residuals(
+    refits: list[Refit], held: list[list[list[Residual]]], sources: dict[int, str] | None = None
+) -> list[FoldResidual]:
     """The residuals of :func:`~tokenplan.calibration.parallel.run_refits`, tagged with their
     fold (the refit's position) and, from ``sources`` (``id(case)`` → file), their file."""
     out: list[FoldResidual] = []
@@ -105,16 +119,26 @@ def fold_residuals(refits: list[Refit], held: list[list[list[Residual]]],
     return out
 
 
-def grouped_kfold_residuals(cases: list[Case], full: FitResult, folds: int, base: Efficiency,
-                            options: FitOptions, memo: PredictionMemo | None = None,
-                            workers: int | None = None) -> list[FoldResidual]:
+def grouped_kfold_residuals(
+    cases: list[Case],
+    full: FitResult,
+    folds: int,
+    base: Efficiency,
+    options: FitOptions,
+    memo: PredictionMemo | None = None,
+    workers: int | None = None,
+) -> list[FoldResidual]:
     """Refit without each fold of whole configurations (:func:`grouped_folds`) and predict it."""
     refits = fold_refits(cases, grouped_folds(cases, folds), full, base, options)
     return fold_residuals(refits, run_refits(refits, memo, workers))
 
 
-def nested_coverage(held: list[FoldResidual], coverage: float = COVERAGE, min_points: int = MIN_POINTS,
-                    by: Callable[[Residual], str] = lambda r: r.metric) -> dict[str, float]:
+def nested_coverage(
+    held: list[FoldResidual],
+    coverage: float = COVERAGE,
+    min_points: int = MIN_POINTS,
+    by: Callable[[Residual], str] = lambda r: r.metric,
+) -> dict[str, float]:
     """``by(residual)`` (default: the metric) → share of each fold's residuals inside the band made
     from the *other* folds."""
     hits: dict[str, list[bool]] = {}
@@ -128,8 +152,9 @@ def nested_coverage(held: list[FoldResidual], coverage: float = COVERAGE, min_po
     return {m: sum(v) / len(v) for m, v in sorted(hits.items())}
 
 
-def coverage_by_file(held: list[FoldResidual], coverage: float = COVERAGE,
-                     min_points: int = MIN_POINTS) -> dict[str, dict[str, float]]:
+def coverage_by_file(
+    held: list[FoldResidual], coverage: float = COVERAGE, min_points: int = MIN_POINTS
+) -> dict[str, dict[str, float]]:
     """file → measured quantity (``throughput``, ``tpot``, ``ttft``) → nested coverage
     (:func:`nested_coverage` split by the residual's source and quantity)."""
     flat = nested_coverage(held, coverage, min_points, by=lambda r: f"{r.source}\t{r.quantity}")
@@ -140,18 +165,28 @@ def coverage_by_file(held: list[FoldResidual], coverage: float = COVERAGE,
     return out
 
 
-def band_table(held: list[FoldResidual], gpu_out: list[Residual], cases: list[Case], provenance: str,
-               coverage: float = COVERAGE) -> BandTable:
+def band_table(
+    held: list[FoldResidual], gpu_out: list[Residual], cases: list[Case], provenance: str, coverage: float = COVERAGE
+) -> BandTable:
     """The shipped table: regime bands from the grouped K-fold residuals, the extrapolation band from the
     leave-one-GPU-out residuals, the measured batch range per engine/architecture, the GPUs seen
     and the nested-CV coverage (per metric, and per file × quantity)."""
     residuals = [h.residual for h in held]
-    extrapolation = {metric: conformal_band([r.log_error for r in gpu_out if r.metric == metric], coverage)
-                     for metric in sorted({r.metric for r in gpu_out})}
+    extrapolation = {
+        metric: conformal_band([r.log_error for r in gpu_out if r.metric == metric], coverage)
+        for metric in sorted({r.metric for r in gpu_out})
+    }
     max_batch: dict[str, float] = {}
     for r in residuals:
         key = f"{r.engine}/{r.architecture}"
         max_batch[key] = max(max_batch.get(key, 0.0), r.batch)
-    return BandTable(coverage, quantile_bands(residuals, coverage), extrapolation, max_batch,
-                     tuple(sorted({c.measurement.gpu for c in cases})), nested_coverage(held, coverage), provenance,
-                     coverage_by_file(held, coverage))
+    return BandTable(
+        coverage,
+        quantile_bands(residuals, coverage),
+        extrapolation,
+        max_batch,
+        tuple(sorted({c.measurement.gpu for c in cases})),
+        nested_coverage(held, coverage),
+        provenance,
+        coverage_by_file(held, coverage),
+    )

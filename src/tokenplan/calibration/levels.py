@@ -22,9 +22,17 @@ from tokenplan.units import Dtype
 # (step overhead, per-sequence CPU, its kernels' bandwidth and GEMM efficiency); the
 # engine × architecture level holds kernel maturity on that silicon.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
-ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", "ttft_overhead_s",
-                  "prefill_wave_fraction", "layer_latency_s", "moe_layer_latency_s", "gemm_kernel_factor",
-                  "moe_kernel_factor")
+ENGINE_FACTORS = (
+    "hbm_fraction",
+    "step_overhead_s",
+    "per_sequence_overhead_s",
+    "ttft_overhead_s",
+    "prefill_wave_fraction",
+    "layer_latency_s",
+    "moe_layer_latency_s",
+    "gemm_kernel_factor",
+    "moe_kernel_factor",
+)
 # Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
 # silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
 # of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
@@ -40,8 +48,17 @@ ENGINE_FACTORS = ("hbm_fraction", "step_overhead_s", "per_sequence_overhead_s", 
 # format (the issue's example: vLLM FP8 block-scale MoE runs DeepGEMM on Blackwell, Marlin/Triton
 # on Hopper); sharing one factor let SGLang's DeepSeek-R1 MoE steps on B200 pull its dense GEMM
 # factor to 0.35 and Qwen3.6-27B FP8 on B200 (dense) 25 % slow.
-ARCH_FACTORS = ("gemm_kernel_factor", "moe_kernel_factor", "gemm_fraction", "gemm_half_tokens", "lowprec_fraction",
-                "dequant_fraction", "hbm_fraction", "attention_fraction", "layer_latency_s")
+ARCH_FACTORS = (
+    "gemm_kernel_factor",
+    "moe_kernel_factor",
+    "gemm_fraction",
+    "gemm_half_tokens",
+    "lowprec_fraction",
+    "dequant_fraction",
+    "hbm_fraction",
+    "attention_fraction",
+    "layer_latency_s",
+)
 # What the silicon sets for every engine alike: the share of HBM bandwidth a streaming kernel
 # and a paged KV read reach, and the per-layer launch latency (HIP graph replays cost more
 # than CUDA graph ones). These get a fourth level, ``*/architecture``: a ratio to the engine's
@@ -127,8 +144,9 @@ def parameters(cases: list[Case], min_rows: int, held: tuple[str, ...] = ()) -> 
             elif "/" not in level:
                 params += [(level, f) for f in ENGINE_FACTORS]
             else:
-                params += [(level, f) for f in ARCH_FACTORS
-                           if f not in _KERNEL_FACTORS or f in kernels.get(level, set())]
+                params += [
+                    (level, f) for f in ARCH_FACTORS if f not in _KERNEL_FACTORS or f in kernels.get(level, set())
+                ]
     return [(level, f) for level, f in params if f not in held]
 
 
@@ -188,8 +206,9 @@ def efficiency_for(values: dict[tuple[str, str], float], case: Case | _Dummy, ba
     return Efficiency(**merged)
 
 
-def table_from_values(values: dict[tuple[str, str], float], cases: list[Case], base: Efficiency,
-                      provenance: str = "") -> EfficiencyTable:
+def table_from_values(
+    values: dict[tuple[str, str], float], cases: list[Case], base: Efficiency, provenance: str = ""
+) -> EfficiencyTable:
     """An EfficiencyTable: the fitted default, and one merged group per engine and per
     engine/architecture seen in ``cases``, plus every engine seen on every architecture with a
     fitted silicon or vendor ratio (``*/architecture``, ``*:vendor``), so that an engine never

@@ -41,9 +41,22 @@ class Solution:
     jac: object | None
 
 
-def solve(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-          sparsity: np.ndarray, *, loss: str, f_scale: float, max_nfev: int, diff_step: float, ftol: float,
-          final_jacobian: bool = True, workers: int = 1, memo: PredictionMemo | None = None) -> Solution:
+def solve(
+    residuals: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    sparsity: np.ndarray,
+    *,
+    loss: str,
+    f_scale: float,
+    max_nfev: int,
+    diff_step: float,
+    ftol: float,
+    final_jacobian: bool = True,
+    workers: int = 1,
+    memo: PredictionMemo | None = None,
+) -> Solution:
     """Minimise ``Σ loss(residuals(x))`` within ``[lo, hi]`` from ``x0`` (see the module docstring).
 
     Args:
@@ -71,12 +84,27 @@ def solve(residuals: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
             state["skipped"] = True
             return csr_matrix(sparsity.shape)
         f0 = residuals(x)
-        return approx_derivative(residuals, x, method="2-point", rel_step=diff_step, f0=f0, bounds=(lo, hi),
-                                 sparsity=(sparsity, groups), workers=ForkMap(workers, memo))
+        return approx_derivative(
+            residuals,
+            x,
+            method="2-point",
+            rel_step=diff_step,
+            f0=f0,
+            bounds=(lo, hi),
+            sparsity=(sparsity, groups),
+            workers=ForkMap(workers, memo),
+        )
 
-    sol = least_squares(fun, x0, jac=jac, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev,
-                        x_scale=1.0, ftol=ftol)
+    sol = least_squares(
+        fun, x0, jac=jac, bounds=(lo, hi), loss=loss, f_scale=f_scale, max_nfev=max_nfev, x_scale=1.0, ftol=ftol
+    )
     if state["skipped"]:
-        return Solution(sol.x, float(sol.cost), 0, "The maximum number of function evaluations is exceeded "
-                        "(final Jacobian not computed).", int(sol.nfev), None)
+        return Solution(
+            sol.x,
+            float(sol.cost),
+            0,
+            "The maximum number of function evaluations is exceeded (final Jacobian not computed).",
+            int(sol.nfev),
+            None,
+        )
     return Solution(sol.x, float(sol.cost), int(sol.status), str(sol.message), int(sol.nfev), sol.jac)

@@ -20,8 +20,8 @@ This holds because ``predict_case`` is a pure function of the case and the facto
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 from dataclasses import fields
+from typing import Any
 
 from tokenplan.calibration.validate import Case, Predicted, predict_case
 from tokenplan.perf.efficiency import Efficiency

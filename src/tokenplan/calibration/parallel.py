@@ -11,11 +11,10 @@ or with one worker the refits run here, one after another.
 
 from __future__ import annotations
 
-from typing import Any
-
 import multiprocessing
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from tokenplan.calibration.bands import Residual
 from tokenplan.calibration.fit import FitOptions, fit
@@ -42,8 +41,7 @@ def held_out(refit: Refit, memo: PredictionMemo | None = None) -> list[list[Resi
     fit that did not see it. The refit skips its last Jacobian (its uncertainties are unused)."""
     from tokenplan.calibration.heldout import case_residuals
 
-    result = fit(list(refit.train), refit.base, refit.options, start_x=refit.start_x, memo=memo,
-                 final_jacobian=False)
+    result = fit(list(refit.train), refit.base, refit.options, start_x=refit.start_x, memo=memo, final_jacobian=False)
     return [case_residuals(c, result.table.resolve(c.engine, c.architecture)) for c in refit.test]
 
 
@@ -62,8 +60,9 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
-def run_refits(refits: list[Refit], memo: PredictionMemo | None = None,
-               workers: int | None = None) -> list[list[list[Residual]]]:
+def run_refits(
+    refits: list[Refit], memo: PredictionMemo | None = None, workers: int | None = None
+) -> list[list[list[Residual]]]:
     """:func:`held_out` of every refit, in order, over up to ``workers`` processes (default:
     :func:`default_workers`)."""
     n = min(workers or default_workers(), len(refits))

@@ -32,10 +32,12 @@ def poor_fit_warning(error: float | None, levels: int) -> str | None:
     over ``levels`` levels exceeds :data:`POOR_FIT`; None for a fit within it (or no figure)."""
     if error is None or error <= POOR_FIT:
         return None
-    return (f"the fitted profile reproduces the measured throughput poorly: median |predicted/measured − 1| "
-            f"= {error * 100:,.0f} % over {levels} level{'s' if levels != 1 else ''} (output tok/s per GPU); "
-            "check --config, --gpu, --num-gpus, the layout and dtypes against the server. The profile is "
-            "written anyway, its fitted_on.median_abs_error says so")
+    return (
+        f"the fitted profile reproduces the measured throughput poorly: median |predicted/measured − 1| "
+        f"= {error * 100:,.0f} % over {levels} level{'s' if levels != 1 else ''} (output tok/s per GPU); "
+        "check --config, --gpu, --num-gpus, the layout and dtypes against the server. The profile is "
+        "written anyway, its fitted_on.median_abs_error says so"
+    )
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,9 @@ class FitSource:
     sources: list[dict[str, Any]] | None = None
 
 
-def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[float, float]],
-                shipped: Efficiency) -> FitOutcome:
+def fit_profile(
+    cases: list[Case], origin: FitSource, step_points: list[tuple[float, float]], shipped: Efficiency
+) -> FitOutcome:
     """Fit ``cases`` as an update of ``shipped`` (the shipped factors of their engine and
     architecture; see :mod:`tokenplan.calibration.update`); ``step_points`` are measured (batch,
     TPOT in seconds) pairs for the step-time law (none for a generate run). The profile is an
@@ -95,24 +98,46 @@ def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[fl
         raise InputError("levels", len(cases), f"levels with TPOT or throughput ({exc})") from None
     run = update.run
     eff, case0 = run.efficiency, cases[0]
-    identity = {"engine": case0.engine, "gpu": case0.gpu.key, "architecture": case0.architecture,
-                "model": case0.model.name, **origin.identity}
+    identity = {
+        "engine": case0.engine,
+        "gpu": case0.gpu.key,
+        "architecture": case0.architecture,
+        "model": case0.model.name,
+        **origin.identity,
+    }
     # concurrency per replica, as predict and plan see it
-    ranges = [{"concurrency": c.concurrency_per_replica, "isl_tokens": c.measurement.isl_tokens,
-               "osl_tokens": c.measurement.osl_tokens} for c in cases]
-    provenance = (f"fit by `{origin.command}` on {len(cases)} levels ({origin.source}) of {case0.engine} serving "
-                  f"{origin.served}")
+    ranges = [
+        {
+            "concurrency": c.concurrency_per_replica,
+            "isl_tokens": c.measurement.isl_tokens,
+            "osl_tokens": c.measurement.osl_tokens,
+        }
+        for c in cases
+    ]
+    provenance = (
+        f"fit by `{origin.command}` on {len(cases)} levels ({origin.source}) of {case0.engine} serving {origin.served}"
+    )
     error = median_abs_error(run.levels)
     group = case0.group
-    profile = {"layered_on": "shipped", "groups": {group: {k: v for k, (v, _) in run.factors.items()}},
-               "prior": {f"{group}.{k}": v for k, v in update.prior.items()},
-               "uncertainty": {f"{group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
-               "provenance": provenance,
-               "fitted_on": {**fitted_on(ranges, identity, origin.source), "median_abs_error": error}}
+    profile = {
+        "layered_on": "shipped",
+        "groups": {group: {k: v for k, (v, _) in run.factors.items()}},
+        "prior": {f"{group}.{k}": v for k, v in update.prior.items()},
+        "uncertainty": {f"{group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
+        "provenance": provenance,
+        "fitted_on": {**fitted_on(ranges, identity, origin.source), "median_abs_error": error},
+    }
     warning = poor_fit_warning(error, len(run.levels))
     warnings = [] if warning is None else [warning]
-    data = _report(run, error, origin.identity.get("max_running"), warnings, step_points,
-                   lambda b: predicted_step_s(case0, eff, b), profile)
+    data = _report(
+        run,
+        error,
+        origin.identity.get("max_running"),
+        warnings,
+        step_points,
+        lambda b: predicted_step_s(case0, eff, b),
+        profile,
+    )
     data["update"] = _update_report(update)
     if origin.sources is not None:
         data["sources"] = origin.sources
@@ -120,24 +145,48 @@ def fit_profile(cases: list[Case], origin: FitSource, step_points: list[tuple[fl
 
 
 def _update_report(update: UpdateFit) -> dict[str, Any]:
-    return {"kept": update.kept, "prior": update.prior, "shrink": update.shrink,
-            "median_abs_error_shipped": update.error_shipped, "median_abs_error_calibrated": update.error_calibrated}
+    return {
+        "kept": update.kept,
+        "prior": update.prior,
+        "shrink": update.shrink,
+        "median_abs_error_shipped": update.error_shipped,
+        "median_abs_error_calibrated": update.error_calibrated,
+    }
 
 
-def _report(run: RunFit, error: float | None, max_running: object, warnings: list[str],
-            step_points: list[tuple[float, float]], model_step_s: Any, profile: dict[str, Any]) -> dict[str, Any]:
+def _report(
+    run: RunFit,
+    error: float | None,
+    max_running: object,
+    warnings: list[str],
+    step_points: list[tuple[float, float]],
+    model_step_s: Any,
+    profile: dict[str, Any],
+) -> dict[str, Any]:
     law = linear_step_law(step_points)
     return {
         "factors": {k: {"value": v, "uncertainty": None if math.isnan(s) else s} for k, (v, s) in run.factors.items()},
-        "at_bound": list(run.at_bound), "converged": run.converged, "max_running": max_running,
-        "median_abs_error": error, "warnings": list(warnings),
-        "levels": [{"concurrency": lf.concurrency, "batch": lf.batch,
-                    "predicted_tpot_s": lf.tpot_s[0], "measured_tpot_s": lf.tpot_s[1],
-                    "predicted_ttft_s": lf.ttft_s[0], "measured_ttft_s": lf.ttft_s[1],
-                    "predicted_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[0],
-                    "measured_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[1]} for lf in run.levels],
-        "measured_step_law": None if law is None else {"a_s": law[0], "b_s_per_sequence": law[1],
-                                                       "points": [list(p) for p in step_points]},
+        "at_bound": list(run.at_bound),
+        "converged": run.converged,
+        "max_running": max_running,
+        "median_abs_error": error,
+        "warnings": list(warnings),
+        "levels": [
+            {
+                "concurrency": lf.concurrency,
+                "batch": lf.batch,
+                "predicted_tpot_s": lf.tpot_s[0],
+                "measured_tpot_s": lf.tpot_s[1],
+                "predicted_ttft_s": lf.ttft_s[0],
+                "measured_ttft_s": lf.ttft_s[1],
+                "predicted_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[0],
+                "measured_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[1],
+            }
+            for lf in run.levels
+        ],
+        "measured_step_law": None
+        if law is None
+        else {"a_s": law[0], "b_s_per_sequence": law[1], "points": [list(p) for p in step_points]},
         "model_step_s": [{"batch": b, "measured_step_s": s, "model_step_s": model_step_s(b)} for b, s in step_points],
         "profile": profile,
     }

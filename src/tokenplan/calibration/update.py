@@ -24,15 +24,22 @@ deployment inform, estimated with the shipped value as the prior, and nothing el
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
-import math
-from dataclasses import dataclass, replace
-
 from tokenplan.calibration.fit import FitOptions
-from tokenplan.calibration.from_runs import ( STEP_FACTORS, RunFit, _from_x, _step_residual, _to_x,
-                                             fit_step_factors, fit_ttft_overhead, level_fit)
+from tokenplan.calibration.from_runs import (
+    STEP_FACTORS,
+    RunFit,
+    _from_x,
+    _step_residual,
+    _to_x,
+    fit_step_factors,
+    fit_ttft_overhead,
+    level_fit,
+)
 from tokenplan.calibration.validate import Case, percentile
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable, at_bound
 
@@ -106,8 +113,12 @@ def level_errors(cases: list[Case], eff: Efficiency) -> dict[str, float | None]:
     return {"tpot": percentile(tpot, 50) if tpot else None, "ttft": percentile(ttft, 50) if ttft else None}
 
 
-def posterior_shrink(cases: list[Case], eff: Efficiency, options: FitOptions = UPDATE_FIT_OPTIONS,
-                     factors: tuple[str, ...] = STEP_FACTORS) -> dict[str, float]:
+def posterior_shrink(
+    cases: list[Case],
+    eff: Efficiency,
+    options: FitOptions = UPDATE_FIT_OPTIONS,
+    factors: tuple[str, ...] = STEP_FACTORS,
+) -> dict[str, float]:
     """Posterior σ / prior σ of each factor's log at ``eff`` (see the module docstring, step 1);
     the Jacobian by central differences of 1e-3 in log space."""
     import numpy as np
@@ -154,20 +165,27 @@ def update_fit(cases: list[Case], shipped: Efficiency) -> UpdateFit:
             break
     moved = [f for f in (*STEP_FACTORS, "ttft_overhead_s") if getattr(eff, f) != getattr(shipped, f)]
     pinned = tuple(f for f in moved if at_bound(f, getattr(eff, f)))  # a bound holds it: no ±σ
-    factors = {f: (getattr(eff, f), math.nan if f in pinned else fitted[f][1] if f in fitted
-                   else _ttft_sigma(cases, eff)) for f in moved}
+    factors = {
+        f: (getattr(eff, f), math.nan if f in pinned else fitted[f][1] if f in fitted else _ttft_sigma(cases, eff))
+        for f in moved
+    }
     run = RunFit(eff, factors, pinned, tuple(level_fit(c, eff) for c in cases), converged)
     return UpdateFit(run, {f: getattr(shipped, f) for f in moved}, shrink, ref, level_errors(cases, eff), kept)
 
 
-def _candidates(cases: list[Case], shipped: Efficiency, stepped: Efficiency,
-                informed: list[str]) -> Iterator[tuple[str, Efficiency]]:
+def _candidates(
+    cases: list[Case], shipped: Efficiency, stepped: Efficiency, informed: list[str]
+) -> Iterator[tuple[str, Efficiency]]:
     """The updates to try, best first (module docstring, step 2): the informed step factors moved
     the whole way, half and a quarter of the way in log space (``step×t``), each with and then
     without the TTFT overhead refitted on it, then the TTFT overhead alone."""
     for t in STEP_FRACTIONS if informed else ():
-        step = shipped.with_values(**{f: _from_x(f, (1 - t) * _to_x(f, getattr(shipped, f))
-                                                  + t * _to_x(f, getattr(stepped, f))) for f in informed})
+        step = shipped.with_values(
+            **{
+                f: _from_x(f, (1 - t) * _to_x(f, getattr(shipped, f)) + t * _to_x(f, getattr(stepped, f)))
+                for f in informed
+            }
+        )
         suffix = "" if t == 1.0 else f"×{t:g}"
         yield f"step{suffix}+ttft", fit_ttft_overhead(cases, step)
         yield f"step{suffix}", step
@@ -184,8 +202,9 @@ def _ttft_sigma(cases: list[Case], eff: Efficiency) -> float:
     return math.sqrt(sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps))
 
 
-def update_profile(cases: list[Case], shipped: EfficiencyTable,
-                   provenance: str) -> tuple[dict[str, Any], dict[str, UpdateFit]]:
+def update_profile(
+    cases: list[Case], shipped: EfficiencyTable, provenance: str
+) -> tuple[dict[str, Any], dict[str, UpdateFit]]:
     """An update profile (the format of :mod:`tokenplan.files.calibration`) from measured rows of
     any number of deployments: the rows are grouped by ``engine/architecture`` and each group
     updates its shipped factors (:func:`update_fit`). Returns the profile and group → fit; a
@@ -204,6 +223,11 @@ def update_profile(cases: list[Case], shipped: EfficiencyTable,
         groups[group] = {k: v for k, (v, _) in fit.run.factors.items()}
         prior.update({f"{group}.{k}": v for k, v in fit.prior.items()})
         sigma.update({f"{group}.{k}": s for k, (_, s) in fit.run.factors.items() if not math.isnan(s)})
-    profile = {"layered_on": "shipped", "groups": groups, "prior": prior, "uncertainty": sigma,
-               "provenance": provenance}
+    profile = {
+        "layered_on": "shipped",
+        "groups": groups,
+        "prior": prior,
+        "uncertainty": sigma,
+        "provenance": provenance,
+    }
     return profile, fits

@@ -86,8 +86,9 @@ def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:
         return ev.output_tok_s_per_gpu
     lay = case.config.layout
     assert m.num_requests is not None  # is_finite_job: the row states its requests
-    job = job_time(ev.deployment, eff, ev.settings, ev.steady, case.isl, case.osl, m.num_requests / lay.dp,
-                   case.config.spec)
+    job = job_time(
+        ev.deployment, eff, ev.settings, ev.steady, case.isl, case.osl, m.num_requests / lay.dp, case.config.spec
+    )
     return job.output_tok_s * lay.dp / lay.num_gpus
 
 

@@ -54,7 +54,9 @@ def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
     h100-sxm, h100-pcie, h100-nvl), then difflib's close matches (ratio ≥ 0.6)."""
     wanted = name.strip().lower()
     prefixed = [k for k in known if k.startswith(wanted)] if len(wanted) >= 2 else []
-    return list(dict.fromkeys(prefixed + difflib.get_close_matches(wanted, known, n=n, cutoff=0.6)))[:max(n, len(prefixed))]
+    return list(dict.fromkeys(prefixed + difflib.get_close_matches(wanted, known, n=n, cutoff=0.6)))[
+        : max(n, len(prefixed))
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -99,12 +101,19 @@ def _gemm_curves() -> dict[str, tuple[GemmCurve, ...]]:
     data = json.loads((_PKG / "gemm_curves.json").read_text(encoding="utf-8"))
     src = data["source"]
     source = f"{src['repository']} @ {src['commit'][:12]} ({src['license']}); {src['reduction']}"
+
     def curve(fmt: str, c: dict) -> GemmCurve:
         sizes = c["by_size"]
-        return GemmCurve(fmt, tuple(map(float, c["m"])), tuple(map(float, c["fraction"])),
-                         float(c["bytes_per_weight"]), float(c["ridge_rows"]), source,
-                         tuple(map(float, sizes["weight_elements"])),
-                         tuple(tuple(map(float, f)) for f in sizes["fraction"]))
+        return GemmCurve(
+            fmt,
+            tuple(map(float, c["m"])),
+            tuple(map(float, c["fraction"])),
+            float(c["bytes_per_weight"]),
+            float(c["ridge_rows"]),
+            source,
+            tuple(map(float, sizes["weight_elements"])),
+            tuple(tuple(map(float, f)) for f in sizes["fraction"]),
+        )
 
     return {gpu: tuple(curve(fmt, c) for fmt, c in sorted(curves.items())) for gpu, curves in data["curves"].items()}
 
@@ -129,11 +138,18 @@ def load_model(name_or_path: str) -> ModelSpec:
     if looks_like_path and not path.exists():
         catalog_name = model_for_hf_id(name_or_path)
         if catalog_name is None and path.suffix == ".json":
-            raise InputError("model", name_or_path, "an existing config.json (file not found), or a catalog name "
-                             "(`tokenplan catalog models`)")
+            raise InputError(
+                "model",
+                name_or_path,
+                "an existing config.json (file not found), or a catalog name (`tokenplan catalog models`)",
+            )
         if catalog_name is None:
-            raise InputError("model", name_or_path, "a catalog name, a Hugging Face id of a catalog model "
-                             f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)")
+            raise InputError(
+                "model",
+                name_or_path,
+                "a catalog name, a Hugging Face id of a catalog model "
+                f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)",
+            )
         name_or_path = catalog_name
     if path.suffix == ".json" and path.exists():
         text = read_text(path)  # ConfigError: byte N, not UTF-8
@@ -155,7 +171,6 @@ def _engine_raw() -> dict:
     return _read_yaml("engines.yaml")
 
 
-
 @lru_cache(maxsize=8)
 def load_engine(name: str) -> Engine:
     """An engine (``tokenplan.engines``) with its figures from ``engines.yaml``. Raises
@@ -168,8 +183,18 @@ def load_engine(name: str) -> Engine:
 
 
 # The top-level keys of a calibration profile (api.calibrate.CalibrationProfile, api.bench's fitted_on).
-CALIBRATION_KEYS = ("default", "groups", "ratios", "uncertainty", "at_bound", "held_at_default", "provenance",
-                    "fitted_on", "layered_on", "prior")  # layered_on, prior: an update profile (files/calibration.py)
+CALIBRATION_KEYS = (
+    "default",
+    "groups",
+    "ratios",
+    "uncertainty",
+    "at_bound",
+    "held_at_default",
+    "provenance",
+    "fitted_on",
+    "layered_on",
+    "prior",
+)  # layered_on, prior: an update profile (files/calibration.py)
 
 
 def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
@@ -178,12 +203,15 @@ def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
     Raises:
         ConfigError: unknown factor names or non-numeric values.
     """
+
     def parse(obj: object, key: str) -> Efficiency:
         if not isinstance(obj, dict):
             raise ConfigError(source, key, "expected an object of factor → number")
         unknown = set(obj) - set(EFFICIENCY_FIELDS)
         if unknown:
-            raise ConfigError(source, f"{key}.{sorted(unknown)[0]}", f"unknown factor (known: {', '.join(EFFICIENCY_FIELDS)})")
+            raise ConfigError(
+                source, f"{key}.{sorted(unknown)[0]}", f"unknown factor (known: {', '.join(EFFICIENCY_FIELDS)})"
+            )
         try:
             values = {k: float(v) for k, v in obj.items()}
         except (TypeError, ValueError):
@@ -191,8 +219,11 @@ def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
         for name, value in values.items():
             may_be_zero = name.endswith("_s") or name == "prefill_wave_fraction"  # overheads, a share
             if not (math.isfinite(value) and (value >= 0 if may_be_zero else value > 0)):
-                raise ConfigError(source, f"{key}.{name}", f"{value!r} is not allowed (allowed: a finite number "
-                                  f"{'≥ 0' if may_be_zero else '> 0'})")
+                raise ConfigError(
+                    source,
+                    f"{key}.{name}",
+                    f"{value!r} is not allowed (allowed: a finite number {'≥ 0' if may_be_zero else '> 0'})",
+                )
         return Efficiency(**values)
 
     unknown = sorted(set(data) - set(CALIBRATION_KEYS))

@@ -85,7 +85,9 @@ class GpuEntry(_Strict):
 
     name: str
     vendor: Literal["nvidia", "amd"]
-    architecture: Literal["ampere", "ada", "hopper", "blackwell", "blackwell-ultra", "blackwell-gb202", "cdna3", "cdna4"]
+    architecture: Literal[
+        "ampere", "ada", "hopper", "blackwell", "blackwell-ultra", "blackwell-gb202", "cdna3", "cdna4"
+    ]
     compute_capability: str
     memory: _Memory
     bandwidth: _Bandwidth
@@ -102,8 +104,9 @@ class GpuEntry(_Strict):
     def _vendor_of_architecture(self) -> "GpuEntry":
         # the calibration's vendor level (ROCm or CUDA) reads the vendor from the architecture
         if ARCHITECTURE_VENDOR[self.architecture] != self.vendor:
-            raise ValueError(f"architecture {self.architecture} is {ARCHITECTURE_VENDOR[self.architecture]}'s, "
-                             f"not {self.vendor}'s")
+            raise ValueError(
+                f"architecture {self.architecture} is {ARCHITECTURE_VENDOR[self.architecture]}'s, not {self.vendor}'s"
+            )
         return self
 
     @property
@@ -129,7 +132,9 @@ class GpuEntry(_Strict):
             dense_flops_per_s={k: v for k, v in self.compute.dense_flops_per_s.items()},  # Literal keys as str
             native_dtypes=frozenset(self.native_dtypes.dtypes),
             scaleup=Link(self.scaleup.kind, self.scaleup.name, self.scaleup.bytes_per_s, self.scaleup.latency_s),
-            host_link=Link(self.host_link.kind, self.host_link.name, self.host_link.bytes_per_s, self.host_link.latency_s),
+            host_link=Link(
+                self.host_link.kind, self.host_link.name, self.host_link.bytes_per_s, self.host_link.latency_s
+            ),
             max_gpus_per_scaleup=self.scaleup.max_gpus,
             node_gpus=self.node_gpus,
             price=None

@@ -25,8 +25,14 @@ USAGE_EXIT = 2
 # Command name → the module that registers it on ``app`` when imported. A command imports only
 # what it runs: ``tokenplan plan`` does not load aiohttp (generate) or numpy-heavy fitting (bench).
 COMMAND_MODULES = {
-    "plan": "plan", "predict": "predict", "memory": "predict", "catalog": "catalog",
-    "generate": "generate", "validate": "validate", "calibrate": "calibrate", "report": "report",
+    "plan": "plan",
+    "predict": "predict",
+    "memory": "predict",
+    "catalog": "catalog",
+    "generate": "generate",
+    "validate": "validate",
+    "calibrate": "calibrate",
+    "report": "report",
     "bench": "bench",
 }
 
@@ -75,7 +81,7 @@ def _given(option: str, argv: list[str], allowed: str = "") -> str | None:
         if word == option and i + 1 < len(argv):
             values.append(argv[i + 1])
         elif word.startswith(option + "="):
-            values.append(word[len(option) + 1:])
+            values.append(word[len(option) + 1 :])
     convert = {"an integer": int, "a number": float}.get(allowed)
     if convert is not None:
         for value in values:

@@ -24,8 +24,7 @@ def require_command(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None or ctx.resilient_parsing:
         return
     commands = ", ".join(sorted(ctx.command.commands))  # type: ignore[attr-defined]
-    typer.echo(f"error: {ctx.command_path} needs a command: one of {commands} "
-               "(add --help for details)", err=True)
+    typer.echo(f"error: {ctx.command_path} needs a command: one of {commands} (add --help for details)", err=True)
     raise typer.Exit(2)
 
 
@@ -38,9 +37,9 @@ def _catalog_root(ctx: typer.Context) -> None:
 def console():
     """A rich console: the terminal's width (or ``COLUMNS`` where set), else 200 columns when output
     goes to a file or a pipe (where rich would otherwise assume 80 and squeeze the tables)."""
-    from rich.console import Console
-
     import os
+
+    from rich.console import Console
 
     out = Console()
     return out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
@@ -58,8 +57,8 @@ def _print_version(value: bool) -> None:
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(
-        False, "--version", help="Print tokenplan's version and exit.",
-        callback=_print_version, is_eager=True),
+        False, "--version", help="Print tokenplan's version and exit.", callback=_print_version, is_eager=True
+    ),
 ) -> None:
     """Plan, check and run LLM data-generation jobs: memory, throughput, days and dollars."""
     require_command(ctx)

@@ -23,28 +23,55 @@ from tokenplan.client.auth import display_url
 from tokenplan.errors import InputError, ServerError, TokenplanError
 from tokenplan.report.bench import level_line, show_bench
 
-_Endpoint = Annotated[Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")]
+_Endpoint = Annotated[
+    Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")
+]
 _Model = Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")]
-_Concurrency = Annotated[Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")]
-_MaxConcurrency = Annotated[Optional[str], typer.Option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")]
-_RequestRate = Annotated[Optional[str], typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")]
-_Burstiness = Annotated[float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")]
+_Concurrency = Annotated[
+    Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")
+]
+_MaxConcurrency = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight."
+    ),
+]
+_RequestRate = Annotated[
+    Optional[str],
+    typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once)."),
+]
+_Burstiness = Annotated[
+    float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")
+]
 _Isl = Annotated[Optional[int], typer.Option("--isl", help="Random-prompt input length (tokens) [default: 1024].")]
-_Osl = Annotated[Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")]
-_RandomInputLen = Annotated[Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")]
-_RandomOutputLen = Annotated[Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")]
+_Osl = Annotated[
+    Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")
+]
+_RandomInputLen = Annotated[
+    Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")
+]
+_RandomOutputLen = Annotated[
+    Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")
+]
 _Dataset = Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")]
 _DatasetName = Annotated[Optional[str], typer.Option("--dataset-name", help="random | sharegpt (with --dataset-path).")]
 _DatasetPath = Annotated[Optional[str], typer.Option("--dataset-path", help="vllm bench serve's name for --dataset.")]
-_NumPrompts = Annotated[Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")]
+_NumPrompts = Annotated[
+    Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")
+]
 _Duration = Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")]
 _Warmup = Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")]
 _NumGpus = Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs behind the endpoints.")]
 _IgnoreEos = Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")]
 _Stream = Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")]
 _Metrics = Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")]
-_ApiKeyEnv = Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key "
-                                                   "(must be set when named) [default: OPENAI_API_KEY if set].")]
+_ApiKeyEnv = Annotated[
+    Optional[str],
+    typer.Option(
+        "--api-key-env",
+        help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set].",
+    ),
+]
 _RequestTimeout = Annotated[float, typer.Option("--request-timeout", help="Limit on one request in seconds.")]
 _Seed = Annotated[int, typer.Option("--seed", help="Seed of the random prompts and lengths.")]
 _Json = Annotated[bool, typer.Option("--json", help="Print the bench JSON.")]
@@ -61,7 +88,9 @@ _Ep = Annotated[int, typer.Option("--ep", help="--fit: expert-parallel GPUs (EP,
 _WeightDtype = Annotated[str, typer.Option("--weight-dtype", help="--fit: the served weight format.")]
 _KvDtype = Annotated[str, typer.Option("--kv-dtype", help="--fit: the KV-cache format (auto: the engine's default).")]
 _Engine = Annotated[str, typer.Option("--engine", help="--fit: the serving engine: sglang, vllm or trtllm.")]
-_MaxRunning = Annotated[Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")]
+_MaxRunning = Annotated[
+    Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")
+]
 
 
 class OutputLost(TokenplanError):
@@ -86,30 +115,79 @@ class FitOptions:
 
     def request(self, measured_gpus: int | None = None) -> PredictRequest:
         """The served configuration; GPUs: ``--num-gpus``, else the bench JSON's, else tp × pp."""
-        return PredictRequest(model=self.config, gpu=self.gpu, num_gpus=self.num_gpus or measured_gpus or self.tp * self.pp,
-                              tp=self.tp, pp=self.pp, ep=self.ep, weight_dtype=self.weight_dtype,
-                              kv_dtype=self.kv_dtype, engine=self.engine, max_running=self.max_running)
+        return PredictRequest(
+            model=self.config,
+            gpu=self.gpu,
+            num_gpus=self.num_gpus or measured_gpus or self.tp * self.pp,
+            tp=self.tp,
+            pp=self.pp,
+            ep=self.ep,
+            weight_dtype=self.weight_dtype,
+            kv_dtype=self.kv_dtype,
+            engine=self.engine,
+            max_running=self.max_running,
+        )
 
 
 @app.command("bench")
 def bench_command(
-    endpoint: _Endpoint = None, model: _Model = None, concurrency: _Concurrency = None,
-    max_concurrency: _MaxConcurrency = None, request_rate: _RequestRate = None, burstiness: _Burstiness = 1.0,
-    isl: _Isl = None, osl: _Osl = None, random_input_len: _RandomInputLen = None,
-    random_output_len: _RandomOutputLen = None, dataset: _Dataset = None, dataset_name: _DatasetName = None,
-    dataset_path: _DatasetPath = None, num_prompts: _NumPrompts = None, duration: _Duration = None,
-    warmup: _Warmup = None, num_gpus: _NumGpus = None, ignore_eos: _IgnoreEos = True, stream: _Stream = True,
-    metrics: _Metrics = True, api_key_env: _ApiKeyEnv = None, deadline: _RequestTimeout = 600.0, seed: _Seed = 0,
-    json_out: _Json = False, save: _Save = None, plot: _Plot = None, from_json: _FromJson = None, fit: _Fit = False,
-    out: _Out = None, config: _Config = None, gpu: _Gpu = None, tp: _Tp = 1, pp: _Pp = 1, ep: _Ep = 1,
-    weight_dtype: _WeightDtype = "bf16", kv_dtype: _KvDtype = "auto", engine: _Engine = "sglang",
+    endpoint: _Endpoint = None,
+    model: _Model = None,
+    concurrency: _Concurrency = None,
+    max_concurrency: _MaxConcurrency = None,
+    request_rate: _RequestRate = None,
+    burstiness: _Burstiness = 1.0,
+    isl: _Isl = None,
+    osl: _Osl = None,
+    random_input_len: _RandomInputLen = None,
+    random_output_len: _RandomOutputLen = None,
+    dataset: _Dataset = None,
+    dataset_name: _DatasetName = None,
+    dataset_path: _DatasetPath = None,
+    num_prompts: _NumPrompts = None,
+    duration: _Duration = None,
+    warmup: _Warmup = None,
+    num_gpus: _NumGpus = None,
+    ignore_eos: _IgnoreEos = True,
+    stream: _Stream = True,
+    metrics: _Metrics = True,
+    api_key_env: _ApiKeyEnv = None,
+    deadline: _RequestTimeout = 600.0,
+    seed: _Seed = 0,
+    json_out: _Json = False,
+    save: _Save = None,
+    plot: _Plot = None,
+    from_json: _FromJson = None,
+    fit: _Fit = False,
+    out: _Out = None,
+    config: _Config = None,
+    gpu: _Gpu = None,
+    tp: _Tp = 1,
+    pp: _Pp = 1,
+    ep: _Ep = 1,
+    weight_dtype: _WeightDtype = "bf16",
+    kv_dtype: _KvDtype = "auto",
+    engine: _Engine = "sglang",
     max_running: _MaxRunning = None,
 ) -> None:
     """Measure a live OpenAI-compatible server over a concurrency sweep, a speculating one's τ too (fit the planner to it)."""
-    if fit and (out is None or config is None or gpu is None):
-        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
-    fitting = FitOptions(out, config, gpu, num_gpus, tp, pp, ep, weight_dtype, kv_dtype, engine,  # type: ignore[arg-type]
-                         max_running) if fit else None
+    fitting = None
+    if fit:
+        if out is None or config is None or gpu is None:
+            raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+        fitting = FitOptions(
+            out,
+            config,
+            gpu,
+            num_gpus,
+            tp,
+            pp,
+            ep,
+            weight_dtype,
+            kv_dtype,
+            engine,
+            max_running,
+        )
     # Every check that needs no server comes before the sweep, so a typo costs no measurement.
     isl = _same("isl", isl, "random-input-len", random_input_len, 1024)
     osl = _same("osl", osl, "random-output-len", random_output_len, 256)
@@ -123,12 +201,29 @@ def bench_command(
             build_config(fitting.request())
         if not endpoint or not model:
             raise InputError("endpoint/model", _shown(endpoint, model), "--endpoint URL and --model NAME")
-        result = bench(BenchRequest(endpoints=tuple(endpoint), model=model, concurrencies=levels, isl=isl, osl=osl,
-                                    dataset=dataset, num_prompts=num_prompts, duration_s=duration,
-                                    warmup_requests=warmup, num_gpus=num_gpus, ignore_eos=ignore_eos, stream=stream,
-                                    deadline_s=deadline, seed=seed, metrics=metrics, api_key_env=api_key_env,
-                                    request_rates=rates, burstiness=burstiness),
-                       on_level=None if json_out else _progress)
+        result = bench(
+            BenchRequest(
+                endpoints=tuple(endpoint),
+                model=model,
+                concurrencies=levels,
+                isl=isl,
+                osl=osl,
+                dataset=dataset,
+                num_prompts=num_prompts,
+                duration_s=duration,
+                warmup_requests=warmup,
+                num_gpus=num_gpus,
+                ignore_eos=ignore_eos,
+                stream=stream,
+                deadline_s=deadline,
+                seed=seed,
+                metrics=metrics,
+                api_key_env=api_key_env,
+                request_rates=rates,
+                burstiness=burstiness,
+            ),
+            on_level=None if json_out else _progress,
+        )
         data, stopped = result.data, result.stopped
     _finish(data, stopped, fitting, save, plot, json_out)
 
@@ -169,8 +264,9 @@ def _rates(text: str) -> tuple[float, ...]:
     return values
 
 
-def _levels(concurrency: str | None, max_concurrency: str | None, request_rate: str | None,
-            from_json: bool) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
+def _levels(
+    concurrency: str | None, max_concurrency: str | None, request_rate: str | None, from_json: bool
+) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
     """(concurrency levels, request rates) from ``--concurrency``/``--max-concurrency`` and
     ``--request-rate``: no levels for a saved sweep, none by default with rates (no limit)."""
     levels_text = _same("concurrency", concurrency, "max-concurrency", max_concurrency, None)
@@ -198,8 +294,11 @@ def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | N
 
 def _check_outputs(save: Path | None, plot: Path | None, fitting: FitOptions | None) -> None:
     """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring."""
-    for option, path, what in (("--save", save, "a JSON file path"), ("--plot", plot, "a PNG file path"),
-                               ("--out", fitting.out if fitting else None, "a profile JSON file path")):
+    for option, path, what in (
+        ("--save", save, "a JSON file path"),
+        ("--plot", plot, "a PNG file path"),
+        ("--out", fitting.out if fitting else None, "a profile JSON file path"),
+    ):
         if path is not None:
             check_output_file(path, option, what)
 
@@ -216,8 +315,9 @@ def _progress(level: dict) -> None:
     print(level_line(level), file=sys.stderr)
 
 
-def _finish(data: dict, stopped: str | None, fitting: FitOptions | None, save: Path | None, plot: Path | None,
-            json_out: bool) -> None:
+def _finish(
+    data: dict, stopped: str | None, fitting: FitOptions | None, save: Path | None, plot: Path | None, json_out: bool
+) -> None:
     """Fit (``--fit``), save, plot and print the sweep; then raise what went wrong, if anything:
     a failed fit, a file that could not be written (its content went to stdout instead), a sweep
     that stopped early."""
@@ -232,19 +332,26 @@ def _finish(data: dict, stopped: str | None, fitting: FitOptions | None, save: P
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        show_bench(Console(width=None if sys.stdout.isatty() else 170), data,
-                   fitting.out if wrote_profile and fitting is not None else None)
+        show_bench(
+            Console(width=None if sys.stdout.isatty() else 170),
+            data,
+            fitting.out if wrote_profile and fitting is not None else None,
+        )
     if fit_error is not None:
         raise fit_error
     if failed:
         printed = "the bench JSON is printed on stdout" if json_out else "the results are printed on stdout"
-        raise OutputLost(f"could not write {'; '.join(failed)}; {printed}"
-                         + (f" (sweep stopped early: {stopped})" if stopped is not None else ""))
+        raise OutputLost(
+            f"could not write {'; '.join(failed)}; {printed}"
+            + (f" (sweep stopped early: {stopped})" if stopped is not None else "")
+        )
     if stopped is not None:
         raise ServerError(f"sweep stopped: {stopped} ({len(data['levels'])} levels kept)")
 
 
-def _fit_and_write(data: dict, desc: PredictRequest, out: Path, failed: list[str]) -> tuple[bool, TokenplanError | None]:
+def _fit_and_write(
+    data: dict, desc: PredictRequest, out: Path, failed: list[str]
+) -> tuple[bool, TokenplanError | None]:
     """Fit the planner to the sweep in ``data`` (adds ``data["fit"]``) and write the profile to
     ``out``. Returns (profile written, the fit's error or None): a failed fit keeps the
     measurement, which the caller still saves and prints before it raises."""

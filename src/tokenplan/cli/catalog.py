@@ -7,8 +7,8 @@ import json
 import typer
 from rich.console import Console
 
-from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import catalog_app
+from tokenplan.cli.app import console as wide_console
 
 
 @catalog_app.command("gpus")
@@ -26,7 +26,9 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catal
 
 
 @catalog_app.command("models")
-def models_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
+def models_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included"),
+) -> None:
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
     from tokenplan.api.catalog import catalog_models
     from tokenplan.report.catalog import models_table

@@ -9,9 +9,8 @@ import time
 
 from rich.console import Console
 
-from tokenplan.api.generate import GenerateRequest, dry_run_counts
+from tokenplan.api.generate import GenerateRequest, Snapshot, dry_run_counts, progress_line
 from tokenplan.report.generate import dry_run_record, dry_run_text
-from tokenplan.api.generate import Snapshot, progress_line
 
 
 def console_is_terminal() -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from tokenplan.errors import InputError
 from tokenplan.api.plan import MAX_PRICE_USD_PER_GPU_HOUR
+from tokenplan.errors import InputError
 
 
 def parse_prices(items: list[str]) -> dict[str, float]:

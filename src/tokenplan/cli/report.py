@@ -13,8 +13,12 @@ from tokenplan.cli.app import app
 
 @app.command("report")
 def report_cmd(
-    run_dirs: Optional[list[str]] = typer.Argument(None, help="tokenplan generate run directories (each holds summary.json)"),
-    plan_path: Optional[str] = typer.Option(None, "--plan", help="tokenplan plan --json output to show beside the measurements"),
+    run_dirs: Optional[list[str]] = typer.Argument(
+        None, help="tokenplan generate run directories (each holds summary.json)"
+    ),
+    plan_path: Optional[str] = typer.Option(
+        None, "--plan", help="tokenplan plan --json output to show beside the measurements"
+    ),
     bench_path: Optional[str] = typer.Option(None, "--bench", help="tokenplan bench JSON output"),
     output: str = typer.Option(..., "-o", "--out", help="HTML file to write (opens offline: everything inline)"),
 ) -> None:

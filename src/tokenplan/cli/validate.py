@@ -10,16 +10,19 @@ from typing import Annotated, Optional
 import typer
 
 from tokenplan.api.validate import validate
-from tokenplan.errors import InputError
-from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.app import app
+from tokenplan.cli.app import console as wide_console
+from tokenplan.errors import InputError
 
 
 @app.command("validate")
 def validate_command(
-    path: Annotated[str, typer.Argument(help="Measurement CSV (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")],
-    calibration: Annotated[Optional[str], typer.Option(help="Calibration profile JSON "
-                                                       "[default: the shipped fit].")] = None,
+    path: Annotated[
+        str, typer.Argument(help="Measurement CSV (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")
+    ],
+    calibration: Annotated[
+        Optional[str], typer.Option(help="Calibration profile JSON [default: the shipped fit].")
+    ] = None,
     rows: Annotated[bool, typer.Option(help="Print the per-row table.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -32,6 +35,9 @@ def validate_command(
     else:
         show_validation(wide_console(), d, rows)
     if d["n"] == 0:  # nothing was checked; any skipped rows and their reasons are printed above
-        found = (f"{len(d['skipped'])} row(s) skipped, each with its reason above" if d["skipped"]
-                 else "the file has a header and no data rows")
+        found = (
+            f"{len(d['skipped'])} row(s) skipped, each with its reason above"
+            if d["skipped"]
+            else "the file has a header and no data rows"
+        )
         raise InputError("measurements", path, f"a file with at least one predictable row ({found})")

@@ -71,8 +71,11 @@ def _fill(fn) -> None:
             continue
         for info in (param.default, *getattr(hint, "__metadata__", ())):
             if isinstance(info, typer.models.ParameterInfo) and info.metavar is None:
-                decls = [d for d in (*(getattr(info, "param_decls", None) or ()), info.default)
-                         if isinstance(d, str) and d.startswith("--")]
+                decls = [
+                    d
+                    for d in (*(getattr(info, "param_decls", None) or ()), info.default)
+                    if isinstance(d, str) and d.startswith("--")
+                ]
                 label = decls[0].lstrip("-").split("/")[0] if decls else name
                 info.metavar = label.replace("-", "_").upper()
         if hasattr(hint, "__metadata__"):

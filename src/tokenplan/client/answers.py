@@ -33,8 +33,9 @@ FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
 # stop-string finishes "eos_token" and "stop_sequence" (text-generation-inference FinishReason);
 # "eos" is the same finish under its short name. Not here: "abort" (vLLM, an aborted request),
 # "content_filter" (the answer was withheld), "error", null — those are retried, then recorded.
-TERMINAL_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "function_call", "eos", "eos_token",
-                                     "stop_sequence"})
+TERMINAL_FINISH_REASONS = frozenset(
+    {"stop", "length", "tool_calls", "function_call", "eos", "eos_token", "stop_sequence"}
+)
 EXCERPT_CHARS = 300  # how much of a bad answer goes into errors.jsonl
 # 2^40 ≈ 1.1e12 tokens: no answer or prompt comes near; keeps counts inside the 64-bit integers
 # the records (orjson) and the run's tallies (array "q") hold.
@@ -109,8 +110,14 @@ class RequestFailed(Exception):
         received: for ``"protocol"``, an excerpt of what the server sent (≤ 300 characters).
     """
 
-    def __init__(self, kind: FailureKind, detail: str, status: int | None = None,
-                 retry_after_s: float | None = None, received: str | None = None):
+    def __init__(
+        self,
+        kind: FailureKind,
+        detail: str,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        received: str | None = None,
+    ):
         self.kind, self.status, self.detail, self.retry_after_s = kind, status, detail, retry_after_s
         self.received = received
         super().__init__(f"{kind}{f' {status}' if status is not None else ''}: {detail}")
@@ -220,9 +227,11 @@ def parse_usage(value: Any, raw: bytes) -> Usage | None:
     if details is not None and not isinstance(details, dict):
         raise _fail("usage.completion_tokens_details is not an object", raw)
     reasoning = None if details is None else details.get("reasoning_tokens")
-    return Usage(_count(value.get("prompt_tokens"), "usage.prompt_tokens", raw),
-                 _count(value.get("completion_tokens"), "usage.completion_tokens", raw),
-                 None if reasoning is None else _count(reasoning, "usage.reasoning_tokens", raw))
+    return Usage(
+        _count(value.get("prompt_tokens"), "usage.prompt_tokens", raw),
+        _count(value.get("completion_tokens"), "usage.completion_tokens", raw),
+        None if reasoning is None else _count(reasoning, "usage.reasoning_tokens", raw),
+    )
 
 
 def verify_count(data: Mapping[str, Any], raw: bytes) -> int | None:
@@ -254,8 +263,11 @@ def check_finish(reason: Any, raw: bytes | str) -> str:
     """
     if isinstance(reason, str) and reason in TERMINAL_FINISH_REASONS:
         return reason
-    raise _fail(f"finish_reason {reason!r} does not end a complete answer "
-                f"(allowed: {', '.join(sorted(TERMINAL_FINISH_REASONS))})", raw)
+    raise _fail(
+        f"finish_reason {reason!r} does not end a complete answer "
+        f"(allowed: {', '.join(sorted(TERMINAL_FINISH_REASONS))})",
+        raw,
+    )
 
 
 def _model(data: Mapping[str, Any]) -> str | None:
@@ -296,8 +308,9 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
 _COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence"})
 
 
-def _answer_text(message: Mapping[str, Any], finish: str, usage: Usage | None,
-                 raw: bytes | str) -> tuple[str, str | None]:
+def _answer_text(
+    message: Mapping[str, Any], finish: str, usage: Usage | None, raw: bytes | str
+) -> tuple[str, str | None]:
     """``(content, reasoning)`` of a finished answer, refused when it holds no answer at all.
 
     Raises:
@@ -313,8 +326,9 @@ def _answer_text(message: Mapping[str, Any], finish: str, usage: Usage | None,
     if not content and not reasoning and finish in _COMPLETE_FINISHES:
         given = "null" if message.get("content") is None else "empty"
         tokens = "not reported" if usage is None else f"{usage.completion_tokens:,}"
-        raise _fail(f"empty answer: content {given}, no reasoning, finish_reason {finish!r}, "
-                    f"completion_tokens {tokens}", raw)
+        raise _fail(
+            f"empty answer: content {given}, no reasoning, finish_reason {finish!r}, completion_tokens {tokens}", raw
+        )
     return content, reasoning
 
 
@@ -368,7 +382,8 @@ class StreamAccumulator:
         delta = delta or {}
         text = _text_field(delta, "content", "delta", data)
         thought = _text_field(delta, "reasoning_content", "delta", data) or _text_field(
-            delta, "reasoning", "delta", data)
+            delta, "reasoning", "delta", data
+        )
         if text:
             self.content.append(text)
         if thought:
@@ -386,11 +401,22 @@ class StreamAccumulator:
         """
         if self.finish_reason is None:
             how = "[DONE]" if self.done else "the end of the stream"
-            raise _fail(f"stream reached {how} without a finish_reason after {len(self.chunk_times_s)} "
-                        "chunks with text", self.last or b"")
+            raise _fail(
+                f"stream reached {how} without a finish_reason after {len(self.chunk_times_s)} chunks with text",
+                self.last or b"",
+            )
         finish = check_finish(self.finish_reason, self.last)
-        message = {"content": "".join(self.content) if self.content else None,
-                   "reasoning_content": "".join(self.reasoning)}
+        message = {
+            "content": "".join(self.content) if self.content else None,
+            "reasoning_content": "".join(self.reasoning),
+        }
         content, reasoning = _answer_text(message, finish, self.usage, self.last)
-        return Completion(content, reasoning, finish, self.usage,
-                          Timings(sent_s, done_s, tuple(self.chunk_times_s)), self.model, self.verify_ct)
+        return Completion(
+            content,
+            reasoning,
+            finish,
+            self.usage,
+            Timings(sent_s, done_s, tuple(self.chunk_times_s)),
+            self.model,
+            self.verify_ct,
+        )

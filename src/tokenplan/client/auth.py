@@ -65,10 +65,13 @@ def api_key_from_env(name: str | None) -> str | None:
         return _header_safe(os.environ.get(DEFAULT_API_KEY_ENV) or None, DEFAULT_API_KEY_ENV)
     key = os.environ.get(name) or None
     if key is None:
-        raise InputError("--api-key-env", name,
-                         "the name of a set, non-empty environment variable holding the API key "
-                         f"(${name} is unset or empty; leave --api-key-env out "
-                         "for a server that needs no key)")
+        raise InputError(
+            "--api-key-env",
+            name,
+            "the name of a set, non-empty environment variable holding the API key "
+            f"(${name} is unset or empty; leave --api-key-env out "
+            "for a server that needs no key)",
+        )
     return _header_safe(key, name)
 
 
@@ -82,9 +85,12 @@ def _header_safe(key: str | None, name: str) -> str | None:
     bad = next((i for i, c in enumerate(key) if ord(c) < 32 or ord(c) == 127), None)
     if bad is None:
         return key
-    raise InputError("--api-key-env", name,
-                     f"a variable whose value has no line break or other control character (${name} has "
-                     f"U+{ord(key[bad]):04X} at character {bad + 1} of {len(key)}; the key is not shown)")
+    raise InputError(
+        "--api-key-env",
+        name,
+        f"a variable whose value has no line break or other control character (${name} has "
+        f"U+{ord(key[bad]):04X} at character {bad + 1} of {len(key)}; the key is not shown)",
+    )
 
 
 def basic_token(url: URL) -> str | None:
@@ -186,7 +192,7 @@ class Redactor:
         for secret in self.secrets:
             for cut in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
                 if body.endswith(secret[:cut]):
-                    return body[:-cut] + MASK + text[len(body):]
+                    return body[:-cut] + MASK + text[len(body) :]
         return text
 
     def json(self, value: Any) -> Any:

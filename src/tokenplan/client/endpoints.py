@@ -75,8 +75,9 @@ class EndpointPool:
 
     def __init__(self, base_urls: Sequence[str], settings: PoolSettings, *, api_key: str | None = None):
         self.settings = settings
-        clients = [OpenAIClient(url, max_connections=settings.concurrency_per_endpoint, api_key=api_key)
-                   for url in base_urls]
+        clients = [
+            OpenAIClient(url, max_connections=settings.concurrency_per_endpoint, api_key=api_key) for url in base_urls
+        ]
         # base_url: credentials removed, query values masked (OpenAIClient.base_url): it is
         # printed and stored in every record's turns.
         self.endpoints = [Endpoint(client.base_url, client) for client in clients]
@@ -99,8 +100,10 @@ class EndpointPool:
             ServerError: no endpoint answers, or none serves ``model``.
         """
         self._state.model = model
-        answers = await asyncio.gather(*(e.client.models(deadline_s=self.settings.health_deadline_s)
-                                         for e in self.endpoints), return_exceptions=True)
+        answers = await asyncio.gather(
+            *(e.client.models(deadline_s=self.settings.health_deadline_s) for e in self.endpoints),
+            return_exceptions=True,
+        )
         problems = []
         for endpoint, answer in zip(self.endpoints, answers):
             if isinstance(answer, RequestFailed):
@@ -145,8 +148,9 @@ class EndpointPool:
             endpoint.consecutive_failures = 0
             return
         endpoint.failures += 1
-        if failure.kind == "oversize" or (failure.kind == "status" and failure.status is not None
-                                          and failure.status < 500):
+        if failure.kind == "oversize" or (
+            failure.kind == "status" and failure.status is not None and failure.status < 500
+        ):
             return  # 429 is back-pressure; other 4xx and an over-size answer concern the request
         endpoint.consecutive_failures += 1
         endpoint.last_failure = str(failure)

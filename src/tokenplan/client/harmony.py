@@ -76,8 +76,10 @@ def split_harmony(text: str, finish_reason: str | None) -> tuple[str, str | None
     if header:
         raise HarmonyError(f"a Harmony header without a message: {header[:60]!r}")
     if not final and finish_reason != "length":
-        raise HarmonyError(f"no final channel (finish_reason {finish_reason!r}, {len(analysis)} analysis messages): "
-                           "the model did not answer")
+        raise HarmonyError(
+            f"no final channel (finish_reason {finish_reason!r}, {len(analysis)} analysis messages): "
+            "the model did not answer"
+        )
     return "".join(final), ("\n".join(analysis) if analysis else None)
 
 
@@ -93,6 +95,7 @@ def _channel(header: str) -> str:
         raise HarmonyError("a Harmony message without a channel")
     channel = header.split(CHANNEL, 1)[1].split(CONSTRAIN, 1)[0].strip()
     if channel not in ("analysis", "final"):
-        raise HarmonyError(f"channel {channel[:30]!r} in the answer (tokenplan keeps analysis as reasoning and "
-                           "final as the answer)")
+        raise HarmonyError(
+            f"channel {channel[:30]!r} in the answer (tokenplan keeps analysis as reasoning and final as the answer)"
+        )
     return channel

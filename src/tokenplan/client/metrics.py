@@ -42,8 +42,13 @@ class Distribution:
 
     def to_dict_ms(self) -> dict[str, float | int]:
         """The same values in milliseconds, keyed ``mean_ms``, ``p50_ms`` … (for JSON output)."""
-        return {"count": self.count, "mean_ms": self.mean_s * 1e3, "p50_ms": self.p50_s * 1e3,
-                "p90_ms": self.p90_s * 1e3, "p99_ms": self.p99_s * 1e3}
+        return {
+            "count": self.count,
+            "mean_ms": self.mean_s * 1e3,
+            "p50_ms": self.p50_s * 1e3,
+            "p90_ms": self.p90_s * 1e3,
+            "p99_ms": self.p99_s * 1e3,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,12 +35,23 @@ import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from tokenplan.client.answers import (
+    Completion,
+    RequestFailed,
+    SSELines,
+    StreamAccumulator,
+    Timings,
+    Usage,
+    answer_bytes_cap,
+    error_message,
+    json_object,
+    parse_whole,
+)
 from tokenplan.client.auth import Redactor, basic_token, display_url
-from tokenplan.client.answers import (Completion, RequestFailed, SSELines, StreamAccumulator, Timings, Usage,
-                                      answer_bytes_cap, error_message, json_object, parse_whole)
 
 __all__ = ["Completion", "OpenAIClient", "RequestFailed", "Timings", "Usage"]
 _SSELines = SSELines  # the name the SSE tests import
+
 
 class OpenAIClient:
     """Async client for one OpenAI-compatible server.
@@ -56,8 +67,9 @@ class OpenAIClient:
         connect_timeout_s: limit on opening one connection (seconds).
     """
 
-    def __init__(self, base_url: str, *, max_connections: int, api_key: str | None = None,
-                 connect_timeout_s: float = 10.0):
+    def __init__(
+        self, base_url: str, *, max_connections: int, api_key: str | None = None, connect_timeout_s: float = 10.0
+    ):
         url = URL(base_url.rstrip("/"))
         self.base_url = display_url(base_url)  # no credentials, query values masked: safe to print and store
         headers = {"Content-Type": "application/json"}
@@ -78,8 +90,7 @@ class OpenAIClient:
         # Only connecting is bounded here (aiohttp's default is a 5-minute cap on the whole
         # request); the whole request is bounded by the caller's deadline, as a 30k-token answer
         # may rightly take half an hour.
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s,
-                                              sock_read=None)
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s, sock_read=None)
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}  # per deadline: total = the deadline
         self._session: aiohttp.ClientSession | None = None  # opened in the loop of the first request
         self._chat_url = (url / "chat/completions").with_query(query)
@@ -105,10 +116,15 @@ class OpenAIClient:
             # One pool for every request, as large as the requests the caller keeps in flight;
             # aiohttp hands out an idle connection in O(1), so the cost per request stays flat
             # from 4 to 5,000 in flight. No cookie jar: nothing here is a browser session.
-            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=self._max_connections,
-                                             keepalive_timeout=60.0, ssl=_ssl_context())
-            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers,
-                                                  timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar())
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                limit_per_host=self._max_connections,
+                keepalive_timeout=60.0,
+                ssl=_ssl_context(),
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=self._headers, timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     async def models(self, *, deadline_s: float = 10.0) -> list[str]:
@@ -118,8 +134,7 @@ class OpenAIClient:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
         async with _failures_as_request_failed(deadline_s, self.redactor):
-            async with self._http().get(self._models_url, proxy=self._proxy,
-                                        proxy_auth=self._proxy_auth) as response:
+            async with self._http().get(self._models_url, proxy=self._proxy, proxy_auth=self._proxy_auth) as response:
                 raw = await _read_capped(response, MODELS_BYTES_CAP)
             _raise_for_status(response, raw)
             data = json_object(raw).get("data")
@@ -127,8 +142,9 @@ class OpenAIClient:
                 raise RequestFailed("protocol", "GET /models answered without a 'data' list")
         return [str(m.get("id")) for m in data if isinstance(m, dict)]
 
-    async def chat(self, body: Mapping[str, Any], *, deadline_s: float, stream: bool = False,
-                   max_bytes: int | None = None) -> Completion:
+    async def chat(
+        self, body: Mapping[str, Any], *, deadline_s: float, stream: bool = False, max_bytes: int | None = None
+    ) -> Completion:
         """Send one chat completion request and wait for the whole, finished answer.
 
         Args:
@@ -159,7 +175,8 @@ class OpenAIClient:
         timeout = self._timeouts.get(deadline_s)
         if timeout is None:
             timeout = self._timeouts[deadline_s] = aiohttp.ClientTimeout(
-                total=deadline_s, connect=None, sock_connect=self._timeout.sock_connect, sock_read=None)
+                total=deadline_s, connect=None, sock_connect=self._timeout.sock_connect, sock_read=None
+            )
         try:
             if stream:
                 done = await self._chat_streamed(body, max_bytes, timeout)
@@ -178,15 +195,19 @@ class OpenAIClient:
         if not self.redactor:
             return done
         text = self.redactor.text
-        return dataclasses.replace(done, content=text(done.content),
-                                   reasoning=None if done.reasoning is None else text(done.reasoning),
-                                   model=None if done.model is None else text(done.model))
+        return dataclasses.replace(
+            done,
+            content=text(done.content),
+            reasoning=None if done.reasoning is None else text(done.reasoning),
+            model=None if done.model is None else text(done.model),
+        )
 
     async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int, timeout: aiohttp.ClientTimeout) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
-        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth,
-                                     timeout=timeout) as response:
+        async with self._http().post(
+            self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth, timeout=timeout
+        ) as response:
             length = response.content_length
             if length is not None and length <= max_bytes:
                 raw = await response.read()  # the server said how much comes: aiohttp's fast path
@@ -196,13 +217,15 @@ class OpenAIClient:
         _raise_for_status(response, raw)
         return parse_whole(raw, Timings(sent_s, done_s))
 
-    async def _chat_streamed(self, body: Mapping[str, Any], max_bytes: int,
-                             timeout: aiohttp.ClientTimeout) -> Completion:
+    async def _chat_streamed(
+        self, body: Mapping[str, Any], max_bytes: int, timeout: aiohttp.ClientTimeout
+    ) -> Completion:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
         acc = StreamAccumulator()
         sent_s = time.perf_counter()
-        async with self._http().post(self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth,
-                                     timeout=timeout) as response:
+        async with self._http().post(
+            self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth, timeout=timeout
+        ) as response:
             if response.status >= 400:
                 _raise_for_status(response, await _read_capped(response, max_bytes))
             lines, received = SSELines(), 0
@@ -229,8 +252,9 @@ MODELS_BYTES_CAP = 16 * 2**20  # a /models list: a few KiB even for a server wit
 
 
 def _oversize(max_bytes: int) -> RequestFailed:
-    return RequestFailed("oversize", f"answer larger than {max_bytes:,} bytes (the cap; raise it with "
-                                     "--max-answer-bytes)")
+    return RequestFailed(
+        "oversize", f"answer larger than {max_bytes:,} bytes (the cap; raise it with --max-answer-bytes)"
+    )
 
 
 async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
@@ -302,8 +326,9 @@ def _raise_for_status(response: aiohttp.ClientResponse, raw: bytes) -> None:
     if response.status < 400:
         return
     detail = error_message(raw, response.reason or f"HTTP {response.status}")
-    raise RequestFailed("status", detail, status=response.status,
-                        retry_after_s=_retry_after_s(response.headers.get("Retry-After")))
+    raise RequestFailed(
+        "status", detail, status=response.status, retry_after_s=_retry_after_s(response.headers.get("Retry-After"))
+    )
 
 
 def _retry_after_s(value: str | None) -> float | None:

@@ -57,6 +57,6 @@ def split_think_tags(text: str) -> tuple[str, str | None]:
         return text, None
     head = text[:close_at]
     open_at = head.find(THINK_OPEN)
-    reasoning = head[open_at + len(THINK_OPEN):] if open_at >= 0 else head
-    content = text[close_at + len(THINK_CLOSE):].lstrip()
+    reasoning = head[open_at + len(THINK_OPEN) :] if open_at >= 0 else head
+    content = text[close_at + len(THINK_CLOSE) :].lstrip()
     return content, reasoning.strip("\n")

@@ -77,9 +77,14 @@ def deadline_s(max_tokens: int, *, base_s: float = 120.0, slowest_tok_s: float =
     return base_s + min(max_tokens, LIMIT_TOKENS) / slowest_tok_s
 
 
-async def call_with_retries(send: Callable[[], Awaitable[T]], policy: RetryPolicy, rng: random.Random,
-                            *, on_failure: Callable[[RequestFailed], None] | None = None,
-                            sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> tuple[T, int]:
+async def call_with_retries(
+    send: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    rng: random.Random,
+    *,
+    on_failure: Callable[[RequestFailed], None] | None = None,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> tuple[T, int]:
     """Call ``send`` until it succeeds, fails for good, or ``policy.max_attempts`` tries are used.
 
     Returns ``(result, attempts)``. ``on_failure`` sees every failure (e.g. to eject an endpoint).

@@ -17,8 +17,17 @@ from tokenplan.engines.sglang import Sglang
 from tokenplan.engines.trtllm import Trtllm
 from tokenplan.engines.vllm import Vllm
 
-__all__ = ["ENGINE_TYPES", "CachePools", "Engine", "EngineSettings", "Launch", "Sglang", "Trtllm", "Vllm",
-           "from_catalog"]
+__all__ = [
+    "ENGINE_TYPES",
+    "CachePools",
+    "Engine",
+    "EngineSettings",
+    "Launch",
+    "Sglang",
+    "Trtllm",
+    "Vllm",
+    "from_catalog",
+]
 
 # Catalog key → the class that implements it; a new engine is a module here and an entry in
 # catalog/engines.yaml.

@@ -233,8 +233,9 @@ def endpoint_list(host: str, base_port: int, servers: int) -> str:
     return " ".join(f"--endpoint http://{host}:{base_port + i}/v1" for i in range(servers))
 
 
-def join_command(launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port",
-                 base_port: int = 8000) -> str:
+def join_command(
+    launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port", base_port: int = 8000
+) -> str:
     """Join the arguments into a shell command.
 
     Each replica its own server (``separate_servers`` with DP > 1): a loop that starts, on each
@@ -250,28 +251,41 @@ def join_command(launch: Launch, args: list[str], separate_servers: bool, port_f
         per_host = min(dp, launch.host_gpus // g)
         hosts = -(-dp // per_host)  # ⌈dp / per_host⌉
         devices = "$i" if g == 1 else f"$(seq -s, $((i * {g})) $((i * {g} + {g - 1})))"
-        body = " \\\n    ".join([f"CUDA_VISIBLE_DEVICES={devices} {args[0]}", *args[1:],
-                                   f"{port_flag} $(({base_port} + i)) &"])
+        body = " \\\n    ".join(
+            [f"CUDA_VISIBLE_DEVICES={devices} {args[0]}", *args[1:], f"{port_flag} $(({base_port} + i)) &"]
+        )
         last = dp - (hosts - 1) * per_host
-        where = "" if hosts == 1 else (f" on each of {hosts} hosts" + (f" (the last runs {last}: seq 0 {last - 1})" if last != per_host
-                                                                         else ""))
+        where = (
+            ""
+            if hosts == 1
+            else (
+                f" on each of {hosts} hosts"
+                + (f" (the last runs {last}: seq 0 {last - 1})" if last != per_host else "")
+            )
+        )
         host = "127.0.0.1" if hosts == 1 else "HOST"
         every = "" if hosts == 1 else " from every host (HOST: its address)"
-        return (f"# one server per replica, each on its own GPUs and port{where}:\n"
-                f"for i in $(seq 0 {per_host - 1}); do\n  {body}\ndone\n"
-                f"# tokenplan generate takes each server{every}: {endpoint_list(host, base_port, per_host)}")
+        return (
+            f"# one server per replica, each on its own GPUs and port{where}:\n"
+            f"for i in $(seq 0 {per_host - 1}); do\n  {body}\ndone\n"
+            f"# tokenplan generate takes each server{every}: {endpoint_list(host, base_port, per_host)}"
+        )
     command = " \\\n  ".join(args)
     if separate_servers and dp > 1:
-        return (f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
-                f"# and give each to tokenplan generate with its own --endpoint\n{command}")
+        return (
+            f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
+            f"# and give each to tokenplan generate with its own --endpoint\n{command}"
+        )
     per_server = launch.replicas_per_server(False)
     if per_server >= dp:
         return command
     servers = -(-dp // per_server)  # ⌈dp / per_server⌉
     last = dp - (servers - 1) * per_server
     tail = f" (the last running {last} replicas)" if last != per_server else ""
-    return (f"# one server per host: start {servers} of these, each on its own {launch.host_gpus}-GPU host{tail},\n"
-            f"# and give each to tokenplan generate with its own --endpoint\n{command}")
+    return (
+        f"# one server per host: start {servers} of these, each on its own {launch.host_gpus}-GPU host{tail},\n"
+        f"# and give each to tokenplan generate with its own --endpoint\n{command}"
+    )
 
 
 @runtime_checkable
@@ -287,54 +301,84 @@ class Engine(Protocol):
     @property
     def name(self) -> str:
         """Catalog key (``sglang``, ``vllm``, ``trtllm``)."""
+
     @property
     def display_name(self) -> str:
         """Name for people (``SGLang``)."""
+
     @property
     def vendors(self) -> tuple[str, ...]:
         """GPU vendors the engine runs on."""
+
     @property
     def mixed_prefill(self) -> bool:
         """Prompt chunks ride in decode steps (else prefill runs in steps of its own)."""
+
     @property
     def pools(self) -> CachePools:
         """How the memory after weights is split for hybrid state and an MTP draft."""
 
     # ---- defaults, caps and memory
-    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None,
-                 chunk_tokens: int | None = None) -> EngineSettings:
+    def settings(
+        self,
+        gpu: Gpu,
+        layout: Parallelism,
+        *,
+        speculative: bool,
+        vision_cut: float = 1.0,
+        memory_fraction: float | None = None,
+        max_running: int | None = None,
+        chunk_tokens: int | None = None,
+    ) -> EngineSettings:
         """The engine's defaults applied to one deployment (user overrides win; ``chunk_tokens``:
         SGLang ``--chunked-prefill-size``, vLLM ``--max-num-batched-tokens``, TRT-LLM
         ``max_num_tokens``)."""
+
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
         """(hidden, per-partition intermediate) multiples the engine pads routed-expert weights
         of format ``weight`` to on ``gpu`` ((1, 1) = none)."""
+
     def context_must_fit(self) -> bool:
         """The engine refuses to start when its KV pool cannot hold one request of the model's
         whole context (its default ``max_model_len``)."""
+
     def tight_settings(self, settings: EngineSettings, vision_cut: float = 1.0) -> EngineSettings | None:
         """The settings a launch uses when the default reserve leaves no room for the weights,
         or None where the engine has no such rule."""
-    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype,
-                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+
+    def offline_settings(
+        self,
+        settings: EngineSettings,
+        model: ModelSpec,
+        gpu: Gpu,
+        layout: Parallelism,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        isl_tokens: float,
+        osl_tokens: float,
+    ) -> EngineSettings:
         """The settings of an offline (max-throughput) run, where the engine's benchmark tool
         sizes its own batch; ``settings`` where it does not."""
+
     def vision_cut(self, vision_layers: int, vision_hidden: int) -> float:
         """Memory-fraction multiplier for a multimodal checkpoint (1 = none)."""
+
     def auto_kv_dtype(self, weight: Dtype) -> Dtype:
         """The KV-cache format ``--kv-dtype auto`` means for checkpoints in ``weight``."""
+
     def spec_state_copies(self, draft_tokens: int | None) -> int:
         """Extra recurrent-state copies one running request holds under speculative decoding
         (``draft_tokens`` k; None or 0 = off)."""
+
     def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
         """The launch turns the prefix (radix) cache off: what lifting the running cap of a
         hybrid model takes (SGLang ``--disable-radix-cache``)."""
+
     def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
         """The state-pool / KV-pool memory ratio a hybrid model's memory after weights is split
         at (None: one pool holds both, or no state); ``cap_lifted``: the launch lifts the
         engine's default running cap (``Config.lift_running_cap``)."""
+
     def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
         """Running requests per replica the engine allocates state for when the running limit
         is ``limit`` (``settings.max_running``: the cap; ``cap_lifted`` as above)."""
@@ -342,21 +386,26 @@ class Engine(Protocol):
     # ---- scheduler
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
         """KV tokens one running request holds for admission (tokens)."""
+
     def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """Running requests the scheduler admits at most, per replica: ``settings.max_running``
         (the flag: SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
         ``--max_batch_size``), or the engine's rule where it is unset."""
+
     def caps_running_by_default(self, speculative: bool, hybrid_model: bool) -> bool:
         """The default launch caps running requests below what memory allows (a plan then also
         tries a launch that lifts the cap)."""
+
     @property
     def reserves_whole_output(self) -> bool:
         """Admission reserves a request's whole output (TRT-LLM GUARANTEED_NO_EVICT); else a
         running request holds its prompt and the output generated so far."""
+
     @property
     def fraction_digits(self) -> int:
         """Decimals the launch command prints the memory fraction with (a sized fraction is
         rounded up to them, so the printed value still holds the batch)."""
+
     def max_memory_fraction(self, settings: EngineSettings, gpu_bytes: float) -> float:
         """The largest memory fraction a launch may set on a GPU of ``gpu_bytes`` (CUDA-visible)
         while keeping what the engine needs outside its pools."""
@@ -364,6 +413,7 @@ class Engine(Protocol):
     # ---- launch
     def servers_per_replica(self, layout: Parallelism) -> bool:
         """Each DP replica needs a server of its own."""
+
     def launch_command(self, launch: Launch) -> str:
         """The shell command that starts the engine for ``launch``, every value quoted
         (:func:`quote`)."""

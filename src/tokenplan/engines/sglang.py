@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.hardware import Gpu
-from tokenplan.units import GiB, MiB, Dtype
+from tokenplan.units import Dtype, GiB, MiB
 
 # --quantization for a checkpoint re-quantized online or a pre-quantized one (S9 QUANTIZATION_CHOICES).
 _QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
@@ -81,22 +81,41 @@ class Sglang:
         e.pop("source")
         running, tight, hybrid = e.pop("max_running_default"), e.pop("tight_memory"), e.pop("hybrid_state")
         return cls(
-            name=name, vendors=tuple(e.pop("vendors")), buckets=tuple(SglangBucket(**b) for b in e.pop("buckets")),
-            running_per_context_factor=running["per_context_factor"], running_min=running["min"],
-            running_max=running["max"], tight_memory_fraction=tight["fraction"],
-            tight_chunk_tokens=tight["chunk_tokens"], tight_graph_max_bs=tight["graph_max_bs"],
+            name=name,
+            vendors=tuple(e.pop("vendors")),
+            buckets=tuple(SglangBucket(**b) for b in e.pop("buckets")),
+            running_per_context_factor=running["per_context_factor"],
+            running_min=running["min"],
+            running_max=running["max"],
+            tight_memory_fraction=tight["fraction"],
+            tight_chunk_tokens=tight["chunk_tokens"],
+            tight_graph_max_bs=tight["graph_max_bs"],
             # S18: every MambaPool tensor has size + 1 rows (slot 0 takes padded tokens); S3: the
             # MTP/EAGLE draft worker has its own KV pool of the target's token count; S20: each
             # verify ends with a copy of the accepted intermediate state into the request's slot.
-            pools=CachePools(hybrid["state_to_kv_memory_ratio"], hybrid["slots_per_request"],
-                             hybrid["slots_per_request_spec"], padded_state_slot=True, draft_kv_pool=True,
-                             verify_state_commit=True),
-            **e)
+            pools=CachePools(
+                hybrid["state_to_kv_memory_ratio"],
+                hybrid["slots_per_request"],
+                hybrid["slots_per_request_spec"],
+                padded_state_slot=True,
+                draft_kv_pool=True,
+                verify_state_commit=True,
+            ),
+            **e,
+        )
 
     # ------------------------------------------------------------------ defaults and memory
-    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None,
-                 chunk_tokens: int | None = None) -> EngineSettings:
+    def settings(
+        self,
+        gpu: Gpu,
+        layout: Parallelism,
+        *,
+        speculative: bool,
+        vision_cut: float = 1.0,
+        memory_fraction: float | None = None,
+        max_running: int | None = None,
+        chunk_tokens: int | None = None,
+    ) -> EngineSettings:
         """``mem_fraction_static = (GPU − reserve) / GPU × vision_cut`` (S1), the bucket's chunk
         (or ``--chunked-prefill-size``, which also sets the reserve's activation term) and decode
         graph batch, and a running cap of 48 with speculative decoding (S5), else None: derived
@@ -118,18 +137,29 @@ class Sglang:
         bucket = next(b for b in self.buckets if gpu_bytes / GiB < b.below_gib)
         graph_bs = bucket.graph_bs_small_tp if layout.tp < self.graph_bs_large_tp_min else bucket.graph_bs_large_tp
         chunk = chunk_tokens or bucket.chunk_tokens
-        reserve_mib = (self.reserve_base_mib
-                       + self.reserve_per_activation_token_mib * max(chunk, self.reserve_activation_tokens_min)
-                       + self.reserve_per_8_gpus_mib * layout.gpus_per_replica / 8
-                       + self.reserve_graph_mib_per_bs * graph_bs)
+        reserve_mib = (
+            self.reserve_base_mib
+            + self.reserve_per_activation_token_mib * max(chunk, self.reserve_activation_tokens_min)
+            + self.reserve_per_8_gpus_mib * layout.gpus_per_replica / 8
+            + self.reserve_graph_mib_per_bs * graph_bs
+        )
         reserve = reserve_mib * MiB
         if gpu_bytes > self.reserve_floor_above_gib * GiB:
             reserve = max(reserve, self.reserve_floor_gib * GiB)
         fraction = memory_fraction or (gpu_bytes - reserve) / gpu_bytes * vision_cut
         cap = max_running or (self.spec_max_running_default if speculative else None)
         startup = self.startup_context_gib + (self.startup_distributed_gib if layout.tp * layout.pp > 1 else 0.0)
-        return EngineSettings(fraction, 0.0, False, chunk, graph_bs, cap, startup_bytes=startup * GiB,
-                              chunk_set=chunk_tokens is not None, activation_bytes=reserve)
+        return EngineSettings(
+            fraction,
+            0.0,
+            False,
+            chunk,
+            graph_bs,
+            cap,
+            startup_bytes=startup * GiB,
+            chunk_set=chunk_tokens is not None,
+            activation_bytes=reserve,
+        )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
         """(1, 1): no expert padding is modelled for SGLang."""
@@ -148,12 +178,25 @@ class Sglang:
         fraction = self.tight_memory_fraction * vision_cut
         if fraction <= settings.memory_fraction:
             return None
-        return replace(settings, memory_fraction=fraction, chunk_tokens=min(settings.chunk_tokens, self.tight_chunk_tokens),
-                       graph_max_bs=min(settings.graph_max_bs, self.tight_graph_max_bs), tight=True)
+        return replace(
+            settings,
+            memory_fraction=fraction,
+            chunk_tokens=min(settings.chunk_tokens, self.tight_chunk_tokens),
+            graph_max_bs=min(settings.graph_max_bs, self.tight_graph_max_bs),
+            tight=True,
+        )
 
-    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype,
-                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+    def offline_settings(
+        self,
+        settings: EngineSettings,
+        model: ModelSpec,
+        gpu: Gpu,
+        layout: Parallelism,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        isl_tokens: float,
+        osl_tokens: float,
+    ) -> EngineSettings:
         """``settings``: an offline SGLang run (``sglang.bench_offline_throughput``) keeps the
         server's defaults."""
         return settings
@@ -283,8 +326,10 @@ class Sglang:
         if launch.spec_method is not None:
             k = launch.draft_tokens
             algo = "NEXTN" if launch.spec_method == "mtp" else launch.spec_method.upper()
-            args.append(f"--speculative-algorithm {quote(algo)} --speculative-num-steps {k} "
-                        f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
+            args.append(
+                f"--speculative-algorithm {quote(algo)} --speculative-num-steps {k} "
+                f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}"
+            )
         if launch.ssm_dtype is not None and launch.hybrid:
             args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
         if self.disables_radix_cache(launch.hybrid, launch.lift_running_cap):

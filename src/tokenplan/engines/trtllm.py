@@ -24,15 +24,23 @@ from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.hardware import Gpu
-from tokenplan.units import GiB, Dtype
+from tokenplan.units import Dtype, GiB
 
 # Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).
 _BENCH_TUNED = frozenset({Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4})
 
 
-def trtllm_bench_limits(gpu_memory_bytes: float, weight_bytes_total: float, kv_bytes_per_token: float,
-                        state_bytes_per_sequence: float, isl_tokens: float, osl_tokens: float, ranks: int,
-                        pp: int, tuned: bool) -> tuple[int, int]:
+def trtllm_bench_limits(
+    gpu_memory_bytes: float,
+    weight_bytes_total: float,
+    kv_bytes_per_token: float,
+    state_bytes_per_sequence: float,
+    isl_tokens: float,
+    osl_tokens: float,
+    ranks: int,
+    pp: int,
+    tuned: bool,
+) -> tuple[int, int]:
     """``(max_batch_size, max_num_tokens)`` that ``trtllm-bench throughput`` picks for itself
     (TRT-LLM ``bench/tuning/heuristics.py`` ``calc_engine_setting`` / ``finetune_setting``, T5).
 
@@ -107,17 +115,31 @@ class Trtllm:
         return cls(name=name, vendors=tuple(e.pop("vendors")), **e)
 
     # ------------------------------------------------------------------ defaults and memory
-    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None,
-                 chunk_tokens: int | None = None) -> EngineSettings:
+    def settings(
+        self,
+        gpu: Gpu,
+        layout: Parallelism,
+        *,
+        speculative: bool,
+        vision_cut: float = 1.0,
+        memory_fraction: float | None = None,
+        max_running: int | None = None,
+        chunk_tokens: int | None = None,
+    ) -> EngineSettings:
         """``free_gpu_memory_fraction`` of the memory left after weights and the profiling peak
         ``reserve_fixed_gib`` (T2, T3), ``max_num_tokens`` and ``max_batch_size`` (T1, T2), CUDA
         graphs up to ``graph_max_bs`` (T6). The GPU, layout, speculation and vision cut do not
         change these defaults. ``memory_fraction``, ``max_running``, ``chunk_tokens``
         (``max_num_tokens``): user overrides."""
-        return EngineSettings(memory_fraction or self.memory_fraction, self.reserve_fixed_gib * GiB, True,
-                              chunk_tokens or self.max_num_tokens, self.graph_max_bs, max_running or self.max_batch_size,
-                              chunk_set=chunk_tokens is not None)
+        return EngineSettings(
+            memory_fraction or self.memory_fraction,
+            self.reserve_fixed_gib * GiB,
+            True,
+            chunk_tokens or self.max_num_tokens,
+            self.graph_max_bs,
+            max_running or self.max_batch_size,
+            chunk_set=chunk_tokens is not None,
+        )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
         """(1, 1): no expert padding is modelled for TensorRT-LLM."""
@@ -131,9 +153,17 @@ class Trtllm:
         """None: no tighter launch is known for TensorRT-LLM."""
         return None
 
-    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype,
-                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+    def offline_settings(
+        self,
+        settings: EngineSettings,
+        model: ModelSpec,
+        gpu: Gpu,
+        layout: Parallelism,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        isl_tokens: float,
+        osl_tokens: float,
+    ) -> EngineSettings:
         """An offline run is a ``trtllm-bench`` run: the running-request cap and token budget of
         :func:`trtllm_bench_limits` (T5), as the heuristic stood before TensorRT-LLM PR #16707
         (2026-07-22), when the perf-overview tables were measured: KV bytes per token of
@@ -148,9 +178,17 @@ class Trtllm:
         """
         kv_tok = _bench_kv_bytes_per_token(model, kv_dtype, layout.tp)
         ranks = layout.tp * layout.pp
-        bs, tokens = trtllm_bench_limits(gpu.memory_bytes, _bench_engine_bytes(model, weight_dtype), kv_tok,
-                                         state_bytes_per_sequence(model), isl_tokens, osl_tokens, ranks, layout.pp,
-                                         weight_dtype in _BENCH_TUNED)
+        bs, tokens = trtllm_bench_limits(
+            gpu.memory_bytes,
+            _bench_engine_bytes(model, weight_dtype),
+            kv_tok,
+            state_bytes_per_sequence(model),
+            isl_tokens,
+            osl_tokens,
+            ranks,
+            layout.pp,
+            weight_dtype in _BENCH_TUNED,
+        )
         # trtllm-bench runs without chunked prefill unless asked (T5 get_settings): it raises the
         # token budget to the longest prompt plus a full batch of decode tokens
         tokens = max(tokens, math.ceil(isl_tokens) + bs)
@@ -256,10 +294,14 @@ class Trtllm:
             args.append(f"--reasoning_parser {quote(parser)}")
         head = ["cat > extra_llm_api_options.yaml <<'EOF'", *yaml, "EOF"]
         if launch.weight_dtype.value != launch.native_dtype:
-            head.insert(0, f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
-                           f"{launch.weight_dtype.value} checkpoint of {launch.repo}")
-        return "\n".join(head) + "\n" + join_command(launch, args, self.servers_per_replica(lay), "--port",
-                                                      self.base_port)
+            head.insert(
+                0,
+                f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
+                f"{launch.weight_dtype.value} checkpoint of {launch.repo}",
+            )
+        return (
+            "\n".join(head) + "\n" + join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        )
 
 
 def _spec_yaml(method: str, k: int) -> list[str]:
@@ -267,8 +309,11 @@ def _spec_yaml(method: str, k: int) -> list[str]:
     others need a draft model the plan does not know."""
     if method == "mtp":
         return ["  decoding_type: MTP", f"  num_nextn_predict_layers: {k}"]
-    return [f"  decoding_type: {'Eagle3' if method == 'eagle3' else method.upper()}", f"  max_draft_len: {k}",
-            "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint"]
+    return [
+        f"  decoding_type: {'Eagle3' if method == 'eagle3' else method.upper()}",
+        f"  max_draft_len: {k}",
+        "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint",
+    ]
 
 
 # Bytes per element trtllm-bench's heuristic gives a weight or KV quantization (T5 BYTES_PER_ELEM:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.hardware import Gpu
-from tokenplan.units import GiB, MiB, Dtype
+from tokenplan.units import Dtype, GiB, MiB
 
 # --quantization for a checkpoint re-quantized online or a pre-quantized one (V2).
 _QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
@@ -78,13 +78,25 @@ class Vllm:
         KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
         e = dict(entry)
         e.pop("source")
-        return cls(name=name, vendors=tuple(e.pop("vendors")),
-                   small_default_architectures=tuple(e.pop("small_default_architectures")), **e)
+        return cls(
+            name=name,
+            vendors=tuple(e.pop("vendors")),
+            small_default_architectures=tuple(e.pop("small_default_architectures")),
+            **e,
+        )
 
     # ------------------------------------------------------------------ defaults and memory
-    def settings(self, gpu: Gpu, layout: Parallelism, *, speculative: bool, vision_cut: float = 1.0,
-                 memory_fraction: float | None = None, max_running: int | None = None,
-                 chunk_tokens: int | None = None) -> EngineSettings:
+    def settings(
+        self,
+        gpu: Gpu,
+        layout: Parallelism,
+        *,
+        speculative: bool,
+        vision_cut: float = 1.0,
+        memory_fraction: float | None = None,
+        max_running: int | None = None,
+        chunk_tokens: int | None = None,
+    ) -> EngineSettings:
         """``gpu_memory_utilization`` of total memory (V1) less ``reserve_fixed_gib`` of non-torch
         memory (V15) and the profiling peak: a dummy forward of ``max_num_batched_tokens`` and a
         sampler pass over ``max_num_seqs`` rows (the bytes: ``perf.memory.profile_reserve_bytes``)
@@ -98,17 +110,28 @@ class Vllm:
                 max_running, chunk_tokens (``--max-num-batched-tokens``): user overrides (None =
                 default).
         """
-        large = (gpu.memory_bytes >= self.large_gpu_min_gib * GiB
-                 and gpu.architecture not in self.small_default_architectures)
+        large = (
+            gpu.memory_bytes >= self.large_gpu_min_gib * GiB
+            and gpu.architecture not in self.small_default_architectures
+        )
         chunk = chunk_tokens or (self.chunk_tokens_large_gpu if large else self.chunk_tokens_small_gpu)
         cap = max_running or (self.max_running_default_large_gpu if large else self.max_running_default_small_gpu)
         seqs = min(cap, chunk)
         graph_bs = min(self.graph_bs_per_seq * seqs, self.graph_max_bs, chunk)
         graphs = len(vllm_graph_capture_sizes(graph_bs)) * self.graph_estimate_mib_per_size * MiB
-        return EngineSettings(memory_fraction or self.memory_fraction, self.reserve_fixed_gib * GiB, False, chunk,
-                              graph_bs, cap, profile_tokens=chunk, profile_seqs=seqs,
-                              sampler_bytes_per_logit=self.sampler_bytes_per_logit, graph_estimate_bytes=graphs,
-                              chunk_set=chunk_tokens is not None)
+        return EngineSettings(
+            memory_fraction or self.memory_fraction,
+            self.reserve_fixed_gib * GiB,
+            False,
+            chunk,
+            graph_bs,
+            cap,
+            profile_tokens=chunk,
+            profile_seqs=seqs,
+            sampler_bytes_per_logit=self.sampler_bytes_per_logit,
+            graph_estimate_bytes=graphs,
+            chunk_set=chunk_tokens is not None,
+        )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
         """MXFP4 experts on a GPU without native FP4 run through the Marlin MoE kernel, which
@@ -130,9 +153,17 @@ class Vllm:
         """None: no tighter launch is known for vLLM."""
         return None
 
-    def offline_settings(self, settings: EngineSettings, model: ModelSpec, gpu: Gpu, layout: Parallelism,
-                         weight_dtype: Dtype, kv_dtype: Dtype,
-                         isl_tokens: float, osl_tokens: float) -> EngineSettings:
+    def offline_settings(
+        self,
+        settings: EngineSettings,
+        model: ModelSpec,
+        gpu: Gpu,
+        layout: Parallelism,
+        weight_dtype: Dtype,
+        kv_dtype: Dtype,
+        isl_tokens: float,
+        osl_tokens: float,
+    ) -> EngineSettings:
         """``settings``: ``vllm bench throughput`` keeps the engine's defaults."""
         return settings
 

@@ -89,17 +89,38 @@ def _ms(value: Any, path: str, field: str) -> float | None:
     return None if seconds is None else seconds / 1e3
 
 
-def _level(path: str, concurrency: float | None, requests: float, req_s: float, in_tokens: float, out_tokens: float,
-           out_tok_s: float, ttft: dict, tpot: dict, e2e: dict) -> dict[str, Any]:
+def _level(
+    path: str,
+    concurrency: float | None,
+    requests: float,
+    req_s: float,
+    in_tokens: float,
+    out_tokens: float,
+    out_tok_s: float,
+    ttft: dict,
+    tpot: dict,
+    e2e: dict,
+) -> dict[str, Any]:
     achieved = req_s * e2e["mean"] if e2e.get("mean") is not None else None  # Little's law: L = λ·W
     conc = concurrency if concurrency is not None else achieved
     if conc is None:
-        raise ConfigError(path, "max_concurrency", "absent, and no end-to-end latency to infer the "
-                          "concurrency from (Little's law)")
-    return {"concurrency": conc, "achieved_concurrency": achieved if achieved is not None else conc,
-            "requests": int(requests), "errors": 0, "request_throughput_per_s": req_s,
-            "mean_input_tokens": in_tokens, "mean_output_tokens": out_tokens, "output_tok_s": out_tok_s,
-            "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "server": None}
+        raise ConfigError(
+            path, "max_concurrency", "absent, and no end-to-end latency to infer the concurrency from (Little's law)"
+        )
+    return {
+        "concurrency": conc,
+        "achieved_concurrency": achieved if achieved is not None else conc,
+        "requests": int(requests),
+        "errors": 0,
+        "request_throughput_per_s": req_s,
+        "mean_input_tokens": in_tokens,
+        "mean_output_tokens": out_tokens,
+        "output_tok_s": out_tok_s,
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "e2e_s": e2e,
+        "server": None,
+    }
 
 
 def _vllm_like(item: dict, path: str, line: int, kind: str) -> dict[str, Any]:
@@ -108,16 +129,26 @@ def _vllm_like(item: dict, path: str, line: int, kind: str) -> dict[str, Any]:
     if not n:
         raise ConfigError(path, f"{where}: completed", "0 completed requests: nothing to fit")
     e2e_name = "e2e_latency" if kind == "sglang" else "e2el"
-    stats = {name: {stat: _ms(item.get(f"{key}_{name2}_ms"), path, f"{key}_{name2}_ms")
-                    for stat, key in (("mean", "mean"), ("p50", "median"), ("p99", "p99"))}
-             for name, name2 in (("ttft", "ttft"), ("tpot", "tpot"), ("e2e", e2e_name))}
+    stats = {
+        name: {
+            stat: _ms(item.get(f"{key}_{name2}_ms"), path, f"{key}_{name2}_ms")
+            for stat, key in (("mean", "mean"), ("p50", "median"), ("p99", "p99"))
+        }
+        for name, name2 in (("ttft", "ttft"), ("tpot", "tpot"), ("e2e", e2e_name))
+    }
     limit = item.get("max_concurrency")
-    return _level(path, _num(limit, path, "max_concurrency") if limit is not None else None, n,
-                  _num(item.get("request_throughput"), path, "request_throughput"),
-                  _num(item.get("total_input_tokens"), path, "total_input_tokens") / n,
-                  _num(item.get("total_output_tokens"), path, "total_output_tokens") / n,
-                  _num(item.get("output_throughput"), path, "output_throughput"),
-                  stats["ttft"], stats["tpot"], stats["e2e"])
+    return _level(
+        path,
+        _num(limit, path, "max_concurrency") if limit is not None else None,
+        n,
+        _num(item.get("request_throughput"), path, "request_throughput"),
+        _num(item.get("total_input_tokens"), path, "total_input_tokens") / n,
+        _num(item.get("total_output_tokens"), path, "total_output_tokens") / n,
+        _num(item.get("output_throughput"), path, "output_throughput"),
+        stats["ttft"],
+        stats["tpot"],
+        stats["e2e"],
+    )
 
 
 def _aiperf(item: dict, path: str) -> dict[str, Any]:
@@ -131,15 +162,25 @@ def _aiperf(item: dict, path: str) -> dict[str, Any]:
         return _num(value, path, f"{name}.{stat}", required)
 
     def ms(name: str) -> dict[str, float | None]:
-        return {s: (None if (v := metric(name, k, False)) is None else v / 1e3)
-                for s, k in (("mean", "avg"), ("p50", "p50"), ("p99", "p99"))}
+        return {
+            s: (None if (v := metric(name, k, False)) is None else v / 1e3)
+            for s, k in (("mean", "avg"), ("p50", "p50"), ("p99", "p99"))
+        }
 
-    loadgen = ((item.get("input_config") or {}).get("loadgen") or {})
+    loadgen = (item.get("input_config") or {}).get("loadgen") or {}
     concurrency = _num(loadgen.get("concurrency"), path, "input_config.loadgen.concurrency", required=False)
-    return _level(path, concurrency, metric("request_count"), metric("request_throughput"),
-                  metric("input_sequence_length"), metric("output_sequence_length"),
-                  metric("output_token_throughput"), ms("time_to_first_token"), ms("inter_token_latency"),
-                  ms("request_latency"))
+    return _level(
+        path,
+        concurrency,
+        metric("request_count"),
+        metric("request_throughput"),
+        metric("input_sequence_length"),
+        metric("output_sequence_length"),
+        metric("output_token_throughput"),
+        ms("time_to_first_token"),
+        ms("inter_token_latency"),
+        ms("request_latency"),
+    )
 
 
 def _guidellm(bench: dict, path: str, index: int) -> dict[str, Any]:
@@ -158,14 +199,25 @@ def _guidellm(bench: dict, path: str, index: int) -> dict[str, Any]:
         return None if number is None else number * scale
 
     def dist(name: str, scale: float) -> dict[str, float | None]:
-        return {"mean": ok(name, "mean", scale, False), "p50": ok(name, "median", scale, False),
-                "p99": ok(name, "p99", scale, False)}
+        return {
+            "mean": ok(name, "mean", scale, False),
+            "p50": ok(name, "median", scale, False),
+            "p99": ok(name, "p99", scale, False),
+        }
 
-    strategy = ((bench.get("config") or bench.get("args") or {}).get("strategy") or {})
+    strategy = (bench.get("config") or bench.get("args") or {}).get("strategy") or {}
     streams = strategy.get("streams") if strategy.get("type_") == "concurrent" else None
     totals = metrics.get("request_totals") or {}
     requests = _num(totals.get("successful"), path, f"benchmarks[{index}].metrics.request_totals.successful")
-    return _level(path, _num(streams, path, "strategy.streams") if streams is not None else ok("request_concurrency"),
-                  requests, ok("requests_per_second"), ok("prompt_token_count"), ok("output_token_count"),
-                  ok("output_tokens_per_second"), dist("time_to_first_token_ms", 1e-3),
-                  dist("time_per_output_token_ms", 1e-3), dist("request_latency", 1.0))
+    return _level(
+        path,
+        _num(streams, path, "strategy.streams") if streams is not None else ok("request_concurrency"),
+        requests,
+        ok("requests_per_second"),
+        ok("prompt_token_count"),
+        ok("output_token_count"),
+        ok("output_tokens_per_second"),
+        dist("time_to_first_token_ms", 1e-3),
+        dist("time_per_output_token_ms", 1e-3),
+        dist("request_latency", 1.0),
+    )

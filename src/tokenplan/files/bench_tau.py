@@ -38,38 +38,58 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
             or its ``acceptance`` is malformed.
     """
     if not Path(path).is_file():
-        raise InputError("spec", path, "METHOD:K:TAU with TAU a number, or the path of an existing "
-                                       "`tokenplan bench --save` JSON file")
+        raise InputError(
+            "spec",
+            path,
+            "METHOD:K:TAU with TAU a number, or the path of an existing `tokenplan bench --save` JSON file",
+        )
     acc = _vllm_result(path)
     if acc is None:
         acc = load_bench(path).get("acceptance")
     if not acc:
-        raise InputError("spec", path, "a bench JSON that measured speculative acceptance (this one holds none: "
-                                       "the server reported none, or the file predates bench reading it)")
+        raise InputError(
+            "spec",
+            path,
+            "a bench JSON that measured speculative acceptance (this one holds none: "
+            "the server reported none, or the file predates bench reading it)",
+        )
     if not isinstance(acc, dict) or not _number(acc.get("tau")):
         raise ConfigError(path, "acceptance.tau", f"expected a number, got {acc!r:.80}")
     per_pos = acc.get("per_position") or []
-    buckets = [b for b in acc.get("context_buckets") or () if isinstance(b, dict) and _number(b.get("tau"))
-               and _number(b.get("mean_decode_context_tokens")) and b["mean_decode_context_tokens"] > 0]
+    buckets = [
+        b
+        for b in acc.get("context_buckets") or ()
+        if isinstance(b, dict)
+        and _number(b.get("tau"))
+        and _number(b.get("mean_decode_context_tokens"))
+        and b["mean_decode_context_tokens"] > 0
+    ]
     name = Path(path).name
     if per_pos:
         if not all(_number(p) for p in per_pos):
             raise ConfigError(path, "acceptance.per_position", f"expected numbers, got {per_pos!r:.80}")
         if draft_tokens > len(per_pos):
-            raise InputError("spec draft tokens", draft_tokens,
-                             f"at most {len(per_pos)}, the draft positions {name} measured")
+            raise InputError(
+                "spec draft tokens", draft_tokens, f"at most {len(per_pos)}, the draft positions {name} measured"
+            )
         tau = 1.0 + sum(per_pos[:draft_tokens])
         rates = ", ".join(f"{p:.2f}" for p in per_pos[:draft_tokens])
-        return tau, (f"τ {tau:.2f} for k={draft_tokens} from {name}: 1 + its per-position acceptance {rates} "
-                     f"({acc.get('source')}, over the whole sweep; the job decodes at ~{context_tokens:,.0f} "
-                     "tokens of context).")
+        return tau, (
+            f"τ {tau:.2f} for k={draft_tokens} from {name}: 1 + its per-position acceptance {rates} "
+            f"({acc.get('source')}, over the whole sweep; the job decodes at ~{context_tokens:,.0f} "
+            "tokens of context)."
+        )
     if buckets:
         best = min(buckets, key=lambda b: abs(math.log(b["mean_decode_context_tokens"] / max(context_tokens, 1.0))))
-        return best["tau"], (f"τ {best['tau']:.2f} from {name}: its {best['bucket']} context bucket "
-                             f"({best['requests']} requests decoded at ~{best['mean_decode_context_tokens']:,.0f} "
-                             f"tokens), the nearest to the job's ~{context_tokens:,.0f}.")
-    return acc["tau"], (f"τ {acc['tau']:.2f} from {name}: over the whole sweep ({acc.get('source')}; "
-                        "no per-position or per-context figures in the file).")
+        return best["tau"], (
+            f"τ {best['tau']:.2f} from {name}: its {best['bucket']} context bucket "
+            f"({best['requests']} requests decoded at ~{best['mean_decode_context_tokens']:,.0f} "
+            f"tokens), the nearest to the job's ~{context_tokens:,.0f}."
+        )
+    return acc["tau"], (
+        f"τ {acc['tau']:.2f} from {name}: over the whole sweep ({acc.get('source')}; "
+        "no per-position or per-context figures in the file)."
+    )
 
 
 def _vllm_result(path: str) -> dict | None:
@@ -77,7 +97,11 @@ def _vllm_result(path: str) -> dict | None:
     by drafts) as a bench ``acceptance`` dict, or None when the file is not one."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-        runs = [json.loads(line) for line in text.splitlines() if line.strip()] if "\n" in text.strip() else [json.loads(text)]
+        runs = (
+            [json.loads(line) for line in text.splitlines() if line.strip()]
+            if "\n" in text.strip()
+            else [json.loads(text)]
+        )
     except (OSError, UnicodeDecodeError, ValueError):
         return None  # load_bench says what is wrong
     if not runs or not all(isinstance(r, dict) and _number(r.get("spec_decode_acceptance_length")) for r in runs):
@@ -85,8 +109,11 @@ def _vllm_result(path: str) -> dict | None:
     drafts = [r.get("spec_decode_num_drafts") if _number(r.get("spec_decode_num_drafts")) else 1 for r in runs]
     tau = 1 + sum((r["spec_decode_acceptance_length"] - 1) * d for r, d in zip(runs, drafts)) / sum(drafts)
     rates = [r.get("spec_decode_per_position_acceptance_rates") or [] for r in runs]
-    per_pos = ([sum(rs[i] * d for rs, d in zip(rates, drafts)) / sum(drafts) for i in range(len(rates[0]))]
-               if len({len(rs) for rs in rates}) == 1 else [])
+    per_pos = (
+        [sum(rs[i] * d for rs, d in zip(rates, drafts)) / sum(drafts) for i in range(len(rates[0]))]
+        if len({len(rs) for rs in rates}) == 1
+        else []
+    )
     return {"tau": tau, "source": "vllm bench serve", "per_position": per_pos, "context_buckets": []}
 
 

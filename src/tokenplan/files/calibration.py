@@ -81,8 +81,9 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
         moved[group] = {k: (getattr(base, k), v, _sigma(sigma.get(f"{group}.{k}"))) for k, v in values.items()}
     provenance = f"{data.get('provenance', source)}, over the shipped fit ({shipped.provenance})"
     fitted = data.get("fitted_on")
-    return CalibrationFile(EfficiencyTable(shipped.default, by_group, provenance),
-                           fitted if isinstance(fitted, dict) else None, moved)
+    return CalibrationFile(
+        EfficiencyTable(shipped.default, by_group, provenance), fitted if isinstance(fitted, dict) else None, moved
+    )
 
 
 def _sigma(value: object) -> float | None:
@@ -109,8 +110,12 @@ def read_calibration_file(path: str) -> CalibrationFile:
         return layer_update(data, path)
     if "default" not in data and not data.get("groups"):
         # an empty profile would silently plan at the built-in defaults, not at a fit
-        raise ConfigError(path, "default", "required key is missing (a profile holds 'default' and/or 'groups' "
-                          "of fitted factors, as tokenplan calibrate writes them)")
+        raise ConfigError(
+            path,
+            "default",
+            "required key is missing (a profile holds 'default' and/or 'groups' "
+            "of fitted factors, as tokenplan calibrate writes them)",
+        )
     fitted = data.get("fitted_on")
     return CalibrationFile(efficiency_table_from_json(data, path), fitted if isinstance(fitted, dict) else None)
 
@@ -133,11 +138,19 @@ def moved_lines(path: str) -> list[str]:
         return [f"calibration {path}: a full table that replaces the shipped fit ({read.table.provenance})"]
     lines = []
     for group, factors in read.moved.items():
-        parts = [f"{k} {_show(k, old)} → {_show(k, new)} ({(new / old - 1) * 100 if old else math.inf:+.0f} %"
-                 + ("" if s is None else f", ±{_show(k, s)}") + ")" for k, (old, new, s) in factors.items()]
-        lines.append(f"calibration {path} moves {group}: " + "; ".join(parts)
-                     + "; every other factor and group is the shipped fit" if parts else
-                     f"calibration {path} moves nothing in {group} (its data did not improve on the shipped fit)")
+        parts = [
+            f"{k} {_show(k, old)} → {_show(k, new)} ({(new / old - 1) * 100 if old else math.inf:+.0f} %"
+            + ("" if s is None else f", ±{_show(k, s)}")
+            + ")"
+            for k, (old, new, s) in factors.items()
+        ]
+        lines.append(
+            f"calibration {path} moves {group}: "
+            + "; ".join(parts)
+            + "; every other factor and group is the shipped fit"
+            if parts
+            else f"calibration {path} moves nothing in {group} (its data did not improve on the shipped fit)"
+        )
     return lines
 
 

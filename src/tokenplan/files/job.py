@@ -12,7 +12,6 @@ from tokenplan.errors import ConfigError, InputError, allowed_from_validation
 from tokenplan.loaders import load_yaml
 from tokenplan.units import MAX_REQUEST_TOKENS
 
-
 # Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
 # 10,000 $/h is far above any, while keeping cost arithmetic finite (1e308 used to print $inf).
 MAX_PRICE_USD_PER_GPU_HOUR = 10_000
@@ -35,8 +34,9 @@ def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
     for part in loc:
         field = model.model_fields.get(str(part))
         inner = getattr(field, "annotation", None) if field else None
-        inner = next((a for a in getattr(inner, "__args__", (inner,)) if isinstance(a, type)
-                      and issubclass(a, BaseModel)), None)
+        inner = next(
+            (a for a in getattr(inner, "__args__", (inner,)) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
         if inner is None:
             return []
         model = inner
@@ -101,7 +101,10 @@ class JobFile(BaseModel):
         for prefix, lengths in (("isl", self.isl), ("osl", self.osl)):
             if lengths is not None:
                 fields[f"{prefix}_mean"], fields[f"{prefix}_sigma"], fields[f"{prefix}_cap"] = (
-                    lengths.mean, lengths.sigma, lengths.cap)
+                    lengths.mean,
+                    lengths.sigma,
+                    lengths.cap,
+                )
         return fields
 
 

@@ -28,13 +28,21 @@ from tokenplan.units import MS_PER_S
 THROUGHPUT = "throughput"
 SERVING = "serving"
 
-THROUGHPUT_COLUMNS = ("engine", "model", "gpu", "num_gpus", "tp", "isl", "osl", "concurrency",
-                      "output_tok_s_per_gpu")
+THROUGHPUT_COLUMNS = ("engine", "model", "gpu", "num_gpus", "tp", "isl", "osl", "concurrency", "output_tok_s_per_gpu")
 SERVING_COLUMNS = ("engine", "model", "gpu", "isl", "osl", "concurrency", "tp", "ttft_ms", "tpot_ms")
 
 # aiconfigurator quant modes → tokenplan weight dtypes (int4_wo = INT4 weight-only, W4A16).
-_QUANT_TO_DTYPE = {"nvfp4": "nvfp4", "fp4": "nvfp4", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "w4a16",
-                   "int4": "w4a16", "bf16": "bf16", "fp16": "fp16", "": "bf16"}
+_QUANT_TO_DTYPE = {
+    "nvfp4": "nvfp4",
+    "fp4": "nvfp4",
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "int4_wo": "w4a16",
+    "int4": "w4a16",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "": "bf16",
+}
 
 
 class _RowError(Exception):
@@ -187,7 +195,9 @@ def _trust(row: dict, blank: str) -> str:
     if not text:
         return blank
     if text not in TRUST_LEVELS:
-        raise _RowError(f"column trust value {_text(row, 'trust')!r} is not one of {', '.join(TRUST_LEVELS)} (or blank)")
+        raise _RowError(
+            f"column trust value {_text(row, 'trust')!r} is not one of {', '.join(TRUST_LEVELS)} (or blank)"
+        )
     return text
 
 
@@ -208,10 +218,12 @@ def _screen_throughput(m: Measurement) -> Measurement:
         return m
     allowed = tok_s / ratio
     gpus = f"{m.num_gpus} GPU" + ("s" if m.num_gpus != 1 else "")
-    reason = (f"output_tok_s_per_gpu {m.output_tok_s_per_gpu:g} set aside: its own latencies allow "
-              f"{allowed:,.1f} tok/s/GPU ({in_flight:g} in flight × OSL {m.osl_tokens:g} / (TTFT "
-              f"{ttft_s * MS_PER_S:g} ms + OSL × TPOT {tpot_s * MS_PER_S:g} ms) / {gpus}), "
-              f"measured/allowed {ratio:.2f}, outside {low:g}–{high:g} (Little's law); its TTFT and TPOT are used")
+    reason = (
+        f"output_tok_s_per_gpu {m.output_tok_s_per_gpu:g} set aside: its own latencies allow "
+        f"{allowed:,.1f} tok/s/GPU ({in_flight:g} in flight × OSL {m.osl_tokens:g} / (TTFT "
+        f"{ttft_s * MS_PER_S:g} ms + OSL × TPOT {tpot_s * MS_PER_S:g} ms) / {gpus}), "
+        f"measured/allowed {ratio:.2f}, outside {low:g}–{high:g} (Little's law); its TTFT and TPOT are used"
+    )
     return replace(m, output_tok_s_per_gpu=None, throughput_set_aside=reason)
 
 
@@ -222,41 +234,66 @@ def _throughput_row(row: dict, line: int) -> Measurement:
         raise _RowError(f"column attention_dp value {flag!r} is not one of true, false (or blank: false)")
     attention_dp = _FLAGS[flag]
     ep_default = tp if attention_dp else 1
-    return _screen_throughput(Measurement(
-        line=line, row_id=_text(row, "id") or str(line), engine=_required_text(row, "engine"),
-        model=_required_text(row, "model"), gpu=_required_text(row, "gpu"),
-        num_gpus=int(_number(row, "num_gpus")), tp=tp, pp=pp, ep=_int(row, "ep", ep_default),
-        attention_dp=attention_dp, weight_dtype=_text(row, "weight_dtype").lower() or "auto",
-        kv_dtype=_text(row, "kv_dtype").lower() or "auto",
-        isl_tokens=_optional_positive(row, "isl"), osl_tokens=_optional_positive(row, "osl"),
-        concurrency=_concurrency(row), num_requests=_optional_positive(row, "num_requests"),
-        spec=spec_from_text(_text(row, "spec_decode")),
-        output_tok_s_per_gpu=_number(row, "output_tok_s_per_gpu"),
-        # an ungraded throughput point weighs as an ordinary public run, not as a vendor table
-        trust=_trust(row, blank="medium"),
-        # inferencex-dev.csv: the run's median TTFT and TPOT next to its throughput
-        ttft_s=_median_ms(row, "ttft_ms_median"), tpot_s=_median_ms(row, "tpot_ms_median"),
-        length_low_fraction=_length_low_fraction(row), max_running=_max_running(row),
-        length_set=_length_set(row),
-    ))
+    return _screen_throughput(
+        Measurement(
+            line=line,
+            row_id=_text(row, "id") or str(line),
+            engine=_required_text(row, "engine"),
+            model=_required_text(row, "model"),
+            gpu=_required_text(row, "gpu"),
+            num_gpus=int(_number(row, "num_gpus")),
+            tp=tp,
+            pp=pp,
+            ep=_int(row, "ep", ep_default),
+            attention_dp=attention_dp,
+            weight_dtype=_text(row, "weight_dtype").lower() or "auto",
+            kv_dtype=_text(row, "kv_dtype").lower() or "auto",
+            isl_tokens=_optional_positive(row, "isl"),
+            osl_tokens=_optional_positive(row, "osl"),
+            concurrency=_concurrency(row),
+            num_requests=_optional_positive(row, "num_requests"),
+            spec=spec_from_text(_text(row, "spec_decode")),
+            output_tok_s_per_gpu=_number(row, "output_tok_s_per_gpu"),
+            # an ungraded throughput point weighs as an ordinary public run, not as a vendor table
+            trust=_trust(row, blank="medium"),
+            # inferencex-dev.csv: the run's median TTFT and TPOT next to its throughput
+            ttft_s=_median_ms(row, "ttft_ms_median"),
+            tpot_s=_median_ms(row, "tpot_ms_median"),
+            length_low_fraction=_length_low_fraction(row),
+            max_running=_max_running(row),
+            length_set=_length_set(row),
+        )
+    )
 
 
 def _serving_row(row: dict, line: int) -> Measurement:
     tp, pp = _int(row, "tp"), _int(row, "pp")
     adp = _int(row, "attention_dp_size")
     gpus = tp * adp * pp
-    quant = _text(row, "moe_quant_mode").lower() or _text(row, "gemm_quant_mode").lower() \
-        or _text(row, "precision").lower()
+    quant = (
+        _text(row, "moe_quant_mode").lower() or _text(row, "gemm_quant_mode").lower() or _text(row, "precision").lower()
+    )
     if quant not in _QUANT_TO_DTYPE:
         raise _RowError(f"quant mode {quant!r} is not one of {', '.join(sorted(k for k in _QUANT_TO_DTYPE if k))}")
     weight = _QUANT_TO_DTYPE[quant]
     return Measurement(
-        line=line, row_id=_text(row, "id") or str(line), engine=_required_text(row, "engine"),
-        model=_required_text(row, "model"), gpu=_required_text(row, "gpu"), num_gpus=gpus,
-        tp=gpus // pp, pp=pp, ep=_int(row, "moe_ep_size"), attention_dp=adp > 1, weight_dtype=weight,
+        line=line,
+        row_id=_text(row, "id") or str(line),
+        engine=_required_text(row, "engine"),
+        model=_required_text(row, "model"),
+        gpu=_required_text(row, "gpu"),
+        num_gpus=gpus,
+        tp=gpus // pp,
+        pp=pp,
+        ep=_int(row, "moe_ep_size"),
+        attention_dp=adp > 1,
+        weight_dtype=weight,
         kv_dtype="bf16" if weight in ("bf16", "fp16") else "fp8",
-        isl_tokens=_number(row, "isl"), osl_tokens=_number(row, "osl"), concurrency=_number(row, "concurrency"),
-        ttft_s=_number(row, "ttft_ms") / MS_PER_S, tpot_s=_number(row, "tpot_ms") / MS_PER_S,
+        isl_tokens=_number(row, "isl"),
+        osl_tokens=_number(row, "osl"),
+        concurrency=_number(row, "concurrency"),
+        ttft_s=_number(row, "ttft_ms") / MS_PER_S,
+        tpot_s=_number(row, "tpot_ms") / MS_PER_S,
         # serving-dev.csv has no trust column: its rows are NVIDIA's own silicon samples
         # (aiconfigurator), the vendor-measured class that dev.csv grades high
         trust=_trust(row, blank="high"),
@@ -274,8 +311,12 @@ def detect_kind(path: str, columns: list[str]) -> str:
         missing = [c for c in THROUGHPUT_COLUMNS if c not in have]
         kind = THROUGHPUT
     if missing:
-        raise ConfigError(path, "header", f"missing column(s) {', '.join(missing)} (expected the columns of "
-                                          f"dev.csv, inferencex-dev.csv or serving-dev.csv)")
+        raise ConfigError(
+            path,
+            "header",
+            f"missing column(s) {', '.join(missing)} (expected the columns of "
+            f"dev.csv, inferencex-dev.csv or serving-dev.csv)",
+        )
     return kind
 
 
@@ -302,8 +343,9 @@ def read_measurements(path: str) -> MeasurementFile:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, "encoding", f"cannot be read as UTF-8 text ({exc.__class__.__name__}); "
-                                            "expected a UTF-8 CSV file") from None
+        raise ConfigError(
+            path, "encoding", f"cannot be read as UTF-8 text ({exc.__class__.__name__}); expected a UTF-8 CSV file"
+        ) from None
     # a long notes field (a pasted command line, a log excerpt) is data, not an error: the csv
     # module's default limit is 128 KiB per field
     csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT_BYTES))
@@ -314,8 +356,9 @@ def read_measurements(path: str) -> MeasurementFile:
     twice = next((c for i, c in enumerate(columns) if c and c in columns[:i]), None)  # unnamed: never read
     if twice is not None:  # csv.DictReader keeps the last of two same-named columns, silently
         first, second = [i + 1 for i, c in enumerate(columns) if c == twice][:2]
-        raise ConfigError(path, "header", f"column {twice!r} appears twice (columns {first} and {second}; "
-                                          "allowed: each column once)")
+        raise ConfigError(
+            path, "header", f"column {twice!r} appears twice (columns {first} and {second}; allowed: each column once)"
+        )
     kind = detect_kind(path, columns)
     parse = _serving_row if kind == SERVING else _throughput_row
     rows, skipped = [], []

@@ -20,10 +20,25 @@ BENCH_KEYS = ("model", "num_gpus", "levels")
 BENCH_LEVEL_KEYS = ("concurrency", "requests", "errors", "duration_s", "output_tok_s")
 PLAN_KEYS = ("model", "engine", "job", "options")
 # The figures the report draws from a plan: numbers where present (null where the plan has none).
-PLAN_OPTION_NUMBERS = ("count", "usd_per_gpu_hour", "output_tok_s_total", "output_tok_s_per_gpu", "wall_days",
-                       "drain_hours", "gpu_hours", "usd", "usd_per_mtok", "batch_per_replica", "tpot_ms", "ttft_ms",
-                       "weight_bytes_per_gpu", "kv_capacity_tokens", "concurrency_per_endpoint",
-                       "max_running_requests", "gpu_bytes")
+PLAN_OPTION_NUMBERS = (
+    "count",
+    "usd_per_gpu_hour",
+    "output_tok_s_total",
+    "output_tok_s_per_gpu",
+    "wall_days",
+    "drain_hours",
+    "gpu_hours",
+    "usd",
+    "usd_per_mtok",
+    "batch_per_replica",
+    "tpot_ms",
+    "ttft_ms",
+    "weight_bytes_per_gpu",
+    "kv_capacity_tokens",
+    "concurrency_per_endpoint",
+    "max_running_requests",
+    "gpu_bytes",
+)
 PLAN_JOB_NUMBERS = ("samples", "isl_mean_tokens", "osl_mean_tokens", "output_tokens")
 BENCH_LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 
@@ -46,8 +61,7 @@ def _kind(value: object) -> str:
     return "a finite number" if isinstance(value, float) else "a number"
 
 
-def _require(obj: object, keys: tuple[str, ...], path: Path, where: str,
-             numbers: tuple[str, ...] = ()) -> dict:
+def _require(obj: object, keys: tuple[str, ...], path: Path, where: str, numbers: tuple[str, ...] = ()) -> dict:
     """``obj`` as a dict holding ``keys``, those in ``numbers`` numeric. Raises ConfigError."""
     if not isinstance(obj, dict):
         raise ConfigError(str(path), where, f"expected a JSON object, got {type(obj).__name__}")
@@ -56,8 +70,11 @@ def _require(obj: object, keys: tuple[str, ...], path: Path, where: str,
             raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key, "missing")
     for key in numbers:
         if not _number(obj[key]):
-            raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key,
-                              f"expected {_kind(obj[key])}, got {obj[key]!r}")
+            raise ConfigError(
+                str(path),
+                f"{where}.{key}" if where != "top level" else key,
+                f"expected {_kind(obj[key])}, got {obj[key]!r}",
+            )
     return obj
 
 
@@ -65,8 +82,11 @@ def _numbers_or_null(obj: dict, keys: tuple[str, ...], path: Path, where: str) -
     """Each of ``keys`` present in ``obj`` is a number or null. Raises ConfigError naming it."""
     for key in keys:
         if key in obj and obj[key] is not None and not _number(obj[key]):
-            raise ConfigError(str(path), f"{where}.{key}" if where != "top level" else key,
-                              f"expected {_kind(obj[key])}, got {obj[key]!r}")
+            raise ConfigError(
+                str(path),
+                f"{where}.{key}" if where != "top level" else key,
+                f"expected {_kind(obj[key])}, got {obj[key]!r}",
+            )
 
 
 def _texts(obj: dict, keys: tuple[str, ...], path: Path) -> None:
@@ -89,8 +109,7 @@ def load_run_summary(run_dir: str | Path) -> dict:
     path = folder / "summary.json"
     if not path.is_file():
         raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
-    data = _require(_read_json(path), SUMMARY_KEYS, path, "top level",
-                    numbers=SUMMARY_KEYS[1:])
+    data = _require(_read_json(path), SUMMARY_KEYS, path, "top level", numbers=SUMMARY_KEYS[1:])
     _texts(data, ("model",), path)
     _numbers_or_null(data, ("plan_output_tok_s",), path, "top level")
     e2e = data.get("latency_e2e")

@@ -190,8 +190,9 @@ def _check(model: type[BaseModel], value: object, source: str, where: tuple = ()
         loc = where + tuple(err["loc"])
         if err["type"] == "missing":
             raise ConfigError(source, _key(loc), "missing") from None
-        raise ConfigError(source, _key(loc), f"{err.get('input')!r} is not allowed "
-                          f"(allowed: {allowed_from_validation(err)})") from None
+        raise ConfigError(
+            source, _key(loc), f"{err.get('input')!r} is not allowed (allowed: {allowed_from_validation(err)})"
+        ) from None
 
 
 def check_plan_shape(data: dict, source: str) -> None:

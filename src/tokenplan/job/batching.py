@@ -98,8 +98,9 @@ class SteadyState:
         return "concurrency" if self.batch < self.limits.limit else self.limits.reason
 
 
-def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: LengthDist,
-                 osl: LengthDist, spec: SpecDecode | None) -> BatchLimits:
+def batch_limits(
+    d: Deployment, engine: Engine, settings: EngineSettings, isl: LengthDist, osl: LengthDist, spec: SpecDecode | None
+) -> BatchLimits:
     """The most sequences one replica runs (see the module docstring). The engine's scheduler
     says what context a running request holds (``Engine.running_context_tokens``: the running
     mean context, or ISL + OSL where admission reserves the whole request, TRT-LLM's
@@ -122,8 +123,9 @@ def batch_limits(d: Deployment, engine: Engine, settings: EngineSettings, isl: L
     return BatchLimits(kv, state, cap, max(math.floor(candidates[reason]), 0.0), reason)
 
 
-def draft_s(d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode,
-            one: StepTime | None = None) -> float:
+def draft_s(
+    d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode, one: StepTime | None = None
+) -> float:
     """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
     each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost.
     ``one``: ``step_time(d, eff, batch, ctx)`` where the caller has it already."""
@@ -250,14 +252,28 @@ def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
         i, v = j + 1, nxt
 
 
-def _step(d: Deployment, eff: Efficiency, steps: StepMemo | None, decode_seqs: float, context_tokens: float,
-          prefill_tokens: float, prefill_context_tokens: float, query_tokens_per_seq: float,
-          prompt_chunk_tokens: float) -> StepTime:
+def _step(
+    d: Deployment,
+    eff: Efficiency,
+    steps: StepMemo | None,
+    decode_seqs: float,
+    context_tokens: float,
+    prefill_tokens: float,
+    prefill_context_tokens: float,
+    query_tokens_per_seq: float,
+    prompt_chunk_tokens: float,
+) -> StepTime:
     """``step_time`` with every argument given, looked up first in ``steps`` (a memo of one
     deployment and one ``eff``, owned by ``job.evaluate.Prepared``: a sweep over concurrency
     asks for the same prefill steps at every level) where the caller keeps one."""
-    args = (decode_seqs, context_tokens, prefill_tokens, prefill_context_tokens, query_tokens_per_seq,
-            prompt_chunk_tokens)
+    args = (
+        decode_seqs,
+        context_tokens,
+        prefill_tokens,
+        prefill_context_tokens,
+        query_tokens_per_seq,
+        prompt_chunk_tokens,
+    )
     if steps is None:
         return step_time(d, eff, *args)
     got = steps.get(args)
@@ -274,9 +290,19 @@ class _Cycle(NamedTuple):
     own_s: float  # one request's own prefill
 
 
-def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, ctx: float,
-                 isl: LengthDist, n_dec: float, query: float, dec_s: float, dec_kernel_s: float,
-                 steps: StepMemo | None = None) -> _Cycle:
+def _mixed_cycle(
+    d: Deployment,
+    eff: Efficiency,
+    settings: EngineSettings,
+    batch: float,
+    ctx: float,
+    isl: LengthDist,
+    n_dec: float,
+    query: float,
+    dec_s: float,
+    dec_kernel_s: float,
+    steps: StepMemo | None = None,
+) -> _Cycle:
     """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
     decode batch and, while a prompt waits, as much of it as the token budget holds.
 
@@ -304,15 +330,25 @@ def _mixed_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch
         cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
         n_steps = max(n_dec, prompt_tokens / budget)
-        mixed = _step(d, eff, steps, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query,
-                      prompt_chunk)
+        mixed = _step(
+            d, eff, steps, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query, prompt_chunk
+        )
         cycle = n_steps * (mixed.total_s + overhead_s)
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
     return _Cycle(cycle, prefill_share, n_own * piece_s)
 
 
-def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, batch: float, isl: LengthDist,
-                    n_dec: float, dec_s: float, pre: StepTime, steps: StepMemo | None = None) -> _Cycle:
+def _separate_cycle(
+    d: Deployment,
+    eff: Efficiency,
+    settings: EngineSettings,
+    batch: float,
+    isl: LengthDist,
+    n_dec: float,
+    dec_s: float,
+    pre: StepTime,
+    steps: StepMemo | None = None,
+) -> _Cycle:
     """Engines that keep prefill apart (SGLang default): the cycle's ``B·ISL`` prompt tokens run
     in prefill-only steps of ``min(chunk, B·ISL)`` tokens each, of time ``pre``, during which
     decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
@@ -321,27 +357,46 @@ def _separate_cycle(d: Deployment, eff: Efficiency, settings: EngineSettings, ba
     prompt_tokens = batch * isl.mean
     n_chunks = prompt_tokens / min(chunk, prompt_tokens) if prompt_tokens > 0 else 0.0
     cycle = n_dec * dec_s + n_chunks * pre.total_s
-    own = _step(d, eff, steps, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2, 1.0,
-                min(isl.mean, chunk)).total_s * math.ceil(isl.mean / chunk)
+    own = _step(
+        d, eff, steps, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2, 1.0, min(isl.mean, chunk)
+    ).total_s * math.ceil(isl.mean / chunk)
     return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
 
 
-def _wave_ttft_s(d: Deployment, eff: Efficiency, batch: float, isl_tokens: float, chunk: int,
-                 full_step_s: float, steps: StepMemo | None = None) -> float:
+def _wave_ttft_s(
+    d: Deployment,
+    eff: Efficiency,
+    batch: float,
+    isl_tokens: float,
+    chunk: int,
+    full_step_s: float,
+    steps: StepMemo | None = None,
+) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
     last step partly filled (seconds). ``full_step_s``: one prefill step of ``min(chunk, the
     wave's prompt tokens)``, which is already the whole wave when it fits one step."""
     full_steps, share_last, last_tokens = wave_steps_mean(batch, isl_tokens, chunk)
-    last_s = (full_step_s if last_tokens >= chunk or full_steps == 0.0 else
-              _step(d, eff, steps, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s)
+    last_s = (
+        full_step_s
+        if last_tokens >= chunk or full_steps == 0.0
+        else _step(d, eff, steps, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
+    )
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
 
 
-def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: EngineSettings,
-                 isl: LengthDist, osl: LengthDist, concurrency: float | None,
-                 spec: SpecDecode | None = None, limits: BatchLimits | None = None,
-                 steps: StepMemo | None = None) -> SteadyState:
+def steady_state(
+    d: Deployment,
+    eff: Efficiency,
+    engine: Engine,
+    settings: EngineSettings,
+    isl: LengthDist,
+    osl: LengthDist,
+    concurrency: float | None,
+    spec: SpecDecode | None = None,
+    limits: BatchLimits | None = None,
+    steps: StepMemo | None = None,
+) -> SteadyState:
     """Steady state of one replica at ``concurrency`` requests in flight.
 
     Args:
@@ -388,10 +443,20 @@ def steady_state(d: Deployment, eff: Efficiency, engine: Engine, settings: Engin
     warnings: list[str] = []
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
-        warnings.append(f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
-                        f"({limits.reason}); the rest queue")
+        warnings.append(
+            f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
+            f"({limits.reason}); the rest queue"
+        )
     bound = roofline_step_s(d, one)
-    return SteadyState(batch=batch, limits=limits, output_tok_s=batch * osl.mean / cyc.cycle_s,
-                       tpot_s=cyc.cycle_s / osl.mean, ttft_s=ttft, decode_step=dec, cycle_s=cyc.cycle_s,
-                       prefill_share=cyc.prefill_share,
-                       roofline_output_tok_s=batch / bound if bound > 0 else math.inf, warnings=tuple(warnings))
+    return SteadyState(
+        batch=batch,
+        limits=limits,
+        output_tok_s=batch * osl.mean / cyc.cycle_s,
+        tpot_s=cyc.cycle_s / osl.mean,
+        ttft_s=ttft,
+        decode_step=dec,
+        cycle_s=cyc.cycle_s,
+        prefill_share=cyc.prefill_share,
+        roofline_output_tok_s=batch / bound if bound > 0 else math.inf,
+        warnings=tuple(warnings),
+    )

@@ -135,15 +135,24 @@ def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple
         return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
     warnings = []
     if weight.compute_dtype not in gpu.native_dtypes:
-        warnings.append(f"{weight.value} weights are not native on {gpu.architecture}: they run weight-only "
-                        f"(dequantized to BF16) at the BF16 compute rate")
+        warnings.append(
+            f"{weight.value} weights are not native on {gpu.architecture}: they run weight-only "
+            f"(dequantized to BF16) at the BF16 compute rate"
+        )
     if weight is Dtype.W4A16:
         warnings.append("w4a16 weights run 16-bit math (weight-only INT4)")
     return None, warnings
 
 
-def evaluate(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
-             concurrency: float | None) -> Evaluation | Rejection:
+def evaluate(
+    model: ModelSpec,
+    gpu: Gpu,
+    config: Config,
+    eff: Efficiency,
+    isl: LengthDist,
+    osl: LengthDist,
+    concurrency: float | None,
+) -> Evaluation | Rejection:
     """Evaluate a configuration at ``concurrency`` requests in flight per replica (None = offline).
 
     Returns a Rejection (never raises) for layouts that do not divide, formats the GPU cannot
@@ -193,11 +202,13 @@ _DEPLOYED: _Memo[Deployed | Rejection] = _Memo(4096)
 _STEPS: _Memo[StepMemo] = _Memo(64)
 
 
-def _prepared(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
-              offline: bool) -> Prepared | Rejection:
+def _prepared(
+    model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist, offline: bool
+) -> Prepared | Rejection:
     """:func:`prepare`, or its result for the same objects from :data:`_PREPARED`."""
-    return _PREPARED.get((model, gpu, config, eff, isl, osl), offline,
-                         lambda: prepare(model, gpu, config, eff, isl, osl, offline))
+    return _PREPARED.get(
+        (model, gpu, config, eff, isl, osl), offline, lambda: prepare(model, gpu, config, eff, isl, osl, offline)
+    )
 
 
 def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
@@ -207,8 +218,11 @@ def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: 
 
 def _below_one(config: Config, concurrency: float) -> Rejection:
     lay = config.layout
-    return Rejection(config, f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per "
-                             f"replica ({lay.dp} replicas)", "concurrency")
+    return Rejection(
+        config,
+        f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per replica ({lay.dp} replicas)",
+        "concurrency",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,18 +259,36 @@ class Prepared:
         if concurrency is not None and concurrency < 1:
             return _below_one(self.config, concurrency)
         config, limits, lay = self.config, self.limits, self.config.layout
-        steady = steady_state(self.deployment, self.eff, config.engine, self.settings, self.isl, self.osl,
-                              concurrency, config.spec, limits, self.steps)
+        steady = steady_state(
+            self.deployment,
+            self.eff,
+            config.engine,
+            self.settings,
+            self.isl,
+            self.osl,
+            concurrency,
+            config.spec,
+            limits,
+            self.steps,
+        )
         warnings = list(self.warnings)
         if limits.reason == "state slots":
             warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
         total = steady.output_tok_s * lay.dp
-        return Evaluation(config, self.deployment, self.settings, steady, total, total / lay.num_gpus,
-                          tuple(warnings) + steady.warnings + tuple(self.model.approximations))
+        return Evaluation(
+            config,
+            self.deployment,
+            self.settings,
+            steady,
+            total,
+            total / lay.num_gpus,
+            tuple(warnings) + steady.warnings + tuple(self.model.approximations),
+        )
 
 
-def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist,
-            offline: bool) -> Prepared | Rejection:
+def prepare(
+    model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist, offline: bool
+) -> Prepared | Rejection:
     """The concurrency-independent part of :func:`evaluate` (``offline``: the engine's offline
     benchmark sizes the batch, as for concurrency None); a Rejection, never raises."""
     deployed = _deployed(model, gpu, config, isl, osl)
@@ -266,24 +298,34 @@ def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: Le
     warnings = list(warned)
     lay, engine, ctx = config.layout, config.engine, model.max_context_tokens
     if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
-        settings = engine.offline_settings(settings, model, gpu, lay, config.weight_dtype, config.kv_dtype,
-                                           isl.mean, osl.mean)
+        settings = engine.offline_settings(
+            settings, model, gpu, lay, config.weight_dtype, config.kv_dtype, isl.mean, osl.mean
+        )
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
     if limits.limit < 1:
-        return Rejection(config, f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
-                                 f"({mem.kv_capacity_tokens:,.0f} tokens)", "kv")
+        return Rejection(
+            config,
+            f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
+            f"({mem.kv_capacity_tokens:,.0f} tokens)",
+            "kv",
+        )
     running = _allocated(config, settings, limits.limit)
     if not mem.allocates(running):
         a = mem.allocation(running)
         short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
-        return Rejection(config, f"cannot allocate {running:,.0f} running requests: their "
-                                 f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
-                                 f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
-                                 f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
-                         "kv")
+        return Rejection(
+            config,
+            f"cannot allocate {running:,.0f} running requests: their "
+            f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
+            f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
+            f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
+            "kv",
+        )
     if ctx is not None and isl.max + osl.max > ctx:
-        warnings.append(f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
-                        "context: the engine refuses them")
+        warnings.append(
+            f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
+            "context: the engine refuses them"
+        )
     rep = kv_replication(model, lay)
     if rep > 1 and model.attention is not None:  # kv_replication is 1 without attention
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
@@ -291,19 +333,25 @@ def prepare(model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: Le
     return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings), steps)
 
 
-
-
 def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
     """What :func:`prepare` computes before the efficiency factors and the offline sizing enter
     (see :data:`Deployed`), or the Rejection of a configuration that runs at no concurrency."""
     lay = config.layout
     if gpu.vendor not in config.engine.vendors:
-        return Rejection(config, f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
-                                 f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}", "engine")
+        return Rejection(
+            config,
+            f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
+            f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}",
+            "engine",
+        )
     ctx = model.max_context_tokens
     if ctx is not None and isl.mean + osl.mean > ctx:
-        return Rejection(config, f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
-                                 f"context of {ctx:,} tokens (max_position_embeddings)", "context")
+        return Rejection(
+            config,
+            f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
+            f"context of {ctx:,} tokens (max_position_embeddings)",
+            "context",
+        )
     why = layout_rejection(model, lay)
     if why:
         return Rejection(config, why, "layout")
@@ -311,9 +359,15 @@ def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Le
     if why:
         return Rejection(config, why, "format")
     engine = config.engine
-    settings = engine.settings(gpu, lay, speculative=config.spec is not None and not config.lift_running_cap,
-                               vision_cut=config.vision_cut, memory_fraction=config.memory_fraction,
-                               max_running=config.max_running, chunk_tokens=config.chunk_tokens)
+    settings = engine.settings(
+        gpu,
+        lay,
+        speculative=config.spec is not None and not config.lift_running_cap,
+        vision_cut=config.vision_cut,
+        memory_fraction=config.memory_fraction,
+        max_running=config.max_running,
+        chunk_tokens=config.chunk_tokens,
+    )
     ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
     mem = _memory(model, gpu, config, settings, ratio)
     tight = None  # asked for only where the default does not fit
@@ -324,26 +378,41 @@ def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Le
         tight_mem = _memory(model, gpu, config, tight, ratio)
         if tight_mem.fits:
             settings, mem = tight, tight_mem
-            warnings.append(f"the default memory fraction leaves no room for the weights and the cache: the launch raises it "
-                            f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
-                            f"CUDA graphs up to batch {tight.graph_max_bs}")
+            warnings.append(
+                f"the default memory fraction leaves no room for the weights and the cache: the launch raises it "
+                f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
+                f"CUDA graphs up to batch {tight.graph_max_bs}"
+            )
     if not mem.fits:
         weights, spec_state = mem.weight_bytes_per_gpu, mem.spec_state_pool_bytes
         reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
         usable = weights + settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve)
         extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
-        return Rejection(config, f"does not fit (try more GPUs per replica or a smaller weight format): "
-                                 f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
-                                 f"vs {usable / GiB:.1f} GiB usable on {gpu.key}", "memory",
-                         weights, usable, spec_state)
+        return Rejection(
+            config,
+            f"does not fit (try more GPUs per replica or a smaller weight format): "
+            f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
+            f"vs {usable / GiB:.1f} GiB usable on {gpu.key}",
+            "memory",
+            weights,
+            usable,
+            spec_state,
+        )
     # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
     served = config.max_model_len if config.max_model_len is not None else ctx
     if served is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1:
-        whole = (f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
-                 if config.max_model_len is None else f"max_model_len {served:,}")
-        return Rejection(config, f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
-                                 f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
-                                 f"{whole}", "kv")
+        whole = (
+            f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
+            if config.max_model_len is None
+            else f"max_model_len {served:,}"
+        )
+        return Rejection(
+            config,
+            f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
+            f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
+            f"{whole}",
+            "kv",
+        )
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:
@@ -366,19 +435,30 @@ def allocated_requests(ev: Evaluation) -> float:
     return _allocated(ev.config, ev.settings, ev.steady.limits.limit)
 
 
-def _memory(model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings,
-            ratio: float | None) -> MemoryBreakdown:
+def _memory(
+    model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings, ratio: float | None
+) -> MemoryBreakdown:
     """The per-GPU memory of ``config`` under ``settings`` with the engine's hybrid-state and
     speculative-decoding terms (``perf.memory.memory_breakdown``)."""
     copies = config.engine.spec_state_copies(config.spec.draft_tokens if config.spec else None)
-    return memory_breakdown(model, gpu, config.layout, config.weight_dtype, config.kv_dtype, settings, ratio,
-                            with_mtp=config.spec is not None and config.spec.method == "mtp",
-                            ssm_dtype=config.ssm_dtype, host_kv_bytes=config.host_kv_bytes,
-                            spec_state_copies=copies, spec_reserved_running=float(settings.max_running or 0),
-                            padded_state_slot=config.engine.pools.padded_state_slot,
-                            draft_kv_pool=config.engine.pools.draft_kv_pool,
-                            verify_state_commit=config.engine.pools.verify_state_commit,
-                            expert_padding=config.engine.expert_padding(gpu, config.weight_dtype))
+    return memory_breakdown(
+        model,
+        gpu,
+        config.layout,
+        config.weight_dtype,
+        config.kv_dtype,
+        settings,
+        ratio,
+        with_mtp=config.spec is not None and config.spec.method == "mtp",
+        ssm_dtype=config.ssm_dtype,
+        host_kv_bytes=config.host_kv_bytes,
+        spec_state_copies=copies,
+        spec_reserved_running=float(settings.max_running or 0),
+        padded_state_slot=config.engine.pools.padded_state_slot,
+        draft_kv_pool=config.engine.pools.draft_kv_pool,
+        verify_state_commit=config.engine.pools.verify_state_commit,
+        expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
+    )
 
 
 def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:

@@ -27,6 +27,7 @@ from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import step_time
 
+
 @dataclass(frozen=True, slots=True)
 class JobTime:
     """Wall time of N requests on one replica (seconds) by phase.
@@ -54,8 +55,14 @@ class JobTime:
         return self.output_tokens / self.total_s
 
 
-def _shrinking_decode_s(d: Deployment, eff: Efficiency, batch0: float, isl: LengthDist,
-                        survival: tuple[tuple[float, float], ...], spec: SpecDecode | None) -> float:
+def _shrinking_decode_s(
+    d: Deployment,
+    eff: Efficiency,
+    batch0: float,
+    isl: LengthDist,
+    survival: tuple[tuple[float, float], ...],
+    spec: SpecDecode | None,
+) -> float:
     """Expected decode time while ``batch0`` requests finish along ``survival(s)`` (the share
     still running after s generated tokens).
 
@@ -81,8 +88,16 @@ def _shrinking_decode_s(d: Deployment, eff: Efficiency, batch0: float, isl: Leng
     return total
 
 
-def job_time(d: Deployment, eff: Efficiency, settings: EngineSettings, steady: SteadyState, isl: LengthDist,
-             osl: LengthDist, num_requests: float, spec: SpecDecode | None = None) -> JobTime:
+def job_time(
+    d: Deployment,
+    eff: Efficiency,
+    settings: EngineSettings,
+    steady: SteadyState,
+    isl: LengthDist,
+    osl: LengthDist,
+    num_requests: float,
+    spec: SpecDecode | None = None,
+) -> JobTime:
     """Wall time of ``num_requests`` requests on one replica running at ``steady``.
 
     Args:

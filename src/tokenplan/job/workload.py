@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-
 from statistics import NormalDist
 from typing import NamedTuple
 
@@ -41,6 +40,8 @@ def _normal_cdf(x: float) -> float:
 def _normal_sf(x: float) -> float:
     """1 − Φ(x), computed directly (no cancellation in the upper tail)."""
     return 0.5 * math.erfc(x / _SQRT2)
+
+
 # σ = 5 puts the 99th percentile at exp(5 × 2.326) ≈ 1.1e5 × the median: wider than any real
 # length distribution (thinking-answer lengths fit σ ≈ 0.5–1.5), so a larger σ is a typo.
 MAX_SIGMA = 5.0
@@ -213,6 +214,7 @@ def lognormal_with_mean(mean_tokens: float, sigma: float, cap_tokens: float | No
         return LengthDist(mean_tokens, sigma, cap_tokens)
     if not mean_tokens < cap_tokens:
         raise InputError("mean length", mean_tokens, f"a number of tokens below the cap {cap_tokens:g}")
+
     def capped_mean(uncapped: float) -> float:
         return LengthDist(uncapped, sigma, cap_tokens).mean
 

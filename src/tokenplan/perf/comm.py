@@ -46,9 +46,12 @@ def group_link(scaleup: Link, n: int, max_gpus_per_scaleup: int) -> Link:
     the slower of it and the scale-out NIC."""
     if n <= max_gpus_per_scaleup:
         return scaleup
-    return replace(scaleup, name=f"{scaleup.name} + scale-out NIC",
-                   bytes_per_s=min(scaleup.bytes_per_s, NIC_BYTES_PER_S),
-                   latency_s=max(scaleup.latency_s, NIC_LATENCY_S))
+    return replace(
+        scaleup,
+        name=f"{scaleup.name} + scale-out NIC",
+        bytes_per_s=min(scaleup.bytes_per_s, NIC_BYTES_PER_S),
+        latency_s=max(scaleup.latency_s, NIC_LATENCY_S),
+    )
 
 
 def ring_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:

@@ -91,9 +91,19 @@ class Deployment:
         # Located once per deployment: a plan sweep then reads each curve per step at one row
         # count (perf.step) instead of searching its size bands per GEMM family.
         curve = curve_for(self.gpu.gemm_curves, self.weight_dtype, self.weight_only)
-        reads = () if curve is None else tuple(
-            size_read(curve, n) for n in (self.attn_gemm_elements, self.mlp_gemm_elements, self.lm_head_params,
-                                          self.expert_gemm_elements))
+        reads = (
+            ()
+            if curve is None
+            else tuple(
+                size_read(curve, n)
+                for n in (
+                    self.attn_gemm_elements,
+                    self.mlp_gemm_elements,
+                    self.lm_head_params,
+                    self.expert_gemm_elements,
+                )
+            )
+        )
         object.__setattr__(self, "gemm_curve", curve)
         object.__setattr__(self, "gemm_reads", reads)
 
@@ -150,11 +160,13 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[
     return dense_params, dense_bytes, lm_head, lm_head * b("lm_head"), routed_bytes, routed_flops, mlp
 
 
-def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype,
-                     memory: MemoryBreakdown) -> Deployment:
+def build_deployment(
+    spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype, memory: MemoryBreakdown
+) -> Deployment:
     """Precompute the per-GPU constants of one deployment."""
-    dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = \
-        _param_split(spec, layout, weight_dtype)
+    dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = _param_split(
+        spec, layout, weight_dtype
+    )
     a = spec.attention
     attn_per_ctx = attn_pre_per_ctx = 0.0
     if a is not None:
@@ -178,15 +190,28 @@ def build_deployment(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dt
     experts = spec.moe.num_experts / layout.gpus_per_replica if spec.moe else 0.0
     attn_size, mlp_size, expert_size = gemm_sizes(spec, layout)
     return Deployment(
-        spec=spec, gpu=gpu, layout=layout, weight_dtype=weight_dtype, kv_dtype=kv_dtype, memory=memory,
-        dense_params=dense_params, dense_bytes=dense_bytes, lm_head_params=lm_head, lm_head_bytes=lm_head_bytes,
+        spec=spec,
+        gpu=gpu,
+        layout=layout,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        memory=memory,
+        dense_params=dense_params,
+        dense_bytes=dense_bytes,
+        lm_head_params=lm_head,
+        lm_head_bytes=lm_head_bytes,
         routed_bytes=routed_bytes,
-        routed_flops_per_token=routed_flops, experts_per_gpu=experts, attn_flops_per_token_ctx=attn_per_ctx,
-        gdn_flops_per_token=gdn, gemm_flops_per_s=gpu.flops_per_s(weight_dtype),
+        routed_flops_per_token=routed_flops,
+        experts_per_gpu=experts,
+        attn_flops_per_token_ctx=attn_per_ctx,
+        gdn_flops_per_token=gdn,
+        gemm_flops_per_s=gpu.flops_per_s(weight_dtype),
         attn_flops_per_s=gpu.dense_flops_per_s["bf16"],
         lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
         weight_only=weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),
-        attn_prefill_flops_per_token_ctx=attn_pre_per_ctx, mlp_params=mlp,
-        attn_gemm_elements=attn_size, mlp_gemm_elements=mlp_size, expert_gemm_elements=expert_size,
+        attn_prefill_flops_per_token_ctx=attn_pre_per_ctx,
+        mlp_params=mlp,
+        attn_gemm_elements=attn_size,
+        mlp_gemm_elements=mlp_size,
+        expert_gemm_elements=expert_size,
     )
-

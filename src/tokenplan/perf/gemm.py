@@ -54,8 +54,14 @@ def curve_for(gpu_curves: tuple[GemmCurve, ...], weight_dtype: Dtype, weight_onl
     return next((c for c in gpu_curves if c.fmt == fmt), None)
 
 
-def gemm_fraction_at(curve: GemmCurve | None, eff: Efficiency, rows: float, lowprec: bool,
-                     ridge_rows: float = 1.0, weight_elements: float | None = None) -> float:
+def gemm_fraction_at(
+    curve: GemmCurve | None,
+    eff: Efficiency,
+    rows: float,
+    lowprec: bool,
+    ridge_rows: float = 1.0,
+    weight_elements: float | None = None,
+) -> float:
     """Achieved / datasheet dense FLOP/s at ``rows`` rows per GEMM (dimensionless).
 
     Measured curve × ``gemm_kernel_factor`` where there is a curve, read at

@@ -79,9 +79,11 @@ def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
         if spec.moe.num_experts % layout.ep:
             return f"EP{layout.ep} does not divide the {spec.moe.num_experts} experts"
         if layout.gpus_per_replica % layout.ep:
-            return (f"EP{layout.ep} needs a multiple of {layout.ep} GPUs per replica, and tp × pp is "
-                    f"{layout.gpus_per_replica} (EP splits the experts over one replica's GPUs: e.g. tp {layout.ep} "
-                    f"with ep {layout.ep})")
+            return (
+                f"EP{layout.ep} needs a multiple of {layout.ep} GPUs per replica, and tp × pp is "
+                f"{layout.gpus_per_replica} (EP splits the experts over one replica's GPUs: e.g. tp {layout.ep} "
+                f"with ep {layout.ep})"
+            )
     if layout.attention_dp and spec.moe is None:
         return "attention data parallelism is for MoE models (dense layers would be replicated)"
     if layout.pp > spec.num_layers:

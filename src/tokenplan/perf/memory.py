@@ -133,11 +133,20 @@ class MemoryBreakdown:
             state = self.state_pool_bytes + pad
             spec_state = (per_gpu * s + pad) * copies
             kv = self.kv_pool_bytes
-        draft = max(kv, 0.0) / self.kv_bytes_per_token_per_gpu * self.draft_kv_bytes_per_token_per_gpu \
-            if self.kv_bytes_per_token_per_gpu > 0 else 0.0
+        draft = (
+            max(kv, 0.0) / self.kv_bytes_per_token_per_gpu * self.draft_kv_bytes_per_token_per_gpu
+            if self.kv_bytes_per_token_per_gpu > 0
+            else 0.0
+        )
         used = self.weight_bytes_per_gpu + kv + draft + state + spec_state
-        return {"weights": self.weight_bytes_per_gpu, "kv_cache": kv, "draft_kv": draft, "state": state,
-                "spec_state": spec_state, "reserve": self.gpu_bytes - used}
+        return {
+            "weights": self.weight_bytes_per_gpu,
+            "kv_cache": kv,
+            "draft_kv": draft,
+            "state": state,
+            "spec_state": spec_state,
+            "reserve": self.gpu_bytes - used,
+        }
 
     def allocates(self, running: float) -> bool:
         """True when a launch with ``running`` requests per replica allocates: its KV pool is
@@ -148,8 +157,9 @@ class MemoryBreakdown:
     def max_sequences(self, context_tokens: float) -> float:
         """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
         pool = self.kv_pool_bytes + self.host_kv_bytes
-        per_seq_kv = (self.kv_bytes_per_token_per_gpu * context_tokens
-                      + self.sliding_bytes_per_token_per_gpu * min(context_tokens, self.sliding_window))
+        per_seq_kv = self.kv_bytes_per_token_per_gpu * context_tokens + self.sliding_bytes_per_token_per_gpu * min(
+            context_tokens, self.sliding_window
+        )
         if self.state_slots is None:
             per_seq = per_seq_kv + self.state_bytes_per_running_sequence
             seqs = pool / per_seq if per_seq > 0 else float("inf")
@@ -159,8 +169,13 @@ class MemoryBreakdown:
 
 
 @lru_cache(maxsize=4096)
-def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, with_mtp: bool = False,
-                         expert_padding: tuple[int, int] = (1, 1)) -> float:
+def weight_bytes_per_gpu(
+    spec: ModelSpec,
+    layout: Layout,
+    weight_dtype: Dtype,
+    with_mtp: bool = False,
+    expert_padding: tuple[int, int] = (1, 1),
+) -> float:
     """Weight bytes one GPU holds (see the module docstring for the sharding rules); cached per
     (model, layout, dtype), which a plan sweep evaluates many times.
 
@@ -180,10 +195,20 @@ def weight_bytes_per_gpu(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, w
     embed, head = nbytes("embedding", p.embedding), nbytes("lm_head", p.lm_head)
     total = (embed + head if pp == 1 else max(embed, head)) / tp
     total += nbytes("attention", attention_params_per_gpu(spec, layout) * attn_layers) / pp
-    total += (nbytes("linear_attention", p.linear_attention) + nbytes("dense_ffn", p.dense_ffn)
-              + nbytes("shared_experts", p.shared_experts)) / tp / pp
-    total += nbytes("routed_experts", p.routed_experts) / layout.gpus_per_replica * _expert_pad_factor(
-        spec, layout, expert_padding)
+    total += (
+        (
+            nbytes("linear_attention", p.linear_attention)
+            + nbytes("dense_ffn", p.dense_ffn)
+            + nbytes("shared_experts", p.shared_experts)
+        )
+        / tp
+        / pp
+    )
+    total += (
+        nbytes("routed_experts", p.routed_experts)
+        / layout.gpus_per_replica
+        * _expert_pad_factor(spec, layout, expert_padding)
+    )
     if with_mtp:
         total += _mtp_bytes(p, weight_dtype) / tp
     # The vision tower loads with the model (vLLM, SGLang), BF16 whatever the weight format (the
@@ -332,13 +357,24 @@ def memory_breakdown(
     padding = (1 + copies) * state_seq if padded_state_slot else 0.0
     kv_tokens = (kv_pool + host_kv_bytes) / kv_tok * shards if kv_tok > 0 else float("inf")
     return MemoryBreakdown(
-        gpu_bytes=gpu.memory_bytes, weight_bytes_per_gpu=weights,
-        reserve_bytes=gpu.memory_bytes - weights - usable, kv_pool_bytes=kv_pool, state_pool_bytes=state_pool,
-        kv_bytes_per_token_per_gpu=kv_tok, sliding_bytes_per_token_per_gpu=sliding_tok,
-        state_bytes_per_sequence_per_gpu=state_seq, sequence_shards=shards, kv_capacity_tokens=kv_tokens,
-        state_slots=slots, sliding_window=spec.sliding_window, host_kv_bytes=host_kv_bytes,
-        spec_state_copies=copies, spec_state_pool_bytes=spec_pool, padding_state_bytes=padding,
-        draft_kv_bytes_per_token_per_gpu=(kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.mtp_layers
-                                          if with_mtp and draft_kv_pool else 0.0),
+        gpu_bytes=gpu.memory_bytes,
+        weight_bytes_per_gpu=weights,
+        reserve_bytes=gpu.memory_bytes - weights - usable,
+        kv_pool_bytes=kv_pool,
+        state_pool_bytes=state_pool,
+        kv_bytes_per_token_per_gpu=kv_tok,
+        sliding_bytes_per_token_per_gpu=sliding_tok,
+        state_bytes_per_sequence_per_gpu=state_seq,
+        sequence_shards=shards,
+        kv_capacity_tokens=kv_tokens,
+        state_slots=slots,
+        sliding_window=spec.sliding_window,
+        host_kv_bytes=host_kv_bytes,
+        spec_state_copies=copies,
+        spec_state_pool_bytes=spec_pool,
+        padding_state_bytes=padding,
+        draft_kv_bytes_per_token_per_gpu=(
+            kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.mtp_layers if with_mtp and draft_kv_pool else 0.0
+        ),
         spec_commit_state_transfers=2 if verify_state_commit and copies > 0 else 0,
     )

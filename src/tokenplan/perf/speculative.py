@@ -41,8 +41,11 @@ class SpecDecode:
         if self.draft_tokens < 1:
             raise InputError("spec draft tokens", self.draft_tokens, "an integer ≥ 1")
         if not 1.0 <= self.acceptance_length <= self.draft_tokens + 1:
-            raise InputError("spec acceptance length", self.acceptance_length,
-                             f"a number from 1 to draft tokens + 1 = {self.draft_tokens + 1}")
+            raise InputError(
+                "spec acceptance length",
+                self.acceptance_length,
+                f"a number from 1 to draft tokens + 1 = {self.draft_tokens + 1}",
+            )
 
     def describe(self) -> str:
         """``mtp k=3 τ=3.3`` style label."""

@@ -75,8 +75,12 @@ class StepTime(NamedTuple):
     @property
     def bottleneck(self) -> str:
         """The largest contributor: memory bandwidth, compute, communication or overhead."""
-        parts = {"memory bandwidth": self.memory_bound_s, "compute": self.compute_bound_s,
-                 "communication": self.comm_s, "overhead": self.overhead_s}
+        parts = {
+            "memory bandwidth": self.memory_bound_s,
+            "compute": self.compute_bound_s,
+            "communication": self.comm_s,
+            "overhead": self.overhead_s,
+        }
         return max(parts, key=parts.__getitem__)
 
 
@@ -114,8 +118,9 @@ class _Tokens(NamedTuple):
     rank: float  # tokens on the busiest rank (decode share + rank_pre)
 
 
-def _split(d: Deployment, decode_seqs: float, prefill_tokens: float, query_tokens_per_seq: float,
-           prompt_chunk_tokens: float) -> _Tokens:
+def _split(
+    d: Deployment, decode_seqs: float, prefill_tokens: float, query_tokens_per_seq: float, prompt_chunk_tokens: float
+) -> _Tokens:
     """Split a step's sequences and tokens into one stage's and one rank's share (see step_time)."""
     pp = d.layout.pp
     seqs = decode_seqs / pp
@@ -179,7 +184,7 @@ def _experts(c: StepConstants, tokens: float) -> tuple[float, float, float, floa
     if moe is None or tokens <= 0:
         return IDLE
     replica_tokens = tokens * c.pp
-    touched = 1.0 - c.keep ** replica_tokens
+    touched = 1.0 - c.keep**replica_tokens
     mem_load, row_load = 1.0, 1.0
     if c.ep > 1:  # ep_busiest_rank(ep, E, k, replica_tokens) with z and E/ep computed once; q = touched
         mem_load = min(1.0 + c.z * math.sqrt((1.0 - touched) / (c.experts_per_rank * touched)), 1.0 / touched)
@@ -193,8 +198,9 @@ def _experts(c: StepConstants, tokens: float) -> tuple[float, float, float, floa
     return mem_s, flops / (rate * c.moe_kernel_factor), nbytes, flops
 
 
-def _attention(c: StepConstants, t: _Tokens, context_tokens: float,
-               prefill_context_tokens: float) -> tuple[tuple[float, float, float, float], ...]:
+def _attention(
+    c: StepConstants, t: _Tokens, context_tokens: float, prefill_context_tokens: float
+) -> tuple[tuple[float, float, float, float], ...]:
     """Attention as the engines run it: a decode kernel and a prefill kernel, launched one after
     the other (FlashInfer/FlashAttention decode and prefill kernels, TRT-LLM's generation and
     context FMHA), so that in a mixed step their times add rather than one hiding behind the
@@ -273,7 +279,8 @@ def step_time(
     tokens = t.dec + t.pre
     (g_mem, g_cmp, g_bytes, g_flops), (e_mem, e_cmp, e_bytes, e_flops) = _gemm(c, t), _experts(c, tokens)
     (d_mem, d_cmp, d_bytes, d_flops), (p_mem, p_cmp, p_bytes, p_flops) = _attention(
-        c, t, context_tokens, prefill_context_tokens)
+        c, t, context_tokens, prefill_context_tokens
+    )
     s_mem, s_cmp, s_bytes, s_flops = _state(d, eff, t)
     comm_s = _comm_s(d, eff, tokens, c.link)
     # Each family's Kernel.time_s.
@@ -281,8 +288,9 @@ def step_time(
     state_s = max(s_mem, s_cmp)
     attention_s = dec_s + pre_s
     stage = gemm_s + experts_s + attention_s + state_s + comm_s
-    mem_s = sum([m for m, f in ((g_mem, g_cmp), (e_mem, e_cmp), (d_mem, d_cmp), (p_mem, p_cmp), (s_mem, s_cmp))
-                 if m >= f])  # the memory-bound families' time
+    mem_s = sum(
+        [m for m, f in ((g_mem, g_cmp), (e_mem, e_cmp), (d_mem, d_cmp), (p_mem, p_cmp), (s_mem, s_cmp)) if m >= f]
+    )  # the memory-bound families' time
     cmp_s = stage - comm_s - mem_s
     # Per-sequence work (bookkeeping, sampling, token routing) is charged on the replica's whole
     # decode batch, also with attention DP. Each ADP rank schedules only its own share, but its
@@ -291,13 +299,25 @@ def step_time(
     # rank's share (÷ TP) and refitting on the dev set gives median 13.6 % / p90 92 % against
     # 10.8 % / 67.6 % this way (session note, issue 3): the measured ADP steps cost more per
     # sequence than one rank's share, a cost not modelled on its own.
-    overhead = (eff.step_overhead_s + eff.per_sequence_overhead_s * decode_seqs
-                + c.layer_latency_s  # eff.layer_latency_s × layers
-                + c.moe_layer_latency_s  # eff.moe_layer_latency_s × MoE layers: 0 for a dense model
-                + eff.per_token_moe_layer_s * _moe_token_layers(d, tokens))
-    return StepTime(gemm_s * pp, experts_s * pp, attention_s * pp, state_s * pp, comm_s * pp, overhead,
-                    mem_s * pp, cmp_s * pp, sum([g_bytes, e_bytes, d_bytes, p_bytes, s_bytes]) * pp,
-                    sum([g_flops, e_flops, d_flops, p_flops, s_flops]) * pp)
+    overhead = (
+        eff.step_overhead_s
+        + eff.per_sequence_overhead_s * decode_seqs
+        + c.layer_latency_s  # eff.layer_latency_s × layers
+        + c.moe_layer_latency_s  # eff.moe_layer_latency_s × MoE layers: 0 for a dense model
+        + eff.per_token_moe_layer_s * _moe_token_layers(d, tokens)
+    )
+    return StepTime(
+        gemm_s * pp,
+        experts_s * pp,
+        attention_s * pp,
+        state_s * pp,
+        comm_s * pp,
+        overhead,
+        mem_s * pp,
+        cmp_s * pp,
+        sum([g_bytes, e_bytes, d_bytes, p_bytes, s_bytes]) * pp,
+        sum([g_flops, e_flops, d_flops, p_flops, s_flops]) * pp,
+    )
 
 
 def _moe_token_layers(d: Deployment, stage_tokens: float) -> float:

@@ -46,7 +46,6 @@ def ep_busiest_rank(ep: int, experts: int, top_k: int, tokens: float) -> tuple[f
     return mem, rows
 
 
-
 class StepConstants:
     """What a step of one deployment under one efficiency table computes the same way every time
     (:func:`step_constants`); ``perf.step``'s kernel families read these instead of recomputing
@@ -54,11 +53,45 @@ class StepConstants:
     the expression it stands for in ``perf.step``; seconds, bytes, FLOP/s and bytes/s as there."""
 
     __slots__ = (
-        "attn2", "attn_bw", "attn_ctx", "attn_pre_ctx", "attn_rate", "curve", "dequant", "ep", "experts_per_rank",
-        "fitted_fraction", "gemm_bytes", "gemm_flops", "gemm_mem_s", "half_tokens", "hbm_bw", "host_bw", "host_kv",
-        "keep", "kernel_factor", "kv_bytes", "kv_pool", "layer_latency_s", "link", "lm2", "lowprec_factor", "mlp2",
-        "moe", "moe_kernel_factor", "moe_layer_latency_s", "pp", "reads", "ridge", "routed_bytes", "routed_flops",
-        "shards", "sliding_bytes", "sparse", "window", "z",
+        "attn2",
+        "attn_bw",
+        "attn_ctx",
+        "attn_pre_ctx",
+        "attn_rate",
+        "curve",
+        "dequant",
+        "ep",
+        "experts_per_rank",
+        "fitted_fraction",
+        "gemm_bytes",
+        "gemm_flops",
+        "gemm_mem_s",
+        "half_tokens",
+        "hbm_bw",
+        "host_bw",
+        "host_kv",
+        "keep",
+        "kernel_factor",
+        "kv_bytes",
+        "kv_pool",
+        "layer_latency_s",
+        "link",
+        "lm2",
+        "lowprec_factor",
+        "mlp2",
+        "moe",
+        "moe_kernel_factor",
+        "moe_layer_latency_s",
+        "pp",
+        "reads",
+        "ridge",
+        "routed_bytes",
+        "routed_flops",
+        "shards",
+        "sliding_bytes",
+        "sparse",
+        "window",
+        "z",
     )
 
     def __init__(self, d: Deployment, eff: Efficiency) -> None:
@@ -68,7 +101,11 @@ class StepConstants:
         # Dense GEMMs (_gemm): the weights' bytes and time are the same every step.
         self.gemm_bytes = d.dense_bytes + d.lm_head_bytes / pp
         self.gemm_mem_s = self.gemm_bytes / (gpu.hbm_bytes_per_s * eff.hbm_fraction)
-        self.attn2, self.mlp2, self.lm2 = 2.0 * (d.dense_params - d.mlp_params), 2.0 * d.mlp_params, 2.0 * d.lm_head_params
+        self.attn2, self.mlp2, self.lm2 = (
+            2.0 * (d.dense_params - d.mlp_params),
+            2.0 * d.mlp_params,
+            2.0 * d.lm_head_params,
+        )
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
         self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
         self.gemm_flops, self.kernel_factor = d.gemm_flops_per_s, eff.gemm_kernel_factor

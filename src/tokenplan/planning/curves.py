@@ -172,8 +172,20 @@ def _point(ev: Evaluation, concurrency_total: float) -> OperatingPoint:
     s, step = ev.steady, ev.steady.decode_step
     intensity = step.flops / step.bytes_moved if step.bytes_moved > 0 else 0.0
     achieved = step.flops / step.total_s if step.total_s > 0 else 0.0
-    return OperatingPoint(concurrency_total, s.batch, ev.output_tok_s_total, ev.output_tok_s_per_gpu, s.tpot_s,
-                          s.ttft_s, step.total_s, step.flops, step.bytes_moved, step.bottleneck, intensity, achieved)
+    return OperatingPoint(
+        concurrency_total,
+        s.batch,
+        ev.output_tok_s_total,
+        ev.output_tok_s_per_gpu,
+        s.tpot_s,
+        s.ttft_s,
+        step.total_s,
+        step.flops,
+        step.bytes_moved,
+        step.bottleneck,
+        intensity,
+        achieved,
+    )
 
 
 def memory_limit_per_replica(ev: Evaluation) -> float:
@@ -184,8 +196,9 @@ def memory_limit_per_replica(ev: Evaluation) -> float:
     return float(math.floor(min(lim.kv, lim.state) if lim.state is not None else lim.kv))
 
 
-def sweep(ev: Evaluation, table: EfficiencyTable, job: Job, per_replica: list[int],
-          config: Config | None = None) -> list[tuple[int, Evaluation]]:
+def sweep(
+    ev: Evaluation, table: EfficiencyTable, job: Job, per_replica: list[int], config: Config | None = None
+) -> list[tuple[int, Evaluation]]:
     """``config`` (default: ``ev``'s) on ``ev``'s model and GPU at each concurrency per replica,
     as (concurrency per replica, evaluation) pairs; rejected levels are left out. The
     configuration is prepared once (``job.evaluate.prepare``: settings, memory, deployment, batch
@@ -203,17 +216,26 @@ def sweep(ev: Evaluation, table: EfficiencyTable, job: Job, per_replica: list[in
     return out
 
 
-def throughput_curve(result: OptionResult, ev: Evaluation, table: EfficiencyTable, job: Job,
-                     chosen: bool) -> ThroughputCurve:
+def throughput_curve(
+    result: OptionResult, ev: Evaluation, table: EfficiencyTable, job: Job, chosen: bool
+) -> ThroughputCurve:
     """One configuration of ``result`` swept from 1 request per replica to its memory limit."""
     dp = ev.config.layout.dp
     mem_max = memory_limit_per_replica(ev)
     runs = sweep(ev, table, job, concurrency_grid(mem_max))
     dep = ev.deployment
     return ThroughputCurve(
-        result.option.label, label(ev), ev.config.layout.describe(), chosen,
-        tuple(_point(r, c * dp) for c, r in runs), mem_max * dp, ev.steady.limits.limit * dp, ev.steady.limits.reason, dep.gpu.hbm_bytes_per_s,
-        max(dep.gemm_flops_per_s, dep.attn_flops_per_s))
+        result.option.label,
+        label(ev),
+        ev.config.layout.describe(),
+        chosen,
+        tuple(_point(r, c * dp) for c, r in runs),
+        mem_max * dp,
+        ev.steady.limits.limit * dp,
+        ev.steady.limits.reason,
+        dep.gpu.hbm_bytes_per_s,
+        max(dep.gemm_flops_per_s, dep.attn_flops_per_s),
+    )
 
 
 def layout_curves(result: OptionResult, table: EfficiencyTable, job: Job) -> list[ThroughputCurve]:
@@ -239,8 +261,9 @@ def cost_points(results: list[OptionResult], table: EfficiencyTable, job: Job) -
         chosen = r.best.evaluation if r.best else None
         for ev in r.evaluated:
             c = simulate(ev, table, job, r.option)
-            points.append(CostPoint(r.option.label, label(ev), ev.output_tok_s_total, c.wall_s, c.cost.usd,
-                                    ev is chosen))
+            points.append(
+                CostPoint(r.option.label, label(ev), ev.output_tok_s_total, c.wall_s, c.cost.usd, ev is chosen)
+            )
     front = pareto_front([(p.wall_s, p.usd) for p in points])
     return [replace(p, pareto=i in front) for i, p in enumerate(points)]
 
@@ -272,8 +295,9 @@ def memory_bars(result: OptionResult) -> MemoryBars | None:
     else:
         state = min(m.kv_pool_bytes, batch / m.sequence_shards * m.state_bytes_per_sequence_per_gpu)
         kv = m.kv_pool_bytes - state
-    return MemoryBars(result.option.label, label(ev), m.gpu_bytes, m.weight_bytes_per_gpu, kv, state,
-                      m.reserve_bytes, batch)
+    return MemoryBars(
+        result.option.label, label(ev), m.gpu_bytes, m.weight_bytes_per_gpu, kv, state, m.reserve_bytes, batch
+    )
 
 
 def speedup_curves(result: OptionResult, table: EfficiencyTable, job: Job) -> list[SpeedupCurve]:
@@ -283,8 +307,11 @@ def speedup_curves(result: OptionResult, table: EfficiencyTable, job: Job) -> li
     if result.best is None:
         return []
     base = result.best.evaluation.config
-    same = [ev for ev in result.evaluated if ev.config.spec is not None
-            and replace(ev.config, spec=None) == replace(base, spec=None)]
+    same = [
+        ev
+        for ev in result.evaluated
+        if ev.config.spec is not None and replace(ev.config, spec=None) == replace(base, spec=None)
+    ]
     plain = replace(base, spec=None)
     curves = []
     for ev in same:
@@ -293,10 +320,17 @@ def speedup_curves(result: OptionResult, table: EfficiencyTable, job: Job) -> li
         grid = concurrency_grid(memory_limit_per_replica(ev))
         with_spec = dict(sweep(ev, table, job, grid))
         without = dict(sweep(ev, table, job, grid, plain))
-        pts = tuple(SpeedupPoint(c * dp, with_spec[c].steady.batch, with_spec[c].output_tok_s_total,
-                                 without[c].output_tok_s_total,
-                                 with_spec[c].output_tok_s_total / without[c].output_tok_s_total)
-                    for c in grid if c in with_spec and c in without)
+        pts = tuple(
+            SpeedupPoint(
+                c * dp,
+                with_spec[c].steady.batch,
+                with_spec[c].output_tok_s_total,
+                without[c].output_tok_s_total,
+                with_spec[c].output_tok_s_total / without[c].output_tok_s_total,
+            )
+            for c in grid
+            if c in with_spec and c in without
+        )
         curves.append(SpeedupCurve(result.option.label, label(ev), ev.config.spec.describe(), pts, breakeven(pts)))
     return curves
 

@@ -119,8 +119,14 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     if planned:
         settings, mem = ev.settings, ev.memory
     else:
-        settings = engine.settings(gpu, c.layout, speculative=c.spec is not None and not c.lift_running_cap,
-                                   vision_cut=c.vision_cut, max_running=c.max_running, chunk_tokens=c.chunk_tokens)
+        settings = engine.settings(
+            gpu,
+            c.layout,
+            speculative=c.spec is not None and not c.lift_running_cap,
+            vision_cut=c.vision_cut,
+            max_running=c.max_running,
+            chunk_tokens=c.chunk_tokens,
+        )
         other = replace(c, engine=engine, memory_fraction=None)
         ratio = engine.state_to_kv_ratio(ev.deployment.spec.is_hybrid, c.lift_running_cap)
         mem = _memory(ev.deployment.spec, gpu, other, settings, ratio)
@@ -130,7 +136,7 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     reserve = settings.reserve_bytes + profile_reserve_bytes(ev.deployment.spec, c.layout, settings)
     base = settings.fraction_base_bytes(visible, mem.weight_bytes_per_gpu, reserve)
     per_token = (mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu) / mem.sequence_shards
-    digits: int = 10 ** engine.fraction_digits  # int ** int is typed Any (a negative power is a float)
+    digits: int = 10**engine.fraction_digits  # int ** int is typed Any (a negative power is a float)
     f0, f_max = settings.memory_fraction, engine.max_memory_fraction(settings, visible)
     f_max = max(math.floor(f_max * digits) / digits, f0)
 
@@ -138,7 +144,9 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
         short = pool_tokens_needed(b, mean, sd) - _pool_tokens(mem, b, 0.0)
         if short <= 0 or base <= 0:
             return f0
-        share = 1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
+        share = (
+            1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
+        )
         return math.ceil((f0 + short * per_token / share / base) * digits) / digits
 
     if fraction_for(batch) <= f_max:
@@ -150,13 +158,13 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     return f_max, max(lo, 1)
 
 
-def launch_sizing(ev: Evaluation, isl: LengthDist, osl: LengthDist,
-                  engines: Mapping[str, Engine]) -> tuple[tuple[str, float, int], ...]:
+def launch_sizing(
+    ev: Evaluation, isl: LengthDist, osl: LengthDist, engines: Mapping[str, Engine]
+) -> tuple[tuple[str, float, int], ...]:
     """:func:`engine_sizing` of the planned engine and each of ``engines`` that runs on the GPU's
     vendor, as ``Launch.sizing`` takes it."""
     order = [ev.config.engine] + [e for name, e in engines.items() if name != ev.config.engine.name]
-    return tuple((e.name, *engine_sizing(e, ev, isl, osl)) for e in order
-                 if ev.deployment.gpu.vendor in e.vendors)
+    return tuple((e.name, *engine_sizing(e, ev, isl, osl)) for e in order if ev.deployment.gpu.vendor in e.vendors)
 
 
 def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> Launch:
@@ -167,17 +175,35 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
             checkpoint's weight format (value). parsers: reasoning-parser name or {engine: name}.
     """
     c = ev.config
-    return Launch(repo=repo, native_dtype=native_dtype, parsers=parsers, layout=c.layout, weight_dtype=c.weight_dtype,
-                  kv_dtype=c.kv_dtype, spec_method=c.spec.method if c.spec else None,
-                  draft_tokens=c.spec.draft_tokens if c.spec else 0, ssm_dtype=c.ssm_dtype,
-                  hybrid=ev.deployment.spec.is_hybrid, lift_running_cap=c.lift_running_cap,
-                  max_running=c.max_running, running_limit=running_limit(ev), settings=ev.settings,
-                  planned_engine=c.engine.name, host_gpus=host_gpus(ev))
+    return Launch(
+        repo=repo,
+        native_dtype=native_dtype,
+        parsers=parsers,
+        layout=c.layout,
+        weight_dtype=c.weight_dtype,
+        kv_dtype=c.kv_dtype,
+        spec_method=c.spec.method if c.spec else None,
+        draft_tokens=c.spec.draft_tokens if c.spec else 0,
+        ssm_dtype=c.ssm_dtype,
+        hybrid=ev.deployment.spec.is_hybrid,
+        lift_running_cap=c.lift_running_cap,
+        max_running=c.max_running,
+        running_limit=running_limit(ev),
+        settings=ev.settings,
+        planned_engine=c.engine.name,
+        host_gpus=host_gpus(ev),
+    )
 
 
-def launch_commands(ev: Evaluation, repo: str, native_dtype: str, parsers: object,
-                    engines: Mapping[str, Engine], isl: LengthDist | None = None,
-                    osl: LengthDist | None = None) -> dict[str, str]:
+def launch_commands(
+    ev: Evaluation,
+    repo: str,
+    native_dtype: str,
+    parsers: object,
+    engines: Mapping[str, Engine],
+    isl: LengthDist | None = None,
+    osl: LengthDist | None = None,
+) -> dict[str, str]:
     """Every engine's launch command that runs on the GPU vendor, the planned engine first.
 
     Args:

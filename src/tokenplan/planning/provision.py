@@ -86,8 +86,9 @@ class Provision:
     why: str = ""
 
 
-def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: int,
-                target: Target | None = None) -> Provision:
+def fewest_gpus(
+    outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: int, target: Target | None = None
+) -> Provision:
     """The fewest GPUs, in multiples of ``unit_gpus`` up to ``max_gpus``, whose outcome meets the
     target (see the module docstring for the search).
 
@@ -127,8 +128,9 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
         lo = units
     if hi is None:
         closest = _closest(list(tried.values()), target)
-        return Provision(unit_gpus, None, closest, _sorted(tried),
-                         _miss_text(closest, max_units * unit_gpus, target, unit_gpus))
+        return Provision(
+            unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target, unit_gpus)
+        )
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if ok(at(mid)):
@@ -138,16 +140,27 @@ def fewest_gpus(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: 
     chosen = tried[hi]
     if not chosen.meets:  # the deadline is met at this count, the budget is not (nor at any larger one)
         assert chosen.wall_s is not None  # ok(chosen) held with a deadline: a wall time within it
-        money = "no public price to check the budget against" if chosen.usd is None else (
-            f"${chosen.usd:,.0f}, over the ${target.budget_usd:,.0f} budget" if target and target.budget_usd else "")
-        return Provision(unit_gpus, None, chosen, _sorted(tried),
-                         f"the fewest GPUs that meet the deadline, {chosen.gpus}, take "
-                         f"{chosen.wall_s / S_PER_DAY:.2f} days at {money}, and more GPUs cost at least as much")
+        money = (
+            "no public price to check the budget against"
+            if chosen.usd is None
+            else (
+                f"${chosen.usd:,.0f}, over the ${target.budget_usd:,.0f} budget" if target and target.budget_usd else ""
+            )
+        )
+        return Provision(
+            unit_gpus,
+            None,
+            chosen,
+            _sorted(tried),
+            f"the fewest GPUs that meet the deadline, {chosen.gpus}, take "
+            f"{chosen.wall_s / S_PER_DAY:.2f} days at {money}, and more GPUs cost at least as much",
+        )
     return Provision(unit_gpus, chosen, None, _sorted(tried), "")
 
 
-def soonest_within_budget(outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: int,
-                          target: Target) -> Provision:
+def soonest_within_budget(
+    outcome_at: Callable[[int], Outcome], unit_gpus: int, max_gpus: int, target: Target
+) -> Provision:
     """The count, in multiples of ``unit_gpus`` up to ``max_gpus``, that finishes the job soonest
     while its cost stays within ``target.budget_usd`` (see the module docstring for the search).
 
@@ -182,8 +195,9 @@ def soonest_within_budget(outcome_at: Callable[[int], Outcome], unit_gpus: int, 
         lo = units
     if lo == 0:
         closest = _closest(list(tried.values()), target)
-        return Provision(unit_gpus, None, closest, _sorted(tried),
-                         _miss_text(closest, max_units * unit_gpus, target, unit_gpus))
+        return Provision(
+            unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target, unit_gpus)
+        )
     while hi is not None and hi - lo > 1:
         mid = (lo + hi) // 2
         if at(mid).meets:
@@ -239,14 +253,22 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
         elif closest.usd > target.budget_usd:
             missed.append(f"over the ${target.budget_usd:,.0f} budget")
     why = f" ({', '.join(missed)})" if missed else ""
-    over_budget = (target is not None and target.budget_usd is not None and closest.usd is not None
-                   and closest.usd > target.budget_usd)
+    over_budget = (
+        target is not None
+        and target.budget_usd is not None
+        and closest.usd is not None
+        and closest.usd > target.budget_usd
+    )
     if over_budget and closest.gpus == unit_gpus:
         unit = "one rental unit" if unit_gpus > 1 else "one GPU"
-        return (f"even the fewest GPUs, {closest.gpus} ({unit}), take {closest.wall_s / S_PER_DAY:.2f} days{money}"
-                f"{why}, and more GPUs cost at least as much")
-    return (f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take "
-            f"{closest.wall_s / S_PER_DAY:.2f} days{money}{why}")
+        return (
+            f"even the fewest GPUs, {closest.gpus} ({unit}), take {closest.wall_s / S_PER_DAY:.2f} days{money}"
+            f"{why}, and more GPUs cost at least as much"
+        )
+    return (
+        f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take "
+        f"{closest.wall_s / S_PER_DAY:.2f} days{money}{why}"
+    )
 
 
 def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:

@@ -20,8 +20,9 @@ def describe(c: Candidate) -> str:
     return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{lifted}"
 
 
-def widest_tp_leaders(model: ModelSpec, results: list[OptionResult], table: EfficiencyTable, job: Job,
-                      fixed: Fixed) -> dict[str, Candidate | None]:
+def widest_tp_leaders(
+    model: ModelSpec, results: list[OptionResult], table: EfficiencyTable, job: Job, fixed: Fixed
+) -> dict[str, Candidate | None]:
     """Per option label, its fastest configuration with every GPU of a replica in one TP group
     of the widest TP (:func:`planning.space.widest_tp`; None when none runs) — the ``all_tp`` of
     :func:`explain`. With TP fixed, or where the fixed layout parts (``fixed``) admit no widest-TP
@@ -66,24 +67,33 @@ def _speculation_note(r: OptionResult) -> str | None:
     b = r.best
     if b is None:
         return None
-    c = next((c for c in r.ranked[1:] if c.wall_s < b.wall_s
-              and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior), None)
+    c = next(
+        (
+            c
+            for c in r.ranked[1:]
+            if c.wall_s < b.wall_s and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior
+        ),
+        None,
+    )
     spec = c.evaluation.config.spec if c is not None else None
     if c is None or spec is None:
         return None
     tau_low = spec.acceptance_length * c.acceptance_low_ratio
     gain = c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1
     than = "plain decoding" if b.evaluation.config.spec is None else "the leading configuration"
-    return (f"{r.option.label}: {describe(c)} gives {c.evaluation.output_tok_s_total:,.0f} tok/s, {gain:.1%} more "
-            f"than {than}, at τ={spec.acceptance_length:g}, the acceptance prior at this context; counted at the "
-            f"low end of published {spec.method} acceptance (τ≈{tau_low:.2f}) it does not come out ahead, so it "
-            f"does not lead. "
-            f"Measure τ on your own traces (tokenplan bench) and compare with --spec none "
-            f"--spec {spec.method}:{spec.draft_tokens}:TAU.")
+    return (
+        f"{r.option.label}: {describe(c)} gives {c.evaluation.output_tok_s_total:,.0f} tok/s, {gain:.1%} more "
+        f"than {than}, at τ={spec.acceptance_length:g}, the acceptance prior at this context; counted at the "
+        f"low end of published {spec.method} acceptance (τ≈{tau_low:.2f}) it does not come out ahead, so it "
+        f"does not lead. "
+        f"Measure τ on your own traces (tokenplan bench) and compare with --spec none "
+        f"--spec {spec.method}:{spec.draft_tokens}:TAU."
+    )
 
 
-def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
-            eligible: list[OptionResult] | None = None) -> list[str]:
+def explain(
+    results: list[OptionResult], all_tp: dict[str, Candidate | None], eligible: list[OptionResult] | None = None
+) -> list[str]:
     """A few sentences that answer the hardware question.
 
     Args:
@@ -99,8 +109,10 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
             lines.append(f"{r.option.label}: nothing runs — " + "; ".join(_top_reasons(r, 2)) + ".")
             continue
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
-        lines.append(f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
-                     f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}.")
+        lines.append(
+            f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
+            f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}."
+        )
     lines.extend(note for r in results if (note := _speculation_note(r)))
     pool = results if eligible is None else eligible
     f, ch = fastest(pool), cheapest(pool)
@@ -108,8 +120,10 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
     if eligible is not None and not eligible:
         lines.append("No option meets the target; the launch below is for the fastest option as given.")
     elif f and ch and f is not ch and f.best and ch.best:
-        lines.append(f"Fastest{among}: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
-                     f"{ch.option.label} (${ch.best.cost.usd:,.0f}).")
+        lines.append(
+            f"Fastest{among}: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
+            f"{ch.option.label} (${ch.best.cost.usd:,.0f})."
+        )
     elif f:
         lines.append(f"{f.option.label} is both the fastest and the cheapest{among or ' option'}.")
     for r in results:
@@ -120,8 +134,14 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
         if n == 1:
             continue
         if tp_all is None:
-            why = next((k for k in sorted(r.rejected, key=lambda k: -r.rejected[k])
-                        if k.startswith((f"TP{n}×", f"TP{n}:", f"TP{n},"))), None)
+            why = next(
+                (
+                    k
+                    for k in sorted(r.rejected, key=lambda k: -r.rejected[k])
+                    if k.startswith((f"TP{n}×", f"TP{n}:", f"TP{n},"))
+                ),
+                None,
+            )
             lines.append(f"TP{n} on {r.option.gpu.key} cannot run this model" + (f": {why}." if why else "."))
         elif tp_all.evaluation.config.layout == b.evaluation.config.layout:
             lines.append(f"TP{n} is the right layout on {r.option.gpu.key}.")
@@ -129,11 +149,13 @@ def explain(results: list[OptionResult], all_tp: dict[str, Candidate | None],
             ratio = b.evaluation.output_tok_s_total / tp_all.evaluation.output_tok_s_total
             why = "; ".join(w for w in tp_all.evaluation.warnings if "replicated" in w)
             comm = tp_all.evaluation.steady.decode_step.comm_s / tp_all.evaluation.steady.decode_step.total_s
-            lines.append(f"TP{n} is not the best layout on {r.option.gpu.key}: "
-                         f"{b.evaluation.config.layout.describe()} gives {ratio:.2f}× its throughput "
-                         f"({tp_all.evaluation.config.layout.describe()}: "
-                         f"{tp_all.evaluation.output_tok_s_total:,.0f} tok/s, "
-                         f"{comm:.0%} of each decode step in all-reduce" + (f", {why}" if why else "") + ").")
+            lines.append(
+                f"TP{n} is not the best layout on {r.option.gpu.key}: "
+                f"{b.evaluation.config.layout.describe()} gives {ratio:.2f}× its throughput "
+                f"({tp_all.evaluation.config.layout.describe()}: "
+                f"{tp_all.evaluation.output_tok_s_total:,.0f} tok/s, "
+                f"{comm:.0%} of each decode step in all-reduce" + (f", {why}" if why else "") + ")."
+            )
     return lines
 
 
@@ -153,8 +175,10 @@ def formats_note(r: OptionResult, bf16: Candidate | None) -> str | None:
     if bf16 is None:
         return f"{chosen}; BF16 weights and KV do not run here (or were not searched)."
     money = f", ${bf16.cost.usd:,.0f}" if bf16.cost.usd is not None else ""
-    return (f"{chosen}, the fastest of the formats searched; with BF16 weights and KV ({describe(bf16)}) "
-            f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {bf16.wall_s / S_PER_DAY:.2f} days{money}.")
+    return (
+        f"{chosen}, the fastest of the formats searched; with BF16 weights and KV ({describe(bf16)}) "
+        f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {bf16.wall_s / S_PER_DAY:.2f} days{money}."
+    )
 
 
 def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
@@ -172,9 +196,11 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
     if top.best is None or on is None:
         return None
     lifted, s = top.best.evaluation, on.evaluation.steady
-    return (f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
-            f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
-            f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
-            f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
-            f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
-            f"the cache on only if that option is then faster.")
+    return (
+        f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
+        f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
+        f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
+        f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
+        f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
+        f"the cache on only if that option is then faster."
+    )

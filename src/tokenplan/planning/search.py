@@ -19,8 +19,15 @@ from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
-from tokenplan.planning.space import (SEARCH_ALL, Fixed, HardwareOption, candidates, fixed_layout_reasons, kv_dtypes,
-                                      weight_dtypes)
+from tokenplan.planning.space import (
+    SEARCH_ALL,
+    Fixed,
+    HardwareOption,
+    candidates,
+    fixed_layout_reasons,
+    kv_dtypes,
+    weight_dtypes,
+)
 from tokenplan.units import Dtype, GiB
 
 JOB_SIMULATED_PER_OPTION = 8  # leaders by steady throughput that get the whole-job simulation
@@ -111,14 +118,23 @@ def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareO
     spec = ev.config.spec
     jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, job.num_requests / lay.dp, spec)
     low = low_acceptance_ratio(spec, job.isl.mean + job.osl.running_mean / 2) if spec is not None else 1.0
-    return Candidate(ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour),
-                     low)
+    return Candidate(
+        ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour), low
+    )
 
 
-def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, table: EfficiencyTable, job: Job,
-                  specs: list[SpecDecode | None], weight_allowed: tuple[Dtype, ...] | None = None,
-                  kv_allowed: tuple[Dtype, ...] | None = None, vision_cut: float = 1.0,
-                  fixed: Fixed = SEARCH_ALL) -> OptionResult:
+def search_option(
+    model: ModelSpec,
+    option: HardwareOption,
+    engine: Engine,
+    table: EfficiencyTable,
+    job: Job,
+    specs: list[SpecDecode | None],
+    weight_allowed: tuple[Dtype, ...] | None = None,
+    kv_allowed: tuple[Dtype, ...] | None = None,
+    vision_cut: float = 1.0,
+    fixed: Fixed = SEARCH_ALL,
+) -> OptionResult:
     """Search one hardware option (see the module docstring): evaluate every candidate offline,
     re-evaluate at the job's own size those whose full batch the job never fills, and simulate
     the whole job for the :data:`JOB_SIMULATED_PER_OPTION` leaders by throughput.
@@ -154,8 +170,9 @@ def search_option(model: ModelSpec, option: HardwareOption, engine: Engine, tabl
         else:
             runs.append(result)
     runs.sort(key=lambda e: -e.output_tok_s_total)
-    ranked = sorted((simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]),
-                    key=lambda c: c.ranking_wall_s)
+    ranked = sorted(
+        (simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]), key=lambda c: c.ranking_wall_s
+    )
     reasons = Counter(fixed_layout_reasons(model, option, fixed))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
@@ -177,22 +194,30 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
             out[f"{cfg.layout.describe()}: {r.reason}"] += 1
         elif r.kind == "kv":
             spec = f", {cfg.spec.method} k={cfg.spec.draft_tokens}" if cfg.spec is not None else ""
-            out[f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}: {r.reason}"] += 1
+            out[
+                f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}: {r.reason}"
+            ] += 1
         else:
             out[r.reason] += 1
     for scope, group in memory.items():
         least = min(group, key=lambda r: r.weight_bytes_per_gpu)
         most = max(r.weight_bytes_per_gpu for r in group)
-        extra = f" ({most / GiB:.1f} GiB with the MTP draft layers)" if most > least.weight_bytes_per_gpu * 1.0001 else ""
+        extra = (
+            f" ({most / GiB:.1f} GiB with the MTP draft layers)" if most > least.weight_bytes_per_gpu * 1.0001 else ""
+        )
         spec_bytes = least.spec_state_bytes_per_gpu
         state = f" + {spec_bytes / GiB:.1f} GiB of speculative state" if spec_bytes > 0 else ""
-        out[f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights{state} per GPU{extra} vs "
+        out[
+            f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights{state} per GPU{extra} vs "
             f"{least.usable_bytes_per_gpu / GiB:.1f} GiB usable (try more GPUs per replica or a smaller weight "
-            "format)"] += len(group)
+            "format)"
+        ] += len(group)
     return out
 
 
-def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]) -> Candidate | None:
+def best_with(
+    result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]
+) -> Candidate | None:
     """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``."""
     for ev in result.evaluated:
         if predicate(ev.config):
@@ -200,8 +225,9 @@ def best_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate:
     return None
 
 
-
-def leader_with(result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]) -> Candidate | None:
+def leader_with(
+    result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]
+) -> Candidate | None:
     """The configuration an option's search would lead with were it restricted to the configs
     that satisfy ``predicate(Config)``: its ``JOB_SIMULATED_PER_OPTION`` fastest in the steady
     state simulated and ranked as :func:`search_option` ranks (``Candidate.ranking_wall_s``), so a

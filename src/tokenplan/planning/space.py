@@ -52,7 +52,9 @@ class Fixed:
 
     def describe(self) -> str:
         """``TP8 × DP1`` (the fixed parts of the layout; empty when none is fixed)."""
-        return " × ".join(f"{k.upper()}{v}" for k, v in (("tp", self.tp), ("dp", self.dp), ("ep", self.ep)) if v is not None)
+        return " × ".join(
+            f"{k.upper()}{v}" for k, v in (("tp", self.tp), ("dp", self.dp), ("ep", self.ep)) if v is not None
+        )
 
 
 SEARCH_ALL = Fixed()  # nothing fixed
@@ -61,8 +63,9 @@ SEARCH_ALL = Fixed()  # nothing fixed
 def widest_tp(option: HardwareOption) -> int:
     """The largest TP group an option allows: a power of two that divides its GPUs, within one
     scale-up domain (1 when no wider group divides the count, e.g. 7 GPUs)."""
-    return max(tp for tp in _powers_of_two_up_to(min(option.count, option.gpu.max_gpus_per_scaleup))
-               if option.count % tp == 0)
+    return max(
+        tp for tp in _powers_of_two_up_to(min(option.count, option.gpu.max_gpus_per_scaleup)) if option.count % tp == 0
+    )
 
 
 def _powers_of_two_up_to(n: int) -> list[int]:
@@ -110,11 +113,15 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
         why = f"EP splits experts; {model.name} is dense (EP 1 only)"
     else:
         kept = [lay for lay in every if fixed.tp is None or lay.tp == fixed.tp]
-        allowed = [(k, sorted({getattr(lay, k) for lay in kept})) for k in ("dp", "ep")
-                   if getattr(fixed, k) is not None] if kept else [("tp", sorted({lay.tp for lay in every}))]
+        allowed = (
+            [(k, sorted({getattr(lay, k) for lay in kept})) for k in ("dp", "ep") if getattr(fixed, k) is not None]
+            if kept
+            else [("tp", sorted({lay.tp for lay in every}))]
+        )
         within = f" with TP{fixed.tp}" if kept and fixed.tp is not None else ""
         why = f"no layout of {option.count} GPUs has it; " + "; ".join(
-            f"{k.upper()}{within} is one of {', '.join(map(str, v))}" for k, v in allowed)
+            f"{k.upper()}{within} is one of {', '.join(map(str, v))}" for k, v in allowed
+        )
     return dropped + [f"{fixed.describe()} (fixed): {why}"]
 
 
@@ -126,16 +133,20 @@ def dropped_layouts(gpu: Gpu, count: int) -> list[str]:
     domain = gpu.max_gpus_per_scaleup
     for tp in _powers_of_two_up_to(count):
         if tp > domain:
-            out.append(f"TP{tp}: TP stays within one scale-up domain ({domain} GPUs on {gpu.scaleup.name}); "
-                       f"use PP or DP across domains")
+            out.append(
+                f"TP{tp}: TP stays within one scale-up domain ({domain} GPUs on {gpu.scaleup.name}); "
+                f"use PP or DP across domains"
+            )
             continue
         for pp in _powers_of_two_up_to(count // tp) if count % tp == 0 else [1]:
             if count % (tp * pp):
                 split = f"TP{tp}" + (f"×PP{pp}" if pp > 1 else "")
                 lower, upper = count // (tp * pp) * tp * pp, (count // (tp * pp) + 1) * tp * pp
                 use = f"{lower} or {upper}" if lower else f"{upper}"
-                out.append(f"{split}: {count} GPUs are not a multiple of {tp * pp} ({count} = "
-                           f"{count // (tp * pp)}×{tp * pp} + {count % (tp * pp)}); use {use} GPUs")
+                out.append(
+                    f"{split}: {count} GPUs are not a multiple of {tp * pp} ({count} = "
+                    f"{count // (tp * pp)}×{tp * pp} + {count % (tp * pp)}); use {use} GPUs"
+                )
     return out
 
 
@@ -152,16 +163,22 @@ def weight_dtypes(model: ModelSpec, gpu: Gpu, allowed: tuple[Dtype, ...] | None)
     if allowed:
         return list(dict.fromkeys(allowed)), []
     if native is not Dtype.BF16:
-        return [native], [f"other weight formats: {model.name} is released in {native.value} and served as "
-                          f"released (name one with --weight-dtype to re-quantize)"]
-    notes = ["4-bit weights (nvfp4, mxfp4, w4a16): searched only when named (--weight-dtype nvfp4): "
-             "they change the outputs a drafter or student learns from"]
+        return [native], [
+            f"other weight formats: {model.name} is released in {native.value} and served as "
+            f"released (name one with --weight-dtype to re-quantize)"
+        ]
+    notes = [
+        "4-bit weights (nvfp4, mxfp4, w4a16): searched only when named (--weight-dtype nvfp4): "
+        "they change the outputs a drafter or student learns from"
+    ]
     out = [Dtype.BF16]
     if gpu.runs_natively(Dtype.FP8):
         out.append(Dtype.FP8)
     else:
-        notes.append(f"fp8 weights: not native on {gpu.architecture} ({gpu.key}); searched only when named "
-                     "(--weight-dtype fp8: weight-only, at the BF16 compute rate)")
+        notes.append(
+            f"fp8 weights: not native on {gpu.architecture} ({gpu.key}); searched only when named "
+            "(--weight-dtype fp8: weight-only, at the BF16 compute rate)"
+        )
     return out, notes
 
 
@@ -172,13 +189,21 @@ def kv_dtypes(gpu: Gpu, allowed: tuple[Dtype, ...] | None) -> tuple[list[Dtype],
         return list(dict.fromkeys(allowed)), []
     if gpu.runs_natively(Dtype.FP8):
         return [Dtype.BF16, Dtype.FP8], []
-    return [Dtype.BF16], [f"fp8 KV cache: not native on {gpu.architecture} ({gpu.key}); searched only when named "
-                          "(--kv-dtype fp8)"]
+    return [Dtype.BF16], [
+        f"fp8 KV cache: not native on {gpu.architecture} ({gpu.key}); searched only when named (--kv-dtype fp8)"
+    ]
 
 
-def candidates(model: ModelSpec, option: HardwareOption, engine: Engine, specs: list[SpecDecode | None],
-               weight_allowed: tuple[Dtype, ...] | None, kv_allowed: tuple[Dtype, ...] | None,
-               vision_cut: float, fixed: Fixed = SEARCH_ALL) -> Iterator[Config]:
+def candidates(
+    model: ModelSpec,
+    option: HardwareOption,
+    engine: Engine,
+    specs: list[SpecDecode | None],
+    weight_allowed: tuple[Dtype, ...] | None,
+    kv_allowed: tuple[Dtype, ...] | None,
+    vision_cut: float,
+    fixed: Fixed = SEARCH_ALL,
+) -> Iterator[Config]:
     """Every configuration of one option. Where the engine caps running requests by default
     (SGLang: 48 with speculative decoding; hybrid models: state slots ÷ 5), a second candidate
     lifts the cap — the plan then prints the flags it needs — unless ``fixed`` sets the cap.

@@ -67,14 +67,16 @@ def _spec_text(c: Config) -> str:
 # (what changes, how it is described, how the target's value is copied into a configuration)
 _FIELDS: tuple[tuple[str, Callable[[Config], str], Callable[[Config, Config], Config]], ...] = (
     ("engine", lambda c: c.engine.name, lambda c, t: replace(c, engine=t.engine)),
-    ("running cap", _cap_text,
-     lambda c, t: replace(c, max_running=t.max_running, lift_running_cap=t.lift_running_cap)),
+    ("running cap", _cap_text, lambda c, t: replace(c, max_running=t.max_running, lift_running_cap=t.lift_running_cap)),
     ("layout", lambda c: c.layout.describe(), lambda c, t: replace(c, layout=t.layout)),
     ("weights", lambda c: c.weight_dtype.value, lambda c, t: replace(c, weight_dtype=t.weight_dtype)),
     ("KV cache", lambda c: c.kv_dtype.value, lambda c, t: replace(c, kv_dtype=t.kv_dtype)),
     ("speculative decoding", _spec_text, lambda c, t: replace(c, spec=t.spec)),
-    ("memory fraction", lambda c: "engine default" if c.memory_fraction is None else f"{c.memory_fraction:g}",
-     lambda c, t: replace(c, memory_fraction=t.memory_fraction)),
+    (
+        "memory fraction",
+        lambda c: "engine default" if c.memory_fraction is None else f"{c.memory_fraction:g}",
+        lambda c, t: replace(c, memory_fraction=t.memory_fraction),
+    ),
 )
 
 
@@ -116,8 +118,9 @@ def _rate(evaluate: Evaluate, config: Config) -> float | None:
     return None if isinstance(result, Rejection) else result.output_tok_s_total
 
 
-def _bisect(rate_at: Callable[[float], float | None], lo: float, hi: float, measured: float,
-            integer: bool, rounds: int = 40) -> float | None:
+def _bisect(
+    rate_at: Callable[[float], float | None], lo: float, hi: float, measured: float, integer: bool, rounds: int = 40
+) -> float | None:
     """The x in [lo, hi] where ``rate_at(x)`` crosses ``measured`` (rate increasing in x), or
     None when the bracket does not contain the crossing or an end does not run."""
     r_lo, r_hi = rate_at(lo), rate_at(hi)
@@ -151,12 +154,12 @@ def implied_acceptance(config: Config, measured_tok_s: float, evaluate: Evaluate
     return _bisect(at, 1.0, spec.draft_tokens + 1.0, measured_tok_s, integer=False)
 
 
-def implied_running_cap(config: Config, measured_tok_s: float, evaluate: Evaluate,
-                        most: int) -> int | None:
+def implied_running_cap(config: Config, measured_tok_s: float, evaluate: Evaluate, most: int) -> int | None:
     """The running-request cap per replica (1 … ``most``) at which the configuration's
     predicted rate first reaches ``measured_tok_s`` (tokens/s, all replicas), or None when no
     cap in that range does (the measurement is above what the configuration gives uncapped, or
     even one request a replica is faster)."""
+
     def at(cap: float) -> float | None:
         return _rate(evaluate, replace(config, max_running=int(cap), lift_running_cap=False))
 
@@ -167,7 +170,7 @@ def implied_running_cap(config: Config, measured_tok_s: float, evaluate: Evaluat
 def acceptance_length(draft_tokens: int, p: float) -> float:
     """τ(k, p) = 1 + p + … + p^k: expected tokens per verification step when each draft position
     is accepted with probability p given the one before (Leviathan et al. 2023, §3.1)."""
-    return float(sum(p ** i for i in range(draft_tokens + 1)))
+    return float(sum(p**i for i in range(draft_tokens + 1)))
 
 
 def per_position_acceptance(draft_tokens: int, tau: float) -> float:

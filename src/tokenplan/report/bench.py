@@ -15,9 +15,24 @@ from rich.table import Table
 from tokenplan.client.auth import display_url
 from tokenplan.report.fit import show_fit
 
-BENCH_COLUMNS = ("conc", "achieved", "reqs", "err", "req/s", "out tok/s", "total tok/s", "server tok/s",
-                 "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "ITL p50 ms", "E2E p50 s", "running", "waiting",
-                 "KV max")
+BENCH_COLUMNS = (
+    "conc",
+    "achieved",
+    "reqs",
+    "err",
+    "req/s",
+    "out tok/s",
+    "total tok/s",
+    "server tok/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "TPOT p50 ms",
+    "ITL p50 ms",
+    "E2E p50 s",
+    "running",
+    "waiting",
+    "KV max",
+)
 
 
 def _ms(d: dict | None, key: str) -> str:
@@ -39,13 +54,24 @@ def bench_table(data: dict) -> Table:
         t.add_column(c, justify="right")
     for lv in data["levels"]:  # a saved file's figures are checked by tokenplan.files.shapes; absent ones print "–"
         s = lv.get("server") or {}
-        t.add_row(str(lv["concurrency"]), _fmt(lv.get("achieved_concurrency"), ".1f"), str(lv["requests"]),
-                  str(lv["errors"]), _fmt(lv.get("request_throughput_per_s"), ".2f"), _fmt(lv.get("output_tok_s"), ",.0f"),
-                  _fmt(lv.get("total_tok_s"), ",.0f"), _fmt(s.get("output_tok_s"), ",.0f"), _ms(lv.get("ttft_s"), "p50"),
-                  _ms(lv.get("ttft_s"), "p99"), _ms(lv.get("tpot_s"), "p50"), _ms(lv.get("itl_s"), "p50"),
-                  _fmt((lv.get("e2e_s") or {}).get("p50"), ".2f"), _fmt(s.get("running_mean"), ".1f"),
-                  _fmt(s.get("waiting_mean"), ".1f"),
-                  "–" if s.get("kv_usage_max") is None else f"{s['kv_usage_max'] * 100:.0f}%")
+        t.add_row(
+            str(lv["concurrency"]),
+            _fmt(lv.get("achieved_concurrency"), ".1f"),
+            str(lv["requests"]),
+            str(lv["errors"]),
+            _fmt(lv.get("request_throughput_per_s"), ".2f"),
+            _fmt(lv.get("output_tok_s"), ",.0f"),
+            _fmt(lv.get("total_tok_s"), ",.0f"),
+            _fmt(s.get("output_tok_s"), ",.0f"),
+            _ms(lv.get("ttft_s"), "p50"),
+            _ms(lv.get("ttft_s"), "p99"),
+            _ms(lv.get("tpot_s"), "p50"),
+            _ms(lv.get("itl_s"), "p50"),
+            _fmt((lv.get("e2e_s") or {}).get("p50"), ".2f"),
+            _fmt(s.get("running_mean"), ".1f"),
+            _fmt(s.get("waiting_mean"), ".1f"),
+            "–" if s.get("kv_usage_max") is None else f"{s['kv_usage_max'] * 100:.0f}%",
+        )
     return t
 
 
@@ -66,13 +92,24 @@ def acceptance_table(data: dict) -> Table | None:
         acc = lv["acceptance"]
         server = acc.get("server") or {}
         rate = server.get("acceptance_rate")
-        t.add_row(str(lv["concurrency"]), _fmt(acc.get("context_tokens"), ",.0f"), f"{acc['tau']:.2f}", acc["source"],
-                  "–" if rate is None else f"{rate * 100:.1f}%",
-                  " ".join(f"{p * 100:.0f}%" for p in server.get("per_position") or ()) or "–")
+        t.add_row(
+            str(lv["concurrency"]),
+            _fmt(acc.get("context_tokens"), ",.0f"),
+            f"{acc['tau']:.2f}",
+            acc["source"],
+            "–" if rate is None else f"{rate * 100:.1f}%",
+            " ".join(f"{p * 100:.0f}%" for p in server.get("per_position") or ()) or "–",
+        )
     sweep = data.get("acceptance") or {}
     for b in sweep.get("context_buckets") or ():
-        t.add_row(f"ctx {b['bucket']}", f"{b['mean_decode_context_tokens']:,.0f}", f"{b['tau']:.2f}",
-                  f"{b['requests']} requests", "–", "–")
+        t.add_row(
+            f"ctx {b['bucket']}",
+            f"{b['mean_decode_context_tokens']:,.0f}",
+            f"{b['tau']:.2f}",
+            f"{b['requests']} requests",
+            "–",
+            "–",
+        )
     return t
 
 
@@ -85,20 +122,28 @@ def cap_text(data: dict) -> str | None:
         return None
     metrics = (data.get("server") or {}).get("metrics", True)
     unseen = "not reached in this sweep" if metrics else "not measured (no /metrics)"
-    flat, queue, running = (cap.get("flattens_at_concurrency"), cap.get("queue_grows_at_concurrency"),
-                            cap.get("max_running_requests"))
-    parts = [f"throughput flattens at concurrency {flat}" if flat is not None
-             else "throughput flattening not reached in this sweep",
-             f"queue grows at {queue}" if queue is not None else f"queue growth {unseen}",
-             f"server runs at most {running}" if running is not None else f"running-request limit {unseen}"]
+    flat, queue, running = (
+        cap.get("flattens_at_concurrency"),
+        cap.get("queue_grows_at_concurrency"),
+        cap.get("max_running_requests"),
+    )
+    parts = [
+        f"throughput flattens at concurrency {flat}"
+        if flat is not None
+        else "throughput flattening not reached in this sweep",
+        f"queue grows at {queue}" if queue is not None else f"queue growth {unseen}",
+        f"server runs at most {running}" if running is not None else f"running-request limit {unseen}",
+    ]
     return f"cap: {', '.join(parts)} (from {cap['source']})"
 
 
 def level_line(level: dict) -> str:
     """One line per finished level while the sweep runs (output tok/s, requests, errors)."""
     tok_s = "– (not measured)" if level["output_tok_s"] is None else f"{level['output_tok_s']:,.0f}"
-    return (f"concurrency {level['concurrency']}: {tok_s} output tok/s, "
-            f"{level['requests']} requests, {level['errors']} errors")
+    return (
+        f"concurrency {level['concurrency']}: {tok_s} output tok/s, "
+        f"{level['requests']} requests, {level['errors']} errors"
+    )
 
 
 def show_bench(console: Console, data: dict, wrote_profile: Path | None) -> None:

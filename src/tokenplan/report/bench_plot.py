@@ -40,8 +40,11 @@ def write_bench_plot(data: dict, path: str | Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
     conc = [lv["concurrency"] for lv in levels]
     left.plot(conc, [lv["output_tok_s"] for lv in levels], "o-", label="bench (usage tokens / window)")
-    server = [(lv["concurrency"], lv["server"]["output_tok_s"]) for lv in levels
-              if lv.get("server") and lv["server"].get("output_tok_s")]
+    server = [
+        (lv["concurrency"], lv["server"]["output_tok_s"])
+        for lv in levels
+        if lv.get("server") and lv["server"].get("output_tok_s")
+    ]
     if server:
         left.plot(*zip(*server), "x--", label="server /metrics counter")
     cap = (data.get("cap") or {}).get("flattens_at_concurrency")
@@ -53,8 +56,9 @@ def write_bench_plot(data: dict, path: str | Path) -> Path:
     left.set_title(f"{data['model']}: throughput")
     left.grid(True, alpha=0.3)
     left.legend(fontsize=8)
-    points = [(lv["output_tok_s"] / divisor, u, lv["concurrency"]) for lv in levels
-              if (u := per_user_tok_s(lv)) is not None]
+    points = [
+        (lv["output_tok_s"] / divisor, u, lv["concurrency"]) for lv in levels if (u := per_user_tok_s(lv)) is not None
+    ]
     if points:
         right.scatter([p[0] for p in points], [p[1] for p in points])
         for x, y, c in points:

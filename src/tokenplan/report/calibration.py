@@ -16,14 +16,21 @@ def factors_table(d: dict) -> Table:
     state = "converged" if d["converged"] else "not converged"
     aside = d.get("throughput_set_aside", 0)
     rows = f"{d['n']} rows, {d['skipped']} skipped" + (f", {aside} with tok/s set aside" if aside else "")
-    t = Table(title=f"fitted factors ({rows} — `tokenplan validate FILE` gives each reason; optimiser {state}: "
-                    f"status {opt['status']}, {opt['nfev']} evaluations)")
+    t = Table(
+        title=f"fitted factors ({rows} — `tokenplan validate FILE` gives each reason; optimiser {state}: "
+        f"status {opt['status']}, {opt['nfev']} evaluations)"
+    )
     for col in ("level", "factor", "value", "± 1σ", "note"):
         t.add_column(col, justify="right" if col in ("value", "± 1σ") else "left")
     for f in d["factors"]:
         unc = f["uncertainty"]
-        t.add_row(f["level"], f["name"], f"{f['value']:.4g}", "–" if unc is None else f"{unc:.2g}",
-                  "at bound" if f["at_bound"] else "")
+        t.add_row(
+            f["level"],
+            f["name"],
+            f"{f['value']:.4g}",
+            "–" if unc is None else f"{unc:.2g}",
+            "at bound" if f["at_bound"] else "",
+        )
     return t
 
 
@@ -31,8 +38,10 @@ def at_bound_line(d: dict) -> str | None:
     """One line naming the factors that ended on a physical bound, or None."""
     if not d["at_bound"]:
         return None
-    return ("at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot "
-            f"identify the factor; no σ): {', '.join(d['at_bound'])}")
+    return (
+        "at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot "
+        f"identify the factor; no σ): {', '.join(d['at_bound'])}"
+    )
 
 
 def cv_table(d: dict) -> Table:
@@ -42,8 +51,11 @@ def cv_table(d: dict) -> Table:
     for col in ("held out", "n", "median"):
         t.add_column(col, justify="left" if col == "held out" else "right")
     for by, cv in d["cross_validation"].items():
-        t.add_row(f"[bold]each {by} (pooled)[/bold]", str(sum(f["n"] for f in cv["folds"])),
-                  f"{cv['median_abs_pct_error'] * 100:.0f}% (p90 {cv['p90_abs_pct_error'] * 100:.0f}%)")
+        t.add_row(
+            f"[bold]each {by} (pooled)[/bold]",
+            str(sum(f["n"] for f in cv["folds"])),
+            f"{cv['median_abs_pct_error'] * 100:.0f}% (p90 {cv['p90_abs_pct_error'] * 100:.0f}%)",
+        )
         for f in cv["folds"]:
             t.add_row(f"  {by} {f['held_out']}", str(f["n"]), f"{f['median_abs_pct_error'] * 100:.0f}%")
     return t
@@ -53,12 +65,16 @@ def coverage_line(table) -> str:  # noqa: ANN001 - a tokenplan.calibration.bands
     """One line: the nested cross-validation coverage of the 80 % bands, per metric, then per
     file and measured quantity (throughput, TPOT, TTFT)."""
     parts = [f"{m} {c * 100:.0f} %" for m, c in table.checked_coverage.items()]
-    line = (f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation "
-            "(folds of whole configurations): " + ", ".join(parts))
+    line = (
+        f"error bands: nominal {table.coverage * 100:.0f} %, held-out coverage in nested cross-validation "
+        "(folds of whole configurations): " + ", ".join(parts)
+    )
     by_file = getattr(table, "coverage_by_file", {})
     if by_file:
         line += "; per file: " + "; ".join(
-            f"{name} " + ", ".join(f"{q} {c * 100:.0f} %" for q, c in shares.items()) for name, shares in by_file.items())
+            f"{name} " + ", ".join(f"{q} {c * 100:.0f} %" for q, c in shares.items())
+            for name, shares in by_file.items()
+        )
     return line
 
 
@@ -70,8 +86,9 @@ def show_calibration(console: Console, d: dict, out: Path, bands=None, bands_pat
     if bound_line:
         console.print(bound_line, markup=False)
     if d["held"]:
-        console.print(f"held at their documented defaults (not identified by the data): {', '.join(d['held'])}",
-                      markup=False)
+        console.print(
+            f"held at their documented defaults (not identified by the data): {', '.join(d['held'])}", markup=False
+        )
     if d["cross_validation"]:
         console.print(cv_table(d))
     if bands is not None and bands_path is not None:

@@ -5,12 +5,32 @@ from __future__ import annotations
 
 from rich.table import Table
 
-GPU_SOURCES_NOTE = "Sources of every figure: tokenplan catalog gpus --json (\"sources\")."
+GPU_SOURCES_NOTE = 'Sources of every figure: tokenplan catalog gpus --json ("sources").'
 
-GPU_COLUMNS = ("key", "name", "arch", "GiB", "TB/s", "BF16 TF", "FP8 TF", "FP4 TF", "scale-up (GB/s/dir)", "native",
-               "$/GPU-h typical (range)")
-MODEL_COLUMNS = ("name", "architecture", "family", "params (B)", "active (B)", "KV B/token (bf16)", "state MiB/seq",
-                 "MTP", "modelled")
+GPU_COLUMNS = (
+    "key",
+    "name",
+    "arch",
+    "GiB",
+    "TB/s",
+    "BF16 TF",
+    "FP8 TF",
+    "FP4 TF",
+    "scale-up (GB/s/dir)",
+    "native",
+    "$/GPU-h typical (range)",
+)
+MODEL_COLUMNS = (
+    "name",
+    "architecture",
+    "family",
+    "params (B)",
+    "active (B)",
+    "KV B/token (bf16)",
+    "state MiB/seq",
+    "MTP",
+    "modelled",
+)
 
 
 def gpus_table(rows: list[dict]) -> Table:
@@ -21,12 +41,26 @@ def gpus_table(rows: list[dict]) -> Table:
         t.add_column(col)
     for r in rows:
         f = r["dense_tflops"]
-        price = "—" if r["price"] is None else (f"{r['price']['typical']:.2f} ({r['price']['low']:.2f}–"
-                                                 f"{r['price']['high']:.2f}, {r['price']['as_of']})")
-        t.add_row(r["key"], r["name"], r["architecture"], f"{r['memory_gib']:.1f}", f"{r['hbm_tb_s']:.2f}",
-                  f"{f.get('bf16', 0):,.0f}", f"{f.get('fp8', 0):,.0f}" if "fp8" in f else "—",
-                  f"{f.get('fp4', 0):,.0f}" if "fp4" in f else "—", f"{r['scaleup']} {r['scaleup_gb_s']:,.0f}",
-                  ",".join(r["native_dtypes"]), price)
+        price = (
+            "—"
+            if r["price"] is None
+            else (
+                f"{r['price']['typical']:.2f} ({r['price']['low']:.2f}–{r['price']['high']:.2f}, {r['price']['as_of']})"
+            )
+        )
+        t.add_row(
+            r["key"],
+            r["name"],
+            r["architecture"],
+            f"{r['memory_gib']:.1f}",
+            f"{r['hbm_tb_s']:.2f}",
+            f"{f.get('bf16', 0):,.0f}",
+            f"{f.get('fp8', 0):,.0f}" if "fp8" in f else "—",
+            f"{f.get('fp4', 0):,.0f}" if "fp4" in f else "—",
+            f"{r['scaleup']} {r['scaleup_gb_s']:,.0f}",
+            ",".join(r["native_dtypes"]),
+            price,
+        )
     return t
 
 
@@ -37,8 +71,15 @@ def models_table(rows: list[dict]) -> Table:
     for col in MODEL_COLUMNS:
         t.add_column(col)
     for r in rows:
-        t.add_row(r["name"], r["architecture"], r["family"], f"{r['params_b']:.1f}", f"{r['active_params_b']:.1f}",
-                  f"{r['kv_bytes_per_token']:,.0f}", f"{r['state_bytes_per_sequence'] / 2**20:,.1f}",
-                  str(r["mtp_layers"]),
-                  "exact" if not r["approximations"] else "approx.: " + "; ".join(r["approximations"]))
+        t.add_row(
+            r["name"],
+            r["architecture"],
+            r["family"],
+            f"{r['params_b']:.1f}",
+            f"{r['active_params_b']:.1f}",
+            f"{r['kv_bytes_per_token']:,.0f}",
+            f"{r['state_bytes_per_sequence'] / 2**20:,.1f}",
+            str(r["mtp_layers"]),
+            "exact" if not r["approximations"] else "approx.: " + "; ".join(r["approximations"]),
+        )
     return t

@@ -18,8 +18,12 @@ def fit_table(fit: dict) -> Table:
         t.add_column(c, justify="left" if c in ("factor", "note") else "right")
     for name, f in fit["factors"].items():
         unc = f["uncertainty"]
-        t.add_row(name, f"{f['value']:.4g}", "–" if unc is None else f"{unc:.2g}",
-                  "at bound" if name in fit["at_bound"] else "")
+        t.add_row(
+            name,
+            f"{f['value']:.4g}",
+            "–" if unc is None else f"{unc:.2g}",
+            "at bound" if name in fit["at_bound"] else "",
+        )
     return t
 
 
@@ -30,9 +34,14 @@ def fit_levels_table(fit: dict) -> Table:
         t.add_column(c, justify="right")
     for lv in fit["levels"]:
         meas_tpot = lv["measured_tpot_s"]
-        t.add_row(f"{lv['concurrency']:g}", f"{lv['batch']:g}", f"{lv['predicted_tpot_s'] * 1e3:.2f}",
-                  "–" if meas_tpot is None else f"{meas_tpot * 1e3:.2f}",
-                  f"{lv['predicted_output_tok_s_per_gpu']:,.1f}", f"{lv['measured_output_tok_s_per_gpu']:,.1f}")
+        t.add_row(
+            f"{lv['concurrency']:g}",
+            f"{lv['batch']:g}",
+            f"{lv['predicted_tpot_s'] * 1e3:.2f}",
+            "–" if meas_tpot is None else f"{meas_tpot * 1e3:.2f}",
+            f"{lv['predicted_output_tok_s_per_gpu']:,.1f}",
+            f"{lv['measured_output_tok_s_per_gpu']:,.1f}",
+        )
     return t
 
 
@@ -64,15 +73,22 @@ def show_update(console: Console, d: dict, wrote_profile: Path | None) -> None:
             t.add_column(c, justify="left" if c == "factor" else "right")
         for name, f in g["factors"].items():
             unc = f["uncertainty"]
-            t.add_row(name, f"{f['shipped']:.4g}", f"{f['calibrated']:.4g}",
-                      f"{(f['calibrated'] / f['shipped'] - 1) * 100:+.1f} %" if f["shipped"] else "–",
-                      "–" if unc is None else f"{unc:.2g}")
+            t.add_row(
+                name,
+                f"{f['shipped']:.4g}",
+                f"{f['calibrated']:.4g}",
+                f"{(f['calibrated'] / f['shipped'] - 1) * 100:+.1f} %" if f["shipped"] else "–",
+                "–" if unc is None else f"{unc:.2g}",
+            )
         console.print(t)
         if not g["factors"]:
             console.print(f"{group}: nothing moved (the rows did not improve on the shipped fit)", markup=False)
         old, new = g["median_abs_error_shipped"], g["median_abs_error_calibrated"]
-        console.print(f"{group} median |error|: TPOT/throughput {_pct(old['tpot'])} → {_pct(new['tpot'])}, "
-                      f"TTFT {_pct(old['ttft'])} → {_pct(new['ttft'])} (kept: {g['kept']}); every other factor "
-                      "and group stays the shipped fit", markup=False)
+        console.print(
+            f"{group} median |error|: TPOT/throughput {_pct(old['tpot'])} → {_pct(new['tpot'])}, "
+            f"TTFT {_pct(old['ttft'])} → {_pct(new['ttft'])} (kept: {g['kept']}); every other factor "
+            "and group stays the shipped fit",
+            markup=False,
+        )
     if wrote_profile is not None:
         console.print(f"wrote {wrote_profile}", markup=False)

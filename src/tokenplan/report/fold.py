@@ -35,14 +35,17 @@ class FoldingTable:
         right: the indices of right-aligned (numeric) columns.
     """
 
-    def __init__(self, title: str, header: Sequence[str], rows: Iterable[Sequence[str | Text]],
-                 right: Iterable[int] = ()) -> None:
+    def __init__(
+        self, title: str, header: Sequence[str], rows: Iterable[Sequence[str | Text]], right: Iterable[int] = ()
+    ) -> None:
         self.title, self.header, self.rows, self.right = title, list(header), [list(r) for r in rows], set(right)
 
     def min_widths(self) -> list[int]:
         """Per column, the width (characters) its longest word needs: header and every cell."""
-        return [max([_longest_word(self.header[i])] + [_longest_word(r[i]) for r in self.rows])
-                for i in range(len(self.header))]
+        return [
+            max([_longest_word(self.header[i])] + [_longest_word(r[i]) for r in self.rows])
+            for i in range(len(self.header))
+        ]
 
     def min_table_width(self) -> int:
         """The narrowest the side-by-side table can be without cutting a word (characters)."""

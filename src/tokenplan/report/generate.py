@@ -25,8 +25,11 @@ def progress_table(s: Snapshot) -> Table:
     """The live display: rows, tok/s against the plan, ETA, errors, in-flight per endpoint."""
     table = Table(show_header=False, box=None, pad_edge=False)
     total = f"/{s.units_total:,}" if s.units_total is not None else ""
-    table.add_row("done", f"{s.finished:,}{total}  (stored {s.stored:,}, skipped {s.skipped:,}, "
-                          f"errors {s.errors:,}, rejected {s.rejected:,}, before this run {s.done_before:,})")
+    table.add_row(
+        "done",
+        f"{s.finished:,}{total}  (stored {s.stored:,}, skipped {s.skipped:,}, "
+        f"errors {s.errors:,}, rejected {s.rejected:,}, before this run {s.done_before:,})",
+    )
     plan = f"   plan {s.plan_output_tok_s:,.0f}" if s.plan_output_tok_s else ""
     table.add_row("output tok/s", f"{s.output_tok_s_window:,.0f} now, {s.output_tok_s_mean:,.0f} mean{plan}")
     table.add_row("elapsed / ETA", f"{duration_text(s.elapsed_s)} / {duration_text(s.eta_s)}")
@@ -44,19 +47,22 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
     lines = [
         f"run dir       {result.run_dir}",
         f"units         {result.units_total:,} = {result.stored:,} stored + {result.skipped:,} skipped "
-        f"+ {result.errors:,} errors" + (f" + {result.not_yet_sent:,} not yet sent" if result.interrupted else "")
+        f"+ {result.errors:,} errors"
+        + (f" + {result.not_yet_sent:,} not yet sent" if result.interrupted else "")
         + f"  [{check}]",
         f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)"
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
         f"throughput    {s['output_tok_s']:,.1f} output tok/s, {s['requests_per_s']:,.2f} req/s over "
-        f"{s['elapsed_s']:,.1f} s" + (f"  (plan: {s['plan_output_tok_s']:,.0f} tok/s)"
-                                     if s.get("plan_output_tok_s") else ""),
+        f"{s['elapsed_s']:,.1f} s"
+        + (f"  (plan: {s['plan_output_tok_s']:,.0f} tok/s)" if s.get("plan_output_tok_s") else ""),
     ]
     e2e = s.get("latency_e2e")
     if e2e:
-        lines.append(f"latency E2E   p50 {e2e['p50_ms']:,.0f} ms  p90 {e2e['p90_ms']:,.0f} ms  "
-                     f"p99 {e2e['p99_ms']:,.0f} ms  ({e2e['count']:,} requests)")
+        lines.append(
+            f"latency E2E   p50 {e2e['p50_ms']:,.0f} ms  p90 {e2e['p90_ms']:,.0f} ms  "
+            f"p99 {e2e['p99_ms']:,.0f} ms  ({e2e['count']:,} requests)"
+        )
     if result.export_rows is not None:
         lines.append(_export_line(result.export_rows, s.get("export") or {}))
     if result.interrupted:
@@ -66,33 +72,55 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
 
 def _export_line(rows: int, export: dict) -> str:
     """``exported N rows`` and what ``--export`` left out (summary.json's ``export`` counts)."""
-    left_out = [f"{export[k]:,} {label}" for k, label in (("dropped_length", "cut by max_tokens"),
-                ("dropped_think_open", "thinking not closed"), ("dropped_empty_answer", "no answer text"),
-                ("dropped_think_marker", "<think> marker left in"), ("failed", "failed/skipped lines"))
-                if export.get(k)]
-    side = (f"; {export['unvalidated']:,} with tool turns in {export['unvalidated_path']} (SpecForge's trainer "
-            "reads them, its validator refuses them by design)" if export.get("unvalidated") else "")
+    left_out = [
+        f"{export[k]:,} {label}"
+        for k, label in (
+            ("dropped_length", "cut by max_tokens"),
+            ("dropped_think_open", "thinking not closed"),
+            ("dropped_empty_answer", "no answer text"),
+            ("dropped_think_marker", "<think> marker left in"),
+            ("failed", "failed/skipped lines"),
+        )
+        if export.get(k)
+    ]
+    side = (
+        f"; {export['unvalidated']:,} with tool turns in {export['unvalidated_path']} (SpecForge's trainer "
+        "reads them, its validator refuses them by design)"
+        if export.get("unvalidated")
+        else ""
+    )
     return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side
 
 
 def dry_run_record(counts, sampling) -> dict:  # noqa: ANN001 - api_generate.dry_run_counts' first two
     """``--dry-run --json``: rows, units, requests, prompt-token statistics (tokens; σ of ln), the
     sampling the run would use and the ``tokenplan plan`` command for the job."""
-    return {"rows": counts.rows, "rejected_rows": counts.rejected_rows, "units": counts.units,
-            "requests": counts.requests, "prompt_tokens_mean": counts.prompt_tokens_mean,
-            "prompt_tokens_sigma": counts.prompt_tokens_sigma, "prompt_tokens_max": counts.prompt_tokens_max,
-            "tokenizer": counts.tokenizer, "sampling": sampling.as_record(),
-            "plan_command": counts.plan_command(sampling.max_tokens)}
+    return {
+        "rows": counts.rows,
+        "rejected_rows": counts.rejected_rows,
+        "units": counts.units,
+        "requests": counts.requests,
+        "prompt_tokens_mean": counts.prompt_tokens_mean,
+        "prompt_tokens_sigma": counts.prompt_tokens_sigma,
+        "prompt_tokens_max": counts.prompt_tokens_max,
+        "tokenizer": counts.tokenizer,
+        "sampling": sampling.as_record(),
+        "plan_command": counts.plan_command(sampling.max_tokens),
+    }
 
 
 def dry_run_text(record: dict, samples_per_row: int) -> str:
     """``--dry-run``'s report from :func:`dry_run_record`: the counts and the plan command."""
-    lines = [f"rows          {record['rows']:,} usable, {record['rejected_rows']:,} rejected",
-             f"units         {record['units']:,} ({samples_per_row} per row)   requests {record['requests']:,}"]
+    lines = [
+        f"rows          {record['rows']:,} usable, {record['rejected_rows']:,} rejected",
+        f"units         {record['units']:,} ({samples_per_row} per row)   requests {record['requests']:,}",
+    ]
     if record["prompt_tokens_mean"] is None:
         lines.append("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
     else:
-        lines.append(f"prompt tokens mean {record['prompt_tokens_mean']:,.0f}, σ {record['prompt_tokens_sigma']:.2f} "
-                     f"(ln), longest {record['prompt_tokens_max']:,}  (tokenizer {record['tokenizer']})")
+        lines.append(
+            f"prompt tokens mean {record['prompt_tokens_mean']:,.0f}, σ {record['prompt_tokens_sigma']:.2f} "
+            f"(ln), longest {record['prompt_tokens_max']:,}  (tokenizer {record['tokenizer']})"
+        )
     lines.append(f"plan for them {record['plan_command']}")
     return "\n".join(lines)

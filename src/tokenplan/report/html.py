@@ -30,20 +30,20 @@ th{background:#f4f4f4;text-align:left} td.n{text-align:right;font-variant-numeri
 
 CAPTIONS = {
     "throughput": "Each line is one layout's fastest configuration, swept from one request per replica up to the "
-                  "most requests whose KV cache and state fit in memory (◆). Bold: the plan's choice. Beyond ◆ the "
-                  "engine runs no more at once and further requests queue.",
+    "most requests whose KV cache and state fit in memory (◆). Bold: the plan's choice. Beyond ◆ the "
+    "engine runs no more at once and further requests queue.",
     "roofline": "The decode step of each configuration on one GPU, from batch 1 to the memory limit. The sloped "
-                "line is HBM bandwidth (FLOP/s = intensity × bytes/s), the flat one the dense peak FLOP/s in the "
-                "weights' format; left of the ridge a step is bandwidth-bound. Achieved FLOP/s counts the whole "
-                "step (communication and per-step overheads included), so points sit below the roofs.",
+    "line is HBM bandwidth (FLOP/s = intensity × bytes/s), the flat one the dense peak FLOP/s in the "
+    "weights' format; left of the ridge a step is bandwidth-bound. Achieved FLOP/s counts the whole "
+    "step (communication and per-step overheads included), so points sit below the roofs.",
     "cost_time": "Every configuration that runs, as a whole job (ramp-up, steady state and drain tail). On the "
-                 "frontier, no other configuration is both faster and cheaper. Configurations without a price "
-                 "are not drawn.",
+    "frontier, no other configuration is both faster and cheaper. Configurations without a price "
+    "are not drawn.",
     "memory": "What fills one GPU at the plan's running batch. KV cache and per-sequence (linear-attention) "
-              "state share the engine's cache pool: the state part is the running batch's share of it. The "
-              "engine reserve holds activations, CUDA graphs and the headroom its memory fraction leaves.",
+    "state share the engine's cache pool: the state part is the running batch's share of it. The "
+    "engine reserve holds activations, CUDA graphs and the headroom its memory fraction leaves.",
     "speedup": "Output tok/s with speculative decoding divided by the same configuration without it, at the "
-               "same number of requests in flight. Where a line falls below 1, speculation stops paying.",
+    "same number of requests in flight. Where a line falls below 1, speculation stops paying.",
 }
 
 
@@ -58,24 +58,37 @@ def write_html(text: str, path: str | Path) -> Path:
 def _page(title: str, body: list[str]) -> str:
     get_plotlyjs = import_extra("plotly.offline", "report").get_plotlyjs
 
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{STYLE}</style>\n"
-            f"<script type=\"text/javascript\">{get_plotlyjs()}</script></head>\n<body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style>\n"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head>\n<body>\n'
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
 def _figure(stem: str, caption: str, fig, note: str = "") -> str:
-    div = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"chart-{stem}",
-                      config={"displaylogo": False, "responsive": True})
+    div = fig.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id=f"chart-{stem}",
+        config={"displaylogo": False, "responsive": True},
+    )
     text = CAPTIONS.get(stem, "")
-    return (f"<h2>{escape(caption)}</h2><p class=\"cap\">{escape(text)}{escape(note)}</p>"
-            f"<div class=\"chart\">{div}</div>")
+    return f'<h2>{escape(caption)}</h2><p class="cap">{escape(text)}{escape(note)}</p><div class="chart">{div}</div>'
 
 
 def _table(head: list[str], rows: Sequence[Sequence[object]], numeric: AbstractSet[int] = frozenset()) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td class=\"n\">{escape(str(c))}</td>" if i in numeric else f"<td>{escape(str(c))}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{escape(str(c))}</td>' if i in numeric else f"<td>{escape(str(c))}</td>"
+            for i, c in enumerate(r)
+        )
+        + "</tr>"
+        for r in rows
+    )
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -95,25 +108,41 @@ def comparison_html(plan: dict) -> str:
         if "best" not in o:
             rows.append([o["option"], "nothing runs", "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")])
             continue
-        rows.append([o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"),
-                     f"{o['output_tok_s_per_gpu']:,.0f}", with_band(o, "wall_days", ".2f"),
-                     _money(o["usd"]) + _money_range(o.get("usd_interval")), _money(o["usd_per_mtok"], 3),
-                     o["bottleneck"]])
-    parts = [_table(["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"],
-                    rows, numeric={2, 3, 4, 5, 6})]
+        rows.append(
+            [
+                o["option"],
+                o["best"],
+                with_band(o, "output_tok_s_total", ",.0f"),
+                f"{o['output_tok_s_per_gpu']:,.0f}",
+                with_band(o, "wall_days", ".2f"),
+                _money(o["usd"]) + _money_range(o.get("usd_interval")),
+                _money(o["usd_per_mtok"], 3),
+                o["bottleneck"],
+            ]
+        )
+    parts = [
+        _table(
+            ["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"],
+            rows,
+            numeric={2, 3, 4, 5, 6},
+        )
+    ]
     for o in plan["options"]:
         if o["rejected"]:
             reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])
             items = "".join(f"<li>{escape(r)} (×{n})</li>" for r, n in reasons[:12])
             more = f"<li>… {len(reasons) - 12} more reasons</li>" if len(reasons) > 12 else ""
-            parts.append(f"<p><b>Rejected on {escape(o['option'])}</b> ({sum(o['rejected'].values())} "
-                         f"configurations):</p><ul>{items}{more}</ul>")
+            parts.append(
+                f"<p><b>Rejected on {escape(o['option'])}</b> ({sum(o['rejected'].values())} "
+                f"configurations):</p><ul>{items}{more}</ul>"
+            )
         else:
-            parts.append(f"<p class=\"sub\">Rejected on {escape(o['option'])}: none of "
-                         f"{o['configurations']} configurations.</p>")
+            parts.append(
+                f'<p class="sub">Rejected on {escape(o["option"])}: none of {o["configurations"]} configurations.</p>'
+            )
     notes = dict.fromkeys(n for o in plan["options"] for n in o.get("not_searched", []))
     if notes:
-        parts.append("<p class=\"sub\"><b>Not searched</b>: " + "; ".join(escape(n) for n in notes) + ".</p>")
+        parts.append('<p class="sub"><b>Not searched</b>: ' + "; ".join(escape(n) for n in notes) + ".</p>")
     return _provisioning_html(plan) + "<h2>Options compared</h2>" + "".join(parts)
 
 
@@ -140,20 +169,28 @@ def _launch_html(plan: dict) -> str:
     if not rec:
         return ""
     best = next(o for o in plan["options"] if o["option"] == rec["option"])
-    return (f"<h2>Launch ({escape(rec['option'])})</h2><p>Drive it with {best['concurrency_per_endpoint']:,} requests "
-            f"in flight per endpoint (e.g. <code>tokenplan generate --concurrency "
-            f"{best['concurrency_per_endpoint']}</code>).</p>"
-            + "".join(f"<p class=\"sub\">{escape(ENGINE_NAMES.get(e, e))}"
-                      + (" (the planned engine)" if i == 0 else " (its own default memory setting)")
-                      + f"</p><pre>{escape(cmd)}</pre>" for i, (e, cmd) in enumerate(best["launch"].items())))
+    return (
+        f"<h2>Launch ({escape(rec['option'])})</h2><p>Drive it with {best['concurrency_per_endpoint']:,} requests "
+        f"in flight per endpoint (e.g. <code>tokenplan generate --concurrency "
+        f"{best['concurrency_per_endpoint']}</code>).</p>"
+        + "".join(
+            f'<p class="sub">{escape(ENGINE_NAMES.get(e, e))}'
+            + (" (the planned engine)" if i == 0 else " (its own default memory setting)")
+            + f"</p><pre>{escape(cmd)}</pre>"
+            for i, (e, cmd) in enumerate(best["launch"].items())
+        )
+    )
 
 
 def _speedup_note(data: dict) -> str:
     notes = []
     for c in data.get("speedup", []):
         last = c["points"][-1]["concurrency"] if c["points"] else 0
-        where = (f"stops paying near {c['breakeven_concurrency']:,.0f} in flight" if c["breakeven_concurrency"]
-                 else f"pays at every level up to the memory limit ({last:,.0f} in flight)")
+        where = (
+            f"stops paying near {c['breakeven_concurrency']:,.0f} in flight"
+            if c["breakeven_concurrency"]
+            else f"pays at every level up to the memory limit ({last:,.0f} in flight)"
+        )
         notes.append(f"{c['option']} {c['spec']}: {where}")
     return (" " + "; ".join(notes) + ".") if notes else ""
 
@@ -162,33 +199,52 @@ def assumptions_html(data: dict) -> str:
     """Lengths, prices with their source, GPU figures and efficiency factors with their source."""
     plan, a = data["plan"], data["assumptions"]
     job = plan["job"]
-    lines = [f"Model {plan['model']}, engine {plan['engine']} with its defaults unless a setting says otherwise.",
-             f"{job['samples']:,} requests. Input lengths (ISL): {job['isl']}. Output lengths (OSL): {job['osl']} "
-             f"→ {job['output_tokens'] / 1e9:.3f} B output tokens.",
-             "Concurrency counts requests in flight over all replicas of an option; tok/s are output tokens.",
-             "Job time = ramp-up + steady state + drain tail of the longest outputs; cost = GPUs × hours × price.",
-             f"Efficiency factors (fractions of datasheet peaks, and overheads in seconds): {a['efficiency_source']}."]
-    rows = [[o["option"], o["gpu"], _money(o["usd_per_gpu_hour"], 2), o["price_source"],
-             f"{o['memory_bytes'] / GiB:,.1f}", f"{o['hbm_bytes_per_s'] / 1e12:,.2f}",
-             ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in o["dense_flops_per_s"].items()),
-             f"{o['scaleup']} ({o['scaleup_bytes_per_s'] / 1e9:,.0f} GB/s)"] for o in a["options"]]
-    gpus = _table(["option", "GPU", "$/GPU-hour", "price source", "memory GiB", "HBM TB/s", "dense TFLOP/s",
-                   "scale-up link"], rows, numeric={2, 4, 5})
+    lines = [
+        f"Model {plan['model']}, engine {plan['engine']} with its defaults unless a setting says otherwise.",
+        f"{job['samples']:,} requests. Input lengths (ISL): {job['isl']}. Output lengths (OSL): {job['osl']} "
+        f"→ {job['output_tokens'] / 1e9:.3f} B output tokens.",
+        "Concurrency counts requests in flight over all replicas of an option; tok/s are output tokens.",
+        "Job time = ramp-up + steady state + drain tail of the longest outputs; cost = GPUs × hours × price.",
+        f"Efficiency factors (fractions of datasheet peaks, and overheads in seconds): {a['efficiency_source']}.",
+    ]
+    rows = [
+        [
+            o["option"],
+            o["gpu"],
+            _money(o["usd_per_gpu_hour"], 2),
+            o["price_source"],
+            f"{o['memory_bytes'] / GiB:,.1f}",
+            f"{o['hbm_bytes_per_s'] / 1e12:,.2f}",
+            ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in o["dense_flops_per_s"].items()),
+            f"{o['scaleup']} ({o['scaleup_bytes_per_s'] / 1e9:,.0f} GB/s)",
+        ]
+        for o in a["options"]
+    ]
+    gpus = _table(
+        ["option", "GPU", "$/GPU-hour", "price source", "memory GiB", "HBM TB/s", "dense TFLOP/s", "scale-up link"],
+        rows,
+        numeric={2, 4, 5},
+    )
     names = list(a["options"][0]["efficiency"]) if a["options"] else []
-    eff = _table(["efficiency factor"] + [o["option"] for o in a["options"]],
-                 [[n] + [f"{o['efficiency'][n]:.4g}" for o in a["options"]] for n in names],
-                 numeric=set(range(1, len(a["options"]) + 1)))
-    return ("<h2>Assumptions</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>"
-            + gpus + eff)
+    eff = _table(
+        ["efficiency factor"] + [o["option"] for o in a["options"]],
+        [[n] + [f"{o['efficiency'][n]:.4g}" for o in a["options"]] for n in names],
+        numeric=set(range(1, len(a["options"]) + 1)),
+    )
+    return "<h2>Assumptions</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>" + gpus + eff
 
 
 def plan_report_html(data: dict) -> str:
     """The page of ``tokenplan plan --report``: answer, comparison, charts, assumptions."""
     plan = data["plan"]
     title = f"tokenplan · {plan['model']} · {plan['job']['samples']:,} samples · engine {plan['engine']}"
-    body = [f"<h1>{escape(title)}</h1><p class=\"sub\">{plan['configurations_evaluated']:,} configurations "
-            f"evaluated. Hover over any point for its configuration.</p>",
-            comparison_html(plan), _answer_html(plan), _current_html(plan)]
+    body = [
+        f'<h1>{escape(title)}</h1><p class="sub">{plan["configurations_evaluated"]:,} configurations '
+        f"evaluated. Hover over any point for its configuration.</p>",
+        comparison_html(plan),
+        _answer_html(plan),
+        _current_html(plan),
+    ]
     for stem, caption, fig in plan_figures(data):
         body.append(_figure(stem, caption, fig, _speedup_note(data) if stem == "speedup" else ""))
     body.append(_launch_html(plan))
@@ -210,13 +266,34 @@ def _runs_html(runs: list[dict]) -> str:
     for r in runs:
         e2e = r.get("latency_e2e") or {}
         planned = r.get("plan_output_tok_s")
-        rows.append([r["run_dir"], r["model"], f"{r['stored']:,} / {r['units_total']:,}", f"{r['errors']:,}",
-                     f"{r['elapsed_s'] / 3600:,.2f}", f"{r['output_tokens']:,.0f}", f"{r['output_tok_s']:,.0f}",
-                     "—" if not planned else f"{planned:,.0f}",
-                     "—" if not e2e else f"{e2e['p50_ms'] / 1e3:,.1f} / {e2e['p99_ms'] / 1e3:,.1f}"])
+        rows.append(
+            [
+                r["run_dir"],
+                r["model"],
+                f"{r['stored']:,} / {r['units_total']:,}",
+                f"{r['errors']:,}",
+                f"{r['elapsed_s'] / 3600:,.2f}",
+                f"{r['output_tokens']:,.0f}",
+                f"{r['output_tok_s']:,.0f}",
+                "—" if not planned else f"{planned:,.0f}",
+                "—" if not e2e else f"{e2e['p50_ms'] / 1e3:,.1f} / {e2e['p99_ms'] / 1e3:,.1f}",
+            ]
+        )
     return "<h2>generate runs</h2>" + _table(
-        ["run directory", "model", "stored / units", "errors", "hours", "output tokens", "tok/s measured",
-         "tok/s planned", "E2E p50 / p99 s"], rows, numeric={3, 4, 5, 6, 7, 8})
+        [
+            "run directory",
+            "model",
+            "stored / units",
+            "errors",
+            "hours",
+            "output tokens",
+            "tok/s measured",
+            "tok/s planned",
+            "E2E p50 / p99 s",
+        ],
+        rows,
+        numeric={3, 4, 5, 6, 7, 8},
+    )
 
 
 def _bench_html(bench: dict) -> str:
@@ -226,16 +303,41 @@ def _bench_html(bench: dict) -> str:
         d = level.get(metric)
         return f"{d[key]:.3f}" if isinstance(d, dict) and d.get(key) is not None else "—"
 
-    rows = [[f"{lv['concurrency']:,}", f"{achieved(lv):,.1f}", f"{lv['requests']:,}",
-             f"{lv['errors']:,}", f"{lv['output_tok_s']:,.0f}", f"{lv['output_tok_s'] / n:,.0f}",
-             f"{q(lv, 'ttft_s', 'p50')} / {q(lv, 'ttft_s', 'p99')}", f"{q(lv, 'tpot_s', 'p50')} / {q(lv, 'tpot_s', 'p99')}"]
-            for lv in bench["levels"]]
+    rows = [
+        [
+            f"{lv['concurrency']:,}",
+            f"{achieved(lv):,.1f}",
+            f"{lv['requests']:,}",
+            f"{lv['errors']:,}",
+            f"{lv['output_tok_s']:,.0f}",
+            f"{lv['output_tok_s'] / n:,.0f}",
+            f"{q(lv, 'ttft_s', 'p50')} / {q(lv, 'ttft_s', 'p99')}",
+            f"{q(lv, 'tpot_s', 'p50')} / {q(lv, 'tpot_s', 'p99')}",
+        ]
+        for lv in bench["levels"]
+    ]
     # display_url again: a bench file written before endpoints were stored masked may hold user:password@.
     endpoints = ", ".join(display_url(str(e)) for e in bench.get("endpoints", []))
-    on = f"{n} GPUs" if unit == "GPU" else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
-    return (f"<h2>bench · {escape(str(bench['model']))} on {escape(on)}</h2><p class=\"sub\">{escape(endpoints)}</p>"
-            + _table(["concurrency", "achieved", "requests", "errors", "output tok/s", f"tok/s/{unit}", "TTFT p50 / p99 s",
-                      "TPOT p50 / p99 s"], rows, numeric=set(range(8))))
+    on = (
+        f"{n} GPUs" if unit == "GPU" else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
+    )
+    return (
+        f'<h2>bench · {escape(str(bench["model"]))} on {escape(on)}</h2><p class="sub">{escape(endpoints)}</p>'
+        + _table(
+            [
+                "concurrency",
+                "achieved",
+                "requests",
+                "errors",
+                "output tok/s",
+                f"tok/s/{unit}",
+                "TTFT p50 / p99 s",
+                "TPOT p50 / p99 s",
+            ],
+            rows,
+            numeric=set(range(8)),
+        )
+    )
 
 
 def measurements_report_html(inputs: dict) -> str:
@@ -245,8 +347,10 @@ def measurements_report_html(inputs: dict) -> str:
     body = [f"<h1>{escape(title)}</h1>"]
     if plan:
         job = plan["job"]
-        body.append(f"<p class=\"sub\">Plan: {job['samples']:,} requests, ISL {escape(job['isl'])}, OSL "
-                    f"{escape(job['osl'])}, engine {escape(plan['engine'])}.</p>")
+        body.append(
+            f'<p class="sub">Plan: {job["samples"]:,} requests, ISL {escape(job["isl"])}, OSL '
+            f"{escape(job['osl'])}, engine {escape(plan['engine'])}.</p>"
+        )
         body.append(comparison_html(plan))
     if inputs.get("bench"):
         body.append(_bench_html(inputs["bench"]))

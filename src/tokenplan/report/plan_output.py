@@ -9,8 +9,14 @@ import sys
 
 from rich.console import Console
 
-from tokenplan.report.tables import (calibration_lines, current_table, plan_details, plan_table, provisioning_table,
-                                     throughput_text)
+from tokenplan.report.tables import (
+    calibration_lines,
+    current_table,
+    plan_details,
+    plan_table,
+    provisioning_table,
+    throughput_text,
+)
 
 
 def show_plan(console: Console, data: dict) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import MEMORY_PARTS, option_colors
-from tokenplan.units import GiB, S_PER_DAY
+from tokenplan.units import S_PER_DAY, GiB
 
 DPI = 120
 
@@ -22,14 +22,32 @@ def _throughput(ax, data: dict) -> None:
     for c in curves:
         xs = [p["concurrency"] for p in c["points"]]
         ys = [p["output_tok_s_per_gpu"] for p in c["points"]]
-        ax.plot(xs, ys, color=colors[c["option"]], lw=3 if c["chosen"] else 1, ls="-" if c["chosen"] else ":",
-                alpha=1 if c["chosen"] else 0.6, marker="o", ms=3,
-                label=f"{c['option']} · {c['layout']}" + (" (plan)" if c["chosen"] else ""))
+        ax.plot(
+            xs,
+            ys,
+            color=colors[c["option"]],
+            lw=3 if c["chosen"] else 1,
+            ls="-" if c["chosen"] else ":",
+            alpha=1 if c["chosen"] else 0.6,
+            marker="o",
+            ms=3,
+            label=f"{c['option']} · {c['layout']}" + (" (plan)" if c["chosen"] else ""),
+        )
         if ys:
-            ax.plot([c["memory_max_concurrency"]], [ys[-1]], marker="D", ms=8 if c["chosen"] else 5,
-                    color=colors[c["option"]], mec="black")
-    ax.set(xscale="log", xlabel="requests in flight, all replicas (log)", ylabel="output tok/s per GPU",
-           title="Output tok/s per GPU vs requests in flight (◆ = memory-limited maximum)")
+            ax.plot(
+                [c["memory_max_concurrency"]],
+                [ys[-1]],
+                marker="D",
+                ms=8 if c["chosen"] else 5,
+                color=colors[c["option"]],
+                mec="black",
+            )
+    ax.set(
+        xscale="log",
+        xlabel="requests in flight, all replicas (log)",
+        ylabel="output tok/s per GPU",
+        title="Output tok/s per GPU vs requests in flight (◆ = memory-limited maximum)",
+    )
 
 
 def _roofline(ax, data: dict) -> None:
@@ -43,13 +61,30 @@ def _roofline(ax, data: dict) -> None:
         if c["chosen"]:
             ridge = c["peak_flop_per_s"] / c["hbm_bytes_per_s"]
             xs = sorted({lo, ridge, hi})
-            ax.plot(xs, [min(c["peak_flop_per_s"], x * c["hbm_bytes_per_s"]) / 1e12 for x in xs], color=col, lw=2,
-                    label=f"{c['option']} roofs")
-        ax.plot([p["flop_per_byte"] for p in pts], [p["achieved_flop_per_s"] / 1e12 for p in pts],
-                ls=":" if c["chosen"] else "none", marker="o", ms=5 if c["chosen"] else 3, color=col,
-                alpha=1 if c["chosen"] else 0.35, label=f"{c['option']} · {c['layout']} (plan)" if c["chosen"] else None)
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity, FLOP per byte (log)",
-           ylabel="achieved TFLOP/s per GPU (log)", title="Roofline: decode step per GPU, batch 1 → memory limit")
+            ax.plot(
+                xs,
+                [min(c["peak_flop_per_s"], x * c["hbm_bytes_per_s"]) / 1e12 for x in xs],
+                color=col,
+                lw=2,
+                label=f"{c['option']} roofs",
+            )
+        ax.plot(
+            [p["flop_per_byte"] for p in pts],
+            [p["achieved_flop_per_s"] / 1e12 for p in pts],
+            ls=":" if c["chosen"] else "none",
+            marker="o",
+            ms=5 if c["chosen"] else 3,
+            color=col,
+            alpha=1 if c["chosen"] else 0.35,
+            label=f"{c['option']} · {c['layout']} (plan)" if c["chosen"] else None,
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="arithmetic intensity, FLOP per byte (log)",
+        ylabel="achieved TFLOP/s per GPU (log)",
+        title="Roofline: decode step per GPU, batch 1 → memory limit",
+    )
 
 
 def _cost_time(ax, data: dict) -> None:
@@ -57,16 +92,36 @@ def _cost_time(ax, data: dict) -> None:
     colors = option_colors([p["option"] for p in data["cost_time"]])
     for option, col in colors.items():
         mine = [p for p in pts if p["option"] == option]
-        ax.scatter([p["wall_s"] / S_PER_DAY for p in mine], [p["usd"] for p in mine], s=12, color=col, alpha=0.6,
-                   label=option)
+        ax.scatter(
+            [p["wall_s"] / S_PER_DAY for p in mine], [p["usd"] for p in mine], s=12, color=col, alpha=0.6, label=option
+        )
         star = [p for p in mine if p["chosen"]]
-        ax.scatter([p["wall_s"] / S_PER_DAY for p in star], [p["usd"] for p in star], s=220, marker="*", color=col,
-                   edgecolors="black", zorder=3)
+        ax.scatter(
+            [p["wall_s"] / S_PER_DAY for p in star],
+            [p["usd"] for p in star],
+            s=220,
+            marker="*",
+            color=col,
+            edgecolors="black",
+            zorder=3,
+        )
     front = sorted((p for p in pts if p["pareto"]), key=lambda p: p["wall_s"])
-    ax.plot([p["wall_s"] / S_PER_DAY for p in front], [p["usd"] for p in front], color="black", lw=1.5,
-            marker="o", mfc="none", label="Pareto frontier")
-    ax.set(xscale="log", yscale="log", xlabel="job wall time, days (log)", ylabel="job cost, $ (log)",
-           title="Cost vs time of every configuration that runs (★ = plan's choice)")
+    ax.plot(
+        [p["wall_s"] / S_PER_DAY for p in front],
+        [p["usd"] for p in front],
+        color="black",
+        lw=1.5,
+        marker="o",
+        mfc="none",
+        label="Pareto frontier",
+    )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="job wall time, days (log)",
+        ylabel="job cost, $ (log)",
+        title="Cost vs time of every configuration that runs (★ = plan's choice)",
+    )
 
 
 def _memory(ax, data: dict) -> None:
@@ -89,18 +144,38 @@ def _speedup(ax, data: dict) -> None:
     colors = option_colors([c["option"] for c in curves])
     chosen = {c["configuration"] for c in data.get("throughput", []) if c["chosen"]}
     for c in curves:
-        ax.plot([p["concurrency"] for p in c["points"]], [p["speedup"] for p in c["points"]], marker="o", ms=3,
-                color=colors[c["option"]], ls="-" if c["configuration"] in chosen else "--",
-                label=f"{c['option']} · {c['spec']}")
+        ax.plot(
+            [p["concurrency"] for p in c["points"]],
+            [p["speedup"] for p in c["points"]],
+            marker="o",
+            ms=3,
+            color=colors[c["option"]],
+            ls="-" if c["configuration"] in chosen else "--",
+            label=f"{c['option']} · {c['spec']}",
+        )
     ax.axhline(1.0, color="grey", ls=":")
-    ax.set(xscale="log", xlabel="requests in flight, all replicas (log)", ylabel="speed-up (×)",
-           title="Speculative decoding: tok/s with ÷ without")
+    ax.set(
+        xscale="log",
+        xlabel="requests in flight, all replicas (log)",
+        ylabel="speed-up (×)",
+        title="Speculative decoding: tok/s with ÷ without",
+    )
 
 
-DRAWERS = (("throughput", _throughput), ("roofline", _roofline), ("cost_time", _cost_time),
-           ("memory", _memory), ("speedup", _speedup))
-SOURCE = {"throughput": "throughput", "roofline": "throughput", "cost_time": "cost_time", "memory": "memory",
-          "speedup": "speedup"}
+DRAWERS = (
+    ("throughput", _throughput),
+    ("roofline", _roofline),
+    ("cost_time", _cost_time),
+    ("memory", _memory),
+    ("speedup", _speedup),
+)
+SOURCE = {
+    "throughput": "throughput",
+    "roofline": "throughput",
+    "cost_time": "cost_time",
+    "memory": "memory",
+    "speedup": "speedup",
+}
 
 
 def write_plan_pngs(data: dict, folder: str | Path) -> list[Path]:

@@ -41,14 +41,28 @@ def plan_table(result: dict) -> FoldingTable:
     rows: list[list[str | Text]] = []
     for o in result["options"]:
         if "best" not in o:
-            rows.append([o["option"], Text("nothing runs", style="red"), "—", "—", "—", "—", "—",
-                         next(iter(o["rejected"]), "")])
+            rows.append(
+                [o["option"], Text("nothing runs", style="red"), "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")]
+            )
             continue
-        rows.append([o["option"], o["best"], with_band(o, "output_tok_s_total", ",.0f"),
-                     f"{o['output_tok_s_per_gpu']:,.0f}", with_band(o, "wall_days", ".2f"), _money_band(o, "usd"),
-                     _money(o["usd_per_mtok"], 3), o["bottleneck"]])
-    return FoldingTable(f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
-                        header, rows, right=(2, 3, 4, 5, 6))
+        rows.append(
+            [
+                o["option"],
+                o["best"],
+                with_band(o, "output_tok_s_total", ",.0f"),
+                f"{o['output_tok_s_per_gpu']:,.0f}",
+                with_band(o, "wall_days", ".2f"),
+                _money_band(o, "usd"),
+                _money(o["usd_per_mtok"], 3),
+                o["bottleneck"],
+            ]
+        )
+    return FoldingTable(
+        f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
+        header,
+        rows,
+        right=(2, 3, 4, 5, 6),
+    )
 
 
 def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
@@ -68,11 +82,22 @@ def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
             rows.append([r["gpu"], "none", "—", "—", "—", r["why"]])
             continue
         nodes = f" ({r['nodes']} × {r['unit_gpus']})" if r["unit_gpus"] > 1 else ""
-        rows.append([r["gpu"], f"{r['gpus']}{nodes}", f"{r['wall_days']:.2f}", _money(r["usd"]),
-                     _money(r["usd_per_gpu_hour"], 2), r["configuration"]])
+        rows.append(
+            [
+                r["gpu"],
+                f"{r['gpus']}{nodes}",
+                f"{r['wall_days']:.2f}",
+                _money(r["usd"]),
+                _money(r["usd_per_gpu_hour"], 2),
+                r["configuration"],
+            ]
+        )
     title = "Fewest GPUs" if prov["deadline_days"] is not None else "Soonest within the budget"
-    return (f"{title} · {' · '.join(limits)}",
-            ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"], rows)
+    return (
+        f"{title} · {' · '.join(limits)}",
+        ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"],
+        rows,
+    )
 
 
 def current_table(result: dict) -> FoldingTable | None:
@@ -88,10 +113,23 @@ def current_table(result: dict) -> FoldingTable | None:
         batch = "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:,.0f}"
         rows.append([r["change"], r["layout"], rate, gain, batch, r["limited_by"]])
     if cur["measured_tok_s"] is not None:
-        rows.insert(1, ["measured", "", f"{cur['measured_tok_s']:,.0f}",
-                        f"×{cur['measured_tok_s'] / cur['predicted_tok_s']:.2f}", "", "your measurement"])
-    return FoldingTable(f"From your setup to the recommended one · {cur['option']}",
-                        ["step", "layout", "tok/s", "gain", "batch/replica", "capped by"], rows, right=(2, 3, 4))
+        rows.insert(
+            1,
+            [
+                "measured",
+                "",
+                f"{cur['measured_tok_s']:,.0f}",
+                f"×{cur['measured_tok_s'] / cur['predicted_tok_s']:.2f}",
+                "",
+                "your measurement",
+            ],
+        )
+    return FoldingTable(
+        f"From your setup to the recommended one · {cur['option']}",
+        ["step", "layout", "tok/s", "gain", "batch/replica", "capped by"],
+        rows,
+        right=(2, 3, 4),
+    )
 
 
 def provisioning_table(result: dict) -> FoldingTable | None:
@@ -111,8 +149,13 @@ def calibration_lines(result: dict) -> list[str]:
 def plan_details(result: dict) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
     job = result["job"]
-    parts: list = [Text(f"Job: ISL {job['isl']}; OSL {job['osl']} → {job['output_tokens'] / 1e9:.3f} B output "
-                        f"tokens. Efficiency: {result['efficiency']}.", style="dim")]
+    parts: list = [
+        Text(
+            f"Job: ISL {job['isl']}; OSL {job['osl']} → {job['output_tokens'] / 1e9:.3f} B output "
+            f"tokens. Efficiency: {result['efficiency']}.",
+            style="dim",
+        )
+    ]
     parts.append(Text(""))
     for line in result["answer"]:
         if not line.startswith(MOVED_PREFIX):  # printed above the table (calibration_lines)
@@ -120,24 +163,34 @@ def plan_details(result: dict) -> Group:
     rec = result.get("recommended")
     if rec:
         best = next(o for o in result["options"] if o["option"] == rec["option"])
-        parts.append(Text(f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']:,} "
-                          f"requests in flight per server (the running limit plus 10 %, so a finished "
-                          f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
-                          style="bold"))
+        parts.append(
+            Text(
+                f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']:,} "
+                f"requests in flight per server (the running limit plus 10 %, so a finished "
+                f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
+                style="bold",
+            )
+        )
         engine, command = next(iter(best["launch"].items()))  # the planned engine's, first
         parts.append(Text(f"{ENGINE_NAMES.get(engine, engine)}:\n{command}"))
         others = [ENGINE_NAMES.get(e, e) for e in list(best["launch"])[1:]]
         if others:
-            parts.append(Text(f"(--json also gives the {' and '.join(others)} commands, each with its own memory "
-                              f"setting sized so its KV pool holds the batch at the 90th-percentile running "
-                              f"context; plan with --engine to get their figures)", style="dim"))
+            parts.append(
+                Text(
+                    f"(--json also gives the {' and '.join(others)} commands, each with its own memory "
+                    f"setting sized so its KV pool holds the batch at the 90th-percentile running "
+                    f"context; plan with --engine to get their figures)",
+                    style="dim",
+                )
+            )
         if best["warnings"]:
             parts.append(Text("Warnings: " + "; ".join(best["warnings"]), style="yellow"))
     for o in result["options"]:
         if o["rejected"]:
             reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])[:4]
-            parts.append(Text(f"Rejected on {o['option']}: " + "; ".join(f"{r} (×{n})" for r, n in reasons),
-                              style="dim"))
+            parts.append(
+                Text(f"Rejected on {o['option']}: " + "; ".join(f"{r} (×{n})" for r, n in reasons), style="dim")
+            )
     notes = dict.fromkeys(n for o in result["options"] for n in o.get("not_searched", []))
     if notes:
         parts.append(Text("Not searched: " + "; ".join(notes) + ".", style="dim"))
@@ -158,17 +211,23 @@ def predict_table(p: dict) -> Table:
     t.add_column("quantity")
     t.add_column("value", justify="right")
     rows = [
-        ("layout", p["layout"]), ("weights / KV", f"{p['weight_dtype']} / {p['kv_dtype']}"), ("speculative", p["spec"]),
+        ("layout", p["layout"]),
+        ("weights / KV", f"{p['weight_dtype']} / {p['kv_dtype']}"),
+        ("speculative", p["spec"]),
         ("output tok/s (total)", with_band(p, "output_tok_s_total", ",.0f")),
         ("output tok/s per GPU", with_band(p, "output_tok_s_per_gpu", ",.0f")),
         # The roofline is one token per sequence and step: with speculative decoding a step can
         # yield more (τ per step), so the figure is a bound only without it.
-        ("roofline bound tok/s" if p["spec"] in (None, "none") else "roofline tok/s without speculation",
-         f"{p['roofline_output_tok_s_total']:,.0f}"),
+        (
+            "roofline bound tok/s" if p["spec"] in (None, "none") else "roofline tok/s without speculation",
+            f"{p['roofline_output_tok_s_total']:,.0f}",
+        ),
         ("running batch / replica", f"{p['batch_per_replica']:,.0f} ({p['batch_limit_reason']})"),
         ("max concurrency", f"{p['max_concurrency']:,.0f}"),
-        ("decode step", f"{p['step_time_ms']:.2f} ms"), ("TPOT", with_band(p, "tpot_ms", ".2f", " ms")),
-        ("TTFT", with_band(p, "ttft_ms", ",.0f", " ms")), ("bottleneck", p["bottleneck"]),
+        ("decode step", f"{p['step_time_ms']:.2f} ms"),
+        ("TPOT", with_band(p, "tpot_ms", ".2f", " ms")),
+        ("TTFT", with_band(p, "ttft_ms", ",.0f", " ms")),
+        ("bottleneck", p["bottleneck"]),
         ("weights per GPU", f"{p['weight_bytes_per_gpu'] / GiB:.1f} GiB"),
         ("KV bytes per token", f"{p['kv_bytes_per_token']:,.0f}"),
         ("state bytes per sequence", f"{p['state_bytes_per_sequence']:,.0f}"),
@@ -188,21 +247,32 @@ def memory_table(m: dict) -> Table:
     t = Table(title=f"memory per GPU · {m['gpu']} · {m['layout']}", show_header=False)
     t.add_column("part")
     t.add_column("value", justify="right")
-    for label, key in (("GPU memory", "gpu_bytes"), ("weights", "weight_bytes_per_gpu"),
-                       ("engine reserve", "reserve_bytes"), ("KV cache pool", "kv_pool_bytes"),
-                       ("state pool", "state_pool_bytes")):
+    for label, key in (
+        ("GPU memory", "gpu_bytes"),
+        ("weights", "weight_bytes_per_gpu"),
+        ("engine reserve", "reserve_bytes"),
+        ("KV cache pool", "kv_pool_bytes"),
+        ("state pool", "state_pool_bytes"),
+    ):
         t.add_row(label, f"{m[key] / GiB:,.2f} GiB")
     t.add_row(f"at {m['running_requests']:,.0f} running requests, the engine allocates:", "")
-    for label, key in (("  weights", "weights"), ("  KV cache", "kv_cache"), ("  draft KV cache", "draft_kv"),
-                       ("  state slots", "state"), ("  speculative state", "spec_state"),
-                       ("  reserve (activations, graphs)", "reserve")):
+    for label, key in (
+        ("  weights", "weights"),
+        ("  KV cache", "kv_cache"),
+        ("  draft KV cache", "draft_kv"),
+        ("  state slots", "state"),
+        ("  speculative state", "spec_state"),
+        ("  reserve (activations, graphs)", "reserve"),
+    ):
         t.add_row(label, f"{m['allocation'][key] / GiB:,.2f} GiB")
     t.add_row("KV bytes per token (model)", f"{m['kv_bytes_per_token']:,.0f} B")
     t.add_row("state per sequence (model)", f"{m['state_bytes_per_sequence'] / 2**20:,.1f} MiB")
     t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,.0f} tokens")
     t.add_row(f"sequences of ISL+OSL = {m['context_tokens']:,.0f} tokens", f"{m['max_sequences']:,.0f}")
-    t.add_row(f"running limit (each at {m['running_context_tokens']:,.0f} tokens)",
-              f"{m['running_requests']:,.0f} ({m['running_limited_by']})")
+    t.add_row(
+        f"running limit (each at {m['running_context_tokens']:,.0f} tokens)",
+        f"{m['running_requests']:,.0f} ({m['running_limited_by']})",
+    )
     return t
 
 

@@ -32,8 +32,13 @@ def _resample(points: list[tuple[float, float]], lo: float, hi: float, width: in
     return out
 
 
-def line_chart(series: list[tuple[str, list[tuple[float, float]]]], width: int = 60, height: int = 10,
-               y_label: str = "", x_label: str = "") -> str:
+def line_chart(
+    series: list[tuple[str, list[tuple[float, float]]]],
+    width: int = 60,
+    height: int = 10,
+    y_label: str = "",
+    x_label: str = "",
+) -> str:
     """Series (name, [(x > 0, y ≥ 0), …] sorted by x) as text: log x, linear y from 0.
 
     Each series gets a marker character; where two series share a cell the later one shows.
@@ -67,7 +72,13 @@ def throughput_chart(curves: list[dict], width: int = 60, height: int = 10) -> s
     """Output tok/s per GPU against requests in flight for each option's chosen configuration
     (the curves of ``plan_report_data(...)["throughput"]`` with ``chosen`` true)."""
     chosen = [c for c in curves if c["chosen"]]
-    series = [(f"{c['option']} {c['layout']} (max {c['running_max_concurrency']:,.0f} in flight: {c['limit_reason']})",
-               [(p["concurrency"], p["output_tok_s_per_gpu"]) for p in c["points"]]) for c in chosen]
-    return line_chart(series, width, height, y_label="output tok/s per GPU",
-                      x_label="requests in flight, all replicas (log scale)")
+    series = [
+        (
+            f"{c['option']} {c['layout']} (max {c['running_max_concurrency']:,.0f} in flight: {c['limit_reason']})",
+            [(p["concurrency"], p["output_tok_s_per_gpu"]) for p in c["points"]],
+        )
+        for c in chosen
+    ]
+    return line_chart(
+        series, width, height, y_label="output tok/s per GPU", x_label="requests in flight, all replicas (log scale)"
+    )

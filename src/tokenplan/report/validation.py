@@ -46,11 +46,22 @@ def rows_table(d: dict) -> Table:
     aside = {s["id"] for s in d.get("throughput_set_aside", ())}
     for r in d["rows"]:
         conc = "max" if r["concurrency"] is None else f"{r['concurrency']:g}"
-        cells = [str(r["line"]), r["engine"], r["model"], r["gpu"], r["layout"], r["weight_dtype"],
-                 f"{r['isl']:g}/{r['osl']:g}" + _spread(r.get("lengths", "fixed")), conc]
+        cells = [
+            str(r["line"]),
+            r["engine"],
+            r["model"],
+            r["gpu"],
+            r["layout"],
+            r["weight_dtype"],
+            f"{r['isl']:g}/{r['osl']:g}" + _spread(r.get("lengths", "fixed")),
+            conc,
+        ]
         for name, err, _ in metrics:
-            cells += [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])] \
-                if err in r else ["–", "set aside" if r["id"] in aside else "–", "–"]
+            cells += (
+                [f"{r['predicted_' + name]:,.1f}", f"{r['measured_' + name]:,.1f}", _pct(r[err])]
+                if err in r
+                else ["–", "set aside" if r["id"] in aside else "–", "–"]
+            )
             if banded:
                 cells.append(_interval(r, name, err.replace("error", "inside")))
         t.add_row(*cells)
@@ -82,8 +93,11 @@ def summary_table(d: dict) -> Table:
     main_key = "error" if d["kind"] == "throughput" else "tpot_error"
 
     def stats(prefix: str) -> list[str]:
-        cells = [_abs_pct(d[prefix + "median_abs_pct_error"]), _abs_pct(d[prefix + "p90_abs_pct_error"]),
-                 _pct(d[prefix + "bias"])]
+        cells = [
+            _abs_pct(d[prefix + "median_abs_pct_error"]),
+            _abs_pct(d[prefix + "p90_abs_pct_error"]),
+            _pct(d[prefix + "bias"]),
+        ]
         return cells + ([_abs_pct(d.get(prefix + "coverage"))] if banded else [])
 
     t.add_row(f"all rows ({label})", str(_measured(d, main_key)), *stats(""))
@@ -93,8 +107,14 @@ def summary_table(d: dict) -> Table:
         t.add_row("all rows (TTFT)", str(_measured(d, "ttft_error")), *stats("ttft_"))
     for dim in ("engine", "gpu", "family"):
         for g, e in d[f"by_{dim}"].items():
-            t.add_row(f"{dim} {g}", str(e["n"]), _abs_pct(e["median_abs_pct_error"]),
-                      _abs_pct(e["p90_abs_pct_error"]), _pct(e["bias"]), *([""] if banded else []))
+            t.add_row(
+                f"{dim} {g}",
+                str(e["n"]),
+                _abs_pct(e["median_abs_pct_error"]),
+                _abs_pct(e["p90_abs_pct_error"]),
+                _pct(e["bias"]),
+                *([""] if banded else []),
+            )
     return t
 
 
@@ -138,8 +158,10 @@ def show_validation(console: Console, d: dict, rows: bool = True) -> None:
             else:
                 console.print(f"  {len(group)} rows, lines {_lines(group)}: {reason}", markup=False)
     if d.get("throughput_set_aside"):
-        console.print(f"[bold]tok/s of {_rows(len(d['throughput_set_aside']))} set aside[/bold] (their TTFT and "
-                      "TPOT are compared)")
+        console.print(
+            f"[bold]tok/s of {_rows(len(d['throughput_set_aside']))} set aside[/bold] (their TTFT and "
+            "TPOT are compared)"
+        )
         for s in d["throughput_set_aside"]:
             console.print(f"  line {s['line']} (id {s['id']}): {s['reason']}", markup=False)
     if d["n"] > 0:

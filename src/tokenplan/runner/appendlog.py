@@ -30,8 +30,10 @@ class WriteFailed(RunDirError):
     def __init__(self, path: Path, problem: OSError):
         self.path, self.errno = path, problem.errno
         why = problem.strerror or type(problem).__name__
-        super().__init__(f"cannot write {path} ({why}): stopped sending; every record written so far is "
-                         "whole and kept — make room and rerun the same command to resume")
+        super().__init__(
+            f"cannot write {path} ({why}): stopped sending; every record written so far is "
+            "whole and kept — make room and rerun the same command to resume"
+        )
 
 
 class RecordUnstorable(RunDirError):
@@ -40,8 +42,10 @@ class RecordUnstorable(RunDirError):
 
     def __init__(self, path: Path, record: dict[str, Any], problem: Exception):
         unit = record.get("id")
-        super().__init__(f"cannot store the record of {unit!r} in {path} ({problem}): stopped sending; every "
-                         "record written so far is whole and kept — report this as a tokenplan bug")
+        super().__init__(
+            f"cannot store the record of {unit!r} in {path} ({problem}): stopped sending; every "
+            "record written so far is whole and kept — report this as a tokenplan bug"
+        )
 
 
 def _write(fd: int, data: memoryview) -> int:
@@ -115,10 +119,12 @@ class ShardLog:
 
     def __init__(self, directory: Path, max_bytes: int, prefix: str = "part-"):
         self.directory, self.max_bytes, self.prefix = directory, max_bytes, prefix
-        existing = [p for p in shard_paths(directory)
-                    if p.name.startswith(prefix) and len(p.name) == len(prefix) + 11
-                    and p.name[len(prefix):-6].isdigit()]
-        index = int(existing[-1].name[len(prefix):-6]) if existing else 0
+        existing = [
+            p
+            for p in shard_paths(directory)
+            if p.name.startswith(prefix) and len(p.name) == len(prefix) + 11 and p.name[len(prefix) : -6].isdigit()
+        ]
+        index = int(existing[-1].name[len(prefix) : -6]) if existing else 0
         self._log = AppendLog(directory / f"{prefix}{index:05d}.jsonl")
         self._index = index
 

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.runner.dispatch import JobSettings, RunTally
-from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.input_files import count_rows_or_none
+from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.rundir import RunDir
 
 
@@ -79,8 +79,9 @@ class RunOutcome:
     summary_extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
-        on_note: Callable[[str], None] | None = None) -> RunOutcome:
+def run(
+    spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None, on_note: Callable[[str], None] | None = None
+) -> RunOutcome:
     """Run (or continue) ``spec`` on its backend; return when every unit is settled or the run stopped.
 
     ``on_note`` hears what happens on the way (a Ray actor that died); without it such notes go
@@ -100,8 +101,9 @@ def run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
     return run_local(spec, on_progress, on_note)
 
 
-async def run_async(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
-                    on_note: Callable[[str], None] | None = None) -> RunOutcome:
+async def run_async(
+    spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None, on_note: Callable[[str], None] | None = None
+) -> RunOutcome:
     """:func:`run` on the running event loop (Jupyter's): the local backend sends from this loop
     (:func:`~tokenplan.runner.local.run_local_async`: no signal handlers installed; cancelling the
     awaiting task stops the run, resumably); the Ray backend's driver runs in a worker thread
@@ -123,8 +125,10 @@ def duplicate_notes(rundir: RunDir) -> list[str]:
     """The note a reopened run directory earns when its scan dropped duplicate records."""
     if not rundir.stats.duplicate_ids:
         return []
-    return [f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {rundir.path} "
-            "(the first record of each id is kept)"]
+    return [
+        f"dropped {rundir.stats.duplicate_ids:,} duplicate records from {rundir.path} "
+        "(the first record of each id is kept)"
+    ]
 
 
 def start_progress(spec: RunSpec, rundir: RunDir) -> Progress:
@@ -133,5 +137,10 @@ def start_progress(spec: RunSpec, rundir: RunDir) -> Progress:
     rows = count_rows_or_none(spec.files)
     if rows is not None and spec.limit is not None:
         rows = min(spec.limit, rows)
-    return Progress(time.monotonic(), None if rows is None else rows * spec.n, float(spec.job.sampling.max_tokens),
-                    done_before=len(rundir.done_ids), plan_output_tok_s=spec.plan_output_tok_s)
+    return Progress(
+        time.monotonic(),
+        None if rows is None else rows * spec.n,
+        float(spec.job.sampling.max_tokens),
+        done_before=len(rundir.done_ids),
+        plan_output_tok_s=spec.plan_output_tok_s,
+    )

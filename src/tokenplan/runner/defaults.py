@@ -44,8 +44,11 @@ FALLBACK_TEMPERATURE = 0.0
 # The sampling values a request may carry, from an option or a generation_config.json alike
 # (generate's RANGES take these): engines accept temperature ≥ 0, and past ~2 sampling is noise
 # already; top_p is a probability; top_k a positive 32-bit integer.
-SAMPLING_RANGES: dict[str, tuple[float, float]] = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0),
-                                                   "top_k": (1, 2**31 - 1)}
+SAMPLING_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 100.0),
+    "top_p": (0.0, 1.0),
+    "top_k": (1, 2**31 - 1),
+}
 MAX_PLAN_TOKENS = 2**24  # a plan's cap above this is refused, as --max-tokens is (api.generate.RANGES)
 
 
@@ -76,8 +79,11 @@ def read_generation_config(path: Path) -> dict[str, Any]:
     """
     file = path / "generation_config.json" if path.is_dir() else path
     if not file.is_file():
-        raise InputError("--generation-config", str(path),
-                         "a readable generation_config.json or a model directory holding one (file not found)")
+        raise InputError(
+            "--generation-config",
+            str(path),
+            "a readable generation_config.json or a model directory holding one (file not found)",
+        )
     data = load_json(file)
     if not isinstance(data, dict):
         raise ConfigError(str(file), "<root>", "expected a JSON object (a Hugging Face generation_config.json)")
@@ -89,8 +95,11 @@ def read_generation_config(path: Path) -> dict[str, Any]:
             continue
         number = not isinstance(value, bool) and isinstance(value, int if whole else (int, float))
         if not (number and low <= value <= high and not (key == "top_p" and value == 0)):  # also refuses nan
-            allowed = {"temperature": f"a number from {low:g} to {high:g}", "top_p": f"a number above 0, at most {high:g}",
-                       "top_k": f"an integer from {low:,} to {high:,}, or 0 for no top-k"}[key]
+            allowed = {
+                "temperature": f"a number from {low:g} to {high:g}",
+                "top_p": f"a number above 0, at most {high:g}",
+                "top_k": f"an integer from {low:,} to {high:,}, or 0 for no top-k",
+            }[key]
             raise ConfigError(str(file), key, f"{value!r} is not allowed (allowed: {allowed})")
         values[key] = int(value) if whole else float(value)
     if data.get("do_sample") is False:
@@ -125,14 +134,22 @@ def plan_max_tokens(plan: dict[str, Any], source: str = "plan") -> int | None:
             return None
         cap, key = int(match.group(1).replace(",", "")), "job.osl"
     if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap <= MAX_REQUEST_TOKENS:
-        raise ConfigError(source, key, f"{cap!r} is not allowed (allowed: an output cap of 1 to "
-                          f"{MAX_REQUEST_TOKENS:,} tokens, as --max-tokens)")
+        raise ConfigError(
+            source,
+            key,
+            f"{cap!r} is not allowed (allowed: an output cap of 1 to {MAX_REQUEST_TOKENS:,} tokens, as --max-tokens)",
+        )
     return int(cap)
 
 
-def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path | None,
-                    config: dict[str, Any] | None, config_path: Path | None,
-                    context: tuple[int, str] | None = None) -> SamplingChoice:
+def choose_sampling(
+    given: dict[str, Any],
+    plan_cap: int | None,
+    plan_path: Path | None,
+    config: dict[str, Any] | None,
+    config_path: Path | None,
+    context: tuple[int, str] | None = None,
+) -> SamplingChoice:
     """Resolve ``max_tokens``, ``temperature``, ``top_p``, ``top_k`` in the order of the module
     docstring; ``given`` holds the user's options (``None`` = not given), ``context`` the model's
     context (tokens) and where it was read, when known.
@@ -145,35 +162,53 @@ def choose_sampling(given: dict[str, Any], plan_cap: int | None, plan_path: Path
     max_tokens, context_tokens = given.get("max_tokens"), None
     if max_tokens is None and plan_cap is not None:
         if plan_cap > MAX_PLAN_TOKENS:
-            raise InputError(f"--plan {plan_path} job.osl_cap_tokens", plan_cap,
-                             f"an output cap from 1 to {MAX_PLAN_TOKENS:,} tokens")
+            raise InputError(
+                f"--plan {plan_path} job.osl_cap_tokens",
+                plan_cap,
+                f"an output cap from 1 to {MAX_PLAN_TOKENS:,} tokens",
+            )
         max_tokens = plan_cap
         notes.append(f"max_tokens {plan_cap:,} (the plan {plan_path}'s output cap)")
     elif max_tokens is None and context is not None:
         max_tokens = context_tokens = context[0]
-        notes.append(f"max_tokens: the model's context {context[0]:,} ({context[1]}) less each prompt, "
-                     "counted as its JSON bytes (no fewer than its tokens); --max-tokens or --plan sets it")
+        notes.append(
+            f"max_tokens: the model's context {context[0]:,} ({context[1]}) less each prompt, "
+            "counted as its JSON bytes (no fewer than its tokens); --max-tokens or --plan sets it"
+        )
     elif max_tokens is None:
         max_tokens = FALLBACK_MAX_TOKENS
-        notes.append(f"max_tokens {FALLBACK_MAX_TOKENS:,} (the default plan's output cap; --max-tokens or "
-                     "--plan sets it)")
+        notes.append(
+            f"max_tokens {FALLBACK_MAX_TOKENS:,} (the default plan's output cap; --max-tokens or --plan sets it)"
+        )
     from_config = [k for k in ("temperature", "top_p", "top_k") if given.get(k) is None and k in config]
-    chosen: dict[str, Any] = {k: given.get(k) if given.get(k) is not None else config.get(k) for k in ("temperature", "top_p", "top_k")}
+    chosen: dict[str, Any] = {
+        k: given.get(k) if given.get(k) is not None else config.get(k) for k in ("temperature", "top_p", "top_k")
+    }
     if from_config:
         values = ", ".join(f"{k} {config[k]:g}" for k in from_config)
         notes.append(f"sampling from {config_path}: {values}")
     if chosen["temperature"] is None:
         chosen["temperature"] = FALLBACK_TEMPERATURE
-        notes.append("temperature 0 (greedy): no --temperature and no generation_config.json found; thinking "
-                     "models such as Qwen3 warn against greedy decoding (use --generation-config PATH or "
-                     "--temperature)")
-    return SamplingChoice(int(max_tokens), float(chosen["temperature"]), chosen["top_p"], chosen["top_k"],
-                          tuple(notes), context_tokens)
+        notes.append(
+            "temperature 0 (greedy): no --temperature and no generation_config.json found; thinking "
+            "models such as Qwen3 warn against greedy decoding (use --generation-config PATH or "
+            "--temperature)"
+        )
+    return SamplingChoice(
+        int(max_tokens), float(chosen["temperature"]), chosen["top_p"], chosen["top_k"], tuple(notes), context_tokens
+    )
 
 
-def job_sampling(model: str, given: dict[str, Any], seed: int | None, thinking: str | None,
-                 extra_body: dict[str, Any], plan: tuple[int | None, Path | None], generation_config: Path | None,
-                 context: tuple[int, str] | None = None) -> tuple[Sampling, list[str]]:
+def job_sampling(
+    model: str,
+    given: dict[str, Any],
+    seed: int | None,
+    thinking: str | None,
+    extra_body: dict[str, Any],
+    plan: tuple[int | None, Path | None],
+    generation_config: Path | None,
+    context: tuple[int, str] | None = None,
+) -> tuple[Sampling, list[str]]:
     """The job's :class:`Sampling` from the options ``given`` (``None`` = not given), the plan's cap
     and path, a ``generation_config.json`` (``generation_config``, else ``model`` when it is a
     local directory holding one) and the model's context (tokens, where read; None: unknown);
@@ -188,11 +223,20 @@ def job_sampling(model: str, given: dict[str, Any], seed: int | None, thinking: 
         config_path = config_path / "generation_config.json"  # the note names the file read
     config = read_generation_config(config_path) if config_path is not None else None
     choice = choose_sampling(given, plan[0], plan[1], config, config_path, context)
-    sampling = Sampling(choice.max_tokens, choice.temperature, choice.top_p, choice.top_k, seed,
-                        None if thinking is None else thinking == "on", extra_body, choice.context_tokens)
+    sampling = Sampling(
+        choice.max_tokens,
+        choice.temperature,
+        choice.top_p,
+        choice.top_k,
+        seed,
+        None if thinking is None else thinking == "on",
+        extra_body,
+        choice.context_tokens,
+    )
     try:
         request_body(model, [], sampling, 0)
     except BodyConflict as conflict:
-        raise InputError("--extra-body", json.dumps(extra_body),
-                         f"no contradiction with tokenplan's options ({conflict})") from None
+        raise InputError(
+            "--extra-body", json.dumps(extra_body), f"no contradiction with tokenplan's options ({conflict})"
+        ) from None
     return sampling, list(choice.notes)

@@ -30,12 +30,22 @@ from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
+from tokenplan.runner.appendlog import WriteFailed
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.refusals import Held, RefusalStreak
-from tokenplan.runner.requests import (Dropped, Mode, OnLength, Sampling, Sent, WorkUnit, request_body,
-                                      run_unit, seed_for, work_units)
+from tokenplan.runner.requests import (
+    Dropped,
+    Mode,
+    OnLength,
+    Sampling,
+    Sent,
+    WorkUnit,
+    request_body,
+    run_unit,
+    seed_for,
+    work_units,
+)
 from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.appendlog import WriteFailed
 from tokenplan.runner.rundir import RunDir
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
@@ -91,9 +101,16 @@ class RunTally:
 class Dispatcher:
     """Runs every unit of ``source`` not yet done (see the module docstring)."""
 
-    def __init__(self, job: JobSettings, pool: EndpointPool, rundir: RunDir, progress: Progress,
-                 on_progress: Callable[[Snapshot], None] | None = None, tick_s: float = 0.5,
-                 refusals: RefusalStreak | None = None):
+    def __init__(
+        self,
+        job: JobSettings,
+        pool: EndpointPool,
+        rundir: RunDir,
+        progress: Progress,
+        on_progress: Callable[[Snapshot], None] | None = None,
+        tick_s: float = 0.5,
+        refusals: RefusalStreak | None = None,
+    ):
         """``refusals``: hold 400/413 answers until they say whether the row or the job is refused
         (:mod:`tokenplan.runner.refusals`); None writes each as skipped at once (the Ray actors)."""
         self.job, self.pool, self.rundir, self.progress = job, pool, rundir, progress
@@ -130,8 +147,9 @@ class Dispatcher:
         self.tally.stopped = stop.is_set()
         return self.tally
 
-    async def _start_all(self, source: Iterator[Row | Reject], stop: asyncio.Event,
-                         tasks: set[asyncio.Task[None]]) -> None:
+    async def _start_all(
+        self, source: Iterator[Row | Reject], stop: asyncio.Event, tasks: set[asyncio.Task[None]]
+    ) -> None:
         # A unit starts only when the pool admits it (its one concurrency limit), so rows are read
         # no faster than answers come back.
         for count, unit in enumerate(self._units(source)):
@@ -153,8 +171,7 @@ class Dispatcher:
             if isinstance(item, Reject):
                 self.tally.rejected_rows += 1
                 self.progress.rejected += self.job.n
-                self.rundir.write_reject({"file": item.source, "line": item.line, "reason": item.reason,
-                                          "id": item.id})
+                self.rundir.write_reject({"file": item.source, "line": item.line, "reason": item.reason, "id": item.id})
                 continue
             self._rows_seen += 1
             for unit in work_units(item, self.job.n):
@@ -210,8 +227,13 @@ class Dispatcher:
 
     async def _run_and_record(self, unit: WorkUnit) -> None:
         try:
-            outcome = await run_unit(unit, self.job.mode, self.job.on_length, self.job.length_retries,
-                                     lambda messages, turn, retry: self._send(unit, messages, turn, retry))
+            outcome = await run_unit(
+                unit,
+                self.job.mode,
+                self.job.on_length,
+                self.job.length_retries,
+                lambda messages, turn, retry: self._send(unit, messages, turn, retry),
+            )
         except RetriesExhausted as exhausted:
             self._record_failure(unit, exhausted)
             return
@@ -220,8 +242,13 @@ class Dispatcher:
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
             return
-        outcome.update(source_id=unit.row.id, sample_index=unit.sample_index, model=self.job.model,
-                       sampling=self._sampling_record, source={"file": unit.row.source, "line": unit.row.line})
+        outcome.update(
+            source_id=unit.row.id,
+            sample_index=unit.sample_index,
+            model=self.job.model,
+            sampling=self._sampling_record,
+            source={"file": unit.row.source, "line": unit.row.line},
+        )
         self.rundir.write_done(outcome)
         self.progress.stored += 1
 
@@ -237,9 +264,9 @@ class Dispatcher:
             async with self.pool.lease() as endpoint:
                 used.append(endpoint.base_url)
                 try:
-                    completion = await endpoint.client.chat(body, deadline_s=limit_s,
-                                                            stream=self.job.stream,
-                                                            max_bytes=self.job.max_answer_bytes)
+                    completion = await endpoint.client.chat(
+                        body, deadline_s=limit_s, stream=self.job.stream, max_bytes=self.job.max_answer_bytes
+                    )
                 except RequestFailed as failure:
                     self.pool.record(endpoint, failure)
                     raise
@@ -262,31 +289,52 @@ class Dispatcher:
     def _record_failure(self, unit: WorkUnit, exhausted: RetriesExhausted) -> None:
         failure = exhausted.failure
         if failure.kind == "status" and failure.status in FATAL_STATUSES:
-            self._set_fatal(ServerError(
-                f"the server answered {failure.status} ({failure.detail}) for model {self.job.model!r}: "
-                "check --endpoint, --model and the API key variable"))
+            self._set_fatal(
+                ServerError(
+                    f"the server answered {failure.status} ({failure.detail}) for model {self.job.model!r}: "
+                    "check --endpoint, --model and the API key variable"
+                )
+            )
             return
         if failure.kind == "status" and failure.status in REFUSED_STATUSES:
             if self.refusals is None:
                 self._write_skipped(unit, Dropped("refused", -1, failure.status, failure.detail))
                 return
             source = {"file": unit.row.source, "line": unit.row.line}
-            self._write_refused(self.refusals.refused(Held(unit.id, unit.row.id, source, failure.status,
-                                                           failure.detail, exhausted.attempts)))
+            self._write_refused(
+                self.refusals.refused(
+                    Held(unit.id, unit.row.id, source, failure.status, failure.detail, exhausted.attempts)
+                )
+            )
             if self.refusals.job_wide is not None and self._fatal is None:
                 self._set_fatal(ServerError(self.refusals.message(self.job.model)))
             return
-        self.rundir.write_error({"id": unit.id, "reason": failure.kind, "status": failure.status,
-                                 "detail": failure.detail, "received": failure.received,
-                                 "attempts": exhausted.attempts,
-                                 "source": {"file": unit.row.source, "line": unit.row.line}})
+        self.rundir.write_error(
+            {
+                "id": unit.id,
+                "reason": failure.kind,
+                "status": failure.status,
+                "detail": failure.detail,
+                "received": failure.received,
+                "attempts": exhausted.attempts,
+                "source": {"file": unit.row.source, "line": unit.row.line},
+            }
+        )
         self.progress.errors += 1
 
     def _write_refused(self, released: list[Held]) -> None:
         """Refusals that proved to be their rows' own: final, in ``skipped.jsonl``."""
         for held in released:
-            self.rundir.write_skipped({"id": held.unit_id, "reason": "refused", "turn": -1, "status": held.status,
-                                       "detail": held.detail, "source": held.source})
+            self.rundir.write_skipped(
+                {
+                    "id": held.unit_id,
+                    "reason": "refused",
+                    "turn": -1,
+                    "status": held.status,
+                    "detail": held.detail,
+                    "source": held.source,
+                }
+            )
             self.progress.skipped += 1
 
     def _settle_refusals(self, stopped: bool) -> None:
@@ -300,16 +348,31 @@ class Dispatcher:
             if streak.job_wide is not None:
                 self._set_fatal(ServerError(streak.message(self.job.model)))
         for held in streak.held:
-            self.rundir.write_error({"id": held.unit_id, "reason": "status", "status": held.status,
-                                     "detail": held.detail, "received": None, "attempts": held.attempts,
-                                     "source": held.source})
+            self.rundir.write_error(
+                {
+                    "id": held.unit_id,
+                    "reason": "status",
+                    "status": held.status,
+                    "detail": held.detail,
+                    "received": None,
+                    "attempts": held.attempts,
+                    "source": held.source,
+                }
+            )
             self.progress.errors += 1
         streak.held = []
 
     def _write_skipped(self, unit: WorkUnit, dropped: Dropped) -> None:
-        self.rundir.write_skipped({"id": unit.id, "reason": dropped.reason, "turn": dropped.turn,
-                                   "status": dropped.status, "detail": dropped.detail,
-                                   "source": {"file": unit.row.source, "line": unit.row.line}})
+        self.rundir.write_skipped(
+            {
+                "id": unit.id,
+                "reason": dropped.reason,
+                "turn": dropped.turn,
+                "status": dropped.status,
+                "detail": dropped.detail,
+                "source": {"file": unit.row.source, "line": unit.row.line},
+            }
+        )
         self.progress.skipped += 1
 
     async def _tick(self) -> None:
@@ -326,8 +389,7 @@ class Dispatcher:
 
     def _emit(self) -> None:
         if self.on_progress is not None:
-            self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(),
-                                                    self.pool.healthy_count()))
+            self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(), self.pool.healthy_count()))
 
 
 def summary_record(tally: RunTally) -> dict[str, Any]:
@@ -344,6 +406,8 @@ def summary_record(tally: RunTally) -> dict[str, Any]:
         "requests": len(tally.latency_s),
         "latency_e2e": e2e.to_dict_ms() if e2e else None,
         "latency_ttft": ttft.to_dict_ms() if ttft else None,
-        "completion_tokens_histogram": [{"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None,
-                                         "requests": int(c)} for lo, hi, c in zip(edges, edges[1:], counts)],
+        "completion_tokens_histogram": [
+            {"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None, "requests": int(c)}
+            for lo, hi, c in zip(edges, edges[1:], counts)
+        ],
     }

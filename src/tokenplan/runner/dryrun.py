@@ -39,8 +39,10 @@ class DryRun:
         """The ``tokenplan plan`` command for these requests (``--isl-*`` only when counted)."""
         parts = [f"tokenplan plan --samples {self.requests}"]
         if self.prompt_tokens_mean is not None:
-            parts.append(f"--isl {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
-                         f"--isl-cap {self.prompt_tokens_max}")
+            parts.append(
+                f"--isl {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
+                f"--isl-cap {self.prompt_tokens_max}"
+            )
         parts.append(f"--max-tokens {max_tokens}")
         return " ".join(parts)
 
@@ -83,8 +85,16 @@ def dry_run(files: Sequence[Path], mode: Mode, n: int, limit: int | None, tokeni
         import numpy as np
 
         sigma, mean = float(np.std(logs)), float(np.mean(np.exp(logs)))
-    return DryRun(rows, rejected, rows * n, requests, mean, sigma, longest if logs else None,
-                  None if tokenizer_path is None else str(tokenizer_path))
+    return DryRun(
+        rows,
+        rejected,
+        rows * n,
+        requests,
+        mean,
+        sigma,
+        longest if logs else None,
+        None if tokenizer_path is None else str(tokenizer_path),
+    )
 
 
 def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transformers tokenizer
@@ -95,8 +105,12 @@ def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transf
 
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (ImportError, OSError, ValueError) as problem:
-        raise InputError("--tokenizer", str(path), f"a local tokenizer directory that transformers can load "
-                         f"({type(problem).__name__}: {str(problem).splitlines()[0] if str(problem) else ''})") from None
+        raise InputError(
+            "--tokenizer",
+            str(path),
+            f"a local tokenizer directory that transformers can load "
+            f"({type(problem).__name__}: {str(problem).splitlines()[0] if str(problem) else ''})",
+        ) from None
 
     def count(prompt: list[dict[str, Any]]) -> int:
         ids: Any = tokenizer.apply_chat_template(prompt, tokenize=True, add_generation_prompt=True)  # typed a union

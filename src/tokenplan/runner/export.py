@@ -59,10 +59,15 @@ class ExportCounts:
 
     def as_record(self) -> dict[str, int]:
         """The counts as stored in ``summary.json`` under ``export``."""
-        return {"written": self.written, "dropped_length": self.dropped_length,
-                "dropped_think_open": self.dropped_think_open, "dropped_empty_answer": self.dropped_empty_answer,
-                "dropped_think_marker": self.dropped_think_marker, "failed": self.failed,
-                "unvalidated": self.unvalidated}
+        return {
+            "written": self.written,
+            "dropped_length": self.dropped_length,
+            "dropped_think_open": self.dropped_think_open,
+            "dropped_empty_answer": self.dropped_empty_answer,
+            "dropped_think_marker": self.dropped_think_marker,
+            "failed": self.failed,
+            "unvalidated": self.unvalidated,
+        }
 
 
 def specforge_line(record: dict[str, Any]) -> dict[str, Any]:
@@ -133,20 +138,34 @@ def batch_line(record: dict[str, Any], status: int = 200, error: dict[str, Any] 
     line: dict[str, Any] = {"id": f"batch_req_{digest[:24]}", "custom_id": unit_id, "response": None, "error": None}
     if status != 200:
         if error is None:  # refused by the server (400/413): its answer, as OpenAI reports a 4xx
-            line["response"] = {"status_code": status, "request_id": f"req_{digest[24:48]}",
-                                "body": {"error": {"message": record.get("detail"), "type": "invalid_request_error"}}}
+            line["response"] = {
+                "status_code": status,
+                "request_id": f"req_{digest[24:48]}",
+                "body": {"error": {"message": record.get("detail"), "type": "invalid_request_error"}},
+            }
         else:
             line["error"] = error
         return line
     turn = (record.get("turns") or [{}])[-1]
-    message: dict[str, Any] = next((m for m in reversed(record.get("conversations") or []) if m.get("role") == "assistant"), {})
+    message: dict[str, Any] = next(
+        (m for m in reversed(record.get("conversations") or []) if m.get("role") == "assistant"), {}
+    )
     usage = turn.get("usage") or {}
-    body = {"id": f"chatcmpl-{digest[:24]}", "object": "chat.completion", "model": turn.get("model") or record.get("model"),
-            "choices": [{"index": 0, "message": dict(message), "logprobs": None,
-                         "finish_reason": turn.get("finish_reason")}],
-            "usage": {"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
-                      "total_tokens": None if usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None
-                      else usage["prompt_tokens"] + usage["completion_tokens"]}}
+    body = {
+        "id": f"chatcmpl-{digest[:24]}",
+        "object": "chat.completion",
+        "model": turn.get("model") or record.get("model"),
+        "choices": [
+            {"index": 0, "message": dict(message), "logprobs": None, "finish_reason": turn.get("finish_reason")}
+        ],
+        "usage": {
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "completion_tokens": usage.get("completion_tokens"),
+            "total_tokens": None
+            if usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None
+            else usage["prompt_tokens"] + usage["completion_tokens"],
+        },
+    }
     line["response"] = {"status_code": 200, "request_id": f"req_{digest[24:48]}", "body": body}
     return line
 
@@ -162,8 +181,9 @@ def _kept(record: dict[str, Any], counts: ExportCounts, drop_length: bool, requi
     return True
 
 
-def export_lines(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = False,
-                 require_think_close: bool = False) -> ExportCounts:
+def export_lines(
+    run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = False, require_think_close: bool = False
+) -> ExportCounts:
     """Write the run's records as one JSONL file: ``fmt`` ``jsonl`` (SpecForge training rows,
     :func:`specforge_line`; a record with a :func:`training_problem` is left out and counted) or
     ``openai-batch`` (:func:`batch_line`; skipped and failed units become lines with their status
@@ -224,15 +244,22 @@ def _failed_lines(run_dir: Path, fh: Any) -> int:
             if name == "skipped.jsonl" and status in (400, 413):
                 line = batch_line(record, status)
             else:
-                line = batch_line(record, -1, {"code": str(record.get("reason")), "message": record.get("detail")
-                                               or f"{record.get('reason')} (status {status})"})
+                line = batch_line(
+                    record,
+                    -1,
+                    {
+                        "code": str(record.get("reason")),
+                        "message": record.get("detail") or f"{record.get('reason')} (status {status})",
+                    },
+                )
             fh.write(orjson.dumps(line) + b"\n")
             written += 1
     return written
 
 
-def export_run(run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = False,
-               require_think_close: bool = False) -> dict[str, Any]:
+def export_run(
+    run_dir: Path, out_path: Path, fmt: str, *, drop_length: bool = False, require_think_close: bool = False
+) -> dict[str, Any]:
     """Write the run's records to ``out_path`` as ``fmt`` (``parquet``, ``jsonl``, ``openai-batch``);
     return the summary's ``export`` record (format, path, written and the counts left out).
 

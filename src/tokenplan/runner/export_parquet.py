@@ -93,17 +93,42 @@ def schema(fields: dict[str, tuple[str, Any]], *, storage: bool = False):  # noq
     def j():  # noqa: ANN202
         return pa.string() if storage else json_type()
 
-    message = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning_content", pa.string()),
-                         ("tool_calls", j()), ("tool_call_id", pa.string()), ("name", pa.string())])
-    turn = pa.struct([("finish_reason", pa.string()), ("length_flag", pa.bool_()),
-                      ("reasoning_truncated", pa.bool_()), ("prompt_tokens", pa.int64()),
-                      ("completion_tokens", pa.int64()), ("reasoning_tokens", pa.int64()),
-                      ("endpoint", pa.string()), ("latency_s", pa.float64()), ("attempts", pa.int64()),
-                      ("seed", pa.int64())])
+    message = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("reasoning_content", pa.string()),
+            ("tool_calls", j()),
+            ("tool_call_id", pa.string()),
+            ("name", pa.string()),
+        ]
+    )
+    turn = pa.struct(
+        [
+            ("finish_reason", pa.string()),
+            ("length_flag", pa.bool_()),
+            ("reasoning_truncated", pa.bool_()),
+            ("prompt_tokens", pa.int64()),
+            ("completion_tokens", pa.int64()),
+            ("reasoning_tokens", pa.int64()),
+            ("endpoint", pa.string()),
+            ("latency_s", pa.float64()),
+            ("attempts", pa.int64()),
+            ("seed", pa.int64()),
+        ]
+    )
     extra = [(name, pa.string() if storage and kind == json_type() else kind) for name, kind in fields.values()]
-    return pa.schema([("id", pa.string()), ("source_id", pa.string()), ("sample_index", pa.int64()),
-                      ("model", pa.string()), ("conversations", pa.list_(message)), ("turns", pa.list_(turn)),
-                      *extra])
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("source_id", pa.string()),
+            ("sample_index", pa.int64()),
+            ("model", pa.string()),
+            ("conversations", pa.list_(message)),
+            ("turns", pa.list_(turn)),
+            *extra,
+        ]
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -117,17 +142,39 @@ def flat_row(record: dict[str, Any], fields: dict[str, tuple[str, Any]]) -> dict
     turns = []
     for t in record.get("turns") or ():
         usage = t.get("usage") or {}
-        turns.append({"finish_reason": t.get("finish_reason"), "length_flag": t.get("length_flag"),
-                      "reasoning_truncated": t.get("reasoning_truncated"),
-                      "prompt_tokens": usage.get("prompt_tokens"),
-                      "completion_tokens": usage.get("completion_tokens"),
-                      "reasoning_tokens": usage.get("reasoning_tokens"), "endpoint": t.get("endpoint"),
-                      "latency_s": t.get("latency_s"), "attempts": t.get("attempts"), "seed": t.get("seed")})
-    messages = [{"role": m.get("role"), "content": m.get("content"), "reasoning_content": m.get("reasoning_content"),
-                 "tool_calls": json_text(m.get("tool_calls")), "tool_call_id": _text(m.get("tool_call_id")),
-                 "name": _text(m.get("name"))} for m in record.get("conversations") or ()]
-    row = {"id": record["id"], "source_id": record.get("source_id"), "sample_index": record.get("sample_index"),
-           "model": record.get("model"), "conversations": messages, "turns": turns}
+        turns.append(
+            {
+                "finish_reason": t.get("finish_reason"),
+                "length_flag": t.get("length_flag"),
+                "reasoning_truncated": t.get("reasoning_truncated"),
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+                "reasoning_tokens": usage.get("reasoning_tokens"),
+                "endpoint": t.get("endpoint"),
+                "latency_s": t.get("latency_s"),
+                "attempts": t.get("attempts"),
+                "seed": t.get("seed"),
+            }
+        )
+    messages = [
+        {
+            "role": m.get("role"),
+            "content": m.get("content"),
+            "reasoning_content": m.get("reasoning_content"),
+            "tool_calls": json_text(m.get("tool_calls")),
+            "tool_call_id": _text(m.get("tool_call_id")),
+            "name": _text(m.get("name")),
+        }
+        for m in record.get("conversations") or ()
+    ]
+    row = {
+        "id": record["id"],
+        "source_id": record.get("source_id"),
+        "sample_index": record.get("sample_index"),
+        "model": record.get("model"),
+        "conversations": messages,
+        "turns": turns,
+    }
     own = record.get("fields") or {}
     for key, (name, kind) in fields.items():
         value = own.get(key)

@@ -62,8 +62,9 @@ def read_epoch(run_dir: Path) -> int:
     try:
         return Manifest.model_validate_json((run_dir / "manifest.json").read_text()).epoch
     except (OSError, ValueError) as problem:
-        raise RunDirError(f"{run_dir / 'manifest.json'}: cannot read the epoch "
-                          f"({str(problem).splitlines()[0]})") from None
+        raise RunDirError(
+            f"{run_dir / 'manifest.json'}: cannot read the epoch ({str(problem).splitlines()[0]})"
+        ) from None
 
 
 @contextmanager

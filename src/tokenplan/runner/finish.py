@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import RunDirError
+from tokenplan.runner.appendlog import shard_paths, write_whole
 from tokenplan.runner.backend import RunOutcome, RunSpec
 from tokenplan.runner.dispatch import summary_record
 from tokenplan.runner.export import export_run
 from tokenplan.runner.invocations import record_invocation, run_totals
-from tokenplan.runner.rows import count_units
-from tokenplan.runner.appendlog import shard_paths, write_whole
 from tokenplan.runner.record_ids import repeated_keys, repeated_lines, scan_keys
+from tokenplan.runner.rows import count_units
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +68,11 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, export: ExportSpec | None) ->
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
     units_total = count_units(spec.files, spec.n, spec.limit) if tally.stopped else tally.units_seen
     if not tally.stopped and not accounting_ok:
-        raise RunDirError(f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
-                          f"skipped + {counts['errors']} errors = {accounted}, but the input has "
-                          f"{tally.units_seen} units ({counts['duplicates']} duplicate records)")
+        raise RunDirError(
+            f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "
+            f"skipped + {counts['errors']} errors = {accounted}, but the input has "
+            f"{tally.units_seen} units ({counts['duplicates']} duplicate records)"
+        )
     summary = _summary(spec, outcome, units_total, counts, units_total - accounted)
     write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
@@ -79,36 +81,65 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, export: ExportSpec | None) ->
             export_rows = _export(export, run_dir, summary)
         except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
             why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
-            export_error = (f"--export {str(export.path)!r} failed ({why}); every "
-                            f"record is kept in {run_dir}: rerun the same command to export again")
+            export_error = (
+                f"--export {str(export.path)!r} failed ({why}); every "
+                f"record is kept in {run_dir}: rerun the same command to export again"
+            )
     if outcome.summary_extra:
         summary.update(outcome.summary_extra)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return Finished(units_total, counts["stored"], counts["skipped"], counts["errors"], counts["duplicates"],
-                    accounting_ok, units_total - accounted, summary, export_rows, export_error)
+    return Finished(
+        units_total,
+        counts["stored"],
+        counts["skipped"],
+        counts["errors"],
+        counts["duplicates"],
+        accounting_ok,
+        units_total - accounted,
+        summary,
+        export_rows,
+        export_error,
+    )
 
 
-def _summary(spec: RunSpec, outcome: RunOutcome, units_total: int, counts: dict[str, int],
-             not_yet_sent: int) -> dict[str, Any]:
+def _summary(
+    spec: RunSpec, outcome: RunOutcome, units_total: int, counts: dict[str, int], not_yet_sent: int
+) -> dict[str, Any]:
     tally, progress = outcome.tally, outcome.progress
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
-    this = {"elapsed_s": snapshot.elapsed_s, "output_tokens": snapshot.output_tokens,
-            "output_tok_s": snapshot.output_tok_s_mean,
-            "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s, **summary_record(tally)}
+    this = {
+        "elapsed_s": snapshot.elapsed_s,
+        "output_tokens": snapshot.output_tokens,
+        "output_tok_s": snapshot.output_tok_s_mean,
+        "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s,
+        **summary_record(tally),
+    }
     if this["requests"]:  # an invocation that only exported or found everything done adds nothing
-        record_invocation(outcome.run_dir, {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                            **this})
-    return {"model": spec.job.model, "units_total": units_total, **counts, "not_yet_sent": not_yet_sent,
-            "rejected_rows": tally.rejected_rows, "blank_lines": outcome.blank_lines,
-            "already_done": tally.already_done, "interrupted": tally.stopped,
-            **run_totals(outcome.run_dir).as_summary(), "plan_output_tok_s": progress.plan_output_tok_s,
-            "this_invocation": this}
+        record_invocation(outcome.run_dir, {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **this})
+    return {
+        "model": spec.job.model,
+        "units_total": units_total,
+        **counts,
+        "not_yet_sent": not_yet_sent,
+        "rejected_rows": tally.rejected_rows,
+        "blank_lines": outcome.blank_lines,
+        "already_done": tally.already_done,
+        "interrupted": tally.stopped,
+        **run_totals(outcome.run_dir).as_summary(),
+        "plan_output_tok_s": progress.plan_output_tok_s,
+        "this_invocation": this,
+    }
 
 
 def _export(export: ExportSpec, run_dir: Path, summary: dict[str, Any]) -> int:
     """Write the export in its format; the counts go into ``summary`` (and summary.json) as ``export``."""
-    summary["export"] = export_run(run_dir, export.path, export.format, drop_length=export.drop_length,
-                                   require_think_close=export.require_think_close)
+    summary["export"] = export_run(
+        run_dir,
+        export.path,
+        export.format,
+        drop_length=export.drop_length,
+        require_think_close=export.require_think_close,
+    )
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary["export"]["written"]
 
@@ -121,8 +152,11 @@ def count_outcomes(run_dir: Path) -> dict[str, int]:
     a repeated key counts as a duplicate only when the exact ids match.
     """
     files = [("stored", p) for p in shard_paths(run_dir / "shards")]
-    files += [(kind, path) for kind, path in (("skipped", run_dir / "skipped.jsonl"),
-                                              ("errors", run_dir / "errors.jsonl")) if path.exists()]
+    files += [
+        (kind, path)
+        for kind, path in (("skipped", run_dir / "skipped.jsonl"), ("errors", run_dir / "errors.jsonl"))
+        if path.exists()
+    ]
     paths = [path for _, path in files]
     keys, per_file = scan_keys(paths)
     _, suspects = repeated_keys(keys)

@@ -85,7 +85,8 @@ class IdSet:
         """Equal to a set of ids with the same number of ids, each of them in here (by key)."""
         if isinstance(other, IdSet):
             return len(self) == len(other) and all(
-                key in other._added or other._stored_index(key) >= 0 for key in self._keys())
+                key in other._added or other._stored_index(key) >= 0 for key in self._keys()
+            )
         if isinstance(other, Set):
             return len(self) == len(other) and all(unit_id in self for unit_id in other)
         return NotImplemented

@@ -100,9 +100,12 @@ class InputBroken(InputError):
         where = "" if byte is None else f" at byte {byte:,}" + ("" if size is None else f" of {size:,}")
         last = f"line {line:,}" if line else "none"
         reason = problem if isinstance(problem, str) else why(problem)
-        TokenplanError.__init__(self, f"input {self.value!r} is truncated or damaged{where} ({reason}); "
-                                f"last row read: {last}; the rest of the file cannot be read: repair or "
-                                "copy it again, then rerun")
+        TokenplanError.__init__(
+            self,
+            f"input {self.value!r} is truncated or damaged{where} ({reason}); "
+            f"last row read: {last}; the rest of the file cannot be read: repair or "
+            "copy it again, then rerun",
+        )
 
 
 def why(problem: BaseException) -> str:
@@ -137,8 +140,11 @@ def check_readable(files: Sequence[Path]) -> None:
                 else:
                     source.reader.read(65536)
         except read_errors() as problem:
-            raise InputError("input", str(path), f"a readable JSONL (plain, .zst, .gz, .bz2 or .lz4) or Parquet "
-                             f"file ({why(problem)})") from None
+            raise InputError(
+                "input",
+                str(path),
+                f"a readable JSONL (plain, .zst, .gz, .bz2 or .lz4) or Parquet file ({why(problem)})",
+            ) from None
 
 
 def _read_to_the_end(path: Path, source: _Source) -> None:
@@ -266,9 +272,14 @@ def _json_array_items(path: Path) -> Iterator[tuple[int, Any]]:
             for index, item in enumerate(ijson.items(source.reader, "item", use_float=True), start=1):
                 yield index, item
         except errors as problem:
-            raise InputBroken(path, source.offset(), source.size, index,
-                              f"the JSON array stops being valid after element {index:,}: "
-                              f"{(str(problem).splitlines() or [''])[0][:160]}") from None
+            raise InputBroken(
+                path,
+                source.offset(),
+                source.size,
+                index,
+                f"the JSON array stops being valid after element {index:,}: "
+                f"{(str(problem).splitlines() or [''])[0][:160]}",
+            ) from None
 
 
 def _loads(raw: bytes) -> Any:
@@ -312,8 +323,9 @@ def _parquet_items(path: Path) -> Iterator[tuple[int, Any]]:
                 break
             except read_errors() as problem:
                 column = parquet.metadata.row_group(group).column(0)
-                raise InputBroken(path, column.dictionary_page_offset or column.data_page_offset,
-                                  path.stat().st_size, row_no, problem) from None
+                raise InputBroken(
+                    path, column.dictionary_page_offset or column.data_page_offset, path.stat().st_size, row_no, problem
+                ) from None
             for item in batch.to_pylist():
                 row_no += 1
                 yield row_no, decode_row(item, decoders)

@@ -38,12 +38,17 @@ class RunTotals:
 
     def as_summary(self) -> dict[str, Any]:
         """The run-wide fields of ``summary.json`` (rates over the sending time; 0 when none)."""
-        return {"invocations": self.invocations, "elapsed_s": self.elapsed_s, "requests": self.requests,
-                "output_tokens": self.output_tokens,
-                "output_tok_s": self.output_tokens / self.elapsed_s if self.elapsed_s > 0 else 0.0,
-                "requests_per_s": self.requests / self.elapsed_s if self.elapsed_s > 0 else 0.0,
-                "latency_e2e": self.latency_e2e, "latency_ttft": self.latency_ttft,
-                "completion_tokens_histogram": self.histogram}
+        return {
+            "invocations": self.invocations,
+            "elapsed_s": self.elapsed_s,
+            "requests": self.requests,
+            "output_tokens": self.output_tokens,
+            "output_tok_s": self.output_tokens / self.elapsed_s if self.elapsed_s > 0 else 0.0,
+            "requests_per_s": self.requests / self.elapsed_s if self.elapsed_s > 0 else 0.0,
+            "latency_e2e": self.latency_e2e,
+            "latency_ttft": self.latency_ttft,
+            "completion_tokens_histogram": self.histogram,
+        }
 
 
 def record_invocation(run_dir: Path, entry: dict[str, Any]) -> None:

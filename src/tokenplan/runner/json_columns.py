@@ -56,8 +56,7 @@ def _decoder(field) -> Decoder | None:  # noqa: ANN001, C901 - a pyarrow Field; 
     if _is_json(field):
         return _loads
     kind = field.type
-    if isinstance(kind, (pa.ListType, pa.LargeListType, pa.FixedSizeListType, pa.ListViewType,
-                         pa.LargeListViewType)):
+    if isinstance(kind, (pa.ListType, pa.LargeListType, pa.FixedSizeListType, pa.ListViewType, pa.LargeListViewType)):
         inner = _decoder(kind.value_field)
         if inner is None:
             return None
@@ -77,6 +76,7 @@ def _decoder(field) -> Decoder | None:  # noqa: ANN001, C901 - a pyarrow Field; 
             if v is None:
                 return None
             return {name: (parts[name](x) if name in parts else x) for name, x in v.items()}
+
         return struct
     return None
 

@@ -46,7 +46,10 @@ def check_open_files(connections: int) -> None:
     """
     limit = raise_open_file_limit()
     if limit is not None and connections + RESERVE_FDS > limit:
-        raise InputError("--concurrency", connections,
-                         f"at most {max(limit - RESERVE_FDS, 0):,} requests in flight in all (concurrency × "
-                         f"endpoints): the open-file limit is {limit:,} (ulimit -Hn) and {RESERVE_FDS} are kept "
-                         "for files; raise the hard limit (ulimit -n, LimitNOFILE=) or lower --concurrency")
+        raise InputError(
+            "--concurrency",
+            connections,
+            f"at most {max(limit - RESERVE_FDS, 0):,} requests in flight in all (concurrency × "
+            f"endpoints): the open-file limit is {limit:,} (ulimit -Hn) and {RESERVE_FDS} are kept "
+            "for files; raise the hard limit (ulimit -n, LimitNOFILE=) or lower --concurrency",
+        )

@@ -32,8 +32,9 @@ from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
 from tokenplan.runner.rundir import RunDir
 
 
-def run_local(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None,
-              on_note: Callable[[str], None] | None = None) -> RunOutcome:
+def run_local(
+    spec: RunSpec, on_progress: Callable[[Snapshot], None] | None = None, on_note: Callable[[str], None] | None = None
+) -> RunOutcome:
     """Run ``spec`` in this process (see the module docstring and :func:`tokenplan.runner.backend.run`);
     ``on_note`` hears the first stop signal (what happens now, and that a second one stops at once).
 
@@ -71,24 +72,39 @@ async def run_local_async(spec: RunSpec, on_progress: Callable[[Snapshot], None]
     return await _run(spec, on_progress, None, handle_signals=False)
 
 
-async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
-               on_note: Callable[[str], None] | None, handle_signals: bool) -> RunOutcome:
+async def _run(
+    spec: RunSpec,
+    on_progress: Callable[[Snapshot], None] | None,
+    on_note: Callable[[str], None] | None,
+    handle_signals: bool,
+) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
     fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
-    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes,
-                         retry_skipped=spec.retry_skipped)
+    rundir = RunDir.open(
+        spec.out_dir,
+        spec.identity,
+        force=spec.force,
+        shard_max_bytes=spec.shard_max_bytes,
+        retry_skipped=spec.retry_skipped,
+    )
     notes = duplicate_notes(rundir) + rundir.notes
     pool = EndpointPool(spec.endpoints, spec.pool, api_key=spec.api_key)
     try:
         await pool.check_health(spec.job.model)
         progress = start_progress(spec, rundir)
-        dispatcher = Dispatcher(spec.job, pool, rundir, progress,
-                                rolling_summary(on_progress, rundir.path, spec.progress_every_s),
-                                refusals=RefusalStreak())
+        dispatcher = Dispatcher(
+            spec.job,
+            pool,
+            rundir,
+            progress,
+            rolling_summary(on_progress, rundir.path, spec.progress_every_s),
+            refusals=RefusalStreak(),
+        )
         stop = asyncio.Event()
         read_stats = ReadStats()
-        first = (f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; "
-                 "a second Ctrl-C stops at once")
+        first = (
+            f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; a second Ctrl-C stops at once"
+        )
         with StopOnSignals(stop, (lambda: on_note(first)) if on_note else None, active=handle_signals) as signals:
             source = until_broken(limited(read_rows(spec.files, read_stats, rundir.done_ids), spec.limit), read_stats)
             try:
@@ -96,8 +112,10 @@ async def _run(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
             except asyncio.CancelledError:
                 if signals.count < 2:
                     raise
-                raise Interrupted("interrupted twice: stopped at once without the grace; every record "
-                                  "written is kept — rerun the same command to resume") from None
+                raise Interrupted(
+                    "interrupted twice: stopped at once without the grace; every record "
+                    "written is kept — rerun the same command to resume"
+                ) from None
     finally:
         await pool.aclose()
         rundir.close()

@@ -52,26 +52,30 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> str | Non
             ``force``), or an unreadable one.
     """
     manifest_path = path / "manifest.json"
-    new = Manifest(fingerprint=fingerprint(job), job=job,
-                   created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    new = Manifest(
+        fingerprint=fingerprint(job), job=job, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds")
+    )
     if manifest_path.exists():
         try:
             old = Manifest.model_validate_json(manifest_path.read_text())
         except (ValidationError, ValueError) as problem:
-            raise RunDirError(f"{manifest_path}: not a tokenplan manifest "
-                              f"({str(problem).splitlines()[0]})") from None
+            raise RunDirError(f"{manifest_path}: not a tokenplan manifest ({str(problem).splitlines()[0]})") from None
         if old.fingerprint == new.fingerprint:
             return None
         before, after = _flatten(old.job), _flatten(job)
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
         if not force and holds_answers(path):
-            raise RunDirError(f"{path} holds a different job ({detail}); use another --out, "
-                              "or --force to continue it with the new configuration")
+            raise RunDirError(
+                f"{path} holds a different job ({detail}); use another --out, "
+                "or --force to continue it with the new configuration"
+            )
         if not force:
             write_whole(manifest_path, new.model_dump_json(indent=2).encode())
-            return (f"{path} held no stored answer, so it now holds this configuration ({detail}); "
-                    "units the earlier one skipped are sent again")
+            return (
+                f"{path} held no stored answer, so it now holds this configuration ({detail}); "
+                "units the earlier one skipped are sent again"
+            )
     write_whole(manifest_path, new.model_dump_json(indent=2).encode())
     return None
 

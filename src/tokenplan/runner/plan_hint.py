@@ -40,8 +40,9 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
             JSON object, or its output cap or concurrency is out of range.
     """
     if not path.is_file():
-        raise ConfigError(str(path), "file", "cannot read (no such file; allowed: the output of "
-                          "`tokenplan plan --json`)")
+        raise ConfigError(
+            str(path), "file", "cannot read (no such file; allowed: the output of `tokenplan plan --json`)"
+        )
     data = load_json(path)  # ConfigError: not UTF-8, not JSON, nested too deep, a key twice
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
@@ -56,8 +57,9 @@ def read_plan(path: Path) -> tuple[PlanHint, list[str]]:
         value = recommended.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
             if key != "output_tok_s_total" and value > MAX_CONCURRENCY:
-                raise ConfigError(str(path), f"recommended.{key}", f"{value!r} is not allowed "
-                                  f"(allowed: 1 to {MAX_CONCURRENCY:,})")
+                raise ConfigError(
+                    str(path), f"recommended.{key}", f"{value!r} is not allowed (allowed: 1 to {MAX_CONCURRENCY:,})"
+                )
             values[key] = kind(value)
         else:
             values[key] = None

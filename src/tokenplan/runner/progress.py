@@ -75,6 +75,19 @@ class Progress:
             per_unit = self.output_tokens / self.stored if self.stored else self.expected_tokens_per_unit
             left = max(0, self.units_total - self.done_before - finished_here - self.rejected)
             eta_s = left * per_unit / tok_s_window
-        return Snapshot(self.units_total, self.done_before, self.stored, self.skipped, self.errors,
-                        self.rejected, dict(in_flight), healthy_endpoints, self.output_tokens, elapsed_s,
-                        tok_s_window, tok_s_mean, eta_s, self.plan_output_tok_s)
+        return Snapshot(
+            self.units_total,
+            self.done_before,
+            self.stored,
+            self.skipped,
+            self.errors,
+            self.rejected,
+            dict(in_flight),
+            healthy_endpoints,
+            self.output_tokens,
+            elapsed_s,
+            tok_s_window,
+            tok_s_mean,
+            eta_s,
+            self.plan_output_tok_s,
+        )

@@ -26,11 +26,11 @@ from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.errors import ServerError
+from tokenplan.runner.appendlog import ShardLog
 from tokenplan.runner.dispatch import Dispatcher, JobSettings
 from tokenplan.runner.fencing import Fence, Fenced, actor_prefix
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
-from tokenplan.runner.appendlog import ShardLog
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +84,9 @@ class FencedSink:
 
     def __init__(self, config: ActorConfig):
         self.fence = Fence(config.run_dir, config.epoch)
-        self.shards = ShardLog(config.run_dir / "shards", config.shard_max_bytes,
-                               actor_prefix(config.epoch, config.actor))
+        self.shards = ShardLog(
+            config.run_dir / "shards", config.shard_max_bytes, actor_prefix(config.epoch, config.actor)
+        )
         self.stored: list[str] = []
         self.skipped: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
@@ -204,13 +205,23 @@ class GenerateActor:
         sink, tally = self.sink, self.dispatcher.tally
         lat, ttft, tok = self._arrays_reported
         fatal = self.dispatcher.fatal
-        report = Report(self.config.actor, os.getpid(), sink.stored, sink.skipped, sink.errors,
-                        self.progress.output_tokens - self._tokens_reported,
-                        _tail(tally.latency_s, lat), _tail(tally.ttft_s, ttft), _tail(tally.completion_tokens, tok),
-                        self.pool.in_flight(), [e.base_url for e in self.pool.endpoints if not e.ejected],
-                        self.fenced, None if self.fenced else _fatal_text(fatal),
-                        time.process_time() - self._cpu0_s,
-                        isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints))
+        report = Report(
+            self.config.actor,
+            os.getpid(),
+            sink.stored,
+            sink.skipped,
+            sink.errors,
+            self.progress.output_tokens - self._tokens_reported,
+            _tail(tally.latency_s, lat),
+            _tail(tally.ttft_s, ttft),
+            _tail(tally.completion_tokens, tok),
+            self.pool.in_flight(),
+            [e.base_url for e in self.pool.endpoints if not e.ejected],
+            self.fenced,
+            None if self.fenced else _fatal_text(fatal),
+            time.process_time() - self._cpu0_s,
+            isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints),
+        )
         sink.stored, sink.skipped, sink.errors = [], [], []
         self._tokens_reported = self.progress.output_tokens
         self._arrays_reported = (len(tally.latency_s), len(tally.ttft_s), len(tally.completion_tokens))

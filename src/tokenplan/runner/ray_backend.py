@@ -15,14 +15,15 @@ from collections.abc import Callable
 from tokenplan.errors import InputError
 from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.fencing import advance_epoch
+from tokenplan.runner.manifest import check_manifest
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
-from tokenplan.runner.manifest import check_manifest
 from tokenplan.runner.rundir import RunDir
 
 
-def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | None,
-                    on_note: Callable[[str], None] | None) -> RunOutcome:
+def run_ray_backend(
+    spec: RunSpec, on_progress: Callable[[Snapshot], None] | None, on_note: Callable[[str], None] | None
+) -> RunOutcome:
     """Run ``spec`` on Ray; see :func:`tokenplan.runner.backend.run`. The outcome's notes name the
     epoch and the actors (and, without ``on_note``, each actor event); ``summary_extra["ray"]``
     holds the epoch, the actors and :class:`~tokenplan.runner.ray_driver.RayStats`.
@@ -33,15 +34,21 @@ def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | Non
         RunDirError, ServerError: as the local backend.
     """
     if importlib.util.find_spec("ray") is None:
-        raise InputError("--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` "
-                         "(Ray is not installed)")
+        raise InputError(
+            "--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` (Ray is not installed)"
+        )
     from tokenplan.runner.ray_driver import RayRun, run_ray
 
     (spec.out_dir / "shards").mkdir(parents=True, exist_ok=True)
     rebound = check_manifest(spec.out_dir, spec.identity, force=spec.force)
     epoch = advance_epoch(spec.out_dir)  # fences earlier runs' actors before the done-set is read
-    rundir = RunDir.open(spec.out_dir, spec.identity, force=spec.force, shard_max_bytes=spec.shard_max_bytes,
-                         retry_skipped=spec.retry_skipped or rebound is not None)
+    rundir = RunDir.open(
+        spec.out_dir,
+        spec.identity,
+        force=spec.force,
+        shard_max_bytes=spec.shard_max_bytes,
+        retry_skipped=spec.retry_skipped or rebound is not None,
+    )
     notes = ([rebound] if rebound else []) + duplicate_notes(rundir) + rundir.notes
     progress = start_progress(spec, rundir)
     read_stats = ReadStats()
@@ -54,16 +61,29 @@ def run_ray_backend(spec: RunSpec, on_progress: Callable[[Snapshot], None] | Non
 
     try:
         source = until_broken(limited(read_rows(spec.files, read_stats, rundir.done_ids), spec.limit), read_stats)
-        run = RayRun(rundir, epoch, source, spec.job,
-                     spec.endpoints, spec.pool, spec.api_key, spec.shard_max_bytes, spec.actors, spec.ray_address,
-                     progress, on_progress, note)
+        run = RayRun(
+            rundir,
+            epoch,
+            source,
+            spec.job,
+            spec.endpoints,
+            spec.pool,
+            spec.api_key,
+            spec.shard_max_bytes,
+            spec.actors,
+            spec.ray_address,
+            progress,
+            on_progress,
+            note,
+        )
         tally = run_ray(run)
     finally:
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
         raise read_stats.broken
-    notes.append(f"ray backend: epoch {epoch}, {spec.actors} actors"
-                 + (f"; {len(events)} actor events" if events else ""))
+    notes.append(
+        f"ray backend: epoch {epoch}, {spec.actors} actors" + (f"; {len(events)} actor events" if events else "")
+    )
     if on_note is None:
         notes.extend(events)
     extra = {"ray": {"epoch": epoch, "actors": spec.actors, **run.stats.as_record()}}

@@ -56,9 +56,13 @@ class RayStats:
     actor_deaths: int = 0
 
     def as_record(self) -> dict[str, Any]:
-        return {"startup_s": round(self.startup_s, 3), "driver_cpu_s": round(self.driver_cpu_s, 3),
-                "actor_cpu_s": round(self.actor_cpu_s, 3), "actors_started": self.actors_started,
-                "actor_deaths": self.actor_deaths}
+        return {
+            "startup_s": round(self.startup_s, 3),
+            "driver_cpu_s": round(self.driver_cpu_s, 3),
+            "actor_cpu_s": round(self.actor_cpu_s, 3),
+            "actors_started": self.actors_started,
+            "actor_deaths": self.actor_deaths,
+        }
 
 
 @dataclass(slots=True)
@@ -121,8 +125,9 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise InputError("--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` "
-                         "(Ray is not installed)") from None
+        raise InputError(
+            "--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` (Ray is not installed)"
+        ) from None
     return ray
 
 
@@ -177,8 +182,16 @@ class _Driver:
         run, started = self.run_, []
         for share in shares:
             index, self.next_index = self.next_index, self.next_index + 1
-            config = ActorConfig(run.rundir.path, run.epoch, index, share[0], _with_concurrency(run.pool, share[1]),
-                                 run.job, run.api_key, run.shard_max_bytes)
+            config = ActorConfig(
+                run.rundir.path,
+                run.epoch,
+                index,
+                share[0],
+                _with_concurrency(run.pool, share[1]),
+                run.job,
+                run.api_key,
+                run.shard_max_bytes,
+            )
             handle = self.remote_cls.remote(config)
             started.append((_Slot(index, share, handle, replaced=replaced), handle.start.remote()))
         problems = []
@@ -306,13 +319,17 @@ class _Driver:
         resent = self._take_back(slot)
         if slot.replaced >= MAX_REPLACEMENTS_PER_ACTOR:
             self.gone.append(f"actor {slot.index}: died, not replaced")
-            self.run_.on_note(f"actor {slot.index} died; {resent} of its units go to the other actors "
-                              f"(no replacement after {slot.replaced})")
+            self.run_.on_note(
+                f"actor {slot.index} died; {resent} of its units go to the other actors "
+                f"(no replacement after {slot.replaced})"
+            )
             return
         self._spawn([slot.share], slot.replaced + 1)
         self.gone.append(f"actor {slot.index}: died, replaced by actor {self.next_index - 1}")
-        self.run_.on_note(f"actor {slot.index} died; {resent} of its unfinished units are sent again, and "
-                          f"actor {self.next_index - 1} replaces it over the same endpoints")
+        self.run_.on_note(
+            f"actor {slot.index} died; {resent} of its unfinished units are sent again, and "
+            f"actor {self.next_index - 1} replaces it over the same endpoints"
+        )
 
     def _finish(self) -> None:
         grace_s = self.run_.job.grace_s if self.stop.is_set() else 0.0
@@ -330,8 +347,9 @@ class _Driver:
 
     def _reject(self, reject: Reject) -> None:
         self.run_.progress.rejected += self.run_.job.n
-        self.run_.rundir.write_reject({"file": reject.source, "line": reject.line, "reason": reject.reason,
-                                       "id": reject.id})
+        self.run_.rundir.write_reject(
+            {"file": reject.source, "line": reject.line, "reason": reject.reason, "id": reject.id}
+        )
 
     def _emit(self) -> None:
         if self.run_.on_progress is None:
@@ -354,15 +372,22 @@ class _Driver:
             if report is None:
                 lines.append(f"actor {slot.index}: starting")
                 continue
-            lines.append(f"actor {slot.index}: {self.stored_by.get(slot.index, 0):,} stored, "
-                         f"{sum(report.in_flight.values())} in flight, "
-                         f"{len(report.healthy)}/{len(slot.share[0])} endpoints up")
+            lines.append(
+                f"actor {slot.index}: {self.stored_by.get(slot.index, 0):,} stored, "
+                f"{sum(report.in_flight.values())} in flight, "
+                f"{len(report.healthy)}/{len(slot.share[0])} endpoints up"
+            )
         return (*lines, *self.gone)
 
 
 def _with_concurrency(settings: PoolSettings, concurrency: int) -> PoolSettings:
-    return PoolSettings(concurrency, settings.eject_after_failures, settings.probe_interval_s,
-                        settings.max_all_down_s, settings.health_deadline_s)
+    return PoolSettings(
+        concurrency,
+        settings.eject_after_failures,
+        settings.probe_interval_s,
+        settings.max_all_down_s,
+        settings.health_deadline_s,
+    )
 
 
 class _stop_on_signals:

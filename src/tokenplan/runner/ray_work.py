@@ -31,8 +31,9 @@ def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> 
     return shares
 
 
-def pending_units(source: Iterator[Row | Reject], done: Container[str], n: int, tally: RunTally,
-                  on_reject: Callable[[Reject], None]) -> Iterator[WorkUnit]:
+def pending_units(
+    source: Iterator[Row | Reject], done: Container[str], n: int, tally: RunTally, on_reject: Callable[[Reject], None]
+) -> Iterator[WorkUnit]:
     """The units of ``source`` whose id is not in ``done`` (a left-anti join on id, streamed);
     counts units seen, already done and rejected rows in ``tally``."""
     for item in source:

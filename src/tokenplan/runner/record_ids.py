@@ -46,8 +46,9 @@ def record_id(raw: bytes, path: Path, line_no: int) -> str:
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             raise ValueError("no text 'id'")
     except ValueError as problem:
-        raise RunDirError(f"{path}:{line_no}: damaged record ({problem}); "
-                          "the run directory was edited or corrupted") from None
+        raise RunDirError(
+            f"{path}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
+        ) from None
     return record["id"]
 
 

@@ -94,7 +94,9 @@ class RefusalStreak:
         detail = " ".join((self.job_wide.detail or "").split())
         if len(detail) > MESSAGE_CHARS:
             detail = detail[:MESSAGE_CHARS] + "…"
-        return (f"the server refused {len(self.rows):,} rows in a row with {self.job_wide.status} "
-                f"({detail!r}) for model {model!r}: a setting every request carries, not the rows "
-                "(--max-tokens above the served context? a sampling value the engine refuses? a server "
-                "that rejects seed: --no-seed); nothing was marked final: fix it and rerun the same command")
+        return (
+            f"the server refused {len(self.rows):,} rows in a row with {self.job_wide.status} "
+            f"({detail!r}) for model {model!r}: a setting every request carries, not the rows "
+            "(--max-tokens above the served context? a sampling value the engine refuses? a server "
+            "that rejects seed: --no-seed); nothing was marked final: fix it and rerun the same command"
+        )

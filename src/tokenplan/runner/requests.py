@@ -60,9 +60,15 @@ class Sampling:
     def as_record(self) -> dict[str, Any]:
         """The parameters as stored in each output record and the run manifest (``context_tokens``
         only when set, so the records and manifests of runs without it stay as they were)."""
-        record = {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                  "top_k": self.top_k, "seed": self.seed, "thinking": self.thinking,
-                  "extra_body": dict(self.extra_body)}
+        record = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "seed": self.seed,
+            "thinking": self.thinking,
+            "extra_body": dict(self.extra_body),
+        }
         if self.context_tokens is not None:
             record["context_tokens"] = self.context_tokens
         return record
@@ -120,8 +126,13 @@ class BodyConflict(ValueError):
     """``extra_body`` sets a nested value that tokenplan's own options already set otherwise."""
 
 
-def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling, seed: int | None,
-                 overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def request_body(
+    model: str,
+    messages: list[dict[str, Any]],
+    sampling: Sampling,
+    seed: int | None,
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The chat completion request JSON for one turn (no ``seed`` field when ``seed`` is None).
 
     Order: tokenplan's fields, then ``sampling.extra_body`` merged in (:func:`merge_body`: a
@@ -136,8 +147,12 @@ def request_body(model: str, messages: list[dict[str, Any]], sampling: Sampling,
     max_tokens = sampling.max_tokens
     if sampling.context_tokens is not None:
         max_tokens = max(1, min(max_tokens, sampling.context_tokens - prompt_tokens_bound(messages)))
-    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": max_tokens,
-                            "temperature": sampling.temperature}
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": sampling.temperature,
+    }
     if seed is not None:
         body["seed"] = seed
     if sampling.top_p is not None:
@@ -163,8 +178,9 @@ def prompt_tokens_bound(messages: list[dict[str, Any]]) -> int:
     return 64 + sum(32 + len(orjson.dumps(m)) for m in messages)
 
 
-def merge_body(base: Mapping[str, Any], extra: Mapping[str, Any], *, refuse_conflicts: bool,
-               path: str = "") -> dict[str, Any]:
+def merge_body(
+    base: Mapping[str, Any], extra: Mapping[str, Any], *, refuse_conflicts: bool, path: str = ""
+) -> dict[str, Any]:
     """``base`` with ``extra`` merged in: objects merged recursively, anything else replaced.
 
     With ``refuse_conflicts``, a key below the top level that both set to different values
@@ -212,8 +228,9 @@ def _calls_tools(message: Message) -> bool:
     return message.role == "assistant" and any(k == "tool_calls" for k, _ in message.extra)
 
 
-async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retries: int,
-                   send: Send) -> dict[str, Any] | Dropped:
+async def run_unit(
+    unit: WorkUnit, mode: Mode, on_length: OnLength, length_retries: int, send: Send
+) -> dict[str, Any] | Dropped:
     """Send the unit's requests in order; return its output record, or why it was dropped.
 
     ``send(messages, turn, length_retry)`` sends one request (with its own retries on failure) and
@@ -225,8 +242,7 @@ async def run_unit(unit: WorkUnit, mode: Mode, on_length: OnLength, length_retri
         history.extend(m.as_dict() for m in new_turns)
         prompt = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in history]
         sent, length_tries = await send(prompt, turn, 0), 0
-        while sent.completion.finish_reason == "length" and on_length == "retry" \
-                and length_tries < length_retries:
+        while sent.completion.finish_reason == "length" and on_length == "retry" and length_tries < length_retries:
             length_tries += 1
             sent = await send(prompt, turn, length_tries)
         if sent.completion.finish_reason == "length" and on_length == "drop":
@@ -249,14 +265,14 @@ def trailing_turns(messages: tuple[Message, ...], mode: Mode) -> list[Message]:
     if mode == "complete":
         return []
     last_user = max(i for i, m in enumerate(messages) if m.role == "user")
-    return [m for m in messages[last_user + 1:] if m.role == "system"]
+    return [m for m in messages[last_user + 1 :] if m.role == "system"]
 
 
 def _assistant_message(completion: Completion) -> dict[str, Any]:
     content, reasoning = completion.content, completion.reasoning
     if reasoning is None and completion.finish_reason == "length" and content.lstrip().startswith(THINK_OPEN):
         # cut off inside an unclosed <think> (vLLM #35221): all of it is reasoning, no answer yet
-        content, reasoning = "", content.lstrip()[len(THINK_OPEN):].lstrip("\n")
+        content, reasoning = "", content.lstrip()[len(THINK_OPEN) :].lstrip("\n")
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
@@ -268,8 +284,11 @@ def reasoning_truncated(completion: Completion) -> bool:
     with reasoning and no answer text (an unclosed ``<think>``, or a reasoning parser that put
     everything in the reasoning field)."""
     message = _assistant_message(completion)
-    return (completion.finish_reason == "length" and message.get("reasoning_content") is not None
-            and not message["content"].strip())
+    return (
+        completion.finish_reason == "length"
+        and message.get("reasoning_content") is not None
+        and not message["content"].strip()
+    )
 
 
 def _turn_record(sent: Sent, length_retries_used: int) -> dict[str, Any]:
@@ -279,9 +298,13 @@ def _turn_record(sent: Sent, length_retries_used: int) -> dict[str, Any]:
         "finish_reason": c.finish_reason,
         "length_flag": c.finish_reason == "length",
         "reasoning_truncated": reasoning_truncated(c),
-        "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
-                                             "completion_tokens": usage.completion_tokens,
-                                             "reasoning_tokens": usage.reasoning_tokens},
+        "usage": None
+        if usage is None
+        else {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+        },
         "endpoint": sent.endpoint,
         "latency_s": round(c.timings.latency_s, 6),
         "ttft_s": None if c.timings.ttft_s is None else round(c.timings.ttft_s, 6),

@@ -19,16 +19,26 @@ from tokenplan.runner.progress import Snapshot
 
 def snapshot_record(s: Snapshot) -> dict:
     """The snapshot as the in-progress ``summary.json`` (counts in units, rates in tok/s)."""
-    return {"in_progress": True, "units_total": s.units_total, "done_before": s.done_before,
-            "stored": s.stored, "skipped": s.skipped, "errors": s.errors, "rejected": s.rejected,
-            "in_flight": sum(s.in_flight.values()), "output_tokens": s.output_tokens,
-            "elapsed_s": round(s.elapsed_s, 3), "output_tok_s_window": round(s.output_tok_s_window, 3),
-            "output_tok_s_mean": round(s.output_tok_s_mean, 3),
-            "eta_s": None if s.eta_s is None else round(s.eta_s, 1)}
+    return {
+        "in_progress": True,
+        "units_total": s.units_total,
+        "done_before": s.done_before,
+        "stored": s.stored,
+        "skipped": s.skipped,
+        "errors": s.errors,
+        "rejected": s.rejected,
+        "in_flight": sum(s.in_flight.values()),
+        "output_tokens": s.output_tokens,
+        "elapsed_s": round(s.elapsed_s, 3),
+        "output_tok_s_window": round(s.output_tok_s_window, 3),
+        "output_tok_s_mean": round(s.output_tok_s_mean, 3),
+        "eta_s": None if s.eta_s is None else round(s.eta_s, 1),
+    }
 
 
-def rolling_summary(on_progress: Callable[[Snapshot], None] | None, run_dir: Path,
-                    every_s: float | None) -> Callable[[Snapshot], None] | None:
+def rolling_summary(
+    on_progress: Callable[[Snapshot], None] | None, run_dir: Path, every_s: float | None
+) -> Callable[[Snapshot], None] | None:
     """``on_progress`` plus, when ``every_s`` is set, ``summary.json`` rewritten at most every
     ``every_s`` seconds (the first at the first snapshot)."""
     if every_s is None:
@@ -52,6 +62,8 @@ def progress_line(s: Snapshot) -> str:
     """``done 249/400 (stored 249, skipped 0, errors 0) | 413 tok/s now, 410 mean | in flight 5 | ETA 0m01s``."""
     total = f"/{s.units_total:,}" if s.units_total is not None else ""
     eta = "—" if s.eta_s is None else f"{int(s.eta_s) // 60}m{int(s.eta_s) % 60:02d}s"
-    return (f"done {s.finished:,}{total} (stored {s.stored:,}, skipped {s.skipped:,}, errors {s.errors:,}, "
-            f"rejected {s.rejected:,}) | {s.output_tok_s_window:,.0f} tok/s now, {s.output_tok_s_mean:,.0f} mean "
-            f"| in flight {sum(s.in_flight.values()):,} | elapsed {s.elapsed_s:,.0f} s | ETA {eta}")
+    return (
+        f"done {s.finished:,}{total} (stored {s.stored:,}, skipped {s.skipped:,}, errors {s.errors:,}, "
+        f"rejected {s.rejected:,}) | {s.output_tok_s_window:,.0f} tok/s now, {s.output_tok_s_mean:,.0f} mean "
+        f"| in flight {sum(s.in_flight.values()):,} | elapsed {s.elapsed_s:,.0f} s | ETA {eta}"
+    )

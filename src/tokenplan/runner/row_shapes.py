@@ -40,19 +40,50 @@ from typing import Any
 from tokenplan.runner.storable import Unstorable, check_fields
 
 ROLES = ("system", "user", "assistant", "tool")
-SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                  "chatgpt": "assistant", "model": "assistant", "system": "system", "tool": "tool",
-                  "observation": "tool", "function_response": "tool"}
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "model": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+}
 # Request fields of an OpenAI Batch line's body honoured per row (OpenAI chat completions API, plus
 # the vLLM/SGLang extensions top_k, min_p, repetition_penalty); the rest of the body is not sent.
-BATCH_SAMPLING_FIELDS = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
-                         "seed", "stop", "presence_penalty", "frequency_penalty", "repetition_penalty",
-                         "logit_bias", "logprobs", "top_logprobs", "response_format", "reasoning_effort",
-                         "chat_template_kwargs", "tools", "tool_choice")
+BATCH_SAMPLING_FIELDS = (
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "response_format",
+    "reasoning_effort",
+    "chat_template_kwargs",
+    "tools",
+    "tool_choice",
+)
 _CONVERSATION_KEYS = ("conversations", "messages", "prompt", "body")
 # Keys a shape consumes; everything else in a row is kept in Row.fields.
-_SHAPE_KEYS = {"conversations": ("conversations", "system"), "sharegpt": ("conversations", "system"),
-               "messages": ("messages", "system"), "prompt": ("prompt", "system"), "batch": ("body",)}
+_SHAPE_KEYS = {
+    "conversations": ("conversations", "system"),
+    "sharegpt": ("conversations", "system"),
+    "messages": ("messages", "system"),
+    "prompt": ("prompt", "system"),
+    "batch": ("body",),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +146,11 @@ def parse_row(item: Any, source: str, line: int) -> Row:
     declared = declared_id(item)
     row_id = declared if declared is not None else content_id(messages)
     consumed = _SHAPE_KEYS[shape]
-    fields = {k: v for k, v in item.items() if k not in consumed and k not in ("id", "custom_id")
-              and not (k in _CONVERSATION_KEYS and v is None)}
+    fields = {
+        k: v
+        for k, v in item.items()
+        if k not in consumed and k not in ("id", "custom_id") and not (k in _CONVERSATION_KEYS and v is None)
+    }
     overrides = _batch_overrides(item["body"]) if shape == "batch" else {}
     _storable(fields, "", 2)  # record → fields → each field
     if overrides:
@@ -152,8 +186,9 @@ def _batch_overrides(body: dict[str, Any]) -> dict[str, Any]:
     if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):
         raise RowError(f"body.max_tokens: {tokens!r} is not a positive integer")
     temperature = overrides.get("temperature")
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                                    or temperature < 0):
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0
+    ):
         raise RowError(f"body.temperature: {temperature!r} is not a number >= 0")
     return overrides
 
@@ -178,8 +213,9 @@ def declared_id(item: Any) -> str | None:
 def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
     if item.get("conversations") is not None:
         turns = item["conversations"]
-        sharegpt = (isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict)
-                    and turns[0].get("from") is not None)
+        sharegpt = (
+            isinstance(turns, list) and bool(turns) and isinstance(turns[0], dict) and turns[0].get("from") is not None
+        )
         if sharegpt:
             return "sharegpt", _turns(turns, "conversations", "from", "value", SHAREGPT_ROLES)
         return "conversations", _turns(turns, "conversations", "role", "content", None)
@@ -195,12 +231,14 @@ def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
         if not isinstance(prompt, str) or not prompt:
             raise RowError("prompt: not a non-empty string")
         return "prompt", (Message("user", valid_unicode(prompt, "prompt")),)
-    raise RowError(f"unknown shape: keys {sorted(item)[:8]} (expected conversations, messages, "
-                   "prompt, or custom_id + body)")
+    raise RowError(
+        f"unknown shape: keys {sorted(item)[:8]} (expected conversations, messages, prompt, or custom_id + body)"
+    )
 
 
-def _turns(turns: Any, field: str, role_key: str, text_key: str,
-           role_map: dict[str, str] | None) -> tuple[Message, ...]:
+def _turns(
+    turns: Any, field: str, role_key: str, text_key: str, role_map: dict[str, str] | None
+) -> tuple[Message, ...]:
     if not isinstance(turns, list) or not turns:
         raise RowError(f"{field}: not a non-empty list")
     out = []
@@ -240,6 +278,7 @@ def valid_unicode(text: str, field: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as problem:
-        raise RowError(f"{field}: lone UTF-16 surrogate {text[problem.start]!r} at character "
-                       f"{problem.start} (not valid Unicode)") from None
+        raise RowError(
+            f"{field}: lone UTF-16 surrogate {text[problem.start]!r} at character {problem.start} (not valid Unicode)"
+        ) from None
     return text

@@ -17,10 +17,27 @@ from typing import Any, Protocol
 
 # The names a reader of rows needs, from where they live (re-exported: one import for callers).
 from tokenplan.runner.idset import ExactIds
-from tokenplan.runner.input_files import (InputBroken, ReadStats, check_readable, count_rows,  # noqa: F401
-                                          count_rows_or_none, expand_inputs, file_name, raw_items, read_errors, why)
-from tokenplan.runner.row_shapes import (Message, Row, RowError,  # noqa: F401
-                                         content_id, declared_id, parse_row, valid_unicode)
+from tokenplan.runner.input_files import (
+    InputBroken,
+    ReadStats,
+    check_readable,  # noqa: F401
+    count_rows,  # noqa: F401
+    count_rows_or_none,  # noqa: F401
+    expand_inputs,  # noqa: F401
+    file_name,
+    raw_items,
+    read_errors,
+    why,  # noqa: F401
+)
+from tokenplan.runner.row_shapes import (
+    Message,  # noqa: F401
+    Row,
+    RowError,  # noqa: F401
+    content_id,  # noqa: F401
+    declared_id,
+    parse_row,
+    valid_unicode,
+)
 
 
 class SeenIds(Protocol):
@@ -40,8 +57,9 @@ class Reject:
     id: str | None = None
 
 
-def read_rows(files: Sequence[Path], stats: ReadStats | None = None,
-              seen: SeenIds | None = None) -> Iterator[Row | Reject]:
+def read_rows(
+    files: Sequence[Path], stats: ReadStats | None = None, seen: SeenIds | None = None
+) -> Iterator[Row | Reject]:
     """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`; blank lines
     are not rows and are counted in ``stats`` (see the module docstring).
 

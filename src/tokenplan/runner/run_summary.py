@@ -44,8 +44,13 @@ def read_run_summary(run_dir: Path) -> RunSummary:
         ConfigError: either file is not a JSON object.
     """
     summary, manifest = _read_json(run_dir / "summary.json"), _read_json(run_dir / "manifest.json")
-    return RunSummary(summary.get("requests"), summary.get("output_tokens"), summary.get("output_tok_s"),
-                      (summary.get("latency_ttft") or {}).get("mean_ms"), (manifest.get("job") or {}).get("model", "?"))
+    return RunSummary(
+        summary.get("requests"),
+        summary.get("output_tokens"),
+        summary.get("output_tok_s"),
+        (summary.get("latency_ttft") or {}).get("mean_ms"),
+        (manifest.get("job") or {}).get("model", "?"),
+    )
 
 
 def mean_prompt_tokens(run_dir: Path) -> float | None:

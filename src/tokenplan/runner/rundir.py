@@ -42,6 +42,7 @@ from typing import Any, Literal
 import orjson
 
 from tokenplan.errors import RunDirError
+
 # Writing records whole and the manifest live beside this module; re-exported, as the run
 # directory's one import for its callers.
 from tokenplan.runner.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths, write_whole  # noqa: F401
@@ -69,8 +70,9 @@ class RunDir:
     outcomes. Call :meth:`close` (or :meth:`sync` now and then) to flush to disk.
     """
 
-    def __init__(self, path: Path, stats: ScanStats, shard_max_bytes: int, lock: RunLock,
-                 notes: list[str] | None = None):
+    def __init__(
+        self, path: Path, stats: ScanStats, shard_max_bytes: int, lock: RunLock, notes: list[str] | None = None
+    ):
         self.path, self.stats, self._lock = path, stats, lock
         self.notes = notes or []  # what opening did that the user should hear (a rebind, a retry)
         self.shards = ShardLog(path / "shards", shard_max_bytes)
@@ -85,8 +87,15 @@ class RunDir:
         return self.stats.done_ids
 
     @classmethod
-    def open(cls, path: Path, job: dict[str, Any], *, force: bool = False,
-             shard_max_bytes: int = 256 * 2**20, retry_skipped: bool = False) -> RunDir:
+    def open(
+        cls,
+        path: Path,
+        job: dict[str, Any],
+        *,
+        force: bool = False,
+        shard_max_bytes: int = 256 * 2**20,
+        retry_skipped: bool = False,
+    ) -> RunDir:
         """Open (or create) ``path`` for ``job``, recover torn tails and read the done-set.
 
         ``retry_skipped`` (or a directory rebound because it held no stored answer,
@@ -208,8 +217,9 @@ def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> 
             except ValueError as problem:
                 if damaged == "skip":
                     continue
-                raise RunDirError(f"{path}:{line_no}: damaged record ({problem}); "
-                                  "the run directory was edited or corrupted") from None
+                raise RunDirError(
+                    f"{path}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
+                ) from None
             yield line_no, record
 
 

@@ -37,8 +37,10 @@ class RunLock:
             os.close(fd)
             if problem.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise RunDirError(f"{lock_path}: cannot lock the run directory ({problem.strerror})") from None
-            raise RunDirError(f"{path} is in use by another tokenplan generate (pid {holder}); wait for it "
-                              "to finish, stop it, or use another --out") from None
+            raise RunDirError(
+                f"{path} is in use by another tokenplan generate (pid {holder}); wait for it "
+                "to finish, stop it, or use another --out"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(fd)

@@ -60,8 +60,10 @@ def check_storable(value: Any, where: str, enclosing: int) -> None:
         path = where + "".join(reversed(refused.path))
         if refused.why == "depth":
             allowed = MAX_RECORD_DEPTH - enclosing
-            raise Unstorable(f"{_short(where)}: nested more than {allowed} levels deep (where a record holds "
-                             f"it, orjson writes at most {MAX_RECORD_DEPTH} levels in all)") from None
+            raise Unstorable(
+                f"{_short(where)}: nested more than {allowed} levels deep (where a record holds "
+                f"it, orjson writes at most {MAX_RECORD_DEPTH} levels in all)"
+            ) from None
         raise Unstorable(f"{_short(path)}: {refused.why}") from None
 
 
@@ -109,21 +111,23 @@ def _walk(item: Any, depth: int) -> None:
             raise _Refused(f"integer {_shown(item)} is outside the 64-bit range -2^63 … 2^63-1 (store it as text)")
     elif isinstance(item, float):
         if not math.isfinite(item):
-            raise _Refused(f"{item!r} is not a finite number (JSON has no NaN or Infinity; it would be "
-                           "stored as null)")
+            raise _Refused(f"{item!r} is not a finite number (JSON has no NaN or Infinity; it would be stored as null)")
     elif isinstance(item, datetime.time) and item.tzinfo is not None:
         raise _Refused(f"a time of day with a time zone ({_shown(item)}) cannot be stored as JSON")
     elif not isinstance(item, _SCALARS):
-        raise _Refused(f"a {type(item).__name__} value ({_shown(item)}) cannot be stored as JSON "
-                       "(allowed: objects, lists, text, numbers, true/false, null)")
+        raise _Refused(
+            f"a {type(item).__name__} value ({_shown(item)}) cannot be stored as JSON "
+            "(allowed: objects, lists, text, numbers, true/false, null)"
+        )
 
 
 def _text_problem(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as problem:
-        raise _Refused(f"lone UTF-16 surrogate {text[problem.start]!r} at character {problem.start} "
-                       "(not valid Unicode)") from None
+        raise _Refused(
+            f"lone UTF-16 surrogate {text[problem.start]!r} at character {problem.start} (not valid Unicode)"
+        ) from None
 
 
 def check_fields(fields: Mapping[str, Any], prefix: str, enclosing: int) -> None:

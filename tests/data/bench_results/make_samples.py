@@ -30,69 +30,149 @@ def law(c: int) -> dict:
     step_ms = A_MS + B_MS * c
     e2e_ms = OSL * step_ms
     req_s = c / (e2e_ms / 1e3)
-    return {"c": c, "step_ms": step_ms, "e2e_ms": e2e_ms, "req_s": req_s, "out_tok_s": OSL * req_s,
-            "duration_s": N / req_s}
+    return {
+        "c": c,
+        "step_ms": step_ms,
+        "e2e_ms": e2e_ms,
+        "req_s": req_s,
+        "out_tok_s": OSL * req_s,
+        "duration_s": N / req_s,
+    }
 
 
 def vllm(v: dict) -> dict:  # vllm bench serve --save-result --append-result (vllm/benchmarks/serve.py)
-    out = {"date": "20260101-000000", "endpoint_type": "openai-chat", "backend": "openai-chat", "label": None,
-           "model_id": "sim-model", "tokenizer_id": "sim-model", "num_prompts": N, "request_rate": "inf",
-           "burstiness": 1.0, "max_concurrency": v["c"], "duration": v["duration_s"], "completed": N, "failed": 0,
-           "total_input_tokens": N * ISL, "total_output_tokens": N * OSL, "request_throughput": v["req_s"],
-           "request_goodput": None, "output_throughput": v["out_tok_s"],
-           "total_token_throughput": (ISL + OSL) * v["req_s"]}
+    out = {
+        "date": "20260101-000000",
+        "endpoint_type": "openai-chat",
+        "backend": "openai-chat",
+        "label": None,
+        "model_id": "sim-model",
+        "tokenizer_id": "sim-model",
+        "num_prompts": N,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": v["c"],
+        "duration": v["duration_s"],
+        "completed": N,
+        "failed": 0,
+        "total_input_tokens": N * ISL,
+        "total_output_tokens": N * OSL,
+        "request_throughput": v["req_s"],
+        "request_goodput": None,
+        "output_throughput": v["out_tok_s"],
+        "total_token_throughput": (ISL + OSL) * v["req_s"],
+    }
     for name, ms in (("ttft", v["step_ms"]), ("tpot", v["step_ms"]), ("itl", v["step_ms"]), ("e2el", v["e2e_ms"])):
         out.update({f"mean_{name}_ms": ms, f"median_{name}_ms": ms, f"std_{name}_ms": 0.0, f"p99_{name}_ms": ms})
     return out
 
 
 def sglang(v: dict) -> dict:  # python -m sglang.bench_serving --output-file (python/sglang/bench_serving.py)
-    out = {"backend": "vllm-chat", "dataset_name": "random", "request_rate": float("inf"), "max_concurrency": v["c"],
-           "sharegpt_output_len": None, "random_input_len": ISL, "random_output_len": OSL, "random_range_ratio": 1.0,
-           "duration": v["duration_s"], "completed": N, "total_input_tokens": N * ISL, "total_output_tokens": N * OSL,
-           "total_output_tokens_retokenized": N * OSL, "request_throughput": v["req_s"],
-           "input_throughput": ISL * v["req_s"], "output_throughput": v["out_tok_s"]}
+    out = {
+        "backend": "vllm-chat",
+        "dataset_name": "random",
+        "request_rate": float("inf"),
+        "max_concurrency": v["c"],
+        "sharegpt_output_len": None,
+        "random_input_len": ISL,
+        "random_output_len": OSL,
+        "random_range_ratio": 1.0,
+        "duration": v["duration_s"],
+        "completed": N,
+        "total_input_tokens": N * ISL,
+        "total_output_tokens": N * OSL,
+        "total_output_tokens_retokenized": N * OSL,
+        "request_throughput": v["req_s"],
+        "input_throughput": ISL * v["req_s"],
+        "output_throughput": v["out_tok_s"],
+    }
     for stat in ("mean", "median", "p99"):
         out[f"{stat}_e2e_latency_ms"] = v["e2e_ms"]
     out["std_e2e_latency_ms"] = 0.0
     for name in ("ttft", "tpot", "itl"):
-        out.update({f"mean_{name}_ms": v["step_ms"], f"median_{name}_ms": v["step_ms"], f"std_{name}_ms": 0.0,
-                    f"p99_{name}_ms": v["step_ms"]})
+        out.update(
+            {
+                f"mean_{name}_ms": v["step_ms"],
+                f"median_{name}_ms": v["step_ms"],
+                f"std_{name}_ms": 0.0,
+                f"p99_{name}_ms": v["step_ms"],
+            }
+        )
     out["concurrency"] = v["c"]
     return out
 
 
-def aiperf(v: dict) -> dict:  # profile_export_aiperf.json (ai-dynamo/aiperf docs/tutorials/working-with-profile-exports.md)
+def aiperf(
+    v: dict,
+) -> dict:  # profile_export_aiperf.json (ai-dynamo/aiperf docs/tutorials/working-with-profile-exports.md)
     def dist(unit: str, value: float) -> dict:
-        return {"unit": unit, "avg": value, "p50": value, "p90": value, "p99": value, "min": value, "max": value,
-                "std": 0.0}
+        return {
+            "unit": unit,
+            "avg": value,
+            "p50": value,
+            "p90": value,
+            "p99": value,
+            "min": value,
+            "max": value,
+            "std": 0.0,
+        }
 
-    return {"request_throughput": {"unit": "requests/sec", "avg": v["req_s"]},
-            "request_latency": dist("ms", v["e2e_ms"]), "time_to_first_token": dist("ms", v["step_ms"]),
-            "inter_token_latency": dist("ms", v["step_ms"]),
-            "output_token_throughput": {"unit": "tokens/sec", "avg": v["out_tok_s"]},
-            "input_sequence_length": dist("tokens", ISL), "output_sequence_length": dist("tokens", OSL),
-            "benchmark_duration": {"unit": "sec", "avg": v["duration_s"]},
-            "request_count": {"unit": "requests", "avg": N}, "total_isl": {"unit": "tokens", "avg": N * ISL},
-            "total_osl": {"unit": "tokens", "avg": N * OSL}, "was_cancelled": False, "error_summary": [],
-            "input_config": {"endpoint": {"model_names": ["sim-model"], "type": "chat", "streaming": True},
-                             "loadgen": {"concurrency": v["c"], "request_count": N}}}
+    return {
+        "request_throughput": {"unit": "requests/sec", "avg": v["req_s"]},
+        "request_latency": dist("ms", v["e2e_ms"]),
+        "time_to_first_token": dist("ms", v["step_ms"]),
+        "inter_token_latency": dist("ms", v["step_ms"]),
+        "output_token_throughput": {"unit": "tokens/sec", "avg": v["out_tok_s"]},
+        "input_sequence_length": dist("tokens", ISL),
+        "output_sequence_length": dist("tokens", OSL),
+        "benchmark_duration": {"unit": "sec", "avg": v["duration_s"]},
+        "request_count": {"unit": "requests", "avg": N},
+        "total_isl": {"unit": "tokens", "avg": N * ISL},
+        "total_osl": {"unit": "tokens", "avg": N * OSL},
+        "was_cancelled": False,
+        "error_summary": [],
+        "input_config": {
+            "endpoint": {"model_names": ["sim-model"], "type": "chat", "streaming": True},
+            "loadgen": {"concurrency": v["c"], "request_count": N},
+        },
+    }
 
 
 def guidellm(levels: list[dict]) -> dict:  # benchmarks.json (guidellm benchmark/schemas/generative/metrics.py)
     def ok(value: float) -> dict:
-        return {"successful": {"mean": value, "median": value, "std_dev": 0.0, "min": value, "max": value,
-                               "count": N, "percentiles": {"p50": value, "p90": value, "p99": value}}}
+        return {
+            "successful": {
+                "mean": value,
+                "median": value,
+                "std_dev": 0.0,
+                "min": value,
+                "max": value,
+                "count": N,
+                "percentiles": {"p50": value, "p90": value, "p99": value},
+            }
+        }
 
-    return {"benchmarks": [{
-        "type_": "generative_benchmark",
-        "config": {"strategy": {"type_": "concurrent", "streams": v["c"]}},
-        "metrics": {"request_totals": {"successful": N, "incomplete": 0, "errored": 0, "total": N},
-                    "requests_per_second": ok(v["req_s"]), "request_concurrency": ok(float(v["c"])),
-                    "request_latency": ok(v["e2e_ms"] / 1e3), "prompt_token_count": ok(ISL),
-                    "output_token_count": ok(OSL), "time_to_first_token_ms": ok(v["step_ms"]),
-                    "time_per_output_token_ms": ok(v["step_ms"]), "inter_token_latency_ms": ok(v["step_ms"]),
-                    "output_tokens_per_second": ok(v["out_tok_s"])}} for v in levels]}
+    return {
+        "benchmarks": [
+            {
+                "type_": "generative_benchmark",
+                "config": {"strategy": {"type_": "concurrent", "streams": v["c"]}},
+                "metrics": {
+                    "request_totals": {"successful": N, "incomplete": 0, "errored": 0, "total": N},
+                    "requests_per_second": ok(v["req_s"]),
+                    "request_concurrency": ok(float(v["c"])),
+                    "request_latency": ok(v["e2e_ms"] / 1e3),
+                    "prompt_token_count": ok(ISL),
+                    "output_token_count": ok(OSL),
+                    "time_to_first_token_ms": ok(v["step_ms"]),
+                    "time_per_output_token_ms": ok(v["step_ms"]),
+                    "inter_token_latency_ms": ok(v["step_ms"]),
+                    "output_tokens_per_second": ok(v["out_tok_s"]),
+                },
+            }
+            for v in levels
+        ]
+    }
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ BF16 and FP8 are 2 and 1 bytes per element, so every GQA/MLA figure halves at FP
 
 from __future__ import annotations
 
-import pytest
-
 from dataclasses import replace
+
+import pytest
 
 from tokenplan.arch.kv import (
     kv_bytes_per_token,
@@ -33,10 +33,21 @@ from tokenplan.units import Dtype
 
 def _one_gpu_pool(pool_bytes: float, kv: float, sliding: float, state: float, window: int) -> MemoryBreakdown:
     """A TP1 breakdown holding ``pool_bytes`` of cache, so that max_sequences = pool / per-sequence."""
-    return MemoryBreakdown(gpu_bytes=0.0, weight_bytes_per_gpu=0.0, reserve_bytes=0.0, kv_pool_bytes=pool_bytes,
-                           state_pool_bytes=0.0, kv_bytes_per_token_per_gpu=kv, sliding_bytes_per_token_per_gpu=sliding,
-                           state_bytes_per_sequence_per_gpu=state, sequence_shards=1, kv_capacity_tokens=0.0,
-                           state_slots=None, sliding_window=window)
+    return MemoryBreakdown(
+        gpu_bytes=0.0,
+        weight_bytes_per_gpu=0.0,
+        reserve_bytes=0.0,
+        kv_pool_bytes=pool_bytes,
+        state_pool_bytes=0.0,
+        kv_bytes_per_token_per_gpu=kv,
+        sliding_bytes_per_token_per_gpu=sliding,
+        state_bytes_per_sequence_per_gpu=state,
+        sequence_shards=1,
+        kv_capacity_tokens=0.0,
+        state_slots=None,
+        sliding_window=window,
+    )
+
 
 # (model, whole-model BF16 KV bytes per token over the full-attention layers, hand arithmetic)
 KV_BF16 = [

@@ -15,7 +15,6 @@ from tokenplan.arch.params import param_counts
 from tokenplan.catalog import load_model, model_names
 from tokenplan.errors import ConfigError, TokenplanError
 
-
 # ---------------------------------------------------------------- Llama-3.1-8B
 # hidden 4096, vocab 128,256, 32 layers, 32 heads, 8 KV heads, head_dim 128, FFN 14,336, untied.
 LLAMA_EMBEDDING = 128_256 * 4096  # = 525,336,576 (lm_head the same, untied)
@@ -159,8 +158,16 @@ def test_every_shipped_config_parses_and_its_layers_add_up(name):
 
 def test_the_catalog_ships_every_reference_config():
     names = set(model_names())
-    assert {"llama-3.1-8b", "deepseek-v3", "qwen3.6-27b", "gpt-oss-120b", "glm-5", "minimax-m3",
-            "nemotron-3-nano-30b-a3b", "qwen3-next-80b-a3b"} <= names
+    assert {
+        "llama-3.1-8b",
+        "deepseek-v3",
+        "qwen3.6-27b",
+        "gpt-oss-120b",
+        "glm-5",
+        "minimax-m3",
+        "nemotron-3-nano-30b-a3b",
+        "qwen3-next-80b-a3b",
+    } <= names
 
 
 @pytest.mark.parametrize("name", ["glm-5", "minimax-m3", "nemotron-3-nano-30b-a3b"])
@@ -175,8 +182,13 @@ def test_exactly_modelled_architectures_carry_no_approximation(name):
 
 # ---------------------------------------------------------------- malformed config.json
 _LLAMA_LIKE = {
-    "architectures": ["LlamaForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 2,
-    "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "intermediate_size": 4096,
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "intermediate_size": 4096,
 }
 
 

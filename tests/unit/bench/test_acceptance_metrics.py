@@ -8,8 +8,14 @@ import json
 
 import pytest
 
-from tokenplan.bench.acceptance import (AcceptanceReading, AcceptanceWindow, acceptance_reading, level_acceptance,
-                                        request_acceptance, sweep_acceptance)
+from tokenplan.bench.acceptance import (
+    AcceptanceReading,
+    AcceptanceWindow,
+    acceptance_reading,
+    level_acceptance,
+    request_acceptance,
+    sweep_acceptance,
+)
 from tokenplan.client.answers import Completion, RequestFailed, StreamAccumulator, Timings, Usage, parse_whole
 from tokenplan.errors import InputError
 from tokenplan.files.bench_tau import bench_tau, resolve_spec
@@ -21,13 +27,19 @@ def _vllm(drafts: tuple[float, float], accepted: tuple[float, float], per_pos: l
     rows += [f'vllm:spec_decode_num_drafts_total{{engine="{e}",model_name="m"}} {v}' for e, v in enumerate(drafts)]
     rows += [f'vllm:spec_decode_num_drafts_created{{engine="{e}",model_name="m"}} 1.7e9' for e in range(2)]
     rows += ["# TYPE vllm:spec_decode_num_draft_tokens_total counter"]
-    rows += [f'vllm:spec_decode_num_draft_tokens_total{{engine="{e}",model_name="m"}} {3 * v}' for e, v in enumerate(drafts)]
+    rows += [
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="{e}",model_name="m"}} {3 * v}' for e, v in enumerate(drafts)
+    ]
     rows += ["# TYPE vllm:spec_decode_num_accepted_tokens_total counter"]
-    rows += [f'vllm:spec_decode_num_accepted_tokens_total{{engine="{e}",model_name="m"}} {v}'
-             for e, v in enumerate(accepted)]
+    rows += [
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="{e}",model_name="m"}} {v}' for e, v in enumerate(accepted)
+    ]
     rows += ["# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter"]
-    rows += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",model_name="m",position="{p}"}} {v}'
-             for p, values in enumerate(per_pos) for e, v in enumerate(values)]
+    rows += [
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",model_name="m",position="{p}"}} {v}'
+        for p, values in enumerate(per_pos)
+        for e, v in enumerate(values)
+    ]
     return "\n".join(rows) + "\n"
 
 
@@ -51,7 +63,9 @@ def test_tau_is_a_window_difference_not_the_lifetime_totals():
 
 def test_sglang_gauge_is_averaged_over_the_window_and_its_initial_zero_left_out():
     def gauge(v: float) -> AcceptanceReading:
-        return acceptance_reading(f'# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{{tp_rank="0"}} {v}\n')
+        return acceptance_reading(
+            f'# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{{tp_rank="0"}} {v}\n'
+        )
 
     assert gauge(0.0) == AcceptanceReading("sglang")  # 0: no logging interval yet, not τ = 0
     acc = AcceptanceWindow.between(gauge(0.0), gauge(3.0), [gauge(0.0), gauge(2.5), gauge(2.8)]).to_dict()
@@ -64,7 +78,9 @@ def test_trtllm_drafts_are_position_zeros_drafted_tokens():
         rows = ["# TYPE trtllm_spec_decode_drafted_tokens_total counter"]
         rows += [f'trtllm_spec_decode_drafted_tokens_total{{token_position="{i}"}} {v}' for i, v in enumerate(drafted)]
         rows += ["# TYPE trtllm_spec_decode_accepted_tokens_total counter"]
-        rows += [f'trtllm_spec_decode_accepted_tokens_total{{token_position="{i}"}} {v}' for i, v in enumerate(accepted)]
+        rows += [
+            f'trtllm_spec_decode_accepted_tokens_total{{token_position="{i}"}} {v}' for i, v in enumerate(accepted)
+        ]
         rows += ["# TYPE trtllm_spec_decode_acceptance_length gauge", f"trtllm_spec_decode_acceptance_length {gauge}"]
         return "\n".join(rows) + "\n"
 
@@ -86,10 +102,12 @@ def _answer(prompt: int, completion: int, verify: int | None) -> Completion:
 
 
 def test_request_tau_is_token_weighted_and_bucketed_by_prompt_plus_completion():
-    answers = [_answer(1000, 1000, 500),   # context 2,000: < 2K, τ 2
-               _answer(1048, 1000, 250),   # context 2,048: the 2–8K bucket's lower edge, τ 4
-               _answer(6000, 2000, 1000),  # context 8,000: 2–8K, τ 2
-               _answer(30000, 100, None)]  # no verification count: left out
+    answers = [
+        _answer(1000, 1000, 500),  # context 2,000: < 2K, τ 2
+        _answer(1048, 1000, 250),  # context 2,048: the 2–8K bucket's lower edge, τ 4
+        _answer(6000, 2000, 1000),  # context 8,000: 2–8K, τ 2
+        _answer(30000, 100, None),
+    ]  # no verification count: left out
     acc = request_acceptance(answers)
     # overall: (1000 + 1000 + 2000) / (500 + 250 + 1000) = 4000 / 1750 = 2.2857 (the mean of the
     # per-request τ would be 2.667)
@@ -117,8 +135,11 @@ def test_levels_are_pooled_by_tokens_not_by_averaging_tau():
 
 def test_answers_carry_sglangs_verify_count_and_refuse_a_malformed_one():
     # top level (SGLang's native /generate shape) or on the choice (its chat route with return_meta_info)
-    body = {"model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "hi"}}],
-            "meta_info": {"spec_verify_ct": 87}}
+    body = {
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "hi"}}],
+        "meta_info": {"spec_verify_ct": 87},
+    }
     assert parse_whole(json.dumps(body).encode(), Timings(0, 1)).spec_verify_ct == 87
     body["meta_info"] = {"spec_verify_ct": -1}
     with pytest.raises(RequestFailed, match="meta_info.spec_verify_ct is -1"):
@@ -128,8 +149,9 @@ def test_answers_carry_sglangs_verify_count_and_refuse_a_malformed_one():
         parse_whole(json.dumps(body).encode(), Timings(0, 1))
     acc = StreamAccumulator()
     acc.feed(b'{"choices": [{"index": 0, "delta": {"content": "a"}}]}', 0.1)
-    acc.feed(b'{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "meta_info": {"spec_verify_ct": 3}}',
-             0.2)
+    acc.feed(
+        b'{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "meta_info": {"spec_verify_ct": 3}}', 0.2
+    )
     assert acc.completion(0.0, 0.3).spec_verify_ct == 3
     choice = {"index": 0, "finish_reason": "stop", "message": {"content": "hi"}, "meta_info": {"spec_verify_ct": 5}}
     assert parse_whole(json.dumps({"model": "m", "choices": [choice]}).encode(), Timings(0, 1)).spec_verify_ct == 5
@@ -139,9 +161,16 @@ def test_answers_carry_sglangs_verify_count_and_refuse_a_malformed_one():
 
 def _bench_file(tmp_path, acceptance: dict | None) -> str:
     path = tmp_path / "b.json"
-    path.write_text(json.dumps({"model": "m", "num_gpus": None, "acceptance": acceptance,
-                                "levels": [{"concurrency": 1, "requests": 1, "errors": 0, "duration_s": 1.0,
-                                            "output_tok_s": 10.0}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "model": "m",
+                "num_gpus": None,
+                "acceptance": acceptance,
+                "levels": [{"concurrency": 1, "requests": 1, "errors": 0, "duration_s": 1.0, "output_tok_s": 10.0}],
+            }
+        )
+    )
     return str(path)
 
 
@@ -150,10 +179,13 @@ def test_plan_tau_from_per_position_then_nearest_context_bucket(tmp_path):
     assert bench_tau(per_pos, 2, 3000)[0] == pytest.approx(1 + 0.8 + 0.64)  # 2.44: K = 2 of 3 positions
     with pytest.raises(InputError, match="at most 3, the draft positions b.json measured"):
         bench_tau(per_pos, 4, 3000)
-    buckets = [{"bucket": "<2K", "requests": 4, "mean_decode_context_tokens": 900, "tau": 3.1},
-               {"bucket": "8–32K", "requests": 4, "mean_decode_context_tokens": 12000, "tau": 2.2}]
-    by_context = _bench_file(tmp_path, {"tau": 2.6, "source": "requests", "per_position": [],
-                                        "context_buckets": buckets})
+    buckets = [
+        {"bucket": "<2K", "requests": 4, "mean_decode_context_tokens": 900, "tau": 3.1},
+        {"bucket": "8–32K", "requests": 4, "mean_decode_context_tokens": 12000, "tau": 2.2},
+    ]
+    by_context = _bench_file(
+        tmp_path, {"tau": 2.6, "source": "requests", "per_position": [], "context_buckets": buckets}
+    )
     # job decode context 1,024 + 8,000/2 = 5,024: |ln(5024/900)| = 1.72 > |ln(5024/12000)| = 0.87
     text, note = resolve_spec("mtp:3:" + by_context, 1024, 8000)
     assert text == "mtp:3:2.2" and "8–32K context bucket" in note
@@ -169,10 +201,20 @@ def test_plan_tau_from_vllm_bench_serve_results_pooled_by_drafts(tmp_path):
     # drafts, per position 0.6, 0.3, 0.1. Pooled: position 0 (0.9·100 + 0.6·300) / 400 = 0.675,
     # 1: (60 + 90) / 400 = 0.375, 2: (50 + 30) / 400 = 0.2; τ(K=2) = 1 + 0.675 + 0.375 = 2.05.
     path = tmp_path / "vllm.jsonl"
-    runs = [{"completed": 8, "spec_decode_acceptance_length": 3.0, "spec_decode_num_drafts": 100,
-             "spec_decode_per_position_acceptance_rates": [0.9, 0.6, 0.5]},
-            {"completed": 8, "spec_decode_acceptance_length": 2.0, "spec_decode_num_drafts": 300,
-             "spec_decode_per_position_acceptance_rates": [0.6, 0.3, 0.1]}]
+    runs = [
+        {
+            "completed": 8,
+            "spec_decode_acceptance_length": 3.0,
+            "spec_decode_num_drafts": 100,
+            "spec_decode_per_position_acceptance_rates": [0.9, 0.6, 0.5],
+        },
+        {
+            "completed": 8,
+            "spec_decode_acceptance_length": 2.0,
+            "spec_decode_num_drafts": 300,
+            "spec_decode_per_position_acceptance_rates": [0.6, 0.3, 0.1],
+        },
+    ]
     path.write_text("\n".join(json.dumps(r) for r in runs) + "\n")
     tau, note = bench_tau(str(path), 2, 3000)
     assert tau == pytest.approx(2.05) and "vllm bench serve" in note

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from tokenplan.calibration.run_profile import POOR_FIT, poor_fit_warning
 from tokenplan.calibration.from_runs import LevelFit, median_abs_error
+from tokenplan.calibration.run_profile import POOR_FIT, poor_fit_warning
 from tokenplan.cli.bench import _concurrencies
-from tokenplan.report.bench import cap_text
 from tokenplan.errors import InputError
+from tokenplan.report.bench import cap_text
 
 
 def test_concurrency_levels_parse_and_an_empty_entry_is_refused() -> None:
@@ -18,27 +18,39 @@ def test_concurrency_levels_parse_and_an_empty_entry_is_refused() -> None:
     for text in ("1,,2", "1,2,", ",1", "", "1,x", "0,4"):
         with pytest.raises(InputError) as excinfo:
             _concurrencies(text)
-        assert str(excinfo.value) == (f"concurrency {text!r} is not allowed (allowed: comma-separated integers ≥ 1 "
-                                      "with no empty entry, e.g. 1,4,16,64)")
+        assert str(excinfo.value) == (
+            f"concurrency {text!r} is not allowed (allowed: comma-separated integers ≥ 1 "
+            "with no empty entry, e.g. 1,4,16,64)"
+        )
 
 
 def _data(flat, queue, running, source, metrics=True):
-    return {"cap": {"flattens_at_concurrency": flat, "queue_grows_at_concurrency": queue,
-                    "max_running_requests": running, "source": source}, "server": {"metrics": metrics}}
+    return {
+        "cap": {
+            "flattens_at_concurrency": flat,
+            "queue_grows_at_concurrency": queue,
+            "max_running_requests": running,
+            "source": source,
+        },
+        "server": {"metrics": metrics},
+    }
 
 
 def test_cap_line_says_not_reached_instead_of_none() -> None:
     assert cap_text(_data(32, 64, 32, "metrics")) == (
-        "cap: throughput flattens at concurrency 32, queue grows at 64, server runs at most 32 (from metrics)")
+        "cap: throughput flattens at concurrency 32, queue grows at 64, server runs at most 32 (from metrics)"
+    )
     assert cap_text(_data(16, None, None, "throughput")) == (
         "cap: throughput flattens at concurrency 16, queue growth not reached in this sweep, running-request "
-        "limit not reached in this sweep (from throughput)")
+        "limit not reached in this sweep (from throughput)"
+    )
     assert cap_text(_data(16, None, None, "throughput", metrics=False)) == (
         "cap: throughput flattens at concurrency 16, queue growth not measured (no /metrics), running-request "
-        "limit not measured (no /metrics) (from throughput)")
+        "limit not measured (no /metrics) (from throughput)"
+    )
     assert cap_text(_data(None, 64, 48, "metrics")) == (
-        "cap: throughput flattening not reached in this sweep, queue grows at 64, server runs at most 48 "
-        "(from metrics)")
+        "cap: throughput flattening not reached in this sweep, queue grows at 64, server runs at most 48 (from metrics)"
+    )
     assert cap_text(_data(None, None, None, None)) is None
     assert "None" not in (cap_text(_data(16, None, None, "throughput")) or "")
 

@@ -17,12 +17,23 @@ def test_linear_step_law_through_exact_points():
 
 
 def test_fitted_on_records_ranges_and_warnings_fire_only_far_outside():
-    f = fitted_on([{"concurrency": 1, "isl_tokens": 64, "osl_tokens": 32},
-                   {"concurrency": 64, "isl_tokens": 64, "osl_tokens": 32}],
-                  {"engine": "vllm", "gpu": "h100-sxm", "model": "tiny"}, "bench sweep")
+    f = fitted_on(
+        [
+            {"concurrency": 1, "isl_tokens": 64, "osl_tokens": 32},
+            {"concurrency": 64, "isl_tokens": 64, "osl_tokens": 32},
+        ],
+        {"engine": "vllm", "gpu": "h100-sxm", "model": "tiny"},
+        "bench sweep",
+    )
     assert (f["concurrency_min"], f["concurrency_max"], f["levels"]) == (1, 64, 2)
-    inside = {"engine": "vllm", "gpu": "h100-sxm", "model": "tiny", "concurrency": 128, "isl_tokens": 33,
-              "osl_tokens": 64}
+    inside = {
+        "engine": "vllm",
+        "gpu": "h100-sxm",
+        "model": "tiny",
+        "concurrency": 128,
+        "isl_tokens": 33,
+        "osl_tokens": 64,
+    }
     assert range_warnings(f, inside) == []  # 128 = 2 × 64 and 33 > 64 / 2 are still inside
     far = {**inside, "gpu": "b200", "concurrency": 129, "osl_tokens": 15}
     w = range_warnings(f, far)
@@ -32,8 +43,14 @@ def test_fitted_on_records_ranges_and_warnings_fire_only_far_outside():
 
 
 def _lv(c, tok_s, tpot, achieved):
-    return {"concurrency": c, "output_tok_s": tok_s, "requests": 4, "achieved_concurrency": achieved,
-            "tpot_s": {"mean": tpot}, "server": {"output_tok_s": tok_s}}
+    return {
+        "concurrency": c,
+        "output_tok_s": tok_s,
+        "requests": 4,
+        "achieved_concurrency": achieved,
+        "tpot_s": {"mean": tpot},
+        "server": {"output_tok_s": tok_s},
+    }
 
 
 def test_per_user_speed_and_pareto_front():
@@ -44,7 +61,12 @@ def test_per_user_speed_and_pareto_front():
 
 
 def test_plot_writes_a_png(tmp_path):
-    data = {"model": "m", "endpoints": ["http://x/v1"], "num_gpus": 1, "cap": {"flattens_at_concurrency": 8},
-            "levels": [_lv(1, 90, 0.011, 1), _lv(8, 600, 0.013, 8), _lv(32, 640, 0.05, 32)]}
+    data = {
+        "model": "m",
+        "endpoints": ["http://x/v1"],
+        "num_gpus": 1,
+        "cap": {"flattens_at_concurrency": 8},
+        "levels": [_lv(1, 90, 0.011, 1), _lv(8, 600, 0.013, 8), _lv(32, 640, 0.05, 32)],
+    }
     out = write_bench_plot(data, tmp_path / "b.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -20,12 +20,27 @@ from tokenplan.files.bench_results import read_bench_results
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench_results"
 AIPERF = [str(DATA / f"aiperf-c{c}-profile_export_aiperf.json") for c in (1, 8, 32)]
-FILES = {"vllm": [str(DATA / "vllm-bench-serve.jsonl")], "sglang": [str(DATA / "sglang-bench-serving.jsonl")],
-         "aiperf": AIPERF, "guidellm": [str(DATA / "guidellm-benchmarks.json")]}
-TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
-              "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
-              "tie_word_embeddings": False, "rms_norm_eps": 1e-6}
+FILES = {
+    "vllm": [str(DATA / "vllm-bench-serve.jsonl")],
+    "sglang": [str(DATA / "sglang-bench-serving.jsonl")],
+    "aiperf": AIPERF,
+    "guidellm": [str(DATA / "guidellm-benchmarks.json")],
+}
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 512,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+    "rms_norm_eps": 1e-6,
+}
 
 
 @pytest.mark.parametrize("kind", sorted(FILES))
@@ -57,13 +72,28 @@ def test_calibrate_from_each_format_recovers_the_step_law(kind: str, tmp_path: P
     assert outcome.data["sources"][0]["format"] == kind
 
 
-def test_calibrate_cli_from_bench_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture) -> None:
+def test_calibrate_cli_from_bench_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
     from tokenplan.cli import main
 
-    monkeypatch.setattr(sys, "argv", ["tokenplan", "calibrate", "--from-bench", FILES["vllm"][0], "--config",
-                                      str(tmp_path), "--gpu", "h100-sxm", "-o", str(tmp_path / "p.json")])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "tokenplan",
+            "calibrate",
+            "--from-bench",
+            FILES["vllm"][0],
+            "--config",
+            str(tmp_path),
+            "--gpu",
+            "h100-sxm",
+            "-o",
+            str(tmp_path / "p.json"),
+        ],
+    )
     main()
     profile = json.loads((tmp_path / "p.json").read_text())
     # an update of the shipped fit: the measured group only (--gpu h100-sxm, --engine defaults to sglang)

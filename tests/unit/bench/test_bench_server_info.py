@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 
-from tokenplan.bench.server_info import (ServerSnapshot, WindowStats, concurrency_cap, parse_prometheus,
-                                         snapshot_from_metrics)
+from tokenplan.bench.server_info import (
+    ServerSnapshot,
+    WindowStats,
+    concurrency_cap,
+    parse_prometheus,
+    snapshot_from_metrics,
+)
 
 VLLM_TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -33,8 +38,15 @@ def test_snapshot_takes_the_first_spelling_present():
     assert snap.running == 7.0 and snap.waiting == 2.0
     assert snap.kv_usage == 0.25  # the newer kv_cache_usage_perc wins over gpu_cache_usage_perc
     assert snap.preemptions is None  # not exposed here
-    sglang = snapshot_from_metrics({"sglang:num_running_reqs": 5.0, "sglang:num_queue_reqs": 1.0,
-                                    "sglang:token_usage": 0.5, "sglang:generation_tokens_total": 10.0}, 0.0)
+    sglang = snapshot_from_metrics(
+        {
+            "sglang:num_running_reqs": 5.0,
+            "sglang:num_queue_reqs": 1.0,
+            "sglang:token_usage": 0.5,
+            "sglang:generation_tokens_total": 10.0,
+        },
+        0.0,
+    )
     assert (sglang.running, sglang.waiting, sglang.kv_usage, sglang.generation_tokens) == (5.0, 1.0, 0.5, 10.0)
 
 
@@ -43,8 +55,11 @@ def _snap(t, running, waiting, gen, kv=0.1, pre=0.0):
 
 
 def test_window_rate_is_token_delta_over_time_delta():
-    stats = WindowStats(_snap(10.0, 0, 0, 1000.0, pre=2.0), _snap(14.0, 0, 0, 3000.0, pre=5.0),
-                        [_snap(11.0, 8, 0, 0.0, kv=0.2), _snap(12.0, 8, 4, 0.0, kv=0.6), _snap(13.0, 6, 2, 0.0)])
+    stats = WindowStats(
+        _snap(10.0, 0, 0, 1000.0, pre=2.0),
+        _snap(14.0, 0, 0, 3000.0, pre=5.0),
+        [_snap(11.0, 8, 0, 0.0, kv=0.2), _snap(12.0, 8, 4, 0.0, kv=0.6), _snap(13.0, 6, 2, 0.0)],
+    )
     d = stats.to_dict()
     assert d["generation_tokens"] == 2000.0
     assert d["output_tok_s"] == 500.0  # 2000 tokens / (14 − 10) s
@@ -89,14 +104,20 @@ def test_waiting_at_a_level_the_server_ran_in_full_is_admission_latency_not_a_ca
 DP8_TEXT = "".join(
     f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="m"}} 0.9\n'
     f'vllm:num_requests_running{{engine="{e}",model_name="m"}} 16\n'
-    f'vllm:generation_tokens_total{{engine="{e}",model_name="m"}} 1000\n' for e in range(8))
+    f'vllm:generation_tokens_total{{engine="{e}",model_name="m"}} 1000\n'
+    for e in range(8)
+)
 
 
 def test_data_parallel_engines_fractions_take_the_max_counts_and_counters_the_sum():
     # vLLM --data-parallel-size 8: every engine at 0.9 KV usage is 0.9, not 7.2
-    snap = snapshot_from_metrics(parse_prometheus(
-        "# TYPE vllm:kv_cache_usage_perc gauge\n# TYPE vllm:num_requests_running gauge\n"
-        "# TYPE vllm:generation_tokens counter\n" + DP8_TEXT), 0.0)
+    snap = snapshot_from_metrics(
+        parse_prometheus(
+            "# TYPE vllm:kv_cache_usage_perc gauge\n# TYPE vllm:num_requests_running gauge\n"
+            "# TYPE vllm:generation_tokens counter\n" + DP8_TEXT
+        ),
+        0.0,
+    )
     assert snap.kv_usage == 0.9 and math.isclose(snap.kv_usage_mean, 0.9)
     assert snap.running == 8 * 16 and snap.generation_tokens == 8 * 1000
 

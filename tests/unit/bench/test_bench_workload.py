@@ -25,8 +25,15 @@ def test_approximation_never_asks_for_fewer_than_one_word():
 
 def test_dataset_reads_messages_prompts_and_budgets(tmp_path):
     path = tmp_path / "d.jsonl"
-    path.write_text("\n".join([json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 7}),
-                               "", json.dumps({"prompt": "tell me"})]))
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 7}),
+                "",
+                json.dumps({"prompt": "tell me"}),
+            ]
+        )
+    )
     w = dataset_workload(str(path), osl=20)
     assert w.method == "dataset" and not w.ignore_eos
     assert [p.max_tokens for p in w.prompts] == [20, 20]  # --osl overrides per-prompt budgets
@@ -37,8 +44,18 @@ def test_dataset_reads_messages_prompts_and_budgets(tmp_path):
 
 def test_sharegpt_uses_the_first_turn_and_the_reply_length(tmp_path):
     path = tmp_path / "s.json"
-    path.write_text(json.dumps([{"conversations": [{"from": "human", "value": "why is the sky blue"},
-                                                   {"from": "gpt", "value": "because of Rayleigh scattering"}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        {"from": "human", "value": "why is the sky blue"},
+                        {"from": "gpt", "value": "because of Rayleigh scattering"},
+                    ]
+                }
+            ]
+        )
+    )
     (p,) = dataset_workload(str(path), osl=None).prompts
     assert p.messages[0]["content"] == "why is the sky blue" and p.max_tokens == 4  # 4 words in the reply
 

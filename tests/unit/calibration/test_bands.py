@@ -8,14 +8,27 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.calibration.bands import (Band, BandTable, Residual, batch_band, conformal_band, interval, lookup_keys,
-                                         model_family, quantile_bands, spec_regime, table_from_json, table_to_json)
+from tokenplan.calibration.bands import (
+    Band,
+    BandTable,
+    Residual,
+    batch_band,
+    conformal_band,
+    interval,
+    lookup_keys,
+    model_family,
+    quantile_bands,
+    spec_regime,
+    table_from_json,
+    table_to_json,
+)
 from tokenplan.calibration.heldout import FoldResidual, nested_coverage
 from tokenplan.perf.speculative import parse_spec
 
 
-def _r(log_error: float, family: str = "llama-3.1", batch: float = 4.0, metric: str = "rate",
-       gpu: str = "h100-sxm") -> Residual:
+def _r(
+    log_error: float, family: str = "llama-3.1", batch: float = 4.0, metric: str = "rate", gpu: str = "h100-sxm"
+) -> Residual:
     return Residual("sglang", "hopper", family, gpu, batch, metric, log_error)
 
 
@@ -32,8 +45,15 @@ def test_conformal_band_takes_the_order_statistics_that_cover_80_percent():
 
 
 def test_batch_bands_and_families():
-    assert [batch_band(b) for b in (1, 8, 9, 64, 65, 256, 257)] == ["1-8", "1-8", "9-64", "9-64", "65-256",
-                                                                    "65-256", ">256"]
+    assert [batch_band(b) for b in (1, 8, 9, 64, 65, 256, 257)] == [
+        "1-8",
+        "1-8",
+        "9-64",
+        "9-64",
+        "65-256",
+        "65-256",
+        ">256",
+    ]
     assert model_family("llama-3.1-8b") == "llama-3.1" and model_family("deepseek-r1") == "deepseek-r1"
 
 
@@ -54,8 +74,9 @@ def test_a_regime_with_enough_points_gets_its_own_band_and_a_sparse_one_pools_up
 
 
 def test_interval_arithmetic_and_inverse_figures():
-    table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}}, max_batch={"sglang/hopper": 64.0},
-                      gpus=("h100-sxm",))
+    table = BandTable(
+        0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}}, max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",)
+    )
     # r = log(pred/meas) ∈ [−0.1, 0.2] ⇒ meas = pred·e^(−r) ∈ [100·e^−0.2, 100·e^0.1] = [81.873, 110.517]
     iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "x", "h100-sxm", 4.0)
     assert (iv.low, iv.high) == pytest.approx((81.873, 110.517), abs=1e-3)
@@ -67,8 +88,13 @@ def test_interval_arithmetic_and_inverse_figures():
 
 
 def test_outside_the_measured_regime_says_so_and_widens():
-    table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}}, extrapolation={"rate": Band(-0.3, 0.15, 40)},
-                      max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+    table = BandTable(
+        0.8,
+        {"rate": {"all": Band(-0.1, 0.2, 50)}},
+        extrapolation={"rate": Band(-0.3, 0.15, 40)},
+        max_batch={"sglang/hopper": 64.0},
+        gpus=("h100-sxm",),
+    )
     # unseen GPU: the wider of each side, [−0.3, 0.2] → [100·e^−0.2, 100·e^0.3] = [81.873, 134.986]
     iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "x", "h200", 4.0)
     assert "h200" in iv.outside and (iv.low, iv.high) == pytest.approx((81.873, 134.986), abs=1e-3)
@@ -83,13 +109,20 @@ def test_nested_coverage_uses_the_other_folds_only():
     # Fold 0: 20 residuals at 0.0; fold 1: 20 at 0.0 and fold 2: 20 at 1.0. For fold 2 the band from
     # folds 0–1 is [0, 0]: none of its points lie inside. For folds 0 and 1 the other folds hold 20
     # zeros and 20 ones: k = ⌈41·0.9⌉ = 37, the 37th smallest is 1 and the 4th is 0 → all inside.
-    held = ([FoldResidual(0, _r(0.0))] * 20 + [FoldResidual(1, _r(0.0))] * 20 + [FoldResidual(2, _r(1.0))] * 20)
+    held = [FoldResidual(0, _r(0.0))] * 20 + [FoldResidual(1, _r(0.0))] * 20 + [FoldResidual(2, _r(1.0))] * 20
     assert nested_coverage(held) == {"rate": pytest.approx(40 / 60)}
 
 
 def test_json_round_trip():
-    table = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}, "ttft": {"all": Band(-0.5, 0.4, 30)}},
-                      {"rate": Band(-0.3, 0.3, 40)}, {"sglang/hopper": 64.0}, ("h100-sxm",), {"rate": 0.79}, "test")
+    table = BandTable(
+        0.8,
+        {"rate": {"all": Band(-0.1, 0.2, 50)}, "ttft": {"all": Band(-0.5, 0.4, 30)}},
+        {"rate": Band(-0.3, 0.3, 40)},
+        {"sglang/hopper": 64.0},
+        ("h100-sxm",),
+        {"rate": 0.79},
+        "test",
+    )
     assert table_from_json(table_to_json(table)) == table
 
 
@@ -97,8 +130,9 @@ def test_a_one_sided_regime_band_reaches_from_the_figure():
     # Every held-out residual over-predicted: r = log(pred/meas) ∈ [0.10, 0.54]
     # ⇒ meas = pred·e^(−r) ∈ [100·e^−0.54, 100·e^−0.10] = [58.275, 90.484], all below the figure;
     # the interval then reaches from 58.275 up to the figure itself, 100.
-    table = BandTable(0.8, {"rate": {"all": Band(0.10, 0.54, 31)}}, max_batch={"sglang/blackwell": 512.0},
-                      gpus=("b200",))
+    table = BandTable(
+        0.8, {"rate": {"all": Band(0.10, 0.54, 31)}}, max_batch={"sglang/blackwell": 512.0}, gpus=("b200",)
+    )
     iv = interval(table, 100.0, "rate", False, "sglang", "blackwell", "x", "b200", 413.0)
     assert (iv.low, iv.high) == pytest.approx((58.275, 100.0), abs=1e-3)
     # Days ∝ 1/rate: days_meas = days_pred·e^(r) ∈ [100·e^0.10, 100·e^0.54] = [110.517, 171.600] → [100, 171.600].
@@ -119,8 +153,10 @@ def test_speculative_decoding_at_a_prior_acceptance_is_a_regime_of_its_own():
     table = _spec_table(none + prior)
     rate = table.bands["rate"]
     assert (rate["spec=none"].n, rate["spec=prior"].n, rate["all"].n) == (21, 21, 42)
-    assert (rate["sglang/hopper/llama-3.1/1-8/spec=prior"].low_q,
-            rate["sglang/hopper/llama-3.1/1-8/spec=prior"].high_q) == pytest.approx((0.21, 0.39))
+    assert (
+        rate["sglang/hopper/llama-3.1/1-8/spec=prior"].low_q,
+        rate["sglang/hopper/llama-3.1/1-8/spec=prior"].high_q,
+    ) == pytest.approx((0.21, 0.39))
     # none: [100·e^−0.09, 100·e^0.09] = [91.393, 109.417], two-sided
     iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "none")
     assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none"
@@ -148,14 +184,29 @@ def test_without_the_split_prior_rows_skew_the_band_of_plans_without_speculative
 
 def test_lookup_order_and_tables_written_before_the_split():
     assert lookup_keys("sglang", "hopper", "qwen3", 100.0, "stated") == (
-        "sglang/hopper/qwen3/65-256/spec=stated", "sglang/hopper/65-256/spec=stated", "sglang/hopper/spec=stated",
-        "sglang/spec=stated", "spec=stated",
-        "sglang/hopper/qwen3/65-256/spec=none", "sglang/hopper/65-256/spec=none", "sglang/hopper/spec=none",
-        "sglang/spec=none", "spec=none",
-        "sglang/hopper/qwen3/65-256", "sglang/hopper/65-256", "sglang/hopper", "sglang", "all")
+        "sglang/hopper/qwen3/65-256/spec=stated",
+        "sglang/hopper/65-256/spec=stated",
+        "sglang/hopper/spec=stated",
+        "sglang/spec=stated",
+        "spec=stated",
+        "sglang/hopper/qwen3/65-256/spec=none",
+        "sglang/hopper/65-256/spec=none",
+        "sglang/hopper/spec=none",
+        "sglang/spec=none",
+        "spec=none",
+        "sglang/hopper/qwen3/65-256",
+        "sglang/hopper/65-256",
+        "sglang/hopper",
+        "sglang",
+        "all",
+    )
     # an old table (keys without /spec=): every spec setting finds the old regime
-    old = BandTable(0.8, {"rate": {"sglang/hopper/1-8": Band(-0.1, 0.2, 50), "all": Band(-0.5, 0.5, 100)}},
-                    max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+    old = BandTable(
+        0.8,
+        {"rate": {"sglang/hopper/1-8": Band(-0.1, 0.2, 50), "all": Band(-0.5, 0.5, 100)}},
+        max_batch={"sglang/hopper": 64.0},
+        gpus=("h100-sxm",),
+    )
     for spec in ("none", "prior", "stated"):
         iv = interval(old, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, spec)
         # [100·e^−0.2, 100·e^0.1] = [81.873, 110.517]
@@ -164,7 +215,11 @@ def test_lookup_order_and_tables_written_before_the_split():
 
 def test_spec_regime_of_a_setting():
     assert [spec_regime(parse_spec(s)) for s in ("none", "mtp:3", "mtp:3:2.5", "eagle3:7")] == [
-        "none", "prior", "stated", "prior"]
+        "none",
+        "prior",
+        "stated",
+        "prior",
+    ]
 
 
 def test_nested_coverage_checks_each_residual_against_its_own_spec_regime():

@@ -12,8 +12,10 @@ from tokenplan.api.predict import predict
 
 BANDS = {
     "coverage": 0.8,
-    "bands": {"rate": {"all": {"q_low": -0.1, "q_high": 0.2, "n": 50}},
-              "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}}},
+    "bands": {
+        "rate": {"all": {"q_low": -0.1, "q_high": 0.2, "n": 50}},
+        "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}},
+    },
     "extrapolation": {"rate": {"q_low": -0.5, "q_high": 0.5, "n": 30}},
     "max_batch_per_replica": {"sglang/hopper": 64.0},
     "gpus": ["h100-sxm"],
@@ -54,8 +56,16 @@ def test_unseen_gpu_and_large_batch_say_so_and_widen(shipped_bands):
 def test_plan_options_bound_days_and_dollars(shipped_bands):
     from tokenplan.api.plan import PlanRequest, plan
 
-    result = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xh100-sxm",), samples=1000, specs=("none",),
-                              weight_dtypes=("bf16",), kv_dtypes=("bf16",))).to_json()
+    result = plan(
+        PlanRequest(
+            model="llama-3.1-8b",
+            gpus=("1xh100-sxm",),
+            samples=1000,
+            specs=("none",),
+            weight_dtypes=("bf16",),
+            kv_dtypes=("bf16",),
+        )
+    ).to_json()
     (o,) = result["options"]
     # days ∝ 1/rate: [days·e^−0.1, days·e^0.2] (at most; wider where the regime is left)
     assert o["wall_days_interval"]["low"] <= o["wall_days"] * math.exp(-0.1) * (1 + 1e-9)
@@ -64,19 +74,27 @@ def test_plan_options_bound_days_and_dollars(shipped_bands):
     assert o["output_tok_s_total_interval"]["low"] < o["output_tok_s_total"] < o["output_tok_s_total_interval"]["high"]
 
 
-SPEC_BANDS = {**BANDS, "bands": {
-    "rate": {"all": {"q_low": -0.3, "q_high": 0.6, "n": 90},
-             "spec=none": {"q_low": -0.1, "q_high": 0.2, "n": 50},
-             "spec=prior": {"q_low": 0.1, "q_high": 0.5, "n": 40}},
-    "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}}}}
+SPEC_BANDS = {
+    **BANDS,
+    "bands": {
+        "rate": {
+            "all": {"q_low": -0.3, "q_high": 0.6, "n": 90},
+            "spec=none": {"q_low": -0.1, "q_high": 0.2, "n": 50},
+            "spec=prior": {"q_low": 0.1, "q_high": 0.5, "n": 40},
+        },
+        "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}},
+    },
+}
 
 
-@pytest.mark.parametrize(("spec", "regime"), [("none", "spec=none"), ("mtp:3", "spec=prior"),
-                                              ("mtp:3:2.5", "spec=none")])
+@pytest.mark.parametrize(
+    ("spec", "regime"), [("none", "spec=none"), ("mtp:3", "spec=prior"), ("mtp:3:2.5", "spec=none")]
+)
 def test_predict_takes_the_band_of_its_own_speculative_decoding(monkeypatch, spec, regime):
     monkeypatch.setattr(api, "shipped_error_bands_json", lambda: SPEC_BANDS)
-    p = predict(PredictRequest(model="qwen3.6-27b", gpu="h100-sxm", weight_dtype="fp8", concurrency=8,
-                               spec=spec)).to_json()
+    p = predict(
+        PredictRequest(model="qwen3.6-27b", gpu="h100-sxm", weight_dtype="fp8", concurrency=8, spec=spec)
+    ).to_json()
     tok, iv = p["output_tok_s_per_gpu"], p["output_tok_s_per_gpu_interval"]
     assert iv["regime"] == regime and p["error_band"]["regime"] == "all"  # ttft: only 'all'
     if regime == "spec=none":  # r ∈ [−0.1, 0.2]: [tok·e^−0.2, tok·e^0.1]
@@ -89,10 +107,19 @@ def test_a_plan_option_at_the_prior_acceptance_takes_the_prior_band(monkeypatch)
     from tokenplan.api.plan import PlanRequest, plan
 
     monkeypatch.setattr(api, "shipped_error_bands_json", lambda: SPEC_BANDS)
-    result = plan(PlanRequest(model="qwen3.6-27b", gpus=("1xh100-sxm",), samples=1000, specs=("mtp:3",),
-                              weight_dtypes=("fp8",), kv_dtypes=("fp8",))).to_json()
+    result = plan(
+        PlanRequest(
+            model="qwen3.6-27b",
+            gpus=("1xh100-sxm",),
+            samples=1000,
+            specs=("mtp:3",),
+            weight_dtypes=("fp8",),
+            kv_dtypes=("fp8",),
+        )
+    ).to_json()
     (o,) = result["options"]
     assert o["spec"].startswith("mtp k=3") and o["wall_days_interval"]["regime"] == "spec=prior"
     # days ∝ 1/rate: days·[e^0.1, e^0.5] reaching down to the figure → [days, days·e^0.5]
     assert (o["wall_days_interval"]["low"], o["wall_days_interval"]["high"]) == pytest.approx(
-        (o["wall_days"], o["wall_days"] * math.exp(0.5)))
+        (o["wall_days"], o["wall_days"] * math.exp(0.5))
+    )

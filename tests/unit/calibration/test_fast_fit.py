@@ -102,8 +102,7 @@ def _case(model: str, gpu: str, engine: str = "sglang"):
 def test_grouped_folds_keep_each_configuration_whole_and_balance_rows():
     # Configurations A (5 rows), B (3), C (3), D (1), largest first, each into the fold with the
     # fewest rows: A → 0 (5, 0); B → 1 (5, 3); C → 1 (5, 6); D → 0 (6, 6).
-    rows = ([_case("a", "h100")] * 5 + [_case("b", "h100")] * 3 + [_case("a", "b200")] * 3
-            + [_case("a", "h100", "vllm")])
+    rows = [_case("a", "h100")] * 5 + [_case("b", "h100")] * 3 + [_case("a", "b200")] * 3 + [_case("a", "h100", "vllm")]
     assert grouped_folds(rows, 2) == [0] * 5 + [1] * 3 + [1] * 3 + [0]
 
 
@@ -114,25 +113,40 @@ def test_coverage_per_file_and_quantity_uses_the_other_folds():
     def r(x: float, quantity: str, source: str) -> Residual:
         return Residual("sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "rate", x, "none", quantity, source)
 
-    held = ([FoldResidual(0, r(0.0, "throughput", "dev.csv"))] * 20
-            + [FoldResidual(1, r(0.0, "throughput", "dev.csv"))] * 20
-            + [FoldResidual(2, r(1.0, "tpot", "serving-dev.csv"))] * 20)
+    held = (
+        [FoldResidual(0, r(0.0, "throughput", "dev.csv"))] * 20
+        + [FoldResidual(1, r(0.0, "throughput", "dev.csv"))] * 20
+        + [FoldResidual(2, r(1.0, "tpot", "serving-dev.csv"))] * 20
+    )
     assert coverage_by_file(held) == {"dev.csv": {"throughput": 1.0}, "serving-dev.csv": {"tpot": 0.0}}
 
 
-HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
-          "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+HEADER = (
+    "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+    "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n"
+)
 
 
 def test_calibrate_with_bands_reports_coverage_per_file_and_quantity(tmp_path):
     from tokenplan.api.calibrate import calibrate
 
     # three configurations (model × GPU × engine), two rows each
-    rows = [("trtllm", "h100-sxm", 8, 900), ("trtllm", "h100-sxm", 64, 4000), ("trtllm", "h200", 8, 1000),
-            ("trtllm", "h200", 64, 4600), ("vllm", "h100-sxm", 8, 800), ("vllm", "h100-sxm", 64, 3500)]
+    rows = [
+        ("trtllm", "h100-sxm", 8, 900),
+        ("trtllm", "h100-sxm", 64, 4000),
+        ("trtllm", "h200", 8, 1000),
+        ("trtllm", "h200", 64, 4600),
+        ("vllm", "h100-sxm", 8, 800),
+        ("vllm", "h100-sxm", 64, 3500),
+    ]
     f = tmp_path / "m.csv"
-    f.write_text(HEADER + "".join(f"r{i},{e},llama-3.1-8b,{g},1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
-                                  for i, (e, g, c, v) in enumerate(rows)))
+    f.write_text(
+        HEADER
+        + "".join(
+            f"r{i},{e},llama-3.1-8b,{g},1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
+            for i, (e, g, c, v) in enumerate(rows)
+        )
+    )
     result = calibrate([str(f)], bands=True, workers=2)
     table = result.bands
     assert set(table.coverage_by_file) == {"m.csv"} and set(table.coverage_by_file["m.csv"]) == {"throughput"}
@@ -160,6 +174,20 @@ def test_a_regime_of_few_configurations_pools_up():
 
     # 25 residuals of one fine regime from 3 configurations: enough points (20) but fewer than 5
     # configurations, so only the levels that are no more specific than "all" get a band.
-    rs = [Residual("sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "rate", 0.01 * i, "none", "throughput",
-                   "f.csv", f"m{i % 3}/h100-sxm/sglang") for i in range(25)]
+    rs = [
+        Residual(
+            "sglang",
+            "hopper",
+            "llama-3.1",
+            "h100-sxm",
+            4.0,
+            "rate",
+            0.01 * i,
+            "none",
+            "throughput",
+            "f.csv",
+            f"m{i % 3}/h100-sxm/sglang",
+        )
+        for i in range(25)
+    ]
     assert list(quantile_bands(rs)["rate"]) == ["all"]

@@ -23,8 +23,24 @@ def _cases() -> list[Case]:
     line = 2
     for model, gpu, dtype in (("llama-3.1-8b", "h100-sxm", "bf16"), ("qwen3-32b", "h200", "fp8")):
         for conc in (1, 2, 4, 8, 16, 32, 64, 128):
-            m = Measurement(line, str(line), "trtllm", model, gpu, 1, 1, 1, 1, False, dtype, "auto", 512.0,
-                            1024.0, float(conc), output_tok_s_per_gpu=1.0)
+            m = Measurement(
+                line,
+                str(line),
+                "trtllm",
+                model,
+                gpu,
+                1,
+                1,
+                1,
+                1,
+                False,
+                dtype,
+                "auto",
+                512.0,
+                1024.0,
+                float(conc),
+                output_tok_s_per_gpu=1.0,
+            )
             case = resolve_case(m)
             assert isinstance(case, Case)
             cases.append(case)
@@ -119,8 +135,25 @@ def test_a_row_planned_at_the_prior_acceptance_weighs_less():
     from tokenplan.calibration.fit import _row_weight, row_kind
 
     def case(spec: str) -> Case:
-        m = Measurement(2, "2", "sglang", "qwen3.6-27b", "b200", 1, 1, 1, 1, False, "fp8", "fp8", 1024.0,
-                        1024.0, 16.0, spec=spec, output_tok_s_per_gpu=1.0)
+        m = Measurement(
+            2,
+            "2",
+            "sglang",
+            "qwen3.6-27b",
+            "b200",
+            1,
+            1,
+            1,
+            1,
+            False,
+            "fp8",
+            "fp8",
+            1024.0,
+            1024.0,
+            16.0,
+            spec=spec,
+            output_tok_s_per_gpu=1.0,
+        )
         c = resolve_case(m)
         assert isinstance(c, Case)
         return c

@@ -17,16 +17,36 @@ from tokenplan.perf.efficiency import Efficiency
 
 
 def _case(line: int, engine: str, gpu: str, conc: int) -> Case:
-    m = Measurement(line, str(line), engine, "llama-3.1-8b", gpu, 1, 1, 1, 1, False, "bf16", "auto", 512.0,
-                    1024.0, float(conc), output_tok_s_per_gpu=1.0)
+    m = Measurement(
+        line,
+        str(line),
+        engine,
+        "llama-3.1-8b",
+        gpu,
+        1,
+        1,
+        1,
+        1,
+        False,
+        "bf16",
+        "auto",
+        512.0,
+        1024.0,
+        float(conc),
+        output_tok_s_per_gpu=1.0,
+    )
     case = resolve_case(m)
     assert isinstance(case, Case)
     return case
 
 
 def test_the_ratio_scales_the_engine_value_and_a_fitted_group_overrides_it():
-    values = {("default", "hbm_fraction"): 0.80, ("vllm", "hbm_fraction"): 0.76,
-              ("*/cdna3", "hbm_fraction"): 0.5, ("sglang/cdna3", "hbm_fraction"): 0.43}
+    values = {
+        ("default", "hbm_fraction"): 0.80,
+        ("vllm", "hbm_fraction"): 0.76,
+        ("*/cdna3", "hbm_fraction"): 0.5,
+        ("sglang/cdna3", "hbm_fraction"): 0.43,
+    }
     vllm = _case(2, "vllm", "mi300x", 8)
     sglang = _case(3, "sglang", "mi300x", 8)
     # vLLM on MI300X has no group of its own: its engine value times the chip's ratio, 0.76 × 0.5 = 0.38
@@ -106,7 +126,10 @@ def test_the_profile_records_the_fitted_ratios_by_name():
     result = fit(cases, Efficiency(), FitOptions(min_rows=5, max_nfev=2))
     ratios = profile_of(result, "test").to_json()["ratios"]
     # five MI300X rows: the cdna3 and amd levels each carry the three silicon factors
-    assert set(ratios) == {f"{level}.{name}" for level in ("*/cdna3", "*:amd")
-                           for name in ("hbm_fraction", "attention_fraction", "layer_latency_s")}
+    assert set(ratios) == {
+        f"{level}.{name}"
+        for level in ("*/cdna3", "*:amd")
+        for name in ("hbm_fraction", "attention_fraction", "layer_latency_s")
+    }
     fitted = {f"{f.level}.{f.name}": f.value for f in result.factors}
     assert all(ratios[k] == fitted[k] for k in ratios)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from tests.support.our_numbers import EFF, ours
 
 from tokenplan.api._cases import resolve_case, set_lengths
@@ -15,8 +14,10 @@ from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist, fixed
 from tokenplan.perf.step import step_time
 
-HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,concurrency,"
-          "num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url,notes\n")
+HEADER = (
+    "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,concurrency,"
+    "num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url,notes\n"
+)
 ROW = "{id},vllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,217,201,1000,1000,none,1131.5,,medium,x,{notes}\n"
 
 
@@ -27,8 +28,13 @@ def _read(tmp_path, *notes: str):
 
 
 def test_notes_naming_the_benchmark_dataset_give_the_rows_length_set(tmp_path):
-    rows = _read(tmp_path, '"vllm bench serve --backend vllm --dataset-name sharegpt --dataset-path ShareGPT_V3.json"',
-                 '"python -m sglang.bench_serving --dataset-name=ShareGPT"', '"random U[0.8L,L]"', "")
+    rows = _read(
+        tmp_path,
+        '"vllm bench serve --backend vllm --dataset-name sharegpt --dataset-path ShareGPT_V3.json"',
+        '"python -m sglang.bench_serving --dataset-name=ShareGPT"',
+        '"random U[0.8L,L]"',
+        "",
+    )
     assert [r.length_set for r in rows] == ["sharegpt", "sharegpt", None, None]
     assert rows[2].length_low_fraction == 0.8  # the uniform lengths still read as before
 

@@ -26,9 +26,17 @@ LEVELS = (1, 2, 4, 8, 16, 32, 64)
 def _level(c: int, tpot: float, ttft: float, out_tok_s: float | None = None) -> dict:
     # a client holding c requests of OSL tokens: each takes TTFT + (OSL − 1)·TPOT
     tok_s = out_tok_s if out_tok_s is not None else c * OSL / (ttft + (OSL - 1) * tpot)
-    return {"concurrency": c, "requests": 50, "mean_input_tokens": ISL, "mean_output_tokens": OSL,
-            "output_tok_s": tok_s, "ttft_s": {"mean": ttft}, "tpot_s": {"mean": tpot},
-            "achieved_concurrency": c, "server": {"running_mean": c}}
+    return {
+        "concurrency": c,
+        "requests": 50,
+        "mean_input_tokens": ISL,
+        "mean_output_tokens": OSL,
+        "output_tok_s": tok_s,
+        "ttft_s": {"mean": ttft},
+        "tpot_s": {"mean": tpot},
+        "achieved_concurrency": c,
+        "server": {"running_mean": c},
+    }
 
 
 def _shipped():
@@ -56,8 +64,13 @@ def test_a_sweep_of_a_step_law_is_recovered_and_nothing_else_moves():
     for name in EFFICIENCY_FIELDS:
         if name not in informed:  # exactly the shipped value: not re-derived, not nudged
             assert getattr(fit.fit.efficiency, name) == getattr(shipped, name), name
-    assert set(informed) <= {"step_overhead_s", "per_sequence_overhead_s", "hbm_fraction", "attention_fraction",
-                             "ttft_overhead_s"}
+    assert set(informed) <= {
+        "step_overhead_s",
+        "per_sequence_overhead_s",
+        "hbm_fraction",
+        "attention_fraction",
+        "ttft_overhead_s",
+    }
     for name, value in informed.items():
         assert fit.profile["prior"][f"vllm/hopper.{name}"] == getattr(shipped, name)
         assert value != getattr(shipped, name)
@@ -68,9 +81,11 @@ def test_a_bench_made_by_known_factors_recovers_them_within_5_percent():
     # fraction, KV read at 1.15× the attention fraction and 40 ms more TTFT overhead. Measurements
     # are the model's predictions under that law, so the fit can recover each factor it informs.
     shipped = _shipped()
-    truth = shipped.with_values(hbm_fraction=0.8 * shipped.hbm_fraction,
-                                attention_fraction=min(1.15 * shipped.attention_fraction, 0.95),
-                                ttft_overhead_s=shipped.ttft_overhead_s + 0.040)
+    truth = shipped.with_values(
+        hbm_fraction=0.8 * shipped.hbm_fraction,
+        attention_fraction=min(1.15 * shipped.attention_fraction, 0.95),
+        ttft_overhead_s=shipped.ttft_overhead_s + 0.040,
+    )
     seed = [_level(c, 0.01, 0.1) for c in LEVELS]
     cases = [_level_case(DESC, m) for m in bench_measurements({"levels": seed}, DESC)]
     levels = []
@@ -137,8 +152,9 @@ def test_plan_with_an_update_profile_says_first_what_moved(tmp_path):
     fit = fit_bench({"levels": [_level(c, a + b * c, 0.150) for c in LEVELS], "cap": {}}, DESC)
     path = tmp_path / "p.json"
     path.write_text(fit.profile_json())
-    result = plan(PlanRequest(model="qwen3-8b", gpus=("1xh100-sxm",), engine="vllm", samples=1000,
-                              calibration=str(path))).to_json()
+    result = plan(
+        PlanRequest(model="qwen3-8b", gpus=("1xh100-sxm",), engine="vllm", samples=1000, calibration=str(path))
+    ).to_json()
     first = result["answer"][0]
     assert first.startswith(f"calibration {path} moves vllm/hopper: ")
     assert "every other factor and group is the shipped fit" in first
@@ -175,14 +191,21 @@ def test_a_sweep_the_shipped_fit_already_describes_is_never_made_worse():
 def test_an_engine_update_reaches_its_architectures_and_an_own_group_goes_over_it(tmp_path):
     shipped = efficiency_table(None)
     path = tmp_path / "p.json"
-    path.write_text(json.dumps({"layered_on": "shipped", "groups": {"vllm": {"ttft_overhead_s": 0.02},
-                                                                     "vllm/hopper": {"ttft_overhead_s": 0.03}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "layered_on": "shipped",
+                "groups": {"vllm": {"ttft_overhead_s": 0.02}, "vllm/hopper": {"ttft_overhead_s": 0.03}},
+            }
+        )
+    )
     table = read_calibration_file(str(path)).table
     assert table.resolve("vllm", "hopper").ttft_overhead_s == 0.03  # its own group wins
     blackwell = table.resolve("vllm", "blackwell")
     assert blackwell.ttft_overhead_s == 0.02  # the engine's update carries to another architecture
     assert blackwell.with_values(ttft_overhead_s=0.0) == shipped.resolve("vllm", "blackwell").with_values(
-        ttft_overhead_s=0.0)  # and nothing else of that group moves
+        ttft_overhead_s=0.0
+    )  # and nothing else of that group moves
     assert table.resolve("sglang", "hopper") == shipped.resolve("sglang", "hopper")
 
 
@@ -196,9 +219,28 @@ def test_the_plan_cli_prints_what_moved_before_its_table(tmp_path):
     path = tmp_path / "p.json"
     path.write_text(fit.profile_json())
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src"), "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, "-c", "from tokenplan.cli import main; main()", "plan", "--model",
-                           "qwen3-8b", "--gpu", "1xh100-sxm", "--engine", "vllm", "--samples", "1000",
-                           "--calibration", str(path)], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tokenplan.cli import main; main()",
+            "plan",
+            "--model",
+            "qwen3-8b",
+            "--gpu",
+            "1xh100-sxm",
+            "--engine",
+            "vllm",
+            "--samples",
+            "1000",
+            "--calibration",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"calibration {path} moves vllm/hopper: ")

@@ -15,13 +15,28 @@ from tokenplan.files.measurements import read_measurements, spec_from_text
 # A profile that turns every inefficiency off: decode is then pure weight streaming. Every
 # Efficiency field is listed (a test below checks it), so a new factor cannot silently fall
 # back to its default here.
-IDEAL = {"default": {"hbm_fraction": 1.0, "attention_fraction": 1.0, "gemm_fraction": 1.0,
-                     "gemm_half_tokens": 64.0, "gemm_kernel_factor": 1.0, "moe_kernel_factor": 1.0, "lowprec_fraction": 1.0, "dequant_fraction": 1.0,
-                     "comm_fraction": 1.0, "step_overhead_s": 0.0, "per_sequence_overhead_s": 0.0,
-                     "ttft_overhead_s": 0.0, "layer_latency_s": 0.0, "moe_layer_latency_s": 0.0, "per_token_moe_layer_s": 0.0,
-                     # arrival pattern, not an inefficiency: the default half-synchronised waves
-                     "prefill_wave_fraction": 0.5},
-         "provenance": "test: ideal hardware"}
+IDEAL = {
+    "default": {
+        "hbm_fraction": 1.0,
+        "attention_fraction": 1.0,
+        "gemm_fraction": 1.0,
+        "gemm_half_tokens": 64.0,
+        "gemm_kernel_factor": 1.0,
+        "moe_kernel_factor": 1.0,
+        "lowprec_fraction": 1.0,
+        "dequant_fraction": 1.0,
+        "comm_fraction": 1.0,
+        "step_overhead_s": 0.0,
+        "per_sequence_overhead_s": 0.0,
+        "ttft_overhead_s": 0.0,
+        "layer_latency_s": 0.0,
+        "moe_layer_latency_s": 0.0,
+        "per_token_moe_layer_s": 0.0,
+        # arrival pattern, not an inefficiency: the default half-synchronised waves
+        "prefill_wave_fraction": 0.5,
+    },
+    "provenance": "test: ideal hardware",
+}
 
 # Llama-3.1-8B BF16 on one H100 SXM, batch 1, decode memory-bound:
 #   dense params = attention 1,342,177,280 + FFN 5,637,144,576 = 6,979,321,856 → ×2 B = 13,958,643,712 B
@@ -30,8 +45,10 @@ IDEAL = {"default": {"hbm_fraction": 1.0, "attention_fraction": 1.0, "gemm_fract
 #   KV read at ~2 tokens of context: 2 × 131,072 B / 3.35e12 = 0.08 µs, negligible.
 HAND_TPOT_S = 15_009_316_864 / 3.35e12
 
-THROUGHPUT_HEADER = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
-                     "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n")
+THROUGHPUT_HEADER = (
+    "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+    "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n"
+)
 
 
 def test_ideal_profile_lists_every_efficiency_field():
@@ -66,8 +83,9 @@ def ideal_profile(tmp_path):
 def test_validate_throughput_row_matches_hand_roofline(tmp_path, ideal_profile):
     # Concurrency 1: output tok/s = 1 / TPOT = 223.19 tok/s; measured 200 → error +11.6 %.
     csv_path = tmp_path / "m.csv"
-    csv_path.write_text(THROUGHPUT_HEADER
-                        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n")
+    csv_path.write_text(
+        THROUGHPUT_HEADER + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"
+    )
     d = validate(str(csv_path), ideal_profile).to_json()
     assert d["n"] == 1 and d["skipped"] == []
     row = d["rows"][0]
@@ -78,9 +96,11 @@ def test_validate_throughput_row_matches_hand_roofline(tmp_path, ideal_profile):
 def test_validate_serving_row_reports_tpot_error(tmp_path, ideal_profile):
     # Measured TPOT 5.6 ms vs 4.4804 ms predicted → −20.0 %.
     csv_path = tmp_path / "s.csv"
-    csv_path.write_text("id,engine,model,gpu,precision,gemm_quant_mode,moe_quant_mode,isl,osl,concurrency,tp,pp,"
-                        "attention_dp_size,moe_tp_size,moe_ep_size,ttft_ms,tpot_ms\n"
-                        "s1,trtllm,llama-3.1-8b,h100-sxm,bf16,,,1,2,1,1,1,1,1,1,10,5.6\n")
+    csv_path.write_text(
+        "id,engine,model,gpu,precision,gemm_quant_mode,moe_quant_mode,isl,osl,concurrency,tp,pp,"
+        "attention_dp_size,moe_tp_size,moe_ep_size,ttft_ms,tpot_ms\n"
+        "s1,trtllm,llama-3.1-8b,h100-sxm,bf16,,,1,2,1,1,1,1,1,1,10,5.6\n"
+    )
     d = validate(str(csv_path), ideal_profile).to_json()
     assert d["kind"] == "serving" and d["n"] == 1
     assert d["tpot_median_abs_pct_error"] == pytest.approx(1 - HAND_TPOT_S / 5.6e-3, rel=0.02)
@@ -92,15 +112,16 @@ def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path
     csv_path = tmp_path / "m.csv"
     csv_path.write_text(
         THROUGHPUT_HEADER
-        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"   # line 2: ok
+        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # line 2: ok
         + "b,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,fast,,high,x\n"  # 3: not a number
         + "c,trtllm,llama-3.1-8b,h100-sxm,one,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 4: num_gpus
         + "d,trtllm,no-such-model,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"  # 5: unknown
         + "e,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,,2,1,,none,200,,high,x\n"  # 6: no isl
-        + "f,trtllm,llama-3.1-8b\n"                                                               # 7: short row
-        + "g,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,0,1,,none,200,,high,x\n"   # 8: osl 0
-        + "h,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,-4,none,200,,high,x\n"   # 9: N < 0
-        + "i,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,maybe,bf16,bf16,1,2,1,,none,200,,high,x\n")  # 10: flag
+        + "f,trtllm,llama-3.1-8b\n"  # 7: short row
+        + "g,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,0,1,,none,200,,high,x\n"  # 8: osl 0
+        + "h,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,-4,none,200,,high,x\n"  # 9: N < 0
+        + "i,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,maybe,bf16,bf16,1,2,1,,none,200,,high,x\n"
+    )  # 10: flag
     d = validate(str(csv_path), ideal_profile).to_json()
     assert d["n"] == 1
     by_line = {s["line"]: s["reason"] for s in d["skipped"]}
@@ -114,8 +135,13 @@ def test_malformed_and_unpredictable_rows_are_skipped_with_line_numbers(tmp_path
 def test_trust_is_validated_on_read_and_blank_means_medium(tmp_path):
     csv_path = tmp_path / "m.csv"
     row = "{id},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,{trust},x\n"
-    csv_path.write_text(THROUGHPUT_HEADER + row.format(id="a", trust="HIGH") + row.format(id="b", trust="")
-                        + row.format(id="c", trust="very") + row.format(id="d", trust="low"))
+    csv_path.write_text(
+        THROUGHPUT_HEADER
+        + row.format(id="a", trust="HIGH")
+        + row.format(id="b", trust="")
+        + row.format(id="c", trust="very")
+        + row.format(id="d", trust="low")
+    )
     data = read_measurements(str(csv_path))
     assert [(m.row_id, m.trust) for m in data.rows] == [("a", "high"), ("b", "medium"), ("d", "low")]
     (bad,) = data.skipped
@@ -128,9 +154,17 @@ def test_records_with_the_wrong_number_of_fields_say_so(tmp_path):
     # so the record ends after 3 fields and line 6 is not read on its own.
     ok = "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x"
     csv_path = tmp_path / "m.csv"
-    csv_path.write_text(THROUGHPUT_HEADER + ok + "\n" + "b,trtllm,llama-3.1-8b,h100-sxm\n"
-                        + ok.replace("a,", "c,", 1) + ",extra,more\n" + 'd,trtllm,"llama-3.1-8b,h100-sxm\n'
-                        + ok.replace("a,", "e,", 1) + "\n")
+    csv_path.write_text(
+        THROUGHPUT_HEADER
+        + ok
+        + "\n"
+        + "b,trtllm,llama-3.1-8b,h100-sxm\n"
+        + ok.replace("a,", "c,", 1)
+        + ",extra,more\n"
+        + 'd,trtllm,"llama-3.1-8b,h100-sxm\n'
+        + ok.replace("a,", "e,", 1)
+        + "\n"
+    )
     data = read_measurements(str(csv_path))
     assert [m.row_id for m in data.rows] == ["a"]
     reasons = {s.line: s.reason for s in data.skipped}
@@ -146,8 +180,17 @@ def test_a_long_notes_field_is_data_and_a_field_past_the_limit_names_its_own_lin
     csv_path = tmp_path / "m.csv"
     # line 2: a 200 kB source_url (past the csv module's 128 KiB default, within ours);
     # line 3: one byte past our limit; line 4: an ordinary row
-    csv_path.write_text(THROUGHPUT_HEADER + ok + "x" * 200_000 + "\n" + ok.replace("a,", "b,", 1)
-                        + "y" * (FIELD_LIMIT_BYTES + 1) + "\n" + ok.replace("a,", "c,", 1) + "x\n")
+    csv_path.write_text(
+        THROUGHPUT_HEADER
+        + ok
+        + "x" * 200_000
+        + "\n"
+        + ok.replace("a,", "b,", 1)
+        + "y" * (FIELD_LIMIT_BYTES + 1)
+        + "\n"
+        + ok.replace("a,", "c,", 1)
+        + "x\n"
+    )
     data = read_measurements(str(csv_path))
     assert [m.row_id for m in data.rows] == ["a", "c"]
     (bad,) = data.skipped
@@ -178,17 +221,20 @@ def test_spec_text_maps_to_method_and_steps():
     assert spec_from_text("mtp (num_speculative_tokens=2)") == "mtp:2"  # vLLM
 
 
-INFERENCEX_HEADER = THROUGHPUT_HEADER.rstrip("\n") + (",ttft_ms_median,tpot_ms_median,total_tok_s_per_gpu,"
-                                                       "engine_version,date,notes\n")
+INFERENCEX_HEADER = THROUGHPUT_HEADER.rstrip("\n") + (
+    ",ttft_ms_median,tpot_ms_median,total_tok_s_per_gpu,engine_version,date,notes\n"
+)
 
 
 def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(tmp_path):
     from tokenplan.api._cases import stated_lengths
 
     csv_path = tmp_path / "ix.csv"
-    csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,40,"
-                        'none,560,,high,x,161.6,6.76,1120,v1,2026-02-06,"nominal 1024/1024 (random U[0.8L,L], ignore_eos)"\n'
-                        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n")
+    csv_path.write_text(
+        INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,40,"
+        'none,560,,high,x,161.6,6.76,1120,v1,2026-02-06,"nominal 1024/1024 (random U[0.8L,L], ignore_eos)"\n'
+        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n"
+    )
     first, second = read_measurements(str(csv_path)).rows
     assert (first.output_tok_s_per_gpu, first.ttft_s, first.tpot_s) == pytest.approx((560, 0.1616, 0.00676))
     assert first.length_low_fraction == 0.8 and first.num_requests == 40
@@ -213,17 +259,19 @@ def test_throughput_that_contradicts_the_runs_own_latencies_is_set_aside_with_it
     #   560 tok/s: ratio 560 / 576.8 = 0.971 → kept;
     #   400 tok/s: 0.693 ≤ 0.8 → set aside (the run lost ~30 % of its time outside its requests);
     #   800 tok/s: 1.387 ≥ 1.25 → set aside (more than its latencies allow).
-    row = ("{id},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,{tok},,high,x,"
-           "161.6,6.76,,,,\n")
+    row = "{id},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,{tok},,high,x,161.6,6.76,,,,\n"
     csv_path = tmp_path / "ix.csv"
-    csv_path.write_text(INFERENCEX_HEADER + "".join(row.format(id=i, tok=t) for i, t in
-                                                    (("kept", 560), ("slow", 400), ("fast", 800))))
+    csv_path.write_text(
+        INFERENCEX_HEADER + "".join(row.format(id=i, tok=t) for i, t in (("kept", 560), ("slow", 400), ("fast", 800)))
+    )
     data = read_measurements(str(csv_path))
     kept, slow, fast = data.rows
     assert kept.output_tok_s_per_gpu == 560 and kept.throughput_set_aside is None
     for m, ratio in ((slow, "0.69"), (fast, "1.39")):
         assert m.output_tok_s_per_gpu is None and m.tpot_s == pytest.approx(0.00676)
-        assert f"measured/allowed {ratio}" in m.throughput_set_aside and "allow 576.8 tok/s/GPU" in m.throughput_set_aside
+        assert (
+            f"measured/allowed {ratio}" in m.throughput_set_aside and "allow 576.8 tok/s/GPU" in m.throughput_set_aside
+        )
     # the fit still weighs a set-aside row as a row of its file (TTFT and TPOT only)
     cases, _ = resolve_file(data)
     assert [row_kind(c) for c in cases] == ["both", "both", "both"]
@@ -246,27 +294,36 @@ def test_little_law_check_counts_what_was_in_flight_and_never_stops_the_read(tmp
     # arithmetic) is left to the prediction, not divided by.
     base = "{id},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1024,1024,{c},{n},none,{tok},,high,x,{ttft},10,,,,\n"
     csv_path = tmp_path / "ix.csv"
-    rows = [("burst", 64, 10, 990.3, 100), ("edge", 64, 10, 0.8 * 10240 / 10.34, 100),
-            ("inf", 64, 10, 990.3, "inf"), ("tiny", 1000, "", 5e-324, 100)]
-    csv_path.write_text(INFERENCEX_HEADER + "".join(base.format(id=i, c=c, n=n, tok=t, ttft=f) for i, c, n, t, f in rows))
+    rows = [
+        ("burst", 64, 10, 990.3, 100),
+        ("edge", 64, 10, 0.8 * 10240 / 10.34, 100),
+        ("inf", 64, 10, 990.3, "inf"),
+        ("tiny", 1000, "", 5e-324, 100),
+    ]
+    csv_path.write_text(
+        INFERENCEX_HEADER + "".join(base.format(id=i, c=c, n=n, tok=t, ttft=f) for i, c, n, t, f in rows)
+    )
     data = read_measurements(str(csv_path))
     kept = {m.row_id: m for m in data.rows}
     assert kept["burst"].output_tok_s_per_gpu == 990.3 and kept["edge"].throughput_set_aside is None
     assert kept["tiny"].output_tok_s_per_gpu == 5e-324 and kept["tiny"].throughput_set_aside is None
     assert [(s.row_id, s.reason) for s in data.skipped] == [
-        ("inf", "malformed: column ttft_ms_median value 'inf' is not a finite number")]
+        ("inf", "malformed: column ttft_ms_median value 'inf' is not a finite number")
+    ]
 
 
 def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path):
     from tokenplan.api._cases import measurement_request
 
     csv_path = tmp_path / "ix.csv"
-    csv_path.write_text(INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,512,,"
-                        'mtp (eagle steps=2),200,,high,x,,,,,,"sglang max-running-requests=512; cuda-graph-max-bs=512"\n'
-                        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n"
-                        # a script's alternatives (128 at TP8, 32 at TP4): the row does not say which ran
-                        "2003,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,64,,none,200,,high,x,,,,,,"
-                        '"sglang max-running-requests=32/128; cuda-graph-max-bs=32/128"\n')
+    csv_path.write_text(
+        INFERENCEX_HEADER + "2001,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,512,,"
+        'mtp (eagle steps=2),200,,high,x,,,,,,"sglang max-running-requests=512; cuda-graph-max-bs=512"\n'
+        "2002,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,4,,none,200,,high,x,,,,,,\n"
+        # a script's alternatives (128 at TP8, 32 at TP4): the row does not say which ran
+        "2003,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,922,922,64,,none,200,,high,x,,,,,,"
+        '"sglang max-running-requests=32/128; cuda-graph-max-bs=32/128"\n'
+    )
     stated, unstated, alternatives = read_measurements(str(csv_path)).rows
     assert stated.max_running == 512 and unstated.max_running is None and alternatives.max_running is None
     # the cap reaches the prediction as ``--max-running``, in place of SGLang's 48 with MTP
@@ -298,9 +355,13 @@ def test_skipped_rows_with_one_reason_print_as_one_line_with_their_line_ranges(t
     # printout groups the three as "lines 3–4, 6"; --json keeps one entry per row.
     row = "{id},{engine},llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1,2,1,,none,200,,high,x\n"
     csv_path = tmp_path / "m.csv"
-    csv_path.write_text(THROUGHPUT_HEADER + "".join(row.format(id=i, engine=e) for i, e in
-                                                    (("a", "trtllm"), ("b", "atom"), ("c", "atom"),
-                                                     ("d", "no-such"), ("e", "atom"))))
+    csv_path.write_text(
+        THROUGHPUT_HEADER
+        + "".join(
+            row.format(id=i, engine=e)
+            for i, e in (("a", "trtllm"), ("b", "atom"), ("c", "atom"), ("d", "no-such"), ("e", "atom"))
+        )
+    )
     d = validate(str(csv_path), ideal_profile).to_json()
     assert [s["line"] for s in d["skipped"]] == [3, 4, 5, 6]
     console = Console(record=True, width=400)

@@ -12,32 +12,52 @@ from tokenplan.calibration.validate import RowResult, Validation, relative_error
 from tokenplan.files.measurements import read_measurements
 from tokenplan.report.validation import rows_table, summary_table
 
-SERVING = ("id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
-           "concurrency,num_requests,spec_decode,ttft_ms,tpot_ms,trust,source_url\n")
+SERVING = (
+    "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
+    "concurrency,num_requests,spec_decode,ttft_ms,tpot_ms,trust,source_url\n"
+)
 
 
 def test_rows_carry_their_interval_and_the_file_its_coverage(tmp_path):
     f = tmp_path / "s.csv"
-    f.write_text(SERVING + "".join(f"r{i},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1000,200,8,,none,"
-                                   f"50,10,high,x\n" for i in range(2)))
+    f.write_text(
+        SERVING
+        + "".join(
+            f"r{i},sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1000,200,8,,none,50,10,high,x\n"
+            for i in range(2)
+        )
+    )
     cases, _ = resolve_file(read_measurements(str(f)))
     # rate band r = log(pred/meas) ∈ [−0.1, 0.2]; TPOT scales as 1/rate: TPOT_meas ∈ TPOT_pred·[e^−0.1, e^0.2]
     #   pred 10 ms → [9.0484, 12.2140] ms. TTFT band [−0.5, 0.3]: TTFT_meas ∈ TTFT_pred·[e^−0.3, e^0.5]
     #   pred 50 ms → [37.041, 82.436] ms.
-    bands = BandTable(0.8, {"rate": {"all": Band(-0.1, 0.2, 50)}, "ttft": {"all": Band(-0.5, 0.3, 50)}},
-                      max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
+    bands = BandTable(
+        0.8,
+        {"rate": {"all": Band(-0.1, 0.2, 50)}, "ttft": {"all": Band(-0.5, 0.3, 50)}},
+        max_batch={"sglang/hopper": 64.0},
+        gpus=("h100-sxm",),
+    )
     # Row 1 measured TPOT 11 ms (inside) and TTFT 90 ms (outside); row 2 TPOT 13 ms (outside), TTFT 60 (inside).
     measured = [(0.011, 0.090), (0.013, 0.060)]
-    rows = tuple(RowResult(c, {"tpot": (0.010, tpot, relative_error(0.010, tpot)),
-                               "ttft": (0.050, ttft, relative_error(0.050, ttft))}, 8.0)
-                 for c, (tpot, ttft) in zip(cases, measured))
+    rows = tuple(
+        RowResult(
+            c,
+            {"tpot": (0.010, tpot, relative_error(0.010, tpot)), "ttft": (0.050, ttft, relative_error(0.050, ttft))},
+            8.0,
+        )
+        for c, (tpot, ttft) in zip(cases, measured)
+    )
     summary = {k: summarise([r.values[k][2] for r in rows]) for k in ("tpot", "ttft")}
     d = validation_result(Validation("serving", rows, (), summary), bands).to_json()
     first, second = d["rows"]
     assert (first["tpot_ms_low"], first["tpot_ms_high"]) == pytest.approx((9.0484, 12.2140), abs=1e-4)
     assert (first["ttft_ms_low"], first["ttft_ms_high"]) == pytest.approx((37.041, 82.436), abs=1e-3)
-    assert (first["tpot_inside"], first["ttft_inside"], second["tpot_inside"], second["ttft_inside"]) == \
-        (True, False, False, True)
+    assert (first["tpot_inside"], first["ttft_inside"], second["tpot_inside"], second["ttft_inside"]) == (
+        True,
+        False,
+        False,
+        True,
+    )
     # one of two rows inside, per metric; "coverage" sits beside the main metric's median
     assert d["coverage"] == 0.5 and d["ttft_coverage"] == 0.5
     assert list(d).index("coverage") == list(d).index("median_abs_pct_error") + 3

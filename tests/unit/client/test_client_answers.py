@@ -11,10 +11,20 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tests.support.fault_server import FaultServerProcess
-from tokenplan.client.answers import (Completion, RequestFailed, SSELines, StreamAccumulator, Timings,
-                                      TERMINAL_FINISH_REASONS, answer_bytes_cap, error_message, parse_whole, redact)
+
+from tokenplan.client.answers import (
+    TERMINAL_FINISH_REASONS,
+    Completion,
+    RequestFailed,
+    SSELines,
+    StreamAccumulator,
+    Timings,
+    answer_bytes_cap,
+    error_message,
+    parse_whole,
+    redact,
+)
 from tokenplan.client.openai import OpenAIClient, public_url
 
 T = Timings(0.0, 1.0)
@@ -44,17 +54,20 @@ def test_an_unfinished_or_odd_finish_reason_is_a_protocol_failure_with_what_came
     assert '"content": "hi"' in caught.value.received
 
 
-@pytest.mark.parametrize(("raw", "field"), [
-    (_whole(usage={"prompt_tokens": "ten", "completion_tokens": 1}), "usage.prompt_tokens"),
-    (_whole(usage={"prompt_tokens": 1, "completion_tokens": -2}), "usage.completion_tokens"),
-    (_whole(usage={"prompt_tokens": 1, "completion_tokens": 1e300}), "usage.completion_tokens"),
-    (_whole(usage=[1, 2]), "usage"),
-    (_whole(usage={"completion_tokens_details": {"reasoning_tokens": True}}), "usage.reasoning_tokens"),
-    (_whole(content=12345), "message.content"),
-    (b'{"choices": []}', "no choices"),
-    (b"[1, 2]", "not a JSON object"),
-    (b"\xff\xfe", "not JSON"),
-])
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (_whole(usage={"prompt_tokens": "ten", "completion_tokens": 1}), "usage.prompt_tokens"),
+        (_whole(usage={"prompt_tokens": 1, "completion_tokens": -2}), "usage.completion_tokens"),
+        (_whole(usage={"prompt_tokens": 1, "completion_tokens": 1e300}), "usage.completion_tokens"),
+        (_whole(usage=[1, 2]), "usage"),
+        (_whole(usage={"completion_tokens_details": {"reasoning_tokens": True}}), "usage.reasoning_tokens"),
+        (_whole(content=12345), "message.content"),
+        (b'{"choices": []}', "no choices"),
+        (b"[1, 2]", "not a JSON object"),
+        (b"\xff\xfe", "not JSON"),
+    ],
+)
 def test_a_malformed_field_is_a_protocol_failure_naming_it(raw: bytes, field: str) -> None:
     with pytest.raises(RequestFailed) as caught:
         parse_whole(raw, T)
@@ -73,7 +86,9 @@ def _stream(*payloads: bytes) -> Completion:
 
 
 def _chunk(delta: dict, finish: object = None) -> bytes:
-    return b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+    return (
+        b"data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+    )
 
 
 def test_a_stream_that_ends_without_finish_reason_or_done_is_not_an_answer() -> None:
@@ -93,19 +108,32 @@ def test_a_streamed_non_string_delta_is_a_protocol_failure() -> None:
 
 
 def test_ping_events_and_empty_data_lines_are_skipped() -> None:
-    done = _stream(b"event: ping\ndata:\n\n: keep-alive\n\n", _chunk({"content": "ok"}), _chunk({}, "stop"),
-                   b"data: \n\ndata: [DONE]\n\n")
+    done = _stream(
+        b"event: ping\ndata:\n\n: keep-alive\n\n",
+        _chunk({"content": "ok"}),
+        _chunk({}, "stop"),
+        b"data: \n\ndata: [DONE]\n\n",
+    )
     assert (done.content, done.finish_reason) == ("ok", "stop")
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b'{"object": "error", "message": "prompt too long", "type": "BadRequestError", "code": 400}', "prompt too long"),
-    (b'{"error": {"message": "rate limited", "type": "x"}}', "rate limited"),
-    (b'{"error": "model not found"}', "model not found"),
-    (b'{"detail": "Not authenticated"}', "Not authenticated"),
-    (b'{"detail": [{"loc": ["body", "top_k"], "msg": "extra fields not permitted"}]}', "extra fields not permitted"),
-    (b"upstream connect error\n or disconnect", "upstream connect error or disconnect"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            b'{"object": "error", "message": "prompt too long", "type": "BadRequestError", "code": 400}',
+            "prompt too long",
+        ),
+        (b'{"error": {"message": "rate limited", "type": "x"}}', "rate limited"),
+        (b'{"error": "model not found"}', "model not found"),
+        (b'{"detail": "Not authenticated"}', "Not authenticated"),
+        (
+            b'{"detail": [{"loc": ["body", "top_k"], "msg": "extra fields not permitted"}]}',
+            "extra fields not permitted",
+        ),
+        (b"upstream connect error\n or disconnect", "upstream connect error or disconnect"),
+    ],
+)
 def test_the_servers_message_is_kept_for_every_common_error_shape(raw: bytes, message: str) -> None:
     assert error_message(raw, "Bad Request") == message
 
@@ -130,15 +158,32 @@ def test_the_default_answer_cap_follows_max_tokens() -> None:
 
 # ---- fuzz: no input makes the parser raise anything but RequestFailed -------------------------
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
-                     max_leaves=12)
-_keys = st.sampled_from(["choices", "usage", "model", "error", "message", "delta", "finish_reason", "content",
-                         "reasoning_content", "prompt_tokens", "completion_tokens", "completion_tokens_details"])
-_answerish = st.recursive(st.none() | st.integers(-3, 10) | st.sampled_from(["stop", "abort", "length", "x", 1e300,
-                                                                           2**70, "\ud800"]),
-                          lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_keys, inner, max_size=4),
-                          max_leaves=16)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=20), inner, max_size=4),
+    max_leaves=12,
+)
+_keys = st.sampled_from(
+    [
+        "choices",
+        "usage",
+        "model",
+        "error",
+        "message",
+        "delta",
+        "finish_reason",
+        "content",
+        "reasoning_content",
+        "prompt_tokens",
+        "completion_tokens",
+        "completion_tokens_details",
+    ]
+)
+_answerish = st.recursive(
+    st.none() | st.integers(-3, 10) | st.sampled_from(["stop", "abort", "length", "x", 1e300, 2**70, "\ud800"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=16,
+)
 
 
 def _check(raw: bytes) -> None:
@@ -154,22 +199,37 @@ def _check(raw: bytes) -> None:
 
 def _storable(done: Completion) -> None:
     """What the runner stores of an answer can be written (orjson raises on anything it cannot)."""
-    usage = None if done.usage is None else [done.usage.prompt_tokens, done.usage.completion_tokens,
-                                             done.usage.reasoning_tokens]
+    usage = (
+        None
+        if done.usage is None
+        else [done.usage.prompt_tokens, done.usage.completion_tokens, done.usage.reasoning_tokens]
+    )
     orjson.dumps([done.content, done.reasoning, done.finish_reason, usage, done.model])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.binary(max_size=200), _json.map(lambda v: json.dumps(v).encode()),
-                 _answerish.map(lambda v: json.dumps(v).encode())))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        _json.map(lambda v: json.dumps(v).encode()),
+        _answerish.map(lambda v: json.dumps(v).encode()),
+    )
+)
 def test_fuzz_whole_answers_parse_or_fail_as_protocol(raw: bytes) -> None:
     _check(raw)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.binary(max_size=60), _answerish.map(lambda v: b"data: " + json.dumps(v).encode() + b"\n\n"),
-                          st.sampled_from([b"data: [DONE]\n\n", b"event: ping\n", b"data:\n\n", b"\r\n"])),
-                max_size=8))
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=60),
+            _answerish.map(lambda v: b"data: " + json.dumps(v).encode() + b"\n\n"),
+            st.sampled_from([b"data: [DONE]\n\n", b"event: ping\n", b"data:\n\n", b"\r\n"]),
+        ),
+        max_size=8,
+    )
+)
 def test_fuzz_streams_parse_or_fail_as_protocol(blocks: list[bytes]) -> None:
     try:
         done = _stream(*blocks)
@@ -181,6 +241,7 @@ def test_fuzz_streams_parse_or_fail_as_protocol(blocks: list[bytes]) -> None:
 
 
 # ---- against the fault server ----------------------------------------------------------------
+
 
 def _scripted(tmp_path: Path, entries: list[dict]) -> FaultServerProcess:
     script = tmp_path / "script.json"
@@ -215,7 +276,9 @@ def test_a_server_echoing_the_key_has_it_redacted(tmp_path: Path) -> None:
 
 
 def test_a_ping_first_stream_is_answered(tmp_path: Path) -> None:
-    raw = "event: ping\ndata:\n\n" + _chunk({"content": "ok"}).decode() + _chunk({}, "stop").decode() + "data: [DONE]\n\n"
+    raw = (
+        "event: ping\ndata:\n\n" + _chunk({"content": "ok"}).decode() + _chunk({}, "stop").decode() + "data: [DONE]\n\n"
+    )
     with _scripted(tmp_path, [{"raw": raw, "content_type": "text/event-stream"}]) as server:
         done = asyncio.run(_chat(server.url, stream=True))
     assert (done.content, done.finish_reason) == ("ok", "stop")

@@ -19,28 +19,40 @@ from tokenplan.errors import InputError
 T = Timings(0.0, 1.0)
 # The cookbook's example answer (openai-cookbook articles/openai-harmony.md, "Handling reasoning
 # output in subsequent sampling"), as it follows a prompt ending in <|start|>assistant.
-COOKBOOK = ('<|channel|>analysis<|message|>User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.<|end|>'
-            "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>")
+COOKBOOK = (
+    '<|channel|>analysis<|message|>User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.<|end|>'
+    "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>"
+)
 COOKBOOK_REASONING = 'User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.'
 
 
 def _whole(message: dict, finish: str = "stop", completion_tokens: int | None = 500) -> bytes:
-    body: dict = {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                              "finish_reason": finish}]}
+    body: dict = {
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+    }
     if completion_tokens is not None:
         body["usage"] = {"prompt_tokens": 10, "completion_tokens": completion_tokens}
     return json.dumps(body).encode()
 
 
-@pytest.mark.parametrize(("message", "finish", "tokens", "detail"), [
-    ({"content": None}, "stop", 500, "empty answer: content null, no reasoning, finish_reason 'stop', "
-                                     "completion_tokens 500"),
-    ({"content": ""}, "stop", 500, "empty answer: content empty, no reasoning"),
-    ({"content": None, "reasoning_content": ""}, "stop_sequence", 4096, "completion_tokens 4,096"),
-    ({}, "eos_token", None, "completion_tokens not reported"),
-])
-def test_an_answer_with_no_text_is_a_protocol_failure(message: dict, finish: str, tokens: int | None,
-                                                       detail: str) -> None:
+@pytest.mark.parametrize(
+    ("message", "finish", "tokens", "detail"),
+    [
+        (
+            {"content": None},
+            "stop",
+            500,
+            "empty answer: content null, no reasoning, finish_reason 'stop', completion_tokens 500",
+        ),
+        ({"content": ""}, "stop", 500, "empty answer: content empty, no reasoning"),
+        ({"content": None, "reasoning_content": ""}, "stop_sequence", 4096, "completion_tokens 4,096"),
+        ({}, "eos_token", None, "completion_tokens not reported"),
+    ],
+)
+def test_an_answer_with_no_text_is_a_protocol_failure(
+    message: dict, finish: str, tokens: int | None, detail: str
+) -> None:
     with pytest.raises(RequestFailed) as caught:
         parse_whole(_whole(message, finish, tokens), T)
     assert caught.value.kind == "protocol" and detail in caught.value.detail
@@ -64,8 +76,10 @@ def test_the_cookbook_harmony_answer_splits_into_reasoning_and_answer() -> None:
 
 def test_harmony_without_its_stop_token_and_with_two_analysis_messages_splits() -> None:
     # The engines leave the stop token <|return|> out of the text; two analysis messages join with a line break.
-    text = ("<|channel|>analysis<|message|>one<|end|><|start|>assistant<|channel|>analysis<|message|>two<|end|>"
-            "<|start|>assistant<|channel|>final<|message|>Answer.")
+    text = (
+        "<|channel|>analysis<|message|>one<|end|><|start|>assistant<|channel|>analysis<|message|>two<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Answer."
+    )
     assert split_harmony(text, "stop") == ("Answer.", "one\ntwo")
 
 
@@ -79,17 +93,27 @@ def test_a_reasoning_field_wins_over_the_analysis_channel_and_the_markers_leave_
     assert split_reasoning(message, "stop") == ("2 + 2 = 4.", "from the parser")
 
 
-@pytest.mark.parametrize(("content", "finish", "detail"), [
-    # trtllm-serve's leaked tool-call payload (TensorRT-LLM#9256): commentary channel, no final answer
-    ('<|channel|>commentary<|message|>{"path": "/"}<|end|>', "stop", "channel 'commentary'"),
-    ('<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary '
-     'to=functions.get_weather <|constrain|>json<|message|>{"location":"SF"}<|call|>', "stop", "a tool call"),
-    ("<|channel|>analysis<|message|>thought<|end|>", "stop", "no final channel (finish_reason 'stop'"),
-    ("<|start|>user<|message|>hi<|end|>", "stop", "role 'user'"),
-    ("<|channel|>final<|message|>a<|end|>stray<|start|>assistant<|channel|>final<|message|>b", "stop",
-     "text between two Harmony messages"),
-    ("<|channel|>final<|message|>a<|channel|>final", "stop", "<|channel|> inside a message body"),
-])
+@pytest.mark.parametrize(
+    ("content", "finish", "detail"),
+    [
+        # trtllm-serve's leaked tool-call payload (TensorRT-LLM#9256): commentary channel, no final answer
+        ('<|channel|>commentary<|message|>{"path": "/"}<|end|>', "stop", "channel 'commentary'"),
+        (
+            "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+            'to=functions.get_weather <|constrain|>json<|message|>{"location":"SF"}<|call|>',
+            "stop",
+            "a tool call",
+        ),
+        ("<|channel|>analysis<|message|>thought<|end|>", "stop", "no final channel (finish_reason 'stop'"),
+        ("<|start|>user<|message|>hi<|end|>", "stop", "role 'user'"),
+        (
+            "<|channel|>final<|message|>a<|end|>stray<|start|>assistant<|channel|>final<|message|>b",
+            "stop",
+            "text between two Harmony messages",
+        ),
+        ("<|channel|>final<|message|>a<|channel|>final", "stop", "<|channel|> inside a message body"),
+    ],
+)
 def test_harmony_that_is_not_one_plain_answer_is_a_protocol_failure(content: str, finish: str, detail: str) -> None:
     with pytest.raises(RequestFailed) as caught:
         parse_whole(_whole({"content": content}, finish), T)
@@ -106,10 +130,19 @@ def test_text_that_only_mentions_harmony_markers_is_plain_text() -> None:
 
 def test_a_streamed_harmony_answer_is_split_once_joined() -> None:
     acc, lines = StreamAccumulator(), SSELines()
-    pieces = ["<|channel|>", "analysis", "<|message|>", "User asks", "…<|end|>", "<|start|>assistant",
-              "<|channel|>final<|message|>", "Four."]
-    stream = b"".join(b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": p}}]}).encode()
-                      + b"\n\n" for p in pieces)
+    pieces = [
+        "<|channel|>",
+        "analysis",
+        "<|message|>",
+        "User asks",
+        "…<|end|>",
+        "<|start|>assistant",
+        "<|channel|>final<|message|>",
+        "Four.",
+    ]
+    stream = b"".join(
+        b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": p}}]}).encode() + b"\n\n" for p in pieces
+    )
     stream += b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
     for data in lines.feed(stream):
         acc.feed(data, 0.5)
@@ -121,17 +154,24 @@ def test_a_stream_that_carries_no_text_is_a_protocol_failure() -> None:
     acc = StreamAccumulator()
     acc.feed(b'{"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": "stop"}]}', 0.5)
     acc.feed(b'{"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 500}}', 0.6)
-    with pytest.raises(RequestFailed, match="empty answer: content null, no reasoning, finish_reason 'stop', "
-                                            "completion_tokens 500"):
+    with pytest.raises(
+        RequestFailed, match="empty answer: content null, no reasoning, finish_reason 'stop', completion_tokens 500"
+    ):
         acc.completion(0.0, 1.0)
 
 
-@pytest.mark.parametrize(("value", "where"), [("sk-secret\r\n", "U+000D at character 10 of 11"),
-                                              ("sk-se\ncret", "U+000A at character 6 of 10"),
-                                              ("\tsk-secret", "U+0009 at character 1 of 10"),
-                                              ("sk-secret\x7f", "U+007F at character 10 of 10")])
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ("sk-secret\r\n", "U+000D at character 10 of 11"),
+        ("sk-se\ncret", "U+000A at character 6 of 10"),
+        ("\tsk-secret", "U+0009 at character 1 of 10"),
+        ("sk-secret\x7f", "U+007F at character 10 of 10"),
+    ],
+)
 def test_an_api_key_no_header_can_carry_is_refused_by_name_without_showing_it(
-        monkeypatch: pytest.MonkeyPatch, value: str, where: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, value: str, where: str
+) -> None:
     monkeypatch.setenv("MY_KEY", value)
     with pytest.raises(InputError) as caught:
         api_key_from_env("MY_KEY")

@@ -9,8 +9,8 @@ import time
 import urllib.request
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.client.openai import OpenAIClient, RequestFailed, _SSELines
 
@@ -112,6 +112,7 @@ def test_the_pool_holds_more_than_the_libraries_default_of_100_connections(tmp_p
     # 150 requests held 1 s each by the server: with a 150-connection pool all 150 are answered
     # at once; a 100-connection cap would show 100.
     with FaultServerProcess(str(tmp_path), delay_s=1.0) as slow:
+
         async def burst() -> None:
             async with OpenAIClient(slow.url, max_connections=150) as client:
                 await asyncio.gather(*(client.chat(BODY, deadline_s=30) for _ in range(150)))
@@ -120,16 +121,19 @@ def test_the_pool_holds_more_than_the_libraries_default_of_100_connections(tmp_p
         assert _stats(slow)["max_active"] == 150
 
 
-@pytest.mark.parametrize(("blocks", "payloads"), [
-    # a payload cut across reads comes out once its line is complete
-    ([b'data: {"a"', b': 1}\n\nda', b"ta: [DONE]\n\n"], [[], [b'{"a": 1}'], [b"[DONE]"]]),
-    # CRLF, with the CR and LF in different reads: one line end, not two
-    ([b"data: x\r", b"\ndata: y\r\n\r\n"], [[b"x"], [b"y"]]),
-    # lone CR line ends
-    ([b"data: a\rdata: b\r"], [[b"a", b"b"]]),
-    # comments, event and id lines and blank lines carry no payload; "data:" needs no space
-    ([b": ping\nevent: message\nid: 3\n\ndata:z\n\n"], [[b"z"]]),
-])
+@pytest.mark.parametrize(
+    ("blocks", "payloads"),
+    [
+        # a payload cut across reads comes out once its line is complete
+        ([b'data: {"a"', b": 1}\n\nda", b"ta: [DONE]\n\n"], [[], [b'{"a": 1}'], [b"[DONE]"]]),
+        # CRLF, with the CR and LF in different reads: one line end, not two
+        ([b"data: x\r", b"\ndata: y\r\n\r\n"], [[b"x"], [b"y"]]),
+        # lone CR line ends
+        ([b"data: a\rdata: b\r"], [[b"a", b"b"]]),
+        # comments, event and id lines and blank lines carry no payload; "data:" needs no space
+        ([b": ping\nevent: message\nid: 3\n\ndata:z\n\n"], [[b"z"]]),
+    ],
+)
 def test_sse_lines_are_split_however_the_reads_cut_them(blocks: list[bytes], payloads: list[list[bytes]]) -> None:
     lines = _SSELines()
     assert [lines.feed(block) for block in blocks] == payloads

@@ -9,15 +9,18 @@ from tokenplan.client.openai import RequestFailed
 from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s, is_retryable
 
 
-@pytest.mark.parametrize(("failure", "retried"), [
-    (RequestFailed("transport", "ConnectError"), True),
-    (RequestFailed("deadline", "stalled"), True),
-    (RequestFailed("protocol", "not JSON"), True),
-    (RequestFailed("status", "busy", status=429), True),
-    (RequestFailed("status", "boom", status=503), True),
-    (RequestFailed("status", "context too long", status=400), False),
-    (RequestFailed("status", "unknown model", status=404), False),
-])
+@pytest.mark.parametrize(
+    ("failure", "retried"),
+    [
+        (RequestFailed("transport", "ConnectError"), True),
+        (RequestFailed("deadline", "stalled"), True),
+        (RequestFailed("protocol", "not JSON"), True),
+        (RequestFailed("status", "busy", status=429), True),
+        (RequestFailed("status", "boom", status=503), True),
+        (RequestFailed("status", "context too long", status=400), False),
+        (RequestFailed("status", "unknown model", status=404), False),
+    ],
+)
 def test_transport_deadline_429_and_5xx_are_retried_other_4xx_are_not(failure: RequestFailed, retried: bool) -> None:
     assert is_retryable(failure) is retried
 
@@ -66,7 +69,10 @@ def test_retries_are_bounded_by_max_attempts_then_succeed_or_give_up() -> None:
     async def no_sleep(_: float) -> None:
         return None
 
-    assert asyncio.run(call_with_retries(send, RetryPolicy(max_attempts=3), random.Random(0), sleep=no_sleep)) == ("ok", 3)
+    assert asyncio.run(call_with_retries(send, RetryPolicy(max_attempts=3), random.Random(0), sleep=no_sleep)) == (
+        "ok",
+        3,
+    )
     outcomes = iter([RequestFailed("status", "x", status=500)] * 2)
     with pytest.raises(RetriesExhausted) as caught:
         asyncio.run(call_with_retries(send, RetryPolicy(max_attempts=2), random.Random(0), sleep=no_sleep))

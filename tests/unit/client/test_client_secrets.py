@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tests.support.fault_server import FaultServerProcess
+
 from tokenplan.client.auth import MASK, Redactor, display_url, url_problem, url_secrets
 from tokenplan.client.openai import OpenAIClient, RequestFailed
 
@@ -17,13 +17,16 @@ from tokenplan.client.openai import OpenAIClient, RequestFailed
 BASIC = "YWxpY2U6aHVudGVyMg=="
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("http://alice:hunter2@host:8000/v1/", "http://host:8000/v1"),
-    ("http://host:8000/v1", "http://host:8000/v1"),
-    ("https://alice@host/v1?key=sk-123456&api-version=2024-02-01#top", "https://host/v1?key=***&api-version=***"),
-    ("http://host:8000/v1/?flag", "http://host:8000/v1?flag"),  # a name without a value: nothing to mask
-    ("http://a:b@[::1]:8000/v1?sig=abcd", "http://[::1]:8000/v1?sig=***"),
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://alice:hunter2@host:8000/v1/", "http://host:8000/v1"),
+        ("http://host:8000/v1", "http://host:8000/v1"),
+        ("https://alice@host/v1?key=sk-123456&api-version=2024-02-01#top", "https://host/v1?key=***&api-version=***"),
+        ("http://host:8000/v1/?flag", "http://host:8000/v1?flag"),  # a name without a value: nothing to mask
+        ("http://a:b@[::1]:8000/v1?sig=abcd", "http://[::1]:8000/v1?sig=***"),
+    ],
+)
 def test_endpoints_are_shown_without_userinfo_and_with_every_query_value_masked(url: str, shown: str) -> None:
     assert display_url(url) == shown
 
@@ -33,8 +36,9 @@ def test_an_endpoint_carries_its_password_basic_token_and_credential_named_query
     # echoed. base64("alice:p@ss") = YWxp Y2U6 cEBz cw== ("ali", "ce:", "p@s", "s"). api-version and n
     # are not credential names: their values are masked when shown, not searched for in texts.
     url = "http://alice:p%40ss@h:8000/v1?key=qk%2B1234&api-version=2024-02-01&X-Amz-Signature=abcdef01&n=12345"
-    assert sorted(set(url_secrets(url))) == sorted(["p@ss", "p%40ss", "YWxpY2U6cEBzcw==", "qk%2B1234", "qk+1234",
-                                                    "abcdef01"])
+    assert sorted(set(url_secrets(url))) == sorted(
+        ["p@ss", "p%40ss", "YWxpY2U6cEBzcw==", "qk%2B1234", "qk+1234", "abcdef01"]
+    )
     assert url_secrets("http://h:8000/v1") == []
 
 
@@ -60,22 +64,28 @@ def test_json_redacts_every_string_of_a_document() -> None:
     assert Redactor(["sk-zzzz9"]).json(doc) == {"notes": ["sent Bearer ***"], "detail": {"***": 1}, "n": 3}
 
 
-@pytest.mark.parametrize(("url", "problem"), [("ftp://h/v1", "the scheme must be http or https"),
-                                              ("http:///v1", "no host"), ("http://h:8000/v1", None)])
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [("ftp://h/v1", "the scheme must be http or https"), ("http:///v1", "no host"), ("http://h:8000/v1", None)],
+)
 def test_url_problem(url: str, problem: str | None) -> None:
     assert url_problem(url) == problem
 
 
 def _scripted(tmp_path: Path, entries: list[dict]) -> FaultServerProcess:
     (tmp_path / "script.json").write_text(json.dumps(entries))
-    return FaultServerProcess(str(tmp_path), script=str(tmp_path / "script.json"),
-                              log_requests=str(tmp_path / "requests.jsonl"))
+    return FaultServerProcess(
+        str(tmp_path), script=str(tmp_path / "script.json"), log_requests=str(tmp_path / "requests.jsonl")
+    )
 
 
 async def _chat(url: str, stream: bool = False, **options):  # noqa: ANN202 - a Completion
     async with OpenAIClient(url, max_connections=1, **options) as client:
-        return await client.chat({"model": "fault-model", "messages": [{"role": "user", "content": "hi"}],
-                                  "max_tokens": 8}, deadline_s=30, stream=stream)
+        return await client.chat(
+            {"model": "fault-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+            deadline_s=30,
+            stream=stream,
+        )
 
 
 ECHO = "auth={{authorization}} bare={{credential}} target={{target}}"
@@ -94,7 +104,8 @@ def test_an_answer_echoing_the_credentials_is_returned_redacted(tmp_path: Path, 
     sent = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     # Sent: Basic auth in the header, the query string on the request line, no userinfo anywhere.
     assert [(r["method"], r["target"], r["authorization"]) for r in sent] == [
-        ("POST", "/v1/chat/completions?key=qk-secret-77&api-version=2024-02-01", f"Basic {BASIC}")]
+        ("POST", "/v1/chat/completions?key=qk-secret-77&api-version=2024-02-01", f"Basic {BASIC}")
+    ]
     assert done.content == "auth=Basic *** bare=*** target=/v1/chat/completions?key=***&api-version=2024-02-01"
 
 
@@ -134,6 +145,7 @@ def test_a_request_shown_in_a_notebook_holds_no_secret() -> None:
 
     url = "http://alice:hunter2@h:8000/v1?key=qk-secret-77"
     shown = repr(GenerateRequest.build(inputs=["in.jsonl"], out_dir="run", endpoints=[url], model="m")) + repr(
-        BenchRequest(endpoints=(url,), model="m", api_key="sk-bench-secret"))
+        BenchRequest(endpoints=(url,), model="m", api_key="sk-bench-secret")
+    )
     for secret in ("hunter2", "qk-secret-77", "sk-bench-secret"):
         assert secret not in shown

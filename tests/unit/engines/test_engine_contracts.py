@@ -26,8 +26,11 @@ def _lint(copy: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _copy_with(tmp_path: Path, module: str, line: str) -> Path:
-    shutil.copytree(ROOT / "src" / "tokenplan", tmp_path / "src" / "tokenplan",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.yaml"))
+    shutil.copytree(
+        ROOT / "src" / "tokenplan",
+        tmp_path / "src" / "tokenplan",
+        ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.yaml"),
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     path = tmp_path / "src" / "tokenplan" / "engines" / module
     path.write_text(path.read_text(encoding="utf-8") + f"\n{line}  # deliberate, for the test\n", encoding="utf-8")

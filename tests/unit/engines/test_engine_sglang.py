@@ -103,26 +103,62 @@ def test_scheduler_holds_the_running_mean_context_and_prefills_apart(sglang):
 
 
 def _launch(**changes) -> Launch:
-    base = Launch(repo="Qwen/Qwen3-32B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=2),
-                  weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
-                  hybrid=False, lift_running_cap=False, max_running=None, running_limit=200,
-                  settings=EngineSettings(0.83521, 0.0, False, 8192, 256, None), planned_engine="sglang")
+    base = Launch(
+        repo="Qwen/Qwen3-32B",
+        native_dtype="bf16",
+        parsers="qwen3",
+        layout=Layout(tp=2),
+        weight_dtype=Dtype.FP8,
+        kv_dtype=Dtype.FP8,
+        spec_method="mtp",
+        draft_tokens=3,
+        ssm_dtype=None,
+        hybrid=False,
+        lift_running_cap=False,
+        max_running=None,
+        running_limit=200,
+        settings=EngineSettings(0.83521, 0.0, False, 8192, 256, None),
+        planned_engine="sglang",
+    )
     return base._replace(**changes)
 
 
 def test_launch_command_spells_sglangs_flags(sglang):
-    assert sglang.launch_command(_launch()) == " \\\n  ".join([
-        "python -m sglang.launch_server", "--model-path Qwen/Qwen3-32B", "--tp-size 2", "--quantization fp8",
-        "--kv-cache-dtype fp8_e4m3", "--mem-fraction-static 0.835",
-        "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
-        "--speculative-num-draft-tokens 4",
-        "--reasoning-parser qwen3"])
+    assert sglang.launch_command(_launch()) == " \\\n  ".join(
+        [
+            "python -m sglang.launch_server",
+            "--model-path Qwen/Qwen3-32B",
+            "--tp-size 2",
+            "--quantization fp8",
+            "--kv-cache-dtype fp8_e4m3",
+            "--mem-fraction-static 0.835",
+            "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4",
+            "--reasoning-parser qwen3",
+        ]
+    )
     # Another engine planned: SGLang computes its own fraction (no flag). A lifted cap on a hybrid
     # model disables the radix cache and names the plan's limit (S3).
-    cmd = sglang.launch_command(_launch(planned_engine="vllm", spec_method=None, hybrid=True, lift_running_cap=True,
-                                        weight_dtype=Dtype.BF16, kv_dtype=Dtype.BF16, parsers=None))
-    assert cmd == " \\\n  ".join(["python -m sglang.launch_server", "--model-path Qwen/Qwen3-32B", "--tp-size 2",
-                                  "--disable-radix-cache", "--max-running-requests 200"])
+    cmd = sglang.launch_command(
+        _launch(
+            planned_engine="vllm",
+            spec_method=None,
+            hybrid=True,
+            lift_running_cap=True,
+            weight_dtype=Dtype.BF16,
+            kv_dtype=Dtype.BF16,
+            parsers=None,
+        )
+    )
+    assert cmd == " \\\n  ".join(
+        [
+            "python -m sglang.launch_server",
+            "--model-path Qwen/Qwen3-32B",
+            "--tp-size 2",
+            "--disable-radix-cache",
+            "--max-running-requests 200",
+        ]
+    )
 
 
 def test_every_dp_replica_is_a_server_of_its_own(sglang):
@@ -137,8 +173,10 @@ def test_every_dp_replica_is_a_server_of_its_own(sglang):
     # TP2: replica i on GPUs 2i and 2i + 1; ports 30000..30003, each an --endpoint for generate.
     assert "  CUDA_VISIBLE_DEVICES=$(seq -s, $((i * 2)) $((i * 2 + 1))) python -m sglang.launch_server \\\n" in cmd
     assert "    --port $((30000 + i)) &\ndone\n" in cmd
-    assert cmd.endswith(": --endpoint http://127.0.0.1:30000/v1 --endpoint http://127.0.0.1:30001/v1 "
-                        "--endpoint http://127.0.0.1:30002/v1 --endpoint http://127.0.0.1:30003/v1")
+    assert cmd.endswith(
+        ": --endpoint http://127.0.0.1:30000/v1 --endpoint http://127.0.0.1:30001/v1 "
+        "--endpoint http://127.0.0.1:30002/v1 --endpoint http://127.0.0.1:30003/v1"
+    )
     # DP attention keeps --dp-size = TP inside the one replica.
     assert "--dp-size 8 --enable-dp-attention" in sglang.launch_command(_launch(layout=Layout(tp=8, attention_dp=True)))
 
@@ -147,8 +185,9 @@ def test_replicas_beyond_one_host_loop_on_each_host(sglang):
     # TP2 × DP12 on hosts of 8 GPUs: 8 / 2 = 4 servers a host, ⌈12 / 4⌉ = 3 hosts, none short;
     # TP1 × DP12: 8 a host, 2 hosts, the last with 12 − 8 = 4.
     cmd = sglang.launch_command(_launch(layout=Layout(tp=2, dp=12), host_gpus=8))
-    assert cmd.startswith("# one server per replica, each on its own GPUs and port on each of 3 hosts:\n"
-                          "for i in $(seq 0 3); do")
+    assert cmd.startswith(
+        "# one server per replica, each on its own GPUs and port on each of 3 hosts:\nfor i in $(seq 0 3); do"
+    )
     assert "--endpoint http://HOST:30003/v1" in cmd and "30004" not in cmd
     cmd = sglang.launch_command(_launch(layout=Layout(tp=1, dp=12), host_gpus=8))
     assert "on each of 2 hosts (the last runs 4: seq 0 3):\nfor i in $(seq 0 7); do" in cmd
@@ -176,8 +215,12 @@ def test_a_lifted_cap_on_a_hybrid_model_is_the_radix_cache_off(sglang):
     assert sglang.allocated_running(120.0, capped, cap_lifted=True) == 300.0
     assert sglang.allocated_running(120.0, capped, cap_lifted=False) == 120.0
     # unset cap (None): the running limit
-    assert sglang.allocated_running(120.0, sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False),
-                                    cap_lifted=True) == 120.0
+    assert (
+        sglang.allocated_running(
+            120.0, sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False), cap_lifted=True
+        )
+        == 120.0
+    )
 
 
 @pytest.mark.parametrize("name", ["vllm", "trtllm"])

@@ -58,8 +58,12 @@ def test_guaranteed_no_evict_holds_the_whole_request(trtllm):
 
 def test_auto_kv_follows_a_quantized_checkpoint(trtllm):
     # T2: kv_cache_config.dtype "auto" takes the checkpoint's KV quantization (FP8 for FP8/NVFP4).
-    assert [trtllm.auto_kv_dtype(d) for d in (Dtype.FP8, Dtype.NVFP4, Dtype.BF16, Dtype.MXFP4)] == \
-        [Dtype.FP8, Dtype.FP8, Dtype.BF16, Dtype.BF16]
+    assert [trtllm.auto_kv_dtype(d) for d in (Dtype.FP8, Dtype.NVFP4, Dtype.BF16, Dtype.MXFP4)] == [
+        Dtype.FP8,
+        Dtype.FP8,
+        Dtype.BF16,
+        Dtype.BF16,
+    ]
     assert trtllm.spec_state_copies(3) == 0 and trtllm.vision_cut(27, 1152) == 1.0
 
 
@@ -77,8 +81,9 @@ def test_offline_runs_take_trtllm_benchs_limits(trtllm):
     # cache = (2 × 85,520,809,984 − 16,059,990,016) × 0.95 = 147,240,769,945.6 B → 561.7 requests
     # → 128·ceil(561.7/128) = 640; tokens 561.7 × 2 = 1,123 → 2,048 (≥ 1,000 + 640); and each
     # attention-DP rank schedules that many: 1,280 and 4,096.
-    dp = trtllm.offline_settings(default, model, h100, Layout(tp=2, attention_dp=True), Dtype.BF16, Dtype.BF16,
-                                 1000, 1000)
+    dp = trtllm.offline_settings(
+        default, model, h100, Layout(tp=2, attention_dp=True), Dtype.BF16, Dtype.BF16, 1000, 1000
+    )
     assert (dp.max_running, dp.chunk_tokens) == (1280, 4096)
     # A format the heuristic does not know (MXFP4) keeps the LLM-API defaults 2,048 / 8,192.
     mx = trtllm.offline_settings(default, model, h100, Layout(), Dtype.MXFP4, Dtype.BF16, 1000, 1000)
@@ -103,39 +108,96 @@ def test_trtllm_bench_counts_mla_kv_as_multi_head_before_pr_16707(trtllm):
 
 
 def _launch(**changes) -> Launch:
-    base = Launch(repo="Qwen/Qwen3.6-27B", native_dtype="bf16", parsers="qwen3", layout=Layout(tp=1, dp=8),
-                  weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8, spec_method="mtp", draft_tokens=3, ssm_dtype=None,
-                  hybrid=True, lift_running_cap=False, max_running=None, running_limit=300,
-                  settings=EngineSettings(0.9, 2 * GIB, True, 8192, 128, 2048), planned_engine="trtllm")
+    base = Launch(
+        repo="Qwen/Qwen3.6-27B",
+        native_dtype="bf16",
+        parsers="qwen3",
+        layout=Layout(tp=1, dp=8),
+        weight_dtype=Dtype.FP8,
+        kv_dtype=Dtype.FP8,
+        spec_method="mtp",
+        draft_tokens=3,
+        ssm_dtype=None,
+        hybrid=True,
+        lift_running_cap=False,
+        max_running=None,
+        running_limit=300,
+        settings=EngineSettings(0.9, 2 * GIB, True, 8192, 128, 2048),
+        planned_engine="trtllm",
+    )
     return base._replace(**changes)
 
 
 def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
     assert trtllm.servers_per_replica(Layout(dp=2)) and not trtllm.servers_per_replica(Layout(tp=8))
-    assert trtllm.launch_command(_launch()) == "\n".join([
-        "# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt fp8 checkpoint of Qwen/Qwen3.6-27B",
-        "cat > extra_llm_api_options.yaml <<'EOF'", "kv_cache_config:", "  free_gpu_memory_fraction: 0.90",
-        "  dtype: fp8", "speculative_config:", "  decoding_type: MTP", "  num_nextn_predict_layers: 3", "EOF",
-        "# one server per replica, each on its own GPUs and port:", "for i in $(seq 0 7); do",
-        "  " + " \\\n    ".join(["CUDA_VISIBLE_DEVICES=$i trtllm-serve Qwen/Qwen3.6-27B", "--backend pytorch",
-                                 "--tp_size 1", "--max_batch_size 300", "--max_num_tokens 8192",
-                                 "--extra_llm_api_options extra_llm_api_options.yaml", "--reasoning_parser qwen3",
-                                 "--port $((8000 + i)) &"]),
-        "done",
-        "# tokenplan generate takes each server: " + " ".join(f"--endpoint http://127.0.0.1:{8000 + i}/v1"
-                                                              for i in range(8))])
+    assert trtllm.launch_command(_launch()) == "\n".join(
+        [
+            "# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt fp8 checkpoint of Qwen/Qwen3.6-27B",
+            "cat > extra_llm_api_options.yaml <<'EOF'",
+            "kv_cache_config:",
+            "  free_gpu_memory_fraction: 0.90",
+            "  dtype: fp8",
+            "speculative_config:",
+            "  decoding_type: MTP",
+            "  num_nextn_predict_layers: 3",
+            "EOF",
+            "# one server per replica, each on its own GPUs and port:",
+            "for i in $(seq 0 7); do",
+            "  "
+            + " \\\n    ".join(
+                [
+                    "CUDA_VISIBLE_DEVICES=$i trtllm-serve Qwen/Qwen3.6-27B",
+                    "--backend pytorch",
+                    "--tp_size 1",
+                    "--max_batch_size 300",
+                    "--max_num_tokens 8192",
+                    "--extra_llm_api_options extra_llm_api_options.yaml",
+                    "--reasoning_parser qwen3",
+                    "--port $((8000 + i)) &",
+                ]
+            ),
+            "done",
+            "# tokenplan generate takes each server: "
+            + " ".join(f"--endpoint http://127.0.0.1:{8000 + i}/v1" for i in range(8)),
+        ]
+    )
 
 
 def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
     # SGLang planned at 0.857: TRT-LLM keeps its own free_gpu_memory_fraction 0.9 (T2) and its
     # max_num_tokens; attention DP over TP4 gives each rank ceil(300 / 4) = 75 requests.
-    cmd = trtllm.launch_command(_launch(planned_engine="sglang", layout=Layout(tp=4, ep=4, attention_dp=True),
-                                        weight_dtype=Dtype.BF16, kv_dtype=Dtype.BF16, spec_method="eagle3",
-                                        draft_tokens=2, parsers=None,
-                                        settings=EngineSettings(0.857, 0.0, False, 16384, 512, None)))
-    assert cmd == "\n".join([
-        "cat > extra_llm_api_options.yaml <<'EOF'", "kv_cache_config:", "  free_gpu_memory_fraction: 0.90",
-        "enable_attention_dp: true", "speculative_config:", "  decoding_type: Eagle3", "  max_draft_len: 2",
-        "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint", "EOF",
-        " \\\n  ".join(["trtllm-serve Qwen/Qwen3.6-27B", "--backend pytorch", "--tp_size 4", "--ep_size 4",
-                        "--max_batch_size 75", "--extra_llm_api_options extra_llm_api_options.yaml"])])
+    cmd = trtllm.launch_command(
+        _launch(
+            planned_engine="sglang",
+            layout=Layout(tp=4, ep=4, attention_dp=True),
+            weight_dtype=Dtype.BF16,
+            kv_dtype=Dtype.BF16,
+            spec_method="eagle3",
+            draft_tokens=2,
+            parsers=None,
+            settings=EngineSettings(0.857, 0.0, False, 16384, 512, None),
+        )
+    )
+    assert cmd == "\n".join(
+        [
+            "cat > extra_llm_api_options.yaml <<'EOF'",
+            "kv_cache_config:",
+            "  free_gpu_memory_fraction: 0.90",
+            "enable_attention_dp: true",
+            "speculative_config:",
+            "  decoding_type: Eagle3",
+            "  max_draft_len: 2",
+            "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint",
+            "EOF",
+            " \\\n  ".join(
+                [
+                    "trtllm-serve Qwen/Qwen3.6-27B",
+                    "--backend pytorch",
+                    "--tp_size 4",
+                    "--ep_size 4",
+                    "--max_batch_size 75",
+                    "--extra_llm_api_options extra_llm_api_options.yaml",
+                ]
+            ),
+        ]
+    )

@@ -77,36 +77,73 @@ def test_scheduler_state_and_kv_defaults(vllm):
 
 
 def _launch(**changes) -> Launch:
-    base = Launch(repo="deepseek-ai/DeepSeek-V3", native_dtype="fp8", parsers=None,
-                  layout=Layout(tp=8, ep=8, attention_dp=True), weight_dtype=Dtype.FP8, kv_dtype=Dtype.BF16,
-                  spec_method="mtp", draft_tokens=2, ssm_dtype=None, hybrid=False, lift_running_cap=False,
-                  max_running=None, running_limit=1000,
-                  settings=EngineSettings(0.857, 0.0, False, 16384, 512, None), planned_engine="sglang")
+    base = Launch(
+        repo="deepseek-ai/DeepSeek-V3",
+        native_dtype="fp8",
+        parsers=None,
+        layout=Layout(tp=8, ep=8, attention_dp=True),
+        weight_dtype=Dtype.FP8,
+        kv_dtype=Dtype.BF16,
+        spec_method="mtp",
+        draft_tokens=2,
+        ssm_dtype=None,
+        hybrid=False,
+        lift_running_cap=False,
+        max_running=None,
+        running_limit=1000,
+        settings=EngineSettings(0.857, 0.0, False, 16384, 512, None),
+        planned_engine="sglang",
+    )
     return base._replace(**changes)
 
 
 def test_launch_with_attention_dp_splits_the_batch_over_the_ranks(vllm):
     # DP attention: TP 1 per rank, 8 DP ranks, expert parallel; --max-num-seqs per rank
     # ceil(1,000 / 8) = 125; another engine planned → vLLM's own 0.92 (V1).
-    assert vllm.launch_command(_launch()) == " \\\n  ".join([
-        "vllm serve deepseek-ai/DeepSeek-V3", "--tensor-parallel-size 1", "--data-parallel-size 8",
-        "--enable-expert-parallel", "--gpu-memory-utilization 0.92", "--max-num-seqs 125",
-        "--speculative-config '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'"])
+    assert vllm.launch_command(_launch()) == " \\\n  ".join(
+        [
+            "vllm serve deepseek-ai/DeepSeek-V3",
+            "--tensor-parallel-size 1",
+            "--data-parallel-size 8",
+            "--enable-expert-parallel",
+            "--gpu-memory-utilization 0.92",
+            "--max-num-seqs 125",
+            '--speculative-config \'{"method":"mtp","num_speculative_tokens":2}\'',
+        ]
+    )
 
 
 def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
-    planned = _launch(layout=Layout(tp=2, dp=2), planned_engine="vllm", spec_method=None, weight_dtype=Dtype.NVFP4,
-                      kv_dtype=Dtype.FP8, parsers={"vllm": "deepseek_r1"},
-                      settings=EngineSettings(0.9, 0.0, False, 8192, 512, 1024))
-    assert vllm.launch_command(planned) == " \\\n  ".join([
-        "vllm serve deepseek-ai/DeepSeek-V3", "--tensor-parallel-size 2", "--data-parallel-size 2",
-        "--quantization modelopt_fp4", "--kv-cache-dtype fp8", "--gpu-memory-utilization 0.90",
-        "--max-num-seqs 1000", "--reasoning-parser deepseek_r1"])
+    planned = _launch(
+        layout=Layout(tp=2, dp=2),
+        planned_engine="vllm",
+        spec_method=None,
+        weight_dtype=Dtype.NVFP4,
+        kv_dtype=Dtype.FP8,
+        parsers={"vllm": "deepseek_r1"},
+        settings=EngineSettings(0.9, 0.0, False, 8192, 512, 1024),
+    )
+    assert vllm.launch_command(planned) == " \\\n  ".join(
+        [
+            "vllm serve deepseek-ai/DeepSeek-V3",
+            "--tensor-parallel-size 2",
+            "--data-parallel-size 2",
+            "--quantization modelopt_fp4",
+            "--kv-cache-dtype fp8",
+            "--gpu-memory-utilization 0.90",
+            "--max-num-seqs 1000",
+            "--reasoning-parser deepseek_r1",
+        ]
+    )
 
 
 def test_launch_writes_a_user_token_budget(vllm):
     # A planned vLLM with --max-num-batched-tokens set: the flag comes with the plan's value.
-    planned = _launch(layout=Layout(tp=4), planned_engine="vllm", spec_method=None,
-                      settings=EngineSettings(0.85, 0.0, False, 40_000, 512, 1024, chunk_set=True))
+    planned = _launch(
+        layout=Layout(tp=4),
+        planned_engine="vllm",
+        spec_method=None,
+        settings=EngineSettings(0.85, 0.0, False, 40_000, 512, 1024, chunk_set=True),
+    )
     assert "--max-num-batched-tokens 40000" in vllm.launch_command(planned).split(" \\\n  ")
     assert "--max-num-batched-tokens" not in vllm.launch_command(_launch(planned_engine="vllm"))

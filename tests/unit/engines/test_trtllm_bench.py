@@ -39,8 +39,9 @@ def test_bench_keeps_the_llm_api_defaults_for_formats_it_does_not_tune():
 
 def test_kv_auto_is_fp8_for_trtllm_with_quantized_checkpoints_and_bf16_otherwise():
     def kv(engine: str, weight: str) -> Dtype:
-        return build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", engine=engine,
-                                           weight_dtype=weight))[0].kv_dtype
+        return build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", engine=engine, weight_dtype=weight))[
+            0
+        ].kv_dtype
 
     assert kv("trtllm", "fp8") is Dtype.FP8
     assert kv("trtllm", "nvfp4") is Dtype.FP8

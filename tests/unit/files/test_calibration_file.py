@@ -12,8 +12,15 @@ from tokenplan.api._common import calibration_warnings
 from tokenplan.errors import ConfigError
 from tokenplan.files.calibration import read_calibration, read_calibration_file
 
-FITTED = {"engine": "vllm", "gpu": "h100-sxm", "model": "llama-3.1-8b", "source": "bench.json", "levels": 3,
-          "concurrency_min": 1.0, "concurrency_max": 8.0}
+FITTED = {
+    "engine": "vllm",
+    "gpu": "h100-sxm",
+    "model": "llama-3.1-8b",
+    "source": "bench.json",
+    "levels": 3,
+    "concurrency_min": 1.0,
+    "concurrency_max": 8.0,
+}
 
 
 def _profile(tmp_path: Path, **extra: object) -> str:
@@ -39,9 +46,10 @@ def test_range_warnings_use_the_read_record(tmp_path: Path) -> None:
     path = _profile(tmp_path, fitted_on=FITTED)
     # engine differs (vllm vs sglang); concurrency 100 > 2 × the fitted maximum 8 = 16.
     warnings = calibration_warnings(path, {"engine": "sglang", "gpu": "h100-sxm", "concurrency": 100.0})
-    assert warnings == ["calibration profile was fitted on engine vllm, used here for sglang",
-                        "concurrency 100 is far outside the calibration profile's fitted range 1–8: "
-                        "its factors are extrapolated"]
+    assert warnings == [
+        "calibration profile was fitted on engine vllm, used here for sglang",
+        "concurrency 100 is far outside the calibration profile's fitted range 1–8: its factors are extrapolated",
+    ]
 
 
 def test_a_malformed_profile_is_one_config_error(tmp_path: Path) -> None:

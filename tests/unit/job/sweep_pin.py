@@ -35,8 +35,15 @@ CONCURRENCIES = (None, 64.0)
 STRIDE = 25  # every STRIDE-th configuration of the listed sweep is stored in full
 SPECS = ("none", "mtp:1", "mtp:3")
 # Pinned by digest only: benchmarks/plan_sweep.py's sweep (SGLang, 7 models × 6 options × 6 concurrencies).
-BENCH_MODELS = ("qwen3.6-27b", "llama-3.1-8b", "llama-3.3-70b", "qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3",
-                "qwen3-235b-a22b")
+BENCH_MODELS = (
+    "qwen3.6-27b",
+    "llama-3.1-8b",
+    "llama-3.3-70b",
+    "qwen3-30b-a3b",
+    "gpt-oss-120b",
+    "deepseek-v3",
+    "qwen3-235b-a22b",
+)
 BENCH_OPTIONS = ((4, "rtx-pro-6000"), (8, "b200"), (8, "h100-sxm"), (8, "h200"), (8, "mi300x"), (4, "l40s"))
 BENCH_CONCURRENCIES = (None, 1.0, 16.0, 64.0, 256.0, 1024.0)
 # The default job of ``tokenplan plan``.
@@ -65,10 +72,32 @@ def figures(result) -> list:
     if isinstance(result, Rejection):
         return ["rejected", result.kind, result.reason]
     s, t = result.steady, result.steady.decode_step
-    return [result.output_tok_s_total, result.output_tok_s_per_gpu, s.batch, s.limits.kv, s.limits.state,
-            s.limits.engine, s.limits.limit, s.limits.reason, s.tpot_s, s.ttft_s, s.cycle_s, s.prefill_share,
-            s.roofline_output_tok_s, t.gemm_s, t.experts_s, t.attention_s, t.state_s, t.comm_s, t.overhead_s,
-            t.memory_bound_s, t.compute_bound_s, t.bytes_moved, t.flops, list(result.warnings)]
+    return [
+        result.output_tok_s_total,
+        result.output_tok_s_per_gpu,
+        s.batch,
+        s.limits.kv,
+        s.limits.state,
+        s.limits.engine,
+        s.limits.limit,
+        s.limits.reason,
+        s.tpot_s,
+        s.ttft_s,
+        s.cycle_s,
+        s.prefill_share,
+        s.roofline_output_tok_s,
+        t.gemm_s,
+        t.experts_s,
+        t.attention_s,
+        t.state_s,
+        t.comm_s,
+        t.overhead_s,
+        t.memory_bound_s,
+        t.compute_bound_s,
+        t.bytes_moved,
+        t.flops,
+        list(result.warnings),
+    ]
 
 
 def run(sweep, stride: int = 0) -> dict:

@@ -3,8 +3,8 @@
 from types import SimpleNamespace
 
 import pytest
-
 from tests.support.our_numbers import EFF, ours
+
 from tokenplan.api._common import PredictRequest, evaluate_request
 from tokenplan.job.batching import _mixed_cycle
 from tokenplan.job.workload import fixed
@@ -13,8 +13,9 @@ from tokenplan.job.workload import fixed
 def _dense():
     """Our own numbers: 4 TB/s HBM, 1 PFLOP/s, 8e9 dense params in 8e9 bytes, a 5e8-param lm_head
     in 1e9 bytes, no KV or attention work, TP1 (no collective)."""
-    ev = evaluate_request(PredictRequest("llama-3.1-8b", "h100-sxm", engine="trtllm", isl=7000, osl=1000,
-                                         concurrency=4))
+    ev = evaluate_request(
+        PredictRequest("llama-3.1-8b", "h100-sxm", engine="trtllm", isl=7000, osl=1000, concurrency=4)
+    )
     d = ev.deployment
     assert d.layout.tp == 1 and d.spec.moe is None
     return ours(d)
@@ -29,8 +30,9 @@ def test_a_prompt_rides_whole_in_one_step_and_the_other_steps_decode_alone():
     # Cycle: 4 × 225.4 ms + (1,000 − 4) × 3.8125 ms = 0.9016 + 3.7973 = 4.6989 s.
     dec = 3.8125e-3
     piece = (2 * 8e9 * 7004 + 5e9) / (5e14 * 7004 / 7012) + 1e-3
-    cyc = _mixed_cycle(_dense(), EFF, SimpleNamespace(chunk_tokens=8192), 4.0, 7500.0, fixed(7000), 1000.0, 1.0,
-                       dec, dec)
+    cyc = _mixed_cycle(
+        _dense(), EFF, SimpleNamespace(chunk_tokens=8192), 4.0, 7500.0, fixed(7000), 1000.0, 1.0, dec, dec
+    )
     assert cyc.cycle_s == pytest.approx(4 * piece + 996 * dec, rel=1e-4)
     # Prefill share: 1 − 1,000 × 3.8125 ms / cycle = 1 − 3.8125/4.6989 = 0.1886.
     assert cyc.prefill_share == pytest.approx(1 - 1000 * dec / (4 * piece + 996 * dec), rel=1e-4)
@@ -45,7 +47,8 @@ def test_prompts_that_need_more_steps_than_the_cycle_has_spread_over_every_step(
     tokens = 7792 + 400 * 10 / n_steps
     step = 2 * 8e9 * tokens / (5e14 * tokens / (tokens + 8)) + 1e-3
     dec = 3.8125e-3  # unused by this branch except through the draft overhead (0 here)
-    cyc = _mixed_cycle(_dense(), EFF, SimpleNamespace(chunk_tokens=8192), 400.0, 7500.0, fixed(7000), 10.0, 1.0,
-                       dec, dec)
+    cyc = _mixed_cycle(
+        _dense(), EFF, SimpleNamespace(chunk_tokens=8192), 400.0, 7500.0, fixed(7000), 10.0, 1.0, dec, dec
+    )
     # lm_head: 11 decodes + ~1.1 prompt last tokens × 1e9 FLOPs ≈ 1.2e10, 0.01 % of the step.
     assert cyc.cycle_s == pytest.approx(n_steps * step, rel=1e-3)

@@ -73,8 +73,15 @@ def test_memory_lists_every_term_at_an_explicit_launch():
     from tokenplan.api._common import PredictRequest
     from tokenplan.api.memory import memory
 
-    req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
-                         max_running=128, disable_radix_cache=True)
+    req = PredictRequest(
+        model="qwen3.6-27b",
+        gpu="b200",
+        weight_dtype="fp8",
+        kv_dtype="fp8",
+        spec="mtp:3",
+        max_running=128,
+        disable_radix_cache=True,
+    )
     m = memory(req).to_json()
     assert m["running_requests"] == 128
     # The explicit cap binds (the state pool is sized for it), and SGLang counts a running
@@ -93,11 +100,17 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
     from dataclasses import replace
 
     from tokenplan.api._common import PredictRequest
-
     from tokenplan.api.memory import memory
 
-    req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", kv_dtype="fp8", spec="mtp:3",
-                         max_running=128, disable_radix_cache=True)
+    req = PredictRequest(
+        model="qwen3.6-27b",
+        gpu="b200",
+        weight_dtype="fp8",
+        kv_dtype="fp8",
+        spec="mtp:3",
+        max_running=128,
+        disable_radix_cache=True,
+    )
     rejected = memory(replace(req, max_running=413)).to_json()["rejected"]
     assert rejected.startswith("cannot allocate 413 running requests")
     assert "speculative state per GPU" in rejected and "overrun the GPU by" in rejected and "-" not in rejected

@@ -39,4 +39,3 @@ def test_benchmark_sweep_figures_are_unchanged() -> None:
     got = run(bench_sweep())
     assert got["configurations"] == PINNED["bench"]["configurations"]
     assert got["sha256"] == PINNED["bench"]["sha256"]
-

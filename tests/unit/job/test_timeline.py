@@ -1,7 +1,6 @@
 """Whole-job time: a burst of requests that end at different lengths."""
 
 import pytest
-
 from tests.support.our_numbers import EFF, ours
 
 from tokenplan.api._common import PredictRequest, efficiency_table, evaluate_request

@@ -12,8 +12,11 @@ from tokenplan.job.batching import wave_steps_mean
 
 
 @settings(max_examples=300, deadline=None)
-@given(batch=st.floats(0.0, 5000.0), isl=st.floats(1.0, 50_000.0),
-       step=st.sampled_from([256, 512, 1000, 2048, 8192, 16384, 32768]))
+@given(
+    batch=st.floats(0.0, 5000.0),
+    isl=st.floats(1.0, 50_000.0),
+    step=st.sampled_from([256, 512, 1000, 2048, 8192, 16384, 32768]),
+)
 def test_wave_steps_mean_counts_every_prompt(batch: float, isl: float, step: int) -> None:
     """Issue 30 counts a wave's prefill steps by runs of equal steps (no numpy); the result is the
     per-prompt definition summed prompt by prompt: prompt i ends in step k_i = ⌈i·ISL/step − 10⁻⁹⌉."""

@@ -31,8 +31,14 @@ def test_the_curve_is_held_at_its_end_points():
 
 
 # Two weight-size bands at 2^20 and 2^24 elements; the all-shapes curve is CURVE's.
-SIZED = GemmCurve("fp8_block", rows=(1.0, 16.0, 256.0), fraction=(0.01, 0.2, 0.6), bytes_per_weight=1.0,
-                  weight_elements=(2.0**20, 2.0**24), fraction_by_size=((0.01, 0.1, 0.3), (0.01, 0.3, 0.7)))
+SIZED = GemmCurve(
+    "fp8_block",
+    rows=(1.0, 16.0, 256.0),
+    fraction=(0.01, 0.2, 0.6),
+    bytes_per_weight=1.0,
+    weight_elements=(2.0**20, 2.0**24),
+    fraction_by_size=((0.01, 0.1, 0.3), (0.01, 0.3, 0.7)),
+)
 
 
 def test_a_sized_curve_is_bilinear_in_log_rows_and_log_weight_size():
@@ -67,12 +73,11 @@ def test_the_shipped_fp8_curve_on_b200_rises_with_weight_size():
     docstring of tools/gemm_curves.py: ~0.4 against ~0.65), and the all-shapes median lies
     between the smallest and the largest band."""
     from tokenplan.catalog import load_gpu
+
     curve = load_gpu("b200").gemm_curve("fp8_block")
     small, large = curve.at(8192.0, 2.0**21), curve.at(8192.0, 2.0**27)
     assert small < 0.5 < 0.6 < large
     assert small < curve.at(8192.0) < large
-
-
 
 
 def test_the_fraction_is_the_curve_times_the_engine_factor_no_lower_than_the_ridge():
@@ -116,6 +121,7 @@ def test_gemm_sizes_of_llama_and_deepseek_by_hand():
     from tokenplan.catalog import load_model
     from tokenplan.perf.deployment import gemm_sizes
     from tokenplan.perf.layout import Layout
+
     llama = load_model("llama-3.1-8b")  # hidden 4096, 32 q / 8 kv heads of 128, FFN 14336
     attn, mlp, expert = gemm_sizes(llama, Layout(tp=1))
     # Attention: fused QKV 4096 × (4096 + 2·1024) and O 4096 × 4096 → 41,943,040 over 2 GEMMs.

@@ -10,8 +10,11 @@ from tokenplan.catalog import load_gpu
 from tokenplan.perf.gemm import fraction_at_point, row_point, size_read
 
 # Every GPU of the catalog with measured tables (catalog/gemm_curves.json).
-CURVES = [c for key in ("b200", "h200", "h100-sxm", "a100-80gb", "l40s", "rtx-pro-6000", "b300", "gb200")
-          for c in load_gpu(key).gemm_curves]
+CURVES = [
+    c
+    for key in ("b200", "h200", "h100-sxm", "a100-80gb", "l40s", "rtx-pro-6000", "b300", "gb200")
+    for c in load_gpu(key).gemm_curves
+]
 
 
 def test_the_catalog_has_curves_with_size_bands() -> None:
@@ -19,8 +22,11 @@ def test_the_catalog_has_curves_with_size_bands() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(index=st.integers(0, 10_000), rows=st.floats(0.0, 1e6), size=st.one_of(st.none(), st.just(0.0),
-                                                                          st.floats(1.0, 1e10)))
+@given(
+    index=st.integers(0, 10_000),
+    rows=st.floats(0.0, 1e6),
+    size=st.one_of(st.none(), st.just(0.0), st.floats(1.0, 1e10)),
+)
 def test_two_half_read_equals_at(index: int, rows: float, size: float | None) -> None:
     curve = CURVES[index % len(CURVES)]
     point = row_point(curve, rows)
@@ -33,4 +39,3 @@ def test_measured_points_and_band_centres_read_exactly() -> None:
         for j, n in enumerate(curve.weight_elements):
             for i, m in enumerate(curve.rows):
                 assert fraction_at_point(size_read(curve, n), *row_point(curve, m)) == curve.fraction_by_size[j][i]
-

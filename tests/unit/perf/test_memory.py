@@ -263,6 +263,7 @@ def test_hybrid_state_shares_one_pool_without_a_ratio():
 
 # ------------------------------------------- hybrid state under speculative decoding (issue 10)
 
+
 def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
     # SGLang, Qwen3.6-27B (catalog/models/qwen3.6-27b.json), FP8 weights and KV, one B200, MTP k=3
     # (--speculative-num-steps 3 --speculative-num-draft-tokens 4), --disable-radix-cache
@@ -296,10 +297,22 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
     # Left for activations, CUDA graphs, the context and the driver: 192,265,846,784 − 30,784,249,312
     #   − 19,553,676,402.24 − 1,222,104,775.14 − 19,858,784,256 − 79,435,137,024 = 41,411,895,014.62 B.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
-    settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=128)
-    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
-                         spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True,
-                         draft_kv_pool=True)
+    settings = engine.settings(
+        gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=128
+    )
+    m = memory_breakdown(
+        model,
+        gpu,
+        Layout(tp=1),
+        Dtype.FP8,
+        Dtype.FP8,
+        settings,
+        None,
+        with_mtp=True,
+        spec_state_copies=engine.spec_state_copies(3),
+        padded_state_slot=True,
+        draft_kv_pool=True,
+    )
     assert m.weight_bytes_per_gpu == 30_784_249_312
     assert m.kv_pool_bytes == pytest.approx(118_077_877_362.24, abs=0.01)
     assert m.state_bytes_per_running_sequence == 769_720_320
@@ -318,9 +331,21 @@ def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200(
     # The plan before issue 10 launched --max-running-requests 413 per B200: state alone is
     # 413·769,720,320 = 317,894,492,160 B, above the 118,077,877,362.24 B pool budget (above).
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
-    settings = engine.settings(gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=413)
-    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.FP8, Dtype.FP8, settings, None, with_mtp=True,
-                         spec_state_copies=engine.spec_state_copies(3), padded_state_slot=True)
+    settings = engine.settings(
+        gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=413
+    )
+    m = memory_breakdown(
+        model,
+        gpu,
+        Layout(tp=1),
+        Dtype.FP8,
+        Dtype.FP8,
+        settings,
+        None,
+        with_mtp=True,
+        spec_state_copies=engine.spec_state_copies(3),
+        padded_state_slot=True,
+    )
     assert m.allocation(413)["kv_cache"] == pytest.approx(118_077_877_362.24 - 317_894_492_160, abs=0.01)
     assert not m.allocates(413)
 
@@ -332,9 +357,17 @@ def test_sglang_ratio_split_reserves_the_speculative_copies_first():
     # state pool 79,362,808,335.05·0.9/1.9, KV pool 79,362,808,335.05/1.9.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=True)
-    m = memory_breakdown(model, gpu, Layout(tp=1), Dtype.BF16, Dtype.BF16, settings, 0.9,
-                         spec_state_copies=engine.spec_state_copies(3),
-                         spec_reserved_running=settings.max_running)
+    m = memory_breakdown(
+        model,
+        gpu,
+        Layout(tp=1),
+        Dtype.BF16,
+        Dtype.BF16,
+        settings,
+        0.9,
+        spec_state_copies=engine.spec_state_copies(3),
+        spec_reserved_running=settings.max_running,
+    )
     assert m.spec_state_pool_bytes == 29_557_260_288
     assert m.state_pool_bytes == pytest.approx(79_362_808_335.05 * 0.9 / 1.9, rel=1e-11)
     assert m.kv_pool_bytes == pytest.approx(79_362_808_335.05 / 1.9, rel=1e-11)
@@ -363,8 +396,19 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     from tokenplan.api._common import PredictRequest, evaluate_request
     from tokenplan.job.evaluate import Evaluation
 
-    ev = evaluate_request(PredictRequest(model="deepseek-r1", gpu="b200", num_gpus=4, tp=4, weight_dtype="fp8", kv_dtype="fp8",
-                                         isl=7373, osl=922, concurrency=8))
+    ev = evaluate_request(
+        PredictRequest(
+            model="deepseek-r1",
+            gpu="b200",
+            num_gpus=4,
+            tp=4,
+            weight_dtype="fp8",
+            kv_dtype="fp8",
+            isl=7373,
+            osl=922,
+            concurrency=8,
+        )
+    )
     assert isinstance(ev, Evaluation)
     assert ev.settings.tight and ev.settings.memory_fraction == 0.95
     assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)

@@ -52,8 +52,17 @@ def test_sglang_qwen3_235b_fp8_tp4_h100_kv_tokens_match_the_log():
     #   = 76,719,766,131.18 − 59,084,374,016 = 17,635,392,115.18 B;
     # KV per token per GPU: 94 layers · 1 KV head · 128 · 2 (K, V) · 2 B = 48,128 B
     #   → 366,426.9 tokens, −0.27 % from 367,404 (the planner said 424,908 before).
-    m = memory(PredictRequest(model="qwen3-235b-a22b", gpu="h100-sxm", num_gpus=4, tp=4, weight_dtype="fp8",
-                              engine="sglang", memory_fraction=0.93))
+    m = memory(
+        PredictRequest(
+            model="qwen3-235b-a22b",
+            gpu="h100-sxm",
+            num_gpus=4,
+            tp=4,
+            weight_dtype="fp8",
+            engine="sglang",
+            memory_fraction=0.93,
+        )
+    )
     assert isinstance(m, MemoryResult)
     assert m.weight_bytes_per_gpu == 59_084_374_016
     assert m.kv_bytes_per_token_per_gpu == 48_128
@@ -72,7 +81,9 @@ def test_vllm_gpt_oss_120b_marlin_weights_match_the_log():
     # Marlin pads hidden 2,880 → 3,072 (% 256) and intermediate 2,880 → 2,944 (% 128):
     #   experts × 3,072·2,944 / (2,880·2,880) = 60,914,073,600 × 9,043,968 / 8,294,400 = 66,418,900,992;
     #   total 70,673,006,592 B = 65.819 GiB, −0.22 % from 65.9651 GiB (60.69 GiB before).
-    m = memory(PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm", memory_fraction=0.98))
+    m = memory(
+        PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm", memory_fraction=0.98)
+    )
     assert isinstance(m, MemoryResult)
     assert m.weight_bytes_per_gpu == 70_673_006_592
     assert _within(m.weight_bytes_per_gpu / GiB, 65.9651, 0.005)
@@ -102,7 +113,9 @@ def test_vllm_gpt_oss_120b_at_0_9_has_no_kv_memory_at_all():
     #   − 139,586,437.12 = −377,134,671.46 B = −0.35 GiB: negative, the configuration does not fit.
     # (v0.10.1 did not profile CUDA graphs before sizing the cache and its sampler kept a non-in-place
     #  re-sort, so its figure is not this build's; the sign is.)
-    ev = evaluate_request(PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm", memory_fraction=0.9))
+    ev = evaluate_request(
+        PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm", memory_fraction=0.9)
+    )
     assert isinstance(ev, Rejection) and ev.kind == "memory"
     assert "does not fit" in ev.reason
 
@@ -128,8 +141,17 @@ def test_vllm_qwen3_5_35b_a3b_tp4_profile_terms_and_kv_match_the_log():
     assert (settings.profile_tokens, settings.profile_seqs) == (40_000, 1024)
     assert profile_reserve_bytes(model, Layout(tp=4), settings) == 6_102_712_320 + GRAPHS
     assert _within(6_102_712_320 / GiB, 5.66)
-    m = memory(PredictRequest(model="qwen3.5-35b-a3b", gpu="h100-sxm", num_gpus=4, tp=4, engine="vllm",
-                              memory_fraction=0.85, max_num_batched_tokens=40_000))
+    m = memory(
+        PredictRequest(
+            model="qwen3.5-35b-a3b",
+            gpu="h100-sxm",
+            num_gpus=4,
+            tp=4,
+            engine="vllm",
+            memory_fraction=0.85,
+            max_num_batched_tokens=40_000,
+        )
+    )
     assert isinstance(m, MemoryResult)
     assert m.weight_bytes_per_gpu == 17_571_192_288
     assert m.kv_pool_bytes == pytest.approx(47_304_969_663.33, abs=0.01)
@@ -164,7 +186,8 @@ def test_the_token_budget_options_belong_to_their_engine():
     with pytest.raises(InputError, match="chunked_prefill_size"):
         evaluate_request(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", chunked_prefill_size=4096))
     with pytest.raises(InputError, match="max_num_batched_tokens"):
-        evaluate_request(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="sglang",
-                                        max_num_batched_tokens=4096))
+        evaluate_request(
+            PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="sglang", max_num_batched_tokens=4096)
+        )
     with pytest.raises(InputError, match="max_num_batched_tokens"):
         evaluate_request(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", max_num_batched_tokens=0))

@@ -45,9 +45,19 @@ def _evaluate(eff: Efficiency, concurrency: float, **kw) -> Evaluation:
 
 def test_synchronised_waves_make_ttft_grow_with_concurrency():
     # Every factor given (the shipped defaults' values), so the hand figure below is ours.
-    waves = Efficiency(hbm_fraction=0.8, attention_fraction=0.6, gemm_fraction=0.7, gemm_half_tokens=64.0,
-                       lowprec_fraction=1.0, dequant_fraction=0.7, comm_fraction=0.7, step_overhead_s=2e-3,
-                       per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=1.0)
+    waves = Efficiency(
+        hbm_fraction=0.8,
+        attention_fraction=0.6,
+        gemm_fraction=0.7,
+        gemm_half_tokens=64.0,
+        lowprec_fraction=1.0,
+        dequant_fraction=0.7,
+        comm_fraction=0.7,
+        step_overhead_s=2e-3,
+        per_sequence_overhead_s=1e-5,
+        ttft_overhead_s=0.05,
+        prefill_wave_fraction=1.0,
+    )
     random_arrivals = waves.with_values(prefill_wave_fraction=0.02)
     # One request in flight has no wave to wait behind.
     assert _evaluate(waves, 1).steady.ttft_s <= _evaluate(random_arrivals, 1).steady.ttft_s
@@ -78,8 +88,15 @@ def test_mla_prefills_in_the_non_absorbed_form():
 
 def test_with_attention_dp_the_step_waits_for_the_rank_that_prefills_a_whole_prompt():
     def step(attention_dp: bool, chunk: float) -> float:
-        req = PredictRequest(model="deepseek-v3", gpu="h200", num_gpus=8, tp=8, ep=8 if attention_dp else 1,
-                             attention_dp=attention_dp, weight_dtype="fp8")
+        req = PredictRequest(
+            model="deepseek-v3",
+            gpu="h200",
+            num_gpus=8,
+            tp=8,
+            ep=8 if attention_dp else 1,
+            attention_dp=attention_dp,
+            weight_dtype="fp8",
+        )
         config, model, gpu = build_config(req)
         ev = evaluate(model, gpu, config, Efficiency(), LengthDist(8192), LengthDist(1024), 64.0)
         assert isinstance(ev, Evaluation)
@@ -93,8 +110,9 @@ def test_trtllm_reserves_the_whole_request_vllm_the_running_context():
     # TRT-LLM GUARANTEED_NO_EVICT holds ISL + OSL = 4,096 + 4,096 = 8,192 tokens per running request;
     # vLLM (no reservation) holds the running mean context ISL + OSL/2 = 4,096 + 2,048 = 6,144.
     for engine, held in (("trtllm", 8192), ("vllm", 6144)):
-        req = PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", weight_dtype="fp8", engine=engine,
-                             isl=4096, osl=4096)
+        req = PredictRequest(
+            model="llama-3.1-8b", gpu="h100-sxm", weight_dtype="fp8", engine=engine, isl=4096, osl=4096
+        )
         config, model, gpu = build_config(req)
         ev = evaluate(model, gpu, config, Efficiency(), LengthDist(4096), LengthDist(4096), 10_000.0)
         assert isinstance(ev, Evaluation)

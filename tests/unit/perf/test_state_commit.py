@@ -23,10 +23,22 @@ from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.step import step_time
 
-EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
-                 lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                 per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                 layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+EFF = Efficiency(
+    hbm_fraction=0.8,
+    attention_fraction=0.5,
+    gemm_fraction=0.5,
+    gemm_half_tokens=8.0,
+    lowprec_fraction=1.0,
+    dequant_fraction=1.0,
+    comm_fraction=0.5,
+    step_overhead_s=1e-3,
+    per_sequence_overhead_s=1e-5,
+    ttft_overhead_s=0.05,
+    prefill_wave_fraction=0.5,
+    layer_latency_s=0.0,
+    moe_layer_latency_s=0.0,
+    per_token_moe_layer_s=0.0,
+)
 
 # Qwen3.6-27B (TP1): 48 GDN layers, each a conv window (2·16·128 + 48·128) channels × 3 taps ×
 # 2 B (bf16) = 61,440 B and an SSM state 48 heads × 128 × 128 × 4 B (fp32) = 3,145,728 B:
@@ -35,8 +47,9 @@ QWEN36_27B_STATE_BYTES = 48 * (61_440 + 3_145_728)
 
 
 def _deployment(engine: str, spec: str) -> Deployment:
-    config, model, gpu = build_config(PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8",
-                                                     engine=engine, spec=spec))
+    config, model, gpu = build_config(
+        PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", engine=engine, spec=spec)
+    )
     ev = evaluate(model, gpu, config, EFF, LengthDist(1000), LengthDist(100), 1.0)
     assert isinstance(ev, Evaluation)
     return ev.deployment
@@ -44,9 +57,17 @@ def _deployment(engine: str, spec: str) -> Deployment:
 
 def _round(d: Deployment, state_bytes: float, transfers: int) -> Deployment:
     """Our round numbers: 4 TB/s HBM, no GDN FLOPs, ``state_bytes`` per sequence."""
-    return replace(d, gpu=replace(d.gpu, hbm_bytes_per_s=4e12), gdn_flops_per_token=0.0,
-                   memory=replace(d.memory, state_bytes_per_sequence_per_gpu=state_bytes, sequence_shards=1,
-                                  spec_commit_state_transfers=transfers))
+    return replace(
+        d,
+        gpu=replace(d.gpu, hbm_bytes_per_s=4e12),
+        gdn_flops_per_token=0.0,
+        memory=replace(
+            d.memory,
+            state_bytes_per_sequence_per_gpu=state_bytes,
+            sequence_shards=1,
+            spec_commit_state_transfers=transfers,
+        ),
+    )
 
 
 def test_sglang_copies_the_accepted_state_back_after_each_verify():

@@ -28,10 +28,22 @@ from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.step import ep_busiest_rank, expected_max_normal, step_time
 
 # Every field given, so the numbers below are ours and not the shipped defaults.
-EFF = Efficiency(hbm_fraction=0.8, attention_fraction=0.5, gemm_fraction=0.5, gemm_half_tokens=8.0,
-                 lowprec_fraction=1.0, dequant_fraction=1.0, comm_fraction=0.5, step_overhead_s=1e-3,
-                 per_sequence_overhead_s=1e-5, ttft_overhead_s=0.05, prefill_wave_fraction=0.5,
-                 layer_latency_s=0.0, moe_layer_latency_s=0.0, per_token_moe_layer_s=0.0)
+EFF = Efficiency(
+    hbm_fraction=0.8,
+    attention_fraction=0.5,
+    gemm_fraction=0.5,
+    gemm_half_tokens=8.0,
+    lowprec_fraction=1.0,
+    dequant_fraction=1.0,
+    comm_fraction=0.5,
+    step_overhead_s=1e-3,
+    per_sequence_overhead_s=1e-5,
+    ttft_overhead_s=0.05,
+    prefill_wave_fraction=0.5,
+    layer_latency_s=0.0,
+    moe_layer_latency_s=0.0,
+    per_token_moe_layer_s=0.0,
+)
 
 
 def _catalog(model: str) -> Deployment:
@@ -46,14 +58,32 @@ def _ours(model: str = "llama-3.1-8b", kv_pool_bytes: float = 1e11, host_kv_byte
     """4 TB/s HBM, 1 PFLOP/s, 64 GB/s host link; 8e9 dense params in 8e9 bytes, a 5e8-param
     lm_head in 1e9 bytes; 1e5 KV bytes and 1e5 attention FLOPs per token per context token."""
     d = _catalog(model)
-    gpu = replace(d.gpu, hbm_bytes_per_s=4e12, host_link=replace(d.gpu.host_link, bytes_per_s=64e9),
-                  gemm_curves=())
-    mem = replace(d.memory, kv_bytes_per_token_per_gpu=1e5, sliding_bytes_per_token_per_gpu=0.0,
-                  state_bytes_per_sequence_per_gpu=0.0, sequence_shards=1, kv_pool_bytes=kv_pool_bytes,
-                  host_kv_bytes=host_kv_bytes)
-    return replace(d, gpu=gpu, memory=mem, dense_params=8e9, dense_bytes=8e9, lm_head_params=5e8,
-                   lm_head_bytes=1e9, gemm_flops_per_s=1e15, attn_flops_per_s=1e15, attn_flops_per_token_ctx=1e5,
-                   attn_prefill_flops_per_token_ctx=1e5, gdn_flops_per_token=0.0, lowprec=False, weight_only=False)
+    gpu = replace(d.gpu, hbm_bytes_per_s=4e12, host_link=replace(d.gpu.host_link, bytes_per_s=64e9), gemm_curves=())
+    mem = replace(
+        d.memory,
+        kv_bytes_per_token_per_gpu=1e5,
+        sliding_bytes_per_token_per_gpu=0.0,
+        state_bytes_per_sequence_per_gpu=0.0,
+        sequence_shards=1,
+        kv_pool_bytes=kv_pool_bytes,
+        host_kv_bytes=host_kv_bytes,
+    )
+    return replace(
+        d,
+        gpu=gpu,
+        memory=mem,
+        dense_params=8e9,
+        dense_bytes=8e9,
+        lm_head_params=5e8,
+        lm_head_bytes=1e9,
+        gemm_flops_per_s=1e15,
+        attn_flops_per_s=1e15,
+        attn_flops_per_token_ctx=1e5,
+        attn_prefill_flops_per_token_ctx=1e5,
+        gdn_flops_per_token=0.0,
+        lowprec=False,
+        weight_only=False,
+    )
 
 
 def test_small_batch_decode_is_memory_bound():
@@ -112,7 +142,7 @@ def test_expert_parallel_waits_for_its_busiest_rank():
     assert z == pytest.approx(1.0494, abs=1e-3)
     mem, rows = ep_busiest_rank(4, 8, 2, 2.0)
     assert mem == pytest.approx(1 + z * (0.5625 / 0.875) ** 0.5)
-    assert rows == pytest.approx(1 + z * 0.75 ** 0.5)
+    assert rows == pytest.approx(1 + z * 0.75**0.5)
     assert ep_busiest_rank(1, 8, 2, 2.0) == (1.0, 1.0)
     # One token on EP8 over 8 experts, k = 1: q = 1/8, m = 1 → bytes 1 + 1.4338·√((7/8)/(1/8)) =
     # 1 + 1.4338 × 2.6458 = 4.7935 and rows 1 + 1.4338·√(7/1) the same, both under the caps 8
@@ -220,8 +250,12 @@ def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
     # TP4 with attention DP: 8e9 dense params per GPU of which 6e9 are dense FFN / shared experts
     # (already /tp). A 4,096-token prefill spread over the 4 ranks: 1,024 tokens each.
     d = _ours()
-    d = replace(d, layout=replace(d.layout, tp=4, attention_dp=True), mlp_params=6e9,
-                memory=replace(d.memory, sequence_shards=4))
+    d = replace(
+        d,
+        layout=replace(d.layout, tp=4, attention_dp=True),
+        mlp_params=6e9,
+        memory=replace(d.memory, sequence_shards=4),
+    )
     t = step_time(d, EFF, decode_seqs=0, context_tokens=0, prefill_tokens=4096, prefill_context_tokens=100)
     # FLOPs: attention 2 × 2e9 × 1,024 = 4.096e12; FFN 2 × 6e9 × 4,096 = 4.9152e13; lm_head for the
     # prompt's last token 2 × 5e8 = 1e9 → 5.3249e13 at 1e15 × 0.5 × 1,024/(1,024 + 8) = 4.96124e14
@@ -230,7 +264,9 @@ def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
 
 
 def test_tp_all_reduce_runs_one_shot_on_nvlink_and_nccl_over_pcie():
-    config, spec, gpu = build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8"))
+    config, spec, gpu = build_config(
+        PredictRequest(model="llama-3.1-8b", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8")
+    )
     ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 8.0)
     assert isinstance(ev, Evaluation)
     d = ev.deployment

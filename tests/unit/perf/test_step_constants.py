@@ -10,8 +10,8 @@ from collections import OrderedDict
 from dataclasses import replace
 
 import pytest
-
 from tests.support.our_numbers import EFF, ours
+
 from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist

@@ -17,9 +17,11 @@ def test_recommended_option_states_its_formats_and_its_bf16_twin():
     twin = bf16["options"][0]
     assert twin["weight_dtype"] == twin["kv_dtype"] == "bf16"
     note = next(line for line in result["answer"] if "BF16 weights and KV" in line)
-    assert note == (f"8× b200: {best['weight_dtype']} weights and {best['kv_dtype']} KV chosen, the fastest of the "
-                    f"formats searched; with BF16 weights and KV ({twin['best']}) {twin['output_tok_s_total']:,.0f} "
-                    f"tok/s → {twin['wall_days']:.2f} days, ${twin['usd']:,.0f}.")
+    assert note == (
+        f"8× b200: {best['weight_dtype']} weights and {best['kv_dtype']} KV chosen, the fastest of the "
+        f"formats searched; with BF16 weights and KV ({twin['best']}) {twin['output_tok_s_total']:,.0f} "
+        f"tok/s → {twin['wall_days']:.2f} days, ${twin['usd']:,.0f}."
+    )
     # FP8 is chosen because it is faster: the twin is slower
     assert twin["output_tok_s_total"] < best["output_tok_s_total"]
 

@@ -84,11 +84,25 @@ def test_default_b200_vllm_and_trtllm_commands_hold_what_they_cap(b200):
 
 def test_every_value_is_quoted():
     path, parser = "/models/my model/o'brien", "qwen3"
-    launch = Launch(repo=path, native_dtype="bf16", parsers=parser, layout=Layout(tp=2),
-                    weight_dtype=Dtype.BF16, kv_dtype=Dtype.BF16, spec_method="mtp", draft_tokens=1, ssm_dtype=None,
-                    hybrid=False, lift_running_cap=False, max_running=None, running_limit=64,
-                    settings=EngineSettings(0.85, 0.0, False, 8192, 256, None), planned_engine="sglang")
+    launch = Launch(
+        repo=path,
+        native_dtype="bf16",
+        parsers=parser,
+        layout=Layout(tp=2),
+        weight_dtype=Dtype.BF16,
+        kv_dtype=Dtype.BF16,
+        spec_method="mtp",
+        draft_tokens=1,
+        ssm_dtype=None,
+        hybrid=False,
+        lift_running_cap=False,
+        max_running=None,
+        running_limit=64,
+        settings=EngineSettings(0.85, 0.0, False, 8192, 256, None),
+        planned_engine="sglang",
+    )
     from tokenplan.catalog import load_engine
+
     for name, flag in (("sglang", "--model-path"), ("vllm", "serve"), ("trtllm", "trtllm-serve")):
         cmd = load_engine(name).launch_command(launch)
         words = shlex.split(cmd.split("EOF\n")[-1], comments=True)

@@ -63,8 +63,10 @@ def test_budget_that_the_deadline_count_exceeds_is_refused_with_the_closest_coun
     target = Target(deadline_s=DAY_S, budget_usd=200)
     p = fewest_gpus(linear_job(2_600, 0.89, target, calls), unit_gpus=1, max_gpus=64, target=target)
     assert p.chosen is None and p.closest is not None and p.closest.gpus == 11
-    assert p.why == ("the fewest GPUs that meet the deadline, 11, take 0.92 days at $217, over the $200 budget, "
-                     "and more GPUs cost at least as much")
+    assert p.why == (
+        "the fewest GPUs that meet the deadline, 11, take 0.92 days at $217, over the $200 budget, "
+        "and more GPUs cost at least as much"
+    )
     assert calls == [1, 2, 4, 8, 16, 12, 10, 11]
 
 

@@ -22,11 +22,21 @@ LOW = low_acceptance_ratio(PRIOR, 3000.0)
 
 
 def _candidate(wall_s: float, spec: SpecDecode | None, tok_s: float = 50_000.0, usd: float | None = 500.0) -> Candidate:
-    cfg = SimpleNamespace(spec=spec, layout=Layout(tp=1, dp=8), weight_dtype=Dtype.FP8, kv_dtype=Dtype.FP8,
-                          lift_running_cap=True, max_running=None)
+    cfg = SimpleNamespace(
+        spec=spec,
+        layout=Layout(tp=1, dp=8),
+        weight_dtype=Dtype.FP8,
+        kv_dtype=Dtype.FP8,
+        lift_running_cap=True,
+        max_running=None,
+    )
     low = LOW if spec is not None and spec.from_prior else 1.0
-    return Candidate(SimpleNamespace(config=cfg, output_tok_s_total=tok_s), SimpleNamespace(total_s=wall_s),
-                     SimpleNamespace(usd=usd), low)
+    return Candidate(
+        SimpleNamespace(config=cfg, output_tok_s_total=tok_s),
+        SimpleNamespace(total_s=wall_s),
+        SimpleNamespace(usd=usd),
+        low,
+    )
 
 
 def test_a_prior_tau_is_ranked_at_the_low_end_and_a_stated_one_as_it_is():
@@ -63,8 +73,10 @@ def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
     best, mtp = _candidate(100.0, None, 50_000.0), _candidate(99.0, PRIOR, 50_505.0)
     note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]))
     # 50,505 / 50,000 − 1 = 1.0 % more tok/s; τ at the low end 1.74 × 0.973361 = 1.6937 → 1.69.
-    assert note.startswith("8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised gives "
-                           "50,505 tok/s, 1.0% more than plain decoding, at τ=1.74")
+    assert note.startswith(
+        "8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised gives "
+        "50,505 tok/s, 1.0% more than plain decoding, at τ=1.74"
+    )
     assert "(τ≈1.69)" in note and "--spec none --spec mtp:1:TAU" in note
     # When the leader itself speculates (a τ the user stated), the gap is to it, not to plain decoding.
     stated_best = _candidate(100.0, SpecDecode("mtp", 1, 1.5), 50_000.0)

@@ -12,8 +12,13 @@ from tokenplan.catalog import load_engine
 from tokenplan.job.evaluate import Config, Rejection
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.planning.walk import (acceptance_length, implied_acceptance, implied_running_cap,
-                                     per_position_acceptance, walk)
+from tokenplan.planning.walk import (
+    acceptance_length,
+    implied_acceptance,
+    implied_running_cap,
+    per_position_acceptance,
+    walk,
+)
 from tokenplan.units import Dtype
 
 SGLANG = load_engine("sglang")

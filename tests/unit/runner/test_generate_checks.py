@@ -12,15 +12,18 @@ from tokenplan.api.generate import GenerateRequest, check_request, plan_model_mi
 from tokenplan.errors import InputError
 
 
-@pytest.mark.parametrize(("plan_model", "model", "mismatch"), [
-    ("qwen3.6-27b", "qwen3.6-27b", False),
-    ("qwen3.6-27b", "Qwen/Qwen3.6-27B", False),               # last path component, any case
-    ("qwen3.6-27b", "/models/Qwen/Qwen3.6-27B-FP8/", False),  # the served name contains the catalog one
-    ("qwen3.6-27b-fp8", "qwen3.6-27b", False),                # and the other way round
-    ("qwen3.6-27b", "llama-3.1-8b", True),
-    ("qwen3.6-27b", "Qwen/Qwen3.6-35B-A3B", True),
-    (None, "anything", False),                                 # a plan without a model says nothing
-])
+@pytest.mark.parametrize(
+    ("plan_model", "model", "mismatch"),
+    [
+        ("qwen3.6-27b", "qwen3.6-27b", False),
+        ("qwen3.6-27b", "Qwen/Qwen3.6-27B", False),  # last path component, any case
+        ("qwen3.6-27b", "/models/Qwen/Qwen3.6-27B-FP8/", False),  # the served name contains the catalog one
+        ("qwen3.6-27b-fp8", "qwen3.6-27b", False),  # and the other way round
+        ("qwen3.6-27b", "llama-3.1-8b", True),
+        ("qwen3.6-27b", "Qwen/Qwen3.6-35B-A3B", True),
+        (None, "anything", False),  # a plan without a model says nothing
+    ],
+)
 def test_plan_model_mismatch_compares_last_components_and_containment(plan_model, model, mismatch) -> None:
     assert plan_model_mismatch(plan_model, model) is mismatch
 
@@ -29,16 +32,26 @@ def _request(tmp_path: Path, **options) -> GenerateRequest:
     data = tmp_path / "in.jsonl"
     if not data.exists():
         data.write_text('{"prompt": "x"}\n')
-    return GenerateRequest.build(**{"inputs": [str(data)], "out_dir": tmp_path / "run",
-                                    "endpoints": ["http://127.0.0.1:9/v1"], "model": "llama-3.1-8b", **options})
+    return GenerateRequest.build(
+        **{
+            "inputs": [str(data)],
+            "out_dir": tmp_path / "run",
+            "endpoints": ["http://127.0.0.1:9/v1"],
+            "model": "llama-3.1-8b",
+            **options,
+        }
+    )
 
 
 def test_a_named_api_key_variable_must_be_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOPE_UNSET", raising=False)
     monkeypatch.setenv("EMPTY_KEY", "")
     for name in ("NOPE_UNSET", "EMPTY_KEY"):
-        with pytest.raises(InputError, match=rf"^--api-key-env '{name}' is not allowed \(allowed: the name of a "
-                                             rf"set, non-empty environment variable .*\${name} is unset or empty"):
+        with pytest.raises(
+            InputError,
+            match=rf"^--api-key-env '{name}' is not allowed \(allowed: the name of a "
+            rf"set, non-empty environment variable .*\${name} is unset or empty",
+        ):
             check_request(_request(tmp_path, api_key_env=name))
     assert not (tmp_path / "run").exists()  # refused before the run directory is made
     monkeypatch.setenv("MY_KEY", "sk-1")
@@ -54,22 +67,33 @@ def test_the_default_key_variable_may_be_unset(tmp_path: Path, monkeypatch: pyte
 
 def test_a_plan_for_another_model_warns_and_its_concurrency_is_still_read(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"model": "qwen3.6-27b", "recommended": {
-        "concurrency_per_endpoint": 48, "output_tok_s_total": 1000.0, "num_replicas": 2}}))
+    plan.write_text(
+        json.dumps(
+            {
+                "model": "qwen3.6-27b",
+                "recommended": {"concurrency_per_endpoint": 48, "output_tok_s_total": 1000.0, "num_replicas": 2},
+            }
+        )
+    )
     hint, notes = read_plan(plan)
     assert (hint.model, hint.concurrency_per_endpoint, notes) == ("qwen3.6-27b", 48, [])
     checked = check_request(_request(tmp_path, plan=plan))
-    assert checked.warnings == [f"the plan {plan} was made for model 'qwen3.6-27b', but --model is "
-                                "'llama-3.1-8b': its concurrency and throughput may not fit this model"]
+    assert checked.warnings == [
+        f"the plan {plan} was made for model 'qwen3.6-27b', but --model is "
+        "'llama-3.1-8b': its concurrency and throughput may not fit this model"
+    ]
     assert checked.hint.concurrency_per_endpoint == 48  # warned, not refused
     same = check_request(_request(tmp_path, plan=plan, model="Qwen/Qwen3.6-27B-FP8"))
     assert same.warnings == []
 
 
 def test_a_bad_export_path_is_refused_before_the_run_directory_is_made(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"^--export '/nonexistent/dir/x\.parquet' is not allowed \(allowed: a "
-                                         r"Parquet file path in an existing, writable directory; /nonexistent/dir "
-                                         r"does not exist\)$"):
+    with pytest.raises(
+        InputError,
+        match=r"^--export '/nonexistent/dir/x\.parquet' is not allowed \(allowed: a "
+        r"Parquet file path in an existing, writable directory; /nonexistent/dir "
+        r"does not exist\)$",
+    ):
         check_request(_request(tmp_path, export=Path("/nonexistent/dir/x.parquet")))
     (tmp_path / "adir").mkdir()
     with pytest.raises(InputError, match=r"this path is a directory\)$"):

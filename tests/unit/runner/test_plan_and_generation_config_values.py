@@ -21,8 +21,11 @@ def test_the_plan_cap_bound_is_two_to_the_24_tokens_inclusive() -> None:
 
 @pytest.mark.parametrize("cap", [0, 0.5, float("nan"), "32768", True])
 def test_a_plan_cap_that_is_not_a_count_of_tokens_is_refused(cap) -> None:
-    with pytest.raises(ConfigError, match=r"job.osl_cap_tokens: .* is not allowed \(allowed: an output cap of 1 to "
-                                          r"16,777,216 tokens, as --max-tokens\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"job.osl_cap_tokens: .* is not allowed \(allowed: an output cap of 1 to "
+        r"16,777,216 tokens, as --max-tokens\)",
+    ):
         plan_max_tokens({"job": {"osl_cap_tokens": cap}}, "p.json")
 
 
@@ -41,10 +44,25 @@ def test_top_k_0_is_hugging_faces_no_top_k_and_is_not_sent(tmp_path) -> None:
     assert read_generation_config(_config(tmp_path, {"temperature": 0.6, "top_k": 0})) == {"temperature": 0.6}
 
 
-@pytest.mark.parametrize(("body", "key"), [
-    ({"top_p": 0}, "top_p"), ({"temperature": -0.1}, "temperature"), ({"temperature": 101}, "temperature"),
-    ({"top_k": 2**31}, "top_k"), ({"top_k": True}, "top_k"), ('{"temperature": Infinity}', "temperature"),
-], ids=["top_p_0", "temperature_negative", "temperature_above_100", "top_k_past_int32", "top_k_bool", "temperature_inf"])
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ({"top_p": 0}, "top_p"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"temperature": 101}, "temperature"),
+        ({"top_k": 2**31}, "top_k"),
+        ({"top_k": True}, "top_k"),
+        ('{"temperature": Infinity}', "temperature"),
+    ],
+    ids=[
+        "top_p_0",
+        "temperature_negative",
+        "temperature_above_100",
+        "top_k_past_int32",
+        "top_k_bool",
+        "temperature_inf",
+    ],
+)
 def test_sampling_values_outside_what_generate_allows_are_refused_by_key(tmp_path, body, key) -> None:
     with pytest.raises(ConfigError, match=rf"generation_config.json: {key}: .* is not allowed \(allowed: "):
         read_generation_config(_config(tmp_path, body))

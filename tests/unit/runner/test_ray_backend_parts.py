@@ -13,8 +13,16 @@ import pytest
 
 from tokenplan.errors import RunDirError
 from tokenplan.runner.dispatch import RunTally
-from tokenplan.runner.fencing import (Fence, Fenced, actor_prefix, advance_epoch, fence_earlier_actors,
-                                      read_epoch, shard_epoch, stored_ids)
+from tokenplan.runner.fencing import (
+    Fence,
+    Fenced,
+    actor_prefix,
+    advance_epoch,
+    fence_earlier_actors,
+    read_epoch,
+    shard_epoch,
+    stored_ids,
+)
 from tokenplan.runner.ray_work import endpoint_shares, pending_units
 from tokenplan.runner.rows import Message, Reject, Row
 from tokenplan.runner.rundir import RunDir, ShardLog, check_manifest
@@ -145,8 +153,10 @@ def test_read_epoch_of_a_missing_manifest_is_a_run_dir_error(tmp_path: Path) -> 
 
 
 def test_the_core_install_imports_no_ray() -> None:
-    code = ("import sys, json; from tokenplan.api.generate import generate; import tokenplan.cli.generate; "
-            "import tokenplan.runner.ray_driver; print(json.dumps('ray' in sys.modules))")
+    code = (
+        "import sys, json; from tokenplan.api.generate import generate; import tokenplan.cli.generate; "
+        "import tokenplan.runner.ray_driver; print(json.dumps('ray' in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) is False

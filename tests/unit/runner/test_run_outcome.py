@@ -22,8 +22,11 @@ from tokenplan.runner.requests import Sampling, request_body
 CATALOG = Path(__file__).resolve().parents[3] / "src" / "tokenplan" / "catalog" / "models"
 
 
-def _held(row: int, detail: str = "This model's maximum context length is 4096 tokens. However, you "
-                                  "requested 8203 tokens", status: int = 400) -> Held:
+def _held(
+    row: int,
+    detail: str = "This model's maximum context length is 4096 tokens. However, you requested 8203 tokens",
+    status: int = 400,
+) -> Held:
     return Held(f"r{row}", f"r{row}", {"file": "in.jsonl", "line": row + 1}, status, detail, 1)
 
 
@@ -96,8 +99,9 @@ def test_the_models_context_less_each_prompt_is_what_a_request_asks_for(tmp_path
     assert model_context(str(model_dir)) == (40_960, f"max_position_embeddings of {model_dir / 'config.json'}")
     assert model_context("qwen3-8b") == (40_960, "max_position_embeddings of catalog model qwen3-8b")
     assert model_context("some-served-alias") is None
-    request = GenerateRequest.build(inputs=["x"], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"],
-                                    model=str(model_dir))
+    request = GenerateRequest.build(
+        inputs=["x"], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"], model=str(model_dir)
+    )
     sampling, notes = resolve_sampling(request, PlanHint(None, None, None))
     assert (sampling.max_tokens, sampling.context_tokens) == (40_960, 40_960)
     assert any(note.startswith("max_tokens: the model's context 40,960") for note in notes)
@@ -106,8 +110,13 @@ def test_the_models_context_less_each_prompt_is_what_a_request_asks_for(tmp_path
     assert len(json.dumps(messages[0], separators=(",", ":"))) == 30
     assert request_body(str(model_dir), messages, sampling, 1)["max_tokens"] == 40_834
     # an explicit --max-tokens is sent as given
-    given = GenerateRequest.build(inputs=["x"], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"],
-                                  model=str(model_dir), max_tokens=1000)
+    given = GenerateRequest.build(
+        inputs=["x"],
+        out_dir=tmp_path / "run",
+        endpoints=["http://127.0.0.1:1/v1"],
+        model=str(model_dir),
+        max_tokens=1000,
+    )
     assert resolve_sampling(given, PlanHint(None, None, None))[0].context_tokens is None
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.runner.rundir import RunDir
 from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
+from tokenplan.runner.rundir import RunDir
 
 JOB = {"model": "served-model", "sampling": {"temperature": 0.0}}
 
@@ -42,11 +42,17 @@ def test_summary_and_manifest_are_read_and_a_missing_one_names_the_directory(tmp
     RunDir.open(tmp_path, JOB).close()  # writes manifest.json
     with pytest.raises(InputError, match="summary.json"):
         read_run_summary(tmp_path)
-    (tmp_path / "summary.json").write_text(json.dumps({"requests": 4, "output_tokens": 400, "output_tok_s": 80.0,
-                                                       "latency_ttft": {"mean_ms": 12.5}}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"requests": 4, "output_tokens": 400, "output_tok_s": 80.0, "latency_ttft": {"mean_ms": 12.5}})
+    )
     run = read_run_summary(tmp_path)
-    assert (run.requests, run.output_tokens, run.output_tok_s, run.ttft_mean_ms, run.model) == \
-        (4, 400, 80.0, 12.5, "served-model")
+    assert (run.requests, run.output_tokens, run.output_tok_s, run.ttft_mean_ms, run.model) == (
+        4,
+        400,
+        80.0,
+        12.5,
+        "served-model",
+    )
     (tmp_path / "summary.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match="expected a JSON object"):
         read_run_summary(tmp_path)

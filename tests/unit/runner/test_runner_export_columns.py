@@ -18,11 +18,23 @@ from tokenplan.runner.rows import Reject, Row, read_rows
 
 
 def _record(rid: str, fields: dict, conversations: list | None = None) -> dict:
-    return {"id": rid, "source_id": rid, "sample_index": 0, "model": "m", "fields": fields,
-            "conversations": conversations or [{"role": "user", "content": "q"},
-                                               {"role": "assistant", "content": "a", "reasoning_content": "r"}],
-            "turns": [{"finish_reason": "stop", "length_flag": False, "reasoning_truncated": False,
-                       "usage": {"prompt_tokens": 3, "completion_tokens": 5, "reasoning_tokens": None}}]}
+    return {
+        "id": rid,
+        "source_id": rid,
+        "sample_index": 0,
+        "model": "m",
+        "fields": fields,
+        "conversations": conversations
+        or [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "r"}],
+        "turns": [
+            {
+                "finish_reason": "stop",
+                "length_flag": False,
+                "reasoning_truncated": False,
+                "usage": {"prompt_tokens": 3, "completion_tokens": 5, "reasoning_tokens": None},
+            }
+        ],
+    }
 
 
 def _run(tmp_path: Path, records: list[dict]) -> Path:
@@ -34,8 +46,20 @@ def _run(tmp_path: Path, records: list[dict]) -> Path:
 
 def test_each_input_field_gets_a_column_typed_by_every_value_it_holds(tmp_path: Path) -> None:
     records = [
-        _record("a", {"lang": "en", "ok": True, "n": 1, "x": 1, "big": 1, "none": None, "model": "gpt-x",
-                      "input_model": "v1", "obj": {"k": [1]}}),
+        _record(
+            "a",
+            {
+                "lang": "en",
+                "ok": True,
+                "n": 1,
+                "x": 1,
+                "big": 1,
+                "none": None,
+                "model": "gpt-x",
+                "input_model": "v1",
+                "obj": {"k": [1]},
+            },
+        ),
         _record("b", {"lang": "fr", "ok": False, "n": 2, "x": 2.5, "big": 2**63, "none": None, "obj": "text"}),
     ]
     out = tmp_path / "out.parquet"
@@ -43,14 +67,22 @@ def test_each_input_field_gets_a_column_typed_by_every_value_it_holds(tmp_path: 
     schema = pq.read_schema(out)
     # "model" is an own column: the input's "model" becomes "input_model", which the input also
     # has, so that one becomes "input_input_model" (prefix until unique, in the order first seen).
-    extra = {f.name: str(f.type) for f in schema if f.name not in ("id", "source_id", "sample_index", "model",
-                                                                    "conversations", "turns")}
-    assert extra == {"lang": "string", "ok": "bool", "n": "int64",
-                     "x": "double",                     # 1 and 2.5: ints and floats
-                     "big": "extension<arrow.json>",    # 2**63 is past int64's 2**63 - 1
-                     "none": "string",                  # null in every row
-                     "input_model": "string", "input_input_model": "string",
-                     "obj": "extension<arrow.json>"}    # an object and a string
+    extra = {
+        f.name: str(f.type)
+        for f in schema
+        if f.name not in ("id", "source_id", "sample_index", "model", "conversations", "turns")
+    }
+    assert extra == {
+        "lang": "string",
+        "ok": "bool",
+        "n": "int64",
+        "x": "double",  # 1 and 2.5: ints and floats
+        "big": "extension<arrow.json>",  # 2**63 is past int64's 2**63 - 1
+        "none": "string",  # null in every row
+        "input_model": "string",
+        "input_input_model": "string",
+        "obj": "extension<arrow.json>",
+    }  # an object and a string
     rows = pq.read_table(out).to_pylist()
     assert (rows[0]["input_model"], rows[0]["input_input_model"], rows[1]["input_model"]) == ("gpt-x", "v1", None)
     assert (rows[0]["x"], rows[1]["x"], json.loads(rows[1]["big"])) == (1.0, 2.5, 2**63)
@@ -59,43 +91,72 @@ def test_each_input_field_gets_a_column_typed_by_every_value_it_holds(tmp_path: 
 
 def test_tool_fields_are_kept_in_the_parquet_conversation(tmp_path: Path) -> None:
     calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]  # an object
-    conversation = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": calls},
-                    {"role": "tool", "content": "42", "tool_call_id": "c1", "name": "f"},
-                    {"role": "assistant", "content": "It is 42.", "reasoning_content": "r"}]
+    conversation = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "content": "42", "tool_call_id": "c1", "name": "f"},
+        {"role": "assistant", "content": "It is 42.", "reasoning_content": "r"},
+    ]
     out = tmp_path / "out.parquet"
     export_parquet(_run(tmp_path, [_record("t", {}, conversation)]), out)
     (row,) = pq.read_table(out).to_pylist()
     got = [{k: v for k, v in m.items() if v is not None} for m in row["conversations"]]
     text = json.dumps(calls, separators=(",", ":"))  # arrow.json: the calls as compact JSON text
-    assert got == [conversation[0], {"role": "assistant", "content": "", "tool_calls": text},
-                   conversation[2], conversation[3]]
+    assert got == [
+        conversation[0],
+        {"role": "assistant", "content": "", "tool_calls": text},
+        conversation[2],
+        conversation[3],
+    ]
 
 
-@pytest.mark.parametrize(("message", "problem"), [
-    ({"role": "assistant", "content": "", "reasoning_content": "cut while thinking"}, "empty_answer"),
-    ({"role": "assistant", "content": " \n", "reasoning_content": "r"}, "empty_answer"),
-    ({"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]}, None),  # calls a tool: an answer
-    ({"role": "assistant", "content": "ok </THINK>", "reasoning_content": "r"}, "think_marker"),  # any case
-    ({"role": "assistant", "content": "ok", "reasoning_content": "a <think> b"}, "think_marker"),
-    ({"role": "assistant", "content": "ok", "reasoning_content": None}, None),
-    ({"role": "user", "content": ""}, None),  # only assistant turns are judged
-])
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ({"role": "assistant", "content": "", "reasoning_content": "cut while thinking"}, "empty_answer"),
+        ({"role": "assistant", "content": " \n", "reasoning_content": "r"}, "empty_answer"),
+        ({"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]}, None),  # calls a tool: an answer
+        ({"role": "assistant", "content": "ok </THINK>", "reasoning_content": "r"}, "think_marker"),  # any case
+        ({"role": "assistant", "content": "ok", "reasoning_content": "a <think> b"}, "think_marker"),
+        ({"role": "assistant", "content": "ok", "reasoning_content": None}, None),
+        ({"role": "user", "content": ""}, None),  # only assistant turns are judged
+    ],
+)
 def test_training_problem(message: dict, problem: str | None) -> None:
     assert training_problem({"conversations": [{"role": "user", "content": "q"}, message]}) == problem
 
 
 def test_arrow_json_is_decoded_at_any_depth_and_bad_json_is_a_reject_naming_the_column(tmp_path: Path) -> None:
     j = pa.json_()
-    storage = pa.schema([("id", pa.string()), ("messages", pa.list_(pa.string())),
-                         ("meta", pa.struct([("tags", pa.string()), ("n", pa.int64())])),
-                         ("kv", pa.map_(pa.string(), pa.string())), ("plain", pa.string())])
-    final = pa.schema([("id", pa.string()), ("messages", pa.list_(j)),
-                       ("meta", pa.struct([("tags", j), ("n", pa.int64())])),
-                       ("kv", pa.map_(pa.string(), j)), ("plain", pa.string())])
+    storage = pa.schema(
+        [
+            ("id", pa.string()),
+            ("messages", pa.list_(pa.string())),
+            ("meta", pa.struct([("tags", pa.string()), ("n", pa.int64())])),
+            ("kv", pa.map_(pa.string(), pa.string())),
+            ("plain", pa.string()),
+        ]
+    )
+    final = pa.schema(
+        [
+            ("id", pa.string()),
+            ("messages", pa.list_(j)),
+            ("meta", pa.struct([("tags", j), ("n", pa.int64())])),
+            ("kv", pa.map_(pa.string(), j)),
+            ("plain", pa.string()),
+        ]
+    )
     assert sorted(json_decoders(final)) == ["kv", "messages", "meta"]  # "plain" text stays text
-    rows = [{"id": "a", "messages": ['{"role": "user", "content": "hi"}'], "meta": {"tags": '["x"]', "n": 1},
-             "kv": [("k", '{"v": 2}')], "plain": '{"not": "decoded"}'},
-            {"id": "b", "messages": ['{"role": "user", "content": '], "meta": None, "kv": None, "plain": None}]
+    rows = [
+        {
+            "id": "a",
+            "messages": ['{"role": "user", "content": "hi"}'],
+            "meta": {"tags": '["x"]', "n": 1},
+            "kv": [("k", '{"v": 2}')],
+            "plain": '{"not": "decoded"}',
+        },
+        {"id": "b", "messages": ['{"role": "user", "content": '], "meta": None, "kv": None, "plain": None},
+    ]
     path = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=storage).cast(final), path)
     good, bad = read_rows([path])
@@ -111,7 +172,7 @@ def test_a_corrupt_parquet_page_stops_the_read_naming_its_row_group_offset_and_t
     column = pq.ParquetFile(path).metadata.row_group(1).column(0)
     offset = column.dictionary_page_offset or column.data_page_offset
     data = bytearray(path.read_bytes())
-    data[offset:offset + 8] = b"\xff" * 8  # the second group's first page header
+    data[offset : offset + 8] = b"\xff" * 8  # the second group's first page header
     path.write_bytes(bytes(data))
     got = []
     with pytest.raises(InputBroken) as broken:

@@ -14,16 +14,27 @@ from tokenplan.runner.rows import InputBroken, Message, Row, count_rows, limited
 
 def test_a_sharegpt_top_level_system_field_becomes_the_first_turn() -> None:
     # LLaMA-Factory's sharegpt layout: {"conversations": [...], "system": "...", "tools": "..."}
-    row = parse_row({"id": "a", "system": "You are terse.", "tools": "[]",
-                     "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "r"}]}, "f", 1)
+    row = parse_row(
+        {
+            "id": "a",
+            "system": "You are terse.",
+            "tools": "[]",
+            "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "r"}],
+        },
+        "f",
+        1,
+    )
     assert row.messages[0] == Message("system", "You are terse.")
     assert row.messages[1:] == (Message("user", "q"), Message("assistant", "r"))
     assert row.fields == {"tools": "[]"}  # the system field is consumed, every other field kept
 
 
 def test_a_system_field_does_not_duplicate_a_system_turn_the_conversation_has() -> None:
-    row = parse_row({"system": "outer", "messages": [{"role": "system", "content": "inner"},
-                                                     {"role": "user", "content": "q"}]}, "f", 1)
+    row = parse_row(
+        {"system": "outer", "messages": [{"role": "system", "content": "inner"}, {"role": "user", "content": "q"}]},
+        "f",
+        1,
+    )
     assert [m.content for m in row.messages] == ["inner", "q"]
 
 
@@ -63,14 +74,26 @@ def test_hf_datasets_parquet_with_mixed_mostly_null_structs_picks_the_shape_by_n
     # What `datasets` writes for a column holding both ShareGPT and OpenAI turns: one struct type
     # with all four keys, the unused pair null in every turn.
     turn = pa.struct([("from", pa.string()), ("value", pa.string()), ("role", pa.string()), ("content", pa.string())])
-    table = pa.table({"id": ["share", "openai", "tool"], "source": ["s1", "s2", "s3"],
-                      "conversations": pa.array([
-                          [{"from": "human", "value": "q1", "role": None, "content": None}],
-                          [{"from": None, "value": None, "role": "user", "content": "q2"},
-                           {"from": None, "value": None, "role": "assistant", "content": "a2"}],
-                          [{"from": None, "value": None, "role": "user", "content": "q3"},
-                           {"from": None, "value": None, "role": "tool", "content": "42"}]],
-                          type=pa.list_(turn))})
+    table = pa.table(
+        {
+            "id": ["share", "openai", "tool"],
+            "source": ["s1", "s2", "s3"],
+            "conversations": pa.array(
+                [
+                    [{"from": "human", "value": "q1", "role": None, "content": None}],
+                    [
+                        {"from": None, "value": None, "role": "user", "content": "q2"},
+                        {"from": None, "value": None, "role": "assistant", "content": "a2"},
+                    ],
+                    [
+                        {"from": None, "value": None, "role": "user", "content": "q3"},
+                        {"from": None, "value": None, "role": "tool", "content": "42"},
+                    ],
+                ],
+                type=pa.list_(turn),
+            ),
+        }
+    )
     path = tmp_path / "mixed.parquet"
     pq.write_table(table, path)
     share, openai, tool = list(read_rows([path]))
@@ -82,21 +105,45 @@ def test_hf_datasets_parquet_with_mixed_mostly_null_structs_picks_the_shape_by_n
 
 def test_the_tool_role_and_tool_fields_are_kept() -> None:
     call = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}]
-    row = parse_row({"messages": [{"role": "user", "content": "add"},
-                                  {"role": "assistant", "content": None, "tool_calls": call},
-                                  {"role": "tool", "tool_call_id": "c1", "content": "3"}]}, "f", 1)
+    row = parse_row(
+        {
+            "messages": [
+                {"role": "user", "content": "add"},
+                {"role": "assistant", "content": None, "tool_calls": call},
+                {"role": "tool", "tool_call_id": "c1", "content": "3"},
+            ]
+        },
+        "f",
+        1,
+    )
     assert row.messages[1].as_dict() == {"role": "assistant", "content": "", "tool_calls": call}
     assert row.messages[2].as_dict() == {"role": "tool", "content": "3", "tool_call_id": "c1"}
-    sharegpt = parse_row({"conversations": [{"from": "human", "value": "q"}, {"from": "observation", "value": "o"}]},
-                         "f", 1)
+    sharegpt = parse_row(
+        {"conversations": [{"from": "human", "value": "q"}, {"from": "observation", "value": "o"}]}, "f", 1
+    )
     assert sharegpt.messages[1] == Message("tool", "o")
 
 
 def test_batch_body_sampling_fields_become_the_rows_overrides() -> None:
-    row = parse_row({"custom_id": "req-1", "method": "POST", "url": "/v1/chat/completions",
-                     "body": {"model": "gpt-x", "messages": [{"role": "user", "content": "q"}],
-                              "max_completion_tokens": 77, "temperature": 0.3, "top_p": 0.9, "stop": ["\n\n"],
-                              "stream": True, "n": 4}}, "f", 1)
+    row = parse_row(
+        {
+            "custom_id": "req-1",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": "gpt-x",
+                "messages": [{"role": "user", "content": "q"}],
+                "max_completion_tokens": 77,
+                "temperature": 0.3,
+                "top_p": 0.9,
+                "stop": ["\n\n"],
+                "stream": True,
+                "n": 4,
+            },
+        },
+        "f",
+        1,
+    )
     # max_completion_tokens is read as max_tokens; model, stream and n are not the row's to set.
     assert row.overrides == {"max_tokens": 77, "temperature": 0.3, "top_p": 0.9, "stop": ["\n\n"]}
     assert row.fields == {"method": "POST", "url": "/v1/chat/completions"}
@@ -108,13 +155,23 @@ def test_a_batch_line_with_a_bad_max_tokens_is_rejected_naming_the_field() -> No
     from tokenplan.runner.rows import RowError
 
     with pytest.raises(RowError, match=r"body\.max_tokens: -1 is not a positive integer"):
-        parse_row({"custom_id": "x", "body": {"messages": [{"role": "user", "content": "q"}], "max_tokens": -1}},
-                  "f", 1)
+        parse_row(
+            {"custom_id": "x", "body": {"messages": [{"role": "user", "content": "q"}], "max_tokens": -1}}, "f", 1
+        )
 
 
 def test_every_other_input_field_is_kept_in_order() -> None:
-    row = parse_row({"id": "a", "category": "math", "difficulty": 3, "messages": [{"role": "user", "content": "q"}],
-                     "meta": {"src": "gsm8k"}}, "f", 1)
+    row = parse_row(
+        {
+            "id": "a",
+            "category": "math",
+            "difficulty": 3,
+            "messages": [{"role": "user", "content": "q"}],
+            "meta": {"src": "gsm8k"},
+        },
+        "f",
+        1,
+    )
     assert list(row.fields.items()) == [("category", "math"), ("difficulty", 3), ("meta", {"src": "gsm8k"})]
 
 

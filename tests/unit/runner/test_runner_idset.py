@@ -51,6 +51,7 @@ def test_the_key_is_blake2b_with_an_8_byte_digest_little_endian() -> None:
     # RFC 7693 test vector for BLAKE2b-512 of "abc" cannot be truncated (the digest size is a
     # parameter of the hash), so compare against hashlib's BLAKE2b-64 directly.
     import hashlib
+
     digest = hashlib.blake2b(b"abc", digest_size=8).digest()
     assert id_key("abc") == int.from_bytes(digest, "little") and 0 <= id_key("é\ud800") < 2**64
 
@@ -79,7 +80,8 @@ def test_the_resume_scan_agrees_with_the_writer_on_awkward_ids(tmp_path: Path) -
 
 
 def test_records_sharing_a_key_are_both_kept_and_only_exact_repeats_dropped(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Every id gets the same key, as if all of them collided: a, b, a → the second a is dropped,
     # b stays though its key matches a's.
     monkeypatch.setattr(record_ids_module, "id_key", lambda unit_id: 7)
@@ -95,7 +97,8 @@ def test_records_sharing_a_key_are_both_kept_and_only_exact_repeats_dropped(
 
 
 def test_outcomes_are_counted_by_exact_id_even_when_keys_collide(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = RunDir.open(tmp_path, JOB)
     for unit_id in ("a", "b", "c"):
         run.write_done({"id": unit_id})

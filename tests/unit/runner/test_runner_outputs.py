@@ -14,8 +14,7 @@ from tokenplan.errors import InputError
 from tokenplan.runner.defaults import choose_sampling, plan_max_tokens, read_generation_config
 from tokenplan.runner.export import batch_line, export_lines, specforge_line
 from tokenplan.runner.limits import RESERVE_FDS, check_open_files
-from tokenplan.runner.requests import (BodyConflict, Sampling, Sent, prompt_prefixes, request_body, run_unit,
-                                       work_units)
+from tokenplan.runner.requests import BodyConflict, Sampling, Sent, prompt_prefixes, request_body, run_unit, work_units
 from tokenplan.runner.rows import Message, Row, parse_row
 
 
@@ -27,25 +26,31 @@ def test_extra_body_nested_objects_merge_with_tokenplans_own() -> None:
 
 def test_extra_body_contradicting_an_option_is_a_conflict_naming_the_path() -> None:
     sampling = Sampling(max_tokens=8, thinking=False, extra_body={"chat_template_kwargs": {"enable_thinking": True}})
-    with pytest.raises(BodyConflict, match=r"chat_template_kwargs\.enable_thinking: --extra-body sets True but "
-                                           r"tokenplan's options set False"):
+    with pytest.raises(
+        BodyConflict,
+        match=r"chat_template_kwargs\.enable_thinking: --extra-body sets True but "
+        r"tokenplan's options set False",
+    ):
         request_body("m", [], sampling, seed=1)
     # the same value twice is no conflict; a top-level scalar stays --extra-body's to override
-    same = Sampling(max_tokens=8, thinking=True, extra_body={"chat_template_kwargs": {"enable_thinking": True},
-                                                              "max_tokens": 9})
+    same = Sampling(
+        max_tokens=8, thinking=True, extra_body={"chat_template_kwargs": {"enable_thinking": True}, "max_tokens": 9}
+    )
     assert request_body("m", [], same, seed=1)["max_tokens"] == 9
 
 
 def test_a_rows_batch_overrides_win_over_the_job_sampling() -> None:
     sampling = Sampling(max_tokens=4096, temperature=0.6, extra_body={"chat_template_kwargs": {"x": 1}})
-    body = request_body("m", [], sampling, seed=1, overrides={"max_tokens": 77, "temperature": 0.0,
-                                                                "chat_template_kwargs": {"y": 2}})
+    body = request_body(
+        "m", [], sampling, seed=1, overrides={"max_tokens": 77, "temperature": 0.0, "chat_template_kwargs": {"y": 2}}
+    )
     assert (body["max_tokens"], body["temperature"], body["chat_template_kwargs"]) == (77, 0.0, {"x": 1, "y": 2})
 
 
 def _send(content: str, finish: str, reasoning: str | None = None):
     async def send(messages, turn, retry):
         return Sent(Completion(content, reasoning, finish, Usage(3, 5, None), Timings(0.0, 1.0), "m"), "e", 1, 7)
+
     return send
 
 
@@ -63,8 +68,15 @@ def test_a_length_cut_answer_inside_an_unclosed_think_becomes_truncated_reasonin
 
 
 def test_the_record_keeps_the_rows_fields_and_overrides() -> None:
-    row = parse_row({"custom_id": "c", "category": "math", "body": {"messages": [{"role": "user", "content": "q"}],
-                                                                   "max_tokens": 5}}, "f", 1)
+    row = parse_row(
+        {
+            "custom_id": "c",
+            "category": "math",
+            "body": {"messages": [{"role": "user", "content": "q"}], "max_tokens": 5},
+        },
+        "f",
+        1,
+    )
     record = asyncio.run(run_unit(list(work_units(row, 1))[0], "complete", "keep", 0, _send("a", "stop")))
     assert record["fields"] == {"category": "math"} and record["request_overrides"] == {"max_tokens": 5}
 
@@ -80,8 +92,9 @@ def test_regenerate_keeps_tool_calls_and_regenerates_the_answer_after_the_tool()
 
 
 def test_generation_config_do_sample_false_means_greedy_and_only_present_keys_are_read(tmp_path: Path) -> None:
-    (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": True, "temperature": 0.6, "top_p": 0.95,
-                                                                 "top_k": 20, "eos_token_id": 2}))
+    (tmp_path / "generation_config.json").write_text(
+        json.dumps({"do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "eos_token_id": 2})
+    )
     assert read_generation_config(tmp_path) == {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
     greedy = tmp_path / "g.json"
     greedy.write_text(json.dumps({"do_sample": False, "temperature": 0.7}))
@@ -92,8 +105,13 @@ def test_generation_config_do_sample_false_means_greedy_and_only_present_keys_ar
 
 def test_sampling_order_option_then_plan_then_generation_config_then_fallback() -> None:
     config = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
-    chosen = choose_sampling({"max_tokens": None, "temperature": None, "top_p": 0.8, "top_k": None},
-                             32768, Path("plan.json"), config, Path("gc.json"))
+    chosen = choose_sampling(
+        {"max_tokens": None, "temperature": None, "top_p": 0.8, "top_k": None},
+        32768,
+        Path("plan.json"),
+        config,
+        Path("gc.json"),
+    )
     assert (chosen.max_tokens, chosen.temperature, chosen.top_p, chosen.top_k) == (32768, 0.6, 0.8, 20)
     assert "max_tokens 32,768 (the plan plan.json's output cap)" in chosen.notes
     assert "sampling from gc.json: temperature 0.6, top_k 20" in chosen.notes
@@ -103,8 +121,9 @@ def test_sampling_order_option_then_plan_then_generation_config_then_fallback() 
     assert any("greedy" in n and "Qwen3" in n for n in bare.notes)
     in_context = choose_sampling({}, None, None, None, None, (40960, "max_position_embeddings of x"))
     assert (in_context.max_tokens, in_context.context_tokens) == (40960, 40960)
-    assert in_context.notes[0].startswith("max_tokens: the model's context 40,960 (max_position_embeddings of x) "
-                                          "less each prompt")
+    assert in_context.notes[0].startswith(
+        "max_tokens: the model's context 40,960 (max_position_embeddings of x) less each prompt"
+    )
 
 
 def test_the_plans_output_cap_is_read_from_the_number_or_the_text() -> None:
@@ -113,11 +132,25 @@ def test_the_plans_output_cap_is_read_from_the_number_or_the_text() -> None:
     assert plan_max_tokens({"job": {"osl": "fixed 1,024"}}) is None and plan_max_tokens({}) is None
 
 
-RECORD = {"id": "c1", "source_id": "c1", "model": "m", "fields": {"category": "math", "id_hint": 1},
-          "conversations": [{"role": "user", "content": "q"},
-                            {"role": "assistant", "content": "a", "reasoning_content": "r"}],
-          "turns": [{"finish_reason": "stop", "length_flag": False, "reasoning_truncated": False,
-                     "usage": {"prompt_tokens": 3, "completion_tokens": 5}, "model": "m"}]}
+RECORD = {
+    "id": "c1",
+    "source_id": "c1",
+    "model": "m",
+    "fields": {"category": "math", "id_hint": 1},
+    "conversations": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "reasoning_content": "r"},
+    ],
+    "turns": [
+        {
+            "finish_reason": "stop",
+            "length_flag": False,
+            "reasoning_truncated": False,
+            "usage": {"prompt_tokens": 3, "completion_tokens": 5},
+            "model": "m",
+        }
+    ],
+}
 
 
 def test_specforge_line_keeps_the_input_fields_reasoning_content_and_says_success() -> None:
@@ -126,9 +159,15 @@ def test_specforge_line_keeps_the_input_fields_reasoning_content_and_says_succes
     # itself a SpecForge output brings its own status, which the export's replaces.
     record = {**RECORD, "fields": {**RECORD["fields"], "status": "error"}}
     assert specforge_line(record) == {
-        "category": "math", "id_hint": 1, "status": "success", "id": "c1",
-        "conversations": [{"role": "user", "content": "q"},
-                          {"role": "assistant", "content": "a", "reasoning_content": "r"}]}
+        "category": "math",
+        "id_hint": 1,
+        "status": "success",
+        "id": "c1",
+        "conversations": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a", "reasoning_content": "r"},
+        ],
+    }
 
 
 def test_batch_line_has_the_openai_batch_output_fields() -> None:
@@ -150,8 +189,7 @@ def test_export_filters_count_what_they_leave_out(tmp_path: Path) -> None:
     cut = {**RECORD, "id": "cut", "turns": [{**RECORD["turns"][0], "length_flag": True, "reasoning_truncated": True}]}
     think = {**RECORD, "id": "think", "turns": [{**RECORD["turns"][0], "reasoning_truncated": True}]}
     (shards / "part-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (RECORD, cut, think)))
-    counts = export_lines(tmp_path / "run", tmp_path / "out.jsonl", "jsonl", drop_length=True,
-                          require_think_close=True)
+    counts = export_lines(tmp_path / "run", tmp_path / "out.jsonl", "jsonl", drop_length=True, require_think_close=True)
     assert (counts.written, counts.dropped_length, counts.dropped_think_open) == (1, 1, 1)
     assert [json.loads(x)["id"] for x in (tmp_path / "out.jsonl").read_text().splitlines()] == ["c1"]
 

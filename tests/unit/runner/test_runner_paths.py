@@ -29,8 +29,9 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     afile.write_text("data")
     with pytest.raises(InputError) as excinfo:
         check_run_dir(afile)
-    assert _message(excinfo) == (f"--out {str(afile)!r} is not allowed (allowed: a directory to create or reuse; "
-                                 "this path is an existing file)")
+    assert _message(excinfo) == (
+        f"--out {str(afile)!r} is not allowed (allowed: a directory to create or reuse; this path is an existing file)"
+    )
     assert afile.read_text() == "data"
 
 
@@ -42,8 +43,10 @@ def test_run_dir_under_a_file_or_in_proc_cannot_be_created(tmp_path: Path) -> No
     if Path("/proc/self").exists():  # procfs refuses new entries, even to root
         with pytest.raises(InputError) as excinfo:
             check_run_dir(Path("/proc/forbidden"))
-        assert _message(excinfo) == ("--out '/proc/forbidden' is not allowed (allowed: a directory to create or "
-                                     "reuse (cannot create it: No such file or directory))")
+        assert _message(excinfo) == (
+            "--out '/proc/forbidden' is not allowed (allowed: a directory to create or "
+            "reuse (cannot create it: No such file or directory))"
+        )
 
 
 def test_output_file_checks_create_nothing(tmp_path: Path) -> None:
@@ -51,19 +54,23 @@ def test_output_file_checks_create_nothing(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize(("target", "tail"), [
-    ("missing/x.json", "; {tmp}/missing does not exist)"),
-    ("afile/x.json", "; {tmp}/afile is not a directory)"),
-    ("adir", "; this path is a directory)"),
-])
-def test_output_file_in_a_missing_directory_or_a_directory_is_refused(tmp_path: Path, target: str,
-                                                                     tail: str) -> None:
+@pytest.mark.parametrize(
+    ("target", "tail"),
+    [
+        ("missing/x.json", "; {tmp}/missing does not exist)"),
+        ("afile/x.json", "; {tmp}/afile is not a directory)"),
+        ("adir", "; this path is a directory)"),
+    ],
+)
+def test_output_file_in_a_missing_directory_or_a_directory_is_refused(tmp_path: Path, target: str, tail: str) -> None:
     (tmp_path / "afile").write_text("x")
     (tmp_path / "adir").mkdir()
     with pytest.raises(InputError) as excinfo:
         check_output_file(tmp_path / target, "--save", "a JSON file path")
-    assert _message(excinfo) == (f"--save {str(tmp_path / target)!r} is not allowed (allowed: a JSON file path in "
-                                 f"an existing, writable directory" + tail.format(tmp=tmp_path))
+    assert _message(excinfo) == (
+        f"--save {str(tmp_path / target)!r} is not allowed (allowed: a JSON file path in "
+        f"an existing, writable directory" + tail.format(tmp=tmp_path)
+    )
 
 
 def test_output_file_in_an_unwritable_directory_is_refused(tmp_path: Path) -> None:
@@ -71,5 +78,7 @@ def test_output_file_in_an_unwritable_directory_is_refused(tmp_path: Path) -> No
         pytest.skip("needs procfs: a directory not even root can write in")
     with pytest.raises(InputError) as excinfo:
         check_output_file(Path("/proc/x.png"), "--plot", "a PNG file path")
-    assert _message(excinfo).startswith("--plot '/proc/x.png' is not allowed (allowed: a PNG file path in an "
-                                        "existing, writable directory; cannot write in /proc (")
+    assert _message(excinfo).startswith(
+        "--plot '/proc/x.png' is not allowed (allowed: a PNG file path in an "
+        "existing, writable directory; cannot write in /proc ("
+    )

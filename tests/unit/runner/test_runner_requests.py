@@ -5,12 +5,25 @@ from __future__ import annotations
 import asyncio
 
 from tokenplan.client.openai import Completion, Timings, Usage
-from tokenplan.runner.requests import (Dropped, Sampling, Sent, prompt_prefixes, request_body, run_unit, seed_for,
-                                       work_units)
+from tokenplan.runner.requests import (
+    Dropped,
+    Sampling,
+    Sent,
+    prompt_prefixes,
+    request_body,
+    run_unit,
+    seed_for,
+    work_units,
+)
 from tokenplan.runner.rows import Message, Row
 
-S, U1, A1, U2, A2 = (Message("system", "s"), Message("user", "u1"), Message("assistant", "a1"),
-                     Message("user", "u2"), Message("assistant", "a2"))
+S, U1, A1, U2, A2 = (
+    Message("system", "s"),
+    Message("user", "u1"),
+    Message("assistant", "a1"),
+    Message("user", "u2"),
+    Message("assistant", "a2"),
+)
 
 
 def test_regenerate_sends_one_request_per_user_turn_without_old_answers() -> None:
@@ -38,9 +51,16 @@ def test_n_samples_get_their_own_ids_and_seeds() -> None:
 def test_the_body_sends_only_what_is_set_and_extra_json_last() -> None:
     sampling = Sampling(max_tokens=64, temperature=0.6, top_k=20, thinking=False, extra_body={"ignore_eos": True})
     body = request_body("m", [{"role": "user", "content": "q"}], sampling, seed=5)
-    assert body == {"model": "m", "messages": [{"role": "user", "content": "q"}], "max_tokens": 64,
-                    "temperature": 0.6, "seed": 5, "top_k": 20, "chat_template_kwargs": {"enable_thinking": False},
-                    "ignore_eos": True}
+    assert body == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "q"}],
+        "max_tokens": 64,
+        "temperature": 0.6,
+        "seed": 5,
+        "top_k": 20,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "ignore_eos": True,
+    }
 
 
 def _completion(content: str, finish: str) -> Completion:
@@ -54,10 +74,15 @@ def test_each_turn_is_asked_over_the_regenerated_history() -> None:
         prompts.append(messages)
         return Sent(_completion(f"new{turn}", "stop"), "http://e/v1", 1, 7)
 
-    record = asyncio.run(run_unit(next(work_units(Row("r", (S, U1, A1, U2, A2), "c", "f", 1), 1)),
-                                  "regenerate", "keep", 2, send))
-    assert prompts[1] == [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"},
-                          {"role": "assistant", "content": "new0"}, {"role": "user", "content": "u2"}]
+    record = asyncio.run(
+        run_unit(next(work_units(Row("r", (S, U1, A1, U2, A2), "c", "f", 1), 1)), "regenerate", "keep", 2, send)
+    )
+    assert prompts[1] == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u1"},
+        {"role": "assistant", "content": "new0"},
+        {"role": "user", "content": "u2"},
+    ]
     assert record["conversations"][-1] == {"role": "assistant", "content": "new1", "reasoning_content": "why"}
     assert [t["seed"] for t in record["turns"]] == [7, 7]
 

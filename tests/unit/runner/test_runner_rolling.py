@@ -10,9 +10,22 @@ from tokenplan.runner.rolling import progress_line, rolling_summary
 
 
 def _snap(stored: int) -> Snapshot:
-    return Snapshot(units_total=400, done_before=0, stored=stored, skipped=1, errors=0, rejected=2,
-                    in_flight={"http://e/v1": 5}, healthy_endpoints=1, output_tokens=1000, elapsed_s=3.0,
-                    output_tok_s_window=413.0, output_tok_s_mean=333.3, eta_s=61.0, plan_output_tok_s=None)
+    return Snapshot(
+        units_total=400,
+        done_before=0,
+        stored=stored,
+        skipped=1,
+        errors=0,
+        rejected=2,
+        in_flight={"http://e/v1": 5},
+        healthy_endpoints=1,
+        output_tokens=1000,
+        elapsed_s=3.0,
+        output_tok_s_window=413.0,
+        output_tok_s_mean=333.3,
+        eta_s=61.0,
+        plan_output_tok_s=None,
+    )
 
 
 def test_the_rolling_summary_is_written_at_most_every_n_seconds(tmp_path: Path) -> None:
@@ -27,8 +40,10 @@ def test_the_rolling_summary_is_written_at_most_every_n_seconds(tmp_path: Path) 
 
 
 def test_the_log_line_holds_counts_rates_and_eta() -> None:
-    assert progress_line(_snap(249)) == ("done 250/400 (stored 249, skipped 1, errors 0, rejected 2) | 413 tok/s now, "
-                                         "333 mean | in flight 5 | elapsed 3 s | ETA 1m01s")
+    assert progress_line(_snap(249)) == (
+        "done 250/400 (stored 249, skipped 1, errors 0, rejected 2) | 413 tok/s now, "
+        "333 mean | in flight 5 | elapsed 3 s | ETA 1m01s"
+    )
 
 
 def test_off_a_terminal_the_cli_logs_one_line_per_interval() -> None:

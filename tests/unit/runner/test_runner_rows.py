@@ -13,15 +13,33 @@ from tokenplan.runner.rows import Message, Row, RowError, check_readable, expand
 
 
 def test_specforge_sharegpt_openai_prompt_and_batch_shapes_become_messages() -> None:
-    spec = parse_row({"id": "a", "conversations": [{"role": "user", "content": "q"},
-                                                   {"role": "assistant", "content": "r"}]}, "f", 1)
-    share = parse_row({"id": "b", "conversations": [{"from": "system", "value": "s"},
-                                                    {"from": "human", "value": "q"}, {"from": "gpt", "value": "r"}]}, "f", 2)
+    spec = parse_row(
+        {"id": "a", "conversations": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "r"}]}, "f", 1
+    )
+    share = parse_row(
+        {
+            "id": "b",
+            "conversations": [
+                {"from": "system", "value": "s"},
+                {"from": "human", "value": "q"},
+                {"from": "gpt", "value": "r"},
+            ],
+        },
+        "f",
+        2,
+    )
     openai = parse_row({"id": 7, "messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]}, "f", 3)
     prompt = parse_row({"id": "d", "prompt": "q"}, "f", 4)
-    batch = parse_row({"custom_id": "e", "method": "POST", "body": {"messages": [{"role": "user", "content": "q"}]}}, "f", 5)
+    batch = parse_row(
+        {"custom_id": "e", "method": "POST", "body": {"messages": [{"role": "user", "content": "q"}]}}, "f", 5
+    )
     assert (spec.shape, share.shape, openai.shape, prompt.shape, batch.shape) == (
-        "conversations", "sharegpt", "messages", "prompt", "batch")
+        "conversations",
+        "sharegpt",
+        "messages",
+        "prompt",
+        "batch",
+    )
     assert share.messages == (Message("system", "s"), Message("user", "q"), Message("assistant", "r"))
     assert openai.id == "7" and openai.messages == (Message("user", "q"),)
     assert batch.id == "e" and prompt.messages == (Message("user", "q"),)
@@ -34,18 +52,21 @@ def test_a_row_without_an_id_gets_the_hash_of_its_messages() -> None:
     assert parse_row({"messages": [{"role": "user", "content": "hello"}]}, "g", 9).id == row.id
 
 
-@pytest.mark.parametrize(("item", "reason"), [
-    ([1, 2], "row is a list"),
-    ({"text": "x"}, "unknown shape"),
-    ({"conversations": []}, "conversations: not a non-empty list"),
-    ({"conversations": [{"role": "function", "content": "x"}]}, "conversations[0].role: 'function' is not one of"),
-    ({"conversations": [{"from": "bot", "value": "x"}]}, "conversations[0].from: 'bot' is not one of"),
-    ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content: not a string"),
-    ({"messages": [{"role": "assistant", "content": "x"}]}, "messages: no user turn"),
-    ({"custom_id": "x", "body": {"prompt": "x"}}, "body: batch line without body.messages"),
-    ({"id": {"x": 1}, "prompt": "x"}, "id: expected text or an integer, got dict"),
-    ({"id": True, "prompt": "x"}, "id: expected text or an integer, got bool"),
-])
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        ([1, 2], "row is a list"),
+        ({"text": "x"}, "unknown shape"),
+        ({"conversations": []}, "conversations: not a non-empty list"),
+        ({"conversations": [{"role": "function", "content": "x"}]}, "conversations[0].role: 'function' is not one of"),
+        ({"conversations": [{"from": "bot", "value": "x"}]}, "conversations[0].from: 'bot' is not one of"),
+        ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content: not a string"),
+        ({"messages": [{"role": "assistant", "content": "x"}]}, "messages: no user turn"),
+        ({"custom_id": "x", "body": {"prompt": "x"}}, "body: batch line without body.messages"),
+        ({"id": {"x": 1}, "prompt": "x"}, "id: expected text or an integer, got dict"),
+        ({"id": True, "prompt": "x"}, "id: expected text or an integer, got bool"),
+    ],
+)
 def test_malformed_rows_name_the_field_and_what_is_allowed(item: object, reason: str) -> None:
     with pytest.raises(RowError, match=reason.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
         parse_row(item, "f", 1)
@@ -69,8 +90,14 @@ def test_compressed_jsonl_and_parquet_are_read_like_plain_jsonl(tmp_path: Path) 
     rows = [{"id": f"r{i}", "conversations": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
     text = "".join(json.dumps(r) + "\n" for r in rows).encode()
     names = []
-    for suffix, codec in (("jsonl.zst", "zstd"), ("jsonl.zstd", "zstd"), ("jsonl.gz", "gzip"),
-                          ("jsonl.bz2", "bz2"), ("jsonl.lz4", "lz4"), ("json.gz", "gzip")):
+    for suffix, codec in (
+        ("jsonl.zst", "zstd"),
+        ("jsonl.zstd", "zstd"),
+        ("jsonl.gz", "gzip"),
+        ("jsonl.bz2", "bz2"),
+        ("jsonl.lz4", "lz4"),
+        ("json.gz", "gzip"),
+    ):
         with pa.output_stream(tmp_path / f"a.{suffix}", compression=codec) as out:
             out.write(text)
         names.append(f"a.{suffix}")
@@ -79,7 +106,8 @@ def test_compressed_jsonl_and_parquet_are_read_like_plain_jsonl(tmp_path: Path) 
     for name in (*names, "b.parquet"):
         got = [r for r in read_rows([tmp_path / name]) if isinstance(r, Row)]
         assert [(r.id, r.messages, r.line) for r in got] == [
-            (f"r{i}", (Message("user", f"q{i}"),), i + 1) for i in range(3)]
+            (f"r{i}", (Message("user", f"q{i}"),), i + 1) for i in range(3)
+        ]
 
 
 def test_globs_expand_sorted_and_unknown_or_missing_inputs_are_one_line_errors(tmp_path: Path) -> None:
@@ -94,13 +122,16 @@ def test_globs_expand_sorted_and_unknown_or_missing_inputs_are_one_line_errors(t
 
 
 def test_lines_only_pythons_json_takes_are_read_then_refused_by_name_and_the_error_text_is_pythons(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # NaN and a 2**70 integer are refused by orjson but read by json.loads; a record cannot hold
     # either as it is (orjson writes NaN as null and refuses 2**70), so each row is a reject
     # naming the field (issue 26), not a silent null or a crash when its answer is stored.
     path = tmp_path / "in.jsonl"
-    path.write_text('{"id": "a", "prompt": "x", "score": NaN}\n{"id": "b", "prompt": "y", "n": 1180591620717411303424}\n'
-                    '{"id": "c", "prompt": \n')
+    path.write_text(
+        '{"id": "a", "prompt": "x", "score": NaN}\n{"id": "b", "prompt": "y", "n": 1180591620717411303424}\n'
+        '{"id": "c", "prompt": \n'
+    )
     items = list(read_rows([path]))
     assert [(type(i).__name__, i.id) for i in items[:2]] == [("Reject", "a"), ("Reject", "b")]
     assert items[0].reason.startswith("score: nan is not a finite number")

@@ -14,21 +14,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenplan.errors import InputError
-from tokenplan.runner.rows import (InputBroken, ReadStats, Reject, Row, check_readable, count_rows_or_none,
-                                   read_rows)
+from tokenplan.runner.rows import InputBroken, ReadStats, Reject, Row, check_readable, count_rows_or_none, read_rows
 
 
 def _read(path: Path) -> list[Row | Reject]:
     return list(read_rows([path]))
 
 
-@pytest.mark.parametrize("line", [
-    rb'{"id": "a", "prompt": "x\ud800"}',          # an escaped lone surrogate, with an id
-    rb'{"prompt": "x\ud800"}',                     # and without one (the id would hash it)
-    b'{"id": "a", "prompt": "x\xed\xa0\x80"}',     # the raw bytes of a lone surrogate
-    rb'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]}',
-    rb'{"id": "\ud800", "prompt": "fine"}',        # in the id itself
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        rb'{"id": "a", "prompt": "x\ud800"}',  # an escaped lone surrogate, with an id
+        rb'{"prompt": "x\ud800"}',  # and without one (the id would hash it)
+        b'{"id": "a", "prompt": "x\xed\xa0\x80"}',  # the raw bytes of a lone surrogate
+        rb'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]}',
+        rb'{"id": "\ud800", "prompt": "fine"}',  # in the id itself
+    ],
+)
 def test_a_lone_surrogate_is_a_reject_not_a_crash(tmp_path: Path, line: bytes) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(line + b"\n" + b'{"id": "ok", "prompt": "fine"}\n')
@@ -57,8 +59,11 @@ def _compressed(path: Path, data: bytes, codec: str) -> bytes:
 def test_a_zst_file_that_is_not_zstd_is_refused_up_front(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl.zst"
     path.write_bytes(b'{"prompt": "plain text, not zstd"}\n')
-    with pytest.raises(InputBroken, match=r"in.jsonl.zst' is truncated or damaged at byte \d+ of 35 .*ZSTD.*"
-                                          r"last row read: none"):
+    with pytest.raises(
+        InputBroken,
+        match=r"in.jsonl.zst' is truncated or damaged at byte \d+ of 35 .*ZSTD.*"
+        r"last row read: none",
+    ):
         check_readable([path])
     assert count_rows_or_none([path]) is None
     with pytest.raises(InputBroken, match="last row read: none"):
@@ -71,8 +76,9 @@ GOOD = "".join(json.dumps({"id": f"r{i}", "prompt": "p"}) + "\n" for i in range(
 
 
 @pytest.mark.parametrize(("suffix", "codec"), [("zst", "zstd"), ("gz", "gzip"), ("bz2", "bz2"), ("lz4", "lz4")])
-def test_a_truncated_compressed_file_is_refused_up_front_naming_byte_and_last_row(tmp_path: Path, suffix: str,
-                                                                                   codec: str) -> None:
+def test_a_truncated_compressed_file_is_refused_up_front_naming_byte_and_last_row(
+    tmp_path: Path, suffix: str, codec: str
+) -> None:
     # An interrupted copy: the stream stops before its last frame/block ends. zstandard's reader
     # returned what it had and ended quietly (rows lost, run [ok]); pyarrow's raises.
     whole = _compressed(tmp_path / f"whole.jsonl.{suffix}", GOOD, codec)
@@ -82,8 +88,11 @@ def test_a_truncated_compressed_file_is_refused_up_front_naming_byte_and_last_ro
         with pytest.raises(InputBroken) as refused:
             check_readable([path])
         message = str(refused.value)
-        assert "\n" not in message and f"cut{cut}.jsonl.{suffix}' is truncated or damaged at byte {cut:,} of {cut:,}" \
-            in message and "last row read: " in message
+        assert (
+            "\n" not in message
+            and f"cut{cut}.jsonl.{suffix}' is truncated or damaged at byte {cut:,} of {cut:,}" in message
+            and "last row read: " in message
+        )
         assert count_rows_or_none([path]) is None
         items = read_rows([path])  # read anyway (the file changed after the check): rows, then the error
         got = []
@@ -117,18 +126,47 @@ def test_a_corrupt_parquet_file_is_refused_up_front(tmp_path: Path) -> None:
 
 _line = st.one_of(
     st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")),
-    st.fixed_dictionaries({}, optional={
-        "id": st.one_of(st.text(max_size=5), st.integers(), st.none(), st.booleans()),
-        "prompt": st.one_of(st.text(max_size=10), st.integers(), st.lists(st.text(max_size=3), max_size=2)),
-        "messages": st.lists(st.fixed_dictionaries({}, optional={
-            "role": st.sampled_from(["user", "system", "assistant", "bot", 1]),
-            "content": st.one_of(st.text(max_size=10), st.none(), st.lists(st.dictionaries(
-                st.sampled_from(["type", "text"]), st.text(max_size=4)), max_size=2))}), max_size=3),
-        "conversations": st.lists(st.dictionaries(st.sampled_from(["from", "value", "role", "content"]),
-                                                  st.sampled_from(["human", "gpt", "user", "x", ""])), max_size=3),
-    }).map(lambda d: json.dumps(d).encode()),
-    st.sampled_from([rb'{"prompt": "\ud800"}', b'{"prompt": "\xed\xa0\x80"}', b"[" * 3000 + b"]" * 3000,
-                     b'{"prompt": 1e999}', b'{"id": ' + b"9" * 5000 + b', "prompt": "p"}', b"   ", b"\xff"]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": st.one_of(st.text(max_size=5), st.integers(), st.none(), st.booleans()),
+            "prompt": st.one_of(st.text(max_size=10), st.integers(), st.lists(st.text(max_size=3), max_size=2)),
+            "messages": st.lists(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "role": st.sampled_from(["user", "system", "assistant", "bot", 1]),
+                        "content": st.one_of(
+                            st.text(max_size=10),
+                            st.none(),
+                            st.lists(
+                                st.dictionaries(st.sampled_from(["type", "text"]), st.text(max_size=4)), max_size=2
+                            ),
+                        ),
+                    },
+                ),
+                max_size=3,
+            ),
+            "conversations": st.lists(
+                st.dictionaries(
+                    st.sampled_from(["from", "value", "role", "content"]),
+                    st.sampled_from(["human", "gpt", "user", "x", ""]),
+                ),
+                max_size=3,
+            ),
+        },
+    ).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from(
+        [
+            rb'{"prompt": "\ud800"}',
+            b'{"prompt": "\xed\xa0\x80"}',
+            b"[" * 3000 + b"]" * 3000,
+            b'{"prompt": 1e999}',
+            b'{"id": ' + b"9" * 5000 + b', "prompt": "p"}',
+            b"   ",
+            b"\xff",
+        ]
+    ),
 )
 
 

@@ -58,8 +58,7 @@ def test_another_job_is_refused_naming_what_changed_unless_forced(tmp_path: Path
     RunDir.open(tmp_path, other).close()  # the manifest now records the new configuration
 
 
-def test_a_directory_without_a_stored_answer_takes_the_corrected_job_and_resends_its_skipped(
-        tmp_path: Path) -> None:
+def test_a_directory_without_a_stored_answer_takes_the_corrected_job_and_resends_its_skipped(tmp_path: Path) -> None:
     # A first run that stored nothing (every row refused, or a wrong --model): its manifest binds nothing.
     run = RunDir.open(tmp_path, JOB)
     run.write_skipped({"id": "s1"})
@@ -73,8 +72,10 @@ def test_a_directory_without_a_stored_answer_takes_the_corrected_job_and_resends
     assert any("held no stored answer" in note and "0.0 → 0.7" in note for note in rebound.notes)
     assert any(note.startswith("2 skipped units are sent again") for note in rebound.notes)
     rebound.close()
-    assert [json.loads(line)["id"] for line in (tmp_path / "skipped.retried.jsonl").read_text().splitlines()] \
-        == ["s1", "s2"]
+    assert [json.loads(line)["id"] for line in (tmp_path / "skipped.retried.jsonl").read_text().splitlines()] == [
+        "s1",
+        "s2",
+    ]
     assert json.loads((tmp_path / "manifest.json").read_text())["job"] == other
 
 
@@ -88,7 +89,8 @@ def test_retry_skipped_sends_skipped_units_again_and_keeps_the_stored_ones(tmp_p
     plain.close()
     again = RunDir.open(tmp_path, JOB, retry_skipped=True)
     assert again.done_ids == {"a"} and again.notes == [
-        "1 skipped units are sent again (the earlier skipped.jsonl is kept as skipped.retried.jsonl)"]
+        "1 skipped units are sent again (the earlier skipped.jsonl is kept as skipped.retried.jsonl)"
+    ]
     again.close()
 
 

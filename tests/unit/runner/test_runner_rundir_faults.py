@@ -30,12 +30,18 @@ def _half_then_full(monkeypatch) -> None:
     monkeypatch.setattr(rundir_module, "_write", write)
 
 
-@pytest.mark.parametrize(("write", "name"), [("write_done", "shards/part-00000.jsonl"),
-                                             ("write_skipped", "skipped.jsonl"),
-                                             ("write_error", "errors.jsonl"),
-                                             ("write_reject", "rejects.jsonl")])
+@pytest.mark.parametrize(
+    ("write", "name"),
+    [
+        ("write_done", "shards/part-00000.jsonl"),
+        ("write_skipped", "skipped.jsonl"),
+        ("write_error", "errors.jsonl"),
+        ("write_reject", "rejects.jsonl"),
+    ],
+)
 def test_a_record_refused_part_way_is_cut_off_and_the_failure_is_one_line(
-        tmp_path: Path, monkeypatch, write: str, name: str) -> None:
+    tmp_path: Path, monkeypatch, write: str, name: str
+) -> None:
     run = RunDir.open(tmp_path, JOB)
     getattr(run, write)({"id": "whole"})
     _half_then_full(monkeypatch)
@@ -52,7 +58,9 @@ def test_a_record_refused_part_way_is_cut_off_and_the_failure_is_one_line(
 def test_a_summary_that_cannot_be_written_leaves_the_old_one(tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "summary.json"
     target.write_text("old")
-    monkeypatch.setattr(os, "replace", lambda *_: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    monkeypatch.setattr(
+        os, "replace", lambda *_: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device"))
+    )
     with pytest.raises(WriteFailed, match="summary.json.*No space left"):
         write_whole(target, b"new")
     assert target.read_text() == "old" and not (tmp_path / "summary.json.tmp").exists()
