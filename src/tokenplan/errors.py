@@ -145,6 +145,17 @@ class MissingExtraError(TokenplanError):
         super().__init__(f"this needs {top}, which the core install leaves out: pip install 'tokenplan[{extra}]'")
 
 
+# The optional packages, by the extra that installs them (pyproject.toml's optional-dependencies).
+EXTRA_OF_MODULE = {"numpy": "calibrate", "scipy": "calibrate", "plotly": "report", "matplotlib": "report"}
+
+
+def missing_extra(exc: ImportError) -> MissingExtraError | None:
+    """The :class:`MissingExtraError` for an ``ImportError`` of a package that an extra installs
+    (:data:`EXTRA_OF_MODULE`), else None (a broken install is not a missing extra)."""
+    top = (exc.name or "").split(".")[0]
+    return MissingExtraError(top, EXTRA_OF_MODULE[top]) if top in EXTRA_OF_MODULE else None
+
+
 def import_extra(module: str, extra: str):
     """Import ``module`` (a package of the optional extra ``extra``, see pyproject.toml) or raise
     :class:`MissingExtraError` naming the extra to install.

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,10 +96,9 @@ def arrival_gaps_s(rate: float, burstiness: float, count: int, seed: int) -> lis
         raise ValueError(f"request rate {rate} and burstiness {burstiness} must be > 0")
     if math.isinf(rate):
         return [0.0] * count
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    return rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=count).tolist()
+    rng = random.Random(seed)
+    scale = 1.0 / (rate * burstiness)
+    return [rng.gammavariate(burstiness, scale) for _ in range(count)]
 
 
 def default_requests(concurrency: int) -> int:

@@ -11,8 +11,9 @@ from tokenplan.calibration.bands import Residual
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.memo import PredictionMemo
 from tokenplan.calibration.parallel import Refit, run_refits
-from tokenplan.calibration.validate import Case, percentile
+from tokenplan.calibration.validate import Case
 from tokenplan.perf.efficiency import Efficiency
+from tokenplan.stats import percentile
 
 
 @dataclass(frozen=True, slots=True)

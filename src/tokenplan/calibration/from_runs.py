@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokenplan.calibration.fit import FitOptions
-from tokenplan.calibration.validate import Case, percentile, predict_case
+from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.errors import import_extra
 from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency
 from tokenplan.perf.step import step_time
+from tokenplan.stats import percentile
 
 if TYPE_CHECKING:  # numpy is imported where a fit runs (plan imports no numpy)
     import numpy as np

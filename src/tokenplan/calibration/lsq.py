@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tokenplan.calibration.forkmap import ForkMap
 from tokenplan.calibration.memo import PredictionMemo
 from tokenplan.errors import import_extra
+
+if TYPE_CHECKING:  # numpy comes with the calibrate extra; the core install leaves it out
+    import numpy as np
 
 
 @dataclass

@@ -40,8 +40,9 @@ from tokenplan.calibration.from_runs import (
     fit_ttft_overhead,
     level_fit,
 )
-from tokenplan.calibration.validate import Case, percentile
+from tokenplan.calibration.validate import Case
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable, at_bound
+from tokenplan.stats import percentile
 
 INFORMED_SHRINK = 0.9  # posterior σ / prior σ below this: the data inform the factor
 _TOL = 1e-9  # "no worse": equal up to float noise

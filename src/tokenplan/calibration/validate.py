@@ -22,6 +22,7 @@ from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+from tokenplan.stats import percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +109,6 @@ def measured_pairs(case: Case, p: Predicted) -> dict[str, tuple[float, float]]:
 def relative_error(predicted: float, measured: float) -> float:
     """``predicted / measured − 1`` (0.12 = 12 % too high)."""
     return predicted / measured - 1.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-th percentile (0–100) with linear interpolation between order statistics
-    (numpy's default): position ``(n − 1)·q/100`` in the sorted list. NaN for no values."""
-    if not values:
-        return math.nan
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import typer
 
 from tokenplan.cli.app import app
 from tokenplan.cli.vocabulary import current_spellings, set_metavars
-from tokenplan.errors import TokenplanError
+from tokenplan.errors import TokenplanError, missing_extra
 
 __all__ = ["app", "main", "register_commands"]
 
@@ -132,6 +132,11 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except ImportError as exc:  # an optional package a command needs is not installed
+        if (missing := missing_extra(exc)) is None:
+            raise
+        print(f"error: {missing}", file=sys.stderr)
+        sys.exit(missing.exit_code)
     except exceptions.UsageError as exc:
         print(_usage_line(exc), file=sys.stderr)
         sys.exit(USAGE_EXIT)

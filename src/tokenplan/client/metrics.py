@@ -15,17 +15,17 @@ carried text, one token per chunk — exact for engines that stream token by tok
 with speculative decoding or a detokenizer that holds back partial characters. Each figure says
 which method it used; a non-streamed answer without usage has no token count (``None``), never 0.
 
-Percentiles use linear interpolation between order statistics (numpy's default).
+Percentiles interpolate linearly between order statistics (:mod:`tokenplan.stats`: numpy's default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from tokenplan.client.openai import Completion
+from tokenplan.stats import percentile_of_sorted
 
 PERCENTILES = (50.0, 90.0, 99.0)
 
@@ -61,13 +61,13 @@ class LatencySummary:
     itl: Distribution | None
 
 
-def distribution(values_s: Sequence[float] | np.ndarray) -> Distribution | None:
+def distribution(values_s: Iterable[float]) -> Distribution | None:
     """Mean and percentiles of ``values_s`` (seconds); ``None`` for no values."""
-    values = np.asarray(values_s, dtype=np.float64)
-    if values.size == 0:
+    ordered = sorted(float(v) for v in values_s)
+    if not ordered:
         return None
-    p50, p90, p99 = np.percentile(values, PERCENTILES)
-    return Distribution(int(values.size), float(values.mean()), float(p50), float(p90), float(p99))
+    p50, p90, p99 = (percentile_of_sorted(ordered, p) for p in PERCENTILES)
+    return Distribution(len(ordered), math.fsum(ordered) / len(ordered), p50, p90, p99)
 
 
 USAGE = "usage"

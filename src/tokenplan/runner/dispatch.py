@@ -22,6 +22,7 @@ import asyncio
 import random
 import time
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -394,14 +395,13 @@ class Dispatcher:
 
 def summary_record(tally: RunTally) -> dict[str, Any]:
     """Latency percentiles (ms) and completion-length histogram of this run's requests."""
-    import numpy as np
-
     from tokenplan.client.metrics import distribution
 
     e2e, ttft = distribution(tally.latency_s), distribution(tally.ttft_s)
-    tokens = np.frombuffer(tally.completion_tokens, dtype=np.int64) if len(tally.completion_tokens) else np.zeros(0)
     edges = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 2**62]
-    counts, _ = np.histogram(tokens, bins=edges)
+    counts = [0] * (len(edges) - 1)
+    for tokens in tally.completion_tokens:  # bin i holds edges[i] <= tokens < edges[i + 1]
+        counts[min(max(bisect_right(edges, tokens) - 1, 0), len(counts) - 1)] += 1
     return {
         "requests": len(tally.latency_s),
         "latency_e2e": e2e.to_dict_ms() if e2e else None,

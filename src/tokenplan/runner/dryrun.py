@@ -82,9 +82,9 @@ def dry_run(files: Sequence[Path], mode: Mode, n: int, limit: int | None, tokeni
                 longest = max(longest, tokens)
     mean = sigma = None
     if logs:
-        import numpy as np
+        from statistics import fmean, pstdev
 
-        sigma, mean = float(np.std(logs)), float(np.mean(np.exp(logs)))
+        sigma, mean = pstdev(logs), fmean(math.exp(x) for x in logs)
     return DryRun(
         rows,
         rejected,

@@ -4,7 +4,7 @@ A resumed run used to hold every id twice as Python strings (the run directory's
 reader's duplicate-id set): ~90 bytes per id per set, 1.8 GB at 10M rows. :class:`IdSet` holds
 each id as a 64-bit key (the first 8 bytes of BLAKE2b of its UTF-8 text, :func:`id_key`):
 
-* the ids stored before this run: one sorted ``uint64`` numpy array (8 bytes per id), searched by
+* the ids stored before this run: one sorted ``uint64`` Arrow array (8 bytes per id), searched by
   bisection, plus one byte per stored id that marks "seen as an input row in this run";
 * ids added during the run (stored, skipped) and input row ids not stored before: Python sets of
   ints (this run's work, bounded by what it sends and reads beyond the stored ids).
@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Set
 from hashlib import blake2b
 
-import numpy as np
+import pyarrow as pa
 
 
 def id_key(unit_id: str) -> int:
@@ -41,12 +41,13 @@ class IdSet:
             the set from here on).
     """
 
-    def __init__(self, stored: np.ndarray | None = None):
-        stored = np.zeros(0, dtype=np.uint64) if stored is None else stored
+    def __init__(self, stored: pa.UInt64Array | None = None):
+        stored = pa.array([], type=pa.uint64()) if stored is None else stored
         self._stored = stored
-        # indexing gives Python ints: bisect without numpy scalars (an ndarray is a buffer; numpy's
-        # stubs do not say so to mypy)
-        self._stored_view = memoryview(stored.data)
+        # a view of the values buffer, whose items index as Python ints: bisect without Arrow scalars
+        data = stored.buffers()[1]
+        whole = memoryview(data).cast("Q") if data is not None else memoryview(b"").cast("Q")
+        self._stored_view = whole[stored.offset : stored.offset + len(stored)]
         self._seen_stored = bytearray(len(stored))  # 1: this stored id was seen as an input row
         self._added: set[int] = set()  # done in this run, not stored before
         self._seen_new: set[int] = set()  # input row ids not stored before

@@ -8,9 +8,10 @@ import math
 import pytest
 
 from tokenplan.api.validate import validate
-from tokenplan.calibration.validate import percentile, relative_error, summarise
+from tokenplan.calibration.validate import relative_error, summarise
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.measurements import read_measurements, spec_from_text
+from tokenplan.stats import percentile
 
 # A profile that turns every inefficiency off: decode is then pure weight streaming. Every
 # Efficiency field is listed (a test below checks it), so a new factor cannot silently fall
