@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tokenplan.api._cases import resolve_file
-from tokenplan.api._common import efficiency_table, error_bands
-from tokenplan.api.results import INLINE, JsonResult, inline
-from tokenplan.calibration.bands import BandTable, Interval, interval, spec_regime
+from tokenplan.api.bands import error_bands
+from tokenplan.api.resolve import read_profile, resolve_file
+from tokenplan.calibration.bands import BandTable, interval, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases
 from tokenplan.catalog.length_sets import length_set
 from tokenplan.files.measurements import read_measurements
+from tokenplan.results import INLINE, Interval, JsonResult, inline
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def validate(path: str, calibration: str | None = None) -> ValidationResult:
     Raises:
         InputError, ConfigError: the file (or the calibration profile) is missing or malformed.
     """
-    table = efficiency_table(calibration)
+    table = read_profile(calibration).table
     data = read_measurements(path)
     cases, skipped = resolve_file(data)
     return validation_result(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.api._cases import resolve_file
+from tokenplan.api.resolve import resolve_file
 from tokenplan.api.validate import validation_result
 from tokenplan.calibration.bands import Band, BandTable
 from tokenplan.calibration.validate import RowResult, Validation, relative_error, summarise

@@ -1,4 +1,6 @@
-"""The typed results the api commands return, and their one JSON form.
+"""The typed results the commands return, and their one JSON form, on the ground floor so that
+every layer (``planning``, ``files``, ``report``) can build and read them; with the interval type of
+an error band (``Interval``, which ``calibration.bands`` computes).
 
 Every result is a frozen dataclass; ``to_json()`` gives the dict ``--json`` prints. The JSON keys
 are the field names, in field order, so each figure (``output_tok_s_total``, ``tpot_ms``, …) is
@@ -20,7 +22,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenplan.calibration.bands import Interval
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """An interval on one figure: ``low``/``high`` in the figure's units, its nominal coverage,
+    the regime it came from and why it is wider (outside the measured regime), if it is."""
+
+    low: float
+    high: float
+    coverage: float
+    regime: str
+    outside: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"low", "high", "coverage", "regime"[, "outside_measured_regime"]}``."""
+        d = {"low": self.low, "high": self.high, "coverage": self.coverage, "regime": self.regime}
+        if self.outside:
+            d["outside_measured_regime"] = self.outside
+        return d
+
 
 OMIT_NONE = {"json": "omit_none"}
 INLINE = {"json": "inline"}
