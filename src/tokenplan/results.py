@@ -1,4 +1,4 @@
-"""The typed results the commands return, and their one JSON form, on the ground floor so that
+"""The base of the typed results the commands return, and their one JSON form, on the ground floor so that
 every layer (``planning``, ``files``, ``report``) can build and read them; with the interval type of
 an error band (``Interval``, which ``calibration.bands`` computes).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -88,13 +88,6 @@ class JsonResult:
 
 
 @dataclass(frozen=True)
-class Rejected(JsonResult):
-    """A configuration that cannot run, and why (``predict`` and ``memory``)."""
-
-    rejected: str
-
-
-@dataclass(frozen=True)
 class ErrorBand(JsonResult):
     """Where the error band of a configuration comes from: its ``regime``, the nominal
     ``coverage`` (a fraction) and, when it lies outside the measured regime, why."""
@@ -118,49 +111,3 @@ class Bands:
         if self.error_band is not None:
             out["error_band"] = self.error_band.to_json()
         return out
-
-
-@dataclass(frozen=True)
-class EvaluationFigures(JsonResult):
-    """One evaluated configuration: layout, formats, throughput (tokens/s), latencies (ms),
-    memory (bytes, tokens) and the bottleneck. ``max_concurrency``, ``kv_capacity_tokens`` and
-    ``state_slots`` are over all replicas; ``kv_bytes_per_token`` and
-    ``state_bytes_per_sequence`` are for the whole model."""
-
-    layout: str
-    tp: int
-    pp: int
-    ep: int
-    dp: int
-    attention_dp: bool
-    num_gpus: int
-    weight_dtype: str
-    kv_dtype: str
-    engine: str
-    spec: str
-    output_tok_s_total: float
-    output_tok_s_per_gpu: float
-    roofline_output_tok_s_total: float
-    batch_per_replica: float
-    max_concurrency: float
-    batch_limit_reason: str
-    kv_bytes_per_token: float
-    state_bytes_per_sequence: float
-    weight_bytes_per_gpu: float
-    kv_capacity_tokens: float
-    state_slots: float | None  # sequences the state pools hold (perf.memory: a quotient, not floored)
-    memory_fraction: float
-    chunk_tokens: int
-    step_time_ms: float
-    tpot_ms: float
-    ttft_ms: float
-    prefill_share: float
-    bottleneck: str
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Prediction(EvaluationFigures):
-    """``predict``'s result: the figures and, with a shipped band table, their 80 % bands."""
-
-    bands: Bands | None = field(default=None, metadata=INLINE)

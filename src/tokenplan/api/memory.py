@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.api.results import Rejected
 from tokenplan.job.evaluate import Rejection, allocated_requests, kv_and_state
-from tokenplan.results import JsonResult, Rejected
+from tokenplan.results import JsonResult
 
 __all__ = ["MemoryResult", "PredictRequest", "Rejected", "memory"]
 

@@ -6,9 +6,9 @@ import dataclasses
 
 from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.api.results import EvaluationFigures, Prediction, Rejected
 from tokenplan.job.evaluate import Evaluation, Rejection, kv_and_state
 from tokenplan.planning.answer import PREDICT_FIGURES
-from tokenplan.results import EvaluationFigures, Prediction, Rejected
 from tokenplan.units import MS_PER_S
 
 __all__ = ["Prediction", "PredictRequest", "Rejected", "predict"]
