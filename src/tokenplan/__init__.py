@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "PlanRequest": "tokenplan.api.plan",
     "plan": "tokenplan.api.plan",
-    "PredictRequest": "tokenplan.api._common",
+    "PredictRequest": "tokenplan.api.resolve",
     "predict": "tokenplan.api.predict",
     "memory": "tokenplan.api.memory",
     "validate": "tokenplan.api.validate",

@@ -132,7 +132,7 @@ def test_every_kind_is_walked():
 
 
 def test_spec_rejection_in_the_search():
-    from tokenplan.api._common import efficiency_table
+    from tokenplan.api.resolve import read_profile
     from tokenplan.catalog import load_engine, load_gpu, load_model
     from tokenplan.job.workload import lognormal_with_mean
     from tokenplan.perf.speculative import parse_spec
@@ -144,7 +144,7 @@ def test_spec_rejection_in_the_search():
         load_model("llama-3.1-8b"),
         HardwareOption(load_gpu("b200"), 1, 5.25),
         load_engine("sglang"),
-        efficiency_table(None),
+        read_profile(None).table,
         job,
         [parse_spec("mtp:3")],
     )

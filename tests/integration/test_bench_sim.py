@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.support.sim_server import SimServerProcess  # noqa: E402
 
-from tokenplan.api._common import PredictRequest  # noqa: E402
 from tokenplan.api.bench import BenchRequest, bench, fit_bench  # noqa: E402
+from tokenplan.api.resolve import PredictRequest  # noqa: E402
 
 A_MS, B_MS, CAP = 10.0, 0.15, 32
 LEVELS = (1, 8, 32, 64)

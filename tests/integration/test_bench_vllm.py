@@ -79,8 +79,8 @@ def test_calibrate_fits_from_a_vllm_bench_serve_result_written_by_a_real_run(vll
 
     from tests.support.vllm_server import SERVED_NAME
 
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.bench import calibrate_from_results
+    from tokenplan.api.resolve import PredictRequest
 
     server, model_dir = vllm_server
     python = os.environ.get("TOKENPLAN_VLLM_PYTHON", sys.executable)

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api._common import PredictRequest, evaluate_request
 from tokenplan.api.predict import predict
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.arch.params import param_counts
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
@@ -226,7 +226,7 @@ def test_predict_rejects_tp_that_does_not_divide_the_heads(name, tp):
     assert load_model(name).attention.num_heads == 32
     result = predict(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)).to_json()
     assert result == {"rejected": f"TP{tp} does not divide the 32 attention heads"}
-    assert isinstance(evaluate_request(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)), Rejection)
+    assert isinstance(resolve(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)).evaluate(), Rejection)
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])

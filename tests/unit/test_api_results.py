@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tokenplan.api.results import INLINE, OMIT_NONE, JsonResult, inline
+from tokenplan.results import INLINE, OMIT_NONE, JsonResult, inline
 
 # Every module of the api package, found on disk so that a new one is checked too; bench and
 # generate return their own outcome types (BenchOutcome, GenerateResult).
@@ -74,9 +74,9 @@ def test_no_public_api_function_returns_a_bare_dict(module: str) -> None:
 
 
 def test_predict_and_memory_results_are_frozen_and_print_their_json() -> None:
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.memory import memory
     from tokenplan.api.predict import predict
+    from tokenplan.api.resolve import PredictRequest
 
     req = PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8")
     p, m = predict(req), memory(req)
@@ -91,8 +91,8 @@ def test_predict_and_memory_results_are_frozen_and_print_their_json() -> None:
 
 
 def test_a_configuration_that_cannot_run_is_rejected_with_its_reason() -> None:
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
+    from tokenplan.api.resolve import PredictRequest
     from tokenplan.api.results import Rejected
 
     # DeepSeek-R1 in FP8 is ~671 B parameters ≈ 671 GB of weights: far above one H200's 141 GB.

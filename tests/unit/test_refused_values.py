@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api._common import PredictRequest
 from tokenplan.api.predict import predict
+from tokenplan.api.resolve import PredictRequest
 from tokenplan.catalog import load_model
 from tokenplan.cli.options import parse_prices
 from tokenplan.errors import ConfigError, InputError

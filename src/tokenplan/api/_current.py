@@ -1,6 +1,6 @@
-"""``plan --current … --measured-tok-s N``: the setup a team runs now, checked against what it
-measured, and the walk from it to the plan's recommended setup on the same GPUs
-(:mod:`tokenplan.planning.walk` does the walking; this module resolves the names once).
+"""``plan --current``: the setup a team runs now, parsed and resolved once
+(:class:`~tokenplan.planning.current.Current`); ``planning.current`` predicts it, sets it beside
+the measurement and walks to the recommended setup.
 
 ``--current`` is a comma-separated list of ``key=value`` describing the running server, as the
 engines' own flags would: ``engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48``.
@@ -11,19 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
-from tokenplan.api._common import PREDICT_FIGURES, PredictRequest, build_config, figure_bands
-from tokenplan.api.plan_results import CurrentSetup, PlanResult, WalkRow
-from tokenplan.catalog import load_gpu
+from tokenplan.api.resolve import PredictRequest, Profile, resolve
 from tokenplan.errors import InputError
-from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
-from tokenplan.job.workload import LengthDist
-from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.planning.search import OptionResult
-from tokenplan.planning.walk import implied_acceptance, implied_running_cap, per_position_acceptance, walk
+from tokenplan.planning.current import Current
+from tokenplan.planning.space import HardwareOption
 
-# --current key → (PredictRequest field, parser, what is allowed)
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -49,6 +42,7 @@ def _fraction(text: str) -> float:
     return value
 
 
+# --current key → (PredictRequest field, parser, what is allowed)
 _KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "engine": ("engine", str, "sglang, vllm or trtllm"),
     "tp": ("tp", _count, "an integer ≥ 1"),
@@ -89,208 +83,25 @@ def _parse_current(text: str) -> dict[str, object]:
     return fields
 
 
-@dataclass(frozen=True)
-class CurrentInputs:
-    """What ``plan`` hands over: the request's model, engine, lengths and calibration."""
-
-    model: str
-    engine: str
-    isl: LengthDist
-    osl: LengthDist
-    calibration: str | None
-
-
-def current_setup(
-    text: str,
-    measured_tok_s: float | None,
-    gpu_option: tuple[str, int],
-    inputs: CurrentInputs,
-    table: EfficiencyTable,
-    result: OptionResult,
-) -> CurrentSetup:
-    """Predict the current setup on the option ``gpu_option`` (catalog key, GPUs), set it beside
-    the measurement (tokens/s over all GPUs), say which assumption would close a gap beyond the
-    80 % band, and walk to the option's recommended configuration (``result.best``).
-
-    Raises:
-        InputError, CatalogError, InfeasibleError: a bad ``--current`` entry or measurement.
-    """
-    if measured_tok_s is not None and not 0 < measured_tok_s < math.inf:
-        raise InputError("measured-tok-s", measured_tok_s, "a finite number of output tokens/s > 0")
-    key, count = gpu_option
-    fields: dict[str, object] = {
-        "model": inputs.model,
-        "gpu": key,
-        "num_gpus": count,
-        "engine": inputs.engine,
-        "weight_dtype": "auto",
-        "calibration": inputs.calibration,
-        **_parse_current(text),
-    }
-    config, model, _ = build_config(PredictRequest(**fields))  # type: ignore[arg-type]  # keys checked above
-    gpu = load_gpu(key)
-    eff = table.resolve(config.engine.name, gpu.architecture)
-
-    def run(c: Config) -> Evaluation | Rejection:
-        e = eff if c.engine.name == config.engine.name else table.resolve(c.engine.name, gpu.architecture)
-        return evaluate(model, gpu, c, e, inputs.isl, inputs.osl, None)
-
-    now = run(config)
-    if isinstance(now, Rejection):
-        raise InputError("current", text, f"a setup that runs on {count}× {key} ({now.reason})")
-    target = result.best.evaluation.config if result.best is not None else config
-    steps = walk(config, target, run)
-    rows = tuple(
-        WalkRow(s.change, s.config.layout.describe(), s.output_tok_s_total, s.gain, s.batch_per_replica, s.limited_by)
-        for s in steps
-    )
-    band = figure_bands(
-        _Rate(now.output_tok_s_total), now, {"output_tok_s_total": PREDICT_FIGURES["output_tok_s_total"]}
-    )
-    interval = band.intervals.get("output_tok_s_total") if band else None
-    inside = None if measured_tok_s is None or interval is None else interval.low <= measured_tok_s <= interval.high
-    tau = cap = p = None
-    if measured_tok_s is not None:
-        tau = implied_acceptance(config, measured_tok_s, run)
-        if tau is not None and config.spec is not None:
-            p = per_position_acceptance(config.spec.draft_tokens, tau)
-        cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
-    return CurrentSetup(
-        description=text,
-        option=f"{count}× {key}",
-        configuration=_describe(config),
-        predicted_tok_s=now.output_tok_s_total,
-        predicted_low_tok_s=interval.low if interval else None,
-        predicted_high_tok_s=interval.high if interval else None,
-        measured_tok_s=measured_tok_s,
-        measured_inside_band=inside,
-        implied_tau=tau,
-        implied_acceptance_per_position=p,
-        implied_running_cap=cap,
-        batch_per_replica=now.steady.batch,
-        batch_limit_reason=now.steady.batch_reason,
-        walk=rows,
-    )
-
-
-@dataclass(frozen=True)
-class _Rate:
-    output_tok_s_total: float
-
-
-def _describe(c: Config) -> str:
-    spec = c.spec.describe() if c.spec else "no speculation"
-    cap = f"max-running {c.max_running}" if c.max_running else ("cap raised" if c.lift_running_cap else "default cap")
-    return (
-        f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
-    )
-
-
-def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -> list[str]:
-    """The plan's answer lines for ``--current``: the prediction beside the measurement, the
-    assumption that would reproduce it, the walk's total gain, and — where the measurement
-    implies an acceptance — the speculative settings the plan was searched with at it
-    (``specs``)."""
-    lines = []
-    band = (
-        f" (80 %: {cur.predicted_low_tok_s:,.0f}–{cur.predicted_high_tok_s:,.0f})"
-        if cur.predicted_low_tok_s is not None
-        else ""
-    )
-    head = f"Your setup on {cur.option} ({cur.configuration}): predicted {cur.predicted_tok_s:,.0f} tok/s{band}"
-    if cur.measured_tok_s is None:
-        lines.append(head + ".")
-    else:
-        ratio = cur.measured_tok_s / cur.predicted_tok_s
-        where = "inside" if cur.measured_inside_band else ("outside" if cur.measured_inside_band is False else "beside")
-        lines.append(
-            f"{head}; measured {cur.measured_tok_s:,.0f} tok/s ({ratio:.2f}× the prediction, {where} the band)."
-        )
-        if cur.measured_tok_s is not None:
-            closes = []
-            if cur.implied_tau is not None:
-                closes.append(
-                    f"an acceptance length τ = {cur.implied_tau:.2f} (per draft position p = "
-                    f"{cur.implied_acceptance_per_position:.2f})"
-                )
-            if cur.implied_running_cap is not None:
-                closes.append(
-                    f"a running cap of {cur.implied_running_cap} per replica (the plan assumed "
-                    f"{cur.batch_per_replica:.0f}, {cur.batch_limit_reason})"
-                )
-            lines.append(
-                "What reproduces the measurement: "
-                + (
-                    "; or ".join(closes)
-                    if closes
-                    else "no single τ or running cap does; check the GPU variant, the engine version and the lengths"
-                )
-                + "."
-            )
-    rates = [r.output_tok_s_total for r in cur.walk if r.output_tok_s_total]
-    last = cur.walk[-1].output_tok_s_total
-    if len(cur.walk) > 1 and rates and rates[0] and last:
-        lines.append(
-            f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
-            f"{rates[0]:,.0f} → {last:,.0f} tok/s ({last / rates[0]:.2f}×; steady state)."
-        )
-    stated = [s for s in specs or () if s != "none"]
-    if stated:
-        lines.append(
-            f"Every option is planned at the acceptance your measurement implies (p = "
-            f"{cur.implied_acceptance_per_position:.2f} per draft position, carried to each k: "
-            f"{', '.join(stated)}) instead of the published prior; acceptance is the model's and the "
-            f"data's, not the GPU's."
-        )
-    return lines
-
-
-def measured_specs(specs: tuple[str, ...], cur: CurrentSetup) -> tuple[str, ...] | None:
-    """The plan's speculative settings with τ from the measurement (the per-position acceptance
-    the current setup implies, at each setting's own k), or None when the measurement implies no
-    acceptance. ``none`` stays."""
-    if cur.implied_acceptance_per_position is None:
-        return None
-    from tokenplan.perf.speculative import parse_spec
-    from tokenplan.planning.walk import acceptance_length
-
-    out = []
-    for text in specs:
-        spec = parse_spec(text)
-        if spec is None:
-            out.append("none")
-            continue
-        tau = acceptance_length(spec.draft_tokens, cur.implied_acceptance_per_position)
-        out.append(f"{spec.method}:{spec.draft_tokens}:{tau:.3f}")
-    return tuple(dict.fromkeys(out))
-
-
-def with_current(
-    text: str | None,
-    measured_tok_s: float | None,
-    inputs: CurrentInputs,
-    specs: tuple[str, ...],
-    result: PlanResult,
-    table: EfficiencyTable,
-    results: list[OptionResult],
-    replan: Callable[[tuple[str, ...]], tuple[PlanResult, list[OptionResult]]],
-) -> PlanResult:
-    """``result`` with ``--current`` answered: the setup on the first option (``results[0]``)
-    beside its measurement, the walk to that option's recommendation, and — where the measurement
-    implies an acceptance — the plan searched again at it (``replan(specs)``: the same plan with
-    those speculative settings, and its option searches), which replaces ``result``, the walk then
-    leading to the first option's recommendation at that acceptance. ``result`` unchanged when
-    ``text`` is None.
+def current_of(
+    text: str, measured_tok_s: float | None, option: HardwareOption, model: str, engine: str, profile: Profile
+) -> Current:
+    """The setup ``text`` on ``option`` (the plan's first), of the plan's ``model`` and by default
+    its ``engine``, resolved with the plan's ``profile``, and its measured output tokens/s.
 
     Raises:
         InputError, CatalogError: a bad ``--current`` entry or measurement.
     """
-    if text is None:
-        return result
-    gpu = results[0].option
-    cur = current_setup(text, measured_tok_s, (gpu.gpu.key, gpu.count), inputs, table, results[0])
-    measured = measured_specs(specs, cur)
-    if measured:  # the whole plan at the measured acceptance, and the walk to its recommendation
-        result, again_results = replan(measured)
-        cur = current_setup(text, measured_tok_s, (gpu.gpu.key, gpu.count), inputs, table, again_results[0])
-    return replace(result, current=cur, answer=result.answer + tuple(current_sentences(cur, measured)))
+    if measured_tok_s is not None and not 0 < measured_tok_s < math.inf:
+        raise InputError("measured-tok-s", measured_tok_s, "a finite number of output tokens/s > 0")
+    fields: dict[str, object] = {
+        "model": model,
+        "gpu": option.gpu.key,
+        "num_gpus": option.count,
+        "engine": engine,
+        "weight_dtype": "auto",
+        "calibration": profile.path,
+        **_parse_current(text),
+    }
+    s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked above
+    return Current(text, measured_tok_s, s.config, s.model, s.gpu)

@@ -7,7 +7,7 @@ prompts in :mod:`tokenplan.bench.probe`, the sweep in :mod:`tokenplan.bench.swee
 directory's figures in :mod:`tokenplan.runner.run_summary`, the fit and the profile in
 :mod:`tokenplan.calibration.run_profile`. They meet here: a bench level (or a run) becomes a
 :class:`~tokenplan.measurement.Measurement`, resolved to a :class:`~tokenplan.calibration.validate.Case`
-with the same ``api.build_config`` as ``tokenplan predict``.
+with the same ``api.resolve.resolve`` as ``tokenplan predict``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tokenplan.api._common import PredictRequest, build_config, check_server_description, efficiency_table
 from tokenplan.api._loop import run_blocking
+from tokenplan.api.resolve import PredictRequest, check_server_description, read_profile, resolve
 from tokenplan.bench.acceptance import acceptance_notes, sweep_acceptance
 from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
@@ -306,18 +306,18 @@ def token_count_notes(levels: list[dict]) -> list[str]:
 def _level_case(desc: PredictRequest, m: Measurement) -> Case:
     # bench_measurements and run_measurement state every level's lengths and concurrency
     assert m.isl_tokens is not None and m.osl_tokens is not None and m.concurrency is not None
-    config, model, gpu = build_config(replace(desc, isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency))
+    s = resolve(replace(desc, isl=m.isl_tokens, osl=m.osl_tokens, concurrency=m.concurrency))
     return Case(
         m,
-        model,
-        gpu,
-        config,
-        config.engine.name,
-        gpu.architecture,
+        s.model,
+        s.gpu,
+        s.config,
+        s.config.engine.name,
+        s.gpu.architecture,
         model_family(m.model),
         LengthDist(m.isl_tokens),
         LengthDist(m.osl_tokens),
-        m.concurrency / config.layout.dp,
+        m.concurrency / s.config.layout.dp,
     )
 
 
@@ -375,7 +375,7 @@ def _fit_cases(
         "max_running": desc.max_running,
     }
     origin = FitSource(source, command, f"{desc.model} on {desc.num_gpus}× {desc.gpu}", identity, sources)
-    shipped = efficiency_table(None).resolve(cases[0].engine, cases[0].architecture)  # the update's prior
+    shipped = read_profile(None).table.resolve(cases[0].engine, cases[0].architecture)  # the update's prior
     return fit_profile(cases, origin, step_points, shipped)
 
 
@@ -499,7 +499,7 @@ def calibrate_from_run(
     decide how the error splits between factors; see :mod:`tokenplan.calibration.from_runs`).
 
     Raises:
-        InputError, ConfigError, CatalogError: see :func:`run_measurement` and ``build_config``.
+        InputError, ConfigError, CatalogError: see :func:`run_measurement` and ``api.resolve.resolve``.
     """
     check_server_description(desc)
     m = run_measurement(run_dir, desc)

@@ -1,6 +1,6 @@
 """``calibrate``: fit the efficiency factors on measured rows, cross-validate and write a
 profile — the Python API behind ``tokenplan calibrate``. The rows are resolved as for
-``validate`` (``tokenplan.api._cases``)."""
+``validate`` (``tokenplan.api.resolve``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tokenplan.api._cases import resolve_file
-from tokenplan.api.results import JsonResult
+from tokenplan.api.resolve import read_profile, resolve_file
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
 from tokenplan.calibration.crossval import CrossValidation, loo_refits, summarise
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
@@ -24,6 +23,7 @@ from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.files.measurements import SERVING, read_measurements
 from tokenplan.perf.efficiency import Efficiency
+from tokenplan.results import JsonResult
 
 SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order)
 CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
@@ -281,7 +281,6 @@ def calibrate_update(paths: list[str], command: str = "") -> CalibrationUpdate:
     """Update the shipped fit with the rows of measurement CSVs (no file of at most
     :data:`THIN_ABOVE` rows is thinned). Raises InputError/ConfigError for bad files, InputError
     when no row is predictable or none carries TPOT or throughput."""
-    from tokenplan.api._common import efficiency_table
     from tokenplan.calibration.update import update_profile
 
     cases, n_skipped = _fit_cases(paths, SERVING_FIT_STRIDE, CV_LATENCY_STRIDE)
@@ -291,7 +290,7 @@ def calibrate_update(paths: list[str], command: str = "") -> CalibrationUpdate:
         f"update of the shipped fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on "
         f"{len(cases)} rows ({', '.join(_describe(p) for p in paths)})"
     )
-    profile, fits = update_profile(cases, efficiency_table(None), provenance)
+    profile, fits = update_profile(cases, read_profile(None).table, provenance)
     if not fits:
         raise InputError("measurement files", ", ".join(paths), "rows with TPOT or output tok/s measured")
     groups = {

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tokenplan.api._common import PredictRequest, evaluate_request, request_lengths
-from tokenplan.api.results import JsonResult, Rejected
+from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.api.results import Rejected
 from tokenplan.job.evaluate import Rejection, allocated_requests, kv_and_state
+from tokenplan.results import JsonResult
 
 __all__ = ["MemoryResult", "PredictRequest", "Rejected", "memory"]
 
@@ -58,14 +59,15 @@ def memory(req: PredictRequest) -> MemoryResult | Rejected:
     Raises:
         InputError, CatalogError, ConfigError: bad names or sizes.
     """
-    result = evaluate_request(req)
+    scenario = resolve(req)
+    result = scenario.evaluate()
     if isinstance(result, Rejection):
         return Rejected(result.reason)
     config, model, gpu = result.config, result.deployment.spec, result.deployment.gpu
     m = result.memory
     kv_tok, state_seq = kv_and_state(model, config.kv_dtype)
     running = allocated_requests(result)
-    isl, osl = request_lengths(req)
+    isl, osl = scenario.isl, scenario.osl
     return MemoryResult(
         gpu=gpu.key,
         layout=config.layout.describe(),

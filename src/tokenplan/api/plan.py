@@ -7,62 +7,27 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api._common import (
-    PLAN_FIGURES,
-    calibration_moves,
-    calibration_warnings,
-    check_plan_lengths,
-    check_plan_outputs,  # noqa: F401 - re-exported: the CLI checks its outputs through the plan module
-    efficiency_table,
-    figure_bands,
-    fixed_parts,
-)
-from tokenplan.api._current import CurrentInputs, with_current
-from tokenplan.api._provisioning import (
-    at_count,
-    check_targets,
-    provisioned_result,
-    provisioning,
-    provisioning_sentences,
-)
-from tokenplan.api.plan_results import (
-    Alternative,
-    AssumedOption,
-    Assumptions,
-    ChosenConfiguration,
-    PlanJob,
-    PlanOption,
-    PlanReportData,
-    PlanResult,
-    Recommended,
-)
+from tokenplan.api._current import current_of
+from tokenplan.api.bands import figure_bands
+from tokenplan.api.resolve import Profile, read_profile, shown
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
-from tokenplan.engines import Engine
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, lognormal_with_mean
-from tokenplan.perf.efficiency import EfficiencyTable
-from tokenplan.perf.speculative import SpecDecode, parse_spec
-from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
-from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Target, provision
-from tokenplan.planning.rank import (
-    bottleneck_text,
-    describe,
-    explain,
-    fastest,
-    formats_note,
-    radix_note,
-    widest_tp_leaders,
-)
-from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
-from tokenplan.planning.space import HardwareOption
-from tokenplan.units import KV_DTYPES, MS_PER_S, S_PER_DAY, WEIGHT_DTYPES, parse_dtype
+from tokenplan.perf.speculative import parse_spec
+from tokenplan.planning.answer import Question, Searched, answer, assumptions, search
+from tokenplan.planning.current import with_current
+from tokenplan.planning.results import PlanReportData, PlanResult
+from tokenplan.planning.search import Job, OptionResult
+from tokenplan.planning.space import Fixed, HardwareOption
+from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
 
 # The default job's lengths, stated in the output: job.workload.DEFAULT_ISL/DEFAULT_OSL (where
 # they come from is said there; predict shares them).
@@ -186,82 +151,40 @@ def plan(req: PlanRequest) -> PlanResult:
     Raises:
         InputError, CatalogError, ConfigError: bad names, sizes or files.
     """
-    model, engine, table, job, results, answers = _searched(req)
-    return _with_current(req, _plan_result(req, model, engine, table, job, results, answers), table, job, results)
+    profile, searched = _searched(req)
+    return _answered(req, profile, searched)
 
 
-def _with_current(
-    req: PlanRequest, result: PlanResult, table: EfficiencyTable, job: Job, results: list[OptionResult]
-) -> PlanResult:
-    """``result`` with ``--current`` answered (:func:`tokenplan.api._current.with_current`)."""
-    return with_current(
-        req.current,
-        req.measured_tok_s,
-        CurrentInputs(req.model, req.engine, job.isl, job.osl, req.calibration),
-        req.specs,
-        result,
-        table,
-        results,
-        lambda specs: _replan(replace(req, specs=specs, current=None, measured_tok_s=None)),
+def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile, Searched]:
+    """The request checked and resolved once (names, the calibration profile unless ``profile``
+    is the one already read, the job, the formats and speculative settings) into a
+    :class:`~tokenplan.planning.answer.Question`, and every option searched. Raises what ``plan`` raises."""
+    if req.samples < 1:
+        raise InputError("samples", req.samples, "an integer ≥ 1")
+    check_plan_lengths(req)
+    check_targets(req.deadline_s, req.budget_usd)
+    if req.current is not None and req.provisioning:
+        raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
+    if req.measured_tok_s is not None and req.current is None:
+        raise InputError("measured-tok-s", req.measured_tok_s, "a figure with --current (the setup it was measured on)")
+    model, engine = load_model(req.model), load_engine(req.engine)
+    profile = profile or read_profile(req.calibration)
+    job = Job(
+        req.samples,
+        lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
+        lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap),
     )
-
-
-def _replan(req: PlanRequest) -> tuple[PlanResult, list[OptionResult]]:
-    model, engine, table, job, results, answers = _searched(req)
-    return _plan_result(req, model, engine, table, job, results, answers), results
-
-
-def _searched_specs(req: PlanRequest, model) -> list[SpecDecode | None]:
-    """The speculative settings searched: those asked for, less MTP where the model ships no MTP
-    layers (plain decoding if nothing is left; a TAU naming a bench file: files.bench_tau). Raises InputError."""
-    specs = list(dict.fromkeys(parse_spec(resolve_spec(s, req.isl_mean, req.osl_mean)[0]) for s in req.specs))
-    if model.mtp_layers == 0:
-        specs = [s for s in specs if s is None or s.method != "mtp"] or [None]
-    return specs
-
-
-def _spec_notes(req: PlanRequest, model) -> list[str]:
-    """Say so when asked-for MTP settings were not searched (the model ships no MTP layers), and
-    when plain decoding was left out of the comparison (every ``--spec`` given speculates)."""
-    notes = [n for s in req.specs if (n := resolve_spec(s, req.isl_mean, req.osl_mean)[1])]
-    asked = [s for s in req.specs if s.strip().lower().startswith("mtp")]
-    if asked and model.mtp_layers == 0:
-        notes.append(
-            f"MTP was not searched: {model.name} ships no MTP layers (asked: {', '.join(asked)}); "
-            "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."
-        )
-    if None not in _searched_specs(req, model):
-        notes.append(
-            "Plain decoding was not compared (every --spec given speculates): add --spec none to see "
-            "whether speculative decoding pays at all."
-        )
-    return notes
-
-
-def _radix_notes(top: OptionResult | None, table: EfficiencyTable, job: Job) -> list[str]:
-    """The radix-cache line of the recommended option ``top`` (:func:`planning.rank.radix_note`),
-    against its fastest configuration with the cache on and the same speculative setting."""
-    if top is None or top.best is None:
-        return []
-    lifted = top.best.evaluation
-    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid, lifted.config.lift_running_cap):
-        return []
-    on = best_with(top, table, job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
-    note = radix_note(top, on)
-    return [note] if note else []
-
-
-def _plan_result(
-    req: PlanRequest,
-    model,
-    engine,
-    table: EfficiencyTable,
-    job: Job,
-    results: list[OptionResult],
-    answers: list | None = None,
-) -> PlanResult:
-    """Rank the searched options into ``plan``'s result."""
-    all_tp = widest_tp_leaders(model, results, table, job, fixed_parts(req.tp, req.dp, req.ep, req.max_running))
+    specs, spec_notes = [], []
+    for text in req.specs:  # a TAU naming a bench file: files.bench_tau
+        resolved, note = resolve_spec(text, req.isl_mean, req.osl_mean)
+        specs.append(parse_spec(resolved))
+        spec_notes += [note] if note else []
+    weights = (
+        tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
+    )
+    kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
+    fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
+    options = tuple(_options(req))
     # a local config.json (or its folder) launches from that folder, as an absolute path: the
     # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
     local = Path(req.model)
@@ -270,179 +193,52 @@ def _plan_result(
         if local.exists()
         else launch_info(model.name)
     )
-    engines = {e: load_engine(e) for e in ENGINES}
-
-    def fitted_range_warnings(gpu: str, concurrency: int) -> list[str]:
-        # a profile fitted elsewhere is an extrapolation: say so beside the numbers
-        return calibration_warnings(
-            req.calibration,
-            {
-                "engine": engine.name,
-                "gpu": gpu,
-                "model": model.name,
-                "isl_tokens": job.isl.mean,
-                "osl_tokens": job.osl.mean,
-                "concurrency": concurrency,
-            },
-        )
-
-    options = tuple(
-        _plan_option(r, repo, model.native_weight_dtype, parsers, engines, fitted_range_warnings, job) for r in results
-    )
-    # With a deadline or budget, the recommendation is the fastest option that meets it (all of
-    # them when none does: the answer then says so).
-    eligible = None if answers is None else [r for r, (_, p) in zip(results, answers) if p.chosen is not None]
-    top = fastest(eligible or results)
-    recommended = None
-    if top is not None and top.best is not None:  # fastest picks among the options where something runs
-        ev = top.best.evaluation
-        recommended = Recommended(
-            top.option.label, client_concurrency(ev), ev.output_tok_s_total, ev.config.layout.dp, describe(top.best)
-        )
-    prov = provisioning(req.deadline_s, req.budget_usd, answers) if answers is not None else None
-    answer = (
-        calibration_moves(req.calibration)
-        + (provisioning_sentences(prov) if prov else [])  # what moved, first
-        + explain(results, all_tp, eligible)
-        + _spec_notes(req, model)
-    )
-    return PlanResult(
-        model=model.name,
-        engine=engine.name,
-        efficiency=table.provenance,
-        provisioning=prov,
-        job=PlanJob(
-            samples=req.samples,
-            isl=job.isl.describe(),
-            osl=job.osl.describe(),
-            isl_mean_tokens=job.isl.mean,
-            osl_mean_tokens=job.osl.mean,
-            osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
-            output_tokens=job.osl.mean * req.samples,
-        ),
+    question = Question(
+        model=model,
+        engine=engine,
+        table=profile.table,
+        job=job,
         options=options,
-        recommended=recommended,
-        answer=tuple(
-            answer
-            + _radix_notes(top, table, job)
-            + (
-                [n]
-                if top
-                and (
-                    n := formats_note(
-                        top, leader_with(top, table, job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16")
-                    )
-                )
-                else []
-            )
-        ),
-        configurations_evaluated=sum(r.configurations for r in results),
+        specs=tuple(dict.fromkeys(specs)),
+        asked=req.specs,
+        weights=weights,
+        kvs=kvs,
+        fixed=fixed,
+        deadline_s=req.deadline_s,
+        budget_usd=req.budget_usd,
+        repo=repo,
+        parsers=parsers,
+        engines={e: load_engine(e) for e in ENGINES},
+        first_notes=profile.moves,
+        spec_notes=tuple(spec_notes),
+        priced=frozenset(req.prices),
     )
+    return profile, search(question)
 
 
-def _plan_option(
-    r: OptionResult,
-    repo: str,
-    native: str,
-    parsers: object,
-    engines: dict[str, Engine],
-    extra_warnings: Callable[[str, int], list[str]],
-    job: Job | None = None,
-) -> PlanOption:
-    """One option's row; ``extra_warnings(gpu key, concurrency per endpoint)`` adds the
-    calibration profile's range warnings to a configuration that runs."""
-    option = PlanOption(
-        option=r.option.label,
-        gpu=r.option.gpu.key,
-        count=r.option.count,
-        usd_per_gpu_hour=r.option.usd_per_gpu_hour,
-        rejected=r.rejected,
-        not_searched=tuple(r.not_searched),
-        configurations=r.configurations,
-    )
-    b = r.best
-    if b is None:
-        return option
-    ev, s = b.evaluation, b.evaluation.steady
-    concurrency = client_concurrency(ev)
-    chosen = ChosenConfiguration(
-        best=describe(b),
-        layout=ev.config.layout.describe(),
-        weight_dtype=ev.config.weight_dtype.value,
-        kv_dtype=ev.config.kv_dtype.value,
-        spec=ev.config.spec.describe() if ev.config.spec else "none",
-        output_tok_s_total=ev.output_tok_s_total,
-        output_tok_s_per_gpu=ev.output_tok_s_per_gpu,
-        wall_days=b.wall_s / S_PER_DAY,
-        drain_hours=b.time.drain_s / 3600,
-        gpu_hours=b.cost.gpu_hours,
-        usd=b.cost.usd,
-        usd_per_mtok=b.cost.usd_per_mtok,
-        bottleneck=bottleneck_text(b),
-        batch_per_replica=s.batch,
-        batch_limit_reason=s.batch_reason,
-        tpot_ms=s.tpot_s * MS_PER_S,
-        ttft_ms=s.ttft_s * MS_PER_S,
-        weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu,
-        kv_capacity_tokens=ev.memory.kv_capacity_tokens,
-        warnings=tuple(ev.warnings) + tuple(extra_warnings(r.option.gpu.key, concurrency)),
-        non_default_settings=ev.config.lift_running_cap,
-        concurrency_per_endpoint=concurrency,
-        max_running_requests=running_limit(ev),
-        memory_allocation=ev.memory.allocation(running_limit(ev)),
-        gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, repo, native, parsers, engines, job.isl if job else None, job.osl if job else None),
-        alternatives=tuple(
-            Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
-            for c in r.ranked[1:5]
-        ),
-    )
-    return replace(option, chosen=replace(chosen, bands=figure_bands(chosen, ev, PLAN_FIGURES)))
+def _answered(req: PlanRequest, profile: Profile, searched: Searched) -> PlanResult:
+    """The searched options ranked into ``plan``'s result (:func:`planning.answer.answer`),
+    with ``--current`` answered (:func:`planning.current.with_current`)."""
+    q = searched.question
+
+    def range_warnings(gpu: str, concurrency: int) -> list[str]:
+        # a profile fitted elsewhere is an extrapolation: say so beside the numbers
+        point = {"engine": q.engine.name, "gpu": gpu, "model": q.model.name, "isl_tokens": q.job.isl.mean}
+        return profile.range_warnings({**point, "osl_tokens": q.job.osl.mean, "concurrency": concurrency})
+
+    result = answer(searched, figure_bands, range_warnings)
+    if req.current is None:
+        return result
+
+    def replan(specs: tuple[str, ...]) -> tuple[PlanResult, list[OptionResult]]:
+        again = _searched(replace(req, specs=specs, current=None, measured_tok_s=None), profile)[1]
+        return answer(again, figure_bands, range_warnings), again.results
+
+    current = current_of(req.current, req.measured_tok_s, searched.results[0].option, req.model, req.engine, profile)
+    return with_current(current, req.specs, result, q.table, q.job, searched.results, replan, figure_bands)
 
 
 REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections plan_report_data computes
-
-
-def _searched(req: PlanRequest) -> tuple:
-    """(model spec, engine facts, efficiency table, job, every option searched, provisioning
-    answers or None) — what ``plan`` computes before it ranks. Raises what ``plan`` raises."""
-    if req.samples < 1:
-        raise InputError("samples", req.samples, "an integer ≥ 1")
-    check_plan_lengths(req, PlanRequest)
-    check_targets(req.deadline_s, req.budget_usd)
-    if req.current is not None and req.provisioning:
-        raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
-    if req.measured_tok_s is not None and req.current is None:
-        raise InputError("measured-tok-s", req.measured_tok_s, "a figure with --current (the setup it was measured on)")
-    model = load_model(req.model)
-    engine = load_engine(req.engine)
-    table = efficiency_table(req.calibration)
-    job = Job(
-        req.samples,
-        lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
-        lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap),
-    )
-    specs = _searched_specs(req, model)
-    weights = (
-        tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
-    )
-    kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
-    cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
-    fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
-
-    def search(opt: HardwareOption) -> OptionResult:
-        return search_option(model, opt, engine, table, job, specs, weights, kvs, cut, fixed)
-
-    options = _options(req)
-    if not req.provisioning:
-        return model, engine, table, job, [search(opt) for opt, _ in options], None
-    target = Target(req.deadline_s, req.budget_usd)
-    answers = []
-    for opt, count_given in options:
-        unit = opt.gpu.node_gpus
-        most = opt.count if count_given else DEFAULT_MAX_UNITS * unit
-        answers.append((opt, provision(at_count(search, opt), target, unit, max(most, unit))))
-    return model, engine, table, job, [provisioned_result(p) for _, p in answers], answers
 
 
 def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:
@@ -465,14 +261,15 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     unknown = set(charts) - set(REPORT_CHARTS)
     if unknown:
         raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
-    model, engine, table, job, results, answers = _searched(req)
+    profile, searched = _searched(req)
+    results, table, job = searched.results, searched.question.table, searched.question.job
 
-    def chart(name: str, points) -> tuple | None:  # noqa: ANN001 - an iterable of curve points
+    def chart(name: str, points: Callable[[], Iterable[object]]) -> tuple[object, ...] | None:
         return tuple(points()) if name in charts else None
 
     return PlanReportData(
-        plan=_with_current(req, _plan_result(req, model, engine, table, job, results, answers), table, job, results),
-        assumptions=_assumptions(req, table, results),
+        plan=_answered(req, profile, searched),
+        assumptions=assumptions(searched),
         throughput=chart("throughput", lambda: (c for r in results for c in curves.layout_curves(r, table, job))),
         cost_time=chart("cost_time", lambda: curves.cost_points(results, table, job)),
         memory=chart("memory", lambda: (m for m in map(curves.memory_bars, results) if m is not None)),
@@ -480,31 +277,78 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     )
 
 
-def _assumptions(req: PlanRequest, table: EfficiencyTable, results: list[OptionResult]) -> Assumptions:
-    """What the plan assumed per option: datasheet figures, the price and where it comes from,
-    and the efficiency factors applied (fractions of peak, seconds)."""
-    options = []
-    for r in results:
-        gpu = r.option.gpu
-        if gpu.key in req.prices:
-            price_source = "given with --price / the job file"
-        elif gpu.price is not None:
-            price_source = f"catalog typical price ({gpu.price.source}, {gpu.price.as_of})"
-        else:
-            price_source = "no public price known"
-        options.append(
-            AssumedOption(
-                option=r.option.label,
-                gpu=gpu.name,
-                count=r.option.count,
-                usd_per_gpu_hour=r.option.usd_per_gpu_hour,
-                price_source=price_source,
-                memory_bytes=gpu.memory_bytes,
-                hbm_bytes_per_s=gpu.hbm_bytes_per_s,
-                dense_flops_per_s=dict(gpu.dense_flops_per_s),
-                scaleup=gpu.scaleup.name,
-                scaleup_bytes_per_s=gpu.scaleup.bytes_per_s,
-                efficiency=table.resolve(req.engine, gpu.architecture).as_dict(),
+# --- option checks ---------------------------------------------------------------------------
+
+
+def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int | None) -> Fixed:
+    """``plan --tp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
+    None = searched). Raises InputError (one line naming the option) for a value that is not a
+    whole number ≥ 1."""
+    for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
+        if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
+            raise InputError(
+                name,
+                shown(value),
+                "an integer ≥ 1" + (", running requests per replica" if name == "max-running" else ""),
             )
-        )
-    return Assumptions(engine=req.engine, efficiency_source=table.provenance, options=tuple(options))
+    return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
+
+
+def check_plan_lengths(req: PlanRequest) -> None:
+    """Name the option of a bad length of ``req`` before the distribution is built (the class
+    :class:`PlanRequest` holds the default caps). Raises InputError."""
+    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
+    # sigma, cap), which is where a user sets them.
+    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
+        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
+        if not 1 <= mean <= MAX_REQUEST_TOKENS:
+            raise InputError(name, shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
+        if not 0 <= sigma < math.inf:
+            raise InputError(f"{name}-sigma", shown(sigma), "a lognormal σ ≥ 0")
+        if cap is not None and not cap > mean:
+            if cap == getattr(PlanRequest, f"{name}_cap"):  # the user raised the mean, not the cap
+                raise InputError(
+                    name,
+                    shown(mean),
+                    f"a mean below --{cap_option} {cap:g} (its default; raise "
+                    f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})",
+                )
+            raise InputError(cap_option, shown(cap), f"a number of tokens above the mean {mean:g}")
+        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
+            raise InputError(
+                cap_option,
+                shown(cap),
+                f"a number of tokens above the mean {mean:g} and at most "
+                f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)",
+            )
+
+
+def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
+    """Name a deadline (seconds) or budget (US dollars) that is not a positive number.
+
+    Raises:
+        InputError: either is given and not > 0.
+    """
+    if deadline_s is not None and not 0 < deadline_s < math.inf:
+        raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
+    if budget_usd is not None and not 0 < budget_usd < math.inf:
+        raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
+
+
+def check_plan_outputs(report: str | None, png: str | None) -> None:
+    """Refuse a ``--report`` file or ``--png`` folder that cannot be written, before the search
+    (the ``--png`` folder is created, as its writer would create it).
+
+    Raises:
+        InputError: naming the option, the path and what is allowed.
+    """
+    if report is None and png is None:
+        return
+    from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
+
+    if report is not None:
+        check_output_file(report, "--report", "an HTML file path", create_parent=True)
+    if png is not None:
+        if not png.strip():
+            raise InputError("--png", png, "a folder to write the PNG charts into")
+        check_run_dir(Path(png), "--png")

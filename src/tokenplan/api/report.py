@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tokenplan.api.results import JsonResult
 from tokenplan.errors import InputError
 from tokenplan.files.reports import load_bench, load_plan, load_run_summary
+from tokenplan.results import JsonResult
 
 
 @dataclass(frozen=True)

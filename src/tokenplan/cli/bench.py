@@ -16,8 +16,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.api.bench import BenchRequest, bench, check_output_file, fit_bench, read_bench_json
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.cli.app import app
 from tokenplan.client.auth import display_url
 from tokenplan.errors import InputError, ServerError, TokenplanError
@@ -198,7 +198,7 @@ def bench_command(
         data, stopped = _saved_sweep(from_json, fitting)
     else:
         if fitting is not None:  # a bad --config/--gpu/layout fails now, not after the sweep
-            build_config(fitting.request())
+            resolve(fitting.request())
         if not endpoint or not model:
             raise InputError("endpoint/model", _shown(endpoint, model), "--endpoint URL and --model NAME")
         result = bench(
@@ -307,7 +307,7 @@ def _saved_sweep(path: str, fitting: FitOptions | None) -> tuple[dict, None]:
     """``--from-json``: the saved bench JSON (a bad ``--fit`` configuration fails now)."""
     data = read_bench_json(path).data
     if fitting is not None:
-        build_config(fitting.request(data.get("num_gpus")))
+        resolve(fitting.request(data.get("num_gpus")))
     return data, None
 
 

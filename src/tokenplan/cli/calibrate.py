@@ -18,8 +18,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from tokenplan.api._common import PredictRequest
 from tokenplan.api.calibrate import calibrate, calibrate_update, table_to_json
+from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
 from tokenplan.errors import InputError

@@ -153,8 +153,8 @@ def predict_cmd(
     """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
     the bottleneck of one configuration. Lengths default to plan's job, so a plan's choice predicts
     as the plan did; weights to the released format (auto)."""
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.predict import predict
+    from tokenplan.api.resolve import PredictRequest
     from tokenplan.report.tables import predict_table
 
     isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens)
@@ -222,8 +222,8 @@ def memory_cmd(
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
     the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.memory import memory
+    from tokenplan.api.resolve import PredictRequest
     from tokenplan.report.tables import memory_table
 
     result = memory(

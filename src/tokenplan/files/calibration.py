@@ -125,15 +125,16 @@ def read_calibration(path: str) -> EfficiencyTable:
     return read_calibration_file(path).table
 
 
-def moved_lines(path: str) -> list[str]:
+def moved_lines(path: str, read: CalibrationFile | None = None) -> list[str]:
     """What an update profile moves, for the first lines of a plan: one line per group, each
     factor as ``name shipped → calibrated (±%, ±1σ)``; for a full table one line saying it
     replaces the shipped fit. Units: seconds shown in ms or µs, fractions as they are.
+    ``read``: the profile at ``path`` already read (None: read it here).
 
     Raises:
         InputError, ConfigError: as :func:`read_calibration_file`.
     """
-    read = read_calibration_file(path)
+    read = read or read_calibration_file(path)
     if read.moved is None:
         return [f"calibration {path}: a full table that replaces the shipped fit ({read.table.provenance})"]
     lines = []

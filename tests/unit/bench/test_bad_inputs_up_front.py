@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api._common import PredictRequest
 from tokenplan.api.bench import (
     MAX_CONCURRENCY,
     MAX_LENGTH_TOKENS,
@@ -20,6 +19,7 @@ from tokenplan.api.bench import (
     check_server_description,
     read_bench_json,
 )
+from tokenplan.api.resolve import PredictRequest
 from tokenplan.bench.workload import dataset_workload
 from tokenplan.errors import ConfigError, InfeasibleError, InputError
 from tokenplan.files.reports import load_bench, load_plan

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api._common import PredictRequest
 from tokenplan.api.bench import calibrate_from_results
+from tokenplan.api.resolve import PredictRequest
 from tokenplan.errors import ConfigError
 from tokenplan.files.bench_results import read_bench_results
 

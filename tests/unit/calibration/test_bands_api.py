@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-import tokenplan.api._common as api
-from tokenplan.api._common import PredictRequest
+import tokenplan.api.bands as api
 from tokenplan.api.predict import predict
+from tokenplan.api.resolve import PredictRequest
 
 BANDS = {
     "coverage": 0.8,

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tokenplan.api._cases import resolve_file
+from tokenplan.api.resolve import resolve_file
 from tokenplan.calibration.bands import Residual
 from tokenplan.calibration.fit import FitOptions, fit
 from tokenplan.calibration.forkmap import ForkMap

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api._cases import resolve_case
+from tokenplan.api.resolve import resolve_case
 from tokenplan.calibration.fit import FitOptions, fit
 from tokenplan.calibration.levels import parameters
 from tokenplan.calibration.validate import Case, predict_case

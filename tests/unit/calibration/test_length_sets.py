@@ -7,7 +7,7 @@ import math
 import pytest
 from tests.support.our_numbers import EFF, ours
 
-from tokenplan.api._cases import resolve_case, set_lengths
+from tokenplan.api.resolve import resolve_case, set_lengths
 from tokenplan.catalog.length_sets import LengthShape, length_set, length_set_names
 from tokenplan.files.measurements import read_measurements
 from tokenplan.job.timeline import job_time
@@ -83,9 +83,9 @@ def test_survival_runs_past_the_even_grid_to_the_cap_or_the_far_tail():
 
 def _constant_step_h100():
     """One H100 replica whose decode step is the same at every batch and context (our numbers)."""
-    from tokenplan.api._common import PredictRequest, evaluate_request
+    from tokenplan.api.resolve import PredictRequest, resolve
 
-    ev = evaluate_request(PredictRequest("llama-3.1-8b", "h100-sxm", isl=512, osl=1000, concurrency=2))
+    ev = resolve(PredictRequest("llama-3.1-8b", "h100-sxm", isl=512, osl=1000, concurrency=2)).evaluate()
     return ev, ours(ev.deployment), EFF
 
 

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from tokenplan.api._common import PredictRequest, efficiency_table  # noqa: E402
 from tokenplan.api.bench import _level_case, bench_measurements, fit_bench  # noqa: E402 - the cases the fit builds
+from tokenplan.api.resolve import PredictRequest, read_profile  # noqa: E402
 from tokenplan.calibration.from_runs import linear_step_law  # noqa: E402
 from tokenplan.calibration.validate import predict_case  # noqa: E402
 from tokenplan.files.calibration import moved_lines, read_calibration_file  # noqa: E402
@@ -40,7 +40,7 @@ def _level(c: int, tpot: float, ttft: float, out_tok_s: float | None = None) -> 
 
 
 def _shipped():
-    return efficiency_table(None).resolve("vllm", "hopper")
+    return read_profile(None).table.resolve("vllm", "hopper")
 
 
 def test_a_sweep_of_a_step_law_is_recovered_and_nothing_else_moves():
@@ -110,7 +110,7 @@ def test_the_profile_layers_over_the_shipped_table_and_says_what_moved(tmp_path)
     path = tmp_path / "p.json"
     path.write_text(fit.profile_json())
     read = read_calibration_file(str(path))
-    shipped_table = efficiency_table(None)
+    shipped_table = read_profile(None).table
     # every other group is the shipped one, the measured group is the fitted factors
     for group, eff in shipped_table.by_group.items():
         if group != "vllm/hopper":
@@ -189,7 +189,7 @@ def test_a_sweep_the_shipped_fit_already_describes_is_never_made_worse():
 
 
 def test_an_engine_update_reaches_its_architectures_and_an_own_group_goes_over_it(tmp_path):
-    shipped = efficiency_table(None)
+    shipped = read_profile(None).table
     path = tmp_path / "p.json"
     path.write_text(
         json.dumps(

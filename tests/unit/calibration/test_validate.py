@@ -228,7 +228,7 @@ INFERENCEX_HEADER = THROUGHPUT_HEADER.rstrip("\n") + (
 
 
 def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(tmp_path):
-    from tokenplan.api._cases import stated_lengths
+    from tokenplan.api.resolve import stated_lengths
 
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(
@@ -250,7 +250,7 @@ def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(
 def test_throughput_that_contradicts_the_runs_own_latencies_is_set_aside_with_its_reason(tmp_path, ideal_profile):
     from rich.console import Console
 
-    from tokenplan.api._cases import resolve_file
+    from tokenplan.api.resolve import resolve_file
     from tokenplan.calibration.fit import row_kind
     from tokenplan.report.validation import show_validation
 
@@ -314,7 +314,7 @@ def test_little_law_check_counts_what_was_in_flight_and_never_stops_the_read(tmp
 
 
 def test_inferencex_row_carries_the_launch_running_cap_its_notes_state(tmp_path):
-    from tokenplan.api._cases import measurement_request
+    from tokenplan.api.resolve import measurement_request
 
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.api._cases import resolve_file
-from tokenplan.api.validate import validation_result
+from tokenplan.api.resolve import resolve_file
 from tokenplan.calibration.bands import Band, BandTable
 from tokenplan.calibration.validate import RowResult, Validation, relative_error, summarise
+from tokenplan.calibration.validation import validation_result
 from tokenplan.files.measurements import read_measurements
 from tokenplan.report.validation import rows_table, summary_table
 

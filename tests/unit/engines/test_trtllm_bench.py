@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.engines.trtllm import trtllm_bench_limits
 from tokenplan.units import Dtype
 
@@ -39,9 +39,9 @@ def test_bench_keeps_the_llm_api_defaults_for_formats_it_does_not_tune():
 
 def test_kv_auto_is_fp8_for_trtllm_with_quantized_checkpoints_and_bf16_otherwise():
     def kv(engine: str, weight: str) -> Dtype:
-        return build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", engine=engine, weight_dtype=weight))[
-            0
-        ].kv_dtype
+        return resolve(
+            PredictRequest(model="llama-3.1-8b", gpu="h200", engine=engine, weight_dtype=weight)
+        ).config.kv_dtype
 
     assert kv("trtllm", "fp8") is Dtype.FP8
     assert kv("trtllm", "nvfp4") is Dtype.FP8

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api._common import calibration_warnings
+from tokenplan.api.resolve import read_profile
 from tokenplan.errors import ConfigError
 from tokenplan.files.calibration import read_calibration, read_calibration_file
 
@@ -39,13 +39,13 @@ def test_the_fitted_on_record_comes_with_the_table(tmp_path: Path) -> None:
 def test_a_profile_without_fitted_on_gives_no_range_warning(tmp_path: Path) -> None:
     path = _profile(tmp_path)
     assert read_calibration_file(path).fitted_on is None
-    assert calibration_warnings(path, {"engine": "sglang", "concurrency": 1000.0}) == []
+    assert read_profile(path).range_warnings({"engine": "sglang", "concurrency": 1000.0}) == []
 
 
 def test_range_warnings_use_the_read_record(tmp_path: Path) -> None:
     path = _profile(tmp_path, fitted_on=FITTED)
     # engine differs (vllm vs sglang); concurrency 100 > 2 × the fitted maximum 8 = 16.
-    warnings = calibration_warnings(path, {"engine": "sglang", "gpu": "h100-sxm", "concurrency": 100.0})
+    warnings = read_profile(path).range_warnings({"engine": "sglang", "gpu": "h100-sxm", "concurrency": 100.0})
     assert warnings == [
         "calibration profile was fitted on engine vllm, used here for sglang",
         "concurrency 100 is far outside the calibration profile's fitted range 1–8: its factors are extrapolated",
@@ -56,7 +56,7 @@ def test_a_malformed_profile_is_one_config_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid JSON"):
-        calibration_warnings(str(path), {})
+        read_profile(str(path)).range_warnings({})
 
 
 def test_an_empty_profile_is_refused_rather_than_read_as_the_defaults(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from tests.support.our_numbers import EFF, ours
 
-from tokenplan.api._common import PredictRequest, evaluate_request
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.job.batching import _mixed_cycle
 from tokenplan.job.workload import fixed
 
@@ -13,9 +13,9 @@ from tokenplan.job.workload import fixed
 def _dense():
     """Our own numbers: 4 TB/s HBM, 1 PFLOP/s, 8e9 dense params in 8e9 bytes, a 5e8-param lm_head
     in 1e9 bytes, no KV or attention work, TP1 (no collective)."""
-    ev = evaluate_request(
+    ev = resolve(
         PredictRequest("llama-3.1-8b", "h100-sxm", engine="trtllm", isl=7000, osl=1000, concurrency=4)
-    )
+    ).evaluate()
     d = ev.deployment
     assert d.layout.tp == 1 and d.spec.moe is None
     return ours(d)

@@ -70,8 +70,8 @@ def test_memory_lists_every_term_at_an_explicit_launch():
     # tokenplan memory --model qwen3.6-27b --gpu b200 --weight-dtype fp8 --kv-dtype fp8 --spec mtp:3
     #   --max-running 128 --disable-radix-cache: the terms tests/unit/perf/test_memory.py derives by
     # hand (KV 19,553,676,402.24 B, state 129·153,944,064 B, speculative state 4·129·153,944,064 B).
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.memory import memory
+    from tokenplan.api.resolve import PredictRequest
 
     req = PredictRequest(
         model="qwen3.6-27b",
@@ -99,8 +99,8 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
     # 413 requests × 5 states × 153,944,064 B = 317.9 GB against a 118.1 GB pool budget.
     from dataclasses import replace
 
-    from tokenplan.api._common import PredictRequest
     from tokenplan.api.memory import memory
+    from tokenplan.api.resolve import PredictRequest
 
     req = PredictRequest(
         model="qwen3.6-27b",

@@ -3,15 +3,15 @@
 import pytest
 from tests.support.our_numbers import EFF, ours
 
-from tokenplan.api._common import PredictRequest, efficiency_table, evaluate_request
+from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist, fixed
 from tokenplan.perf.step import step_time
 
 
 def _llama_h100():
-    ev = evaluate_request(PredictRequest("llama-3.1-8b", "h100-sxm", isl=512, osl=1000, concurrency=1))
-    return ev, efficiency_table(None).resolve("sglang", "hopper")
+    ev = resolve(PredictRequest("llama-3.1-8b", "h100-sxm", isl=512, osl=1000, concurrency=1)).evaluate()
+    return ev, read_profile(None).table.resolve("sglang", "hopper")
 
 
 def test_one_fixed_request_decodes_osl_steps_at_batch_one():

@@ -393,10 +393,10 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     # = 170.1 GiB of the nominal memory; SGLang takes it of the visible memory less its start-up at
     # TP4 (0.5 + 2.0 GiB): 0.95·(183,359/1,024·0.996 − 2.5) = 0.95·175.844 = 167.05 GiB, which
     # leaves 9.75 GiB of cache.
-    from tokenplan.api._common import PredictRequest, evaluate_request
+    from tokenplan.api.resolve import PredictRequest, resolve
     from tokenplan.job.evaluate import Evaluation
 
-    ev = evaluate_request(
+    ev = resolve(
         PredictRequest(
             model="deepseek-r1",
             gpu="b200",
@@ -408,7 +408,7 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
             osl=922,
             concurrency=8,
         )
-    )
+    ).evaluate()
     assert isinstance(ev, Evaluation)
     assert ev.settings.tight and ev.settings.memory_fraction == 0.95
     assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)

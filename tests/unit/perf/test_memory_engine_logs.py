@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.api._common import PredictRequest, evaluate_request
 from tokenplan.api.memory import MemoryResult, memory
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.errors import InputError
 from tokenplan.job.evaluate import Evaluation, Rejection
@@ -100,7 +100,7 @@ def test_vllm_gpt_oss_120b_on_one_h100_does_not_start_at_the_default_utilization
     #   graphs 1,283,457,024; non-torch 139,586,437.12
     #   → KV 1,326,439,863.42 B = 1.24 GiB = 35,982 tokens of 18 layers · 8 · 64 · 2 · 2 B = 36,864 B,
     #   short of one 131,072-token request (4.5 GiB): vLLM refuses to start.
-    ev = evaluate_request(PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm"))
+    ev = resolve(PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm")).evaluate()
     assert isinstance(ev, Rejection) and ev.kind == "kv"
     assert "does not start" in ev.reason and "131,072-token context" in ev.reason
     assert "1.24 GiB KV cache" in ev.reason and "35,982 tokens" in ev.reason
@@ -113,9 +113,9 @@ def test_vllm_gpt_oss_120b_at_0_9_has_no_kv_memory_at_all():
     #   − 139,586,437.12 = −377,134,671.46 B = −0.35 GiB: negative, the configuration does not fit.
     # (v0.10.1 did not profile CUDA graphs before sizing the cache and its sampler kept a non-in-place
     #  re-sort, so its figure is not this build's; the sign is.)
-    ev = evaluate_request(
+    ev = resolve(
         PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm", memory_fraction=0.9)
-    )
+    ).evaluate()
     assert isinstance(ev, Rejection) and ev.kind == "memory"
     assert "does not fit" in ev.reason
 
@@ -169,7 +169,7 @@ def test_sglang_deepseek_r1_fp4_tp4_b200_weights_match_the_log():
     #   + o 16,384·7,168) / 4 = 58,130,432 params → 61·58,130,432·2 = 7,091,912,704; 3 dense FFNs
     #   1,189,085,184·2/4 = 594,542,592; shared experts 2,660,761,600·2/4 = 1,330,380,800; routed NVFP4
     #   653,908,770,816 × 0.5625 B / 4 = 91,955,920,896 → 101,899,436,032 B = 94.90 GiB (+0.42 %).
-    ev = evaluate_request(PredictRequest(model="deepseek-r1", gpu="b200", num_gpus=4, tp=4, weight_dtype="nvfp4"))
+    ev = resolve(PredictRequest(model="deepseek-r1", gpu="b200", num_gpus=4, tp=4, weight_dtype="nvfp4")).evaluate()
     assert isinstance(ev, Evaluation)
     assert ev.memory.weight_bytes_per_gpu == 101_899_436_032
     assert _within(ev.memory.weight_bytes_per_gpu / GiB, 94.50)
@@ -184,10 +184,14 @@ def test_the_token_budget_options_belong_to_their_engine():
     assert sg.chunk_tokens == 16_384 and sg.chunk_set
     assert sg.memory_fraction == pytest.approx((81_559 - 25_728) / 81_559, rel=1e-12)
     with pytest.raises(InputError, match="chunked_prefill_size"):
-        evaluate_request(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", chunked_prefill_size=4096))
+        resolve(
+            PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", chunked_prefill_size=4096)
+        ).evaluate()
     with pytest.raises(InputError, match="max_num_batched_tokens"):
-        evaluate_request(
+        resolve(
             PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="sglang", max_num_batched_tokens=4096)
-        )
+        ).evaluate()
     with pytest.raises(InputError, match="max_num_batched_tokens"):
-        evaluate_request(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", max_num_batched_tokens=0))
+        resolve(
+            PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", max_num_batched_tokens=0)
+        ).evaluate()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.job.batching import length_spread_tokens, prefill_queue_s, wave_persistence, wave_steps_mean
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
@@ -37,7 +37,8 @@ def test_md1_wait_at_half_utilisation_is_half_a_service_time():
 
 def _evaluate(eff: Efficiency, concurrency: float, **kw) -> Evaluation:
     req = PredictRequest(model="llama-3.1-8b", gpu="h200", weight_dtype="fp8", isl=4096, osl=512, **kw)
-    config, model, gpu = build_config(req)
+    scenario = resolve(req)
+    config, model, gpu = scenario.config, scenario.model, scenario.gpu
     ev = evaluate(model, gpu, config, eff, LengthDist(4096), LengthDist(512), concurrency)
     assert isinstance(ev, Evaluation)
     return ev
@@ -79,7 +80,8 @@ def test_mla_prefills_in_the_non_absorbed_form():
     # decode (absorbed): 2 · 16 · (2·512 + 64) · 61 = 2,123,776 FLOP per query token per context token;
     # prefill: 2 · 16 · (192 + 128) · 61 = 624,640.
     req = PredictRequest(model="deepseek-v3", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8")
-    config, model, gpu = build_config(req)
+    scenario = resolve(req)
+    config, model, gpu = scenario.config, scenario.model, scenario.gpu
     ev = evaluate(model, gpu, config, Efficiency(), LengthDist(1024), LengthDist(1024), 8.0)
     assert isinstance(ev, Evaluation)
     assert ev.deployment.attn_flops_per_token_ctx == pytest.approx(2_123_776)
@@ -97,7 +99,8 @@ def test_with_attention_dp_the_step_waits_for_the_rank_that_prefills_a_whole_pro
             attention_dp=attention_dp,
             weight_dtype="fp8",
         )
-        config, model, gpu = build_config(req)
+        scenario = resolve(req)
+        config, model, gpu = scenario.config, scenario.model, scenario.gpu
         ev = evaluate(model, gpu, config, Efficiency(), LengthDist(8192), LengthDist(1024), 64.0)
         assert isinstance(ev, Evaluation)
         return step_time(ev.deployment, Efficiency(), 64.0, 8192.0, 8192.0, 4096.0, prompt_chunk_tokens=chunk).total_s
@@ -113,7 +116,8 @@ def test_trtllm_reserves_the_whole_request_vllm_the_running_context():
         req = PredictRequest(
             model="llama-3.1-8b", gpu="h100-sxm", weight_dtype="fp8", engine=engine, isl=4096, osl=4096
         )
-        config, model, gpu = build_config(req)
+        scenario = resolve(req)
+        config, model, gpu = scenario.config, scenario.model, scenario.gpu
         ev = evaluate(model, gpu, config, Efficiency(), LengthDist(4096), LengthDist(4096), 10_000.0)
         assert isinstance(ev, Evaluation)
         assert ev.steady.limits.kv == pytest.approx(ev.memory.kv_capacity_tokens / held)

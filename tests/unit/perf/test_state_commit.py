@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
@@ -47,9 +47,8 @@ QWEN36_27B_STATE_BYTES = 48 * (61_440 + 3_145_728)
 
 
 def _deployment(engine: str, spec: str) -> Deployment:
-    config, model, gpu = build_config(
-        PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", engine=engine, spec=spec)
-    )
+    scenario = resolve(PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", engine=engine, spec=spec))
+    config, model, gpu = scenario.config, scenario.model, scenario.gpu
     ev = evaluate(model, gpu, config, EFF, LengthDist(1000), LengthDist(100), 1.0)
     assert isinstance(ev, Evaluation)
     return ev.deployment

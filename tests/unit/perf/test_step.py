@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.hardware import GemmCurve, LinkKind
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
@@ -47,7 +47,8 @@ EFF = Efficiency(
 
 
 def _catalog(model: str) -> Deployment:
-    config, spec, gpu = build_config(PredictRequest(model=model, gpu="h200", weight_dtype="fp8"))
+    scenario = resolve(PredictRequest(model=model, gpu="h200", weight_dtype="fp8"))
+    config, spec, gpu = scenario.config, scenario.model, scenario.gpu
     ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 1.0)
     assert isinstance(ev, Evaluation)
     assert ev.deployment.layout.tp == 1 and ev.deployment.layout.pp == 1
@@ -264,9 +265,8 @@ def test_with_attention_dp_the_dense_ffn_runs_over_every_ranks_tokens():
 
 
 def test_tp_all_reduce_runs_one_shot_on_nvlink_and_nccl_over_pcie():
-    config, spec, gpu = build_config(
-        PredictRequest(model="llama-3.1-8b", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8")
-    )
+    scenario = resolve(PredictRequest(model="llama-3.1-8b", gpu="h200", num_gpus=8, tp=8, weight_dtype="fp8"))
+    config, spec, gpu = scenario.config, scenario.model, scenario.gpu
     ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 8.0)
     assert isinstance(ev, Evaluation)
     d = ev.deployment

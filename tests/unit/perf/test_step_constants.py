@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from tests.support.our_numbers import EFF, ours
 
-from tokenplan.api._common import PredictRequest, build_config
+from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.job.evaluate import Evaluation, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf import step_constants as kept
@@ -22,7 +22,8 @@ from tokenplan.perf.step_constants import step_constants
 
 
 def _ours() -> Deployment:
-    config, spec, gpu = build_config(PredictRequest(model="llama-3.1-8b", gpu="h200", weight_dtype="fp8"))
+    scenario = resolve(PredictRequest(model="llama-3.1-8b", gpu="h200", weight_dtype="fp8"))
+    config, spec, gpu = scenario.config, scenario.model, scenario.gpu
     ev = evaluate(spec, gpu, config, EFF, LengthDist(1000), LengthDist(100), 1.0)
     assert isinstance(ev, Evaluation) and ev.deployment.layout.tp == ev.deployment.layout.pp == 1
     return ours(ev.deployment)

@@ -3,30 +3,17 @@ rows and as sentences (the search itself is ``tokenplan.planning.provision``).""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from tokenplan.api._common import PLAN_FIGURES, figure_bands
-from tokenplan.api.plan_results import Provisioning, ProvisionRow, ProvisionTry
-from tokenplan.errors import InputError
+from tokenplan.job.evaluate import Evaluation
 from tokenplan.planning.provision import Outcome, Provision
 from tokenplan.planning.rank import describe
+from tokenplan.planning.results import Provisioning, ProvisionRow, ProvisionTry
 from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import HardwareOption
+from tokenplan.results import Bands
 from tokenplan.units import S_PER_DAY, duration_words
-
-
-def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
-    """Name a deadline (seconds) or budget (US dollars) that is not a positive number.
-
-    Raises:
-        InputError: either is given and not > 0.
-    """
-    if deadline_s is not None and not 0 < deadline_s < math.inf:
-        raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
-    if budget_usd is not None and not 0 < budget_usd < math.inf:
-        raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
 
 
 def at_count(search: Callable[[HardwareOption], OptionResult], opt: HardwareOption) -> Callable[[int], OptionResult]:
@@ -48,10 +35,16 @@ def _payload(o: Outcome) -> tuple[OptionResult, Candidate | None]:
 
 
 def provisioning(
-    deadline_s: float | None, budget_usd: float | None, answers: list[tuple[HardwareOption, Provision]]
+    deadline_s: float | None,
+    budget_usd: float | None,
+    answers: list[tuple[HardwareOption, Provision]],
+    bands: Callable[[object, Evaluation, Mapping[str, tuple[str, bool]]], Bands | None],
+    figures: Mapping[str, tuple[str, bool]],
 ) -> Provisioning:
     """``plan``'s ``provisioning`` section for the targets (seconds, US dollars): per GPU type,
-    the fewest GPUs and the job at that count."""
+    the fewest GPUs and the job at that count, with the 80 % bands of its days and dollars
+    (``bands(row, evaluation, figures)``: ``planning.answer.BandsOf``; ``figures``: the plan's
+    figure → band metric, of which ``wall_days`` and ``usd`` are banded)."""
     rows = []
     for opt, p in answers:
         o = p.chosen
@@ -84,9 +77,7 @@ def provisioning(
                 why=None,
             )
             # The 80 % band of the configuration at that count (issue 10), on days and dollars.
-            row = replace(
-                row, bands=figure_bands(row, chosen.evaluation, {k: PLAN_FIGURES[k] for k in ("wall_days", "usd")})
-            )
+            row = replace(row, bands=bands(row, chosen.evaluation, {k: figures[k] for k in ("wall_days", "usd")}))
         rows.append(row)
     return Provisioning(
         deadline_days=None if deadline_s is None else deadline_s / S_PER_DAY, budget_usd=budget_usd, options=tuple(rows)

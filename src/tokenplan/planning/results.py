@@ -1,5 +1,5 @@
 """What ``plan`` and ``plan_report_data`` return: frozen, typed, with ``to_json()`` (the dict
-``tokenplan plan --json`` prints; keys are the field names, see :mod:`tokenplan.api.results`).
+``tokenplan plan --json`` prints; keys are the field names, see :mod:`tokenplan.results`).
 
 Units are in the names: tokens/s, days, hours, US dollars, milliseconds, bytes.
 """
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenplan.api.results import INLINE, OMIT_NONE, Bands, JsonResult
+from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult
 
 
 @dataclass(frozen=True)

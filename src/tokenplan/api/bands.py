@@ -1,0 +1,48 @@
+"""The 80 % error bands attached to predicted figures: the shipped band table
+(``catalog/error_bands.json``) looked up at a configuration's regime (``calibration.bands``).
+:func:`figure_bands` is the ``bands`` callable that ``planning.answer`` takes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
+from tokenplan.catalog import shipped_error_bands_json
+from tokenplan.job.evaluate import Evaluation
+from tokenplan.results import Bands, ErrorBand
+
+
+def error_bands() -> BandTable | None:
+    """The shipped error-band table (``catalog/error_bands.json``), or None when none ships."""
+    data = shipped_error_bands_json()
+    return None if data is None else table_from_json(data)
+
+
+def figure_bands(result: object, ev: Evaluation, figures: Mapping[str, tuple[str, bool]]) -> Bands | None:
+    """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
+    ``result``, each with its band metric and whether the figure scales as 1 / the metric's
+    quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the band's regime
+    (and why the configuration lies outside the measured one, if it does). The regime includes
+    the evaluation's speculative decoding: none, τ from the prior, or τ stated. None without a
+    shipped band table."""
+    table = error_bands()
+    if table is None:
+        return None
+    d = ev.deployment
+    where = (
+        ev.config.engine.name,
+        d.gpu.architecture,
+        model_family(d.spec.name),
+        d.gpu.key,
+        ev.steady.batch,
+        spec_regime(ev.config.spec),
+    )
+    intervals, last = {}, None
+    for key, (metric, inverse) in figures.items():
+        value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
+        band = None if value is None else interval(table, value, metric, inverse, *where)
+        if band is not None:
+            intervals[key] = band
+            last = band
+    regime = None if last is None else ErrorBand(last.regime, table.coverage, last.outside)
+    return Bands(intervals, regime)

@@ -1,0 +1,347 @@
+"""A request resolved once: every name looked up, the calibration profile parsed, the sizes
+checked, into one frozen :class:`Scenario` (model spec, GPU, a keyword-built ``Config`` with its
+engine, the efficiency for engine × architecture, the profile and its fitted range, the length
+distributions). ``predict``, ``memory``, ``plan --current``, ``validate``, ``calibrate`` and
+``bench``'s fits start from it; the layers below receive values only.
+
+Measured rows (``validate``, ``calibrate``) resolve through the same :func:`resolve`; rows that
+cannot be predicted are kept with their reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.calibration.bands import model_family
+from tokenplan.calibration.validate import Case
+from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
+from tokenplan.catalog.length_sets import LengthShape, length_set
+from tokenplan.errors import InfeasibleError, InputError, TokenplanError
+from tokenplan.files.bench_tau import resolve_spec
+from tokenplan.files.calibration import moved_lines, read_calibration_file
+from tokenplan.files.measurements import MeasurementFile
+from tokenplan.hardware import Gpu
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.workload import LengthDist, lognormal_with_mean
+from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+from tokenplan.perf.layout import Layout
+from tokenplan.perf.speculative import parse_spec
+from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """One configuration and workload point, as the CLI's ``predict`` takes it.
+
+    Lengths are in tokens; ``concurrency`` is requests in flight per deployment (None = offline
+    ``max``: every request queued, the engine picks its batch). ``spec`` is ``none`` or
+    ``METHOD:K[:TAU]``. ``isl_sigma``/``osl_sigma`` > 0 make the lengths lognormal, ``isl``/``osl``
+    then their means below the caps ``isl_cap``/``osl_cap`` (as ``plan``'s; None = uncapped).
+    The command ``tokenplan predict`` defaults to ``plan``'s job (``job.workload.DEFAULT_ISL``,
+    ``DEFAULT_OSL``); the defaults here stay fixed 1,024-token lengths (a point, as scripts and
+    ``bench``'s server descriptions use it).
+    ``max_num_batched_tokens`` (vLLM) and ``chunked_prefill_size`` (SGLang): the engine's token
+    budget per step / prefill chunk (None = the engine's default); each only with its engine.
+    """
+
+    model: str
+    gpu: str
+    num_gpus: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    attention_dp: bool = False
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "auto"
+    isl: float = 1024
+    osl: float = 1024
+    concurrency: float | None = None
+    spec: str = "none"
+    engine: str = "sglang"
+    memory_fraction: float | None = None
+    max_running: int | None = None
+    isl_sigma: float = 0.0
+    osl_sigma: float = 0.0
+    osl_cap: float | None = None
+    isl_cap: float | None = None
+    calibration: str | None = None
+    ssm_dtype: str | None = None
+    kv_offload_gib: float = 0.0
+    disable_radix_cache: bool = False
+    max_num_batched_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The efficiency factors in use, read once: ``table`` (the shipped fit, or the profile at
+    ``path``, an update already layered over the shipped fit), ``fitted_on`` (the range of
+    measurements a ``bench --fit`` profile was fitted on; None for the shipped fit and profiles
+    without one) and ``moves`` (what the profile changes in the shipped fit, one line per group:
+    ``files.calibration.moved_lines``; none for the shipped fit)."""
+
+    path: str | None
+    table: EfficiencyTable
+    fitted_on: Mapping[str, object] | None = None
+    moves: tuple[str, ...] = ()
+
+    def range_warnings(self, point: Mapping[str, object]) -> list[str]:
+        """Warnings for using the profile far from what it was fitted on
+        (``calibration.fitted_range.range_warnings``; none without a ``fitted_on`` record).
+        ``point``: ``engine``, ``gpu``, ``model``, ``concurrency`` (per replica), ``isl_tokens``,
+        ``osl_tokens``."""
+        if self.fitted_on is None:
+            return []
+        from tokenplan.calibration.fitted_range import range_warnings
+
+        return range_warnings(self.fitted_on, point)
+
+
+def read_profile(calibration: str | None) -> Profile:
+    """The profile at ``calibration``, or the shipped fit (None or empty). Raises
+    InputError/ConfigError for a missing or malformed profile (``files.calibration``)."""
+    if not calibration:
+        return Profile(None, shipped_efficiency())
+    read = read_calibration_file(calibration)
+    return Profile(calibration, read.table, read.fitted_on, tuple(moved_lines(calibration, read)))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A request resolved: the model's spec, the GPU, the configuration (its ``engine`` resolved),
+    the calibration ``profile`` and the ``efficiency`` it gives this engine on this GPU's
+    architecture, the prompt and output length distributions (tokens) and the requests in flight
+    per replica (None = offline ``max``)."""
+
+    model: ModelSpec
+    gpu: Gpu
+    config: Config
+    profile: Profile
+    efficiency: Efficiency
+    isl: LengthDist
+    osl: LengthDist
+    concurrency: float | None
+
+    def evaluate(self) -> Evaluation | Rejection:
+        """The configuration evaluated on the scenario's workload (``job.evaluate.evaluate``)."""
+        return evaluate(self.model, self.gpu, self.config, self.efficiency, self.isl, self.osl, self.concurrency)
+
+
+def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
+    """Check the sizes, look every name up once and read the profile (``profile``: one already
+    read, e.g. the plan's; None = ``req.calibration``) into a :class:`Scenario`.
+
+    Raises:
+        InputError, CatalogError, ConfigError: a bad size, name or profile (one line naming it).
+    """
+    _check_sizes(req)
+    model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
+    chunk = _chunk_tokens(req, engine.name)
+    weight = parse_dtype(
+        req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype, "weight_dtype", WEIGHT_DTYPES
+    )
+    kv = engine.auto_kv_dtype(weight) if req.kv_dtype == "auto" else parse_dtype(req.kv_dtype, "kv_dtype", KV_DTYPES)
+    dp = req.num_gpus // (req.tp * req.pp)
+    layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=dp, attention_dp=req.attention_dp)
+    cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
+    if not 0 <= req.kv_offload_gib < math.inf:
+        raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
+    if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
+        raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
+    spec = parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0])  # TAU may name a bench file (files.bench_tau)
+    config = Config(
+        layout=layout,
+        weight_dtype=weight,
+        kv_dtype=kv,
+        engine=engine,
+        spec=spec,
+        memory_fraction=req.memory_fraction,
+        max_running=req.max_running,
+        ssm_dtype=req.ssm_dtype,
+        vision_cut=cut,
+        lift_running_cap=req.disable_radix_cache,
+        host_kv_bytes=req.kv_offload_gib * 2**30,
+        chunk_tokens=chunk,
+    )
+    profile = profile or read_profile(req.calibration)
+    # the lengths: lognormal with mean isl/osl and σ isl_sigma/osl_sigma (0 = fixed), capped at
+    # isl_cap/osl_cap, the mean being that of the capped lengths, as in plan
+    isl = lognormal_with_mean(req.isl, req.isl_sigma, req.isl_cap)
+    osl = lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap)
+    per_replica = None if req.concurrency is None else req.concurrency / dp
+    return Scenario(
+        model, gpu, config, profile, profile.table.resolve(engine.name, gpu.architecture), isl, osl, per_replica
+    )
+
+
+def _check_sizes(req: PredictRequest) -> None:
+    """Refuse, naming the field, a size that is not a positive count or a length outside
+    [1, MAX_REQUEST_TOKENS] (a cap not above its mean). Raises InputError."""
+    for field in ("tp", "pp", "ep", "num_gpus"):
+        _positive(field, getattr(req, field), whole=True)
+    for field in ("isl", "osl"):
+        _positive(field, getattr(req, field))
+        # a mean below one token is not a request; one above MAX_REQUEST_TOKENS fits no context
+        if not 1 <= getattr(req, field) <= MAX_REQUEST_TOKENS:
+            raise InputError(field, shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
+    _positive("concurrency", req.concurrency, allow_none=True)
+    _positive("max_running", req.max_running, allow_none=True, whole=True)
+    for name, option, mean, cap in (
+        ("osl", "max-tokens", req.osl, req.osl_cap),
+        ("isl", "isl-cap", req.isl, req.isl_cap),
+    ):
+        if cap is not None and not mean < cap <= MAX_REQUEST_TOKENS:  # as plan's --max-tokens, --isl-cap
+            raise InputError(
+                option,
+                shown(cap),
+                f"a number of tokens above the mean {name} {mean:g} and at most {MAX_REQUEST_TOKENS:,}",
+            )
+    if req.num_gpus % (req.tp * req.pp):
+        raise InputError("num_gpus", req.num_gpus, f"a multiple of tp × pp = {req.tp * req.pp}")
+
+
+def _positive(field: str, value: float | None, allow_none: bool = False, whole: bool = False) -> None:
+    """Refuse a missing, non-positive or infinite ``value``; ``whole``: a count (GPUs, TP/PP/EP
+    ranks, requests), which the message then asks for as an integer ≥ 1."""
+    if value is None and allow_none:
+        return
+    if value is None or not 0 < value < math.inf:
+        raise InputError(field, shown(value), "an integer ≥ 1" if whole else "a finite number > 0")
+
+
+def shown(value: object) -> object:
+    """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
+    # below 2^53 a whole float is exactly the integer typed; 1e30 stays 1e+30, not 31 digits
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
+
+
+# option field → the engine that takes it (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)
+_CHUNK_OPTIONS = {"max_num_batched_tokens": "vllm", "chunked_prefill_size": "sglang"}
+
+
+def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
+    """The token budget per step the request sets for ``engine``, or None. Raises InputError for
+    a value that is not a whole number ≥ 1 or an option of another engine."""
+    chunk = None
+    for field, owner in _CHUNK_OPTIONS.items():
+        value = getattr(req, field)
+        if value is None:
+            continue
+        _positive(field, value, whole=True)
+        if value != int(value):
+            raise InputError(field, shown(value), "a whole number of tokens ≥ 1")
+        if engine != owner:
+            raise InputError(field, shown(value), f"only with --engine {owner}; the engine is {engine}")
+        chunk = int(value)
+    return chunk
+
+
+# Rejection kinds that do not depend on the lengths or the concurrency (job.evaluate.REJECTION_KINDS).
+_SHAPE_REJECTIONS = ("engine", "format", "layout", "memory", "spec")
+_SHAPE_TOKENS = 1024.0  # any valid lengths: the rejections above do not depend on them
+
+
+def check_server_description(desc: PredictRequest) -> None:
+    """Refuse, in one line, a description of the server that names a bad size or a configuration
+    the model cannot run (a TP that does not divide the heads, EP on a dense model, a format the
+    GPU cannot run, weights that do not fit) before any measurement is read or divided by its
+    GPUs. The lengths and concurrency are checked where they are read.
+
+    Raises:
+        InputError, CatalogError: a bad name or size. InfeasibleError: the configuration cannot run.
+    """
+    shape = replace(desc, isl=_SHAPE_TOKENS, osl=_SHAPE_TOKENS, isl_sigma=0.0, osl_sigma=0.0, osl_cap=None)
+    result = resolve(replace(shape, isl_cap=None, concurrency=None)).evaluate()
+    if isinstance(result, Rejection) and result.kind in _SHAPE_REJECTIONS:
+        raise InfeasibleError(f"configuration cannot run: {result.reason}")
+
+
+# --- measured rows: the cases ``validate`` and ``calibrate`` predict ---------------------------
+
+
+def measurement_request(m: Measurement, calibration: str | None = None) -> PredictRequest:
+    """The ``tokenplan predict`` request of a measured row (lengths must be known)."""
+    return PredictRequest(
+        model=m.model,
+        gpu=m.gpu,
+        num_gpus=m.num_gpus,
+        tp=m.tp,
+        pp=m.pp,
+        ep=m.ep,
+        attention_dp=m.attention_dp,
+        weight_dtype=m.weight_dtype,
+        kv_dtype=m.kv_dtype,
+        isl=m.isl_tokens or 1.0,
+        osl=m.osl_tokens or 1.0,
+        concurrency=m.concurrency,
+        spec=m.spec,
+        engine=m.engine,
+        calibration=calibration,
+        max_running=m.max_running,
+    )
+
+
+def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | SkippedRow:
+    """A measurement resolved to a Case (``profile``: the one read for the whole file; None = the
+    shipped fit), or the reason it cannot be predicted."""
+    missing = [name for name, v in (("isl", m.isl_tokens), ("osl", m.osl_tokens)) if v is None]
+    if missing:
+        return SkippedRow(m.line, m.row_id, f"missing lengths ({', '.join(missing)})")
+    assert m.isl_tokens is not None and m.osl_tokens is not None  # missing is empty
+    try:
+        s = resolve(measurement_request(m), profile)
+    except TokenplanError as exc:
+        return SkippedRow(m.line, m.row_id, str(exc))
+    shapes = length_set(m.length_set) if m.length_set else None
+    if shapes is not None:
+        isl, osl = set_lengths(m.isl_tokens, shapes.input), set_lengths(m.osl_tokens, shapes.output)
+    else:
+        low = m.length_low_fraction
+        isl, osl = stated_lengths(m.isl_tokens, low), stated_lengths(m.osl_tokens, low)
+    # The run served its requests, so its server was launched for at least the longest of them
+    # (vLLM refuses to start for a max_model_len its KV cache cannot hold: the model's whole
+    # context is only the default).
+    config = replace(s.config, max_model_len=math.ceil(isl.max + osl.max))
+    family = model_family(m.model)
+    return Case(m, s.model, s.gpu, config, m.engine, s.gpu.architecture, family, isl, osl, s.concurrency)
+
+
+def set_lengths(mean_tokens: float, shape: LengthShape) -> LengthDist:
+    """The lengths of a named prompt set (``catalog/length_sets.yaml``) around a row's stated
+    mean: a lognormal of the set's σ, capped at the set's cap, whose *capped* mean is the row's
+    mean (the run's own mean stays the mean; the set gives only the spread). A mean at or above
+    the cap cannot spread below it and stays fixed."""
+    if shape.sigma == 0 or (shape.cap_tokens is not None and mean_tokens >= shape.cap_tokens):
+        return LengthDist(mean_tokens)
+    return lognormal_with_mean(mean_tokens, shape.sigma, shape.cap_tokens)
+
+
+def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:
+    """The length distribution a row states: fixed at its mean, or uniform on ``[f·L, L]`` with
+    mean ``(1 + f)·L/2`` (InferenceX, ``f`` = 0.8) as a lognormal of the same mean and
+    coefficient of variation ``(1 − f) / ((1 + f)·√3)`` (the uniform's sd ``(1 − f)·L/√12``
+    over its mean; σ = √ln(1 + CV²)), capped at ``L``. For f = 0.8: CV 0.064, σ 0.064, and
+    the running mean E[L²]/E[L] is 1.004 × the mean, as for the uniform itself."""
+    if low_fraction is None or not 0 < low_fraction < 1:
+        return LengthDist(mean_tokens)
+    cv = (1 - low_fraction) / ((1 + low_fraction) * math.sqrt(3))
+    top = 2 * mean_tokens / (1 + low_fraction)
+    return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
+
+
+def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:
+    """Cases and skipped rows (malformed first, then unpredictable) of a read file."""
+    shipped = read_profile(None)  # the cases carry no factors: validate and calibrate bring their own
+    cases: list[Case] = []
+    skipped = list(data.skipped)
+    for m in data.rows:
+        r = resolve_case(m, shipped)
+        if isinstance(r, SkippedRow):
+            skipped.append(r)
+        else:
+            cases.append(r)
+    return cases, skipped

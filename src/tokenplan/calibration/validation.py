@@ -1,0 +1,242 @@
+"""``validate``'s typed result: measured rows against their predictions, the error summaries and
+breakdowns, and — with a band table — each row's 80 % interval per metric and each metric's
+coverage (the share of rows whose measurement lies inside).
+
+Errors are fractions: ``predicted / measured − 1`` per row; summaries give the median and 90th
+percentile of its absolute value and the median signed error (``bias``). The intervals are those
+``tokenplan predict`` would give each predicted figure (``calibration.bands``); a file the bands
+were not made from tests whether they hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from tokenplan.calibration.bands import BandTable, interval, spec_regime
+from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation
+from tokenplan.results import INLINE, Interval, JsonResult, inline
+
+
+@dataclass(frozen=True)
+class ErrorStats(JsonResult):
+    """The error over a set of rows (fractions; None when no row measures the metric), and
+    ``coverage``: the share of those rows whose measurement lies inside its 80 % interval (None
+    without error bands)."""
+
+    median_abs_pct_error: float | None
+    p90_abs_pct_error: float | None
+    bias: float | None
+    coverage: float | None = None
+
+    @classmethod
+    def of(cls, s: ErrorSummary | None, coverage: float | None = None) -> ErrorStats:
+        """From a summary, or all None without one."""
+        return cls(None, None, None) if s is None else cls(s.median_abs, s.p90_abs, s.bias, coverage)
+
+
+@dataclass(frozen=True)
+class GroupError(JsonResult):
+    """The error over the ``n`` rows of one engine, GPU or model family (fractions)."""
+
+    n: int
+    median_abs_pct_error: float
+    p90_abs_pct_error: float
+    bias: float
+
+
+@dataclass(frozen=True)
+class SkippedEntry(JsonResult):
+    """A row that was not predicted: its file line, id and why."""
+
+    line: int
+    id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MetricError:
+    """One metric of one row: predicted and measured (``name`` gives the unit: tok/s per GPU or
+    ms) and the relative error, whose JSON key is ``error_key``; with error bands, the 80 %
+    interval around the prediction (``low``, ``high``, same unit) and whether the measurement
+    lies inside it."""
+
+    name: str
+    predicted: float
+    measured: float
+    error: float
+    error_key: str
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def inside(self) -> bool | None:
+        """The measurement lies in ``[low, high]`` (None without an interval)."""
+        return None if self.low is None or self.high is None else self.low <= self.measured <= self.high
+
+    def to_json(self) -> dict[str, float | bool]:
+        """``{"predicted_<name>", "measured_<name>", <error_key>}``, and with an interval
+        ``"<name>_low"``, ``"<name>_high"`` and ``<error_key> with "inside" for "error">``
+        (``inside``, ``tpot_inside``, ``ttft_inside``)."""
+        out: dict[str, float | bool] = {
+            f"predicted_{self.name}": self.predicted,
+            f"measured_{self.name}": self.measured,
+            self.error_key: self.error,
+        }
+        if self.low is not None and self.high is not None:
+            out.update(
+                {
+                    f"{self.name}_low": self.low,
+                    f"{self.name}_high": self.high,
+                    self.error_key.replace("error", "inside"): self.low <= self.measured <= self.high,
+                }
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class ValidatedRow(JsonResult):
+    """A predicted row: what it measured (lengths in tokens, concurrency over the whole system,
+    None = offline ``max``) and, per metric, predicted against measured. ``lengths`` says how the
+    lengths spread around ``isl``/``osl`` (their means): ``fixed``, ``U[0.8L, L]`` (uniform, as
+    InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``)."""
+
+    line: int
+    id: str
+    engine: str
+    model: str
+    gpu: str
+    num_gpus: int
+    layout: str
+    weight_dtype: str
+    isl: float | None
+    osl: float | None
+    concurrency: float | None
+    lengths: str
+    metrics: tuple[MetricError, ...] = field(metadata=INLINE)
+
+
+@dataclass(frozen=True)
+class ValidationResult(JsonResult):
+    """``validate``'s result. ``main`` is the error on throughput for throughput files and on
+    TPOT for serving files; ``tpot``/``ttft`` where the rows measure them; the breakdowns are on
+    the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
+    predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
+    the reason; only their TTFT and TPOT are compared."""
+
+    kind: str
+    n: int
+    skipped: tuple[SkippedEntry, ...]
+    throughput_set_aside: tuple[SkippedEntry, ...]
+    main: ErrorStats = field(metadata=INLINE)
+    calibration: str
+    tpot: ErrorStats | None = field(metadata=inline("tpot_"))
+    ttft: ErrorStats | None = field(metadata=inline("ttft_"))
+    by_engine: Mapping[str, GroupError]
+    by_gpu: Mapping[str, GroupError]
+    by_family: Mapping[str, GroupError]
+    rows: tuple[ValidatedRow, ...]
+
+
+_UNITS = {"throughput": ("output_tok_s_per_gpu", 1.0), "tpot": ("tpot_ms", 1e3), "ttft": ("ttft_ms", 1e3)}
+# metric → (band metric, the figure scales as 1 / the band metric's quantity): see calibration.bands
+_BAND_OF = {"throughput": ("rate", False), "tpot": ("rate", True), "ttft": ("ttft", False)}
+
+
+def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None:
+    """The 80 % interval of a row's predicted ``metric`` (``throughput``, ``tpot``, ``ttft``;
+    in the metric's own unit: tok/s per GPU or seconds), looked up as ``tokenplan predict``
+    looks up a configuration's (engine, architecture, family, GPU, running batch per replica,
+    speculative-decoding regime). None where the table holds no band of the metric."""
+    c = r.case
+    band_metric, inverse = _BAND_OF[metric]
+    return interval(
+        bands,
+        r.values[metric][0],
+        band_metric,
+        inverse,
+        c.engine,
+        c.architecture,
+        c.family,
+        c.measurement.gpu,
+        r.batch,
+        spec_regime(c.config.spec),
+    )
+
+
+def _coverage(rows: list[ValidatedRow], metric: str) -> float | None:
+    """Share of the rows measuring ``metric`` whose measurement lies inside its interval."""
+    name = _UNITS[metric][0]
+    hits = [m.inside for row in rows for m in row.metrics if m.name == name and m.inside is not None]
+    return sum(hits) / len(hits) if hits else None
+
+
+def validation_result(
+    v: Validation, bands: BandTable | None = None, named_sets: Collection[str] = ()
+) -> ValidationResult:
+    """The typed result of a validation (its ``to_json()`` is the ``--json`` form); with
+    ``bands``, each row's 80 % interval per metric and each metric's coverage. ``named_sets``:
+    the prompt sets the rows name that are known (``catalog/length_sets.yaml``), whose names
+    describe a row's lengths."""
+    main = "throughput" if v.kind == "throughput" else "tpot"
+    rows = tuple(_row(r, bands, named_sets) for r in v.rows)
+
+    def by(dim: str) -> dict[str, GroupError]:
+        return {
+            g: GroupError(e.n, e.median_abs, e.p90_abs, e.bias) for g, e in v.breakdown.get((dim, main), {}).items()
+        }
+
+    return ValidationResult(
+        kind=v.kind,
+        n=len(v.rows),
+        skipped=tuple(SkippedEntry(k.line, k.row_id, k.reason) for k in v.skipped),
+        throughput_set_aside=tuple(
+            SkippedEntry(r.case.measurement.line, r.case.measurement.row_id, r.case.measurement.throughput_set_aside)
+            for r in v.rows
+            if r.case.measurement.throughput_set_aside is not None
+        ),
+        main=ErrorStats.of(v.summary.get(main), _coverage(list(rows), main)),
+        calibration=v.provenance,
+        tpot=ErrorStats.of(v.summary["tpot"], _coverage(list(rows), "tpot")) if "tpot" in v.summary else None,
+        ttft=ErrorStats.of(v.summary["ttft"], _coverage(list(rows), "ttft")) if "ttft" in v.summary else None,
+        by_engine=by("engine"),
+        by_gpu=by("gpu"),
+        by_family=by("family"),
+        rows=rows,
+    )
+
+
+def _row(r: RowResult, bands: BandTable | None, named_sets: Collection[str]) -> ValidatedRow:
+    m = r.case.measurement
+    metrics = []
+    for metric, (pred, meas, err) in r.values.items():
+        name, scale = _UNITS[metric]
+        prefix = "" if metric == "throughput" else f"{metric}_"
+        iv = None if bands is None else row_interval(bands, r, metric)
+        low, high = (None, None) if iv is None else (iv.low * scale, iv.high * scale)
+        metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error", low, high))
+    return ValidatedRow(
+        line=m.line,
+        id=m.row_id,
+        engine=m.engine,
+        model=m.model,
+        gpu=m.gpu,
+        num_gpus=m.num_gpus,
+        layout=r.case.config.layout.describe(),
+        weight_dtype=m.weight_dtype,
+        isl=m.isl_tokens,
+        osl=m.osl_tokens,
+        concurrency=m.concurrency,
+        lengths=_lengths(r, named_sets),
+        metrics=tuple(metrics),
+    )
+
+
+def _lengths(r: RowResult, named_sets: Collection[str]) -> str:
+    """How the row's lengths spread around its means (see :class:`ValidatedRow`)."""
+    m = r.case.measurement
+    if r.case.osl.sigma == 0 and r.case.isl.sigma == 0:
+        return "fixed"
+    if m.length_set is not None and m.length_set in named_sets:
+        return m.length_set
+    return f"U[{m.length_low_fraction:g}L, L]"
