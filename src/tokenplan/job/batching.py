@@ -354,13 +354,15 @@ def _separate_cycle(
     decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
     chunk together still take a whole prefill step)."""
     chunk = settings.chunk_tokens
-    prompt_tokens = batch * isl.mean
+    isl_mean = isl.mean
+    prompt_tokens = batch * isl_mean
     n_chunks = prompt_tokens / min(chunk, prompt_tokens) if prompt_tokens > 0 else 0.0
-    cycle = n_dec * dec_s + n_chunks * pre.total_s
+    pre_s = pre.total_s
+    cycle = n_dec * dec_s + n_chunks * pre_s
     own = _step(
-        d, eff, steps, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2, 1.0, min(isl.mean, chunk)
-    ).total_s * math.ceil(isl.mean / chunk)
-    return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
+        d, eff, steps, 0.0, 0.0, min(chunk, isl_mean), isl_mean / 2, 1.0, min(isl_mean, chunk)
+    ).total_s * math.ceil(isl_mean / chunk)
+    return _Cycle(cycle, n_chunks * pre_s / cycle, own)
 
 
 def _wave_ttft_s(
@@ -422,41 +424,58 @@ def steady_state(
     batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
-    ctx = isl.mean + osl.running_mean / 2
+    if steps is None:  # step_time is pure: a memo of this call alone gives the same steps
+        steps = {}
+    isl_mean, osl_mean = isl.mean, osl.mean
+    ctx = isl_mean + osl.running_mean / 2
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
-    dec = _step(d, eff, steps, batch, ctx, 0.0, 0.0, query, 0.0)
-    one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0) if spec else dec  # one token per sequence
-    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec, one) if spec else 0.0)
-    n_dec = osl.mean / tau
-    chunk, prompt_tokens = settings.chunk_tokens, batch * isl.mean
-    pre = _step(d, eff, steps, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2, 1.0, min(isl.mean, chunk))
+    # The decode step (and with speculative decoding the one-token step) and the prefill step,
+    # looked up in ``steps`` first (as :func:`_step`, written out: every level of a sweep asks).
+    key = (batch, ctx, 0.0, 0.0, query, 0.0)
+    dec = steps.get(key)
+    if dec is None:
+        dec = steps[key] = step_time(d, eff, *key)
+    dec_total = dec.total_s
+    if spec:
+        one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
+        dec_s = dec_total + draft_s(d, eff, batch, ctx, spec, one)
+    else:
+        one, dec_s = dec, dec_total
+    n_dec = osl_mean / tau
+    chunk, prompt_tokens = settings.chunk_tokens, batch * isl_mean
+    key = (0.0, 0.0, min(chunk, prompt_tokens), isl_mean / 2, 1.0, min(isl_mean, chunk))
+    pre = steps.get(key)
+    if pre is None:
+        pre = steps[key] = step_time(d, eff, *key)
     if engine.mixed_prefill:
-        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec.total_s, steps)
+        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, steps)
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
+    cycle_s, prefill_share, own_s = cyc
     g = eff.prefill_wave_fraction
-    wave = max(_wave_ttft_s(d, eff, batch, isl.mean, chunk, pre.total_s, steps) - cyc.own_s, 0.0)
-    wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
-    queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share, batch - 1.0)
-    ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
-    warnings: list[str] = []
+    wave = max(_wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s, 0.0)
+    wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
+    queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
+    ttft = eff.ttft_overhead_s + dec_s / 2 + own_s + queue
+    warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
-        ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
-        warnings.append(
+        ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
+        warnings = (
             f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
-            f"({limits.reason}); the rest queue"
+            f"({limits.reason}); the rest queue",
         )
     bound = roofline_step_s(d, one)
+    # Positional: a sweep builds tens of thousands, and keywords cost a third more.
     return SteadyState(
-        batch=batch,
-        limits=limits,
-        output_tok_s=batch * osl.mean / cyc.cycle_s,
-        tpot_s=cyc.cycle_s / osl.mean,
-        ttft_s=ttft,
-        decode_step=dec,
-        cycle_s=cyc.cycle_s,
-        prefill_share=cyc.prefill_share,
-        roofline_output_tok_s=batch / bound if bound > 0 else math.inf,
-        warnings=tuple(warnings),
+        batch,  # batch
+        limits,  # limits
+        batch * osl_mean / cycle_s,  # output_tok_s
+        cycle_s / osl_mean,  # tpot_s
+        ttft,  # ttft_s
+        dec,  # decode_step
+        cycle_s,  # cycle_s
+        prefill_share,  # prefill_share
+        batch / bound if bound > 0 else math.inf,  # roofline_output_tok_s
+        warnings,
     )

@@ -5,7 +5,6 @@ plan search alike, so both follow one code path.
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -181,7 +180,7 @@ class _Memo(Generic[_T]):
     def get(self, inputs: tuple[object, ...], flag: bool, compute: Callable[[], _T]) -> _T:
         key = (*map(id, inputs), flag)
         hit = self.table.get(key)
-        if hit is not None and all(map(operator.is_, hit[0], inputs)):
+        if hit is not None:  # the entry's inputs and the caller's live together: equal ids are the same objects
             return hit[1]
         got = compute()
         if len(self.table) >= self.kept:
@@ -202,13 +201,24 @@ _DEPLOYED: _Memo[Deployed | Rejection] = _Memo(4096)
 _STEPS: _Memo[StepMemo] = _Memo(64)
 
 
+# The last preparation handed out, looked at before :data:`_PREPARED`: a sweep evaluates one
+# configuration at its levels in a row. It holds its inputs, as the memo's entries do.
+_LAST_PREPARED: list[tuple[Config, ModelSpec, Gpu, Efficiency, LengthDist, LengthDist, bool, Prepared | Rejection]] = []
+
+
 def _prepared(
     model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist, offline: bool
 ) -> Prepared | Rejection:
     """:func:`prepare`, or its result for the same objects from :data:`_PREPARED`."""
-    return _PREPARED.get(
+    if _LAST_PREPARED:
+        c, m, g, e, i, o, f, got = _LAST_PREPARED[0]
+        if c is config and f is offline and m is model and g is gpu and e is eff and i is isl and o is osl:
+            return got
+    got = _PREPARED.get(
         (model, gpu, config, eff, isl, osl), offline, lambda: prepare(model, gpu, config, eff, isl, osl, offline)
     )
+    _LAST_PREPARED[:] = [(config, model, gpu, eff, isl, osl, offline, got)]
+    return got
 
 
 def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:

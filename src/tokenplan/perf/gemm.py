@@ -142,3 +142,26 @@ def fraction_at_point(read: SizeRead, i: int, w: float) -> float:
     if read.hi is None:
         return a
     return a + read.w * (_at_point(read.hi, i, w) - a)
+
+
+def fractions_at_point(reads: tuple[SizeRead, ...], i: int, w: float) -> list[float]:
+    """:func:`fraction_at_point` of every read in ``reads`` at one located M (one call per step
+    for the dense families instead of one per family and curve), with the same arithmetic."""
+    out = []
+    for lo, hi, rw in reads:
+        if i == 0:
+            a = lo[0]
+        elif i == len(lo):
+            a = lo[-1]
+        else:
+            a = lo[i - 1] + w * (lo[i] - lo[i - 1])
+        if hi is not None:
+            if i == 0:
+                b = hi[0]
+            elif i == len(hi):
+                b = hi[-1]
+            else:
+                b = hi[i - 1] + w * (hi[i] - hi[i - 1])
+            a = a + rw * (b - a)
+        out.append(a)
+    return out

@@ -32,7 +32,7 @@ from typing import NamedTuple
 from tokenplan.perf.comm import all_to_all_s, allreduce_s, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.gemm import fraction_at_point, row_point
+from tokenplan.perf.gemm import fraction_at_point, fractions_at_point, row_point
 from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
     StepConstants,
     ep_busiest_rank,
@@ -162,7 +162,7 @@ def step_time(
     # whole stage's tokens. Each family runs at the GEMM rate of its own mean weight size
     # (``attn_gemm_elements``, ``mlp_gemm_elements``; the lm_head is one GEMM of its own size),
     # read on the curve at one row point per step (``perf/gemm.py``: no lower than its ridge).
-    rows = max(rank, 1.0)
+    rows = 1.0 if 1.0 > rank else rank  # max(rank, 1.0)
     attn_f, mlp_f, lm_f = c.attn2 * rank, c.mlp2 * (dec + pre), c.lm2 * (dec + (1 if pre else 0)) / pp
     curve = c.curve
     point = None if curve is None else row_point(curve, max(rows, c.ridge))
@@ -172,12 +172,11 @@ def step_time(
         for f in (attn_f, mlp_f, lm_f):
             if f > 0:
                 g_cmp += f / rate
-    else:
-        i, w = point
-        reads, gemm_flops, kernel_factor, dequant = c.reads, c.gemm_flops, c.kernel_factor, c.dequant
-        for family, f in ((ATTN, attn_f), (MLP, mlp_f), (LM_HEAD, lm_f)):
+    else:  # each family at its own weight size, all read at one M (perf.gemm.fractions_at_point)
+        gemm_flops, kernel_factor, dequant = c.gemm_flops, c.kernel_factor, c.dequant
+        for f, fraction in zip((attn_f, mlp_f, lm_f), fractions_at_point(c.dense_reads, point[0], point[1])):
             if f > 0:
-                g_cmp += f / (gemm_flops * (fraction_at_point(reads[family], i, w) * kernel_factor) * dequant)
+                g_cmp += f / (gemm_flops * (fraction * kernel_factor) * dequant)
     g_mem, g_bytes, g_flops = c.gemm_mem_s, c.gemm_bytes, sum((attn_f, mlp_f, lm_f))
 
     # Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``

@@ -63,6 +63,7 @@ class StepConstants:
         "comm_fraction",
         "commit_transfers",
         "curve",
+        "dense_reads",
         "dequant",
         "ep",
         "experts_per_rank",
@@ -123,6 +124,7 @@ class StepConstants:
             2.0 * d.lm_head_params,
         )
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
+        self.dense_reads = d.gemm_reads[:3]  # attention, dense FFN, lm_head (perf.step's ATTN, MLP, LM_HEAD)
         self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
         self.gemm_flops, self.kernel_factor = d.gemm_flops_per_s, eff.gemm_kernel_factor
         self.dequant = eff.dequant_fraction if d.weight_only else 1.0
