@@ -256,11 +256,12 @@ def _separate_cycle(
     chunk = settings.chunk_tokens
     isl_mean = isl.mean
     prompt_tokens = batch * isl_mean
-    n_chunks = prompt_tokens / min(chunk, prompt_tokens) if prompt_tokens > 0 else 0.0
+    n_chunks = prompt_tokens / (prompt_tokens if prompt_tokens < chunk else chunk) if prompt_tokens > 0 else 0.0
     pre_s = pre.total_s
     cycle = n_dec * dec_s + n_chunks * pre_s
+    one_chunk = isl_mean if isl_mean < chunk else chunk  # min(chunk, isl_mean)
     own = _step(
-        d, eff, steps, 0.0, 0.0, min(chunk, isl_mean), isl_mean / 2, 1.0, min(isl_mean, chunk)
+        d, eff, steps, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
     ).total_s * math.ceil(isl_mean / chunk)
     return _Cycle(cycle, n_chunks * pre_s / cycle, own)
 
@@ -321,7 +322,9 @@ def steady_state(
             is 0 before they get here, so this is a guard against a bug, not a user error.
     """
     limits = limits or batch_limits(d, engine, settings, isl, osl, spec)
-    batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
+    limit = limits.limit
+    # min(concurrency, limit), written out (as the other min and max of the batch search below)
+    batch = limit if concurrency is None or limit < concurrency else concurrency
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
     if steps is None:  # step_time is pure: a memo of this call alone gives the same steps
@@ -344,7 +347,14 @@ def steady_state(
         one, dec_s = dec, dec_total
     n_dec = osl_mean / tau
     chunk, prompt_tokens = settings.chunk_tokens, batch * isl_mean
-    key = (0.0, 0.0, min(chunk, prompt_tokens), isl_mean / 2, 1.0, min(isl_mean, chunk))
+    key = (
+        0.0,
+        0.0,
+        prompt_tokens if prompt_tokens < chunk else chunk,  # min(chunk, prompt_tokens)
+        isl_mean / 2,
+        1.0,
+        chunk if chunk < isl_mean else isl_mean,  # min(isl_mean, chunk)
+    )
     pre = steps.get(key)
     if pre is None:
         pre = steps[key] = step_time(d, eff, *key)
@@ -354,7 +364,8 @@ def steady_state(
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
     cycle_s, prefill_share, own_s = cyc
     g = eff.prefill_wave_fraction
-    wave = max(_wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s, 0.0)
+    wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s
+    wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + own_s + queue

@@ -165,7 +165,8 @@ def step_time(
     rows = 1.0 if 1.0 > rank else rank  # max(rank, 1.0)
     attn_f, mlp_f, lm_f = c.attn2 * rank, c.mlp2 * (dec + pre), c.lm2 * (dec + (1 if pre else 0)) / pp
     curve = c.curve
-    point = None if curve is None else row_point(curve, max(rows, c.ridge))
+    ridge = c.ridge
+    point = None if curve is None else row_point(curve, ridge if ridge > rows else rows)  # max(rows, ridge)
     g_cmp: float = 0  # the families' FLOPs over their rates, summed from 0 as ``sum`` does
     if point is None:  # the fitted form: one rate for every family
         rate = c.gemm_flops * (c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor) * c.dequant
@@ -196,8 +197,9 @@ def step_time(
             row_load = min(1.0 + c.z * math.sqrt((c.ep - 1) / (replica_tokens * moe.top_k)), float(c.ep))
         e_bytes = c.routed_bytes * touched * mem_load
         e_flops = c.routed_flops * tokens * row_load
-        expert_rows = max(replica_tokens * moe.top_k / moe.num_experts, 1.0)
-        expert_point = None if curve is None else row_point(curve, max(expert_rows, c.ridge))
+        expert_rows = replica_tokens * moe.top_k / moe.num_experts
+        expert_rows = 1.0 if 1.0 > expert_rows else expert_rows  # max(rows per expert, 1.0)
+        expert_point = None if curve is None else row_point(curve, ridge if ridge > expert_rows else expert_rows)
         e_mem = e_bytes / c.hbm_bw
         e_cmp = e_flops / (_gemm_rate(c, expert_rows, expert_point, EXPERT) * c.moe_kernel_factor)
 
@@ -211,7 +213,9 @@ def step_time(
     attended = context_tokens
     if c.sparse:
         attended = min(context_tokens, c.sparse)
-    d_bytes = seqs / shards * (c.kv_bytes * context_tokens + c.sliding_bytes * min(context_tokens, c.window))
+    window = c.window
+    windowed = window if window < context_tokens else context_tokens  # min(context_tokens, window)
+    d_bytes = seqs / shards * (c.kv_bytes * context_tokens + c.sliding_bytes * windowed)
     attn_rate = c.attn_rate
     d_flops = c.attn_ctx * dec / shards * attended
     p_flops = c.attn_pre_ctx * rank_pre * prefill_context_tokens
