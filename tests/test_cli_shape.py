@@ -32,7 +32,6 @@ SPLIT_PENDING = {
     "bench/acceptance.py": 442,
     "calibration/fit.py": 417,
     "client/answers.py": 422,
-    "engines/base.py": 419,
     "report/figures.py": 416,
     "runner/dispatch.py": 413,
     "runner/ray_driver.py": 414,
