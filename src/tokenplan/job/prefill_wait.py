@@ -42,8 +42,13 @@ def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = 
     Returns:
         The mean wait (seconds).
     """
-    rho = min(max(prefill_share, 0.0), MAX_PREFILL_UTILISATION)
-    return min(rho * own_prefill_s / (2.0 * (1.0 - rho)), max(others, 0.0) * own_prefill_s)
+    # min(max(prefill_share, 0.0), MAX), min(wait, max(others, 0.0) * S), written out as the
+    # comparisons the builtins make (a sweep calls this once per configuration and level).
+    rho = 0.0 if 0.0 > prefill_share else prefill_share
+    rho = MAX_PREFILL_UTILISATION if MAX_PREFILL_UTILISATION < rho else rho
+    wait = rho * own_prefill_s / (2.0 * (1.0 - rho))
+    bound = (0.0 if 0.0 > others else others) * own_prefill_s
+    return bound if bound < wait else wait
 
 
 @lru_cache(maxsize=256)

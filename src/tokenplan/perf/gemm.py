@@ -118,7 +118,7 @@ def size_read(curve: GemmCurve, weight_elements: float | None) -> SizeRead:
 def row_point(curve: GemmCurve, rows: float) -> tuple[int, float]:
     """Locate ``rows`` (tokens per GEMM; below 1 counts as 1) on the M axis of ``curve``:
     (index of the first measured M above it, weight of that point; 0 outside the points)."""
-    x = math.log(max(rows, 1.0))
+    x = math.log(1.0 if 1.0 > rows else rows)  # max(rows, 1.0)
     xs = curve.log_rows
     i = bisect_right(xs, x)
     if 0 < i < len(xs):
@@ -145,23 +145,24 @@ def fraction_at_point(read: SizeRead, i: int, w: float) -> float:
 
 
 def fractions_at_point(reads: tuple[SizeRead, ...], i: int, w: float) -> list[float]:
-    """:func:`fraction_at_point` of every read in ``reads`` at one located M (one call per step
-    for the dense families instead of one per family and curve), with the same arithmetic."""
+    """:func:`fraction_at_point` of every read in ``reads`` (of one curve, so of one length) at
+    one located M, with the same arithmetic: one call per step for the dense families instead of
+    one per family and band."""
+    if not reads:
+        return []
     out = []
+    if 0 < i < len(reads[0].lo):
+        j = i - 1
+        for lo, hi, rw in reads:
+            a = lo[j] + w * (lo[i] - lo[j])
+            if hi is not None:
+                a = a + rw * (hi[j] + w * (hi[i] - hi[j]) - a)
+            out.append(a)
+        return out
+    end = 0 if i == 0 else -1  # held at the end points
     for lo, hi, rw in reads:
-        if i == 0:
-            a = lo[0]
-        elif i == len(lo):
-            a = lo[-1]
-        else:
-            a = lo[i - 1] + w * (lo[i] - lo[i - 1])
+        a = lo[end]
         if hi is not None:
-            if i == 0:
-                b = hi[0]
-            elif i == len(hi):
-                b = hi[-1]
-            else:
-                b = hi[i - 1] + w * (hi[i] - hi[i - 1])
-            a = a + rw * (b - a)
+            a = a + rw * (hi[end] - a)
         out.append(a)
     return out
