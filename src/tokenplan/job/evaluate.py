@@ -196,9 +196,9 @@ class Prepared:
             limits,
             self.steps,
         )
-        warnings = list(self.warnings)
+        warnings = self.warnings
         if limits.reason == "state slots":
-            warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
+            warnings += (f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica",)
         total = steady.output_tok_s * lay.dp
         return Evaluation(
             config,
@@ -207,7 +207,7 @@ class Prepared:
             steady,
             total,
             total / lay.num_gpus,
-            tuple(warnings) + steady.warnings + tuple(self.model.approximations),
+            warnings + steady.warnings + tuple(self.model.approximations),
         )
 
 
