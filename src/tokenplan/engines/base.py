@@ -1,6 +1,7 @@
 """The seam between the performance model and an inference engine: the :class:`Engine` protocol,
 the settings an engine resolves to (:class:`EngineSettings`), how it lays out its cache pools
-(:class:`CachePools`) and what a launch command is written from (:class:`Launch`).
+(:class:`CachePools`); what a launch command is written from (:class:`Launch`) is in
+``engines.launch``.
 The small records are NamedTuples: a frozen dataclass costs ~10× more to define at import,
 and ``tokenplan plan`` imports this package on every start.
 
@@ -11,11 +12,18 @@ V*, T* of ``docs/engine-facts.md``). Nothing here reads a file.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from tokenplan.arch.spec import ModelSpec
+
+# The launch records and the shell around them lived here; they are imported from here throughout.
+from tokenplan.engines.launch import Launch as Launch
+from tokenplan.engines.launch import Parallelism as Parallelism
+from tokenplan.engines.launch import endpoint_list as endpoint_list
+from tokenplan.engines.launch import join_command as join_command
+from tokenplan.engines.launch import quote as quote
+from tokenplan.engines.launch import replicas_per_server as replicas_per_server
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype
 
@@ -126,166 +134,6 @@ class CachePools(NamedTuple):
     def slots(self, speculative: bool) -> int:
         """State slots one running request takes (``slots_per_request[_spec]``)."""
         return self.slots_per_request_spec if speculative else self.slots_per_request
-
-
-class Parallelism(Protocol):
-    """The GPU counts of a deployment an engine reads (``perf.layout.Layout`` has them)."""
-
-    @property
-    def tp(self) -> int: ...
-    @property
-    def pp(self) -> int: ...
-    @property
-    def ep(self) -> int: ...
-    @property
-    def dp(self) -> int: ...
-    @property
-    def attention_dp(self) -> bool: ...
-    @property
-    def gpus_per_replica(self) -> int: ...
-
-
-class Launch(NamedTuple):
-    """What an engine's launch command is written from: one planned configuration.
-
-    Attributes:
-        repo: the Hugging Face repository; native_dtype: the checkpoint's weight format (value).
-        parsers: the reasoning-parser name, or {engine name: name}, or None.
-        layout: TP/PP/EP/DP and attention DP.
-        weight_dtype, kv_dtype: the planned formats.
-        spec_method: ``mtp``, ``eagle3``, … or None; draft_tokens: k (0 without speculation).
-        ssm_dtype: the hybrid state dtype the plan sized (None = the config's).
-        hybrid: the model has linear-attention state.
-        lift_running_cap: the plan lifts the engine's default running-request cap.
-        max_running: the running-request cap per replica the user fixed (``plan --max-running``,
-            ``Config.max_running``; None = the engine's default or the plan's raised one).
-        running_limit: running requests per replica the plan assumes.
-        settings: the planned engine's resolved settings.
-        planned_engine: the name of the engine the plan was made for; another engine's command
-            keeps that engine's own memory default.
-        host_gpus: GPUs one host holds (one server process cannot span hosts without multi-node
-            flags, so data-parallel replicas beyond one host get a server per host).
-        sizing: (engine name, memory fraction, running requests per replica) for each engine whose
-            KV pool the plan sized to hold the batch with headroom
-            (``planning.launch.launch_sizing``); an engine not listed keeps the planned
-            settings' fraction (planned engine) or its own default, and ``running_limit``.
-    """
-
-    repo: str
-    native_dtype: str
-    parsers: object
-    layout: Parallelism
-    weight_dtype: Dtype
-    kv_dtype: Dtype
-    spec_method: str | None
-    draft_tokens: int
-    ssm_dtype: str | None
-    hybrid: bool
-    lift_running_cap: bool
-    max_running: int | None
-    running_limit: int
-    settings: EngineSettings
-    planned_engine: str
-    host_gpus: int = 8
-    sizing: tuple[tuple[str, float, int], ...] = ()
-
-    def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
-        """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
-        entry in ``sizing``, else the planned settings' fraction for the planned engine or
-        ``default_fraction`` (the engine's own default) for another, with ``running_limit``. A
-        cap the user fixed (``max_running``) is the running requests every launch sets: the
-        plan's memory was sized for it (SGLang reserves speculative state for the whole cap)."""
-        for name, fraction, running in self.sizing:
-            if name == engine:
-                return fraction, running if self.max_running is None else self.max_running
-        planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
-        return planned, self.running_limit if self.max_running is None else self.max_running
-
-    def replicas_per_server(self, separate_servers: bool) -> int:
-        """DP replicas one server runs (:func:`replicas_per_server`)."""
-        return replicas_per_server(self.layout, self.host_gpus, separate_servers)
-
-    def parser(self, engine: str) -> str | None:
-        """The reasoning parser ``engine`` registers for the model (launch.yaml), or None."""
-        if isinstance(self.parsers, dict):
-            return self.parsers.get(engine)
-        return self.parsers if isinstance(self.parsers, str) else None
-
-
-def replicas_per_server(layout: Parallelism, host_gpus: int, separate_servers: bool) -> int:
-    """DP replicas one server runs: 1 where each replica needs its own server
-    (``separate_servers``), else as many as one host of ``host_gpus`` GPUs holds (at least 1, at
-    most all ``layout.dp`` of them)."""
-    if separate_servers or layout.dp <= 1:
-        return 1
-    return max(1, min(layout.dp, host_gpus // (layout.tp * layout.pp)))
-
-
-def quote(value: object) -> str:
-    """``value`` as one shell word (``shlex.quote`` of its text): a model path with a space or a
-    quote, or a parser name, reaches the engine as given."""
-    return shlex.quote(str(value))
-
-
-def endpoint_list(host: str, base_port: int, servers: int) -> str:
-    """``--endpoint http://HOST:PORT/v1`` for ports ``base_port`` … ``base_port + servers − 1``,
-    the form ``tokenplan generate --endpoint`` takes (one per server)."""
-    return " ".join(f"--endpoint http://{host}:{base_port + i}/v1" for i in range(servers))
-
-
-def join_command(
-    launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port", base_port: int = 8000
-) -> str:
-    """Join the arguments into a shell command.
-
-    Each replica its own server (``separate_servers`` with DP > 1): a loop that starts, on each
-    host, one server per replica the host holds, on replica ``i``'s GPUs (``CUDA_VISIBLE_DEVICES``
-    ``i·g`` … ``i·g + g − 1`` for ``g`` GPUs per replica) and port ``base_port + i``
-    (``port_flag``), and a comment with the ``--endpoint`` list for ``tokenplan generate``
-    (127.0.0.1 where one host holds every replica, else HOST for each host's address). A replica
-    wider than a host keeps a comment that says how many to start. Replicas that share a server
-    but span more hosts than one: a server per host, each running the replicas its host holds.
-    """
-    dp, g = launch.layout.dp, launch.layout.gpus_per_replica
-    if separate_servers and dp > 1 and g <= launch.host_gpus:
-        per_host = min(dp, launch.host_gpus // g)
-        hosts = -(-dp // per_host)  # ⌈dp / per_host⌉
-        devices = "$i" if g == 1 else f"$(seq -s, $((i * {g})) $((i * {g} + {g - 1})))"
-        body = " \\\n    ".join(
-            [f"CUDA_VISIBLE_DEVICES={devices} {args[0]}", *args[1:], f"{port_flag} $(({base_port} + i)) &"]
-        )
-        last = dp - (hosts - 1) * per_host
-        where = (
-            ""
-            if hosts == 1
-            else (
-                f" on each of {hosts} hosts"
-                + (f" (the last runs {last}: seq 0 {last - 1})" if last != per_host else "")
-            )
-        )
-        host = "127.0.0.1" if hosts == 1 else "HOST"
-        every = "" if hosts == 1 else " from every host (HOST: its address)"
-        return (
-            f"# one server per replica, each on its own GPUs and port{where}:\n"
-            f"for i in $(seq 0 {per_host - 1}); do\n  {body}\ndone\n"
-            f"# tokenplan generate takes each server{every}: {endpoint_list(host, base_port, per_host)}"
-        )
-    command = " \\\n  ".join(args)
-    if separate_servers and dp > 1:
-        return (
-            f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"
-            f"# and give each to tokenplan generate with its own --endpoint\n{command}"
-        )
-    per_server = launch.replicas_per_server(False)
-    if per_server >= dp:
-        return command
-    servers = -(-dp // per_server)  # ⌈dp / per_server⌉
-    last = dp - (servers - 1) * per_server
-    tail = f" (the last running {last} replicas)" if last != per_server else ""
-    return (
-        f"# one server per host: start {servers} of these, each on its own {launch.host_gpus}-GPU host{tail},\n"
-        f"# and give each to tokenplan generate with its own --endpoint\n{command}"
-    )
 
 
 @runtime_checkable

@@ -20,7 +20,7 @@ fixed lengths in flight sends them in waves (requests that start together end to
 wave's prompts are packed in arrival order into whole prefill steps of the engine's chunk: a
 request has its first token when the step holding the end of its prompt ends
 (``wave_steps_mean``), so a wave that fits one step waits for all of it; the rest arrive at
-random and queue as M/D/1 at the prefill share of time.
+random and queue as M/D/1 at the prefill share of time (both in ``job.prefill_wait``).
 Output lengths that differ spread a wave's completions over time (``wave_persistence``): with
 InferenceX's U[0.8 L, L] outputs a wave of 1K-token answers ends over ~200 decode steps, more
 than enough to prefill the next wave's prompts one by one as they arrive.
@@ -30,10 +30,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import NamedTuple
 
 from tokenplan.engines.base import Engine, EngineSettings
+from tokenplan.job.prefill_wait import (  # noqa: F401  (MAX_PREFILL_UTILISATION: its home was here)
+    MAX_PREFILL_UTILISATION,
+    length_spread_tokens,
+    prefill_queue_s,
+    wave_persistence,
+    wave_steps_mean,
+)
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -137,13 +143,6 @@ def draft_s(
     return spec.draft_tokens * (per_pass + eff.layer_latency_s * spec.draft_layers)
 
 
-# Highest prefill utilisation the M/D/1 wait is evaluated at. The Pollaczek–Khinchine wait
-# ρ/(1 − ρ) diverges as ρ → 1, but a replica's prefill share comes from a closed loop (the client
-# keeps C requests in flight, so arrivals stop when the queue fills) and cannot grow without
-# bound; at ρ = 0.95 the wait is already 9.5 prompt-prefill times, beyond which the open-queue
-# formula no longer describes a closed client.
-MAX_PREFILL_UTILISATION = 0.95
-
 # Least share of a mixed step's token budget left to prompt tokens when the decode batch alone
 # fills it. vLLM and TRT-LLM schedule the running decodes first and give prefill what is left of
 # ``max_num_batched_tokens``; with a decode batch at the budget nothing would be left and the
@@ -151,105 +150,6 @@ MAX_PREFILL_UTILISATION = 0.95
 # a waiting prompt in once a decode finishes). One tenth of a chunk keeps prefill progressing at
 # that rate, so that the cycle stays finite and a saturated budget reads as slow, not stalled.
 MIN_PREFILL_BUDGET_FRACTION = 0.1
-
-
-def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = math.inf) -> float:
-    """Mean wait behind other requests' prefills: M/D/1 with utilisation ρ = the share of time
-    the replica spends prefilling, ``W = ρ·S / (2(1 − ρ))`` (Pollaczek–Khinchine, deterministic
-    service S = one prompt's prefill); ρ capped at :data:`MAX_PREFILL_UTILISATION`. A closed
-    loop of C requests has at most ``others = C − 1`` prompts ahead of a new one, so the wait is
-    at most ``others·S`` (none at concurrency 1, where a high prefill share is the request's own
-    prompt, not a queue).
-
-    Args:
-        own_prefill_s: S, one prompt's prefill (seconds).
-        prefill_share: ρ, fraction of time the replica prefills (dimensionless).
-        others: requests that can be ahead of this one (C − 1; unbounded by default).
-
-    Returns:
-        The mean wait (seconds).
-    """
-    rho = min(max(prefill_share, 0.0), MAX_PREFILL_UTILISATION)
-    return min(rho * own_prefill_s / (2.0 * (1.0 - rho)), max(others, 0.0) * own_prefill_s)
-
-
-@lru_cache(maxsize=256)
-def length_spread_tokens(dist: LengthDist) -> float:
-    """Width of the length distribution as the width of a uniform of the same variance,
-    ``√12 · sd`` (tokens): 0 for fixed lengths, 0.2·L for InferenceX's U[0.8 L, L]."""
-    q = dist.quantiles
-    mean = sum(q) / len(q)
-    return math.sqrt(12.0 * max(sum(x * x for x in q) / len(q) - mean * mean, 0.0))
-
-
-def wave_persistence(wave_s: float, spread_s: float) -> float:
-    """Share of the wave wait left when the wave's requests finish spread over ``spread_s``
-    seconds (their output lengths differ) instead of together. The wave's n prompts, each
-    prefilled in p seconds (all of them in P = n·p = 2 × the mean wave wait), now arrive evenly
-    spaced over the spread W; request i waits ``i·(p − W/n)`` when the prefills outrun the
-    arrivals, so the mean wait is the synchronised one times ``1 − W/P``, and 0 when W ≥ P (each
-    prompt is prefilled before the next arrives). Fixed lengths (W = 0) keep the whole wave."""
-    if wave_s <= 0:
-        return 1.0
-    return max(0.0, 1.0 - spread_s / (2.0 * wave_s))
-
-
-def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tuple[float, float, float]:
-    """How a synchronised wave of prompts is prefilled in whole steps.
-
-    A wave of n = round(batch) prompts of ``isl_tokens`` each arrives together and is packed,
-    in arrival order, into prefill steps of ``step_tokens`` (SGLang's chunk, the token budget
-    of vLLM and TRT-LLM, which the wave's prompts fill alone: the requests that would decode
-    with them have just ended). Prompt i (1..n) has its first token when the step holding its
-    last prompt token ends, step ``k_i = ⌈i·ISL / step_tokens⌉``; the wave takes
-    ``K = ⌈n·ISL / step_tokens⌉`` steps, the last of them partly filled. Every prompt of a wave
-    that fits one step waits for the whole step, where a token-by-token count of the prompts
-    ahead, ``(n − 1)/2 × ISL``, gives about half of it.
-
-    Args:
-        batch: requests in the wave (≥ 1 after rounding). isl_tokens: prompt length (tokens).
-        step_tokens: prompt tokens one prefill step holds (tokens, > 0).
-
-    Returns:
-        (mean over the wave of the full steps before a prompt's last one, share of the wave's
-        prompts whose last step is the wave's last, prompt tokens in that last step). The mean
-        wait in seconds is ``full_steps × T(step_tokens) + share_last × T(last) + (1 −
-        share_last) × T(step_tokens)``.
-    """
-    n = max(1, round(batch))
-    total, last, at_last = _wave_ends(n, isl_tokens / step_tokens)
-    last_tokens = n * isl_tokens - (last - 1.0) * step_tokens
-    return total / n - 1.0, at_last / n, last_tokens
-
-
-@lru_cache(maxsize=4096)
-def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
-    """(Σ k_i, k_n, how many i have k_i = k_n) for ``k_i = ⌈i·per_step − 10⁻⁹⌉``, i = 1..n.
-
-    ``k_i`` never decreases with i (a product, a difference and a ceiling are each monotone in
-    floating point), so where a step holds more than four prompts it is summed one run of equal
-    values at a time (``k_n`` runs, each found by a guess from the exact bound and corrected
-    against ``k_i`` itself, which keeps every ``k_i`` the one the per-prompt formula gives), else
-    prompt by prompt. Exact integers throughout."""
-
-    def k(i: int) -> int:
-        return math.ceil(i * per_step - 1e-9)
-
-    if per_step > 0.25:  # runs of at most four prompts: count prompt by prompt
-        ends = [math.ceil(i * per_step - 1e-9) for i in range(1, n + 1)]
-        return sum(ends), float(ends[-1]), ends.count(ends[-1])
-    total, i, v = 0, 1, k(1)
-    while True:
-        j = min(max(int((v + 1e-9) / per_step), i), n)  # last i of this run, about
-        while k(j) > v:
-            j -= 1
-        nxt = v
-        while j < n and (nxt := k(j + 1)) <= v:
-            j += 1
-        total += v * (j - i + 1)
-        if j == n:
-            return total, float(v), j - i + 1  # the last run is every i with k_i = k_n
-        i, v = j + 1, nxt
 
 
 def _step(
@@ -354,13 +254,16 @@ def _separate_cycle(
     decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
     chunk together still take a whole prefill step)."""
     chunk = settings.chunk_tokens
-    prompt_tokens = batch * isl.mean
-    n_chunks = prompt_tokens / min(chunk, prompt_tokens) if prompt_tokens > 0 else 0.0
-    cycle = n_dec * dec_s + n_chunks * pre.total_s
+    isl_mean = isl.mean
+    prompt_tokens = batch * isl_mean
+    n_chunks = prompt_tokens / (prompt_tokens if prompt_tokens < chunk else chunk) if prompt_tokens > 0 else 0.0
+    pre_s = pre.total_s
+    cycle = n_dec * dec_s + n_chunks * pre_s
+    one_chunk = isl_mean if isl_mean < chunk else chunk  # min(chunk, isl_mean)
     own = _step(
-        d, eff, steps, 0.0, 0.0, min(chunk, isl.mean), isl.mean / 2, 1.0, min(isl.mean, chunk)
-    ).total_s * math.ceil(isl.mean / chunk)
-    return _Cycle(cycle, n_chunks * pre.total_s / cycle, own)
+        d, eff, steps, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
+    ).total_s * math.ceil(isl_mean / chunk)
+    return _Cycle(cycle, n_chunks * pre_s / cycle, own)
 
 
 def _wave_ttft_s(
@@ -419,44 +322,71 @@ def steady_state(
             is 0 before they get here, so this is a guard against a bug, not a user error.
     """
     limits = limits or batch_limits(d, engine, settings, isl, osl, spec)
-    batch = limits.limit if concurrency is None else min(concurrency, limits.limit)
+    limit = limits.limit
+    # min(concurrency, limit), written out (as the other min and max of the batch search below)
+    batch = limit if concurrency is None or limit < concurrency else concurrency
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
-    ctx = isl.mean + osl.running_mean / 2
+    if steps is None:  # step_time is pure: a memo of this call alone gives the same steps
+        steps = {}
+    isl_mean, osl_mean = isl.mean, osl.mean
+    ctx = isl_mean + osl.running_mean / 2
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
-    dec = _step(d, eff, steps, batch, ctx, 0.0, 0.0, query, 0.0)
-    one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0) if spec else dec  # one token per sequence
-    dec_s = dec.total_s + (draft_s(d, eff, batch, ctx, spec, one) if spec else 0.0)
-    n_dec = osl.mean / tau
-    chunk, prompt_tokens = settings.chunk_tokens, batch * isl.mean
-    pre = _step(d, eff, steps, 0.0, 0.0, min(chunk, prompt_tokens), isl.mean / 2, 1.0, min(isl.mean, chunk))
+    # The decode step (and with speculative decoding the one-token step) and the prefill step,
+    # looked up in ``steps`` first (as :func:`_step`, written out: every level of a sweep asks).
+    key = (batch, ctx, 0.0, 0.0, query, 0.0)
+    dec = steps.get(key)
+    if dec is None:
+        dec = steps[key] = step_time(d, eff, *key)
+    dec_total = dec.total_s
+    if spec:
+        one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
+        dec_s = dec_total + draft_s(d, eff, batch, ctx, spec, one)
+    else:
+        one, dec_s = dec, dec_total
+    n_dec = osl_mean / tau
+    chunk, prompt_tokens = settings.chunk_tokens, batch * isl_mean
+    key = (
+        0.0,
+        0.0,
+        prompt_tokens if prompt_tokens < chunk else chunk,  # min(chunk, prompt_tokens)
+        isl_mean / 2,
+        1.0,
+        chunk if chunk < isl_mean else isl_mean,  # min(isl_mean, chunk)
+    )
+    pre = steps.get(key)
+    if pre is None:
+        pre = steps[key] = step_time(d, eff, *key)
     if engine.mixed_prefill:
-        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec.total_s, steps)
+        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, steps)
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
+    cycle_s, prefill_share, own_s = cyc
     g = eff.prefill_wave_fraction
-    wave = max(_wave_ttft_s(d, eff, batch, isl.mean, chunk, pre.total_s, steps) - cyc.own_s, 0.0)
-    wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
-    queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share, batch - 1.0)
-    ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
-    warnings: list[str] = []
+    wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s
+    wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
+    wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
+    queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
+    ttft = eff.ttft_overhead_s + dec_s / 2 + own_s + queue
+    warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
-        ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
-        warnings.append(
+        ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
+        warnings = (
             f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
-            f"({limits.reason}); the rest queue"
+            f"({limits.reason}); the rest queue",
         )
     bound = roofline_step_s(d, one)
+    # Positional: a sweep builds tens of thousands, and keywords cost a third more.
     return SteadyState(
-        batch=batch,
-        limits=limits,
-        output_tok_s=batch * osl.mean / cyc.cycle_s,
-        tpot_s=cyc.cycle_s / osl.mean,
-        ttft_s=ttft,
-        decode_step=dec,
-        cycle_s=cyc.cycle_s,
-        prefill_share=cyc.prefill_share,
-        roofline_output_tok_s=batch / bound if bound > 0 else math.inf,
-        warnings=tuple(warnings),
+        batch,  # batch
+        limits,  # limits
+        batch * osl_mean / cycle_s,  # output_tok_s
+        cycle_s / osl_mean,  # tpot_s
+        ttft,  # ttft_s
+        dec,  # decode_step
+        cycle_s,  # cycle_s
+        prefill_share,  # prefill_share
+        batch / bound if bound > 0 else math.inf,  # roofline_output_tok_s
+        warnings,
     )

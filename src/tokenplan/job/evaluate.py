@@ -5,61 +5,31 @@ plan search alike, so both follow one code path.
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.engines.base import Engine, EngineSettings
+from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
 from tokenplan.job.batching import BatchLimits, SteadyState, StepMemo, batch_limits, steady_state
+
+# Config and Rejection (job.config) and what deploys a configuration (job.deploy) lived here
+# before issue 30 split the module; they are imported from here throughout (explicit re-exports).
+from tokenplan.job.config import REJECTION_KINDS as REJECTION_KINDS
+from tokenplan.job.config import Config as Config
+from tokenplan.job.config import Rejection as Rejection
+from tokenplan.job.deploy import Deployed, deploy
+from tokenplan.job.deploy import engine_memory as _memory  # noqa: F401  (planning.launch imports it from here)
+from tokenplan.job.deploy import format_issues as format_issues
 from tokenplan.job.workload import LengthDist
-from tokenplan.perf.deployment import Deployment, build_deployment
+from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.layout import Layout, kv_replication, layout_rejection
-from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, memory_breakdown, profile_reserve_bytes
-from tokenplan.perf.speculative import SpecDecode
+from tokenplan.perf.layout import kv_replication
+from tokenplan.perf.memory import MemoryBreakdown
 from tokenplan.units import Dtype, GiB
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """One candidate configuration.
-
-    Attributes:
-        layout: TP/PP/EP/DP.
-        weight_dtype, kv_dtype: number formats.
-        engine: the engine (``tokenplan.engines``).
-        spec: speculative decoding, or None.
-        memory_fraction, max_running: user overrides of engine defaults (None = default).
-        ssm_dtype: override of the hybrid state dtype (None = the config's).
-        vision_cut: SGLang's memory cut for a multimodal checkpoint (1 = none).
-        lift_running_cap: set the engine's running-request limit to what memory allows
-            instead of its default (SGLang's 48 with speculative decoding).
-        host_kv_bytes: host memory per GPU for KV offload (bytes; 0 = none).
-        max_model_len: the longest request the server is launched to serve (tokens; None = the
-            model's whole context, vLLM's default ``max_model_len``). A measured run sets it: the
-            server served its requests, so it was launched for at least the longest of them.
-        chunk_tokens: the prefill chunk / token budget per step (SGLang ``--chunked-prefill-size``,
-            vLLM ``--max-num-batched-tokens``, TRT-LLM ``max_num_tokens``; None = the engine's).
-    """
-
-    layout: Layout
-    weight_dtype: Dtype
-    kv_dtype: Dtype
-    engine: Engine
-    spec: SpecDecode | None = None
-    memory_fraction: float | None = None
-    max_running: int | None = None
-    ssm_dtype: str | None = None
-    vision_cut: float = 1.0
-    lift_running_cap: bool = False
-    host_kv_bytes: float = 0.0
-    max_model_len: int | None = None
-    chunk_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,62 +56,6 @@ class Evaluation:
     def memory(self) -> MemoryBreakdown:
         """Per-GPU memory."""
         return self.deployment.memory
-
-
-# What prepare computes before the efficiency factors and the offline sizing enter: (config with
-# τ at the job's context, engine settings, memory, deployment, warnings so far).
-Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str, ...]]
-
-REJECTION_KINDS = ("engine", "context", "format", "layout", "memory", "kv", "spec", "concurrency")
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """A configuration that cannot run, and why (one line).
-
-    Attributes:
-        config: what was evaluated.
-        reason: the one-line reason, never empty.
-        kind: what the reason depends on, so a search can say it once per scope: ``"engine"``
-            (engine × GPU vendor), ``"context"`` (the job's lengths), ``"format"`` (formats ×
-            GPU), ``"layout"`` (the split), ``"memory"`` (layout × formats), ``"kv"`` (the
-            KV cache at this setting), ``"spec"``, ``"concurrency"``.
-        weight_bytes_per_gpu, usable_bytes_per_gpu: for ``"memory"``, the weights one GPU holds
-            and what weights and cache may use together (bytes: the engine's memory setting less
-            its reserve for activations and CUDA graphs); 0 otherwise.
-        spec_state_bytes_per_gpu: for ``"memory"``, the speculative state copies the engine
-            reserves before the cache (SGLang, hybrid models; bytes); 0 otherwise.
-    """
-
-    config: Config
-    reason: str
-    kind: str = "other"
-    weight_bytes_per_gpu: float = 0.0
-    usable_bytes_per_gpu: float = 0.0
-    spec_state_bytes_per_gpu: float = 0.0
-
-
-def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple[str | None, list[str]]:
-    """(rejection reason or None, warnings) for running these formats on this GPU.
-
-    NVFP4 needs Blackwell tensor cores (sm_100/103/120) and no engine runs it on AMD; an
-    NVFP4 KV cache needs Blackwell. Other formats without native tensor-core support run
-    weight-only, dequantized to BF16 in the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on
-    A100, MXFP4 on Hopper), at the BF16 compute rate.
-    """
-    if weight is Dtype.NVFP4 and gpu.vendor == "amd":
-        return f"NVFP4 weights: no engine runs NVFP4 on {gpu.architecture}", []
-    if kv is Dtype.NVFP4 and Dtype.NVFP4 not in gpu.native_dtypes:
-        return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
-    warnings = []
-    if weight.compute_dtype not in gpu.native_dtypes:
-        warnings.append(
-            f"{weight.value} weights are not native on {gpu.architecture}: they run weight-only "
-            f"(dequantized to BF16) at the BF16 compute rate"
-        )
-    if weight is Dtype.W4A16:
-        warnings.append("w4a16 weights run 16-bit math (weight-only INT4)")
-    return None, warnings
 
 
 def evaluate(
@@ -181,7 +95,7 @@ class _Memo(Generic[_T]):
     def get(self, inputs: tuple[object, ...], flag: bool, compute: Callable[[], _T]) -> _T:
         key = (*map(id, inputs), flag)
         hit = self.table.get(key)
-        if hit is not None and all(map(operator.is_, hit[0], inputs)):
+        if hit is not None:  # the entry's inputs and the caller's live together: equal ids are the same objects
             return hit[1]
         got = compute()
         if len(self.table) >= self.kept:
@@ -202,18 +116,29 @@ _DEPLOYED: _Memo[Deployed | Rejection] = _Memo(4096)
 _STEPS: _Memo[StepMemo] = _Memo(64)
 
 
+# The last preparation handed out, looked at before :data:`_PREPARED`: a sweep evaluates one
+# configuration at its levels in a row. It holds its inputs, as the memo's entries do.
+_LAST_PREPARED: list[tuple[Config, ModelSpec, Gpu, Efficiency, LengthDist, LengthDist, bool, Prepared | Rejection]] = []
+
+
 def _prepared(
     model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist, offline: bool
 ) -> Prepared | Rejection:
     """:func:`prepare`, or its result for the same objects from :data:`_PREPARED`."""
-    return _PREPARED.get(
+    if _LAST_PREPARED:
+        c, m, g, e, i, o, f, got = _LAST_PREPARED[0]
+        if c is config and f is offline and m is model and g is gpu and e is eff and i is isl and o is osl:
+            return got
+    got = _PREPARED.get(
         (model, gpu, config, eff, isl, osl), offline, lambda: prepare(model, gpu, config, eff, isl, osl, offline)
     )
+    _LAST_PREPARED[:] = [(config, model, gpu, eff, isl, osl, offline, got)]
+    return got
 
 
 def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
-    """:func:`_deploy`, or its result for the same objects from :data:`_DEPLOYED`."""
-    return _DEPLOYED.get((model, gpu, config, isl, osl), False, lambda: _deploy(model, gpu, config, isl, osl))
+    """:func:`job.deploy.deploy`, or its result for the same objects from :data:`_DEPLOYED`."""
+    return _DEPLOYED.get((model, gpu, config, isl, osl), False, lambda: deploy(model, gpu, config, isl, osl))
 
 
 def _below_one(config: Config, concurrency: float) -> Rejection:
@@ -271,9 +196,9 @@ class Prepared:
             limits,
             self.steps,
         )
-        warnings = list(self.warnings)
+        warnings = self.warnings
         if limits.reason == "state slots":
-            warnings.append(f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica")
+            warnings += (f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica",)
         total = steady.output_tok_s * lay.dp
         return Evaluation(
             config,
@@ -282,7 +207,7 @@ class Prepared:
             steady,
             total,
             total / lay.num_gpus,
-            tuple(warnings) + steady.warnings + tuple(self.model.approximations),
+            warnings + steady.warnings + tuple(self.model.approximations),
         )
 
 
@@ -333,96 +258,6 @@ def prepare(
     return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings), steps)
 
 
-def _deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
-    """What :func:`prepare` computes before the efficiency factors and the offline sizing enter
-    (see :data:`Deployed`), or the Rejection of a configuration that runs at no concurrency."""
-    lay = config.layout
-    if gpu.vendor not in config.engine.vendors:
-        return Rejection(
-            config,
-            f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
-            f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}",
-            "engine",
-        )
-    ctx = model.max_context_tokens
-    if ctx is not None and isl.mean + osl.mean > ctx:
-        return Rejection(
-            config,
-            f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
-            f"context of {ctx:,} tokens (max_position_embeddings)",
-            "context",
-        )
-    why = layout_rejection(model, lay)
-    if why:
-        return Rejection(config, why, "layout")
-    why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype)
-    if why:
-        return Rejection(config, why, "format")
-    engine = config.engine
-    settings = engine.settings(
-        gpu,
-        lay,
-        speculative=config.spec is not None and not config.lift_running_cap,
-        vision_cut=config.vision_cut,
-        memory_fraction=config.memory_fraction,
-        max_running=config.max_running,
-        chunk_tokens=config.chunk_tokens,
-    )
-    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
-    mem = _memory(model, gpu, config, settings, ratio)
-    tight = None  # asked for only where the default does not fit
-    if not mem.fits and config.memory_fraction is None:
-        tight = engine.tight_settings(settings, config.vision_cut)
-    if tight is not None:
-        # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
-        tight_mem = _memory(model, gpu, config, tight, ratio)
-        if tight_mem.fits:
-            settings, mem = tight, tight_mem
-            warnings.append(
-                f"the default memory fraction leaves no room for the weights and the cache: the launch raises it "
-                f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
-                f"CUDA graphs up to batch {tight.graph_max_bs}"
-            )
-    if not mem.fits:
-        weights, spec_state = mem.weight_bytes_per_gpu, mem.spec_state_pool_bytes
-        reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
-        usable = weights + settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve)
-        extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
-        return Rejection(
-            config,
-            f"does not fit (try more GPUs per replica or a smaller weight format): "
-            f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
-            f"vs {usable / GiB:.1f} GiB usable on {gpu.key}",
-            "memory",
-            weights,
-            usable,
-            spec_state,
-        )
-    # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
-    served = config.max_model_len if config.max_model_len is not None else ctx
-    if served is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1:
-        whole = (
-            f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
-            if config.max_model_len is None
-            else f"max_model_len {served:,}"
-        )
-        return Rejection(
-            config,
-            f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
-            f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
-            f"{whole}",
-            "kv",
-        )
-    if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
-        return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
-    if config.spec is not None and config.spec.from_prior:
-        # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
-        # answer is not planned at a short-context acceptance.
-        config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
-    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
-    return config, settings, mem, dep, tuple(warnings)
-
-
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
     """Running requests the engine allocates state for at running limit ``limit``
     (``Engine.allocated_running``: an explicit cap may count in full)."""
@@ -433,32 +268,6 @@ def allocated_requests(ev: Evaluation) -> float:
     """Running requests per replica whose memory the engine allocates for ``ev`` (see
     :func:`_allocated`); what ``MemoryBreakdown.allocation`` is evaluated at."""
     return _allocated(ev.config, ev.settings, ev.steady.limits.limit)
-
-
-def _memory(
-    model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings, ratio: float | None
-) -> MemoryBreakdown:
-    """The per-GPU memory of ``config`` under ``settings`` with the engine's hybrid-state and
-    speculative-decoding terms (``perf.memory.memory_breakdown``)."""
-    copies = config.engine.spec_state_copies(config.spec.draft_tokens if config.spec else None)
-    return memory_breakdown(
-        model,
-        gpu,
-        config.layout,
-        config.weight_dtype,
-        config.kv_dtype,
-        settings,
-        ratio,
-        with_mtp=config.spec is not None and config.spec.method == "mtp",
-        ssm_dtype=config.ssm_dtype,
-        host_kv_bytes=config.host_kv_bytes,
-        spec_state_copies=copies,
-        spec_reserved_running=float(settings.max_running or 0),
-        padded_state_slot=config.engine.pools.padded_state_slot,
-        draft_kv_pool=config.engine.pools.draft_kv_pool,
-        verify_state_commit=config.engine.pools.verify_state_commit,
-        expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
-    )
 
 
 def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:

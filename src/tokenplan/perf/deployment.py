@@ -90,22 +90,41 @@ class Deployment:
     def __post_init__(self) -> None:
         # Located once per deployment: a plan sweep then reads each curve per step at one row
         # count (perf.step) instead of searching its size bands per GEMM family.
-        curve = curve_for(self.gpu.gemm_curves, self.weight_dtype, self.weight_only)
-        reads = (
-            ()
-            if curve is None
-            else tuple(
-                size_read(curve, n)
-                for n in (
-                    self.attn_gemm_elements,
-                    self.mlp_gemm_elements,
-                    self.lm_head_params,
-                    self.expert_gemm_elements,
-                )
-            )
+        curve, reads = _curve_reads(
+            self.gpu.gemm_curves,
+            self.weight_dtype,
+            self.weight_only,
+            (self.attn_gemm_elements, self.mlp_gemm_elements, self.lm_head_params, self.expert_gemm_elements),
         )
         object.__setattr__(self, "gemm_curve", curve)
         object.__setattr__(self, "gemm_reads", reads)
+
+
+# The curve and size reads of the GEMM weights deployed lately, by the identity of the GPU's curves,
+# the weight format and the four weight sizes: the deployments of one search share a few dozen
+# (one per layout and format), where each of them searched the curves and size bands anew. Each
+# entry holds the curves it was read from, so their id cannot be reused while it lives.
+_READS: dict[
+    tuple[int, Dtype, bool, tuple[float, ...]],
+    tuple[tuple[GemmCurve, ...], GemmCurve | None, tuple[SizeRead, ...]],
+] = {}
+_READS_KEPT = 4096
+
+
+def _curve_reads(
+    curves: tuple[GemmCurve, ...], weight_dtype: Dtype, weight_only: bool, sizes: tuple[float, ...]
+) -> tuple[GemmCurve | None, tuple[SizeRead, ...]]:
+    """(``perf.gemm.curve_for``, the ``perf.gemm.size_read`` of each of ``sizes`` on it; empty
+    without a curve), kept in :data:`_READS`."""
+    key = (id(curves), weight_dtype, weight_only, sizes)
+    hit = _READS.get(key)
+    if hit is None:
+        curve = curve_for(curves, weight_dtype, weight_only)
+        reads = () if curve is None else tuple(size_read(curve, n) for n in sizes)
+        if len(_READS) >= _READS_KEPT:
+            _READS.clear()
+        hit = _READS[key] = (curves, curve, reads)
+    return hit[1], hit[2]
 
 
 @lru_cache(maxsize=4096)

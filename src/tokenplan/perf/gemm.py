@@ -118,7 +118,7 @@ def size_read(curve: GemmCurve, weight_elements: float | None) -> SizeRead:
 def row_point(curve: GemmCurve, rows: float) -> tuple[int, float]:
     """Locate ``rows`` (tokens per GEMM; below 1 counts as 1) on the M axis of ``curve``:
     (index of the first measured M above it, weight of that point; 0 outside the points)."""
-    x = math.log(max(rows, 1.0))
+    x = math.log(1.0 if 1.0 > rows else rows)  # max(rows, 1.0)
     xs = curve.log_rows
     i = bisect_right(xs, x)
     if 0 < i < len(xs):
@@ -142,3 +142,27 @@ def fraction_at_point(read: SizeRead, i: int, w: float) -> float:
     if read.hi is None:
         return a
     return a + read.w * (_at_point(read.hi, i, w) - a)
+
+
+def fractions_at_point(reads: tuple[SizeRead, ...], i: int, w: float) -> list[float]:
+    """:func:`fraction_at_point` of every read in ``reads`` (of one curve, so of one length) at
+    one located M, with the same arithmetic: one call per step for the dense families instead of
+    one per family and band."""
+    if not reads:
+        return []
+    out = []
+    if 0 < i < len(reads[0].lo):
+        j = i - 1
+        for lo, hi, rw in reads:
+            a = lo[j] + w * (lo[i] - lo[j])
+            if hi is not None:
+                a = a + rw * (hi[j] + w * (hi[i] - hi[j]) - a)
+            out.append(a)
+        return out
+    end = 0 if i == 0 else -1  # held at the end points
+    for lo, hi, rw in reads:
+        a = lo[end]
+        if hi is not None:
+            a = a + rw * (hi[end] - a)
+        out.append(a)
+    return out

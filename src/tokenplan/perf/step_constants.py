@@ -14,6 +14,7 @@ import math
 from collections import OrderedDict
 from statistics import NormalDist
 
+from tokenplan.hardware import LinkKind
 from tokenplan.perf.comm import group_link
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -58,16 +59,22 @@ class StepConstants:
         "attn_ctx",
         "attn_pre_ctx",
         "attn_rate",
+        "comm_a2a",
+        "comm_fraction",
+        "commit_transfers",
         "curve",
+        "dense_reads",
         "dequant",
         "ep",
         "experts_per_rank",
         "fitted_fraction",
+        "gdn_flops",
         "gemm_bytes",
         "gemm_flops",
         "gemm_mem_s",
         "half_tokens",
         "hbm_bw",
+        "hidden_size",
         "host_bw",
         "host_kv",
         "keep",
@@ -75,6 +82,7 @@ class StepConstants:
         "kv_bytes",
         "kv_pool",
         "layer_latency_s",
+        "layers2",
         "link",
         "lm2",
         "lowprec_factor",
@@ -82,6 +90,10 @@ class StepConstants:
         "moe",
         "moe_kernel_factor",
         "moe_layer_latency_s",
+        "moe_layers",
+        "moe_layers2",
+        "one_shot",
+        "per_token_moe_layer_s",
         "pp",
         "reads",
         "ridge",
@@ -90,6 +102,11 @@ class StepConstants:
         "shards",
         "sliding_bytes",
         "sparse",
+        "state_bytes",
+        "stateless",
+        "step_overhead_s",
+        "per_sequence_overhead_s",
+        "tp",
         "window",
         "z",
     )
@@ -107,6 +124,7 @@ class StepConstants:
             2.0 * d.lm_head_params,
         )
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
+        self.dense_reads = d.gemm_reads[:3]  # attention, dense FFN, lm_head (perf.step's ATTN, MLP, LM_HEAD)
         self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
         self.gemm_flops, self.kernel_factor = d.gemm_flops_per_s, eff.gemm_kernel_factor
         self.dequant = eff.dequant_fraction if d.weight_only else 1.0
@@ -130,10 +148,25 @@ class StepConstants:
         self.host_kv, self.kv_pool = m.host_kv_bytes > 0, m.kv_pool_bytes
         self.attn_bw = gpu.hbm_bytes_per_s * eff.attention_fraction
         self.host_bw = gpu.host_link.bytes_per_s * eff.comm_fraction
-        # Collectives (_comm_s) and the per-layer part of the overhead.
-        self.link = group_link(gpu.scaleup, d.layout.tp, gpu.max_gpus_per_scaleup)
+        # Linear-attention state (the state family): none without recurrent layers, where every
+        # term of the family is 0.
+        self.state_bytes, self.gdn_flops = m.state_bytes_per_sequence_per_gpu, d.gdn_flops_per_token
+        self.commit_transfers = m.spec_commit_state_transfers
+        self.stateless = self.state_bytes == 0 and self.gdn_flops == 0
+        # Collectives (the comm family): ``2·layers`` all-reduces, or with attention DP and MoE
+        # ``(moe_layers / pp)·2`` all-to-alls, over the TP group's link.
+        lay = d.layout
+        self.link = link = group_link(gpu.scaleup, lay.tp, gpu.max_gpus_per_scaleup)
+        self.tp, self.hidden_size, self.comm_fraction = lay.tp, spec.hidden_size, eff.comm_fraction
+        self.comm_a2a = lay.attention_dp and moe is not None
+        self.one_shot = lay.tp <= gpu.max_gpus_per_scaleup and link.kind is not LinkKind.PCIE
+        self.layers2 = 2 * (spec.num_layers / lay.pp)
+        self.moe_layers2 = spec.moe_layers / lay.pp * 2
+        # The overhead: fixed, per sequence, per layer, per MoE layer and per routed token-layer.
+        self.step_overhead_s, self.per_sequence_overhead_s = eff.step_overhead_s, eff.per_sequence_overhead_s
         self.layer_latency_s = eff.layer_latency_s * spec.num_layers
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
+        self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
 
 
 # The constants of the deployments and efficiency tables stepped lately, by the identity of both:
@@ -144,14 +177,23 @@ _KEPT_CONSTANTS: OrderedDict[tuple[int, int], tuple[Deployment, Efficiency, Step
 _KEPT_CONSTANTS_KEPT = 1024
 
 
+# The pair stepped last, looked at before the table: a search steps one deployment several times
+# in a row.
+_LAST: list[tuple[Deployment, Efficiency, StepConstants]] = []
+
+
 def step_constants(d: Deployment, eff: Efficiency) -> StepConstants:
     """The :class:`StepConstants` of ``d`` under ``eff``, computed once while they are in use."""
+    if _LAST:
+        last = _LAST[0]
+        if last[0] is d and last[1] is eff:
+            return last[2]
     key = (id(d), id(eff))
     hit = _KEPT_CONSTANTS.get(key)
-    if hit is not None and hit[0] is d and hit[1] is eff:
-        return hit[2]
-    c = StepConstants(d, eff)
-    if len(_KEPT_CONSTANTS) >= _KEPT_CONSTANTS_KEPT:
-        _KEPT_CONSTANTS.popitem(last=False)  # O(1), where a dict scans past its evicted slots
-    _KEPT_CONSTANTS[key] = (d, eff, c)
-    return c
+    if hit is None or hit[0] is not d or hit[1] is not eff:
+        hit = (d, eff, StepConstants(d, eff))
+        if len(_KEPT_CONSTANTS) >= _KEPT_CONSTANTS_KEPT:
+            _KEPT_CONSTANTS.popitem(last=False)  # O(1), where a dict scans past its evicted slots
+        _KEPT_CONSTANTS[key] = hit
+    _LAST[:] = [hit]
+    return hit[2]

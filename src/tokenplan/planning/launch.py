@@ -14,7 +14,8 @@ from dataclasses import replace
 from statistics import NormalDist
 
 from tokenplan.engines.base import Engine, Launch, replicas_per_server
-from tokenplan.job.evaluate import Evaluation, _memory
+from tokenplan.job.deploy import engine_memory as _memory
+from tokenplan.job.evaluate import Evaluation
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, profile_reserve_bytes
 

@@ -1,4 +1,4 @@
-"""A synchronised wave's prefill steps (``job.batching.wave_steps_mean``), counted without numpy
+"""A synchronised wave's prefill steps (``job.prefill_wait.wave_steps_mean``), counted without numpy
 since issue 30."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenplan.job.batching import wave_steps_mean
+from tokenplan.job.prefill_wait import wave_steps_mean
 
 
 @settings(max_examples=300, deadline=None)

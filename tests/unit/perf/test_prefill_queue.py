@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tokenplan.api.resolve import PredictRequest, resolve
-from tokenplan.job.batching import length_spread_tokens, prefill_queue_s, wave_persistence, wave_steps_mean
 from tokenplan.job.evaluate import Evaluation, evaluate
+from tokenplan.job.prefill_wait import length_spread_tokens, prefill_queue_s, wave_persistence, wave_steps_mean
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.step import step_time

@@ -1,0 +1,166 @@
+"""From a configuration to a deployment that fits, or the reason it cannot run at any
+concurrency: the engine on the GPU, the job's context, the layout, the formats, the engine's
+settings and memory (with its tighter launch where the default leaves no room), vLLM's
+whole-context start-up check, MTP layers, and τ at the job's context. ``job.evaluate`` keeps what
+this computes per configuration and adds the efficiency factors and the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.base import EngineSettings
+from tokenplan.hardware import Gpu
+from tokenplan.job.config import Config, Rejection
+from tokenplan.job.workload import LengthDist
+from tokenplan.perf.deployment import Deployment, build_deployment
+from tokenplan.perf.layout import layout_rejection
+from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, memory_breakdown, profile_reserve_bytes
+from tokenplan.units import Dtype, GiB
+
+# What ``job.evaluate.prepare`` computes before the efficiency factors and the offline sizing
+# enter: (config with τ at the job's context, engine settings, memory, deployment, warnings so far).
+Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str, ...]]
+
+
+def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple[str | None, list[str]]:
+    """(rejection reason or None, warnings) for running these formats on this GPU.
+
+    NVFP4 needs Blackwell tensor cores (sm_100/103/120) and no engine runs it on AMD; an
+    NVFP4 KV cache needs Blackwell. Other formats without native tensor-core support run
+    weight-only, dequantized to BF16 in the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on
+    A100, MXFP4 on Hopper), at the BF16 compute rate.
+    """
+    if weight is Dtype.NVFP4 and gpu.vendor == "amd":
+        return f"NVFP4 weights: no engine runs NVFP4 on {gpu.architecture}", []
+    if kv is Dtype.NVFP4 and Dtype.NVFP4 not in gpu.native_dtypes:
+        return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
+    warnings = []
+    if weight.compute_dtype not in gpu.native_dtypes:
+        warnings.append(
+            f"{weight.value} weights are not native on {gpu.architecture}: they run weight-only "
+            f"(dequantized to BF16) at the BF16 compute rate"
+        )
+    if weight is Dtype.W4A16:
+        warnings.append("w4a16 weights run 16-bit math (weight-only INT4)")
+    return None, warnings
+
+
+def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
+    """What ``job.evaluate.prepare`` computes before the efficiency factors and the offline sizing
+    enter (see :data:`Deployed`), or the Rejection of a configuration that runs at no concurrency
+    (the engine does not run on the GPU, the request exceeds the context, the layout does not
+    divide, the formats do not run, the weights or the engine's whole-context KV do not fit, MTP
+    without MTP layers). Raises nothing."""
+    lay = config.layout
+    if gpu.vendor not in config.engine.vendors:
+        return Rejection(
+            config,
+            f"{config.engine.display_name} does not run on {gpu.vendor.upper()} GPUs "
+            f"({gpu.key}); it runs on {', '.join(v.upper() for v in config.engine.vendors)}",
+            "engine",
+        )
+    ctx = model.max_context_tokens
+    if ctx is not None and isl.mean + osl.mean > ctx:
+        return Rejection(
+            config,
+            f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
+            f"context of {ctx:,} tokens (max_position_embeddings)",
+            "context",
+        )
+    why = layout_rejection(model, lay)
+    if why:
+        return Rejection(config, why, "layout")
+    why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype)
+    if why:
+        return Rejection(config, why, "format")
+    engine = config.engine
+    settings = engine.settings(
+        gpu,
+        lay,
+        speculative=config.spec is not None and not config.lift_running_cap,
+        vision_cut=config.vision_cut,
+        memory_fraction=config.memory_fraction,
+        max_running=config.max_running,
+        chunk_tokens=config.chunk_tokens,
+    )
+    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
+    mem = engine_memory(model, gpu, config, settings, ratio)
+    tight = None  # asked for only where the default does not fit
+    if not mem.fits and config.memory_fraction is None:
+        tight = engine.tight_settings(settings, config.vision_cut)
+    if tight is not None:
+        # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
+        tight_mem = engine_memory(model, gpu, config, tight, ratio)
+        if tight_mem.fits:
+            settings, mem = tight, tight_mem
+            warnings.append(
+                f"the default memory fraction leaves no room for the weights and the cache: the launch raises it "
+                f"to {tight.memory_fraction:.3f} with a {tight.chunk_tokens:,}-token prefill chunk and "
+                f"CUDA graphs up to batch {tight.graph_max_bs}"
+            )
+    if not mem.fits:
+        weights, spec_state = mem.weight_bytes_per_gpu, mem.spec_state_pool_bytes
+        reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
+        usable = weights + settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve)
+        extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
+        return Rejection(
+            config,
+            f"does not fit (try more GPUs per replica or a smaller weight format): "
+            f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
+            f"vs {usable / GiB:.1f} GiB usable on {gpu.key}",
+            "memory",
+            weights,
+            usable,
+            spec_state,
+        )
+    # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
+    served = config.max_model_len if config.max_model_len is not None else ctx
+    if served is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1:
+        whole = (
+            f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
+            if config.max_model_len is None
+            else f"max_model_len {served:,}"
+        )
+        return Rejection(
+            config,
+            f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
+            f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
+            f"{whole}",
+            "kv",
+        )
+    if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
+        return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
+    if config.spec is not None and config.spec.from_prior:
+        # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
+        # answer is not planned at a short-context acceptance.
+        config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
+    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
+    return config, settings, mem, dep, tuple(warnings)
+
+
+def engine_memory(
+    model: ModelSpec, gpu: Gpu, config: Config, settings: EngineSettings, ratio: float | None
+) -> MemoryBreakdown:
+    """The per-GPU memory of ``config`` under ``settings`` with the engine's hybrid-state and
+    speculative-decoding terms (``perf.memory.memory_breakdown``)."""
+    copies = config.engine.spec_state_copies(config.spec.draft_tokens if config.spec else None)
+    return memory_breakdown(
+        model,
+        gpu,
+        config.layout,
+        config.weight_dtype,
+        config.kv_dtype,
+        settings,
+        ratio,
+        with_mtp=config.spec is not None and config.spec.method == "mtp",
+        ssm_dtype=config.ssm_dtype,
+        host_kv_bytes=config.host_kv_bytes,
+        spec_state_copies=copies,
+        spec_reserved_running=float(settings.max_running or 0),
+        padded_state_slot=config.engine.pools.padded_state_slot,
+        draft_kv_pool=config.engine.pools.draft_kv_pool,
+        verify_state_commit=config.engine.pools.verify_state_commit,
+        expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
+    )
