@@ -9,7 +9,11 @@ per step: 1, or the acceptance length with speculative decoding) and ``B·ISL`` 
 - engines that mix (vLLM chunked prefill, TRT-LLM in-flight batching) put ``B·ISL·τ/OSL``
   prompt tokens into each decode step, within the step's token budget.
 
-Output tok/s = B·OSL / cycle; TPOT = cycle / OSL. The running batch is the concurrency capped
+Output tok/s = B·OSL / cycle; TPOT = (cycle − the prefill work before the request's first token) /
+OSL: a client times TPOT from its first token, so its own prompt's prefill and, in a wave, the
+prompts prefilled ahead of it are in its TTFT (Little's law on the requests past their first
+token then gives B·(cycle − that work)/cycle, below B: with fixed lengths and prefill kept apart,
+SGLang refills a whole batch in back-to-back prefill steps before it decodes again). The running batch is the concurrency capped
 by the engine's running-request limit, by KV capacity at the running sequences' mean context
 (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
 TTFT = the serving overhead outside the GPU + wait for the step in progress + the request's own
@@ -440,6 +444,9 @@ def steady_state(
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cyc.cycle_s / osl.mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(cyc.own_s, cyc.prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + cyc.own_s + queue
+    # A client times TPOT from its first token: the cycle's prefill work before that token (its own
+    # prompt, and in a wave the prompts ahead of it) is in its TTFT, not in its TPOT.
+    before_first = min(cyc.own_s + g * wave, cyc.cycle_s * cyc.prefill_share)
     warnings: list[str] = []
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cyc.cycle_s)  # queueing: waiting / completion rate
@@ -452,7 +459,7 @@ def steady_state(
         batch=batch,
         limits=limits,
         output_tok_s=batch * osl.mean / cyc.cycle_s,
-        tpot_s=cyc.cycle_s / osl.mean,
+        tpot_s=(cyc.cycle_s - before_first) / osl.mean,
         ttft_s=ttft,
         decode_step=dec,
         cycle_s=cyc.cycle_s,
