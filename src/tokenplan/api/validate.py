@@ -16,12 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tokenplan.api._cases import resolve_file
+from tokenplan.api._variants import variant_ranges
 from tokenplan.api._common import efficiency_table, error_bands
 from tokenplan.api.results import INLINE, JsonResult, inline
 from tokenplan.calibration.bands import BandTable, Interval, interval, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases
 from tokenplan.catalog.length_sets import length_set
 from tokenplan.files.measurements import read_measurements
+from tokenplan.perf.efficiency import EfficiencyTable
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,9 @@ class ValidatedRow(JsonResult):
     """A predicted row: what it measured (lengths in tokens, concurrency over the whole system,
     None = offline ``max``) and, per metric, predicted against measured. ``lengths`` says how the
     lengths spread around ``isl``/``osl`` (their means): ``fixed``, ``U[0.8L, L]`` (uniform, as
-    InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``)."""
+    InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``).
+    ``gpu_variant_stated`` False: the source names only the GPU family; the row's interval then
+    spans the family's variants (``api._variants``)."""
 
     line: int
     id: str
@@ -120,6 +124,7 @@ class ValidatedRow(JsonResult):
     concurrency: float | None
     lengths: str
     metrics: tuple[MetricError, ...] = field(metadata=INLINE)
+    gpu_variant_stated: bool = True
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ def validate(path: str, calibration: str | None = None) -> ValidationResult:
     data = read_measurements(path)
     cases, skipped = resolve_file(data)
     return validation_result(
-        validate_cases(data.kind, cases, skipped, table), error_bands() if calibration is None else None
+        validate_cases(data.kind, cases, skipped, table), error_bands() if calibration is None else None, table
     )
 
 
@@ -192,11 +197,15 @@ def _coverage(rows: list[ValidatedRow], metric: str) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
-def validation_result(v: Validation, bands: BandTable | None = None) -> ValidationResult:
+def validation_result(
+    v: Validation, bands: BandTable | None = None, table: EfficiencyTable | None = None
+) -> ValidationResult:
     """The typed result of a validation (its ``to_json()`` is the ``--json`` form); with
-    ``bands``, each row's 80 % interval per metric and each metric's coverage."""
+    ``bands``, each row's 80 % interval per metric and each metric's coverage; with ``table``
+    (the factors that predicted), the interval of a row whose GPU variant is not stated spans
+    the family's variants."""
     main = "throughput" if v.kind == "throughput" else "tpot"
-    rows = tuple(_row(r, bands) for r in v.rows)
+    rows = tuple(_row(r, bands, table) for r in v.rows)
 
     def by(dim: str) -> dict[str, GroupError]:
         return {
@@ -223,14 +232,18 @@ def validation_result(v: Validation, bands: BandTable | None = None) -> Validati
     )
 
 
-def _row(r: RowResult, bands: BandTable | None) -> ValidatedRow:
+def _row(r: RowResult, bands: BandTable | None, table: EfficiencyTable | None = None) -> ValidatedRow:
     m = r.case.measurement
+    spans = {} if table is None or bands is None else variant_ranges(r, table)
     metrics = []
     for metric, (pred, meas, err) in r.values.items():
         name, scale = _UNITS[metric]
         prefix = "" if metric == "throughput" else f"{metric}_"
         iv = None if bands is None else row_interval(bands, r, metric)
         low, high = (None, None) if iv is None else (iv.low * scale, iv.high * scale)
+        if low is not None and high is not None and metric in spans:  # every variant's interval
+            lowest, highest = spans[metric]
+            low, high = min(low, low * lowest / pred), max(high, high * highest / pred)
         metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error", low, high))
     return ValidatedRow(
         line=m.line,
@@ -246,6 +259,7 @@ def _row(r: RowResult, bands: BandTable | None) -> ValidatedRow:
         concurrency=m.concurrency,
         lengths=_lengths(r),
         metrics=tuple(metrics),
+        gpu_variant_stated=m.gpu_variant_stated,
     )
 
 

@@ -68,14 +68,18 @@ FIELD_LIMIT_BYTES = 16 * 2**20  # per CSV field
 def _screen_throughput(m: Measurement) -> Measurement:
     """``m`` with its output tok/s set aside (with the reason) where it contradicts the run's own
     median TTFT and TPOT by Little's law (:func:`~tokenplan.measurement.closed_loop_ratio` outside
-    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`, with min(concurrency, num_requests)
-    in flight); rows without both latencies, a concurrency, an OSL and a GPU are returned as they
+    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`, with the concurrency in flight);
+    a burst (``num_requests`` ≤ concurrency: N sent at once, fewer in flight as they end) and rows
+    without both latencies, a concurrency, an OSL and a GPU are returned as they
     are (the case resolution rejects the last with its reason)."""
     tok_s, ttft_s, tpot_s, concurrency, osl = m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens
     if tok_s is None or ttft_s is None or tpot_s is None or concurrency is None or osl is None or m.num_gpus < 1:
         return m
-    # a run of N < C requests never has more than N in flight
-    in_flight = min(concurrency, m.num_requests or concurrency)
+    if m.num_requests is not None and m.num_requests <= concurrency:
+        # one burst of N requests sent at once: the in-flight count falls from N to 0 as they end,
+        # so the closed-loop relation (C always in flight) does not describe the run
+        return m
+    in_flight = concurrency
     ratio = closed_loop_ratio(tok_s, m.num_gpus, in_flight, osl, ttft_s, tpot_s)
     low, high = CLOSED_LOOP_RATIO_BOUNDS
     if low <= ratio <= high or not math.isfinite(ratio) or ratio <= 0:  # 0 / ∞: values out of float range
