@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tokenplan.api._cases import resolve_file
-from tokenplan.api._variants import variant_ranges
 from tokenplan.api._common import efficiency_table, error_bands
+from tokenplan.api._variants import variant_ranges
 from tokenplan.api.results import INLINE, JsonResult, inline
 from tokenplan.calibration.bands import BandTable, Interval, interval, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases

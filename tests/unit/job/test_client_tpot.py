@@ -1,0 +1,48 @@
+"""TPOT as a benchmark client times it: from a request's first token, so the prefill work before
+that token (its own prompt; in a wave, the prompts prefilled ahead of it) is in its TTFT."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tokenplan.api._common import PredictRequest, evaluate_request
+from tokenplan.catalog import load_engine, shipped_efficiency
+from tokenplan.job.batching import steady_state
+from tokenplan.job.workload import fixed
+
+
+def _at(concurrency: int, wave_fraction: float):
+    ev = evaluate_request(
+        PredictRequest("qwen3.6-27b", "h200", engine="sglang", isl=8192, osl=1024, concurrency=concurrency)
+    )
+    eff = replace(shipped_efficiency().resolve("sglang", "hopper"), prefill_wave_fraction=wave_fraction)
+    engine = load_engine("sglang")
+    return steady_state(ev.deployment, eff, engine, ev.settings, fixed(8192), fixed(1024), concurrency)
+
+
+def test_alone_a_clients_tpot_is_the_decode_step():
+    # Concurrency 1, SGLang (prefill apart from decode): a cycle is the request's own prefill and
+    # 1,024 decode steps at batch 1. The prefill ends with its first token, so the client's TPOT
+    # holds only the decode steps: TPOT = (cycle − own prefill) / 1,024 = the decode step.
+    st = _at(1, 0.2)
+    assert st.batch == 1
+    assert st.tpot_s == pytest.approx(st.decode_step.total_s, rel=1e-9)
+    assert st.tpot_s < st.cycle_s / 1024  # the whole cycle per token would count the prefill twice
+
+
+def test_in_a_wave_the_prompts_ahead_are_ttft_not_tpot():
+    # Concurrency 16 of fixed lengths: with every arrival in a wave (fraction 1) the 16 prompts are
+    # prefilled back to back before decoding resumes; request i has its first token after i of
+    # them, so on average half the wave's prefill (plus its own prompt) moves from its TPOT to its
+    # TTFT. Throughput does not change (16 × 1,024 tokens per cycle either way); TPOT × OSL +
+    # the mean time to the first token within the wave is the cycle in both cases.
+    random, wave = _at(16, 0.0), _at(16, 1.0)
+    assert wave.output_tok_s == pytest.approx(random.output_tok_s, rel=1e-9)
+    assert wave.cycle_s == pytest.approx(random.cycle_s, rel=1e-9)
+    assert wave.tpot_s < random.tpot_s
+    moved = (random.tpot_s - wave.tpot_s) * 1024  # seconds moved from TPOT to TTFT
+    prefill = wave.cycle_s * wave.prefill_share  # the wave's 16 prompts
+    # the prompts ahead of a request in a wave: 15/2 of 16 on average, less than the whole prefill
+    assert 0.3 * prefill < moved < 0.5 * prefill
