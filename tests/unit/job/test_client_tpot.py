@@ -46,3 +46,15 @@ def test_in_a_wave_the_prompts_ahead_are_ttft_not_tpot():
     prefill = wave.cycle_s * wave.prefill_share  # the wave's 16 prompts
     # the prompts ahead of a request in a wave: 15/2 of 16 on average, less than the whole prefill
     assert 0.3 * prefill < moved < 0.5 * prefill
+
+
+def test_with_a_queue_in_the_replica_every_arrival_is_in_a_wave():
+    # Concurrency 1,024 against a replica that runs 42 (state slots): freed slots refill from the
+    # server's queue in one pass, so every batch is a wave whatever the fitted share of waves
+    # among client arrivals; TPOT and TTFT then do not depend on that share.
+    low, high = _at(1024, 0.02), _at(1024, 1.0)
+    assert low.batch < 1024 and low.batch == high.batch
+    assert low.tpot_s == pytest.approx(high.tpot_s, rel=1e-12)
+    assert low.ttft_s == pytest.approx(high.ttft_s, rel=1e-12)
+    # and the wave's prompts ahead of a request are out of its TPOT: well below the cycle per token
+    assert low.tpot_s < 0.85 * low.cycle_s / 1024
