@@ -33,7 +33,6 @@ SPLIT_PENDING = {
     "calibration/fit.py": 417,
     "client/answers.py": 422,
     "engines/base.py": 419,
-    "job/batching.py": 462,
     "job/evaluate.py": 466,
     "report/figures.py": 416,
     "runner/dispatch.py": 413,

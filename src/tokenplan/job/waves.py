@@ -1,0 +1,118 @@
+"""The wait behind other requests' prefills: random arrivals (an M/D/1 queue at the prefill share
+of time) and synchronised waves (a batch's prompts packed into whole prefill steps), and how
+output lengths that differ spread a wave out. Used by :mod:`tokenplan.job.batching`, whose module
+docstring says when each applies.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from tokenplan.job.workload import LengthDist
+
+# Highest prefill utilisation the M/D/1 wait is evaluated at. The Pollaczek–Khinchine wait
+# ρ/(1 − ρ) diverges as ρ → 1, but a replica's prefill share comes from a closed loop (the client
+# keeps C requests in flight, so arrivals stop when the queue fills) and cannot grow without
+# bound; at ρ = 0.95 the wait is already 9.5 prompt-prefill times, beyond which the open-queue
+# formula no longer describes a closed client.
+MAX_PREFILL_UTILISATION = 0.95
+
+
+def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = math.inf) -> float:
+    """Mean wait behind other requests' prefills: M/D/1 with utilisation ρ = the share of time
+    the replica spends prefilling, ``W = ρ·S / (2(1 − ρ))`` (Pollaczek–Khinchine, deterministic
+    service S = one prompt's prefill); ρ capped at :data:`MAX_PREFILL_UTILISATION`. A closed
+    loop of C requests has at most ``others = C − 1`` prompts ahead of a new one, so the wait is
+    at most ``others·S`` (none at concurrency 1, where a high prefill share is the request's own
+    prompt, not a queue).
+
+    Args:
+        own_prefill_s: S, one prompt's prefill (seconds).
+        prefill_share: ρ, fraction of time the replica prefills (dimensionless).
+        others: requests that can be ahead of this one (C − 1; unbounded by default).
+
+    Returns:
+        The mean wait (seconds).
+    """
+    rho = min(max(prefill_share, 0.0), MAX_PREFILL_UTILISATION)
+    return min(rho * own_prefill_s / (2.0 * (1.0 - rho)), max(others, 0.0) * own_prefill_s)
+
+
+@lru_cache(maxsize=256)
+def length_spread_tokens(dist: LengthDist) -> float:
+    """Width of the length distribution as the width of a uniform of the same variance,
+    ``√12 · sd`` (tokens): 0 for fixed lengths, 0.2·L for InferenceX's U[0.8 L, L]."""
+    q = dist.quantiles
+    mean = sum(q) / len(q)
+    return math.sqrt(12.0 * max(sum(x * x for x in q) / len(q) - mean * mean, 0.0))
+
+
+def wave_persistence(wave_s: float, spread_s: float) -> float:
+    """Share of the wave wait left when the wave's requests finish spread over ``spread_s``
+    seconds (their output lengths differ) instead of together. The wave's n prompts, each
+    prefilled in p seconds (all of them in P = n·p = 2 × the mean wave wait), now arrive evenly
+    spaced over the spread W; request i waits ``i·(p − W/n)`` when the prefills outrun the
+    arrivals, so the mean wait is the synchronised one times ``1 − W/P``, and 0 when W ≥ P (each
+    prompt is prefilled before the next arrives). Fixed lengths (W = 0) keep the whole wave."""
+    if wave_s <= 0:
+        return 1.0
+    return max(0.0, 1.0 - spread_s / (2.0 * wave_s))
+
+
+def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tuple[float, float, float]:
+    """How a synchronised wave of prompts is prefilled in whole steps.
+
+    A wave of n = round(batch) prompts of ``isl_tokens`` each arrives together and is packed,
+    in arrival order, into prefill steps of ``step_tokens`` (SGLang's chunk, the token budget
+    of vLLM and TRT-LLM, which the wave's prompts fill alone: the requests that would decode
+    with them have just ended). Prompt i (1..n) has its first token when the step holding its
+    last prompt token ends, step ``k_i = ⌈i·ISL / step_tokens⌉``; the wave takes
+    ``K = ⌈n·ISL / step_tokens⌉`` steps, the last of them partly filled. Every prompt of a wave
+    that fits one step waits for the whole step, where a token-by-token count of the prompts
+    ahead, ``(n − 1)/2 × ISL``, gives about half of it.
+
+    Args:
+        batch: requests in the wave (≥ 1 after rounding). isl_tokens: prompt length (tokens).
+        step_tokens: prompt tokens one prefill step holds (tokens, > 0).
+
+    Returns:
+        (mean over the wave of the full steps before a prompt's last one, share of the wave's
+        prompts whose last step is the wave's last, prompt tokens in that last step). The mean
+        wait in seconds is ``full_steps × T(step_tokens) + share_last × T(last) + (1 −
+        share_last) × T(step_tokens)``.
+    """
+    n = max(1, round(batch))
+    total, last, at_last = _wave_ends(n, isl_tokens / step_tokens)
+    last_tokens = n * isl_tokens - (last - 1.0) * step_tokens
+    return total / n - 1.0, at_last / n, last_tokens
+
+
+@lru_cache(maxsize=4096)
+def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
+    """(Σ k_i, k_n, how many i have k_i = k_n) for ``k_i = ⌈i·per_step − 10⁻⁹⌉``, i = 1..n.
+
+    ``k_i`` never decreases with i (a product, a difference and a ceiling are each monotone in
+    floating point), so where a step holds more than four prompts it is summed one run of equal
+    values at a time (``k_n`` runs, each found by a guess from the exact bound and corrected
+    against ``k_i`` itself, which keeps every ``k_i`` the one the per-prompt formula gives), else
+    prompt by prompt. Exact integers throughout."""
+
+    def k(i: int) -> int:
+        return math.ceil(i * per_step - 1e-9)
+
+    if per_step > 0.25:  # runs of at most four prompts: count prompt by prompt
+        ends = [math.ceil(i * per_step - 1e-9) for i in range(1, n + 1)]
+        return sum(ends), float(ends[-1]), ends.count(ends[-1])
+    total, i, v = 0, 1, k(1)
+    while True:
+        j = min(max(int((v + 1e-9) / per_step), i), n)  # last i of this run, about
+        while k(j) > v:
+            j -= 1
+        nxt = v
+        while j < n and (nxt := k(j + 1)) <= v:
+            j += 1
+        total += v * (j - i + 1)
+        if j == n:
+            return total, float(v), j - i + 1  # the last run is every i with k_i = k_n
+        i, v = j + 1, nxt
