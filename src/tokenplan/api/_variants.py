@@ -28,23 +28,20 @@ def family_variants(gpu: str) -> list[str]:
     return sorted(k for k in gpu_names() if k != gpu and "-" in k and k.split("-")[0] == family)
 
 
-def variant_ranges(r: RowResult, table: EfficiencyTable) -> dict[str, tuple[float, float]]:
-    """Metric → (lowest, highest) prediction over the row's GPU and its family's variants, for a
-    row whose source does not state the variant; {} where it does (or no variant predicts).
-    Units are the metric's own (tok/s per GPU, seconds). Variants that reject the configuration
-    (e.g. it does not fit in their memory) are left out."""
+def variant_range(r: RowResult, table: EfficiencyTable, metric: str) -> tuple[float, float] | None:
+    """(lowest, highest) prediction of ``metric`` (``throughput``, ``tpot``, ``ttft``; tok/s per GPU
+    or seconds) over the row's GPU and its family's variants, for a row whose source does not
+    state the variant; None where it does or the row does not measure ``metric``. Variants that
+    reject the configuration (e.g. it does not fit in their memory) are left out."""
     m = r.case.measurement
-    if m.gpu_variant_stated:
-        return {}
-    values = {metric: [v[0]] for metric, v in r.values.items()}
+    if m.gpu_variant_stated or metric not in r.values:
+        return None
+    values = [r.values[metric][0]]
     for key in family_variants(m.gpu):
         case = resolve_case(replace(m, gpu=key))
         if isinstance(case, SkippedRow):
             continue
         p = predict_case(case, table.resolve(case.engine, case.architecture))
-        if p.rejected is not None:
-            continue
-        for metric, (predicted, _) in measured_pairs(case, p).items():
-            if metric in values:
-                values[metric].append(predicted)
-    return {metric: (min(v), max(v)) for metric, v in values.items()}
+        if p.rejected is None and metric in (pairs := measured_pairs(case, p)):
+            values.append(pairs[metric][0])
+    return min(values), max(values)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tokenplan.api._cases import resolve_file
 from tokenplan.api._common import efficiency_table, error_bands
-from tokenplan.api._variants import variant_ranges
+from tokenplan.api._variants import variant_range
 from tokenplan.api.results import INLINE, JsonResult, inline
 from tokenplan.calibration.bands import BandTable, Interval, interval, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases
@@ -234,16 +234,15 @@ def validation_result(
 
 def _row(r: RowResult, bands: BandTable | None, table: EfficiencyTable | None = None) -> ValidatedRow:
     m = r.case.measurement
-    spans = {} if table is None or bands is None else variant_ranges(r, table)
     metrics = []
     for metric, (pred, meas, err) in r.values.items():
         name, scale = _UNITS[metric]
         prefix = "" if metric == "throughput" else f"{metric}_"
         iv = None if bands is None else row_interval(bands, r, metric)
         low, high = (None, None) if iv is None else (iv.low * scale, iv.high * scale)
-        if low is not None and high is not None and metric in spans:  # every variant's interval
-            lowest, highest = spans[metric]
-            low, high = min(low, low * lowest / pred), max(high, high * highest / pred)
+        span = None if table is None or low is None or high is None else variant_range(r, table, metric)
+        if low is not None and high is not None and span is not None:  # every variant's interval
+            low, high = min(low, low * span[0] / pred), max(high, high * span[1] / pred)
         metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error", low, high))
     return ValidatedRow(
         line=m.line,
