@@ -42,6 +42,13 @@ class Measurement:
         throughput_set_aside: why the row's measured output tok/s is not used (then
             ``output_tok_s_per_gpu`` is None and its TTFT/TPOT still are): see
             :func:`closed_loop_ratio`; None = used.
+        memory_fraction: the launch's memory setting where the row states one (SGLang
+            ``--mem-fraction-static``, vLLM ``--gpu-memory-utilization``); None = the engine's rule.
+        engine_version: the engine version or image the row ran, where stated (for reading;
+            the planner models the current defaults).
+        gpu_variant_stated: False where the source names only the GPU family (a page that says
+            "H100" without SXM, PCIe or NVL): ``gpu`` is then a guess, and ``validate`` flags the
+            row and widens its interval to the family's variants.
     """
 
     line: int
@@ -69,6 +76,9 @@ class Measurement:
     max_running: int | None = None
     length_set: str | None = None
     throughput_set_aside: str | None = None
+    memory_fraction: float | None = None
+    engine_version: str | None = None
+    gpu_variant_stated: bool = True
 
     @property
     def is_finite_job(self) -> bool:

@@ -282,6 +282,7 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
         engine=m.engine,
         calibration=calibration,
         max_running=m.max_running,
+        memory_fraction=m.memory_fraction,
     )
 
 

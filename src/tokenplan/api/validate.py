@@ -11,6 +11,7 @@ profile's.
 
 from __future__ import annotations
 
+from tokenplan.api._variants import variant_range
 from tokenplan.api.bands import error_bands
 from tokenplan.api.resolve import read_profile, resolve_file
 from tokenplan.calibration.validate import validate_cases
@@ -34,4 +35,5 @@ def validate(path: str, calibration: str | None = None) -> ValidationResult:
     cases, skipped = resolve_file(data)
     named = {m.length_set for m in data.rows if m.length_set is not None and length_set(m.length_set) is not None}
     bands = error_bands() if calibration is None else None
-    return validation_result(validate_cases(data.kind, cases, skipped, table), bands, named)
+    spans = None if bands is None else (lambda r, metric: variant_range(r, table, metric))
+    return validation_result(validate_cases(data.kind, cases, skipped, table), bands, named, spans)

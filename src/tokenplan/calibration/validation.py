@@ -10,7 +10,7 @@ were not made from tests whether they hold.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from tokenplan.calibration.bands import BandTable, interval, spec_regime
@@ -99,7 +99,9 @@ class ValidatedRow(JsonResult):
     """A predicted row: what it measured (lengths in tokens, concurrency over the whole system,
     None = offline ``max``) and, per metric, predicted against measured. ``lengths`` says how the
     lengths spread around ``isl``/``osl`` (their means): ``fixed``, ``U[0.8L, L]`` (uniform, as
-    InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``)."""
+    InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``).
+    ``gpu_variant_stated`` False: the source names only the GPU family; the row's interval then
+    spans the family's variants (``api._variants``)."""
 
     line: int
     id: str
@@ -114,6 +116,12 @@ class ValidatedRow(JsonResult):
     concurrency: float | None
     lengths: str
     metrics: tuple[MetricError, ...] = field(metadata=INLINE)
+    gpu_variant_stated: bool = True
+
+
+# (row, metric) -> (lowest, highest) prediction of the metric over the family's GPU variants, for a
+# row whose source names only the family; None where it states the variant
+VariantSpan = Callable[[RowResult, str], "tuple[float, float] | None"]
 
 
 @dataclass(frozen=True)
@@ -172,14 +180,18 @@ def _coverage(rows: list[ValidatedRow], metric: str) -> float | None:
 
 
 def validation_result(
-    v: Validation, bands: BandTable | None = None, named_sets: Collection[str] = ()
+    v: Validation,
+    bands: BandTable | None = None,
+    named_sets: Collection[str] = (),
+    variant_span: VariantSpan | None = None,
 ) -> ValidationResult:
     """The typed result of a validation (its ``to_json()`` is the ``--json`` form); with
     ``bands``, each row's 80 % interval per metric and each metric's coverage. ``named_sets``:
     the prompt sets the rows name that are known (``catalog/length_sets.yaml``), whose names
-    describe a row's lengths."""
+    describe a row's lengths. With ``variant_span``, the interval of a row whose GPU variant is
+    not stated spans the family's variants."""
     main = "throughput" if v.kind == "throughput" else "tpot"
-    rows = tuple(_row(r, bands, named_sets) for r in v.rows)
+    rows = tuple(_row(r, bands, named_sets, variant_span) for r in v.rows)
 
     def by(dim: str) -> dict[str, GroupError]:
         return {
@@ -206,7 +218,9 @@ def validation_result(
     )
 
 
-def _row(r: RowResult, bands: BandTable | None, named_sets: Collection[str]) -> ValidatedRow:
+def _row(
+    r: RowResult, bands: BandTable | None, named_sets: Collection[str], variant_span: VariantSpan | None = None
+) -> ValidatedRow:
     m = r.case.measurement
     metrics = []
     for metric, (pred, meas, err) in r.values.items():
@@ -214,6 +228,9 @@ def _row(r: RowResult, bands: BandTable | None, named_sets: Collection[str]) -> 
         prefix = "" if metric == "throughput" else f"{metric}_"
         iv = None if bands is None else row_interval(bands, r, metric)
         low, high = (None, None) if iv is None else (iv.low * scale, iv.high * scale)
+        span = None if variant_span is None or low is None or high is None else variant_span(r, metric)
+        if low is not None and high is not None and span is not None:  # every variant's interval
+            low, high = min(low, low * span[0] / pred), max(high, high * span[1] / pred)
         metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error", low, high))
     return ValidatedRow(
         line=m.line,
@@ -229,6 +246,7 @@ def _row(r: RowResult, bands: BandTable | None, named_sets: Collection[str]) -> 
         concurrency=m.concurrency,
         lengths=_lengths(r, named_sets),
         metrics=tuple(metrics),
+        gpu_variant_stated=m.gpu_variant_stated,
     )
 
 

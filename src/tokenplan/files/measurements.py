@@ -16,12 +16,12 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, overload
 
 from tokenplan.errors import ConfigError, InputError
+from tokenplan.files import measurement_fields as f
+from tokenplan.files.measurement_fields import RowError, spec_from_text  # noqa: F401 (re-export: spec_from_text)
 from tokenplan.measurement import CLOSED_LOOP_RATIO_BOUNDS, Measurement, SkippedRow, closed_loop_ratio
 from tokenplan.units import MS_PER_S
 
@@ -45,10 +45,6 @@ _QUANT_TO_DTYPE = {
 }
 
 
-class _RowError(Exception):
-    """A value of one row that does not parse (message names the column)."""
-
-
 @dataclass(frozen=True, slots=True)
 class MeasurementFile:
     """A read measurement file.
@@ -66,152 +62,24 @@ class MeasurementFile:
     skipped: tuple[SkippedRow, ...]
 
 
-def _text(row: dict, col: str) -> str:
-    return (row.get(col) or "").strip()
-
-
-@overload
-def _number(row: dict, col: str, required: Literal[True] = ...) -> float: ...
-@overload
-def _number(row: dict, col: str, required: bool) -> float | None: ...
-def _number(row: dict, col: str, required: bool = True) -> float | None:
-    text = _text(row, col)
-    if not text:
-        if required:
-            raise _RowError(f"column {col} is empty")
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise _RowError(f"column {col} value {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise _RowError(f"column {col} value {text!r} is not a finite number")
-    if not value > 0 and required:
-        raise _RowError(f"column {col} value {text!r} must be > 0")
-    return value
-
-
-def _optional_positive(row: dict, col: str) -> float | None:
-    """A column that may be blank (None) but, when given, must be a number > 0."""
-    value = _number(row, col, required=False)
-    if value is not None and not value > 0:
-        raise _RowError(f"column {col} value {_text(row, col)!r} must be > 0 (or blank: not stated)")
-    return value
-
-
-def _int(row: dict, col: str, default: int = 1) -> int:
-    value = _number(row, col, required=False)
-    if value is None or value <= 0:
-        return default
-    if value != int(value):
-        raise _RowError(f"column {col} value {_text(row, col)!r} is not an integer")
-    return int(value)
-
-
-def _required_text(row: dict, col: str) -> str:
-    text = _text(row, col).lower()
-    if not text:
-        raise _RowError(f"column {col} is empty")
-    return text
-
-
-def _concurrency(row: dict) -> float | None:
-    text = _text(row, "concurrency").lower()
-    return None if text == "max" else _number(row, "concurrency")
-
-
-_DRAFT_STEPS = re.compile(r"(?:steps|nextn|num_speculative_tokens)\s*=\s*(\d+)")
-
-
 FIELD_LIMIT_BYTES = 16 * 2**20  # per CSV field
-
-_FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": False}
-
-
-def spec_from_text(text: str) -> str:
-    """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp (nextn=1)`` (TensorRT-LLM's
-    ``num_nextn_predict_layers``) → ``mtp:1``; ``mtp (num_speculative_tokens=3)`` (vLLM) →
-    ``mtp:3``; ``mtp`` → ``mtp:3`` (SGLang/vLLM's usual 3 steps); ``none``/blank → ``none``.
-    The acceptance length then comes from the prior."""
-    text = text.strip().lower()
-    if text in ("", "none", "off"):
-        return "none"
-    method = text.split()[0].split("(")[0]
-    steps = _DRAFT_STEPS.search(text)
-    return f"{method}:{steps.group(1) if steps else 3}"
-
-
-# InferenceX's benchmark client draws each request's lengths uniformly from [0.8 L, L]
-# (ground-truth README, inferencex-dev.csv caveats); its rows say so in ``notes``.
-_UNIFORM_LENGTHS = re.compile(r"u\[\s*(0?\.\d+)\s*l\s*,\s*l\s*\]")
-
-
-def _length_low_fraction(row: dict) -> float | None:
-    """``f`` where the row's notes state lengths drawn uniformly from ``[f·L, L]``, else None."""
-    found = _UNIFORM_LENGTHS.search(_text(row, "notes").lower().replace(" ", ""))
-    return float(found.group(1)) if found else None
-
-
-# Benchmark clients name the prompt set they sample (``vllm bench serve --dataset-name sharegpt``,
-# SGLang's ``bench_serving --dataset-name sharegpt``); rows that ran one say so in ``notes``.
-_DATASET_NAME = re.compile(r"--dataset-name[\s=]+([a-z0-9_.-]+)")
-
-
-def _length_set(row: dict) -> str | None:
-    """The prompt set named by ``--dataset-name NAME`` in the row's notes (lower case), else None."""
-    found = _DATASET_NAME.search(_text(row, "notes").lower())
-    return found.group(1) if found else None
-
-
-def _median_ms(row: dict, col: str) -> float | None:
-    """A median-latency column in seconds (InferenceX files), None where blank or absent; a value
-    that is not > 0 makes the row malformed."""
-    value = _optional_positive(row, col)
-    return None if value is None else value / MS_PER_S
-
-
-# InferenceX's launch scripts state SGLang's running-request cap (ground-truth README,
-# inferencex-dev.csv: "launch-script facts (max running requests, …)" in ``notes``).
-# A value followed by "/" (``max-running-requests=32/128``) names the alternatives of a launch
-# script that picks one by layout (InferenceX's dsr1_fp8_b200.sh: 128 at TP8, 32 at TP4): the
-# row does not say which it ran, so it states no cap.
-_MAX_RUNNING = re.compile(r"max-running-requests=(\d+)(?![\d/])")
-
-
-def _max_running(row: dict) -> int | None:
-    """The launch's ``--max-running-requests`` where the row's notes state one value, else None
-    (not stated, or alternatives such as ``32/128``)."""
-    found = _MAX_RUNNING.search(_text(row, "notes").lower())
-    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
-
-
-TRUST_LEVELS = ("high", "medium", "low")
-
-
-def _trust(row: dict, blank: str) -> str:
-    """The row's ``trust`` (``high``, ``medium`` or ``low``, any case), or ``blank`` where the
-    cell is empty or the file has no such column. Anything else makes the row malformed."""
-    text = _text(row, "trust").lower()
-    if not text:
-        return blank
-    if text not in TRUST_LEVELS:
-        raise _RowError(
-            f"column trust value {_text(row, 'trust')!r} is not one of {', '.join(TRUST_LEVELS)} (or blank)"
-        )
-    return text
 
 
 def _screen_throughput(m: Measurement) -> Measurement:
     """``m`` with its output tok/s set aside (with the reason) where it contradicts the run's own
     median TTFT and TPOT by Little's law (:func:`~tokenplan.measurement.closed_loop_ratio` outside
-    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`, with min(concurrency, num_requests)
-    in flight); rows without both latencies, a concurrency, an OSL and a GPU are returned as they
+    :data:`~tokenplan.measurement.CLOSED_LOOP_RATIO_BOUNDS`, with the concurrency in flight);
+    a burst (``num_requests`` ≤ concurrency: N sent at once, fewer in flight as they end) and rows
+    without both latencies, a concurrency, an OSL and a GPU are returned as they
     are (the case resolution rejects the last with its reason)."""
     tok_s, ttft_s, tpot_s, concurrency, osl = m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s, m.concurrency, m.osl_tokens
     if tok_s is None or ttft_s is None or tpot_s is None or concurrency is None or osl is None or m.num_gpus < 1:
         return m
-    # a run of N < C requests never has more than N in flight
-    in_flight = min(concurrency, m.num_requests or concurrency)
+    if m.num_requests is not None and m.num_requests <= concurrency:
+        # one burst of N requests sent at once: the in-flight count falls from N to 0 as they end,
+        # so the closed-loop relation (C always in flight) does not describe the run
+        return m
+    in_flight = concurrency
     ratio = closed_loop_ratio(tok_s, m.num_gpus, in_flight, osl, ttft_s, tpot_s)
     low, high = CLOSED_LOOP_RATIO_BOUNDS
     if low <= ratio <= high or not math.isfinite(ratio) or ratio <= 0:  # 0 / ∞: values out of float range
@@ -228,75 +96,80 @@ def _screen_throughput(m: Measurement) -> Measurement:
 
 
 def _throughput_row(row: dict, line: int) -> Measurement:
-    tp, pp = _int(row, "tp"), _int(row, "pp")
-    flag = _text(row, "attention_dp").lower()
-    if flag not in _FLAGS:
-        raise _RowError(f"column attention_dp value {flag!r} is not one of true, false (or blank: false)")
-    attention_dp = _FLAGS[flag]
-    ep_default = tp if attention_dp else 1
+    tp, pp = f.integer(row, "tp"), f.integer(row, "pp")
+    attention_dp = f.flag(row, "attention_dp", blank=False)
+    concurrency = None if f.text(row, "concurrency").lower() == "max" else f.number(row, "concurrency")
+    spread = f.lengths(row)
+    version = f.text(row, "engine_version")
     return _screen_throughput(
         Measurement(
             line=line,
-            row_id=_text(row, "id") or str(line),
-            engine=_required_text(row, "engine"),
-            model=_required_text(row, "model"),
-            gpu=_required_text(row, "gpu"),
-            num_gpus=int(_number(row, "num_gpus")),
+            row_id=f.text(row, "id") or str(line),
+            engine=f.required_text(row, "engine"),
+            model=f.required_text(row, "model"),
+            gpu=f.required_text(row, "gpu"),
+            num_gpus=int(f.number(row, "num_gpus")),
             tp=tp,
             pp=pp,
-            ep=_int(row, "ep", ep_default),
+            ep=f.integer(row, "ep", tp if attention_dp else 1),
             attention_dp=attention_dp,
-            weight_dtype=_text(row, "weight_dtype").lower() or "auto",
-            kv_dtype=_text(row, "kv_dtype").lower() or "auto",
-            isl_tokens=_optional_positive(row, "isl"),
-            osl_tokens=_optional_positive(row, "osl"),
-            concurrency=_concurrency(row),
-            num_requests=_optional_positive(row, "num_requests"),
-            spec=spec_from_text(_text(row, "spec_decode")),
-            output_tok_s_per_gpu=_number(row, "output_tok_s_per_gpu"),
+            weight_dtype=f.text(row, "weight_dtype").lower() or "auto",
+            kv_dtype=f.text(row, "kv_dtype").lower() or "auto",
+            isl_tokens=f.optional_positive(row, "isl"),
+            osl_tokens=f.optional_positive(row, "osl"),
+            concurrency=concurrency,
+            num_requests=f.optional_positive(row, "num_requests"),
+            spec=spec_from_text(f.text(row, "spec_decode")),
+            output_tok_s_per_gpu=f.number(row, "output_tok_s_per_gpu"),
             # an ungraded throughput point weighs as an ordinary public run, not as a vendor table
-            trust=_trust(row, blank="medium"),
-            # inferencex-dev.csv: the run's median TTFT and TPOT next to its throughput
-            ttft_s=_median_ms(row, "ttft_ms_median"),
-            tpot_s=_median_ms(row, "tpot_ms_median"),
-            length_low_fraction=_length_low_fraction(row),
-            max_running=_max_running(row),
-            length_set=_length_set(row),
+            trust=f.trust(row, blank="medium"),
+            # the run's median TTFT and TPOT next to its throughput (inferencex-dev.csv; the dev.csv
+            # rows whose source states them)
+            ttft_s=f.median_ms(row, "ttft_ms_median"),
+            tpot_s=f.median_ms(row, "tpot_ms_median"),
+            length_low_fraction=spread.low_fraction,
+            max_running=f.running_cap(row),
+            length_set=spread.length_set,
+            memory_fraction=f.memory_fraction(row),
+            engine_version=version or None,
+            gpu_variant_stated=f.flag(row, "gpu_variant_stated", blank=True),
         )
     )
 
 
 def _serving_row(row: dict, line: int) -> Measurement:
-    tp, pp = _int(row, "tp"), _int(row, "pp")
-    adp = _int(row, "attention_dp_size")
+    tp, pp = f.integer(row, "tp"), f.integer(row, "pp")
+    adp = f.integer(row, "attention_dp_size")
     gpus = tp * adp * pp
     quant = (
-        _text(row, "moe_quant_mode").lower() or _text(row, "gemm_quant_mode").lower() or _text(row, "precision").lower()
+        f.text(row, "moe_quant_mode").lower()
+        or f.text(row, "gemm_quant_mode").lower()
+        or f.text(row, "precision").lower()
     )
     if quant not in _QUANT_TO_DTYPE:
-        raise _RowError(f"quant mode {quant!r} is not one of {', '.join(sorted(k for k in _QUANT_TO_DTYPE if k))}")
+        raise RowError(f"quant mode {quant!r} is not one of {', '.join(sorted(k for k in _QUANT_TO_DTYPE if k))}")
     weight = _QUANT_TO_DTYPE[quant]
     return Measurement(
         line=line,
-        row_id=_text(row, "id") or str(line),
-        engine=_required_text(row, "engine"),
-        model=_required_text(row, "model"),
-        gpu=_required_text(row, "gpu"),
+        row_id=f.text(row, "id") or str(line),
+        engine=f.required_text(row, "engine"),
+        model=f.required_text(row, "model"),
+        gpu=f.required_text(row, "gpu"),
         num_gpus=gpus,
         tp=gpus // pp,
         pp=pp,
-        ep=_int(row, "moe_ep_size"),
+        ep=f.integer(row, "moe_ep_size"),
         attention_dp=adp > 1,
         weight_dtype=weight,
         kv_dtype="bf16" if weight in ("bf16", "fp16") else "fp8",
-        isl_tokens=_number(row, "isl"),
-        osl_tokens=_number(row, "osl"),
-        concurrency=_number(row, "concurrency"),
-        ttft_s=_number(row, "ttft_ms") / MS_PER_S,
-        tpot_s=_number(row, "tpot_ms") / MS_PER_S,
+        isl_tokens=f.number(row, "isl"),
+        osl_tokens=f.number(row, "osl"),
+        concurrency=f.number(row, "concurrency"),
+        ttft_s=f.number(row, "ttft_ms") / MS_PER_S,
+        tpot_s=f.number(row, "tpot_ms") / MS_PER_S,
         # serving-dev.csv has no trust column: its rows are NVIDIA's own silicon samples
         # (aiconfigurator), the vendor-measured class that dev.csv grades high
-        trust=_trust(row, blank="high"),
+        trust=f.trust(row, blank="high"),
     )
 
 
@@ -377,10 +250,10 @@ def read_measurements(path: str) -> MeasurementFile:
         if not any(v.strip() for v in raw.values()):
             continue
         if fields:
-            skipped.append(SkippedRow(line, _text(raw, "id") or str(line), f"malformed: {fields}"))
+            skipped.append(SkippedRow(line, f.text(raw, "id") or str(line), f"malformed: {fields}"))
             continue
         try:
             rows.append(parse(raw, line))
-        except _RowError as exc:
-            skipped.append(SkippedRow(line, _text(raw, "id") or str(line), f"malformed: {exc}"))
+        except RowError as exc:
+            skipped.append(SkippedRow(line, f.text(raw, "id") or str(line), f"malformed: {exc}"))
     return MeasurementFile(path, kind, tuple(rows), tuple(skipped))

@@ -9,21 +9,17 @@ per step: 1, or the acceptance length with speculative decoding) and ``B·ISL`` 
 - engines that mix (vLLM chunked prefill, TRT-LLM in-flight batching) put ``B·ISL·τ/OSL``
   prompt tokens into each decode step, within the step's token budget.
 
-Output tok/s = B·OSL / cycle; TPOT = cycle / OSL. The running batch is the concurrency capped
-by the engine's running-request limit, by KV capacity at the running sequences' mean context
-(length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
+Output tok/s = B·OSL / cycle; TPOT = (cycle − the prefill work before the request's first token) /
+OSL: a client times TPOT from its first token, so its own prompt's prefill and, in a wave, the
+prompts prefilled ahead of it are in its TTFT (Little's law on the requests past their first
+token then gives B·(cycle − that work)/cycle, below B: with fixed lengths and prefill kept apart,
+SGLang refills a whole batch in back-to-back prefill steps before it decodes again). The running
+batch is the concurrency capped by the engine's running-request limit, by KV capacity at the
+running sequences' mean context (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
 TTFT = the serving overhead outside the GPU + wait for the step in progress + the request's own
-prefill + queueing behind other requests' prefills + queueing when the client keeps more
-requests in flight than the engine runs (Little's law). The wait behind other prefills mixes two
-arrival patterns (``Efficiency.prefill_wave_fraction`` = g): a client that keeps C requests of
-fixed lengths in flight sends them in waves (requests that start together end together), and a
-wave's prompts are packed in arrival order into whole prefill steps of the engine's chunk: a
-request has its first token when the step holding the end of its prompt ends
-(``wave_steps_mean``), so a wave that fits one step waits for all of it; the rest arrive at
-random and queue as M/D/1 at the prefill share of time (both in ``job.prefill_wait``).
-Output lengths that differ spread a wave's completions over time (``wave_persistence``): with
-InferenceX's U[0.8 L, L] outputs a wave of 1K-token answers ends over ~200 decode steps, more
-than enough to prefill the next wave's prompts one by one as they arrive.
+prefill + queueing behind other requests' prefills (waves and M/D/1, mixed by
+``Efficiency.prefill_wave_fraction``; ``job.prefill_wait``) + queueing when the client keeps more
+requests in flight than the engine runs (Little's law).
 """
 
 from __future__ import annotations
@@ -363,12 +359,19 @@ def steady_state(
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
     cycle_s, prefill_share, own_s = cyc
-    g = eff.prefill_wave_fraction
+    # with a queue in the replica every arrival is in a wave (module docstring); else the fitted share
+    queued = concurrency is None or concurrency > batch
+    g = 1.0 if queued else eff.prefill_wave_fraction
     wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + own_s + queue
+    # A client times TPOT from its first token: the cycle's prefill work before that token (its own
+    # prompt, and in a wave the prompts ahead of it) is in its TTFT, not in its TPOT.
+    before_first = own_s + g * wave
+    prefill_s = cycle_s * prefill_share
+    before_first = prefill_s if prefill_s < before_first else before_first  # min(before_first, prefill_s)
     warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
@@ -382,7 +385,7 @@ def steady_state(
         batch,  # batch
         limits,  # limits
         batch * osl_mean / cycle_s,  # output_tok_s
-        cycle_s / osl_mean,  # tpot_s
+        (cycle_s - before_first) / osl_mean,  # tpot_s
         ttft,  # ttft_s
         dec,  # decode_step
         cycle_s,  # cycle_s

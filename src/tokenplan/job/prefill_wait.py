@@ -9,6 +9,18 @@ first token (``job.batching.steady_state``'s TTFT), for the two arrival patterns
   steps of the engine's chunk (:func:`wave_steps_mean`), so a wave that fits one step waits for
   all of it. Output lengths that differ spread a wave's completions over time
   (:func:`wave_persistence`, with the spread of :func:`length_spread_tokens`).
+
+When the replica holds a queue
+(concurrency above the running batch, or offline), every arrival is in a wave (g = 1): the
+requests of a batch that started together end in the same step (fixed lengths, no speculation),
+and the scheduler refills their slots from its own waiting queue in the same pass, so the next
+batch starts together too. SGLang (``Scheduler.get_next_batch_to_run``: a new prefill batch
+whenever one can be formed, before the running decode batch; ``--enable-mixed-chunk`` off) then
+prefills the whole batch back to back before it decodes again. On the SGLang Qwen3.6 cookbook's
+concurrency-1,024 cells (fixed 8K/1K, 2,048 prompts) this is what makes Little's law on the
+client's figures (output tok/s × TPOT = 27.6 for 27B BF16 on H200) read ~0.7 of the slots the
+replica holds (39 at ``--mem-fraction-static 0.8``): a request spends about half of each refill
+before its own first token, in its TTFT, the rest in its TPOT.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tokenplan.api._cases import resolve_file
 
+from tokenplan.api.resolve import resolve_file
 from tokenplan.files.measurements import read_measurements
 from tokenplan.measurement import closed_loop_ratio
 

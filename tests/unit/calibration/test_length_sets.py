@@ -1,4 +1,4 @@
-"""Rows that name their prompt set (``--dataset-name sharegpt``) run with that set's lengths."""
+"""Rows that name their prompt set (``length_distribution`` = ``sharegpt``) run with that set's lengths."""
 
 from __future__ import annotations
 
@@ -16,31 +16,46 @@ from tokenplan.perf.step import step_time
 
 HEADER = (
     "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,concurrency,"
-    "num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url,notes\n"
+    "num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url,length_distribution,notes\n"
 )
-ROW = "{id},vllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,217,201,1000,1000,none,1131.5,,medium,x,{notes}\n"
+ROW = (
+    "{id},vllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,217,201,1000,1000,none,1131.5,,medium,x,{dist},{notes}\n"
+)
 
 
-def _read(tmp_path, *notes: str):
+def _read(tmp_path, *dists: str, notes: str = ""):
     path = tmp_path / "dev.csv"
-    path.write_text(HEADER + "".join(ROW.format(id=i, notes=n) for i, n in enumerate(notes)))
+    path.write_text(HEADER + "".join(ROW.format(id=i, dist=d, notes=notes) for i, d in enumerate(dists)))
     return read_measurements(str(path)).rows
 
 
-def test_notes_naming_the_benchmark_dataset_give_the_rows_length_set(tmp_path):
-    rows = _read(
-        tmp_path,
-        '"vllm bench serve --backend vllm --dataset-name sharegpt --dataset-path ShareGPT_V3.json"',
-        '"python -m sglang.bench_serving --dataset-name=ShareGPT"',
-        '"random U[0.8L,L]"',
-        "",
-    )
-    assert [r.length_set for r in rows] == ["sharegpt", "sharegpt", None, None]
-    assert rows[2].length_low_fraction == 0.8  # the uniform lengths still read as before
+def test_the_length_distribution_column_gives_the_rows_length_set(tmp_path):
+    rows = _read(tmp_path, "sharegpt", "ShareGPT", "uniform:0.8", "fixed", "")
+    assert [r.length_set for r in rows] == ["sharegpt", "sharegpt", None, None, None]
+    assert [r.length_low_fraction for r in rows] == [None, None, 0.8, None, None]
+
+
+def test_notes_no_longer_carry_the_length_distribution(tmp_path):
+    # issue 28 point 6: a benchmark command in the free-text notes is documentation, not data
+    (row,) = _read(tmp_path, "", notes='"vllm bench serve --dataset-name sharegpt; random U[0.8L,L]"')
+    assert (row.length_set, row.length_low_fraction) == (None, None)
+
+
+def test_a_length_distribution_that_is_none_of_the_forms_is_a_one_line_skip(tmp_path):
+    path = tmp_path / "dev.csv"
+    path.write_text(HEADER + ROW.format(id="u", dist="uniform:1.5", notes="") + ROW.format(id="n", dist="5%", notes=""))
+    data = read_measurements(str(path))
+    assert data.rows == ()
+    assert [s.reason for s in data.skipped] == [
+        "malformed: column length_distribution value 'uniform:1.5' is not one of fixed, uniform:F (0 < F < 1, "
+        "lengths drawn from [F·L, L]) or a prompt set's name such as sharegpt (or blank)",
+        "malformed: column length_distribution value '5%' is not one of fixed, uniform:F (0 < F < 1, "
+        "lengths drawn from [F·L, L]) or a prompt set's name such as sharegpt (or blank)",
+    ]
 
 
 def test_a_sharegpt_row_keeps_its_mean_and_spreads_as_sharegpt(tmp_path):
-    (row,) = _read(tmp_path, '"vllm bench serve --dataset-name sharegpt"')
+    (row,) = _read(tmp_path, "sharegpt")
     case = resolve_case(row)
     # The row's means stay the means (the capped mean is solved for); the catalog gives σ and caps.
     assert case.isl.mean == pytest.approx(217, rel=1e-6) and case.osl.mean == pytest.approx(201, rel=1e-6)
@@ -52,7 +67,7 @@ def test_a_sharegpt_row_keeps_its_mean_and_spreads_as_sharegpt(tmp_path):
 
 
 def test_an_unknown_set_or_a_mean_at_the_cap_keeps_fixed_lengths(tmp_path):
-    (row,) = _read(tmp_path, '"--dataset-name sonnet"')
+    (row,) = _read(tmp_path, "sonnet")
     assert length_set("sonnet") is None and resolve_case(row).osl.sigma == 0
     assert set_lengths(2044, LengthShape(sigma=0.661, cap_tokens=2044)) == LengthDist(2044)
 
@@ -111,6 +126,6 @@ def test_a_burst_with_spread_outputs_lasts_as_long_as_its_longest_output():
 def test_validate_says_which_rows_spread_as_a_prompt_set(tmp_path):
     from tokenplan.api.validate import validate
 
-    _read(tmp_path, '"vllm bench serve --dataset-name sharegpt"', "", '"--dataset-name sonnet"')
+    _read(tmp_path, "sharegpt", "", "sonnet")
     rows = validate(str(tmp_path / "dev.csv")).to_json()["rows"]
     assert [r["lengths"] for r in rows] == ["sharegpt", "fixed", "fixed"]  # sonnet: no shape known

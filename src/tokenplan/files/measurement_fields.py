@@ -1,0 +1,178 @@
+"""Cell readers for the measurement CSVs (:mod:`tokenplan.files.measurements`): numbers, flags,
+trust, the speculative-decoding text and the columns that describe the job as it was run.
+
+Each reader takes one parsed CSV record (column → text) and raises :class:`RowError` with a
+one-line message naming the column, the value and what is allowed; the file reader turns that
+into a skipped row with its line number.
+
+Job columns (issue 28, point 6; the data README says which rows fill them, from their sources):
+``num_requests`` (requests in the whole run), ``length_distribution`` (``fixed``, ``uniform:F``
+for lengths drawn uniformly from ``[F·L, L]`` as InferenceX draws them, or the name of a prompt
+set such as ``sharegpt``), ``max_running`` (the launch's running-request cap), ``memory_fraction``
+(the launch's ``--mem-fraction-static`` / ``--gpu-memory-utilization``), ``engine_version`` and
+``gpu_variant_stated`` (``false`` where the source names only the GPU family, e.g. "H100").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal, NamedTuple, overload
+
+from tokenplan.units import MS_PER_S
+
+
+class RowError(Exception):
+    """A value of one row that does not parse (message names the column)."""
+
+
+def text(row: dict, col: str) -> str:
+    """The cell stripped, "" where blank or absent."""
+    return (row.get(col) or "").strip()
+
+
+@overload
+def number(row: dict, col: str, required: Literal[True] = ...) -> float: ...
+@overload
+def number(row: dict, col: str, required: bool) -> float | None: ...
+def number(row: dict, col: str, required: bool = True) -> float | None:
+    """A finite number; a required one must be > 0 (None where blank and not required)."""
+    cell = text(row, col)
+    if not cell:
+        if required:
+            raise RowError(f"column {col} is empty")
+        return None
+    try:
+        value = float(cell)
+    except ValueError:
+        raise RowError(f"column {col} value {cell!r} is not a number") from None
+    if not math.isfinite(value):
+        raise RowError(f"column {col} value {cell!r} is not a finite number")
+    if not value > 0 and required:
+        raise RowError(f"column {col} value {cell!r} must be > 0")
+    return value
+
+
+def optional_positive(row: dict, col: str) -> float | None:
+    """A column that may be blank (None) but, when given, must be a number > 0."""
+    value = number(row, col, required=False)
+    if value is not None and not value > 0:
+        raise RowError(f"column {col} value {text(row, col)!r} must be > 0 (or blank: not stated)")
+    return value
+
+
+def integer(row: dict, col: str, default: int = 1) -> int:
+    """A whole number, ``default`` where blank or ≤ 0."""
+    value = number(row, col, required=False)
+    if value is None or value <= 0:
+        return default
+    if value != int(value):
+        raise RowError(f"column {col} value {text(row, col)!r} is not an integer")
+    return int(value)
+
+
+def required_text(row: dict, col: str) -> str:
+    """The cell in lower case; empty is an error."""
+    cell = text(row, col).lower()
+    if not cell:
+        raise RowError(f"column {col} is empty")
+    return cell
+
+
+FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def flag(row: dict, col: str, blank: bool) -> bool:
+    """``true``/``false`` (also 1/0, yes/no; any case), ``blank`` where empty or absent."""
+    cell = text(row, col).lower()
+    if not cell:
+        return blank
+    if cell not in FLAGS:
+        raise RowError(f"column {col} value {text(row, col)!r} is not one of true, false (or blank)")
+    return FLAGS[cell]
+
+
+TRUST_LEVELS = ("high", "medium", "low")
+
+
+def trust(row: dict, blank: str) -> str:
+    """The row's ``trust`` (``high``, ``medium`` or ``low``, any case), or ``blank`` where the
+    cell is empty or the file has no such column. Anything else makes the row malformed."""
+    cell = text(row, "trust").lower()
+    if not cell:
+        return blank
+    if cell not in TRUST_LEVELS:
+        raise RowError(f"column trust value {text(row, 'trust')!r} is not one of {', '.join(TRUST_LEVELS)} (or blank)")
+    return cell
+
+
+def median_ms(row: dict, col: str) -> float | None:
+    """A median-latency column (ms) in seconds, None where blank or absent; a value that is not
+    > 0 makes the row malformed."""
+    value = optional_positive(row, col)
+    return None if value is None else value / MS_PER_S
+
+
+_DRAFT_STEPS = re.compile(r"(?:steps|nextn|num_speculative_tokens)\s*=\s*(\d+)")
+
+
+def spec_from_text(cell: str) -> str:
+    """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp (nextn=1)`` (TensorRT-LLM's
+    ``num_nextn_predict_layers``) → ``mtp:1``; ``mtp (num_speculative_tokens=3)`` (vLLM) →
+    ``mtp:3``; ``mtp`` → ``mtp:3`` (SGLang/vLLM's usual 3 steps); ``none``/blank → ``none``.
+    The acceptance length then comes from the prior."""
+    cell = cell.strip().lower()
+    if cell in ("", "none", "off"):
+        return "none"
+    method = cell.split()[0].split("(")[0]
+    steps = _DRAFT_STEPS.search(cell)
+    return f"{method}:{steps.group(1) if steps else 3}"
+
+
+class Lengths(NamedTuple):
+    """How a row's lengths spread around its ``isl``/``osl`` means: ``low_fraction`` F of a
+    uniform ``[F·L, L]``, or ``length_set`` (a prompt set's name); both None = fixed."""
+
+    low_fraction: float | None
+    length_set: str | None
+
+
+_UNIFORM = re.compile(r"uniform:(0?\.\d+)")
+_SET_NAME = re.compile(r"[a-z][a-z0-9_.-]*")
+
+
+def lengths(row: dict) -> Lengths:
+    """The ``length_distribution`` column: ``fixed`` or blank (lengths at the mean),
+    ``uniform:F`` with 0 < F < 1, or a prompt set's name (lower case; a set the catalog does
+    not know reads as fixed lengths when the row is resolved)."""
+    cell = text(row, "length_distribution").lower()
+    if cell in ("", "fixed"):
+        return Lengths(None, None)
+    found = _UNIFORM.fullmatch(cell)
+    if found and 0 < float(found.group(1)) < 1:
+        return Lengths(float(found.group(1)), None)
+    if _SET_NAME.fullmatch(cell) and not cell.startswith("uniform"):
+        return Lengths(None, cell)
+    raise RowError(
+        f"column length_distribution value {text(row, 'length_distribution')!r} is not one of fixed, "
+        f"uniform:F (0 < F < 1, lengths drawn from [F·L, L]) or a prompt set's name such as sharegpt (or blank)"
+    )
+
+
+def running_cap(row: dict) -> int | None:
+    """The ``max_running`` column: the launch's running-request cap per replica, a whole number
+    ≥ 1, None where blank (the engine's default)."""
+    value = optional_positive(row, "max_running")
+    if value is None:
+        return None
+    if value != int(value):
+        raise RowError(f"column max_running value {text(row, 'max_running')!r} is not a whole number ≥ 1 (or blank)")
+    return int(value)
+
+
+def memory_fraction(row: dict) -> float | None:
+    """The ``memory_fraction`` column: the launch's memory setting in (0, 1], None where blank."""
+    value = optional_positive(row, "memory_fraction")
+    if value is not None and value > 1:
+        raise RowError(f"column memory_fraction value {text(row, 'memory_fraction')!r} is not in (0, 1] (or blank)")
+    return value
