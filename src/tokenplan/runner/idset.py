@@ -4,7 +4,7 @@ A resumed run used to hold every id twice as Python strings (the run directory's
 reader's duplicate-id set): ~90 bytes per id per set, 1.8 GB at 10M rows. :class:`IdSet` holds
 each id as a 64-bit key (the first 8 bytes of BLAKE2b of its UTF-8 text, :func:`id_key`):
 
-* the ids stored before this run: one sorted ``uint64`` Arrow array (8 bytes per id), searched by
+* the ids stored before this run: one sorted ``array('Q')`` (8 bytes per id), searched by
   bisection, plus one byte per stored id that marks "seen as an input row in this run";
 * ids added during the run (stored, skipped) and input row ids not stored before: Python sets of
   ints (this run's work, bounded by what it sends and reads beyond the stored ids).
@@ -19,11 +19,10 @@ id before it removes a line, so no stored record is ever lost to a collision.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Set
 from hashlib import blake2b
-
-import pyarrow as pa
 
 
 def id_key(unit_id: str) -> int:
@@ -41,14 +40,10 @@ class IdSet:
             the set from here on).
     """
 
-    def __init__(self, stored: pa.UInt64Array | None = None):
-        stored = pa.array([], type=pa.uint64()) if stored is None else stored
-        self._stored = stored
-        # a view of the values buffer, whose items index as Python ints: bisect without Arrow scalars
-        data = stored.buffers()[1]
-        whole = memoryview(data).cast("Q") if data is not None else memoryview(b"").cast("Q")
-        self._stored_view = whole[stored.offset : stored.offset + len(stored)]
-        self._seen_stored = bytearray(len(stored))  # 1: this stored id was seen as an input row
+    def __init__(self, stored: array | None = None):
+        self._stored = array("Q") if stored is None else stored
+        self._stored_view = memoryview(self._stored)  # a view: the array cannot grow while it is held
+        self._seen_stored = bytearray(len(self._stored))  # 1: this stored id was seen as an input row
         self._added: set[int] = set()  # done in this run, not stored before
         self._seen_new: set[int] = set()  # input row ids not stored before
         self._last: tuple[str, int] = ("", id_key(""))  # the reader and the dispatcher ask in turn
@@ -116,7 +111,7 @@ class IdSet:
     @property
     def nbytes(self) -> int:
         """Bytes the stored keys and their seen marks take (the sets of this run's ids not counted)."""
-        return self._stored.nbytes + len(self._seen_stored)
+        return len(self._stored) * self._stored.itemsize + len(self._seen_stored)
 
 
 class ExactIds:

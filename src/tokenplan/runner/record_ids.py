@@ -14,13 +14,12 @@ repeat only when its exact id occurred before (two ids that merely share a key a
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from tokenplan.errors import RunDirError
 from tokenplan.runner.idset import id_key
@@ -69,17 +68,31 @@ def scan_keys(paths: Sequence[Path]) -> tuple[array, list[int]]:
     return keys, counts
 
 
-def repeated_keys(keys: array) -> tuple[pa.UInt64Array, set[int]]:
-    """``keys`` (``array('Q')``, left as it is) sorted and unique as an Arrow ``uint64`` array, and
-    the keys that occur more than once. Costs 16 bytes per key beyond ``keys`` while it sorts (the
-    sort's indices and the sorted copy), then 8."""
-    as_arrow = pa.Array.from_buffers(pa.uint64(), len(keys), [None, pa.py_buffer(keys)])
-    ordered = as_arrow.take(pc.array_sort_indices(as_arrow))
-    repeated = pc.equal(ordered[1:], ordered[:-1])
-    if len(ordered) < 2 or not pc.any(repeated).as_py():
-        return ordered, set()
-    twice = pc.filter(ordered[1:], repeated)
-    return pc.unique(ordered), {int(key) for key in pc.unique(twice).to_pylist()}
+# Keys sorted per run of this many (one run's Python ints, ~40 bytes each, exist only while it sorts)
+SORT_RUN_KEYS = 1 << 20
+
+
+def repeated_keys(keys: array) -> tuple[array, set[int]]:
+    """The keys of ``keys`` (``array('Q')``) sorted and unique, as a new ``array('Q')``, and the
+    keys that occur more than once. ``keys`` is emptied: its runs of :data:`SORT_RUN_KEYS` are
+    sorted in place and merged (``heapq.merge``) into the result, so at most 16 bytes per key are
+    held at once (the runs and the result) plus one run's Python ints while it sorts."""
+    for start in range(0, len(keys), SORT_RUN_KEYS):
+        keys[start : start + SORT_RUN_KEYS] = array("Q", sorted(keys[start : start + SORT_RUN_KEYS]))
+    unique, repeated = array("Q"), set()
+    with memoryview(keys) as view:
+        runs = [view[start : start + SORT_RUN_KEYS] for start in range(0, len(keys), SORT_RUN_KEYS)]
+        last = None
+        for key in heapq.merge(*runs) if len(runs) > 1 else (runs[0] if runs else ()):
+            if key == last:
+                repeated.add(key)
+            else:
+                unique.append(key)
+                last = key
+        for run in runs:
+            run.release()
+    del keys[:]
+    return unique, repeated
 
 
 def repeated_lines(paths: Sequence[Path], suspects: set[int]) -> list[set[int]]:
