@@ -2,95 +2,27 @@
 ``--fit -o PROFILE.json`` fits the planner's efficiency factors to it.
 
 Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :mod:`tokenplan.report.bench`.
-Each option's type and help is one named ``Annotated`` alias below, in the order ``--help`` lists.
+Each option's type and help is one click decorator below, in the order ``--help`` lists.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
 
-import typer
+import click
 from rich.console import Console
 
 from tokenplan.api._common import PredictRequest, build_config
 from tokenplan.api.bench import BenchRequest, bench, check_output_file, fit_bench, read_bench_json
 from tokenplan.cli.app import app
+from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.client.auth import display_url
 from tokenplan.errors import InputError, ServerError, TokenplanError
 from tokenplan.report.bench import level_line, show_bench
-
-_Endpoint = Annotated[
-    Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")
-]
-_Model = Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")]
-_Concurrency = Annotated[
-    Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")
-]
-_MaxConcurrency = Annotated[
-    Optional[str],
-    typer.Option(
-        "--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight."
-    ),
-]
-_RequestRate = Annotated[
-    Optional[str],
-    typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once)."),
-]
-_Burstiness = Annotated[
-    float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")
-]
-_Isl = Annotated[Optional[int], typer.Option("--isl", help="Random-prompt input length (tokens) [default: 1024].")]
-_Osl = Annotated[
-    Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")
-]
-_RandomInputLen = Annotated[
-    Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")
-]
-_RandomOutputLen = Annotated[
-    Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")
-]
-_Dataset = Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")]
-_DatasetName = Annotated[Optional[str], typer.Option("--dataset-name", help="random | sharegpt (with --dataset-path).")]
-_DatasetPath = Annotated[Optional[str], typer.Option("--dataset-path", help="vllm bench serve's name for --dataset.")]
-_NumPrompts = Annotated[
-    Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")
-]
-_Duration = Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")]
-_Warmup = Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")]
-_NumGpus = Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs behind the endpoints.")]
-_IgnoreEos = Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")]
-_Stream = Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")]
-_Metrics = Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")]
-_ApiKeyEnv = Annotated[
-    Optional[str],
-    typer.Option(
-        "--api-key-env",
-        help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set].",
-    ),
-]
-_RequestTimeout = Annotated[float, typer.Option("--request-timeout", help="Limit on one request in seconds.")]
-_Seed = Annotated[int, typer.Option("--seed", help="Seed of the random prompts and lengths.")]
-_Json = Annotated[bool, typer.Option("--json", help="Print the bench JSON.")]
-_Save = Annotated[Optional[Path], typer.Option("--save", help="Write the bench JSON to this file.")]
-_Plot = Annotated[Optional[Path], typer.Option("--plot", help="Write the PNG plot to this file.")]
-_FromJson = Annotated[Optional[str], typer.Option("--from-json", help="Use a saved bench JSON instead of measuring.")]
-_Fit = Annotated[bool, typer.Option("--fit", help="Fit the efficiency factors to the sweep.")]
-_Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where --fit writes the calibration profile.")]
-_Config = Annotated[Optional[str], typer.Option("--config", help="--fit: catalog model name or config.json path.")]
-_Gpu = Annotated[Optional[str], typer.Option("--gpu", help="--fit: catalog GPU key.")]
-_Tp = Annotated[int, typer.Option("--tp", help="--fit: tensor-parallel GPUs per replica (TP).")]
-_Pp = Annotated[int, typer.Option("--pp", help="--fit: pipeline stages per replica (PP).")]
-_Ep = Annotated[int, typer.Option("--ep", help="--fit: expert-parallel GPUs (EP, MoE).")]
-_WeightDtype = Annotated[str, typer.Option("--weight-dtype", help="--fit: the served weight format.")]
-_KvDtype = Annotated[str, typer.Option("--kv-dtype", help="--fit: the KV-cache format (auto: the engine's default).")]
-_Engine = Annotated[str, typer.Option("--engine", help="--fit: the serving engine: sglang, vllm or trtllm.")]
-_MaxRunning = Annotated[
-    Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")
-]
 
 
 class OutputLost(TokenplanError):
@@ -129,46 +61,89 @@ class FitOptions:
         )
 
 
-@app.command("bench")
+@app.command("bench", old_spellings={"--deadline": "--request-timeout"})
+@click.option("--endpoint", multiple=True, help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")
+@click.option("--model", help="The model name the server serves.")
+@click.option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")
+@click.option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")
+@click.option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")
+@click.option(
+    "--burstiness", type=NUMBER, default=1.0, help="Gamma shape of arrival gaps with --request-rate (1 = Poisson)."
+)
+@click.option("--isl", type=INTEGER, help="Random-prompt input length (tokens) [default: 1024].")
+@click.option("--osl", type=INTEGER, help="Output length (tokens); caps dataset answers [default: 256].")
+@click.option("--random-input-len", type=INTEGER, help="vllm bench serve's name for --isl.")
+@click.option("--random-output-len", type=INTEGER, help="vllm bench serve's name for --osl.")
+@click.option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")
+@click.option("--dataset-name", help="random | sharegpt (with --dataset-path).")
+@click.option("--dataset-path", help="vllm bench serve's name for --dataset.")
+@click.option("--num-prompts", type=INTEGER, help="Measured requests per level (default 4×C, ≥ 16).")
+@click.option("--duration", type=NUMBER, help="Measured seconds per level instead.")
+@click.option("--warmup", type=INTEGER, help="Warm-up requests per level (default min(C, 32)).")
+@click.option("--num-gpus", type=INTEGER, help="GPUs behind the endpoints.")
+@click.option("--ignore-eos/--no-ignore-eos", default=True, help="Ask for exact output lengths.")
+@click.option("--stream/--no-stream", default=True, help="Stream (needed for TTFT/ITL).")
+@click.option("--metrics/--no-metrics", default=True, help="Read the servers' /metrics.")
+@click.option(
+    "--api-key-env",
+    help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set].",
+)
+@click.option("--request-timeout", "deadline", type=NUMBER, default=600.0, help="Limit on one request in seconds.")
+@click.option("--seed", type=INTEGER, default=0, help="Seed of the random prompts and lengths.")
+@click.option("--json", "json_out", is_flag=True, help="Print the bench JSON.")
+@click.option("--save", type=PATH, help="Write the bench JSON to this file.")
+@click.option("--plot", type=PATH, help="Write the PNG plot to this file.")
+@click.option("--from-json", help="Use a saved bench JSON instead of measuring.")
+@click.option("--fit", is_flag=True, help="Fit the efficiency factors to the sweep.")
+@click.option("-o", "--out", type=PATH, help="Where --fit writes the calibration profile.")
+@click.option("--config", help="--fit: catalog model name or config.json path.")
+@click.option("--gpu", help="--fit: catalog GPU key.")
+@click.option("--tp", type=INTEGER, default=1, help="--fit: tensor-parallel GPUs per replica (TP).")
+@click.option("--pp", type=INTEGER, default=1, help="--fit: pipeline stages per replica (PP).")
+@click.option("--ep", type=INTEGER, default=1, help="--fit: expert-parallel GPUs (EP, MoE).")
+@click.option("--weight-dtype", default="bf16", help="--fit: the served weight format.")
+@click.option("--kv-dtype", default="auto", help="--fit: the KV-cache format (auto: the engine's default).")
+@click.option("--engine", default="sglang", help="--fit: the serving engine: sglang, vllm or trtllm.")
+@click.option("--max-running", type=INTEGER, help="--fit: the server's running-request cap (default: observed).")
 def bench_command(
-    endpoint: _Endpoint = None,
-    model: _Model = None,
-    concurrency: _Concurrency = None,
-    max_concurrency: _MaxConcurrency = None,
-    request_rate: _RequestRate = None,
-    burstiness: _Burstiness = 1.0,
-    isl: _Isl = None,
-    osl: _Osl = None,
-    random_input_len: _RandomInputLen = None,
-    random_output_len: _RandomOutputLen = None,
-    dataset: _Dataset = None,
-    dataset_name: _DatasetName = None,
-    dataset_path: _DatasetPath = None,
-    num_prompts: _NumPrompts = None,
-    duration: _Duration = None,
-    warmup: _Warmup = None,
-    num_gpus: _NumGpus = None,
-    ignore_eos: _IgnoreEos = True,
-    stream: _Stream = True,
-    metrics: _Metrics = True,
-    api_key_env: _ApiKeyEnv = None,
-    deadline: _RequestTimeout = 600.0,
-    seed: _Seed = 0,
-    json_out: _Json = False,
-    save: _Save = None,
-    plot: _Plot = None,
-    from_json: _FromJson = None,
-    fit: _Fit = False,
-    out: _Out = None,
-    config: _Config = None,
-    gpu: _Gpu = None,
-    tp: _Tp = 1,
-    pp: _Pp = 1,
-    ep: _Ep = 1,
-    weight_dtype: _WeightDtype = "bf16",
-    kv_dtype: _KvDtype = "auto",
-    engine: _Engine = "sglang",
-    max_running: _MaxRunning = None,
+    endpoint: tuple[str, ...],
+    model: str | None,
+    concurrency: str | None,
+    max_concurrency: str | None,
+    request_rate: str | None,
+    burstiness: float,
+    isl: int | None,
+    osl: int | None,
+    random_input_len: int | None,
+    random_output_len: int | None,
+    dataset: str | None,
+    dataset_name: str | None,
+    dataset_path: str | None,
+    num_prompts: int | None,
+    duration: float | None,
+    warmup: int | None,
+    num_gpus: int | None,
+    ignore_eos: bool,
+    stream: bool,
+    metrics: bool,
+    api_key_env: str | None,
+    deadline: float,
+    seed: int,
+    json_out: bool,
+    save: Path | None,
+    plot: Path | None,
+    from_json: str | None,
+    fit: bool,
+    out: Path | None,
+    config: str | None,
+    gpu: str | None,
+    tp: int,
+    pp: int,
+    ep: int,
+    weight_dtype: str,
+    kv_dtype: str,
+    engine: str,
+    max_running: int | None,
 ) -> None:
     """Measure a live OpenAI-compatible server over a concurrency sweep, a speculating one's τ too (fit the planner to it)."""
     fitting = None
@@ -228,7 +203,7 @@ def bench_command(
     _finish(data, stopped, fitting, save, plot, json_out)
 
 
-def _shown(endpoints: list[str] | None, model: str | None) -> str:
+def _shown(endpoints: Sequence[str] | None, model: str | None) -> str:
     """The endpoints and model as an error line shows them: no ``user:password@``, no query value."""
     return f"{[display_url(u) for u in endpoints or ()]}/{model}"
 
