@@ -7,8 +7,8 @@ Each option's type and help is one click decorator below, in the order ``--help`
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
