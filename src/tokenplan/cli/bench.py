@@ -1,8 +1,9 @@
 """``tokenplan bench --endpoint URL --model NAME``: measure a live server over a concurrency sweep;
 ``--fit -o PROFILE.json`` fits the planner's efficiency factors to it.
 
-Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :mod:`tokenplan.report.bench`.
-Each option's type and help is one click decorator below, in the order ``--help`` lists.
+Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :func:`finish_bench` (fit, save,
+plot) → :mod:`tokenplan.report.bench`. Each option's type and help is one click decorator below,
+in the order ``--help`` lists.
 """
 
 from __future__ import annotations
@@ -10,55 +11,34 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
-from rich.console import Console
 
-from tokenplan.api._common import PredictRequest, build_config
-from tokenplan.api.bench import BenchRequest, bench, check_output_file, fit_bench, read_bench_json
+from tokenplan.api._bench_outputs import FitTarget, check_outputs, finish_bench
+from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
 from tokenplan.cli.app import app
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.client.auth import display_url
-from tokenplan.errors import InputError, ServerError, TokenplanError
+from tokenplan.errors import InputError
 from tokenplan.report.bench import level_line, show_bench
 
-
-class OutputLost(TokenplanError):
-    """A --save, --plot or -o file could not be written at the end; the results went to stdout."""
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """``--fit``'s options: where the profile goes and the served configuration to fit."""
-
-    out: Path
-    config: str
-    gpu: str
-    num_gpus: int | None
-    tp: int
-    pp: int
-    ep: int
-    weight_dtype: str
-    kv_dtype: str
-    engine: str
-    max_running: int | None
-
-    def request(self, measured_gpus: int | None = None) -> PredictRequest:
-        """The served configuration; GPUs: ``--num-gpus``, else the bench JSON's, else tp × pp."""
-        return PredictRequest(
-            model=self.config,
-            gpu=self.gpu,
-            num_gpus=self.num_gpus or measured_gpus or self.tp * self.pp,
-            tp=self.tp,
-            pp=self.pp,
-            ep=self.ep,
-            weight_dtype=self.weight_dtype,
-            kv_dtype=self.kv_dtype,
-            engine=self.engine,
-            max_running=self.max_running,
-        )
+# BenchRequest's field for each measuring option whose name differs
+_REQUEST_FIELDS = {"duration": "duration_s", "warmup": "warmup_requests", "deadline": "deadline_s"}
+_FIT_OPTIONS = (
+    "out",
+    "config",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "pp",
+    "ep",
+    "weight_dtype",
+    "kv_dtype",
+    "engine",
+    "max_running",
+)
 
 
 @app.command("bench", old_spellings={"--deadline": "--request-timeout"})
@@ -105,102 +85,48 @@ class FitOptions:
 @click.option("--kv-dtype", default="auto", help="--fit: the KV-cache format (auto: the engine's default).")
 @click.option("--engine", default="sglang", help="--fit: the serving engine: sglang, vllm or trtllm.")
 @click.option("--max-running", type=INTEGER, help="--fit: the server's running-request cap (default: observed).")
-def bench_command(
-    endpoint: tuple[str, ...],
-    model: str | None,
-    concurrency: str | None,
-    max_concurrency: str | None,
-    request_rate: str | None,
-    burstiness: float,
-    isl: int | None,
-    osl: int | None,
-    random_input_len: int | None,
-    random_output_len: int | None,
-    dataset: str | None,
-    dataset_name: str | None,
-    dataset_path: str | None,
-    num_prompts: int | None,
-    duration: float | None,
-    warmup: int | None,
-    num_gpus: int | None,
-    ignore_eos: bool,
-    stream: bool,
-    metrics: bool,
-    api_key_env: str | None,
-    deadline: float,
-    seed: int,
-    json_out: bool,
-    save: Path | None,
-    plot: Path | None,
-    from_json: str | None,
-    fit: bool,
-    out: Path | None,
-    config: str | None,
-    gpu: str | None,
-    tp: int,
-    pp: int,
-    ep: int,
-    weight_dtype: str,
-    kv_dtype: str,
-    engine: str,
-    max_running: int | None,
-) -> None:
+def bench_command(**o: Any) -> None:
     """Measure a live OpenAI-compatible server over a concurrency sweep, a speculating one's τ too (fit the planner to it)."""
-    fitting = None
-    if fit:
-        if out is None or config is None or gpu is None:
-            raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
-        fitting = FitOptions(
-            out,
-            config,
-            gpu,
-            num_gpus,
-            tp,
-            pp,
-            ep,
-            weight_dtype,
-            kv_dtype,
-            engine,
-            max_running,
-        )
+    fitting = _fitting(o)
     # Every check that needs no server comes before the sweep, so a typo costs no measurement.
-    isl = _same("isl", isl, "random-input-len", random_input_len, 1024)
-    osl = _same("osl", osl, "random-output-len", random_output_len, 256)
-    dataset = _dataset(dataset, dataset_path, dataset_name)
-    levels, rates = _levels(concurrency, max_concurrency, request_rate, from_json is not None)
-    _check_outputs(save, plot, fitting)
-    if from_json is not None:
-        data, stopped = _saved_sweep(from_json, fitting)
+    isl = _same("isl", o["isl"], "random-input-len", o["random_input_len"], 1024)
+    osl = _same("osl", o["osl"], "random-output-len", o["random_output_len"], 256)
+    dataset = _dataset(o["dataset"], o["dataset_path"], o["dataset_name"])
+    levels, rates = _levels(o["concurrency"], o["max_concurrency"], o["request_rate"], o["from_json"] is not None)
+    check_outputs(o["save"], o["plot"], fitting)
+    if o["from_json"] is not None:
+        data, stopped = read_bench_json(o["from_json"]).data, None
+        if fitting is not None:  # a bad --fit configuration fails now
+            fitting.check(data.get("num_gpus"))
     else:
         if fitting is not None:  # a bad --config/--gpu/layout fails now, not after the sweep
-            build_config(fitting.request())
-        if not endpoint or not model:
-            raise InputError("endpoint/model", _shown(endpoint, model), "--endpoint URL and --model NAME")
-        result = bench(
-            BenchRequest(
-                endpoints=tuple(endpoint),
-                model=model,
-                concurrencies=levels,
-                isl=isl,
-                osl=osl,
-                dataset=dataset,
-                num_prompts=num_prompts,
-                duration_s=duration,
-                warmup_requests=warmup,
-                num_gpus=num_gpus,
-                ignore_eos=ignore_eos,
-                stream=stream,
-                deadline_s=deadline,
-                seed=seed,
-                metrics=metrics,
-                api_key_env=api_key_env,
-                request_rates=rates,
-                burstiness=burstiness,
-            ),
-            on_level=None if json_out else _progress,
+            fitting.check()
+        if not o["endpoint"] or not o["model"]:
+            raise InputError("endpoint/model", _shown(o["endpoint"], o["model"]), "--endpoint URL and --model NAME")
+        measured = {k: o[k] for k in ("num_prompts", "duration", "warmup", "num_gpus", "ignore_eos", "stream")}
+        measured |= {k: o[k] for k in ("deadline", "seed", "metrics", "api_key_env", "burstiness")}
+        request = BenchRequest(
+            endpoints=tuple(o["endpoint"]),
+            model=o["model"],
+            concurrencies=levels,
+            isl=isl,
+            osl=osl,
+            dataset=dataset,
+            request_rates=rates,
+            **{_REQUEST_FIELDS.get(k, k): v for k, v in measured.items()},
         )
+        result = bench(request, on_level=None if o["json_out"] else _progress)
         data, stopped = result.data, result.stopped
-    _finish(data, stopped, fitting, save, plot, json_out)
+    _finish(data, stopped, fitting, o["save"], o["plot"], o["json_out"])
+
+
+def _fitting(o: dict[str, Any]) -> FitTarget | None:
+    """``--fit``'s options (None without ``--fit``): -o, --config and --gpu are needed with it."""
+    if not o["fit"]:
+        return None
+    if o["out"] is None or o["config"] is None or o["gpu"] is None:
+        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+    return FitTarget(**{k: o[k] for k in _FIT_OPTIONS})
 
 
 def _shown(endpoints: Sequence[str] | None, model: str | None) -> str:
@@ -267,97 +193,34 @@ def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | N
     return chosen
 
 
-def _check_outputs(save: Path | None, plot: Path | None, fitting: FitOptions | None) -> None:
-    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring."""
-    for option, path, what in (
-        ("--save", save, "a JSON file path"),
-        ("--plot", plot, "a PNG file path"),
-        ("--out", fitting.out if fitting else None, "a profile JSON file path"),
-    ):
-        if path is not None:
-            check_output_file(path, option, what)
-
-
-def _saved_sweep(path: str, fitting: FitOptions | None) -> tuple[dict, None]:
-    """``--from-json``: the saved bench JSON (a bad ``--fit`` configuration fails now)."""
-    data = read_bench_json(path).data
-    if fitting is not None:
-        build_config(fitting.request(data.get("num_gpus")))
-    return data, None
-
-
 def _progress(level: dict) -> None:
     print(level_line(level), file=sys.stderr)
 
 
 def _finish(
-    data: dict, stopped: str | None, fitting: FitOptions | None, save: Path | None, plot: Path | None, json_out: bool
+    data: dict, stopped: str | None, fitting: FitTarget | None, save: Path | None, plot: Path | None, json_out: bool
 ) -> None:
-    """Fit (``--fit``), save, plot and print the sweep; then raise what went wrong, if anything:
-    a failed fit, a file that could not be written (its content went to stdout instead), a sweep
-    that stopped early."""
-    failed: list[str] = []  # writes that failed at the end: what they held goes to stdout instead
-    wrote_profile, fit_error = False, None
-    if fitting is not None and data["levels"]:
-        wrote_profile, fit_error = _fit_and_write(data, fitting.request(data.get("num_gpus")), fitting.out, failed)
-    _save_outputs(data, save, plot, failed)
-    saved = save is not None and not any(f.startswith("--save") for f in failed)
-    if any(f.startswith("--out") for f in failed) or (not saved and (fit_error is not None or save is not None)):
-        json_out = True  # the measurement (and the fit's profile) printed in full instead of lost
-    if json_out:
-        print(json.dumps(data, indent=2))
-    else:
-        show_bench(
-            Console(width=None if sys.stdout.isatty() else 170),
-            data,
-            fitting.out if wrote_profile and fitting is not None else None,
-        )
-    if fit_error is not None:
-        raise fit_error
-    if failed:
-        printed = "the bench JSON is printed on stdout" if json_out else "the results are printed on stdout"
-        raise OutputLost(
-            f"could not write {'; '.join(failed)}; {printed}"
-            + (f" (sweep stopped early: {stopped})" if stopped is not None else "")
-        )
-    if stopped is not None:
-        raise ServerError(f"sweep stopped: {stopped} ({len(data['levels'])} levels kept)")
+    """Fit, save and plot (:func:`finish_bench`), print the sweep (as JSON where a file that would
+    have kept it was lost), then raise what went wrong, if anything."""
 
-
-def _fit_and_write(
-    data: dict, desc: PredictRequest, out: Path, failed: list[str]
-) -> tuple[bool, TokenplanError | None]:
-    """Fit the planner to the sweep in ``data`` (adds ``data["fit"]``) and write the profile to
-    ``out``. Returns (profile written, the fit's error or None): a failed fit keeps the
-    measurement, which the caller still saves and prints before it raises."""
-    try:
-        outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
-    except TokenplanError as problem:
-        return False, problem
-    data["fit"] = outcome.data  # holds the profile as well
-    for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    return _write(out, json.dumps(outcome.profile, indent=2) + "\n", "--out", failed), None
-
-
-def _save_outputs(data: dict, save: Path | None, plot: Path | None, failed: list[str]) -> None:
-    """Write the bench JSON (``--save``) and the PNG (``--plot``); failures go to ``failed``."""
-    if save is not None:
-        _write(save, json.dumps(data, indent=2) + "\n", "--save", failed)
-    if plot is not None and data["levels"]:
+    def draw(data: dict, path: Path) -> None:
         from tokenplan.report.bench_plot import write_bench_plot
 
-        try:
-            write_bench_plot(data, plot)
-        except OSError as problem:
-            failed.append(f"--plot {str(plot)!r}: {problem.strerror or problem}")
+        write_bench_plot(data, path)
 
+    def fit(data: dict, served: Any) -> Any:  # noqa: ANN401 - a PredictRequest in, a FitOutcome out
+        return fit_bench(data, served, "tokenplan bench " + " ".join(sys.argv[2:]))
 
-def _write(path: Path, text: str, option: str, failed: list[str]) -> bool:
-    """Write ``text`` to ``path``; on failure note it in ``failed`` and return False."""
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as problem:
-        failed.append(f"{option} {str(path)!r}: {problem.strerror or problem}")
-        return False
-    return True
+    done = finish_bench(data, fitting, save, plot, fit, draw)
+    for warning in done.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    as_json = done.print_json(save is not None, json_out)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        from rich.console import Console
+
+        show_bench(Console(width=None if sys.stdout.isatty() else 170), data, done.profile)
+    error = done.error(stopped, len(data["levels"]), as_json)
+    if error is not None:
+        raise error
