@@ -19,14 +19,10 @@ MAX_FUNCTION_LINES = 40
 MAX_MODULE_LINES = 400
 # Modules that passed 400 lines when `ruff format` (line length 120) first ran over the code; each is
 # being split. The list only shrinks: a module leaves it when it is back under the limit.
-THIN_PENDING = {
-    "cli/calibrate.py:calibrate_command": 53,
-    "cli/generate.py:generate_command": 49,
-}
+THIN_PENDING = {}
 SPLIT_PENDING = {
     "api/generate.py": 448,
     "api/plan.py": 510,
-    "bench/acceptance.py": 442,
     "calibration/fit.py": 417,
     "client/answers.py": 422,
     "engines/base.py": 419,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tokenplan.api._common import PredictRequest, build_config, check_server_description, efficiency_table
 from tokenplan.api._loop import run_blocking
-from tokenplan.bench.acceptance import acceptance_notes
+from tokenplan.bench.acceptance_sweep import acceptance_notes
 from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
 from tokenplan.bench.result import BenchOutcome, bench_json, token_count_notes
@@ -156,7 +156,7 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     ``request_throughput_per_s``, ``output_tok_s``, ``total_tok_s``, ``ttft_s``/``tpot_s``/
     ``itl_s``/``e2e_s`` as ``mean``/``p50``/``p90``/``p99`` seconds, ``server``), ``server``
     (what the servers say about themselves), ``cap`` (:func:`~tokenplan.bench.server_info.concurrency_cap`),
-    ``acceptance`` (speculative decoding over the sweep: :func:`~tokenplan.bench.acceptance.sweep_acceptance`;
+    ``acceptance`` (speculative decoding over the sweep: :func:`~tokenplan.bench.acceptance_sweep.sweep_acceptance`;
     per level in ``levels[i].acceptance``; None without speculative decoding),
     ``workload`` and ``stopped``. A server that fails mid-sweep does not raise: the finished
     levels come back with ``stopped`` set.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tokenplan.bench.acceptance import sweep_acceptance
+from tokenplan.bench.acceptance_sweep import sweep_acceptance
 from tokenplan.bench.server_info import concurrency_cap, server_info_summary
 from tokenplan.bench.workload import Workload
 from tokenplan.client.auth import display_url

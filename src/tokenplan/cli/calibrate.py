@@ -14,7 +14,9 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -58,80 +60,45 @@ from tokenplan.errors import InputError
     is_flag=True,
     help="Refit the whole table from the built-in defaults (how the shipped fit is made; needed for --cv and --bands) instead of updating the shipped fit with the files' rows.",
 )
-def calibrate_command(
-    paths: tuple[str, ...],
-    out: Path | None,
-    cv: bool,
-    bands: Path | None,
-    json_out: bool,
-    from_run: str | None,
-    config: str | None,
-    gpu: str | None,
-    num_gpus: int,
-    tp: int,
-    engine: str,
-    weight_dtype: str,
-    kv_dtype: str,
-    concurrency: int | None,
-    isl: float | None,
-    from_bench: tuple[str, ...],
-    pp: int,
-    ep: int,
-    refit: bool,
-) -> None:
+def calibrate_command(**o: Any) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
+    out, paths, bands, json_out = o["out"], o["paths"], o["bands"], o["json_out"]
     if out is None:
         raise InputError("out", "", "-o PROFILE.json: where to write the calibration profile")
-    if from_bench:
-        _from_bench(
-            from_bench,
-            out,
-            json_out,
-            PredictRequest(
-                model=config or "",
-                gpu=gpu or "",
-                num_gpus=num_gpus,
-                tp=tp,
-                pp=pp,
-                ep=ep,
-                engine=engine,
-                weight_dtype=weight_dtype,
-                kv_dtype=kv_dtype,
-            ),
-        )
+    if o["from_bench"]:
+        _from_bench(o["from_bench"], out, json_out, _served(o))
         return
-    if from_run is not None:
+    if o["from_run"] is not None:
+        isl = o["isl"]
         if isl is not None and not 0 < isl < math.inf:
             raise InputError("isl", isl, "a mean prompt length in tokens > 0 (or leave it out: from the records)")
-        _from_run(
-            from_run,
-            out,
-            json_out,
-            PredictRequest(
-                model=config or "",
-                gpu=gpu or "",
-                num_gpus=num_gpus,
-                tp=tp,
-                pp=pp,
-                ep=ep,
-                engine=engine,
-                weight_dtype=weight_dtype,
-                kv_dtype=kv_dtype,
-                concurrency=concurrency,
-                isl=isl or 0.0,
-            ),
-        )
+        _from_run(o["from_run"], out, json_out, replace(_served(o), concurrency=o["concurrency"], isl=isl or 0.0))
         return
     if not paths:
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
-    if not refit:
+    if not o["refit"]:
         if bands is not None:
             raise InputError("bands", str(bands), "--bands together with --refit (the bands come from the full refit)")
         _update_csv(paths, out, json_out)
         return
-    if bands is not None and not cv:
+    if bands is not None and not o["cv"]:
         raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
-    _from_csv(paths, out, cv, bands, json_out)
+    _from_csv(paths, out, o["cv"], bands, json_out)
+
+
+def _served(o: dict[str, Any]) -> PredictRequest:
+    """What the server ran (``--from-run``/``--from-bench``), by keyword; model and GPU checked by the callers."""
+    return PredictRequest(
+        model=o["config"] or "",
+        gpu=o["gpu"] or "",
+        num_gpus=o["num_gpus"],
+        tp=o["tp"],
+        pp=o["pp"],
+        ep=o["ep"],
+        engine=o["engine"],
+        weight_dtype=o["weight_dtype"],
+        kv_dtype=o["kv_dtype"],
+    )
 
 
 def _update_csv(paths: Sequence[str], out: Path, json_out: bool) -> None:

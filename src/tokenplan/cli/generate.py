@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -127,97 +127,36 @@ EXIT_INTERRUPTED = 130
     help="Cap on one answer body in bytes; a larger answer fails its row [default: 1 MiB + 1 KiB per max-tokens].",
 )
 @click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON.")
-def generate_command(
-    inputs: tuple[str, ...],
-    out: Path,
-    endpoint: tuple[str, ...],
-    model: str,
-    mode: str,
-    concurrency: int | None,
-    max_tokens: int | None,
-    temperature: float | None,
-    top_p: float | None,
-    top_k: int | None,
-    seed: int | None,
-    no_seed: bool,
-    thinking: str | None,
-    on_length: str,
-    n: int,
-    extra_body: str | None,
-    plan: Path | None,
-    export: Path | None,
-    export_format: str | None,
-    drop_length: bool,
-    require_think_close: bool,
-    generation_config: Path | None,
-    limit: int | None,
-    dry_run: bool,
-    tokenizer: Path | None,
-    progress_every: float,
-    force: bool,
-    retry_skipped: bool,
-    api_key_env: str | None,
-    stream: bool,
-    max_attempts: int,
-    deadline_s: float | None,
-    grace_s: float,
-    backend: str,
-    ray_address: str | None,
-    actors: int,
-    quiet: bool,
-    extra_body_override: bool,
-    max_answer_bytes: int | None,
-    json_out: bool,
-) -> None:
+def generate_command(**o: Any) -> None:
     """Regenerate or complete a dataset through OpenAI-compatible servers, exactly once, resumably."""
-    request = GenerateRequest.build(
-        inputs=list(inputs),
-        out_dir=out,
-        endpoints=list(endpoint),
-        model=model,
-        mode=mode,
-        concurrency=concurrency,
-        extra_body_override=extra_body_override,
-        max_answer_bytes=max_answer_bytes,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=_job_seed(seed, no_seed),
-        thinking=thinking,
-        on_length=on_length,
-        n=n,
-        extra_body=_json_object(extra_body),
-        plan=plan,
-        export=export,
-        force=force,
-        retry_skipped=retry_skipped,
-        api_key_env=api_key_env,
-        stream=stream,
-        max_attempts=max_attempts,
-        deadline_s=deadline_s,
-        grace_s=grace_s,
-        export_format=export_format,
-        drop_length=drop_length,
-        require_think_close=require_think_close,
-        generation_config=generation_config,
-        limit=limit,
-        dry_run=dry_run,
-        tokenizer=tokenizer,
-        backend=backend,
-        ray_address=ray_address,
-        actors=actors,
-        progress_every_s=None if console_is_terminal() else progress_every,
-    )
-    if dry_run:
-        print_dry_run(request, json_out)
+    request = GenerateRequest.build(**_request_fields(o))
+    if o["dry_run"]:
+        print_dry_run(request, o["json_out"])
         return
-    result = _run(request, quiet or json_out, progress_every)
-    if json_out:
+    result = _run(request, o["quiet"] or o["json_out"], o["progress_every"])
+    if o["json_out"]:
         print(json.dumps(result.summary, indent=2))
     else:
         print(summary_text(result))
-    _exit_status(result, inputs)
+    _exit_status(result, o["inputs"])
+
+
+# Options that shape the output here rather than the job; and the request's name where it differs
+_DISPLAY_ONLY = ("quiet", "json_out", "no_seed", "progress_every")
+_RENAMED = {"out": "out_dir", "endpoint": "endpoints"}
+
+
+def _request_fields(o: dict[str, Any]) -> dict[str, Any]:
+    """GenerateRequest.build's keywords from the options: the seed (``--seed``/``--no-seed``), the
+    parsed ``--extra-body``, and progress lines only where stderr is not a terminal."""
+    fields = {_RENAMED.get(k, k): v for k, v in o.items() if k not in _DISPLAY_ONLY}
+    return fields | {
+        "inputs": list(o["inputs"]),
+        "endpoints": list(o["endpoint"]),
+        "seed": _job_seed(o["seed"], o["no_seed"]),
+        "extra_body": _json_object(o["extra_body"]),
+        "progress_every_s": None if console_is_terminal() else o["progress_every"],
+    }
 
 
 def _run(request: GenerateRequest, quiet: bool, progress_every: float) -> GenerateResult:
