@@ -75,3 +75,22 @@ def test_a_typed_value_error_is_not_read_from_its_text():
     assert r.stderr.splitlines()[0] == (
         "error: --samples 'Invalid value for' is not allowed (allowed: an integer) (try 'tokenplan plan --help')"
     )
+
+
+def test_ctrl_c_in_a_command_exits_130_with_one_word(monkeypatch, capsys):
+    # click turns a KeyboardInterrupt into Abort (the interrupt as its cause); main says
+    # "interrupted" and exits 130, the shell's status for SIGINT (128 + 2).
+    from tokenplan.cli import app, main
+
+    @app.command("interrupt-for-test", hidden=True)
+    def _interrupt() -> None:
+        raise KeyboardInterrupt
+
+    try:
+        monkeypatch.setattr(sys, "argv", ["tokenplan", "interrupt-for-test"])
+        with pytest.raises(SystemExit) as stop:
+            main()
+        assert stop.value.code == 130
+        assert capsys.readouterr().err.split() == ["interrupted"]
+    finally:
+        del app.commands["interrupt-for-test"]

@@ -96,8 +96,8 @@ class Group(click.Group):
             _fail(_usage_line(exc), USAGE_EXIT)
         except click.ClickException as exc:
             _fail(f"error: {' '.join(exc.format_message().split())}", USAGE_EXIT)
-        except click.Abort:
-            _fail("aborted", 1)
+        except click.Abort as exc:  # click raises it for Ctrl-C (its cause) and for an aborted prompt
+            _fail(*(("interrupted", 130) if isinstance(exc.__cause__, KeyboardInterrupt) else ("aborted", 1)))
         except OSError as exc:  # a write the up-front path checks could not foresee (/dev/full, a full disk)
             where = f"{exc.filename}: " if exc.filename else "input/output: "
             _fail(f"error: {where}{exc.strerror or exc}", USAGE_EXIT)
