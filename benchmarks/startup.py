@@ -9,8 +9,8 @@ median wall and CPU seconds (the child's user + system time) and its ratio to ``
 over the rounds, in CPU seconds of that process (``time.process_time``) and wall seconds: the
 interpreter, ``tokenplan.cli`` (click and the command table), the imports ``plan`` needs (the
 plan command's modules, loaded on first use), and the compute (search and rendering). It also
-lists the heavy modules ``tokenplan plan`` imported that planning does not need (numpy, scipy,
-pyarrow, aiohttp, pydantic, the runner, bench, plotting: none of them computes a figure ``plan``
+lists the heavy modules ``tokenplan plan`` imported that planning does not need (numpy, scipy, typer,
+pyarrow, aiohttp, the runner, bench, plotting: none of them computes a figure ``plan``
 prints).
 
 Run:  python benchmarks/startup.py [--repeats 11] [--short] [--no-bytecode]
@@ -53,7 +53,6 @@ NOT_NEEDED_TO_PLAN = (
     "tokenplan.api.bench",
     "matplotlib",
     "plotly",
-    "pydantic",
     "typer",
 )
 
