@@ -1,16 +1,19 @@
 """Start-up and wall time of the CLI against a bare interpreter, and where ``plan``'s time goes.
 
-Times, as whole processes, ``python -c pass`` (the floor no CLI can beat), ``tokenplan --version``
-(start-up alone: typer and the command table) and ``tokenplan plan`` (the default job, search and
-rendering included), each over ``--repeats`` runs, and prints the minimum and median of each.
-Then the split of one ``tokenplan plan`` process, in CPU seconds of that process
-(``time.process_time``, which another process's load does not inflate) and wall seconds:
-the interpreter and typer, the imports ``plan`` needs (``tokenplan.cli`` and, on first use,
-the plan command's modules), and the search and rendering. It also lists the heavy modules
-``tokenplan plan`` imported that planning does not need (numpy, scipy, pyarrow, aiohttp, the
-runner, bench, plotting: none of them computes a figure ``plan`` prints).
+Times, as whole processes run alternately (one of each per round, so a change in the machine's
+load falls on all of them alike), ``python -c pass`` (the floor no CLI can beat),
+``tokenplan --version`` (start-up alone: click and the command table) and ``tokenplan plan`` (the
+default job, search and rendering included), over ``--repeats`` rounds; prints each command's
+median wall and CPU seconds (the child's user + system time) and its ratio to ``python -c pass``
+(the median of the per-round ratios). Then the split of one ``tokenplan plan`` process, median
+over the rounds, in CPU seconds of that process (``time.process_time``) and wall seconds: the
+interpreter, ``tokenplan.cli`` (click and the command table), the imports ``plan`` needs (the
+plan command's modules, loaded on first use), and the compute (search and rendering). It also
+lists the heavy modules ``tokenplan plan`` imported that planning does not need (numpy, scipy, typer,
+pyarrow, aiohttp, the runner, bench, plotting: none of them computes a figure ``plan``
+prints).
 
-Run:  python benchmarks/startup.py [--repeats 7] [--short] [--no-bytecode]
+Run:  python benchmarks/startup.py [--repeats 11] [--short] [--no-bytecode]
 
 The children run from compiled bytecode in a private ``PYTHONPYCACHEPREFIX`` (as an installed
 CLI runs from the ``.pyc`` files pip writes), whatever ``PYTHONDONTWRITEBYTECODE`` says;
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +53,7 @@ NOT_NEEDED_TO_PLAN = (
     "tokenplan.api.bench",
     "matplotlib",
     "plotly",
+    "typer",
 )
 
 # One `tokenplan plan` in a child, timed in three parts; prints a JSON object on stderr.
@@ -56,10 +61,9 @@ SPLIT = """
 import contextlib, io, json, sys, time
 cpu, wall = time.process_time, time.perf_counter
 c0, w0 = cpu(), wall()
-import typer
 import tokenplan.cli
 c1, w1 = cpu(), wall()
-import tokenplan.api.plan, tokenplan.report.plan_output
+import tokenplan.cli.plan, tokenplan.api.plan, tokenplan.report.plan_output
 c2, w2 = cpu(), wall()
 sys.argv = ["tokenplan", "plan"]
 with contextlib.redirect_stdout(io.StringIO()):
@@ -89,11 +93,14 @@ def bytecode_env(pycache: str) -> dict[str, str]:
     return env
 
 
-def wall_s(argv: list[str]) -> float:
-    """Seconds of wall time for one run of ``argv`` (output discarded)."""
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: the child's user + system time) of one run of ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=ENV)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def split() -> dict[str, float]:
@@ -118,7 +125,7 @@ def imported_by_plan() -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--short", action="store_true", help="each command once (CI: the script runs)")
     parser.add_argument(
         "--no-bytecode",
@@ -145,21 +152,32 @@ def main() -> None:
 
 
 def report(repeats: int) -> None:
-    """Time the commands and split one ``plan`` process; print the figures."""
-    for name, argv in COMMANDS.items():
-        wall_s(argv)  # warm the file cache and .pyc files
-        times = [wall_s(argv) for _ in range(repeats)]
-        print(f"{name:22s} min {min(times):.3f} s  median {statistics.median(times):.3f} s")
-    parts = [split() for _ in range(repeats)]
+    """Time the commands alternately and split ``plan`` processes; print the figures."""
+    for argv in COMMANDS.values():
+        timed(argv)  # warm the file cache and .pyc files
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
+    parts = []
+    for _ in range(repeats):  # one of each per round
+        for name, argv in COMMANDS.items():
+            runs[name].append(timed(argv))
+        parts.append(split())
+    floor = runs["python -c pass"]
+    print(f"median of {repeats} rounds, commands run alternately:")
+    for name, times in runs.items():
+        wall = statistics.median(w for w, _ in times)
+        cpu = statistics.median(c for _, c in times)
+        ratio = statistics.median(w / f for (w, _), (f, _) in zip(times, floor))
+        print(f"  {name:22s} wall {wall:.3f} s  CPU {cpu:.3f} s  {ratio:5.1f}× python -c pass")
     med = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+    imports = med["cli_import_cpu_s"] + med["plan_import_cpu_s"]
     print(
         f"tokenplan plan, CPU of the process (median of {repeats}): interpreter {med['startup_cpu_s']:.3f} s, "
-        f"typer + tokenplan.cli {med['cli_import_cpu_s']:.3f} s, plan's imports {med['plan_import_cpu_s']:.3f} s, "
-        f"search + rendering {med['plan_run_cpu_s']:.3f} s"
+        f"imports {imports:.3f} s (tokenplan.cli {med['cli_import_cpu_s']:.3f} s, plan's modules "
+        f"{med['plan_import_cpu_s']:.3f} s), compute (search + rendering) {med['plan_run_cpu_s']:.3f} s"
     )
     print(
-        f"tokenplan plan, wall: typer + tokenplan.cli {med['cli_import_wall_s']:.3f} s, plan's imports "
-        f"{med['plan_import_wall_s']:.3f} s, search + rendering {med['plan_run_wall_s']:.3f} s"
+        f"tokenplan plan, wall: tokenplan.cli {med['cli_import_wall_s']:.3f} s, plan's modules "
+        f"{med['plan_import_wall_s']:.3f} s, compute {med['plan_run_wall_s']:.3f} s"
     )
     extra = imported_by_plan()
     print("modules plan imports but does not need:", ", ".join(extra) if extra else "none")

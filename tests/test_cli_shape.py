@@ -19,16 +19,9 @@ MAX_FUNCTION_LINES = 40
 MAX_MODULE_LINES = 400
 # Modules that passed 400 lines when `ruff format` (line length 120) first ran over the code; each is
 # being split. The list only shrinks: a module leaves it when it is back under the limit.
-THIN_PENDING = {
-    "cli/bench.py:bench_command": 58,
-    "cli/calibrate.py:calibrate_command": 53,
-    "cli/generate.py:generate_command": 49,
-    "cli/plan.py:plan_cmd": 46,
-}
+THIN_PENDING = {}
 SPLIT_PENDING = {
-    "api/bench.py": 507,
     "api/generate.py": 448,
-    "bench/acceptance.py": 442,
     "calibration/fit.py": 417,
     "client/answers.py": 422,
     "report/figures.py": 416,

@@ -139,7 +139,7 @@ ERROR_CASES = [
     ("does_not_fit", "does not fit"),
     ("tp_not_dividing_heads", "TP3 does not divide the 32 attention heads"),
     ("concurrency_not_a_number", "abc"),
-    # typer's own conversion: the option, the value given and what is allowed, in our words
+    # the CLI's value types (cli/params.py): the option, the value given and what is allowed
     ("fractional_tp", "--tp '1.5' is not allowed (allowed: an integer)"),
     ("samples_not_a_number", "--samples 'abc' is not allowed (allowed: an integer)"),
     ("bad_price", "b200=cheap"),

@@ -1,11 +1,12 @@
 """The bench API: measure a live server (``tokenplan bench``), fit the planner to the measurement
 (``--fit``), and fit it to a finished generate run (``tokenplan calibrate --from-run``).
 
-Request in, typed result out (:class:`BenchOutcome`, :class:`~tokenplan.calibration.run_profile.FitOutcome`,
-each with ``to_json()``). The work lives on the floors below: probing the servers and choosing the
-prompts in :mod:`tokenplan.bench.probe`, the sweep in :mod:`tokenplan.bench.sweep`, a run
-directory's figures in :mod:`tokenplan.runner.run_summary`, the fit and the profile in
-:mod:`tokenplan.calibration.run_profile`. They meet here: a bench level (or a run) becomes a
+Request in, typed result out (:class:`~tokenplan.bench.result.BenchOutcome`,
+:class:`~tokenplan.calibration.run_profile.FitOutcome`, each with ``to_json()``). The work lives on
+the floors below: probing the servers and choosing the prompts in :mod:`tokenplan.bench.probe`, the
+sweep in :mod:`tokenplan.bench.sweep`, the bench JSON in :mod:`tokenplan.bench.result`, a run
+directory's figures in :mod:`tokenplan.runner.run_summary`, the fits in
+:mod:`tokenplan.calibration.bench_fit`. Here the names are resolved: a level (or a run) becomes a
 :class:`~tokenplan.measurement.Measurement`, resolved to a :class:`~tokenplan.calibration.validate.Case`
 with the same ``api.resolve.resolve`` as ``tokenplan predict``.
 """
@@ -16,18 +17,21 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from tokenplan.api._loop import run_blocking
 from tokenplan.api.resolve import PredictRequest, check_server_description, read_profile, resolve
-from tokenplan.bench.acceptance import acceptance_notes, sweep_acceptance
+from tokenplan.bench.acceptance_sweep import acceptance_notes
 from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
-from tokenplan.bench.server_info import concurrency_cap, read_server_info, server_info_summary
+from tokenplan.bench.result import BenchOutcome, bench_json, token_count_notes
+from tokenplan.bench.server_info import read_server_info
 from tokenplan.bench.sweep import Sweep, SweepSettings
-from tokenplan.bench.workload import Workload, dataset_workload
+from tokenplan.bench.workload import dataset_workload
 from tokenplan.calibration.bands import model_family
-from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
+from tokenplan.calibration.bench_fit import RunTotals, Served, fit_served, step_points
+from tokenplan.calibration.bench_fit import bench_measurements as fit_levels
+from tokenplan.calibration.bench_fit import run_measurement as measure_run
+from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env, display_url
 from tokenplan.client.openai import OpenAIClient
@@ -37,7 +41,6 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.loaders import load_json
 from tokenplan.measurement import Measurement
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
-from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
 from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
 
 
@@ -88,20 +91,6 @@ class BenchRequest:
     api_key_env: str | None = None
     request_rates: tuple[float, ...] | None = None  # open loop (vllm bench serve --request-rate)
     burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
-
-
-@dataclass(frozen=True)
-class BenchOutcome:
-    """What :func:`bench` measured: the bench JSON (``data``), why the sweep stopped early (None:
-    every level ran) and the notes (also in ``data["notes"]``)."""
-
-    data: dict[str, Any]
-    stopped: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """The bench JSON object as ``bench --json`` prints it (like every api result's ``to_json``)."""
-        return self.data
 
 
 def _check(req: BenchRequest) -> None:
@@ -167,7 +156,7 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     ``request_throughput_per_s``, ``output_tok_s``, ``total_tok_s``, ``ttft_s``/``tpot_s``/
     ``itl_s``/``e2e_s`` as ``mean``/``p50``/``p90``/``p99`` seconds, ``server``), ``server``
     (what the servers say about themselves), ``cap`` (:func:`~tokenplan.bench.server_info.concurrency_cap`),
-    ``acceptance`` (speculative decoding over the sweep: :func:`~tokenplan.bench.acceptance.sweep_acceptance`;
+    ``acceptance`` (speculative decoding over the sweep: :func:`~tokenplan.bench.acceptance_sweep.sweep_acceptance`;
     per level in ``levels[i].acceptance``; None without speculative decoding),
     ``workload`` and ``stopped``. A server that fails mid-sweep does not raise: the finished
     levels come back with ``stopped`` set.
@@ -240,67 +229,29 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
             await client.aclose()
     levels = [level_dict(lv) for lv in result.levels]
     notes += token_count_notes(levels) + acceptance_notes(levels)
-    data = _bench_json(req, levels, info, workload, ignore_eos, notes, result.stopped)
+    data = bench_json(req, levels, info, workload, ignore_eos, notes, result.stopped)
     return BenchOutcome(data, result.stopped, notes)
 
 
-def _bench_json(
-    req: BenchRequest,
-    levels: list[dict],
-    info: dict | None,
-    workload: Workload,
-    ignore_eos: bool,
-    notes: list[str],
-    stopped: str | None,
-) -> dict[str, Any]:
-    """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
-    has_metrics = any(lv["server"] for lv in levels)
-    return {
-        "model": req.model,
-        "endpoints": [display_url(u) for u in req.endpoints],
-        "num_gpus": req.num_gpus,
-        "levels": levels,
-        "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
-        "cap": concurrency_cap(levels),
-        "acceptance": sweep_acceptance(levels),
-        "workload": {
-            "method": workload.method,
-            "isl_tokens": req.isl if req.dataset is None else None,
-            "osl_tokens": req.osl,
-            "dataset": req.dataset,
-            "prompts": len(workload.prompts),
-            "exact_fraction": workload.exact_fraction,
-            "ignore_eos": ignore_eos,
-            "stream": req.stream,
-            "arrivals": "closed loop"
-            if req.request_rates is None
-            else f"open loop, gamma gaps, burstiness {req.burstiness:g}",
-        },
-        "notes": notes,
-        "stopped": stopped,
-    }
-
-
-def token_count_notes(levels: list[dict]) -> list[str]:
-    """Say how tokens were counted where it was not from ``usage`` (see :mod:`tokenplan.client.metrics`)."""
-    methods = {lv.get("token_count_method") for lv in levels if lv.get("requests")}
-    notes = []
-    if any(m and "stream chunks" in m for m in methods):
-        notes.append(
-            "the server sent no usage in its streams: output tokens were counted from the streamed "
-            "chunks (one token per chunk; an undercount with speculative decoding), input tokens "
-            "are unknown"
-        )
-    if None in methods:
-        notes.append(
-            "the server sent no usage and the answers were not streamed: token throughput was not "
-            "measured (shown as –); rerun with --stream"
-        )
-    return notes
-
-
 # ---------------------------------------------------------------------------------------------
-# Fitting
+# Fitting: the fits are calibration's (:mod:`tokenplan.calibration.bench_fit`); here the names
+# are resolved and the files read.
+
+
+def _served(desc: PredictRequest) -> Served:
+    return Served(
+        engine=desc.engine,
+        model=desc.model,
+        gpu=desc.gpu,
+        num_gpus=desc.num_gpus,
+        tp=desc.tp,
+        pp=desc.pp,
+        ep=desc.ep,
+        attention_dp=desc.attention_dp,
+        weight_dtype=desc.weight_dtype,
+        kv_dtype=desc.kv_dtype,
+        max_running=desc.max_running,
+    )
 
 
 def _level_case(desc: PredictRequest, m: Measurement) -> Case:
@@ -321,62 +272,21 @@ def _level_case(desc: PredictRequest, m: Measurement) -> Case:
     )
 
 
-def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
-    """One Measurement per bench level with answers: mean lengths from ``usage``, mean TPOT and
-    TTFT (seconds), output tok/s per GPU over ``desc.num_gpus``."""
-    out = []
-    for i, lv in enumerate(data["levels"]):
-        if not lv["requests"] or not lv.get("mean_output_tokens") or lv.get("mean_input_tokens") is None:
-            continue
-        out.append(
-            Measurement(
-                line=i + 1,
-                row_id=f"c{lv['concurrency']}",
-                engine=desc.engine,
-                model=desc.model,
-                gpu=desc.gpu,
-                num_gpus=desc.num_gpus,
-                tp=desc.tp,
-                pp=desc.pp,
-                ep=desc.ep,
-                attention_dp=desc.attention_dp,
-                weight_dtype=desc.weight_dtype,
-                kv_dtype=desc.kv_dtype,
-                isl_tokens=lv["mean_input_tokens"],
-                osl_tokens=lv["mean_output_tokens"],
-                concurrency=float(lv["concurrency"]),
-                num_requests=float(lv["requests"]),
-                output_tok_s_per_gpu=lv["output_tok_s"] / desc.num_gpus,
-                ttft_s=lv["ttft_s"]["mean"],
-                tpot_s=lv["tpot_s"]["mean"],
-            )
-        )
-    return out
-
-
-def _fit_cases(
+def _fit(
     measurements: list[Measurement],
     desc: PredictRequest,
-    source: str,
-    command: str,
-    step_points: list[tuple[float, float]],
-    sources: list[dict] | None = None,
+    origin: tuple[str, str, list[dict] | None],
+    points: list[tuple[float, float]],
 ) -> FitOutcome:
-    if not measurements:
-        raise InputError("levels", 0, "at least one level with answers to fit")
-    cases = [_level_case(desc, m) for m in measurements]
-    identity = {
-        "num_gpus": desc.num_gpus,
-        "tp": desc.tp,
-        "pp": desc.pp,
-        "ep": desc.ep,
-        "weight_dtype": desc.weight_dtype,
-        "kv_dtype": desc.kv_dtype,
-        "max_running": desc.max_running,
-    }
-    origin = FitSource(source, command, f"{desc.model} on {desc.num_gpus}× {desc.gpu}", identity, sources)
-    shipped = read_profile(None).table.resolve(cases[0].engine, cases[0].architecture)  # the update's prior
-    return fit_profile(cases, origin, step_points, shipped)
+    def level_case(m: Measurement) -> Case:
+        return _level_case(desc, m)
+
+    return fit_served(measurements, _served(desc), level_case, read_profile(None).table.resolve, origin, points)
+
+
+def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
+    """One Measurement per bench level with answers (:func:`~tokenplan.calibration.bench_fit.bench_measurements`)."""
+    return fit_levels(data["levels"], _served(desc))
 
 
 def fit_bench(
@@ -394,16 +304,8 @@ def fit_bench(
     cap = (data.get("cap") or {}).get("max_running_requests")
     if desc.max_running is None and cap:
         desc = replace(desc, max_running=int(cap))
-    measurements = bench_measurements(data, desc)
-    points = []
-    for lv in data["levels"]:
-        tpot = lv["tpot_s"]["mean"]
-        if not lv["requests"] or tpot is None:
-            continue
-        running = (lv.get("server") or {}).get("running_mean")
-        batch = running if running else min(lv["achieved_concurrency"], desc.max_running or math.inf)
-        points.append((float(batch), float(tpot)))
-    return _fit_cases(measurements, desc, "bench sweep", command, points, sources)
+    points = step_points(data["levels"], desc.max_running)
+    return _fit(bench_measurements(data, desc), desc, ("bench sweep", command, sources), points)
 
 
 def calibrate_from_results(
@@ -446,10 +348,9 @@ def read_bench_json(path: str) -> BenchOutcome:
 
 
 def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
-    """The one measured point of a generate run: output tok/s over the run (``summary.json``),
-    mean output length (output tokens / requests), mean prompt length (``desc.isl`` if given
-    as > 0, else the records' ``usage.prompt_tokens``), mean TTFT where streamed, and the
-    concurrency ``desc.concurrency`` (total requests in flight).
+    """The one measured point of a generate run (:func:`~tokenplan.calibration.bench_fit.run_measurement`):
+    ``summary.json``'s totals at ``desc.concurrency`` requests in flight, prompts of ``desc.isl``
+    tokens if given as > 0, else the records' ``usage.prompt_tokens``.
 
     Raises:
         InputError: not a run directory, no concurrency, or no prompt length.
@@ -457,39 +358,17 @@ def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
     """
     path = Path(run_dir)
     run = read_run_summary(path)
-    if desc.concurrency is None:
-        raise InputError("concurrency", None, "the run's total requests in flight (--concurrency N)")
-    requests, tokens, tok_s = run.requests, run.output_tokens, run.output_tok_s
-    if not all(isinstance(v, (int, float)) and v > 0 for v in (requests, tokens, tok_s)):
-        raise ConfigError(
-            str(path / "summary.json"),
-            "requests/output_tokens/output_tok_s",
-            "positive numbers (a run that finished requests)",
-        )
-    isl = desc.isl if desc.isl and desc.isl > 0 else mean_prompt_tokens(path)
-    if isl is None:
-        raise InputError("isl", None, "the mean prompt length (--isl), since the records carry no usage")
-    ttft = run.ttft_mean_ms
-    return Measurement(
-        line=1,
-        row_id=f"run:{path.name}:{run.model}",
-        engine=desc.engine,
-        model=desc.model,
-        gpu=desc.gpu,
-        num_gpus=desc.num_gpus,
-        tp=desc.tp,
-        pp=desc.pp,
-        ep=desc.ep,
-        attention_dp=desc.attention_dp,
-        weight_dtype=desc.weight_dtype,
-        kv_dtype=desc.kv_dtype,
-        isl_tokens=float(isl),
-        osl_tokens=tokens / requests,
-        concurrency=float(desc.concurrency),
-        num_requests=float(requests),
-        output_tok_s_per_gpu=tok_s / desc.num_gpus,
-        ttft_s=None if ttft is None else ttft / 1e3,
+    given = desc.isl if desc.isl and desc.isl > 0 else None
+    totals = RunTotals(
+        f"{path.name}:{run.model}",
+        str(path / "summary.json"),
+        run.requests,
+        run.output_tokens,
+        run.output_tok_s,
+        run.ttft_mean_ms,
+        None if given is not None or desc.concurrency is None else mean_prompt_tokens(path),
     )
+    return measure_run(totals, _served(desc), desc.concurrency, given)
 
 
 def calibrate_from_run(
@@ -504,4 +383,4 @@ def calibrate_from_run(
     check_server_description(desc)
     m = run_measurement(run_dir, desc)
     assert m.isl_tokens is not None and m.osl_tokens is not None  # run_measurement states both
-    return _fit_cases([m], replace(desc, isl=m.isl_tokens, osl=m.osl_tokens), "generate run", command, [])
+    return _fit([m], replace(desc, isl=m.isl_tokens, osl=m.osl_tokens), ("generate run", command, None), [])

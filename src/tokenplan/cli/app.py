@@ -1,40 +1,156 @@
-"""The typer application every command module registers on (``tokenplan.cli`` wires them)."""
+"""The click application every command module registers on, and how it turns errors into one line.
+
+:class:`Group` is click's group with two of click's documented extension points filled in: it
+loads a command's module on first use (``get_command``/``list_commands``, click's lazy-group
+pattern), so ``tokenplan plan`` imports neither the HTTP client nor the runner; and its ``main``
+runs click outside standalone mode and maps each error *type* to one line on stderr and an exit
+status: a :class:`~tokenplan.errors.TokenplanError` or a usage error (unknown command or option,
+a value of the wrong type) exits 2 with no traceback.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
-app = typer.Typer(
-    name="tokenplan",
-    help="Plan, check and run LLM data-generation jobs: memory, throughput, days and dollars.",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-catalog_app = typer.Typer(help="List the shipped GPU and model catalogs.", rich_markup_mode=None)
-app.add_typer(catalog_app, name="catalog")
+import click
+
+from tokenplan.cli.params import Command
+from tokenplan.errors import TokenplanError, missing_extra
+
+USAGE_EXIT = 2
+
+# Command name → the module under tokenplan.cli that registers it on ``app`` when imported. A command
+# imports only what it runs: ``tokenplan plan`` does not load aiohttp (generate) or fitting (bench).
+COMMAND_MODULES = {
+    "bench": "bench",
+    "calibrate": "calibrate",
+    "catalog": "catalog",
+    "generate": "generate",
+    "memory": "predict",
+    "plan": "plan",
+    "predict": "predict",
+    "report": "report",
+    "validate": "validate",
+}
 
 
-def require_command(ctx: typer.Context) -> None:
-    """Refuse a group called without a command: one line naming the commands, exit status 2.
+def _fail(line: str, status: int) -> NoReturn:
+    print(line, file=sys.stderr)
+    sys.exit(status)
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    """``error: MESSAGE (try 'tokenplan plan --help')`` for a click usage error, on one line."""
+    where = f" (try '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+    return f"error: {' '.join(exc.format_message().split())}{where}"
+
+
+class Group(click.Group):
+    """A click group whose commands load on first use and whose ``main`` reports errors in one line.
+
+    Args:
+        lazy: command name → the module under ``tokenplan.cli`` that registers it (None: none).
+    """
+
+    command_class = Command
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            importlib.import_module(f"tokenplan.cli.{self.lazy[cmd_name]}")
+        return self.commands.get(cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            allowed = ", ".join(self.list_commands(ctx))
+            raise click.UsageError(f"No such command {name!r} (allowed: {allowed})", ctx)
+        return super().resolve_command(ctx, args)
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
+        """Run the command line; exit with 0 on success, 2 on bad input or usage, 130 on Ctrl-C.
+
+        Raises:
+            SystemExit: on any failure (after one line on stderr), or with a command's own status.
+        """
+        extra.pop("standalone_mode", None)
+        try:
+            # Outside standalone mode click returns the status of a ctx.exit(...) instead of exiting.
+            status = super().main(args, prog_name, standalone_mode=False, **extra)
+        except TokenplanError as exc:
+            _fail(f"error: {exc}", exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except ImportError as exc:  # an optional package a command needs is not installed
+            if (missing := missing_extra(exc)) is None:
+                raise
+            _fail(f"error: {missing}", missing.exit_code)
+        except click.UsageError as exc:
+            _fail(_usage_line(exc), USAGE_EXIT)
+        except click.ClickException as exc:
+            _fail(f"error: {' '.join(exc.format_message().split())}", USAGE_EXIT)
+        except click.Abort as exc:  # click raises it for Ctrl-C (its cause) and for an aborted prompt
+            _fail(*(("interrupted", 130) if isinstance(exc.__cause__, KeyboardInterrupt) else ("aborted", 1)))
+        except OSError as exc:  # a write the up-front path checks could not foresee (/dev/full, a full disk)
+            where = f"{exc.filename}: " if exc.filename else "input/output: "
+            _fail(f"error: {where}{exc.strerror or exc}", USAGE_EXIT)
+        if isinstance(status, int) and status:
+            sys.exit(status)
+        return status
+
+
+def require_command(ctx: click.Context) -> None:
+    """Refuse a group called without a command: one line naming its commands, exit status 2.
 
     Raises:
-        typer.Exit: with code 2 when ``ctx`` has no subcommand to run.
+        click.UsageError: when ``ctx`` has no subcommand to run.
     """
-    if ctx.invoked_subcommand is not None or ctx.resilient_parsing:
-        return
-    commands = ", ".join(sorted(ctx.command.commands))  # type: ignore[attr-defined]
-    typer.echo(f"error: {ctx.command_path} needs a command: one of {commands} (add --help for details)", err=True)
-    raise typer.Exit(2)
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        commands = ", ".join(ctx.command.list_commands(ctx))  # type: ignore[attr-defined]
+        raise click.UsageError(f"{ctx.command_path} needs a command: one of {commands}", ctx)
 
 
-@catalog_app.callback(invoke_without_command=True)
-def _catalog_root(ctx: typer.Context) -> None:
-    """List the shipped GPU and model catalogs."""
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from tokenplan import __version__
+
+        print(f"tokenplan {__version__}")
+        ctx.exit()
+
+
+@click.group(
+    "tokenplan",
+    cls=Group,
+    lazy=COMMAND_MODULES,
+    invoke_without_command=True,
+    context_settings={"show_default": True, "max_content_width": 200},
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print tokenplan's version and exit.",
+)
+@click.pass_context
+def app(ctx: click.Context) -> None:
+    """Plan, check and run LLM data-generation jobs: memory, throughput, days and dollars."""
     require_command(ctx)
 
 
-def console():
+def console():  # noqa: ANN201 - a rich Console (rich is imported only when a command prints a table)
     """A rich console: the terminal's width (or ``COLUMNS`` where set), else 200 columns when output
     goes to a file or a pipe (where rich would otherwise assume 80 and squeeze the tables)."""
     import os
@@ -45,20 +161,7 @@ def console():
     return out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        from tokenplan import __version__
-
-        print(f"tokenplan {__version__}")
-        raise typer.Exit()
-
-
-@app.callback(invoke_without_command=True)
-def _root(
-    ctx: typer.Context,
-    version: bool = typer.Option(
-        False, "--version", help="Print tokenplan's version and exit.", callback=_print_version, is_eager=True
-    ),
-) -> None:
-    """Plan, check and run LLM data-generation jobs: memory, throughput, days and dollars."""
-    require_command(ctx)
+def exit_status(status: int) -> None:
+    """End the command with ``status`` (0: return normally), as click's ``ctx.exit`` does."""
+    if status:
+        click.get_current_context().exit(status)

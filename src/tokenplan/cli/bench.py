@@ -1,234 +1,135 @@
 """``tokenplan bench --endpoint URL --model NAME``: measure a live server over a concurrency sweep;
 ``--fit -o PROFILE.json`` fits the planner's efficiency factors to it.
 
-Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :mod:`tokenplan.report.bench`.
-Each option's type and help is one named ``Annotated`` alias below, in the order ``--help`` lists.
+Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :func:`finish_bench` (fit, save,
+plot) → :mod:`tokenplan.report.bench`. Each option's type and help is one click decorator below,
+in the order ``--help`` lists.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Any
 
-import typer
-from rich.console import Console
+import click
 
-from tokenplan.api.bench import BenchRequest, bench, check_output_file, fit_bench, read_bench_json
-from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.api._bench_outputs import FitTarget, check_outputs, finish_bench
+from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
 from tokenplan.cli.app import app
+from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.client.auth import display_url
-from tokenplan.errors import InputError, ServerError, TokenplanError
+from tokenplan.errors import InputError
 from tokenplan.report.bench import level_line, show_bench
 
-_Endpoint = Annotated[
-    Optional[list[str]], typer.Option("--endpoint", help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")
-]
-_Model = Annotated[Optional[str], typer.Option("--model", help="The model name the server serves.")]
-_Concurrency = Annotated[
-    Optional[str], typer.Option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")
-]
-_MaxConcurrency = Annotated[
-    Optional[str],
-    typer.Option(
-        "--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight."
-    ),
-]
-_RequestRate = Annotated[
-    Optional[str],
-    typer.Option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once)."),
-]
-_Burstiness = Annotated[
-    float, typer.Option("--burstiness", help="Gamma shape of arrival gaps with --request-rate (1 = Poisson).")
-]
-_Isl = Annotated[Optional[int], typer.Option("--isl", help="Random-prompt input length (tokens) [default: 1024].")]
-_Osl = Annotated[
-    Optional[int], typer.Option("--osl", help="Output length (tokens); caps dataset answers [default: 256].")
-]
-_RandomInputLen = Annotated[
-    Optional[int], typer.Option("--random-input-len", help="vllm bench serve's name for --isl.")
-]
-_RandomOutputLen = Annotated[
-    Optional[int], typer.Option("--random-output-len", help="vllm bench serve's name for --osl.")
-]
-_Dataset = Annotated[Optional[str], typer.Option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")]
-_DatasetName = Annotated[Optional[str], typer.Option("--dataset-name", help="random | sharegpt (with --dataset-path).")]
-_DatasetPath = Annotated[Optional[str], typer.Option("--dataset-path", help="vllm bench serve's name for --dataset.")]
-_NumPrompts = Annotated[
-    Optional[int], typer.Option("--num-prompts", help="Measured requests per level (default 4×C, ≥ 16).")
-]
-_Duration = Annotated[Optional[float], typer.Option("--duration", help="Measured seconds per level instead.")]
-_Warmup = Annotated[Optional[int], typer.Option("--warmup", help="Warm-up requests per level (default min(C, 32)).")]
-_NumGpus = Annotated[Optional[int], typer.Option("--num-gpus", help="GPUs behind the endpoints.")]
-_IgnoreEos = Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="Ask for exact output lengths.")]
-_Stream = Annotated[bool, typer.Option("--stream/--no-stream", help="Stream (needed for TTFT/ITL).")]
-_Metrics = Annotated[bool, typer.Option("--metrics/--no-metrics", help="Read the servers' /metrics.")]
-_ApiKeyEnv = Annotated[
-    Optional[str],
-    typer.Option(
-        "--api-key-env",
-        help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set].",
-    ),
-]
-_RequestTimeout = Annotated[float, typer.Option("--request-timeout", help="Limit on one request in seconds.")]
-_Seed = Annotated[int, typer.Option("--seed", help="Seed of the random prompts and lengths.")]
-_Json = Annotated[bool, typer.Option("--json", help="Print the bench JSON.")]
-_Save = Annotated[Optional[Path], typer.Option("--save", help="Write the bench JSON to this file.")]
-_Plot = Annotated[Optional[Path], typer.Option("--plot", help="Write the PNG plot to this file.")]
-_FromJson = Annotated[Optional[str], typer.Option("--from-json", help="Use a saved bench JSON instead of measuring.")]
-_Fit = Annotated[bool, typer.Option("--fit", help="Fit the efficiency factors to the sweep.")]
-_Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where --fit writes the calibration profile.")]
-_Config = Annotated[Optional[str], typer.Option("--config", help="--fit: catalog model name or config.json path.")]
-_Gpu = Annotated[Optional[str], typer.Option("--gpu", help="--fit: catalog GPU key.")]
-_Tp = Annotated[int, typer.Option("--tp", help="--fit: tensor-parallel GPUs per replica (TP).")]
-_Pp = Annotated[int, typer.Option("--pp", help="--fit: pipeline stages per replica (PP).")]
-_Ep = Annotated[int, typer.Option("--ep", help="--fit: expert-parallel GPUs (EP, MoE).")]
-_WeightDtype = Annotated[str, typer.Option("--weight-dtype", help="--fit: the served weight format.")]
-_KvDtype = Annotated[str, typer.Option("--kv-dtype", help="--fit: the KV-cache format (auto: the engine's default).")]
-_Engine = Annotated[str, typer.Option("--engine", help="--fit: the serving engine: sglang, vllm or trtllm.")]
-_MaxRunning = Annotated[
-    Optional[int], typer.Option("--max-running", help="--fit: the server's running-request cap (default: observed).")
-]
+# BenchRequest's field for each measuring option whose name differs
+_REQUEST_FIELDS = {"duration": "duration_s", "warmup": "warmup_requests", "deadline": "deadline_s"}
+_FIT_OPTIONS = (
+    "out",
+    "config",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "pp",
+    "ep",
+    "weight_dtype",
+    "kv_dtype",
+    "engine",
+    "max_running",
+)
 
 
-class OutputLost(TokenplanError):
-    """A --save, --plot or -o file could not be written at the end; the results went to stdout."""
-
-
-@dataclass(frozen=True)
-class FitOptions:
-    """``--fit``'s options: where the profile goes and the served configuration to fit."""
-
-    out: Path
-    config: str
-    gpu: str
-    num_gpus: int | None
-    tp: int
-    pp: int
-    ep: int
-    weight_dtype: str
-    kv_dtype: str
-    engine: str
-    max_running: int | None
-
-    def request(self, measured_gpus: int | None = None) -> PredictRequest:
-        """The served configuration; GPUs: ``--num-gpus``, else the bench JSON's, else tp × pp."""
-        return PredictRequest(
-            model=self.config,
-            gpu=self.gpu,
-            num_gpus=self.num_gpus or measured_gpus or self.tp * self.pp,
-            tp=self.tp,
-            pp=self.pp,
-            ep=self.ep,
-            weight_dtype=self.weight_dtype,
-            kv_dtype=self.kv_dtype,
-            engine=self.engine,
-            max_running=self.max_running,
-        )
-
-
-@app.command("bench")
-def bench_command(
-    endpoint: _Endpoint = None,
-    model: _Model = None,
-    concurrency: _Concurrency = None,
-    max_concurrency: _MaxConcurrency = None,
-    request_rate: _RequestRate = None,
-    burstiness: _Burstiness = 1.0,
-    isl: _Isl = None,
-    osl: _Osl = None,
-    random_input_len: _RandomInputLen = None,
-    random_output_len: _RandomOutputLen = None,
-    dataset: _Dataset = None,
-    dataset_name: _DatasetName = None,
-    dataset_path: _DatasetPath = None,
-    num_prompts: _NumPrompts = None,
-    duration: _Duration = None,
-    warmup: _Warmup = None,
-    num_gpus: _NumGpus = None,
-    ignore_eos: _IgnoreEos = True,
-    stream: _Stream = True,
-    metrics: _Metrics = True,
-    api_key_env: _ApiKeyEnv = None,
-    deadline: _RequestTimeout = 600.0,
-    seed: _Seed = 0,
-    json_out: _Json = False,
-    save: _Save = None,
-    plot: _Plot = None,
-    from_json: _FromJson = None,
-    fit: _Fit = False,
-    out: _Out = None,
-    config: _Config = None,
-    gpu: _Gpu = None,
-    tp: _Tp = 1,
-    pp: _Pp = 1,
-    ep: _Ep = 1,
-    weight_dtype: _WeightDtype = "bf16",
-    kv_dtype: _KvDtype = "auto",
-    engine: _Engine = "sglang",
-    max_running: _MaxRunning = None,
-) -> None:
+@app.command("bench", old_spellings={"--deadline": "--request-timeout"})
+@click.option("--endpoint", multiple=True, help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")
+@click.option("--model", help="The model name the server serves.")
+@click.option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")
+@click.option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")
+@click.option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")
+@click.option(
+    "--burstiness", type=NUMBER, default=1.0, help="Gamma shape of arrival gaps with --request-rate (1 = Poisson)."
+)
+@click.option("--isl", type=INTEGER, help="Random-prompt input length (tokens) [default: 1024].")
+@click.option("--osl", type=INTEGER, help="Output length (tokens); caps dataset answers [default: 256].")
+@click.option("--random-input-len", type=INTEGER, help="vllm bench serve's name for --isl.")
+@click.option("--random-output-len", type=INTEGER, help="vllm bench serve's name for --osl.")
+@click.option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")
+@click.option("--dataset-name", help="random | sharegpt (with --dataset-path).")
+@click.option("--dataset-path", help="vllm bench serve's name for --dataset.")
+@click.option("--num-prompts", type=INTEGER, help="Measured requests per level (default 4×C, ≥ 16).")
+@click.option("--duration", type=NUMBER, help="Measured seconds per level instead.")
+@click.option("--warmup", type=INTEGER, help="Warm-up requests per level (default min(C, 32)).")
+@click.option("--num-gpus", type=INTEGER, help="GPUs behind the endpoints.")
+@click.option("--ignore-eos/--no-ignore-eos", default=True, help="Ask for exact output lengths.")
+@click.option("--stream/--no-stream", default=True, help="Stream (needed for TTFT/ITL).")
+@click.option("--metrics/--no-metrics", default=True, help="Read the servers' /metrics.")
+@click.option(
+    "--api-key-env",
+    help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set].",
+)
+@click.option("--request-timeout", "deadline", type=NUMBER, default=600.0, help="Limit on one request in seconds.")
+@click.option("--seed", type=INTEGER, default=0, help="Seed of the random prompts and lengths.")
+@click.option("--json", "json_out", is_flag=True, help="Print the bench JSON.")
+@click.option("--save", type=PATH, help="Write the bench JSON to this file.")
+@click.option("--plot", type=PATH, help="Write the PNG plot to this file.")
+@click.option("--from-json", help="Use a saved bench JSON instead of measuring.")
+@click.option("--fit", is_flag=True, help="Fit the efficiency factors to the sweep.")
+@click.option("-o", "--out", type=PATH, help="Where --fit writes the calibration profile.")
+@click.option("--config", help="--fit: catalog model name or config.json path.")
+@click.option("--gpu", help="--fit: catalog GPU key.")
+@click.option("--tp", type=INTEGER, default=1, help="--fit: tensor-parallel GPUs per replica (TP).")
+@click.option("--pp", type=INTEGER, default=1, help="--fit: pipeline stages per replica (PP).")
+@click.option("--ep", type=INTEGER, default=1, help="--fit: expert-parallel GPUs (EP, MoE).")
+@click.option("--weight-dtype", default="bf16", help="--fit: the served weight format.")
+@click.option("--kv-dtype", default="auto", help="--fit: the KV-cache format (auto: the engine's default).")
+@click.option("--engine", default="sglang", help="--fit: the serving engine: sglang, vllm or trtllm.")
+@click.option("--max-running", type=INTEGER, help="--fit: the server's running-request cap (default: observed).")
+def bench_command(**o: Any) -> None:
     """Measure a live OpenAI-compatible server over a concurrency sweep, a speculating one's τ too (fit the planner to it)."""
-    fitting = None
-    if fit:
-        if out is None or config is None or gpu is None:
-            raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
-        fitting = FitOptions(
-            out,
-            config,
-            gpu,
-            num_gpus,
-            tp,
-            pp,
-            ep,
-            weight_dtype,
-            kv_dtype,
-            engine,
-            max_running,
-        )
+    fitting = _fitting(o)
     # Every check that needs no server comes before the sweep, so a typo costs no measurement.
-    isl = _same("isl", isl, "random-input-len", random_input_len, 1024)
-    osl = _same("osl", osl, "random-output-len", random_output_len, 256)
-    dataset = _dataset(dataset, dataset_path, dataset_name)
-    levels, rates = _levels(concurrency, max_concurrency, request_rate, from_json is not None)
-    _check_outputs(save, plot, fitting)
-    if from_json is not None:
-        data, stopped = _saved_sweep(from_json, fitting)
+    isl = _same("isl", o["isl"], "random-input-len", o["random_input_len"], 1024)
+    osl = _same("osl", o["osl"], "random-output-len", o["random_output_len"], 256)
+    dataset = _dataset(o["dataset"], o["dataset_path"], o["dataset_name"])
+    levels, rates = _levels(o["concurrency"], o["max_concurrency"], o["request_rate"], o["from_json"] is not None)
+    check_outputs(o["save"], o["plot"], fitting)
+    if o["from_json"] is not None:
+        data, stopped = read_bench_json(o["from_json"]).data, None
+        if fitting is not None:  # a bad --fit configuration fails now
+            fitting.check(data.get("num_gpus"))
     else:
         if fitting is not None:  # a bad --config/--gpu/layout fails now, not after the sweep
-            resolve(fitting.request())
-        if not endpoint or not model:
-            raise InputError("endpoint/model", _shown(endpoint, model), "--endpoint URL and --model NAME")
-        result = bench(
-            BenchRequest(
-                endpoints=tuple(endpoint),
-                model=model,
-                concurrencies=levels,
-                isl=isl,
-                osl=osl,
-                dataset=dataset,
-                num_prompts=num_prompts,
-                duration_s=duration,
-                warmup_requests=warmup,
-                num_gpus=num_gpus,
-                ignore_eos=ignore_eos,
-                stream=stream,
-                deadline_s=deadline,
-                seed=seed,
-                metrics=metrics,
-                api_key_env=api_key_env,
-                request_rates=rates,
-                burstiness=burstiness,
-            ),
-            on_level=None if json_out else _progress,
+            fitting.check()
+        if not o["endpoint"] or not o["model"]:
+            raise InputError("endpoint/model", _shown(o["endpoint"], o["model"]), "--endpoint URL and --model NAME")
+        measured = {k: o[k] for k in ("num_prompts", "duration", "warmup", "num_gpus", "ignore_eos", "stream")}
+        measured |= {k: o[k] for k in ("deadline", "seed", "metrics", "api_key_env", "burstiness")}
+        request = BenchRequest(
+            endpoints=tuple(o["endpoint"]),
+            model=o["model"],
+            concurrencies=levels,
+            isl=isl,
+            osl=osl,
+            dataset=dataset,
+            request_rates=rates,
+            **{_REQUEST_FIELDS.get(k, k): v for k, v in measured.items()},
         )
+        result = bench(request, on_level=None if o["json_out"] else _progress)
         data, stopped = result.data, result.stopped
-    _finish(data, stopped, fitting, save, plot, json_out)
+    _finish(data, stopped, fitting, o["save"], o["plot"], o["json_out"])
 
 
-def _shown(endpoints: list[str] | None, model: str | None) -> str:
+def _fitting(o: dict[str, Any]) -> FitTarget | None:
+    """``--fit``'s options (None without ``--fit``): -o, --config and --gpu are needed with it."""
+    if not o["fit"]:
+        return None
+    if o["out"] is None or o["config"] is None or o["gpu"] is None:
+        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+    return FitTarget(**{k: o[k] for k in _FIT_OPTIONS})
+
+
+def _shown(endpoints: Sequence[str] | None, model: str | None) -> str:
     """The endpoints and model as an error line shows them: no ``user:password@``, no query value."""
     return f"{[display_url(u) for u in endpoints or ()]}/{model}"
 
@@ -292,97 +193,34 @@ def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | N
     return chosen
 
 
-def _check_outputs(save: Path | None, plot: Path | None, fitting: FitOptions | None) -> None:
-    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring."""
-    for option, path, what in (
-        ("--save", save, "a JSON file path"),
-        ("--plot", plot, "a PNG file path"),
-        ("--out", fitting.out if fitting else None, "a profile JSON file path"),
-    ):
-        if path is not None:
-            check_output_file(path, option, what)
-
-
-def _saved_sweep(path: str, fitting: FitOptions | None) -> tuple[dict, None]:
-    """``--from-json``: the saved bench JSON (a bad ``--fit`` configuration fails now)."""
-    data = read_bench_json(path).data
-    if fitting is not None:
-        resolve(fitting.request(data.get("num_gpus")))
-    return data, None
-
-
 def _progress(level: dict) -> None:
     print(level_line(level), file=sys.stderr)
 
 
 def _finish(
-    data: dict, stopped: str | None, fitting: FitOptions | None, save: Path | None, plot: Path | None, json_out: bool
+    data: dict, stopped: str | None, fitting: FitTarget | None, save: Path | None, plot: Path | None, json_out: bool
 ) -> None:
-    """Fit (``--fit``), save, plot and print the sweep; then raise what went wrong, if anything:
-    a failed fit, a file that could not be written (its content went to stdout instead), a sweep
-    that stopped early."""
-    failed: list[str] = []  # writes that failed at the end: what they held goes to stdout instead
-    wrote_profile, fit_error = False, None
-    if fitting is not None and data["levels"]:
-        wrote_profile, fit_error = _fit_and_write(data, fitting.request(data.get("num_gpus")), fitting.out, failed)
-    _save_outputs(data, save, plot, failed)
-    saved = save is not None and not any(f.startswith("--save") for f in failed)
-    if any(f.startswith("--out") for f in failed) or (not saved and (fit_error is not None or save is not None)):
-        json_out = True  # the measurement (and the fit's profile) printed in full instead of lost
-    if json_out:
-        print(json.dumps(data, indent=2))
-    else:
-        show_bench(
-            Console(width=None if sys.stdout.isatty() else 170),
-            data,
-            fitting.out if wrote_profile and fitting is not None else None,
-        )
-    if fit_error is not None:
-        raise fit_error
-    if failed:
-        printed = "the bench JSON is printed on stdout" if json_out else "the results are printed on stdout"
-        raise OutputLost(
-            f"could not write {'; '.join(failed)}; {printed}"
-            + (f" (sweep stopped early: {stopped})" if stopped is not None else "")
-        )
-    if stopped is not None:
-        raise ServerError(f"sweep stopped: {stopped} ({len(data['levels'])} levels kept)")
+    """Fit, save and plot (:func:`finish_bench`), print the sweep (as JSON where a file that would
+    have kept it was lost), then raise what went wrong, if anything."""
 
-
-def _fit_and_write(
-    data: dict, desc: PredictRequest, out: Path, failed: list[str]
-) -> tuple[bool, TokenplanError | None]:
-    """Fit the planner to the sweep in ``data`` (adds ``data["fit"]``) and write the profile to
-    ``out``. Returns (profile written, the fit's error or None): a failed fit keeps the
-    measurement, which the caller still saves and prints before it raises."""
-    try:
-        outcome = fit_bench(data, desc, "tokenplan bench " + " ".join(sys.argv[2:]))
-    except TokenplanError as problem:
-        return False, problem
-    data["fit"] = outcome.data  # holds the profile as well
-    for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    return _write(out, json.dumps(outcome.profile, indent=2) + "\n", "--out", failed), None
-
-
-def _save_outputs(data: dict, save: Path | None, plot: Path | None, failed: list[str]) -> None:
-    """Write the bench JSON (``--save``) and the PNG (``--plot``); failures go to ``failed``."""
-    if save is not None:
-        _write(save, json.dumps(data, indent=2) + "\n", "--save", failed)
-    if plot is not None and data["levels"]:
+    def draw(data: dict, path: Path) -> None:
         from tokenplan.report.bench_plot import write_bench_plot
 
-        try:
-            write_bench_plot(data, plot)
-        except OSError as problem:
-            failed.append(f"--plot {str(plot)!r}: {problem.strerror or problem}")
+        write_bench_plot(data, path)
 
+    def fit(data: dict, served: Any) -> Any:  # noqa: ANN401 - a PredictRequest in, a FitOutcome out
+        return fit_bench(data, served, "tokenplan bench " + " ".join(sys.argv[2:]))
 
-def _write(path: Path, text: str, option: str, failed: list[str]) -> bool:
-    """Write ``text`` to ``path``; on failure note it in ``failed`` and return False."""
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as problem:
-        failed.append(f"{option} {str(path)!r}: {problem.strerror or problem}")
-        return False
-    return True
+    done = finish_bench(data, fitting, save, plot, fit, draw)
+    for warning in done.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    as_json = done.print_json(save is not None, json_out)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        from rich.console import Console
+
+        show_bench(Console(width=None if sys.stdout.isatty() else 170), data, done.profile)
+    error = done.error(stopped, len(data["levels"]), as_json)
+    if error is not None:
+        raise error

@@ -13,154 +13,99 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Any
 
-import typer
+import click
 
 from tokenplan.api.calibrate import calibrate, calibrate_update, table_to_json
 from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
+from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.errors import InputError
 
-_Paths = Annotated[
-    Optional[list[str]],
-    typer.Argument(help="Measurement CSVs (columns of dev.csv, inferencex-dev.csv or serving-dev.csv)."),
-]
-_Out = Annotated[Optional[Path], typer.Option("-o", "--out", help="Where to write the calibration profile JSON.")]
-_Cv = Annotated[bool, typer.Option("--cv/--no-cv", help="Run the leave-one-group-out cross-validation.")]
-_Bands = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--bands",
-        help="Also write the error-band table (80 % intervals "
-        "from K-fold cross-validated residuals) to this JSON file; needs --cv.",
-    ),
-]
-_Refit = Annotated[
-    bool,
-    typer.Option(
-        "--refit",
-        help="Refit the whole table from the built-in defaults (how the "
-        "shipped fit is made; needed for --cv and --bands) instead of updating the "
-        "shipped fit with the files' rows.",
-    ),
-]
-_Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
-_FromRun = Annotated[
-    Optional[str],
-    typer.Option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead."),
-]
-_Model = Annotated[
-    Optional[str],
-    typer.Option("--model", help="--from-run: catalog model, Hugging Face id or config.json the server ran."),
-]
-_Gpu = Annotated[Optional[str], typer.Option("--gpu", help="--from-run: catalog GPU key.")]
-_NumGpus = Annotated[int, typer.Option("--num-gpus", help="--from-run: GPUs the server ran on.")]
-_Tp = Annotated[int, typer.Option("--tp", help="--from-run: tensor-parallel GPUs per replica (TP).")]
-_Engine = Annotated[str, typer.Option("--engine", help="--from-run: the serving engine: sglang, vllm or trtllm.")]
-_WeightDtype = Annotated[str, typer.Option("--weight-dtype", help="--from-run: the served weight format.")]
-_KvDtype = Annotated[
-    str, typer.Option("--kv-dtype", help="--from-run: the KV-cache format (auto: the engine's default).")
-]
-_Concurrency = Annotated[Optional[int], typer.Option("--concurrency", help="--from-run: total requests in flight.")]
-_Isl = Annotated[
-    Optional[float], typer.Option("--isl", help="--from-run: mean prompt tokens (default: from the records).")
-]
-_FromBench = Annotated[
-    Optional[list[str]],
-    typer.Option(
-        "--from-bench",
-        help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).",
-    ),
-]
-_Pp = Annotated[int, typer.Option("--pp", help="--from-run/--from-bench: pipeline stages per replica (PP).")]
-_Ep = Annotated[int, typer.Option("--ep", help="--from-run/--from-bench: expert-parallel GPUs (EP, MoE).")]
 
-
-@app.command("calibrate")
-def calibrate_command(
-    paths: _Paths = None,
-    out: _Out = None,
-    cv: _Cv = True,
-    bands: _Bands = None,
-    json_out: _Json = False,
-    from_run: _FromRun = None,
-    config: _Model = None,
-    gpu: _Gpu = None,
-    num_gpus: _NumGpus = 1,
-    tp: _Tp = 1,
-    engine: _Engine = "sglang",
-    weight_dtype: _WeightDtype = "bf16",
-    kv_dtype: _KvDtype = "auto",
-    concurrency: _Concurrency = None,
-    isl: _Isl = None,
-    from_bench: _FromBench = None,
-    pp: _Pp = 1,
-    ep: _Ep = 1,
-    refit: _Refit = False,
-) -> None:
+@app.command("calibrate", old_spellings={"--config": "--model"})
+@click.argument("paths", nargs=-1, help="Measurement CSVs (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")
+@click.option("-o", "--out", type=PATH, help="Where to write the calibration profile JSON.")
+@click.option("--cv/--no-cv", default=True, help="Run the leave-one-group-out cross-validation.")
+@click.option(
+    "--bands",
+    type=PATH,
+    help="Also write the error-band table (80 % intervals from K-fold cross-validated residuals) to this JSON file; needs --cv.",
+)
+@click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
+@click.option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")
+@click.option("--model", "config", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")
+@click.option("--gpu", help="--from-run: catalog GPU key.")
+@click.option("--num-gpus", type=INTEGER, default=1, help="--from-run: GPUs the server ran on.")
+@click.option("--tp", type=INTEGER, default=1, help="--from-run: tensor-parallel GPUs per replica (TP).")
+@click.option("--engine", default="sglang", help="--from-run: the serving engine: sglang, vllm or trtllm.")
+@click.option("--weight-dtype", default="bf16", help="--from-run: the served weight format.")
+@click.option("--kv-dtype", default="auto", help="--from-run: the KV-cache format (auto: the engine's default).")
+@click.option("--concurrency", type=INTEGER, help="--from-run: total requests in flight.")
+@click.option("--isl", type=NUMBER, help="--from-run: mean prompt tokens (default: from the records).")
+@click.option(
+    "--from-bench",
+    multiple=True,
+    help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).",
+)
+@click.option("--pp", type=INTEGER, default=1, help="--from-run/--from-bench: pipeline stages per replica (PP).")
+@click.option("--ep", type=INTEGER, default=1, help="--from-run/--from-bench: expert-parallel GPUs (EP, MoE).")
+@click.option(
+    "--refit",
+    is_flag=True,
+    help="Refit the whole table from the built-in defaults (how the shipped fit is made; needed for --cv and --bands) instead of updating the shipped fit with the files' rows.",
+)
+def calibrate_command(**o: Any) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
+    out, paths, bands, json_out = o["out"], o["paths"], o["bands"], o["json_out"]
     if out is None:
         raise InputError("out", "", "-o PROFILE.json: where to write the calibration profile")
-    if from_bench:
-        _from_bench(
-            from_bench,
-            out,
-            json_out,
-            PredictRequest(
-                model=config or "",
-                gpu=gpu or "",
-                num_gpus=num_gpus,
-                tp=tp,
-                pp=pp,
-                ep=ep,
-                engine=engine,
-                weight_dtype=weight_dtype,
-                kv_dtype=kv_dtype,
-            ),
-        )
+    if o["from_bench"]:
+        _from_bench(o["from_bench"], out, json_out, _served(o))
         return
-    if from_run is not None:
+    if o["from_run"] is not None:
+        isl = o["isl"]
         if isl is not None and not 0 < isl < math.inf:
             raise InputError("isl", isl, "a mean prompt length in tokens > 0 (or leave it out: from the records)")
-        _from_run(
-            from_run,
-            out,
-            json_out,
-            PredictRequest(
-                model=config or "",
-                gpu=gpu or "",
-                num_gpus=num_gpus,
-                tp=tp,
-                pp=pp,
-                ep=ep,
-                engine=engine,
-                weight_dtype=weight_dtype,
-                kv_dtype=kv_dtype,
-                concurrency=concurrency,
-                isl=isl or 0.0,
-            ),
-        )
+        _from_run(o["from_run"], out, json_out, replace(_served(o), concurrency=o["concurrency"], isl=isl or 0.0))
         return
     if not paths:
         raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
-    if not refit:
+    if not o["refit"]:
         if bands is not None:
             raise InputError("bands", str(bands), "--bands together with --refit (the bands come from the full refit)")
         _update_csv(paths, out, json_out)
         return
-    if bands is not None and not cv:
+    if bands is not None and not o["cv"]:
         raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
-    _from_csv(paths, out, cv, bands, json_out)
+    _from_csv(paths, out, o["cv"], bands, json_out)
 
 
-def _update_csv(paths: list[str], out: Path, json_out: bool) -> None:
+def _served(o: dict[str, Any]) -> PredictRequest:
+    """What the server ran (``--from-run``/``--from-bench``), by keyword; model and GPU checked by the callers."""
+    return PredictRequest(
+        model=o["config"] or "",
+        gpu=o["gpu"] or "",
+        num_gpus=o["num_gpus"],
+        tp=o["tp"],
+        pp=o["pp"],
+        ep=o["ep"],
+        engine=o["engine"],
+        weight_dtype=o["weight_dtype"],
+        kv_dtype=o["kv_dtype"],
+    )
+
+
+def _update_csv(paths: Sequence[str], out: Path, json_out: bool) -> None:
     """Update the shipped fit with the CSVs' rows; write the update profile and print what moved."""
     from tokenplan.report.fit import show_update
 
-    result = calibrate_update(paths, "tokenplan calibrate " + " ".join(paths) + f" -o {out}")
+    result = calibrate_update(list(paths), "tokenplan calibrate " + " ".join(paths) + f" -o {out}")
     d = result.to_json()
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
     if json_out:
@@ -169,14 +114,14 @@ def _update_csv(paths: list[str], out: Path, json_out: bool) -> None:
     show_update(wide_console(), d, out)
 
 
-def _from_csv(paths: list[str], out: Path, cv: bool, bands: Path | None, json_out: bool) -> None:
+def _from_csv(paths: Sequence[str], out: Path, cv: bool, bands: Path | None, json_out: bool) -> None:
     """Fit to measurement CSVs; write the profile (and the error bands) and print the fit."""
     from tokenplan.report.calibration import show_calibration
 
     # the paths as typed, so the provenance names the files that reproduce it
     # (e.g. data/ground-truth/dev.csv for the shipped fit)
     command = "tokenplan calibrate --refit " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
-    result = calibrate(paths, command, cv, bands=bands is not None)
+    result = calibrate(list(paths), command, cv, bands=bands is not None)
     d = result.to_json()
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
     band_table = result.bands if bands is not None else None
@@ -188,13 +133,13 @@ def _from_csv(paths: list[str], out: Path, cv: bool, bands: Path | None, json_ou
     show_calibration(wide_console(), d, out, band_table, bands)
 
 
-def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
+def _from_bench(paths: Sequence[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
     from tokenplan.api.bench import calibrate_from_results
 
     if not desc.model or not desc.gpu:
         raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-bench")
     command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
-    _write_fit(calibrate_from_results(paths, desc, command), out, json_out, sources=True)
+    _write_fit(calibrate_from_results(list(paths), desc, command), out, json_out, sources=True)
 
 
 def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:

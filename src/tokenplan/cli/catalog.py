@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import json
 
-import typer
-from rich.console import Console
+import click
 
-from tokenplan.cli.app import catalog_app
+from tokenplan.cli.app import Group, app, require_command
 from tokenplan.cli.app import console as wide_console
 
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON, sources included")
 
-@catalog_app.command("gpus")
-def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included")) -> None:
+
+@app.group("catalog", cls=Group, invoke_without_command=True)
+@click.pass_context
+def catalog(ctx: click.Context) -> None:
+    """List the shipped GPU and model catalogs."""
+    require_command(ctx)
+
+
+@catalog.command("gpus")
+@_JSON
+def gpus_cmd(as_json: bool) -> None:
     """GPUs: memory, bandwidth, dense TFLOPS, link, native formats, price."""
+    from rich.console import Console
+
     from tokenplan.api.catalog import catalog_gpus
     from tokenplan.report.catalog import GPU_SOURCES_NOTE, gpus_table
 
@@ -25,10 +36,9 @@ def gpus_cmd(as_json: bool = typer.Option(False, "--json", help="Print the catal
     Console(stderr=True).print(GPU_SOURCES_NOTE, style="dim")
 
 
-@catalog_app.command("models")
-def models_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, sources included"),
-) -> None:
+@catalog.command("models")
+@_JSON
+def models_cmd(as_json: bool) -> None:
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
     from tokenplan.api.catalog import catalog_models
     from tokenplan.report.catalog import models_table

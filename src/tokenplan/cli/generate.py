@@ -1,224 +1,162 @@
 """``tokenplan generate``: options → :class:`GenerateRequest` → :func:`generate` → live display and
 summary (:mod:`tokenplan.report.generate`).
 
-Each option's type and help is one named ``Annotated`` alias below, in the order ``--help`` lists.
+Each option's type and help is one click decorator below, in the order ``--help`` lists.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Sequence
+from typing import Any
 
-import typer
+import click
 from rich.console import Console
 from rich.live import Live
 
 from tokenplan.api.generate import ExportError, GenerateRequest, GenerateResult, generate
 from tokenplan.cli.app import app
 from tokenplan.cli.generate_trial import console_is_terminal, log_every, print_dry_run
+from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import parse_json
 from tokenplan.report.generate import progress_table, summary_text
 
 EXIT_INTERRUPTED = 130
 
-_Inputs = Annotated[
-    list[str], typer.Argument(help="JSONL (plain, .zst, .gz, .bz2, .lz4), JSON or Parquet files or globs.")
-]
-_Out = Annotated[Path, typer.Option("--out", help="Run directory (created; rerun to resume).")]
-_Endpoint = Annotated[
-    list[str], typer.Option("--endpoint", help="Server base URL, e.g. http://127.0.0.1:8000/v1; repeatable.")
-]
-_Model = Annotated[str, typer.Option("--model", help="Model name the servers serve.")]
-_Mode = Annotated[str, typer.Option(help="regenerate | complete")]
-_Concurrency = Annotated[
-    Optional[int], typer.Option(help="Requests in flight per endpoint [default: the plan's, else 64].")
-]
-_MaxTokens = Annotated[
-    Optional[int], typer.Option(help="Max completion tokens per request [default: the plan's output cap, else 4096].")
-]
-_Temperature = Annotated[
-    Optional[float], typer.Option(help="Sampling temperature [default: generation_config.json, else 0].")
-]
-_TopP = Annotated[
-    Optional[float], typer.Option(help="Nucleus sampling top_p [default: generation_config.json, else the server's].")
-]
-_TopK = Annotated[
-    Optional[int], typer.Option(help="top_k sampling [default: generation_config.json, else the server's].")
-]
-_Seed = Annotated[Optional[int], typer.Option(help="Job seed; each request's seed derives from it [default: 0].")]
-_NoSeed = Annotated[bool, typer.Option("--no-seed", help="Send no seed (a server that refuses the field).")]
-_Thinking = Annotated[Optional[str], typer.Option(help="on | off (chat_template_kwargs.enable_thinking).")]
-_OnLength = Annotated[str, typer.Option(help="keep | drop | retry a 'length' finish.")]
-_N = Annotated[int, typer.Option("--n", help="Samples per row (complete mode ids ROWID#k).")]
-_ExtraBody = Annotated[Optional[str], typer.Option(help="JSON object merged into every request.")]
-_Plan = Annotated[Optional[Path], typer.Option(help="Output of `tokenplan plan --json`.")]
-_Export = Annotated[
-    Optional[Path],
-    typer.Option(
-        help="Write all stored records to this file: .parquet, .jsonl (SpecForge training rows), or see --format."
-    ),
-]
-_ExportFormat = Annotated[
-    Optional[str],
-    typer.Option("--format", help="--export format: parquet | jsonl | openai-batch [default: from the suffix]."),
-]
-_DropLength = Annotated[bool, typer.Option(help="--export leaves out records with a length-cut turn.")]
-_RequireThinkClose = Annotated[
-    bool, typer.Option(help="--export leaves out records whose thinking was cut before </think>.")
-]
-_GenerationConfig = Annotated[
-    Optional[Path], typer.Option(help="generation_config.json (or its model directory) for default sampling.")
-]
-_Limit = Annotated[Optional[int], typer.Option(help="Only the first N usable rows (a trial run).")]
-_DryRun = Annotated[bool, typer.Option(help="Count rows, requests and (with a tokenizer) prompt tokens; send nothing.")]
-_Tokenizer = Annotated[
-    Optional[Path],
-    typer.Option(help="Tokenizer directory for --dry-run [default: --model when it is a local directory]."),
-]
-_ProgressEvery = Annotated[
-    float, typer.Option(help="Seconds between log lines and summary.json updates when stderr is not a terminal.")
-]
-_Force = Annotated[bool, typer.Option(help="Continue a run directory made for another configuration.")]
-_RetrySkipped = Annotated[
-    bool, typer.Option(help="Send the units in skipped.jsonl again (kept as skipped.retried.jsonl).")
-]
-_ApiKeyEnv = Annotated[
-    Optional[str],
-    typer.Option(
-        help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set]."
-    ),
-]
-_Stream = Annotated[bool, typer.Option(help="Stream answers (measures TTFT; more client CPU).")]
-_MaxAttempts = Annotated[int, typer.Option(help="Tries per request, the first included.")]
-_RequestTimeout = Annotated[
-    Optional[float],
-    typer.Option("--request-timeout", help="Limit on one request in seconds [default: 120 + max_tokens / 10]."),
-]
-_Grace = Annotated[float, typer.Option(help="Seconds in-flight requests get after Ctrl-C.")]
-_Backend = Annotated[
-    str, typer.Option(help="local (one process) | ray (an actor pool on a Ray cluster; pip install 'tokenplan[ray]').")
-]
-_RayAddress = Annotated[
-    Optional[str],
-    typer.Option(
-        help="Ray cluster to join: head:6379, auto (the one "
-        "on this node) or ray://head:10001 [default: $RAY_ADDRESS, "
-        "else a new local one]."
-    ),
-]
-_Actors = Annotated[int, typer.Option(help="Ray actors (client processes) sharing the endpoints.")]
-_Quiet = Annotated[bool, typer.Option(help="No live display.")]
-_ExtraBodyOverride = Annotated[
-    bool,
-    typer.Option(
-        help="Let --extra-body replace fields tokenplan sets "
-        "(messages, model, n, seed, max_tokens, max_completion_tokens)."
-    ),
-]
-_MaxAnswerBytes = Annotated[
-    Optional[int],
-    typer.Option(
-        help="Cap on one answer body in bytes; a larger answer fails its row [default: 1 MiB + 1 KiB per max-tokens]."
-    ),
-]
-_Json = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 
-
-@app.command("generate")
-def generate_command(
-    inputs: _Inputs,
-    out: _Out,
-    endpoint: _Endpoint,
-    model: _Model,
-    mode: _Mode = "regenerate",
-    concurrency: _Concurrency = None,
-    max_tokens: _MaxTokens = None,
-    temperature: _Temperature = None,
-    top_p: _TopP = None,
-    top_k: _TopK = None,
-    seed: _Seed = None,
-    no_seed: _NoSeed = False,
-    thinking: _Thinking = None,
-    on_length: _OnLength = "keep",
-    n: _N = 1,
-    extra_body: _ExtraBody = None,
-    plan: _Plan = None,
-    export: _Export = None,
-    export_format: _ExportFormat = None,
-    drop_length: _DropLength = False,
-    require_think_close: _RequireThinkClose = False,
-    generation_config: _GenerationConfig = None,
-    limit: _Limit = None,
-    dry_run: _DryRun = False,
-    tokenizer: _Tokenizer = None,
-    progress_every: _ProgressEvery = 30.0,
-    force: _Force = False,
-    retry_skipped: _RetrySkipped = False,
-    api_key_env: _ApiKeyEnv = None,
-    stream: _Stream = False,
-    max_attempts: _MaxAttempts = 6,
-    deadline_s: _RequestTimeout = None,
-    grace_s: _Grace = 30.0,
-    backend: _Backend = "local",
-    ray_address: _RayAddress = None,
-    actors: _Actors = 2,
-    quiet: _Quiet = False,
-    extra_body_override: _ExtraBodyOverride = False,
-    max_answer_bytes: _MaxAnswerBytes = None,
-    json_out: _Json = False,
-) -> None:
+@app.command("generate", old_spellings={"--deadline-s": "--request-timeout"})
+@click.argument(
+    "inputs", nargs=-1, required=True, help="JSONL (plain, .zst, .gz, .bz2, .lz4), JSON or Parquet files or globs."
+)
+@click.option("--out", type=PATH, required=True, help="Run directory (created; rerun to resume).")
+@click.option(
+    "--endpoint", multiple=True, required=True, help="Server base URL, e.g. http://127.0.0.1:8000/v1; repeatable."
+)
+@click.option("--model", required=True, help="Model name the servers serve.")
+@click.option("--mode", default="regenerate", help="regenerate | complete")
+@click.option("--concurrency", type=INTEGER, help="Requests in flight per endpoint [default: the plan's, else 64].")
+@click.option(
+    "--max-tokens", type=INTEGER, help="Max completion tokens per request [default: the plan's output cap, else 4096]."
+)
+@click.option("--temperature", type=NUMBER, help="Sampling temperature [default: generation_config.json, else 0].")
+@click.option(
+    "--top-p", type=NUMBER, help="Nucleus sampling top_p [default: generation_config.json, else the server's]."
+)
+@click.option("--top-k", type=INTEGER, help="top_k sampling [default: generation_config.json, else the server's].")
+@click.option("--seed", type=INTEGER, help="Job seed; each request's seed derives from it [default: 0].")
+@click.option("--no-seed", is_flag=True, help="Send no seed (a server that refuses the field).")
+@click.option("--thinking", help="on | off (chat_template_kwargs.enable_thinking).")
+@click.option("--on-length", default="keep", help="keep | drop | retry a 'length' finish.")
+@click.option("--n", type=INTEGER, default=1, help="Samples per row (complete mode ids ROWID#k).")
+@click.option("--extra-body", help="JSON object merged into every request.")
+@click.option("--plan", type=PATH, help="Output of `tokenplan plan --json`.")
+@click.option(
+    "--export",
+    type=PATH,
+    help="Write all stored records to this file: .parquet, .jsonl (SpecForge training rows), or see --format.",
+)
+@click.option(
+    "--format", "export_format", help="--export format: parquet | jsonl | openai-batch [default: from the suffix]."
+)
+@click.option(
+    "--drop-length/--no-drop-length", default=False, help="--export leaves out records with a length-cut turn."
+)
+@click.option(
+    "--require-think-close/--no-require-think-close",
+    default=False,
+    help="--export leaves out records whose thinking was cut before </think>.",
+)
+@click.option(
+    "--generation-config", type=PATH, help="generation_config.json (or its model directory) for default sampling."
+)
+@click.option("--limit", type=INTEGER, help="Only the first N usable rows (a trial run).")
+@click.option(
+    "--dry-run/--no-dry-run",
+    default=False,
+    help="Count rows, requests and (with a tokenizer) prompt tokens; send nothing.",
+)
+@click.option(
+    "--tokenizer", type=PATH, help="Tokenizer directory for --dry-run [default: --model when it is a local directory]."
+)
+@click.option(
+    "--progress-every",
+    type=NUMBER,
+    default=30.0,
+    help="Seconds between log lines and summary.json updates when stderr is not a terminal.",
+)
+@click.option("--force/--no-force", default=False, help="Continue a run directory made for another configuration.")
+@click.option(
+    "--retry-skipped/--no-retry-skipped",
+    default=False,
+    help="Send the units in skipped.jsonl again (kept as skipped.retried.jsonl).",
+)
+@click.option(
+    "--api-key-env",
+    help="Environment variable holding the API key (must be set when named) [default: OPENAI_API_KEY if set].",
+)
+@click.option("--stream/--no-stream", default=False, help="Stream answers (measures TTFT; more client CPU).")
+@click.option("--max-attempts", type=INTEGER, default=6, help="Tries per request, the first included.")
+@click.option(
+    "--request-timeout",
+    "deadline_s",
+    type=NUMBER,
+    help="Limit on one request in seconds [default: 120 + max_tokens / 10].",
+)
+@click.option("--grace-s", type=NUMBER, default=30.0, help="Seconds in-flight requests get after Ctrl-C.")
+@click.option(
+    "--backend",
+    default="local",
+    help="local (one process) | ray (an actor pool on a Ray cluster; pip install 'tokenplan[ray]').",
+)
+@click.option(
+    "--ray-address",
+    help="Ray cluster to join: head:6379, auto (the one on this node) or ray://head:10001 [default: $RAY_ADDRESS, else a new local one].",
+)
+@click.option("--actors", type=INTEGER, default=2, help="Ray actors (client processes) sharing the endpoints.")
+@click.option("--quiet/--no-quiet", default=False, help="No live display.")
+@click.option(
+    "--extra-body-override/--no-extra-body-override",
+    default=False,
+    help="Let --extra-body replace fields tokenplan sets (messages, model, n, seed, max_tokens, max_completion_tokens).",
+)
+@click.option(
+    "--max-answer-bytes",
+    type=INTEGER,
+    help="Cap on one answer body in bytes; a larger answer fails its row [default: 1 MiB + 1 KiB per max-tokens].",
+)
+@click.option("--json", "json_out", is_flag=True, help="Print the summary as JSON.")
+def generate_command(**o: Any) -> None:
     """Regenerate or complete a dataset through OpenAI-compatible servers, exactly once, resumably."""
-    request = GenerateRequest.build(
-        inputs=inputs,
-        out_dir=out,
-        endpoints=endpoint,
-        model=model,
-        mode=mode,
-        concurrency=concurrency,
-        extra_body_override=extra_body_override,
-        max_answer_bytes=max_answer_bytes,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=_job_seed(seed, no_seed),
-        thinking=thinking,
-        on_length=on_length,
-        n=n,
-        extra_body=_json_object(extra_body),
-        plan=plan,
-        export=export,
-        force=force,
-        retry_skipped=retry_skipped,
-        api_key_env=api_key_env,
-        stream=stream,
-        max_attempts=max_attempts,
-        deadline_s=deadline_s,
-        grace_s=grace_s,
-        export_format=export_format,
-        drop_length=drop_length,
-        require_think_close=require_think_close,
-        generation_config=generation_config,
-        limit=limit,
-        dry_run=dry_run,
-        tokenizer=tokenizer,
-        backend=backend,
-        ray_address=ray_address,
-        actors=actors,
-        progress_every_s=None if console_is_terminal() else progress_every,
-    )
-    if dry_run:
-        print_dry_run(request, json_out)
+    request = GenerateRequest.build(**_request_fields(o))
+    if o["dry_run"]:
+        print_dry_run(request, o["json_out"])
         return
-    result = _run(request, quiet or json_out, progress_every)
-    if json_out:
+    result = _run(request, o["quiet"] or o["json_out"], o["progress_every"])
+    if o["json_out"]:
         print(json.dumps(result.summary, indent=2))
     else:
         print(summary_text(result))
-    _exit_status(result, inputs)
+    _exit_status(result, o["inputs"])
+
+
+# Options that shape the output here rather than the job; and the request's name where it differs
+_DISPLAY_ONLY = ("quiet", "json_out", "no_seed", "progress_every")
+_RENAMED = {"out": "out_dir", "endpoint": "endpoints"}
+
+
+def _request_fields(o: dict[str, Any]) -> dict[str, Any]:
+    """GenerateRequest.build's keywords from the options: the seed (``--seed``/``--no-seed``), the
+    parsed ``--extra-body``, and progress lines only where stderr is not a terminal."""
+    fields = {_RENAMED.get(k, k): v for k, v in o.items() if k not in _DISPLAY_ONLY}
+    return fields | {
+        "inputs": list(o["inputs"]),
+        "endpoints": list(o["endpoint"]),
+        "seed": _job_seed(o["seed"], o["no_seed"]),
+        "extra_body": _json_object(o["extra_body"]),
+        "progress_every_s": None if console_is_terminal() else o["progress_every"],
+    }
 
 
 def _run(request: GenerateRequest, quiet: bool, progress_every: float) -> GenerateResult:
@@ -241,7 +179,7 @@ def _run(request: GenerateRequest, quiet: bool, progress_every: float) -> Genera
     return result
 
 
-def _exit_status(result: GenerateResult, inputs: list[str]) -> None:
+def _exit_status(result: GenerateResult, inputs: Sequence[str]) -> None:
     """Exit 2 when no row was usable or the export failed, 130 when interrupted (after the summary)."""
     if result.units_total == 0 and result.rejected_rows:  # e.g. a file in a shape no reader knows
         raise InputError(
@@ -251,7 +189,7 @@ def _exit_status(result: GenerateResult, inputs: list[str]) -> None:
             f"were rejected; the reasons are in {result.run_dir / 'rejects.jsonl'})",
         )
     if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)  # SystemExit: typer.Exit is swallowed in non-standalone mode
+        sys.exit(EXIT_INTERRUPTED)  # SystemExit: a status of its own, after the summary
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
 

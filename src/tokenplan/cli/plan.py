@@ -7,172 +7,148 @@ Options → :func:`plan_request` (by keyword, under a ``--job`` YAML) → ``plan
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Any
 
-import typer
+import click
 
-from tokenplan.cli.app import app
+from tokenplan.cli.app import app, exit_status
 from tokenplan.cli.app import console as wide_console
+from tokenplan.cli.params import INTEGER, NUMBER
 
-_MODEL = typer.Option(None, "--model", help="Catalog name or config.json path [default: qwen3.6-27b]")
-_GPU = typer.Option(
-    None,
+
+@app.command("plan", old_spellings={"--isl-mean": "--isl", "--osl-mean": "--osl"})
+@click.option("--model", help="Catalog name or config.json path [default: qwen3.6-27b]")
+@click.option(
     "--gpu",
+    multiple=True,
     help="Hardware option COUNTxKEY (8xb200), or KEY for one node or, with --deadline/--budget, the count to find; repeatable [default: 4xrtx-pro-6000, 8xb200]",
 )
-_SAMPLES = typer.Option(None, "--samples", help="Requests in the job [default: 914000]")
-_ISL = typer.Option(None, "--isl", help="Mean input tokens (ISL; lognormal with --isl-sigma) [default: 1024]")
-_ISL_SIGMA = typer.Option(None, "--isl-sigma", help="Lognormal σ of inputs [default: 0.8]")
-_ISL_CAP = typer.Option(None, "--isl-cap", help="Longest input (tokens) [default: 16384]")
-_OSL = typer.Option(None, "--osl", help="Mean output tokens (OSL; lognormal with --osl-sigma) [default: 2500]")
-_OSL_SIGMA = typer.Option(None, "--osl-sigma", help="Lognormal σ of outputs [default: 1.0]")
-_MAX_TOKENS = typer.Option(None, "--max-tokens", help="Longest output: the requests' max_tokens [default: 32768]")
-_ENGINE = typer.Option(None, "--engine", help="Serving engine: sglang, vllm or trtllm [default: sglang]")
-_PRICE = typer.Option(
-    None, "--price", help="GPU=USD per GPU-hour, repeatable (e.g. b200=4.5) [default: the GPU catalog's typical price]"
+@click.option("--samples", type=INTEGER, help="Requests in the job [default: 914000]")
+@click.option(
+    "--isl", "isl_mean", type=NUMBER, help="Mean input tokens (ISL; lognormal with --isl-sigma) [default: 1024]"
 )
-_SPEC = typer.Option(
-    None,
+@click.option("--isl-sigma", type=NUMBER, help="Lognormal σ of inputs [default: 0.8]")
+@click.option("--isl-cap", type=NUMBER, help="Longest input (tokens) [default: 16384]")
+@click.option(
+    "--osl", "osl_mean", type=NUMBER, help="Mean output tokens (OSL; lognormal with --osl-sigma) [default: 2500]"
+)
+@click.option("--osl-sigma", type=NUMBER, help="Lognormal σ of outputs [default: 1.0]")
+@click.option("--max-tokens", type=NUMBER, help="Longest output: the requests' max_tokens [default: 32768]")
+@click.option("--engine", help="Serving engine: sglang, vllm or trtllm [default: sglang]")
+@click.option(
+    "--price",
+    multiple=True,
+    help="GPU=USD per GPU-hour, repeatable (e.g. b200=4.5) [default: the GPU catalog's typical price]",
+)
+@click.option(
     "--spec",
+    multiple=True,
     help="Speculative settings to try: none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3, dflash (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON whose measured acceptance gives it, e.g. mtp:3:bench.json; repeatable) [default: none, mtp:1, mtp:3]",
 )
-_WEIGHT_DTYPE = typer.Option(
-    None,
+@click.option(
     "--weight-dtype",
+    multiple=True,
     help="Weight formats to search: bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16/int4 (repeatable) [default: bf16 and fp8 where native, or the released format]",
 )
-_KV_DTYPE = typer.Option(
-    None,
+@click.option(
     "--kv-dtype",
+    multiple=True,
     help="KV-cache formats to search: bf16, fp16, fp8, nvfp4 (repeatable) [default: bf16 and fp8 where native]",
 )
-_DEADLINE = typer.Option(
-    None,
+@click.option(
     "--deadline",
     help="Provisioning: finish the whole job within this time (2d, 36h, 90m); each --gpu then answers the fewest GPUs (whole nodes) that do it [default: none]",
 )
-_BUDGET = typer.Option(
-    None,
+@click.option(
     "--budget",
+    type=NUMBER,
     help="Provisioning: spend at most this many US dollars on the job; alone, each --gpu answers the count that finishes soonest within it; with --deadline, the fewest that meet both [default: none]",
 )
-_CURRENT = typer.Option(
-    None,
-    "--current",
-    help="The setup you run now on the first --gpu, as KEY=VALUE,…: engine, tp, pp, ep, attention-dp, weight-dtype, kv-dtype, spec, max-running, memory-fraction, disable-radix-cache (e.g. engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48); the plan predicts it and walks from it to its recommendation [default: none]",
-)
-_MEASURED = typer.Option(
-    None,
-    "--measured-tok-s",
-    help="Output tok/s you measured on the --current setup (all its GPUs): set beside the prediction, and the acceptance it implies is carried to the other options [default: none]",
-)
-_TP = typer.Option(
-    None, "--tp", help="Search only layouts with this tensor-parallel size per replica (TP) [default: every TP]"
-)
-_DP = typer.Option(None, "--dp", help="Search only layouts with this many replicas (DP) [default: every DP]")
-_EP = typer.Option(
-    None,
-    "--ep",
-    help="Search only layouts with this expert-parallel size (EP, MoE; 1 = experts TP-sharded) [default: every EP]",
-)
-_MAX_RUNNING = typer.Option(
-    None,
-    "--max-running",
-    help="Fix the engine's running-request cap per replica (SGLang --max-running-requests, vLLM --max-num-seqs, TRT-LLM --max_batch_size) for every candidate; the launch sets it [default: the engine's, and a raised cap where the engine's caps below memory]",
-)
-_JOB = typer.Option(
-    None,
+@click.option(
     "--job",
     help="Job YAML with model, samples, isl, osl, gpus, engine, prices, tp, dp, ep, max_running (options given here override it) [default: none]",
 )
-_CALIBRATION = typer.Option(
-    None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]"
+@click.option("--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print machine-readable JSON (tokenplan generate --plan reads it)"
 )
-_JSON = typer.Option(False, "--json", help="Print machine-readable JSON (tokenplan generate --plan reads it)")
-_REPORT = typer.Option(
-    None,
+@click.option(
     "--report",
     help="Also write a self-contained HTML report to this file (charts inline, opens offline) [default: none]",
 )
-_PNG = typer.Option(None, "--png", help="Also write the report's charts as PNG files into this folder [default: none]")
-
-
-@app.command("plan")
-def plan_cmd(
-    model: Optional[str] = _MODEL,
-    gpu: Optional[list[str]] = _GPU,
-    samples: Optional[int] = _SAMPLES,
-    isl_mean: Optional[float] = _ISL,
-    isl_sigma: Optional[float] = _ISL_SIGMA,
-    isl_cap: Optional[float] = _ISL_CAP,
-    osl_mean: Optional[float] = _OSL,
-    osl_sigma: Optional[float] = _OSL_SIGMA,
-    max_tokens: Optional[float] = _MAX_TOKENS,
-    engine: Optional[str] = _ENGINE,
-    price: Optional[list[str]] = _PRICE,
-    spec: Optional[list[str]] = _SPEC,
-    weight_dtype: Optional[list[str]] = _WEIGHT_DTYPE,
-    kv_dtype: Optional[list[str]] = _KV_DTYPE,
-    deadline: Optional[str] = _DEADLINE,
-    budget: Optional[float] = _BUDGET,
-    job: Optional[str] = _JOB,
-    calibration: Optional[str] = _CALIBRATION,
-    as_json: bool = _JSON,
-    report: Optional[str] = _REPORT,
-    png: Optional[str] = _PNG,
-    current: Optional[str] = _CURRENT,
-    measured_tok_s: Optional[float] = _MEASURED,
-    tp: Optional[int] = _TP,
-    dp: Optional[int] = _DP,
-    ep: Optional[int] = _EP,
-    max_running: Optional[int] = _MAX_RUNNING,
-) -> None:
+@click.option("--png", help="Also write the report's charts as PNG files into this folder [default: none]")
+@click.option(
+    "--current",
+    help="The setup you run now on the first --gpu, as KEY=VALUE,…: engine, tp, pp, ep, attention-dp, weight-dtype, kv-dtype, spec, max-running, memory-fraction, disable-radix-cache (e.g. engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48); the plan predicts it and walks from it to its recommendation [default: none]",
+)
+@click.option(
+    "--measured-tok-s",
+    type=NUMBER,
+    help="Output tok/s you measured on the --current setup (all its GPUs): set beside the prediction, and the acceptance it implies is carried to the other options [default: none]",
+)
+@click.option(
+    "--tp", type=INTEGER, help="Search only layouts with this tensor-parallel size per replica (TP) [default: every TP]"
+)
+@click.option("--dp", type=INTEGER, help="Search only layouts with this many replicas (DP) [default: every DP]")
+@click.option(
+    "--ep",
+    type=INTEGER,
+    help="Search only layouts with this expert-parallel size (EP, MoE; 1 = experts TP-sharded) [default: every EP]",
+)
+@click.option(
+    "--max-running",
+    type=INTEGER,
+    help="Fix the engine's running-request cap per replica (SGLang --max-running-requests, vLLM --max-num-seqs, TRT-LLM --max_batch_size) for every candidate; the launch sets it [default: the engine's, and a raised cap where the engine's caps below memory]",
+)
+def plan_cmd(**options: Any) -> None:
     """Compare hardware options: best layout and settings, tok/s, days, $ and $/Mtok, and why.
 
     Exit status 1 when no option runs the job, or none meets --deadline/--budget.
     """
-    from tokenplan.api.plan import REPORT_CHARTS, check_plan_outputs, plan, plan_report_data, plan_request
-    from tokenplan.cli.options import parse_duration, parse_prices
+    from tokenplan.api.plan import REPORT_CHARTS, check_plan_outputs, plan, plan_report_data
     from tokenplan.report.plan_output import show_plan, write_plan_files
 
+    report, png, as_json = options.pop("report"), options.pop("png"), options.pop("as_json")
     check_plan_outputs(report, png)
-    request = plan_request(
-        job,
-        model=model,
-        gpus=tuple(gpu) if gpu else None,
-        samples=samples,
-        isl_mean=isl_mean,
-        isl_sigma=isl_sigma,
-        isl_cap=isl_cap,
-        osl_mean=osl_mean,
-        osl_sigma=osl_sigma,
-        osl_cap=max_tokens,
-        engine=engine,
-        prices=parse_prices(price) if price else None,
-        specs=tuple(spec) if spec else None,
-        weight_dtypes=tuple(weight_dtype) if weight_dtype else None,
-        kv_dtypes=tuple(kv_dtype) if kv_dtype else None,
-        calibration=calibration,
-        deadline_s=parse_duration(deadline) if deadline is not None else None,
-        budget_usd=budget,
-        current=current,
-        measured_tok_s=measured_tok_s,
-        tp=tp,
-        dp=dp,
-        ep=ep,
-        max_running=max_running,
-    )
+    request = _request(options)
     if as_json and not (report or png):
         result = plan(request).to_json()
         print(json.dumps(result, indent=2))
-        raise typer.Exit(no_answer_status(result))
+        exit_status(no_answer_status(result))
+        return
     data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",)).to_json()
     write_plan_files(data, report, png)
     if as_json:
         print(json.dumps(data["plan"], indent=2))
     else:
         show_plan(wide_console(), data)
-    raise typer.Exit(no_answer_status(data["plan"]))
+    exit_status(no_answer_status(data["plan"]))
+
+
+# PlanRequest's field for each option whose name differs; a repeatable option given no time is None
+_FIELDS = {
+    "gpu": "gpus",
+    "budget": "budget_usd",
+    "max_tokens": "osl_cap",
+    "spec": "specs",
+    "weight_dtype": "weight_dtypes",
+    "kv_dtype": "kv_dtypes",
+}
+
+
+def _request(options: dict[str, Any]):  # noqa: ANN202 - api.plan.PlanRequest (imported on use)
+    """The plan request: the ``--job`` YAML under the options given (by keyword; None = not given)."""
+    from tokenplan.api.plan import plan_request
+    from tokenplan.cli.options import parse_duration, parse_prices
+
+    fields: dict[str, Any] = {_FIELDS.get(k, k): (v or None) if isinstance(v, tuple) else v for k, v in options.items()}
+    prices, deadline = fields.pop("price"), fields.pop("deadline")
+    return plan_request(
+        fields.pop("job"),
+        prices=parse_prices(list(prices)) if prices else None,
+        deadline_s=parse_duration(deadline) if deadline is not None else None,
+        **fields,
+    )
 
 
 NO_ANSWER_EXIT = 1  # the plan ran, but no option runs the job, or none meets the deadline and budget

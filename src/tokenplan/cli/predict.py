@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
-import typer
+import click
 
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
+from tokenplan.cli.params import INTEGER, NUMBER
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL
 
 
@@ -24,78 +24,45 @@ def _concurrency(text: str) -> float | None:
         raise InputError("concurrency", text, "a whole number of requests ≥ 1, or max") from None
 
 
-_MODEL = typer.Option(..., "--model", help="Catalog name or config.json path")
-_GPU = typer.Option(..., "--gpu", help="GPU catalog key or alias, e.g. b200 or b200_sxm (tokenplan catalog gpus)")
 _FRACTION = (
     "The engine's memory setting: SGLang --mem-fraction-static, vLLM --gpu-memory-utilization, "
     "TRT-LLM free_gpu_memory_fraction [default: the engine's rule]"
 )
 # Options predict and memory share (one definition each).
-_NUM_GPUS = typer.Option(None, "--num-gpus", help="GPUs in all [default: tp × pp]")
-_TP = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica (TP)")
-_PP = typer.Option(1, "--pp", help="Pipeline stages per replica (PP)")
-_EP = typer.Option(1, "--ep", help="Expert-parallel GPUs (EP, MoE)")
-_ATTENTION_DP = typer.Option(False, "--attention-dp", help="Attention data-parallel across the TP ranks (MoE)")
-_WEIGHT_DTYPE = typer.Option(
-    "auto",
+_MODEL = click.option("--model", required=True, help="Catalog name or config.json path")
+_GPU = click.option(
+    "--gpu", required=True, help="GPU catalog key or alias, e.g. b200 or b200_sxm (tokenplan catalog gpus)"
+)
+_NUM_GPUS = click.option("--num-gpus", type=INTEGER, help="GPUs in all [default: tp × pp]")
+_TP = click.option("--tp", type=INTEGER, default=1, help="Tensor-parallel GPUs per replica (TP)")
+_PP = click.option("--pp", type=INTEGER, default=1, help="Pipeline stages per replica (PP)")
+_EP = click.option("--ep", type=INTEGER, default=1, help="Expert-parallel GPUs (EP, MoE)")
+_ATTENTION_DP = click.option("--attention-dp", is_flag=True, help="Attention data-parallel across the TP ranks (MoE)")
+_WEIGHT_DTYPE = click.option(
     "--weight-dtype",
+    default="auto",
     help="auto (the checkpoint's released format: bf16 for Qwen3.6-27B, mxfp4 for gpt-oss; plan instead searches bf16 and fp8 where native), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16",
 )
-_KV_DTYPE = typer.Option("auto", "--kv-dtype", help="auto (the engine's default), bf16, fp16, fp8, nvfp4")
-_ENGINE = typer.Option("sglang", "--engine", help="Serving engine: sglang, vllm or trtllm")
-_MEMORY_FRACTION = typer.Option(None, "--memory-fraction", help=_FRACTION)
-_DISABLE_RADIX_CACHE = typer.Option(
-    False,
+_KV_DTYPE = click.option("--kv-dtype", default="auto", help="auto (the engine's default), bf16, fp16, fp8, nvfp4")
+_ENGINE = click.option("--engine", default="sglang", help="Serving engine: sglang, vllm or trtllm")
+_MEMORY_FRACTION = click.option("--memory-fraction", type=NUMBER, help=_FRACTION)
+_DISABLE_RADIX_CACHE = click.option(
     "--disable-radix-cache",
+    is_flag=True,
     help="SGLang: one state slot per running request (hybrid models; what plan launches with when it raises the running cap)",
 )
-_SSM_DTYPE = typer.Option(
-    None, "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]"
+_SSM_DTYPE = click.option(
+    "--ssm-dtype", help="Recurrent-state dtype: float32, bfloat16 or float16 [default: the config's]"
 )
-_BATCHED_TOKENS = typer.Option(
-    None,
+_MAX_NUM_BATCHED_TOKENS = click.option(
     "--max-num-batched-tokens",
+    type=INTEGER,
     help="vLLM: tokens per step; sizes its profiling run's activation peak [default: vLLM's, 8192 on ≥70 GiB GPUs]",
 )
-_CHUNKED_PREFILL = typer.Option(
-    None,
+_CHUNKED_PREFILL_SIZE = click.option(
     "--chunked-prefill-size",
+    type=INTEGER,
     help="SGLang: prefill chunk; sizes its activation reserve [default: SGLang's GPU-memory bucket]",
-)
-
-
-# predict's lengths: plan's job (job.workload.DEFAULT_ISL/DEFAULT_OSL)
-_P_ISL = typer.Option(
-    DEFAULT_ISL.mean,
-    "--isl",
-    help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]",
-    show_default=False,
-)
-_P_OSL = typer.Option(
-    DEFAULT_OSL.mean,
-    "--osl",
-    help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]",
-    show_default=False,
-)
-_P_ISL_SIGMA = typer.Option(
-    DEFAULT_ISL.sigma,
-    "--isl-sigma",
-    help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]",
-    show_default=False,
-)
-_P_OSL_SIGMA = typer.Option(
-    DEFAULT_OSL.sigma,
-    "--osl-sigma",
-    help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]",
-    show_default=False,
-)
-_P_ISL_CAP = typer.Option(
-    None, "--isl-cap", help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]"
-)
-_P_MAX_TOKENS = typer.Option(
-    None,
-    "--max-tokens",
-    help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]",
 )
 
 
@@ -109,46 +76,101 @@ def _default_caps(isl: float, osl: float, isl_cap: float | None, max_tokens: flo
 
 
 @app.command("predict")
+@_MODEL
+@_GPU
+@_NUM_GPUS
+@_TP
+@_PP
+@_EP
+@_ATTENTION_DP
+@_WEIGHT_DTYPE
+@_KV_DTYPE
+@click.option(
+    "--isl",
+    type=NUMBER,
+    default=DEFAULT_ISL.mean,
+    show_default=False,
+    help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]",
+)
+@click.option(
+    "--osl",
+    type=NUMBER,
+    default=DEFAULT_OSL.mean,
+    show_default=False,
+    help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]",
+)
+@click.option(
+    "--concurrency",
+    default="max",
+    help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)",
+)
+@click.option(
+    "--spec",
+    default="none",
+    help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON's measured acceptance, e.g. mtp:3:bench.json)",
+)
+@_ENGINE
+@_MEMORY_FRACTION
+@click.option("--max-running", type=INTEGER, help="Running-request cap per replica [default: the engine's]")
+@click.option("--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
+@click.option("--kv-offload-gib", type=NUMBER, default=0.0, help="Host memory per GPU for KV offload (GiB)")
+@click.option(
+    "--isl-sigma",
+    type=NUMBER,
+    default=DEFAULT_ISL.sigma,
+    show_default=False,
+    help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]",
+)
+@click.option(
+    "--osl-sigma",
+    type=NUMBER,
+    default=DEFAULT_OSL.sigma,
+    show_default=False,
+    help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]",
+)
+@click.option(
+    "--isl-cap",
+    type=NUMBER,
+    help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]",
+)
+@click.option(
+    "--max-tokens",
+    type=NUMBER,
+    help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]",
+)
+@_DISABLE_RADIX_CACHE
+@_SSM_DTYPE
+@_MAX_NUM_BATCHED_TOKENS
+@_CHUNKED_PREFILL_SIZE
+@click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON")
 def predict_cmd(
-    model: str = _MODEL,
-    gpu: str = _GPU,
-    num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP,
-    pp: int = _PP,
-    ep: int = _EP,
-    attention_dp: bool = _ATTENTION_DP,
-    weight_dtype: str = _WEIGHT_DTYPE,
-    kv_dtype: str = _KV_DTYPE,
-    isl: float = _P_ISL,
-    osl: float = _P_OSL,
-    concurrency: str = typer.Option(
-        "max",
-        "--concurrency",
-        help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)",
-    ),
-    spec: str = typer.Option(
-        "none",
-        "--spec",
-        help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON's measured acceptance, e.g. mtp:3:bench.json)",
-    ),
-    engine: str = _ENGINE,
-    memory_fraction: Optional[float] = _MEMORY_FRACTION,
-    max_running: Optional[int] = typer.Option(
-        None, "--max-running", help="Running-request cap per replica [default: the engine's]"
-    ),
-    calibration: Optional[str] = typer.Option(
-        None, "--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]"
-    ),
-    kv_offload_gib: float = typer.Option(0.0, "--kv-offload-gib", help="Host memory per GPU for KV offload (GiB)"),
-    isl_sigma: float = _P_ISL_SIGMA,
-    osl_sigma: float = _P_OSL_SIGMA,
-    isl_cap: Optional[float] = _P_ISL_CAP,
-    max_tokens: Optional[float] = _P_MAX_TOKENS,
-    disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
-    ssm_dtype: Optional[str] = _SSM_DTYPE,
-    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS,
-    chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
-    as_json: bool = typer.Option(False, "--json", help="Print the prediction as JSON"),
+    model: str,
+    gpu: str,
+    num_gpus: int | None,
+    tp: int,
+    pp: int,
+    ep: int,
+    attention_dp: bool,
+    weight_dtype: str,
+    kv_dtype: str,
+    isl: float,
+    osl: float,
+    concurrency: str,
+    spec: str,
+    engine: str,
+    memory_fraction: float | None,
+    max_running: int | None,
+    calibration: str | None,
+    kv_offload_gib: float,
+    isl_sigma: float,
+    osl_sigma: float,
+    isl_cap: float | None,
+    max_tokens: float | None,
+    disable_radix_cache: bool,
+    ssm_dtype: str | None,
+    max_num_batched_tokens: int | None,
+    chunked_prefill_size: int | None,
+    as_json: bool,
 ) -> None:
     """Predict throughput, TPOT, TTFT (as a client measures it: queueing included), memory and
     the bottleneck of one configuration. Lengths default to plan's job, so a plan's choice predicts
@@ -192,33 +214,51 @@ def predict_cmd(
 
 
 @app.command("memory")
+@_MODEL
+@_GPU
+@_NUM_GPUS
+@_TP
+@_PP
+@_EP
+@_ATTENTION_DP
+@_WEIGHT_DTYPE
+@_KV_DTYPE
+@click.option("--isl", type=NUMBER, default=1024, help="Input tokens per request (ISL)")
+@click.option("--osl", type=NUMBER, default=1024, help="Output tokens per request (OSL)")
+@click.option(
+    "--spec",
+    default="none",
+    help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash (draft layers and their memory; K 3 if left out)",
+)
+@_ENGINE
+@_MEMORY_FRACTION
+@click.option("--max-running", type=INTEGER, help="Running requests per replica (SGLang --max-running-requests)")
+@_DISABLE_RADIX_CACHE
+@_SSM_DTYPE
+@_MAX_NUM_BATCHED_TOKENS
+@_CHUNKED_PREFILL_SIZE
+@click.option("--json", "as_json", is_flag=True, help="Print the breakdown as JSON")
 def memory_cmd(
-    model: str = _MODEL,
-    gpu: str = _GPU,
-    num_gpus: Optional[int] = _NUM_GPUS,
-    tp: int = _TP,
-    pp: int = _PP,
-    ep: int = _EP,
-    attention_dp: bool = _ATTENTION_DP,
-    weight_dtype: str = _WEIGHT_DTYPE,
-    kv_dtype: str = _KV_DTYPE,
-    isl: float = typer.Option(1024, "--isl", help="Input tokens per request (ISL)"),
-    osl: float = typer.Option(1024, "--osl", help="Output tokens per request (OSL)"),
-    spec: str = typer.Option(
-        "none",
-        "--spec",
-        help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash (draft layers and their memory; K 3 if left out)",
-    ),
-    engine: str = _ENGINE,
-    memory_fraction: Optional[float] = _MEMORY_FRACTION,
-    max_running: Optional[int] = typer.Option(
-        None, "--max-running", help="Running requests per replica (SGLang --max-running-requests)"
-    ),
-    disable_radix_cache: bool = _DISABLE_RADIX_CACHE,
-    ssm_dtype: Optional[str] = _SSM_DTYPE,
-    max_num_batched_tokens: Optional[int] = _BATCHED_TOKENS,
-    chunked_prefill_size: Optional[int] = _CHUNKED_PREFILL,
-    as_json: bool = typer.Option(False, "--json", help="Print the breakdown as JSON"),
+    model: str,
+    gpu: str,
+    num_gpus: int | None,
+    tp: int,
+    pp: int,
+    ep: int,
+    attention_dp: bool,
+    weight_dtype: str,
+    kv_dtype: str,
+    isl: float,
+    osl: float,
+    spec: str,
+    engine: str,
+    memory_fraction: float | None,
+    max_running: int | None,
+    disable_radix_cache: bool,
+    ssm_dtype: str | None,
+    max_num_batched_tokens: int | None,
+    chunked_prefill_size: int | None,
+    as_json: bool,
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
     the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""

@@ -4,28 +4,21 @@ self-contained HTML file."""
 
 from __future__ import annotations
 
-from typing import Optional
-
-import typer
+import click
 
 from tokenplan.cli.app import app
 
 
-@app.command("report")
-def report_cmd(
-    run_dirs: Optional[list[str]] = typer.Argument(
-        None, help="tokenplan generate run directories (each holds summary.json)"
-    ),
-    plan_path: Optional[str] = typer.Option(
-        None, "--plan", help="tokenplan plan --json output to show beside the measurements"
-    ),
-    bench_path: Optional[str] = typer.Option(None, "--bench", help="tokenplan bench JSON output"),
-    output: str = typer.Option(..., "-o", "--out", help="HTML file to write (opens offline: everything inline)"),
-) -> None:
+@app.command("report", old_spellings={"--output": "--out"})
+@click.argument("run_dirs", nargs=-1, help="tokenplan generate run directories (each holds summary.json)")
+@click.option("--plan", "plan_path", help="tokenplan plan --json output to show beside the measurements")
+@click.option("--bench", "bench_path", help="tokenplan bench JSON output")
+@click.option("-o", "--out", "output", required=True, help="HTML file to write (opens offline: everything inline)")
+def report_cmd(run_dirs: tuple[str, ...], plan_path: str | None, bench_path: str | None, output: str) -> None:
     """Plan and measurements together in one HTML report."""
     from tokenplan.api.report import check_report_output, report_inputs
     from tokenplan.report.html import measurements_report_html, write_html
 
     check_report_output(output)
-    inputs = report_inputs(list(run_dirs or []), plan_path, bench_path)
+    inputs = report_inputs(list(run_dirs), plan_path, bench_path)
     print(f"report: {write_html(measurements_report_html(inputs.to_json()), output)}")

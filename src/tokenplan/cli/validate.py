@@ -5,28 +5,22 @@ show predicted vs measured, then the error summary and its breakdown
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
 
-import typer
+import click
 
-from tokenplan.api.validate import validate
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
-from tokenplan.errors import InputError
 
 
 @app.command("validate")
-def validate_command(
-    path: Annotated[
-        str, typer.Argument(help="Measurement CSV (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")
-    ],
-    calibration: Annotated[
-        Optional[str], typer.Option(help="Calibration profile JSON [default: the shipped fit].")
-    ] = None,
-    rows: Annotated[bool, typer.Option(help="Print the per-row table.")] = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-) -> None:
+@click.argument("path", help="Measurement CSV (columns of dev.csv, inferencex-dev.csv or serving-dev.csv).")
+@click.option("--calibration", help="Calibration profile JSON [default: the shipped fit].")
+@click.option("--rows/--no-rows", default=True, help="Print the per-row table.")
+@click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
+def validate_command(path: str, calibration: str | None, rows: bool, json_out: bool) -> None:
     """Predict measured points and report the error: per row, median, p90, bias, breakdowns."""
+    from tokenplan.api.validate import validate
+    from tokenplan.errors import InputError
     from tokenplan.report.validation import show_validation
 
     d = validate(path, calibration).to_json()

@@ -1,6 +1,6 @@
 """τ for ``plan --spec METHOD:K:FILE``: the acceptance a ``tokenplan bench --save`` file measured.
 
-The bench JSON's ``acceptance`` (``tokenplan.bench.acceptance.sweep_acceptance``) holds τ over the
+The bench JSON's ``acceptance`` (``tokenplan.bench.acceptance_sweep.sweep_acceptance``) holds τ over the
 sweep, the per-position acceptance where the server exposes it (vLLM, TensorRT-LLM) and τ per
 context bucket where the answers carried their verification counts (SGLang ``spec_verify_ct``).
 A ``vllm bench serve --save-result`` JSON is read too: its ``spec_decode_acceptance_length`` and

@@ -14,8 +14,8 @@ from tokenplan.bench.acceptance import (
     acceptance_reading,
     level_acceptance,
     request_acceptance,
-    sweep_acceptance,
 )
+from tokenplan.bench.acceptance_sweep import sweep_acceptance
 from tokenplan.client.answers import Completion, RequestFailed, StreamAccumulator, Timings, Usage, parse_whole
 from tokenplan.errors import InputError
 from tokenplan.files.bench_tau import bench_tau, resolve_spec

@@ -1,0 +1,107 @@
+"""The command line's value types and command class, on click's own extension points.
+
+A value that cannot be converted raises :class:`NotAllowed` (a :class:`click.BadParameter`) that
+knows the option, the value and what is allowed, so the error line is built from those three,
+never from a message's text. Old option spellings are rewritten by :class:`Command` before click
+parses a command's arguments (click's ``Command.parse_args`` hook), so ``--help`` shows one name
+per idea while old scripts keep working.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["INTEGER", "NUMBER", "PATH", "Command", "NotAllowed", "current_spellings"]
+
+
+class NotAllowed(click.BadParameter):
+    """A value an option's type refuses: ``--tp '1.5' is not allowed (allowed: an integer)``.
+
+    Attributes:
+        value: the text given on the command line.
+        allowed: what the option takes, in words.
+    """
+
+    def __init__(self, value: str, allowed: str, ctx: click.Context | None, param: click.Parameter | None) -> None:
+        super().__init__(f"{value!r} is not allowed (allowed: {allowed})", ctx=ctx, param=param)
+        self.value = value
+        self.allowed = allowed
+
+    def format_message(self) -> str:
+        """One line naming the option (its longest name), the value and what is allowed."""
+        names = getattr(self.param, "opts", None) or [getattr(self.param, "name", None) or "value"]
+        return f"{max(names, key=len)} {self.value!r} is not allowed (allowed: {self.allowed})"
+
+
+class _Integer(click.ParamType):
+    """A whole number (``int()``'s syntax: ``8``, ``1_000``); anything else is :class:`NotAllowed`."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            raise NotAllowed(str(value), "an integer", ctx, param) from None
+
+
+class _Number(click.ParamType):
+    """A real number (``float()``'s syntax: ``2.5``, ``1e3``, ``inf``); ranges (and NaN) are the api's to refuse."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            raise NotAllowed(str(value), "a number", ctx, param) from None
+
+
+INTEGER = _Integer()
+NUMBER = _Number()
+PATH = click.Path(path_type=Path)
+
+
+def current_spellings(argv: list[str], table: dict[str, str]) -> list[str]:
+    """``argv`` with the old spellings in ``table`` replaced by the current ones (``--isl-mean
+    900`` and ``--isl-mean=900`` → ``--isl``); nothing after ``--`` changes.
+
+    Args:
+        argv: one command's arguments.
+        table: old spelling → current spelling.
+
+    Returns:
+        A new list. Raises nothing.
+    """
+    out, literal = [], False
+    for arg in argv:
+        if arg == "--":
+            literal = True
+        name, eq, value = arg.partition("=")
+        if not literal and name in table:
+            arg = table[name] + eq + value
+        out.append(arg)
+    return out
+
+
+class Command(click.Command):
+    """click's command with the spellings a command used before kept as hidden aliases.
+
+    Args:
+        old_spellings: old option name → current name (``{"--isl-mean": "--isl"}``); not shown by
+            ``--help``, rewritten before parsing.
+    """
+
+    def __init__(self, *args: Any, old_spellings: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.old_spellings = dict(old_spellings or {})
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, current_spellings(args, self.old_spellings))

@@ -1,0 +1,44 @@
+"""What bench does after the sweep (api/_bench_outputs.py): failures kept as values, decided by type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenplan.api._bench_outputs import FailedWrite, Finished, OutputLost, finish_bench
+from tokenplan.errors import InputError, ServerError
+
+
+def _no_fit(data, served):  # noqa: ANN001, ANN202 - never called without --fit
+    raise AssertionError("no fit was asked for")
+
+
+def test_a_save_into_a_missing_folder_is_kept_and_the_json_printed(tmp_path: Path):
+    data = {"levels": [{"concurrency": 1}]}
+    drawn: list[Path] = []
+    done = finish_bench(
+        data, None, tmp_path / "gone" / "b.json", tmp_path / "p.png", _no_fit, lambda d, p: drawn.append(p)
+    )
+    assert [f.option for f in done.failed] == ["--save"] and done.lost("--save") and not done.lost("--plot")
+    assert drawn == [tmp_path / "p.png"]
+    assert done.print_json(saved=True, asked=False)  # the file that would have kept it was lost
+    error = done.error(stopped=None, levels=1, printed_json=True)
+    assert isinstance(error, OutputLost) and "the bench JSON is printed on stdout" in str(error)
+
+
+def test_the_fits_error_comes_first_and_an_early_stop_last():
+    fit_error = InputError("levels", 0, "at least one level")
+    assert Finished(fit_error=fit_error).error("server gone", 2, False) is fit_error
+    lost = Finished(failed=[FailedWrite("--plot", Path("p.png"), "No space left on device")])
+    assert isinstance(lost.error("server gone", 2, False), OutputLost)
+    stopped = Finished().error("server gone", 2, False)
+    assert isinstance(stopped, ServerError) and "2 levels kept" in str(stopped)
+    assert Finished().error(None, 2, False) is None
+
+
+def test_the_json_is_printed_when_asked_or_when_a_file_would_lose_it():
+    assert not Finished().print_json(saved=False, asked=False)
+    assert Finished().print_json(saved=False, asked=True)
+    assert not Finished().print_json(saved=True, asked=False)  # saved: the file keeps it
+    fit_failed = Finished(fit_error=InputError("levels", 0, "x"))
+    assert fit_failed.print_json(saved=False, asked=False)  # nothing else keeps the measurement
+    assert Finished(failed=[FailedWrite("--out", Path("p.json"), "denied")]).print_json(saved=True, asked=False)
