@@ -35,7 +35,6 @@ SPLIT_PENDING = {
     "engines/base.py": 419,
     "job/batching.py": 462,
     "job/evaluate.py": 466,
-    "report/figures.py": 416,
     "runner/dispatch.py": 413,
     "runner/ray_driver.py": 414,
 }

@@ -1,6 +1,6 @@
-"""Plotly figures of the plan report, built from the dicts ``plan_report_data`` returns (and
-the measurement dicts of ``tokenplan report``). Presentation only: every number drawn is read
-from those dicts; nothing is computed here but unit conversions and the roofline's two lines.
+"""Plotly figures of the plan report, built from what ``plan_report_data`` returns (the
+measurements of ``tokenplan report`` are drawn by :mod:`tokenplan.report.measured_figures`).
+Presentation only: every number drawn is read from the plan; nothing is computed here but unit conversions and the roofline's two lines.
 
 plotly is imported inside each function, so importing this module costs nothing.
 """
@@ -25,7 +25,8 @@ def option_colors(names: list[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(ordered)}
 
 
-def _layout(fig, title: str, x: str, y: str, log_x: bool = False, log_y: bool = False) -> None:
+def layout(fig, title: str, x: str, y: str, log_x: bool = False, log_y: bool = False) -> None:
+    """The report's common look on a plotly ``fig``: ``title``, axis titles ``x``/``y``, log axes where asked."""
     fig.update_layout(
         title=title,
         template="plotly_white",
@@ -84,7 +85,7 @@ def throughput_figure(data: dict):
                 ),
             )
         )
-    _layout(
+    layout(
         fig,
         "Output tok/s per GPU vs requests in flight (◆ = memory-limited maximum)",
         "requests in flight, all replicas (log)",
@@ -141,7 +142,7 @@ def roofline_figure(data: dict):
                 ),
             )
         )
-    _layout(
+    layout(
         fig,
         "Roofline: decode step per GPU, batch 1 → memory limit (lines = bandwidth and compute roofs)",
         "arithmetic intensity, FLOP per byte (log)",
@@ -192,7 +193,7 @@ def cost_time_figure(data: dict):
             hovertemplate="%{text}<br>%{x:.2f} days, $%{y:,.0f}<extra>frontier</extra>",
         )
     )
-    _layout(
+    layout(
         fig,
         "Cost vs time of every configuration that runs (★ = plan's choice)",
         "job wall time, days (log)",
@@ -224,7 +225,7 @@ def memory_figure(data: dict):
             )
         )
     fig.update_layout(barmode="stack")
-    _layout(fig, "Memory per GPU of each plan's choice (GiB)", "GiB per GPU", "")
+    layout(fig, "Memory per GPU of each plan's choice (GiB)", "GiB per GPU", "")
     fig.update_layout(height=140 + 90 * len(bars))
     return fig
 
@@ -254,7 +255,7 @@ def speedup_figure(data: dict):
     fig.add_hline(
         y=1.0, line=dict(color="grey", dash="dot"), annotation_text="no gain", annotation_position="bottom right"
     )
-    _layout(
+    layout(
         fig,
         "Speculative decoding: tok/s with ÷ without, same layout and formats",
         "requests in flight, all replicas (log)",
@@ -276,141 +277,4 @@ def plan_figures(data: dict) -> list[tuple[str, str, object]]:
         out.append(("memory", "Memory per GPU", memory_figure(data)))
     if data.get("speedup"):
         out.append(("speedup", "Speculative decoding speed-up", speedup_figure(data)))
-    return out
-
-
-def bench_divisor(bench: dict) -> tuple[int, str]:
-    """What a bench's tok/s is divided by: (its GPUs, "GPU"), or, where the bench did not state
-    them (``num_gpus`` null), (its endpoints, "endpoint") — as ``bench --plot`` does."""
-    gpus = bench.get("num_gpus")
-    return (gpus, "GPU") if gpus else (max(len(bench.get("endpoints") or ()), 1), "endpoint")
-
-
-def bench_throughput_figure(bench: dict, plan: dict | None):
-    """Measured output tok/s per GPU at each concurrency level of a bench run; with a plan,
-    each option's planned tok/s per GPU as a dashed line and its planned concurrency ◆."""
-    go = import_extra("plotly.graph_objects", "report")
-
-    levels, (n, unit) = bench["levels"], bench_divisor(bench)
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=[lv["concurrency"] for lv in levels],
-            y=[lv["output_tok_s"] / n for lv in levels],
-            mode="lines+markers",
-            name=f"measured ({n} {unit}{'s' if n > 1 else ''})",
-            line=dict(color="black", width=3),
-            marker=dict(size=8),
-            customdata=[[achieved(lv), lv["errors"]] for lv in levels],
-            hovertemplate="concurrency %{x:,.0f} (achieved %{customdata[0]:,.1f})<br>%{y:,.0f} tok/s/GPU, "
-            "%{customdata[1]} errors<extra>bench</extra>",
-        )
-    )
-    if plan and unit == "GPU":  # the plan's figures are per GPU: no overlay on a per-endpoint axis
-        colors = option_colors([o["option"] for o in plan["options"]])
-        for o in plan["options"]:
-            if "output_tok_s_per_gpu" not in o:
-                continue
-            fig.add_hline(
-                y=o["output_tok_s_per_gpu"],
-                line=dict(color=colors[o["option"]], dash="dash"),
-                annotation_text=f"plan {o['option']}: {o['output_tok_s_per_gpu']:,.0f} tok/s/GPU",
-                annotation_position="top left",
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=[o["concurrency_per_endpoint"]],
-                    y=[o["output_tok_s_per_gpu"]],
-                    mode="markers",
-                    name=f"plan {o['option']} ({o['best']})",
-                    marker=dict(symbol="diamond", size=11, color=colors[o["option"]]),
-                    hovertemplate="planned: %{x:,.0f} in flight per endpoint, %{y:,.0f} tok/s/GPU<extra></extra>",
-                )
-            )
-    _layout(
-        fig,
-        f"Measured vs planned output tok/s per {unit} · {bench['model']}",
-        "requests in flight (log)",
-        f"output tok/s per {unit}",
-        log_x=True,
-    )
-    return fig
-
-
-def achieved(level: dict) -> float:
-    """A bench level's achieved concurrency (requests in flight, Little's law), else its target
-    concurrency where the file has none (absent or null)."""
-    value = level.get("achieved_concurrency")
-    return level["concurrency"] if value is None else value
-
-
-def bench_latency_figure(bench: dict):
-    """TTFT and TPOT (p50 solid, p99 dotted) at each bench concurrency level (seconds)."""
-    go = import_extra("plotly.graph_objects", "report")
-
-    levels = bench["levels"]
-    fig = go.Figure()
-    for metric, color in (("ttft_s", "#1f77b4"), ("tpot_s", "#d62728")):
-        for q, dash in (("p50", "solid"), ("p99", "dot")):
-            pts = [(lv["concurrency"], lv[metric].get(q)) for lv in levels if isinstance(lv.get(metric), dict)]
-            if pts:
-                fig.add_trace(
-                    go.Scatter(
-                        x=[p[0] for p in pts],
-                        y=[p[1] for p in pts],
-                        mode="lines+markers",
-                        name=f"{metric[:-2].upper()} {q}",
-                        line=dict(color=color, dash=dash),
-                        hovertemplate="%{x:,.0f} in flight: %{y:.3f} s<extra></extra>",
-                    )
-                )
-    _layout(
-        fig, "Latency by concurrency (seconds)", "requests in flight (log)", "seconds (log)", log_x=True, log_y=True
-    )
-    return fig
-
-
-def runs_figure(runs: list[dict], plan: dict | None):
-    """Per generate run, measured output tok/s beside the plan's (the run's own plan figure,
-    else the plan file's recommended throughput)."""
-    go = import_extra("plotly.graph_objects", "report")
-
-    names = [r["run_dir"] for r in runs]
-    planned_default = (plan or {}).get("recommended") or {}
-    planned = [r.get("plan_output_tok_s") or planned_default.get("output_tok_s_total") for r in runs]
-    fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            x=names,
-            y=[r["output_tok_s"] for r in runs],
-            name="measured",
-            marker=dict(color="black"),
-            hovertemplate="%{x}: %{y:,.0f} tok/s measured<extra></extra>",
-        )
-    )
-    if any(p is not None for p in planned):
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=[p or 0 for p in planned],
-                name="planned",
-                marker=dict(color="#1f77b4"),
-                hovertemplate="%{x}: %{y:,.0f} tok/s planned<extra></extra>",
-            )
-        )
-    fig.update_layout(barmode="group")
-    _layout(fig, "generate runs: output tok/s, measured and planned", "run directory", "output tok/s (all GPUs)")
-    return fig
-
-
-def measurement_figures(inputs: dict) -> list[tuple[str, str, object]]:
-    """(file stem, caption, figure) for what ``tokenplan report`` was given."""
-    out = []
-    if inputs.get("bench"):
-        out.append(
-            ("bench_throughput", "Measured throughput", bench_throughput_figure(inputs["bench"], inputs.get("plan")))
-        )
-        out.append(("bench_latency", "Measured latency", bench_latency_figure(inputs["bench"])))
-    if inputs.get("runs"):
-        out.append(("runs", "generate runs", runs_figure(inputs["runs"], inputs.get("plan"))))
     return out

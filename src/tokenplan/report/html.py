@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tokenplan.client.auth import display_url
 from tokenplan.errors import import_extra
-from tokenplan.report.figures import achieved, bench_divisor, measurement_figures, plan_figures
+from tokenplan.report.figures import plan_figures
+from tokenplan.report.measured_figures import achieved, bench_divisor, measurement_figures
 from tokenplan.report.tables import current_table, with_band
 from tokenplan.units import GiB
 
