@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
+from tokenplan.api.results import EvaluationFigures
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
@@ -24,6 +24,7 @@ from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.space import Fixed
+from tokenplan.results import Bands, ErrorBand
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, MS_PER_S, WEIGHT_DTYPES, parse_dtype
 
 

@@ -9,10 +9,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenplan.api._cases import resolve_file
-from tokenplan.api.results import JsonResult
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
 from tokenplan.calibration.crossval import CrossValidation, loo_refits, summarise
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
@@ -24,6 +23,7 @@ from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.files.measurements import SERVING, read_measurements
 from tokenplan.perf.efficiency import Efficiency
+from tokenplan.results import JsonResult
 
 SERVING_FIT_STRIDE = 5  # fit on every 5th serving row (in file order)
 CV_SERVING_STRIDE = 30  # cross-validation refits on every 30th
@@ -105,6 +105,8 @@ class CalibrationSummary(JsonResult):
     """The ``--json`` form of a calibration: rows fitted and skipped (``tokenplan validate`` lists
     each skipped row and each row whose tok/s was set aside, with its reason), the optimiser's outcome,
     factors with uncertainty, the cross-validations (by ``gpu``/``model``) and the profile."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     n: int
     skipped: int

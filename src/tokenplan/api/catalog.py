@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tokenplan.api.results import JsonResult
 from tokenplan.catalog import load_gpu, load_model
 from tokenplan.job.evaluate import kv_and_state
+from tokenplan.results import JsonResult
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tokenplan.api._common import PredictRequest, evaluate_request, request_lengths
-from tokenplan.api.results import JsonResult, Rejected
+from tokenplan.api.results import Rejected
 from tokenplan.job.evaluate import Rejection, allocated_requests, kv_and_state
+from tokenplan.results import JsonResult
 
 __all__ = ["MemoryResult", "PredictRequest", "Rejected", "memory"]
 
@@ -28,6 +30,8 @@ class MemoryResult(JsonResult):
     requests (term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve; they sum to
     ``gpu_bytes``).
     """
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     gpu: str
     layout: str

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
-from tokenplan.api.results import INLINE, OMIT_NONE, Bands, JsonResult
+from tokenplan.planning.curves import CostPoint, MemoryBars, SpeedupCurve, ThroughputCurve
+from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,8 @@ class PlanResult(JsonResult):
     """The comparison ``plan`` returns: the job, every option, the recommendation, the answer
     in sentences, and how many configurations were evaluated."""
 
+    SCHEMA_VERSION: ClassVar[int | None] = 1
+
     model: str
     engine: str
     efficiency: str
@@ -225,9 +228,11 @@ class PlanReportData(JsonResult):
     """``plan``'s result and the numbers behind its charts (see ``plan_report_data``); a chart
     not asked for is None and left out of the JSON."""
 
+    SCHEMA_VERSION: ClassVar[int | None] = 1
+
     plan: PlanResult
     assumptions: Assumptions
-    throughput: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
-    cost_time: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
-    memory: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
-    speedup: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
+    throughput: tuple[ThroughputCurve, ...] | None = field(default=None, metadata=OMIT_NONE)
+    cost_time: tuple[CostPoint, ...] | None = field(default=None, metadata=OMIT_NONE)
+    memory: tuple[MemoryBars, ...] | None = field(default=None, metadata=OMIT_NONE)
+    speedup: tuple[SpeedupCurve, ...] | None = field(default=None, metadata=OMIT_NONE)

@@ -12,9 +12,10 @@ from tokenplan.api._common import (
     evaluation_figures,
     figure_bands,
 )
-from tokenplan.api.results import Bands, EvaluationFigures, Prediction, Rejected
+from tokenplan.api.results import EvaluationFigures, Prediction, Rejected
 from tokenplan.catalog import load_gpu, load_model
 from tokenplan.job.evaluate import Rejection
+from tokenplan.results import Bands
 
 __all__ = ["Prediction", "PredictRequest", "Rejected", "predict"]
 

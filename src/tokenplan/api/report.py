@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from tokenplan.api.results import JsonResult
 from tokenplan.errors import InputError
 from tokenplan.files.reports import load_bench, load_plan, load_run_summary
+from tokenplan.results import JsonResult
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class ReportInputs(JsonResult):
     """What ``tokenplan report`` draws: ``runs`` (run summaries, in the order given, each with
     its ``run_dir``), ``bench`` (a bench JSON, or None) and ``plan`` (a plan JSON, or None) —
     each the file's checked JSON object."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     runs: tuple[Mapping[str, Any], ...]
     bench: Mapping[str, Any] | None

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tokenplan.api._cases import resolve_file
 from tokenplan.api._common import efficiency_table, error_bands
-from tokenplan.api.results import INLINE, JsonResult, inline
-from tokenplan.calibration.bands import BandTable, Interval, interval, spec_regime
+from tokenplan.calibration.bands import BandTable, interval, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation, validate_cases
 from tokenplan.catalog.length_sets import length_set
 from tokenplan.files.measurements import read_measurements
+from tokenplan.results import INLINE, Interval, JsonResult, inline
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,8 @@ class ValidationResult(JsonResult):
     the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
     predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
     the reason; only their TTFT and TPOT are compared."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     kind: str
     n: int

@@ -51,6 +51,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tokenplan.results import Interval
+
 if TYPE_CHECKING:
     from tokenplan.perf.speculative import SpecDecode
 
@@ -259,25 +261,6 @@ class BandTable:
     checked_coverage: dict[str, float] = field(default_factory=dict)
     provenance: str = ""
     coverage_by_file: dict[str, dict[str, float]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """An interval on one figure: ``low``/``high`` in the figure's units, its nominal coverage,
-    the regime it came from and why it is wider (outside the measured regime), if it is."""
-
-    low: float
-    high: float
-    coverage: float
-    regime: str
-    outside: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """``{"low", "high", "coverage", "regime"[, "outside_measured_regime"]}``."""
-        d = {"low": self.low, "high": self.high, "coverage": self.coverage, "regime": self.regime}
-        if self.outside:
-            d["outside_measured_regime"] = self.outside
-        return d
 
 
 def outside_reason(table: BandTable, engine: str, architecture: str, gpu: str, batch: float) -> str | None:
