@@ -11,6 +11,8 @@ JSON keys are the field names, in field order, so each figure (``output_tok_s_to
   such as an error band's ``<figure>_interval`` entries, or the figures of a chosen configuration);
   ``inline("tpot_")`` merges them with a prefix; a None value adds no key, and on reading, an
   optional inline group none of whose required keys is present reads as None;
+- ``bounded(gt, le)``: a number read back must lie in the bounds (a figure whose derived form,
+  such as days in seconds, would overflow);
 - ``renamed(key)``: the JSON key differs from the field name (``Interval.outside`` is written
   ``outside_measured_regime``).
 
@@ -53,6 +55,21 @@ def renamed(key: str, omit_none: bool = False) -> Mapping[str, str]:
     """Field metadata: write (and read) the field under the JSON ``key``; with ``omit_none`` the
     key is left out while the value is None."""
     return {"key": key, **({"json": "omit_none"} if omit_none else {})}
+
+
+def bounded(gt: float | None = None, le: float | None = None) -> Mapping[str, float]:
+    """Field metadata: a number read back must be ``> gt`` and ``≤ le`` (where given; None passes)."""
+    return {k: v for k, v in (("gt", gt), ("le", le)) if v is not None}
+
+
+def _check_bounds(value: Any, meta: Mapping[str, Any], where: Reading) -> Any:
+    if value is None:
+        return value
+    if "gt" in meta and not value > meta["gt"]:
+        raise where.refuse(value, f"a number > {meta['gt']:g}")
+    if "le" in meta and not value <= meta["le"]:
+        raise where.refuse(value, f"a number ≤ {meta['le']:g}")
+    return value
 
 
 def plain(value: Any) -> Any:
@@ -158,7 +175,7 @@ class JsonResult:
                 continue
             key = prefix + f.metadata.get("key", f.name)
             if key in obj:
-                values[f.name] = read_value(tp, obj[key], where.at(key))
+                values[f.name] = _check_bounds(read_value(tp, obj[key], where.at(key)), f.metadata, where.at(key))
             elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                 continue
             elif _optional(tp) and f.metadata.get("json") == "omit_none":

@@ -6,12 +6,14 @@ Units are in the names: tokens/s, days, hours, US dollars, milliseconds, bytes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from tokenplan.planning.curves import CostPoint, MemoryBars, SpeedupCurve, ThroughputCurve
-from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult
+from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult, bounded
+from tokenplan.units import S_PER_DAY
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ class ProvisionRow(JsonResult):
 class Provisioning(JsonResult):
     """``plan``'s answer to "how many GPUs": the targets (days, US dollars) and a row per type."""
 
-    deadline_days: float | None
+    # days whose seconds are a finite float: the report words the deadline from its seconds
+    deadline_days: float | None = field(metadata=bounded(gt=0, le=sys.float_info.max / S_PER_DAY))
     budget_usd: float | None
     options: tuple[ProvisionRow, ...]
 

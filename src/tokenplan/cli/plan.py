@@ -166,13 +166,13 @@ def plan_cmd(
         result = plan(request).to_json()
         print(json.dumps(result, indent=2))
         raise typer.Exit(no_answer_status(result))
-    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",)).to_json()
+    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",))
     write_plan_files(data, report, png)
     if as_json:
-        print(json.dumps(data["plan"], indent=2))
+        print(json.dumps(data.plan.to_json(), indent=2))
     else:
         show_plan(wide_console(), data)
-    raise typer.Exit(no_answer_status(data["plan"]))
+    raise typer.Exit(no_answer_status(data.plan.to_json()))
 
 
 NO_ANSWER_EXIT = 1  # the plan ran, but no option runs the job, or none meets the deadline and budget

@@ -28,4 +28,4 @@ def report_cmd(
 
     check_report_output(output)
     inputs = report_inputs(list(run_dirs or []), plan_path, bench_path)
-    print(f"report: {write_html(measurements_report_html(inputs.to_json()), output)}")
+    print(f"report: {write_html(measurements_report_html(inputs), output)}")

@@ -7,15 +7,23 @@ plotly is imported inside each function, so importing this module costs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from tokenplan.errors import import_extra
 from tokenplan.units import S_PER_DAY, GiB
 
+if TYPE_CHECKING:
+    from tokenplan.api.plan_results import PlanReportData
+    from tokenplan.planning.curves import MemoryBars
+
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
-MEMORY_PARTS = (
-    ("weights", "weight_bytes", "#4c72b0"),
-    ("KV cache", "kv_bytes", "#55a868"),
-    ("per-sequence state", "state_bytes", "#c44e52"),
-    ("engine reserve", "reserve_bytes", "#8172b2"),
+# What fills one GPU (MemoryBars, bytes): label, the part, colour.
+MEMORY_PARTS: tuple[tuple[str, Callable[[MemoryBars], float], str], ...] = (
+    ("weights", lambda m: m.weight_bytes, "#4c72b0"),
+    ("KV cache", lambda m: m.kv_bytes, "#55a868"),
+    ("per-sequence state", lambda m: m.state_bytes, "#c44e52"),
+    ("engine reserve", lambda m: m.reserve_bytes, "#8172b2"),
 )
 
 
@@ -39,49 +47,47 @@ def layout(fig, title: str, x: str, y: str, log_x: bool = False, log_y: bool = F
     fig.update_yaxes(title_text=y, type="log" if log_y else "-")
 
 
-def throughput_figure(data: dict):
+def throughput_figure(data: PlanReportData):
     """Output tok/s per GPU against requests in flight, one line per option and layout; the
     plan's choice drawn bold, each line's memory-limited maximum marked with a diamond."""
     go = import_extra("plotly.graph_objects", "report")
 
-    curves = data["throughput"]
-    colors = option_colors([c["option"] for c in curves])
+    curves = data.throughput or ()
+    colors = option_colors([c.option for c in curves])
     fig = go.Figure()
     for c in curves:
-        xs = [p["concurrency"] for p in c["points"]]
-        ys = [p["output_tok_s_per_gpu"] for p in c["points"]]
-        name = f"{c['option']} · {c['layout']}" + (" (plan)" if c["chosen"] else "")
+        xs = [p.concurrency for p in c.points]
+        ys = [p.output_tok_s_per_gpu for p in c.points]
+        name = f"{c.option} · {c.layout}" + (" (plan)" if c.chosen else "")
         fig.add_trace(
             go.Scatter(
                 x=xs,
                 y=ys,
                 mode="lines+markers",
                 name=name,
-                legendgroup=c["option"],
-                line=dict(
-                    color=colors[c["option"]], width=3.5 if c["chosen"] else 1.3, dash=None if c["chosen"] else "dot"
-                ),
+                legendgroup=c.option,
+                line=dict(color=colors[c.option], width=3.5 if c.chosen else 1.3, dash=None if c.chosen else "dot"),
                 marker=dict(size=5),
-                opacity=1.0 if c["chosen"] else 0.6,
-                hovertemplate=f"{c['configuration']}<br>%{{x:,.0f}} in flight → %{{y:,.0f}} tok/s/GPU<extra>{c['option']}</extra>",
+                opacity=1.0 if c.chosen else 0.6,
+                hovertemplate=f"{c.configuration}<br>%{{x:,.0f}} in flight → %{{y:,.0f}} tok/s/GPU<extra>{c.option}</extra>",
             )
         )
         fig.add_trace(
             go.Scatter(
-                x=[c["memory_max_concurrency"]],
+                x=[c.memory_max_concurrency],
                 y=[ys[-1]] if ys else [],
                 mode="markers",
                 showlegend=False,
-                legendgroup=c["option"],
+                legendgroup=c.option,
                 marker=dict(
                     symbol="diamond",
-                    size=11 if c["chosen"] else 7,
-                    color=colors[c["option"]],
+                    size=11 if c.chosen else 7,
+                    color=colors[c.option],
                     line=dict(color="black", width=1),
                 ),
                 hovertemplate=(
-                    f"memory-limited max: %{{x:,.0f}} in flight ({c['limit_reason']})"
-                    f"<extra>{c['option']} · {c['layout']}</extra>"
+                    f"memory-limited max: %{{x:,.0f}} in flight ({c.limit_reason})"
+                    f"<extra>{c.option} · {c.layout}</extra>"
                 ),
             )
         )
@@ -95,50 +101,48 @@ def throughput_figure(data: dict):
     return fig
 
 
-def roofline_figure(data: dict):
+def roofline_figure(data: PlanReportData):
     """Each option's decode-step operating points (FLOP/s per GPU against FLOP per byte)
     under its roofs: ``min(peak FLOP/s, intensity × HBM bytes/s)``."""
     go = import_extra("plotly.graph_objects", "report")
 
-    curves = data["throughput"]
-    colors = option_colors([c["option"] for c in curves])
+    curves = data.throughput or ()
+    colors = option_colors([c.option for c in curves])
     fig = go.Figure()
-    intensities = [p["flop_per_byte"] for c in curves for p in c["points"] if p["flop_per_byte"] > 0]
+    intensities = [p.flop_per_byte for c in curves for p in c.points if p.flop_per_byte > 0]
     lo, hi = min(intensities) / 2, max(intensities) * 4
     for c in curves:
-        if not c["chosen"]:
+        if not c.chosen:
             continue
-        ridge = c["peak_flop_per_s"] / c["hbm_bytes_per_s"]
+        ridge = c.peak_flop_per_s / c.hbm_bytes_per_s
         xs = sorted({lo, ridge, hi})
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=[min(c["peak_flop_per_s"], x * c["hbm_bytes_per_s"]) / 1e12 for x in xs],
+                y=[min(c.peak_flop_per_s, x * c.hbm_bytes_per_s) / 1e12 for x in xs],
                 mode="lines",
-                name=f"{c['option']} roofs ({c['hbm_bytes_per_s'] / 1e12:.1f} TB/s, {c['peak_flop_per_s'] / 1e15:.2f} PFLOP/s)",
-                line=dict(color=colors[c["option"]], width=2),
-                legendgroup=c["option"],
+                name=f"{c.option} roofs ({c.hbm_bytes_per_s / 1e12:.1f} TB/s, {c.peak_flop_per_s / 1e15:.2f} PFLOP/s)",
+                line=dict(color=colors[c.option], width=2),
+                legendgroup=c.option,
                 hoverinfo="skip",
             )
         )
     for c in curves:
-        pts = c["points"]
+        pts = c.points
         fig.add_trace(
             go.Scatter(
-                x=[p["flop_per_byte"] for p in pts],
-                y=[p["achieved_flop_per_s"] / 1e12 for p in pts],
-                mode="lines+markers" if c["chosen"] else "markers",
-                legendgroup=c["option"],
-                name=f"{c['option']} · {c['layout']}" + (" (plan)" if c["chosen"] else ""),
-                showlegend=c["chosen"],
-                marker=dict(
-                    color=colors[c["option"]], size=7 if c["chosen"] else 4, opacity=1 if c["chosen"] else 0.35
-                ),
-                line=dict(color=colors[c["option"]], width=1, dash="dot"),
-                customdata=[[p["batch_per_replica"], p["bottleneck"]] for p in pts],
+                x=[p.flop_per_byte for p in pts],
+                y=[p.achieved_flop_per_s / 1e12 for p in pts],
+                mode="lines+markers" if c.chosen else "markers",
+                legendgroup=c.option,
+                name=f"{c.option} · {c.layout}" + (" (plan)" if c.chosen else ""),
+                showlegend=c.chosen,
+                marker=dict(color=colors[c.option], size=7 if c.chosen else 4, opacity=1 if c.chosen else 0.35),
+                line=dict(color=colors[c.option], width=1, dash="dot"),
+                customdata=[[p.batch_per_replica, p.bottleneck] for p in pts],
                 hovertemplate=(
-                    f"{c['configuration']}<br>batch %{{customdata[0]:,.0f}}/replica, %{{customdata[1]}}"
-                    f"<br>%{{x:.1f}} FLOP/B, %{{y:,.0f}} TFLOP/s<extra>{c['option']}</extra>"
+                    f"{c.configuration}<br>batch %{{customdata[0]:,.0f}}/replica, %{{customdata[1]}}"
+                    f"<br>%{{x:.1f}} FLOP/B, %{{y:,.0f}} TFLOP/s<extra>{c.option}</extra>"
                 ),
             )
         )
@@ -153,43 +157,43 @@ def roofline_figure(data: dict):
     return fig
 
 
-def cost_time_figure(data: dict):
+def cost_time_figure(data: PlanReportData):
     """Every evaluated configuration as job days against dollars; the Pareto frontier joined,
     the plan's choice per option starred."""
     go = import_extra("plotly.graph_objects", "report")
 
-    pts = [p for p in data["cost_time"] if p["usd"] is not None]
-    colors = option_colors([p["option"] for p in data["cost_time"]])
+    pts = [p for p in data.cost_time or () if p.usd is not None]
+    colors = option_colors([p.option for p in data.cost_time or ()])
     fig = go.Figure()
     for option, color in colors.items():
-        mine = [p for p in pts if p["option"] == option]
+        mine = [p for p in pts if p.option == option]
         fig.add_trace(
             go.Scatter(
-                x=[p["wall_s"] / S_PER_DAY for p in mine],
-                y=[p["usd"] for p in mine],
+                x=[p.wall_s / S_PER_DAY for p in mine],
+                y=[p.usd for p in mine],
                 mode="markers",
                 name=option,
                 marker=dict(
                     color=color,
-                    size=[14 if p["chosen"] else 6 for p in mine],
-                    symbol=["star" if p["chosen"] else "circle" for p in mine],
+                    size=[14 if p.chosen else 6 for p in mine],
+                    symbol=["star" if p.chosen else "circle" for p in mine],
                     opacity=0.75,
-                    line=dict(color="black", width=[1 if p["chosen"] else 0 for p in mine]),
+                    line=dict(color="black", width=[1 if p.chosen else 0 for p in mine]),
                 ),
-                text=[p["configuration"] for p in mine],
+                text=[p.configuration for p in mine],
                 hovertemplate="%{text}<br>%{x:.2f} days, $%{y:,.0f}<extra>" + option + "</extra>",
             )
         )
-    front = sorted((p for p in pts if p["pareto"]), key=lambda p: p["wall_s"])
+    front = sorted((p for p in pts if p.pareto), key=lambda p: p.wall_s)
     fig.add_trace(
         go.Scatter(
-            x=[p["wall_s"] / S_PER_DAY for p in front],
-            y=[p["usd"] for p in front],
+            x=[p.wall_s / S_PER_DAY for p in front],
+            y=[p.usd for p in front],
             mode="lines+markers",
             name="Pareto frontier",
             line=dict(color="black", width=2),
             marker=dict(size=9, symbol="circle-open"),
-            text=[f"{p['option']}: {p['configuration']}" for p in front],
+            text=[f"{p.option}: {p.configuration}" for p in front],
             hovertemplate="%{text}<br>%{x:.2f} days, $%{y:,.0f}<extra>frontier</extra>",
         )
     )
@@ -204,22 +208,22 @@ def cost_time_figure(data: dict):
     return fig
 
 
-def memory_figure(data: dict):
+def memory_figure(data: PlanReportData):
     """Stacked bars: what fills one GPU of each option's chosen configuration (GiB)."""
     go = import_extra("plotly.graph_objects", "report")
 
-    bars = data["memory"]
-    labels = [f"{m['option']}<br>batch {m['batch_per_replica']:,.0f}/replica" for m in bars]
+    bars = data.memory or ()
+    labels = [f"{m.option}<br>batch {m.batch_per_replica:,.0f}/replica" for m in bars]
     fig = go.Figure()
-    for name, key, color in MEMORY_PARTS:
+    for name, part, color in MEMORY_PARTS:
         fig.add_trace(
             go.Bar(
                 y=labels,
-                x=[m[key] / GiB for m in bars],
+                x=[part(m) / GiB for m in bars],
                 name=name,
                 orientation="h",
                 marker=dict(color=color),
-                text=[f"{m[key] / GiB:.1f}" for m in bars],
+                text=[f"{part(m) / GiB:.1f}" for m in bars],
                 textposition="inside",
                 hovertemplate=f"{name}: %{{x:.1f}} GiB<extra></extra>",
             )
@@ -230,26 +234,26 @@ def memory_figure(data: dict):
     return fig
 
 
-def speedup_figure(data: dict):
+def speedup_figure(data: PlanReportData):
     """Speculative decoding's speed-up over the same configuration without it, by requests in
     flight; where a line crosses 1 speculation stops paying."""
     go = import_extra("plotly.graph_objects", "report")
 
-    curves = data["speedup"]
-    colors = option_colors([c["option"] for c in curves])
-    chosen = {c["configuration"] for c in data.get("throughput", []) if c["chosen"]}
+    curves = data.speedup or ()
+    colors = option_colors([c.option for c in curves])
+    chosen = {c.configuration for c in (data.throughput or ()) if c.chosen}
     fig = go.Figure()
     for c in curves:
         fig.add_trace(
             go.Scatter(
-                x=[p["concurrency"] for p in c["points"]],
-                y=[p["speedup"] for p in c["points"]],
+                x=[p.concurrency for p in c.points],
+                y=[p.speedup for p in c.points],
                 mode="lines+markers",
-                name=f"{c['option']} · {c['spec']}" + (" (plan)" if c["configuration"] in chosen else ""),
-                line=dict(color=colors[c["option"]], dash="solid" if c["configuration"] in chosen else "dash"),
-                customdata=[p["batch_per_replica"] for p in c["points"]],
-                hovertemplate=f"{c['configuration']}<br>%{{x:,.0f}} in flight (batch %{{customdata:,.0f}}/replica)"
-                f"<br>speed-up ×%{{y:.2f}}<extra>{c['option']}</extra>",
+                name=f"{c.option} · {c.spec}" + (" (plan)" if c.configuration in chosen else ""),
+                line=dict(color=colors[c.option], dash="solid" if c.configuration in chosen else "dash"),
+                customdata=[p.batch_per_replica for p in c.points],
+                hovertemplate=f"{c.configuration}<br>%{{x:,.0f}} in flight (batch %{{customdata:,.0f}}/replica)"
+                f"<br>speed-up ×%{{y:.2f}}<extra>{c.option}</extra>",
             )
         )
     fig.add_hline(
@@ -265,16 +269,16 @@ def speedup_figure(data: dict):
     return fig
 
 
-def plan_figures(data: dict) -> list[tuple[str, str, object]]:
+def plan_figures(data: PlanReportData) -> list[tuple[str, str, object]]:
     """(file stem, caption, figure) for each chart the data holds, in report order."""
     out = []
-    if data.get("throughput"):
+    if data.throughput:
         out.append(("throughput", "Throughput per GPU against concurrency", throughput_figure(data)))
         out.append(("roofline", "Roofline", roofline_figure(data)))
-    if data.get("cost_time"):
+    if data.cost_time:
         out.append(("cost_time", "Cost against time", cost_time_figure(data)))
-    if data.get("memory"):
+    if data.memory:
         out.append(("memory", "Memory per GPU", memory_figure(data)))
-    if data.get("speedup"):
+    if data.speedup:
         out.append(("speedup", "Speculative decoding speed-up", speedup_figure(data)))
     return out

@@ -8,18 +8,25 @@ plotly is imported inside each function, so importing this module costs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import layout, option_colors
 
+if TYPE_CHECKING:
+    from tokenplan.api.plan_results import PlanResult
+    from tokenplan.api.report import ReportInputs
 
-def bench_divisor(bench: dict) -> tuple[int, str]:
+
+def bench_divisor(bench: Mapping[str, Any]) -> tuple[int, str]:
     """What a bench's tok/s is divided by: (its GPUs, "GPU"), or, where the bench did not state
     them (``num_gpus`` null), (its endpoints, "endpoint") — as ``bench --plot`` does."""
     gpus = bench.get("num_gpus")
     return (gpus, "GPU") if gpus else (max(len(bench.get("endpoints") or ()), 1), "endpoint")
 
 
-def bench_throughput_figure(bench: dict, plan: dict | None):
+def bench_throughput_figure(bench: Mapping[str, Any], plan: PlanResult | None):
     """Measured output tok/s per GPU at each concurrency level of a bench run; with a plan,
     each option's planned tok/s per GPU as a dashed line and its planned concurrency ◆."""
     go = import_extra("plotly.graph_objects", "report")
@@ -40,23 +47,24 @@ def bench_throughput_figure(bench: dict, plan: dict | None):
         )
     )
     if plan and unit == "GPU":  # the plan's figures are per GPU: no overlay on a per-endpoint axis
-        colors = option_colors([o["option"] for o in plan["options"]])
-        for o in plan["options"]:
-            if "output_tok_s_per_gpu" not in o:
+        colors = option_colors([o.option for o in plan.options])
+        for o in plan.options:
+            c = o.chosen
+            if c is None:
                 continue
             fig.add_hline(
-                y=o["output_tok_s_per_gpu"],
-                line=dict(color=colors[o["option"]], dash="dash"),
-                annotation_text=f"plan {o['option']}: {o['output_tok_s_per_gpu']:,.0f} tok/s/GPU",
+                y=c.output_tok_s_per_gpu,
+                line=dict(color=colors[o.option], dash="dash"),
+                annotation_text=f"plan {o.option}: {c.output_tok_s_per_gpu:,.0f} tok/s/GPU",
                 annotation_position="top left",
             )
             fig.add_trace(
                 go.Scatter(
-                    x=[o["concurrency_per_endpoint"]],
-                    y=[o["output_tok_s_per_gpu"]],
+                    x=[c.concurrency_per_endpoint],
+                    y=[c.output_tok_s_per_gpu],
                     mode="markers",
-                    name=f"plan {o['option']} ({o['best']})",
-                    marker=dict(symbol="diamond", size=11, color=colors[o["option"]]),
+                    name=f"plan {o.option} ({c.best})",
+                    marker=dict(symbol="diamond", size=11, color=colors[o.option]),
                     hovertemplate="planned: %{x:,.0f} in flight per endpoint, %{y:,.0f} tok/s/GPU<extra></extra>",
                 )
             )
@@ -70,14 +78,14 @@ def bench_throughput_figure(bench: dict, plan: dict | None):
     return fig
 
 
-def achieved(level: dict) -> float:
+def achieved(level: Mapping[str, Any]) -> float:
     """A bench level's achieved concurrency (requests in flight, Little's law), else its target
     concurrency where the file has none (absent or null)."""
     value = level.get("achieved_concurrency")
     return level["concurrency"] if value is None else value
 
 
-def bench_latency_figure(bench: dict):
+def bench_latency_figure(bench: Mapping[str, Any]):
     """TTFT and TPOT (p50 solid, p99 dotted) at each bench concurrency level (seconds)."""
     go = import_extra("plotly.graph_objects", "report")
 
@@ -101,14 +109,14 @@ def bench_latency_figure(bench: dict):
     return fig
 
 
-def runs_figure(runs: list[dict], plan: dict | None):
+def runs_figure(runs: Sequence[Mapping[str, Any]], plan: PlanResult | None):
     """Per generate run, measured output tok/s beside the plan's (the run's own plan figure,
     else the plan file's recommended throughput)."""
     go = import_extra("plotly.graph_objects", "report")
 
     names = [r["run_dir"] for r in runs]
-    planned_default = (plan or {}).get("recommended") or {}
-    planned = [r.get("plan_output_tok_s") or planned_default.get("output_tok_s_total") for r in runs]
+    planned_default = plan.recommended.output_tok_s_total if plan and plan.recommended else None
+    planned = [r.get("plan_output_tok_s") or planned_default for r in runs]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -134,14 +142,12 @@ def runs_figure(runs: list[dict], plan: dict | None):
     return fig
 
 
-def measurement_figures(inputs: dict) -> list[tuple[str, str, object]]:
+def measurement_figures(inputs: ReportInputs) -> list[tuple[str, str, object]]:
     """(file stem, caption, figure) for what ``tokenplan report`` was given."""
     out = []
-    if inputs.get("bench"):
-        out.append(
-            ("bench_throughput", "Measured throughput", bench_throughput_figure(inputs["bench"], inputs.get("plan")))
-        )
-        out.append(("bench_latency", "Measured latency", bench_latency_figure(inputs["bench"])))
-    if inputs.get("runs"):
-        out.append(("runs", "generate runs", runs_figure(inputs["runs"], inputs.get("plan"))))
+    if inputs.bench:
+        out.append(("bench_throughput", "Measured throughput", bench_throughput_figure(inputs.bench, inputs.plan)))
+        out.append(("bench_latency", "Measured latency", bench_latency_figure(inputs.bench)))
+    if inputs.runs:
+        out.append(("runs", "generate runs", runs_figure(inputs.runs, inputs.plan)))
     return out
