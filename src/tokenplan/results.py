@@ -43,6 +43,12 @@ INLINE: Mapping[str, str] = {"json": "inline"}
 SCHEMA_KEY = "schema_version"
 LEGACY_VERSION = 1  # what a file without a schema_version is read as (written before the field existed)
 
+# The versions of the JSON outputs built as dicts rather than result types (checked on reading
+# with check_version): a bench file (``tokenplan bench --json``/``--save``) and a generate run's
+# ``summary.json`` (``generate --json`` prints it).
+BENCH_SCHEMA_VERSION = 1
+RUN_SUMMARY_SCHEMA_VERSION = 1
+
 R = TypeVar("R", bound="JsonResult")
 
 

@@ -125,3 +125,21 @@ def test_a_saved_bench_file_the_table_cannot_print_is_one_line(tmp_path, level, 
     with pytest.raises(ConfigError) as refused:
         read_bench_json(path)
     assert str(refused.value) == f"{path}: {message}"
+
+
+def test_a_bench_file_or_run_summary_of_an_unknown_schema_version_is_refused_in_one_line(tmp_path) -> None:
+    from tokenplan.files.reports import load_bench, load_run_summary
+
+    path = _bench(tmp_path)
+    data = json.loads(Path(path).read_text())
+    Path(path).write_text(json.dumps({**data, "schema_version": 9}))
+    allowed = "9 is not allowed (allowed: 1, the schema this tokenplan reads and writes)"
+    for read in (load_bench, read_bench_json):
+        with pytest.raises(ConfigError) as refused:
+            read(path)
+        assert str(refused.value) == f"{path}: schema_version: {allowed}"
+    summary = {"model": "m", "units_total": 1, "stored": 1, "errors": 0, "elapsed_s": 1.0, "output_tokens": 5}
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "output_tok_s": 5.0, "schema_version": 9}))
+    with pytest.raises(ConfigError) as refused:
+        load_run_summary(tmp_path)
+    assert str(refused.value) == f"{tmp_path / 'summary.json'}: schema_version: {allowed}"

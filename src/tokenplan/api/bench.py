@@ -36,6 +36,7 @@ from tokenplan.files.reports import load_saved_bench
 from tokenplan.job.workload import LengthDist
 from tokenplan.loaders import load_json
 from tokenplan.measurement import Measurement
+from tokenplan.results import BENCH_SCHEMA_VERSION, Reading, check_version
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
 from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
 from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
@@ -256,6 +257,7 @@ def _bench_json(
     """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
     has_metrics = any(lv["server"] for lv in levels)
     return {
+        "schema_version": BENCH_SCHEMA_VERSION,
         "model": req.model,
         "endpoints": [display_url(u) for u in req.endpoints],
         "num_gpus": req.num_gpus,
@@ -440,6 +442,7 @@ def read_bench_json(path: str) -> BenchOutcome:
     data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
+    check_version(data, BENCH_SCHEMA_VERSION, Reading(path))
     if data["levels"]:  # the types of every figure drawn or fitted (a sweep stopped before a level has none)
         load_saved_bench(path)
     return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))

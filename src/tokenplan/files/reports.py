@@ -15,6 +15,7 @@ from pathlib import Path
 from tokenplan.api.plan_results import PlanResult
 from tokenplan.errors import ConfigError, RunDirError
 from tokenplan.loaders import load_json
+from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
 
 SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
 SUMMARY_E2E_KEYS = ("p50_ms", "p99_ms")
@@ -90,6 +91,7 @@ def load_run_summary(run_dir: str | Path) -> dict:
     if not path.is_file():
         raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
     data = _require(_read_json(path), SUMMARY_KEYS, path, "top level", numbers=SUMMARY_KEYS[1:])
+    check_version(data, RUN_SUMMARY_SCHEMA_VERSION, Reading(str(path)))
     _texts(data, ("model",), path)
     _numbers_or_null(data, ("plan_output_tok_s",), path, "top level")
     e2e = data.get("latency_e2e")
@@ -103,6 +105,7 @@ def load_bench(path: str | Path) -> dict:
     distributions in seconds). Raises ConfigError."""
     p = Path(path)
     data = _require(_read_json(p), BENCH_KEYS, p, "top level")
+    check_version(data, BENCH_SCHEMA_VERSION, Reading(str(p)))
     _texts(data, ("model",), p)
     endpoints = data.get("endpoints", [])
     if not (isinstance(endpoints, list) and all(isinstance(e, str) for e in endpoints)):
