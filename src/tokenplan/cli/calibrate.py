@@ -185,7 +185,7 @@ def _from_csv(paths: list[str], out: Path, cv: bool, bands: Path | None, json_ou
     if json_out:
         print(json.dumps(d, indent=2))
         return
-    show_calibration(wide_console(), d, out, band_table, bands)
+    show_calibration(wide_console(), result.summary(), out, band_table, bands)
 
 
 def _from_bench(paths: list[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
