@@ -1,5 +1,6 @@
 """What ``plan`` and ``plan_report_data`` return: frozen, typed, with ``to_json()`` (the dict
-``tokenplan plan --json`` prints; keys are the field names, see :mod:`tokenplan.api.results`).
+``tokenplan plan --json`` prints; keys are the field names, and ``from_json`` reads it back, see
+:mod:`tokenplan.results`).
 
 Units are in the names: tokens/s, days, hours, US dollars, milliseconds, bytes.
 """
