@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from tokenplan.api.plan_results import PlanResult
-from tokenplan.errors import ConfigError, RunDirError
+from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.loaders import load_json
 from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
 
@@ -136,6 +136,27 @@ def load_saved_bench(path: str | Path) -> dict:
 
     data = load_bench(path)
     check_bench_shape(data, str(path))
+    return data
+
+
+def read_bench_file(path: str) -> dict:
+    """A bench ``--json`` file as the sweep that wrote it returned it (``bench --from-json``): a
+    ``levels`` list, the bench's ``schema_version``, and where it has levels, every figure the
+    table prints (:func:`load_saved_bench`; a sweep stopped before a level has none).
+
+    Raises:
+        InputError: the file is missing.
+        ConfigError: not a bench JSON (not JSON, no ``levels`` list, another ``schema_version``).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
+    data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
+    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
+        raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
+    check_version(data, BENCH_SCHEMA_VERSION, Reading(path))
+    if data["levels"]:
+        load_saved_bench(path)
     return data
 
 
