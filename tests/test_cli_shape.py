@@ -24,7 +24,6 @@ SPLIT_PENDING = {
     "api/generate.py": 448,
     "calibration/fit.py": 417,
     "client/answers.py": 422,
-    "report/figures.py": 416,
     "runner/dispatch.py": 413,
     "runner/ray_driver.py": 414,
 }

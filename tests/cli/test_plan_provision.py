@@ -140,16 +140,17 @@ def test_the_html_report_and_the_table_show_the_provisioning_answer():
     from tokenplan.report.html import plan_report_html
     from tokenplan.report.tables import provisioning_table
 
-    data = plan_report_data(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)), ("throughput",)).to_json()
-    row = data["plan"]["provisioning"]["options"][0]
+    data = plan_report_data(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)), ("throughput",))
+    assert data.plan.provisioning is not None
+    row = data.plan.provisioning.options[0]
     html = plan_report_html(data)
     assert "<h2>Fewest GPUs · deadline 1 day</h2>" in html
-    assert f'<td class="n">{row["gpus"]} ({row["nodes"]} × 8)</td>' in html
+    assert f'<td class="n">{row.gpus} ({row.nodes} × 8)</td>' in html
     console = Console(width=200, record=True)
-    console.print(provisioning_table(data["plan"]))
+    console.print(provisioning_table(data.plan))
     text = console.export_text()
-    assert "Fewest GPUs · deadline 1 day" in text and f"{row['gpus']} ({row['nodes']} × 8)" in text
-    assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",))).to_json()) is None
+    assert "Fewest GPUs · deadline 1 day" in text and f"{row.gpus} ({row.nodes} × 8)" in text
+    assert provisioning_table(plan(PlanRequest(gpus=("1xb200",), specs=("none",)))) is None
 
 
 def test_each_answer_carries_the_80_percent_band_of_its_days_and_dollars(one_day):

@@ -1,8 +1,8 @@
 """The README's ``--json`` examples whose output is deterministic and fast, and how to run them.
 
-Each case is a file name under ``tests/golden/`` and the arguments after ``tokenplan``. The files
-were written by ``regenerate.py`` from the code *before* issue 13's redesign of the top floor, so a
-move of modules that changes any byte of this JSON fails ``test_golden_json.py``.
+Each case is a name (the output's, as a file would be called) and the arguments after
+``tokenplan``. ``test_readme_json.py`` reads each output back into its type and checks its figures
+against relations derived by hand (issue 27 replaced the byte-for-byte copies of these outputs).
 """
 
 from __future__ import annotations

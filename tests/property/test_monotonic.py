@@ -225,7 +225,7 @@ def test_predict_rejects_tp_that_does_not_divide_the_heads(name, tp):
     # All four have 32 attention heads; 3, 5, 6, 7 and 12 do not divide 32.
     assert load_model(name).attention.num_heads == 32
     result = predict(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)).to_json()
-    assert result == {"rejected": f"TP{tp} does not divide the 32 attention heads"}
+    assert result == {"schema_version": 1, "rejected": f"TP{tp} does not divide the 32 attention heads"}
     assert isinstance(resolve(PredictRequest(model=name, gpu="b200", num_gpus=tp, tp=tp)).evaluate(), Rejection)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from tokenplan.planning.results import PlanResult
 from tokenplan.report.tables import plan_details, plan_table, provisioning_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def test_plan_example_keeps_every_number_whole_at_80_and_110_columns(command, tm
     if done.returncode == 2:  # an example of a refused option (one error line): no table to render
         assert done.stdout == "" and done.stderr.startswith("error: ")
         return
-    result = json.loads(done.stdout)
+    result = PlanResult.from_json(json.loads(done.stdout))
     tables = [t for t in (provisioning_table(result), plan_table(result)) if t is not None]
     expected = set().union(*(_cell_words(t) for t in tables))
     assert expected  # figures such as "53,738" and "(49,124–64,722)"

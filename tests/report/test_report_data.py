@@ -13,14 +13,21 @@ from tokenplan.api.report import report_inputs
 from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 from tokenplan.planning.curves import SpeedupPoint, breakeven, concurrency_grid, pareto_front
+from tokenplan.planning.results import PlanReportData
 from tokenplan.report.text_charts import line_chart
 from tokenplan.units import S_PER_DAY
 
 
 @pytest.fixture(scope="module")
-def data() -> dict:
+def report_data() -> PlanReportData:
     """The default plan (Qwen3.6-27B, 914,000 samples, 4× RTX PRO 6000 vs 8× B200) with every chart."""
-    return plan_report_data(PlanRequest()).to_json()
+    return plan_report_data(PlanRequest())
+
+
+@pytest.fixture(scope="module")
+def data(report_data: PlanReportData) -> dict:
+    """Its JSON form, as ``plan --json`` writes the plan part."""
+    return report_data.to_json()
 
 
 def test_concurrency_grid_is_geometric_from_one_to_the_limit():
@@ -93,10 +100,10 @@ def test_line_chart_draws_a_hand_placed_grid():
     assert chart.splitlines()[-1] == "● s"
 
 
-def test_plan_pngs_are_written(data, tmp_path):
+def test_plan_pngs_are_written(report_data, tmp_path):
     from tokenplan.report.png import write_plan_pngs
 
-    paths = write_plan_pngs(data, tmp_path / "png")
+    paths = write_plan_pngs(report_data, tmp_path / "png")
     assert [p.name for p in paths] == ["throughput.png", "roofline.png", "cost_time.png", "memory.png", "speedup.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
 
@@ -127,7 +134,7 @@ def test_bad_report_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="num_gpus: expected a number"):
         load_bench(bad)
     bad.write_text(json.dumps([1, 2]))
-    with pytest.raises(ConfigError, match="expected a JSON object"):
+    with pytest.raises(ConfigError, match=r"top level: \[1, 2\] is not allowed \(allowed: a JSON object"):
         load_plan(bad)
 
 

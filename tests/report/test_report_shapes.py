@@ -14,35 +14,21 @@ import pytest
 from rich.console import Console
 
 from tokenplan.api.bench import read_bench_json
+from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.errors import ConfigError
 from tokenplan.files.reports import load_plan
 from tokenplan.report.bench import show_bench
 
-FITS = {
-    "option": "8× b200",
-    "rejected": {},
-    "configurations": 240,
-    "not_searched": [],
-    "best": "TP1×DP8",
-    "output_tok_s_total": 53_738.0,
-    "output_tok_s_per_gpu": 6_717.0,
-    "wall_days": 0.49,
-    "usd": 498.0,
-    "usd_per_mtok": 0.22,
-    "bottleneck": "memory bandwidth",
-    "concurrency_per_endpoint": 3635,
-    "usd_interval": {"low": 414.0, "high": 545.0},
-}
-PLAN = {
-    "model": "qwen3.6-27b",
-    "engine": "sglang",
-    "options": [FITS],
-    "job": {"samples": 914_000, "isl": "lognormal mean 1,024", "osl": "lognormal mean 2,500"},
-}
+
+@pytest.fixture(scope="module")
+def written() -> dict:
+    """A plan as ``tokenplan plan --json --deadline 1d`` writes it (8× B200, no speculation: one
+    option, a provisioning answer and 80 % bands)."""
+    return plan(PlanRequest(gpus=("8xb200",), specs=("none",), deadline_s=86_400)).to_json()
 
 
-def _plan(tmp_path: Path, change) -> Path:
-    plan = copy.deepcopy(PLAN)
+def _plan(tmp_path: Path, written: dict, change) -> Path:
+    plan = copy.deepcopy(written)
     change(plan)
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     return tmp_path / "plan.json"
@@ -57,7 +43,7 @@ def _plan(tmp_path: Path, change) -> Path:
         (lambda p: p["options"][0].pop("bottleneck"), "options[0].bottleneck: missing"),
         (
             lambda p: p["options"][0]["usd_interval"].update(low="x"),
-            "options[0].usd_interval.low: 'x' is not allowed (allowed: a number)",
+            "options[0].usd_interval.low: 'x' is not allowed (allowed: a finite number)",
         ),
         (
             lambda p: p["options"][0]["usd_interval"].update(high=float("nan")),
@@ -65,11 +51,16 @@ def _plan(tmp_path: Path, change) -> Path:
         ),
         (
             lambda p: p["options"][0].update(rejected="x"),
-            "options[0].rejected: 'x' is not allowed (allowed: a mapping of keys to values)",
+            "options[0].rejected: 'x' is not allowed (allowed: a JSON object)",
         ),
         (
-            lambda p: p.update(provisioning={"deadline_days": 1e308, "budget_usd": None, "options": []}),
+            lambda p: p["provisioning"].update(deadline_days=1e308),
+            # days are worded from their seconds: 1e308 days × 86,400 s overflows a float
             f"provisioning.deadline_days: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 86400:g})",
+        ),
+        (
+            lambda p: p.update(schema_version=2),
+            "schema_version: 2 is not allowed (allowed: 1, the schema this tokenplan reads and writes)",
         ),
     ],
     ids=[
@@ -81,17 +72,22 @@ def _plan(tmp_path: Path, change) -> Path:
         "band_nan",
         "rejected_text",
         "deadline_overflows_in_seconds",
+        "unknown_schema_version",
     ],
 )
-def test_a_plan_file_the_report_cannot_draw_is_one_line_naming_the_key(tmp_path, change, message) -> None:
-    path = _plan(tmp_path, change)
+def test_a_plan_file_the_report_cannot_draw_is_one_line_naming_the_key(tmp_path, written, change, message) -> None:
+    path = _plan(tmp_path, written, change)
     with pytest.raises(ConfigError) as refused:
         load_plan(path)
     assert str(refused.value) == f"{path}: {message}"
 
 
-def test_a_plan_as_written_passes(tmp_path) -> None:
-    assert load_plan(_plan(tmp_path, lambda p: None))["options"][0]["best"] == "TP1×DP8"
+def test_a_plan_as_written_reads_back_into_the_same_types(tmp_path, written) -> None:
+    back = load_plan(_plan(tmp_path, written, lambda p: None))
+    assert back.to_json() == written
+    assert back.options[0].chosen is not None and back.options[0].chosen.best == written["options"][0]["best"]
+    # a file written before schema_version existed reads as version 1
+    assert load_plan(_plan(tmp_path, written, lambda p: p.pop("schema_version"))) == back
 
 
 def _bench(tmp_path: Path, **level) -> str:
@@ -129,3 +125,21 @@ def test_a_saved_bench_file_the_table_cannot_print_is_one_line(tmp_path, level, 
     with pytest.raises(ConfigError) as refused:
         read_bench_json(path)
     assert str(refused.value) == f"{path}: {message}"
+
+
+def test_a_bench_file_or_run_summary_of_an_unknown_schema_version_is_refused_in_one_line(tmp_path) -> None:
+    from tokenplan.files.reports import load_bench, load_run_summary
+
+    path = _bench(tmp_path)
+    data = json.loads(Path(path).read_text())
+    Path(path).write_text(json.dumps({**data, "schema_version": 9}))
+    allowed = "9 is not allowed (allowed: 1, the schema this tokenplan reads and writes)"
+    for read in (load_bench, read_bench_json):
+        with pytest.raises(ConfigError) as refused:
+            read(path)
+        assert str(refused.value) == f"{path}: schema_version: {allowed}"
+    summary = {"model": "m", "units_total": 1, "stored": 1, "errors": 0, "elapsed_s": 1.0, "output_tokens": 5}
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "output_tok_s": 5.0, "schema_version": 9}))
+    with pytest.raises(ConfigError) as refused:
+        load_run_summary(tmp_path)
+    assert str(refused.value) == f"{tmp_path / 'summary.json'}: schema_version: {allowed}"

@@ -3,10 +3,12 @@ inputs: each expected string is written out from the format the function documen
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 from rich.console import Console
 
+from tokenplan.api.calibrate import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit
@@ -61,18 +63,19 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
 
 
 def test_calibration_notes_name_bound_and_held_factors_and_the_files_written(tmp_path) -> None:  # noqa: ANN001
-    d = {
-        "optimizer": {"status": 2, "nfev": 31},
-        "converged": True,
-        "n": 12,
-        "skipped": 1,
-        "throughput_set_aside": 2,
-        "at_bound": ["mfu"],
-        "held": ["overlap"],
-        "cross_validation": {},
-        "factors": [{"level": "vllm", "name": "mfu", "value": 0.95, "uncertainty": None, "at_bound": True}],
-    }
-    assert at_bound_line(dict(d, at_bound=[])) is None
+    d = CalibrationSummary(
+        n=12,
+        skipped=1,
+        throughput_set_aside=2,
+        converged=True,
+        optimizer=Optimizer(status=2, message="", nfev=31),
+        at_bound=("mfu",),
+        held=("overlap",),
+        factors=(FittedFactor(level="vllm", name="mfu", value=0.95, uncertainty=None, at_bound=True),),
+        cross_validation={},
+        profile=CalibrationProfile({}, {}, {}, {}, ("vllm.mfu",), ("overlap",), "test"),
+    )
+    assert at_bound_line(dataclasses.replace(d, at_bound=())) is None
     lines = _printed(show_calibration, d, tmp_path / "p.json")
     assert lines[-3:] == [
         "at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot identify the "

@@ -98,4 +98,4 @@ def test_a_configuration_that_cannot_run_is_rejected_with_its_reason() -> None:
     # DeepSeek-R1 in FP8 is ~671 B parameters ≈ 671 GB of weights: far above one H200's 141 GB.
     r = predict(PredictRequest(model="deepseek-r1", gpu="h200", weight_dtype="fp8"))
     assert isinstance(r, Rejected) and "does not fit" in r.rejected
-    assert r.to_json() == {"rejected": r.rejected}
+    assert r.to_json() == {"schema_version": 1, "rejected": r.rejected}

@@ -35,10 +35,9 @@ from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env, display_url
 from tokenplan.client.openai import OpenAIClient
-from tokenplan.errors import ConfigError, InputError
-from tokenplan.files.reports import load_saved_bench
+from tokenplan.errors import InputError
+from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
-from tokenplan.loaders import load_json
 from tokenplan.measurement import Measurement
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
 from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
@@ -330,20 +329,9 @@ def calibrate_from_results(
 
 
 def read_bench_json(path: str) -> BenchOutcome:
-    """A bench ``--json`` file, as the sweep that wrote it returned it.
-
-    Raises:
-        InputError: the file is missing.
-        ConfigError: not a bench JSON (not JSON, or no ``levels`` list).
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
-    data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
-    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
-        raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
-    if data["levels"]:  # the types of every figure drawn or fitted (a sweep stopped before a level has none)
-        load_saved_bench(path)
+    """A bench ``--json`` file, as the sweep that wrote it returned it
+    (:func:`~tokenplan.files.reports.read_bench_file`: InputError, ConfigError)."""
+    data = read_bench_file(path)
     return BenchOutcome(data, data.get("stopped"), list(data.get("notes") or ()))
 
 

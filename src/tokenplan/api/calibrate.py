@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenplan.api.resolve import read_profile, resolve_file
 from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
@@ -105,6 +105,8 @@ class CalibrationSummary(JsonResult):
     """The ``--json`` form of a calibration: rows fitted and skipped (``tokenplan validate`` lists
     each skipped row and each row whose tok/s was set aside, with its reason), the optimiser's outcome,
     factors with uncertainty, the cross-validations (by ``gpu``/``model``) and the profile."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     n: int
     skipped: int

@@ -38,6 +38,7 @@ from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError, allowed_from_validation
+from tokenplan.files.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.backend import RunOutcome, RunSpec, run, run_async
 from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
 from tokenplan.runner.dispatch import JobSettings
@@ -46,7 +47,6 @@ from tokenplan.runner.finish import ExportSpec, finish_run
 from tokenplan.runner.input_files import check_readable, expand_inputs, file_name
 from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.paths import check_output_file, check_run_dir
-from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
@@ -228,7 +228,7 @@ def check_request(request: GenerateRequest) -> Checked:
             "(Authorization: Bearer), the URL's credentials are not"
         )
     if request.plan is not None:
-        hint, notes = read_plan(request.plan)
+        hint, notes = read_plan(request.plan, MAX_CONCURRENCY)
         if plan_model_mismatch(hint.model, request.model):
             warnings.append(
                 f"the plan {request.plan} was made for model {hint.model!r}, but --model is "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.api.results import Rejected
@@ -29,6 +30,8 @@ class MemoryResult(JsonResult):
     requests (term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve; they sum to
     ``gpu_bytes``).
     """
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     gpu: str
     layout: str

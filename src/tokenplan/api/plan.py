@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from tokenplan.api._current import current_of
 from tokenplan.api.bands import figure_bands
@@ -37,6 +38,8 @@ DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
 ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
 
 _GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
+
+_Point = TypeVar("_Point")  # one point of a report chart (planning.curves)
 
 
 @dataclass(frozen=True)
@@ -264,7 +267,7 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     profile, searched = _searched(req)
     results, table, job = searched.results, searched.question.table, searched.question.job
 
-    def chart(name: str, points: Callable[[], Iterable[object]]) -> tuple[object, ...] | None:
+    def chart(name: str, points: Callable[[], Iterable[_Point]]) -> tuple[_Point, ...] | None:
         return tuple(points()) if name in charts else None
 
     return PlanReportData(

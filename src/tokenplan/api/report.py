@@ -13,22 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenplan.errors import InputError
 from tokenplan.files.reports import load_bench, load_plan, load_run_summary
+from tokenplan.planning.results import PlanResult
 from tokenplan.results import JsonResult
 
 
 @dataclass(frozen=True)
 class ReportInputs(JsonResult):
     """What ``tokenplan report`` draws: ``runs`` (run summaries, in the order given, each with
-    its ``run_dir``), ``bench`` (a bench JSON, or None) and ``plan`` (a plan JSON, or None) —
-    each the file's checked JSON object."""
+    its ``run_dir``), ``bench`` (a bench JSON, or None) — each the file's checked JSON object — and
+    ``plan`` (the plan file read back into its types, or None)."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     runs: tuple[Mapping[str, Any], ...]
     bench: Mapping[str, Any] | None
-    plan: Mapping[str, Any] | None
+    plan: PlanResult | None
 
 
 def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path: str | None = None) -> ReportInputs:

@@ -1,6 +1,6 @@
 """The results ``predict`` and ``memory`` share: a rejected configuration, and one evaluated
-configuration's figures (with their 80 % bands in :class:`Prediction`). Their JSON form is
-:mod:`tokenplan.results`'s (``to_json``).
+configuration's figures (with their 80 % bands in :class:`Prediction`). The JSON form and its
+reading back are :mod:`tokenplan.results`'s (``to_json``/``from_json``).
 
 Units are in the names (``_bytes``, ``_ms``, ``_tok_s``, ``_days``, ``_usd``), as everywhere below.
 """
@@ -8,6 +8,7 @@ Units are in the names (``_bytes``, ``_ms``, ``_tok_s``, ``_days``, ``_usd``), a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tokenplan.results import INLINE, Bands, JsonResult
 
@@ -15,6 +16,8 @@ from tokenplan.results import INLINE, Bands, JsonResult
 @dataclass(frozen=True)
 class Rejected(JsonResult):
     """A configuration that cannot run, and why (``predict`` and ``memory``)."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     rejected: str
 
@@ -61,5 +64,7 @@ class EvaluationFigures(JsonResult):
 @dataclass(frozen=True)
 class Prediction(EvaluationFigures):
     """``predict``'s result: the figures and, with a shipped band table, their 80 % bands."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     bands: Bands | None = field(default=None, metadata=INLINE)

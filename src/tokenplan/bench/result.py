@@ -11,6 +11,7 @@ from tokenplan.bench.acceptance_sweep import sweep_acceptance
 from tokenplan.bench.server_info import concurrency_cap, server_info_summary
 from tokenplan.bench.workload import Workload
 from tokenplan.client.auth import display_url
+from tokenplan.results import BENCH_SCHEMA_VERSION
 
 
 class SweepAsked(Protocol):
@@ -62,6 +63,7 @@ def bench_json(
     """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
     has_metrics = any(lv["server"] for lv in levels)
     return {
+        "schema_version": BENCH_SCHEMA_VERSION,
         "model": req.model,
         "endpoints": [display_url(u) for u in req.endpoints],
         "num_gpus": req.num_gpus,

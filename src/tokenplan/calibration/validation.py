@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tokenplan.calibration.bands import BandTable, interval, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation
@@ -131,6 +132,8 @@ class ValidationResult(JsonResult):
     the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
     predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
     the reason; only their TTFT and TPOT are compared."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     kind: str
     n: int

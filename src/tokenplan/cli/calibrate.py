@@ -130,7 +130,7 @@ def _from_csv(paths: Sequence[str], out: Path, cv: bool, bands: Path | None, jso
     if json_out:
         print(json.dumps(d, indent=2))
         return
-    show_calibration(wide_console(), d, out, band_table, bands)
+    show_calibration(wide_console(), result.summary(), out, band_table, bands)
 
 
 def _from_bench(paths: Sequence[str], out: Path, json_out: bool, desc: PredictRequest) -> None:

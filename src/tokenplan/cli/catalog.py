@@ -28,11 +28,11 @@ def gpus_cmd(as_json: bool) -> None:
     from tokenplan.api.catalog import catalog_gpus
     from tokenplan.report.catalog import GPU_SOURCES_NOTE, gpus_table
 
-    rows = [g.to_json() for g in catalog_gpus()]
+    gpus = catalog_gpus()
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([g.to_json() for g in gpus], indent=2))
         return
-    wide_console().print(gpus_table(rows))
+    wide_console().print(gpus_table(gpus))
     Console(stderr=True).print(GPU_SOURCES_NOTE, style="dim")
 
 
@@ -43,8 +43,8 @@ def models_cmd(as_json: bool) -> None:
     from tokenplan.api.catalog import catalog_models
     from tokenplan.report.catalog import models_table
 
-    rows = [m.to_json() for m in catalog_models()]
+    models = catalog_models()
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([m.to_json() for m in models], indent=2))
         return
-    wide_console().print(models_table(rows))
+    wide_console().print(models_table(models))

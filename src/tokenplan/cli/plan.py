@@ -116,13 +116,13 @@ def plan_cmd(**options: Any) -> None:
         print(json.dumps(result, indent=2))
         exit_status(no_answer_status(result))
         return
-    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",)).to_json()
+    data = plan_report_data(request, REPORT_CHARTS if report or png else ("throughput",))
     write_plan_files(data, report, png)
     if as_json:
-        print(json.dumps(data["plan"], indent=2))
+        print(json.dumps(data.plan.to_json(), indent=2))
     else:
         show_plan(wide_console(), data)
-    exit_status(no_answer_status(data["plan"]))
+    exit_status(no_answer_status(data.plan.to_json()))
 
 
 # PlanRequest's field for each option whose name differs; a repeatable option given no time is None

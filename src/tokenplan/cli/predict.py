@@ -210,7 +210,7 @@ def predict_cmd(
             chunked_prefill_size=chunked_prefill_size,
         )
     )
-    _emit(result.to_json(), as_json, predict_table)
+    _emit(result, as_json, predict_table)
 
 
 @app.command("memory")
@@ -289,19 +289,20 @@ def memory_cmd(
             chunked_prefill_size=chunked_prefill_size,
         )
     )
-    _emit(result.to_json(), as_json, memory_table)
+    _emit(result, as_json, memory_table)
 
 
-def _emit(result: dict, as_json: bool, render) -> None:
+def _emit(result, as_json: bool, render) -> None:
     """Print the result (table or JSON); a configuration that cannot run exits 2 with its reason."""
+    from tokenplan.api.results import Rejected
     from tokenplan.errors import InfeasibleError
     from tokenplan.report.tables import print_warnings
 
     if as_json:
-        print(json.dumps(result, indent=2))
-    if "rejected" in result:
-        raise InfeasibleError(f"configuration cannot run: {result['rejected']}")
+        print(json.dumps(result.to_json(), indent=2))
+    if isinstance(result, Rejected):
+        raise InfeasibleError(f"configuration cannot run: {result.rejected}")
     if not as_json:
         console = wide_console()
         console.print(render(result))
-        print_warnings(console, result.get("warnings", []))
+        print_warnings(console, list(result.warnings))

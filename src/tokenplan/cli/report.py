@@ -21,4 +21,4 @@ def report_cmd(run_dirs: tuple[str, ...], plan_path: str | None, bench_path: str
 
     check_report_output(output)
     inputs = report_inputs(list(run_dirs), plan_path, bench_path)
-    print(f"report: {write_html(measurements_report_html(inputs.to_json()), output)}")
+    print(f"report: {write_html(measurements_report_html(inputs), output)}")

@@ -23,15 +23,15 @@ def validate_command(path: str, calibration: str | None, rows: bool, json_out: b
     from tokenplan.errors import InputError
     from tokenplan.report.validation import show_validation
 
-    d = validate(path, calibration).to_json()
+    result = validate(path, calibration)
     if json_out:
-        print(json.dumps(d, indent=2))
+        print(json.dumps(result.to_json(), indent=2))
     else:
-        show_validation(wide_console(), d, rows)
-    if d["n"] == 0:  # nothing was checked; any skipped rows and their reasons are printed above
+        show_validation(wide_console(), result, rows)
+    if result.n == 0:  # nothing was checked; any skipped rows and their reasons are printed above
         found = (
-            f"{len(d['skipped'])} row(s) skipped, each with its reason above"
-            if d["skipped"]
+            f"{len(result.skipped)} row(s) skipped, each with its reason above"
+            if result.skipped
             else "the file has a header and no data rows"
         )
         raise InputError("measurements", path, f"a file with at least one predictable row ({found})")

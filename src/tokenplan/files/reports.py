@@ -1,9 +1,10 @@
 """The files ``tokenplan report`` reads: ``tokenplan generate`` run summaries
 (``RUN_DIR/summary.json``), a ``tokenplan bench`` JSON and a ``tokenplan plan --json`` file.
 
-Each file is checked once here, for the keys the report draws; a missing run directory or a
-malformed file is one line (``RunDirError`` / ``ConfigError``), never a traceback. Each loader
-returns the file's JSON object (checked), as the report draws it.
+Each file is checked once here; a missing run directory or a malformed file is one line
+(``RunDirError`` / ``ConfigError``), never a traceback. A plan reads back into the types ``plan``
+returned (:class:`~tokenplan.planning.results.PlanResult`); a run summary and a bench file
+return their checked JSON object.
 """
 
 from __future__ import annotations
@@ -11,35 +12,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tokenplan.errors import ConfigError, RunDirError
+from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.loaders import load_json
+from tokenplan.planning.results import PlanResult
+from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
 
 SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
 SUMMARY_E2E_KEYS = ("p50_ms", "p99_ms")
 BENCH_KEYS = ("model", "num_gpus", "levels")
 BENCH_LEVEL_KEYS = ("concurrency", "requests", "errors", "duration_s", "output_tok_s")
-PLAN_KEYS = ("model", "engine", "job", "options")
-# The figures the report draws from a plan: numbers where present (null where the plan has none).
-PLAN_OPTION_NUMBERS = (
-    "count",
-    "usd_per_gpu_hour",
-    "output_tok_s_total",
-    "output_tok_s_per_gpu",
-    "wall_days",
-    "drain_hours",
-    "gpu_hours",
-    "usd",
-    "usd_per_mtok",
-    "batch_per_replica",
-    "tpot_ms",
-    "ttft_ms",
-    "weight_bytes_per_gpu",
-    "kv_capacity_tokens",
-    "concurrency_per_endpoint",
-    "max_running_requests",
-    "gpu_bytes",
-)
-PLAN_JOB_NUMBERS = ("samples", "isl_mean_tokens", "osl_mean_tokens", "output_tokens")
 BENCH_LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 
 
@@ -110,6 +91,7 @@ def load_run_summary(run_dir: str | Path) -> dict:
     if not path.is_file():
         raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
     data = _require(_read_json(path), SUMMARY_KEYS, path, "top level", numbers=SUMMARY_KEYS[1:])
+    check_version(data, RUN_SUMMARY_SCHEMA_VERSION, Reading(str(path)))
     _texts(data, ("model",), path)
     _numbers_or_null(data, ("plan_output_tok_s",), path, "top level")
     e2e = data.get("latency_e2e")
@@ -123,6 +105,7 @@ def load_bench(path: str | Path) -> dict:
     distributions in seconds). Raises ConfigError."""
     p = Path(path)
     data = _require(_read_json(p), BENCH_KEYS, p, "top level")
+    check_version(data, BENCH_SCHEMA_VERSION, Reading(str(p)))
     _texts(data, ("model",), p)
     endpoints = data.get("endpoints", [])
     if not (isinstance(endpoints, list) and all(isinstance(e, str) for e in endpoints)):
@@ -156,19 +139,34 @@ def load_saved_bench(path: str | Path) -> dict:
     return data
 
 
-def load_plan(path: str | Path) -> dict:
-    """A ``tokenplan plan --json`` file. Raises ConfigError."""
-    # Imported here: its pydantic models are built on import, and plan's start-up needs none of them.
-    from tokenplan.files.shapes import check_plan_shape
+def read_bench_file(path: str) -> dict:
+    """A bench ``--json`` file as the sweep that wrote it returned it (``bench --from-json``): a
+    ``levels`` list, the bench's ``schema_version``, and where it has levels, every figure the
+    table prints (:func:`load_saved_bench`; a sweep stopped before a level has none).
 
+    Raises:
+        InputError: the file is missing.
+        ConfigError: not a bench JSON (not JSON, no ``levels`` list, another ``schema_version``).
+    """
     p = Path(path)
-    data = _require(_read_json(p), PLAN_KEYS, p, "top level")
-    if not isinstance(data["options"], list):
-        raise ConfigError(str(p), "options", "expected a list of hardware options")
-    _require(data["job"], (), p, "job")
-    _numbers_or_null(data["job"], PLAN_JOB_NUMBERS, p, "job")
-    for i, option in enumerate(data["options"]):
-        _require(option, ("option", "rejected"), p, f"options[{i}]")
-        _numbers_or_null(option, PLAN_OPTION_NUMBERS, p, f"options[{i}]")
-    check_plan_shape(data, str(p))  # the rest the page draws: texts, tables, intervals, provisioning
+    if not p.is_file():
+        raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
+    data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
+    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
+        raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
+    check_version(data, BENCH_SCHEMA_VERSION, Reading(path))
+    if data["levels"]:
+        load_saved_bench(path)
     return data
+
+
+def load_plan(path: str | Path) -> PlanResult:
+    """A ``tokenplan plan --json`` file, read back into the :class:`PlanResult` ``plan`` returned:
+    every key its types declare, each a value of its field's type (figures finite numbers).
+
+    Raises:
+        ConfigError: unreadable, not JSON, another ``schema_version``, a key missing or holding a
+            value its field does not allow (named by its path, e.g. ``options[0].usd_interval.low``).
+    """
+    p = Path(path)
+    return PlanResult.from_json(_read_json(p), str(p))

@@ -1,9 +1,9 @@
-"""The parts of a ``tokenplan plan --json`` file that ``tokenplan report`` draws, and of a saved
-bench JSON that ``tokenplan bench --from-json`` prints, as pydantic models: each figure a finite
-number (NaN and ±Infinity, which Python's json reads, are refused), each text a string, each
-table the shape the page or terminal walks. Other keys are left as they are.
+"""The parts of a saved bench JSON that ``tokenplan bench --from-json`` prints, as pydantic
+models: each figure a finite number (NaN and ±Infinity, which Python's json reads, are refused),
+each text a string, each table the shape the terminal walks. Other keys are left as they are.
+(A plan file reads back into the plan's own types: :func:`tokenplan.files.reports.load_plan`.)
 
-:func:`check_plan_shape` and :func:`check_bench_shape` raise one
+:func:`check_bench_shape` raises one
 :class:`~tokenplan.errors.ConfigError` naming the key (``options[0].usd_interval.low``), the value
 and what is allowed.
 """
@@ -18,14 +18,13 @@ from pydantic import (
     ConfigDict,
     Field,
     FiniteFloat,
-    StrictBool,
     StrictInt,
     StrictStr,
     ValidationError,
 )
 
 from tokenplan.errors import ConfigError, allowed_from_validation
-from tokenplan.units import MS_PER_S, S_PER_DAY
+from tokenplan.units import MS_PER_S
 
 _Number = FiniteFloat | None  # a figure, or null where the plan has none
 # a latency (s), or null where not measured: ≥ 0, and finite once printed in milliseconds
@@ -34,90 +33,6 @@ _Seconds = Annotated[FiniteFloat, Field(ge=0, le=sys.float_info.max / MS_PER_S)]
 
 class _Shape(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-
-
-class _Band(_Shape):
-    """An 80 % interval: ``low`` and ``high`` in the figure's unit."""
-
-    low: FiniteFloat
-    high: FiniteFloat
-
-
-class _Job(_Shape):
-    samples: StrictInt
-    isl: StrictStr
-    osl: StrictStr
-
-
-class _Option(_Shape):
-    """A hardware option nothing fits on: its rejection reasons (reason → configurations)."""
-
-    option: StrictStr
-    rejected: dict[str, StrictInt]
-    configurations: StrictInt
-    not_searched: list[StrictStr] = []
-
-
-class _FittingOption(_Option):
-    """A hardware option with a best configuration (``best``) and its figures."""
-
-    best: StrictStr
-    output_tok_s_total: FiniteFloat
-    output_tok_s_per_gpu: FiniteFloat
-    wall_days: FiniteFloat
-    usd: _Number
-    usd_per_mtok: _Number
-    bottleneck: StrictStr
-    concurrency_per_endpoint: FiniteFloat
-    output_tok_s_total_interval: _Band | None = None
-    wall_days_interval: _Band | None = None
-    usd_interval: _Band | None = None
-
-
-class _GpuRow(_Shape):
-    """The fields of every provisioning row: the GPU type and whether it meets the target."""
-
-    gpu: StrictStr
-    meets: StrictBool
-
-
-class _ProvisionedGpu(_GpuRow):
-    """A GPU type no count of which meets the deadline/budget: ``why``."""
-
-    why: StrictStr
-
-
-class _MeetingGpu(_GpuRow):
-    """A GPU type that meets them: the fewest GPUs and the job at that count."""
-
-    why: StrictStr | None = None
-    gpus: StrictInt
-    nodes: StrictInt
-    unit_gpus: StrictInt
-    wall_days: FiniteFloat
-    usd: _Number
-    usd_per_gpu_hour: _Number
-    configuration: StrictStr
-
-
-class _Provisioning(_Shape):
-    # days whose seconds are a finite float: the page words the deadline from its seconds
-    deadline_days: Annotated[FiniteFloat, Field(gt=0, le=sys.float_info.max / S_PER_DAY)] | None
-    budget_usd: _Number
-    options: list[dict[str, Any]]
-
-
-class _Recommended(_Shape):
-    output_tok_s_total: _Number = None
-
-
-class _Plan(_Shape):
-    model: StrictStr
-    engine: StrictStr
-    job: _Job
-    options: list[dict[str, Any]]
-    provisioning: _Provisioning | None = None
-    recommended: _Recommended | None = None
 
 
 class _Dist(_Shape):
@@ -193,22 +108,6 @@ def _check(model: type[BaseModel], value: object, source: str, where: tuple = ()
         raise ConfigError(
             source, _key(loc), f"{err.get('input')!r} is not allowed (allowed: {allowed_from_validation(err)})"
         ) from None
-
-
-def check_plan_shape(data: dict, source: str) -> None:
-    """Check what the report draws from a plan JSON object ``data``; ``source`` names the file.
-
-    Raises:
-        ConfigError: a missing key, a figure that is not a finite number, a text that is not one.
-    """
-    _check(_Plan, data, source)
-    for i, option in enumerate(data["options"]):
-        fits = isinstance(option, dict) and "best" in option
-        _check(_FittingOption if fits else _Option, option, source, ("options", i))
-    provisioning = data.get("provisioning")
-    for i, row in enumerate(provisioning["options"] if provisioning else ()):
-        meets = isinstance(row, dict) and row.get("meets") is True
-        _check(_MeetingGpu if meets else _ProvisionedGpu, row, source, ("provisioning", "options", i))
 
 
 def check_bench_shape(data: dict, source: str) -> None:

@@ -19,12 +19,13 @@ from dataclasses import dataclass, replace
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, prepare
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Job, OptionResult, simulate
+from tokenplan.results import JsonResult
 
 GRID_POINTS = 14  # concurrency levels per curve (geometric from 1 to the memory limit)
 
 
 @dataclass(frozen=True, slots=True)
-class OperatingPoint:
+class OperatingPoint(JsonResult):
     """One configuration at one concurrency.
 
     Attributes:
@@ -55,7 +56,7 @@ class OperatingPoint:
 
 
 @dataclass(frozen=True, slots=True)
-class ThroughputCurve:
+class ThroughputCurve(JsonResult):
     """One configuration swept over concurrency.
 
     Attributes:
@@ -84,7 +85,7 @@ class ThroughputCurve:
 
 
 @dataclass(frozen=True, slots=True)
-class CostPoint:
+class CostPoint(JsonResult):
     """One configuration's whole job (ramp, steady state, drain).
 
     Attributes:
@@ -102,7 +103,7 @@ class CostPoint:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryBars:
+class MemoryBars(JsonResult):
     """What fills one GPU of a configuration, at its running batch (bytes each).
 
     ``kv_bytes + state_bytes`` is the engine's cache pool: when the per-sequence state shares
@@ -121,7 +122,7 @@ class MemoryBars:
 
 
 @dataclass(frozen=True, slots=True)
-class SpeedupPoint:
+class SpeedupPoint(JsonResult):
     """Speculative decoding against none, same configuration and concurrency.
 
     Attributes:
@@ -139,7 +140,7 @@ class SpeedupPoint:
 
 
 @dataclass(frozen=True, slots=True)
-class SpeedupCurve:
+class SpeedupCurve(JsonResult):
     """Speed-up of one speculative setting over concurrency; ``breakeven_concurrency`` is where
     it falls to 1 (interpolated on log concurrency), None when it pays at every level."""
 

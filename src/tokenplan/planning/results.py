@@ -1,16 +1,20 @@
 """What ``plan`` and ``plan_report_data`` return: frozen, typed, with ``to_json()`` (the dict
-``tokenplan plan --json`` prints; keys are the field names, see :mod:`tokenplan.results`).
+``tokenplan plan --json`` prints; keys are the field names, and ``from_json`` reads it back, see
+:mod:`tokenplan.results`).
 
 Units are in the names: tokens/s, days, hours, US dollars, milliseconds, bytes.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
-from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult
+from tokenplan.planning.curves import CostPoint, MemoryBars, SpeedupCurve, ThroughputCurve
+from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult, bounded
+from tokenplan.units import S_PER_DAY
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,8 @@ class ProvisionRow(JsonResult):
 class Provisioning(JsonResult):
     """``plan``'s answer to "how many GPUs": the targets (days, US dollars) and a row per type."""
 
-    deadline_days: float | None
+    # days whose seconds are a finite float: the report words the deadline from its seconds
+    deadline_days: float | None = field(metadata=bounded(gt=0, le=sys.float_info.max / S_PER_DAY))
     budget_usd: float | None
     options: tuple[ProvisionRow, ...]
 
@@ -181,6 +186,8 @@ class PlanResult(JsonResult):
     """The comparison ``plan`` returns: the job, every option, the recommendation, the answer
     in sentences, and how many configurations were evaluated."""
 
+    SCHEMA_VERSION: ClassVar[int | None] = 1
+
     model: str
     engine: str
     efficiency: str
@@ -225,9 +232,11 @@ class PlanReportData(JsonResult):
     """``plan``'s result and the numbers behind its charts (see ``plan_report_data``); a chart
     not asked for is None and left out of the JSON."""
 
+    SCHEMA_VERSION: ClassVar[int | None] = 1
+
     plan: PlanResult
     assumptions: Assumptions
-    throughput: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
-    cost_time: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
-    memory: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
-    speedup: tuple[Any, ...] | None = field(default=None, metadata=OMIT_NONE)
+    throughput: tuple[ThroughputCurve, ...] | None = field(default=None, metadata=OMIT_NONE)
+    cost_time: tuple[CostPoint, ...] | None = field(default=None, metadata=OMIT_NONE)
+    memory: tuple[MemoryBars, ...] | None = field(default=None, metadata=OMIT_NONE)
+    speedup: tuple[SpeedupCurve, ...] | None = field(default=None, metadata=OMIT_NONE)

@@ -1,63 +1,68 @@
 """What ``tokenplan calibrate`` prints: the fitted efficiency factors with their 1σ uncertainty,
 the factors that ended on a bound or were held, the leave-one-GPU-out / leave-one-model-out
-cross-validation and the error bands' checked coverage. Reads ``calibration_dict``'s JSON."""
+cross-validation and the error bands' checked coverage. Draws
+:class:`~tokenplan.api.calibrate.CalibrationSummary`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from tokenplan.api.calibrate import CalibrationSummary
 
-def factors_table(d: dict) -> Table:
+
+def factors_table(d: CalibrationSummary) -> Table:
     """Fitted factors per level: value, ± 1σ ("–" where the data cannot tell) and "at bound"."""
-    opt = d["optimizer"]
-    state = "converged" if d["converged"] else "not converged"
-    aside = d.get("throughput_set_aside", 0)
-    rows = f"{d['n']} rows, {d['skipped']} skipped" + (f", {aside} with tok/s set aside" if aside else "")
+    opt = d.optimizer
+    state = "converged" if d.converged else "not converged"
+    aside = d.throughput_set_aside
+    rows = f"{d.n} rows, {d.skipped} skipped" + (f", {aside} with tok/s set aside" if aside else "")
     t = Table(
         title=f"fitted factors ({rows} — `tokenplan validate FILE` gives each reason; optimiser {state}: "
-        f"status {opt['status']}, {opt['nfev']} evaluations)"
+        f"status {opt.status}, {opt.nfev} evaluations)"
     )
     for col in ("level", "factor", "value", "± 1σ", "note"):
         t.add_column(col, justify="right" if col in ("value", "± 1σ") else "left")
-    for f in d["factors"]:
-        unc = f["uncertainty"]
+    for f in d.factors:
+        unc = f.uncertainty
         t.add_row(
-            f["level"],
-            f["name"],
-            f"{f['value']:.4g}",
+            f.level,
+            f.name,
+            f"{f.value:.4g}",
             "–" if unc is None else f"{unc:.2g}",
-            "at bound" if f["at_bound"] else "",
+            "at bound" if f.at_bound else "",
         )
     return t
 
 
-def at_bound_line(d: dict) -> str | None:
+def at_bound_line(d: CalibrationSummary) -> str | None:
     """One line naming the factors that ended on a physical bound, or None."""
-    if not d["at_bound"]:
+    if not d.at_bound:
         return None
     return (
         "at a bound of EFFICIENCY_BOUNDS (the data asks for more than the bound allows, or cannot "
-        f"identify the factor; no σ): {', '.join(d['at_bound'])}"
+        f"identify the factor; no σ): {', '.join(d.at_bound)}"
     )
 
 
-def cv_table(d: dict) -> Table:
+def cv_table(d: CalibrationSummary) -> Table:
     """Per grouping (GPU, model): the pooled median (and p90) |predicted/measured − 1| on
     held-out rows, then each held-out group's median."""
     t = Table(title="cross-validation: |predicted/measured − 1| on held-out rows")
     for col in ("held out", "n", "median"):
         t.add_column(col, justify="left" if col == "held out" else "right")
-    for by, cv in d["cross_validation"].items():
+    for by, cv in d.cross_validation.items():
         t.add_row(
             f"[bold]each {by} (pooled)[/bold]",
-            str(sum(f["n"] for f in cv["folds"])),
-            f"{cv['median_abs_pct_error'] * 100:.0f}% (p90 {cv['p90_abs_pct_error'] * 100:.0f}%)",
+            str(sum(f.n for f in cv.folds)),
+            f"{cv.median_abs_pct_error * 100:.0f}% (p90 {cv.p90_abs_pct_error * 100:.0f}%)",
         )
-        for f in cv["folds"]:
-            t.add_row(f"  {by} {f['held_out']}", str(f["n"]), f"{f['median_abs_pct_error'] * 100:.0f}%")
+        for f in cv.folds:
+            t.add_row(f"  {by} {f.held_out}", str(f.n), f"{f.median_abs_pct_error * 100:.0f}%")
     return t
 
 
@@ -78,18 +83,20 @@ def coverage_line(table) -> str:  # noqa: ANN001 - a tokenplan.calibration.bands
     return line
 
 
-def show_calibration(console: Console, d: dict, out: Path, bands=None, bands_path: Path | None = None) -> None:  # noqa: ANN001
+def show_calibration(
+    console: Console, d: CalibrationSummary, out: Path, bands=None, bands_path: Path | None = None
+) -> None:  # noqa: ANN001
     """Print the factors, the bound and held notes, the cross-validation and, when the error-band
     table ``bands`` (a BandTable) was written to ``bands_path``, its coverage; then ``wrote out``."""
     console.print(factors_table(d))
     bound_line = at_bound_line(d)
     if bound_line:
         console.print(bound_line, markup=False)
-    if d["held"]:
+    if d.held:
         console.print(
-            f"held at their documented defaults (not identified by the data): {', '.join(d['held'])}", markup=False
+            f"held at their documented defaults (not identified by the data): {', '.join(d.held)}", markup=False
         )
-    if d["cross_validation"]:
+    if d.cross_validation:
         console.print(cv_table(d))
     if bands is not None and bands_path is not None:
         console.print(coverage_line(bands), markup=False)

@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from tokenplan.api.catalog import CatalogGpu, CatalogModel
 
 GPU_SOURCES_NOTE = 'Sources of every figure: tokenplan catalog gpus --json ("sources").'
 
@@ -20,6 +26,7 @@ GPU_COLUMNS = (
     "native",
     "$/GPU-h typical (range)",
 )
+TFLOPS_COLUMNS = ("bf16", "fp8", "fp4")  # the formats of the "… TF" columns, in column order
 MODEL_COLUMNS = (
     "name",
     "architecture",
@@ -33,38 +40,38 @@ MODEL_COLUMNS = (
 )
 
 
-def gpus_table(rows: list[dict]) -> Table:
+def gpus_table(rows: Sequence[CatalogGpu]) -> Table:
     """GPUs: memory (GiB), HBM bandwidth (TB/s), dense TFLOPS per format, scale-up link, native
     formats and the typical rental price with its range ("—" where a figure does not exist)."""
     t = Table(header_style="bold")
     for col in GPU_COLUMNS:
         t.add_column(col)
     for r in rows:
-        f = r["dense_tflops"]
-        price = (
-            "—"
-            if r["price"] is None
-            else (
-                f"{r['price']['typical']:.2f} ({r['price']['low']:.2f}–{r['price']['high']:.2f}, {r['price']['as_of']})"
-            )
-        )
+        p = r.price
+        price = "—" if p is None else f"{p.typical:.2f} ({p.low:.2f}–{p.high:.2f}, {p.as_of})"
         t.add_row(
-            r["key"],
-            r["name"],
-            r["architecture"],
-            f"{r['memory_gib']:.1f}",
-            f"{r['hbm_tb_s']:.2f}",
-            f"{f.get('bf16', 0):,.0f}",
-            f"{f.get('fp8', 0):,.0f}" if "fp8" in f else "—",
-            f"{f.get('fp4', 0):,.0f}" if "fp4" in f else "—",
-            f"{r['scaleup']} {r['scaleup_gb_s']:,.0f}",
-            ",".join(r["native_dtypes"]),
+            r.key,
+            r.name,
+            r.architecture,
+            f"{r.memory_gib:.1f}",
+            f"{r.hbm_tb_s:.2f}",
+            *(_tflops(r, fmt) for fmt in TFLOPS_COLUMNS),
+            f"{r.scaleup} {r.scaleup_gb_s:,.0f}",
+            ",".join(r.native_dtypes),
             price,
         )
     return t
 
 
-def models_table(rows: list[dict]) -> Table:
+def _tflops(gpu: CatalogGpu, fmt: str) -> str:
+    """Dense TFLOPS of ``gpu`` in ``fmt`` ("—" where it has none; BF16, which every GPU has, 0)."""
+    for name, tflops in gpu.dense_tflops.items():
+        if name == fmt:
+            return f"{tflops:,.0f}"
+    return "0" if fmt == "bf16" else "—"
+
+
+def models_table(rows: Sequence[CatalogModel]) -> Table:
     """Models: family, parameters (billions, total and active), KV bytes per token (bf16), state
     per sequence (MiB), MTP layers and what the model approximates ("exact" where nothing)."""
     t = Table(header_style="bold")
@@ -72,14 +79,14 @@ def models_table(rows: list[dict]) -> Table:
         t.add_column(col)
     for r in rows:
         t.add_row(
-            r["name"],
-            r["architecture"],
-            r["family"],
-            f"{r['params_b']:.1f}",
-            f"{r['active_params_b']:.1f}",
-            f"{r['kv_bytes_per_token']:,.0f}",
-            f"{r['state_bytes_per_sequence'] / 2**20:,.1f}",
-            str(r["mtp_layers"]),
-            "exact" if not r["approximations"] else "approx.: " + "; ".join(r["approximations"]),
+            r.name,
+            r.architecture,
+            r.family,
+            f"{r.params_b:.1f}",
+            f"{r.active_params_b:.1f}",
+            f"{r.kv_bytes_per_token:,.0f}",
+            f"{r.state_bytes_per_sequence / 2**20:,.1f}",
+            str(r.mtp_layers),
+            "exact" if not r.approximations else "approx.: " + "; ".join(r.approximations),
         )
     return t

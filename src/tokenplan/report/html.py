@@ -8,16 +8,32 @@ Both return the page as a string; ``write_html`` writes it. plotly is imported i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tokenplan.client.auth import display_url
 from tokenplan.errors import import_extra
-from tokenplan.report.figures import achieved, bench_divisor, measurement_figures, plan_figures
-from tokenplan.report.tables import current_table, with_band
+from tokenplan.report.figures import plan_figures
+from tokenplan.report.measured_figures import achieved, bench_divisor, measurement_figures
+from tokenplan.report.tables import (
+    ENGINE_NAMES,
+    band_of,
+    current_table,
+    first_rejection,
+    not_searched,
+    provisioning_rows,
+    recommended_choice,
+    with_band,
+)
 from tokenplan.units import GiB
+
+if TYPE_CHECKING:
+    from tokenplan.api.report import ReportInputs
+    from tokenplan.planning.results import PlanReportData, PlanResult
+    from tokenplan.results import Interval
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222}
@@ -96,28 +112,29 @@ def _money(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"${x:,.{digits}f}"
 
 
-def _money_range(band: dict | None) -> str:
+def _money_range(band: Interval | None) -> str:
     """`` ($low–$high)``: the 80 % interval of a dollar figure, or nothing."""
-    return "" if not band else f" ({_money(band['low'])}–{_money(band['high'])})"
+    return "" if not band else f" ({_money(band.low)}–{_money(band.high)})"
 
 
-def comparison_html(plan: dict) -> str:
+def comparison_html(plan: PlanResult) -> str:
     """The options table (best setting, tok/s, days, $, $/Mtok, bottleneck) and the rejections."""
     rows = []
-    for o in plan["options"]:
-        if "best" not in o:
-            rows.append([o["option"], "nothing runs", "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")])
+    for o in plan.options:
+        c = o.chosen
+        if c is None:
+            rows.append([o.option, "nothing runs", "—", "—", "—", "—", "—", first_rejection(o)])
             continue
         rows.append(
             [
-                o["option"],
-                o["best"],
-                with_band(o, "output_tok_s_total", ",.0f"),
-                f"{o['output_tok_s_per_gpu']:,.0f}",
-                with_band(o, "wall_days", ".2f"),
-                _money(o["usd"]) + _money_range(o.get("usd_interval")),
-                _money(o["usd_per_mtok"], 3),
-                o["bottleneck"],
+                o.option,
+                c.best,
+                with_band(c.output_tok_s_total, band_of(c.bands, "output_tok_s_total"), ",.0f"),
+                f"{c.output_tok_s_per_gpu:,.0f}",
+                with_band(c.wall_days, band_of(c.bands, "wall_days"), ".2f"),
+                _money(c.usd) + _money_range(band_of(c.bands, "usd")),
+                _money(c.usd_per_mtok, 3),
+                c.bottleneck,
             ]
         )
     parts = [
@@ -127,119 +144,114 @@ def comparison_html(plan: dict) -> str:
             numeric={2, 3, 4, 5, 6},
         )
     ]
-    for o in plan["options"]:
-        if o["rejected"]:
-            reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])
+    for o in plan.options:
+        if o.rejected:
+            reasons = sorted(o.rejected.items(), key=lambda kv: -kv[1])
             items = "".join(f"<li>{escape(r)} (×{n})</li>" for r, n in reasons[:12])
             more = f"<li>… {len(reasons) - 12} more reasons</li>" if len(reasons) > 12 else ""
             parts.append(
-                f"<p><b>Rejected on {escape(o['option'])}</b> ({sum(o['rejected'].values())} "
+                f"<p><b>Rejected on {escape(o.option)}</b> ({sum(o.rejected.values())} "
                 f"configurations):</p><ul>{items}{more}</ul>"
             )
         else:
             parts.append(
-                f'<p class="sub">Rejected on {escape(o["option"])}: none of {o["configurations"]} configurations.</p>'
+                f'<p class="sub">Rejected on {escape(o.option)}: none of {o.configurations} configurations.</p>'
             )
-    notes = dict.fromkeys(n for o in plan["options"] for n in o.get("not_searched", []))
+    notes = not_searched(plan)
     if notes:
         parts.append('<p class="sub"><b>Not searched</b>: ' + "; ".join(escape(n) for n in notes) + ".</p>")
     return _provisioning_html(plan) + "<h2>Options compared</h2>" + "".join(parts)
 
 
-def _provisioning_html(plan: dict) -> str:
+def _provisioning_html(plan: PlanResult) -> str:
     """The provisioning answer (fewest GPUs per type), when the plan has a deadline or budget."""
-    if not plan.get("provisioning"):
+    if not plan.provisioning:
         return ""
-    from tokenplan.report.tables import provisioning_rows
-
-    title, head, rows = provisioning_rows(plan)
+    title, head, rows = provisioning_rows(plan.provisioning)
     return f"<h2>{escape(title)}</h2>" + _table(head, rows, numeric={1, 2, 3, 4})
 
 
-def _answer_html(plan: dict) -> str:
-    items = "".join(f"<li>{escape(line)}</li>" for line in plan["answer"])
+def _answer_html(plan: PlanResult) -> str:
+    items = "".join(f"<li>{escape(line)}</li>" for line in plan.answer)
     return f"<h2>The answer</h2><ul>{items}</ul>"
 
 
-from tokenplan.report.tables import ENGINE_NAMES  # noqa: E402
-
-
-def _launch_html(plan: dict) -> str:
-    rec = plan.get("recommended")
-    if not rec:
+def _launch_html(plan: PlanResult) -> str:
+    choice = recommended_choice(plan)
+    if not choice:
         return ""
-    best = next(o for o in plan["options"] if o["option"] == rec["option"])
+    rec, best = choice
     return (
-        f"<h2>Launch ({escape(rec['option'])})</h2><p>Drive it with {best['concurrency_per_endpoint']:,} requests "
+        f"<h2>Launch ({escape(rec.option)})</h2><p>Drive it with {best.concurrency_per_endpoint:,} requests "
         f"in flight per endpoint (e.g. <code>tokenplan generate --concurrency "
-        f"{best['concurrency_per_endpoint']}</code>).</p>"
+        f"{best.concurrency_per_endpoint}</code>).</p>"
         + "".join(
             f'<p class="sub">{escape(ENGINE_NAMES.get(e, e))}'
             + (" (the planned engine)" if i == 0 else " (its own default memory setting)")
             + f"</p><pre>{escape(cmd)}</pre>"
-            for i, (e, cmd) in enumerate(best["launch"].items())
+            for i, (e, cmd) in enumerate(best.launch.items())
         )
     )
 
 
-def _speedup_note(data: dict) -> str:
+def _speedup_note(data: PlanReportData) -> str:
     notes = []
-    for c in data.get("speedup", []):
-        last = c["points"][-1]["concurrency"] if c["points"] else 0
+    for c in data.speedup or ():
+        last = c.points[-1].concurrency if c.points else 0
         where = (
-            f"stops paying near {c['breakeven_concurrency']:,.0f} in flight"
-            if c["breakeven_concurrency"]
+            f"stops paying near {c.breakeven_concurrency:,.0f} in flight"
+            if c.breakeven_concurrency
             else f"pays at every level up to the memory limit ({last:,.0f} in flight)"
         )
-        notes.append(f"{c['option']} {c['spec']}: {where}")
+        notes.append(f"{c.option} {c.spec}: {where}")
     return (" " + "; ".join(notes) + ".") if notes else ""
 
 
-def assumptions_html(data: dict) -> str:
+def assumptions_html(data: PlanReportData) -> str:
     """Lengths, prices with their source, GPU figures and efficiency factors with their source."""
-    plan, a = data["plan"], data["assumptions"]
-    job = plan["job"]
+    plan, a = data.plan, data.assumptions
+    job = plan.job
     lines = [
-        f"Model {plan['model']}, engine {plan['engine']} with its defaults unless a setting says otherwise.",
-        f"{job['samples']:,} requests. Input lengths (ISL): {job['isl']}. Output lengths (OSL): {job['osl']} "
-        f"→ {job['output_tokens'] / 1e9:.3f} B output tokens.",
+        f"Model {plan.model}, engine {plan.engine} with its defaults unless a setting says otherwise.",
+        f"{job.samples:,} requests. Input lengths (ISL): {job.isl}. Output lengths (OSL): {job.osl} "
+        f"→ {job.output_tokens / 1e9:.3f} B output tokens.",
         "Concurrency counts requests in flight over all replicas of an option; tok/s are output tokens.",
         "Job time = ramp-up + steady state + drain tail of the longest outputs; cost = GPUs × hours × price.",
-        f"Efficiency factors (fractions of datasheet peaks, and overheads in seconds): {a['efficiency_source']}.",
+        f"Efficiency factors (fractions of datasheet peaks, and overheads in seconds): {a.efficiency_source}.",
     ]
     rows = [
         [
-            o["option"],
-            o["gpu"],
-            _money(o["usd_per_gpu_hour"], 2),
-            o["price_source"],
-            f"{o['memory_bytes'] / GiB:,.1f}",
-            f"{o['hbm_bytes_per_s'] / 1e12:,.2f}",
-            ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in o["dense_flops_per_s"].items()),
-            f"{o['scaleup']} ({o['scaleup_bytes_per_s'] / 1e9:,.0f} GB/s)",
+            o.option,
+            o.gpu,
+            _money(o.usd_per_gpu_hour, 2),
+            o.price_source,
+            f"{o.memory_bytes / GiB:,.1f}",
+            f"{o.hbm_bytes_per_s / 1e12:,.2f}",
+            ", ".join(f"{k} {v / 1e12:,.0f}" for k, v in o.dense_flops_per_s.items()),
+            f"{o.scaleup} ({o.scaleup_bytes_per_s / 1e9:,.0f} GB/s)",
         ]
-        for o in a["options"]
+        for o in a.options
     ]
     gpus = _table(
         ["option", "GPU", "$/GPU-hour", "price source", "memory GiB", "HBM TB/s", "dense TFLOP/s", "scale-up link"],
         rows,
         numeric={2, 4, 5},
     )
-    names = list(a["options"][0]["efficiency"]) if a["options"] else []
+    names = list(a.options[0].efficiency) if a.options else []
     eff = _table(
-        ["efficiency factor"] + [o["option"] for o in a["options"]],
-        [[n] + [f"{o['efficiency'][n]:.4g}" for o in a["options"]] for n in names],
-        numeric=set(range(1, len(a["options"]) + 1)),
+        ["efficiency factor"] + [o.option for o in a.options],
+        [[n] + [f"{o.efficiency[n]:.4g}" for o in a.options] for n in names],
+        numeric=set(range(1, len(a.options) + 1)),
     )
     return "<h2>Assumptions</h2><ul>" + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>" + gpus + eff
 
 
-def plan_report_html(data: dict) -> str:
+def plan_report_html(data: PlanReportData) -> str:
     """The page of ``tokenplan plan --report``: answer, comparison, charts, assumptions."""
-    plan = data["plan"]
-    title = f"tokenplan · {plan['model']} · {plan['job']['samples']:,} samples · engine {plan['engine']}"
+    plan = data.plan
+    title = f"tokenplan · {plan.model} · {plan.job.samples:,} samples · engine {plan.engine}"
     body = [
-        f'<h1>{escape(title)}</h1><p class="sub">{plan["configurations_evaluated"]:,} configurations '
+        f'<h1>{escape(title)}</h1><p class="sub">{plan.configurations_evaluated:,} configurations '
         f"evaluated. Hover over any point for its configuration.</p>",
         comparison_html(plan),
         _answer_html(plan),
@@ -252,7 +264,7 @@ def plan_report_html(data: dict) -> str:
     return _page(title, body)
 
 
-def _current_html(plan: dict) -> str:
+def _current_html(plan: PlanResult) -> str:
     """``plan --current``: the walk from the setup run now to the recommended one (empty without it)."""
     walk = current_table(plan)
     if walk is None:
@@ -261,7 +273,7 @@ def _current_html(plan: dict) -> str:
     return f"<h2>{escape(walk.title)}</h2>" + _table(walk.header, rows, numeric=set(walk.right))
 
 
-def _runs_html(runs: list[dict]) -> str:
+def _runs_html(runs: Sequence[Mapping[str, Any]]) -> str:
     rows = []
     for r in runs:
         e2e = r.get("latency_e2e") or {}
@@ -296,10 +308,10 @@ def _runs_html(runs: list[dict]) -> str:
     )
 
 
-def _bench_html(bench: dict) -> str:
+def _bench_html(bench: Mapping[str, Any]) -> str:
     n, unit = bench_divisor(bench)
 
-    def q(level: dict, metric: str, key: str) -> str:
+    def q(level: Mapping[str, Any], metric: str, key: str) -> str:
         d = level.get(metric)
         return f"{d[key]:.3f}" if isinstance(d, dict) and d.get(key) is not None else "—"
 
@@ -340,22 +352,22 @@ def _bench_html(bench: dict) -> str:
     )
 
 
-def measurements_report_html(inputs: dict) -> str:
+def measurements_report_html(inputs: ReportInputs) -> str:
     """The page of ``tokenplan report``: the plan (if given) beside bench levels and generate runs."""
-    plan = inputs.get("plan")
-    title = "tokenplan report" + (f" · {plan['model']}" if plan else "")
+    plan = inputs.plan
+    title = "tokenplan report" + (f" · {plan.model}" if plan else "")
     body = [f"<h1>{escape(title)}</h1>"]
     if plan:
-        job = plan["job"]
+        job = plan.job
         body.append(
-            f'<p class="sub">Plan: {job["samples"]:,} requests, ISL {escape(job["isl"])}, OSL '
-            f"{escape(job['osl'])}, engine {escape(plan['engine'])}.</p>"
+            f'<p class="sub">Plan: {job.samples:,} requests, ISL {escape(job.isl)}, OSL '
+            f"{escape(job.osl)}, engine {escape(plan.engine)}.</p>"
         )
         body.append(comparison_html(plan))
-    if inputs.get("bench"):
-        body.append(_bench_html(inputs["bench"]))
-    if inputs.get("runs"):
-        body.append(_runs_html(inputs["runs"]))
+    if inputs.bench:
+        body.append(_bench_html(inputs.bench))
+    if inputs.runs:
+        body.append(_runs_html(inputs.runs))
     for stem, caption, fig in measurement_figures(inputs):
         body.append(_figure(stem, caption, fig))
     return _page(title, body)

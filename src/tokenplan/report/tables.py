@@ -1,6 +1,9 @@
-"""Rich renderings of the API results (the ``to_json()`` dicts of what ``tokenplan.api`` returns)."""
+"""Rich renderings of the API results: the typed results ``plan``, ``predict`` and ``memory`` return
+(or a plan file read back into them, :func:`tokenplan.files.reports.load_plan`)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -8,6 +11,19 @@ from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
 from tokenplan.units import S_PER_DAY, GiB, duration_words
+
+if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
+    from tokenplan.api.memory import MemoryResult
+    from tokenplan.api.results import Prediction
+    from tokenplan.planning.results import (
+        ChosenConfiguration,
+        PlanOption,
+        PlanReportData,
+        PlanResult,
+        Provisioning,
+        Recommended,
+    )
+    from tokenplan.results import Bands, Interval
 
 MOVED_PREFIX = "calibration "  # how files.calibration.moved_lines starts each line of a plan's answer
 
@@ -18,81 +34,88 @@ def _money(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"${x:,.{digits}f}"
 
 
-def with_band(d: dict, key: str, fmt: str, unit: str = "") -> str:
-    """``value unit (low–high)``: the figure and its 80 % interval where ``d`` carries one."""
-    text = format(d[key], fmt) + unit
-    band = d.get(f"{key}_interval")
+def band_of(bands: Bands | None, figure: str) -> Interval | None:
+    """The 80 % interval on ``figure`` (a field name such as ``"wall_days"``), or None."""
+    return None if bands is None else bands.of(figure)
+
+
+def with_band(value: float, band: Interval | None, fmt: str, unit: str = "") -> str:
+    """``value unit (low–high)``: the figure and its 80 % interval where it has one."""
+    text = format(value, fmt) + unit
     if band:
-        text += f" ({format(band['low'], fmt)}–{format(band['high'], fmt)})"
+        text += f" ({format(band.low, fmt)}–{format(band.high, fmt)})"
     return text
 
 
-def _money_band(d: dict, key: str, digits: int = 0) -> str:
-    if d.get(key) is None:
+def _money_band(value: float | None, band: Interval | None, digits: int = 0) -> str:
+    if value is None:
         return "—"
-    return "$" + with_band(d, key, f",.{digits}f").replace("(", "($").replace("–", "–$")
+    return "$" + with_band(value, band, f",.{digits}f").replace("(", "($").replace("–", "–$")
 
 
-def plan_table(result: dict) -> FoldingTable:
+def first_rejection(option: PlanOption) -> str:
+    """The first reason configurations of ``option`` were rejected ("" when none was)."""
+    return next(iter(option.rejected), "")
+
+
+def plan_table(result: PlanResult) -> FoldingTable:
     """The comparison table of ``tokenplan plan``: one row per hardware option (side by side
     where the terminal is wide enough to keep every number whole, else stacked per option)."""
     # figures carry their 80 % interval in brackets where the error-band table ships
     header = ["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"]
     rows: list[list[str | Text]] = []
-    for o in result["options"]:
-        if "best" not in o:
-            rows.append(
-                [o["option"], Text("nothing runs", style="red"), "—", "—", "—", "—", "—", next(iter(o["rejected"]), "")]
-            )
+    for o in result.options:
+        c = o.chosen
+        if c is None:
+            rows.append([o.option, Text("nothing runs", style="red"), "—", "—", "—", "—", "—", first_rejection(o)])
             continue
         rows.append(
             [
-                o["option"],
-                o["best"],
-                with_band(o, "output_tok_s_total", ",.0f"),
-                f"{o['output_tok_s_per_gpu']:,.0f}",
-                with_band(o, "wall_days", ".2f"),
-                _money_band(o, "usd"),
-                _money(o["usd_per_mtok"], 3),
-                o["bottleneck"],
+                o.option,
+                c.best,
+                with_band(c.output_tok_s_total, band_of(c.bands, "output_tok_s_total"), ",.0f"),
+                f"{c.output_tok_s_per_gpu:,.0f}",
+                with_band(c.wall_days, band_of(c.bands, "wall_days"), ".2f"),
+                _money_band(c.usd, band_of(c.bands, "usd")),
+                _money(c.usd_per_mtok, 3),
+                c.bottleneck,
             ]
         )
     return FoldingTable(
-        f"{result['model']} · {result['job']['samples']:,} samples · engine {result['engine']}",
+        f"{result.model} · {result.job.samples:,} samples · engine {result.engine}",
         header,
         rows,
         right=(2, 3, 4, 5, 6),
     )
 
 
-def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
+def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str]]]:
     """(title, header, rows) of the provisioning answer (``plan``'s ``provisioning``): per GPU
     type, the fewest GPUs that meet the deadline (and budget), or with a budget alone the count
     that finishes soonest within it, and the job at that count. Shared by
     the terminal table and the HTML report."""
-    prov = result["provisioning"]
     limits = []
-    if prov["deadline_days"] is not None:
-        limits.append(f"deadline {duration_words(prov['deadline_days'] * S_PER_DAY)}")
-    if prov["budget_usd"] is not None:
-        limits.append(f"budget ${prov['budget_usd']:,.0f}")
+    if prov.deadline_days is not None:
+        limits.append(f"deadline {duration_words(prov.deadline_days * S_PER_DAY)}")
+    if prov.budget_usd is not None:
+        limits.append(f"budget ${prov.budget_usd:,.0f}")
     rows = []
-    for r in prov["options"]:
-        if not r["meets"]:
-            rows.append([r["gpu"], "none", "—", "—", "—", r["why"]])
+    for r in prov.options:
+        if not r.meets:
+            rows.append([r.gpu, "none", "—", "—", "—", str(r.why)])
             continue
-        nodes = f" ({r['nodes']} × {r['unit_gpus']})" if r["unit_gpus"] > 1 else ""
+        nodes = f" ({r.nodes} × {r.unit_gpus})" if r.unit_gpus > 1 else ""
         rows.append(
             [
-                r["gpu"],
-                f"{r['gpus']}{nodes}",
-                f"{r['wall_days']:.2f}",
-                _money(r["usd"]),
-                _money(r["usd_per_gpu_hour"], 2),
-                r["configuration"],
+                r.gpu,
+                f"{r.gpus}{nodes}",
+                f"{r.wall_days:.2f}",
+                _money(r.usd),
+                _money(r.usd_per_gpu_hour, 2),
+                str(r.configuration),
             ]
         )
-    title = "Fewest GPUs" if prov["deadline_days"] is not None else "Soonest within the budget"
+    title = "Fewest GPUs" if prov.deadline_days is not None else "Soonest within the budget"
     return (
         f"{title} · {' · '.join(limits)}",
         ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"],
@@ -100,80 +123,95 @@ def provisioning_rows(result: dict) -> tuple[str, list[str], list[list[str]]]:
     )
 
 
-def current_table(result: dict) -> FoldingTable | None:
+def current_table(result: PlanResult) -> FoldingTable | None:
     """``plan --current``: the walk from the setup run now to the recommended one, one row per
     change with its steady-state tok/s and gain (None when the plan has no ``--current``)."""
-    cur = result.get("current")
+    cur = result.current
     if not cur:
         return None
     rows: list[list[str | Text]] = []
-    for r in cur["walk"]:
-        rate = "—" if r["output_tok_s_total"] is None else f"{r['output_tok_s_total']:,.0f}"
-        gain = "" if r["gain"] is None else f"×{r['gain']:.2f}"
-        batch = "" if r["batch_per_replica"] is None else f"{r['batch_per_replica']:,.0f}"
-        rows.append([r["change"], r["layout"], rate, gain, batch, r["limited_by"]])
-    if cur["measured_tok_s"] is not None:
+    for r in cur.walk:
+        rate = "—" if r.output_tok_s_total is None else f"{r.output_tok_s_total:,.0f}"
+        gain = "" if r.gain is None else f"×{r.gain:.2f}"
+        batch = "" if r.batch_per_replica is None else f"{r.batch_per_replica:,.0f}"
+        rows.append([r.change, r.layout, rate, gain, batch, r.limited_by])
+    if cur.measured_tok_s is not None:
         rows.insert(
             1,
             [
                 "measured",
                 "",
-                f"{cur['measured_tok_s']:,.0f}",
-                f"×{cur['measured_tok_s'] / cur['predicted_tok_s']:.2f}",
+                f"{cur.measured_tok_s:,.0f}",
+                f"×{cur.measured_tok_s / cur.predicted_tok_s:.2f}",
                 "",
                 "your measurement",
             ],
         )
     return FoldingTable(
-        f"From your setup to the recommended one · {cur['option']}",
+        f"From your setup to the recommended one · {cur.option}",
         ["step", "layout", "tok/s", "gain", "batch/replica", "capped by"],
         rows,
         right=(2, 3, 4),
     )
 
 
-def provisioning_table(result: dict) -> FoldingTable | None:
+def provisioning_table(result: PlanResult) -> FoldingTable | None:
     """The provisioning answer as a table (None when the plan has no deadline or budget)."""
-    if not result.get("provisioning"):
+    if not result.provisioning:
         return None
-    title, head, rows = provisioning_rows(result)
+    title, head, rows = provisioning_rows(result.provisioning)
     return FoldingTable(title, head, rows, right=(1, 2, 3, 4))
 
 
-def calibration_lines(result: dict) -> list[str]:
+def calibration_lines(result: PlanResult) -> list[str]:
     """The answer's lines that say what a ``--calibration`` profile moves (they come first in the
     answer and start with ``calibration ``: ``files.calibration.moved_lines``)."""
-    return [line for line in result["answer"] if line.startswith(MOVED_PREFIX)]
+    return [line for line in result.answer if line.startswith(MOVED_PREFIX)]
 
 
-def plan_details(result: dict) -> Group:
+def recommended_choice(result: PlanResult) -> tuple[Recommended, ChosenConfiguration] | None:
+    """The recommended option and its chosen configuration (None when nothing is recommended)."""
+    rec = result.recommended
+    if rec is None:
+        return None
+    best = next(o.chosen for o in result.options if o.option == rec.option)
+    assert best is not None, f"the recommended option {rec.option} has no chosen configuration"
+    return rec, best
+
+
+def not_searched(result: PlanResult) -> list[str]:
+    """The formats no option searched, each once, in the order the options give them."""
+    return list(dict.fromkeys(n for o in result.options for n in o.not_searched))
+
+
+def plan_details(result: PlanResult) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
-    job = result["job"]
+    job = result.job
     parts: list = [
         Text(
-            f"Job: ISL {job['isl']}; OSL {job['osl']} → {job['output_tokens'] / 1e9:.3f} B output "
-            f"tokens. Efficiency: {result['efficiency']}.",
+            f"Job: ISL {job.isl}; OSL {job.osl} → {job.output_tokens / 1e9:.3f} B output "
+            f"tokens. Efficiency: {result.efficiency}.",
             style="dim",
         )
     ]
     parts.append(Text(""))
-    for line in result["answer"]:
+    for line in result.answer:
         if not line.startswith(MOVED_PREFIX):  # printed above the table (calibration_lines)
             parts.append(Text("• " + line))
-    rec = result.get("recommended")
-    if rec:
-        best = next(o for o in result["options"] if o["option"] == rec["option"])
+    choice = recommended_choice(result)
+    if choice:
+        rec, best = choice
         parts.append(
             Text(
-                f"\nLaunch ({rec['option']}) and drive it with {best['concurrency_per_endpoint']:,} "
+                f"\nLaunch ({rec.option}) and drive it with {best.concurrency_per_endpoint:,} "
                 f"requests in flight per server (the running limit plus 10 %, so a finished "
                 f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
                 style="bold",
             )
         )
-        engine, command = next(iter(best["launch"].items()))  # the planned engine's, first
+        engine, command = next(iter(best.launch.items()))  # the planned engine's, first
         parts.append(Text(f"{ENGINE_NAMES.get(engine, engine)}:\n{command}"))
-        others = [ENGINE_NAMES.get(e, e) for e in list(best["launch"])[1:]]
+        others = [ENGINE_NAMES.get(e, e) for e in list(best.launch)[1:]]
         if others:
             parts.append(
                 Text(
@@ -183,95 +221,97 @@ def plan_details(result: dict) -> Group:
                     style="dim",
                 )
             )
-        if best["warnings"]:
-            parts.append(Text("Warnings: " + "; ".join(best["warnings"]), style="yellow"))
-    for o in result["options"]:
-        if o["rejected"]:
-            reasons = sorted(o["rejected"].items(), key=lambda kv: -kv[1])[:4]
-            parts.append(
-                Text(f"Rejected on {o['option']}: " + "; ".join(f"{r} (×{n})" for r, n in reasons), style="dim")
-            )
-    notes = dict.fromkeys(n for o in result["options"] for n in o.get("not_searched", []))
+        if best.warnings:
+            parts.append(Text("Warnings: " + "; ".join(best.warnings), style="yellow"))
+    for o in result.options:
+        if o.rejected:
+            reasons = sorted(o.rejected.items(), key=lambda kv: -kv[1])[:4]
+            parts.append(Text(f"Rejected on {o.option}: " + "; ".join(f"{r} (×{n})" for r, n in reasons), style="dim"))
+    notes = not_searched(result)
     if notes:
         parts.append(Text("Not searched: " + "; ".join(notes) + ".", style="dim"))
     return Group(*parts)
 
 
-def throughput_text(data: dict) -> Text:
+def throughput_text(data: PlanReportData) -> Text:
     """The terminal chart under the plan table: tok/s per GPU against requests in flight for
     each option's choice (``plan_report_data``'s ``throughput``)."""
     from tokenplan.report.text_charts import throughput_chart
 
-    return Text(throughput_chart(data.get("throughput", [])), style="cyan", no_wrap=True)
+    return Text(throughput_chart(data.throughput or ()), style="cyan", no_wrap=True)
 
 
-def predict_table(p: dict) -> Table:
+def predict_table(p: Prediction) -> Table:
     """Key/value table of one prediction."""
     t = Table(show_header=False)
     t.add_column("quantity")
     t.add_column("value", justify="right")
     rows = [
-        ("layout", p["layout"]),
-        ("weights / KV", f"{p['weight_dtype']} / {p['kv_dtype']}"),
-        ("speculative", p["spec"]),
-        ("output tok/s (total)", with_band(p, "output_tok_s_total", ",.0f")),
-        ("output tok/s per GPU", with_band(p, "output_tok_s_per_gpu", ",.0f")),
+        ("layout", p.layout),
+        ("weights / KV", f"{p.weight_dtype} / {p.kv_dtype}"),
+        ("speculative", p.spec),
+        ("output tok/s (total)", with_band(p.output_tok_s_total, band_of(p.bands, "output_tok_s_total"), ",.0f")),
+        ("output tok/s per GPU", with_band(p.output_tok_s_per_gpu, band_of(p.bands, "output_tok_s_per_gpu"), ",.0f")),
         # The roofline is one token per sequence and step: with speculative decoding a step can
         # yield more (τ per step), so the figure is a bound only without it.
         (
-            "roofline bound tok/s" if p["spec"] in (None, "none") else "roofline tok/s without speculation",
-            f"{p['roofline_output_tok_s_total']:,.0f}",
+            "roofline bound tok/s" if p.spec in (None, "none") else "roofline tok/s without speculation",
+            f"{p.roofline_output_tok_s_total:,.0f}",
         ),
-        ("running batch / replica", f"{p['batch_per_replica']:,.0f} ({p['batch_limit_reason']})"),
-        ("max concurrency", f"{p['max_concurrency']:,.0f}"),
-        ("decode step", f"{p['step_time_ms']:.2f} ms"),
-        ("TPOT", with_band(p, "tpot_ms", ".2f", " ms")),
-        ("TTFT", with_band(p, "ttft_ms", ",.0f", " ms")),
-        ("bottleneck", p["bottleneck"]),
-        ("weights per GPU", f"{p['weight_bytes_per_gpu'] / GiB:.1f} GiB"),
-        ("KV bytes per token", f"{p['kv_bytes_per_token']:,.0f}"),
-        ("state bytes per sequence", f"{p['state_bytes_per_sequence']:,.0f}"),
-        ("KV capacity", f"{p['kv_capacity_tokens']:,.0f} tokens"),
+        ("running batch / replica", f"{p.batch_per_replica:,.0f} ({p.batch_limit_reason})"),
+        ("max concurrency", f"{p.max_concurrency:,.0f}"),
+        ("decode step", f"{p.step_time_ms:.2f} ms"),
+        ("TPOT", with_band(p.tpot_ms, band_of(p.bands, "tpot_ms"), ".2f", " ms")),
+        ("TTFT", with_band(p.ttft_ms, band_of(p.bands, "ttft_ms"), ",.0f", " ms")),
+        ("bottleneck", p.bottleneck),
+        ("weights per GPU", f"{p.weight_bytes_per_gpu / GiB:.1f} GiB"),
+        ("KV bytes per token", f"{p.kv_bytes_per_token:,.0f}"),
+        ("state bytes per sequence", f"{p.state_bytes_per_sequence:,.0f}"),
+        ("KV capacity", f"{p.kv_capacity_tokens:,.0f} tokens"),
     ]
-    band = p.get("error_band")
+    band = p.bands.error_band if p.bands else None
     if band:
-        where = band["outside_measured_regime"]
-        rows.append(("(…–…) = 80 % interval", f"regime {band['regime']}" + (f"; OUTSIDE: {where}" if where else "")))
+        where = band.outside_measured_regime
+        rows.append(("(…–…) = 80 % interval", f"regime {band.regime}" + (f"; OUTSIDE: {where}" if where else "")))
     for k, v in rows:
         t.add_row(k, str(v))
     return t
 
 
-def memory_table(m: dict) -> Table:
+# What fills one GPU at the running limit: MemoryResult.allocation's terms, with their labels.
+ALLOCATION_LABELS = (
+    ("  weights", "weights"),
+    ("  KV cache", "kv_cache"),
+    ("  draft KV cache", "draft_kv"),
+    ("  state slots", "state"),
+    ("  speculative state", "spec_state"),
+    ("  reserve (activations, graphs)", "reserve"),
+)
+
+
+def memory_table(m: MemoryResult) -> Table:
     """Per-GPU memory breakdown."""
-    t = Table(title=f"memory per GPU · {m['gpu']} · {m['layout']}", show_header=False)
+    t = Table(title=f"memory per GPU · {m.gpu} · {m.layout}", show_header=False)
     t.add_column("part")
     t.add_column("value", justify="right")
-    for label, key in (
-        ("GPU memory", "gpu_bytes"),
-        ("weights", "weight_bytes_per_gpu"),
-        ("engine reserve", "reserve_bytes"),
-        ("KV cache pool", "kv_pool_bytes"),
-        ("state pool", "state_pool_bytes"),
+    for label, size in (
+        ("GPU memory", m.gpu_bytes),
+        ("weights", m.weight_bytes_per_gpu),
+        ("engine reserve", m.reserve_bytes),
+        ("KV cache pool", m.kv_pool_bytes),
+        ("state pool", m.state_pool_bytes),
     ):
-        t.add_row(label, f"{m[key] / GiB:,.2f} GiB")
-    t.add_row(f"at {m['running_requests']:,.0f} running requests, the engine allocates:", "")
-    for label, key in (
-        ("  weights", "weights"),
-        ("  KV cache", "kv_cache"),
-        ("  draft KV cache", "draft_kv"),
-        ("  state slots", "state"),
-        ("  speculative state", "spec_state"),
-        ("  reserve (activations, graphs)", "reserve"),
-    ):
-        t.add_row(label, f"{m['allocation'][key] / GiB:,.2f} GiB")
-    t.add_row("KV bytes per token (model)", f"{m['kv_bytes_per_token']:,.0f} B")
-    t.add_row("state per sequence (model)", f"{m['state_bytes_per_sequence'] / 2**20:,.1f} MiB")
-    t.add_row("KV capacity", f"{m['kv_capacity_tokens']:,.0f} tokens")
-    t.add_row(f"sequences of ISL+OSL = {m['context_tokens']:,.0f} tokens", f"{m['max_sequences']:,.0f}")
+        t.add_row(label, f"{size / GiB:,.2f} GiB")
+    t.add_row(f"at {m.running_requests:,.0f} running requests, the engine allocates:", "")
+    for label, term in ALLOCATION_LABELS:
+        t.add_row(label, f"{m.allocation[term] / GiB:,.2f} GiB")
+    t.add_row("KV bytes per token (model)", f"{m.kv_bytes_per_token:,.0f} B")
+    t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
+    t.add_row("KV capacity", f"{m.kv_capacity_tokens:,.0f} tokens")
+    t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{m.max_sequences:,.0f}")
     t.add_row(
-        f"running limit (each at {m['running_context_tokens']:,.0f} tokens)",
-        f"{m['running_requests']:,.0f} ({m['running_limited_by']})",
+        f"running limit (each at {m.running_context_tokens:,.0f} tokens)",
+        f"{m.running_requests:,.0f} ({m.running_limited_by})",
     )
     return t
 

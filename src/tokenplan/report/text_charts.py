@@ -8,6 +8,11 @@ flight) from :func:`tokenplan.api.plan.plan_report_data`'s ``throughput`` list.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenplan.planning.curves import ThroughputCurve
 
 MARKERS = "●▲■◆○△□◇"
 
@@ -68,14 +73,14 @@ def line_chart(
     return "\n".join(([head] if head else []) + lines + [axis, ticks, f"{'':>{label_w}}  {x_label}", legend])
 
 
-def throughput_chart(curves: list[dict], width: int = 60, height: int = 10) -> str:
+def throughput_chart(curves: Sequence[ThroughputCurve], width: int = 60, height: int = 10) -> str:
     """Output tok/s per GPU against requests in flight for each option's chosen configuration
-    (the curves of ``plan_report_data(...)["throughput"]`` with ``chosen`` true)."""
-    chosen = [c for c in curves if c["chosen"]]
+    (the curves of ``plan_report_data(...).throughput`` with ``chosen`` true)."""
+    chosen = [c for c in curves if c.chosen]
     series = [
         (
-            f"{c['option']} {c['layout']} (max {c['running_max_concurrency']:,.0f} in flight: {c['limit_reason']})",
-            [(p["concurrency"], p["output_tok_s_per_gpu"]) for p in c["points"]],
+            f"{c.option} {c.layout} (max {c.running_max_concurrency:,.0f} in flight: {c.limit_reason})",
+            [(p.concurrency, p.output_tok_s_per_gpu) for p in c.points],
         )
         for c in chosen
     ]

@@ -29,7 +29,6 @@ A Batch input line's own ``body`` fields override all of these for that row
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,6 @@ from typing import Any
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
 from tokenplan.runner.requests import BodyConflict, Sampling, request_body
-from tokenplan.units import MAX_REQUEST_TOKENS
 
 FALLBACK_MAX_TOKENS = 32_768  # the default plan's output cap (api.plan.PlanRequest.osl_cap)
 FALLBACK_TEMPERATURE = 0.0
@@ -114,32 +112,6 @@ def model_generation_config(model: str) -> Path | None:
         return candidate if candidate.is_file() else None
     except OSError:
         return None
-
-
-def plan_max_tokens(plan: dict[str, Any], source: str = "plan") -> int | None:
-    """The output cap a ``tokenplan plan --json`` assumed (tokens), or ``None`` when it states none.
-
-    Raises:
-        ConfigError: the cap is not a whole number of tokens from 1 to
-            :data:`~tokenplan.units.MAX_REQUEST_TOKENS` (``1e30``, ``Infinity``, ``NaN``), as
-            ``--max-tokens`` would be refused; ``source`` names the file.
-    """
-    job = plan.get("job")
-    if not isinstance(job, dict):
-        return None
-    cap, key = job.get("osl_cap_tokens"), "job.osl_cap_tokens"
-    if cap is None:
-        match = re.search(r"cap ([\d,]+)", job["osl"]) if isinstance(job.get("osl"), str) else None
-        if match is None:
-            return None
-        cap, key = int(match.group(1).replace(",", "")), "job.osl"
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap <= MAX_REQUEST_TOKENS:
-        raise ConfigError(
-            source,
-            key,
-            f"{cap!r} is not allowed (allowed: an output cap of 1 to {MAX_REQUEST_TOKENS:,} tokens, as --max-tokens)",
-        )
-    return int(cap)
 
 
 def choose_sampling(

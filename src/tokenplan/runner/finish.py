@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import RunDirError
+from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION
 from tokenplan.runner.appendlog import shard_paths, write_whole
 from tokenplan.runner.backend import RunOutcome, RunSpec
 from tokenplan.runner.dispatch import summary_record
@@ -117,6 +118,7 @@ def _summary(
     if this["requests"]:  # an invocation that only exported or found everything done adds nothing
         record_invocation(outcome.run_dir, {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **this})
     return {
+        "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
         "model": spec.job.model,
         "units_total": units_total,
         **counts,

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION
 from tokenplan.runner.progress import Snapshot
 
 
 def snapshot_record(s: Snapshot) -> dict:
     """The snapshot as the in-progress ``summary.json`` (counts in units, rates in tok/s)."""
     return {
+        "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
         "in_progress": True,
         "units_total": s.units_total,
         "done_before": s.done_before,

@@ -14,6 +14,7 @@ from typing import Any
 
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
+from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
 from tokenplan.runner.appendlog import shard_paths
 from tokenplan.runner.rundir import iter_records
 
@@ -41,9 +42,10 @@ def read_run_summary(run_dir: Path) -> RunSummary:
 
     Raises:
         InputError: either file is missing (not a run directory).
-        ConfigError: either file is not a JSON object.
+        ConfigError: either file is not a JSON object, or the summary's ``schema_version`` is unknown.
     """
     summary, manifest = _read_json(run_dir / "summary.json"), _read_json(run_dir / "manifest.json")
+    check_version(summary, RUN_SUMMARY_SCHEMA_VERSION, Reading(str(run_dir / "summary.json")))
     return RunSummary(
         summary.get("requests"),
         summary.get("output_tokens"),

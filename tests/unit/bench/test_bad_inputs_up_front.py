@@ -107,12 +107,17 @@ def test_bench_files_with_figures_of_the_wrong_type_name_the_field(tmp_path) -> 
 
 def test_a_plan_file_with_text_for_a_figure_names_the_field(tmp_path) -> None:
     f = tmp_path / "p.json"
-    plan = {
-        "model": "m",
-        "engine": "sglang",
-        "job": {"samples": 10},
-        "options": [{"option": "8× b200", "rejected": {}, "output_tok_s_total": "53,486"}],
-    }
+    plan = _written_plan()
+    plan["options"][0]["output_tok_s_total"] = "53,486"
     f.write_text(json.dumps(plan))
-    with pytest.raises(ConfigError, match=r"options\[0\]\.output_tok_s_total: expected a number, got '53,486'"):
+    with pytest.raises(
+        ConfigError, match=r"options\[0\]\.output_tok_s_total: '53,486' is not allowed \(allowed: a finite number\)$"
+    ):
         load_plan(f)
+
+
+def _written_plan() -> dict:
+    """A plan as ``tokenplan plan --gpu 8xb200 --spec none --json`` writes it."""
+    from tokenplan.api.plan import PlanRequest, plan
+
+    return plan(PlanRequest(gpus=("8xb200",), specs=("none",))).to_json()

@@ -276,12 +276,13 @@ def test_throughput_that_contradicts_the_runs_own_latencies_is_set_aside_with_it
     # the fit still weighs a set-aside row as a row of its file (TTFT and TPOT only)
     cases, _ = resolve_file(data)
     assert [row_kind(c) for c in cases] == ["both", "both", "both"]
-    d = validate(str(csv_path), ideal_profile).to_json()
+    result = validate(str(csv_path), ideal_profile)
+    d = result.to_json()
     assert [s["id"] for s in d["throughput_set_aside"]] == ["slow", "fast"] and d["n"] == 3
     rows = {r["id"]: r for r in d["rows"]}
     assert "error" in rows["kept"] and "error" not in rows["slow"] and "tpot_error" in rows["slow"]
     console = Console(record=True, width=400)
-    show_validation(console, d)
+    show_validation(console, result)
     text = console.export_text()
     assert "tok/s of 2 rows set aside" in text and "│ all rows (throughput) │ 1 " in text
 
@@ -375,10 +376,10 @@ def test_skipped_rows_with_one_reason_print_as_one_line_with_their_line_ranges(t
             for i, e in (("a", "trtllm"), ("b", "atom"), ("c", "atom"), ("d", "no-such"), ("e", "atom"))
         )
     )
-    d = validate(str(csv_path), ideal_profile).to_json()
-    assert [s["line"] for s in d["skipped"]] == [3, 4, 5, 6]
+    result = validate(str(csv_path), ideal_profile)
+    assert [s["line"] for s in result.to_json()["skipped"]] == [3, 4, 5, 6]
     console = Console(record=True, width=400)
-    show_validation(console, d, rows=False)
+    show_validation(console, result, rows=False)
     text = console.export_text()
     assert "4 rows skipped" in text and "  3 rows, lines 3–4, 6: engine 'atom' is not in the catalog" in text
     assert "  line 5 (id d): engine 'no-such'" in text

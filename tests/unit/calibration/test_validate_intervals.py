@@ -62,8 +62,9 @@ def test_rows_carry_their_interval_and_the_file_its_coverage(tmp_path):
     assert d["coverage"] == 0.5 and d["ttft_coverage"] == 0.5
     assert list(d).index("coverage") == list(d).index("median_abs_pct_error") + 3
     # the tables show it: an interval column on each row, a coverage column in the summary
-    assert "80% interval" in [c.header for c in rows_table(d).columns]
-    assert "in 80% interval" in [c.header for c in summary_table(d).columns]
+    typed = validation_result(Validation("serving", rows, (), summary), bands)
+    assert "80% interval" in [c.header for c in rows_table(typed).columns]
+    assert "in 80% interval" in [c.header for c in summary_table(typed).columns]
 
 
 def test_without_bands_no_interval_keys(tmp_path):

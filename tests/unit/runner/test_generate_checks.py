@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api.generate import GenerateRequest, check_request, plan_model_mismatch, read_plan
+from tokenplan.api.generate import GenerateRequest, check_request
 from tokenplan.errors import InputError
+from tokenplan.files.plan_hint import plan_model_mismatch, read_plan
+from tokenplan.runner.limits import MAX_CONCURRENCY
 
 
 @pytest.mark.parametrize(
@@ -75,7 +77,7 @@ def test_a_plan_for_another_model_warns_and_its_concurrency_is_still_read(tmp_pa
             }
         )
     )
-    hint, notes = read_plan(plan)
+    hint, notes = read_plan(plan, MAX_CONCURRENCY)
     assert (hint.model, hint.concurrency_per_endpoint, notes) == ("qwen3.6-27b", 48, [])
     checked = check_request(_request(tmp_path, plan=plan))
     assert checked.warnings == [

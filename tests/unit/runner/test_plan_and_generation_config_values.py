@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import ConfigError
-from tokenplan.runner.defaults import plan_max_tokens, read_generation_config
+from tokenplan.files.plan_hint import plan_max_tokens
+from tokenplan.runner.defaults import read_generation_config
 
 
 def test_the_plan_cap_bound_is_two_to_the_24_tokens_inclusive() -> None:

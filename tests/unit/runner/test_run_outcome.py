@@ -14,8 +14,8 @@ from tokenplan.api.plan import PlanRequest
 from tokenplan.client.answers import answer_bytes_cap
 from tokenplan.client.retry import deadline_s
 from tokenplan.errors import InputError
+from tokenplan.files.plan_hint import PlanHint
 from tokenplan.runner.defaults import FALLBACK_MAX_TOKENS, choose_sampling
-from tokenplan.runner.plan_hint import PlanHint
 from tokenplan.runner.refusals import Held, RefusalStreak
 from tokenplan.runner.requests import Sampling, request_body
 

@@ -11,7 +11,8 @@ import pytest
 
 from tokenplan.client.openai import Completion, Timings, Usage
 from tokenplan.errors import InputError
-from tokenplan.runner.defaults import choose_sampling, plan_max_tokens, read_generation_config
+from tokenplan.files.plan_hint import plan_max_tokens
+from tokenplan.runner.defaults import choose_sampling, read_generation_config
 from tokenplan.runner.export import batch_line, export_lines, specforge_line
 from tokenplan.runner.limits import RESERVE_FDS, check_open_files
 from tokenplan.runner.requests import BodyConflict, Sampling, Sent, prompt_prefixes, request_body, run_unit, work_units
