@@ -22,9 +22,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
-import httpx
 import pytest
 from tests.support.fault_server import FaultServerProcess
 
@@ -43,6 +43,12 @@ result = generate(GenerateRequest.build(**json.loads(sys.argv[1])), on_warning=l
 print(json.dumps({"stored": result.stored, "interrupted": result.interrupted, "ok": result.accounting_ok,
                   "duplicates": result.duplicate_records, "errors": result.errors}))
 """
+
+
+def _stats(url: str) -> dict:
+    """The fault server's ``GET /stats`` (urllib: the Ray tests import only what tokenplan[ray] installs)."""
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 def _free_port() -> int:
@@ -213,10 +219,10 @@ def test_a_ray_run_directory_is_read_by_a_local_resume_export_and_report(tmp_pat
             "out_dir": str(run_dir),
         }
         assert _finish({**base, "backend": "ray", "ray_address": ray_head})["stored"] == rows
-        stats_before = httpx.get(server.url.removesuffix("/v1") + "/stats").json()
+        stats_before = _stats(server.url)
         # The local backend resumes it: nothing left to send, accounting ok, and --export works.
         local = _finish({**base, "export": str(tmp_path / "out.parquet")})
-        stats_after = httpx.get(server.url.removesuffix("/v1") + "/stats").json()
+        stats_after = _stats(server.url)
     assert local == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
     # The server counts every request: the local run's health check (GET /models) and the second
     # GET /stats — no chat completion was sent.
