@@ -2,7 +2,7 @@
 
 Opt-in (Ray is an extra, and a cluster takes ~10–20 s to start on a loaded 2-core machine)::
 
-    pip install 'tokenplan[ray]'
+    pip install 'tokenplan[ray]' pytest     # all these tests import; the report step also uses [report]
     TOKENPLAN_RAY_TESTS=1 python -m pytest -q -m ray tests/integration/test_generate_ray.py
 
 One head node (``ray start --head --block``, 2 CPUs) serves every test of the module; each run is
