@@ -7,13 +7,17 @@ its CPU is not counted. Client CPU:
 - local backend: the ``generate`` process's ``getrusage`` user + system time;
 - Ray backend: the driver's CPU time plus every actor process's CPU time (``summary.json``'s
   ``ray`` section), over the run; Ray's own daemons (GCS, raylet) are not counted, so the figure
-  is a lower bound of what the cluster spends.
+  is a lower bound of what the cluster spends;
+- ``server_cpu_ms_per_row``: the fault servers' CPU over the run (``/proc/PID/stat``), not client
+  CPU, but on one machine it takes the same cores, so it says how much of them the client had.
 
 Rows/s count only the sending: the Ray backend's clock starts when its actors are up (the cluster
 and actor start is reported apart as ``startup_s``). ``driver_read`` times the driver's input path
 alone (read, parse, anti-join against a done-set holding half the ids) on 10 × ``--rows`` rows.
 
-Run: ``RAY_AUTH_MODE=disabled python benchmarks/ray_backend.py [--rows 20000] [--actors 2] [--short]``;
+Run: ``RAY_AUTH_MODE=disabled python benchmarks/ray_backend.py [--rows 20000] [--actors 2] [--endpoints 1]
+[--concurrency 256] [--short]``; ``--endpoints N`` starts N fault servers (one process each) and
+gives both backends all of them, ``--concurrency`` in flight on each;
 prints one JSON object. Needs ``pip install 'tokenplan[ray]'`` (Ray, and h11 for the test server).
 ``--short`` sends 200 rows and times the driver's read over 2,000 (seconds: CI runs it to check
 that the script still runs; its figures mean nothing); where Ray is not installed, as in CI, it
@@ -23,8 +27,10 @@ says so in the output and runs the local backend and the driver's read alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,6 +61,12 @@ def _run(options: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far, from ``/proc/PID/stat`` (fields 14, 15; proc(5))."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _write_prompts(path: Path, rows: int) -> None:
     with path.open("w") as fh:
         for i in range(rows):
@@ -62,30 +74,39 @@ def _write_prompts(path: Path, rows: int) -> None:
 
 
 def compare(
-    workdir: str, rows: int, actors: int, concurrency: int, backends: tuple[str, ...] = ("local", "ray")
+    workdir: str,
+    rows: int,
+    actors: int,
+    concurrency: int,
+    backends: tuple[str, ...] = ("local", "ray"),
+    endpoints: int = 1,
 ) -> dict:
     data = Path(workdir) / "in.jsonl"
     _write_prompts(data, rows)
-    out: dict = {"rows": rows, "concurrency_per_endpoint": concurrency}
+    out: dict = {"rows": rows, "endpoints": endpoints, "concurrency_per_endpoint": concurrency}
     for backend in backends:
-        with FaultServerProcess(workdir, tokens=64) as server:
+        with contextlib.ExitStack() as stack:
+            servers = [stack.enter_context(FaultServerProcess(workdir, tokens=64)) for _ in range(endpoints)]
             options = {
                 "inputs": [str(data)],
                 "out_dir": str(Path(workdir) / backend),
-                "endpoints": [server.url],
+                "endpoints": [server.url for server in servers],
                 "model": "fault-model",
                 "concurrency": concurrency,
                 "backend": backend,
             }
             if backend == "ray":
                 options["actors"] = actors
+            server_cpu0_s = sum(_process_cpu_s(server.proc.pid) for server in servers)
             result = _run(options)
+            server_cpu_s = sum(_process_cpu_s(server.proc.pid) for server in servers) - server_cpu0_s
         summary = result["summary"]
         entry = {
             "accounting_ok": result["ok"],
             "stored": result["stored"],
             "rows_per_s": rows / summary["elapsed_s"],
             "wall_s": result["wall_s"],
+            "server_cpu_ms_per_row": 1e3 * server_cpu_s / rows,
         }
         if backend == "local":
             entry["client_cpu_ms_per_row"] = 1e3 * result["cpu_s"] / rows
@@ -128,7 +149,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--actors", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--concurrency", type=int, default=256, help="requests in flight per endpoint")
+    parser.add_argument("--endpoints", type=int, default=1, help="fault servers, one process each")
+    parser.add_argument("--no-driver-read", action="store_true", help="skip the driver's read timing")
     parser.add_argument("--short", action="store_true", help="200 rows; without Ray, the local backend alone (CI)")
     args = parser.parse_args()
     rows = 200 if args.short else args.rows
@@ -139,10 +162,12 @@ def main() -> None:
             "(or run with --short for the local backend alone)"
         )
     with tempfile.TemporaryDirectory() as workdir:
-        results = compare(workdir, rows, args.actors, args.concurrency, ("local", "ray") if has_ray else ("local",))
+        backends = ("local", "ray") if has_ray else ("local",)
+        results = compare(workdir, rows, args.actors, args.concurrency, backends, args.endpoints)
         if not has_ray:
             results["ray"] = "not run: Ray is not installed (pip install 'tokenplan[ray]')"
-        results["driver_read"] = driver_read(workdir, 10 * rows)
+        if not args.no_driver_read:
+            results["driver_read"] = driver_read(workdir, 10 * rows)
         print(json.dumps(results, indent=2))
 
 
