@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tokenplan.api.results import Bands, ErrorBand, EvaluationFigures
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
+from tokenplan.calibration.band_file import table_from_json
+from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency, shipped_error_bands_json
 from tokenplan.errors import InfeasibleError, InputError
 from tokenplan.files.bench_tau import resolve_spec
@@ -291,7 +292,8 @@ def figure_bands(result: object, ev: Evaluation, figures: dict[str, tuple[str, b
     intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
-        band = None if value is None else interval(table, value, metric, inverse, *where)
+        fmt = ev.config.weight_dtype.flops_class
+        band = None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt)
         if band is not None:
             intervals[key] = band
             last = band

@@ -35,7 +35,8 @@ Regimes are pooled from the most specific level that holds at least ``MIN_POINTS
 ``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` → ``all``; a stated τ, which no
 ground-truth row has, then falls back to the ``none`` levels before ``all``
 (:func:`lookup_keys`). Tables written before the split (keys without ``/spec=``) are still read:
-their keys are the last levels looked up before ``all``. A configuration outside the measured regime — a GPU no fit row used,
+their keys are the last levels looked up before ``all``. A configuration outside the measured regime — a GPU no fit row used, an engine × number
+format no fit row ran (its kernel factor is the default's, not measured),
 or a batch per replica above the largest of its engine and architecture in the fit data —
 says so and takes the wider of its regime band and the ``extrapolation`` band, the quantiles
 of leave-one-GPU-out residuals (each GPU predicted by a fit that never saw it).
@@ -47,7 +48,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -249,6 +249,8 @@ class BandTable:
         provenance: the command and data that made the table.
         coverage_by_file: file → measured quantity (``throughput``, ``tpot``, ``ttft``) → the
             same nested coverage, per file.
+        formats: ``engine/format`` (the weights' GEMM class: ``bf16``, ``fp8``, ``fp4``) of the
+            fit rows: the engine × number-format kernel factors the data measured.
     """
 
     coverage: float
@@ -259,6 +261,7 @@ class BandTable:
     checked_coverage: dict[str, float] = field(default_factory=dict)
     provenance: str = ""
     coverage_by_file: dict[str, dict[str, float]] = field(default_factory=dict)
+    formats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,11 +283,17 @@ class Interval:
         return d
 
 
-def outside_reason(table: BandTable, engine: str, architecture: str, gpu: str, batch: float) -> str | None:
-    """Why a configuration lies outside the measured regime, or None."""
+def outside_reason(
+    table: BandTable, engine: str, architecture: str, gpu: str, batch: float, weight_format: str = ""
+) -> str | None:
+    """Why a configuration lies outside the measured regime, or None. ``weight_format``: the
+    weights' GEMM class (``bf16``, ``fp8``, ``fp4``; "" when not known): an engine × format no
+    fit row ran has no fitted kernel factor of its own (it takes the default's)."""
     reasons = []
     if table.gpus and gpu not in table.gpus:
         reasons.append(f"GPU {gpu} is in no fit row")
+    if weight_format and table.formats and f"{engine}/{weight_format}" not in table.formats:
+        reasons.append(f"no fit row runs {engine} with {weight_format} weights")
     top = table.max_batch.get(f"{engine}/{architecture}")
     if top is None:
         reasons.append(f"no fit row runs {engine} on {architecture}")
@@ -304,13 +313,14 @@ def band_for(
     gpu: str,
     batch: float,
     spec: str = "none",
+    weight_format: str = "",
 ) -> tuple[Band, str, str | None]:
     """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None); ``spec``:
     the speculative-decoding regime (:func:`spec_regime`), looked up as :func:`lookup_keys` says."""
     levels = table.bands.get(metric, {})
     key = next((k for k in lookup_keys(engine, architecture, family, batch, spec) if k in levels), "all")
     band = levels.get(key, Band(0.0, 0.0, 0))
-    outside = outside_reason(table, engine, architecture, gpu, batch)
+    outside = outside_reason(table, engine, architecture, gpu, batch, weight_format)
     wide = table.extrapolation.get(metric)
     if outside and wide is not None:
         band = Band(min(band.low_q, wide.low_q), max(band.high_q, wide.high_q), band.n)
@@ -328,6 +338,7 @@ def interval(
     gpu: str,
     batch: float,
     spec: str = "none",
+    weight_format: str = "",
 ) -> Interval | None:
     """The interval on ``value`` (None where the table holds no residual of ``metric``).
     ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
@@ -335,10 +346,11 @@ def interval(
     every held-out residual of the regime erred one way (both quantiles on one side of 0), it
     reaches from the figure to the far quantile, so it says how far off the figure may be, not
     a range the figure itself falls outside (this only widens it, so coverage does not drop).
-    ``spec``: the speculative-decoding regime of the configuration (:func:`spec_regime`)."""
+    ``spec``: the speculative-decoding regime of the configuration (:func:`spec_regime`);
+    ``weight_format``: as :func:`outside_reason`."""
     if not table.bands.get(metric):
         return None
-    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch, spec)
+    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch, spec, weight_format)
     if inverse:
         low, high = value * math.exp(band.low_q), value * math.exp(band.high_q)
     else:
@@ -349,49 +361,3 @@ def interval(
 def covered(band: Band, log_error: float) -> bool:
     """Whether a residual lies inside its band."""
     return band.low_q <= log_error <= band.high_q
-
-
-def table_to_json(table: BandTable) -> dict[str, Any]:
-    """The data file's JSON form."""
-
-    def b(x: Band) -> dict[str, Any]:
-        return {"q_low": x.low_q, "q_high": x.high_q, "n": x.n}
-
-    return {
-        "coverage": table.coverage,
-        "about": (
-            "quantiles q_low/q_high (5 %/95 %, each configuration model × GPU × engine weighing as one) of "
-            "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
-            "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
-            "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
-            "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "
-            "prior) or stated"
-        ),
-        "bands": {m: {k: b(v) for k, v in levels.items()} for m, levels in table.bands.items()},
-        "extrapolation": {m: b(v) for m, v in table.extrapolation.items()},
-        "max_batch_per_replica": dict(sorted(table.max_batch.items())),
-        "gpus": list(table.gpus),
-        "checked_coverage": table.checked_coverage,
-        "checked_coverage_by_file": table.coverage_by_file,
-        "provenance": table.provenance,
-    }
-
-
-def table_from_json(data: Mapping[str, Any]) -> BandTable:
-    """Parse the data file (raises KeyError/TypeError/ValueError on a malformed one)."""
-
-    def b(x: Mapping[str, Any]) -> Band:
-        return Band(float(x["q_low"]), float(x["q_high"]), int(x["n"]))
-
-    return BandTable(
-        coverage=float(data["coverage"]),
-        bands={m: {k: b(v) for k, v in levels.items()} for m, levels in data["bands"].items()},
-        extrapolation={m: b(v) for m, v in data.get("extrapolation", {}).items()},
-        max_batch={k: float(v) for k, v in data.get("max_batch_per_replica", {}).items()},
-        gpus=tuple(data.get("gpus", ())),
-        checked_coverage={k: float(v) for k, v in data.get("checked_coverage", {}).items()},
-        provenance=str(data.get("provenance", "")),
-        coverage_by_file={
-            f: {q: float(v) for q, v in by.items()} for f, by in data.get("checked_coverage_by_file", {}).items()
-        },
-    )

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from tokenplan.calibration.band_file import table_from_json, table_to_json
 from tokenplan.calibration.bands import (
     Band,
     BandTable,
@@ -19,8 +20,6 @@ from tokenplan.calibration.bands import (
     model_family,
     quantile_bands,
     spec_regime,
-    table_from_json,
-    table_to_json,
 )
 from tokenplan.calibration.heldout import FoldResidual, nested_coverage
 from tokenplan.perf.speculative import parse_spec
