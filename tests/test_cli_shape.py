@@ -30,7 +30,6 @@ SPLIT_PENDING = {
     "api/generate.py": 448,
     "api/plan.py": 510,
     "bench/acceptance.py": 442,
-    "calibration/fit.py": 417,
     "client/answers.py": 422,
     "engines/base.py": 419,
     "job/batching.py": 462,

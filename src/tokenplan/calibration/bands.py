@@ -170,20 +170,31 @@ def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
     return Band(s[n - k], s[k - 1], n)
 
 
+# configuration_tail of TTFT. Nested coverage of the 60-factor refit's TTFT residuals (serving-dev.csv,
+# inferencex-dev.csv) at 0.95: 85.5 %, 80.5 %; at 0.94: 84.5, 78.6; at 0.93: 82.9, 76.7 (rate unchanged).
+TTFT_TAIL = 0.93
 MIN_CONFIGURATIONS = 5  # configurations (model × GPU × engine) a regime needs for a band of its own
 
 
-def configuration_tail(coverage: float = COVERAGE) -> float:
-    """The quantile level of each tail of :func:`configuration_band`: ``1 − (1 − coverage)/4``
-    (0.95 for 80 %). Set by the nested cross-validation over folds of whole configurations on the
-    three ground-truth files: with the plain ``(1 + coverage)/2`` = 0.90 the bands held 72 % of
-    held-out rate residuals, with 0.925 75 %, with 0.95 79 % (TTFT 73, 77, 85 %); the
-    finite-sample conformal level ``⌈(K + 1)·0.9⌉/K`` over K configurations reaches the extremes
-    of a regime of few configurations (98 % of rate, 91 % of TTFT residuals)."""
+def configuration_tail(coverage: float = COVERAGE, metric: str = "rate") -> float:
+    """The quantile level of each tail of :func:`configuration_band` for ``metric``:
+    ``1 − (1 − coverage)/4`` (0.95 for 80 %) for the decode rate, :data:`TTFT_TAIL` for TTFT.
+    Set by the nested cross-validation over folds of whole configurations on the three
+    ground-truth files: with the plain ``(1 + coverage)/2`` = 0.90 the rate bands held 72 % of
+    held-out rate residuals, with 0.925 75 %, with 0.95 79 %; the finite-sample conformal level
+    ``⌈(K + 1)·0.9⌉/K`` over K configurations reaches the extremes of a regime of few
+    configurations (98 % of rate, 91 % of TTFT residuals). TTFT residuals have heavier
+    configuration-level tails (queueing the model only approximates), so the same level
+    over-covers them (87 % on serving-dev.csv in the 130-factor fit, 85.5 % in the
+    60-factor one); see :data:`TTFT_TAIL`."""
+    if metric == "ttft":
+        return TTFT_TAIL
     return 1.0 - (1.0 - coverage) / 4.0
 
 
-def configuration_band(values: list[float], configurations: list[str], coverage: float = COVERAGE) -> Band:
+def configuration_band(
+    values: list[float], configurations: list[str], coverage: float = COVERAGE, metric: str = "rate"
+) -> Band:
     """The band of residuals that cluster by configuration: each configuration weighs 1 in all
     (each of its ``n_c`` residuals ``1/n_c``), and the bounds are the smallest residuals whose
     cumulative weight reaches ``(1 − t)·K`` and ``t·K`` of the ``K`` configurations, ``t`` =
@@ -197,7 +208,7 @@ def configuration_band(values: list[float], configurations: list[str], coverage:
     for c in configurations:
         count[c] = count.get(c, 0) + 1
     pairs = sorted(zip(values, (1.0 / count[c] for c in configurations)))
-    tail, total = configuration_tail(coverage), float(len(count))
+    tail, total = configuration_tail(coverage, metric), float(len(count))
 
     def quantile(level: float) -> float:
         acc = 0.0
@@ -228,7 +239,7 @@ def quantile_bands(
         if all(r.configuration for r in rs):
             configurations = [r.configuration for r in rs]
             if (len(values) >= min_points and len(set(configurations)) >= MIN_CONFIGURATIONS) or key == "all":
-                out[metric][key] = configuration_band(values, configurations, coverage)
+                out[metric][key] = configuration_band(values, configurations, coverage, metric)
         elif len(values) >= min_points or key == "all":
             out[metric][key] = conformal_band(values, coverage)
     return out

@@ -40,6 +40,9 @@ from tokenplan.units import Dtype
 # (``perf.efficiency.KERNEL_FACTOR_OF_CURVE``: BF16, FP8, FP4) and the grouped expert GEMM.
 # What the silicon sets for every engine alike — achievable HBM and KV-read bandwidth, the
 # per-layer launch latency — sits at the architecture and vendor levels below (ratios).
+# The engine-level layer and MoE-layer latencies were tried too: fitted, they stayed within 5 %
+# of the default's (4.7–4.9e-5 s, 3.1–3.2e-5 s), so the data do not tell the engines apart
+# there and they are left to the default and the silicon ratio.
 # Before issue 28 each engine × architecture group also had up to nine factors of its own
 # (130 in all); the engine × architecture gemm_kernel_factor then fitted SGLang on Blackwell to
 # 0.415, a dense FP8 matmul at ~24 % of peak, standing in for a running batch the model took
@@ -52,8 +55,6 @@ ENGINE_FACTORS = (
     "per_sequence_overhead_s",
     "ttft_overhead_s",
     "prefill_wave_fraction",
-    "layer_latency_s",
-    "moe_layer_latency_s",
     *GEMM_KERNEL_FACTORS,
     "moe_kernel_factor",
 )
@@ -67,7 +68,10 @@ ARCH_FACTORS: tuple[str, ...] = ()
 # graphs) that every chip of the vendor shares. An architecture's ratio is pulled toward its
 # vendor's, and a chip no row measured takes the vendor's ratio: with MI300X held out, the
 # MI355X rows still tell the fit that ROCm kernels reach a smaller share of HBM.
-SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s")
+# The FP8/FP4 kernel maturity of a chip without measured GEMM tables (``lowprec_fraction``:
+# hipBLASLt's FP8 on MI300X against MI355X's) is the silicon's too; it is fitted only on the
+# architectures whose rows run the fallback curve (levels.informed_factors).
+SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s", "lowprec_fraction")
 # The vendor whose software stack the default and engine values describe (the defaults' sources
 # are CUDA profiles, and most rows run on NVIDIA GPUs): its ratio is 1 by definition, not a
 # fitted factor (fitted, it was a second copy of the default level: 1.10, 1.08, 0.91 against
