@@ -35,8 +35,8 @@ Regimes are pooled from the most specific level that holds at least ``MIN_POINTS
 ``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` → ``all``; a stated τ, which no
 ground-truth row has, then falls back to the ``none`` levels before ``all``
 (:func:`lookup_keys`). Tables written before the split (keys without ``/spec=``) are still read:
-their keys are the last levels looked up before ``all``. A configuration outside the measured regime — a GPU no fit row used, an engine × number
-format no fit row ran (its kernel factor is the default's, not measured),
+their keys are the last levels looked up before ``all``. A configuration outside the measured regime — a GPU no fit row used, an engine × architecture
+× number format no fit row ran (its kernel speed there is not measured),
 or a batch per replica above the largest of its engine and architecture in the fit data —
 says so and takes the wider of its regime band and the ``extrapolation`` band, the quantiles
 of leave-one-GPU-out residuals (each GPU predicted by a fit that never saw it).
@@ -260,8 +260,8 @@ class BandTable:
         provenance: the command and data that made the table.
         coverage_by_file: file → measured quantity (``throughput``, ``tpot``, ``ttft``) → the
             same nested coverage, per file.
-        formats: ``engine/format`` (the weights' GEMM class: ``bf16``, ``fp8``, ``fp4``) of the
-            fit rows: the engine × number-format kernel factors the data measured.
+        formats: ``engine/architecture/format`` (the weights' GEMM class: ``bf16``, ``fp8``,
+            ``fp4``) of the fit rows: the kernels the data measured.
     """
 
     coverage: float
@@ -299,12 +299,14 @@ def outside_reason(
 ) -> str | None:
     """Why a configuration lies outside the measured regime, or None. ``weight_format``: the
     weights' GEMM class (``bf16``, ``fp8``, ``fp4``; "" when not known): an engine × format no
-    fit row ran has no fitted kernel factor of its own (it takes the default's)."""
+    fit row ran on the architecture has no measured kernel speed there (its kernel factor is
+    the engine's or the default's, and the kernel itself may differ: FP4 on Hopper runs a
+    weight-only Marlin kernel, on Blackwell the FP4 tensor cores)."""
     reasons = []
     if table.gpus and gpu not in table.gpus:
         reasons.append(f"GPU {gpu} is in no fit row")
-    if weight_format and table.formats and f"{engine}/{weight_format}" not in table.formats:
-        reasons.append(f"no fit row runs {engine} with {weight_format} weights")
+    if weight_format and table.formats and f"{engine}/{architecture}/{weight_format}" not in table.formats:
+        reasons.append(f"no fit row runs {engine} on {architecture} with {weight_format} weights")
     top = table.max_batch.get(f"{engine}/{architecture}")
     if top is None:
         reasons.append(f"no fit row runs {engine} on {architecture}")

@@ -98,11 +98,11 @@ def test_an_engine_and_format_no_fit_row_ran_is_outside_the_measured_regime() ->
         extrapolation={"rate": Band(-0.3, 0.25, 50)},
         max_batch={"sglang/blackwell": 512.0},
         gpus=("b200",),
-        formats=("sglang/fp8",),
+        formats=("sglang/blackwell/fp8", "sglang/hopper/fp4"),
     )
     assert outside_reason(table, "sglang", "blackwell", "b200", 64.0, "fp8") is None
     reason = outside_reason(table, "sglang", "blackwell", "b200", 64.0, "fp4")
-    assert reason == "no fit row runs sglang with fp4 weights"
+    assert reason == "no fit row runs sglang on blackwell with fp4 weights"
     inside = interval(table, 1000.0, "rate", False, "sglang", "blackwell", "-", "b200", 64.0, weight_format="fp8")
     wide = interval(table, 1000.0, "rate", False, "sglang", "blackwell", "-", "b200", 64.0, weight_format="fp4")
     assert inside is not None and wide is not None and wide.outside == reason
