@@ -22,7 +22,6 @@ MAX_MODULE_LINES = 400
 THIN_PENDING = {}
 SPLIT_PENDING = {
     "api/generate.py": 448,
-    "calibration/fit.py": 417,
     "client/answers.py": 422,
     "runner/dispatch.py": 413,
     "runner/ray_driver.py": 414,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime, table_from_json
+from tokenplan.calibration.band_file import table_from_json
+from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime
 from tokenplan.catalog import shipped_error_bands_json
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.results import Bands, ErrorBand
@@ -40,7 +41,8 @@ def figure_bands(result: object, ev: Evaluation, figures: Mapping[str, tuple[str
     intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
-        band = None if value is None else interval(table, value, metric, inverse, *where)
+        fmt = ev.config.weight_dtype.flops_class
+        band = None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt)
         if band is not None:
             intervals[key] = band
             last = band

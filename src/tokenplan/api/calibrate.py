@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tokenplan.api.resolve import read_profile, resolve_file
-from tokenplan.calibration.bands import BandTable, table_to_json  # noqa: F401 - re-exported (calibrate --bands)
+from tokenplan.calibration.band_file import table_to_json  # noqa: F401 - re-exported (calibrate --bands)
+from tokenplan.calibration.bands import BandTable
 from tokenplan.calibration.crossval import CrossValidation, loo_refits, summarise
 from tokenplan.calibration.fit import FitOptions, FitResult, fit
 from tokenplan.calibration.heldout import band_table, fold_refits, fold_residuals, grouped_folds

@@ -189,4 +189,5 @@ def band_table(
         nested_coverage(held, coverage),
         provenance,
         coverage_by_file(held, coverage),
+        tuple(sorted({f"{c.group}/{c.config.weight_dtype.flops_class}" for c in cases})),
     )

@@ -1,11 +1,17 @@
-"""The factor hierarchy the fit works on: which efficiency factors each level may move, how a
-case's factors merge from the levels, and the table a set of fitted values makes.
+"""The factor hierarchy the fit works on: which efficiency factors each level may move, which
+rows inform each, how a case's factors merge from the levels, and the table a set of fitted
+values makes.
 
-Levels: ``default`` (every row), the engine (``sglang``), the engine × architecture group
-(``sglang/hopper``), and for :data:`SILICON_FACTORS` the silicon level ``*/architecture``, a
-ratio to the engine's value shared by every engine on that architecture, under the vendor level
-``*:vendor`` (the ratio a chip no row measured takes). Fitted values are
-optimised in log space (:func:`x_of`, :func:`value_of`, :func:`bounds_x`).
+Levels: ``default`` (every row), the engine (``sglang``), and for :data:`SILICON_FACTORS` the
+silicon level ``*/architecture``, a ratio to the engine's value shared by every engine on that
+architecture, under the vendor level ``*:amd`` (the ratio a chip no row measured takes; NVIDIA's
+CUDA stack is the reference, ratio 1). A factor is fitted at a level only where rows of at
+least :data:`MIN_MODELS` models inform it there (:func:`informing_models`), each pulled toward
+its parent (default → engine; vendor → architecture) by the fit's prior, so a level with few
+rows stays near its parent. Fitted values are optimised in log space (:func:`x_of`,
+:func:`value_of`, :func:`bounds_x`). The engine × architecture group (``sglang/hopper``) is
+still a key of the table and of the merge (a calibration update profile may set it), but the
+fit moves no factor there.
 """
 
 from __future__ import annotations
@@ -15,66 +21,72 @@ from collections.abc import Container
 
 from tokenplan.calibration.validate import Case
 from tokenplan.hardware import ARCHITECTURE_VENDOR
-from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
+from tokenplan.perf.efficiency import (
+    EFFICIENCY_BOUNDS,
+    EFFICIENCY_FIELDS,
+    GEMM_KERNEL_FACTORS,
+    KERNEL_FACTOR_OF_CURVE,
+    Efficiency,
+    EfficiencyTable,
+)
+from tokenplan.perf.gemm import curve_for
 from tokenplan.units import Dtype
 
-# Which factors each level may move. The engine level holds what the engine's software sets
-# (step overhead, per-sequence CPU, its kernels' bandwidth and GEMM efficiency); the
-# engine × architecture level holds kernel maturity on that silicon.
+# Which factors each level may move (issue 28: at most 60 fitted factors, each named for the
+# physics it stands for, each informed by rows of at least two models). The default level holds
+# every factor. The engine level holds what the engine's software sets: its step and
+# per-sequence CPU overhead, its TTFT path (HTTP, admission, how it mixes prefills into decode
+# steps), and the kernels it picks, one GEMM kernel factor per number format
+# (``perf.efficiency.KERNEL_FACTOR_OF_CURVE``: BF16, FP8, FP4) and the grouped expert GEMM.
+# What the silicon sets for every engine alike — achievable HBM and KV-read bandwidth, the
+# per-layer launch latency — sits at the architecture and vendor levels below (ratios).
+# The engine-level layer and MoE-layer latencies were tried too: fitted, they stayed within 5 %
+# of the default's (4.7–4.9e-5 s, 3.1–3.2e-5 s), so the data do not tell the engines apart
+# there and they are left to the default and the silicon ratio.
+# Before issue 28 each engine × architecture group also had up to nine factors of its own
+# (130 in all); the engine × architecture gemm_kernel_factor then fitted SGLang on Blackwell to
+# 0.415, a dense FP8 matmul at ~24 % of peak, standing in for a running batch the model took
+# 1.2–1.7× too large. There is no engine × architecture level any more: an engine's kernels
+# differ per silicon through the format (Blackwell's rows are FP4 and FP8, Hopper's FP8 and
+# BF16), and each kernel factor is bounded to 0.7–1.3 of the measured tables.
 DEFAULT_FACTORS = EFFICIENCY_FIELDS
 ENGINE_FACTORS = (
-    "hbm_fraction",
     "step_overhead_s",
     "per_sequence_overhead_s",
     "ttft_overhead_s",
     "prefill_wave_fraction",
-    "layer_latency_s",
-    "moe_layer_latency_s",
-    "gemm_kernel_factor",
+    *GEMM_KERNEL_FACTORS,
     "moe_kernel_factor",
 )
-# Achievable HBM and KV-read bandwidth and the per-layer kernel latency also depend on the
-# silicon (MI300X's ROCm kernels reach a smaller share of its 5.3 TB/s than Hopper's CUDA ones
-# of theirs; HIP graph launches cost more than CUDA graph ones), so they may move per
-# engine × architecture as well.
-# On GPUs with a measured GEMM curve (catalog/gemm_curves.json) the engine's gemm_kernel_factor
-# scales it, per engine and per engine × architecture: the kernels an engine picks differ per
-# silicon (DeepGEMM, CUTLASS, FlashInfer's CuTe-DSL FP4, Triton). Fitted per engine only, the
-# InferenceX median rose from 13.2 % to 14.4 % (SGLang on Blackwell wants ~0.39 of the tables'
-# speed, SGLang on Hopper ~0.77). Elsewhere (AMD, GPUs without tables) the fallback curve
-# gemm_fraction · T/(T + gemm_half_tokens) is fitted per engine × architecture; gemm_fraction
-# also sets the attention math rate. The routed experts' grouped GEMM has its own
-# moe_kernel_factor at the same two levels: the MoE kernel an engine picks differs per silicon and
-# format (the issue's example: vLLM FP8 block-scale MoE runs DeepGEMM on Blackwell, Marlin/Triton
-# on Hopper); sharing one factor let SGLang's DeepSeek-R1 MoE steps on B200 pull its dense GEMM
-# factor to 0.35 and Qwen3.6-27B FP8 on B200 (dense) 25 % slow.
-ARCH_FACTORS = (
-    "gemm_kernel_factor",
-    "moe_kernel_factor",
-    "gemm_fraction",
-    "gemm_half_tokens",
-    "lowprec_fraction",
-    "dequant_fraction",
-    "hbm_fraction",
-    "attention_fraction",
-    "layer_latency_s",
-)
+ARCH_FACTORS: tuple[str, ...] = ()
 # What the silicon sets for every engine alike: the share of HBM bandwidth a streaming kernel
 # and a paged KV read reach, and the per-layer launch latency (HIP graph replays cost more
-# than CUDA graph ones). These get a fourth level, ``*/architecture``: a ratio to the engine's
-# value, shared by every engine on that architecture, so that an engine × architecture pair
-# with too few rows for its own group starts from what the architecture does to the engines
-# that were measured on it, not from the engine's CUDA-level value (vLLM has two MI300X rows;
-# SGLang on MI300X reaches 0.57 of its own overall HBM fraction). A fitted engine × architecture
-# group's prior parent is the engine's value times this ratio. Above the architectures sits the
+# than CUDA graph ones). These get the level ``*/architecture``: a ratio to the engine's
+# value, shared by every engine on that architecture (MI300X's ROCm kernels reach a smaller
+# share of its 5.3 TB/s than Hopper's CUDA ones of theirs). Above the architectures sits the
 # vendor (``*:amd``, ``*:nvidia``): the software stack (ROCm and HIP graphs, CUDA and CUDA
 # graphs) that every chip of the vendor shares. An architecture's ratio is pulled toward its
 # vendor's, and a chip no row measured takes the vendor's ratio: with MI300X held out, the
 # MI355X rows still tell the fit that ROCm kernels reach a smaller share of HBM.
-SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s")
+# The FP8/FP4 kernel maturity of a chip without measured GEMM tables (``lowprec_fraction``:
+# hipBLASLt's FP8 on MI300X against MI355X's) is the silicon's too; it is fitted only on the
+# architectures whose rows run the fallback curve (levels.informed_factors).
+SILICON_FACTORS = ("hbm_fraction", "attention_fraction", "layer_latency_s", "lowprec_fraction")
+# The vendor whose software stack the default and engine values describe (the defaults' sources
+# are CUDA profiles, and most rows run on NVIDIA GPUs): its ratio is 1 by definition, not a
+# fitted factor (fitted, it was a second copy of the default level: 1.10, 1.08, 0.91 against
+# Hopper's own 1.12, 1.12, 0.91). A NVIDIA chip no row measured takes the engine's values.
+REFERENCE_VENDOR = "*:nvidia"
 # A ratio of 1/4 to 4: the widest spread of any one of these factors between two chips an engine
 # runs on stays inside its own bounds (EFFICIENCY_BOUNDS: hbm 0.3–0.95 is a factor of ~3).
 SILICON_RATIO_BOUNDS = (0.25, 4.0)
+# A factor is fitted at a level only where rows of at least this many models inform it there
+# (issue 28: SGLang-on-MI300X's eight factors rested on DeepSeek-R1 rows alone, so they held
+# that model's errors, not the silicon's).
+MIN_MODELS = 2
+# The factors every row's prediction reads, whatever its format, model or metric.
+_ALWAYS = ("hbm_fraction", "attention_fraction", "gemm_fraction", "step_overhead_s", "per_sequence_overhead_s")
+_MOE = ("moe_kernel_factor", "moe_layer_latency_s", "per_token_moe_layer_s")
 
 
 def case_levels(case: Case | _Dummy) -> tuple[str, str, str]:
@@ -124,43 +136,73 @@ def all_levels(case: Case) -> tuple[str, ...]:
     return (*case_levels(case), silicon_level(case.group), vendor_level(case.group))
 
 
-def parameters(cases: list[Case], min_rows: int, held: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """(level, factor) pairs the data supports: default factors, then engines and
-    engine/architecture groups, architectures and vendors (silicon ratios) with at least
-    ``min_rows`` rows, less the factors in ``held``. A group's low-precision and
-    dequantization factors are fitted only where its rows run such kernels (a factor no row
-    touches has nothing to fit and would only cost Jacobian columns)."""
-    counts: dict[str, int] = {}
-    kernels: dict[str, set[str]] = {}
-    for c in cases:
-        for level in all_levels(c)[1:]:
-            counts[level] = counts.get(level, 0) + 1
-        kernels.setdefault(c.group, set()).update(_kernel_factors(c))
-    params = [("default", f) for f in DEFAULT_FACTORS]
-    for level in sorted(counts):
-        if counts[level] >= min_rows:
-            if is_ratio_level(level):
-                params += [(level, f) for f in SILICON_FACTORS]
-            elif "/" not in level:
-                params += [(level, f) for f in ENGINE_FACTORS]
-            else:
-                params += [
-                    (level, f) for f in ARCH_FACTORS if f not in _KERNEL_FACTORS or f in kernels.get(level, set())
-                ]
-    return [(level, f) for level, f in params if f not in held]
-
-
-_KERNEL_FACTORS = ("lowprec_fraction", "dequant_fraction")
-
-
-def _kernel_factors(case: Case) -> tuple[str, ...]:
-    """Which format-specific GEMM factors the case's weights use (see ``perf.step._gemm_rate``)."""
+def informed_factors(case: Case) -> frozenset[str]:
+    """The factors the case's prediction depends on (a row informs only these): the GEMM kernel
+    factor of the format its GEMMs run on a measured curve (``perf.gemm.curve_for``), else the
+    fitted saturating form's factors; the dequantization factor for a weight-only format; the
+    MoE factors for an MoE model; the TTFT factors where TTFT is measured; layer latency except
+    on rows whose only figure is a throughput at full batch (where it is a share of a long step,
+    still read)."""
     w, gpu = case.config.weight_dtype, case.gpu
-    if gpu.runs_natively(w) and w.flops_class != "bf16":
-        return ("lowprec_fraction",)
-    if w is Dtype.W4A16 or not gpu.runs_natively(w):
-        return ("dequant_fraction",)
-    return ()
+    weight_only = w is Dtype.W4A16 or not gpu.runs_natively(w)
+    out = set(_ALWAYS) | {"layer_latency_s", "comm_fraction"}
+    curve = curve_for(gpu.gemm_curves, w, weight_only)
+    if curve is not None:
+        out.add(KERNEL_FACTOR_OF_CURVE[curve.fmt])
+    else:
+        out.add("gemm_half_tokens")
+        if not weight_only and w.flops_class != "bf16":
+            out.add("lowprec_fraction")
+    if weight_only:
+        out.add("dequant_fraction")
+    if case.model.moe is not None:
+        out.update(_MOE)
+    if case.measurement.ttft_s is not None:
+        out.update(("ttft_overhead_s", "prefill_wave_fraction"))
+    return frozenset(out)
+
+
+def _level_factors(level: str) -> tuple[str, ...]:
+    if level == "default":
+        return DEFAULT_FACTORS
+    if level == REFERENCE_VENDOR:
+        return ()
+    if is_ratio_level(level):
+        return SILICON_FACTORS
+    return ENGINE_FACTORS if "/" not in level else ARCH_FACTORS
+
+
+def informing_models(cases: list[Case]) -> dict[tuple[str, str], tuple[set[str], int]]:
+    """(level, factor) → (models, rows) of the cases that inform the factor at the level, for
+    every level a case belongs to (:func:`all_levels`) and factor the level may move."""
+    out: dict[tuple[str, str], tuple[set[str], int]] = {}
+    for c in cases:
+        read = informed_factors(c)
+        for level in all_levels(c):
+            for name in _level_factors(level):
+                if name in read:
+                    models, n = out.get((level, name), (set(), 0))
+                    models.add(c.measurement.model)
+                    out[(level, name)] = (models, n + 1)
+    return out
+
+
+def parameters(cases: list[Case], min_rows: int, held: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(level, factor) pairs the data supports: the default factors, then each engine's,
+    architecture's and vendor's (silicon ratios), each where at least ``min_rows`` rows of at
+    least :data:`MIN_MODELS` models inform it (:func:`informed_factors`; the default level
+    needs the models only), less the factors in ``held``. A factor no row informs has nothing to
+    fit and would only cost Jacobian columns."""
+    support = informing_models(cases)
+    order = sorted({level for level, _ in support}, key=lambda lv: (lv != "default", is_ratio_level(lv), lv))
+    params = []
+    for level in order:
+        for name in _level_factors(level):
+            models, n = support.get((level, name), (set(), 0))
+            if name in held or len(models) < MIN_MODELS or (level != "default" and n < min_rows):
+                continue
+            params.append((level, name))
+    return params
 
 
 def _to_x(name: str, value: float) -> float:

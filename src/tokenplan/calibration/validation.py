@@ -172,6 +172,7 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
         c.measurement.gpu,
         r.batch,
         spec_regime(c.config.spec),
+        weight_format=c.config.weight_dtype.flops_class,
     )
 
 

@@ -4,8 +4,9 @@ Where the GPU has measured GEMM curves (``Gpu.gemm_curves``, from aiconfigurator
 silicon tables: ``catalog/gemm_curves.json`` names the repository, commit and tables, and
 ``tools/gemm_curves.py`` regenerates it), the rate is
 
-    datasheet dense FLOP/s × measured fraction(M) × ``gemm_kernel_factor`` (fitted per engine
-    and engine × architecture),
+    datasheet dense FLOP/s × measured fraction(M) × the engine's kernel factor of the format
+    (``gemm_kernel_factor`` for BF16, ``fp8_kernel_factor``, ``fp4_kernel_factor``; fitted per
+    engine, each within 0.7–1.3),
 
 the fraction interpolated in log M. The measured fraction already holds the format's kernel
 maturity (FP8 and FP4 GEMMs reach a smaller share of their peak than BF16 ones), so the fitted
@@ -37,7 +38,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from tokenplan.hardware import GemmCurve
-from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.efficiency import Efficiency, kernel_factor
 from tokenplan.units import Dtype
 
 # Which measured curve a weight format's GEMM runs. FP8 checkpoints of the catalog's models
@@ -64,14 +65,14 @@ def gemm_fraction_at(
 ) -> float:
     """Achieved / datasheet dense FLOP/s at ``rows`` rows per GEMM (dimensionless).
 
-    Measured curve × ``gemm_kernel_factor`` where there is a curve, read at
+    Measured curve × the kernel factor of its format (``perf.efficiency.kernel_factor``) where there is a curve, read at
     ``max(rows, ridge_rows)`` and at the GEMM's weight size ``weight_elements`` (N·K per GPU;
     None or 0 reads the all-shapes median; see the module docstring); else the fitted
     saturating form ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction``
     for an FP8/FP4 kernel), which has no size axis. ``rows`` below 1 count as 1."""
     rows = max(rows, 1.0)
     if curve is not None:
-        return curve.at(max(rows, ridge_rows), weight_elements or None) * eff.gemm_kernel_factor
+        return curve.at(max(rows, ridge_rows), weight_elements or None) * kernel_factor(eff, curve.fmt)
     fraction = eff.gemm_fraction * rows / (rows + eff.gemm_half_tokens)
     return fraction * (eff.lowprec_fraction if lowprec else 1.0)
 

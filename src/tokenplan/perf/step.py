@@ -90,7 +90,7 @@ ATTN, MLP, LM_HEAD, EXPERT = range(4)
 def _gemm_rate(c: StepConstants, rows: float, point: tuple[int, float] | None, family: int) -> float:
     """Achievable GEMM FLOP/s at ``rows`` rows per GEMM (located on the curve as ``point``, None
     without a curve) for one GEMM ``family`` (its weight size, ``Deployment.gemm_reads``): the
-    measured curve of the GPU and format where there is one (× ``gemm_kernel_factor``, as
+    measured curve of the GPU and format where there is one (× its format's kernel factor, as
     ``perf.gemm.gemm_fraction_at``), else the fitted saturating form
     ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction`` for an FP8/FP4
     kernel), the same for every family; a weight-only format also pays the dequantization factor."""

@@ -17,7 +17,7 @@ from statistics import NormalDist
 from tokenplan.hardware import LinkKind
 from tokenplan.perf.comm import group_link
 from tokenplan.perf.deployment import Deployment
-from tokenplan.perf.efficiency import Efficiency
+from tokenplan.perf.efficiency import Efficiency, kernel_factor
 
 
 def expected_max_normal(n: int) -> float:
@@ -126,7 +126,8 @@ class StepConstants:
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
         self.dense_reads = d.gemm_reads[:3]  # attention, dense FFN, lm_head (perf.step's ATTN, MLP, LM_HEAD)
         self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
-        self.gemm_flops, self.kernel_factor = d.gemm_flops_per_s, eff.gemm_kernel_factor
+        self.gemm_flops = d.gemm_flops_per_s
+        self.kernel_factor = kernel_factor(eff, d.gemm_curve.fmt) if d.gemm_curve is not None else 1.0
         self.dequant = eff.dequant_fraction if d.weight_only else 1.0
         self.fitted_fraction, self.half_tokens = eff.gemm_fraction, eff.gemm_half_tokens
         self.lowprec_factor = eff.lowprec_fraction if d.lowprec else 1.0

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from tokenplan.calibration.band_file import table_from_json, table_to_json
 from tokenplan.calibration.bands import (
     Band,
     BandTable,
@@ -19,8 +20,6 @@ from tokenplan.calibration.bands import (
     model_family,
     quantile_bands,
     spec_regime,
-    table_from_json,
-    table_to_json,
 )
 from tokenplan.calibration.heldout import FoldResidual, nested_coverage
 from tokenplan.perf.speculative import parse_spec
@@ -233,3 +232,17 @@ def test_nested_coverage_checks_each_residual_against_its_own_spec_regime():
 
     assert nested_coverage(fold(0, "prior") + fold(1, "prior"), min_points=2) == {"rate": 1.0}
     assert nested_coverage(fold(0, "none") + fold(1, "none"), min_points=2) == {"rate": pytest.approx(60 / 64)}
+
+
+def test_the_ttft_band_uses_its_own_configuration_tail():
+    from tokenplan.calibration.bands import TTFT_TAIL, configuration_band
+
+    # 100 configurations, one residual each, 0.01 … 1.00: a tail at level t takes the first value
+    # whose cumulative weight reaches (1 − t)·100 and t·100 configurations.
+    values = [i / 100 for i in range(1, 101)]
+    configurations = [f"c{i}" for i in range(100)]
+    assert TTFT_TAIL == 0.93
+    # rate: t = 1 − (1 − 0.8)/4 = 0.95 → the 5th and 95th values
+    assert configuration_band(values, configurations, 0.8, "rate") == Band(0.05, 0.95, 100)
+    # TTFT: t = 0.93 → the 7th and 93rd values
+    assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.07, 0.93, 100)

@@ -17,11 +17,12 @@ from tokenplan.perf.efficiency import Efficiency
 
 
 def _case(line: int, engine: str, gpu: str, conc: int) -> Case:
+    # two models, alternating by line: a factor is fitted only where rows of two models inform it
     m = Measurement(
         line,
         str(line),
         engine,
-        "llama-3.1-8b",
+        "llama-3.1-8b" if line % 2 else "qwen3-8b",
         gpu,
         1,
         1,

@@ -23,6 +23,8 @@ IDEAL = {
         "gemm_fraction": 1.0,
         "gemm_half_tokens": 64.0,
         "gemm_kernel_factor": 1.0,
+        "fp8_kernel_factor": 1.0,
+        "fp4_kernel_factor": 1.0,
         "moe_kernel_factor": 1.0,
         "lowprec_fraction": 1.0,
         "dequant_fraction": 1.0,

@@ -58,7 +58,8 @@ def test_a_sized_curve_is_bilinear_in_log_rows_and_log_weight_size():
 
 
 def test_the_fraction_reads_the_weight_size_and_zero_means_unknown():
-    eff = Efficiency(gemm_kernel_factor=0.5)
+    # SIZED is an FP8 block-scaled curve, CURVE a BF16 one: each takes its own format's factor
+    eff = Efficiency(gemm_kernel_factor=0.5, fp8_kernel_factor=0.5)
     # 64 rows at 2^22 elements: 0.35 × 0.5 = 0.175.
     assert gemm_fraction_at(SIZED, eff, 64.0, lowprec=True, weight_elements=2.0**22) == pytest.approx(0.175)
     # weight_elements 0 (a family the model lacks) reads the all-shapes curve: 0.4 × 0.5.

@@ -7,7 +7,7 @@ follows from the roofline rules of ``tokenplan.perf.step`` by hand:
 - a kernel family takes max(bytes / (bandwidth × fraction), FLOPs / achievable FLOP/s);
 - a GEMM at T rows reaches FLOP/s × gemm_fraction × T / (T + gemm_half_tokens) on a GPU without
   a measured GEMM curve (``_ours`` removes the catalog's curves), and FLOP/s × curve(max(T, ridge))
-  × gemm_kernel_factor on one with a curve (the last tests);
+  × the kernel factor of the curve's format on one with a curve (the last tests);
 - the families and the overhead (fixed + per sequence) add.
 
 The deployments are TP1/PP1, so no collective runs (an all-reduce over one GPU takes 0 s).
@@ -224,10 +224,11 @@ def _with_curve() -> Deployment:
 
 
 def test_a_long_prefill_runs_at_the_measured_curve_times_the_engine_factor():
-    # 4,096 rows: the curve's last point, 0.6; × gemm_kernel_factor 0.5 → 1e15 × 0.3 = 3e14 FLOP/s.
+    # 4,096 rows: the curve's last point, 0.6; × fp8_kernel_factor 0.5 (the factor of the
+    # fp8_block curve; gemm_kernel_factor, BF16's, does not apply) → 1e15 × 0.3 = 3e14 FLOP/s.
     # FLOPs as in the prefill test above, 6.5537e13 → 0.218457 s. lowprec_fraction (0.25 here)
     # does not apply: the measured FP8 curve holds the format's kernel maturity.
-    eff = replace(EFF, gemm_kernel_factor=0.5, lowprec_fraction=0.25)
+    eff = replace(EFF, fp8_kernel_factor=0.5, gemm_kernel_factor=0.9, lowprec_fraction=0.25)
     t = step_time(_with_curve(), eff, decode_seqs=0, context_tokens=0, prefill_tokens=4096, prefill_context_tokens=2048)
     assert t.gemm_s == pytest.approx(6.5537e13 / 3e14)
 

@@ -1,0 +1,59 @@
+"""The error-band table's data file (``catalog/error_bands.json``): :func:`table_to_json` writes
+a :class:`~tokenplan.calibration.bands.BandTable`, :func:`table_from_json` reads one back.
+
+Layer: calibration (pure values; the file itself is read by ``tokenplan.api``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tokenplan.calibration.bands import Band, BandTable
+
+
+def table_to_json(table: BandTable) -> dict[str, Any]:
+    """The data file's JSON form."""
+
+    def b(x: Band) -> dict[str, Any]:
+        return {"q_low": x.low_q, "q_high": x.high_q, "n": x.n}
+
+    return {
+        "coverage": table.coverage,
+        "about": (
+            "quantiles q_low/q_high (5 %/95 %, each configuration model × GPU × engine weighing as one) of "
+            "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+            "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
+            "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
+            "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "
+            "prior) or stated"
+        ),
+        "bands": {m: {k: b(v) for k, v in levels.items()} for m, levels in table.bands.items()},
+        "extrapolation": {m: b(v) for m, v in table.extrapolation.items()},
+        "max_batch_per_replica": dict(sorted(table.max_batch.items())),
+        "gpus": list(table.gpus),
+        "formats": list(table.formats),
+        "checked_coverage": table.checked_coverage,
+        "checked_coverage_by_file": table.coverage_by_file,
+        "provenance": table.provenance,
+    }
+
+
+def table_from_json(data: Mapping[str, Any]) -> BandTable:
+    """Parse the data file (raises KeyError/TypeError/ValueError on a malformed one)."""
+
+    def b(x: Mapping[str, Any]) -> Band:
+        return Band(float(x["q_low"]), float(x["q_high"]), int(x["n"]))
+
+    return BandTable(
+        coverage=float(data["coverage"]),
+        bands={m: {k: b(v) for k, v in levels.items()} for m, levels in data["bands"].items()},
+        extrapolation={m: b(v) for m, v in data.get("extrapolation", {}).items()},
+        max_batch={k: float(v) for k, v in data.get("max_batch_per_replica", {}).items()},
+        gpus=tuple(data.get("gpus", ())),
+        formats=tuple(data.get("formats", ())),
+        checked_coverage={k: float(v) for k, v in data.get("checked_coverage", {}).items()},
+        provenance=str(data.get("provenance", "")),
+        coverage_by_file={
+            f: {q: float(v) for q, v in by.items()} for f, by in data.get("checked_coverage_by_file", {}).items()
+        },
+    )
