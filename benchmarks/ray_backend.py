@@ -108,8 +108,8 @@ def driver_read(workdir: str, rows: int) -> dict:
     import time
 
     from tokenplan.runner.dispatch import RunTally
-    from tokenplan.runner.ray_work import pending_units
-    from tokenplan.runner.rows import read_rows
+    from tokenplan.runner.input.rows import read_rows
+    from tokenplan.runner.ray.work import pending_units
 
     data = Path(workdir) / "read.jsonl"
     _write_prompts(data, rows)

@@ -37,7 +37,7 @@ SPLIT_PENDING = {
     "job/evaluate.py": 466,
     "report/figures.py": 416,
     "runner/dispatch.py": 413,
-    "runner/ray_driver.py": 414,
+    "runner/ray/driver.py": 414,
 }
 
 

@@ -15,9 +15,10 @@ from tests.support.fault_server import FaultServerProcess, answer_for
 from tests.support.specforge_rules import parser_problem, validator_problem
 
 from tokenplan.api.generate import GenerateRequest, generate
-from tokenplan.runner.export import export_run, specforge_line
-from tokenplan.runner.rows import Row, read_rows
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.input.rows import read_rows
+from tokenplan.runner.input.shapes import Row
+from tokenplan.runner.store.export import export_run, specforge_line
+from tokenplan.runner.store.rundir import iter_records
 
 TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 ROWS = [

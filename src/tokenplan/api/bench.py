@@ -4,7 +4,7 @@
 Request in, typed result out (:class:`BenchOutcome`, :class:`~tokenplan.calibration.run_profile.FitOutcome`,
 each with ``to_json()``). The work lives on the floors below: probing the servers and choosing the
 prompts in :mod:`tokenplan.bench.probe`, the sweep in :mod:`tokenplan.bench.sweep`, a run
-directory's figures in :mod:`tokenplan.runner.run_summary`, the fit and the profile in
+directory's figures in :mod:`tokenplan.runner.store.summary`, the fit and the profile in
 :mod:`tokenplan.calibration.run_profile`. They meet here: a bench level (or a run) becomes a
 :class:`~tokenplan.measurement.Measurement`, resolved to a :class:`~tokenplan.calibration.validate.Case`
 with the same ``api.build_config`` as ``tokenplan predict``.
@@ -38,7 +38,7 @@ from tokenplan.loaders import load_json
 from tokenplan.measurement import Measurement
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
 from tokenplan.runner.paths import check_output_file  # noqa: F401 - re-exported: the CLI checks --save/--plot/--out
-from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
+from tokenplan.runner.store.summary import mean_prompt_tokens, read_run_summary
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Usage::
     print(result.stored, result.errors, result.accounting_ok)
 
 Rerunning the same request on the same ``out_dir`` continues where the last run stopped (see
-:mod:`tokenplan.runner.rundir`). The API key is read from the environment variable named by
+:mod:`tokenplan.runner.store.rundir`). The API key is read from the environment variable named by
 ``api_key_env`` (default: ``OPENAI_API_KEY`` when set; a local server needs none) and is never
 logged or written.
 
@@ -38,19 +38,20 @@ from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError, allowed_from_validation
-from tokenplan.runner.backend import RunOutcome, RunSpec, run, run_async
+from tokenplan.runner.backend import run, run_async
 from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
 from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.dryrun import DryRun, dry_run
 from tokenplan.runner.finish import ExportSpec, finish_run
-from tokenplan.runner.input_files import check_readable, expand_inputs, file_name
+from tokenplan.runner.input.files import check_readable, expand_inputs, file_name
+from tokenplan.runner.input.storable import Unstorable, check_fields
 from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
-from tokenplan.runner.storable import Unstorable, check_fields
+from tokenplan.runner.spec import RunOutcome, RunSpec
 from tokenplan.units import MAX_REQUEST_TOKENS
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
@@ -58,7 +59,7 @@ DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan 
 # since a replaced `messages` would send other prompts than the records show.
 # max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
 OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
-EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.storable)
+EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.input.storable)
 CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
 # Sampling fields generate has an option for and records in every record's ``sampling``: set in
 # --extra-body, the request would send one value while the record states another.
@@ -113,7 +114,7 @@ class GenerateRequest(BaseModel):
     dry_run: bool = False  # count rows, turns (and prompt tokens) and send nothing: see runner.dryrun
     tokenizer: Path | None = None  # for --dry-run's prompt tokens; None: --model when it is a local directory
     force: bool = False
-    retry_skipped: bool = False  # send the units of skipped.jsonl again (runner.rundir.set_aside_skipped)
+    retry_skipped: bool = False  # send the units of skipped.jsonl again (runner.store.rundir.set_aside_skipped)
     api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
     stream: bool = False
     max_attempts: int = Field(default=6, ge=1)
@@ -124,7 +125,7 @@ class GenerateRequest(BaseModel):
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
     max_all_down_s: float = Field(default=600.0, gt=0)
-    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (runner.ray_backend)
+    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (runner.ray.backend)
     ray_address: str | None = None  # None: a cluster this process joins or starts (ray.init)
     actors: int = Field(default=2, ge=1, le=10_000)  # Ray actors (each a client process)
 

@@ -12,7 +12,7 @@ rows it refused go to ``errors.jsonl``, not final, and the next run sends them a
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
-A write that fails (:class:`~tokenplan.runner.rundir.WriteFailed`: disk full, file size limit)
+A write that fails (:class:`~tokenplan.runner.store.rundir.WriteFailed`: disk full, file size limit)
 stops the run the same way, without the grace (no answer could be stored), and is raised.
 """
 
@@ -30,7 +30,8 @@ from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
-from tokenplan.runner.appendlog import WriteFailed
+from tokenplan.runner.input.rows import Reject
+from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.refusals import Held, RefusalStreak
 from tokenplan.runner.requests import (
@@ -45,8 +46,8 @@ from tokenplan.runner.requests import (
     seed_for,
     work_units,
 )
-from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.store.appendlog import WriteFailed
+from tokenplan.runner.store.rundir import RunDir
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
 # `transformers serve` refuses top_k) — all concern every request, so they end the run.

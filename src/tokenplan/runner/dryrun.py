@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import InputError
+from tokenplan.runner.input.rows import limited, read_rows
+from tokenplan.runner.input.shapes import Message, Row
 from tokenplan.runner.requests import Mode, prompt_prefixes
-from tokenplan.runner.rows import Message, Row, limited, read_rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ check it against the input, write ``summary.json`` and, when asked, the export.
 
 The counts are read back from the files (:func:`count_outcomes`), independently of the run's own
 counters; the throughput and latency figures are the run's over all its invocations
-(:mod:`tokenplan.runner.invocations`), this invocation's alone under ``this_invocation``; a run
+(:mod:`tokenplan.runner.store.invocations`), this invocation's alone under ``this_invocation``; a run
 that was not stopped must account for every unit of its input, else
 :class:`~tokenplan.errors.RunDirError`. A failed export does not raise: the records stay in the run
 directory and :attr:`Finished.export_error` says what to do.
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.appendlog import shard_paths, write_whole
-from tokenplan.runner.backend import RunOutcome, RunSpec
 from tokenplan.runner.dispatch import summary_record
-from tokenplan.runner.export import export_run
-from tokenplan.runner.invocations import record_invocation, run_totals
-from tokenplan.runner.record_ids import repeated_keys, repeated_lines, scan_keys
-from tokenplan.runner.rows import count_units
+from tokenplan.runner.input.rows import count_units
+from tokenplan.runner.spec import RunOutcome, RunSpec
+from tokenplan.runner.store.appendlog import shard_paths, write_whole
+from tokenplan.runner.store.export import export_run
+from tokenplan.runner.store.invocations import record_invocation, run_totals
+from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ def count_outcomes(run_dir: Path) -> dict[str, int]:
     """Distinct ids stored, skipped and failed in ``run_dir``, and records whose id was seen before.
 
     Read back from the files, independently of the run's own counters: each record's id from the
-    start of its line, held as a 64-bit key (8 bytes per record, :mod:`tokenplan.runner.record_ids`);
+    start of its line, held as a 64-bit key (8 bytes per record, :mod:`tokenplan.runner.store.record_ids`);
     a repeated key counts as a duplicate only when the exact ids match.
     """
     files = [("stored", p) for p in shard_paths(run_dir / "shards")]

@@ -27,7 +27,7 @@ import orjson
 
 from tokenplan.client.openai import Completion
 from tokenplan.client.reasoning import THINK_OPEN
-from tokenplan.runner.row_shapes import Message, Row
+from tokenplan.runner.input.shapes import Message, Row
 
 Mode = Literal["regenerate", "complete"]
 OnLength = Literal["keep", "drop", "retry"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.store.rundir import RunDir
+from tokenplan.runner.store.summary import mean_prompt_tokens, read_run_summary
 
 JOB = {"model": "served-model", "sampling": {"temperature": 0.0}}
 

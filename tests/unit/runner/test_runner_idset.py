@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner import record_ids as record_ids_module
 from tokenplan.runner.finish import count_outcomes
-from tokenplan.runner.idset import ExactIds, IdSet, id_key
-from tokenplan.runner.record_ids import repeated_keys
-from tokenplan.runner.rows import Reject, Row, read_rows
-from tokenplan.runner.rundir import RunDir, record_id, shard_paths
+from tokenplan.runner.input.rows import ExactIds, Reject, read_rows
+from tokenplan.runner.input.shapes import Row
+from tokenplan.runner.store import record_ids as record_ids_module
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.idset import IdSet, id_key
+from tokenplan.runner.store.record_ids import record_id, repeated_keys
+from tokenplan.runner.store.rundir import RunDir
 
 JOB = {"model": "m", "sampling": {"temperature": 0.0}}
 

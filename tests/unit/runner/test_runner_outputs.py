@@ -12,10 +12,10 @@ import pytest
 from tokenplan.client.openai import Completion, Timings, Usage
 from tokenplan.errors import InputError
 from tokenplan.runner.defaults import choose_sampling, plan_max_tokens, read_generation_config
-from tokenplan.runner.export import batch_line, export_lines, specforge_line
+from tokenplan.runner.input.shapes import Message, Row, parse_row
 from tokenplan.runner.limits import RESERVE_FDS, check_open_files
 from tokenplan.runner.requests import BodyConflict, Sampling, Sent, prompt_prefixes, request_body, run_unit, work_units
-from tokenplan.runner.rows import Message, Row, parse_row
+from tokenplan.runner.store.export import batch_line, export_lines, specforge_line
 
 
 def test_extra_body_nested_objects_merge_with_tokenplans_own() -> None:

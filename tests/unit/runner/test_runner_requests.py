@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tokenplan.client.openai import Completion, Timings, Usage
+from tokenplan.runner.input.shapes import Message, Row
 from tokenplan.runner.requests import (
     Dropped,
     Sampling,
@@ -15,7 +16,6 @@ from tokenplan.runner.requests import (
     seed_for,
     work_units,
 )
-from tokenplan.runner.rows import Message, Row
 
 S, U1, A1, U2, A2 = (
     Message("system", "s"),

@@ -16,9 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokenplan.runner.appendlog import AppendLog
-from tokenplan.runner.rows import Reject, Row, read_rows
-from tokenplan.runner.storable import MAX_RECORD_DEPTH, Unstorable, check_fields
+from tokenplan.runner.input.rows import Reject, read_rows
+from tokenplan.runner.input.shapes import Row
+from tokenplan.runner.input.storable import MAX_RECORD_DEPTH, Unstorable, check_fields
+from tokenplan.runner.store.appendlog import AppendLog
 
 
 def _nested(levels: int) -> str:

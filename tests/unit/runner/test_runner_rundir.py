@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.rundir import RunDir, cut_torn_tail, shard_paths
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.rundir import RunDir, cut_torn_tail
 
 JOB = {"model": "m", "sampling": {"temperature": 0.0}}
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner import appendlog as rundir_module
-from tokenplan.runner.rundir import RunDir, WriteFailed, shard_paths, write_whole
+from tokenplan.runner.store import appendlog as rundir_module
+from tokenplan.runner.store.appendlog import WriteFailed, shard_paths, write_whole
+from tokenplan.runner.store.rundir import RunDir
 
 JOB = {"model": "m"}
 

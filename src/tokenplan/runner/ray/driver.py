@@ -1,13 +1,13 @@
 """The driver of ``generate --backend ray``: anti-join, actor pool, dead actors, progress.
 
-The caller (:mod:`tokenplan.runner.ray_backend`) has checked the request, opened the run directory
-after :func:`~tokenplan.runner.fencing.advance_epoch` and built the job. This module:
+The caller (:mod:`tokenplan.runner.ray.backend`) has checked the request, opened the run directory
+after :func:`~tokenplan.runner.store.fencing.advance_epoch` and built the job. This module:
 
 1. reads the input with the local backend's row parser (same ids, line numbers, rejects, duplicate
    ids and blank-line counts) and drops every unit already in the run directory — a left-anti join
-   on id against the done-set (:func:`~tokenplan.runner.ray_work.pending_units`);
-2. starts ``actors`` :class:`~tokenplan.runner.ray_actor.GenerateActor` s, each over its share of
-   the endpoints (:func:`~tokenplan.runner.ray_work.endpoint_shares`), and keeps each fed with up
+   on id against the done-set (:func:`~tokenplan.runner.ray.work.pending_units`);
+2. starts ``actors`` :class:`~tokenplan.runner.ray.actor.GenerateActor` s, each over its share of
+   the endpoints (:func:`~tokenplan.runner.ray.work.endpoint_shares`), and keeps each fed with up
    to twice its in-flight capacity, so an actor never idles while rows remain and memory stays
    bounded;
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
@@ -32,13 +32,14 @@ from typing import Any
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.errors import InputError, ServerError
 from tokenplan.runner.dispatch import JobSettings, RunTally
-from tokenplan.runner.fencing import Fence, Fenced, actor_prefix, stored_ids
+from tokenplan.runner.input.rows import Reject
+from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.ray_actor import ActorConfig, GenerateActor, Report
-from tokenplan.runner.ray_work import endpoint_shares, pending_units
+from tokenplan.runner.ray.actor import ActorConfig, GenerateActor, Report
+from tokenplan.runner.ray.work import endpoint_shares, pending_units
 from tokenplan.runner.requests import WorkUnit
-from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix, stored_ids
+from tokenplan.runner.store.rundir import RunDir
 
 POLL_WAIT_S = 0.5  # how long an actor's poll waits for news (seconds)
 MAX_REPLACEMENTS_PER_ACTOR = 3  # replacements of dead actors, per starting actor, before giving up

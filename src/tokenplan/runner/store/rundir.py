@@ -14,7 +14,7 @@ Layout::
 Exactly once: every record is one ``os.write`` of one complete line to a file opened with
 ``O_APPEND``, so a ``kill -9`` leaves at most one torn line at the end of a file. On open, a tail
 without its newline is cut off; the ids in the shards and in ``skipped.jsonl`` form the done-set
-(a compact :class:`~tokenplan.runner.idset.IdSet` of 64-bit keys, 8 bytes per stored id; its
+(a compact :class:`~tokenplan.runner.store.idset.IdSet` of 64-bit keys, 8 bytes per stored id; its
 collision rule is stated there), and only units outside it are sent. Finding a record's id reads
 only the start of its line (the writer puts ``"id"`` first: ``{"id":"…",``); a line of any other
 form is parsed whole. A unit is written after its answer arrives, never before, so
@@ -42,14 +42,11 @@ from typing import Any, Literal
 import orjson
 
 from tokenplan.errors import RunDirError
-
-# Writing records whole and the manifest live beside this module; re-exported, as the run
-# directory's one import for its callers.
-from tokenplan.runner.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths, write_whole  # noqa: F401
-from tokenplan.runner.idset import IdSet
-from tokenplan.runner.manifest import check_manifest
-from tokenplan.runner.record_ids import record_id, repeated_keys, repeated_lines, scan_keys  # noqa: F401
-from tokenplan.runner.runlock import RunLock
+from tokenplan.runner.store.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths
+from tokenplan.runner.store.idset import IdSet
+from tokenplan.runner.store.manifest import check_manifest
+from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
+from tokenplan.runner.store.runlock import RunLock
 
 
 @dataclass(slots=True)
@@ -99,7 +96,7 @@ class RunDir:
         """Open (or create) ``path`` for ``job``, recover torn tails and read the done-set.
 
         ``retry_skipped`` (or a directory rebound because it held no stored answer,
-        :func:`~tokenplan.runner.manifest.check_manifest`) sets ``skipped.jsonl`` aside as
+        :func:`~tokenplan.runner.store.manifest.check_manifest`) sets ``skipped.jsonl`` aside as
         ``skipped.retried.jsonl``, so its units are not done and are sent again.
 
         Raises:

@@ -2,7 +2,7 @@
 
 Every record is one ``os.write`` of one complete line to a file opened with ``O_APPEND``, so a
 ``kill -9`` leaves at most one torn line at the end of a file (cut on the next open, see
-:func:`tokenplan.runner.rundir.cut_torn_tail`). A record that could not be written whole (a full
+:func:`tokenplan.runner.store.rundir.cut_torn_tail`). A record that could not be written whole (a full
 disk, ``ulimit -f``, an I/O error) is cut off again — the file is truncated back to where the
 record began — and :class:`WriteFailed` is raised, so the caller stops sending; the directory stays
 resumable. Small whole files (``manifest.json``, ``summary.json``) are written beside their name
@@ -38,7 +38,7 @@ class WriteFailed(RunDirError):
 
 class RecordUnstorable(RunDirError):
     """A record orjson cannot write (the checks before sending should make this impossible:
-    :mod:`tokenplan.runner.storable`); nothing of it was written, the file stays whole."""
+    :mod:`tokenplan.runner.input.storable`); nothing of it was written, the file stays whole."""
 
     def __init__(self, path: Path, record: dict[str, Any], problem: Exception):
         unit = record.get("id")
@@ -113,7 +113,7 @@ class ShardLog:
     """Append-only shards ``{prefix}NNNNN.jsonl``, a new one once the current passes ``max_bytes``.
 
     ``prefix`` is ``part-`` for the local backend; each Ray actor writes its own series,
-    ``part-<epoch>-<actor>-`` (:func:`tokenplan.runner.fencing.actor_prefix`). Only files of this
+    ``part-<epoch>-<actor>-`` (:func:`tokenplan.runner.store.fencing.actor_prefix`). Only files of this
     series (the prefix then exactly five digits) are continued; every ``part-*`` file is a shard.
     """
 

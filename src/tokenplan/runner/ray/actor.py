@@ -1,6 +1,6 @@
 """One worker of ``generate --backend ray``: the local backend's per-unit logic over a share of the endpoints.
 
-:class:`GenerateActor` is a plain class; the driver (:mod:`tokenplan.runner.ray_driver`) wraps it
+:class:`GenerateActor` is a plain class; the driver (:mod:`tokenplan.runner.ray.driver`) wraps it
 with ``ray.remote`` so this module never imports Ray. Each actor:
 
 - owns an :class:`~tokenplan.client.endpoints.EndpointPool` over its share of the endpoints (same
@@ -9,7 +9,7 @@ with ``ray.remote`` so this module never imports Ray. Each actor:
   backend runs — as soon as a slot frees, so no batch waits for its slowest row;
 - writes each stored record the moment it arrives to its own shards
   ``shards/part-<epoch>-<actor>-NNNNN.jsonl`` (same record format), each write under the run's
-  :class:`~tokenplan.runner.fencing.Fence`; an actor whose epoch has ended stops;
+  :class:`~tokenplan.runner.store.fencing.Fence`; an actor whose epoch has ended stops;
 - hands skipped and failed units (and the ids it stored, tokens, latencies, endpoint health) to
   the driver through :meth:`poll`; the driver writes ``skipped.jsonl`` and ``errors.jsonl``.
 """
@@ -26,11 +26,11 @@ from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.errors import ServerError
-from tokenplan.runner.appendlog import ShardLog
 from tokenplan.runner.dispatch import Dispatcher, JobSettings
-from tokenplan.runner.fencing import Fence, Fenced, actor_prefix
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
+from tokenplan.runner.store.appendlog import ShardLog
+from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix
 
 
 @dataclass(frozen=True, slots=True)

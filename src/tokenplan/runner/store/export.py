@@ -1,5 +1,5 @@
 """Export the stored records of a run directory: one Parquet file
-(:mod:`tokenplan.runner.export_parquet`), one SpecForge training JSONL, or one OpenAI Batch API
+(:mod:`tokenplan.runner.store.export_parquet`), one SpecForge training JSONL, or one OpenAI Batch API
 output file.
 
 The training JSONL is what SpecForge's ``scripts/regenerate_train_data.py`` writes for a
@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from tokenplan.runner.appendlog import shard_paths
-from tokenplan.runner.export_parquet import export_parquet
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.export_parquet import export_parquet
+from tokenplan.runner.store.rundir import iter_records
 
 THINK_MARKERS = ("<think>", "</think>")  # as SpecForge's scripts/conversation_validation.py, case-insensitive
 

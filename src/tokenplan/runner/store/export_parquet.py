@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tokenplan.runner.appendlog import shard_paths
 from tokenplan.runner.json_columns import json_text, json_type
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.rundir import iter_records
 
 OWN_COLUMNS = ("id", "source_id", "sample_index", "model", "conversations", "turns")
 _INT64 = (-(2**63), 2**63 - 1)

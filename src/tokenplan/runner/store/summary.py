@@ -14,8 +14,8 @@ from typing import Any
 
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
-from tokenplan.runner.appendlog import shard_paths
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.rundir import iter_records
 
 
 @dataclass(frozen=True, slots=True)
