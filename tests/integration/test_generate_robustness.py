@@ -17,8 +17,7 @@ from tests.support.fault_server import FaultServerProcess
 
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.runner.store import appendlog as rundir_module
-from tokenplan.runner.store.appendlog import WriteFailed, shard_paths
-from tokenplan.runner.store.rundir import iter_records
+from tokenplan.runner.store.appendlog import WriteFailed, iter_records, shard_paths
 
 FAST = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2, "eject_after_failures": 1000}
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]

@@ -14,9 +14,8 @@ import pytest
 from tests.support.fault_server import FaultServerProcess
 
 from tokenplan.api.generate import GenerateRequest, generate
-from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.appendlog import iter_records, shard_paths
 from tokenplan.runner.store.export import export_run
-from tokenplan.runner.store.rundir import iter_records
 
 FAST = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2, "eject_after_failures": 1000}
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]

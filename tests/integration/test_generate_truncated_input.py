@@ -18,7 +18,7 @@ from tokenplan.api import generate as api_generate
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import RunDirError
 from tokenplan.runner.input.files import InputBroken
-from tokenplan.runner.store.rundir import iter_records
+from tokenplan.runner.store.appendlog import iter_records
 
 CLI = [sys.executable, "-c", "import sys; from tokenplan.cli import main; sys.argv[0] = 'tokenplan'; main()"]
 # 600 rows of ~260 bytes = ~156 KB decompressed: past the 64 KiB one read decodes, so rows before

@@ -44,6 +44,7 @@ from tokenplan.runner.requests import (
     request_body,
     run_unit,
     seed_for,
+    stored_record,
     work_units,
 )
 from tokenplan.runner.store.appendlog import WriteFailed
@@ -243,14 +244,7 @@ class Dispatcher:
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
             return
-        outcome.update(
-            source_id=unit.row.id,
-            sample_index=unit.sample_index,
-            model=self.job.model,
-            sampling=self._sampling_record,
-            source={"file": unit.row.source, "line": unit.row.line},
-        )
-        self.rundir.write_done(outcome)
+        self.rundir.write_done(stored_record(unit, outcome, self.job.model, self._sampling_record))
         self.progress.stored += 1
 
     async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:

@@ -34,7 +34,7 @@ def _read(tmp_path: Path, *lines: str) -> list[Row | Reject]:
 
 
 def _record(row: Row) -> dict:
-    """The record the runner stores for ``row`` (runner.requests.run_unit, then dispatch): the same
+    """The record the runner stores for ``row`` (runner.requests.stored_record): the same
     places for the row's values, with one generated answer."""
     conversations = [m.as_dict() for m in row.messages] + [{"role": "assistant", "content": "a"}]
     record = {

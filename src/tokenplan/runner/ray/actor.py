@@ -31,6 +31,7 @@ from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
 from tokenplan.runner.store.appendlog import ShardLog
 from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix
+from tokenplan.runner.store.record import OutputRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +92,15 @@ class FencedSink:
         self.skipped: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
 
-    def write_done(self, record: dict[str, Any]) -> None:
+    def write_done(self, record: OutputRecord) -> None:
         """Append one record while this epoch is current.
 
         Raises:
             Fenced: a newer run owns the directory; nothing was written.
         """
         with self.fence.holding():
-            self.shards.append(record)
-        self.stored.append(record["id"])
+            self.shards.append(record.to_json())
+        self.stored.append(record.id)
 
     def write_skipped(self, record: dict[str, Any]) -> None:
         self.skipped.append(record)

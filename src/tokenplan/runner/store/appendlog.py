@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -161,3 +162,25 @@ def write_whole(path: Path, data: bytes) -> None:
 def shard_paths(directory: Path) -> list[Path]:
     """The shard files of a run directory's ``shards/`` folder, in order."""
     return sorted(directory.glob("part-*.jsonl"))
+
+
+def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`;
+    ``damaged="skip"`` passes over a line that is not a record (a reader that must not repair).
+
+    Raises:
+        RunDirError: a line that is not a JSON object with an ``id`` (``damaged="raise"``).
+    """
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            try:
+                record = orjson.loads(raw)
+                if not isinstance(record, dict) or "id" not in record:
+                    raise ValueError("no 'id'")
+            except ValueError as problem:
+                if damaged == "skip":
+                    continue
+                raise RunDirError(
+                    f"{path}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
+                ) from None
+            yield line_no, record

@@ -34,17 +34,14 @@ dropped only when its exact id matches an earlier one (not merely its key).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import orjson
-
-from tokenplan.errors import RunDirError
-from tokenplan.runner.store.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths
+from tokenplan.runner.store.appendlog import AppendLog, ShardLog, WriteFailed, iter_records, shard_paths
 from tokenplan.runner.store.idset import IdSet
 from tokenplan.runner.store.manifest import check_manifest
+from tokenplan.runner.store.record import OutputRecord
 from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
 from tokenplan.runner.store.runlock import RunLock
 
@@ -118,10 +115,10 @@ class RunDir:
             lock.release()
             raise
 
-    def write_done(self, record: dict[str, Any]) -> None:
+    def write_done(self, record: OutputRecord) -> None:
         """Store one finished unit (its ``id`` must not be in ``done_ids``)."""
-        self.shards.append(record)
-        self.stats.done_ids.add(record["id"])
+        self.shards.append(record.to_json())
+        self.stats.done_ids.add(record.id)
 
     def write_skipped(self, record: dict[str, Any]) -> None:
         """Record a unit deliberately not generated; it counts as done."""
@@ -196,28 +193,6 @@ def cut_torn_tail(path: Path) -> int:
             end = start
         fh.truncate(keep)
         return size - keep
-
-
-def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`;
-    ``damaged="skip"`` passes over a line that is not a record (a reader that must not repair).
-
-    Raises:
-        RunDirError: a line that is not a JSON object with an ``id`` (``damaged="raise"``).
-    """
-    with open(path, "rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            try:
-                record = orjson.loads(raw)
-                if not isinstance(record, dict) or "id" not in record:
-                    raise ValueError("no 'id'")
-            except ValueError as problem:
-                if damaged == "skip":
-                    continue
-                raise RunDirError(
-                    f"{path}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
-                ) from None
-            yield line_no, record
 
 
 def _scan(files: list[tuple[Path, bool]]) -> ScanStats:
