@@ -36,8 +36,6 @@ SPLIT_PENDING = {
     "job/batching.py": 462,
     "job/evaluate.py": 466,
     "report/figures.py": 416,
-    "runner/dispatch.py": 413,
-    "runner/ray/driver.py": 414,
 }
 
 

@@ -424,10 +424,10 @@ def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, 
 
     from tokenplan.client.endpoints import PoolSettings
     from tokenplan.client.retry import RetryPolicy
-    from tokenplan.runner.dispatch import JobSettings
     from tokenplan.runner.input.rows import read_rows
     from tokenplan.runner.ray.actor import ActorConfig, GenerateActor
     from tokenplan.runner.requests import Sampling, work_units
+    from tokenplan.runner.spec import JobSettings
     from tokenplan.runner.store.fencing import advance_epoch
     from tokenplan.runner.store.manifest import check_manifest
 

@@ -40,7 +40,6 @@ from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError, allowed_from_validation
 from tokenplan.runner.backend import run, run_async
 from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
-from tokenplan.runner.dispatch import JobSettings
 from tokenplan.runner.dryrun import DryRun, dry_run
 from tokenplan.runner.finish import ExportSpec, finish_run
 from tokenplan.runner.input.files import check_readable, expand_inputs, file_name
@@ -51,7 +50,7 @@ from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
-from tokenplan.runner.spec import RunOutcome, RunSpec
+from tokenplan.runner.spec import JobSettings, RunOutcome, RunSpec
 from tokenplan.units import MAX_REQUEST_TOKENS
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one

@@ -21,14 +21,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
-from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
+from tokenplan.client.retry import RetriesExhausted, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
@@ -36,9 +33,6 @@ from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.refusals import Held, RefusalStreak
 from tokenplan.runner.requests import (
     Dropped,
-    Mode,
-    OnLength,
-    Sampling,
     Sent,
     WorkUnit,
     request_body,
@@ -47,6 +41,7 @@ from tokenplan.runner.requests import (
     stored_record,
     work_units,
 )
+from tokenplan.runner.spec import JobSettings, RunTally
 from tokenplan.runner.store.appendlog import WriteFailed
 from tokenplan.runner.store.rundir import RunDir
 
@@ -55,49 +50,6 @@ from tokenplan.runner.store.rundir import RunDir
 FATAL_STATUSES = frozenset({401, 403, 404, 422})
 # 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
 REFUSED_STATUSES = frozenset({400, 413})
-
-
-@dataclass(frozen=True, slots=True)
-class JobSettings:
-    """How each unit is generated.
-
-    Attributes:
-        model: the model name the servers serve.
-        mode: ``regenerate`` or ``complete``.
-        n: samples per row.
-        on_length, length_retries: the ``length`` finish policy.
-        sampling: parameters sent with every request.
-        stream: stream answers (measures TTFT; costs client CPU per token).
-        retry: retry policy per request.
-        deadline_s: limit on one request (seconds).
-        grace_s: how long in-flight units may finish after a stop (seconds).
-        max_answer_bytes: cap on one answer body (bytes); ``None``: 1 MiB + 1 KiB per max_tokens.
-    """
-
-    model: str
-    mode: Mode
-    n: int
-    on_length: OnLength
-    length_retries: int
-    sampling: Sampling
-    stream: bool
-    retry: RetryPolicy
-    deadline_s: float
-    grace_s: float
-    max_answer_bytes: int | None = None
-
-
-@dataclass(slots=True)
-class RunTally:
-    """What this run did: units seen, already done, and latencies of its requests (seconds)."""
-
-    units_seen: int = 0
-    already_done: int = 0
-    rejected_rows: int = 0
-    stopped: bool = False
-    latency_s: array = field(default_factory=lambda: array("d"))
-    ttft_s: array = field(default_factory=lambda: array("d"))
-    completion_tokens: array = field(default_factory=lambda: array("q"))
 
 
 class Dispatcher:
@@ -385,24 +337,3 @@ class Dispatcher:
     def _emit(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(), self.pool.healthy_count()))
-
-
-def summary_record(tally: RunTally) -> dict[str, Any]:
-    """Latency percentiles (ms) and completion-length histogram of this run's requests."""
-    import numpy as np
-
-    from tokenplan.client.metrics import distribution
-
-    e2e, ttft = distribution(tally.latency_s), distribution(tally.ttft_s)
-    tokens = np.frombuffer(tally.completion_tokens, dtype=np.int64) if len(tally.completion_tokens) else np.zeros(0)
-    edges = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 2**62]
-    counts, _ = np.histogram(tokens, bins=edges)
-    return {
-        "requests": len(tally.latency_s),
-        "latency_e2e": e2e.to_dict_ms() if e2e else None,
-        "latency_ttft": ttft.to_dict_ms() if ttft else None,
-        "completion_tokens_histogram": [
-            {"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None, "requests": int(c)}
-            for lo, hi, c in zip(edges, edges[1:], counts)
-        ],
-    }

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.dispatch import summary_record
 from tokenplan.runner.input.rows import count_units
-from tokenplan.runner.spec import RunOutcome, RunSpec
+from tokenplan.runner.spec import RunOutcome, RunSpec, RunTally
 from tokenplan.runner.store.appendlog import shard_paths, write_whole
 from tokenplan.runner.store.export import export_run
 from tokenplan.runner.store.invocations import record_invocation, run_totals
@@ -167,3 +166,24 @@ def count_outcomes(run_dir: Path) -> dict[str, int]:
         counts[kind] += records - len(lines)
         counts["duplicates"] += len(lines)
     return counts
+
+
+def summary_record(tally: RunTally) -> dict[str, Any]:
+    """Latency percentiles (ms) and completion-length histogram of this run's requests."""
+    import numpy as np
+
+    from tokenplan.client.metrics import distribution
+
+    e2e, ttft = distribution(tally.latency_s), distribution(tally.ttft_s)
+    tokens = np.frombuffer(tally.completion_tokens, dtype=np.int64) if len(tally.completion_tokens) else np.zeros(0)
+    edges = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 2**62]
+    counts, _ = np.histogram(tokens, bins=edges)
+    return {
+        "requests": len(tally.latency_s),
+        "latency_e2e": e2e.to_dict_ms() if e2e else None,
+        "latency_ttft": ttft.to_dict_ms() if ttft else None,
+        "completion_tokens_histogram": [
+            {"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None, "requests": int(c)}
+            for lo, hi, c in zip(edges, edges[1:], counts)
+        ],
+    }

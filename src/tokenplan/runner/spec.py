@@ -1,5 +1,6 @@
-"""One run of ``generate`` as the backends receive it (:class:`RunSpec`), what a backend hands
-back (:class:`RunOutcome`), and the two steps every backend takes after opening the run
+"""One run of ``generate`` as the backends receive it (:class:`RunSpec`, with :class:`JobSettings`:
+how each unit is generated), what a backend hands back (:class:`RunOutcome`, with the
+:class:`RunTally` of what it sent), and the two steps every backend takes after opening the run
 directory (:func:`duplicate_notes`, :func:`start_progress`).
 
 Its own module, below :mod:`tokenplan.runner.backend` (which picks a backend) and the backends
@@ -10,15 +11,60 @@ the selector.
 from __future__ import annotations
 
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tokenplan.client.endpoints import PoolSettings
-from tokenplan.runner.dispatch import JobSettings, RunTally
+from tokenplan.client.retry import RetryPolicy
 from tokenplan.runner.input.files import count_rows_or_none
 from tokenplan.runner.progress import Progress
+from tokenplan.runner.requests import Mode, OnLength, Sampling
 from tokenplan.runner.store.rundir import RunDir
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """How each unit is generated.
+
+    Attributes:
+        model: the model name the servers serve.
+        mode: ``regenerate`` or ``complete``.
+        n: samples per row.
+        on_length, length_retries: the ``length`` finish policy.
+        sampling: parameters sent with every request.
+        stream: stream answers (measures TTFT; costs client CPU per token).
+        retry: retry policy per request.
+        deadline_s: limit on one request (seconds).
+        grace_s: how long in-flight units may finish after a stop (seconds).
+        max_answer_bytes: cap on one answer body (bytes); ``None``: 1 MiB + 1 KiB per max_tokens.
+    """
+
+    model: str
+    mode: Mode
+    n: int
+    on_length: OnLength
+    length_retries: int
+    sampling: Sampling
+    stream: bool
+    retry: RetryPolicy
+    deadline_s: float
+    grace_s: float
+    max_answer_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class RunTally:
+    """What this run did: units seen, already done, and latencies of its requests (seconds)."""
+
+    units_seen: int = 0
+    already_done: int = 0
+    rejected_rows: int = 0
+    stopped: bool = False
+    latency_s: array = field(default_factory=lambda: array("d"))
+    ttft_s: array = field(default_factory=lambda: array("d"))
+    completion_tokens: array = field(default_factory=lambda: array("q"))
 
 
 @dataclass(frozen=True, slots=True)

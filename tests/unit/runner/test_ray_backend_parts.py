@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.dispatch import RunTally
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Message, Row
 from tokenplan.runner.ray.work import endpoint_shares, pending_units
+from tokenplan.runner.spec import RunTally
 from tokenplan.runner.store.appendlog import ShardLog
 from tokenplan.runner.store.fencing import (
     Fence,

@@ -26,9 +26,10 @@ from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.errors import ServerError
-from tokenplan.runner.dispatch import Dispatcher, JobSettings
+from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
+from tokenplan.runner.spec import JobSettings
 from tokenplan.runner.store.appendlog import ShardLog
 from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix
 from tokenplan.runner.store.record import OutputRecord

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import threading
 import time
 from collections import deque
@@ -31,13 +30,14 @@ from typing import Any
 
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.errors import InputError, ServerError
-from tokenplan.runner.dispatch import JobSettings, RunTally
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.ray.actor import ActorConfig, GenerateActor, Report
+from tokenplan.runner.ray.signals import StopOnSignals
 from tokenplan.runner.ray.work import endpoint_shares, pending_units
 from tokenplan.runner.requests import WorkUnit
+from tokenplan.runner.spec import JobSettings, RunTally
 from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix, stored_ids
 from tokenplan.runner.store.rundir import RunDir
 
@@ -151,7 +151,7 @@ class _Driver:
 
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
-        with _stop_on_signals(self.stop):
+        with StopOnSignals(self.stop):
             problems = self._spawn(shares)
             if len(problems) == len(shares):  # no endpoint of any actor is ready: as the local backend
                 self._finish()
@@ -188,7 +188,7 @@ class _Driver:
                 run.epoch,
                 index,
                 share[0],
-                _with_concurrency(run.pool, share[1]),
+                dataclasses.replace(run.pool, concurrency_per_endpoint=share[1]),
                 run.job,
                 run.api_key,
                 run.shard_max_bytes,
@@ -379,37 +379,3 @@ class _Driver:
                 f"{len(report.healthy)}/{len(slot.share[0])} endpoints up"
             )
         return (*lines, *self.gone)
-
-
-def _with_concurrency(settings: PoolSettings, concurrency: int) -> PoolSettings:
-    return PoolSettings(
-        concurrency,
-        settings.eject_after_failures,
-        settings.probe_interval_s,
-        settings.max_all_down_s,
-        settings.health_deadline_s,
-    )
-
-
-class _stop_on_signals:
-    """SIGINT/SIGTERM → ``stop``; a second one raises KeyboardInterrupt (main thread only); the
-    previous handlers come back on exit."""
-
-    def __init__(self, stop: threading.Event):
-        self.stop = stop
-        self.active = threading.current_thread() is threading.main_thread()
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> None:
-        if self.active:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._on_signal)
-
-    def _on_signal(self, *_: object) -> None:
-        if self.stop.is_set():
-            raise KeyboardInterrupt  # the second signal: stop at once (the actors end with the driver)
-        self.stop.set()
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)

@@ -53,7 +53,7 @@ class RunTotals:
 
 def record_invocation(run_dir: Path, entry: dict[str, Any]) -> None:
     """Append one invocation's figures (``elapsed_s``, ``requests``, ``output_tokens`` and
-    :func:`~tokenplan.runner.dispatch.summary_record`'s fields).
+    :func:`~tokenplan.runner.finish.summary_record`'s fields).
 
     Raises:
         WriteFailed: the line could not be written whole.
