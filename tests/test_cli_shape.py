@@ -31,7 +31,6 @@ SPLIT_PENDING = {
     "api/plan.py": 510,
     "bench/acceptance.py": 442,
     "calibration/fit.py": 417,
-    "client/answers.py": 422,
     "engines/base.py": 419,
     "job/batching.py": 462,
     "job/evaluate.py": 466,
