@@ -27,7 +27,6 @@ THIN_PENDING = {
 }
 SPLIT_PENDING = {
     "api/bench.py": 507,
-    "api/generate.py": 448,
     "api/plan.py": 510,
     "bench/acceptance.py": 442,
     "calibration/fit.py": 417,

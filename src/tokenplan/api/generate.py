@@ -40,29 +40,19 @@ from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError, allowed_from_validation
 from tokenplan.runner.backend import run, run_async
 from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
-from tokenplan.runner.dryrun import DryRun, dry_run
+from tokenplan.runner.dryrun import DryRun, default_tokenizer, dry_run
 from tokenplan.runner.finish import ExportSpec, finish_run
-from tokenplan.runner.input.files import check_readable, expand_inputs, file_name
-from tokenplan.runner.input.storable import Unstorable, check_fields
+from tokenplan.runner.input.files import check_readable, expand_inputs
 from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
-from tokenplan.runner.requests import Sampling
+from tokenplan.runner.requests import Sampling, extra_body_problem
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
-from tokenplan.runner.spec import JobSettings, RunOutcome, RunSpec
+from tokenplan.runner.spec import JobSettings, RunOutcome, RunSpec, job_identity
 from tokenplan.units import MAX_REQUEST_TOKENS
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
-# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
-# since a replaced `messages` would send other prompts than the records show.
-# max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
-OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
-EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.input.storable)
-CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
-# Sampling fields generate has an option for and records in every record's ``sampling``: set in
-# --extra-body, the request would send one value while the record states another.
-SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k"}
 # Bounds beyond the fields' own constraints, so that no value makes the run overflow, hang or send
 # something meaningless (issue 11): each is far past any real job, and finite.
 RANGES: dict[str, tuple[float, float]] = {
@@ -148,29 +138,9 @@ class GenerateRequest(BaseModel):
 
     @model_validator(mode="after")
     def _extra_body(self) -> GenerateRequest:
-        try:  # stored in every record and the manifest, sent in every request: it must encode exactly
-            check_fields(self.extra_body, "extra_body.", EXTRA_BODY_ENCLOSING)
-        except Unstorable as problem:
-            raise ValueError(f"a JSON object every record can hold; {problem}") from None
-        client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
-        if client:
-            raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
-        sampling = sorted(set(self.extra_body) & set(SAMPLING_OPTIONS))
-        if sampling:
-            raise ValueError(
-                f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
-                "each record states the sampling it was generated with)"
-            )
-        kwargs = self.extra_body.get("chat_template_kwargs")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise ValueError("chat_template_kwargs as an object of template arguments")
-        owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
-        if owned and not self.extra_body_override:
-            alias = " (max_tokens's other name: use --max-tokens)" if "max_completion_tokens" in owned else ""
-            raise ValueError(
-                f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
-                "(and records); add --extra-body-override to replace them anyway"
-            )
+        problem = extra_body_problem(self.extra_body, self.extra_body_override)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @classmethod
@@ -238,7 +208,7 @@ def check_request(request: GenerateRequest) -> Checked:
     notes += sampling_notes
     warnings += greedy_warnings(sampling, request.n)
     if request.export is not None:
-        kind = "a Parquet file path" if export_format(request) == "parquet" else "a JSONL file path"
+        kind = "a Parquet file path" if _export_spec(request).format == "parquet" else "a JSONL file path"
         check_output_file(request.export, "--export", kind)
     if not request.dry_run:
         check_run_dir(request.out_dir, "--out")
@@ -270,28 +240,6 @@ def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling
         request.generation_config,
         context,
     )
-
-
-def export_format(request: GenerateRequest) -> str:
-    """``parquet``, ``jsonl`` (SpecForge training file) or ``openai-batch``: ``export_format``,
-    else ``jsonl`` for a ``.jsonl`` path and ``parquet`` for any other."""
-    if request.export_format is not None:
-        return request.export_format
-    return "jsonl" if str(request.export).endswith(".jsonl") else "parquet"
-
-
-def _job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
-    """The configuration a run directory is bound to (what changes the outputs)."""
-    files = expand_inputs(request.inputs)
-    return {
-        "model": request.model,
-        "mode": request.mode,
-        "n": request.n,
-        "on_length": request.on_length,
-        "length_retries": request.length_retries,
-        "sampling": sampling.as_record(),
-        "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files],
-    }
 
 
 def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
@@ -374,7 +322,8 @@ def _prepare(request: GenerateRequest, on_warning: Callable[[str], None] | None)
 
 def _result(request: GenerateRequest, spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> GenerateResult:
     """Count what the run directory holds, export, and build the result (:func:`finish_run`)."""
-    finished, tally = finish_run(spec, outcome, _export_spec(request)), outcome.tally
+    export = None if request.export is None else _export_spec(request)
+    finished, tally = finish_run(spec, outcome, export), outcome.tally
     return GenerateResult(
         run_dir=outcome.run_dir,
         units_total=finished.units_total,
@@ -406,16 +355,17 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
     pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s, request.max_all_down_s)
+    job = job_settings(request, sampling)
     return RunSpec(
         backend=request.backend,
         out_dir=request.out_dir,
-        identity=_job_identity(request, sampling),
+        identity=job_identity(job, checked.files),
         force=request.force,
         shard_max_bytes=request.shard_max_bytes,
         files=checked.files,
         limit=request.limit,
         n=request.n,
-        job=job_settings(request, sampling),
+        job=job,
         endpoints=request.endpoints,
         pool=pool,
         api_key=checked.api_key,
@@ -427,10 +377,9 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
     )
 
 
-def _export_spec(request: GenerateRequest) -> ExportSpec | None:
-    if request.export is None:
-        return None
-    return ExportSpec(request.export, export_format(request), request.drop_length, request.require_think_close)
+def _export_spec(request: GenerateRequest) -> ExportSpec:
+    assert request.export is not None  # called for a request with an export only
+    return ExportSpec.of(request.export, request.export_format, request.drop_length, request.require_think_close)
 
 
 def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
@@ -441,8 +390,6 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
         InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
     """
     checked = check_request(request)
-    tokenizer = request.tokenizer
-    if tokenizer is None and (Path(request.model) / "tokenizer_config.json").is_file():
-        tokenizer = Path(request.model)
+    tokenizer = default_tokenizer(request.tokenizer, request.model)
     counts = dry_run(checked.files, request.mode, request.n, request.limit, tokenizer)
     return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes

@@ -120,3 +120,11 @@ def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transf
         return len(ids)
 
     return count
+
+
+def default_tokenizer(tokenizer: Path | None, model: str) -> Path | None:
+    """The tokenizer ``--dry-run`` counts prompt tokens with: ``tokenizer`` when given, else the
+    model when it is a local directory holding ``tokenizer_config.json``, else None (no counts)."""
+    if tokenizer is None and (Path(model) / "tokenizer_config.json").is_file():
+        return Path(model)
+    return tokenizer

@@ -36,6 +36,15 @@ class ExportSpec:
     drop_length: bool = False
     require_think_close: bool = False
 
+    @classmethod
+    def of(
+        cls, path: Path, fmt: str | None, drop_length: bool = False, require_think_close: bool = False
+    ) -> ExportSpec:
+        """The export to ``path`` in ``fmt``; without one, ``jsonl`` (a SpecForge training file)
+        for a ``.jsonl`` path and ``parquet`` for any other."""
+        fmt = fmt or ("jsonl" if str(path).endswith(".jsonl") else "parquet")
+        return cls(path, fmt, drop_length, require_think_close)
+
 
 @dataclass(frozen=True, slots=True)
 class Finished:

@@ -28,10 +28,22 @@ import orjson
 from tokenplan.client.openai import Completion
 from tokenplan.client.reasoning import THINK_OPEN
 from tokenplan.runner.input.shapes import Message, Row
+from tokenplan.runner.input.storable import Unstorable, check_fields
 from tokenplan.runner.store.record import OutputRecord, TurnRecord, TurnUsage
 
 Mode = Literal["regenerate", "complete"]
 OnLength = Literal["keep", "drop", "retry"]
+
+
+# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
+# since a replaced `messages` would send other prompts than the records show.
+# max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
+OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
+EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.input.storable)
+CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
+# Sampling fields generate has an option for and records in every record's ``sampling``: set in
+# --extra-body, the request would send one value while the record states another.
+SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,3 +345,35 @@ def _turn_record(sent: Sent, length_retries_used: int) -> TurnRecord:
         c.model,
         sent.max_tokens,
     )
+
+
+def extra_body_problem(extra_body: dict[str, Any], override: bool) -> str | None:
+    """Why ``--extra-body`` cannot be sent with every request and stated in every record, or None:
+    a value no record can hold (:func:`~tokenplan.runner.input.storable.check_fields`), a field the
+    client sets (:data:`CLIENT_FIELDS`), a sampling field with its own option
+    (:data:`SAMPLING_OPTIONS`), ``chat_template_kwargs`` that is not an object, or a field tokenplan
+    sets (:data:`OWNED_FIELDS`) without ``override``. The text completes "allowed: …"."""
+    try:  # stored in every record and the manifest, sent in every request: it must encode exactly
+        check_fields(extra_body, "extra_body.", EXTRA_BODY_ENCLOSING)
+    except Unstorable as problem:
+        return f"a JSON object every record can hold; {problem}"
+    client = sorted(set(extra_body) & set(CLIENT_FIELDS))
+    if client:
+        return f"extra_body may not set {', '.join(client)}: use --stream"
+    sampling = sorted(set(extra_body) & set(SAMPLING_OPTIONS))
+    if sampling:
+        return (
+            f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
+            "each record states the sampling it was generated with)"
+        )
+    kwargs = extra_body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        return "chat_template_kwargs as an object of template arguments"
+    owned = sorted(set(extra_body) & set(OWNED_FIELDS))
+    if owned and not override:
+        alias = " (max_tokens's other name: use --max-tokens)" if "max_completion_tokens" in owned else ""
+        return (
+            f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
+            "(and records); add --extra-body-override to replace them anyway"
+        )
+    return None

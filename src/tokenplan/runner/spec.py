@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.retry import RetryPolicy
-from tokenplan.runner.input.files import count_rows_or_none
+from tokenplan.runner.input.files import count_rows_or_none, file_name
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import Mode, OnLength, Sampling
 from tokenplan.runner.store.rundir import RunDir
@@ -140,3 +140,18 @@ def start_progress(spec: RunSpec, rundir: RunDir) -> Progress:
         done_before=len(rundir.done_ids),
         plan_output_tok_s=spec.plan_output_tok_s,
     )
+
+
+def job_identity(job: JobSettings, files: list[Path]) -> dict[str, Any]:
+    """The configuration a run directory is bound to (its manifest's ``job``: what changes the
+    outputs): the model, mode, samples per row, the ``length`` policy, the sampling as each record
+    states it, and each input file's name and size (bytes)."""
+    return {
+        "model": job.model,
+        "mode": job.mode,
+        "n": job.n,
+        "on_length": job.on_length,
+        "length_retries": job.length_retries,
+        "sampling": job.sampling.as_record(),
+        "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files],
+    }
