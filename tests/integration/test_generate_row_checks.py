@@ -206,7 +206,7 @@ def test_max_completion_tokens_in_extra_body_is_allowed_with_the_override(tmp_pa
     request = _request(
         tmp_path, "http://127.0.0.1:9/v1", extra_body={"max_completion_tokens": 9}, extra_body_override=True
     )
-    assert request.extra_body == {"max_completion_tokens": 9}
+    assert request.sampling.extra_body == {"max_completion_tokens": 9}
 
 
 def test_an_api_key_with_a_line_break_is_refused_by_name_before_anything_is_sent(tmp_path: Path) -> None:
