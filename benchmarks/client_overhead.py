@@ -213,7 +213,7 @@ def runner_unit(workdir: str, rows: int) -> dict:
 SCAN = """
 import json, resource, sys
 from pathlib import Path
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.store.rundir import RunDir
 start = resource.getrusage(resource.RUSAGE_SELF)
 run = RunDir.open(Path(sys.argv[1]), json.loads(sys.argv[2]))
 end = resource.getrusage(resource.RUSAGE_SELF)
@@ -255,7 +255,7 @@ def _store(run_dir: Path, rows: int, shard_bytes: int = 256 * 2**20) -> None:
 
 def rss_resume(workdir: str, rows: int, to_send: int) -> dict:
     from tokenplan.api.generate import GenerateRequest, check_request, run_spec
-    from tokenplan.runner.rundir import RunDir
+    from tokenplan.runner.store.rundir import RunDir
 
     data, run_dir = Path(workdir) / f"big-{rows}.jsonl", Path(workdir) / f"big-run-{rows}"
     _write_prompts(data, rows)

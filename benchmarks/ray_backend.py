@@ -128,9 +128,9 @@ def driver_read(workdir: str, rows: int) -> dict:
     """The driver's own input path: read, parse and anti-join ``rows`` rows (half already done)."""
     import time
 
-    from tokenplan.runner.dispatch import RunTally
-    from tokenplan.runner.ray_work import pending_units
-    from tokenplan.runner.rows import read_rows
+    from tokenplan.runner.input.rows import read_rows
+    from tokenplan.runner.ray.work import pending_units
+    from tokenplan.runner.spec import RunTally
 
     data = Path(workdir) / "read.jsonl"
     _write_prompts(data, rows)

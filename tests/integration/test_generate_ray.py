@@ -442,12 +442,12 @@ def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, 
 
     from tokenplan.client.endpoints import PoolSettings
     from tokenplan.client.retry import RetryPolicy
-    from tokenplan.runner.dispatch import JobSettings
-    from tokenplan.runner.fencing import advance_epoch
-    from tokenplan.runner.ray_actor import ActorConfig, GenerateActor
+    from tokenplan.runner.input.rows import read_rows
+    from tokenplan.runner.ray.actor import ActorConfig, GenerateActor
     from tokenplan.runner.requests import Sampling, work_units
-    from tokenplan.runner.rows import read_rows
-    from tokenplan.runner.rundir import check_manifest
+    from tokenplan.runner.spec import JobSettings
+    from tokenplan.runner.store.fencing import advance_epoch
+    from tokenplan.runner.store.manifest import check_manifest
 
     data = _input(tmp_path / "in.jsonl", 400)
     run_dir = tmp_path / "run"

@@ -16,8 +16,8 @@ import pytest
 from tests.support.fault_server import FaultServerProcess
 
 from tokenplan.api.generate import GenerateRequest, generate
-from tokenplan.runner import appendlog as rundir_module
-from tokenplan.runner.rundir import WriteFailed, iter_records, shard_paths
+from tokenplan.runner.store import appendlog as rundir_module
+from tokenplan.runner.store.appendlog import WriteFailed, iter_records, shard_paths
 
 FAST = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2, "eject_after_failures": 1000}
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
@@ -386,7 +386,7 @@ def test_a_plan_with_an_absurd_concurrency_is_refused(tmp_path: Path) -> None:
 
 def test_extra_body_may_replace_an_owned_field_when_the_user_says_so(tmp_path: Path) -> None:
     request = _request(tmp_path, "http://127.0.0.1:9/v1", extra_body={"max_tokens": 9}, extra_body_override=True)
-    assert request.extra_body == {"max_tokens": 9}
+    assert request.sampling.extra_body == {"max_tokens": 9}
 
 
 def test_an_input_file_whose_name_is_not_utf8_is_generated_and_exported(tmp_path: Path) -> None:

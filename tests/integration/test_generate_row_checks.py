@@ -14,8 +14,8 @@ import pytest
 from tests.support.fault_server import FaultServerProcess
 
 from tokenplan.api.generate import GenerateRequest, generate
-from tokenplan.runner.export import export_run
-from tokenplan.runner.rundir import iter_records, shard_paths
+from tokenplan.runner.store.appendlog import iter_records, shard_paths
+from tokenplan.runner.store.export import export_run
 
 FAST = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2, "eject_after_failures": 1000}
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
@@ -206,7 +206,7 @@ def test_max_completion_tokens_in_extra_body_is_allowed_with_the_override(tmp_pa
     request = _request(
         tmp_path, "http://127.0.0.1:9/v1", extra_body={"max_completion_tokens": 9}, extra_body_override=True
     )
-    assert request.extra_body == {"max_completion_tokens": 9}
+    assert request.sampling.extra_body == {"max_completion_tokens": 9}
 
 
 def test_an_api_key_with_a_line_break_is_refused_by_name_before_anything_is_sent(tmp_path: Path) -> None:

@@ -15,9 +15,11 @@ from tests.support.fault_server import FaultServerProcess, answer_for
 from tests.support.specforge_rules import parser_problem, validator_problem
 
 from tokenplan.api.generate import GenerateRequest, generate
-from tokenplan.runner.export import export_run, specforge_line
-from tokenplan.runner.rows import Row, read_rows
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.input.rows import read_rows
+from tokenplan.runner.input.shapes import Row
+from tokenplan.runner.store.appendlog import iter_records
+from tokenplan.runner.store.export import export_run, specforge_line
+from tokenplan.runner.store.record import stored_records
 
 TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 ROWS = [
@@ -272,10 +274,8 @@ def test_records_that_cannot_train_are_left_out_of_the_training_file_and_counted
     assert list(_lines(out)) == ["ok"]
     assert validator_problem(_lines(out)["ok"], expect_reasoning=True, strict_think_markers=True) is None
     # what the validator would have said had they been written
-    records = {
-        r["id"]: r for shard in sorted((tmp_path / "run" / "shards").glob("*.jsonl")) for _, r in iter_records(shard)
-    }
-    assert records["cut"]["turns"][0]["reasoning_truncated"] is True
+    records = {r.id: r for r in stored_records(tmp_path / "run")}
+    assert records["cut"].turns[0].reasoning_truncated is True
     assert validator_problem(specforge_line(records["cut"])) == "message 1 content must be a non-empty string"
     assert validator_problem(specforge_line(records["marker"]), strict_think_markers=True) == (
         "assistant message 1 contains a thinking marker"

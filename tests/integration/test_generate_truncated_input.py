@@ -17,8 +17,8 @@ from tests.support.fault_server import FaultServerProcess
 from tokenplan.api import generate as api_generate
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import RunDirError
-from tokenplan.runner.input_files import InputBroken
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.input.files import InputBroken
+from tokenplan.runner.store.appendlog import iter_records
 
 CLI = [sys.executable, "-c", "import sys; from tokenplan.cli import main; sys.argv[0] = 'tokenplan'; main()"]
 # 600 rows of ~260 bytes = ~156 KB decompressed: past the 64 KiB one read decodes, so rows before
@@ -131,7 +131,7 @@ def test_the_reader_raises_rather_than_rejecting_when_a_gz_input_breaks(tmp_path
         out.write("".join(json.dumps(r) + "\n" for r in ROWS).encode())
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
-    from tokenplan.runner.rows import read_rows
+    from tokenplan.runner.input.rows import read_rows
 
     got = []
     with pytest.raises(InputBroken) as broken:

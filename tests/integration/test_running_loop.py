@@ -22,7 +22,7 @@ from tests.support.fault_server import FaultServerProcess  # noqa: E402
 import tokenplan  # noqa: E402
 from tokenplan.api.bench import BenchRequest, bench  # noqa: E402
 from tokenplan.api.generate import GenerateRequest, generate  # noqa: E402
-from tokenplan.runner.rundir import iter_records, shard_paths  # noqa: E402
+from tokenplan.runner.store.appendlog import iter_records, shard_paths
 
 FAST = {"retry_base_delay_s": 0.01, "probe_interval_s": 0.2}
 ROWS = 4

@@ -5,7 +5,7 @@ Request in, typed result out (:class:`~tokenplan.bench.result.BenchOutcome`,
 :class:`~tokenplan.calibration.run_profile.FitOutcome`, each with ``to_json()``). The work lives on
 the floors below: probing the servers and choosing the prompts in :mod:`tokenplan.bench.probe`, the
 sweep in :mod:`tokenplan.bench.sweep`, the bench JSON in :mod:`tokenplan.bench.result`, a run
-directory's figures in :mod:`tokenplan.runner.run_summary`, the fits in
+directory's figures in :mod:`tokenplan.runner.store.summary`, the fits in
 :mod:`tokenplan.calibration.bench_fit`. Here the names are resolved: a level (or a run) becomes a
 :class:`~tokenplan.measurement.Measurement`, resolved to a :class:`~tokenplan.calibration.validate.Case`
 with the same ``api.resolve.resolve`` as ``tokenplan predict``.
@@ -40,7 +40,7 @@ from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
-from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
+from tokenplan.runner.store.summary import mean_prompt_tokens, read_run_summary
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Usage::
     print(result.stored, result.errors, result.accounting_ok)
 
 Rerunning the same request on the same ``out_dir`` continues where the last run stopped (see
-:mod:`tokenplan.runner.rundir`). The API key is read from the environment variable named by
+:mod:`tokenplan.runner.store.rundir`). The API key is read from the environment variable named by
 ``api_key_env`` (default: ``OPENAI_API_KEY`` when set; a local server needs none) and is never
 logged or written.
 
@@ -25,174 +25,30 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
 
 from tokenplan.api._generate_sampling import greedy_warnings, model_context  # noqa: F401 - re-exported
 from tokenplan.api._loop import loop_running, run_blocking
+from tokenplan.api.generate_request import GenerateRequest
 from tokenplan.api.generate_results import ExportError, GenerateResult  # noqa: F401 - re-exported
-from tokenplan.client.auth import api_key_from_env, url_problem
+from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.endpoints import PoolSettings
-from tokenplan.client.openai import public_url
 from tokenplan.client.retry import RetryPolicy, deadline_s
-from tokenplan.errors import InputError, allowed_from_validation
 from tokenplan.files.plan_hint import PlanHint, plan_model_mismatch, read_plan
-from tokenplan.runner.backend import RunOutcome, RunSpec, run, run_async
-from tokenplan.runner.defaults import SAMPLING_RANGES, job_sampling
-from tokenplan.runner.dispatch import JobSettings
-from tokenplan.runner.dryrun import DryRun, dry_run
+from tokenplan.runner.backend import run, run_async
+from tokenplan.runner.defaults import job_sampling
+from tokenplan.runner.dryrun import DryRun, default_tokenizer, dry_run
 from tokenplan.runner.finish import ExportSpec, finish_run
-from tokenplan.runner.input_files import check_readable, expand_inputs, file_name
+from tokenplan.runner.input.files import check_readable, expand_inputs
 from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
-from tokenplan.runner.storable import Unstorable, check_fields
-from tokenplan.units import MAX_REQUEST_TOKENS
+from tokenplan.runner.spec import JobSettings, RunOutcome, RunSpec, job_identity
 
 DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
-# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
-# since a replaced `messages` would send other prompts than the records show.
-# max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
-OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
-EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.storable)
-CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
-# Sampling fields generate has an option for and records in every record's ``sampling``: set in
-# --extra-body, the request would send one value while the record states another.
-SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k"}
-# Bounds beyond the fields' own constraints, so that no value makes the run overflow, hang or send
-# something meaningless (issue 11): each is far past any real job, and finite.
-RANGES: dict[str, tuple[float, float]] = {
-    "concurrency": (1, MAX_CONCURRENCY),
-    "max_tokens": (1, MAX_REQUEST_TOKENS),  # 16.8M tokens: above any model's context; keeps deadlines and caps finite
-    **SAMPLING_RANGES,  # temperature, top_p, top_k: the bounds a generation_config.json is held to as well
-    "seed": (0, 2**63 - 1),  # a 64-bit integer, as records store it and engines take it
-    "n": (1, 10_000),  # units per row; --n 1e8 built 1e8 units per row before the first was sent
-    "length_retries": (0, 100),
-    "max_attempts": (1, 1000),
-    "retry_base_delay_s": (0.0, 3600.0),
-    "deadline_s": (0.0, 7 * 86400.0),
-    "grace_s": (0.0, 86400.0),
-}
-
-
-class GenerateRequest(BaseModel):
-    """Everything ``generate`` needs; validated once (see :meth:`build`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    inputs: list[str] = Field(min_length=1)
-    out_dir: Path
-    endpoints: list[str] = Field(min_length=1, repr=False)  # may hold user:password@ or ?key=: not in a repr
-    model: str = Field(min_length=1)
-    mode: Literal["regenerate", "complete"] = "regenerate"
-    concurrency: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int | None = Field(default=None, ge=1)  # None: the plan's cap, else runner.defaults' default
-    temperature: float | None = Field(default=None, ge=0.0)  # None: generation_config.json, else 0
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = Field(default=None, ge=1)
-    seed: int | None = 0  # None: no seed is sent (--no-seed: a server that refuses the field)
-    thinking: Literal["on", "off"] | None = None
-    on_length: Literal["keep", "drop", "retry"] = "keep"
-    length_retries: int = Field(default=2, ge=0)
-    n: int = Field(default=1, ge=1)
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-    extra_body_override: bool = False  # let extra_body replace OWNED_FIELDS (said so by the user)
-    max_answer_bytes: int | None = Field(default=None, ge=1024)
-    plan: Path | None = None
-    export: Path | None = None
-    export_format: Literal["parquet", "jsonl", "openai-batch"] | None = None  # None: from the suffix
-    drop_length: bool = False  # --export: leave out records with a length-cut turn
-    require_think_close: bool = False  # --export: leave out records whose thinking was cut before </think>
-    generation_config: Path | None = None  # a generation_config.json (or its model directory)
-    limit: int | None = Field(default=None, ge=1)  # only the first N usable rows (a trial run)
-    progress_every_s: float | None = Field(default=None, gt=0)  # rolling summary.json every S seconds
-    dry_run: bool = False  # count rows, turns (and prompt tokens) and send nothing: see runner.dryrun
-    tokenizer: Path | None = None  # for --dry-run's prompt tokens; None: --model when it is a local directory
-    force: bool = False
-    retry_skipped: bool = False  # send the units of skipped.jsonl again (runner.rundir.set_aside_skipped)
-    api_key_env: str | None = None  # None: $OPENAI_API_KEY if set; a named variable must be set
-    stream: bool = False
-    max_attempts: int = Field(default=6, ge=1)
-    retry_base_delay_s: float = Field(default=1.0, ge=0)
-    deadline_s: float | None = Field(default=None, gt=0)
-    grace_s: float = Field(default=30.0, ge=0)
-    shard_max_bytes: int = Field(default=256 * 2**20, ge=1)
-    eject_after_failures: int = Field(default=5, ge=1)
-    probe_interval_s: float = Field(default=5.0, gt=0)
-    max_all_down_s: float = Field(default=600.0, gt=0)
-    backend: Literal["local", "ray"] = "local"  # ray: an actor pool on a Ray cluster (runner.ray_backend)
-    ray_address: str | None = None  # None: a cluster this process joins or starts (ray.init)
-    actors: int = Field(default=2, ge=1, le=10_000)  # Ray actors (each a client process)
-
-    @field_validator("endpoints")
-    @classmethod
-    def _urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            problem = url_problem(url)
-            if problem:
-                raise ValueError(f"http(s) base URLs such as http://127.0.0.1:8000/v1; {public_url(url)!r}: {problem}")
-        return urls
-
-    @field_validator(*RANGES)
-    @classmethod
-    def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
-        assert info.field_name is not None  # a field validator runs on a named field
-        low, high = RANGES[info.field_name]
-        if value is not None and not low <= value <= high:  # also refuses nan
-            raise ValueError(f"a number from {low:,} to {high:,}")
-        return value
-
-    @model_validator(mode="after")
-    def _extra_body(self) -> GenerateRequest:
-        try:  # stored in every record and the manifest, sent in every request: it must encode exactly
-            check_fields(self.extra_body, "extra_body.", EXTRA_BODY_ENCLOSING)
-        except Unstorable as problem:
-            raise ValueError(f"a JSON object every record can hold; {problem}") from None
-        client = sorted(set(self.extra_body) & set(CLIENT_FIELDS))
-        if client:
-            raise ValueError(f"extra_body may not set {', '.join(client)}: use --stream")
-        sampling = sorted(set(self.extra_body) & set(SAMPLING_OPTIONS))
-        if sampling:
-            raise ValueError(
-                f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
-                "each record states the sampling it was generated with)"
-            )
-        kwargs = self.extra_body.get("chat_template_kwargs")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise ValueError("chat_template_kwargs as an object of template arguments")
-        owned = sorted(set(self.extra_body) & set(OWNED_FIELDS))
-        if owned and not self.extra_body_override:
-            alias = " (max_tokens's other name: use --max-tokens)" if "max_completion_tokens" in owned else ""
-            raise ValueError(
-                f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
-                "(and records); add --extra-body-override to replace them anyway"
-            )
-        return self
-
-    @classmethod
-    def build(cls, **options: Any) -> GenerateRequest:
-        """Validate ``options``.
-
-        Raises:
-            InputError: naming the first bad option, its value and what is allowed.
-        """
-        try:
-            return cls(**options)
-        except ValidationError as problem:
-            error = problem.errors()[0]
-            field_name = ".".join(str(p) for p in error["loc"]) or "extra_body"  # the one model-level check
-            field_name = {"export_format": "format"}.get(field_name, field_name)  # the CLI's --format
-            value = error.get("input")
-            if field_name == "endpoints" or field_name.startswith("endpoints."):
-                value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
-            elif isinstance(value, dict) and "extra_body" in value:
-                value = value["extra_body"]
-                value = value if len(repr(value)) <= 200 else repr(value)[:200] + "…"  # e.g. nested 300 deep
-            raise InputError(field_name, value, allowed_from_validation(error)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +93,10 @@ def check_request(request: GenerateRequest) -> Checked:
     sampling, sampling_notes = resolve_sampling(request, hint)
     notes += sampling_notes
     warnings += greedy_warnings(sampling, request.n)
-    if request.export is not None:
-        kind = "a Parquet file path" if export_format(request) == "parquet" else "a JSONL file path"
-        check_output_file(request.export, "--export", kind)
+    export = _export_spec(request)
+    if export is not None:
+        kind = "a Parquet file path" if export.format == "parquet" else "a JSONL file path"
+        check_output_file(export.path, "--export", kind)
     if not request.dry_run:
         check_run_dir(request.out_dir, "--out")
     return Checked(files, api_key, hint, notes, warnings, sampling)
@@ -253,45 +110,19 @@ def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling
         InputError: an unreadable ``generation_config``, or an ``extra_body`` whose nested values
             contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
     """
-    given = {
-        "max_tokens": request.max_tokens,
-        "temperature": request.temperature,
-        "top_p": request.top_p,
-        "top_k": request.top_k,
-    }
-    context = model_context(request.model) if request.max_tokens is None and hint.max_tokens is None else None
+    options = request.sampling
+    given = options.model_dump(include={"max_tokens", "temperature", "top_p", "top_k"})
+    context = model_context(request.model) if options.max_tokens is None and hint.max_tokens is None else None
     return job_sampling(
         request.model,
         given,
-        request.seed,
-        request.thinking,
-        request.extra_body,
+        options.seed,
+        options.thinking,
+        options.extra_body,
         (hint.max_tokens, request.plan),
-        request.generation_config,
+        options.generation_config,
         context,
     )
-
-
-def export_format(request: GenerateRequest) -> str:
-    """``parquet``, ``jsonl`` (SpecForge training file) or ``openai-batch``: ``export_format``,
-    else ``jsonl`` for a ``.jsonl`` path and ``parquet`` for any other."""
-    if request.export_format is not None:
-        return request.export_format
-    return "jsonl" if str(request.export).endswith(".jsonl") else "parquet"
-
-
-def _job_identity(request: GenerateRequest, sampling: Sampling) -> dict[str, Any]:
-    """The configuration a run directory is bound to (what changes the outputs)."""
-    files = expand_inputs(request.inputs)
-    return {
-        "model": request.model,
-        "mode": request.mode,
-        "n": request.n,
-        "on_length": request.on_length,
-        "length_retries": request.length_retries,
-        "sampling": sampling.as_record(),
-        "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files],
-    }
 
 
 def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
@@ -304,11 +135,11 @@ def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
         request.on_length,
         request.length_retries,
         sampling,
-        request.stream,
-        RetryPolicy(request.max_attempts, request.retry_base_delay_s),
-        request.deadline_s or deadline_s(sampling.max_tokens),
-        request.grace_s,
-        request.max_answer_bytes,
+        request.sending.stream,
+        RetryPolicy(request.sending.max_attempts, request.sending.retry_base_delay_s),
+        request.sending.deadline_s or deadline_s(sampling.max_tokens),
+        request.sending.grace_s,
+        request.sending.max_answer_bytes,
     )
 
 
@@ -400,37 +231,45 @@ def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> Ru
     concurrency per endpoint is ``--concurrency``, else the plan's, else :data:`DEFAULT_CONCURRENCY`,
     and a note in ``notes`` says which when the user gave none."""
     hint = checked.hint
-    concurrency = request.concurrency or hint.concurrency_per_endpoint or DEFAULT_CONCURRENCY
-    if request.concurrency is None:
+    concurrency = request.sending.concurrency or hint.concurrency_per_endpoint or DEFAULT_CONCURRENCY
+    if request.sending.concurrency is None:
         source = "the plan" if hint.concurrency_per_endpoint else "the default"
         notes.append(f"concurrency {concurrency} per endpoint ({source})")
     sampling = checked.sampling or resolve_sampling(request, hint)[0]
-    pool = PoolSettings(concurrency, request.eject_after_failures, request.probe_interval_s, request.max_all_down_s)
+    pool = PoolSettings(
+        concurrency,
+        request.sending.eject_after_failures,
+        request.sending.probe_interval_s,
+        request.sending.max_all_down_s,
+    )
+    job = job_settings(request, sampling)
     return RunSpec(
-        backend=request.backend,
+        backend=request.ray.backend,
         out_dir=request.out_dir,
-        identity=_job_identity(request, sampling),
+        identity=job_identity(job, checked.files),
         force=request.force,
         shard_max_bytes=request.shard_max_bytes,
         files=checked.files,
         limit=request.limit,
         n=request.n,
-        job=job_settings(request, sampling),
+        job=job,
         endpoints=request.endpoints,
         pool=pool,
         api_key=checked.api_key,
         progress_every_s=request.progress_every_s,
         plan_output_tok_s=hint.output_tok_s_total,
-        actors=request.actors,
-        ray_address=request.ray_address,
+        actors=request.ray.actors,
+        ray_address=request.ray.ray_address,
         retry_skipped=request.retry_skipped,
     )
 
 
 def _export_spec(request: GenerateRequest) -> ExportSpec | None:
-    if request.export is None:
+    """``--export`` as the runner takes it (None: no export)."""
+    export = request.export
+    if export.path is None:
         return None
-    return ExportSpec(request.export, export_format(request), request.drop_length, request.require_think_close)
+    return ExportSpec.of(export.path, export.format, export.drop_length, export.require_think_close)
 
 
 def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
@@ -441,8 +280,6 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
         InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
     """
     checked = check_request(request)
-    tokenizer = request.tokenizer
-    if tokenizer is None and (Path(request.model) / "tokenizer_config.json").is_file():
-        tokenizer = Path(request.model)
+    tokenizer = default_tokenizer(request.tokenizer, request.model)
     counts = dry_run(checked.files, request.mode, request.n, request.limit, tokenizer)
     return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes

@@ -1,7 +1,7 @@
 """What a server answered, validated once at the client boundary.
 
-Every chat answer passes through :func:`parse_whole` (one JSON body) or :class:`StreamAccumulator`
-(SSE chunks); either gives a :class:`Completion` whose fields have the types they claim, or raises
+Every chat answer passes through :func:`parse_whole` (one JSON body) or
+:class:`~tokenplan.client.stream.StreamAccumulator` (SSE chunks); either gives a :class:`Completion` whose fields have the types they claim, or raises
 :class:`RequestFailed` of kind ``"protocol"`` carrying an excerpt of what came back. Nothing else
 in tokenplan looks at raw answers, so a malformed field can neither crash the runner nor be
 stored and break ``--export`` later.
@@ -24,7 +24,6 @@ import orjson
 
 from tokenplan.client.auth import redact
 from tokenplan.client.reasoning import HarmonyError, split_reasoning
-from tokenplan.client.sse import SSELines  # noqa: F401 - re-exported: the client's stream reader
 
 FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
 
@@ -82,7 +81,7 @@ class Completion:
     ``content`` is the answer without reasoning; ``reasoning`` the thinking text, from whichever
     field the engine used (:mod:`tokenplan.client.reasoning`), or ``None``. ``finish_reason`` is
     the server's, one of :data:`TERMINAL_FINISH_REASONS` for an answer from :func:`parse_whole` or
-    :class:`StreamAccumulator`; ``usage`` is ``None`` if the server sent none. ``spec_verify_ct``
+    :class:`~tokenplan.client.stream.StreamAccumulator`; ``usage`` is ``None`` if the server sent none. ``spec_verify_ct``
     is the number of speculative verification steps the server says the answer took (SGLang's
     ``meta_info.spec_verify_ct``, see :func:`verify_count`), ``None`` where it says nothing.
     """
@@ -184,7 +183,8 @@ def _message_in(body: Any) -> str | None:
     return None
 
 
-def _fail(detail: str, received: bytes | str | None = None) -> RequestFailed:
+def protocol_failure(detail: str, received: bytes | str | None = None) -> RequestFailed:
+    """A ``protocol`` failure saying ``detail``, with an excerpt of what was ``received``."""
     return RequestFailed("protocol", detail, received=None if received is None else excerpt(received))
 
 
@@ -197,9 +197,9 @@ def json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(raw)
     except ValueError:
-        raise _fail("answer is not JSON", raw) from None
+        raise protocol_failure("answer is not JSON", raw) from None
     if not isinstance(data, dict):
-        raise _fail("answer is not a JSON object", raw)
+        raise protocol_failure("answer is not a JSON object", raw)
     return data
 
 
@@ -209,7 +209,7 @@ def _count(value: Any, field: str, raw: bytes) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_TOKEN_COUNT:
-        raise _fail(f"{field} is {value!r}, not a token count (an integer from 0 to 2^40)", raw)
+        raise protocol_failure(f"{field} is {value!r}, not a token count (an integer from 0 to 2^40)", raw)
     return value
 
 
@@ -222,10 +222,10 @@ def parse_usage(value: Any, raw: bytes) -> Usage | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise _fail(f"usage is {type(value).__name__}, not an object", raw)
+        raise protocol_failure(f"usage is {type(value).__name__}, not an object", raw)
     details = value.get("completion_tokens_details")
     if details is not None and not isinstance(details, dict):
-        raise _fail("usage.completion_tokens_details is not an object", raw)
+        raise protocol_failure("usage.completion_tokens_details is not an object", raw)
     reasoning = None if details is None else details.get("reasoning_tokens")
     return Usage(
         _count(value.get("prompt_tokens"), "usage.prompt_tokens", raw),
@@ -243,15 +243,20 @@ def verify_count(data: Mapping[str, Any], raw: bytes) -> int | None:
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
     meta = data.get("meta_info", first.get("meta_info"))
     if meta is not None and not isinstance(meta, dict):
-        raise _fail(f"meta_info is {type(meta).__name__}, not an object", raw)
+        raise protocol_failure(f"meta_info is {type(meta).__name__}, not an object", raw)
     value = (meta or {}).get("spec_verify_ct")
     return None if value is None else _count(value, "meta_info.spec_verify_ct", raw)
 
 
-def _text_field(container: Mapping[str, Any], key: str, where: str, raw: bytes) -> str | None:
+def text_field(container: Mapping[str, Any], key: str, where: str, raw: bytes) -> str | None:
+    """``container[key]`` when it is text or absent (None).
+
+    Raises:
+        RequestFailed: ``protocol``, naming ``where.key``, for a value of another type.
+    """
     value = container.get(key)
     if value is not None and not isinstance(value, str):
-        raise _fail(f"{where}.{key} is {type(value).__name__}, not a string", raw)
+        raise protocol_failure(f"{where}.{key} is {type(value).__name__}, not a string", raw)
     return value
 
 
@@ -263,14 +268,15 @@ def check_finish(reason: Any, raw: bytes | str) -> str:
     """
     if isinstance(reason, str) and reason in TERMINAL_FINISH_REASONS:
         return reason
-    raise _fail(
+    raise protocol_failure(
         f"finish_reason {reason!r} does not end a complete answer "
         f"(allowed: {', '.join(sorted(TERMINAL_FINISH_REASONS))})",
         raw,
     )
 
 
-def _model(data: Mapping[str, Any]) -> str | None:
+def answer_model(data: Mapping[str, Any]) -> str | None:
+    """The model the answer names, or None when it names none as text."""
     model = data.get("model")
     return model if isinstance(model, str) else None
 
@@ -283,22 +289,22 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
     """
     data = json_object(raw)
     if data.get("error") is not None:
-        raise _fail(f"error in a 200 answer: {error_message(raw, 'no message')}", raw)
+        raise protocol_failure(f"error in a 200 answer: {error_message(raw, 'no message')}", raw)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _fail("answer has no choices", raw)
+        raise protocol_failure("answer has no choices", raw)
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):
-        raise _fail("choices[0] has no 'message' object", raw)
+        raise protocol_failure("choices[0] has no 'message' object", raw)
     for key in ("content", "reasoning_content", "reasoning"):
         value = message.get(key)
         if value is not None and not isinstance(value, str):
-            _text_field(message, key, "choices[0].message", raw)  # raises, naming the field
+            text_field(message, key, "choices[0].message", raw)  # raises, naming the field
     usage = parse_usage(data.get("usage"), raw)
     finish = check_finish(choice.get("finish_reason"), raw)
-    content, reasoning = _answer_text(message, finish, usage, raw)
-    return Completion(content, reasoning, finish, usage, timings, _model(data), verify_count(data, raw))
+    content, reasoning = answer_text(message, finish, usage, raw)
+    return Completion(content, reasoning, finish, usage, timings, answer_model(data), verify_count(data, raw))
 
 
 # Finishes that say the answer is complete text; one of them with no text at all lost it on the way.
@@ -308,7 +314,7 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
 _COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence"})
 
 
-def _answer_text(
+def answer_text(
     message: Mapping[str, Any], finish: str, usage: Usage | None, raw: bytes | str
 ) -> tuple[str, str | None]:
     """``(content, reasoning)`` of a finished answer, refused when it holds no answer at all.
@@ -322,101 +328,11 @@ def _answer_text(
     try:
         content, reasoning = split_reasoning(message, finish)
     except HarmonyError as problem:
-        raise _fail(f"gpt-oss Harmony output in content: {problem}", raw) from None
+        raise protocol_failure(f"gpt-oss Harmony output in content: {problem}", raw) from None
     if not content and not reasoning and finish in _COMPLETE_FINISHES:
         given = "null" if message.get("content") is None else "empty"
         tokens = "not reported" if usage is None else f"{usage.completion_tokens:,}"
-        raise _fail(
+        raise protocol_failure(
             f"empty answer: content {given}, no reasoning, finish_reason {finish!r}, completion_tokens {tokens}", raw
         )
     return content, reasoning
-
-
-class StreamAccumulator:
-    """Joins the SSE chunks of one streamed chat completion, validating each."""
-
-    def __init__(self) -> None:
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.chunk_times_s: list[float] = []
-        self.finish_reason: Any = None
-        self.usage: Usage | None = None
-        self.model: str | None = None
-        self.verify_ct: int | None = None
-        self.done = False
-        self.last: bytes = b""
-
-    def feed(self, data: bytes, now_s: float) -> bool:
-        """Take one ``data:`` payload; return True at ``[DONE]``. Empty payloads are skipped.
-
-        Raises:
-            RequestFailed: ``protocol``, for a chunk that is not a well-formed completion chunk.
-        """
-        if not data:
-            return False
-        if data == b"[DONE]":
-            self.done = True
-            return True
-        self.last = data
-        chunk = json_object(data)
-        if chunk.get("error") is not None:
-            raise _fail(f"error event in stream: {error_message(data, 'no message')}", data)
-        self.model = _model(chunk) or self.model
-        if chunk.get("usage") is not None:
-            self.usage = parse_usage(chunk["usage"], data)
-        if (verify := verify_count(chunk, data)) is not None:  # the last chunk carrying one wins
-            self.verify_ct = verify
-        choices = chunk.get("choices")
-        if choices is not None and not isinstance(choices, list):
-            raise _fail("chunk choices is not a list", data)
-        for choice in choices or ():
-            self._take(choice, data, now_s)
-        return False
-
-    def _take(self, choice: Any, data: bytes, now_s: float) -> None:
-        if not isinstance(choice, dict):
-            raise _fail("chunk choice is not an object", data)
-        delta = choice.get("delta")
-        if delta is not None and not isinstance(delta, dict):
-            raise _fail("choices[].delta is not an object", data)
-        delta = delta or {}
-        text = _text_field(delta, "content", "delta", data)
-        thought = _text_field(delta, "reasoning_content", "delta", data) or _text_field(
-            delta, "reasoning", "delta", data
-        )
-        if text:
-            self.content.append(text)
-        if thought:
-            self.reasoning.append(thought)
-        if text or thought:
-            self.chunk_times_s.append(now_s)
-        if choice.get("finish_reason") is not None:
-            self.finish_reason = choice["finish_reason"]
-
-    def completion(self, sent_s: float, done_s: float) -> Completion:
-        """The joined answer.
-
-        Raises:
-            RequestFailed: ``protocol``, when the stream ended without a terminal finish_reason.
-        """
-        if self.finish_reason is None:
-            how = "[DONE]" if self.done else "the end of the stream"
-            raise _fail(
-                f"stream reached {how} without a finish_reason after {len(self.chunk_times_s)} chunks with text",
-                self.last or b"",
-            )
-        finish = check_finish(self.finish_reason, self.last)
-        message = {
-            "content": "".join(self.content) if self.content else None,
-            "reasoning_content": "".join(self.reasoning),
-        }
-        content, reasoning = _answer_text(message, finish, self.usage, self.last)
-        return Completion(
-            content,
-            reasoning,
-            finish,
-            self.usage,
-            Timings(sent_s, done_s, tuple(self.chunk_times_s)),
-            self.model,
-            self.verify_ct,
-        )

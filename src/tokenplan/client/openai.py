@@ -38,8 +38,6 @@ from yarl import URL
 from tokenplan.client.answers import (
     Completion,
     RequestFailed,
-    SSELines,
-    StreamAccumulator,
     Timings,
     Usage,
     answer_bytes_cap,
@@ -48,6 +46,8 @@ from tokenplan.client.answers import (
     parse_whole,
 )
 from tokenplan.client.auth import Redactor, basic_token, display_url
+from tokenplan.client.sse import SSELines
+from tokenplan.client.stream import StreamAccumulator
 
 __all__ = ["Completion", "OpenAIClient", "RequestFailed", "Timings", "Usage"]
 _SSELines = SSELines  # the name the SSE tests import

@@ -23,7 +23,7 @@ Order, first wins, per value:
    top_p 0.95, top_k 20 in thinking mode, https://huggingface.co/Qwen/Qwen3-8B).
 
 A Batch input line's own ``body`` fields override all of these for that row
-(:attr:`tokenplan.runner.row_shapes.Row.overrides`).
+(:attr:`tokenplan.runner.input.shapes.Row.overrides`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ rows it refused go to ``errors.jsonl``, not final, and the next run sends them a
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
-A write that fails (:class:`~tokenplan.runner.rundir.WriteFailed`: disk full, file size limit)
+A write that fails (:class:`~tokenplan.runner.store.rundir.WriteFailed`: disk full, file size limit)
 stops the run the same way, without the grace (no answer could be stored), and is raised.
 """
 
@@ -21,82 +21,35 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from array import array
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
-from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries, deadline_s
+from tokenplan.client.retry import RetriesExhausted, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
-from tokenplan.runner.appendlog import WriteFailed
+from tokenplan.runner.input.rows import Reject
+from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.refusals import Held, RefusalStreak
 from tokenplan.runner.requests import (
     Dropped,
-    Mode,
-    OnLength,
-    Sampling,
     Sent,
     WorkUnit,
     request_body,
     run_unit,
     seed_for,
+    stored_record,
     work_units,
 )
-from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.spec import JobSettings, RunTally
+from tokenplan.runner.store.appendlog import WriteFailed
+from tokenplan.runner.store.rundir import RunDir
 
 # 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
 # `transformers serve` refuses top_k) — all concern every request, so they end the run.
 FATAL_STATUSES = frozenset({401, 403, 404, 422})
 # 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
 REFUSED_STATUSES = frozenset({400, 413})
-
-
-@dataclass(frozen=True, slots=True)
-class JobSettings:
-    """How each unit is generated.
-
-    Attributes:
-        model: the model name the servers serve.
-        mode: ``regenerate`` or ``complete``.
-        n: samples per row.
-        on_length, length_retries: the ``length`` finish policy.
-        sampling: parameters sent with every request.
-        stream: stream answers (measures TTFT; costs client CPU per token).
-        retry: retry policy per request.
-        deadline_s: limit on one request (seconds).
-        grace_s: how long in-flight units may finish after a stop (seconds).
-        max_answer_bytes: cap on one answer body (bytes); ``None``: 1 MiB + 1 KiB per max_tokens.
-    """
-
-    model: str
-    mode: Mode
-    n: int
-    on_length: OnLength
-    length_retries: int
-    sampling: Sampling
-    stream: bool
-    retry: RetryPolicy
-    deadline_s: float
-    grace_s: float
-    max_answer_bytes: int | None = None
-
-
-@dataclass(slots=True)
-class RunTally:
-    """What this run did: units seen, already done, and latencies of its requests (seconds)."""
-
-    units_seen: int = 0
-    already_done: int = 0
-    rejected_rows: int = 0
-    stopped: bool = False
-    latency_s: array = field(default_factory=lambda: array("d"))
-    ttft_s: array = field(default_factory=lambda: array("d"))
-    completion_tokens: array = field(default_factory=lambda: array("q"))
 
 
 class Dispatcher:
@@ -243,14 +196,7 @@ class Dispatcher:
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
             return
-        outcome.update(
-            source_id=unit.row.id,
-            sample_index=unit.sample_index,
-            model=self.job.model,
-            sampling=self._sampling_record,
-            source={"file": unit.row.source, "line": unit.row.line},
-        )
-        self.rundir.write_done(outcome)
+        self.rundir.write_done(stored_record(unit, outcome, self.job.model, self._sampling_record))
         self.progress.stored += 1
 
     async def _send(self, unit: WorkUnit, messages: list[dict[str, str]], turn: int, retry: int) -> Sent:
@@ -391,23 +337,3 @@ class Dispatcher:
     def _emit(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(), self.pool.healthy_count()))
-
-
-def summary_record(tally: RunTally) -> dict[str, Any]:
-    """Latency percentiles (ms) and completion-length histogram of this run's requests."""
-    from tokenplan.client.metrics import distribution
-
-    e2e, ttft = distribution(tally.latency_s), distribution(tally.ttft_s)
-    edges = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 2**62]
-    counts = [0] * (len(edges) - 1)
-    for tokens in tally.completion_tokens:  # bin i holds edges[i] <= tokens < edges[i + 1]
-        counts[min(max(bisect_right(edges, tokens) - 1, 0), len(counts) - 1)] += 1
-    return {
-        "requests": len(tally.latency_s),
-        "latency_e2e": e2e.to_dict_ms() if e2e else None,
-        "latency_ttft": ttft.to_dict_ms() if ttft else None,
-        "completion_tokens_histogram": [
-            {"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None, "requests": int(c)}
-            for lo, hi, c in zip(edges, edges[1:], counts)
-        ],
-    }

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import InputError
+from tokenplan.runner.input.rows import limited, read_rows
+from tokenplan.runner.input.shapes import Message, Row
 from tokenplan.runner.requests import Mode, prompt_prefixes
-from tokenplan.runner.rows import Message, Row, limited, read_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +120,11 @@ def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transf
         return len(ids)
 
     return count
+
+
+def default_tokenizer(tokenizer: Path | None, model: str) -> Path | None:
+    """The tokenizer ``--dry-run`` counts prompt tokens with: ``tokenizer`` when given, else the
+    model when it is a local directory holding ``tokenizer_config.json``, else None (no counts)."""
+    if tokenizer is None and (Path(model) / "tokenizer_config.json").is_file():
+        return Path(model)
+    return tokenizer

@@ -3,7 +3,7 @@ check it against the input, write ``summary.json`` and, when asked, the export.
 
 The counts are read back from the files (:func:`count_outcomes`), independently of the run's own
 counters; the throughput and latency figures are the run's over all its invocations
-(:mod:`tokenplan.runner.invocations`), this invocation's alone under ``this_invocation``; a run
+(:mod:`tokenplan.runner.store.invocations`), this invocation's alone under ``this_invocation``; a run
 that was not stopped must account for every unit of its input, else
 :class:`~tokenplan.errors.RunDirError`. A failed export does not raise: the records stay in the run
 directory and :attr:`Finished.export_error` says what to do.
@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import RunDirError
 from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION
-from tokenplan.runner.appendlog import shard_paths, write_whole
-from tokenplan.runner.backend import RunOutcome, RunSpec
-from tokenplan.runner.dispatch import summary_record
-from tokenplan.runner.export import export_run
-from tokenplan.runner.invocations import record_invocation, run_totals
-from tokenplan.runner.record_ids import repeated_keys, repeated_lines, scan_keys
-from tokenplan.runner.rows import count_units
+from tokenplan.runner.input.rows import count_units
+from tokenplan.runner.spec import RunOutcome, RunSpec, RunTally
+from tokenplan.runner.store.appendlog import shard_paths, write_whole
+from tokenplan.runner.store.export import export_run
+from tokenplan.runner.store.invocations import record_invocation, run_totals
+from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,15 @@ class ExportSpec:
     format: str
     drop_length: bool = False
     require_think_close: bool = False
+
+    @classmethod
+    def of(
+        cls, path: Path, fmt: str | None, drop_length: bool = False, require_think_close: bool = False
+    ) -> ExportSpec:
+        """The export to ``path`` in ``fmt``; without one, ``jsonl`` (a SpecForge training file)
+        for a ``.jsonl`` path and ``parquet`` for any other."""
+        fmt = fmt or ("jsonl" if str(path).endswith(".jsonl") else "parquet")
+        return cls(path, fmt, drop_length, require_think_close)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +159,7 @@ def count_outcomes(run_dir: Path) -> dict[str, int]:
     """Distinct ids stored, skipped and failed in ``run_dir``, and records whose id was seen before.
 
     Read back from the files, independently of the run's own counters: each record's id from the
-    start of its line, held as a 64-bit key (8 bytes per record, :mod:`tokenplan.runner.record_ids`);
+    start of its line, held as a 64-bit key (8 bytes per record, :mod:`tokenplan.runner.store.record_ids`);
     a repeated key counts as a duplicate only when the exact ids match.
     """
     files = [("stored", p) for p in shard_paths(run_dir / "shards")]
@@ -169,3 +178,23 @@ def count_outcomes(run_dir: Path) -> dict[str, int]:
         counts[kind] += records - len(lines)
         counts["duplicates"] += len(lines)
     return counts
+
+
+def summary_record(tally: RunTally) -> dict[str, Any]:
+    """Latency percentiles (ms) and completion-length histogram of this run's requests."""
+    from tokenplan.client.metrics import distribution
+
+    e2e, ttft = distribution(tally.latency_s), distribution(tally.ttft_s)
+    edges = [0, 16, 64, 256, 1024, 4096, 16384, 65536, 2**62]
+    counts = [0] * (len(edges) - 1)
+    for tokens in tally.completion_tokens:  # bin i holds edges[i] <= tokens < edges[i + 1]
+        counts[min(max(bisect_right(edges, tokens) - 1, 0), len(counts) - 1)] += 1
+    return {
+        "requests": len(tally.latency_s),
+        "latency_e2e": e2e.to_dict_ms() if e2e else None,
+        "latency_ttft": ttft.to_dict_ms() if ttft else None,
+        "completion_tokens_histogram": [
+            {"from_tokens": lo, "below_tokens": hi if hi < 2**62 else None, "requests": int(c)}
+            for lo, hi, c in zip(edges, edges[1:], counts)
+        ],
+    }

@@ -1,7 +1,7 @@
 """The local backend of ``generate``: one asyncio process sends every unit not yet done.
 
 Order: the open-file limit is checked for the concurrency, a Ray-backend run's leftover actors are
-fenced (:func:`~tokenplan.runner.fencing.fence_earlier_actors`), the run directory is opened (its
+fenced (:func:`~tokenplan.runner.store.fencing.fence_earlier_actors`), the run directory is opened (its
 done-set read), the endpoints are health-checked, and the :class:`~tokenplan.runner.dispatch.Dispatcher`
 sends until every unit is settled. SIGINT/SIGTERM (when run from the main thread on a loop of its
 own) stop sending and give in-flight requests ``grace_s`` seconds; a second signal cancels at once
@@ -21,15 +21,16 @@ from collections.abc import Callable
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.errors import Interrupted
-from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.dispatch import Dispatcher
-from tokenplan.runner.fencing import fence_earlier_actors
+from tokenplan.runner.input.files import ReadStats
+from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.refusals import RefusalStreak
 from tokenplan.runner.rolling import rolling_summary
-from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
+from tokenplan.runner.store.fencing import fence_earlier_actors
+from tokenplan.runner.store.rundir import RunDir
 
 
 def run_local(

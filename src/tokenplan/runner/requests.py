@@ -27,10 +27,23 @@ import orjson
 
 from tokenplan.client.openai import Completion
 from tokenplan.client.reasoning import THINK_OPEN
-from tokenplan.runner.row_shapes import Message, Row
+from tokenplan.runner.input.shapes import Message, Row
+from tokenplan.runner.input.storable import Unstorable, check_fields
+from tokenplan.runner.store.record import OutputRecord, TurnRecord, TurnUsage
 
 Mode = Literal["regenerate", "complete"]
 OnLength = Literal["keep", "drop", "retry"]
+
+
+# Fields tokenplan sets in every request; --extra-body replaces them only with extra_body_override,
+# since a replaced `messages` would send other prompts than the records show.
+# max_completion_tokens: max_tokens's newer name (OpenAI chat API; vLLM and SGLang take it over max_tokens).
+OWNED_FIELDS = ("messages", "model", "n", "seed", "max_tokens", "max_completion_tokens")
+EXTRA_BODY_ENCLOSING = 4  # manifest.json → job → sampling → extra_body → a value (runner.input.storable)
+CLIENT_FIELDS = ("stream", "stream_options")  # set by the client for --stream: never from --extra-body
+# Sampling fields generate has an option for and records in every record's ``sampling``: set in
+# --extra-body, the request would send one value while the record states another.
+SAMPLING_OPTIONS = {"temperature": "--temperature", "top_p": "--top-p", "top_k": "--top-k"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +115,15 @@ class Dropped:
     turn: int
     status: int | None = None
     detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A unit whose requests were all answered: the conversation as it will be stored (the input's
+    turns with each assistant turn generated) and one :class:`TurnRecord` per request."""
+
+    conversations: tuple[dict[str, Any], ...]
+    turns: tuple[TurnRecord, ...]
 
 
 Send = Callable[[list[dict[str, str]], int, int], Awaitable[Sent]]
@@ -230,14 +252,14 @@ def _calls_tools(message: Message) -> bool:
 
 async def run_unit(
     unit: WorkUnit, mode: Mode, on_length: OnLength, length_retries: int, send: Send
-) -> dict[str, Any] | Dropped:
-    """Send the unit's requests in order; return its output record, or why it was dropped.
+) -> Answered | Dropped:
+    """Send the unit's requests in order; return its conversation and turns, or why it was dropped.
 
     ``send(messages, turn, length_retry)`` sends one request (with its own retries on failure) and
     returns a :class:`Sent`; its failures propagate.
     """
     history: list[dict[str, Any]] = []
-    turns: list[dict[str, Any]] = []
+    turns: list[TurnRecord] = []
     for turn, new_turns in enumerate(prompt_prefixes(unit.row.messages, mode)):
         history.extend(m.as_dict() for m in new_turns)
         prompt = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in history]
@@ -250,12 +272,27 @@ async def run_unit(
         history.append(_assistant_message(sent.completion))
         turns.append(_turn_record(sent, length_tries))
     history.extend(m.as_dict() for m in trailing_turns(unit.row.messages, mode))
-    record: dict[str, Any] = {"id": unit.id, "conversations": history, "turns": turns}
-    if unit.row.overrides:
-        record["request_overrides"] = dict(unit.row.overrides)
-    if unit.row.fields:
-        record["fields"] = dict(unit.row.fields)
-    return record
+    return Answered(tuple(history), tuple(turns))
+
+
+def stored_record(unit: WorkUnit, answered: Answered, model: str, sampling: dict[str, Any]) -> OutputRecord:
+    """The record stored for ``unit`` once ``answered``: its conversation and turns, the row's
+    overrides and fields, where the row is, and the job's ``model`` and ``sampling`` (as in the
+    manifest). The one place an :class:`~tokenplan.runner.store.record.OutputRecord` is built."""
+    row = unit.row
+    return OutputRecord(
+        unit.id,
+        answered.conversations,
+        answered.turns,
+        row.overrides,
+        row.fields,
+        row.id,
+        unit.sample_index,
+        model,
+        sampling,
+        row.source,
+        row.line,
+    )
 
 
 def trailing_turns(messages: tuple[Message, ...], mode: Mode) -> list[Message]:
@@ -291,25 +328,52 @@ def reasoning_truncated(completion: Completion) -> bool:
     )
 
 
-def _turn_record(sent: Sent, length_retries_used: int) -> dict[str, Any]:
+def _turn_record(sent: Sent, length_retries_used: int) -> TurnRecord:
     c = sent.completion
     usage = c.usage
-    return {
-        "finish_reason": c.finish_reason,
-        "length_flag": c.finish_reason == "length",
-        "reasoning_truncated": reasoning_truncated(c),
-        "usage": None
-        if usage is None
-        else {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "reasoning_tokens": usage.reasoning_tokens,
-        },
-        "endpoint": sent.endpoint,
-        "latency_s": round(c.timings.latency_s, 6),
-        "ttft_s": None if c.timings.ttft_s is None else round(c.timings.ttft_s, 6),
-        "attempts": sent.attempts,
-        "seed": sent.seed,
-        "length_retries": length_retries_used,
-        "model": c.model,
-    } | ({} if sent.max_tokens is None else {"max_tokens": sent.max_tokens})
+    return TurnRecord(
+        c.finish_reason,
+        c.finish_reason == "length",
+        reasoning_truncated(c),
+        None if usage is None else TurnUsage(usage.prompt_tokens, usage.completion_tokens, usage.reasoning_tokens),
+        sent.endpoint,
+        round(c.timings.latency_s, 6),
+        None if c.timings.ttft_s is None else round(c.timings.ttft_s, 6),
+        sent.attempts,
+        sent.seed,
+        length_retries_used,
+        c.model,
+        sent.max_tokens,
+    )
+
+
+def extra_body_problem(extra_body: dict[str, Any], override: bool) -> str | None:
+    """Why ``--extra-body`` cannot be sent with every request and stated in every record, or None:
+    a value no record can hold (:func:`~tokenplan.runner.input.storable.check_fields`), a field the
+    client sets (:data:`CLIENT_FIELDS`), a sampling field with its own option
+    (:data:`SAMPLING_OPTIONS`), ``chat_template_kwargs`` that is not an object, or a field tokenplan
+    sets (:data:`OWNED_FIELDS`) without ``override``. The text completes "allowed: …"."""
+    try:  # stored in every record and the manifest, sent in every request: it must encode exactly
+        check_fields(extra_body, "extra_body.", EXTRA_BODY_ENCLOSING)
+    except Unstorable as problem:
+        return f"a JSON object every record can hold; {problem}"
+    client = sorted(set(extra_body) & set(CLIENT_FIELDS))
+    if client:
+        return f"extra_body may not set {', '.join(client)}: use --stream"
+    sampling = sorted(set(extra_body) & set(SAMPLING_OPTIONS))
+    if sampling:
+        return (
+            f"no {', '.join(sampling)} (use {', '.join(SAMPLING_OPTIONS[k] for k in sampling)}: "
+            "each record states the sampling it was generated with)"
+        )
+    kwargs = extra_body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        return "chat_template_kwargs as an object of template arguments"
+    owned = sorted(set(extra_body) & set(OWNED_FIELDS))
+    if owned and not override:
+        alias = " (max_tokens's other name: use --max-tokens)" if "max_completion_tokens" in owned else ""
+        return (
+            f"extra_body sets {', '.join(owned)}{alias}, which tokenplan sets in every request "
+            "(and records); add --extra-body-override to replace them anyway"
+        )
+    return None

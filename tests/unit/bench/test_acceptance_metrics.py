@@ -16,7 +16,8 @@ from tokenplan.bench.acceptance import (
     request_acceptance,
 )
 from tokenplan.bench.acceptance_sweep import sweep_acceptance
-from tokenplan.client.answers import Completion, RequestFailed, StreamAccumulator, Timings, Usage, parse_whole
+from tokenplan.client.answers import Completion, RequestFailed, Timings, Usage, parse_whole
+from tokenplan.client.stream import StreamAccumulator
 from tokenplan.errors import InputError
 from tokenplan.files.bench_tau import bench_tau, resolve_spec
 

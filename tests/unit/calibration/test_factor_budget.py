@@ -8,9 +8,9 @@ import json
 from importlib.resources import files
 
 import pytest
-from tokenplan.api.resolve import resolve_case
 
 from tokenplan.api.calibrate import SERVING_FIT_STRIDE, _read_cases, _subsample
+from tokenplan.api.resolve import resolve_case
 from tokenplan.calibration.bands import Band, BandTable, interval, outside_reason
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.levels import MIN_MODELS, informing_models, parameters

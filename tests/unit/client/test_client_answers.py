@@ -17,8 +17,6 @@ from tokenplan.client.answers import (
     TERMINAL_FINISH_REASONS,
     Completion,
     RequestFailed,
-    SSELines,
-    StreamAccumulator,
     Timings,
     answer_bytes_cap,
     error_message,
@@ -26,6 +24,8 @@ from tokenplan.client.answers import (
     redact,
 )
 from tokenplan.client.openai import OpenAIClient, public_url
+from tokenplan.client.sse import SSELines
+from tokenplan.client.stream import StreamAccumulator
 
 T = Timings(0.0, 1.0)
 BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}

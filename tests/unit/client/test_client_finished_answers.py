@@ -10,10 +10,12 @@ import json
 
 import pytest
 
-from tokenplan.client.answers import RequestFailed, SSELines, StreamAccumulator, Timings, parse_whole
+from tokenplan.client.answers import RequestFailed, Timings, parse_whole
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.harmony import HarmonyError, split_harmony
 from tokenplan.client.reasoning import split_reasoning
+from tokenplan.client.sse import SSELines
+from tokenplan.client.stream import StreamAccumulator
 from tokenplan.errors import InputError
 
 T = Timings(0.0, 1.0)

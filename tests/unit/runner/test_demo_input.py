@@ -13,7 +13,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.make_demo_input import write_demo_input  # noqa: E402
 
-from tokenplan.runner.rows import Reject, Row, read_rows  # noqa: E402
+from tokenplan.runner.input.rows import Reject, read_rows
+from tokenplan.runner.input.shapes import Row
 
 
 def test_demo_input_has_twenty_rows_in_five_shapes_and_one_broken_line(tmp_path: Path) -> None:

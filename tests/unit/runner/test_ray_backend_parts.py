@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.dispatch import RunTally
-from tokenplan.runner.fencing import (
+from tokenplan.runner.input.rows import Reject
+from tokenplan.runner.input.shapes import Message, Row
+from tokenplan.runner.ray.work import endpoint_shares, pending_units
+from tokenplan.runner.spec import RunTally
+from tokenplan.runner.store.appendlog import ShardLog
+from tokenplan.runner.store.fencing import (
     Fence,
     Fenced,
     actor_prefix,
@@ -23,9 +27,8 @@ from tokenplan.runner.fencing import (
     shard_epoch,
     stored_ids,
 )
-from tokenplan.runner.ray_work import endpoint_shares, pending_units
-from tokenplan.runner.rows import Message, Reject, Row
-from tokenplan.runner.rundir import RunDir, ShardLog, check_manifest
+from tokenplan.runner.store.manifest import check_manifest
+from tokenplan.runner.store.rundir import RunDir
 
 JOB = {"model": "m", "mode": "regenerate"}
 
@@ -155,7 +158,7 @@ def test_read_epoch_of_a_missing_manifest_is_a_run_dir_error(tmp_path: Path) -> 
 def test_the_core_install_imports_no_ray() -> None:
     code = (
         "import sys, json; from tokenplan.api.generate import generate; import tokenplan.cli.generate; "
-        "import tokenplan.runner.ray_driver; print(json.dumps('ray' in sys.modules))"
+        "import tokenplan.runner.ray.driver; print(json.dumps('ray' in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.runner.run_summary import mean_prompt_tokens, read_run_summary
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.store.record import OutputRecord
+from tokenplan.runner.store.rundir import RunDir
+from tokenplan.runner.store.summary import mean_prompt_tokens, read_run_summary
 
 JOB = {"model": "served-model", "sampling": {"temperature": 0.0}}
 
@@ -20,8 +21,8 @@ def _record(unit_id: str, *prompt_tokens: int | None) -> dict:
 
 def test_the_mean_prompt_length_counts_every_turn_with_usage_and_passes_over_a_torn_line(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path, JOB, shard_max_bytes=1)  # one record per shard: the mean spans shards
-    run.write_done(_record("a", 10, 30))
-    run.write_done(_record("b", 20, None))  # a turn without usage is not counted
+    run.write_done(OutputRecord.from_json(_record("a", 10, 30)))
+    run.write_done(OutputRecord.from_json(_record("b", 20, None)))  # a turn without usage is not counted
     run.close()
     last = sorted((tmp_path / "shards").glob("part-*.jsonl"))[-1]
     with last.open("ab") as fh:
@@ -33,7 +34,7 @@ def test_the_mean_prompt_length_counts_every_turn_with_usage_and_passes_over_a_t
 
 def test_no_usage_anywhere_gives_none(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path, JOB)
-    run.write_done(_record("a", None))
+    run.write_done(OutputRecord.from_json(_record("a", None)))
     run.close()
     assert mean_prompt_tokens(tmp_path) is None
 

@@ -10,11 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenplan.runner.export import training_problem
-from tokenplan.runner.export_parquet import export_parquet
-from tokenplan.runner.input_files import InputBroken
+from tokenplan.runner.input.files import InputBroken
+from tokenplan.runner.input.rows import Reject, read_rows
+from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.json_columns import json_decoders
-from tokenplan.runner.rows import Reject, Row, read_rows
+from tokenplan.runner.store.export import training_problem
+from tokenplan.runner.store.export_parquet import export_parquet
 
 
 def _record(rid: str, fields: dict, conversations: list | None = None) -> dict:

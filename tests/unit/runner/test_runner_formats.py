@@ -9,7 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokenplan.runner.rows import InputBroken, Message, Row, count_rows, limited, parse_row, read_rows
+from tokenplan.runner.input.files import InputBroken, count_rows
+from tokenplan.runner.input.rows import limited, read_rows
+from tokenplan.runner.input.shapes import Message, Row, parse_row
 
 
 def test_a_sharegpt_top_level_system_field_becomes_the_first_turn() -> None:
@@ -152,7 +154,7 @@ def test_batch_body_sampling_fields_become_the_rows_overrides() -> None:
 def test_a_batch_line_with_a_bad_max_tokens_is_rejected_naming_the_field() -> None:
     import pytest
 
-    from tokenplan.runner.rows import RowError
+    from tokenplan.runner.input.shapes import RowError
 
     with pytest.raises(RowError, match=r"body\.max_tokens: -1 is not a positive integer"):
         parse_row(

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner import record_ids as record_ids_module
 from tokenplan.runner.finish import count_outcomes
-from tokenplan.runner.idset import ExactIds, IdSet, id_key
-from tokenplan.runner.record_ids import repeated_keys
-from tokenplan.runner.rows import Reject, Row, read_rows
-from tokenplan.runner.rundir import RunDir, record_id, shard_paths
+from tokenplan.runner.input.rows import ExactIds, Reject, read_rows
+from tokenplan.runner.input.shapes import Row
+from tokenplan.runner.store import record_ids as record_ids_module
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.idset import IdSet, id_key
+from tokenplan.runner.store.record import OutputRecord
+from tokenplan.runner.store.record_ids import record_id, repeated_keys
+from tokenplan.runner.store.rundir import RunDir
 
 JOB = {"model": "m", "sampling": {"temperature": 0.0}}
 
@@ -72,7 +75,9 @@ def test_the_resume_scan_agrees_with_the_writer_on_awkward_ids(tmp_path: Path) -
     ids = ["plain", 'quote"d', "back\\slash", "tab\there", "ünï", "emoji 🙂", "#0", ""]
     run = RunDir.open(tmp_path, JOB)
     for unit_id in ids:
-        run.write_done({"id": unit_id, "conversations": [{"role": "user", "content": '{"id":"fake"}'}]})
+        run.write_done(
+            OutputRecord.from_json({"id": unit_id, "conversations": [{"role": "user", "content": '{"id":"fake"}'}]})
+        )
     run.close()
     again = RunDir.open(tmp_path, JOB)
     again.close()
@@ -101,7 +106,7 @@ def test_outcomes_are_counted_by_exact_id_even_when_keys_collide(
 ) -> None:
     run = RunDir.open(tmp_path, JOB)
     for unit_id in ("a", "b", "c"):
-        run.write_done({"id": unit_id})
+        run.write_done(OutputRecord.from_json({"id": unit_id}))
     run.write_skipped({"id": "s"})
     run.write_error({"id": "a", "kind": "status"})  # an error for a stored id: a duplicate
     run.close()
@@ -115,7 +120,7 @@ def test_outcomes_are_counted_by_exact_id_even_when_keys_collide(
 
 def test_the_reader_uses_the_run_directory_set_for_duplicate_rows(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path, JOB)
-    run.write_done({"id": "a"})
+    run.write_done(OutputRecord.from_json({"id": "a"}))
     run.close()
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"id": i, "prompt": "q"}) + "\n" for i in ("a", "b", "a", "b", "c")))

@@ -13,10 +13,20 @@ from tokenplan.client.openai import Completion, Timings, Usage
 from tokenplan.errors import InputError
 from tokenplan.files.plan_hint import plan_max_tokens
 from tokenplan.runner.defaults import choose_sampling, read_generation_config
-from tokenplan.runner.export import batch_line, export_lines, specforge_line
+from tokenplan.runner.input.shapes import Message, Row, parse_row
 from tokenplan.runner.limits import RESERVE_FDS, check_open_files
-from tokenplan.runner.requests import BodyConflict, Sampling, Sent, prompt_prefixes, request_body, run_unit, work_units
-from tokenplan.runner.rows import Message, Row, parse_row
+from tokenplan.runner.requests import (
+    BodyConflict,
+    Sampling,
+    Sent,
+    prompt_prefixes,
+    request_body,
+    run_unit,
+    stored_record,
+    work_units,
+)
+from tokenplan.runner.store.export import batch_line, export_lines, specforge_line
+from tokenplan.runner.store.record import OutputRecord
 
 
 def test_extra_body_nested_objects_merge_with_tokenplans_own() -> None:
@@ -58,14 +68,14 @@ def _send(content: str, finish: str, reasoning: str | None = None):
 def test_a_length_cut_answer_inside_an_unclosed_think_becomes_truncated_reasoning() -> None:
     unit = list(work_units(Row("r", (Message("user", "q"),), "prompt", "f", 1), 1))[0]
     record = asyncio.run(run_unit(unit, "complete", "keep", 0, _send("<think>\nstep one, step tw", "length")))
-    assert record["conversations"][-1] == {"role": "assistant", "content": "", "reasoning_content": "step one, step tw"}
-    assert record["turns"][0]["reasoning_truncated"] is True and record["turns"][0]["length_flag"] is True
+    assert record.conversations[-1] == {"role": "assistant", "content": "", "reasoning_content": "step one, step tw"}
+    assert record.turns[0].reasoning_truncated is True and record.turns[0].length_flag is True
     # (a closed <think>…</think> was already split by the client into content and reasoning)
     closed = asyncio.run(run_unit(unit, "complete", "keep", 0, _send("b", "length", reasoning="a")))
-    assert closed["conversations"][-1]["content"] == "b" and closed["turns"][0]["reasoning_truncated"] is False
+    assert closed.conversations[-1]["content"] == "b" and closed.turns[0].reasoning_truncated is False
     # a stop finish that happens to start with <think> is left as the server gave it (not cut by max_tokens)
     odd = asyncio.run(run_unit(unit, "complete", "keep", 0, _send("<think>x", "stop")))
-    assert odd["conversations"][-1] == {"role": "assistant", "content": "<think>x"}
+    assert odd.conversations[-1] == {"role": "assistant", "content": "<think>x"}
 
 
 def test_the_record_keeps_the_rows_fields_and_overrides() -> None:
@@ -78,8 +88,24 @@ def test_the_record_keeps_the_rows_fields_and_overrides() -> None:
         "f",
         1,
     )
-    record = asyncio.run(run_unit(list(work_units(row, 1))[0], "complete", "keep", 0, _send("a", "stop")))
+    unit = list(work_units(row, 1))[0]
+    answered = asyncio.run(run_unit(unit, "complete", "keep", 0, _send("a", "stop")))
+    record = stored_record(unit, answered, "m", {"temperature": 0.0}).to_json()
     assert record["fields"] == {"category": "math"} and record["request_overrides"] == {"max_tokens": 5}
+    # the row's place and the job's values, after the row's own (the order every version wrote)
+    assert list(record) == [
+        "id",
+        "conversations",
+        "turns",
+        "request_overrides",
+        "fields",
+        "source_id",
+        "sample_index",
+        "model",
+        "sampling",
+        "source",
+    ]
+    assert (record["source_id"], record["sample_index"], record["source"]) == ("c", 0, {"file": "f", "line": 1})
 
 
 def test_regenerate_keeps_tool_calls_and_regenerates_the_answer_after_the_tool() -> None:
@@ -133,7 +159,7 @@ def test_the_plans_output_cap_is_read_from_the_number_or_the_text() -> None:
     assert plan_max_tokens({"job": {"osl": "fixed 1,024"}}) is None and plan_max_tokens({}) is None
 
 
-RECORD = {
+RECORD_JSON = {
     "id": "c1",
     "source_id": "c1",
     "model": "m",
@@ -153,12 +179,14 @@ RECORD = {
     ],
 }
 
+RECORD = OutputRecord.from_json(RECORD_JSON)
+
 
 def test_specforge_line_keeps_the_input_fields_reasoning_content_and_says_success() -> None:
     # SpecForge renamed "thinking" to "reasoning_content" in afa1f4fb (2026-03-17) and its validator
     # requires status "success" (scripts/validate_regenerated_data.py, 69e18e6b); an input that was
     # itself a SpecForge output brings its own status, which the export's replaces.
-    record = {**RECORD, "fields": {**RECORD["fields"], "status": "error"}}
+    record = OutputRecord.from_json({**RECORD_JSON, "fields": {**RECORD_JSON["fields"], "status": "error"}})
     assert specforge_line(record) == {
         "category": "math",
         "id_hint": 1,
@@ -187,9 +215,13 @@ def test_batch_line_has_the_openai_batch_output_fields() -> None:
 def test_export_filters_count_what_they_leave_out(tmp_path: Path) -> None:
     shards = tmp_path / "run" / "shards"
     shards.mkdir(parents=True)
-    cut = {**RECORD, "id": "cut", "turns": [{**RECORD["turns"][0], "length_flag": True, "reasoning_truncated": True}]}
-    think = {**RECORD, "id": "think", "turns": [{**RECORD["turns"][0], "reasoning_truncated": True}]}
-    (shards / "part-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (RECORD, cut, think)))
+    cut = {
+        **RECORD_JSON,
+        "id": "cut",
+        "turns": [{**RECORD_JSON["turns"][0], "length_flag": True, "reasoning_truncated": True}],
+    }
+    think = {**RECORD_JSON, "id": "think", "turns": [{**RECORD_JSON["turns"][0], "reasoning_truncated": True}]}
+    (shards / "part-00000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (RECORD_JSON, cut, think)))
     counts = export_lines(tmp_path / "run", tmp_path / "out.jsonl", "jsonl", drop_length=True, require_think_close=True)
     assert (counts.written, counts.dropped_length, counts.dropped_think_open) == (1, 1, 1)
     assert [json.loads(x)["id"] for x in (tmp_path / "out.jsonl").read_text().splitlines()] == ["c1"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tokenplan.client.openai import Completion, Timings, Usage
+from tokenplan.runner.input.shapes import Message, Row
 from tokenplan.runner.requests import (
     Dropped,
     Sampling,
@@ -15,7 +16,6 @@ from tokenplan.runner.requests import (
     seed_for,
     work_units,
 )
-from tokenplan.runner.rows import Message, Row
 
 S, U1, A1, U2, A2 = (
     Message("system", "s"),
@@ -83,8 +83,8 @@ def test_each_turn_is_asked_over_the_regenerated_history() -> None:
         {"role": "assistant", "content": "new0"},
         {"role": "user", "content": "u2"},
     ]
-    assert record["conversations"][-1] == {"role": "assistant", "content": "new1", "reasoning_content": "why"}
-    assert [t["seed"] for t in record["turns"]] == [7, 7]
+    assert record.conversations[-1] == {"role": "assistant", "content": "new1", "reasoning_content": "why"}
+    assert [t.seed for t in record.turns] == [7, 7]
 
 
 def test_length_policy_keep_flags_drop_skips_retry_asks_again_with_a_new_seed() -> None:
@@ -96,12 +96,12 @@ def test_length_policy_keep_flags_drop_skips_retry_asks_again_with_a_new_seed() 
         return Sent(_completion("cut", "length"), "e", 1, retry)
 
     kept = asyncio.run(run_unit(unit, "complete", "keep", 2, always_length))
-    assert kept["turns"][0]["length_flag"] is True and retries == [0]
+    assert kept.turns[0].length_flag is True and retries == [0]
     assert asyncio.run(run_unit(unit, "complete", "drop", 2, always_length)) == Dropped("length", 0)
     retries.clear()
     retried = asyncio.run(run_unit(unit, "complete", "retry", 2, always_length))
     # 1 first try + 2 length retries, then kept and flagged.
-    assert retries == [0, 1, 2] and retried["turns"][0]["length_retries"] == 2
+    assert retries == [0, 1, 2] and retried.turns[0].length_retries == 2
 
 
 def test_regenerate_keeps_a_system_turn_after_the_last_user_turn_in_the_record() -> None:
@@ -112,5 +112,5 @@ def test_regenerate_keeps_a_system_turn_after_the_last_user_turn_in_the_record()
 
     unit = next(work_units(Row("r", (S, U1, A1, closing), "c", "f", 1), 1))
     record = asyncio.run(run_unit(unit, "regenerate", "keep", 2, send))
-    assert [m["role"] for m in record["conversations"]] == ["system", "user", "assistant", "system"]
-    assert record["conversations"][-1] == {"role": "system", "content": "closing note"}
+    assert [m["role"] for m in record.conversations] == ["system", "user", "assistant", "system"]
+    assert record.conversations[-1] == {"role": "system", "content": "closing note"}

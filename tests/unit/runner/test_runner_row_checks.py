@@ -16,9 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokenplan.runner.appendlog import AppendLog
-from tokenplan.runner.rows import Reject, Row, read_rows
-from tokenplan.runner.storable import MAX_RECORD_DEPTH, Unstorable, check_fields
+from tokenplan.runner.input.rows import Reject, read_rows
+from tokenplan.runner.input.shapes import Row
+from tokenplan.runner.input.storable import MAX_RECORD_DEPTH, Unstorable, check_fields
+from tokenplan.runner.store.appendlog import AppendLog
 
 
 def _nested(levels: int) -> str:
@@ -33,7 +34,7 @@ def _read(tmp_path: Path, *lines: str) -> list[Row | Reject]:
 
 
 def _record(row: Row) -> dict:
-    """The record the runner stores for ``row`` (runner.requests.run_unit, then dispatch): the same
+    """The record the runner stores for ``row`` (runner.requests.stored_record): the same
     places for the row's values, with one generated answer."""
     conversations = [m.as_dict() for m in row.messages] + [{"role": "assistant", "content": "a"}]
     record = {

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import InputError
-from tokenplan.runner.rows import Message, Row, RowError, check_readable, expand_inputs, parse_row, read_rows
+from tokenplan.runner.input.files import check_readable, expand_inputs
+from tokenplan.runner.input.rows import read_rows
+from tokenplan.runner.input.shapes import Message, Row, RowError, parse_row
 
 
 def test_specforge_sharegpt_openai_prompt_and_batch_shapes_become_messages() -> None:
@@ -142,7 +144,7 @@ def test_lines_only_pythons_json_takes_are_read_then_refused_by_name_and_the_err
 
 
 def test_blank_and_whitespace_only_lines_are_not_rows_but_are_counted(tmp_path: Path) -> None:
-    from tokenplan.runner.rows import ReadStats
+    from tokenplan.runner.input.files import ReadStats
 
     path = tmp_path / "in.jsonl"
     # line 1 row, line 2 empty, line 3 spaces and a tab, line 4 row, line 5 "\r" (CRLF blank), then

@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenplan.errors import InputError
-from tokenplan.runner.rows import InputBroken, ReadStats, Reject, Row, check_readable, count_rows_or_none, read_rows
+from tokenplan.runner.input.files import InputBroken, ReadStats, check_readable, count_rows_or_none
+from tokenplan.runner.input.rows import Reject, read_rows
+from tokenplan.runner.input.shapes import Row
 
 
 def _read(path: Path) -> list[Row | Reject]:

@@ -8,21 +8,23 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.rundir import RunDir, cut_torn_tail, shard_paths
+from tokenplan.runner.store.appendlog import shard_paths
+from tokenplan.runner.store.record import OutputRecord, TurnRecord, TurnUsage, stored_records
+from tokenplan.runner.store.rundir import RunDir, cut_torn_tail
 
 JOB = {"model": "m", "sampling": {"temperature": 0.0}}
 
 
 def test_a_torn_last_line_is_cut_and_its_id_is_not_done(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path, JOB)
-    run.write_done({"id": "a", "turns": []})
+    run.write_done(OutputRecord.from_json({"id": "a", "turns": []}))
     run.close()
     shard = shard_paths(tmp_path / "shards")[0]
     with shard.open("ab") as fh:
         fh.write(b'{"id": "b", "conversa')  # a write cut short by kill -9
     reopened = RunDir.open(tmp_path, JOB)
     assert reopened.done_ids == {"a"} and reopened.stats.torn_bytes == len(b'{"id": "b", "conversa')
-    reopened.write_done({"id": "b", "turns": []})
+    reopened.write_done(OutputRecord.from_json({"id": "b", "turns": []}))
     reopened.close()
     assert [json.loads(line)["id"] for line in shard.read_text().splitlines()] == ["a", "b"]
 
@@ -49,7 +51,7 @@ def test_skipped_units_count_as_done_errors_and_rejects_do_not(tmp_path: Path) -
 
 def test_another_job_is_refused_naming_what_changed_unless_forced(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path, JOB)
-    run.write_done({"id": "a", "turns": []})  # a stored answer: the directory is bound to JOB
+    run.write_done(OutputRecord.from_json({"id": "a", "turns": []}))  # a stored answer: the directory is bound to JOB
     run.close()
     other = {"model": "m", "sampling": {"temperature": 0.7}}
     with pytest.raises(RunDirError, match=r"different job \(sampling\.temperature: 0\.0 → 0\.7\); .*--force"):
@@ -81,7 +83,7 @@ def test_a_directory_without_a_stored_answer_takes_the_corrected_job_and_resends
 
 def test_retry_skipped_sends_skipped_units_again_and_keeps_the_stored_ones(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path, JOB)
-    run.write_done({"id": "a", "turns": []})
+    run.write_done(OutputRecord.from_json({"id": "a", "turns": []}))
     run.write_skipped({"id": "s"})
     run.close()
     plain = RunDir.open(tmp_path, JOB)
@@ -102,21 +104,69 @@ def test_a_damaged_line_in_the_middle_is_an_error_not_silently_dropped(tmp_path:
 
 
 def test_shards_rotate_once_past_their_size(tmp_path: Path) -> None:
-    run = RunDir.open(tmp_path, JOB, shard_max_bytes=100)
+    # OutputRecord.from_json({"id": "rN"}) is written as
+    # {"id":"rN","conversations":[],"turns":[],"source_id":null,"sample_index":null,"model":null,
+    #  "sampling":null,"source":{"file":null,"line":null}} and a newline:
+    # 11 + 19 + 11 + 17 + 20 + 13 + 16 + 34 + 1 ("}") + 1 ("\n") = 143 bytes. A shard rotates once
+    # it has reached its size, so with 200 bytes a shard takes 2 lines (143 < 200 ≤ 286).
+    run = RunDir.open(tmp_path, JOB, shard_max_bytes=200)
     for i in range(5):
-        run.write_done({"id": f"r{i}", "pad": "x" * 60})  # each line ≈ 80 bytes: 2 per 100-byte shard
+        run.write_done(OutputRecord.from_json({"id": f"r{i}"}))
     run.close()
     shards = shard_paths(tmp_path / "shards")
-    assert [len(p.read_text().splitlines()) for p in shards] == [2, 2, 1]
+    assert [len(p.read_bytes()) for p in shards] == [286, 286, 143]
     assert RunDir.open(tmp_path, JOB).done_ids == {f"r{i}" for i in range(5)}
 
 
 def test_records_are_one_compact_utf8_line_each(tmp_path: Path) -> None:
+    # The line every earlier version wrote for this unit (the key order and the compact, UTF-8 form
+    # of runner.store.record's docstring, spelled out by hand): run directories keep resuming.
+    record = OutputRecord(
+        "é",
+        ({"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "r"}),
+        (TurnRecord("stop", False, False, TurnUsage(3, 2, 1), "http://e/v1", 0.25, None, 1, 7, 0, "m"),),
+        request_overrides={"max_tokens": 9},
+        fields={"topic": "ü"},
+        source_id="é",
+        sample_index=0,
+        model="m",
+        sampling={"temperature": 0.0},
+        source_file="in.jsonl",
+        source_line=3,
+    )
     run = RunDir.open(tmp_path, JOB)
-    run.write_done({"id": "é", "turns": [{"latency_s": 0.25, "usage": None}]})
+    run.write_done(record)
     run.close()
     shard = shard_paths(tmp_path / "shards")[0]
-    assert shard.read_bytes() == '{"id":"é","turns":[{"latency_s":0.25,"usage":null}]}\n'.encode()
+    expected = (
+        '{"id":"é","conversations":[{"role":"user","content":"q"},'
+        '{"role":"assistant","content":"a","reasoning_content":"r"}],'
+        '"turns":[{"finish_reason":"stop","length_flag":false,"reasoning_truncated":false,'
+        '"usage":{"prompt_tokens":3,"completion_tokens":2,"reasoning_tokens":1},"endpoint":"http://e/v1",'
+        '"latency_s":0.25,"ttft_s":null,"attempts":1,"seed":7,"length_retries":0,"model":"m"}],'
+        '"request_overrides":{"max_tokens":9},"fields":{"topic":"ü"},"source_id":"é","sample_index":0,'
+        '"model":"m","sampling":{"temperature":0.0},"source":{"file":"in.jsonl","line":3}}\n'
+    )
+    assert shard.read_bytes() == expected.encode()
+    # read back through the one reader: the same record
+    assert list(stored_records(tmp_path)) == [record]
     reopened = RunDir.open(tmp_path, JOB)
     assert reopened.done_ids == {"é"}
     reopened.close()
+
+
+def test_a_record_of_an_older_form_reads_back_with_what_it_has(tmp_path: Path) -> None:
+    # A line without request_overrides, fields, sampling or source, a turn without max_tokens,
+    # ttft_s or reasoning_truncated, and a key no version writes: what is there is read, the rest is
+    # None (empty for fields), the unknown key ignored.
+    RunDir.open(tmp_path, JOB).close()
+    (tmp_path / "shards" / "part-00000.jsonl").write_text(
+        '{"id":"a","conversations":[{"role":"assistant","content":"x"}],'
+        '"turns":[{"finish_reason":"length","length_flag":true,"usage":{"prompt_tokens":4}}],"extra":1}\n'
+    )
+    (record,) = stored_records(tmp_path)
+    assert record.fields == {} and record.source_file is None and record.sampling is None
+    assert record.turns == (
+        TurnRecord("length", True, None, TurnUsage(4, None), None, None, None, None, None, None, None),
+    )
+    assert record.last_assistant() == {"role": "assistant", "content": "x"}

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner import appendlog as rundir_module
-from tokenplan.runner.rundir import RunDir, WriteFailed, shard_paths, write_whole
+from tokenplan.runner.store import appendlog as rundir_module
+from tokenplan.runner.store.appendlog import WriteFailed, shard_paths, write_whole
+from tokenplan.runner.store.record import OutputRecord
+from tokenplan.runner.store.rundir import RunDir
 
 JOB = {"model": "m"}
 
@@ -42,15 +44,24 @@ def _half_then_full(monkeypatch) -> None:
 def test_a_record_refused_part_way_is_cut_off_and_the_failure_is_one_line(
     tmp_path: Path, monkeypatch, write: str, name: str
 ) -> None:
+    def record(data: dict) -> object:  # write_done takes the typed record, the others a dict
+        return OutputRecord.from_json(data) if write == "write_done" else data
+
     run = RunDir.open(tmp_path, JOB)
-    getattr(run, write)({"id": "whole"})
+    getattr(run, write)(record({"id": "whole"}))
     _half_then_full(monkeypatch)
     with pytest.raises(WriteFailed) as caught:
-        getattr(run, write)({"id": "torn", "text": "x" * 1000})
+        getattr(run, write)(record({"id": "torn", "fields": {"text": "x" * 1000}}))
     assert "No space left on device" in str(caught.value) and "\n" not in str(caught.value)
-    assert (tmp_path / name).read_bytes() == b'{"id":"whole"}\n'  # only the whole record is left
+    # only the whole record is left (a stored record's line: runner.store.record's keys, all empty)
+    assert (tmp_path / name).read_bytes() == (
+        b'{"id":"whole","conversations":[],"turns":[],"source_id":null,"sample_index":null,"model":null,'
+        b'"sampling":null,"source":{"file":null,"line":null}}\n'
+        if write == "write_done"
+        else b'{"id":"whole"}\n'
+    )
     monkeypatch.setattr(rundir_module, "_write", os.write)
-    getattr(run, write)({"id": "after"})  # once there is room the file goes on from its last record
+    getattr(run, write)(record({"id": "after"}))  # once there is room the file goes on from its last record
     run.close()
     assert [json.loads(line)["id"] for line in (tmp_path / name).read_text().splitlines()] == ["whole", "after"]
 

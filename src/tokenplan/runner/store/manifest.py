@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.appendlog import shard_paths, write_whole
+from tokenplan.runner.store.appendlog import shard_paths, write_whole
 
 MANIFEST_FORMAT = 1
 

@@ -1,13 +1,13 @@
 """The driver of ``generate --backend ray``: anti-join, actor pool, dead actors, progress.
 
-The caller (:mod:`tokenplan.runner.ray_backend`) has checked the request, opened the run directory
-after :func:`~tokenplan.runner.fencing.advance_epoch` and built the job. This module:
+The caller (:mod:`tokenplan.runner.ray.backend`) has checked the request, opened the run directory
+after :func:`~tokenplan.runner.store.fencing.advance_epoch` and built the job. This module:
 
 1. reads the input with the local backend's row parser (same ids, line numbers, rejects, duplicate
    ids and blank-line counts) and drops every unit already in the run directory — a left-anti join
-   on id against the done-set (:func:`~tokenplan.runner.ray_work.pending_units`);
-2. starts ``actors`` :class:`~tokenplan.runner.ray_actor.GenerateActor` s, each over its share of
-   the endpoints (:func:`~tokenplan.runner.ray_work.endpoint_shares`), and keeps each fed with up
+   on id against the done-set (:func:`~tokenplan.runner.ray.work.pending_units`);
+2. starts ``actors`` :class:`~tokenplan.runner.ray.actor.GenerateActor` s, each over its share of
+   the endpoints (:func:`~tokenplan.runner.ray.work.endpoint_shares`), and keeps each fed with up
    to twice its in-flight capacity, so an actor never idles while rows remain and memory stays
    bounded;
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import threading
 import time
 from collections import deque
@@ -31,14 +30,16 @@ from typing import Any
 
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.errors import InputError, ServerError
-from tokenplan.runner.dispatch import JobSettings, RunTally
-from tokenplan.runner.fencing import Fence, Fenced, actor_prefix, stored_ids
+from tokenplan.runner.input.rows import Reject
+from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.ray_actor import ActorConfig, GenerateActor, Report
-from tokenplan.runner.ray_work import endpoint_shares, pending_units
+from tokenplan.runner.ray.actor import ActorConfig, GenerateActor, Report
+from tokenplan.runner.ray.signals import StopOnSignals
+from tokenplan.runner.ray.work import endpoint_shares, pending_units
 from tokenplan.runner.requests import WorkUnit
-from tokenplan.runner.rows import Reject, Row
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.spec import JobSettings, RunTally
+from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix, stored_ids
+from tokenplan.runner.store.rundir import RunDir
 
 POLL_WAIT_S = 0.5  # how long an actor's poll waits for news (seconds)
 MAX_REPLACEMENTS_PER_ACTOR = 3  # replacements of dead actors, per starting actor, before giving up
@@ -150,7 +151,7 @@ class _Driver:
 
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
-        with _stop_on_signals(self.stop):
+        with StopOnSignals(self.stop):
             problems = self._spawn(shares)
             if len(problems) == len(shares):  # no endpoint of any actor is ready: as the local backend
                 self._finish()
@@ -187,7 +188,7 @@ class _Driver:
                 run.epoch,
                 index,
                 share[0],
-                _with_concurrency(run.pool, share[1]),
+                dataclasses.replace(run.pool, concurrency_per_endpoint=share[1]),
                 run.job,
                 run.api_key,
                 run.shard_max_bytes,
@@ -378,37 +379,3 @@ class _Driver:
                 f"{len(report.healthy)}/{len(slot.share[0])} endpoints up"
             )
         return (*lines, *self.gone)
-
-
-def _with_concurrency(settings: PoolSettings, concurrency: int) -> PoolSettings:
-    return PoolSettings(
-        concurrency,
-        settings.eject_after_failures,
-        settings.probe_interval_s,
-        settings.max_all_down_s,
-        settings.health_deadline_s,
-    )
-
-
-class _stop_on_signals:
-    """SIGINT/SIGTERM → ``stop``; a second one raises KeyboardInterrupt (main thread only); the
-    previous handlers come back on exit."""
-
-    def __init__(self, stop: threading.Event):
-        self.stop = stop
-        self.active = threading.current_thread() is threading.main_thread()
-        self.previous: dict[int, Any] = {}
-
-    def __enter__(self) -> None:
-        if self.active:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._on_signal)
-
-    def _on_signal(self, *_: object) -> None:
-        if self.stop.is_set():
-            raise KeyboardInterrupt  # the second signal: stop at once (the actors end with the driver)
-        self.stop.set()
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator, Sequence
 
-from tokenplan.runner.dispatch import RunTally
+from tokenplan.runner.input.rows import Reject
+from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.requests import WorkUnit, work_units
-from tokenplan.runner.rows import Reject, Row
+from tokenplan.runner.spec import RunTally
 
 
 def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> list[tuple[tuple[str, ...], int]]:

@@ -13,7 +13,7 @@ Collision rule: two different ids with the same key are the same id here. For ``
 and ``q`` ids looked up, the chance that any lookup is wrong is at most ``s·q / 2**64`` (10M
 stored × 10M looked up: 5.4e-6); a wrong answer is a unit counted as done and not sent, or an
 input row rejected as ``duplicate id`` (named in ``rejects.jsonl``, so it is visible). Dropping
-duplicate *records* on open (:mod:`tokenplan.runner.rundir`) confirms each key match by the exact
+duplicate *records* on open (:mod:`tokenplan.runner.store.rundir`) confirms each key match by the exact
 id before it removes a line, so no stored record is ever lost to a collision.
 """
 
@@ -112,17 +112,3 @@ class IdSet:
     def nbytes(self) -> int:
         """Bytes the stored keys and their seen marks take (the sets of this run's ids not counted)."""
         return len(self._stored) * self._stored.itemsize + len(self._seen_stored)
-
-
-class ExactIds:
-    """Input row ids seen, as exact strings: the reader's duplicate check when there is no run
-    directory (``--dry-run``, counting units); same :meth:`first_sighting` as :class:`IdSet`."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-
-    def first_sighting(self, row_id: str) -> bool:
-        if row_id in self._seen:
-            return False
-        self._seen.add(row_id)
-        return True

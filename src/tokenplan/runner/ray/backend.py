@@ -1,8 +1,8 @@
 """The Ray backend of ``generate`` (``--backend ray``): the same run directory, rows and summary as
-the local backend, with the sending done by an actor pool (:mod:`tokenplan.runner.ray_driver`).
+the local backend, with the sending done by an actor pool (:mod:`tokenplan.runner.ray.driver`).
 
 Order matters for exactly-once: the manifest is checked (or written), then the epoch is raised
-(:func:`~tokenplan.runner.fencing.advance_epoch`, which fences every actor of an earlier run), and
+(:func:`~tokenplan.runner.store.fencing.advance_epoch`, which fences every actor of an earlier run), and
 only then is the done-set read. Ray itself is imported only when a run starts; a core install
 without Ray gets a one-line :class:`~tokenplan.errors.InputError` naming ``pip install 'tokenplan[ray]'``.
 """
@@ -13,12 +13,13 @@ import importlib.util
 from collections.abc import Callable
 
 from tokenplan.errors import InputError
-from tokenplan.runner.backend import RunOutcome, RunSpec, duplicate_notes, start_progress
-from tokenplan.runner.fencing import advance_epoch
-from tokenplan.runner.manifest import check_manifest
+from tokenplan.runner.input.files import ReadStats
+from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.progress import Snapshot
-from tokenplan.runner.rows import ReadStats, limited, read_rows, until_broken
-from tokenplan.runner.rundir import RunDir
+from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
+from tokenplan.runner.store.fencing import advance_epoch
+from tokenplan.runner.store.manifest import check_manifest
+from tokenplan.runner.store.rundir import RunDir
 
 
 def run_ray_backend(
@@ -26,7 +27,7 @@ def run_ray_backend(
 ) -> RunOutcome:
     """Run ``spec`` on Ray; see :func:`tokenplan.runner.backend.run`. The outcome's notes name the
     epoch and the actors (and, without ``on_note``, each actor event); ``summary_extra["ray"]``
-    holds the epoch, the actors and :class:`~tokenplan.runner.ray_driver.RayStats`.
+    holds the epoch, the actors and :class:`~tokenplan.runner.ray.driver.RayStats`.
 
     Raises:
         InputError: Ray is not installed.
@@ -37,7 +38,7 @@ def run_ray_backend(
         raise InputError(
             "--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` (Ray is not installed)"
         )
-    from tokenplan.runner.ray_driver import RayRun, run_ray
+    from tokenplan.runner.ray.driver import RayRun, run_ray
 
     (spec.out_dir / "shards").mkdir(parents=True, exist_ok=True)
     rebound = check_manifest(spec.out_dir, spec.identity, force=spec.force)

@@ -20,7 +20,7 @@ Roles are ``system``, ``user``, ``assistant`` and ``tool`` (ShareGPT ``observati
 for the output record (training pipelines filter on them).
 
 Every value a record will carry (the other fields, tool fields, a Batch line's sampling fields)
-must be one the record can hold exactly (:mod:`tokenplan.runner.storable`: nesting, lone
+must be one the record can hold exactly (:mod:`tokenplan.runner.input.storable`: nesting, lone
 surrogates, NaN/Infinity, integers past 64 bits); one that cannot is a :class:`RowError`, so the
 row is rejected before anything is sent instead of failing when its answer is stored.
 
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenplan.runner.storable import Unstorable, check_fields
+from tokenplan.runner.input.storable import Unstorable, check_fields
 
 ROLES = ("system", "user", "assistant", "tool")
 SHAREGPT_ROLES = {

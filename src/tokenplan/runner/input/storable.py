@@ -1,6 +1,6 @@
 """Which values a stored record may carry: those orjson writes back exactly as they were read.
 
-Every record of a run directory is written with orjson (:mod:`tokenplan.runner.appendlog`), and
+Every record of a run directory is written with orjson (:mod:`tokenplan.runner.store.appendlog`), and
 what a row or ``--extra-body`` brings in is stored in it (a row's other fields, an assistant
 turn's ``tool_calls``, a Batch line's sampling fields, ``extra_body`` under ``sampling``).
 orjson 3.13 refuses some values outright and rewrites others silently (measured with it):

@@ -1,13 +1,13 @@
 """The ids of a run directory's records, read fast and held as 64-bit keys.
 
-The writer (:class:`~tokenplan.runner.appendlog.AppendLog`) writes each record with ``orjson``,
+The writer (:class:`~tokenplan.runner.store.appendlog.AppendLog`) writes each record with ``orjson``,
 the ``"id"`` key first (every record the runner builds starts with it), so a line reads
 ``{"id":"<id>",…}\\n``; orjson writes text as UTF-8 and escapes only ``"``, ``\\`` and control
 characters. :func:`record_id` takes the id from the start of such a line without parsing the
 rest (an id without a backslash ends at the next ``"``); any other line (an escaped id, another
 key order from an older version, damage) is parsed whole.
 
-:func:`scan_keys` gives one :func:`~tokenplan.runner.idset.id_key` per record (8 bytes each);
+:func:`scan_keys` gives one :func:`~tokenplan.runner.store.idset.id_key` per record (8 bytes each);
 :func:`repeated_lines` then confirms a repeated key by the exact ids, so a record is called a
 repeat only when its exact id occurred before (two ids that merely share a key are both kept).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.idset import id_key
+from tokenplan.runner.store.idset import id_key
 
 _ID_START = b'{"id":"'
 

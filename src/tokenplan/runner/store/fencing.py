@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tokenplan.errors import RunDirError
-from tokenplan.runner.appendlog import shard_paths
-from tokenplan.runner.manifest import Manifest
-from tokenplan.runner.rundir import cut_torn_tail, iter_records
+from tokenplan.runner.store.appendlog import iter_records, shard_paths
+from tokenplan.runner.store.manifest import Manifest
+from tokenplan.runner.store.rundir import cut_torn_tail
 
 LOCK_NAME = "fence.lock"
 _ACTOR_SHARD = re.compile(r"^part-(\d+)-(\d+)-\d{5}\.jsonl$")

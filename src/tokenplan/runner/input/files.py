@@ -11,7 +11,7 @@ some turns, tool fields on others) as ``list<arrow.json>``. Their values are dec
 so such a row reads as the rows it was made from.
 
 Faults: a line that is not JSON or is nested deeper than the parser allows comes out as a
-:class:`~tokenplan.runner.row_shapes.RowError` in its place (the caller rejects it). A file that
+:class:`~tokenplan.runner.input.shapes.RowError` in its place (the caller rejects it). A file that
 stops being readable part-way (a truncated or corrupt compressed stream, a corrupt Parquet page,
 a JSON array cut short) raises :class:`InputBroken`, naming the file, the byte it broke at and the
 last row read: the rows after it cannot be read, so no run over it may report success. A file
@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from tokenplan.errors import InputError, TokenplanError
-from tokenplan.runner.row_shapes import RowError
+from tokenplan.runner.input.shapes import RowError
 
 # Compressed JSONL: the last suffix names the codec (pyarrow's names).
 CODECS = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4"}
@@ -48,7 +48,7 @@ SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", *CODECS)
 @dataclass(slots=True)
 class ReadStats:
     """What :func:`read_rows` read besides rows: blank or whitespace-only JSONL lines, and the
-    file that broke part-way (:func:`tokenplan.runner.rows.until_broken`), if one did."""
+    file that broke part-way (:func:`tokenplan.runner.input.rows.until_broken`), if one did."""
 
     blank_lines: int = 0
     broken: InputError | None = None

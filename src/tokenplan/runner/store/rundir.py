@@ -14,7 +14,7 @@ Layout::
 Exactly once: every record is one ``os.write`` of one complete line to a file opened with
 ``O_APPEND``, so a ``kill -9`` leaves at most one torn line at the end of a file. On open, a tail
 without its newline is cut off; the ids in the shards and in ``skipped.jsonl`` form the done-set
-(a compact :class:`~tokenplan.runner.idset.IdSet` of 64-bit keys, 8 bytes per stored id; its
+(a compact :class:`~tokenplan.runner.store.idset.IdSet` of 64-bit keys, 8 bytes per stored id; its
 collision rule is stated there), and only units outside it are sent. Finding a record's id reads
 only the start of its line (the writer puts ``"id"`` first: ``{"id":"…",``); a line of any other
 form is parsed whole. A unit is written after its answer arrives, never before, so
@@ -34,22 +34,16 @@ dropped only when its exact id matches an earlier one (not merely its key).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import orjson
-
-from tokenplan.errors import RunDirError
-
-# Writing records whole and the manifest live beside this module; re-exported, as the run
-# directory's one import for its callers.
-from tokenplan.runner.appendlog import AppendLog, ShardLog, WriteFailed, shard_paths, write_whole  # noqa: F401
-from tokenplan.runner.idset import IdSet
-from tokenplan.runner.manifest import check_manifest
-from tokenplan.runner.record_ids import record_id, repeated_keys, repeated_lines, scan_keys  # noqa: F401
-from tokenplan.runner.runlock import RunLock
+from tokenplan.runner.store.appendlog import AppendLog, ShardLog, WriteFailed, iter_records, shard_paths
+from tokenplan.runner.store.idset import IdSet
+from tokenplan.runner.store.manifest import check_manifest
+from tokenplan.runner.store.record import OutputRecord
+from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
+from tokenplan.runner.store.runlock import RunLock
 
 
 @dataclass(slots=True)
@@ -99,7 +93,7 @@ class RunDir:
         """Open (or create) ``path`` for ``job``, recover torn tails and read the done-set.
 
         ``retry_skipped`` (or a directory rebound because it held no stored answer,
-        :func:`~tokenplan.runner.manifest.check_manifest`) sets ``skipped.jsonl`` aside as
+        :func:`~tokenplan.runner.store.manifest.check_manifest`) sets ``skipped.jsonl`` aside as
         ``skipped.retried.jsonl``, so its units are not done and are sent again.
 
         Raises:
@@ -121,10 +115,10 @@ class RunDir:
             lock.release()
             raise
 
-    def write_done(self, record: dict[str, Any]) -> None:
+    def write_done(self, record: OutputRecord) -> None:
         """Store one finished unit (its ``id`` must not be in ``done_ids``)."""
-        self.shards.append(record)
-        self.stats.done_ids.add(record["id"])
+        self.shards.append(record.to_json())
+        self.stats.done_ids.add(record.id)
 
     def write_skipped(self, record: dict[str, Any]) -> None:
         """Record a unit deliberately not generated; it counts as done."""
@@ -199,28 +193,6 @@ def cut_torn_tail(path: Path) -> int:
             end = start
         fh.truncate(keep)
         return size - keep
-
-
-def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`;
-    ``damaged="skip"`` passes over a line that is not a record (a reader that must not repair).
-
-    Raises:
-        RunDirError: a line that is not a JSON object with an ``id`` (``damaged="raise"``).
-    """
-    with open(path, "rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            try:
-                record = orjson.loads(raw)
-                if not isinstance(record, dict) or "id" not in record:
-                    raise ValueError("no 'id'")
-            except ValueError as problem:
-                if damaged == "skip":
-                    continue
-                raise RunDirError(
-                    f"{path}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
-                ) from None
-            yield line_no, record
 
 
 def _scan(files: list[tuple[Path, bool]]) -> ScanStats:

@@ -1,6 +1,6 @@
 """One worker of ``generate --backend ray``: the local backend's per-unit logic over a share of the endpoints.
 
-:class:`GenerateActor` is a plain class; the driver (:mod:`tokenplan.runner.ray_driver`) wraps it
+:class:`GenerateActor` is a plain class; the driver (:mod:`tokenplan.runner.ray.driver`) wraps it
 with ``ray.remote`` so this module never imports Ray. Each actor:
 
 - owns an :class:`~tokenplan.client.endpoints.EndpointPool` over its share of the endpoints (same
@@ -9,7 +9,7 @@ with ``ray.remote`` so this module never imports Ray. Each actor:
   backend runs — as soon as a slot frees, so no batch waits for its slowest row;
 - writes each stored record the moment it arrives to its own shards
   ``shards/part-<epoch>-<actor>-NNNNN.jsonl`` (same record format), each write under the run's
-  :class:`~tokenplan.runner.fencing.Fence`; an actor whose epoch has ended stops;
+  :class:`~tokenplan.runner.store.fencing.Fence`; an actor whose epoch has ended stops;
 - hands skipped and failed units (and the ids it stored, tokens, latencies, endpoint health) to
   the driver through :meth:`poll`; the driver writes ``skipped.jsonl`` and ``errors.jsonl``.
 """
@@ -26,11 +26,13 @@ from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.errors import ServerError
-from tokenplan.runner.appendlog import ShardLog
-from tokenplan.runner.dispatch import Dispatcher, JobSettings
-from tokenplan.runner.fencing import Fence, Fenced, actor_prefix
+from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import WorkUnit
+from tokenplan.runner.spec import JobSettings
+from tokenplan.runner.store.appendlog import ShardLog
+from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix
+from tokenplan.runner.store.record import OutputRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +93,15 @@ class FencedSink:
         self.skipped: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
 
-    def write_done(self, record: dict[str, Any]) -> None:
+    def write_done(self, record: OutputRecord) -> None:
         """Append one record while this epoch is current.
 
         Raises:
             Fenced: a newer run owns the directory; nothing was written.
         """
         with self.fence.holding():
-            self.shards.append(record)
-        self.stored.append(record["id"])
+            self.shards.append(record.to_json())
+        self.stored.append(record.id)
 
     def write_skipped(self, record: dict[str, Any]) -> None:
         self.skipped.append(record)

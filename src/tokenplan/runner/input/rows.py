@@ -1,10 +1,10 @@
 """Input rows: every item of the input files as a :class:`Row` or a :class:`Reject`, in order.
 
-Reading the files is :mod:`tokenplan.runner.input_files`; turning one item into a row (its shape,
-messages and id) is :mod:`tokenplan.runner.row_shapes`. Here they meet: a row that cannot be used
+Reading the files is :mod:`tokenplan.runner.input.files`; turning one item into a row (its shape,
+messages and id) is :mod:`tokenplan.runner.input.shapes`. Here they meet: a row that cannot be used
 becomes a :class:`Reject` (file, line, reason); a second row with an id already seen is rejected as
 a duplicate; a file that stops being readable part-way (truncated, corrupt) raises
-:class:`~tokenplan.runner.input_files.InputBroken` naming the file, the byte and the last row read,
+:class:`~tokenplan.runner.input.files.InputBroken` naming the file, the byte and the last row read,
 so the run stops and does not report success. Nothing in the input is dropped silently.
 """
 
@@ -15,36 +15,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-# The names a reader of rows needs, from where they live (re-exported: one import for callers).
-from tokenplan.runner.idset import ExactIds
-from tokenplan.runner.input_files import (
-    InputBroken,
-    ReadStats,
-    check_readable,  # noqa: F401
-    count_rows,  # noqa: F401
-    count_rows_or_none,  # noqa: F401
-    expand_inputs,  # noqa: F401
-    file_name,
-    raw_items,
-    read_errors,
-    why,  # noqa: F401
-)
-from tokenplan.runner.row_shapes import (
-    Message,  # noqa: F401
-    Row,
-    RowError,  # noqa: F401
-    content_id,  # noqa: F401
-    declared_id,
-    parse_row,
-    valid_unicode,
-)
+from tokenplan.runner.input.files import InputBroken, ReadStats, file_name, raw_items, read_errors
+from tokenplan.runner.input.shapes import Row, RowError, declared_id, parse_row, valid_unicode
 
 
 class SeenIds(Protocol):
-    """The reader's duplicate check: :class:`~tokenplan.runner.idset.IdSet` (the run's one id set,
-    by 64-bit key) or :class:`~tokenplan.runner.idset.ExactIds` (exact strings)."""
+    """The reader's duplicate check: :class:`~tokenplan.runner.store.idset.IdSet` (the run's one id set,
+    by 64-bit key) or :class:`ExactIds` (exact strings)."""
 
     def first_sighting(self, row_id: str) -> bool: ...
+
+
+class ExactIds:
+    """Input row ids seen, as exact strings: the reader's duplicate check when there is no run
+    directory (``--dry-run``, counting units); the same :meth:`first_sighting` as the run
+    directory's :class:`~tokenplan.runner.store.idset.IdSet`."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def first_sighting(self, row_id: str) -> bool:
+        """Whether ``row_id`` is seen for the first time (and mark it seen)."""
+        if row_id in self._seen:
+            return False
+        self._seen.add(row_id)
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +59,7 @@ def read_rows(
     are not rows and are counted in ``stats`` (see the module docstring).
 
     ``seen``: where row ids are checked for duplicates; a run passes its run directory's id set
-    (one set for done and duplicate ids, :mod:`tokenplan.runner.idset`), others get exact strings.
+    (one set for done and duplicate ids, :mod:`tokenplan.runner.store.idset`), others get exact strings.
 
     Raises:
         InputBroken: a file stops being readable part-way (after the rows before the break).

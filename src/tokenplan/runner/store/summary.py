@@ -15,8 +15,7 @@ from typing import Any
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
 from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
-from tokenplan.runner.appendlog import shard_paths
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.store.record import stored_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +58,11 @@ def mean_prompt_tokens(run_dir: Path) -> float | None:
     """The mean ``usage.prompt_tokens`` over every turn of every stored record (tokens); None when
     no turn carries it."""
     total = count = 0
-    for shard in shard_paths(run_dir / "shards"):
-        for _, record in iter_records(shard, damaged="skip"):
-            for turn in record.get("turns") or ():
-                usage = turn.get("usage") or {}
-                if isinstance(usage.get("prompt_tokens"), int):
-                    total, count = total + usage["prompt_tokens"], count + 1
+    for record in stored_records(run_dir, damaged="skip"):
+        for turn in record.turns:
+            prompt_tokens = None if turn.usage is None else turn.usage.prompt_tokens
+            if isinstance(prompt_tokens, int):
+                total, count = total + prompt_tokens, count + 1
     return total / count if count else None
 
 

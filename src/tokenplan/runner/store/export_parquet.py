@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tokenplan.runner.appendlog import shard_paths
 from tokenplan.runner.json_columns import json_text, json_type
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.store.record import OutputRecord, TurnUsage, stored_records
 
 OWN_COLUMNS = ("id", "source_id", "sample_index", "model", "conversations", "turns")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -60,17 +58,11 @@ def _arrow_type(kinds: set[str]):  # noqa: ANN202 - pyarrow is imported lazily
     return json_type()
 
 
-def _records(run_dir: Path) -> Iterator[dict[str, Any]]:
-    for shard in shard_paths(run_dir / "shards"):
-        for _, record in iter_records(shard):
-            yield record
-
-
 def field_columns(run_dir: Path) -> dict[str, tuple[str, Any]]:
     """Input field name → (its column name, its Arrow type), in the order first seen (first pass)."""
     kinds: dict[str, set[str]] = {}
-    for record in _records(run_dir):
-        for key, value in (record.get("fields") or {}).items():
+    for record in stored_records(run_dir):
+        for key, value in record.fields.items():
             seen = kinds.setdefault(key, set())
             kind = _kind(value)
             if kind is not None:
@@ -136,24 +128,24 @@ def _text(value: Any) -> str | None:
     return value if value is None or isinstance(value, str) else json_text(value)
 
 
-def flat_row(record: dict[str, Any], fields: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+def flat_row(record: OutputRecord, fields: dict[str, tuple[str, Any]]) -> dict[str, Any]:
     """One stored record as a row of :func:`schema` (storage form: ``arrow.json`` values as text)."""
     json_kind = json_type()
     turns = []
-    for t in record.get("turns") or ():
-        usage = t.get("usage") or {}
+    for t in record.turns:
+        usage = t.usage or TurnUsage(None, None)
         turns.append(
             {
-                "finish_reason": t.get("finish_reason"),
-                "length_flag": t.get("length_flag"),
-                "reasoning_truncated": t.get("reasoning_truncated"),
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "completion_tokens": usage.get("completion_tokens"),
-                "reasoning_tokens": usage.get("reasoning_tokens"),
-                "endpoint": t.get("endpoint"),
-                "latency_s": t.get("latency_s"),
-                "attempts": t.get("attempts"),
-                "seed": t.get("seed"),
+                "finish_reason": t.finish_reason,
+                "length_flag": t.length_flag,
+                "reasoning_truncated": t.reasoning_truncated,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "reasoning_tokens": usage.reasoning_tokens,
+                "endpoint": t.endpoint,
+                "latency_s": t.latency_s,
+                "attempts": t.attempts,
+                "seed": t.seed,
             }
         )
     messages = [
@@ -165,17 +157,17 @@ def flat_row(record: dict[str, Any], fields: dict[str, tuple[str, Any]]) -> dict
             "tool_call_id": _text(m.get("tool_call_id")),
             "name": _text(m.get("name")),
         }
-        for m in record.get("conversations") or ()
+        for m in record.conversations
     ]
     row = {
-        "id": record["id"],
-        "source_id": record.get("source_id"),
-        "sample_index": record.get("sample_index"),
-        "model": record.get("model"),
+        "id": record.id,
+        "source_id": record.source_id,
+        "sample_index": record.sample_index,
+        "model": record.model,
         "conversations": messages,
         "turns": turns,
     }
-    own = record.get("fields") or {}
+    own = record.fields
     for key, (name, kind) in fields.items():
         value = own.get(key)
         row[name] = json_text(value) if kind == json_kind else value
@@ -203,7 +195,7 @@ def export_parquet(run_dir: Path, out_path: Path, *, batch_rows: int = 4096) -> 
 
     try:
         with pq.ParquetWriter(tmp, final, compression="zstd") as writer:
-            for record in _records(run_dir):
+            for record in stored_records(run_dir):
                 batch.append(flat_row(record, fields))
                 if len(batch) >= batch_rows:
                     flush()

@@ -5,7 +5,7 @@ A run is often several invocations: stopped and resumed, a failed export rerun, 
 endpoint died. ``summary.json`` used to hold the last invocation's figures only, so a rerun that
 only exported said the run made 0 tok/s. Each invocation that sent something now appends its
 sending time, requests, output tokens, completion-length histogram and latency percentiles (one
-whole line, :class:`~tokenplan.runner.appendlog.AppendLog`); :func:`run_totals` adds them up.
+whole line, :class:`~tokenplan.runner.store.appendlog.AppendLog`); :func:`run_totals` adds them up.
 An invocation killed with ``kill -9`` appends nothing: its stored records stay, its sending time
 and tokens are not in the totals.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from tokenplan.runner.appendlog import AppendLog
+from tokenplan.runner.store.appendlog import AppendLog
 
 LOG_NAME = "invocations.jsonl"
 
@@ -53,7 +53,7 @@ class RunTotals:
 
 def record_invocation(run_dir: Path, entry: dict[str, Any]) -> None:
     """Append one invocation's figures (``elapsed_s``, ``requests``, ``output_tokens`` and
-    :func:`~tokenplan.runner.dispatch.summary_record`'s fields).
+    :func:`~tokenplan.runner.finish.summary_record`'s fields).
 
     Raises:
         WriteFailed: the line could not be written whole.

@@ -2,7 +2,7 @@
 
 Every record is one ``os.write`` of one complete line to a file opened with ``O_APPEND``, so a
 ``kill -9`` leaves at most one torn line at the end of a file (cut on the next open, see
-:func:`tokenplan.runner.rundir.cut_torn_tail`). A record that could not be written whole (a full
+:func:`tokenplan.runner.store.rundir.cut_torn_tail`). A record that could not be written whole (a full
 disk, ``ulimit -f``, an I/O error) is cut off again — the file is truncated back to where the
 record began — and :class:`WriteFailed` is raised, so the caller stops sending; the directory stays
 resumable. Small whole files (``manifest.json``, ``summary.json``) are written beside their name
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -38,7 +39,7 @@ class WriteFailed(RunDirError):
 
 class RecordUnstorable(RunDirError):
     """A record orjson cannot write (the checks before sending should make this impossible:
-    :mod:`tokenplan.runner.storable`); nothing of it was written, the file stays whole."""
+    :mod:`tokenplan.runner.input.storable`); nothing of it was written, the file stays whole."""
 
     def __init__(self, path: Path, record: dict[str, Any], problem: Exception):
         unit = record.get("id")
@@ -113,7 +114,7 @@ class ShardLog:
     """Append-only shards ``{prefix}NNNNN.jsonl``, a new one once the current passes ``max_bytes``.
 
     ``prefix`` is ``part-`` for the local backend; each Ray actor writes its own series,
-    ``part-<epoch>-<actor>-`` (:func:`tokenplan.runner.fencing.actor_prefix`). Only files of this
+    ``part-<epoch>-<actor>-`` (:func:`tokenplan.runner.store.fencing.actor_prefix`). Only files of this
     series (the prefix then exactly five digits) are continued; every ``part-*`` file is a shard.
     """
 
@@ -161,3 +162,25 @@ def write_whole(path: Path, data: bytes) -> None:
 def shard_paths(directory: Path) -> list[Path]:
     """The shard files of a run directory's ``shards/`` folder, in order."""
     return sorted(directory.glob("part-*.jsonl"))
+
+
+def iter_records(path: Path, *, damaged: Literal["raise", "skip"] = "raise") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every line of a JSONL file written by :class:`AppendLog`;
+    ``damaged="skip"`` passes over a line that is not a record (a reader that must not repair).
+
+    Raises:
+        RunDirError: a line that is not a JSON object with an ``id`` (``damaged="raise"``).
+    """
+    with open(path, "rb") as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            try:
+                record = orjson.loads(raw)
+                if not isinstance(record, dict) or "id" not in record:
+                    raise ValueError("no 'id'")
+            except ValueError as problem:
+                if damaged == "skip":
+                    continue
+                raise RunDirError(
+                    f"{path}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
+                ) from None
+            yield line_no, record

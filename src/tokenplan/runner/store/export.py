@@ -1,5 +1,5 @@
 """Export the stored records of a run directory: one Parquet file
-(:mod:`tokenplan.runner.export_parquet`), one SpecForge training JSONL, or one OpenAI Batch API
+(:mod:`tokenplan.runner.store.export_parquet`), one SpecForge training JSONL, or one OpenAI Batch API
 output file.
 
 The training JSONL is what SpecForge's ``scripts/regenerate_train_data.py`` writes for a
@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from tokenplan.runner.appendlog import shard_paths
-from tokenplan.runner.export_parquet import export_parquet
-from tokenplan.runner.rundir import iter_records
+from tokenplan.runner.store.appendlog import iter_records
+from tokenplan.runner.store.export_parquet import export_parquet
+from tokenplan.runner.store.record import OutputRecord, TurnRecord, TurnUsage, stored_records
 
 THINK_MARKERS = ("<think>", "</think>")  # as SpecForge's scripts/conversation_validation.py, case-insensitive
 
@@ -70,15 +70,15 @@ class ExportCounts:
         }
 
 
-def specforge_line(record: dict[str, Any]) -> dict[str, Any]:
+def specforge_line(record: OutputRecord) -> dict[str, Any]:
     """One training row in the shape SpecForge's ``scripts/regenerate_train_data.py`` writes for
     a successful row (see the module docstring): the input row's own fields, then ``id``, the
     ``conversations`` as stored (``{role, content}``, an assistant turn's reasoning under
     ``reasoning_content``, tool fields ``tool_calls``, ``tool_call_id``, ``name`` kept) and
     ``status: "success"``. ``id``, ``conversations`` and ``status`` win over input fields of those
     names (an input that was itself a SpecForge output carries its old ``status``)."""
-    conversations = [dict(message) for message in record.get("conversations") or ()]
-    return {**(record.get("fields") or {}), "id": record["id"], "conversations": conversations, "status": "success"}
+    conversations = [dict(message) for message in record.conversations]
+    return {**record.fields, "id": record.id, "conversations": conversations, "status": "success"}
 
 
 def training_problem(line: dict[str, Any]) -> str | None:
@@ -127,55 +127,65 @@ def unvalidated_path(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.unvalidated{out_path.suffix or '.jsonl'}")
 
 
-def batch_line(record: dict[str, Any], status: int = 200, error: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One OpenAI Batch API output line for a stored record (``status`` 200) or a unit that
-    failed: ``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``
-    as in https://platform.openai.com/docs/guides/batch and vLLM's ``BatchRequestOutput``
+def batch_line(record: OutputRecord) -> dict[str, Any]:
+    """One OpenAI Batch API output line for a stored record:
+    ``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}`` as in
+    https://platform.openai.com/docs/guides/batch and vLLM's ``BatchRequestOutput``
     (``vllm/entrypoints/openai/run_batch.py``). Ids derive from the unit id, so a rerun writes
     the same file. ``body`` is the chat completion of the unit's last turn."""
-    unit_id = str(record["id"])
-    digest = hashlib.sha256(unit_id.encode()).hexdigest()
-    line: dict[str, Any] = {"id": f"batch_req_{digest[:24]}", "custom_id": unit_id, "response": None, "error": None}
-    if status != 200:
-        if error is None:  # refused by the server (400/413): its answer, as OpenAI reports a 4xx
-            line["response"] = {
-                "status_code": status,
-                "request_id": f"req_{digest[24:48]}",
-                "body": {"error": {"message": record.get("detail"), "type": "invalid_request_error"}},
-            }
-        else:
-            line["error"] = error
-        return line
-    turn = (record.get("turns") or [{}])[-1]
-    message: dict[str, Any] = next(
-        (m for m in reversed(record.get("conversations") or []) if m.get("role") == "assistant"), {}
-    )
-    usage = turn.get("usage") or {}
+    line, digest = _batch_ids(record.id)
+    turn = record.turns[-1] if record.turns else TurnRecord.from_json({})
+    usage = turn.usage or TurnUsage(None, None)
+    prompt, completion = usage.prompt_tokens, usage.completion_tokens
     body = {
         "id": f"chatcmpl-{digest[:24]}",
         "object": "chat.completion",
-        "model": turn.get("model") or record.get("model"),
+        "model": turn.model or record.model,
         "choices": [
-            {"index": 0, "message": dict(message), "logprobs": None, "finish_reason": turn.get("finish_reason")}
+            {
+                "index": 0,
+                "message": dict(record.last_assistant()),
+                "logprobs": None,
+                "finish_reason": turn.finish_reason,
+            }
         ],
         "usage": {
-            "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens"),
-            "total_tokens": None
-            if usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None
-            else usage["prompt_tokens"] + usage["completion_tokens"],
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": None if prompt is None or completion is None else prompt + completion,
         },
     }
     line["response"] = {"status_code": 200, "request_id": f"req_{digest[24:48]}", "body": body}
     return line
 
 
-def _kept(record: dict[str, Any], counts: ExportCounts, drop_length: bool, require_think_close: bool) -> bool:
-    turns = record.get("turns") or ()
-    if drop_length and any(t.get("length_flag") for t in turns):
+def failed_batch_line(record: dict[str, Any], status: int, error: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Batch API output line of a unit of ``skipped.jsonl`` or ``errors.jsonl``: refused by
+    the server (``status`` 400/413, ``error`` None) as OpenAI reports a 4xx, with the server's
+    answer; otherwise ``error`` (``{"code", "message"}``) and no response."""
+    line, digest = _batch_ids(str(record["id"]))
+    if error is None:
+        line["response"] = {
+            "status_code": status,
+            "request_id": f"req_{digest[24:48]}",
+            "body": {"error": {"message": record.get("detail"), "type": "invalid_request_error"}},
+        }
+    else:
+        line["error"] = error
+    return line
+
+
+def _batch_ids(unit_id: str) -> tuple[dict[str, Any], str]:
+    """An empty Batch output line for ``unit_id`` and the SHA-256 hex digest its ids derive from."""
+    digest = hashlib.sha256(unit_id.encode()).hexdigest()
+    return {"id": f"batch_req_{digest[:24]}", "custom_id": unit_id, "response": None, "error": None}, digest
+
+
+def _kept(record: OutputRecord, counts: ExportCounts, drop_length: bool, require_think_close: bool) -> bool:
+    if drop_length and any(t.length_flag for t in record.turns):
         counts.dropped_length += 1
         return False
-    if require_think_close and any(t.get("reasoning_truncated") for t in turns):
+    if require_think_close and any(t.reasoning_truncated for t in record.turns):
         counts.dropped_think_open += 1
         return False
     return True
@@ -202,21 +212,20 @@ def export_lines(
     side_tmp = side.with_name(side.name + ".tmp")
     try:
         with open(tmp, "wb") as fh, open(side_tmp, "wb") as side_fh:
-            for shard in shard_paths(run_dir / "shards"):
-                for _, record in iter_records(shard):
-                    if not _kept(record, counts, drop_length, require_think_close):
-                        continue
-                    line = specforge_line(record) if fmt == "jsonl" else batch_line(record)
-                    problem = training_problem(line) if fmt == "jsonl" else None
-                    if problem is not None:
-                        setattr(counts, f"dropped_{problem}", getattr(counts, f"dropped_{problem}") + 1)
-                        continue
-                    if fmt == "jsonl" and validator_unsupported(line) is not None:
-                        side_fh.write(orjson.dumps(line) + b"\n")
-                        counts.unvalidated += 1
-                    else:
-                        fh.write(orjson.dumps(line) + b"\n")
-                    counts.written += 1
+            for record in stored_records(run_dir):
+                if not _kept(record, counts, drop_length, require_think_close):
+                    continue
+                line = specforge_line(record) if fmt == "jsonl" else batch_line(record)
+                problem = training_problem(line) if fmt == "jsonl" else None
+                if problem is not None:
+                    setattr(counts, f"dropped_{problem}", getattr(counts, f"dropped_{problem}") + 1)
+                    continue
+                if fmt == "jsonl" and validator_unsupported(line) is not None:
+                    side_fh.write(orjson.dumps(line) + b"\n")
+                    counts.unvalidated += 1
+                else:
+                    fh.write(orjson.dumps(line) + b"\n")
+                counts.written += 1
             if fmt == "openai-batch":
                 counts.failed = _failed_lines(run_dir, fh)
         os.replace(tmp, out_path)
@@ -242,9 +251,9 @@ def _failed_lines(run_dir: Path, fh: Any) -> int:
         for _, record in iter_records(path):
             status = record.get("status")
             if name == "skipped.jsonl" and status in (400, 413):
-                line = batch_line(record, status)
+                line = failed_batch_line(record, status)
             else:
-                line = batch_line(
+                line = failed_batch_line(
                     record,
                     -1,
                     {

@@ -1,0 +1,1 @@
+"""Input: the rows of the input files (plain, compressed, JSON arrays, Parquet), each checked and given its id."""
