@@ -25,7 +25,9 @@ def figure_bands(result: object, ev: Evaluation, figures: Mapping[str, tuple[str
     quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the band's regime
     (and why the configuration lies outside the measured one, if it does). The regime includes
     the evaluation's speculative decoding: none, τ from the prior, or τ stated. None without a
-    shipped band table."""
+    shipped band table. TTFT bands also split by whether requests queue in the server: the
+    steady state's running batch at the engine's limit (offline, or more in flight than it
+    runs; ``calibration.bands.queue_regime``) or below it (the client's concurrency)."""
     table = error_bands()
     if table is None:
         return None
@@ -38,11 +40,14 @@ def figure_bands(result: object, ev: Evaluation, figures: Mapping[str, tuple[str
         ev.steady.batch,
         spec_regime(ev.config.spec),
     )
+    queue = "none" if ev.steady.batch_reason == "concurrency" else "queue"
     intervals, last = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
         fmt = ev.config.weight_dtype.flops_class
-        band = None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt)
+        band = (
+            None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt, queue=queue)
+        )
         if band is not None:
             intervals[key] = band
             last = band

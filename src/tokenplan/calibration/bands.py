@@ -80,6 +80,17 @@ def batch_band(batch: float) -> str:
 
 
 SPEC_REGIMES = ("none", "prior", "stated")
+QUEUE_REGIMES = ("none", "queue")
+
+
+def queue_regime(concurrency: float | None, batch: float) -> str:
+    """``queue`` where requests wait in the server for a slot of the running batch: offline
+    (``concurrency`` None: every request submitted at once) or more requests in flight per
+    replica than the ``batch`` it runs (``job.batching.steady_state``: the TTFT then adds the
+    wait (concurrency − batch) / completion rate and every arrival is in a prefill wave);
+    else ``none`` (TTFT is the request's own prefill, the decode step it joins and its share
+    of the prefills ahead of it)."""
+    return "queue" if concurrency is None or concurrency > batch else "none"
 
 
 def spec_regime(spec: SpecDecode | None) -> str:
@@ -101,24 +112,35 @@ def _levels(engine: str, architecture: str, family: str, band: str, tail: str) -
     )
 
 
-def regime_keys(engine: str, architecture: str, family: str, batch: float, spec: str = "none") -> tuple[str, ...]:
+QUEUE_METRICS = ("ttft",)  # metrics whose regimes split by queue_regime (the decode rate does not queue)
+
+
+def regime_keys(
+    engine: str, architecture: str, family: str, batch: float, spec: str = "none", queue: str = ""
+) -> tuple[str, ...]:
     """The pooling levels a residual of this configuration counts in, most specific first:
     ``sglang/blackwell/deepseek-r1/1-8/spec=prior`` … ``sglang/spec=prior``, ``spec=prior``,
-    ``all``. ``spec`` is one of :data:`SPEC_REGIMES`."""
-    tail = f"/spec={spec}"
-    return (*_levels(engine, architecture, family, batch_band(batch), tail), f"spec={spec}", "all")
+    ``all``. ``spec`` is one of :data:`SPEC_REGIMES`; ``queue`` (TTFT only: one of
+    :data:`QUEUE_REGIMES`, "" for none) adds ``/queue=Q`` to every level but ``all``
+    (``sglang/blackwell/1-8/spec=none/queue=queue`` … ``spec=none/queue=queue``)."""
+    tail = f"/spec={spec}" + (f"/queue={queue}" if queue else "")
+    return (*_levels(engine, architecture, family, batch_band(batch), tail), tail[1:], "all")
 
 
-def lookup_keys(engine: str, architecture: str, family: str, batch: float, spec: str = "none") -> tuple[str, ...]:
+def lookup_keys(
+    engine: str, architecture: str, family: str, batch: float, spec: str = "none", queue: str = ""
+) -> tuple[str, ...]:
     """Where a prediction looks for its band, most specific first: its own regime's levels
     (:func:`regime_keys`, without ``all``); for a ``stated`` τ, then the ``none`` levels (no row
     of the ground truth states τ: with τ given, what is left is the error of the step time,
     which the non-speculative rows measure; an error in the stated τ itself is not covered);
+    with a ``queue`` regime, then the same without it (tables written before the queue split);
     then the levels without a speculative-decoding dimension that tables written before it have
     (absent from newer tables); then ``all``."""
-    own = regime_keys(engine, architecture, family, batch, spec)[:-1]
-    fallback = regime_keys(engine, architecture, family, batch, "none")[:-1] if spec == "stated" else ()
-    return (*own, *fallback, *_levels(engine, architecture, family, batch_band(batch), ""), "all")
+    specs = (spec, "none") if spec == "stated" else (spec,)
+    queues = (queue, "") if queue else ("",)
+    own = tuple(k for q in queues for s in specs for k in regime_keys(engine, architecture, family, batch, s, q)[:-1])
+    return (*own, *_levels(engine, architecture, family, batch_band(batch), ""), "all")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +161,7 @@ class Residual:
     quantity: str = ""
     source: str = ""
     configuration: str = ""
+    queue: str = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +256,8 @@ def quantile_bands(
     order statistics of the residuals (:func:`conformal_band`)."""
     groups: dict[tuple[str, str], list[Residual]] = {}
     for r in residuals:
-        for key in regime_keys(r.engine, r.architecture, r.family, r.batch, r.spec):
+        queue = r.queue if r.metric in QUEUE_METRICS else ""
+        for key in regime_keys(r.engine, r.architecture, r.family, r.batch, r.spec, queue):
             groups.setdefault((r.metric, key), []).append(r)
     out: dict[str, dict[str, Band]] = {m: {} for m in METRICS}
     for (metric, key), rs in sorted(groups.items()):
@@ -310,11 +334,14 @@ def band_for(
     batch: float,
     spec: str = "none",
     weight_format: str = "",
+    queue: str = "",
 ) -> tuple[Band, str, str | None]:
     """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None); ``spec``:
-    the speculative-decoding regime (:func:`spec_regime`), looked up as :func:`lookup_keys` says."""
+    the speculative-decoding regime (:func:`spec_regime`), ``queue``: the queue regime
+    (:func:`queue_regime`; used for :data:`QUEUE_METRICS` only), looked up as :func:`lookup_keys` says."""
     levels = table.bands.get(metric, {})
-    key = next((k for k in lookup_keys(engine, architecture, family, batch, spec) if k in levels), "all")
+    q = queue if metric in QUEUE_METRICS else ""
+    key = next((k for k in lookup_keys(engine, architecture, family, batch, spec, q) if k in levels), "all")
     band = levels.get(key, Band(0.0, 0.0, 0))
     outside = outside_reason(table, engine, architecture, gpu, batch, weight_format)
     wide = table.extrapolation.get(metric)
@@ -335,6 +362,7 @@ def interval(
     batch: float,
     spec: str = "none",
     weight_format: str = "",
+    queue: str = "",
 ) -> Interval | None:
     """The interval on ``value`` (None where the table holds no residual of ``metric``).
     ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
@@ -343,10 +371,10 @@ def interval(
     reaches from the figure to the far quantile, so it says how far off the figure may be, not
     a range the figure itself falls outside (this only widens it, so coverage does not drop).
     ``spec``: the speculative-decoding regime of the configuration (:func:`spec_regime`);
-    ``weight_format``: as :func:`outside_reason`."""
+    ``weight_format``: as :func:`outside_reason`; ``queue``: as :func:`band_for`."""
     if not table.bands.get(metric):
         return None
-    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch, spec, weight_format)
+    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch, spec, weight_format, queue)
     if inverse:
         low, high = value * math.exp(band.low_q), value * math.exp(band.high_q)
     else:

@@ -21,12 +21,14 @@ from dataclasses import dataclass, replace
 from tokenplan.calibration.bands import (
     COVERAGE,
     MIN_POINTS,
+    QUEUE_METRICS,
     BandTable,
     Residual,
     conformal_band,
     covered,
     lookup_keys,
     quantile_bands,
+    queue_regime,
     spec_regime,
 )
 from tokenplan.calibration.fit import FitOptions, FitResult
@@ -53,9 +55,11 @@ def case_residuals(case: Case, eff: Efficiency, source: str = "") -> list[Residu
     if m.ttft_s is not None:
         triples.append(("ttft", "ttft", math.log(p.ttft_s / m.ttft_s)))
     spec = spec_regime(case.config.spec)
-    where = "/".join(configuration(case))
+    where, queue = "/".join(configuration(case)), queue_regime(case.concurrency_per_replica, p.batch)
     return [
-        Residual(case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source, where)
+        Residual(
+            case.engine, case.architecture, case.family, m.gpu, p.batch, metric, r, spec, quantity, source, where, queue
+        )
         for metric, quantity, r in triples
     ]
 
@@ -146,8 +150,9 @@ def nested_coverage(
         bands = quantile_bands([h.residual for h in held if h.fold != k], coverage, min_points)
         for h in (h for h in held if h.fold == k):
             r = h.residual
-            levels = bands[r.metric]
-            key = next(k2 for k2 in lookup_keys(r.engine, r.architecture, r.family, r.batch, r.spec) if k2 in levels)
+            levels, queue = bands[r.metric], r.queue if r.metric in QUEUE_METRICS else ""
+            where = (r.engine, r.architecture, r.family, r.batch, r.spec, queue)
+            key = next(k2 for k2 in lookup_keys(*where) if k2 in levels)
             hits.setdefault(by(r), []).append(covered(levels[key], r.log_error))
     return {m: sum(v) / len(v) for m, v in sorted(hits.items())}
 

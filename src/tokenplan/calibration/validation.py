@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from tokenplan.calibration.bands import BandTable, interval, spec_regime
+from tokenplan.calibration.bands import BandTable, interval, queue_regime, spec_regime
 from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation
 from tokenplan.results import INLINE, Interval, JsonResult, inline
 
@@ -158,7 +158,7 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
     """The 80 % interval of a row's predicted ``metric`` (``throughput``, ``tpot``, ``ttft``;
     in the metric's own unit: tok/s per GPU or seconds), looked up as ``tokenplan predict``
     looks up a configuration's (engine, architecture, family, GPU, running batch per replica,
-    speculative-decoding regime). None where the table holds no band of the metric."""
+    speculative-decoding regime, and for TTFT whether requests queue: :func:`queue_regime`). None where the table holds no band of the metric."""
     c = r.case
     band_metric, inverse = _BAND_OF[metric]
     return interval(
@@ -173,6 +173,7 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
         r.batch,
         spec_regime(c.config.spec),
         weight_format=c.config.weight_dtype.flops_class,
+        queue=queue_regime(c.concurrency_per_replica, r.batch),
     )
 
 
