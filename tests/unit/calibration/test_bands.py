@@ -19,6 +19,7 @@ from tokenplan.calibration.bands import (
     lookup_keys,
     model_family,
     quantile_bands,
+    queue_regime,
     spec_regime,
 )
 from tokenplan.calibration.heldout import FoldResidual, nested_coverage
@@ -246,3 +247,57 @@ def test_the_ttft_band_uses_its_own_configuration_tail():
     assert configuration_band(values, configurations, 0.8, "rate") == Band(0.05, 0.95, 100)
     # TTFT: t = 0.93 → the 7th and 93rd values
     assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.07, 0.93, 100)
+
+
+def test_queue_regime_of_a_row():
+    # offline (no concurrency) and 300 in flight on a replica that runs 256 queue; 64 of a 256 limit does not
+    assert [queue_regime(c, b) for c, b in ((None, 256.0), (300.0, 256.0), (256.0, 256.0), (64.0, 64.0))] == [
+        "queue",
+        "queue",
+        "none",
+        "none",
+    ]
+
+
+def test_ttft_bands_split_by_whether_requests_queue_and_the_rate_does_not():
+    # 21 TTFT residuals without a queue, −0.10 … +0.10 (band [−0.09, +0.09] as above) and 21 with one,
+    # +0.30 … +0.50 (the queue predicted too long): the 2nd and 20th smallest, 0.31 and 0.49.
+    free = [_r(round(-0.10 + 0.01 * i, 2), metric="ttft") for i in range(21)]
+    queued = [replace(_r(round(0.30 + 0.01 * i, 2), metric="ttft"), queue="queue") for i in range(21)]
+    rate = [replace(r, metric="rate") for r in free + queued]
+    table = _spec_table(free + queued + rate)
+    ttft = table.bands["ttft"]
+    assert ttft["sglang/hopper/llama-3.1/1-8/spec=none/queue=queue"].n == 21
+    assert (ttft["spec=none/queue=none"].low_q, ttft["spec=none/queue=none"].high_q) == pytest.approx((-0.09, 0.09))
+    # queue: meas = pred·e^(−r) ∈ [100·e^−0.49, 100·e^−0.31] = [61.263, 73.345] → up to the figure
+    iv = interval(table, 100.0, "ttft", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="queue")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none/queue=queue"
+    assert (iv.low, iv.high) == pytest.approx((61.263, 100.0), abs=1e-3)
+    iv = interval(table, 100.0, "ttft", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="none")
+    assert (iv.low, iv.high) == pytest.approx((91.393, 109.417), abs=1e-3)  # [100·e^−0.09, 100·e^0.09]
+    # the rate pools both (no queue key): 42 points, k = ⌈43·0.9⌉ = 39 → the 39th smallest, 0.30 + 0.01·17 =
+    # 0.47, and the 4th, −0.07; the queue argument is ignored for it
+    assert not any("queue=" in k for k in table.bands["rate"])
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="queue")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none"
+    # [100·e^−0.47, 100·e^0.07] = [62.500, 107.251]
+    assert (iv.low, iv.high) == pytest.approx((62.500, 107.251), abs=1e-3)
+
+
+def test_a_table_written_before_the_queue_split_still_gives_ttft_bands():
+    assert lookup_keys("sglang", "hopper", "qwen3", 4.0, "none", "queue")[:7] == (
+        "sglang/hopper/qwen3/1-8/spec=none/queue=queue",
+        "sglang/hopper/1-8/spec=none/queue=queue",
+        "sglang/hopper/spec=none/queue=queue",
+        "sglang/spec=none/queue=queue",
+        "spec=none/queue=queue",
+        "sglang/hopper/qwen3/1-8/spec=none",
+        "sglang/hopper/1-8/spec=none",
+    )
+    old = BandTable(0.8, {"ttft": {"sglang/hopper/1-8/spec=none": Band(-0.1, 0.2, 50)}}, gpus=("h100-sxm",))
+    old = replace(old, max_batch={"sglang/hopper": 64.0})
+    iv = interval(old, 100.0, "ttft", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, queue="queue")
+    # [100·e^−0.2, 100·e^0.1] = [81.873, 110.517]
+    assert iv.regime == "sglang/hopper/1-8/spec=none" and (iv.low, iv.high) == pytest.approx(
+        (81.873, 110.517), abs=1e-3
+    )
