@@ -29,15 +29,16 @@ e.g. InferenceX's SGLang DeepSeek-R1 MTP rows on B200 are predicted 30–36 % to
 ``stated`` (τ given). Without the split, the residuals of prior-τ rows set the band of plans
 with no speculative decoding.
 
-Regimes are pooled from the most specific level that holds at least ``MIN_POINTS`` residuals
-(and ``MIN_CONFIGURATIONS`` configurations):
+TTFT regimes are also split by :func:`queue_regime` (``/queue=queue``: requests wait in the
+server, offline or above the running batch, and the TTFT is mostly the wait the planner
+computes; ``/queue=none``). Regimes are pooled from the most specific level that holds at least
+``MIN_POINTS`` residuals (and ``MIN_CONFIGURATIONS`` configurations; TTFT: ``TTFT_MIN_…``):
 ``engine/architecture/family/band/spec=S`` → ``engine/architecture/band/spec=S`` →
-``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` → ``all``; a stated τ, which no
-ground-truth row has, then falls back to the ``none`` levels before ``all``
-(:func:`lookup_keys`). Tables written before the split (keys without ``/spec=``) are still read:
-their keys are the last levels looked up before ``all``. A configuration outside the measured regime — a GPU no fit row used, an engine × architecture
-× number format no fit row ran (its kernel speed there is not measured),
-or a batch per replica above the largest of its engine and architecture in the fit data —
+``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` (→ ``queue=Q``) → ``all``; a
+stated τ, which no ground-truth row has, falls back to the ``none`` levels (:func:`lookup_keys`).
+Older tables (keys without ``/spec=`` or ``/queue=``) are still read. A configuration outside
+the measured regime (a GPU no fit row used, an engine × architecture × number format no fit row
+ran, or a batch per replica above the largest of its engine and architecture in the fit data)
 says so and takes the wider of its regime band and the ``extrapolation`` band, the quantiles
 of leave-one-GPU-out residuals (each GPU predicted by a fit that never saw it).
 
@@ -122,9 +123,12 @@ def regime_keys(
     ``sglang/blackwell/deepseek-r1/1-8/spec=prior`` … ``sglang/spec=prior``, ``spec=prior``,
     ``all``. ``spec`` is one of :data:`SPEC_REGIMES`; ``queue`` (TTFT only: one of
     :data:`QUEUE_REGIMES`, "" for none) adds ``/queue=Q`` to every level but ``all``
-    (``sglang/blackwell/1-8/spec=none/queue=queue`` … ``spec=none/queue=queue``)."""
+    (``sglang/blackwell/1-8/spec=none/queue=queue`` … ``spec=none/queue=queue``) and pools
+    ``queue=Q`` over the speculative-decoding regimes before ``all``: a queued TTFT is mostly
+    the wait the planner computes, whatever the decode."""
     tail = f"/spec={spec}" + (f"/queue={queue}" if queue else "")
-    return (*_levels(engine, architecture, family, batch_band(batch), tail), tail[1:], "all")
+    pooled = (f"queue={queue}",) if queue else ()
+    return (*_levels(engine, architecture, family, batch_band(batch), tail), tail[1:], *pooled, "all")
 
 
 def lookup_keys(
@@ -139,8 +143,8 @@ def lookup_keys(
     (absent from newer tables); then ``all``."""
     specs = (spec, "none") if spec == "stated" else (spec,)
     queues = (queue, "") if queue else ("",)
-    own = tuple(k for q in queues for s in specs for k in regime_keys(engine, architecture, family, batch, s, q)[:-1])
-    return (*own, *_levels(engine, architecture, family, batch_band(batch), ""), "all")
+    own = (k for q in queues for s in specs for k in regime_keys(engine, architecture, family, batch, s, q)[:-1])
+    return (*dict.fromkeys(own), *_levels(engine, architecture, family, batch_band(batch), ""), "all")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +199,14 @@ def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
     return Band(s[n - k], s[k - 1], n)
 
 
-# configuration_tail of TTFT. Nested coverage of the 60-factor refit's TTFT residuals (serving-dev.csv,
-# inferencex-dev.csv) at 0.95: 85.5 %, 80.5 %; at 0.94: 84.5, 78.6; at 0.93: 82.9, 76.7 (rate unchanged).
-TTFT_TAIL = 0.93
+# configuration_tail of TTFT. Nested coverage (grouped 5-fold, 57-factor fit) of TTFT per file (dev.csv,
+# inferencex-dev.csv, serving-dev.csv) with the queue split and TTFT_MIN_CONFIGURATIONS = 3: at 0.95: 93.8, 74.4,
+# 75.8 %; 0.96: 87.5, 76.5, 77.0 (all 76.9); 0.965: 93.8, 78.8, 78.2; 0.97: 93.8, 81.7, 79.2 (all 80.9). Without
+# the split, 0.96: 100, 73.9, 76.6; the previous 0.93: 93.8, 68.7, 81.7. dev.csv: 16 TTFT rows (6.25 points each).
+TTFT_TAIL = 0.96
+# TTFT bias follows engine × GPU (queues, waves): with 5, InferenceX SGLang's −0.80 (B200) … +0.46 (MI355X) pooled
+TTFT_MIN_CONFIGURATIONS = 3
+TTFT_MIN_POINTS = 10
 MIN_CONFIGURATIONS = 5  # configurations (model × GPU × engine) a regime needs for a band of its own
 
 
@@ -251,9 +260,13 @@ def quantile_bands(
 ) -> dict[str, dict[str, Band]]:
     """metric → regime key → Band, for every pooling level that holds ``min_points`` residuals
     and, where the residuals name their configuration, :data:`MIN_CONFIGURATIONS`
-    configurations; then the band weighs configurations alike (:func:`configuration_band`).
+    configurations (TTFT: at most :data:`TTFT_MIN_POINTS` residuals and
+    :data:`TTFT_MIN_CONFIGURATIONS` configurations; its regimes also split by
+    :func:`queue_regime`); then the band weighs configurations alike (:func:`configuration_band`).
     Residuals without a configuration (made before it was recorded) pool as split-conformal
     order statistics of the residuals (:func:`conformal_band`)."""
+    minimum = {m: (min_points, MIN_CONFIGURATIONS) for m in METRICS}
+    minimum["ttft"] = (min(min_points, TTFT_MIN_POINTS), TTFT_MIN_CONFIGURATIONS)
     groups: dict[tuple[str, str], list[Residual]] = {}
     for r in residuals:
         queue = r.queue if r.metric in QUEUE_METRICS else ""
@@ -261,12 +274,12 @@ def quantile_bands(
             groups.setdefault((r.metric, key), []).append(r)
     out: dict[str, dict[str, Band]] = {m: {} for m in METRICS}
     for (metric, key), rs in sorted(groups.items()):
-        values = [r.log_error for r in rs]
+        values, (points, needed) = [r.log_error for r in rs], minimum[metric]
         if all(r.configuration for r in rs):
             configurations = [r.configuration for r in rs]
-            if (len(values) >= min_points and len(set(configurations)) >= MIN_CONFIGURATIONS) or key == "all":
+            if (len(values) >= points and len(set(configurations)) >= needed) or key == "all":
                 out[metric][key] = configuration_band(values, configurations, coverage, metric)
-        elif len(values) >= min_points or key == "all":
+        elif len(values) >= points or key == "all":
             out[metric][key] = conformal_band(values, coverage)
     return out
 
