@@ -145,3 +145,16 @@ def test_generate_runs_on_uvloop_only_where_installed_and_not_turned_off(monkeyp
         assert event_loop_factory() is None
     else:
         assert event_loop_factory() is uvloop.new_event_loop
+
+
+def test_repeated_keys_merges_sorted_runs_and_finds_repeats_across_them(monkeypatch) -> None:
+    from tokenplan.runner.store import record_ids
+
+    monkeypatch.setattr(record_ids, "SORT_RUN_KEYS", 3)  # runs [9, 2, 7] [2, 5, 9] [1, 1]
+    keys = array("Q", [9, 2, 7, 2, 5, 9, 1, 1])
+    unique, repeated = record_ids.repeated_keys(keys)
+    # sorted and unique: 1, 2, 5, 7, 9; 2 and 9 repeat across runs, 1 within its run
+    assert list(unique) == [1, 2, 5, 7, 9]
+    assert repeated == {1, 2, 9}
+    assert len(keys) == 0  # handed over: the caller's array is emptied
+    assert record_ids.repeated_keys(array("Q")) == (array("Q"), set())
