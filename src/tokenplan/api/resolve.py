@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.validate import Case
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
-from tokenplan.catalog.length_sets import LengthShape, length_set
 from tokenplan.errors import InfeasibleError, InputError, TokenplanError
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.files.calibration import moved_lines, read_calibration_file
@@ -31,6 +31,9 @@ from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
+
+if TYPE_CHECKING:
+    from tokenplan.catalog.length_sets import LengthShape
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,9 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
         s = resolve(measurement_request(m), profile)
     except TokenplanError as exc:
         return SkippedRow(m.line, m.row_id, str(exc))
+    # Imported here: its pydantic models are built on import, and a plan without measurements needs none.
+    from tokenplan.catalog.length_sets import length_set
+
     shapes = length_set(m.length_set) if m.length_set else None
     if shapes is not None:
         isl, osl = set_lengths(m.isl_tokens, shapes.input), set_lengths(m.osl_tokens, shapes.output)

@@ -14,17 +14,21 @@ import math
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from tokenplan.arch.hf_config import parse_hf_config
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.catalog.gpus import GpuEntry
+from tokenplan.catalog.gpus_plain import plain_gpus
 from tokenplan.engines import Engine, from_catalog
 from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.loaders import parse_json, read_text
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
+
+if TYPE_CHECKING:
+    from tokenplan.catalog.gpus import GpuEntry
 
 _PKG = resources.files("tokenplan.catalog")
 
@@ -39,14 +43,32 @@ def _read_yaml(name: str):
 
 
 @lru_cache(maxsize=1)
+def _gpus_raw():
+    return _read_yaml("gpus.yaml")
+
+
+@lru_cache(maxsize=1)
 def _gpu_entries() -> dict[str, GpuEntry]:
-    raw = _read_yaml("gpus.yaml")
-    return {key: GpuEntry.model_validate(entry) for key, entry in raw.items()}
+    # Imported here: its pydantic models cost more than a plan's search; the values come from
+    # _gpus() unless an entry needs pydantic's judgement (or a caller wants the entry itself).
+    from tokenplan.catalog.gpus import GpuEntry
+
+    return {key: GpuEntry.model_validate(entry) for key, entry in _gpus_raw().items()}
+
+
+@lru_cache(maxsize=1)
+def _gpus() -> dict[str, tuple[Gpu, tuple[str, ...]]]:
+    """Key → (Gpu without GEMM curves, aliases): checked without pydantic where every entry is
+    plainly valid (catalog/gpus_plain.py), else by GpuEntry, which raises for a bad entry."""
+    plain = plain_gpus(_gpus_raw())
+    if plain is not None:
+        return plain
+    return {key: (entry.to_gpu(key), tuple(entry.aliases)) for key, entry in _gpu_entries().items()}
 
 
 def gpu_names() -> list[str]:
     """Keys of the GPU catalog, sorted."""
-    return sorted(_gpu_entries())
+    return sorted(_gpus())
 
 
 def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
@@ -61,7 +83,7 @@ def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _gpu_aliases() -> dict[str, str]:
-    return {alias.lower(): key for key, entry in _gpu_entries().items() for alias in entry.aliases}
+    return {alias.lower(): key for key, (_, aliases) in _gpus().items() for alias in aliases}
 
 
 def gpu_key(name: str) -> str:
@@ -71,7 +93,7 @@ def gpu_key(name: str) -> str:
     Raises:
         CatalogError: an unknown name, with the closest keys and every key.
     """
-    entries, wanted = _gpu_entries(), name.strip().lower()
+    entries, wanted = _gpus(), name.strip().lower()
     for candidate in (wanted, wanted.replace("_", "-")):
         if candidate in entries:
             return candidate
@@ -90,7 +112,7 @@ def load_gpu(key: str) -> Gpu:
     """GPU ``key`` (or an alias, see :func:`gpu_key`) as a frozen value. Raises CatalogError for
     an unknown name."""
     canonical = gpu_key(key)
-    gpu = _gpu_entries()[canonical].to_gpu(canonical)
+    gpu = _gpus()[canonical][0]
     return dataclasses.replace(gpu, gemm_curves=_gemm_curves().get(canonical, ()))
 
 
