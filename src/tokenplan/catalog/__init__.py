@@ -1,18 +1,16 @@
 """Shipped catalogs — GPUs, models, engines, efficiency — and their loaders.
 
-The only module that reads package data (``importlib.resources``). Each file is validated once
-and cached; lookups by unknown names raise :class:`~tokenplan.errors.CatalogError` listing the
+The only module that reads package data (the files beside it in the installed package). Each file
+is validated once and cached; lookups by unknown names raise :class:`~tokenplan.errors.CatalogError` listing the
 known names.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +28,10 @@ from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyT
 if TYPE_CHECKING:
     from tokenplan.catalog.gpus import GpuEntry
 
-_PKG = resources.files("tokenplan.catalog")
+# The package's folder: what ``importlib.resources.files("tokenplan.catalog")`` answers for a package
+# installed as files (a pathlib.Path), without importing importlib.resources (tempfile, shutil,
+# zipfile, random: ~10 ms of every run's start-up). A zipped install is not supported.
+_PKG = Path(__file__).parent
 
 # libyaml's C loader parses the 840-line GPU catalog ~8× faster than the pure-Python one; PyYAML
 # built without libyaml has only the latter.
@@ -74,6 +75,8 @@ def gpu_names() -> list[str]:
 def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
     """The known names closest to ``name``, best first: those that start with it (``h100`` →
     h100-sxm, h100-pcie, h100-nvl), then difflib's close matches (ratio ≥ 0.6)."""
+    import difflib  # only for an unknown name
+
     wanted = name.strip().lower()
     prefixed = [k for k in known if k.startswith(wanted)] if len(wanted) >= 2 else []
     return list(dict.fromkeys(prefixed + difflib.get_close_matches(wanted, known, n=n, cutoff=0.6)))[
