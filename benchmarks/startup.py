@@ -10,8 +10,8 @@ over the rounds, in CPU seconds of that process (``time.process_time``) and wall
 interpreter, ``tokenplan.cli`` (click and the command table), the imports ``plan`` needs (the
 plan command's modules, loaded on first use), and the compute (search and rendering). It also
 lists the heavy modules ``tokenplan plan`` imported that planning does not need (numpy, scipy, typer,
-pyarrow, aiohttp, the runner, bench, plotting: none of them computes a figure ``plan``
-prints).
+pyarrow, aiohttp, the runner, bench, plotting, pydantic: none of them computes a figure ``plan``
+prints; the default plan reads the GPU catalog without pydantic, see ``catalog/gpus_plain.py``).
 
 Run:  python benchmarks/startup.py [--repeats 11] [--short] [--no-bytecode]
 
@@ -54,6 +54,7 @@ NOT_NEEDED_TO_PLAN = (
     "matplotlib",
     "plotly",
     "typer",
+    "pydantic",
 )
 
 # One `tokenplan plan` in a child, timed in three parts; prints a JSON object on stderr.

@@ -36,6 +36,9 @@ MS_PER_S = 1e3
 # cap): 2^24 = 16,777,216 tokens, above the longest context any catalog model or engine serves
 # (10M, Llama 4 Scout's), and finite, so that deadlines, caps and costs stay finite numbers.
 MAX_REQUEST_TOKENS = 2**24
+# Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
+# 10,000 $/h is far above any, while keeping cost arithmetic finite (1e308 used to print $inf).
+MAX_PRICE_USD_PER_GPU_HOUR = 10_000
 S_PER_HOUR = 3600.0
 S_PER_DAY = 86400.0
 

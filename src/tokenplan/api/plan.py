@@ -20,7 +20,6 @@ from tokenplan.api.resolve import Profile, read_profile, shown
 from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.files.bench_tau import resolve_spec
-from tokenplan.files.job import MAX_PRICE_USD_PER_GPU_HOUR, read_job_file  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.answer import Question, Searched, answer, assumptions, search
@@ -28,7 +27,13 @@ from tokenplan.planning.current import with_current
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.planning.search import Job, OptionResult
 from tokenplan.planning.space import Fixed, HardwareOption
-from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
+from tokenplan.units import (  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
+    KV_DTYPES,
+    MAX_PRICE_USD_PER_GPU_HOUR,
+    MAX_REQUEST_TOKENS,
+    WEIGHT_DTYPES,
+    parse_dtype,
+)
 
 # The default job's lengths, stated in the output: job.workload.DEFAULT_ISL/DEFAULT_OSL (where
 # they come from is said there; predict shares them).
@@ -106,7 +111,12 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
     Raises:
         InputError, ConfigError: the job file is missing or malformed (one line naming the key).
     """
-    fields = read_job_file(job_path).request_fields() if job_path else {}
+    if job_path:
+        from tokenplan.files.job import read_job_file  # its pydantic models: only for --job
+
+        fields = read_job_file(job_path).request_fields()
+    else:
+        fields = {}
     fields.update({k: v for k, v in options.items() if v is not None})
     return PlanRequest(**fields)
 

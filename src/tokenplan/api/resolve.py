@@ -13,24 +13,28 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import model_family
-from tokenplan.calibration.validate import Case
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
-from tokenplan.catalog.length_sets import LengthShape, length_set
 from tokenplan.errors import InfeasibleError, InputError, TokenplanError
 from tokenplan.files.bench_tau import resolve_spec
-from tokenplan.files.calibration import moved_lines, read_calibration_file
-from tokenplan.files.measurements import MeasurementFile
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.workload import LengthDist, lognormal_with_mean
-from tokenplan.measurement import Measurement, SkippedRow
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
+
+# Measurement files, calibration profiles and validation cases: imported where used (a plan
+# without --calibration reads none of them, and their modules cost start-up).
+if TYPE_CHECKING:
+    from tokenplan.calibration.validate import Case
+    from tokenplan.catalog.length_sets import LengthShape
+    from tokenplan.files.measurements import MeasurementFile
+    from tokenplan.measurement import Measurement, SkippedRow
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ def read_profile(calibration: str | None) -> Profile:
     InputError/ConfigError for a missing or malformed profile (``files.calibration``)."""
     if not calibration:
         return Profile(None, shipped_efficiency())
+    from tokenplan.files.calibration import moved_lines, read_calibration_file
+
     read = read_calibration_file(calibration)
     return Profile(calibration, read.table, read.fitted_on, tuple(moved_lines(calibration, read)))
 
@@ -289,6 +295,9 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
 def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | SkippedRow:
     """A measurement resolved to a Case (``profile``: the one read for the whole file; None = the
     shipped fit), or the reason it cannot be predicted."""
+    from tokenplan.calibration.validate import Case
+    from tokenplan.measurement import SkippedRow
+
     missing = [name for name, v in (("isl", m.isl_tokens), ("osl", m.osl_tokens)) if v is None]
     if missing:
         return SkippedRow(m.line, m.row_id, f"missing lengths ({', '.join(missing)})")
@@ -297,6 +306,8 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
         s = resolve(measurement_request(m), profile)
     except TokenplanError as exc:
         return SkippedRow(m.line, m.row_id, str(exc))
+    from tokenplan.catalog.length_sets import length_set  # pydantic models: only for measurements
+
     shapes = length_set(m.length_set) if m.length_set else None
     if shapes is not None:
         isl, osl = set_lengths(m.isl_tokens, shapes.input), set_lengths(m.osl_tokens, shapes.output)
@@ -336,6 +347,8 @@ def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist
 
 def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:
     """Cases and skipped rows (malformed first, then unpredictable) of a read file."""
+    from tokenplan.measurement import SkippedRow
+
     shipped = read_profile(None)  # the cases carry no factors: validate and calibrate bring their own
     cases: list[Case] = []
     skipped = list(data.skipped)

@@ -1,32 +1,37 @@
 """Shipped catalogs — GPUs, models, engines, efficiency — and their loaders.
 
-The only module that reads package data (``importlib.resources``). Each file is validated once
-and cached; lookups by unknown names raise :class:`~tokenplan.errors.CatalogError` listing the
+The only module that reads package data (the files beside it in the installed package). Each file
+is validated once and cached; lookups by unknown names raise :class:`~tokenplan.errors.CatalogError` listing the
 known names.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from tokenplan.arch.hf_config import parse_hf_config
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.catalog.gpus import GpuEntry
+from tokenplan.catalog.gpus_plain import plain_gpus
 from tokenplan.engines import Engine, from_catalog
 from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.loaders import parse_json, read_text
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
 
-_PKG = resources.files("tokenplan.catalog")
+if TYPE_CHECKING:
+    from tokenplan.catalog.gpus import GpuEntry
+
+# The package's folder: what ``importlib.resources.files("tokenplan.catalog")`` answers for a package
+# installed as files (a pathlib.Path), without importing importlib.resources (tempfile, shutil,
+# zipfile, random: ~10 ms of every run's start-up). A zipped install is not supported.
+_PKG = Path(__file__).parent
 
 # libyaml's C loader parses the 840-line GPU catalog ~8× faster than the pure-Python one; PyYAML
 # built without libyaml has only the latter.
@@ -39,19 +44,39 @@ def _read_yaml(name: str):
 
 
 @lru_cache(maxsize=1)
+def _gpus_raw():
+    return _read_yaml("gpus.yaml")
+
+
+@lru_cache(maxsize=1)
 def _gpu_entries() -> dict[str, GpuEntry]:
-    raw = _read_yaml("gpus.yaml")
-    return {key: GpuEntry.model_validate(entry) for key, entry in raw.items()}
+    # Imported here: its pydantic models cost more than a plan's search; the values come from
+    # _gpus() unless an entry needs pydantic's judgement (or a caller wants the entry itself).
+    from tokenplan.catalog.gpus import GpuEntry
+
+    return {key: GpuEntry.model_validate(entry) for key, entry in _gpus_raw().items()}
+
+
+@lru_cache(maxsize=1)
+def _gpus() -> dict[str, tuple[Gpu, tuple[str, ...]]]:
+    """Key → (Gpu without GEMM curves, aliases): checked without pydantic where every entry is
+    plainly valid (catalog/gpus_plain.py), else by GpuEntry, which raises for a bad entry."""
+    plain = plain_gpus(_gpus_raw())
+    if plain is not None:
+        return plain
+    return {key: (entry.to_gpu(key), tuple(entry.aliases)) for key, entry in _gpu_entries().items()}
 
 
 def gpu_names() -> list[str]:
     """Keys of the GPU catalog, sorted."""
-    return sorted(_gpu_entries())
+    return sorted(_gpus())
 
 
 def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
     """The known names closest to ``name``, best first: those that start with it (``h100`` →
     h100-sxm, h100-pcie, h100-nvl), then difflib's close matches (ratio ≥ 0.6)."""
+    import difflib  # only for an unknown name
+
     wanted = name.strip().lower()
     prefixed = [k for k in known if k.startswith(wanted)] if len(wanted) >= 2 else []
     return list(dict.fromkeys(prefixed + difflib.get_close_matches(wanted, known, n=n, cutoff=0.6)))[
@@ -61,7 +86,7 @@ def close_names(name: str, known: list[str], n: int = 4) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _gpu_aliases() -> dict[str, str]:
-    return {alias.lower(): key for key, entry in _gpu_entries().items() for alias in entry.aliases}
+    return {alias.lower(): key for key, (_, aliases) in _gpus().items() for alias in aliases}
 
 
 def gpu_key(name: str) -> str:
@@ -71,7 +96,7 @@ def gpu_key(name: str) -> str:
     Raises:
         CatalogError: an unknown name, with the closest keys and every key.
     """
-    entries, wanted = _gpu_entries(), name.strip().lower()
+    entries, wanted = _gpus(), name.strip().lower()
     for candidate in (wanted, wanted.replace("_", "-")):
         if candidate in entries:
             return candidate
@@ -90,7 +115,7 @@ def load_gpu(key: str) -> Gpu:
     """GPU ``key`` (or an alias, see :func:`gpu_key`) as a frozen value. Raises CatalogError for
     an unknown name."""
     canonical = gpu_key(key)
-    gpu = _gpu_entries()[canonical].to_gpu(canonical)
+    gpu = _gpus()[canonical][0]
     return dataclasses.replace(gpu, gemm_curves=_gemm_curves().get(canonical, ()))
 
 

@@ -10,11 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from tokenplan.errors import ConfigError, InputError, allowed_from_validation
 from tokenplan.loaders import load_yaml
-from tokenplan.units import MAX_REQUEST_TOKENS
+from tokenplan.units import MAX_PRICE_USD_PER_GPU_HOUR, MAX_REQUEST_TOKENS
 
-# Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
-# 10,000 $/h is far above any, while keeping cost arithmetic finite (1e308 used to print $inf).
-MAX_PRICE_USD_PER_GPU_HOUR = 10_000
 MAX_JOB_FILE_BYTES = 1 << 20  # a job YAML is a few hundred bytes
 
 
