@@ -9,6 +9,7 @@ import io
 from rich.console import Console
 
 from tokenplan.api.calibrate import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
+from tokenplan.bench_schema import BenchLevel
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit
@@ -21,11 +22,15 @@ def _printed(show, *args, **kwargs) -> list[str]:  # noqa: ANN001 - a report.sho
     return out.getvalue().splitlines()
 
 
+def _level(**figures: object) -> BenchLevel:
+    return BenchLevel.from_json({"duration_s": 1.0, **figures})
+
+
 def test_level_line_names_the_level_and_says_when_throughput_was_not_measured() -> None:
-    assert level_line({"concurrency": 16, "output_tok_s": 12345.6, "requests": 64, "errors": 1}) == (
+    assert level_line(_level(concurrency=16, output_tok_s=12345.6, requests=64, errors=1)) == (
         "concurrency 16: 12,346 output tok/s, 64 requests, 1 errors"
     )  # 12,345.6 rounds up
-    assert level_line({"concurrency": 1, "output_tok_s": None, "requests": 16, "errors": 0}) == (
+    assert level_line(_level(concurrency=1, output_tok_s=None, requests=16, errors=0)) == (
         "concurrency 1: – (not measured) output tok/s, 16 requests, 0 errors"
     )
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tokenplan.bench.acceptance_sweep import sweep_acceptance
-from tokenplan.bench.schema import (
+from tokenplan.bench.server_info import concurrency_cap, server_info_summary
+from tokenplan.bench.workload import Workload
+from tokenplan.bench_schema import (
     BenchCap,
     BenchLevel,
     BenchResult,
@@ -16,8 +18,6 @@ from tokenplan.bench.schema import (
     BenchWorkload,
     SweepAcceptance,
 )
-from tokenplan.bench.server_info import concurrency_cap, server_info_summary
-from tokenplan.bench.workload import Workload
 from tokenplan.client.auth import display_url
 from tokenplan.results import Reading
 
@@ -60,7 +60,7 @@ class BenchOutcome:
 
     @property
     def result(self) -> BenchResult:
-        """``data`` read back into :class:`~tokenplan.bench.schema.BenchResult` (what ``report/`` draws)."""
+        """``data`` read back into :class:`~tokenplan.bench_schema.BenchResult` (what ``report/`` draws)."""
         return BenchResult.from_json(self.data, "bench JSON")
 
 
@@ -73,7 +73,7 @@ def bench_result(
     notes: list[str],
     stopped: str | None,
 ) -> BenchResult:
-    """The sweep as :class:`~tokenplan.bench.schema.BenchResult`, from what was asked and the
+    """The sweep as :class:`~tokenplan.bench_schema.BenchResult`, from what was asked and the
     levels' dicts (:func:`~tokenplan.bench.levels.level_dict`). Raises ConfigError (a level figure
     outside its field's type: a defect here, never a user's input)."""
     has_metrics = any(lv["server"] for lv in levels)
