@@ -4,7 +4,7 @@
 Each file is checked once here; a missing run directory or a malformed file is one line
 (``RunDirError`` / ``ConfigError``), never a traceback. A plan and a bench file read back into the
 types ``plan`` and ``bench`` returned (:class:`~tokenplan.planning.results.PlanResult`,
-:class:`~tokenplan.bench_schema.BenchResult`); a run summary returns its checked JSON object.
+:class:`~tokenplan.bench_schema.BenchResult`); a run summary into :class:`~tokenplan.run_summary.RunSummary`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.loaders import load_json
 from tokenplan.planning.results import PlanResult
 from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
+from tokenplan.run_summary import RunSummary
 
 if TYPE_CHECKING:
     from tokenplan.bench_schema import BenchResult
@@ -81,8 +82,9 @@ def _texts(obj: dict, keys: tuple[str, ...], path: Path) -> None:
             raise ConfigError(str(path), key, f"expected text, got {obj[key]!r}")
 
 
-def load_run_summary(run_dir: str | Path) -> dict:
-    """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run, with ``run_dir`` added.
+def load_run_summary(run_dir: str | Path) -> RunSummary:
+    """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run as :class:`~tokenplan.run_summary.
+    RunSummary`, with ``run_dir`` set.
 
     Raises:
         RunDirError: the directory or its summary.json does not exist.
@@ -101,7 +103,7 @@ def load_run_summary(run_dir: str | Path) -> dict:
     e2e = data.get("latency_e2e")
     if e2e is not None:  # drawn as E2E p50 / p99
         _require(e2e, SUMMARY_E2E_KEYS, path, "latency_e2e", numbers=SUMMARY_E2E_KEYS)
-    return {**data, "run_dir": str(folder)}
+    return RunSummary.from_json({**data, "run_dir": str(folder)}, str(path))
 
 
 def load_bench(path: str | Path) -> BenchResult:

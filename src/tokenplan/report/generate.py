@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from tokenplan.run_summary import ExportCounts, RunSummary
+
 if TYPE_CHECKING:
     from tokenplan.runner.progress import Snapshot
 
@@ -42,7 +44,7 @@ def progress_table(s: Snapshot) -> Table:
 
 def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.GenerateResult
     """The closing summary of a ``GenerateResult``: accounting, throughput and latency."""
-    s = result.summary
+    s = RunSummary.from_json(result.summary, "summary.json")
     check = "ok" if result.accounting_ok else ("incomplete (interrupted)" if result.interrupted else "MISMATCH")
     lines = [
         f"run dir       {result.run_dir}",
@@ -53,40 +55,29 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
         f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)"
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
-        f"throughput    {s['output_tok_s']:,.1f} output tok/s, {s['requests_per_s']:,.2f} req/s over "
-        f"{s['elapsed_s']:,.1f} s"
-        + (f"  (plan: {s['plan_output_tok_s']:,.0f} tok/s)" if s.get("plan_output_tok_s") else ""),
+        f"throughput    {s.output_tok_s:,.1f} output tok/s, {s.requests_per_s or 0.0:,.2f} req/s over "
+        f"{s.elapsed_s:,.1f} s" + (f"  (plan: {s.plan_output_tok_s:,.0f} tok/s)" if s.plan_output_tok_s else ""),
     ]
-    e2e = s.get("latency_e2e")
+    e2e = s.latency_e2e
     if e2e:
         lines.append(
-            f"latency E2E   p50 {e2e['p50_ms']:,.0f} ms  p90 {e2e['p90_ms']:,.0f} ms  "
-            f"p99 {e2e['p99_ms']:,.0f} ms  ({e2e['count']:,} requests)"
+            f"latency E2E   p50 {e2e.p50_ms:,.0f} ms  p90 {e2e.p90_ms or 0.0:,.0f} ms  "
+            f"p99 {e2e.p99_ms:,.0f} ms  ({e2e.count or 0:,} requests)"
         )
     if result.export_rows is not None:
-        lines.append(_export_line(result.export_rows, s.get("export") or {}))
+        lines.append(_export_line(result.export_rows, s.export or ExportCounts()))
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)
 
 
-def _export_line(rows: int, export: dict) -> str:
+def _export_line(rows: int, export: ExportCounts) -> str:
     """``exported N rows`` and what ``--export`` left out (summary.json's ``export`` counts)."""
-    left_out = [
-        f"{export[k]:,} {label}"
-        for k, label in (
-            ("dropped_length", "cut by max_tokens"),
-            ("dropped_think_open", "thinking not closed"),
-            ("dropped_empty_answer", "no answer text"),
-            ("dropped_think_marker", "<think> marker left in"),
-            ("failed", "failed/skipped lines"),
-        )
-        if export.get(k)
-    ]
+    left_out = [f"{n:,} {label}" for n, label in export.left_out()]
     side = (
-        f"; {export['unvalidated']:,} with tool turns in {export['unvalidated_path']} (SpecForge's trainer "
+        f"; {export.unvalidated:,} with tool turns in {export.unvalidated_path} (SpecForge's trainer "
         "reads them, its validator refuses them by design)"
-        if export.get("unvalidated")
+        if export.unvalidated
         else ""
     )
     return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side

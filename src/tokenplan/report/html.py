@@ -8,11 +8,11 @@ Both return the page as a string; ``write_html`` writes it. plotly is imported i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tokenplan.client.auth import display_url
 from tokenplan.errors import import_extra
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from tokenplan.bench_schema import BenchResult, Latency
     from tokenplan.planning.results import PlanReportData, PlanResult
     from tokenplan.results import Interval
+    from tokenplan.run_summary import RunSummary
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222}
@@ -274,22 +275,21 @@ def _current_html(plan: PlanResult) -> str:
     return f"<h2>{escape(walk.title)}</h2>" + _table(walk.header, rows, numeric=set(walk.right))
 
 
-def _runs_html(runs: Sequence[Mapping[str, Any]]) -> str:
+def _runs_html(runs: Sequence[RunSummary]) -> str:
     rows = []
     for r in runs:
-        e2e = r.get("latency_e2e") or {}
-        planned = r.get("plan_output_tok_s")
+        e2e, planned = r.latency_e2e, r.plan_output_tok_s
         rows.append(
             [
-                r["run_dir"],
-                r["model"],
-                f"{r['stored']:,} / {r['units_total']:,}",
-                f"{r['errors']:,}",
-                f"{r['elapsed_s'] / 3600:,.2f}",
-                f"{r['output_tokens']:,.0f}",
-                f"{r['output_tok_s']:,.0f}",
+                r.run_dir or "",
+                r.model,
+                f"{r.stored:,} / {r.units_total:,}",
+                f"{r.errors:,}",
+                f"{r.elapsed_s / 3600:,.2f}",
+                f"{r.output_tokens:,.0f}",
+                f"{r.output_tok_s:,.0f}",
                 "—" if not planned else f"{planned:,.0f}",
-                "—" if not e2e else f"{e2e['p50_ms'] / 1e3:,.1f} / {e2e['p99_ms'] / 1e3:,.1f}",
+                "—" if e2e is None else f"{e2e.p50_ms / 1e3:,.1f} / {e2e.p99_ms / 1e3:,.1f}",
             ]
         )
     return "<h2>generate runs</h2>" + _table(

@@ -8,8 +8,8 @@ plotly is imported inside each function, so importing this module costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import layout, option_colors
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tokenplan.api.report import ReportInputs
     from tokenplan.bench_schema import BenchLevel, BenchResult, Latency
     from tokenplan.planning.results import PlanResult
+    from tokenplan.run_summary import RunSummary
 
 
 def bench_divisor(bench: BenchResult) -> tuple[int, str]:
@@ -123,19 +124,19 @@ def _tpot(level: BenchLevel) -> Latency | None:
     return level.tpot_s
 
 
-def runs_figure(runs: Sequence[Mapping[str, Any]], plan: PlanResult | None):
+def runs_figure(runs: Sequence[RunSummary], plan: PlanResult | None):
     """Per generate run, measured output tok/s beside the plan's (the run's own plan figure,
     else the plan file's recommended throughput)."""
     go = import_extra("plotly.graph_objects", "report")
 
-    names = [r["run_dir"] for r in runs]
+    names = [r.run_dir or r.model for r in runs]
     planned_default = plan.recommended.output_tok_s_total if plan and plan.recommended else None
-    planned = [r.get("plan_output_tok_s") or planned_default for r in runs]
+    planned = [r.plan_output_tok_s or planned_default for r in runs]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
             x=names,
-            y=[r["output_tok_s"] for r in runs],
+            y=[r.output_tok_s for r in runs],
             name="measured",
             marker=dict(color="black"),
             hovertemplate="%{x}: %{y:,.0f} tok/s measured<extra></extra>",
