@@ -238,3 +238,47 @@ class BenchResult(JsonResult):
     notes: tuple[str, ...] = ()
     stopped: str | None = None
     fit: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitFactor(JsonResult):
+    """One fitted efficiency factor: its value and 1σ uncertainty (None: the fit cannot tell)."""
+
+    value: float
+    uncertainty: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitLevel(JsonResult):
+    """One level of a fit: the running batch, predicted and measured TPOT (s; measured None where
+    not measured) and output tok/s per GPU."""
+
+    concurrency: float
+    batch: float
+    predicted_tpot_s: float
+    measured_tpot_s: float | None = None
+    predicted_output_tok_s_per_gpu: float
+    measured_output_tok_s_per_gpu: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitSourceFile(JsonResult):
+    """A result file a fit read (``calibrate --from-bench``): its path, format and levels."""
+
+    path: str
+    format: str
+    levels: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchFit(JsonResult):
+    """What the fit's JSON (``tokenplan.calibration.run_profile.FitOutcome.data``: ``bench --fit``,
+    ``calibrate --from-bench``/``--from-run``) says that the report draws: the factors, those at a
+    bound, whether it converged, the levels and the files read. A typed view: keys it does not
+    declare (the profile, the step law, …) are not read, and ``to_json`` gives the declared ones."""
+
+    factors: dict[str, FitFactor]
+    at_bound: tuple[str, ...] = ()
+    converged: bool
+    levels: tuple[FitLevel, ...]
+    sources: tuple[FitSourceFile, ...] | None = field(default=None, metadata=OMIT_NONE)

@@ -9,7 +9,7 @@ import io
 from rich.console import Console
 
 from tokenplan.api.calibrate import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
-from tokenplan.bench_schema import BenchLevel
+from tokenplan.bench_schema import BenchFit, BenchLevel
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit
@@ -109,7 +109,7 @@ def test_the_fit_names_each_result_file_read_before_its_tables(tmp_path) -> None
         ],
         "sources": [{"path": "a.jsonl", "format": "vllm", "levels": 1}],
     }
-    lines = _printed(show_fit, fit, None, sources=True)
+    lines = _printed(show_fit, BenchFit.from_json(fit), None, sources=True)
     assert lines[0] == "read a.jsonl: vllm, 1 level(s)"
     assert "fit: efficiency factors (not converged)" in lines[1]
     # 0.81234 to 4 significant digits is 0.8123, ± 0.012 to 2 is 0.012; 12.5 ms, TPOT not measured

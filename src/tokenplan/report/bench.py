@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tokenplan.bench_schema import BenchLevel, BenchResult, Latency, ServerWindow
+from tokenplan.bench_schema import BenchFit, BenchLevel, BenchResult, Latency, ServerWindow
 from tokenplan.client.auth import display_url
 from tokenplan.report.fit import show_fit
 
@@ -156,4 +156,4 @@ def show_bench(console: Console, data: BenchResult, wrote_profile: Path | None) 
     for note in data.notes:
         console.print(f"note: {note}", markup=False)
     if data.fit is not None:
-        show_fit(console, data.fit, wrote_profile)
+        show_fit(console, BenchFit.from_json(data.fit, "bench --fit"), wrote_profile)
