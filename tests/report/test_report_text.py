@@ -13,7 +13,7 @@ from tokenplan.bench_schema import BenchFit, BenchLevel
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit
-from tokenplan.report.generate import dry_run_text, duration_text
+from tokenplan.report.generate import DryRun, dry_run_text, duration_text
 
 
 def _printed(show, *args, **kwargs) -> list[str]:  # noqa: ANN001 - a report.show_* function
@@ -51,9 +51,10 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
         "prompt_tokens_sigma": None,
         "prompt_tokens_max": None,
         "tokenizer": None,
+        "sampling": {},
         "plan_command": "tokenplan plan --samples 2400 --max-tokens 4096",
     }
-    assert dry_run_text(record, 2).splitlines() == [
+    assert dry_run_text(DryRun.from_json(record), 2).splitlines() == [
         "rows          1,200 usable, 3 rejected",
         "units         2,400 (2 per row)   requests 2,400",
         "prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)",
@@ -62,7 +63,7 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
     counted = dict(
         record, prompt_tokens_mean=812.4, prompt_tokens_sigma=0.731, prompt_tokens_max=9000, tokenizer="tok/"
     )
-    assert dry_run_text(counted, 2).splitlines()[2] == (
+    assert dry_run_text(DryRun.from_json(counted), 2).splitlines()[2] == (
         "prompt tokens mean 812, σ 0.73 (ln), longest 9,000  (tokenizer tok/)"
     )
 

@@ -4,10 +4,12 @@ result and counts ``tokenplan.api.generate`` returns (``GenerateResult``, ``dry_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from tokenplan.results import JsonResult
 from tokenplan.run_summary import ExportCounts, RunSummary
 
 if TYPE_CHECKING:
@@ -83,35 +85,53 @@ def _export_line(rows: int, export: ExportCounts) -> str:
     return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side
 
 
-def dry_run_record(counts, sampling) -> dict:  # noqa: ANN001 - api_generate.dry_run_counts' first two
-    """``--dry-run --json``: rows, units, requests, prompt-token statistics (tokens; σ of ln), the
-    sampling the run would use and the ``tokenplan plan`` command for the job."""
-    return {
-        "rows": counts.rows,
-        "rejected_rows": counts.rejected_rows,
-        "units": counts.units,
-        "requests": counts.requests,
-        "prompt_tokens_mean": counts.prompt_tokens_mean,
-        "prompt_tokens_sigma": counts.prompt_tokens_sigma,
-        "prompt_tokens_max": counts.prompt_tokens_max,
-        "tokenizer": counts.tokenizer,
-        "sampling": sampling.as_record(),
-        "plan_command": counts.plan_command(sampling.max_tokens),
-    }
+@dataclass(frozen=True)
+class DryRun(JsonResult):
+    """``generate --dry-run``: rows (usable, rejected), units (rows × samples), requests, the
+    prompts' token statistics (mean and longest in tokens, σ of ln; None without a tokenizer), the
+    tokenizer, the sampling the run would use and the ``tokenplan plan`` command for the job.
+    ``--json`` prints :meth:`to_json` (keys = field names)."""
+
+    rows: int
+    rejected_rows: int
+    units: int
+    requests: int
+    prompt_tokens_mean: float | None
+    prompt_tokens_sigma: float | None
+    prompt_tokens_max: int | None
+    tokenizer: str | None
+    sampling: dict[str, Any]
+    plan_command: str
 
 
-def dry_run_text(record: dict, samples_per_row: int) -> str:
+def dry_run_record(counts, sampling) -> DryRun:  # noqa: ANN001 - api_generate.dry_run_counts' first two
+    """``--dry-run``'s :class:`DryRun` from the counts and the sampling."""
+    return DryRun(
+        rows=counts.rows,
+        rejected_rows=counts.rejected_rows,
+        units=counts.units,
+        requests=counts.requests,
+        prompt_tokens_mean=counts.prompt_tokens_mean,
+        prompt_tokens_sigma=counts.prompt_tokens_sigma,
+        prompt_tokens_max=counts.prompt_tokens_max,
+        tokenizer=counts.tokenizer,
+        sampling=sampling.as_record(),
+        plan_command=counts.plan_command(sampling.max_tokens),
+    )
+
+
+def dry_run_text(record: DryRun, samples_per_row: int) -> str:
     """``--dry-run``'s report from :func:`dry_run_record`: the counts and the plan command."""
     lines = [
-        f"rows          {record['rows']:,} usable, {record['rejected_rows']:,} rejected",
-        f"units         {record['units']:,} ({samples_per_row} per row)   requests {record['requests']:,}",
+        f"rows          {record.rows:,} usable, {record.rejected_rows:,} rejected",
+        f"units         {record.units:,} ({samples_per_row} per row)   requests {record.requests:,}",
     ]
-    if record["prompt_tokens_mean"] is None:
+    if record.prompt_tokens_mean is None:
         lines.append("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
     else:
         lines.append(
-            f"prompt tokens mean {record['prompt_tokens_mean']:,.0f}, σ {record['prompt_tokens_sigma']:.2f} "
-            f"(ln), longest {record['prompt_tokens_max']:,}  (tokenizer {record['tokenizer']})"
+            f"prompt tokens mean {record.prompt_tokens_mean:,.0f}, σ {record.prompt_tokens_sigma or 0.0:.2f} "
+            f"(ln), longest {record.prompt_tokens_max or 0:,}  (tokenizer {record.tokenizer})"
         )
-    lines.append(f"plan for them {record['plan_command']}")
+    lines.append(f"plan for them {record.plan_command}")
     return "\n".join(lines)
