@@ -98,7 +98,7 @@ def _bench(tmp_path: Path, **level) -> str:
 
 def test_bench_from_json_prints_a_dash_for_figures_a_saved_file_leaves_out(tmp_path) -> None:
     out = io.StringIO()
-    show_bench(Console(file=out, width=200), read_bench_json(_bench(tmp_path)).data, None)
+    show_bench(Console(file=out, width=200), read_bench_json(_bench(tmp_path)).result, None)
     row = next(line for line in out.getvalue().splitlines() if "12,000" in line)
     # conc 64, achieved –, reqs 256, err 0, req/s –, out tok/s 12,000, then 10 columns not in the file
     assert [cell.strip() for cell in row.split("│")[1:-1]] == ["64", "–", "256", "0", "–", "12,000"] + ["–"] * 10

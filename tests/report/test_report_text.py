@@ -9,10 +9,11 @@ import io
 from rich.console import Console
 
 from tokenplan.api.calibrate import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
+from tokenplan.bench_schema import BenchFit, BenchLevel
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit
-from tokenplan.report.generate import dry_run_text, duration_text
+from tokenplan.report.generate import DryRun, dry_run_text, duration_text
 
 
 def _printed(show, *args, **kwargs) -> list[str]:  # noqa: ANN001 - a report.show_* function
@@ -21,11 +22,15 @@ def _printed(show, *args, **kwargs) -> list[str]:  # noqa: ANN001 - a report.sho
     return out.getvalue().splitlines()
 
 
+def _level(**figures: object) -> BenchLevel:
+    return BenchLevel.from_json({"duration_s": 1.0, **figures})
+
+
 def test_level_line_names_the_level_and_says_when_throughput_was_not_measured() -> None:
-    assert level_line({"concurrency": 16, "output_tok_s": 12345.6, "requests": 64, "errors": 1}) == (
+    assert level_line(_level(concurrency=16, output_tok_s=12345.6, requests=64, errors=1)) == (
         "concurrency 16: 12,346 output tok/s, 64 requests, 1 errors"
     )  # 12,345.6 rounds up
-    assert level_line({"concurrency": 1, "output_tok_s": None, "requests": 16, "errors": 0}) == (
+    assert level_line(_level(concurrency=1, output_tok_s=None, requests=16, errors=0)) == (
         "concurrency 1: – (not measured) output tok/s, 16 requests, 0 errors"
     )
 
@@ -46,9 +51,10 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
         "prompt_tokens_sigma": None,
         "prompt_tokens_max": None,
         "tokenizer": None,
+        "sampling": {},
         "plan_command": "tokenplan plan --samples 2400 --max-tokens 4096",
     }
-    assert dry_run_text(record, 2).splitlines() == [
+    assert dry_run_text(DryRun.from_json(record), 2).splitlines() == [
         "rows          1,200 usable, 3 rejected",
         "units         2,400 (2 per row)   requests 2,400",
         "prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)",
@@ -57,7 +63,7 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
     counted = dict(
         record, prompt_tokens_mean=812.4, prompt_tokens_sigma=0.731, prompt_tokens_max=9000, tokenizer="tok/"
     )
-    assert dry_run_text(counted, 2).splitlines()[2] == (
+    assert dry_run_text(DryRun.from_json(counted), 2).splitlines()[2] == (
         "prompt tokens mean 812, σ 0.73 (ln), longest 9,000  (tokenizer tok/)"
     )
 
@@ -104,7 +110,7 @@ def test_the_fit_names_each_result_file_read_before_its_tables(tmp_path) -> None
         ],
         "sources": [{"path": "a.jsonl", "format": "vllm", "levels": 1}],
     }
-    lines = _printed(show_fit, fit, None, sources=True)
+    lines = _printed(show_fit, BenchFit.from_json(fit), None, sources=True)
     assert lines[0] == "read a.jsonl: vllm, 1 level(s)"
     assert "fit: efficiency factors (not converged)" in lines[1]
     # 0.81234 to 4 significant digits is 0.8123, ± 0.012 to 2 is 0.012; 12.5 ms, TPOT not measured

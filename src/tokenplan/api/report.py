@@ -11,26 +11,28 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from tokenplan.bench_schema import BenchResult
 from tokenplan.errors import InputError
 from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 from tokenplan.planning.results import PlanResult
 from tokenplan.results import JsonResult
+from tokenplan.run_summary import RunSummary
 
 
 @dataclass(frozen=True)
 class ReportInputs(JsonResult):
     """What ``tokenplan report`` draws: ``runs`` (run summaries, in the order given, each with
-    its ``run_dir``), ``bench`` (a bench JSON, or None) — each the file's checked JSON object — and
-    ``plan`` (the plan file read back into its types, or None)."""
+        its ``run_dir``, read into :class:`~tokenplan.run_summary.RunSummary`), ``bench`` (a bench JSON read back into its
+    types, or None) and
+        ``plan`` (the plan file read back into its types, or None)."""
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
 
-    runs: tuple[Mapping[str, Any], ...]
-    bench: Mapping[str, Any] | None
+    runs: tuple[RunSummary, ...]
+    bench: BenchResult | None
     plan: PlanResult | None
 
 

@@ -10,8 +10,16 @@ from typing import Any, Protocol
 from tokenplan.bench.acceptance_sweep import sweep_acceptance
 from tokenplan.bench.server_info import concurrency_cap, server_info_summary
 from tokenplan.bench.workload import Workload
+from tokenplan.bench_schema import (
+    BenchCap,
+    BenchLevel,
+    BenchResult,
+    BenchServer,
+    BenchWorkload,
+    SweepAcceptance,
+)
 from tokenplan.client.auth import display_url
-from tokenplan.results import BENCH_SCHEMA_VERSION
+from tokenplan.results import Reading
 
 
 class SweepAsked(Protocol):
@@ -50,6 +58,55 @@ class BenchOutcome:
         """The bench JSON object as ``bench --json`` prints it (like every api result's ``to_json``)."""
         return self.data
 
+    @property
+    def result(self) -> BenchResult:
+        """``data`` read back into :class:`~tokenplan.bench_schema.BenchResult` (what ``report/`` draws)."""
+        return BenchResult.from_json(self.data, "bench JSON")
+
+
+def bench_result(
+    req: SweepAsked,
+    levels: list[dict],
+    info: dict | None,
+    workload: Workload,
+    ignore_eos: bool,
+    notes: list[str],
+    stopped: str | None,
+) -> BenchResult:
+    """The sweep as :class:`~tokenplan.bench_schema.BenchResult`, from what was asked and the
+    levels' dicts (:func:`~tokenplan.bench.levels.level_dict`). Raises ConfigError (a level figure
+    outside its field's type: a defect here, never a user's input)."""
+    has_metrics = any(lv["server"] for lv in levels)
+    return BenchResult(
+        model=req.model,
+        endpoints=tuple(display_url(u) for u in req.endpoints),
+        num_gpus=req.num_gpus,
+        levels=tuple(BenchLevel.read(lv, Reading("bench level").at(i)) for i, lv in enumerate(levels)),
+        server=BenchServer(metrics=has_metrics, server_info=server_info_summary(info) if info else None),
+        cap=BenchCap(**concurrency_cap(levels)),
+        acceptance=_sweep_acceptance(levels),
+        workload=BenchWorkload(
+            method=workload.method,
+            isl_tokens=req.isl if req.dataset is None else None,
+            osl_tokens=req.osl,
+            dataset=req.dataset,
+            prompts=len(workload.prompts),
+            exact_fraction=workload.exact_fraction,
+            ignore_eos=ignore_eos,
+            stream=req.stream,
+            arrivals="closed loop"
+            if req.request_rates is None
+            else f"open loop, gamma gaps, burstiness {req.burstiness:g}",
+        ),
+        notes=tuple(notes),
+        stopped=stopped,
+    )
+
+
+def _sweep_acceptance(levels: list[dict]) -> SweepAcceptance | None:
+    pooled = sweep_acceptance(levels)
+    return None if pooled is None else SweepAcceptance.from_json(pooled, "sweep acceptance")
+
 
 def bench_json(
     req: SweepAsked,
@@ -60,33 +117,9 @@ def bench_json(
     notes: list[str],
     stopped: str | None,
 ) -> dict[str, Any]:
-    """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them."""
-    has_metrics = any(lv["server"] for lv in levels)
-    return {
-        "schema_version": BENCH_SCHEMA_VERSION,
-        "model": req.model,
-        "endpoints": [display_url(u) for u in req.endpoints],
-        "num_gpus": req.num_gpus,
-        "levels": levels,
-        "server": {"metrics": has_metrics, "server_info": server_info_summary(info) if info else None},
-        "cap": concurrency_cap(levels),
-        "acceptance": sweep_acceptance(levels),
-        "workload": {
-            "method": workload.method,
-            "isl_tokens": req.isl if req.dataset is None else None,
-            "osl_tokens": req.osl,
-            "dataset": req.dataset,
-            "prompts": len(workload.prompts),
-            "exact_fraction": workload.exact_fraction,
-            "ignore_eos": ignore_eos,
-            "stream": req.stream,
-            "arrivals": "closed loop"
-            if req.request_rates is None
-            else f"open loop, gamma gaps, burstiness {req.burstiness:g}",
-        },
-        "notes": notes,
-        "stopped": stopped,
-    }
+    """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them:
+    :func:`bench_result`'s ``to_json()``."""
+    return bench_result(req, levels, info, workload, ignore_eos, notes, stopped).to_json()
 
 
 def token_count_notes(levels: list[dict]) -> list[str]:

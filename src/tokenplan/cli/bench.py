@@ -18,6 +18,7 @@ import click
 
 from tokenplan.api._bench_outputs import FitTarget, check_outputs, finish_bench
 from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
+from tokenplan.bench_schema import BenchLevel, BenchResult
 from tokenplan.cli.app import app
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.client.auth import display_url
@@ -194,7 +195,7 @@ def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | N
 
 
 def _progress(level: dict) -> None:
-    print(level_line(level), file=sys.stderr)
+    print(level_line(BenchLevel.from_json(level, "bench level")), file=sys.stderr)
 
 
 def _finish(
@@ -206,7 +207,7 @@ def _finish(
     def draw(data: dict, path: Path) -> None:
         from tokenplan.report.bench_plot import write_bench_plot
 
-        write_bench_plot(data, path)
+        write_bench_plot(BenchResult.from_json(data, "bench JSON"), path)
 
     def fit(data: dict, served: Any) -> Any:  # noqa: ANN401 - a PredictRequest in, a FitOutcome out
         return fit_bench(data, served, "tokenplan bench " + " ".join(sys.argv[2:]))
@@ -220,7 +221,9 @@ def _finish(
     else:
         from rich.console import Console
 
-        show_bench(Console(width=None if sys.stdout.isatty() else 170), data, done.profile)
+        show_bench(
+            Console(width=None if sys.stdout.isatty() else 170), BenchResult.from_json(data, "bench JSON"), done.profile
+        )
     error = done.error(stopped, len(data["levels"]), as_json)
     if error is not None:
         raise error

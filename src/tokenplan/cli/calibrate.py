@@ -162,4 +162,6 @@ def _write_fit(outcome, out: Path, json_out: bool, sources: bool) -> None:  # no
     if json_out:
         print(json.dumps(outcome.data, indent=2))
         return
-    show_fit(wide_console(), outcome.data, out, sources=sources)
+    from tokenplan.bench_schema import BenchFit
+
+    show_fit(wide_console(), BenchFit.from_json(outcome.data, "fit"), out, sources=sources)

@@ -36,7 +36,7 @@ def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
     counts, sampling, notes = dry_run_counts(request)
     record = dry_run_record(counts, sampling)
     if json_out:
-        print(json.dumps(record, indent=2))
+        print(json.dumps(record.to_json(), indent=2))
         return
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 
 from tokenplan.errors import ConfigError, InputError
-from tokenplan.files.reports import load_bench
+from tokenplan.files.reports import load_bench_json
 
 
 def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[float, str]:
@@ -34,7 +34,7 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
 
     Raises:
         InputError: the file does not exist, measured no acceptance, or fewer draft positions than K.
-        ConfigError: the file is not a bench JSON (see :func:`~tokenplan.files.reports.load_bench`),
+        ConfigError: the file is not a bench JSON (see :func:`~tokenplan.files.reports.load_bench_json`),
             or its ``acceptance`` is malformed.
     """
     if not Path(path).is_file():
@@ -45,7 +45,7 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
         )
     acc = _vllm_result(path)
     if acc is None:
-        acc = load_bench(path).get("acceptance")
+        acc = load_bench_json(path).get("acceptance")
     if not acc:
         raise InputError(
             "spec",
@@ -103,7 +103,7 @@ def _vllm_result(path: str) -> dict | None:
             else [json.loads(text)]
         )
     except (OSError, UnicodeDecodeError, ValueError):
-        return None  # load_bench says what is wrong
+        return None  # load_bench_json says what is wrong
     if not runs or not all(isinstance(r, dict) and _number(r.get("spec_decode_acceptance_length")) for r in runs):
         return None
     drafts = [r.get("spec_decode_num_drafts") if _number(r.get("spec_decode_num_drafts")) else 1 for r in runs]

@@ -2,20 +2,25 @@
 (``RUN_DIR/summary.json``), a ``tokenplan bench`` JSON and a ``tokenplan plan --json`` file.
 
 Each file is checked once here; a missing run directory or a malformed file is one line
-(``RunDirError`` / ``ConfigError``), never a traceback. A plan reads back into the types ``plan``
-returned (:class:`~tokenplan.planning.results.PlanResult`); a run summary and a bench file
-return their checked JSON object.
+(``RunDirError`` / ``ConfigError``), never a traceback. A plan and a bench file read back into the
+types ``plan`` and ``bench`` returned (:class:`~tokenplan.planning.results.PlanResult`,
+:class:`~tokenplan.bench_schema.BenchResult`); a run summary into :class:`~tokenplan.run_summary.RunSummary`.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.loaders import load_json
 from tokenplan.planning.results import PlanResult
 from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
+from tokenplan.run_summary import RunSummary
+
+if TYPE_CHECKING:
+    from tokenplan.bench_schema import BenchResult
 
 SUMMARY_KEYS = ("model", "units_total", "stored", "errors", "elapsed_s", "output_tokens", "output_tok_s")
 SUMMARY_E2E_KEYS = ("p50_ms", "p99_ms")
@@ -77,8 +82,9 @@ def _texts(obj: dict, keys: tuple[str, ...], path: Path) -> None:
             raise ConfigError(str(path), key, f"expected text, got {obj[key]!r}")
 
 
-def load_run_summary(run_dir: str | Path) -> dict:
-    """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run, with ``run_dir`` added.
+def load_run_summary(run_dir: str | Path) -> RunSummary:
+    """``RUN_DIR/summary.json`` of a ``tokenplan generate`` run as :class:`~tokenplan.run_summary.
+    RunSummary`, with ``run_dir`` set.
 
     Raises:
         RunDirError: the directory or its summary.json does not exist.
@@ -97,12 +103,22 @@ def load_run_summary(run_dir: str | Path) -> dict:
     e2e = data.get("latency_e2e")
     if e2e is not None:  # drawn as E2E p50 / p99
         _require(e2e, SUMMARY_E2E_KEYS, path, "latency_e2e", numbers=SUMMARY_E2E_KEYS)
-    return {**data, "run_dir": str(folder)}
+    return RunSummary.from_json({**data, "run_dir": str(folder)}, str(path))
 
 
-def load_bench(path: str | Path) -> dict:
-    """A ``tokenplan bench`` JSON file (levels with concurrency, tok/s and latency
-    distributions in seconds). Raises ConfigError."""
+def load_bench(path: str | Path) -> BenchResult:
+    """A ``tokenplan bench`` JSON file read back into the :class:`~tokenplan.bench_schema.BenchResult`
+    the sweep returned (levels with concurrency, tok/s and latency distributions in seconds), after
+    :func:`load_bench_json`'s checks. Raises ConfigError (naming the key's path, the value and what
+    is allowed)."""
+    from tokenplan.bench_schema import BenchResult  # here: plan's start-up reads no bench file
+
+    return BenchResult.from_json(load_bench_json(path), str(path))
+
+
+def load_bench_json(path: str | Path) -> dict:
+    """A ``tokenplan bench`` JSON file's object, checked: the keys the report draws present, figures
+    finite numbers or null. Raises ConfigError."""
     p = Path(path)
     data = _require(_read_json(p), BENCH_KEYS, p, "top level")
     check_version(data, BENCH_SCHEMA_VERSION, Reading(str(p)))
@@ -132,10 +148,12 @@ def load_saved_bench(path: str | Path) -> dict:
     then every figure the terminal table prints (:func:`~tokenplan.files.shapes.check_bench_shape`).
     Raises ConfigError."""
     # Imported here: its pydantic models are built on import, and plan's start-up needs none of them.
+    from tokenplan.bench_schema import BenchResult
     from tokenplan.files.shapes import check_bench_shape
 
-    data = load_bench(path)
+    data = load_bench_json(path)
     check_bench_shape(data, str(path))
+    BenchResult.from_json(data, str(path))  # and every key where its types put it
     return data
 
 

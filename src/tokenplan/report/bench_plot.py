@@ -9,17 +9,22 @@ joins the levels no other level beats on both axes. matplotlib is imported insid
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenplan.errors import import_extra
 
+if TYPE_CHECKING:
+    from tokenplan.bench_schema import BenchLevel, BenchResult
 
-def per_user_tok_s(level: dict) -> float | None:
-    """Output tokens/s one request sees at this level (see the module docstring)."""
-    tpot = (level.get("tpot_s") or {}).get("mean")
+
+def per_user_tok_s(level: BenchLevel) -> float | None:
+    """Output tokens/s one request sees at this level (see the module docstring); None where
+    neither TPOT nor output tok/s over achieved concurrency was measured."""
+    tpot = level.tpot_s.mean if level.tpot_s else None
     if tpot:
         return 1.0 / tpot
-    achieved = level.get("achieved_concurrency")
-    return level["output_tok_s"] / achieved if achieved else None
+    achieved, tok_s = level.achieved_concurrency, level.output_tok_s
+    return tok_s / achieved if achieved and tok_s is not None else None
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -29,35 +34,33 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return sorted(set(front))
 
 
-def write_bench_plot(data: dict, path: str | Path) -> Path:
-    """Draw the two panels of a bench JSON ``data`` into the PNG ``path``; returns the path."""
+def write_bench_plot(data: BenchResult, path: str | Path) -> Path:
+    """Draw the two panels of a bench sweep ``data`` into the PNG ``path``; returns the path."""
     import_extra("matplotlib", "report").use("Agg")
     plt = import_extra("matplotlib.pyplot", "report")
 
-    levels = [lv for lv in data["levels"] if lv["requests"]]
-    gpus = data.get("num_gpus")
-    divisor, unit = (gpus, "GPU") if gpus else (len(data["endpoints"]), "endpoint")
+    levels = [lv for lv in data.levels if lv.requests]
+    gpus = data.num_gpus
+    divisor, unit = (gpus, "GPU") if gpus else (len(data.endpoints), "endpoint")
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
-    conc = [lv["concurrency"] for lv in levels]
-    left.plot(conc, [lv["output_tok_s"] for lv in levels], "o-", label="bench (usage tokens / window)")
-    server = [
-        (lv["concurrency"], lv["server"]["output_tok_s"])
-        for lv in levels
-        if lv.get("server") and lv["server"].get("output_tok_s")
-    ]
+    conc = [lv.concurrency for lv in levels]
+    left.plot(conc, [lv.output_tok_s for lv in levels], "o-", label="bench (usage tokens / window)")
+    server = [(lv.concurrency, lv.server.output_tok_s) for lv in levels if lv.server and lv.server.output_tok_s]
     if server:
         left.plot(*zip(*server), "x--", label="server /metrics counter")
-    cap = (data.get("cap") or {}).get("flattens_at_concurrency")
+    cap = data.cap.flattens_at_concurrency if data.cap else None
     if cap:
         left.axvline(cap, color="grey", linestyle=":", label=f"flattens at {cap}")
     left.set_xscale("log", base=2)
     left.set_xlabel("concurrency (requests in flight)")
     left.set_ylabel("output tokens/s")
-    left.set_title(f"{data['model']}: throughput")
+    left.set_title(f"{data.model}: throughput")
     left.grid(True, alpha=0.3)
     left.legend(fontsize=8)
     points = [
-        (lv["output_tok_s"] / divisor, u, lv["concurrency"]) for lv in levels if (u := per_user_tok_s(lv)) is not None
+        (lv.output_tok_s / divisor, u, lv.concurrency)
+        for lv in levels
+        if (u := per_user_tok_s(lv)) is not None and lv.output_tok_s is not None
     ]
     if points:
         right.scatter([p[0] for p in points], [p[1] for p in points])

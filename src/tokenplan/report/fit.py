@@ -1,7 +1,7 @@
 """The fit of the planner's efficiency factors to a bench sweep, a run directory or other tools'
 result files (``bench --fit``, ``calibrate --from-bench``/``--from-run``): the fitted factors
 with their 1σ uncertainty, then predicted against measured TPOT and output tok/s per GPU per
-level. Reads the fit's JSON (``tokenplan.api.bench.FitOutcome.data``)."""
+level. Reads the fit's JSON as :class:`~tokenplan.bench_schema.BenchFit`."""
 
 from __future__ import annotations
 
@@ -10,47 +10,47 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tokenplan.bench_schema import BenchFit
 
-def fit_table(fit: dict) -> Table:
+
+def fit_table(fit: BenchFit) -> Table:
     """Fitted factors: value, ± 1σ ("–" where the fit cannot tell), and "at bound" notes."""
-    t = Table(title="fit: efficiency factors" + ("" if fit["converged"] else " (not converged)"))
+    t = Table(title="fit: efficiency factors" + ("" if fit.converged else " (not converged)"))
     for c in ("factor", "value", "± 1σ", "note"):
         t.add_column(c, justify="left" if c in ("factor", "note") else "right")
-    for name, f in fit["factors"].items():
-        unc = f["uncertainty"]
+    for name, f in fit.factors.items():
         t.add_row(
             name,
-            f"{f['value']:.4g}",
-            "–" if unc is None else f"{unc:.2g}",
-            "at bound" if name in fit["at_bound"] else "",
+            f"{f.value:.4g}",
+            "–" if f.uncertainty is None else f"{f.uncertainty:.2g}",
+            "at bound" if name in fit.at_bound else "",
         )
     return t
 
 
-def fit_levels_table(fit: dict) -> Table:
+def fit_levels_table(fit: BenchFit) -> Table:
     """Per level: the running batch, predicted vs measured TPOT (ms) and output tok/s per GPU."""
     t = Table(title="fit: predicted vs measured per level")
     for c in ("conc", "batch", "TPOT ms pred", "TPOT ms meas", "out tok/s/GPU pred", "out tok/s/GPU meas"):
         t.add_column(c, justify="right")
-    for lv in fit["levels"]:
-        meas_tpot = lv["measured_tpot_s"]
+    for lv in fit.levels:
         t.add_row(
-            f"{lv['concurrency']:g}",
-            f"{lv['batch']:g}",
-            f"{lv['predicted_tpot_s'] * 1e3:.2f}",
-            "–" if meas_tpot is None else f"{meas_tpot * 1e3:.2f}",
-            f"{lv['predicted_output_tok_s_per_gpu']:,.1f}",
-            f"{lv['measured_output_tok_s_per_gpu']:,.1f}",
+            f"{lv.concurrency:g}",
+            f"{lv.batch:g}",
+            f"{lv.predicted_tpot_s * 1e3:.2f}",
+            "–" if lv.measured_tpot_s is None else f"{lv.measured_tpot_s * 1e3:.2f}",
+            f"{lv.predicted_output_tok_s_per_gpu:,.1f}",
+            f"{lv.measured_output_tok_s_per_gpu:,.1f}",
         )
     return t
 
 
-def show_fit(console: Console, fit: dict, wrote_profile: Path | None, sources: bool = False) -> None:
+def show_fit(console: Console, fit: BenchFit, wrote_profile: Path | None, sources: bool = False) -> None:
     """Print the two fit tables, preceded by one line per result file read when ``sources``, and
     followed by ``wrote PATH`` when the profile was written (``wrote_profile``)."""
     if sources:
-        for source in fit["sources"]:
-            console.print(f"read {source['path']}: {source['format']}, {source['levels']} level(s)", markup=False)
+        for source in fit.sources or ():
+            console.print(f"read {source.path}: {source.format}, {source.levels} level(s)", markup=False)
     console.print(fit_table(fit))
     console.print(fit_levels_table(fit))
     if wrote_profile is not None:

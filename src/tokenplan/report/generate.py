@@ -4,9 +4,13 @@ result and counts ``tokenplan.api.generate`` returns (``GenerateResult``, ``dry_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
+
+from tokenplan.results import JsonResult
+from tokenplan.run_summary import ExportCounts, RunSummary
 
 if TYPE_CHECKING:
     from tokenplan.runner.progress import Snapshot
@@ -42,7 +46,7 @@ def progress_table(s: Snapshot) -> Table:
 
 def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.GenerateResult
     """The closing summary of a ``GenerateResult``: accounting, throughput and latency."""
-    s = result.summary
+    s = RunSummary.from_json(result.summary, "summary.json")
     check = "ok" if result.accounting_ok else ("incomplete (interrupted)" if result.interrupted else "MISMATCH")
     lines = [
         f"run dir       {result.run_dir}",
@@ -53,74 +57,81 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
         f"rejected rows {result.rejected_rows:,} (see rejects.jsonl)"
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
-        f"throughput    {s['output_tok_s']:,.1f} output tok/s, {s['requests_per_s']:,.2f} req/s over "
-        f"{s['elapsed_s']:,.1f} s"
-        + (f"  (plan: {s['plan_output_tok_s']:,.0f} tok/s)" if s.get("plan_output_tok_s") else ""),
+        f"throughput    {s.output_tok_s:,.1f} output tok/s, {s.requests_per_s or 0.0:,.2f} req/s over "
+        f"{s.elapsed_s:,.1f} s" + (f"  (plan: {s.plan_output_tok_s:,.0f} tok/s)" if s.plan_output_tok_s else ""),
     ]
-    e2e = s.get("latency_e2e")
+    e2e = s.latency_e2e
     if e2e:
         lines.append(
-            f"latency E2E   p50 {e2e['p50_ms']:,.0f} ms  p90 {e2e['p90_ms']:,.0f} ms  "
-            f"p99 {e2e['p99_ms']:,.0f} ms  ({e2e['count']:,} requests)"
+            f"latency E2E   p50 {e2e.p50_ms:,.0f} ms  p90 {e2e.p90_ms or 0.0:,.0f} ms  "
+            f"p99 {e2e.p99_ms:,.0f} ms  ({e2e.count or 0:,} requests)"
         )
     if result.export_rows is not None:
-        lines.append(_export_line(result.export_rows, s.get("export") or {}))
+        lines.append(_export_line(result.export_rows, s.export or ExportCounts()))
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)
 
 
-def _export_line(rows: int, export: dict) -> str:
+def _export_line(rows: int, export: ExportCounts) -> str:
     """``exported N rows`` and what ``--export`` left out (summary.json's ``export`` counts)."""
-    left_out = [
-        f"{export[k]:,} {label}"
-        for k, label in (
-            ("dropped_length", "cut by max_tokens"),
-            ("dropped_think_open", "thinking not closed"),
-            ("dropped_empty_answer", "no answer text"),
-            ("dropped_think_marker", "<think> marker left in"),
-            ("failed", "failed/skipped lines"),
-        )
-        if export.get(k)
-    ]
+    left_out = [f"{n:,} {label}" for n, label in export.left_out()]
     side = (
-        f"; {export['unvalidated']:,} with tool turns in {export['unvalidated_path']} (SpecForge's trainer "
+        f"; {export.unvalidated:,} with tool turns in {export.unvalidated_path} (SpecForge's trainer "
         "reads them, its validator refuses them by design)"
-        if export.get("unvalidated")
+        if export.unvalidated
         else ""
     )
     return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side
 
 
-def dry_run_record(counts, sampling) -> dict:  # noqa: ANN001 - api_generate.dry_run_counts' first two
-    """``--dry-run --json``: rows, units, requests, prompt-token statistics (tokens; σ of ln), the
-    sampling the run would use and the ``tokenplan plan`` command for the job."""
-    return {
-        "rows": counts.rows,
-        "rejected_rows": counts.rejected_rows,
-        "units": counts.units,
-        "requests": counts.requests,
-        "prompt_tokens_mean": counts.prompt_tokens_mean,
-        "prompt_tokens_sigma": counts.prompt_tokens_sigma,
-        "prompt_tokens_max": counts.prompt_tokens_max,
-        "tokenizer": counts.tokenizer,
-        "sampling": sampling.as_record(),
-        "plan_command": counts.plan_command(sampling.max_tokens),
-    }
+@dataclass(frozen=True)
+class DryRun(JsonResult):
+    """``generate --dry-run``: rows (usable, rejected), units (rows × samples), requests, the
+    prompts' token statistics (mean and longest in tokens, σ of ln; None without a tokenizer), the
+    tokenizer, the sampling the run would use and the ``tokenplan plan`` command for the job.
+    ``--json`` prints :meth:`to_json` (keys = field names)."""
+
+    rows: int
+    rejected_rows: int
+    units: int
+    requests: int
+    prompt_tokens_mean: float | None
+    prompt_tokens_sigma: float | None
+    prompt_tokens_max: int | None
+    tokenizer: str | None
+    sampling: dict[str, Any]
+    plan_command: str
 
 
-def dry_run_text(record: dict, samples_per_row: int) -> str:
+def dry_run_record(counts, sampling) -> DryRun:  # noqa: ANN001 - api_generate.dry_run_counts' first two
+    """``--dry-run``'s :class:`DryRun` from the counts and the sampling."""
+    return DryRun(
+        rows=counts.rows,
+        rejected_rows=counts.rejected_rows,
+        units=counts.units,
+        requests=counts.requests,
+        prompt_tokens_mean=counts.prompt_tokens_mean,
+        prompt_tokens_sigma=counts.prompt_tokens_sigma,
+        prompt_tokens_max=counts.prompt_tokens_max,
+        tokenizer=counts.tokenizer,
+        sampling=sampling.as_record(),
+        plan_command=counts.plan_command(sampling.max_tokens),
+    )
+
+
+def dry_run_text(record: DryRun, samples_per_row: int) -> str:
     """``--dry-run``'s report from :func:`dry_run_record`: the counts and the plan command."""
     lines = [
-        f"rows          {record['rows']:,} usable, {record['rejected_rows']:,} rejected",
-        f"units         {record['units']:,} ({samples_per_row} per row)   requests {record['requests']:,}",
+        f"rows          {record.rows:,} usable, {record.rejected_rows:,} rejected",
+        f"units         {record.units:,} ({samples_per_row} per row)   requests {record.requests:,}",
     ]
-    if record["prompt_tokens_mean"] is None:
+    if record.prompt_tokens_mean is None:
         lines.append("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
     else:
         lines.append(
-            f"prompt tokens mean {record['prompt_tokens_mean']:,.0f}, σ {record['prompt_tokens_sigma']:.2f} "
-            f"(ln), longest {record['prompt_tokens_max']:,}  (tokenizer {record['tokenizer']})"
+            f"prompt tokens mean {record.prompt_tokens_mean:,.0f}, σ {record.prompt_tokens_sigma or 0.0:.2f} "
+            f"(ln), longest {record.prompt_tokens_max or 0:,}  (tokenizer {record.tokenizer})"
         )
-    lines.append(f"plan for them {record['plan_command']}")
+    lines.append(f"plan for them {record.plan_command}")
     return "\n".join(lines)

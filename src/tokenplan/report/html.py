@@ -8,16 +8,16 @@ Both return the page as a string; ``write_html`` writes it. plotly is imported i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tokenplan.client.auth import display_url
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import plan_figures
-from tokenplan.report.measured_figures import achieved, bench_divisor, measurement_figures
+from tokenplan.report.measured_figures import achieved, bench_divisor, measured_levels, measurement_figures
 from tokenplan.report.tables import (
     ENGINE_NAMES,
     band_of,
@@ -32,8 +32,10 @@ from tokenplan.units import GiB
 
 if TYPE_CHECKING:
     from tokenplan.api.report import ReportInputs
+    from tokenplan.bench_schema import BenchResult, Latency
     from tokenplan.planning.results import PlanReportData, PlanResult
     from tokenplan.results import Interval
+    from tokenplan.run_summary import RunSummary
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222}
@@ -273,22 +275,21 @@ def _current_html(plan: PlanResult) -> str:
     return f"<h2>{escape(walk.title)}</h2>" + _table(walk.header, rows, numeric=set(walk.right))
 
 
-def _runs_html(runs: Sequence[Mapping[str, Any]]) -> str:
+def _runs_html(runs: Sequence[RunSummary]) -> str:
     rows = []
     for r in runs:
-        e2e = r.get("latency_e2e") or {}
-        planned = r.get("plan_output_tok_s")
+        e2e, planned = r.latency_e2e, r.plan_output_tok_s
         rows.append(
             [
-                r["run_dir"],
-                r["model"],
-                f"{r['stored']:,} / {r['units_total']:,}",
-                f"{r['errors']:,}",
-                f"{r['elapsed_s'] / 3600:,.2f}",
-                f"{r['output_tokens']:,.0f}",
-                f"{r['output_tok_s']:,.0f}",
+                r.run_dir or "",
+                r.model,
+                f"{r.stored:,} / {r.units_total:,}",
+                f"{r.errors:,}",
+                f"{r.elapsed_s / 3600:,.2f}",
+                f"{r.output_tokens:,.0f}",
+                f"{r.output_tok_s:,.0f}",
                 "—" if not planned else f"{planned:,.0f}",
-                "—" if not e2e else f"{e2e['p50_ms'] / 1e3:,.1f} / {e2e['p99_ms'] / 1e3:,.1f}",
+                "—" if e2e is None else f"{e2e.p50_ms / 1e3:,.1f} / {e2e.p99_ms / 1e3:,.1f}",
             ]
         )
     return "<h2>generate runs</h2>" + _table(
@@ -308,47 +309,44 @@ def _runs_html(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def _bench_html(bench: Mapping[str, Any]) -> str:
+def _bench_html(bench: BenchResult) -> str:
     n, unit = bench_divisor(bench)
 
-    def q(level: Mapping[str, Any], metric: str, key: str) -> str:
-        d = level.get(metric)
-        return f"{d[key]:.3f}" if isinstance(d, dict) and d.get(key) is not None else "—"
+    def q(d: Latency | None) -> str:
+        """``p50 / p99`` of a latency distribution (seconds); "—" where not measured."""
+        return " / ".join("—" if v is None else f"{v:.3f}" for v in ((d.p50, d.p99) if d else (None, None)))
 
     rows = [
         [
-            f"{lv['concurrency']:,}",
+            f"{lv.concurrency:,}",
             f"{achieved(lv):,.1f}",
-            f"{lv['requests']:,}",
-            f"{lv['errors']:,}",
-            f"{lv['output_tok_s']:,.0f}",
-            f"{lv['output_tok_s'] / n:,.0f}",
-            f"{q(lv, 'ttft_s', 'p50')} / {q(lv, 'ttft_s', 'p99')}",
-            f"{q(lv, 'tpot_s', 'p50')} / {q(lv, 'tpot_s', 'p99')}",
+            f"{lv.requests:,}",
+            f"{lv.errors:,}",
+            f"{tok_s:,.0f}",
+            f"{tok_s / n:,.0f}",
+            q(lv.ttft_s),
+            q(lv.tpot_s),
         ]
-        for lv in bench["levels"]
+        for lv, tok_s in measured_levels(bench)
     ]
     # display_url again: a bench file written before endpoints were stored masked may hold user:password@.
-    endpoints = ", ".join(display_url(str(e)) for e in bench.get("endpoints", []))
+    endpoints = ", ".join(display_url(e) for e in bench.endpoints)
     on = (
         f"{n} GPUs" if unit == "GPU" else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
     )
-    return (
-        f'<h2>bench · {escape(str(bench["model"]))} on {escape(on)}</h2><p class="sub">{escape(endpoints)}</p>'
-        + _table(
-            [
-                "concurrency",
-                "achieved",
-                "requests",
-                "errors",
-                "output tok/s",
-                f"tok/s/{unit}",
-                "TTFT p50 / p99 s",
-                "TPOT p50 / p99 s",
-            ],
-            rows,
-            numeric=set(range(8)),
-        )
+    return f'<h2>bench · {escape(bench.model)} on {escape(on)}</h2><p class="sub">{escape(endpoints)}</p>' + _table(
+        [
+            "concurrency",
+            "achieved",
+            "requests",
+            "errors",
+            "output tok/s",
+            f"tok/s/{unit}",
+            "TTFT p50 / p99 s",
+            "TPOT p50 / p99 s",
+        ],
+        rows,
+        numeric=set(range(8)),
     )
 
 

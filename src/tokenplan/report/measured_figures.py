@@ -8,40 +8,48 @@ plotly is imported inside each function, so importing this module costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tokenplan.errors import import_extra
 from tokenplan.report.figures import layout, option_colors
 
 if TYPE_CHECKING:
     from tokenplan.api.report import ReportInputs
+    from tokenplan.bench_schema import BenchLevel, BenchResult, Latency
     from tokenplan.planning.results import PlanResult
+    from tokenplan.run_summary import RunSummary
 
 
-def bench_divisor(bench: Mapping[str, Any]) -> tuple[int, str]:
+def bench_divisor(bench: BenchResult) -> tuple[int, str]:
     """What a bench's tok/s is divided by: (its GPUs, "GPU"), or, where the bench did not state
     them (``num_gpus`` null), (its endpoints, "endpoint") — as ``bench --plot`` does."""
-    gpus = bench.get("num_gpus")
-    return (gpus, "GPU") if gpus else (max(len(bench.get("endpoints") or ()), 1), "endpoint")
+    gpus = bench.num_gpus
+    return (gpus, "GPU") if gpus else (max(len(bench.endpoints), 1), "endpoint")
 
 
-def bench_throughput_figure(bench: Mapping[str, Any], plan: PlanResult | None):
+def measured_levels(bench: BenchResult) -> list[tuple[BenchLevel, float]]:
+    """The levels that measured output tok/s, each with it (tokens/s; a file ``tokenplan report``
+    reads has it on every level: :func:`~tokenplan.files.reports.load_bench_json`)."""
+    return [(lv, lv.output_tok_s) for lv in bench.levels if lv.output_tok_s is not None]
+
+
+def bench_throughput_figure(bench: BenchResult, plan: PlanResult | None):
     """Measured output tok/s per GPU at each concurrency level of a bench run; with a plan,
     each option's planned tok/s per GPU as a dashed line and its planned concurrency ◆."""
     go = import_extra("plotly.graph_objects", "report")
 
-    levels, (n, unit) = bench["levels"], bench_divisor(bench)
+    levels, (n, unit) = measured_levels(bench), bench_divisor(bench)
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=[lv["concurrency"] for lv in levels],
-            y=[lv["output_tok_s"] / n for lv in levels],
+            x=[lv.concurrency for lv, _ in levels],
+            y=[tok_s / n for _, tok_s in levels],
             mode="lines+markers",
             name=f"measured ({n} {unit}{'s' if n > 1 else ''})",
             line=dict(color="black", width=3),
             marker=dict(size=8),
-            customdata=[[achieved(lv), lv["errors"]] for lv in levels],
+            customdata=[[achieved(lv), lv.errors] for lv, _ in levels],
             hovertemplate="concurrency %{x:,.0f} (achieved %{customdata[0]:,.1f})<br>%{y:,.0f} tok/s/GPU, "
             "%{customdata[1]} errors<extra>bench</extra>",
         )
@@ -70,7 +78,7 @@ def bench_throughput_figure(bench: Mapping[str, Any], plan: PlanResult | None):
             )
     layout(
         fig,
-        f"Measured vs planned output tok/s per {unit} · {bench['model']}",
+        f"Measured vs planned output tok/s per {unit} · {bench.model}",
         "requests in flight (log)",
         f"output tok/s per {unit}",
         log_x=True,
@@ -78,29 +86,28 @@ def bench_throughput_figure(bench: Mapping[str, Any], plan: PlanResult | None):
     return fig
 
 
-def achieved(level: Mapping[str, Any]) -> float:
+def achieved(level: BenchLevel) -> float:
     """A bench level's achieved concurrency (requests in flight, Little's law), else its target
     concurrency where the file has none (absent or null)."""
-    value = level.get("achieved_concurrency")
-    return level["concurrency"] if value is None else value
+    value = level.achieved_concurrency
+    return level.concurrency if value is None else value
 
 
-def bench_latency_figure(bench: Mapping[str, Any]):
+def bench_latency_figure(bench: BenchResult):
     """TTFT and TPOT (p50 solid, p99 dotted) at each bench concurrency level (seconds)."""
     go = import_extra("plotly.graph_objects", "report")
 
-    levels = bench["levels"]
     fig = go.Figure()
-    for metric, color in (("ttft_s", "#1f77b4"), ("tpot_s", "#d62728")):
+    for name, color, dist in (("TTFT", "#1f77b4", _ttft), ("TPOT", "#d62728", _tpot)):
         for q, dash in (("p50", "solid"), ("p99", "dot")):
-            pts = [(lv["concurrency"], lv[metric].get(q)) for lv in levels if isinstance(lv.get(metric), dict)]
+            pts = [(lv.concurrency, getattr(d, q)) for lv in bench.levels if (d := dist(lv)) is not None]
             if pts:
                 fig.add_trace(
                     go.Scatter(
                         x=[p[0] for p in pts],
                         y=[p[1] for p in pts],
                         mode="lines+markers",
-                        name=f"{metric[:-2].upper()} {q}",
+                        name=f"{name} {q}",
                         line=dict(color=color, dash=dash),
                         hovertemplate="%{x:,.0f} in flight: %{y:.3f} s<extra></extra>",
                     )
@@ -109,19 +116,27 @@ def bench_latency_figure(bench: Mapping[str, Any]):
     return fig
 
 
-def runs_figure(runs: Sequence[Mapping[str, Any]], plan: PlanResult | None):
+def _ttft(level: BenchLevel) -> Latency | None:
+    return level.ttft_s
+
+
+def _tpot(level: BenchLevel) -> Latency | None:
+    return level.tpot_s
+
+
+def runs_figure(runs: Sequence[RunSummary], plan: PlanResult | None):
     """Per generate run, measured output tok/s beside the plan's (the run's own plan figure,
     else the plan file's recommended throughput)."""
     go = import_extra("plotly.graph_objects", "report")
 
-    names = [r["run_dir"] for r in runs]
+    names = [r.run_dir or r.model for r in runs]
     planned_default = plan.recommended.output_tok_s_total if plan and plan.recommended else None
-    planned = [r.get("plan_output_tok_s") or planned_default for r in runs]
+    planned = [r.plan_output_tok_s or planned_default for r in runs]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
             x=names,
-            y=[r["output_tok_s"] for r in runs],
+            y=[r.output_tok_s for r in runs],
             name="measured",
             marker=dict(color="black"),
             hovertemplate="%{x}: %{y:,.0f} tok/s measured<extra></extra>",

@@ -95,7 +95,7 @@ def _bench_json(**level: object) -> dict:
 def test_bench_files_with_figures_of_the_wrong_type_name_the_field(tmp_path) -> None:
     f = tmp_path / "b.json"
     f.write_text(json.dumps(_bench_json()))
-    assert load_bench(f)["num_gpus"] is None  # bench writes null without --num-gpus: accepted
+    assert load_bench(f).num_gpus is None  # bench writes null without --num-gpus: accepted
     read_bench_json(str(f))
     f.write_text(json.dumps(_bench_json(output_tok_s="100")))
     with pytest.raises(ConfigError, match=r"levels\[0\]\.output_tok_s: expected a number, got '100'"):

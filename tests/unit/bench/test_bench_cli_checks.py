@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tokenplan.bench_schema import BenchResult
 from tokenplan.calibration.from_runs import LevelFit, median_abs_error
 from tokenplan.calibration.run_profile import POOR_FIT, poor_fit_warning
 from tokenplan.cli.bench import _concurrencies
@@ -25,15 +26,20 @@ def test_concurrency_levels_parse_and_an_empty_entry_is_refused() -> None:
 
 
 def _data(flat, queue, running, source, metrics=True):
-    return {
-        "cap": {
-            "flattens_at_concurrency": flat,
-            "queue_grows_at_concurrency": queue,
-            "max_running_requests": running,
-            "source": source,
-        },
-        "server": {"metrics": metrics},
-    }
+    return BenchResult.from_json(
+        {
+            "model": "m",
+            "num_gpus": None,
+            "levels": [],
+            "cap": {
+                "flattens_at_concurrency": flat,
+                "queue_grows_at_concurrency": queue,
+                "max_running_requests": running,
+                "source": source,
+            },
+            "server": {"metrics": metrics},
+        }
+    )
 
 
 def test_cap_line_says_not_reached_instead_of_none() -> None:

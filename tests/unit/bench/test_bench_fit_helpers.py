@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tokenplan.bench_schema import BenchLevel, BenchResult
 from tokenplan.calibration.fitted_range import fitted_on, range_warnings
 from tokenplan.calibration.from_runs import linear_step_law
 from tokenplan.report.bench_plot import pareto_front, per_user_tok_s, write_bench_plot
@@ -47,15 +48,24 @@ def _lv(c, tok_s, tpot, achieved):
         "concurrency": c,
         "output_tok_s": tok_s,
         "requests": 4,
+        "errors": 0,
+        "duration_s": 1.0,
         "achieved_concurrency": achieved,
         "tpot_s": {"mean": tpot},
         "server": {"output_tok_s": tok_s},
     }
 
 
+def _level(d):
+    return BenchLevel.from_json(d)
+
+
 def test_per_user_speed_and_pareto_front():
-    assert per_user_tok_s(_lv(1, 90, 0.0125, 1)) == pytest.approx(80.0)  # 1 / 12.5 ms
-    assert per_user_tok_s({"output_tok_s": 300, "achieved_concurrency": 4, "tpot_s": {"mean": None}}) == 75.0
+    assert per_user_tok_s(_level(_lv(1, 90, 0.0125, 1))) == pytest.approx(80.0)  # 1 / 12.5 ms
+    no_tpot = {**_lv(4, 300, None, 4), "tpot_s": {"mean": None}}
+    assert per_user_tok_s(_level(no_tpot)) == 75.0  # 300 tok/s / 4 in flight
+    # neither TPOT nor output tok/s measured (tokens not countable): no per-user speed
+    assert per_user_tok_s(_level({**no_tpot, "output_tok_s": None})) is None
     # (per GPU, per user): (300, 10) is beaten by (400, 20); the others trade off
     assert pareto_front([(100, 80), (400, 20), (300, 10), (800, 15)]) == [(100, 80), (400, 20), (800, 15)]
 
@@ -68,5 +78,5 @@ def test_plot_writes_a_png(tmp_path):
         "cap": {"flattens_at_concurrency": 8},
         "levels": [_lv(1, 90, 0.011, 1), _lv(8, 600, 0.013, 8), _lv(32, 640, 0.05, 32)],
     }
-    out = write_bench_plot(data, tmp_path / "b.png")
+    out = write_bench_plot(BenchResult.from_json(data), tmp_path / "b.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
