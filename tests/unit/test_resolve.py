@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import tokenplan.api.resolve as resolve_module
 import tokenplan.files.calibration as calibration_file
 from tokenplan.api.resolve import PredictRequest, resolve
 
@@ -37,7 +36,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(path)
         return real(path)
 
-    monkeypatch.setattr(resolve_module, "read_calibration_file", counted)
+    # resolve imports it from files.calibration when a profile is named (not on plan's start-up path)
     monkeypatch.setattr(calibration_file, "read_calibration_file", counted)
     return seen
 
