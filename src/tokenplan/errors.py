@@ -162,7 +162,7 @@ def import_extra(module: str, extra: str):
 
     Args:
         module: dotted module name, e.g. ``"scipy.optimize"``.
-        extra: the extra that installs it: ``"report"`` (plotly, matplotlib) or ``"calibrate"`` (scipy).
+        extra: the extra that installs it: ``"report"`` (plotly, matplotlib) or ``"calibrate"`` (scipy, numpy).
 
     Returns:
         The imported module.
