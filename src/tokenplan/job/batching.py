@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tokenplan.engines.base import Engine, EngineSettings
+
+# What caps the batch lived here before issue 30 made room; it is imported from here (explicit re-exports).
+from tokenplan.job.limits import BatchLimits as BatchLimits
+from tokenplan.job.limits import batch_limits as batch_limits
 from tokenplan.job.prefill_wait import (  # noqa: F401  (MAX_PREFILL_UTILISATION: its home was here)
     MAX_PREFILL_UTILISATION,
     length_spread_tokens,
@@ -44,25 +48,9 @@ from tokenplan.perf.step import StepTime, roofline_step_s, step_time
 
 # A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`).
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchLimits:
-    """What caps the running batch of one replica (sequences).
-
-    Attributes:
-        kv: sequences whose KV fits at the running mean context.
-        state: hybrid-model state slots per the engine's slot rule (None = no state).
-        engine: the engine's running-request cap.
-        limit: the smallest of them.
-        reason: which one binds: ``kv cache``, ``state slots`` or ``engine cap``.
-    """
-
-    kv: float
-    state: float | None
-    engine: float
-    limit: float
-    reason: str
+# A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
+Level = tuple[float, float, float, StepTime, float, float, float]
+LevelMemo = dict[tuple[float, bool], Level]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,31 +86,6 @@ class SteadyState:
         engine's limits, else the binding limit (``kv cache``, ``kv cache and state`` where one
         pool holds a hybrid model's KV and state, ``state slots``, ``engine cap``)."""
         return "concurrency" if self.batch < self.limits.limit else self.limits.reason
-
-
-def batch_limits(
-    d: Deployment, engine: Engine, settings: EngineSettings, isl: LengthDist, osl: LengthDist, spec: SpecDecode | None
-) -> BatchLimits:
-    """The most sequences one replica runs (see the module docstring). The engine's scheduler
-    says what context a running request holds (``Engine.running_context_tokens``: the running
-    mean context, or ISL + OSL where admission reserves the whole request, TRT-LLM's
-    GUARANTEED_NO_EVICT) and its running-request cap (``Engine.max_running``)."""
-    running_ctx = engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean)
-    mem = d.memory
-    # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
-    kv = mem.max_sequences(running_ctx) if mem.state_slots is None else mem.kv_capacity_tokens / running_ctx
-    state = None
-    if mem.state_slots is not None:
-        state = math.floor(mem.state_slots / engine.pools.slots(bool(spec)))
-    cap = engine.max_running(settings, mem.kv_capacity_tokens, isl.max + osl.max)
-    # A hybrid model's state shares the pool with its KV here: say so, or the state (most of a
-    # Qwen3.6-27B request's memory) would go unnamed in "capped by kv cache".
-    pool = "kv cache and state" if mem.state_slots is None and mem.state_bytes_per_sequence_per_gpu > 0 else "kv cache"
-    candidates = {pool: kv, "engine cap": cap}
-    if state is not None:
-        candidates["state slots"] = float(state)
-    reason = min(candidates, key=candidates.__getitem__)
-    return BatchLimits(kv, state, cap, max(math.floor(candidates[reason]), 0.0), reason)
 
 
 def draft_s(
@@ -295,6 +258,7 @@ def steady_state(
     spec: SpecDecode | None = None,
     limits: BatchLimits | None = None,
     steps: StepMemo | None = None,
+    levels: LevelMemo | None = None,
 ) -> SteadyState:
     """Steady state of one replica at ``concurrency`` requests in flight.
 
@@ -308,6 +272,9 @@ def steady_state(
         limits: the batch limits when the caller computed them (else computed here).
         steps: a memo of step times for this ``d`` and ``eff`` (``job.evaluate.Prepared`` keeps
             one across concurrencies), or None.
+        levels: a memo of :func:`_level` for these arguments but the concurrency, or None
+            (``job.evaluate.Prepared`` keeps one: concurrencies at or above the limit run the
+            same batch).
 
     Returns:
         SteadyState (tok/s, seconds).
@@ -323,6 +290,40 @@ def steady_state(
     batch = limit if concurrency is None or limit < concurrency else concurrency
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
+    # with a queue in the replica every arrival is in a wave (module docstring)
+    queued = concurrency is None or concurrency > batch
+    level = None if levels is None else levels.get((batch, queued))
+    if level is None:
+        level = _level(d, eff, engine, settings, isl, osl, spec, batch, queued, steps)
+        if levels is not None:
+            levels[batch, queued] = level
+    output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s = level
+    warnings: tuple[str, ...] = ()
+    if concurrency is not None and concurrency > batch:
+        ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
+        warnings = (
+            f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
+            f"({limits.reason}); the rest queue",
+        )
+    # Positional: a sweep builds tens of thousands, and keywords cost a third more.
+    return SteadyState(batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, warnings)
+
+
+def _level(
+    d: Deployment,
+    eff: Efficiency,
+    engine: Engine,
+    settings: EngineSettings,
+    isl: LengthDist,
+    osl: LengthDist,
+    spec: SpecDecode | None,
+    batch: float,
+    queued: bool,
+    steps: StepMemo | None,
+) -> Level:
+    """:func:`steady_state`'s figures at ``batch`` running sequences, ``queued`` when requests
+    wait in the replica, before the wait in that queue: (output tok/s, TPOT, TTFT, decode step,
+    cycle, prefill share, roofline tok/s; seconds)."""
     if steps is None:  # step_time is pure: a memo of this call alone gives the same steps
         steps = {}
     isl_mean, osl_mean = isl.mean, osl.mean
@@ -359,9 +360,7 @@ def steady_state(
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
     cycle_s, prefill_share, own_s = cyc
-    # with a queue in the replica every arrival is in a wave (module docstring); else the fitted share
-    queued = concurrency is None or concurrency > batch
-    g = 1.0 if queued else eff.prefill_wave_fraction
+    g = 1.0 if queued else eff.prefill_wave_fraction  # every arrival in a wave where requests queue
     wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
@@ -372,24 +371,13 @@ def steady_state(
     before_first = own_s + g * wave
     prefill_s = cycle_s * prefill_share
     before_first = prefill_s if prefill_s < before_first else before_first  # min(before_first, prefill_s)
-    warnings: tuple[str, ...] = ()
-    if concurrency is not None and concurrency > batch:
-        ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
-        warnings = (
-            f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
-            f"({limits.reason}); the rest queue",
-        )
     bound = roofline_step_s(d, one)
-    # Positional: a sweep builds tens of thousands, and keywords cost a third more.
-    return SteadyState(
-        batch,  # batch
-        limits,  # limits
-        batch * osl_mean / cycle_s,  # output_tok_s
-        (cycle_s - before_first) / osl_mean,  # tpot_s
-        ttft,  # ttft_s
-        dec,  # decode_step
-        cycle_s,  # cycle_s
-        prefill_share,  # prefill_share
-        batch / bound if bound > 0 else math.inf,  # roofline_output_tok_s
-        warnings,
+    return (
+        batch * osl_mean / cycle_s,  # output tok/s
+        (cycle_s - before_first) / osl_mean,  # TPOT
+        ttft,
+        dec,
+        cycle_s,
+        prefill_share,
+        batch / bound if bound > 0 else math.inf,  # the roofline's output tok/s
     )

@@ -14,7 +14,7 @@ from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
-from tokenplan.job.batching import BatchLimits, SteadyState, StepMemo, batch_limits, steady_state
+from tokenplan.job.batching import BatchLimits, LevelMemo, SteadyState, StepMemo, batch_limits, steady_state
 
 # Config and Rejection (job.config) and what deploys a configuration (job.deploy) lived here
 # before issue 30 split the module; they are imported from here throughout (explicit re-exports).
@@ -114,6 +114,9 @@ _DEPLOYED: _Memo[Deployed | Rejection] = _Memo(4096)
 # Step times by deployment and efficiency table: the offline and online preparations of one
 # configuration ask for the same prefill steps.
 _STEPS: _Memo[StepMemo] = _Memo(64)
+# Preparations by deployment, settings and efficiency table: the offline and online preparations
+# of a configuration are one where the offline benchmark keeps the server's settings.
+_SIZED: _Memo[Prepared | Rejection] = _Memo(64)
 
 
 # The last preparation handed out, looked at before :data:`_PREPARED`: a sweep evaluates one
@@ -164,6 +167,8 @@ class Prepared:
         steps: the step times computed so far, by their arguments (one deployment, one
             ``eff``; shared by the offline and online preparations of a configuration), so that
             the levels of a sweep share their prefill steps.
+        levels: the figures at each batch computed so far (``job.batching.steady_state``), so
+            that the concurrencies at or above the running limit compute the batch's once.
     """
 
     model: ModelSpec
@@ -177,6 +182,7 @@ class Prepared:
     limits: BatchLimits
     warnings: tuple[str, ...]
     steps: StepMemo = field(default_factory=dict, repr=False, compare=False)  # step-time memo (job.batching)
+    levels: LevelMemo = field(default_factory=dict, repr=False, compare=False)  # figures by batch (job.batching)
 
     def at(self, concurrency: float | None) -> Evaluation | Rejection:
         """The configuration at ``concurrency`` requests in flight per replica (None = offline,
@@ -195,6 +201,7 @@ class Prepared:
             config.spec,
             limits,
             self.steps,
+            self.levels,
         )
         warnings = self.warnings
         if limits.reason == "state slots":
@@ -219,13 +226,30 @@ def prepare(
     deployed = _deployed(model, gpu, config, isl, osl)
     if isinstance(deployed, Rejection):
         return deployed
-    config, settings, mem, dep, warned = deployed
-    warnings = list(warned)
-    lay, engine, ctx = config.layout, config.engine, model.max_context_tokens
+    config, settings = deployed[0], deployed[1]
     if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
-        settings = engine.offline_settings(
-            settings, model, gpu, lay, config.weight_dtype, config.kv_dtype, isl.mean, osl.mean
+        settings = config.engine.offline_settings(
+            settings, model, gpu, config.layout, config.weight_dtype, config.kv_dtype, isl.mean, osl.mean
         )
+    # The rest depends on the settings, not on how they were reached: an engine whose offline
+    # benchmark keeps the server's settings (SGLang) has one preparation for both.
+    return _SIZED.get((deployed, settings, eff), False, lambda: _sized(model, gpu, eff, isl, osl, deployed, settings))
+
+
+def _sized(
+    model: ModelSpec,
+    gpu: Gpu,
+    eff: Efficiency,
+    isl: LengthDist,
+    osl: LengthDist,
+    deployed: Deployed,
+    settings: EngineSettings,
+) -> Prepared | Rejection:
+    """The part of :func:`prepare` after the settings: the batch limits, whether the engine can
+    allocate their requests, the caveats, and the step-time memo."""
+    config, _, mem, dep, warned = deployed
+    warnings = list(warned)
+    lay, ctx = config.layout, model.max_context_tokens
     limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
     if limits.limit < 1:
         return Rejection(
