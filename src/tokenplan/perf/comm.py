@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 from tokenplan.hardware import Link
 
@@ -54,19 +55,54 @@ def group_link(scaleup: Link, n: int, max_gpus_per_scaleup: int) -> Link:
     )
 
 
+class AllReduceTerms(NamedTuple):
+    """The parts of one all-reduce's time over a group and link that do not depend on the
+    message: each algorithm takes ``latency + factor · msg_bytes / rate`` (see the functions below
+    and the module docstring), computed once by :func:`allreduce_terms`.
+
+    Attributes:
+        rate: achieved link bandwidth, bytes/s × ``comm_fraction`` (bytes/s).
+        ring_s, ring_factor: ring ``2(n − 1)`` latencies (seconds) and ``2(n − 1)/n``.
+        tree_s: double binary tree ``2⌈log2 n⌉`` latencies (seconds); its factor is 2.
+        one_shot_s, one_shot_factor: the engines' one-shot kernel, 2 latencies (seconds; None
+            where it does not run) and ``n − 1``.
+    """
+
+    rate: float
+    ring_s: float
+    ring_factor: float
+    tree_s: float
+    one_shot_s: float | None
+    one_shot_factor: int
+
+
+def allreduce_terms(n: int, link: Link, comm_fraction: float, one_shot: bool = False) -> AllReduceTerms | None:
+    """:class:`AllReduceTerms` of an all-reduce across ``n`` GPUs over ``link`` (arguments as
+    :func:`allreduce_s`); None when ``n`` ≤ 1 (nothing to reduce)."""
+    if n <= 1:
+        return None
+    lat = link.latency_s
+    return AllReduceTerms(
+        link.bytes_per_s * comm_fraction,
+        2 * (n - 1) * lat,
+        2 * (n - 1) / n,
+        2 * math.ceil(math.log2(n)) * lat,
+        2 * lat if one_shot else None,
+        n - 1,
+    )
+
+
 def ring_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
     """Seconds for one all-reduce of ``msg_bytes`` across ``n`` GPUs (0 when n == 1)."""
-    if n <= 1:
-        return 0.0
-    return 2 * (n - 1) * link.latency_s + 2 * (n - 1) / n * msg_bytes / (link.bytes_per_s * comm_fraction)
+    t = allreduce_terms(n, link, comm_fraction)
+    return 0.0 if t is None else t.ring_s + t.ring_factor * msg_bytes / t.rate
 
 
 def one_shot_allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float) -> float:
     """Seconds for the engines' one-shot all-reduce (module docstring):
     ``2·latency + (n − 1)·msg / (bandwidth·comm_fraction)``; 0 when n == 1."""
-    if n <= 1:
-        return 0.0
-    return 2 * link.latency_s + (n - 1) * msg_bytes / (link.bytes_per_s * comm_fraction)
+    t = allreduce_terms(n, link, comm_fraction, one_shot=True)
+    return 0.0 if t is None or t.one_shot_s is None else t.one_shot_s + t.one_shot_factor * msg_bytes / t.rate
 
 
 def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float, one_shot: bool = False) -> float:
@@ -85,11 +121,21 @@ def allreduce_s(msg_bytes: float, n: int, link: Link, comm_fraction: float, one_
     Returns:
         Seconds; 0 when ``n`` ≤ 1 (nothing to reduce). Raises nothing.
     """
-    if n <= 1:
+    return allreduce_with(allreduce_terms(n, link, comm_fraction, one_shot), msg_bytes)
+
+
+def allreduce_with(t: AllReduceTerms | None, msg_bytes: float) -> float:
+    """:func:`allreduce_s` from its :class:`AllReduceTerms` (None: 0 seconds); a step computes
+    the terms once per deployment (``perf.step_constants``)."""
+    if t is None:
         return 0.0
-    tree = 2 * math.ceil(math.log2(n)) * link.latency_s + 2 * msg_bytes / (link.bytes_per_s * comm_fraction)
-    best = min(ring_allreduce_s(msg_bytes, n, link, comm_fraction), tree)
-    return min(best, one_shot_allreduce_s(msg_bytes, n, link, comm_fraction)) if one_shot else best
+    ring = t.ring_s + t.ring_factor * msg_bytes / t.rate
+    tree = t.tree_s + 2 * msg_bytes / t.rate
+    best = tree if tree < ring else ring  # min(ring, tree)
+    if t.one_shot_s is None:
+        return best
+    one = t.one_shot_s + t.one_shot_factor * msg_bytes / t.rate
+    return one if one < best else best  # min(best, one)
 
 
 def all_to_all_s(bytes_per_gpu: float, n: int, link: Link, comm_fraction: float) -> float:

@@ -29,11 +29,12 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from tokenplan.perf.comm import all_to_all_s, allreduce_s, p2p_s
+from tokenplan.perf.comm import all_to_all_s, allreduce_with, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.gemm import fraction_at_point, fractions_at_point, row_point
 from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
+    LAST_STEPPED,
     StepConstants,
     ep_busiest_rank,
     expected_max_normal,
@@ -139,9 +140,42 @@ def step_time(
     tens of thousands of steps, and a call per family cost a third of each) and read their
     per-deployment factors from :func:`tokenplan.perf.step_constants.step_constants`, computed
     once per deployment and efficiency table with the operands and order of the expressions
-    they stand for.
+    they stand for. A step is a function of those constants and the arguments alone, so it is
+    computed once per value of both (``StepConstants.steps``; ``prefill_steps`` for the steps
+    without decoding sequences, which do not read the KV format's constants).
     """
-    c = step_constants(d, eff)
+    last = LAST_STEPPED  # the pair stepped last: its constants without a call
+    c: StepConstants = last[2] if last[0] is d and last[1] is eff else step_constants(d, eff)
+    args = (
+        decode_seqs,
+        context_tokens,
+        prefill_tokens,
+        prefill_context_tokens,
+        query_tokens_per_seq,
+        prompt_chunk_tokens,
+    )
+    memo = c.steps if decode_seqs else c.prefill_steps
+    got = memo.get(args)
+    if got is None:
+        if len(memo) >= _MEMO_KEPT:
+            memo.clear()
+        got = memo[args] = _step_time(c, *args)
+    return got
+
+
+_MEMO_KEPT = 4096  # steps kept per memo (a plan sweep steps a deployment a few dozen ways)
+
+
+def _step_time(
+    c: StepConstants,
+    decode_seqs: float,
+    context_tokens: float,
+    prefill_tokens: float,
+    prefill_context_tokens: float,
+    query_tokens_per_seq: float,
+    prompt_chunk_tokens: float,
+) -> StepTime:
+    """:func:`step_time` from the deployment's constants ``c`` (its arguments as there)."""
     pp, shards = c.pp, c.shards
     # How the step's work splits per pipeline stage and per attention-DP rank: decoding sequences
     # and their query tokens, prompt tokens, and the busiest rank's tokens (each attention-DP rank
@@ -252,7 +286,7 @@ def step_time(
         per_gpu = tokens / c.tp * moe.top_k * c.hidden_size * (DISPATCH_BYTES + ACTIVATION_BYTES)
         comm_s += c.moe_layers2 * all_to_all_s(per_gpu / 2, c.tp, link, comm_fraction)
     else:
-        comm_s += c.layers2 * allreduce_s(msg, c.tp, link, comm_fraction, c.one_shot)
+        comm_s += c.layers2 * allreduce_with(c.allreduce, msg)  # perf.comm.allreduce_s, its terms kept
     if pp > 1:
         comm_s += p2p_s(msg, link, comm_fraction)
 

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from operator import attrgetter
 from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
 
 from tokenplan.hardware import LinkKind
-from tokenplan.perf.comm import group_link
+from tokenplan.perf.comm import allreduce_terms, group_link
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency, kernel_factor
+
+if TYPE_CHECKING:
+    from tokenplan.perf.step import StepTime
 
 
 def expected_max_normal(n: int) -> float:
@@ -93,6 +98,7 @@ class StepConstants:
         "moe_layers",
         "moe_layers2",
         "one_shot",
+        "allreduce",
         "per_token_moe_layer_s",
         "pp",
         "reads",
@@ -109,6 +115,8 @@ class StepConstants:
         "tp",
         "window",
         "z",
+        "steps",
+        "prefill_steps",
     )
 
     def __init__(self, d: Deployment, eff: Efficiency) -> None:
@@ -161,6 +169,7 @@ class StepConstants:
         self.tp, self.hidden_size, self.comm_fraction = lay.tp, spec.hidden_size, eff.comm_fraction
         self.comm_a2a = lay.attention_dp and moe is not None
         self.one_shot = lay.tp <= gpu.max_gpus_per_scaleup and link.kind is not LinkKind.PCIE
+        self.allreduce = allreduce_terms(lay.tp, link, eff.comm_fraction, self.one_shot)
         self.layers2 = 2 * (spec.num_layers / lay.pp)
         self.moe_layers2 = spec.moe_layers / lay.pp * 2
         # The overhead: fixed, per sequence, per layer, per MoE layer and per routed token-layer.
@@ -168,6 +177,48 @@ class StepConstants:
         self.layer_latency_s = eff.layer_latency_s * spec.num_layers
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
         self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
+        # Last: the step memos of the constants of this value (:func:`_shared_memos`).
+        self.steps, self.prefill_steps = _shared_memos(self)
+
+
+# A memo of step times by ``perf.step.step_time``'s arguments after ``d`` and ``eff``.
+StepMemo = dict[tuple[float, float, float, float, float, float], "StepTime"]
+
+# What a step without decoding sequences does not read, each a factor of the decode batch (0):
+# the KV bytes per token of full and sliding layers (the KV format) and the state copies after a
+# verify. The KV pool is read only with host KV offload (``host_kv``). Kept beside the
+# ``perf.step`` expressions that read them: a step that comes to read one of them without
+# decoding sequences takes it off this list.
+PREFILL_FREE = frozenset(("kv_bytes", "sliding_bytes", "commit_transfers"))
+# Compared by identity, not value (each memo entry holds its constants, so they live while it
+# does): the measured curve and its size reads (large tuples; ``dense_reads`` is a slice of
+# ``reads``) and the model's MoE shape. The KV pool apart: it counts only with host KV.
+_APART = ("curve", "reads", "dense_reads", "moe", "kv_pool", "steps", "prefill_steps")
+_EVERY = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART))
+_PREFILL = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART and n not in PREFILL_FREE))
+# The step memos by the value of the constants they belong to: the deployments of one search that
+# differ only in the KV pool (a running cap) step alike, and those that differ only in the KV
+# format, the running cap or the speculative settings prefill alike. Cleared when full.
+_SHARED: dict[tuple[object, ...], tuple[StepConstants, StepMemo]] = {}
+_SHARED_KEPT = 4096
+
+
+def _shared_memos(c: StepConstants) -> tuple[StepMemo, StepMemo]:
+    """(the memo of every step, the memo of the steps without decoding sequences) of the
+    constants equal to ``c`` (every field by value, the KV pool only with host KV, the fields of
+    :data:`PREFILL_FREE` not for the second): a step is a function of these alone."""
+    apart = (id(c.curve), id(c.reads), id(c.moe), c.kv_pool if c.host_kv else None)
+    every = (*_EVERY(c), *apart)
+    prefill = (None, *_PREFILL(c), *apart)  # None: never equal to an ``every`` key
+    if len(_SHARED) >= _SHARED_KEPT:
+        _SHARED.clear()
+    memos = []
+    for key in (every, prefill):
+        hit = _SHARED.get(key)
+        if hit is None:
+            hit = _SHARED[key] = (c, {})
+        memos.append(hit[1])
+    return memos[0], memos[1]
 
 
 # The constants of the deployments and efficiency tables stepped lately, by the identity of both:
@@ -178,17 +229,16 @@ _KEPT_CONSTANTS: OrderedDict[tuple[int, int], tuple[Deployment, Efficiency, Step
 _KEPT_CONSTANTS_KEPT = 1024
 
 
-# The pair stepped last, looked at before the table: a search steps one deployment several times
-# in a row.
-_LAST: list[tuple[Deployment, Efficiency, StepConstants]] = []
+# The pair stepped last and its constants, [deployment, table, StepConstants], looked at before
+# the table (a search steps one deployment several times in a row); ``perf.step`` looks at it
+# before it calls :func:`step_constants`.
+LAST_STEPPED: list[Any] = [None, None, None]
 
 
 def step_constants(d: Deployment, eff: Efficiency) -> StepConstants:
     """The :class:`StepConstants` of ``d`` under ``eff``, computed once while they are in use."""
-    if _LAST:
-        last = _LAST[0]
-        if last[0] is d and last[1] is eff:
-            return last[2]
+    if LAST_STEPPED[0] is d and LAST_STEPPED[1] is eff:
+        return LAST_STEPPED[2]  # type: ignore[no-any-return]
     key = (id(d), id(eff))
     hit = _KEPT_CONSTANTS.get(key)
     if hit is None or hit[0] is not d or hit[1] is not eff:
@@ -196,5 +246,14 @@ def step_constants(d: Deployment, eff: Efficiency) -> StepConstants:
         if len(_KEPT_CONSTANTS) >= _KEPT_CONSTANTS_KEPT:
             _KEPT_CONSTANTS.popitem(last=False)  # O(1), where a dict scans past its evicted slots
         _KEPT_CONSTANTS[key] = hit
-    _LAST[:] = [hit]
+    LAST_STEPPED[:] = hit
     return hit[2]
+
+
+def forget_steps() -> None:
+    """Forget the steps computed so far and the constants kept, so that the next search steps
+    from nothing, as a new process's first search does (``benchmarks/plan_sweep.py`` times each
+    repeat so). Figures are the same either way."""
+    _SHARED.clear()
+    _KEPT_CONSTANTS.clear()
+    LAST_STEPPED[:] = [None, None, None]
