@@ -76,15 +76,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     if why:
         return Rejection(config, why, "format")
     engine = config.engine
-    settings = engine.settings(
-        gpu,
-        lay,
-        speculative=config.spec is not None and not config.lift_running_cap,
-        vision_cut=config.vision_cut,
-        memory_fraction=config.memory_fraction,
-        max_running=config.max_running,
-        chunk_tokens=config.chunk_tokens,
-    )
+    settings = _settings(gpu, config)
     ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
     mem = engine_memory(model, gpu, config, settings, ratio)
     tight = None  # asked for only where the default does not fit
@@ -138,6 +130,34 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
     return config, settings, mem, dep, tuple(warnings)
+
+
+# The engine settings resolved lately, by the identity of the engine, GPU and layout and the value
+# of the rest: the configurations of a search that differ only in their formats share them. Each
+# entry holds its engine, GPU and layout, so no id in a key is reused while it lives.
+_SETTINGS: dict[tuple[object, ...], tuple[object, object, object, EngineSettings]] = {}
+
+
+def _settings(gpu: Gpu, config: Config) -> EngineSettings:
+    """``config.engine.settings`` for ``config`` on ``gpu``, from :data:`_SETTINGS` where it is."""
+    engine, lay, speculative = config.engine, config.layout, config.spec is not None and not config.lift_running_cap
+    key = (id(engine), id(gpu), id(lay), speculative, config.vision_cut, config.memory_fraction)
+    key += (config.max_running, config.chunk_tokens)
+    hit = _SETTINGS.get(key)
+    if hit is None:
+        got = engine.settings(
+            gpu,
+            lay,
+            speculative=speculative,
+            vision_cut=config.vision_cut,
+            memory_fraction=config.memory_fraction,
+            max_running=config.max_running,
+            chunk_tokens=config.chunk_tokens,
+        )
+        if len(_SETTINGS) >= 1024:
+            _SETTINGS.clear()
+        hit = _SETTINGS[key] = (engine, gpu, lay, got)
+    return hit[3]
 
 
 def engine_memory(
