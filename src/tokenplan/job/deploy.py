@@ -141,7 +141,7 @@ _SETTINGS: dict[tuple[object, ...], tuple[object, object, object, EngineSettings
 def _settings(gpu: Gpu, config: Config) -> EngineSettings:
     """``config.engine.settings`` for ``config`` on ``gpu``, from :data:`_SETTINGS` where it is."""
     engine, lay, speculative = config.engine, config.layout, config.spec is not None and not config.lift_running_cap
-    key = (id(engine), id(gpu), id(lay), speculative, config.vision_cut, config.memory_fraction)
+    key: tuple[object, ...] = (id(engine), id(gpu), id(lay), speculative, config.vision_cut, config.memory_fraction)
     key += (config.max_running, config.chunk_tokens)
     hit = _SETTINGS.get(key)
     if hit is None:
