@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from tokenplan.engines.base import Engine, EngineSettings
@@ -301,12 +302,16 @@ def steady_state(
     warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
-        warnings = (
-            f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs "
-            f"({limits.reason}); the rest queue",
-        )
+        warnings = _queue_warning(concurrency, batch, limits.reason)
     # Positional: a sweep builds tens of thousands, and keywords cost a third more.
     return SteadyState(batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, warnings)
+
+
+@lru_cache(maxsize=1024)
+def _queue_warning(concurrency: float, batch: float, reason: str) -> tuple[str]:
+    """The caveat of a client that keeps more requests in flight than the replica runs (a sweep
+    says it at every level of every configuration the limit binds)."""
+    return (f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs ({reason}); the rest queue",)
 
 
 def _level(

@@ -340,8 +340,9 @@ def memory_breakdown(
     usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)
     heads = kv_heads_per_gpu(spec, layout)
     layers_per_stage = 1.0 / layout.pp
-    kv_tok = kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.full_attention_layers * layers_per_stage
-    sliding_tok = kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.sliding_layers * layers_per_stage
+    kv_layer = kv_bytes_per_token_per_layer(spec, kv_dtype, heads)
+    kv_tok = kv_layer * spec.full_attention_layers * layers_per_stage
+    sliding_tok = kv_layer * spec.sliding_layers * layers_per_stage
     state_tp = 1 if layout.attention_dp else layout.tp
     state_seq = state_bytes_per_sequence(spec, ssm_dtype) / state_tp * layers_per_stage
     shards = layout.tp if layout.attention_dp else 1
@@ -373,8 +374,6 @@ def memory_breakdown(
         spec_state_copies=copies,
         spec_state_pool_bytes=spec_pool,
         padding_state_bytes=padding,
-        draft_kv_bytes_per_token_per_gpu=(
-            kv_bytes_per_token_per_layer(spec, kv_dtype, heads) * spec.mtp_layers if with_mtp and draft_kv_pool else 0.0
-        ),
+        draft_kv_bytes_per_token_per_gpu=(kv_layer * spec.mtp_layers if with_mtp and draft_kv_pool else 0.0),
         spec_commit_state_transfers=2 if verify_state_commit and copies > 0 else 0,
     )
