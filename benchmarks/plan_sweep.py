@@ -11,8 +11,10 @@ Run:  python benchmarks/plan_sweep.py [--repeats 5] [--profile] [--short]
 Prints the number of configurations, the time of each repeat, configurations per CPU-second
 (the process's CPU time, ``time.process_time``: on a shared, loaded machine wall time measures
 the other processes too) and per wall-second, best and median repeat, and the time for 10,000
-configurations. The first repeat is cold (model parsing and per-deployment caches fill); the
-figure quoted is the median of the repeats. ``--short`` runs one model on one option once, in
+configurations. The first repeat is cold (model parsing and per-model caches fill); the figure
+quoted is the median of the repeats. Step times are kept by the value of what they depend on
+(``perf.step_constants``), so a repeat of the same search would find every one of them: each
+repeat forgets them first (``forget_steps``) and times one search as a new process runs it. ``--short`` runs one model on one option once, in
 seconds, to check that the script still runs (CI); its figures mean nothing. This is a report,
 not a test.
 """
