@@ -8,6 +8,7 @@ H200 (TP1), its memory varied field by field."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import replace
 
 import pytest
@@ -28,7 +29,7 @@ DECODE = (64.0, 2000.0, 0.0, 0.0, 1.0, 0.0)  # 64 sequences decoding at a 2,000-
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
-    monkeypatch.setattr(kept, "_SHARED", {})
+    monkeypatch.setattr(kept, "_SHARED", OrderedDict())
     forget_steps()
 
 
