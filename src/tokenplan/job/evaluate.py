@@ -105,43 +105,45 @@ class _Memo(Generic[_T]):
 
 
 # A search evaluates one configuration at several concurrencies (a plan: offline, then at the
-# job's own size; benchmarks/plan_sweep.py: six levels): it is prepared once per offline/online.
-# What comes before the efficiency factors and the offline sizing (settings, memory, deployment)
-# is shared by both, and by every efficiency table ``calibrate`` tries on the same measured case
-# (a fit tries thousands on a few thousand cases).
-_PREPARED: _Memo[Prepared | Rejection] = _Memo(64)
+# job's own size; benchmarks/plan_sweep.py: six levels). What comes before the efficiency factors
+# and the offline sizing (settings, memory, deployment) is shared by the offline and online
+# preparations, and by every efficiency table ``calibrate`` tries on the same measured case (a fit
+# tries thousands on a few thousand cases); what comes after, by the preparations with the same
+# settings: the offline and online ones where the offline benchmark keeps the server's settings.
 _DEPLOYED: _Memo[Deployed | Rejection] = _Memo(4096)
-# Step times by deployment and efficiency table: the offline and online preparations of one
-# configuration ask for the same prefill steps.
-_STEPS: _Memo[StepMemo] = _Memo(64)
-# Preparations by deployment, settings and efficiency table: the offline and online preparations
-# of a configuration are one where the offline benchmark keeps the server's settings.
 _SIZED: _Memo[Prepared | Rejection] = _Memo(64)
 
 
-# The last preparation handed out, looked at before :data:`_PREPARED`: a sweep evaluates one
-# configuration at its levels in a row. It holds its inputs, as the memo's entries do.
+# The last preparation and the last deployment handed out, looked at before the memos: a sweep
+# evaluates one configuration at its levels in a row, offline first. Each holds its inputs, as
+# the memos' entries do.
 _LAST_PREPARED: list[tuple[Config, ModelSpec, Gpu, Efficiency, LengthDist, LengthDist, bool, Prepared | Rejection]] = []
+_LAST_DEPLOYED: list[tuple[Config, ModelSpec, Gpu, LengthDist, LengthDist, Deployed | Rejection]] = []
 
 
 def _prepared(
     model: ModelSpec, gpu: Gpu, config: Config, eff: Efficiency, isl: LengthDist, osl: LengthDist, offline: bool
 ) -> Prepared | Rejection:
-    """:func:`prepare`, or its result for the same objects from :data:`_PREPARED`."""
+    """:func:`prepare`, or the last preparation where it is for the same objects."""
     if _LAST_PREPARED:
         c, m, g, e, i, o, f, got = _LAST_PREPARED[0]
         if c is config and f is offline and m is model and g is gpu and e is eff and i is isl and o is osl:
             return got
-    got = _PREPARED.get(
-        (model, gpu, config, eff, isl, osl), offline, lambda: prepare(model, gpu, config, eff, isl, osl, offline)
-    )
+    got = prepare(model, gpu, config, eff, isl, osl, offline)
     _LAST_PREPARED[:] = [(config, model, gpu, eff, isl, osl, offline, got)]
     return got
 
 
 def _deployed(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
-    """:func:`job.deploy.deploy`, or its result for the same objects from :data:`_DEPLOYED`."""
-    return _DEPLOYED.get((model, gpu, config, isl, osl), False, lambda: deploy(model, gpu, config, isl, osl))
+    """:func:`job.deploy.deploy`, or its result for the same objects (the last one, else from
+    :data:`_DEPLOYED`)."""
+    if _LAST_DEPLOYED:
+        c, m, g, i, o, got = _LAST_DEPLOYED[0]
+        if c is config and m is model and g is gpu and i is isl and o is osl:
+            return got
+    got = _DEPLOYED.get((model, gpu, config, isl, osl), False, lambda: deploy(model, gpu, config, isl, osl))
+    _LAST_DEPLOYED[:] = [(config, model, gpu, isl, osl, got)]
+    return got
 
 
 def _below_one(config: Config, concurrency: float) -> Rejection:
@@ -164,9 +166,9 @@ class Prepared:
             context where it came from the prior).
         settings, deployment, limits: the engine settings, per-GPU constants and batch limits.
         warnings: format, launch, context and replication caveats so far.
-        steps: the step times computed so far, by their arguments (one deployment, one
-            ``eff``; shared by the offline and online preparations of a configuration), so that
-            the levels of a sweep share their prefill steps.
+        steps: the step times looked up so far, by their arguments (one deployment, one
+            ``eff``), so that the levels of a sweep find their prefill steps without a call
+            (``perf.step`` keeps every step by the value of what it depends on).
         levels: the figures at each batch computed so far (``job.batching.steady_state``), so
             that the concurrencies at or above the running limit compute the batch's once.
     """
@@ -278,8 +280,7 @@ def _sized(
     rep = kv_replication(model, lay)
     if rep > 1 and model.attention is not None:  # kv_replication is 1 without attention
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")
-    steps = _STEPS.get((deployed, eff), False, dict)
-    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings), steps)
+    return Prepared(model, gpu, config, eff, isl, osl, settings, dep, limits, tuple(warnings))
 
 
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
