@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
@@ -182,7 +183,27 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[
 def build_deployment(
     spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype, memory: MemoryBreakdown
 ) -> Deployment:
-    """Precompute the per-GPU constants of one deployment."""
+    """Precompute the per-GPU constants of one deployment (all but the memory and the KV format
+    from :func:`_weight_side`, kept per model, GPU, layout and weight format)."""
+    key = (id(spec), id(gpu), id(layout), weight_dtype)
+    hit = _WEIGHT_SIDE.get(key)
+    if hit is None:
+        if len(_WEIGHT_SIDE) >= _WEIGHT_SIDE_KEPT:
+            _WEIGHT_SIDE.clear()
+        hit = _WEIGHT_SIDE[key] = (spec, gpu, layout, _weight_side(spec, gpu, layout, weight_dtype))
+    return Deployment(spec, gpu, layout, weight_dtype, kv_dtype, memory, *hit[3])
+
+
+# :func:`_weight_side` by the identity of the model, GPU and layout and the weight format: the
+# configurations of a search that differ only in KV format, speculative settings or running cap
+# share it. Each entry holds its model, GPU and layout, so no id in a key is reused while it lives.
+_WEIGHT_SIDE: dict[tuple[int, int, int, Dtype], tuple[ModelSpec, Gpu, Layout, tuple[Any, ...]]] = {}
+_WEIGHT_SIDE_KEPT = 1024
+
+
+def _weight_side(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype) -> tuple[Any, ...]:
+    """The fields of :class:`Deployment` after ``memory``, in their order: parameters and bytes
+    per GPU, FLOPs per token and context token, FLOP/s, the format's kernel path, GEMM sizes."""
     dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = _param_split(
         spec, layout, weight_dtype
     )
@@ -208,29 +229,23 @@ def build_deployment(
         gdn = 8.0 * lin.num_v_heads * lin.k_head_dim * lin.v_head_dim / tp_lin * spec.linear_layers / layout.pp
     experts = spec.moe.num_experts / layout.gpus_per_replica if spec.moe else 0.0
     attn_size, mlp_size, expert_size = gemm_sizes(spec, layout)
-    return Deployment(
-        spec=spec,
-        gpu=gpu,
-        layout=layout,
-        weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype,
-        memory=memory,
-        dense_params=dense_params,
-        dense_bytes=dense_bytes,
-        lm_head_params=lm_head,
-        lm_head_bytes=lm_head_bytes,
-        routed_bytes=routed_bytes,
-        routed_flops_per_token=routed_flops,
-        experts_per_gpu=experts,
-        attn_flops_per_token_ctx=attn_per_ctx,
-        gdn_flops_per_token=gdn,
-        gemm_flops_per_s=gpu.flops_per_s(weight_dtype),
-        attn_flops_per_s=gpu.dense_flops_per_s["bf16"],
-        lowprec=gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",
-        weight_only=weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),
-        attn_prefill_flops_per_token_ctx=attn_pre_per_ctx,
-        mlp_params=mlp,
-        attn_gemm_elements=attn_size,
-        mlp_gemm_elements=mlp_size,
-        expert_gemm_elements=expert_size,
+    return (
+        dense_params,  # dense_params
+        dense_bytes,  # dense_bytes
+        lm_head,  # lm_head_params
+        lm_head_bytes,  # lm_head_bytes
+        routed_bytes,  # routed_bytes
+        routed_flops,  # routed_flops_per_token
+        experts,  # experts_per_gpu
+        attn_per_ctx,  # attn_flops_per_token_ctx
+        gdn,  # gdn_flops_per_token
+        gpu.flops_per_s(weight_dtype),  # gemm_flops_per_s
+        gpu.dense_flops_per_s["bf16"],  # attn_flops_per_s
+        gpu.runs_natively(weight_dtype) and weight_dtype.flops_class != "bf16",  # lowprec
+        weight_dtype is Dtype.W4A16 or not gpu.runs_natively(weight_dtype),  # weight_only
+        attn_pre_per_ctx,  # attn_prefill_flops_per_token_ctx
+        mlp,  # mlp_params
+        attn_size,  # attn_gemm_elements
+        mlp_size,  # mlp_gemm_elements
+        expert_size,  # expert_gemm_elements
     )
