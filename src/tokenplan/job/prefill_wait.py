@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any
 
 from tokenplan.job.workload import LengthDist
 
@@ -63,10 +64,20 @@ def prefill_queue_s(own_prefill_s: float, prefill_share: float, others: float = 
     return bound if bound < wait else wait
 
 
-@lru_cache(maxsize=256)
 def length_spread_tokens(dist: LengthDist) -> float:
     """Width of the length distribution as the width of a uniform of the same variance,
     ``√12 · sd`` (tokens): 0 for fixed lengths, 0.2·L for InferenceX's U[0.8 L, L]."""
+    last = _LAST_SPREAD  # a sweep asks for one distribution at every level: no hash of it then
+    if last[0] is not dist:
+        last[:] = [dist, _length_spread_tokens(dist)]
+    return last[1]  # type: ignore[no-any-return]
+
+
+_LAST_SPREAD: list[Any] = [None, 0.0]  # [the distribution asked for last (held), its spread]
+
+
+@lru_cache(maxsize=256)
+def _length_spread_tokens(dist: LengthDist) -> float:
     q = dist.quantiles
     mean = sum(q) / len(q)
     return math.sqrt(12.0 * max(sum(x * x for x in q) / len(q) - mean * mean, 0.0))

@@ -192,8 +192,9 @@ StepMemo = dict[tuple[float, float, float, float, float, float], "StepTime"]
 PREFILL_FREE = frozenset(("kv_bytes", "sliding_bytes", "commit_transfers"))
 # Compared by identity, not value (each memo entry holds its constants, so they live while it
 # does): the measured curve and its size reads (large tuples; ``dense_reads`` is a slice of
-# ``reads``) and the model's MoE shape. The KV pool apart: it counts only with host KV.
-_APART = ("curve", "reads", "dense_reads", "moe", "kv_pool", "steps", "prefill_steps")
+# ``reads``), the model's MoE shape and the TP group's link. The KV pool apart: it counts only
+# with host KV.
+_APART = ("curve", "reads", "dense_reads", "moe", "link", "kv_pool", "steps", "prefill_steps")
 _EVERY = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART))
 _PREFILL = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART and n not in PREFILL_FREE))
 # The step memos by the value of the constants they belong to: the deployments of one search that
@@ -210,7 +211,7 @@ def _shared_memos(c: StepConstants) -> tuple[StepMemo, StepMemo]:
     """(the memo of every step, the memo of the steps without decoding sequences) of the
     constants equal to ``c`` (every field by value, the KV pool only with host KV, the fields of
     :data:`PREFILL_FREE` not for the second): a step is a function of these alone."""
-    apart = (id(c.curve), id(c.reads), id(c.moe), c.kv_pool if c.host_kv else None)
+    apart = (id(c.curve), id(c.reads), id(c.moe), id(c.link), c.kv_pool if c.host_kv else None)
     every = (*_EVERY(c), *apart)
     prefill = (None, *_PREFILL(c), *apart)  # None: never equal to an ``every`` key
     memos = []
