@@ -45,7 +45,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.perf.step import StepTime, roofline_step_s, step_time
+from tokenplan.perf.step import StepTime, kept_step_time, roofline_step_s, step_time
 
 # A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`).
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
@@ -138,7 +138,7 @@ def _step(
         return step_time(d, eff, *args)
     got = steps.get(args)
     if got is None:
-        got = steps[args] = step_time(d, eff, *args)
+        got = steps[args] = kept_step_time(d, eff, args)
     return got
 
 
@@ -340,7 +340,7 @@ def _level(
     key = (batch, ctx, 0.0, 0.0, query, 0.0)
     dec = steps.get(key)
     if dec is None:
-        dec = steps[key] = step_time(d, eff, *key)
+        dec = steps[key] = kept_step_time(d, eff, key)
     dec_total = dec.total_s
     if spec:
         one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
@@ -359,7 +359,7 @@ def _level(
     )
     pre = steps.get(key)
     if pre is None:
-        pre = steps[key] = step_time(d, eff, *key)
+        pre = steps[key] = kept_step_time(d, eff, key)
     if engine.mixed_prefill:
         cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, steps)
     else:

@@ -38,6 +38,7 @@ from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, exp
     StepConstants,
     ep_busiest_rank,
     expected_max_normal,
+    shared_memos,
     step_constants,
 )
 from tokenplan.units import ACTIVATION_BYTES
@@ -140,42 +141,10 @@ def step_time(
     tens of thousands of steps, and a call per family cost a third of each) and read their
     per-deployment factors from :func:`tokenplan.perf.step_constants.step_constants`, computed
     once per deployment and efficiency table with the operands and order of the expressions
-    they stand for. A step is a function of those constants and the arguments alone, so it is
-    computed once per value of both (``StepConstants.steps``; ``prefill_steps`` for the steps
-    without decoding sequences, which do not read the KV format's constants).
+    they stand for.
     """
     last = LAST_STEPPED  # the pair stepped last: its constants without a call
     c: StepConstants = last[2] if last[0] is d and last[1] is eff else step_constants(d, eff)
-    args = (
-        decode_seqs,
-        context_tokens,
-        prefill_tokens,
-        prefill_context_tokens,
-        query_tokens_per_seq,
-        prompt_chunk_tokens,
-    )
-    memo = c.steps if decode_seqs else c.prefill_steps
-    got = memo.get(args)
-    if got is None:
-        if len(memo) >= _MEMO_KEPT:
-            memo.clear()
-        got = memo[args] = _step_time(c, *args)
-    return got
-
-
-_MEMO_KEPT = 4096  # steps kept per memo (a plan sweep steps a deployment a few dozen ways)
-
-
-def _step_time(
-    c: StepConstants,
-    decode_seqs: float,
-    context_tokens: float,
-    prefill_tokens: float,
-    prefill_context_tokens: float,
-    query_tokens_per_seq: float,
-    prompt_chunk_tokens: float,
-) -> StepTime:
-    """:func:`step_time` from the deployment's constants ``c`` (its arguments as there)."""
     pp, shards = c.pp, c.shards
     # How the step's work splits per pipeline stage and per attention-DP rank: decoding sequences
     # and their query tokens, prompt tokens, and the busiest rank's tokens (each attention-DP rank
@@ -339,6 +308,29 @@ def _step_time(
         sum([g_bytes, e_bytes, d_bytes, p_bytes, s_bytes]) * pp,
         sum([g_flops, e_flops, d_flops, p_flops, s_flops]) * pp,
     )
+
+
+def kept_step_time(d: Deployment, eff: Efficiency, args: tuple[float, float, float, float, float, float]) -> StepTime:
+    """``step_time(d, eff, *args)``, computed once per value of the deployment's constants and
+    ``args`` while they are kept (``perf.step_constants.shared_memos``; the steps without
+    decoding sequences do not read the KV format's constants): for a search, whose
+    configurations of one layout and weight format step alike. A step is a function of those
+    constants and its arguments alone, so the figures are those of :func:`step_time`."""
+    last = LAST_STEPPED
+    c: StepConstants = last[2] if last[0] is d and last[1] is eff else step_constants(d, eff)
+    memos = c.memos
+    if memos is None:
+        memos = c.memos = shared_memos(c)
+    memo = memos[0] if args[0] else memos[1]
+    got = memo.get(args)
+    if got is None:
+        if len(memo) >= _MEMO_KEPT:
+            memo.clear()
+        got = memo[args] = step_time(d, eff, *args)
+    return got
+
+
+_MEMO_KEPT = 4096  # steps kept per memo (a plan sweep steps a deployment a few dozen ways)
 
 
 def roofline_step_s(d: Deployment, t: StepTime) -> float:

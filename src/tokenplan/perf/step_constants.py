@@ -115,8 +115,7 @@ class StepConstants:
         "tp",
         "window",
         "z",
-        "steps",
-        "prefill_steps",
+        "memos",
     )
 
     def __init__(self, d: Deployment, eff: Efficiency) -> None:
@@ -177,8 +176,9 @@ class StepConstants:
         self.layer_latency_s = eff.layer_latency_s * spec.num_layers
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
         self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
-        # Last: the step memos of the constants of this value (:func:`_shared_memos`).
-        self.steps, self.prefill_steps = _shared_memos(self)
+        # The step memos of the constants of this value, looked up on the first kept step
+        # (:func:`shared_memos`; ``perf.step.kept_step_time``).
+        self.memos: tuple[StepMemo, StepMemo] | None = None
 
 
 # A memo of step times by ``perf.step.step_time``'s arguments after ``d`` and ``eff``.
@@ -194,7 +194,7 @@ PREFILL_FREE = frozenset(("kv_bytes", "sliding_bytes", "commit_transfers"))
 # does): the measured curve and its size reads (large tuples; ``dense_reads`` is a slice of
 # ``reads``), the model's MoE shape and the TP group's link. The KV pool apart: it counts only
 # with host KV.
-_APART = ("curve", "reads", "dense_reads", "moe", "link", "kv_pool", "steps", "prefill_steps")
+_APART = ("curve", "reads", "dense_reads", "moe", "link", "kv_pool", "memos")
 _EVERY = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART))
 _PREFILL = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART and n not in PREFILL_FREE))
 # The step memos by the value of the constants they belong to: the deployments of one search that
@@ -207,7 +207,7 @@ _SHARED: OrderedDict[tuple[object, ...], tuple[StepConstants, StepMemo]] = Order
 _SHARED_KEPT = 64
 
 
-def _shared_memos(c: StepConstants) -> tuple[StepMemo, StepMemo]:
+def shared_memos(c: StepConstants) -> tuple[StepMemo, StepMemo]:
     """(the memo of every step, the memo of the steps without decoding sequences) of the
     constants equal to ``c`` (every field by value, the KV pool only with host KV, the fields of
     :data:`PREFILL_FREE` not for the second): a step is a function of these alone."""
