@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api._loop import run_blocking
 from tokenplan.api.resolve import PredictRequest, check_server_description, read_profile, resolve
 from tokenplan.bench.acceptance_sweep import acceptance_notes
 from tokenplan.bench.levels import LevelResult, level_dict
@@ -39,6 +38,7 @@ from tokenplan.errors import InputError
 from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
+from tokenplan.runner.blocking import run_blocking
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
 from tokenplan.runner.store.summary import mean_prompt_tokens, read_run_summary
 
@@ -163,7 +163,7 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     Endpoints are stored as :func:`~tokenplan.client.auth.display_url` shows them (no
     ``user:password@``, query values masked); no key, password or token reaches the JSON. In a
     running event loop (a Jupyter cell) the sweep goes to a worker thread and this call waits
-    (:func:`~tokenplan.api._loop.run_blocking`); :func:`bench_async` is the variant to ``await``.
+    (:func:`~tokenplan.runner.blocking.run_blocking`); :func:`bench_async` is the variant to ``await``.
 
     Raises:
         InputError: bad options.
