@@ -1,7 +1,7 @@
 """What a ``generate`` run is asked, in typed parts (:class:`RunOptions`): the servers, the job, the
 run directory, and how requests are sampled, sent, exported and spread over Ray, each part
 validated once with the bounds of :data:`RANGES`. The api's request extends it
-(:class:`tokenplan.api.generate.GenerateRequest`); :mod:`tokenplan.runner.lifecycle` runs it.
+(:class:`tokenplan.api.generate.GenerateRequest`); :mod:`tokenplan.runner.prepare` checks it and assembles the run.
 """
 
 from __future__ import annotations
