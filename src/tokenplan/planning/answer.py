@@ -10,14 +10,16 @@ this package reads no catalog, calibration or file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines import Engine
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
+from tokenplan.planning import curves
 from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.rank import (
@@ -36,6 +38,7 @@ from tokenplan.planning.results import (
     ChosenConfiguration,
     PlanJob,
     PlanOption,
+    PlanReportData,
     PlanResult,
     Recommended,
 )
@@ -66,6 +69,7 @@ PLAN_FIGURES = {
 BandsOf = Callable[[object, Evaluation, Mapping[str, tuple[str, bool]]], Bands | None]
 # (GPU key, requests in flight per endpoint) → the calibration profile's range warnings there
 RangeWarnings = Callable[[str, int], list[str]]
+_Point = TypeVar("_Point")  # one point of a report chart (planning.curves)
 
 
 @dataclass(frozen=True)
@@ -318,3 +322,24 @@ def assumptions(s: Searched) -> Assumptions:
             )
         )
     return Assumptions(engine=q.engine.name, efficiency_source=q.table.provenance, options=tuple(options))
+
+
+REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # the charts report_data computes
+
+
+def report_data(s: Searched, plan: PlanResult, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:
+    """``plan`` (the answer of ``s``) with its assumptions and the numbers behind each chart named
+    in ``charts`` (:class:`~tokenplan.planning.results.PlanReportData`; the others None)."""
+    results, table, job = s.results, s.question.table, s.question.job
+
+    def chart(name: str, points: Callable[[], Iterable[_Point]]) -> tuple[_Point, ...] | None:
+        return tuple(points()) if name in charts else None
+
+    return PlanReportData(
+        plan=plan,
+        assumptions=assumptions(s),
+        throughput=chart("throughput", lambda: (c for r in results for c in curves.layout_curves(r, table, job))),
+        cost_time=chart("cost_time", lambda: curves.cost_points(results, table, job)),
+        memory=chart("memory", lambda: (m for m in map(curves.memory_bars, results) if m is not None)),
+        speedup=chart("speedup", lambda: (c for r in results for c in curves.speedup_curves(r, table, job))),
+    )
