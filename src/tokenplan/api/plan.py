@@ -278,6 +278,8 @@ def check_plan_outputs(report: str | None, png: str | None) -> None:
     Raises:
         InputError: naming the option, the path and what is allowed.
     """
+    if report is None and png is None:
+        return
     from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
 
     if report is not None:

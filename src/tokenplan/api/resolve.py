@@ -18,6 +18,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InfeasibleError, InputError, TokenplanError, shown
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.hardware import Gpu
@@ -140,10 +141,9 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         engine=engine,
         spec=spec,
         memory_fraction=req.memory_fraction,
-        max_running=req.max_running,
+        max_running=MaxRunning(req.max_running, req.disable_radix_cache),
         ssm_dtype=req.ssm_dtype,
         vision_cut=cut,
-        lift_running_cap=req.disable_radix_cache,
         host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
     )

@@ -20,7 +20,7 @@ from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning import curves
-from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
+from tokenplan.planning.launch import client_concurrency, launch_commands, planned_running
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.rank import (
     bottleneck_text,
@@ -224,9 +224,9 @@ def _radix_notes(top: OptionResult | None, q: Question) -> list[str]:
     if top is None or top.best is None:
         return []
     lifted = top.best.evaluation
-    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid, lifted.config.lift_running_cap):
+    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid, lifted.config.max_running):
         return []
-    on = best_with(top, q.table, q.job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
+    on = best_with(top, q.table, q.job, lambda c: not c.max_running.lifted and c.spec == lifted.config.spec)
     note = radix_note(top, on)
     return [note] if note else []
 
@@ -280,10 +280,10 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu,
         kv_capacity_tokens=ev.memory.kv_capacity_tokens,
         warnings=tuple(ev.warnings) + tuple(range_warnings(r.option.gpu.key, concurrency)),
-        non_default_settings=ev.config.lift_running_cap,
+        non_default_settings=ev.config.max_running.lifted,
         concurrency_per_endpoint=concurrency,
-        max_running_requests=running_limit(ev),
-        memory_allocation=ev.memory.allocation(running_limit(ev)),
+        max_running_requests=planned_running(ev),
+        memory_allocation=ev.memory.allocation(planned_running(ev)),
         gpu_bytes=ev.memory.gpu_bytes,
         launch=launch_commands(ev, q.repo, native, q.parsers, q.engines, job.isl, job.osl),
         alternatives=tuple(

@@ -169,7 +169,10 @@ class _Rate:
 
 def _describe(c: Config) -> str:
     spec = c.spec.describe() if c.spec else "no speculation"
-    cap = f"max-running {c.max_running}" if c.max_running else ("cap raised" if c.lift_running_cap else "default cap")
+    if c.max_running.requests is not None:
+        cap = f"max-running {c.max_running.requests}"
+    else:
+        cap = "cap raised" if c.max_running.lifted else "default cap"
     return (
         f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
     )

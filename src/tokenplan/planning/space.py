@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InputError, shown
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config
@@ -245,6 +246,10 @@ def candidates(
         for w in weights:
             for kv in kvs:
                 for spec in specs:
-                    yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=fixed.max_running)
+                    yield Config(
+                        layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(fixed.max_running)
+                    )
                     if fixed.max_running is None and engine.caps_running_by_default(spec is not None, model.is_hybrid):
-                        yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, lift_running_cap=True)
+                        yield Config(
+                            layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(lifted=True)
+                        )
