@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB, MiB
 
@@ -193,16 +194,16 @@ class Vllm:
         return draft_tokens if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
         """False: the plan never lifts vLLM's cap (:meth:`caps_running_by_default`)."""
         return False
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """The catalog's ``state_to_kv_memory_ratio`` for a hybrid model (``pools``; None where the
         catalog gives none: vLLM then holds state and KV in one pool), None for other models."""
         return self.pools.state_to_kv_memory_ratio if hybrid_model else None
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """The running limit: vLLM allocates state per running request."""
         return limit
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.api.memory import MemoryResult, memory
+from tokenplan.api.memory import memory
 from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.errors import InputError
 from tokenplan.job.evaluate import Evaluation, Rejection
+from tokenplan.job.results import MemoryResult
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import profile_reserve_bytes
 from tokenplan.units import GiB
