@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenplan.api.calibrate import CalibrationSummary
-from tokenplan.api.catalog import CatalogGpu, CatalogModel
-from tokenplan.api.memory import MemoryResult
-from tokenplan.api.results import Prediction, Rejected
+from tokenplan.calibration.validation import ValidationResult
+from tokenplan.catalog.listing import CatalogGpu, CatalogModel
 from tokenplan.errors import ConfigError
+from tokenplan.job.results import MemoryResult, Prediction, Rejected
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.results import Bands, ErrorBand, Interval, JsonResult
 
@@ -77,7 +77,17 @@ def _json_trip(result: JsonResult) -> Any:
 
 @pytest.mark.parametrize(
     "kind",
-    [PlanResult, PlanReportData, Prediction, MemoryResult, Rejected, CalibrationSummary, CatalogGpu, CatalogModel],
+    [
+        PlanResult,
+        PlanReportData,
+        Prediction,
+        MemoryResult,
+        Rejected,
+        CalibrationSummary,
+        CatalogGpu,
+        CatalogModel,
+        ValidationResult,
+    ],
 )
 def test_a_result_reads_back_what_it_writes(kind: type[JsonResult]) -> None:
     @ROUNDTRIP
