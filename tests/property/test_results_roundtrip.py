@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api.calibrate import CalibrationSummary
 from tokenplan.api.catalog import CatalogGpu, CatalogModel
 from tokenplan.api.memory import MemoryResult
 from tokenplan.api.results import Prediction, Rejected
+from tokenplan.calibration.summary import CalibrationSummary
 from tokenplan.errors import ConfigError
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.results import Bands, ErrorBand, Interval, JsonResult

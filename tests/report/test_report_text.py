@@ -8,8 +8,8 @@ import io
 
 from rich.console import Console
 
-from tokenplan.api.calibrate import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
 from tokenplan.bench_schema import BenchFit, BenchLevel
+from tokenplan.calibration.summary import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit

@@ -89,6 +89,13 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
     return out
 
 
+def sweep_cap(stated: int | None, cap: Mapping[str, Any] | None) -> int | None:
+    """The running-request cap a sweep is fitted with: the one ``stated``, else the one the sweep
+    observed (the bench JSON's ``cap.max_running_requests``), else None (the engine's)."""
+    observed = (cap or {}).get("max_running_requests")
+    return stated if stated is not None or not observed else int(observed)
+
+
 def step_points(levels: Sequence[Mapping[str, Any]], max_running: int | None) -> list[tuple[float, float]]:
     """(running batch, mean TPOT in seconds) per level with answers: the batch is the server's mean
     running requests where ``/metrics`` gave it, else the achieved concurrency capped at
@@ -192,3 +199,16 @@ def fit_served(
     source, command, sources = origin
     where = FitSource(source, command, f"{served.model} on {served.num_gpus}× {served.gpu}", identity, sources)
     return fit_profile(cases, where, points, shipped(cases[0].engine, cases[0].architecture))
+
+
+def fit_sweep(
+    levels: Sequence[Mapping[str, Any]],
+    served: Served,
+    resolve: Callable[[Measurement], Case],
+    shipped: Callable[[str, str], Efficiency],
+    origin: tuple[str, str, list[dict[str, Any]] | None],
+) -> FitOutcome:
+    """Fit ``served`` to a bench sweep's levels: :func:`bench_measurements`, fitted by
+    :func:`fit_served` with the step-time law's points (:func:`step_points` at ``served.max_running``)."""
+    points = step_points(levels, served.max_running)
+    return fit_served(bench_measurements(levels, served), served, resolve, shipped, origin, points)
