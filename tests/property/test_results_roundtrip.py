@@ -20,6 +20,7 @@ from tokenplan.api.catalog import CatalogGpu, CatalogModel
 from tokenplan.api.memory import MemoryResult
 from tokenplan.api.results import Prediction, Rejected
 from tokenplan.calibration.summary import CalibrationSummary
+from tokenplan.calibration.update import CalibrationUpdate
 from tokenplan.errors import ConfigError
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.results import Bands, ErrorBand, Interval, JsonResult
@@ -51,6 +52,8 @@ def of(tp: Any) -> st.SearchStrategy[Any]:
         return NUMBER
     if tp is str:
         return TEXT
+    if tp is Any:  # a JSON value a result carries unread (e.g. an update profile's fitted_on)
+        return st.one_of(st.none(), NUMBER, TEXT)
     if tp is Bands:
         return _bands()
     if origin is tuple:
@@ -77,7 +80,17 @@ def _json_trip(result: JsonResult) -> Any:
 
 @pytest.mark.parametrize(
     "kind",
-    [PlanResult, PlanReportData, Prediction, MemoryResult, Rejected, CalibrationSummary, CatalogGpu, CatalogModel],
+    [
+        PlanResult,
+        PlanReportData,
+        Prediction,
+        MemoryResult,
+        Rejected,
+        CalibrationSummary,
+        CalibrationUpdate,
+        CatalogGpu,
+        CatalogModel,
+    ],
 )
 def test_a_result_reads_back_what_it_writes(kind: type[JsonResult]) -> None:
     @ROUNDTRIP
