@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tokenplan.api.catalog import CatalogGpu, CatalogModel
 from tokenplan.api.memory import MemoryResult
 from tokenplan.api.results import Prediction, Rejected
+from tokenplan.bench_schema import BenchFit
 from tokenplan.calibration.summary import CalibrationSummary
 from tokenplan.calibration.update import CalibrationUpdate
 from tokenplan.errors import ConfigError
@@ -88,6 +89,7 @@ def _json_trip(result: JsonResult) -> Any:
         Rejected,
         CalibrationSummary,
         CalibrationUpdate,
+        BenchFit,
         CatalogGpu,
         CatalogModel,
     ],

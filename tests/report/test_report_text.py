@@ -8,9 +8,9 @@ import io
 
 from rich.console import Console
 
-from tokenplan.bench_schema import BenchFit, BenchLevel
+from tokenplan.bench_schema import BenchFit, BenchLevel, LevelErrors, UpdateProfile
 from tokenplan.calibration.summary import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
-from tokenplan.calibration.update import CalibrationUpdate, LevelErrors, MovedFactor, UpdatedGroup, UpdateProfile
+from tokenplan.calibration.update import CalibrationUpdate, MovedFactor, UpdatedGroup
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
 from tokenplan.report.fit import show_fit, show_update

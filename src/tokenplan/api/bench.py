@@ -24,6 +24,7 @@ from tokenplan.api._loop import run_blocking
 from tokenplan.api.resolve import PredictRequest, check_server_description, read_profile, resolve
 from tokenplan.bench.measure import check_ask, measure
 from tokenplan.bench.result import BenchOutcome
+from tokenplan.bench_schema import FitSourceFile
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.bench_fit import RunTotals, Served, fit_served, fit_sweep, sweep_cap
 from tokenplan.calibration.bench_fit import run_measurement as measure_run
@@ -151,7 +152,10 @@ def _level_case(desc: PredictRequest, m: Measurement) -> Case:
 
 
 def fit_bench(
-    data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit", sources: list[dict] | None = None
+    data: dict,
+    desc: PredictRequest,
+    command: str = "tokenplan bench --fit",
+    sources: tuple[FitSourceFile, ...] | None = None,
 ) -> FitOutcome:
     """Fit the efficiency factors to a bench result (:func:`~tokenplan.calibration.bench_fit.fit_sweep`).
 
@@ -186,8 +190,8 @@ def calibrate_from_results(
     for path in paths:
         kind, found = read_bench_results(path)
         levels += found
-        sources.append({"path": path, "format": kind, "levels": len(found)})
-    return fit_bench({"levels": levels, "cap": {}}, desc, command, sources)
+        sources.append(FitSourceFile(path=path, format=kind, levels=len(found)))
+    return fit_bench({"levels": levels, "cap": {}}, desc, command, tuple(sources))
 
 
 def read_bench_json(path: str) -> BenchOutcome:

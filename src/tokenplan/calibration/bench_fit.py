@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenplan.bench_schema import FitSourceFile
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import ConfigError, InputError
@@ -169,7 +170,7 @@ def fit_served(
     served: Served,
     resolve: Callable[[Measurement], Case],
     shipped: Callable[[str, str], Efficiency],
-    origin: tuple[str, str, list[dict[str, Any]] | None],
+    origin: tuple[str, str, tuple[FitSourceFile, ...] | None],
     points: list[tuple[float, float]],
 ) -> FitOutcome:
     """Fit the efficiency factors of ``served`` to ``measurements`` (an update of the shipped
@@ -206,7 +207,7 @@ def fit_sweep(
     served: Served,
     resolve: Callable[[Measurement], Case],
     shipped: Callable[[str, str], Efficiency],
-    origin: tuple[str, str, list[dict[str, Any]] | None],
+    origin: tuple[str, str, tuple[FitSourceFile, ...] | None],
 ) -> FitOutcome:
     """Fit ``served`` to a bench sweep's levels: :func:`bench_measurements`, fitted by
     :func:`fit_served` with the step-time law's points (:func:`step_points` at ``served.max_running``)."""

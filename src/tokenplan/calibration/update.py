@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
+from tokenplan.bench_schema import LevelErrors, UpdateProfile
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.from_runs import (
     STEP_FACTORS,
@@ -43,7 +43,7 @@ from tokenplan.calibration.from_runs import (
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable, at_bound
-from tokenplan.results import OMIT_NONE, JsonResult
+from tokenplan.results import JsonResult
 from tokenplan.stats import percentile
 
 INFORMED_SHRINK = 0.9  # posterior σ / prior σ below this: the data inform the factor
@@ -206,36 +206,12 @@ def _ttft_sigma(cases: list[Case], eff: Efficiency) -> float:
 
 
 @dataclass(frozen=True)
-class UpdateProfile(JsonResult):
-    """An update profile (read by :mod:`tokenplan.files.calibration`, ``"layered_on": "shipped"``):
-    per ``engine/architecture`` group the informed factors, the shipped value each started from
-    (``prior``, ``group.factor`` → value) and their ±1σ (``uncertainty``; none where the fit cannot
-    tell), the provenance and, for a fit to one measured server, the range it was fitted on."""
-
-    layered_on: str
-    groups: Mapping[str, Mapping[str, float]]
-    prior: Mapping[str, float]
-    uncertainty: Mapping[str, float]
-    provenance: str
-    fitted_on: Mapping[str, Any] | None = field(default=None, metadata=OMIT_NONE)
-
-
-@dataclass(frozen=True)
 class MovedFactor(JsonResult):
     """A factor an update moved: its shipped and calibrated values, ±1σ (None: the fit cannot tell)."""
 
     shipped: float
     calibrated: float
     uncertainty: float | None
-
-
-@dataclass(frozen=True)
-class LevelErrors(JsonResult):
-    """Median |predicted/measured − 1| over a group's rows (:func:`level_errors`): TPOT (or output
-    tok/s where a row has no TPOT) and TTFT; None where no row measured it."""
-
-    tpot: float | None
-    ttft: float | None
 
 
 @dataclass(frozen=True)
@@ -254,7 +230,8 @@ class UpdatedGroup(JsonResult):
 @dataclass(frozen=True)
 class CalibrationUpdate(JsonResult):
     """``calibrate FILE.csv`` without ``--refit``: the rows fitted and skipped, per group what
-    moved (:class:`UpdatedGroup`) and the update profile. JSON: ``n``, ``skipped``, ``groups``,
+    moved (:class:`UpdatedGroup`) and the update profile
+    (:class:`~tokenplan.bench_schema.UpdateProfile`). JSON: ``n``, ``skipped``, ``groups``,
     ``profile``."""
 
     n: int

@@ -44,7 +44,7 @@ def fit_levels_table(fit: BenchFit) -> Table:
             f"{lv.predicted_tpot_s * 1e3:.2f}",
             "–" if lv.measured_tpot_s is None else f"{lv.measured_tpot_s * 1e3:.2f}",
             f"{lv.predicted_output_tok_s_per_gpu:,.1f}",
-            f"{lv.measured_output_tok_s_per_gpu:,.1f}",
+            "–" if lv.measured_output_tok_s_per_gpu is None else f"{lv.measured_output_tok_s_per_gpu:,.1f}",
         )
     return t
 
