@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api.catalog import CatalogGpu, CatalogModel
-from tokenplan.api.memory import MemoryResult
-from tokenplan.api.results import Prediction, Rejected
 from tokenplan.bench_schema import BenchFit
 from tokenplan.calibration.summary import CalibrationSummary
 from tokenplan.calibration.update import CalibrationUpdate
+from tokenplan.calibration.validation import ValidationResult
+from tokenplan.catalog.listing import CatalogGpu, CatalogModel
 from tokenplan.errors import ConfigError
+from tokenplan.job.results import MemoryResult, Prediction, Rejected
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.results import Bands, ErrorBand, Interval, JsonResult
 
@@ -92,6 +92,7 @@ def _json_trip(result: JsonResult) -> Any:
         BenchFit,
         CatalogGpu,
         CatalogModel,
+        ValidationResult,
     ],
 )
 def test_a_result_reads_back_what_it_writes(kind: type[JsonResult]) -> None:

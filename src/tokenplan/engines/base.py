@@ -19,6 +19,7 @@ from tokenplan.arch.spec import ModelSpec
 
 # The launch records and the shell around them lived here; they are imported from here throughout.
 from tokenplan.engines.launch import Launch as Launch
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.engines.launch import Parallelism as Parallelism
 from tokenplan.engines.launch import endpoint_list as endpoint_list
 from tokenplan.engines.launch import join_command as join_command
@@ -218,18 +219,18 @@ class Engine(Protocol):
         """Extra recurrent-state copies one running request holds under speculative decoding
         (``draft_tokens`` k; None or 0 = off)."""
 
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
-        """The launch turns the prefix (radix) cache off: what lifting the running cap of a
-        hybrid model takes (SGLang ``--disable-radix-cache``)."""
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
+        """The launch turns the prefix (radix) cache off: what lifting the running cap
+        (``max_running.lifted``) of a hybrid model takes (SGLang ``--disable-radix-cache``)."""
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """The state-pool / KV-pool memory ratio a hybrid model's memory after weights is split
-        at (None: one pool holds both, or no state); ``cap_lifted``: the launch lifts the
-        engine's default running cap (``Config.lift_running_cap``)."""
+        at (None: one pool holds both, or no state), at the running cap ``max_running``
+        (``Config.max_running``: the engine's default, lifted or fixed)."""
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """Running requests per replica the engine allocates state for when the running limit
-        is ``limit`` (``settings.max_running``: the cap; ``cap_lifted`` as above)."""
+        is ``limit`` (``settings.max_running``: the cap's value; ``max_running`` as above)."""
 
     # ---- scheduler
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:

@@ -23,6 +23,7 @@ from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB
 
@@ -210,16 +211,16 @@ class Trtllm:
         return 0
 
     # ------------------------------------------------------------------ scheduler
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
         """False: the plan never lifts TensorRT-LLM's cap (:meth:`caps_running_by_default`)."""
         return False
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """The catalog's ``state_to_kv_memory_ratio`` for a hybrid model (``pools``; None where the
         catalog gives none: TensorRT-LLM then holds state and KV in one pool), None for other models."""
         return self.pools.state_to_kv_memory_ratio if hybrid_model else None
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """The running limit: TensorRT-LLM allocates state per running request."""
         return limit
 

@@ -128,7 +128,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             ttft_s=f.median_ms(row, "ttft_ms_median"),
             tpot_s=f.median_ms(row, "tpot_ms_median"),
             length_low_fraction=spread.low_fraction,
-            max_running=f.running_cap(row),
+            max_running=f.max_running(row),
             length_set=spread.length_set,
             memory_fraction=f.memory_fraction(row),
             engine_version=version or None,

@@ -79,13 +79,13 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     settings = engine.settings(
         gpu,
         lay,
-        speculative=config.spec is not None and not config.lift_running_cap,
+        speculative=config.spec is not None and not config.max_running.lifted,
         vision_cut=config.vision_cut,
         memory_fraction=config.memory_fraction,
-        max_running=config.max_running,
+        max_running=config.max_running.requests,
         chunk_tokens=config.chunk_tokens,
     )
-    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
+    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.max_running)
     mem = engine_memory(model, gpu, config, settings, ratio)
     tight = None  # asked for only where the default does not fit
     if not mem.fits and config.memory_fraction is None:
@@ -158,7 +158,7 @@ def engine_memory(
         ssm_dtype=config.ssm_dtype,
         host_kv_bytes=config.host_kv_bytes,
         spec_state_copies=copies,
-        spec_reserved_running=float(settings.max_running or 0),
+        max_running=float(settings.max_running or 0),
         padded_state_slot=config.engine.pools.padded_state_slot,
         draft_kv_pool=config.engine.pools.draft_kv_pool,
         verify_state_commit=config.engine.pools.verify_state_commit,

@@ -222,7 +222,7 @@ def prepare(
     config, settings, mem, dep, warned = deployed
     warnings = list(warned)
     lay, engine, ctx = config.layout, config.engine, model.max_context_tokens
-    if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
+    if offline and config.max_running.requests is None:  # the engine's offline benchmark sizes its batch
         settings = engine.offline_settings(
             settings, model, gpu, lay, config.weight_dtype, config.kv_dtype, isl.mean, osl.mean
         )
@@ -261,7 +261,7 @@ def prepare(
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
     """Running requests the engine allocates state for at running limit ``limit``
     (``Engine.allocated_running``: an explicit cap may count in full)."""
-    return config.engine.allocated_running(limit, settings, config.lift_running_cap)
+    return config.engine.allocated_running(limit, settings, config.max_running)
 
 
 def allocated_requests(ev: Evaluation) -> float:

@@ -9,6 +9,7 @@ import pytest
 
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.engines import Engine, EngineSettings, Launch, Trtllm
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.engines.trtllm import _bench_engine_bytes
 from tokenplan.perf.layout import Layout
 from tokenplan.units import Dtype
@@ -119,9 +120,8 @@ def _launch(**changes) -> Launch:
         draft_tokens=3,
         ssm_dtype=None,
         hybrid=True,
-        lift_running_cap=False,
-        max_running=None,
-        running_limit=300,
+        max_running=MaxRunning(),
+        planned_running=300,
         settings=EngineSettings(0.9, 2 * GIB, True, 8192, 128, 2048),
         planned_engine="trtllm",
     )
