@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api.calibrate import CalibrationSummary
+from tokenplan.bench_schema import BenchFit
+from tokenplan.calibration.summary import CalibrationSummary
+from tokenplan.calibration.update import CalibrationUpdate
 from tokenplan.calibration.validation import ValidationResult
 from tokenplan.catalog.listing import CatalogGpu, CatalogModel
 from tokenplan.errors import ConfigError
@@ -51,6 +53,8 @@ def of(tp: Any) -> st.SearchStrategy[Any]:
         return NUMBER
     if tp is str:
         return TEXT
+    if tp is Any:  # a JSON value a result carries unread (e.g. an update profile's fitted_on)
+        return st.one_of(st.none(), NUMBER, TEXT)
     if tp is Bands:
         return _bands()
     if origin is tuple:
@@ -84,6 +88,8 @@ def _json_trip(result: JsonResult) -> Any:
         MemoryResult,
         Rejected,
         CalibrationSummary,
+        CalibrationUpdate,
+        BenchFit,
         CatalogGpu,
         CatalogModel,
         ValidationResult,

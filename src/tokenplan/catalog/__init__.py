@@ -207,7 +207,7 @@ def load_engine(name: str) -> Engine:
     return from_catalog(key, raw[key])
 
 
-# The top-level keys of a calibration profile (api.calibrate.CalibrationProfile, api.bench's fitted_on).
+# The top-level keys of a calibration profile (calibration.summary.CalibrationProfile, a bench fit's fitted_on).
 CALIBRATION_KEYS = (
     "default",
     "groups",

@@ -257,3 +257,11 @@ def read_measurements(path: str) -> MeasurementFile:
         except RowError as exc:
             skipped.append(SkippedRow(line, f.text(raw, "id") or str(line), f"malformed: {exc}"))
     return MeasurementFile(path, kind, tuple(rows), tuple(skipped))
+
+
+def described(path: str) -> str:
+    """``path`` and the first 12 hex digits of its SHA-256 (``data/dev.csv sha256:0123456789ab``),
+    as a fit's provenance names the files it was fitted on."""
+    import hashlib
+
+    return f"{path} sha256:{hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]}"
