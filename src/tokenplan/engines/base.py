@@ -62,6 +62,9 @@ class EngineSettings:
         activation_bytes: what the engine's own rule holds back for activations, CUDA graphs
             and communication inside its fraction's remainder (SGLang's S1 reserve, bytes; 0
             where ``reserve_bytes`` already holds it): a launch that raises the fraction keeps it.
+        adp_balance_timeout_iters: iterations a rank holds a new context request back while
+            some attention-DP rank has none (TensorRT-LLM ``attention_dp_config.timeout_iters``
+            with ``enable_balance``; 0 = no balancing; ``job.prefill_wait.adp_balance_wait_s``).
     """
 
     memory_fraction: float
@@ -78,6 +81,7 @@ class EngineSettings:
     startup_bytes: float = 0.0
     chunk_set: bool = False
     activation_bytes: float = 0.0
+    adp_balance_timeout_iters: int = 0
 
     def fraction_base_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """The bytes the memory fraction is a share of, so that raising it by Δ adds Δ × this to

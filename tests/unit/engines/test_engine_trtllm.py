@@ -184,6 +184,11 @@ def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
             "kv_cache_config:",
             "  free_gpu_memory_fraction: 0.90",
             "enable_attention_dp: true",
+            # the published attention-DP recipes' balancing (InferenceMAX dsr1_*_trt*.sh), which the TTFT charges
+            "attention_dp_config:",
+            "  enable_balance: true",
+            "  timeout_iters: 60",
+            "  batching_wait_iters: 0",
             "speculative_config:",
             "  decoding_type: Eagle3",
             "  max_draft_len: 2",
