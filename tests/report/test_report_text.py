@@ -159,7 +159,9 @@ def test_an_update_shows_each_moved_factor_and_the_groups_error_before_and_after
 
 def test_an_update_writes_its_groups_under_the_keys_it_always_had() -> None:
     d = _update().to_json()
-    assert list(d) == ["n", "skipped", "groups", "profile"]  # no schema_version: the bytes calibrate --json printed
+    # the keys calibrate --json always printed, after the schema_version every command's answer starts with
+    assert list(d) == ["schema_version", "n", "skipped", "groups", "profile"]
+    assert d["schema_version"] == 1
     group = d["groups"]["vllm/hopper"]
     assert list(group) == ["rows", "kept", "factors", "median_abs_error_shipped", "median_abs_error_calibrated"]
     assert group["factors"]["ttft_overhead_s"] == {"shipped": 0.05, "calibrated": 0.04, "uncertainty": None}

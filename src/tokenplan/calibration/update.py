@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from tokenplan.bench_schema import LevelErrors, UpdateProfile
 from tokenplan.calibration.fit import FitOptions
@@ -233,6 +234,8 @@ class CalibrationUpdate(JsonResult):
     moved (:class:`UpdatedGroup`) and the update profile
     (:class:`~tokenplan.bench_schema.UpdateProfile`). JSON: ``n``, ``skipped``, ``groups``,
     ``profile``."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     n: int
     skipped: int
