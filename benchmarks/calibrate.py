@@ -40,16 +40,17 @@ def compare_random(result, workers: int) -> None:  # noqa: ANN001 - a Calibratio
     """Nested coverage of grouped and random-row folds, and random-row bands on grouped residuals."""
     from pathlib import Path
 
-    from tokenplan.api.calibrate import BAND_FOLDS, BAND_MAX_NFEV, SERVING_FIT_STRIDE, _read_cases, _subsample
+    from tokenplan.api.calibrate import read_cases
     from tokenplan.calibration.bands import covered, lookup_keys, quantile_bands
     from tokenplan.calibration.fit import FitOptions, fit
     from tokenplan.calibration.heldout import coverage_by_file, fold_refits, fold_residuals, grouped_folds
     from tokenplan.calibration.memo import PredictionMemo
     from tokenplan.calibration.parallel import run_refits
+    from tokenplan.calibration.refit import BAND_FOLDS, BAND_MAX_NFEV, SERVING_FIT_STRIDE, subsample
     from tokenplan.perf.efficiency import Efficiency
 
-    files, _ = _read_cases(FILES)
-    cases = _subsample(files, SERVING_FIT_STRIDE)
+    files, _ = read_cases(FILES)
+    cases = subsample(files, SERVING_FIT_STRIDE)
     sources = {id(c): Path(p).name for p, _, rows in files for c in rows}
     memo = PredictionMemo()
     full = result.fit

@@ -254,7 +254,8 @@ def _store(run_dir: Path, rows: int, shard_bytes: int = 256 * 2**20) -> None:
 
 
 def rss_resume(workdir: str, rows: int, to_send: int) -> dict:
-    from tokenplan.api.generate import GenerateRequest, check_request, run_spec
+    from tokenplan.api.generate import GenerateRequest, check_request
+    from tokenplan.runner.prepare import run_spec
     from tokenplan.runner.store.rundir import RunDir
 
     data, run_dir = Path(workdir) / f"big-{rows}.jsonl", Path(workdir) / f"big-run-{rows}"

@@ -24,7 +24,7 @@ _EXPORTS: dict[str, str] = {
     "memory": "tokenplan.api.memory",
     "validate": "tokenplan.api.validate",
     "calibrate": "tokenplan.api.calibrate",
-    "GenerateRequest": "tokenplan.api.generate_request",
+    "GenerateRequest": "tokenplan.api.generate",
     "generate": "tokenplan.api.generate",
     "generate_async": "tokenplan.api.generate",
     "bench_async": "tokenplan.api.bench",

@@ -10,6 +10,7 @@ default to None (or empty), so such a file still reads; a fresh sweep writes eve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -250,15 +251,17 @@ class FitFactor(JsonResult):
 
 @dataclass(frozen=True, kw_only=True)
 class FitLevel(JsonResult):
-    """One level of a fit: the running batch, predicted and measured TPOT (s; measured None where
-    not measured) and output tok/s per GPU."""
+    """One level of a fit: the running batch, predicted and measured TPOT and TTFT (s) and output
+    tok/s per GPU (measured None where not measured)."""
 
     concurrency: float
     batch: float
     predicted_tpot_s: float
     measured_tpot_s: float | None = None
+    predicted_ttft_s: float | None = None
+    measured_ttft_s: float | None = None
     predicted_output_tok_s_per_gpu: float
-    measured_output_tok_s_per_gpu: float
+    measured_output_tok_s_per_gpu: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,15 +273,81 @@ class FitSourceFile(JsonResult):
     levels: int
 
 
+@dataclass(frozen=True)
+class LevelErrors(JsonResult):
+    """Median |predicted/measured − 1| over a group's rows or a sweep's levels: TPOT (or output tok/s
+    where a row has no TPOT) and TTFT; None where no row measured it."""
+
+    tpot: float | None
+    ttft: float | None
+
+
+@dataclass(frozen=True)
+class UpdateProfile(JsonResult):
+    """An update profile (read by :mod:`tokenplan.files.calibration`, ``"layered_on": "shipped"``):
+    per ``engine/architecture`` group the informed factors, the shipped value each started from
+    (``prior``, ``group.factor`` → value) and their ±1σ (``uncertainty``; none where the fit cannot
+    tell), the provenance and, for a fit to one measured server, the range it was fitted on
+    (:func:`tokenplan.calibration.fitted_range.fitted_on` and the fit's ``median_abs_error``)."""
+
+    layered_on: str
+    groups: Mapping[str, Mapping[str, float]]
+    prior: Mapping[str, float]
+    uncertainty: Mapping[str, float]
+    provenance: str
+    fitted_on: Mapping[str, Any] | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepLaw(JsonResult):
+    """The measured decode step law ``a + b·B`` (seconds, seconds per sequence) through the
+    (running batch, mean TPOT in seconds) ``points`` it was fitted to."""
+
+    a_s: float
+    b_s_per_sequence: float
+    points: tuple[tuple[float, ...], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepPoint(JsonResult):
+    """A measured (batch, step seconds) point beside the fitted model's step at that batch."""
+
+    batch: float
+    measured_step_s: float
+    model_step_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitUpdate(JsonResult):
+    """How the fit updated the shipped factors (``tokenplan.calibration.update.UpdateFit``): the
+    candidate kept, each informed factor's shipped value, each step factor's posterior σ / prior
+    σ, and the median |error| with the shipped and with the kept factors."""
+
+    kept: str
+    prior: Mapping[str, float]
+    shrink: Mapping[str, float]
+    median_abs_error_shipped: LevelErrors
+    median_abs_error_calibrated: LevelErrors
+
+
 @dataclass(frozen=True, kw_only=True)
 class BenchFit(JsonResult):
-    """What the fit's JSON (``tokenplan.calibration.run_profile.FitOutcome.data``: ``bench --fit``,
-    ``calibrate --from-bench``/``--from-run``) says that the report draws: the factors, those at a
-    bound, whether it converged, the levels and the files read. A typed view: keys it does not
-    declare (the profile, the step law, …) are not read, and ``to_json`` gives the declared ones."""
+    """A fit of the efficiency factors to one measured server (``bench --fit``, ``calibrate
+    --from-bench``/``--from-run``: ``tokenplan.calibration.run_profile.fit_profile`` builds it,
+    ``FitOutcome.data`` is its JSON, the bench JSON's ``fit``): the factors (±1σ), those at a bound,
+    whether it converged, the running cap, the median |error| of output tok/s per GPU and the
+    warnings it earned, the levels predicted vs measured, the measured step law and the model's
+    step at its points, the profile written, how it updated the shipped fit and the files read."""
 
-    factors: dict[str, FitFactor]
+    factors: Mapping[str, FitFactor]
     at_bound: tuple[str, ...] = ()
     converged: bool
+    max_running: int | None = None
+    median_abs_error: float | None = None
+    warnings: tuple[str, ...] = ()
     levels: tuple[FitLevel, ...]
+    measured_step_law: StepLaw | None = None
+    model_step_s: tuple[StepPoint, ...] = ()
+    profile: UpdateProfile | None = None
+    update: FitUpdate | None = None
     sources: tuple[FitSourceFile, ...] | None = field(default=None, metadata=OMIT_NONE)

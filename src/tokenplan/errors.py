@@ -176,3 +176,9 @@ def import_extra(module: str, extra: str):
         return import_module(module)
     except ImportError as exc:
         raise MissingExtraError(module, extra) from exc
+
+
+def shown(value: object) -> object:
+    """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
+    # below 2^53 a whole float is exactly the integer typed; 1e30 stays 1e+30, not 31 digits
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value

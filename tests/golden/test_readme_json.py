@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api.memory import MemoryResult
-from tokenplan.api.results import Prediction
+from tokenplan.job.results import MemoryResult, Prediction
 from tokenplan.planning.results import PlanResult
 from tokenplan.results import JsonResult
 

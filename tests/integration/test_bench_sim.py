@@ -350,13 +350,13 @@ def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):
 
 
 def test_a_save_that_fails_at_the_end_prints_the_measurement_instead(sweep, tmp_path, monkeypatch, capsys):
-    import tokenplan.api._bench_outputs as bench_outputs
+    import tokenplan.api.bench as api_bench
     from tokenplan.cli import main
 
     outcome = sweep[0]
     saved = tmp_path / "bench.json"
     saved.write_text(json.dumps(outcome.data))
-    monkeypatch.setattr(bench_outputs, "check_output_file", lambda *args: None)  # the directory vanished meanwhile
+    monkeypatch.setattr(api_bench, "check_output_file", lambda *args: None)  # the directory vanished meanwhile
     monkeypatch.setattr(
         sys,
         "argv",

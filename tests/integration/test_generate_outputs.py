@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tests.support.fault_server import FaultServerProcess
 
-from tokenplan.api import generate as api_generate
 from tokenplan.api.generate import GenerateRequest, generate
+from tokenplan.runner import prepare as runner_prepare
 
 
 def _input(path: Path) -> Path:
@@ -63,7 +63,7 @@ def test_an_export_failing_after_the_run_keeps_the_records_and_says_so_in_one_li
 ) -> None:
     data = _input(tmp_path / "in.jsonl")
     gone = tmp_path / "gone" / "x.parquet"  # its directory is missing when the export runs
-    monkeypatch.setattr(api_generate, "check_output_file", lambda *args: None)  # as if it vanished meanwhile
+    monkeypatch.setattr(runner_prepare, "check_output_file", lambda *args: None)  # as if it vanished meanwhile
     with FaultServerProcess(str(tmp_path)) as server:
         result = generate(
             GenerateRequest.build(

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from tests.support.fault_server import FaultServerProcess
 
-from tokenplan.api import generate as api_generate
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.errors import RunDirError
+from tokenplan.runner import prepare as runner_prepare
 from tokenplan.runner.input.files import InputBroken
 from tokenplan.runner.store.appendlog import iter_records
 
@@ -74,7 +74,7 @@ def test_a_zst_input_that_breaks_mid_run_stores_the_rows_before_it_exits_2_and_r
     data = tmp_path / "in.jsonl.zst"
     data.write_bytes(whole[: len(whole) - 5])
     # as if the file were cut after the up-front check (a copy still being written)
-    monkeypatch.setattr(api_generate, "check_readable", lambda files: None)
+    monkeypatch.setattr(runner_prepare, "check_readable", lambda files: None)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path)) as server:
         from tokenplan.cli import main

@@ -16,11 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenplan.api.calibrate import CalibrationSummary
-from tokenplan.api.catalog import CatalogGpu, CatalogModel
-from tokenplan.api.memory import MemoryResult
-from tokenplan.api.results import Prediction, Rejected
+from tokenplan.bench_schema import BenchFit
+from tokenplan.calibration.summary import CalibrationSummary
+from tokenplan.calibration.update import CalibrationUpdate
+from tokenplan.calibration.validation import ValidationResult
+from tokenplan.catalog.listing import CatalogGpu, CatalogModel
 from tokenplan.errors import ConfigError
+from tokenplan.job.results import MemoryResult, Prediction, Rejected
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.results import Bands, ErrorBand, Interval, JsonResult
 
@@ -51,6 +53,8 @@ def of(tp: Any) -> st.SearchStrategy[Any]:
         return NUMBER
     if tp is str:
         return TEXT
+    if tp is Any:  # a JSON value a result carries unread (e.g. an update profile's fitted_on)
+        return st.one_of(st.none(), NUMBER, TEXT)
     if tp is Bands:
         return _bands()
     if origin is tuple:
@@ -77,7 +81,19 @@ def _json_trip(result: JsonResult) -> Any:
 
 @pytest.mark.parametrize(
     "kind",
-    [PlanResult, PlanReportData, Prediction, MemoryResult, Rejected, CalibrationSummary, CatalogGpu, CatalogModel],
+    [
+        PlanResult,
+        PlanReportData,
+        Prediction,
+        MemoryResult,
+        Rejected,
+        CalibrationSummary,
+        CalibrationUpdate,
+        BenchFit,
+        CatalogGpu,
+        CatalogModel,
+        ValidationResult,
+    ],
 )
 def test_a_result_reads_back_what_it_writes(kind: type[JsonResult]) -> None:
     @ROUNDTRIP

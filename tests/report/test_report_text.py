@@ -8,11 +8,12 @@ import io
 
 from rich.console import Console
 
-from tokenplan.api.calibrate import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
-from tokenplan.bench_schema import BenchFit, BenchLevel
+from tokenplan.bench_schema import BenchFit, BenchLevel, LevelErrors, UpdateProfile
+from tokenplan.calibration.summary import CalibrationProfile, CalibrationSummary, FittedFactor, Optimizer
+from tokenplan.calibration.update import CalibrationUpdate, MovedFactor, UpdatedGroup
 from tokenplan.report.bench import level_line
 from tokenplan.report.calibration import at_bound_line, show_calibration
-from tokenplan.report.fit import show_fit
+from tokenplan.report.fit import show_fit, show_update
 from tokenplan.report.generate import DryRun, dry_run_text, duration_text
 
 
@@ -117,3 +118,54 @@ def test_the_fit_names_each_result_file_read_before_its_tables(tmp_path) -> None
     assert any("hbm_fraction" in line and "0.8123" in line and "0.012" in line for line in lines)
     assert any("12.50" in line and "–" in line and "320.0" in line and "300.0" in line for line in lines)
     assert not any(line.startswith("wrote") for line in lines)
+
+
+def _update() -> CalibrationUpdate:
+    moved = {
+        "step_overhead_s": MovedFactor(shipped=0.008, calibrated=0.010, uncertainty=0.00123),
+        "ttft_overhead_s": MovedFactor(shipped=0.05, calibrated=0.04, uncertainty=None),
+    }
+    group = UpdatedGroup(
+        rows=7,
+        kept="step+ttft",
+        factors=moved,
+        median_abs_error_shipped=LevelErrors(tpot=0.25, ttft=0.35),
+        median_abs_error_calibrated=LevelErrors(tpot=0.031, ttft=None),
+    )
+    still = UpdatedGroup(3, "shipped", {}, LevelErrors(0.1, None), LevelErrors(0.1, None))
+    profile = UpdateProfile("shipped", {}, {}, {}, "update of the shipped fit by `x`")
+    return CalibrationUpdate(n=10, skipped=2, groups={"vllm/hopper": group, "sglang/blackwell": still}, profile=profile)
+
+
+def test_an_update_shows_each_moved_factor_and_the_groups_error_before_and_after(tmp_path) -> None:  # noqa: ANN001
+    lines = _printed(show_update, _update(), tmp_path / "p.json")
+    assert lines[0] == "10 rows fitted, 2 skipped (tokenplan validate lists why)"
+    assert "update of the shipped fit: vllm/hopper (7 rows)" in lines[1]
+    step = next(line for line in lines if "step_overhead_s" in line)
+    # 0.008 → 0.010 is +25.0 %; ±1σ 0.00123 to 2 significant digits is 0.0012
+    assert [c.strip() for c in step.split("│")[1:-1]] == ["step_overhead_s", "0.008", "0.01", "+25.0 %", "0.0012"]
+    ttft = next(line for line in lines if "ttft_overhead_s" in line)
+    # 0.05 → 0.04 is −20.0 %; no σ
+    assert [c.strip() for c in ttft.split("│")[1:-1]] == ["ttft_overhead_s", "0.05", "0.04", "-20.0 %", "–"]
+    # fractions as percentages to one decimal: 0.25 → 25.0 %, 0.031 → 3.1 %, 0.35 → 35.0 %, no TTFT after → "–"
+    # (the line is longer than the 120-column console: rich wraps it after a space)
+    assert (
+        "vllm/hopper median |error|: TPOT/throughput 25.0 % → 3.1 %, TTFT 35.0 % → – (kept: step+ttft); "
+        "every other factor and group stays the shipped fit"
+    ) in "".join(lines)
+    assert "sglang/blackwell: nothing moved (the rows did not improve on the shipped fit)" in lines
+    assert lines[-1] == f"wrote {tmp_path / 'p.json'}"
+
+
+def test_an_update_writes_its_groups_under_the_keys_it_always_had() -> None:
+    d = _update().to_json()
+    # the keys calibrate --json always printed, after the schema_version every command's answer starts with
+    assert list(d) == ["schema_version", "n", "skipped", "groups", "profile"]
+    assert d["schema_version"] == 1
+    group = d["groups"]["vllm/hopper"]
+    assert list(group) == ["rows", "kept", "factors", "median_abs_error_shipped", "median_abs_error_calibrated"]
+    assert group["factors"]["ttft_overhead_s"] == {"shipped": 0.05, "calibrated": 0.04, "uncertainty": None}
+    assert group["median_abs_error_calibrated"] == {"tpot": 0.031, "ttft": None}
+    # an update profile has no fitted_on (only a fit to one server's sweep has): the key is left out
+    assert list(d["profile"]) == ["layered_on", "groups", "prior", "uncertainty", "provenance"]
+    assert CalibrationUpdate.from_json(d) == _update()

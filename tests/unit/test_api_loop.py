@@ -1,4 +1,4 @@
-"""tokenplan.api._loop.run_blocking: a coroutine run from synchronous code, with or without a
+"""tokenplan.runner.blocking.run_blocking: a coroutine run from synchronous code, with or without a
 running event loop (Jupyter runs every cell inside one)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from tokenplan.api._loop import loop_running, run_blocking
+from tokenplan.runner.blocking import loop_running, run_blocking
 
 
 async def _answer() -> int:

@@ -93,7 +93,7 @@ def test_predict_and_memory_results_are_frozen_and_print_their_json() -> None:
 def test_a_configuration_that_cannot_run_is_rejected_with_its_reason() -> None:
     from tokenplan.api.predict import predict
     from tokenplan.api.resolve import PredictRequest
-    from tokenplan.api.results import Rejected
+    from tokenplan.job.results import Rejected
 
     # DeepSeek-R1 in FP8 is ~671 B parameters ≈ 671 GB of weights: far above one H200's 141 GB.
     r = predict(PredictRequest(model="deepseek-r1", gpu="h200", weight_dtype="fp8"))

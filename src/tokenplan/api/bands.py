@@ -1,16 +1,16 @@
-"""The 80 % error bands attached to predicted figures: the shipped band table
-(``catalog/error_bands.json``) looked up at a configuration's regime (``calibration.bands``).
-:func:`figure_bands` is the ``bands`` callable that ``planning.answer`` takes."""
+"""The shipped error-band table (``catalog/error_bands.json``) and :func:`figure_bands`, the
+``bands`` callable ``planning.answer`` takes (the lookup: ``calibration.figure_bands``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tokenplan.calibration import figure_bands as lookup
 from tokenplan.calibration.band_file import table_from_json
-from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime
+from tokenplan.calibration.bands import BandTable
 from tokenplan.catalog import shipped_error_bands_json
 from tokenplan.job.evaluate import Evaluation
-from tokenplan.results import Bands, ErrorBand
+from tokenplan.results import Bands
 
 
 def error_bands() -> BandTable | None:
@@ -20,36 +20,6 @@ def error_bands() -> BandTable | None:
 
 
 def figure_bands(result: object, ev: Evaluation, figures: Mapping[str, tuple[str, bool]]) -> Bands | None:
-    """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
-    ``result``, each with its band metric and whether the figure scales as 1 / the metric's
-    quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the band's regime
-    (and why the configuration lies outside the measured one, if it does). The regime includes
-    the evaluation's speculative decoding: none, τ from the prior, or τ stated. None without a
-    shipped band table. TTFT bands also split by whether requests queue in the server: the
-    steady state's running batch at the engine's limit (offline, or more in flight than it
-    runs; ``calibration.bands.queue_regime``) or below it (the client's concurrency)."""
+    """The 80 % bands of ``result``'s ``figures`` from the shipped table; None without one."""
     table = error_bands()
-    if table is None:
-        return None
-    d = ev.deployment
-    where = (
-        ev.config.engine.name,
-        d.gpu.architecture,
-        model_family(d.spec.name),
-        d.gpu.key,
-        ev.steady.batch,
-        spec_regime(ev.config.spec),
-    )
-    queue = "none" if ev.steady.batch_reason == "concurrency" else "queue"
-    intervals, last = {}, None
-    for key, (metric, inverse) in figures.items():
-        value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
-        fmt = ev.config.weight_dtype.flops_class
-        band = (
-            None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt, queue=queue)
-        )
-        if band is not None:
-            intervals[key] = band
-            last = band
-    regime = None if last is None else ErrorBand(last.regime, table.coverage, last.outside)
-    return Bands(intervals, regime)
+    return None if table is None else lookup.figure_bands(table, result, ev, figures)

@@ -1,45 +1,42 @@
 """The bench API: measure a live server (``tokenplan bench``), fit the planner to the measurement
-(``--fit``), and fit it to a finished generate run (``tokenplan calibrate --from-run``).
+(``--fit``), and fit it to other tools' result files or a finished generate run (``tokenplan
+calibrate --from-bench``/``--from-run``).
 
 Request in, typed result out (:class:`~tokenplan.bench.result.BenchOutcome`,
 :class:`~tokenplan.calibration.run_profile.FitOutcome`, each with ``to_json()``). The work lives on
-the floors below: probing the servers and choosing the prompts in :mod:`tokenplan.bench.probe`, the
-sweep in :mod:`tokenplan.bench.sweep`, the bench JSON in :mod:`tokenplan.bench.result`, a run
-directory's figures in :mod:`tokenplan.runner.store.summary`, the fits in
-:mod:`tokenplan.calibration.bench_fit`. Here the names are resolved: a level (or a run) becomes a
-:class:`~tokenplan.measurement.Measurement`, resolved to a :class:`~tokenplan.calibration.validate.Case`
-with the same ``api.resolve.resolve`` as ``tokenplan predict``.
+the floors below: the sweep in :mod:`tokenplan.bench.measure`, a run directory's figures in
+:mod:`tokenplan.runner.store.summary`, the fits in :mod:`tokenplan.calibration.bench_fit`, the
+files written after a sweep in :mod:`tokenplan.files.bench_outputs`. Here the names are resolved: a
+level (or a run) becomes a :class:`~tokenplan.measurement.Measurement`, resolved to a
+:class:`~tokenplan.calibration.validate.Case` with the same ``api.resolve.resolve`` as
+``tokenplan predict``.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from tokenplan.api._loop import run_blocking
 from tokenplan.api.resolve import PredictRequest, check_server_description, read_profile, resolve
-from tokenplan.bench.acceptance_sweep import acceptance_notes
-from tokenplan.bench.levels import LevelResult, level_dict
-from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
-from tokenplan.bench.result import BenchOutcome, bench_json, token_count_notes
-from tokenplan.bench.server_info import read_server_info
-from tokenplan.bench.sweep import Sweep, SweepSettings
-from tokenplan.bench.workload import dataset_workload
+from tokenplan.bench.measure import check_ask, measure
+from tokenplan.bench.result import BenchOutcome
+from tokenplan.bench_schema import FitSourceFile
 from tokenplan.calibration.bands import model_family
-from tokenplan.calibration.bench_fit import RunTotals, Served, fit_served, step_points
-from tokenplan.calibration.bench_fit import bench_measurements as fit_levels
+from tokenplan.calibration.bench_fit import RunTotals, Served, fit_served, fit_sweep, sweep_cap
 from tokenplan.calibration.bench_fit import run_measurement as measure_run
 from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
-from tokenplan.client.auth import api_key_from_env, display_url
-from tokenplan.client.openai import OpenAIClient
-from tokenplan.errors import InputError
+from tokenplan.client.auth import api_key_from_env
+from tokenplan.files.bench_outputs import Finished, finish_bench
 from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
+from tokenplan.runner.blocking import run_blocking
 from tokenplan.runner.limits import MAX_CONCURRENCY  # bench's per-level bound is generate's
+from tokenplan.runner.paths import check_output_file
 from tokenplan.runner.store.summary import mean_prompt_tokens, read_run_summary
 
 
@@ -92,61 +89,6 @@ class BenchRequest:
     burstiness: float = 1.0  # gamma shape of arrival gaps (1 = Poisson)
 
 
-def _check(req: BenchRequest) -> None:
-    if not req.endpoints:
-        raise InputError("endpoint", "", "at least one --endpoint URL")
-    for url in req.endpoints:
-        if not url.startswith(("http://", "https://")):
-            raise InputError(
-                "endpoint", display_url(url), "an http:// or https:// URL such as http://127.0.0.1:8000/v1"
-            )
-    if req.request_rates is not None:
-        if not req.request_rates or any(not r > 0 for r in req.request_rates):
-            raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
-        if not req.burstiness > 0:
-            raise InputError("burstiness", req.burstiness, "a number > 0 (1 = Poisson arrivals)")
-        if len(req.concurrencies) > 1:
-            raise InputError(
-                "max_concurrency",
-                ",".join(map(str, req.concurrencies)),
-                "one value with --request-rate (the most requests in flight)",
-            )
-    elif not req.concurrencies or any(not 1 <= c <= MAX_CONCURRENCY for c in req.concurrencies):
-        raise InputError(
-            "concurrency",
-            ",".join(map(str, req.concurrencies)),
-            f"integers from 1 to {MAX_CONCURRENCY:,}, e.g. 1,4,16,64",
-        )
-    if req.dataset is None and (not req.isl or req.isl < 1 or not req.osl or req.osl < 1):
-        raise InputError("isl/osl", f"{req.isl}/{req.osl}", "token counts ≥ 1 (or --dataset FILE)")
-    for name, tokens in (("isl", req.isl), ("osl", req.osl)):
-        if tokens is not None and tokens > MAX_LENGTH_TOKENS:
-            raise InputError(name, tokens, f"at most {MAX_LENGTH_TOKENS:,} tokens (longer than any served context)")
-    if req.dataset is not None:  # a bad file is refused before any server is contacted
-        dataset_workload(req.dataset, req.osl, MAX_DISTINCT_PROMPTS)
-    if req.num_prompts is not None and req.num_prompts < 1:
-        raise InputError("num_prompts", req.num_prompts, "an integer ≥ 1")
-    if req.duration_s is not None and req.duration_s <= 0:
-        raise InputError("duration", req.duration_s, "seconds > 0")
-    if req.num_prompts is not None and req.duration_s is not None:
-        raise InputError("num_prompts", req.num_prompts, "either --num-prompts or --duration, not both")
-    if req.num_gpus is not None and req.num_gpus < 1:
-        raise InputError("num_gpus", req.num_gpus, "an integer ≥ 1")
-    if req.warmup_requests is not None and req.warmup_requests < 0:
-        raise InputError("warmup", req.warmup_requests, "an integer ≥ 0 (warm-up requests per level)")
-    if not 0 < req.deadline_s < math.inf:
-        raise InputError("request_timeout", req.deadline_s, "a finite number of seconds > 0")
-
-
-# Random prompts are generated word by word on this machine: 1 Mi tokens is beyond the longest
-# context the catalog's models serve, and bounds the text a sweep generates.
-MAX_LENGTH_TOKENS = 1_048_576
-
-# Distinct random prompts generated per sweep at most; levels beyond reuse them round-robin
-# (prompts stay distinct within any level of concurrency ≤ 512, so prefix caching cannot help).
-MAX_DISTINCT_PROMPTS = 2048
-
-
 def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> BenchOutcome:
     """Measure the servers at each concurrency level (see ``tokenplan bench``).
 
@@ -163,7 +105,7 @@ def bench(req: BenchRequest, on_level: Callable[[dict], None] | None = None) -> 
     Endpoints are stored as :func:`~tokenplan.client.auth.display_url` shows them (no
     ``user:password@``, query values masked); no key, password or token reaches the JSON. In a
     running event loop (a Jupyter cell) the sweep goes to a worker thread and this call waits
-    (:func:`~tokenplan.api._loop.run_blocking`); :func:`bench_async` is the variant to ``await``.
+    (:func:`~tokenplan.runner.blocking.run_blocking`); :func:`bench_async` is the variant to ``await``.
 
     Raises:
         InputError: bad options.
@@ -176,60 +118,10 @@ async def bench_async(req: BenchRequest, on_level: Callable[[dict], None] | None
     """:func:`bench` on the running event loop (``await bench_async(req)`` in a notebook): the same
     outcome and errors; the sweep's requests are sent from this loop, which stays free meanwhile.
     Cancelling the awaiting task stops the sweep and closes its connections."""
-    _check(req)
+    check_ask(req, MAX_CONCURRENCY)
     if req.api_key is None:
         req = replace(req, api_key=api_key_from_env(req.api_key_env))
-    return await _bench(req, on_level)
-
-
-async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> BenchOutcome:
-    most = max(req.concurrencies) if req.concurrencies else (req.num_prompts or 1024)
-    per_endpoint = -(-most // len(req.endpoints))
-    clients = [OpenAIClient(u, max_connections=per_endpoint, api_key=req.api_key) for u in req.endpoints]
-    notes: list[str] = []
-    try:
-        await check_servers(clients, req.model)
-        n_prompts = max(req.num_prompts or 0, 4 * most, 16)
-        ask = WorkloadAsk(
-            req.model,
-            req.isl,
-            req.osl,
-            req.dataset,
-            min(n_prompts, MAX_DISTINCT_PROMPTS),
-            req.seed,
-            req.ignore_eos,
-            req.api_key,
-        )
-        workload, ignore_eos = await probe_workload(ask, clients[0], req.endpoints[0], notes)
-        info = await read_server_info(req.endpoints[0], api_key=req.api_key) if req.metrics else None
-        settings = SweepSettings(
-            tuple(req.concurrencies),
-            req.num_prompts,
-            req.duration_s,
-            req.warmup_requests,
-            req.deadline_s,
-            req.stream,
-            ignore_eos,
-            request_rates=req.request_rates,
-            burstiness=req.burstiness,
-            max_concurrency=req.concurrencies[0] if req.concurrencies else None,
-            seed=req.seed,
-            return_meta_info=info is not None,
-        )  # only SGLang serves /get_server_info
-        sweep = Sweep(clients, req.endpoints, req.model, workload, settings, metrics=req.metrics, api_key=req.api_key)
-
-        def report(level: LevelResult) -> None:
-            if on_level is not None:
-                on_level(level_dict(level))
-
-        result = await sweep.run(report)
-    finally:
-        for client in clients:
-            await client.aclose()
-    levels = [level_dict(lv) for lv in result.levels]
-    notes += token_count_notes(levels) + acceptance_notes(levels)
-    data = bench_json(req, levels, info, workload, ignore_eos, notes, result.stopped)
-    return BenchOutcome(data, result.stopped, notes)
+    return await measure(req, on_level)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,19 +130,7 @@ async def _bench(req: BenchRequest, on_level: Callable[[dict], None] | None) -> 
 
 
 def _served(desc: PredictRequest) -> Served:
-    return Served(
-        engine=desc.engine,
-        model=desc.model,
-        gpu=desc.gpu,
-        num_gpus=desc.num_gpus,
-        tp=desc.tp,
-        pp=desc.pp,
-        ep=desc.ep,
-        attention_dp=desc.attention_dp,
-        weight_dtype=desc.weight_dtype,
-        kv_dtype=desc.kv_dtype,
-        max_running=desc.max_running,
-    )
+    return Served(**{f.name: getattr(desc, f.name) for f in dataclasses.fields(Served)})
 
 
 def _level_case(desc: PredictRequest, m: Measurement) -> Case:
@@ -271,27 +151,13 @@ def _level_case(desc: PredictRequest, m: Measurement) -> Case:
     )
 
 
-def _fit(
-    measurements: list[Measurement],
-    desc: PredictRequest,
-    origin: tuple[str, str, list[dict] | None],
-    points: list[tuple[float, float]],
-) -> FitOutcome:
-    def level_case(m: Measurement) -> Case:
-        return _level_case(desc, m)
-
-    return fit_served(measurements, _served(desc), level_case, read_profile(None).table.resolve, origin, points)
-
-
-def bench_measurements(data: dict, desc: PredictRequest) -> list[Measurement]:
-    """One Measurement per bench level with answers (:func:`~tokenplan.calibration.bench_fit.bench_measurements`)."""
-    return fit_levels(data["levels"], _served(desc))
-
-
 def fit_bench(
-    data: dict, desc: PredictRequest, command: str = "tokenplan bench --fit", sources: list[dict] | None = None
+    data: dict,
+    desc: PredictRequest,
+    command: str = "tokenplan bench --fit",
+    sources: tuple[FitSourceFile, ...] | None = None,
 ) -> FitOutcome:
-    """Fit the efficiency factors to a bench result (see :mod:`tokenplan.calibration.from_runs`).
+    """Fit the efficiency factors to a bench result (:func:`~tokenplan.calibration.bench_fit.fit_sweep`).
 
     ``desc`` describes what the server runs (model config, GPU, GPUs, layout, dtypes, engine);
     its ``max_running`` defaults to the running-request cap the sweep observed.
@@ -300,11 +166,11 @@ def fit_bench(
         InputError, CatalogError, ConfigError: a bad description, or no level to fit.
     """
     check_server_description(desc)
-    cap = (data.get("cap") or {}).get("max_running_requests")
-    if desc.max_running is None and cap:
-        desc = replace(desc, max_running=int(cap))
-    points = step_points(data["levels"], desc.max_running)
-    return _fit(bench_measurements(data, desc), desc, ("bench sweep", command, sources), points)
+    desc = replace(desc, max_running=sweep_cap(desc.max_running, data.get("cap")))
+    shipped = read_profile(None).table.resolve
+    return fit_sweep(
+        data["levels"], _served(desc), lambda m: _level_case(desc, m), shipped, ("bench sweep", command, sources)
+    )
 
 
 def calibrate_from_results(
@@ -324,8 +190,8 @@ def calibrate_from_results(
     for path in paths:
         kind, found = read_bench_results(path)
         levels += found
-        sources.append({"path": path, "format": kind, "levels": len(found)})
-    return fit_bench({"levels": levels, "cap": {}}, desc, command, sources)
+        sources.append(FitSourceFile(path=path, format=kind, levels=len(found)))
+    return fit_bench({"levels": levels, "cap": {}}, desc, command, tuple(sources))
 
 
 def read_bench_json(path: str) -> BenchOutcome:
@@ -347,14 +213,10 @@ def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
     path = Path(run_dir)
     run = read_run_summary(path)
     given = desc.isl if desc.isl and desc.isl > 0 else None
+    prompts = None if given is not None or desc.concurrency is None else mean_prompt_tokens(path)
+    where = str(path / "summary.json")
     totals = RunTotals(
-        f"{path.name}:{run.model}",
-        str(path / "summary.json"),
-        run.requests,
-        run.output_tokens,
-        run.output_tok_s,
-        run.ttft_mean_ms,
-        None if given is not None or desc.concurrency is None else mean_prompt_tokens(path),
+        f"{path.name}:{run.model}", where, run.requests, run.output_tokens, run.output_tok_s, run.ttft_mean_ms, prompts
     )
     return measure_run(totals, _served(desc), desc.concurrency, given)
 
@@ -371,4 +233,61 @@ def calibrate_from_run(
     check_server_description(desc)
     m = run_measurement(run_dir, desc)
     assert m.isl_tokens is not None and m.osl_tokens is not None  # run_measurement states both
-    return _fit([m], replace(desc, isl=m.isl_tokens, osl=m.osl_tokens), ("generate run", command, None), [])
+    desc = replace(desc, isl=m.isl_tokens, osl=m.osl_tokens)
+    shipped = read_profile(None).table.resolve
+    return fit_served([m], _served(desc), lambda m: _level_case(desc, m), shipped, ("generate run", command, None), [])
+
+
+# ---------------------------------------------------------------------------------------------
+# After the sweep: ``--fit``'s served configuration, the output files checked before measuring
+# and written after (:mod:`tokenplan.files.bench_outputs`).
+
+
+@dataclass(frozen=True)
+class FitTarget:
+    """``--fit``'s options: where the profile goes (``out``), the served configuration and its GPUs
+    (``num_gpus``; None: the bench JSON's, else tp × pp)."""
+
+    out: Path
+    served: PredictRequest
+    num_gpus: int | None = None
+
+    def request(self, measured_gpus: int | None = None) -> PredictRequest:
+        """The served configuration with its GPUs: ``--num-gpus``, else the bench JSON's, else tp × pp."""
+        return replace(self.served, num_gpus=self.num_gpus or measured_gpus or self.served.tp * self.served.pp)
+
+    def check(self, measured_gpus: int | None = None) -> None:
+        """Resolve the served configuration now, so a bad --config/--gpu/layout fails before the sweep
+        (InputError, CatalogError, ConfigError)."""
+        resolve(self.request(measured_gpus))
+
+
+def check_outputs(save: Path | None, plot: Path | None, fitting: FitTarget | None) -> None:
+    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring
+    (InputError: a path in a missing folder, a folder, or one that cannot be written)."""
+    out = fitting.out if fitting else None
+    for option, path, what in (
+        ("--save", save, "a JSON file path"),
+        ("--plot", plot, "a PNG file path"),
+        ("--out", out, "a profile JSON file path"),
+    ):
+        if path is not None:
+            check_output_file(path, option, what)
+
+
+def finish(
+    data: dict[str, Any],
+    fitting: FitTarget | None,
+    save: Path | None,
+    plot: Path | None,
+    command: str,
+    draw: Callable[[dict[str, Any], Path], None],
+) -> Finished:
+    """Fit the sweep (with ``fitting``: :func:`fit_bench` by ``command``), save and plot it
+    (:func:`~tokenplan.files.bench_outputs.finish_bench`: nothing raises, failures are kept)."""
+
+    def fit(data: dict[str, Any]) -> FitOutcome:
+        assert fitting is not None  # finish_bench fits only with an --out
+        return fit_bench(data, fitting.request(data.get("num_gpus")), command)
+
+    return finish_bench(data, fitting.out if fitting else None, save, plot, fit, draw)

@@ -4,143 +4,102 @@ Usage::
 
     from tokenplan.api.generate import GenerateRequest, generate
 
-    result = generate(GenerateRequest(inputs=["data.jsonl"], out_dir="run", model="qwen",
-                                      endpoints=["http://127.0.0.1:8000/v1"]))
+    result = generate(GenerateRequest.build(inputs=["data.jsonl"], out_dir="run", model="qwen",
+                                            endpoints=["http://127.0.0.1:8000/v1"]))
     print(result.stored, result.errors, result.accounting_ok)
 
 Rerunning the same request on the same ``out_dir`` continues where the last run stopped (see
 :mod:`tokenplan.runner.store.rundir`). The API key is read from the environment variable named by
 ``api_key_env`` (default: ``OPENAI_API_KEY`` when set; a local server needs none) and is never
-logged or written.
+logged or written. Everything that can be checked without a server is checked before anything is
+sent (:func:`check_request`); a failed export at the end does not lose the run: the records stay in
+the run directory and the result carries ``export_error``.
 
-Everything that can be checked without a server is checked before anything is sent
-(:func:`check_request`): the input files, a named API-key variable, the plan file, ``--export``
-and ``--out``. A failed export at the end does not lose the run: the records stay in the run
-directory and the result carries ``export_error``.
+The run's parts, checks, assembly and end are the runner's (:mod:`tokenplan.runner.options`,
+:mod:`~tokenplan.runner.prepare`, :mod:`~tokenplan.runner.finish`); this module reads what the
+runner does not (the plan file, the catalog's model context) and makes one call per command.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from yarl import URL
+from pydantic import ValidationError
 
-from tokenplan.api._generate_sampling import greedy_warnings, model_context  # noqa: F401 - re-exported
-from tokenplan.api._loop import loop_running, run_blocking
-from tokenplan.api.generate_request import GenerateRequest
-from tokenplan.api.generate_results import ExportError, GenerateResult  # noqa: F401 - re-exported
-from tokenplan.client.auth import api_key_from_env
-from tokenplan.client.endpoints import PoolSettings
-from tokenplan.client.retry import RetryPolicy, deadline_s
+from tokenplan.catalog import load_model
+from tokenplan.client.openai import public_url
+from tokenplan.errors import InputError, TokenplanError, allowed_from_validation
 from tokenplan.files.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.backend import run, run_async
-from tokenplan.runner.defaults import job_sampling
+from tokenplan.runner.blocking import loop_running, run_blocking
 from tokenplan.runner.dryrun import DryRun, default_tokenizer, dry_run
-from tokenplan.runner.finish import ExportSpec, finish_run
-from tokenplan.runner.input.files import check_readable, expand_inputs
+from tokenplan.runner.finish import ExportError, GenerateResult, finish_run  # noqa: F401 - ExportError re-exported
 from tokenplan.runner.limits import MAX_CONCURRENCY
-from tokenplan.runner.paths import check_output_file, check_run_dir
+from tokenplan.runner.options import RunOptions
+from tokenplan.runner.prepare import Checked, check_run, prepare
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
-from tokenplan.runner.spec import JobSettings, RunOutcome, RunSpec, job_identity
+from tokenplan.runner.spec import RunSpec
 
-DEFAULT_CONCURRENCY = 64  # per endpoint, when neither --concurrency nor a plan gives one
-
-
-@dataclass(frozen=True, slots=True)
-class Checked:
-    """What :func:`check_request` found: input files, API key, plan, notes and warnings."""
-
-    files: list[Path]
-    api_key: str | None
-    hint: PlanHint
-    notes: list[str]
-    warnings: list[str]
-    sampling: Sampling | None = None  # resolved (runner.defaults); None only when built by hand
+# The parts of a request (each field of RunOptions is one) and the flat option names (the CLI's,
+# and build()'s keywords) of the part fields named otherwise.
+GROUPS: dict[str, Any] = {name: field.annotation for name, field in RunOptions.model_fields.items()}
+FLAT_NAMES = {("export", "path"): "export", ("export", "format"): "export_format"}
+_GROUP_OF = {
+    FLAT_NAMES.get((group, name), name): (group, name) for group, model in GROUPS.items() for name in model.model_fields
+}
 
 
-def check_request(request: GenerateRequest) -> Checked:
-    """Everything that can be checked before sending anything, cheapest first; the run
-    directory is created last, only when every other check passed.
+class GenerateRequest(RunOptions):
+    """Everything ``generate`` needs, validated once (see :meth:`build`): the run's parts
+    (:class:`~tokenplan.runner.options.RunOptions`), the plan file, and ``--dry-run`` (count rows,
+    turns and, with a ``tokenizer``, prompt tokens; send nothing: :mod:`tokenplan.runner.dryrun`)."""
 
-    Raises:
-        InputError: no input file, a named ``api_key_env`` that is unset, an ``export`` path
-            that cannot be written, an ``out_dir`` that is a file or cannot be created.
-        ConfigError: an unreadable plan file.
-    """
-    files = expand_inputs(request.inputs)
-    check_readable(files)
-    api_key = api_key_from_env(request.api_key_env)
-    hint = PlanHint(None, None, None)
-    notes: list[str] = []
-    warnings: list[str] = []
-    if api_key and any(URL(u).user is not None for u in request.endpoints):
-        warnings.append(
-            "an --endpoint carries user:password and an API key is set: the API key is sent "
-            "(Authorization: Bearer), the URL's credentials are not"
-        )
-    if request.plan is not None:
-        hint, notes = read_plan(request.plan, MAX_CONCURRENCY)
-        if plan_model_mismatch(hint.model, request.model):
-            warnings.append(
-                f"the plan {request.plan} was made for model {hint.model!r}, but --model is "
-                f"{request.model!r}: its concurrency and throughput may not fit this model"
-            )
-    sampling, sampling_notes = resolve_sampling(request, hint)
-    notes += sampling_notes
-    warnings += greedy_warnings(sampling, request.n)
-    export = _export_spec(request)
-    if export is not None:
-        kind = "a Parquet file path" if export.format == "parquet" else "a JSONL file path"
-        check_output_file(export.path, "--export", kind)
-    if not request.dry_run:
-        check_run_dir(request.out_dir, "--out")
-    return Checked(files, api_key, hint, notes, warnings, sampling)
+    plan: Path | None = None
+    dry_run: bool = False
+    tokenizer: Path | None = None  # None: --model when it is a local directory
+
+    @classmethod
+    def build(cls, **options: Any) -> GenerateRequest:
+        """Validate ``options``, named as the CLI's options are (``temperature``, ``export``,
+        ``export_format``…); each goes to its part.
+
+        Raises:
+            InputError: naming the first bad option, its value and what is allowed.
+        """
+        fields: dict[str, Any] = {group: {} for group in GROUPS}
+        for key, value in options.items():
+            group, name = _GROUP_OF.get(key, (None, key))
+            if group is None:
+                fields[key] = value
+            else:
+                fields[group][name] = value
+        try:
+            return cls(**fields)
+        except ValidationError as problem:
+            raise _input_error(problem.errors()[0]) from None
 
 
-def resolve_sampling(request: GenerateRequest, hint: PlanHint) -> tuple[Sampling, list[str]]:
-    """The job's sampling and notes saying where each value came from
-    (:func:`tokenplan.runner.defaults.job_sampling`).
-
-    Raises:
-        InputError: an unreadable ``generation_config``, or an ``extra_body`` whose nested values
-            contradict tokenplan's options (e.g. ``--thinking off`` with ``enable_thinking: true``).
-    """
-    options = request.sampling
-    given = options.model_dump(include={"max_tokens", "temperature", "top_p", "top_k"})
-    context = model_context(request.model) if options.max_tokens is None and hint.max_tokens is None else None
-    return job_sampling(
-        request.model,
-        given,
-        options.seed,
-        options.thinking,
-        options.extra_body,
-        (hint.max_tokens, request.plan),
-        options.generation_config,
-        context,
-    )
-
-
-def job_settings(request: GenerateRequest, sampling: Sampling) -> JobSettings:
-    """The per-unit settings every backend's dispatcher runs with (the deadline from max_tokens
-    unless the user set one)."""
-    return JobSettings(
-        request.model,
-        request.mode,
-        request.n,
-        request.on_length,
-        request.length_retries,
-        sampling,
-        request.sending.stream,
-        RetryPolicy(request.sending.max_attempts, request.sending.retry_base_delay_s),
-        request.sending.deadline_s or deadline_s(sampling.max_tokens),
-        request.sending.grace_s,
-        request.sending.max_answer_bytes,
-    )
+def _input_error(error: Any) -> InputError:
+    """The one-line error of pydantic's first ``error``, named by the flat option name."""
+    loc = error["loc"]
+    if loc and loc[0] in GROUPS:  # ("sampling",): the part's one model-level check, on extra_body
+        name = FLAT_NAMES.get((loc[0], loc[1]), str(loc[1])) if len(loc) > 1 else "extra_body"
+        field_name = ".".join([name, *(str(p) for p in loc[2:])]) if loc[0] in ("server", "job") else name
+    else:
+        field_name = ".".join(str(p) for p in loc)
+    field_name = {"export_format": "format"}.get(field_name, field_name)  # the CLI's --format
+    value = error.get("input")
+    if field_name == "endpoints" or field_name.startswith("endpoints."):
+        value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
+    elif isinstance(value, dict) and "extra_body" in value:
+        value = value["extra_body"]
+        value = value if len(repr(value)) <= 200 else repr(value)[:200] + "…"  # e.g. nested 300 deep
+    return InputError(field_name, value, allowed_from_validation(error))
 
 
 def generate(
@@ -157,7 +116,7 @@ def generate(
     A failed ``export`` does not raise: the result carries ``export_error``.
 
     In a running event loop (a Jupyter cell) the run goes to a worker thread and this call waits
-    (:func:`~tokenplan.api._loop.run_blocking`); :func:`generate_async` is the variant to ``await``.
+    (:func:`~tokenplan.runner.blocking.run_blocking`); :func:`generate_async` is the variant to ``await``.
 
     Raises:
         InputError: a bad input path or option, a named API-key variable that is unset, an
@@ -174,7 +133,7 @@ def generate(
     if loop_running():
         return run_blocking(lambda: generate_async(request, on_progress, on_warning))
     spec, notes = _prepare(request, on_warning)
-    return _result(request, spec, run(spec, on_progress, on_warning), notes)
+    return finish_run(spec, run(spec, on_progress, on_warning), notes)
 
 
 async def generate_async(
@@ -188,88 +147,56 @@ async def generate_async(
     written stays whole, a rerun resumes). Ray, the final count and ``export`` run in worker threads."""
     spec, notes = _prepare(request, on_warning)
     outcome = await run_async(spec, on_progress, on_warning)
-    return await asyncio.to_thread(_result, request, spec, outcome, notes)
+    return await asyncio.to_thread(finish_run, spec, outcome, notes)
 
 
 def _prepare(request: GenerateRequest, on_warning: Callable[[str], None] | None) -> tuple[RunSpec, list[str]]:
-    """The checked request's run spec and notes; warnings go to ``on_warning``, else into the notes."""
-    checked = check_request(request)
-    notes = list(checked.notes)
-    for warning in checked.warnings:
-        if on_warning is not None:
-            on_warning(warning)
-        else:
-            notes.append(f"warning: {warning}")
-    return run_spec(request, checked, notes), notes
+    return prepare(request, check_request(request), on_warning)
 
 
-def _result(request: GenerateRequest, spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> GenerateResult:
-    """Count what the run directory holds, export, and build the result (:func:`finish_run`)."""
-    finished, tally = finish_run(spec, outcome, _export_spec(request)), outcome.tally
-    return GenerateResult(
-        run_dir=outcome.run_dir,
-        units_total=finished.units_total,
-        stored=finished.stored,
-        skipped=finished.skipped,
-        errors=finished.errors,
-        rejected_rows=tally.rejected_rows,
-        already_done=tally.already_done,
-        duplicate_records=finished.duplicates,
-        interrupted=tally.stopped,
-        accounting_ok=finished.accounting_ok,
-        summary=finished.summary,
-        export_rows=finished.export_rows,
-        notes=notes + outcome.notes,
-        export_error=finished.export_error,
-        blank_lines=outcome.blank_lines,
-        not_yet_sent=finished.not_yet_sent,
-    )
+def check_request(request: GenerateRequest) -> Checked:
+    """Everything that can be checked before sending anything (:func:`tokenplan.runner.prepare.check_run`),
+    the run directory made last, and not for ``--dry-run``.
+
+    Raises:
+        InputError: no input file, a named ``api_key_env`` that is unset, an ``export`` path
+            that cannot be written, an ``out_dir`` that is a file or cannot be created.
+        ConfigError: an unreadable plan file.
+    """
+    return check_run(request, request.plan, _read_plan(request.server.model), model_context, not request.dry_run)
 
 
-def run_spec(request: GenerateRequest, checked: Checked, notes: list[str]) -> RunSpec:
-    """What the runner needs to run ``request`` (:class:`tokenplan.runner.backend.RunSpec`); the
-    concurrency per endpoint is ``--concurrency``, else the plan's, else :data:`DEFAULT_CONCURRENCY`,
-    and a note in ``notes`` says which when the user gave none."""
-    hint = checked.hint
-    concurrency = request.sending.concurrency or hint.concurrency_per_endpoint or DEFAULT_CONCURRENCY
-    if request.sending.concurrency is None:
-        source = "the plan" if hint.concurrency_per_endpoint else "the default"
-        notes.append(f"concurrency {concurrency} per endpoint ({source})")
-    sampling = checked.sampling or resolve_sampling(request, hint)[0]
-    pool = PoolSettings(
-        concurrency,
-        request.sending.eject_after_failures,
-        request.sending.probe_interval_s,
-        request.sending.max_all_down_s,
-    )
-    job = job_settings(request, sampling)
-    return RunSpec(
-        backend=request.ray.backend,
-        out_dir=request.out_dir,
-        identity=job_identity(job, checked.files),
-        force=request.force,
-        shard_max_bytes=request.shard_max_bytes,
-        files=checked.files,
-        limit=request.limit,
-        n=request.n,
-        job=job,
-        endpoints=request.endpoints,
-        pool=pool,
-        api_key=checked.api_key,
-        progress_every_s=request.progress_every_s,
-        plan_output_tok_s=hint.output_tok_s_total,
-        actors=request.ray.actors,
-        ray_address=request.ray.ray_address,
-        retry_skipped=request.retry_skipped,
-    )
+def _read_plan(model: str) -> Callable[[Path], tuple[PlanHint, list[str], list[str]]]:
+    """A reader of ``--plan`` that warns when the plan was made for another model than ``model``."""
+
+    def read(path: Path) -> tuple[PlanHint, list[str], list[str]]:
+        hint, notes = read_plan(path, MAX_CONCURRENCY)
+        if not plan_model_mismatch(hint.model, model):
+            return hint, notes, []
+        return (
+            hint,
+            notes,
+            [
+                f"the plan {path} was made for model {hint.model!r}, but --model is "
+                f"{model!r}: its concurrency and throughput may not fit this model"
+            ],
+        )
+
+    return read
 
 
-def _export_spec(request: GenerateRequest) -> ExportSpec | None:
-    """``--export`` as the runner takes it (None: no export)."""
-    export = request.export
-    if export.path is None:
+def model_context(model: str) -> tuple[int, str] | None:
+    """``max_position_embeddings`` of ``model`` (tokens) and where it was read: the ``config.json``
+    of a local model directory, else the catalog entry of that name or Hugging Face id; None when
+    neither knows the name (a served alias such as ``default``) or the file cannot be read."""
+    try:
+        spec = load_model(model)
+    except TokenplanError:
         return None
-    return ExportSpec.of(export.path, export.format, export.drop_length, export.require_think_close)
+    if not spec.max_context_tokens:
+        return None
+    where = str(Path(model) / "config.json") if Path(model).is_dir() else f"catalog model {spec.name}"
+    return spec.max_context_tokens, f"max_position_embeddings of {where}"
 
 
 def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
@@ -280,6 +207,6 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
         InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
     """
     checked = check_request(request)
-    tokenizer = default_tokenizer(request.tokenizer, request.model)
-    counts = dry_run(checked.files, request.mode, request.n, request.limit, tokenizer)
-    return counts, checked.sampling or resolve_sampling(request, checked.hint)[0], checked.notes
+    tokenizer = default_tokenizer(request.tokenizer, request.server.model)
+    job = request.job
+    return dry_run(checked.files, job.mode, job.n, job.limit, tokenizer), checked.sampling, checked.notes

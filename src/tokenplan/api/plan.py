@@ -9,28 +9,26 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
 
-from tokenplan.api._current import current_of
 from tokenplan.api.bands import figure_bands
-from tokenplan.api.resolve import Profile, read_profile, shown
-from tokenplan.catalog import launch_info, load_engine, load_gpu, load_model
+from tokenplan.api.resolve import PredictRequest, read_profile, resolve
+from tokenplan.calibration.fitted_range import Profile
+from tokenplan.catalog import gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError
 from tokenplan.files.bench_tau import resolve_spec
-from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, lognormal_with_mean
+from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
-from tokenplan.planning.answer import Question, Searched, answer, assumptions, search
-from tokenplan.planning.current import with_current
+from tokenplan.planning.answer import REPORT_CHARTS, Question, Searched, answer, report_data, search
+from tokenplan.planning.current import Current, parse_current, with_current
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.planning.search import Job, OptionResult
-from tokenplan.planning.space import Fixed, HardwareOption
+from tokenplan.planning.space import HardwareOption, fixed_parts
+from tokenplan.planning.targets import check_targets
 from tokenplan.units import (  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
     KV_DTYPES,
     MAX_PRICE_USD_PER_GPU_HOUR,
-    MAX_REQUEST_TOKENS,
     WEIGHT_DTYPES,
     parse_dtype,
 )
@@ -43,8 +41,6 @@ DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
 ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
 
 _GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
-
-_Point = TypeVar("_Point")  # one point of a report chart (planning.curves)
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,8 @@ class PlanRequest:
             the budget, or, with a budget alone, the count that finishes soonest within it; a
             count in ``gpus`` being the most to consider.
         current, measured_tok_s: the setup run now on the first option (``engine=sglang,tp=4,…``,
-            see :mod:`tokenplan.api._current`) and its measured output tokens/s (all GPUs).
+            see :func:`tokenplan.planning.current.parse_current`) and its measured output tokens/s
+            (all GPUs).
         tp, dp, ep: search only layouts with this TP, DP (replicas), EP (None = searched).
         max_running: every candidate launches with this running-request cap per replica
             (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
@@ -131,8 +128,6 @@ def parse_gpu_option(text: str) -> tuple[int | None, str]:
 
 def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     """Each option with whether its count was given (else one rental unit, ``Gpu.node_gpus``)."""
-    from tokenplan.catalog import gpu_key, gpu_names
-
     try:
         prices = {gpu_key(k): v for k, v in req.prices.items()}
     except CatalogError as exc:
@@ -168,13 +163,36 @@ def plan(req: PlanRequest) -> PlanResult:
     return _answered(req, profile, searched)
 
 
+def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:
+    """``plan(req)`` and the numbers behind its charts (:class:`PlanReportData`), for the HTML
+    and PNG reports and the terminal chart.
+
+    Fields: ``plan`` (exactly ``plan(req)``), ``assumptions`` (per option: GPU figures, price and
+    its source, efficiency factors), and, for each name in ``charts``: ``throughput`` (per option
+    and layout, output tok/s against concurrency with the memory-limited maximum; see
+    :mod:`tokenplan.planning.curves`), ``cost_time`` (every configuration's job days and $,
+    Pareto frontier marked), ``memory`` (bytes per GPU of each chosen configuration),
+    ``speedup`` (speculative decoding against none, by concurrency). Units are in the key names
+    (``_s``, ``_bytes``, ``_usd``); concurrency counts requests in flight over all replicas.
+
+    Raises:
+        InputError, CatalogError, ConfigError: as ``plan``.
+    """
+    unknown = set(charts) - set(REPORT_CHARTS)
+    if unknown:
+        raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
+    profile, searched = _searched(req)
+    return report_data(searched, _answered(req, profile, searched), charts)
+
+
 def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile, Searched]:
     """The request checked and resolved once (names, the calibration profile unless ``profile``
     is the one already read, the job, the formats and speculative settings) into a
     :class:`~tokenplan.planning.answer.Question`, and every option searched. Raises what ``plan`` raises."""
     if req.samples < 1:
         raise InputError("samples", req.samples, "an integer ≥ 1")
-    check_plan_lengths(req)
+    check_stated_lengths("isl", req.isl_mean, req.isl_sigma, req.isl_cap, DEFAULT_ISL)
+    check_stated_lengths("osl", req.osl_mean, req.osl_sigma, req.osl_cap, DEFAULT_OSL)
     check_targets(req.deadline_s, req.budget_usd)
     if req.current is not None and req.provisioning:
         raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
@@ -182,11 +200,8 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
         raise InputError("measured-tok-s", req.measured_tok_s, "a figure with --current (the setup it was measured on)")
     model, engine = load_model(req.model), load_engine(req.engine)
     profile = profile or read_profile(req.calibration)
-    job = Job(
-        req.samples,
-        lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap),
-        lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap),
-    )
+    isl = lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap)
+    osl = lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap)
     specs, spec_notes = [], []
     for text in req.specs:  # a TAU naming a bench file: files.bench_tau
         resolved, note = resolve_spec(text, req.isl_mean, req.osl_mean)
@@ -198,19 +213,12 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
     options = tuple(_options(req))
-    # a local config.json (or its folder) launches from that folder, as an absolute path: the
-    # engines read a bare name as a Hugging Face repository id (load_model reads paths the same way)
-    local = Path(req.model)
-    repo, parsers = (
-        (str((local if local.is_dir() else local.parent).resolve()), None)
-        if local.exists()
-        else launch_info(model.name)
-    )
+    repo, parsers = launch_info(req.model, model.name)
     question = Question(
         model=model,
         engine=engine,
         table=profile.table,
-        job=job,
+        job=Job(req.samples, isl, osl),
         options=options,
         specs=tuple(dict.fromkeys(specs)),
         asked=req.specs,
@@ -247,105 +255,20 @@ def _answered(req: PlanRequest, profile: Profile, searched: Searched) -> PlanRes
         again = _searched(replace(req, specs=specs, current=None, measured_tok_s=None), profile)[1]
         return answer(again, figure_bands, range_warnings), again.results
 
-    current = current_of(req.current, req.measured_tok_s, searched.results[0].option, req.model, req.engine, profile)
+    current = _current(req, req.current, searched.results[0].option, profile)
     return with_current(current, req.specs, result, q.table, q.job, searched.results, replan, figure_bands)
 
 
-REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # sections plan_report_data computes
-
-
-def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:
-    """``plan(req)`` and the numbers behind its charts (:class:`PlanReportData`), for the HTML
-    and PNG reports and the terminal chart.
-
-    Fields: ``plan`` (exactly ``plan(req)``), ``assumptions`` (per option: GPU figures, price and
-    its source, efficiency factors), and, for each name in ``charts``: ``throughput`` (per option
-    and layout, output tok/s against concurrency with the memory-limited maximum; see
-    :mod:`tokenplan.planning.curves`), ``cost_time`` (every configuration's job days and $,
-    Pareto frontier marked), ``memory`` (bytes per GPU of each chosen configuration),
-    ``speedup`` (speculative decoding against none, by concurrency). Units are in the key names
-    (``_s``, ``_bytes``, ``_usd``); concurrency counts requests in flight over all replicas.
-
-    Raises:
-        InputError, CatalogError, ConfigError: as ``plan``.
-    """
-    from tokenplan.planning import curves
-
-    unknown = set(charts) - set(REPORT_CHARTS)
-    if unknown:
-        raise InputError("chart", sorted(unknown)[0], REPORT_CHARTS)
-    profile, searched = _searched(req)
-    results, table, job = searched.results, searched.question.table, searched.question.job
-
-    def chart(name: str, points: Callable[[], Iterable[_Point]]) -> tuple[_Point, ...] | None:
-        return tuple(points()) if name in charts else None
-
-    return PlanReportData(
-        plan=_answered(req, profile, searched),
-        assumptions=assumptions(searched),
-        throughput=chart("throughput", lambda: (c for r in results for c in curves.layout_curves(r, table, job))),
-        cost_time=chart("cost_time", lambda: curves.cost_points(results, table, job)),
-        memory=chart("memory", lambda: (m for m in map(curves.memory_bars, results) if m is not None)),
-        speedup=chart("speedup", lambda: (c for r in results for c in curves.speedup_curves(r, table, job))),
-    )
-
-
-# --- option checks ---------------------------------------------------------------------------
-
-
-def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int | None) -> Fixed:
-    """``plan --tp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
-    None = searched). Raises InputError (one line naming the option) for a value that is not a
-    whole number ≥ 1."""
-    for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
-        if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
-            raise InputError(
-                name,
-                shown(value),
-                "an integer ≥ 1" + (", running requests per replica" if name == "max-running" else ""),
-            )
-    return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
-
-
-def check_plan_lengths(req: PlanRequest) -> None:
-    """Name the option of a bad length of ``req`` before the distribution is built (the class
-    :class:`PlanRequest` holds the default caps). Raises InputError."""
-    # Named as the options of ``tokenplan plan`` (and the keys of a job file: isl/osl mean,
-    # sigma, cap), which is where a user sets them.
-    for name, cap_option in (("isl", "isl-cap"), ("osl", "max-tokens")):
-        mean, sigma, cap = (getattr(req, f"{name}_{p}") for p in ("mean", "sigma", "cap"))
-        if not 1 <= mean <= MAX_REQUEST_TOKENS:
-            raise InputError(name, shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
-        if not 0 <= sigma < math.inf:
-            raise InputError(f"{name}-sigma", shown(sigma), "a lognormal σ ≥ 0")
-        if cap is not None and not cap > mean:
-            if cap == getattr(PlanRequest, f"{name}_cap"):  # the user raised the mean, not the cap
-                raise InputError(
-                    name,
-                    shown(mean),
-                    f"a mean below --{cap_option} {cap:g} (its default; raise "
-                    f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})",
-                )
-            raise InputError(cap_option, shown(cap), f"a number of tokens above the mean {mean:g}")
-        if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
-            raise InputError(
-                cap_option,
-                shown(cap),
-                f"a number of tokens above the mean {mean:g} and at most "
-                f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)",
-            )
-
-
-def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
-    """Name a deadline (seconds) or budget (US dollars) that is not a positive number.
-
-    Raises:
-        InputError: either is given and not > 0.
-    """
-    if deadline_s is not None and not 0 < deadline_s < math.inf:
-        raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
-    if budget_usd is not None and not 0 < budget_usd < math.inf:
-        raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
+def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profile) -> Current:
+    """The setup ``--current`` describes (``text``) on ``option`` (the plan's first), of the
+    plan's model and by default its engine, resolved with the plan's ``profile``, and its
+    measured output tokens/s. Raises InputError, CatalogError: a bad entry or measurement."""
+    if req.measured_tok_s is not None and not 0 < req.measured_tok_s < math.inf:
+        raise InputError("measured-tok-s", req.measured_tok_s, "a finite number of output tokens/s > 0")
+    where = {"gpu": option.gpu.key, "num_gpus": option.count, "engine": req.engine, "weight_dtype": "auto"}
+    fields = {"model": req.model, **where, "calibration": profile.path, **parse_current(text)}
+    s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked by parse_current
+    return Current(text, req.measured_tok_s, s.config, s.model, s.gpu)
 
 
 def check_plan_outputs(report: str | None, png: str | None) -> None:

@@ -11,19 +11,20 @@ cannot be predicted are kept with their reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import model_family
+from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
-from tokenplan.errors import InfeasibleError, InputError, TokenplanError
+from tokenplan.engines.launch import MaxRunning
+from tokenplan.errors import InfeasibleError, InputError, TokenplanError, shown
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
-from tokenplan.job.workload import LengthDist, lognormal_with_mean
-from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+from tokenplan.job.workload import LengthDist, lognormal_with_mean, set_lengths, stated_lengths
+from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
@@ -32,7 +33,6 @@ from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_
 # without --calibration reads none of them, and their modules cost start-up).
 if TYPE_CHECKING:
     from tokenplan.calibration.validate import Case
-    from tokenplan.catalog.length_sets import LengthShape
     from tokenplan.files.measurements import MeasurementFile
     from tokenplan.measurement import Measurement, SkippedRow
 
@@ -78,31 +78,6 @@ class PredictRequest:
     disable_radix_cache: bool = False
     max_num_batched_tokens: int | None = None
     chunked_prefill_size: int | None = None
-
-
-@dataclass(frozen=True)
-class Profile:
-    """The efficiency factors in use, read once: ``table`` (the shipped fit, or the profile at
-    ``path``, an update already layered over the shipped fit), ``fitted_on`` (the range of
-    measurements a ``bench --fit`` profile was fitted on; None for the shipped fit and profiles
-    without one) and ``moves`` (what the profile changes in the shipped fit, one line per group:
-    ``files.calibration.moved_lines``; none for the shipped fit)."""
-
-    path: str | None
-    table: EfficiencyTable
-    fitted_on: Mapping[str, object] | None = None
-    moves: tuple[str, ...] = ()
-
-    def range_warnings(self, point: Mapping[str, object]) -> list[str]:
-        """Warnings for using the profile far from what it was fitted on
-        (``calibration.fitted_range.range_warnings``; none without a ``fitted_on`` record).
-        ``point``: ``engine``, ``gpu``, ``model``, ``concurrency`` (per replica), ``isl_tokens``,
-        ``osl_tokens``."""
-        if self.fitted_on is None:
-            return []
-        from tokenplan.calibration.fitted_range import range_warnings
-
-        return range_warnings(self.fitted_on, point)
 
 
 def read_profile(calibration: str | None) -> Profile:
@@ -166,10 +141,9 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         engine=engine,
         spec=spec,
         memory_fraction=req.memory_fraction,
-        max_running=req.max_running,
+        max_running=MaxRunning(req.max_running, req.disable_radix_cache),
         ssm_dtype=req.ssm_dtype,
         vision_cut=cut,
-        lift_running_cap=req.disable_radix_cache,
         host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
     )
@@ -217,12 +191,6 @@ def _positive(field: str, value: float | None, allow_none: bool = False, whole: 
         return
     if value is None or not 0 < value < math.inf:
         raise InputError(field, shown(value), "an integer ≥ 1" if whole else "a finite number > 0")
-
-
-def shown(value: object) -> object:
-    """A number as the user typed it: 0 for 0.0, 10 for 10.0 (options parsed as floats)."""
-    # below 2^53 a whole float is exactly the integer typed; 1e30 stays 1e+30, not 31 digits
-    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
 
 
 # option field → the engine that takes it (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size)
@@ -310,7 +278,8 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
 
     shapes = length_set(m.length_set) if m.length_set else None
     if shapes is not None:
-        isl, osl = set_lengths(m.isl_tokens, shapes.input), set_lengths(m.osl_tokens, shapes.output)
+        isl = set_lengths(m.isl_tokens, shapes.input.sigma, shapes.input.cap_tokens)
+        osl = set_lengths(m.osl_tokens, shapes.output.sigma, shapes.output.cap_tokens)
     else:
         low = m.length_low_fraction
         isl, osl = stated_lengths(m.isl_tokens, low), stated_lengths(m.osl_tokens, low)
@@ -320,29 +289,6 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
     config = replace(s.config, max_model_len=math.ceil(isl.max + osl.max))
     family = model_family(m.model)
     return Case(m, s.model, s.gpu, config, m.engine, s.gpu.architecture, family, isl, osl, s.concurrency)
-
-
-def set_lengths(mean_tokens: float, shape: LengthShape) -> LengthDist:
-    """The lengths of a named prompt set (``catalog/length_sets.yaml``) around a row's stated
-    mean: a lognormal of the set's σ, capped at the set's cap, whose *capped* mean is the row's
-    mean (the run's own mean stays the mean; the set gives only the spread). A mean at or above
-    the cap cannot spread below it and stays fixed."""
-    if shape.sigma == 0 or (shape.cap_tokens is not None and mean_tokens >= shape.cap_tokens):
-        return LengthDist(mean_tokens)
-    return lognormal_with_mean(mean_tokens, shape.sigma, shape.cap_tokens)
-
-
-def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:
-    """The length distribution a row states: fixed at its mean, or uniform on ``[f·L, L]`` with
-    mean ``(1 + f)·L/2`` (InferenceX, ``f`` = 0.8) as a lognormal of the same mean and
-    coefficient of variation ``(1 − f) / ((1 + f)·√3)`` (the uniform's sd ``(1 − f)·L/√12``
-    over its mean; σ = √ln(1 + CV²)), capped at ``L``. For f = 0.8: CV 0.064, σ 0.064, and
-    the running mean E[L²]/E[L] is 1.004 × the mean, as for the uniform itself."""
-    if low_fraction is None or not 0 < low_fraction < 1:
-        return LengthDist(mean_tokens)
-    cv = (1 - low_fraction) / ((1 + low_fraction) * math.sqrt(3))
-    top = 2 * mean_tokens / (1 + low_fraction)
-    return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
 
 
 def resolve_file(data: MeasurementFile) -> tuple[list[Case], list[SkippedRow]]:

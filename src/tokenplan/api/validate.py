@@ -11,15 +11,16 @@ profile's.
 
 from __future__ import annotations
 
-from tokenplan.api._variants import variant_range
-from tokenplan.api.bands import error_bands
-from tokenplan.api.resolve import read_profile, resolve_file
-from tokenplan.calibration.validate import validate_cases
-from tokenplan.calibration.validation import ValidationResult, validation_result
-from tokenplan.catalog.length_sets import length_set
-from tokenplan.files.measurements import read_measurements
+from dataclasses import replace
 
-__all__ = ["ValidationResult", "validate", "validation_result"]
+from tokenplan.api.bands import error_bands
+from tokenplan.api.resolve import read_profile, resolve_case, resolve_file
+from tokenplan.calibration.validate import Case, validate_cases
+from tokenplan.calibration.validation import ValidationResult, validation_result, variant_span
+from tokenplan.catalog.length_sets import length_set
+from tokenplan.catalog.listing import family_variants
+from tokenplan.files.measurements import read_measurements
+from tokenplan.measurement import Measurement, SkippedRow
 
 
 def validate(path: str, calibration: str | None = None) -> ValidationResult:
@@ -35,5 +36,11 @@ def validate(path: str, calibration: str | None = None) -> ValidationResult:
     cases, skipped = resolve_file(data)
     named = {m.length_set for m in data.rows if m.length_set is not None and length_set(m.length_set) is not None}
     bands = error_bands() if calibration is None else None
-    spans = None if bands is None else (lambda r, metric: variant_range(r, table, metric))
+    spans = None if bands is None else variant_span(table, _variant_cases)
     return validation_result(validate_cases(data.kind, cases, skipped, table), bands, named, spans)
+
+
+def _variant_cases(m: Measurement) -> list[Case]:
+    """The row on each other catalog variant of its GPU's family, where it resolves."""
+    cases = (resolve_case(replace(m, gpu=key)) for key in family_variants(m.gpu))
+    return [c for c in cases if not isinstance(c, SkippedRow)]

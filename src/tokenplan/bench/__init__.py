@@ -1,5 +1,6 @@
 """``tokenplan bench``'s measuring half (I/O column, beside ``client`` and ``runner``).
 
+- :mod:`tokenplan.bench.measure` — a sweep from what was asked to the bench JSON: the checks, clients, probe and sweep;
 - :mod:`tokenplan.bench.workload` — random prompts of exact token counts, or dataset prompts;
 - :mod:`tokenplan.bench.probe` — the servers asked before the sweep: model served, ignore_eos, prompts;
 - :mod:`tokenplan.bench.sweep` — concurrency levels with warm-up and measured windows;

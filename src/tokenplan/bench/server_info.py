@@ -276,7 +276,7 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
         if cur["output_tok_s"] < prev["output_tok_s"] * (1.0 + FLAT_GAIN):
             flat_at, saturated = prev["concurrency"], max(prev["output_tok_s"], cur["output_tok_s"])
             break
-    queue_at = running_cap = None
+    queue_at = max_running = None
     for lv in ordered:
         server = lv.get("server") or {}
         # A server that ran every request in flight at once has no cap below that: its waiting
@@ -287,12 +287,12 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
             and server["running_max"] < (1.0 - ADMISSION_SLACK) * lv["concurrency"]
         ):
             queue_at = lv["concurrency"] if queue_at is None else queue_at
-            running_cap = max(running_cap or 0.0, server["running_max"])
-    source = "metrics" if running_cap is not None else ("throughput" if flat_at is not None else None)
+            max_running = max(max_running or 0.0, server["running_max"])
+    source = "metrics" if max_running is not None else ("throughput" if flat_at is not None else None)
     return {
         "flattens_at_concurrency": flat_at,
         "saturated_output_tok_s": saturated,
         "queue_grows_at_concurrency": queue_at,
-        "max_running_requests": None if running_cap is None else int(running_cap),
+        "max_running_requests": None if max_running is None else int(max_running),
         "source": source,
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenplan.bench_schema import FitSourceFile
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import ConfigError, InputError
@@ -87,6 +88,13 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
             )
         )
     return out
+
+
+def sweep_cap(stated: int | None, cap: Mapping[str, Any] | None) -> int | None:
+    """The running-request cap a sweep is fitted with: the one ``stated``, else the one the sweep
+    observed (the bench JSON's ``cap.max_running_requests``), else None (the engine's)."""
+    observed = (cap or {}).get("max_running_requests")
+    return stated if stated is not None or not observed else int(observed)
 
 
 def step_points(levels: Sequence[Mapping[str, Any]], max_running: int | None) -> list[tuple[float, float]]:
@@ -162,7 +170,7 @@ def fit_served(
     served: Served,
     resolve: Callable[[Measurement], Case],
     shipped: Callable[[str, str], Efficiency],
-    origin: tuple[str, str, list[dict[str, Any]] | None],
+    origin: tuple[str, str, tuple[FitSourceFile, ...] | None],
     points: list[tuple[float, float]],
 ) -> FitOutcome:
     """Fit the efficiency factors of ``served`` to ``measurements`` (an update of the shipped
@@ -192,3 +200,16 @@ def fit_served(
     source, command, sources = origin
     where = FitSource(source, command, f"{served.model} on {served.num_gpus}× {served.gpu}", identity, sources)
     return fit_profile(cases, where, points, shipped(cases[0].engine, cases[0].architecture))
+
+
+def fit_sweep(
+    levels: Sequence[Mapping[str, Any]],
+    served: Served,
+    resolve: Callable[[Measurement], Case],
+    shipped: Callable[[str, str], Efficiency],
+    origin: tuple[str, str, tuple[FitSourceFile, ...] | None],
+) -> FitOutcome:
+    """Fit ``served`` to a bench sweep's levels: :func:`bench_measurements`, fitted by
+    :func:`fit_served` with the step-time law's points (:func:`step_points` at ``served.max_running``)."""
+    points = step_points(levels, served.max_running)
+    return fit_served(bench_measurements(levels, served), served, resolve, shipped, origin, points)

@@ -11,7 +11,10 @@ and fractions are an extrapolation.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from tokenplan.perf.efficiency import EfficiencyTable
 
 FAR = 2.0  # a value more than 2× above the fitted maximum (or 2× below the minimum) is far outside
 IDENTITY_KEYS = ("engine", "gpu", "model")
@@ -51,3 +54,23 @@ def range_warnings(fitted: Mapping[str, object], point: Mapping[str, object]) ->
                 f"{lo:g}–{hi:g}: its factors are extrapolated"
             )
     return out
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The efficiency factors in use, read once: ``table`` (the shipped fit, or the profile at
+    ``path``, an update already layered over the shipped fit), ``fitted_on`` (the range of
+    measurements a ``bench --fit`` profile was fitted on; None for the shipped fit and profiles
+    without one) and ``moves`` (what the profile changes in the shipped fit, one line per group:
+    ``files.calibration.moved_lines``; none for the shipped fit)."""
+
+    path: str | None
+    table: EfficiencyTable
+    fitted_on: Mapping[str, object] | None = None
+    moves: tuple[str, ...] = ()
+
+    def range_warnings(self, point: Mapping[str, object]) -> list[str]:
+        """Warnings for using the profile far from what it was fitted on (:func:`range_warnings`;
+        none without a ``fitted_on`` record). ``point``: ``engine``, ``gpu``, ``model``,
+        ``concurrency`` (per replica), ``isl_tokens``, ``osl_tokens``."""
+        return [] if self.fitted_on is None else range_warnings(self.fitted_on, point)

@@ -17,9 +17,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenplan.bench_schema import (
+    BenchFit,
+    FitFactor,
+    FitLevel,
+    FitSourceFile,
+    FitUpdate,
+    LevelErrors,
+    StepLaw,
+    StepPoint,
+    UpdateProfile,
+)
 from tokenplan.calibration.fitted_range import fitted_on
-from tokenplan.calibration.from_runs import RunFit, linear_step_law, median_abs_error, predicted_step_s
-from tokenplan.calibration.update import UpdateFit, update_fit
+from tokenplan.calibration.from_runs import LevelFit, RunFit, linear_step_law, median_abs_error, predicted_step_s
+from tokenplan.calibration.update import update_fit
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
 from tokenplan.perf.efficiency import Efficiency
@@ -42,14 +53,25 @@ def poor_fit_warning(error: float | None, levels: int) -> str | None:
 
 @dataclass(frozen=True)
 class FitOutcome:
-    """A fit to measured levels: the cases, the fit, the profile JSON, the fit report (``data``:
-    what ``--json`` prints) and warnings (a fit that does not reproduce the levels it was fitted on)."""
+    """A fit to measured levels: the cases, the fit, the fit report (:class:`~tokenplan.bench_schema.BenchFit`:
+    ``data`` is its JSON, what ``--json`` prints; ``profile`` the profile's) and warnings (a fit
+    that does not reproduce the levels it was fitted on)."""
 
     cases: list[Case]
     fit: RunFit
-    profile: dict[str, Any]
-    data: dict[str, Any]
+    report: BenchFit
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The fit report's JSON object."""
+        return self.report.to_json()
+
+    @property
+    def profile(self) -> dict[str, Any]:
+        """The profile's JSON object (what ``-o`` writes)."""
+        assert self.report.profile is not None  # fit_profile always writes one
+        return self.report.profile.to_json()
 
     def model_step_s(self, batch: float) -> float:
         """The fitted model's decode step time (seconds) at ``batch`` running sequences."""
@@ -74,7 +96,7 @@ class FitSource:
     command: str
     served: str
     identity: Mapping[str, object]
-    sources: list[dict[str, Any]] | None = None
+    sources: tuple[FitSourceFile, ...] | None = None
 
 
 def fit_profile(
@@ -119,74 +141,53 @@ def fit_profile(
     )
     error = median_abs_error(run.levels)
     group = case0.group
-    profile = {
-        "layered_on": "shipped",
-        "groups": {group: {k: v for k, (v, _) in run.factors.items()}},
-        "prior": {f"{group}.{k}": v for k, v in update.prior.items()},
-        "uncertainty": {f"{group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
-        "provenance": provenance,
-        "fitted_on": {**fitted_on(ranges, identity, origin.source), "median_abs_error": error},
-    }
+    profile = UpdateProfile(
+        layered_on="shipped",
+        groups={group: {k: v for k, (v, _) in run.factors.items()}},
+        prior={f"{group}.{k}": v for k, v in update.prior.items()},
+        uncertainty={f"{group}.{k}": s for k, (_, s) in run.factors.items() if not math.isnan(s)},
+        provenance=provenance,
+        fitted_on={**fitted_on(ranges, identity, origin.source), "median_abs_error": error},
+    )
     warning = poor_fit_warning(error, len(run.levels))
     warnings = [] if warning is None else [warning]
-    data = _report(
-        run,
-        error,
-        origin.identity.get("max_running"),
-        warnings,
-        step_points,
-        lambda b: predicted_step_s(case0, eff, b),
-        profile,
-    )
-    data["update"] = _update_report(update)
-    if origin.sources is not None:
-        data["sources"] = origin.sources
-    return FitOutcome(cases, run, profile, data, warnings)
-
-
-def _update_report(update: UpdateFit) -> dict[str, Any]:
-    return {
-        "kept": update.kept,
-        "prior": update.prior,
-        "shrink": update.shrink,
-        "median_abs_error_shipped": update.error_shipped,
-        "median_abs_error_calibrated": update.error_calibrated,
-    }
-
-
-def _report(
-    run: RunFit,
-    error: float | None,
-    max_running: object,
-    warnings: list[str],
-    step_points: list[tuple[float, float]],
-    model_step_s: Any,
-    profile: dict[str, Any],
-) -> dict[str, Any]:
     law = linear_step_law(step_points)
-    return {
-        "factors": {k: {"value": v, "uncertainty": None if math.isnan(s) else s} for k, (v, s) in run.factors.items()},
-        "at_bound": list(run.at_bound),
-        "converged": run.converged,
-        "max_running": max_running,
-        "median_abs_error": error,
-        "warnings": list(warnings),
-        "levels": [
-            {
-                "concurrency": lf.concurrency,
-                "batch": lf.batch,
-                "predicted_tpot_s": lf.tpot_s[0],
-                "measured_tpot_s": lf.tpot_s[1],
-                "predicted_ttft_s": lf.ttft_s[0],
-                "measured_ttft_s": lf.ttft_s[1],
-                "predicted_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[0],
-                "measured_output_tok_s_per_gpu": lf.output_tok_s_per_gpu[1],
-            }
-            for lf in run.levels
-        ],
-        "measured_step_law": None
+    max_running = origin.identity.get("max_running")
+    report = BenchFit(
+        factors={k: FitFactor(value=v, uncertainty=None if math.isnan(s) else s) for k, (v, s) in run.factors.items()},
+        at_bound=tuple(run.at_bound),
+        converged=run.converged,
+        max_running=max_running if isinstance(max_running, int) else None,
+        median_abs_error=error,
+        warnings=tuple(warnings),
+        levels=tuple(_level(lf) for lf in run.levels),
+        measured_step_law=None
         if law is None
-        else {"a_s": law[0], "b_s_per_sequence": law[1], "points": [list(p) for p in step_points]},
-        "model_step_s": [{"batch": b, "measured_step_s": s, "model_step_s": model_step_s(b)} for b, s in step_points],
-        "profile": profile,
-    }
+        else StepLaw(a_s=law[0], b_s_per_sequence=law[1], points=tuple(tuple(p) for p in step_points)),
+        model_step_s=tuple(
+            StepPoint(batch=b, measured_step_s=s, model_step_s=predicted_step_s(case0, eff, b)) for b, s in step_points
+        ),
+        profile=profile,
+        update=FitUpdate(
+            kept=update.kept,
+            prior=update.prior,
+            shrink=update.shrink,
+            median_abs_error_shipped=LevelErrors(**update.error_shipped),
+            median_abs_error_calibrated=LevelErrors(**update.error_calibrated),
+        ),
+        sources=origin.sources,
+    )
+    return FitOutcome(cases, run, report, warnings)
+
+
+def _level(lf: LevelFit) -> FitLevel:
+    return FitLevel(
+        concurrency=lf.concurrency,
+        batch=lf.batch,
+        predicted_tpot_s=lf.tpot_s[0],
+        measured_tpot_s=lf.tpot_s[1],
+        predicted_ttft_s=lf.ttft_s[0],
+        measured_ttft_s=lf.ttft_s[1],
+        predicted_output_tok_s_per_gpu=lf.output_tok_s_per_gpu[0],
+        measured_output_tok_s_per_gpu=lf.output_tok_s_per_gpu[1],
+    )

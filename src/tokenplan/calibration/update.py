@@ -25,10 +25,11 @@ deployment inform, estimated with the shipped value as the prior, and nothing el
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import ClassVar
 
+from tokenplan.bench_schema import LevelErrors, UpdateProfile
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.from_runs import (
     STEP_FACTORS,
@@ -41,7 +42,9 @@ from tokenplan.calibration.from_runs import (
     level_fit,
 )
 from tokenplan.calibration.validate import Case
+from tokenplan.errors import InputError
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable, at_bound
+from tokenplan.results import JsonResult
 from tokenplan.stats import percentile
 
 INFORMED_SHRINK = 0.9  # posterior σ / prior σ below this: the data inform the factor
@@ -203,32 +206,77 @@ def _ttft_sigma(cases: list[Case], eff: Efficiency) -> float:
     return math.sqrt(sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps))
 
 
-def update_profile(
-    cases: list[Case], shipped: EfficiencyTable, provenance: str
-) -> tuple[dict[str, Any], dict[str, UpdateFit]]:
-    """An update profile (the format of :mod:`tokenplan.files.calibration`) from measured rows of
-    any number of deployments: the rows are grouped by ``engine/architecture`` and each group
-    updates its shipped factors (:func:`update_fit`). Returns the profile and group → fit; a
-    group whose rows carry neither TPOT nor throughput is left out (the shipped fit stands).
+@dataclass(frozen=True)
+class MovedFactor(JsonResult):
+    """A factor an update moved: its shipped and calibrated values, ±1σ (None: the fit cannot tell)."""
+
+    shipped: float
+    calibrated: float
+    uncertainty: float | None
+
+
+@dataclass(frozen=True)
+class UpdatedGroup(JsonResult):
+    """One ``engine/architecture`` group of an update: its rows, the candidate kept
+    (:attr:`UpdateFit.kept`), the factors moved and the median |error| with the shipped and with
+    the calibrated factors."""
+
+    rows: int
+    kept: str
+    factors: Mapping[str, MovedFactor]
+    median_abs_error_shipped: LevelErrors
+    median_abs_error_calibrated: LevelErrors
+
+
+@dataclass(frozen=True)
+class CalibrationUpdate(JsonResult):
+    """``calibrate FILE.csv`` without ``--refit``: the rows fitted and skipped, per group what
+    moved (:class:`UpdatedGroup`) and the update profile
+    (:class:`~tokenplan.bench_schema.UpdateProfile`). JSON: ``n``, ``skipped``, ``groups``,
+    ``profile``."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
+
+    n: int
+    skipped: int
+    groups: Mapping[str, UpdatedGroup]
+    profile: UpdateProfile
+
+
+def _group(fit: UpdateFit) -> UpdatedGroup:
+    factors = {k: MovedFactor(fit.prior[k], v, None if math.isnan(s) else s) for k, (v, s) in fit.run.factors.items()}
+    shipped, calibrated = (LevelErrors(e["tpot"], e["ttft"]) for e in (fit.error_shipped, fit.error_calibrated))
+    return UpdatedGroup(len(fit.run.levels), fit.kept, factors, shipped, calibrated)
+
+
+def update_shipped(
+    cases: list[Case], skipped: int, shipped: EfficiencyTable, provenance: str, files: str
+) -> CalibrationUpdate:
+    """The update of the shipped fit by measured rows of any number of deployments: the rows are
+    grouped by ``engine/architecture`` and each group updates its shipped factors
+    (:func:`update_fit`); a group whose rows carry neither TPOT nor throughput is left out (the
+    shipped fit stands). ``skipped``: rows the files held that could not be predicted; ``files``:
+    the files, as the error names them.
+
+    Raises:
+        InputError: no group with TPOT or throughput measured.
     """
     by_group: dict[str, list[Case]] = {}
     for c in cases:
         by_group.setdefault(c.group, []).append(c)
-    fits, groups, prior, sigma = {}, {}, {}, {}
+    fits: dict[str, UpdateFit] = {}
     for group, rows in sorted(by_group.items()):
         try:
-            fit = update_fit(rows, shipped.resolve(rows[0].engine, rows[0].architecture))
+            fits[group] = update_fit(rows, shipped.resolve(rows[0].engine, rows[0].architecture))
         except ValueError:
             continue
-        fits[group] = fit
-        groups[group] = {k: v for k, (v, _) in fit.run.factors.items()}
-        prior.update({f"{group}.{k}": v for k, v in fit.prior.items()})
-        sigma.update({f"{group}.{k}": s for k, (_, s) in fit.run.factors.items() if not math.isnan(s)})
-    profile = {
-        "layered_on": "shipped",
-        "groups": groups,
-        "prior": prior,
-        "uncertainty": sigma,
-        "provenance": provenance,
-    }
-    return profile, fits
+    if not fits:
+        raise InputError("measurement files", files, "rows with TPOT or output tok/s measured")
+    profile = UpdateProfile(
+        "shipped",
+        {g: {k: v for k, (v, _) in f.run.factors.items()} for g, f in fits.items()},
+        {f"{g}.{k}": v for g, f in fits.items() for k, v in f.prior.items()},
+        {f"{g}.{k}": s for g, f in fits.items() for k, (_, s) in f.run.factors.items() if not math.isnan(s)},
+        provenance,
+    )
+    return CalibrationUpdate(len(cases), skipped, {g: _group(f) for g, f in fits.items()}, profile)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tokenplan.calibration.bands import BandTable, interval, queue_regime, spec_regime
-from tokenplan.calibration.validate import ErrorSummary, RowResult, Validation
-from tokenplan.results import INLINE, Interval, JsonResult, inline
+from tokenplan.calibration.validate import Case, ErrorSummary, RowResult, Validation, measured_pairs, predict_case
+from tokenplan.measurement import Measurement
+from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.results import INLINE, Interval, JsonResult, inline, renamed
 
 
 @dataclass(frozen=True)
@@ -56,43 +58,81 @@ class SkippedEntry(JsonResult):
 
 
 @dataclass(frozen=True)
-class MetricError:
-    """One metric of one row: predicted and measured (``name`` gives the unit: tok/s per GPU or
-    ms) and the relative error, whose JSON key is ``error_key``; with error bands, the 80 %
-    interval around the prediction (``low``, ``high``, same unit) and whether the measurement
-    lies inside it."""
+class MetricError(JsonResult):
+    """One metric of one row: predicted and measured (tok/s per GPU or ms) and the relative error; with error bands, the 80 % interval around the
+    prediction (``low``, ``high``, same unit) and whether the measurement lies inside it. Each
+    metric's JSON keys carry its name, so each metric is its own subclass
+    (:class:`ThroughputError`, :class:`TpotError`, :class:`TtftError`)."""
 
-    name: str
     predicted: float
     measured: float
     error: float
-    error_key: str
     low: float | None = None
     high: float | None = None
+    inside: bool | None = None
 
-    @property
-    def inside(self) -> bool | None:
-        """The measurement lies in ``[low, high]`` (None without an interval)."""
-        return None if self.low is None or self.high is None else self.low <= self.measured <= self.high
+    @classmethod
+    def of(cls, predicted: float, measured: float, error: float, low: float | None, high: float | None) -> MetricError:
+        """The metric, ``inside`` set where there is an interval."""
+        inside = None if low is None or high is None else low <= measured <= high
+        return cls(predicted, measured, error, low, high, inside)
 
-    def to_json(self) -> dict[str, float | bool]:
-        """``{"predicted_<name>", "measured_<name>", <error_key>}``, and with an interval
-        ``"<name>_low"``, ``"<name>_high"`` and ``<error_key> with "inside" for "error">``
-        (``inside``, ``tpot_inside``, ``ttft_inside``)."""
-        out: dict[str, float | bool] = {
-            f"predicted_{self.name}": self.predicted,
-            f"measured_{self.name}": self.measured,
-            self.error_key: self.error,
-        }
-        if self.low is not None and self.high is not None:
-            out.update(
-                {
-                    f"{self.name}_low": self.low,
-                    f"{self.name}_high": self.high,
-                    self.error_key.replace("error", "inside"): self.low <= self.measured <= self.high,
-                }
-            )
-        return out
+
+def _keys(name: str, error: str) -> dict[str, Any]:
+    """The JSON keys of a metric whose figure is ``name`` and whose error key is ``error``:
+    ``predicted_<name>``, ``measured_<name>``, ``<error>``, ``<name>_low``, ``<name>_high`` and
+    ``<error with "inside" for "error">``; the interval's keys only where there is one."""
+    return {
+        "predicted": renamed(f"predicted_{name}"),
+        "measured": renamed(f"measured_{name}"),
+        "error": renamed(error),
+        "low": renamed(f"{name}_low", omit_none=True),
+        "high": renamed(f"{name}_high", omit_none=True),
+        "inside": renamed(error.replace("error", "inside"), omit_none=True),
+    }
+
+
+_THROUGHPUT, _TPOT, _TTFT = (
+    _keys("output_tok_s_per_gpu", "error"),
+    _keys("tpot_ms", "tpot_error"),
+    _keys("ttft_ms", "ttft_error"),
+)
+
+
+@dataclass(frozen=True)
+class ThroughputError(MetricError):
+    """Output tok/s per GPU (:class:`MetricError`)."""
+
+    predicted: float = field(metadata=_THROUGHPUT["predicted"])
+    measured: float = field(metadata=_THROUGHPUT["measured"])
+    error: float = field(metadata=_THROUGHPUT["error"])
+    low: float | None = field(default=None, metadata=_THROUGHPUT["low"])
+    high: float | None = field(default=None, metadata=_THROUGHPUT["high"])
+    inside: bool | None = field(default=None, metadata=_THROUGHPUT["inside"])
+
+
+@dataclass(frozen=True)
+class TpotError(MetricError):
+    """Time per output token, ms (:class:`MetricError`)."""
+
+    predicted: float = field(metadata=_TPOT["predicted"])
+    measured: float = field(metadata=_TPOT["measured"])
+    error: float = field(metadata=_TPOT["error"])
+    low: float | None = field(default=None, metadata=_TPOT["low"])
+    high: float | None = field(default=None, metadata=_TPOT["high"])
+    inside: bool | None = field(default=None, metadata=_TPOT["inside"])
+
+
+@dataclass(frozen=True)
+class TtftError(MetricError):
+    """Time to first token, ms (:class:`MetricError`)."""
+
+    predicted: float = field(metadata=_TTFT["predicted"])
+    measured: float = field(metadata=_TTFT["measured"])
+    error: float = field(metadata=_TTFT["error"])
+    low: float | None = field(default=None, metadata=_TTFT["low"])
+    high: float | None = field(default=None, metadata=_TTFT["high"])
+    inside: bool | None = field(default=None, metadata=_TTFT["inside"])
 
 
 @dataclass(frozen=True)
@@ -102,7 +142,7 @@ class ValidatedRow(JsonResult):
     lengths spread around ``isl``/``osl`` (their means): ``fixed``, ``U[0.8L, L]`` (uniform, as
     InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``).
     ``gpu_variant_stated`` False: the source names only the GPU family; the row's interval then
-    spans the family's variants (``api._variants``)."""
+    spans the family's variants (:func:`variant_span`)."""
 
     line: int
     id: str
@@ -116,13 +156,43 @@ class ValidatedRow(JsonResult):
     osl: float | None
     concurrency: float | None
     lengths: str
-    metrics: tuple[MetricError, ...] = field(metadata=INLINE)
+    throughput: ThroughputError | None = field(default=None, metadata=INLINE)
+    tpot: TpotError | None = field(default=None, metadata=INLINE)
+    ttft: TtftError | None = field(default=None, metadata=INLINE)
     gpu_variant_stated: bool = True
+
+    def metric(self, name: str) -> MetricError | None:
+        """The row's ``throughput``, ``tpot`` or ``ttft`` (None where it does not measure it)."""
+        value: MetricError | None = getattr(self, name)
+        return value
 
 
 # (row, metric) -> (lowest, highest) prediction of the metric over the family's GPU variants, for a
 # row whose source names only the family; None where it states the variant
 VariantSpan = Callable[[RowResult, str], "tuple[float, float] | None"]
+
+
+def variant_span(table: EfficiencyTable, variant_cases: Callable[[Measurement], list[Case]]) -> VariantSpan:
+    """The :data:`VariantSpan` of rows whose source names only a GPU family ("H100" without SXM,
+    PCIe or NVL): the (lowest, highest) prediction of a metric (``throughput``, ``tpot``,
+    ``ttft``; tok/s per GPU or seconds) over the row's GPU and the same row on the family's other
+    catalog variants (``variant_cases``: those that resolve); variants that reject the
+    configuration (e.g. it does not fit in their memory) are left out. The row is predicted on
+    the variant its ``gpu`` column guesses (usually SXM) and never scored as if the guess were
+    known: its 80 % interval spans every variant's."""
+
+    def span(r: RowResult, metric: str) -> tuple[float, float] | None:
+        m = r.case.measurement
+        if m.gpu_variant_stated or metric not in r.values:
+            return None
+        values = [r.values[metric][0]]
+        for case in variant_cases(m):
+            p = predict_case(case, table.resolve(case.engine, case.architecture))
+            if p.rejected is None and metric in (pairs := measured_pairs(case, p)):
+                values.append(pairs[metric][0])
+        return min(values), max(values)
+
+    return span
 
 
 @dataclass(frozen=True)
@@ -149,7 +219,12 @@ class ValidationResult(JsonResult):
     rows: tuple[ValidatedRow, ...]
 
 
-_UNITS = {"throughput": ("output_tok_s_per_gpu", 1.0), "tpot": ("tpot_ms", 1e3), "ttft": ("ttft_ms", 1e3)}
+# metric → (its type, the scale from the model's unit: tok/s per GPU, or seconds to ms)
+_METRICS: dict[str, tuple[type[MetricError], float]] = {
+    "throughput": (ThroughputError, 1.0),
+    "tpot": (TpotError, 1e3),
+    "ttft": (TtftError, 1e3),
+}
 # metric → (band metric, the figure scales as 1 / the band metric's quantity): see calibration.bands
 _BAND_OF = {"throughput": ("rate", False), "tpot": ("rate", True), "ttft": ("ttft", False)}
 
@@ -179,8 +254,7 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
 
 def _coverage(rows: list[ValidatedRow], metric: str) -> float | None:
     """Share of the rows measuring ``metric`` whose measurement lies inside its interval."""
-    name = _UNITS[metric][0]
-    hits = [m.inside for row in rows for m in row.metrics if m.name == name and m.inside is not None]
+    hits = [m.inside for row in rows if (m := row.metric(metric)) is not None and m.inside is not None]
     return sum(hits) / len(hits) if hits else None
 
 
@@ -227,16 +301,15 @@ def _row(
     r: RowResult, bands: BandTable | None, named_sets: Collection[str], variant_span: VariantSpan | None = None
 ) -> ValidatedRow:
     m = r.case.measurement
-    metrics = []
+    metrics = {}
     for metric, (pred, meas, err) in r.values.items():
-        name, scale = _UNITS[metric]
-        prefix = "" if metric == "throughput" else f"{metric}_"
+        kind, scale = _METRICS[metric]
         iv = None if bands is None else row_interval(bands, r, metric)
         low, high = (None, None) if iv is None else (iv.low * scale, iv.high * scale)
         span = None if variant_span is None or low is None or high is None else variant_span(r, metric)
         if low is not None and high is not None and span is not None:  # every variant's interval
             low, high = min(low, low * span[0] / pred), max(high, high * span[1] / pred)
-        metrics.append(MetricError(name, pred * scale, meas * scale, err, f"{prefix}error", low, high))
+        metrics[metric] = kind.of(pred * scale, meas * scale, err, low, high)
     return ValidatedRow(
         line=m.line,
         id=m.row_id,
@@ -250,7 +323,7 @@ def _row(
         osl=m.osl_tokens,
         concurrency=m.concurrency,
         lengths=_lengths(r, named_sets),
-        metrics=tuple(metrics),
+        **metrics,  # type: ignore[arg-type]  # each metric's own type, by _METRICS
         gpu_variant_stated=m.gpu_variant_stated,
     )
 

@@ -207,7 +207,7 @@ def load_engine(name: str) -> Engine:
     return from_catalog(key, raw[key])
 
 
-# The top-level keys of a calibration profile (api.calibrate.CalibrationProfile, api.bench's fitted_on).
+# The top-level keys of a calibration profile (calibration.summary.CalibrationProfile, a bench fit's fitted_on).
 CALIBRATION_KEYS = (
     "default",
     "groups",
@@ -312,9 +312,14 @@ def model_for_hf_id(hf_id: str) -> str | None:
     return None
 
 
-def launch_info(model_name: str) -> tuple[str, object]:
-    """(Hugging Face repository, reasoning parser name or {engine: name}) for a shipped model;
-    a local config gets its folder as the repository and no parser."""
+def launch_info(model: str, model_name: str) -> tuple[str, object]:
+    """(where launch commands load ``model`` from, reasoning parser name or {engine: name}):
+    for a shipped model its Hugging Face repository; a local config.json (or its folder) its
+    folder as an absolute path and no parser (the engines read a bare name as a repository id;
+    :func:`load_model` reads paths the same way). ``model_name``: the spec's name."""
+    local = Path(model)
+    if local.exists():
+        return str((local if local.is_dir() else local.parent).resolve()), None
     entry = _launch_raw().get(model_name)
     if entry is None:
         return model_name, None

@@ -1,7 +1,7 @@
 """``tokenplan bench --endpoint URL --model NAME``: measure a live server over a concurrency sweep;
 ``--fit -o PROFILE.json`` fits the planner's efficiency factors to it.
 
-Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :func:`finish_bench` (fit, save,
+Options → :class:`BenchRequest` (by keyword) → :func:`bench` → :func:`finish` (fit, save,
 plot) → :mod:`tokenplan.report.bench`. Each option's type and help is one click decorator below,
 in the order ``--help`` lists.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from tokenplan.api._bench_outputs import FitTarget, check_outputs, finish_bench
-from tokenplan.api.bench import BenchRequest, bench, fit_bench, read_bench_json
+from tokenplan.api.bench import BenchRequest, FitTarget, bench, check_outputs, finish, read_bench_json
+from tokenplan.api.resolve import PredictRequest
 from tokenplan.bench_schema import BenchLevel, BenchResult
 from tokenplan.cli.app import app
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
@@ -28,10 +28,7 @@ from tokenplan.report.bench import level_line, show_bench
 # BenchRequest's field for each measuring option whose name differs
 _REQUEST_FIELDS = {"duration": "duration_s", "warmup": "warmup_requests", "deadline": "deadline_s"}
 _FIT_OPTIONS = (
-    "out",
-    "config",
     "gpu",
-    "num_gpus",
     "tp",
     "pp",
     "ep",
@@ -127,7 +124,7 @@ def _fitting(o: dict[str, Any]) -> FitTarget | None:
         return None
     if o["out"] is None or o["config"] is None or o["gpu"] is None:
         raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
-    return FitTarget(**{k: o[k] for k in _FIT_OPTIONS})
+    return FitTarget(o["out"], PredictRequest(model=o["config"], **{k: o[k] for k in _FIT_OPTIONS}), o["num_gpus"])
 
 
 def _shown(endpoints: Sequence[str] | None, model: str | None) -> str:
@@ -201,7 +198,7 @@ def _progress(level: dict) -> None:
 def _finish(
     data: dict, stopped: str | None, fitting: FitTarget | None, save: Path | None, plot: Path | None, json_out: bool
 ) -> None:
-    """Fit, save and plot (:func:`finish_bench`), print the sweep (as JSON where a file that would
+    """Fit, save and plot (:func:`finish`), print the sweep (as JSON where a file that would
     have kept it was lost), then raise what went wrong, if anything."""
 
     def draw(data: dict, path: Path) -> None:
@@ -209,10 +206,7 @@ def _finish(
 
         write_bench_plot(BenchResult.from_json(data, "bench JSON"), path)
 
-    def fit(data: dict, served: Any) -> Any:  # noqa: ANN401 - a PredictRequest in, a FitOutcome out
-        return fit_bench(data, served, "tokenplan bench " + " ".join(sys.argv[2:]))
-
-    done = finish_bench(data, fitting, save, plot, fit, draw)
+    done = finish(data, fitting, save, plot, "tokenplan bench " + " ".join(sys.argv[2:]), draw)
     for warning in done.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     as_json = done.print_json(save is not None, json_out)

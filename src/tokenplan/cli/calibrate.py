@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from tokenplan.api.calibrate import calibrate, calibrate_update, table_to_json
+from tokenplan.api.calibrate import calibrate, calibrate_update
 from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
@@ -106,12 +106,11 @@ def _update_csv(paths: Sequence[str], out: Path, json_out: bool) -> None:
     from tokenplan.report.fit import show_update
 
     result = calibrate_update(list(paths), "tokenplan calibrate " + " ".join(paths) + f" -o {out}")
-    d = result.to_json()
-    out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
+    out.write_text(json.dumps(result.profile.to_json(), indent=2) + "\n", encoding="utf-8")
     if json_out:
-        print(json.dumps(d, indent=2))
+        print(json.dumps(result.to_json(), indent=2))
         return
-    show_update(wide_console(), d, out)
+    show_update(wide_console(), result, out)
 
 
 def _from_csv(paths: Sequence[str], out: Path, cv: bool, bands: Path | None, json_out: bool) -> None:
@@ -125,8 +124,8 @@ def _from_csv(paths: Sequence[str], out: Path, cv: bool, bands: Path | None, jso
     d = result.to_json()
     out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
     band_table = result.bands if bands is not None else None
-    if band_table is not None:
-        bands.write_text(json.dumps(table_to_json(band_table), indent=2) + "\n", encoding="utf-8")  # type: ignore[union-attr]
+    if bands is not None and band_table is not None:
+        bands.write_text(json.dumps(result.bands_json(), indent=2) + "\n", encoding="utf-8")
     if json_out:
         print(json.dumps(d, indent=2))
         return

@@ -40,4 +40,4 @@ def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
         return
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    print(dry_run_text(record, request.n))
+    print(dry_run_text(record, request.job.n))

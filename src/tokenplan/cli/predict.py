@@ -294,8 +294,8 @@ def memory_cmd(
 
 def _emit(result, as_json: bool, render) -> None:
     """Print the result (table or JSON); a configuration that cannot run exits 2 with its reason."""
-    from tokenplan.api.results import Rejected
     from tokenplan.errors import InfeasibleError
+    from tokenplan.job.results import Rejected
     from tokenplan.report.tables import print_warnings
 
     if as_json:

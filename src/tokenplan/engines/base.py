@@ -19,6 +19,7 @@ from tokenplan.arch.spec import ModelSpec
 
 # The launch records and the shell around them lived here; they are imported from here throughout.
 from tokenplan.engines.launch import Launch as Launch
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.engines.launch import Parallelism as Parallelism
 from tokenplan.engines.launch import endpoint_list as endpoint_list
 from tokenplan.engines.launch import join_command as join_command
@@ -61,6 +62,9 @@ class EngineSettings:
         activation_bytes: what the engine's own rule holds back for activations, CUDA graphs
             and communication inside its fraction's remainder (SGLang's S1 reserve, bytes; 0
             where ``reserve_bytes`` already holds it): a launch that raises the fraction keeps it.
+        adp_balance_timeout_iters: iterations a rank holds a new context request back while
+            some attention-DP rank has none (TensorRT-LLM ``attention_dp_config.timeout_iters``
+            with ``enable_balance``; 0 = no balancing; ``job.prefill_wait.adp_balance_wait_s``).
     """
 
     memory_fraction: float
@@ -77,6 +81,7 @@ class EngineSettings:
     startup_bytes: float = 0.0
     chunk_set: bool = False
     activation_bytes: float = 0.0
+    adp_balance_timeout_iters: int = 0
 
     def fraction_base_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """The bytes the memory fraction is a share of, so that raising it by Δ adds Δ × this to
@@ -218,18 +223,18 @@ class Engine(Protocol):
         """Extra recurrent-state copies one running request holds under speculative decoding
         (``draft_tokens`` k; None or 0 = off)."""
 
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
-        """The launch turns the prefix (radix) cache off: what lifting the running cap of a
-        hybrid model takes (SGLang ``--disable-radix-cache``)."""
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
+        """The launch turns the prefix (radix) cache off: what lifting the running cap
+        (``max_running.lifted``) of a hybrid model takes (SGLang ``--disable-radix-cache``)."""
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """The state-pool / KV-pool memory ratio a hybrid model's memory after weights is split
-        at (None: one pool holds both, or no state); ``cap_lifted``: the launch lifts the
-        engine's default running cap (``Config.lift_running_cap``)."""
+        at (None: one pool holds both, or no state), at the running cap ``max_running``
+        (``Config.max_running``: the engine's default, lifted or fixed)."""
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """Running requests per replica the engine allocates state for when the running limit
-        is ``limit`` (``settings.max_running``: the cap; ``cap_lifted`` as above)."""
+        is ``limit`` (``settings.max_running``: the cap's value; ``max_running`` as above)."""
 
     # ---- scheduler
     def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:

@@ -32,6 +32,24 @@ class Parallelism(Protocol):
     def gpus_per_replica(self) -> int: ...
 
 
+class MaxRunning(NamedTuple):
+    """The running-request cap per replica, one setting from ``--max-running`` to the launch
+    command (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
+    ``--max_batch_size``): the engine's default (``MaxRunning()``), lifted to what memory allows
+    (``lifted``: SGLang's default 48 with speculative decoding raised, on a hybrid model with its
+    radix cache off), or fixed at ``requests`` per replica (``--max-running N``; a measured run's
+    ``max_running`` column)."""
+
+    requests: int | None = None
+    lifted: bool = False
+
+    def describe(self) -> str:
+        """``48`` (fixed), ``raised`` (lifted) or ``engine default``."""
+        if self.requests is not None:
+            return f"{self.requests}"
+        return "raised" if self.lifted else "engine default"
+
+
 class Launch(NamedTuple):
     """What an engine's launch command is written from: one planned configuration.
 
@@ -43,10 +61,9 @@ class Launch(NamedTuple):
         spec_method: ``mtp``, ``eagle3``, … or None; draft_tokens: k (0 without speculation).
         ssm_dtype: the hybrid state dtype the plan sized (None = the config's).
         hybrid: the model has linear-attention state.
-        lift_running_cap: the plan lifts the engine's default running-request cap.
-        max_running: the running-request cap per replica the user fixed (``plan --max-running``,
-            ``Config.max_running``; None = the engine's default or the plan's raised one).
-        running_limit: running requests per replica the plan assumes.
+        max_running: the running-request cap as the plan sets it (``Config.max_running``: the
+            engine's default, lifted, or fixed by the user with ``plan --max-running``).
+        planned_running: running requests per replica the plan assumes (the batch limit).
         settings: the planned engine's resolved settings.
         planned_engine: the name of the engine the plan was made for; another engine's command
             keeps that engine's own memory default.
@@ -55,7 +72,7 @@ class Launch(NamedTuple):
         sizing: (engine name, memory fraction, running requests per replica) for each engine whose
             KV pool the plan sized to hold the batch with headroom
             (``planning.launch.launch_sizing``); an engine not listed keeps the planned
-            settings' fraction (planned engine) or its own default, and ``running_limit``.
+            settings' fraction (planned engine) or its own default, and ``planned_running``.
     """
 
     repo: str
@@ -68,9 +85,8 @@ class Launch(NamedTuple):
     draft_tokens: int
     ssm_dtype: str | None
     hybrid: bool
-    lift_running_cap: bool
-    max_running: int | None
-    running_limit: int
+    max_running: MaxRunning
+    planned_running: int
     settings: EngineSettings
     planned_engine: str
     host_gpus: int = 8
@@ -79,14 +95,15 @@ class Launch(NamedTuple):
     def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
         entry in ``sizing``, else the planned settings' fraction for the planned engine or
-        ``default_fraction`` (the engine's own default) for another, with ``running_limit``. A
-        cap the user fixed (``max_running``) is the running requests every launch sets: the
+        ``default_fraction`` (the engine's own default) for another, with ``planned_running``. A
+        cap the user fixed (``max_running.requests``) is the running requests every launch sets: the
         plan's memory was sized for it (SGLang reserves speculative state for the whole cap)."""
+        fixed = self.max_running.requests
         for name, fraction, running in self.sizing:
             if name == engine:
-                return fraction, running if self.max_running is None else self.max_running
+                return fraction, running if fixed is None else fixed
         planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
-        return planned, self.running_limit if self.max_running is None else self.max_running
+        return planned, self.planned_running if fixed is None else fixed
 
     def replicas_per_server(self, separate_servers: bool) -> int:
         """DP replicas one server runs (:func:`replicas_per_server`)."""

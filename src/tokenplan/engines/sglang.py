@@ -20,6 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB, MiB
 
@@ -224,26 +225,26 @@ class Sglang:
         return draft_tokens + 1 if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
         """True for a hybrid model whose cap is lifted: with the radix cache on, each running
         request holds several state slots (its ping-pong buffers, S3) and the cap stays at
         state slots ÷ 5; ``--disable-radix-cache`` with an explicit ``--max-running-requests``
         gives one slot per running request (S3)."""
-        return hybrid_model and cap_lifted
+        return hybrid_model and max_running.lifted
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """``--mamba-full-memory-ratio`` for a hybrid model (S3); None with the radix cache off
         (:meth:`disables_radix_cache`): state slots then equal the running requests and share
         the pool (S3)."""
-        if not hybrid_model or self.disables_radix_cache(hybrid_model, cap_lifted):
+        if not hybrid_model or self.disables_radix_cache(hybrid_model, max_running):
             return None
         return self.pools.state_to_kv_memory_ratio
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """With ``--disable-radix-cache`` (the cap lifted) SGLang gives every one of
         ``--max-running-requests`` a state slot and its speculative copies whether or not that
         many run (S3), so an explicit cap counts in full; otherwise the running limit."""
-        if cap_lifted and settings.max_running is not None:
+        if max_running.lifted and settings.max_running is not None:
             return max(limit, float(settings.max_running))
         return limit
 
@@ -332,12 +333,12 @@ class Sglang:
             )
         if launch.ssm_dtype is not None and launch.hybrid:
             args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
-        if self.disables_radix_cache(launch.hybrid, launch.lift_running_cap):
+        if self.disables_radix_cache(launch.hybrid, launch.max_running):
             # --disable-radix-cache with an explicit --max-running-requests gives one state slot per
             # running request (S3); the plan's limit already holds each request's k + 1 speculative
             # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
             args.append("--disable-radix-cache")
-        if launch.lift_running_cap or launch.max_running is not None or running < launch.running_limit:
+        if launch.max_running.lifted or launch.max_running.requests is not None or running < launch.planned_running:
             args.append(f"--max-running-requests {running}")
         parser = launch.parser(self.name)
         if parser:

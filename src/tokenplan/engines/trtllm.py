@@ -23,11 +23,24 @@ from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB
 
 # Weight formats trtllm-bench's heuristic sizes (QuantAlgo NO_QUANT, FP8, FP8_BLOCK_SCALES, NVFP4; T5).
 _BENCH_TUNED = frozenset({Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.NVFP4})
+
+# Attention-DP context balancing as the published attention-DP recipes launch it
+# (``attention_dp_config: {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}`` in
+# InferenceMAX's TensorRT-LLM DeepSeek-R1 scripts and TensorRT-LLM's DeepSeek deployment guide;
+# the engine's own default is ``enable_balance: false``): the launch command writes it and the
+# TTFT charges its wait (``job.prefill_wait.adp_balance_wait_s``).
+ADP_BALANCE_TIMEOUT_ITERS = 60
+_ADP_BALANCE_YAML = (
+    "  enable_balance: true",
+    f"  timeout_iters: {ADP_BALANCE_TIMEOUT_ITERS}",
+    "  batching_wait_iters: 0",
+)
 
 
 def trtllm_bench_limits(
@@ -128,8 +141,9 @@ class Trtllm:
     ) -> EngineSettings:
         """``free_gpu_memory_fraction`` of the memory left after weights and the profiling peak
         ``reserve_fixed_gib`` (T2, T3), ``max_num_tokens`` and ``max_batch_size`` (T1, T2), CUDA
-        graphs up to ``graph_max_bs`` (T6). The GPU, layout, speculation and vision cut do not
-        change these defaults. ``memory_fraction``, ``max_running``, ``chunk_tokens``
+        graphs up to ``graph_max_bs`` (T6), attention-DP balancing as the launch writes it
+        (``ADP_BALANCE_TIMEOUT_ITERS``). The GPU, speculation and vision cut do not change these
+        defaults. ``memory_fraction``, ``max_running``, ``chunk_tokens``
         (``max_num_tokens``): user overrides."""
         return EngineSettings(
             memory_fraction or self.memory_fraction,
@@ -139,6 +153,7 @@ class Trtllm:
             self.graph_max_bs,
             max_running or self.max_batch_size,
             chunk_set=chunk_tokens is not None,
+            adp_balance_timeout_iters=ADP_BALANCE_TIMEOUT_ITERS if layout.attention_dp else 0,
         )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
@@ -210,16 +225,16 @@ class Trtllm:
         return 0
 
     # ------------------------------------------------------------------ scheduler
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
         """False: the plan never lifts TensorRT-LLM's cap (:meth:`caps_running_by_default`)."""
         return False
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """The catalog's ``state_to_kv_memory_ratio`` for a hybrid model (``pools``; None where the
         catalog gives none: TensorRT-LLM then holds state and KV in one pool), None for other models."""
         return self.pools.state_to_kv_memory_ratio if hybrid_model else None
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """The running limit: TensorRT-LLM allocates state per running request."""
         return limit
 
@@ -276,7 +291,7 @@ class Trtllm:
         if launch.kv_dtype is Dtype.FP8:
             yaml.append("  dtype: fp8")
         if lay.attention_dp:
-            yaml.append("enable_attention_dp: true")
+            yaml += ["enable_attention_dp: true", "attention_dp_config:", *_ADP_BALANCE_YAML]
         if launch.spec_method is not None:
             yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens)]
         ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB, MiB
 
@@ -177,20 +178,32 @@ class Vllm:
 
     def spec_state_copies(self, draft_tokens: int | None) -> int:
         """k: ``MambaSpec`` adds ``num_speculative_blocks`` = k state blocks per request
-        (``max_memory_usage_bytes = page × (1 + num_speculative_blocks)``, V16)."""
+        (``max_memory_usage_bytes = page × (1 + num_speculative_blocks)``, V16).
+
+        The verify moves no state beyond what ``perf.step`` counts (one read, k + 1 writes per
+        sequence) and commits nothing afterwards (``pools.verify_state_commit`` stays False): vLLM's
+        ``fused_recurrent_gated_delta_rule_fwd_kernel`` reads the initial state from slot
+        ``ssm_state_indices[i, num_accepted_tokens[i] − 1]`` and stores the state after each of
+        the T verified tokens into ``ssm_state_indices[i, t]``, in place, so the next step starts
+        from the accepted token's slot with no copy (vllm ``vllm/model_executor/layers/fla/ops/
+        fused_recurrent.py`` @03c6dad8, ``IS_SPEC_DECODING`` branch; called with
+        ``inplace_final_state=True`` from the Qwen3-Next/Qwen3.5 GDN layer, ``qwen3_next.py``
+        ``_forward_core`` @6365b387; stored versions of the repository, not the v0.18.0 tag). The SSM
+        state is fp32 and the conv state bf16 for Qwen3.5 (vllm PR #34489), as
+        ``MemoryBreakdown.state_bytes_per_sequence_per_gpu`` counts."""
         return draft_tokens if draft_tokens else 0
 
     # ------------------------------------------------------------------ scheduler
-    def disables_radix_cache(self, hybrid_model: bool, cap_lifted: bool) -> bool:
+    def disables_radix_cache(self, hybrid_model: bool, max_running: MaxRunning) -> bool:
         """False: the plan never lifts vLLM's cap (:meth:`caps_running_by_default`)."""
         return False
 
-    def state_to_kv_ratio(self, hybrid_model: bool, cap_lifted: bool) -> float | None:
+    def state_to_kv_ratio(self, hybrid_model: bool, max_running: MaxRunning) -> float | None:
         """The catalog's ``state_to_kv_memory_ratio`` for a hybrid model (``pools``; None where the
         catalog gives none: vLLM then holds state and KV in one pool), None for other models."""
         return self.pools.state_to_kv_memory_ratio if hybrid_model else None
 
-    def allocated_running(self, limit: float, settings: EngineSettings, cap_lifted: bool) -> float:
+    def allocated_running(self, limit: float, settings: EngineSettings, max_running: MaxRunning) -> float:
         """The running limit: vLLM allocates state per running request."""
         return limit
 

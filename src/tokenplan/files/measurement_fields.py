@@ -159,7 +159,7 @@ def lengths(row: dict) -> Lengths:
     )
 
 
-def running_cap(row: dict) -> int | None:
+def max_running(row: dict) -> int | None:
     """The ``max_running`` column: the launch's running-request cap per replica, a whole number
     ≥ 1, None where blank (the engine's default)."""
     value = optional_positive(row, "max_running")

@@ -128,7 +128,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             ttft_s=f.median_ms(row, "ttft_ms_median"),
             tpot_s=f.median_ms(row, "tpot_ms_median"),
             length_low_fraction=spread.low_fraction,
-            max_running=f.running_cap(row),
+            max_running=f.max_running(row),
             length_set=spread.length_set,
             memory_fraction=f.memory_fraction(row),
             engine_version=version or None,
@@ -257,3 +257,11 @@ def read_measurements(path: str) -> MeasurementFile:
         except RowError as exc:
             skipped.append(SkippedRow(line, f.text(raw, "id") or str(line), f"malformed: {exc}"))
     return MeasurementFile(path, kind, tuple(rows), tuple(skipped))
+
+
+def described(path: str) -> str:
+    """``path`` and the first 12 hex digits of its SHA-256 (``data/dev.csv sha256:0123456789ab``),
+    as a fit's provenance names the files it was fitted on."""
+    import hashlib
+
+    return f"{path} sha256:{hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]}"

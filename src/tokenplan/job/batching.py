@@ -18,8 +18,8 @@ batch is the concurrency capped by the engine's running-request limit, by KV cap
 running sequences' mean context (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
 TTFT = the serving overhead outside the GPU + wait for the step in progress + the request's own
 prefill + queueing behind other requests' prefills (waves and M/D/1, mixed by
-``Efficiency.prefill_wave_fraction``; ``job.prefill_wait``) + queueing when the client keeps more
-requests in flight than the engine runs (Little's law).
+``Efficiency.prefill_wave_fraction``; ``job.prefill_wait``) + TensorRT-LLM's attention-DP balancing
+wait + queueing when the client keeps more requests in flight than the engine runs (Little's law).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from tokenplan.job.limits import BatchLimits as BatchLimits
 from tokenplan.job.limits import batch_limits as batch_limits
 from tokenplan.job.prefill_wait import (  # noqa: F401  (MAX_PREFILL_UTILISATION: its home was here)
     MAX_PREFILL_UTILISATION,
+    adp_balance_wait_s,
     length_spread_tokens,
     prefill_queue_s,
     wave_persistence,
@@ -371,6 +372,9 @@ def _level(
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s / 2 + own_s + queue
+    if settings.adp_balance_timeout_iters:  # attention-DP balancing holds the prompt back (job.prefill_wait)
+        arrivals = math.inf if queued else batch / cycle_s
+        ttft += adp_balance_wait_s(settings.adp_balance_timeout_iters, d.memory.sequence_shards, dec_s, arrivals)
     # A client times TPOT from its first token: the cycle's prefill work before that token (its own
     # prompt, and in a wave the prompts ahead of it) is in its TTFT, not in its TPOT.
     before_first = own_s + g * wave

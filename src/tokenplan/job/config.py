@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenplan.engines.base import Engine
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype
@@ -23,11 +24,11 @@ class Config:
         weight_dtype, kv_dtype: number formats.
         engine: the engine (``tokenplan.engines``).
         spec: speculative decoding, or None.
-        memory_fraction, max_running: user overrides of engine defaults (None = default).
+        memory_fraction: user override of the engine's memory fraction (None = default).
+        max_running: the running-request cap per replica (the engine's default, lifted to what
+            memory allows instead of it — SGLang's 48 with speculative decoding — or fixed).
         ssm_dtype: override of the hybrid state dtype (None = the config's).
         vision_cut: SGLang's memory cut for a multimodal checkpoint (1 = none).
-        lift_running_cap: set the engine's running-request limit to what memory allows
-            instead of its default (SGLang's 48 with speculative decoding).
         host_kv_bytes: host memory per GPU for KV offload (bytes; 0 = none).
         max_model_len: the longest request the server is launched to serve (tokens; None = the
             model's whole context, vLLM's default ``max_model_len``). A measured run sets it: the
@@ -42,10 +43,9 @@ class Config:
     engine: Engine
     spec: SpecDecode | None = None
     memory_fraction: float | None = None
-    max_running: int | None = None
+    max_running: MaxRunning = MaxRunning()
     ssm_dtype: str | None = None
     vision_cut: float = 1.0
-    lift_running_cap: bool = False
     host_kv_bytes: float = 0.0
     max_model_len: int | None = None
     chunk_tokens: int | None = None

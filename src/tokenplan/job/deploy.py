@@ -77,7 +77,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         return Rejection(config, why, "format")
     engine = config.engine
     settings = _settings(gpu, config)
-    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.lift_running_cap)
+    ratio = engine.state_to_kv_ratio(model.is_hybrid, config.max_running)
     mem = engine_memory(model, gpu, config, settings, ratio)
     tight = None  # asked for only where the default does not fit
     if not mem.fits and config.memory_fraction is None:
@@ -140,9 +140,9 @@ _SETTINGS: dict[tuple[object, ...], tuple[object, object, object, EngineSettings
 
 def _settings(gpu: Gpu, config: Config) -> EngineSettings:
     """``config.engine.settings`` for ``config`` on ``gpu``, from :data:`_SETTINGS` where it is."""
-    engine, lay, speculative = config.engine, config.layout, config.spec is not None and not config.lift_running_cap
+    engine, lay, speculative = config.engine, config.layout, config.spec is not None and not config.max_running.lifted
     key: tuple[object, ...] = (id(engine), id(gpu), id(lay), speculative, config.vision_cut, config.memory_fraction)
-    key += (config.max_running, config.chunk_tokens)
+    key += (config.max_running.requests, config.chunk_tokens)
     hit = _SETTINGS.get(key)
     if hit is None:
         got = engine.settings(
@@ -151,7 +151,7 @@ def _settings(gpu: Gpu, config: Config) -> EngineSettings:
             speculative=speculative,
             vision_cut=config.vision_cut,
             memory_fraction=config.memory_fraction,
-            max_running=config.max_running,
+            max_running=config.max_running.requests,
             chunk_tokens=config.chunk_tokens,
         )
         if len(_SETTINGS) >= 1024:
@@ -178,7 +178,7 @@ def engine_memory(
         ssm_dtype=config.ssm_dtype,
         host_kv_bytes=config.host_kv_bytes,
         spec_state_copies=copies,
-        spec_reserved_running=float(settings.max_running or 0),
+        max_running=float(settings.max_running or 0),
         padded_state_slot=config.engine.pools.padded_state_slot,
         draft_kv_pool=config.engine.pools.draft_kv_pool,
         verify_state_commit=config.engine.pools.verify_state_commit,

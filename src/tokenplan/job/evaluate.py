@@ -229,7 +229,7 @@ def prepare(
     if isinstance(deployed, Rejection):
         return deployed
     config, settings = deployed[0], deployed[1]
-    if offline and config.max_running is None:  # the engine's offline benchmark sizes its batch
+    if offline and config.max_running.requests is None:  # the engine's offline benchmark sizes its batch
         settings = config.engine.offline_settings(
             settings, model, gpu, config.layout, config.weight_dtype, config.kv_dtype, isl.mean, osl.mean
         )
@@ -286,7 +286,7 @@ def _sized(
 def _allocated(config: Config, settings: EngineSettings, limit: float) -> float:
     """Running requests the engine allocates state for at running limit ``limit``
     (``Engine.allocated_running``: an explicit cap may count in full)."""
-    return config.engine.allocated_running(limit, settings, config.lift_running_cap)
+    return config.engine.allocated_running(limit, settings, config.max_running)
 
 
 def allocated_requests(ev: Evaluation) -> float:

@@ -20,14 +20,14 @@ class BatchLimits:
     Attributes:
         kv: sequences whose KV fits at the running mean context.
         state: hybrid-model state slots per the engine's slot rule (None = no state).
-        engine: the engine's running-request cap.
+        max_running: the engine's running-request cap (``Engine.max_running``).
         limit: the smallest of them.
         reason: which one binds: ``kv cache``, ``state slots`` or ``engine cap``.
     """
 
     kv: float
     state: float | None
-    engine: float
+    max_running: float
     limit: float
     reason: str
 

@@ -151,3 +151,40 @@ def _wave_ends(n: int, per_step: float) -> tuple[int, float, int]:
         if j == n:
             return total, float(v), j - i + 1  # the last run is every i with k_i = k_n
         i, v = j + 1, nxt
+
+
+def adp_balance_wait_s(timeout_iters: int, ranks: float, step_s: float, arrivals_per_s: float) -> float:
+    """Mean time a new request waits for TensorRT-LLM's attention-DP context balancing before
+    its prefill (seconds).
+
+    With ``attention_dp_config.enable_balance`` a rank schedules its pending context requests
+    only once every attention-DP rank has one, or after ``timeout_iters`` iterations of waiting
+    (TensorRT-LLM ``PyExecutor._balance_adp_requests``: ``adp_ctx_waiting_iters_count`` counts
+    the steps while some rank has none, and the contexts go when it reaches
+    ``attention_dp_time_out_iters``; ``batching_wait_iters`` adds nothing at 0). The published
+    attention-DP recipes set ``enable_balance: true, timeout_iters: 60, batching_wait_iters: 0``
+    (InferenceMAX ``benchmarks/dsr1_fp4_b200_trt*.sh`` / ``dsr1_fp8_*_trt*.sh``; TensorRT-LLM's
+    DeepSeek deployment guide), so the wait is the shorter of ``timeout_iters`` decode steps and
+    the time until every rank has received a request: requests arrive at the replica at
+    ``arrivals_per_s`` and land on a rank as its own requests finish, i.e. at random among the
+    ranks, so after the first the other ``ranks − 1`` each need one (a coupon collector:
+    ``ranks / λ · H(ranks − 1)`` on average), and a request waits on average half that window.
+    On ``serving-dev.csv``'s TensorRT-LLM DeepSeek-R1 DP-attention rows at concurrency ≤ 32 the
+    measured TTFT is 0.8–6.4 s where the prefill takes 0.13–0.5 s: 30–100 decode steps more.
+
+    Args:
+        timeout_iters: the engine's balance timeout (iterations; 0 = balancing off).
+        ranks: attention-DP ranks of the replica (1 = no attention DP).
+        step_s: one decode step of the running batch (seconds).
+        arrivals_per_s: requests arriving at the replica per second (``math.inf`` when a queue
+            in the replica keeps every rank supplied: offline, or concurrency above the batch).
+
+    Returns:
+        Seconds (0 without balancing, attention DP or arrivals to wait for).
+    """
+    if timeout_iters <= 0 or ranks <= 1.0 or not arrivals_per_s > 0.0 or math.isinf(arrivals_per_s):
+        return 0.0
+    others = int(round(ranks)) - 1
+    window = ranks / arrivals_per_s * sum(1.0 / i for i in range(1, others + 1))
+    cap = timeout_iters * step_s
+    return cap if cap < window / 2 else window / 2

@@ -26,7 +26,8 @@ from functools import cached_property
 from statistics import NormalDist
 from typing import NamedTuple
 
-from tokenplan.errors import InputError
+from tokenplan.errors import InputError, shown
+from tokenplan.units import MAX_REQUEST_TOKENS
 
 _GRID = 256
 _SQRT2 = math.sqrt(2.0)
@@ -225,3 +226,54 @@ def lognormal_with_mean(mean_tokens: float, sigma: float, cap_tokens: float | No
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if capped_mean(mid) < mean_tokens else (lo, mid)
     return LengthDist(hi, sigma, cap_tokens)
+
+
+def set_lengths(mean_tokens: float, sigma: float, cap_tokens: float | None) -> LengthDist:
+    """The lengths of a named prompt set (``catalog/length_sets.yaml``: its ``sigma`` and
+    ``cap_tokens``) around a row's stated mean: a lognormal of the set's σ, capped at the set's cap, whose *capped* mean is the row's
+    mean (the run's own mean stays the mean; the set gives only the spread). A mean at or above
+    the cap cannot spread below it and stays fixed."""
+    if sigma == 0 or (cap_tokens is not None and mean_tokens >= cap_tokens):
+        return LengthDist(mean_tokens)
+    return lognormal_with_mean(mean_tokens, sigma, cap_tokens)
+
+
+def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist:
+    """The length distribution a row states: fixed at its mean, or uniform on ``[f·L, L]`` with
+    mean ``(1 + f)·L/2`` (InferenceX, ``f`` = 0.8) as a lognormal of the same mean and
+    coefficient of variation ``(1 − f) / ((1 + f)·√3)`` (the uniform's sd ``(1 − f)·L/√12``
+    over its mean; σ = √ln(1 + CV²)), capped at ``L``. For f = 0.8: CV 0.064, σ 0.064, and
+    the running mean E[L²]/E[L] is 1.004 × the mean, as for the uniform itself."""
+    if low_fraction is None or not 0 < low_fraction < 1:
+        return LengthDist(mean_tokens)
+    cv = (1 - low_fraction) / ((1 + low_fraction) * math.sqrt(3))
+    top = 2 * mean_tokens / (1 + low_fraction)
+    return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
+
+
+def check_stated_lengths(name: str, mean: float, sigma: float, cap: float | None, default: LengthDefaults) -> None:
+    """Name the option of a bad length before the distribution is built: ``name`` is ``isl`` or
+    ``osl``, as the options of ``tokenplan plan`` and the keys of a job file call them (with
+    ``-sigma``, and the cap ``--isl-cap`` / ``--max-tokens``); ``default``: their defaults.
+    Raises InputError."""
+    cap_option = "isl-cap" if name == "isl" else "max-tokens"
+    if not 1 <= mean <= MAX_REQUEST_TOKENS:
+        raise InputError(name, shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
+    if not 0 <= sigma < math.inf:
+        raise InputError(f"{name}-sigma", shown(sigma), "a lognormal σ ≥ 0")
+    if cap is not None and not cap > mean:
+        if cap == default.cap:  # the user raised the mean, not the cap
+            raise InputError(
+                name,
+                shown(mean),
+                f"a mean below --{cap_option} {cap:g} (its default; raise "
+                f"--{cap_option} for longer {'prompts' if name == 'isl' else 'outputs'})",
+            )
+        raise InputError(cap_option, shown(cap), f"a number of tokens above the mean {mean:g}")
+    if cap is not None and not cap <= MAX_REQUEST_TOKENS:  # 1e30, inf: no request holds that many
+        raise InputError(
+            cap_option,
+            shown(cap),
+            f"a number of tokens above the mean {mean:g} and at most "
+            f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)",
+        )

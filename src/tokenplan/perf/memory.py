@@ -308,7 +308,7 @@ def memory_breakdown(
     ssm_dtype: str | None = None,
     host_kv_bytes: float = 0.0,
     spec_state_copies: int = 0,
-    spec_reserved_running: float = 0.0,
+    max_running: float = 0.0,
     padded_state_slot: bool = False,
     draft_kv_pool: bool = False,
     expert_padding: tuple[int, int] = (1, 1),
@@ -323,7 +323,7 @@ def memory_breakdown(
             with ``--disable-radix-cache --max-running-requests``).
         spec_state_copies: extra state copies per running request under speculative decoding
             (``Engine.spec_state_copies``; 0 = none).
-        spec_reserved_running: with a ratio split, the ``--max-running-requests`` per replica
+        max_running: with a ratio split, the ``--max-running-requests`` per replica
             whose speculative copies SGLang reserves before the split (S3).
         padded_state_slot: the engine allocates one more state row per tensor (SGLang, S18).
         draft_kv_pool: the MTP draft keeps its own KV pool at the target's token count (SGLang,
@@ -350,7 +350,7 @@ def memory_breakdown(
     state_pool, kv_pool, slots, spec_pool = 0.0, usable, None, 0.0
     if state_seq > 0 and state_to_kv_ratio is not None:
         # S3 handle_max_mamba_cache: the speculative copies come off first, then the split.
-        spec_pool = spec_reserved_running / shards * copies * state_seq
+        spec_pool = max_running / shards * copies * state_seq
         rest = usable - spec_pool
         state_pool = max(rest, 0.0) * state_to_kv_ratio / (1 + state_to_kv_ratio)
         kv_pool = rest - state_pool

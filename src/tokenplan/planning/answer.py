@@ -10,15 +10,17 @@ this package reads no catalog, calibration or file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines import Engine
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.planning.launch import client_concurrency, launch_commands, running_limit
+from tokenplan.planning import curves
+from tokenplan.planning.launch import client_concurrency, launch_commands, planned_running
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.rank import (
     bottleneck_text,
@@ -36,6 +38,7 @@ from tokenplan.planning.results import (
     ChosenConfiguration,
     PlanJob,
     PlanOption,
+    PlanReportData,
     PlanResult,
     Recommended,
 )
@@ -66,6 +69,7 @@ PLAN_FIGURES = {
 BandsOf = Callable[[object, Evaluation, Mapping[str, tuple[str, bool]]], Bands | None]
 # (GPU key, requests in flight per endpoint) → the calibration profile's range warnings there
 RangeWarnings = Callable[[str, int], list[str]]
+_Point = TypeVar("_Point")  # one point of a report chart (planning.curves)
 
 
 @dataclass(frozen=True)
@@ -220,9 +224,9 @@ def _radix_notes(top: OptionResult | None, q: Question) -> list[str]:
     if top is None or top.best is None:
         return []
     lifted = top.best.evaluation
-    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid, lifted.config.lift_running_cap):
+    if not lifted.config.engine.disables_radix_cache(lifted.deployment.spec.is_hybrid, lifted.config.max_running):
         return []
-    on = best_with(top, q.table, q.job, lambda c: not c.lift_running_cap and c.spec == lifted.config.spec)
+    on = best_with(top, q.table, q.job, lambda c: not c.max_running.lifted and c.spec == lifted.config.spec)
     note = radix_note(top, on)
     return [note] if note else []
 
@@ -276,10 +280,10 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu,
         kv_capacity_tokens=ev.memory.kv_capacity_tokens,
         warnings=tuple(ev.warnings) + tuple(range_warnings(r.option.gpu.key, concurrency)),
-        non_default_settings=ev.config.lift_running_cap,
+        non_default_settings=ev.config.max_running.lifted,
         concurrency_per_endpoint=concurrency,
-        max_running_requests=running_limit(ev),
-        memory_allocation=ev.memory.allocation(running_limit(ev)),
+        max_running_requests=planned_running(ev),
+        memory_allocation=ev.memory.allocation(planned_running(ev)),
         gpu_bytes=ev.memory.gpu_bytes,
         launch=launch_commands(ev, q.repo, native, q.parsers, q.engines, job.isl, job.osl),
         alternatives=tuple(
@@ -318,3 +322,24 @@ def assumptions(s: Searched) -> Assumptions:
             )
         )
     return Assumptions(engine=q.engine.name, efficiency_source=q.table.provenance, options=tuple(options))
+
+
+REPORT_CHARTS = ("throughput", "cost_time", "memory", "speedup")  # the charts report_data computes
+
+
+def report_data(s: Searched, plan: PlanResult, charts: tuple[str, ...] = REPORT_CHARTS) -> PlanReportData:
+    """``plan`` (the answer of ``s``) with its assumptions and the numbers behind each chart named
+    in ``charts`` (:class:`~tokenplan.planning.results.PlanReportData`; the others None)."""
+    results, table, job = s.results, s.question.table, s.question.job
+
+    def chart(name: str, points: Callable[[], Iterable[_Point]]) -> tuple[_Point, ...] | None:
+        return tuple(points()) if name in charts else None
+
+    return PlanReportData(
+        plan=plan,
+        assumptions=assumptions(s),
+        throughput=chart("throughput", lambda: (c for r in results for c in curves.layout_curves(r, table, job))),
+        cost_time=chart("cost_time", lambda: curves.cost_points(results, table, job)),
+        memory=chart("memory", lambda: (m for m in map(curves.memory_bars, results) if m is not None)),
+        speedup=chart("speedup", lambda: (c for r in results for c in curves.speedup_curves(r, table, job))),
+    )

@@ -1,7 +1,9 @@
 """``plan --current … --measured-tok-s N``: the setup a team runs now, checked against what it
 measured, and the walk from it to the plan's recommended setup on the same GPUs
 (:mod:`tokenplan.planning.walk` does the walking). The setup arrives resolved
-(:class:`Current`; ``api._current`` parses ``--current`` and looks its names up once).
+(:class:`Current`: :func:`parse_current` reads ``--current``, a comma-separated list of
+``key=value`` as the engines' own flags would say it, ``engine=sglang,tp=4,spec=mtp:3,max-running=48``,
+and ``tokenplan.api.plan`` looks its names up once).
 """
 
 from __future__ import annotations
@@ -26,6 +28,72 @@ from tokenplan.planning.walk import (
     per_position_acceptance,
     walk,
 )
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE | _FALSE:
+        return low in _TRUE
+    raise ValueError(text)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError(text)
+    return value
+
+
+# --current key → (the request field it sets, parser, what is allowed)
+_KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
+    "engine": ("engine", str, "sglang, vllm or trtllm"),
+    "tp": ("tp", _count, "an integer ≥ 1"),
+    "pp": ("pp", _count, "an integer ≥ 1"),
+    "ep": ("ep", _count, "an integer ≥ 1"),
+    "attention-dp": ("attention_dp", _bool, "true or false"),
+    "weight-dtype": ("weight_dtype", str, "a weight format, e.g. bf16, fp8"),
+    "kv-dtype": ("kv_dtype", str, "a KV-cache format, e.g. bf16, fp8, auto"),
+    "spec": ("spec", str, "none or METHOD:K[:TAU], e.g. mtp:3"),
+    "max-running": ("max_running", _count, "an integer ≥ 1 (running requests per replica)"),
+    "memory-fraction": ("memory_fraction", _fraction, "a share of GPU memory in (0, 1]"),
+    "disable-radix-cache": ("disable_radix_cache", _bool, "true or false"),
+}
+
+
+def parse_current(text: str) -> dict[str, object]:
+    """``--current`` (``engine=sglang,tp=4,…``, keys as the engines' own flags) → the fields of
+    ``tokenplan.api.resolve.PredictRequest`` it sets, by keyword.
+
+    Raises:
+        InputError: an entry that is not ``key=value``, an unknown key (the allowed ones are
+            listed) or a value its key does not allow.
+    """
+    fields: dict[str, object] = {}
+    for entry in (e for e in text.split(",") if e.strip()):
+        key, sep, value = entry.partition("=")
+        key = key.strip().lower().replace("_", "-")
+        if not sep or not value.strip():
+            raise InputError("current", entry.strip(), "KEY=VALUE entries separated by commas, e.g. engine=sglang,tp=4")
+        if key not in _KEYS:
+            raise InputError("current", key, sorted(_KEYS))
+        name, parse, allowed = _KEYS[key]
+        try:
+            fields[name] = parse(value.strip())
+        except ValueError:
+            raise InputError(f"current {key}", value.strip(), allowed) from None
+    if not fields:
+        raise InputError("current", text, "KEY=VALUE entries separated by commas, e.g. engine=sglang,tp=4")
+    return fields
 
 
 @dataclass(frozen=True)
@@ -101,7 +169,10 @@ class _Rate:
 
 def _describe(c: Config) -> str:
     spec = c.spec.describe() if c.spec else "no speculation"
-    cap = f"max-running {c.max_running}" if c.max_running else ("cap raised" if c.lift_running_cap else "default cap")
+    if c.max_running.requests is not None:
+        cap = f"max-running {c.max_running.requests}"
+    else:
+        cap = "cap raised" if c.max_running.lifted else "default cap"
     return (
         f"{c.engine.name} {c.layout.describe()}, {c.weight_dtype.value} weights, {c.kv_dtype.value} KV, {spec}, {cap}"
     )

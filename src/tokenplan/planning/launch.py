@@ -20,7 +20,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, profile_reserve_bytes
 
 
-def running_limit(ev: Evaluation) -> int:
+def planned_running(ev: Evaluation) -> int:
     """Running requests per replica the plan assumes (the batch limit)."""
     return int(ev.steady.limits.limit)
 
@@ -54,7 +54,7 @@ def client_concurrency(ev: Evaluation) -> int:
     separate = ev.config.engine.servers_per_replica(ev.config.layout)
     # the batch the plan runs: the running limit, or fewer where the job has fewer requests
     # than the replicas hold (100,000 B200 for 914,000 prompts run 9 each, not 48)
-    per_replica = min(running_limit(ev), math.ceil(ev.steady.batch))
+    per_replica = min(planned_running(ev), math.ceil(ev.steady.batch))
     total = per_replica * replicas_per_server(ev.config.layout, host_gpus(ev), separate)
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
@@ -104,7 +104,7 @@ def _pool_tokens(mem: MemoryBreakdown, running: int, extra_usable: float) -> flo
 
 def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDist) -> tuple[float, int]:
     """(memory fraction, running requests per replica) for ``engine``'s launch of ``ev``: the KV
-    pool holds the planned batch B (``running_limit``) at :data:`HEADROOM_QUANTILE` of its summed
+    pool holds the planned batch B (``planned_running``) at :data:`HEADROOM_QUANTILE` of its summed
     context (:func:`pool_tokens_needed` with the engine's admission rule).
 
     The fraction is the planned one (the planned engine) or the engine's default for this
@@ -123,15 +123,15 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
         settings = engine.settings(
             gpu,
             c.layout,
-            speculative=c.spec is not None and not c.lift_running_cap,
+            speculative=c.spec is not None and not c.max_running.lifted,
             vision_cut=c.vision_cut,
-            max_running=c.max_running,
+            max_running=c.max_running.requests,
             chunk_tokens=c.chunk_tokens,
         )
         other = replace(c, engine=engine, memory_fraction=None)
-        ratio = engine.state_to_kv_ratio(ev.deployment.spec.is_hybrid, c.lift_running_cap)
+        ratio = engine.state_to_kv_ratio(ev.deployment.spec.is_hybrid, c.max_running)
         mem = _memory(ev.deployment.spec, gpu, other, settings, ratio)
-    batch = running_limit(ev)
+    batch = planned_running(ev)
     mean, sd = running_context_moments(isl, osl, engine.reserves_whole_output)
     visible = cuda_visible_bytes(gpu.memory_bytes)
     reserve = settings.reserve_bytes + profile_reserve_bytes(ev.deployment.spec, c.layout, settings)
@@ -187,9 +187,8 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
         draft_tokens=c.spec.draft_tokens if c.spec else 0,
         ssm_dtype=c.ssm_dtype,
         hybrid=ev.deployment.spec.is_hybrid,
-        lift_running_cap=c.lift_running_cap,
         max_running=c.max_running,
-        running_limit=running_limit(ev),
+        planned_running=planned_running(ev),
         settings=ev.settings,
         planned_engine=c.engine.name,
         host_gpus=host_gpus(ev),

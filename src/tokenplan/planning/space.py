@@ -4,11 +4,14 @@ and cap the user fixed, :class:`Fixed`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine
+from tokenplan.engines.launch import MaxRunning
+from tokenplan.errors import InputError, shown
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config
 from tokenplan.perf.layout import Layout
@@ -58,6 +61,20 @@ class Fixed:
 
 
 SEARCH_ALL = Fixed()  # nothing fixed
+
+
+def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int | None) -> Fixed:
+    """``plan --tp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
+    None = searched). Raises InputError (one line naming the option) for a value that is not a
+    whole number ≥ 1."""
+    for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
+        if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
+            raise InputError(
+                name,
+                shown(value),
+                "an integer ≥ 1" + (", running requests per replica" if name == "max-running" else ""),
+            )
+    return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
 
 
 def widest_tp(option: HardwareOption) -> int:
@@ -229,6 +246,10 @@ def candidates(
         for w in weights:
             for kv in kvs:
                 for spec in specs:
-                    yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=fixed.max_running)
+                    yield Config(
+                        layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(fixed.max_running)
+                    )
                     if fixed.max_running is None and engine.caps_running_by_default(spec is not None, model.is_hybrid):
-                        yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, lift_running_cap=True)
+                        yield Config(
+                            layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(lifted=True)
+                        )

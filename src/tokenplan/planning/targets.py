@@ -3,9 +3,11 @@ rows and as sentences (the search itself is ``tokenplan.planning.provision``).""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from tokenplan.errors import InputError
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.planning.provision import Outcome, Provision
 from tokenplan.planning.rank import describe
@@ -14,6 +16,18 @@ from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import HardwareOption
 from tokenplan.results import Bands
 from tokenplan.units import S_PER_DAY, duration_words
+
+
+def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
+    """Name a deadline (seconds) or budget (US dollars) that is not a positive number.
+
+    Raises:
+        InputError: either is given and not > 0.
+    """
+    if deadline_s is not None and not 0 < deadline_s < math.inf:
+        raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
+    if budget_usd is not None and not 0 < budget_usd < math.inf:
+        raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
 
 
 def at_count(search: Callable[[HardwareOption], OptionResult], opt: HardwareOption) -> Callable[[int], OptionResult]:

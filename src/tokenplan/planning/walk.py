@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import Config, Evaluation, Rejection
 from tokenplan.perf.speculative import SpecDecode
 
@@ -54,12 +55,6 @@ class WalkStep:
     limited_by: str
 
 
-def _cap_text(c: Config) -> str:
-    if c.max_running is not None:
-        return f"{c.max_running}"
-    return "raised" if c.lift_running_cap else "engine default"
-
-
 def _spec_text(c: Config) -> str:
     return c.spec.describe() if c.spec is not None else "no speculation"
 
@@ -67,7 +62,7 @@ def _spec_text(c: Config) -> str:
 # (what changes, how it is described, how the target's value is copied into a configuration)
 _FIELDS: tuple[tuple[str, Callable[[Config], str], Callable[[Config, Config], Config]], ...] = (
     ("engine", lambda c: c.engine.name, lambda c, t: replace(c, engine=t.engine)),
-    ("running cap", _cap_text, lambda c, t: replace(c, max_running=t.max_running, lift_running_cap=t.lift_running_cap)),
+    ("running cap", lambda c: c.max_running.describe(), lambda c, t: replace(c, max_running=t.max_running)),
     ("layout", lambda c: c.layout.describe(), lambda c, t: replace(c, layout=t.layout)),
     ("weights", lambda c: c.weight_dtype.value, lambda c, t: replace(c, weight_dtype=t.weight_dtype)),
     ("KV cache", lambda c: c.kv_dtype.value, lambda c, t: replace(c, kv_dtype=t.kv_dtype)),
@@ -161,7 +156,7 @@ def implied_running_cap(config: Config, measured_tok_s: float, evaluate: Evaluat
     even one request a replica is faster)."""
 
     def at(cap: float) -> float | None:
-        return _rate(evaluate, replace(config, max_running=int(cap), lift_running_cap=False))
+        return _rate(evaluate, replace(config, max_running=MaxRunning(int(cap))))
 
     found = _bisect(at, 1, max(1, most), measured_tok_s, integer=True)
     return None if found is None else int(found)

@@ -1,7 +1,7 @@
 """What ``tokenplan calibrate`` prints: the fitted efficiency factors with their 1σ uncertainty,
 the factors that ended on a bound or were held, the leave-one-GPU-out / leave-one-model-out
 cross-validation and the error bands' checked coverage. Draws
-:class:`~tokenplan.api.calibrate.CalibrationSummary`."""
+:class:`~tokenplan.calibration.summary.CalibrationSummary`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from tokenplan.api.calibrate import CalibrationSummary
+    from tokenplan.calibration.summary import CalibrationSummary
 
 
 def factors_table(d: CalibrationSummary) -> Table:

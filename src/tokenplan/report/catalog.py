@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from tokenplan.api.catalog import CatalogGpu, CatalogModel
+    from tokenplan.catalog.listing import CatalogGpu, CatalogModel
 
 GPU_SOURCES_NOTE = 'Sources of every figure: tokenplan catalog gpus --json ("sources").'
 

@@ -6,11 +6,15 @@ level. Reads the fit's JSON as :class:`~tokenplan.bench_schema.BenchFit`."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from tokenplan.bench_schema import BenchFit
+
+if TYPE_CHECKING:
+    from tokenplan.calibration.update import CalibrationUpdate
 
 
 def fit_table(fit: BenchFit) -> Table:
@@ -40,7 +44,7 @@ def fit_levels_table(fit: BenchFit) -> Table:
             f"{lv.predicted_tpot_s * 1e3:.2f}",
             "–" if lv.measured_tpot_s is None else f"{lv.measured_tpot_s * 1e3:.2f}",
             f"{lv.predicted_output_tok_s_per_gpu:,.1f}",
-            f"{lv.measured_output_tok_s_per_gpu:,.1f}",
+            "–" if lv.measured_output_tok_s_per_gpu is None else f"{lv.measured_output_tok_s_per_gpu:,.1f}",
         )
     return t
 
@@ -61,32 +65,30 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f} %"
 
 
-def show_update(console: Console, d: dict, wrote_profile: Path | None) -> None:
+def show_update(console: Console, update: CalibrationUpdate, wrote_profile: Path | None) -> None:
     """``calibrate FILE.csv`` (an update of the shipped fit): per group, each moved factor
     shipped → calibrated with ±1σ, then the median |error| on the group's rows with the shipped
-    and the calibrated factors (TPOT, or output tok/s where a row has no TPOT; TTFT). Reads
-    ``CalibrationUpdate.to_json()``."""
-    console.print(f"{d['n']} rows fitted, {d['skipped']} skipped (tokenplan validate lists why)", markup=False)
-    for group, g in d["groups"].items():
-        t = Table(title=f"update of the shipped fit: {group} ({g['rows']} rows)")
+    and the calibrated factors (TPOT, or output tok/s where a row has no TPOT; TTFT)."""
+    console.print(f"{update.n} rows fitted, {update.skipped} skipped (tokenplan validate lists why)", markup=False)
+    for group, g in update.groups.items():
+        t = Table(title=f"update of the shipped fit: {group} ({g.rows} rows)")
         for c in ("factor", "shipped", "calibrated", "change", "± 1σ"):
             t.add_column(c, justify="left" if c == "factor" else "right")
-        for name, f in g["factors"].items():
-            unc = f["uncertainty"]
+        for name, f in g.factors.items():
             t.add_row(
                 name,
-                f"{f['shipped']:.4g}",
-                f"{f['calibrated']:.4g}",
-                f"{(f['calibrated'] / f['shipped'] - 1) * 100:+.1f} %" if f["shipped"] else "–",
-                "–" if unc is None else f"{unc:.2g}",
+                f"{f.shipped:.4g}",
+                f"{f.calibrated:.4g}",
+                f"{(f.calibrated / f.shipped - 1) * 100:+.1f} %" if f.shipped else "–",
+                "–" if f.uncertainty is None else f"{f.uncertainty:.2g}",
             )
         console.print(t)
-        if not g["factors"]:
+        if not g.factors:
             console.print(f"{group}: nothing moved (the rows did not improve on the shipped fit)", markup=False)
-        old, new = g["median_abs_error_shipped"], g["median_abs_error_calibrated"]
+        old, new = g.median_abs_error_shipped, g.median_abs_error_calibrated
         console.print(
-            f"{group} median |error|: TPOT/throughput {_pct(old['tpot'])} → {_pct(new['tpot'])}, "
-            f"TTFT {_pct(old['ttft'])} → {_pct(new['ttft'])} (kept: {g['kept']}); every other factor "
+            f"{group} median |error|: TPOT/throughput {_pct(old.tpot)} → {_pct(new.tpot)}, "
+            f"TTFT {_pct(old.ttft)} → {_pct(new.ttft)} (kept: {g.kept}); every other factor "
             "and group stays the shipped fit",
             markup=False,
         )

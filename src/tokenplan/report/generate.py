@@ -5,7 +5,7 @@ result and counts ``tokenplan.api.generate`` returns (``GenerateResult``, ``dry_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.table import Table
 
@@ -91,6 +91,8 @@ class DryRun(JsonResult):
     prompts' token statistics (mean and longest in tokens, σ of ln; None without a tokenizer), the
     tokenizer, the sampling the run would use and the ``tokenplan plan`` command for the job.
     ``--json`` prints :meth:`to_json` (keys = field names)."""
+
+    SCHEMA_VERSION: ClassVar[int | None] = 1
 
     rows: int
     rejected_rows: int

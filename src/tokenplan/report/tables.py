@@ -13,8 +13,7 @@ from tokenplan.report.fold import FoldingTable
 from tokenplan.units import S_PER_DAY, GiB, duration_words
 
 if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
-    from tokenplan.api.memory import MemoryResult
-    from tokenplan.api.results import Prediction
+    from tokenplan.job.results import MemoryResult, Prediction
     from tokenplan.planning.results import (
         ChosenConfiguration,
         PlanOption,

@@ -1,6 +1,6 @@
 """What ``tokenplan validate`` prints: every measured row beside the planner's prediction, then
 the error |predicted/measured − 1| overall and by engine, GPU and model family, the rows set
-aside with their reason, and the calibration used. Draws :class:`~tokenplan.api.validate.ValidationResult`."""
+aside with their reason, and the calibration used. Draws :class:`~tokenplan.calibration.validation.ValidationResult`."""
 
 from __future__ import annotations
 
@@ -28,11 +28,6 @@ def _spread(lengths: str) -> str:
     return "" if lengths == "fixed" or lengths.startswith("U[") else f" ~{lengths}"
 
 
-def _metric(row: ValidatedRow, error_key: str) -> MetricError | None:
-    """The row's metric whose error is ``error_key`` (None where the row does not measure it)."""
-    return next((m for m in row.metrics if m.error_key == error_key), None)
-
-
 def rows_table(v: ValidationResult) -> Table:
     """One row per measured point: its setting, then predicted, measured and signed error per
     metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows, and
@@ -43,11 +38,11 @@ def rows_table(v: ValidationResult) -> Table:
     t = Table(title=f"{v.n} rows predicted", show_lines=False)
     for col in ("line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"):
         t.add_column(col)
-    latencies = [("tpot_error", "TPOT ms"), ("ttft_error", "TTFT ms")]
-    metrics = latencies if serving else [("error", "tok/s/GPU")]
-    if not serving and any(_metric(r, "tpot_error") for r in v.rows):  # InferenceX rows also measure TPOT/TTFT
+    latencies = [("tpot", "TPOT ms"), ("ttft", "TTFT ms")]
+    metrics = latencies if serving else [("throughput", "tok/s/GPU")]
+    if not serving and any(r.tpot for r in v.rows):  # InferenceX rows also measure TPOT/TTFT
         metrics += latencies
-    banded = any(m.low is not None for r in v.rows for err, _ in metrics if (m := _metric(r, err)))
+    banded = any(m.low is not None for r in v.rows for err, _ in metrics if (m := r.metric(err)))
     for _, label in metrics:
         t.add_column(f"pred {label}", justify="right")
         t.add_column(f"meas {label}", justify="right")
@@ -59,7 +54,7 @@ def rows_table(v: ValidationResult) -> Table:
         conc = "max" if r.concurrency is None else f"{r.concurrency:g}"
         cells = [str(r.line), r.engine, r.model, r.gpu, r.layout, r.weight_dtype, _lengths(r), conc]
         for err, _ in metrics:
-            m = _metric(r, err)
+            m = r.metric(err)
             cells += (
                 [f"{m.predicted:,.1f}", f"{m.measured:,.1f}", _pct(m.error)]
                 if m
@@ -84,10 +79,10 @@ def _interval(m: MetricError | None) -> str:
     return f"{m.low:,.1f}–{m.high:,.1f} " + ("in" if m.inside else "[bold]out[/bold]")
 
 
-def _measured(v: ValidationResult, error_key: str) -> int:
-    """Rows that measured the metric whose error is ``error_key`` (InferenceX rows without
+def _measured(v: ValidationResult, metric: str) -> int:
+    """Rows that measured ``metric`` (``throughput``, ``tpot``, ``ttft``; InferenceX rows without
     latencies, or whose tok/s was set aside, lack one of them)."""
-    return sum(_metric(r, error_key) is not None for r in v.rows)
+    return sum(r.metric(metric) is not None for r in v.rows)
 
 
 def summary_table(v: ValidationResult) -> Table:
@@ -98,7 +93,7 @@ def summary_table(v: ValidationResult) -> Table:
     for col in ("over", "n", "median", "p90", "bias") + (("in 80% interval",) if banded else ()):
         t.add_column(col, justify="right" if col != "over" else "left")
     label = "throughput" if v.kind == "throughput" else "TPOT"
-    main_key = "error" if v.kind == "throughput" else "tpot_error"
+    main_key = "throughput" if v.kind == "throughput" else "tpot"
 
     def stats(e: ErrorStats) -> list[str]:
         cells = [_abs_pct(e.median_abs_pct_error), _abs_pct(e.p90_abs_pct_error), _pct(e.bias)]
@@ -106,9 +101,9 @@ def summary_table(v: ValidationResult) -> Table:
 
     t.add_row(f"all rows ({label})", str(_measured(v, main_key)), *stats(v.main))
     if v.kind == "throughput" and v.tpot is not None:  # InferenceX rows also measure TPOT
-        t.add_row("all rows (TPOT)", str(_measured(v, "tpot_error")), *stats(v.tpot))
+        t.add_row("all rows (TPOT)", str(_measured(v, "tpot")), *stats(v.tpot))
     if v.ttft is not None:
-        t.add_row("all rows (TTFT)", str(_measured(v, "ttft_error")), *stats(v.ttft))
+        t.add_row("all rows (TTFT)", str(_measured(v, "ttft")), *stats(v.ttft))
     for dim, groups in (("engine", v.by_engine), ("gpu", v.by_gpu), ("family", v.by_family)):
         for g, e in groups.items():
             t.add_row(

@@ -1,8 +1,8 @@
 """The seam between ``generate`` and what sends: one :class:`RunSpec` in, one :class:`RunOutcome`
 out, whichever backend runs it.
 
-The api layer checks the request and resolves everything that depends on it (sampling, the
-concurrency, the job's identity, the key); a backend opens the run directory in the order its
+:mod:`tokenplan.runner.prepare` checks the options and resolves everything that depends on them
+(sampling, the concurrency, the job's identity, the key); a backend opens the run directory in the order its
 exactly-once argument needs, reads the rows, sends every unit not yet done and returns the tally.
 :func:`tokenplan.runner.finish.finish_run` then counts what the run directory holds, whichever
 backend wrote it.

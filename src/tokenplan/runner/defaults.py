@@ -23,7 +23,8 @@ Order, first wins, per value:
    top_p 0.95, top_k 20 in thinking mode, https://huggingface.co/Qwen/Qwen3-8B).
 
 A Batch input line's own ``body`` fields override all of these for that row
-(:attr:`tokenplan.runner.input.shapes.Row.overrides`).
+(:attr:`tokenplan.runner.input.shapes.Row.overrides`). What temperature 0 does to a job is warned
+about before anything is sent (:func:`greedy_warnings`).
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ from tokenplan.runner.requests import BodyConflict, Sampling, request_body
 FALLBACK_MAX_TOKENS = 32_768  # the default plan's output cap (api.plan.PlanRequest.osl_cap)
 FALLBACK_TEMPERATURE = 0.0
 # The sampling values a request may carry, from an option or a generation_config.json alike
-# (generate's RANGES take these): engines accept temperature ≥ 0, and past ~2 sampling is noise
+# (runner.options.RANGES take these): engines accept temperature ≥ 0, and past ~2 sampling is noise
 # already; top_p is a probability; top_k a positive 32-bit integer.
 SAMPLING_RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 100.0),
     "top_p": (0.0, 1.0),
     "top_k": (1, 2**31 - 1),
 }
-MAX_PLAN_TOKENS = 2**24  # a plan's cap above this is refused, as --max-tokens is (api.generate.RANGES)
+MAX_PLAN_TOKENS = 2**24  # a plan's cap above this is refused, as --max-tokens is (runner.options.RANGES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +213,31 @@ def job_sampling(
             "--extra-body", json.dumps(extra_body), f"no contradiction with tokenplan's options ({conflict})"
         ) from None
     return sampling, list(choice.notes)
+
+
+def greedy_warnings(sampling: Sampling, n: int) -> list[str]:
+    """What temperature 0 (greedy decoding) does to this job, said before anything is sent:
+    ``n`` > 1 samples of a row come out identical, and thinking at temperature 0 loops on some
+    models (Qwen3 model card, https://huggingface.co/Qwen/Qwen3-8B: "DO NOT use greedy decoding,
+    as it can lead to performance degradation and endless repetitions"), the loops running to
+    max_tokens and raising the mean output length a plan assumed."""
+    if sampling.temperature != 0:
+        return []
+    warnings = []
+    if n > 1:
+        warnings.append(
+            f"--n {n} at temperature 0 (greedy decoding): the {n} samples of each row will be "
+            "identical; set --temperature (e.g. from the model's generation_config.json)"
+        )
+    kwargs = sampling.extra_body.get("chat_template_kwargs")
+    thinking = sampling.thinking
+    if thinking is None and isinstance(kwargs, dict) and isinstance(kwargs.get("enable_thinking"), bool):
+        thinking = kwargs["enable_thinking"]
+    if thinking:
+        warnings.append(
+            "thinking on at temperature 0 (greedy decoding): some models loop until max_tokens "
+            "(Qwen3's model card: \"DO NOT use greedy decoding, as it can lead to performance "
+            'degradation and endless repetitions"), and long loops raise the mean output length '
+            "the plan assumed; set --temperature (Qwen3 recommends 0.6)"
+        )
+    return warnings

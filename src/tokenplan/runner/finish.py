@@ -6,7 +6,7 @@ counters; the throughput and latency figures are the run's over all its invocati
 (:mod:`tokenplan.runner.store.invocations`), this invocation's alone under ``this_invocation``; a run
 that was not stopped must account for every unit of its input, else
 :class:`~tokenplan.errors.RunDirError`. A failed export does not raise: the records stay in the run
-directory and :attr:`Finished.export_error` says what to do.
+directory and :attr:`GenerateResult.export_error` says what to do.
 """
 
 from __future__ import annotations
@@ -14,65 +14,63 @@ from __future__ import annotations
 import json
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenplan.errors import RunDirError
+from tokenplan.errors import RunDirError, TokenplanError
 from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION
 from tokenplan.runner.input.rows import count_units
-from tokenplan.runner.spec import RunOutcome, RunSpec, RunTally
+from tokenplan.runner.spec import ExportSpec, RunOutcome, RunSpec, RunTally
 from tokenplan.runner.store.appendlog import shard_paths, write_whole
 from tokenplan.runner.store.export import export_run
 from tokenplan.runner.store.invocations import record_invocation, run_totals
 from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
 
 
-@dataclass(frozen=True, slots=True)
-class ExportSpec:
-    """``--export``: the file, its format (``parquet``, ``jsonl`` or ``openai-batch``) and which
-    records to leave out (a length-cut turn; thinking cut before ``</think>``)."""
-
-    path: Path
-    format: str
-    drop_length: bool = False
-    require_think_close: bool = False
-
-    @classmethod
-    def of(
-        cls, path: Path, fmt: str | None, drop_length: bool = False, require_think_close: bool = False
-    ) -> ExportSpec:
-        """The export to ``path`` in ``fmt``; without one, ``jsonl`` (a SpecForge training file)
-        for a ``.jsonl`` path and ``parquet`` for any other."""
-        fmt = fmt or ("jsonl" if str(path).endswith(".jsonl") else "parquet")
-        return cls(path, fmt, drop_length, require_think_close)
+class ExportError(TokenplanError):
+    """``--export`` failed after the run; every record is still in the run directory."""
 
 
 @dataclass(frozen=True, slots=True)
-class Finished:
-    """The run directory's counts after the run (units: rows × samples), the summary as written to
-    ``summary.json``, and the export's rows written or why it failed."""
+class GenerateResult:
+    """The outcome of one ``generate`` call.
 
+    Counts are units (rows × samples); ``stored``/``skipped``/``errors`` are totals in the run
+    directory after this run (read back from its files), ``already_done`` what earlier runs had finished.
+    """
+
+    run_dir: Path
     units_total: int
     stored: int
     skipped: int
     errors: int
-    duplicates: int
+    rejected_rows: int
+    already_done: int
+    duplicate_records: int
+    interrupted: bool
     accounting_ok: bool
-    not_yet_sent: int
     summary: dict[str, Any]
     export_rows: int | None
-    export_error: str | None
+    notes: list[str] = field(default_factory=list)
+    export_error: str | None = None  # why --export failed at the end (the run itself is kept)
+    blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
+    not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
+
+    def to_json(self) -> dict[str, Any]:
+        """``generate --json``: the run's ``summary.json`` object (like every api result's ``to_json``)."""
+        return self.summary
 
 
-def finish_run(spec: RunSpec, outcome: RunOutcome, export: ExportSpec | None) -> Finished:
-    """Count, check, summarize and export (see the module docstring); ``outcome.summary_extra``
-    goes into ``summary.json`` last.
+def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> GenerateResult:
+    """Count, check, summarize and export ``spec.export`` (see the module docstring);
+    ``outcome.summary_extra`` goes into ``summary.json`` last; the result's notes are ``notes``
+    and the outcome's.
 
     Raises:
         RunDirError: a finished run whose records do not account for every unit of its input.
     """
-    tally, run_dir = outcome.tally, outcome.run_dir
+    tally, run_dir, export = outcome.tally, outcome.run_dir, spec.export
     counts = count_outcomes(run_dir)
     accounted = counts["stored"] + counts["skipped"] + counts["errors"]
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
@@ -98,17 +96,23 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, export: ExportSpec | None) ->
     if outcome.summary_extra:
         summary.update(outcome.summary_extra)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return Finished(
-        units_total,
-        counts["stored"],
-        counts["skipped"],
-        counts["errors"],
-        counts["duplicates"],
-        accounting_ok,
-        units_total - accounted,
-        summary,
-        export_rows,
-        export_error,
+    return GenerateResult(
+        run_dir=run_dir,
+        units_total=units_total,
+        stored=counts["stored"],
+        skipped=counts["skipped"],
+        errors=counts["errors"],
+        rejected_rows=tally.rejected_rows,
+        already_done=tally.already_done,
+        duplicate_records=counts["duplicates"],
+        interrupted=tally.stopped,
+        accounting_ok=accounting_ok,
+        summary=summary,
+        export_rows=export_rows,
+        notes=notes + outcome.notes,
+        export_error=export_error,
+        blank_lines=outcome.blank_lines,
+        not_yet_sent=units_total - accounted,
     )
 
 

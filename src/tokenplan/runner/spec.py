@@ -1,7 +1,7 @@
 """One run of ``generate`` as the backends receive it (:class:`RunSpec`, with :class:`JobSettings`:
-how each unit is generated), what a backend hands back (:class:`RunOutcome`, with the
-:class:`RunTally` of what it sent), and the two steps every backend takes after opening the run
-directory (:func:`duplicate_notes`, :func:`start_progress`).
+how each unit is generated, and :class:`ExportSpec`: what is exported at the end), what a backend
+hands back (:class:`RunOutcome`, with the :class:`RunTally` of what it sent), and the two steps
+every backend takes after opening the run directory (:func:`duplicate_notes`, :func:`start_progress`).
 
 Its own module, below :mod:`tokenplan.runner.backend` (which picks a backend) and the backends
 (:mod:`tokenplan.runner.local`, :mod:`tokenplan.runner.ray.backend`), so neither backend imports
@@ -68,6 +68,26 @@ class RunTally:
 
 
 @dataclass(frozen=True, slots=True)
+class ExportSpec:
+    """``--export``: the file, its format (``parquet``, ``jsonl`` or ``openai-batch``) and which
+    records to leave out (a length-cut turn; thinking cut before ``</think>``)."""
+
+    path: Path
+    format: str
+    drop_length: bool = False
+    require_think_close: bool = False
+
+    @classmethod
+    def of(
+        cls, path: Path, fmt: str | None, drop_length: bool = False, require_think_close: bool = False
+    ) -> ExportSpec:
+        """The export to ``path`` in ``fmt``; without one, ``jsonl`` (a SpecForge training file)
+        for a ``.jsonl`` path and ``parquet`` for any other."""
+        fmt = fmt or ("jsonl" if str(path).endswith(".jsonl") else "parquet")
+        return cls(path, fmt, drop_length, require_think_close)
+
+
+@dataclass(frozen=True, slots=True)
 class RunSpec:
     """One run, resolved from the request.
 
@@ -82,6 +102,7 @@ class RunSpec:
         progress_every_s: a rolling ``summary.json`` every S seconds (None: none).
         plan_output_tok_s: the plan's output tok/s, for the progress display (None: no plan).
         actors, ray_address: the Ray backend's actor count and cluster (None: join or start one).
+        export: what :func:`tokenplan.runner.finish.finish_run` exports at the end (None: nothing).
     """
 
     backend: Literal["local", "ray"]
@@ -101,6 +122,7 @@ class RunSpec:
     actors: int = 2
     ray_address: str | None = None
     retry_skipped: bool = False
+    export: ExportSpec | None = None
 
 
 @dataclass(slots=True)

@@ -11,18 +11,13 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api.bench import (
-    MAX_CONCURRENCY,
-    MAX_LENGTH_TOKENS,
-    BenchRequest,
-    bench,
-    check_server_description,
-    read_bench_json,
-)
-from tokenplan.api.resolve import PredictRequest
+from tokenplan.api.bench import BenchRequest, bench, read_bench_json
+from tokenplan.api.resolve import PredictRequest, check_server_description
+from tokenplan.bench.measure import MAX_LENGTH_TOKENS
 from tokenplan.bench.workload import dataset_workload
 from tokenplan.errors import ConfigError, InfeasibleError, InputError
 from tokenplan.files.reports import load_bench, load_plan
+from tokenplan.runner.limits import MAX_CONCURRENCY
 
 SERVER = PredictRequest(model="llama-3.1-8b", gpu="h100-sxm")
 

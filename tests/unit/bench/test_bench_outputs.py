@@ -1,14 +1,14 @@
-"""What bench does after the sweep (api/_bench_outputs.py): failures kept as values, decided by type."""
+"""What bench does after the sweep (files/bench_outputs.py): failures kept as values, decided by type."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tokenplan.api._bench_outputs import FailedWrite, Finished, OutputLost, finish_bench
 from tokenplan.errors import InputError, ServerError
+from tokenplan.files.bench_outputs import FailedWrite, Finished, OutputLost, finish_bench
 
 
-def _no_fit(data, served):  # noqa: ANN001, ANN202 - never called without --fit
+def _no_fit(data):  # noqa: ANN001, ANN202 - never called without --fit
     raise AssertionError("no fit was asked for")
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.calibration.bench_fit import RunTotals, Served, bench_measurements, run_measurement, step_points
+from tokenplan.calibration.bench_fit import (
+    RunTotals,
+    Served,
+    bench_measurements,
+    run_measurement,
+    step_points,
+    sweep_cap,
+)
 from tokenplan.errors import ConfigError, InputError
 
 SERVED = Served(engine="sglang", model="qwen3-8b", gpu="h100-sxm", num_gpus=2, tp=2)
@@ -43,6 +50,13 @@ def test_the_step_batch_is_the_servers_running_mean_else_the_achieved_concurrenc
     # level 1: /metrics said 6 running; level 2: achieved 63.5 capped at 48; level 3: achieved 3.5
     assert step_points(levels, 48) == [(6.0, 0.02), (48.0, 0.02), (3.5, 0.02)]
     assert step_points(levels, None)[1] == (63.5, 0.02)  # no cap: the achieved concurrency
+
+
+def test_the_cap_fitted_with_is_the_one_stated_else_the_one_the_sweep_observed():
+    assert sweep_cap(256, {"max_running_requests": 48}) == 256  # --max-running wins
+    assert sweep_cap(None, {"max_running_requests": 48.0}) == 48  # observed (an integer count)
+    assert sweep_cap(None, {"max_running_requests": None}) is None  # nothing observed: the engine's
+    assert sweep_cap(None, None) is None  # a bench JSON without a cap (other tools' result files)
 
 
 def _run(**figures: object) -> RunTotals:

@@ -9,11 +9,12 @@ from importlib.resources import files
 
 import pytest
 
-from tokenplan.api.calibrate import SERVING_FIT_STRIDE, _read_cases, _subsample
+from tokenplan.api.calibrate import read_cases
 from tokenplan.api.resolve import resolve_case
 from tokenplan.calibration.bands import Band, BandTable, interval, outside_reason
 from tokenplan.calibration.fit import FitOptions
 from tokenplan.calibration.levels import MIN_MODELS, informing_models, parameters
+from tokenplan.calibration.refit import SERVING_FIT_STRIDE, subsample
 from tokenplan.calibration.validate import Case
 from tokenplan.catalog import load_gpu
 from tokenplan.measurement import Measurement
@@ -26,8 +27,8 @@ MAX_FACTORS = 60  # issue 28, "Done when"
 
 @pytest.fixture(scope="module")
 def fit_cases() -> list[Case]:
-    files_, _ = _read_cases(FILES)
-    return _subsample(files_, SERVING_FIT_STRIDE)  # the rows the shipped refit fits on
+    files_, _ = read_cases(FILES)
+    return subsample(files_, SERVING_FIT_STRIDE)  # the rows the shipped refit fits on
 
 
 def test_every_fitted_factor_is_listed_with_the_models_that_inform_it(fit_cases: list[Case]) -> None:

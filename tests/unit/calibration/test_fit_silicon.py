@@ -121,7 +121,7 @@ def test_a_catalog_entry_whose_vendor_contradicts_its_architecture_is_refused():
 
 
 def test_the_profile_records_the_fitted_ratios_by_name():
-    from tokenplan.api.calibrate import profile_of
+    from tokenplan.calibration.summary import profile_of
 
     cases = [_case(2 + i, "sglang", "mi300x", 2 ** (i % 6)) for i in range(5)]
     result = fit(cases, Efficiency(), FitOptions(min_rows=5, max_nfev=2))

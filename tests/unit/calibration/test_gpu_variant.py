@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.api._variants import family_variants
 from tokenplan.api.validate import validate
+from tokenplan.catalog.listing import family_variants
 
 HEADER = (
     "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,concurrency,"

@@ -7,11 +7,11 @@ import math
 import pytest
 from tests.support.our_numbers import EFF, ours
 
-from tokenplan.api.resolve import resolve_case, set_lengths
-from tokenplan.catalog.length_sets import LengthShape, length_set, length_set_names
+from tokenplan.api.resolve import resolve_case
+from tokenplan.catalog.length_sets import length_set, length_set_names
 from tokenplan.files.measurements import read_measurements
 from tokenplan.job.timeline import job_time
-from tokenplan.job.workload import LengthDist, fixed
+from tokenplan.job.workload import LengthDist, fixed, set_lengths
 from tokenplan.perf.step import step_time
 
 HEADER = (
@@ -69,7 +69,7 @@ def test_a_sharegpt_row_keeps_its_mean_and_spreads_as_sharegpt(tmp_path):
 def test_an_unknown_set_or_a_mean_at_the_cap_keeps_fixed_lengths(tmp_path):
     (row,) = _read(tmp_path, "sonnet")
     assert length_set("sonnet") is None and resolve_case(row).osl.sigma == 0
-    assert set_lengths(2044, LengthShape(sigma=0.661, cap_tokens=2044)) == LengthDist(2044)
+    assert set_lengths(2044, 0.661, 2044) == LengthDist(2044)
 
 
 def test_sharegpt_sigma_is_the_one_of_the_cited_mean_and_median():

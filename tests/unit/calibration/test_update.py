@@ -11,14 +11,16 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from tokenplan.api.bench import _level_case, bench_measurements, fit_bench  # noqa: E402 - the cases the fit builds
+from tokenplan.api.bench import _level_case, fit_bench  # noqa: E402 - the cases the fit builds
 from tokenplan.api.resolve import PredictRequest, read_profile  # noqa: E402
+from tokenplan.calibration.bench_fit import Served, bench_measurements  # noqa: E402
 from tokenplan.calibration.from_runs import linear_step_law  # noqa: E402
 from tokenplan.calibration.validate import predict_case  # noqa: E402
 from tokenplan.files.calibration import moved_lines, read_calibration_file  # noqa: E402
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS  # noqa: E402
 
 DESC = PredictRequest(model="qwen3-8b", gpu="h100-sxm", num_gpus=1, engine="vllm", max_running=256)
+SERVED = Served(engine="vllm", model="qwen3-8b", gpu="h100-sxm", num_gpus=1, max_running=256)  # DESC, as measured
 ISL, OSL = 1000, 200
 LEVELS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -87,7 +89,7 @@ def test_a_bench_made_by_known_factors_recovers_them_within_5_percent():
         ttft_overhead_s=shipped.ttft_overhead_s + 0.040,
     )
     seed = [_level(c, 0.01, 0.1) for c in LEVELS]
-    cases = [_level_case(DESC, m) for m in bench_measurements({"levels": seed}, DESC)]
+    cases = [_level_case(DESC, m) for m in bench_measurements(seed, SERVED)]
     levels = []
     for c, case in zip(LEVELS, cases):
         p = predict_case(case, truth)
@@ -167,7 +169,7 @@ def test_a_sweep_the_shipped_fit_already_describes_is_never_made_worse():
     # this change): every prefill factor the sweep says nothing about fell back to its default.
     shipped = _shipped()
     seed = [_level(c, 0.01, 0.1) for c in LEVELS]
-    cases = [_level_case(DESC, m) for m in bench_measurements({"levels": seed}, DESC)]
+    cases = [_level_case(DESC, m) for m in bench_measurements(seed, SERVED)]
     noise = (1.03, 0.97, 1.02, 0.98, 1.03, 0.97, 1.02)
     levels = []
     for c, case, n in zip(LEVELS, cases, noise):

@@ -230,7 +230,7 @@ INFERENCEX_HEADER = THROUGHPUT_HEADER.rstrip("\n") + (
 
 
 def test_inferencex_row_carries_throughput_median_latencies_and_uniform_lengths(tmp_path):
-    from tokenplan.api.resolve import stated_lengths
+    from tokenplan.job.workload import stated_lengths
 
     csv_path = tmp_path / "ix.csv"
     csv_path.write_text(

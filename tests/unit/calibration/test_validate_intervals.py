@@ -3,12 +3,14 @@ file's coverage per metric, against hand arithmetic."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tokenplan.api.resolve import resolve_file
 from tokenplan.calibration.bands import Band, BandTable
 from tokenplan.calibration.validate import RowResult, Validation, relative_error, summarise
-from tokenplan.calibration.validation import validation_result
+from tokenplan.calibration.validation import ValidationResult, validation_result
 from tokenplan.files.measurements import read_measurements
 from tokenplan.report.validation import rows_table, summary_table
 
@@ -63,6 +65,10 @@ def test_rows_carry_their_interval_and_the_file_its_coverage(tmp_path):
     assert list(d).index("coverage") == list(d).index("median_abs_pct_error") + 3
     # the tables show it: an interval column on each row, a coverage column in the summary
     typed = validation_result(Validation("serving", rows, (), summary), bands)
+    # and it reads back: each metric's keys into its own typed group
+    back = ValidationResult.from_json(json.loads(json.dumps(d)))
+    assert back == typed and back.to_json() == d
+    assert back.rows[0].tpot is not None and back.rows[0].tpot.inside is True and back.rows[0].throughput is None
     assert "80% interval" in [c.header for c in rows_table(typed).columns]
     assert "in 80% interval" in [c.header for c in summary_table(typed).columns]
 

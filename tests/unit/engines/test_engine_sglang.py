@@ -11,6 +11,7 @@ import pytest
 
 from tokenplan.catalog import load_engine, load_gpu
 from tokenplan.engines import Engine, EngineSettings, Launch, Sglang
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.perf.layout import Layout
 from tokenplan.units import Dtype
 
@@ -114,9 +115,8 @@ def _launch(**changes) -> Launch:
         draft_tokens=3,
         ssm_dtype=None,
         hybrid=False,
-        lift_running_cap=False,
-        max_running=None,
-        running_limit=200,
+        max_running=MaxRunning(),
+        planned_running=200,
         settings=EngineSettings(0.83521, 0.0, False, 8192, 256, None),
         planned_engine="sglang",
     )
@@ -144,7 +144,7 @@ def test_launch_command_spells_sglangs_flags(sglang):
             planned_engine="vllm",
             spec_method=None,
             hybrid=True,
-            lift_running_cap=True,
+            max_running=MaxRunning(lifted=True),
             weight_dtype=Dtype.BF16,
             kv_dtype=Dtype.BF16,
             parsers=None,
@@ -204,20 +204,22 @@ def test_a_lifted_cap_on_a_hybrid_model_is_the_radix_cache_off(sglang):
     # S3: with the radix cache on, a hybrid model's memory is split state : KV at
     # --mamba-full-memory-ratio 0.9 (catalog/engines.yaml); lifting the running cap means
     # --disable-radix-cache with an explicit --max-running-requests: one pool, no ratio.
-    assert sglang.disables_radix_cache(hybrid_model=True, cap_lifted=True) is True
-    assert sglang.disables_radix_cache(hybrid_model=True, cap_lifted=False) is False
-    assert sglang.disables_radix_cache(hybrid_model=False, cap_lifted=True) is False
-    assert sglang.state_to_kv_ratio(hybrid_model=True, cap_lifted=False) == 0.9
-    assert sglang.state_to_kv_ratio(hybrid_model=True, cap_lifted=True) is None
-    assert sglang.state_to_kv_ratio(hybrid_model=False, cap_lifted=False) is None
+    assert sglang.disables_radix_cache(hybrid_model=True, max_running=MaxRunning(lifted=True)) is True
+    assert sglang.disables_radix_cache(hybrid_model=True, max_running=MaxRunning()) is False
+    assert sglang.disables_radix_cache(hybrid_model=False, max_running=MaxRunning(lifted=True)) is False
+    assert sglang.state_to_kv_ratio(hybrid_model=True, max_running=MaxRunning()) == 0.9
+    assert sglang.state_to_kv_ratio(hybrid_model=True, max_running=MaxRunning(lifted=True)) is None
+    assert sglang.state_to_kv_ratio(hybrid_model=False, max_running=MaxRunning()) is None
     # with the cache off every one of --max-running-requests 300 gets its state, however few run
     capped = sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=300)
-    assert sglang.allocated_running(120.0, capped, cap_lifted=True) == 300.0
-    assert sglang.allocated_running(120.0, capped, cap_lifted=False) == 120.0
+    assert sglang.allocated_running(120.0, capped, max_running=MaxRunning(lifted=True)) == 300.0
+    assert sglang.allocated_running(120.0, capped, max_running=MaxRunning()) == 120.0
     # unset cap (None): the running limit
     assert (
         sglang.allocated_running(
-            120.0, sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False), cap_lifted=True
+            120.0,
+            sglang.settings(load_gpu("h100-sxm"), Layout(), speculative=False),
+            max_running=MaxRunning(lifted=True),
         )
         == 120.0
     )
@@ -227,6 +229,6 @@ def test_a_lifted_cap_on_a_hybrid_model_is_the_radix_cache_off(sglang):
 def test_other_engines_keep_one_pool_and_allocate_at_the_limit(name):
     engine = load_engine(name)
     settings = engine.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=300)
-    assert engine.disables_radix_cache(True, True) is False
-    assert engine.state_to_kv_ratio(True, False) is None
-    assert engine.allocated_running(120.0, settings, cap_lifted=True) == 120.0
+    assert engine.disables_radix_cache(True, MaxRunning(lifted=True)) is False
+    assert engine.state_to_kv_ratio(True, MaxRunning()) is None
+    assert engine.allocated_running(120.0, settings, max_running=MaxRunning(lifted=True)) == 120.0

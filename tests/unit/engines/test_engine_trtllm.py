@@ -9,6 +9,7 @@ import pytest
 
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.engines import Engine, EngineSettings, Launch, Trtllm
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.engines.trtllm import _bench_engine_bytes
 from tokenplan.perf.layout import Layout
 from tokenplan.units import Dtype
@@ -119,9 +120,8 @@ def _launch(**changes) -> Launch:
         draft_tokens=3,
         ssm_dtype=None,
         hybrid=True,
-        lift_running_cap=False,
-        max_running=None,
-        running_limit=300,
+        max_running=MaxRunning(),
+        planned_running=300,
         settings=EngineSettings(0.9, 2 * GIB, True, 8192, 128, 2048),
         planned_engine="trtllm",
     )
@@ -184,6 +184,11 @@ def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
             "kv_cache_config:",
             "  free_gpu_memory_fraction: 0.90",
             "enable_attention_dp: true",
+            # the published attention-DP recipes' balancing (InferenceMAX dsr1_*_trt*.sh), which the TTFT charges
+            "attention_dp_config:",
+            "  enable_balance: true",
+            "  timeout_iters: 60",
+            "  batching_wait_iters: 0",
             "speculative_config:",
             "  decoding_type: Eagle3",
             "  max_draft_len: 2",

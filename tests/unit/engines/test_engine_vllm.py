@@ -8,6 +8,7 @@ import pytest
 
 from tokenplan.catalog import load_engine, load_gpu
 from tokenplan.engines import Engine, EngineSettings, Launch, Vllm
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.engines.vllm import vllm_graph_capture_sizes
 from tokenplan.perf.layout import Layout
 from tokenplan.units import Dtype
@@ -88,9 +89,8 @@ def _launch(**changes) -> Launch:
         draft_tokens=2,
         ssm_dtype=None,
         hybrid=False,
-        lift_running_cap=False,
-        max_running=None,
-        running_limit=1000,
+        max_running=MaxRunning(),
+        planned_running=1000,
         settings=EngineSettings(0.857, 0.0, False, 16384, 512, None),
         planned_engine="sglang",
     )

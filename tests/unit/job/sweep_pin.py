@@ -78,7 +78,7 @@ def figures(result) -> list:
         s.batch,
         s.limits.kv,
         s.limits.state,
-        s.limits.engine,
+        s.limits.max_running,
         s.limits.limit,
         s.limits.reason,
         s.tpot_s,

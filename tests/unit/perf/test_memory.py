@@ -366,7 +366,7 @@ def test_sglang_ratio_split_reserves_the_speculative_copies_first():
         settings,
         0.9,
         spec_state_copies=engine.spec_state_copies(3),
-        spec_reserved_running=settings.max_running,
+        max_running=settings.max_running,
     )
     assert m.spec_state_pool_bytes == 29_557_260_288
     assert m.state_pool_bytes == pytest.approx(79_362_808_335.05 * 0.9 / 1.9, rel=1e-11)

@@ -11,6 +11,7 @@ import pytest
 
 from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.engines.base import EngineSettings, Launch
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.workload import lognormal_with_mean
 from tokenplan.perf.layout import Layout
 from tokenplan.units import Dtype
@@ -95,9 +96,8 @@ def test_every_value_is_quoted():
         draft_tokens=1,
         ssm_dtype=None,
         hybrid=False,
-        lift_running_cap=False,
-        max_running=None,
-        running_limit=64,
+        max_running=MaxRunning(),
+        planned_running=64,
         settings=EngineSettings(0.85, 0.0, False, 8192, 256, None),
         planned_engine="sglang",
     )

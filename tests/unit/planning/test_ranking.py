@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
 from tokenplan.planning.provision import Target, outcome
@@ -27,8 +28,7 @@ def _candidate(wall_s: float, spec: SpecDecode | None, tok_s: float = 50_000.0, 
         layout=Layout(tp=1, dp=8),
         weight_dtype=Dtype.FP8,
         kv_dtype=Dtype.FP8,
-        lift_running_cap=True,
-        max_running=None,
+        max_running=MaxRunning(lifted=True),
     )
     low = LOW if spec is not None and spec.from_prior else 1.0
     return Candidate(

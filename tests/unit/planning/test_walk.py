@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tokenplan.catalog import load_engine
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import Config, Rejection
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode
@@ -23,8 +24,8 @@ from tokenplan.units import Dtype
 
 SGLANG = load_engine("sglang")
 MTP3 = SpecDecode("mtp", 3, 2.95)
-CURRENT = Config(Layout(tp=4), Dtype.BF16, Dtype.BF16, SGLANG, MTP3, max_running=48)
-TARGET = Config(Layout(tp=1, dp=4), Dtype.FP8, Dtype.FP8, SGLANG, None, lift_running_cap=True)
+CURRENT = Config(Layout(tp=4), Dtype.BF16, Dtype.BF16, SGLANG, MTP3, max_running=MaxRunning(48))
+TARGET = Config(Layout(tp=1, dp=4), Dtype.FP8, Dtype.FP8, SGLANG, None, max_running=MaxRunning(lifted=True))
 
 
 def _ev(rate: float, batch: float = 10.0) -> SimpleNamespace:
@@ -47,7 +48,7 @@ def test_walk_changes_one_field_at_a_time_in_order_and_gains_multiply():
 
     def rate(c: Config) -> float:
         r = 1000.0
-        r *= factors["running"] if c.max_running is None else 1
+        r *= factors["running"] if c.max_running.requests is None else 1
         r *= factors["layout"] if c.layout.dp == 4 else 1
         r *= factors["weights"] if c.weight_dtype is Dtype.FP8 else 1
         r *= factors["kv"] if c.kv_dtype is Dtype.FP8 else 1
@@ -69,7 +70,7 @@ def test_a_step_that_does_not_run_is_shown_and_the_next_gain_is_over_the_last_th
             return Rejection(c, "weights do not fit", "memory")
         return _ev(2000.0 if c.layout.dp == 4 else 1000.0)
 
-    steps = walk(replace(CURRENT, max_running=None, lift_running_cap=True, spec=None), TARGET, run)
+    steps = walk(replace(CURRENT, max_running=MaxRunning(lifted=True), spec=None), TARGET, run)
     assert [s.output_tok_s_total for s in steps] == [1000.0, None, 2000.0, 2000.0]
     assert steps[1].limited_by == "does not run: weights do not fit"
     assert steps[2].gain == pytest.approx(2.0)  # 2,000 over the start's 1,000
@@ -80,8 +81,8 @@ def test_implied_acceptance_and_running_cap_reproduce_the_measurement():
     tau = implied_acceptance(CURRENT, 1650.0, lambda c: _ev(1000.0 * c.spec.acceptance_length))
     assert tau == pytest.approx(1.65, abs=1e-3)
     # rate = 50 tok/s per running request: 1,000 tok/s needs a cap of 20.
-    cap = implied_running_cap(CURRENT, 1000.0, lambda c: _ev(50.0 * c.max_running), most=48)
+    cap = implied_running_cap(CURRENT, 1000.0, lambda c: _ev(50.0 * c.max_running.requests), most=48)
     assert cap == 20
     # Above what the largest cap gives (48 × 50 = 2,400): nothing in range reproduces it.
-    assert implied_running_cap(CURRENT, 3000.0, lambda c: _ev(50.0 * c.max_running), most=48) is None
+    assert implied_running_cap(CURRENT, 3000.0, lambda c: _ev(50.0 * c.max_running.requests), most=48) is None
     assert implied_acceptance(replace(CURRENT, spec=None), 1650.0, lambda c: _ev(1.0)) is None

@@ -84,7 +84,7 @@ def test_a_plan_for_another_model_warns_and_its_concurrency_is_still_read(tmp_pa
         f"the plan {plan} was made for model 'qwen3.6-27b', but --model is "
         "'llama-3.1-8b': its concurrency and throughput may not fit this model"
     ]
-    assert checked.hint.concurrency_per_endpoint == 48  # warned, not refused
+    assert checked.plan.concurrency_per_endpoint == 48  # warned, not refused
     same = check_request(_request(tmp_path, plan=plan, model="Qwen/Qwen3.6-27B-FP8"))
     assert same.warnings == []
 

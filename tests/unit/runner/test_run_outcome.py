@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenplan.api.generate import GenerateRequest, greedy_warnings, model_context, resolve_sampling
+from tokenplan.api.generate import GenerateRequest, check_request, model_context
 from tokenplan.api.plan import PlanRequest
 from tokenplan.client.answers import answer_bytes_cap
 from tokenplan.client.retry import deadline_s
 from tokenplan.errors import InputError
-from tokenplan.files.plan_hint import PlanHint
-from tokenplan.runner.defaults import FALLBACK_MAX_TOKENS, choose_sampling
+from tokenplan.runner.defaults import FALLBACK_MAX_TOKENS, choose_sampling, greedy_warnings
 from tokenplan.runner.refusals import Held, RefusalStreak
 from tokenplan.runner.requests import Sampling, request_body
 
@@ -99,10 +98,13 @@ def test_the_models_context_less_each_prompt_is_what_a_request_asks_for(tmp_path
     assert model_context(str(model_dir)) == (40_960, f"max_position_embeddings of {model_dir / 'config.json'}")
     assert model_context("qwen3-8b") == (40_960, "max_position_embeddings of catalog model qwen3-8b")
     assert model_context("some-served-alias") is None
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"prompt": "hi"}\n')
     request = GenerateRequest.build(
-        inputs=["x"], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"], model=str(model_dir)
+        inputs=[str(data)], out_dir=tmp_path / "run", endpoints=["http://127.0.0.1:1/v1"], model=str(model_dir)
     )
-    sampling, notes = resolve_sampling(request, PlanHint(None, None, None))
+    checked = check_request(request)
+    sampling, notes = checked.sampling, checked.notes
     assert (sampling.max_tokens, sampling.context_tokens) == (40_960, 40_960)
     assert any(note.startswith("max_tokens: the model's context 40,960") for note in notes)
     messages = [{"role": "user", "content": "hi"}]
@@ -111,13 +113,13 @@ def test_the_models_context_less_each_prompt_is_what_a_request_asks_for(tmp_path
     assert request_body(str(model_dir), messages, sampling, 1)["max_tokens"] == 40_834
     # an explicit --max-tokens is sent as given
     given = GenerateRequest.build(
-        inputs=["x"],
+        inputs=[str(data)],
         out_dir=tmp_path / "run",
         endpoints=["http://127.0.0.1:1/v1"],
         model=str(model_dir),
         max_tokens=1000,
     )
-    assert resolve_sampling(given, PlanHint(None, None, None))[0].context_tokens is None
+    assert check_request(given).sampling.context_tokens is None
 
 
 def test_temperature_0_is_warned_about_with_n_samples_and_with_thinking() -> None:

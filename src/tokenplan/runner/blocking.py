@@ -1,4 +1,5 @@
-"""Running a command's coroutine from synchronous code, whether or not an event loop already runs.
+"""Running a command's coroutine from synchronous code, whether or not an event loop already runs
+(the driver ``generate`` and ``bench`` share).
 
 ``asyncio.run`` refuses to start inside a running loop ("asyncio.run() cannot be called from a
 running event loop"), which is where Jupyter and IPython run every cell. :func:`run_blocking`

@@ -1,0 +1,43 @@
+"""The 80 % error bands attached to predicted figures: a band table looked up at a configuration's
+regime (:mod:`tokenplan.calibration.bands`). ``tokenplan.api.bands`` passes the shipped table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tokenplan.calibration.bands import BandTable, interval, model_family, spec_regime
+from tokenplan.job.evaluate import Evaluation
+from tokenplan.results import Bands, ErrorBand
+
+
+def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapping[str, tuple[str, bool]]) -> Bands:
+    """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
+    ``result``, each with its band metric and whether the figure scales as 1 / the metric's
+    quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the band's regime
+    (and why the configuration lies outside the measured one, if it does). The regime includes
+    the evaluation's speculative decoding: none, τ from the prior, or τ stated. TTFT bands also
+    split by whether requests queue in the server: the steady state's running batch at the
+    engine's limit (offline, or more in flight than it runs; ``calibration.bands.queue_regime``)
+    or below it (the client's concurrency)."""
+    d = ev.deployment
+    where = (
+        ev.config.engine.name,
+        d.gpu.architecture,
+        model_family(d.spec.name),
+        d.gpu.key,
+        ev.steady.batch,
+        spec_regime(ev.config.spec),
+    )
+    queue = "none" if ev.steady.batch_reason == "concurrency" else "queue"
+    fmt = ev.config.weight_dtype.flops_class
+    intervals, last = {}, None
+    for key, (metric, inverse) in figures.items():
+        value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
+        band = (
+            None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt, queue=queue)
+        )
+        if band is not None:
+            intervals[key] = band
+            last = band
+    regime = None if last is None else ErrorBand(last.regime, table.coverage, last.outside)
+    return Bands(intervals, regime)
