@@ -286,7 +286,7 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
     # The run served its requests, so its server was launched for at least the longest of them
     # (vLLM refuses to start for a max_model_len its KV cache cannot hold: the model's whole
     # context is only the default).
-    config = replace(s.config, max_model_len=math.ceil(isl.max + osl.max))
+    config = replace(s.config, max_model_len=math.ceil(isl.max + osl.max), engine_version=m.engine_version)
     family = model_family(m.model)
     return Case(m, s.model, s.gpu, config, m.engine, s.gpu.architecture, family, isl, osl, s.concurrency)
 

@@ -52,6 +52,9 @@ class Deployment:
             one GEMM (N·K elements per GPU) of the attention and linear-attention projections,
             of the dense FFN / shared experts / router, and of one routed expert; the measured
             GEMM curves are read at this size (:func:`gemm_sizes`). 0 where the family is absent.
+        cpu_overlap: the engine prepares step n+1 on the CPU while the GPU runs step n (SGLang's
+            overlap scheduler, vLLM's async scheduling, TensorRT-LLM's overlap scheduler;
+            ``engines.overlap``), so a step's CPU time hides behind its kernels (``perf.step``).
         gemm_curve: the measured GEMM curve the weight format runs on (``perf.gemm.curve_for``),
             or None (the fitted form stands in). Derived from the fields above on every
             construction, ``dataclasses.replace`` included; not compared.
@@ -84,6 +87,7 @@ class Deployment:
     attn_gemm_elements: float = 0.0
     mlp_gemm_elements: float = 0.0
     expert_gemm_elements: float = 0.0
+    cpu_overlap: bool = False
     gemm_curve: GemmCurve | None = field(init=False, repr=False, compare=False)
     gemm_reads: tuple[SizeRead, ...] = field(init=False, repr=False, compare=False)
 
@@ -180,9 +184,16 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[
 
 
 def build_deployment(
-    spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype, memory: MemoryBreakdown
+    spec: ModelSpec,
+    gpu: Gpu,
+    layout: Layout,
+    weight_dtype: Dtype,
+    kv_dtype: Dtype,
+    memory: MemoryBreakdown,
+    cpu_overlap: bool = False,
 ) -> Deployment:
-    """Precompute the per-GPU constants of one deployment."""
+    """Precompute the per-GPU constants of one deployment (``cpu_overlap``: the engine overlaps a
+    step's CPU work with the previous step's kernels, ``engines.overlap``)."""
     dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = _param_split(
         spec, layout, weight_dtype
     )
@@ -233,4 +244,5 @@ def build_deployment(
         attn_gemm_elements=attn_size,
         mlp_gemm_elements=mlp_size,
         expert_gemm_elements=expert_size,
+        cpu_overlap=cpu_overlap,
     )
