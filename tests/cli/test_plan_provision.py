@@ -99,10 +99,10 @@ def test_budget_below_what_any_count_costs_is_a_reasoned_miss():
 
 
 def test_the_recommendation_meets_the_budget_when_an_option_does():
-    # 8 B200 cost ~$500 (README), over $400; one RTX PRO 6000 costs ~$300 (README: 14 days at
-    # $0.89/GPU-h ≈ $300), within it. The launch is for the option that meets the budget, even
-    # though B200 is faster, and the answer names the fastest among those that meet it.
-    p = plan(PlanRequest(gpus=("b200", "rtx-pro-6000"), budget_usd=400)).to_json()
+    # 8 B200 cost $395 (README's plan), over $350; 4 RTX PRO 6000 cost $308 (README: 3.61 days ×
+    # 4 GPUs × 24 h at $0.89/GPU-h ≈ $308), within it. The launch is for the option that meets the
+    # budget, even though B200 is faster, and the answer names the fastest among those that meet it.
+    p = plan(PlanRequest(gpus=("b200", "rtx-pro-6000"), budget_usd=350)).to_json()
     rows = {r["gpu"]: r for r in p["provisioning"]["options"]}
     assert not rows["b200"]["meets"] and rows["rtx-pro-6000"]["meets"]
     assert p["recommended"]["option"] == f"{rows['rtx-pro-6000']['gpus']}× rtx-pro-6000"

@@ -3,7 +3,8 @@
 ``ours(deployment)`` keeps the model's layers and layout but sets 4 TB/s of HBM, 1 PFLOP/s of
 dense math, 8e9 dense parameters in 8e9 bytes, a 5e8-parameter lm_head in 1e9 bytes and no KV,
 attention or recurrence work, so a decode step is ``9e9 B / (4e12 × hbm_fraction)`` plus the
-overheads of :data:`EFF` at every batch and context the FLOPs do not reach.
+overheads of :data:`EFF` at every batch and context the FLOPs do not reach: a synchronous engine
+step, whose CPU time adds to its kernels (``cpu_overlap`` off; ``engines.overlap``).
 """
 
 from dataclasses import replace
@@ -46,4 +47,5 @@ def ours(d: Deployment) -> Deployment:
         gdn_flops_per_token=0.0,
         lowprec=False,
         weight_only=False,
+        cpu_overlap=False,
     )

@@ -50,6 +50,8 @@ class PredictRequest:
     ``bench``'s server descriptions use it).
     ``max_num_batched_tokens`` (vLLM) and ``chunked_prefill_size`` (SGLang): the engine's token
     budget per step / prefill chunk (None = the engine's default); each only with its engine.
+    ``engine_version``: the engine release a measured run used (decides whether its steps overlap
+    CPU and GPU work, ``engines.overlap``; None = the current release).
     """
 
     model: str
@@ -78,6 +80,7 @@ class PredictRequest:
     disable_radix_cache: bool = False
     max_num_batched_tokens: int | None = None
     chunked_prefill_size: int | None = None
+    engine_version: str | None = None
 
 
 def read_profile(calibration: str | None) -> Profile:
@@ -146,6 +149,7 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         vision_cut=cut,
         host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
+        engine_version=req.engine_version,
     )
     profile = profile or read_profile(req.calibration)
     # the lengths: lognormal with mean isl/osl and σ isl_sigma/osl_sigma (0 = fixed), capped at
@@ -257,6 +261,7 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
         calibration=calibration,
         max_running=m.max_running,
         memory_fraction=m.memory_fraction,
+        engine_version=m.engine_version,
     )
 
 

@@ -35,6 +35,9 @@ class Config:
             server served its requests, so it was launched for at least the longest of them.
         chunk_tokens: the prefill chunk / token budget per step (SGLang ``--chunked-prefill-size``,
             vLLM ``--max-num-batched-tokens``, TRT-LLM ``max_num_tokens``; None = the engine's).
+        engine_version: the engine release a measured run used (its ``engine_version`` column),
+            which decides whether the step overlaps its CPU work (``engines.overlap``); None = the
+            current release.
     """
 
     layout: Layout
@@ -49,6 +52,7 @@ class Config:
     host_kv_bytes: float = 0.0
     max_model_len: int | None = None
     chunk_tokens: int | None = None
+    engine_version: str | None = None
 
 
 REJECTION_KINDS = ("engine", "context", "format", "layout", "memory", "kv", "spec", "concurrency")

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
+from tokenplan.engines.overlap import cpu_overlapped
 from tokenplan.hardware import Gpu
 from tokenplan.job.config import Config, Rejection
 from tokenplan.job.workload import LengthDist
@@ -128,7 +129,8 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
         # answer is not planned at a short-context acceptance.
         config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
-    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem)
+    overlap = cpu_overlapped(engine.name, config.engine_version, config.spec is not None, lay.pp)
+    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem, overlap)
     return config, settings, mem, dep, tuple(warnings)
 
 

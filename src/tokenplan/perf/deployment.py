@@ -53,6 +53,9 @@ class Deployment:
             one GEMM (N·K elements per GPU) of the attention and linear-attention projections,
             of the dense FFN / shared experts / router, and of one routed expert; the measured
             GEMM curves are read at this size (:func:`gemm_sizes`). 0 where the family is absent.
+        cpu_overlap: the engine prepares step n+1 on the CPU while the GPU runs step n (SGLang's
+            overlap scheduler, vLLM's async scheduling, TensorRT-LLM's overlap scheduler;
+            ``engines.overlap``), so a step's CPU time hides behind its kernels (``perf.step``).
         gemm_curve: the measured GEMM curve the weight format runs on (``perf.gemm.curve_for``),
             or None (the fitted form stands in). Derived from the fields above on every
             construction, ``dataclasses.replace`` included; not compared.
@@ -85,6 +88,7 @@ class Deployment:
     attn_gemm_elements: float = 0.0
     mlp_gemm_elements: float = 0.0
     expert_gemm_elements: float = 0.0
+    cpu_overlap: bool = False
     gemm_curve: GemmCurve | None = field(init=False, repr=False, compare=False)
     gemm_reads: tuple[SizeRead, ...] = field(init=False, repr=False, compare=False)
 
@@ -181,17 +185,24 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[
 
 
 def build_deployment(
-    spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, kv_dtype: Dtype, memory: MemoryBreakdown
+    spec: ModelSpec,
+    gpu: Gpu,
+    layout: Layout,
+    weight_dtype: Dtype,
+    kv_dtype: Dtype,
+    memory: MemoryBreakdown,
+    cpu_overlap: bool = False,
 ) -> Deployment:
     """Precompute the per-GPU constants of one deployment (all but the memory and the KV format
-    from :func:`_weight_side`, kept per model, GPU, layout and weight format)."""
+    from :func:`_weight_side`, kept per model, GPU, layout and weight format; ``cpu_overlap``: the
+    engine overlaps a step's CPU work with the previous step's kernels, ``engines.overlap``)."""
     key = (id(spec), id(gpu), id(layout), weight_dtype)
     hit = _WEIGHT_SIDE.get(key)
     if hit is None:
         if len(_WEIGHT_SIDE) >= _WEIGHT_SIDE_KEPT:
             _WEIGHT_SIDE.clear()
         hit = _WEIGHT_SIDE[key] = (spec, gpu, layout, _weight_side(spec, gpu, layout, weight_dtype))
-    return Deployment(spec, gpu, layout, weight_dtype, kv_dtype, memory, *hit[3])
+    return Deployment(spec, gpu, layout, weight_dtype, kv_dtype, memory, *hit[3], cpu_overlap)
 
 
 # :func:`_weight_side` by the identity of the model, GPU and layout and the weight format: the

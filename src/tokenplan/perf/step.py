@@ -19,7 +19,9 @@ FLOPs / achievable FLOP/s) — and the families run one after the other, so thei
   latency (the small kernels of a layer — norms, rotary, activation, quantization, router —
   each take a few µs however small the batch), the MoE block's own extra kernels per MoE layer,
   and MoE routing work per token and MoE layer (top-k, permute and un-permute: it scales with
-  the step's tokens, not its sequences).
+  the step's tokens, not its sequences). Where the engine overlaps its CPU work with the
+  previous step's kernels (``Deployment.cpu_overlap``), the fixed and per-sequence CPU time
+  counts only where it exceeds the step's GPU time: the step takes max(GPU, CPU).
 
 With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × stage(tokens/PP)``.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from tokenplan.engines.overlap import hidden_cpu_s
 from tokenplan.perf.comm import all_to_all_s, allreduce_with, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -296,6 +299,9 @@ def step_time(
         + c.moe_layer_latency_s  # eff.moe_layer_latency_s × MoE layers: 0 for a dense model
         + c.per_token_moe_layer_s * moe_token_layers
     )
+    if c.cpu_overlap:  # the CPU part runs beside the previous step's kernels (engines.overlap)
+        cpu = c.step_overhead_s + c.per_sequence_overhead_s * decode_seqs
+        overhead -= hidden_cpu_s(cpu, stage * pp + overhead - cpu)
     return StepTime(
         gemm_s * pp,
         experts_s * pp,

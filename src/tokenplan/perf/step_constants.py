@@ -67,6 +67,7 @@ class StepConstants:
         "comm_a2a",
         "comm_fraction",
         "commit_transfers",
+        "cpu_overlap",
         "curve",
         "dense_reads",
         "dequant",
@@ -176,6 +177,9 @@ class StepConstants:
         self.layer_latency_s = eff.layer_latency_s * spec.num_layers
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
         self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
+        # Whether the fixed and per-sequence CPU time hides under the previous step's kernels
+        # (``engines.overlap``): part of the constants' value, so the step memos keep it apart.
+        self.cpu_overlap = d.cpu_overlap
         # The step memos of the constants of this value, looked up on the first kept step
         # (:func:`shared_memos`; ``perf.step.kept_step_time``).
         self.memos: tuple[StepMemo, StepMemo] | None = None

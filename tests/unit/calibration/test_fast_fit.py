@@ -159,12 +159,12 @@ def test_configuration_band_weighs_each_configuration_as_one():
     from tokenplan.calibration.bands import Band, configuration_band, conformal_band
 
     # 19 configurations of one residual each (0, 1, …, 18) and one, "a", of ten at 100: K = 20,
-    # each single residual weighs 1 and each of a's 0.1. Tails at t = 1 − 0.2/4 = 0.95: the high
-    # bound is the first residual whose cumulative weight reaches 0.95·20 = 19 → 18 (the 19th
-    # single); the low one reaches 0.05·20 = 1 → 0.
+    # each single residual weighs 1 and each of a's 0.1. Tails at t = RATE_TAIL = 0.915: the high
+    # bound is the first residual whose cumulative weight reaches 0.915·20 = 18.3 → 18 (the 19th
+    # single); the low one reaches 0.085·20 = 1.7 → 1 (the 2nd).
     values = [float(i) for i in range(19)] + [100.0] * 10
     configurations = [f"c{i}" for i in range(19)] + ["a"] * 10
-    assert configuration_band(values, configurations) == Band(0.0, 18.0, 29)
+    assert configuration_band(values, configurations) == Band(1.0, 18.0, 29)
     # unweighted, a's ten rows set the top: n = 29, k = ⌈30·0.9⌉ = 27 → the 27th smallest is 100
     assert conformal_band(values).high_q == 100.0
 

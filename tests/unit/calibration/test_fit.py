@@ -23,10 +23,10 @@ def _cases() -> list[Case]:
     line = 2
     for model, gpu, dtype in (("llama-3.1-8b", "h100-sxm", "bf16"), ("qwen3-32b", "h200", "fp8")):
         for conc in (1, 2, 4, 8, 16, 32, 64, 128):
-            m = Measurement(
+            m = Measurement(  # vLLM 0.13: steps back to back, so a fixed step cost shows (engines.overlap)
                 line,
                 str(line),
-                "trtllm",
+                "vllm",
                 model,
                 gpu,
                 1,
@@ -40,6 +40,7 @@ def _cases() -> list[Case]:
                 1024.0,
                 float(conc),
                 output_tok_s_per_gpu=1.0,
+                engine_version="0.13.0",
             )
             case = resolve_case(m)
             assert isinstance(case, Case)

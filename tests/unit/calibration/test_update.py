@@ -19,7 +19,11 @@ from tokenplan.calibration.validate import predict_case  # noqa: E402
 from tokenplan.files.calibration import moved_lines, read_calibration_file  # noqa: E402
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS  # noqa: E402
 
-DESC = PredictRequest(model="qwen3-8b", gpu="h100-sxm", num_gpus=1, engine="vllm", max_running=256)
+# The simulated server runs its steps back to back (a step law of CPU and GPU time added), as
+# vLLM did before 0.14.0 turned async scheduling on (engines.overlap): described as such.
+DESC = PredictRequest(
+    model="qwen3-8b", gpu="h100-sxm", num_gpus=1, engine="vllm", max_running=256, engine_version="0.13.0"
+)
 SERVED = Served(engine="vllm", model="qwen3-8b", gpu="h100-sxm", num_gpus=1, max_running=256)  # DESC, as measured
 ISL, OSL = 1000, 200
 LEVELS = (1, 2, 4, 8, 16, 32, 64)

@@ -56,7 +56,7 @@ def _catalog(model: str) -> Deployment:
 
 
 def _ours(model: str = "llama-3.1-8b", kv_pool_bytes: float = 1e11, host_kv_bytes: float = 0.0) -> Deployment:
-    """4 TB/s HBM, 1 PFLOP/s, 64 GB/s host link; 8e9 dense params in 8e9 bytes, a 5e8-param
+    """A synchronous engine step on 4 TB/s HBM, 1 PFLOP/s, 64 GB/s host link; 8e9 dense params in 8e9 bytes, a 5e8-param
     lm_head in 1e9 bytes; 1e5 KV bytes and 1e5 attention FLOPs per token per context token."""
     d = _catalog(model)
     gpu = replace(d.gpu, hbm_bytes_per_s=4e12, host_link=replace(d.gpu.host_link, bytes_per_s=64e9), gemm_curves=())
@@ -84,6 +84,7 @@ def _ours(model: str = "llama-3.1-8b", kv_pool_bytes: float = 1e11, host_kv_byte
         gdn_flops_per_token=0.0,
         lowprec=False,
         weight_only=False,
+        cpu_overlap=False,  # the synchronous step: the overhead adds (the overlapped one: test_overlap)
     )
 
 
@@ -100,6 +101,24 @@ def test_small_batch_decode_is_memory_bound():
     assert t.total_s == pytest.approx(4.2925e-3)
     assert t.bottleneck == "memory bandwidth"
     assert t.bytes_moved == pytest.approx(9.8e9)  # 9e9 weights + 8e8 KV
+
+
+def test_an_overlapping_engine_hides_its_cpu_time_behind_the_kernels():
+    overlapped = replace(_ours(), cpu_overlap=True)
+    # The kernels of test_small_batch_decode_is_memory_bound take 2.8125 + 0.4 = 3.2125 ms; its
+    # CPU time 1 ms + 8 × 10 µs = 1.08 ms runs beside the previous step's kernels: the step takes
+    # max(3.2125, 1.08) = 3.2125 ms, no overhead shows.
+    t = step_time(overlapped, EFF, decode_seqs=8, context_tokens=1000)
+    assert t.overhead_s == pytest.approx(0.0, abs=1e-15)
+    assert t.total_s == pytest.approx(3.2125e-3)
+    # With 100 µs per sequence the CPU time is 1 ms + 8 × 0.1 ms = 1.8 ms, still hidden; at
+    # 400 µs it is 1 + 3.2 = 4.2 ms > 3.2125 ms of kernels: the step takes 4.2 ms, 0.9875 ms shows.
+    slow_cpu = replace(EFF, per_sequence_overhead_s=4e-4)
+    t = step_time(overlapped, slow_cpu, decode_seqs=8, context_tokens=1000)
+    assert t.overhead_s == pytest.approx(0.9875e-3)
+    assert t.total_s == pytest.approx(4.2e-3)
+    # The synchronous engine adds them: 3.2125 + 4.2 = 7.4125 ms.
+    assert step_time(_ours(), slow_cpu, decode_seqs=8, context_tokens=1000).total_s == pytest.approx(7.4125e-3)
 
 
 def test_a_long_prefill_is_compute_bound():

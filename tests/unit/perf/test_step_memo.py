@@ -85,3 +85,16 @@ def test_another_efficiency_table_is_another_memo():
     d, eff = _deployment()
     a, b = StepConstants(d, eff), StepConstants(d, replace(eff, hbm_fraction=eff.hbm_fraction / 2))
     assert shared_memos(a)[0] is not shared_memos(b)[0] and shared_memos(a)[1] is not shared_memos(b)[1]
+
+
+def test_deployments_that_differ_only_in_cpu_overlap_keep_their_own_steps():
+    # An engine version without the overlap scheduler (engines.overlap) adds the fixed and
+    # per-sequence CPU time to the kernels; with it, that time hides under them. The constants differ
+    # in ``cpu_overlap`` alone, so no memo may hand one the other's steps.
+    d, eff = _deployment()
+    on, off = replace(d, cpu_overlap=True), replace(d, cpu_overlap=False)
+    assert shared_memos(StepConstants(on, eff))[0] is not shared_memos(StepConstants(off, eff))[0]
+    first, second = kept_step_time(on, eff, DECODE), kept_step_time(off, eff, DECODE)
+    assert first == step_time(on, eff, *DECODE) and second == step_time(off, eff, *DECODE)
+    # Overlap can only hide CPU time, never add it.
+    assert first.overhead_s <= second.overhead_s and first != second

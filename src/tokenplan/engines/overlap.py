@@ -1,0 +1,72 @@
+"""Whether an engine overlaps the CPU work of step n+1 with the GPU kernels of step n.
+
+All three engines can run a step's CPU side (scheduling, batch bookkeeping, input preparation,
+result processing) while the GPU runs the previous step's kernels; a step then takes the longer
+of the two instead of their sum (``perf.step.step_time``). Whether they do depends on the engine,
+its version and speculative decoding; the rule below is read from each engine's source:
+
+- **SGLang** — the overlap scheduler is on by default (``--disable-overlap-schedule`` turns it
+  off). With EAGLE/MTP speculative decoding, ``server_args`` turned it off unless
+  ``SGLANG_ENABLE_SPEC_V2`` was set ("Overlap scheduler is disabled because of using eagle3 or
+  standalone speculative decoding"; spec v2 = the overlapped EAGLE worker, sgl-project/sglang
+  PR #11398, 2025-10, opt-in through the environment variable, default ``EnvBool(False)`` in
+  ``srt/environ.py``). Spec v2 became the default in v0.5.13 (``SGLANG_ENABLE_SPEC_V2 =
+  EnvBool(True)``; "Spec v2 is enabled by default for eagle/eagle3/standalone speculative
+  decoding"; on main by 2026-05-08, sgl-project/sglang PR #24642; spec v1 retired in PR #27964,
+  2026-06-11). Before it, speculative runs were synchronous unless the launch exported the
+  variable: InferenceX's ``benchmarks/single_node/dsr1_fp8_b200_mtp.sh`` (@285b6628) assigns
+  ``SGLANG_ENABLE_SPEC_V2=1`` without ``export``, so the server it starts does not see it.
+  Pipeline parallelism turns it off ("Pipeline parallelism is incompatible with overlap
+  schedule", ``ServerArgs._handle_pipeline_parallelism``).
+- **vLLM** — async scheduling (``--async-scheduling``, vllm-project/vllm PR #19970, 2025-06) is on
+  by default from v0.14.0 (PR #27614 in the async-scheduling plan, issue #27679; v0.14.0 released
+  2026-01-17), also with EAGLE/MTP speculative decoding (PR #31998, "Enable async scheduling by
+  default with spec decoding", in v0.14.0); before 0.14 a default launch runs synchronously.
+- **TensorRT-LLM** (PyTorch backend) — ``disable_overlap_scheduler`` defaults to False, and MTP
+  keeps the overlap (``SpeculativeDecodingMode.support_overlap_scheduler`` returns True for
+  one-model MTP and EAGLE-3, ``tensorrt_llm/_torch/speculative/interface.py`` @b35ac1b6).
+
+A row's ``engine_version`` picks the rule; without one (the planner, a row that does not say)
+the current release's default applies. Engines outside the three keep the synchronous step.
+"""
+
+from __future__ import annotations
+
+import re
+
+# First release whose default launch overlaps the CPU of speculative steps (SGLang: spec v2 by
+# default) and of every step (vLLM: async scheduling by default), as (major, minor, patch).
+SGLANG_SPEC_OVERLAP_SINCE = (0, 5, 13)
+VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+
+_VERSION = re.compile(r"(?<![\d.])(\d+)\.(\d+)\.(\d+)")
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    """The first ``major.minor.patch`` in an engine version or image name, e.g.
+    ``lmsysorg/sglang:v0.5.12-cu130`` → (0, 5, 12), ``nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2``
+    → (1, 1, 0); None where there is none (``nightly-dev``, an empty cell)."""
+    if not text:
+        return None
+    m = _VERSION.search(text)
+    return None if m is None else (int(m[1]), int(m[2]), int(m[3]))
+
+
+def cpu_overlapped(engine: str, version: str | None, speculative: bool, pp: int = 1) -> bool:
+    """True where ``engine`` at ``version`` (None = the current release) overlaps a step's CPU
+    work with the previous step's GPU kernels, with or without speculative decoding, at ``pp``
+    pipeline stages."""
+    v = parse_version(version)
+    if engine == "sglang":
+        return pp == 1 and (not speculative or v is None or v >= SGLANG_SPEC_OVERLAP_SINCE)
+    if engine == "vllm":
+        return v is None or v >= VLLM_ASYNC_SCHEDULING_SINCE
+    return engine == "trtllm"
+
+
+def hidden_cpu_s(cpu_s: float, gpu_s: float) -> float:
+    """CPU seconds of a step that hide behind the previous step's GPU kernels when the engine
+    overlaps them: ``min(cpu_s, gpu_s)``, so that the step takes ``max(gpu_s, cpu_s)`` instead of
+    ``gpu_s + cpu_s``. E.g. 0.7 ms of scheduling beside 20 ms of kernels: all 0.7 ms hide; 5 ms
+    beside 3 ms: 3 ms hide and the step takes 5 ms."""
+    return cpu_s if cpu_s < gpu_s else gpu_s
