@@ -46,3 +46,16 @@ def test_an_elided_example_compares_only_its_head(tmp_path):
     # Without the marker the whole output is compared.
     (whole,) = readme_outputs.examples(["```", "$ tokenplan predict", "a", "```"])
     assert readme_outputs.as_shown(whole, ["a", "b"]) == ["a", "b"]
+
+
+def test_a_piped_example_shows_what_the_pipeline_keeps_and_every_error_line():
+    # `… | sed -n 1p` keeps the first line of stdout, as in a shell; the command's own part (what
+    # other README tests rerun) is the text before " | ". An error goes to stderr, around the pipe:
+    # `sed d` deletes all of stdout, yet the one error line still shows, as on a terminal.
+    (example,) = readme_outputs.examples(["```", "$ tokenplan plan --gpu 8xb200 | sed -n 1p", "x", "```"])
+    assert example.tokenplan_command == "tokenplan plan --gpu 8xb200"
+    whole = readme_outputs.run(example.tokenplan_command)
+    assert len(whole) > 1
+    assert readme_outputs.run(example.command) == whole[:1]
+    refused = readme_outputs.run("tokenplan predict --model llama-3.1-8b --gpu h100-sxm --tp 3 | sed d")
+    assert refused == ["error: configuration cannot run: TP3 does not divide the 32 attention heads"]

@@ -6,7 +6,9 @@ would see it (a subprocess, ``COLUMNS=200``, stderr merged into stdout, in an em
 compares with the block, so a refit or a changed table never leaves a stale example behind.
 
 A block that shows only the head of a long output ends with a line holding ``…`` (ELLIPSIS): then
-only that many lines are compared, and rewritten.
+only that many lines are compared, and rewritten. A command may end in a shell pipeline that picks
+the lines worth showing (``$ tokenplan plan | grep 'best is'``): it runs in ``sh`` as typed, with
+``tokenplan`` this checkout's, so the figures a sentence would otherwise quote stay checked.
 
 Usage (from the repository root)::
 
@@ -33,6 +35,9 @@ ELLIPSIS = "…"
 # The console script's entry point, run with the README's program name.
 ENTRY = "import sys; sys.argv[0] = 'tokenplan'; from tokenplan.cli import main; sys.exit(main())"
 RERUN = re.compile(r"^\$ tokenplan (plan|predict|memory)\b")
+PIPE = " | "
+# A shell function standing for the console script, so a command line runs in sh as a user types it.
+SHELL_TOKENPLAN = 'tokenplan() { "$README_PYTHON" -c "$README_ENTRY" "$@"; }\n'
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,11 @@ class Example:
     first_line: int  # 0-based index in README.md of the ``$`` line
     command: str
     shown: list[str]
+
+    @property
+    def tokenplan_command(self) -> str:
+        """The ``tokenplan …`` part of the command line, without a pipeline after it."""
+        return self.command.split(PIPE, 1)[0]
 
 
 def examples(lines: list[str]) -> list[Example]:
@@ -68,13 +78,13 @@ def examples(lines: list[str]) -> list[Example]:
 
 def run(command: str) -> list[str]:
     """Lines printed by ``command`` (stdout and stderr in order) with the README's terminal width."""
-    env = dict(os.environ, COLUMNS=COLUMNS, NO_COLOR="1", TERM="dumb")
+    env = dict(os.environ, COLUMNS=COLUMNS, NO_COLOR="1", TERM="dumb", README_PYTHON=sys.executable)
+    env["README_ENTRY"] = ENTRY
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH")) if p)
-    args = shlex.split(command)
-    assert args[0] == "tokenplan", command
+    assert shlex.split(command)[0] == "tokenplan", command
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
-            [sys.executable, "-c", ENTRY, *args[1:]],
+            ["sh", "-c", SHELL_TOKENPLAN + command],
             cwd=tmp,
             env=env,
             stdout=subprocess.PIPE,

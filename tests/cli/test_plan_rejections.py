@@ -244,7 +244,7 @@ def _readme_plan_commands() -> list[list[str]]:
         line = line.strip().removeprefix("$ ")
         if not line.startswith("tokenplan plan"):
             continue
-        args = shlex.split(line.split("#")[0].split(">")[0])[2:]
+        args = shlex.split(line.split(" | ")[0].split("#")[0].split(">")[0])[2:]  # a `| grep` shows a part
         keep, skip = [], False
         for a in args:
             if skip:

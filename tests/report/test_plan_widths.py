@@ -36,7 +36,7 @@ def _readme_plan_commands() -> list[str]:
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     lines = (ROOT / "README.md").read_text(encoding="utf-8").split("\n")
-    return [e.command for e in module.examples(lines) if e.command.startswith("tokenplan plan")]
+    return [e.tokenplan_command for e in module.examples(lines) if e.command.startswith("tokenplan plan")]
 
 
 COMMANDS = _readme_plan_commands()
