@@ -46,7 +46,8 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.perf.step import StepTime, kept_step_time, roofline_step_s, step_time
+from tokenplan.perf.step import kept_step_time, roofline_step_s, step_time
+from tokenplan.perf.step_record import StepTime
 
 # A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`).
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]

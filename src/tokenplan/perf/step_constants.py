@@ -23,7 +23,7 @@ from tokenplan.perf.efficiency import Efficiency, kernel_factor
 from tokenplan.perf.sparse_indexer import indexer_latency_layers
 
 if TYPE_CHECKING:
-    from tokenplan.perf.step import StepTime
+    from tokenplan.perf.step_record import StepTime
 
 
 def expected_max_normal(n: int) -> float:
@@ -133,7 +133,9 @@ class StepConstants:
             2.0 * d.lm_head_params,
         )
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
-        self.dense_reads = d.gemm_reads[:3]  # attention, dense FFN, lm_head (perf.step's ATTN, MLP, LM_HEAD)
+        self.dense_reads = d.gemm_reads[
+            :3
+        ]  # attention, dense FFN, lm_head (the first three GEMM families of perf.step)
         self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
         self.gemm_flops = d.gemm_flops_per_s
         self.kernel_factor = kernel_factor(eff, d.gemm_curve.fmt) if d.gemm_curve is not None else 1.0
