@@ -14,10 +14,8 @@ def describe(c: Candidate) -> str:
     """``TP2×DP4, fp8 weights, fp8 KV, mtp k=3 τ=2.95`` style label."""
     cfg = c.evaluation.config
     spec = f", {cfg.spec.describe()}" if cfg.spec else ""
-    lifted = ", running cap raised" if cfg.max_running.lifted else ""
-    if cfg.max_running.requests is not None:
-        lifted += f", running cap {cfg.max_running.requests}"
-    return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{lifted}"
+    cap = cfg.max_running.label()
+    return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{cap}"
 
 
 def widest_tp_leaders(
