@@ -207,6 +207,6 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
         InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
     """
     checked = check_request(request)
-    tokenizer = default_tokenizer(request.tokenizer, request.server.model)
-    job = request.job
-    return dry_run(checked.files, job.mode, job.n, job.limit, tokenizer), checked.sampling, checked.notes
+    tokenizer, option = default_tokenizer(request.tokenizer, request.server.model)
+    job, notes = request.job, list(checked.notes)
+    return dry_run(checked.files, job.mode, job.n, job.limit, tokenizer, notes, option), checked.sampling, notes
