@@ -118,8 +118,19 @@ def dry_run_record(counts, sampling) -> DryRun:  # noqa: ANN001 - api_generate.d
         prompt_tokens_max=counts.prompt_tokens_max,
         tokenizer=counts.tokenizer,
         sampling=sampling.as_record(),
-        plan_command=counts.plan_command(sampling.max_tokens),
+        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens)),
     )
+
+
+def _osl_at_cap(max_tokens: int) -> float | None:
+    """Where ``max_tokens`` is at or below the mean output of ``plan``'s default job (2,500), which
+    ``plan`` then refuses as a cap, the mean of that job's outputs cut at ``max_tokens`` (tokens:
+    E[min(L, max_tokens)] of its lognormal); None above it."""
+    from tokenplan.job.workload import DEFAULT_OSL, lognormal_with_mean
+
+    if max_tokens > DEFAULT_OSL.mean:
+        return None
+    return lognormal_with_mean(DEFAULT_OSL.mean, DEFAULT_OSL.sigma, DEFAULT_OSL.cap).capped_moment(1, max_tokens)
 
 
 def dry_run_text(record: DryRun, samples_per_row: int) -> str:

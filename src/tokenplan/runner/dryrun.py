@@ -36,15 +36,26 @@ class DryRun:
     prompt_tokens_max: int | None
     tokenizer: str | None
 
-    def plan_command(self, max_tokens: int) -> str:
-        """The ``tokenplan plan`` command for these requests (``--isl-*`` only when counted)."""
+    def plan_command(self, max_tokens: int, osl_at_cap: float | None = None) -> str:
+        """The ``tokenplan plan`` command for these requests, one ``plan`` accepts: ``--isl-*``
+        only when counted, with an ``--isl-cap`` above the mean (the longest prompt, or one token
+        more when every prompt has the mean's length); ``--max-tokens``, or where it is at or below
+        the plan's default mean output (``osl_at_cap``: the mean of the plan's default outputs cut
+        at ``max_tokens``, tokens) ``--osl`` at that mean below the cap, or every output at the
+        cap (``--osl-sigma 0``) when that mean rounds to the cap."""
         parts = [f"tokenplan plan --samples {self.requests}"]
-        if self.prompt_tokens_mean is not None:
+        if self.prompt_tokens_mean is not None and self.prompt_tokens_max is not None:
+            mean = max(round(self.prompt_tokens_mean), 1)
             parts.append(
-                f"--isl {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
-                f"--isl-cap {self.prompt_tokens_max}"
+                f"--isl {mean} --isl-sigma {self.prompt_tokens_sigma:.2f} "
+                f"--isl-cap {max(self.prompt_tokens_max, mean + 1)}"
             )
-        parts.append(f"--max-tokens {max_tokens}")
+        if osl_at_cap is None:
+            parts.append(f"--max-tokens {max_tokens}")
+        elif max(round(osl_at_cap), 1) < max_tokens:
+            parts.append(f"--osl {max(round(osl_at_cap), 1)} --max-tokens {max_tokens}")
+        else:
+            parts.append(f"--osl {max_tokens} --osl-sigma 0")
         return " ".join(parts)
 
 
