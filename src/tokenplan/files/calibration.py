@@ -26,9 +26,21 @@ from pathlib import Path
 from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, shipped_efficiency
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
-from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, EfficiencyTable
 
 LAYERED_ON_SHIPPED = "shipped"  # the value of ``layered_on`` in an update profile
+# What a profile's factor may hold: the physical range a fit keeps it in (EFFICIENCY_BOUNDS, each
+# with its reason there), widened to the ideal a roofline assumes: a fraction up to 1 (the
+# datasheet peak) and an overhead or the share of synchronised arrivals down to 0 (none; the
+# fit's lower bounds there keep its log-space optimiser off 0). A profile that turns every
+# inefficiency off is a limit, not an absurdity; hbm_fraction 1e-300 or 1e9 is one.
+PROFILE_BOUNDS = {
+    name: (
+        0.0 if name.endswith("_s") or name == "prefill_wave_fraction" else low,
+        max(high, 1.0) if name.endswith("_fraction") else high,
+    )
+    for name, (low, high) in EFFICIENCY_BOUNDS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     if not isinstance(groups, dict):  # a group with no factors: an update that kept the shipped fit
         raise ConfigError(source, "groups", "an update profile holds 'groups' of group → informed factors")
     # parse each group's factors with the same checks as a full table (names, finite, sign)
-    parsed = efficiency_table_from_json({"groups": groups}, source)
+    parsed = efficiency_table_from_json({"groups": groups}, source, PROFILE_BOUNDS)
     raw_sigma = data.get("uncertainty")
     sigma: dict[str, object] = raw_sigma if isinstance(raw_sigma, dict) else {}
     by_group, moved = dict(shipped.by_group), {}
@@ -95,7 +107,8 @@ def read_calibration_file(path: str) -> CalibrationFile:
 
     Raises:
         InputError: the file does not exist.
-        ConfigError: not JSON, unknown factors, or an unknown ``layered_on``.
+        ConfigError: not JSON, unknown factors, a factor outside its physical range
+            (:data:`PROFILE_BOUNDS`), or an unknown ``layered_on``.
     """
     p = Path(path)
     if not p.is_file():
@@ -117,7 +130,8 @@ def read_calibration_file(path: str) -> CalibrationFile:
             "of fitted factors, as tokenplan calibrate writes them)",
         )
     fitted = data.get("fitted_on")
-    return CalibrationFile(efficiency_table_from_json(data, path), fitted if isinstance(fitted, dict) else None)
+    table = efficiency_table_from_json(data, path, PROFILE_BOUNDS)
+    return CalibrationFile(table, fitted if isinstance(fitted, dict) else None)
 
 
 def read_calibration(path: str) -> EfficiencyTable:
