@@ -30,6 +30,7 @@ from tokenplan.calibration.bench_fit import run_measurement as measure_run
 from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
+from tokenplan.errors import import_extra
 from tokenplan.files.bench_outputs import Finished, finish_bench
 from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
@@ -269,8 +270,15 @@ class FitTarget:
 
 
 def check_outputs(save: Path | None, plot: Path | None, fitting: FitTarget | None) -> None:
-    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring
-    (InputError: a path in a missing folder, a folder, or one that cannot be written)."""
+    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, and a ``--plot``
+    or ``--fit`` whose optional extra is not installed, before measuring (InputError: a path in a
+    missing folder, a folder, or one that cannot be written; MissingExtraError: matplotlib for the
+    plot, scipy and numpy for the fit, named with the extra that installs them)."""
+    if plot is not None:
+        import_extra("matplotlib", "report")  # report/bench_plot.py draws with it
+    if fitting is not None:
+        import_extra("numpy", "calibrate")  # calibration/fit.py and from_runs.py fit with both
+        import_extra("scipy.optimize", "calibrate")
     out = fitting.out if fitting else None
     for option, path, what in (
         ("--save", save, "a JSON file path"),
