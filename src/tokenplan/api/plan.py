@@ -41,6 +41,7 @@ DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
 ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
 
 _GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
+_BAD_COUNT = re.compile(r"^\s*[-+]?[\d.]+(?:e[-+]?\d+)?\s*[x×]", re.IGNORECASE)  # a count that is not a whole number
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,9 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
 def parse_gpu_option(text: str) -> tuple[int | None, str]:
     """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
     m = _GPU_OPTION.match(text)
-    if not m or (m.group(1) is not None and int(m.group(1)) < 1):
-        raise InputError("gpu", text, "COUNTxKEY with COUNT ≥ 1 (e.g. 8xb200), or KEY alone (one node)")
+    bad_count = _BAD_COUNT.match(text) and (m is None or m.group(1) is None)  # -8xb200, 8.5xb200
+    if not m or bad_count or (m.group(1) is not None and int(m.group(1)) < 1):
+        raise InputError("gpu", text, "COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), or KEY alone (one node)")
     return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
 
 
@@ -267,6 +269,11 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
         raise InputError("measured-tok-s", req.measured_tok_s, "a finite number of output tokens/s > 0")
     where = {"gpu": option.gpu.key, "num_gpus": option.count, "engine": req.engine, "weight_dtype": "auto"}
     fields = {"model": req.model, **where, "calibration": profile.path, **parse_current(text)}
+    split = int(fields.get("tp", 1)) * int(fields.get("pp", 1))  # type: ignore[call-overload]  # _count: ints
+    if split > 0 and option.count % split:  # resolve would name num_gpus, which the user did not give
+        raise InputError(
+            "current", text, f"a setup whose TP × PP ({split}) divides the {option.count} GPUs of --gpu {option.label}"
+        )
     s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked by parse_current
     return Current(text, req.measured_tok_s, s.config, s.model, s.gpu)
 

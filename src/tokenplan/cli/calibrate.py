@@ -25,7 +25,7 @@ from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
-from tokenplan.errors import InputError
+from tokenplan.errors import InputError, MissingOptionError
 
 
 @app.command("calibrate", old_spellings={"--config": "--model"})
@@ -68,7 +68,7 @@ def calibrate_command(**o: Any) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     out, paths, bands, json_out = o["out"], o["paths"], o["bands"], o["json_out"]
     if out is None:
-        raise InputError("out", "", "-o PROFILE.json: where to write the calibration profile")
+        raise MissingOptionError(["-o"], "-o PROFILE.json: where to write the calibration profile")
     if o["from_bench"]:
         _from_bench(o["from_bench"], out, json_out, _served(o), o["num_gpus"] is not None)
         return
@@ -140,7 +140,8 @@ def _from_bench(paths: Sequence[str], out: Path, json_out: bool, desc: PredictRe
     from tokenplan.api.bench import calibrate_from_results
 
     if not desc.model or not desc.gpu:
-        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-bench")
+        missing = [f for f, v in (("--config", desc.model), ("--gpu", desc.gpu)) if not v]
+        raise MissingOptionError(missing, "--config MODEL and --gpu GPU with --from-bench")
     command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
     _write_fit(calibrate_from_results(list(paths), desc, command, gpus_stated), out, json_out, sources=True)
 
@@ -149,7 +150,8 @@ def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> 
     from tokenplan.api.bench import calibrate_from_run
 
     if not desc.model or not desc.gpu:
-        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--model MODEL and --gpu GPU with --from-run")
+        missing = [f for f, v in (("--model", desc.model), ("--gpu", desc.gpu)) if not v]
+        raise MissingOptionError(missing, "--model MODEL and --gpu GPU with --from-run")
     outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
     _write_fit(outcome, out, json_out, sources=False)
 
