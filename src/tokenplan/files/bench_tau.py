@@ -38,10 +38,12 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
             or its ``acceptance`` is malformed.
     """
     if not Path(path).is_file():
+        where = "is a directory" if Path(path).is_dir() else "does not exist"
         raise InputError(
             "spec",
             path,
-            "METHOD:K:TAU with TAU a number, or the path of an existing `tokenplan bench --save` JSON file",
+            f"METHOD:K:TAU with TAU a number, or the path of an existing `tokenplan bench --save` JSON file; "
+            f"{path} {where}",
         )
     acc = _vllm_result(path)
     if acc is None:
