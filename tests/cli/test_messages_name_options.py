@@ -64,6 +64,12 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             "error: current 'tp=3' is not allowed (allowed: a setup whose TP × PP (3) divides the 4 GPUs of "
             "--gpu 4× rtx-pro-6000)",
         ),
+        (
+            # the profile's folder is checked before the fit, with what is allowed
+            ["calibrate", "mini.csv", "-o", "no-such-dir/p.json"],
+            "error: -o 'no-such-dir/p.json' is not allowed (allowed: a profile JSON file path in an existing, "
+            "writable directory; no-such-dir does not exist)",
+        ),
         (["plan", "--osl-sigma", "100"], "error: osl-sigma 100 is not allowed (allowed: a lognormal σ from 0 to 5)"),
         (["plan", "--isl-sigma", "-1"], "error: isl-sigma -1 is not allowed (allowed: a lognormal σ from 0 to 5)"),
         (

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from tokenplan.api.calibrate import calibrate, calibrate_update
+from tokenplan.api.calibrate import calibrate, calibrate_update, check_outputs
 from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
@@ -69,6 +69,7 @@ def calibrate_command(**o: Any) -> None:
     out, paths, bands, json_out = o["out"], o["paths"], o["bands"], o["json_out"]
     if out is None:
         raise MissingOptionError(["-o"], "-o PROFILE.json: where to write the calibration profile")
+    check_outputs(out, bands)
     if o["from_bench"]:
         _from_bench(o["from_bench"], out, json_out, _served(o), o["num_gpus"] is not None)
         return
