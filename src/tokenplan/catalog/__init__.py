@@ -196,6 +196,12 @@ def _engine_raw() -> dict:
     return _read_yaml("engines.yaml")
 
 
+def profile_groups() -> tuple[list[str], list[str]]:
+    """(engine names, GPU architectures) a calibration profile's group may name: ``engine`` or
+    ``engine/architecture`` (``sglang/hopper``), as ``EfficiencyTable.resolve`` looks them up."""
+    return sorted(_engine_raw()), sorted({load_gpu(key).architecture for key in gpu_names()})
+
+
 @lru_cache(maxsize=8)
 def load_engine(name: str) -> Engine:
     """An engine (``tokenplan.engines``) with its figures from ``engines.yaml``. Raises

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, shipped_efficiency
+from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, profile_groups, shipped_efficiency
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, EfficiencyTable
@@ -77,6 +77,7 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     groups = data.get("groups")
     if not isinstance(groups, dict):  # a group with no factors: an update that kept the shipped fit
         raise ConfigError(source, "groups", "an update profile holds 'groups' of group → informed factors")
+    check_group_names(groups, source)
     # parse each group's factors with the same checks as a full table (names, finite, sign)
     parsed = efficiency_table_from_json({"groups": groups}, source, PROFILE_BOUNDS)
     raw_sigma = data.get("uncertainty")
@@ -96,6 +97,21 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     return CalibrationFile(
         EfficiencyTable(shipped.default, by_group, provenance), fitted if isinstance(fitted, dict) else None, moved
     )
+
+
+def check_group_names(groups: object, source: str) -> None:
+    """Refuse a group no plan would look up (``nonsense/group`` was read and never used): each is
+    an engine, or ``engine/architecture`` with an architecture of the GPU catalog (ConfigError)."""
+    engines, architectures = profile_groups()
+    for group in groups if isinstance(groups, dict) else ():
+        engine, slash, arch = str(group).partition("/")
+        if engine not in engines or (slash and arch not in architectures):
+            raise ConfigError(
+                source,
+                f"groups.{group}",
+                f"not a group a plan looks up (allowed: ENGINE or ENGINE/ARCHITECTURE with ENGINE one of "
+                f"{', '.join(engines)} and ARCHITECTURE one of {', '.join(architectures)})",
+            )
 
 
 def _sigma(value: object) -> float | None:
@@ -130,6 +146,7 @@ def read_calibration_file(path: str) -> CalibrationFile:
             "of fitted factors, as tokenplan calibrate writes them)",
         )
     fitted = data.get("fitted_on")
+    check_group_names(data.get("groups"), path)
     table = efficiency_table_from_json(data, path, PROFILE_BOUNDS)
     return CalibrationFile(table, fitted if isinstance(fitted, dict) else None)
 

@@ -116,3 +116,18 @@ def test_the_ideal_and_the_bounds_themselves_are_read(tmp_path: Path) -> None:
     path.write_text(json.dumps({"default": ideal, "groups": {"sglang": on_bounds}}), encoding="utf-8")
     table = read_calibration_file(str(path)).table
     assert table.default.hbm_fraction == 1.0 and table.by_group["sglang"].ttft_overhead_s == 0.2
+
+
+@pytest.mark.parametrize("group", ["nonsense/group", "sglang/h100", "tgi"])
+def test_a_group_no_plan_looks_up_is_refused(tmp_path: Path, group: str) -> None:
+    # newuser finding 13: groups: {"nonsense/group": …} was read and silently never used
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"layered_on": "shipped", "groups": {group: {"hbm_fraction": 0.8}}}), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        read_calibration_file(str(path))
+    assert str(info.value).startswith(f"{path}: groups.{group}: not a group a plan looks up (allowed: ENGINE or ")
+    assert "sglang, trtllm, vllm" in str(info.value) and "hopper" in str(info.value)
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps({"default": {}, "groups": {group: {}}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a group a plan looks up"):
+        read_calibration_file(str(full))
