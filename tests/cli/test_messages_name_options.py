@@ -108,3 +108,13 @@ def test_generate_names_request_timeout_as_typed(monkeypatch, capsys, tmp_path):
         "http://127.0.0.1:9/v1", "--model", "m", "--dry-run", "--request-timeout", "0",
     )  # fmt: skip
     assert line == "error: request-timeout 0 is not allowed (allowed: a number > 0)"
+
+
+def test_a_price_for_a_gpu_not_planned_is_noted():
+    # newuser finding 13: plan --gpu 8xb200 --price h200=1 dropped the price without a word
+    from tokenplan.api.plan import PlanRequest, plan
+
+    answer = plan(PlanRequest(gpus=("8xb200",), prices={"h200": 1.0}, specs=("none",))).to_json()["answer"]
+    assert answer[0] == "--price for h200 not used: no --gpu option is h200 (the plan compares b200)"
+    priced = plan(PlanRequest(gpus=("8xb200",), prices={"b200": 4.5}, specs=("none",))).to_json()["answer"]
+    assert not any("not used" in line for line in priced)

@@ -148,6 +148,18 @@ def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     return out
 
 
+def _unused_prices(req: PlanRequest, options: tuple[tuple[HardwareOption, bool], ...]) -> list[str]:
+    """A note for each ``--price`` of a GPU no option plans (it used to be dropped silently)."""
+    planned = {o.gpu.key for o, _ in options}
+    unused = sorted({gpu_key(k) for k in req.prices} - planned)
+    if not unused:
+        return []
+    names = ", ".join(unused)
+    return [
+        f"--price for {names} not used: no --gpu option is {names} (the plan compares {', '.join(sorted(planned))})"
+    ]
+
+
 def plan(req: PlanRequest) -> PlanResult:
     """Search every option and return the comparison (:class:`PlanResult`; ``to_json()`` is
     what ``tokenplan plan --json`` prints).
@@ -232,7 +244,7 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
         repo=repo,
         parsers=parsers,
         engines={e: load_engine(e) for e in ENGINES},
-        first_notes=profile.moves,
+        first_notes=(*profile.moves, *_unused_prices(req, options)),
         spec_notes=tuple(spec_notes),
         priced=frozenset(req.prices),
     )
