@@ -88,6 +88,9 @@ def test_the_default_max_tokens_is_the_models_context_less_each_prompt_and_is_sa
         )
     assert done.returncode == 0, done.stderr
     assert "note: max_tokens: the model's context 40,960 (max_position_embeddings of " in done.stderr
+    # newuser finding 14: notes were wrapped at 80 columns off a terminal; one line each, as warnings
+    note = next(line for line in done.stderr.splitlines() if line.startswith("note: max_tokens:"))
+    assert note.endswith("--max-tokens or --plan sets it")
     assert (
         "warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row will be identical" in done.stderr
     )
