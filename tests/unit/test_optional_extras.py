@@ -48,6 +48,18 @@ def test_report_without_plotly_names_the_report_extra(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("blocked", "option", "path"),
+    [(["matplotlib", "matplotlib.pyplot"], "--png", "charts"), (["plotly", "plotly.offline"], "--report", "r/p.html")],
+)
+def test_plan_without_the_report_extra_refuses_before_making_its_folder(tmp_path, blocked, option, path):
+    # newuser finding 14: plan --png DIR without matplotlib left DIR created and empty
+    result = _cli(blocked, ["plan", "--gpu", "8xb200", option, str(tmp_path / path)], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("pip install 'tokenplan[report]'")
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_calibrate_without_scipy_names_the_calibrate_extra(tmp_path):
     csv = ROOT / "data" / "ground-truth" / "serving-dev.csv"

@@ -16,7 +16,7 @@ from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
-from tokenplan.errors import CatalogError, InputError
+from tokenplan.errors import CatalogError, InputError, import_extra
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
@@ -296,9 +296,15 @@ def check_plan_outputs(report: str | None, png: str | None) -> None:
 
     Raises:
         InputError: naming the option, the path and what is allowed.
+        MissingExtraError: the report extra (plotly, matplotlib) is not installed.
     """
     if report is None and png is None:
         return
+    # the extra first: a missing one used to leave the --png folder created and empty
+    if report is not None:
+        import_extra("plotly", "report")  # report/html.py and figures.py draw with it
+    if png is not None:
+        import_extra("matplotlib", "report")  # report/png.py
     from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
 
     if report is not None:
