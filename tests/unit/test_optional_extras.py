@@ -85,3 +85,16 @@ def test_python_dash_m_runs_the_cli(tmp_path):
 
 def test_package_ships_py_typed():
     assert (ROOT / "src" / "tokenplan" / "py.typed").is_file()
+
+
+def test_generate_backend_ray_without_ray_makes_no_run_directory(tmp_path):
+    # newuser finding 14: generate --out g4 --backend ray without Ray left an empty g4/
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    args = ["generate", "in.jsonl", "--out", "g4", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]
+    result = _cli(["ray"], [*args, "--backend", "ray"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --backend 'ray' is not allowed (allowed: local, or ray after `pip install 'tokenplan[ray]'` "
+        "(Ray is not installed))"
+    )
+    assert not (tmp_path / "g4").exists()
