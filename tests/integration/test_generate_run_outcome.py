@@ -49,6 +49,11 @@ def test_summary_json_is_the_runs_over_all_invocations(tmp_path: Path) -> None:
     # 30 requests in all, each answered with min(16, max_tokens) = 16 completion tokens: 480 tokens
     assert (s["invocations"], s["requests"], s["output_tokens"]) == (2, 30, 480)
     assert s["this_invocation"]["requests"] == 0 and s["this_invocation"]["output_tokens"] == 0
+    # newuser finding 14: the closing summary of the rerun that sent nothing says whose figures it shows
+    from tokenplan.report.generate import summary_text
+
+    assert "  (the run's 2 earlier invocations; this one sent nothing)" in summary_text(third)
+    assert "this one sent nothing" not in summary_text(second)
     assert s["elapsed_s"] == pytest.approx(
         first.summary["this_invocation"]["elapsed_s"] + second.summary["this_invocation"]["elapsed_s"]
     )

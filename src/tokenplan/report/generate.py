@@ -58,7 +58,9 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
         f"throughput    {s.output_tok_s:,.1f} output tok/s, {s.requests_per_s or 0.0:,.2f} req/s over "
-        f"{s.elapsed_s:,.1f} s" + (f"  (plan: {s.plan_output_tok_s:,.0f} tok/s)" if s.plan_output_tok_s else ""),
+        f"{s.elapsed_s:,.1f} s"
+        + (f"  (plan: {s.plan_output_tok_s:,.0f} tok/s)" if s.plan_output_tok_s else "")
+        + _earlier(result.summary),
     ]
     e2e = s.latency_e2e
     if e2e:
@@ -71,6 +73,16 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)
+
+
+def _earlier(summary: dict) -> str:
+    """Say so where this invocation sent nothing (a rerun that only exports): the throughput and
+    latency shown are then the earlier invocations' (summary.json is the run's over all of them)."""
+    now = summary.get("this_invocation")
+    if not isinstance(now, dict) or now.get("requests") != 0:
+        return ""
+    runs = summary.get("invocations")
+    return f"  (the run's {runs} earlier invocations; this one sent nothing)" if runs else ""
 
 
 def _export_line(rows: int, export: ExportCounts) -> str:
