@@ -225,7 +225,8 @@ CALIBRATION_KEYS = (
     "fitted_on",
     "layered_on",
     "prior",
-)  # layered_on, prior: an update profile (files/calibration.py)
+    "schema_version",
+)  # layered_on, prior: an update profile (files/calibration.py); schema_version: 1 where stated
 
 
 def efficiency_table_from_json(

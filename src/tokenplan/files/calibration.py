@@ -27,6 +27,7 @@ from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, prof
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
 from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, EfficiencyTable
+from tokenplan.results import Reading, check_version
 
 LAYERED_ON_SHIPPED = "shipped"  # the value of ``layered_on`` in an update profile
 # What a profile's factor may hold: the physical range a fit keeps it in (EFFICIENCY_BOUNDS, each
@@ -132,6 +133,7 @@ def read_calibration_file(path: str) -> CalibrationFile:
     data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict):
         raise ConfigError(path, "<root>", "expected a JSON object")
+    check_version(data, 1, Reading(path))  # the profile's schema; a file without one reads as 1
     layered = data.get("layered_on")
     if layered is not None:
         if layered != LAYERED_ON_SHIPPED:

@@ -131,3 +131,14 @@ def test_a_group_no_plan_looks_up_is_refused(tmp_path: Path, group: str) -> None
     full.write_text(json.dumps({"default": {}, "groups": {group: {}}}), encoding="utf-8")
     with pytest.raises(ConfigError, match="not a group a plan looks up"):
         read_calibration_file(str(full))
+
+
+def test_a_profile_may_state_schema_version_1(tmp_path: Path) -> None:
+    # newuser finding 14: a profile carrying schema_version, as every other file does, was refused
+    # as an "unknown key"; 1 reads, another version is refused by name
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"schema_version": 1, "default": {"hbm_fraction": 0.8}}), encoding="utf-8")
+    assert read_calibration_file(str(path)).table.default.hbm_fraction == 0.8
+    path.write_text(json.dumps({"schema_version": 2, "layered_on": "shipped", "groups": {}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"schema_version: 2 is not allowed"):
+        read_calibration_file(str(path))
