@@ -99,6 +99,21 @@ class CatalogError(InputError):
         TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{hint}{_allowed_text(sorted(known))}")
 
 
+class MissingOptionError(InputError):
+    """Options a command needs were not given (one line naming them, not a Python ``None``).
+
+    Args:
+        options: the options missing, as the user types them (``"--config"``).
+        needed: what the command takes, in words (``"--config MODEL and --gpu GPU with --fit"``).
+    """
+
+    def __init__(self, options: Iterable[str], needed: str):
+        names = list(options)
+        self.field, self.value = names[0] if names else "", None
+        missing = " and ".join(names)
+        TokenplanError.__init__(self, f"{missing} {'is' if len(names) == 1 else 'are'} missing (allowed: {needed})")
+
+
 class ConfigError(TokenplanError):
     """A file (config.json, job YAML, CSV, calibration JSON) is malformed.
 

@@ -79,7 +79,6 @@ def test_tp_and_dp_together():
 def test_max_running_fixes_every_candidates_cap_and_every_launch_sets_it():
     o = plan(PlanRequest(gpus=("8xb200",), max_running=64)).to_json()["options"][0]
     assert o["max_running_requests"] <= 64 and o["batch_per_replica"] <= 64
-    assert o["non_default_settings"] is False  # no cap-lifted twin was searched
     assert "running cap 64" in o["best"]
     assert not any("running cap raised" in a["configuration"] for a in o["alternatives"])
     # one GPU per replica (TP1×DP8 chosen): each engine's cap per rank is ceil(64 / 1) = 64
@@ -88,8 +87,35 @@ def test_max_running_fixes_every_candidates_cap_and_every_launch_sets_it():
     assert "--max-num-seqs 64" in o["launch"]["vllm"]
     assert "--max_batch_size 64" in o["launch"]["trtllm"]
     # 1 layout per TP × PP split of 8 GPUs (TP1..8 × PP with TP×PP | 8: 4 + 3 + 2 + 1 = 10) ×
-    # 2 weights × 2 KV × 3 specs = 120, with no twins
-    assert o["configurations"] == 120
+    # 2 weights × 2 KV × 3 specs = 120, each with a radix-cache-off twin (hybrid model on SGLang:
+    # with the cache on the state slots ÷ 5 may hold fewer than 64): 240
+    assert o["configurations"] == 240
+
+
+def test_fixing_the_plans_own_cap_gives_the_plans_own_answer():
+    # newuser finding 2: --max-running with the cap the free plan recommends used to keep the
+    # radix cache on, so SGLang's state slots ÷ 5 held the batch at 162 per replica (41,800
+    # against 66,882 tok/s on 8× b200). The fixed cap follows the planner's own rule: tried with
+    # and without --disable-radix-cache, the faster kept.
+    free = plan(PlanRequest(gpus=("8xb200",))).to_json()["options"][0]
+    cap = free["batch_per_replica"]
+    assert "running cap raised" in free["best"] and "--disable-radix-cache" in free["launch"]["sglang"]
+    fixed = plan(PlanRequest(gpus=("8xb200",), max_running=cap)).to_json()["options"][0]
+    assert fixed["layout"] == free["layout"] and fixed["batch_per_replica"] == cap
+    assert fixed["output_tok_s_total"] == pytest.approx(free["output_tok_s_total"], rel=1e-9)
+    assert f"running cap {cap}, prefix cache off" in fixed["best"]
+    assert "--disable-radix-cache" in fixed["launch"]["sglang"]
+    assert f"--max-running-requests {cap}" in fixed["launch"]["sglang"]
+
+
+def test_a_fixed_cap_on_a_model_without_state_has_no_radix_twin():
+    # llama-3.1-8b has no linear-attention state: the radix cache never limits its batch, so a
+    # fixed cap is one candidate per configuration and SGLang's launch keeps the cache.
+    o = plan(PlanRequest(model="llama-3.1-8b", gpus=("8xb200",), max_running=64, specs=("none",))).to_json()
+    o = o["options"][0]
+    assert "prefix cache off" not in o["best"] and "--disable-radix-cache" not in o["launch"]["sglang"]
+    # 10 TP × PP splits (above) × 2 weights × 2 KV × 1 spec = 40, no twins
+    assert o["configurations"] == 40
 
 
 @pytest.mark.parametrize("option,value", [("--tp", "0"), ("--dp", "-1"), ("--ep", "0"), ("--max-running", "0")])

@@ -122,3 +122,24 @@ def test_bands_need_the_full_refit(tmp_path):
     r = _run("calibrate", str(f), "-o", str(tmp_path / "p.json"), "--bands", str(tmp_path / "b.json"))
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--refit" in r.stderr
     assert not (tmp_path / "p.json").exists()
+
+
+def test_validate_on_a_file_the_fit_was_made_on_says_the_errors_are_in_sample(tmp_path):
+    # newuser finding 14: validate dev.csv showed "in 80% interval 93%" where the README's held-out
+    # figure is 80 %, with nothing saying that dev.csv is one of the shipped fit's own files
+    import hashlib
+
+    from tokenplan.api.resolve import read_profile
+    from tokenplan.api.validate import in_sample_note
+
+    dev = Path(SRC).parent / "data" / "ground-truth" / "dev.csv"
+    stamp = "sha256:" + hashlib.sha256(dev.read_bytes()).hexdigest()[:12]
+    assert stamp in read_profile(None).table.provenance  # the shipped fit names it
+    note = in_sample_note(str(dev))
+    assert note is not None and note.startswith(f"{dev} ({stamp}) is one of the files the fit was made on")
+    done = _run("validate", str(dev), "--no-rows")
+    assert done.returncode == 0 and f"note: {note}" in done.stderr
+    # a file the fit never saw (one byte more) gets no such note
+    other = tmp_path / "dev.csv"
+    other.write_bytes(dev.read_bytes() + b"\n")
+    assert in_sample_note(str(other)) is None

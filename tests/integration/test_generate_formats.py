@@ -219,7 +219,11 @@ def test_dry_run_counts_rows_requests_and_prompt_tokens_and_sends_nothing(tmp_pa
     # 2 usable rows (1 reject); s1 asks once, s2 twice (two user turns) → 3 requests
     assert (record["rows"], record["rejected_rows"], record["units"], record["requests"]) == (2, 1, 2, 3)
     assert record["prompt_tokens_mean"] is None  # no tokenizer for "m"
-    assert record["plan_command"] == "tokenplan plan --samples 3 --max-tokens 512"
+    # --max-tokens 512 is below the plan's default mean output (2,500), which plan refuses as a cap:
+    # the suggestion states the default outputs cut at 512. Lognormal mean 2,500, σ 1 (μ = ln 2500 −
+    # 0.5 = 7.324): E[min(L, 512)] = 2500·Φ(ln 512 − μ − 1) + 512·(1 − Φ(ln 512 − μ))
+    # = 2500·Φ(−2.086) + 512·(1 − Φ(−1.086)) = 2500·0.0185 + 512·0.8613 = 46.2 + 441.0 = 487.2 → 487
+    assert record["plan_command"] == "tokenplan plan --samples 3 --osl 487 --max-tokens 512"
     assert not (tmp_path / "run").exists()
 
 

@@ -49,6 +49,11 @@ def test_summary_json_is_the_runs_over_all_invocations(tmp_path: Path) -> None:
     # 30 requests in all, each answered with min(16, max_tokens) = 16 completion tokens: 480 tokens
     assert (s["invocations"], s["requests"], s["output_tokens"]) == (2, 30, 480)
     assert s["this_invocation"]["requests"] == 0 and s["this_invocation"]["output_tokens"] == 0
+    # newuser finding 14: the closing summary of the rerun that sent nothing says whose figures it shows
+    from tokenplan.report.generate import summary_text
+
+    assert "  (the run's 2 earlier invocations; this one sent nothing)" in summary_text(third)
+    assert "this one sent nothing" not in summary_text(second)
     assert s["elapsed_s"] == pytest.approx(
         first.summary["this_invocation"]["elapsed_s"] + second.summary["this_invocation"]["elapsed_s"]
     )
@@ -88,6 +93,9 @@ def test_the_default_max_tokens_is_the_models_context_less_each_prompt_and_is_sa
         )
     assert done.returncode == 0, done.stderr
     assert "note: max_tokens: the model's context 40,960 (max_position_embeddings of " in done.stderr
+    # newuser finding 14: notes were wrapped at 80 columns off a terminal; one line each, as warnings
+    note = next(line for line in done.stderr.splitlines() if line.startswith("note: max_tokens:"))
+    assert note.endswith("--max-tokens or --plan sets it")
     assert (
         "warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row will be identical" in done.stderr
     )

@@ -48,6 +48,18 @@ def test_report_without_plotly_names_the_report_extra(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("blocked", "option", "path"),
+    [(["matplotlib", "matplotlib.pyplot"], "--png", "charts"), (["plotly", "plotly.offline"], "--report", "r/p.html")],
+)
+def test_plan_without_the_report_extra_refuses_before_making_its_folder(tmp_path, blocked, option, path):
+    # newuser finding 14: plan --png DIR without matplotlib left DIR created and empty
+    result = _cli(blocked, ["plan", "--gpu", "8xb200", option, str(tmp_path / path)], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("pip install 'tokenplan[report]'")
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_calibrate_without_scipy_names_the_calibrate_extra(tmp_path):
     csv = ROOT / "data" / "ground-truth" / "serving-dev.csv"
@@ -73,3 +85,16 @@ def test_python_dash_m_runs_the_cli(tmp_path):
 
 def test_package_ships_py_typed():
     assert (ROOT / "src" / "tokenplan" / "py.typed").is_file()
+
+
+def test_generate_backend_ray_without_ray_makes_no_run_directory(tmp_path):
+    # newuser finding 14: generate --out g4 --backend ray without Ray left an empty g4/
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    args = ["generate", "in.jsonl", "--out", "g4", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]
+    result = _cli(["ray"], [*args, "--backend", "ray"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --backend 'ray' is not allowed (allowed: local, or ray after `pip install 'tokenplan[ray]'` "
+        "(Ray is not installed))"
+    )
+    assert not (tmp_path / "g4").exists()

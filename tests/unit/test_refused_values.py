@@ -18,6 +18,16 @@ from tokenplan.files.job import read_job_file
 from tokenplan.job.workload import LengthDist
 
 
+def test_a_gpu_priced_twice_at_different_prices_is_refused() -> None:
+    # newuser finding 13: --price b200=4.5 --price b200=9 kept the last with no word
+    with pytest.raises(InputError) as info:
+        parse_prices(["b200=4.5", "B200=9"])
+    assert (
+        str(info.value) == "price 'B200=9' is not allowed (allowed: one price per GPU (b200 is already priced at 4.5))"
+    )
+    assert parse_prices(["b200=4.5", "b200=4.5", "h200=3"]) == {"b200": 4.5, "h200": 3.0}  # the same twice is one
+
+
 @pytest.mark.parametrize("item", ["b200=1e308", "b200=nan", "b200=inf", "b200=-1", "b200=0"])
 def test_a_price_outside_what_any_gpu_costs_is_refused(item: str) -> None:
     with pytest.raises(InputError, match=r"price .* is not allowed \(allowed: GPU=USD per GPU-hour with 0 < USD"):

@@ -30,6 +30,7 @@ from tokenplan.calibration.bench_fit import run_measurement as measure_run
 from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
+from tokenplan.errors import import_extra
 from tokenplan.files.bench_outputs import Finished, finish_bench
 from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
@@ -174,24 +175,30 @@ def fit_bench(
 
 
 def calibrate_from_results(
-    paths: list[str], desc: PredictRequest, command: str = "tokenplan calibrate --from-bench"
+    paths: list[str], desc: PredictRequest, command: str = "tokenplan calibrate --from-bench", gpus_stated: bool = True
 ) -> FitOutcome:
-    """Fit the efficiency factors to result files of ``vllm bench serve``, ``sglang.bench_serving``,
-    AIPerf or GuideLLM (:mod:`tokenplan.files.bench_results`); ``desc`` says what the server ran.
-    The result's ``data["sources"]`` names each file's format and level count.
+    """Fit the efficiency factors to result files of ``tokenplan bench --save``, ``vllm bench
+    serve``, ``sglang.bench_serving``, AIPerf or GuideLLM (:mod:`tokenplan.files.bench_results`);
+    ``desc`` says what the server ran. A tokenplan bench file also gives, as ``bench --from-json
+    FILE --fit`` takes them, the running cap it observed and its GPUs unless ``gpus_stated`` (the
+    first such file's). The result's ``data["sources"]`` names each file's format and level count.
 
     Raises:
         InputError, ConfigError, CatalogError: a missing or unknown file, a bad description.
     """
-    from tokenplan.files.bench_results import read_bench_results
+    from tokenplan.files.bench_results import read_bench_source
 
     check_server_description(desc)
     levels, sources = [], []
+    sweep: dict[str, Any] = {}
     for path in paths:
-        kind, found = read_bench_results(path)
+        kind, found, stated = read_bench_source(path)
         levels += found
+        sweep = sweep or stated
         sources.append(FitSourceFile(path=path, format=kind, levels=len(found)))
-    return fit_bench({"levels": levels, "cap": {}}, desc, command, tuple(sources))
+    if not gpus_stated and sweep.get("num_gpus"):
+        desc = replace(desc, num_gpus=int(sweep["num_gpus"]))
+    return fit_bench({"levels": levels, "cap": sweep.get("cap") or {}}, desc, command, tuple(sources))
 
 
 def read_bench_json(path: str) -> BenchOutcome:
@@ -263,8 +270,15 @@ class FitTarget:
 
 
 def check_outputs(save: Path | None, plot: Path | None, fitting: FitTarget | None) -> None:
-    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, before measuring
-    (InputError: a path in a missing folder, a folder, or one that cannot be written)."""
+    """Refuse a ``--save``, ``--plot`` or ``--out`` path that cannot be written, and a ``--plot``
+    or ``--fit`` whose optional extra is not installed, before measuring (InputError: a path in a
+    missing folder, a folder, or one that cannot be written; MissingExtraError: matplotlib for the
+    plot, scipy and numpy for the fit, named with the extra that installs them)."""
+    if plot is not None:
+        import_extra("matplotlib", "report")  # report/bench_plot.py draws with it
+    if fitting is not None:
+        import_extra("numpy", "calibrate")  # calibration/fit.py and from_runs.py fit with both
+        import_extra("scipy.optimize", "calibrate")
     out = fitting.out if fitting else None
     for option, path, what in (
         ("--save", save, "a JSON file path"),

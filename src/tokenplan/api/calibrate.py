@@ -6,11 +6,24 @@ are :mod:`tokenplan.calibration.refit`, the update of the shipped fit
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tokenplan.api.resolve import read_profile, resolve_file
 from tokenplan.calibration.refit import CV_LATENCY_STRIDE, SERVING_FIT_STRIDE, CaseFile, fit_rows, refit
 from tokenplan.calibration.summary import CalibrationResult
 from tokenplan.calibration.update import CalibrationUpdate, update_shipped
 from tokenplan.files.measurements import SERVING, described, read_measurements
+
+
+def check_outputs(out: Path, bands: Path | None = None) -> None:
+    """Refuse a profile (``-o``) or band-table (``--bands``) path that cannot be written, before the
+    fit (InputError naming the option, the path and what is allowed: ``/proc/x.json`` said only
+    "No such file or directory", after the fit)."""
+    from tokenplan.runner.paths import check_output_file
+
+    check_output_file(str(out), "-o", "a profile JSON file path")
+    if bands is not None:
+        check_output_file(str(bands), "--bands", "a band-table JSON file path")
 
 
 def read_cases(paths: list[str]) -> tuple[list[CaseFile], int]:

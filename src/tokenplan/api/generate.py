@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from tokenplan.catalog import load_model
 from tokenplan.client.openai import public_url
-from tokenplan.errors import InputError, TokenplanError, allowed_from_validation
+from tokenplan.errors import InputError, TokenplanError, allowed_from_validation, shown
 from tokenplan.files.plan_hint import PlanHint, plan_model_mismatch, read_plan
 from tokenplan.runner.backend import run, run_async
 from tokenplan.runner.blocking import loop_running, run_blocking
@@ -92,14 +92,15 @@ def _input_error(error: Any) -> InputError:
         field_name = ".".join([name, *(str(p) for p in loc[2:])]) if loc[0] in ("server", "job") else name
     else:
         field_name = ".".join(str(p) for p in loc)
-    field_name = {"export_format": "format"}.get(field_name, field_name)  # the CLI's --format
+    # the CLI's names: --format, --request-timeout
+    field_name = {"export_format": "format", "deadline_s": "request-timeout"}.get(field_name, field_name)
     value = error.get("input")
     if field_name == "endpoints" or field_name.startswith("endpoints."):
         value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
     elif isinstance(value, dict) and "extra_body" in value:
         value = value["extra_body"]
         value = value if len(repr(value)) <= 200 else repr(value)[:200] + "…"  # e.g. nested 300 deep
-    return InputError(field_name, value, allowed_from_validation(error))
+    return InputError(field_name, shown(value), allowed_from_validation(error))
 
 
 def generate(
@@ -207,6 +208,6 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
         InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
     """
     checked = check_request(request)
-    tokenizer = default_tokenizer(request.tokenizer, request.server.model)
-    job = request.job
-    return dry_run(checked.files, job.mode, job.n, job.limit, tokenizer), checked.sampling, checked.notes
+    tokenizer, option = default_tokenizer(request.tokenizer, request.server.model)
+    job, notes = request.job, list(checked.notes)
+    return dry_run(checked.files, job.mode, job.n, job.limit, tokenizer, notes, option), checked.sampling, notes

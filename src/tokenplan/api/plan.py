@@ -16,7 +16,7 @@ from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
-from tokenplan.errors import CatalogError, InputError
+from tokenplan.errors import CatalogError, InputError, import_extra
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
@@ -41,6 +41,7 @@ DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
 ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
 
 _GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
+_BAD_COUNT = re.compile(r"^\s*[-+]?[\d.]+(?:e[-+]?\d+)?\s*[x×]", re.IGNORECASE)  # a count that is not a whole number
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,9 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
 def parse_gpu_option(text: str) -> tuple[int | None, str]:
     """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
     m = _GPU_OPTION.match(text)
-    if not m or (m.group(1) is not None and int(m.group(1)) < 1):
-        raise InputError("gpu", text, "COUNTxKEY with COUNT ≥ 1 (e.g. 8xb200), or KEY alone (one node)")
+    bad_count = _BAD_COUNT.match(text) and (m is None or m.group(1) is None)  # -8xb200, 8.5xb200
+    if not m or bad_count or (m.group(1) is not None and int(m.group(1)) < 1):
+        raise InputError("gpu", text, "COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), or KEY alone (one node)")
     return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
 
 
@@ -144,6 +146,18 @@ def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
             price = gpu.price.typical_usd_per_hour
         out.append((HardwareOption(gpu, count or gpu.node_gpus, price), count is not None))
     return out
+
+
+def _unused_prices(req: PlanRequest, options: tuple[tuple[HardwareOption, bool], ...]) -> list[str]:
+    """A note for each ``--price`` of a GPU no option plans (it used to be dropped silently)."""
+    planned = {o.gpu.key for o, _ in options}
+    unused = sorted({gpu_key(k) for k in req.prices} - planned)
+    if not unused:
+        return []
+    names = ", ".join(unused)
+    return [
+        f"--price for {names} not used: no --gpu option is {names} (the plan compares {', '.join(sorted(planned))})"
+    ]
 
 
 def plan(req: PlanRequest) -> PlanResult:
@@ -230,7 +244,7 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
         repo=repo,
         parsers=parsers,
         engines={e: load_engine(e) for e in ENGINES},
-        first_notes=profile.moves,
+        first_notes=(*profile.moves, *_unused_prices(req, options)),
         spec_notes=tuple(spec_notes),
         priced=frozenset(req.prices),
     )
@@ -267,6 +281,11 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
         raise InputError("measured-tok-s", req.measured_tok_s, "a finite number of output tokens/s > 0")
     where = {"gpu": option.gpu.key, "num_gpus": option.count, "engine": req.engine, "weight_dtype": "auto"}
     fields = {"model": req.model, **where, "calibration": profile.path, **parse_current(text)}
+    split = int(fields.get("tp", 1)) * int(fields.get("pp", 1))  # type: ignore[call-overload]  # _count: ints
+    if split > 0 and option.count % split:  # resolve would name num_gpus, which the user did not give
+        raise InputError(
+            "current", text, f"a setup whose TP × PP ({split}) divides the {option.count} GPUs of --gpu {option.label}"
+        )
     s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked by parse_current
     return Current(text, req.measured_tok_s, s.config, s.model, s.gpu)
 
@@ -277,9 +296,15 @@ def check_plan_outputs(report: str | None, png: str | None) -> None:
 
     Raises:
         InputError: naming the option, the path and what is allowed.
+        MissingExtraError: the report extra (plotly, matplotlib) is not installed.
     """
     if report is None and png is None:
         return
+    # the extra first: a missing one used to leave the --png folder created and empty
+    if report is not None:
+        import_extra("plotly", "report")  # report/html.py and figures.py draw with it
+    if png is not None:
+        import_extra("matplotlib", "report")  # report/png.py
     from tokenplan.runner.paths import check_output_file, check_run_dir  # only when writing files
 
     if report is not None:

@@ -33,6 +33,12 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
         warnings.append(
             f"outside the measured regime ({outside}): the error band is widened to the leave-one-GPU-out one"
         )
+    domain = s.gpu.max_gpus_per_scaleup
+    if req.tp > domain:  # plan keeps TP inside one domain (planning.space.layouts); predict costs it
+        warnings.append(
+            f"TP{req.tp} spans {-(-req.tp // domain)} scale-up domains ({domain} GPUs on {s.gpu.scaleup.name}): "
+            "its all-reduces cross the scale-out NIC, and plan does not search such layouts (PP or DP across domains)"
+        )
     point = {"engine": s.config.engine.name, "gpu": s.gpu.key, "model": s.model.name, "concurrency": s.concurrency}
     warnings += s.profile.range_warnings({**point, "isl_tokens": req.isl, "osl_tokens": req.osl})
     return Prediction(**{**vars(figures), "warnings": tuple(warnings)}, bands=bands)

@@ -40,6 +40,24 @@ def validate(path: str, calibration: str | None = None) -> ValidationResult:
     return validation_result(validate_cases(data.kind, cases, skipped, table), bands, named, spans)
 
 
+def in_sample_note(path: str, calibration: str | None = None) -> str | None:
+    """A note where ``path`` is one of the files the profile (None: the shipped fit) was fitted
+    on, as its provenance names them by SHA-256: the errors (and the share in the 80 % interval)
+    are then in-sample, lower than on held-out rows. None otherwise, or for a file that cannot be read."""
+    from tokenplan.files.measurements import described
+
+    try:
+        stamp = described(path).rpartition(" ")[2]  # sha256:0123456789ab
+    except OSError:
+        return None
+    if stamp not in read_profile(calibration).table.provenance:
+        return None
+    return (
+        f"{path} ({stamp}) is one of the files the fit was made on: these errors are in-sample; "
+        "held-out errors come from calibrate --refit --cv (leave one GPU or model out)"
+    )
+
+
 def _variant_cases(m: Measurement) -> list[Case]:
     """The row on each other catalog variant of its GPU's family, where it resolves."""
     cases = (resolve_case(replace(m, gpu=key)) for key in family_variants(m.gpu))

@@ -66,26 +66,35 @@ class _Reader:
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, minimum: int = 0) -> int:
+    def fail(self, key: str, minimum: builtins.int, what: str = "") -> ConfigError:
+        """One line: the file, the key, its value (or that it is missing) and what is allowed."""
         value = self.cfg.get(key)
-        if value is None:
-            if default is None:
-                raise ConfigError(self.source, key, "required key is missing")
+        shown = (
+            "required key is missing"
+            if key not in self.cfg
+            else f"{'null' if value is None else repr(value)} is not allowed"
+        )
+        allowed = f"an integer ≥ {minimum}" + (f", {what}" if what else "")
+        return ConfigError(self.source, key, f"{shown} (allowed: {allowed})")
+
+    def int(self, key: str, default: int | None = None, minimum: int = 0, what: str = "") -> int:
+        """The integer at ``key``, ``default`` when missing or null; ``what`` names it in errors."""
+        value = self.cfg.get(key)
+        if value is None and default is not None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(self.source, key, f"expected an integer, got {value!r}")
-        if value < minimum:
-            raise ConfigError(self.source, key, f"expected an integer ≥ {minimum}, got {value}")
+        if value is None or isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, minimum, what)
         return value
 
     def first_int(
-        self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0
+        self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0, what: str = ""
     ) -> builtins.int:
         for key in keys:
             if self.has(key):
-                return self.int(key, minimum=minimum)
+                return self.int(key, minimum=minimum, what=what)
         if default is None:
-            raise ConfigError(self.source, " or ".join(keys), "required key is missing")
+            nulls = [key for key in keys if key in self.cfg]  # present but null: show that one
+            raise self.fail(nulls[0] if nulls else " or ".join(keys), minimum, what)
         return default
 
 
@@ -147,7 +156,7 @@ def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
 
 def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
     notes: list[str] = []
-    heads = r.int("num_attention_heads", minimum=1)
+    heads = r.int("num_attention_heads", minimum=1, what="the attention heads")
     if r.has("kv_lora_rank"):
         rope = r.int("qk_rope_head_dim", minimum=1)
         nope = r.int("qk_nope_head_dim", minimum=1)
@@ -169,6 +178,8 @@ def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
                 f"{att.sparse_topk_tokens} tokens per layer plus an FP8 indexer key per token"
             )
         return att, notes
+    if not r.has("head_dim") and hidden % heads:
+        raise r.fail("head_dim", 1, f"required as hidden_size {hidden} is not a multiple of {heads} heads")
     head_dim = r.int("head_dim", default=hidden // heads, minimum=1)
     kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
     if heads % kv_heads:
@@ -238,7 +249,9 @@ def _moe(r: _Reader) -> Moe | None:
     experts = r.first_int(("num_experts", "n_routed_experts", "num_local_experts"), default=0)
     if experts <= 1:
         return None
-    expert_width = r.first_int(("moe_intermediate_size", "intermediate_size"), minimum=1)
+    expert_width = r.first_int(
+        ("moe_intermediate_size", "intermediate_size"), minimum=1, what=f"the width of each of the {experts} experts"
+    )
     if r.has("shared_expert_intermediate_size"):
         shared = r.int("shared_expert_intermediate_size")
     elif r.has("moe_shared_expert_intermediate_size"):
@@ -307,8 +320,8 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     cfg = _text_config(raw, source)
     r = _Reader(cfg, source)
     archs = cfg.get("architectures") or [str(cfg.get("model_type", "unknown"))]
-    hidden = r.int("hidden_size", minimum=1)
-    layers = r.int("num_hidden_layers", minimum=1)
+    hidden = r.int("hidden_size", minimum=1, what="the model width")
+    layers = r.int("num_hidden_layers", minimum=1, what="the decoder layers")
     kinds = _layer_kinds(r, layers)
     notes: list[str] = []
     if str(archs[0]) not in KNOWN_ARCHITECTURES:
@@ -330,9 +343,21 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     else:
         dense_first = r.int("first_k_dense_replace", default=0)
         mlp_only = cfg.get("mlp_only_layers") or []
+        if not isinstance(mlp_only, list) or dense_first + len(mlp_only) > layers:
+            key = "mlp_only_layers" if mlp_only else "first_k_dense_replace"
+            raise ConfigError(r.source, key, f"{mlp_only or dense_first!r} is not allowed (allowed: ≤ {layers} layers)")
         dense_layers = (dense_first + len(mlp_only)) if moe else layers
         moe_layers = layers - dense_layers if moe else 0
-    dense_width = r.first_int(("dense_intermediate_size", "intermediate_size"), default=0) if dense_layers else 0
+    # Every layer with a dense MLP needs its width: without it the MLP would silently weigh nothing.
+    dense_width = (
+        r.first_int(
+            ("dense_intermediate_size", "intermediate_size"),
+            minimum=1,
+            what=f"the MLP width of {dense_layers} dense layers",
+        )
+        if dense_layers
+        else 0
+    )
     quant = cfg.get("quantization_config") or {}
     native = "mxfp4" if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4" else "bf16"
     notes += _dtype_notes(cfg, native)
@@ -346,13 +371,15 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         name=name,
         architecture=str(archs[0]),
         hidden_size=hidden,
-        vocab_size=r.int("vocab_size", minimum=1),
+        vocab_size=r.int("vocab_size", minimum=1, what="the vocabulary"),
         num_layers=layers,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         attention=attention,
         full_attention_layers=kinds["full"],
         sliding_layers=kinds["sliding"],
-        sliding_window=r.int("sliding_window", default=0) if kinds["sliding"] else 0,
+        sliding_window=r.int("sliding_window", minimum=1, what="the window of the sliding layers")
+        if kinds["sliding"]
+        else 0,
         linear=linear,
         linear_layers=kinds["linear"],
         dense_ffn_layers=dense_layers,

@@ -18,7 +18,7 @@ from typing import Any
 from tokenplan.bench_schema import FitSourceFile
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
-from tokenplan.errors import ConfigError, InputError
+from tokenplan.errors import ConfigError, InputError, MissingOptionError
 from tokenplan.measurement import Measurement
 from tokenplan.perf.efficiency import Efficiency
 
@@ -144,7 +144,7 @@ def run_measurement(run: RunTotals, served: Served, concurrency: float | None, i
         ConfigError: totals that are not positive numbers (a run that finished no request).
     """
     if concurrency is None:
-        raise InputError("concurrency", None, "the run's total requests in flight (--concurrency N)")
+        raise MissingOptionError(["--concurrency"], "the run's total requests in flight (--concurrency N)")
     figures = (run.requests, run.output_tokens, run.output_tok_s)
     if not all(isinstance(v, (int, float)) and v > 0 for v in figures):
         raise ConfigError(

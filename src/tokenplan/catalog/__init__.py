@@ -196,6 +196,12 @@ def _engine_raw() -> dict:
     return _read_yaml("engines.yaml")
 
 
+def profile_groups() -> tuple[list[str], list[str]]:
+    """(engine names, GPU architectures) a calibration profile's group may name: ``engine`` or
+    ``engine/architecture`` (``sglang/hopper``), as ``EfficiencyTable.resolve`` looks them up."""
+    return sorted(_engine_raw()), sorted({load_gpu(key).architecture for key in gpu_names()})
+
+
 @lru_cache(maxsize=8)
 def load_engine(name: str) -> Engine:
     """An engine (``tokenplan.engines``) with its figures from ``engines.yaml``. Raises
@@ -219,15 +225,32 @@ CALIBRATION_KEYS = (
     "fitted_on",
     "layered_on",
     "prior",
-)  # layered_on, prior: an update profile (files/calibration.py)
+    "schema_version",
+)  # layered_on, prior: an update profile (files/calibration.py); schema_version: 1 where stated
 
 
-def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
-    """Build an EfficiencyTable from a calibration JSON object.
+def efficiency_table_from_json(
+    data: dict, source: str, bounds: dict[str, tuple[float, float]] | None = None
+) -> EfficiencyTable:
+    """Build an EfficiencyTable from a calibration JSON object; with ``bounds`` (factor → (low,
+    high), inclusive) every factor given must lie in its range.
 
     Raises:
-        ConfigError: unknown factor names or non-numeric values.
+        ConfigError: unknown factor names, non-numeric values or values out of range (one line
+            naming the key, the value and what is allowed).
     """
+
+    def number(key: str, name: str, raw: object) -> float:
+        value = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else math.nan
+        may_be_zero = name.endswith("_s") or name == "prefill_wave_fraction"  # overheads, a share
+        low, high = (bounds or {}).get(name, (0.0, math.inf))
+        inside = low * (1 - 1e-6) <= value <= high * (1 + 1e-6)  # a fit that ends on a bound, through exp/log
+        if not (math.isfinite(value) and (value >= 0 if may_be_zero else value > 0) and inside):
+            shown = f"{raw!r}" if not isinstance(raw, (int, float)) or isinstance(raw, bool) else f"{value:g}"
+            allowed = f"a number from {low:g} to {high:g}" if name in (bounds or {}) else "a finite number"
+            allowed += "" if name in (bounds or {}) else (" ≥ 0" if may_be_zero else " > 0")
+            raise ConfigError(source, f"{key}.{name}", f"{shown} is not allowed (allowed: {allowed})")
+        return value
 
     def parse(obj: object, key: str) -> Efficiency:
         if not isinstance(obj, dict):
@@ -237,19 +260,7 @@ def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
             raise ConfigError(
                 source, f"{key}.{sorted(unknown)[0]}", f"unknown factor (known: {', '.join(EFFICIENCY_FIELDS)})"
             )
-        try:
-            values = {k: float(v) for k, v in obj.items()}
-        except (TypeError, ValueError):
-            raise ConfigError(source, key, "every factor must be a number") from None
-        for name, value in values.items():
-            may_be_zero = name.endswith("_s") or name == "prefill_wave_fraction"  # overheads, a share
-            if not (math.isfinite(value) and (value >= 0 if may_be_zero else value > 0)):
-                raise ConfigError(
-                    source,
-                    f"{key}.{name}",
-                    f"{value!r} is not allowed (allowed: a finite number {'≥ 0' if may_be_zero else '> 0'})",
-                )
-        return Efficiency(**values)
+        return Efficiency(**{k: number(key, k, v) for k, v in obj.items()})
 
     unknown = sorted(set(data) - set(CALIBRATION_KEYS))
     if unknown:
@@ -258,7 +269,9 @@ def efficiency_table_from_json(data: dict, source: str) -> EfficiencyTable:
     groups = data.get("groups", {})
     if not isinstance(groups, dict):
         raise ConfigError(source, "groups", "expected an object of group → factors")
-    by_group = {g: parse({**default.as_dict(), **v}, f"groups.{g}") for g, v in groups.items()}
+    by_group = {
+        g: parse({**default.as_dict(), **v} if isinstance(v, dict) else v, f"groups.{g}") for g, v in groups.items()
+    }
     return EfficiencyTable(default, by_group, str(data.get("provenance", source)))
 
 

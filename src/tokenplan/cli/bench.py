@@ -22,7 +22,7 @@ from tokenplan.bench_schema import BenchLevel, BenchResult
 from tokenplan.cli.app import app
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
 from tokenplan.client.auth import display_url
-from tokenplan.errors import InputError
+from tokenplan.errors import InputError, MissingOptionError
 from tokenplan.report.bench import level_line, show_bench
 
 # BenchRequest's field for each measuring option whose name differs
@@ -123,7 +123,8 @@ def _fitting(o: dict[str, Any]) -> FitTarget | None:
     if not o["fit"]:
         return None
     if o["out"] is None or o["config"] is None or o["gpu"] is None:
-        raise InputError("fit", "--fit", "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
+        missing = [f for f, k in (("-o", "out"), ("--config", "config"), ("--gpu", "gpu")) if o[k] is None]
+        raise MissingOptionError(missing, "-o PROFILE.json, --config MODEL and --gpu GPU with --fit")
     return FitTarget(o["out"], PredictRequest(model=o["config"], **{k: o[k] for k in _FIT_OPTIONS}), o["num_gpus"])
 
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import click
 
-from tokenplan.api.calibrate import calibrate, calibrate_update
+from tokenplan.api.calibrate import calibrate, calibrate_update, check_outputs
 from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
-from tokenplan.errors import InputError
+from tokenplan.errors import InputError, MissingOptionError
 
 
 @app.command("calibrate", old_spellings={"--config": "--model"})
@@ -41,7 +41,11 @@ from tokenplan.errors import InputError
 @click.option("--from-run", help="Fit to a generate run directory (summary.json + manifest.json) instead.")
 @click.option("--model", "config", help="--from-run: catalog model, Hugging Face id or config.json the server ran.")
 @click.option("--gpu", help="--from-run: catalog GPU key.")
-@click.option("--num-gpus", type=INTEGER, default=1, help="--from-run: GPUs the server ran on.")
+@click.option(
+    "--num-gpus",
+    type=INTEGER,
+    help="--from-run/--from-bench: GPUs the server ran on [default: a tokenplan bench file's, else tp × pp].",
+)
 @click.option("--tp", type=INTEGER, default=1, help="--from-run: tensor-parallel GPUs per replica (TP).")
 @click.option("--engine", default="sglang", help="--from-run: the serving engine: sglang, vllm or trtllm.")
 @click.option("--weight-dtype", default="bf16", help="--from-run: the served weight format.")
@@ -51,7 +55,7 @@ from tokenplan.errors import InputError
 @click.option(
     "--from-bench",
     multiple=True,
-    help="Fit to result files of vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).",
+    help="Fit to result files of tokenplan bench --save, vllm bench serve, sglang.bench_serving, AIPerf or GuideLLM (repeatable; with --model, --gpu and the layout).",
 )
 @click.option("--pp", type=INTEGER, default=1, help="--from-run/--from-bench: pipeline stages per replica (PP).")
 @click.option("--ep", type=INTEGER, default=1, help="--from-run/--from-bench: expert-parallel GPUs (EP, MoE).")
@@ -64,9 +68,10 @@ def calibrate_command(**o: Any) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     out, paths, bands, json_out = o["out"], o["paths"], o["bands"], o["json_out"]
     if out is None:
-        raise InputError("out", "", "-o PROFILE.json: where to write the calibration profile")
+        raise MissingOptionError(["-o"], "-o PROFILE.json: where to write the calibration profile")
+    check_outputs(out, bands)
     if o["from_bench"]:
-        _from_bench(o["from_bench"], out, json_out, _served(o))
+        _from_bench(o["from_bench"], out, json_out, _served(o), o["num_gpus"] is not None)
         return
     if o["from_run"] is not None:
         isl = o["isl"]
@@ -91,7 +96,7 @@ def _served(o: dict[str, Any]) -> PredictRequest:
     return PredictRequest(
         model=o["config"] or "",
         gpu=o["gpu"] or "",
-        num_gpus=o["num_gpus"],
+        num_gpus=o["num_gpus"] if o["num_gpus"] is not None else o["tp"] * o["pp"],
         tp=o["tp"],
         pp=o["pp"],
         ep=o["ep"],
@@ -132,20 +137,22 @@ def _from_csv(paths: Sequence[str], out: Path, cv: bool, bands: Path | None, jso
     show_calibration(wide_console(), result.summary(), out, band_table, bands)
 
 
-def _from_bench(paths: Sequence[str], out: Path, json_out: bool, desc: PredictRequest) -> None:
+def _from_bench(paths: Sequence[str], out: Path, json_out: bool, desc: PredictRequest, gpus_stated: bool) -> None:
     from tokenplan.api.bench import calibrate_from_results
 
     if not desc.model or not desc.gpu:
-        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--config MODEL and --gpu GPU with --from-bench")
+        missing = [f for f, v in (("--config", desc.model), ("--gpu", desc.gpu)) if not v]
+        raise MissingOptionError(missing, "--config MODEL and --gpu GPU with --from-bench")
     command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
-    _write_fit(calibrate_from_results(list(paths), desc, command), out, json_out, sources=True)
+    _write_fit(calibrate_from_results(list(paths), desc, command, gpus_stated), out, json_out, sources=True)
 
 
 def _from_run(run_dir: str, out: Path, json_out: bool, desc: PredictRequest) -> None:
     from tokenplan.api.bench import calibrate_from_run
 
     if not desc.model or not desc.gpu:
-        raise InputError("config/gpu", f"{desc.model}/{desc.gpu}", "--model MODEL and --gpu GPU with --from-run")
+        missing = [f for f, v in (("--model", desc.model), ("--gpu", desc.gpu)) if not v]
+        raise MissingOptionError(missing, "--model MODEL and --gpu GPU with --from-run")
     outcome = calibrate_from_run(run_dir, desc, f"tokenplan calibrate --from-run {Path(run_dir).name} -o {out.name}")
     _write_fit(outcome, out, json_out, sources=False)
 

@@ -174,8 +174,8 @@ def _run(request: GenerateRequest, quiet: bool, progress_every: float) -> Genera
     else:
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             result = generate(request, on_progress=lambda s: live.update(progress_table(s)), on_warning=warn)
-    for note in result.notes:
-        console.print(f"note: {note}")
+    for note in result.notes:  # one line each, as the warnings (grep-able logs; no markup in paths)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     return result
 
 

@@ -13,10 +13,15 @@ def parse_prices(items: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:
         key, sep, value = item.partition("=")
+        before = out.get(key.strip().lower())
         try:
             out[key.strip().lower()] = float(value)
         except ValueError:
             raise InputError("price", item, "GPU=USD per GPU-hour, e.g. b200=4.5") from None
+        if before is not None and before != out[key.strip().lower()]:  # the last used to win silently
+            raise InputError(
+                "price", item, f"one price per GPU ({key.strip().lower()} is already priced at {before:g})"
+            )
         if not sep or not key.strip():
             raise InputError("price", item, "GPU=USD per GPU-hour, e.g. b200=4.5")
         if not 0 < out[key.strip().lower()] <= MAX_PRICE_USD_PER_GPU_HOUR:  # also refuses nan

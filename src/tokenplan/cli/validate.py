@@ -19,7 +19,7 @@ from tokenplan.cli.app import console as wide_console
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
 def validate_command(path: str, calibration: str | None, rows: bool, json_out: bool) -> None:
     """Predict measured points and report the error: per row, median, p90, bias, breakdowns."""
-    from tokenplan.api.validate import validate
+    from tokenplan.api.validate import in_sample_note, validate
     from tokenplan.errors import InputError
     from tokenplan.report.validation import show_validation
 
@@ -28,6 +28,9 @@ def validate_command(path: str, calibration: str | None, rows: bool, json_out: b
         print(json.dumps(result.to_json(), indent=2))
     else:
         show_validation(wide_console(), result, rows)
+        note = in_sample_note(path, calibration)
+        if note:
+            click.echo(f"note: {note}", err=True)
     if result.n == 0:  # nothing was checked; any skipped rows and their reasons are printed above
         found = (
             f"{len(result.skipped)} row(s) skipped, each with its reason above"

@@ -43,6 +43,14 @@ class MaxRunning(NamedTuple):
     requests: int | None = None
     lifted: bool = False
 
+    def label(self) -> str:
+        """What a configuration's label adds: ``, running cap 64`` (fixed), ``, running cap
+        raised`` (lifted), ``, running cap 406, prefix cache off`` (fixed and reached with the
+        lifting flags: SGLang's ``--disable-radix-cache`` on a hybrid model); empty by default."""
+        if self.requests is not None:
+            return f", running cap {self.requests}" + (", prefix cache off" if self.lifted else "")
+        return ", running cap raised" if self.lifted else ""
+
     def describe(self) -> str:
         """``48`` (fixed), ``raised`` (lifted) or ``engine default``."""
         if self.requests is not None:

@@ -22,6 +22,9 @@ Formats and the fields read, from each tool's source:
   ``inter_token_latency`` (ms; AIPerf's ITL is (latency − TTFT)/(OSL − 1), vLLM's TPOT),
   ``request_latency`` (ms), ``input_sequence_length``, ``output_sequence_length`` (tokens),
   ``request_count``; the concurrency in ``input_config.loadgen.concurrency``.
+- tokenplan's own ``bench --save``/``--json`` file (:func:`tokenplan.files.reports.read_bench_file`):
+  its ``levels`` as they are, with the running-request cap the sweep observed (``cap``) and its
+  ``num_gpus`` for the fit (the same file ``bench --from-json FILE --fit`` reads).
 - GuideLLM ``benchmarks.json`` (vllm-project/guidellm, ``benchmark/schemas/generative/metrics.py``):
   ``benchmarks[*].metrics`` with ``{"successful": {"mean", "median", "percentiles": {"p99"}}}``
   summaries: ``requests_per_second``, ``request_concurrency``, ``request_latency`` (s),
@@ -38,11 +41,19 @@ from typing import Any, Literal, overload
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import parse_json, read_text
 
-FORMATS = ("vllm", "sglang", "aiperf", "guidellm")
+FORMATS = ("tokenplan bench", "vllm", "sglang", "aiperf", "guidellm")
 
 
 def read_bench_results(path: str) -> tuple[str, list[dict[str, Any]]]:
-    """``(format, levels)`` from a result file of one of :data:`FORMATS` (detected by its fields).
+    """``(format, levels)`` from a result file of one of :data:`FORMATS` (:func:`read_bench_source`)."""
+    kind, levels, _ = read_bench_source(path)
+    return kind, levels
+
+
+def read_bench_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    """``(format, levels, sweep)`` from a result file of one of :data:`FORMATS` (detected by its
+    fields); ``sweep`` holds a tokenplan bench file's observed ``cap`` and ``num_gpus`` ({} for
+    the other tools, whose files state neither).
 
     Raises:
         InputError: the file does not exist.
@@ -61,15 +72,20 @@ def read_bench_results(path: str) -> tuple[str, list[dict[str, Any]]]:
             raise
         # JSON lines (--append-result, sglang's --output-file): each line its own value
         items = [parse_json(line, path, line=n) for n, line in lines]
+    if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("levels"), list):
+        from tokenplan.files.reports import read_bench_file  # checks the schema version and every level
+
+        data = read_bench_file(path)
+        return "tokenplan bench", data["levels"], {k: data[k] for k in ("cap", "num_gpus") if data.get(k)}
     if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("benchmarks"), list):
-        return "guidellm", [_guidellm(b, path, i) for i, b in enumerate(items[0]["benchmarks"])]
+        return "guidellm", [_guidellm(b, path, i) for i, b in enumerate(items[0]["benchmarks"])], {}
     if len(items) == 1 and isinstance(items[0], dict) and isinstance(items[0].get("request_throughput"), dict):
-        return "aiperf", [_aiperf(items[0], path)]
+        return "aiperf", [_aiperf(items[0], path)], {}
     if not items or not all(isinstance(i, dict) and "completed" in i and "output_throughput" in i for i in items):
         keys = sorted(items[0])[:8] if items and isinstance(items[0], dict) else []
         raise ConfigError(path, "<root>", f"not a result of {', '.join(FORMATS)} (keys {keys})")
     kind = "sglang" if any("mean_e2e_latency_ms" in i for i in items) else "vllm"
-    return kind, [_vllm_like(i, path, n, kind) for n, i in enumerate(items, start=1)]
+    return kind, [_vllm_like(i, path, n, kind) for n, i in enumerate(items, start=1)], {}
 
 
 @overload

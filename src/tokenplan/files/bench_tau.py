@@ -38,13 +38,16 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
             or its ``acceptance`` is malformed.
     """
     if not Path(path).is_file():
+        where = "is a directory" if Path(path).is_dir() else "does not exist"
         raise InputError(
             "spec",
             path,
-            "METHOD:K:TAU with TAU a number, or the path of an existing `tokenplan bench --save` JSON file",
+            f"METHOD:K:TAU with TAU a number, or the path of an existing `tokenplan bench --save` JSON file; "
+            f"{path} {where}",
         )
     acc = _vllm_result(path)
     if acc is None:
+        _refuse_other_json(path)
         acc = load_bench_json(path).get("acceptance")
     if not acc:
         raise InputError(
@@ -90,6 +93,22 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
         f"τ {acc['tau']:.2f} from {name}: over the whole sweep ({acc.get('source')}; "
         "no per-position or per-context figures in the file)."
     )
+
+
+def _refuse_other_json(path: str) -> None:
+    """Refuse a JSON object that is no bench file at all (a plan JSON said ``num_gpus: missing``);
+    a bench file with a bad key goes on to :func:`load_bench_json`, which names the key."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return  # load_bench_json says what is wrong
+    if isinstance(data, dict) and "levels" not in data:
+        raise InputError(
+            "spec",
+            path,
+            "METHOD:K:TAU with TAU a number, or a `tokenplan bench --save` or `vllm bench serve` result file; "
+            f"{Path(path).name} is neither (its keys: {', '.join(sorted(map(str, data))[:6])})",
+        )
 
 
 def _vllm_result(path: str) -> dict | None:

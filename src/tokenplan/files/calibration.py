@@ -23,12 +23,25 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, shipped_efficiency
+from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, profile_groups, shipped_efficiency
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
-from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
+from tokenplan.perf.efficiency import EFFICIENCY_BOUNDS, Efficiency, EfficiencyTable
+from tokenplan.results import Reading, check_version
 
 LAYERED_ON_SHIPPED = "shipped"  # the value of ``layered_on`` in an update profile
+# What a profile's factor may hold: the physical range a fit keeps it in (EFFICIENCY_BOUNDS, each
+# with its reason there), widened to the ideal a roofline assumes: a fraction up to 1 (the
+# datasheet peak) and an overhead or the share of synchronised arrivals down to 0 (none; the
+# fit's lower bounds there keep its log-space optimiser off 0). A profile that turns every
+# inefficiency off is a limit, not an absurdity; hbm_fraction 1e-300 or 1e9 is one.
+PROFILE_BOUNDS = {
+    name: (
+        0.0 if name.endswith("_s") or name == "prefill_wave_fraction" else low,
+        max(high, 1.0) if name.endswith("_fraction") else high,
+    )
+    for name, (low, high) in EFFICIENCY_BOUNDS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,9 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     groups = data.get("groups")
     if not isinstance(groups, dict):  # a group with no factors: an update that kept the shipped fit
         raise ConfigError(source, "groups", "an update profile holds 'groups' of group → informed factors")
+    check_group_names(groups, source)
     # parse each group's factors with the same checks as a full table (names, finite, sign)
-    parsed = efficiency_table_from_json({"groups": groups}, source)
+    parsed = efficiency_table_from_json({"groups": groups}, source, PROFILE_BOUNDS)
     raw_sigma = data.get("uncertainty")
     sigma: dict[str, object] = raw_sigma if isinstance(raw_sigma, dict) else {}
     by_group, moved = dict(shipped.by_group), {}
@@ -86,6 +100,21 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
     )
 
 
+def check_group_names(groups: object, source: str) -> None:
+    """Refuse a group no plan would look up (``nonsense/group`` was read and never used): each is
+    an engine, or ``engine/architecture`` with an architecture of the GPU catalog (ConfigError)."""
+    engines, architectures = profile_groups()
+    for group in groups if isinstance(groups, dict) else ():
+        engine, slash, arch = str(group).partition("/")
+        if engine not in engines or (slash and arch not in architectures):
+            raise ConfigError(
+                source,
+                f"groups.{group}",
+                f"not a group a plan looks up (allowed: ENGINE or ENGINE/ARCHITECTURE with ENGINE one of "
+                f"{', '.join(engines)} and ARCHITECTURE one of {', '.join(architectures)})",
+            )
+
+
 def _sigma(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
@@ -95,7 +124,8 @@ def read_calibration_file(path: str) -> CalibrationFile:
 
     Raises:
         InputError: the file does not exist.
-        ConfigError: not JSON, unknown factors, or an unknown ``layered_on``.
+        ConfigError: not JSON, unknown factors, a factor outside its physical range
+            (:data:`PROFILE_BOUNDS`), or an unknown ``layered_on``.
     """
     p = Path(path)
     if not p.is_file():
@@ -103,6 +133,7 @@ def read_calibration_file(path: str) -> CalibrationFile:
     data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     if not isinstance(data, dict):
         raise ConfigError(path, "<root>", "expected a JSON object")
+    check_version(data, 1, Reading(path))  # the profile's schema; a file without one reads as 1
     layered = data.get("layered_on")
     if layered is not None:
         if layered != LAYERED_ON_SHIPPED:
@@ -117,7 +148,9 @@ def read_calibration_file(path: str) -> CalibrationFile:
             "of fitted factors, as tokenplan calibrate writes them)",
         )
     fitted = data.get("fitted_on")
-    return CalibrationFile(efficiency_table_from_json(data, path), fitted if isinstance(fitted, dict) else None)
+    check_group_names(data.get("groups"), path)
+    table = efficiency_table_from_json(data, path, PROFILE_BOUNDS)
+    return CalibrationFile(table, fitted if isinstance(fitted, dict) else None)
 
 
 def read_calibration(path: str) -> EfficiencyTable:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from tokenplan.errors import ConfigError, InputError, allowed_from_validation
 from tokenplan.loaders import load_yaml
@@ -52,7 +52,7 @@ class JobFile(BaseModel):
         gpus: ["4xrtx-pro-6000", "8xb200"]
         engine: sglang
         prices: {b200: 5.25}
-        current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48
+        current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48   # or a mapping of the same keys
         measured_tok_s: 1600
         tp: 4              # search only these layouts (plan --tp/--dp/--ep)
         max_running: 128   # the engine's running-request cap per replica (plan --max-running)
@@ -80,6 +80,16 @@ class JobFile(BaseModel):
     dp: StrictInt | None = Field(default=None, gt=0)  # plan --dp
     ep: StrictInt | None = Field(default=None, gt=0)  # plan --ep
     max_running: StrictInt | None = Field(default=None, gt=0)  # plan --max-running
+
+    @field_validator("current", mode="before")
+    @classmethod
+    def _current_text(cls, value: object) -> object:
+        """``current:`` as ``--current`` text, or a mapping of the same keys (``{engine: sglang,
+        tp: 4}`` → ``engine=sglang,tp=4``; YAML booleans as true/false)."""
+        if not isinstance(value, dict):
+            return value
+        shown = {k: str(v).lower() if isinstance(v, bool) else v for k, v in value.items()}
+        return ",".join(f"{k}={v}" for k, v in shown.items())
 
     def request_fields(self) -> dict:
         """The keys given, as ``tokenplan.api.plan.PlanRequest`` fields: ``isl``/``osl`` →
@@ -116,6 +126,27 @@ def read_job_file(path: str) -> JobFile:
     if not isinstance(raw, dict):
         raise ConfigError(path, "<root>", "expected a mapping of job keys")
     try:
-        return JobFile.model_validate(raw)
+        job = JobFile.model_validate(raw)
     except ValidationError as exc:
         raise _first_error(path, exc, JobFile) from None
+    _check_values(job, path)
+    return job
+
+
+def _check_values(job: JobFile, path: str) -> None:
+    """The checks ``plan`` makes of the lengths and ``current:``, now, so that a bad value names
+    the file (ConfigError: ``j.yaml: isl: isl-cap 100 is not allowed …``)."""
+    from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths
+    from tokenplan.planning.current import parse_current
+
+    for name, lengths, default in (("isl", job.isl, DEFAULT_ISL), ("osl", job.osl, DEFAULT_OSL)):
+        try:
+            if lengths is not None:
+                check_stated_lengths(name, lengths.mean, lengths.sigma, lengths.cap, default)
+        except InputError as exc:
+            raise ConfigError(path, name, str(exc)) from None
+    try:
+        if job.current is not None:
+            parse_current(job.current)
+    except InputError as exc:
+        raise ConfigError(path, "current", str(exc)) from None

@@ -259,8 +259,8 @@ def check_stated_lengths(name: str, mean: float, sigma: float, cap: float | None
     cap_option = "isl-cap" if name == "isl" else "max-tokens"
     if not 1 <= mean <= MAX_REQUEST_TOKENS:
         raise InputError(name, shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
-    if not 0 <= sigma < math.inf:
-        raise InputError(f"{name}-sigma", shown(sigma), "a lognormal σ ≥ 0")
+    if not 0 <= sigma <= MAX_SIGMA:  # the range LengthDist takes, named as the option
+        raise InputError(f"{name}-sigma", shown(sigma), f"a lognormal σ from 0 to {MAX_SIGMA:g}")
     if cap is not None and not cap > mean:
         if cap == default.cap:  # the user raised the mean, not the cap
             raise InputError(

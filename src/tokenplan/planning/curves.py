@@ -165,8 +165,8 @@ def label(ev: Evaluation) -> str:
     """``TP2×DP4, fp8 weights, fp8 KV, mtp k=3 τ=2.95, running cap raised`` style label."""
     cfg = ev.config
     spec = f", {cfg.spec.describe()}" if cfg.spec else ""
-    lifted = ", running cap raised" if cfg.max_running.lifted else ""
-    return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{lifted}"
+    cap = cfg.max_running.label()
+    return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{cap}"
 
 
 def _point(ev: Evaluation, concurrency_total: float) -> OperatingPoint:

@@ -42,7 +42,9 @@ def tp_is(n: int) -> Callable[[Config], bool]:
 class Fixed:
     """What the user fixed instead of searching (``plan --tp/--dp/--ep/--max-running``; None =
     searched): TP, DP (replicas) and EP of the layout, and the engine's running-request cap per
-    replica (``max_running``: every candidate launches with it; no cap-lifted twin is tried)."""
+    replica (``max_running``: every candidate launches with it; where reaching it takes the
+    cap-lifting flags, SGLang's ``--disable-radix-cache`` on a hybrid model, the candidate is tried
+    with and without them, as :func:`candidates` does for the engine's own cap)."""
 
     tp: int | None = None
     dp: int | None = None
@@ -223,7 +225,11 @@ def candidates(
 ) -> Iterator[Config]:
     """Every configuration of one option. Where the engine caps running requests by default
     (SGLang: 48 with speculative decoding; hybrid models: state slots ÷ 5), a second candidate
-    lifts the cap — the plan then prints the flags it needs — unless ``fixed`` sets the cap.
+    lifts the cap — the plan then prints the flags it needs. A cap the user fixed is tried the
+    same way where the engine's lifting flags change what it allows: a hybrid model on SGLang with
+    the radix cache on runs at most state slots ÷ 5 whatever ``--max-running-requests`` says (S3),
+    and with ``--disable-radix-cache`` the fixed cap itself, so both twins are evaluated and the
+    faster wins, as for the engine's own cap (the plan's radix note says what the cache costs).
 
     Args:
         model: the model. option: the GPUs (type and count). engine: the engine.
@@ -240,16 +246,26 @@ def candidates(
     """
     weights, _ = weight_dtypes(model, option.gpu, weight_allowed)
     kvs, _ = kv_dtypes(option.gpu, kv_allowed)
+    if fixed.max_running is None:
+        lifts = [engine.caps_running_by_default(spec is not None, model.is_hybrid) for spec in specs]
+    else:
+        lifts = [engine.disables_radix_cache(model.is_hybrid, MaxRunning(fixed.max_running, lifted=True))] * len(specs)
     for layout in layouts(model, option.gpu, option.count):
         if not fixed.admits(layout):
             continue
         for w in weights:
             for kv in kvs:
-                for spec in specs:
+                for spec, lift in zip(specs, lifts, strict=True):
                     yield Config(
                         layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(fixed.max_running)
                     )
-                    if fixed.max_running is None and engine.caps_running_by_default(spec is not None, model.is_hybrid):
+                    if lift:
                         yield Config(
-                            layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(lifted=True)
+                            layout,
+                            w,
+                            kv,
+                            engine,
+                            spec,
+                            vision_cut=vision_cut,
+                            max_running=MaxRunning(fixed.max_running, lifted=True),
                         )

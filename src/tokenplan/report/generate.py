@@ -58,7 +58,9 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
         + (f", blank lines {result.blank_lines:,} (not rows)" if result.blank_lines else "")
         + f"   done before this run {result.already_done:,}",
         f"throughput    {s.output_tok_s:,.1f} output tok/s, {s.requests_per_s or 0.0:,.2f} req/s over "
-        f"{s.elapsed_s:,.1f} s" + (f"  (plan: {s.plan_output_tok_s:,.0f} tok/s)" if s.plan_output_tok_s else ""),
+        f"{s.elapsed_s:,.1f} s"
+        + (f"  (plan: {s.plan_output_tok_s:,.0f} tok/s)" if s.plan_output_tok_s else "")
+        + _earlier(result.summary),
     ]
     e2e = s.latency_e2e
     if e2e:
@@ -71,6 +73,16 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)
+
+
+def _earlier(summary: dict) -> str:
+    """Say so where this invocation sent nothing (a rerun that only exports): the throughput and
+    latency shown are then the earlier invocations' (summary.json is the run's over all of them)."""
+    now = summary.get("this_invocation")
+    if not isinstance(now, dict) or now.get("requests") != 0:
+        return ""
+    runs = summary.get("invocations")
+    return f"  (the run's {runs} earlier invocations; this one sent nothing)" if runs else ""
 
 
 def _export_line(rows: int, export: ExportCounts) -> str:
@@ -118,8 +130,19 @@ def dry_run_record(counts, sampling) -> DryRun:  # noqa: ANN001 - api_generate.d
         prompt_tokens_max=counts.prompt_tokens_max,
         tokenizer=counts.tokenizer,
         sampling=sampling.as_record(),
-        plan_command=counts.plan_command(sampling.max_tokens),
+        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens)),
     )
+
+
+def _osl_at_cap(max_tokens: int) -> float | None:
+    """Where ``max_tokens`` is at or below the mean output of ``plan``'s default job (2,500), which
+    ``plan`` then refuses as a cap, the mean of that job's outputs cut at ``max_tokens`` (tokens:
+    E[min(L, max_tokens)] of its lognormal); None above it."""
+    from tokenplan.job.workload import DEFAULT_OSL, lognormal_with_mean
+
+    if max_tokens > DEFAULT_OSL.mean:
+        return None
+    return lognormal_with_mean(DEFAULT_OSL.mean, DEFAULT_OSL.sigma, DEFAULT_OSL.cap).capped_moment(1, max_tokens)
 
 
 def dry_run_text(record: DryRun, samples_per_row: int) -> str:

@@ -36,15 +36,26 @@ class DryRun:
     prompt_tokens_max: int | None
     tokenizer: str | None
 
-    def plan_command(self, max_tokens: int) -> str:
-        """The ``tokenplan plan`` command for these requests (``--isl-*`` only when counted)."""
+    def plan_command(self, max_tokens: int, osl_at_cap: float | None = None) -> str:
+        """The ``tokenplan plan`` command for these requests, one ``plan`` accepts: ``--isl-*``
+        only when counted, with an ``--isl-cap`` above the mean (the longest prompt, or one token
+        more when every prompt has the mean's length); ``--max-tokens``, or where it is at or below
+        the plan's default mean output (``osl_at_cap``: the mean of the plan's default outputs cut
+        at ``max_tokens``, tokens) ``--osl`` at that mean below the cap, or every output at the
+        cap (``--osl-sigma 0``) when that mean rounds to the cap."""
         parts = [f"tokenplan plan --samples {self.requests}"]
-        if self.prompt_tokens_mean is not None:
+        if self.prompt_tokens_mean is not None and self.prompt_tokens_max is not None:
+            mean = max(round(self.prompt_tokens_mean), 1)
             parts.append(
-                f"--isl {self.prompt_tokens_mean:.0f} --isl-sigma {self.prompt_tokens_sigma:.2f} "
-                f"--isl-cap {self.prompt_tokens_max}"
+                f"--isl {mean} --isl-sigma {self.prompt_tokens_sigma:.2f} "
+                f"--isl-cap {max(self.prompt_tokens_max, mean + 1)}"
             )
-        parts.append(f"--max-tokens {max_tokens}")
+        if osl_at_cap is None:
+            parts.append(f"--max-tokens {max_tokens}")
+        elif max(round(osl_at_cap), 1) < max_tokens:
+            parts.append(f"--osl {max(round(osl_at_cap), 1)} --max-tokens {max_tokens}")
+        else:
+            parts.append(f"--osl {max_tokens} --osl-sigma 0")
         return " ".join(parts)
 
 
@@ -64,9 +75,23 @@ def request_prompts(row: Row, mode: Mode) -> Iterator[list[dict[str, Any]]]:
         yield [m.as_dict() for m in history]
 
 
-def dry_run(files: Sequence[Path], mode: Mode, n: int, limit: int | None, tokenizer_path: Path | None) -> DryRun:
-    """Count what the input asks for (module docstring); ``tokenizer_path`` None: no token counts."""
-    count = _token_counter(tokenizer_path)
+def dry_run(
+    files: Sequence[Path],
+    mode: Mode,
+    n: int,
+    limit: int | None,
+    tokenizer_path: Path | None,
+    notes: list[str] | None = None,
+    option: str = "--tokenizer",
+) -> DryRun:
+    """Count what the input asks for (module docstring); ``tokenizer_path`` None: no token counts.
+    ``option`` is where the tokenizer came from (``--tokenizer``, or ``--model`` for a local model
+    directory, :func:`default_tokenizer`): a model's tokenizer that needs ``transformers`` where
+    it is not installed is left out with a line added to ``notes``; one named by ``--tokenizer``
+    is refused (InputError), as is one transformers cannot load."""
+    count = _token_counter(tokenizer_path, option, notes if notes is not None else [])
+    if count is None:
+        tokenizer_path = None
     rows = rejected = requests = 0
     logs: list[float] = []
     longest = 0
@@ -98,16 +123,29 @@ def dry_run(files: Sequence[Path], mode: Mode, n: int, limit: int | None, tokeni
     )
 
 
-def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transformers tokenizer
+def _token_counter(path: Path | None, option: str, notes: list[str]):  # noqa: ANN202 - a closure over a tokenizer
     if path is None:
         return None
     try:
         from transformers import AutoTokenizer
-
+    except ImportError as problem:  # transformers is in no extra of the core install (pyproject: test only)
+        if option != "--tokenizer":
+            notes.append(
+                f"prompt tokens not counted: the tokenizer of {option} {path} needs the transformers package, "
+                "which the core install leaves out (pip install transformers to count them)"
+            )
+            return None
+        raise InputError(
+            option,
+            str(path),
+            f"a tokenizer directory counted with the transformers package, which the core install leaves out: "
+            f"pip install transformers ({type(problem).__name__}: {problem})",
+        ) from None
+    try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (ImportError, OSError, ValueError) as problem:
         raise InputError(
-            "--tokenizer",
+            option,
             str(path),
             f"a local tokenizer directory that transformers can load "
             f"({type(problem).__name__}: {str(problem).splitlines()[0] if str(problem) else ''})",
@@ -122,9 +160,10 @@ def _token_counter(path: Path | None):  # noqa: ANN202 - a closure over a transf
     return count
 
 
-def default_tokenizer(tokenizer: Path | None, model: str) -> Path | None:
-    """The tokenizer ``--dry-run`` counts prompt tokens with: ``tokenizer`` when given, else the
-    model when it is a local directory holding ``tokenizer_config.json``, else None (no counts)."""
+def default_tokenizer(tokenizer: Path | None, model: str) -> tuple[Path | None, str]:
+    """The tokenizer ``--dry-run`` counts prompt tokens with and the option it came from:
+    ``tokenizer`` when given (``--tokenizer``), else the model when it is a local directory holding
+    ``tokenizer_config.json`` (``--model``), else None (no counts)."""
     if tokenizer is None and (Path(model) / "tokenizer_config.json").is_file():
-        return Path(model)
-    return tokenizer
+        return Path(model), "--model"
+    return tokenizer, "--tokenizer"

@@ -10,6 +10,7 @@ of the checks and only when needed.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from yarl import URL
 from tokenplan.client.auth import api_key_from_env
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.retry import RetryPolicy, deadline_s
+from tokenplan.errors import InputError
 from tokenplan.runner.defaults import greedy_warnings, job_sampling
 from tokenplan.runner.input.files import check_readable, expand_inputs
 from tokenplan.runner.options import ExportOptions, RunOptions
@@ -114,9 +116,19 @@ def check_run(
     if export is not None:
         kind = "a Parquet file path" if export.format == "parquet" else "a JSONL file path"
         check_output_file(export.path, "--export", kind)
+    check_backend(options.ray.backend)
     if make_run_dir:
         check_run_dir(options.run_dir.out_dir, "--out")
     return Checked(files, api_key, figures, sampling, notes + sampling_notes, warnings)
+
+
+def check_backend(backend: str) -> None:
+    """Refuse ``--backend ray`` where Ray is not installed (InputError), before a run directory is
+    made (it used to be left behind, empty); ``find_spec`` looks without importing Ray."""
+    if backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise InputError(
+            "--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` (Ray is not installed)"
+        )
 
 
 def prepare(

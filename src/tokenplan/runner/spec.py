@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from tokenplan.client.endpoints import PoolSettings
 from tokenplan.client.retry import RetryPolicy
+from tokenplan.errors import InputError
 from tokenplan.runner.input.files import count_rows_or_none, file_name
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.requests import Mode, OnLength, Sampling
@@ -82,8 +83,19 @@ class ExportSpec:
         cls, path: Path, fmt: str | None, drop_length: bool = False, require_think_close: bool = False
     ) -> ExportSpec:
         """The export to ``path`` in ``fmt``; without one, ``jsonl`` (a SpecForge training file)
-        for a ``.jsonl`` path and ``parquet`` for any other."""
-        fmt = fmt or ("jsonl" if str(path).endswith(".jsonl") else "parquet")
+        for a ``.jsonl`` path and ``parquet`` for a ``.parquet`` one or a name without a suffix.
+
+        Raises:
+            InputError: no ``fmt`` and another suffix (``x.csv`` was written as Parquet).
+        """
+        suffix = Path(path).suffix.lower()
+        if fmt is None and suffix not in ("", ".jsonl", ".parquet"):
+            raise InputError(
+                "--export",
+                str(path),
+                "a .parquet or .jsonl file, or another name with --format parquet|jsonl|openai-batch",
+            )
+        fmt = fmt or ("jsonl" if suffix == ".jsonl" else "parquet")
         return cls(path, fmt, drop_length, require_think_close)
 
 

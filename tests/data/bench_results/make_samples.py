@@ -1,5 +1,6 @@
 """Write the checked-in samples of other benchmarks' result files, one per tool, in each tool's
-own schema (field names from their source, cited in ``tokenplan/files/bench_results.py``).
+own schema (field names from their source, cited in ``tokenplan/files/bench_results.py``), and
+one of ``tokenplan bench --save`` itself.
 
 The numbers are derived by hand from the step law of ``tests/support/sim_server.py``
 (step(B) = 10 ms + 0.15 ms·B, every running sequence gets one token per step) for a closed loop
@@ -175,6 +176,52 @@ def guidellm(levels: list[dict]) -> dict:  # benchmarks.json (guidellm benchmark
     }
 
 
+def tokenplan(levels: list[dict]) -> dict:  # tokenplan bench --save (tokenplan.bench_schema.BenchResult)
+    def dist(seconds: float) -> dict:
+        return {"mean": seconds, "p50": seconds, "p90": seconds, "p99": seconds}
+
+    return {
+        "schema_version": 1,
+        "model": "sim-model",
+        "endpoints": ["http://127.0.0.1:8000/v1"],
+        "num_gpus": 1,
+        "levels": [
+            {
+                "concurrency": v["c"],
+                "achieved_concurrency": float(v["c"]),
+                "requests": N,
+                "errors": 0,
+                "duration_s": v["duration_s"],
+                "request_throughput_per_s": v["req_s"],
+                "output_tok_s": v["out_tok_s"],
+                "token_count_method": "usage",
+                "output_tokens": float(N * OSL),
+                "input_tokens": float(N * ISL),
+                "mean_input_tokens": float(ISL),
+                "mean_output_tokens": float(OSL),
+                "ttft_s": dist(v["step_ms"] / 1e3),
+                "tpot_s": dist(v["step_ms"] / 1e3),
+                "e2e_s": dist(v["e2e_ms"] / 1e3),
+            }
+            for v in levels
+        ],
+        "server": {"metrics": False, "server_info": None},
+        # the simulated engine's cap of 32 running sequences (tests/support/sim_server.py)
+        "cap": {"max_running_requests": 32, "source": "metrics"},
+        "workload": {
+            "method": "random tokens",
+            "isl_tokens": ISL,
+            "osl_tokens": OSL,
+            "prompts": N,
+            "ignore_eos": True,
+            "stream": True,
+            "arrivals": "closed loop",
+        },
+        "notes": [],
+        "stopped": None,
+    }
+
+
 def main() -> None:
     levels = [law(c) for c in LEVELS]
     (HERE / "vllm-bench-serve.jsonl").write_text("\n".join(json.dumps(vllm(v)) for v in levels) + "\n")
@@ -182,6 +229,7 @@ def main() -> None:
     for v in levels:
         (HERE / f"aiperf-c{v['c']}-profile_export_aiperf.json").write_text(json.dumps(aiperf(v), indent=2) + "\n")
     (HERE / "guidellm-benchmarks.json").write_text(json.dumps(guidellm(levels), indent=2) + "\n")
+    (HERE / "tokenplan-bench.json").write_text(json.dumps(tokenplan(levels), indent=2) + "\n")
 
 
 if __name__ == "__main__":

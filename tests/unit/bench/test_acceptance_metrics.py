@@ -195,6 +195,13 @@ def test_plan_tau_from_per_position_then_nearest_context_bucket(tmp_path):
         bench_tau(_bench_file(tmp_path, None), 3, 1000)
     with pytest.raises(InputError, match="path of an existing"):
         resolve_spec("mtp:3:" + str(tmp_path / "missing.json"), 1024, 8000)
+    # newuser finding 11: the message says the file is not there, not only what is allowed
+    with pytest.raises(InputError, match=r"; .*missing\.json does not exist\)$"):
+        resolve_spec("mtp:3:" + str(tmp_path / "missing.json"), 1024, 8000)
+    # a plan JSON named as the bench file said "plan.json: num_gpus: missing"
+    (tmp_path / "plan.json").write_text('{"schema_version": 1, "job": {}, "options": []}')
+    with pytest.raises(InputError, match=r"plan\.json is neither \(its keys: job, options, schema_version\)\)$"):
+        resolve_spec("mtp:3:" + str(tmp_path / "plan.json"), 1024, 8000)
 
 
 def test_plan_tau_from_vllm_bench_serve_results_pooled_by_drafts(tmp_path):

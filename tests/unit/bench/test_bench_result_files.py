@@ -1,4 +1,5 @@
-"""calibrate reads the result files of vllm bench serve, sglang.bench_serving, AIPerf and GuideLLM.
+"""calibrate reads the result files of vllm bench serve, sglang.bench_serving, AIPerf and GuideLLM,
+and tokenplan bench's own (newuser finding 3: the README sends ``bench --save`` files there).
 
 The samples in tests/data/bench_results/ are written in each tool's schema by make_samples.py
 from the step law of tests/support/sim_server.py (step(B) = 10 ms + 0.15 ms·B), ISL 64, OSL 32,
@@ -25,6 +26,7 @@ FILES = {
     "sglang": [str(DATA / "sglang-bench-serving.jsonl")],
     "aiperf": AIPERF,
     "guidellm": [str(DATA / "guidellm-benchmarks.json")],
+    "tokenplan bench": [str(DATA / "tokenplan-bench.json")],
 }
 TINY_LLAMA = {
     "architectures": ["LlamaForCausalLM"],
@@ -104,5 +106,33 @@ def test_calibrate_cli_from_bench_files(
 def test_an_unknown_file_names_what_it_found(tmp_path: Path) -> None:
     bad = tmp_path / "x.json"
     bad.write_text(json.dumps({"hello": 1}))
-    with pytest.raises(ConfigError, match=r"not a result of vllm, sglang, aiperf, guidellm \(keys \['hello'\]\)"):
+    with pytest.raises(
+        ConfigError, match=r"not a result of tokenplan bench, vllm, sglang, aiperf, guidellm \(keys \['hello'\]\)"
+    ):
         read_bench_results(str(bad))
+
+
+def test_calibrate_from_a_tokenplan_bench_file_is_bench_from_json_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # The README: "calibrate --from-bench bench.json … (and bench --fit)". The same file through
+    # both commands gives the same profile: the same levels, the observed cap (32) and num_gpus (1).
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
+    from tokenplan.cli import main
+
+    served = ["--config", str(tmp_path), "--gpu", "h100-sxm", "--engine", "vllm"]
+    bench_file = FILES["tokenplan bench"][0]
+    for argv in (
+        ["calibrate", "--from-bench", bench_file, "-o", str(tmp_path / "calibrate.json"), *served],
+        ["bench", "--from-json", bench_file, "--fit", "-o", str(tmp_path / "bench.json"), *served],
+    ):
+        monkeypatch.setattr(sys, "argv", ["tokenplan", *argv])
+        main()
+    assert "tokenplan bench, 3 level(s)" in capsys.readouterr().out
+    profiles = [json.loads((tmp_path / name).read_text()) for name in ("calibrate.json", "bench.json")]
+    for profile in profiles:
+        profile.pop("provenance")  # names the command
+    assert profiles[0] == profiles[1]
+    # the step law 10 ms + 0.15 ms·B (make_samples.py)
+    factors = profiles[0]["groups"]["vllm/hopper"]
+    assert factors["step_overhead_s"] == pytest.approx(0.010, rel=0.05)

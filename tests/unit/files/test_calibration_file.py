@@ -65,3 +65,80 @@ def test_an_empty_profile_is_refused_rather_than_read_as_the_defaults(tmp_path: 
     path.write_text("{}", encoding="utf-8")
     with pytest.raises(ConfigError, match="default: required key is missing"):
         read_calibration_file(str(path))
+
+
+# newuser finding 6: hbm_fraction 1e-300 planned 0 tok/s over 300-digit days, and 1e9 doubled the
+# throughput, both with exit 0. A factor is read within its physical range (PROFILE_BOUNDS: the
+# fit's EFFICIENCY_BOUNDS, widened to the ideal: fractions up to 1, overheads down to 0).
+@pytest.mark.parametrize(
+    ("profile", "line"),
+    [
+        # hbm_fraction: fit bounds 0.3–0.95 (a third of peak for untuned GEMV; a plain copy ~92 %),
+        # read up to 1.0, the datasheet bandwidth itself
+        (
+            {"default": {"hbm_fraction": 1e-300}},
+            "default.hbm_fraction: 1e-300 is not allowed (allowed: a number from 0.3 to 1)",
+        ),
+        (
+            {"default": {"hbm_fraction": 1e9}},
+            "default.hbm_fraction: 1e+09 is not allowed (allowed: a number from 0.3 to 1)",
+        ),
+        # step_overhead_s: at most 50 ms (ten batch-1 decode steps of an 8B model on an H100)
+        (
+            {"layered_on": "shipped", "groups": {"sglang/hopper": {"step_overhead_s": 5}}},
+            "groups.sglang/hopper.step_overhead_s: 5 is not allowed (allowed: a number from 0 to 0.05)",
+        ),
+        # kernel factors: ±30 % around the measured kernels' median
+        (
+            {"groups": {"vllm": {"gemm_kernel_factor": 0.5}}},
+            "groups.vllm.gemm_kernel_factor: 0.5 is not allowed (allowed: a number from 0.7 to 1.3)",
+        ),
+        # a non-number names its key and value (it said "default: every factor must be a number")
+        (
+            {"default": {"comm_fraction": "fast"}},
+            "default.comm_fraction: 'fast' is not allowed (allowed: a number from 0.05 to 1)",
+        ),
+    ],
+)
+def test_a_factor_outside_its_physical_range_is_one_line(tmp_path: Path, profile: dict, line: str) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        read_calibration_file(str(path))
+    assert str(info.value) == f"{path}: {line}"
+
+
+def test_the_ideal_and_the_bounds_themselves_are_read(tmp_path: Path) -> None:
+    # every inefficiency off (a roofline) and a fit that ended on its bounds are both profiles
+    path = tmp_path / "p.json"
+    ideal = {"hbm_fraction": 1.0, "step_overhead_s": 0.0, "prefill_wave_fraction": 0.0}
+    on_bounds = {"hbm_fraction": 0.95 * (1 + 1e-9), "gemm_kernel_factor": 0.7, "ttft_overhead_s": 0.2}
+    path.write_text(json.dumps({"default": ideal, "groups": {"sglang": on_bounds}}), encoding="utf-8")
+    table = read_calibration_file(str(path)).table
+    assert table.default.hbm_fraction == 1.0 and table.by_group["sglang"].ttft_overhead_s == 0.2
+
+
+@pytest.mark.parametrize("group", ["nonsense/group", "sglang/h100", "tgi"])
+def test_a_group_no_plan_looks_up_is_refused(tmp_path: Path, group: str) -> None:
+    # newuser finding 13: groups: {"nonsense/group": …} was read and silently never used
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"layered_on": "shipped", "groups": {group: {"hbm_fraction": 0.8}}}), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        read_calibration_file(str(path))
+    assert str(info.value).startswith(f"{path}: groups.{group}: not a group a plan looks up (allowed: ENGINE or ")
+    assert "sglang, trtllm, vllm" in str(info.value) and "hopper" in str(info.value)
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps({"default": {}, "groups": {group: {}}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a group a plan looks up"):
+        read_calibration_file(str(full))
+
+
+def test_a_profile_may_state_schema_version_1(tmp_path: Path) -> None:
+    # newuser finding 14: a profile carrying schema_version, as every other file does, was refused
+    # as an "unknown key"; 1 reads, another version is refused by name
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"schema_version": 1, "default": {"hbm_fraction": 0.8}}), encoding="utf-8")
+    assert read_calibration_file(str(path)).table.default.hbm_fraction == 0.8
+    path.write_text(json.dumps({"schema_version": 2, "layered_on": "shipped", "groups": {}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"schema_version: 2 is not allowed"):
+        read_calibration_file(str(path))

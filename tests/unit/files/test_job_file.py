@@ -20,3 +20,30 @@ def test_a_bad_value_still_says_what_was_given(tmp_path):
     with pytest.raises(ConfigError) as exc:
         read_job_file(str(path))
     assert str(exc.value).endswith("job.yaml: samples: -3 is not allowed (allowed: a number > 0)")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        # newuser finding 11: these were refused later, by plan, without the file's name
+        (
+            "isl: {mean: 1024, sigma: 0.8, cap: 100}\n",
+            "isl: isl-cap 100 is not allowed (allowed: a number of tokens above the mean 1024)",
+        ),
+        ('current: "tp=four"\n', "current: current tp 'four' is not allowed (allowed: an integer ≥ 1)"),
+        ("osl: {mean: 2500, sigma: 9}\n", "osl: osl-sigma 9 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+    ],
+)
+def test_a_length_or_current_value_plan_refuses_names_the_file(tmp_path, text, line):
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        read_job_file(str(path))
+    assert str(exc.value) == f"{path}: {line}"
+
+
+def test_current_may_be_a_mapping_of_the_same_keys(tmp_path):
+    # "the same keys go in a job YAML as current:" read naturally as a mapping
+    path = tmp_path / "job.yaml"
+    path.write_text("current: {engine: sglang, tp: 4, disable-radix-cache: true}\n")
+    assert read_job_file(str(path)).current == "engine=sglang,tp=4,disable-radix-cache=true"

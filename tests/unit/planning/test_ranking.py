@@ -72,16 +72,21 @@ def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
     option = SimpleNamespace(label="8× b200")
     best, mtp = _candidate(100.0, None, 50_000.0), _candidate(99.0, PRIOR, 50_505.0)
     note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]))
-    # 50,505 / 50,000 − 1 = 1.0 % more tok/s; τ at the low end 1.74 × 0.973361 = 1.6937 → 1.69.
+    # 1 − 99 / 100 = 1.0 % sooner; τ at the low end 1.74 × 0.973361 = 1.6937 → 1.69.
     assert note.startswith(
-        "8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised gives "
-        "50,505 tok/s, 1.0% more than plain decoding, at τ=1.74"
+        "8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised finishes the job "
+        "1.0% sooner than plain decoding (50,505 against 50,000 tok/s), at τ=1.74"
     )
     assert "(τ≈1.69)" in note and "--spec none --spec mtp:1:TAU" in note
     # When the leader itself speculates (a τ the user stated), the gap is to it, not to plain decoding.
     stated_best = _candidate(100.0, SpecDecode("mtp", 1, 1.5), 50_000.0)
     note = _speculation_note(SimpleNamespace(option=option, best=stated_best, ranked=[stated_best, mtp]))
-    assert "1.0% more than the leading configuration" in note
+    assert "1.0% sooner than the leading configuration" in note
+    # newuser finding 10: a short job finished sooner at a lower rate read "-17.5% more"; the note
+    # compares the job's time, by which the plan ranks, and shows both rates. 1 − 99 / 100 = 1.0 %.
+    short = _candidate(99.0, PRIOR, 41_250.0)
+    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, short]))
+    assert "1.0% sooner than plain decoding (41,250 against 50,000 tok/s)" in note and "-" not in note.split("(τ")[0]
     # A stated τ, or a slower speculative configuration, needs no note.
     stated = _candidate(99.0, SpecDecode("mtp", 1, 1.74), 50_505.0)
     assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated])) is None

@@ -103,3 +103,17 @@ def test_a_bad_export_path_is_refused_before_the_run_directory_is_made(tmp_path:
     assert not (tmp_path / "run").exists()
     check_request(_request(tmp_path, export=tmp_path / "out.parquet"))
     assert (tmp_path / "run").is_dir() and not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize("name", ["x.csv", "x.json", "x.jsonl.gz"])
+def test_an_export_suffix_that_is_not_its_format_is_refused(tmp_path: Path, name: str) -> None:
+    # newuser finding 12: --export x.csv wrote Parquet under a .csv name, exit 0
+    with pytest.raises(InputError) as info:
+        check_request(_request(tmp_path, export=tmp_path / name))
+    assert str(info.value) == (
+        f"--export {str(tmp_path / name)!r} is not allowed (allowed: a .parquet or .jsonl file, or another name "
+        "with --format parquet|jsonl|openai-batch)"
+    )
+    assert not (tmp_path / "run").exists()
+    # with the format named, the name is the user's own choice
+    check_request(_request(tmp_path, export=tmp_path / name, export_format="parquet"))

@@ -9,12 +9,11 @@ without Ray gets a one-line :class:`~tokenplan.errors.InputError` naming ``pip i
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 
-from tokenplan.errors import InputError
 from tokenplan.runner.input.files import ReadStats
 from tokenplan.runner.input.rows import limited, read_rows, until_broken
+from tokenplan.runner.prepare import check_backend
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.store.fencing import advance_epoch
@@ -34,10 +33,7 @@ def run_ray_backend(
         InputBroken: an input file broke part-way (raised once the units sent were settled).
         RunDirError, ServerError: as the local backend.
     """
-    if importlib.util.find_spec("ray") is None:
-        raise InputError(
-            "--backend", "ray", "local, or ray after `pip install 'tokenplan[ray]'` (Ray is not installed)"
-        )
+    check_backend("ray")  # also checked with the options, before the run directory is made
     from tokenplan.runner.ray.driver import RayRun, run_ray
 
     (spec.out_dir / "shards").mkdir(parents=True, exist_ok=True)

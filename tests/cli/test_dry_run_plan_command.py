@@ -1,0 +1,72 @@
+"""The ``tokenplan plan`` command ``generate --dry-run`` suggests is one ``plan`` accepts (newuser
+finding 5: with ``--max-tokens`` at or below the plan's default mean output, 2,500, the suggestion
+was ``--max-tokens 8`` alone, and plan refused a cap below its default mean).
+
+The default outputs: lognormal, mean 2,500, σ 1, so μ = ln 2500 − σ²/2 = 7.824 − 0.5 = 7.324, and
+E[min(L, c)] = 2500·Φ(ln c − μ − 1) + c·(1 − Φ(ln c − μ)) (plan states the mean at its 32,768 cap,
+which moves these by under 0.3 %).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tokenplan.runner.dryrun import DryRun
+
+RUN = "from tokenplan.cli import main; main()"
+
+
+def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "expected"),
+    [
+        # P(L < 8) = Φ(ln 8 − 7.324) = Φ(−5.24) ≈ 1e-7: every output runs to the cap
+        (8, "--osl 8 --osl-sigma 0"),
+        # 2500·Φ(7.601 − 8.324) + 2000·(1 − Φ(7.601 − 7.324)) = 2500·0.2348 + 2000·0.3909 = 587 + 782 = 1,369
+        (2000, "--osl 1369 --max-tokens 2000"),
+        # above the default mean: the plan's own output distribution, capped there
+        (4096, "--max-tokens 4096"),
+    ],
+)
+def test_the_suggested_command_runs_in_plan(tmp_path, max_tokens, expected):
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    done = _cli(
+        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
+        "--dry-run", "--json", "--max-tokens", str(max_tokens), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    command = json.loads(done.stdout)["plan_command"]
+    head, osl = command.split(" --", 2)[0], command.split(" ", 4)[4]
+    assert head == "tokenplan plan" and command.startswith("tokenplan plan --samples 1 ")
+    if expected.startswith("--osl 1369"):  # 1,369 by hand, within the 0.3 % the 32,768 cap moves it
+        assert re.fullmatch(r"--osl (\d+) --max-tokens 2000", osl)
+        assert int(osl.split()[1]) == pytest.approx(1369, rel=0.003)
+    else:
+        assert osl == expected
+    plan = _cli(*shlex.split(command)[1:], "--gpu", "8xb200", "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["job"]["samples"] == 1
+
+
+def test_counted_prompts_of_one_length_get_a_cap_above_their_mean():
+    # every prompt 9 tokens: mean 9, σ 0, longest 9; plan wants --isl-cap above --isl
+    counts = DryRun(3, 0, 3, 3, 9.0, 0.0, 9, "tok")
+    assert (
+        counts.plan_command(4096)
+        == "tokenplan plan --samples 3 --isl 9 --isl-sigma 0.00 --isl-cap 10 --max-tokens 4096"
+    )
+    # a spread of lengths keeps the longest as the cap
+    assert "--isl 700 --isl-sigma 0.50 --isl-cap 3000 " in DryRun(3, 0, 3, 3, 700.0, 0.5, 3000, "tok").plan_command(
+        4096
+    )

@@ -1,0 +1,120 @@
+"""One-line errors name what the user typed (newuser finding 11): the option that is missing
+rather than ``config/gpu '/'``, ``out ''``, ``fit '--fit'`` or ``concurrency None``; the CLI's
+``--request-timeout`` rather than ``deadline_s``; ``--current tp=3`` against ``--gpu`` rather than
+a ``num_gpus`` the user never gave; one ``osl-sigma``/``isl-sigma`` message and range; and a GPU
+count that is not a whole number as such, not as an unknown GPU."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tokenplan.cli import main
+
+
+def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["tokenplan", *args])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["calibrate", "--from-bench", "x.json", "-o", "p.json"],
+            "error: --config and --gpu are missing (allowed: --config MODEL and --gpu GPU with --from-bench)",
+        ),
+        (
+            ["calibrate", "--from-bench", "x.json", "-o", "p.json", "--gpu", "h100-sxm"],
+            "error: --config is missing (allowed: --config MODEL and --gpu GPU with --from-bench)",
+        ),
+        (
+            ["calibrate", "--from-run", "r", "-o", "p.json", "--model", "llama-3.1-8b"],
+            "error: --gpu is missing (allowed: --model MODEL and --gpu GPU with --from-run)",
+        ),
+        (
+            ["calibrate", "mini.csv", "--json"],
+            "error: -o is missing (allowed: -o PROFILE.json: where to write the calibration profile)",
+        ),
+        (
+            [
+                "bench",
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+                "--model",
+                "m",
+                "--fit",
+                "-o",
+                "p.json",
+                "--gpu",
+                "h100-sxm",
+            ],
+            "error: --config is missing (allowed: -o PROFILE.json, --config MODEL and --gpu GPU with --fit)",
+        ),
+        (
+            ["plan", "--gpu", "4xrtx-pro-6000", "--current", "tp=3", "--measured-tok-s", "1600"],
+            # 4 GPUs = 1×3 + 1: TP3 does not divide them
+            "error: current 'tp=3' is not allowed (allowed: a setup whose TP × PP (3) divides the 4 GPUs of "
+            "--gpu 4× rtx-pro-6000)",
+        ),
+        (
+            # the profile's folder is checked before the fit, with what is allowed
+            ["calibrate", "mini.csv", "-o", "no-such-dir/p.json"],
+            "error: -o 'no-such-dir/p.json' is not allowed (allowed: a profile JSON file path in an existing, "
+            "writable directory; no-such-dir does not exist)",
+        ),
+        (["plan", "--osl-sigma", "100"], "error: osl-sigma 100 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+        (["plan", "--isl-sigma", "-1"], "error: isl-sigma -1 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+        (
+            ["plan", "--gpu", "-8xb200"],
+            "error: gpu '-8xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
+            "or KEY alone (one node))",
+        ),
+        (
+            ["plan", "--gpu", "8.5xb200"],
+            "error: gpu '8.5xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
+            "or KEY alone (one node))",
+        ),
+    ],
+)
+def test_the_error_names_the_option_the_user_typed(monkeypatch, capsys, tmp_path, args, line):
+    assert _error(monkeypatch, capsys, tmp_path, *args) == line
+
+
+def test_calibrate_from_run_without_concurrency_names_the_option(monkeypatch, capsys, tmp_path):
+    # a finished run directory needs --concurrency for its one measured point
+    from tokenplan.calibration.bench_fit import RunTotals, Served, run_measurement
+    from tokenplan.errors import MissingOptionError
+
+    totals = RunTotals("run:m", "summary.json", 10, 1000, 100.0, 50.0, 64.0)
+    with pytest.raises(MissingOptionError) as info:
+        run_measurement(totals, Served("sglang", "llama-3.1-8b", "h100-sxm", 1), None, None)
+    assert str(info.value) == (
+        "--concurrency is missing (allowed: the run's total requests in flight (--concurrency N))"
+    )
+
+
+def test_generate_names_request_timeout_as_typed(monkeypatch, capsys, tmp_path):
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    line = _error(
+        monkeypatch, capsys, tmp_path, "generate", "in.jsonl", "--out", "run", "--endpoint",
+        "http://127.0.0.1:9/v1", "--model", "m", "--dry-run", "--request-timeout", "0",
+    )  # fmt: skip
+    assert line == "error: request-timeout 0 is not allowed (allowed: a number > 0)"
+
+
+def test_a_price_for_a_gpu_not_planned_is_noted():
+    # newuser finding 13: plan --gpu 8xb200 --price h200=1 dropped the price without a word
+    from tokenplan.api.plan import PlanRequest, plan
+
+    answer = plan(PlanRequest(gpus=("8xb200",), prices={"h200": 1.0}, specs=("none",))).to_json()["answer"]
+    assert answer[0] == "--price for h200 not used: no --gpu option is h200 (the plan compares b200)"
+    priced = plan(PlanRequest(gpus=("8xb200",), prices={"b200": 4.5}, specs=("none",))).to_json()["answer"]
+    assert not any("not used" in line for line in priced)
