@@ -47,6 +47,7 @@ from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import StepTime, kept_step_time, roofline_step_s, step_time
+from tokenplan.records import quick_init
 
 # A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`).
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
@@ -88,6 +89,9 @@ class SteadyState:
         engine's limits, else the binding limit (``kv cache``, ``kv cache and state`` where one
         pool holds a hybrid model's KV and state, ``state slots``, ``engine cap``)."""
         return "concurrency" if self.batch < self.limits.limit else self.limits.reason
+
+
+quick_init(SteadyState)  # a quicker __init__, same signature (tokenplan.records)
 
 
 def draft_s(

@@ -29,6 +29,7 @@ from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import kv_replication
 from tokenplan.perf.memory import MemoryBreakdown
+from tokenplan.records import quick_init
 from tokenplan.units import Dtype, GiB
 
 
@@ -56,6 +57,9 @@ class Evaluation:
     def memory(self) -> MemoryBreakdown:
         """Per-GPU memory."""
         return self.deployment.memory
+
+
+quick_init(Evaluation)  # a quicker __init__, same signature (tokenplan.records)
 
 
 def evaluate(
@@ -218,6 +222,9 @@ class Prepared:
             total / lay.num_gpus,
             warnings + steady.warnings + tuple(self.model.approximations),
         )
+
+
+quick_init(Prepared)  # a quicker __init__, same signature (tokenplan.records)
 
 
 def prepare(
