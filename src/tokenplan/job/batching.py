@@ -155,6 +155,9 @@ class _Cycle(NamedTuple):
     own_s: float  # one request's own prefill
 
 
+_new_cycle = tuple.__new__
+
+
 def _mixed_cycle(
     d: Deployment,
     eff: Efficiency,
@@ -200,7 +203,7 @@ def _mixed_cycle(
         )
         cycle = n_steps * (mixed.total_s + overhead_s)
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-    return _Cycle(cycle, prefill_share, n_own * piece_s)
+    return _new_cycle(_Cycle, (cycle, prefill_share, n_own * piece_s))
 
 
 def _separate_cycle(
@@ -228,7 +231,7 @@ def _separate_cycle(
     own = _step(
         d, eff, steps, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
     ).total_s * math.ceil(isl_mean / chunk)
-    return _Cycle(cycle, n_chunks * pre_s / cycle, own)
+    return _new_cycle(_Cycle, (cycle, n_chunks * pre_s / cycle, own))  # _Cycle(...) without its __new__'s frame
 
 
 def _wave_ttft_s(
