@@ -39,6 +39,7 @@ from tokenplan.perf.gemm import fraction_at_point, fractions_at_point, row_point
 from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
     LAST_STEPPED,
     StepConstants,
+    StepMemo,
     ep_busiest_rank,
     expected_max_normal,
     shared_memos,
@@ -327,17 +328,34 @@ def kept_step_time(d: Deployment, eff: Efficiency, args: tuple[float, float, flo
     decoding sequences do not read the KV format's constants): for a search, whose
     configurations of one layout and weight format step alike. A step is a function of those
     constants and its arguments alone, so the figures are those of :func:`step_time`."""
+    memos = kept_memos(d, eff)
+    memo = memos[0] if args[0] else memos[1]
+    got = memo.get(args)
+    return keep_step(memo, d, eff, args) if got is None else got
+
+
+def kept_memos(d: Deployment, eff: Efficiency) -> tuple[StepMemo, StepMemo]:
+    """The memos :func:`kept_step_time` keeps the steps of ``d`` under ``eff`` in, by their
+    arguments: (every step, the steps without decoding sequences). A caller that asks for many
+    steps of one deployment (``job.batching``) looks them up itself, in the first memo where
+    ``args[0]`` (the decoding sequences) is non-zero, else in the second, and stores a step
+    it does not find with :func:`keep_step`."""
     last = LAST_STEPPED
     c: StepConstants = last[2] if last[0] is d and last[1] is eff else step_constants(d, eff)
     memos = c.memos
     if memos is None:
         memos = c.memos = shared_memos(c)
-    memo = memos[0] if args[0] else memos[1]
-    got = memo.get(args)
-    if got is None:
-        if len(memo) >= _MEMO_KEPT:
-            memo.clear()
-        got = memo[args] = step_time(d, eff, *args)
+    return memos
+
+
+def keep_step(
+    memo: StepMemo, d: Deployment, eff: Efficiency, args: tuple[float, float, float, float, float, float]
+) -> StepTime:
+    """``step_time(d, eff, *args)``, stored in ``memo`` (one of :func:`kept_memos` ``(d, eff)``,
+    chosen as there) under ``args``; the memo is emptied first when it holds :data:`_MEMO_KEPT`."""
+    if len(memo) >= _MEMO_KEPT:
+        memo.clear()
+    got = memo[args] = step_time(d, eff, *args)
     return got
 
 
