@@ -167,3 +167,30 @@ def fractions_at_point(reads: tuple[SizeRead, ...], i: int, w: float) -> list[fl
             a = a + rw * (hi[end] - a)
         out.append(a)
     return out
+
+
+def dense_fractions_at(curve: GemmCurve, reads: tuple[SizeRead, ...], rows: float) -> tuple[float, ...]:
+    """:func:`fractions_at_point` of the dense families' reads (``reads[:3]``: attention, dense
+    FFN, lm_head; ``Deployment.gemm_reads``) at ``rows`` on ``curve`` (:func:`row_point`), kept
+    by the identity of the curve and reads and the value of ``rows``: the deployments of a
+    search share their curve reads per weight format and layout, and their decode steps run at
+    the same few batches, so a sweep reads ~15,700 points of which ~3,000 differ. The same
+    arithmetic, so the same fractions."""
+    key = (id(curve), id(reads), rows)
+    hit = _DENSE_AT.get(key)
+    if hit is not None:  # the entry holds its curve and reads: their ids are not reused while it lives
+        return hit[2]
+    got = tuple(fractions_at_point(reads[:3], *row_point(curve, rows)))
+    if len(_DENSE_AT) >= _DENSE_AT_KEPT:
+        _DENSE_AT.clear()
+    _DENSE_AT[key] = (curve, reads, got)
+    return got
+
+
+_DENSE_AT: dict[tuple[int, int, float], tuple[GemmCurve, tuple[SizeRead, ...], tuple[float, ...]]] = {}
+_DENSE_AT_KEPT = 8192
+
+
+def forget_reads() -> None:
+    """Empty what :func:`dense_fractions_at` keeps (``perf.step_constants.forget_steps``)."""
+    _DENSE_AT.clear()

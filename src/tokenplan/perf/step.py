@@ -35,7 +35,7 @@ from tokenplan.engines.overlap import hidden_cpu_s
 from tokenplan.perf.comm import all_to_all_s, allreduce_with, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.gemm import fraction_at_point, fractions_at_point, row_point
+from tokenplan.perf.gemm import dense_fractions_at, fraction_at_point, row_point
 from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
     LAST_STEPPED,
     StepConstants,
@@ -175,16 +175,16 @@ def step_time(
     attn_f, mlp_f, lm_f = c.attn2 * rank, c.mlp2 * (dec + pre), c.lm2 * (dec + (1 if pre else 0)) / pp
     curve = c.curve
     ridge = c.ridge
-    point = None if curve is None else row_point(curve, ridge if ridge > rows else rows)  # max(rows, ridge)
     g_cmp: float = 0  # the families' FLOPs over their rates, summed from 0 as ``sum`` does
-    if point is None:  # the fitted form: one rate for every family
+    if curve is None:  # the fitted form: one rate for every family
         rate = c.gemm_flops * (c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor) * c.dequant
         for f in (attn_f, mlp_f, lm_f):
             if f > 0:
                 g_cmp += f / rate
-    else:  # each family at its own weight size, all read at one M (perf.gemm.fractions_at_point)
+    else:  # each family at its own weight size, all read at one M, max(rows, ridge) (perf.gemm.dense_fractions_at)
+        fractions = dense_fractions_at(curve, c.reads, ridge if ridge > rows else rows)
         gemm_flops, kernel_factor, dequant = c.gemm_flops, c.kernel_factor, c.dequant
-        for f, fraction in zip((attn_f, mlp_f, lm_f), fractions_at_point(c.dense_reads, point[0], point[1])):
+        for f, fraction in zip((attn_f, mlp_f, lm_f), fractions):
             if f > 0:
                 g_cmp += f / (gemm_flops * (fraction * kernel_factor) * dequant)
     g_mem, g_bytes, g_flops = c.gemm_mem_s, c.gemm_bytes, sum((attn_f, mlp_f, lm_f))
