@@ -16,6 +16,7 @@ import dataclasses
 from typing import Any, TypeVar
 
 _C = TypeVar("_C", bound=type)
+_R = TypeVar("_R")
 
 
 class _Factory:
@@ -56,3 +57,20 @@ def quick_init(cls: _C) -> _C:
     init.__doc__ = getattr(cls, "__init__").__doc__
     setattr(cls, "__init__", init)
     return cls
+
+
+def quick_replace(obj: _R, **changes: Any) -> _R:
+    """``dataclasses.replace(obj, **changes)`` for a dataclass instance, in a fraction of its
+    time: the class called positionally with each ``init`` field from ``changes`` or from
+    ``obj`` (so ``__post_init__`` runs, as there). A name that is no ``init`` field raises
+    TypeError."""
+    cls: Any = type(obj)
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    if not changes.keys() <= set(names):
+        raise TypeError(f"{cls.__name__} has no init field {sorted(changes.keys() - set(names))}")
+    return cls(*[changes[n] if n in changes else getattr(obj, n) for n in names])
+
+
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tokenplan.records import quick_init
+from tokenplan.records import quick_init, quick_replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +61,14 @@ def test_refuses_a_class_without_slots() -> None:
 
     with pytest.raises(TypeError, match="frozen dataclass with slots"):
         quick_init(NoSlots)
+
+
+def test_quick_replace_as_dataclasses_replace() -> None:
+    one = _Quick(1.0, "y", [3])
+    for changes in ({}, {"a": 4.0}, {"b": "z", "c": [5]}):
+        assert dataclasses.astuple(quick_replace(one, **changes)) == dataclasses.astuple(
+            dataclasses.replace(one, **changes)
+        )
+    assert quick_replace(one, a=4.0).d == 8.0  # __post_init__ ran again: 4.0 × 2
+    with pytest.raises(TypeError, match="no init field"):
+        quick_replace(one, d=1.0)  # not an init field (dataclasses.replace refuses it too)

@@ -26,6 +26,7 @@ from tokenplan.engines.launch import join_command as join_command
 from tokenplan.engines.launch import quote as quote
 from tokenplan.engines.launch import replicas_per_server as replicas_per_server
 from tokenplan.hardware import Gpu
+from tokenplan.records import quick_init
 from tokenplan.units import Dtype
 
 
@@ -110,6 +111,9 @@ class EngineSettings:
         if self.fraction_of_free:
             return (gpu_bytes - weight_bytes - reserve_bytes) * self.memory_fraction
         return (gpu_bytes - self.startup_bytes) * self.memory_fraction - weight_bytes - reserve_bytes
+
+
+quick_init(EngineSettings)  # a quicker __init__, same signature (tokenplan.records)
 
 
 class CachePools(NamedTuple):
