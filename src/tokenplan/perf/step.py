@@ -178,15 +178,21 @@ def step_time(
     g_cmp: float = 0  # the families' FLOPs over their rates, summed from 0 as ``sum`` does
     if curve is None:  # the fitted form: one rate for every family
         rate = c.gemm_flops * (c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor) * c.dequant
-        for f in (attn_f, mlp_f, lm_f):
-            if f > 0:
-                g_cmp += f / rate
+        if attn_f > 0:  # each family in turn (attention, dense FFN, lm_head), written out
+            g_cmp += attn_f / rate
+        if mlp_f > 0:
+            g_cmp += mlp_f / rate
+        if lm_f > 0:
+            g_cmp += lm_f / rate
     else:  # each family at its own weight size, all read at one M, max(rows, ridge) (perf.gemm.dense_fractions_at)
-        fractions = dense_fractions_at(curve, c.reads, ridge if ridge > rows else rows)
+        attn_x, mlp_x, lm_x = dense_fractions_at(curve, c.reads, ridge if ridge > rows else rows)
         gemm_flops, kernel_factor, dequant = c.gemm_flops, c.kernel_factor, c.dequant
-        for f, fraction in zip((attn_f, mlp_f, lm_f), fractions):
-            if f > 0:
-                g_cmp += f / (gemm_flops * (fraction * kernel_factor) * dequant)
+        if attn_f > 0:
+            g_cmp += attn_f / (gemm_flops * (attn_x * kernel_factor) * dequant)
+        if mlp_f > 0:
+            g_cmp += mlp_f / (gemm_flops * (mlp_x * kernel_factor) * dequant)
+        if lm_f > 0:
+            g_cmp += lm_f / (gemm_flops * (lm_x * kernel_factor) * dequant)
     g_mem, g_bytes, g_flops = c.gemm_mem_s, c.gemm_bytes, sum((attn_f, mlp_f, lm_f))
 
     # Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``
