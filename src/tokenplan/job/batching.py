@@ -49,9 +49,8 @@ from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import StepTime, keep_step, kept_memos, roofline_step_s, step_time
 from tokenplan.records import quick_init
 
-# A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`), and
-# the pair a level looks steps up in: (every step, the steps without decoding sequences), as
-# ``perf.step.kept_memos`` keeps them (a caller's own memo stands for both).
+# A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`); the pair
+# a level looks steps up in: (every step, those without decoding sequences; ``perf.step.kept_memos``).
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
 StepMemos = tuple[StepMemo, StepMemo]
 # A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
@@ -158,9 +157,6 @@ class _Cycle(NamedTuple):
     own_s: float  # one request's own prefill
 
 
-_new_cycle = tuple.__new__
-
-
 def _mixed_cycle(
     d: Deployment,
     eff: Efficiency,
@@ -206,7 +202,7 @@ def _mixed_cycle(
         )
         cycle = n_steps * (mixed.total_s + overhead_s)
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-    return _new_cycle(_Cycle, (cycle, prefill_share, n_own * piece_s))
+    return tuple.__new__(_Cycle, (cycle, prefill_share, n_own * piece_s))
 
 
 def _separate_cycle(
@@ -233,7 +229,7 @@ def _separate_cycle(
     own = _step(
         d, eff, memos, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
     ).total_s * math.ceil(isl_mean / chunk)
-    return _new_cycle(_Cycle, (cycle, n_chunks * pre_s / cycle, own))  # _Cycle(...) without its __new__'s frame
+    return tuple.__new__(_Cycle, (cycle, n_chunks * pre_s / cycle, own))  # _Cycle(...) without its __new__'s frame
 
 
 def _wave_ttft_s(
