@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
@@ -300,6 +301,10 @@ def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSetti
     return max(forward, sampler) + settings.graph_estimate_bytes
 
 
+# [model, layout, weight format, (with_mtp, expert_padding), weight bytes] of the last call (held).
+_LAST_WEIGHTS: list[Any] = [None, None, None, None, 0.0]
+
+
 def memory_breakdown(
     spec: ModelSpec,
     gpu: Gpu,
@@ -339,7 +344,12 @@ def memory_breakdown(
     The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
     result is everything but weights and pools, the driver's share included.
     """
-    weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
+    last = _LAST_WEIGHTS  # a search sizes one model, layout and format for several KV formats and caps in a row
+    if last[0] is spec and last[1] is layout and last[2] is weight_dtype and last[3] == (with_mtp, expert_padding):
+        weights = last[4]
+    else:  # the lru_cache hashes the whole ModelSpec: about 1 µs a call
+        weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
+        last[:] = [spec, layout, weight_dtype, (with_mtp, expert_padding), weights]
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
     usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)
     heads = kv_heads_per_gpu(spec, layout)
