@@ -35,7 +35,7 @@ from tokenplan.engines.overlap import hidden_cpu_s
 from tokenplan.perf.comm import all_to_all_s, allreduce_with, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.gemm import dense_fractions_at, fraction_at_point, row_point
+from tokenplan.perf.gemm import fractions_at_rows
 from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
     LAST_STEPPED,
     StepConstants,
@@ -95,18 +95,18 @@ class StepTime(NamedTuple):
 ATTN, MLP, LM_HEAD, EXPERT = range(4)
 
 
-def _gemm_rate(c: StepConstants, rows: float, point: tuple[int, float] | None, family: int) -> float:
-    """Achievable GEMM FLOP/s at ``rows`` rows per GEMM (located on the curve as ``point``, None
-    without a curve) for one GEMM ``family`` (its weight size, ``Deployment.gemm_reads``): the
-    measured curve of the GPU and format where there is one (× its format's kernel factor, as
-    ``perf.gemm.gemm_fraction_at``), else the fitted saturating form
+def _gemm_rate(c: StepConstants, rows: float, measured: float | None) -> float:
+    """Achievable GEMM FLOP/s at ``rows`` rows per GEMM for one GEMM family whose fraction on the
+    GPU's measured curve there is ``measured`` (at the family's weight size,
+    ``perf.gemm.fractions_at_rows``; None without a curve): that fraction × its format's kernel
+    factor (as ``perf.gemm.gemm_fraction_at``), else the fitted saturating form
     ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction`` for an FP8/FP4
     kernel), the same for every family; a weight-only format also pays the dequantization factor."""
-    if point is None:
+    if measured is None:
         rows = max(rows, 1.0)
         fraction = c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor
     else:
-        fraction = fraction_at_point(c.reads[family], point[0], point[1]) * c.kernel_factor
+        fraction = measured * c.kernel_factor
     rate = c.gemm_flops * fraction
     return rate * c.dequant
 
@@ -184,8 +184,8 @@ def step_time(
             g_cmp += mlp_f / rate
         if lm_f > 0:
             g_cmp += lm_f / rate
-    else:  # each family at its own weight size, all read at one M, max(rows, ridge) (perf.gemm.dense_fractions_at)
-        attn_x, mlp_x, lm_x = dense_fractions_at(curve, c.reads, ridge if ridge > rows else rows)
+    else:  # each family at its own weight size, all read at one M, max(rows, ridge) (perf.gemm.fractions_at_rows)
+        attn_x, mlp_x, lm_x = fractions_at_rows(curve, c.reads, ridge if ridge > rows else rows)[:3]
         gemm_flops, kernel_factor, dequant = c.gemm_flops, c.kernel_factor, c.dequant
         if attn_f > 0:
             g_cmp += attn_f / (gemm_flops * (attn_x * kernel_factor) * dequant)
@@ -214,9 +214,11 @@ def step_time(
         e_flops = c.routed_flops * tokens * row_load
         expert_rows = replica_tokens * moe.top_k / moe.num_experts
         expert_rows = 1.0 if 1.0 > expert_rows else expert_rows  # max(rows per expert, 1.0)
-        expert_point = None if curve is None else row_point(curve, ridge if ridge > expert_rows else expert_rows)
+        measured = None
+        if curve is not None:  # at max(rows per expert, ridge)
+            measured = fractions_at_rows(curve, c.reads, ridge if ridge > expert_rows else expert_rows)[EXPERT]
         e_mem = e_bytes / c.hbm_bw
-        e_cmp = e_flops / (_gemm_rate(c, expert_rows, expert_point, EXPERT) * c.moe_kernel_factor)
+        e_cmp = e_flops / (_gemm_rate(c, expert_rows, measured) * c.moe_kernel_factor)
 
     # Attention as the engines run it: a decode kernel and a prefill kernel, launched one after
     # the other (FlashInfer/FlashAttention decode and prefill kernels, TRT-LLM's generation and
