@@ -19,6 +19,7 @@ from typing import Any
 from tokenplan.calibration.bands import Residual
 from tokenplan.calibration.fit import FitOptions, fit
 from tokenplan.calibration.memo import PredictionMemo
+from tokenplan.calibration.residuals import case_residuals
 from tokenplan.calibration.validate import Case
 from tokenplan.perf.efficiency import Efficiency
 
@@ -39,8 +40,6 @@ class Refit:
 def held_out(refit: Refit, memo: PredictionMemo | None = None) -> list[list[Residual]]:
     """The residuals of each test case (in order; empty for a rejected configuration) under a
     fit that did not see it. The refit skips its last Jacobian (its uncertainties are unused)."""
-    from tokenplan.calibration.heldout import case_residuals
-
     result = fit(list(refit.train), refit.base, refit.options, start_x=refit.start_x, memo=memo, final_jacobian=False)
     return [case_residuals(c, result.table.resolve(c.engine, c.architecture)) for c in refit.test]
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from tokenplan.units import Dtype
 
-if TYPE_CHECKING:  # engines.base imports this module (and re-exports it)
-    from tokenplan.engines.base import EngineSettings
+if TYPE_CHECKING:
+    from tokenplan.engines.settings import EngineSettings
 
 
 class Parallelism(Protocol):

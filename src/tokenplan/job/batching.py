@@ -46,11 +46,11 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.perf.step import StepTime, keep_step, kept_memos, roofline_step_s, step_time
+from tokenplan.perf.step import keep_step, kept_memos, roofline_step_s, step_time
+from tokenplan.perf.step_record import StepTime
 from tokenplan.records import quick_init
 
-# A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`); the pair
-# a level looks steps up in: (every step, those without decoding sequences; ``perf.step.kept_memos``).
+# Step times by ``step_time``'s arguments after ``d`` and ``eff`` (:func:`_step`); a level's pair: ``kept_memos``.
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
 StepMemos = tuple[StepMemo, StepMemo]
 # A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
@@ -206,17 +205,40 @@ def build_deployment(
         if len(_WEIGHT_SIDE) >= _WEIGHT_SIDE_KEPT:
             _WEIGHT_SIDE.clear()
         hit = _WEIGHT_SIDE[key] = (spec, gpu, layout, _weight_side(spec, gpu, layout, weight_dtype))
-    return Deployment(spec, gpu, layout, weight_dtype, kv_dtype, memory, *hit[3], cpu_overlap)
+    return Deployment(spec, gpu, layout, weight_dtype, kv_dtype, memory, *hit[3], cpu_overlap=cpu_overlap)
 
+
+# The fields of :class:`Deployment` from ``dense_params`` to ``expert_gemm_elements``, in order
+# (eleven rates and sizes, ``lowprec``, ``weight_only``, five more sizes).
+WeightSide = tuple[
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    bool,
+    bool,
+    float,
+    float,
+    float,
+    float,
+    float,
+]
 
 # :func:`_weight_side` by the identity of the model, GPU and layout and the weight format: the
 # configurations of a search that differ only in KV format, speculative settings or running cap
 # share it. Each entry holds its model, GPU and layout, so no id in a key is reused while it lives.
-_WEIGHT_SIDE: dict[tuple[int, int, int, Dtype], tuple[ModelSpec, Gpu, Layout, tuple[Any, ...]]] = {}
+_WEIGHT_SIDE: dict[tuple[int, int, int, Dtype], tuple[ModelSpec, Gpu, Layout, WeightSide]] = {}
 _WEIGHT_SIDE_KEPT = 1024
 
 
-def _weight_side(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype) -> tuple[Any, ...]:
+def _weight_side(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype) -> WeightSide:
     """The fields of :class:`Deployment` after ``memory``, in their order: parameters and bytes
     per GPU, FLOPs per token and context token, FLOP/s, the format's kernel path, GEMM sizes."""
     dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = _param_split(

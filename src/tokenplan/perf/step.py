@@ -29,7 +29,6 @@ With PP, the batch runs as PP micro-batches through PP stages: ``step = PP × st
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from tokenplan.engines.overlap import hidden_cpu_s
 from tokenplan.perf.comm import all_to_all_s, allreduce_with, p2p_s
@@ -45,50 +44,12 @@ from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, exp
     shared_memos,
     step_constants,
 )
+from tokenplan.perf.step_record import StepTime
 from tokenplan.units import ACTIVATION_BYTES
 
 _new_step = tuple.__new__
 
 DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-V3 report §3.3)
-
-
-class StepTime(NamedTuple):
-    """Seconds of one step by part, and its bottleneck (a named tuple: a plan sweep makes tens of
-    thousands, and a tuple is built in a fifth of a frozen dataclass's time).
-
-    Attributes:
-        gemm_s, experts_s, attention_s, state_s: kernel-family times (roofline each).
-        comm_s: collectives. overhead_s: fixed + per-sequence cost.
-        memory_bound_s, compute_bound_s: the share of the kernel time limited by bytes vs FLOPs.
-        bytes_moved, flops: per GPU, for roofline plots and MBU/MFU.
-    """
-
-    gemm_s: float
-    experts_s: float
-    attention_s: float
-    state_s: float
-    comm_s: float
-    overhead_s: float
-    memory_bound_s: float
-    compute_bound_s: float
-    bytes_moved: float
-    flops: float
-
-    @property
-    def total_s(self) -> float:
-        """Whole step time (seconds)."""
-        return self.gemm_s + self.experts_s + self.attention_s + self.state_s + self.comm_s + self.overhead_s
-
-    @property
-    def bottleneck(self) -> str:
-        """The largest contributor: memory bandwidth, compute, communication or overhead."""
-        parts = {
-            "memory bandwidth": self.memory_bound_s,
-            "compute": self.compute_bound_s,
-            "communication": self.comm_s,
-            "overhead": self.overhead_s,
-        }
-        return max(parts, key=parts.__getitem__)
 
 
 # The GEMM families, in the order of ``Deployment.gemm_reads``.

@@ -24,7 +24,7 @@ from tokenplan.perf.gemm import forget_reads
 from tokenplan.perf.sparse_indexer import indexer_latency_layers
 
 if TYPE_CHECKING:
-    from tokenplan.perf.step import StepTime
+    from tokenplan.perf.step_record import StepTime
 
 
 def expected_max_normal(n: int) -> float:
