@@ -13,10 +13,13 @@ Prints the number of configurations, the time of each repeat, configurations per
 the other processes too) and per wall-second, best and median repeat, and the time for 10,000
 configurations. The first repeat is cold (model parsing and per-model caches fill); the figure
 quoted is the median of the repeats. Step times are kept by the value of what they depend on
-(``perf.step_constants``), so a repeat of the same search would find every one of them: each
-repeat forgets them first (``forget_steps``) and times one search as a new process runs it. ``--short`` runs one model on one option once, in
-seconds, to check that the script still runs (CI); its figures mean nothing. This is a report,
-not a test.
+(``perf.step_constants``), and the GEMM curves' fractions by the rows they are read at
+(``perf.gemm.fractions_at_rows``), so a repeat of the same search would find every one of them:
+each repeat forgets both first (``forget_steps``) and times one search as a new process runs it.
+The README's figure is this script's "CPU median" line, run alternately with the same script at
+the peer commit (three runs each), with the ratio of the medians. ``--short`` runs one model on
+one option once, in seconds, to check that the script still runs (CI); its figures mean nothing.
+This is a report, not a test.
 """
 
 from __future__ import annotations

@@ -15,13 +15,14 @@ InferenceX ``dsr1_fp8_b200.sh`` (tight launch); S20 ``layers/attention/hybrid_li
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.hardware import Gpu
+from tokenplan.records import quick_replace
 from tokenplan.units import Dtype, GiB, MiB
 
 # --quantization for a checkpoint re-quantized online or a pre-quantized one (S9 QUANTIZATION_CHOICES).
@@ -179,7 +180,7 @@ class Sglang:
         fraction = self.tight_memory_fraction * vision_cut
         if fraction <= settings.memory_fraction:
             return None
-        return replace(
+        return quick_replace(
             settings,
             memory_fraction=fraction,
             chunk_tokens=min(settings.chunk_tokens, self.tight_chunk_tokens),

@@ -46,11 +46,13 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
-from tokenplan.perf.step import kept_step_time, roofline_step_s, step_time
+from tokenplan.perf.step import keep_step, kept_memos, roofline_step_s, step_time
 from tokenplan.perf.step_record import StepTime
+from tokenplan.records import quick_init
 
-# A memo of step times by ``step_time``'s arguments after ``d`` and ``eff`` (see :func:`_step`).
+# Step times by ``step_time``'s arguments after ``d`` and ``eff`` (:func:`_step`); a level's pair: ``kept_memos``.
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
+StepMemos = tuple[StepMemo, StepMemo]
 # A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
 Level = tuple[float, float, float, StepTime, float, float, float]
 LevelMemo = dict[tuple[float, bool], Level]
@@ -91,6 +93,9 @@ class SteadyState:
         return "concurrency" if self.batch < self.limits.limit else self.limits.reason
 
 
+quick_init(SteadyState)  # a quicker __init__, same signature (tokenplan.records)
+
+
 def draft_s(
     d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode, one: StepTime | None = None
 ) -> float:
@@ -117,7 +122,7 @@ MIN_PREFILL_BUDGET_FRACTION = 0.1
 def _step(
     d: Deployment,
     eff: Efficiency,
-    steps: StepMemo | None,
+    memos: StepMemos | None,
     decode_seqs: float,
     context_tokens: float,
     prefill_tokens: float,
@@ -125,9 +130,10 @@ def _step(
     query_tokens_per_seq: float,
     prompt_chunk_tokens: float,
 ) -> StepTime:
-    """``step_time`` with every argument given, looked up first in ``steps`` (a memo of one
-    deployment and one ``eff``, owned by ``job.evaluate.Prepared``: a sweep over concurrency
-    asks for the same prefill steps at every level) where the caller keeps one."""
+    """``step_time`` with every argument given, looked up first in ``memos`` (of one deployment
+    and one ``eff``: the first where sequences decode, else the second; ``perf.step.kept_memos``
+    keeps the steps of a search by the value of what they depend on, and a sweep over
+    concurrency asks for the same prefill steps at every level) where the caller has them."""
     args = (
         decode_seqs,
         context_tokens,
@@ -136,12 +142,11 @@ def _step(
         query_tokens_per_seq,
         prompt_chunk_tokens,
     )
-    if steps is None:
+    if memos is None:
         return step_time(d, eff, *args)
-    got = steps.get(args)
-    if got is None:
-        got = steps[args] = kept_step_time(d, eff, args)
-    return got
+    memo = memos[0] if decode_seqs else memos[1]
+    got = memo.get(args)
+    return keep_step(memo, d, eff, args) if got is None else got
 
 
 class _Cycle(NamedTuple):
@@ -163,7 +168,7 @@ def _mixed_cycle(
     query: float,
     dec_s: float,
     dec_kernel_s: float,
-    steps: StepMemo | None = None,
+    memos: StepMemos | None = None,
 ) -> _Cycle:
     """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
     decode batch and, while a prompt waits, as much of it as the token budget holds.
@@ -187,17 +192,17 @@ def _mixed_cycle(
     overhead_s = dec_s - dec_kernel_s  # per step outside the verify kernels (the draft)
     # One piece of a prompt riding with the whole decode batch: the greedy schedule's prefill
     # step, and what a request waits for its own prompt (n_own of them).
-    piece_s = _step(d, eff, steps, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
+    piece_s = _step(d, eff, memos, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
     if batch * n_own <= n_dec:
         cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
         n_steps = max(n_dec, prompt_tokens / budget)
         mixed = _step(
-            d, eff, steps, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query, prompt_chunk
+            d, eff, memos, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query, prompt_chunk
         )
         cycle = n_steps * (mixed.total_s + overhead_s)
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
-    return _Cycle(cycle, prefill_share, n_own * piece_s)
+    return tuple.__new__(_Cycle, (cycle, prefill_share, n_own * piece_s))
 
 
 def _separate_cycle(
@@ -208,24 +213,23 @@ def _separate_cycle(
     isl: LengthDist,
     n_dec: float,
     dec_s: float,
-    pre: StepTime,
-    steps: StepMemo | None = None,
+    pre_s: float,
+    memos: StepMemos | None = None,
 ) -> _Cycle:
     """Engines that keep prefill apart (SGLang default): the cycle's ``B·ISL`` prompt tokens run
-    in prefill-only steps of ``min(chunk, B·ISL)`` tokens each, of time ``pre``, during which
+    in prefill-only steps of ``min(chunk, B·ISL)`` tokens each, of ``pre_s`` seconds each, during which
     decode waits: ``B·ISL / min(chunk, B·ISL)`` of them (at least one: prompts that fit one
     chunk together still take a whole prefill step)."""
     chunk = settings.chunk_tokens
     isl_mean = isl.mean
     prompt_tokens = batch * isl_mean
     n_chunks = prompt_tokens / (prompt_tokens if prompt_tokens < chunk else chunk) if prompt_tokens > 0 else 0.0
-    pre_s = pre.total_s
     cycle = n_dec * dec_s + n_chunks * pre_s
     one_chunk = isl_mean if isl_mean < chunk else chunk  # min(chunk, isl_mean)
     own = _step(
-        d, eff, steps, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
+        d, eff, memos, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
     ).total_s * math.ceil(isl_mean / chunk)
-    return _Cycle(cycle, n_chunks * pre_s / cycle, own)
+    return tuple.__new__(_Cycle, (cycle, n_chunks * pre_s / cycle, own))  # _Cycle(...) without its __new__'s frame
 
 
 def _wave_ttft_s(
@@ -235,7 +239,7 @@ def _wave_ttft_s(
     isl_tokens: float,
     chunk: int,
     full_step_s: float,
-    steps: StepMemo | None = None,
+    memos: StepMemos | None = None,
 ) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
@@ -245,7 +249,7 @@ def _wave_ttft_s(
     last_s = (
         full_step_s
         if last_tokens >= chunk or full_steps == 0.0
-        else _step(d, eff, steps, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
+        else _step(d, eff, memos, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
     )
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
 
@@ -273,8 +277,9 @@ def steady_state(
             many as it can).
         spec: speculative decoding, or None.
         limits: the batch limits when the caller computed them (else computed here).
-        steps: a memo of step times for this ``d`` and ``eff`` (``job.evaluate.Prepared`` keeps
-            one across concurrencies), or None.
+        steps: a memo of step times for this ``d`` and ``eff``, or None: the steps ``perf.step``
+            keeps by the value of what they depend on (``kept_memos``), which the levels of a
+            sweep and the configurations that step alike share.
         levels: a memo of :func:`_level` for these arguments but the concurrency, or None
             (``job.evaluate.Prepared`` keeps one: concurrencies at or above the limit run the
             same batch).
@@ -331,21 +336,22 @@ def _level(
     """:func:`steady_state`'s figures at ``batch`` running sequences, ``queued`` when requests
     wait in the replica, before the wait in that queue: (output tok/s, TPOT, TTFT, decode step,
     cycle, prefill share, roofline tok/s; seconds)."""
-    if steps is None:  # step_time is pure: a memo of this call alone gives the same steps
-        steps = {}
+    # step_time is pure: the kept memos, or the caller's own for both, give the same steps
+    memos = kept_memos(d, eff) if steps is None else (steps, steps)
+    every, prefill = memos
     isl_mean, osl_mean = isl.mean, osl.mean
     ctx = isl_mean + osl.running_mean / 2
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
     # The decode step (and with speculative decoding the one-token step) and the prefill step,
-    # looked up in ``steps`` first (as :func:`_step`, written out: every level of a sweep asks).
+    # looked up in ``memos`` first (as :func:`_step`, written out: every level of a sweep asks).
     key = (batch, ctx, 0.0, 0.0, query, 0.0)
-    dec = steps.get(key)
+    dec = every.get(key)
     if dec is None:
-        dec = steps[key] = kept_step_time(d, eff, key)
+        dec = keep_step(every, d, eff, key)
     dec_total = dec.total_s
     if spec:
-        one = _step(d, eff, steps, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
+        one = _step(d, eff, memos, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
         dec_s = dec_total + draft_s(d, eff, batch, ctx, spec, one)
     else:
         one, dec_s = dec, dec_total
@@ -359,16 +365,17 @@ def _level(
         1.0,
         chunk if chunk < isl_mean else isl_mean,  # min(isl_mean, chunk)
     )
-    pre = steps.get(key)
+    pre = prefill.get(key)
     if pre is None:
-        pre = steps[key] = kept_step_time(d, eff, key)
+        pre = keep_step(prefill, d, eff, key)
+    pre_s = pre.total_s
     if engine.mixed_prefill:
-        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, steps)
+        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, memos)
     else:
-        cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre, steps)
+        cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre_s, memos)
     cycle_s, prefill_share, own_s = cyc
     g = 1.0 if queued else eff.prefill_wave_fraction  # every arrival in a wave where requests queue
-    wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre.total_s, steps) - own_s
+    wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre_s, memos) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)

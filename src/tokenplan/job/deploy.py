@@ -7,8 +7,6 @@ this computes per configuration and adds the efficiency factors and the batch.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.engines.overlap import cpu_overlapped
@@ -18,6 +16,7 @@ from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment, build_deployment
 from tokenplan.perf.layout import layout_rejection
 from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, memory_breakdown, profile_reserve_bytes
+from tokenplan.records import quick_replace
 from tokenplan.units import Dtype, GiB
 
 # What ``job.evaluate.prepare`` computes before the efficiency factors and the offline sizing
@@ -110,7 +109,11 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         )
     # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
     served = config.max_model_len if config.max_model_len is not None else ctx
-    if served is not None and engine.context_must_fit() and replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1:
+    if (
+        served is not None
+        and engine.context_must_fit()
+        and quick_replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1
+    ):
         whole = (
             f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
             if config.max_model_len is None
@@ -128,7 +131,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     if config.spec is not None and config.spec.from_prior:
         # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
         # answer is not planned at a short-context acceptance.
-        config = replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
+        config = quick_replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
     overlap = cpu_overlapped(engine.name, config.engine_version, config.spec is not None, lay.pp)
     dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem, overlap)
     return config, settings, mem, dep, tuple(warnings)

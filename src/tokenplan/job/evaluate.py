@@ -14,7 +14,7 @@ from tokenplan.arch.kv import kv_bytes_per_token, state_bytes_per_sequence
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
-from tokenplan.job.batching import BatchLimits, LevelMemo, SteadyState, StepMemo, batch_limits, steady_state
+from tokenplan.job.batching import BatchLimits, LevelMemo, SteadyState, batch_limits, steady_state
 
 # Config and Rejection (job.config) and what deploys a configuration (job.deploy) lived here
 # before issue 30 split the module; they are imported from here throughout (explicit re-exports).
@@ -29,6 +29,7 @@ from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import kv_replication
 from tokenplan.perf.memory import MemoryBreakdown
+from tokenplan.records import quick_init
 from tokenplan.units import Dtype, GiB
 
 
@@ -58,6 +59,9 @@ class Evaluation:
         return self.deployment.memory
 
 
+quick_init(Evaluation)  # a quicker __init__, same signature (tokenplan.records)
+
+
 def evaluate(
     model: ModelSpec,
     gpu: Gpu,
@@ -74,7 +78,13 @@ def evaluate(
     """
     if concurrency is not None and concurrency < 1:
         return _below_one(config, concurrency)
-    prepared = _prepared(model, gpu, config, eff, isl, osl, concurrency is None)
+    offline = concurrency is None
+    last = _LAST_PREPARED[0] if _LAST_PREPARED else None  # :func:`_prepared`'s first look, without its call
+    if last is not None and last[0] is config and last[6] is offline and last[1] is model and last[2] is gpu:
+        if last[3] is eff and last[4] is isl and last[5] is osl:
+            prepared = last[7]
+            return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
+    prepared = _prepared(model, gpu, config, eff, isl, osl, offline)
     return prepared if isinstance(prepared, Rejection) else prepared.at(concurrency)
 
 
@@ -166,9 +176,6 @@ class Prepared:
             context where it came from the prior).
         settings, deployment, limits: the engine settings, per-GPU constants and batch limits.
         warnings: format, launch, context and replication caveats so far.
-        steps: the step times looked up so far, by their arguments (one deployment, one
-            ``eff``), so that the levels of a sweep find their prefill steps without a call
-            (``perf.step`` keeps every step by the value of what it depends on).
         levels: the figures at each batch computed so far (``job.batching.steady_state``), so
             that the concurrencies at or above the running limit compute the batch's once.
     """
@@ -183,7 +190,6 @@ class Prepared:
     deployment: Deployment
     limits: BatchLimits
     warnings: tuple[str, ...]
-    steps: StepMemo = field(default_factory=dict, repr=False, compare=False)  # step-time memo (job.batching)
     levels: LevelMemo = field(default_factory=dict, repr=False, compare=False)  # figures by batch (job.batching)
 
     def at(self, concurrency: float | None) -> Evaluation | Rejection:
@@ -202,7 +208,7 @@ class Prepared:
             concurrency,
             config.spec,
             limits,
-            self.steps,
+            None,  # the steps perf.step keeps (job.batching looks them up there)
             self.levels,
         )
         warnings = self.warnings
@@ -218,6 +224,9 @@ class Prepared:
             total / lay.num_gpus,
             warnings + steady.warnings + tuple(self.model.approximations),
         )
+
+
+quick_init(Prepared)  # a quicker __init__, same signature (tokenplan.records)
 
 
 def prepare(
@@ -248,7 +257,7 @@ def _sized(
     settings: EngineSettings,
 ) -> Prepared | Rejection:
     """The part of :func:`prepare` after the settings: the batch limits, whether the engine can
-    allocate their requests, the caveats, and the step-time memo."""
+    allocate their requests and the caveats."""
     config, _, mem, dep, warned = deployed
     warnings = list(warned)
     lay, ctx = config.layout, model.max_context_tokens

@@ -92,7 +92,8 @@ def wave_persistence(wave_s: float, spread_s: float) -> float:
     prompt is prefilled before the next arrives). Fixed lengths (W = 0) keep the whole wave."""
     if wave_s <= 0:
         return 1.0
-    return max(0.0, 1.0 - spread_s / (2.0 * wave_s))
+    left = 1.0 - spread_s / (2.0 * wave_s)
+    return left if left > 0.0 else 0.0  # max(0.0, left), written as the builtin picks
 
 
 def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tuple[float, float, float]:
@@ -117,7 +118,8 @@ def wave_steps_mean(batch: float, isl_tokens: float, step_tokens: float) -> tupl
         wait in seconds is ``full_steps × T(step_tokens) + share_last × T(last) + (1 −
         share_last) × T(step_tokens)``.
     """
-    n = max(1, round(batch))
+    n = round(batch)
+    n = n if n > 1 else 1  # max(1, n)
     total, last, at_last = _wave_ends(n, isl_tokens / step_tokens)
     last_tokens = n * isl_tokens - (last - 1.0) * step_tokens
     return total / n - 1.0, at_last / n, last_tokens

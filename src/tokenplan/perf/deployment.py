@@ -14,6 +14,7 @@ from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.perf.gemm import SizeRead, curve_for, size_read
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import MemoryBreakdown, attention_params_per_gpu
+from tokenplan.records import quick_init
 from tokenplan.units import Dtype
 
 
@@ -102,6 +103,9 @@ class Deployment:
         )
         object.__setattr__(self, "gemm_curve", curve)
         object.__setattr__(self, "gemm_reads", reads)
+
+
+quick_init(Deployment)  # a quicker __init__, same signature (tokenplan.records)
 
 
 # The curve and size reads of the GEMM weights deployed lately, by the identity of the GPU's curves,

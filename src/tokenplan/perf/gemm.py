@@ -167,3 +167,30 @@ def fractions_at_point(reads: tuple[SizeRead, ...], i: int, w: float) -> list[fl
             a = a + rw * (hi[end] - a)
         out.append(a)
     return out
+
+
+def fractions_at_rows(curve: GemmCurve, reads: tuple[SizeRead, ...], rows: float) -> tuple[float, ...]:
+    """:func:`fractions_at_point` of ``reads`` (``Deployment.gemm_reads``: attention, dense FFN,
+    lm_head, routed expert) at ``rows`` on ``curve`` (:func:`row_point`), kept by the identity
+    of the curve and reads and the value of ``rows``: the deployments of a search share their
+    curve reads per weight format and layout, and their steps run at the same few batches, so a
+    sweep reads ~26,000 points of which ~5,000 differ. The same arithmetic, so the same
+    fractions."""
+    key = (id(curve), id(reads), rows)
+    hit = _AT_ROWS.get(key)
+    if hit is not None:  # the entry holds its curve and reads: their ids are not reused while it lives
+        return hit[2]
+    got = tuple(fractions_at_point(reads, *row_point(curve, rows)))
+    if len(_AT_ROWS) >= _AT_ROWS_KEPT:
+        _AT_ROWS.clear()
+    _AT_ROWS[key] = (curve, reads, got)
+    return got
+
+
+_AT_ROWS: dict[tuple[int, int, float], tuple[GemmCurve, tuple[SizeRead, ...], tuple[float, ...]]] = {}
+_AT_ROWS_KEPT = 8192
+
+
+def forget_reads() -> None:
+    """Empty what :func:`fractions_at_rows` keeps (``perf.step_constants.forget_steps``)."""
+    _AT_ROWS.clear()

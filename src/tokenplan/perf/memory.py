@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
@@ -22,6 +23,7 @@ from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
 from tokenplan.perf.layout import Layout, kv_heads_per_gpu
+from tokenplan.records import quick_init
 from tokenplan.units import ACTIVATION_BYTES, Dtype
 
 # The share of a GPU's nominal memory (nvidia-smi's total) that the CUDA runtime reports as its total
@@ -168,6 +170,9 @@ class MemoryBreakdown:
         return min(by_kv * self.sequence_shards, self.state_slots)
 
 
+quick_init(MemoryBreakdown)  # a quicker __init__, same signature (tokenplan.records)
+
+
 @lru_cache(maxsize=4096)
 def weight_bytes_per_gpu(
     spec: ModelSpec,
@@ -296,6 +301,10 @@ def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSetti
     return max(forward, sampler) + settings.graph_estimate_bytes
 
 
+# [model, layout, weight format, (with_mtp, expert_padding), weight bytes] of the last call (held).
+_LAST_WEIGHTS: list[Any] = [None, None, None, None, 0.0]
+
+
 def memory_breakdown(
     spec: ModelSpec,
     gpu: Gpu,
@@ -335,7 +344,12 @@ def memory_breakdown(
     The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
     result is everything but weights and pools, the driver's share included.
     """
-    weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
+    last = _LAST_WEIGHTS  # a search sizes one model, layout and format for several KV formats and caps in a row
+    if last[0] is spec and last[1] is layout and last[2] is weight_dtype and last[3] == (with_mtp, expert_padding):
+        weights = last[4]
+    else:  # the lru_cache hashes the whole ModelSpec: about 1 µs a call
+        weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
+        last[:] = [spec, layout, weight_dtype, (with_mtp, expert_padding), weights]
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
     usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)
     heads = kv_heads_per_gpu(spec, layout)

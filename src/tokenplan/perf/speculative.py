@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from tokenplan.errors import InputError
+from tokenplan.records import quick_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,9 @@ class SpecDecode:
             return self
         tau = round(prior_acceptance_length(self.method, self.draft_tokens, context_tokens), 2)
         return SpecDecode(self.method, self.draft_tokens, tau, self.draft_layers, True)
+
+
+quick_init(SpecDecode)  # a quicker __init__, same signature (tokenplan.records)
 
 
 METHODS = ("mtp", "eagle", "eagle3", "dflash")

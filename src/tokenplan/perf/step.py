@@ -34,10 +34,11 @@ from tokenplan.engines.overlap import hidden_cpu_s
 from tokenplan.perf.comm import all_to_all_s, allreduce_with, p2p_s
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
-from tokenplan.perf.gemm import fraction_at_point, fractions_at_point, row_point
+from tokenplan.perf.gemm import fractions_at_rows
 from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, expected_max_normal: their home was here)
     LAST_STEPPED,
     StepConstants,
+    StepMemo,
     ep_busiest_rank,
     expected_max_normal,
     shared_memos,
@@ -46,6 +47,8 @@ from tokenplan.perf.step_constants import (  # noqa: F401  (ep_busiest_rank, exp
 from tokenplan.perf.step_record import StepTime
 from tokenplan.units import ACTIVATION_BYTES
 
+_new_step = tuple.__new__
+
 DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-V3 report §3.3)
 
 
@@ -53,18 +56,18 @@ DISPATCH_BYTES = 1.0  # FP8 token dispatch in DeepEP-style all-to-all (DeepSeek-
 ATTN, MLP, LM_HEAD, EXPERT = range(4)
 
 
-def _gemm_rate(c: StepConstants, rows: float, point: tuple[int, float] | None, family: int) -> float:
-    """Achievable GEMM FLOP/s at ``rows`` rows per GEMM (located on the curve as ``point``, None
-    without a curve) for one GEMM ``family`` (its weight size, ``Deployment.gemm_reads``): the
-    measured curve of the GPU and format where there is one (× its format's kernel factor, as
-    ``perf.gemm.gemm_fraction_at``), else the fitted saturating form
+def _gemm_rate(c: StepConstants, rows: float, measured: float | None) -> float:
+    """Achievable GEMM FLOP/s at ``rows`` rows per GEMM for one GEMM family whose fraction on the
+    GPU's measured curve there is ``measured`` (at the family's weight size,
+    ``perf.gemm.fractions_at_rows``; None without a curve): that fraction × its format's kernel
+    factor (as ``perf.gemm.gemm_fraction_at``), else the fitted saturating form
     ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction`` for an FP8/FP4
     kernel), the same for every family; a weight-only format also pays the dequantization factor."""
-    if point is None:
+    if measured is None:
         rows = max(rows, 1.0)
         fraction = c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor
     else:
-        fraction = fraction_at_point(c.reads[family], point[0], point[1]) * c.kernel_factor
+        fraction = measured * c.kernel_factor
     rate = c.gemm_flops * fraction
     return rate * c.dequant
 
@@ -133,18 +136,24 @@ def step_time(
     attn_f, mlp_f, lm_f = c.attn2 * rank, c.mlp2 * (dec + pre), c.lm2 * (dec + (1 if pre else 0)) / pp
     curve = c.curve
     ridge = c.ridge
-    point = None if curve is None else row_point(curve, ridge if ridge > rows else rows)  # max(rows, ridge)
     g_cmp: float = 0  # the families' FLOPs over their rates, summed from 0 as ``sum`` does
-    if point is None:  # the fitted form: one rate for every family
+    if curve is None:  # the fitted form: one rate for every family
         rate = c.gemm_flops * (c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor) * c.dequant
-        for f in (attn_f, mlp_f, lm_f):
-            if f > 0:
-                g_cmp += f / rate
-    else:  # each family at its own weight size, all read at one M (perf.gemm.fractions_at_point)
+        if attn_f > 0:  # each family in turn (attention, dense FFN, lm_head), written out
+            g_cmp += attn_f / rate
+        if mlp_f > 0:
+            g_cmp += mlp_f / rate
+        if lm_f > 0:
+            g_cmp += lm_f / rate
+    else:  # each family at its own weight size, all read at one M, max(rows, ridge) (perf.gemm.fractions_at_rows)
+        attn_x, mlp_x, lm_x = fractions_at_rows(curve, c.reads, ridge if ridge > rows else rows)[:3]
         gemm_flops, kernel_factor, dequant = c.gemm_flops, c.kernel_factor, c.dequant
-        for f, fraction in zip((attn_f, mlp_f, lm_f), fractions_at_point(c.dense_reads, point[0], point[1])):
-            if f > 0:
-                g_cmp += f / (gemm_flops * (fraction * kernel_factor) * dequant)
+        if attn_f > 0:
+            g_cmp += attn_f / (gemm_flops * (attn_x * kernel_factor) * dequant)
+        if mlp_f > 0:
+            g_cmp += mlp_f / (gemm_flops * (mlp_x * kernel_factor) * dequant)
+        if lm_f > 0:
+            g_cmp += lm_f / (gemm_flops * (lm_x * kernel_factor) * dequant)
     g_mem, g_bytes, g_flops = c.gemm_mem_s, c.gemm_bytes, sum((attn_f, mlp_f, lm_f))
 
     # Routed experts: the bytes of the experts the replica's tokens touch, ``E·(1 − (1 − k/E)^T)``
@@ -166,9 +175,11 @@ def step_time(
         e_flops = c.routed_flops * tokens * row_load
         expert_rows = replica_tokens * moe.top_k / moe.num_experts
         expert_rows = 1.0 if 1.0 > expert_rows else expert_rows  # max(rows per expert, 1.0)
-        expert_point = None if curve is None else row_point(curve, ridge if ridge > expert_rows else expert_rows)
+        measured = None
+        if curve is not None:  # at max(rows per expert, ridge)
+            measured = fractions_at_rows(curve, c.reads, ridge if ridge > expert_rows else expert_rows)[EXPERT]
         e_mem = e_bytes / c.hbm_bw
-        e_cmp = e_flops / (_gemm_rate(c, expert_rows, expert_point, EXPERT) * c.moe_kernel_factor)
+        e_cmp = e_flops / (_gemm_rate(c, expert_rows, measured) * c.moe_kernel_factor)
 
     # Attention as the engines run it: a decode kernel and a prefill kernel, launched one after
     # the other (FlashInfer/FlashAttention decode and prefill kernels, TRT-LLM's generation and
@@ -263,17 +274,20 @@ def step_time(
     if c.cpu_overlap:  # the CPU part runs beside the previous step's kernels (engines.overlap)
         cpu = c.step_overhead_s + c.per_sequence_overhead_s * decode_seqs
         overhead -= hidden_cpu_s(cpu, stage * pp + overhead - cpu)
-    return StepTime(
-        gemm_s * pp,
-        experts_s * pp,
-        attention_s * pp,
-        state_s * pp,
-        comm_s * pp,
-        overhead,
-        mem_s * pp,
-        cmp_s * pp,
-        sum([g_bytes, e_bytes, d_bytes, p_bytes, s_bytes]) * pp,
-        sum([g_flops, e_flops, d_flops, p_flops, s_flops]) * pp,
+    return _new_step(  # StepTime(...) without its generated __new__'s frame (a sweep makes 20,000)
+        StepTime,
+        (
+            gemm_s * pp,
+            experts_s * pp,
+            attention_s * pp,
+            state_s * pp,
+            comm_s * pp,
+            overhead,
+            mem_s * pp,
+            cmp_s * pp,
+            sum([g_bytes, e_bytes, d_bytes, p_bytes, s_bytes]) * pp,
+            sum([g_flops, e_flops, d_flops, p_flops, s_flops]) * pp,
+        ),
     )
 
 
@@ -283,17 +297,34 @@ def kept_step_time(d: Deployment, eff: Efficiency, args: tuple[float, float, flo
     decoding sequences do not read the KV format's constants): for a search, whose
     configurations of one layout and weight format step alike. A step is a function of those
     constants and its arguments alone, so the figures are those of :func:`step_time`."""
+    memos = kept_memos(d, eff)
+    memo = memos[0] if args[0] else memos[1]
+    got = memo.get(args)
+    return keep_step(memo, d, eff, args) if got is None else got
+
+
+def kept_memos(d: Deployment, eff: Efficiency) -> tuple[StepMemo, StepMemo]:
+    """The memos :func:`kept_step_time` keeps the steps of ``d`` under ``eff`` in, by their
+    arguments: (every step, the steps without decoding sequences). A caller that asks for many
+    steps of one deployment (``job.batching``) looks them up itself, in the first memo where
+    ``args[0]`` (the decoding sequences) is non-zero, else in the second, and stores a step
+    it does not find with :func:`keep_step`."""
     last = LAST_STEPPED
     c: StepConstants = last[2] if last[0] is d and last[1] is eff else step_constants(d, eff)
     memos = c.memos
     if memos is None:
         memos = c.memos = shared_memos(c)
-    memo = memos[0] if args[0] else memos[1]
-    got = memo.get(args)
-    if got is None:
-        if len(memo) >= _MEMO_KEPT:
-            memo.clear()
-        got = memo[args] = step_time(d, eff, *args)
+    return memos
+
+
+def keep_step(
+    memo: StepMemo, d: Deployment, eff: Efficiency, args: tuple[float, float, float, float, float, float]
+) -> StepTime:
+    """``step_time(d, eff, *args)``, stored in ``memo`` (one of :func:`kept_memos` ``(d, eff)``,
+    chosen as there) under ``args``; the memo is emptied first when it holds :data:`_MEMO_KEPT`."""
+    if len(memo) >= _MEMO_KEPT:
+        memo.clear()
+    got = memo[args] = step_time(d, eff, *args)
     return got
 
 
@@ -302,5 +333,7 @@ _MEMO_KEPT = 4096  # steps kept per memo (a plan sweep steps a deployment a few 
 
 def roofline_step_s(d: Deployment, t: StepTime) -> float:
     """The physical lower bound of a step: max(bytes / peak bandwidth, FLOPs / peak FLOP/s) per GPU."""
-    peak = max(d.gemm_flops_per_s, d.attn_flops_per_s)
-    return max(t.bytes_moved / d.gpu.hbm_bytes_per_s, t.flops / peak)
+    gemm, attn = d.gemm_flops_per_s, d.attn_flops_per_s
+    peak = attn if attn > gemm else gemm  # max(gemm, attn), written as the builtin picks
+    mem, cmp = t.bytes_moved / d.gpu.hbm_bytes_per_s, t.flops / peak
+    return cmp if cmp > mem else mem  # max(mem, cmp)

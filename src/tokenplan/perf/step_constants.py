@@ -20,6 +20,7 @@ from tokenplan.hardware import LinkKind
 from tokenplan.perf.comm import allreduce_terms, group_link
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency, kernel_factor
+from tokenplan.perf.gemm import forget_reads
 from tokenplan.perf.sparse_indexer import indexer_latency_layers
 
 if TYPE_CHECKING:
@@ -70,7 +71,6 @@ class StepConstants:
         "commit_transfers",
         "cpu_overlap",
         "curve",
-        "dense_reads",
         "dequant",
         "ep",
         "experts_per_rank",
@@ -133,9 +133,6 @@ class StepConstants:
             2.0 * d.lm_head_params,
         )
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
-        self.dense_reads = d.gemm_reads[
-            :3
-        ]  # attention, dense FFN, lm_head (the first three GEMM families of perf.step)
         self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
         self.gemm_flops = d.gemm_flops_per_s
         self.kernel_factor = kernel_factor(eff, d.gemm_curve.fmt) if d.gemm_curve is not None else 1.0
@@ -199,10 +196,10 @@ StepMemo = dict[tuple[float, float, float, float, float, float], "StepTime"]
 # decoding sequences takes it off this list.
 PREFILL_FREE = frozenset(("kv_bytes", "sliding_bytes", "commit_transfers"))
 # Compared by identity, not value (each memo entry holds its constants, so they live while it
-# does): the measured curve and its size reads (large tuples; ``dense_reads`` is a slice of
-# ``reads``), the model's MoE shape and the TP group's link. The KV pool apart: it counts only
+# does): the measured curve and its size reads (large tuples), the model's MoE shape and the TP
+# group's link. The KV pool apart: it counts only
 # with host KV.
-_APART = ("curve", "reads", "dense_reads", "moe", "link", "kv_pool", "memos")
+_APART = ("curve", "reads", "moe", "link", "kv_pool", "memos")
 _EVERY = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART))
 _PREFILL = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART and n not in PREFILL_FREE))
 # The step memos by the value of the constants they belong to: the deployments of one search that
@@ -271,4 +268,5 @@ def forget_steps() -> None:
     repeat so). Figures are the same either way."""
     _SHARED.clear()
     _KEPT_CONSTANTS.clear()
+    forget_reads()
     LAST_STEPPED[:] = [None, None, None]

@@ -15,7 +15,8 @@ import pytest
 from tests.support.our_numbers import EFF
 
 from tokenplan.api.resolve import PredictRequest, resolve
-from tokenplan.job.evaluate import Evaluation, evaluate
+from tokenplan.job.batching import steady_state
+from tokenplan.job.evaluate import Evaluation, Rejection, evaluate, prepare
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf import step_constants as kept
 from tokenplan.perf.deployment import Deployment
@@ -98,3 +99,20 @@ def test_deployments_that_differ_only_in_cpu_overlap_keep_their_own_steps():
     assert first == step_time(on, eff, *DECODE) and second == step_time(off, eff, *DECODE)
     # Overlap can only hide CPU time, never add it.
     assert first.overhead_s <= second.overhead_s and first != second
+
+
+def test_a_level_from_the_kept_steps_equals_one_from_its_own_memo():
+    # job.batching looks the steps of a level up in perf.step.kept_memos (steps=None): a
+    # configuration stepped after another that shares its constants finds their steps there,
+    # and its figures are those it computes into a memo of its own (steps={}), to the bit.
+    scenario = resolve(PredictRequest(model="llama-3.1-8b", gpu="h200", weight_dtype="fp8"))
+    isl, osl = LengthDist(1000), LengthDist(100)
+    p = prepare(scenario.model, scenario.gpu, scenario.config, EFF, isl, osl, False)
+    assert not isinstance(p, Rejection)
+    args = (p.deployment, EFF, p.config.engine, p.settings, isl, osl)
+    kept_first = [steady_state(*args, c, p.config.spec, p.limits) for c in (1.0, 16.0, 1e6)]
+    again = [steady_state(*args, c, p.config.spec, p.limits) for c in (1.0, 16.0, 1e6)]
+    own = [steady_state(*args, c, p.config.spec, p.limits, {}) for c in (1.0, 16.0, 1e6)]
+    assert kept_first == again == own
+    assert again[0].decode_step is kept_first[0].decode_step  # found kept, not computed again
+    assert own[0].decode_step is not kept_first[0].decode_step
