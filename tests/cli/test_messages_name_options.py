@@ -29,11 +29,11 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
     [
         (
             ["calibrate", "--from-bench", "x.json", "-o", "p.json"],
-            "error: --config and --gpu are missing (allowed: --config MODEL and --gpu GPU with --from-bench)",
+            "error: --model and --gpu are missing (allowed: --model MODEL and --gpu GPU with --from-bench)",
         ),
         (
             ["calibrate", "--from-bench", "x.json", "-o", "p.json", "--gpu", "h100-sxm"],
-            "error: --config is missing (allowed: --config MODEL and --gpu GPU with --from-bench)",
+            "error: --model is missing (allowed: --model MODEL and --gpu GPU with --from-bench)",
         ),
         (
             ["calibrate", "--from-run", "r", "-o", "p.json", "--model", "llama-3.1-8b"],

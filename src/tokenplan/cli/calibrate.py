@@ -141,8 +141,8 @@ def _from_bench(paths: Sequence[str], out: Path, json_out: bool, desc: PredictRe
     from tokenplan.api.bench import calibrate_from_results
 
     if not desc.model or not desc.gpu:
-        missing = [f for f, v in (("--config", desc.model), ("--gpu", desc.gpu)) if not v]
-        raise MissingOptionError(missing, "--config MODEL and --gpu GPU with --from-bench")
+        missing = [f for f, v in (("--model", desc.model), ("--gpu", desc.gpu)) if not v]
+        raise MissingOptionError(missing, "--model MODEL and --gpu GPU with --from-bench")
     command = "tokenplan calibrate " + " ".join(f"--from-bench {Path(p).name}" for p in paths) + f" -o {out.name}"
     _write_fit(calibrate_from_results(list(paths), desc, command, gpus_stated), out, json_out, sources=True)
 
