@@ -15,7 +15,8 @@ configurations. The first repeat is cold (model parsing and per-model caches fil
 quoted is the median of the repeats. Step times are kept by the value of what they depend on
 (``perf.step_constants``), and the GEMM curves' fractions by the rows they are read at
 (``perf.gemm.fractions_at_rows``), so a repeat of the same search would find every one of them:
-each repeat forgets both first (``forget_steps``) and times one search as a new process runs it.
+each repeat forgets both first (``forget_steps``) and times one search as a new process runs it,
+with the cyclic garbage collector paused as ``planning.search.search_option`` pauses it.
 The README's figure is this script's "CPU median" line, run alternately with the same script at
 the peer commit (three runs each), with the ratio of the medians. ``--short`` runs one model on
 one option once, in seconds, to check that the script still runs (CI); its figures mean nothing.
@@ -35,6 +36,7 @@ from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.perf.step_constants import forget_steps
+from tokenplan.planning.search import cyclic_gc_paused
 from tokenplan.planning.space import HardwareOption, candidates
 
 MODELS = (
@@ -104,8 +106,9 @@ def timed_sweep(models: tuple[str, ...] = MODELS, options: tuple = OPTIONS) -> t
     process, wall seconds)."""
     forget_steps()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    items = work_items(models, options)
-    sweep(items)
+    with cyclic_gc_paused():  # as plan's search_option evaluates its candidates
+        items = work_items(models, options)
+        sweep(items)
     return len(items), time.process_time() - cpu0, time.perf_counter() - wall0
 
 
@@ -151,7 +154,8 @@ def main() -> int:
     for _ in range(repeats):
         forget_steps()
         start = time.process_time()
-        sweep(running)
+        with cyclic_gc_paused():
+            sweep(running)
         run_seconds.append(time.process_time() - start)
     run_median = statistics.median(run_seconds)
     print(
