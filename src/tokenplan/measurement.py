@@ -44,6 +44,9 @@ class Measurement:
             :func:`closed_loop_ratio`; None = used.
         memory_fraction: the launch's memory setting where the row states one (SGLang
             ``--mem-fraction-static``, vLLM ``--gpu-memory-utilization``); None = the engine's rule.
+        scheduler_recv_interval: SGLang's ``--scheduler-recv-interval`` where the row states it
+            (InferenceX's DeepSeek-R1 B200 scripts: 30 at concurrency ≥ 16, else 10); None = the
+            engine's default (1: new requests are received every iteration).
         engine_version: the engine version or image the row ran, where stated (for reading;
             the planner models the current defaults).
         gpu_variant_stated: False where the source names only the GPU family (a page that says
@@ -77,6 +80,7 @@ class Measurement:
     length_set: str | None = None
     throughput_set_aside: str | None = None
     memory_fraction: float | None = None
+    scheduler_recv_interval: int | None = None
     engine_version: str | None = None
     gpu_variant_stated: bool = True
 

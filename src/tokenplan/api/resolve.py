@@ -52,6 +52,8 @@ class PredictRequest:
     budget per step / prefill chunk (None = the engine's default); each only with its engine.
     ``engine_version``: the engine release a measured run used (decides whether its steps overlap
     CPU and GPU work, ``engines.overlap``; None = the current release).
+    ``scheduler_recv_interval`` (SGLang ``--scheduler-recv-interval``): decode iterations between
+    two receives of new requests (None = the engine's, 1; only with SGLang).
     """
 
     model: str
@@ -81,6 +83,7 @@ class PredictRequest:
     max_num_batched_tokens: int | None = None
     chunked_prefill_size: int | None = None
     engine_version: str | None = None
+    scheduler_recv_interval: int | None = None
 
 
 def read_profile(calibration: str | None) -> Profile:
@@ -150,6 +153,7 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
         engine_version=req.engine_version,
+        scheduler_recv_interval=_recv_interval(req, engine.name),
     )
     profile = profile or read_profile(req.calibration)
     # the lengths: lognormal with mean isl/osl and σ isl_sigma/osl_sigma (0 = fixed), capped at
@@ -218,6 +222,19 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
     return chunk
 
 
+def _recv_interval(req: PredictRequest, engine: str) -> int | None:
+    """SGLang's ``--scheduler-recv-interval`` the request sets, or None. Raises InputError for a
+    value that is not a whole number ≥ 1 or that is set for another engine."""
+    value = req.scheduler_recv_interval
+    if value is None:
+        return None
+    if not (isinstance(value, int | float) and value >= 1 and value == int(value)):
+        raise InputError("scheduler_recv_interval", shown(value), "a whole number of iterations ≥ 1")
+    if engine != "sglang":
+        raise InputError("scheduler_recv_interval", shown(value), f"only with --engine sglang; the engine is {engine}")
+    return int(value)
+
+
 # Rejection kinds that do not depend on the lengths or the concurrency (job.evaluate.REJECTION_KINDS).
 _SHAPE_REJECTIONS = ("engine", "format", "layout", "memory", "spec")
 _SHAPE_TOKENS = 1024.0  # any valid lengths: the rejections above do not depend on them
@@ -262,6 +279,7 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
         max_running=m.max_running,
         memory_fraction=m.memory_fraction,
         engine_version=m.engine_version,
+        scheduler_recv_interval=m.scheduler_recv_interval,
     )
 
 

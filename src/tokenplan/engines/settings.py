@@ -46,6 +46,8 @@ class EngineSettings:
         adp_balance_timeout_iters: iterations a rank holds a new context request back while
             some attention-DP rank has none (TensorRT-LLM ``attention_dp_config.timeout_iters``
             with ``enable_balance``; 0 = no balancing; ``job.prefill_wait.adp_balance_wait_s``).
+        recv_interval: decode iterations between two receives of new requests (SGLang
+            ``--scheduler-recv-interval``, default 1).
     """
 
     memory_fraction: float
@@ -63,6 +65,7 @@ class EngineSettings:
     chunk_set: bool = False
     activation_bytes: float = 0.0
     adp_balance_timeout_iters: int = 0
+    recv_interval: int = 1
 
     def fraction_base_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """The bytes the memory fraction is a share of, so that raising it by Δ adds Δ × this to

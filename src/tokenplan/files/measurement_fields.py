@@ -9,7 +9,8 @@ Job columns (issue 28, point 6; the data README says which rows fill them, from 
 ``num_requests`` (requests in the whole run), ``length_distribution`` (``fixed``, ``uniform:F``
 for lengths drawn uniformly from ``[F·L, L]`` as InferenceX draws them, or the name of a prompt
 set such as ``sharegpt``), ``max_running`` (the launch's running-request cap), ``memory_fraction``
-(the launch's ``--mem-fraction-static`` / ``--gpu-memory-utilization``), ``engine_version`` and
+(the launch's ``--mem-fraction-static`` / ``--gpu-memory-utilization``),
+``scheduler_recv_interval`` (SGLang's ``--scheduler-recv-interval``), ``engine_version`` and
 ``gpu_variant_stated`` (``false`` where the source names only the GPU family, e.g. "H100").
 """
 
@@ -167,6 +168,21 @@ def max_running(row: dict) -> int | None:
         return None
     if value != int(value):
         raise RowError(f"column max_running value {text(row, 'max_running')!r} is not a whole number ≥ 1 (or blank)")
+    return int(value)
+
+
+def scheduler_recv_interval(row: dict) -> int | None:
+    """The ``scheduler_recv_interval`` column: SGLang's ``--scheduler-recv-interval`` as the launch
+    set it (decode iterations between two receives of new requests), a whole number ≥ 1, None
+    where blank (the engine's default, 1)."""
+    value = number(row, "scheduler_recv_interval", required=False)
+    if value is None:
+        return None
+    if not value >= 1 or value != int(value):
+        raise RowError(
+            f"column scheduler_recv_interval value {text(row, 'scheduler_recv_interval')!r} is not a whole number ≥ 1 "
+            "(or blank)"
+        )
     return int(value)
 
 

@@ -131,6 +131,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             max_running=f.max_running(row),
             length_set=spread.length_set,
             memory_fraction=f.memory_fraction(row),
+            scheduler_recv_interval=f.scheduler_recv_interval(row),
             engine_version=version or None,
             gpu_variant_stated=f.flag(row, "gpu_variant_stated", blank=True),
         )

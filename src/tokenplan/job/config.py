@@ -39,6 +39,8 @@ class Config:
         engine_version: the engine release a measured run used (its ``engine_version`` column),
             which decides whether the step overlaps its CPU work (``engines.overlap``); None = the
             current release.
+        scheduler_recv_interval: SGLang's ``--scheduler-recv-interval`` (decode iterations between
+            two receives of new requests; ``EngineSettings.recv_interval``); None = the engine's, 1.
     """
 
     layout: Layout
@@ -54,6 +56,7 @@ class Config:
     max_model_len: int | None = None
     chunk_tokens: int | None = None
     engine_version: str | None = None
+    scheduler_recv_interval: int | None = None
 
 
 quick_init(Config)  # a quicker __init__, same signature (tokenplan.records)

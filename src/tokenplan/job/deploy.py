@@ -147,7 +147,7 @@ def _settings(gpu: Gpu, config: Config) -> EngineSettings:
     """``config.engine.settings`` for ``config`` on ``gpu``, from :data:`_SETTINGS` where it is."""
     engine, lay, speculative = config.engine, config.layout, config.spec is not None and not config.max_running.lifted
     key: tuple[object, ...] = (id(engine), id(gpu), id(lay), speculative, config.vision_cut, config.memory_fraction)
-    key += (config.max_running.requests, config.chunk_tokens)
+    key += (config.max_running.requests, config.chunk_tokens, config.scheduler_recv_interval)
     hit = _SETTINGS.get(key)
     if hit is None:
         got = engine.settings(
@@ -159,6 +159,8 @@ def _settings(gpu: Gpu, config: Config) -> EngineSettings:
             max_running=config.max_running.requests,
             chunk_tokens=config.chunk_tokens,
         )
+        if config.scheduler_recv_interval is not None:  # SGLang's --scheduler-recv-interval (api.resolve)
+            got = replace(got, recv_interval=config.scheduler_recv_interval)
         if len(_SETTINGS) >= 1024:
             _SETTINGS.clear()
         hit = _SETTINGS[key] = (engine, gpu, lay, got)
