@@ -7,6 +7,8 @@ this computes per configuration and adds the efficiency factors and the batch.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.engines.overlap import cpu_overlapped
