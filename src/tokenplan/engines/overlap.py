@@ -39,17 +39,32 @@ import re
 SGLANG_SPEC_OVERLAP_SINCE = (0, 5, 13)
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 
-_VERSION = re.compile(r"(?<![\d.])(\d+)\.(\d+)\.(\d+)")
+# A version written as the cell starts (``0.5.9``, ``v0.13``), after a ``v`` that begins a token
+# (``lmsysorg/sglang:v0.5.12-cu130``, ``…sgl-dev-v0.5.2-rocm7.0…``), or after the engine's name or an
+# image's ``release`` tag (``sglang 0.5.16``, ``rocm/vllm:rocm6.4.1_vllm_0.10.1_…``,
+# ``nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2``); a missing patch reads as 0. A ROCm or
+# CUDA version elsewhere in an image name (``rocm6.4.1``, ``cu130``) is not the engine's.
+_VERSION_AT = (
+    re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?"),
+    re.compile(r"(?<![A-Za-z0-9])v(\d+)\.(\d+)(?:\.(\d+))?"),
+    re.compile(r"(?:(?:vllm|sglang|tensorrt[-_]llm|trtllm)[ _:=-]|release:)v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE),
+)
 
 
 def parse_version(text: str | None) -> tuple[int, int, int] | None:
-    """The first ``major.minor.patch`` in an engine version or image name, e.g.
-    ``lmsysorg/sglang:v0.5.12-cu130`` → (0, 5, 12), ``nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2``
-    → (1, 1, 0); None where there is none (``nightly-dev``, an empty cell)."""
+    """The engine's ``(major, minor, patch)`` in an engine version or image name, e.g. ``0.5.9`` →
+    (0, 5, 9), ``v0.13`` → (0, 13, 0), ``lmsysorg/sglang:v0.5.12-cu130`` → (0, 5, 12),
+    ``nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2`` → (1, 1, 0),
+    ``rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909`` → (0, 10, 1) (not the ROCm version); None where
+    none is written (``nightly-dev``, ``glm5-hopper``, an empty cell): such a build is taken as the
+    current release."""
     if not text:
         return None
-    m = _VERSION.search(text)
-    return None if m is None else (int(m[1]), int(m[2]), int(m[3]))
+    for pattern in _VERSION_AT:
+        m = pattern.search(text)
+        if m is not None:
+            return int(m[1]), int(m[2]), int(m[3] or 0)
+    return None
 
 
 def cpu_overlapped(engine: str, version: str | None, speculative: bool, pp: int = 1) -> bool:

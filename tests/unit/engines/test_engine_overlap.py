@@ -18,6 +18,12 @@ from tokenplan.engines.overlap import cpu_overlapped, hidden_cpu_s, parse_versio
         ("vllm/vllm-openai-rocm:v0.21.0", (0, 21, 0)),
         ("sglang 0.5.16", (0, 5, 16)),
         ("0.11.2", (0, 11, 2)),
+        # the engine's version, not the ROCm version an image name starts with (vllm 0.10.1, not 6.4.1)
+        ("rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909", (0, 10, 1)),
+        # a missing patch reads as 0: 0.13 and v0.13.0 are one release
+        ("0.13", (0, 13, 0)),
+        ("v0.13.0", (0, 13, 0)),
+        ("glm5-hopper", None),
         ("nightly-dev-20260216-d3bae71e", None),
         ("", None),
         (None, None),
