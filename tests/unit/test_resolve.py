@@ -85,3 +85,23 @@ def test_plan_parses_the_profile_once_even_when_it_plans_again_for_current(tmp_p
     assert result.current is not None and result.current.implied_tau is not None
     assert any("acceptance your measurement implies" in line for line in result.answer)
     assert reads == [path]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        # through the Python API a non-text version was a raw TypeError in the version parser
+        ("engine_version", 13, "text naming the engine release"),
+        # True is an int to Python, not an interval
+        ("scheduler_recv_interval", True, "a whole number of iterations ≥ 1"),
+    ],
+)
+def test_a_bad_engine_version_or_recv_interval_is_one_input_error(field: str, value: object, allowed: str) -> None:
+    from tokenplan.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        resolve(PredictRequest(model="llama-3.1-8b", gpu="h200", **{field: value}))
+    assert str(caught.value).startswith(f"{field} {value!r} is not allowed") or str(caught.value).startswith(
+        f"{field} {value} is not allowed"
+    )
+    assert allowed in str(caught.value)

@@ -152,7 +152,7 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         vision_cut=cut,
         host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
-        engine_version=req.engine_version,
+        engine_version=_engine_version(req.engine_version),
         scheduler_recv_interval=_recv_interval(req, engine.name),
     )
     profile = profile or read_profile(req.calibration)
@@ -222,13 +222,21 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
     return chunk
 
 
+def _engine_version(value: object) -> str | None:
+    """The engine release a request names (text, e.g. ``0.5.9`` or an image name), or None.
+    Raises InputError for a value that is not text."""
+    if value is None or isinstance(value, str):
+        return value
+    raise InputError("engine_version", shown(value), "text naming the engine release, e.g. 0.5.9 or an image name")
+
+
 def _recv_interval(req: PredictRequest, engine: str) -> int | None:
     """SGLang's ``--scheduler-recv-interval`` the request sets, or None. Raises InputError for a
     value that is not a whole number ≥ 1 or that is set for another engine."""
     value = req.scheduler_recv_interval
     if value is None:
         return None
-    if not (isinstance(value, int | float) and value >= 1 and value == int(value)):
+    if isinstance(value, bool) or not (isinstance(value, int | float) and value >= 1 and value == int(value)):
         raise InputError("scheduler_recv_interval", shown(value), "a whole number of iterations ≥ 1")
     if engine != "sglang":
         raise InputError("scheduler_recv_interval", shown(value), f"only with --engine sglang; the engine is {engine}")
