@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
+from tokenplan.arch.vision import vision_params
 from tokenplan.errors import ConfigError
 
 # Architectures whose config fields tokenplan reads as their modelling code uses them (the
@@ -245,13 +246,21 @@ def _linear(r: _Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
     return lin, []
 
 
+# Keys of a MoE config with dense MLP layers or shared experts beside the routed ones.
+_DENSE_BESIDE_EXPERTS = ("first_k_dense_replace", "n_shared_experts", "moe_layer_freq", "decoder_sparse_step")
+
+
 def _moe(r: _Reader) -> Moe | None:
     experts = r.first_int(("num_experts", "n_routed_experts", "num_local_experts"), default=0)
     if experts <= 1:
         return None
-    expert_width = r.first_int(
-        ("moe_intermediate_size", "intermediate_size"), minimum=1, what=f"the width of each of the {experts} experts"
-    )
+    # Mixtral, gpt-oss, MiniMax-M2: the experts' width is ``intermediate_size``; with dense layers or
+    # shared experts beside them (DeepSeek, Qwen-MoE) that is the dense MLP's, and a missing
+    # ``moe_intermediate_size`` is an error, not 8× wider experts.
+    dense = [k for k in _DENSE_BESIDE_EXPERTS if k in r.cfg]
+    widths = ("moe_intermediate_size",) + (() if dense else ("intermediate_size",))
+    what = f"the width of each of the {experts} experts" + (f", with {dense[0]} set" if dense else "")
+    expert_width = r.first_int(widths, minimum=1, what=what)
     if r.has("shared_expert_intermediate_size"):
         shared = r.int("shared_expert_intermediate_size")
     elif r.has("moe_shared_expert_intermediate_size"):
@@ -266,31 +275,6 @@ def _moe(r: _Reader) -> Moe | None:
             r.source, "num_experts_per_tok", f"expected at most the {experts} routed experts, got {top_k}"
         )
     return Moe(experts, top_k, expert_width, shared)
-
-
-def _vision_params(vision: Mapping[str, Any]) -> dict[str, int]:
-    """The vision tower's parameters of a Qwen3-VL-style ``vision_config`` (``depth``,
-    ``hidden_size`` h, ``intermediate_size`` I, ``out_hidden_size``, ``spatial_merge_size`` m,
-    ``patch_size`` p, ``temporal_patch_size`` t, ``in_channels`` c, ``num_position_embeddings``),
-    as ``vision_sharded_params`` / ``vision_replicated_params``; {} when a field is missing.
-
-    Per block: qkv 3h² and proj h² (+ 3h, h biases), MLP fc1 h·I and fc2 I·h (+ I, h biases),
-    two LayerNorms 4h; patch merger: LayerNorm 2h, fc1 (m²h)² and fc2 m²h·out (+ biases); the
-    patch embedding c·t·p²·h + h and the position embedding npos·h (vLLM
-    ``model_executor/models/qwen3_vl.py`` ``Qwen3_VisionTransformer``). Qwen3.5-35B-A3B (27 ×
-    1,152, I 4,304, out 2,048): 441,741,312 sharded + 4,829,936 replicated = 446,571,248.
-    """
-    try:
-        depth, h, inter = int(vision["depth"]), int(vision["hidden_size"]), int(vision["intermediate_size"])
-        out, m = int(vision["out_hidden_size"]), int(vision.get("spatial_merge_size", 2))
-        patch = int(vision["in_channels"]) * int(vision["temporal_patch_size"]) * int(vision["patch_size"]) ** 2 * h + h
-        npos = int(vision.get("num_position_embeddings", 0) or 0)
-    except (KeyError, TypeError, ValueError):
-        return {}
-    merged = m * m * h
-    sharded = depth * (4 * h * h + 2 * h * inter) + merged * merged + merged * out
-    replicated = depth * (3 * h + h + inter + h + 4 * h) + 2 * h + merged + out + patch + npos * h
-    return {"vision_sharded_params": sharded, "vision_replicated_params": replicated}
 
 
 def _dtype_notes(cfg: Mapping[str, Any], native: str) -> list[str]:
@@ -392,6 +376,6 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         max_context_tokens=r.int("max_position_embeddings", default=0, minimum=0) or None,
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
         vision_hidden=0 if language_only else int(vision.get("hidden_size", 0) or 0),
-        **({} if language_only else _vision_params(vision)),
+        **({} if language_only else vision_params(vision)),
         approximations=tuple(notes),
     )

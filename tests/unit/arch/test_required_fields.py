@@ -97,6 +97,26 @@ def test_dense_first_layers_of_an_moe_model_need_their_width(tmp_path):
         load_model(_write(too_many, {**_MOE, "first_k_dense_replace": 3, "intermediate_size": 4096}))
 
 
+@pytest.mark.parametrize(
+    ("key", "value"), [("decoder_sparse_step", 1), ("n_shared_experts", 1), ("first_k_dense_replace", 1)]
+)
+def test_with_dense_layers_or_shared_experts_intermediate_size_is_not_the_experts_width(tmp_path, key, value):
+    # newuser2 finding 3: a Qwen-MoE or DeepSeek config without moe_intermediate_size had its
+    # experts read at intermediate_size (the dense MLP's width): Qwen3-30B-A3B at 6,144 instead of
+    # 768, 54.38 GiB of weights instead of 7.13. Beside dense layers or shared experts the experts'
+    # width must be stated.
+    raw = {k: v for k, v in _MOE.items() if k != "moe_intermediate_size"} | {"intermediate_size": 4096, key: value}
+    error = _refused(tmp_path, raw)
+    assert error.key == "moe_intermediate_size" and f"with {key} set" in str(error)
+
+
+def test_mixtral_style_experts_take_intermediate_size(tmp_path):
+    # Mixtral, gpt-oss, MiniMax-M2: every layer MoE, the experts' width written as intermediate_size:
+    # 2 layers × 8 experts × 3 · 1024 · 4096 = 201,326,592 routed parameters.
+    raw = {k: v for k, v in _MOE.items() if k != "moe_intermediate_size"} | {"intermediate_size": 4096}
+    assert param_counts(load_model(_write(tmp_path, raw))).routed_experts == 2 * 8 * 3 * 1024 * 4096 == 201_326_592
+
+
 def test_hidden_size_not_divisible_by_heads_needs_head_dim(tmp_path):
     # 1,025 / 8 heads = 128.125: there is no head width to take from hidden_size
     error = _refused(tmp_path, {**_LLAMA_LIKE, "hidden_size": 1025})
