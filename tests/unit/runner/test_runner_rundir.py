@@ -170,3 +170,29 @@ def test_a_record_of_an_older_form_reads_back_with_what_it_has(tmp_path: Path) -
         TurnRecord("length", True, None, TurnUsage(4, None), None, None, None, None, None, None, None),
     )
     assert record.last_assistant() == {"role": "assistant", "content": "x"}
+
+
+def test_a_directory_of_other_files_is_not_taken_as_a_run_without_force(tmp_path: Path) -> None:
+    # newuser2 finding 2: --out pointed at a model folder (config.json, a user's summary.json) was
+    # written into and its summary.json overwritten, and the run said [ok].
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "summary.json").write_text('{"mine": true}')
+    with pytest.raises(RunDirError, match=r"holds files and no tokenplan run \(config.json, summary.json\)"):
+        RunDir.open(folder, JOB)
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "summary.json"]  # nothing written
+    with pytest.raises(RunDirError, match="is a file, not a directory"):
+        RunDir.open(folder / "config.json", JOB)
+    RunDir.open(folder, JOB, force=True).close()  # --force: the user said so
+    assert (folder / "manifest.json").exists() and json.loads((folder / "summary.json").read_text()) == {"mine": True}
+
+
+def test_an_empty_directory_or_one_a_run_started_is_taken(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    RunDir.open(empty, JOB).close()
+    started = tmp_path / "started"  # a run that stopped after making shards/ and before its manifest
+    (started / "shards").mkdir(parents=True)
+    RunDir.open(started, JOB).close()
+    RunDir.open(empty, JOB).close()  # and a run's own directory again

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenplan.errors import RunDirError
 from tokenplan.runner.store.appendlog import AppendLog, ShardLog, WriteFailed, iter_records, shard_paths
 from tokenplan.runner.store.idset import IdSet
 from tokenplan.runner.store.manifest import check_manifest
@@ -100,6 +101,7 @@ class RunDir:
             RunDirError: the directory belongs to a different job (unless ``force``), or its
                 manifest or records are damaged beyond a torn last line.
         """
+        _check_not_foreign(path, force)
         (path / "shards").mkdir(parents=True, exist_ok=True)
         lock = RunLock.take(path)
         try:
@@ -241,3 +243,25 @@ def _drop_lines(path: Path, lines: set[int]) -> None:
     except OSError as problem:
         tmp.unlink(missing_ok=True)
         raise WriteFailed(path, problem) from None
+
+
+# What a run directory holds before its manifest is written (``RunDir.open`` makes ``shards/``
+# and takes ``.lock`` first): a directory with only these, or nothing, is a run's to take.
+_BEFORE_MANIFEST = frozenset(("shards", ".lock"))
+
+
+def _check_not_foreign(path: Path, force: bool) -> None:
+    """Refuse ``path`` when it is a file, or a directory that holds something and no run's
+    manifest (not a tokenplan run directory: a model folder, a user's own files), unless
+    ``force``. Raises RunDirError naming the path and what to do."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"--out {path} is a file, not a directory (allowed: a new or empty directory, or a run's)")
+    if force or not path.is_dir() or (path / "manifest.json").exists():
+        return
+    foreign = sorted(p.name for p in path.iterdir() if p.name not in _BEFORE_MANIFEST)
+    if foreign or any((path / "shards").glob("*")):
+        shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+        raise RunDirError(
+            f"--out {path} holds files and no tokenplan run ({shown or 'shards/'}); "
+            "use a new or empty directory, or --force to write into it anyway"
+        )
