@@ -35,6 +35,7 @@ Formats and the fields read, from each tool's source:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -60,6 +61,31 @@ def read_bench_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, A
         ConfigError: not UTF-8 JSON/JSON lines (or nested too deep, a key twice), or no known format
             (the message names what was found).
     """
+    kind, levels, sweep = _read_source(path)
+    for n, level in enumerate(levels, start=1):
+        _check_measured(level, path, f"levels[{n}]")
+    return kind, levels, sweep
+
+
+# A level's measured quantities: counts, tokens, tokens/s and seconds, none of them negative.
+_MEASURED = ("concurrency", "requests", "request_throughput_per_s", "mean_input_tokens", "mean_output_tokens")
+
+
+def _check_measured(level: dict[str, Any], path: str, where: str) -> None:
+    """Raise ConfigError naming the file, the level's field and its value where a measured
+    quantity (:data:`_MEASURED`, ``output_tok_s``, each latency statistic) is negative or not
+    finite: a fit on it would write a profile from impossible figures."""
+    fields = [(k, level.get(k)) for k in (*_MEASURED, "output_tok_s")]
+    for latency in ("ttft_s", "tpot_s", "e2e_s"):
+        stats = level.get(latency)
+        if isinstance(stats, dict):
+            fields += [(f"{latency}.{k}", v) for k, v in stats.items()]
+    for field, value in fields:
+        if isinstance(value, int | float) and not isinstance(value, bool) and not (0 <= value < math.inf):
+            raise ConfigError(path, f"{where}.{field}", f"{value!r} is not allowed (allowed: a finite number ≥ 0)")
+
+
+def _read_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise InputError("bench result", path, f"an existing result file of {', '.join(FORMATS)}")

@@ -17,7 +17,7 @@ import pytest
 from tokenplan.api.bench import calibrate_from_results
 from tokenplan.api.resolve import PredictRequest
 from tokenplan.errors import ConfigError
-from tokenplan.files.bench_results import read_bench_results
+from tokenplan.files.bench_results import read_bench_results, read_bench_source
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench_results"
 AIPERF = [str(DATA / f"aiperf-c{c}-profile_export_aiperf.json") for c in (1, 8, 32)]
@@ -136,3 +136,19 @@ def test_calibrate_from_a_tokenplan_bench_file_is_bench_from_json_fit(
     # the step law 10 ms + 0.15 ms·B (make_samples.py)
     factors = profiles[0]["groups"]["vllm/hopper"]
     assert factors["step_overhead_s"] == pytest.approx(0.010, rel=0.05)
+
+
+@pytest.mark.parametrize("kind", ["tokenplan bench", "vllm"])
+def test_a_negative_throughput_is_refused_naming_the_level(kind: str, tmp_path: Path) -> None:
+    # newuser2 finding 4: a bench file with output_tok_s −5 was fitted and a profile written (rc 0).
+    source = Path(FILES[kind][0])
+    text = source.read_text()
+    key = '"output_tok_s": ' if kind == "tokenplan bench" else '"output_throughput": '
+    start = text.index(key) + len(key)
+    end = start + len(text[start:].split(",")[0].split("}")[0])
+    bad = tmp_path / source.name
+    bad.write_text(text[:start] + "-5" + text[end:])
+    with pytest.raises(
+        ConfigError, match=r"levels\[1\]\.output_tok_s: -5(\.0)? is not allowed \(allowed: a finite number ≥ 0\)"
+    ):
+        read_bench_source(str(bad))
