@@ -2,7 +2,7 @@
 
 Each class is a frozen dataclass on :class:`~tokenplan.results.JsonResult`, its JSON keys its field
 names in field order, so ``BenchResult.from_json(d).to_json() == d`` for every file bench writes
-(:func:`tokenplan.bench.result.bench_json` builds its dict through :class:`BenchResult`). Units are
+(:func:`tokenplan.bench.result.bench_result` builds it; its ``to_json()`` is the dict). Units are
 in the names: ``_s`` seconds, ``_ms`` milliseconds, ``_tok_s`` tokens/s; rates are 0–1 fractions
 unless named ``_rate`` in vLLM's percent. Fields a file written by an older tokenplan may lack
 default to None (or empty), so such a file still reads; a fresh sweep writes every key.

@@ -1,6 +1,6 @@
 """``tokenplan bench``'s result: what a sweep returns (:class:`BenchOutcome`) and the bench JSON it
-writes (:func:`bench_json`), from what was asked (:class:`SweepAsked`, ``api.bench.BenchRequest``'s
-fields) and what was measured."""
+writes (:func:`bench_result`, then ``to_json()``), from what was asked (:class:`SweepAsked`,
+``api.bench.BenchRequest``'s fields) and what was measured."""
 
 from __future__ import annotations
 
@@ -106,20 +106,6 @@ def bench_result(
 def _sweep_acceptance(levels: list[dict]) -> SweepAcceptance | None:
     pooled = sweep_acceptance(levels)
     return None if pooled is None else SweepAcceptance.from_json(pooled, "sweep acceptance")
-
-
-def bench_json(
-    req: SweepAsked,
-    levels: list[dict],
-    info: dict | None,
-    workload: Workload,
-    ignore_eos: bool,
-    notes: list[str],
-    stopped: str | None,
-) -> dict[str, Any]:
-    """The bench JSON (see :func:`bench`), keys in the order ``--json`` prints them:
-    :func:`bench_result`'s ``to_json()``."""
-    return bench_result(req, levels, info, workload, ignore_eos, notes, stopped).to_json()
 
 
 def token_count_notes(levels: list[dict]) -> list[str]:
