@@ -101,7 +101,5 @@ def test_a_bad_engine_version_or_recv_interval_is_one_input_error(field: str, va
 
     with pytest.raises(InputError) as caught:
         resolve(PredictRequest(model="llama-3.1-8b", gpu="h200", **{field: value}))
-    assert str(caught.value).startswith(f"{field} {value!r} is not allowed") or str(caught.value).startswith(
-        f"{field} {value} is not allowed"
-    )
+    assert str(caught.value).startswith(f"{field} {value} is not allowed")
     assert allowed in str(caught.value)
