@@ -52,6 +52,9 @@ class Measurement:
         gpu_variant_stated: False where the source names only the GPU family (a page that says
             "H100" without SXM, PCIe or NVL): ``gpu`` is then a guess, and ``validate`` flags the
             row and widens its interval to the family's variants.
+        layout_note: why the row's replica is not its layout columns as written (serving rows
+            whose export squared ``--tp N --ep N``: :mod:`tokenplan.files.aic_layout`); None =
+            read as written.
     """
 
     line: int
@@ -83,6 +86,7 @@ class Measurement:
     scheduler_recv_interval: int | None = None
     engine_version: str | None = None
     gpu_variant_stated: bool = True
+    layout_note: str | None = None
 
     @property
     def is_finite_job(self) -> bool:

@@ -201,7 +201,9 @@ class ValidationResult(JsonResult):
     TPOT for serving files; ``tpot``/``ttft`` where the rows measure them; the breakdowns are on
     the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
     predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
-    the reason; only their TTFT and TPOT are compared."""
+    the reason; only their TTFT and TPOT are compared. ``layout_read_as_launched``: serving rows
+    whose replica is the engine's launch rather than the layout columns as written
+    (:mod:`tokenplan.files.aic_layout`), with the reason."""
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
 
@@ -209,6 +211,7 @@ class ValidationResult(JsonResult):
     n: int
     skipped: tuple[SkippedEntry, ...]
     throughput_set_aside: tuple[SkippedEntry, ...]
+    layout_read_as_launched: tuple[SkippedEntry, ...]
     main: ErrorStats = field(metadata=INLINE)
     calibration: str
     tpot: ErrorStats | None = field(metadata=inline("tpot_"))
@@ -285,6 +288,11 @@ def validation_result(
             SkippedEntry(r.case.measurement.line, r.case.measurement.row_id, r.case.measurement.throughput_set_aside)
             for r in v.rows
             if r.case.measurement.throughput_set_aside is not None
+        ),
+        layout_read_as_launched=tuple(
+            SkippedEntry(r.case.measurement.line, r.case.measurement.row_id, r.case.measurement.layout_note)
+            for r in v.rows
+            if r.case.measurement.layout_note is not None
         ),
         main=ErrorStats.of(v.summary.get(main), _coverage(list(rows), main)),
         calibration=v.provenance,

@@ -6,7 +6,8 @@ and reported with its line number; it never stops the read. A file that is neith
 cannot be read, raises one :class:`~tokenplan.errors.TokenplanError`.
 
 Serving rows follow aiconfigurator's layout convention: one replica spans
-``tp × attention_dp_size`` GPUs (= ``moe_tp_size × moe_ep_size``); weights are the MoE quant
+``tp × attention_dp_size`` GPUs (= ``moe_tp_size × moe_ep_size``), except where its export
+squared an engine's ``--tp N --ep N`` (:mod:`tokenplan.files.aic_layout`); weights are the MoE quant
 mode where given, else the GEMM one; the KV cache is FP8 for quantized checkpoints and BF16
 otherwise (the engines' default for those checkpoints, per the file's README).
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files import measurement_fields as f
+from tokenplan.files.aic_layout import replica_layout
 from tokenplan.files.measurement_fields import RowError, spec_from_text  # noqa: F401 (re-export: spec_from_text)
 from tokenplan.measurement import CLOSED_LOOP_RATIO_BOUNDS, Measurement, SkippedRow, closed_loop_ratio
 from tokenplan.units import MS_PER_S
@@ -139,9 +141,18 @@ def _throughput_row(row: dict, line: int) -> Measurement:
 
 
 def _serving_row(row: dict, line: int) -> Measurement:
-    tp, pp = f.integer(row, "tp"), f.integer(row, "pp")
-    adp = f.integer(row, "attention_dp_size")
-    gpus = tp * adp * pp
+    pp = f.integer(row, "pp")
+    row_id = f.text(row, "id") or str(line)
+    engine = f.required_text(row, "engine")
+    replica = replica_layout(
+        row_id,
+        engine,
+        f.integer(row, "tp"),
+        f.integer(row, "attention_dp_size"),
+        f.integer(row, "moe_tp_size"),
+        f.integer(row, "moe_ep_size"),
+    )
+    gpus = replica.gpus * pp
     quant = (
         f.text(row, "moe_quant_mode").lower()
         or f.text(row, "gemm_quant_mode").lower()
@@ -152,15 +163,15 @@ def _serving_row(row: dict, line: int) -> Measurement:
     weight = _QUANT_TO_DTYPE[quant]
     return Measurement(
         line=line,
-        row_id=f.text(row, "id") or str(line),
-        engine=f.required_text(row, "engine"),
+        row_id=row_id,
+        engine=engine,
         model=f.required_text(row, "model"),
         gpu=f.required_text(row, "gpu"),
         num_gpus=gpus,
         tp=gpus // pp,
         pp=pp,
-        ep=f.integer(row, "moe_ep_size"),
-        attention_dp=adp > 1,
+        ep=replica.ep,
+        attention_dp=replica.attention_dp,
         weight_dtype=weight,
         kv_dtype="bf16" if weight in ("bf16", "fp16") else "fp8",
         isl_tokens=f.number(row, "isl"),
@@ -171,6 +182,8 @@ def _serving_row(row: dict, line: int) -> Measurement:
         # serving-dev.csv has no trust column: its rows are NVIDIA's own silicon samples
         # (aiconfigurator), the vendor-measured class that dev.csv grades high
         trust=f.trust(row, blank="high"),
+        engine_version=f.text(row, "engine_version") or None,
+        layout_note=replica.note,
     )
 
 

@@ -143,7 +143,8 @@ def _lines(rows: list[SkippedEntry]) -> str:
 
 def show_validation(console: Console, v: ValidationResult, rows: bool = True) -> None:
     """Print the per-row table (when ``rows``), the error summary, the skipped rows with their
-    reasons, the rows whose tok/s was set aside (with theirs) and the calibration the predictions
+    reasons, the rows whose tok/s was set aside (with theirs), the rows whose replica is read as
+    the engine's launch and the calibration the predictions
     used. With no row predicted, only the skipped rows (the caller then fails with one line)."""
     if v.n > 0:
         if rows:
@@ -162,5 +163,11 @@ def show_validation(console: Console, v: ValidationResult, rows: bool = True) ->
         )
         for s in v.throughput_set_aside:
             console.print(f"  line {s.line} (id {s.id}): {s.reason}", markup=False)
+    if v.layout_read_as_launched:
+        reread = sorted(s.line for s in v.layout_read_as_launched)
+        console.print(
+            f"[bold]{_rows(len(reread))} read as the engine's launch[/bold], between lines {reread[0]} and "
+            f"{reread[-1]}: the export squared --tp N --ep N (each row's reason is in --json)"
+        )
     if v.n > 0:
         console.print(f"calibration: {v.calibration}", markup=False)
