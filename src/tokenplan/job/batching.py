@@ -16,10 +16,10 @@ token then gives B·(cycle − that work)/cycle, below B: with fixed lengths and
 SGLang refills a whole batch in back-to-back prefill steps before it decodes again). The running
 batch is the concurrency capped by the engine's running-request limit, by KV capacity at the
 running sequences' mean context (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
-TTFT = the serving overhead outside the GPU + wait for the step in progress + the request's own
-prefill + queueing behind other requests' prefills (waves and M/D/1, mixed by
-``Efficiency.prefill_wave_fraction``; ``job.prefill_wait``) + TensorRT-LLM's attention-DP balancing
-wait + queueing when the client keeps more requests in flight than the engine runs (Little's law).
+TTFT = the serving overhead outside the GPU + wait for the next receive (R/2 decode steps, R = SGLang's
+``--scheduler-recv-interval`` or 1) + own prefill + queueing behind other prompts (waves and M/D/1,
+mixed by ``Efficiency.prefill_wave_fraction``; ``job.prefill_wait``) + TensorRT-LLM's attention-DP
+balancing wait + queueing when the client keeps more requests in flight than the engine runs.
 """
 
 from __future__ import annotations
@@ -379,7 +379,7 @@ def _level(
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
-    ttft = eff.ttft_overhead_s + dec_s / 2 + own_s + queue
+    ttft = eff.ttft_overhead_s + dec_s * settings.recv_interval / 2 + own_s + queue
     if settings.adp_balance_timeout_iters:  # attention-DP balancing holds the prompt back (job.prefill_wait)
         arrivals = math.inf if queued else batch / cycle_s
         ttft += adp_balance_wait_s(settings.adp_balance_timeout_iters, d.memory.sequence_shards, dec_s, arrivals)
