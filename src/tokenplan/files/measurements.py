@@ -182,6 +182,8 @@ def _serving_row(row: dict, line: int) -> Measurement:
         # serving-dev.csv has no trust column: its rows are NVIDIA's own silicon samples
         # (aiconfigurator), the vendor-measured class that dev.csv grades high
         trust=f.trust(row, blank="high"),
+        # our copy's InferenceX rows say whether their run was an -mtp config (blank = not stated)
+        spec=spec_from_text(f.text(row, "spec_decode")),
         scheduler_recv_interval=f.scheduler_recv_interval(row),
         engine_version=f.text(row, "engine_version") or None,
         layout_note=replica.note,
