@@ -185,6 +185,7 @@ def _serving_row(row: dict, line: int) -> Measurement:
         # our copy's InferenceX rows say whether their run was an -mtp config (blank = not stated)
         spec=spec_from_text(f.text(row, "spec_decode")),
         scheduler_recv_interval=f.scheduler_recv_interval(row),
+        max_running=f.max_running(row),
         engine_version=f.text(row, "engine_version") or None,
         layout_note=replica.note,
     )
