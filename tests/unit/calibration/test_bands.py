@@ -242,14 +242,14 @@ def test_the_ttft_band_uses_its_own_configuration_tail():
     # whose cumulative weight reaches (1 − t)·100 and t·100 configurations.
     values = [i / 100 for i in range(1, 101)]
     configurations = [f"c{i}" for i in range(100)]
-    assert (RATE_TAIL, TTFT_TAIL) == (0.915, 0.955)
-    # rate: t = 0.915 → weights 8.5 and 91.5: the 9th and 92nd values
-    assert configuration_band(values, configurations, 0.8, "rate") == Band(0.09, 0.92, 100)
-    # TTFT: t = 0.955 → 4.5 and 95.5: the 5th and 96th values
-    assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.05, 0.96, 100)
-    # another coverage scales the rate's tail share: 90 % → t = 1 − 0.1 × 0.085/0.2 = 0.9575 →
-    # 4.25 and 95.75: the 5th and 96th values
-    assert configuration_band(values, configurations, 0.9, "rate") == Band(0.05, 0.96, 100)
+    assert (RATE_TAIL, TTFT_TAIL) == (0.94, 0.94)
+    # rate: t = 0.94 → weights 6 and 94: the 6th and 94th values
+    assert configuration_band(values, configurations, 0.8, "rate") == Band(0.06, 0.94, 100)
+    # TTFT: t = 0.94 → the same 6th and 94th values
+    assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.06, 0.94, 100)
+    # another coverage scales the rate's tail share: 90 % → t = 1 − 0.1 × 0.06/0.2 = 0.97 →
+    # 3 and 97: the 3rd and 97th values
+    assert configuration_band(values, configurations, 0.9, "rate") == Band(0.03, 0.97, 100)
 
 
 def test_each_file_that_measured_a_configuration_weighs_as_one():
@@ -258,10 +258,10 @@ def test_each_file_that_measured_a_configuration_weighs_as_one():
     # Configuration "x" measured by two files: 9 residuals at 0.0 from a.csv (a sweep) and one at
     # 1.0 from b.csv; four more configurations, one residual each at 0.1 … 0.4 (all from a.csv).
     # Units: x@a.csv, x@b.csv and the four: K = 6, x@b's single residual weighs 1 (with one
-    # weight for x it would weigh 0.1). Rate tail 0.915: the high bound is the first value whose
-    # cumulative weight reaches 0.915 × 6 = 5.49: 0.0 (weight 1), 0.1 … 0.4 (5), 1.0 (6) → 1.0.
-    # One weight per configuration (K = 5, x's ten residuals 0.1 each) would reach 0.915 × 5 =
-    # 4.575 at 0.4 (0.9 + 4 = 4.9) and leave b.csv's 1.0 outside.
+    # weight for x it would weigh 0.1). Rate tail 0.94: the high bound is the first value whose
+    # cumulative weight reaches 0.94 × 6 = 5.64: 0.0 (weight 1), 0.1 … 0.4 (5), 1.0 (6) → 1.0.
+    # One weight per configuration (K = 5, x's ten residuals 0.1 each) would reach 0.94 × 5 =
+    # 4.7 at 0.4 (0.9 + 4 = 4.9) and leave b.csv's 1.0 outside.
     def r(value: float, conf: str, source: str) -> Residual:
         return replace(_r(value), configuration=conf, source=source)
 
