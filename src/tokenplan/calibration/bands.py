@@ -197,13 +197,10 @@ def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
     return Band(s[n - k], s[k - 1], n)
 
 
-# configuration_tail: nested coverage (grouped 5-fold) per file, rescanned after issue 28's data round (serving
-# layouts read as launched, the rows' recv interval, MTP and running caps; 57 factors). Rate as dev tok/s, TPOT |
-# InferenceX tok/s, TPOT | serving TPOT: 0.915: 86.6, 68.8 | 74.7, 73.4 | 75.6; 0.925: 88.1, 68.8 | 76.9, 75.6 | 77.0;
-# 0.93: 88.1, 68.8 | 78.9, 76.9 | 78.0; 0.94: 89.6, 75.0 | 81.2, 79.4 | 80.2. No level keeps all five in 75–85 %
-# (dev.csv's 67 throughput rows stay above 85 % from 0.92 on); 0.94 keeps four. TTFT dev | IX | serving: 0.93: 81.2,
-# 81.1, 74.1; 0.94: 81.2, 84.1, 74.9; 0.945: 81.2, 85.2, 76.2; 0.955: 81.2, 88.2, 78.0: none keeps all three (the
-# quantiles move in configuration steps), 0.94 misses serving by 0.1 point.
+# configuration_tail: nested grouped 5-fold coverage per file after issue 28's data round. Rate (dev tok/s, TPOT |
+# InferenceX tok/s, TPOT | serving TPOT): 0.915: 86.6, 68.8 | 74.7, 73.4 | 75.6; 0.93: 88.1, 68.8 | 78.9, 76.9 | 78.0;
+# 0.94: 89.6, 75.0 | 81.2, 79.4 | 80.2 (no level keeps dev tok/s ≤ 85 % past 0.915). TTFT (dev | IX | serving): 0.93:
+# 81.2, 81.1, 74.1; 0.94: 81.2, 84.1, 74.9; 0.945: 81.2, 85.2, 76.2; 0.955: 81.2, 88.2, 78.0.
 RATE_TAIL, TTFT_TAIL = 0.94, 0.94
 TTFT_MIN_CONFIGURATIONS, TTFT_MIN_POINTS = 3, 10  # TTFT bias follows engine × GPU (queues, waves): with 5,
 # InferenceX SGLang's −0.80 (B200) … +0.46 (MI355X) pooled
