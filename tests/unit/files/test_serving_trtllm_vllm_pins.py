@@ -90,3 +90,22 @@ def test_trtllm_mtp_rows_are_all_accepted():
     assert len(mtp) == 13 + 9 + 27 + 1 + 29 + 35
     assert {m.spec for m in mtp} == {"mtp:1", "mtp:3"}
     assert all(isinstance(resolve_case(m), Case) for m in mtp)
+
+
+def test_later_vllm_runs_and_rows_that_fit_no_entry():
+    rows = _rows()
+    with SERVING.open(newline="") as fh:
+        cells = {r["id"]: (r["spec_decode"], r["max_running"]) for r in csv.DictReader(fh)}
+    # measured=2026-04-20, the only entry that day naming it: 6c3acebf (#1047) kimik2.5-fp4-b200-vllm,
+    # image vllm/vllm-openai:v0.17.0 as the row; kimik2.5_fp4_b200.sh: "--max-num-seqs $CONC \" (c32)
+    kimi = rows["kimik2_5_b200_vllm_fp4_agg_1024x1024_c32_cfg811"]
+    assert (kimi.spec, kimi.max_running) == ("none", 32)
+    # minimaxm2.5_fp4_b300.sh @ 22d0f12f (2026-04-17) passes no --max-num-seqs: none, blank cap
+    assert cells["minimaxm2_5_b300_vllm_fp4_agg_8192x1024_c256_cfg726"][1] == ""
+    # 2026-04-03 bddbf403 (#947): tp 2, attention_dp_size 2, moe_ep 4 reads as 4 GPUs with attention
+    # DP; minimaxm2.5-fp8-b200-vllm's search space has no dp-attn entry, so the launch is unknown: blank
+    assert cells["minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c16_cfg690"] == ("", "")
+    # 2026-01-07 645b97aa (#387) gptoss-fp4-b200-trt, benchmarks/gptoss_fp4_b200_trt_slurm.sh:
+    # "--max_batch_size 512 \"; attention-DP entry (tp 2, ep 2, dp-attn) -> per-rank cap, blank
+    assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp1_ep1_1067"] == ("none", "512")
+    assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp2_ep2_2006"] == ("none", "")
