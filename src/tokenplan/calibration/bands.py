@@ -198,9 +198,9 @@ def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
 
 
 # configuration_tail: nested grouped 5-fold coverage per file after issue 28's data round. Rate (dev tok/s, TPOT |
-# InferenceX tok/s, TPOT | serving TPOT): 0.915: 86.6, 68.8 | 74.7, 73.4 | 75.6; 0.93: 88.1, 68.8 | 78.9, 76.9 | 78.0;
-# 0.94: 89.6, 75.0 | 81.2, 79.4 | 80.2 (no level keeps dev tok/s ≤ 85 % past 0.915). TTFT (dev | IX | serving): 0.93:
-# 81.2, 81.1, 74.1; 0.94: 81.2, 84.1, 74.9; 0.945: 81.2, 85.2, 76.2; 0.955: 81.2, 88.2, 78.0.
+# InferenceX tok/s, TPOT | serving TPOT): 0.92: 85.1, 68.8 | 75.3, 74.2 | 77.4; 0.93: 86.6, 68.8 | 78.9, 76.9 | 78.8;
+# 0.94: 88.1, 75.0 | 81.6, 79.9 | 80.4 (four of five in 75–85 % at best). TTFT (dev | IX | serving, whose mean TTFTs
+# scatter more than InferenceX's medians): 0.93: 81.2, 82.2, 72.9; 0.94: 81.2, 85.7, 74.1; 0.95: 81.2, 89.1, 75.8.
 RATE_TAIL, TTFT_TAIL = 0.94, 0.94
 TTFT_MIN_CONFIGURATIONS, TTFT_MIN_POINTS = 3, 10  # TTFT bias follows engine × GPU (queues, waves): with 5,
 # InferenceX SGLang's −0.80 (B200) … +0.46 (MI355X) pooled
