@@ -109,3 +109,78 @@ def test_later_vllm_runs_and_rows_that_fit_no_entry():
     # "--max_batch_size 512 \"; attention-DP entry (tp 2, ep 2, dp-attn) -> per-rank cap, blank
     assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp1_ep1_1067"] == ("none", "512")
     assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c128_tp2_ep2_2006"] == ("none", "")
+
+
+def _cells() -> dict:
+    with SERVING.open(newline="") as fh:
+        return {r["id"]: (r["spec_decode"], r["max_running"]) for r in csv.DictReader(fh)}
+
+
+def test_llama_70b_nightly_2025_10_29():
+    # The nightly "Full Sweep Scheduler" (cron '0 23 * * *') ran .github/workflows/70b-tmpl.yml at ac1998a5 /
+    # 9596d23d (identical for these jobs); llama 70b was removed the next night (0b5620ec, 2582bce4). No 70b
+    # script, 70b-tmpl.yml or benchmark-tmpl.yml line names a speculative, EAGLE or draft option -> none.
+    cells = _cells()
+    # bmk-h100-fp8 "tp-list: '[2, 4, 8]'", 70b_fp8_h100_{slurm,docker}.sh "--max-num-seqs=$CONC  \" (c64)
+    assert cells["2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_8192x1024_c64_tp2_ep1_773"] == ("none", "64")
+    # 70b_fp8_h200_slurm.sh "--tensor-parallel-size $TP --max-num-seqs $CONC" (c16)
+    assert cells["2026_04_06_llama_3_1_70b_h200_sxm_vllm_fp8_agg_1024x1024_c16_tp1_ep1_912"] == ("none", "16")
+    # runner b200: launch_b200-n{b,v}.sh would run 70b_fp4_b200_slurm.sh, which does not exist, so results
+    # come from launch_b200-{nvd,tg}.sh -> 70b_fp4_b200_docker.sh "--tensor-parallel-size $TP --max-num-seqs 512"
+    assert cells["2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp4_agg_1024x8192_c32_tp2_ep1_474"] == ("none", "512")
+    # 70b_fp8_b200_docker.sh "--max-num-seqs=512 \"
+    assert cells["2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x8192_c32_tp4_ep1_614"] == ("none", "512")
+    # 70b_fp{8,4}_*_trt_slurm.sh: "cuda_graph_config: / enable_padding: true / max_batch_size: 1024" (the
+    # CUDA-graph batch) and "trtllm-serve $MODEL --tp_size $TP ... --max_num_tokens 16384" with no
+    # --max_batch_size -> no cap stated, blank
+    assert cells["2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x1024_c128_tp8_ep1_688"] == ("none", "")
+    assert cells["2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp4_agg_8192x1024_c4_tp1_ep1_771"] == ("none", "")
+    rows = _rows()
+    with SERVING.open(newline="") as fh:
+        ids = [r["id"] for r in csv.DictReader(fh) if r["model"] == "llama-3.3-70b" and "=2025-10-29" in r["source"]]
+    llama = [rows[i] for i in ids]
+    # 55 + 49 (B200 TRT FP4/FP8) + 45 (H200 TRT) + 46 + 35 (B200 vLLM FP4/FP8) + 47 (H200) + 32 (H100)
+    assert len(llama) == 55 + 49 + 45 + 46 + 35 + 47 + 32
+    assert {m.spec for m in llama} == {"none"}
+    assert all(isinstance(resolve_case(m), Case) for m in llama[:20])
+
+
+def test_nightly_2025_11_02():
+    # dsr1-tmpl.yml / gptoss-tmpl.yml @ e06929c7 (ad4f6a4a..e06929c7 touched only README.md): the only
+    # MTP jobs are "bmk-gb200-fp4-multinode-mtp-on" (GB200); no B200/H200 script names MTP or EAGLE -> none
+    cells = _cells()
+    # dsr1_fp4_b200_trt_slurm.sh: "cuda_graph_config: ... max_batch_size: 512" only, trtllm-serve without
+    # --max_batch_size -> blank (c256 TP 4 1k1k even ran with "DP_ATTENTION=true", EP 4: the row says ep 1)
+    assert cells["2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x1024_c256_tp4_ep1_10"] == ("none", "")
+    assert cells["dsr1_h200_trtllm_fp8_agg_1024x1024_c32_cfg83"] == ("none", "")
+    # gptoss_fp4_b200_trt_slurm.sh: "--max_batch_size 512 \", DP only "if [[ $CONC -ge 256 ]]"
+    assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x1024_c16_tp8_ep1_406"] == ("none", "512")
+    # gptoss_fp4_h200_trt_slurm.sh: "trtllm-serve $MODEL --max_batch_size $CONC" (c32)
+    assert cells["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x8192_c32_tp2_ep1_168"] == ("none", "32")
+    # gptoss_fp4_h100_docker.sh / _slurm.sh "--max-num-seqs=$CONC  \" (c64)
+    assert cells["2026_04_06_gpt_oss_120b_h100_sxm_vllm_fp4_agg_8192x1024_c64_tp8_ep1_319"] == ("none", "64")
+    # gptoss_fp4_h200_slurm.sh "--max-num-seqs $CONC" (c8)
+    assert cells["2026_04_06_gpt_oss_120b_h200_sxm_vllm_fp4_agg_1024x1024_c8_tp1_ep1_387"] == ("none", "8")
+
+
+def test_nightly_matrix_runs_2025_11_14_to_12_15():
+    # From 17d5e204 the nightly (cron "0 0 * * *") expands .github/configs/nvidia-master.yaml; the only
+    # "spec-decoding: mtp" entries are dsr1-fp4-gb200-dynamo-trt's (GB200) -> none on B200/H200
+    cells = _cells()
+    # 2025-11-14, 00:00 UTC run @ c23a59f2: gptoss-fp4-b200-trt 1k8k "{ tp: 8, conc-start: 4, conc-end: 64 }"
+    # (97f253b5 later that day cut it to conc-end 16); gptoss_fp4_b200_trt_slurm.sh "--max_batch_size 512 \"
+    assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_1024x8192_c64_tp8_ep1_200"] == ("none", "512")
+    # 2025-12-02, run @ 175fe536: 8k1k "{ tp: 4, conc-start: 4, conc-end: 128 }", same script line
+    assert cells["2026_04_06_gpt_oss_120b_b200_sxm_trtllm_fp4_agg_8192x1024_c64_tp4_ep1_307"] == ("none", "512")
+    # 2025-12-15, run @ 02919975: gptoss-fp4-h200-trt 1k1k "{ tp: 4, ep: 4, dp-attn: false, conc-start: 4,
+    # conc-end: 32 }" (columns tp 16, moe_tp 4, moe_ep 4: the squared export of --tp 4 --ep 4, as the id says);
+    # gptoss_fp4_h200_trt_slurm.sh "--max_batch_size $CONC \" (c32)
+    assert cells["2026_04_06_gpt_oss_120b_h200_sxm_trtllm_fp4_agg_1024x1024_c32_tp4_ep4_985"] == ("none", "32")
+    # dsr1-fp4-b200-trt 8k1k "{ tp: 4, ep: 4, conc-start: 4, conc-end: 32 }"; dsr1_fp4_b200_trt_slurm.sh has
+    # only "max_batch_size: 512" under cuda_graph_config and no --max_batch_size -> blank
+    assert cells["2026_04_06_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c16_tp4_ep4_971"] == ("none", "")
+    # dsr1-fp8-h200-trt 1k1k "{ tp: 8, ep: 8, conc-start: 4, conc-end: 64 }", dsr1_fp8_h200_trt_slurm.sh same
+    assert cells["dsr1_h200_trtllm_fp8_agg_1024x1024_c64_cfg181"] == ("none", "")
+    # 2025-12-05 / 12-08 GPT-OSS H100 vLLM at c512: gptoss-fp4-h100-vllm's search space ends at conc 64 on
+    # every commit of those days (7c338290, c7e4b1d7), so no nightly ran them: not pinned, blank
+    assert cells["2026_04_06_gpt_oss_120b_h100_sxm_vllm_fp4_agg_1024x1024_c512_tp2_ep1_1135"] == ("", "")
