@@ -143,3 +143,20 @@ def test_validate_on_a_file_the_fit_was_made_on_says_the_errors_are_in_sample(tm
     other = tmp_path / "dev.csv"
     other.write_bytes(dev.read_bytes() + b"\n")
     assert in_sample_note(str(other)) is None
+
+
+def test_validate_says_which_serving_rows_it_read_as_their_launch(tmp_path):
+    # One squared export of --tp 8 --ep 8 (tp 64, moe 8 × 8; the id names the launch) and one row
+    # in the regular form: the report names the first with its reason, --json lists it alone.
+    f = tmp_path / "s.csv"
+    f.write_text(
+        "id,engine,model,gpu,isl,osl,concurrency,tp,ttft_ms,tpot_ms,attention_dp_size,moe_tp_size,moe_ep_size\n"
+        "a_c16_tp8_ep8_1,sglang,deepseek-r1,b200,1024,1024,16,64,300,11,1,8,8\n"
+        "b_c16_tp8_0_ep8_0_2,sglang,deepseek-r1,b200,1024,1024,16,8,300,11,1,1,8\n"
+    )
+    r = _run("validate", str(f), "--no-rows")
+    assert r.returncode == 0, r.stderr
+    assert "line 2 (id a_c16_tp8_ep8_1) read as 8 GPUs, not 64: its id names the launch tp 8, ep 8" in r.stdout
+    d = json.loads(_run("validate", str(f), "--json").stdout)
+    assert [(e["line"], e["id"]) for e in d["layout_read_as_launched"]] == [(2, "a_c16_tp8_ep8_1")]
+    assert [row["num_gpus"] for row in d["rows"]] == [8, 8]

@@ -163,7 +163,10 @@ def show_validation(console: Console, v: ValidationResult, rows: bool = True) ->
         )
         for s in v.throughput_set_aside:
             console.print(f"  line {s.line} (id {s.id}): {s.reason}", markup=False)
-    if v.layout_read_as_launched:
+    if len(v.layout_read_as_launched) == 1:
+        one = v.layout_read_as_launched[0]
+        console.print(f"line {one.line} (id {one.id}) {one.reason}", markup=False)
+    elif v.layout_read_as_launched:
         reread = sorted(s.line for s in v.layout_read_as_launched)
         console.print(
             f"[bold]{_rows(len(reread))} read as the engine's launch[/bold], between lines {reread[0]} and "
