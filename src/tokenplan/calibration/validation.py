@@ -202,8 +202,8 @@ class ValidationResult(JsonResult):
     the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
     predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
     the reason; only their TTFT and TPOT are compared. ``layout_read_as_launched``: serving rows
-    whose replica is the engine's launch rather than the layout columns as written
-    (:mod:`tokenplan.files.aic_layout`), with the reason."""
+    whose replica is the engine's launch rather than the layout columns as written (a squared
+    export or a ``launch_layout`` cell: :mod:`tokenplan.files.aic_layout`), with the reason."""
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
 

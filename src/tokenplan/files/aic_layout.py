@@ -66,13 +66,18 @@ def replica_layout(
         why = f"the squared export of --tp {n} --ep {n} (no id in the file names a {n * n}-GPU launch)"
     else:
         return written
-    columns = f"tp {tp}, attention_dp_size {attention_dp_size}, moe_tp_size {moe_tp}, moe_ep_size {moe_ep}"
+    columns = layout_columns(tp, attention_dp_size, moe_tp, moe_ep)
     return ReplicaLayout(
         n,
         n,
         attention_dp_size > 1 and engine != "vllm",
         f"read as {n} GPUs, not {tp * attention_dp_size}: {why} ({columns})",
     )
+
+
+def layout_columns(tp: int, attention_dp_size: int, moe_tp: int, moe_ep: int) -> str:
+    """The layout columns as a note quotes them."""
+    return f"tp {tp}, attention_dp_size {attention_dp_size}, moe_tp_size {moe_tp}, moe_ep_size {moe_ep}"
 
 
 def _squared_n(engine: str, tp: int, adp: int, moe_tp: int, moe_ep: int) -> int | None:
@@ -84,3 +89,40 @@ def _squared_n(engine: str, tp: int, adp: int, moe_tp: int, moe_ep: int) -> int 
     if moe_tp == moe_ep and moe_tp > 1 and tp * adp == moe_tp * moe_ep:
         return moe_tp
     return None
+
+
+_LAUNCH_FIELD = re.compile(r"^(tp|ep|attention_dp)=(\S+)$")
+
+
+def launch_column(cell: str, columns: str) -> ReplicaLayout | None:
+    """The ``launch_layout`` column of a serving row (our copy of ``serving-dev.csv``): the
+    launch's parallel flags as its script set them, ``tp=N ep=M attention_dp=true|false``, where
+    the export's layout columns lost them (the data README says which rows). ``columns`` describes
+    the row's layout columns for the note. None where blank.
+
+    Raises:
+        ValueError: a field other than ``tp``, ``ep``, ``attention_dp``, a degree that is not a
+            whole number ≥ 1, ``ep`` that does not divide ``tp``, or a missing ``tp``.
+    """
+    cell = cell.strip()
+    if not cell:
+        return None
+    got: dict[str, str] = {}
+    for part in cell.split():
+        m = _LAUNCH_FIELD.match(part)
+        if m is None:
+            raise ValueError(f"column launch_layout value {cell!r} is not 'tp=N ep=M attention_dp=true|false'")
+        got[m[1]] = m[2].lower()
+    if "tp" not in got:
+        raise ValueError(f"column launch_layout value {cell!r} names no tp")
+    try:
+        tp, ep = int(got["tp"]), int(got.get("ep", "1"))
+    except ValueError:
+        raise ValueError(f"column launch_layout value {cell!r}: tp and ep are whole numbers ≥ 1") from None
+    if tp < 1 or ep < 1 or tp % ep:
+        raise ValueError(f"column launch_layout value {cell!r}: tp and ep ≥ 1, ep dividing tp")
+    if got.get("attention_dp", "false") not in ("true", "false"):
+        raise ValueError(f"column launch_layout value {cell!r}: attention_dp is true or false")
+    adp = got.get("attention_dp") == "true"
+    note = f"read as its launch_layout column ({cell}), not the layout columns ({columns})"
+    return ReplicaLayout(tp, ep, adp, note)

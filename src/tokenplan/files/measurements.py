@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files import measurement_fields as f
-from tokenplan.files.aic_layout import replica_layout
+from tokenplan.files.aic_layout import launch_column, layout_columns, replica_layout
 from tokenplan.files.measurement_fields import RowError, spec_from_text  # noqa: F401 (re-export: spec_from_text)
 from tokenplan.measurement import CLOSED_LOOP_RATIO_BOUNDS, Measurement, SkippedRow, closed_loop_ratio
 from tokenplan.units import MS_PER_S
@@ -144,14 +144,17 @@ def _serving_row(row: dict, line: int) -> Measurement:
     pp = f.integer(row, "pp")
     row_id = f.text(row, "id") or str(line)
     engine = f.required_text(row, "engine")
-    replica = replica_layout(
-        row_id,
-        engine,
+    written = (
         f.integer(row, "tp"),
         f.integer(row, "attention_dp_size"),
         f.integer(row, "moe_tp_size"),
         f.integer(row, "moe_ep_size"),
     )
+    try:
+        stated = launch_column(f.text(row, "launch_layout"), layout_columns(*written))
+    except ValueError as e:
+        raise RowError(str(e)) from None
+    replica = stated or replica_layout(row_id, engine, *written)
     gpus = replica.gpus * pp
     quant = (
         f.text(row, "moe_quant_mode").lower()

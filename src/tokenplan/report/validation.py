@@ -170,7 +170,7 @@ def show_validation(console: Console, v: ValidationResult, rows: bool = True) ->
         reread = sorted(s.line for s in v.layout_read_as_launched)
         console.print(
             f"[bold]{_rows(len(reread))} read as the engine's launch[/bold], between lines {reread[0]} and "
-            f"{reread[-1]}: the export squared --tp N --ep N (each row's reason is in --json)"
+            f"{reread[-1]}: their layout columns do not describe it (each row's reason is in --json)"
         )
     if v.n > 0:
         console.print(f"calibration: {v.calibration}", markup=False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from tokenplan.files.aic_layout import replica_layout
 from tokenplan.files.measurements import read_measurements
 
@@ -67,9 +69,54 @@ def test_the_copied_file_reads_every_squared_row_as_its_launch():
     wide = [m for m in read.rows if m.num_gpus > 8]
     assert wide and all(m.gpu == "gb200" and m.ep == 1 for m in wide)
     assert all(f"_tp{m.num_gpus}_ep1_" in m.row_id for m in wide)
-    reread = [m for m in read.rows if m.layout_note is not None]
+    reread = [m for m in read.rows if m.layout_note is not None and "launch_layout" not in m.layout_note]
+    assert len(reread) == 260  # the count the data README states
     # every re-read row had the squared columns as written
     for m in reread:
         row = rows[m.row_id]
         tp, adp = int(row["tp"]), int(row["attention_dp_size"] or 1)
         assert tp * adp == m.num_gpus**2
+
+
+def test_a_launch_layout_cell_states_the_launch_and_bad_ones_name_the_column():
+    from tokenplan.files.aic_layout import launch_column
+
+    # tp=8 ep=8 attention_dp=true: 8 GPUs, EP 8, attention data-parallel across them
+    got = launch_column("tp=8 ep=8 attention_dp=true", "tp 8, attention_dp_size 1, moe_tp_size 8, moe_ep_size 1")
+    assert got is not None and (got.gpus, got.ep, got.attention_dp) == (8, 8, True)
+    assert got.note == (
+        "read as its launch_layout column (tp=8 ep=8 attention_dp=true), "
+        "not the layout columns (tp 8, attention_dp_size 1, moe_tp_size 8, moe_ep_size 1)"
+    )
+    assert launch_column("", "x") is None
+    for bad, why in (
+        ("tp=8 pp=2", "is not 'tp=N ep=M attention_dp=true|false'"),
+        ("ep=8", "names no tp"),
+        ("tp=8 ep=3", "ep dividing tp"),
+        ("tp=8 attention_dp=yes", "attention_dp is true or false"),
+        ("tp=eight", "whole numbers"),
+    ):
+        with pytest.raises(ValueError, match="column launch_layout value") as e:
+            launch_column(bad, "x")
+        assert why in str(e.value)
+
+
+def test_the_november_tensorrt_llm_rows_read_as_their_scripts_launched_them():
+    # Nightly of 2025-11-02 (dsr1-tmpl.yml @ e06929c7), benchmarks/dsr1_fp8_h200_trt_slurm.sh:
+    # 'EP_SIZE="$TP"', and for ISL 1024 / OSL 1024 'if [[ $CONC -gt 64 ]]; then DP_ATTENTION=true';
+    # the row's columns say tp 8, moe_tp 8, moe_ep 1, attention_dp_size 1.
+    rows = {m.row_id: m for m in read_measurements(str(SERVING)).rows}
+    raw = {r["id"]: r for r in csv.DictReader(SERVING.open())}
+    h200 = [
+        m
+        for m in rows.values()
+        if m.engine == "trtllm"
+        and m.gpu == "h200"
+        and m.model.startswith("deepseek")
+        and "measured=2025-11-02" in raw[m.row_id]["source"]
+        and (m.isl_tokens, m.osl_tokens) == (1024, 1024)
+    ]
+    assert h200
+    for m in h200:
+        assert (m.num_gpus, m.ep, m.attention_dp) == (8, 8, (m.concurrency or 0) > 64), m.row_id
+        assert m.layout_note is not None and "launch_layout" in m.layout_note
