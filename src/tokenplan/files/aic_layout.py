@@ -26,12 +26,18 @@ Rule: an id ending in ``_tpN_epM_<row>`` is the launch (N GPUs, expert parallel 
 the squared form with N ≥ 4 is read as N GPUs: 16 or 64 GPUs for one attention group has no
 id in the file. With N = 2 and no id the form is ambiguous (``--tp 4 --ep 2`` exports the same
 numbers as a squared ``--tp 2 --ep 2``) and the row is read as written.
+
+Where the export lost the launch's EP or attention DP instead (the 2025-11-02 TensorRT-LLM rows),
+our copy states the launch in a ``launch_layout`` column (:func:`launch_column`), read before the
+layout columns.
 """
 
 from __future__ import annotations
 
 import re
 from typing import NamedTuple
+
+from tokenplan.files.measurement_fields import RowError
 
 _LAUNCH_ID = re.compile(r"_tp(\d+)_ep(\d+)_\d+$")
 SMALLEST_UNAMBIGUOUS = 4  # N below which the squared form is read as written without an id
@@ -101,7 +107,7 @@ def launch_column(cell: str, columns: str) -> ReplicaLayout | None:
     the row's layout columns for the note. None where blank.
 
     Raises:
-        ValueError: a field other than ``tp``, ``ep``, ``attention_dp``, a degree that is not a
+        RowError: a field other than ``tp``, ``ep``, ``attention_dp``, a degree that is not a
             whole number ≥ 1, ``ep`` that does not divide ``tp``, or a missing ``tp``.
     """
     cell = cell.strip()
@@ -111,18 +117,18 @@ def launch_column(cell: str, columns: str) -> ReplicaLayout | None:
     for part in cell.split():
         m = _LAUNCH_FIELD.match(part)
         if m is None:
-            raise ValueError(f"column launch_layout value {cell!r} is not 'tp=N ep=M attention_dp=true|false'")
+            raise RowError(f"column launch_layout value {cell!r} is not 'tp=N ep=M attention_dp=true|false'")
         got[m[1]] = m[2].lower()
     if "tp" not in got:
-        raise ValueError(f"column launch_layout value {cell!r} names no tp")
+        raise RowError(f"column launch_layout value {cell!r} names no tp")
     try:
         tp, ep = int(got["tp"]), int(got.get("ep", "1"))
     except ValueError:
-        raise ValueError(f"column launch_layout value {cell!r}: tp and ep are whole numbers ≥ 1") from None
+        raise RowError(f"column launch_layout value {cell!r}: tp and ep are whole numbers ≥ 1") from None
     if tp < 1 or ep < 1 or tp % ep:
-        raise ValueError(f"column launch_layout value {cell!r}: tp and ep ≥ 1, ep dividing tp")
+        raise RowError(f"column launch_layout value {cell!r}: tp and ep ≥ 1, ep dividing tp")
     if got.get("attention_dp", "false") not in ("true", "false"):
-        raise ValueError(f"column launch_layout value {cell!r}: attention_dp is true or false")
+        raise RowError(f"column launch_layout value {cell!r}: attention_dp is true or false")
     adp = got.get("attention_dp") == "true"
     note = f"read as its launch_layout column ({cell}), not the layout columns ({columns})"
     return ReplicaLayout(tp, ep, adp, note)

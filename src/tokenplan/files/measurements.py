@@ -150,10 +150,7 @@ def _serving_row(row: dict, line: int) -> Measurement:
         f.integer(row, "moe_tp_size"),
         f.integer(row, "moe_ep_size"),
     )
-    try:
-        stated = launch_column(f.text(row, "launch_layout"), layout_columns(*written))
-    except ValueError as e:
-        raise RowError(str(e)) from None
+    stated = launch_column(f.text(row, "launch_layout"), layout_columns(*written))
     replica = stated or replica_layout(row_id, engine, *written)
     gpus = replica.gpus * pp
     quant = (

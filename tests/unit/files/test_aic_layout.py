@@ -7,6 +7,7 @@ moe_tp_size, moe_ep_size) and its twin where one exists.
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,17 @@ def test_the_copied_file_reads_every_squared_row_as_its_launch():
     assert wide and all(m.gpu == "gb200" and m.ep == 1 for m in wide)
     assert all(f"_tp{m.num_gpus}_ep1_" in m.row_id for m in wide)
     reread = [m for m in read.rows if m.layout_note is not None and "launch_layout" not in m.layout_note]
-    assert len(reread) == 260  # the count the data README states
+    # every row whose own id names _tpN_epN_ while its columns give tp × attention_dp_size = N² is
+    # among them (counted from the CSV text, not from the reader)
+    named = {
+        i
+        for i, r in rows.items()
+        if (m := re.search(r"_tp(\d+)_ep(\d+)_\d+$", i)) is not None
+        and m[1] == m[2]
+        and int(r["tp"]) * int(r["attention_dp_size"] or 1) == int(m[1]) ** 2
+        and int(m[1]) > 1
+    }
+    assert named and named <= {m.row_id for m in reread}
     # every re-read row had the squared columns as written
     for m in reread:
         row = rows[m.row_id]
@@ -80,6 +91,7 @@ def test_the_copied_file_reads_every_squared_row_as_its_launch():
 
 def test_a_launch_layout_cell_states_the_launch_and_bad_ones_name_the_column():
     from tokenplan.files.aic_layout import launch_column
+    from tokenplan.files.measurement_fields import RowError
 
     # tp=8 ep=8 attention_dp=true: 8 GPUs, EP 8, attention data-parallel across them
     got = launch_column("tp=8 ep=8 attention_dp=true", "tp 8, attention_dp_size 1, moe_tp_size 8, moe_ep_size 1")
@@ -96,7 +108,7 @@ def test_a_launch_layout_cell_states_the_launch_and_bad_ones_name_the_column():
         ("tp=8 attention_dp=yes", "attention_dp is true or false"),
         ("tp=eight", "whole numbers"),
     ):
-        with pytest.raises(ValueError, match="column launch_layout value") as e:
+        with pytest.raises(RowError, match="column launch_layout value") as e:
             launch_column(bad, "x")
         assert why in str(e.value)
 
