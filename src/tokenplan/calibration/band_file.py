@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tokenplan.calibration.bands import Band, BandTable
+from tokenplan.calibration.bands import RATE_TAIL, TTFT_TAIL, Band, BandTable
 
 
 def table_to_json(table: BandTable) -> dict[str, Any]:
@@ -20,7 +20,8 @@ def table_to_json(table: BandTable) -> dict[str, Any]:
     return {
         "coverage": table.coverage,
         "about": (
-            "quantiles q_low/q_high (5 %/95 %, each configuration model × GPU × engine weighing as one) of "
+            f"quantiles q_low/q_high ({1 - RATE_TAIL:.0%}/{RATE_TAIL:.0%} for rate, {1 - TTFT_TAIL:.0%}/{TTFT_TAIL:.0%} for ttft: "
+            "calibration.bands.configuration_tail; each configuration model × GPU × engine weighing as one) of "
             "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
             "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
             "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"

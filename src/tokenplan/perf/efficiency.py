@@ -94,7 +94,8 @@ class Efficiency:
             ~2 µs: NVIDIA CUDA C++ Best Practices, "kernel launch overhead"; Nsight traces of
             batch-1 decode show ~15–25 µs of such kernels per layer). Default 10 µs; fitted
             per engine. It is why a 61-layer model decodes slower at batch 1 than its weights
-            alone say.
+            alone say. It is one GQA layer's (11 kernels in SGLang's decode path); an MLA layer
+            launches 15 and counts 15/11 (:mod:`tokenplan.perf.layer_kernels`).
         moe_layer_latency_s: time per MoE layer per step, on top of ``layer_latency_s``, that
             no roofline term holds: an MoE block runs ~6–8 kernels a dense FFN does not (router
             GEMM, top-k softmax, the per-expert token count and alignment, permute into expert

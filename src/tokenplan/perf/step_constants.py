@@ -21,7 +21,7 @@ from tokenplan.perf.comm import allreduce_terms, group_link
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency, kernel_factor
 from tokenplan.perf.gemm import forget_reads
-from tokenplan.perf.sparse_indexer import indexer_latency_layers
+from tokenplan.perf.layer_kernels import latency_layers
 
 if TYPE_CHECKING:
     from tokenplan.perf.step_record import StepTime
@@ -174,8 +174,9 @@ class StepConstants:
         self.moe_layers2 = spec.moe_layers / lay.pp * 2
         # The overhead: fixed, per sequence, per layer, per MoE layer and per routed token-layer.
         self.step_overhead_s, self.per_sequence_overhead_s = eff.step_overhead_s, eff.per_sequence_overhead_s
-        # A sparse-attention layer's indexer launches about as many kernels again (perf.sparse_indexer).
-        self.layer_latency_s = eff.layer_latency_s * (spec.num_layers + indexer_latency_layers(spec))
+        # An MLA layer launches 4/11 more small kernels than a GQA layer, a sparse-attention layer's
+        # indexer about as many again (perf.layer_kernels).
+        self.layer_latency_s = eff.layer_latency_s * latency_layers(spec)
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
         self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
         # Whether the fixed and per-sequence CPU time hides under the previous step's kernels

@@ -1,0 +1,52 @@
+"""How many layers' worth of small-kernel latency a decode step pays, by the kernels each layer type
+launches (``Efficiency.layer_latency_s`` is the latency of one GQA decoder layer's kernels).
+
+At small batch a decode step is a chain of short kernels, each with a minimum duration of its own
+under CUDA graphs, so the step's latency grows with the number of kernels a layer launches, not
+only with the number of layers. Counted in SGLang's decode path (CUDA-graph replay, BF16 weights):
+
+- a GQA layer with a dense MLP launches 11 (``python/sglang/srt/models/llama.py``,
+  ``LlamaDecoderLayer``): the fused residual add + RMSNorm, ``qkv_proj``, rotary, the KV-cache
+  write, the copy that makes the query slice contiguous for the decode backend, the decode
+  attention, ``o_proj``; then the post-attention add + RMSNorm, ``gate_up_proj``,
+  ``silu_and_mul``, ``down_proj``. This is the layer ``layer_latency_s`` stands for.
+- an MLA layer in the absorbed decode form launches 4 more
+  (``python/sglang/srt/models/deepseek_v2.py`` @3e4a39ee, ``DeepseekV2AttentionMLA``,
+  ``forward_absorb_prepare`` / ``forward_absorb_core``): the latent projection
+  ``fused_qkv_a_proj_with_mqa`` stands where ``qkv_proj`` does, and the layer adds
+  ``q_a_layernorm`` and ``kv_a_layernorm`` (the two compressed latents are normalised),
+  ``q_b_proj``, and the two absorbed batched matmuls, ``torch.bmm`` of the query with ``w_kc``
+  before the attention and of its output with ``w_vc`` after it; the attention reads the latent
+  cache without the query copy. 15 kernels against 11: :data:`MLA_LAYER_LATENCIES` = 4 / 11 more
+  per MLA layer. FP8 weights add one activation quantization per linear layer in either form (two
+  more for MLA's three projections against GQA's two in the attention block), not counted here.
+- a sparse-attention (DSA) layer's indexer adds about one layer more
+  (:mod:`tokenplan.perf.sparse_indexer`).
+
+Other layer types are counted as one GQA layer: Qwen3's GQA layer adds a fused q/k-norm kernel
+(12) and a Gated DeltaNet layer launches 12 (Qwen3-Next: ``in_proj_qkvz``, ``in_proj_ba``, the
+fused split, ``causal_conv1d_update``, the fused gating and recurrent update, the gated RMSNorm,
+``out_proj``, besides the norm and the MLP's four; Qwen3.5's split input projections make it 13),
+within a kernel or two of 11 and of the version-to-version spread of these paths (fused q/k-norm,
+the fused KV write of newer releases). The MoE block's extra kernels are
+``Efficiency.moe_layer_latency_s``.
+"""
+
+from __future__ import annotations
+
+from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.perf.sparse_indexer import indexer_latency_layers
+
+GQA_LAYER_KERNELS = 11  # the layer layer_latency_s stands for (module docstring)
+MLA_EXTRA_KERNELS = 4  # q_a_layernorm, kv_a_layernorm, q_b_proj, the two absorbed bmm's, less the query copy
+MLA_LAYER_LATENCIES = MLA_EXTRA_KERNELS / GQA_LAYER_KERNELS
+
+
+def latency_layers(spec: ModelSpec) -> float:
+    """The step's small-kernel latency of ``spec`` in units of one GQA layer's
+    (``Efficiency.layer_latency_s``): ``num_layers``, plus :data:`MLA_LAYER_LATENCIES` per MLA
+    layer (DeepSeek-R1: 61 + 61 × 4/11 = 83.18), plus the DSA indexers
+    (:func:`~tokenplan.perf.sparse_indexer.indexer_latency_layers`)."""
+    a = spec.attention
+    mla = spec.full_attention_layers if a is not None and a.kind is AttentionKind.MLA else 0
+    return spec.num_layers + MLA_LAYER_LATENCIES * mla + indexer_latency_layers(spec)
