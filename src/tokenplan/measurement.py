@@ -29,7 +29,10 @@ class Measurement:
             burst of N requests sent at once.
         spec: speculative decoding as ``none`` or ``METHOD:K`` (acceptance from the prior).
         output_tok_s_per_gpu: measured output tokens/s per GPU (throughput files).
-        ttft_s, tpot_s: measured mean time to first token and per output token (serving files).
+        ttft_s, tpot_s: measured time to first token and per output token.
+        latency_statistic: what ``ttft_s``/``tpot_s`` summarise over the run's requests:
+            ``mean`` (serving files, ``tokenplan bench``) or ``median`` (the throughput files'
+            ``ttft_ms_median``/``tpot_ms_median``).
         trust: ``high``, ``medium`` or ``low``.
         length_low_fraction: lengths drawn uniformly from ``[f·L, L]`` (InferenceX: 0.8), where
             ``isl_tokens``/``osl_tokens`` hold the mean; None = fixed lengths at the mean.
@@ -77,6 +80,7 @@ class Measurement:
     output_tok_s_per_gpu: float | None = None
     ttft_s: float | None = None
     tpot_s: float | None = None
+    latency_statistic: str = "mean"
     trust: str = "high"
     length_low_fraction: float | None = None
     max_running: int | None = None

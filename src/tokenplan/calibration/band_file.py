@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tokenplan.calibration.bands import RATE_TAIL, TTFT_TAIL, Band, BandTable
+from tokenplan.calibration.band_quantiles import RATE_TAIL, TTFT_MEAN_TAIL, TTFT_TAIL, Band
+from tokenplan.calibration.bands import BandTable
 
 
 def table_to_json(table: BandTable) -> dict[str, Any]:
@@ -20,9 +21,11 @@ def table_to_json(table: BandTable) -> dict[str, Any]:
     return {
         "coverage": table.coverage,
         "about": (
-            f"quantiles q_low/q_high ({1 - RATE_TAIL:.0%}/{RATE_TAIL:.0%} for rate, {1 - TTFT_TAIL:.0%}/{TTFT_TAIL:.0%} for ttft: "
-            "calibration.bands.configuration_tail; each configuration model × GPU × engine weighing as one) of "
-            "log(predicted/measured) on residuals of configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = time to first token; "
+            f"quantiles q_low/q_high ({1 - RATE_TAIL:.0%}/{RATE_TAIL:.0%} for rate, {1 - TTFT_TAIL:.0%}/{TTFT_TAIL:.0%} for ttft, "
+            f"{1 - TTFT_MEAN_TAIL:.0%}/{TTFT_MEAN_TAIL:.0%} for ttft_mean: calibration.bands.configuration_tail; each "
+            "configuration model × GPU × engine weighing as one) of log(predicted/measured) on residuals of "
+            "configurations held out in cross-validation; metric 'rate' = output tok/s or 1/TPOT, 'ttft' = a run's "
+            "median time to first token (and a plan's), 'ttft_mean' = a run's mean one; "
             "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
             "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
             "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "

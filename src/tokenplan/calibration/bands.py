@@ -50,16 +50,36 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+# The quantiles lived here before they had a module of their own; importers still take them from here.
+from tokenplan.calibration.band_quantiles import (  # noqa: F401
+    COVERAGE,
+    RATE_TAIL,
+    TTFT_MEAN_TAIL,
+    TTFT_METRICS,
+    TTFT_TAIL,
+    Band,
+    configuration_band,
+    configuration_tail,
+    conformal_band,
+)
 from tokenplan.results import Interval
 
 if TYPE_CHECKING:
     from tokenplan.perf.speculative import SpecDecode
 
-COVERAGE = 0.8
 MIN_POINTS = 20  # residuals a regime needs before it gets its own band (of ≥ 20 points, the
 #                  conformal bounds are the 2nd smallest and the 2nd largest or further in)
 BATCH_BANDS: tuple[tuple[str, float], ...] = (("1-8", 8.0), ("9-64", 64.0), ("65-256", 256.0), (">256", math.inf))
-METRICS = ("rate", "ttft")
+METRICS = ("rate", "ttft", "ttft_mean")
+
+
+def ttft_metric(statistic: str) -> str:
+    """The band metric of a TTFT that summarises a run as ``statistic`` (``median`` or ``mean``,
+    ``Measurement.latency_statistic``): ``ttft`` or ``ttft_mean``. A run's mean carries its
+    opening wave (``job.timeline.run_mean_ttft_s``), a median does not, and their residuals
+    center apart (serving-dev.csv's means −9 %, InferenceX's medians +4 % on one fit: pooled,
+    the band held 66 % of InferenceX's). A plan's TTFT is the steady state's: band ``ttft``."""
+    return "ttft_mean" if statistic == "mean" else "ttft"
 
 
 _SIZE_SUFFIX = re.compile(r"-(\d+x)?\d+(\.\d+)?b(-.*)?$")
@@ -111,7 +131,7 @@ def _levels(engine: str, architecture: str, family: str, band: str, tail: str) -
     )
 
 
-QUEUE_METRICS = ("ttft",)  # metrics whose regimes split by queue_regime (the decode rate does not queue)
+QUEUE_METRICS = TTFT_METRICS  # metrics whose regimes split by queue_regime (the decode rate does not queue)
 
 
 def regime_keys(
@@ -166,89 +186,9 @@ class Residual:
     queue: str = "none"
 
 
-@dataclass(frozen=True, slots=True)
-class Band:
-    """Low and high bounds of ``log(pred/meas)`` that hold a share ``c`` of new residuals
-    (:func:`conformal_band`), and how many points they rest on."""
-
-    low_q: float
-    high_q: float
-    n: int
-
-
-def conformal_band(values: list[float], coverage: float = COVERAGE) -> Band:
-    """The band of ``n`` residuals: their ``(n + 1 − k)``-th and ``k``-th smallest, with
-    ``k = ⌈(n + 1)·(1 + coverage)/2⌉`` (clamped to ``n``).
-
-    These are split-conformal bounds (Lei et al. 2018, "Distribution-free predictive inference
-    for regression", JASA 113:1094, §2.2), one per tail at ``(1 − coverage)/2``: a new residual
-    exchangeable with the ``n`` lies above the ``k``-th smallest with probability at most
-    ``(n + 1 − k)/(n + 1) ≤ (1 − coverage)/2``, and below the ``(n + 1 − k)``-th smallest with
-    the same, so the band covers it with probability ≥ ``coverage``. With ``n = 20`` and 80 %:
-    ``k = ⌈18.9⌉ = 19``, the 2nd and 19th smallest (linear-interpolated 10th/90th percentiles sit
-    at ranks 2.9 and 18.1 and cover less). Below ``n = 9`` the high bound would be infinite and
-    the clamp to the largest residual drops the guarantee. Empty: NaN bounds, ``n = 0``.
-    """
-    s = sorted(values)
-    n = len(s)
-    if not n:
-        return Band(math.nan, math.nan, 0)
-    k = min(math.ceil(round((n + 1) * (1 + coverage) / 2, 9)), n)  # round: a float 18.000…04 counts as 18
-    return Band(s[n - k], s[k - 1], n)
-
-
-# configuration_tail: nested grouped 5-fold coverage per file after issue 28's data round. Rate (dev tok/s, TPOT |
-# InferenceX tok/s, TPOT | serving TPOT): 0.92: 85.1, 68.8 | 75.3, 74.2 | 77.4; 0.93: 86.6, 68.8 | 78.9, 76.9 | 78.8;
-# 0.94: 88.1, 75.0 | 81.6, 79.9 | 80.4 (four of five in 75–85 % at best). TTFT (dev | IX | serving, whose mean TTFTs
-# scatter more than InferenceX's medians): 0.93: 81.2, 82.2, 72.9; 0.94: 81.2, 85.7, 74.1; 0.95: 81.2, 89.1, 75.8.
-RATE_TAIL, TTFT_TAIL = 0.94, 0.94
 TTFT_MIN_CONFIGURATIONS, TTFT_MIN_POINTS = 3, 10  # TTFT bias follows engine × GPU (queues, waves): with 5,
 # InferenceX SGLang's −0.80 (B200) … +0.46 (MI355X) pooled
 MIN_CONFIGURATIONS = 5  # configurations (model × GPU × engine) a regime needs for a band of its own
-
-
-def configuration_tail(coverage: float = COVERAGE, metric: str = "rate") -> float:
-    """The quantile level of each tail of :func:`configuration_band` for ``metric``:
-    :data:`RATE_TAIL` for the decode rate (at another ``coverage``, its tail share scaled:
-    ``1 − (1 − coverage)·(1 − RATE_TAIL)/(1 − COVERAGE)``), :data:`TTFT_TAIL` for TTFT. Set by
-    the nested cross-validation over folds of whole configurations on the three ground-truth
-    files (figures at the constants); the finite-sample conformal level ``⌈(K + 1)·0.9⌉/K`` over
-    K configurations reaches the extremes of a regime of few configurations (98 % of rate, 91 %
-    of TTFT residuals in the 130-factor fit)."""
-    if metric == "ttft":
-        return TTFT_TAIL
-    if coverage == COVERAGE:
-        return RATE_TAIL
-    return 1.0 - (1.0 - coverage) * (1.0 - RATE_TAIL) / (1.0 - COVERAGE)
-
-
-def configuration_band(
-    values: list[float], configurations: list[str], coverage: float = COVERAGE, metric: str = "rate"
-) -> Band:
-    """The band of residuals that cluster by configuration: each configuration weighs 1 in all
-    (each of its ``n_c`` residuals ``1/n_c``), and the bounds are the smallest residuals whose
-    cumulative weight reaches ``(1 − t)·K`` and ``t·K`` of the ``K`` configurations, ``t`` =
-    :func:`configuration_tail`. A new configuration's error is one draw of a configuration's
-    bias plus its spread, so an InferenceX sweep of 40 concurrencies weighs as much as a
-    dev.csv configuration of one row (unweighted, the sweeps' own spread set the bands, which
-    then held 65 % of the residuals of held-out configurations). Empty: NaN bounds, ``n = 0``."""
-    if not values:
-        return Band(math.nan, math.nan, 0)
-    count: dict[str, int] = {}
-    for c in configurations:
-        count[c] = count.get(c, 0) + 1
-    pairs = sorted(zip(values, (1.0 / count[c] for c in configurations)))
-    tail, total = configuration_tail(coverage, metric), float(len(count))
-
-    def quantile(level: float) -> float:
-        acc = 0.0
-        for v, w in pairs:
-            acc += w
-            if acc >= level * total - 1e-9:
-                return v
-        return pairs[-1][0]
-
-    return Band(quantile(1.0 - tail), quantile(tail), len(values))
 
 
 def quantile_bands(
@@ -265,7 +205,8 @@ def quantile_bands(
     Residuals without a configuration (made before it was recorded) pool as split-conformal
     order statistics of the residuals (:func:`conformal_band`)."""
     minimum = {m: (min_points, MIN_CONFIGURATIONS) for m in METRICS}
-    minimum["ttft"] = (min(min_points, TTFT_MIN_POINTS), TTFT_MIN_CONFIGURATIONS)
+    for m in TTFT_METRICS:
+        minimum[m] = (min(min_points, TTFT_MIN_POINTS), TTFT_MIN_CONFIGURATIONS)
     groups: dict[tuple[str, str], list[Residual]] = {}
     for r in residuals:
         queue = r.queue if r.metric in QUEUE_METRICS else ""

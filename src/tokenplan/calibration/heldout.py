@@ -17,13 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from tokenplan.calibration.band_quantiles import COVERAGE, conformal_band
 from tokenplan.calibration.bands import (
-    COVERAGE,
     MIN_POINTS,
     QUEUE_METRICS,
     BandTable,
     Residual,
-    conformal_band,
     covered,
     lookup_keys,
     quantile_bands,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from tokenplan.calibration.bands import Residual, queue_regime, spec_regime
+from tokenplan.calibration.bands import Residual, queue_regime, spec_regime, ttft_metric
 from tokenplan.calibration.validate import Case, predict_case
 from tokenplan.perf.efficiency import Efficiency
 
@@ -26,7 +26,7 @@ def case_residuals(case: Case, eff: Efficiency, source: str = "") -> list[Residu
     if m.tpot_s is not None:
         triples.append(("rate", "tpot", -math.log(p.tpot_s / m.tpot_s)))
     if m.ttft_s is not None:
-        triples.append(("ttft", "ttft", math.log(p.ttft_s / m.ttft_s)))
+        triples.append((ttft_metric(m.latency_statistic), "ttft", math.log(p.ttft_s / m.ttft_s)))
     spec = spec_regime(case.config.spec)
     where, queue = "/".join(configuration(case)), queue_regime(case.concurrency_per_replica, p.batch)
     return [

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
-from tokenplan.job.timeline import job_time
+from tokenplan.job.timeline import job_time, run_mean_ttft_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
@@ -78,7 +78,11 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, case.concurrency_per_replica)
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
-    return Predicted(_output_per_gpu(case, ev, eff), ev.steady.tpot_s, ev.steady.ttft_s, None, ev.steady.batch)
+    steady, m = ev.steady, case.measurement
+    ttft = steady.ttft_s
+    if m.latency_statistic == "mean" and m.num_requests is not None:  # the run's opening wave is in its mean
+        ttft = run_mean_ttft_s(steady, case.concurrency_per_replica, m.num_requests / case.config.layout.dp)
+    return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
 
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:

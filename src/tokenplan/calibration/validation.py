@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tokenplan.calibration.bands import BandTable, interval, queue_regime, spec_regime
+from tokenplan.calibration.bands import BandTable, interval, queue_regime, spec_regime, ttft_metric
 from tokenplan.calibration.validate import Case, ErrorSummary, RowResult, Validation, measured_pairs, predict_case
 from tokenplan.measurement import Measurement
 from tokenplan.perf.efficiency import EfficiencyTable
@@ -239,6 +239,8 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
     speculative-decoding regime, and for TTFT whether requests queue: :func:`queue_regime`). None where the table holds no band of the metric."""
     c = r.case
     band_metric, inverse = _BAND_OF[metric]
+    if metric == "ttft" and bands.bands.get(own := ttft_metric(c.measurement.latency_statistic)):
+        band_metric = own  # a run's mean TTFT against the means' band (tables before it: the medians')
     return interval(
         bands,
         r.values[metric][0],

@@ -160,6 +160,19 @@ def lengths(row: dict) -> Lengths:
     )
 
 
+def nominal_mean(nominal_tokens: float, low_fraction: float | None) -> float:
+    """The mean length (tokens) of a uniform draw given by its nominal top ``L``, as
+    serving-dev.csv states InferenceX's runs (the aiconfigurator export keeps the nominal
+    ``--random-input-len``/``--random-output-len``): InferenceX's ``benchmark_serving.py``
+    (kimbochen/bench_serving, ``sample_random_requests``) draws
+    ``np.random.randint(int(L · F), L + 1)``, whose mean is ``(int(L · F) + L) / 2`` —
+    921.5 for L = 1,024 and 7,372.5 for 8,192 at F = 0.8 (inferencex-dev.csv rounds them to
+    922 and 7,373). ``low_fraction`` None (fixed lengths): ``L`` itself."""
+    if low_fraction is None:
+        return nominal_tokens
+    return (int(nominal_tokens * low_fraction) + nominal_tokens) / 2
+
+
 def max_running(row: dict) -> int | None:
     """The ``max_running`` column: the launch's running-request cap per replica, a whole number
     ≥ 1, None where blank (the engine's default)."""

@@ -129,6 +129,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             # rows whose source states them)
             ttft_s=f.median_ms(row, "ttft_ms_median"),
             tpot_s=f.median_ms(row, "tpot_ms_median"),
+            latency_statistic="median",
             length_low_fraction=spread.low_fraction,
             max_running=f.max_running(row),
             length_set=spread.length_set,
@@ -161,6 +162,7 @@ def _serving_row(row: dict, line: int) -> Measurement:
     if quant not in _QUANT_TO_DTYPE:
         raise RowError(f"quant mode {quant!r} is not one of {', '.join(sorted(k for k in _QUANT_TO_DTYPE if k))}")
     weight = _QUANT_TO_DTYPE[quant]
+    spread = f.lengths(row)
     return Measurement(
         line=line,
         row_id=row_id,
@@ -174,8 +176,12 @@ def _serving_row(row: dict, line: int) -> Measurement:
         attention_dp=replica.attention_dp,
         weight_dtype=weight,
         kv_dtype="bf16" if weight in ("bf16", "fp16") else "fp8",
-        isl_tokens=f.number(row, "isl"),
-        osl_tokens=f.number(row, "osl"),
+        # serving-dev.csv keeps the export's nominal lengths: a uniform draw's mean from its L
+        isl_tokens=f.nominal_mean(f.number(row, "isl"), spread.low_fraction),
+        osl_tokens=f.nominal_mean(f.number(row, "osl"), spread.low_fraction),
+        length_low_fraction=spread.low_fraction,
+        length_set=spread.length_set,
+        num_requests=f.optional_positive(row, "num_requests"),
         concurrency=f.number(row, "concurrency"),
         ttft_s=f.number(row, "ttft_ms") / MS_PER_S,
         tpot_s=f.number(row, "tpot_ms") / MS_PER_S,

@@ -25,7 +25,6 @@ balancing wait + queueing when the client keeps more requests in flight than the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -42,58 +41,20 @@ from tokenplan.job.prefill_wait import (  # noqa: F401  (MAX_PREFILL_UTILISATION
     wave_persistence,
     wave_steps_mean,
 )
+from tokenplan.job.steady import SteadyState as SteadyState  # its home was here (explicit re-export)
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import keep_step, kept_memos, roofline_step_s, step_time
 from tokenplan.perf.step_record import StepTime
-from tokenplan.records import quick_init
 
 # Step times by ``step_time``'s arguments after ``d`` and ``eff`` (:func:`_step`); a level's pair: ``kept_memos``.
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
 StepMemos = tuple[StepMemo, StepMemo]
 # A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
-Level = tuple[float, float, float, StepTime, float, float, float]
+Level = tuple[float, float, float, StepTime, float, float, float, float]
 LevelMemo = dict[tuple[float, bool], Level]
-
-
-@dataclass(frozen=True, slots=True)
-class SteadyState:
-    """One replica at a concurrency, in steady state.
-
-    Attributes:
-        batch: sequences running (per replica).
-        limits: what caps the batch.
-        output_tok_s: generated tokens per second of the replica.
-        tpot_s, ttft_s: time per output token and time to first token (seconds).
-        decode_step: the decode step at that batch.
-        cycle_s: time for the batch to prefill and generate once (seconds).
-        prefill_share: fraction of the cycle spent in prefill-only steps.
-        roofline_output_tok_s: the physical bound at the same batch (speculative off).
-        warnings: plain-language caveats.
-    """
-
-    batch: float
-    limits: BatchLimits
-    output_tok_s: float
-    tpot_s: float
-    ttft_s: float
-    decode_step: StepTime
-    cycle_s: float
-    prefill_share: float
-    roofline_output_tok_s: float
-    warnings: tuple[str, ...] = field(default=())
-
-    @property
-    def batch_reason(self) -> str:
-        """What sets the running batch: the client's ``concurrency`` when it is below the
-        engine's limits, else the binding limit (``kv cache``, ``kv cache and state`` where one
-        pool holds a hybrid model's KV and state, ``state slots``, ``engine cap``)."""
-        return "concurrency" if self.batch < self.limits.limit else self.limits.reason
-
-
-quick_init(SteadyState)  # a quicker __init__, same signature (tokenplan.records)
 
 
 def draft_s(
@@ -305,13 +266,15 @@ def steady_state(
         level = _level(d, eff, engine, settings, isl, osl, spec, batch, queued, steps)
         if levels is not None:
             levels[batch, queued] = level
-    output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s = level
+    output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, opening = level
     warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
         ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
         warnings = _queue_warning(concurrency, batch, limits.reason)
     # Positional: a sweep builds tens of thousands, and keywords cost a third more.
-    return SteadyState(batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, warnings)
+    return SteadyState(
+        batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, warnings, opening
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -377,6 +340,7 @@ def _level(
     g = 1.0 if queued else eff.prefill_wave_fraction  # every arrival in a wave where requests queue
     wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre_s, memos) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
+    opening = eff.ttft_overhead_s + own_s + wave
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
     queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
     ttft = eff.ttft_overhead_s + dec_s * settings.recv_interval / 2 + own_s + queue
@@ -397,4 +361,5 @@ def _level(
         cycle_s,
         prefill_share,
         batch / bound if bound > 0 else math.inf,  # the roofline's output tok/s
+        opening,
     )

@@ -118,3 +118,26 @@ def job_time(
     ramp = batch * isl.mean * (residual_mean / mean_l) / chunk * prefill_chunk_s
     steady_s = max(tokens - drain_tokens, 0.0) / steady.output_tok_s
     return JobTime(ramp, steady_s, drain, tokens)
+
+
+def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests: float) -> float:
+    """The mean time to first token (seconds) over a closed-loop run of ``num_requests``
+    requests on one replica that keeps ``concurrency`` in flight.
+
+    A benchmark client started with ``--max-concurrency C --request-rate inf`` sends its first C
+    prompts at once to an idle server (InferenceX's and vLLM's ``benchmark_serving.py``: every
+    request is created at start and a semaphore of C admits the first C together), so those C
+    — ``min(C, batch)`` that the replica runs — wait for the prompts of one whole wave ahead of
+    theirs (:attr:`SteadyState.opening_ttft_s`); the other ``N − C`` arrive one by one as
+    requests end, at the steady state's TTFT. The mean weighs the two:
+    ``(C·opening + (N − C)·steady) / N``. A median (InferenceX's ``median_ttft_ms``) is the
+    steady state's while the opening wave is under half the run. Offline (``concurrency``
+    None) the steady state already queues every request: its TTFT. ``N ≤ C``: one burst, the
+    opening wave's.
+    """
+    if concurrency is None:
+        return steady.ttft_s
+    opening = steady.batch if concurrency > steady.batch else concurrency
+    if num_requests <= opening:
+        return steady.opening_ttft_s
+    return (opening * steady.opening_ttft_s + (num_requests - opening) * steady.ttft_s) / num_requests

@@ -236,17 +236,21 @@ def test_nested_coverage_checks_each_residual_against_its_own_spec_regime():
 
 
 def test_the_ttft_band_uses_its_own_configuration_tail():
-    from tokenplan.calibration.bands import RATE_TAIL, TTFT_TAIL, configuration_band
+    from tokenplan.calibration.bands import RATE_TAIL, TTFT_MEAN_TAIL, TTFT_TAIL, configuration_band, ttft_metric
 
     # 100 configurations, one residual each, 0.01 … 1.00: a tail at level t takes the first value
     # whose cumulative weight reaches (1 − t)·100 and t·100 configurations.
     values = [i / 100 for i in range(1, 101)]
     configurations = [f"c{i}" for i in range(100)]
-    assert (RATE_TAIL, TTFT_TAIL) == (0.94, 0.94)
+    assert (RATE_TAIL, TTFT_TAIL, TTFT_MEAN_TAIL) == (0.94, 0.92, 0.96)
     # rate: t = 0.94 → weights 6 and 94: the 6th and 94th values
     assert configuration_band(values, configurations, 0.8, "rate") == Band(0.06, 0.94, 100)
-    # TTFT: t = 0.94 → the same 6th and 94th values
-    assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.06, 0.94, 100)
+    # a run's median TTFT (and a plan's): t = 0.92 → the 8th and 92nd values
+    assert ttft_metric("median") == "ttft"
+    assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.08, 0.92, 100)
+    # a run's mean TTFT: t = 0.96 → the 4th and 96th values
+    assert ttft_metric("mean") == "ttft_mean"
+    assert configuration_band(values, configurations, 0.8, "ttft_mean") == Band(0.04, 0.96, 100)
     # another coverage scales the rate's tail share: 90 % → t = 1 − 0.1 × 0.06/0.2 = 0.97 →
     # 3 and 97: the 3rd and 97th values
     assert configuration_band(values, configurations, 0.9, "rate") == Band(0.03, 0.97, 100)

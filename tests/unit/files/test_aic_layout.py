@@ -126,7 +126,7 @@ def test_the_november_tensorrt_llm_rows_read_as_their_scripts_launched_them():
         and m.gpu == "h200"
         and m.model.startswith("deepseek")
         and "measured=2025-11-02" in raw[m.row_id]["source"]
-        and (m.isl_tokens, m.osl_tokens) == (1024, 1024)
+        and (raw[m.row_id]["isl"], raw[m.row_id]["osl"]) == ("1024", "1024")
     ]
     assert h200
     for m in h200:

@@ -1,0 +1,53 @@
+"""The record of one replica in steady state (``job.batching.steady_state`` makes it)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tokenplan.job.limits import BatchLimits
+from tokenplan.perf.step_record import StepTime
+from tokenplan.records import quick_init
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyState:
+    """One replica at a concurrency, in steady state.
+
+    Attributes:
+        batch: sequences running (per replica).
+        limits: what caps the batch.
+        output_tok_s: generated tokens per second of the replica.
+        tpot_s, ttft_s: time per output token and time to first token (seconds).
+        decode_step: the decode step at that batch.
+        cycle_s: time for the batch to prefill and generate once (seconds).
+        prefill_share: fraction of the cycle spent in prefill-only steps.
+        roofline_output_tok_s: the physical bound at the same batch (speculative off).
+        warnings: plain-language caveats.
+        opening_ttft_s: mean TTFT of a wave of ``batch`` prompts that arrive at once on an idle
+            replica (seconds): the TTFT overhead, its own prompt and the prompts ahead of it in
+            whole prefill steps, fully synchronised and without a receive wait (the run's opening
+            wave: ``job.timeline.run_mean_ttft_s``).
+    """
+
+    batch: float
+    limits: BatchLimits
+    output_tok_s: float
+    tpot_s: float
+    ttft_s: float
+    decode_step: StepTime
+    cycle_s: float
+    prefill_share: float
+    roofline_output_tok_s: float
+    warnings: tuple[str, ...] = field(default=())
+    opening_ttft_s: float = math.nan
+
+    @property
+    def batch_reason(self) -> str:
+        """What sets the running batch: the client's ``concurrency`` when it is below the
+        engine's limits, else the binding limit (``kv cache``, ``kv cache and state`` where one
+        pool holds a hybrid model's KV and state, ``state slots``, ``engine cap``)."""
+        return "concurrency" if self.batch < self.limits.limit else self.limits.reason
+
+
+quick_init(SteadyState)  # a quicker __init__, same signature (tokenplan.records)

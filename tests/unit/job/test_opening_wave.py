@@ -1,0 +1,54 @@
+"""A run's mean TTFT carries its opening wave (``job.timeline.run_mean_ttft_s``): a client started
+with ``--max-concurrency C --request-rate inf`` sends its first C prompts at once to an idle server
+(InferenceX's ``benchmark_serving.py``: every request is created at start and a semaphore of C
+admits them), so those C wait for a whole wave's prompts; the other N − C arrive as requests end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.job.timeline import run_mean_ttft_s
+
+BASE = {
+    "model": "deepseek-r1",
+    "gpu": "b200",
+    "num_gpus": 8,
+    "tp": 8,
+    "weight_dtype": "fp8",
+    "isl": 1024,
+    "osl": 1024,
+}
+
+
+def test_the_mean_weighs_the_opening_wave_by_its_share_of_the_run():
+    steady = resolve(PredictRequest(**BASE, concurrency=64)).evaluate().steady
+    s = replace(steady, ttft_s=0.2, opening_ttft_s=1.0)  # figures chosen for the arithmetic
+    # 64 in flight, 640 requests (InferenceX's 10 × CONC): (64 × 1.0 + 576 × 0.2) / 640 = (64 + 115.2)
+    # / 640 = 0.28 s
+    assert s.batch == 64
+    assert run_mean_ttft_s(s, 64, 640) == pytest.approx(0.28, rel=1e-12)
+    # a run no longer than its opening wave is that wave; offline the steady state queues everyone
+    assert run_mean_ttft_s(s, 64, 64) == 1.0
+    assert run_mean_ttft_s(s, None, 640) == 0.2
+
+
+def test_only_the_replicas_batch_opens_at_once():
+    steady = resolve(PredictRequest(**BASE, concurrency=64)).evaluate().steady
+    s = replace(steady, ttft_s=0.2, opening_ttft_s=1.0)
+    # 100 in flight on a replica that runs 64: the first 64 open, the other 36 queue as the steady
+    # state's TTFT says: (64 × 1.0 + 936 × 0.2) / 1,000 = (64 + 187.2) / 1,000 = 0.2512 s
+    assert run_mean_ttft_s(s, 100, 1000) == pytest.approx(0.2512, rel=1e-12)
+
+
+def test_the_opening_wave_waits_longer_than_the_steady_states_arrival():
+    # At 64 in flight the steady state's arrivals are partly spread (prefill_wave_fraction < 1, and
+    # the waves decay with the lengths' spread): the opening wave, all 64 prompts at once with no
+    # receive wait, waits longer than the steady arrival's own prompt.
+    steady = resolve(PredictRequest(**BASE, concurrency=64)).evaluate().steady
+    assert math.isfinite(steady.opening_ttft_s)
+    assert steady.opening_ttft_s > steady.ttft_s
