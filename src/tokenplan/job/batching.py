@@ -273,7 +273,7 @@ def steady_state(
         warnings = _queue_warning(concurrency, batch, limits.reason)
     # Positional: a sweep builds tens of thousands, and keywords cost a third more.
     return SteadyState(
-        batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, warnings, opening
+        batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, opening, warnings
     )
 
 

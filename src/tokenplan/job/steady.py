@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from tokenplan.job.limits import BatchLimits
@@ -23,11 +22,11 @@ class SteadyState:
         cycle_s: time for the batch to prefill and generate once (seconds).
         prefill_share: fraction of the cycle spent in prefill-only steps.
         roofline_output_tok_s: the physical bound at the same batch (speculative off).
-        warnings: plain-language caveats.
         opening_ttft_s: mean TTFT of a wave of ``batch`` prompts that arrive at once on an idle
             replica (seconds): the TTFT overhead, its own prompt and the prompts ahead of it in
             whole prefill steps, fully synchronised and without a receive wait (the run's opening
             wave: ``job.timeline.run_mean_ttft_s``).
+        warnings: plain-language caveats.
     """
 
     batch: float
@@ -39,8 +38,8 @@ class SteadyState:
     cycle_s: float
     prefill_share: float
     roofline_output_tok_s: float
+    opening_ttft_s: float
     warnings: tuple[str, ...] = field(default=())
-    opening_ttft_s: float = math.nan
 
     @property
     def batch_reason(self) -> str:
