@@ -33,6 +33,9 @@ class Measurement:
         latency_statistic: what ``ttft_s``/``tpot_s`` summarise over the run's requests:
             ``mean`` (serving files, ``tokenplan bench``) or ``median`` (the throughput files'
             ``ttft_ms_median``/``tpot_ms_median``).
+        closed_loop: the client kept ``concurrency`` requests in flight from the start, so its
+            first ``concurrency`` went out at once (request rate inf: the files' rows, ``bench``
+            levels without ``--request-rate``); False: open-loop arrivals at a finite rate.
         trust: ``high``, ``medium`` or ``low``.
         length_low_fraction: lengths drawn uniformly from ``[f·L, L]`` (InferenceX: 0.8), where
             ``isl_tokens``/``osl_tokens`` hold the mean; None = fixed lengths at the mean.
@@ -81,6 +84,7 @@ class Measurement:
     ttft_s: float | None = None
     tpot_s: float | None = None
     latency_statistic: str = "mean"
+    closed_loop: bool = True
     trust: str = "high"
     length_low_fraction: float | None = None
     max_running: int | None = None

@@ -85,9 +85,19 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
                 output_tok_s_per_gpu=lv["output_tok_s"] / served.num_gpus,
                 ttft_s=lv["ttft_s"]["mean"],
                 tpot_s=lv["tpot_s"]["mean"],
+                closed_loop=_closed_loop(lv),
             )
         )
     return out
+
+
+def _closed_loop(level: Mapping[str, Any]) -> bool:
+    """Whether a bench level kept its concurrency in flight from the start: the result files'
+    readers say so (``closed_loop``); tokenplan's own levels name their ``request_rate`` (``inf``:
+    closed loop)."""
+    if "closed_loop" in level:
+        return bool(level["closed_loop"])
+    return str(level.get("request_rate", "inf")).lower() == "inf"
 
 
 def sweep_cap(stated: int | None, cap: Mapping[str, Any] | None) -> int | None:

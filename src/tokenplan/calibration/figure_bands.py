@@ -13,8 +13,9 @@ from tokenplan.results import Bands, ErrorBand
 def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapping[str, tuple[str, bool]]) -> Bands:
     """The 80 % bands of the figures of ``result`` named in ``figures`` (attributes of
     ``result``, each with its band metric and whether the figure scales as 1 / the metric's
-    quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the band's regime
-    (and why the configuration lies outside the measured one, if it does). The regime includes
+    quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the regime of the
+    first figure's band, the headline throughput's (and why the configuration lies outside the
+    measured one, if it does). The regime includes
     the evaluation's speculative decoding: none, τ from the prior, or τ stated. TTFT bands also
     split by whether requests queue in the server: the steady state's running batch at the
     engine's limit (offline, or more in flight than it runs; ``calibration.bands.queue_regime``)
@@ -30,7 +31,7 @@ def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapp
     )
     queue = "none" if ev.steady.batch_reason == "concurrency" else "queue"
     fmt = ev.config.weight_dtype.flops_class
-    intervals, last = {}, None
+    intervals, first = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
         band = (
@@ -38,6 +39,6 @@ def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapp
         )
         if band is not None:
             intervals[key] = band
-            last = band
-    regime = None if last is None else ErrorBand(last.regime, table.coverage, last.outside)
+            first = first or band  # the headline's (the figures come throughput first) names the regime
+    regime = None if first is None else ErrorBand(first.regime, table.coverage, first.outside)
     return Bands(intervals, regime)

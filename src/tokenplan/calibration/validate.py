@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.steady import SteadyState
 from tokenplan.job.timeline import job_time, run_mean_ttft_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
@@ -80,9 +81,21 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
     steady, m = ev.steady, case.measurement
     ttft = steady.ttft_s
-    if m.latency_statistic == "mean" and m.num_requests is not None:  # the run's opening wave is in its mean
-        ttft = run_mean_ttft_s(steady, case.concurrency_per_replica, m.num_requests / case.config.layout.dp)
+    if m.latency_statistic == "mean" and m.num_requests is not None and m.closed_loop:
+        ttft = _run_mean_ttft_s(case, eff, steady, m.num_requests / case.config.layout.dp)
     return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
+
+
+def _run_mean_ttft_s(case: Case, eff: Efficiency, steady: SteadyState, requests: float) -> float:
+    """A closed-loop run's mean TTFT with its opening wave (``job.timeline.run_mean_ttft_s``);
+    ``requests`` per replica. A run of fewer requests than its stated concurrency never had more
+    than them in flight: one burst, whose steady state is evaluated at ``requests``."""
+    concurrency = case.concurrency_per_replica
+    if concurrency is not None and requests < concurrency:
+        burst = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, requests)
+        if not isinstance(burst, Rejection):
+            steady, concurrency = burst.steady, requests
+    return run_mean_ttft_s(steady, concurrency, requests)
 
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:

@@ -142,6 +142,7 @@ def _level(
     ttft: dict,
     tpot: dict,
     e2e: dict,
+    closed_loop: bool = True,
 ) -> dict[str, Any]:
     achieved = req_s * e2e["mean"] if e2e.get("mean") is not None else None  # Little's law: L = λ·W
     conc = concurrency if concurrency is not None else achieved
@@ -162,6 +163,7 @@ def _level(
         "tpot_s": tpot,
         "e2e_s": e2e,
         "server": None,
+        "closed_loop": closed_loop,  # requests sent as others end (no finite request rate): an opening wave
     }
 
 
@@ -190,7 +192,14 @@ def _vllm_like(item: dict, path: str, line: int, kind: str) -> dict[str, Any]:
         stats["ttft"],
         stats["tpot"],
         stats["e2e"],
+        _unlimited_rate(item.get("request_rate")),
     )
+
+
+def _unlimited_rate(rate: object) -> bool:
+    """Whether a result's ``request_rate`` (vLLM's and SGLang's ``bench_serving`` save ``inf``
+    or the requests/s of Poisson arrivals; absent in older files) sent requests without a rate."""
+    return rate is None or (isinstance(rate, str) and rate.strip().lower() == "inf") or rate == float("inf")
 
 
 def _aiperf(item: dict, path: str) -> dict[str, Any]:
@@ -211,6 +220,7 @@ def _aiperf(item: dict, path: str) -> dict[str, Any]:
 
     loadgen = (item.get("input_config") or {}).get("loadgen") or {}
     concurrency = _num(loadgen.get("concurrency"), path, "input_config.loadgen.concurrency", required=False)
+    rate = loadgen.get("request_rate")  # AIPerf's --request-rate: open-loop arrivals
     return _level(
         path,
         concurrency,
@@ -222,6 +232,7 @@ def _aiperf(item: dict, path: str) -> dict[str, Any]:
         ms("time_to_first_token"),
         ms("inter_token_latency"),
         ms("request_latency"),
+        _unlimited_rate(rate),
     )
 
 
@@ -262,4 +273,5 @@ def _guidellm(bench: dict, path: str, index: int) -> dict[str, Any]:
         dist("time_to_first_token_ms", 1e-3),
         dist("time_per_output_token_ms", 1e-3),
         dist("request_latency", 1.0),
+        strategy.get("type_") not in ("constant", "poisson"),  # GuideLLM's rate-driven profiles
     )

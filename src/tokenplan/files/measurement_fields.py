@@ -173,6 +173,15 @@ def nominal_mean(nominal_tokens: float, low_fraction: float | None) -> float:
     return (int(nominal_tokens * low_fraction) + nominal_tokens) / 2
 
 
+def num_requests(row: dict) -> float | None:
+    """The ``num_requests`` column: the requests the run served, a whole number ≥ 1, None where
+    blank (not stated)."""
+    value = optional_positive(row, "num_requests")
+    if value is not None and value != int(value):
+        raise RowError(f"column num_requests value {text(row, 'num_requests')!r} is not a whole number ≥ 1 (or blank)")
+    return value
+
+
 def max_running(row: dict) -> int | None:
     """The ``max_running`` column: the launch's running-request cap per replica, a whole number
     ≥ 1, None where blank (the engine's default)."""

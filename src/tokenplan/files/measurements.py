@@ -120,7 +120,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             isl_tokens=f.optional_positive(row, "isl"),
             osl_tokens=f.optional_positive(row, "osl"),
             concurrency=concurrency,
-            num_requests=f.optional_positive(row, "num_requests"),
+            num_requests=f.num_requests(row),
             spec=spec_from_text(f.text(row, "spec_decode")),
             output_tok_s_per_gpu=f.number(row, "output_tok_s_per_gpu"),
             # an ungraded throughput point weighs as an ordinary public run, not as a vendor table
@@ -181,7 +181,7 @@ def _serving_row(row: dict, line: int) -> Measurement:
         osl_tokens=f.nominal_mean(f.number(row, "osl"), spread.low_fraction),
         length_low_fraction=spread.low_fraction,
         length_set=spread.length_set,
-        num_requests=f.optional_positive(row, "num_requests"),
+        num_requests=f.num_requests(row),
         concurrency=f.number(row, "concurrency"),
         ttft_s=f.number(row, "ttft_ms") / MS_PER_S,
         tpot_s=f.number(row, "tpot_ms") / MS_PER_S,

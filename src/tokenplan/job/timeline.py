@@ -133,7 +133,10 @@ def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests
     ``(C·opening + (N − C)·steady) / N``. A median (InferenceX's ``median_ttft_ms``) is the
     steady state's while the opening wave is under half the run. Offline (``concurrency``
     None) the steady state already queues every request: its TTFT. ``N ≤ C``: one burst, the
-    opening wave's.
+    opening wave's, which is a wave of ``steady.batch`` prompts: for ``N < C`` the caller gives
+    the steady state at concurrency N (``calibration.validate.predict_case``). Open-loop runs
+    (a finite request rate) have no opening wave: not for them. The requests beyond the batch
+    in the opening burst (C above the running limit) are charged the steady state's queue wait.
     """
     if concurrency is None:
         return steady.ttft_s

@@ -152,3 +152,21 @@ def test_a_negative_throughput_is_refused_naming_the_level(kind: str, tmp_path: 
         ConfigError, match=r"levels\[1\]\.output_tok_s: -5(\.0)? is not allowed \(allowed: a finite number ≥ 0\)"
     ):
         read_bench_source(str(bad))
+
+
+def test_a_finite_request_rate_is_an_open_loop_level(tmp_path: Path) -> None:
+    # vllm bench serve saves "request_rate": "inf" (every request as soon as a slot frees: closed
+    # loop, the run opens with a wave) or the Poisson rate in requests/s (open loop: no opening wave).
+    from tokenplan.calibration.bench_fit import Served, bench_measurements
+
+    first = json.loads(Path(FILES["vllm"][0]).read_text().splitlines()[0])
+    rows = []
+    for rate in ("inf", 8.0):
+        row = dict(first, request_rate=rate)
+        rows.append(json.dumps(row))
+    path = tmp_path / "rates.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    _, levels = read_bench_results(str(path))
+    assert [lv["closed_loop"] for lv in levels] == [True, False]
+    served = Served(engine="vllm", model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tp=1)
+    assert [m.closed_loop for m in bench_measurements(levels, served)] == [True, False]

@@ -72,15 +72,23 @@ def test_a_gap_analysis_row_keeps_its_fixed_lengths():
     )
 
 
-@pytest.mark.parametrize("cell", ["uniform:1.5", "uniform:"])
-def test_a_malformed_length_distribution_names_the_column(tmp_path, cell):
+@pytest.mark.parametrize(
+    ("column", "cell"),
+    [
+        ("length_distribution", "uniform:1.5"),
+        ("length_distribution", "uniform:"),
+        ("num_requests", "12.5"),
+        ("num_requests", "-5"),
+    ],
+)
+def test_a_malformed_run_column_names_the_column(tmp_path, column, cell):
     with SERVING.open(newline="") as fh:
         header, first = fh.readline(), fh.readline()
     fields = next(csv.reader([first]))
-    fields[-1] = cell
+    fields[-1 if column == "length_distribution" else -2] = cell
     bad = tmp_path / "serving.csv"
     with bad.open("w", newline="") as fh:
         fh.write(header)
         csv.writer(fh, lineterminator="\n").writerow(fields)
     result = read_measurements(str(bad))
-    assert not result.rows and "length_distribution" in result.skipped[0].reason
+    assert not result.rows and column in result.skipped[0].reason

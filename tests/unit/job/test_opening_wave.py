@@ -52,3 +52,54 @@ def test_the_opening_wave_waits_longer_than_the_steady_states_arrival():
     steady = resolve(PredictRequest(**BASE, concurrency=64)).evaluate().steady
     assert math.isfinite(steady.opening_ttft_s)
     assert steady.opening_ttft_s > steady.ttft_s
+
+
+def _case(**figures: object):
+    from tokenplan.api.resolve import resolve_case
+    from tokenplan.measurement import Measurement
+
+    m = Measurement(
+        line=2,
+        row_id="r",
+        engine="sglang",
+        model="deepseek-r1",
+        gpu="b200",
+        num_gpus=8,
+        tp=8,
+        pp=1,
+        ep=1,
+        attention_dp=False,
+        weight_dtype="fp8",
+        kv_dtype="fp8",
+        isl_tokens=1024,
+        osl_tokens=1024,
+        ttft_s=1.0,
+        tpot_s=0.02,
+        **figures,  # type: ignore[arg-type]
+    )
+    return resolve_case(m)
+
+
+def test_a_run_shorter_than_its_concurrency_is_one_burst_of_its_requests():
+    from tokenplan.calibration.validate import predict_case
+    from tokenplan.perf.efficiency import Efficiency
+
+    eff = Efficiency()
+    # 16 requests with 128 allowed in flight: only 16 ever exist, all sent at once: the same run as
+    # 16 at concurrency 16
+    short = predict_case(_case(concurrency=128.0, num_requests=16.0), eff).ttft_s
+    burst = predict_case(_case(concurrency=16.0, num_requests=16.0), eff).ttft_s
+    assert short == pytest.approx(burst, rel=1e-12)
+    # and shorter than a wave of 128 prompts
+    assert short < predict_case(_case(concurrency=128.0, num_requests=128.0), eff).ttft_s
+
+
+def test_an_open_loop_run_has_no_opening_wave():
+    from tokenplan.calibration.validate import predict_case
+    from tokenplan.perf.efficiency import Efficiency
+
+    eff = Efficiency()
+    closed = predict_case(_case(concurrency=64.0, num_requests=640.0), eff).ttft_s
+    open_loop = predict_case(_case(concurrency=64.0, num_requests=640.0, closed_loop=False), eff).ttft_s
+    steady = predict_case(_case(concurrency=64.0), eff).ttft_s  # no request count: the steady state
+    assert open_loop == steady < closed
