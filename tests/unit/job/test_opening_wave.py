@@ -11,8 +11,11 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.api.resolve import PredictRequest, resolve, resolve_case
+from tokenplan.calibration.validate import predict_case
 from tokenplan.job.timeline import run_mean_ttft_s
+from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.perf.efficiency import Efficiency
 
 BASE = {
     "model": "deepseek-r1",
@@ -54,10 +57,9 @@ def test_the_opening_wave_waits_longer_than_the_steady_states_arrival():
     assert steady.opening_ttft_s > steady.ttft_s
 
 
-def _case(**figures: object):
-    from tokenplan.api.resolve import resolve_case
-    from tokenplan.measurement import Measurement
-
+def _ttft_s(**figures: object) -> float:
+    """The predicted TTFT (seconds) of a DeepSeek-R1 TP8 B200 run stated as ``figures``, at the
+    default efficiency factors."""
     m = Measurement(
         line=2,
         row_id="r",
@@ -77,29 +79,21 @@ def _case(**figures: object):
         tpot_s=0.02,
         **figures,  # type: ignore[arg-type]
     )
-    return resolve_case(m)
+    case = resolve_case(m)
+    assert not isinstance(case, SkippedRow)
+    return predict_case(case, Efficiency()).ttft_s
 
 
 def test_a_run_shorter_than_its_concurrency_is_one_burst_of_its_requests():
-    from tokenplan.calibration.validate import predict_case
-    from tokenplan.perf.efficiency import Efficiency
-
-    eff = Efficiency()
     # 16 requests with 128 allowed in flight: only 16 ever exist, all sent at once: the same run as
-    # 16 at concurrency 16
-    short = predict_case(_case(concurrency=128.0, num_requests=16.0), eff).ttft_s
-    burst = predict_case(_case(concurrency=16.0, num_requests=16.0), eff).ttft_s
-    assert short == pytest.approx(burst, rel=1e-12)
-    # and shorter than a wave of 128 prompts
-    assert short < predict_case(_case(concurrency=128.0, num_requests=128.0), eff).ttft_s
+    # 16 at concurrency 16, and shorter than a wave of 128 prompts
+    short = _ttft_s(concurrency=128.0, num_requests=16.0)
+    assert short == pytest.approx(_ttft_s(concurrency=16.0, num_requests=16.0), rel=1e-12)
+    assert short < _ttft_s(concurrency=128.0, num_requests=128.0)
 
 
 def test_an_open_loop_run_has_no_opening_wave():
-    from tokenplan.calibration.validate import predict_case
-    from tokenplan.perf.efficiency import Efficiency
-
-    eff = Efficiency()
-    closed = predict_case(_case(concurrency=64.0, num_requests=640.0), eff).ttft_s
-    open_loop = predict_case(_case(concurrency=64.0, num_requests=640.0, closed_loop=False), eff).ttft_s
-    steady = predict_case(_case(concurrency=64.0), eff).ttft_s  # no request count: the steady state
+    closed = _ttft_s(concurrency=64.0, num_requests=640.0)
+    open_loop = _ttft_s(concurrency=64.0, num_requests=640.0, closed_loop=False)
+    steady = _ttft_s(concurrency=64.0)  # no request count: the steady state
     assert open_loop == steady < closed
