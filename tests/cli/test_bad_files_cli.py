@@ -239,3 +239,12 @@ def test_a_job_yaml_length_no_request_can_hold_is_refused(tmp_path, text, messag
     with pytest.raises(ConfigError) as refused:
         read_job_file(str(tmp_path / "job.yaml"))
     assert str(refused.value) == f"{tmp_path / 'job.yaml'}: {message}"
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "-3", "abc"])
+def test_predict_concurrency_that_is_not_a_whole_number_of_requests_is_one_message(tmp_path, value) -> None:
+    # new-user pass: 0 used to be told "a finite number > 0" and 0.5 "a whole number ≥ 1"
+    line = _one_error_line(
+        _tokenplan("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", value, cwd=tmp_path)
+    )
+    assert line == f"error: concurrency '{value}' is not allowed (allowed: a whole number of requests ≥ 1, or max)"

@@ -305,9 +305,13 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
         s = resolve(measurement_request(m), profile)
     except TokenplanError as exc:
         return SkippedRow(m.line, m.row_id, str(exc))
-    from tokenplan.catalog.length_sets import length_set  # pydantic models: only for measurements
+    from tokenplan.catalog.length_sets import length_set, length_set_names  # pydantic: only for measurements
 
     shapes = length_set(m.length_set) if m.length_set else None
+    if m.length_set and shapes is None:  # a set whose lengths the catalog does not know: not fixed lengths
+        known = ", ".join(length_set_names())
+        reason = f"length_distribution {m.length_set!r} is not fixed, uniform:F or a known prompt set ({known})"
+        return SkippedRow(m.line, m.row_id, reason)
     if shapes is not None:
         isl = set_lengths(m.isl_tokens, shapes.input.sigma, shapes.input.cap_tokens)
         osl = set_lengths(m.osl_tokens, shapes.output.sigma, shapes.output.cap_tokens)

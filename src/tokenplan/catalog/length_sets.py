@@ -71,5 +71,6 @@ def length_set_names() -> list[str]:
 
 def length_set(name: str) -> LengthSet | None:
     """The length shapes of prompt set ``name`` (any case), or None when the catalog has none
-    for it (the row's lengths are then taken as fixed at their means)."""
+    for it (a measurement row naming it is then skipped with the known names:
+    ``api.resolve.resolve_case``)."""
     return _length_sets().get(name.strip().lower())

@@ -19,9 +19,12 @@ def _concurrency(text: str) -> float | None:
     if text.strip().lower() == "max":
         return None
     try:
-        return float(int(text))
+        requests = int(text)
     except ValueError:
-        raise InputError("concurrency", text, "a whole number of requests ≥ 1, or max") from None
+        requests = 0
+    if requests < 1:  # 0, negative, 0.5 or a word: one message for all
+        raise InputError("concurrency", text, "a whole number of requests ≥ 1, or max")
+    return float(requests)
 
 
 _FRACTION = (

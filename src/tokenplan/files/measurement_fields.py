@@ -145,7 +145,7 @@ _SET_NAME = re.compile(r"[a-z][a-z0-9_.-]*")
 def lengths(row: dict) -> Lengths:
     """The ``length_distribution`` column: ``fixed`` or blank (lengths at the mean),
     ``uniform:F`` with 0 < F < 1, or a prompt set's name (lower case; a set the catalog does
-    not know reads as fixed lengths when the row is resolved)."""
+    not know skips the row when it is resolved, ``api.resolve.resolve_case``)."""
     cell = text(row, "length_distribution").lower()
     if cell in ("", "fixed"):
         return Lengths(None, None)

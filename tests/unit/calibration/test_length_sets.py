@@ -12,6 +12,7 @@ from tokenplan.catalog.length_sets import length_set, length_set_names
 from tokenplan.files.measurements import read_measurements
 from tokenplan.job.timeline import job_time
 from tokenplan.job.workload import LengthDist, fixed, set_lengths
+from tokenplan.measurement import SkippedRow
 from tokenplan.perf.step import step_time
 
 HEADER = (
@@ -66,9 +67,17 @@ def test_a_sharegpt_row_keeps_its_mean_and_spreads_as_sharegpt(tmp_path):
     assert case.osl.running_mean == pytest.approx(311.2, rel=5e-3)
 
 
-def test_an_unknown_set_or_a_mean_at_the_cap_keeps_fixed_lengths(tmp_path):
+def test_an_unknown_set_skips_its_row_naming_the_known_ones(tmp_path):
+    # a set whose lengths the catalog does not know (catalog/length_sets.yaml holds sharegpt) is not
+    # fixed lengths: read as such it would move the row's prediction with no word (new-user pass)
     (row,) = _read(tmp_path, "sonnet")
-    assert length_set("sonnet") is None and resolve_case(row).osl.sigma == 0
+    assert length_set("sonnet") is None
+    skipped = resolve_case(row)
+    assert isinstance(skipped, SkippedRow)
+    assert skipped.reason == ("length_distribution 'sonnet' is not fixed, uniform:F or a known prompt set (sharegpt)")
+
+
+def test_a_mean_at_the_cap_keeps_fixed_lengths():
     assert set_lengths(2044, 0.661, 2044) == LengthDist(2044)
 
 
@@ -127,5 +136,6 @@ def test_validate_says_which_rows_spread_as_a_prompt_set(tmp_path):
     from tokenplan.api.validate import validate
 
     _read(tmp_path, "sharegpt", "", "sonnet")
-    rows = validate(str(tmp_path / "dev.csv")).to_json()["rows"]
-    assert [r["lengths"] for r in rows] == ["sharegpt", "fixed", "fixed"]  # sonnet: no shape known
+    out = validate(str(tmp_path / "dev.csv")).to_json()
+    assert [r["lengths"] for r in out["rows"]] == ["sharegpt", "fixed"]
+    assert [s["id"] for s in out["skipped"]] == ["2"]  # sonnet: no shape known, its row says so
