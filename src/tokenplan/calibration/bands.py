@@ -7,19 +7,21 @@ see it: K-fold cross-validation whose folds hold out whole configurations, model
 engine) and stores, per *regime*, a low and a high quantile of the log error ``r = log(predicted
 / measured)``. The residuals cluster by configuration (its bias is shared by all its rows), so the
 quantiles weigh each configuration as one file measured it as one (:func:`configuration_band`, tails
-at :func:`configuration_tail`) and a regime needs :data:`MIN_CONFIGURATIONS` configurations.
+at :func:`configuration_tail`, both in ``calibration.band_quantiles``) and a regime needs :data:`MIN_CONFIGURATIONS` configurations.
 Residuals without a configuration use :func:`conformal_band`. A prediction ``p`` then carries the
 interval ``[p·e^(−q_high), p·e^(−q_low)]``: the measured value of a configuration the fit did not see
 lies inside it for ~80 % of held-out points.
 
-Two metrics:
+Three metrics:
 
 - ``rate``: the decode rate — output tok/s for throughput rows, and 1/TPOT for serving rows
   (at a fixed batch, output tok/s = batch / TPOT, so their log errors are the same quantity
   with opposite sign: a TPOT residual enters as ``−log(TPOT_pred / TPOT_meas)``). Bands on
   output tok/s, TPOT, job days and dollars all come from it (days and dollars scale as
   1 / rate);
-- ``ttft``: time to first token.
+- ``ttft``: time to first token, a run's median (InferenceX, dev.csv) and a plan's;
+- ``ttft_mean``: a run's mean time to first token (serving-dev.csv, bench levels), which carries
+  the run's opening wave (:func:`ttft_metric`).
 
 A regime is also split by speculative decoding (:func:`spec_regime`): ``none``, ``prior`` (τ
 from the acceptance prior of ``perf.speculative``, not measured: its error adds to the model's,
