@@ -53,6 +53,12 @@ class Measurement:
         scheduler_recv_interval: SGLang's ``--scheduler-recv-interval`` where the row states it
             (InferenceX's DeepSeek-R1 B200 scripts: 30 at concurrency ≥ 16, else 10); None = the
             engine's default (1: new requests are received every iteration).
+        chunked_prefill_size: SGLang's ``--chunked-prefill-size`` (tokens) where the row states
+            it; None = the engine's default for the GPU.
+        disable_radix_cache: True where the launch passed SGLang's ``--disable-radix-cache``,
+            False where the row states it did not; None = not stated (the default: on).
+        ssm_dtype: SGLang's ``--mamba-ssm-dtype`` (hybrid models' recurrent state) where the row
+            states it; None = the model config's ``mamba_ssm_dtype``.
         engine_version: the engine version or image the row ran, where stated (for reading;
             the planner models the current defaults).
         gpu_variant_stated: False where the source names only the GPU family (a page that says
@@ -92,6 +98,9 @@ class Measurement:
     throughput_set_aside: str | None = None
     memory_fraction: float | None = None
     scheduler_recv_interval: int | None = None
+    chunked_prefill_size: int | None = None
+    disable_radix_cache: bool | None = None
+    ssm_dtype: str | None = None
     engine_version: str | None = None
     gpu_variant_stated: bool = True
     layout_note: str | None = None

@@ -286,6 +286,9 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
         calibration=calibration,
         max_running=m.max_running,
         memory_fraction=m.memory_fraction,
+        chunked_prefill_size=m.chunked_prefill_size,
+        disable_radix_cache=bool(m.disable_radix_cache),
+        ssm_dtype=m.ssm_dtype,
         engine_version=m.engine_version,
         scheduler_recv_interval=m.scheduler_recv_interval,
     )

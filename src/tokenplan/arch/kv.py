@@ -21,6 +21,7 @@ from tokenplan.units import Dtype
 # SSM state dtypes the engines accept for ``mamba_ssm_dtype`` / ``--mamba-ssm-dtype`` (IEEE
 # float32 = 4 bytes, bfloat16/float16 = 2 bytes per element).
 _STATE_BYTES = {"float32": 4.0, "fp32": 4.0, "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0}
+SSM_STATE_DTYPES = tuple(sorted(_STATE_BYTES))  # the names a launch may give --mamba-ssm-dtype here
 CONV_STATE_BYTES_PER_ELEMENT = 2.0  # BF16 conv state: SGLang SGLANG_MAMBA_CONV_DTYPE default
 
 

@@ -9,7 +9,9 @@ Job columns (issue 28, point 6; the data README says which rows fill them, from 
 ``num_requests`` (requests in the whole run), ``length_distribution`` (``fixed``, ``uniform:F``
 for lengths drawn uniformly from ``[F·L, L]`` as InferenceX draws them, or the name of a prompt
 set such as ``sharegpt``), ``max_running`` (the launch's running-request cap), ``memory_fraction``
-(the launch's ``--mem-fraction-static`` / ``--gpu-memory-utilization``),
+(the launch's ``--mem-fraction-static`` / ``--gpu-memory-utilization``), ``chunked_prefill_size``
+(SGLang's ``--chunked-prefill-size``), ``disable_radix_cache`` (SGLang's ``--disable-radix-cache``),
+``ssm_dtype`` (SGLang's ``--mamba-ssm-dtype``),
 ``scheduler_recv_interval`` (SGLang's ``--scheduler-recv-interval``), ``engine_version`` and
 ``gpu_variant_stated`` (``false`` where the source names only the GPU family, e.g. "H100").
 """
@@ -20,6 +22,7 @@ import math
 import re
 from typing import Literal, NamedTuple, overload
 
+from tokenplan.arch.kv import SSM_STATE_DTYPES
 from tokenplan.units import MS_PER_S
 
 
@@ -214,3 +217,39 @@ def memory_fraction(row: dict) -> float | None:
     if value is not None and value > 1:
         raise RowError(f"column memory_fraction value {text(row, 'memory_fraction')!r} is not in (0, 1] (or blank)")
     return value
+
+
+def chunked_prefill_size(row: dict) -> int | None:
+    """The ``chunked_prefill_size`` column: SGLang's ``--chunked-prefill-size`` as the launch set
+    it (tokens of prompt per prefill step), a whole number ≥ 1, None where blank (the engine's
+    default for the GPU)."""
+    value = optional_positive(row, "chunked_prefill_size")
+    if value is None:
+        return None
+    if value != int(value):
+        raise RowError(
+            f"column chunked_prefill_size value {text(row, 'chunked_prefill_size')!r} is not a whole number of "
+            "tokens ≥ 1 (or blank)"
+        )
+    return int(value)
+
+
+def disable_radix_cache(row: dict) -> bool | None:
+    """The ``disable_radix_cache`` column: whether the launch passed SGLang's
+    ``--disable-radix-cache`` (``true``/``false``), None where blank (not stated: the engine's
+    default, the radix cache on)."""
+    return None if not text(row, "disable_radix_cache") else flag(row, "disable_radix_cache", blank=False)
+
+
+def ssm_dtype(row: dict) -> str | None:
+    """The ``ssm_dtype`` column: SGLang's ``--mamba-ssm-dtype`` as the launch set it (the hybrid
+    models' recurrent-state dtype, e.g. ``bfloat16``), None where blank (the model config's
+    ``mamba_ssm_dtype``)."""
+    cell = text(row, "ssm_dtype").lower()
+    if not cell:
+        return None
+    if cell not in SSM_STATE_DTYPES:
+        raise RowError(
+            f"column ssm_dtype value {text(row, 'ssm_dtype')!r} is not one of {', '.join(SSM_STATE_DTYPES)} (or blank)"
+        )
+    return cell

@@ -133,12 +133,24 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             length_low_fraction=spread.low_fraction,
             max_running=f.max_running(row),
             length_set=spread.length_set,
-            memory_fraction=f.memory_fraction(row),
-            scheduler_recv_interval=f.scheduler_recv_interval(row),
+            **_launch_settings(row),
             engine_version=version or None,
             gpu_variant_stated=f.flag(row, "gpu_variant_stated", blank=True),
         )
     )
+
+
+def _launch_settings(row: dict) -> dict:
+    """The launch's memory and scheduling flags a row states (optional columns of any measurement
+    file; blank = the engine's default): ``memory_fraction``, ``scheduler_recv_interval``,
+    ``chunked_prefill_size``, ``disable_radix_cache``, ``ssm_dtype``."""
+    return {
+        "memory_fraction": f.memory_fraction(row),
+        "scheduler_recv_interval": f.scheduler_recv_interval(row),
+        "chunked_prefill_size": f.chunked_prefill_size(row),
+        "disable_radix_cache": f.disable_radix_cache(row),
+        "ssm_dtype": f.ssm_dtype(row),
+    }
 
 
 def _serving_row(row: dict, line: int) -> Measurement:
@@ -190,8 +202,8 @@ def _serving_row(row: dict, line: int) -> Measurement:
         trust=f.trust(row, blank="high"),
         # our copy's InferenceX rows say whether their run was an -mtp config (blank = not stated)
         spec=spec_from_text(f.text(row, "spec_decode")),
-        scheduler_recv_interval=f.scheduler_recv_interval(row),
         max_running=f.max_running(row),
+        **_launch_settings(row),
         engine_version=f.text(row, "engine_version") or None,
         layout_note=replica.note,
     )

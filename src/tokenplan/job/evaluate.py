@@ -304,6 +304,7 @@ def allocated_requests(ev: Evaluation) -> float:
     return _allocated(ev.config, ev.settings, ev.steady.limits.limit)
 
 
-def kv_and_state(model: ModelSpec, kv_dtype: Dtype) -> tuple[float, float]:
-    """(whole-model KV bytes per token, state bytes per sequence) for reports."""
-    return kv_bytes_per_token(model, kv_dtype), state_bytes_per_sequence(model)
+def kv_and_state(model: ModelSpec, kv_dtype: Dtype, ssm_dtype: str | None = None) -> tuple[float, float]:
+    """(whole-model KV bytes per token, state bytes per sequence) for reports; ``ssm_dtype``: the
+    launch's ``--mamba-ssm-dtype`` (None = the config's), as the memory model sizes the state."""
+    return kv_bytes_per_token(model, kv_dtype), state_bytes_per_sequence(model, ssm_dtype)

@@ -119,7 +119,7 @@ class MemoryResult(JsonResult):
 def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
     """The figures of an evaluation (units in the field names)."""
     s, m, lay = ev.steady, ev.memory, ev.config.layout
-    kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype)
+    kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype, ev.config.ssm_dtype)
     return EvaluationFigures(
         layout=lay.describe(),
         tp=lay.tp,
@@ -159,7 +159,7 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
     workload's prompt and output lengths (``isl``, ``osl``) and a whole request's ``context_tokens``
     (the stated mean ISL + OSL)."""
     config, m = ev.config, ev.memory
-    kv_tok, state_seq = kv_and_state(ev.deployment.spec, config.kv_dtype)
+    kv_tok, state_seq = kv_and_state(ev.deployment.spec, config.kv_dtype, config.ssm_dtype)
     running = allocated_requests(ev)
     return MemoryResult(
         gpu=ev.deployment.gpu.key,

@@ -1,6 +1,6 @@
-"""The ``num_requests`` and ``length_distribution`` columns of our copy of ``serving-dev.csv`` (its
-last two): the InferenceX runs among its rows sent ``10 × concurrency`` prompts whose lengths were
-drawn uniformly from [0.8 L, L] around the nominal ``isl``/``osl`` L the export keeps. Each fact
+"""The ``num_requests`` and ``length_distribution`` columns of our copy of ``serving-dev.csv``: the
+InferenceX runs among its rows sent ``10 × concurrency`` prompts whose lengths were drawn
+uniformly from [0.8 L, L] around the nominal ``isl``/``osl`` L the export keeps. Each fact
 quotes its source (SemiAnalysisAI/InferenceX at the commits the data README names).
 """
 
@@ -85,7 +85,7 @@ def test_a_malformed_run_column_names_the_column(tmp_path, column, cell):
     with SERVING.open(newline="") as fh:
         header, first = fh.readline(), fh.readline()
     fields = next(csv.reader([first]))
-    fields[-1 if column == "length_distribution" else -2] = cell
+    fields[next(csv.reader([header])).index(column)] = cell
     bad = tmp_path / "serving.csv"
     with bad.open("w", newline="") as fh:
         fh.write(header)
