@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tokenplan.arch.kv import SSM_STATE_DTYPES
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.fitted_range import Profile
@@ -128,6 +129,7 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
     _check_sizes(req)
     model, gpu, engine = load_model(req.model), load_gpu(req.gpu), load_engine(req.engine)
     chunk = _chunk_tokens(req, engine.name)
+    radix_off = _radix_cache_off(req.disable_radix_cache, engine.name)
     weight = parse_dtype(
         req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype, "weight_dtype", WEIGHT_DTYPES
     )
@@ -147,8 +149,8 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         engine=engine,
         spec=spec,
         memory_fraction=req.memory_fraction,
-        max_running=MaxRunning(req.max_running, req.disable_radix_cache),
-        ssm_dtype=req.ssm_dtype,
+        max_running=MaxRunning(req.max_running, radix_off),
+        ssm_dtype=_ssm_dtype(req.ssm_dtype, model),
         vision_cut=cut,
         host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
@@ -220,6 +222,30 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
             raise InputError(field, shown(value), f"only with --engine {owner}; the engine is {engine}")
         chunk = int(value)
     return chunk
+
+
+def _radix_cache_off(value: bool, engine: str) -> bool:
+    """SGLang's ``--disable-radix-cache`` as the request sets it. Raises InputError where it is set
+    for another engine (whose prediction would read it and change nothing)."""
+    if value and engine != "sglang":
+        raise InputError("disable_radix_cache", value, f"only with --engine sglang; the engine is {engine}")
+    return bool(value)
+
+
+def _ssm_dtype(value: object, model: ModelSpec) -> str | None:
+    """The recurrent-state dtype the request sets (``--ssm-dtype``, as ``arch.kv`` names them, any
+    case), or None (the config's). Raises InputError for another name, or for a model that holds
+    no recurrent state (the value would be read and change nothing)."""
+    if value is None:
+        return None
+    name = value.strip().lower() if isinstance(value, str) else value
+    if name not in SSM_STATE_DTYPES:
+        raise InputError("ssm_dtype", value, SSM_STATE_DTYPES)
+    if model.linear is None or not model.is_hybrid:
+        raise InputError(
+            "ssm_dtype", value, f"only for a model with linear-attention (recurrent) state; {model.name} has none"
+        )
+    return str(name)
 
 
 def _engine_version(value: object) -> str | None:
@@ -294,6 +320,16 @@ def measurement_request(m: Measurement, calibration: str | None = None) -> Predi
     )
 
 
+# A hybrid row whose launch turned the radix cache off without a running cap: SGLang then splits
+# state and KV memory by --mamba-full-memory-ratio and caps the running requests at the state slots
+# (docs/engine-facts.md, SGLang, S3); the memory model has the radix cache on, or off with a cap.
+_RADIX_OFF_UNCAPPED = (
+    "disable_radix_cache true without max_running on hybrid model {model}: SGLang then sizes the state "
+    "slots by --mamba-full-memory-ratio, which tokenplan does not model; fill max_running with the "
+    "launch's --max-running-requests (SGLang sets 48 with speculative decoding when none is given)"
+)
+
+
 def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | SkippedRow:
     """A measurement resolved to a Case (``profile``: the one read for the whole file; None = the
     shipped fit), or the reason it cannot be predicted."""
@@ -308,6 +344,12 @@ def resolve_case(m: Measurement, profile: Profile | None = None) -> Case | Skipp
         s = resolve(measurement_request(m), profile)
     except TokenplanError as exc:
         return SkippedRow(m.line, m.row_id, str(exc))
+    cap = s.config.max_running
+    if cap.lifted and cap.requests is None:  # --disable-radix-cache launched without --max-running-requests
+        if s.model.is_hybrid:
+            return SkippedRow(m.line, m.row_id, _RADIX_OFF_UNCAPPED.format(model=m.model))
+        # no state pool: the flag leaves SGLang's own cap (48 with speculative decoding, S5), not the plan's raised one
+        s = replace(s, config=replace(s.config, max_running=MaxRunning()))
     from tokenplan.catalog.length_sets import length_set, length_set_names  # pydantic: only for measurements
 
     shapes = length_set(m.length_set) if m.length_set else None
