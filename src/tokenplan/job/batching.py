@@ -53,7 +53,7 @@ from tokenplan.perf.step_record import StepTime
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
 StepMemos = tuple[StepMemo, StepMemo]
 # A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
-Level = tuple[float, float, float, StepTime, float, float, float, float]
+Level = tuple[float, float, float, StepTime, float, float, float, float, float]
 LevelMemo = dict[tuple[float, bool], Level]
 
 
@@ -266,14 +266,26 @@ def steady_state(
         level = _level(d, eff, engine, settings, isl, osl, spec, batch, queued, steps)
         if levels is not None:
             levels[batch, queued] = level
-    output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, opening = level
+    output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, opening, median = level
     warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
-        ttft += (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
+        wait = (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
+        ttft, median = ttft + wait, median + wait
         warnings = _queue_warning(concurrency, batch, limits.reason)
     # Positional: a sweep builds tens of thousands, and keywords cost a third more.
     return SteadyState(
-        batch, limits, output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, opening, warnings
+        batch,
+        limits,
+        output_tok_s,
+        tpot_s,
+        ttft,
+        dec,
+        cycle_s,
+        prefill_share,
+        roofline_tok_s,
+        opening,
+        median,
+        warnings,
     )
 
 
@@ -342,11 +354,17 @@ def _level(
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     opening = eff.ttft_overhead_s + own_s + wave
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)
-    queue = g * wave + (1.0 - g) * prefill_queue_s(own_s, prefill_share, batch - 1.0)
-    ttft = eff.ttft_overhead_s + dec_s * settings.recv_interval / 2 + own_s + queue
+    steady_queue = prefill_queue_s(own_s, prefill_share, batch - 1.0)
+    base = eff.ttft_overhead_s + dec_s * settings.recv_interval / 2 + own_s
     if settings.adp_balance_timeout_iters:  # attention-DP balancing holds the prompt back (job.prefill_wait)
         arrivals = math.inf if queued else batch / cycle_s
-        ttft += adp_balance_wait_s(settings.adp_balance_timeout_iters, d.memory.sequence_shards, dec_s, arrivals)
+        base += adp_balance_wait_s(settings.adp_balance_timeout_iters, d.memory.sequence_shards, dec_s, arrivals)
+    # The mean over arrivals: a share g waits behind its wave, the rest queue as random arrivals.
+    ttft = base + g * wave + (1.0 - g) * steady_queue
+    # The median arrival is one of the majority: outside the waves while they hold under half
+    # of the arrivals, else inside one (the median of the two-part mixture, whose wave part lies
+    # above the other).
+    median = base + (steady_queue if g < 0.5 else wave)
     # A client times TPOT from its first token: the cycle's prefill work before that token (its own
     # prompt, and in a wave the prompts ahead of it) is in its TTFT, not in its TPOT.
     before_first = own_s + g * wave
@@ -362,4 +380,5 @@ def _level(
         prefill_share,
         batch / bound if bound > 0 else math.inf,  # the roofline's output tok/s
         opening,
+        median,
     )

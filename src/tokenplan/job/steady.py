@@ -26,6 +26,11 @@ class SteadyState:
             replica (seconds): the TTFT overhead, its own prompt and the prompts ahead of it in
             whole prefill steps, fully synchronised and without a receive wait (the run's opening
             wave: ``job.timeline.run_mean_ttft_s``).
+        median_ttft_s: the median request's TTFT (seconds): ``ttft_s`` is the mean over
+            arrivals, a share ``prefill_wave_fraction`` of which wait behind the prompts of their
+            wave; while that share is under one half the median arrival is outside the waves and
+            waits only as a random arrival (the median of the two-part mixture), else inside one.
+            What a file's median TTFT (InferenceX's ``ttft_ms_median``) is compared with.
         warnings: plain-language caveats.
     """
 
@@ -39,6 +44,7 @@ class SteadyState:
     prefill_share: float
     roofline_output_tok_s: float
     opening_ttft_s: float
+    median_ttft_s: float
     warnings: tuple[str, ...] = field(default=())
 
     @property

@@ -127,7 +127,8 @@ class Efficiency:
             ``(C − 1)/2`` prompts). 1 = fully synchronised (an engine that never mixes prefill
             with decode keeps the waves intact), 0 = Poisson arrivals (M/D/1 queue). Default
             0.5; fitted per engine on serving-dev.csv, whose measured TTFT grows about linearly
-            with concurrency.
+            with concurrency. It moves a mean TTFT; a median one only once it reaches one half
+            (the median arrival is then in a wave: ``job.steady.SteadyState.median_ttft_s``).
     """
 
     hbm_fraction: float = 0.80
