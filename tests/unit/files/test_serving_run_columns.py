@@ -79,6 +79,12 @@ def test_a_gap_analysis_row_keeps_its_fixed_lengths():
         ("length_distribution", "uniform:"),
         ("num_requests", "12.5"),
         ("num_requests", "-5"),
+        # the launch columns (test_serving_launch_columns.py)
+        ("memory_fraction", "1.2"),
+        ("chunked_prefill_size", "1.5"),
+        ("chunked_prefill_size", "-8192"),
+        ("disable_radix_cache", "maybe"),
+        ("ssm_dtype", "int8"),
     ],
 )
 def test_a_malformed_run_column_names_the_column(tmp_path, column, cell):
@@ -91,4 +97,4 @@ def test_a_malformed_run_column_names_the_column(tmp_path, column, cell):
         fh.write(header)
         csv.writer(fh, lineterminator="\n").writerow(fields)
     result = read_measurements(str(bad))
-    assert not result.rows and column in result.skipped[0].reason
+    assert not result.rows and column in result.skipped[0].reason and cell in result.skipped[0].reason

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tests.support.measured import measured_row
 
 from tokenplan.api.resolve import PredictRequest, resolve
 
@@ -55,28 +56,20 @@ def test_validate_compares_a_median_with_the_median_and_a_mean_with_the_mean():
     from tokenplan.api.resolve import resolve_case
     from tokenplan.calibration.validate import predict_case
     from tokenplan.job.evaluate import evaluate
-    from tokenplan.measurement import Measurement, SkippedRow
+    from tokenplan.measurement import SkippedRow
     from tokenplan.perf.efficiency import Efficiency
 
     eff = Efficiency().with_values(prefill_wave_fraction=0.3)  # waves the minority of arrivals
-    row = Measurement(
-        line=2,
-        row_id="r",
-        engine="sglang",
+    row = measured_row(
         model="qwen3-32b",
         gpu="h100-sxm",
         num_gpus=1,
         tp=1,
-        pp=1,
-        ep=1,
-        attention_dp=False,
         weight_dtype="fp8",
         kv_dtype="fp8",
         isl_tokens=8192,
         osl_tokens=1024,
         concurrency=8.0,
-        ttft_s=1.0,
-        tpot_s=0.02,
     )
     for statistic in ("median", "mean"):
         case = resolve_case(replace(row, latency_statistic=statistic))

@@ -10,11 +10,12 @@ import math
 from dataclasses import replace
 
 import pytest
+from tests.support.measured import measured_row
 
 from tokenplan.api.resolve import PredictRequest, resolve, resolve_case
 from tokenplan.calibration.validate import predict_case
 from tokenplan.job.timeline import run_mean_ttft_s
-from tokenplan.measurement import Measurement, SkippedRow
+from tokenplan.measurement import SkippedRow
 from tokenplan.perf.efficiency import Efficiency
 
 BASE = {
@@ -60,24 +61,16 @@ def test_the_opening_wave_waits_longer_than_the_steady_states_arrival():
 def _ttft_s(**figures: object) -> float:
     """The predicted TTFT (seconds) of a DeepSeek-R1 TP8 B200 run stated as ``figures``, at the
     default efficiency factors."""
-    m = Measurement(
-        line=2,
-        row_id="r",
-        engine="sglang",
+    m = measured_row(
         model="deepseek-r1",
         gpu="b200",
         num_gpus=8,
         tp=8,
-        pp=1,
-        ep=1,
-        attention_dp=False,
         weight_dtype="fp8",
         kv_dtype="fp8",
         isl_tokens=1024,
         osl_tokens=1024,
-        ttft_s=1.0,
-        tpot_s=0.02,
-        **figures,  # type: ignore[arg-type]
+        **figures,
     )
     case = resolve_case(m)
     assert not isinstance(case, SkippedRow)
