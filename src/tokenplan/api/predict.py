@@ -15,8 +15,9 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
     Returns a :class:`~tokenplan.job.results.Prediction`: ``output_tok_s_total``,
     ``output_tok_s_per_gpu`` (tokens/s), ``max_concurrency`` (sequences, whole deployment),
     ``kv_bytes_per_token`` (whole model), ``state_bytes_per_sequence``, ``weight_bytes_per_gpu``
-    (bytes), ``step_time_ms``, ``tpot_ms``, ``ttft_ms``, ``bottleneck``, ``warnings``, the error
-    bands and more; or, for a configuration that cannot run, ``Rejected`` with the reason.
+    (bytes), ``step_time_ms``, ``tpot_ms``, ``ttft_ms`` (the mean over arrivals),
+    ``ttft_median_ms`` (the median request's: ``job.steady.SteadyState.median_ttft_s``),
+    ``bottleneck``, ``warnings``, the error bands and more; or, for a configuration that cannot run, ``Rejected`` with the reason.
 
     Raises:
         InputError, CatalogError, ConfigError: bad names or sizes.

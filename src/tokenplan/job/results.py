@@ -30,7 +30,8 @@ class Rejected(JsonResult):
 @dataclass(frozen=True)
 class EvaluationFigures(JsonResult):
     """One evaluated configuration: layout, formats, throughput (tokens/s), latencies (ms),
-    memory (bytes, tokens) and the bottleneck. ``max_concurrency``, ``kv_capacity_tokens`` and
+    memory (bytes, tokens) and the bottleneck. ``ttft_ms`` is the mean over arrivals,
+    ``ttft_median_ms`` the median request's (``job.steady.SteadyState``). ``max_concurrency``, ``kv_capacity_tokens`` and
     ``state_slots`` are over all replicas; ``kv_bytes_per_token`` and
     ``state_bytes_per_sequence`` are for the whole model."""
 
@@ -61,6 +62,7 @@ class EvaluationFigures(JsonResult):
     step_time_ms: float
     tpot_ms: float
     ttft_ms: float
+    ttft_median_ms: float
     prefill_share: float
     bottleneck: str
     warnings: tuple[str, ...]
@@ -148,6 +150,7 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
         step_time_ms=s.decode_step.total_s * MS_PER_S,
         tpot_ms=s.tpot_s * MS_PER_S,
         ttft_ms=s.ttft_s * MS_PER_S,
+        ttft_median_ms=s.median_ttft_s * MS_PER_S,
         prefill_share=s.prefill_share,
         bottleneck=s.decode_step.bottleneck,
         warnings=tuple(ev.warnings),

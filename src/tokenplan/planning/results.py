@@ -50,6 +50,7 @@ class ChosenConfiguration(JsonResult):
     batch_limit_reason: str
     tpot_ms: float
     ttft_ms: float
+    ttft_median_ms: float
     weight_bytes_per_gpu: float
     kv_capacity_tokens: float
     warnings: tuple[str, ...]

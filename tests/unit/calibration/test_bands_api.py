@@ -15,6 +15,7 @@ BANDS = {
     "bands": {
         "rate": {"all": {"q_low": -0.1, "q_high": 0.2, "n": 50}},
         "ttft": {"all": {"q_low": -0.4, "q_high": 0.3, "n": 40}},
+        "ttft_mean": {"all": {"q_low": -0.6, "q_high": 0.1, "n": 30}},
     },
     "extrapolation": {"rate": {"q_low": -0.5, "q_high": 0.5, "n": 30}},
     "max_batch_per_replica": {"sglang/hopper": 64.0},
@@ -36,8 +37,13 @@ def test_predict_bounds_every_figure(shipped_bands):
     assert p["output_tok_s_per_gpu_interval"]["high"] == pytest.approx(tok * math.exp(0.1))
     assert p["tpot_ms_interval"]["low"] == pytest.approx(tpot * math.exp(-0.1))
     assert p["tpot_ms_interval"]["high"] == pytest.approx(tpot * math.exp(0.2))
-    # TTFT band r ∈ [−0.4, 0.3]: [ttft·e^−0.3, ttft·e^0.4]
-    assert p["ttft_ms_interval"]["low"] == pytest.approx(ttft * math.exp(-0.3))
+    # The median request's TTFT takes the medians' band (ttft), r ∈ [−0.4, 0.3]: [m·e^−0.3, m·e^0.4];
+    # the mean over arrivals the means' (ttft_mean), r ∈ [−0.6, 0.1]: [ttft·e^−0.1, ttft·e^0.6]
+    median = p["ttft_median_ms"]
+    assert p["ttft_median_ms_interval"]["low"] == pytest.approx(median * math.exp(-0.3))
+    assert p["ttft_median_ms_interval"]["high"] == pytest.approx(median * math.exp(0.4))
+    assert p["ttft_ms_interval"]["low"] == pytest.approx(ttft * math.exp(-0.1))
+    assert p["ttft_ms_interval"]["high"] == pytest.approx(ttft * math.exp(0.6))
     assert p["ttft_ms_interval"]["coverage"] == 0.8
     assert p["error_band"]["outside_measured_regime"] is None
 
