@@ -80,10 +80,14 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
     steady, m = ev.steady, case.measurement
-    # a median TTFT is the median arrival's (``SteadyState.median_ttft_s``), a mean the mean's
-    ttft = steady.median_ttft_s if m.latency_statistic == "median" else steady.ttft_s
-    if m.latency_statistic == "mean" and m.num_requests is not None and m.closed_loop:
+    # a median TTFT is the median arrival's (``SteadyState.median_ttft_s``); a closed-loop run's
+    # mean carries its opening wave; otherwise the steady state's mean over arrivals
+    if m.latency_statistic == "median":
+        ttft = steady.median_ttft_s
+    elif m.num_requests is not None and m.closed_loop:
         ttft = _run_mean_ttft_s(case, eff, steady, m.num_requests / case.config.layout.dp)
+    else:
+        ttft = steady.ttft_s
     return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
 
 

@@ -31,8 +31,8 @@ class Rejected(JsonResult):
 class EvaluationFigures(JsonResult):
     """One evaluated configuration: layout, formats, throughput (tokens/s), latencies (ms),
     memory (bytes, tokens) and the bottleneck. ``ttft_ms`` is the mean over arrivals,
-    ``ttft_median_ms`` the median request's (``job.steady.SteadyState``). ``max_concurrency``, ``kv_capacity_tokens`` and
-    ``state_slots`` are over all replicas; ``kv_bytes_per_token`` and
+    ``ttft_median_ms`` the median request's (``job.steady.SteadyState``). ``max_concurrency``,
+    ``kv_capacity_tokens`` and ``state_slots`` are over all replicas; ``kv_bytes_per_token`` and
     ``state_bytes_per_sequence`` are for the whole model."""
 
     layout: str

@@ -130,8 +130,9 @@ def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests
     — ``min(C, batch)`` that the replica runs — wait for the prompts of one whole wave ahead of
     theirs (:attr:`SteadyState.opening_ttft_s`); the other ``N − C`` arrive one by one as
     requests end, at the steady state's TTFT. The mean weighs the two:
-    ``(C·opening + (N − C)·steady) / N``. A median (InferenceX's ``median_ttft_ms``) is the
-    steady state's while the opening wave is under half the run. Offline (``concurrency``
+    ``(C·opening + (N − C)·steady) / N``. A median (InferenceX's ``ttft_ms_median``) is the
+    median request's, :attr:`SteadyState.median_ttft_s`, while the opening wave is under half
+    the run. Offline (``concurrency``
     None) the steady state already queues every request: its TTFT. ``N ≤ C``: one burst, the
     opening wave's, which is a wave of ``steady.batch`` prompts: for ``N < C`` the caller gives
     the steady state at concurrency N (``calibration.validate.predict_case``). Open-loop runs
