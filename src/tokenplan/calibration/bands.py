@@ -29,9 +29,10 @@ e.g. InferenceX's SGLang DeepSeek-R1 MTP rows on B200 are predicted 30–36 % to
 ``stated`` (τ given). Without the split, the residuals of prior-τ rows set the band of plans
 with no speculative decoding.
 
-TTFT regimes are also split by :func:`queue_regime` (``/queue=queue``: requests wait in the
-server, offline or above the running batch, and the TTFT is mostly the wait the planner
-computes; ``/queue=none``). Regimes are pooled from the most specific level that holds at least
+TTFT and rate regimes are also split by :func:`queue_regime` (``/queue=queue``: requests wait in
+the server, offline or above the running batch: the TTFT is then mostly the wait the planner
+computes, and the rate runs at the batch the planner's engine limits set rather than at the
+client's concurrency, so it carries the limits' error too; ``/queue=none``). Regimes are pooled from the most specific level that holds at least
 ``MIN_POINTS`` residuals (and ``MIN_CONFIGURATIONS`` configurations; TTFT: ``TTFT_MIN_…``):
 ``engine/architecture/family/band/spec=S`` → ``engine/architecture/band/spec=S`` →
 ``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` (→ ``queue=Q``) → ``all``; a
@@ -133,7 +134,7 @@ def _levels(engine: str, architecture: str, family: str, band: str, tail: str) -
     )
 
 
-QUEUE_METRICS = TTFT_METRICS  # metrics whose regimes split by queue_regime (the decode rate does not queue)
+QUEUE_METRICS = (*TTFT_METRICS, "rate")  # metrics whose regimes split by queue_regime
 
 
 def regime_keys(
@@ -141,11 +142,12 @@ def regime_keys(
 ) -> tuple[str, ...]:
     """The pooling levels a residual of this configuration counts in, most specific first:
     ``sglang/blackwell/deepseek-r1/1-8/spec=prior`` … ``sglang/spec=prior``, ``spec=prior``,
-    ``all``. ``spec`` is one of :data:`SPEC_REGIMES`; ``queue`` (TTFT only: one of
+    ``all``. ``spec`` is one of :data:`SPEC_REGIMES`; ``queue`` (:data:`QUEUE_METRICS`: one of
     :data:`QUEUE_REGIMES`, "" for none) adds ``/queue=Q`` to every level but ``all``
     (``sglang/blackwell/1-8/spec=none/queue=queue`` … ``spec=none/queue=queue``) and pools
     ``queue=Q`` over the speculative-decoding regimes before ``all``: a queued TTFT is mostly
-    the wait the planner computes, whatever the decode."""
+    the wait the planner computes, and a queued rate runs at the planner's batch limit, whatever
+    the decode."""
     tail = f"/spec={spec}" + (f"/queue={queue}" if queue else "")
     pooled = (f"queue={queue}",) if queue else ()
     return (*_levels(engine, architecture, family, batch_band(batch), tail), tail[1:], *pooled, "all")
@@ -157,13 +159,20 @@ def lookup_keys(
     """Where a prediction looks for its band, most specific first: its own regime's levels
     (:func:`regime_keys`, without ``all``); for a ``stated`` τ, then the ``none`` levels (no row
     of the ground truth states τ: with τ given, what is left is the error of the step time,
-    which the non-speculative rows measure; an error in the stated τ itself is not covered);
-    with a ``queue`` regime, then the same without it (tables written before the queue split);
+    which the non-speculative rows measure; an error in the stated τ itself is not covered),
+    then the queue regime pooled over speculative decoding (``queue=Q``); with a ``queue``
+    regime, then the same without it (tables written before the queue split);
     then the levels without a speculative-decoding dimension that tables written before it have
     (absent from newer tables); then ``all``."""
     specs = (spec, "none") if spec == "stated" else (spec,)
     queues = (queue, "") if queue else ("",)
-    own = (k for q in queues for s in specs for k in regime_keys(engine, architecture, family, batch, s, q)[:-1])
+    own: list[str] = []
+    for q in queues:  # a queue regime's pooled key (``queue=Q``) after its speculative-decoding levels
+        pooled = regime_keys(engine, architecture, family, batch, spec, q)[-2:-1] if q else ()
+        own += [
+            k for s in specs for k in regime_keys(engine, architecture, family, batch, s, q)[:-1] if k not in pooled
+        ]
+        own += pooled
     return (*dict.fromkeys(own), *_levels(engine, architecture, family, batch_band(batch), ""), "all")
 
 

@@ -16,8 +16,8 @@ def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapp
     quantity: ``planning.answer.PLAN_FIGURES``; see ``calibration.bands``), and the regime of the
     first figure's band, the headline throughput's (and why the configuration lies outside the
     measured one, if it does). The regime includes
-    the evaluation's speculative decoding: none, τ from the prior, or τ stated. TTFT bands also
-    split by whether requests queue in the server: the steady state's running batch at the
+    the evaluation's speculative decoding: none, τ from the prior, or τ stated. TTFT and rate bands
+    also split by whether requests queue in the server: the steady state's running batch at the
     engine's limit (offline, or more in flight than it runs; ``calibration.bands.queue_regime``)
     or below it (the client's concurrency)."""
     d = ev.deployment

@@ -19,7 +19,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.steady import SteadyState
-from tokenplan.job.timeline import job_time, run_mean_ttft_s
+from tokenplan.job.timeline import finite_run_wait_s, job_time, run_mean_ttft_s, steady_wait_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
@@ -84,11 +84,20 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     # mean carries its opening wave; otherwise the steady state's mean over arrivals
     if m.latency_statistic == "median":
         ttft = steady.median_ttft_s
+        if m.num_requests is not None and m.closed_loop:  # a finite run's queue (timeline)
+            ttft += _run_median_wait_s(case, steady, m.num_requests / case.config.layout.dp)
     elif m.num_requests is not None and m.closed_loop:
         ttft = _run_mean_ttft_s(case, eff, steady, m.num_requests / case.config.layout.dp)
     else:
         ttft = steady.ttft_s
     return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
+
+
+def _run_median_wait_s(case: Case, steady: SteadyState, requests: float) -> float:
+    """What a closed-loop run of ``requests`` per replica changes in its median request's queue
+    wait against the steady state's (seconds, ≤ 0): ``job.timeline.finite_run_wait_s``."""
+    concurrency = case.concurrency_per_replica
+    return finite_run_wait_s(steady, concurrency, requests, median=True) - steady_wait_s(steady, concurrency)
 
 
 def _run_mean_ttft_s(case: Case, eff: Efficiency, steady: SteadyState, requests: float) -> float:

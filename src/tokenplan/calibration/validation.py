@@ -236,7 +236,7 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
     """The 80 % interval of a row's predicted ``metric`` (``throughput``, ``tpot``, ``ttft``;
     in the metric's own unit: tok/s per GPU or seconds), looked up as ``tokenplan predict``
     looks up a configuration's (engine, architecture, family, GPU, running batch per replica,
-    speculative-decoding regime, and for TTFT whether requests queue: :func:`queue_regime`). None where the table holds no band of the metric."""
+    speculative-decoding regime, and whether requests queue: :func:`queue_regime`). None where the table holds no band of the metric."""
     c = r.case
     band_metric, inverse = _BAND_OF[metric]
     if metric == "ttft" and bands.bands.get(own := ttft_metric(c.measurement.latency_statistic)):

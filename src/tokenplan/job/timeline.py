@@ -120,6 +120,44 @@ def job_time(
     return JobTime(ramp, steady_s, drain, tokens)
 
 
+def finite_run_wait_s(
+    steady: SteadyState, concurrency: float | None, num_requests: float, median: bool = False
+) -> float:
+    """The queue wait (seconds) of a closed-loop run of ``num_requests`` requests on one replica
+    that keeps ``concurrency`` in flight and runs ``steady.batch`` of them: the run's mean wait,
+    or its median request's with ``median``. 0 where nothing queues (offline runs queue inside
+    the steady state already: ``steady.ttft_s``).
+
+    The steady state's wait, ``(C − B)/λ`` with ``λ = B / cycle`` requests completing per
+    second, is that of a client that never runs out of requests: each new one joins behind the
+    ``C − B`` already waiting. A run of N requests starts with C sent at once: request j (in
+    order of sending) starts when the (j − B)-th request ends, and j > C was sent when the
+    (j − C)-th ended, so it waits ``w_j = (min(j, C) − B)⁺ / λ``: nothing for the first B, a
+    wait that grows by 1/λ per place for the rest of the opening burst, the steady wait after
+    it. Mean over j = 1..N: ``[(C' − B)(C' − B + 1)/2 + (N − C')(C' − B)] / (N·λ)`` with
+    ``C' = min(C, N)``; median: ``w_j`` at ``j = (N + 1)/2``. E.g. 500 prompts sent at once to a
+    replica that runs 12: the median request (j = 250.5) waits 238.5/λ, not 488/λ. FCFS
+    admission (vLLM, SGLang and TensorRT-LLM admit in arrival order)."""
+    if concurrency is None or concurrency <= steady.batch:
+        return 0.0
+    b, c, n = steady.batch, min(concurrency, num_requests), num_requests
+    if c <= b:
+        return 0.0
+    rate = b / steady.cycle_s
+    if median:
+        return max(min((n + 1.0) / 2.0, c) - b, 0.0) / rate
+    return ((c - b) * (c - b + 1.0) / 2.0 + (n - c) * (c - b)) / (n * rate)
+
+
+def steady_wait_s(steady: SteadyState, concurrency: float | None) -> float:
+    """The steady state's queue wait (seconds): ``(C − B) / (B / cycle)`` where the client keeps
+    C > B in flight (``job.batching.steady_state`` adds it to ``ttft_s`` and ``median_ttft_s``),
+    else 0."""
+    if concurrency is None or concurrency <= steady.batch:
+        return 0.0
+    return (concurrency - steady.batch) * steady.cycle_s / steady.batch
+
+
 def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests: float) -> float:
     """The mean time to first token (seconds) over a closed-loop run of ``num_requests``
     requests on one replica that keeps ``concurrency`` in flight.
@@ -137,11 +175,14 @@ def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests
     opening wave's, which is a wave of ``steady.batch`` prompts: for ``N < C`` the caller gives
     the steady state at concurrency N (``calibration.validate.predict_case``). Open-loop runs
     (a finite request rate) have no opening wave: not for them. The requests beyond the batch
-    in the opening burst (C above the running limit) are charged the steady state's queue wait.
+    in the opening burst (C above the running limit) and after it wait in the replica's queue as
+    a finite run does (:func:`finite_run_wait_s`), not the steady state's endless one.
     """
     if concurrency is None:
         return steady.ttft_s
     opening = steady.batch if concurrency > steady.batch else concurrency
     if num_requests <= opening:
         return steady.opening_ttft_s
-    return (opening * steady.opening_ttft_s + (num_requests - opening) * steady.ttft_s) / num_requests
+    unqueued = steady.ttft_s - steady_wait_s(steady, concurrency)
+    waits = num_requests * finite_run_wait_s(steady, concurrency, num_requests)
+    return (opening * steady.opening_ttft_s + (num_requests - opening) * unqueued + waits) / num_requests

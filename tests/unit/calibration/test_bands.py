@@ -58,19 +58,20 @@ def test_batch_bands_and_families():
 
 
 def test_a_regime_with_enough_points_gets_its_own_band_and_a_sparse_one_pools_up():
+    # (every residual here runs without a queue: keys end in /queue=none, calibration.bands.queue_regime)
     # 21 llama residuals −0.10, −0.09, …, +0.10 (step 0.01): k = ⌈22·0.9⌉ = ⌈19.8⌉ = 20 → the 20th
     # smallest, +0.09, and the 21 + 1 − 20 = 2nd, −0.09.
     llama = [_r(round(-0.10 + 0.01 * i, 2)) for i in range(21)]
     qwen = [_r(0.5, family="qwen3")] * 3  # 3 points: below MIN_POINTS (20), no band of their own
     bands = quantile_bands(llama + qwen)["rate"]
-    assert bands["sglang/hopper/llama-3.1/1-8/spec=none"].low_q == pytest.approx(-0.09)
-    assert bands["sglang/hopper/llama-3.1/1-8/spec=none"].high_q == pytest.approx(0.09)
-    assert "sglang/hopper/qwen3/1-8/spec=none" not in bands
+    assert bands["sglang/hopper/llama-3.1/1-8/spec=none/queue=none"].low_q == pytest.approx(-0.09)
+    assert bands["sglang/hopper/llama-3.1/1-8/spec=none/queue=none"].high_q == pytest.approx(0.09)
+    assert "sglang/hopper/qwen3/1-8/spec=none/queue=none" not in bands
     # the pooled level holds all 24; the qwen3 configuration falls back to it
-    assert bands["sglang/hopper/1-8/spec=none"].n == 24
+    assert bands["sglang/hopper/1-8/spec=none/queue=none"].n == 24
     table = BandTable(0.8, {"rate": bands}, max_batch={"sglang/hopper": 64.0}, gpus=("h100-sxm",))
-    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0)
-    assert iv.regime == "sglang/hopper/1-8/spec=none" and iv.outside is None
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, queue="none")
+    assert iv.regime == "sglang/hopper/1-8/spec=none/queue=none" and iv.outside is None
 
 
 def test_interval_arithmetic_and_inverse_figures():
@@ -152,25 +153,25 @@ def test_speculative_decoding_at_a_prior_acceptance_is_a_regime_of_its_own():
     prior = [replace(_r(round(0.20 + 0.01 * i, 2)), spec="prior") for i in range(21)]
     table = _spec_table(none + prior)
     rate = table.bands["rate"]
-    assert (rate["spec=none"].n, rate["spec=prior"].n, rate["all"].n) == (21, 21, 42)
+    assert (rate["spec=none/queue=none"].n, rate["spec=prior/queue=none"].n, rate["all"].n) == (21, 21, 42)
     assert (
-        rate["sglang/hopper/llama-3.1/1-8/spec=prior"].low_q,
-        rate["sglang/hopper/llama-3.1/1-8/spec=prior"].high_q,
+        rate["sglang/hopper/llama-3.1/1-8/spec=prior/queue=none"].low_q,
+        rate["sglang/hopper/llama-3.1/1-8/spec=prior/queue=none"].high_q,
     ) == pytest.approx((0.21, 0.39))
     # none: [100·e^−0.09, 100·e^0.09] = [91.393, 109.417], two-sided
-    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "none")
-    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none"
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "none", queue="none")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none/queue=none"
     assert (iv.low, iv.high) == pytest.approx((91.393, 109.417), abs=1e-3)
     # prior: meas = pred·e^(−r) ∈ [100·e^−0.39, 100·e^−0.21] = [67.706, 81.058] → up to the figure: [67.706, 100]
-    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "prior")
-    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=prior"
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "prior", queue="none")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=prior/queue=none"
     assert (iv.low, iv.high) == pytest.approx((67.706, 100.0), abs=1e-3)
     # a stated τ: no residual of its own, so the none band
-    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "stated")
-    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none" and iv.low == pytest.approx(91.393, abs=1e-3)
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, "stated", queue="none")
+    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none/queue=none" and iv.low == pytest.approx(91.393, abs=1e-3)
     # a sparse family pools up within its own spec regime: qwen3 at the prior τ takes the 21 prior points
-    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, "prior")
-    assert iv.regime == "sglang/hopper/1-8/spec=prior" and iv.low == pytest.approx(67.706, abs=1e-3)
+    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "qwen3", "h100-sxm", 4.0, "prior", queue="none")
+    assert iv.regime == "sglang/hopper/1-8/spec=prior/queue=none" and iv.low == pytest.approx(67.706, abs=1e-3)
 
 
 def test_without_the_split_prior_rows_skew_the_band_of_plans_without_speculative_decoding():
@@ -178,7 +179,7 @@ def test_without_the_split_prior_rows_skew_the_band_of_plans_without_speculative
     # −0.10 … +0.10 then +0.20 … +0.40. k = ⌈43·0.9⌉ = ⌈38.7⌉ = 39: the 39th smallest is the 18th prior
     # one, 0.20 + 0.01·17 = 0.37, and the 42 + 1 − 39 = 4th smallest is −0.07.
     pooled = [_r(round(-0.10 + 0.01 * i, 2)) for i in range(21)] + [_r(round(0.20 + 0.01 * i, 2)) for i in range(21)]
-    band = _spec_table(pooled).bands["rate"]["sglang/hopper/llama-3.1/1-8/spec=none"]
+    band = _spec_table(pooled).bands["rate"]["sglang/hopper/llama-3.1/1-8/spec=none/queue=none"]
     assert (band.low_q, band.high_q, band.n) == pytest.approx((-0.07, 0.37, 42))
 
 
@@ -242,18 +243,18 @@ def test_the_ttft_band_uses_its_own_configuration_tail():
     # whose cumulative weight reaches (1 − t)·100 and t·100 configurations.
     values = [i / 100 for i in range(1, 101)]
     configurations = [f"c{i}" for i in range(100)]
-    assert (RATE_TAIL, TTFT_TAIL, TTFT_MEAN_TAIL) == (0.94, 0.92, 0.96)
-    # rate: t = 0.94 → weights 6 and 94: the 6th and 94th values
-    assert configuration_band(values, configurations, 0.8, "rate") == Band(0.06, 0.94, 100)
+    assert (RATE_TAIL, TTFT_TAIL, TTFT_MEAN_TAIL) == (0.92, 0.92, 0.96)
+    # rate: t = 0.92 → weights 8 and 92: the 8th and 92nd values
+    assert configuration_band(values, configurations, 0.8, "rate") == Band(0.08, 0.92, 100)
     # a run's median TTFT (and a plan's): t = 0.92 → the 8th and 92nd values
     assert ttft_metric("median") == "ttft"
     assert configuration_band(values, configurations, 0.8, "ttft") == Band(0.08, 0.92, 100)
     # a run's mean TTFT: t = 0.96 → the 4th and 96th values
     assert ttft_metric("mean") == "ttft_mean"
     assert configuration_band(values, configurations, 0.8, "ttft_mean") == Band(0.04, 0.96, 100)
-    # another coverage scales the rate's tail share: 90 % → t = 1 − 0.1 × 0.06/0.2 = 0.97 →
-    # 3 and 97: the 3rd and 97th values
-    assert configuration_band(values, configurations, 0.9, "rate") == Band(0.03, 0.97, 100)
+    # another coverage scales the rate's tail share: 90 % → t = 1 − 0.1 × 0.08/0.2 = 0.96 →
+    # 4 and 96: the 4th and 96th values
+    assert configuration_band(values, configurations, 0.9, "rate") == Band(0.04, 0.96, 100)
 
 
 def test_each_file_that_measured_a_configuration_weighs_as_one():
@@ -262,10 +263,10 @@ def test_each_file_that_measured_a_configuration_weighs_as_one():
     # Configuration "x" measured by two files: 9 residuals at 0.0 from a.csv (a sweep) and one at
     # 1.0 from b.csv; four more configurations, one residual each at 0.1 … 0.4 (all from a.csv).
     # Units: x@a.csv, x@b.csv and the four: K = 6, x@b's single residual weighs 1 (with one
-    # weight for x it would weigh 0.1). Rate tail 0.94: the high bound is the first value whose
-    # cumulative weight reaches 0.94 × 6 = 5.64: 0.0 (weight 1), 0.1 … 0.4 (5), 1.0 (6) → 1.0.
-    # One weight per configuration (K = 5, x's ten residuals 0.1 each) would reach 0.94 × 5 =
-    # 4.7 at 0.4 (0.9 + 4 = 4.9) and leave b.csv's 1.0 outside.
+    # weight for x it would weigh 0.1). Rate tail 0.92: the high bound is the first value whose
+    # cumulative weight reaches 0.92 × 6 = 5.52: 0.0 (weight 1), 0.1 … 0.4 (5), 1.0 (6) → 1.0.
+    # One weight per configuration (K = 5, x's ten residuals 0.1 each) would reach 0.92 × 5 =
+    # 4.6 at 0.4 (0.9 + 4 = 4.9) and leave b.csv's 1.0 outside.
     def r(value: float, conf: str, source: str) -> Residual:
         return replace(_r(value), configuration=conf, source=source)
 
@@ -285,29 +286,25 @@ def test_queue_regime_of_a_row():
     ]
 
 
-def test_ttft_bands_split_by_whether_requests_queue_and_the_rate_does_not():
-    # 21 TTFT residuals without a queue, −0.10 … +0.10 (band [−0.09, +0.09] as above) and 21 with one,
-    # +0.30 … +0.50 (the queue predicted too long): the 2nd and 20th smallest, 0.31 and 0.49.
+def test_ttft_and_rate_bands_split_by_whether_requests_queue():
+    # 21 residuals without a queue, −0.10 … +0.10 (band [−0.09, +0.09] as above) and 21 with one,
+    # +0.30 … +0.50 (predicted too long, or too fast): the 2nd and 20th smallest, 0.31 and 0.49.
     free = [_r(round(-0.10 + 0.01 * i, 2), metric="ttft") for i in range(21)]
     queued = [replace(_r(round(0.30 + 0.01 * i, 2), metric="ttft"), queue="queue") for i in range(21)]
     rate = [replace(r, metric="rate") for r in free + queued]
     table = _spec_table(free + queued + rate)
-    ttft = table.bands["ttft"]
-    assert ttft["sglang/hopper/llama-3.1/1-8/spec=none/queue=queue"].n == 21
-    assert (ttft["spec=none/queue=none"].low_q, ttft["spec=none/queue=none"].high_q) == pytest.approx((-0.09, 0.09))
-    # queue: meas = pred·e^(−r) ∈ [100·e^−0.49, 100·e^−0.31] = [61.263, 73.345] → up to the figure
-    iv = interval(table, 100.0, "ttft", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="queue")
-    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none/queue=queue"
-    assert (iv.low, iv.high) == pytest.approx((61.263, 100.0), abs=1e-3)
-    iv = interval(table, 100.0, "ttft", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="none")
-    assert (iv.low, iv.high) == pytest.approx((91.393, 109.417), abs=1e-3)  # [100·e^−0.09, 100·e^0.09]
-    # the rate pools both (no queue key): 42 points, k = ⌈43·0.9⌉ = 39 → the 39th smallest, 0.30 + 0.01·17 =
-    # 0.47, and the 4th, −0.07; the queue argument is ignored for it
-    assert not any("queue=" in k for k in table.bands["rate"])
-    iv = interval(table, 100.0, "rate", False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="queue")
-    assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none"
-    # [100·e^−0.47, 100·e^0.07] = [62.500, 107.251]
-    assert (iv.low, iv.high) == pytest.approx((62.500, 107.251), abs=1e-3)
+    for metric in ("ttft", "rate"):
+        bands = table.bands[metric]
+        assert bands["sglang/hopper/llama-3.1/1-8/spec=none/queue=queue"].n == 21
+        assert (bands["spec=none/queue=none"].low_q, bands["spec=none/queue=none"].high_q) == pytest.approx(
+            (-0.09, 0.09)
+        )
+        # queue: meas = pred·e^(−r) ∈ [100·e^−0.49, 100·e^−0.31] = [61.263, 73.345] → up to the figure
+        iv = interval(table, 100.0, metric, False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="queue")
+        assert iv.regime == "sglang/hopper/llama-3.1/1-8/spec=none/queue=queue"
+        assert (iv.low, iv.high) == pytest.approx((61.263, 100.0), abs=1e-3)
+        iv = interval(table, 100.0, metric, False, "sglang", "hopper", "llama-3.1", "h100-sxm", 4.0, queue="none")
+        assert (iv.low, iv.high) == pytest.approx((91.393, 109.417), abs=1e-3)  # [100·e^−0.09, 100·e^0.09]
 
 
 def test_a_table_written_before_the_queue_split_still_gives_ttft_bands():

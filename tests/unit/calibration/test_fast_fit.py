@@ -159,9 +159,9 @@ def test_configuration_band_weighs_each_configuration_as_one():
     from tokenplan.calibration.bands import Band, configuration_band, conformal_band
 
     # 19 configurations of one residual each (0, 1, …, 18) and one, "a", of ten at 100: K = 20,
-    # each single residual weighs 1 and each of a's 0.1. Tails at t = RATE_TAIL = 0.94: the high
-    # bound is the first residual whose cumulative weight reaches 0.94·20 = 18.8 → 18 (the 19th
-    # single); the low one reaches 0.06·20 = 1.2 → 1 (the 2nd).
+    # each single residual weighs 1 and each of a's 0.1. Tails at t = RATE_TAIL = 0.92: the high
+    # bound is the first residual whose cumulative weight reaches 0.92·20 = 18.4 → 18 (the 19th
+    # single); the low one reaches 0.08·20 = 1.6 → 1 (the 2nd).
     values = [float(i) for i in range(19)] + [100.0] * 10
     configurations = [f"c{i}" for i in range(19)] + ["a"] * 10
     assert configuration_band(values, configurations) == Band(1.0, 18.0, 29)

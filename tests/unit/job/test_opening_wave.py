@@ -43,10 +43,14 @@ def test_the_mean_weighs_the_opening_wave_by_its_share_of_the_run():
 
 def test_only_the_replicas_batch_opens_at_once():
     steady = resolve(PredictRequest(**BASE, concurrency=64)).evaluate().steady
-    s = replace(steady, ttft_s=0.2, opening_ttft_s=1.0)
-    # 100 in flight on a replica that runs 64: the first 64 open, the other 36 queue as the steady
-    # state's TTFT says: (64 × 1.0 + 936 × 0.2) / 1,000 = (64 + 187.2) / 1,000 = 0.2512 s
-    assert run_mean_ttft_s(s, 100, 1000) == pytest.approx(0.2512, rel=1e-12)
+    # 100 in flight on a replica that runs 64 and ends 64 / 6.4 s = 10 requests/s: the steady
+    # state at 100 waits (100 − 64) / 10 = 3.6 s in the queue on top of its 0.2 s TTFT
+    s = replace(steady, batch=64.0, cycle_s=6.4, ttft_s=0.2 + 3.6, opening_ttft_s=1.0)
+    # The first 64 open; request j = 65..100 of the opening burst waits (j − 64) / 10 s, the 900
+    # sent later 3.6 s each (job.timeline.finite_run_wait_s): 36 · 37 / 2 / 10 + 900 · 3.6 = 66.6
+    # + 3,240 = 3,306.6 s of waiting in all. Mean: (64 × 1.0 + 936 × 0.2 + 3,306.6) / 1,000 =
+    # (64 + 187.2 + 3,306.6) / 1,000 = 3.5578 s
+    assert run_mean_ttft_s(s, 100, 1000) == pytest.approx(3.5578, rel=1e-12)
 
 
 def test_the_opening_wave_waits_longer_than_the_steady_states_arrival():
