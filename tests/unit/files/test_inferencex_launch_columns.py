@@ -128,3 +128,33 @@ def test_rows_whose_script_is_not_known_stay_blank():
     # every pinned SGLang row is filled: 526
     pinned = [m for i, m in rows.items() if i in pins and m.engine == "sglang"]
     assert len(pinned) == 526 and all(None not in _launch(m)[:3] for m in pinned)
+
+
+def test_max_running_is_the_scripts_running_request_cap():
+    # ``max_running`` (SGLang's --max-running-requests) as each group's script sets it at the row's
+    # point; blank where the script passes no flag (SGLang's own default then applies).
+    rows, pins = _rows(), _pins()
+
+    def caps(config: str, **where: object) -> set:
+        return {
+            m.max_running
+            for i, m in rows.items()
+            if i in pins and pins[i][0] == config and all(getattr(m, k) == v for k, v in where.items())
+        }
+
+    # dsr1_fp8_h200_slurm.sh @ 0291997555 (and its later single_node copies):
+    # 'if [[ $ISL -eq 1024 && $OSL -eq 1024 ]]' ... "--max-running-requests 512 --cuda-graph-max-bs 512",
+    # else "--max-running-requests 256 --cuda-graph-max-bs 256"
+    assert caps("dsr1-fp8-h200-sglang", isl_tokens=922, osl_tokens=922) == {512}
+    assert caps("dsr1-fp8-h200-sglang", isl_tokens=7373, osl_tokens=922) == {256}
+    assert caps("dsr1-fp8-h200-sglang", isl_tokens=922, osl_tokens=7373) == {256}
+    # single_node/dsr1_fp8_b200.sh @ b4202bb6eb: "if [[ $TP -eq 8 ]]; then ... MAX_RUNNING_REQUESTS=128",
+    # "elif [[ $TP -eq 4 ]]; then ... MAX_RUNNING_REQUESTS=32", "--max-running-requests $MAX_RUNNING_REQUESTS"
+    assert caps("dsr1-fp8-b200-sglang", tp=8) == {128}
+    assert caps("dsr1-fp8-b200-sglang", tp=4) == {32}
+    # single_node/dsr1_fp8_mi355x_mtp.sh @ cf0aa5ba66: 'MAX_RUNNING_REQUESTS="${MAX_RUNNING_REQUESTS:-$CONC}"'
+    # (no workflow or runner sets it), "--max-running-requests "$MAX_RUNNING_REQUESTS"": the concurrency
+    mtp = [m for i, m in rows.items() if pins.get(i, ("",))[0] == "dsr1-fp8-mi355x-sglang-mtp"]
+    assert mtp and all(m.max_running == m.concurrency for m in mtp)
+    # dsr1_fp8_mi300x*.sh and dsr1_fp4_mi355x*.sh pass no --max-running-requests: blank
+    assert caps("dsr1-fp8-mi300x-sglang") == {None} and caps("dsr1-fp4-mi355x-sglang") == {None}
