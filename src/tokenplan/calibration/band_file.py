@@ -30,8 +30,9 @@ def table_to_json(table: BandTable) -> dict[str, Any]:
             "interval on a figure p = [p·exp(−q_high), p·exp(−q_low)] (TPOT, days, dollars: "
             "[p·exp(q_low), p·exp(q_high)]); regime keys engine/architecture/family/batch band/"
             "spec=S pooled up to spec=S and all, S = none, prior (acceptance length from the "
-            "prior) or stated; TTFT keys end in /queue=Q (Q = queue: requests wait in the server, offline or "
-            "concurrency above the running batch; none) and pool up to queue=Q before all"
+            "prior) or stated; rate and TTFT keys end in /queue=Q (Q = queue: requests wait in the server, offline "
+            "or concurrency above the running batch, which is then the engine's limit; none) and pool up to "
+            "queue=Q before all"
         ),
         "bands": {m: {k: b(v) for k, v in levels.items()} for m, levels in table.bands.items()},
         "extrapolation": {m: b(v) for m, v in table.extrapolation.items()},

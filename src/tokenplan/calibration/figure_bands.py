@@ -17,9 +17,9 @@ def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapp
     first figure's band, the headline throughput's (and why the configuration lies outside the
     measured one, if it does). The regime includes
     the evaluation's speculative decoding: none, τ from the prior, or τ stated. TTFT and rate bands
-    also split by whether requests queue in the server: the steady state's running batch at the
-    engine's limit (offline, or more in flight than it runs; ``calibration.bands.queue_regime``)
-    or below it (the client's concurrency)."""
+    also split by whether requests queue in the server (``SteadyState.queued``: offline, or more
+    in flight than the replica runs, the batch then set by the engine's limit), the rule the
+    fit's residuals are keyed by (``calibration.bands.queue_regime``)."""
     d = ev.deployment
     where = (
         ev.config.engine.name,
@@ -29,7 +29,7 @@ def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapp
         ev.steady.batch,
         spec_regime(ev.config.spec),
     )
-    queue = "none" if ev.steady.batch_reason == "concurrency" else "queue"
+    queue = "queue" if ev.steady.queued else "none"
     fmt = ev.config.weight_dtype.flops_class
     intervals, first = {}, None
     for key, (metric, inverse) in figures.items():

@@ -19,7 +19,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.steady import SteadyState
-from tokenplan.job.timeline import finite_run_wait_s, job_time, run_mean_ttft_s, steady_wait_s
+from tokenplan.job.timeline import job_time, run_mean_ttft_s, run_median_ttft_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
@@ -80,36 +80,29 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
     steady, m = ev.steady, case.measurement
-    # a median TTFT is the median arrival's (``SteadyState.median_ttft_s``); a closed-loop run's
-    # mean carries its opening wave; otherwise the steady state's mean over arrivals
-    if m.latency_statistic == "median":
-        ttft = steady.median_ttft_s
-        if m.num_requests is not None and m.closed_loop:  # a finite run's queue (timeline)
-            ttft += _run_median_wait_s(case, steady, m.num_requests / case.config.layout.dp)
-    elif m.num_requests is not None and m.closed_loop:
-        ttft = _run_mean_ttft_s(case, eff, steady, m.num_requests / case.config.layout.dp)
+    # A run of stated length (a closed loop of N requests, or offline over N): its median or mean
+    # request's TTFT with the opening wave and the finite queue (job.timeline); otherwise the
+    # steady state's median arrival (SteadyState.median_ttft_s) or its mean over arrivals.
+    median = m.latency_statistic == "median"
+    if m.num_requests is not None and m.closed_loop:
+        ttft = _run_ttft_s(case, eff, steady, m.num_requests / case.config.layout.dp, median)
     else:
-        ttft = steady.ttft_s
+        ttft = steady.median_ttft_s if median else steady.ttft_s
     return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
 
 
-def _run_median_wait_s(case: Case, steady: SteadyState, requests: float) -> float:
-    """What a closed-loop run of ``requests`` per replica changes in its median request's queue
-    wait against the steady state's (seconds, ≤ 0): ``job.timeline.finite_run_wait_s``."""
-    concurrency = case.concurrency_per_replica
-    return finite_run_wait_s(steady, concurrency, requests, median=True) - steady_wait_s(steady, concurrency)
-
-
-def _run_mean_ttft_s(case: Case, eff: Efficiency, steady: SteadyState, requests: float) -> float:
-    """A closed-loop run's mean TTFT with its opening wave (``job.timeline.run_mean_ttft_s``);
-    ``requests`` per replica. A run of fewer requests than its stated concurrency never had more
-    than them in flight: one burst, whose steady state is evaluated at ``requests``."""
+def _run_ttft_s(case: Case, eff: Efficiency, steady: SteadyState, requests: float, median: bool) -> float:
+    """A closed-loop run's median or mean TTFT with its opening wave and finite queue
+    (``job.timeline.run_median_ttft_s`` / ``run_mean_ttft_s``); ``requests`` per replica. A run of
+    fewer requests than its stated concurrency never had more than them in flight: one burst,
+    whose steady state is evaluated at ``requests``."""
     concurrency = case.concurrency_per_replica
     if concurrency is not None and requests < concurrency:
         burst = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, requests)
         if not isinstance(burst, Rejection):
             steady, concurrency = burst.steady, requests
-    return run_mean_ttft_s(steady, concurrency, requests)
+    run = run_median_ttft_s if median else run_mean_ttft_s
+    return run(steady, concurrency, requests)
 
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:

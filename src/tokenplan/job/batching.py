@@ -285,6 +285,7 @@ def steady_state(
         roofline_tok_s,
         opening,
         median,
+        queued,
         warnings,
     )
 

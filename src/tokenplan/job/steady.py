@@ -31,6 +31,9 @@ class SteadyState:
             wave; while that share is under one half the median arrival is outside the waves and
             waits only as a random arrival (the median of the two-part mixture), else inside one.
             What a file's median TTFT (InferenceX's ``ttft_ms_median``) is compared with.
+        queued: requests wait in the replica for a running slot: offline (every request
+            submitted at once) or more in flight than ``batch`` (``calibration.bands.queue_regime``,
+            which the error bands split by).
         warnings: plain-language caveats.
     """
 
@@ -45,6 +48,7 @@ class SteadyState:
     roofline_output_tok_s: float
     opening_ttft_s: float
     median_ttft_s: float
+    queued: bool = False
     warnings: tuple[str, ...] = field(default=())
 
     @property

@@ -17,6 +17,7 @@ phase produces the rest at the steady rate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenplan.engines.base import EngineSettings
@@ -124,9 +125,9 @@ def finite_run_wait_s(
     steady: SteadyState, concurrency: float | None, num_requests: float, median: bool = False
 ) -> float:
     """The queue wait (seconds) of a closed-loop run of ``num_requests`` requests on one replica
-    that keeps ``concurrency`` in flight and runs ``steady.batch`` of them: the run's mean wait,
-    or its median request's with ``median``. 0 where nothing queues (offline runs queue inside
-    the steady state already: ``steady.ttft_s``).
+    that keeps ``concurrency`` in flight (None = offline: all of them submitted at once, C = N)
+    and runs ``steady.batch`` of them: the run's mean wait, or its median request's with
+    ``median``. 0 where nothing queues.
 
     The steady state's wait, ``(C − B)/λ`` with ``λ = B / cycle`` requests completing per
     second, is that of a client that never runs out of requests: each new one joins behind the
@@ -137,30 +138,56 @@ def finite_run_wait_s(
     it. Mean over j = 1..N: ``[(C' − B)(C' − B + 1)/2 + (N − C')(C' − B)] / (N·λ)`` with
     ``C' = min(C, N)``; median: ``w_j`` at ``j = (N + 1)/2``. E.g. 500 prompts sent at once to a
     replica that runs 12: the median request (j = 250.5) waits 238.5/λ, not 488/λ. FCFS
-    admission (vLLM, SGLang and TensorRT-LLM admit in arrival order)."""
-    if concurrency is None or concurrency <= steady.batch:
-        return 0.0
-    b, c, n = steady.batch, min(concurrency, num_requests), num_requests
+    admission (vLLM, SGLang and TensorRT-LLM admit in arrival order). Requests are taken to end
+    evenly spaced from the start; with equal output lengths the first batch ends together one
+    cycle in, so a lightly queued burst of fixed lengths waits up to about one cycle longer than
+    this (the spread of the lengths and a deep queue make the two agree). A replica that
+    completes nothing (``cycle_s`` infinite) waits forever: ``inf``."""
+    b = steady.batch
+    c = num_requests if concurrency is None else min(concurrency, num_requests)
     if c <= b:
         return 0.0
-    rate = b / steady.cycle_s
+    if not steady.cycle_s < math.inf:
+        return math.inf
+    per_place = steady.cycle_s / b  # 1/λ: seconds between two completions
+    n = num_requests
     if median:
-        return max(min((n + 1.0) / 2.0, c) - b, 0.0) / rate
-    return ((c - b) * (c - b + 1.0) / 2.0 + (n - c) * (c - b)) / (n * rate)
+        return max(min((n + 1.0) / 2.0, c) - b, 0.0) * per_place
+    return ((c - b) * (c - b + 1.0) / 2.0 + (n - c) * (c - b)) / n * per_place
 
 
 def steady_wait_s(steady: SteadyState, concurrency: float | None) -> float:
     """The steady state's queue wait (seconds): ``(C − B) / (B / cycle)`` where the client keeps
     C > B in flight (``job.batching.steady_state`` adds it to ``ttft_s`` and ``median_ttft_s``),
-    else 0."""
+    else 0 (offline too: the steady state of an offline run adds no wait)."""
     if concurrency is None or concurrency <= steady.batch:
         return 0.0
     return (concurrency - steady.batch) * steady.cycle_s / steady.batch
 
 
+def run_median_ttft_s(steady: SteadyState, concurrency: float | None, num_requests: float) -> float:
+    """The median request's time to first token (seconds) over a closed-loop run of
+    ``num_requests`` requests on one replica that keeps ``concurrency`` in flight (None =
+    offline: all sent at once).
+
+    The run's first ``min(C, B)`` requests open it as one wave of prompts
+    (:attr:`SteadyState.opening_ttft_s`, whose mean is also its median: a wave's TTFTs rise
+    evenly through its prefill steps); where the median request ``(N + 1)/2`` is one of them,
+    that is its TTFT. Otherwise it is the steady state's median request
+    (:attr:`SteadyState.median_ttft_s`) with the finite run's queue wait in place of the
+    steady one (:func:`finite_run_wait_s`). For ``N < C`` the caller gives the steady state at
+    concurrency N (as for :func:`run_mean_ttft_s`)."""
+    opening = steady.batch if concurrency is None or concurrency > steady.batch else concurrency
+    if (num_requests + 1.0) / 2.0 <= opening:
+        return steady.opening_ttft_s
+    wait = finite_run_wait_s(steady, concurrency, num_requests, median=True)
+    return steady.median_ttft_s - steady_wait_s(steady, concurrency) + wait
+
+
 def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests: float) -> float:
     """The mean time to first token (seconds) over a closed-loop run of ``num_requests``
-    requests on one replica that keeps ``concurrency`` in flight.
+    requests on one replica that keeps ``concurrency`` in flight (None = offline: all of them
+    submitted at once).
 
     A benchmark client started with ``--max-concurrency C --request-rate inf`` sends its first C
     prompts at once to an idle server (InferenceX's and vLLM's ``benchmark_serving.py``: every
@@ -169,18 +196,15 @@ def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests
     theirs (:attr:`SteadyState.opening_ttft_s`); the other ``N − C`` arrive one by one as
     requests end, at the steady state's TTFT. The mean weighs the two:
     ``(C·opening + (N − C)·steady) / N``. A median (InferenceX's ``ttft_ms_median``) is the
-    median request's, :attr:`SteadyState.median_ttft_s`, while the opening wave is under half
-    the run. Offline (``concurrency``
-    None) the steady state already queues every request: its TTFT. ``N ≤ C``: one burst, the
+    median request's: :func:`run_median_ttft_s`. Offline, the first ``batch`` requests open the
+    run and the rest wait in the replica's queue (C = N). ``N ≤ C``: one burst, the
     opening wave's, which is a wave of ``steady.batch`` prompts: for ``N < C`` the caller gives
     the steady state at concurrency N (``calibration.validate.predict_case``). Open-loop runs
     (a finite request rate) have no opening wave: not for them. The requests beyond the batch
     in the opening burst (C above the running limit) and after it wait in the replica's queue as
     a finite run does (:func:`finite_run_wait_s`), not the steady state's endless one.
     """
-    if concurrency is None:
-        return steady.ttft_s
-    opening = steady.batch if concurrency > steady.batch else concurrency
+    opening = steady.batch if concurrency is None or concurrency > steady.batch else concurrency
     if num_requests <= opening:
         return steady.opening_ttft_s
     unqueued = steady.ttft_s - steady_wait_s(steady, concurrency)

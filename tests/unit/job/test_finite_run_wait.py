@@ -6,6 +6,7 @@ its median request waits half as long."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -14,7 +15,7 @@ from tests.support.measured import measured_row
 from tokenplan.api.resolve import PredictRequest, resolve, resolve_case
 from tokenplan.calibration.validate import predict_case
 from tokenplan.job.evaluate import evaluate
-from tokenplan.job.timeline import finite_run_wait_s, steady_wait_s
+from tokenplan.job.timeline import finite_run_wait_s, run_median_ttft_s, steady_wait_s
 from tokenplan.measurement import SkippedRow
 from tokenplan.perf.efficiency import Efficiency
 
@@ -49,7 +50,6 @@ def test_nothing_waits_where_the_replica_runs_every_request_in_flight():
     s = _steady(batch=12.0, cycle_s=6.0)
     assert finite_run_wait_s(s, 12.0, 500.0) == 0.0 and steady_wait_s(s, 12.0) == 0.0
     assert finite_run_wait_s(s, 500.0, 10.0, median=True) == 0.0  # 10 requests in all: all run
-    assert finite_run_wait_s(s, None, 500.0) == 0.0  # offline: the steady state queues already
 
 
 def test_validate_gives_a_burst_row_its_median_requests_wait():
@@ -79,3 +79,29 @@ def test_validate_gives_a_burst_row_its_median_requests_wait():
     assert got == pytest.approx(want, rel=1e-9)
     # the wait it replaces: (500 − B)/λ against (250.5 − B)/λ, so more than half of it goes
     assert got < steady.median_ttft_s - 0.45 * steady_wait_s(steady, 500.0)
+
+
+def test_offline_runs_send_every_request_at_once():
+    s = _steady(batch=12.0, cycle_s=6.0)
+    # offline over 500 requests is the 500-request burst above: C = N = 500
+    assert finite_run_wait_s(s, None, 500.0, median=True) == pytest.approx(119.25, rel=1e-12)
+    assert finite_run_wait_s(s, None, 500.0) == pytest.approx(119.316, rel=1e-12)
+    # the steady state of an offline run adds no wait of its own (job.batching.steady_state)
+    assert steady_wait_s(s, None) == 0.0
+    # a replica that completes nothing never admits the queue
+    assert finite_run_wait_s(_steady(batch=12.0, cycle_s=math.inf), 500.0, 500.0) == math.inf
+
+
+def test_a_burst_whose_median_request_opens_the_run_takes_the_opening_waves_ttft():
+    s = replace(_steady(batch=12.0, cycle_s=6.0), opening_ttft_s=2.0, median_ttft_s=0.5)
+    # 20 sent at once to a replica that runs 12: the median request, j = 10.5, is in the opening
+    # wave of 12 prompts, so its TTFT is the wave's, 2.0 s (not the steady state's 0.5 s)
+    assert run_median_ttft_s(s, 20.0, 20.0) == 2.0
+    # 30 sent at once: j = 15.5 is past the wave; it waits (15.5 − 12) × 0.5 s = 1.75 s in the queue
+    # on top of the steady state's median request without a queue (0.5 − the steady wait of
+    # (30 − 12) × 0.5 = 9 s that median_ttft_s would carry at 30 in flight: here set apart)
+    s30 = replace(s, median_ttft_s=0.5 + 9.0)
+    assert run_median_ttft_s(s30, 30.0, 30.0) == pytest.approx(0.5 + 1.75, rel=1e-12)
+    # offline over 30: the same burst
+    s_off = replace(s, median_ttft_s=0.5)  # an offline steady state carries no wait
+    assert run_median_ttft_s(s_off, None, 30.0) == pytest.approx(0.5 + 1.75, rel=1e-12)

@@ -36,9 +36,12 @@ def test_the_mean_weighs_the_opening_wave_by_its_share_of_the_run():
     # / 640 = 0.28 s
     assert s.batch == 64
     assert run_mean_ttft_s(s, 64, 640) == pytest.approx(0.28, rel=1e-12)
-    # a run no longer than its opening wave is that wave; offline the steady state queues everyone
+    # a run no longer than its opening wave is that wave
     assert run_mean_ttft_s(s, 64, 64) == 1.0
-    assert run_mean_ttft_s(s, None, 640) == 0.2
+    # offline over 640: all sent at once; the first 64 open the run, request j = 65..640 waits
+    # (j − 64) × cycle / 64 = (j − 64) × 0.1 s: 576 · 577 / 2 × 0.1 = 16,617.6 s in all, so the mean
+    # is (64 × 1.0 + 576 × 0.2 + 16,617.6) / 640 = 16,796.8 / 640 = 26.245 s
+    assert run_mean_ttft_s(replace(s, cycle_s=6.4), None, 640) == pytest.approx(26.245, rel=1e-12)
 
 
 def test_only_the_replicas_batch_opens_at_once():
