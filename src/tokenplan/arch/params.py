@@ -137,14 +137,22 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
 def quantized_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...]:
     """Which components a checkpoint in ``weight_dtype`` stores in that dtype.
 
-    FP8/INT8/W4A16 checkpoints quantize every linear layer of the decoder blocks. 4-bit
-    block formats (NVFP4, MXFP4) on MoE models quantize the routed experts only, keeping
-    attention, shared experts and dense layers in BF16 — as NVIDIA's DeepSeek-R1-FP4 card and
-    gpt-oss's own ``modules_to_not_convert`` do. Embeddings and lm_head stay BF16 in every case.
+    FP8/INT8/W4A16 checkpoints quantize every linear layer of the decoder blocks. NVFP4 on MoE
+    models (NVIDIA's ModelOpt checkpoints) quantizes every FFN — routed experts, shared experts
+    and the dense FFN layers — and keeps attention in BF16: ModelOpt's DeepSeek script disables
+    quantization only for ``*attn*`` and ``*head*`` (NVIDIA/TensorRT-Model-Optimizer
+    ``examples/deepseek/ptq.py``), nvidia/DeepSeek-R1-0528-FP4 stores dense layer 0's
+    ``mlp.down_proj`` as U8 with F8_E4M3 scales, and TensorRT-LLM's DeepSeek-R1 tech blog 1
+    lists "3x Dense FFN Layers nvfp4", "64x Attention Modules bf16". (The -v2 checkpoint also
+    quantizes attention's ``o_proj``; not modelled.) MXFP4 on MoE models quantizes the routed
+    experts only, as gpt-oss's own ``modules_to_not_convert`` says. Embeddings and lm_head stay
+    BF16 in every case.
     """
     if weight_dtype in (Dtype.BF16, Dtype.FP16):
         return ()
-    if weight_dtype in (Dtype.NVFP4, Dtype.MXFP4) and spec.moe is not None:
+    if weight_dtype is Dtype.NVFP4 and spec.moe is not None:
+        return ("dense_ffn", "shared_experts", "routed_experts")
+    if weight_dtype is Dtype.MXFP4 and spec.moe is not None:
         return ("routed_experts",)
     return ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")
 
