@@ -32,9 +32,9 @@ with no speculative decoding.
 TTFT and rate regimes are also split by :func:`queue_regime` (``/queue=queue``: requests wait in
 the server, offline or above the running batch: the TTFT is then mostly the wait the planner
 computes, and the rate runs at the batch the planner's engine limits set rather than at the
-client's concurrency, so it carries the limits' error too; ``/queue=none``). Regimes are pooled from the most specific level that holds at least
-``MIN_POINTS`` residuals (and ``MIN_CONFIGURATIONS`` configurations; TTFT: ``TTFT_MIN_…``):
-``engine/architecture/family/band/spec=S`` → ``engine/architecture/band/spec=S`` →
+client's concurrency, so it carries the limits' error too; ``/queue=none``). Regimes are pooled
+from the most specific level that holds at least ``MIN_POINTS`` residuals (and
+``MIN_CONFIGURATIONS`` configurations; TTFT: ``TTFT_MIN_…``): ``engine/architecture/family/band/spec=S`` → ``engine/architecture/band/spec=S`` →
 ``engine/architecture/spec=S`` → ``engine/spec=S`` → ``spec=S`` (→ ``queue=Q``) → ``all``; a
 stated τ, which no ground-truth row has, falls back to the ``none`` levels (:func:`lookup_keys`).
 Older tables (keys without ``/spec=`` or ``/queue=``) are still read. A configuration outside

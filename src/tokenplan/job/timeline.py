@@ -165,6 +165,12 @@ def steady_wait_s(steady: SteadyState, concurrency: float | None) -> float:
     return (concurrency - steady.batch) * steady.cycle_s / steady.batch
 
 
+def _opening(steady: SteadyState, concurrency: float | None) -> float:
+    """Requests in a run's opening wave: the ones sent at once that the replica runs,
+    ``min(C, batch)`` (offline: ``batch``)."""
+    return steady.batch if concurrency is None or concurrency > steady.batch else concurrency
+
+
 def run_median_ttft_s(steady: SteadyState, concurrency: float | None, num_requests: float) -> float:
     """The median request's time to first token (seconds) over a closed-loop run of
     ``num_requests`` requests on one replica that keeps ``concurrency`` in flight (None =
@@ -177,8 +183,7 @@ def run_median_ttft_s(steady: SteadyState, concurrency: float | None, num_reques
     (:attr:`SteadyState.median_ttft_s`) with the finite run's queue wait in place of the
     steady one (:func:`finite_run_wait_s`). For ``N < C`` the caller gives the steady state at
     concurrency N (as for :func:`run_mean_ttft_s`)."""
-    opening = steady.batch if concurrency is None or concurrency > steady.batch else concurrency
-    if (num_requests + 1.0) / 2.0 <= opening:
+    if (num_requests + 1.0) / 2.0 <= _opening(steady, concurrency):
         return steady.opening_ttft_s
     wait = finite_run_wait_s(steady, concurrency, num_requests, median=True)
     return steady.median_ttft_s - steady_wait_s(steady, concurrency) + wait
@@ -204,7 +209,7 @@ def run_mean_ttft_s(steady: SteadyState, concurrency: float | None, num_requests
     in the opening burst (C above the running limit) and after it wait in the replica's queue as
     a finite run does (:func:`finite_run_wait_s`), not the steady state's endless one.
     """
-    opening = steady.batch if concurrency is None or concurrency > steady.batch else concurrency
+    opening = _opening(steady, concurrency)
     if num_requests <= opening:
         return steady.opening_ttft_s
     unqueued = steady.ttft_s - steady_wait_s(steady, concurrency)
