@@ -18,8 +18,21 @@ only with the number of layers. Counted in SGLang's decode path (CUDA-graph repl
   ``q_b_proj``, and the two absorbed batched matmuls, ``torch.bmm`` of the query with ``w_kc``
   before the attention and of its output with ``w_vc`` after it; the attention reads the latent
   cache without the query copy. 15 kernels against 11: :data:`MLA_LAYER_LATENCIES` = 4 / 11 more
-  per MLA layer. FP8 weights add one activation quantization per linear layer in either form (two
-  more for MLA's three projections against GQA's two in the attention block), not counted here.
+  per MLA layer.
+- FP8 weights add one activation-quantization kernel before each FP8 linear layer outside the
+  routed experts (:func:`quant_latency_layers`): the block-scaled path quantizes the activation
+  per token group in a kernel of its own (SGLang ``sglang_per_token_group_quant_fp8`` before
+  ``w8a8_block_fp8_matmul``, ``python/sglang/srt/layers/quantization/fp8_utils.py``; TensorRT-LLM
+  ``per_token_quant_and_transform`` before ``deep_gemm.fp8_gemm_nt`` in ``FP8BlockScalesLinearMethod``,
+  ``tensorrt_llm/_torch/modules/linear.py``), counted as one kernel of the 11 each: 2 in a GQA
+  attention block (``qkv_proj``, ``o_proj``), 3 in an MLA one (``fused_qkv_a_proj_with_mqa``,
+  ``q_b_proj``, ``o_proj``; the absorbed ``w_kc``/``w_vc`` products stay BF16), 3 in a Gated
+  DeltaNet block (its input projections and ``out_proj``), 2 in a dense FFN or a shared expert
+  (``gate_up_proj``, ``down_proj``). The routed experts' quantization is the MoE block's
+  (``Efficiency.moe_layer_latency_s``). BF16 weights need none; NVFP4 and MXFP4 checkpoints keep
+  attention in BF16, and TensorRT-LLM fuses the NVFP4 activation quantization into the
+  all-reduce + RMSNorm before the FFN (``AllReduceFusionOp.RESIDUAL_RMS_NORM_QUANT_NVFP4``): not
+  counted for them.
 - a sparse-attention (DSA) layer's indexer adds about one layer more
   (:mod:`tokenplan.perf.sparse_indexer`).
 
@@ -36,6 +49,7 @@ from __future__ import annotations
 
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.perf.sparse_indexer import indexer_latency_layers
+from tokenplan.units import Dtype
 
 GQA_LAYER_KERNELS = 11  # the layer layer_latency_s stands for (module docstring)
 MLA_EXTRA_KERNELS = 4  # q_a_layernorm, kv_a_layernorm, q_b_proj, the two absorbed bmm's, less the query copy
@@ -50,3 +64,25 @@ def latency_layers(spec: ModelSpec) -> float:
     a = spec.attention
     mla = spec.full_attention_layers if a is not None and a.kind is AttentionKind.MLA else 0
     return spec.num_layers + MLA_LAYER_LATENCIES * mla + indexer_latency_layers(spec)
+
+
+# FP8 linear layers per block outside the routed experts, each preceded by its own activation
+# quantization kernel (module docstring)
+FP8_QUANT_KERNELS_GQA, FP8_QUANT_KERNELS_MLA, FP8_QUANT_KERNELS_LINEAR, FP8_QUANT_KERNELS_FFN = 2, 3, 3, 2
+
+
+def quant_latency_layers(spec: ModelSpec, weight_dtype: Dtype) -> float:
+    """The step's activation-quantization kernels of FP8 weights in units of one GQA layer's
+    kernels (``Efficiency.layer_latency_s``, 11 kernels): one per FP8 linear layer outside the
+    routed experts (module docstring), 0 for other formats. DeepSeek-R1 in FP8: 61 MLA blocks
+    × 3 + 3 dense FFNs × 2 + 58 shared experts × 2 = 305 kernels = 305 / 11 = 27.73 layers."""
+    if weight_dtype is not Dtype.FP8:
+        return 0.0
+    a = spec.attention
+    mla = a is not None and a.kind is AttentionKind.MLA
+    attn_layers = spec.full_attention_layers + spec.sliding_layers
+    kernels = attn_layers * (FP8_QUANT_KERNELS_MLA if mla else FP8_QUANT_KERNELS_GQA)
+    kernels += spec.linear_layers * FP8_QUANT_KERNELS_LINEAR
+    shared = spec.moe_layers if spec.moe is not None and spec.moe.shared_intermediate > 0 else 0
+    kernels += (spec.dense_ffn_layers + shared) * FP8_QUANT_KERNELS_FFN
+    return kernels / GQA_LAYER_KERNELS

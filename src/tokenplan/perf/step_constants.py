@@ -21,7 +21,7 @@ from tokenplan.perf.comm import allreduce_terms, group_link
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency, kernel_factor
 from tokenplan.perf.gemm import forget_reads
-from tokenplan.perf.layer_kernels import latency_layers
+from tokenplan.perf.layer_kernels import latency_layers, quant_latency_layers
 
 if TYPE_CHECKING:
     from tokenplan.perf.step_record import StepTime
@@ -176,7 +176,7 @@ class StepConstants:
         self.step_overhead_s, self.per_sequence_overhead_s = eff.step_overhead_s, eff.per_sequence_overhead_s
         # An MLA layer launches 4/11 more small kernels than a GQA layer, a sparse-attention layer's
         # indexer about as many again (perf.layer_kernels).
-        self.layer_latency_s = eff.layer_latency_s * latency_layers(spec)
+        self.layer_latency_s = eff.layer_latency_s * (latency_layers(spec) + quant_latency_layers(spec, d.weight_dtype))
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
         self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
         # Whether the fixed and per-sequence CPU time hides under the previous step's kernels

@@ -31,3 +31,22 @@ def test_gqa_hybrid_and_block_sparse_layers_count_one_each():
 def test_a_dsa_layer_adds_its_indexer_on_top_of_the_mla_extra():
     # GLM-5: 78 MLA layers with index_topk 2,048 → 78 + 78·4/11 + 78·1.0 = 156 + 28.3636… = 184.3636…
     assert latency_layers(load_model("glm-5")) == pytest.approx(184.363636, rel=1e-6)
+
+
+def test_fp8_linears_outside_the_routed_experts_each_add_a_quantization_kernel():
+    from tokenplan.perf.layer_kernels import quant_latency_layers
+    from tokenplan.units import Dtype
+
+    # DeepSeek-R1 (config.json: 61 layers, first_k_dense_replace 3, n_shared_experts 1): 61 MLA blocks
+    # × 3 (fused_qkv_a, q_b, o) + 3 dense FFNs × 2 + 58 shared experts × 2 = 183 + 6 + 116 = 305
+    # kernels = 305/11 = 27.727… layers
+    assert quant_latency_layers(load_model("deepseek-r1"), Dtype.FP8) == pytest.approx(305 / 11, rel=1e-12)
+    # Qwen3.6-27B: 16 GQA blocks × 2 + 48 Gated DeltaNet blocks × 3 + 64 dense FFNs × 2 = 32 + 144 +
+    # 128 = 304 kernels
+    assert quant_latency_layers(load_model("qwen3.6-27b"), Dtype.FP8) == pytest.approx(304 / 11, rel=1e-12)
+    # Qwen3-235B-A22B: 94 GQA blocks × 2, MoE without a shared expert: 188 kernels
+    assert quant_latency_layers(load_model("qwen3-235b-a22b"), Dtype.FP8) == pytest.approx(188 / 11, rel=1e-12)
+    # BF16 runs no quantization; NVFP4 keeps DeepSeek's attention in BF16 and TensorRT-LLM fuses the
+    # FFN's NVFP4 quantization into the all-reduce + RMSNorm: none counted
+    for dtype in (Dtype.BF16, Dtype.NVFP4, Dtype.MXFP4):
+        assert quant_latency_layers(load_model("deepseek-r1"), dtype) == 0.0

@@ -186,20 +186,27 @@ def test_mixed_step_decode_and_prefill_attention_add():
 
 
 def test_layer_latency_and_moe_routing_add_to_the_overhead():
-    # Llama-3.1-8B has 32 layers: 32 × 20 µs = 0.64 ms on top of 1 ms + 8 × 10 µs = 1.72 ms;
-    # a dense model has no routing work.
+    # Llama-3.1-8B in FP8 (``_catalog``): 32 layers, and 32 × (2 attention + 2 MLP) FP8 linears each
+    # preceded by an activation-quantization kernel, 128 kernels = 128/11 of a layer's 11
+    # (perf.layer_kernels): (32 + 11.6364) × 20 µs = 0.87273 ms on top of 1 ms + 8 × 10 µs:
+    # 1.95273 ms; a dense model has no routing work.
     eff = replace(EFF, layer_latency_s=20e-6, per_token_moe_layer_s=1e-6)
-    assert step_time(_ours(), eff, decode_seqs=8, context_tokens=1000).overhead_s == pytest.approx(1.72e-3)
-    # Mixtral-8x7B: 32 layers, all MoE. 8 decode tokens × 32 MoE layers × 1 µs = 0.256 ms, plus
-    # 1 ms + 80 µs + 32 × 20 µs = 1.72 ms → 1.976 ms.
+    llama = 1e-3 + 8 * 10e-6 + (32 + 128 / 11) * 20e-6
+    assert llama == pytest.approx(1.952727e-3, rel=1e-6)
+    assert step_time(_ours(), eff, decode_seqs=8, context_tokens=1000).overhead_s == pytest.approx(llama)
+    # Mixtral-8x7B: 32 layers, all MoE without a shared expert, so only the 2 attention linears
+    # quantize (64 kernels = 64/11 layers): (32 + 5.8182) × 20 µs = 0.75636 ms, plus 8 decode
+    # tokens × 32 MoE layers × 1 µs = 0.256 ms, plus 1.08 ms → 2.09236 ms.
+    mixtral = 1e-3 + 8 * 10e-6 + (32 + 64 / 11) * 20e-6 + 8 * 32 * 1e-6
+    assert mixtral == pytest.approx(2.092364e-3, rel=1e-6)
     t = step_time(_ours("mixtral-8x7b"), eff, decode_seqs=8, context_tokens=1000)
-    assert t.overhead_s == pytest.approx(1.976e-3)
-    # The MoE block's own kernels: 32 MoE layers × 5 µs = 0.16 ms more (1.976 + 0.16 = 2.136 ms);
-    # the dense model has no MoE layer, so its overhead stays 1.72 ms.
+    assert t.overhead_s == pytest.approx(mixtral)
+    # The MoE block's own kernels: 32 MoE layers × 5 µs = 0.16 ms more; the dense model has no
+    # MoE layer, so its overhead stays as it was.
     eff = replace(eff, moe_layer_latency_s=5e-6)
     t = step_time(_ours("mixtral-8x7b"), eff, decode_seqs=8, context_tokens=1000)
-    assert t.overhead_s == pytest.approx(2.136e-3)
-    assert step_time(_ours(), eff, decode_seqs=8, context_tokens=1000).overhead_s == pytest.approx(1.72e-3)
+    assert t.overhead_s == pytest.approx(mixtral + 32 * 5e-6)
+    assert step_time(_ours(), eff, decode_seqs=8, context_tokens=1000).overhead_s == pytest.approx(llama)
 
 
 def test_kv_beyond_the_gpu_pool_is_read_over_the_host_link():
