@@ -21,8 +21,9 @@ only with the number of layers. Counted in SGLang's decode path (CUDA-graph repl
   per MLA layer.
 - FP8 weights add one activation-quantization kernel before each FP8 linear layer outside the
   routed experts (:func:`quant_latency_layers`): the block-scaled path quantizes the activation
-  per token group in a kernel of its own (SGLang ``sglang_per_token_group_quant_fp8`` before
-  ``w8a8_block_fp8_matmul``, ``python/sglang/srt/layers/quantization/fp8_utils.py``; TensorRT-LLM
+  per token group in a kernel of its own (SGLang ``python/sglang/srt/layers/quantization/fp8_utils.py``:
+  ``q_input, x_scale = sglang_per_token_group_quant_fp8(input_2d, block_size[1], ...)`` before the
+  block-scaled GEMM, ``gemm_fp8_nt_groupwise`` or ``w8a8_block_fp8_matmul``; TensorRT-LLM
   ``per_token_quant_and_transform`` before ``deep_gemm.fp8_gemm_nt`` in ``FP8BlockScalesLinearMethod``,
   ``tensorrt_llm/_torch/modules/linear.py``), counted as one kernel of the 11 each: 2 in a GQA
   attention block (``qkv_proj``, ``o_proj``), 3 in an MLA one (``fused_qkv_a_proj_with_mqa``,
