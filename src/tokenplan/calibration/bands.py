@@ -168,7 +168,7 @@ def lookup_keys(
     queues = (queue, "") if queue else ("",)
     own: list[str] = []
     for q in queues:  # a queue regime's pooled key (``queue=Q``) after its speculative-decoding levels
-        pooled = regime_keys(engine, architecture, family, batch, spec, q)[-2:-1] if q else ()
+        pooled = (f"queue={q}",) if q else ()  # regime_keys' pooled level of this queue regime
         own += [
             k for s in specs for k in regime_keys(engine, architecture, family, batch, s, q)[:-1] if k not in pooled
         ]
