@@ -65,6 +65,7 @@ from tokenplan.calibration.band_quantiles import (  # noqa: F401
     configuration_tail,
     conformal_band,
 )
+from tokenplan.job.batching import requests_queue
 from tokenplan.results import Interval
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def queue_regime(concurrency: float | None, batch: float) -> str:
     wait (concurrency − batch) / completion rate and every arrival is in a prefill wave);
     else ``none`` (TTFT is the request's own prefill, the decode step it joins and its share
     of the prefills ahead of it)."""
-    return "queue" if concurrency is None or concurrency > batch else "none"
+    return "queue" if requests_queue(concurrency, batch) else "none"
 
 
 def spec_regime(spec: SpecDecode | None) -> str:

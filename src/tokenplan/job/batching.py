@@ -215,6 +215,15 @@ def _wave_ttft_s(
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
 
 
+def requests_queue(concurrency: float | None, batch: float) -> bool:
+    """Whether requests wait in the server for a slot of the running ``batch`` (sequences):
+    offline (``concurrency`` None, every request submitted at once) or more requests in flight
+    per replica than it runs. Then every arrival is in a prefill wave and the TTFT adds the
+    wait for a slot (:func:`steady_state`); the error bands keep these apart
+    (``calibration.bands.queue_regime``)."""
+    return concurrency is None or concurrency > batch
+
+
 def steady_state(
     d: Deployment,
     eff: Efficiency,
@@ -260,7 +269,7 @@ def steady_state(
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
     # with a queue in the replica every arrival is in a wave (module docstring)
-    queued = concurrency is None or concurrency > batch
+    queued = requests_queue(concurrency, batch)
     level = None if levels is None else levels.get((batch, queued))
     if level is None:
         level = _level(d, eff, engine, settings, isl, osl, spec, batch, queued, steps)

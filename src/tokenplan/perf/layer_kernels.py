@@ -33,7 +33,9 @@ only with the number of layers. Counted in SGLang's decode path (CUDA-graph repl
   (``Efficiency.moe_layer_latency_s``). BF16 weights need none; NVFP4 and MXFP4 checkpoints keep
   attention in BF16, and TensorRT-LLM fuses the NVFP4 activation quantization into the
   all-reduce + RMSNorm before the FFN (``AllReduceFusionOp.RESIDUAL_RMS_NORM_QUANT_NVFP4``): not
-  counted for them.
+  counted for them. Nor are they where the FP8 weights are weight-only (a GPU without FP8 tensor
+  cores, such as A100: vLLM's ``MarlinFp8`` path, ``fp8_marlin.py``, keeps the activation in BF16
+  and dequantizes the weight tile inside the GEMM's main loop, so nothing quantizes the input).
 - a sparse-attention (DSA) layer's indexer adds about one layer more
   (:mod:`tokenplan.perf.sparse_indexer`).
 
@@ -72,12 +74,14 @@ def latency_layers(spec: ModelSpec) -> float:
 FP8_QUANT_KERNELS_GQA, FP8_QUANT_KERNELS_MLA, FP8_QUANT_KERNELS_LINEAR, FP8_QUANT_KERNELS_FFN = 2, 3, 3, 2
 
 
-def quant_latency_layers(spec: ModelSpec, weight_dtype: Dtype) -> float:
+def quant_latency_layers(spec: ModelSpec, weight_dtype: Dtype, weight_only: bool = False) -> float:
     """The step's activation-quantization kernels of FP8 weights in units of one GQA layer's
     kernels (``Efficiency.layer_latency_s``, 11 kernels): one per FP8 linear layer outside the
-    routed experts (module docstring), 0 for other formats. DeepSeek-R1 in FP8: 61 MLA blocks
-    × 3 + 3 dense FFNs × 2 + 58 shared experts × 2 = 305 kernels = 305 / 11 = 27.73 layers."""
-    if weight_dtype is not Dtype.FP8:
+    routed experts (module docstring), 0 for other formats and for FP8 run weight-only
+    (``weight_only``: the GPU has no FP8 tensor cores, the activation stays BF16). DeepSeek-R1 in
+    FP8: 61 MLA blocks × 3 + 3 dense FFNs × 2 + 58 shared experts × 2 = 305 kernels = 305 / 11 =
+    27.73 layers."""
+    if weight_dtype is not Dtype.FP8 or weight_only:
         return 0.0
     a = spec.attention
     mla = a is not None and a.kind is AttentionKind.MLA

@@ -175,8 +175,10 @@ class StepConstants:
         # The overhead: fixed, per sequence, per layer, per MoE layer and per routed token-layer.
         self.step_overhead_s, self.per_sequence_overhead_s = eff.step_overhead_s, eff.per_sequence_overhead_s
         # An MLA layer launches 4/11 more small kernels than a GQA layer, a sparse-attention layer's
-        # indexer about as many again (perf.layer_kernels).
-        self.layer_latency_s = eff.layer_latency_s * (latency_layers(spec) + quant_latency_layers(spec, d.weight_dtype))
+        # indexer about as many again, an FP8 linear run on FP8 tensor cores one activation
+        # quantization kernel (perf.layer_kernels).
+        quant = quant_latency_layers(spec, d.weight_dtype, d.weight_only)
+        self.layer_latency_s = eff.layer_latency_s * (latency_layers(spec) + quant)
         self.moe_layer_latency_s = eff.moe_layer_latency_s * spec.moe_layers
         self.moe_layers, self.per_token_moe_layer_s = spec.moe_layers, eff.per_token_moe_layer_s
         # Whether the fixed and per-sequence CPU time hides under the previous step's kernels

@@ -59,3 +59,22 @@ def test_factors_are_computed_once_per_pair_and_the_oldest_pair_goes_first(monke
     assert again is not first
     # Recomputed the same: the GEMM weights' 9e9 B over 4e12 × 0.5 B/s = 4.5 ms both times.
     assert again.gemm_mem_s == first.gemm_mem_s == pytest.approx(4.5e-3)
+
+
+def _constants_on(gpu: str):
+    scenario = resolve(PredictRequest(model="llama-3.1-8b", gpu=gpu, weight_dtype="fp8"))
+    ev = evaluate(scenario.model, scenario.gpu, scenario.config, EFF, LengthDist(1000), LengthDist(100), 1.0)
+    assert isinstance(ev, Evaluation)
+    return ev.deployment, step_constants(ev.deployment, EFF)
+
+
+def test_fp8_pays_its_activation_quantization_kernels_only_on_fp8_tensor_cores():
+    # Llama-3.1-8B (32 GQA layers, dense MLP): on an H200 (FP8 tensor cores) each layer's qkv_proj,
+    # o_proj, gate_up_proj and down_proj quantize their input first, 4 kernels of a layer's 11:
+    # 32 + 32 × 4/11 = 43.6364 layers of EFF.layer_latency_s. An A100 has no FP8 tensor cores: the
+    # weights are dequantized in the GEMM (weight-only), the activation stays BF16, 32 layers.
+    h200, native = _constants_on("h200")
+    a100, marlin = _constants_on("a100-80gb")
+    assert not h200.weight_only and a100.weight_only
+    assert native.layer_latency_s == pytest.approx(EFF.layer_latency_s * (32 + 32 * 4 / 11), rel=1e-12)
+    assert marlin.layer_latency_s == pytest.approx(EFF.layer_latency_s * 32, rel=1e-12)
