@@ -43,3 +43,17 @@ def test_hugging_face_ids_resolve_to_shipped_models(hf_id: str, name: str) -> No
 
 def test_an_unknown_hf_id_is_not_a_model() -> None:
     assert model_key("someone/not-a-model") is None
+
+
+def test_an_fp8_checkpoints_id_is_read_as_released_in_fp8_and_launched_from_itself() -> None:
+    from tokenplan.catalog import launch_info
+
+    # Qwen/Qwen3.6-27B-FP8 is the publisher's FP8 checkpoint of the BF16 qwen3.6-27b: --weight-dtype
+    # auto (the released format) means FP8 for it, and the launch loads that repository
+    assert load_model("Qwen/Qwen3.6-27B-FP8").native_weight_dtype == "fp8"
+    assert load_model("Qwen/Qwen3.6-27B").native_weight_dtype == "bf16"
+    assert load_model("qwen3.6-27b").native_weight_dtype == "bf16"
+    assert launch_info("Qwen/Qwen3.6-27B-FP8", "qwen3.6-27b")[0] == "Qwen/Qwen3.6-27B-FP8"
+    assert launch_info("qwen3.6-27b", "qwen3.6-27b")[0] == "Qwen/Qwen3.6-27B"
+    # a model released in FP8 stays FP8 (deepseek-ai/DeepSeek-R1's own checkpoint)
+    assert load_model("deepseek-ai/DeepSeek-R1").native_weight_dtype == "fp8"

@@ -207,19 +207,31 @@ def test_deepseek_on_four_rtx_has_one_line_per_split_and_format():
 
 
 @pytest.mark.parametrize(
-    "weights, gpu, searched",
+    "weights, gpu, engine, searched",
     [
-        ("int8", "8xb200", "int8"),
-        ("w4a16", "8xb200", "w4a16"),
-        ("int4", "8xb200", "w4a16"),
-        ("nvfp4", "8xh200", "nvfp4"),
+        ("int8", "8xb200", "sglang", "int8"),
+        ("w4a16", "8xb200", "sglang", "w4a16"),
+        ("int4", "8xb200", "sglang", "w4a16"),
+        # vLLM runs NVFP4 weight-only through Marlin below Blackwell (catalog/engines.yaml)
+        ("nvfp4", "8xh200", "vllm", "nvfp4"),
     ],
 )
-def test_named_weight_formats_are_searched(weights, gpu, searched):
-    p = plan(PlanRequest(gpus=(gpu,), weight_dtypes=(weights,))).to_json()
+def test_named_weight_formats_are_searched(weights, gpu, engine, searched):
+    p = plan(PlanRequest(gpus=(gpu,), weight_dtypes=(weights,), engine=engine)).to_json()
     o = p["options"][0]
     assert o["weight_dtype"] == searched
     assert o["not_searched"] == []
+
+
+def test_nvfp4_on_hopper_is_refused_by_an_engine_without_a_weight_only_fp4_path():
+    # SGLang's ModelOptFp4Config.get_min_capability() is 100 (modelopt_quant.py): no NVFP4 on sm_90
+    p = plan(PlanRequest(gpus=("8xh200",), weight_dtypes=("nvfp4",))).to_json()
+    why = (
+        "NVFP4 weights: SGLang runs NVFP4 only on Blackwell FP4 tensor cores; h200 is hopper "
+        "(vLLM runs it weight-only through Marlin; or use --weight-dtype fp8)"
+    )
+    assert list(p["options"][0]["rejected"]) == [why]
+    assert p["answer"][0] == f"8× h200: nothing runs — {why}."
 
 
 def test_named_format_that_cannot_run_is_refused_with_its_reason():

@@ -7,6 +7,7 @@ The law: step(B) = 10 ms + 0.15 ms·B, one token per running sequence per step, 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,23 @@ def test_open_loop_poisson_arrivals_with_vllm_field_names(tmp_path: Path) -> Non
     # 24 arrivals at 20/s take about 23 gaps × 50 ms ≈ 1.15 s: an open loop spreads them out,
     # where a closed loop of 8 would finish 3 rounds of ~10 steps × ~2.5 ms in well under 0.5 s
     assert level["duration_s"] > 0.5
+
+
+def test_a_rate_of_inf_is_written_as_vllm_writes_it_and_keeps_the_sweep(tmp_path: Path) -> None:
+    # --request-rate 20,inf: the second level sends all 8 at once; JSON has no inf, vLLM writes "inf"
+    with SimServerProcess(str(tmp_path), a_ms=2.0, b_ms=0.1, cap=32) as server:
+        outcome = bench(
+            BenchRequest(
+                (server.url,),
+                "sim-model",
+                (8,),
+                32,
+                8,
+                num_prompts=8,
+                warmup_requests=0,
+                request_rates=(20.0, math.inf),
+            )
+        )
+    first, second = outcome.data["levels"]
+    assert (first["request_rate"], second["request_rate"]) == (20.0, "inf")
+    assert first["completed"] == second["completed"] == 8

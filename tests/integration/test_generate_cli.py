@@ -183,3 +183,41 @@ def test_a_plan_for_another_model_is_a_warning_before_sending(tmp_path: Path) ->
         "throughput may not fit this model",
         "error: no endpoint is ready for model 'm': http://127.0.0.1:9/v1 (transport: ConnectError)",
     ]
+
+
+def test_a_run_whose_rows_all_failed_is_not_ok_and_exits_2_and_an_empty_input_is_refused(tmp_path: Path) -> None:
+    # Every request answers 500: the rows end in errors.jsonl (a rerun sends them again), so the run
+    # has work undone: never "[ok]", one line after the summary, exit 2.
+    data = _rows(tmp_path / "in.jsonl", 3)
+    with FaultServerProcess(str(tmp_path), p500=1.0) as server:
+        done = subprocess.run(
+            [*CLI, str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url, "--model", "fault-model"]
+            + ["--max-attempts", "2", "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert (
+        "[ok]" not in done.stdout
+        and "3 = 0 stored + 0 skipped + 3 errors  [incomplete: 3 in errors.jsonl]" in done.stdout
+    )
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("note: ")]
+    assert errors == [
+        f"error: 3 of 3 units failed every try (the reasons are in {tmp_path / 'run' / 'errors.jsonl'}); "
+        "rerun the same command to send them again"
+    ]
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with FaultServerProcess(str(tmp_path)) as healthy:
+        nothing = subprocess.run(
+            [*CLI, str(empty), "--out", str(tmp_path / "run2"), "--endpoint", healthy.url, "--model", "fault-model"]
+            + ["--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert nothing.returncode == 2 and "[ok]" not in nothing.stdout
+    assert [line for line in nothing.stderr.splitlines() if not line.startswith("note: ")] == [
+        f"error: input '{empty}' is not allowed (allowed: at least one row (it holds none))"
+    ]

@@ -10,6 +10,7 @@ not 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,7 +153,10 @@ def level_dict(level: LevelResult) -> dict[str, Any]:
         # the same figures as vllm bench serve names them
         "completed": n,
         "max_concurrency": level.max_concurrency,
-        "request_rate": level.request_rate if level.request_rate is not None else "inf",
+        # vLLM writes "inf" for a closed loop and for --request-rate inf (all sent at once); JSON has no inf
+        "request_rate": level.request_rate
+        if level.request_rate is not None and math.isfinite(level.request_rate)
+        else "inf",
         "total_input_tokens": in_tokens,
         "total_output_tokens": out_tokens,
         "request_throughput": n / duration if n else 0.0,

@@ -51,6 +51,11 @@ class BenchAsked(SweepAsked, Protocol):
     def api_key(self) -> str | None: ...
 
 
+# A timed level shorter than this measures nothing a throughput can be read from: one decode step
+# of a large batch takes 10–100 ms and the first token of a long prompt seconds.
+MIN_DURATION_S = 1.0
+
+
 def check_ask(req: BenchAsked, max_concurrency: int) -> None:
     """Refuse, in one line, a sweep that cannot run (``max_concurrency``: the most requests in
     flight a level may hold), before any server is contacted: a bad endpoint, level, rate,
@@ -92,8 +97,8 @@ def check_ask(req: BenchAsked, max_concurrency: int) -> None:
         dataset_workload(req.dataset, req.osl, MAX_DISTINCT_PROMPTS)
     if req.num_prompts is not None and req.num_prompts < 1:
         raise InputError("num_prompts", req.num_prompts, "an integer ≥ 1")
-    if req.duration_s is not None and req.duration_s <= 0:
-        raise InputError("duration", req.duration_s, "seconds > 0")
+    if req.duration_s is not None and not (math.isfinite(req.duration_s) and req.duration_s >= MIN_DURATION_S):
+        raise InputError("duration", req.duration_s, f"a finite number of seconds ≥ {MIN_DURATION_S:g}")
     if req.num_prompts is not None and req.duration_s is not None:
         raise InputError("num_prompts", req.num_prompts, "either --num-prompts or --duration, not both")
     if req.num_gpus is not None and req.num_gpus < 1:

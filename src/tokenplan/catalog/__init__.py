@@ -160,8 +160,10 @@ def load_model(name_or_path: str) -> ModelSpec:
     if path.is_dir():
         path = path / "config.json"
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
+    checkpoint = None  # the weight format a Hugging Face id's own name says its checkpoint is in
     if looks_like_path and not path.exists():
         catalog_name = model_for_hf_id(name_or_path)
+        checkpoint = checkpoint_format_of_hf_id(name_or_path) if catalog_name is not None else None
         if catalog_name is None and path.suffix == ".json":
             raise InputError(
                 "model",
@@ -188,6 +190,7 @@ def load_model(name_or_path: str) -> ModelSpec:
     raw = parse_json(text, source)  # ConfigError: not JSON, a key twice, nested too deep
     spec = parse_hf_config(raw, name, source)
     release = _launch_raw().get(name, {}).get("release_dtype") if source.startswith("catalog/") else None
+    release = checkpoint if checkpoint is not None and (release or spec.native_weight_dtype) == "bf16" else release
     return dataclasses.replace(spec, native_weight_dtype=release) if release else spec
 
 
@@ -325,6 +328,15 @@ def model_for_hf_id(hf_id: str) -> str | None:
     return None
 
 
+def checkpoint_format_of_hf_id(hf_id: str) -> str | None:
+    """``fp8`` where a Hugging Face id's name ends in an FP8 release suffix of ``aliases.yaml``
+    (``Qwen/Qwen3.6-27B-FP8``, ``…-Instruct-FP8``, ``…-FP8-dynamic``: the publishers' FP8
+    checkpoints of a BF16 model), else None. Raises nothing."""
+    base = hf_id.strip().strip("/").lower().rsplit("/", 1)[-1]
+    suffixes = _read_yaml("aliases.yaml")["model_suffixes"]
+    return "fp8" if any(base.endswith(s) and "fp8" in s for s in suffixes) else None
+
+
 def launch_info(model: str, model_name: str) -> tuple[str, object]:
     """(where launch commands load ``model`` from, reasoning parser name or {engine: name}):
     for a shipped model its Hugging Face repository; a local config.json (or its folder) its
@@ -336,4 +348,6 @@ def launch_info(model: str, model_name: str) -> tuple[str, object]:
     entry = _launch_raw().get(model_name)
     if entry is None:
         return model_name, None
-    return str(entry["repo"]), entry.get("reasoning_parser")
+    # a Hugging Face id the user named (an FP8 checkpoint of the model, say) is what to load
+    repo = model.strip().strip("/") if model.count("/") == 1 and model_for_hf_id(model) == model_name else entry["repo"]
+    return str(repo), entry.get("reasoning_parser")

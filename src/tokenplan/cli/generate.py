@@ -19,7 +19,7 @@ from tokenplan.api.generate import ExportError, GenerateRequest, GenerateResult,
 from tokenplan.cli.app import app
 from tokenplan.cli.generate_trial import console_is_terminal, log_every, print_dry_run
 from tokenplan.cli.params import INTEGER, NUMBER, PATH
-from tokenplan.errors import ConfigError, InputError
+from tokenplan.errors import ConfigError, InputError, ServerError
 from tokenplan.loaders import parse_json
 from tokenplan.report.generate import progress_table, summary_text
 
@@ -38,7 +38,12 @@ EXIT_INTERRUPTED = 130
 @click.option("--mode", default="regenerate", help="regenerate | complete")
 @click.option("--concurrency", type=INTEGER, help="Requests in flight per endpoint [default: the plan's, else 64].")
 @click.option(
-    "--max-tokens", type=INTEGER, help="Max completion tokens per request [default: the plan's output cap, else 4096]."
+    "--max-tokens",
+    type=INTEGER,
+    help=(
+        "Max completion tokens per request [default: the plan's output cap (--plan), else the model's"
+        " context less each prompt, else 32768]."
+    ),
 )
 @click.option("--temperature", type=NUMBER, help="Sampling temperature [default: generation_config.json, else 0].")
 @click.option(
@@ -180,7 +185,8 @@ def _run(request: GenerateRequest, quiet: bool, progress_every: float) -> Genera
 
 
 def _exit_status(result: GenerateResult, inputs: Sequence[str]) -> None:
-    """Exit 2 when no row was usable or the export failed, 130 when interrupted (after the summary)."""
+    """Exit 2 when no row was usable, the export failed or units are left in ``errors.jsonl``, 130
+    when interrupted (after the summary)."""
     if result.units_total == 0 and result.rejected_rows:  # e.g. a file in a shape no reader knows
         raise InputError(
             "input",
@@ -188,10 +194,17 @@ def _exit_status(result: GenerateResult, inputs: Sequence[str]) -> None:
             f"at least one usable row (all {result.rejected_rows:,} rows "
             f"were rejected; the reasons are in {result.run_dir / 'rejects.jsonl'})",
         )
+    if result.units_total == 0 and not result.rejected_rows:
+        raise InputError("input", " ".join(inputs), "at least one row (it holds none)")
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)  # SystemExit: a status of its own, after the summary
     if result.export_error is not None:
         raise ExportError(result.export_error)  # after the summary: one line, exit 2
+    if result.errors:  # a run with work undone never exits 0 (the rows wait in errors.jsonl)
+        raise ServerError(
+            f"{result.errors:,} of {result.units_total:,} units failed every try (the reasons are in "
+            f"{result.run_dir / 'errors.jsonl'}); rerun the same command to send them again"
+        )
 
 
 def _job_seed(seed: int | None, no_seed: bool) -> int | None:

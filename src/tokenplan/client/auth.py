@@ -136,11 +136,14 @@ def url_problem(url: str) -> str | None:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The secrets ``url`` carries: its password (as written and decoded), its Basic token, and the
-    values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded)."""
+    """The secrets ``url`` carries: its password (as written and decoded), its Basic token, the
+    user where no password follows it (``https://TOKEN@host``, a token in the user position), and
+    the values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded)."""
     try:
         parsed = URL(url)
         found = [parsed.password, parsed.raw_password, basic_token(parsed)]
+        if parsed.password is None:  # ``https://TOKEN@host``: a bare token in the user position
+            found += [parsed.user, parsed.raw_user]
         raw_pairs = [part.partition("=") for part in parsed.raw_query_string.split("&") if part]
         found += [value for name, _, value in raw_pairs if KEY_NAME.search(name)]
         found += [value for name, value in parsed.query.items() if KEY_NAME.search(name)]

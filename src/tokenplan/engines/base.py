@@ -81,6 +81,11 @@ class Engine(Protocol):
         """GPU vendors the engine runs on."""
 
     @property
+    def nvfp4_weight_only(self) -> bool:
+        """Runs NVFP4 weights weight-only (dequantized to BF16 in the GEMM) on a GPU without FP4
+        tensor cores; False: the engine refuses NVFP4 there (``catalog/engines.yaml`` cites each)."""
+
+    @property
     def mixed_prefill(self) -> bool:
         """Prompt chunks ride in decode steps (else prefill runs in steps of its own)."""
 

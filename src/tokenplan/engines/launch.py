@@ -145,6 +145,24 @@ def endpoint_list(host: str, base_port: int, servers: int) -> str:
     return " ".join(f"--endpoint http://{host}:{base_port + i}/v1" for i in range(servers))
 
 
+def checkpoint_note(launch: Launch) -> str | None:
+    """A comment line for a launch whose weight format is not the checkpoint's and cannot be
+    made from it at load time, else None. SGLang and vLLM quantize a BF16 checkpoint to FP8 as
+    they load it (``--quantization fp8``, dynamic scales); NVFP4, MXFP4 and INT4 (AWQ) they load
+    only from a checkpoint quantized offline (SGLang ``ModelOptFp4LinearMethod.create_weights``:
+    "NVFP4 quantization was selected, dynamic quantization is not supported.",
+    ``python/sglang/srt/layers/quantization/modelopt_quant.py``; vLLM's ``modelopt_fp4``,
+    ``mxfp4`` and ``awq`` read the checkpoint's quantization config), so ``--model-path`` must
+    name such a checkpoint, not the BF16 repository."""
+    if launch.weight_dtype.value == launch.native_dtype or launch.weight_dtype is Dtype.FP8:
+        return None
+    fmt = launch.weight_dtype.value
+    return (
+        f"# {fmt} weights are not made at load time: put a {fmt} checkpoint of {launch.repo}, quantized "
+        f"offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below"
+    )
+
+
 def join_command(
     launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port", base_port: int = 8000
 ) -> str:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import MaxRunning
+from tokenplan.engines.launch import MaxRunning, checkpoint_note
 from tokenplan.hardware import Gpu
 from tokenplan.records import quick_replace
 from tokenplan.units import Dtype, GiB, MiB
@@ -52,6 +52,7 @@ class Sglang:
     name: str
     display_name: str
     vendors: tuple[str, ...]
+    nvfp4_weight_only: bool
     reserve_base_mib: float
     reserve_per_activation_token_mib: float
     reserve_activation_tokens_min: int
@@ -344,7 +345,9 @@ class Sglang:
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
-        return join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        note = checkpoint_note(launch)
+        return command if note is None else f"{note}\n{command}"
 
     def _parallel_args(self, lay: Parallelism) -> list[str]:
         """``--tp-size``, ``--dp-size`` only for DP attention across the TP ranks of one replica

@@ -109,6 +109,7 @@ class Trtllm:
     name: str
     display_name: str
     vendors: tuple[str, ...]
+    nvfp4_weight_only: bool
     memory_fraction: float
     reserve_fixed_gib: float
     max_batch_size: int

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import MaxRunning
+from tokenplan.engines.launch import MaxRunning, checkpoint_note
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB, MiB
 
@@ -54,6 +54,7 @@ class Vllm:
     name: str
     display_name: str
     vendors: tuple[str, ...]
+    nvfp4_weight_only: bool
     memory_fraction: float
     reserve_fixed_gib: float
     sampler_bytes_per_logit: float
@@ -281,4 +282,6 @@ class Vllm:
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
-        return join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        note = checkpoint_note(launch)
+        return command if note is None else f"{note}\n{command}"

@@ -65,11 +65,17 @@ def optional_positive(row: dict, col: str) -> float | None:
     return value
 
 
-def integer(row: dict, col: str, default: int = 1) -> int:
-    """A whole number, ``default`` where blank or ≤ 0."""
+def integer(row: dict, col: str, default: int = 1, zero_is_blank: bool = False) -> int:
+    """A whole number ≥ 1, ``default`` where blank (and where 0 with ``zero_is_blank``: the
+    serving export writes 0 for a size it leaves unset). Raises RowError for a fraction, a
+    negative value or (without ``zero_is_blank``) 0: a layout of no GPUs is a broken row, not
+    TP1."""
     value = number(row, col, required=False)
-    if value is None or value <= 0:
+    if value is None or (zero_is_blank and value == 0):
         return default
+    if value < 1:
+        allowed = "a whole number ≥ 1, 0 or blank for unset" if zero_is_blank else "a whole number ≥ 1 or blank"
+        raise RowError(f"column {col} value {text(row, col)!r} is not allowed ({allowed})")
     if value != int(value):
         raise RowError(f"column {col} value {text(row, col)!r} is not an integer")
     return int(value)
@@ -120,14 +126,20 @@ def median_ms(row: dict, col: str) -> float | None:
 _DRAFT_STEPS = re.compile(r"(?:steps|nextn|num_speculative_tokens)\s*=\s*(\d+)")
 
 
+_SPEC_SYNTAX = re.compile(r"[a-z][a-z0-9_]*:[^\s(]*")
+
+
 def spec_from_text(cell: str) -> str:
     """``mtp (steps=3 draft_tokens=4)`` → ``mtp:3``; ``mtp (nextn=1)`` (TensorRT-LLM's
     ``num_nextn_predict_layers``) → ``mtp:1``; ``mtp (num_speculative_tokens=3)`` (vLLM) →
     ``mtp:3``; ``mtp`` → ``mtp:3`` (SGLang/vLLM's usual 3 steps); ``none``/blank → ``none``.
-    The acceptance length then comes from the prior."""
+    The acceptance length then comes from the prior. A cell already in ``--spec`` syntax
+    (``mtp:3``, ``mtp:3:2.4``, ``eagle3:2``) is kept as written; ``parse_spec`` checks it."""
     cell = cell.strip().lower()
     if cell in ("", "none", "off"):
         return "none"
+    if _SPEC_SYNTAX.fullmatch(cell):
+        return cell
     method = cell.split()[0].split("(")[0]
     steps = _DRAFT_STEPS.search(cell)
     return f"{method}:{steps.group(1) if steps else 3}"

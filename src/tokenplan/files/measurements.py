@@ -15,6 +15,7 @@ otherwise (the engines' default for those checkpoints, per the file's README).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 from dataclasses import dataclass, replace
@@ -153,15 +154,32 @@ def _launch_settings(row: dict) -> dict:
     }
 
 
+@functools.cache
+def _release_format(model: str) -> str | None:
+    """The weight format ``model`` is released in (its catalog entry's ``native_weight_dtype``),
+    or None for a model the catalog does not hold. The serving export labels every FP4 run
+    ``nvfp4``, gpt-oss's too, whose checkpoints are MXFP4 (openai/gpt-oss-120b config.json:
+    ``quantization_config.quant_method`` "mxfp4"): such a label on a model released in MXFP4
+    reads as the checkpoint it ran (data/ground-truth/README.md). On Hopper, where no engine
+    runs NVFP4 but vLLM's Marlin path, the run could not have been NVFP4."""
+    from tokenplan.catalog import load_model
+    from tokenplan.errors import CatalogError
+
+    try:
+        return load_model(model).native_weight_dtype
+    except (CatalogError, ConfigError):
+        return None
+
+
 def _serving_row(row: dict, line: int) -> Measurement:
     pp = f.integer(row, "pp")
     row_id = f.text(row, "id") or str(line)
     engine = f.required_text(row, "engine")
     written = (
         f.integer(row, "tp"),
-        f.integer(row, "attention_dp_size"),
-        f.integer(row, "moe_tp_size"),
-        f.integer(row, "moe_ep_size"),
+        f.integer(row, "attention_dp_size", zero_is_blank=True),
+        f.integer(row, "moe_tp_size", zero_is_blank=True),
+        f.integer(row, "moe_ep_size", zero_is_blank=True),
     )
     stated = launch_column(f.text(row, "launch_layout"), layout_columns(*written))
     replica = stated or replica_layout(row_id, engine, *written)
@@ -174,12 +192,15 @@ def _serving_row(row: dict, line: int) -> Measurement:
     if quant not in _QUANT_TO_DTYPE:
         raise RowError(f"quant mode {quant!r} is not one of {', '.join(sorted(k for k in _QUANT_TO_DTYPE if k))}")
     weight = _QUANT_TO_DTYPE[quant]
+    model = f.required_text(row, "model")
+    if weight == "nvfp4" and _release_format(model) == "mxfp4":
+        weight = "mxfp4"
     spread = f.lengths(row)
     return Measurement(
         line=line,
         row_id=row_id,
         engine=engine,
-        model=f.required_text(row, "model"),
+        model=model,
         gpu=f.required_text(row, "gpu"),
         num_gpus=gpus,
         tp=gpus // pp,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tokenplan.arch.spec import ModelSpec
-from tokenplan.engines.base import EngineSettings
+from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.engines.overlap import cpu_overlapped
 from tokenplan.hardware import Gpu
 from tokenplan.job.config import Config, Rejection
@@ -26,16 +26,30 @@ from tokenplan.units import Dtype, GiB
 Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str, ...]]
 
 
-def format_issues(model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype) -> tuple[str | None, list[str]]:
-    """(rejection reason or None, warnings) for running these formats on this GPU.
+def format_issues(
+    model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype, engine: Engine | None = None
+) -> tuple[str | None, list[str]]:
+    """(rejection reason or None, warnings) for running these formats on this GPU (and engine).
 
-    NVFP4 needs Blackwell tensor cores (sm_100/103/120) and no engine runs it on AMD; an
-    NVFP4 KV cache needs Blackwell. Other formats without native tensor-core support run
-    weight-only, dequantized to BF16 in the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on
-    A100, MXFP4 on Hopper), at the BF16 compute rate.
+    NVFP4 needs Blackwell tensor cores (sm_100/103/120) and no engine runs it on AMD; below
+    Blackwell only an engine with a weight-only FP4 path runs it (``Engine.nvfp4_weight_only``:
+    vLLM's Marlin; SGLang and TensorRT-LLM refuse it); an NVFP4 KV cache needs Blackwell.
+    Other formats without native tensor-core support run weight-only, dequantized to BF16 in
+    the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on A100, MXFP4 on Hopper), at the BF16
+    compute rate.
     """
     if weight is Dtype.NVFP4 and gpu.vendor == "amd":
         return f"NVFP4 weights: no engine runs NVFP4 on {gpu.architecture}", []
+    if (
+        weight is Dtype.NVFP4
+        and Dtype.NVFP4 not in gpu.native_dtypes
+        and engine is not None
+        and not engine.nvfp4_weight_only
+    ):
+        return (
+            f"NVFP4 weights: {engine.display_name} runs NVFP4 only on Blackwell FP4 tensor cores; {gpu.key} is "
+            f"{gpu.architecture} (vLLM runs it weight-only through Marlin; or use --weight-dtype fp8)"
+        ), []
     if kv is Dtype.NVFP4 and Dtype.NVFP4 not in gpu.native_dtypes:
         return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
     warnings = []
@@ -74,7 +88,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     why = layout_rejection(model, lay)
     if why:
         return Rejection(config, why, "layout")
-    why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype)
+    why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype, config.engine)
     if why:
         return Rejection(config, why, "format")
     engine = config.engine

@@ -47,7 +47,16 @@ def progress_table(s: Snapshot) -> Table:
 def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.GenerateResult
     """The closing summary of a ``GenerateResult``: accounting, throughput and latency."""
     s = RunSummary.from_json(result.summary, "summary.json")
-    check = "ok" if result.accounting_ok else ("incomplete (interrupted)" if result.interrupted else "MISMATCH")
+    if result.interrupted:
+        check = "incomplete (interrupted)"
+    elif not result.accounting_ok:
+        check = "MISMATCH"
+    elif result.units_total == 0:  # an input with no rows: nothing was done (the command exits 2)
+        check = "no rows"
+    elif result.errors:  # accounted for, but not done: a rerun sends them again
+        check = f"incomplete: {result.errors:,} in errors.jsonl"
+    else:
+        check = "ok"
     lines = [
         f"run dir       {result.run_dir}",
         f"units         {result.units_total:,} = {result.stored:,} stored + {result.skipped:,} skipped "

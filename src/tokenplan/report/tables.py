@@ -197,6 +197,12 @@ def plan_details(result: PlanResult) -> Group:
     for line in result.answer:
         if not line.startswith(MOVED_PREFIX):  # printed above the table (calibration_lines)
             parts.append(Text("• " + line))
+    for o in result.options:  # a band widened where the fit measured nothing alike says why
+        band = o.chosen.bands.error_band if o.chosen is not None and o.chosen.bands is not None else None
+        if band is not None and band.outside_measured_regime:
+            parts.append(
+                Text(f"• {o.option}: band widened, outside the measured regime: {band.outside_measured_regime}.")
+            )
     choice = recommended_choice(result)
     if choice:
         rec, best = choice

@@ -42,6 +42,14 @@ def test_an_endpoint_carries_its_password_basic_token_and_credential_named_query
     assert url_secrets("http://h:8000/v1") == []
 
 
+def test_a_user_with_no_password_is_a_token_and_a_secret() -> None:
+    # https://TOKEN@host (a token in the user position, as git and some gateways take it):
+    # base64("onlyuserTOK:") = b25s eXVz ZXJU T0s6 ("onl", "yus", "erT", "OK:")
+    assert sorted(set(url_secrets("http://onlyuserTOK@h:8000/v1"))) == sorted(["onlyuserTOK", "b25seXVzZXJUT0s6"])
+    # with a password the user is a name, not a secret: base64("alice:pw") = YWxp Y2U6 cHc=
+    assert sorted(set(url_secrets("http://alice:pw@h/v1"))) == sorted(["pw", "YWxpY2U6cHc="])
+
+
 def test_text_replaces_the_secrets_only_and_message_also_masks_auth_schemes_and_userinfo() -> None:
     redactor = Redactor(["sk-abc123", "hunter2", None, "ab"])  # "ab": under 4 characters, left alone
     answer = "the basic idea: sk-abc123 and hunter2, about ab"

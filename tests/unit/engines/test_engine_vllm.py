@@ -123,7 +123,12 @@ def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
         parsers={"vllm": "deepseek_r1"},
         settings=EngineSettings(0.9, 0.0, False, 8192, 512, 1024),
     )
-    assert vllm.launch_command(planned) == " \\\n  ".join(
+    # NVFP4 from a BF16/FP8 repository: vLLM reads modelopt_fp4 from a checkpoint quantized offline
+    note = (
+        "# nvfp4 weights are not made at load time: put a nvfp4 checkpoint of deepseek-ai/DeepSeek-V3, "
+        "quantized offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below\n"
+    )
+    assert vllm.launch_command(planned) == note + " \\\n  ".join(
         [
             "vllm serve deepseek-ai/DeepSeek-V3",
             "--tensor-parallel-size 2",

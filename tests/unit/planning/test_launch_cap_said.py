@@ -1,0 +1,24 @@
+"""A plan whose printed launch cannot reach the planned batch says so: the warning names the cap
+the launch writes (TensorRT-LLM's ``--max_batch_size``) and the batch the figures assume."""
+
+from __future__ import annotations
+
+import re
+
+from tokenplan.api.plan import PlanRequest, plan
+
+
+def test_a_launch_capped_below_the_planned_batch_is_said_with_the_launchs_own_cap():
+    o = plan(PlanRequest(gpus=("8xb200",), engine="trtllm")).to_json()["options"][0]
+    launched = int(re.search(r"--max_batch_size (\d+)", o["launch"]["trtllm"]).group(1))
+    said = [w for w in o["warnings"] if "launch caps the batch" in w]
+    # TensorRT-LLM's KV pool stops at its 0.9 default fraction: 347 of the 360 planned at this fit
+    assert launched < o["batch_per_replica"]
+    assert len(said) == 1
+    assert f"caps the batch at {launched:,} per replica, not the {o['batch_per_replica']:,} planned" in said[0]
+
+
+def test_no_such_warning_where_the_launch_holds_the_planned_batch():
+    o = plan(PlanRequest(gpus=("8xb200",))).to_json()["options"][0]  # SGLang raises its fraction to hold it
+    assert not [w for w in o["warnings"] if "launch caps the batch" in w]
+    assert f"--max-running-requests {o['batch_per_replica']}" in o["launch"]["sglang"]
