@@ -119,6 +119,13 @@ def duration_words(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
+def days_words(seconds: float) -> str:
+    """A job's wall time as the plan states it: ``0.41 days`` (two decimals) from a tenth of a
+    day up, else :func:`duration_words` (``14.9 min``), so a short job does not read ``0.00 days``."""
+    days = seconds / S_PER_DAY
+    return f"{days:.2f} days" if days >= 0.1 else duration_words(seconds)
+
+
 def parse_dtype(text: str, field: str, allowed: tuple[Dtype, ...] = tuple(Dtype)) -> Dtype:
     """Parse a dtype name (case-insensitive; ``bfloat16``/``float16``/``fp8_e4m3`` aliases).
 

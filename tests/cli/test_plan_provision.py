@@ -201,3 +201,14 @@ def test_a_plan_without_an_answer_exits_1_and_one_with_an_answer_0():
         )
         assert out.returncode == status, (args, out.stderr)
         json.loads(out.stdout)  # the plan is printed either way
+
+
+def test_a_budget_met_at_the_search_limit_says_the_limit_not_the_budget_chose_it():
+    # $1,500 buys far more than 64 RTX PRO 6000 for this job (≈ $324 at 64): the count is the
+    # search's 64-unit limit, and the sentence says so rather than presenting 64 as the budget's answer
+    p = plan(PlanRequest(gpus=("rtx-pro-6000",), budget_usd=1500.0)).to_json()
+    (line,) = [a for a in p["answer"] if a.startswith("rtx-pro-6000 within $1,500")]
+    assert "64 GPUs →" in line
+    assert line.endswith(
+        "64 GPUs is the search's limit (64 rental units), not the budget's: more would finish sooner within it."
+    )

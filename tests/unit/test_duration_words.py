@@ -22,3 +22,12 @@ from tokenplan.units import duration_words
 )
 def test_a_duration_reads_in_the_largest_unit_it_fills(seconds, words):
     assert duration_words(seconds) == words
+
+
+def test_days_words_keeps_two_decimals_from_a_tenth_of_a_day_and_words_below():
+    from tokenplan.units import days_words
+
+    assert days_words(0.4074 * 86_400) == "0.41 days"
+    assert days_words(0.1 * 86_400) == "0.10 days"  # 8,640 s: the boundary stays in days
+    assert days_words(786.0) == "13.1 min"  # 786 s = 13.1 min, which "0.01 days" would hide
+    assert days_words(24.3) == "24.3 s"

@@ -273,11 +273,15 @@ def _sized(
     if not mem.allocates(running):
         a = mem.allocation(running)
         short = -(min(a["kv_cache"], 0.0) + min(a["reserve"], 0.0))
+        state = (
+            f"their {a['state'] / GiB:,.1f} GiB of state"
+            if mem.state_slots is None
+            else f"the engine's {a['state'] / GiB:,.1f} GiB state pool ({mem.state_slots:,.0f} slots, sized at start-up)"
+        )
         return Rejection(
             config,
-            f"cannot allocate {running:,.0f} running requests: their "
-            f"{a['state'] / GiB:,.1f} GiB of state and {a['spec_state'] / GiB:,.1f} GiB of "
-            f"speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
+            f"cannot allocate {running:,.0f} running requests: {state} and their {a['spec_state'] / GiB:,.1f} GiB "
+            f"of speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
             f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
             "kv",
         )

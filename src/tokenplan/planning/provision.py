@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenplan.units import S_PER_DAY, duration_words
+from tokenplan.units import days_words, duration_words
 
 if TYPE_CHECKING:  # search imports the job model; outcome() only reads a result's fields
     from tokenplan.planning.search import OptionResult
@@ -153,7 +153,7 @@ def fewest_gpus(
             chosen,
             _sorted(tried),
             f"the fewest GPUs that meet the deadline, {chosen.gpus}, take "
-            f"{chosen.wall_s / S_PER_DAY:.2f} days at {money}, and more GPUs cost at least as much",
+            f"{days_words(chosen.wall_s)} at {money}, and more GPUs cost at least as much",
         )
     return Provision(unit_gpus, chosen, None, _sorted(tried), "")
 
@@ -206,7 +206,13 @@ def soonest_within_budget(
             hi = mid
     within = [o for o in tried.values() if o.meets and o.wall_s is not None]
     chosen = min(within, key=lambda o: (o.wall_s, o.gpus)) if within else tried[lo]
-    return Provision(unit_gpus, chosen, None, _sorted(tried), "")
+    limit = (
+        f"{max_units * unit_gpus} GPUs is the search's limit ({max_units} rental units), not the budget's: "
+        "more would finish sooner within it"
+        if hi is None and chosen.gpus == max_units * unit_gpus and max_units == DEFAULT_MAX_UNITS
+        else ""
+    )
+    return Provision(unit_gpus, chosen, None, _sorted(tried), limit)
 
 
 def _doubling(n: int) -> Iterator[int]:
@@ -262,12 +268,12 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
     if over_budget and closest.gpus == unit_gpus:
         unit = "one rental unit" if unit_gpus > 1 else "one GPU"
         return (
-            f"even the fewest GPUs, {closest.gpus} ({unit}), take {closest.wall_s / S_PER_DAY:.2f} days{money}"
+            f"even the fewest GPUs, {closest.gpus} ({unit}), take {days_words(closest.wall_s)}{money}"
             f"{why}, and more GPUs cost at least as much"
         )
     return (
         f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take "
-        f"{closest.wall_s / S_PER_DAY:.2f} days{money}{why}"
+        f"{days_words(closest.wall_s)}{money}{why}"
     )
 
 

@@ -7,7 +7,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
 from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
-from tokenplan.units import S_PER_DAY
+from tokenplan.units import days_words
 
 
 def describe(c: Candidate) -> str:
@@ -112,7 +112,7 @@ def explain(
         money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(
             f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
-            f"→ {b.wall_s / S_PER_DAY:.2f} days{money}; bound by {bottleneck_text(b)}."
+            f"→ {days_words(b.wall_s)}{money}; bound by {bottleneck_text(b)}."
         )
     lines.extend(note for r in results if (note := _speculation_note(r)))
     pool = results if eligible is None else eligible
@@ -122,7 +122,7 @@ def explain(
         lines.append("No option meets the target; the launch below is for the fastest option as given.")
     elif f and ch and f is not ch and f.best and ch.best:
         lines.append(
-            f"Fastest{among}: {f.option.label} ({f.best.wall_s / S_PER_DAY:.2f} days); cheapest: "
+            f"Fastest{among}: {f.option.label} ({days_words(f.best.wall_s)}); cheapest: "
             f"{ch.option.label} (${ch.best.cost.usd:,.0f})."
         )
     elif f:
@@ -178,7 +178,7 @@ def formats_note(r: OptionResult, bf16: Candidate | None) -> str | None:
     money = f", ${bf16.cost.usd:,.0f}" if bf16.cost.usd is not None else ""
     return (
         f"{chosen}, the fastest of the formats searched; with BF16 weights and KV ({describe(bf16)}) "
-        f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {bf16.wall_s / S_PER_DAY:.2f} days{money}."
+        f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(bf16.wall_s)}{money}."
     )
 
 

@@ -15,7 +15,7 @@ from tokenplan.planning.results import Provisioning, ProvisionRow, ProvisionTry
 from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import HardwareOption
 from tokenplan.results import Bands
-from tokenplan.units import S_PER_DAY, duration_words
+from tokenplan.units import S_PER_DAY, days_words, duration_words
 
 
 def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
@@ -88,7 +88,7 @@ def provisioning(
                 wall_days=o.wall_s / S_PER_DAY,
                 usd=o.usd,
                 configuration=describe(chosen),
-                why=None,
+                why=p.why or None,  # on a count that meets the target: a caveat (the search's limit)
             )
             # The 80 % band of the configuration at that count (issue 10), on days and dollars.
             row = replace(row, bands=bands(row, chosen.evaluation, {k: figures[k] for k in ("wall_days", "usd")}))
@@ -116,14 +116,16 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         if not row.meets:
             lines.append(f"{row.gpu} within {' and '.join(limits)}: {row.why}.")
             continue
-        assert row.nodes is not None and row.gpus is not None  # set on a row that meets the target
+        assert row.nodes is not None and row.gpus is not None and row.wall_days is not None  # set where it meets
         unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
         money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
-        spread = f" (80 %: {band.low:.2f}–{band.high:.2f})" if band else ""
+        fmt = ".2f" if row.wall_days >= 0.1 else ".3g"  # days
+        spread = f" (80 %: {band.low:{fmt}}–{band.high:{fmt}} days)" if band else ""
         lines.append(
             f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
-            f"{row.wall_days:.2f} days{spread}{money} with {row.configuration}{_overrun(prov, row)}."
+            f"{days_words(row.wall_days * S_PER_DAY)}{spread}{money} with {row.configuration}{_overrun(prov, row)}"
+            + (f"; {row.why}." if row.why else ".")
         )
     return lines
 

@@ -74,7 +74,7 @@ def plan_table(result: PlanResult) -> FoldingTable:
                 c.best,
                 with_band(c.output_tok_s_total, band_of(c.bands, "output_tok_s_total"), ",.0f"),
                 f"{c.output_tok_s_per_gpu:,.0f}",
-                with_band(c.wall_days, band_of(c.bands, "wall_days"), ".2f"),
+                with_band(c.wall_days, band_of(c.bands, "wall_days"), ".2f" if c.wall_days >= 0.1 else ".3g"),
                 _money_band(c.usd, band_of(c.bands, "usd")),
                 _money(c.usd_per_mtok, 3),
                 c.bottleneck,
@@ -108,7 +108,7 @@ def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str
             [
                 r.gpu,
                 f"{r.gpus}{nodes}",
-                f"{r.wall_days:.2f}",
+                f"{r.wall_days:.2f}" if (r.wall_days or 0.0) >= 0.1 else f"{r.wall_days:.3g}",
                 _money(r.usd),
                 _money(r.usd_per_gpu_hour, 2),
                 str(r.configuration),
