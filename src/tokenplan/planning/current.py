@@ -76,7 +76,7 @@ def parse_current(text: str) -> dict[str, object]:
 
     Raises:
         InputError: an entry that is not ``key=value``, an unknown key (the allowed ones are
-            listed) or a value its key does not allow.
+            listed), a key given twice or a value its key does not allow.
     """
     fields: dict[str, object] = {}
     for entry in (e for e in text.split(",") if e.strip()):
@@ -87,6 +87,8 @@ def parse_current(text: str) -> dict[str, object]:
         if key not in _KEYS:
             raise InputError("current", key, sorted(_KEYS))
         name, parse, allowed = _KEYS[key]
+        if name in fields:  # tp=4,tp=8: which one runs now is not for tokenplan to guess
+            raise InputError("current", key, "each key once (it is given twice)")
         try:
             fields[name] = parse(value.strip())
         except ValueError:
@@ -129,7 +131,17 @@ def current_setup(cur: Current, table: EfficiencyTable, job: Job, result: Option
     if isinstance(now, Rejection):
         raise InputError("current", text, f"a setup that runs on {count}× {key} ({now.reason})")
     target = result.best.evaluation.config if result.best is not None else config
-    steps = walk(config, target, run)
+    tau = p = None
+    cap = None
+    start = config
+    if measured_tok_s is not None:
+        tau = implied_acceptance(config, measured_tok_s, run)
+        if tau is not None and config.spec is not None:
+            p = per_position_acceptance(config.spec.draft_tokens, tau)
+            # walk from the setup at the acceptance its measurement implies, as the plan is searched
+            start = replace(config, spec=replace(config.spec, acceptance_length=tau, from_prior=False))
+        cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
+    steps = walk(start, target, run)
     rows = tuple(
         WalkRow(s.change, s.config.layout.describe(), s.output_tok_s_total, s.gain, s.batch_per_replica, s.limited_by)
         for s in steps
@@ -137,13 +149,6 @@ def current_setup(cur: Current, table: EfficiencyTable, job: Job, result: Option
     band = bands(_Rate(now.output_tok_s_total), now, {"output_tok_s_total": PREDICT_FIGURES["output_tok_s_total"]})
     interval = band.intervals.get("output_tok_s_total") if band else None
     inside = None if measured_tok_s is None or interval is None else interval.low <= measured_tok_s <= interval.high
-    tau = p = None
-    cap = None
-    if measured_tok_s is not None:
-        tau = implied_acceptance(config, measured_tok_s, run)
-        if tau is not None and config.spec is not None:
-            p = per_position_acceptance(config.spec.draft_tokens, tau)
-        cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
     return CurrentSetup(
         description=text,
         option=f"{count}× {key}",

@@ -135,17 +135,20 @@ def current_table(result: PlanResult) -> FoldingTable | None:
         batch = "" if r.batch_per_replica is None else f"{r.batch_per_replica:,.0f}"
         rows.append([r.change, r.layout, rate, gain, batch, r.limited_by])
     if cur.measured_tok_s is not None:
-        rows.insert(
-            1,
-            [
-                "measured",
-                "",
-                f"{cur.measured_tok_s:,.0f}",
-                f"×{cur.measured_tok_s / cur.predicted_tok_s:.2f}",
-                "",
-                "your measurement",
-            ],
-        )
+        measured: list[str | Text] = [
+            "measured" if cur.implied_tau is None else f"measured (τ={cur.implied_tau:.2f} reproduces it)",
+            "",
+            f"{cur.measured_tok_s:,.0f}",
+            f"×{cur.measured_tok_s / cur.predicted_tok_s:.2f}",
+            "",
+            "your measurement",
+        ]
+        if cur.implied_tau is not None and cur.walk:
+            # the walk starts at the implied acceptance (planning.current): the prediction at the
+            # prior first, then the measurement it walks from
+            start = cur.walk[0]
+            rows[0] = [start.change, start.layout, f"{cur.predicted_tok_s:,.0f}", "", rows[0][4], start.limited_by]
+        rows.insert(1, measured)
     return FoldingTable(
         f"From your setup to the recommended one · {cur.option}",
         ["step", "layout", "tok/s", "gain", "batch/replica", "capped by"],
