@@ -221,6 +221,13 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
         if engine != owner:
             raise InputError(field, shown(value), f"only with --engine {owner}; the engine is {engine}")
         chunk = int(value)
+        seqs = req.max_running
+        if owner == "vllm" and isinstance(seqs, int | float) and seqs > chunk:
+            # vllm/config/scheduler.py SchedulerConfig._verify_args: "max_num_batched_tokens (…) must
+            # be greater than or equal to max_num_seqs (…)"; each running request takes ≥ 1 token a step
+            raise InputError(
+                field, shown(value), f"at least --max-running ({seqs:g}): vLLM refuses to start below max_num_seqs"
+            )
     return chunk
 
 

@@ -117,7 +117,11 @@ class Vllm:
             and gpu.architecture not in self.small_default_architectures
         )
         chunk = chunk_tokens or (self.chunk_tokens_large_gpu if large else self.chunk_tokens_small_gpu)
-        cap = max_running or (self.max_running_default_large_gpu if large else self.max_running_default_small_gpu)
+        # an unset max_num_seqs defaults to min(default, max_num_batched_tokens) (V2); a set one above
+        # the budget does not start (api.resolve refuses it)
+        cap = max_running or min(
+            self.max_running_default_large_gpu if large else self.max_running_default_small_gpu, chunk
+        )
         seqs = min(cap, chunk)
         graph_bs = min(self.graph_bs_per_seq * seqs, self.graph_max_bs, chunk)
         graphs = len(vllm_graph_capture_sizes(graph_bs)) * self.graph_estimate_mib_per_size * MiB

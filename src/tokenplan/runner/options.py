@@ -65,6 +65,12 @@ class ServerOptions(Options):
             problem = url_problem(url)
             if problem:
                 raise ValueError(f"http(s) base URLs such as http://127.0.0.1:8000/v1; {public_url(url)!r}: {problem}")
+        seen: set[str] = set()
+        for url in urls:  # the same server twice would get twice the requests in flight
+            key = url.strip().rstrip("/").lower()
+            if key in seen:
+                raise ValueError(f"each server once ({public_url(url)!r} is given twice)")
+            seen.add(key)
         return urls
 
 

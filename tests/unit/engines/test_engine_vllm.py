@@ -4,6 +4,8 @@ memory, V16 MambaSpec). H100 SXM: 81,559 MiB = 85,520,809,984 B (catalog/gpus.ya
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tokenplan.catalog import load_engine, load_gpu
@@ -57,6 +59,20 @@ def test_a_user_cap_shrinks_the_profiled_rows_and_the_graphs(vllm):
     assert (s.max_running, s.profile_seqs, s.graph_max_bs) == (100, 100, 200)
     assert s.graph_estimate_bytes == 28 * 24 * MIB
     assert s.memory_fraction == 0.8
+
+
+def test_a_token_budget_below_the_default_seqs_lowers_them_and_a_set_cap_above_it_is_refused(vllm):
+    # V2: an unset max_num_seqs is min(1,024, max_num_batched_tokens) = min(1,024, 512) = 512
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False, chunk_tokens=512)
+    assert (s.chunk_tokens, s.max_running, s.profile_seqs) == (512, 512, 512)
+    # a set max_num_seqs above the budget: SchedulerConfig._verify_args raises, vLLM does not start
+    from tokenplan.api.resolve import PredictRequest, resolve
+    from tokenplan.errors import InputError
+
+    request = PredictRequest(model="qwen3.6-27b", gpu="h100-sxm", engine="vllm", max_num_batched_tokens=100)
+    with pytest.raises(InputError, match=r"at least --max-running \(200\): vLLM refuses to start below max_num_seqs"):
+        resolve(replace(request, max_running=200))
+    resolve(replace(request, max_running=100))  # equal is allowed (≥)
 
 
 def test_usable_memory_is_a_share_of_total_memory(vllm):
