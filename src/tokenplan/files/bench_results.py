@@ -122,7 +122,9 @@ def _num(value: Any, path: str, field: str, required: bool = True) -> float | No
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if required:
-        raise ConfigError(path, field, f"{value!r} is not a number")
+        raise ConfigError(
+            path, field, "missing (a number is required)" if value is None else f"{value!r} is not a number"
+        )
     return None
 
 
@@ -181,14 +183,19 @@ def _vllm_like(item: dict, path: str, line: int, kind: str) -> dict[str, Any]:
         for name, name2 in (("ttft", "ttft"), ("tpot", "tpot"), ("e2e", e2e_name))
     }
     limit = item.get("max_concurrency")
+    out_tok_s = _num(item.get("output_throughput"), path, f"{where}: output_throughput")
+    if not out_tok_s > 0:  # requests completed, so tokens came out: 0 is a broken file, not a figure
+        raise ConfigError(
+            path, f"{where}: output_throughput", f"{out_tok_s!r} with {n:g} completed requests (allowed: tokens/s > 0)"
+        )
     return _level(
         path,
         _num(limit, path, "max_concurrency") if limit is not None else None,
         n,
-        _num(item.get("request_throughput"), path, "request_throughput"),
-        _num(item.get("total_input_tokens"), path, "total_input_tokens") / n,
-        _num(item.get("total_output_tokens"), path, "total_output_tokens") / n,
-        _num(item.get("output_throughput"), path, "output_throughput"),
+        _num(item.get("request_throughput"), path, f"{where}: request_throughput"),
+        _num(item.get("total_input_tokens"), path, f"{where}: total_input_tokens") / n,
+        _num(item.get("total_output_tokens"), path, f"{where}: total_output_tokens") / n,
+        out_tok_s,
         stats["ttft"],
         stats["tpot"],
         stats["e2e"],

@@ -148,10 +148,19 @@ def test_a_negative_throughput_is_refused_naming_the_level(kind: str, tmp_path: 
     end = start + len(text[start:].split(",")[0].split("}")[0])
     bad = tmp_path / source.name
     bad.write_text(text[:start] + "-5" + text[end:])
-    with pytest.raises(
-        ConfigError, match=r"levels\[1\]\.output_tok_s: -5(\.0)? is not allowed \(allowed: a finite number ≥ 0\)"
-    ):
+    # tokenplan's own file: the level's field; vllm's: the line's output_throughput, which with
+    # requests completed must be > 0 (0 is refused the same way)
+    message = (
+        r"levels\[1\]\.output_tok_s: -5(\.0)? is not allowed \(allowed: a finite number ≥ 0\)"
+        if kind == "tokenplan bench"
+        else r"line 1: output_throughput: -5\.0 with \d+ completed requests \(allowed: tokens/s > 0\)"
+    )
+    with pytest.raises(ConfigError, match=message):
         read_bench_source(str(bad))
+    if kind == "vllm":
+        bad.write_text(text[:start] + "0" + text[end:])
+        with pytest.raises(ConfigError, match=r"output_throughput: 0\.0 with \d+ completed requests"):
+            read_bench_source(str(bad))
 
 
 def test_a_finite_request_rate_is_an_open_loop_level(tmp_path: Path) -> None:
