@@ -36,16 +36,30 @@ def test_a_stalled_request_hits_its_deadline_and_is_sent_again(tmp_path: Path) -
 
 
 def test_rows_failing_every_attempt_go_to_errors_and_a_rerun_retries_them(tmp_path: Path) -> None:
-    _prompts(tmp_path / "in.jsonl", 10)
+    _prompts(tmp_path / "in.jsonl", 7)  # fewer than the 8 rows that make a failure the server's
     with FaultServerProcess(str(tmp_path), p500=1.0) as server:
         failed = generate(_request(tmp_path, server.url, max_attempts=3, eject_after_failures=1000))
-    assert (failed.stored, failed.errors, failed.accounting_ok) == (0, 10, True)
+    assert (failed.stored, failed.errors, failed.accounting_ok) == (0, 7, True)
     errors = _jsonl(tmp_path / "run" / "errors.jsonl")
     assert {(e["reason"], e["status"], e["attempts"]) for e in errors} == {("status", 500, 3)}
     with FaultServerProcess(str(tmp_path)) as healthy:
         rerun = generate(_request(tmp_path, healthy.url, max_attempts=3))
-    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (10, 0, True)
+    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (7, 0, True)
     assert _jsonl(tmp_path / "run" / "errors.jsonl") == []
+
+
+def test_a_server_failing_every_request_stops_the_run_after_eight_rows(tmp_path: Path) -> None:
+    # 500 to every try of 8 distinct rows with no answer between: the server's fault, not 200 rows'
+    # fate; the run stops in one line, the failed rows wait in errors.jsonl, a rerun sends them all.
+    _prompts(tmp_path / "in.jsonl", 200)
+    with FaultServerProcess(str(tmp_path), p500=1.0) as server:
+        with pytest.raises(ServerError, match=r"answered 500 \(.*\) to every try of \d+ rows with no answer between"):
+            generate(_request(tmp_path, server.url, max_attempts=2, concurrency=4, eject_after_failures=1000))
+    failed = _jsonl(tmp_path / "run" / "errors.jsonl")
+    assert 8 <= len(failed) < 200  # stopped early: the first 8 (and those in flight beside them)
+    with FaultServerProcess(str(tmp_path)) as healthy:
+        rerun = generate(_request(tmp_path, healthy.url, max_attempts=2))
+    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (200, 0, True)
 
 
 def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:

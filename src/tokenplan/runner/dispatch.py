@@ -8,7 +8,11 @@ or 413) or error (retries exhausted). 401, 403, 404 and 422 concern every reques
 unknown model or route, a request field the server does not accept) and end the run with
 :class:`~tokenplan.errors.ServerError`. So does a 400/413 that turns out to concern every row
 (:mod:`tokenplan.runner.refusals`: the same refusal on eight rows with no answer in between); the
-rows it refused go to ``errors.jsonl``, not final, and the next run sends them again.
+rows it refused go to ``errors.jsonl``, not final, and the next run sends them again. An HTTP
+status that exhausts every try on eight distinct rows with no answer in between (a server that
+answers 500 to everything) is the server's fault, not the rows': the run stops the same way
+rather than send every row of the input to ``errors.jsonl`` (transport failures are left to the
+endpoint pool, which waits out a restart).
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
@@ -30,7 +34,7 @@ from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.refusals import Held, RefusalStreak
+from tokenplan.runner.refusals import JOB_WIDE_ROWS, MESSAGE_CHARS, Held, RefusalStreak
 from tokenplan.runner.requests import (
     Dropped,
     Sent,
@@ -74,6 +78,8 @@ class Dispatcher:
         self.tally = RunTally()
         self._rng = random.Random()
         self._fatal: BaseException | None = None
+        # rows whose HTTP status failed every try since the last answer, and the last such failure
+        self._failing_rows: set[str] = set()
         self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
         self._sampling_record = job.sampling.as_record()
 
@@ -191,6 +197,7 @@ class Dispatcher:
         except RetriesExhausted as exhausted:
             self._record_failure(unit, exhausted)
             return
+        self._failing_rows.clear()  # an answer: the failures before it were the rows' or transient
         if self.refusals is not None:
             self._write_refused(self.refusals.answered())
         if isinstance(outcome, Dropped):
@@ -268,6 +275,16 @@ class Dispatcher:
             }
         )
         self.progress.errors += 1
+        if failure.kind == "status" and self.refusals is not None:
+            self._failing_rows.add(unit.row.id)
+            if len(self._failing_rows) >= JOB_WIDE_ROWS and self._fatal is None:
+                self._set_fatal(
+                    ServerError(
+                        f"the server answered {failure.status} ({failure.detail[:MESSAGE_CHARS]}) to every try of "
+                        f"{len(self._failing_rows)} rows with no answer between, for model {self.job.model!r}: a "
+                        "server fault, not the rows'; they are in errors.jsonl and a rerun sends them again"
+                    )
+                )
 
     def _write_refused(self, released: list[Held]) -> None:
         """Refusals that proved to be their rows' own: final, in ``skipped.jsonl``."""
