@@ -78,6 +78,56 @@ def _default_caps(isl: float, osl: float, isl_cap: float | None, max_tokens: flo
     )
 
 
+# The job's lengths, as plan's job draws them (lognormal, capped): predict and memory take the same
+# options with the same defaults, so the same configuration gets one answer from both.
+_LENGTH_OPTIONS = (
+    click.option(
+        "--isl",
+        type=NUMBER,
+        default=DEFAULT_ISL.mean,
+        show_default=False,
+        help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]",
+    ),
+    click.option(
+        "--osl",
+        type=NUMBER,
+        default=DEFAULT_OSL.mean,
+        show_default=False,
+        help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]",
+    ),
+    click.option(
+        "--isl-sigma",
+        type=NUMBER,
+        default=DEFAULT_ISL.sigma,
+        show_default=False,
+        help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]",
+    ),
+    click.option(
+        "--osl-sigma",
+        type=NUMBER,
+        default=DEFAULT_OSL.sigma,
+        show_default=False,
+        help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]",
+    ),
+    click.option(
+        "--isl-cap",
+        type=NUMBER,
+        help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]",
+    ),
+    click.option(
+        "--max-tokens",
+        type=NUMBER,
+        help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]",
+    ),
+)
+
+
+def _lengths(command):  # noqa: ANN001, ANN202 - a click command function
+    for option in reversed(_LENGTH_OPTIONS):
+        command = option(command)
+    return command
+
+
 @app.command("predict")
 @_MODEL
 @_GPU
@@ -88,20 +138,7 @@ def _default_caps(isl: float, osl: float, isl_cap: float | None, max_tokens: flo
 @_ATTENTION_DP
 @_WEIGHT_DTYPE
 @_KV_DTYPE
-@click.option(
-    "--isl",
-    type=NUMBER,
-    default=DEFAULT_ISL.mean,
-    show_default=False,
-    help="Mean input tokens per request (ISL; lognormal with --isl-sigma, capped at --isl-cap; the mean of the capped lengths, as plan's) [default: plan's job: 1024]",
-)
-@click.option(
-    "--osl",
-    type=NUMBER,
-    default=DEFAULT_OSL.mean,
-    show_default=False,
-    help="Mean output tokens per request (OSL; lognormal with --osl-sigma, capped at --max-tokens; the mean of the capped lengths, as plan's) [default: plan's job: 2500]",
-)
+@_lengths
 @click.option(
     "--concurrency",
     default="max",
@@ -117,30 +154,6 @@ def _default_caps(isl: float, osl: float, isl_cap: float | None, max_tokens: flo
 @click.option("--max-running", type=INTEGER, help="Running-request cap per replica [default: the engine's]")
 @click.option("--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
 @click.option("--kv-offload-gib", type=NUMBER, default=0.0, help="Host memory per GPU for KV offload (GiB)")
-@click.option(
-    "--isl-sigma",
-    type=NUMBER,
-    default=DEFAULT_ISL.sigma,
-    show_default=False,
-    help="Lognormal σ of inputs (0 = every input is --isl) [default: plan's job: 0.8]",
-)
-@click.option(
-    "--osl-sigma",
-    type=NUMBER,
-    default=DEFAULT_OSL.sigma,
-    show_default=False,
-    help="Lognormal σ of outputs (0 = every output is --osl) [default: plan's job: 1.0]",
-)
-@click.option(
-    "--isl-cap",
-    type=NUMBER,
-    help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]",
-)
-@click.option(
-    "--max-tokens",
-    type=NUMBER,
-    help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]",
-)
 @_DISABLE_RADIX_CACHE
 @_SSM_DTYPE
 @_MAX_NUM_BATCHED_TOKENS
@@ -226,8 +239,7 @@ def predict_cmd(
 @_ATTENTION_DP
 @_WEIGHT_DTYPE
 @_KV_DTYPE
-@click.option("--isl", type=NUMBER, default=1024, help="Input tokens per request (ISL)")
-@click.option("--osl", type=NUMBER, default=1024, help="Output tokens per request (OSL)")
+@_lengths
 @click.option(
     "--spec",
     default="none",
@@ -253,6 +265,10 @@ def memory_cmd(
     kv_dtype: str,
     isl: float,
     osl: float,
+    isl_sigma: float,
+    osl_sigma: float,
+    isl_cap: float | None,
+    max_tokens: float | None,
     spec: str,
     engine: str,
     memory_fraction: float | None,
@@ -264,11 +280,13 @@ def memory_cmd(
     as_json: bool,
 ) -> None:
     """Per-GPU memory: weights, engine reserve, KV pool, state pool, KV capacity, and every term
-    the engine allocates at the running limit (state, speculative state, draft KV, reserve)."""
+    the engine allocates at the running limit (state, speculative state, draft KV, reserve). Lengths
+    default to plan's job, as predict's."""
     from tokenplan.api.memory import memory
     from tokenplan.api.resolve import PredictRequest
     from tokenplan.report.tables import memory_table
 
+    isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens)
     result = memory(
         PredictRequest(
             model=model,
@@ -282,6 +300,10 @@ def memory_cmd(
             kv_dtype=kv_dtype,
             isl=isl,
             osl=osl,
+            isl_sigma=isl_sigma,
+            osl_sigma=osl_sigma,
+            osl_cap=max_tokens,
+            isl_cap=isl_cap,
             spec=spec,
             engine=engine,
             memory_fraction=memory_fraction,
