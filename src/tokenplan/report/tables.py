@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
@@ -44,6 +45,15 @@ def with_band(value: float, band: Interval | None, fmt: str, unit: str = "") -> 
     if band:
         text += f" ({format(band.low, fmt)}–{format(band.high, fmt)})"
     return text
+
+
+def ms_with_band(value_ms: float, band: Interval | None) -> str:
+    """A latency in ms with its 80 % interval, in seconds from 10 s up (a queued TTFT of minutes
+    reads ``413.4 s (…)``, not ``413,410 ms``)."""
+    if value_ms < 10_000:
+        return with_band(value_ms, band, ",.0f", " ms")
+    seconds = None if band is None else replace(band, low=band.low / 1e3, high=band.high / 1e3)
+    return with_band(value_ms / 1e3, seconds, ",.1f", " s")
 
 
 def _money_band(value: float | None, band: Interval | None, digits: int = 0) -> str:
@@ -270,8 +280,8 @@ def predict_table(p: Prediction) -> Table:
         ("max concurrency", f"{p.max_concurrency:,.0f}"),
         ("decode step", f"{p.step_time_ms:.2f} ms"),
         ("TPOT", with_band(p.tpot_ms, band_of(p.bands, "tpot_ms"), ".2f", " ms")),
-        ("TTFT mean", with_band(p.ttft_ms, band_of(p.bands, "ttft_ms"), ",.0f", " ms")),
-        ("TTFT median", with_band(p.ttft_median_ms, band_of(p.bands, "ttft_median_ms"), ",.0f", " ms")),
+        ("TTFT mean", ms_with_band(p.ttft_ms, band_of(p.bands, "ttft_ms"))),
+        ("TTFT median", ms_with_band(p.ttft_median_ms, band_of(p.bands, "ttft_median_ms"))),
         ("bottleneck", p.bottleneck),
         ("weights per GPU", f"{p.weight_bytes_per_gpu / GiB:.1f} GiB"),
         ("KV bytes per token", f"{p.kv_bytes_per_token:,.0f}"),
