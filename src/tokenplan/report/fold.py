@@ -20,9 +20,12 @@ _BORDER_PER_COLUMN = 3  # one vertical rule and one space of padding on each sid
 _BORDER_EDGE = 1  # the closing rule on the right
 
 
+def _plain(cell: str | Text) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
 def _longest_word(cell: str | Text) -> int:
-    text = cell.plain if isinstance(cell, Text) else str(cell)
-    return max((len(word) for word in text.split()), default=0)
+    return max((len(word) for word in _plain(cell).split()), default=0)
 
 
 class FoldingTable:
@@ -51,16 +54,35 @@ class FoldingTable:
         """The narrowest the side-by-side table can be without cutting a word (characters)."""
         return sum(self.min_widths()) + _BORDER_PER_COLUMN * len(self.header) + _BORDER_EDGE
 
+    def fitted_widths(self, max_width: int) -> list[int]:
+        """Per column, the width its text gets in a table ``max_width`` characters wide: each
+        column's longest cell on one line where they all fit, else the widest columns narrowed a
+        character at a time, never below their longest word (:meth:`min_widths`)."""
+        widths = [
+            max([len(_plain(self.header[i]))] + [len(_plain(r[i])) for r in self.rows]) for i in range(len(self.header))
+        ]
+        mins = self.min_widths()
+        excess = sum(widths) + _BORDER_PER_COLUMN * len(widths) + _BORDER_EDGE - max_width
+        while excess > 0:
+            slack = [w - m for w, m in zip(widths, mins)]
+            widest = max(range(len(widths)), key=lambda i: (slack[i] > 0, widths[i]))
+            if slack[widest] <= 0:
+                break  # every column at its longest word: min_table_width() > max_width
+            widths[widest] -= 1
+            excess -= 1
+        return widths
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.min_table_width() <= options.max_width:
-            yield self._side_by_side()
+            yield self._side_by_side(self.fitted_widths(options.max_width))
         else:
             yield from self._stacked()
 
-    def _side_by_side(self) -> Table:
+    def _side_by_side(self, widths: Sequence[int]) -> Table:
+        # fixed widths: rich wraps each cell at spaces within them and never crops a column
         t = Table(title=self.title or None, header_style="bold")
-        for i, (col, width) in enumerate(zip(self.header, self.min_widths())):
-            t.add_column(col, justify="right" if i in self.right else "left", overflow="fold", min_width=width)
+        for i, (col, width) in enumerate(zip(self.header, widths)):
+            t.add_column(col, justify="right" if i in self.right else "left", overflow="fold", width=width)
         for row in self.rows:
             t.add_row(*row)
         return t

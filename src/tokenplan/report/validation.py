@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from tokenplan.report.fold import FoldingTable
 
 if TYPE_CHECKING:
     from tokenplan.calibration.validation import ErrorStats, MetricError, SkippedEntry, ValidatedRow, ValidationResult
@@ -28,42 +31,40 @@ def _spread(lengths: str) -> str:
     return "" if lengths == "fixed" or lengths.startswith("U[") else f" ~{lengths}"
 
 
-def rows_table(v: ValidationResult) -> Table:
+def rows_table(v: ValidationResult) -> FoldingTable:
     """One row per measured point: its setting, then predicted, measured and signed error per
     metric (TPOT and TTFT in ms for serving rows, output tok/s per GPU for throughput rows, and
     TPOT and TTFT too where throughput rows measure them; "–" where a row does not, "set aside"
-    where its tok/s was set aside) and, with error bands, the 80 % interval and whether the
-    measurement lies in it."""
+    where its tok/s was set aside) and, with error bands, whether the measurement lies in its 80 %
+    interval (the interval: ``validate --json``). A :class:`FoldingTable`: no figure or name is
+    cut, and a terminal too narrow for the columns gets each row stacked."""
     serving = v.kind == "serving"
-    t = Table(title=f"{v.n} rows predicted", show_lines=False)
-    for col in ("line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"):
-        t.add_column(col)
+    header = ["line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"]
     latencies = [("tpot", "TPOT ms"), ("ttft", "TTFT ms")]
     metrics = latencies if serving else [("throughput", "tok/s/GPU")]
     if not serving and any(r.tpot for r in v.rows):  # InferenceX rows also measure TPOT/TTFT
         metrics += latencies
     banded = any(m.low is not None for r in v.rows for err, _ in metrics if (m := r.metric(err)))
+    right = [0, 7]
     for _, label in metrics:
-        t.add_column(f"pred {label}", justify="right")
-        t.add_column(f"meas {label}", justify="right")
-        t.add_column("err", justify="right")
-        if banded:
-            t.add_column("80% interval", justify="right")
+        right += range(len(header), len(header) + 3 + banded)
+        header += [f"pred {label}", f"meas {label}", "err"] + (["in 80%"] if banded else [])
     aside = {s.id for s in v.throughput_set_aside}
+    rows: list[list[str | Text]] = []
     for r in v.rows:
         conc = "max" if r.concurrency is None else f"{r.concurrency:g}"
-        cells = [str(r.line), r.engine, r.model, r.gpu, r.layout, r.weight_dtype, _lengths(r), conc]
+        cells: list[str | Text] = [str(r.line), r.engine, r.model, r.gpu, r.layout, r.weight_dtype, _lengths(r), conc]
         for err, _ in metrics:
             m = r.metric(err)
             cells += (
-                [f"{m.predicted:,.1f}", f"{m.measured:,.1f}", _pct(m.error)]
+                [_figure(m.predicted), _figure(m.measured), _pct(m.error)]
                 if m
                 else ["–", "set aside" if r.id in aside else "–", "–"]
             )
             if banded:
                 cells.append(_interval(m))
-        t.add_row(*cells)
-    return t
+        rows.append(cells)
+    return FoldingTable(f"{v.n} rows predicted", header, rows, right=right)
 
 
 def _lengths(r: ValidatedRow) -> str:
@@ -71,12 +72,17 @@ def _lengths(r: ValidatedRow) -> str:
     return f"{r.isl:g}/{r.osl:g}" + _spread(r.lengths)
 
 
-def _interval(m: MetricError | None) -> str:
-    """``1,234–2,345 in`` (or ``out``): the row's 80 % interval on the figure and whether the
-    measurement lies inside; "–" where the row has none."""
+def _figure(value: float) -> str:
+    """A tok/s or ms figure: whole numbers from 100 up, one decimal below."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+
+
+def _interval(m: MetricError | None) -> str | Text:
+    """``in`` (or a bold ``out``): whether the measurement lies in the row's 80 % interval on the
+    figure (the interval itself is in ``validate --json``); "–" where the row has none."""
     if m is None or m.low is None or m.high is None:
         return "–"
-    return f"{m.low:,.1f}–{m.high:,.1f} " + ("in" if m.inside else "[bold]out[/bold]")
+    return "in" if m.inside else Text("out", style="bold")
 
 
 def _measured(v: ValidationResult, metric: str) -> int:
