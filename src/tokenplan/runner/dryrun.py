@@ -95,7 +95,7 @@ def dry_run(
     rows = rejected = requests = 0
     logs: list[float] = []
     longest = 0
-    for item in limited(read_rows(files), limit):
+    for item in limited(read_rows(files, mode=mode), limit):
         if not isinstance(item, Row):
             rejected += 1
             continue

@@ -74,7 +74,7 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
     counts = count_outcomes(run_dir)
     accounted = counts["stored"] + counts["skipped"] + counts["errors"]
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
-    units_total = count_units(spec.files, spec.n, spec.limit) if tally.stopped else tally.units_seen
+    units_total = count_units(spec.files, spec.n, spec.limit, spec.job.mode) if tally.stopped else tally.units_seen
     if not tally.stopped and not accounting_ok:
         raise RunDirError(
             f"{run_dir}: accounting mismatch: {counts['stored']} stored + {counts['skipped']} "

@@ -107,7 +107,9 @@ async def _run(
             f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; a second Ctrl-C stops at once"
         )
         with StopOnSignals(stop, (lambda: on_note(first)) if on_note else None, active=handle_signals) as signals:
-            source = until_broken(limited(read_rows(spec.files, read_stats, rundir.done_ids), spec.limit), read_stats)
+            source = until_broken(
+                limited(read_rows(spec.files, read_stats, rundir.done_ids, spec.job.mode), spec.limit), read_stats
+            )
             try:
                 tally = await dispatcher.run(source, stop)
             except asyncio.CancelledError:

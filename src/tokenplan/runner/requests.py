@@ -27,7 +27,7 @@ import orjson
 
 from tokenplan.client.openai import Completion
 from tokenplan.client.reasoning import THINK_OPEN
-from tokenplan.runner.input.shapes import Message, Row
+from tokenplan.runner.input.shapes import Message, Row, calls_tools
 from tokenplan.runner.input.storable import Unstorable, check_fields
 from tokenplan.runner.store.record import OutputRecord, TurnRecord, TurnUsage
 
@@ -233,21 +233,15 @@ def prompt_prefixes(messages: tuple[Message, ...], mode: Mode) -> list[list[Mess
         return [list(messages[: last_asked + 1])]
     prefixes, pending = [], []
     for i, message in enumerate(messages):
-        if message.role == "assistant" and not _calls_tools(message):
+        if message.role == "assistant" and not calls_tools(message):
             continue
         pending.append(message)
         after = messages[i + 1] if i + 1 < len(messages) else None
-        asks = after is None or (after.role not in ("user", "tool") and not _calls_tools(after))
+        asks = after is None or (after.role not in ("user", "tool") and not calls_tools(after))
         if message.role in ("user", "tool") and asks:
             prefixes.append(pending)
             pending = []
     return prefixes
-
-
-def _calls_tools(message: Message) -> bool:
-    """An assistant turn that calls tools: kept as given in ``regenerate`` (the tool turns that
-    follow answer it), so only the assistant turns that answer in words are regenerated."""
-    return message.role == "assistant" and any(k == "tool_calls" for k, _ in message.extra)
 
 
 async def run_unit(

@@ -179,3 +179,33 @@ def test_check_fields_refuses_other_python_types_and_keys_by_name() -> None:
         check_fields({"t": datetime.time(3, 4, tzinfo=utc)}, "", 2)
     with pytest.raises(orjson.JSONEncodeError):  # what the check keeps from reaching the store
         orjson.dumps({"t": datetime.time(3, 4, tzinfo=utc)})
+
+
+def test_a_row_ending_in_an_unanswered_tool_call_is_refused_in_regenerate_only(tmp_path: Path) -> None:
+    # regenerate asks the model after each user or tool turn; a trailing assistant tool call has no
+    # tool result to continue from, so the row was stored with no request sent ("[ok]", 0 requests)
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}
+        ],
+    }
+    ends_in_call = json.dumps({"id": "t1", "messages": [{"role": "user", "content": "Weather in Paris?"}, call]})
+    answered = json.dumps(
+        {
+            "id": "t2",
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                call,
+                {"role": "tool", "tool_call_id": "c1", "content": "12 C"},
+            ],
+        }
+    )
+    first, second = _read(tmp_path, ends_in_call, answered)
+    assert isinstance(first, Reject) and first.id == "t1" and first.line == 1
+    assert "ends in an assistant tool call with no tool turn answering it" in first.reason
+    assert isinstance(second, Row)
+    # complete mode sends the turns up to the last user or tool turn, as documented: the row is usable
+    path = tmp_path / "in.jsonl"
+    assert all(isinstance(item, Row) for item in read_rows([path], mode="complete"))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tokenplan.runner.input.files import InputBroken, ReadStats, file_name, raw_items, read_errors
-from tokenplan.runner.input.shapes import Row, RowError, declared_id, parse_row, valid_unicode
+from tokenplan.runner.input.shapes import Row, RowError, declared_id, parse_row, unanswered_tool_call, valid_unicode
 
 
 class SeenIds(Protocol):
@@ -53,13 +53,15 @@ class Reject:
 
 
 def read_rows(
-    files: Sequence[Path], stats: ReadStats | None = None, seen: SeenIds | None = None
+    files: Sequence[Path], stats: ReadStats | None = None, seen: SeenIds | None = None, mode: str = "regenerate"
 ) -> Iterator[Row | Reject]:
     """Every row of ``files`` in order, as a :class:`Row` or a :class:`Reject`; blank lines
     are not rows and are counted in ``stats`` (see the module docstring).
 
     ``seen``: where row ids are checked for duplicates; a run passes its run directory's id set
     (one set for done and duplicate ids, :mod:`tokenplan.runner.store.idset`), others get exact strings.
+    ``mode``: the run's (``regenerate`` refuses a row ending in an unanswered tool call,
+    :func:`~tokenplan.runner.input.shapes.unanswered_tool_call`).
 
     Raises:
         InputBroken: a file stops being readable part-way (after the rows before the break).
@@ -75,7 +77,7 @@ def read_rows(
                 break
             except read_errors() as problem:  # a file changed or gone since it was checked
                 raise InputBroken(path, None, None, line, problem) from None
-            yield _row_or_reject(item, source, line, seen)
+            yield _row_or_reject(item, source, line, seen, mode)
 
 
 def until_broken(items: Iterator[Row | Reject], stats: ReadStats) -> Iterator[Row | Reject]:
@@ -88,7 +90,7 @@ def until_broken(items: Iterator[Row | Reject], stats: ReadStats) -> Iterator[Ro
         stats.broken = broken
 
 
-def _row_or_reject(item: Any, source: str, line: int, seen: SeenIds) -> Row | Reject:
+def _row_or_reject(item: Any, source: str, line: int, seen: SeenIds, mode: str) -> Row | Reject:
     try:
         row = parse_row(item, source, line)
         valid_unicode(row.id, "id")
@@ -96,6 +98,9 @@ def _row_or_reject(item: Any, source: str, line: int, seen: SeenIds) -> Row | Re
         return Reject(source, line, str(problem), _safe_id(item))
     except RecursionError:
         return Reject(source, line, "nested deeper than the parser's limit", _safe_id(item))
+    unsendable = unanswered_tool_call(row.messages) if mode == "regenerate" else None
+    if unsendable:
+        return Reject(source, line, unsendable, row.id)
     if not seen.first_sighting(row.id):
         return Reject(source, line, f"duplicate id {row.id!r}", row.id)
     return row
@@ -124,7 +129,7 @@ def limited(items: Iterator[Row | Reject], limit: int | None) -> Iterator[Row | 
         rows += isinstance(item, Row)
 
 
-def count_units(files: Sequence[Path], n: int, limit: int | None) -> int:
+def count_units(files: Sequence[Path], n: int, limit: int | None, mode: str = "regenerate") -> int:
     """Units the input holds: usable rows (the first ``limit``), × ``n`` samples, read from the
     files again (after a stop, the units never read are part of the input too)."""
-    return n * sum(isinstance(item, Row) for item in limited(read_rows(files), limit))
+    return n * sum(isinstance(item, Row) for item in limited(read_rows(files, mode=mode), limit))

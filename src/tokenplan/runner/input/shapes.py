@@ -121,6 +121,23 @@ class Row:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
+def calls_tools(message: Message) -> bool:
+    """An assistant turn that calls tools: kept as given in ``regenerate`` (the tool turns that
+    follow answer it), so only the assistant turns that answer in words are regenerated."""
+    return message.role == "assistant" and any(k == "tool_calls" for k, _ in message.extra)
+
+
+def unanswered_tool_call(messages: Sequence[Message]) -> str | None:
+    """Why ``regenerate`` cannot send a row whole, or None: it asks the model after each user or
+    tool turn and regenerates the assistant turns that answer in words, so a row whose last other
+    turn is an assistant tool call has no tool result to continue from; its last question would
+    be sent nowhere and the record would lose it (``runner.requests.prompt_prefixes``)."""
+    kept = [m for m in messages if not (m.role == "assistant" and not calls_tools(m))]
+    if kept and kept[-1].role == "assistant":
+        return "the conversation ends in an assistant tool call with no tool turn answering it (regenerate asks the model after a user or tool turn)"
+    return None
+
+
 class RowError(ValueError):
     """A row that cannot be used; the message is the reason written to ``rejects.jsonl``."""
 

@@ -57,7 +57,9 @@ def run_ray_backend(
             on_note(text)
 
     try:
-        source = until_broken(limited(read_rows(spec.files, read_stats, rundir.done_ids), spec.limit), read_stats)
+        source = until_broken(
+            limited(read_rows(spec.files, read_stats, rundir.done_ids, spec.job.mode), spec.limit), read_stats
+        )
         run = RayRun(
             rundir,
             epoch,
