@@ -11,7 +11,7 @@ of the checks and only when needed.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -116,10 +116,23 @@ def check_run(
     if export is not None:
         kind = "a Parquet file path" if export.format == "parquet" else "a JSONL file path"
         check_output_file(export.path, "--export", kind)
+        _export_apart(Path(export.path), files, Path(options.run_dir.out_dir))
     check_backend(options.ray.backend)
     if make_run_dir:
         check_run_dir(options.run_dir.out_dir, "--out")
     return Checked(files, api_key, figures, sampling, notes + sampling_notes, warnings)
+
+
+def _export_apart(export: Path, inputs: Sequence[Path], out_dir: Path) -> None:
+    """Refuse an ``--export`` path that is one of the inputs or lies inside the run directory:
+    writing it would overwrite the dataset or the run's own records (InputError)."""
+    target = export.resolve()
+    if any(target == Path(f).resolve() for f in inputs):
+        raise InputError("--export", str(export), "a path other than the input files (it would overwrite the input)")
+    if target.is_relative_to(out_dir.resolve()):
+        raise InputError(
+            "--export", str(export), f"a path outside the run directory {out_dir} (its records live there)"
+        )
 
 
 def check_backend(backend: str) -> None:

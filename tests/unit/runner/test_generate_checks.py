@@ -117,3 +117,13 @@ def test_an_export_suffix_that_is_not_its_format_is_refused(tmp_path: Path, name
     assert not (tmp_path / "run").exists()
     # with the format named, the name is the user's own choice
     check_request(_request(tmp_path, export=tmp_path / name, export_format="parquet"))
+
+
+def test_an_export_onto_an_input_or_into_the_run_directory_is_refused(tmp_path: Path) -> None:
+    # --export in.jsonl would overwrite the dataset; --export run/shards/part-00000.jsonl the run's records
+    with pytest.raises(InputError, match=r"a path other than the input files \(it would overwrite the input\)"):
+        check_request(_request(tmp_path, export=str(tmp_path / "in.jsonl")))
+    (tmp_path / "run" / "shards").mkdir(parents=True)
+    with pytest.raises(InputError, match=r"a path outside the run directory"):
+        check_request(_request(tmp_path, export=str(tmp_path / "run" / "shards" / "part-00000.jsonl")))
+    assert not (tmp_path / "run" / "shards" / "part-00000.jsonl").exists()
