@@ -81,6 +81,14 @@ async def probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, .
     return done.usage.prompt_tokens
 
 
+async def _probe(client: OpenAIClient, model: str, messages: tuple[dict, ...], ignore_eos: bool) -> int:
+    """:func:`probe_tokens`, a failed request raised as one line (ServerError) naming the server."""
+    try:
+        return await probe_tokens(client, model, messages, ignore_eos)
+    except RequestFailed as failure:
+        raise ServerError(f"{client.base_url}: a 1-token probe request failed: {failure}") from None
+
+
 async def probe_workload(
     ask: WorkloadAsk, client: OpenAIClient, base_url: str, notes: list[str]
 ) -> tuple[Workload, bool]:
@@ -100,7 +108,7 @@ async def probe_workload(
             raise ServerError(f"{client.base_url}: a 1-token probe request failed: {failure}") from None
         ignore_eos = False
         notes.append(f"the server refused ignore_eos ({failure}); output lengths are the model's own")
-        short_tokens = await probe_tokens(client, ask.model, short, False)
+        short_tokens = await _probe(client, ask.model, short, False)
     if ask.dataset is not None:
         return dataset_workload(ask.dataset, ask.osl, None), ignore_eos
     if ask.isl is None or ask.osl is None:  # random prompts: the bench command always sets both
@@ -112,7 +120,7 @@ async def probe_workload(
         )
     except (SideRequestFailed, KeyError, TypeError, ValueError):
         pass
-    long_tokens = await probe_tokens(client, ask.model, long, ignore_eos)
+    long_tokens = await _probe(client, ask.model, long, ignore_eos)
     overhead, per_word = calibrate_words(short_tokens, long_tokens)
     notes.append(
         f"no /tokenize endpoint: prompt lengths approximated ({per_word:.2f} tokens per word, "

@@ -221,6 +221,18 @@ def _dataset_prompt(item: object, osl: int | None, where: str, path: str) -> Pro
     return Prompt(messages, int(tokens))
 
 
+def _unicode(item: object, where: str, path: str) -> object:
+    """``item`` as read, once its text is known to be sendable: JSON's ``\\ud800`` escapes decode
+    to lone surrogates, which no request body can carry (ConfigError naming the line)."""
+    try:
+        json.dumps(item, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            path, where, "holds a lone surrogate (an unpaired \\ud800–\\udfff escape): not valid Unicode text"
+        ) from None
+    return item
+
+
 def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Workload:
     """Prompts from a JSONL file or a ShareGPT-style JSON list (see the module docstring).
 
@@ -232,7 +244,7 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
     if not p.is_file():
         raise InputError("dataset", path, "an existing JSONL or JSON file")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a leading byte-order mark is not part of the JSON
     except UnicodeDecodeError:
         raise ConfigError(
             path, "encoding", "cannot be read as UTF-8 text; expected a UTF-8 JSONL or JSON file"
@@ -245,7 +257,10 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
             raise ConfigError(path, "<root>", "not valid JSON (nested too deeply)") from None
         except ValueError as exc:
             raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
-        prompts = [_dataset_prompt(it, osl, f"item {i}", path) for i, it in enumerate(items[:limit])]
+        prompts = [
+            _dataset_prompt(_unicode(it, f"item {i}", path), osl, f"item {i}", path)
+            for i, it in enumerate(items[:limit])
+        ]
     else:
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -254,7 +269,7 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
                 item = json.loads(line)
             except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
                 raise ConfigError(path, f"line {number}", "not valid JSON") from None
-            prompts.append(_dataset_prompt(item, osl, f"line {number}", path))
+            prompts.append(_dataset_prompt(_unicode(item, f"line {number}", path), osl, f"line {number}", path))
             if limit is not None and len(prompts) >= limit:
                 break
     if not prompts:

@@ -1,0 +1,33 @@
+"""``bench`` against a server that answers its first probe and fails the next: one line naming the
+server (ServerError), never a traceback; and a dataset whose text no request can carry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.support.fault_server import FaultServerProcess
+
+from tokenplan.api.bench import BenchRequest, bench
+from tokenplan.bench.workload import dataset_workload
+from tokenplan.errors import ConfigError, ServerError
+
+
+def test_a_probe_that_fails_after_the_first_is_one_line(tmp_path: Path) -> None:
+    # the 1-token probe is answered; the next (no /tokenize endpoint: the second probe) gets a 500
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"answer": True}] + [{"status": 500, "raw": '{"error": "boom"}'}] * 50))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        with pytest.raises(ServerError, match=r"a 1-token probe request failed"):
+            bench(BenchRequest((server.url,), "fault-model", (1,), 16, 4, num_prompts=2, warmup_requests=0))
+
+
+def test_a_dataset_line_with_a_lone_surrogate_is_refused_and_a_bom_is_read(tmp_path: Path) -> None:
+    bad = tmp_path / "sur.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"prompt": "\\ud800"}\n')  # JSON's escape decodes to a lone surrogate
+    with pytest.raises(ConfigError, match=r"line 2: holds a lone surrogate"):
+        dataset_workload(str(bad), 8)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"prompt": "hi"}\n')  # generate reads a UTF-8 BOM; bench does too
+    assert len(dataset_workload(str(bom), 8).prompts) == 1
