@@ -215,7 +215,10 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     model, engine = load_model(req.model), load_engine(req.engine)
     profile = profile or read_profile(req.calibration)
     isl = lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap)
-    osl = lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap)
+    # the output cap is the max_tokens generate --plan sends with each request
+    osl = replace(
+        lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap), cap_is_max_tokens=req.osl_cap is not None
+    )
     specs, spec_notes = [], []
     for text in req.specs:  # a TAU naming a bench file: files.bench_tau
         resolved, note = resolve_spec(text, req.isl_mean, req.osl_mean)

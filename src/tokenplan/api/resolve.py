@@ -161,7 +161,8 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
     # the lengths: lognormal with mean isl/osl and σ isl_sigma/osl_sigma (0 = fixed), capped at
     # isl_cap/osl_cap, the mean being that of the capped lengths, as in plan
     isl = lognormal_with_mean(req.isl, req.isl_sigma, req.isl_cap)
-    osl = lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap)
+    # the output cap is what each request sends as max_tokens (TRT-LLM reserves it at admission)
+    osl = replace(lognormal_with_mean(req.osl, req.osl_sigma, req.osl_cap), cap_is_max_tokens=req.osl_cap is not None)
     per_replica = None if req.concurrency is None else req.concurrency / dp
     return Scenario(
         model, gpu, config, profile, profile.table.resolve(engine.name, gpu.architecture), isl, osl, per_replica

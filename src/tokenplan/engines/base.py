@@ -159,8 +159,12 @@ class Engine(Protocol):
         is ``limit`` (``settings.max_running``: the cap's value; ``max_running`` as above)."""
 
     # ---- scheduler
-    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
-        """KV tokens one running request holds for admission (tokens)."""
+    def running_context_tokens(
+        self, isl_mean: float, osl_mean: float, osl_running_mean: float, max_tokens: float | None = None
+    ) -> float:
+        """KV tokens one running request holds for admission (tokens); ``max_tokens``: the
+        ``max_tokens`` every request carries (the job's output cap), None where each request's
+        own output length is its limit (a benchmark's fixed or drawn lengths)."""
 
     def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """Running requests the scheduler admits at most, per replica: ``settings.max_running``

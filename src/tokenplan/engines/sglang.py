@@ -250,7 +250,9 @@ class Sglang:
             return max(limit, float(settings.max_running))
         return limit
 
-    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
+    def running_context_tokens(
+        self, isl_mean: float, osl_mean: float, osl_running_mean: float, max_tokens: float | None = None
+    ) -> float:
         """The running mean context: SGLang admits against an estimate of future tokens and
         retracts on overflow (S6), so the pool holds the prompt and half the output so far."""
         return isl_mean + osl_running_mean / 2

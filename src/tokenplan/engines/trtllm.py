@@ -239,13 +239,20 @@ class Trtllm:
         """The running limit: TensorRT-LLM allocates state per running request."""
         return limit
 
-    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
-        """ISL + OSL: GUARANTEED_NO_EVICT (set by trtllm-serve, T1; the default, T9) admits a
-        request only when the KV of its whole prompt and output is free, and never pauses it.
-        The requests running at an instant are length-biased (a request stays in the batch for
-        its output length), so each reserves the running mean output E[OSL²]/E[OSL] on top of
-        the mean prompt; with fixed lengths that is ISL + OSL."""
-        return isl_mean + osl_running_mean
+    def running_context_tokens(
+        self, isl_mean: float, osl_mean: float, osl_running_mean: float, max_tokens: float | None = None
+    ) -> float:
+        """ISL + the request's ``max_tokens``: GUARANTEED_NO_EVICT (set by trtllm-serve, T1; the
+        default, T9) admits a request only when the blocks of its prompt and of ``mMaxNewTokens``
+        are free, and never pauses it (``KVCacheManager::getRemainingBlocksToCompletion``:
+        ``ceilDiv(min(mPromptLen + mMaxNewTokens, window), tokensPerBlock)``,
+        ``cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp``). A job whose requests all carry
+        one ``max_tokens`` (``tokenplan generate`` sends the plan's output cap) reserves it
+        whatever the answer's length: ISL + ``max_tokens``. A benchmark that sends each request
+        its own length (``max_tokens`` None here) reserves that length; the requests running at
+        an instant are length-biased, so each holds the running mean output E[OSL²]/E[OSL] on
+        top of the mean prompt, with fixed lengths ISL + OSL."""
+        return isl_mean + (osl_running_mean if max_tokens is None else max_tokens)
 
     def max_running(self, settings: EngineSettings, kv_tokens: float, max_request_tokens: float) -> float:
         """``max_batch_size`` (T1, T2; or trtllm-bench's, :meth:`offline_settings`)."""

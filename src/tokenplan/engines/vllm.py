@@ -212,7 +212,9 @@ class Vllm:
         """The running limit: vLLM allocates state per running request."""
         return limit
 
-    def running_context_tokens(self, isl_mean: float, osl_mean: float, osl_running_mean: float) -> float:
+    def running_context_tokens(
+        self, isl_mean: float, osl_mean: float, osl_running_mean: float, max_tokens: float | None = None
+    ) -> float:
         """The running mean context: vLLM reserves no KV for future tokens at admission and
         preempts by recompute on overflow (V6)."""
         return isl_mean + osl_running_mean / 2

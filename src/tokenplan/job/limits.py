@@ -44,7 +44,7 @@ def batch_limits(
     (``Engine.running_context_tokens``: the running mean context, or ISL + OSL where admission
     reserves the whole request, TRT-LLM's GUARANTEED_NO_EVICT) and its running-request cap
     (``Engine.max_running``)."""
-    running_ctx = engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean)
+    running_ctx = engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean, osl.max_tokens)
     mem = d.memory
     # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
     kv = mem.max_sequences(running_ctx) if mem.state_slots is None else mem.kv_capacity_tokens / running_ctx

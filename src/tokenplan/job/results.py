@@ -183,6 +183,8 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         warnings=tuple(ev.warnings),
         running_requests=running,
         running_limited_by=ev.steady.limits.reason,
-        running_context_tokens=config.engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean),
+        running_context_tokens=config.engine.running_context_tokens(
+            isl.mean, osl.mean, osl.running_mean, osl.max_tokens
+        ),
         allocation=m.allocation(running),
     )

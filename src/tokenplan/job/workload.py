@@ -63,11 +63,17 @@ class LengthDist:
         mean_tokens: the mean of the uncapped distribution (tokens).
         sigma: lognormal shape (0 = every length equals the mean).
         cap_tokens: the largest length (tokens); None = no cap.
+        cap_is_max_tokens: every request carries the cap as its ``max_tokens`` (a job's output
+            cap, as ``tokenplan generate`` sends it), not just a bound of the data's lengths
+            (a prompt set's longest answer, a benchmark's per-request lengths): an engine that
+            reserves ``max_tokens`` at admission reserves the cap for each request
+            (``Engine.running_context_tokens``).
     """
 
     mean_tokens: float
     sigma: float = 0.0
     cap_tokens: float | None = None
+    cap_is_max_tokens: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.mean_tokens < math.inf:
@@ -76,6 +82,11 @@ class LengthDist:
             raise InputError("length sigma", self.sigma, f"a number from 0 to {MAX_SIGMA:g}")
         if self.cap_tokens is not None and not self.cap_tokens > 0:
             raise InputError("length cap", self.cap_tokens, "a number of tokens > 0")
+
+    @property
+    def max_tokens(self) -> float | None:
+        """The ``max_tokens`` every request carries (tokens), or None (see ``cap_is_max_tokens``)."""
+        return self.cap_tokens if self.cap_is_max_tokens else None
 
     @cached_property
     def quantiles(self) -> tuple[float, ...]:

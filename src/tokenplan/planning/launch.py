@@ -71,7 +71,8 @@ def running_context_moments(isl: LengthDist, osl: LengthDist, whole_output: bool
 
     A request running at a random instant is length-biased: its output L has density ∝ L·f(L).
     Where admission reserves the whole output (``whole_output``, TRT-LLM) it holds ISL + L, so
-    ``E[A] = E[L²]/E[L]`` and ``E[A²] = E[L³]/E[L]``; otherwise it holds ISL + U·L with U uniform
+    ``E[A] = E[L²]/E[L]`` and ``E[A²] = E[L³]/E[L]`` (ISL + the cap, a constant, where every
+    request carries the job's cap as its ``max_tokens``: ``Engine.running_context_tokens``); otherwise it holds ISL + U·L with U uniform
     on [0, 1] (the output so far), so ``E[A] = E[L²]/(2E[L])`` and ``E[A²] = E[L³]/(3E[L])``
     (Cox, Renewal Theory, 1962, §5.2). The prompt is independent of the output:
     ``Var = Var(ISL) + E[A²] − E[A]²``. Moments are the capped lognormal's closed form
@@ -79,6 +80,8 @@ def running_context_moments(isl: LengthDist, osl: LengthDist, whole_output: bool
     """
     e1, e2, e3 = (osl.capped_moment(k) for k in (1, 2, 3))
     a1, a2 = (e2 / e1, e3 / e1) if whole_output else (e2 / (2 * e1), e3 / (3 * e1))
+    if whole_output and osl.max_tokens is not None:  # every request reserves the max_tokens it carries
+        a1, a2 = osl.max_tokens, osl.max_tokens**2
     var = max(isl.capped_moment(2) - isl.mean**2, 0.0) + max(a2 - a1 * a1, 0.0)
     return isl.mean + a1, math.sqrt(var)
 

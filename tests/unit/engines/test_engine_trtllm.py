@@ -53,6 +53,10 @@ def test_guaranteed_no_evict_holds_the_whole_request(trtllm):
     # those running hold E[OSL²]/E[OSL] on average. Half 200, half 800 tokens (mean 500):
     # (0.5·200² + 0.5·800²)/500 = (20,000 + 320,000)/500 = 680, so 1,000 + 680 = 1,680.
     assert trtllm.running_context_tokens(1000, 500, 680) == 1680
+    # A job whose requests all carry max_tokens 32,768 (generate sends the plan's cap) reserves it
+    # whatever the answer's length (getRemainingBlocksToCompletion: mPromptLen + mMaxNewTokens):
+    # 1,000 + 32,768 = 33,768, against 1,680 for the answers' own lengths
+    assert trtllm.running_context_tokens(1000, 500, 680, max_tokens=32_768) == 33_768
     assert trtllm.max_running(EngineSettings(0.9, 0.0, True, 8192, 128, 2048), 1e9, 2048) == 2048.0
     assert trtllm.mixed_prefill and not trtllm.caps_running_by_default(speculative=True, hybrid_model=True)
 

@@ -22,3 +22,21 @@ def test_no_such_warning_where_the_launch_holds_the_planned_batch():
     o = plan(PlanRequest(gpus=("8xb200",))).to_json()["options"][0]  # SGLang raises its fraction to hold it
     assert not [w for w in o["warnings"] if "launch caps the batch" in w]
     assert f"--max-running-requests {o['batch_per_replica']}" in o["launch"]["sglang"]
+
+
+def test_trtllm_plans_reserve_each_requests_max_tokens():
+    # generate --plan sends the plan's output cap (32,768) as every request's max_tokens, and
+    # trtllm-serve's GUARANTEED_NO_EVICT reserves prompt + max_tokens per running request, so the
+    # running batch times (mean ISL 1,024 + 32,768) fits the replica's KV pool (the hybrid state
+    # shares it too); with each answer's own length as its limit the same GPU runs far more
+    from dataclasses import replace
+
+    from tokenplan.api.predict import predict
+    from tokenplan.api.resolve import PredictRequest
+
+    ask = PredictRequest(model="qwen3.6-27b", gpu="b200", engine="trtllm", weight_dtype="fp8", osl_cap=32_768)
+    capped = predict(ask).to_json()
+    reserved = 1024 + 32_768
+    assert capped["batch_per_replica"] * reserved <= capped["kv_capacity_tokens"]
+    own = predict(replace(ask, osl_cap=None)).to_json()  # the answers' own lengths reserved
+    assert own["batch_per_replica"] > 2 * capped["batch_per_replica"]
