@@ -44,6 +44,9 @@ class CachePools(NamedTuple):
         verify_state_commit: after each speculative verify the engine copies the accepted
             intermediate state into the request's state slot, one more whole-state read and
             write per request per step (SGLang ``update_mamba_state_after_mtp_verify``, S20).
+        swa_full_tokens_ratio: sliding-window layers get a pool of this many tokens per
+            full-attention token, sized up front (SGLang ``--swa-full-tokens-ratio``); None where
+            they hold only their window per request (vLLM, TRT-LLM).
     """
 
     state_to_kv_memory_ratio: float | None = None
@@ -52,6 +55,7 @@ class CachePools(NamedTuple):
     padded_state_slot: bool = False
     draft_kv_pool: bool = False
     verify_state_commit: bool = False
+    swa_full_tokens_ratio: float | None = None
 
     def slots(self, speculative: bool) -> int:
         """State slots one running request takes (``slots_per_request[_spec]``)."""

@@ -103,6 +103,7 @@ class Sglang:
                 padded_state_slot=True,
                 draft_kv_pool=True,
                 verify_state_commit=True,
+                swa_full_tokens_ratio=e.pop("swa_full_tokens_ratio"),
             ),
             **e,
         )

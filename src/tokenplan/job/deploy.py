@@ -205,5 +205,6 @@ def engine_memory(
         padded_state_slot=config.engine.pools.padded_state_slot,
         draft_kv_pool=config.engine.pools.draft_kv_pool,
         verify_state_commit=config.engine.pools.verify_state_commit,
+        swa_full_tokens_ratio=config.engine.pools.swa_full_tokens_ratio,
         expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
     )

@@ -95,6 +95,15 @@ class MemoryBreakdown:
     padding_state_bytes: float = 0.0
     draft_kv_bytes_per_token_per_gpu: float = 0.0
     spec_commit_state_transfers: int = 0
+    swa_full_tokens_ratio: float | None = None
+
+    @property
+    def pool_bytes_per_token_per_gpu(self) -> float:
+        """Pool bytes one more full-attention token takes (bytes): its full-attention KV, and
+        where the engine sizes a sliding-window pool in proportion (``swa_full_tokens_ratio``,
+        SGLang) that share of the sliding layers' KV too."""
+        ratio = self.swa_full_tokens_ratio
+        return self.kv_bytes_per_token_per_gpu + (ratio * self.sliding_bytes_per_token_per_gpu if ratio else 0.0)
 
     @property
     def fits(self) -> bool:
@@ -159,9 +168,12 @@ class MemoryBreakdown:
     def max_sequences(self, context_tokens: float) -> float:
         """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
         pool = self.kv_pool_bytes + self.host_kv_bytes
-        per_seq_kv = self.kv_bytes_per_token_per_gpu * context_tokens + self.sliding_bytes_per_token_per_gpu * min(
-            context_tokens, self.sliding_window
-        )
+        if self.swa_full_tokens_ratio:  # the sliding pool is sized with the full one (SGLang)
+            per_seq_kv = self.pool_bytes_per_token_per_gpu * context_tokens
+        else:  # sliding layers hold their window per request
+            per_seq_kv = self.kv_bytes_per_token_per_gpu * context_tokens + self.sliding_bytes_per_token_per_gpu * min(
+                context_tokens, self.sliding_window
+            )
         if self.state_slots is None:
             per_seq = per_seq_kv + self.state_bytes_per_running_sequence
             seqs = pool / per_seq if per_seq > 0 else float("inf")
@@ -322,6 +334,7 @@ def memory_breakdown(
     draft_kv_pool: bool = False,
     expert_padding: tuple[int, int] = (1, 1),
     verify_state_commit: bool = False,
+    swa_full_tokens_ratio: float | None = None,
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
@@ -340,6 +353,9 @@ def memory_breakdown(
         expert_padding: the engine's routed-expert padding (``Engine.expert_padding``).
         verify_state_commit: the engine copies the accepted state after each verify
             (``CachePools.verify_state_commit``); counted only with speculative copies.
+        swa_full_tokens_ratio: sliding-window pool tokens per full-attention token, sized with
+            the KV pool (``CachePools.swa_full_tokens_ratio``, SGLang); None: a sliding layer
+            holds its window per request.
 
     The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
     result is everything but weights and pools, the driver's share included.
@@ -370,7 +386,9 @@ def memory_breakdown(
         kv_pool = rest - state_pool
         slots = state_pool / state_seq * shards
     padding = (1 + copies) * state_seq if padded_state_slot else 0.0
-    kv_tokens = (kv_pool + host_kv_bytes) / kv_tok * shards if kv_tok > 0 else float("inf")
+    swa = swa_full_tokens_ratio if spec.sliding_layers else None
+    per_full_token = kv_tok + (swa * sliding_tok if swa else 0.0)
+    kv_tokens = (kv_pool + host_kv_bytes) / per_full_token * shards if per_full_token > 0 else float("inf")
     return MemoryBreakdown(
         gpu_bytes=gpu.memory_bytes,
         weight_bytes_per_gpu=weights,
@@ -390,4 +408,5 @@ def memory_breakdown(
         padding_state_bytes=padding,
         draft_kv_bytes_per_token_per_gpu=(kv_layer * spec.mtp_layers if with_mtp and draft_kv_pool else 0.0),
         spec_commit_state_transfers=2 if verify_state_commit and copies > 0 else 0,
+        swa_full_tokens_ratio=swa,
     )

@@ -97,7 +97,12 @@ def _pool_tokens(mem: MemoryBreakdown, running: int, extra_usable: float) -> flo
     """KV tokens of one replica's pool with ``running`` requests' state in it and
     ``extra_usable`` bytes per GPU more usable memory (a raised fraction): where a ratio splits
     state from KV, the KV pool gets its share ``kv / (kv + state)`` of the extra."""
-    per_token = mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu  # sliding: at most this
+    # sliding layers: their pool's share where the engine sizes it with the full one, else at most this
+    per_token = (
+        mem.pool_bytes_per_token_per_gpu
+        if mem.swa_full_tokens_ratio
+        else mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu
+    )
     if per_token <= 0:
         return math.inf
     kv = mem.allocation(running)["kv_cache"]
@@ -139,7 +144,11 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     visible = cuda_visible_bytes(gpu.memory_bytes)
     reserve = settings.reserve_bytes + profile_reserve_bytes(ev.deployment.spec, c.layout, settings)
     base = settings.fraction_base_bytes(visible, mem.weight_bytes_per_gpu, reserve)
-    per_token = (mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu) / mem.sequence_shards
+    per_token = (
+        mem.pool_bytes_per_token_per_gpu
+        if mem.swa_full_tokens_ratio
+        else mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu
+    ) / mem.sequence_shards
     digits: int = 10**engine.fraction_digits  # int ** int is typed Any (a negative power is a float)
     f0, f_max = settings.memory_fraction, engine.max_memory_fraction(settings, visible)
     f_max = max(math.floor(f_max * digits) / digits, f0)
