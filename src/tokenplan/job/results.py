@@ -82,7 +82,8 @@ class MemoryResult(JsonResult):
     """One GPU's memory (bytes), with KV capacity in tokens.
 
     ``kv_bytes_per_token`` and ``state_bytes_per_sequence`` are for the whole model,
-    ``kv_bytes_per_token_per_gpu`` for this GPU's share; ``kv_capacity_tokens`` and
+    ``kv_bytes_per_token_per_gpu`` for this GPU's share; ``kv_capacity_tokens`` (the KV tokens
+    the pool holds beside the running requests' state where the two share one pool) and
     ``state_slots`` are per replica; ``max_sequences`` is how many sequences of
     ``context_tokens`` (ISL + OSL, whole requests) fit in the KV cache; ``running_requests`` is
     the batch limit per replica, ``running_limited_by`` what sets it (``kv cache``, ``state
@@ -143,7 +144,7 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
         kv_bytes_per_token=kv_tok,
         state_bytes_per_sequence=state_seq,
         weight_bytes_per_gpu=m.weight_bytes_per_gpu,
-        kv_capacity_tokens=m.kv_capacity_tokens * lay.dp,
+        kv_capacity_tokens=m.kv_tokens_beside(s.limits.limit) * lay.dp,  # beside the running requests' state
         state_slots=None if m.state_slots is None else m.state_slots * lay.dp,
         memory_fraction=ev.settings.memory_fraction,
         chunk_tokens=ev.settings.chunk_tokens,
@@ -175,7 +176,7 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         kv_bytes_per_token=kv_tok,
         kv_bytes_per_token_per_gpu=m.kv_bytes_per_token_per_gpu,
         state_bytes_per_sequence=state_seq,
-        kv_capacity_tokens=m.kv_capacity_tokens,
+        kv_capacity_tokens=m.kv_tokens_beside(running),
         state_slots=m.state_slots,
         max_sequences=m.max_sequences(context_tokens),
         context_tokens=context_tokens,

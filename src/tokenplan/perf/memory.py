@@ -159,6 +159,16 @@ class MemoryBreakdown:
             "reserve": self.gpu_bytes - used,
         }
 
+    def kv_tokens_beside(self, running: float) -> float:
+        """KV tokens per replica the pool holds beside ``running`` requests' state: where state
+        and KV share one pool (``state_slots`` None) what the state leaves
+        (``allocation(running)["kv_cache"]``), else the KV pool's whole capacity."""
+        if self.state_slots is not None or self.state_bytes_per_sequence_per_gpu <= 0:
+            return self.kv_capacity_tokens
+        per_token = self.pool_bytes_per_token_per_gpu
+        left = max(self.allocation(running)["kv_cache"], 0.0) + self.host_kv_bytes
+        return left / per_token * self.sequence_shards if per_token > 0 else float("inf")
+
     def allocates(self, running: float) -> bool:
         """True when a launch with ``running`` requests per replica allocates: its KV pool is
         positive and its terms leave a non-negative reserve within the GPU's memory."""
