@@ -57,3 +57,14 @@ def test_an_fp8_checkpoints_id_is_read_as_released_in_fp8_and_launched_from_itse
     assert launch_info("qwen3.6-27b", "qwen3.6-27b")[0] == "Qwen/Qwen3.6-27B"
     # a model released in FP8 stays FP8 (deepseek-ai/DeepSeek-R1's own checkpoint)
     assert load_model("deepseek-ai/DeepSeek-R1").native_weight_dtype == "fp8"
+
+
+def test_qwen3_5_family_launches_trtllm_with_its_forced_thinking_parser() -> None:
+    from tokenplan.catalog import launch_info
+
+    # TensorRT-LLM registers "qwen3_5" with reasoning_at_start=True (PR #14659): Qwen3.5/3.6's
+    # template pre-injects "<think>", which its "qwen3" key (reasoning_at_start=False) misses
+    for model in ("qwen3.6-27b", "qwen3.5-397b-a17b"):
+        _, parsers = launch_info(model, model)
+        assert parsers == {"sglang": "qwen3", "vllm": "qwen3", "trtllm": "qwen3_5"}
+    assert launch_info("qwen3-32b", "qwen3-32b")[1] == "qwen3"  # Qwen3 itself emits its "<think>"
