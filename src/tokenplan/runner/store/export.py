@@ -106,12 +106,16 @@ def validator_unsupported(line: dict[str, Any]) -> str | None:
     ``validate_conversation``, SpecForge 69e18e6, 2026-07-12) takes only ``system`` turns before
     the first user turn, then ``user`` and ``assistant`` turns alternating, each with non-empty
     content: ``tool_turns`` for a ``tool`` turn or an assistant turn that only calls a tool,
-    ``turn_order`` for a system turn after the first user turn or two turns of one role in a row."""
+    ``blank_turn`` for a turn whose content is not text or is blank (an empty user prompt, a list
+    of no parts: "message N content must be a non-empty string"), ``turn_order`` for a system
+    turn after the first user turn or two turns of one role in a row."""
     expected, saw_user = "user", False
     for message in line["conversations"]:
-        role = message.get("role")
-        if role == "tool" or (message.get("tool_calls") and not str(message.get("content") or "").strip()):
+        role, content = message.get("role"), message.get("content")
+        if role == "tool" or (message.get("tool_calls") and not str(content or "").strip()):
             return "tool_turns"
+        if not isinstance(content, str) or not content.strip():
+            return "blank_turn"
         if role == "system" and not saw_user:
             continue
         if role != expected:
@@ -199,7 +203,7 @@ def export_lines(
     ``openai-batch`` (:func:`batch_line`; skipped and failed units become lines with their status
     or error, so every ``custom_id`` of the input has a line).
 
-    A ``jsonl`` training row whose turns SpecForge's validator refuses by design (tool turns,
+    A ``jsonl`` training row whose turns SpecForge's validator refuses (tool turns, blank turns,
     :func:`validator_unsupported`) goes to the companion :func:`unvalidated_path` instead, which
     is written only when it holds a row, so that ``out_path`` passes the validator whole.
 

@@ -1,0 +1,40 @@
+"""The training export keeps in ``x.jsonl`` only rows SpecForge's validator accepts: a row with a
+blank or non-text turn (an empty prompt, a list of no parts) goes to ``x.unvalidated.jsonl``, as
+tool turns do. Checked against the project's transcription of the validator's rules
+(tests/support/specforge_rules.py, from ``scripts/conversation_validation.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.support.specforge_rules import validator_problem
+
+from tokenplan.runner.store.export import validator_unsupported
+
+
+def _line(*turns: dict) -> dict:
+    return {"id": "r1", "status": "success", "conversations": list(turns)}
+
+
+ANSWER = {"role": "assistant", "content": "4", "reasoning_content": "2 + 2"}
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"role": "user", "content": ""},
+        {"role": "user", "content": "   \n "},
+        {"role": "user", "content": []},
+        {"role": "system", "content": ""},
+    ],
+)
+def test_a_blank_turn_is_routed_apart_and_is_what_the_validator_refuses(first):
+    line = (
+        _line(first, {"role": "user", "content": "2+2?"}, ANSWER) if first["role"] == "system" else _line(first, ANSWER)
+    )
+    assert validator_unsupported(line) == "blank_turn"
+    assert validator_problem(line) is not None and "content must be a non-empty string" in validator_problem(line)
+
+
+def test_a_well_formed_row_stays_in_the_training_file():
+    line = _line({"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}, ANSWER)
+    assert validator_unsupported(line) is None and validator_problem(line, expect_reasoning=True) is None
