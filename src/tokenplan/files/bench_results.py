@@ -62,7 +62,7 @@ def read_bench_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, A
             (the message names what was found).
     """
     kind, levels, sweep = _read_source(path)
-    for n, level in enumerate(levels, start=1):
+    for n, level in enumerate(levels):  # levels[0] is the first, as the file's JSON path reads
         _check_measured(level, path, f"levels[{n}]")
     return kind, levels, sweep
 

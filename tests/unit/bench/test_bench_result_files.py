@@ -151,7 +151,7 @@ def test_a_negative_throughput_is_refused_naming_the_level(kind: str, tmp_path: 
     # tokenplan's own file: the level's field; vllm's: the line's output_throughput, which with
     # requests completed must be > 0 (0 is refused the same way)
     message = (
-        r"levels\[1\]\.output_tok_s: -5(\.0)? is not allowed \(allowed: a finite number ≥ 0\)"
+        r"levels\[0\]\.output_tok_s: -5(\.0)? is not allowed \(allowed: a finite number ≥ 0\)"
         if kind == "tokenplan bench"
         else r"line 1: output_throughput: -5\.0 with \d+ completed requests \(allowed: tokens/s > 0\)"
     )
