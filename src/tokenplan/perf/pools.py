@@ -1,0 +1,160 @@
+"""One GPU's memory as an engine splits it (:class:`MemoryBreakdown`, built by
+:func:`tokenplan.perf.memory.memory_breakdown`): weights, reserve, the KV and state pools, and
+what running requests take of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenplan.records import quick_init
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBreakdown:
+    """Per-GPU memory of one deployment (bytes) and what it holds.
+
+    Attributes:
+        gpu_bytes: device memory.
+        weight_bytes_per_gpu: model weights on one GPU (MTP/draft weights included when used).
+        reserve_bytes: engine reserve (activations, CUDA graphs, communication, fraction headroom).
+        kv_pool_bytes: memory for the KV cache on one GPU.
+        state_pool_bytes: memory for linear-attention state on one GPU (hybrid models).
+        kv_bytes_per_token_per_gpu: KV bytes one token adds on one GPU (full-attention layers).
+        sliding_bytes_per_token_per_gpu: the same for sliding-window layers (capped at the window).
+        state_bytes_per_sequence_per_gpu: recurrent state one sequence holds on one GPU.
+        sequence_shards: ranks that split the sequences (TP with attention DP, else 1).
+        kv_capacity_tokens: tokens the replica's KV cache holds (all sequences together).
+        state_slots: sequences the state pool holds (None when the model has no state).
+        host_kv_bytes: host memory per GPU that extends the KV cache (SGLang hierarchical cache,
+            vLLM/LMCache CPU offload); KV kept there is read over the host link.
+        spec_state_copies: extra copies of the state each running request holds under
+            speculative decoding (SGLang k + 1, vLLM k; ````Engine.spec_state_copies``).
+        spec_state_pool_bytes: with a separate state pool (SGLang's ratio split), the bytes
+            reserved for those copies before the split (``mamba_cache_per_req ×
+            max_running_requests × speculative_num_draft_tokens``, S3); 0 otherwise.
+        padding_state_bytes: state rows an engine allocates beyond the requests (SGLang's slot 0
+            of the state pool and of each speculative cache, S18), taken from the reserve.
+        draft_kv_bytes_per_token_per_gpu: KV bytes per token of an MTP draft's own pool (SGLang
+            sizes the draft worker's pool at the target's token count, S3
+            ``draft_runner_cache_size``), taken from the reserve; 0 without one.
+        spec_commit_state_transfers: whole-state transfers per running request per verify step
+            beyond the verify kernel's own: 2 (read the accepted intermediate state, write it into
+            the request's slot) where the engine copies it back (SGLang, S20), else 0.
+    """
+
+    gpu_bytes: float
+    weight_bytes_per_gpu: float
+    reserve_bytes: float
+    kv_pool_bytes: float
+    state_pool_bytes: float
+    kv_bytes_per_token_per_gpu: float
+    sliding_bytes_per_token_per_gpu: float
+    state_bytes_per_sequence_per_gpu: float
+    sequence_shards: int
+    kv_capacity_tokens: float
+    state_slots: float | None
+    sliding_window: int
+    host_kv_bytes: float = 0.0
+    spec_state_copies: int = 0
+    spec_state_pool_bytes: float = 0.0
+    padding_state_bytes: float = 0.0
+    draft_kv_bytes_per_token_per_gpu: float = 0.0
+    spec_commit_state_transfers: int = 0
+    swa_full_tokens_ratio: float | None = None
+
+    @property
+    def pool_bytes_per_token_per_gpu(self) -> float:
+        """Pool bytes one more full-attention token takes (bytes): its full-attention KV, and
+        where the engine sizes a sliding-window pool in proportion (``swa_full_tokens_ratio``,
+        SGLang) that share of the sliding layers' KV too."""
+        ratio = self.swa_full_tokens_ratio
+        return self.kv_bytes_per_token_per_gpu + (ratio * self.sliding_bytes_per_token_per_gpu if ratio else 0.0)
+
+    @property
+    def fits(self) -> bool:
+        """True when weights and reserve leave room for at least one sequence's cache."""
+        return self.kv_pool_bytes > 0
+
+    @property
+    def state_bytes_per_running_sequence(self) -> float:
+        """State one running sequence holds on one GPU with its speculative copies (bytes)."""
+        return self.state_bytes_per_sequence_per_gpu * (1 + self.spec_state_copies)
+
+    def allocation(self, running: float) -> dict[str, float]:
+        """What the engine allocates on one GPU when ``running`` requests per replica may run
+        (bytes per term; the terms sum to ``gpu_bytes``).
+
+        Terms: ``weights``; ``kv_cache`` (the KV pool; where state and KV share one pool, what
+        is left of it after ``running`` requests' state); ``draft_kv`` (an MTP draft's own KV
+        pool at the same token count); ``state`` (recurrent state slots, the padded slot
+        included); ``spec_state`` (speculative intermediate states, ``running`` requests + the
+        padded slot, k + 1 copies each under SGLang); ``reserve`` (what is left: activations,
+        CUDA graphs, communication buffers and the fraction's headroom).
+
+        Args:
+            running: running requests per replica (the launch's ``--max-running-requests``).
+
+        Returns:
+            dict of term → bytes per GPU. A negative ``kv_cache`` or ``reserve`` means the
+            launch cannot allocate (see :meth:`allocates`). Raises nothing.
+        """
+        per_gpu = running / self.sequence_shards
+        s, copies = self.state_bytes_per_sequence_per_gpu, self.spec_state_copies
+        pad = self.padding_state_bytes / (1 + copies) if s > 0 else 0.0  # one padded row per tensor
+        if self.state_slots is None:
+            state = per_gpu * s + pad
+            spec_state = per_gpu * s * copies + pad * copies
+            kv = self.kv_pool_bytes - per_gpu * self.state_bytes_per_running_sequence
+        else:
+            state = self.state_pool_bytes + pad
+            spec_state = (per_gpu * s + pad) * copies
+            kv = self.kv_pool_bytes
+        draft = (
+            max(kv, 0.0) / self.kv_bytes_per_token_per_gpu * self.draft_kv_bytes_per_token_per_gpu
+            if self.kv_bytes_per_token_per_gpu > 0
+            else 0.0
+        )
+        used = self.weight_bytes_per_gpu + kv + draft + state + spec_state
+        return {
+            "weights": self.weight_bytes_per_gpu,
+            "kv_cache": kv,
+            "draft_kv": draft,
+            "state": state,
+            "spec_state": spec_state,
+            "reserve": self.gpu_bytes - used,
+        }
+
+    def kv_tokens_beside(self, running: float) -> float:
+        """KV tokens per replica the pool holds beside ``running`` requests' state: where state
+        and KV share one pool (``state_slots`` None) what the state leaves
+        (``allocation(running)["kv_cache"]``), else the KV pool's whole capacity."""
+        if self.state_slots is not None or self.state_bytes_per_sequence_per_gpu <= 0:
+            return self.kv_capacity_tokens
+        per_token = self.pool_bytes_per_token_per_gpu
+        left = max(self.allocation(running)["kv_cache"], 0.0) + self.host_kv_bytes
+        return left / per_token * self.sequence_shards if per_token > 0 else float("inf")
+
+    def allocates(self, running: float) -> bool:
+        """True when a launch with ``running`` requests per replica allocates: its KV pool is
+        positive and its terms leave a non-negative reserve within the GPU's memory."""
+        a = self.allocation(running)
+        return a["kv_cache"] > 0 and a["reserve"] >= 0
+
+    def max_sequences(self, context_tokens: float) -> float:
+        """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
+        pool = self.kv_pool_bytes + self.host_kv_bytes
+        if self.swa_full_tokens_ratio:  # the sliding pool is sized with the full one (SGLang)
+            per_seq_kv = self.pool_bytes_per_token_per_gpu * context_tokens
+        else:  # sliding layers hold their window per request
+            per_seq_kv = self.kv_bytes_per_token_per_gpu * context_tokens + self.sliding_bytes_per_token_per_gpu * min(
+                context_tokens, self.sliding_window
+            )
+        if self.state_slots is None:
+            per_seq = per_seq_kv + self.state_bytes_per_running_sequence
+            seqs = pool / per_seq if per_seq > 0 else float("inf")
+            return seqs * self.sequence_shards
+        by_kv = pool / per_seq_kv if per_seq_kv > 0 else float("inf")
+        return min(by_kv * self.sequence_shards, self.state_slots)
+
+
+quick_init(MemoryBreakdown)  # a quicker __init__, same signature (tokenplan.records)
