@@ -113,12 +113,14 @@ def test_bench_from_json_prints_a_dash_for_figures_a_saved_file_leaves_out(tmp_p
             f"levels[0].ttft_s.p99: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 1e3:g})",
         ),
         ({"achieved_concurrency": "x"}, "levels[0].achieved_concurrency: expected a number, got 'x'"),
+        # what calibrate --from-bench refuses, report and bench --from-json refuse too
+        ({"output_tok_s": -5.0}, "levels[0].output_tok_s: -5.0 is not allowed (allowed: a finite number ≥ 0)"),
         (
             {"server": {"kv_usage_max": "full"}},
             "levels[0].server.kv_usage_max: 'full' is not allowed (allowed: a number)",
         ),
     ],
-    ids=["negative_latency", "latency_overflows_in_ms", "achieved_text", "server_counter_text"],
+    ids=["negative_latency", "latency_overflows_in_ms", "achieved_text", "negative_throughput", "server_counter_text"],
 )
 def test_a_saved_bench_file_the_table_cannot_print_is_one_line(tmp_path, level, message) -> None:
     path = _bench(tmp_path, **level)

@@ -63,7 +63,7 @@ def read_bench_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, A
     """
     kind, levels, sweep = _read_source(path)
     for n, level in enumerate(levels):  # levels[0] is the first, as the file's JSON path reads
-        _check_measured(level, path, f"levels[{n}]")
+        check_measured(level, path, f"levels[{n}]")
     return kind, levels, sweep
 
 
@@ -71,12 +71,12 @@ def read_bench_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, A
 _MEASURED = ("concurrency", "requests", "request_throughput_per_s", "mean_input_tokens", "mean_output_tokens")
 
 
-def _check_measured(level: dict[str, Any], path: str, where: str) -> None:
+def check_measured(level: dict[str, Any], path: str, where: str, latencies: bool = True) -> None:
     """Raise ConfigError naming the file, the level's field and its value where a measured
     quantity (:data:`_MEASURED`, ``output_tok_s``, each latency statistic) is negative or not
     finite: a fit on it would write a profile from impossible figures."""
     fields = [(k, level.get(k)) for k in (*_MEASURED, "output_tok_s")]
-    for latency in ("ttft_s", "tpot_s", "e2e_s"):
+    for latency in ("ttft_s", "tpot_s", "e2e_s") if latencies else ():
         stats = level.get(latency)
         if isinstance(stats, dict):
             fields += [(f"{latency}.{k}", v) for k, v in stats.items()]

@@ -140,6 +140,11 @@ def load_bench_json(path: str | Path) -> dict:
             if dist is not None and not isinstance(dist, dict):
                 raise ConfigError(str(p), f"levels[{i}].{metric}", f"expected an object of quantiles, got {dist!r}")
             _numbers_or_null(dist or {}, tuple(dist or ()), p, f"levels[{i}].{metric}")
+    from tokenplan.files.bench_results import check_measured
+
+    for n, level in enumerate(data.get("levels") or ()):  # as calibrate --from-bench: no negative figure
+        if isinstance(level, dict):
+            check_measured(level, str(p), f"levels[{n}]", latencies=False)  # latencies: checked above
     return data
 
 
