@@ -46,8 +46,10 @@ def test_trtllm_data_parallel_means_one_server_per_replica(trtllm):
             "# one server per replica, each on its own GPUs and port:\nfor i in $(seq 0 7)"
             in trtllm["launch"]["trtllm"]
         )
-        # So each endpoint gets one replica's batch plus 10 % (at least 8).
-        limit = trtllm["max_running_requests"]
+        # So each endpoint gets one replica's batch plus 10 % (at least 8): the batch its launch
+        # allows, --max_batch_size, where that is below the plan's
+        launched = int(re.search(r"--max_batch_size (\d+)", trtllm["launch"]["trtllm"]).group(1))
+        limit = min(trtllm["max_running_requests"], launched)
         assert trtllm["concurrency_per_endpoint"] == limit + max(8, -(-limit // 10))
 
 

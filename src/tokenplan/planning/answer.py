@@ -20,13 +20,7 @@ from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning import curves
-from tokenplan.planning.launch import (
-    HEADROOM_QUANTILE,
-    client_concurrency,
-    engine_sizing,
-    launch_commands,
-    planned_running,
-)
+from tokenplan.planning.launch import client_concurrency, launch_caps, launch_commands, planned_running
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.rank import (
     bottleneck_text,
@@ -266,21 +260,9 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
     if b is None:
         return option
     ev, s = b.evaluation, b.evaluation.steady
-    concurrency = client_concurrency(ev)
     native, job = q.model.native_weight_dtype, q.job
-    fraction, launched = engine_sizing(ev.config.engine, ev, job.isl, job.osl)
-    short = (
-        (
-            (
-                f"the {ev.config.engine.display_name} launch caps the batch at {launched:,} per replica, not the "
-                f"{planned_running(ev):,} planned: at its largest memory fraction ({fraction:g}) the KV pool holds "
-                f"{launched:,} requests at the {HEADROOM_QUANTILE * 100:.0f}th percentile of their summed context, {planned_running(ev):,} only "
-                "at the mean; the figures above assume the planned batch"
-            ),
-        )
-        if launched < planned_running(ev)
-        else ()
-    )
+    launched, short = launch_caps(ev, q.engines, job.isl, job.osl)
+    concurrency = client_concurrency(ev, launched)
     chosen = ChosenConfiguration(
         best=describe(b),
         layout=ev.config.layout.describe(),

@@ -45,16 +45,19 @@ def host_gpus(ev: Evaluation) -> int:
     return node if node > 1 else PCIE_HOST_GPUS
 
 
-def client_concurrency(ev: Evaluation) -> int:
+def client_concurrency(ev: Evaluation, launched: int | None = None) -> int:
     """Requests to keep in flight per server endpoint: the batch of every replica that server
     runs (the DP replicas one host holds behind one server, or one replica where each has its
     own server, ``Engine.servers_per_replica``) plus 10 % (at least 8) so that a finished
     request is replaced at once. A replica's batch is its running limit, or the smaller batch the job
-    gives it when it has fewer requests than the replicas hold."""
+    gives it when it has fewer requests than the replicas hold, or the printed launch's cap
+    (``launched``, :func:`launch_caps`) where that is lower."""
     separate = ev.config.engine.servers_per_replica(ev.config.layout)
     # the batch the plan runs: the running limit, or fewer where the job has fewer requests
     # than the replicas hold (100,000 B200 for 914,000 prompts run 9 each, not 48)
     per_replica = min(planned_running(ev), math.ceil(ev.steady.batch))
+    if launched is not None:
+        per_replica = min(per_replica, launched)
     total = per_replica * replicas_per_server(ev.config.layout, host_gpus(ev), separate)
     return total + max(QUEUE_HEADROOM_MIN, math.ceil(QUEUE_HEADROOM_FRACTION * total))
 
@@ -169,6 +172,37 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fraction_for(mid) <= f_max else (lo, mid - 1)
     return f_max, max(lo, 1)
+
+
+def launch_caps(
+    ev: Evaluation, engines: Mapping[str, Engine], isl: LengthDist, osl: LengthDist
+) -> tuple[int, tuple[str, ...]]:
+    """(the planned engine's launch cap per replica, a warning per printed launch that caps the
+    batch below the plan's): each engine's :func:`engine_sizing`, the planned one's first. A
+    launch caps lower where even its largest memory fraction holds fewer requests at
+    :data:`HEADROOM_QUANTILE` of their summed context (TensorRT-LLM's admission, reserving each
+    request's ``max_tokens``, holds far fewer); the plan's figures stay at the planned batch."""
+    planned, vendor = planned_running(ev), ev.deployment.gpu.vendor
+    order = [ev.config.engine] + [e for name, e in engines.items() if name != ev.config.engine.name]
+    launched, warnings = planned, []
+    for engine in (e for e in order if vendor in e.vendors):
+        fraction, running = engine_sizing(engine, ev, isl, osl)
+        if engine is ev.config.engine:
+            launched = running
+        if running < planned:
+            where = "launch" if engine is ev.config.engine else "launch (in --json)"
+            warnings.append(
+                f"the {engine.display_name} {where} caps the batch at {running:,} per replica, not the "
+                f"{planned:,} planned: at its largest memory fraction ({fraction:g}) its KV pool holds {running:,} "
+                f"requests at the {HEADROOM_QUANTILE * 100:.0f}th percentile of their summed context"
+                + (
+                    " (it reserves each request's prompt + max_tokens at admission)"
+                    if engine.reserves_whole_output
+                    else ""
+                )
+                + "; the figures above assume the planned batch"
+            )
+    return launched, tuple(warnings)
 
 
 def launch_sizing(

@@ -222,7 +222,7 @@ def plan_details(result: PlanResult) -> Group:
         parts.append(
             Text(
                 f"\nLaunch ({rec.option}) and drive it with {best.concurrency_per_endpoint:,} "
-                f"requests in flight per server (the running limit plus 10 %, so a finished "
+                f"requests in flight per server (the running limit plus 10 %, at least 8 more, so a finished "
                 f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
                 style="bold",
             )

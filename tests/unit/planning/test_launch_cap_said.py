@@ -18,10 +18,17 @@ def test_a_launch_capped_below_the_planned_batch_is_said_with_the_launchs_own_ca
     assert f"caps the batch at {launched:,} per replica, not the {o['batch_per_replica']:,} planned" in said[0]
 
 
-def test_no_such_warning_where_the_launch_holds_the_planned_batch():
+def test_the_planned_launch_holds_its_batch_and_another_engines_lower_cap_is_said():
     o = plan(PlanRequest(gpus=("8xb200",))).to_json()["options"][0]  # SGLang raises its fraction to hold it
-    assert not [w for w in o["warnings"] if "launch caps the batch" in w]
+    assert not [w for w in o["warnings"] if w.startswith("the SGLang launch")]
     assert f"--max-running-requests {o['batch_per_replica']}" in o["launch"]["sglang"]
+    # the TensorRT-LLM command in --json reserves each request's prompt + 32,768 max_tokens: it
+    # launches far fewer, and says so (the in-flight count stays SGLang's: 406 + 41 = 447)
+    launched = int(re.search(r"--max_batch_size (\d+)", o["launch"]["trtllm"]).group(1))
+    (said,) = [w for w in o["warnings"] if w.startswith("the TensorRT-LLM launch (in --json)")]
+    assert f"caps the batch at {launched:,} per replica, not the {o['batch_per_replica']:,} planned" in said
+    assert "prompt + max_tokens at admission" in said
+    assert o["concurrency_per_endpoint"] == o["batch_per_replica"] + -(-o["batch_per_replica"] // 10)
 
 
 def test_trtllm_plans_reserve_each_requests_max_tokens():
