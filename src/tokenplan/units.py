@@ -119,6 +119,12 @@ def duration_words(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
+def output_tokens_text(tokens: float) -> str:
+    """A job's output tokens as the plan states them: ``2.285 B`` from 100 M up, else the count
+    (``52,500``), so a short job does not read ``0.000 B``."""
+    return f"{tokens / 1e9:.3f} B" if tokens >= 1e8 else f"{tokens:,.0f}"
+
+
 def days_words(seconds: float) -> str:
     """A job's wall time as the plan states it: ``0.41 days`` (two decimals) from a tenth of a
     day up, else :func:`duration_words` (``14.9 min``), so a short job does not read ``0.00 days``."""

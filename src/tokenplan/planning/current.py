@@ -139,7 +139,8 @@ def current_setup(cur: Current, table: EfficiencyTable, job: Job, result: Option
         if tau is not None and config.spec is not None:
             p = per_position_acceptance(config.spec.draft_tokens, tau)
             # walk from the setup at the acceptance its measurement implies, as the plan is searched
-            start = replace(config, spec=replace(config.spec, acceptance_length=tau, from_prior=False))
+            # τ to 3 decimals, as a --spec mtp:3:1.773 would state it
+            start = replace(config, spec=replace(config.spec, acceptance_length=round(tau, 3), from_prior=False))
         cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
     steps = walk(start, target, run)
     rows = tuple(

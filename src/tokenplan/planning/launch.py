@@ -193,7 +193,7 @@ def launch_caps(
             where = "launch" if engine is ev.config.engine else "launch (in --json)"
             warnings.append(
                 f"the {engine.display_name} {where} caps the batch at {running:,} per replica, not the "
-                f"{planned:,} planned: at its largest memory fraction ({fraction:g}) its KV pool holds {running:,} "
+                f"{planned:,} planned: at its largest memory fraction ({fraction:.3f}) its KV pool holds {running:,} "
                 f"requests at the {HEADROOM_QUANTILE * 100:.0f}th percentile of their summed context"
                 + (
                     " (it reserves each request's prompt + max_tokens at admission)"

@@ -120,8 +120,11 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
         money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
-        fmt = ".2f" if row.wall_days >= 0.1 else ".3g"  # days
-        spread = f" (80 %: {band.low:{fmt}}–{band.high:{fmt}} days)" if band else ""
+        spread = ""  # the band in the point figure's unit (days_words: days, or words below a tenth of a day)
+        if band and row.wall_days >= 0.1:
+            spread = f" (80 %: {band.low:.2f}–{band.high:.2f} days)"
+        elif band:
+            spread = f" (80 %: {days_words(band.low * S_PER_DAY)}–{days_words(band.high * S_PER_DAY)})"
         lines.append(
             f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
             f"{days_words(row.wall_days * S_PER_DAY)}{spread}{money} with {row.configuration}{_overrun(prov, row)}"

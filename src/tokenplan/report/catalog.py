@@ -57,7 +57,7 @@ def gpus_table(rows: Sequence[CatalogGpu]) -> Table:
             f"{r.hbm_tb_s:.2f}",
             *(_tflops(r, fmt) for fmt in TFLOPS_COLUMNS),
             f"{r.scaleup} {r.scaleup_gb_s:,.0f}",
-            ",".join(r.native_dtypes),
+            ", ".join(r.native_dtypes),  # spaces: the cell wraps instead of being cut to "…"
             price,
         )
     return t

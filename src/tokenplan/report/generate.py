@@ -91,7 +91,8 @@ def _earlier(summary: dict) -> str:
     if not isinstance(now, dict) or now.get("requests") != 0:
         return ""
     runs = summary.get("invocations")
-    return f"  (the run's {runs} earlier invocations; this one sent nothing)" if runs else ""
+    earlier = "invocation" if runs == 1 else "invocations"
+    return f"  (the run's {runs} earlier {earlier}; this one sent nothing)" if runs else ""
 
 
 def _export_line(rows: int, export: ExportCounts) -> str:

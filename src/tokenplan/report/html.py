@@ -28,7 +28,7 @@ from tokenplan.report.tables import (
     recommended_choice,
     with_band,
 )
-from tokenplan.units import GiB
+from tokenplan.units import GiB, output_tokens_text
 
 if TYPE_CHECKING:
     from tokenplan.api.report import ReportInputs
@@ -216,7 +216,7 @@ def assumptions_html(data: PlanReportData) -> str:
     lines = [
         f"Model {plan.model}, engine {plan.engine} with its defaults unless a setting says otherwise.",
         f"{job.samples:,} requests. Input lengths (ISL): {job.isl}. Output lengths (OSL): {job.osl} "
-        f"→ {job.output_tokens / 1e9:.3f} B output tokens.",
+        f"→ {output_tokens_text(job.output_tokens)} output tokens.",
         "Concurrency counts requests in flight over all replicas of an option; tok/s are output tokens.",
         "Job time = ramp-up + steady state + drain tail of the longest outputs; cost = GPUs × hours × price.",
         f"Efficiency factors (fractions of datasheet peaks, and overheads in seconds): {a.efficiency_source}.",

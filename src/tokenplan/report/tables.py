@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
-from tokenplan.units import S_PER_DAY, GiB, duration_words
+from tokenplan.units import S_PER_DAY, GiB, duration_words, output_tokens_text
 
 if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
     from tokenplan.job.results import MemoryResult, Prediction
@@ -201,7 +201,7 @@ def plan_details(result: PlanResult) -> Group:
     job = result.job
     parts: list = [
         Text(
-            f"Job: ISL {job.isl}; OSL {job.osl} → {job.output_tokens / 1e9:.3f} B output "
+            f"Job: ISL {job.isl}; OSL {job.osl} → {output_tokens_text(job.output_tokens)} output "
             f"tokens. Efficiency: {result.efficiency}.",
             style="dim",
         )
