@@ -40,6 +40,9 @@ class MemoryBreakdown:
         spec_commit_state_transfers: whole-state transfers per running request per verify step
             beyond the verify kernel's own: 2 (read the accepted intermediate state, write it into
             the request's slot) where the engine copies it back (SGLang, S20), else 0.
+        swa_full_tokens_ratio: sliding-window pool tokens per full-attention token where the
+            engine sizes that pool with the KV pool (SGLang ``--swa-full-tokens-ratio``); None where
+            a sliding layer holds only its window per request.
     """
 
     gpu_bytes: float
@@ -69,6 +72,15 @@ class MemoryBreakdown:
         SGLang) that share of the sliding layers' KV too."""
         ratio = self.swa_full_tokens_ratio
         return self.kv_bytes_per_token_per_gpu + (ratio * self.sliding_bytes_per_token_per_gpu if ratio else 0.0)
+
+    @property
+    def sizing_bytes_per_token_per_gpu(self) -> float:
+        """The bytes per token a launch sizes its pool by (bytes): :attr:`pool_bytes_per_token_per_gpu`
+        where the sliding pool is sized in proportion, else the full and the sliding layers' KV
+        (the sliding part at most this: a request past the window holds no more of it)."""
+        if self.swa_full_tokens_ratio:
+            return self.pool_bytes_per_token_per_gpu
+        return self.kv_bytes_per_token_per_gpu + self.sliding_bytes_per_token_per_gpu
 
     @property
     def fits(self) -> bool:

@@ -20,7 +20,7 @@ from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning import curves
-from tokenplan.planning.launch import client_concurrency, launch_caps, launch_commands, planned_running
+from tokenplan.planning.launch import client_concurrency, launch_caps, launch_commands, launch_sizing, planned_running
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.rank import (
     bottleneck_text,
@@ -261,7 +261,8 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         return option
     ev, s = b.evaluation, b.evaluation.steady
     native, job = q.model.native_weight_dtype, q.job
-    launched, short = launch_caps(ev, q.engines, job.isl, job.osl)
+    sizing = launch_sizing(ev, job.isl, job.osl, q.engines)  # once: the caps and the commands read it
+    launched, short = launch_caps(ev, sizing, q.engines)
     concurrency = client_concurrency(ev, launched)
     chosen = ChosenConfiguration(
         best=describe(b),
@@ -290,7 +291,7 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         max_running_requests=planned_running(ev),
         memory_allocation=ev.memory.allocation(planned_running(ev)),
         gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, q.repo, native, q.parsers, q.engines, job.isl, job.osl),
+        launch=launch_commands(ev, q.repo, native, q.parsers, q.engines, sizing=sizing),
         alternatives=tuple(
             Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
             for c in r.ranked[1:5]

@@ -100,12 +100,7 @@ def _pool_tokens(mem: MemoryBreakdown, running: int, extra_usable: float) -> flo
     """KV tokens of one replica's pool with ``running`` requests' state in it and
     ``extra_usable`` bytes per GPU more usable memory (a raised fraction): where a ratio splits
     state from KV, the KV pool gets its share ``kv / (kv + state)`` of the extra."""
-    # sliding layers: their pool's share where the engine sizes it with the full one, else at most this
-    per_token = (
-        mem.pool_bytes_per_token_per_gpu
-        if mem.swa_full_tokens_ratio
-        else mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu
-    )
+    per_token = mem.sizing_bytes_per_token_per_gpu
     if per_token <= 0:
         return math.inf
     kv = mem.allocation(running)["kv_cache"]
@@ -147,11 +142,7 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     visible = cuda_visible_bytes(gpu.memory_bytes)
     reserve = settings.reserve_bytes + profile_reserve_bytes(ev.deployment.spec, c.layout, settings)
     base = settings.fraction_base_bytes(visible, mem.weight_bytes_per_gpu, reserve)
-    per_token = (
-        mem.pool_bytes_per_token_per_gpu
-        if mem.swa_full_tokens_ratio
-        else mem.kv_bytes_per_token_per_gpu + mem.sliding_bytes_per_token_per_gpu
-    ) / mem.sequence_shards
+    per_token = mem.sizing_bytes_per_token_per_gpu / mem.sequence_shards
     digits: int = 10**engine.fraction_digits  # int ** int is typed Any (a negative power is a float)
     f0, f_max = settings.memory_fraction, engine.max_memory_fraction(settings, visible)
     f_max = max(math.floor(f_max * digits) / digits, f0)
@@ -175,18 +166,18 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
 
 
 def launch_caps(
-    ev: Evaluation, engines: Mapping[str, Engine], isl: LengthDist, osl: LengthDist
+    ev: Evaluation, sizing: tuple[tuple[str, float, int], ...], engines: Mapping[str, Engine]
 ) -> tuple[int, tuple[str, ...]]:
     """(the planned engine's launch cap per replica, a warning per printed launch that caps the
-    batch below the plan's): each engine's :func:`engine_sizing`, the planned one's first. A
-    launch caps lower where even its largest memory fraction holds fewer requests at
-    :data:`HEADROOM_QUANTILE` of their summed context (TensorRT-LLM's admission, reserving each
-    request's ``max_tokens``, holds far fewer); the plan's figures stay at the planned batch."""
-    planned, vendor = planned_running(ev), ev.deployment.gpu.vendor
-    order = [ev.config.engine] + [e for name, e in engines.items() if name != ev.config.engine.name]
+    batch below the plan's), from ``sizing`` (:func:`launch_sizing`: engine name, fraction,
+    running requests per replica, the planned engine's first). A launch caps lower where even
+    its largest memory fraction holds fewer requests at :data:`HEADROOM_QUANTILE` of their
+    summed context (TensorRT-LLM's admission, reserving each request's ``max_tokens``, holds far
+    fewer); the plan's figures stay at the planned batch."""
+    planned = planned_running(ev)
     launched, warnings = planned, []
-    for engine in (e for e in order if vendor in e.vendors):
-        fraction, running = engine_sizing(engine, ev, isl, osl)
+    for name, fraction, running in sizing:
+        engine = ev.config.engine if name == ev.config.engine.name else engines[name]
         if engine is ev.config.engine:
             launched = running
         if running < planned:
@@ -249,6 +240,7 @@ def launch_commands(
     engines: Mapping[str, Engine],
     isl: LengthDist | None = None,
     osl: LengthDist | None = None,
+    sizing: tuple[tuple[str, float, int], ...] | None = None,
 ) -> dict[str, str]:
     """Every engine's launch command that runs on the GPU vendor, the planned engine first.
 
@@ -259,13 +251,17 @@ def launch_commands(
         isl, osl: the job's lengths (tokens); with them each command's memory fraction and
             running cap are sized to hold the batch with headroom (:func:`launch_sizing`),
             without them the planned fraction or each engine's default is written.
+        sizing: :func:`launch_sizing` where the caller computed it already (it then stands for
+            ``isl`` and ``osl``).
 
     Returns:
         engine name → shell command. Raises nothing.
     """
     planned = ev.config.engine
     launch = launch_for(ev, repo, native_dtype, parsers)
-    if isl is not None and osl is not None:
-        launch = launch._replace(sizing=launch_sizing(ev, isl, osl, engines))
+    if sizing is None and isl is not None and osl is not None:
+        sizing = launch_sizing(ev, isl, osl, engines)
+    if sizing is not None:
+        launch = launch._replace(sizing=sizing)
     order = [planned] + [e for name, e in engines.items() if name != planned.name]
     return {e.name: e.launch_command(launch) for e in order if ev.deployment.gpu.vendor in e.vendors}
