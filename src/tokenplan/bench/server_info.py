@@ -250,7 +250,10 @@ QUEUE_REQUESTS = 0.5  # mean waiting requests above which the queue counts as gr
 # A level whose server ran at most this share fewer than its requests at once was not capped:
 # on a loaded machine the client resubmits a finished request a step or two late, so a server
 # at exactly its cap runs 31 of 32 while the next arrival waits (seen in the bench simulation
-# test under load). A real cap leaves a whole level's surplus waiting (32 of 64).
+# test under load). A real cap leaves a whole level's surplus waiting (32 of 64). The same
+# share bounds the queue: a capped level holds its surplus waiting, so a level whose mean waiting
+# is under ADMISSION_SLACK of its requests shows admission lag, not a queue (a starved 2-core CI
+# machine sampled 28 running and one waiting at 32 in flight on a server capped at 32).
 ADMISSION_SLACK = 0.10
 
 
@@ -261,8 +264,9 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     ``running_max``/``waiting_mean`` where the server reports them). The cap is where throughput
     flattens — the first level whose output tok/s gains less than ``FLAT_GAIN`` over the level
     before — and, where the server reports its queue, the most requests it ran at a level whose
-    queue grew (mean waiting > ``QUEUE_REQUESTS`` while it never ran more than
-    ``1 − ADMISSION_SLACK`` of the level's requests at once): that is the batch it will not exceed.
+    queue grew (mean waiting above both ``QUEUE_REQUESTS`` and ``ADMISSION_SLACK`` of the level's
+    requests, while it never ran more than ``1 − ADMISSION_SLACK`` of them at once): that is the
+    batch it will not exceed.
 
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
@@ -282,7 +286,7 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
         # A server that ran every request in flight at once has no cap below that: its waiting
         # requests were only arrivals between two steps (admission latency), not a queue.
         if (
-            (server.get("waiting_mean") or 0.0) > QUEUE_REQUESTS
+            (server.get("waiting_mean") or 0.0) > max(QUEUE_REQUESTS, ADMISSION_SLACK * lv["concurrency"])
             and server.get("running_max") is not None
             and server["running_max"] < (1.0 - ADMISSION_SLACK) * lv["concurrency"]
         ):

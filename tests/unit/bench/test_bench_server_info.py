@@ -133,3 +133,13 @@ def test_a_server_one_short_of_its_level_while_an_arrival_waits_is_not_capped_th
     levels = [_level(1, 100, 1, 0.0), _level(32, 2000, 31, 0.8), _level(64, 2050, 32, 30.0)]
     cap = concurrency_cap(levels)
     assert cap["queue_grows_at_concurrency"] == 64 and cap["max_running_requests"] == 32
+
+
+def test_a_sparse_sample_at_the_cap_with_one_arrival_waiting_is_not_a_queue():
+    # The CI failure of 2026-12-03: cap 32, a starved machine's few metric samples at 32 in flight
+    # saw at most 28 running (< 0.9 × 32 = 28.8) and 0.6 waiting on average. A queue at a cap
+    # holds the level's surplus; 0.6 < 0.1 × 32 = 3.2 waiting is admission lag. At 64: 25 waiting
+    # > 6.4 and 32 < 57.6 running: the cap is found there.
+    levels = [_level(1, 100, 1, 0.0), _level(32, 1900, 28, 0.6), _level(64, 1980, 32, 25.0)]
+    cap = concurrency_cap(levels)
+    assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (64, 32)
