@@ -243,7 +243,8 @@ def test_bench_and_report_write_and_print_no_secret(tmp_path: Path, api_key: str
     echo500 = {"status": 500, "raw": json.dumps({"error": {"message": "failed " + ECHO}})}
     with _server(tmp_path, [{"answer": True}, {"answer": True}, echo500]) as server:
         done = _cli(["bench", "--endpoint", _endpoint(server), *BENCH, "--save", str(tmp_path / "bench.json")], api_key)
-    assert done.returncode == 0, done.stderr
+    # Requests failed, so the sweep is saved and printed, then exits 2 with one line saying so.
+    assert done.returncode == 2 and "requests failed (2 of 6 at concurrency 1)" in done.stderr, done.stderr
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data["endpoints"] == [f"http://127.0.0.1:{server.port}/v1?key=***&api-version=***"]
     samples = data["levels"][0]["error_samples"]

@@ -219,6 +219,6 @@ def _finish(
         show_bench(
             Console(width=None if sys.stdout.isatty() else 170), BenchResult.from_json(data, "bench JSON"), done.profile
         )
-    error = done.error(stopped, len(data["levels"]), as_json)
+    error = done.error(stopped, data["levels"], as_json)
     if error is not None:
         raise error

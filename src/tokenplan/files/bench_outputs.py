@@ -50,8 +50,10 @@ class Finished:
         unsaved = not saved or self.lost("--save")
         return asked or self.lost("--out") or (unsaved and (self.fit_error is not None or saved))
 
-    def error(self, stopped: str | None, levels: int, printed_json: bool) -> TokenplanError | None:
-        """The one error to raise after the output: the fit's, a lost file's, or an early stop."""
+    def error(self, stopped: str | None, levels: list[dict[str, Any]], printed_json: bool) -> TokenplanError | None:
+        """The one error to raise after the output: the fit's, a lost file's, an early stop, or
+        requests that failed in ``levels`` (the bench JSON's level dicts; :func:`failed_requests`):
+        a sweep whose levels lost answers measured fewer requests than it sent, so it is no success."""
         if self.fit_error is not None:
             return self.fit_error
         if self.failed:
@@ -59,8 +61,30 @@ class Finished:
             early = f" (sweep stopped early: {stopped})" if stopped is not None else ""
             return OutputLost(f"could not write {'; '.join(map(str, self.failed))}; {printed}{early}")
         if stopped is not None:
-            return ServerError(f"sweep stopped: {stopped} ({levels} levels kept)")
+            return ServerError(f"sweep stopped: {stopped} ({len(levels)} levels kept)")
+        failed = failed_requests(levels)
+        if failed is not None:
+            return ServerError(failed)
         return None
+
+
+def failed_requests(levels: list[dict[str, Any]]) -> str | None:
+    """One line naming the levels whose requests failed (``errors`` > 0 in a bench level
+    dict), with the first error's message; None when every request was answered. The levels'
+    throughput counts only answered requests, so such a sweep is reported, kept, and not a success.
+    """
+    hit = [lv for lv in levels if lv.get("errors")]
+    if not hit:
+        return None
+    where = ", ".join(f"{lv['errors']} of {lv['errors'] + lv['requests']} at {_level_name(lv)}" for lv in hit)
+    samples = [m for lv in hit for m in lv.get("error_samples") or ()]
+    first = f"; first: {samples[0]}" if samples else ""
+    return f"requests failed ({where}){first}; the levels count only the answered ones"
+
+
+def _level_name(level: dict[str, Any]) -> str:
+    rate = level.get("request_rate")  # a number for an open-loop level; "inf" or absent otherwise
+    return f"request rate {rate:g}/s" if isinstance(rate, (int, float)) else f"concurrency {level['concurrency']}"
 
 
 def finish_bench(
