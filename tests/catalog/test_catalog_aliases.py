@@ -59,6 +59,22 @@ def test_an_fp8_checkpoints_id_is_read_as_released_in_fp8_and_launched_from_itse
     assert load_model("deepseek-ai/DeepSeek-R1").native_weight_dtype == "fp8"
 
 
+def test_a_plan_in_another_format_than_the_named_checkpoint_launches_the_bf16_release() -> None:
+    from tokenplan.api.plan import PlanRequest, plan
+    from tokenplan.catalog import base_repo_of
+
+    # The FP8 checkpoint cannot be loaded as BF16: a BF16 plan of it launches the BF16 release
+    # it was made from; an FP8 plan launches the checkpoint named; a model released in FP8 has
+    # no BF16 release behind its own id.
+    assert base_repo_of("Qwen/Qwen3.6-27B-FP8", "qwen3.6-27b") == "Qwen/Qwen3.6-27B"
+    assert base_repo_of("Qwen/Qwen3.6-27B", "qwen3.6-27b") is None
+    assert base_repo_of("deepseek-ai/DeepSeek-R1", "deepseek-r1") is None
+    for dtype, repo in (("bf16", "Qwen/Qwen3.6-27B"), ("fp8", "Qwen/Qwen3.6-27B-FP8")):
+        req = PlanRequest(model="Qwen/Qwen3.6-27B-FP8", gpus=("8xb200",), weight_dtypes=(dtype,), engine="vllm")
+        launch = plan(req).options[0].chosen.launch["vllm"]
+        assert f"vllm serve {repo} " in launch and (dtype == "fp8" or "FP8" not in launch), launch
+
+
 def test_qwen3_5_family_launches_trtllm_with_its_forced_thinking_parser() -> None:
     from tokenplan.catalog import launch_info
 

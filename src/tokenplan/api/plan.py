@@ -15,7 +15,7 @@ from pathlib import Path
 from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.calibration.fitted_range import Profile
-from tokenplan.catalog import gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
+from tokenplan.catalog import base_repo_of, gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError, import_extra
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
@@ -245,6 +245,7 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
         deadline_s=req.deadline_s,
         budget_usd=req.budget_usd,
         repo=repo,
+        base_repo=base_repo_of(req.model, model.name),
         parsers=parsers,
         engines={e: load_engine(e) for e in ENGINES},
         first_notes=(*profile.moves, *_unused_prices(req, options)),

@@ -351,3 +351,14 @@ def launch_info(model: str, model_name: str) -> tuple[str, object]:
     # a Hugging Face id the user named (an FP8 checkpoint of the model, say) is what to load
     repo = model.strip().strip("/") if model.count("/") == 1 and model_for_hf_id(model) == model_name else entry["repo"]
     return str(repo), entry.get("reasoning_parser")
+
+
+def base_repo_of(model: str, model_name: str) -> str | None:
+    """The catalog's BF16 release repository behind ``model`` where ``model`` is a Hugging Face
+    id of a checkpoint in another format (``Qwen/Qwen3.6-27B-FP8`` → ``Qwen/Qwen3.6-27B``: the
+    format :func:`load_model` plans as released), else None. ``model_name``: the spec's name."""
+    entry = _launch_raw().get(model_name)
+    if entry is None or Path(model).exists() or model_for_hf_id(model) != model_name:
+        return None
+    released = load_model(model_name).native_weight_dtype
+    return str(entry["repo"]) if load_model(model).native_weight_dtype != released else None

@@ -88,6 +88,9 @@ class Question:
         weights, kvs: the formats to search (None = all the chip runs). fixed: what is not searched.
         deadline_s, budget_usd: provisioning targets (seconds, US dollars; None = none).
         repo, parsers: where the launch commands load the model from, and its reasoning parser(s).
+        base_repo: where the user named a checkpoint of another format than the catalog's BF16
+            release (``Qwen/Qwen3.6-27B-FP8``), that release's repository: an option planned in
+            another weight format than the checkpoint's launches from it (None otherwise).
         engines: every engine a launch command is written for.
         first_notes: the answer's first lines (what the calibration profile moves);
             spec_notes: where a TAU came from (a bench file).
@@ -112,6 +115,16 @@ class Question:
     first_notes: tuple[str, ...] = ()
     spec_notes: tuple[str, ...] = ()
     priced: frozenset[str] = frozenset()
+    base_repo: str | None = None
+
+    def launch_source(self, weight_dtype: Dtype) -> tuple[str, str]:
+        """(repository, its checkpoint's weight format) a launch of ``weight_dtype`` loads: the
+        named checkpoint where the format is its own (or no BF16 release stands behind it), else
+        the BF16 release it was made from (an FP8 checkpoint cannot be loaded as BF16)."""
+        native = self.model.native_weight_dtype
+        if self.base_repo is None or weight_dtype.value == native:
+            return self.repo, native
+        return self.base_repo, Dtype.BF16.value
 
     @property
     def searched_specs(self) -> list[SpecDecode | None]:
@@ -260,7 +273,7 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
     if b is None:
         return option
     ev, s = b.evaluation, b.evaluation.steady
-    native, job = q.model.native_weight_dtype, q.job
+    (repo, native), job = q.launch_source(ev.config.weight_dtype), q.job
     sizing = launch_sizing(ev, job.isl, job.osl, q.engines)  # once: the caps and the commands read it
     launched, short = launch_caps(ev, sizing, q.engines)
     concurrency = client_concurrency(ev, launched)
@@ -291,7 +304,7 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         max_running_requests=planned_running(ev),
         memory_allocation=ev.memory.allocation(planned_running(ev)),
         gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, q.repo, native, q.parsers, q.engines, sizing=sizing),
+        launch=launch_commands(ev, repo, native, q.parsers, q.engines, sizing=sizing),
         alternatives=tuple(
             Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
             for c in r.ranked[1:5]
