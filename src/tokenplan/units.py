@@ -125,6 +125,12 @@ def output_tokens_text(tokens: float) -> str:
     return f"{tokens / 1e9:.3f} B" if tokens >= 1e8 else f"{tokens:,.0f}"
 
 
+def usd_text(usd: float) -> str:
+    """A cost in US dollars as the plan states it: whole dollars from $100 up (``$411``,
+    ``$12,840``), cents below (``$0.16``, ``$42.50``), so a short job does not read ``$0``."""
+    return f"${usd:,.0f}" if abs(usd) >= 100 else f"${usd:,.2f}"
+
+
 def days_words(seconds: float) -> str:
     """A job's wall time as the plan states it: ``0.41 days`` (two decimals) from a tenth of a
     day up, else :func:`duration_words` (``14.9 min``), so a short job does not read ``0.00 days``."""

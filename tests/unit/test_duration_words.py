@@ -31,3 +31,14 @@ def test_days_words_keeps_two_decimals_from_a_tenth_of_a_day_and_words_below():
     assert days_words(0.1 * 86_400) == "0.10 days"  # 8,640 s: the boundary stays in days
     assert days_words(786.0) == "13.1 min"  # 786 s = 13.1 min, which "0.01 days" would hide
     assert days_words(24.3) == "24.3 s"
+
+
+def test_usd_text_shows_cents_below_a_hundred_dollars():
+    from tokenplan.units import usd_text
+
+    # a 100-sample job on one H100 costs cents: 3.26 min × $2.99/GPU-h ≈ $0.16, not "$0"
+    assert usd_text(3.26 / 60 * 2.99) == "$0.16"
+    assert usd_text(42.5) == "$42.50"
+    assert usd_text(99.994) == "$99.99"
+    assert usd_text(100.0) == "$100"  # from $100 up, whole dollars
+    assert usd_text(12_840.4) == "$12,840"

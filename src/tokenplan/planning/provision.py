@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenplan.units import days_words, duration_words
+from tokenplan.units import days_words, duration_words, usd_text
 
 if TYPE_CHECKING:  # search imports the job model; outcome() only reads a result's fields
     from tokenplan.planning.search import OptionResult
@@ -144,7 +144,9 @@ def fewest_gpus(
             "no public price to check the budget against"
             if chosen.usd is None
             else (
-                f"${chosen.usd:,.0f}, over the ${target.budget_usd:,.0f} budget" if target and target.budget_usd else ""
+                f"{usd_text(chosen.usd)}, over the {usd_text(target.budget_usd)} budget"
+                if target and target.budget_usd
+                else ""
             )
         )
         return Provision(
@@ -249,7 +251,7 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
     at least as much), so the sentence says that instead of naming the largest count searched."""
     if closest is None or closest.wall_s is None:  # _closest picks only outcomes where something runs
         return f"no configuration runs on up to {max_gpus} GPUs"
-    money = f", ${closest.usd:,.0f}" if closest.usd is not None else " (no public price: pass --price)"
+    money = f", {usd_text(closest.usd)}" if closest.usd is not None else " (no public price: pass --price)"
     missed = []
     if target is not None and target.deadline_s is not None and closest.wall_s > target.deadline_s:
         missed.append(f"over the {duration_words(target.deadline_s)} deadline")
@@ -257,7 +259,7 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
         if closest.usd is None:
             missed.append("no price to check the budget against")
         elif closest.usd > target.budget_usd:
-            missed.append(f"over the ${target.budget_usd:,.0f} budget")
+            missed.append(f"over the {usd_text(target.budget_usd)} budget")
     why = f" ({', '.join(missed)})" if missed else ""
     over_budget = (
         target is not None

@@ -7,7 +7,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
 from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
-from tokenplan.units import days_words
+from tokenplan.units import days_words, usd_text
 
 
 def describe(c: Candidate) -> str:
@@ -109,7 +109,7 @@ def explain(
         if b is None:
             lines.append(f"{r.option.label}: nothing runs — " + "; ".join(_top_reasons(r, 2)) + ".")
             continue
-        money = f", ${b.cost.usd:,.0f}" if b.cost.usd is not None else " (no public price: pass --price)"
+        money = f", {usd_text(b.cost.usd)}" if b.cost.usd is not None else " (no public price: pass --price)"
         lines.append(
             f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
             f"→ {days_words(b.wall_s)}{money}; bound by {bottleneck_text(b)}."
@@ -123,7 +123,7 @@ def explain(
     elif f and ch and f is not ch and f.best and ch.best:
         lines.append(
             f"Fastest{among}: {f.option.label} ({days_words(f.best.wall_s)}); cheapest: "
-            f"{ch.option.label} (${ch.best.cost.usd:,.0f})."
+            f"{ch.option.label} ({usd_text(ch.best.cost.usd)})."
         )
     elif f:
         lines.append(f"{f.option.label} is both the fastest and the cheapest{among or ' option'}.")
@@ -175,7 +175,7 @@ def formats_note(r: OptionResult, bf16: Candidate | None) -> str | None:
     chosen = f"{r.option.label}: {cfg.weight_dtype.value} weights and {cfg.kv_dtype.value} KV chosen"
     if bf16 is None:
         return f"{chosen}; BF16 weights and KV do not run here (or were not searched)."
-    money = f", ${bf16.cost.usd:,.0f}" if bf16.cost.usd is not None else ""
+    money = f", {usd_text(bf16.cost.usd)}" if bf16.cost.usd is not None else ""
     return (
         f"{chosen}, the fastest of the formats searched; with BF16 weights and KV ({describe(bf16)}) "
         f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(bf16.wall_s)}{money}."

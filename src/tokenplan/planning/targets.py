@@ -15,7 +15,7 @@ from tokenplan.planning.results import Provisioning, ProvisionRow, ProvisionTry
 from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import HardwareOption
 from tokenplan.results import Bands
-from tokenplan.units import S_PER_DAY, days_words, duration_words
+from tokenplan.units import S_PER_DAY, days_words, duration_words, usd_text
 
 
 def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
@@ -110,7 +110,7 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
     if prov.deadline_days is not None:
         limits.append(_days_text(prov.deadline_days))
     if prov.budget_usd is not None:
-        limits.append(f"${prov.budget_usd:,.0f}")
+        limits.append(f"{usd_text(prov.budget_usd)}")
     lines = []
     for row in prov.options:
         if not row.meets:
@@ -118,7 +118,7 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
             continue
         assert row.nodes is not None and row.gpus is not None and row.wall_days is not None  # set where it meets
         unit = f" ({row.nodes} × {row.unit_gpus}-GPU node{'s' if row.nodes > 1 else ''})" if row.unit_gpus > 1 else ""
-        money = f", ${row.usd:,.0f}" if row.usd is not None else " (no public price: pass --price)"
+        money = f", {usd_text(row.usd)}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
         spread = ""  # the band in the point figure's unit (days_words: days, or words below a tenth of a day)
         if band and row.wall_days >= 0.1:
@@ -143,5 +143,5 @@ def _overrun(prov: Provisioning, row: ProvisionRow) -> str:
     if prov.deadline_days is not None and days is not None and days.high > prov.deadline_days:
         out.append(f"the 80 % band reaches past the {_days_text(prov.deadline_days)} deadline")
     if prov.budget_usd is not None and usd is not None and usd.high > prov.budget_usd:
-        out.append(f"the 80 % band reaches past the ${prov.budget_usd:,.0f} budget (to ${usd.high:,.0f})")
+        out.append(f"the 80 % band reaches past the {usd_text(prov.budget_usd)} budget (to {usd_text(usd.high)})")
     return f" — at risk: {'; '.join(out)}" if out else ""

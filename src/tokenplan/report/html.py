@@ -28,7 +28,7 @@ from tokenplan.report.tables import (
     recommended_choice,
     with_band,
 )
-from tokenplan.units import GiB, output_tokens_text
+from tokenplan.units import GiB, output_tokens_text, usd_text
 
 if TYPE_CHECKING:
     from tokenplan.api.report import ReportInputs
@@ -110,13 +110,19 @@ def _table(head: list[str], rows: Sequence[Sequence[object]], numeric: AbstractS
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _money(x: float | None, digits: int = 0) -> str:
-    return "—" if x is None else f"${x:,.{digits}f}"
+def _money(x: float | None, digits: int | None = None) -> str:
+    """Dollars: ``digits`` decimals, or by default :func:`~tokenplan.units.usd_text` (cents below $100)."""
+    if x is None:
+        return "—"
+    return usd_text(x) if digits is None else f"${x:,.{digits}f}"
 
 
 def _money_range(band: Interval | None) -> str:
     """`` ($low–$high)``: the 80 % interval of a dollar figure, or nothing."""
-    return "" if not band else f" ({_money(band.low)}–{_money(band.high)})"
+    if not band:
+        return ""
+    digits = 0 if max(abs(band.low), abs(band.high)) >= 100 else 2
+    return f" ({_money(band.low, digits)}–{_money(band.high, digits)})"
 
 
 def comparison_html(plan: PlanResult) -> str:

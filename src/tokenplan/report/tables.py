@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
-from tokenplan.units import S_PER_DAY, GiB, duration_words, output_tokens_text
+from tokenplan.units import S_PER_DAY, GiB, duration_words, output_tokens_text, usd_text
 
 if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
     from tokenplan.job.results import MemoryResult, Prediction
@@ -30,8 +30,11 @@ MOVED_PREFIX = "calibration "  # how files.calibration.moved_lines starts each l
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM"}
 
 
-def _money(x: float | None, digits: int = 0) -> str:
-    return "—" if x is None else f"${x:,.{digits}f}"
+def _money(x: float | None, digits: int | None = None) -> str:
+    """Dollars: ``digits`` decimals, or by default :func:`~tokenplan.units.usd_text` (cents below $100)."""
+    if x is None:
+        return "—"
+    return usd_text(x) if digits is None else f"${x:,.{digits}f}"
 
 
 def band_of(bands: Bands | None, figure: str) -> Interval | None:
@@ -56,9 +59,11 @@ def ms_with_band(value_ms: float, band: Interval | None) -> str:
     return with_band(value_ms / 1e3, seconds, ",.1f", " s")
 
 
-def _money_band(value: float | None, band: Interval | None, digits: int = 0) -> str:
+def _money_band(value: float | None, band: Interval | None) -> str:
+    """Dollars with their 80 % interval, in cents where the figure is under $100 (as :func:`_money`)."""
     if value is None:
         return "—"
+    digits = 0 if abs(value) >= 100 else 2
     return "$" + with_band(value, band, f",.{digits}f").replace("(", "($").replace("–", "–$")
 
 
@@ -107,7 +112,7 @@ def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str
     if prov.deadline_days is not None:
         limits.append(f"deadline {duration_words(prov.deadline_days * S_PER_DAY)}")
     if prov.budget_usd is not None:
-        limits.append(f"budget ${prov.budget_usd:,.0f}")
+        limits.append(f"budget {usd_text(prov.budget_usd)}")
     rows = []
     for r in prov.options:
         if not r.meets:

@@ -81,7 +81,11 @@ def test_bad_lines_and_duplicate_ids_are_rejected_with_their_line(tmp_path: Path
     assert [type(i).__name__ for i in items] == ["Row", "Reject", "Reject", "Row"]
     bad_json, duplicate = items[1], items[2]
     assert (bad_json.line, bad_json.reason.startswith("invalid JSON")) == (3, True)
-    assert (duplicate.line, duplicate.reason, duplicate.id) == (4, "duplicate id 'a' (ids compare as text: 7 and \"7\" are one id)", "a")
+    assert (duplicate.line, duplicate.reason, duplicate.id) == (
+        4,
+        "duplicate id 'a' (ids compare as text: 7 and \"7\" are one id)",
+        "a",
+    )
     assert items[3].line == 5  # the blank line 2 still counts for line numbers
 
 

@@ -102,7 +102,7 @@ def _row_or_reject(item: Any, source: str, line: int, seen: SeenIds, mode: str) 
     if unsendable:
         return Reject(source, line, unsendable, row.id)
     if not seen.first_sighting(row.id):
-        return Reject(source, line, f"duplicate id {row.id!r} (ids compare as text: 7 and \"7\" are one id)", row.id)
+        return Reject(source, line, f'duplicate id {row.id!r} (ids compare as text: 7 and "7" are one id)', row.id)
     return row
 
 
