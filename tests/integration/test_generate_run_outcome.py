@@ -28,13 +28,20 @@ def test_a_run_that_failed_before_any_answer_takes_the_corrected_command_without
     with FaultServerProcess(str(tmp_path)) as server:
         with pytest.raises(ServerError, match="no endpoint is ready for model 'fault-modle'"):
             generate(_request(tmp_path, server.url, model="fault-modle", max_tokens=64))  # a typo
-        assert (tmp_path / "run" / "manifest.json").exists()  # written before the health check
+        assert not (tmp_path / "run" / "manifest.json").exists()  # the endpoints are checked first
         fixed = generate(_request(tmp_path, server.url, max_tokens=64))
         assert (fixed.stored, fixed.accounting_ok) == (10, True)
-        assert any("held no stored answer" in note and "'fault-modle' → 'fault-model'" in note for note in fixed.notes)
         # Once an answer is stored, the directory is bound: another configuration needs --force.
         with pytest.raises(RunDirError, match=r"different job \(sampling\.max_tokens: 64 → 128\)"):
             generate(_request(tmp_path, server.url, max_tokens=128))
+        # A --force that finds no server leaves the directory bound to its job: the first
+        # command still resumes it without --force.
+        manifest = (tmp_path / "run" / "manifest.json").read_bytes()
+        with pytest.raises(ServerError, match="no endpoint is ready"):
+            generate(_request(tmp_path, server.url, model="fault-modle", max_tokens=128, force=True))
+        assert (tmp_path / "run" / "manifest.json").read_bytes() == manifest
+        again = generate(_request(tmp_path, server.url, max_tokens=64))
+        assert (again.stored, again.already_done, again.accounting_ok) == (10, 10, True)
 
 
 def test_summary_json_is_the_runs_over_all_invocations(tmp_path: Path) -> None:
@@ -113,3 +120,23 @@ def test_the_default_max_tokens_is_the_models_context_less_each_prompt_and_is_sa
         json.loads(line) for p in (tmp_path / "run" / "shards").glob("*.jsonl") for line in p.read_text().splitlines()
     ]
     assert {r["turns"][0]["max_tokens"] for r in records if r["source_id"] == "r7"} == {40_828}
+
+
+def test_records_of_units_the_input_no_longer_holds_are_kept_apart(tmp_path: Path) -> None:
+    # 10 rows stored; then the same directory with --limit 4, and with a 6-row input under --force:
+    # 10 − 4 = 6 and 10 − 6 = 4 records are for units the input does not hold. They are kept and
+    # counted apart, and the accounting of this input's units holds (it used to report a mismatch).
+    _prompts(tmp_path / "in.jsonl", 10)
+    with FaultServerProcess(str(tmp_path)) as server:
+        assert generate(_request(tmp_path, server.url)).stored == 10
+        limited = generate(_request(tmp_path, server.url, limit=4))
+        assert (limited.units_total, limited.stored, limited.outside_input, limited.accounting_ok) == (4, 4, 6, True)
+        _prompts(tmp_path / "in.jsonl", 6)  # the first 6 rows of the same prompts
+        shrunk = generate(_request(tmp_path, server.url, force=True))
+    assert (shrunk.units_total, shrunk.stored, shrunk.already_done, shrunk.outside_input) == (6, 6, 6, 4)
+    assert shrunk.accounting_ok and shrunk.summary["outside_input"] == 4
+    from tokenplan.report.generate import summary_text
+
+    assert "kept apart    4 records in the run directory are for units this input does not hold" in (
+        summary_text(shrunk)
+    )

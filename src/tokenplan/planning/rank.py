@@ -120,7 +120,7 @@ def explain(
     among = "" if eligible is None else " of the options that meet the target"
     if eligible is not None and not eligible:
         lines.append("No option meets the target; the launch below is for the fastest option as given.")
-    elif f and ch and f is not ch and f.best and ch.best:
+    elif f and ch and f is not ch and f.best and ch.best and ch.best.cost.usd is not None:  # cheapest: priced
         lines.append(
             f"Fastest{among}: {f.option.label} ({days_words(f.best.wall_s)}); cheapest: "
             f"{ch.option.label} ({usd_text(ch.best.cost.usd)})."

@@ -77,6 +77,12 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
             f"latency E2E   p50 {e2e.p50_ms:,.0f} ms  p90 {e2e.p90_ms or 0.0:,.0f} ms  "
             f"p99 {e2e.p99_ms:,.0f} ms  ({e2e.count or 0:,} requests)"
         )
+    if result.outside_input:
+        lines.append(
+            f"kept apart    {result.outside_input:,} records in the run directory are for units this input "
+            "does not hold (an earlier input's, or past --limit): not counted above"
+            + ("; the export holds them too" if result.export_rows is not None else "")
+        )
     if result.export_rows is not None:
         lines.append(_export_line(result.export_rows, s.export or ExportCounts()))
     if result.interrupted:

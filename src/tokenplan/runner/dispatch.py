@@ -136,7 +136,7 @@ class Dispatcher:
             self._rows_seen += 1
             for unit in work_units(item, self.job.n):
                 self.tally.units_seen += 1
-                if unit.id in done:
+                if done.done_for_input(unit.id):
                     self.tally.already_done += 1
                     continue
                 yield unit

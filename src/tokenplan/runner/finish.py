@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from bisect import bisect_right
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class GenerateResult:
     export_error: str | None = None  # why --export failed at the end (the run itself is kept)
     blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
     not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
+    outside_input: int = 0  # records kept for units this input does not hold (an earlier input's)
 
     def to_json(self) -> dict[str, Any]:
         """``generate --json``: the run's ``summary.json`` object (like every api result's ``to_json``)."""
@@ -71,7 +73,7 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
         RunDirError: a finished run whose records do not account for every unit of its input.
     """
     tally, run_dir, export = outcome.tally, outcome.run_dir, spec.export
-    counts = count_outcomes(run_dir)
+    counts = count_outcomes(run_dir, outcome.stored_outside_input)
     accounted = counts["stored"] + counts["skipped"] + counts["errors"]
     accounting_ok = not tally.stopped and accounted == tally.units_seen and counts["duplicates"] == 0
     units_total = count_units(spec.files, spec.n, spec.limit, spec.job.mode) if tally.stopped else tally.units_seen
@@ -113,6 +115,7 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
         export_error=export_error,
         blank_lines=outcome.blank_lines,
         not_yet_sent=units_total - accounted,
+        outside_input=counts["outside_input"],
     )
 
 
@@ -159,12 +162,15 @@ def _export(export: ExportSpec, run_dir: Path, summary: dict[str, Any]) -> int:
     return summary["export"]["written"]
 
 
-def count_outcomes(run_dir: Path) -> dict[str, int]:
+def count_outcomes(run_dir: Path, outside: AbstractSet[int] = frozenset()) -> dict[str, int]:
     """Distinct ids stored, skipped and failed in ``run_dir``, and records whose id was seen before.
 
     Read back from the files, independently of the run's own counters: each record's id from the
     start of its line, held as a 64-bit key (8 bytes per record, :mod:`tokenplan.runner.store.record_ids`);
-    a repeated key counts as a duplicate only when the exact ids match.
+    a repeated key counts as a duplicate only when the exact ids match. Distinct ids whose key is in
+    ``outside`` (stored for units the run's input does not hold,
+    :meth:`~tokenplan.runner.store.idset.IdSet.stored_outside_input`) are counted apart, as
+    ``outside_input``, and left out of ``stored`` and ``skipped``.
     """
     files = [("stored", p) for p in shard_paths(run_dir / "shards")]
     files += [
@@ -174,13 +180,21 @@ def count_outcomes(run_dir: Path) -> dict[str, int]:
     ]
     paths = [path for _, path in files]
     keys, per_file = scan_keys(paths)
+    outside_per_file = [0] * len(paths)
+    if outside:  # each distinct outside id once, in the first file that holds it (as the repeats count)
+        start, counted = 0, set[int]()
+        for i, records in enumerate(per_file):
+            here = {k for k in keys[start : start + records] if k in outside} - counted
+            outside_per_file[i], start = len(here), start + records
+            counted |= here
     _, suspects = repeated_keys(keys)
     del keys
     repeats = repeated_lines(paths, suspects) if suspects else [set() for _ in paths]
-    counts = {"stored": 0, "skipped": 0, "errors": 0, "duplicates": 0}
-    for (kind, _), records, lines in zip(files, per_file, repeats):
-        counts[kind] += records - len(lines)
+    counts = {"stored": 0, "skipped": 0, "errors": 0, "duplicates": 0, "outside_input": 0}
+    for (kind, _), records, lines, apart in zip(files, per_file, repeats, outside_per_file):
+        counts[kind] += records - len(lines) - apart
         counts["duplicates"] += len(lines)
+        counts["outside_input"] += apart
     return counts
 
 

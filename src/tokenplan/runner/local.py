@@ -81,17 +81,23 @@ async def _run(
 ) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
     fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
-    rundir = RunDir.open(
-        spec.out_dir,
-        spec.identity,
-        force=spec.force,
-        shard_max_bytes=spec.shard_max_bytes,
-        retry_skipped=spec.retry_skipped,
-    )
-    notes = duplicate_notes(rundir) + rundir.notes
     pool = EndpointPool(spec.endpoints, spec.pool, api_key=spec.api_key)
     try:
+        # the endpoints first: a run that cannot start leaves the directory as it was (a --force
+        # that finds no server does not rebind it to the new job)
         await pool.check_health(spec.job.model)
+        rundir = RunDir.open(
+            spec.out_dir,
+            spec.identity,
+            force=spec.force,
+            shard_max_bytes=spec.shard_max_bytes,
+            retry_skipped=spec.retry_skipped,
+        )
+    except BaseException:
+        await pool.aclose()
+        raise
+    notes = duplicate_notes(rundir) + rundir.notes
+    try:
         progress = start_progress(spec, rundir)
         dispatcher = Dispatcher(
             spec.job,
@@ -124,7 +130,8 @@ async def _run(
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
         raise read_stats.broken
-    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes)
+    outside = set() if tally.stopped else rundir.done_ids.stored_outside_input()
+    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, stored_outside_input=outside)
 
 
 class StopOnSignals:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -149,6 +150,9 @@ class RunOutcome:
     blank_lines: int
     notes: list[str] = field(default_factory=list)
     summary_extra: dict[str, Any] = field(default_factory=dict)
+    # keys of ids stored before the run that no unit of its input asked for (IdSet.stored_outside_input;
+    # empty for a stopped run, whose input was not read to the end)
+    stored_outside_input: AbstractSet[int] = frozenset()
 
 
 def duplicate_notes(rundir: RunDir) -> list[str]:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+from array import array
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,9 @@ from tokenplan.runner.store.fencing import (
     shard_epoch,
     stored_ids,
 )
+from tokenplan.runner.store.idset import IdSet, id_key
 from tokenplan.runner.store.manifest import check_manifest
+from tokenplan.runner.store.record_ids import repeated_keys
 from tokenplan.runner.store.rundir import RunDir
 
 JOB = {"model": "m", "mode": "regenerate"}
@@ -143,11 +146,13 @@ def test_pending_units_is_a_left_anti_join_on_id() -> None:
     row = lambda i: Row(f"r{i}", (Message("user", f"q{i}"),), "prompt", "in.jsonl", i)  # noqa: E731
     source = [row(1), Reject("in.jsonl", 2, "invalid JSON"), row(3), row(4)]
     tally, rejects = RunTally(), []
-    units = list(pending_units(iter(source), {"r1#0", "r3#1", "r4#0", "r4#1"}, 2, tally, rejects.append))
+    done = IdSet(repeated_keys(array("Q", [id_key(i) for i in ("r1#0", "r3#1", "r4#0", "r4#1", "r9#0")]))[0])
+    units = list(pending_units(iter(source), done, 2, tally, rejects.append))
     # 3 rows × 2 samples = 6 units; 4 done → 2 left (r1#1, r3#0); 1 rejected row.
     assert [u.id for u in units] == ["r1#1", "r3#0"]
     assert (tally.units_seen, tally.already_done, tally.rejected_rows) == (6, 4, 1)
     assert [r.line for r in rejects] == [2]
+    assert done.stored_outside_input() == {id_key("r9#0")}  # stored, but no unit of this input
 
 
 def test_read_epoch_of_a_missing_manifest_is_a_run_dir_error(tmp_path: Path) -> None:

@@ -112,10 +112,21 @@ def test_outcomes_are_counted_by_exact_id_even_when_keys_collide(
     run.close()
     # 3 stored + 1 skipped + 0 errors (its id "a" is stored) + 1 duplicate; the same with every
     # key equal (the exact ids decide).
-    expected = {"stored": 3, "skipped": 1, "errors": 0, "duplicates": 1}
+    expected = {"stored": 3, "skipped": 1, "errors": 0, "duplicates": 1, "outside_input": 0}
     assert count_outcomes(tmp_path) == expected
+    # "b" and "s" are outside the input: counted apart, once each, not as stored or skipped
+    apart = {id_key("b"), id_key("s")}
+    assert count_outcomes(tmp_path, apart) == {**expected, "stored": 2, "skipped": 0, "outside_input": 2}
     monkeypatch.setattr(record_ids_module, "id_key", lambda unit_id: 7)
     assert count_outcomes(tmp_path) == expected
+
+
+def test_stored_ids_no_unit_of_the_input_asked_for_are_outside_it() -> None:
+    done = _stored("a", "b#0", "b#1", "c")
+    # the input now holds a and b (2 samples each); c was an earlier input's
+    assert [done.done_for_input(u) for u in ("a", "b#0", "b#1", "x")] == [True, True, True, False]
+    assert done.stored_outside_input() == {id_key("c")}
+    assert done.done_for_input("c") and done.stored_outside_input() == set()
 
 
 def test_the_reader_uses_the_run_directory_set_for_duplicate_rows(tmp_path: Path) -> None:

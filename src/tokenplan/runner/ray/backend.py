@@ -86,4 +86,5 @@ def run_ray_backend(
     if on_note is None:
         notes.extend(events)
     extra = {"ray": {"epoch": epoch, "actors": spec.actors, **run.stats.as_record()}}
-    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, extra)
+    outside = set() if tally.stopped else rundir.done_ids.stored_outside_input()
+    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, extra, outside)

@@ -5,12 +5,13 @@ Pure functions, no Ray: the default test suite checks them (tests/unit/runner/te
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.requests import WorkUnit, work_units
 from tokenplan.runner.spec import RunTally
+from tokenplan.runner.store.idset import IdSet
 
 
 def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> list[tuple[tuple[str, ...], int]]:
@@ -33,7 +34,7 @@ def endpoint_shares(endpoints: Sequence[str], actors: int, concurrency: int) -> 
 
 
 def pending_units(
-    source: Iterator[Row | Reject], done: Container[str], n: int, tally: RunTally, on_reject: Callable[[Reject], None]
+    source: Iterator[Row | Reject], done: IdSet, n: int, tally: RunTally, on_reject: Callable[[Reject], None]
 ) -> Iterator[WorkUnit]:
     """The units of ``source`` whose id is not in ``done`` (a left-anti join on id, streamed);
     counts units seen, already done and rejected rows in ``tally``."""
@@ -44,7 +45,7 @@ def pending_units(
             continue
         for unit in work_units(item, n):
             tally.units_seen += 1
-            if unit.id in done:
+            if done.done_for_input(unit.id):
                 tally.already_done += 1
                 continue
             yield unit

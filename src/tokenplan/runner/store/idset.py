@@ -5,7 +5,8 @@ reader's duplicate-id set): ~90 bytes per id per set, 1.8 GB at 10M rows. :class
 each id as a 64-bit key (the first 8 bytes of BLAKE2b of its UTF-8 text, :func:`id_key`):
 
 * the ids stored before this run: one sorted ``array('Q')`` (8 bytes per id), searched by
-  bisection, plus one byte per stored id that marks "seen as an input row in this run";
+  bisection, plus one byte per stored id that marks "seen as an input row in this run" and "asked
+  for as a unit of this input" (what is stored outside the input is then known at the end);
 * ids added during the run (stored, skipped) and input row ids not stored before: Python sets of
   ints (this run's work, bounded by what it sends and reads beyond the stored ids).
 
@@ -23,6 +24,9 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Set
 from hashlib import blake2b
+
+ROW_SEEN, UNIT_SEEN = 1, 2  # the marks of a stored id (IdSet._seen_stored)
+_UNIT_SEEN_BYTE = bytes((b & UNIT_SEEN) >> 1 for b in range(256))  # a mark byte → 1 where UNIT_SEEN is set
 
 
 def id_key(unit_id: str) -> int:
@@ -43,7 +47,8 @@ class IdSet:
     def __init__(self, stored: array | None = None):
         self._stored = array("Q") if stored is None else stored
         self._stored_view = memoryview(self._stored)  # a view: the array cannot grow while it is held
-        self._seen_stored = bytearray(len(self._stored))  # 1: this stored id was seen as an input row
+        # per stored id: bit ROW_SEEN, seen as an input row; bit UNIT_SEEN, a unit of this input
+        self._seen_stored = bytearray(len(self._stored))
         self._added: set[int] = set()  # done in this run, not stored before
         self._seen_new: set[int] = set()  # input row ids not stored before
         self._last: tuple[str, int] = ("", id_key(""))  # the reader and the dispatcher ask in turn
@@ -99,14 +104,33 @@ class IdSet:
         key = self._key(row_id)
         i = self._stored_index(key)
         if i >= 0:
-            if self._seen_stored[i]:
+            if self._seen_stored[i] & ROW_SEEN:
                 return False
-            self._seen_stored[i] = 1
+            self._seen_stored[i] |= ROW_SEEN
             return True
         if key in self._seen_new:
             return False
         self._seen_new.add(key)
         return True
+
+    def done_for_input(self, unit_id: str) -> bool:
+        """Whether ``unit_id`` (a unit of the input being read) is done; a stored one is marked
+        as a unit of this input, so :meth:`stored_outside_input` leaves it out."""
+        key = self._key(unit_id)
+        i = self._stored_index(key)
+        if i >= 0:
+            self._seen_stored[i] |= UNIT_SEEN
+            return True
+        return key in self._added
+
+    def stored_outside_input(self) -> set[int]:
+        """The keys of the ids stored before this run that no unit of the input asked for
+        (:meth:`done_for_input`): records of an earlier, larger or different input (``--force``,
+        ``--limit``). Complete only once the whole input was read."""
+        marks = self._seen_stored
+        if marks.translate(_UNIT_SEEN_BYTE).count(0) == 0:  # every stored id asked for: the usual end
+            return set()
+        return {key for i, key in enumerate(self._stored_view) if not marks[i] & UNIT_SEEN}
 
     @property
     def nbytes(self) -> int:
