@@ -127,14 +127,18 @@ def compare(
 def driver_read(workdir: str, rows: int) -> dict:
     """The driver's own input path: read, parse and anti-join ``rows`` rows (half already done)."""
     import time
+    from array import array
 
     from tokenplan.runner.input.rows import read_rows
     from tokenplan.runner.ray.work import pending_units
     from tokenplan.runner.spec import RunTally
+    from tokenplan.runner.store.idset import IdSet, id_key
+    from tokenplan.runner.store.record_ids import repeated_keys
 
     data = Path(workdir) / "read.jsonl"
     _write_prompts(data, rows)
-    done = {f"row-{i:07d}" for i in range(0, rows, 2)}
+    # the run directory's done-set, as RunDir.open builds it: half the rows stored
+    done = IdSet(repeated_keys(array("Q", (id_key(f"row-{i:07d}") for i in range(0, rows, 2))))[0])
     cpu0_s, wall0_s = time.process_time(), time.perf_counter()
     pending = sum(1 for _ in pending_units(read_rows([data]), done, 1, RunTally(), lambda _: None))
     return {
