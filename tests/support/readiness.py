@@ -33,3 +33,18 @@ def wait_for_stored(run_dir: Path, more_than: int, proc: subprocess.Popen, timeo
         if time.monotonic() > deadline:
             raise AssertionError(f"no stored line beyond {more_than} within {timeout_s:.0f} s")
         time.sleep(POLL_S)
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    """Block until ``path`` exists (a checkpoint the runner writes while it sends).
+
+    Raises:
+        AssertionError: the process exited first, or ``timeout_s`` passed.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the runner exited ({proc.returncode}) before {path.name} appeared")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} did not appear within {timeout_s:.0f} s")
+        time.sleep(POLL_S)

@@ -132,7 +132,8 @@ def _summary(
         **summary_record(tally),
     }
     if this["requests"]:  # an invocation that only exported or found everything done adds nothing
-        record_invocation(outcome.run_dir, {"finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **this})
+        finished_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        record_invocation(outcome.run_dir, {"invocation": outcome.invocation_id, "finished_at": finished_at, **this})
     return {
         "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
         "model": spec.job.model,

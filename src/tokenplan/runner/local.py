@@ -27,7 +27,7 @@ from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.refusals import RefusalStreak
-from tokenplan.runner.rolling import rolling_summary
+from tokenplan.runner.rolling import invocation_checkpoint, rolling_summary
 from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.store.fencing import fence_earlier_actors
 from tokenplan.runner.store.rundir import RunDir
@@ -104,7 +104,9 @@ async def _run(
             pool,
             rundir,
             progress,
-            rolling_summary(on_progress, rundir.path, spec.progress_every_s),
+            invocation_checkpoint(
+                rolling_summary(on_progress, rundir.path, spec.progress_every_s), rundir.path, rundir.invocation_id
+            ),
             refusals=RefusalStreak(),
         )
         stop = asyncio.Event()
@@ -131,7 +133,15 @@ async def _run(
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
         raise read_stats.broken
     outside = set() if tally.stopped else rundir.done_ids.stored_outside_input()
-    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, stored_outside_input=outside)
+    return RunOutcome(
+        rundir.path,
+        tally,
+        progress,
+        read_stats.blank_lines,
+        notes,
+        stored_outside_input=outside,
+        invocation_id=rundir.invocation_id,
+    )
 
 
 class StopOnSignals:

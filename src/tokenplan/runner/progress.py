@@ -32,6 +32,7 @@ class Snapshot:
     eta_s: float | None
     plan_output_tok_s: float | None
     workers: tuple[str, ...] = ()  # one line per client worker (Ray actors); empty for one process
+    requests: int = 0  # requests answered in this invocation (a multi-turn unit sends several)
 
     @property
     def finished(self) -> int:
@@ -54,11 +55,13 @@ class Progress:
     errors: int = 0
     rejected: int = 0  # units (rejected rows × samples per row)
     output_tokens: int = 0
+    requests: int = 0  # answered requests (each brought its completion tokens)
     _recent: deque[tuple[float, int]] = field(default_factory=deque)
 
-    def add_tokens(self, now_s: float, tokens: int) -> None:
-        """Count ``tokens`` completion tokens that arrived at ``now_s``."""
+    def add_tokens(self, now_s: float, tokens: int, requests: int = 1) -> None:
+        """Count ``tokens`` completion tokens of ``requests`` answers that arrived at ``now_s``."""
         self.output_tokens += tokens
+        self.requests += requests
         self._recent.append((now_s, tokens))
 
     def snapshot(self, now_s: float, in_flight: dict[str, int], healthy_endpoints: int) -> Snapshot:
@@ -90,4 +93,5 @@ class Progress:
             tok_s_mean,
             eta_s,
             self.plan_output_tok_s,
+            requests=self.requests,
         )

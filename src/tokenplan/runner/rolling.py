@@ -4,6 +4,8 @@
 directory's ``summary.json`` holds the counters so far (``"in_progress": true``), written beside
 its name and renamed into place so a reader never sees half a file. :func:`progress_line` is the
 one-line form the CLI logs at the same pace when stdout is not a terminal.
+:func:`invocation_checkpoint` keeps the invocation's figures so far for the totals of a run whose
+invocation is killed (:mod:`tokenplan.runner.store.invocations`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION
 from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.store.invocations import CHECKPOINT_EVERY_S, write_checkpoint
 
 
 def snapshot_record(s: Snapshot) -> dict:
@@ -69,3 +72,38 @@ def progress_line(s: Snapshot) -> str:
         f"rejected {s.rejected:,}) | {s.output_tok_s_window:,.0f} tok/s now, {s.output_tok_s_mean:,.0f} mean "
         f"| in flight {sum(s.in_flight.values()):,} | elapsed {s.elapsed_s:,.0f} s | ETA {eta}"
     )
+
+
+def invocation_checkpoint(
+    on_progress: Callable[[Snapshot], None] | None,
+    run_dir: Path,
+    invocation_id: str,
+    every_s: float = CHECKPOINT_EVERY_S,
+) -> Callable[[Snapshot], None]:
+    """``on_progress`` plus, at most every ``every_s`` seconds once a request was answered, the
+    invocation's figures so far (``invocation``, ``started_at``, ``elapsed_s``, ``requests``,
+    ``output_tokens``) in its checkpoint (:func:`~tokenplan.runner.store.invocations.write_checkpoint`).
+    A checkpoint that cannot be written is passed over: the records are what must not be lost,
+    and their own writes stop the run on a full disk."""
+    last = [float("-inf")]
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def callback(snapshot: Snapshot) -> None:
+        if on_progress is not None:
+            on_progress(snapshot)
+        now = time.monotonic()
+        if snapshot.requests and now - last[0] >= every_s:
+            last[0] = now
+            entry = {
+                "invocation": invocation_id,
+                "started_at": started_at,
+                "elapsed_s": snapshot.elapsed_s,
+                "requests": snapshot.requests,
+                "output_tokens": snapshot.output_tokens,
+            }
+            try:
+                write_checkpoint(run_dir, entry)
+            except OSError:
+                pass
+
+    return callback

@@ -153,6 +153,7 @@ class RunOutcome:
     # keys of ids stored before the run that no unit of its input asked for (IdSet.stored_outside_input;
     # empty for a stopped run, whose input was not read to the end)
     stored_outside_input: AbstractSet[int] = frozenset()
+    invocation_id: str = ""  # RunDir.invocation_id: its line in invocations.jsonl and its checkpoint
 
 
 def duplicate_notes(rundir: RunDir) -> list[str]:

@@ -15,6 +15,7 @@ from tokenplan.runner.input.files import ReadStats
 from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.prepare import check_backend
 from tokenplan.runner.progress import Snapshot
+from tokenplan.runner.rolling import invocation_checkpoint
 from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.store.fencing import advance_epoch
 from tokenplan.runner.store.manifest import check_manifest
@@ -72,7 +73,7 @@ def run_ray_backend(
             spec.actors,
             spec.ray_address,
             progress,
-            on_progress,
+            invocation_checkpoint(on_progress, rundir.path, rundir.invocation_id),
             note,
         )
         tally = run_ray(run)
@@ -87,4 +88,4 @@ def run_ray_backend(
         notes.extend(events)
     extra = {"ray": {"epoch": epoch, "actors": spec.actors, **run.stats.as_record()}}
     outside = set() if tally.stopped else rundir.done_ids.stored_outside_input()
-    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, extra, outside)
+    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, extra, outside, rundir.invocation_id)

@@ -271,7 +271,7 @@ class _Driver:
             slot.assigned.pop(record["id"], None)
             run.rundir.write_error(record)
             progress.errors += 1
-        progress.add_tokens(time.monotonic(), report.output_tokens)
+        progress.add_tokens(time.monotonic(), report.output_tokens, len(report.latency_s))
         self.tally.latency_s.extend(report.latency_s)
         self.tally.ttft_s.extend(report.ttft_s)
         self.tally.completion_tokens.extend(report.completion_tokens)

@@ -6,12 +6,20 @@ endpoint died. ``summary.json`` used to hold the last invocation's figures only,
 only exported said the run made 0 tok/s. Each invocation that sent something now appends its
 sending time, requests, output tokens, completion-length histogram and latency percentiles (one
 whole line, :class:`~tokenplan.runner.store.appendlog.AppendLog`); :func:`run_totals` adds them up.
-An invocation killed with ``kill -9`` appends nothing: its stored records stay, its sending time
-and tokens are not in the totals.
+
+An invocation killed with ``kill -9`` cannot append its line. While it sends, it keeps its figures
+so far in ``invocation.current.json`` (:func:`write_checkpoint`, every ``CHECKPOINT_EVERY_S``
+seconds, written beside its name and renamed into place); the next invocation to open the
+directory finds the file left behind and appends it with ``"ended": "killed"``
+(:func:`recover_killed`), so the totals keep the killed invocation's time, requests and tokens up
+to its last checkpoint (at most ``CHECKPOINT_EVERY_S`` of them lost; its latencies and
+completion-length histogram, which the checkpoint does not carry, are). Each line carries its
+invocation's id, so a checkpoint whose line was appended before the kill is not counted twice.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,8 @@ import orjson
 from tokenplan.runner.store.appendlog import AppendLog
 
 LOG_NAME = "invocations.jsonl"
+CHECKPOINT_NAME = "invocation.current.json"
+CHECKPOINT_EVERY_S = 10.0
 
 
 @dataclass(slots=True)
@@ -52,8 +62,9 @@ class RunTotals:
 
 
 def record_invocation(run_dir: Path, entry: dict[str, Any]) -> None:
-    """Append one invocation's figures (``elapsed_s``, ``requests``, ``output_tokens`` and
-    :func:`~tokenplan.runner.finish.summary_record`'s fields).
+    """Append one invocation's figures (``invocation``: its id, ``elapsed_s``, ``requests``,
+    ``output_tokens`` and :func:`~tokenplan.runner.finish.summary_record`'s fields), then remove
+    its checkpoint.
 
     Raises:
         WriteFailed: the line could not be written whole.
@@ -63,6 +74,62 @@ def record_invocation(run_dir: Path, entry: dict[str, Any]) -> None:
         log.append(entry)
     finally:
         log.close()
+    (run_dir / CHECKPOINT_NAME).unlink(missing_ok=True)
+
+
+def write_checkpoint(run_dir: Path, entry: dict[str, Any]) -> None:
+    """Keep a running invocation's figures so far (``invocation``, ``started_at``, ``elapsed_s``,
+    ``requests``, ``output_tokens``) in ``invocation.current.json``, whole or not at all (written
+    beside its name, then renamed). Raises OSError where the file cannot be written."""
+    tmp = run_dir / (CHECKPOINT_NAME + ".tmp")
+    tmp.write_bytes(orjson.dumps(entry))
+    os.replace(tmp, run_dir / CHECKPOINT_NAME)
+
+
+def recover_killed(run_dir: Path) -> str | None:
+    """Append the checkpoint an invocation left behind (it ended without its line: killed) to
+    ``invocations.jsonl`` with ``"ended": "killed"``, unless a line of the same invocation is
+    there already, and remove it. Call with the run directory's lock held. Returns a note saying
+    what was counted, or None when there was nothing to recover (a damaged checkpoint is dropped:
+    the invocation is then not counted, as before checkpoints).
+
+    Raises:
+        WriteFailed: the line could not be written whole.
+    """
+    path = run_dir / CHECKPOINT_NAME
+    if not path.exists():
+        return None
+    try:
+        entry = orjson.loads(path.read_bytes())
+        invocation = str(entry["invocation"])
+        elapsed_s, requests, tokens = float(entry["elapsed_s"]), int(entry["requests"]), int(entry["output_tokens"])
+    except (ValueError, KeyError, TypeError, OSError):
+        path.unlink(missing_ok=True)
+        return None
+    if invocation not in _logged_invocations(run_dir):
+        log = AppendLog(run_dir / LOG_NAME)
+        try:
+            log.append({**entry, "ended": "killed"})
+        finally:
+            log.close()
+    path.unlink(missing_ok=True)
+    return (
+        f"an earlier invocation ended without writing its figures (killed): its {requests:,} requests and "
+        f"{tokens:,} output tokens over {elapsed_s:,.0f} s, to its last checkpoint, are counted in the run's figures"
+    )
+
+
+def _logged_invocations(run_dir: Path) -> set[str]:
+    """The invocation ids ``invocations.jsonl`` holds (lines from before ids were written have none)."""
+    path, ids = run_dir / LOG_NAME, set()
+    if path.exists():
+        with open(path, "rb") as fh:
+            for raw in fh:
+                try:
+                    ids.add(str(orjson.loads(raw)["invocation"]))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return ids
 
 
 def run_totals(run_dir: Path) -> RunTotals:

@@ -10,6 +10,8 @@ Layout::
     RUN_DIR/rejects.jsonl         input rows that could not be used (rewritten by every run)
     RUN_DIR/summary.json          the run's summary, over all invocations (runner.invocations)
     RUN_DIR/invocations.jsonl     one line per invocation that sent requests: time, tokens, latencies
+    RUN_DIR/invocation.current.json  the running invocation's figures so far (a killed one's are
+                                  appended to invocations.jsonl by the next open)
 
 Exactly once: every record is one ``os.write`` of one complete line to a file opened with
 ``O_APPEND``, so a ``kill -9`` leaves at most one torn line at the end of a file. On open, a tail
@@ -34,6 +36,7 @@ dropped only when its exact id matches an earlier one (not merely its key).
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ from typing import Any
 from tokenplan.errors import RunDirError
 from tokenplan.runner.store.appendlog import AppendLog, ShardLog, WriteFailed, iter_records, shard_paths
 from tokenplan.runner.store.idset import IdSet
+from tokenplan.runner.store.invocations import recover_killed
 from tokenplan.runner.store.manifest import check_manifest
 from tokenplan.runner.store.record import OutputRecord
 from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
@@ -70,6 +74,7 @@ class RunDir:
     ):
         self.path, self.stats, self._lock = path, stats, lock
         self.notes = notes or []  # what opening did that the user should hear (a rebind, a retry)
+        self.invocation_id = uuid.uuid4().hex  # this invocation's, in invocations.jsonl and its checkpoint
         self.shards = ShardLog(path / "shards", shard_max_bytes)
         self.skipped = AppendLog(path / "skipped.jsonl")
         (path / "errors.jsonl").unlink(missing_ok=True)
@@ -109,6 +114,8 @@ class RunDir:
             notes = [rebound] if rebound else []
             if retry_skipped or rebound:
                 notes += set_aside_skipped(path)
+            killed = recover_killed(path)  # an earlier invocation's figures, left by a kill
+            notes += [killed] if killed else []
             files = [(shard, False) for shard in shard_paths(path / "shards")]
             if (path / "skipped.jsonl").exists():
                 files.append((path / "skipped.jsonl", True))

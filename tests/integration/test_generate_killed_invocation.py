@@ -1,0 +1,68 @@
+"""A run's figures keep an invocation killed with ``kill -9``: it left its figures so far in
+``invocation.current.json``, and the next invocation appends them to ``invocations.jsonl`` as
+``"ended": "killed"`` (runner/store/invocations.py). Before, a killed invocation's time, requests
+and tokens were missing from ``summary.json`` and from ``calibrate --from-run``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.fault_jobs import prompts
+from tests.support.fault_server import FaultServerProcess
+from tests.support.readiness import wait_for_file
+
+RUNNER = """
+import json, sys
+from tokenplan.api.generate import GenerateRequest, generate
+result = generate(GenerateRequest.build(**json.loads(sys.argv[1])))
+print(json.dumps({"notes": result.notes, "summary": result.summary}))
+"""
+
+
+def _start(options: dict) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, json.dumps(options)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_a_killed_invocations_figures_are_counted_by_the_next_one(tmp_path: Path) -> None:
+    prompts(tmp_path / "in.jsonl", 400)
+    run = tmp_path / "run"
+    # 400 rows at 4 in flight, 0.05 s an answer: about 5 s, so the kill lands mid-run.
+    with FaultServerProcess(str(tmp_path), delay_s=0.05, tokens=8) as server:
+        options = {
+            "inputs": [str(tmp_path / "in.jsonl")],
+            "out_dir": str(run),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 4,
+        }
+        proc = _start(options)
+        wait_for_file(run / "invocation.current.json", proc)  # written after its first answer
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        checkpoint = json.loads((run / "invocation.current.json").read_text())
+        finished = _start(options)
+        out, err = finished.communicate(timeout=240)
+    assert finished.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    lines = [json.loads(line) for line in (run / "invocations.jsonl").read_text().splitlines()]
+    # One line for the killed invocation (its checkpoint, marked killed), one for the finished one.
+    assert [line.get("ended") for line in lines] == ["killed", None]
+    assert lines[0] == {**checkpoint, "ended": "killed"} and checkpoint["requests"] >= 1
+    assert lines[0]["invocation"] != lines[1]["invocation"]
+    # Each answer is 8 tokens: the killed invocation's requests × 8 are its tokens, and the run's
+    # totals are the two lines added up.
+    assert checkpoint["output_tokens"] == 8 * checkpoint["requests"]
+    summary = result["summary"]
+    assert summary["invocations"] == 2
+    assert summary["requests"] == checkpoint["requests"] + summary["this_invocation"]["requests"]
+    assert summary["output_tokens"] == 8 * summary["requests"]
+    assert not (run / "invocation.current.json").exists()
+    assert any(
+        n.startswith("an earlier invocation ended without writing its figures (killed)") for n in result["notes"]
+    )
