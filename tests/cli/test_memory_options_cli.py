@@ -29,7 +29,7 @@ def test_a_budget_of_another_engine_is_one_line_and_exit_2():
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert lines == [
-        "error: max_num_batched_tokens 4096 is not allowed (allowed: only with --engine vllm; the engine is sglang)"
+        "error: --max-num-batched-tokens 4096 is not allowed (allowed: only with --engine vllm; the engine is sglang)"
     ]
 
 

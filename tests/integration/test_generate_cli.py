@@ -25,17 +25,17 @@ def _rows(path: Path, n: int) -> Path:
     ("option", "message"),
     [
         (["--mode", "sideways"], "error: mode 'sideways' is not allowed (allowed: one of 'regenerate' or 'complete')"),
-        (["--on-length", "truncate"], "error: on_length 'truncate' is not allowed"),
+        (["--on-length", "truncate"], "error: --on-length 'truncate' is not allowed"),
         (["--thinking", "maybe"], "error: thinking 'maybe' is not allowed"),
         (["--extra-body", "[1]"], "error: extra-body '[1]' is not allowed (allowed: a JSON object"),
         (["--concurrency", "0"], "error: concurrency 0 is not allowed"),
         (
             ["--temperature", "0.7", "--extra-body", '{"temperature": 1.5}'],
-            "error: extra_body {'temperature': 1.5} is not allowed (allowed: no temperature (use --temperature: ",
+            "error: --extra-body {'temperature': 1.5} is not allowed (allowed: no temperature (use --temperature: ",
         ),
         (
             ["--thinking", "on", "--extra-body", '{"chat_template_kwargs": 5}'],
-            "error: extra_body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object",
+            "error: --extra-body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object",
         ),
         (["--temperature", "-1"], "error: temperature -1 is not allowed (allowed: a number ≥ 0)\n"),
         (

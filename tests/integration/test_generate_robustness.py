@@ -349,10 +349,10 @@ def test_a_rerun_drops_duplicate_records_keeping_the_first(tmp_path: Path) -> No
         (["--temperature", "inf"], "temperature"),
         (["--temperature", "nan"], "temperature"),
         (["--seed", str(10**20)], "seed"),
-        (["--max-tokens", str(10**30)], "max_tokens"),
+        (["--max-tokens", str(10**30)], "--max-tokens"),
         (["--n", "100000000"], "n"),
-        (["--extra-body", '{"messages": [{"role": "user", "content": "hijack"}]}'], "extra_body"),
-        (["--extra-body", '{"seed": 1}'], "extra_body"),
+        (["--extra-body", '{"messages": [{"role": "user", "content": "hijack"}]}'], "--extra-body"),
+        (["--extra-body", '{"seed": 1}'], "--extra-body"),
         (["--endpoint", "http://[::1/v1"], "endpoints"),
     ],
 )

@@ -179,15 +179,15 @@ def _cli(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> su
             "error: extra-body ",
             "nested deeper than 64 levels",
         ),
-        (["--extra-body", '{"logit_bias": {"1": NaN}}'], "error: extra_body ", "extra_body.logit_bias.1: nan is not"),
+        (["--extra-body", '{"logit_bias": {"1": NaN}}'], "error: --extra-body ", "extra_body.logit_bias.1: nan is not"),
         (
             ["--extra-body", '{"min_tokens": 18446744073709551616}'],
-            "error: extra_body ",
+            "error: --extra-body ",
             "extra_body.min_tokens: integer 18446744073709551616 is outside",
         ),
         (
             ["--extra-body", '{"max_completion_tokens": 99}'],
-            "error: extra_body ",
+            "error: --extra-body ",
             "max_completion_tokens (max_tokens's other name: use --max-tokens)",
         ),
     ],

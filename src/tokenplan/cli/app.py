@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from tokenplan.cli.params import Command
-from tokenplan.errors import TokenplanError, missing_extra
+from tokenplan.errors import InputError, TokenplanError, missing_extra
 
 USAGE_EXIT = 2
 
@@ -89,7 +89,7 @@ class Group(click.Group):
             # Outside standalone mode click returns the status of a ctx.exit(...) instead of exiting.
             status = super().main(args, prog_name, standalone_mode=False, **extra)
         except TokenplanError as exc:
-            _fail(f"error: {exc}", exc.exit_code)
+            _fail(f"error: {_as_typed(exc, sys.argv[1:] if args is None else list(args))}", exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         except ImportError as exc:  # an optional package a command needs is not installed
@@ -108,6 +108,23 @@ class Group(click.Group):
         if isinstance(status, int) and status:
             sys.exit(status)
         return status
+
+
+def _as_typed(exc: TokenplanError, argv: Sequence[str]) -> str:
+    """The error's line, naming an :class:`InputError`'s field in Python's spelling as the option
+    the user typed (``max_num_batched_tokens 0`` → ``--max-num-batched-tokens 0``): one name from
+    the flag to the message. A field the command line did not carry (a job file's key, a column)
+    stays as it is."""
+    text = str(exc)
+    field = getattr(exc, "field", None)
+    if not isinstance(exc, InputError) or not isinstance(field, str) or "_" not in field:
+        return text  # a plain word or a hyphenated one already reads as its flag
+    if not text.startswith(field + " "):
+        return text
+    flag = "--" + field.replace("_", "-")
+    if any(arg == flag or arg.startswith(flag + "=") for arg in argv):
+        return flag + text[len(field) :]
+    return text
 
 
 def require_command(ctx: click.Context) -> None:
