@@ -106,6 +106,21 @@ def test_a_server_that_rejects_seed_stops_the_run_and_no_seed_finishes_it(tmp_pa
     assert {r["turns"][0]["seed"] for r in records} == {None} and records[0]["sampling"]["seed"] is None
 
 
+def test_one_misconfigured_endpoint_among_healthy_ones_is_a_job_wide_refusal(tmp_path: Path) -> None:
+    # Endpoint A answers; endpoint B refuses seed. A's answers do not make B's refusals final
+    # (a break-it pass found 9 of 200 rows skipped for good): the run stops naming B, nothing is in
+    # skipped.jsonl, and the rerun on A alone stores every row.
+    _prompts(tmp_path / "in.jsonl", 60)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with FaultServerProcess(str(tmp_path / "a")) as good, FaultServerProcess(str(tmp_path / "b"), reject_seed=1) as bad:
+        with pytest.raises(ServerError, match=f"the server at {bad.url} refused 8 rows in a row with 400"):
+            generate(_request(tmp_path, good.url, endpoints=[good.url, bad.url], concurrency=2))
+        assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
+        again = generate(_request(tmp_path, good.url, concurrency=2))
+    assert (again.stored, again.skipped, again.errors, again.accounting_ok) == (60, 0, 0, True)
+
+
 def test_the_cli_says_a_job_wide_refusal_in_one_line_and_exits_2(tmp_path: Path) -> None:
     data = _prompts(tmp_path / "in.jsonl", 30)
     with FaultServerProcess(str(tmp_path), reject_seed=1) as server:

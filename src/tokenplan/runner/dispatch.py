@@ -80,6 +80,7 @@ class Dispatcher:
         self._fatal: BaseException | None = None
         # rows whose HTTP status failed every try since the last answer, and the last such failure
         self._failing_rows: set[str] = set()
+        self._endpoint_of: dict[str, str] = {}  # unit id → the endpoint its last request went to
         self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
         self._sampling_record = job.sampling.as_record()
 
@@ -198,8 +199,9 @@ class Dispatcher:
             self._record_failure(unit, exhausted)
             return
         self._failing_rows.clear()  # an answer: the failures before it were the rows' or transient
-        if self.refusals is not None:
-            self._write_refused(self.refusals.answered())
+        answered_by = self._endpoint_of.pop(unit.id, "")
+        if self.refusals is not None:  # that endpoint's refusals were their rows' own
+            self._write_refused(self.refusals.answered(answered_by))
         if isinstance(outcome, Dropped):
             self._write_skipped(unit, outcome)
             return
@@ -217,6 +219,7 @@ class Dispatcher:
         async def once() -> Completion:
             async with self.pool.lease() as endpoint:
                 used.append(endpoint.base_url)
+                self._endpoint_of[unit.id] = endpoint.base_url  # the last endpoint tried (refusals)
                 try:
                     completion = await endpoint.client.chat(
                         body, deadline_s=limit_s, stream=self.job.stream, max_bytes=self.job.max_answer_bytes
@@ -242,6 +245,7 @@ class Dispatcher:
 
     def _record_failure(self, unit: WorkUnit, exhausted: RetriesExhausted) -> None:
         failure = exhausted.failure
+        endpoint = self._endpoint_of.pop(unit.id, "")
         if failure.kind == "status" and failure.status in FATAL_STATUSES:
             self._set_fatal(
                 ServerError(
@@ -257,11 +261,11 @@ class Dispatcher:
             source = {"file": unit.row.source, "line": unit.row.line}
             self._write_refused(
                 self.refusals.refused(
-                    Held(unit.id, unit.row.id, source, failure.status, failure.detail, exhausted.attempts)
+                    Held(unit.id, unit.row.id, source, failure.status, failure.detail, exhausted.attempts, endpoint)
                 )
             )
             if self.refusals.job_wide is not None and self._fatal is None:
-                self._set_fatal(ServerError(self.refusals.message(self.job.model)))
+                self._set_fatal(ServerError(self.refusals.message(self.job.model, len(self.pool.endpoints))))
             return
         self.rundir.write_error(
             {
@@ -310,8 +314,8 @@ class Dispatcher:
         if not stopped and self._fatal is None:
             self._write_refused(streak.settle(self._rows_seen))
             if streak.job_wide is not None:
-                self._set_fatal(ServerError(streak.message(self.job.model)))
-        for held in streak.held:
+                self._set_fatal(ServerError(streak.message(self.job.model, len(self.pool.endpoints))))
+        for held in streak.take_held():
             self.rundir.write_error(
                 {
                     "id": held.unit_id,
@@ -324,7 +328,6 @@ class Dispatcher:
                 }
             )
             self.progress.errors += 1
-        streak.held = []
 
     def _write_skipped(self, unit: WorkUnit, dropped: Dropped) -> None:
         self.rundir.write_skipped(

@@ -6,17 +6,20 @@ is final (``skipped.jsonl``). The same refusal for every row is a configuration 
 rejects ``seed`` — and marking every row final would leave a run that "finished" with nothing
 done and a corrected rerun with nothing to send.
 
-Rule: refusals with the same status and message (digits masked, since engines put each prompt's
-token count in it) on :data:`JOB_WIDE_ROWS` distinct rows, with no answer in between, are
-job-wide. Eight because it keeps per-row refusals apart: with 10 % of rows genuinely too long,
+Rule: refusals with the same status and message from one endpoint on :data:`JOB_WIDE_ROWS`
+distinct rows, with no answer from that endpoint in between, are job-wide. In the message every
+word that holds a digit is masked: engines put each prompt's token count in it, and gateways a
+request id (``req_dd24…``, a UUID) that differs on every answer. Per endpoint, because with
+several endpoints one misconfigured server (one that rejects ``seed``, say) is refused by itself
+while the others answer: their answers say nothing about its refusals. Eight because it keeps per-row refusals apart: with 10 % of rows genuinely too long,
 eight in a row without a success has probability 0.1^8 = 1e-8 per position, while a job-wide
 refusal reaches eight within the first wave of requests. A run that sent fewer rows than that
 is judged at its end: a job of fewer rows, every one refused the same way, is job-wide too
 (``min(8, rows)``; rows done by an earlier run count, so a rerun of two leftover rows is not) —
 from two rows up: one row alone cannot tell its own refusal from the job's, and is skipped.
 
-Until the rule decides, refused units are held here, written nowhere. An answer in between (or a
-different refusal) releases them as skipped; a job-wide verdict releases them as errors
+Until the rule decides, refused units are held here, written nowhere. An answer from the same
+endpoint in between (or a different refusal) releases them as skipped; a job-wide verdict releases them as errors
 (``errors.jsonl``: not final, sent again by the next run).
 """
 
@@ -26,14 +29,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenplan.client.auth import display_url
+
 JOB_WIDE_ROWS = 8
-_DIGITS = re.compile(r"\d+")
+_WORD_WITH_DIGIT = re.compile(r"[^\s'\"()\[\]{},;]*\d[^\s'\"()\[\]{},;]*")
 MESSAGE_CHARS = 300  # the server's message in the one-line error, at most
 
 
 @dataclass(slots=True)
 class Held:
-    """A refused unit not yet written: its id, row id, source, status, the server's message and tries."""
+    """A refused unit not yet written: its id, row id, source, status, the server's message, tries
+    and the endpoint (base URL) that refused it."""
 
     unit_id: str
     row_id: str
@@ -41,61 +47,105 @@ class Held:
     status: int
     detail: str
     attempts: int
+    endpoint: str = ""
+
+
+def refusal_key(status: int, detail: str) -> tuple[int, str]:
+    """What makes two refusals the same: the status and the message with every word that holds a
+    digit masked (``you requested 8203 tokens (request id: req_dd24f0)`` →
+    ``you requested N tokens (request id: N)``)."""
+    return status, _WORD_WITH_DIGIT.sub("N", detail or "")
+
+
+@dataclass(slots=True)
+class _Run:
+    """One endpoint's refusals since its last answer that share one status and masked message."""
+
+    key: tuple[int, str] | None = None
+    rows: set[str] = field(default_factory=set)
+    held: list[Held] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class RefusalStreak:
-    """Refusals since the last answer that share one status and (digit-masked) message.
+    """Refusals held per endpoint until they say whether their rows or the job are refused.
 
     ``threshold``: distinct rows that make the refusal job-wide (:data:`JOB_WIDE_ROWS`).
     """
 
     threshold: int = JOB_WIDE_ROWS
-    key: tuple[int, str] | None = None
-    rows: set[str] = field(default_factory=set)
-    held: list[Held] = field(default_factory=list)
+    runs: dict[str, _Run] = field(default_factory=dict)
     job_wide: Held | None = None  # the refusal that made it job-wide, once it did
+
+    @property
+    def held(self) -> list[Held]:
+        """Every refused unit held, over all endpoints."""
+        return [h for run in self.runs.values() for h in run.held]
+
+    @property
+    def rows(self) -> set[str]:
+        """The distinct rows of the job-wide refusal's endpoint (of all endpoints before a verdict)."""
+        if self.job_wide is not None:
+            return self.runs[self.job_wide.endpoint].rows
+        return {r for run in self.runs.values() for r in run.rows}
 
     def refused(self, unit: Held) -> list[Held]:
         """Add one refused unit; return units released as row refusals (skipped) because this one
-        differs from the streak. After a job-wide verdict every refusal is held (sent again later)."""
-        key = (unit.status, _DIGITS.sub("N", unit.detail or ""))
+        differs from its endpoint's streak. After a job-wide verdict every refusal is held (sent
+        again later)."""
+        run = self.runs.setdefault(unit.endpoint, _Run())
+        key = refusal_key(unit.status, unit.detail)
         released: list[Held] = []
-        if self.job_wide is None and key != self.key:
-            released, self.held, self.rows, self.key = self.held, [], set(), key
-        self.held.append(unit)
-        self.rows.add(unit.row_id)
-        if self.job_wide is None and len(self.rows) >= self.threshold:
+        if self.job_wide is None and key != run.key:
+            released, run.held, run.rows, run.key = run.held, [], set(), key
+        run.held.append(unit)
+        run.rows.add(unit.row_id)
+        if self.job_wide is None and len(run.rows) >= self.threshold:
             self.job_wide = unit
         return released
 
-    def answered(self) -> list[Held]:
-        """An answer arrived: the refusals held so far were the rows' own; return them (skipped)."""
-        if self.job_wide is not None:
+    def answered(self, endpoint: str = "") -> list[Held]:
+        """``endpoint`` answered: the refusals it gave so far were the rows' own; return them
+        (skipped). Another endpoint's refusals stay held."""
+        if self.job_wide is not None or endpoint not in self.runs:
             return []
-        released, self.held, self.rows, self.key = self.held, [], set(), None
-        return released
+        return self.runs.pop(endpoint).held
 
     def settle(self, rows: int) -> list[Held]:
         """The run ended: job-wide also when the job has fewer than ``threshold`` rows (``rows``,
-        done ones included; at least 2) and every one was refused the same way; return the units
-        released as skipped."""
-        if self.job_wide is None and self.held and len(self.rows) >= max(2, min(self.threshold, rows)):
-            self.job_wide = self.held[-1]
+        done ones included; at least 2) and every one was refused the same way (by whichever
+        endpoint); return the units released as skipped."""
+        held = self.held
+        keys = {run.key for run in self.runs.values() if run.held}
+        if self.job_wide is None and held and len(keys) == 1:
+            refused_rows = {r for run in self.runs.values() for r in run.rows}
+            if len(refused_rows) >= max(2, min(self.threshold, rows)):
+                self.job_wide = held[-1]
+                merged = _Run(next(iter(keys)), refused_rows, held)
+                self.runs = {self.job_wide.endpoint: merged}
         if self.job_wide is not None:
             return []
-        released, self.held = self.held, []
-        return released
+        self.runs = {}
+        return held
 
-    def message(self, model: str) -> str:
+    def take_held(self) -> list[Held]:
+        """Every unit still held, removed from here (to be written as errors: sent again)."""
+        held, self.runs = self.held, {}
+        if self.job_wide is not None:
+            self.runs = {self.job_wide.endpoint: _Run(None, set(), [])}
+        return held
+
+    def message(self, model: str, endpoints: int = 1) -> str:
         """The one-line error for a job-wide refusal (quoting the server's message, already redacted
-        by the client)."""
+        by the client); with more than one of ``endpoints`` it names the one that refused (its
+        URL as :func:`~tokenplan.client.auth.display_url` shows it)."""
         assert self.job_wide is not None
         detail = " ".join((self.job_wide.detail or "").split())
         if len(detail) > MESSAGE_CHARS:
             detail = detail[:MESSAGE_CHARS] + "…"
+        where = f" at {display_url(self.job_wide.endpoint)}" if endpoints > 1 and self.job_wide.endpoint else ""
         return (
-            f"the server refused {len(self.rows):,} rows in a row with {self.job_wide.status} "
+            f"the server{where} refused {len(self.rows):,} rows in a row with {self.job_wide.status} "
             f"({detail!r}) for model {model!r}: a setting every request carries, not the rows "
             "(--max-tokens above the served context? a sampling value the engine refuses? a server "
             "that rejects seed: --no-seed); nothing was marked final: fix it and rerun the same command"

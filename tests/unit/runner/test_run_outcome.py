@@ -132,3 +132,29 @@ def test_temperature_0_is_warned_about_with_n_samples_and_with_thinking() -> Non
     assert len(greedy_warnings(in_body, 1)) == 1
     assert greedy_warnings(Sampling(max_tokens=64, temperature=0.6, thinking=True), 4) == []
     assert greedy_warnings(Sampling(max_tokens=64, temperature=0.0, thinking=False), 1) == []
+
+
+def test_a_request_id_in_each_refusal_does_not_hide_that_they_are_one():
+    # A gateway puts a request id in every message (req_<16 hex>, a UUID): words with a digit
+    # are masked, so eight such refusals are one refusal on eight rows: job-wide.
+    streak = RefusalStreak()
+    ids = ["req_dd24f0a91c3b7e55", "3f2b9c1e-7a44-4d0b-9e21-0c5d8e6f1a2b"] * 4
+    for row, rid in enumerate(ids):
+        streak.refused(_held(row, f"Invalid parameter: seed is not supported (request id: {rid})"))
+    assert streak.job_wide is not None and len(streak.held) == 8
+
+
+def test_one_endpoints_answers_do_not_release_another_endpoints_refusals():
+    # Two endpoints: A answers every row, B refuses every row (it rejects seed). A's answers say
+    # nothing about B: B's eight refusals make the job-wide verdict, none is released as skipped.
+    streak = RefusalStreak()
+    for row in range(8):
+        held = Held(f"r{row}", f"r{row}", {}, 400, "Unrecognized request argument supplied: seed", 1, "http://b/v1")
+        assert streak.refused(held) == []
+        assert streak.answered("http://a/v1") == []  # A answered the row after
+    assert streak.job_wide is not None and streak.job_wide.endpoint == "http://b/v1"
+    assert "the server at http://b/v1 refused 8 rows" in streak.message("m", endpoints=2)
+    # and B's own answer releases B's refusals (its rows' own), as with one endpoint
+    mixed = RefusalStreak()
+    mixed.refused(Held("r0", "r0", {}, 400, "too long", 1, "http://b/v1"))
+    assert [h.unit_id for h in mixed.answered("http://b/v1")] == ["r0"]
