@@ -30,6 +30,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from yarl import URL
 
@@ -152,6 +153,19 @@ def url_secrets(url: str) -> list[str]:
     return [s for s in found if s]
 
 
+def secret_forms(secret: str) -> set[str]:
+    """The forms a server may echo ``secret`` in: as it is; JSON-escaped, also with ``/`` as ``\\/``
+    (PHP's and some Java encoders' default) and with every character as ``\\uXXXX`` (either case);
+    percent-encoded as a URL path or query value would carry it (``quote``, ``quote_plus``, either
+    hex case). A break-it pass found the key in ``errors.jsonl`` and ``bench.json`` in these forms."""
+    escaped = json.dumps(secret)[1:-1]
+    forms = {secret, escaped, escaped.replace("/", "\\/")}
+    forms.update("".join(f"\\u{ord(c):{case}}" for c in secret) for case in ("04x", "04X"))
+    for encoded in (quote(secret, safe=""), quote(secret), quote_plus(secret, safe="")):
+        forms.update((encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)))
+    return forms
+
+
 class Redactor:
     """Removes a run's secrets from what it writes and prints.
 
@@ -168,7 +182,7 @@ class Redactor:
         forms: set[str] = set()
         for secret in secrets:
             if secret and len(secret) >= MIN_SECRET_CHARS:
-                forms.update((secret, json.dumps(secret)[1:-1]))
+                forms.update(secret_forms(secret))
         self.secrets = tuple(sorted(forms, key=len, reverse=True))  # longest first: a secret inside another
 
     @classmethod

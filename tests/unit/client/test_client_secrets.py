@@ -157,3 +157,21 @@ def test_a_request_shown_in_a_notebook_holds_no_secret() -> None:
     )
     for secret in ("hunter2", "qk-secret-77", "sk-bench-secret"):
         assert secret not in shown
+
+
+def test_a_key_echoed_escaped_or_percent_encoded_is_masked_too():
+    # A break-it pass found the key in errors.jsonl and bench.json as a PHP-style encoder writes
+    # it (JSON with "\/"), fully \u-escaped, and percent-encoded in a gateway's message.
+    key = "sk-BENCH/SECRET+0123456789"
+    r = Redactor([key])
+    slash = "sk-BENCH\\/SECRET+0123456789"  # the body's own text: a backslash before the slash
+    unicode_escaped = "".join(f"\\u{ord(c):04x}" for c in key)
+    for echoed in (
+        slash,
+        unicode_escaped,
+        unicode_escaped.upper().replace("\\U", "\\u"),
+        "sk-BENCH%2FSECRET%2B0123456789",
+    ):
+        assert r.message(f"quota exceeded for {echoed} (x)") == "quota exceeded for *** (x)", echoed
+    assert r.text("sk-BENCH%2fSECRET%2b0123456789") == "***"  # lower-case hex
+    assert r.text("sk-BENCH/SECRET%2B0123456789") == "***"  # quote's default keeps "/"
