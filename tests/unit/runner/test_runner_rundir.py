@@ -103,6 +103,27 @@ def test_a_damaged_line_in_the_middle_is_an_error_not_silently_dropped(tmp_path:
         RunDir.open(tmp_path, JOB)
 
 
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        ('"turns": [1]', "turns: not a list of objects"),
+        ('"conversations": [1]', "conversations: not a list of objects"),
+        ('"conversations": "abc"', "conversations: not a list of objects"),
+        ('"fields": "abc"', "fields: not an object"),
+    ],
+)
+def test_a_hand_edited_record_of_the_wrong_shape_is_a_damaged_record_not_a_traceback(
+    tmp_path: Path, edit: str, why: str
+) -> None:
+    from tokenplan.runner.store.record import stored_records
+
+    RunDir.open(tmp_path, JOB).close()
+    (tmp_path / "shards" / "part-00000.jsonl").write_text('{"id": "a"}\n{"id": "b", ' + edit + "}\n")
+    with pytest.raises(RunDirError, match=f"part-00000.jsonl:2: damaged record \\({why}\\)"):
+        list(stored_records(tmp_path))
+    assert [r.id for r in stored_records(tmp_path, damaged="skip")] == ["a"]
+
+
 def test_shards_rotate_once_past_their_size(tmp_path: Path) -> None:
     # OutputRecord.from_json({"id": "rN"}) is written as
     # {"id":"rN","conversations":[],"turns":[],"source_id":null,"sample_index":null,"model":null,

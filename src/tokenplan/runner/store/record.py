@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tokenplan.errors import RunDirError
 from tokenplan.runner.store.appendlog import iter_records, shard_paths
 
 
@@ -167,7 +168,17 @@ class OutputRecord:
 
         Raises:
             KeyError: ``data`` has no ``id`` (not a stored record).
+            ValueError: a field of another shape than the writer gives it (a hand-edited line):
+                ``conversations``/``turns`` not lists of objects, ``fields``/``request_overrides``/
+                ``sampling`` not objects.
         """
+        for name in ("conversations", "turns"):
+            value = data.get(name)
+            if value is not None and not (isinstance(value, list) and all(isinstance(v, Mapping) for v in value)):
+                raise ValueError(f"{name}: not a list of objects")
+        for name in ("fields", "request_overrides", "sampling"):
+            if data.get(name) is not None and not isinstance(data[name], Mapping):
+                raise ValueError(f"{name}: not an object")
         source = data.get("source")
         source = source if isinstance(source, Mapping) else {}
         return cls(
@@ -197,5 +208,13 @@ def stored_records(run_dir: Path, *, damaged: Literal["raise", "skip"] = "raise"
         RunDirError: a damaged line (``damaged="raise"``).
     """
     for shard in shard_paths(run_dir / "shards"):
-        for _, data in iter_records(shard, damaged=damaged):
-            yield OutputRecord.from_json(data)
+        for line_no, data in iter_records(shard, damaged=damaged):
+            try:
+                record = OutputRecord.from_json(data)
+            except ValueError as problem:
+                if damaged == "skip":
+                    continue
+                raise RunDirError(
+                    f"{shard}:{line_no}: damaged record ({problem}); the run directory was edited or corrupted"
+                ) from None
+            yield record
