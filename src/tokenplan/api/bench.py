@@ -30,8 +30,8 @@ from tokenplan.calibration.bench_fit import run_measurement as measure_run
 from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
-from tokenplan.errors import import_extra
-from tokenplan.files.bench_outputs import Finished, finish_bench
+from tokenplan.errors import InputError, import_extra
+from tokenplan.files.bench_outputs import Finished, failed_requests, finish_bench
 from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement
@@ -169,9 +169,18 @@ def fit_bench(
     check_server_description(desc)
     desc = replace(desc, max_running=sweep_cap(desc.max_running, data.get("cap")))
     shipped = read_profile(None).table.resolve
-    return fit_sweep(
-        data["levels"], _served(desc), lambda m: _level_case(desc, m), shipped, ("bench sweep", command, sources)
+    # A level that lost requests measured fewer than it sent (tok/s over the answered ones only,
+    # a server in trouble): it is left out, and said so; a sweep with nothing else is refused.
+    complete = [lv for lv in data["levels"] if not lv.get("errors")]
+    lost = failed_requests(data["levels"])
+    if lost is not None and not complete:
+        raise InputError("bench levels", lost, "at least one level whose requests were all answered")
+    outcome = fit_sweep(
+        complete, _served(desc), lambda m: _level_case(desc, m), shipped, ("bench sweep", command, sources)
     )
+    if lost is not None:
+        outcome.warnings.insert(0, f"left out of the fit: {lost}")
+    return outcome
 
 
 def calibrate_from_results(

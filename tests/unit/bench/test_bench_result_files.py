@@ -16,7 +16,7 @@ import pytest
 
 from tokenplan.api.bench import calibrate_from_results
 from tokenplan.api.resolve import PredictRequest
-from tokenplan.errors import ConfigError
+from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.bench_results import read_bench_results, read_bench_source
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench_results"
@@ -179,3 +179,27 @@ def test_a_finite_request_rate_is_an_open_loop_level(tmp_path: Path) -> None:
     assert [lv["closed_loop"] for lv in levels] == [True, False]
     served = Served(engine="vllm", model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tp=1)
     assert [m.closed_loop for m in bench_measurements(levels, served)] == [True, False]
+
+
+def test_levels_that_lost_requests_are_left_out_of_the_fit_and_a_sweep_of_only_those_is_refused(
+    tmp_path: Path,
+) -> None:
+    # A break-it pass fitted a sweep whose level lost 15 of 16 requests, with no word. The level
+    # at concurrency 32 lost 3 requests here: the fit takes the other two levels and says so.
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
+    desc = PredictRequest(model=str(tmp_path), gpu="h100-sxm", num_gpus=1, engine="vllm")
+    data = json.loads(Path(FILES["tokenplan bench"][0]).read_text())
+    data["levels"][2].update(errors=3, error_samples=["status 500: overloaded"])
+    lost = tmp_path / "lost.json"
+    lost.write_text(json.dumps(data))
+    outcome = calibrate_from_results([str(lost)], desc)
+    assert outcome.warnings[0] == (
+        "left out of the fit: requests failed (3 of 67 at concurrency 32); first: status 500: overloaded; "
+        "the levels count only the answered ones"
+    )  # 64 answered + 3 failed = 67 sent
+    assert len(outcome.cases) == 2
+    for level in data["levels"]:
+        level.update(errors=1)
+    lost.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="at least one level whose requests were all answered"):
+        calibrate_from_results([str(lost)], desc)
