@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from tokenplan.errors import RunDirError
 from tokenplan.results import OMIT_NONE, RUN_SUMMARY_SCHEMA_VERSION, JsonResult
 
 
@@ -76,3 +77,18 @@ class RunSummary(JsonResult):
     latency_e2e: LatencyMs | None = None
     export: ExportCounts | None = None
     run_dir: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+def check_finished(data: object, path: str) -> None:
+    """Refuse a ``summary.json`` that a run still going (or stopped before its end) left in its
+    rolling form (``"in_progress": true``, :mod:`tokenplan.runner.rolling`): its counters are not
+    the run's figures.
+
+    Raises:
+        RunDirError: naming the file and what to do.
+    """
+    if isinstance(data, dict) and data.get("in_progress") is True:
+        raise RunDirError(
+            f"{path}: the run is going, or was stopped before it finished (summary.json holds its "
+            "counters so far, in_progress: true); let it finish, or rerun the same generate command"
+        )

@@ -145,3 +145,18 @@ def test_a_bench_file_or_run_summary_of_an_unknown_schema_version_is_refused_in_
     with pytest.raises(ConfigError) as refused:
         load_run_summary(tmp_path)
     assert str(refused.value) == f"{tmp_path / 'summary.json'}: schema_version: {allowed}"
+
+
+def test_a_run_summary_still_in_progress_says_so_in_report_and_calibrate(tmp_path) -> None:
+    # A run going (or killed) leaves summary.json in its rolling form: report said "model: missing"
+    # and calibrate --from-run "positive numbers", read as damage by a break-it pass.
+    from tokenplan.errors import RunDirError
+    from tokenplan.files.reports import load_run_summary
+    from tokenplan.runner.store.summary import read_run_summary
+
+    rolling = {"schema_version": 1, "in_progress": True, "stored": 3, "output_tokens": 24, "elapsed_s": 1.5}
+    (tmp_path / "summary.json").write_text(json.dumps(rolling))
+    (tmp_path / "manifest.json").write_text(json.dumps({"job": {"model": "m"}}))
+    for read in (load_run_summary, read_run_summary):
+        with pytest.raises(RunDirError, match="the run is going, or was stopped before it finished"):
+            read(tmp_path)

@@ -17,7 +17,7 @@ from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.loaders import load_json
 from tokenplan.planning.results import PlanResult
 from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
-from tokenplan.run_summary import RunSummary
+from tokenplan.run_summary import RunSummary, check_finished
 
 if TYPE_CHECKING:
     from tokenplan.bench_schema import BenchResult
@@ -96,7 +96,9 @@ def load_run_summary(run_dir: str | Path) -> RunSummary:
     path = folder / "summary.json"
     if not path.is_file():
         raise RunDirError(f"{folder}: no summary.json (has `tokenplan generate` finished a run there?)")
-    data = _require(_read_json(path), SUMMARY_KEYS, path, "top level", numbers=SUMMARY_KEYS[1:])
+    raw = _read_json(path)
+    check_finished(raw, str(path))  # RunDirError: a run still going, or killed, left its rolling form
+    data = _require(raw, SUMMARY_KEYS, path, "top level", numbers=SUMMARY_KEYS[1:])
     check_version(data, RUN_SUMMARY_SCHEMA_VERSION, Reading(str(path)))
     _texts(data, ("model",), path)
     _numbers_or_null(data, ("plan_output_tok_s",), path, "top level")

@@ -15,6 +15,7 @@ from typing import Any
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
 from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
+from tokenplan.run_summary import check_finished
 from tokenplan.runner.store.record import stored_records
 
 
@@ -44,6 +45,7 @@ def read_run_summary(run_dir: Path) -> RunSummary:
         ConfigError: either file is not a JSON object, or the summary's ``schema_version`` is unknown.
     """
     summary, manifest = _read_json(run_dir / "summary.json"), _read_json(run_dir / "manifest.json")
+    check_finished(summary, str(run_dir / "summary.json"))  # RunDirError: a run's rolling form
     check_version(summary, RUN_SUMMARY_SCHEMA_VERSION, Reading(str(run_dir / "summary.json")))
     return RunSummary(
         summary.get("requests"),
