@@ -11,7 +11,7 @@ from typing import Protocol
 from tokenplan.bench.acceptance_sweep import acceptance_notes
 from tokenplan.bench.levels import LevelResult, level_dict
 from tokenplan.bench.probe import WorkloadAsk, check_servers, probe_workload
-from tokenplan.bench.result import BenchOutcome, SweepAsked, bench_result, token_count_notes
+from tokenplan.bench.result import BenchOutcome, SweepAsked, bench_result, short_answer_notes, token_count_notes
 from tokenplan.bench.server_info import read_server_info
 from tokenplan.bench.sweep import Sweep, SweepSettings
 from tokenplan.bench.workload import dataset_workload
@@ -163,5 +163,6 @@ async def measure(req: BenchAsked, on_level: Callable[[dict], None] | None = Non
             await client.aclose()
     levels = [level_dict(lv) for lv in result.levels]
     notes += token_count_notes(levels) + acceptance_notes(levels)
+    notes += short_answer_notes(levels, req.osl if req.dataset is None else None, ignore_eos)
     data = bench_result(req, levels, info, workload, ignore_eos, notes, result.stopped).to_json()
     return BenchOutcome(data, result.stopped, notes)

@@ -108,6 +108,32 @@ def _sweep_acceptance(levels: list[dict]) -> SweepAcceptance | None:
     return None if pooled is None else SweepAcceptance.from_json(pooled, "sweep acceptance")
 
 
+SHORT_ANSWERS = 0.95  # answers averaging under this share of --osl are said to be short
+
+
+def short_answer_notes(levels: list[dict], osl: int | None, ignore_eos: bool) -> list[str]:
+    """Say where answers came back shorter than ``osl`` although ``ignore_eos`` was sent: the
+    server stopped them early (it does not honour ``ignore_eos``, or a context limit cut them), so
+    each level's tok/s is for shorter answers than asked. None said for a dataset's own lengths
+    (``osl`` None) or without ``ignore_eos`` (the model's own lengths are expected to vary)."""
+    if osl is None or not ignore_eos:
+        return []
+    short = [
+        f"{lv['mean_output_tokens']:,.1f} at concurrency {lv['concurrency']}"
+        for lv in levels
+        if lv.get("requests")
+        and lv.get("mean_output_tokens") is not None
+        and lv["mean_output_tokens"] < SHORT_ANSWERS * osl
+    ]
+    if not short:
+        return []
+    return [
+        f"answers averaged fewer output tokens than --osl {osl:,} asked ({'; '.join(short)}) although "
+        "ignore_eos was sent: the server stops them early (it does not honour ignore_eos, or a context "
+        "limit cuts them), so those levels measure shorter answers than asked"
+    ]
+
+
 def token_count_notes(levels: list[dict]) -> list[str]:
     """Say how tokens were counted where it was not from ``usage`` (see :mod:`tokenplan.client.metrics`)."""
     methods = {lv.get("token_count_method") for lv in levels if lv.get("requests")}
