@@ -61,6 +61,8 @@ def test_summary_json_is_the_runs_over_all_invocations(tmp_path: Path) -> None:
 
     assert "  (the run's 2 earlier invocations; this one sent nothing)" in summary_text(third)
     assert "this one sent nothing" not in summary_text(second)
+    # latency percentiles do not add up over invocations: the line says whose they are
+    assert "(20 requests, the latest invocation's)" in summary_text(third)  # the second sent 30 - 10
     assert s["elapsed_s"] == pytest.approx(
         first.summary["this_invocation"]["elapsed_s"] + second.summary["this_invocation"]["elapsed_s"]
     )
