@@ -115,7 +115,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
         return Rejection(
             config,
-            f"does not fit (try more GPUs per replica or a smaller weight format): "
+            f"does not fit ({fit_advice(config, spec_state)}): "
             f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
             f"vs {usable / GiB:.1f} GiB usable on {gpu.key}",
             "memory",
@@ -208,3 +208,13 @@ def engine_memory(
         swa_full_tokens_ratio=config.engine.pools.swa_full_tokens_ratio,
         expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
     )
+
+
+def fit_advice(config: Config, spec_state_bytes: float) -> str:
+    """What to try when a configuration's weights (and the speculative state the engine sizes for
+    its running cap) do not fit: a lower ``--max-running`` where the user fixed a cap and the
+    speculative state grows with it, else more GPUs per replica or a smaller weight format."""
+    cap = config.max_running.requests
+    if cap is not None and spec_state_bytes > 0:
+        return f"the speculative state is sized for the running cap of {cap:,}: try a lower --max-running"
+    return "try more GPUs per replica or a smaller weight format"

@@ -278,11 +278,14 @@ def _sized(
             if mem.state_slots is None
             else f"the engine's {a['state'] / GiB:,.1f} GiB state pool ({mem.state_slots:,.0f} slots, sized at start-up)"
         )
+        spec = f" and their {a['spec_state'] / GiB:,.1f} GiB of speculative state" if a["spec_state"] > 0 else ""
+        fixed = config.max_running.requests
         return Rejection(
             config,
-            f"cannot allocate {running:,.0f} running requests: {state} and their {a['spec_state'] / GiB:,.1f} GiB "
-            f"of speculative state per GPU, beside the weights, a {max(a['kv_cache'], 0.0) / GiB:,.1f} "
-            f"GiB KV pool and the engine's reserve, overrun the GPU by {short / GiB:,.1f} GiB",
+            f"cannot allocate {running:,.0f} running requests: {state}{spec} per GPU, beside the weights, a "
+            f"{max(a['kv_cache'], 0.0) / GiB:,.1f} GiB KV pool and the engine's reserve, overrun the GPU by "
+            f"{short / GiB:,.1f} GiB"
+            + (f" (the running cap {fixed:,} is fixed: try a lower --max-running)" if fixed else ""),
             "kv",
         )
     if ctx is not None and isl.max + osl.max > ctx:

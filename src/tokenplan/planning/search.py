@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine
 from tokenplan.job.cost import JobCost, job_cost
+from tokenplan.job.deploy import fit_advice
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
@@ -233,8 +234,7 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
         state = f" + {spec_bytes / GiB:.1f} GiB of speculative state" if spec_bytes > 0 else ""
         out[
             f"{scope}: does not fit: {least.weight_bytes_per_gpu / GiB:.1f} GiB of weights{state} per GPU{extra} vs "
-            f"{least.usable_bytes_per_gpu / GiB:.1f} GiB usable (try more GPUs per replica or a smaller weight "
-            "format)"
+            f"{least.usable_bytes_per_gpu / GiB:.1f} GiB usable ({fit_advice(least.config, spec_bytes)})"
         ] += len(group)
     return out
 

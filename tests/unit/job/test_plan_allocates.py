@@ -113,7 +113,9 @@ def test_an_explicit_launch_that_cannot_allocate_is_refused_with_its_terms():
     )
     rejected = memory(replace(req, max_running=413)).to_json()["rejected"]
     assert rejected.startswith("cannot allocate 413 running requests")
-    assert "speculative state per GPU" in rejected and "overrun the GPU by" in rejected and "-" not in rejected
+    assert "speculative state per GPU" in rejected and "overrun the GPU by" in rejected
+    assert not re.search(r"-\d", rejected)  # no negative figure
+    assert rejected.endswith("(the running cap 413 is fixed: try a lower --max-running)")
 
 
 def test_the_batch_limit_names_the_state_where_one_pool_holds_it():
