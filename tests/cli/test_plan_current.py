@@ -131,3 +131,19 @@ def test_cli_prints_the_walk_table(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "From your setup to the recommended one · 4× rtx-pro-6000" in done.stdout
     assert "running cap 48 → raised" in done.stdout
+
+
+def test_without_speculative_decoding_the_walk_starts_at_the_running_cap_that_reproduces_it():
+    # A new user's --current engine=sglang,tp=4 (no MTP) with 1,600 tok/s measured: the walk's
+    # gains came from the 3,082 prediction, not the measurement. It now starts at the running cap
+    # that reproduces 1,600, as an MTP setup starts at its implied τ.
+    cur = plan(PlanRequest(gpus=("4xrtx-pro-6000",), current="engine=sglang,tp=4", measured_tok_s=1600)).to_json()
+    answer, cur = cur["answer"], cur["current"]
+    cap, start = cur["implied_running_cap"], cur["walk"][0]
+    assert cur["implied_tau"] is None and cap is not None and cap < cur["batch_per_replica"]
+    assert start["batch_per_replica"] == pytest.approx(cap)  # the setup at that cap
+    assert start["output_tok_s_total"] == pytest.approx(1600, rel=0.05)  # reproduces it (a whole cap)
+    assert cur["walk"][1]["change"].startswith(f"running cap {cap} → ")
+    last = cur["walk"][-1]["output_tok_s_total"]
+    total = f"1,600 → {last:,.0f} tok/s ({last / 1600:.2f}×; steady state)."
+    assert any(line.endswith(total) for line in answer), answer

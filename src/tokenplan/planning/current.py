@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InputError
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
@@ -142,6 +143,9 @@ def current_setup(cur: Current, table: EfficiencyTable, job: Job, result: Option
             # τ to 3 decimals, as a --spec mtp:3:1.773 would state it
             start = replace(config, spec=replace(config.spec, acceptance_length=round(tau, 3), from_prior=False))
         cap = implied_running_cap(config, measured_tok_s, run, max(1, math.ceil(now.steady.batch)))
+        if start is config and cap is not None:
+            # no acceptance explains it: walk from the setup at the running cap that reproduces it
+            start = replace(config, max_running=MaxRunning(cap))
     steps = walk(start, target, run)
     rows = tuple(
         WalkRow(s.change, s.config.layout.describe(), s.output_tok_s_total, s.gain, s.batch_per_replica, s.limited_by)
@@ -228,9 +232,14 @@ def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -
     rates = [r.output_tok_s_total for r in cur.walk if r.output_tok_s_total]
     last = cur.walk[-1].output_tok_s_total
     if len(cur.walk) > 1 and rates and rates[0] and last:
+        # a walk from the setup that reproduces the measurement starts from the measurement itself
+        reproduced = cur.measured_tok_s is not None and (
+            cur.implied_tau is not None or cur.implied_running_cap is not None
+        )
+        first = cur.measured_tok_s if reproduced and cur.measured_tok_s else rates[0]
         lines.append(
             f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
-            f"{rates[0]:,.0f} → {last:,.0f} tok/s ({last / rates[0]:.2f}×; steady state)."
+            f"{first:,.0f} → {last:,.0f} tok/s ({last / first:.2f}×; steady state)."
         )
     stated = [s for s in specs or () if s != "none"]
     if stated:

@@ -150,19 +150,26 @@ def current_table(result: PlanResult) -> FoldingTable | None:
         batch = "" if r.batch_per_replica is None else f"{r.batch_per_replica:,.0f}"
         rows.append([r.change, r.layout, rate, gain, batch, r.limited_by])
     if cur.measured_tok_s is not None:
+        # the walk starts at the setup that reproduces the measurement (planning.current): its
+        # acceptance, else its running cap; the prediction as given first, then the measurement
+        reproduced = (
+            f"τ={cur.implied_tau:.2f}"
+            if cur.implied_tau is not None
+            else (f"a running cap of {cur.implied_running_cap}" if cur.implied_running_cap is not None else None)
+        )
         measured: list[str | Text] = [
-            "measured" if cur.implied_tau is None else f"measured (τ={cur.implied_tau:.2f} reproduces it)",
+            "measured" if reproduced is None else f"measured ({reproduced} reproduces it)",
             "",
             f"{cur.measured_tok_s:,.0f}",
             f"×{cur.measured_tok_s / cur.predicted_tok_s:.2f}",
             "",
             "your measurement",
         ]
-        if cur.implied_tau is not None and cur.walk:
-            # the walk starts at the implied acceptance (planning.current): the prediction at the
-            # prior first, then the measurement it walks from
+        if reproduced is not None and cur.walk:
             start = cur.walk[0]
-            rows[0] = [start.change, start.layout, f"{cur.predicted_tok_s:,.0f}", "", rows[0][4], start.limited_by]
+            as_given = f"{cur.batch_per_replica:,.0f}" if cur.implied_tau is None else rows[0][4]
+            limited = cur.batch_limit_reason if cur.implied_tau is None else start.limited_by
+            rows[0] = [start.change, start.layout, f"{cur.predicted_tok_s:,.0f}", "", as_given, limited]
         rows.insert(1, measured)
     return FoldingTable(
         f"From your setup to the recommended one · {cur.option}",
