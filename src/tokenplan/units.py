@@ -111,6 +111,8 @@ def duration_words(seconds: float) -> str:
     """A duration as a user would say a deadline: ``2 days``, ``1 day``, ``6 h`` below a day,
     ``30 min`` below an hour, ``20 s`` below a minute (3 significant digits)."""
     days = seconds / S_PER_DAY
+    if days >= 1000:  # 3 significant digits would read 1e+05
+        return f"{days:,.0f} days"
     if days >= 1:
         return f"{days:.3g} day" + ("" if days == 1 else "s")
     for unit, size in (("h", 3600.0), ("min", 60.0)):

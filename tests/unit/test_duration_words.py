@@ -16,6 +16,7 @@ from tokenplan.units import duration_words
         (3_600, "1 h"),
         (6 * 3_600, "6 h"),
         (1_800, "30 min"),
+        (100_000 * 86_400, "100,000 days"),  # from 1,000 days on, whole days (3 digits read 1e+05)
         (90, "1.5 min"),  # below a day: h, then min
         (20, "20 s"),
     ],
