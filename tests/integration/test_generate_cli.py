@@ -40,12 +40,12 @@ def _rows(path: Path, n: int) -> Path:
         (["--temperature", "-1"], "error: temperature -1 is not allowed (allowed: a number ≥ 0)\n"),
         (
             ["--endpoint", "http://127.0.0.1:9/v1/"],
-            "error: endpoints ['http://127.0.0.1:9/v1', 'http://127.0.0.1:9/v1'] is not allowed (allowed: "
+            "error: endpoint ['http://127.0.0.1:9/v1', 'http://127.0.0.1:9/v1'] is not allowed (allowed: "
             "each server once ('http://127.0.0.1:9/v1' is given twice))\n",
         ),
         (
             ["--endpoint", "notaurl"],
-            "error: endpoints ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
+            "error: endpoint ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
             "http(s) base URLs such as http://127.0.0.1:8000/v1; 'notaurl': the scheme must be "
             "http or https)\n",
         ),

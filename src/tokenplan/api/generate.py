@@ -96,7 +96,10 @@ def _input_error(error: Any) -> InputError:
     field_name = {"export_format": "format", "deadline_s": "request-timeout"}.get(field_name, field_name)
     value = error.get("input")
     if field_name == "endpoints" or field_name.startswith("endpoints."):
+        # named as the flag (--endpoint), one URL as it was given (not a Python list of one)
+        field_name = "endpoint"
         value = [public_url(u) for u in value] if isinstance(value, list) else public_url(str(value))
+        value = value[0] if isinstance(value, list) and len(value) == 1 else value
     elif isinstance(value, dict) and "extra_body" in value:
         value = value["extra_body"]
         value = value if len(repr(value)) <= 200 else repr(value)[:200] + "…"  # e.g. nested 300 deep
