@@ -177,7 +177,11 @@ def test_the_parquet_export_keeps_tool_fields_and_every_input_field(run: Path) -
     first_seen = list(dict.fromkeys(k for r in stored.values() for k in r["fields"]))
     assert sorted(first_seen) == ["category", "difficulty", "meta", "tags"]
     # own columns, then the input fields in the order first seen; typed by what they hold
-    assert table.column_names == ["id", "source_id", "sample_index", "model", "conversations", "turns", *first_seen]
+    assert table.column_names == [
+        *("id", "source_id", "sample_index", "model", "conversations", "turns", "status"),
+        *first_seen,
+    ]
+    assert set(table.column("status").to_pylist()) == {"success"}
     assert str(table.schema.field("category").type) == "string"
     assert "arrow.json" in str(table.schema.field("difficulty").type)  # 3 and "hard": mixed
     rows = {r["id"]: r for r in table.to_pylist()}

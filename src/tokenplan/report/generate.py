@@ -108,8 +108,8 @@ def _export_line(rows: int, export: ExportCounts) -> str:
     """``exported N rows`` and what ``--export`` left out (summary.json's ``export`` counts)."""
     left_out = [f"{n:,} {label}" for n, label in export.left_out()]
     side = (
-        f"; {export.unvalidated:,} with tool turns in {export.unvalidated_path} (SpecForge's trainer "
-        "reads them, its validator refuses them by design)"
+        f"; {export.unvalidated:,} in {export.unvalidated_path}: turns SpecForge's validator refuses by "
+        "design (tool turns, a blank turn, two turns of one role in a row), which its trainer reads"
         if export.unvalidated
         else ""
     )

@@ -59,6 +59,7 @@ def test_each_input_field_gets_a_column_typed_by_every_value_it_holds(tmp_path: 
                 "model": "gpt-x",
                 "input_model": "v1",
                 "obj": {"k": [1]},
+                "status": "failed",  # an earlier output's: this row's own status column says success
             },
         ),
         _record("b", {"lang": "fr", "ok": False, "n": 2, "x": 2.5, "big": 2**63, "none": None, "obj": "text"}),
@@ -71,7 +72,7 @@ def test_each_input_field_gets_a_column_typed_by_every_value_it_holds(tmp_path: 
     extra = {
         f.name: str(f.type)
         for f in schema
-        if f.name not in ("id", "source_id", "sample_index", "model", "conversations", "turns")
+        if f.name not in ("id", "source_id", "sample_index", "model", "conversations", "turns", "status")
     }
     assert extra == {
         "lang": "string",
@@ -83,11 +84,13 @@ def test_each_input_field_gets_a_column_typed_by_every_value_it_holds(tmp_path: 
         "input_model": "string",
         "input_input_model": "string",
         "obj": "extension<arrow.json>",
+        "input_status": "string",
     }  # an object and a string
     rows = pq.read_table(out).to_pylist()
     assert (rows[0]["input_model"], rows[0]["input_input_model"], rows[1]["input_model"]) == ("gpt-x", "v1", None)
     assert (rows[0]["x"], rows[1]["x"], json.loads(rows[1]["big"])) == (1.0, 2.5, 2**63)
     assert (json.loads(rows[0]["obj"]), json.loads(rows[1]["obj"])) == ({"k": [1]}, "text")
+    assert [(r["status"], r["input_status"]) for r in rows] == [("success", "failed"), ("success", None)]
 
 
 def test_tool_fields_are_kept_in_the_parquet_conversation(tmp_path: Path) -> None:

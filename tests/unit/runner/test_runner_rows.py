@@ -159,3 +159,13 @@ def test_blank_and_whitespace_only_lines_are_not_rows_but_are_counted(tmp_path: 
     assert [(type(i).__name__, i.line) for i in items] == [("Row", 1), ("Row", 4)]
     assert stats.blank_lines == 3
     assert list(read_rows([path])) == items  # without stats: the same rows
+
+
+def test_a_text_part_whose_text_is_not_a_string_is_a_malformed_row():
+    # A break-it pass sent {"type": "text", "text": 5}: it was coerced to "5" and sent.
+    import pytest
+
+    from tokenplan.runner.input.shapes import RowError
+
+    with pytest.raises(RowError, match=r"messages\[0\]\.content: not a string or a list of text parts"):
+        parse_row({"id": "a", "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "f", 1)

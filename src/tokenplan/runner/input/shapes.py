@@ -283,9 +283,11 @@ _TOOL_KEYS = ("tool_calls", "tool_call_id", "name")
 def _text(content: Any, field: str) -> str:
     if isinstance(content, str):
         return valid_unicode(content, field)
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-        return valid_unicode("".join(str(p.get("text", "")) for p in content), field)
-    raise RowError(f"{field}: not a string or a list of text parts")
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text", ""), str) for p in content
+    ):
+        return valid_unicode("".join(p.get("text", "") for p in content), field)
+    raise RowError(f"{field}: not a string or a list of text parts (each with a string text)")
 
 
 def valid_unicode(text: str, field: str) -> str:

@@ -7,6 +7,8 @@ One row per stored unit, columns in this order:
   (``tool_calls`` as ``arrow.json``: its shape varies, e.g. ``arguments`` as text or object);
 - ``turns``: the per-turn facts (finish_reason, length_flag, reasoning_truncated, token counts,
   endpoint, latency in seconds, attempts, seed);
+- ``status``: ``"success"`` on every row, as the training JSONL states it (an input row that was
+  itself an earlier output keeps its old ``status`` as ``input_status``, never as this row's);
 - every other field of the input row, one column each, in the order first seen. A field's type
   is found in a first pass over the records: all text → ``string``, all booleans → ``bool``, all
   integers within int64 → ``int64``, integers and floats → ``float64``, anything else (objects,
@@ -28,7 +30,7 @@ from typing import Any
 from tokenplan.runner.json_columns import json_text, json_type
 from tokenplan.runner.store.record import OutputRecord, TurnUsage, stored_records
 
-OWN_COLUMNS = ("id", "source_id", "sample_index", "model", "conversations", "turns")
+OWN_COLUMNS = ("id", "source_id", "sample_index", "model", "conversations", "turns", "status")
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -118,6 +120,7 @@ def schema(fields: dict[str, tuple[str, Any]], *, storage: bool = False):  # noq
             ("model", pa.string()),
             ("conversations", pa.list_(message)),
             ("turns", pa.list_(turn)),
+            ("status", pa.string()),
             *extra,
         ]
     )
@@ -166,6 +169,7 @@ def flat_row(record: OutputRecord, fields: dict[str, tuple[str, Any]]) -> dict[s
         "model": record.model,
         "conversations": messages,
         "turns": turns,
+        "status": "success",  # every stored unit is one; skipped and failed units are not exported here
     }
     own = record.fields
     for key, (name, kind) in fields.items():
