@@ -11,17 +11,19 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.cost import JobCost, job_cost
 from tokenplan.job.deploy import fit_advice
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
-from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
+from tokenplan.planning.launch import engine_sizing, planned_running
 from tokenplan.planning.space import (
     SEARCH_ALL,
     Fixed,
@@ -195,13 +197,32 @@ def search_option(
             else:
                 runs.append(result)
     runs.sort(key=lambda e: -e.output_tok_s_total)
-    ranked = sorted(
-        (simulate(ev, table, job, option) for ev in runs[:JOB_SIMULATED_PER_OPTION]), key=lambda c: c.ranking_wall_s
-    )
+    leaders = [at_launch_cap(ev, eff, job) for ev in runs[:JOB_SIMULATED_PER_OPTION]]
+    ranked = sorted((simulate(ev, table, job, option) for ev in leaders), key=lambda c: c.ranking_wall_s)
     reasons = Counter(fixed_layout_reasons(model, option, fixed))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
     return OptionResult(option, ranked, runs, dict(reasons), n, notes)
+
+
+def at_launch_cap(ev: Evaluation, eff: Efficiency, job: Job) -> Evaluation:
+    """``ev`` at the running cap its own engine's launch command prints, where that is below the
+    planned batch (:func:`~tokenplan.planning.launch.engine_sizing`: the largest batch the KV
+    pool holds at the 90th percentile of its summed context, at the engine's largest memory
+    fraction), so the figures describe the launch the plan prints; ``ev`` itself otherwise (or
+    where the capped configuration does not evaluate).
+
+    Before, a plan printed e.g. 459 running per replica for Llama-3.1-8B on H200 beside an SGLang
+    launch capped at 432, and its figures were for the 459."""
+    planned = planned_running(ev)
+    _, running = engine_sizing(ev.config.engine, ev, job.isl, job.osl)
+    if running >= planned:
+        return ev
+    cap = MaxRunning(running, lifted=ev.config.max_running.lifted)
+    capped = evaluate(
+        ev.deployment.spec, ev.deployment.gpu, replace(ev.config, max_running=cap), eff, job.isl, job.osl, None
+    )
+    return capped if isinstance(capped, Evaluation) else ev
 
 
 def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
