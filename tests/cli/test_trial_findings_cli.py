@@ -21,6 +21,8 @@ ERRORS = {
     "spec_too_many_drafts": (P8 + ["--spec", "eagle:100"], "spec draft tokens"),
     "fractional_concurrency": (P8 + ["--concurrency", "1.5"], "concurrency"),
     "missing_config_path": (["predict", "--model", "/nonexistent/config.json", "--gpu", "h100-sxm"], "file not found"),
+    # a folder that exists but holds no config.json says so (a new user gave /etc)
+    "folder_without_config": (["predict", "--model", "/etc", "--gpu", "h100-sxm"], "(/etc holds none)"),
     "osl_mean_zero": (
         ["plan", "--osl-mean", "0"],
         "osl 0 is not allowed (allowed: a number of tokens from 1 to 16,777,216)",

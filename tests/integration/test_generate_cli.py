@@ -37,7 +37,7 @@ def _rows(path: Path, n: int) -> Path:
             ["--thinking", "on", "--extra-body", '{"chat_template_kwargs": 5}'],
             "error: --extra-body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object",
         ),
-        (["--temperature", "-1"], "error: temperature -1 is not allowed (allowed: a number ≥ 0)\n"),
+        (["--temperature", "-1"], "error: temperature -1 is not allowed (allowed: a number from 0 to 100)\n"),
         (
             ["--endpoint", "http://127.0.0.1:9/v1/"],
             "error: endpoint ['http://127.0.0.1:9/v1', 'http://127.0.0.1:9/v1'] is not allowed (allowed: "

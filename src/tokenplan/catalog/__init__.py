@@ -165,10 +165,11 @@ def load_model(name_or_path: str) -> ModelSpec:
         catalog_name = model_for_hf_id(name_or_path)
         checkpoint = checkpoint_format_of_hf_id(name_or_path) if catalog_name is not None else None
         if catalog_name is None and path.suffix == ".json":
+            found = f"{path.parent} holds none" if path.parent.is_dir() and path.name == "config.json" else None
             raise InputError(
                 "model",
                 name_or_path,
-                "an existing config.json (file not found), or a catalog name (`tokenplan catalog models`)",
+                f"an existing config.json ({found or 'file not found'}), or a catalog name (`tokenplan catalog models`)",
             )
         if catalog_name is None:
             raise InputError(

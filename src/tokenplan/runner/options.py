@@ -35,15 +35,21 @@ RANGES: dict[str, tuple[float, float]] = {
 
 
 def _in_range(name: str) -> AfterValidator:
-    """A field's bound of :data:`RANGES` (refuses nan too); None passes."""
+    """A field's bounds of :data:`RANGES`, both said in one message (refuses nan too); None passes.
+    A field checked here has no ``ge``/``le`` of its own, which would say only the one it breaks."""
 
     def check(value: Any) -> Any:
         low, high = RANGES[name]
         if value is not None and not low <= value <= high:
-            raise ValueError(f"a number from {low:,} to {high:,}")
+            raise ValueError(f"a number from {_bound(low)} to {_bound(high)}")
         return value
 
     return AfterValidator(check)
+
+
+def _bound(x: float) -> str:
+    """``16,777,216`` for a whole number, ``0.5`` otherwise (not ``0.0`` or ``1.67772e+07``)."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 class Options(BaseModel):
@@ -81,8 +87,8 @@ class JobOptions(Options):
     inputs: list[str] = Field(min_length=1)
     mode: Literal["regenerate", "complete"] = "regenerate"
     on_length: Literal["keep", "drop", "retry"] = "keep"
-    length_retries: Annotated[int, _in_range("length_retries")] = Field(default=2, ge=0)
-    n: Annotated[int, _in_range("n")] = Field(default=1, ge=1)
+    length_retries: Annotated[int, _in_range("length_retries")] = Field(default=2)
+    n: Annotated[int, _in_range("n")] = Field(default=1)
     limit: int | None = Field(default=None, ge=1)
 
 
@@ -102,10 +108,10 @@ class SamplingOptions(Options):
     """What every request samples with. None: from the plan, the model's ``generation_config.json``
     or the fallback (:mod:`tokenplan.runner.defaults`); ``seed`` None sends none (``--no-seed``)."""
 
-    max_tokens: Annotated[int | None, _in_range("max_tokens")] = Field(default=None, ge=1)
-    temperature: Annotated[float | None, _in_range("temperature")] = Field(default=None, ge=0.0)
+    max_tokens: Annotated[int | None, _in_range("max_tokens")] = Field(default=None)
+    temperature: Annotated[float | None, _in_range("temperature")] = Field(default=None)
     top_p: Annotated[float | None, _in_range("top_p")] = Field(default=None, gt=0.0, le=1.0)
-    top_k: Annotated[int | None, _in_range("top_k")] = Field(default=None, ge=1)
+    top_k: Annotated[int | None, _in_range("top_k")] = Field(default=None)
     seed: Annotated[int | None, _in_range("seed")] = 0
     thinking: Literal["on", "off"] | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
@@ -124,12 +130,12 @@ class SendingOptions(Options):
     """How requests are sent: in flight per endpoint (None: the plan's, else the default), streaming,
     retries and deadlines (seconds), the answer cap (bytes) and when an endpoint is taken out."""
 
-    concurrency: Annotated[int | None, _in_range("concurrency")] = Field(default=None, ge=1, le=100_000)
+    concurrency: Annotated[int | None, _in_range("concurrency")] = Field(default=None)
     stream: bool = False
-    max_attempts: Annotated[int, _in_range("max_attempts")] = Field(default=6, ge=1)
-    retry_base_delay_s: Annotated[float, _in_range("retry_base_delay_s")] = Field(default=1.0, ge=0)
+    max_attempts: Annotated[int, _in_range("max_attempts")] = Field(default=6)
+    retry_base_delay_s: Annotated[float, _in_range("retry_base_delay_s")] = Field(default=1.0)
     deadline_s: Annotated[float | None, _in_range("deadline_s")] = Field(default=None, gt=0)
-    grace_s: Annotated[float, _in_range("grace_s")] = Field(default=30.0, ge=0)
+    grace_s: Annotated[float, _in_range("grace_s")] = Field(default=30.0)
     max_answer_bytes: int | None = Field(default=None, ge=1024)
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
