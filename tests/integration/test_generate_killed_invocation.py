@@ -66,3 +66,53 @@ def test_a_killed_invocations_figures_are_counted_by_the_next_one(tmp_path: Path
     assert any(
         n.startswith("an earlier invocation ended without writing its figures (killed)") for n in result["notes"]
     )
+
+
+def test_a_run_that_stops_on_an_error_writes_its_own_line_not_a_killed_one(tmp_path: Path) -> None:
+    # Endpoint A answers, endpoint B refuses seed: the run stops on B's job-wide refusal after A
+    # answered some rows. Its line is appended before the directory's lock is released (a
+    # break-it pass found its checkpoint counted as "killed" by the next run, and a racing second
+    # run counting a live invocation twice), and no checkpoint is left behind.
+    import pytest
+
+    from tokenplan.api.generate import GenerateRequest, generate
+    from tokenplan.errors import ServerError
+
+    prompts(tmp_path / "in.jsonl", 200)
+    run = tmp_path / "run"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        FaultServerProcess(str(tmp_path / "a"), delay_s=0.05) as good,
+        FaultServerProcess(str(tmp_path / "b"), reject_seed=1) as bad,
+    ):
+        request = GenerateRequest.build(
+            inputs=[str(tmp_path / "in.jsonl")], out_dir=str(run), endpoints=[good.url, bad.url], model="fault-model"
+        )
+        with pytest.raises(ServerError, match="rows in a row with 400"):
+            generate(request)
+    stored = sum(shard.read_text().count("\n") for shard in (run / "shards").glob("*.jsonl"))
+    lines = [json.loads(line) for line in (run / "invocations.jsonl").read_text().splitlines()]
+    assert len(lines) == 1 and "ended" not in lines[0] and lines[0]["requests"] >= stored > 0
+    assert not (run / "invocation.current.json").exists()
+
+
+def test_a_damaged_or_impossible_checkpoint_is_dropped_not_counted(tmp_path: Path) -> None:
+    # A hand-edited checkpoint with nan or negative figures made every later summary fail (nan)
+    # or report negative tok/s: such a checkpoint, or such a line, counts as damaged.
+    from tokenplan.runner.store.invocations import recover_killed, run_totals
+
+    bad = [
+        {"invocation": "a", "elapsed_s": float("nan"), "requests": 5, "output_tokens": 10},
+        {"invocation": "b", "elapsed_s": 2.0, "requests": -500, "output_tokens": 10},
+        {"invocation": "c", "elapsed_s": 2.0, "requests": 5, "output_tokens": -1e9},
+        {"invocation": "d", "elapsed_s": "2", "requests": 5, "output_tokens": 10},
+    ]
+    for entry in bad:
+        (tmp_path / "invocation.current.json").write_text(json.dumps(entry))
+        assert recover_killed(tmp_path) is None and not (tmp_path / "invocation.current.json").exists()
+    good = {"invocation": "e", "elapsed_s": 2.0, "requests": 5, "output_tokens": 40}
+    lines = [json.dumps(e) for e in bad] + [json.dumps(good)]
+    (tmp_path / "invocations.jsonl").write_text("\n".join(lines) + "\n")
+    totals = run_totals(tmp_path)
+    assert (totals.invocations, totals.requests, totals.output_tokens, totals.elapsed_s) == (1, 5, 40, 2.0)

@@ -22,6 +22,7 @@ from typing import Any
 from tokenplan.errors import RunDirError, TokenplanError
 from tokenplan.results import RUN_SUMMARY_SCHEMA_VERSION
 from tokenplan.runner.input.rows import count_units
+from tokenplan.runner.progress import Progress
 from tokenplan.runner.spec import ExportSpec, RunOutcome, RunSpec, RunTally
 from tokenplan.runner.store.appendlog import shard_paths, write_whole
 from tokenplan.runner.store.export import export_run
@@ -119,21 +120,41 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
     )
 
 
-def _summary(
-    spec: RunSpec, outcome: RunOutcome, units_total: int, counts: dict[str, int], not_yet_sent: int
-) -> dict[str, Any]:
-    tally, progress = outcome.tally, outcome.progress
+def invocation_figures(tally: RunTally, progress: Progress) -> dict[str, Any]:
+    """This invocation's figures as ``invocations.jsonl`` and ``summary.json``'s ``this_invocation``
+    hold them: sending time (s), output tokens, rates and :func:`summary_record`."""
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
-    this = {
+    return {
         "elapsed_s": snapshot.elapsed_s,
         "output_tokens": snapshot.output_tokens,
         "output_tok_s": snapshot.output_tok_s_mean,
         "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s,
         **summary_record(tally),
     }
-    if this["requests"]:  # an invocation that only exported or found everything done adds nothing
+
+
+def close_invocation(run_dir: Path, invocation_id: str, tally: RunTally, progress: Progress) -> dict[str, Any]:
+    """Append this invocation's line to ``invocations.jsonl`` (and remove its checkpoint) while the
+    backend still holds the run directory's lock, however the run ended (finished, stopped, or a
+    fatal error): a later invocation then never takes a live one's checkpoint for a killed one's.
+    An invocation that sent nothing adds no line. Returns the figures (:func:`invocation_figures`).
+    A line that cannot be written is left to the checkpoint, which the next open recovers."""
+    this = invocation_figures(tally, progress)
+    if this["requests"]:
         finished_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        record_invocation(outcome.run_dir, {"invocation": outcome.invocation_id, "finished_at": finished_at, **this})
+        try:
+            record_invocation(run_dir, {"invocation": invocation_id, "finished_at": finished_at, **this})
+        except (OSError, TokenplanError):
+            pass
+    return this
+
+
+def _summary(
+    spec: RunSpec, outcome: RunOutcome, units_total: int, counts: dict[str, int], not_yet_sent: int
+) -> dict[str, Any]:
+    tally, progress = outcome.tally, outcome.progress
+    # the backend appended this invocation's line before it let go of the directory
+    this = outcome.invocation if outcome.invocation is not None else invocation_figures(tally, progress)
     return {
         "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
         "model": spec.job.model,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.errors import Interrupted
 from tokenplan.runner.dispatch import Dispatcher
+from tokenplan.runner.finish import close_invocation
 from tokenplan.runner.input.files import ReadStats
 from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.limits import check_open_files
@@ -97,6 +98,8 @@ async def _run(
         await pool.aclose()
         raise
     notes = duplicate_notes(rundir) + rundir.notes
+    dispatcher: Dispatcher | None = None
+    invocation: dict | None = None
     try:
         progress = start_progress(spec, rundir)
         dispatcher = Dispatcher(
@@ -129,6 +132,8 @@ async def _run(
                 ) from None
     finally:
         await pool.aclose()
+        if dispatcher is not None:  # its line, under the lock, however the run ended
+            invocation = close_invocation(rundir.path, rundir.invocation_id, dispatcher.tally, progress)
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
         raise read_stats.broken
@@ -141,6 +146,7 @@ async def _run(
         notes,
         stored_outside_input=outside,
         invocation_id=rundir.invocation_id,
+        invocation=invocation,
     )
 
 

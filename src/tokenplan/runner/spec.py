@@ -154,6 +154,8 @@ class RunOutcome:
     # empty for a stopped run, whose input was not read to the end)
     stored_outside_input: AbstractSet[int] = frozenset()
     invocation_id: str = ""  # RunDir.invocation_id: its line in invocations.jsonl and its checkpoint
+    # this invocation's figures as the backend appended them (finish.close_invocation), or None
+    invocation: dict[str, Any] | None = None
 
 
 def duplicate_notes(rundir: RunDir) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tokenplan.runner.finish import close_invocation
 from tokenplan.runner.input.files import ReadStats
 from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.prepare import check_backend
@@ -77,6 +78,8 @@ def run_ray_backend(
             note,
         )
         tally = run_ray(run)
+        # its line, under the lock (a run that raised leaves its checkpoint to the next open)
+        invocation = close_invocation(rundir.path, rundir.invocation_id, tally, progress)
     finally:
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
@@ -88,4 +91,6 @@ def run_ray_backend(
         notes.extend(events)
     extra = {"ray": {"epoch": epoch, "actors": spec.actors, **run.stats.as_record()}}
     outside = set() if tally.stopped else rundir.done_ids.stored_outside_input()
-    return RunOutcome(rundir.path, tally, progress, read_stats.blank_lines, notes, extra, outside, rundir.invocation_id)
+    return RunOutcome(
+        rundir.path, tally, progress, read_stats.blank_lines, notes, extra, outside, rundir.invocation_id, invocation
+    )

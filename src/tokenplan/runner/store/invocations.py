@@ -19,6 +19,7 @@ invocation's id, so a checkpoint whose line was appended before the kill is not 
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,7 @@ def recover_killed(run_dir: Path) -> str | None:
     try:
         entry = orjson.loads(path.read_bytes())
         invocation = str(entry["invocation"])
-        elapsed_s, requests, tokens = float(entry["elapsed_s"]), int(entry["requests"]), int(entry["output_tokens"])
+        elapsed_s, requests, tokens = _figures(entry)
     except (ValueError, KeyError, TypeError, OSError):
         path.unlink(missing_ok=True)
         return None
@@ -133,8 +134,8 @@ def _logged_invocations(run_dir: Path) -> set[str]:
 
 
 def run_totals(run_dir: Path) -> RunTotals:
-    """Add up ``invocations.jsonl`` (a damaged or torn line is passed over: its invocation is not
-    counted). Latencies are the latest invocation's that has them: percentiles do not add up."""
+    """Add up ``invocations.jsonl`` (a damaged or torn line, or one whose figures are not finite
+    non-negative numbers, is passed over: its invocation is not counted). Latencies are the latest invocation's that has them: percentiles do not add up."""
     totals = RunTotals()
     path = run_dir / LOG_NAME
     if not path.exists():
@@ -143,8 +144,7 @@ def run_totals(run_dir: Path) -> RunTotals:
         for raw in fh:
             try:
                 entry = orjson.loads(raw)
-                elapsed, requests = float(entry["elapsed_s"]), int(entry["requests"])
-                tokens = int(entry["output_tokens"])
+                elapsed, requests, tokens = _figures(entry)
             except (ValueError, KeyError, TypeError):
                 continue
             totals.invocations += 1
@@ -164,3 +164,20 @@ def _add_histograms(total: list[dict[str, Any]], more: list[dict[str, Any]]) -> 
         key = (row.get("from_tokens"), row.get("below_tokens"))
         counts[key] = counts.get(key, 0) + int(row.get("requests") or 0)
     return [{"from_tokens": lo, "below_tokens": hi, "requests": n} for (lo, hi), n in counts.items()]
+
+
+def _figures(entry: Any) -> tuple[float, int, int]:
+    """(sending time in seconds, requests, output tokens) of an invocation line or checkpoint.
+
+    Raises:
+        KeyError, TypeError, ValueError: a figure missing, of another type, not finite or
+            negative (a hand-edited ``nan`` or ``-500`` would make every later summary fail or lie).
+    """
+    elapsed_s, requests, tokens = entry["elapsed_s"], entry["requests"], entry["output_tokens"]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (elapsed_s, requests, tokens)):
+        raise TypeError("a figure that is not a number")
+    if not (
+        math.isfinite(elapsed_s) and elapsed_s >= 0 and 0 <= requests == int(requests) and 0 <= tokens == int(tokens)
+    ):
+        raise ValueError("a figure that is not finite, negative or not whole")
+    return float(elapsed_s), int(requests), int(tokens)
