@@ -121,6 +121,19 @@ def test_one_misconfigured_endpoint_among_healthy_ones_is_a_job_wide_refusal(tmp
     assert (again.stored, again.skipped, again.errors, again.accounting_ok) == (60, 0, 0, True)
 
 
+def test_a_small_job_over_a_healthy_and_a_misconfigured_endpoint_marks_nothing_final(tmp_path: Path) -> None:
+    # 5 rows over A (answers) and B (refuses seed): B gets about 2 rows, below the streak of 8.
+    # A break-it pass saw "3 stored + 2 skipped [ok]"; at the end B, which never answered while A
+    # did, refused both alike: the run stops naming B, and nothing is in skipped.jsonl.
+    _prompts(tmp_path / "in.jsonl", 5)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with FaultServerProcess(str(tmp_path / "a")) as good, FaultServerProcess(str(tmp_path / "b"), reject_seed=1) as bad:
+        with pytest.raises(ServerError, match=f"the server at {bad.url} refused"):
+            generate(_request(tmp_path, good.url, endpoints=[good.url, bad.url], concurrency=1))
+    assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
+
+
 def test_the_cli_says_a_job_wide_refusal_in_one_line_and_exits_2(tmp_path: Path) -> None:
     data = _prompts(tmp_path / "in.jsonl", 30)
     with FaultServerProcess(str(tmp_path), reject_seed=1) as server:

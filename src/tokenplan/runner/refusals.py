@@ -76,6 +76,7 @@ class RefusalStreak:
     threshold: int = JOB_WIDE_ROWS
     runs: dict[str, _Run] = field(default_factory=dict)
     job_wide: Held | None = None  # the refusal that made it job-wide, once it did
+    answering: set[str] = field(default_factory=set)  # endpoints that answered at least once
 
     @property
     def held(self) -> list[Held]:
@@ -107,15 +108,25 @@ class RefusalStreak:
     def answered(self, endpoint: str = "") -> list[Held]:
         """``endpoint`` answered: the refusals it gave so far were the rows' own; return them
         (skipped). Another endpoint's refusals stay held."""
+        self.answering.add(endpoint)
         if self.job_wide is not None or endpoint not in self.runs:
             return []
         return self.runs.pop(endpoint).held
 
     def settle(self, rows: int) -> list[Held]:
-        """The run ended: job-wide also when the job has fewer than ``threshold`` rows (``rows``,
-        done ones included; at least 2) and every one was refused the same way (by whichever
-        endpoint); return the units released as skipped."""
+        """The run ended: job-wide also when one endpoint refused every request it got (two rows or
+        more) while it never answered and another endpoint did (a rerun of a few leftover rows on
+        one endpoint is judged by the next rule, not this one), or when the job has fewer than ``threshold``
+        rows (``rows``, done ones included; at least 2) and every one was refused the same way (by
+        whichever endpoint); return the units released as skipped."""
         held = self.held
+        for endpoint, run in self.runs.items():
+            # an endpoint that refused every request it got, on two rows or more, alike, while
+            # others answered: its share was too small to reach the streak (a break-it pass: a
+            # 5-row job over a healthy and a seed-refusing endpoint ended [ok], 2 rows skipped)
+            others_answered = bool(self.answering - {endpoint})
+            if self.job_wide is None and others_answered and endpoint not in self.answering and len(run.rows) >= 2:
+                self.job_wide = run.held[-1]
         keys = {run.key for run in self.runs.values() if run.held}
         if self.job_wide is None and held and len(keys) == 1:
             refused_rows = {r for run in self.runs.values() for r in run.rows}

@@ -158,3 +158,22 @@ def test_one_endpoints_answers_do_not_release_another_endpoints_refusals():
     mixed = RefusalStreak()
     mixed.refused(Held("r0", "r0", {}, 400, "too long", 1, "http://b/v1"))
     assert [h.unit_id for h in mixed.answered("http://b/v1")] == ["r0"]
+
+
+def test_an_endpoint_that_never_answered_and_refused_two_rows_is_job_wide_at_the_end():
+    # A 5-row job over A (answers) and B (refuses seed): B got rows 1 and 3 only, below the
+    # streak of 8. At the end B never answered and refused both alike: job-wide, nothing skipped.
+    streak = RefusalStreak()
+    for row in (0, 2, 4):
+        streak.answered("http://a/v1")
+    for row in (1, 3):
+        streak.refused(
+            Held(f"r{row}", f"r{row}", {}, 400, "Unrecognized request argument supplied: seed", 1, "http://b/v1")
+        )
+    assert streak.settle(rows=5) == [] and streak.job_wide is not None and streak.job_wide.endpoint == "http://b/v1"
+    # an endpoint that answered before its last refusals keeps them as its rows' own
+    mixed = RefusalStreak()
+    mixed.answered("http://b/v1")
+    for row in (1, 3):
+        mixed.refused(Held(f"r{row}", f"r{row}", {}, 400, "too long", 1, "http://b/v1"))
+    assert [h.unit_id for h in mixed.settle(rows=100)] == ["r1", "r3"] and mixed.job_wide is None
