@@ -84,7 +84,10 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
             f"skipped + {counts['errors']} errors = {accounted}, but the input has "
             f"{tally.units_seen} units ({counts['duplicates']} duplicate records)"
         )
-    summary = _summary(spec, outcome, units_total, counts, units_total - accounted)
+    # a stopped run's input was not read to its end, so records of units it no longer holds are not
+    # told apart (outside_input is 0) and may make the stored count exceed the input: never below 0
+    not_yet_sent = max(0, units_total - accounted)
+    summary = _summary(spec, outcome, units_total, counts, not_yet_sent)
     write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
     if export is not None and not tally.stopped:
@@ -115,7 +118,7 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
         notes=notes + outcome.notes,
         export_error=export_error,
         blank_lines=outcome.blank_lines,
-        not_yet_sent=units_total - accounted,
+        not_yet_sent=not_yet_sent,
         outside_input=counts["outside_input"],
     )
 
