@@ -23,7 +23,7 @@ from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
-from tokenplan.planning.launch import engine_sizing, planned_running
+from tokenplan.planning.launch import HEADROOM_QUANTILE, engine_sizing, planned_running
 from tokenplan.planning.space import (
     SEARCH_ALL,
     Fixed,
@@ -222,7 +222,17 @@ def at_launch_cap(ev: Evaluation, eff: Efficiency, job: Job) -> Evaluation:
     capped = evaluate(
         ev.deployment.spec, ev.deployment.gpu, replace(ev.config, max_running=cap), eff, job.isl, job.osl, None
     )
-    return capped if isinstance(capped, Evaluation) else ev
+    if not isinstance(capped, Evaluation):
+        return ev
+    fixed = ev.config.max_running.requests
+    if fixed is not None and fixed > running:  # the user's --max-running, lowered: say so
+        said = (
+            f"the running cap {fixed:,} is lowered to {running:,} per replica: at the engine's largest memory "
+            f"fraction its KV pool holds {running:,} requests at the {HEADROOM_QUANTILE * 100:.0f}th percentile "
+            "of their summed context"
+        )
+        capped = replace(capped, warnings=(*capped.warnings, said))
+    return capped
 
 
 def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
@@ -263,10 +273,13 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
 def best_with(
     result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]
 ) -> Candidate | None:
-    """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``."""
+    """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``, at
+    its launch's running cap (:func:`at_launch_cap`) as the leaders are."""
+    eff = table.resolve
     for ev in result.evaluated:
         if predicate(ev.config):
-            return simulate(ev, table, job, result.option)
+            capped = at_launch_cap(ev, eff(ev.config.engine.name, result.option.gpu.architecture), job)
+            return simulate(capped, table, job, result.option)
     return None
 
 
@@ -278,4 +291,8 @@ def leader_with(
     state simulated and ranked as :func:`search_option` ranks (``Candidate.ranking_wall_s``), so a
     speculative one whose τ is a prior leads only at the low end of published acceptance."""
     runs = [ev for ev in result.evaluated if predicate(ev.config)][:JOB_SIMULATED_PER_OPTION]
-    return min((simulate(ev, table, job, result.option) for ev in runs), key=lambda c: c.ranking_wall_s, default=None)
+    arch = result.option.gpu.architecture
+    leaders = [at_launch_cap(ev, table.resolve(ev.config.engine.name, arch), job) for ev in runs]
+    return min(
+        (simulate(ev, table, job, result.option) for ev in leaders), key=lambda c: c.ranking_wall_s, default=None
+    )

@@ -49,3 +49,20 @@ def test_trtllm_plans_reserve_each_requests_max_tokens():
     assert capped["batch_per_replica"] * reserved <= capped["kv_capacity_tokens"]
     own = predict(replace(ask, osl_cap=None)).to_json()  # the answers' own lengths reserved
     assert own["batch_per_replica"] > 2 * capped["batch_per_replica"]
+
+
+def test_a_fixed_cap_the_launch_lowers_is_said_and_the_formats_bullet_is_at_its_own_launch_cap():
+    # Llama-3.1-8B on 8x H200 with --max-running 500: SGLang's launch holds 432 at the 90th
+    # percentile, so the leader runs 432 and says the 500 was lowered; the BF16 comparison bullet
+    # names the cap its own launch prints, as a plan of BF16 alone does (a break-it pass found
+    # "running cap 500" there, a cap no launch prints).
+    req = PlanRequest(model="llama-3.1-8b", gpus=("8xh200",), engine="sglang", max_running=500)
+    o = plan(req).to_json()
+    option = o["options"][0]
+    launched = int(re.search(r"--max-running-requests (\d+)", option["launch"]["sglang"]).group(1))
+    assert option["batch_per_replica"] == launched < 500
+    assert any(w.startswith(f"the running cap 500 is lowered to {launched} per replica") for w in option["warnings"])
+    bf16 = plan(PlanRequest(**{**req.__dict__, "weight_dtypes": ("bf16",), "kv_dtypes": ("bf16",)})).to_json()
+    alone = bf16["options"][0]
+    bullet = next(a for a in o["answer"] if "with BF16 weights and KV" in a)
+    assert f"({alone['best']}) {alone['output_tok_s_total']:,.0f} tok/s" in bullet, (bullet, alone["best"])
