@@ -134,6 +134,23 @@ def test_a_small_job_over_a_healthy_and_a_misconfigured_endpoint_marks_nothing_f
     assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
 
 
+def test_too_long_rows_together_at_the_end_of_a_sorted_file_are_their_own_refusals(tmp_path: Path) -> None:
+    # A file sorted by length: 88 short rows, then 12 whose prompts alone pass the served context.
+    # The fault server counts len(messages JSON) // 4 tokens: "x" * 5,000 is over 1,250 tokens,
+    # + 100 > 1,000; the short ones are under 20. The server answered the 88 first, so the 12
+    # refusals are the rows' own (skipped); before, the eight in a row made a job-wide verdict
+    # that no rerun could clear (a break-it pass).
+    import json as _json
+
+    rows = [{"id": f"s{i}", "prompt": f"short {i}"} for i in range(88)]
+    rows += [{"id": f"l{i}", "prompt": "x" * 5000} for i in range(12)]
+    (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    with FaultServerProcess(str(tmp_path), context=1000) as server:
+        done = generate(_request(tmp_path, server.url, max_tokens=100, concurrency=4))
+    assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (88, 12, 0, True)
+    assert {r["id"] for r in _jsonl(tmp_path / "run" / "skipped.jsonl")} == {f"l{i}" for i in range(12)}
+
+
 def test_the_cli_says_a_job_wide_refusal_in_one_line_and_exits_2(tmp_path: Path) -> None:
     data = _prompts(tmp_path / "in.jsonl", 30)
     with FaultServerProcess(str(tmp_path), reject_seed=1) as server:

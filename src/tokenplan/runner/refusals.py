@@ -7,7 +7,12 @@ rejects ``seed`` — and marking every row final would leave a run that "finishe
 done and a corrected rerun with nothing to send.
 
 Rule: refusals with the same status and message from one endpoint on :data:`JOB_WIDE_ROWS`
-distinct rows, with no answer from that endpoint in between, are job-wide. In the message every
+distinct rows, with no answer from that endpoint in between, are job-wide — unless that endpoint
+answered earlier in the run: a setting every request carries is refused from the first request
+on, so a refusal after answers is the row's own (a file sorted by length puts its too-long rows
+together at the end; they made a verdict no rerun could clear). A file sorted the other way, its
+longest rows first, still reaches the verdict before any answer: there the rows stay in
+``errors.jsonl`` and the message says what to check. In the message every
 word that holds a digit is masked: engines put each prompt's token count in it, and gateways a
 request id (``req_dd24…``, a UUID) that differs on every answer. Per endpoint, because with
 several endpoints one misconfigured server (one that rejects ``seed``, say) is refused by itself
@@ -91,9 +96,14 @@ class RefusalStreak:
         return {r for run in self.runs.values() for r in run.rows}
 
     def refused(self, unit: Held) -> list[Held]:
-        """Add one refused unit; return units released as row refusals (skipped) because this one
-        differs from its endpoint's streak. After a job-wide verdict every refusal is held (sent
-        again later)."""
+        """Add one refused unit; return units released as row refusals (skipped): this one where
+        its endpoint already answered in this run, else those of its endpoint's streak when this
+        one differs from it. After a job-wide verdict every refusal is held (sent again later)."""
+        if self.job_wide is None and unit.endpoint in self.answering:
+            # the endpoint answered other rows of this run with the same settings: the refusal is
+            # this row's (rows too long for the context, clustered at the end of a file sorted by
+            # length, made a verdict no rerun could clear)
+            return [unit]
         run = self.runs.setdefault(unit.endpoint, _Run())
         key = refusal_key(unit.status, unit.detail)
         released: list[Held] = []

@@ -47,14 +47,20 @@ def test_an_answer_or_another_refusal_between_makes_them_the_rows_own() -> None:
     for row in range(5):
         streak.refused(_held(row))
     assert [h.unit_id for h in streak.answered()] == [f"r{k}" for k in range(5)]  # released: skipped
-    for row in range(5, 12):
-        streak.refused(_held(row))
-    released = streak.refused(_held(12, "prompt contains invalid UTF-8"))  # another message: a new streak
-    assert [h.unit_id for h in released] == [f"r{k}" for k in range(5, 12)] and streak.job_wide is None
+    # once the endpoint answered, each refusal is its row's own at once: 12 too-long rows at the
+    # end of a file sorted by length no longer make a job-wide verdict
+    for row in range(5, 17):
+        assert [h.unit_id for h in streak.refused(_held(row))] == [f"r{row}"]
+    assert streak.job_wide is None and streak.held == []
+    fresh = RefusalStreak()
+    for row in range(7):
+        fresh.refused(_held(row))
+    released = fresh.refused(_held(12, "prompt contains invalid UTF-8"))  # another message: a new streak
+    assert [h.unit_id for h in released] == [f"r{k}" for k in range(7)] and fresh.job_wide is None
     # samples of one row (--n 4) are one row: four refusals of r20 do not make four rows
     for sample in range(4):
-        streak.refused(Held(f"r20#{sample}", "r20", {}, 400, "too long", 1))
-    assert len(streak.rows) == 1 and streak.job_wide is None
+        fresh.refused(Held(f"r20#{sample}", "r20", {}, 400, "too long", 1))
+    assert len(fresh.rows) == 1 and fresh.job_wide is None
 
 
 def test_at_the_end_a_small_job_refused_throughout_is_job_wide_and_a_large_one_is_not() -> None:
@@ -175,5 +181,6 @@ def test_an_endpoint_that_never_answered_and_refused_two_rows_is_job_wide_at_the
     mixed = RefusalStreak()
     mixed.answered("http://b/v1")
     for row in (1, 3):
-        mixed.refused(Held(f"r{row}", f"r{row}", {}, 400, "too long", 1, "http://b/v1"))
-    assert [h.unit_id for h in mixed.settle(rows=100)] == ["r1", "r3"] and mixed.job_wide is None
+        refused = Held(f"r{row}", f"r{row}", {}, 400, "too long", 1, "http://b/v1")
+        assert mixed.refused(refused) == [refused]  # released at once: skipped
+    assert mixed.settle(rows=100) == [] and mixed.job_wide is None
