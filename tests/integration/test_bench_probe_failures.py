@@ -31,3 +31,13 @@ def test_a_dataset_line_with_a_lone_surrogate_is_refused_and_a_bom_is_read(tmp_p
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b'\xef\xbb\xbf{"prompt": "hi"}\n')  # generate reads a UTF-8 BOM; bench does too
     assert len(dataset_workload(str(bom), 8).prompts) == 1
+
+
+def test_one_transient_500_on_the_probe_is_tried_again(tmp_path: Path) -> None:
+    # A break-it pass saw one random 500 end the whole sweep at its first probe. The probe is now
+    # tried again (3 tries, as generate retries a 5xx): a 500, then normal answers, runs the sweep.
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"status": 500, "raw": '{"error": "boom"}'}] + [{"answer": True}] * 200))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        outcome = bench(BenchRequest((server.url,), "fault-model", (1,), 16, 4, num_prompts=2, warmup_requests=0))
+    assert outcome.stopped is None and outcome.data["levels"][0]["requests"] == 2

@@ -12,6 +12,7 @@ the first accept ``ignore_eos``, and which prompts to send.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from tokenplan.bench.workload import (
@@ -24,12 +25,14 @@ from tokenplan.bench.workload import (
     random_workload_exact,
 )
 from tokenplan.client.openai import OpenAIClient, RequestFailed
+from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries
 from tokenplan.errors import ServerError
 
 # A health probe (GET /models) answers in milliseconds; 10 s tolerates a server still warming up.
 PROBE_DEADLINE_S = 10.0
 # A 1-token calibration request waits behind at most one prefill of a loaded server.
 TOKEN_PROBE_DEADLINE_S = 120.0
+PROBE_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.5, max_delay_s=5.0)  # 3 tries, a few seconds at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,14 @@ async def probe_tokens(client: OpenAIClient, model: str, messages: tuple[dict, .
     body = {"model": model, "messages": list(messages), "max_tokens": 1, "temperature": 0.0}
     if ignore_eos:
         body["ignore_eos"] = True
-    done = await client.chat(body, deadline_s=TOKEN_PROBE_DEADLINE_S)
+    try:
+        # a transient failure (a 500, a dropped connection) is tried again, as generate's requests
+        # are: one random 500 ended the whole sweep before it began
+        done, _ = await call_with_retries(
+            lambda: client.chat(body, deadline_s=TOKEN_PROBE_DEADLINE_S), PROBE_RETRY, random.Random(0)
+        )
+    except RetriesExhausted as exhausted:
+        raise exhausted.failure from None
     if done.usage is None:
         raise ServerError("the server's answers carry no usage: token counts cannot be measured")
     return done.usage.prompt_tokens
