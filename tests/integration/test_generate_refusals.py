@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -106,14 +108,21 @@ def test_a_server_that_rejects_seed_stops_the_run_and_no_seed_finishes_it(tmp_pa
     assert {r["turns"][0]["seed"] for r in records} == {None} and records[0]["sampling"]["seed"] is None
 
 
+@contextmanager
+def _healthy_and_seed_refusing(tmp_path: Path) -> Iterator[tuple[FaultServerProcess, FaultServerProcess]]:
+    """Two fault servers, each in its own folder: one that answers, one that refuses ``seed``."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with FaultServerProcess(str(tmp_path / "a")) as good, FaultServerProcess(str(tmp_path / "b"), reject_seed=1) as bad:
+        yield good, bad
+
+
 def test_one_misconfigured_endpoint_among_healthy_ones_is_a_job_wide_refusal(tmp_path: Path) -> None:
     # Endpoint A answers; endpoint B refuses seed. A's answers do not make B's refusals final
     # (a break-it pass found 9 of 200 rows skipped for good): the run stops naming B, nothing is in
     # skipped.jsonl, and the rerun on A alone stores every row.
     _prompts(tmp_path / "in.jsonl", 60)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with FaultServerProcess(str(tmp_path / "a")) as good, FaultServerProcess(str(tmp_path / "b"), reject_seed=1) as bad:
+    with _healthy_and_seed_refusing(tmp_path) as (good, bad):
         with pytest.raises(ServerError, match=f"the server at {bad.url} refused 8 rows in a row with 400"):
             generate(_request(tmp_path, good.url, endpoints=[good.url, bad.url], concurrency=2))
         assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
@@ -126,9 +135,7 @@ def test_a_small_job_over_a_healthy_and_a_misconfigured_endpoint_marks_nothing_f
     # A break-it pass saw "3 stored + 2 skipped [ok]"; at the end B, which never answered while A
     # did, refused both alike: the run stops naming B, and nothing is in skipped.jsonl.
     _prompts(tmp_path / "in.jsonl", 5)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with FaultServerProcess(str(tmp_path / "a")) as good, FaultServerProcess(str(tmp_path / "b"), reject_seed=1) as bad:
+    with _healthy_and_seed_refusing(tmp_path) as (good, bad):
         with pytest.raises(ServerError, match=f"the server at {bad.url} refused"):
             generate(_request(tmp_path, good.url, endpoints=[good.url, bad.url], concurrency=1))
     assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
