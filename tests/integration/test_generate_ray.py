@@ -435,6 +435,40 @@ def test_refused_rows_are_skipped_once_and_count_as_done(tmp_path: Path, ray_hea
     assert first["ok"] and first["stored"] == len(stored) and again == first
 
 
+def test_a_server_that_refuses_every_request_ends_the_run_and_marks_nothing_final(
+    tmp_path: Path, ray_head: str
+) -> None:
+    # The server refuses `seed`, which every request carries: a configuration error, not 60 rows'
+    # fate. Before, each actor wrote each 400 as skipped at once and the run ended [ok] with all
+    # 60 rows skipped for good. Now the driver judges every actor's refusals as the local backend
+    # does: the run fails naming the refusal, skipped.jsonl stays empty, errors.jsonl holds the
+    # refused units (sent again), and the rerun without seed stores all 60.
+    rows = 60
+    data = _input(tmp_path / "in.jsonl", rows)
+    run_dir = tmp_path / "run"
+    with FaultServerProcess(str(tmp_path), reject_seed=1, tokens=4) as server:
+        base = {
+            "inputs": [str(data)],
+            "out_dir": str(run_dir),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "concurrency": 4,
+            "backend": "ray",
+            "actors": 2,
+            "ray_address": ray_head,
+        }
+        proc = _start(base)
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode != 0 and "refused 8 rows in a row with 400" in err, err
+        assert "Unrecognized request argument supplied: seed" in err and "--no-seed" in err, err
+        skipped = run_dir / "skipped.jsonl"
+        assert not skipped.exists() or skipped.read_text() == ""
+        errors = [json.loads(line) for line in (run_dir / "errors.jsonl").read_text().splitlines()]
+        assert len(errors) >= 8 and {e["status"] for e in errors} == {400}
+        again = _finish({**base, "seed": None})
+    assert again == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+
+
 def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, ray_head: str) -> None:
     """The fence itself, on a real actor: it is writing when a newer run takes the epoch (as a
     resumed run does before it reads the done-set); from then on it writes nothing and says so."""

@@ -34,7 +34,7 @@ from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.refusals import JOB_WIDE_ROWS, MESSAGE_CHARS, Held, RefusalStreak
+from tokenplan.runner.refusals import JOB_WIDE_ROWS, MESSAGE_CHARS, Held, RefusalLog, RefusalStreak
 from tokenplan.runner.requests import (
     Dropped,
     Sent,
@@ -67,10 +67,11 @@ class Dispatcher:
         progress: Progress,
         on_progress: Callable[[Snapshot], None] | None = None,
         tick_s: float = 0.5,
-        refusals: RefusalStreak | None = None,
+        refusals: RefusalStreak | RefusalLog | None = None,
     ):
         """``refusals``: hold 400/413 answers until they say whether the row or the job is refused
-        (:mod:`tokenplan.runner.refusals`); None writes each as skipped at once (the Ray actors)."""
+        (:mod:`tokenplan.runner.refusals`); a :class:`RefusalLog` (the Ray actors) keeps them for
+        the driver to judge; None writes each as skipped at once."""
         self.job, self.pool, self.rundir, self.progress = job, pool, rundir, progress
         self.on_progress, self.tick_s = on_progress, tick_s
         self.refusals = refusals
@@ -264,7 +265,7 @@ class Dispatcher:
                     Held(unit.id, unit.row.id, source, failure.status, failure.detail, exhausted.attempts, endpoint)
                 )
             )
-            if self.refusals.job_wide is not None and self._fatal is None:
+            if isinstance(self.refusals, RefusalStreak) and self.refusals.job_wide is not None and self._fatal is None:
                 self._set_fatal(ServerError(self.refusals.message(self.job.model, len(self.pool.endpoints))))
             return
         self.rundir.write_error(
@@ -293,40 +294,21 @@ class Dispatcher:
     def _write_refused(self, released: list[Held]) -> None:
         """Refusals that proved to be their rows' own: final, in ``skipped.jsonl``."""
         for held in released:
-            self.rundir.write_skipped(
-                {
-                    "id": held.unit_id,
-                    "reason": "refused",
-                    "turn": -1,
-                    "status": held.status,
-                    "detail": held.detail,
-                    "source": held.source,
-                }
-            )
+            self.rundir.write_skipped(held.skipped_record())
             self.progress.skipped += 1
 
     def _settle_refusals(self, stopped: bool) -> None:
         """At the end: refusals still held are the rows' own (skipped) unless the run stopped early
         or they proved job-wide; then they go to ``errors.jsonl`` and the next run sends them again."""
         streak = self.refusals
-        if streak is None or not streak.held:
+        if not isinstance(streak, RefusalStreak) or not streak.held:
             return
         if not stopped and self._fatal is None:
             self._write_refused(streak.settle(self._rows_seen))
             if streak.job_wide is not None:
                 self._set_fatal(ServerError(streak.message(self.job.model, len(self.pool.endpoints))))
         for held in streak.take_held():
-            self.rundir.write_error(
-                {
-                    "id": held.unit_id,
-                    "reason": "status",
-                    "status": held.status,
-                    "detail": held.detail,
-                    "received": None,
-                    "attempts": held.attempts,
-                    "source": held.source,
-                }
-            )
+            self.rundir.write_error(held.error_record())
             self.progress.errors += 1
 
     def _write_skipped(self, unit: WorkUnit, dropped: Dropped) -> None:

@@ -26,6 +26,11 @@ from two rows up: one row alone cannot tell its own refusal from the job's, and 
 Until the rule decides, refused units are held here, written nowhere. An answer from the same
 endpoint in between (or a different refusal) releases them as skipped; a job-wide verdict releases them as errors
 (``errors.jsonl``: not final, sent again by the next run).
+
+With ``--backend ray`` the rule is the driver's, over every actor: each actor keeps its refusals
+and the answers that bear on them, in order, in a :class:`RefusalLog` and reports them; the driver
+feeds them to one :class:`RefusalStreak`. Held units are then settled as far as the actors are
+concerned (they take new units meanwhile), and held only in the driver.
 """
 
 from __future__ import annotations
@@ -53,6 +58,30 @@ class Held:
     detail: str
     attempts: int
     endpoint: str = ""
+
+    def skipped_record(self) -> dict[str, Any]:
+        """The line for ``skipped.jsonl``: the refusal proved to be the row's own (final)."""
+        return {
+            "id": self.unit_id,
+            "reason": "refused",
+            "turn": -1,
+            "status": self.status,
+            "detail": self.detail,
+            "source": self.source,
+        }
+
+    def error_record(self) -> dict[str, Any]:
+        """The line for ``errors.jsonl``: a job-wide refusal, or a run that stopped before the rule
+        decided (not final: the next run sends the unit again)."""
+        return {
+            "id": self.unit_id,
+            "reason": "status",
+            "status": self.status,
+            "detail": self.detail,
+            "received": None,
+            "attempts": self.attempts,
+            "source": self.source,
+        }
 
 
 def refusal_key(status: int, detail: str) -> tuple[int, str]:
@@ -171,3 +200,45 @@ class RefusalStreak:
             "(--max-tokens above the served context? a sampling value the engine refuses? a server "
             "that rejects seed: --no-seed); nothing was marked final: fix it and rerun the same command"
         )
+
+
+@dataclass(slots=True)
+class RefusalLog:
+    """One Ray actor's refusals and the answers that bear on them, in order, for the driver's
+    :class:`RefusalStreak` (the actor decides nothing: ``refused`` and ``answered`` release no unit).
+
+    ``events``: ``("refused", Held)`` and ``("answered", endpoint)``, oldest first. An answer is
+    logged only where it tells the streak something: an endpoint's first answer (from then on its
+    refusals are the rows' own) and the first answer after a refusal from that endpoint (which
+    releases its held ones), so a run of answers costs one event, not one per row.
+    """
+
+    events: list[tuple[str, Any]] = field(default_factory=list)
+    _answered: set[str] = field(default_factory=set)
+    _refused_since: set[str] = field(default_factory=set)
+
+    def refused(self, unit: Held) -> list[Held]:
+        self.events.append(("refused", unit))
+        self._refused_since.add(unit.endpoint)
+        return []
+
+    def answered(self, endpoint: str = "") -> list[Held]:
+        if endpoint not in self._answered or endpoint in self._refused_since:
+            self.events.append(("answered", endpoint))
+            self._answered.add(endpoint)
+            self._refused_since.discard(endpoint)
+        return []
+
+    def take(self) -> list[tuple[str, Any]]:
+        """The events since the last call, removed from here."""
+        events, self.events = self.events, []
+        return events
+
+
+def replay(streak: RefusalStreak, events: list[tuple[str, Any]]) -> list[Held]:
+    """Feed an actor's :class:`RefusalLog` events to ``streak`` in order; return the units released
+    as the rows' own refusals (to be written as skipped)."""
+    released: list[Held] = []
+    for kind, value in events:
+        released += streak.refused(value) if kind == "refused" else streak.answered(value)
+    return released

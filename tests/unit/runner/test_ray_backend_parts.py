@@ -181,3 +181,40 @@ def test_the_local_backend_fences_ray_actors_only_where_there_were_some(tmp_path
         with orphan.holding():
             raise AssertionError("unreachable")
     assert not fence_earlier_actors(tmp_path / "nothing-here")
+
+
+def test_an_actors_refusal_log_keeps_order_and_logs_only_the_answers_that_matter() -> None:
+    from tokenplan.runner.refusals import Held, RefusalLog, RefusalStreak, replay
+
+    def held(row: int, endpoint: str = "http://a/v1") -> Held:
+        return Held(f"r{row}", f"r{row}", {"file": "in.jsonl", "line": row + 1}, 400, "too long", 1, endpoint)
+
+    log = RefusalLog()
+    assert log.refused(held(0)) == [] and log.refused(held(1)) == []  # the actor decides nothing
+    for _ in range(50):  # 50 answers from a: one event (the one after the refusals)
+        assert log.answered("http://a/v1") == []
+    log.refused(held(2))
+    log.answered("http://a/v1")  # the first answer after a refusal: logged
+    log.answered("http://a/v1")  # and the next one is not
+    events = log.take()
+    assert [(kind, v.unit_id if kind == "refused" else v) for kind, v in events] == [
+        ("refused", "r0"),
+        ("refused", "r1"),
+        ("answered", "http://a/v1"),
+        ("refused", "r2"),
+        ("answered", "http://a/v1"),
+    ]
+    assert log.take() == []
+    # Replayed into the driver's streak they decide as the local backend would: r0 and r1 released
+    # by the answer, r2 the row's own at once (its endpoint had answered)
+    streak = RefusalStreak()
+    assert [h.unit_id for h in replay(streak, events)] == ["r0", "r1", "r2"] and streak.job_wide is None
+    # Two actors' logs over one endpoint that never answers: eight rows between them are job-wide
+    a, b = RefusalLog(), RefusalLog()
+    for row in range(4):
+        a.refused(held(row))
+        b.refused(held(row + 4))
+    judge = RefusalStreak()
+    assert replay(judge, a.take()) == [] and replay(judge, b.take()) == []
+    assert judge.job_wide is not None and len(judge.held) == 8
+    assert held(3).error_record()["reason"] == "status" and held(3).skipped_record()["reason"] == "refused"

@@ -11,7 +11,11 @@ with ``ray.remote`` so this module never imports Ray. Each actor:
   ``shards/part-<epoch>-<actor>-NNNNN.jsonl`` (same record format), each write under the run's
   :class:`~tokenplan.runner.store.fencing.Fence`; an actor whose epoch has ended stops;
 - hands skipped and failed units (and the ids it stored, tokens, latencies, endpoint health) to
-  the driver through :meth:`poll`; the driver writes ``skipped.jsonl`` and ``errors.jsonl``.
+  the driver through :meth:`poll`; the driver writes ``skipped.jsonl`` and ``errors.jsonl``;
+- logs each 400/413 refusal, and the answers that bear on it, in a
+  :class:`~tokenplan.runner.refusals.RefusalLog` for the driver, which judges over every actor
+  whether the rows or the job are refused (a server that refuses every request ends the run with
+  a configuration error, as the local backend does, rather than skip every row).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tokenplan.client.endpoints import EndpointPool, PoolSettings
 from tokenplan.errors import ServerError
 from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.progress import Progress
+from tokenplan.runner.refusals import RefusalLog
 from tokenplan.runner.requests import WorkUnit
 from tokenplan.runner.spec import JobSettings
 from tokenplan.runner.store.appendlog import ShardLog
@@ -77,6 +82,7 @@ class Report:
     fatal: str | None = None  # why the run must end (a 401/403/404/422 answer, every endpoint down, a bug)
     cpu_s: float = 0.0  # the actor process's CPU time since it started taking units (user + system, s)
     all_down: bool = False  # the fatal error is "every endpoint of this actor down for max_all_down_s"
+    refusals: list[tuple[str, Any]] = field(default_factory=list)  # RefusalLog events, oldest first
 
 
 class FencedSink:
@@ -140,7 +146,14 @@ class GenerateActor:
         except ServerError as down:
             problem = str(down)
         self.progress = Progress(0.0, None, float(self.config.job.sampling.max_tokens))
-        self.dispatcher = Dispatcher(self.config.job, self.pool, self.sink, self.progress)  # type: ignore[arg-type]
+        self.refusals = RefusalLog()
+        self.dispatcher = Dispatcher(
+            self.config.job,
+            self.pool,
+            self.sink,  # type: ignore[arg-type]
+            self.progress,
+            refusals=self.refusals,
+        )
         self._queue: asyncio.Queue[WorkUnit] = asyncio.Queue()
         self._changed = asyncio.Event()
         self._loop_task = asyncio.create_task(self._loop())
@@ -201,7 +214,9 @@ class GenerateActor:
 
     def _has_news(self) -> bool:
         sink = self.sink
-        return bool(sink.stored or sink.skipped or sink.errors or self.fenced or self.dispatcher.fatal)
+        return bool(
+            sink.stored or sink.skipped or sink.errors or self.refusals.events or self.fenced or self.dispatcher.fatal
+        )
 
     def _report(self) -> Report:
         sink, tally = self.sink, self.dispatcher.tally
@@ -223,6 +238,7 @@ class GenerateActor:
             None if self.fenced else _fatal_text(fatal),
             time.process_time() - self._cpu0_s,
             isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints),
+            self.refusals.take(),
         )
         sink.stored, sink.skipped, sink.errors = [], [], []
         self._tokens_reported = self.progress.output_tokens

@@ -12,7 +12,12 @@ after :func:`~tokenplan.runner.store.fencing.advance_epoch` and built the job. T
    bounded;
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
    failed units), and when an actor dies, reads the ids its shards hold and sends the rest of its
-   share again, to a replacement actor over the same endpoints and to the others.
+   share again, to a replacement actor over the same endpoints and to the others;
+4. judges 400/413 refusals over every actor with one
+   :class:`~tokenplan.runner.refusals.RefusalStreak`, as the local backend does: a refused unit
+   is settled for its actor and held here until the rule says whether the row is refused
+   (``skipped.jsonl``, final) or the job (a configuration error that ends the run; the held units
+   go to ``errors.jsonl`` and the next run sends them again).
 
 Ray is imported here only, inside :func:`run_ray`.
 """
@@ -36,6 +41,7 @@ from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.ray.actor import ActorConfig, GenerateActor, Report
 from tokenplan.runner.ray.signals import StopOnSignals
 from tokenplan.runner.ray.work import endpoint_shares, pending_units
+from tokenplan.runner.refusals import Held, RefusalStreak, replay
 from tokenplan.runner.requests import WorkUnit
 from tokenplan.runner.spec import JobSettings, RunTally
 from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix, stored_ids
@@ -148,6 +154,7 @@ class _Driver:
         self.stop = threading.Event()
         self.fatal: str | None = None
         self.fence = Fence(run.rundir.path, run.epoch)  # a frozen, then thawed, driver writes nothing late
+        self.refusals = RefusalStreak()  # over every actor's refusals (see the module docstring)
 
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
@@ -170,6 +177,7 @@ class _Driver:
                     self._emit()
                     last_emit = time.monotonic()
             self._finish()
+            self._settle_refusals()
         self.run_.stats.driver_cpu_s = time.process_time() - cpu0_s
         self.run_.stats.actor_cpu_s = sum(self.actor_cpu_s.values())
         if self.fatal is not None:
@@ -260,13 +268,14 @@ class _Driver:
         self.stored_by[slot.index] = self.stored_by.get(slot.index, 0) + len(report.stored)
         for record in report.skipped:
             slot.assigned.pop(record["id"], None)
-            try:
-                with self.fence.holding():  # a skipped unit counts as done: fenced like a stored one
-                    run.rundir.write_skipped(record)
-            except Fenced:
-                self.stop.set()
-                continue
-            progress.skipped += 1
+            self._write_skipped(record)
+        for kind, value in report.refusals:
+            if kind == "refused":  # settled for the actor: held here until the rule decides
+                slot.assigned.pop(value.unit_id, None)
+        for held in replay(self.refusals, report.refusals):
+            self._write_skipped(held.skipped_record())
+        if self.refusals.job_wide is not None and self.fatal is None:
+            self.fatal = self.refusals.message(run.job.model, len(run.endpoints))
         for record in report.errors:
             slot.assigned.pop(record["id"], None)
             run.rundir.write_error(record)
@@ -282,6 +291,36 @@ class _Driver:
         if report.fenced:
             self.run_.on_note(f"actor {slot.index}: a newer run took over {run.rundir.path}; stopping")
             self.stop.set()
+
+    def _write_skipped(self, record: dict[str, Any]) -> None:
+        try:
+            with self.fence.holding():  # a skipped unit counts as done: fenced like a stored one
+                self.run_.rundir.write_skipped(record)
+        except Fenced:
+            self.stop.set()
+            return
+        self.run_.progress.skipped += 1
+
+    def _settle_refusals(self) -> None:
+        """At the end: held refusals are the rows' own (skipped) when every unit was settled,
+        unless the end-of-run rule finds them job-wide; otherwise (stopped, a fatal error) they go
+        to ``errors.jsonl`` and the next run sends them again."""
+        streak = self.refusals
+        if not streak.held:
+            return
+        finished = self.exhausted and not self.retry and not any(s.assigned for s in self.slots.values())
+        if finished and not self.stop.is_set() and self.fatal is None:
+            rows = self.tally.units_seen // max(1, self.run_.job.n)  # rows done by an earlier run count
+            for held in streak.settle(rows):
+                self._write_skipped(held.skipped_record())
+            if streak.job_wide is not None:
+                self.fatal = streak.message(self.run_.job.model, len(self.run_.endpoints))
+        for held in streak.take_held():
+            self._write_error(held)
+
+    def _write_error(self, held: Held) -> None:
+        self.run_.rundir.write_error(held.error_record())
+        self.run_.progress.errors += 1
 
     def _others_healthy(self, slot: _Slot) -> bool:
         # An actor that has not reported yet started with a healthy endpoint (else it has a report).
