@@ -123,7 +123,8 @@ def test_one_misconfigured_endpoint_among_healthy_ones_is_a_job_wide_refusal(tmp
     # skipped.jsonl, and the rerun on A alone stores every row.
     _prompts(tmp_path / "in.jsonl", 60)
     with _healthy_and_seed_refusing(tmp_path) as (good, bad):
-        with pytest.raises(ServerError, match=f"the server at {bad.url} refused 8 rows in a row with 400"):
+        # 8 refusals start the control request; B's requests in flight meanwhile (≤ 2) join them
+        with pytest.raises(ServerError, match=f"the server at {bad.url} refused (8|9|10) rows in a row with 400"):
             generate(_request(tmp_path, good.url, endpoints=[good.url, bad.url], concurrency=2))
         assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
         again = generate(_request(tmp_path, good.url, concurrency=2))
@@ -156,6 +157,45 @@ def test_too_long_rows_together_at_the_end_of_a_sorted_file_are_their_own_refusa
         done = generate(_request(tmp_path, server.url, max_tokens=100, concurrency=4))
     assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (88, 12, 0, True)
     assert {r["id"] for r in _jsonl(tmp_path / "run" / "skipped.jsonl")} == {f"l{i}" for i in range(12)}
+
+
+def test_too_long_rows_together_at_the_start_of_a_sorted_file_are_their_own_refusals(tmp_path: Path) -> None:
+    # The file sorted the other way: 12 rows over the served context first, then 88 short ones.
+    # The first 8 refusals come before any answer; the control request (the job's settings on a
+    # one-line prompt, under 20 tokens + 100 ≤ 1,000) is answered, so the refusals stay held until
+    # the short rows are answered, and are then the rows' own. Before, the 8 made a job-wide verdict
+    # that no rerun could clear (the rows stayed first in the file).
+    import json as _json
+
+    rows = [{"id": f"l{i}", "prompt": "x" * 5000} for i in range(12)]
+    rows += [{"id": f"s{i}", "prompt": f"short {i}"} for i in range(88)]
+    (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    log = tmp_path / "bodies.jsonl"
+    with FaultServerProcess(str(tmp_path), context=1000, log_bodies=str(log)) as server:
+        done = generate(_request(tmp_path, server.url, max_tokens=100, concurrency=4))
+    # one control request beside the 100 rows, with the job's settings; it is not a row: nothing
+    # of it is stored
+    controls = [b for b in _jsonl(log) if b["messages"][0]["content"] == "Reply with the single word OK."]
+    assert len(_jsonl(log)) == 101 and len(controls) == 1 and controls[0]["max_tokens"] == 100
+    assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (88, 12, 0, True)
+    assert {r["id"] for r in _jsonl(tmp_path / "run" / "skipped.jsonl")} == {f"l{i}" for i in range(12)}
+
+
+def test_rows_all_too_long_for_settings_the_server_accepts_end_as_job_wide(tmp_path: Path) -> None:
+    # Every row is over the context, and the control (a short prompt) is answered: no row is
+    # answered by the end, so the refusal is still job-wide (nothing final), and the message says
+    # that the settings are accepted and the rows themselves are refused.
+    import json as _json
+
+    rows = [{"id": f"l{i}", "prompt": "x" * 5000} for i in range(20)]
+    (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    with FaultServerProcess(str(tmp_path), context=1000) as server:
+        with pytest.raises(
+            ServerError, match="refused 20 rows in a row.*answers a short prompt with the job's settings"
+        ):
+            generate(_request(tmp_path, server.url, max_tokens=100, concurrency=4))
+    assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
+    assert len(_jsonl(tmp_path / "run" / "errors.jsonl")) == 20
 
 
 def test_the_cli_says_a_job_wide_refusal_in_one_line_and_exits_2(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
@@ -54,6 +55,8 @@ from tokenplan.runner.store.rundir import RunDir
 FATAL_STATUSES = frozenset({401, 403, 404, 422})
 # 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
 REFUSED_STATUSES = frozenset({400, 413})
+# The control request's prompt (tokenplan.runner.refusals): one line any chat model answers briefly.
+CONTROL_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
 
 
 class Dispatcher:
@@ -83,6 +86,7 @@ class Dispatcher:
         self._failing_rows: set[str] = set()
         self._endpoint_of: dict[str, str] = {}  # unit id → the endpoint its last request went to
         self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
+        self._controls: set[asyncio.Task[None]] = set()  # control requests in flight (refusals)
         self._sampling_record = job.sampling.as_record()
 
     async def run(self, source: Iterator[Row | Reject], stop: asyncio.Event) -> RunTally:
@@ -100,6 +104,7 @@ class Dispatcher:
             except RunDirError as failed:  # rejects.jsonl could not be written: stop sending
                 self._set_fatal(failed)
             await self._drain(tasks, stop)
+            await self._await_controls(stop)
             self._settle_refusals(stop.is_set())
         finally:
             ticker.cancel()
@@ -119,6 +124,10 @@ class Dispatcher:
                 await asyncio.sleep(0)  # let answers and the display in while skipping done rows
             if stop.is_set() or self._fatal is not None:
                 return
+            if self._controls:  # a control request decides a streak: send no new row meanwhile
+                await asyncio.wait(set(self._controls))
+                if stop.is_set() or self._fatal is not None:
+                    return
             await self.pool.admit()
             if stop.is_set() or self._fatal is not None:
                 self.pool.release()
@@ -142,6 +151,16 @@ class Dispatcher:
                     self.tally.already_done += 1
                     continue
                 yield unit
+
+    async def _await_controls(self, stop: asyncio.Event) -> None:
+        """Every row is settled: a control request still out decides its held refusals before the
+        end-of-run rule does (cancelled on a stop or a fatal error)."""
+        if not self._controls:
+            return
+        if stop.is_set() or self._fatal is not None:
+            for task in self._controls:
+                task.cancel()
+        await asyncio.gather(*self._controls, return_exceptions=True)
 
     def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]]) -> None:
         tasks.discard(task)
@@ -265,8 +284,12 @@ class Dispatcher:
                     Held(unit.id, unit.row.id, source, failure.status, failure.detail, exhausted.attempts, endpoint)
                 )
             )
-            if isinstance(self.refusals, RefusalStreak) and self.refusals.job_wide is not None and self._fatal is None:
-                self._set_fatal(ServerError(self.refusals.message(self.job.model, len(self.pool.endpoints))))
+            if isinstance(self.refusals, RefusalStreak):
+                for suspect in self.refusals.take_controls():
+                    task = asyncio.create_task(self._control(suspect))
+                    self._controls.add(task)
+                    task.add_done_callback(self._controls.discard)
+                self._judge_refusals()
             return
         self.rundir.write_error(
             {
@@ -290,6 +313,31 @@ class Dispatcher:
                         "server fault, not the rows'; they are in errors.jsonl and a rerun sends them again"
                     )
                 )
+
+    def _judge_refusals(self) -> None:
+        streak = self.refusals
+        if isinstance(streak, RefusalStreak) and streak.job_wide is not None and self._fatal is None:
+            self._set_fatal(ServerError(streak.message(self.job.model, len(self.pool.endpoints))))
+
+    async def _control(self, url: str) -> None:
+        """The control request (:mod:`tokenplan.runner.refusals`): the job's settings on a one-line
+        prompt, to the endpoint that refused a streak of rows; not a row, so nothing is stored or
+        counted. Answered: the rows are refused; refused or unanswered: the settings are."""
+        assert isinstance(self.refusals, RefusalStreak)
+        endpoint = next(e for e in self.pool.endpoints if e.base_url == url)
+        job_seed = self.job.sampling.seed
+        seed = None if job_seed is None else seed_for(job_seed, "tokenplan-control", 0, 0)
+        body = request_body(self.job.model, CONTROL_MESSAGES, self.job.sampling, seed)
+        try:
+            await endpoint.client.chat(
+                body, deadline_s=self.job.deadline_s, stream=self.job.stream, max_bytes=self.job.max_answer_bytes
+            )
+            answered = True
+        except RequestFailed:
+            answered = False
+        self.refusals.control_answered(url, answered)
+        self._judge_refusals()
+        self._wake.set()
 
     def _write_refused(self, released: list[Held]) -> None:
         """Refusals that proved to be their rows' own: final, in ``skipped.jsonl``."""

@@ -110,7 +110,7 @@ async def _run(
             invocation_checkpoint(
                 rolling_summary(on_progress, rundir.path, spec.progress_every_s), rundir.path, rundir.invocation_id
             ),
-            refusals=RefusalStreak(),
+            refusals=RefusalStreak(control=True),
         )
         stop = asyncio.Event()
         read_stats = ReadStats()

@@ -23,6 +23,15 @@ is judged at its end: a job of fewer rows, every one refused the same way, is jo
 (``min(8, rows)``; rows done by an earlier run count, so a rerun of two leftover rows is not) —
 from two rows up: one row alone cannot tell its own refusal from the job's, and is skipped.
 
+Before the verdict, the local backend asks the endpoint once more: a *control request*, the job's
+settings (``max_tokens``, sampling, ``seed``…) on a one-line prompt. Refused too: the settings
+are, and the verdict is job-wide at once. Answered: the rows themselves are refused (a file sorted
+with its longest rows first puts its too-long rows together at the start, where they made a
+verdict no rerun could clear), and the refusals stay held until a row is answered (they were the
+rows' own: skipped) or the run ends (the end-of-run rule below); a content-wide refusal the
+control cannot show (every row carries a field the server rejects) still ends as job-wide at the
+end, or at :data:`HELD_ROWS_LIMIT` rows held with no answer.
+
 Until the rule decides, refused units are held here, written nowhere. An answer from the same
 endpoint in between (or a different refusal) releases them as skipped; a job-wide verdict releases them as errors
 (``errors.jsonl``: not final, sent again by the next run).
@@ -42,6 +51,10 @@ from typing import Any
 from tokenplan.client.auth import display_url
 
 JOB_WIDE_ROWS = 8
+# Rows held with no answer after the endpoint accepted the control request: beyond this the
+# verdict is job-wide (bounds the memory held; ~300 B a unit). A file would need this many too-long
+# rows in a row at its start to meet it.
+HELD_ROWS_LIMIT = 10_000
 _WORD_WITH_DIGIT = re.compile(r"[^\s'\"()\[\]{},;]*\d[^\s'\"()\[\]{},;]*")
 MESSAGE_CHARS = 300  # the server's message in the one-line error, at most
 
@@ -111,6 +124,11 @@ class RefusalStreak:
     runs: dict[str, _Run] = field(default_factory=dict)
     job_wide: Held | None = None  # the refusal that made it job-wide, once it did
     answering: set[str] = field(default_factory=set)  # endpoints that answered at least once
+    control: bool = False  # send a control request at the threshold (see the module docstring)
+    to_control: list[str] = field(default_factory=list)  # endpoints whose control is to be sent
+    controlling: set[str] = field(default_factory=set)  # control sent or to be sent, no outcome yet
+    controlled: set[str] = field(default_factory=set)  # endpoints that answered the control request
+    control_refused: bool = False  # the verdict came from a refused control request
 
     @property
     def held(self) -> list[Held]:
@@ -141,8 +159,35 @@ class RefusalStreak:
         run.held.append(unit)
         run.rows.add(unit.row_id)
         if self.job_wide is None and len(run.rows) >= self.threshold:
-            self.job_wide = unit
+            if not self.control:
+                self.job_wide = unit
+            elif unit.endpoint in self.controlled:
+                if len(run.rows) >= HELD_ROWS_LIMIT:
+                    self.job_wide = unit
+            elif unit.endpoint not in self.controlling:
+                self.controlling.add(unit.endpoint)
+                self.to_control.append(unit.endpoint)
         return released
+
+    def take_controls(self) -> list[str]:
+        """Endpoints whose control request is to be sent now (each once), removed from here."""
+        endpoints, self.to_control = self.to_control, []
+        return endpoints
+
+    def control_answered(self, endpoint: str, answered: bool) -> None:
+        """The control request to ``endpoint`` came back: ``answered`` (the job's settings are
+        accepted: its refusals stay held until a row is answered or the run ends), or not (refused,
+        or no answer at all: the verdict is job-wide, as it was before the control existed)."""
+        self.controlling.discard(endpoint)
+        run = self.runs.get(endpoint)
+        if self.job_wide is not None or endpoint in self.answering or run is None or not run.held:
+            return  # decided meanwhile: a row was answered, or another verdict came first
+        if answered:
+            self.controlled.add(endpoint)
+            if len(run.rows) >= HELD_ROWS_LIMIT:
+                self.job_wide = run.held[-1]
+        else:
+            self.job_wide, self.control_refused = run.held[-1], True
 
     def answered(self, endpoint: str = "") -> list[Held]:
         """``endpoint`` answered: the refusals it gave so far were the rows' own; return them
@@ -194,9 +239,16 @@ class RefusalStreak:
         if len(detail) > MESSAGE_CHARS:
             detail = detail[:MESSAGE_CHARS] + "…"
         where = f" at {display_url(self.job_wide.endpoint)}" if endpoints > 1 and self.job_wide.endpoint else ""
+        head = f"the server{where} refused {len(self.rows):,} rows in a row with {self.job_wide.status} ({detail!r})"
+        if self.job_wide.endpoint in self.controlled:
+            return (
+                f"{head} for model {model!r}, with no row answered, though it answers a short prompt with "
+                "the job's settings: every row is refused for what it holds (prompts above the served "
+                "context? a field every row carries?); nothing was marked final"
+            )
+        also = ", and a short prompt with the same settings too" if self.control_refused else ""
         return (
-            f"the server{where} refused {len(self.rows):,} rows in a row with {self.job_wide.status} "
-            f"({detail!r}) for model {model!r}: a setting every request carries, not the rows "
+            f"{head} for model {model!r}{also}: a setting every request carries, not the rows "
             "(--max-tokens above the served context? a sampling value the engine refuses? a server "
             "that rejects seed: --no-seed); nothing was marked final: fix it and rerun the same command"
         )

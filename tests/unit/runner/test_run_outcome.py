@@ -79,6 +79,37 @@ def test_at_the_end_a_small_job_refused_throughout_is_job_wide_and_a_large_one_i
     assert [h.unit_id for h in single.settle(rows=1)] == ["r0"] and single.job_wide is None
 
 
+def test_a_control_request_decides_a_streak_before_any_answer() -> None:
+    from tokenplan.runner.refusals import HELD_ROWS_LIMIT
+
+    # With control requests (the local backend), 8 rows refused before any answer ask for one
+    # control on that endpoint (once), instead of a verdict.
+    streak = RefusalStreak(control=True)
+    for row in range(10):
+        assert streak.refused(_held(row)) == []
+    assert streak.job_wide is None and streak.take_controls() == [""] and streak.take_controls() == []
+    # The control refused too: the settings are refused, job-wide, and the message says so.
+    streak.control_answered("", answered=False)
+    assert streak.job_wide is not None and "and a short prompt with the same settings too" in streak.message("m")
+    # The control answered: the refusals stay held until a row is answered (then the rows' own) …
+    held = RefusalStreak(control=True)
+    for row in range(8):
+        held.refused(_held(row))
+    held.take_controls()
+    held.control_answered("", answered=True)
+    assert held.job_wide is None and len(held.held) == 8
+    held.refused(_held(8))
+    assert held.job_wide is None and [h.unit_id for h in held.answered()] == [f"r{k}" for k in range(9)]
+    # … or until HELD_ROWS_LIMIT rows are held with no answer: job-wide, the rows themselves refused
+    bound = RefusalStreak(threshold=3, control=True)
+    for row in range(3):
+        bound.refused(_held(row))
+    bound.control_answered(*bound.take_controls(), answered=True)
+    for row in range(3, HELD_ROWS_LIMIT):
+        bound.refused(_held(row))
+    assert bound.job_wide is not None and "answers a short prompt with the job's settings" in bound.message("m")
+
+
 def test_a_huge_max_tokens_cannot_lift_the_answer_cap_or_the_deadline() -> None:
     # Below the ceiling nothing changes: 1 MiB + 32,768 KiB = 34,603,008 bytes; 120 + 32,768/10 = 3,396.8 s.
     assert answer_bytes_cap(32_768) == 34_603_008 and deadline_s(32_768) == pytest.approx(3_396.8)
