@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -459,14 +460,46 @@ def test_a_server_that_refuses_every_request_ends_the_run_and_marks_nothing_fina
         }
         proc = _start(base)
         _, err = proc.communicate(timeout=300)
-        assert proc.returncode != 0 and "refused 8 rows in a row with 400" in err, err
-        assert "Unrecognized request argument supplied: seed" in err and "--no-seed" in err, err
+        # 8 refusals start the driver's control request (refused too); the actors' units in
+        # flight meanwhile join them
+        assert proc.returncode != 0 and re.search(r"refused \d+ rows in a row with 400", err), err
+        assert "Unrecognized request argument supplied: seed" in err and "a short prompt with the same" in err, err
         skipped = run_dir / "skipped.jsonl"
         assert not skipped.exists() or skipped.read_text() == ""
         errors = [json.loads(line) for line in (run_dir / "errors.jsonl").read_text().splitlines()]
         assert len(errors) >= 8 and {e["status"] for e in errors} == {400}
         again = _finish({**base, "seed": None})
     assert again == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+
+
+def test_too_long_rows_at_the_start_of_a_sorted_file_are_skipped_after_the_driver_s_control_request(
+    tmp_path: Path, ray_head: str
+) -> None:
+    # 12 rows over the served context first (the fault server counts len(messages JSON) // 4
+    # tokens: "x" * 5,000 is over 1,250, + 16 > 1,000), then 48 short ones. The first 8 refusals
+    # come before any answer: the driver sends the control request (a one-line prompt with the
+    # job's settings), it is answered, and the refusals wait for the first answered row: skipped.
+    rows = [{"id": f"l{i}", "prompt": "x" * 5000} for i in range(12)]
+    rows += [{"id": f"s{i}", "prompt": f"short {i}"} for i in range(48)]
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run_dir = tmp_path / "run"
+    with FaultServerProcess(str(tmp_path), context=1000, tokens=4) as server:
+        options = {
+            "inputs": [str(data)],
+            "out_dir": str(run_dir),
+            "endpoints": [server.url],
+            "model": "fault-model",
+            "max_tokens": 16,
+            "concurrency": 4,
+            "backend": "ray",
+            "actors": 2,
+            "ray_address": ray_head,
+        }
+        result = _finish(options)
+    assert result == {"stored": 48, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+    skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in skipped) == sorted(f"l{i}" for i in range(12))
 
 
 def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, ray_head: str) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
-from tokenplan.client.openai import Completion, RequestFailed
+from tokenplan.client.openai import Completion, OpenAIClient, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
 from tokenplan.runner.input.rows import Reject
@@ -320,22 +320,10 @@ class Dispatcher:
             self._set_fatal(ServerError(streak.message(self.job.model, len(self.pool.endpoints))))
 
     async def _control(self, url: str) -> None:
-        """The control request (:mod:`tokenplan.runner.refusals`): the job's settings on a one-line
-        prompt, to the endpoint that refused a streak of rows; not a row, so nothing is stored or
-        counted. Answered: the rows are refused; refused or unanswered: the settings are."""
+        """Send the control request (:func:`control_request`) to the endpoint shown as ``url``."""
         assert isinstance(self.refusals, RefusalStreak)
         endpoint = next(e for e in self.pool.endpoints if e.base_url == url)
-        job_seed = self.job.sampling.seed
-        seed = None if job_seed is None else seed_for(job_seed, "tokenplan-control", 0, 0)
-        body = request_body(self.job.model, CONTROL_MESSAGES, self.job.sampling, seed)
-        try:
-            await endpoint.client.chat(
-                body, deadline_s=self.job.deadline_s, stream=self.job.stream, max_bytes=self.job.max_answer_bytes
-            )
-            answered = True
-        except RequestFailed:
-            answered = False
-        self.refusals.control_answered(url, answered)
+        self.refusals.control_answered(url, await control_request(endpoint.client, self.job))
         self._judge_refusals()
         self._wake.set()
 
@@ -387,3 +375,22 @@ class Dispatcher:
     def _emit(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(), self.pool.healthy_count()))
+
+
+async def control_request(client: OpenAIClient, job: JobSettings) -> bool:
+    """The control request of :mod:`tokenplan.runner.refusals`: the job's settings (``max_tokens``,
+    sampling, a ``seed`` where the job sends one) on a one-line prompt, to the endpoint that
+    refused a streak of rows before answering any. Not a row: nothing is stored or counted.
+
+    Returns:
+        True when it is answered (the rows are refused, not the settings); False when it is
+        refused or gets no answer at all (the settings are taken to be refused).
+    """
+    job_seed = job.sampling.seed
+    seed = None if job_seed is None else seed_for(job_seed, "tokenplan-control", 0, 0)
+    body = request_body(job.model, CONTROL_MESSAGES, job.sampling, seed)
+    try:
+        await client.chat(body, deadline_s=job.deadline_s, stream=job.stream, max_bytes=job.max_answer_bytes)
+    except RequestFailed:
+        return False
+    return True

@@ -13,11 +13,8 @@ after :func:`~tokenplan.runner.store.fencing.advance_epoch` and built the job. T
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
    failed units), and when an actor dies, reads the ids its shards hold and sends the rest of its
    share again, to a replacement actor over the same endpoints and to the others;
-4. judges 400/413 refusals over every actor with one
-   :class:`~tokenplan.runner.refusals.RefusalStreak`, as the local backend does: a refused unit
-   is settled for its actor and held here until the rule says whether the row is refused
-   (``skipped.jsonl``, final) or the job (a configuration error that ends the run; the held units
-   go to ``errors.jsonl`` and the next run sends them again).
+4. judges 400/413 refusals over every actor as the local backend does (:mod:`tokenplan.runner.ray.judge`):
+   a refused unit is settled for its actor and held by the judge until the rule decides.
 
 Ray is imported here only, inside :func:`run_ray`.
 """
@@ -39,9 +36,9 @@ from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
 from tokenplan.runner.ray.actor import ActorConfig, GenerateActor, Report
+from tokenplan.runner.ray.judge import RefusalJudge, refused_ids
 from tokenplan.runner.ray.signals import StopOnSignals
 from tokenplan.runner.ray.work import endpoint_shares, pending_units
-from tokenplan.runner.refusals import Held, RefusalStreak, replay
 from tokenplan.runner.requests import WorkUnit
 from tokenplan.runner.spec import JobSettings, RunTally
 from tokenplan.runner.store.fencing import Fence, Fenced, actor_prefix, stored_ids
@@ -154,7 +151,7 @@ class _Driver:
         self.stop = threading.Event()
         self.fatal: str | None = None
         self.fence = Fence(run.rundir.path, run.epoch)  # a frozen, then thawed, driver writes nothing late
-        self.refusals = RefusalStreak()  # over every actor's refusals (see the module docstring)
+        self.refusals = RefusalJudge(run.job, run.endpoints, run.api_key, self._write_skipped, self._write_error)
 
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
@@ -269,17 +266,9 @@ class _Driver:
         for record in report.skipped:
             slot.assigned.pop(record["id"], None)
             self._write_skipped(record)
-        for kind, value in report.refusals:
-            if kind == "refused":  # settled for the actor: held here until the rule decides
-                slot.assigned.pop(value.unit_id, None)
-        for held in replay(self.refusals, report.refusals):
-            self._write_skipped(held.skipped_record())
-        if self.refusals.job_wide is not None and self.fatal is None:
-            self.fatal = self.refusals.message(run.job.model, len(run.endpoints))
-        for record in report.errors:
-            slot.assigned.pop(record["id"], None)
-            run.rundir.write_error(record)
-            progress.errors += 1
+        for unit_id in refused_ids(report.refusals):  # settled for the actor: held by the judge
+            slot.assigned.pop(unit_id, None)
+        self.fatal = self.fatal or self.refusals.take(report.refusals)
         progress.add_tokens(time.monotonic(), report.output_tokens, len(report.latency_s))
         self.tally.latency_s.extend(report.latency_s)
         self.tally.ttft_s.extend(report.ttft_s)
@@ -302,24 +291,15 @@ class _Driver:
         self.run_.progress.skipped += 1
 
     def _settle_refusals(self) -> None:
-        """At the end: held refusals are the rows' own (skipped) when every unit was settled,
-        unless the end-of-run rule finds them job-wide; otherwise (stopped, a fatal error) they go
-        to ``errors.jsonl`` and the next run sends them again."""
-        streak = self.refusals
-        if not streak.held:
-            return
+        """At the end: held refusals are judged by the end-of-run rule when every unit was settled
+        and nothing stopped the run; else they go to ``errors.jsonl`` (sent again next run)."""
         finished = self.exhausted and not self.retry and not any(s.assigned for s in self.slots.values())
-        if finished and not self.stop.is_set() and self.fatal is None:
-            rows = self.tally.units_seen // max(1, self.run_.job.n)  # rows done by an earlier run count
-            for held in streak.settle(rows):
-                self._write_skipped(held.skipped_record())
-            if streak.job_wide is not None:
-                self.fatal = streak.message(self.run_.job.model, len(self.run_.endpoints))
-        for held in streak.take_held():
-            self._write_error(held)
+        rows = self.tally.units_seen // max(1, self.run_.job.n)  # rows done by an earlier run count
+        message = self.refusals.settle(finished and not self.stop.is_set() and self.fatal is None, rows)
+        self.fatal = self.fatal or message
 
-    def _write_error(self, held: Held) -> None:
-        self.run_.rundir.write_error(held.error_record())
+    def _write_error(self, record: dict[str, Any]) -> None:
+        self.run_.rundir.write_error(record)
         self.run_.progress.errors += 1
 
     def _others_healthy(self, slot: _Slot) -> bool:
@@ -379,11 +359,8 @@ class _Driver:
             try:
                 self._apply(slot, self.ray.get(ref))
             except self.ray.exceptions.RayActorError:
-                self._on_death_at_end(slot)
+                self._take_back(slot)
             self.ray.kill(slot.handle)
-
-    def _on_death_at_end(self, slot: _Slot) -> None:
-        self._take_back(slot)
 
     def _reject(self, reject: Reject) -> None:
         self.run_.progress.rejected += self.run_.job.n
