@@ -104,12 +104,15 @@ class Launch(NamedTuple):
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
         entry in ``sizing``, else the planned settings' fraction for the planned engine or
         ``default_fraction`` (the engine's own default) for another, with ``planned_running``. A
-        cap the user fixed (``max_running.requests``) is the running requests every launch sets: the
-        plan's memory was sized for it (SGLang reserves speculative state for the whole cap)."""
+        fixed cap (``max_running.requests``: the user's, or the plan's own "running cap N") is the
+        running requests a launch sets where its memory fraction holds that many; a launch whose
+        largest fraction holds fewer sets those fewer (SGLang reserves speculative state for the
+        whole cap, and the warning of :func:`~tokenplan.planning.launch.launch_caps` names that
+        figure: a printed cap above it contradicted the warning beside it)."""
         fixed = self.max_running.requests
         for name, fraction, running in self.sizing:
             if name == engine:
-                return fraction, running if fixed is None else fixed
+                return fraction, running if fixed is None else min(running, fixed)
         planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
         return planned, self.planned_running if fixed is None else fixed
 

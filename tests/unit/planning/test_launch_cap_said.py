@@ -66,3 +66,19 @@ def test_a_fixed_cap_the_launch_lowers_is_said_and_the_formats_bullet_is_at_its_
     alone = bf16["options"][0]
     bullet = next(a for a in o["answer"] if "with BF16 weights and KV" in a)
     assert f"({alone['best']}) {alone['output_tok_s_total']:,.0f} tok/s" in bullet, (bullet, alone["best"])
+
+
+def test_every_printed_launch_of_a_fixed_cap_plan_sets_the_cap_its_warning_names():
+    # Llama-3.1-8B on 8x H200: the plan fixes "running cap 432" (SGLang's launch holds 432 at the
+    # 90th percentile). TensorRT-LLM's launch in --json holds 56 at its largest fraction (it
+    # reserves prompt + max_tokens) and the warning says so; its --max_batch_size printed 432, the
+    # fixed cap, beside that warning (a break-it pass). Each command now sets min(its own, fixed).
+    o = plan(PlanRequest(model="llama-3.1-8b", gpus=("8xh200",))).to_json()["options"][0]
+    fixed = int(re.search(r"running cap (\d+)", o["best"]).group(1))
+    (said,) = [w for w in o["warnings"] if w.startswith("the TensorRT-LLM launch (in --json)")]
+    warned = int(re.search(r"caps the batch at ([\d,]+) per replica", said).group(1).replace(",", ""))
+    trtllm = int(re.search(r"--max_batch_size (\d+)", o["launch"]["trtllm"]).group(1))
+    assert trtllm == warned < fixed
+    assert (
+        f"--max-running-requests {fixed}" in o["launch"]["sglang"] and f"--max-num-seqs {fixed}" in o["launch"]["vllm"]
+    )
