@@ -56,3 +56,34 @@ def test_vllm_budget_moves_the_profiled_reserve():
         ).stdout
     )
     assert abs(base["kv_pool_bytes"] - big["kv_pool_bytes"] - 3_558_866_944) < 1
+
+
+def test_a_shared_kv_and_state_pool_is_one_row_and_the_capacity_is_what_the_state_leaves():
+    # SGLang without its radix cache keeps KV and state in one pool: the table printed "KV cache
+    # pool 109.97 GiB, state pool 0.00 GiB" above "KV cache 16.78 GiB" at the running limit and a
+    # KV capacity of 549,751 tokens (16.78 GiB / 32,768 B), which read as a contradiction (a
+    # new-user pass). The pool is now one row, named as shared, and the capacity says it is what
+    # the running requests' state leaves.
+    r = _run(
+        "memory",
+        "--model",
+        "qwen3.6-27b",
+        "--gpu",
+        "b200",
+        "--weight-dtype",
+        "fp8",
+        "--kv-dtype",
+        "fp8",
+        "--disable-radix-cache",
+        "--spec",
+        "mtp:3",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "KV cache and state pool (shared)" in r.stdout and "│ state pool " not in r.stdout
+    capacity = next(line for line in r.stdout.splitlines() if "KV capacity beside" in line)
+    tokens = int(capacity.split("│")[2].split()[0].replace(",", ""))
+    kv = next(line for line in r.stdout.splitlines() if "│   KV cache " in line)
+    gib = float(kv.split("│")[2].split()[0])
+    assert abs(tokens * 32_768 / 2**30 - gib) < 0.01  # 32,768 B per token (FP8 KV, 16 layers · 4 heads · 256 · 2)
+    plain = _run("memory", "--model", "qwen3.6-27b", "--gpu", "b200")  # the radix cache on: two pools
+    assert "│ state pool " in plain.stdout and "(shared)" not in plain.stdout

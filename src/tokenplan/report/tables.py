@@ -316,29 +316,37 @@ ALLOCATION_LABELS = (
     ("  draft KV cache", "draft_kv"),
     ("  state slots", "state"),
     ("  speculative state", "spec_state"),
-    ("  reserve (activations, graphs)", "reserve"),
+    ("  reserve (activations, graphs, headroom)", "reserve"),
 )
 
 
 def memory_table(m: MemoryResult) -> Table:
-    """Per-GPU memory breakdown."""
+    """Per-GPU memory breakdown: the pools the engine sizes at start-up, then what it allocates at
+    the running limit (terms that sum to the GPU's memory). Where KV and linear-attention state
+    share one pool (SGLang without its radix cache, vLLM), the pool is one row and the KV capacity
+    is what the running requests' state leaves of it; the start-up reserve holds what the
+    allocation lists apart (an MTP draft's KV pool, padded state rows)."""
+    shared = m.state_slots is None and m.state_bytes_per_sequence > 0
     t = Table(title=f"memory per GPU · {m.gpu} · {m.layout}", show_header=False)
     t.add_column("part")
     t.add_column("value", justify="right")
-    for label, size in (
+    rows = [
         ("GPU memory", m.gpu_bytes),
         ("weights", m.weight_bytes_per_gpu),
-        ("engine reserve", m.reserve_bytes),
-        ("KV cache pool", m.kv_pool_bytes),
-        ("state pool", m.state_pool_bytes),
-    ):
+        ("engine reserve (at start-up)", m.reserve_bytes),
+        ("KV cache and state pool (shared)" if shared else "KV cache pool", m.kv_pool_bytes),
+    ]
+    if not shared:
+        rows.append(("state pool", m.state_pool_bytes))
+    for label, size in rows:
         t.add_row(label, f"{size / GiB:,.2f} GiB")
     t.add_row(f"at {m.running_requests:,.0f} running requests, the engine allocates:", "")
     for label, term in ALLOCATION_LABELS:
         t.add_row(label, f"{m.allocation[term] / GiB:,.2f} GiB")
     t.add_row("KV bytes per token (model)", f"{m.kv_bytes_per_token:,.0f} B")
     t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
-    t.add_row("KV capacity", f"{m.kv_capacity_tokens:,.0f} tokens")
+    capacity = f"KV capacity beside {m.running_requests:,.0f} requests' state" if shared else "KV capacity"
+    t.add_row(capacity, f"{m.kv_capacity_tokens:,.0f} tokens")
     t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{m.max_sequences:,.0f}")
     t.add_row(
         f"running limit (each at {m.running_context_tokens:,.0f} tokens)",
