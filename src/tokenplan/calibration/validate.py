@@ -112,7 +112,15 @@ def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:
     lay = case.config.layout
     assert m.num_requests is not None  # is_finite_job: the row states its requests
     job = job_time(
-        ev.deployment, eff, ev.settings, ev.steady, case.isl, case.osl, m.num_requests / lay.dp, case.config.spec
+        ev.deployment,
+        eff,
+        ev.settings,
+        ev.steady,
+        case.isl,
+        case.osl,
+        m.num_requests / lay.dp,
+        case.config.spec,
+        lay.dp,
     )
     return job.output_tok_s * lay.dp / lay.num_gpus
 

@@ -11,6 +11,11 @@ Two phases are not steady:
 - **burst**: N ≤ B requests sent at once (benchmarks that fire N prompts): every prompt is
   prefilled first, then all decode together and the batch shrinks as outputs end.
 
+With R data-parallel replicas the job ends when the last replica does: its tail lasts while any
+of the ``R·B`` draining requests runs, not any of one replica's B (with 50,000 replicas of 18
+requests each, one replica's longest answer is ~14,000 tokens and the job's is the 32,768-token
+cap). The time while it lasts is paid at the step of a replica that still runs one.
+
 Tokens: the drain produces ``B·E[res]`` tokens with ``E[res] = E[L²]/(2·E[L])``; the steady
 phase produces the rest at the steady rate.
 """
@@ -63,13 +68,15 @@ def _shrinking_decode_s(
     isl: LengthDist,
     survival: tuple[tuple[float, float], ...],
     spec: SpecDecode | None,
+    replicas: float = 1.0,
 ) -> float:
-    """Expected decode time while ``batch0`` requests finish along ``survival(s)`` (the share
-    still running after s generated tokens).
+    """Expected decode time while ``batch0`` requests on each of ``replicas`` replicas finish
+    along ``survival(s)`` (the share still running after s generated tokens).
 
-    The phase lasts while *any* request runs: with n requests each still running with
-    probability f, that is ``p = 1 − (1 − f)^n``, and while it lasts ``n·f / p`` requests run on
-    average (never fewer than one). Each step also pays the draft when speculating.
+    The phase lasts while *any* request of any replica runs: with n requests per replica each
+    still running with probability f, that is ``P = 1 − (1 − f)^(n·R)``. While it lasts, a
+    replica that still runs one runs ``n·f / p`` on average (``p = 1 − (1 − f)^n``, never fewer
+    than one), and its step sets the pace. Each step also pays the draft when speculating.
     """
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
@@ -77,15 +84,16 @@ def _shrinking_decode_s(
     total = 0.0
     for (s0, f0), (s1, f1) in zip(survival, survival[1:]):
         f = (f0 + f1) / 2
-        p_any = 1.0 - (1.0 - f) ** n
-        if p_any < 1e-12:
+        p_job = 1.0 - (1.0 - f) ** (n * max(replicas, 1.0))
+        if p_job < 1e-12:
             continue
-        running = max(n * f / p_any, 1.0)
+        p_replica = 1.0 - (1.0 - f) ** n
+        running = max(n * f / p_replica, 1.0) if p_replica > 0 else 1.0
         ctx = isl.mean + (s0 + s1) / 2
         step = step_time(d, eff, running, ctx, query_tokens_per_seq=query).total_s
         if spec is not None:
             step += draft_s(d, eff, running, ctx, spec)
-        total += (s1 - s0) / tau * p_any * step
+        total += (s1 - s0) / tau * p_job * step
     return total
 
 
@@ -98,12 +106,15 @@ def job_time(
     osl: LengthDist,
     num_requests: float,
     spec: SpecDecode | None = None,
+    replicas: float = 1.0,
 ) -> JobTime:
-    """Wall time of ``num_requests`` requests on one replica running at ``steady``.
+    """Wall time of ``num_requests`` requests on each of ``replicas`` replicas running at
+    ``steady`` (the job ends with the last replica's tail: see the module docstring).
 
     Args:
         steady: the replica's steady state at the job's concurrency.
-        num_requests: requests this replica serves.
+        num_requests: requests each replica serves.
+        replicas: data-parallel replicas serving the job together (1: one replica alone).
     """
     batch = min(steady.batch, num_requests)
     mean_l = osl.mean
@@ -112,9 +123,9 @@ def job_time(
     tokens = num_requests * mean_l
     if num_requests <= steady.batch:  # burst: every prompt first, then a shrinking batch
         ramp = num_requests * isl.mean / chunk * prefill_chunk_s
-        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, osl.survival, spec), tokens)
+        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, osl.survival, spec, replicas), tokens)
     residual_mean = osl.running_mean / 2
-    drain = _shrinking_decode_s(d, eff, batch, isl, osl.residual_survival, spec)
+    drain = _shrinking_decode_s(d, eff, batch, isl, osl.residual_survival, spec, replicas)
     drain_tokens = batch * residual_mean
     ramp = batch * isl.mean * (residual_mean / mean_l) / chunk * prefill_chunk_s
     steady_s = max(tokens - drain_tokens, 0.0) / steady.output_tok_s

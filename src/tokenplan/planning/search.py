@@ -121,7 +121,8 @@ def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareO
     eff = table.resolve(ev.config.engine.name, option.gpu.architecture)
     lay = ev.config.layout
     spec = ev.config.spec
-    jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, job.num_requests / lay.dp, spec)
+    per_replica = job.num_requests / lay.dp
+    jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, per_replica, spec, lay.dp)
     low = low_acceptance_ratio(spec, job.isl.mean + job.osl.running_mean / 2) if spec is not None else 1.0
     return Candidate(
         ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour), low

@@ -51,3 +51,22 @@ def test_drain_of_one_running_request_is_half_its_length_of_constant_steps():
     # 500 × 3.8225 ms = 1.91125 s.
     t = job_time(d, eff, ev.settings, ev.steady, fixed(512), fixed(1000), 10)
     assert t.drain_s == pytest.approx(1.91125)
+
+
+def test_a_dp_job_ends_with_the_longest_tail_of_all_its_replicas():
+    from dataclasses import replace
+
+    ev, _ = _llama_h100()
+    d = ours(ev.deployment)
+    eff = replace(EFF, per_sequence_overhead_s=1e-5)
+    # The constant 3.8225 ms step of the test above; one request running per replica, each with a
+    # residual uniform on [0, 1,000]. The job lasts while any of the R residuals runs:
+    # ∫₀¹⁰⁰⁰ (1 − (s/1,000)^R) ds = 1,000·R/(R + 1) steps: 500 for R = 1, 750 for R = 3
+    # (750 × 3.8225 ms = 2.866875 s), 999 for R = 999. Before, every R gave one replica's 500 (a
+    # break-it pass: 100,000 B200s "finished" 914,000 requests before one 32,768-token answer could).
+    one = job_time(d, eff, ev.settings, ev.steady, fixed(512), fixed(1000), 10)
+    three = job_time(d, eff, ev.settings, ev.steady, fixed(512), fixed(1000), 10, replicas=3)
+    many = job_time(d, eff, ev.settings, ev.steady, fixed(512), fixed(1000), 10, replicas=999)
+    assert one.drain_s == pytest.approx(1.91125)
+    assert three.drain_s == pytest.approx(2.866875, rel=1e-3)
+    assert many.drain_s == pytest.approx(999 * 3.8225e-3, rel=1e-2)
