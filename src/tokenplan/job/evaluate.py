@@ -24,7 +24,7 @@ from tokenplan.job.config import Rejection as Rejection
 from tokenplan.job.deploy import Deployed, deploy
 from tokenplan.job.deploy import engine_memory as _memory  # noqa: F401  (planning.launch imports it from here)
 from tokenplan.job.deploy import format_issues as format_issues
-from tokenplan.job.workload import LengthDist
+from tokenplan.job.workload import LengthDist, past_context
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import kv_replication
@@ -289,10 +289,19 @@ def _sized(
             "kv",
         )
     if ctx is not None and isl.max + osl.max > ctx:
-        warnings.append(
-            f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
-            "context: the engine refuses them"
-        )
+        share, lost = past_context(isl, osl, ctx)
+        if share >= 0.001:
+            warnings.append(
+                f"{share:.1%} of requests pass the model's {ctx:,}-token context (prompt + answer at the "
+                f"job's lengths): an answer stops at the context and a longer prompt is refused, so the "
+                f"job yields {lost:.1%} fewer output tokens than these figures count (plan shorter --osl, "
+                "or a model with a longer context)"
+            )
+        else:
+            warnings.append(
+                f"the longest requests ({isl.max + osl.max:,.0f} tokens) exceed the {ctx:,}-token "
+                "context: their answers stop at the context"
+            )
     rep = kv_replication(model, lay)
     if rep > 1 and model.attention is not None:  # kv_replication is 1 without attention
         warnings.append(f"KV heads replicated ×{rep} (TP{lay.tp} > {model.attention.num_kv_heads} KV heads)")

@@ -288,3 +288,26 @@ def check_stated_lengths(name: str, mean: float, sigma: float, cap: float | None
             f"a number of tokens above the mean {mean:g} and at most "
             f"{MAX_REQUEST_TOKENS:,} (2^24, above any model's context)",
         )
+
+
+def past_context(isl: LengthDist, osl: LengthDist, context_tokens: float) -> tuple[float, float]:
+    """(share of requests whose prompt and answer together pass ``context_tokens``, share of the
+    output tokens those cannot get): an engine refuses a prompt longer than its context and stops
+    an answer at the context (``generate`` asks each request for at most the context less its
+    prompt), so such a job yields fewer tokens than ``osl`` counts.
+
+    ``P(I + O > c) = E_I[P(O > c − I)]`` and the tokens cut ``E_I[E[max(O − (c − I), 0)]]``
+    (all of ``O`` where ``I ≥ c``), over the ISL's equal-probability quantiles
+    (:attr:`LengthDist.quantiles`); ``O``'s terms in closed form (:meth:`LengthDist.capped_moment`).
+    Returns (0, 0) where nothing passes. Raises nothing.
+    """
+    share = lost = 0.0
+    for prompt in isl.quantiles:
+        room = context_tokens - prompt
+        if room <= 0:
+            share, lost = share + 1.0, lost + osl.mean
+            continue
+        share += osl._exceeds(room)
+        lost += osl.mean - osl.capped_moment(1, room)
+    n = len(isl.quantiles)
+    return share / n, lost / n / osl.mean

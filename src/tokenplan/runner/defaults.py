@@ -5,7 +5,9 @@ Order, first wins, per value:
 1. the option the user gave (``--max-tokens``, ``--temperature``, ``--top-p``, ``--top-k``);
 2. ``max_tokens`` only: the plan's output cap (``job.osl_cap_tokens`` of ``tokenplan plan
    --json``, or the ``cap N`` in its ``job.osl`` text), so the run cuts answers where the plan
-   assumed they are cut;
+   assumed they are cut; where that cap alone passes the model's context (when known, as in 4),
+   each request asks for the cap or its context less its prompt, whichever is less (as the cap
+   stands every request would be refused);
 3. the model's ``generation_config.json`` (Hugging Face ``GenerationConfig``): ``--generation-config
    PATH`` (the file or the model directory), else ``MODEL/generation_config.json`` when ``--model``
    is a local directory (how vLLM, SGLang and ``transformers serve`` are often started). Read:
@@ -141,7 +143,16 @@ def choose_sampling(
                 f"an output cap from 1 to {MAX_PLAN_TOKENS:,} tokens",
             )
         max_tokens = plan_cap
-        notes.append(f"max_tokens {plan_cap:,} (the plan {plan_path}'s output cap)")
+        if context is not None and plan_cap >= context[0]:
+            # the cap alone passes the context: every request would be refused as it stands, so
+            # each asks for the cap or its context less its prompt, whichever is less
+            context_tokens = context[0]
+            notes.append(
+                f"max_tokens {plan_cap:,} (the plan {plan_path}'s output cap), less each prompt where the "
+                f"two pass the model's context {context[0]:,} ({context[1]})"
+            )
+        else:
+            notes.append(f"max_tokens {plan_cap:,} (the plan {plan_path}'s output cap)")
     elif max_tokens is None and context is not None:
         max_tokens = context_tokens = context[0]
         notes.append(

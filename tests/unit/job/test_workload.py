@@ -77,3 +77,20 @@ def test_capped_mean_at_or_above_the_cap_is_refused():
 def test_sigma_zero_is_a_fixed_length_capped():
     d = lognormal_with_mean(500, 0.0, 32768)
     assert d.mean == 500
+
+
+def test_the_share_of_requests_past_the_context_and_the_tokens_they_lose():
+    from tokenplan.job.workload import past_context
+
+    # Fixed lengths: 1,000 + 3,000 > 3,500, so every request passes; each answer stops 500 tokens
+    # short: 500 / 3,000 = 1/6 of the output lost.
+    assert past_context(fixed(1000), fixed(3000), 3500) == pytest.approx((1.0, 1 / 6))
+    # A prompt alone past the context is refused: all of its answer is lost.
+    assert past_context(fixed(5000), fixed(3000), 4096) == pytest.approx((1.0, 1.0))
+    # Lognormal answers (mean 2,500, σ 1, no cap) after a fixed 1,000-token prompt, context 4,096:
+    # room 3,096; μ = ln 2,500 − ½ = 7.324046; z = (ln 3,096 − μ)/1 = 8.037866 − 7.324046 = 0.713820;
+    # P(O > 3,096) = 1 − Φ(0.713820) = 0.237669. Tokens cut: E[O] − E[min(O, 3,096)] with
+    # E[min(O, c)] = 2,500·Φ(z − 1) + 3,096·(1 − Φ(z)) = 1,704.249 → (2,500 − 1,704.249)/2,500 = 0.318300.
+    share, lost = past_context(fixed(1000), LengthDist(2500, 1.0), 4096)
+    assert share == pytest.approx(0.237669, abs=1e-6) and lost == pytest.approx(0.318300, abs=1e-6)
+    assert past_context(fixed(1000), fixed(2000), 4096) == (0.0, 0.0)

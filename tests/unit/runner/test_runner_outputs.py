@@ -153,6 +153,21 @@ def test_sampling_order_option_then_plan_then_generation_config_then_fallback() 
     )
 
 
+def test_a_plan_cap_past_the_models_context_asks_each_request_for_what_its_context_leaves() -> None:
+    # Llama-2-70B's 4,096-token context under the default plan's 32,768-token cap: as max_tokens
+    # every request was refused (a break-it pass). Each now asks for min(32,768, 4,096 − its prompt);
+    # a cap below the context is sent as it is (the job's identity is unchanged there).
+    context = (4096, "max_position_embeddings of meta-llama/Llama-2-70b-hf")
+    past = choose_sampling({}, 32768, Path("plan.json"), None, None, context)
+    assert (past.max_tokens, past.context_tokens) == (32768, 4096)
+    assert past.notes[0] == (
+        "max_tokens 32,768 (the plan plan.json's output cap), less each prompt where the two pass the "
+        "model's context 4,096 (max_position_embeddings of meta-llama/Llama-2-70b-hf)"
+    )
+    within = choose_sampling({}, 2048, Path("plan.json"), None, None, context)
+    assert (within.max_tokens, within.context_tokens) == (2048, None)
+
+
 def test_the_plans_output_cap_is_read_from_the_number_or_the_text() -> None:
     assert plan_max_tokens({"job": {"osl_cap_tokens": 32768.0}}) == 32768
     assert plan_max_tokens({"job": {"osl": "lognormal mean 2,500, σ 1, cap 32,768"}}) == 32768
