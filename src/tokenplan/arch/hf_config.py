@@ -13,10 +13,10 @@ Raises ConfigError naming the file and the key for a missing or malformed field.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Mapping
 from typing import Any
 
+from tokenplan.arch.hf_fields import Reader, architecture, dtype_notes, full_window_layers, layer_types
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import vision_params
 from tokenplan.errors import ConfigError
@@ -48,55 +48,8 @@ KNOWN_ARCHITECTURES = frozenset(
     }
 )
 
-# ``torch_dtype`` (``dtype`` since transformers 4.56) values whose weights the engines serve in 16
-# bits: BF16/FP16 as stored, FP32 cast down by ``--dtype auto`` (vLLM: "FP16 precision for FP32
-# and FP16 models, BF16 precision for BF16 models"; SGLang's ``--dtype auto`` alike). Any other
-# value is costed the same way (2 bytes per weight), with a note naming it.
-_SIXTEEN_BIT_DTYPES = ("bfloat16", "float16", "float32")
-
 # Activations of FFNs with an up and a down projection only (no gate matrix).
 _UNGATED_ACTS = {"relu2", "relu", "gelu"}
-
-
-class _Reader:
-    """Typed access to a config dict that names the file and key in every error."""
-
-    def __init__(self, cfg: Mapping[str, Any], source: str):
-        self.cfg, self.source = cfg, source
-
-    def has(self, key: str) -> bool:
-        return self.cfg.get(key) is not None
-
-    def fail(self, key: str, minimum: builtins.int, what: str = "") -> ConfigError:
-        """One line: the file, the key, its value (or that it is missing) and what is allowed."""
-        value = self.cfg.get(key)
-        shown = (
-            "required key is missing"
-            if key not in self.cfg
-            else f"{'null' if value is None else repr(value)} is not allowed"
-        )
-        allowed = f"an integer ≥ {minimum}" + (f", {what}" if what else "")
-        return ConfigError(self.source, key, f"{shown} (allowed: {allowed})")
-
-    def int(self, key: str, default: int | None = None, minimum: int = 0, what: str = "") -> int:
-        """The integer at ``key``, ``default`` when missing or null; ``what`` names it in errors."""
-        value = self.cfg.get(key)
-        if value is None and default is not None:
-            return default
-        if value is None or isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, minimum, what)
-        return value
-
-    def first_int(
-        self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0, what: str = ""
-    ) -> builtins.int:
-        for key in keys:
-            if self.has(key):
-                return self.int(key, minimum=minimum, what=what)
-        if default is None:
-            nulls = [key for key in keys if key in self.cfg]  # present but null: show that one
-            raise self.fail(nulls[0] if nulls else " or ".join(keys), minimum, what)
-        return default
 
 
 def _text_config(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -116,10 +69,12 @@ def _text_config(raw: Mapping[str, Any], source: str) -> dict[str, Any]:
     return merged
 
 
-def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
+def _layer_kinds(r: Reader, num_layers: int) -> dict[str, int]:
     """Count full, sliding, linear (GDN/Mamba) and FFN-only layers."""
     cfg = r.cfg
     pattern = cfg.get("hybrid_override_pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise r.refuse("hybrid_override_pattern", f"a string of {num_layers} characters, each M, *, E or -")
     if isinstance(pattern, str):
         if len(pattern) != num_layers or set(pattern) - set("M*E-"):
             raise ConfigError(r.source, "hybrid_override_pattern", f"expected {num_layers} of M * E -")
@@ -131,14 +86,8 @@ def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
             "dense": pattern.count("-"),
             "ffn_only": True,
         }
-    types = cfg.get("layer_types")
-    if isinstance(types, list):
-        if len(types) != num_layers:
-            raise ConfigError(r.source, "layer_types", f"expected {num_layers} entries, got {len(types)}")
-        known = {"full_attention", "sliding_attention", "linear_attention"}
-        bad = [t for t in types if t not in known]
-        if bad:
-            raise ConfigError(r.source, "layer_types", f"unknown layer type {bad[0]!r} (known: {sorted(known)})")
+    types = layer_types(r, num_layers)
+    if types is not None:
         return {
             "full": types.count("full_attention"),
             "sliding": types.count("sliding_attention"),
@@ -150,12 +99,12 @@ def _layer_kinds(r: _Reader, num_layers: int) -> dict[str, int]:
         return {"full": full, "sliding": 0, "linear": num_layers - full}
     window = cfg.get("sliding_window")
     if window and cfg.get("use_sliding_window"):
-        max_window = cfg.get("max_window_layers", num_layers)
+        max_window = full_window_layers(r, num_layers)
         return {"full": max_window, "sliding": num_layers - max_window, "linear": 0}
     return {"full": num_layers, "sliding": 0, "linear": 0}
 
 
-def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
+def _attention(r: Reader, hidden: int) -> tuple[Attention, list[str]]:
     notes: list[str] = []
     heads = r.int("num_attention_heads", minimum=1, what="the attention heads")
     if r.has("kv_lora_rank"):
@@ -208,7 +157,7 @@ def _attention(r: _Reader, hidden: int) -> tuple[Attention, list[str]]:
     ), notes
 
 
-def _linear(r: _Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
+def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
     if r.has("mamba_num_heads"):
         heads, head_dim = r.int("mamba_num_heads", minimum=1), r.int("mamba_head_dim", minimum=1)
         state, groups = r.int("ssm_state_size", minimum=1), r.int("n_groups", default=1, minimum=1)
@@ -250,10 +199,12 @@ def _linear(r: _Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
 _DENSE_BESIDE_EXPERTS = ("first_k_dense_replace", "n_shared_experts", "moe_layer_freq", "decoder_sparse_step")
 
 
-def _moe(r: _Reader) -> Moe | None:
+def _moe(r: Reader) -> Moe | None:
     experts = r.first_int(("num_experts", "n_routed_experts", "num_local_experts"), default=0)
     if experts <= 1:
         return None
+    # Qwen-MoE: layer i has experts when (i + 1) % decoder_sparse_step == 0 (0 divides by zero)
+    r.int("decoder_sparse_step", default=1, minimum=1, what="every how many layers one has experts")
     # Mixtral, gpt-oss, MiniMax-M2: the experts' width is ``intermediate_size``; with dense layers or
     # shared experts beside them (DeepSeek, Qwen-MoE) that is the dense MLP's, and a missing
     # ``moe_intermediate_size`` is an error, not 8× wider experts.
@@ -277,19 +228,6 @@ def _moe(r: _Reader) -> Moe | None:
     return Moe(experts, top_k, expert_width, shared)
 
 
-def _dtype_notes(cfg: Mapping[str, Any], native: str) -> list[str]:
-    """A note when the checkpoint's ``torch_dtype``/``dtype`` is not one of
-    :data:`_SIXTEEN_BIT_DTYPES` (a quantized checkpoint's own format is ``native``)."""
-    key = "torch_dtype" if "torch_dtype" in cfg else "dtype"
-    dtype = cfg.get(key)
-    if dtype is None or native != "bf16" or dtype in _SIXTEEN_BIT_DTYPES:
-        return []
-    return [
-        f"{key} {dtype!r} is not one tokenplan knows ({', '.join(_SIXTEEN_BIT_DTYPES)}): the checkpoint is "
-        "taken as bf16, 2 bytes per weight, unless --weight-dtype names the served format"
-    ]
-
-
 def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec:
     """Build a ModelSpec from a parsed ``config.json``.
 
@@ -302,15 +240,15 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         ConfigError: a required key is missing or has the wrong type.
     """
     cfg = _text_config(raw, source)
-    r = _Reader(cfg, source)
-    archs = cfg.get("architectures") or [str(cfg.get("model_type", "unknown"))]
+    r = Reader(cfg, source)
+    arch = architecture(r)
     hidden = r.int("hidden_size", minimum=1, what="the model width")
     layers = r.int("num_hidden_layers", minimum=1, what="the decoder layers")
     kinds = _layer_kinds(r, layers)
     notes: list[str] = []
-    if str(archs[0]) not in KNOWN_ARCHITECTURES:
+    if arch not in KNOWN_ARCHITECTURES:
         notes.append(
-            f"architecture {archs[0]} is not one tokenplan knows: modelled from its generic "
+            f"architecture {arch} is not one tokenplan knows: modelled from its generic "
             "config fields (hidden_size, layers, heads, experts) without a check of its code"
         )
     attention = None
@@ -344,7 +282,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     )
     quant = cfg.get("quantization_config") or {}
     native = "mxfp4" if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4" else "bf16"
-    notes += _dtype_notes(cfg, native)
+    notes += dtype_notes(r, native)
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
     if not mtp and cfg.get("use_mtp"):
         mtp = r.int("num_mtp_modules", default=0)
@@ -353,7 +291,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     language_only = bool(raw.get("language_model_only") or raw.get("language_only"))
     return ModelSpec(
         name=name,
-        architecture=str(archs[0]),
+        architecture=arch,
         hidden_size=hidden,
         vocab_size=r.int("vocab_size", minimum=1, what="the vocabulary"),
         num_layers=layers,
@@ -373,7 +311,8 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         mtp_layers=mtp,
         ffn_matrices=2 if str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS else 3,
         native_weight_dtype=native,
-        max_context_tokens=r.int("max_position_embeddings", default=0, minimum=0) or None,
+        max_context_tokens=r.int("max_position_embeddings", default=0, minimum=1, what="the tokens a request may span")
+        or None,
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
         vision_hidden=0 if language_only else int(vision.get("hidden_size", 0) or 0),
         **({} if language_only else vision_params(vision)),

@@ -1,0 +1,142 @@
+"""Typed, checked reads of a Hugging Face ``config.json``'s fields for :mod:`tokenplan.arch.hf_config`.
+
+Every refusal is one :class:`~tokenplan.errors.ConfigError` line naming the file, the key, the
+value (or that it is missing) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from typing import Any
+
+from tokenplan.errors import ConfigError
+
+# ``torch_dtype`` (``dtype`` since transformers 4.56) values whose weights the engines serve in 16
+# bits: BF16/FP16 as stored, FP32 cast down by ``--dtype auto`` (vLLM: "FP16 precision for FP32
+# and FP16 models, BF16 precision for BF16 models"; SGLang's ``--dtype auto`` alike). Any other
+# name is costed the same way (2 bytes per weight), with a note naming it; a value that is not a
+# name at all (a number, a list) is refused.
+SIXTEEN_BIT_DTYPES = ("bfloat16", "float16", "float32")
+
+# The ``layer_types`` entries tokenplan models (transformers' ``ALLOWED_LAYER_TYPES`` it costs).
+LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+
+
+class Reader:
+    """Typed access to a config dict that names the file and key in every error."""
+
+    def __init__(self, cfg: Mapping[str, Any], source: str):
+        self.cfg, self.source = cfg, source
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def refuse(self, key: str, allowed: str) -> ConfigError:
+        """One line: the file, the key, its value (or that it is missing) and ``allowed``."""
+        value = self.cfg.get(key)
+        shown = (
+            "required key is missing"
+            if key not in self.cfg
+            else f"{'null' if value is None else repr(value)} is not allowed"
+        )
+        return ConfigError(self.source, key, f"{shown} (allowed: {allowed})")
+
+    def fail(self, key: str, minimum: builtins.int, what: str = "", maximum: builtins.int | None = None) -> ConfigError:
+        """:meth:`refuse` for an integer field: ``an integer ≥ minimum`` (or ``from minimum to
+        maximum``), then ``what``."""
+        bounds = f"≥ {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        return self.refuse(key, f"an integer {bounds}" + (f", {what}" if what else ""))
+
+    def int(
+        self,
+        key: str,
+        default: builtins.int | None = None,
+        minimum: builtins.int = 0,
+        what: str = "",
+        maximum: builtins.int | None = None,
+    ) -> builtins.int:
+        """The integer at ``key``, ``default`` when missing or null; ``what`` names it in errors."""
+        value = self.cfg.get(key)
+        if value is None and default is not None:
+            return default
+        if (
+            value is None
+            or isinstance(value, bool)
+            or not isinstance(value, builtins.int)
+            or value < minimum
+            or (maximum is not None and value > maximum)
+        ):
+            raise self.fail(key, minimum, what, maximum)
+        return value
+
+    def first_int(
+        self, keys: tuple[str, ...], default: builtins.int | None = None, minimum: builtins.int = 0, what: str = ""
+    ) -> builtins.int:
+        for key in keys:
+            if self.has(key):
+                return self.int(key, minimum=minimum, what=what)
+        if default is None:
+            nulls = [key for key in keys if key in self.cfg]  # present but null: show that one
+            raise self.fail(nulls[0] if nulls else " or ".join(keys), minimum, what)
+        return default
+
+
+def architecture(r: Reader) -> str:
+    """``architectures[0]`` (the model class the planner names and checks against the ones it
+    knows), ``model_type`` when ``architectures`` is absent, null or empty. A value that is not a
+    list of names (``"Qwen3ForCausalLM"`` without brackets would be read as ``"Q"``) is refused."""
+    archs = r.cfg.get("architectures")
+    if archs is None or archs == []:
+        return str(r.cfg.get("model_type") or "unknown")
+    if not isinstance(archs, list) or not all(isinstance(a, str) and a for a in archs):
+        raise r.refuse("architectures", 'a list of model class names, e.g. ["Qwen3ForCausalLM"]')
+    return str(archs[0])
+
+
+def layer_types(r: Reader, num_layers: int) -> list[str] | None:
+    """``layer_types`` checked: one known type per layer; None when absent or null (JSON null is
+    "not set", as transformers' ``layer_types=None`` default, which derives the types from other
+    fields)."""
+    types = r.cfg.get("layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list):
+        raise r.refuse("layer_types", f"a list of {num_layers} entries, each one of {', '.join(LAYER_TYPES)}")
+    if len(types) != num_layers:
+        raise ConfigError(r.source, "layer_types", f"expected {num_layers} entries, got {len(types)}")
+    bad = [t for t in types if not isinstance(t, str) or t not in LAYER_TYPES]
+    if bad:
+        raise ConfigError(r.source, "layer_types", f"unknown layer type {bad[0]!r} (known: {sorted(LAYER_TYPES)})")
+    return types
+
+
+def full_window_layers(r: Reader, num_layers: int) -> int:
+    """Layers of full attention in a Qwen2/Qwen3 config with ``use_sliding_window``: the first
+    ``max_window_layers`` (transformers' ``Qwen2Config``/``Qwen3Config``: layer ``i`` slides when
+    ``i >= max_window_layers``), every layer when it is absent or null. Refused outside 0 to
+    ``num_hidden_layers``: a negative count left fewer than no full layers (negative KV bytes), a
+    larger one more full layers than the model has."""
+    return r.int(
+        "max_window_layers",
+        default=num_layers,
+        minimum=0,
+        maximum=num_layers,
+        what="the first layers that keep full attention, the rest using the sliding window",
+    )
+
+
+def dtype_notes(r: Reader, native: str) -> list[str]:
+    """A note when the checkpoint's ``torch_dtype``/``dtype`` is not one of
+    :data:`SIXTEEN_BIT_DTYPES` (a quantized checkpoint's own format is ``native``). A value that
+    is not a name (a number, a list, an object) is refused."""
+    key = "torch_dtype" if r.has("torch_dtype") else "dtype"
+    dtype = r.cfg.get(key)
+    if dtype is not None and not isinstance(dtype, str):
+        raise r.refuse(key, f"a dtype name, e.g. {', '.join(SIXTEEN_BIT_DTYPES)}")
+    if dtype is None or native != "bf16" or dtype in SIXTEEN_BIT_DTYPES:
+        return []
+    return [
+        f"{key} {dtype!r} is not one tokenplan knows ({', '.join(SIXTEEN_BIT_DTYPES)}): the checkpoint is "
+        "taken as bf16, 2 bytes per weight, unless --weight-dtype names the served format"
+    ]
