@@ -16,7 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tokenplan.arch.hf_fields import Reader, architecture, dtype_notes, full_window_layers, layer_types
+from tokenplan.arch.hf_fields import (
+    Reader,
+    architecture,
+    dense_layer_indices,
+    dtype_notes,
+    flag,
+    full_window_layers,
+    layer_types,
+    sparse_attention,
+)
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import vision_params
 from tokenplan.errors import ConfigError
@@ -134,12 +143,10 @@ def _attention(r: Reader, hidden: int) -> tuple[Attention, list[str]]:
     kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
     if heads % kv_heads:
         raise ConfigError(r.source, "num_key_value_heads", f"{kv_heads} does not divide num_attention_heads {heads}")
-    sparse = r.cfg.get("sparse_attention_config") or {}
     topk_tokens, index_bytes = 0, 0.0
-    if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
-        block = int(sparse.get("sparse_block_size", 0))
-        topk_tokens = (int(sparse.get("sparse_topk_blocks", 0)) + int(sparse.get("sparse_local_block", 0))) * block
-        index_bytes = float(sparse.get("sparse_num_index_heads", 0)) * float(sparse.get("sparse_index_dim", 0)) * 2
+    sparse = sparse_attention(r)
+    if sparse is not None:
+        topk_tokens, index_bytes = sparse
         notes.append(
             f"block-sparse attention approximated: every attention layer reads at most "
             f"{topk_tokens} tokens plus a BF16 index key per token"
@@ -263,12 +270,11 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     if kinds.get("ffn_only"):
         moe_layers, dense_layers = (kinds["moe"], kinds["dense"]) if moe else (0, kinds["moe"] + kinds["dense"])
     else:
-        dense_first = r.int("first_k_dense_replace", default=0)
-        mlp_only = cfg.get("mlp_only_layers") or []
-        if not isinstance(mlp_only, list) or dense_first + len(mlp_only) > layers:
-            key = "mlp_only_layers" if mlp_only else "first_k_dense_replace"
-            raise ConfigError(r.source, key, f"{mlp_only or dense_first!r} is not allowed (allowed: ≤ {layers} layers)")
-        dense_layers = (dense_first + len(mlp_only)) if moe else layers
+        dense_first = r.int(
+            "first_k_dense_replace", default=0, maximum=layers, what="the first layers with a dense MLP"
+        )
+        step = r.int("decoder_sparse_step", default=1, minimum=1) if moe else 1
+        dense_layers = len(dense_layer_indices(r, layers, dense_first, step)) if moe else layers
         moe_layers = layers - dense_layers if moe else 0
     # Every layer with a dense MLP needs its width: without it the MLP would silently weigh nothing.
     dense_width = (
@@ -295,7 +301,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         hidden_size=hidden,
         vocab_size=r.int("vocab_size", minimum=1, what="the vocabulary"),
         num_layers=layers,
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tie_word_embeddings=flag(r, "tie_word_embeddings"),
         attention=attention,
         full_attention_layers=kinds["full"],
         sliding_layers=kinds["sliding"],

@@ -140,3 +140,65 @@ def dtype_notes(r: Reader, native: str) -> list[str]:
         f"{key} {dtype!r} is not one tokenplan knows ({', '.join(SIXTEEN_BIT_DTYPES)}): the checkpoint is "
         "taken as bf16, 2 bytes per weight, unless --weight-dtype names the served format"
     ]
+
+
+def flag(r: Reader, key: str, default: bool = False) -> bool:
+    """A true/false field (``tie_word_embeddings``): JSON ``true``/``false``, ``default`` when
+    absent or null. Anything else is refused: ``bool("false")`` is true, which silently dropped a
+    separate ``lm_head``'s weights."""
+    value = r.cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise r.refuse(key, "true or false")
+    return value
+
+
+def dense_layer_indices(r: Reader, num_layers: int, dense_first: int, step: int) -> set[int]:
+    """Indices of the layers with a dense MLP in a mixture-of-experts model: the first
+    ``dense_first`` (DeepSeek's ``first_k_dense_replace``), those listed in ``mlp_only_layers``
+    (Qwen-MoE), and with ``decoder_sparse_step`` = ``step`` > 1 each layer ``i`` with
+    ``(i + 1) % step != 0`` (transformers' ``Qwen2MoeDecoderLayer``/``Qwen3MoeDecoderLayer``: a
+    layer has experts when ``layer_idx not in mlp_only_layers and num_experts > 0 and
+    (layer_idx + 1) % decoder_sparse_step == 0``). ``mlp_only_layers`` must hold distinct layer
+    indices from 0 to ``num_layers − 1``."""
+    listed = r.cfg.get("mlp_only_layers") or []
+    if (
+        not isinstance(listed, list)
+        or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_layers for i in listed)
+        or len(set(listed)) != len(listed)
+    ):
+        raise r.refuse("mlp_only_layers", f"a list of distinct layer indices from 0 to {num_layers - 1}")
+    dense = set(range(min(dense_first, num_layers))) | set(listed)
+    if step > 1:
+        dense |= {i for i in range(num_layers) if (i + 1) % step}
+    return dense
+
+
+def sparse_attention(r: Reader) -> tuple[int, float] | None:
+    """(tokens an attention layer reads, index-key bytes per token) of a block-sparse attention
+    config (``sparse_attention_config`` with ``use_sparse_attention``), or None without one.
+    Its counts must be non-negative integers: text there made a traceback."""
+    sparse = r.cfg.get("sparse_attention_config")
+    if sparse is None or (isinstance(sparse, Mapping) and not sparse.get("use_sparse_attention")):
+        return None
+    if not isinstance(sparse, Mapping):
+        raise r.refuse("sparse_attention_config", "an object with use_sparse_attention and its block counts")
+    counts = {}
+    for key in (
+        "sparse_block_size",
+        "sparse_topk_blocks",
+        "sparse_local_block",
+        "sparse_num_index_heads",
+        "sparse_index_dim",
+    ):
+        value = sparse.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, builtins.int) or value < 0:
+            raise ConfigError(
+                r.source,
+                f"sparse_attention_config.{key}",
+                f"{value!r} is not allowed (allowed: an integer ≥ 0)",
+            )
+        counts[key] = value
+    tokens = (counts["sparse_topk_blocks"] + counts["sparse_local_block"]) * counts["sparse_block_size"]
+    return tokens, float(counts["sparse_num_index_heads"] * counts["sparse_index_dim"] * 2)

@@ -165,3 +165,37 @@ def test_a_hybrid_override_pattern_that_is_not_text_is_refused(tmp_path):
     assert _refused(tmp_path, QWEN3_8B, hybrid_override_pattern=["M"] * 36) == (
         f"hybrid_override_pattern: {['M'] * 36!r} is not allowed (allowed: a string of 36 characters, each M, *, E or -)"
     )
+
+
+def test_decoder_sparse_step_and_mlp_only_layers_place_the_dense_layers_as_transformers_does(tmp_path):
+    # Qwen3MoeDecoderLayer: layer i has experts when i not in mlp_only_layers and
+    # (i + 1) % decoder_sparse_step == 0. Qwen3-30B-A3B has 48 layers: step 2 leaves experts on the
+    # 24 odd-indexed layers (i = 1, 3, …, 47) and a dense MLP on the 24 others; mlp_only_layers
+    # [1, 2] with step 2 makes layer 1 dense too (2 is dense already): 25 dense, 23 with experts.
+    # Before, every step above 1 was read as 1 (48 layers of experts).
+    halved = _load(tmp_path, QWEN3_30B_A3B, decoder_sparse_step=2, intermediate_size=6144)
+    assert (halved.dense_ffn_layers, halved.num_layers - halved.dense_ffn_layers) == (24, 24)
+    listed = _load(tmp_path, QWEN3_30B_A3B, decoder_sparse_step=2, mlp_only_layers=[1, 2], intermediate_size=6144)
+    assert listed.dense_ffn_layers == 25
+    allowed = "(allowed: a list of distinct layer indices from 0 to 47)"
+    for bad in (["1"], [48], [-1], [3, 3], "1"):
+        assert _refused(tmp_path, QWEN3_30B_A3B, mlp_only_layers=bad, intermediate_size=6144) == (
+            f"mlp_only_layers: {bad!r} is not allowed {allowed}"
+        )
+
+
+def test_tie_word_embeddings_must_be_true_or_false(tmp_path):
+    # bool("false") is True: a separate lm_head (151,936 × 4,096 weights for Qwen3-8B) was dropped
+    assert _refused(tmp_path, QWEN3_8B, tie_word_embeddings="false") == (
+        "tie_word_embeddings: 'false' is not allowed (allowed: true or false)"
+    )
+    assert _load(tmp_path, QWEN3_8B, tie_word_embeddings=None).tie_word_embeddings is False
+
+
+def test_sparse_attention_counts_must_be_integers(tmp_path):
+    sparse = {"use_sparse_attention": True, "sparse_block_size": "64", "sparse_topk_blocks": 16}
+    assert _refused(tmp_path, QWEN3_8B, sparse_attention_config=sparse) == (
+        "sparse_attention_config.sparse_block_size: '64' is not allowed (allowed: an integer ≥ 0)"
+    )
+    off = {"use_sparse_attention": False, "sparse_block_size": "64"}  # off: its counts are not read
+    assert _load(tmp_path, QWEN3_8B, sparse_attention_config=off).num_layers == 36

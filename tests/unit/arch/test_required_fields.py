@@ -93,7 +93,9 @@ def test_dense_first_layers_of_an_moe_model_need_their_width(tmp_path):
     assert "MLP width of 1 dense layers" in str(error)
     too_many = tmp_path / "many"
     too_many.mkdir()
-    with pytest.raises(ConfigError, match=r"first_k_dense_replace: 3 is not allowed \(allowed: ≤ 2 layers\)"):
+    with pytest.raises(
+        ConfigError, match=r"first_k_dense_replace: 3 is not allowed \(allowed: an integer from 0 to 2,"
+    ):
         load_model(_write(too_many, {**_MOE, "first_k_dense_replace": 3, "intermediate_size": 4096}))
 
 
