@@ -59,21 +59,21 @@ def _generate(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
         (
             ["--max-tokens", "1e30"],
             (
-                f"error: max-tokens 1e+30 is not allowed (allowed: a number of tokens above the mean "
+                f"error: --max-tokens 1e+30 is not allowed (allowed: a number of tokens above the mean "
                 f"2500 and at most {CAP} (2^24, above any model's context))"
             ),
         ),
         (
             ["--max-tokens", "Infinity"],
             (
-                f"error: max-tokens inf is not allowed (allowed: a number of tokens above the "
+                f"error: --max-tokens inf is not allowed (allowed: a number of tokens above the "
                 f"mean 2500 and at most {CAP} (2^24, above any model's context))"
             ),
         ),
         (
             ["--isl-cap", "1e30"],
             (
-                f"error: isl-cap 1e+30 is not allowed (allowed: a number of tokens above the mean 1024 "
+                f"error: --isl-cap 1e+30 is not allowed (allowed: a number of tokens above the mean 1024 "
                 f"and at most {CAP} (2^24, above any model's context))"
             ),
         ),
@@ -191,8 +191,7 @@ def test_bench_with_an_empty_concurrency_list_does_not_run_the_default_sweep(tmp
     # the endpoint does not listen: the refusal comes from the option alone, before any request
     result = _tokenplan("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", option, "", cwd=tmp_path)
     assert _one_error_line(result) == (
-        "error: concurrency '' is not allowed (allowed: comma-separated integers ≥ 1 "
-        "with no empty entry, e.g. 1,4,16,64)"
+        f"error: {option} '' is not allowed (allowed: comma-separated integers ≥ 1 with no empty entry, e.g. 1,4,16,64)"
     )
 
 
@@ -247,4 +246,4 @@ def test_predict_concurrency_that_is_not_a_whole_number_of_requests_is_one_messa
     line = _one_error_line(
         _tokenplan("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", value, cwd=tmp_path)
     )
-    assert line == f"error: concurrency '{value}' is not allowed (allowed: a whole number of requests ≥ 1, or max)"
+    assert line == f"error: --concurrency '{value}' is not allowed (allowed: a whole number of requests ≥ 1, or max)"

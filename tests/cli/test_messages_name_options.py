@@ -61,7 +61,7 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
         (
             ["plan", "--gpu", "4xrtx-pro-6000", "--current", "tp=3", "--measured-tok-s", "1600"],
             # 4 GPUs = 1×3 + 1: TP3 does not divide them
-            "error: current 'tp=3' is not allowed (allowed: a setup whose TP × PP (3) divides the 4 GPUs of "
+            "error: --current 'tp=3' is not allowed (allowed: a setup whose TP × PP (3) divides the 4 GPUs of "
             "--gpu 4× rtx-pro-6000)",
         ),
         (
@@ -70,16 +70,16 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             "error: -o 'no-such-dir/p.json' is not allowed (allowed: a profile JSON file path in an existing, "
             "writable directory; no-such-dir does not exist)",
         ),
-        (["plan", "--osl-sigma", "100"], "error: osl-sigma 100 is not allowed (allowed: a lognormal σ from 0 to 5)"),
-        (["plan", "--isl-sigma", "-1"], "error: isl-sigma -1 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+        (["plan", "--osl-sigma", "100"], "error: --osl-sigma 100 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+        (["plan", "--isl-sigma", "-1"], "error: --isl-sigma -1 is not allowed (allowed: a lognormal σ from 0 to 5)"),
         (
             ["plan", "--gpu", "-8xb200"],
-            "error: gpu '-8xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
+            "error: --gpu '-8xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
             "or KEY alone (one node))",
         ),
         (
             ["plan", "--gpu", "8.5xb200"],
-            "error: gpu '8.5xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
+            "error: --gpu '8.5xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
             "or KEY alone (one node))",
         ),
     ],
@@ -107,7 +107,7 @@ def test_generate_names_request_timeout_as_typed(monkeypatch, capsys, tmp_path):
         monkeypatch, capsys, tmp_path, "generate", "in.jsonl", "--out", "run", "--endpoint",
         "http://127.0.0.1:9/v1", "--model", "m", "--dry-run", "--request-timeout", "0",
     )  # fmt: skip
-    assert line == "error: request-timeout 0 is not allowed (allowed: a number > 0)"
+    assert line == "error: --request-timeout 0 is not allowed (allowed: a number > 0)"
 
 
 def test_a_price_for_a_gpu_not_planned_is_noted():

@@ -277,7 +277,7 @@ def test_bad_input_exits_2_with_one_error_line(runs, case, named):
 def test_zero_tp_error_names_tp(runs):
     r = runs["zero_tp"]
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.startswith("error: tp 0 ")
+    assert r.stderr.startswith("error: --tp 0 ")
     assert "an integer ≥ 1" in r.stderr  # a TP degree is a count of GPUs, not any positive number
 
 

@@ -147,10 +147,18 @@ def test_job_yaml_keys(tmp_path):
 
 def test_a_fixed_cap_above_what_memory_holds_is_still_the_launchs_cap():
     # The plan's memory is sized for the fixed cap (SGLang reserves speculative state for all of
-    # --max-running-requests), so every launch sets the cap itself; the batch the plan predicts
-    # is what memory holds under it, and says what stops it.
+    # --max-running-requests), so the planned engine's launch sets the cap itself; the batch the
+    # plan predicts is what memory holds under it, and says what stops it. The other engines'
+    # launches in --json set what their own largest fraction holds where that is less (their
+    # warning names the same figure), never more than the cap.
+    import re
+
     o = plan(PlanRequest(gpus=("8xb200",), max_running=4096)).to_json()["options"][0]
     assert o["batch_per_replica"] < 4096 and o["batch_limit_reason"] != "engine cap"
     assert "--max-running-requests 4096" in o["launch"]["sglang"]
-    assert "--max-num-seqs 4096" in o["launch"]["vllm"]  # no attention DP: one engine rank per replica, ceil(4096 / 1)
-    assert "--max_batch_size 4096" in o["launch"]["trtllm"]
+    vllm = int(re.search(r"--max-num-seqs (\d+)", o["launch"]["vllm"]).group(1))
+    trtllm = int(re.search(r"--max_batch_size (\d+)", o["launch"]["trtllm"]).group(1))
+    assert vllm <= 4096 and trtllm <= 4096
+    for name, cap in (("vLLM", vllm), ("TensorRT-LLM", trtllm)):
+        for said in (w for w in o["warnings"] if w.startswith(f"the {name} launch (in --json)")):
+            assert f"caps the batch at {cap:,} per replica" in said

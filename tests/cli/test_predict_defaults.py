@@ -100,7 +100,7 @@ def test_a_cap_at_or_below_the_mean_is_refused_in_one_line():
     r = _cli("predict", "--model", "qwen3.6-27b", "--gpu", "b200", "--osl", "4000", "--max-tokens", "3000")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [
-        "error: max-tokens 3000 is not allowed (allowed: a number of tokens above the mean osl 4000 and at most 16,777,216)"
+        "error: --max-tokens 3000 is not allowed (allowed: a number of tokens above the mean osl 4000 and at most 16,777,216)"
     ]
     r = _cli("predict", "--model", "qwen3.6-27b", "--gpu", "b200", "--isl", "2048", "--isl-cap", "1000")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "isl-cap 1000" in r.stderr

@@ -24,11 +24,14 @@ def _rows(path: Path, n: int) -> Path:
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (["--mode", "sideways"], "error: mode 'sideways' is not allowed (allowed: one of 'regenerate' or 'complete')"),
+        (
+            ["--mode", "sideways"],
+            "error: --mode 'sideways' is not allowed (allowed: one of 'regenerate' or 'complete')",
+        ),
         (["--on-length", "truncate"], "error: --on-length 'truncate' is not allowed"),
-        (["--thinking", "maybe"], "error: thinking 'maybe' is not allowed"),
-        (["--extra-body", "[1]"], "error: extra-body '[1]' is not allowed (allowed: a JSON object"),
-        (["--concurrency", "0"], "error: concurrency 0 is not allowed"),
+        (["--thinking", "maybe"], "error: --thinking 'maybe' is not allowed"),
+        (["--extra-body", "[1]"], "error: --extra-body '[1]' is not allowed (allowed: a JSON object"),
+        (["--concurrency", "0"], "error: --concurrency 0 is not allowed"),
         (
             ["--temperature", "0.7", "--extra-body", '{"temperature": 1.5}'],
             "error: --extra-body {'temperature': 1.5} is not allowed (allowed: no temperature (use --temperature: ",
@@ -37,15 +40,15 @@ def _rows(path: Path, n: int) -> Path:
             ["--thinking", "on", "--extra-body", '{"chat_template_kwargs": 5}'],
             "error: --extra-body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object",
         ),
-        (["--temperature", "-1"], "error: temperature -1 is not allowed (allowed: a number from 0 to 100)\n"),
+        (["--temperature", "-1"], "error: --temperature -1 is not allowed (allowed: a number from 0 to 100)\n"),
         (
             ["--endpoint", "http://127.0.0.1:9/v1/"],
-            "error: endpoint ['http://127.0.0.1:9/v1', 'http://127.0.0.1:9/v1'] is not allowed (allowed: "
+            "error: --endpoint ['http://127.0.0.1:9/v1', 'http://127.0.0.1:9/v1'] is not allowed (allowed: "
             "each server once ('http://127.0.0.1:9/v1' is given twice))\n",
         ),
         (
             ["--endpoint", "notaurl"],
-            "error: endpoint ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
+            "error: --endpoint ['http://127.0.0.1:9/v1', 'notaurl'] is not allowed (allowed: "
             "http(s) base URLs such as http://127.0.0.1:8000/v1; 'notaurl': the scheme must be "
             "http or https)\n",
         ),

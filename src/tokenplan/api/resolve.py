@@ -24,7 +24,7 @@ from tokenplan.errors import InfeasibleError, InputError, TokenplanError, shown
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
-from tokenplan.job.workload import LengthDist, lognormal_with_mean, set_lengths, stated_lengths
+from tokenplan.job.workload import MAX_SIGMA, LengthDist, lognormal_with_mean, set_lengths, stated_lengths
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
@@ -179,6 +179,10 @@ def _check_sizes(req: PredictRequest) -> None:
         # a mean below one token is not a request; one above MAX_REQUEST_TOKENS fits no context
         if not 1 <= getattr(req, field) <= MAX_REQUEST_TOKENS:
             raise InputError(field, shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
+    for name in ("isl", "osl"):  # named as the option: LengthDist's own check says only "length sigma"
+        sigma = getattr(req, f"{name}_sigma")
+        if not 0 <= sigma <= MAX_SIGMA:
+            raise InputError(f"{name}-sigma", shown(sigma), f"a lognormal σ from 0 to {MAX_SIGMA:g}")
     _positive("concurrency", req.concurrency, allow_none=True)
     _positive("max_running", req.max_running, allow_none=True, whole=True)
     for name, option, mean, cap in (

@@ -110,20 +110,26 @@ class Group(click.Group):
         return status
 
 
+# A field checked under one name but typed under another (bench takes vllm bench serve's
+# --max-concurrency for its --concurrency).
+OPTION_ALIASES: dict[str, tuple[str, ...]] = {"concurrency": ("--max-concurrency",)}
+
+
 def _as_typed(exc: TokenplanError, argv: Sequence[str]) -> str:
-    """The error's line, naming an :class:`InputError`'s field in Python's spelling as the option
-    the user typed (``max_num_batched_tokens 0`` → ``--max-num-batched-tokens 0``): one name from
-    the flag to the message. A field the command line did not carry (a job file's key, a column)
-    stays as it is."""
+    """The error's line, naming an :class:`InputError`'s field as the option the user typed:
+    ``max_num_batched_tokens 0`` → ``--max-num-batched-tokens 0``, ``samples -5`` → ``--samples -5``,
+    ``n 0`` → ``-n 0`` where ``-n`` was typed: one name from the flag to the message. A field the
+    command line did not carry (a job file's key, a column, a config.json key) stays as it is."""
     text = str(exc)
     field = getattr(exc, "field", None)
-    if not isinstance(exc, InputError) or not isinstance(field, str) or "_" not in field:
-        return text  # a plain word or a hyphenated one already reads as its flag
-    if not text.startswith(field + " "):
+    if not isinstance(exc, InputError) or not isinstance(field, str) or field.startswith("-"):
         return text
-    flag = "--" + field.replace("_", "-")
-    if any(arg == flag or arg.startswith(flag + "=") for arg in argv):
-        return flag + text[len(field) :]
+    if not text.startswith(field + " ") or " " in field:
+        return text
+    spelled = field.replace("_", "-")
+    for flag in (f"--{spelled}", f"-{spelled}", *OPTION_ALIASES.get(field, ())):
+        if any(arg == flag or arg.startswith(flag + "=") for arg in argv):
+            return flag + text[len(field) :]
     return text
 
 

@@ -104,15 +104,18 @@ class Launch(NamedTuple):
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
         entry in ``sizing``, else the planned settings' fraction for the planned engine or
         ``default_fraction`` (the engine's own default) for another, with ``planned_running``. A
-        fixed cap (``max_running.requests``: the user's, or the plan's own "running cap N") is the
-        running requests a launch sets where its memory fraction holds that many; a launch whose
-        largest fraction holds fewer sets those fewer (SGLang reserves speculative state for the
-        whole cap, and the warning of :func:`~tokenplan.planning.launch.launch_caps` names that
-        figure: a printed cap above it contradicted the warning beside it)."""
+        fixed cap (``max_running.requests``: the user's, or the plan's own "running cap N") is
+        what the planned engine's launch sets: the plan's memory was sized for it (SGLang reserves
+        speculative state and its request table for the whole cap). Another engine's launch in
+        ``--json`` sets the fixed cap or what its own largest fraction holds, whichever is less:
+        the warning of :func:`~tokenplan.planning.launch.launch_caps` names that figure, and a
+        printed cap above it contradicted the warning beside it (a break-it pass)."""
         fixed = self.max_running.requests
         for name, fraction, running in self.sizing:
             if name == engine:
-                return fraction, running if fixed is None else min(running, fixed)
+                if fixed is None:
+                    return fraction, running
+                return fraction, fixed if engine == self.planned_engine else min(running, fixed)
         planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
         return planned, self.planned_running if fixed is None else fixed
 
