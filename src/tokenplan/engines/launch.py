@@ -169,6 +169,33 @@ def checkpoint_note(launch: Launch) -> str | None:
     )
 
 
+# The drafter a speculative method needs: MTP's head is in the target checkpoint (SGLang NEXTN,
+# vLLM "mtp" and TRT-LLM MTP read it from the model), EAGLE, EAGLE-3 and DFlash load a separate
+# checkpoint the plan does not know (SGLang ``--speculative-draft-model-path``, required for DFLASH
+# by ``arg_groups/speculative_hook.py`` ``_handle_dflash``; vLLM ``SpeculativeConfig.model``, whose
+# ``__post_init__`` raises "num_speculative_tokens was provided but without speculative model."
+# for eagle/eagle3/dflash without it, ``vllm/config/speculative.py``; TRT-LLM
+# ``speculative_model_dir``, an alias of ``DecodingBaseConfig.speculative_model``,
+# ``tensorrt_llm/llmapi/llm_args.py``). Each launch writes this placeholder in its place.
+DRAFT_MODEL = "DRAFT_MODEL"
+
+
+def needs_drafter(method: str | None) -> bool:
+    """A speculative method whose drafter is a checkpoint of its own (every one but MTP)."""
+    return method is not None and method != "mtp"
+
+
+def draft_note(launch: Launch) -> str | None:
+    """A comment line for a launch whose speculative method loads a separate drafter
+    (:func:`needs_drafter`): put its checkpoint where the command says DRAFT_MODEL; else None."""
+    if not needs_drafter(launch.spec_method):
+        return None
+    return (
+        f"# {DRAFT_MODEL}: put the drafter's checkpoint there ({launch.spec_method} draft model for "
+        f"{launch.repo}: a local path or Hugging Face repository)"
+    )
+
+
 def join_command(
     launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port", base_port: int = 8000
 ) -> str:

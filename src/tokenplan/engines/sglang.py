@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import MaxRunning, checkpoint_note
+from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, checkpoint_note, draft_note, needs_drafter
 from tokenplan.hardware import Gpu
 from tokenplan.records import quick_replace
 from tokenplan.units import Dtype, GiB, MiB
@@ -330,12 +330,7 @@ class Sglang:
         elif s.chunk_set and launch.planned_engine == self.name:
             args.append(f"--chunked-prefill-size {s.chunk_tokens}")
         if launch.spec_method is not None:
-            k = launch.draft_tokens
-            algo = "NEXTN" if launch.spec_method == "mtp" else launch.spec_method.upper()
-            args.append(
-                f"--speculative-algorithm {quote(algo)} --speculative-num-steps {k} "
-                f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}"
-            )
+            args.append(_spec_args(launch.spec_method, launch.draft_tokens))
         if launch.ssm_dtype is not None and launch.hybrid:
             args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
         if self.disables_radix_cache(launch.hybrid, launch.max_running):
@@ -349,8 +344,8 @@ class Sglang:
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
         command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
-        note = checkpoint_note(launch)
-        return command if note is None else f"{note}\n{command}"
+        notes = [n for n in (checkpoint_note(launch), draft_note(launch)) if n is not None]
+        return "\n".join([*notes, command])
 
     def _parallel_args(self, lay: Parallelism) -> list[str]:
         """``--tp-size``, ``--dp-size`` only for DP attention across the TP ranks of one replica
@@ -363,3 +358,19 @@ class Sglang:
         if lay.ep > 1:
             args.append(f"--ep-size {lay.ep}")
         return args
+
+
+def _spec_args(method: str, k: int) -> str:
+    """The speculative flags (``arg_groups/fields/spec.py``: algorithms EAGLE, EAGLE3, NEXTN,
+    DFLASH; ``--speculative-draft-model-path``): NEXTN (MTP) drafts with the checkpoint's own
+    layers; EAGLE and EAGLE3 name the drafter, k steps of top-1, k + 1 tokens to verify. DFLASH
+    drafts a block in one step: ``_handle_dflash`` (``arg_groups/speculative_hook.py``) forces
+    steps and top-k to 1 and takes the verify window (block size) from
+    ``--speculative-num-draft-tokens``, k + 1."""
+    algo = "NEXTN" if method == "mtp" else method.upper()
+    head = f"--speculative-algorithm {quote(algo)}"
+    if needs_drafter(method):
+        head += f" --speculative-draft-model-path {DRAFT_MODEL}"
+    if method == "dflash":
+        return f"{head} --speculative-num-draft-tokens {k + 1}"
+    return f"{head} --speculative-num-steps {k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}"

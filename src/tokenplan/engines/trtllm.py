@@ -23,7 +23,7 @@ from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import MaxRunning
+from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB
 
@@ -327,15 +327,20 @@ class Trtllm:
         )
 
 
+# ``decoding_type`` of each method: the ``Literal`` of its ``*DecodingConfig`` in
+# ``tensorrt_llm/llmapi/llm_args.py`` (MTP, Eagle, Eagle3, DFlash; case as written there).
+_DECODING_TYPE = {"mtp": "MTP", "eagle": "Eagle", "eagle3": "Eagle3", "dflash": "DFlash"}
+
+
 def _spec_yaml(method: str, k: int) -> list[str]:
-    """The YAML ``speculative_config`` lines: MTP reads the checkpoint's own layers; EAGLE-3 and
-    others need a draft model the plan does not know."""
+    """The YAML ``speculative_config`` lines: MTP reads the checkpoint's own layers; EAGLE,
+    EAGLE-3 and DFlash need a draft model the plan does not know (``DRAFT_MODEL``)."""
     if method == "mtp":
         return ["  decoding_type: MTP", f"  num_nextn_predict_layers: {k}"]
     return [
-        f"  decoding_type: {'Eagle3' if method == 'eagle3' else method.upper()}",
+        f"  decoding_type: {_DECODING_TYPE.get(method, method)}",
         f"  max_draft_len: {k}",
-        "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint",
+        f"  speculative_model_dir: {DRAFT_MODEL}  # the drafter's checkpoint",
     ]
 
 

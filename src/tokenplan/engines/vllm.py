@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import MaxRunning, checkpoint_note
+from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, checkpoint_note, draft_note, needs_drafter
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB, MiB
 
@@ -283,11 +283,16 @@ class Vllm:
         if launch.settings.chunk_set and launch.planned_engine == self.name:
             args.append(f"--max-num-batched-tokens {launch.settings.chunk_tokens}")
         if launch.spec_method is not None:
-            spec = {"method": launch.spec_method, "num_speculative_tokens": launch.draft_tokens}
+            # SpeculativeConfig (vllm/config/speculative.py): method mtp, eagle, eagle3 or dflash;
+            # every one but mtp loads its drafter from "model" (launch.DRAFT_MODEL).
+            spec: dict[str, object] = {"method": launch.spec_method}
+            if needs_drafter(launch.spec_method):
+                spec["model"] = DRAFT_MODEL
+            spec["num_speculative_tokens"] = launch.draft_tokens
             args.append(f"--speculative-config {quote(json.dumps(spec, separators=(',', ':')))}")
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
         command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
-        note = checkpoint_note(launch)
-        return command if note is None else f"{note}\n{command}"
+        notes = [n for n in (checkpoint_note(launch), draft_note(launch)) if n is not None]
+        return "\n".join([*notes, command])

@@ -232,3 +232,32 @@ def test_other_engines_keep_one_pool_and_allocate_at_the_limit(name):
     assert engine.disables_radix_cache(True, MaxRunning(lifted=True)) is False
     assert engine.state_to_kv_ratio(True, MaxRunning()) is None
     assert engine.allocated_running(120.0, settings, max_running=MaxRunning(lifted=True)) == 120.0
+
+
+def test_a_separate_drafter_is_named_with_a_placeholder(sglang):
+    # EAGLE, EAGLE3 and DFLASH load their drafter from --speculative-draft-model-path
+    # (arg_groups/fields/spec.py; _handle_dflash raises without it); MTP (NEXTN) reads the target's
+    # own layers. The plan does not know the drafter: DRAFT_MODEL, and a comment line saying so.
+    note = (
+        "# DRAFT_MODEL: put the drafter's checkpoint there (eagle3 draft model for Qwen/Qwen3-32B: "
+        "a local path or Hugging Face repository)"
+    )
+    cmd = sglang.launch_command(_launch(spec_method="eagle3"))
+    assert cmd.split("\n")[0] == note
+    assert (
+        "  --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT_MODEL --speculative-num-steps 3 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \\\n" in cmd
+    )
+    assert "--speculative-algorithm EAGLE --speculative-draft-model-path DRAFT_MODEL --speculative-num-steps 2 " in (
+        sglang.launch_command(_launch(spec_method="eagle", draft_tokens=2))
+    )
+    # DFLASH drafts a block in one step: steps and top-k are forced to 1 (_handle_dflash), the
+    # verify window is --speculative-num-draft-tokens = k + 1 = 9.
+    cmd = sglang.launch_command(_launch(spec_method="dflash", draft_tokens=8))
+    assert (
+        "  --speculative-algorithm DFLASH --speculative-draft-model-path DRAFT_MODEL --speculative-num-draft-tokens 9 \\\n"
+        in cmd
+    )
+    assert "--speculative-num-steps" not in cmd and cmd.startswith("# DRAFT_MODEL: ")
+    # MTP: no drafter, no note.
+    assert "DRAFT_MODEL" not in sglang.launch_command(_launch())

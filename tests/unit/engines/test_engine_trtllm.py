@@ -210,3 +210,14 @@ def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
             ),
         ]
     )
+
+
+def test_decoding_types_are_spelled_as_llm_args_declares_them(trtllm):
+    # tensorrt_llm/llmapi/llm_args.py: EagleDecodingConfig Literal["Eagle"], DFlashDecodingConfig
+    # Literal["DFlash"] (not EAGLE / DFLASH), each with its drafter in speculative_model_dir.
+    for method, name in (("eagle", "Eagle"), ("dflash", "DFlash")):
+        cmd = trtllm.launch_command(_launch(spec_method=method, draft_tokens=4))
+        assert (
+            f"speculative_config:\n  decoding_type: {name}\n  max_draft_len: 4\n"
+            "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint\nEOF\n"
+        ) in cmd

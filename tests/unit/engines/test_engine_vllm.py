@@ -129,6 +129,23 @@ def test_launch_with_attention_dp_splits_the_batch_over_the_ranks(vllm):
     )
 
 
+def test_a_separate_drafter_is_the_speculative_configs_model(vllm):
+    # SpeculativeConfig (vllm/config/speculative.py): eagle, eagle3 and dflash without "model"
+    # raise "num_speculative_tokens was provided but without speculative model."; mtp takes the
+    # target's own layers. The plan does not know the drafter: "DRAFT_MODEL" and a comment line.
+    cmd = vllm.launch_command(_launch(spec_method="eagle3", draft_tokens=3))
+    assert cmd.split("\n")[0] == (
+        "# DRAFT_MODEL: put the drafter's checkpoint there (eagle3 draft model for deepseek-ai/DeepSeek-V3: "
+        "a local path or Hugging Face repository)"
+    )
+    assert cmd.endswith(
+        """--speculative-config '{"method":"eagle3","model":"DRAFT_MODEL","num_speculative_tokens":3}'"""
+    )
+    dflash = vllm.launch_command(_launch(spec_method="dflash", draft_tokens=8))
+    assert """'{"method":"dflash","model":"DRAFT_MODEL","num_speculative_tokens":8}'""" in dflash
+    assert "DRAFT_MODEL" not in vllm.launch_command(_launch())
+
+
 def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
     planned = _launch(
         layout=Layout(tp=2, dp=2),
