@@ -196,8 +196,25 @@ def draft_note(launch: Launch) -> str | None:
     )
 
 
+def replica_hosts(launch: Launch) -> int:
+    """Hosts one replica spans: ⌈TP·PP / host GPUs⌉, 1 where it fits one host."""
+    g = launch.layout.gpus_per_replica
+    return -(-g // launch.host_gpus) if g > launch.host_gpus else 1
+
+
+def node_ranks_note(hosts: int, first: str = "", others: str = "") -> str:
+    """How a command with ``--node-rank $NODE_RANK`` is run on a replica's ``hosts`` hosts."""
+    rest = "1" if hosts == 2 else f"1 … {hosts - 1}"
+    return f"run the command below on each, NODE_RANK=0 on HOST0 (the first; its address{first}) and {rest} on the others{others}"
+
+
 def join_command(
-    launch: Launch, args: list[str], separate_servers: bool, port_flag: str = "--port", base_port: int = 8000
+    launch: Launch,
+    args: list[str],
+    separate_servers: bool,
+    port_flag: str = "--port",
+    base_port: int = 8000,
+    hosts_note: str = "",
 ) -> str:
     """Join the arguments into a shell command.
 
@@ -206,8 +223,10 @@ def join_command(
     ``i·g`` … ``i·g + g − 1`` for ``g`` GPUs per replica) and port ``base_port + i``
     (``port_flag``), and a comment with the ``--endpoint`` list for ``tokenplan generate``
     (127.0.0.1 where one host holds every replica, else HOST for each host's address). A replica
-    wider than a host keeps a comment that says how many to start. Replicas that share a server
-    but span more hosts than one: a server per host, each running the replicas its host holds.
+    wider than a host (:func:`replica_hosts` > 1) is one server over its hosts: the engine puts its
+    multi-node arguments in ``args`` and says in ``hosts_note`` how to start them on each host;
+    the endpoint is HOST0's. Replicas that share a server but span more hosts than one: a server
+    per host, each running the replicas its host holds.
     """
     dp, g = launch.layout.dp, launch.layout.gpus_per_replica
     if separate_servers and dp > 1 and g <= launch.host_gpus:
@@ -234,6 +253,18 @@ def join_command(
             f"# tokenplan generate takes each server{every}: {endpoint_list(host, base_port, per_host)}"
         )
     command = " \\\n  ".join(args)
+    span = replica_hosts(launch)
+    if span > 1:  # the engine's own multi-node arguments are in args; hosts_note says how to run them
+        more = (
+            f"# start {dp} such replicas, each on {span} hosts of its own, and give each HOST0 to tokenplan "
+            f"generate with its own --endpoint\n"
+            if dp > 1
+            else ""
+        )
+        return (
+            f"# one replica spans {span} hosts of {launch.host_gpus} GPUs: {hosts_note}\n{more}{command}\n"
+            f"# tokenplan generate takes the server on HOST0: {endpoint_list('HOST0', base_port, 1)}"
+        )
     if separate_servers and dp > 1:
         return (
             f"# one server per replica: start {dp} of these on disjoint GPUs (CUDA_VISIBLE_DEVICES)\n"

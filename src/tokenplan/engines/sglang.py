@@ -20,7 +20,15 @@ from typing import Any, ClassVar, NamedTuple
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, checkpoint_note, draft_note, needs_drafter
+from tokenplan.engines.launch import (
+    DRAFT_MODEL,
+    MaxRunning,
+    checkpoint_note,
+    draft_note,
+    needs_drafter,
+    node_ranks_note,
+    replica_hosts,
+)
 from tokenplan.hardware import Gpu
 from tokenplan.records import quick_replace
 from tokenplan.units import Dtype, GiB, MiB
@@ -343,7 +351,11 @@ class Sglang:
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
-        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        hosts = replica_hosts(launch)
+        if hosts > 1:  # arg_groups/fields/parallel.py: --nnodes, --node-rank, --dist-init-addr
+            args.append(f"--nnodes {hosts} --node-rank $NODE_RANK --dist-init-addr HOST0:20000")
+        note = node_ranks_note(hosts)
+        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port, note)
         notes = [n for n in (checkpoint_note(launch), draft_note(launch)) if n is not None]
         return "\n".join([*notes, command])
 

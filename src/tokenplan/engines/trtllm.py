@@ -23,7 +23,7 @@ from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning
+from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, replica_hosts
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB
 
@@ -322,9 +322,15 @@ class Trtllm:
                 f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
                 f"{launch.weight_dtype.value} checkpoint of {launch.repo}",
             )
-        return (
-            "\n".join(head) + "\n" + join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
-        )
+        hosts, note = replica_hosts(launch), ""
+        if hosts > 1:  # one MPI job over the hosts (trtllm-serve docs, multi-node: srun or mpirun)
+            n = lay.gpus_per_replica
+            args[0] = (
+                f"srun -N {hosts} --ntasks {n} --ntasks-per-node {launch.host_gpus} --mpi=pmix trtllm-llmapi-launch {args[0]}"
+            )
+            note = "trtllm-serve runs as one MPI job over them (srun, or mpirun with trtllm-llmapi-launch), the YAML on a path every host reads"
+        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port, note)
+        return "\n".join(head) + "\n" + command
 
 
 # ``decoding_type`` of each method: the ``Literal`` of its ``*DecodingConfig`` in

@@ -20,7 +20,15 @@ from typing import Any, ClassVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, checkpoint_note, draft_note, needs_drafter
+from tokenplan.engines.launch import (
+    DRAFT_MODEL,
+    MaxRunning,
+    checkpoint_note,
+    draft_note,
+    needs_drafter,
+    node_ranks_note,
+    replica_hosts,
+)
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB, MiB
 
@@ -293,6 +301,17 @@ class Vllm:
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
-        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port)
+        hosts, note = replica_hosts(launch), ""
+        if hosts > 1 and lay.attention_dp:
+            note = "not written here: vLLM spreads data-parallel ranks over hosts with its data-parallel deployment flags (docs/serving/data_parallel_deployment.md)"
+        elif hosts > 1:
+            # ParallelConfig (vllm/config/parallel.py) nnodes, node_rank, master_addr: the mp executor over
+            # several hosts; every host but the first runs --headless (docs/serving/parallelism_scaling.md)
+            args.append(
+                f"--distributed-executor-backend mp --nnodes {hosts} --node-rank $NODE_RANK --master-addr HOST0"
+            )
+            args.append('$([ "$NODE_RANK" = 0 ] || echo --headless)')
+            note = node_ranks_note(hosts, ", where the API server runs", " (headless)")
+        command = join_command(launch, args, self.servers_per_replica(lay), "--port", self.base_port, note)
         notes = [n for n in (checkpoint_note(launch), draft_note(launch)) if n is not None]
         return "\n".join([*notes, command])

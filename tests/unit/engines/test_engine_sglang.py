@@ -261,3 +261,33 @@ def test_a_separate_drafter_is_named_with_a_placeholder(sglang):
     assert "--speculative-num-steps" not in cmd and cmd.startswith("# DRAFT_MODEL: ")
     # MTP: no drafter, no note.
     assert "DRAFT_MODEL" not in sglang.launch_command(_launch())
+
+
+def test_a_replica_wider_than_a_host_runs_one_command_per_node_rank(sglang):
+    # TP4 × PP4 = 16 GPUs on hosts of 8: 2 hosts, one server over both. SGLang takes --nnodes,
+    # --node-rank and --dist-init-addr (arg_groups/fields/parallel.py); the endpoint is HOST0's.
+    cmd = sglang.launch_command(_launch(layout=Layout(tp=4, pp=4), spec_method=None, parsers=None, host_gpus=8))
+    assert cmd == "\n".join(
+        [
+            "# one replica spans 2 hosts of 8 GPUs: run the command below on each, NODE_RANK=0 on HOST0 "
+            "(the first; its address) and 1 on the others",
+            " \\\n  ".join(
+                [
+                    "python -m sglang.launch_server",
+                    "--model-path Qwen/Qwen3-32B",
+                    "--tp-size 4",
+                    "--pp-size 4",
+                    "--quantization fp8",
+                    "--kv-cache-dtype fp8_e4m3",
+                    "--mem-fraction-static 0.835",
+                    "--nnodes 2 --node-rank $NODE_RANK --dist-init-addr HOST0:20000",
+                ]
+            ),
+            "# tokenplan generate takes the server on HOST0: --endpoint http://HOST0:30000/v1",
+        ]
+    )
+    # TP8 on 4-GPU trays (GB200): 2 hosts; two such replicas: each on hosts of its own.
+    cmd = sglang.launch_command(_launch(layout=Layout(tp=8, dp=2), spec_method=None, host_gpus=4))
+    assert "\n# start 2 such replicas, each on 2 hosts of its own, and give each HOST0" in cmd
+    assert "--nnodes 2 --node-rank $NODE_RANK" in cmd and "CUDA_VISIBLE_DEVICES" not in cmd
+    assert "--nnodes" not in sglang.launch_command(_launch(layout=Layout(tp=8), host_gpus=8))

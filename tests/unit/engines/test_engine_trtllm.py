@@ -221,3 +221,16 @@ def test_decoding_types_are_spelled_as_llm_args_declares_them(trtllm):
             f"speculative_config:\n  decoding_type: {name}\n  max_draft_len: 4\n"
             "  speculative_model_dir: DRAFT_MODEL  # the drafter's checkpoint\nEOF\n"
         ) in cmd
+
+
+def test_a_replica_wider_than_a_host_is_one_mpi_job(trtllm):
+    # TP4 × PP4 on hosts of 8: trtllm-serve under srun with trtllm-llmapi-launch, 16 tasks, 8 a
+    # node (TensorRT-LLM docs, trtllm-serve multi-node).
+    cmd = trtllm.launch_command(_launch(layout=Layout(tp=4, pp=4), spec_method=None, parsers=None, host_gpus=8))
+    assert (
+        "EOF\n# one replica spans 2 hosts of 8 GPUs: trtllm-serve runs as one MPI job over them (srun, or "
+        "mpirun with trtllm-llmapi-launch), the YAML on a path every host reads\n"
+        "srun -N 2 --ntasks 16 --ntasks-per-node 8 --mpi=pmix trtllm-llmapi-launch trtllm-serve Qwen/Qwen3.6-27B \\\n"
+        "  --backend pytorch \\\n  --tp_size 4 \\\n  --pp_size 4 \\\n"
+    ) in cmd
+    assert cmd.endswith("\n# tokenplan generate takes the server on HOST0: --endpoint http://HOST0:8000/v1")

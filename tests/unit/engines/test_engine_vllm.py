@@ -146,6 +146,30 @@ def test_a_separate_drafter_is_the_speculative_configs_model(vllm):
     assert "DRAFT_MODEL" not in vllm.launch_command(_launch())
 
 
+def test_a_replica_wider_than_a_host_runs_the_mp_executor_over_its_hosts(vllm):
+    # TP4 × PP4 on hosts of 8: 2 hosts. ParallelConfig nnodes / node_rank / master_addr with the mp
+    # executor; every host but HOST0 runs --headless (docs/serving/parallelism_scaling.md).
+    cmd = vllm.launch_command(_launch(layout=Layout(tp=4, pp=4), spec_method=None, host_gpus=8))
+    lines = cmd.split("\n")
+    assert lines[0] == (
+        "# one replica spans 2 hosts of 8 GPUs: run the command below on each, NODE_RANK=0 on HOST0 "
+        "(the first; its address, where the API server runs) and 1 on the others (headless)"
+    )
+    assert lines[1:4] == [
+        "vllm serve deepseek-ai/DeepSeek-V3 \\",
+        "  --tensor-parallel-size 4 \\",
+        "  --pipeline-parallel-size 4 \\",
+    ]
+    assert lines[-3:] == [
+        "  --distributed-executor-backend mp --nnodes 2 --node-rank $NODE_RANK --master-addr HOST0 \\",
+        '  $([ "$NODE_RANK" = 0 ] || echo --headless)',
+        "# tokenplan generate takes the server on HOST0: --endpoint http://HOST0:8000/v1",
+    ]
+    # attention DP across hosts: vLLM's data-parallel flags, not written; no mp-executor flags.
+    adp = vllm.launch_command(_launch(layout=Layout(tp=8, ep=8, attention_dp=True), spec_method=None, host_gpus=4))
+    assert "--nnodes" not in adp and "data_parallel_deployment.md" in adp.split("\n")[0]
+
+
 def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
     planned = _launch(
         layout=Layout(tp=2, dp=2),
