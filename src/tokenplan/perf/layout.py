@@ -1,7 +1,7 @@
 """Parallel layouts of one replica and the rules that reject them.
 
 A layout is TP (tensor parallel) × PP (pipeline parallel) GPUs per replica, EP (expert
-parallel) across the replica's GPUs for MoE layers, optional attention data parallelism
+parallel) across a pipeline stage's TP ranks for MoE layers, optional attention data parallelism
 (attention replicated per rank, each rank holding its own sequences — SGLang
 ``--enable-dp-attention``, TRT-LLM "DEP"), and DP whole-model replicas side by side.
 """
@@ -59,8 +59,8 @@ def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
 
     Rules (what SGLang, vLLM and TRT-LLM enforce at start-up):
     TP divides the attention heads; KV heads divide TP or TP divides them (replication);
-    TP divides the linear-attention heads; EP divides the routed experts and the replica's
-    GPUs; PP does not exceed the layer count.
+    TP divides the linear-attention heads; EP divides the routed experts and TP (the experts of a
+    pipeline stage split over its TP ranks); PP does not exceed the layer count.
     """
     tp, a = layout.tp, spec.attention
     if min(layout.tp, layout.pp, layout.ep, layout.dp) < 1:
@@ -78,11 +78,15 @@ def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
             return "EP needs a mixture-of-experts model"
         if spec.moe.num_experts % layout.ep:
             return f"EP{layout.ep} does not divide the {spec.moe.num_experts} experts"
-        if layout.gpus_per_replica % layout.ep:
+        if layout.tp % layout.ep:
+            # Every engine builds its expert groups inside one pipeline stage's TP group: SGLang
+            # moe_tp_size = tp_size // ep_size (python/sglang/srt/distributed/parallel_state.py
+            # initialize_model_parallel: EP groups are strided ranks of each TP group); vLLM's EP
+            # spans TP × DP (vllm/config/parallel.py enable_expert_parallel), never PP; TRT-LLM's
+            # Mapping splits tp_size into moe_tp × moe_ep.
             return (
-                f"EP{layout.ep} needs a multiple of {layout.ep} GPUs per replica, and tp × pp is "
-                f"{layout.gpus_per_replica} (EP splits the experts over one replica's GPUs: e.g. tp {layout.ep} "
-                f"with ep {layout.ep})"
+                f"EP{layout.ep} must divide TP{layout.tp} (EP splits the experts over one pipeline stage's "
+                f"TP ranks: e.g. tp {layout.ep} with ep {layout.ep})"
             )
     if layout.attention_dp and spec.moe is None:
         return "attention data parallelism is for MoE models (dense layers would be replicated)"

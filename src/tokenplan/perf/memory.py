@@ -99,7 +99,7 @@ def _expert_pad_factor(spec: ModelSpec, layout: Layout, padding: tuple[int, int]
     if spec.moe is None or padding == (1, 1):
         return 1.0
     h, inter = spec.hidden_size, spec.moe.expert_intermediate
-    part = inter / (layout.gpus_per_replica // layout.ep if layout.ep > 1 else layout.gpus_per_replica)
+    part = inter / (layout.tp // layout.ep)  # the experts' TP inside one pipeline stage (tp // ep ≥ 1)
     return _round_up(h, padding[0]) * _round_up(part, padding[1]) / (h * part)
 
 

@@ -106,8 +106,9 @@ def layouts(model: ModelSpec, gpu: Gpu, count: int) -> list[Layout]:
                 continue
             dp = count // (tp * pp)
             out.append(Layout(tp=tp, pp=pp, dp=dp))
-            if model.moe is not None and tp * pp > 1:
-                out.append(Layout(tp=tp, pp=pp, ep=tp * pp, dp=dp))
+            # EP splits the experts over one pipeline stage's TP ranks (layout_rejection): EP = TP
+            if model.moe is not None and tp > 1:
+                out.append(Layout(tp=tp, pp=pp, ep=tp, dp=dp))
                 if pp == 1:
                     out.append(Layout(tp=tp, pp=1, ep=tp, dp=dp, attention_dp=True))
     return out
