@@ -5,8 +5,10 @@ step, and computes the wave prefill count without numpy; both must leave every f
 to the last bit. Here, and only here, the expected values are a recorded output of the code
 rather than figures derived by hand: the requirement itself is equality with the old code, so
 the old code's output is the oracle. ``sweep_pinned.json`` was written by ``sweep_pin.py`` at
-commit dfd9b80 (before the change); it holds, for benchmarks/plan_sweep.py's 23,664
-configurations and for 9,692 configurations under SGLang, vLLM and TRT-LLM (separate and mixed
+commit dfd9b80 (before the change), and written again after each intended change of figures
+(last: the search stopped offering EP across pipeline stages, 23,664 → 21,744 and 9,692 → 8,944
+configurations); it holds, for benchmarks/plan_sweep.py's 21,744
+configurations and for 8,944 configurations under SGLang, vLLM and TRT-LLM (separate and mixed
 prefill), the count and the SHA-256 of every configuration's figures (throughput, batch and its
 limits, TPOT, TTFT, cycle, decode-step breakdown, warnings, rejection reasons), and the figures
 of every 25th configuration of the second sweep in full, so that a change says which figure
