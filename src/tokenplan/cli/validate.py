@@ -20,7 +20,7 @@ from tokenplan.cli.app import console as wide_console
 def validate_command(path: str, calibration: str | None, rows: bool, json_out: bool) -> None:
     """Predict measured points and report the error: per row, median, p90, bias, breakdowns."""
     from tokenplan.api.validate import in_sample_note, validate
-    from tokenplan.errors import InputError
+    from tokenplan.errors import ConfigError, InputError
     from tokenplan.report.validation import show_validation
 
     result = validate(path, calibration)
@@ -31,6 +31,17 @@ def validate_command(path: str, calibration: str | None, rows: bool, json_out: b
         note = in_sample_note(path, calibration)
         if note:
             click.echo(f"note: {note}", err=True)
+    malformed = [row for row in result.skipped if row.reason.startswith("malformed")]
+    if malformed and result.n > 0:
+        # bad input: the rows that could be read are reported above, and the run still fails
+        # (a row the planner cannot predict, an unknown model or a missing length, is not bad input)
+        first = malformed[0]
+        others = f" and {len(malformed) - 1} more" if len(malformed) > 1 else ""
+        raise ConfigError(
+            path,
+            f"line {first.line} (id {first.id})",
+            f"{first.reason}{others}: skipped, the well-formed rows are reported above",
+        )
     if result.n == 0:  # nothing was checked; any skipped rows and their reasons are printed above
         found = (
             f"{len(result.skipped)} row(s) skipped, each with its reason above"
