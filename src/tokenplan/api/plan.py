@@ -135,10 +135,13 @@ def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     except CatalogError as exc:
         raise InputError("price", exc.value, gpu_names()) from None
     gpus = DEFAULT_PROVISION_GPUS if req.provisioning and req.gpus == DEFAULT_GPUS else req.gpus
-    out = []
+    out, seen = [], set()
     for text in dict.fromkeys(gpus):  # the same option twice is compared once
         count, key = parse_gpu_option(text)
         gpu = load_gpu(key)
+        if (count, gpu.key) in seen:  # spelled another way (8xH200, 8xh200; h200-sxm for h200)
+            continue
+        seen.add((count, gpu.key))
         price = prices.get(gpu.key)
         if price is not None and not price > 0:
             raise InputError("price", price, "dollars per GPU-hour > 0")

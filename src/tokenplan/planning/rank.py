@@ -128,7 +128,7 @@ def explain(
             f"Fastest{among}: {f.option.label} ({days_words(f.best.wall_s)}); cheapest: "
             f"{ch.option.label} ({usd_text(ch.best.cost.usd)})."
         )
-    elif f:
+    elif f and sum(r.best is not None for r in pool) > 1:  # with one option there is nothing to compare
         lines.append(f"{f.option.label} is both the fastest and the cheapest{among or ' option'}.")
     for r in results:
         tp_all, b = all_tp.get(r.option.label), r.best
