@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tokenplan.arch.params import param_counts
-from tokenplan.catalog import gpu_entry, gpu_names, load_gpu, load_model, model_names
+from tokenplan.catalog import _PKG, gpu_entry, gpu_names, load_gpu, load_model, model_names
 from tokenplan.job.evaluate import kv_and_state
 from tokenplan.results import JsonResult
 from tokenplan.units import Dtype
@@ -56,6 +56,20 @@ class CatalogModel(JsonResult):
     state_bytes_per_sequence: float
     mtp_layers: int
     approximations: tuple[str, ...]
+    source: str  # the Hugging Face repository its config.json comes from, with the table's note
+
+
+def model_sources() -> dict[str, str]:
+    """Catalog model name → where its ``config.json`` comes from: ``huggingface.co/REPO`` and the
+    note of ``catalog/models/SOURCES.md``'s table (the file that records each copy). A model the
+    table does not list gets "not recorded" (a test keeps every shipped model listed)."""
+    out = {}
+    for line in (_PKG / "models" / "SOURCES.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].endswith(".json"):
+            note = f" ({cells[2]})" if cells[2] else ""
+            out[cells[0].removesuffix(".json")] = f"huggingface.co/{cells[1]}{note}"
+    return out
 
 
 def catalog_gpus() -> list[CatalogGpu]:
@@ -96,7 +110,7 @@ def catalog_gpus() -> list[CatalogGpu]:
 def catalog_models() -> list[CatalogModel]:
     """Every shipped model with its family, parameter counts, exact KV/state sizes and the parts
     tokenplan models only approximately."""
-    rows = []
+    rows, sources = [], model_sources()
     for name in model_names():
         m = load_model(name)
         p = param_counts(m)
@@ -112,6 +126,7 @@ def catalog_models() -> list[CatalogModel]:
                 state_bytes_per_sequence=state,
                 mtp_layers=m.mtp_layers,
                 approximations=tuple(m.approximations),
+                source=sources.get(name, "not recorded"),
             )
         )
     return rows

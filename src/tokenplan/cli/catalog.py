@@ -40,11 +40,14 @@ def gpus_cmd(as_json: bool) -> None:
 @_JSON
 def models_cmd(as_json: bool) -> None:
     """Models: family, parameters, KV bytes per token, state per sequence, what is approximated."""
+    from rich.console import Console
+
     from tokenplan.api.catalog import catalog_models
-    from tokenplan.report.catalog import models_table
+    from tokenplan.report.catalog import MODEL_SOURCES_NOTE, models_table
 
     models = catalog_models()
     if as_json:
         print(json.dumps([m.to_json() for m in models], indent=2))
         return
     wide_console().print(models_table(models))
+    Console(stderr=True).print(MODEL_SOURCES_NOTE, style="dim")

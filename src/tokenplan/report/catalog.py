@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from tokenplan.catalog.listing import CatalogGpu, CatalogModel
 
 GPU_SOURCES_NOTE = 'Sources of every figure: tokenplan catalog gpus --json ("sources").'
+MODEL_SOURCES_NOTE = 'Where each config.json comes from: tokenplan catalog models --json ("source").'
 
 GPU_COLUMNS = (
     "key",
