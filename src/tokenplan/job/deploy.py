@@ -63,6 +63,21 @@ def format_issues(
     return None, warnings
 
 
+def _spec_layout_rejection(config: Config) -> str | None:
+    """Why the engine cannot start this speculative method on this layout, or None. SGLang's DFLASH
+    refuses pipeline parallelism and DP attention at start-up (``_handle_dflash`` in
+    ``python/sglang/srt/arg_groups/speculative_hook.py``: it raises for ``pp_size != 1`` and for
+    ``enable_dp_attention``)."""
+    spec, lay = config.spec, config.layout
+    if spec is None or spec.method != "dflash" or config.engine.name != "sglang":
+        return None
+    if lay.pp > 1:
+        return f"SGLang's DFLASH does not run with pipeline parallelism (PP{lay.pp}); use TP or DP, or vLLM"
+    if lay.attention_dp:
+        return "SGLang's DFLASH does not run with DP attention; use TP or DP replicas, or vLLM"
+    return None
+
+
 def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: LengthDist) -> Deployed | Rejection:
     """What ``job.evaluate.prepare`` computes before the efficiency factors and the offline sizing
     enter (see :data:`Deployed`), or the Rejection of a configuration that runs at no concurrency
@@ -85,7 +100,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             f"context of {ctx:,} tokens (max_position_embeddings)",
             "context",
         )
-    why = layout_rejection(model, lay)
+    why = layout_rejection(model, lay) or _spec_layout_rejection(config)
     if why:
         return Rejection(config, why, "layout")
     why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype, config.engine)
