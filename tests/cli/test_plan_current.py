@@ -47,6 +47,37 @@ def test_current_setup_is_predicted_beside_the_measurement(answered):
     )
 
 
+def test_the_setup_names_the_acceptance_its_prediction_used(answered):
+    # The prediction is predict's for the same setup, τ at the job's context included: both said
+    # 2,308 tok/s while the setup line named τ=2.952 (the prior up to 1,000 tokens of context) and
+    # predict τ=2.63 (a new-user pass)
+    from tokenplan.api.predict import predict
+    from tokenplan.api.resolve import PredictRequest
+    from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL  # the plan's job, as the CLI's predict
+
+    alone = predict(
+        PredictRequest(
+            model="qwen3.6-27b",
+            gpu="rtx-pro-6000",
+            num_gpus=4,
+            tp=4,
+            weight_dtype="bf16",
+            kv_dtype="bf16",
+            spec="mtp:3",
+            max_running=48,
+            isl=DEFAULT_ISL.mean,
+            isl_sigma=DEFAULT_ISL.sigma,
+            isl_cap=DEFAULT_ISL.cap,
+            osl=DEFAULT_OSL.mean,
+            osl_sigma=DEFAULT_OSL.sigma,
+            osl_cap=DEFAULT_OSL.cap,
+        )
+    ).to_json()
+    cur = answered["current"]
+    assert cur["predicted_tok_s"] == pytest.approx(alone["output_tok_s_total"], rel=1e-9)
+    assert alone["spec"] == "mtp k=3 τ=2.63" and "mtp k=3 τ=2.63," in cur["configuration"], cur["configuration"]
+
+
 def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
     cur = answered["current"]
     p = cur["implied_acceptance_per_position"]

@@ -157,7 +157,7 @@ def current_setup(cur: Current, table: EfficiencyTable, job: Job, result: Option
     return CurrentSetup(
         description=text,
         option=f"{count}× {key}",
-        configuration=_describe(config),
+        configuration=_describe(now.config),  # τ at the job's context, as predict shows it
         predicted_tok_s=now.output_tok_s_total,
         predicted_low_tok_s=interval.low if interval else None,
         predicted_high_tok_s=interval.high if interval else None,
