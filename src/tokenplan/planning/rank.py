@@ -7,7 +7,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
 from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
-from tokenplan.units import days_words, usd_text
+from tokenplan.units import days_words, duration_words, usd_text
 
 
 def describe(c: Candidate) -> str:
@@ -52,6 +52,28 @@ def cheapest(results: list[OptionResult]) -> OptionResult | None:
     """The option with the lowest best cost (options without a price are left out)."""
     ok = [(r.best.cost.usd, i, r) for i, r in enumerate(results) if r.best and r.best.cost.usd is not None]
     return min(ok)[2] if ok else None
+
+
+SHORT_JOB_RATIO = 0.8  # a job averaging below this share of the steady rate is said to
+
+
+def _short_job_note(r: OptionResult) -> str | None:
+    """A job too small to run at the steady rate for most of its time (the ramp and the tail of
+    long answers finishing alone dominate): the table's tok/s is the steady rate, so the job's
+    own average is said beside it (a new-user pass: 100 requests showed 48,713 tok/s beside a
+    time that averages ~4,400)."""
+    b = r.best
+    if b is None or b.time.total_s <= 0:
+        return None
+    steady = b.evaluation.output_tok_s_total
+    job = b.time.output_tokens * b.evaluation.config.layout.dp / b.time.total_s
+    if not job < SHORT_JOB_RATIO * steady:
+        return None
+    return (
+        f"{r.option.label}: the job is too small to run at the steady rate for long: it averages "
+        f"{job:,.0f} tok/s over its {duration_words(b.time.total_s)} (the longest answers finish alone), "
+        f"against the {steady:,.0f} tok/s the table shows while the batch is full."
+    )
 
 
 def _top_reasons(r: OptionResult, n: int) -> list[str]:
@@ -117,6 +139,7 @@ def explain(
             f"{r.option.label}: best is {describe(b)} at {b.evaluation.output_tok_s_total:,.0f} tok/s "
             f"→ {days_words(b.wall_s)}{money}; bound by {bottleneck_text(b)}."
         )
+    lines.extend(note for r in results if (note := _short_job_note(r)))
     lines.extend(note for r in results if (note := _speculation_note(r)))
     pool = results if eligible is None else eligible
     f, ch = fastest(pool), cheapest(pool)
@@ -128,7 +151,7 @@ def explain(
             f"Fastest{among}: {f.option.label} ({days_words(f.best.wall_s)}); cheapest: "
             f"{ch.option.label} ({usd_text(ch.best.cost.usd)})."
         )
-    elif f and sum(r.best is not None for r in pool) > 1:  # with one option there is nothing to compare
+    elif f and sum(r.best is not None for r in results) > 1:  # with one option there is nothing to compare
         lines.append(f"{f.option.label} is both the fastest and the cheapest{among or ' option'}.")
     for r in results:
         tp_all, b = all_tp.get(r.option.label), r.best
