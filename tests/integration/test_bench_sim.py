@@ -344,7 +344,7 @@ def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):
     r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1,,2")
     assert (r.returncode, r.stderr) == (
         2,
-        "error: concurrency '1,,2' is not allowed (allowed: comma-separated "
+        "error: --concurrency '1,,2' is not allowed (allowed: comma-separated "
         "integers ≥ 1 with no empty entry, e.g. 1,4,16,64)\n",
     )
 

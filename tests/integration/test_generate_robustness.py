@@ -346,14 +346,14 @@ def test_a_rerun_drops_duplicate_records_keeping_the_first(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("option", "field"),
     [
-        (["--temperature", "inf"], "temperature"),
-        (["--temperature", "nan"], "temperature"),
-        (["--seed", str(10**20)], "seed"),
+        (["--temperature", "inf"], "--temperature"),
+        (["--temperature", "nan"], "--temperature"),
+        (["--seed", str(10**20)], "--seed"),
         (["--max-tokens", str(10**30)], "--max-tokens"),
-        (["--n", "100000000"], "n"),
+        (["--n", "100000000"], "--n"),
         (["--extra-body", '{"messages": [{"role": "user", "content": "hijack"}]}'], "--extra-body"),
         (["--extra-body", '{"seed": 1}'], "--extra-body"),
-        (["--endpoint", "http://[::1/v1"], "endpoint"),
+        (["--endpoint", "http://[::1/v1"], "--endpoint"),
     ],
 )
 def test_a_value_that_makes_no_sense_is_refused_in_one_line_and_nothing_is_created(

@@ -171,12 +171,12 @@ def _cli(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> su
         # --extra-body is read by the bounded loader (tokenplan.loaders, MAX_NESTING = 64 levels)
         (
             ["--extra-body", '{"a": ' + "[" * 300 + "]" * 300 + "}"],
-            "error: extra-body ",
+            "error: --extra-body ",
             "nested deeper than 64 levels",
         ),
         (
             ["--extra-body", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"],
-            "error: extra-body ",
+            "error: --extra-body ",
             "nested deeper than 64 levels",
         ),
         (["--extra-body", '{"logit_bias": {"1": NaN}}'], "error: --extra-body ", "extra_body.logit_bias.1: nan is not"),
