@@ -64,7 +64,7 @@ def _gemm_rate(c: StepConstants, rows: float, measured: float | None) -> float:
     ``gemm_fraction · rows / (rows + gemm_half_tokens)`` (× ``lowprec_fraction`` for an FP8/FP4
     kernel), the same for every family; a weight-only format also pays the dequantization factor."""
     if measured is None:
-        rows = max(rows, 1.0)
+        rows = max(rows, c.ridge)  # below the ridge the weight read binds (the roofline's bandwidth term)
         fraction = c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor
     else:
         fraction = measured * c.kernel_factor
@@ -137,8 +137,9 @@ def step_time(
     curve = c.curve
     ridge = c.ridge
     g_cmp: float = 0  # the families' FLOPs over their rates, summed from 0 as ``sum`` does
-    if curve is None:  # the fitted form: one rate for every family
-        rate = c.gemm_flops * (c.fitted_fraction * rows / (rows + c.half_tokens) * c.lowprec_factor) * c.dequant
+    if curve is None:  # the fitted form: one rate for every family, read no lower than the ridge
+        at = ridge if ridge > rows else rows
+        rate = c.gemm_flops * (c.fitted_fraction * at / (at + c.half_tokens) * c.lowprec_factor) * c.dequant
         if attn_f > 0:  # each family in turn (attention, dense FFN, lm_head), written out
             g_cmp += attn_f / rate
         if mlp_f > 0:

@@ -133,7 +133,16 @@ class StepConstants:
             2.0 * d.lm_head_params,
         )
         self.curve, self.reads = d.gemm_curve, d.gemm_reads
-        self.ridge = d.gemm_curve.ridge_rows if d.gemm_curve is not None else 1.0
+        # The ridge below which a GEMM is bound by its weight read, M* = F·b / (2·B): the curve's
+        # own (of the GPU it was measured on), else this GPU's datasheet figures, so the fitted
+        # saturating form is not read below it either (at M = 1 it gave H20, 148 TFLOPS, an
+        # 11 ms "compute-bound" step for an 8B model whose 16 GFLOP take 0.1 ms at peak; the read
+        # is the roofline's bandwidth term, as for the measured curves: perf.gemm)
+        if d.gemm_curve is not None:
+            self.ridge = d.gemm_curve.ridge_rows
+        else:
+            per_weight = d.dense_bytes / d.dense_params if d.dense_params > 0 else 2.0
+            self.ridge = max(1.0, d.gemm_flops_per_s * per_weight / (2.0 * gpu.hbm_bytes_per_s))
         self.gemm_flops = d.gemm_flops_per_s
         self.kernel_factor = kernel_factor(eff, d.gemm_curve.fmt) if d.gemm_curve is not None else 1.0
         self.dequant = eff.dequant_fraction if d.weight_only else 1.0
