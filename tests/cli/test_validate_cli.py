@@ -166,3 +166,19 @@ def test_validate_says_which_serving_rows_it_read_as_their_launch(tmp_path):
     d = json.loads(_run("validate", str(f), "--json").stdout)
     assert [(e["line"], e["id"]) for e in d["layout_read_as_launched"]] == [(2, "a_c16_tp8_ep8_1")]
     assert [row["num_gpus"] for row in d["rows"]] == [8, 8]
+
+
+def test_an_update_that_ends_on_a_bound_says_so_and_a_group_with_nothing_moved_has_no_empty_table(tmp_path):
+    # The first five rows of dev.csv: four TensorRT-LLM B200 rows whose update of the shipped fit
+    # takes hbm_fraction to its 0.95 bound (EFFICIENCY_BOUNDS), and one H100 row that moves
+    # nothing. The bound read as "–" in the ±1σ column, and the second group printed a table of
+    # headers alone (a break-it pass).
+    rows = (Path(__file__).resolve().parents[2] / "data" / "ground-truth" / "dev.csv").read_text().splitlines()[:6]
+    data = tmp_path / "five.csv"
+    data.write_text("\n".join(rows) + "\n")
+    r = _run("calibrate", str(data), "-o", str(tmp_path / "p.json"))
+    assert r.returncode == 0, r.stderr
+    line = next(t for t in r.stdout.splitlines() if "hbm_fraction" in t)
+    assert "0.95" in line and line.rstrip("│ ").endswith("at bound")
+    assert "trtllm/hopper (1 rows): nothing moved" in r.stdout
+    assert r.stdout.count("┃ factor") == 1  # one table: the group that moved

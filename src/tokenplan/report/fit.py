@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenplan.bench_schema import BenchFit
+from tokenplan.perf.efficiency import at_bound
 
 if TYPE_CHECKING:
     from tokenplan.calibration.update import CalibrationUpdate
@@ -71,20 +72,29 @@ def show_update(console: Console, update: CalibrationUpdate, wrote_profile: Path
     and the calibrated factors (TPOT, or output tok/s where a row has no TPOT; TTFT)."""
     console.print(f"{update.n} rows fitted, {update.skipped} skipped (tokenplan validate lists why)", markup=False)
     for group, g in update.groups.items():
-        t = Table(title=f"update of the shipped fit: {group} ({g.rows} rows)")
-        for c in ("factor", "shipped", "calibrated", "change", "± 1σ"):
-            t.add_column(c, justify="left" if c == "factor" else "right")
-        for name, f in g.factors.items():
-            t.add_row(
-                name,
-                f"{f.shipped:.4g}",
-                f"{f.calibrated:.4g}",
-                f"{(f.calibrated / f.shipped - 1) * 100:+.1f} %" if f.shipped else "–",
-                "–" if f.uncertainty is None else f"{f.uncertainty:.2g}",
+        if not g.factors:  # no table of headers alone
+            console.print(
+                f"{group} ({g.rows} rows): nothing moved (the rows did not improve on the shipped fit)", markup=False
             )
-        console.print(t)
-        if not g.factors:
-            console.print(f"{group}: nothing moved (the rows did not improve on the shipped fit)", markup=False)
+        else:
+            t = Table(title=f"update of the shipped fit: {group} ({g.rows} rows)")
+            for c in ("factor", "shipped", "calibrated", "change", "± 1σ"):
+                t.add_column(c, justify="left" if c == "factor" else "right")
+            for name, f in g.factors.items():
+                t.add_row(
+                    name,
+                    f"{f.shipped:.4g}",
+                    f"{f.calibrated:.4g}",
+                    f"{(f.calibrated / f.shipped - 1) * 100:+.1f} %" if f.shipped else "–",
+                    # a factor held by its physical bound has no σ: the data ask for more than it allows
+                    # (EFFICIENCY_BOUNDS)
+                    "at bound"
+                    if at_bound(name, f.calibrated)
+                    else "–"
+                    if f.uncertainty is None
+                    else f"{f.uncertainty:.2g}",
+                )
+            console.print(t)
         old, new = g.median_abs_error_shipped, g.median_abs_error_calibrated
         console.print(
             f"{group} median |error|: TPOT/throughput {_pct(old.tpot)} → {_pct(new.tpot)}, "
