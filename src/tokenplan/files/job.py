@@ -144,7 +144,12 @@ def _check_values(job: JobFile, path: str) -> None:
             if lengths is not None:
                 check_stated_lengths(name, lengths.mean, lengths.sigma, lengths.cap, default)
         except InputError as exc:
-            raise ConfigError(path, name, str(exc)) from None
+            # the key as the file spells it (osl.cap, not the --max-tokens the same check names)
+            key = {name: f"{name}.mean", f"{name}-sigma": f"{name}.sigma"}.get(exc.field, f"{name}.cap")
+            text = str(exc)
+            raise ConfigError(
+                path, key, text[len(exc.field) + 1 :] if text.startswith(exc.field + " ") else text
+            ) from None
     try:
         if job.current is not None:
             parse_current(job.current)

@@ -28,13 +28,15 @@ def test_a_bad_value_still_says_what_was_given(tmp_path):
         # newuser finding 11: these were refused later, by plan, without the file's name
         (
             "isl: {mean: 1024, sigma: 0.8, cap: 100}\n",
-            "isl: isl-cap 100 is not allowed (allowed: a number of tokens above the mean 1024)",
+            "isl.cap: 100 is not allowed (allowed: a number of tokens above the mean 1024)",
         ),
         ('current: "tp=four"\n', "current: current tp 'four' is not allowed (allowed: an integer ≥ 1)"),
-        ("osl: {mean: 2500, sigma: 9}\n", "osl: osl-sigma 9 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+        ("osl: {mean: 2500, sigma: 9}\n", "osl.sigma: 9 is not allowed (allowed: a lognormal σ from 0 to 5)"),
     ],
 )
 def test_a_length_or_current_value_plan_refuses_names_the_file(tmp_path, text, line):
+    # the key as the file spells it (isl.cap, osl.sigma), not the command line's --isl-cap and
+    # --osl-sigma the same checks name (a new-user pass)
     path = tmp_path / "job.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as exc:
