@@ -248,6 +248,15 @@ def _messages(item: dict[str, Any]) -> tuple[str, tuple[Message, ...]]:
         if not isinstance(prompt, str) or not prompt:
             raise RowError("prompt: not a non-empty string")
         return "prompt", (Message("user", valid_unicode(prompt, "prompt")),)
+    expected = {
+        "conversations": "a list of turns",
+        "messages": "a list of turns",
+        "prompt": "a non-empty string",
+        "body": "a request object with messages",
+    }
+    nulls = [k for k in expected if k in item and item[k] is None]
+    if nulls:  # the shape's key is there, with null: say that rather than "unknown shape"
+        raise RowError(f"{nulls[0]}: null (expected {expected[nulls[0]]})")
     raise RowError(
         f"unknown shape: keys {sorted(item)[:8]} (expected conversations, messages, prompt, or custom_id + body)"
     )
