@@ -43,3 +43,6 @@ def test_usd_text_shows_cents_below_a_hundred_dollars():
     assert usd_text(99.994) == "$99.99"
     assert usd_text(100.0) == "$100"  # from $100 up, whole dollars
     assert usd_text(12_840.4) == "$12,840"
+    # one request on 8 H100s: 7.9 s × 8 GPUs × $2.99/GPU-h = $0.052; a thousandth of that is
+    # under half a cent, which read "$0.00" beside "cheapest" (a new-user pass)
+    assert usd_text(0.052) == "$0.05" and usd_text(0.000052) == "<$0.01" and usd_text(0.0) == "$0.00"

@@ -236,9 +236,11 @@ def greedy_warnings(sampling: Sampling, n: int) -> list[str]:
         return []
     warnings = []
     if n > 1:
+        # the advice points nowhere that gave the 0: a generation_config.json that says
+        # do_sample false is where it came from (a new-user pass)
         warnings.append(
             f"--n {n} at temperature 0 (greedy decoding): the {n} samples of each row will be "
-            "identical; set --temperature (e.g. from the model's generation_config.json)"
+            "identical; set --temperature above 0 for distinct samples (Qwen3 recommends 0.6)"
         )
     kwargs = sampling.extra_body.get("chat_template_kwargs")
     thinking = sampling.thinking

@@ -164,6 +164,8 @@ def test_temperature_0_is_warned_about_with_n_samples_and_with_thinking() -> Non
     said = greedy_warnings(greedy, 4)
     assert len(said) == 2
     assert said[0].startswith("--n 4 at temperature 0 (greedy decoding): the 4 samples of each row will be identical")
+    # the advice does not send the user back to generation_config.json, which may be what gave the 0
+    assert "generation_config" not in said[0] and "set --temperature above 0" in said[0]
     assert said[1].startswith("thinking on at temperature 0") and "Qwen3" in said[1]
     in_body = Sampling(max_tokens=64, temperature=0.0, extra_body={"chat_template_kwargs": {"enable_thinking": True}})
     assert len(greedy_warnings(in_body, 1)) == 1
