@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,7 @@ def plan_table(result: PlanResult) -> FoldingTable:
                 c.best,
                 with_band(c.output_tok_s_total, band_of(c.bands, "output_tok_s_total"), ",.0f"),
                 f"{c.output_tok_s_per_gpu:,.0f}",
-                with_band(c.wall_days, band_of(c.bands, "wall_days"), ".2f" if c.wall_days >= 0.1 else ".3g"),
+                with_band(c.wall_days, band_of(c.bands, "wall_days"), days_format(c.wall_days)),
                 _money_band(c.usd, band_of(c.bands, "usd")),
                 _money(c.usd_per_mtok, 3),
                 c.bottleneck,
@@ -101,6 +102,15 @@ def plan_table(result: PlanResult) -> FoldingTable:
         rows,
         right=(2, 3, 4, 5, 6),
     )
+
+
+def days_format(days: float) -> str:
+    """The format spec of a days figure: two decimals from a tenth of a day up, else three
+    significant digits written out (``0.00913``, ``0.0000645``), never ``6.45e-05`` (a new-user
+    pass read the exponent as noise beside ``0.41``)."""
+    if not days > 0 or days >= 0.1:
+        return ".2f"
+    return f".{2 - math.floor(math.log10(days))}f"
 
 
 def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str]]]:
@@ -123,7 +133,7 @@ def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str
             [
                 r.gpu,
                 f"{r.gpus}{nodes}",
-                f"{r.wall_days:.2f}" if (r.wall_days or 0.0) >= 0.1 else f"{r.wall_days:.3g}",
+                format(r.wall_days or 0.0, days_format(r.wall_days or 0.0)),
                 _money(r.usd),
                 _money(r.usd_per_gpu_hour, 2),
                 str(r.configuration),
