@@ -46,3 +46,13 @@ def test_usd_text_shows_cents_below_a_hundred_dollars():
     # one request on 8 H100s: 7.9 s × 8 GPUs × $2.99/GPU-h = $0.052; a thousandth of that is
     # under half a cent, which read "$0.00" beside "cheapest" (a new-user pass)
     assert usd_text(0.052) == "$0.05" and usd_text(0.000052) == "<$0.01" and usd_text(0.0) == "$0.00"
+
+
+def test_the_days_column_never_uses_an_exponent():
+    from tokenplan.report.tables import days_format
+
+    # two decimals from 0.1 day up; below, three significant digits written out:
+    # log10(0.00913) = −2.04 → floor −3 → 5 decimals; log10(6.45e-05) = −4.19 → floor −5 → 7 decimals
+    assert format(0.41, days_format(0.41)) == "0.41"
+    assert format(0.00913, days_format(0.00913)) == "0.00913"
+    assert format(6.45e-05, days_format(6.45e-05)) == "0.0000645"
