@@ -212,3 +212,11 @@ def test_a_budget_met_at_the_search_limit_says_the_limit_not_the_budget_chose_it
     assert line.endswith(
         "64 GPUs is the search's limit (64 rental units), not the budget's: more would finish sooner within it."
     )
+
+
+def test_a_missed_deadline_under_a_day_is_said_in_its_own_unit():
+    # 512 H200s (the search's limit) take ~21 minutes against a 10-minute deadline: the sentence
+    # said "0.01 days (over the 10 min deadline)" in the unit of days (a new-user pass)
+    p = plan(PlanRequest(gpus=("h200",), deadline_s=600)).to_json()
+    (line,) = [a for a in p["answer"] if a.startswith("h200 within 10 min")]
+    assert " min, $" in line and "days" not in line and "(over the 10 min deadline)" in line

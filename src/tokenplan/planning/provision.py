@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenplan.units import days_words, duration_words, usd_text
+from tokenplan.units import S_PER_DAY, days_words, duration_words, usd_text
 
 if TYPE_CHECKING:  # search imports the job model; outcome() only reads a result's fields
     from tokenplan.planning.search import OptionResult
@@ -261,6 +261,10 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
         elif closest.usd > target.budget_usd:
             missed.append(f"over the {usd_text(target.budget_usd)} budget")
     why = f" ({', '.join(missed)})" if missed else ""
+    # in the deadline's own unit where it is under a day: "1.4 h (over the 1 h deadline)", not
+    # "0.06 days" beside it (a new-user pass)
+    short = target is not None and target.deadline_s is not None and target.deadline_s < S_PER_DAY
+    took = duration_words(closest.wall_s) if short else days_words(closest.wall_s)
     over_budget = (
         target is not None
         and target.budget_usd is not None
@@ -270,13 +274,10 @@ def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, un
     if over_budget and closest.gpus == unit_gpus:
         unit = "one rental unit" if unit_gpus > 1 else "one GPU"
         return (
-            f"even the fewest GPUs, {closest.gpus} ({unit}), take {days_words(closest.wall_s)}{money}"
+            f"even the fewest GPUs, {closest.gpus} ({unit}), take {took}{money}"
             f"{why}, and more GPUs cost at least as much"
         )
-    return (
-        f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take "
-        f"{days_words(closest.wall_s)}{money}{why}"
-    )
+    return f"no count up to {max_gpus} GPUs meets the target; {closest.gpus} GPUs take {took}{money}{why}"
 
 
 def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
