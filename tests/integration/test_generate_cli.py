@@ -41,6 +41,9 @@ def _rows(path: Path, n: int) -> Path:
             "error: --extra-body {'chat_template_kwargs': 5} is not allowed (allowed: chat_template_kwargs as an object",
         ),
         (["--temperature", "-1"], "error: --temperature -1 is not allowed (allowed: a number from 0 to 100)\n"),
+        # both bounds said, whichever is broken (it said "≤ 1" for 2 and "> 0" for -1: a new-user pass)
+        (["--top-p", "2"], "error: --top-p 2 is not allowed (allowed: a number above 0 and at most 1)\n"),
+        (["--top-p", "-1"], "error: --top-p -1 is not allowed (allowed: a number above 0 and at most 1)\n"),
         (
             ["--endpoint", "http://127.0.0.1:9/v1/"],
             "error: --endpoint ['http://127.0.0.1:9/v1', 'http://127.0.0.1:9/v1'] is not allowed (allowed: "

@@ -47,6 +47,14 @@ def _in_range(name: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _probability(value: Any) -> Any:
+    """``top_p``: above 0 and at most 1, both said in one message (pydantic's ``gt``/``le`` each
+    said only the bound broken: "≤ 1" for 2, "> 0" for -1; a new-user pass); refuses nan."""
+    if value is not None and not 0.0 < value <= 1.0:
+        raise ValueError("a number above 0 and at most 1")
+    return value
+
+
 def _bound(x: float) -> str:
     """``16,777,216`` for a whole number, ``0.5`` otherwise (not ``0.0`` or ``1.67772e+07``)."""
     return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
@@ -110,7 +118,7 @@ class SamplingOptions(Options):
 
     max_tokens: Annotated[int | None, _in_range("max_tokens")] = Field(default=None)
     temperature: Annotated[float | None, _in_range("temperature")] = Field(default=None)
-    top_p: Annotated[float | None, _in_range("top_p")] = Field(default=None, gt=0.0, le=1.0)
+    top_p: Annotated[float | None, AfterValidator(_probability)] = Field(default=None)
     top_k: Annotated[int | None, _in_range("top_k")] = Field(default=None)
     seed: Annotated[int | None, _in_range("seed")] = 0
     thinking: Literal["on", "off"] | None = None
