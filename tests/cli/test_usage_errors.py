@@ -11,7 +11,8 @@ RUN = "from tokenplan.cli import main; main()"
 
 CASES = {
     "no_command": ([], "needs a command"),
-    "misspelt_command": (["plann"], "plan"),
+    # a misspelt command gets the close match, as a misspelt option does (a new-user pass)
+    "misspelt_command": (["plna"], "No such command 'plna'; did you mean plan? (allowed: bench,"),
     "unknown_option": (["plan", "--bogus-flag"], "--bogus-flag"),
     "close_option": (["plan", "--gpus", "8xh200"], "--gpu"),
     "bad_integer": (["plan", "--samples", "914,000"], "--samples"),

@@ -10,6 +10,7 @@ a value of the wrong type) exits 2 with no traceback.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -74,8 +75,10 @@ class Group(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0]
         if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
-            allowed = ", ".join(self.list_commands(ctx))
-            raise click.UsageError(f"No such command {name!r} (allowed: {allowed})", ctx)
+            commands = self.list_commands(ctx)
+            close = difflib.get_close_matches(name, commands, n=2)  # as a misspelled option gets
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}{hint} (allowed: {', '.join(commands)})", ctx)
         return super().resolve_command(ctx, args)
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
