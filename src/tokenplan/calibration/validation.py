@@ -142,7 +142,8 @@ class ValidatedRow(JsonResult):
     lengths spread around ``isl``/``osl`` (their means): ``fixed``, ``U[0.8L, L]`` (uniform, as
     InferenceX draws them) or the name of the prompt set the row ran (``sharegpt``).
     ``gpu_variant_stated`` False: the source names only the GPU family; the row's interval then
-    spans the family's variants (:func:`variant_span`)."""
+    spans the family's variants (:func:`variant_span`). ``spec``: the speculative decoding the row
+    ran as it was predicted (``none``, or the method, k and τ)."""
 
     line: int
     id: str
@@ -160,6 +161,7 @@ class ValidatedRow(JsonResult):
     tpot: TpotError | None = field(default=None, metadata=INLINE)
     ttft: TtftError | None = field(default=None, metadata=INLINE)
     gpu_variant_stated: bool = True
+    spec: str = "none"  # the speculative decoding the row ran, as predicted (``mtp k=3 τ=2.63``)
 
     def metric(self, name: str) -> MetricError | None:
         """The row's ``throughput``, ``tpot`` or ``ttft`` (None where it does not measure it)."""
@@ -335,6 +337,7 @@ def _row(
         lengths=_lengths(r, named_sets),
         **metrics,  # type: ignore[arg-type]  # each metric's own type, by _METRICS
         gpu_variant_stated=m.gpu_variant_stated,
+        spec=r.case.config.spec.describe() if r.case.config.spec is not None else "none",
     )
 
 

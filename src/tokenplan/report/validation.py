@@ -39,13 +39,13 @@ def rows_table(v: ValidationResult) -> FoldingTable:
     interval (the interval: ``validate --json``). A :class:`FoldingTable`: no figure or name is
     cut, and a terminal too narrow for the columns gets each row stacked."""
     serving = v.kind == "serving"
-    header = ["line", "engine", "model", "gpu", "layout", "w", "isl/osl", "conc"]
+    header = ["line", "engine", "model", "gpu", "layout", "w", "spec", "isl/osl", "conc"]
     latencies = [("tpot", "TPOT ms"), ("ttft", "TTFT ms")]
     metrics = latencies if serving else [("throughput", "tok/s/GPU")]
     if not serving and any(r.tpot for r in v.rows):  # InferenceX rows also measure TPOT/TTFT
         metrics += latencies
     banded = any(m.low is not None for r in v.rows for err, _ in metrics if (m := r.metric(err)))
-    right = [0, 7]
+    right = [0, 8]
     for _, label in metrics:
         right += range(len(header), len(header) + 3 + banded)
         header += [f"pred {label}", f"meas {label}", "err"] + (["in 80%"] if banded else [])
@@ -53,7 +53,18 @@ def rows_table(v: ValidationResult) -> FoldingTable:
     rows: list[list[str | Text]] = []
     for r in v.rows:
         conc = "max" if r.concurrency is None else f"{r.concurrency:g}"
-        cells: list[str | Text] = [str(r.line), r.engine, r.model, r.gpu, r.layout, r.weight_dtype, _lengths(r), conc]
+        spec = r.spec.split(" τ=")[0] if r.spec != "none" else "–"  # the method and k; τ is in --json
+        cells: list[str | Text] = [
+            str(r.line),
+            r.engine,
+            r.model,
+            r.gpu,
+            r.layout,
+            r.weight_dtype,
+            spec,
+            _lengths(r),
+            conc,
+        ]
         for err, _ in metrics:
             m = r.metric(err)
             cells += (

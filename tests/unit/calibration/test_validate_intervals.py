@@ -80,3 +80,21 @@ def test_without_bands_no_interval_keys(tmp_path):
     rows = (RowResult(cases[0], {"tpot": (0.010, 0.011, relative_error(0.010, 0.011))}, 8.0),)
     d = validation_result(Validation("serving", rows, (), {"tpot": summarise([rows[0].values["tpot"][2]])})).to_json()
     assert d["coverage"] is None and "tpot_ms_low" not in d["rows"][0] and "tpot_inside" not in d["rows"][0]
+
+
+def test_each_row_names_the_speculative_decoding_it_ran(tmp_path):
+    # dev.csv lines 66 and 67 differ only in their speculative decoding (none; SGLang MTP k=3):
+    # the per-row table could not tell them apart (a new-user pass)
+    f = tmp_path / "s.csv"
+    f.write_text(
+        SERVING
+        + "a,sglang,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,1000,200,8,,none,50,10,high,x\n"
+        + "b,sglang,qwen3.6-27b,h100-sxm,1,1,1,1,1,false,fp8,fp8,1000,200,8,,mtp:3,50,10,high,x\n"
+    )
+    cases, _ = resolve_file(read_measurements(str(f)))
+    rows = tuple(RowResult(c, {"tpot": (0.010, 0.011, relative_error(0.010, 0.011))}, 8.0) for c in cases)
+    typed = validation_result(Validation("serving", rows, (), {"tpot": summarise([r.values["tpot"][2] for r in rows])}))
+    assert typed.rows[0].spec == "none" and typed.rows[1].spec.startswith("mtp k=3 τ=")
+    table = rows_table(typed)
+    at = table.header.index("spec")
+    assert [r[at] for r in table.rows] == ["–", "mtp k=3"]
