@@ -211,6 +211,11 @@ def _dataset_prompt(item: object, osl: int | None, where: str, path: str) -> Pro
     else:
         text = item.get("prompt", item.get("text", item.get("question")))
         if not isinstance(text, str):
+            wrong = next((k for k in ("messages", "conversations") if k in item), None)
+            if wrong is not None:  # there, but not a (non-empty) list: say that (a new-user pass)
+                raise ConfigError(
+                    path, where, f"'{wrong}' is {type(item[wrong]).__name__}, not a non-empty list of turns"
+                )
             raise ConfigError(path, where, "no 'messages', 'conversations', 'prompt', 'text' or 'question'")
         if not text.strip():
             raise ConfigError(path, where, "an empty prompt (expected text to send)")

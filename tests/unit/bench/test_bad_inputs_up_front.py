@@ -45,8 +45,10 @@ def test_a_server_the_model_cannot_run_is_refused_before_any_measurement(change,
         (b'{"messages": []}\n', "line 1: 'messages' is empty"),
         (b'{"messages": [{"role": "user", "content": null}]}\n', "line 1: 'messages' item 0 has no text 'content'"),
         (b'{"prompt": "  "}\n', "line 1: an empty prompt"),
+        # 'messages' there but not a list: said as such, not "no 'messages', 'conversations', …"
+        (b'{"messages": "not a list"}\n', "line 1: 'messages' is str, not a non-empty list of turns"),
     ],
-    ids=["nested", "not_utf8", "message_not_object", "no_messages", "null_content", "blank_prompt"],
+    ids=["nested", "not_utf8", "message_not_object", "no_messages", "null_content", "blank_prompt", "messages_text"],
 )
 def test_a_dataset_that_cannot_be_sent_is_one_line(tmp_path, body, where) -> None:
     f = tmp_path / "d.jsonl"
