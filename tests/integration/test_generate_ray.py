@@ -436,6 +436,34 @@ def test_refused_rows_are_skipped_once_and_count_as_done(tmp_path: Path, ray_hea
     assert first["ok"] and first["stored"] == len(stored) and again == first
 
 
+def test_units_whose_tries_run_out_go_to_errors_and_the_run_ends(tmp_path: Path, ray_head: str) -> None:
+    # 30 % HTTP 500 and one try per unit: about a third of the units fail. Each goes to
+    # errors.jsonl (sent again by the next run) and the run ends; a refactor had dropped the
+    # driver's write of them, so they stayed assigned and the run never ended (a break-it pass).
+    rows = 40
+    data = _input(tmp_path / "in.jsonl", rows)
+    run_dir = tmp_path / "run"
+    base = {
+        "inputs": [str(data)],
+        "out_dir": str(run_dir),
+        "model": "fault-model",
+        "concurrency": 4,
+        "backend": "ray",
+        "actors": 1,
+        "ray_address": ray_head,
+        "max_attempts": 1,
+    }
+    (tmp_path / "a").mkdir()
+    with FaultServerProcess(str(tmp_path / "a"), p500=0.3, seed=3, tokens=4) as flaky:
+        first = _finish({**base, "endpoints": [flaky.url]}, timeout_s=240)
+    errors = (run_dir / "errors.jsonl").read_text().splitlines()
+    assert first["errors"] > 0 and first["stored"] + first["errors"] == rows and len(errors) == first["errors"]
+    (tmp_path / "b").mkdir()
+    with FaultServerProcess(str(tmp_path / "b"), tokens=4) as healthy:
+        again = _finish({**base, "endpoints": [healthy.url]}, timeout_s=240)
+    assert again == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+
+
 def test_a_server_that_refuses_every_request_ends_the_run_and_marks_nothing_final(
     tmp_path: Path, ray_head: str
 ) -> None:

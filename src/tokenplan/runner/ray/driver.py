@@ -266,6 +266,9 @@ class _Driver:
         for record in report.skipped:
             slot.assigned.pop(record["id"], None)
             self._write_skipped(record)
+        for record in report.errors:  # retries exhausted: not final, the next run sends it again
+            slot.assigned.pop(record["id"], None)
+            self._write_error(record)
         for unit_id in refused_ids(report.refusals):  # settled for the actor: held by the judge
             slot.assigned.pop(unit_id, None)
         self.fatal = self.fatal or self.refusals.take(report.refusals)
