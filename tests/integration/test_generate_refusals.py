@@ -302,3 +302,87 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_no_traceback(tmp_path: 
     assert proc.returncode == 130 and "Traceback" not in err and "CancelledError" not in err, err
     assert "error: interrupted twice: stopped at once" in err
     assert took_s < 30  # not the 60 s grace: the second signal cut it short
+
+
+def _long_then_short(tmp_path: Path, long: int, short: int, long_first: bool = True) -> None:
+    import json as _json
+
+    rows = [{"id": f"l{i}", "prompt": "x" * 5000} for i in range(long)]  # over a 1,000-token context
+    shorts = [{"id": f"s{i}", "prompt": f"short {i}"} for i in range(short)]
+    rows = rows + shorts if long_first else shorts + rows
+    (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_resumed_run_whose_leftover_rows_are_too_long_skips_them(tmp_path: Path) -> None:
+    # 30 short rows, then 20 too long for the served context. A first run with --limit 30 stores
+    # the 30; the rerun sends only the 20, all refused, none answered in that run. Its control
+    # request is answered, and an earlier run answered rows of this job: the 20 are the rows' own
+    # refusals (skipped). Before, the end-of-run rule counted them as job-wide on every rerun
+    # (a break-it pass).
+    _long_then_short(tmp_path, 20, 30, long_first=False)
+    with FaultServerProcess(str(tmp_path), context=1000) as server:
+        first = generate(_request(tmp_path, server.url, max_tokens=100, concurrency=2, limit=30))
+        again = generate(_request(tmp_path, server.url, max_tokens=100, concurrency=2))
+    assert (first.stored, first.skipped, first.accounting_ok) == (30, 0, True)
+    assert (again.stored, again.skipped, again.errors, again.accounting_ok) == (30, 20, 0, True)  # stored: the job's
+
+
+def test_too_long_rows_split_over_two_endpoints_are_their_own_refusals(tmp_path: Path) -> None:
+    # 20 too-long rows then one short one over two endpoints: each endpoint refuses its share; the
+    # short row is answered by one of them, and the other, which answered only its control
+    # request, held rows refused for what they hold (skipped), not a job-wide verdict (a rerun
+    # of the leftovers, 4 per endpoint, below the streak, said "a setting every request carries").
+    _long_then_short(tmp_path, 20, 1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        FaultServerProcess(str(tmp_path / "a"), context=1000) as a,
+        FaultServerProcess(str(tmp_path / "b"), context=1000) as b,
+    ):
+        done = generate(_request(tmp_path, a.url, endpoints=[a.url, b.url], max_tokens=100, concurrency=2))
+    assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (1, 20, 0, True)
+
+
+def test_a_control_request_that_gets_no_answer_is_not_called_refused(tmp_path: Path) -> None:
+    # Eight rows refused (vLLM's context message), then the server answers 503 to everything,
+    # the control request's tries included: the stop says the control got no answer, not that
+    # "a short prompt with the same settings" was refused too (a break-it pass).
+    import json as _json
+
+    _prompts(tmp_path / "in.jsonl", 20)
+    refusal = {
+        "status": 400,
+        "raw": _json.dumps({"error": {"message": "This model's maximum context length is 4096 tokens."}}),
+    }
+    busy = {"status": 503, "raw": _json.dumps({"error": {"message": "server busy"}})}
+    script = tmp_path / "script.json"
+    script.write_text(_json.dumps([refusal] * 8 + [busy] * 200))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        with pytest.raises(ServerError) as stopped:
+            generate(_request(tmp_path, server.url, concurrency=1))
+    said = str(stopped.value)
+    assert "got no answer (503" in said and "the same settings too" not in said, said
+    assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_control_request_stops_within_the_grace(tmp_path: Path) -> None:
+    # Too-long rows are refused at once; the control request's answer takes 60 s. A Ctrl-C while
+    # it is out stops the run within its 1 s grace; it waited out the control (a break-it pass).
+    _long_then_short(tmp_path, 12, 0)
+    log = tmp_path / "bodies.jsonl"
+    with FaultServerProcess(str(tmp_path), context=1000, delay_s=60, log_bodies=str(log)) as server:
+        command = [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint", server.url]
+        command += ["--model", "fault-model", "--max-tokens", "100", "--concurrency", "1", "--grace-s", "1"]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not (log.exists() and "Reply with the single word OK." in log.read_text()):  # the control is out
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        took_s = time.monotonic() - started
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert took_s < 15, took_s  # the 1 s grace and the shutdown, not the control's 60 s
+    assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []  # the held refusals stay unfinal

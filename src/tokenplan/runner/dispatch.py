@@ -26,12 +26,12 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
-from tokenplan.client.openai import Completion, OpenAIClient, RequestFailed
+from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
+from tokenplan.runner.control import FATAL_STATUSES, REFUSED_STATUSES, control_request
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
@@ -49,14 +49,6 @@ from tokenplan.runner.requests import (
 from tokenplan.runner.spec import JobSettings, RunTally
 from tokenplan.runner.store.appendlog import WriteFailed
 from tokenplan.runner.store.rundir import RunDir
-
-# 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
-# `transformers serve` refuses top_k) — all concern every request, so they end the run.
-FATAL_STATUSES = frozenset({401, 403, 404, 422})
-# 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
-REFUSED_STATUSES = frozenset({400, 413})
-# The control request's prompt (tokenplan.runner.refusals): one line any chat model answers briefly.
-CONTROL_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
 
 
 class Dispatcher:
@@ -125,7 +117,7 @@ class Dispatcher:
             if stop.is_set() or self._fatal is not None:
                 return
             if self._controls:  # a control request decides a streak: send no new row meanwhile
-                await asyncio.wait(set(self._controls))
+                await self._wait_for_controls(stop)
                 if stop.is_set() or self._fatal is not None:
                     return
             await self.pool.admit()
@@ -154,13 +146,31 @@ class Dispatcher:
 
     async def _await_controls(self, stop: asyncio.Event) -> None:
         """Every row is settled: a control request still out decides its held refusals before the
-        end-of-run rule does (cancelled on a stop or a fatal error)."""
+        end-of-run rule does, and so does one for each endpoint that holds refusals without one
+        (a rerun's few leftover rows, split over endpoints; :meth:`RefusalStreak.to_control_at_end`).
+        Cancelled on a stop or a fatal error."""
+        streak = self.refusals
+        if isinstance(streak, RefusalStreak) and not stop.is_set() and self._fatal is None:
+            for url in streak.to_control_at_end():
+                task = asyncio.create_task(self._control(url))
+                self._controls.add(task)
+                task.add_done_callback(self._controls.discard)
         if not self._controls:
             return
-        if stop.is_set() or self._fatal is not None:
-            for task in self._controls:
-                task.cancel()
+        await self._wait_for_controls(stop)
+        for task in self._controls:  # a stop or a fatal error meanwhile: the rest are not waited for
+            task.cancel()
         await asyncio.gather(*self._controls, return_exceptions=True)
+
+    async def _wait_for_controls(self, stop: asyncio.Event) -> None:
+        """Wait until no control request is out, a stop (Ctrl-C: it does not wait out a control's
+        deadline) or a fatal error."""
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            while self._controls and not stop.is_set() and self._fatal is None:
+                await asyncio.wait({*self._controls, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
 
     def _settled(self, task: asyncio.Task[None], tasks: set[asyncio.Task[None]]) -> None:
         tasks.discard(task)
@@ -323,7 +333,7 @@ class Dispatcher:
         """Send the control request (:func:`control_request`) to the endpoint shown as ``url``."""
         assert isinstance(self.refusals, RefusalStreak)
         endpoint = next(e for e in self.pool.endpoints if e.base_url == url)
-        self.refusals.control_answered(url, await control_request(endpoint.client, self.job))
+        self.refusals.control_answered(url, *await control_request(endpoint.client, self.job))
         self._judge_refusals()
         self._wake.set()
 
@@ -340,7 +350,7 @@ class Dispatcher:
         if not isinstance(streak, RefusalStreak) or not streak.held:
             return
         if not stopped and self._fatal is None:
-            self._write_refused(streak.settle(self._rows_seen))
+            self._write_refused(streak.settle(self._rows_seen, self.tally.already_done))
             if streak.job_wide is not None:
                 self._set_fatal(ServerError(streak.message(self.job.model, len(self.pool.endpoints))))
         for held in streak.take_held():
@@ -375,22 +385,3 @@ class Dispatcher:
     def _emit(self) -> None:
         if self.on_progress is not None:
             self.on_progress(self.progress.snapshot(time.monotonic(), self.pool.in_flight(), self.pool.healthy_count()))
-
-
-async def control_request(client: OpenAIClient, job: JobSettings) -> bool:
-    """The control request of :mod:`tokenplan.runner.refusals`: the job's settings (``max_tokens``,
-    sampling, a ``seed`` where the job sends one) on a one-line prompt, to the endpoint that
-    refused a streak of rows before answering any. Not a row: nothing is stored or counted.
-
-    Returns:
-        True when it is answered (the rows are refused, not the settings); False when it is
-        refused or gets no answer at all (the settings are taken to be refused).
-    """
-    job_seed = job.sampling.seed
-    seed = None if job_seed is None else seed_for(job_seed, "tokenplan-control", 0, 0)
-    body = request_body(job.model, CONTROL_MESSAGES, job.sampling, seed)
-    try:
-        await client.chat(body, deadline_s=job.deadline_s, stream=job.stream, max_bytes=job.max_answer_bytes)
-    except RequestFailed:
-        return False
-    return True

@@ -129,6 +129,8 @@ class RefusalStreak:
     controlling: set[str] = field(default_factory=set)  # control sent or to be sent, no outcome yet
     controlled: set[str] = field(default_factory=set)  # endpoints that answered the control request
     control_refused: bool = False  # the verdict came from a refused control request
+    control_failed: str = ""  # the control request got no answer at all (what came back instead)
+    merged: bool = False  # the verdict counts the refusals of several endpoints together
 
     @property
     def held(self) -> list[Held]:
@@ -174,10 +176,12 @@ class RefusalStreak:
         endpoints, self.to_control = self.to_control, []
         return endpoints
 
-    def control_answered(self, endpoint: str, answered: bool) -> None:
-        """The control request to ``endpoint`` came back: ``answered`` (the job's settings are
-        accepted: its refusals stay held until a row is answered or the run ends), or not (refused,
-        or no answer at all: the verdict is job-wide, as it was before the control existed)."""
+    def control_answered(self, endpoint: str, answered: bool | None, detail: str = "") -> None:
+        """The control request to ``endpoint`` came back: ``answered`` True (the job's settings are
+        accepted: its refusals stay held until a row is answered or the run ends), False (refused
+        as the rows were: the settings are, and the verdict is job-wide), or None (no answer at
+        all, ``detail`` says what came instead: a 503, a timeout; the verdict is job-wide, and
+        says so rather than that the settings were refused)."""
         self.controlling.discard(endpoint)
         run = self.runs.get(endpoint)
         if self.job_wide is not None or endpoint in self.answering or run is None or not run.held:
@@ -186,8 +190,20 @@ class RefusalStreak:
             self.controlled.add(endpoint)
             if len(run.rows) >= HELD_ROWS_LIMIT:
                 self.job_wide = run.held[-1]
+        elif answered is None:
+            self.job_wide, self.control_failed = run.held[-1], detail or "no answer"
         else:
             self.job_wide, self.control_refused = run.held[-1], True
+
+    def to_control_at_end(self) -> list[str]:
+        """At the end of a finished run: the endpoints that hold refusals and have had no control
+        request (their streaks stayed below the threshold, e.g. a rerun's leftover rows split over
+        endpoints), marked as sent; their controls decide before the end-of-run rule does."""
+        if not self.control or self.job_wide is not None:
+            return []
+        out = [e for e, run in self.runs.items() if run.held and e not in self.controlled and e not in self.controlling]
+        self.controlling.update(out)
+        return out
 
     def answered(self, endpoint: str = "") -> list[Held]:
         """``endpoint`` answered: the refusals it gave so far were the rows' own; return them
@@ -197,31 +213,49 @@ class RefusalStreak:
             return []
         return self.runs.pop(endpoint).held
 
-    def settle(self, rows: int) -> list[Held]:
-        """The run ended: job-wide also when one endpoint refused every request it got (two rows or
-        more) while it never answered and another endpoint did (a rerun of a few leftover rows on
-        one endpoint is judged by the next rule, not this one), or when the job has fewer than ``threshold``
-        rows (``rows``, done ones included; at least 2) and every one was refused the same way (by
-        whichever endpoint); return the units released as skipped."""
+    def settle(self, rows: int, done_before: int = 0) -> list[Held]:
+        """The run ended; return the units released as skipped.
+
+        - An endpoint that answered a control request (its settings accepted) refused rows for
+          what they hold: skipped, where some row of the job was answered, in this run or in an
+          earlier one (``done_before`` rows); with none ever answered every row may carry what
+          the server refuses, which the rules below judge.
+        - Job-wide when one endpoint refused every request it got (two rows or more) while it
+          never answered, answered no control request, and another endpoint answered (a rerun of
+          a few leftover rows on one endpoint is judged by the next rule, not this one).
+        - Job-wide when the job has fewer than ``threshold`` rows (``rows``, done ones included;
+          at least 2) and every one was refused the same way (by whichever endpoint).
+        """
+        released: list[Held] = []
+        if self.job_wide is None and (self.answering or done_before > 0):
+            for endpoint in [e for e in self.runs if e in self.controlled]:
+                released += self.runs.pop(endpoint).held
         held = self.held
         for endpoint, run in self.runs.items():
             # an endpoint that refused every request it got, on two rows or more, alike, while
             # others answered: its share was too small to reach the streak (a break-it pass: a
             # 5-row job over a healthy and a seed-refusing endpoint ended [ok], 2 rows skipped)
             others_answered = bool(self.answering - {endpoint})
-            if self.job_wide is None and others_answered and endpoint not in self.answering and len(run.rows) >= 2:
+            if (
+                self.job_wide is None
+                and others_answered
+                and endpoint not in self.answering
+                and endpoint not in self.controlled
+                and len(run.rows) >= 2
+            ):
                 self.job_wide = run.held[-1]
         keys = {run.key for run in self.runs.values() if run.held}
         if self.job_wide is None and held and len(keys) == 1:
             refused_rows = {r for run in self.runs.values() for r in run.rows}
             if len(refused_rows) >= max(2, min(self.threshold, rows)):
                 self.job_wide = held[-1]
+                self.merged = sum(bool(run.held) for run in self.runs.values()) > 1
                 merged = _Run(next(iter(keys)), refused_rows, held)
                 self.runs = {self.job_wide.endpoint: merged}
         if self.job_wide is not None:
-            return []
+            return released
         self.runs = {}
-        return held
+        return released + held
 
     def take_held(self) -> list[Held]:
         """Every unit still held, removed from here (to be written as errors: sent again)."""
@@ -239,7 +273,14 @@ class RefusalStreak:
         if len(detail) > MESSAGE_CHARS:
             detail = detail[:MESSAGE_CHARS] + "…"
         where = f" at {display_url(self.job_wide.endpoint)}" if endpoints > 1 and self.job_wide.endpoint else ""
-        head = f"the server{where} refused {len(self.rows):,} rows in a row with {self.job_wide.status} ({detail!r})"
+        server = "the servers" if self.merged else f"the server{where}"
+        head = f"{server} refused {len(self.rows):,} rows in a row with {self.job_wide.status} ({detail!r})"
+        if self.control_failed:
+            return (
+                f"{head} for model {model!r} before answering any, and a short prompt with the job's settings "
+                f"got no answer ({self.control_failed[:MESSAGE_CHARS]}): the server may be failing; nothing "
+                "was marked final: rerun the same command once it answers"
+            )
         if self.job_wide.endpoint in self.controlled:
             return (
                 f"{head} for model {model!r}, with no row answered, though it answers a short prompt with "

@@ -6,15 +6,13 @@ after :func:`~tokenplan.runner.store.fencing.advance_epoch` and built the job. T
 1. reads the input with the local backend's row parser (same ids, line numbers, rejects, duplicate
    ids and blank-line counts) and drops every unit already in the run directory — a left-anti join
    on id against the done-set (:func:`~tokenplan.runner.ray.work.pending_units`);
-2. starts ``actors`` :class:`~tokenplan.runner.ray.actor.GenerateActor` s, each over its share of
-   the endpoints (:func:`~tokenplan.runner.ray.work.endpoint_shares`), and keeps each fed with up
-   to twice its in-flight capacity, so an actor never idles while rows remain and memory stays
-   bounded;
+2. starts ``actors`` :class:`~tokenplan.runner.ray.actor.GenerateActor` s over their shares of the
+   endpoints (:func:`~tokenplan.runner.ray.work.endpoint_shares`), each fed up to twice its
+   in-flight capacity (never idle while rows remain; memory bounded);
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
    failed units), and when an actor dies, reads the ids its shards hold and sends the rest of its
    share again, to a replacement actor over the same endpoints and to the others;
-4. judges 400/413 refusals over every actor as the local backend does (:mod:`tokenplan.runner.ray.judge`):
-   a refused unit is settled for its actor and held by the judge until the rule decides.
+4. judges 400/413 refusals over every actor as the local backend does (:mod:`tokenplan.runner.ray.judge`).
 
 Ray is imported here only, inside :func:`run_ray`.
 """
@@ -151,7 +149,9 @@ class _Driver:
         self.stop = threading.Event()
         self.fatal: str | None = None
         self.fence = Fence(run.rundir.path, run.epoch)  # a frozen, then thawed, driver writes nothing late
-        self.refusals = RefusalJudge(run.job, run.endpoints, run.api_key, self._write_skipped, self._write_error)
+        self.refusals = RefusalJudge(
+            run.job, run.endpoints, run.api_key, self._write_skipped, self._write_error, self.stop
+        )
 
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
@@ -298,8 +298,8 @@ class _Driver:
         and nothing stopped the run; else they go to ``errors.jsonl`` (sent again next run)."""
         finished = self.exhausted and not self.retry and not any(s.assigned for s in self.slots.values())
         rows = self.tally.units_seen // max(1, self.run_.job.n)  # rows done by an earlier run count
-        message = self.refusals.settle(finished and not self.stop.is_set() and self.fatal is None, rows)
-        self.fatal = self.fatal or message
+        judged = finished and not self.stop.is_set() and self.fatal is None
+        self.fatal = self.fatal or self.refusals.settle(judged, rows, self.tally.already_done)
 
     def _write_error(self, record: dict[str, Any]) -> None:
         self.run_.rundir.write_error(record)

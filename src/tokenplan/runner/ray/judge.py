@@ -12,12 +12,13 @@ a job-wide verdict is returned as the run's fatal message, and the units still h
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from tokenplan.client.auth import display_url
 from tokenplan.client.openai import OpenAIClient
-from tokenplan.runner.dispatch import control_request
+from tokenplan.runner.control import control_request
 from tokenplan.runner.refusals import Held, RefusalStreak, replay
 from tokenplan.runner.spec import JobSettings
 
@@ -32,6 +33,8 @@ class RefusalJudge:
         api_key: sent as the bearer token; None for servers that need none.
         write_skipped: writes one line of ``skipped.jsonl`` (the driver's fenced write).
         write_error: writes one line of ``errors.jsonl``.
+        stop: set on SIGINT/SIGTERM: a control request under way is given up (a Ctrl-C does not
+            wait out its deadline).
     """
 
     def __init__(
@@ -41,9 +44,11 @@ class RefusalJudge:
         api_key: str | None,
         write_skipped: Callable[[dict[str, Any]], None],
         write_error: Callable[[dict[str, Any]], None],
+        stop: threading.Event | None = None,
     ):
         self.job, self.endpoints, self.api_key = job, endpoints, api_key
         self.write_skipped, self.write_error = write_skipped, write_error
+        self.stop = stop or threading.Event()
         self.streak = RefusalStreak(control=True)
 
     def take(self, events: list[tuple[str, Any]]) -> str | None:
@@ -52,19 +57,23 @@ class RefusalJudge:
         for held in replay(self.streak, events):
             self.write_skipped(held.skipped_record())
         for shown in self.streak.take_controls():  # a streak before any answer: ask that endpoint
-            self.streak.control_answered(shown, self._control(shown))
+            self._ask(shown)
         return self._verdict()
 
-    def settle(self, finished: bool, rows: int) -> str | None:
+    def settle(self, finished: bool, rows: int, done_before: int = 0) -> str | None:
         """The run ended. ``finished``: every unit was settled and nothing stopped it, so the held
-        refusals are judged by the end-of-run rule (``rows``: the job's rows, done ones included);
-        otherwise they are not judged. Units still held go to ``errors.jsonl``. Returns the
-        job-wide message if the end-of-run rule found one."""
+        refusals are judged by the end-of-run rule (``RefusalStreak.settle``: ``rows`` the job's
+        rows, done ones included, ``done_before`` the units an earlier run finished), after a
+        control request to each endpoint holding refusals without one; otherwise they are not
+        judged. Units still held go to ``errors.jsonl``. Returns the job-wide message if the
+        end-of-run rule found one."""
         if not self.streak.held:
             return None
         message = None
         if finished:
-            for held in self.streak.settle(rows):
+            for shown in self.streak.to_control_at_end():
+                self._ask(shown)
+            for held in self.streak.settle(rows, done_before):
                 self.write_skipped(held.skipped_record())
             message = self._verdict()
         for held in self.streak.take_held():
@@ -76,18 +85,30 @@ class RefusalJudge:
             return None
         return self.streak.message(self.job.model, len(self.endpoints))
 
-    def _control(self, shown: str) -> bool:
-        """The control request to the endpoint shown as ``shown`` (its URL as records show it), sent
-        from the driver while the actors carry on with the units they hold."""
+    def _ask(self, shown: str) -> None:
+        """Send the control request to the endpoint shown as ``shown`` (its URL as records show
+        it) from the driver, while the actors carry on with the units they hold; a stop meanwhile
+        gives it up, with no verdict (the held refusals go to ``errors.jsonl``)."""
         url = next((u for u in self.endpoints if display_url(u) == shown), None)
         if url is None:
-            return False
+            self.streak.control_answered(shown, None, "no such endpoint")
+            return
 
-        async def ask() -> bool:
+        async def ask() -> tuple[bool | None, str] | None:
             async with OpenAIClient(url, max_connections=1, api_key=self.api_key) as client:
-                return await control_request(client, self.job)
+                task = asyncio.create_task(control_request(client, self.job))
+                while not task.done():
+                    if self.stop.is_set():
+                        task.cancel()
+                        return None
+                    await asyncio.wait({task}, timeout=0.2)
+                return task.result()
 
-        return asyncio.run(ask())
+        outcome = asyncio.run(ask())
+        if outcome is None:  # stopped: no verdict; the run's end writes the held units as errors
+            self.streak.controlling.discard(shown)
+            return
+        self.streak.control_answered(shown, *outcome)
 
 
 def refused_ids(events: list[tuple[str, Any]]) -> list[str]:

@@ -1,0 +1,49 @@
+"""The HTTP statuses ``generate`` reads as a refusal or as fatal, and the control request that
+tells a refused job from refused rows (:mod:`tokenplan.runner.refusals`)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tokenplan.client.openai import Completion, OpenAIClient
+from tokenplan.client.retry import RetriesExhausted, call_with_retries
+from tokenplan.runner.requests import request_body, seed_for
+from tokenplan.runner.spec import JobSettings
+
+# 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
+# `transformers serve` refuses top_k) — all concern every request, so they end the run.
+FATAL_STATUSES = frozenset({401, 403, 404, 422})
+# 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
+REFUSED_STATUSES = frozenset({400, 413})
+# The control request's prompt (tokenplan.runner.refusals): one line any chat model answers briefly.
+CONTROL_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
+
+
+async def control_request(client: OpenAIClient, job: JobSettings) -> tuple[bool | None, str]:
+    """The control request of :mod:`tokenplan.runner.refusals`: the job's settings (``max_tokens``,
+    sampling, a ``seed`` where the job sends one) on a one-line prompt, to an endpoint that
+    refused rows before answering any. Not a row: nothing is stored or counted. Transient
+    failures (5xx, 429, a dropped connection, a timeout) are tried again as a row's are
+    (``job.retry``).
+
+    Returns:
+        (True, "") when it is answered (the rows are refused, not the settings); (False, the
+        server's message) when it is refused as the rows were (400, 413, 422); (None, what came
+        back) when every try failed otherwise: no verdict on the settings.
+    """
+    job_seed = job.sampling.seed
+    seed = None if job_seed is None else seed_for(job_seed, "tokenplan-control", 0, 0)
+    body = request_body(job.model, CONTROL_MESSAGES, job.sampling, seed)
+
+    async def once() -> Completion:
+        return await client.chat(body, deadline_s=job.deadline_s, stream=job.stream, max_bytes=job.max_answer_bytes)
+
+    try:
+        await call_with_retries(once, job.retry, random.Random())
+    except RetriesExhausted as exhausted:
+        failure = exhausted.failure
+        refused = failure.kind == "status" and failure.status in REFUSED_STATUSES | FATAL_STATUSES
+        shown = f"{failure.status} {failure.detail}" if failure.status else f"{failure.kind}: {failure.detail}"
+        return (False if refused else None), shown
+    return True, ""
