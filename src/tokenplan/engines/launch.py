@@ -202,6 +202,14 @@ def replica_hosts(launch: Launch) -> int:
     return -(-g // launch.host_gpus) if g > launch.host_gpus else 1
 
 
+def serves_other_hosts(launch: Launch) -> bool:
+    """True when the plan's GPUs span more than one host: its servers are then reached at
+    ``http://HOST:PORT`` from elsewhere, so an engine that binds the loopback interface by
+    default (SGLang's ``ServerArgs.host`` "127.0.0.1", trtllm-serve's ``--host`` "localhost") is
+    told to listen on every interface (``--host 0.0.0.0``); vLLM binds them all already."""
+    return launch.layout.gpus_per_replica * launch.layout.dp > launch.host_gpus
+
+
 def node_ranks_note(hosts: int, first: str = "", others: str = "") -> str:
     """How a command with ``--node-rank $NODE_RANK`` is run on a replica's ``hosts`` hosts."""
     rest = "1" if hosts == 2 else f"1 … {hosts - 1}"

@@ -28,6 +28,7 @@ from tokenplan.engines.launch import (
     needs_drafter,
     node_ranks_note,
     replica_hosts,
+    serves_other_hosts,
 )
 from tokenplan.hardware import Gpu
 from tokenplan.records import quick_replace
@@ -351,6 +352,8 @@ class Sglang:
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")
+        if serves_other_hosts(launch):  # reached from other hosts: not the default 127.0.0.1
+            args.append("--host 0.0.0.0")
         hosts = replica_hosts(launch)
         if hosts > 1:  # arg_groups/fields/parallel.py: --nnodes, --node-rank, --dist-init-addr
             args.append(f"--nnodes {hosts} --node-rank $NODE_RANK --dist-init-addr HOST0:20000")

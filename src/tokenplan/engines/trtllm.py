@@ -23,7 +23,7 @@ from tokenplan.arch.kv import state_bytes_per_sequence
 from tokenplan.arch.params import component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
-from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, replica_hosts
+from tokenplan.engines.launch import DRAFT_MODEL, MaxRunning, replica_hosts, serves_other_hosts
 from tokenplan.hardware import Gpu
 from tokenplan.units import Dtype, GiB
 
@@ -315,6 +315,8 @@ class Trtllm:
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning_parser {quote(parser)}")
+        if serves_other_hosts(launch):  # reached from other hosts: not the default localhost
+            args.append("--host 0.0.0.0")
         head = ["cat > extra_llm_api_options.yaml <<'EOF'", *yaml, "EOF"]
         if launch.weight_dtype.value != launch.native_dtype:
             head.insert(

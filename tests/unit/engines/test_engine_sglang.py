@@ -280,6 +280,9 @@ def test_a_replica_wider_than_a_host_runs_one_command_per_node_rank(sglang):
                     "--quantization fp8",
                     "--kv-cache-dtype fp8_e4m3",
                     "--mem-fraction-static 0.835",
+                    # reached as http://HOST0:30000 from elsewhere: ServerArgs.host defaults to
+                    # 127.0.0.1, which no other machine reaches (a break-it pass)
+                    "--host 0.0.0.0",
                     "--nnodes 2 --node-rank $NODE_RANK --dist-init-addr HOST0:20000",
                 ]
             ),
@@ -291,3 +294,5 @@ def test_a_replica_wider_than_a_host_runs_one_command_per_node_rank(sglang):
     assert "\n# start 2 such replicas, each on 2 hosts of its own, and give each HOST0" in cmd
     assert "--nnodes 2 --node-rank $NODE_RANK" in cmd and "CUDA_VISIBLE_DEVICES" not in cmd
     assert "--nnodes" not in sglang.launch_command(_launch(layout=Layout(tp=8), host_gpus=8))
+    # one host: generate reaches the server on 127.0.0.1, the default bind is enough
+    assert "--host" not in sglang.launch_command(_launch(layout=Layout(tp=8), host_gpus=8))

@@ -234,3 +234,6 @@ def test_a_replica_wider_than_a_host_is_one_mpi_job(trtllm):
         "  --backend pytorch \\\n  --tp_size 4 \\\n  --pp_size 4 \\\n"
     ) in cmd
     assert cmd.endswith("\n# tokenplan generate takes the server on HOST0: --endpoint http://HOST0:8000/v1")
+    # reached from elsewhere: trtllm-serve's --host defaults to localhost (a break-it pass)
+    assert "  --host 0.0.0.0\n# tokenplan generate takes the server on HOST0" in cmd
+    assert "--host" not in trtllm.launch_command(_launch(layout=Layout(tp=8), spec_method=None, host_gpus=8))
