@@ -4,9 +4,10 @@ tells a refused job from refused rows (:mod:`tokenplan.runner.refusals`)."""
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
-from tokenplan.client.openai import Completion, OpenAIClient
+from tokenplan.client.openai import Completion, OpenAIClient, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, call_with_retries
 from tokenplan.runner.requests import request_body, seed_for
 from tokenplan.runner.spec import JobSettings
@@ -47,3 +48,30 @@ async def control_request(client: OpenAIClient, job: JobSettings) -> tuple[bool 
         shown = f"{failure.status} {failure.detail}" if failure.status else f"{failure.kind}: {failure.detail}"
         return (False if refused else None), shown
     return True, ""
+
+
+# The engines' words for a request past the context (the context, then the prompt's tokens):
+# vLLM "This model's maximum context length is 4096 tokens. However, you requested 5500 tokens
+# (2000 in the messages, 3500 in the completion)" (serving_engine._validate_input) and, newer,
+# "... maximum context length is 4096 tokens and your request has 2000 input tokens (3500 > 4096 -
+# 2000)"; SGLang "... maximum context length of 4096 tokens. You requested a total of 5500 tokens:
+# 2000 tokens from the input messages and 3500 tokens for the completion".
+_CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)")
+_PROMPT = re.compile(r"(\d+) in the messages|has (\d+) input tokens|(\d+) tokens from the input")
+
+
+def context_room(failure: RequestFailed, asked: object) -> int | None:
+    """The ``max_tokens`` a refused request fits its context with, or None: a 400/413 whose
+    message states the served context and the prompt's tokens (:data:`_CONTEXT`, :data:`_PROMPT`),
+    for a request whose ``max_tokens`` (``asked``) is below the context by itself but not beside
+    this prompt. Sent again with the room left (≥ 1 token), the answer stops at the context, as
+    the plan assumes; a ``max_tokens`` that passes the context alone is a setting every request
+    carries, left to the refusal rule (``runner.refusals``)."""
+    if failure.kind != "status" or failure.status not in REFUSED_STATUSES or not isinstance(asked, int):
+        return None
+    context, prompt = _CONTEXT.search(failure.detail or ""), _PROMPT.search(failure.detail or "")
+    if context is None or prompt is None:
+        return None
+    ctx = int(context.group(1))
+    room = ctx - int(next(g for g in prompt.groups() if g is not None))
+    return room if asked < ctx and 1 <= room < asked else None

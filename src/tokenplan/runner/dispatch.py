@@ -31,7 +31,7 @@ from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
-from tokenplan.runner.control import FATAL_STATUSES, REFUSED_STATUSES, control_request
+from tokenplan.runner.control import FATAL_STATUSES, REFUSED_STATUSES, context_room, control_request
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
@@ -260,9 +260,18 @@ class Dispatcher:
                 self.pool.record(endpoint, None)
                 return completion
 
-        completion, attempts = await call_with_retries(once, self.job.retry, self._rng)
+        try:
+            completion, attempts = await call_with_retries(once, self.job.retry, self._rng)
+            fitted = False
+        except RetriesExhausted as refused:  # a prompt that leaves less room than max_tokens
+            room = context_room(refused.failure, body.get("max_tokens"))
+            if room is None:
+                raise
+            body = {**body, "max_tokens": room}  # what ``once`` sends from now on
+            completion, more = await call_with_retries(once, self.job.retry, self._rng)
+            attempts, fitted = refused.attempts + more, True
         self._count(completion)
-        per_prompt = body.get("max_tokens") if self.job.sampling.context_tokens is not None else None
+        per_prompt = body.get("max_tokens") if fitted or self.job.sampling.context_tokens is not None else None
         return Sent(completion, used[-1], attempts, seed, per_prompt)
 
     def _count(self, completion: Completion) -> None:

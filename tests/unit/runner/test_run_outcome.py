@@ -217,3 +217,34 @@ def test_an_endpoint_that_never_answered_and_refused_two_rows_is_job_wide_at_the
         refused = Held(f"r{row}", f"r{row}", {}, 400, "too long", 1, "http://b/v1")
         assert mixed.refused(refused) == [refused]  # released at once: skipped
     assert mixed.settle(rows=100) == [] and mixed.job_wide is None
+
+
+def test_a_refusal_that_states_the_context_and_the_prompt_gives_the_room_left() -> None:
+    from tokenplan.client.openai import RequestFailed
+    from tokenplan.runner.control import context_room
+
+    def refused(detail: str, status: int = 400) -> RequestFailed:
+        return RequestFailed("status", detail, status=status)
+
+    # vLLM: 4,096 − 2,000 in the messages = 2,096 tokens of room for a max_tokens of 3,500
+    old_vllm = (
+        "This model's maximum context length is 4096 tokens. However, you requested 5500 tokens "
+        "(2000 in the messages, 3500 in the completion). Please reduce the length of the messages or completion."
+    )
+    assert context_room(refused(old_vllm), 3500) == 2096
+    new_vllm = (
+        "'max_tokens' or 'max_completion_tokens' is too large: 3500. This model's maximum context length "
+        "is 4096 tokens and your request has 2000 input tokens (3500 > 4096 - 2000)."
+    )
+    assert context_room(refused(new_vllm), 3500) == 2096
+    sglang = (
+        "Requested token count exceeds the model's maximum context length of 4096 tokens. You requested a "
+        "total of 5500 tokens: 2000 tokens from the input messages and 3500 tokens for the completion."
+    )
+    assert context_room(refused(sglang), 3500) == 2096
+    # a max_tokens past the context by itself is a setting every request carries: no refit
+    assert context_room(refused(old_vllm.replace("3500 in the completion", "8192 in the completion")), 8192) is None
+    # a prompt that fills the context leaves no room (4,096 − 4,100 < 1); another status or message: none
+    assert context_room(refused(old_vllm.replace("2000 in the messages", "4100 in the messages")), 3500) is None
+    assert context_room(refused(old_vllm, status=500), 3500) is None
+    assert context_room(refused("prompt contains invalid UTF-8"), 3500) is None

@@ -271,7 +271,8 @@ class _Driver:
             self._write_error(record)
         for unit_id in refused_ids(report.refusals):  # settled for the actor: held by the judge
             slot.assigned.pop(unit_id, None)
-        self.fatal = self.fatal or self.refusals.take(report.refusals)
+        verdict = self.refusals.take(report.refusals)  # always: after a verdict it holds them (errors)
+        self.fatal = self.fatal or verdict
         progress.add_tokens(time.monotonic(), report.output_tokens, len(report.latency_s))
         self.tally.latency_s.extend(report.latency_s)
         self.tally.ttft_s.extend(report.ttft_s)
@@ -294,12 +295,12 @@ class _Driver:
         self.run_.progress.skipped += 1
 
     def _settle_refusals(self) -> None:
-        """At the end: held refusals are judged by the end-of-run rule when every unit was settled
-        and nothing stopped the run; else they go to ``errors.jsonl`` (sent again next run)."""
+        """Held refusals judged at the end (every unit settled, nothing stopped), else errors."""
         finished = self.exhausted and not self.retry and not any(s.assigned for s in self.slots.values())
         rows = self.tally.units_seen // max(1, self.run_.job.n)  # rows done by an earlier run count
         judged = finished and not self.stop.is_set() and self.fatal is None
-        self.fatal = self.fatal or self.refusals.settle(judged, rows, self.tally.already_done)
+        message = self.refusals.settle(judged, rows, self.tally.already_done)  # always: it writes what it holds
+        self.fatal = self.fatal or message
 
     def _write_error(self, record: dict[str, Any]) -> None:
         self.run_.rundir.write_error(record)
@@ -342,10 +343,8 @@ class _Driver:
         resent = self._take_back(slot)
         if slot.replaced >= MAX_REPLACEMENTS_PER_ACTOR:
             self.gone.append(f"actor {slot.index}: died, not replaced")
-            self.run_.on_note(
-                f"actor {slot.index} died; {resent} of its units go to the other actors "
-                f"(no replacement after {slot.replaced})"
-            )
+            note = f"actor {slot.index} died; {resent} of its units go to the others (no replacement after {slot.replaced})"
+            self.run_.on_note(note)
             return
         self._spawn([slot.share], slot.replaced + 1)
         self.gone.append(f"actor {slot.index}: died, replaced by actor {self.next_index - 1}")
