@@ -108,7 +108,7 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"current": "tp=x"}, "current tp 'x' is not allowed (allowed: an integer ≥ 1)"),
+        ({"current": "tp=x"}, "current 'tp=x' is not allowed (allowed: tp an integer ≥ 1)"),
         (
             {"current": "gpus=4"},
             "current 'gpus' is not allowed (allowed: attention-dp, disable-radix-cache, engine, "

@@ -18,7 +18,10 @@ ERRORS = {
     "beyond_context": (P8 + ["--isl", "200000", "--osl", "100"], "131,072"),
     "price_unknown_gpu": (["plan", "--price", "h300=2"], "price"),
     "spec_extra_fields": (P8 + ["--spec", "mtp:3:2.5:1"], "spec"),
-    "spec_too_many_drafts": (P8 + ["--spec", "eagle:100"], "spec draft tokens"),
+    "spec_too_many_drafts": (
+        P8 + ["--spec", "eagle:100"],
+        "--spec 'eagle:100' is not allowed (allowed: METHOD:K with K",
+    ),
     "fractional_concurrency": (P8 + ["--concurrency", "1.5"], "concurrency"),
     "missing_config_path": (["predict", "--model", "/nonexistent/config.json", "--gpu", "h100-sxm"], "file not found"),
     # a folder that exists but holds no config.json says so (a new user gave /etc)

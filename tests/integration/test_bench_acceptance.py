@@ -147,7 +147,7 @@ def test_plan_takes_tau_from_a_bench_file(tmp_path):
     r = _cli("plan", "--gpu", "8xb200", "--spec", f"mtp:4:{saved}")
     assert (r.returncode, r.stderr) == (
         2,
-        "error: spec draft tokens 4 is not allowed (allowed: at most 3, the draft positions bench.json measured)\n",
+        f"error: --spec 'mtp:4:{saved}' is not allowed (allowed: K at most 3, the draft positions bench.json measured)\n",
     )
     plain = json.loads(saved.read_text())
     plain["acceptance"] = None

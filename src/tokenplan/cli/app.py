@@ -116,6 +116,8 @@ class Group(click.Group):
 # A field checked under one name but typed under another (bench takes vllm bench serve's
 # --max-concurrency for its --concurrency).
 OPTION_ALIASES: dict[str, tuple[str, ...]] = {"concurrency": ("--max-concurrency",)}
+# A field named with its unit whose option is not (progress_every_s is --progress-every).
+UNIT_SUFFIXES = ("-s", "-gib", "-usd", "-tokens")
 
 
 def _as_typed(exc: TokenplanError, argv: Sequence[str]) -> str:
@@ -130,7 +132,8 @@ def _as_typed(exc: TokenplanError, argv: Sequence[str]) -> str:
     if not text.startswith(field + " ") or " " in field:
         return text
     spelled = field.replace("_", "-")
-    for flag in (f"--{spelled}", f"-{spelled}", *OPTION_ALIASES.get(field, ())):
+    bare = spelled.rsplit("-", 1)[0] if spelled.endswith(UNIT_SUFFIXES) else spelled  # progress-every-s
+    for flag in (f"--{spelled}", f"-{spelled}", f"--{bare}", *OPTION_ALIASES.get(field, ())):
         if any(arg == flag or arg.startswith(flag + "=") for arg in argv):
             return flag + text[len(field) :]
     return text

@@ -73,7 +73,7 @@ def bench_tau(path: str, draft_tokens: int, context_tokens: float) -> tuple[floa
             raise ConfigError(path, "acceptance.per_position", f"expected numbers, got {per_pos!r:.80}")
         if draft_tokens > len(per_pos):
             raise InputError(
-                "spec draft tokens", draft_tokens, f"at most {len(per_pos)}, the draft positions {name} measured"
+                "spec draft tokens", draft_tokens, f"K at most {len(per_pos)}, the draft positions {name} measured"
             )
         tau = 1.0 + sum(per_pos[:draft_tokens])
         rates = ", ".join(f"{p:.2f}" for p in per_pos[:draft_tokens])
@@ -161,5 +161,8 @@ def resolve_spec(text: str, isl_mean: float, osl_mean: float) -> tuple[str, str 
         k = int(parts[1])
     except ValueError:
         return text, None  # a malformed K: parse_spec says so
-    tau, note = bench_tau(parts[2].strip(), k, isl_mean + osl_mean / 2)
+    try:
+        tau, note = bench_tau(parts[2].strip(), k, isl_mean + osl_mean / 2)
+    except InputError as refused:  # named as the option the text came in: --spec mtp:4:bench.json
+        raise InputError("spec", text, str(refused).partition("(allowed: ")[2].rstrip(")") or None) from None
     return f"{parts[0]}:{k}:{tau!r}", note

@@ -188,7 +188,12 @@ def parse_spec(text: str) -> SpecDecode | None:
         tau = float(parts[2]) if len(parts) > 2 else prior_acceptance_length(parts[0], k)
     except ValueError:
         raise InputError("spec", text, "METHOD:K[:TAU] with K an integer and TAU a number") from None
+    # named as the option the value came in (--spec mtp:0), the part that is wrong in the allowed text
     if not 1 <= k <= MAX_DRAFT_TOKENS:
-        raise InputError("spec draft tokens", k, f"an integer from 1 to {MAX_DRAFT_TOKENS}")
+        raise InputError("spec", text, f"METHOD:K with K, the draft tokens, an integer from 1 to {MAX_DRAFT_TOKENS}")
+    if not 1.0 <= tau <= k + 1:
+        raise InputError(
+            "spec", text, f"METHOD:K:TAU with TAU, the acceptance length, a number from 1 to K + 1 = {k + 1}"
+        )
     layers = DFLASH_DRAFT_LAYERS if parts[0] == "dflash" else 1
     return SpecDecode(parts[0], k, tau, layers, from_prior=len(parts) < 3)

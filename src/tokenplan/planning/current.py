@@ -93,7 +93,8 @@ def parse_current(text: str) -> dict[str, object]:
         try:
             fields[name] = parse(value.strip())
         except ValueError:
-            raise InputError(f"current {key}", value.strip(), allowed) from None
+            # the entry as typed, under the option it came in (--current tp=0), and what its key takes
+            raise InputError("current", entry.strip(), f"{key} {allowed}") from None
     if not fields:
         raise InputError("current", text, "KEY=VALUE entries separated by commas, e.g. engine=sglang,tp=4")
     return fields

@@ -30,7 +30,7 @@ def test_a_bad_value_still_says_what_was_given(tmp_path):
             "isl: {mean: 1024, sigma: 0.8, cap: 100}\n",
             "isl.cap: 100 is not allowed (allowed: a number of tokens above the mean 1024)",
         ),
-        ('current: "tp=four"\n', "current: current tp 'four' is not allowed (allowed: an integer ≥ 1)"),
+        ('current: "tp=four"\n', "current: current 'tp=four' is not allowed (allowed: tp an integer ≥ 1)"),
         ("osl: {mean: 2500, sigma: 9}\n", "osl.sigma: 9 is not allowed (allowed: a lognormal σ from 0 to 5)"),
     ],
 )
