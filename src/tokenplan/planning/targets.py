@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from tokenplan.errors import InputError
+from tokenplan.errors import InputError, shown
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.planning.provision import Outcome, Provision
 from tokenplan.planning.rank import describe
@@ -27,7 +27,9 @@ def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
     if deadline_s is not None and not 0 < deadline_s < math.inf:
         raise InputError("deadline", deadline_s, "a finite duration > 0, e.g. 2d, 36h")
     if budget_usd is not None and not 0 < budget_usd < math.inf:
-        raise InputError("budget", budget_usd, "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)")
+        raise InputError(
+            "budget", shown(budget_usd), "a finite number of US dollars > 0, e.g. 1500 (leave it out for none)"
+        )
 
 
 def at_count(search: Callable[[HardwareOption], OptionResult], opt: HardwareOption) -> Callable[[int], OptionResult]:
