@@ -136,7 +136,9 @@ def test_an_sglang_error_body_keeps_its_message_in_skipped(tmp_path: Path) -> No
         "param": None,
         "code": 400,
     }
-    with _scripted(tmp_path, [{"status": 400, "raw": json.dumps(body)}]) as server:
+    # the row is refused; the end-of-run control request (a short prompt, the job's settings) is
+    # answered, so the refusal is the row's own and goes to skipped.jsonl with its message
+    with _scripted(tmp_path, [{"status": 400, "raw": json.dumps(body)}, {"answer": True}]) as server:
         generate(_request(tmp_path, server.url))
     (skipped,) = _jsonl(tmp_path / "run" / "skipped.jsonl")
     assert skipped["detail"] == body["message"]
