@@ -164,5 +164,6 @@ def resolve_spec(text: str, isl_mean: float, osl_mean: float) -> tuple[str, str 
     try:
         tau, note = bench_tau(parts[2].strip(), k, isl_mean + osl_mean / 2)
     except InputError as refused:  # named as the option the text came in: --spec mtp:4:bench.json
-        raise InputError("spec", text, str(refused).partition("(allowed: ")[2].rstrip(")") or None) from None
+        allowed = str(refused).partition("(allowed: ")[2]
+        raise InputError("spec", text, allowed[:-1] if allowed.endswith(")") else allowed or None) from None
     return f"{parts[0]}:{k}:{tau!r}", note
