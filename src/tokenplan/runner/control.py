@@ -55,9 +55,13 @@ async def control_request(client: OpenAIClient, job: JobSettings) -> tuple[bool 
 # (2000 in the messages, 3500 in the completion)" (serving_engine._validate_input) and, newer,
 # "... maximum context length is 4096 tokens and your request has 2000 input tokens (3500 > 4096 -
 # 2000)"; SGLang "... maximum context length of 4096 tokens. You requested a total of 5500 tokens:
-# 2000 tokens from the input messages and 3500 tokens for the completion".
-_CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)")
-_PROMPT = re.compile(r"(\d+) in the messages|has (\d+) input tokens|(\d+) tokens from the input")
+# 2000 tokens from the input messages and 3500 tokens for the completion"; TensorRT-LLM "The sum
+# of prompt length (2000) and query length (0) max_tokens (3500) should not exceed max_seq_len (4096)".
+_CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)|max_seq_len \((\d+)\)")
+_PROMPT = re.compile(
+    r"(\d+) in the messages|has (\d+) input tokens|(\d+) tokens from the input|prompt length \((\d+)\)"
+)
+_QUERY = re.compile(r"query length \((\d+)\)")  # TensorRT-LLM counts it in the sum too
 
 
 def context_room(failure: RequestFailed, asked: object) -> int | None:
@@ -72,6 +76,7 @@ def context_room(failure: RequestFailed, asked: object) -> int | None:
     context, prompt = _CONTEXT.search(failure.detail or ""), _PROMPT.search(failure.detail or "")
     if context is None or prompt is None:
         return None
-    ctx = int(context.group(1))
-    room = ctx - int(next(g for g in prompt.groups() if g is not None))
+    ctx = int(next(g for g in context.groups() if g is not None))
+    query = _QUERY.search(failure.detail or "")
+    room = ctx - int(next(g for g in prompt.groups() if g is not None)) - (int(query.group(1)) if query else 0)
     return room if asked < ctx and 1 <= room < asked else None

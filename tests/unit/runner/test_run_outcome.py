@@ -242,6 +242,10 @@ def test_a_refusal_that_states_the_context_and_the_prompt_gives_the_room_left() 
         "total of 5500 tokens: 2000 tokens from the input messages and 3500 tokens for the completion."
     )
     assert context_room(refused(sglang), 3500) == 2096
+    trtllm = (
+        "The sum of prompt length (2000) and query length (0) max_tokens (3500) should not exceed max_seq_len (4096)"
+    )
+    assert context_room(refused(trtllm), 3500) == 2096
     # a max_tokens past the context by itself is a setting every request carries: no refit
     assert context_room(refused(old_vllm.replace("3500 in the completion", "8192 in the completion")), 8192) is None
     # a prompt that fills the context leaves no room (4,096 − 4,100 < 1); another status or message: none
