@@ -42,11 +42,14 @@ def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
 def test_the_suggested_command_runs_in_plan(tmp_path, max_tokens, expected):
     (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     done = _cli(
-        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
+        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", "qwen3-8b",
         "--dry-run", "--json", "--max-tokens", str(max_tokens), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     command = json.loads(done.stdout)["plan_command"]
+    # the served model is named, or plan would plan its default one (a new-user pass)
+    assert command.endswith(" --model qwen3-8b")
+    command = command.removesuffix(" --model qwen3-8b")
     head, osl = command.split(" --", 2)[0], command.split(" ", 4)[4]
     assert head == "tokenplan plan" and command.startswith("tokenplan plan --samples 1 ")
     if expected.startswith("--osl 1369"):  # 1,369 by hand, within the 0.3 % the 32,768 cap moves it
@@ -54,9 +57,9 @@ def test_the_suggested_command_runs_in_plan(tmp_path, max_tokens, expected):
         assert int(osl.split()[1]) == pytest.approx(1369, rel=0.003)
     else:
         assert osl == expected
-    plan = _cli(*shlex.split(command)[1:], "--gpu", "8xb200", "--json")
+    plan = _cli(*shlex.split(command)[1:], "--model", "qwen3-8b", "--gpu", "8xb200", "--json")
     assert plan.returncode == 0, plan.stderr
-    assert json.loads(plan.stdout)["job"]["samples"] == 1
+    assert json.loads(plan.stdout)["job"]["samples"] == 1 and json.loads(plan.stdout)["model"] == "qwen3-8b"
 
 
 def test_counted_prompts_of_one_length_get_a_cap_above_their_mean():

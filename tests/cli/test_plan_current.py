@@ -121,7 +121,7 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
         ({"current": "tp=4,tp=8"}, "current 'tp' is not allowed (allowed: each key once (it is given twice))"),
         (
             {"measured_tok_s": 1600.0},
-            "measured-tok-s 1600.0 is not allowed (allowed: a figure with --current (the setup it was measured on))",
+            "measured-tok-s 1600 is not allowed (allowed: a figure with --current (the setup it was measured on))",
         ),
         (
             {"current": "tp=4", "measured_tok_s": -5.0},

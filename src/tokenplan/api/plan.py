@@ -16,7 +16,7 @@ from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import base_repo_of, gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
-from tokenplan.errors import CatalogError, InputError, import_extra
+from tokenplan.errors import CatalogError, InputError, import_extra, shown
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
@@ -214,7 +214,9 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     if req.current is not None and req.provisioning:
         raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
     if req.measured_tok_s is not None and req.current is None:
-        raise InputError("measured-tok-s", req.measured_tok_s, "a figure with --current (the setup it was measured on)")
+        raise InputError(
+            "measured-tok-s", shown(req.measured_tok_s), "a figure with --current (the setup it was measured on)"
+        )
     model, engine = load_model(req.model), load_engine(req.engine)
     profile = profile or read_profile(req.calibration)
     isl = lognormal_with_mean(req.isl_mean, req.isl_sigma, req.isl_cap)
@@ -285,7 +287,7 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
     plan's model and by default its engine, resolved with the plan's ``profile``, and its
     measured output tokens/s. Raises InputError, CatalogError: a bad entry or measurement."""
     if req.measured_tok_s is not None and not 0 < req.measured_tok_s < math.inf:
-        raise InputError("measured-tok-s", req.measured_tok_s, "a finite number of output tokens/s > 0")
+        raise InputError("measured-tok-s", shown(req.measured_tok_s), "a finite number of output tokens/s > 0")
     where = {"gpu": option.gpu.key, "num_gpus": option.count, "engine": req.engine, "weight_dtype": "auto"}
     fields = {"model": req.model, **where, "calibration": profile.path, **parse_current(text)}
     split = int(fields.get("tp", 1)) * int(fields.get("pp", 1))  # type: ignore[call-overload]  # _count: ints

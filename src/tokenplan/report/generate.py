@@ -137,8 +137,9 @@ class DryRun(JsonResult):
     plan_command: str
 
 
-def dry_run_record(counts, sampling) -> DryRun:  # noqa: ANN001 - api_generate.dry_run_counts' first two
-    """``--dry-run``'s :class:`DryRun` from the counts and the sampling."""
+def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noqa: ANN001 - dry_run_counts' first two
+    """``--dry-run``'s :class:`DryRun` from the counts, the sampling and the served ``model`` (the
+    plan command names it: without it ``plan`` plans its default model)."""
     return DryRun(
         rows=counts.rows,
         rejected_rows=counts.rejected_rows,
@@ -149,7 +150,7 @@ def dry_run_record(counts, sampling) -> DryRun:  # noqa: ANN001 - api_generate.d
         prompt_tokens_max=counts.prompt_tokens_max,
         tokenizer=counts.tokenizer,
         sampling=sampling.as_record(),
-        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens)),
+        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens), model),
     )
 
 

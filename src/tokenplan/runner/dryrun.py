@@ -12,6 +12,7 @@ deviation of ln tokens) and the longest — and turned into the ``tokenplan plan
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +37,15 @@ class DryRun:
     prompt_tokens_max: int | None
     tokenizer: str | None
 
-    def plan_command(self, max_tokens: int, osl_at_cap: float | None = None) -> str:
+    def plan_command(self, max_tokens: int, osl_at_cap: float | None = None, model: str | None = None) -> str:
         """The ``tokenplan plan`` command for these requests, one ``plan`` accepts: ``--isl-*``
         only when counted, with an ``--isl-cap`` above the mean (the longest prompt, or one token
         more when every prompt has the mean's length); ``--max-tokens``, or where it is at or below
         the plan's default mean output (``osl_at_cap``: the mean of the plan's default outputs cut
         at ``max_tokens``, tokens) ``--osl`` at that mean below the cap, or every output at the
-        cap (``--osl-sigma 0``) when that mean rounds to the cap."""
+        cap (``--osl-sigma 0``) when that mean rounds to the cap; ``--model`` where ``model`` is
+        given (the served model: a catalog name, a Hugging Face id or a local directory; without it
+        ``plan`` plans its default model, a new-user pass)."""
         parts = [f"tokenplan plan --samples {self.requests}"]
         if self.prompt_tokens_mean is not None and self.prompt_tokens_max is not None:
             mean = max(round(self.prompt_tokens_mean), 1)
@@ -56,6 +59,8 @@ class DryRun:
             parts.append(f"--osl {max(round(osl_at_cap), 1)} --max-tokens {max_tokens}")
         else:
             parts.append(f"--osl {max_tokens} --osl-sigma 0")
+        if model:
+            parts.append(f"--model {shlex.quote(model)}")
         return " ".join(parts)
 
 
