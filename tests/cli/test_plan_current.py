@@ -125,7 +125,7 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
         ),
         (
             {"current": "tp=4", "measured_tok_s": -5.0},
-            "measured-tok-s -5.0 is not allowed (allowed: a finite number of output tokens/s > 0)",
+            "measured-tok-s -5 is not allowed (allowed: a finite number of output tokens/s > 0)",
         ),
     ],
 )
