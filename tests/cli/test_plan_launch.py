@@ -21,7 +21,9 @@ def test_trtllm_plan_launches_trtllm_serve_with_its_yaml(trtllm):
     launch = trtllm["launch"]
     assert list(launch) == ["trtllm", "sglang", "vllm"]
     cmd = launch["trtllm"]
-    assert "trtllm-serve Qwen/Qwen3.6-27B" in cmd and "--backend pytorch" in cmd
+    # the repository, or where the plan's weights are another format the placeholder for its checkpoint
+    served = "FP8_CHECKPOINT" if trtllm["weight_dtype"] == "fp8" else "Qwen/Qwen3.6-27B"
+    assert f"trtllm-serve {served}" in cmd and "--backend pytorch" in cmd
     assert "--extra_llm_api_options extra_llm_api_options.yaml" in cmd
     yaml_text = cmd.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
     # TRT-LLM's own memory setting: kv_cache_config.free_gpu_memory_fraction, default 0.9 (T2).

@@ -303,7 +303,12 @@ class Trtllm:
         if launch.spec_method is not None:
             yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens)]
         ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch
-        args = [f"trtllm-serve {quote(launch.repo)}", "--backend pytorch", f"--tp_size {lay.tp}"]
+        # TensorRT-LLM takes the weight format from the checkpoint: another format than the
+        # repository's is a placeholder for its ModelOpt checkpoint, said on the first line (pasted
+        # as is, the repository would be served in its own format, beside a batch sized for this one)
+        other = launch.weight_dtype.value != launch.native_dtype
+        served = f"{launch.weight_dtype.value.upper()}_CHECKPOINT" if other else quote(launch.repo)
+        args = [f"trtllm-serve {served}", "--backend pytorch", f"--tp_size {lay.tp}"]
         if lay.pp > 1:
             args.append(f"--pp_size {lay.pp}")
         if lay.ep > 1:
@@ -318,11 +323,10 @@ class Trtllm:
         if serves_other_hosts(launch):  # reached from other hosts: not the default localhost
             args.append("--host 0.0.0.0")
         head = ["cat > extra_llm_api_options.yaml <<'EOF'", *yaml, "EOF"]
-        if launch.weight_dtype.value != launch.native_dtype:
+        if other:
             head.insert(
                 0,
-                f"# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt "
-                f"{launch.weight_dtype.value} checkpoint of {launch.repo}",
+                f"# {served}: a ModelOpt {launch.weight_dtype.value} checkpoint of {launch.repo} (its path or repository)",
             )
         hosts, note = replica_hosts(launch), ""
         if hosts > 1:  # one MPI job over the hosts (trtllm-serve docs, multi-node: srun or mpirun)

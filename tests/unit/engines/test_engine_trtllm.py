@@ -136,7 +136,9 @@ def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
     assert trtllm.servers_per_replica(Layout(dp=2)) and not trtllm.servers_per_replica(Layout(tp=8))
     assert trtllm.launch_command(_launch()) == "\n".join(
         [
-            "# TensorRT-LLM takes the weight format from the checkpoint: serve a ModelOpt fp8 checkpoint of Qwen/Qwen3.6-27B",
+            # TensorRT-LLM takes the format from the checkpoint: fp8 of a BF16 repository is a
+            # placeholder, said first (pasted as is, the BF16 repository was served; a new-user pass)
+            "# FP8_CHECKPOINT: a ModelOpt fp8 checkpoint of Qwen/Qwen3.6-27B (its path or repository)",
             "cat > extra_llm_api_options.yaml <<'EOF'",
             "kv_cache_config:",
             "  free_gpu_memory_fraction: 0.90",
@@ -150,7 +152,7 @@ def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
             "  "
             + " \\\n    ".join(
                 [
-                    "CUDA_VISIBLE_DEVICES=$i trtllm-serve Qwen/Qwen3.6-27B",
+                    "CUDA_VISIBLE_DEVICES=$i trtllm-serve FP8_CHECKPOINT",
                     "--backend pytorch",
                     "--tp_size 1",
                     "--max_batch_size 300",
@@ -230,7 +232,7 @@ def test_a_replica_wider_than_a_host_is_one_mpi_job(trtllm):
     assert (
         "EOF\n# one replica spans 2 hosts of 8 GPUs: trtllm-serve runs as one MPI job over them (srun, or "
         "mpirun with trtllm-llmapi-launch), the YAML on a path every host reads\n"
-        "srun -N 2 --ntasks 16 --ntasks-per-node 8 --mpi=pmix trtllm-llmapi-launch trtllm-serve Qwen/Qwen3.6-27B \\\n"
+        "srun -N 2 --ntasks 16 --ntasks-per-node 8 --mpi=pmix trtllm-llmapi-launch trtllm-serve FP8_CHECKPOINT \\\n"
         "  --backend pytorch \\\n  --tp_size 4 \\\n  --pp_size 4 \\\n"
     ) in cmd
     assert cmd.endswith("\n# tokenplan generate takes the server on HOST0: --endpoint http://HOST0:8000/v1")
