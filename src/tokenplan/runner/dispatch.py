@@ -152,15 +152,20 @@ class Dispatcher:
         streak = self.refusals
         if isinstance(streak, RefusalStreak) and not stop.is_set() and self._fatal is None:
             for url in streak.to_control_at_end():
-                task = asyncio.create_task(self._control(url))
-                self._controls.add(task)
-                task.add_done_callback(self._controls.discard)
+                self._start_control(url)
         if not self._controls:
             return
         await self._wait_for_controls(stop)
         for task in self._controls:  # a stop or a fatal error meanwhile: the rest are not waited for
             task.cancel()
         await asyncio.gather(*self._controls, return_exceptions=True)
+
+    def _start_control(self, url: str) -> None:
+        """Send the control request to the endpoint shown as ``url`` (:meth:`_control`), kept
+        among the controls out until it ends."""
+        task = asyncio.create_task(self._control(url))
+        self._controls.add(task)
+        task.add_done_callback(self._controls.discard)
 
     async def _wait_for_controls(self, stop: asyncio.Event) -> None:
         """Wait until no control request is out, a stop (Ctrl-C: it does not wait out a control's
@@ -305,9 +310,7 @@ class Dispatcher:
             )
             if isinstance(self.refusals, RefusalStreak):
                 for suspect in self.refusals.take_controls():
-                    task = asyncio.create_task(self._control(suspect))
-                    self._controls.add(task)
-                    task.add_done_callback(self._controls.discard)
+                    self._start_control(suspect)
                 self._judge_refusals()
             return
         self.rundir.write_error(
