@@ -23,14 +23,17 @@ is judged at its end: a job of fewer rows, every one refused the same way, is jo
 (``min(8, rows)``; rows done by an earlier run count, so a rerun of two leftover rows is not) —
 from two rows up: one row alone cannot tell its own refusal from the job's, and is skipped.
 
-Before the verdict, the local backend asks the endpoint once more: a *control request*, the job's
+Before the verdict, ``generate`` (either backend) asks the endpoint once more: a *control request*, the job's
 settings (``max_tokens``, sampling, ``seed``…) on a one-line prompt. Refused too: the settings
 are, and the verdict is job-wide at once. Answered: the rows themselves are refused (a file sorted
 with its longest rows first puts its too-long rows together at the start, where they made a
 verdict no rerun could clear), and the refusals stay held until a row is answered (they were the
 rows' own: skipped) or the run ends (the end-of-run rule below); a content-wide refusal the
 control cannot show (every row carries a field the server rejects) still ends as job-wide at the
-end, or at :data:`HELD_ROWS_LIMIT` rows held with no answer.
+end, or at :data:`HELD_ROWS_LIMIT` rows held with no answer. At the end of a run an endpoint that
+holds refusals without a control request gets one too (:meth:`RefusalStreak.to_control_at_end`),
+and where it answers and any row of the job was answered, in this run or an earlier one, its
+refusals are the rows' own (:meth:`RefusalStreak.settle`).
 
 Until the rule decides, refused units are held here, written nowhere. An answer from the same
 endpoint in between (or a different refusal) releases them as skipped; a job-wide verdict releases them as errors
