@@ -20,6 +20,7 @@ goes on to the cap (or the 1 − 10⁻⁶ quantile) so that a burst's longest re
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -290,6 +291,7 @@ def check_stated_lengths(name: str, mean: float, sigma: float, cap: float | None
         )
 
 
+@functools.lru_cache(maxsize=64)  # the same for every configuration of a plan: 0.4 ms each
 def past_context(isl: LengthDist, osl: LengthDist, context_tokens: float) -> tuple[float, float]:
     """(share of requests whose prompt and answer together pass ``context_tokens``, share of the
     output tokens those cannot get): an engine refuses a prompt longer than its context and stops
