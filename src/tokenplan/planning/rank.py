@@ -66,7 +66,7 @@ def _short_job_note(r: OptionResult) -> str | None:
     if b is None or b.time.total_s <= 0:
         return None
     steady = b.evaluation.output_tok_s_total
-    job = b.time.output_tokens * b.evaluation.config.layout.dp / b.time.total_s
+    job = b.time.output_tok_s * b.evaluation.config.layout.dp  # every replica's job, the same time
     if not job < SHORT_JOB_RATIO * steady:
         return None
     return (
