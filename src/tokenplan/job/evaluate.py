@@ -312,7 +312,7 @@ def _sized(
 
 # The held-out check of data/checks/ (vllm-google-qwen35-27b-b200.csv): vLLM 0.18 running MTP k=1
 # on Qwen3.5-27B, 171 requests per B200, measured 3,833 output tok/s per GPU at TPOT ~46 ms; the
-# planner says 7,707 (+101 %, outside its band). The fit's one vLLM hybrid configuration
+# planner says 7,705 (+101 %, outside its band). The fit's one vLLM hybrid configuration
 # (Qwen3.5-35B-A3B on H200 without speculation, dev.csv id 139) is predicted within 11 %. What
 # slows vLLM's MTP on a hybrid model there is not known (data/checks/README.md lists what was
 # ruled out), so it is said rather than modelled.

@@ -31,7 +31,8 @@ async def control_request(client: OpenAIClient, job: JobSettings) -> tuple[bool 
     Returns:
         (True, "") when it is answered (the rows are refused, not the settings); (False, the
         server's message) when it is refused as the rows were (400, 413, 422); (None, what came
-        back) when every try failed otherwise: no verdict on the settings.
+        back) when every try failed otherwise, or the client failed in a way it does not know:
+        no verdict on the settings (the stop says so; held refusals stay unfinal).
     """
     job_seed = job.sampling.seed
     seed = None if job_seed is None else seed_for(job_seed, "tokenplan-control", 0, 0)
@@ -47,6 +48,8 @@ async def control_request(client: OpenAIClient, job: JobSettings) -> tuple[bool 
         refused = failure.kind == "status" and failure.status in REFUSED_STATUSES | FATAL_STATUSES
         shown = f"{failure.status} {failure.detail}" if failure.status else f"{failure.kind}: {failure.detail}"
         return (False if refused else None), shown
+    except Exception as failed:  # nothing the client knows (a bug): no verdict, said in the stop's line
+        return None, f"{type(failed).__name__}: {failed}"
     return True, ""
 
 
