@@ -144,6 +144,22 @@ def _input(path: Path, rows: int) -> Path:
     return path
 
 
+def _ray_job(data: Path, run_dir: Path, endpoints: list[str], ray_head: str, **more: object) -> dict:
+    """A Ray run's options over ``data`` into ``run_dir`` (the fault server's model, 2 actors,
+    4 in flight per endpoint), with ``more`` added or replacing them."""
+    return {
+        "inputs": [str(data)],
+        "out_dir": str(run_dir),
+        "endpoints": endpoints,
+        "model": "fault-model",
+        "concurrency": 4,
+        "backend": "ray",
+        "actors": 2,
+        "ray_address": ray_head,
+        **more,
+    }
+
+
 def _expected_ids(rows: int) -> set[str]:
     return {f"c{i}" if i % 3 == 0 else f"p{i}" for i in range(rows)}
 
@@ -415,16 +431,7 @@ def test_refused_rows_are_skipped_once_and_count_as_done(tmp_path: Path, ray_hea
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), p400=0.2, tokens=4) as server:
-        base = {
-            "inputs": [str(data)],
-            "out_dir": str(run_dir),
-            "endpoints": [server.url],
-            "model": "fault-model",
-            "concurrency": 8,
-            "backend": "ray",
-            "actors": 2,
-            "ray_address": ray_head,
-        }
+        base = _ray_job(data, run_dir, [server.url], ray_head, concurrency=8)
         first = _finish(base)
         again = _finish(base)  # a skipped unit is done: nothing is sent again
     skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
@@ -443,16 +450,7 @@ def test_units_whose_tries_run_out_go_to_errors_and_the_run_ends(tmp_path: Path,
     rows = 40
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
-    base = {
-        "inputs": [str(data)],
-        "out_dir": str(run_dir),
-        "model": "fault-model",
-        "concurrency": 4,
-        "backend": "ray",
-        "actors": 1,
-        "ray_address": ray_head,
-        "max_attempts": 1,
-    }
+    base = _ray_job(data, run_dir, [], ray_head, actors=1, max_attempts=1)
     (tmp_path / "a").mkdir()
     with FaultServerProcess(str(tmp_path / "a"), p500=0.3, seed=3, tokens=4) as flaky:
         first = _finish({**base, "endpoints": [flaky.url]}, timeout_s=240)
@@ -476,16 +474,7 @@ def test_a_server_that_refuses_every_request_ends_the_run_and_marks_nothing_fina
     data = _input(tmp_path / "in.jsonl", rows)
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), reject_seed=1, tokens=4) as server:
-        base = {
-            "inputs": [str(data)],
-            "out_dir": str(run_dir),
-            "endpoints": [server.url],
-            "model": "fault-model",
-            "concurrency": 4,
-            "backend": "ray",
-            "actors": 2,
-            "ray_address": ray_head,
-        }
+        base = _ray_job(data, run_dir, [server.url], ray_head)
         proc = _start(base)
         _, err = proc.communicate(timeout=300)
         # 8 refusals start the driver's control request (refused too); the actors' units in
@@ -513,18 +502,7 @@ def test_too_long_rows_at_the_start_of_a_sorted_file_are_skipped_after_the_drive
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run_dir = tmp_path / "run"
     with FaultServerProcess(str(tmp_path), context=1000, tokens=4) as server:
-        options = {
-            "inputs": [str(data)],
-            "out_dir": str(run_dir),
-            "endpoints": [server.url],
-            "model": "fault-model",
-            "max_tokens": 16,
-            "concurrency": 4,
-            "backend": "ray",
-            "actors": 2,
-            "ray_address": ray_head,
-        }
-        result = _finish(options)
+        result = _finish(_ray_job(data, run_dir, [server.url], ray_head, max_tokens=16))
     assert result == {"stored": 48, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
     skipped = [json.loads(line) for line in (run_dir / "skipped.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in skipped) == sorted(f"l{i}" for i in range(12))
