@@ -79,7 +79,6 @@ class PredictRequest:
     isl_cap: float | None = None
     calibration: str | None = None
     ssm_dtype: str | None = None
-    kv_offload_gib: float = 0.0
     disable_radix_cache: bool = False
     max_num_batched_tokens: int | None = None
     chunked_prefill_size: int | None = None
@@ -137,8 +136,6 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
     dp = req.num_gpus // (req.tp * req.pp)
     layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=dp, attention_dp=req.attention_dp)
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
-    if not 0 <= req.kv_offload_gib < math.inf:
-        raise InputError("kv_offload_gib", req.kv_offload_gib, "GiB of host memory per GPU ≥ 0")
     if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
         raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
     spec = parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0])  # TAU may name a bench file (files.bench_tau)
@@ -152,7 +149,6 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
         max_running=MaxRunning(req.max_running, radix_off),
         ssm_dtype=_ssm_dtype(req.ssm_dtype, model),
         vision_cut=cut,
-        host_kv_bytes=req.kv_offload_gib * 2**30,
         chunk_tokens=chunk,
         engine_version=_engine_version(req.engine_version),
         scheduler_recv_interval=_recv_interval(req, engine.name),

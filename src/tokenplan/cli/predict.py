@@ -153,7 +153,6 @@ def _lengths(command):  # noqa: ANN001, ANN202 - a click command function
 @_MEMORY_FRACTION
 @click.option("--max-running", type=INTEGER, help="Running-request cap per replica [default: the engine's]")
 @click.option("--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
-@click.option("--kv-offload-gib", type=NUMBER, default=0.0, help="Host memory per GPU for KV offload (GiB)")
 @_DISABLE_RADIX_CACHE
 @_SSM_DTYPE
 @_MAX_NUM_BATCHED_TOKENS
@@ -177,7 +176,6 @@ def predict_cmd(
     memory_fraction: float | None,
     max_running: int | None,
     calibration: str | None,
-    kv_offload_gib: float,
     isl_sigma: float,
     osl_sigma: float,
     isl_cap: float | None,
@@ -215,7 +213,6 @@ def predict_cmd(
             memory_fraction=memory_fraction,
             max_running=max_running,
             calibration=calibration,
-            kv_offload_gib=kv_offload_gib,
             isl_sigma=isl_sigma,
             osl_sigma=osl_sigma,
             osl_cap=max_tokens,

@@ -30,7 +30,6 @@ class Config:
             memory allows instead of it — SGLang's 48 with speculative decoding — or fixed).
         ssm_dtype: override of the hybrid state dtype (None = the config's).
         vision_cut: SGLang's memory cut for a multimodal checkpoint (1 = none).
-        host_kv_bytes: host memory per GPU for KV offload (bytes; 0 = none).
         max_model_len: the longest request the server is launched to serve (tokens; None = the
             model's whole context, vLLM's default ``max_model_len``). A measured run sets it: the
             server served its requests, so it was launched for at least the longest of them.
@@ -52,7 +51,6 @@ class Config:
     max_running: MaxRunning = MaxRunning()
     ssm_dtype: str | None = None
     vision_cut: float = 1.0
-    host_kv_bytes: float = 0.0
     max_model_len: int | None = None
     chunk_tokens: int | None = None
     engine_version: str | None = None

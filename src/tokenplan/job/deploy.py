@@ -138,13 +138,9 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             usable,
             spec_state,
         )
-    # vLLM's start-up check counts the GPU's KV cache only, not a host offload (V18).
+    # vLLM's start-up check: one request of max_model_len must fit the GPU's KV cache (V18).
     served = config.max_model_len if config.max_model_len is not None else ctx
-    if (
-        served is not None
-        and engine.context_must_fit()
-        and quick_replace(mem, host_kv_bytes=0.0).max_sequences(served) < 1
-    ):
+    if served is not None and engine.context_must_fit() and mem.max_sequences(served) < 1:
         whole = (
             f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
             if config.max_model_len is None
@@ -214,7 +210,6 @@ def engine_memory(
         ratio,
         with_mtp=config.spec is not None and config.spec.method == "mtp",
         ssm_dtype=config.ssm_dtype,
-        host_kv_bytes=config.host_kv_bytes,
         spec_state_copies=copies,
         max_running=float(settings.max_running or 0),
         padded_state_slot=config.engine.pools.padded_state_slot,

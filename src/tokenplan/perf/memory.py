@@ -185,7 +185,6 @@ def memory_breakdown(
     state_to_kv_ratio: float | None,
     with_mtp: bool = False,
     ssm_dtype: str | None = None,
-    host_kv_bytes: float = 0.0,
     spec_state_copies: int = 0,
     max_running: float = 0.0,
     padded_state_slot: bool = False,
@@ -246,7 +245,7 @@ def memory_breakdown(
     padding = (1 + copies) * state_seq if padded_state_slot else 0.0
     swa = swa_full_tokens_ratio if spec.sliding_layers else None
     per_full_token = kv_tok + (swa * sliding_tok if swa else 0.0)
-    kv_tokens = (kv_pool + host_kv_bytes) / per_full_token * shards if per_full_token > 0 else float("inf")
+    kv_tokens = kv_pool / per_full_token * shards if per_full_token > 0 else float("inf")
     return MemoryBreakdown(
         gpu_bytes=gpu.memory_bytes,
         weight_bytes_per_gpu=weights,
@@ -260,7 +259,6 @@ def memory_breakdown(
         kv_capacity_tokens=kv_tokens,
         state_slots=slots,
         sliding_window=spec.sliding_window,
-        host_kv_bytes=host_kv_bytes,
         spec_state_copies=copies,
         spec_state_pool_bytes=spec_pool,
         padding_state_bytes=padding,

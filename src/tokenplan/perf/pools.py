@@ -25,8 +25,6 @@ class MemoryBreakdown:
         sequence_shards: ranks that split the sequences (TP with attention DP, else 1).
         kv_capacity_tokens: tokens the replica's KV cache holds (all sequences together).
         state_slots: sequences the state pool holds (None when the model has no state).
-        host_kv_bytes: host memory per GPU that extends the KV cache (SGLang hierarchical cache,
-            vLLM/LMCache CPU offload); KV kept there is read over the host link.
         spec_state_copies: extra copies of the state each running request holds under
             speculative decoding (SGLang k + 1, vLLM k; ````Engine.spec_state_copies``).
         spec_state_pool_bytes: with a separate state pool (SGLang's ratio split), the bytes
@@ -57,7 +55,6 @@ class MemoryBreakdown:
     kv_capacity_tokens: float
     state_slots: float | None
     sliding_window: int
-    host_kv_bytes: float = 0.0
     spec_state_copies: int = 0
     spec_state_pool_bytes: float = 0.0
     padding_state_bytes: float = 0.0
@@ -143,7 +140,7 @@ class MemoryBreakdown:
         if self.state_slots is not None or self.state_bytes_per_sequence_per_gpu <= 0:
             return self.kv_capacity_tokens
         per_token = self.pool_bytes_per_token_per_gpu
-        left = max(self.allocation(running)["kv_cache"], 0.0) + self.host_kv_bytes
+        left = max(self.allocation(running)["kv_cache"], 0.0)
         return left / per_token * self.sequence_shards if per_token > 0 else float("inf")
 
     def allocates(self, running: float) -> bool:
@@ -154,7 +151,7 @@ class MemoryBreakdown:
 
     def max_sequences(self, context_tokens: float) -> float:
         """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
-        pool = self.kv_pool_bytes + self.host_kv_bytes
+        pool = self.kv_pool_bytes
         if self.swa_full_tokens_ratio:  # the sliding pool is sized with the full one (SGLang)
             per_seq_kv = self.pool_bytes_per_token_per_gpu * context_tokens
         else:  # sliding layers hold their window per request

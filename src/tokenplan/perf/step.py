@@ -186,9 +186,8 @@ def step_time(
     # the other (FlashInfer/FlashAttention decode and prefill kernels, TRT-LLM's generation and
     # context FMHA), so that in a mixed step their times add rather than one hiding behind the
     # other. Decode reads each running sequence's KV (sliding layers capped at the window) and is
-    # bandwidth-bound; prefill is FLOP-bound over the mean context the caller gives. KV beyond the
-    # GPU pool lives in host memory and is read over the host link (PCIe, or NVLink-C2C on Grace)
-    # every step.
+    # bandwidth-bound; prefill is FLOP-bound over the mean context the caller gives. A running
+    # request's KV is always in GPU memory: no engine here reads it from host memory.
     attended = context_tokens
     if c.sparse:
         attended = min(context_tokens, c.sparse)
@@ -198,9 +197,7 @@ def step_time(
     attn_rate = c.attn_rate
     d_flops = c.attn_ctx * dec / shards * attended
     p_flops = c.attn_pre_ctx * rank_pre * prefill_context_tokens
-    host_kv = max(d_bytes - c.kv_pool, 0.0) if c.host_kv else 0.0
-    d_mem = (d_bytes - host_kv) / c.attn_bw
-    d_mem += host_kv / c.host_bw
+    d_mem = d_bytes / c.attn_bw
     d_cmp, p_mem, p_cmp, p_bytes = d_flops / attn_rate, 0.0, p_flops / attn_rate, 0.0
 
     # Linear-attention state: each decoding sequence's state read once per step and written once

@@ -82,12 +82,9 @@ class StepConstants:
         "half_tokens",
         "hbm_bw",
         "hidden_size",
-        "host_bw",
-        "host_kv",
         "keep",
         "kernel_factor",
         "kv_bytes",
-        "kv_pool",
         "layer_latency_s",
         "layers2",
         "link",
@@ -163,9 +160,7 @@ class StepConstants:
         self.window = spec.sliding_window
         self.attn_rate = d.attn_flops_per_s * eff.gemm_fraction
         self.attn_ctx, self.attn_pre_ctx = d.attn_flops_per_token_ctx, d.attn_prefill_flops_per_token_ctx
-        self.host_kv, self.kv_pool = m.host_kv_bytes > 0, m.kv_pool_bytes
         self.attn_bw = gpu.hbm_bytes_per_s * eff.attention_fraction
-        self.host_bw = gpu.host_link.bytes_per_s * eff.comm_fraction
         # Linear-attention state (the state family): none without recurrent layers, where every
         # term of the family is 0.
         self.state_bytes, self.gdn_flops = m.state_bytes_per_sequence_per_gpu, d.gdn_flops_per_token
@@ -203,15 +198,14 @@ StepMemo = dict[tuple[float, float, float, float, float, float], "StepTime"]
 
 # What a step without decoding sequences does not read, each a factor of the decode batch (0):
 # the KV bytes per token of full and sliding layers (the KV format) and the state copies after a
-# verify. The KV pool is read only with host KV offload (``host_kv``). Kept beside the
+# verify. Kept beside the
 # ``perf.step`` expressions that read them: a step that comes to read one of them without
 # decoding sequences takes it off this list.
 PREFILL_FREE = frozenset(("kv_bytes", "sliding_bytes", "commit_transfers"))
 # Compared by identity, not value (each memo entry holds its constants, so they live while it
 # does): the measured curve and its size reads (large tuples), the model's MoE shape and the TP
-# group's link. The KV pool apart: it counts only
-# with host KV.
-_APART = ("curve", "reads", "moe", "link", "kv_pool", "memos")
+# group's link.
+_APART = ("curve", "reads", "moe", "link", "memos")
 _EVERY = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART))
 _PREFILL = attrgetter(*(n for n in StepConstants.__slots__ if n not in _APART and n not in PREFILL_FREE))
 # The step memos by the value of the constants they belong to: the deployments of one search that
@@ -226,9 +220,9 @@ _SHARED_KEPT = 64
 
 def shared_memos(c: StepConstants) -> tuple[StepMemo, StepMemo]:
     """(the memo of every step, the memo of the steps without decoding sequences) of the
-    constants equal to ``c`` (every field by value, the KV pool only with host KV, the fields of
+    constants equal to ``c`` (every field by value, the fields of
     :data:`PREFILL_FREE` not for the second): a step is a function of these alone."""
-    apart = (id(c.curve), id(c.reads), id(c.moe), id(c.link), c.kv_pool if c.host_kv else None)
+    apart = (id(c.curve), id(c.reads), id(c.moe), id(c.link))
     every = (*_EVERY(c), *apart)
     prefill = (None, *_PREFILL(c), *apart)  # None: never equal to an ``every`` key
     memos = []

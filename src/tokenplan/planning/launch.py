@@ -105,7 +105,7 @@ def _pool_tokens(mem: MemoryBreakdown, running: int, extra_usable: float) -> flo
         return math.inf
     kv = mem.allocation(running)["kv_cache"]
     share = 1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
-    return (kv + extra_usable * share + mem.host_kv_bytes) / per_token * mem.sequence_shards
+    return (kv + extra_usable * share) / per_token * mem.sequence_shards
 
 
 def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDist) -> tuple[float, int]:

@@ -2,7 +2,7 @@
 (``perf.step.kept_step_time``, the memos of ``perf.step_constants.shared_memos``): deployments
 whose step constants are equal share one memo, and those that differ only in what a step
 without decoding sequences does not read (``perf.step_constants.PREFILL_FREE``: the KV bytes per
-token, the state copies after a verify; the KV pool unless KV is offloaded to the host) share
+token, the state copies after a verify) share
 their prefill steps. A step found in a shared memo is the step the deployment computes itself,
 to the bit. Llama-3.1-8B FP8 on one H200 (TP1), its memory varied field by field."""
 
@@ -68,18 +68,6 @@ def test_deployments_that_differ_only_in_the_kv_pool_share_every_step():
     again = kept_step_time(capped, eff, DECODE)
     assert again is first  # found in the shared memo
     assert again == step_time(capped, eff, *DECODE)  # and what it computes itself
-
-
-def test_with_host_kv_the_pool_is_read_and_not_shared():
-    d, eff = _deployment()
-    m = replace(d.memory, host_kv_bytes=1e12)
-    # A pool of 1 GB against 64 × 2,000 tokens of KV (Llama-3.1-8B BF16: 128 KiB per token, 16 GiB):
-    # most of it is read over the host link, so the pool's size moves the decode step.
-    small = replace(d, memory=replace(m, kv_pool_bytes=1e9))
-    large = replace(d, memory=replace(m, kv_pool_bytes=2e9))
-    a, b = StepConstants(small, eff), StepConstants(large, eff)
-    assert shared_memos(a)[0] is not shared_memos(b)[0]
-    assert step_time(small, eff, *DECODE).attention_s > step_time(large, eff, *DECODE).attention_s
 
 
 def test_another_efficiency_table_is_another_memo():
