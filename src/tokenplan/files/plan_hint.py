@@ -62,7 +62,7 @@ def read_plan(path: Path, max_concurrency: int) -> tuple[PlanHint, list[str]]:
 
     Raises:
         ConfigError: the file is missing, not UTF-8 JSON (or nested too deep, a key twice), not a
-            JSON object, of another schema_version, or its output cap or concurrency is out of range.
+            JSON object, holds neither ``recommended`` nor ``job``, of another schema_version, or its output cap or concurrency is out of range.
     """
     if not path.is_file():
         raise ConfigError(
@@ -71,12 +71,17 @@ def read_plan(path: Path, max_concurrency: int) -> tuple[PlanHint, list[str]]:
     data = load_json(path)  # ConfigError: not UTF-8, not JSON, nested too deep, a key twice
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
+    if _RECOMMENDED not in data and _JOB not in data:
+        raise ConfigError(
+            str(path), "file", f"has neither '{_RECOMMENDED}' nor '{_JOB}': not the output of `tokenplan plan --json`"
+        )
     check_version(data, PlanResult.SCHEMA_VERSION or 1, Reading(str(path)))
     model = data.get(_MODEL) if isinstance(data.get(_MODEL), str) and data.get(_MODEL) else None
     cap = plan_max_tokens(data, str(path))  # ConfigError: a cap of 1e30, Infinity, NaN
     recommended = data.get(_RECOMMENDED)
     if not isinstance(recommended, dict):
-        return PlanHint(None, None, None, model, cap), [f"{path}: no '{_RECOMMENDED}' section; using the defaults"]
+        why = "is null: the plan found no configuration that runs" if _RECOMMENDED in data else "is absent"
+        return PlanHint(None, None, None, model, cap), [f"{path}: '{_RECOMMENDED}' {why}; using the defaults"]
     notes: list[str] = []
     values: dict[str, Any] = {}
     for key, kind in HINTED:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tokenplan.api.generate import GenerateRequest, check_request
-from tokenplan.errors import InputError
+from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.plan_hint import plan_model_mismatch, read_plan
 from tokenplan.runner.limits import MAX_CONCURRENCY
 
@@ -87,6 +87,19 @@ def test_a_plan_for_another_model_warns_and_its_concurrency_is_still_read(tmp_pa
     assert checked.plan.concurrency_per_endpoint == 48  # warned, not refused
     same = check_request(_request(tmp_path, plan=plan, model="Qwen/Qwen3.6-27B-FP8"))
     assert same.warnings == []
+
+
+def test_a_json_file_that_is_no_plan_is_refused_and_a_plan_without_a_choice_is_said(tmp_path: Path) -> None:
+    # break-it finding (stop 40): `generate --plan` on `{}` ran with the defaults and a note, exit 0.
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    with pytest.raises(ConfigError, match=r"has neither 'recommended' nor 'job': not the output of `tokenplan plan"):
+        read_plan(plan, MAX_CONCURRENCY)
+    # `plan --json` where no configuration runs (DeepSeek-R1 on one L40S) prints "recommended": null
+    plan.write_text(json.dumps({"model": "deepseek-r1", "job": {}, "recommended": None}))
+    hint, notes = read_plan(plan, MAX_CONCURRENCY)
+    assert hint.concurrency_per_endpoint is None
+    assert notes == [f"{plan}: 'recommended' is null: the plan found no configuration that runs; using the defaults"]
 
 
 def test_a_bad_export_path_is_refused_before_the_run_directory_is_made(tmp_path: Path) -> None:
