@@ -182,3 +182,19 @@ def test_an_update_that_ends_on_a_bound_says_so_and_a_group_with_nothing_moved_h
     assert "0.95" in line and line.rstrip("│ ").endswith("at bound")
     assert "trtllm/hopper (1 rows): nothing moved" in r.stdout
     assert r.stdout.count("┃ factor") == 1  # one table: the group that moved
+
+
+def test_validate_json_counts_the_rows_each_metric_compares(tmp_path):
+    # stop-40 note: `n` counts every predicted row (786 on InferenceX) while the TPOT median is over
+    # the rows that measure TPOT (763). Here both rows state tok/s, only b states TPOT and TTFT:
+    # n 2, rows_compared 2, tpot_rows_compared 1, ttft_rows_compared 1.
+    f = tmp_path / "m.csv"
+    f.write_text(
+        HEADER.rstrip("\n")
+        + ",ttft_ms_median,tpot_ms_median\n"
+        + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,1500,,high,x,,\n"
+        + "b,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,1500,,high,x,20,6\n"
+    )
+    d = json.loads(_run("validate", str(f), "--json").stdout)
+    assert d["n"] == 2
+    assert (d["rows_compared"], d["tpot_rows_compared"], d["ttft_rows_compared"]) == (2, 1, 1)

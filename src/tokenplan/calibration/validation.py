@@ -23,19 +23,21 @@ from tokenplan.results import INLINE, Interval, JsonResult, inline, renamed
 
 @dataclass(frozen=True)
 class ErrorStats(JsonResult):
-    """The error over a set of rows (fractions; None when no row measures the metric), and
+    """The error over a set of rows (fractions; None when no row measures the metric),
     ``coverage``: the share of those rows whose measurement lies inside its 80 % interval (None
-    without error bands)."""
+    without error bands), and ``rows_compared``: how many rows measure the metric (the file's
+    ``n`` counts every predicted row, whichever metrics it measures)."""
 
     median_abs_pct_error: float | None
     p90_abs_pct_error: float | None
     bias: float | None
     coverage: float | None = None
+    rows_compared: int = 0
 
     @classmethod
     def of(cls, s: ErrorSummary | None, coverage: float | None = None) -> ErrorStats:
         """From a summary, or all None without one."""
-        return cls(None, None, None) if s is None else cls(s.median_abs, s.p90_abs, s.bias, coverage)
+        return cls(None, None, None) if s is None else cls(s.median_abs, s.p90_abs, s.bias, coverage, s.n)
 
 
 @dataclass(frozen=True)
