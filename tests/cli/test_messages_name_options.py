@@ -43,6 +43,14 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             ["calibrate", "mini.csv", "--json"],
             "error: -o is missing (allowed: -o PROFILE.json: where to write the calibration profile)",
         ),
+        (  # new-user finding: no file at all was answered "-o is missing"
+            ["calibrate"],
+            "error: FILES is missing (allowed: measurement CSV files, --from-bench BENCH.json or --from-run RUN_DIR)",
+        ),
+        (  # --cv shapes the refit's folds; an update has none (it was ignored)
+            ["calibrate", "mini.csv", "-o", "p.json", "--no-cv"],
+            "error: --refit is missing (allowed: --refit with --cv/--no-cv: an update of the shipped fit has no folds)",
+        ),
         (
             [
                 "bench",

@@ -155,9 +155,10 @@ def fit_step_factors(
     return eff_of(sol.x), fitted, bool(sol.status > 0)
 
 
-def fit_ttft_overhead(cases: list[Case], eff: Efficiency) -> Efficiency:
-    """Stage 2: shift ``ttft_overhead_s`` by the median (measured − predicted) TTFT over levels
-    that do not queue; ``eff`` unchanged if none measured TTFT."""
+def ttft_gaps(cases: list[Case], eff: Efficiency) -> list[float]:
+    """Measured − predicted TTFT (seconds) of the levels that measured TTFT and do not queue
+    (their requests in flight per replica fit the running batch): a queued level's TTFT is mostly
+    its wait, which no overhead stands for."""
     gaps = []
     for c in cases:
         m = c.measurement
@@ -167,6 +168,13 @@ def fit_ttft_overhead(cases: list[Case], eff: Efficiency) -> Efficiency:
         ev = evaluate(c.model, c.gpu, c.config, eff, c.isl, c.osl, c.concurrency_per_replica)
         if p.rejected is None and not isinstance(ev, Rejection) and (c.concurrency_per_replica or 0) <= ev.steady.batch:
             gaps.append(m.ttft_s - p.ttft_s)
+    return gaps
+
+
+def fit_ttft_overhead(cases: list[Case], eff: Efficiency) -> Efficiency:
+    """Stage 2: shift ``ttft_overhead_s`` by the median of :func:`ttft_gaps`; ``eff`` unchanged if
+    no level gives one."""
+    gaps = ttft_gaps(cases, eff)
     if not gaps:
         return eff
     lo, hi = EFFICIENCY_BOUNDS["ttft_overhead_s"]

@@ -40,6 +40,7 @@ from tokenplan.calibration.from_runs import (
     fit_step_factors,
     fit_ttft_overhead,
     level_fit,
+    ttft_gaps,
 )
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InputError
@@ -70,11 +71,31 @@ def _options(noise: float) -> FitOptions:
     return replace(UPDATE_FIT_OPTIONS, default_prior_scale=noise)
 
 
-def level_noise(cases: list[Case], eff: Efficiency) -> float:
-    """σ_obs of the levels' log step error at ``eff``: 1.4826 × median |log(pred/meas)| (the
-    normal-consistent median absolute deviation about zero), at least :data:`NOISE_FLOOR`."""
+def level_noise(cases: list[Case], eff: Efficiency, fitted: float = 0.0) -> float:
+    """σ_obs of the levels' log step error at ``eff``, fitted to those same levels with
+    ``fitted`` effective parameters: 1.4826 × median |log(pred/meas)| (the normal-consistent
+    median absolute deviation about zero) × √(n / (n − fitted)), the residual degrees-of-freedom
+    correction of a fitted model's residual variance (Σr²/(n − p); for a regularised fit p is the
+    trace of its hat matrix, Hastie, Tibshirani & Friedman, *The Elements of Statistical
+    Learning*, §3.4.1, eq. 3.50), at least :data:`NOISE_FLOOR`. With less than half a level of
+    residual freedom the residuals say nothing of the noise (one level is fitted exactly): then
+    σ_obs = :data:`PRIOR_SIGMA`, and a level weighs as much as the prior. (Without this one
+    vLLM/Blackwell row of dev.csv moved ``step_overhead_s`` +368 %, and two vLLM/CDNA3 rows
+    ``attention_fraction`` −69 %.)"""
     errors = [abs(_step_residual(c, eff)) for c in cases if c.measurement.tpot_s or c.measurement.output_tok_s_per_gpu]
-    return max(1.4826 * percentile(errors, 50), NOISE_FLOOR) if errors else UPDATE_FIT_OPTIONS.default_prior_scale
+    if not errors:
+        return UPDATE_FIT_OPTIONS.default_prior_scale
+    free = len(errors) - fitted
+    if free < 0.5:
+        return PRIOR_SIGMA
+    return max(1.4826 * percentile(errors, 50) * math.sqrt(len(errors) / free), NOISE_FLOOR)
+
+
+def effective_parameters(shrink: Mapping[str, float]) -> float:
+    """The trace of a ridge fit's hat matrix in the factors' standardised coordinates,
+    Σ (1 − (posterior σ / prior σ)²) over the factors (each term the share of a factor's
+    prior variance the data remove; ESL §3.4.1)."""
+    return sum(1.0 - s * s for s in shrink.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +178,8 @@ def update_fit(cases: list[Case], shipped: Efficiency) -> UpdateFit:
         ValueError: no case has TPOT or throughput measured.
     """
     first, _, _ = fit_step_factors(cases, shipped, options=UPDATE_FIT_OPTIONS)
-    options = _options(level_noise(cases, first))
+    fitted = effective_parameters(posterior_shrink(cases, first, UPDATE_FIT_OPTIONS))
+    options = _options(level_noise(cases, first, fitted))
     stepped, fitted, converged = fit_step_factors(cases, shipped, options=options)
     shrink = posterior_shrink(cases, stepped, options)
     informed = [f for f in STEP_FACTORS if shrink[f] < INFORMED_SHRINK]
@@ -197,13 +219,17 @@ def _candidates(
 
 
 def _ttft_sigma(cases: list[Case], eff: Efficiency) -> float:
-    """±1σ of the TTFT overhead: the standard error of the mean TTFT gap (measured − predicted)
-    over the levels that measured TTFT; NaN with fewer than two."""
-    gaps = [c.measurement.ttft_s - level_fit(c, eff).ttft_s[0] for c in cases if c.measurement.ttft_s]
+    """±1σ of the TTFT overhead (seconds): the standard error of the median gap the shift takes
+    (:func:`~tokenplan.calibration.from_runs.ttft_gaps`, the levels that do not queue), √(π/2) ≈
+    1.2533 times the mean's s/√n for normal gaps (the median's asymptotic variance π·σ²/(2n),
+    Kendall & Stuart, *The Advanced Theory of Statistics* I, §10.10); NaN with fewer than two.
+    It was taken over every level with a TTFT, queued ones too (a wait of seconds, which the
+    median leaves out): ±13 s on a 66 ms overhead."""
+    gaps = ttft_gaps(cases, eff)
     if len(gaps) < 2:
         return math.nan
     mean = sum(gaps) / len(gaps)
-    return math.sqrt(sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps))
+    return math.sqrt(math.pi / 2) * math.sqrt(sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from tokenplan.api.calibrate import calibrate, calibrate_update, check_outputs
 from tokenplan.api.resolve import PredictRequest
@@ -67,6 +68,8 @@ from tokenplan.errors import InputError, MissingOptionError
 def calibrate_command(**o: Any) -> None:
     """Fit the model's efficiency factors to measurements (robust least squares on log error)."""
     out, paths, bands, json_out = o["out"], o["paths"], o["bands"], o["json_out"]
+    if not paths and not o["from_bench"] and o["from_run"] is None:
+        raise MissingOptionError(["FILES"], "measurement CSV files, --from-bench BENCH.json or --from-run RUN_DIR")
     if out is None:
         raise MissingOptionError(["-o"], "-o PROFILE.json: where to write the calibration profile")
     check_outputs(out, bands)
@@ -79,9 +82,11 @@ def calibrate_command(**o: Any) -> None:
             raise InputError("isl", isl, "a mean prompt length in tokens > 0 (or leave it out: from the records)")
         _from_run(o["from_run"], out, json_out, replace(_served(o), concurrency=o["concurrency"], isl=isl or 0.0))
         return
-    if not paths:
-        raise InputError("paths", "", "measurement CSV files, or --from-run RUN_DIR")
     if not o["refit"]:
+        if click.get_current_context().get_parameter_source("cv") is ParameterSource.COMMANDLINE:
+            raise MissingOptionError(
+                ["--refit"], "--refit with --cv/--no-cv: an update of the shipped fit has no folds"
+            )
         if bands is not None:
             raise InputError("bands", str(bands), "--bands together with --refit (the bands come from the full refit)")
         _update_csv(paths, out, json_out)
@@ -108,9 +113,16 @@ def _served(o: dict[str, Any]) -> PredictRequest:
 
 def _update_csv(paths: Sequence[str], out: Path, json_out: bool) -> None:
     """Update the shipped fit with the CSVs' rows; write the update profile and print what moved."""
+    from tokenplan.api.validate import in_sample_note
     from tokenplan.report.fit import show_update
 
     result = calibrate_update(list(paths), "tokenplan calibrate " + " ".join(paths) + f" -o {out}")
+    for path in paths:
+        if in_sample_note(path) is not None:  # its rows are in the shipped fit already
+            click.echo(
+                f"note: {path} is one of the files the shipped fit was made on: this update counts its rows twice",
+                err=True,
+            )
     out.write_text(json.dumps(result.profile.to_json(), indent=2) + "\n", encoding="utf-8")
     if json_out:
         print(json.dumps(result.to_json(), indent=2))

@@ -251,3 +251,30 @@ def test_the_plan_cli_prints_what_moved_before_its_table(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"calibration {path} moves vllm/hopper: ")
     assert sum(line.startswith("calibration ") or "• calibration " in line for line in lines) == 1  # said once
+
+
+def test_the_ttft_gaps_leave_out_queued_levels():
+    # A server capped at 8 running requests (max_running 8): the levels at 1 and 4 in flight run
+    # at once, the one at 64 waits behind 56 others, so its TTFT is a wait, not an overhead. The
+    # shift and its ±1σ both use the 2 unqueued gaps (the σ used every TTFT: ±13 s on 66 ms).
+    from dataclasses import replace
+
+    from tokenplan.calibration.from_runs import ttft_gaps
+
+    desc = replace(DESC, max_running=8)
+    served = replace(SERVED, max_running=8)
+    seed = [_level(c, 0.01, 0.1 if c < 8 else 30.0) for c in (1, 4, 64)]
+    cases = [_level_case(desc, m) for m in bench_measurements(seed, served)]
+    gaps = ttft_gaps(cases, _shipped())
+    assert len(gaps) == 2 and all(abs(g) < 1.0 for g in gaps)
+
+
+def test_levels_that_leave_no_residual_freedom_weigh_as_the_prior():
+    # ESL §3.4.1: p_eff = Σ (1 − s²); shrinks 0 (the data pin a factor) and 1 (they say nothing) → 1.
+    from tokenplan.calibration.update import PRIOR_SIGMA, effective_parameters, level_noise
+
+    assert effective_parameters({"a": 0.0, "b": 1.0}) == 1.0
+    # one level fitted with one effective parameter: n − p = 0 < 0.5 → σ_obs = the prior's 0.5
+    seed = [_level(8, 0.02, 0.1)]
+    cases = [_level_case(DESC, m) for m in bench_measurements(seed, SERVED)]
+    assert level_noise(cases, _shipped(), fitted=1.0) == PRIOR_SIGMA == 0.5
