@@ -178,8 +178,8 @@ def update_fit(cases: list[Case], shipped: Efficiency) -> UpdateFit:
         ValueError: no case has TPOT or throughput measured.
     """
     first, _, _ = fit_step_factors(cases, shipped, options=UPDATE_FIT_OPTIONS)
-    fitted = effective_parameters(posterior_shrink(cases, first, UPDATE_FIT_OPTIONS))
-    options = _options(level_noise(cases, first, fitted))
+    p_eff = effective_parameters(posterior_shrink(cases, first, UPDATE_FIT_OPTIONS))
+    options = _options(level_noise(cases, first, p_eff))
     stepped, fitted, converged = fit_step_factors(cases, shipped, options=options)
     shrink = posterior_shrink(cases, stepped, options)
     informed = [f for f in STEP_FACTORS if shrink[f] < INFORMED_SHRINK]
