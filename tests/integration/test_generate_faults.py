@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from pathlib import Path
@@ -57,6 +58,23 @@ def test_a_server_failing_every_request_stops_the_run_after_eight_rows(tmp_path:
             generate(_request(tmp_path, server.url, max_attempts=2, concurrency=4, eject_after_failures=1000))
     failed = _jsonl(tmp_path / "run" / "errors.jsonl")
     assert 8 <= len(failed) < 200  # stopped early: the first 8 (and those in flight beside them)
+    with FaultServerProcess(str(tmp_path)) as healthy:
+        rerun = generate(_request(tmp_path, healthy.url, max_attempts=2))
+    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (200, 0, True)
+
+
+def test_a_server_answering_an_unusable_200_to_every_request_stops_the_run_after_eight_rows(tmp_path: Path) -> None:
+    # A login page or a proxy's HTML answered with 200 to every request is a misconfigured endpoint,
+    # not 200 rows' fate: it stops like a server answering 500 to everything (without the stop the
+    # run tried every row of the input, the endpoint ejected and probed back between rows).
+    _prompts(tmp_path / "in.jsonl", 200)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"status": 200, "raw": "<html>sign in</html>", "content_type": "text/html"}]))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        with pytest.raises(ServerError, match=r"answered with an unusable answer \(answer is not JSON\) to every try"):
+            generate(_request(tmp_path, server.url, max_attempts=2, concurrency=4))
+    failed = _jsonl(tmp_path / "run" / "errors.jsonl")
+    assert 8 <= len(failed) < 200 and {e["reason"] for e in failed} == {"protocol"}
     with FaultServerProcess(str(tmp_path)) as healthy:
         rerun = generate(_request(tmp_path, healthy.url, max_attempts=2))
     assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (200, 0, True)

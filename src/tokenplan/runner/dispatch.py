@@ -9,10 +9,10 @@ unknown model or route, a request field the server does not accept) and end the 
 :class:`~tokenplan.errors.ServerError`. So does a 400/413 that turns out to concern every row
 (:mod:`tokenplan.runner.refusals`: the same refusal on eight rows with no answer in between); the
 rows it refused go to ``errors.jsonl``, not final, and the next run sends them again. An HTTP
-status that exhausts every try on eight distinct rows with no answer in between (a server that
-answers 500 to everything) is the server's fault, not the rows': the run stops the same way
-rather than send every row of the input to ``errors.jsonl`` (transport failures are left to the
-endpoint pool, which waits out a restart).
+status or an unusable 200 answer (not JSON, no choices) that exhausts every try on eight distinct
+rows with no answer in between (a server that answers 500, or an HTML page, to everything) is the
+server's fault, not the rows': the run stops the same way rather than send every row of the input
+to ``errors.jsonl`` (transport failures are left to the endpoint pool, which waits out a restart).
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
@@ -74,7 +74,7 @@ class Dispatcher:
         self.tally = RunTally()
         self._rng = random.Random()
         self._fatal: BaseException | None = None
-        # rows whose HTTP status failed every try since the last answer, and the last such failure
+        # rows whose HTTP status or unusable answer failed every try since the last answer
         self._failing_rows: set[str] = set()
         self._endpoint_of: dict[str, str] = {}  # unit id → the endpoint its last request went to
         self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
@@ -325,12 +325,13 @@ class Dispatcher:
             }
         )
         self.progress.errors += 1
-        if failure.kind == "status" and self.refusals is not None:
+        if failure.kind in ("status", "protocol") and self.refusals is not None:
             self._failing_rows.add(unit.row.id)
             if len(self._failing_rows) >= JOB_WIDE_ROWS and self._fatal is None:
+                answered = failure.status if failure.kind == "status" else "with an unusable answer"
                 self._set_fatal(
                     ServerError(
-                        f"the server answered {failure.status} ({failure.detail[:MESSAGE_CHARS]}) to every try of "
+                        f"the server answered {answered} ({failure.detail[:MESSAGE_CHARS]}) to every try of "
                         f"{len(self._failing_rows)} rows with no answer between, for model {self.job.model!r}: a "
                         "server fault, not the rows'; they are in errors.jsonl and a rerun sends them again"
                     )
