@@ -80,6 +80,20 @@ def test_a_server_answering_an_unusable_200_to_every_request_stops_the_run_after
     assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (200, 0, True)
 
 
+def test_an_endpoint_set_aside_at_the_start_is_said_not_passed_over(tmp_path: Path) -> None:
+    # One of three endpoints refuses connections and one serves another model: the run goes on with
+    # the third, and says so (it said nothing: a typo in one port ran the job at a third of its speed).
+    _prompts(tmp_path / "in.jsonl", 20)
+    with FaultServerProcess(str(tmp_path)) as good, FaultServerProcess(str(tmp_path), model="other") as other:
+        request = _request(tmp_path, good.url, endpoints=[good.url, "http://u:pw-1234@127.0.0.1:1/v1", other.url])
+        result = generate(request)
+    assert (result.stored, result.accounting_ok) == (20, True)
+    [warning] = [n for n in result.notes if "endpoints not used" in n]
+    assert warning.startswith("warning: 2 of 3 endpoints not used until a probe finds them serving 'fault-model'")
+    assert "http://127.0.0.1:1/v1 (transport" in warning and f"{other.url} (serves other)" in warning
+    assert "pw-1234" not in warning
+
+
 def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 40)
     # One request at a time in row order, each drawing once from the server's Random(7): row k is

@@ -93,8 +93,12 @@ class EndpointPool:
         for endpoint in self.endpoints:
             await endpoint.client.aclose()
 
-    async def check_health(self, model: str) -> None:
+    async def check_health(self, model: str) -> list[str]:
         """Ask every endpoint for its models; eject those that fail, keep the rest.
+
+        Returns:
+            One line per endpoint set aside (its URL and why): the caller says so, since the run
+            goes on without it until a probe finds it serving ``model``.
 
         Raises:
             ServerError: no endpoint answers, or none serves ``model``.
@@ -116,6 +120,7 @@ class EndpointPool:
                 self._eject(endpoint, f"does not serve {model!r}")
         if all(e.ejected for e in self.endpoints):
             raise ServerError(f"no endpoint is ready for model {model!r}: {'; '.join(problems)}")
+        return problems
 
     async def admit(self) -> None:
         """Wait until the pool can take one more unit of work (``concurrency_per_endpoint`` ×

@@ -86,7 +86,7 @@ async def _run(
     try:
         # the endpoints first: a run that cannot start leaves the directory as it was (a --force
         # that finds no server does not rebind it to the new job)
-        await pool.check_health(spec.job.model)
+        set_aside = await pool.check_health(spec.job.model)
         rundir = RunDir.open(
             spec.out_dir,
             spec.identity,
@@ -98,6 +98,15 @@ async def _run(
         await pool.aclose()
         raise
     notes = duplicate_notes(rundir) + rundir.notes
+    if set_aside:  # the run goes on at a fraction of the capacity asked for: say so before it starts
+        line = (
+            f"{len(set_aside)} of {len(pool.endpoints)} endpoints not used until a probe finds them serving "
+            f"{spec.job.model!r}: {'; '.join(set_aside)}"
+        )
+        if on_note is not None:
+            on_note(line)
+        else:
+            notes.append(f"warning: {line}")
     dispatcher: Dispatcher | None = None
     invocation: dict | None = None
     try:
