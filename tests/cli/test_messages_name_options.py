@@ -109,6 +109,19 @@ def test_calibrate_from_run_without_concurrency_names_the_option(monkeypatch, ca
     )
 
 
+@pytest.mark.parametrize("burstiness", ["inf", "1e308"])
+def test_bench_refuses_a_burstiness_without_a_finite_gamma_scale(monkeypatch, capsys, tmp_path, burstiness):
+    # It was a traceback (gammavariate: alpha and beta must be > 0.0) after the server's probes.
+    line = _error(
+        monkeypatch, capsys, tmp_path, "bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
+        "--request-rate", "10", "--burstiness", burstiness,
+    )  # fmt: skip
+    shown = {"inf": "inf", "1e308": "1e+308"}[burstiness]
+    assert (
+        line == f"error: --burstiness {shown} is not allowed (allowed: a number > 0 and ≤ 1e+06 (1 = Poisson arrivals))"
+    )
+
+
 def test_generate_names_request_timeout_as_typed(monkeypatch, capsys, tmp_path):
     (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     line = _error(

@@ -54,6 +54,9 @@ class BenchAsked(SweepAsked, Protocol):
 # A timed level shorter than this measures nothing a throughput can be read from: one decode step
 # of a large batch takes 10–100 ms and the first token of a long prompt seconds.
 MIN_DURATION_S = 1.0
+# Gamma shape of the arrival gaps at most: coefficient of variation 1/sqrt(10^6) = 0.001, as even
+# as arrivals get.
+MAX_BURSTINESS = 1e6
 
 
 def check_ask(req: BenchAsked, max_concurrency: int) -> None:
@@ -74,8 +77,11 @@ def check_ask(req: BenchAsked, max_concurrency: int) -> None:
     if req.request_rates is not None:
         if not req.request_rates or any(not r > 0 for r in req.request_rates):
             raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
-        if not req.burstiness > 0:
-            raise InputError("burstiness", req.burstiness, "a number > 0 (1 = Poisson arrivals)")
+        # finite and bounded: inf (or 1e308) made the gamma scale 0, a traceback after the probes
+        if not 0 < req.burstiness <= MAX_BURSTINESS:
+            raise InputError(
+                "burstiness", req.burstiness, f"a number > 0 and ≤ {MAX_BURSTINESS:g} (1 = Poisson arrivals)"
+            )
         if len(req.concurrencies) > 1:
             raise InputError(
                 "max_concurrency",

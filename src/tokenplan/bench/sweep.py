@@ -96,8 +96,10 @@ def arrival_gaps_s(rate: float, burstiness: float, count: int, seed: int) -> lis
         raise ValueError(f"request rate {rate} and burstiness {burstiness} must be > 0")
     if math.isinf(rate):
         return [0.0] * count
+    scale = 1.0 / rate / burstiness  # not 1 / (rate · burstiness): that overflows to a 0 scale at 1e308
+    if not scale > 0:  # a mean gap below the smallest float: every request at once, as for inf
+        return [0.0] * count
     rng = random.Random(seed)
-    scale = 1.0 / (rate * burstiness)
     return [rng.gammavariate(burstiness, scale) for _ in range(count)]
 
 

@@ -86,3 +86,6 @@ def test_open_loop_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_burstiness(
         assert math.isclose(gaps.mean(), 0.25, rel_tol=0.01)
         assert math.isclose(gaps.std() / gaps.mean(), 1 / math.sqrt(burstiness), rel_tol=0.02)
     assert arrival_gaps_s(float("inf"), 1.0, 3, seed=0) == [0.0, 0.0, 0.0]
+    # 1/(rate·burstiness) overflowed to a 0 scale, which gammavariate refused with a traceback
+    gaps = arrival_gaps_s(1e308, 2.0, 3, seed=0)
+    assert len(gaps) == 3 and all(0 <= g < 1e-300 for g in gaps)
