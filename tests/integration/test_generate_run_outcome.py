@@ -142,3 +142,29 @@ def test_records_of_units_the_input_no_longer_holds_are_kept_apart(tmp_path: Pat
     assert "kept apart    4 records in the run directory are for units this input does not hold" in (
         summary_text(shrunk)
     )
+
+
+def test_an_input_edited_to_the_same_size_is_another_job_and_an_old_manifest_still_resumes(tmp_path: Path) -> None:
+    # break-it finding: "prompt 5" → "PROMPT 5" kept the file's size, and the rerun kept the stale
+    # answer under [ok]; the manifest fingerprinted names and sizes only. Now each input's SHA-256 too.
+    _prompts(tmp_path / "in.jsonl", 10)
+    manifest = tmp_path / "run" / "manifest.json"
+    with FaultServerProcess(str(tmp_path)) as server:
+        assert generate(_request(tmp_path, server.url)).stored == 10
+        original = (tmp_path / "in.jsonl").read_bytes()
+        edited = original.replace(b'"prompt 5"', b'"PROMPT 5"')
+        assert len(edited) == len(original) and edited != original
+        (tmp_path / "in.jsonl").write_bytes(edited)
+        with pytest.raises(RunDirError, match=r"different job \(inputs: .*'sha256'"):
+            generate(_request(tmp_path, server.url))
+        # A manifest written before inputs had a digest (names and sizes) is the same job: it resumes.
+        (tmp_path / "in.jsonl").write_bytes(original)
+        old = json.loads(manifest.read_text())
+        old["job"]["inputs"] = [{k: v for k, v in f.items() if k != "sha256"} for f in old["job"]["inputs"]]
+        from tokenplan.runner.store.manifest import fingerprint
+
+        old["fingerprint"] = fingerprint(old["job"])
+        manifest.write_text(json.dumps(old))
+        again = generate(_request(tmp_path, server.url))
+    assert (again.already_done, again.accounting_ok) == (10, True)
+    assert "sha256" in json.loads(manifest.read_text())["job"]["inputs"][0]  # rewritten with the digest

@@ -10,6 +10,7 @@ the selector.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from array import array
 from collections.abc import Set as AbstractSet
@@ -186,7 +187,9 @@ def start_progress(spec: RunSpec, rundir: RunDir) -> Progress:
 def job_identity(job: JobSettings, files: list[Path]) -> dict[str, Any]:
     """The configuration a run directory is bound to (its manifest's ``job``: what changes the
     outputs): the model, mode, samples per row, the ``length`` policy, the sampling as each record
-    states it, and each input file's name and size (bytes)."""
+    states it, and each input file's name, size (bytes) and content digest (SHA-256: an edit that
+    keeps the size, ``prompt 5`` → ``PROMPT 5``, is another input; a rerun kept the stale answer).
+    Hashing reads each file once more per run: ~1 s a GiB."""
     return {
         "model": job.model,
         "mode": job.mode,
@@ -194,5 +197,13 @@ def job_identity(job: JobSettings, files: list[Path]) -> dict[str, Any]:
         "on_length": job.on_length,
         "length_retries": job.length_retries,
         "sampling": job.sampling.as_record(),
-        "inputs": [{"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size} for f in files],
+        "inputs": [
+            {"name": file_name(Path(f.name)), "size_bytes": f.stat().st_size, "sha256": _sha256(f)} for f in files
+        ],
     }
+
+
+def _sha256(path: Path) -> str:
+    """The SHA-256 of the file's bytes (hex)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()

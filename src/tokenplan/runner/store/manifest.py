@@ -1,7 +1,7 @@
 """``manifest.json``: which job a run directory belongs to, so a rerun continues only the same job.
 
 The job's configuration (what changes the outputs: model, mode, n, sampling, the input files'
-names and sizes) is fingerprinted (SHA-256 of its canonical JSON); a run directory holding another
+names, sizes and SHA-256) is fingerprinted (SHA-256 of its canonical JSON); a run directory holding another
 job's manifest is refused, naming each setting that changed, unless ``--force`` rebinds it.
 
 A directory that holds no stored answer yet is bound to nothing worth protecting: a ``generate``
@@ -62,6 +62,14 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> str | Non
             raise RunDirError(f"{manifest_path}: not a tokenplan manifest ({str(problem).splitlines()[0]})") from None
         if old.fingerprint == new.fingerprint:
             return None
+        if _without_digests(job) == old.job:  # written before inputs had a digest: the same job
+            write_whole(
+                manifest_path,
+                new.model_copy(update={"created_at": old.created_at, "epoch": old.epoch})
+                .model_dump_json(indent=2)
+                .encode(),
+            )
+            return None
         before, after = _flatten(old.job), _flatten(job)
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         detail = "; ".join(f"{k}: {before.get(k)!r} → {after.get(k)!r}" for k in changed)
@@ -78,6 +86,14 @@ def check_manifest(path: Path, job: dict[str, Any], *, force: bool) -> str | Non
             )
     write_whole(manifest_path, new.model_dump_json(indent=2).encode())
     return None
+
+
+def _without_digests(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` as a manifest written before the inputs' SHA-256 states it (names and sizes)."""
+    inputs = job.get("inputs")
+    if not isinstance(inputs, list):
+        return job
+    return {**job, "inputs": [{k: v for k, v in f.items() if k != "sha256"} for f in inputs]}
 
 
 def holds_answers(path: Path) -> bool:
