@@ -13,7 +13,8 @@ What a run holds that must never reach a file, a table, an error line or a repor
   ``Basic`` token sent for it, ``base64("user:password")`` (RFC 7617 §2);
 - an endpoint's query-string values whose *name* looks like a credential (:data:`KEY_NAME`:
   ``key``, ``api_key``, ``access_token``, ``sig``, ``X-Amz-Signature``, ``code``…), as written and
-  decoded. Other query values (``api-version=2024-02-01``) are configuration, not credentials:
+  decoded, and bare query parts (``?TOKEN``: a key passed without a name). Other query values
+  (``api-version=2024-02-01``) are configuration, not credentials:
   replacing them inside stored answers would rewrite the data (a date in a model's answer).
   Printed and stored endpoint URLs mask *every* query value (:func:`display_url`), so no value,
   whatever its name, is shown.
@@ -103,8 +104,9 @@ def basic_token(url: URL) -> str | None:
 
 def display_url(url: str) -> str:
     """``url`` as it may be printed and stored: ``scheme://host:port/path``, no ``user:password@``,
-    no trailing slash, no fragment, and every query value replaced by ``***``
-    (``http://u:p@h:8000/v1/?key=abc&v=1`` → ``http://h:8000/v1?key=***&v=***``)."""
+    no trailing slash, no fragment, every query value replaced by ``***`` and so is a bare query
+    part, which may be a key passed without a name (``http://u:p@h:8000/v1/?key=abc&v=1&TOKEN`` →
+    ``http://h:8000/v1?key=***&v=***&***``)."""
     try:
         parsed = URL(url)
         query = parsed.raw_query_string
@@ -116,7 +118,7 @@ def display_url(url: str) -> str:
     if not query:
         return base
     parts = [part.partition("=") for part in query.split("&") if part]
-    return base + "?" + "&".join(f"{name}={MASK}" if equals else name for name, equals, _ in parts)
+    return base + "?" + "&".join(f"{name}={MASK}" if equals else MASK for name, equals, _ in parts)
 
 
 def url_problem(url: str) -> str | None:
@@ -139,7 +141,8 @@ def url_problem(url: str) -> str | None:
 def url_secrets(url: str) -> list[str]:
     """The secrets ``url`` carries: its password (as written and decoded), its Basic token, the
     user where no password follows it (``https://TOKEN@host``, a token in the user position), and
-    the values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded)."""
+    the values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded) and
+    bare query parts (``?TOKEN``)."""
     try:
         parsed = URL(url)
         found = [parsed.password, parsed.raw_password, basic_token(parsed)]
@@ -148,6 +151,7 @@ def url_secrets(url: str) -> list[str]:
         raw_pairs = [part.partition("=") for part in parsed.raw_query_string.split("&") if part]
         found += [value for name, _, value in raw_pairs if KEY_NAME.search(name)]
         found += [value for name, value in parsed.query.items() if KEY_NAME.search(name)]
+        found += [name for name, equals, _ in raw_pairs if not equals]  # ``?TOKEN``: a key without a name
     except (ValueError, TypeError):
         return []  # refused as an endpoint before anything is sent; display_url masks it in the message
     return [s for s in found if s]

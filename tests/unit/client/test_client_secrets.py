@@ -23,7 +23,8 @@ BASIC = "YWxpY2U6aHVudGVyMg=="
         ("http://alice:hunter2@host:8000/v1/", "http://host:8000/v1"),
         ("http://host:8000/v1", "http://host:8000/v1"),
         ("https://alice@host/v1?key=sk-123456&api-version=2024-02-01#top", "https://host/v1?key=***&api-version=***"),
-        ("http://host:8000/v1/?flag", "http://host:8000/v1?flag"),  # a name without a value: nothing to mask
+        # a bare part may be a key passed without a name (a break-it pass stored ?SECRETKEY in every record)
+        ("http://host:8000/v1/?SECRETKEY", "http://host:8000/v1?***"),
         ("http://a:b@[::1]:8000/v1?sig=abcd", "http://[::1]:8000/v1?sig=***"),
     ],
 )
@@ -40,6 +41,8 @@ def test_an_endpoint_carries_its_password_basic_token_and_credential_named_query
         ["p@ss", "p%40ss", "YWxpY2U6cEBzcw==", "qk%2B1234", "qk+1234", "abcdef01"]
     )
     assert url_secrets("http://h:8000/v1") == []
+    # a bare query part is a key passed without a name: searched for in texts too
+    assert url_secrets("http://h:8000/v1?SECRETKEY123") == ["SECRETKEY123"]
 
 
 def test_a_user_with_no_password_is_a_token_and_a_secret() -> None:
