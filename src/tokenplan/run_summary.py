@@ -32,7 +32,9 @@ class LatencyMs(JsonResult):
 class ExportCounts(JsonResult):
     """What ``--export`` wrote and left out (rows): cut by ``max_tokens``, thinking not closed, no
     answer text, a ``<think>`` marker left in, failed or skipped lines, and the rows with tool turns
-    written aside (``unvalidated``, to ``unvalidated_path``)."""
+    written aside (``unvalidated``, to ``unvalidated_path``), and ``no_reasoning``: rows of the
+    training file with an assistant turn without reasoning text (written; SpecForge's validator
+    refuses them under ``--expect-reasoning``)."""
 
     written: int = 0
     dropped_length: int = 0
@@ -42,6 +44,7 @@ class ExportCounts(JsonResult):
     failed: int = 0
     unvalidated: int = 0
     unvalidated_path: str | None = None
+    no_reasoning: int = 0
 
     def left_out(self) -> list[tuple[int, str]]:
         """The non-zero counts of rows the export left out, each with what it says, in that order."""

@@ -274,6 +274,7 @@ def test_records_that_cannot_train_are_left_out_of_the_training_file_and_counted
         "dropped_think_marker": 1,
         "failed": 0,
         "unvalidated": 0,
+        "no_reasoning": 0,
     }
     assert list(_lines(out)) == ["ok"]
     assert validator_problem(_lines(out)["ok"], expect_reasoning=True, strict_think_markers=True) is None
@@ -283,4 +284,38 @@ def test_records_that_cannot_train_are_left_out_of_the_training_file_and_counted
     assert validator_problem(specforge_line(records["cut"])) == "message 1 content must be a non-empty string"
     assert validator_problem(specforge_line(records["marker"]), strict_think_markers=True) == (
         "assistant message 1 contains a thinking marker"
+    )
+
+
+def test_a_row_without_reasoning_is_written_counted_and_said(tmp_path: Path) -> None:
+    # break-it finding: the README said the file passes --expect-reasoning whole, yet an answer the
+    # model gave without thinking is written without reasoning_content, which that flag refuses.
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "bare", "prompt": "q1"}\n{"id": "ok", "prompt": "q2"}\n')
+    bare = {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps([{"status": 200, "raw": json.dumps(bare), "content_type": "application/json"}, {"answer": True}])
+    )
+    out = tmp_path / "train.jsonl"
+    with FaultServerProcess(str(tmp_path), tokens=16, script=str(script)) as server:
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=64,
+                concurrency=1,
+                export=out,
+            )
+        )
+    assert (result.summary["export"]["written"], result.summary["export"]["no_reasoning"]) == (2, 1)
+    lines = _lines(out)
+    assert validator_problem(lines["bare"], expect_reasoning=True) == "assistant message 1 has empty reasoning_content"
+    assert validator_problem(lines["bare"]) is None and validator_problem(lines["ok"], expect_reasoning=True) is None
+    from tokenplan.report.generate import summary_text
+
+    assert "1 with a turn without reasoning (SpecForge's validator refuses them under --expect-reasoning" in (
+        summary_text(result)
     )

@@ -113,7 +113,13 @@ def _export_line(rows: int, export: ExportCounts) -> str:
         if export.unvalidated
         else ""
     )
-    return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side
+    bare = (
+        f"; {export.no_reasoning:,} with a turn without reasoning (SpecForge's validator refuses them "
+        "under --expect-reasoning; leave that flag out for this file)"
+        if export.no_reasoning
+        else ""
+    )
+    return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side + bare
 
 
 @dataclass(frozen=True)

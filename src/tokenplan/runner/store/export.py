@@ -46,7 +46,11 @@ class ExportCounts:
     ``failed``: Batch output lines for skipped and failed units (``openai-batch`` only);
     ``unvalidated``: training file only: rows written to the companion file
     (:func:`unvalidated_path`) because SpecForge's validator refuses their turns by design
-    (:func:`validator_unsupported`); they are counted in ``written`` too.
+    (:func:`validator_unsupported`); they are counted in ``written`` too;
+    ``no_reasoning``: training file only: rows of the main file with an assistant turn that has
+    no ``reasoning_content`` (a model that skipped thinking, or a run without it), which SpecForge's
+    validator refuses under ``--expect-reasoning`` (``validate_regenerated_data.py``: "assistant
+    message N has empty reasoning_content"); counted in ``written`` too.
     """
 
     written: int = 0
@@ -56,6 +60,7 @@ class ExportCounts:
     dropped_think_marker: int = 0
     failed: int = 0
     unvalidated: int = 0
+    no_reasoning: int = 0
 
     def as_record(self) -> dict[str, int]:
         """The counts as stored in ``summary.json`` under ``export``."""
@@ -67,6 +72,7 @@ class ExportCounts:
             "dropped_think_marker": self.dropped_think_marker,
             "failed": self.failed,
             "unvalidated": self.unvalidated,
+            "no_reasoning": self.no_reasoning,
         }
 
 
@@ -122,6 +128,15 @@ def validator_unsupported(line: dict[str, Any]) -> str | None:
             return "turn_order"
         saw_user, expected = True, "assistant" if role == "user" else "user"
     return None
+
+
+def _lacks_reasoning(line: dict[str, Any]) -> bool:
+    """Whether an assistant turn of a training row has no reasoning text (``--expect-reasoning``
+    refuses it: SpecForge ``scripts/validate_regenerated_data.py``)."""
+    return any(
+        m.get("role") == "assistant" and not str(m.get("reasoning_content") or "").strip()
+        for m in line["conversations"]
+    )
 
 
 def unvalidated_path(out_path: Path) -> Path:
@@ -229,6 +244,7 @@ def export_lines(
                     counts.unvalidated += 1
                 else:
                     fh.write(orjson.dumps(line) + b"\n")
+                    counts.no_reasoning += fmt == "jsonl" and _lacks_reasoning(line)
                 counts.written += 1
             if fmt == "openai-batch":
                 counts.failed = _failed_lines(run_dir, fh)
