@@ -66,6 +66,8 @@ def test_chosen_curves_and_costs_agree_with_the_plan_table(data):
         assert max(p["output_tok_s_total"] for p in c["points"]) == pytest.approx(o["output_tok_s_total"], rel=1e-6)
         concurrencies = [p["concurrency"] for p in c["points"]]
         assert concurrencies == sorted(concurrencies) and concurrencies[0] >= 1
+        # and no further than the replicas run at once: past the running limit requests only queue
+        assert concurrencies[-1] == min(c["running_max_concurrency"], c["memory_max_concurrency"])
     for p in data["cost_time"]:
         if p["chosen"]:
             o = by_option[p["option"]]
@@ -148,3 +150,27 @@ def test_report_command_exits_2_with_one_line(tmp_path, tokenplan_cmd):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"error: {tmp_path / 'nope'}: no such run directory"]
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_sweep_ends_at_the_engines_running_cap_where_memory_holds_more():
+    # Llama-3.1-8B FP8 on one B200 under vLLM, 128 + 128 tokens a request: the KV pool holds thousands
+    # of sequences (128 KiB of BF16 KV a token × 256 = 32 MiB each, ~150 GB free), while the
+    # engine runs at most its max_num_seqs, 1,024 on a GPU of ≥ 70 GiB and not an A100 (vLLM's
+    # EngineArgs defaults, catalog/engines.yaml V2). A new-user pass saw a 1-layer model's sweep
+    # run to 11.7 million in flight.
+    req = PlanRequest(
+        model="llama-3.1-8b",
+        gpus=("1xb200",),
+        engine="vllm",
+        weight_dtypes=("fp8",),
+        specs=("none",),
+        samples=100_000,
+        isl_mean=128,
+        isl_sigma=0,
+        osl_mean=128,
+        osl_sigma=0,
+    )
+    curves = plan_report_data(req, ("throughput",)).to_json()["throughput"]
+    chosen = next(c for c in curves if c["chosen"])
+    assert chosen["memory_max_concurrency"] > 1024 and chosen["running_max_concurrency"] == 1024
+    assert chosen["points"][-1]["concurrency"] == 1024
