@@ -91,6 +91,15 @@ def test_cap_without_metrics_comes_from_throughput_only():
     assert cap["source"] == "throughput"
     none = concurrency_cap([_level(1, 100), _level(8, 700)])
     assert none["flattens_at_concurrency"] is None and none["source"] is None
+    # new-user finding: transformers serve gave 29, 36, 39, 77 tok/s at 1, 4, 16, 64 in flight and
+    # the cap read "flattens at 4" (39 is 8 % over 36); 77 at 64 is 97 % over 39: no flat level
+    rising = concurrency_cap([_level(1, 29), _level(4, 36), _level(16, 39), _level(64, 77)])
+    assert rising["flattens_at_concurrency"] is None
+    # a dip then a plateau: flat where nothing later beats the level by 10 % (700 → 650, 720: at 8)
+    assert (
+        concurrency_cap([_level(1, 100), _level(8, 700), _level(16, 650), _level(32, 720)])["flattens_at_concurrency"]
+        == 8
+    )
 
 
 def test_waiting_at_a_level_the_server_ran_in_full_is_admission_latency_not_a_cap():
