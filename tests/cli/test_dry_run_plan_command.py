@@ -73,3 +73,22 @@ def test_counted_prompts_of_one_length_get_a_cap_above_their_mean():
     assert "--isl 700 --isl-sigma 0.50 --isl-cap 3000 " in DryRun(3, 0, 3, 3, 700.0, 0.5, 3000, "tok").plan_command(
         4096
     )
+
+
+def test_the_dry_run_says_the_warnings_the_run_would_say_first(tmp_path):
+    # new-user finding: a plan made for another model was warned about by the run, not by --dry-run,
+    # where it is wanted; --n 2 at temperature 0 likewise (identical samples)
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    (tmp_path / "plan.json").write_text(json.dumps({"model": "qwen3.6-27b", "job": {}, "recommended": None}))
+    done = _cli(
+        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", "llama-3.1-8b",
+        "--plan", "plan.json", "--n", "2", "--dry-run", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings[0] == (
+        "warning: the plan plan.json was made for model 'qwen3.6-27b', but --model is 'llama-3.1-8b': "
+        "its concurrency and throughput may not fit this model"
+    )
+    assert warnings[1].startswith("warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row")
+    assert json.loads(done.stdout)["rows"] == 1 and not (tmp_path / "run").exists()

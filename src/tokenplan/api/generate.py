@@ -203,9 +203,10 @@ def model_context(model: str) -> tuple[int, str] | None:
     return spec.max_context_tokens, f"max_position_embeddings of {where}"
 
 
-def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str]]:
+def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str], list[str]]:
     """``--dry-run``: what the input asks for (:mod:`tokenplan.runner.dryrun`), the sampling the run
-    would use and the notes; nothing is sent and no run directory is made.
+    would use, the notes and the warnings the run would print first (a ``--plan`` made for another
+    model, greedy decoding with ``--n`` or thinking); nothing is sent and no run directory is made.
 
     Raises:
         InputError: as :func:`check_request`, or a tokenizer that cannot be loaded.
@@ -213,4 +214,5 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
     checked = check_request(request)
     tokenizer, option = default_tokenizer(request.tokenizer, request.server.model)
     job, notes = request.job, list(checked.notes)
-    return dry_run(checked.files, job.mode, job.n, job.limit, tokenizer, notes, option), checked.sampling, notes
+    counts = dry_run(checked.files, job.mode, job.n, job.limit, tokenizer, notes, option)
+    return counts, checked.sampling, notes, list(checked.warnings)

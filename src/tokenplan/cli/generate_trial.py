@@ -33,8 +33,10 @@ def log_every(every_s: float, console: Console):  # noqa: ANN202 - a progress ca
 
 def print_dry_run(request: GenerateRequest, json_out: bool) -> None:
     """``--dry-run``: the counts, the sampling the run would use, and the plan command for them."""
-    counts, sampling, notes = dry_run_counts(request)
+    counts, sampling, notes, warnings = dry_run_counts(request)
     record = dry_run_record(counts, sampling, request.server.model)
+    for warning in warnings:  # as the run itself would say them first (its --json keeps stdout JSON)
+        print(f"warning: {warning}", file=sys.stderr)
     if json_out:
         print(json.dumps(record.to_json(), indent=2))
         return
