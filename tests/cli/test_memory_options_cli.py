@@ -87,3 +87,18 @@ def test_a_shared_kv_and_state_pool_is_one_row_and_the_capacity_is_what_the_stat
     assert abs(tokens * 32_768 / 2**30 - gib) < 0.01  # 32,768 B per token (FP8 KV, 16 layers · 4 heads · 256 · 2)
     plain = _run("memory", "--model", "qwen3.6-27b", "--gpu", "b200")  # the radix cache on: two pools
     assert "│ state pool " in plain.stdout and "(shared)" not in plain.stdout
+
+
+def test_the_state_row_at_the_running_limit_says_why_it_is_above_the_pool():
+    # new-user finding: "state pool 11.07 GiB" at start-up and "state slots 11.22 GiB" at 15 running,
+    # unexplained. SGLang pads each state tensor with slot 0 (engine-facts S18), taken from the
+    # reserve: one Qwen3.6-27B state, 146.8 MiB = 0.143 GiB, so 11.07 + 0.14 ≈ 11.22 (rounded).
+    r = _run("memory", "--model", "qwen3.6-27b", "--gpu", "rtx-pro-6000")
+    assert r.returncode == 0, r.stderr
+
+    def gib(label: str) -> float:
+        row = next(line for line in r.stdout.splitlines() if label in line)
+        return float(row.split("│")[-2].split()[0])
+
+    pool, slots = gib("state pool"), gib("state slots (the pool + its padded slot 0, from the reserve)")
+    assert abs(slots - pool - 146.8 / 1024) <= 0.011

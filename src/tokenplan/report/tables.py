@@ -352,6 +352,9 @@ def memory_table(m: MemoryResult) -> Table:
         t.add_row(label, f"{size / GiB:,.2f} GiB")
     t.add_row(f"at {m.running_requests:,.0f} running requests, the engine allocates:", "")
     for label, term in ALLOCATION_LABELS:
+        if term == "state" and not shared and m.allocation[term] > m.state_pool_bytes:
+            # SGLang's padded slot 0 (S18) comes from the start-up reserve: say why it is above the pool
+            label += " (the pool + its padded slot 0, from the reserve)"
         t.add_row(label, f"{m.allocation[term] / GiB:,.2f} GiB")
     t.add_row("KV bytes per token (model)", f"{m.kv_bytes_per_token:,.0f} B")
     t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
