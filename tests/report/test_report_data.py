@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tokenplan.api.plan import PlanRequest, plan_report_data
-from tokenplan.api.report import report_inputs
+from tokenplan.api.report import report_inputs, report_warnings
 from tokenplan.errors import ConfigError, InputError, RunDirError
 from tokenplan.files.reports import load_bench, load_plan, load_run_summary
 from tokenplan.planning.curves import SpeedupPoint, breakeven, concurrency_grid, pareto_front
@@ -116,6 +116,21 @@ def test_report_inputs_load_runs_bench_and_plan(run_dir, bench_file, tmp_path, d
     inputs = report_inputs([str(run_dir)], str(plan_file), str(bench_file)).to_json()
     assert inputs["runs"][0]["run_dir"] == str(run_dir) and inputs["runs"][0]["output_tok_s"] == 347.2
     assert inputs["bench"]["num_gpus"] == 8 and inputs["plan"]["model"] == "qwen3.6-27b"
+    # all three of qwen3.6-27b: nothing to warn of
+    assert report_warnings(report_inputs([str(run_dir)], str(plan_file), str(bench_file))) == []
+
+
+def test_a_plan_for_another_model_than_the_measurements_is_warned_of(run_dir, bench_file, tmp_path, data):
+    # new-user finding: a qwen3.6-27b plan beside a tiny-qwen3 run and bench gave no word
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({**data["plan"], "model": "llama-3.1-8b"}))
+    lines = report_warnings(report_inputs([str(run_dir)], str(plan_file), str(bench_file)))
+    assert lines == [
+        f"the plan was made for model 'llama-3.1-8b', but run {run_dir} measured 'qwen3.6-27b': its planned "
+        "figures do not describe that measurement",
+        "the plan was made for model 'llama-3.1-8b', but the bench measured 'qwen3.6-27b': its planned figures do "
+        "not describe that measurement",
+    ]
 
 
 def test_bad_report_inputs_are_one_line_errors(tmp_path):

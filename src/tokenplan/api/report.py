@@ -52,6 +52,25 @@ def report_inputs(run_dirs: list[str], plan_path: str | None = None, bench_path:
     )
 
 
+def report_warnings(inputs: ReportInputs) -> list[str]:
+    """Lines to print beside a report whose plan was made for another model than a run or the
+    bench measured (:func:`~tokenplan.files.plan_hint.plan_model_mismatch`, as ``generate --plan``
+    warns): its planned figures do not describe those measurements."""
+    if inputs.plan is None:
+        return []
+    from tokenplan.files.plan_hint import plan_model_mismatch
+
+    measured = [(f"run {r.run_dir}", r.model) for r in inputs.runs]
+    if inputs.bench is not None:
+        measured.append(("the bench", inputs.bench.model))
+    return [
+        f"the plan was made for model {inputs.plan.model!r}, but {what} measured {model!r}: "
+        "its planned figures do not describe that measurement"
+        for what, model in measured
+        if plan_model_mismatch(inputs.plan.model, model)
+    ]
+
+
 def check_report_output(path: str) -> None:
     """Refuse an ``-o`` HTML path that cannot be written, before the report is built (missing
     parent folders are created, as the writer would create them).
