@@ -3,6 +3,7 @@ one line naming the file and the key."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +23,9 @@ def _first_error(path: str, exc: ValidationError, model: type[BaseModel] | None 
     if err["type"] == "extra_forbidden" and model is not None:
         allowed = _keys_at(model, err["loc"][:-1])
         if allowed:
-            return ConfigError(path, key, f"unknown key (allowed: {', '.join(allowed)})")
+            close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            return ConfigError(path, key, f"unknown key ({hint}allowed: {', '.join(allowed)})")
     return ConfigError(path, key, f"{err.get('input')!r} is not allowed (allowed: {allowed_from_validation(err)})")
 
 
@@ -47,7 +50,7 @@ class JobFile(BaseModel):
 
         model: qwen3.6-27b
         samples: 914000
-        isl: {mean: 1024, sigma: 0.8, cap: 8192}
+        isl: {mean: 1024, sigma: 0.8, cap: 8192}   # or isl: 1024 (σ 0: every prompt 1,024)
         osl: {mean: 2500, sigma: 1.0, cap: 32768}
         gpus: ["4xrtx-pro-6000", "8xb200"]
         engine: sglang
@@ -80,6 +83,16 @@ class JobFile(BaseModel):
     dp: StrictInt | None = Field(default=None, gt=0)  # plan --dp
     ep: StrictInt | None = Field(default=None, gt=0)  # plan --ep
     max_running: StrictInt | None = Field(default=None, gt=0)  # plan --max-running
+
+    @field_validator("isl", "osl", mode="before")
+    @classmethod
+    def _bare_mean(cls, value: object) -> object:
+        """``isl: 512`` as ``isl: {mean: 512}`` (fixed lengths: a job file's σ is 0 unless given),
+        the way ``--isl 512`` names a mean on the command line; it was refused in pydantic's
+        words ("a valid dictionary or instance of Lengths")."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return {"mean": value}
+        return value
 
     @field_validator("current", mode="before")
     @classmethod

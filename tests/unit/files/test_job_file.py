@@ -11,7 +11,7 @@ def test_an_unknown_nested_key_lists_the_keys_of_its_own_mapping(tmp_path):
     path.write_text("model: qwen3.6-27b\nosl: {mean: 2500, sigm: 1.0}\n")
     with pytest.raises(ConfigError) as exc:
         read_job_file(str(path))
-    assert "osl.sigm: unknown key (allowed: mean, sigma, cap)" in str(exc.value)
+    assert "osl.sigm: unknown key (did you mean sigma? allowed: mean, sigma, cap)" in str(exc.value)
 
 
 def test_a_bad_value_still_says_what_was_given(tmp_path):
@@ -49,3 +49,15 @@ def test_current_may_be_a_mapping_of_the_same_keys(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("current: {engine: sglang, tp: 4, disable-radix-cache: true}\n")
     assert read_job_file(str(path)).current == "engine=sglang,tp=4,disable-radix-cache=true"
+
+
+def test_a_bare_number_is_the_mean_as_on_the_command_line(tmp_path):
+    # new-user finding: `isl: 512` was refused in pydantic's words ("a valid dictionary or instance
+    # of Lengths") while --isl 512 is the CLI's form; it now reads as {mean: 512} (σ 0, no cap)
+    path = tmp_path / "job.yaml"
+    path.write_text("isl: 512\nosl: {mean: 2500, sigma: 1.0}\n")
+    fields = read_job_file(str(path)).request_fields()
+    assert (fields["isl_mean"], fields["isl_sigma"], fields["isl_cap"]) == (512, 0.0, None)
+    path.write_text("isl: true\n")  # a YAML boolean is no length
+    with pytest.raises(ConfigError, match=r"isl: True is not allowed"):
+        read_job_file(str(path))
