@@ -78,6 +78,10 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             "error: -o 'no-such-dir/p.json' is not allowed (allowed: a profile JSON file path in an existing, "
             "writable directory; no-such-dir does not exist)",
         ),
+        (  # new-user finding: it said "isl/osl '0/256' is not allowed"
+            ["bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--isl", "0"],
+            "error: --isl 0 is not allowed (allowed: a token count ≥ 1 (or --dataset FILE))",
+        ),
         (["plan", "--osl-sigma", "100"], "error: --osl-sigma 100 is not allowed (allowed: a lognormal σ from 0 to 5)"),
         (["plan", "--isl-sigma", "-1"], "error: --isl-sigma -1 is not allowed (allowed: a lognormal σ from 0 to 5)"),
         (

@@ -147,6 +147,9 @@ def test_bad_report_inputs_are_one_line_errors(tmp_path):
     bad.write_text(json.dumps({"model": "m", "num_gpus": 8, "levels": [{"concurrency": 1}]}))
     with pytest.raises(ConfigError, match=r"levels\[0\]\.requests: missing"):
         load_bench(bad)
+    # a bench file given as --plan: said as no plan (it said "engine: missing", a new-user pass)
+    with pytest.raises(ConfigError, match=r"not the output of `tokenplan plan --json` \(it has no 'job' and no"):
+        load_plan(bad)
     bad.write_text(json.dumps({"model": "m", "num_gpus": "eight", "levels": []}))
     with pytest.raises(ConfigError, match="num_gpus: expected a number"):
         load_bench(bad)

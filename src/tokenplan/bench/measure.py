@@ -94,8 +94,10 @@ def check_ask(req: BenchAsked, max_concurrency: int) -> None:
             ",".join(map(str, req.concurrencies)),
             f"integers from 1 to {max_concurrency:,}, e.g. 1,4,16,64",
         )
-    if req.dataset is None and (not req.isl or req.isl < 1 or not req.osl or req.osl < 1):
-        raise InputError("isl/osl", f"{req.isl}/{req.osl}", "token counts ≥ 1 (or --dataset FILE)")
+    if req.dataset is None:
+        for name, tokens in (("isl", req.isl), ("osl", req.osl)):
+            if not tokens or tokens < 1:  # named as typed (--isl 0), not as the pair
+                raise InputError(name, tokens, "a token count ≥ 1 (or --dataset FILE)")
     for name, tokens in (("isl", req.isl), ("osl", req.osl)):
         if tokens is not None and tokens > MAX_LENGTH_TOKENS:
             raise InputError(name, tokens, f"at most {MAX_LENGTH_TOKENS:,} tokens (longer than any served context)")

@@ -190,8 +190,14 @@ def load_plan(path: str | Path) -> PlanResult:
     every key its types declare, each a value of its field's type (figures finite numbers).
 
     Raises:
-        ConfigError: unreadable, not JSON, another ``schema_version``, a key missing or holding a
-            value its field does not allow (named by its path, e.g. ``options[0].usd_interval.low``).
+        ConfigError: unreadable, not JSON, no plan (neither ``job`` nor ``options``), another
+            ``schema_version``, a key missing or holding a value its field does not allow (named by
+            its path, e.g. ``options[0].usd_interval.low``).
     """
     p = Path(path)
-    return PlanResult.from_json(_read_json(p), str(p))
+    data = _read_json(p)
+    if isinstance(data, dict) and not {"job", "options"} & data.keys():  # a bench or run file given as --plan
+        raise ConfigError(
+            str(p), "file", "not the output of `tokenplan plan --json` (it has no 'job' and no 'options')"
+        )
+    return PlanResult.from_json(data, str(p))
