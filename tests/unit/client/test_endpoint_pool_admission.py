@@ -27,3 +27,36 @@ def test_the_pool_admits_concurrency_times_endpoints_and_one_more_after_a_releas
             await pool.aclose()
 
     assert asyncio.run(scenario()) == (6, True, True)
+
+
+def test_a_base_url_without_v1_that_answers_404_is_told_to_add_it() -> None:
+    # new-user finding: --endpoint http://host:port (no /v1) got "status 404" with no hint; vLLM,
+    # SGLang and TensorRT-LLM serve GET /v1/models, and a bare root answers 404.
+    import pytest
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from tokenplan.errors import ServerError
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "m"}]})
+
+    async def scenario() -> str:
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        async with TestServer(app) as server:
+            root = f"http://127.0.0.1:{server.port}"
+            pool = EndpointPool([root], PoolSettings(1))
+            try:
+                with pytest.raises(ServerError) as caught:
+                    await pool.check_health("m")
+            finally:
+                await pool.aclose()
+            good = EndpointPool([f"{root}/v1"], PoolSettings(1))
+            try:
+                assert await good.check_health("m") == []  # with /v1 it serves m
+            finally:
+                await good.aclose()
+            return str(caught.value).replace(root, "ROOT")
+
+    assert asyncio.run(scenario()).endswith("; the API is usually under /v1: try --endpoint ROOT/v1)")
