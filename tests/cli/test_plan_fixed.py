@@ -44,6 +44,17 @@ def test_tp8_on_8xb200_gives_the_tp8_figure_the_unfixed_plan_reports():
     assert o["configurations"] == 24
 
 
+def test_an_alternative_is_never_the_choice_again_with_the_prefix_cache_off():
+    # new-user finding: with --max-running 256 the first alternative was the chosen configuration
+    # plus ", prefix cache off", at the same 20,615 tok/s and $1,294 (the state slots hold 256 either way)
+    o = plan(PlanRequest(gpus=("8xb200",), tp=8, max_running=256)).to_json()["options"][0]
+    seen = {(o["best"], round(o["output_tok_s_total"], 6))}
+    for a in o["alternatives"]:
+        key = (a["configuration"].replace(", prefix cache off", ""), round(a["output_tok_s_total"], 6))
+        assert key not in seen, a
+        seen.add(key)
+
+
 def test_tp_an_option_cannot_take_says_why_in_one_line():
     o = plan(PlanRequest(tp=8)).to_json()["options"]
     rtx = next(x for x in o if x["option"] == "4× rtx-pro-6000")

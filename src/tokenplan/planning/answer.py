@@ -10,7 +10,7 @@ this package reads no catalog, calibration or file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -42,7 +42,7 @@ from tokenplan.planning.results import (
     PlanResult,
     Recommended,
 )
-from tokenplan.planning.search import Job, OptionResult, best_with, leader_with, search_option
+from tokenplan.planning.search import Candidate, Job, OptionResult, best_with, leader_with, search_option
 from tokenplan.planning.space import Fixed, HardwareOption
 from tokenplan.planning.targets import at_count, provisioned_result, provisioning, provisioning_sentences
 from tokenplan.results import Bands
@@ -307,10 +307,23 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         launch=launch_commands(ev, repo, native, q.parsers, q.engines, sizing=sizing),
         alternatives=tuple(
             Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
-            for c in r.ranked[1:5]
+            for c in _distinct(r.ranked)[1:5]
         ),
     )
     return replace(option, chosen=replace(chosen, bands=bands(chosen, ev, PLAN_FIGURES)))
+
+
+def _distinct(ranked: Sequence[Candidate]) -> list[Candidate]:
+    """``ranked`` without a configuration that repeats an earlier one but for a prefix cache
+    turned off at the same figures (a fixed running cap the state slots hold either way: the
+    first alternative read as the choice again, at the same tok/s and cost)."""
+    seen, kept = set(), []
+    for c in ranked:
+        key = (describe(c).replace(", prefix cache off", ""), c.evaluation.output_tok_s_total, c.wall_s, c.cost.usd)
+        if key not in seen:
+            seen.add(key)
+            kept.append(c)
+    return kept
 
 
 def assumptions(s: Searched) -> Assumptions:
