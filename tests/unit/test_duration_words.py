@@ -56,3 +56,17 @@ def test_the_days_column_never_uses_an_exponent():
     assert format(0.41, days_format(0.41)) == "0.41"
     assert format(0.00913, days_format(0.00913)) == "0.00913"
     assert format(6.45e-05, days_format(6.45e-05)) == "0.0000645"
+
+
+def test_the_wall_time_column_takes_the_unit_of_its_longest_job():
+    from tokenplan.report.tables import wall_text, wall_unit
+
+    # 16.5 days and 0.41 days: days; 0.41 days alone: 0.41 × 24 = 9.84 hours; a 4.33-second job:
+    # 4.33 / 86,400 = 5.01e-05 days, under a minute, so seconds (it read "0.0000501" days)
+    assert wall_unit([16.5, 0.41]) == ("days", 1.0)
+    assert wall_unit([0.41]) == ("hours", 24.0)
+    assert wall_unit([600 / 86_400]) == ("min", 1440.0)
+    assert wall_unit([4.33 / 86_400]) == ("s", 86_400.0)
+    assert wall_unit([]) == ("s", 86_400.0)  # nothing runs: any unit; its rows show "—"
+    assert wall_text(0.41, None, 24.0) == "9.84"
+    assert wall_text(4.33 / 86_400, None, 86_400.0) == "4.33"

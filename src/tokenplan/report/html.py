@@ -26,6 +26,8 @@ from tokenplan.report.tables import (
     not_searched,
     provisioning_rows,
     recommended_choice,
+    wall_text,
+    wall_unit,
     with_band,
 )
 from tokenplan.units import GiB, output_tokens_text, usd_text
@@ -126,7 +128,8 @@ def _money_range(band: Interval | None) -> str:
 
 
 def comparison_html(plan: PlanResult) -> str:
-    """The options table (best setting, tok/s, days, $, $/Mtok, bottleneck) and the rejections."""
+    """The options table (best setting, tok/s, wall time, $, $/Mtok, bottleneck) and the rejections."""
+    unit, scale = wall_unit(o.chosen.wall_days for o in plan.options if o.chosen is not None)
     rows = []
     for o in plan.options:
         c = o.chosen
@@ -139,7 +142,7 @@ def comparison_html(plan: PlanResult) -> str:
                 c.best,
                 with_band(c.output_tok_s_total, band_of(c.bands, "output_tok_s_total"), ",.0f"),
                 f"{c.output_tok_s_per_gpu:,.0f}",
-                with_band(c.wall_days, band_of(c.bands, "wall_days"), ".2f"),
+                wall_text(c.wall_days, band_of(c.bands, "wall_days"), scale),
                 _money(c.usd) + _money_range(band_of(c.bands, "usd")),
                 _money(c.usd_per_mtok, 3),
                 c.bottleneck,
@@ -147,7 +150,7 @@ def comparison_html(plan: PlanResult) -> str:
         )
     parts = [
         _table(
-            ["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"],
+            ["option", "best layout & settings", "output tok/s", "tok/s/GPU", unit, "$", "$/Mtok", "bottleneck"],
             rows,
             numeric={2, 3, 4, 5, 6},
         )

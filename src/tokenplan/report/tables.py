@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -77,7 +78,8 @@ def plan_table(result: PlanResult) -> FoldingTable:
     """The comparison table of ``tokenplan plan``: one row per hardware option (side by side
     where the terminal is wide enough to keep every number whole, else stacked per option)."""
     # figures carry their 80 % interval in brackets where the error-band table ships
-    header = ["option", "best layout & settings", "output tok/s", "tok/s/GPU", "days", "$", "$/Mtok", "bottleneck"]
+    unit, scale = wall_unit(o.chosen.wall_days for o in result.options if o.chosen is not None)
+    header = ["option", "best layout & settings", "output tok/s", "tok/s/GPU", unit, "$", "$/Mtok", "bottleneck"]
     rows: list[list[str | Text]] = []
     for o in result.options:
         c = o.chosen
@@ -90,7 +92,7 @@ def plan_table(result: PlanResult) -> FoldingTable:
                 c.best,
                 with_band(c.output_tok_s_total, band_of(c.bands, "output_tok_s_total"), ",.0f"),
                 f"{c.output_tok_s_per_gpu:,.0f}",
-                with_band(c.wall_days, band_of(c.bands, "wall_days"), days_format(c.wall_days)),
+                wall_text(c.wall_days, band_of(c.bands, "wall_days"), scale),
                 _money_band(c.usd, band_of(c.bands, "usd")),
                 _money(c.usd_per_mtok, 3),
                 c.bottleneck,
@@ -102,6 +104,25 @@ def plan_table(result: PlanResult) -> FoldingTable:
         rows,
         right=(2, 3, 4, 5, 6),
     )
+
+
+def wall_unit(days: Iterable[float]) -> tuple[str, float]:
+    """(column header, figures per day) of a wall-time column: days where the longest job takes a
+    day or more, else hours, minutes, or seconds under a minute (a 4-second job read
+    ``0.0000501 (0.0000372–0.0000753)`` days beside its "4.33 s", a new-user pass)."""
+    longest = max((d for d in days if d > 0), default=0.0)
+    for unit, per_day in (("days", 1.0), ("hours", 24.0), ("min", 1440.0)):
+        if longest * per_day >= 1.0:
+            return unit, per_day
+    return "s", float(S_PER_DAY)
+
+
+def wall_text(days: float, band: Interval | None, scale: float) -> str:
+    """A wall time in the column's unit (``scale`` figures per day, :func:`wall_unit`) with its
+    80 % interval, in :func:`days_format`'s digits."""
+    value = days * scale
+    scaled = None if band is None else replace(band, low=band.low * scale, high=band.high * scale)
+    return with_band(value, scaled, days_format(value))
 
 
 def days_format(days: float) -> str:
