@@ -121,6 +121,12 @@ def duration_words(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
+def count_text(n: int, noun: str) -> str:
+    """``n`` and the noun in the number it takes: ``1 sample``, ``21 samples``, ``1,000 rows``
+    (an ``s`` plural; a new-user pass read "1 samples" and "(1 rows)")."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def output_tokens_text(tokens: float) -> str:
     """A job's output tokens as the plan states them: ``2.285 B`` from 100 M up, else the count
     (``52,500``), so a short job does not read ``0.000 B``."""

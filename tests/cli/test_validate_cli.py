@@ -180,7 +180,7 @@ def test_an_update_that_ends_on_a_bound_says_so_and_a_group_with_nothing_moved_h
     assert r.returncode == 0, r.stderr
     line = next(t for t in r.stdout.splitlines() if "hbm_fraction" in t)
     assert "0.95" in line and line.rstrip("│ ").endswith("at bound")
-    assert "trtllm/hopper (1 rows): nothing moved" in r.stdout
+    assert "trtllm/hopper (1 row): nothing moved" in r.stdout
     assert r.stdout.count("┃ factor") == 1  # one table: the group that moved
 
 

@@ -70,3 +70,13 @@ def test_the_wall_time_column_takes_the_unit_of_its_longest_job():
     assert wall_unit([]) == ("s", 86_400.0)  # nothing runs: any unit; its rows show "—"
     assert wall_text(0.41, None, 24.0) == "9.84"
     assert wall_text(4.33 / 86_400, None, 86_400.0) == "4.33"
+
+
+def test_counts_take_the_noun_in_their_number():
+    from tokenplan.units import count_text
+
+    assert (count_text(1, "sample"), count_text(21, "sample"), count_text(1000, "row")) == (
+        "1 sample",
+        "21 samples",
+        "1,000 rows",
+    )

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tokenplan.bench_schema import BenchFit
 from tokenplan.perf.efficiency import at_bound
+from tokenplan.units import count_text
 
 if TYPE_CHECKING:
     from tokenplan.calibration.update import CalibrationUpdate
@@ -74,10 +75,11 @@ def show_update(console: Console, update: CalibrationUpdate, wrote_profile: Path
     for group, g in update.groups.items():
         if not g.factors:  # no table of headers alone
             console.print(
-                f"{group} ({g.rows} rows): nothing moved (the rows did not improve on the shipped fit)", markup=False
+                f"{group} ({count_text(g.rows, 'row')}): nothing moved (the rows did not improve on the shipped fit, or cannot tell its factors apart)",
+                markup=False,
             )
         else:
-            t = Table(title=f"update of the shipped fit: {group} ({g.rows} rows)")
+            t = Table(title=f"update of the shipped fit: {group} ({count_text(g.rows, 'row')})")
             for c in ("factor", "shipped", "calibrated", "change", "± 1σ"):
                 t.add_column(c, justify="left" if c == "factor" else "right")
             for name, f in g.factors.items():

@@ -30,7 +30,7 @@ from tokenplan.report.tables import (
     wall_unit,
     with_band,
 )
-from tokenplan.units import GiB, output_tokens_text, usd_text
+from tokenplan.units import GiB, count_text, output_tokens_text, usd_text
 
 if TYPE_CHECKING:
     from tokenplan.api.report import ReportInputs
@@ -260,7 +260,7 @@ def assumptions_html(data: PlanReportData) -> str:
 def plan_report_html(data: PlanReportData) -> str:
     """The page of ``tokenplan plan --report``: answer, comparison, charts, assumptions."""
     plan = data.plan
-    title = f"tokenplan · {plan.model} · {plan.job.samples:,} samples · engine {plan.engine}"
+    title = f"tokenplan · {plan.model} · {count_text(plan.job.samples, 'sample')} · engine {plan.engine}"
     body = [
         f'<h1>{escape(title)}</h1><p class="sub">{plan.configurations_evaluated:,} configurations '
         f"evaluated. Hover over any point for its configuration.</p>",

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
-from tokenplan.units import S_PER_DAY, GiB, duration_words, output_tokens_text, usd_text
+from tokenplan.units import S_PER_DAY, GiB, count_text, duration_words, output_tokens_text, usd_text
 
 if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
     from tokenplan.job.results import MemoryResult, Prediction
@@ -99,7 +99,7 @@ def plan_table(result: PlanResult) -> FoldingTable:
             ]
         )
     return FoldingTable(
-        f"{result.model} · {result.job.samples:,} samples · engine {result.engine}",
+        f"{result.model} · {count_text(result.job.samples, 'sample')} · engine {result.engine}",
         header,
         rows,
         right=(2, 3, 4, 5, 6),
