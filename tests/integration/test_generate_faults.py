@@ -94,6 +94,21 @@ def test_an_endpoint_set_aside_at_the_start_is_said_not_passed_over(tmp_path: Pa
     assert "pw-1234" not in warning
 
 
+def test_rows_the_model_answers_empty_fail_alone_and_the_rows_after_them_are_answered(tmp_path: Path) -> None:
+    # An empty answer (content "", finish "stop") is what the model made of a row's prompt, not a
+    # malformed answer: 10 such rows in a row at one request at a time (more than the 8 of the
+    # job-wide stop) stopped the run before row 11, and every rerun again, so rows 11-40 were never sent.
+    _prompts(tmp_path / "in.jsonl", 40)
+    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    entry = {"status": 200, "raw": json.dumps(empty), "content_type": "application/json"}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([entry] * 10 + [{"answer": True}] * 30))  # request k: entry k mod 40
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        result = generate(_request(tmp_path, server.url, max_attempts=1, concurrency=1))
+    assert (result.stored, result.errors, result.accounting_ok) == (30, 10, True)
+    assert {e["reason"] for e in _jsonl(tmp_path / "run" / "errors.jsonl")} == {"protocol"}
+
+
 def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 40)
     # One request at a time in row order, each drawing once from the server's Random(7): row k is

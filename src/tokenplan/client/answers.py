@@ -39,6 +39,16 @@ EXCERPT_CHARS = 300  # how much of a bad answer goes into errors.jsonl
 # 2^40 ≈ 1.1e12 tokens: no answer or prompt comes near; keeps counts inside the 64-bit integers
 # the records (orjson) and the run's tallies (array "q") hold.
 MAX_TOKEN_COUNT = 2**40
+# Protocol failures in the answer's shape rather than its text (RequestFailed.malformed).
+MALFORMED = (
+    "answer is not JSON",
+    "answer is not a JSON object",
+    "answer has no choices",
+    "choices[0] has no 'message' object",
+    "chunk choices is not a list",
+    "chunk choice is not an object",
+    "choices[].delta is not an object",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +130,14 @@ class RequestFailed(Exception):
         self.kind, self.status, self.detail, self.retry_after_s = kind, status, detail, retry_after_s
         self.received = received
         super().__init__(f"{kind}{f' {status}' if status is not None else ''}: {detail}")
+
+    @property
+    def malformed(self) -> bool:
+        """A ``protocol`` failure in the answer's shape (not JSON, no choices…, :data:`MALFORMED`),
+        which a server or proxy answering so sends every row; not what the model made of one
+        row's prompt (an empty answer, Harmony channels, an ``abort`` finish), which can be the
+        row's own and so never counts toward the job-wide stop (``runner.dispatch``)."""
+        return self.kind == "protocol" and self.detail.startswith(MALFORMED)
 
     def redacted(self, secrets: Iterable[str]) -> RequestFailed:
         """The same failure with every secret and ``Bearer …`` token removed from its texts."""

@@ -9,7 +9,7 @@ unknown model or route, a request field the server does not accept) and end the 
 :class:`~tokenplan.errors.ServerError`. So does a 400/413 that turns out to concern every row
 (:mod:`tokenplan.runner.refusals`: the same refusal on eight rows with no answer in between); the
 rows it refused go to ``errors.jsonl``, not final, and the next run sends them again. An HTTP
-status or an unusable 200 answer (not JSON, no choices) that exhausts every try on eight distinct
+status or a malformed 200 answer (not JSON, no choices) that exhausts every try on eight distinct
 rows with no answer in between (a server that answers 500, or an HTML page, to everything) is the
 server's fault, not the rows': the run stops the same way rather than send every row of the input
 to ``errors.jsonl`` (transport failures are left to the endpoint pool, which waits out a restart).
@@ -325,7 +325,7 @@ class Dispatcher:
             }
         )
         self.progress.errors += 1
-        if failure.kind in ("status", "protocol") and self.refusals is not None:
+        if (failure.kind == "status" or failure.malformed) and self.refusals is not None:
             self._failing_rows.add(unit.row.id)
             if len(self._failing_rows) >= JOB_WIDE_ROWS and self._fatal is None:
                 answered = failure.status if failure.kind == "status" else "with an unusable answer"
