@@ -13,7 +13,8 @@ What a run holds that must never reach a file, a table, an error line or a repor
   ``Basic`` token sent for it, ``base64("user:password")`` (RFC 7617 §2);
 - an endpoint's query-string values whose *name* looks like a credential (:data:`KEY_NAME`:
   ``key``, ``api_key``, ``access_token``, ``sig``, ``X-Amz-Signature``, ``code``…), as written and
-  decoded, and bare query parts (``?TOKEN``: a key passed without a name). Other query values
+  decoded, and bare query parts of key length (``?TOKEN``: a key passed without a name; a short
+  one such as ``?debug`` is a flag). Other query values
   (``api-version=2024-02-01``) are configuration, not credentials:
   replacing them inside stored answers would rewrite the data (a date in a model's answer).
   Printed and stored endpoint URLs mask *every* query value (:func:`display_url`), so no value,
@@ -31,7 +32,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote_plus
 
 from yarl import URL
 
@@ -40,6 +41,11 @@ from tokenplan.errors import InputError
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"  # read when set; unset is fine (local servers need no key)
 MASK = "***"
 MIN_SECRET_CHARS = 4
+# A bare query part (``?TOKEN``) is searched for inside texts only from this length: keys run
+# longer (OpenAI's ``sk-…`` 51 characters, Hugging Face's ``hf_…`` 37), while a short bare part is
+# a flag (``?debug``, ``?beta``) whose replacement would rewrite every answer that says the word
+# (a break-it pass: "debug answer" stored as "*** answer"). Shown URLs mask it whatever its length.
+MIN_BARE_SECRET_CHARS = 16
 # Query parameter names that carry credentials: Google's ``key``, ``api_key``/``api-key``, OAuth's
 # ``access_token``, Azure SAS ``sig``, AWS presigned ``X-Amz-Signature``/``X-Amz-Credential``/
 # ``X-Amz-Security-Token``, Azure Functions ``code``, ``password``, ``secret``, ``auth``, ``session``.
@@ -142,7 +148,8 @@ def url_secrets(url: str) -> list[str]:
     """The secrets ``url`` carries: its password (as written and decoded), its Basic token, the
     user where no password follows it (``https://TOKEN@host``, a token in the user position), and
     the values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded) and
-    bare query parts (``?TOKEN``)."""
+    bare query parts of key length (``?TOKEN``, :data:`MIN_BARE_SECRET_CHARS`; as written and
+    decoded)."""
     try:
         parsed = URL(url)
         found = [parsed.password, parsed.raw_password, basic_token(parsed)]
@@ -151,7 +158,10 @@ def url_secrets(url: str) -> list[str]:
         raw_pairs = [part.partition("=") for part in parsed.raw_query_string.split("&") if part]
         found += [value for name, _, value in raw_pairs if KEY_NAME.search(name)]
         found += [value for name, value in parsed.query.items() if KEY_NAME.search(name)]
-        found += [name for name, equals, _ in raw_pairs if not equals]  # ``?TOKEN``: a key without a name
+        bare = [name for name, equals, _ in raw_pairs if not equals and len(name) >= MIN_BARE_SECRET_CHARS]
+        found += bare + [
+            unquote_plus(name) for name in bare
+        ]  # ``?TOKEN``: a key without a name, as written and decoded
     except (ValueError, TypeError):
         return []  # refused as an endpoint before anything is sent; display_url masks it in the message
     return [s for s in found if s]
