@@ -133,7 +133,17 @@ class RunDirError(TokenplanError):
 
 
 class ServerError(TokenplanError):
-    """A server that cannot be reached, does not serve the model, or misbehaves."""
+    """A server that cannot be reached, does not serve the model, or misbehaves.
+
+    Args:
+        message: the one line said.
+        problems: where several endpoints were asked, one line per endpoint that failed (its
+            URL and why), for a caller that has other endpoints up (the Ray driver).
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = list(problems or ())
 
 
 class Interrupted(TokenplanError):

@@ -74,7 +74,7 @@ def test_generate_resume_and_bench_run_without_numpy(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_calibrate_without_numpy_names_the_calibrate_extra(tmp_path: Path) -> None:
     csv = ROOT / "data" / "ground-truth" / "serving-dev.csv"
-    result = _cli(["calibrate", str(csv), "--no-cv", "-o", str(tmp_path / "p.json")], tmp_path)
+    result = _cli(["calibrate", str(csv), "-o", str(tmp_path / "p.json")], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: this needs numpy, which the core install leaves out: pip install 'tokenplan[calibrate]'"

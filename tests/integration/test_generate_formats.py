@@ -100,6 +100,7 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
         "dropped_think_marker": 0,
         "failed": 0,
         "unvalidated": 0,
+        "no_reasoning": 0,
     }
 
 

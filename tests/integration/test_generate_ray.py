@@ -408,7 +408,7 @@ def test_an_actor_whose_endpoints_are_down_gets_no_units_and_the_run_finishes(tm
     data = _input(tmp_path / "in.jsonl", rows)
     dead = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
     with FaultServerProcess(str(tmp_path), delay_s=0.01, tokens=4) as server:
-        result = _finish(
+        proc = _start(
             {
                 "inputs": [str(data)],
                 "out_dir": str(tmp_path / "run"),
@@ -421,8 +421,13 @@ def test_an_actor_whose_endpoints_are_down_gets_no_units_and_the_run_finishes(tm
                 "probe_interval_s": 0.5,
             }
         )
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
     # Actor 1 holds only the dead endpoint: the local backend would eject it and carry on; so must this.
     assert result == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
+    # and say so, as the local backend does (a break-it pass: Ray said nothing and reported [ok])
+    assert f"1 of 2 endpoints not used until a probe finds them serving 'fault-model': {dead} (transport" in err
     assert {turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"]} == {server.url}
 
 
@@ -535,7 +540,7 @@ def test_an_actor_stops_writing_the_moment_a_newer_epoch_begins(tmp_path: Path, 
             actor = ray.remote(num_cpus=0)(GenerateActor).remote(
                 ActorConfig(run_dir, epoch, 0, (server.url,), PoolSettings(16), job, None, 1 << 20)
             )
-            assert ray.get(actor.start.remote()) is None
+            assert ray.get(actor.start.remote()) == (None, [])
             ray.get(actor.submit.remote(units))
             _wait_for(lambda: _lines(run_dir) >= 20, 60, "the actor stored nothing")
             advance_epoch(run_dir)  # a newer run begins while 16 requests are in flight

@@ -63,9 +63,7 @@ def test_plan_without_the_report_extra_refuses_before_making_its_folder(tmp_path
 @pytest.mark.slow
 def test_calibrate_without_scipy_names_the_calibrate_extra(tmp_path):
     csv = ROOT / "data" / "ground-truth" / "serving-dev.csv"
-    result = _cli(
-        ["scipy", "scipy.optimize"], ["calibrate", str(csv), "--no-cv", "-o", str(tmp_path / "p.json")], tmp_path
-    )
+    result = _cli(["scipy", "scipy.optimize"], ["calibrate", str(csv), "-o", str(tmp_path / "p.json")], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         "error: this needs scipy, which the core install leaves out: pip install 'tokenplan[calibrate]'"

@@ -119,7 +119,7 @@ class EndpointPool:
                 problems.append(f"{endpoint.base_url} (serves {', '.join(answer) or 'no model'})")
                 self._eject(endpoint, f"does not serve {model!r}")
         if all(e.ejected for e in self.endpoints):
-            raise ServerError(f"no endpoint is ready for model {model!r}: {'; '.join(problems)}")
+            raise ServerError(f"no endpoint is ready for model {model!r}: {'; '.join(problems)}", problems)
         return problems
 
     async def admit(self) -> None:

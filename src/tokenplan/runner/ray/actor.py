@@ -132,19 +132,20 @@ class GenerateActor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._fenced = False
 
-    async def start(self) -> str | None:
+    async def start(self) -> tuple[str | None, list[str]]:
         """Check which endpoints serve the model and start taking units.
 
         Returns:
-            None, or why none of this actor's endpoints is ready (they stay ejected and probed,
-            as in the local backend; the driver gives up only when every actor says so).
+            (None, or why none of this actor's endpoints is ready (they stay ejected and probed,
+            as in the local backend; the driver gives up only when every actor says so); one
+            line per endpoint set aside, its URL and why, for the driver to say).
         """
         self.pool = EndpointPool(self.config.endpoints, self.config.pool, api_key=self.config.api_key)
         try:
-            await self.pool.check_health(self.config.job.model)
+            set_aside = await self.pool.check_health(self.config.job.model)
             problem = None
         except ServerError as down:
-            problem = str(down)
+            problem, set_aside = str(down), down.problems
         self.progress = Progress(0.0, None, float(self.config.job.sampling.max_tokens))
         self.refusals = RefusalLog()
         self.dispatcher = Dispatcher(
@@ -158,7 +159,7 @@ class GenerateActor:
         self._changed = asyncio.Event()
         self._loop_task = asyncio.create_task(self._loop())
         self._cpu0_s = time.process_time()
-        return problem
+        return problem, set_aside
 
     async def submit(self, units: list[WorkUnit]) -> None:
         """Queue ``units``; each starts as soon as a slot is free."""

@@ -156,10 +156,15 @@ class _Driver:
     def run(self) -> RunTally:
         shares = endpoint_shares(self.run_.endpoints, self.run_.actors, self.run_.pool.concurrency_per_endpoint)
         with StopOnSignals(self.stop):
-            problems = self._spawn(shares)
+            problems, set_aside = self._spawn(shares)
             if len(problems) == len(shares):  # no endpoint of any actor is ready: as the local backend
                 self._finish()
                 raise ServerError("; ".join(dict.fromkeys(problems)))
+            if set_aside:  # the run goes on at a fraction of the capacity asked for: say so, as the local backend
+                self.run_.on_note(
+                    f"{len(set_aside)} of {len(self.run_.endpoints)} endpoints not used until a probe finds them "
+                    f"serving {self.run_.job.model!r}: {'; '.join(set_aside)}"
+                )
             # The run's clock starts once the actors are up: rates measure sending, not Ray's start.
             self.run_.stats.startup_s = time.monotonic() - self.began_s
             self.run_.progress.started_s = time.monotonic()
@@ -182,9 +187,10 @@ class _Driver:
         self.tally.stopped = self.stop.is_set() or bool(self.retry) or not self.exhausted
         return self.tally
 
-    def _spawn(self, shares: list[tuple[tuple[str, ...], int]], replaced: int = 0) -> list[str]:
+    def _spawn(self, shares: list[tuple[tuple[str, ...], int]], replaced: int = 0) -> tuple[list[str], list[str]]:
         """Start one actor per share, all at once; return the health problems they reported
-        (an actor whose endpoints are all down keeps probing them, as the local backend does)."""
+        (an actor whose endpoints are all down keeps probing them, as the local backend does)
+        and the endpoints set aside, one line each (an endpoint two actors share, once)."""
         run, started = self.run_, []
         for share in shares:
             index, self.next_index = self.next_index, self.next_index + 1
@@ -200,10 +206,11 @@ class _Driver:
             )
             handle = self.remote_cls.remote(config)
             started.append((_Slot(index, share, handle, replaced=replaced), handle.start.remote()))
-        problems = []
+        problems, set_aside = [], []
         for slot, ref in started:
             try:
-                problem = self.ray.get(ref)
+                problem, aside = self.ray.get(ref)
+                set_aside += aside
             except self.ray.exceptions.RayTaskError as failed:  # a bug, or the actor could not start
                 raise ServerError(str(failed.cause) if failed.cause else str(failed)) from None
             if problem is not None:
@@ -211,7 +218,7 @@ class _Driver:
                 slot.last = Report(slot.index, 0)  # no healthy endpoint until its probes say so
             self.slots[slot.index] = slot
             run.stats.actors_started += 1
-        return problems
+        return problems, list(dict.fromkeys(set_aside))
 
     def _take(self, count: int) -> list[WorkUnit]:
         units: list[WorkUnit] = []
