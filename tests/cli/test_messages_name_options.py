@@ -78,6 +78,10 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             "error: -o 'no-such-dir/p.json' is not allowed (allowed: a profile JSON file path in an existing, "
             "writable directory; no-such-dir does not exist)",
         ),
+        (  # a break-it pass: 1e-300 requests/s slept 1e300 s between arrivals
+            ["bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--request-rate", "1e-300"],
+            "error: --request-rate '1e-300' is not allowed (allowed: rates ≥ 0.001 requests/s, or inf)",
+        ),
         (  # new-user finding: it said "isl/osl '0/256' is not allowed"
             ["bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--isl", "0"],
             "error: --isl 0 is not allowed (allowed: a token count ≥ 1 (or --dataset FILE))",

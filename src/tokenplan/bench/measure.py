@@ -59,6 +59,11 @@ MIN_DURATION_S = 1.0
 MAX_BURSTINESS = 1e6
 
 
+# The slowest arrival rate a sweep takes: one request every 1,000 s, already a level of hours for
+# the requests a level needs. 1e-300 slept 1e300 s between arrivals (a break-it pass: it hung).
+MIN_REQUEST_RATE = 1e-3
+
+
 def check_ask(req: BenchAsked, max_concurrency: int) -> None:
     """Refuse, in one line, a sweep that cannot run (``max_concurrency``: the most requests in
     flight a level may hold), before any server is contacted: a bad endpoint, level, rate,
@@ -75,8 +80,12 @@ def check_ask(req: BenchAsked, max_concurrency: int) -> None:
                 "endpoint", display_url(url), "an http:// or https:// URL such as http://127.0.0.1:8000/v1"
             )
     if req.request_rates is not None:
-        if not req.request_rates or any(not r > 0 for r in req.request_rates):
-            raise InputError("request_rate", ",".join(map(str, req.request_rates)), "rates > 0 in requests/s, or inf")
+        if not req.request_rates or any(not r >= MIN_REQUEST_RATE for r in req.request_rates):
+            raise InputError(
+                "request_rate",
+                ",".join(map(str, req.request_rates)),
+                f"rates ≥ {MIN_REQUEST_RATE:g} requests/s, or inf",
+            )
         # finite and bounded: inf (or 1e308) made the gamma scale 0, a traceback after the probes
         if not 0 < req.burstiness <= MAX_BURSTINESS:
             raise InputError(

@@ -151,6 +151,9 @@ class SpeedupCurve(JsonResult):
     breakeven_concurrency: float | None
 
 
+PAST_THE_LIMIT = 4  # a throughput curve runs on to 4× the running limit: its plateau
+
+
 def concurrency_grid(limit: float, points: int = GRID_POINTS) -> list[int]:
     """Requests per replica from 1 to ``floor(limit)``, geometrically spaced, both ends
     included, deduplicated (integers)."""
@@ -220,13 +223,14 @@ def sweep(
 def throughput_curve(
     result: OptionResult, ev: Evaluation, table: EfficiencyTable, job: Job, chosen: bool
 ) -> ThroughputCurve:
-    """One configuration of ``result`` swept from 1 request per replica to what it runs at once
-    (its memory limit, or the engine's running cap where that is lower: past it requests only
-    queue and the rate stays flat; a 1-layer model's sweep ran to 11.7 million in flight beside a
-    cap of 32,768, and its chart's axis with it)."""
+    """One configuration of ``result`` swept from 1 request per replica to two doublings past what
+    it runs at once (:data:`PAST_THE_LIMIT` × its running limit, where the rate has gone flat and
+    requests only queue), or to its memory limit where that comes first. A 1-layer model's sweep
+    ran to its memory limit, 11.7 million in flight beside a cap of 32,768, and its chart's axis
+    with it; a cap of 1 still shows its plateau."""
     dp = ev.config.layout.dp
     mem_max = memory_limit_per_replica(ev)
-    runs = sweep(ev, table, job, concurrency_grid(min(mem_max, ev.steady.limits.limit)))
+    runs = sweep(ev, table, job, concurrency_grid(min(mem_max, PAST_THE_LIMIT * ev.steady.limits.limit)))
     dep = ev.deployment
     return ThroughputCurve(
         result.option.label,
