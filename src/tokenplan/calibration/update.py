@@ -57,7 +57,9 @@ STEP_FRACTIONS = (1.0, 0.5, 0.25)  # how far toward the fitted step factors a ca
 # (empirical Bayes, two passes): the first pass assumes the floor NOISE_FLOOR = 0.01 (a bench
 # level's mean TPOT over tens of requests is measured to ~1 %), so it follows the data as far as
 # they go; the second uses the robust spread of the first pass's level errors (1.4826 × median
-# |log error|, at least the floor). The prior residual's weight is σ_obs / PRIOR_SIGMA: rows the
+# |log error|, corrected for the factors the first pass fitted to those same levels, at least the
+# floor; the prior's σ where the levels leave no residual freedom: :func:`level_noise`). The prior
+# residual's weight is σ_obs / PRIOR_SIGMA: rows the
 # model cannot follow closely (ten real vLLM H200 rows: σ_obs 0.074, weight 0.15) move a factor they see
 # weakly little, while a clean sweep (the floor: 0.02) is followed closely. Optimiser budget and
 # loss as RUN_FIT_OPTIONS.
