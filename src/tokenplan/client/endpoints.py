@@ -229,3 +229,12 @@ def _v1_hint(base_url: str, failure: RequestFailed) -> str:
     if failure.kind == "status" and failure.status == 404 and not path.endswith("/v1"):
         return f"; the API is usually under /v1: try --endpoint {path}/v1"
     return ""
+
+
+def set_aside_warning(set_aside: Sequence[str], endpoints: int, model: str) -> str:
+    """The warning for endpoints :meth:`EndpointPool.check_health` set aside (one line each, URL
+    and why) out of ``endpoints``: the run goes on at a fraction of the capacity asked for."""
+    return (
+        f"{len(set_aside)} of {endpoints} endpoints not used until a probe finds them serving {model!r}: "
+        f"{'; '.join(set_aside)}"
+    )

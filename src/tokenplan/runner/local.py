@@ -19,7 +19,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from tokenplan.client.endpoints import EndpointPool
+from tokenplan.client.endpoints import EndpointPool, set_aside_warning
 from tokenplan.errors import Interrupted
 from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.finish import close_invocation
@@ -99,10 +99,7 @@ async def _run(
         raise
     notes = duplicate_notes(rundir) + rundir.notes
     if set_aside:  # the run goes on at a fraction of the capacity asked for: say so before it starts
-        line = (
-            f"{len(set_aside)} of {len(pool.endpoints)} endpoints not used until a probe finds them serving "
-            f"{spec.job.model!r}: {'; '.join(set_aside)}"
-        )
+        line = set_aside_warning(set_aside, len(pool.endpoints), spec.job.model)
         if on_note is not None:
             on_note(line)
         else:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenplan.client.endpoints import PoolSettings
+from tokenplan.client.endpoints import PoolSettings, set_aside_warning
 from tokenplan.errors import InputError, ServerError
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
@@ -160,11 +160,8 @@ class _Driver:
             if len(problems) == len(shares):  # no endpoint of any actor is ready: as the local backend
                 self._finish()
                 raise ServerError("; ".join(dict.fromkeys(problems)))
-            if set_aside:  # the run goes on at a fraction of the capacity asked for: say so, as the local backend
-                self.run_.on_note(
-                    f"{len(set_aside)} of {len(self.run_.endpoints)} endpoints not used until a probe finds them "
-                    f"serving {self.run_.job.model!r}: {'; '.join(set_aside)}"
-                )
+            if set_aside:  # as the local backend says it
+                self.run_.on_note(set_aside_warning(set_aside, len(self.run_.endpoints), self.run_.job.model))
             # The run's clock starts once the actors are up: rates measure sending, not Ray's start.
             self.run_.stats.startup_s = time.monotonic() - self.began_s
             self.run_.progress.started_s = time.monotonic()
@@ -194,17 +191,9 @@ class _Driver:
         run, started = self.run_, []
         for share in shares:
             index, self.next_index = self.next_index, self.next_index + 1
-            config = ActorConfig(
-                run.rundir.path,
-                run.epoch,
-                index,
-                share[0],
-                dataclasses.replace(run.pool, concurrency_per_endpoint=share[1]),
-                run.job,
-                run.api_key,
-                run.shard_max_bytes,
-            )
-            handle = self.remote_cls.remote(config)
+            pool = dataclasses.replace(run.pool, concurrency_per_endpoint=share[1])
+            config = (run.rundir.path, run.epoch, index, share[0], pool, run.job, run.api_key, run.shard_max_bytes)
+            handle = self.remote_cls.remote(ActorConfig(*config))
             started.append((_Slot(index, share, handle, replaced=replaced), handle.start.remote()))
         problems, set_aside = [], []
         for slot, ref in started:
