@@ -109,6 +109,21 @@ def test_rows_the_model_answers_empty_fail_alone_and_the_rows_after_them_are_ans
     assert {e["reason"] for e in _jsonl(tmp_path / "run" / "errors.jsonl")} == {"protocol"}
 
 
+def test_an_endpoint_that_answers_no_chat_request_beside_a_healthy_one_is_said(tmp_path: Path) -> None:
+    # A break-it pass: one of three endpoints lists the model but answers 500 to every chat request;
+    # the pool ejects it and probes it back in turn, the others answer its rows, and the run ended
+    # [ok] without a word about the capacity lost.
+    _prompts(tmp_path / "in.jsonl", 30)
+    with FaultServerProcess(str(tmp_path)) as good, FaultServerProcess(str(tmp_path), p500=1.0) as bad:
+        result = generate(_request(tmp_path, good.url, endpoints=[good.url, bad.url]))
+    assert (result.stored, result.errors, result.accounting_ok) == (30, 0, True)
+    [warning] = [n for n in result.notes if "answered none of their requests" in n]
+    assert warning.startswith(
+        f"warning: 1 of 2 endpoints answered none of their requests, which the others answered: {bad.url} ("
+    )
+    assert "requests failed; the last: status 500" in warning
+
+
 def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:
     _prompts(tmp_path / "in.jsonl", 40)
     # One request at a time in row order, each drawing once from the server's Random(7): row k is

@@ -162,6 +162,19 @@ class EndpointPool:
         if endpoint.consecutive_failures >= self.settings.eject_after_failures and not endpoint.ejected:
             self._eject(endpoint, str(failure))
 
+    def unanswering(self) -> list[str]:
+        """One line per endpoint that answered none of its requests (every one failed: a server
+        that lists the model but fails each chat request, ejected and probed back in turn) while
+        another endpoint answered: the run went on at a fraction of its capacity. Empty where no
+        endpoint answered (the run's own stop says why) or every one did."""
+        if not any(e.completed for e in self.endpoints):
+            return []
+        return [
+            f"{e.base_url} ({e.failures:,} requests failed; the last: {e.last_failure})"
+            for e in self.endpoints
+            if e.failures and not e.completed
+        ]
+
     def in_flight(self) -> dict[str, int]:
         """Outstanding requests per endpoint URL (as printed: endpoints that print alike are summed)."""
         counts: dict[str, int] = {}

@@ -137,12 +137,18 @@ async def _run(
                     "written is kept — rerun the same command to resume"
                 ) from None
     finally:
+        idle = pool.unanswering()
         await pool.aclose()
         if dispatcher is not None:  # its line, under the lock, however the run ended
             invocation = close_invocation(rundir.path, rundir.invocation_id, dispatcher.tally, progress)
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
         raise read_stats.broken
+    if idle:  # the others did its work: said, or a run at a third of its speed looks like a slow server
+        notes.append(
+            f"warning: {len(idle)} of {len(pool.endpoints)} endpoints answered none of their requests, "
+            f"which the others answered: {'; '.join(idle)}"
+        )
     outside = set() if tally.stopped else rundir.done_ids.stored_outside_input()
     return RunOutcome(
         rundir.path,
