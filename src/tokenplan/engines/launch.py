@@ -32,6 +32,10 @@ class Parallelism(Protocol):
     def gpus_per_replica(self) -> int: ...
 
 
+# What a fixed cap reached with the lifting flags adds to a configuration's label (MaxRunning.label).
+PREFIX_CACHE_OFF = ", prefix cache off"
+
+
 class MaxRunning(NamedTuple):
     """The running-request cap per replica, one setting from ``--max-running`` to the launch
     command (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
@@ -48,7 +52,7 @@ class MaxRunning(NamedTuple):
         raised`` (lifted), ``, running cap 406, prefix cache off`` (fixed and reached with the
         lifting flags: SGLang's ``--disable-radix-cache`` on a hybrid model); empty by default."""
         if self.requests is not None:
-            return f", running cap {self.requests}" + (", prefix cache off" if self.lifted else "")
+            return f", running cap {self.requests}" + (PREFIX_CACHE_OFF if self.lifted else "")
         return ", running cap raised" if self.lifted else ""
 
     def describe(self) -> str:

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines import Engine
+from tokenplan.engines.launch import PREFIX_CACHE_OFF
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
@@ -307,22 +308,24 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         launch=launch_commands(ev, repo, native, q.parsers, q.engines, sizing=sizing),
         alternatives=tuple(
             Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
-            for c in _distinct(r.ranked)[1:5]
+            for c in _distinct(r.ranked, 5)[1:]
         ),
     )
     return replace(option, chosen=replace(chosen, bands=bands(chosen, ev, PLAN_FIGURES)))
 
 
-def _distinct(ranked: Sequence[Candidate]) -> list[Candidate]:
-    """``ranked`` without a configuration that repeats an earlier one but for a prefix cache
-    turned off at the same figures (a fixed running cap the state slots hold either way: the
-    first alternative read as the choice again, at the same tok/s and cost)."""
+def _distinct(ranked: Sequence[Candidate], most: int) -> list[Candidate]:
+    """The first ``most`` of ``ranked`` without a configuration that repeats an earlier one but
+    for a prefix cache turned off at the same figures (a fixed running cap the state slots hold
+    either way: the first alternative read as the choice again, at the same tok/s and cost)."""
     seen, kept = set(), []
     for c in ranked:
-        key = (describe(c).replace(", prefix cache off", ""), c.evaluation.output_tok_s_total, c.wall_s, c.cost.usd)
+        key = (describe(c).replace(PREFIX_CACHE_OFF, ""), c.evaluation.output_tok_s_total, c.wall_s, c.cost.usd)
         if key not in seen:
             seen.add(key)
             kept.append(c)
+            if len(kept) == most:
+                break
     return kept
 
 
