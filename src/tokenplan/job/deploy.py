@@ -208,7 +208,6 @@ def engine_memory(
         config.kv_dtype,
         settings,
         ratio,
-        with_mtp=config.spec is not None and config.spec.method == "mtp",
         ssm_dtype=config.ssm_dtype,
         spec_state_copies=copies,
         max_running=float(settings.max_running or 0),
@@ -217,6 +216,7 @@ def engine_memory(
         verify_state_commit=config.engine.pools.verify_state_commit,
         swa_full_tokens_ratio=config.engine.pools.swa_full_tokens_ratio,
         expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
+        draft=(config.spec.method, config.spec.draft_layers) if config.spec else None,
     )
 
 

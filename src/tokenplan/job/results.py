@@ -92,7 +92,9 @@ class MemoryResult(JsonResult):
     length-biased half output, or ISL + OSL where admission reserves the whole request, as
     TRT-LLM's does); ``allocation`` is what the engine allocates on one GPU at that many running
     requests (term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve; they sum to
-    ``gpu_bytes``).
+    ``gpu_bytes``); ``draft_weight_bytes_per_gpu`` is an EAGLE/DFlash drafter's part of the
+    weights and ``draft_kv_bytes_per_token_per_gpu`` what the draft's attention layers add per
+    token on this GPU (MTP's or the drafter's; 0 without speculative decoding).
     """
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
@@ -117,6 +119,8 @@ class MemoryResult(JsonResult):
     running_limited_by: str
     running_context_tokens: float
     allocation: Mapping[str, float]
+    draft_weight_bytes_per_gpu: float = 0.0
+    draft_kv_bytes_per_token_per_gpu: float = 0.0
 
 
 def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
@@ -188,4 +192,6 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
             isl.mean, osl.mean, osl.running_mean, osl.max_tokens
         ),
         allocation=m.allocation(running),
+        draft_weight_bytes_per_gpu=m.draft_weight_bytes_per_gpu,
+        draft_kv_bytes_per_token_per_gpu=m.draft_kv_bytes_per_token_per_gpu,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from tokenplan.arch.draft import draft_kv_layers, draft_params
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
@@ -183,7 +184,6 @@ def memory_breakdown(
     kv_dtype: Dtype,
     settings: EngineSettings,
     state_to_kv_ratio: float | None,
-    with_mtp: bool = False,
     ssm_dtype: str | None = None,
     spec_state_copies: int = 0,
     max_running: float = 0.0,
@@ -192,6 +192,7 @@ def memory_breakdown(
     expert_padding: tuple[int, int] = (1, 1),
     verify_state_commit: bool = False,
     swa_full_tokens_ratio: float | None = None,
+    draft: tuple[str, int] | None = None,
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
@@ -205,8 +206,11 @@ def memory_breakdown(
         max_running: with a ratio split, the ``--max-running-requests`` per replica
             whose speculative copies SGLang reserves before the split (S3).
         padded_state_slot: the engine allocates one more state row per tensor (SGLang, S18).
-        draft_kv_pool: the MTP draft keeps its own KV pool at the target's token count (SGLang,
-            S3); only with ``with_mtp``.
+        draft_kv_pool: the draft keeps its own KV pool at the target's token count (SGLang,
+            S3); else its layers share the target's pool (vLLM, TRT-LLM).
+        draft: (method, draft layers) of the speculative decoding in use (``SpecDecode``), None
+            without: an EAGLE/DFlash drafter's weights (BF16, sharded by TP, ``arch.draft``) join
+            the weights, and the draft's attention layers (MTP's or the drafter's) hold KV.
         expert_padding: the engine's routed-expert padding (``Engine.expert_padding``).
         verify_state_commit: the engine copies the accepted state after each verify
             (``CachePools.verify_state_commit``); counted only with speculative copies.
@@ -217,12 +221,16 @@ def memory_breakdown(
     The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
     result is everything but weights and pools, the driver's share included.
     """
+    method, layers = draft if draft is not None else ("mtp", 0)
+    with_mtp = draft is not None and method == "mtp"  # MTP layers ship with the target
     last = _LAST_WEIGHTS  # a search sizes one model, layout and format for several KV formats and caps in a row
     if last[0] is spec and last[1] is layout and last[2] is weight_dtype and last[3] == (with_mtp, expert_padding):
         weights = last[4]
     else:  # the lru_cache hashes the whole ModelSpec: about 1 µs a call
         weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
         last[:] = [spec, layout, weight_dtype, (with_mtp, expert_padding), weights]
+    drafter = draft_params(spec, method, layers) * Dtype.BF16.bytes_per_element / layout.tp
+    weights += drafter
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
     usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)
     heads = kv_heads_per_gpu(spec, layout)
@@ -244,7 +252,9 @@ def memory_breakdown(
         slots = state_pool / state_seq * shards
     padding = (1 + copies) * state_seq if padded_state_slot else 0.0
     swa = swa_full_tokens_ratio if spec.sliding_layers else None
-    per_full_token = kv_tok + (swa * sliding_tok if swa else 0.0)
+    # the draft's layers sit on the last pipeline stage, the heaviest with them
+    draft_tok = kv_layer * draft_kv_layers(spec, method, layers) if draft is not None else 0.0
+    per_full_token = kv_tok + (0.0 if draft_kv_pool else draft_tok) + (swa * sliding_tok if swa else 0.0)
     kv_tokens = kv_pool / per_full_token * shards if per_full_token > 0 else float("inf")
     return MemoryBreakdown(
         gpu_bytes=gpu.memory_bytes,
@@ -262,7 +272,9 @@ def memory_breakdown(
         spec_state_copies=copies,
         spec_state_pool_bytes=spec_pool,
         padding_state_bytes=padding,
-        draft_kv_bytes_per_token_per_gpu=(kv_layer * spec.mtp_layers if with_mtp and draft_kv_pool else 0.0),
+        draft_kv_bytes_per_token_per_gpu=draft_tok,
+        draft_kv_shared=not draft_kv_pool,
+        draft_weight_bytes_per_gpu=drafter,
         spec_commit_state_transfers=2 if verify_state_commit and copies > 0 else 0,
         swa_full_tokens_ratio=swa,
     )

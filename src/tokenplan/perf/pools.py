@@ -32,9 +32,17 @@ class MemoryBreakdown:
             max_running_requests × speculative_num_draft_tokens``, S3); 0 otherwise.
         padding_state_bytes: state rows an engine allocates beyond the requests (SGLang's slot 0
             of the state pool and of each speculative cache, S18), taken from the reserve.
-        draft_kv_bytes_per_token_per_gpu: KV bytes per token of an MTP draft's own pool (SGLang
-            sizes the draft worker's pool at the target's token count, S3
-            ``draft_runner_cache_size``), taken from the reserve; 0 without one.
+        draft_kv_bytes_per_token_per_gpu: KV bytes per token of the draft's attention layers
+            (MTP layers, or an EAGLE/DFlash drafter's, ``arch.draft``); 0 without speculation.
+        draft_kv_shared: the draft's layers take their KV from the target's pool, one more set
+            of layers per token (vLLM: the drafter's attention layers join the KV cache spec,
+            ``v1/spec_decode/eagle.py`` ``load_model``; DFlash "context KVs are pre-inserted into the
+            KV cache", ``models/qwen3_dflash.py``; TRT-LLM: ``get_pp_layers`` appends
+            ``get_num_spec_layers`` to the KV cache manager); False: a pool of their own at the
+            target's token count, taken from the reserve (SGLang's draft worker,
+            ``draft_runner_cache_size``, S3).
+        draft_weight_bytes_per_gpu: an EAGLE/DFlash drafter's weights on one GPU, part of
+            ``weight_bytes_per_gpu`` (MTP layers are the target's own: 0).
         spec_commit_state_transfers: whole-state transfers per running request per verify step
             beyond the verify kernel's own: 2 (read the accepted intermediate state, write it into
             the request's slot) where the engine copies it back (SGLang, S20), else 0.
@@ -61,6 +69,15 @@ class MemoryBreakdown:
     draft_kv_bytes_per_token_per_gpu: float = 0.0
     spec_commit_state_transfers: int = 0
     swa_full_tokens_ratio: float | None = None
+    draft_kv_shared: bool = False
+    draft_weight_bytes_per_gpu: float = 0.0
+
+    @property
+    def pool_kv_bytes_per_token_per_gpu(self) -> float:
+        """Full-attention KV bytes one token takes of the KV pool (bytes): the target's layers,
+        and the draft's where they share the pool (:attr:`draft_kv_shared`)."""
+        draft = self.draft_kv_bytes_per_token_per_gpu if self.draft_kv_shared else 0.0
+        return self.kv_bytes_per_token_per_gpu + draft
 
     @property
     def pool_bytes_per_token_per_gpu(self) -> float:
@@ -68,7 +85,7 @@ class MemoryBreakdown:
         where the engine sizes a sliding-window pool in proportion (``swa_full_tokens_ratio``,
         SGLang) that share of the sliding layers' KV too."""
         ratio = self.swa_full_tokens_ratio
-        return self.kv_bytes_per_token_per_gpu + (ratio * self.sliding_bytes_per_token_per_gpu if ratio else 0.0)
+        return self.pool_kv_bytes_per_token_per_gpu + (ratio * self.sliding_bytes_per_token_per_gpu if ratio else 0.0)
 
     @property
     def sizing_bytes_per_token_per_gpu(self) -> float:
@@ -77,7 +94,7 @@ class MemoryBreakdown:
         (the sliding part at most this: a request past the window holds no more of it)."""
         if self.swa_full_tokens_ratio:
             return self.pool_bytes_per_token_per_gpu
-        return self.kv_bytes_per_token_per_gpu + self.sliding_bytes_per_token_per_gpu
+        return self.pool_kv_bytes_per_token_per_gpu + self.sliding_bytes_per_token_per_gpu
 
     @property
     def fits(self) -> bool:
@@ -94,8 +111,9 @@ class MemoryBreakdown:
         (bytes per term; the terms sum to ``gpu_bytes``).
 
         Terms: ``weights``; ``kv_cache`` (the KV pool; where state and KV share one pool, what
-        is left of it after ``running`` requests' state); ``draft_kv`` (an MTP draft's own KV
-        pool at the same token count); ``state`` (recurrent state slots, the padded slot
+        is left of it after ``running`` requests' state; the target's layers' share of it where
+        the draft's layers share the pool); ``draft_kv`` (the draft's layers' KV: their own pool
+        at the target's token count, or their share of the one pool); ``state`` (recurrent state slots, the padded slot
         included); ``spec_state`` (speculative intermediate states, ``running`` requests + the
         padded slot, k + 1 copies each under SGLang); ``reserve`` (what is left: activations,
         CUDA graphs, communication buffers and the fraction's headroom).
@@ -118,11 +136,9 @@ class MemoryBreakdown:
             state = self.state_pool_bytes + pad
             spec_state = (per_gpu * s + pad) * copies
             kv = self.kv_pool_bytes
-        draft = (
-            max(kv, 0.0) / self.kv_bytes_per_token_per_gpu * self.draft_kv_bytes_per_token_per_gpu
-            if self.kv_bytes_per_token_per_gpu > 0
-            else 0.0
-        )
+        d, k = self.draft_kv_bytes_per_token_per_gpu, self.kv_bytes_per_token_per_gpu
+        draft = max(kv, 0.0) * (d / (k + d) if self.draft_kv_shared else d / k) if k > 0 else 0.0
+        kv -= draft if self.draft_kv_shared else 0.0
         used = self.weight_bytes_per_gpu + kv + draft + state + spec_state
         return {
             "weights": self.weight_bytes_per_gpu,
@@ -140,8 +156,14 @@ class MemoryBreakdown:
         if self.state_slots is not None or self.state_bytes_per_sequence_per_gpu <= 0:
             return self.kv_capacity_tokens
         per_token = self.pool_bytes_per_token_per_gpu
-        left = max(self.allocation(running)["kv_cache"], 0.0)
+        left = max(self.pool_left(running), 0.0)
         return left / per_token * self.sequence_shards if per_token > 0 else float("inf")
+
+    def pool_left(self, running: float) -> float:
+        """KV pool bytes per GPU left for tokens beside ``running`` requests' state (bytes; the
+        draft's share included where it shares the pool; negative when the state overruns it)."""
+        a = self.allocation(running)
+        return a["kv_cache"] + (a["draft_kv"] if self.draft_kv_shared else 0.0)
 
     def allocates(self, running: float) -> bool:
         """True when a launch with ``running`` requests per replica allocates: its KV pool is
@@ -155,8 +177,9 @@ class MemoryBreakdown:
         if self.swa_full_tokens_ratio:  # the sliding pool is sized with the full one (SGLang)
             per_seq_kv = self.pool_bytes_per_token_per_gpu * context_tokens
         else:  # sliding layers hold their window per request
-            per_seq_kv = self.kv_bytes_per_token_per_gpu * context_tokens + self.sliding_bytes_per_token_per_gpu * min(
-                context_tokens, self.sliding_window
+            per_seq_kv = (
+                self.pool_kv_bytes_per_token_per_gpu * context_tokens
+                + self.sliding_bytes_per_token_per_gpu * min(context_tokens, self.sliding_window)
             )
         if self.state_slots is None:
             per_seq = per_seq_kv + self.state_bytes_per_running_sequence

@@ -103,7 +103,7 @@ def _pool_tokens(mem: MemoryBreakdown, running: int, extra_usable: float) -> flo
     per_token = mem.sizing_bytes_per_token_per_gpu
     if per_token <= 0:
         return math.inf
-    kv = mem.allocation(running)["kv_cache"]
+    kv = mem.pool_left(running)
     share = 1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
     return (kv + extra_usable * share) / per_token * mem.sequence_shards
 

@@ -356,14 +356,14 @@ def memory_table(m: MemoryResult) -> Table:
     the running limit (terms that sum to the GPU's memory). Where KV and linear-attention state
     share one pool (SGLang without its radix cache, vLLM), the pool is one row and the KV capacity
     is what the running requests' state leaves of it; the start-up reserve holds what the
-    allocation lists apart (an MTP draft's KV pool, padded state rows)."""
-    shared = m.state_slots is None and m.state_bytes_per_sequence > 0
+    allocation lists apart (SGLang's draft KV pool, padded state rows)."""
+    shared, drafter = m.state_slots is None and m.state_bytes_per_sequence > 0, m.draft_weight_bytes_per_gpu
     t = Table(title=f"memory per GPU · {m.gpu} · {m.layout}", show_header=False)
     t.add_column("part")
     t.add_column("value", justify="right")
     rows = [
         ("GPU memory", m.gpu_bytes),
-        ("weights", m.weight_bytes_per_gpu),
+        ("weights" + (f" (drafter {drafter / GiB:,.2f} GiB)" if drafter else ""), m.weight_bytes_per_gpu),
         ("engine reserve (at start-up)", m.reserve_bytes),
         ("KV cache and state pool (shared)" if shared else "KV cache pool", m.kv_pool_bytes),
     ]
@@ -377,7 +377,11 @@ def memory_table(m: MemoryResult) -> Table:
             # SGLang's padded slot 0 (S18) comes from the start-up reserve: say why it is above the pool
             label += " (the pool + its padded slot 0, from the reserve)"
         t.add_row(label, f"{m.allocation[term] / GiB:,.2f} GiB")
-    t.add_row("KV bytes per token (model)", f"{m.kv_bytes_per_token:,.0f} B")
+    draft_kv = m.draft_kv_bytes_per_token_per_gpu
+    t.add_row(
+        "KV bytes per token (model)",
+        f"{m.kv_bytes_per_token:,.0f} B" + (f" + draft {draft_kv:,.0f} B per GPU" if draft_kv else ""),
+    )
     t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
     capacity = f"KV capacity beside {m.running_requests:,.0f} requests' state" if shared else "KV capacity"
     t.add_row(capacity, f"{m.kv_capacity_tokens:,.0f} tokens")

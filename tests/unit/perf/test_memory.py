@@ -308,7 +308,7 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
         Dtype.FP8,
         settings,
         None,
-        with_mtp=True,
+        draft=("mtp", 1),
         spec_state_copies=engine.spec_state_copies(3),
         padded_state_slot=True,
         draft_kv_pool=True,
@@ -342,9 +342,10 @@ def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200(
         Dtype.FP8,
         settings,
         None,
-        with_mtp=True,
+        draft=("mtp", 1),
         spec_state_copies=engine.spec_state_copies(3),
         padded_state_slot=True,
+        draft_kv_pool=True,
     )
     assert m.allocation(413)["kv_cache"] == pytest.approx(118_077_877_362.24 - 317_894_492_160, abs=0.01)
     assert not m.allocates(413)

@@ -1,0 +1,90 @@
+"""The drafter an engine loads beside the target for EAGLE, EAGLE-3 and DFlash: its parameters
+and its attention layers, which hold KV cache like the target's.
+
+MTP layers ship inside the target's checkpoint (``ParamCounts.mtp``, ``ModelSpec.mtp_layers``);
+these drafters are separate checkpoints the planner does not read, so their shape is taken from
+the target's as the published recipes build them:
+
+- a drafter layer is a dense Llama/Qwen3 decoder layer at the target's hidden size, its attention
+  the target's GQA shape (heads, KV heads, head size) without Qwen3.5's output gate, its FFN the
+  target's dense width (z-lab's Qwen3-4B DFlash recipe: ``intermediate_size`` 9,728, Qwen3-4B's;
+  yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: 14,336, Llama-3.1-8B's) or, for an MoE target, three
+  times the hidden size (z-lab/Qwen3.5-122B-A10B-DFlash: 9,216 = 3 × 3,072);
+- DFlash projects the hidden states of :data:`DFLASH_TARGET_TAPS` target layers through ``fc``
+  (taps·h → h) and shares the target's embedding and lm_head (z-lab's Qwen3.6-27B drafter:
+  ``fc`` [5,120, 25,600]; its safetensors hold no ``embed_tokens`` or ``lm_head``);
+- EAGLE-3 feeds [embedding; hidden] (2h) to its one layer's q/k/v, fuses three target layers
+  through ``fc`` (3h → h) and has its own lm_head over :data:`EAGLE3_DRAFT_VOCAB` tokens
+  (arXiv:2503.01840 §3; SpecForge's draft configs); EAGLE-1/2 fuse [embedding; hidden] through
+  ``fc`` (2h → h) and use the target's lm_head (arXiv:2401.15077 §4).
+
+Check (Aryagm/dflash-mlx issue #2, memory baseline → DFlash, BF16): Qwen3.5-27B takes 54.33 GB
+without and 58.25 GB with its DFlash drafter, +3.92 GB; these rules give 3.67 GB of drafter
+weights for it, the rest being the drafter's cache and buffers (tests/unit/arch/test_draft.py).
+"""
+
+from __future__ import annotations
+
+from tokenplan.arch.spec import AttentionKind, ModelSpec
+
+# Target layers whose hidden states a DFlash drafter reads: 5 in z-lab's Qwen3-4B recipe
+# (target_layer_ids [1, 9, 17, 25, 33]) and Qwen3.6-27B drafter ([1, 16, 31, 46, 61], fc input
+# 25,600 = 5 × 5,120); 8 in its Qwen3.5-122B-A10B drafter.
+DFLASH_TARGET_TAPS = 5
+# EAGLE-3's own lm_head covers the most frequent tokens only: ``draft_vocab_size: 32000`` in
+# yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config and SpecForge's draft configs.
+EAGLE3_DRAFT_VOCAB = 32_000
+# An MoE target's drafter FFN width over its hidden size (z-lab/Qwen3.5-122B-A10B-DFlash).
+MOE_DRAFT_FFN_PER_HIDDEN = 3
+
+SEPARATE_DRAFTERS = ("eagle", "eagle3", "dflash")
+
+
+def _attention(spec: ModelSpec) -> tuple[float, float]:
+    """(q/o width, k+v width) of a drafter layer's attention: the target's GQA heads without an
+    output gate; a target without GQA layers (MLA, pure state-space) gets a multi-head layer of
+    width h (q, k, v and o each h × h)."""
+    a, h = spec.attention, spec.hidden_size
+    if a is None or a.kind is not AttentionKind.GQA:
+        return float(h), float(2 * h)
+    return float(a.num_heads * a.head_dim), float(a.num_kv_heads * (a.head_dim + a.v_head_dim))
+
+
+def draft_layer_params(spec: ModelSpec) -> float:
+    """Parameters of one drafter decoder layer for target ``spec`` (see the module docstring):
+    q and o (h × width each), k and v, and a gated FFN (``ffn_matrices`` × h × I). Raises nothing."""
+    h = spec.hidden_size
+    qo, kv = _attention(spec)
+    width = spec.dense_intermediate if spec.moe is None else MOE_DRAFT_FFN_PER_HIDDEN * h
+    return 2.0 * h * qo + h * kv + float(spec.ffn_matrices * h * width)
+
+
+def draft_params(spec: ModelSpec, method: str, draft_layers: int) -> float:
+    """Parameters of the separately loaded drafter of ``method`` with ``draft_layers`` decoder
+    layers (parameters, not bytes); 0 for ``mtp``, whose layers are the target's own.
+
+    DFlash: layers + ``fc`` (taps·h × h). EAGLE-3: one layer whose q/k/v read 2h, ``fc`` (3h × h)
+    and an lm_head of :data:`EAGLE3_DRAFT_VOCAB` rows. EAGLE: one layer and ``fc`` (2h × h).
+    Norms (a few h each) are left out.
+
+    Raises:
+        ValueError: ``method`` is none of mtp, eagle, eagle3, dflash.
+    """
+    if method == "mtp":
+        return 0.0
+    if method not in SEPARATE_DRAFTERS:
+        raise ValueError(f"unknown speculative method {method!r}")
+    h = spec.hidden_size
+    layers = draft_layer_params(spec) * draft_layers
+    if method == "dflash":
+        return layers + float(DFLASH_TARGET_TAPS * h * h)
+    if method == "eagle3":
+        qo, kv = _attention(spec)
+        return layers + h * (qo + kv) + float(3 * h * h) + float(h * EAGLE3_DRAFT_VOCAB)
+    return layers + float(2 * h * h)
+
+
+def draft_kv_layers(spec: ModelSpec, method: str, draft_layers: int) -> int:
+    """Attention layers of the draft that hold KV cache for every token: the target's MTP layers
+    under ``mtp``, else the drafter's ``draft_layers``. Raises nothing."""
+    return spec.mtp_layers if method == "mtp" else draft_layers
