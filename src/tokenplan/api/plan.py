@@ -18,6 +18,7 @@ from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import base_repo_of, gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError, import_extra, shown
 from tokenplan.files.bench_tau import resolve_spec
+from tokenplan.files.drafter import attach_drafter
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.answer import REPORT_CHARTS, Question, Searched, answer, report_data, search
@@ -70,6 +71,9 @@ class PlanRequest:
             (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
             ``--max_batch_size``; None = the engine's default, and where it caps below memory,
             a raised cap as well).
+        draft_model: the drafter of the eagle/eagle3/dflash settings in ``specs``: a checkpoint
+            folder whose config.json gives its shape, or a repository id for the launch commands
+            (``files.drafter``).
     """
 
     model: str = "qwen3.6-27b"
@@ -95,6 +99,7 @@ class PlanRequest:
     dp: int | None = None
     ep: int | None = None
     max_running: int | None = None
+    draft_model: str | None = None
 
     @property
     def provisioning(self) -> bool:
@@ -227,8 +232,11 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     specs, spec_notes = [], []
     for text in req.specs:  # a TAU naming a bench file: files.bench_tau
         resolved, note = resolve_spec(text, req.isl_mean, req.osl_mean)
-        specs.append(parse_spec(resolved))
+        spec = parse_spec(resolved)
+        specs.append(attach_drafter(spec, req.draft_model) if spec and spec.method != "mtp" else spec)
         spec_notes += [note] if note else []
+    if req.draft_model is not None and not any(s is not None and s.draft_model for s in specs):
+        attach_drafter(None, req.draft_model)  # refused: no setting loads a drafter
     weights = (
         tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     )

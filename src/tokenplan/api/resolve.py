@@ -22,6 +22,7 @@ from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficie
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InfeasibleError, InputError, TokenplanError, shown
 from tokenplan.files.bench_tau import resolve_spec
+from tokenplan.files.drafter import attach_drafter
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.workload import MAX_SIGMA, LengthDist, lognormal_with_mean, set_lengths, stated_lengths
@@ -55,6 +56,8 @@ class PredictRequest:
     CPU and GPU work, ``engines.overlap``; None = the current release).
     ``scheduler_recv_interval`` (SGLang ``--scheduler-recv-interval``): decode iterations between
     two receives of new requests (None = the engine's, 1; only with SGLang).
+    ``draft_model``: the EAGLE/DFlash drafter's checkpoint folder or repository id
+    (``files.drafter``; None = its shape taken from the target's, a placeholder in launches).
     """
 
     model: str
@@ -84,6 +87,7 @@ class PredictRequest:
     chunked_prefill_size: int | None = None
     engine_version: str | None = None
     scheduler_recv_interval: int | None = None
+    draft_model: str | None = None
 
 
 def read_profile(calibration: str | None) -> Profile:
@@ -139,6 +143,7 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
     if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
         raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
     spec = parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0])  # TAU may name a bench file (files.bench_tau)
+    spec = attach_drafter(spec, req.draft_model)
     config = Config(
         layout=layout,
         weight_dtype=weight,

@@ -25,7 +25,13 @@ weights for it, the rest being the drafter's cache and buffers (tests/unit/arch/
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tokenplan.arch.hf_fields import Reader, architecture
 from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.errors import ConfigError
 
 # Target layers whose hidden states a DFlash drafter reads: 5 in z-lab's Qwen3-4B recipe
 # (target_layer_ids [1, 9, 17, 25, 33]) and Qwen3.6-27B drafter ([1, 16, 31, 46, 61], fc input
@@ -88,3 +94,61 @@ def draft_kv_layers(spec: ModelSpec, method: str, draft_layers: int) -> int:
     """Attention layers of the draft that hold KV cache for every token: the target's MTP layers
     under ``mtp``, else the drafter's ``draft_layers``. Raises nothing."""
     return spec.mtp_layers if method == "mtp" else draft_layers
+
+
+@dataclass(frozen=True, slots=True)
+class DrafterShape:
+    """A drafter read from its own ``config.json`` (``--draft-model``), in place of the shape
+    taken from the target's.
+
+    Attributes:
+        params: parameters the engine loads for it (its decoder layers, ``fc``, an own lm_head;
+            not the embedding and lm_head it shares with the target).
+        layers: its decoder layers, each holding KV for every token.
+        kv_heads, head_dim: K/V heads and head size of its attention.
+    """
+
+    params: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+
+def drafter_shape(cfg: Mapping[str, Any], source: str, method: str) -> DrafterShape:
+    """The shape of a drafter from its ``config.json`` dict (``source`` names the file in errors):
+    a DFlash drafter (``DFlashDraftModel``; ``fc`` over ``len(dflash_config.target_layer_ids)``
+    target layers) or an EAGLE/EAGLE-3 head (``fc`` over 2 or 3 target layers of
+    ``target_hidden_size``, default the drafter's; EAGLE-3's own lm_head of
+    ``draft_vocab_size`` rows). Layer parameters as :func:`draft_layer_params`, from the file's
+    ``hidden_size``, heads, ``head_dim`` and ``intermediate_size``.
+
+    Raises:
+        ConfigError: a field is missing or malformed, or the file is another method's drafter
+            (a DFlash drafter named for ``--spec eagle3``, or the reverse).
+    """
+    r = Reader(cfg, source)
+    arch = architecture(r)
+    if ("dflash" in arch.lower()) != (method == "dflash"):
+        raise r.refuse("architectures", f"a drafter for --spec {method}, not {arch}")
+    h = r.int("hidden_size", minimum=1)
+    layers = r.int("num_hidden_layers", minimum=1)
+    heads = r.int("num_attention_heads", minimum=1)
+    kv_heads = r.int("num_key_value_heads", default=heads, minimum=1)
+    head_dim = r.int("head_dim", default=h // heads, minimum=1)
+    inter = r.int("intermediate_size", minimum=1)
+    qo, kv = heads * head_dim, 2 * kv_heads * head_dim
+    layer = 2.0 * h * qo + h * kv + 3.0 * h * inter
+    if method == "dflash":
+        dflash = cfg.get("dflash_config")
+        taps = dflash.get("target_layer_ids") if isinstance(dflash, Mapping) else None
+        if not isinstance(taps, list) or not taps:
+            raise ConfigError(source, "dflash_config.target_layer_ids", "a non-empty list of target layer indices")
+        return DrafterShape(layers * layer + float(len(taps) * h * h), layers, kv_heads, head_dim)
+    target_h = r.int("target_hidden_size", default=h, minimum=1)
+    if method == "eagle3":
+        vocab = r.first_int(("draft_vocab_size", "vocab_size"), minimum=1)
+        # the first layer's q/k/v read [embedding; hidden], 2h wide
+        extra = float(h * (qo + kv)) + 3.0 * target_h * h + float(h * vocab)
+    else:
+        extra = 2.0 * target_h * h
+    return DrafterShape(layers * layer + extra, layers, kv_heads, head_dim)

@@ -105,3 +105,10 @@ class Command(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, current_spellings(args, self.old_spellings))
+
+
+# --draft-model, shared by plan, predict and memory (api: files.drafter)
+DRAFT_MODEL = click.option(
+    "--draft-model",
+    help="EAGLE/DFlash: the drafter's checkpoint folder (its config.json sizes its weights and KV) or owner/name repository id, written into the launch commands [default: its shape from the target's, a DRAFT_MODEL placeholder]",
+)

@@ -13,7 +13,7 @@ import click
 
 from tokenplan.cli.app import app, exit_status
 from tokenplan.cli.app import console as wide_console
-from tokenplan.cli.params import INTEGER, NUMBER
+from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
 
 
 @app.command("plan", old_spellings={"--isl-mean": "--isl", "--osl-mean": "--osl"})
@@ -45,6 +45,7 @@ from tokenplan.cli.params import INTEGER, NUMBER
     multiple=True,
     help="Speculative settings to try: none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3, dflash (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON whose measured acceptance gives it, e.g. mtp:3:bench.json; repeatable) [default: none, mtp:1, mtp:3]",
 )
+@DRAFT_MODEL
 @click.option(
     "--weight-dtype",
     multiple=True,

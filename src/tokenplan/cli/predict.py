@@ -8,7 +8,7 @@ import click
 
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
-from tokenplan.cli.params import INTEGER, NUMBER
+from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL
 
 
@@ -149,6 +149,7 @@ def _lengths(command):  # noqa: ANN001, ANN202 - a click command function
     default="none",
     help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash, e.g. mtp:3:3.3 (K 3 if left out; TAU from the acceptance prior if left out, or a `tokenplan bench --save` or `vllm bench serve` result JSON's measured acceptance, e.g. mtp:3:bench.json)",
 )
+@DRAFT_MODEL
 @_ENGINE
 @_MEMORY_FRACTION
 @click.option("--max-running", type=INTEGER, help="Running-request cap per replica [default: the engine's]")
@@ -172,6 +173,7 @@ def predict_cmd(
     osl: float,
     concurrency: str,
     spec: str,
+    draft_model: str | None,
     engine: str,
     memory_fraction: float | None,
     max_running: int | None,
@@ -209,6 +211,7 @@ def predict_cmd(
             osl=osl,
             concurrency=_concurrency(concurrency),
             spec=spec,
+            draft_model=draft_model,
             engine=engine,
             memory_fraction=memory_fraction,
             max_running=max_running,
@@ -242,6 +245,7 @@ def predict_cmd(
     default="none",
     help="none or METHOD[:K[:TAU]] with METHOD mtp, eagle, eagle3 or dflash (draft layers and their memory; K 3 if left out)",
 )
+@DRAFT_MODEL
 @_ENGINE
 @_MEMORY_FRACTION
 @click.option("--max-running", type=INTEGER, help="Running requests per replica (SGLang --max-running-requests)")
@@ -267,6 +271,7 @@ def memory_cmd(
     isl_cap: float | None,
     max_tokens: float | None,
     spec: str,
+    draft_model: str | None,
     engine: str,
     memory_fraction: float | None,
     max_running: int | None,
@@ -302,6 +307,7 @@ def memory_cmd(
             osl_cap=max_tokens,
             isl_cap=isl_cap,
             spec=spec,
+            draft_model=draft_model,
             engine=engine,
             memory_fraction=memory_fraction,
             max_running=max_running,

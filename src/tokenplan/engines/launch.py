@@ -85,6 +85,8 @@ class Launch(NamedTuple):
             KV pool the plan sized to hold the batch with headroom
             (``planning.launch.launch_sizing``); an engine not listed keeps the planned
             settings' fraction (planned engine) or its own default, and ``planned_running``.
+        draft_model: the EAGLE/DFlash drafter's checkpoint (``--draft-model``); None: the
+            commands write :data:`DRAFT_MODEL` and say to put it there.
     """
 
     repo: str
@@ -103,6 +105,7 @@ class Launch(NamedTuple):
     planned_engine: str
     host_gpus: int = 8
     sizing: tuple[tuple[str, float, int], ...] = ()
+    draft_model: str | None = None
 
     def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
@@ -189,10 +192,17 @@ def needs_drafter(method: str | None) -> bool:
     return method is not None and method != "mtp"
 
 
+def drafter_path(launch: Launch) -> str:
+    """The drafter's checkpoint as a command writes it: ``launch.draft_model`` (shell-quoted),
+    or the :data:`DRAFT_MODEL` placeholder."""
+    return quote(launch.draft_model) if launch.draft_model else DRAFT_MODEL
+
+
 def draft_note(launch: Launch) -> str | None:
     """A comment line for a launch whose speculative method loads a separate drafter
-    (:func:`needs_drafter`): put its checkpoint where the command says DRAFT_MODEL; else None."""
-    if not needs_drafter(launch.spec_method):
+    (:func:`needs_drafter`) the plan was not given: put its checkpoint where the command says
+    DRAFT_MODEL; else None."""
+    if not needs_drafter(launch.spec_method) or launch.draft_model:
         return None
     return (
         f"# {DRAFT_MODEL}: put the drafter's checkpoint there ({launch.spec_method} draft model for "

@@ -21,10 +21,10 @@ from typing import Any, ClassVar, NamedTuple
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import CachePools, EngineSettings, Launch, Parallelism, join_command, quote
 from tokenplan.engines.launch import (
-    DRAFT_MODEL,
     MaxRunning,
     checkpoint_note,
     draft_note,
+    drafter_path,
     needs_drafter,
     node_ranks_note,
     replica_hosts,
@@ -339,7 +339,7 @@ class Sglang:
         elif s.chunk_set and launch.planned_engine == self.name:
             args.append(f"--chunked-prefill-size {s.chunk_tokens}")
         if launch.spec_method is not None:
-            args.append(_spec_args(launch.spec_method, launch.draft_tokens))
+            args.append(_spec_args(launch.spec_method, launch.draft_tokens, drafter_path(launch)))
         if launch.ssm_dtype is not None and launch.hybrid:
             args.append(f"--mamba-ssm-dtype {quote(launch.ssm_dtype)}")  # S10; the memory model sized the state in it
         if self.disables_radix_cache(launch.hybrid, launch.max_running):
@@ -375,7 +375,7 @@ class Sglang:
         return args
 
 
-def _spec_args(method: str, k: int) -> str:
+def _spec_args(method: str, k: int, drafter: str) -> str:
     """The speculative flags (``arg_groups/fields/spec.py``: algorithms EAGLE, EAGLE3, NEXTN,
     DFLASH; ``--speculative-draft-model-path``): NEXTN (MTP) drafts with the checkpoint's own
     layers; EAGLE and EAGLE3 name the drafter, k steps of top-1, k + 1 tokens to verify. DFLASH
@@ -385,7 +385,7 @@ def _spec_args(method: str, k: int) -> str:
     algo = "NEXTN" if method == "mtp" else method.upper()
     head = f"--speculative-algorithm {quote(algo)}"
     if needs_drafter(method):
-        head += f" --speculative-draft-model-path {DRAFT_MODEL}"
+        head += f" --speculative-draft-model-path {drafter}"
     if method == "dflash":
         return f"{head} --speculative-num-draft-tokens {k + 1}"
     return f"{head} --speculative-num-steps {k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}"

@@ -14,6 +14,7 @@ a MAX_UTILIZATION policy or trtllm-serve's dynamic batch-size tuning changes the
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -301,7 +302,7 @@ class Trtllm:
         if lay.attention_dp:
             yaml += ["enable_attention_dp: true", "attention_dp_config:", *_ADP_BALANCE_YAML]
         if launch.spec_method is not None:
-            yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens)]
+            yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens, launch.draft_model)]
         ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch
         # TensorRT-LLM takes the weight format from the checkpoint: another format than the
         # repository's is a placeholder for its ModelOpt checkpoint, said on the first line (pasted
@@ -344,7 +345,7 @@ class Trtllm:
 _DECODING_TYPE = {"mtp": "MTP", "eagle": "Eagle", "eagle3": "Eagle3", "dflash": "DFlash"}
 
 
-def _spec_yaml(method: str, k: int) -> list[str]:
+def _spec_yaml(method: str, k: int, drafter: str | None) -> list[str]:
     """The YAML ``speculative_config`` lines: MTP reads the checkpoint's own layers; EAGLE,
     EAGLE-3 and DFlash need a draft model the plan does not know (``DRAFT_MODEL``)."""
     if method == "mtp":
@@ -352,7 +353,9 @@ def _spec_yaml(method: str, k: int) -> list[str]:
     return [
         f"  decoding_type: {_DECODING_TYPE.get(method, method)}",
         f"  max_draft_len: {k}",
-        f"  speculative_model_dir: {DRAFT_MODEL}  # the drafter's checkpoint",
+        f"  speculative_model_dir: {json.dumps(drafter)}"
+        if drafter
+        else f"  speculative_model_dir: {DRAFT_MODEL}  # the drafter's checkpoint",
     ]
 
 

@@ -295,7 +295,7 @@ class Vllm:
             # every one but mtp loads its drafter from "model" (launch.DRAFT_MODEL).
             spec: dict[str, object] = {"method": launch.spec_method}
             if needs_drafter(launch.spec_method):
-                spec["model"] = DRAFT_MODEL
+                spec["model"] = launch.draft_model or DRAFT_MODEL
             spec["num_speculative_tokens"] = launch.draft_tokens
             args.append(f"--speculative-config {quote(json.dumps(spec, separators=(',', ':')))}")
         parser = launch.parser(self.name)

@@ -216,7 +216,7 @@ def engine_memory(
         verify_state_commit=config.engine.pools.verify_state_commit,
         swa_full_tokens_ratio=config.engine.pools.swa_full_tokens_ratio,
         expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
-        draft=(config.spec.method, config.spec.draft_layers) if config.spec else None,
+        draft=config.spec,
     )
 
 

@@ -24,6 +24,7 @@ from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
 from tokenplan.perf.layout import Layout, kv_heads_per_gpu
 from tokenplan.perf.pools import MemoryBreakdown as MemoryBreakdown  # re-export: its home before the split
+from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import ACTIVATION_BYTES, Dtype
 
 # The share of a GPU's nominal memory (nvidia-smi's total) that the CUDA runtime reports as its total
@@ -192,7 +193,7 @@ def memory_breakdown(
     expert_padding: tuple[int, int] = (1, 1),
     verify_state_commit: bool = False,
     swa_full_tokens_ratio: float | None = None,
-    draft: tuple[str, int] | None = None,
+    draft: SpecDecode | None = None,
 ) -> MemoryBreakdown:
     """Split one GPU's memory into weights, reserve, KV pool and state pool.
 
@@ -208,9 +209,10 @@ def memory_breakdown(
         padded_state_slot: the engine allocates one more state row per tensor (SGLang, S18).
         draft_kv_pool: the draft keeps its own KV pool at the target's token count (SGLang,
             S3); else its layers share the target's pool (vLLM, TRT-LLM).
-        draft: (method, draft layers) of the speculative decoding in use (``SpecDecode``), None
-            without: an EAGLE/DFlash drafter's weights (BF16, sharded by TP, ``arch.draft``) join
-            the weights, and the draft's attention layers (MTP's or the drafter's) hold KV.
+        draft: the speculative decoding in use, None without: an EAGLE/DFlash drafter's weights
+            (BF16, sharded by TP; its ``drafter`` shape read from its config.json, else the one
+            ``arch.draft`` takes from the target's) join the weights, and the draft's attention
+            layers (MTP's or the drafter's) hold KV.
         expert_padding: the engine's routed-expert padding (``Engine.expert_padding``).
         verify_state_commit: the engine copies the accepted state after each verify
             (``CachePools.verify_state_commit``); counted only with speculative copies.
@@ -221,15 +223,16 @@ def memory_breakdown(
     The engine sizes against :func:`cuda_visible_bytes` of the GPU; ``reserve_bytes`` of the
     result is everything but weights and pools, the driver's share included.
     """
-    method, layers = draft if draft is not None else ("mtp", 0)
+    method, layers = (draft.method, draft.draft_layers) if draft is not None else ("mtp", 0)
     with_mtp = draft is not None and method == "mtp"  # MTP layers ship with the target
+    shape = draft.drafter if draft is not None else None
     last = _LAST_WEIGHTS  # a search sizes one model, layout and format for several KV formats and caps in a row
     if last[0] is spec and last[1] is layout and last[2] is weight_dtype and last[3] == (with_mtp, expert_padding):
         weights = last[4]
     else:  # the lru_cache hashes the whole ModelSpec: about 1 µs a call
         weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
         last[:] = [spec, layout, weight_dtype, (with_mtp, expert_padding), weights]
-    drafter = draft_params(spec, method, layers) * Dtype.BF16.bytes_per_element / layout.tp
+    drafter = (shape.params if shape else draft_params(spec, method, layers)) * Dtype.BF16.bytes_per_element / layout.tp
     weights += drafter
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
     usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)
@@ -254,6 +257,9 @@ def memory_breakdown(
     swa = swa_full_tokens_ratio if spec.sliding_layers else None
     # the draft's layers sit on the last pipeline stage, the heaviest with them
     draft_tok = kv_layer * draft_kv_layers(spec, method, layers) if draft is not None else 0.0
+    if shape is not None:  # its own heads, sharded as the target's (replicated past TP = heads)
+        heads = shape.kv_heads if layout.attention_dp else max(shape.kv_heads / layout.tp, 1.0)
+        draft_tok = shape.layers * heads * 2 * shape.head_dim * kv_dtype.bytes_per_element
     per_full_token = kv_tok + (0.0 if draft_kv_pool else draft_tok) + (swa * sliding_tok if swa else 0.0)
     kv_tokens = kv_pool / per_full_token * shards if per_full_token > 0 else float("inf")
     return MemoryBreakdown(

@@ -12,8 +12,9 @@ arXiv:2211.17192 §3).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from tokenplan.arch.draft import DrafterShape
 from tokenplan.errors import InputError
 from tokenplan.records import quick_init
 
@@ -30,6 +31,10 @@ class SpecDecode:
             :data:`DFLASH_DRAFT_LAYERS`), each run once per drafted token.
         from_prior: τ came from :data:`ACCEPTANCE_PRIOR_PER_TOKEN` (not given), so it is
             re-derived at the job's context (:meth:`at_context`).
+        draft_model: the drafter's checkpoint as the launch commands name it (``--draft-model``;
+            None: a placeholder), EAGLE/DFlash only.
+        drafter: its shape read from its ``config.json`` (None: taken from the target's,
+            :mod:`tokenplan.arch.draft`).
     """
 
     method: str
@@ -37,6 +42,8 @@ class SpecDecode:
     acceptance_length: float
     draft_layers: int = 1
     from_prior: bool = False
+    draft_model: str | None = None
+    drafter: DrafterShape | None = None
 
     def __post_init__(self) -> None:
         if self.draft_tokens < 1:
@@ -58,7 +65,7 @@ class SpecDecode:
         if not self.from_prior:
             return self
         tau = round(prior_acceptance_length(self.method, self.draft_tokens, context_tokens), 2)
-        return SpecDecode(self.method, self.draft_tokens, tau, self.draft_layers, True)
+        return replace(self, acceptance_length=tau)
 
 
 quick_init(SpecDecode)  # a quicker __init__, same signature (tokenplan.records)

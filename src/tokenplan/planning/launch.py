@@ -229,6 +229,7 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
         settings=ev.settings,
         planned_engine=c.engine.name,
         host_gpus=host_gpus(ev),
+        draft_model=c.spec.draft_model if c.spec else None,
     )
 
 

@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tokenplan.arch.draft import draft_kv_layers, draft_params
+from tokenplan.api.memory import memory
+from tokenplan.api.resolve import PredictRequest
+from tokenplan.arch.draft import draft_kv_layers, draft_params, drafter_shape
 from tokenplan.catalog import load_engine, load_gpu, load_model
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.files.drafter import attach_drafter
+from tokenplan.job.results import MemoryResult
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import memory_breakdown
+from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype
 
 # Qwen3.5-27B (catalog config): h 5,120, 24 heads × 256, 4 KV heads × 256, dense FFN 17,408.
@@ -55,7 +63,7 @@ def test_mtp_brings_no_drafter_and_its_own_layers_hold_kv():
         draft_params(model, "medusa", 1)
 
 
-def _memory(engine_name: str, draft: tuple[str, int] | None, tp: int = 1):
+def _memory(engine_name: str, draft: SpecDecode | None, tp: int = 1):
     model, gpu, engine = load_model("qwen3.5-27b"), load_gpu("b200"), load_engine(engine_name)
     settings = engine.settings(gpu, Layout(tp=tp), speculative=draft is not None)
     return memory_breakdown(
@@ -68,7 +76,7 @@ def _memory(engine_name: str, draft: tuple[str, int] | None, tp: int = 1):
         None,
         draft=draft,
         draft_kv_pool=engine.pools.draft_kv_pool,
-        spec_state_copies=engine.spec_state_copies(draft[1] if draft else None),
+        spec_state_copies=engine.spec_state_copies(draft.draft_tokens if draft else None),
     )
 
 
@@ -77,7 +85,7 @@ def test_vllm_and_trtllm_keep_the_mtp_layers_kv_in_the_one_pool(engine):
     # Qwen3.5-27B BF16 KV: 16 attention layers · 4 heads · (256 + 256) · 2 B = 65,536 B per token;
     # the MTP layer adds one more 4,096 B → 69,632 B of the pool per token, and of what the pool
     # holds at any running count 4,096 / 69,632 = 1/17 is the draft's.
-    m = _memory(engine, ("mtp", 1))
+    m = _memory(engine, SpecDecode("mtp", 1, 1.8))
     assert (m.kv_bytes_per_token_per_gpu, m.draft_kv_bytes_per_token_per_gpu) == (65_536, 4_096)
     assert m.draft_kv_shared and m.pool_kv_bytes_per_token_per_gpu == 69_632
     a = m.allocation(64)
@@ -87,7 +95,7 @@ def test_vllm_and_trtllm_keep_the_mtp_layers_kv_in_the_one_pool(engine):
 
 
 def test_sglang_gives_the_draft_a_pool_of_its_own_from_the_reserve():
-    m = _memory("sglang", ("mtp", 1))
+    m = _memory("sglang", SpecDecode("mtp", 1, 1.8))
     assert not m.draft_kv_shared and m.pool_kv_bytes_per_token_per_gpu == 65_536
     a = m.allocation(48)
     # the draft pool holds as many tokens as the target's: kv_cache / 65,536 · 4,096
@@ -96,8 +104,98 @@ def test_sglang_gives_the_draft_a_pool_of_its_own_from_the_reserve():
 
 def test_a_dflash_drafter_sharded_by_tp_joins_the_weights():
     # TP2: the drafter's 1,835,008,000 BF16 parameters, 3,670,016,000 B, half on each GPU.
-    without, with_drafter = _memory("vllm", None, tp=2), _memory("vllm", ("dflash", 5), tp=2)
+    without, with_drafter = _memory("vllm", None, tp=2), _memory("vllm", SpecDecode("dflash", 7, 4.0, 5), tp=2)
     assert with_drafter.weight_bytes_per_gpu - without.weight_bytes_per_gpu == pytest.approx(1_835_008_000)
     assert with_drafter.draft_weight_bytes_per_gpu == pytest.approx(1_835_008_000)
     # its five layers' KV at TP2: 5 · 2 KV heads · (256 + 256) · 2 B = 10,240 B per token per GPU
     assert with_drafter.draft_kv_bytes_per_token_per_gpu == 10_240
+
+
+# A DFlash drafter's config.json as z-lab writes one (architectures, qwen3 layers, dflash_config),
+# shaped for Qwen3.6-27B: h 5,120, 5 layers, 32 heads × 128, 8 KV heads, FFN 17,408, 5 taps.
+DFLASH_CONFIG = {
+    "architectures": ["DFlashDraftModel"],
+    "model_type": "qwen3",
+    "hidden_size": 5120,
+    "num_hidden_layers": 5,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 17408,
+    "vocab_size": 248320,
+    "dflash_config": {"block_size": 16, "target_layer_ids": [1, 16, 31, 46, 61]},
+}
+
+
+def test_a_dflash_config_json_gives_the_drafters_own_shape():
+    # A layer: q and o 2·5,120·4,096 = 41,943,040; k and v 5,120·2·8·128 = 10,485,760; FFN
+    # 3·5,120·17,408 = 267,386,880 → 319,815,680; 5 layers 1,599,078,400 + fc 5·5,120² =
+    # 131,072,000 → 1,730,150,400.
+    shape = drafter_shape(DFLASH_CONFIG, "config.json", "dflash")
+    assert (shape.params, shape.layers, shape.kv_heads, shape.head_dim) == (1_730_150_400, 5, 8, 128)
+
+
+def test_an_eagle3_config_json_counts_its_wide_first_layer_fc_and_lm_head():
+    # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's shape: h 4,096, 1 layer, 32 heads × 128, 8 KV heads,
+    # FFN 14,336, draft_vocab_size 32,000. Layer: 2·4,096·4,096 = 33,554,432 + 4,096·2·8·128 =
+    # 8,388,608 + 3·4,096·14,336 = 176,160,768 → 218,103,808; its q/k/v read 2h: + 4,096·(4,096 +
+    # 2,048) = 25,165,824; fc 3·4,096² = 50,331,648; lm_head 4,096·32,000 = 131,072,000
+    # → 424,673,280.
+    cfg = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "hidden_size": 4096,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "draft_vocab_size": 32000,
+    }
+    assert drafter_shape(cfg, "config.json", "eagle3").params == 424_673_280
+
+
+@pytest.mark.parametrize(
+    ("change", "method", "key"),
+    [
+        ({}, "eagle3", "architectures"),  # a DFlash drafter named for EAGLE-3
+        ({"num_hidden_layers": 0}, "dflash", "num_hidden_layers"),
+        ({"hidden_size": "5120"}, "dflash", "hidden_size"),
+        ({"dflash_config": {}}, "dflash", "dflash_config.target_layer_ids"),
+    ],
+)
+def test_a_malformed_drafter_config_is_refused_naming_the_key(change, method, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        drafter_shape({**DFLASH_CONFIG, **change}, "config.json", method)
+
+
+def test_draft_model_reads_a_folder_names_a_repository_and_refuses_the_rest(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(DFLASH_CONFIG))
+    base = SpecDecode("dflash", 7, 4.0, 5)
+    got = attach_drafter(base, str(tmp_path))
+    assert got is not None and got.drafter is not None and got.draft_model == str(tmp_path)
+    assert got.draft_layers == 5 and got.drafter.params == 1_730_150_400
+    repo = attach_drafter(base, "z-lab/Qwen3.6-27B-DFlash")  # named in the launches, shape the target's
+    assert repo is not None and repo.draft_model == "z-lab/Qwen3.6-27B-DFlash" and repo.drafter is None
+    for refused, spec in (
+        (str(tmp_path / "missing"), base),
+        ("./nope", base),
+        (str(tmp_path), SpecDecode("mtp", 1, 1.8)),
+        (str(tmp_path), None),
+    ):
+        with pytest.raises(InputError, match="draft_model"):
+            attach_drafter(spec, refused)
+
+
+def test_memory_of_a_drafter_read_from_its_config_json(tmp_path):
+    # Qwen3.6-27B under vLLM, TP1, BF16: the drafter's 1,730,150,400 parameters add 3,460,300,800 B;
+    # its 5 layers × 8 KV heads × 2 × 128 × 2 B = 20,480 B per token join the pool's 65,536 B.
+    (tmp_path / "config.json").write_text(json.dumps(DFLASH_CONFIG))
+    base = dict(model="qwen3.6-27b", gpu="b200", engine="vllm", weight_dtype="bf16", kv_dtype="bf16")
+    plain = memory(PredictRequest(**base, spec="dflash:7"))
+    read = memory(PredictRequest(**base, spec="dflash:7", draft_model=str(tmp_path)))
+    assert isinstance(plain, MemoryResult) and isinstance(read, MemoryResult)
+    assert read.draft_weight_bytes_per_gpu == 3_460_300_800
+    assert read.draft_kv_bytes_per_token_per_gpu == 20_480
+    # the estimate from the target's shape (test above): 1,835,008,000 parameters
+    assert plain.draft_weight_bytes_per_gpu == 3_670_016_000
+    assert read.weight_bytes_per_gpu - plain.weight_bytes_per_gpu == 3_460_300_800 - 3_670_016_000

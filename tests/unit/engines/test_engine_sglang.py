@@ -296,3 +296,10 @@ def test_a_replica_wider_than_a_host_runs_one_command_per_node_rank(sglang):
     assert "--nnodes" not in sglang.launch_command(_launch(layout=Layout(tp=8), host_gpus=8))
     # one host: generate reaches the server on 127.0.0.1, the default bind is enough
     assert "--host" not in sglang.launch_command(_launch(layout=Layout(tp=8), host_gpus=8))
+
+
+def test_a_drafter_the_plan_was_given_is_named_and_the_placeholder_note_goes(sglang):
+    # plan --draft-model: the path is written where DRAFT_MODEL stood (shell-quoted: a space), no note
+    cmd = sglang.launch_command(_launch(spec_method="dflash", draft_tokens=8, draft_model="/ckpt/my drafter"))
+    assert "--speculative-draft-model-path '/ckpt/my drafter' --speculative-num-draft-tokens 9" in cmd
+    assert "DRAFT_MODEL" not in cmd

@@ -239,3 +239,9 @@ def test_a_replica_wider_than_a_host_is_one_mpi_job(trtllm):
     # reached from elsewhere: trtllm-serve's --host defaults to localhost (a break-it pass)
     assert "  --host 0.0.0.0\n# tokenplan generate takes the server on HOST0" in cmd
     assert "--host" not in trtllm.launch_command(_launch(layout=Layout(tp=8), spec_method=None, host_gpus=8))
+
+
+def test_a_drafter_the_plan_was_given_is_the_speculative_model_dir(trtllm):
+    cmd = trtllm.launch_command(_launch(spec_method="eagle3", draft_tokens=2, draft_model="/ckpt/eagle3"))
+    assert '  speculative_model_dir: "/ckpt/eagle3"\nEOF\n' in cmd
+    assert "DRAFT_MODEL" not in cmd

@@ -209,3 +209,9 @@ def test_launch_writes_a_user_token_budget(vllm):
     )
     assert "--max-num-batched-tokens 40000" in vllm.launch_command(planned).split(" \\\n  ")
     assert "--max-num-batched-tokens" not in vllm.launch_command(_launch(planned_engine="vllm"))
+
+
+def test_a_drafter_the_plan_was_given_is_the_speculative_configs_model(vllm):
+    cmd = vllm.launch_command(_launch(spec_method="dflash", draft_tokens=8, draft_model="z-lab/Qwen3.6-27B-DFlash"))
+    assert """'{"method":"dflash","model":"z-lab/Qwen3.6-27B-DFlash","num_speculative_tokens":8}'""" in cmd
+    assert "DRAFT_MODEL" not in cmd

@@ -21,6 +21,7 @@ import pytest
 from tokenplan.catalog import load_engine, load_gpu, load_model
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.memory import memory_breakdown, weight_bytes_per_gpu
+from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype, GiB, MiB
 
 # Llama-3.1-8B parameters without norms (tests/unit/arch/test_params.py):
@@ -308,7 +309,7 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
         Dtype.FP8,
         settings,
         None,
-        draft=("mtp", 1),
+        draft=SpecDecode("mtp", 3, 2.0),
         spec_state_copies=engine.spec_state_copies(3),
         padded_state_slot=True,
         draft_kv_pool=True,
@@ -342,7 +343,7 @@ def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200(
         Dtype.FP8,
         settings,
         None,
-        draft=("mtp", 1),
+        draft=SpecDecode("mtp", 3, 2.0),
         spec_state_copies=engine.spec_state_copies(3),
         padded_state_slot=True,
         draft_kv_pool=True,
