@@ -61,14 +61,20 @@ def draft_s(
     d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode, one: StepTime | None = None
 ) -> float:
     """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
-    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost.
+    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost; DFlash
+    drafts its block of k tokens in one pass ("parallel drafting" of a block diffusion drafter,
+    z-lab/dflash README, arXiv:2602.06036), that pass over k + 1 query tokens per sequence.
     ``one``: ``step_time(d, eff, batch, ctx)`` where the caller has it already."""
-    one = step_time(d, eff, batch, ctx) if one is None else one
+    passes = 1 if spec.method == "dflash" else spec.draft_tokens
+    if passes == 1 and spec.draft_tokens > 1:
+        one = step_time(d, eff, batch, ctx, query_tokens_per_seq=spec.draft_tokens + 1)
+    elif one is None:
+        one = step_time(d, eff, batch, ctx)
     kernel = one.total_s - one.overhead_s
     lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
     layer_share = spec.draft_layers / d.spec.num_layers
     per_pass = kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch
-    return spec.draft_tokens * (per_pass + eff.layer_latency_s * spec.draft_layers)
+    return passes * (per_pass + eff.layer_latency_s * spec.draft_layers)
 
 
 # Least share of a mixed step's token budget left to prompt tokens when the decode batch alone

@@ -1,0 +1,40 @@
+"""Draft time per verification step (job.batching.draft_s): a chain drafter (MTP, EAGLE) runs k
+passes of its head; a DFlash drafter drafts its whole block in one pass ("parallel drafting",
+z-lab/dflash README; arXiv:2602.06036), that pass over k + 1 query tokens per sequence."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenplan.api.resolve import PredictRequest, resolve
+from tokenplan.job.batching import draft_s
+from tokenplan.job.evaluate import Evaluation
+from tokenplan.perf.speculative import SpecDecode
+from tokenplan.perf.step import step_time
+
+
+def _setup(spec: str):
+    scenario = resolve(PredictRequest(model="qwen3.6-27b", gpu="b200", weight_dtype="fp8", spec=spec))
+    ev = scenario.evaluate()
+    assert isinstance(ev, Evaluation)
+    return ev.deployment, scenario.efficiency
+
+
+def test_a_chain_drafter_runs_k_passes_and_dflash_one_over_its_block():
+    d, eff = _setup("dflash:7")
+    batch, ctx = 32.0, 3_000.0
+    layer_share = 5 / 64  # a 5-layer drafter against Qwen3.6-27B's 64 layers
+    lm_share = d.lm_head_params / (d.dense_params + d.lm_head_params)
+
+    def pass_s(query_tokens: int, layers: int) -> float:
+        one = step_time(d, eff, batch, ctx, query_tokens_per_seq=query_tokens)
+        kernel = one.total_s - one.overhead_s
+        share = layers / 64
+        return kernel * (share + lm_share) + eff.per_sequence_overhead_s * batch + eff.layer_latency_s * layers
+
+    dflash = SpecDecode("dflash", 7, 4.0, 5)
+    assert draft_s(d, eff, batch, ctx, dflash) == pytest.approx(pass_s(8, 5), rel=1e-12)
+    eagle = SpecDecode("eagle3", 7, 4.0, 1)
+    assert draft_s(d, eff, batch, ctx, eagle) == pytest.approx(7 * pass_s(1, 1), rel=1e-12)
+    # one pass over 8 tokens a sequence reads the drafter's weights once: it is not 7 passes' worth
+    assert layer_share > 0 and draft_s(d, eff, batch, ctx, dflash) < 7 * pass_s(1, 5)
