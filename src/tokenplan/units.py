@@ -36,6 +36,10 @@ MS_PER_S = 1e3
 # cap): 2^24 = 16,777,216 tokens, above the longest context any catalog model or engine serves
 # (10M, Llama 4 Scout's), and finite, so that deadlines, caps and costs stay finite numbers.
 MAX_REQUEST_TOKENS = 2**24
+# The most GPUs and requests a plan takes: about a million GPUs (ten times the largest announced
+# clusters) and a trillion requests; past them a figure says more about a typo than a job.
+MAX_GPUS = 2**20
+MAX_SAMPLES = 10**12
 # Cloud list prices for one GPU are a few to ~15 USD per hour (2025: B200 on-demand ~6–10 $/h);
 # 10,000 $/h is far above any, while keeping cost arithmetic finite (1e308 used to print $inf).
 MAX_PRICE_USD_PER_GPU_HOUR = 10_000

@@ -90,12 +90,12 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
         (["plan", "--isl-sigma", "-1"], "error: --isl-sigma -1 is not allowed (allowed: a lognormal σ from 0 to 5)"),
         (
             ["plan", "--gpu", "-8xb200"],
-            "error: --gpu '-8xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
+            "error: --gpu '-8xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer from 1 to 1,048,576 (e.g. 8xb200), "
             "or KEY alone (one node))",
         ),
         (
             ["plan", "--gpu", "8.5xb200"],
-            "error: --gpu '8.5xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), "
+            "error: --gpu '8.5xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer from 1 to 1,048,576 (e.g. 8xb200), "
             "or KEY alone (one node))",
         ),
     ],

@@ -178,3 +178,16 @@ def test_without_speculative_decoding_the_walk_starts_at_the_running_cap_that_re
     last = cur["walk"][-1]["output_tok_s_total"]
     total = f"1,600 → {last:,.0f} tok/s ({last / 1600:.2f}×; steady state)."
     assert any(line.endswith(total) for line in answer), answer
+
+
+def test_a_measurement_past_every_band_is_asked_for_its_unit():
+    # 1,000,000 tok/s on 4× RTX PRO 6000 is hundreds of times the prediction, past the widest
+    # rate band (1.6× above a prediction): the line asks whether the unit slipped; 1,600 does not.
+    from tokenplan.planning.current import current_sentences
+    from tokenplan.planning.results import CurrentSetup
+
+    for measured, slip in ((1_000_000, True), (1_600, False)):
+        got = plan(PlanRequest(gpus=("4xrtx-pro-6000",), current="engine=sglang,tp=4", measured_tok_s=measured))
+        cur = got.current
+        assert isinstance(cur, CurrentSetup)
+        assert ("check the figure's unit" in current_sentences(cur)[0]) is slip

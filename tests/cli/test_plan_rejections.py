@@ -79,7 +79,8 @@ CASES = {
     # EP = TP×PP = 16 over Mixtral's 8 experts.
     "layout": (
         dict(model="mixtral-8x7b", gpus=("16xgb200",)),
-        r"^TP16×EP16: EP16 does not divide the 8 experts$",
+        # the EP values that divide both the 8 experts and TP16: 1, 2, 4, 8
+        r"^TP16×EP16: EP16 does not divide the 8 experts \(allowed EP at TP16: 1, 2, 4, 8\)$",
         None,
     ),
     # DeepSeek-R1 (671 B, FP8) on one 96 GB card: ~627 GiB of weights per GPU, against SGLang's
@@ -165,12 +166,14 @@ def test_a_plan_that_only_speculates_says_plain_decoding_was_not_compared():
 def test_heads_that_do_not_divide(config):
     # 12 heads: TP8 leaves 1.5 per GPU. 2 layers: PP4 and PP8 exceed them.
     reasons = _reasons(model=config(TWELVE_HEADS, "twelve"), gpus=("8xb200",), specs=("none",))
-    assert _has(reasons, r"^TP8: TP8 does not divide the 12 attention heads$")
+    # 12 heads, 4 KV heads: TP 1, 2, 4 and 12 split both (3 and 6 do not divide 4, nor 4 them)
+    assert _has(reasons, r"^TP8: TP8 does not divide the 12 attention heads \(allowed TP: 1, 2, 4, 12\)$")
     assert _has(reasons, r"^TP1×PP4×DP2: PP4 exceeds the 2 layers$")
     assert _has(reasons, r"^TP1×PP8: PP8 exceeds the 2 layers$")
     # 3 KV heads: TP2 neither divides 3 nor is divided by it.
     reasons = _reasons(model=config(THREE_KV_HEADS, "three"), gpus=("8xb200",), specs=("none",))
-    assert _has(reasons, r"^TP2×DP4: TP2 and the 3 KV heads do not divide one another$")
+    # 24 heads, 3 KV heads: TP 1, 3, 6, 12, 24 (each divides 24, and 3 divides each or it 3)
+    assert _has(reasons, r"^TP2×DP4: TP2 and the 3 KV heads do not divide one another \(allowed TP: 1, 3, 6, 12, 24\)$")
 
 
 def test_three_b200_say_why_tp2_is_missing():

@@ -224,7 +224,9 @@ def test_dry_run_counts_rows_requests_and_prompt_tokens_and_sends_nothing(tmp_pa
     # the suggestion states the default outputs cut at 512. Lognormal mean 2,500, σ 1 (μ = ln 2500 −
     # 0.5 = 7.324): E[min(L, 512)] = 2500·Φ(ln 512 − μ − 1) + 512·(1 − Φ(ln 512 − μ))
     # = 2500·Φ(−2.086) + 512·(1 − Φ(−1.086)) = 2500·0.0185 + 512·0.8613 = 46.2 + 441.0 = 487.2 → 487
-    assert record["plan_command"] == "tokenplan plan --samples 3 --osl 487 --max-tokens 512 --model m"
+    # "m" is no model plan knows (not a catalog name, a Hugging Face id of one or a config): the
+    # command asks for its config.json rather than naming a model plan would refuse
+    assert record["plan_command"] == "tokenplan plan --samples 3 --osl 487 --max-tokens 512 --model CONFIG.json"
     assert not (tmp_path / "run").exists()
 
 

@@ -174,3 +174,14 @@ def test_an_update_writes_its_groups_under_the_keys_it_always_had() -> None:
     # an update profile has no fitted_on (only a fit to one server's sweep has): the key is left out
     assert list(d["profile"]) == ["layered_on", "groups", "prior", "uncertainty", "provenance"]
     assert CalibrationUpdate.from_json(d) == _update()
+
+
+def test_the_dry_runs_plan_command_names_a_model_plan_can_read():
+    from tokenplan.report.generate import _plannable
+
+    # a catalog name and a Hugging Face id of a catalog model are kept as served
+    assert _plannable("qwen3.6-27b") == "qwen3.6-27b"
+    assert _plannable("Qwen/Qwen3.6-27B") == "Qwen/Qwen3.6-27B"
+    # a served name plan cannot read becomes a placeholder for its config.json, not a failing name
+    assert _plannable("tiny") == "CONFIG.json"
+    assert _plannable(None) is None

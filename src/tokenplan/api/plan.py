@@ -29,7 +29,9 @@ from tokenplan.planning.space import HardwareOption, fixed_parts
 from tokenplan.planning.targets import check_targets
 from tokenplan.units import (  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
     KV_DTYPES,
+    MAX_GPUS,
     MAX_PRICE_USD_PER_GPU_HOUR,
+    MAX_SAMPLES,
     WEIGHT_DTYPES,
     parse_dtype,
 )
@@ -128,8 +130,12 @@ def parse_gpu_option(text: str) -> tuple[int | None, str]:
     """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
     m = _GPU_OPTION.match(text)
     bad_count = _BAD_COUNT.match(text) and (m is None or m.group(1) is None)  # -8xb200, 8.5xb200
-    if not m or bad_count or (m.group(1) is not None and int(m.group(1)) < 1):
-        raise InputError("gpu", text, "COUNTxKEY with COUNT an integer ≥ 1 (e.g. 8xb200), or KEY alone (one node)")
+    if not m or bad_count or (m.group(1) is not None and not 1 <= int(m.group(1)) <= MAX_GPUS):
+        raise InputError(
+            "gpu",
+            text,
+            f"COUNTxKEY with COUNT an integer from 1 to {MAX_GPUS:,} (e.g. 8xb200), or KEY alone (one node)",
+        )
     return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
 
 
@@ -211,8 +217,8 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     """The request checked and resolved once (names, the calibration profile unless ``profile``
     is the one already read, the job, the formats and speculative settings) into a
     :class:`~tokenplan.planning.answer.Question`, and every option searched. Raises what ``plan`` raises."""
-    if req.samples < 1:
-        raise InputError("samples", req.samples, "an integer ≥ 1")
+    if not 1 <= req.samples <= MAX_SAMPLES:
+        raise InputError("samples", req.samples, f"an integer from 1 to {MAX_SAMPLES:,}")
     check_stated_lengths("isl", req.isl_mean, req.isl_sigma, req.isl_cap, DEFAULT_ISL)
     check_stated_lengths("osl", req.osl_mean, req.osl_sigma, req.osl_cap, DEFAULT_OSL)
     check_targets(req.deadline_s, req.budget_usd)

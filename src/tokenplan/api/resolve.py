@@ -4,8 +4,7 @@ engine, the efficiency for engine × architecture, the profile and its fitted ra
 distributions). ``predict``, ``memory``, ``plan --current``, ``validate``, ``calibrate`` and
 ``bench``'s fits start from it; the layers below receive values only.
 
-Measured rows (``validate``, ``calibrate``) resolve through the same :func:`resolve`; rows that
-cannot be predicted are kept with their reason.
+Measured rows (``validate``, ``calibrate``) resolve through it too, unpredictable ones kept with why.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from tokenplan.job.workload import MAX_SIGMA, LengthDist, lognormal_with_mean, s
 from tokenplan.perf.efficiency import Efficiency
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import parse_spec
-from tokenplan.units import KV_DTYPES, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
+from tokenplan.units import KV_DTYPES, MAX_GPUS, MAX_REQUEST_TOKENS, WEIGHT_DTYPES, parse_dtype
 
 # Measurement files, calibration profiles and validation cases: imported where used (a plan
 # without --calibration reads none of them, and their modules cost start-up).
@@ -56,8 +55,7 @@ class PredictRequest:
     CPU and GPU work, ``engines.overlap``; None = the current release).
     ``scheduler_recv_interval`` (SGLang ``--scheduler-recv-interval``): decode iterations between
     two receives of new requests (None = the engine's, 1; only with SGLang).
-    ``draft_model``: the EAGLE/DFlash drafter's checkpoint folder or repository id
-    (``files.drafter``; None = its shape taken from the target's, a placeholder in launches).
+    ``draft_model``: the EAGLE/DFlash drafter's folder or repository id (``files.drafter``).
     """
 
     model: str
@@ -142,8 +140,8 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)
     if req.memory_fraction is not None and not 0 < req.memory_fraction <= 1:
         raise InputError("memory_fraction", req.memory_fraction, "a share of GPU memory in (0, 1]")
-    spec = parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0])  # TAU may name a bench file (files.bench_tau)
-    spec = attach_drafter(spec, req.draft_model)
+    # TAU may name a bench file (files.bench_tau); the drafter a folder (files.drafter)
+    spec = attach_drafter(parse_spec(resolve_spec(req.spec, req.isl, req.osl)[0]), req.draft_model)
     config = Config(
         layout=layout,
         weight_dtype=weight,
@@ -173,8 +171,10 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
 def _check_sizes(req: PredictRequest) -> None:
     """Refuse, naming the field, a size that is not a positive count or a length outside
     [1, MAX_REQUEST_TOKENS] (a cap not above its mean). Raises InputError."""
-    for field in ("tp", "pp", "ep", "num_gpus"):
+    for field in ("tp", "pp", "ep", "num_gpus"):  # no layout spans more GPUs than a plan takes
         _positive(field, getattr(req, field), whole=True)
+        if getattr(req, field) > MAX_GPUS:
+            raise InputError(field, getattr(req, field), f"an integer from 1 to {MAX_GPUS:,}")
     for field in ("isl", "osl"):
         _positive(field, getattr(req, field))
         # a mean below one token is not a request; one above MAX_REQUEST_TOKENS fits no context

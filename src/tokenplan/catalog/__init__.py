@@ -179,7 +179,7 @@ def load_model(name_or_path: str) -> ModelSpec:
                 f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)",
             )
         name_or_path = catalog_name
-    if path.suffix == ".json" and path.exists():
+    if path.is_file():  # a file named (any suffix): read as a config.json
         text = read_text(path)  # ConfigError: byte N, not UTF-8
         source, name = str(path), path.parent.name if path.name == "config.json" else path.stem
     else:

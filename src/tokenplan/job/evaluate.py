@@ -213,7 +213,13 @@ class Prepared:
         )
         warnings = self.warnings
         if limits.reason == "state slots":
-            warnings += (f"linear-attention state slots cap the batch at {limits.limit:.0f} per replica",)
+            lift = (
+                " (SGLang's radix cache holds the state pool to its share of memory: --disable-radix-cache"
+                " with --max-running N gives the running requests the whole pool)"
+                if config.engine.name == "sglang" and not config.max_running.lifted
+                else ""
+            )
+            warnings += (f"linear-attention state slots cap the batch at {limits.limit:,.0f} per replica{lift}",)
         total = steady.output_tok_s * lay.dp
         return Evaluation(
             config,

@@ -62,22 +62,22 @@ def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
     TP divides the linear-attention heads; EP divides the routed experts and TP (the experts of a
     pipeline stage split over its TP ranks); PP does not exceed the layer count.
     """
-    tp, a = layout.tp, spec.attention
+    tp = layout.tp
     if min(layout.tp, layout.pp, layout.ep, layout.dp) < 1:
         return "every parallel degree must be ≥ 1"
-    if a is not None and not layout.attention_dp:
-        if a.num_heads % tp:
-            return f"TP{tp} does not divide the {a.num_heads} attention heads"
-        if a.num_kv_heads % tp and tp % a.num_kv_heads:
-            return f"TP{tp} and the {a.num_kv_heads} KV heads do not divide one another"
-    lin = spec.linear
-    if lin is not None and (lin.num_v_heads % tp or lin.num_k_heads % tp and tp % lin.num_k_heads):
-        return f"TP{tp} does not divide the {lin.num_v_heads} linear-attention value heads"
+    why = _tp_rejection(spec, tp, layout.attention_dp)
+    if why is not None:
+        ok = [t for t in range(1, MAX_LISTED_TP + 1) if _tp_rejection(spec, t, layout.attention_dp) is None]
+        return f"{why} (allowed TP: {', '.join(map(str, ok))})"
     if layout.ep > 1:
         if spec.moe is None:
-            return "EP needs a mixture-of-experts model"
+            return "EP needs a mixture-of-experts model (allowed EP: 1)"
         if spec.moe.num_experts % layout.ep:
-            return f"EP{layout.ep} does not divide the {spec.moe.num_experts} experts"
+            ok = [e for e in range(1, tp + 1) if tp % e == 0 and spec.moe.num_experts % e == 0]
+            return (
+                f"EP{layout.ep} does not divide the {spec.moe.num_experts} experts "
+                f"(allowed EP at TP{tp}: {', '.join(map(str, ok))})"
+            )
         if layout.tp % layout.ep:
             # Every engine builds its expert groups inside one pipeline stage's TP group: SGLang
             # moe_tp_size = tp_size // ep_size (python/sglang/srt/distributed/parallel_state.py
@@ -92,6 +92,24 @@ def layout_rejection(spec: ModelSpec, layout: Layout) -> str | None:
         return "attention data parallelism is for MoE models (dense layers would be replicated)"
     if layout.pp > spec.num_layers:
         return f"PP{layout.pp} exceeds the {spec.num_layers} layers"
+    return None
+
+
+# The largest TP a rejection lists among the allowed ones (NVL72 spans 72 GPUs; 64 heads is the
+# widest attention of the catalog's models).
+MAX_LISTED_TP = 64
+
+
+def _tp_rejection(spec: ModelSpec, tp: int, attention_dp: bool) -> str | None:
+    """Why TP ``tp`` cannot split ``spec``'s heads (see :func:`layout_rejection`), or None."""
+    a, lin = spec.attention, spec.linear
+    if a is not None and not attention_dp:
+        if a.num_heads % tp:
+            return f"TP{tp} does not divide the {a.num_heads} attention heads"
+        if a.num_kv_heads % tp and tp % a.num_kv_heads:
+            return f"TP{tp} and the {a.num_kv_heads} KV heads do not divide one another"
+    if lin is not None and (lin.num_v_heads % tp or lin.num_k_heads % tp and tp % lin.num_k_heads):
+        return f"TP{tp} does not divide the {lin.num_v_heads} linear-attention value heads"
     return None
 
 

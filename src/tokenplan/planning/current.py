@@ -33,6 +33,12 @@ from tokenplan.planning.walk import (
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
+# A measured rate past these multiples of the prediction is past every rate band the planner
+# states (catalog/error_bands.json: the widest reach e^0.45 = 1.6× above and e^−1.63 = 0.20×
+# below a prediction): more likely a unit slip (per GPU for all GPUs, prompt + output tokens for
+# output tokens) than a faster or slower engine.
+UNIT_SLIP_ABOVE, UNIT_SLIP_BELOW = 3.0, 0.2
+
 
 def _bool(text: str) -> bool:
     low = text.strip().lower()
@@ -206,8 +212,14 @@ def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -
     else:
         ratio = cur.measured_tok_s / cur.predicted_tok_s
         where = "inside" if cur.measured_inside_band else ("outside" if cur.measured_inside_band is False else "beside")
+        slip = (
+            " So far from it, check the figure's unit: --measured-tok-s is output tokens per second"
+            " over all the setup's GPUs (not per GPU, not prompt + output)."
+            if not UNIT_SLIP_BELOW < ratio < UNIT_SLIP_ABOVE
+            else ""
+        )
         lines.append(
-            f"{head}; measured {cur.measured_tok_s:,.0f} tok/s ({ratio:.2f}× the prediction, {where} the band)."
+            f"{head}; measured {cur.measured_tok_s:,.0f} tok/s ({ratio:.2f}× the prediction, {where} the band).{slip}"
         )
         if cur.measured_tok_s is not None:
             closes = []

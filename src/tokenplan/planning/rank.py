@@ -36,7 +36,7 @@ def widest_tp_leaders(
 def bottleneck_text(c: Candidate) -> str:
     """What bounds a configuration: the decode step's limit and what caps the batch."""
     s = c.evaluation.steady
-    return f"{s.decode_step.bottleneck}; batch {s.batch:.0f}/replica capped by {s.batch_reason}"
+    return f"{s.decode_step.bottleneck}; batch {s.batch:,.0f}/replica capped by {s.batch_reason}"
 
 
 def fastest(results: list[OptionResult]) -> OptionResult | None:
@@ -246,7 +246,7 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
     return (
         f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
         f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
-        f"with the prefix cache on (batch {s.batch:.0f}/replica capped by {s.batch_reason}; with the cache on "
+        f"with the prefix cache on (batch {s.batch:,.0f}/replica capped by {s.batch_reason}; with the cache on "
         f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
         f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
         f"the cache on only if that option is then faster."

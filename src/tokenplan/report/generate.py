@@ -156,8 +156,23 @@ def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noq
         prompt_tokens_max=counts.prompt_tokens_max,
         tokenizer=counts.tokenizer,
         sampling=sampling.as_record(),
-        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens), model),
+        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens), _plannable(model)),
     )
+
+
+def _plannable(model: str | None) -> str | None:
+    """``model`` as ``plan --model`` takes it, or a placeholder where ``plan`` cannot read it (a
+    served name that is neither a catalog model, a Hugging Face id of one, nor a local config)."""
+    if model is None:
+        return None
+    from tokenplan.catalog import load_model
+    from tokenplan.errors import TokenplanError
+
+    try:
+        load_model(model)
+    except TokenplanError:
+        return "CONFIG.json"  # the served name: plan needs the model's config.json
+    return model
 
 
 def _osl_at_cap(max_tokens: int) -> float | None:
@@ -185,4 +200,6 @@ def dry_run_text(record: DryRun, samples_per_row: int) -> str:
             f"(ln), longest {record.prompt_tokens_max or 0:,}  (tokenizer {record.tokenizer})"
         )
     lines.append(f"plan for them {record.plan_command}")
+    if "--model CONFIG.json" in record.plan_command:
+        lines.append("              (CONFIG.json: the served model's config.json; plan does not know its name)")
     return "\n".join(lines)

@@ -79,7 +79,7 @@ def throughput_chart(curves: Sequence[ThroughputCurve], width: int = 60, height:
     chosen = [c for c in curves if c.chosen]
     series = [
         (
-            f"{c.option} {c.layout} (max {c.running_max_concurrency:,.0f} in flight: {c.limit_reason})",
+            f"{c.option} {c.layout} ({c.running_max_concurrency:,.0f} running at most: {c.limit_reason})",
             [(p.concurrency, p.output_tok_s_per_gpu) for p in c.points],
         )
         for c in chosen
