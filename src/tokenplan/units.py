@@ -131,6 +131,12 @@ def count_text(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
+def kv_tokens_text(tokens: float | None) -> str:
+    """A KV capacity as the tables print it: ``368,333 tokens``, or what None means (no
+    full-attention layer: the cache holds no count of tokens) instead of ``inf tokens``."""
+    return "none counted (no full-attention layer)" if tokens is None else f"{tokens:,.0f} tokens"
+
+
 def output_tokens_text(tokens: float) -> str:
     """A job's output tokens as the plan states them: ``2.285 B`` from 100 M up, else the count
     (``52,500``), so a short job does not read ``0.000 B``."""

@@ -55,7 +55,7 @@ class EvaluationFigures(JsonResult):
     kv_bytes_per_token: float
     state_bytes_per_sequence: float
     weight_bytes_per_gpu: float
-    kv_capacity_tokens: float
+    kv_capacity_tokens: float | None  # None: no full-attention layer (MemoryBreakdown.kv_tokens_reported)
     state_slots: float | None  # sequences the state pools hold (perf.memory: a quotient, not floored)
     memory_fraction: float
     chunk_tokens: int
@@ -109,7 +109,7 @@ class MemoryResult(JsonResult):
     kv_bytes_per_token: float
     kv_bytes_per_token_per_gpu: float
     state_bytes_per_sequence: float
-    kv_capacity_tokens: float
+    kv_capacity_tokens: float | None  # None: no full-attention layer (MemoryBreakdown.kv_tokens_reported)
     state_slots: float | None  # sequences the state pool holds (perf.memory: a quotient, not floored)
     max_sequences: float
     context_tokens: float
@@ -127,6 +127,7 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
     """The figures of an evaluation (units in the field names)."""
     s, m, lay = ev.steady, ev.memory, ev.config.layout
     kv_tok, state_seq = kv_and_state(ev.deployment.spec, ev.config.kv_dtype, ev.config.ssm_dtype)
+    kv = m.kv_tokens_reported(s.limits.limit)
     return EvaluationFigures(
         layout=lay.describe(),
         tp=lay.tp,
@@ -148,7 +149,7 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
         kv_bytes_per_token=kv_tok,
         state_bytes_per_sequence=state_seq,
         weight_bytes_per_gpu=m.weight_bytes_per_gpu,
-        kv_capacity_tokens=m.kv_tokens_beside(s.limits.limit) * lay.dp,  # beside the running requests' state
+        kv_capacity_tokens=None if kv is None else kv * lay.dp,  # beside the running requests' state
         state_slots=None if m.state_slots is None else m.state_slots * lay.dp,
         memory_fraction=ev.settings.memory_fraction,
         chunk_tokens=ev.settings.chunk_tokens,
@@ -180,7 +181,7 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         kv_bytes_per_token=kv_tok,
         kv_bytes_per_token_per_gpu=m.kv_bytes_per_token_per_gpu,
         state_bytes_per_sequence=state_seq,
-        kv_capacity_tokens=m.kv_tokens_beside(running),
+        kv_capacity_tokens=m.kv_tokens_reported(running),
         state_slots=m.state_slots,
         max_sequences=m.max_sequences(context_tokens),
         context_tokens=context_tokens,

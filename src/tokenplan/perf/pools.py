@@ -4,6 +4,7 @@ what running requests take of them."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenplan.records import quick_init
@@ -164,6 +165,14 @@ class MemoryBreakdown:
         draft's share included where it shares the pool; negative when the state overruns it)."""
         a = self.allocation(running)
         return a["kv_cache"] + (a["draft_kv"] if self.draft_kv_shared else 0.0)
+
+    def kv_tokens_reported(self, running: float) -> float | None:
+        """:meth:`kv_tokens_beside` as results report it: None where no token takes pool bytes
+        (no full-attention layer: every layer is linear attention, or slides without a sliding
+        pool sized in proportion), so the cache holds no count of tokens. Infinity is not JSON: a
+        plan of such a model wrote ``Infinity`` that ``tokenplan report --plan`` then refused."""
+        tokens = self.kv_tokens_beside(running)
+        return tokens if math.isfinite(tokens) else None
 
     def allocates(self, running: float) -> bool:
         """True when a launch with ``running`` requests per replica allocates: its KV pool is

@@ -52,7 +52,7 @@ class ChosenConfiguration(JsonResult):
     ttft_ms: float
     ttft_median_ms: float
     weight_bytes_per_gpu: float
-    kv_capacity_tokens: float
+    kv_capacity_tokens: float | None  # None: no full-attention layer (MemoryBreakdown.kv_tokens_reported)
     warnings: tuple[str, ...]
     non_default_settings: bool
     concurrency_per_endpoint: int

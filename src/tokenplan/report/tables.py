@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
-from tokenplan.units import S_PER_DAY, GiB, count_text, duration_words, output_tokens_text, usd_text
+from tokenplan.units import S_PER_DAY, GiB, count_text, duration_words, kv_tokens_text, output_tokens_text, usd_text
 
 if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
     from tokenplan.job.results import MemoryResult, Prediction
@@ -329,7 +329,7 @@ def predict_table(p: Prediction) -> Table:
         ("weights per GPU", f"{p.weight_bytes_per_gpu / GiB:.1f} GiB"),
         ("KV bytes per token", f"{p.kv_bytes_per_token:,.0f}"),
         ("state bytes per sequence", f"{p.state_bytes_per_sequence:,.0f}"),
-        ("KV capacity", f"{p.kv_capacity_tokens:,.0f} tokens"),
+        ("KV capacity", kv_tokens_text(p.kv_capacity_tokens)),
     ]
     band = p.bands.error_band if p.bands else None
     if band:
@@ -384,7 +384,7 @@ def memory_table(m: MemoryResult) -> Table:
     )
     t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
     capacity = f"KV capacity beside {m.running_requests:,.0f} requests' state" if shared else "KV capacity"
-    t.add_row(capacity, f"{m.kv_capacity_tokens:,.0f} tokens")
+    t.add_row(capacity, kv_tokens_text(m.kv_capacity_tokens))
     t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{m.max_sequences:,.0f}")
     t.add_row(
         f"running limit (each at {m.running_context_tokens:,.0f} tokens)",
