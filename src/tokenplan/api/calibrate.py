@@ -49,13 +49,35 @@ def calibrate(
     return refit(files, named, [described(p) for p in paths], skipped, cross_validation, bands, workers)
 
 
+def _drop_rejected(files: list[CaseFile]) -> tuple[list[CaseFile], int]:
+    """The files without the rows whose configuration the planner rejects (it does not fit,
+    its layout is refused: ``validate`` skips them with the reason), and how many were dropped.
+    Such a row predicts nothing, yet it counted as fitted: a zero error that lowered the
+    update's noise estimate and let a second model "inform" factors, so five rows of a
+    405B model on one H100 moved vLLM/Hopper's ``hbm_fraction`` from 0.64 to 0.95. A rejection
+    does not depend on the factors (memory and layout only): the shipped ones decide it."""
+    from dataclasses import replace
+
+    from tokenplan.calibration.validate import predict_case
+
+    table = read_profile(None).table
+    kept, dropped = [], 0
+    for f in files:
+        ok = [c for c in f.cases if predict_case(c, table.resolve(c.engine, c.architecture)).rejected is None]
+        dropped += len(f.cases) - len(ok)
+        kept.append(replace(f, cases=ok))
+    return kept, dropped
+
+
 def calibrate_update(paths: list[str], command: str = "") -> CalibrationUpdate:
     """Update the shipped fit with the rows of measurement CSVs (no file of at most
     :data:`~tokenplan.calibration.refit.THIN_ABOVE` rows is thinned;
     :func:`~tokenplan.calibration.update.update_shipped`). Raises InputError/ConfigError for bad
     files, InputError when no row is predictable or none carries TPOT or throughput."""
     files, skipped = read_cases(paths)
+    files, rejected = _drop_rejected(files)
     cases = fit_rows(files, paths, SERVING_FIT_STRIDE, CV_LATENCY_STRIDE)
+    skipped += rejected
     provenance = (
         f"update of the shipped fit by `{command or 'tokenplan calibrate ' + ' '.join(paths)}` on "
         f"{len(cases)} rows ({', '.join(described(p) for p in paths)})"
