@@ -27,7 +27,7 @@ from tokenplan.arch.hf_fields import (
     sparse_attention,
 )
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
-from tokenplan.arch.vision import vision_params
+from tokenplan.arch.vision import checked_vision_config, vision_params
 from tokenplan.errors import ConfigError
 
 # Architectures whose config fields tokenplan reads as their modelling code uses them (the
@@ -292,9 +292,9 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
     if not mtp and cfg.get("use_mtp"):
         mtp = r.int("num_mtp_modules", default=0)
-    vision_config = raw.get("vision_config")
-    vision: Mapping[str, Any] = vision_config if isinstance(vision_config, Mapping) else {}
-    language_only = bool(raw.get("language_model_only") or raw.get("language_only"))
+    vision = checked_vision_config(raw, source)
+    top = Reader(raw, source)
+    language_only = flag(top, "language_model_only") or flag(top, "language_only")
     return ModelSpec(
         name=name,
         architecture=arch,

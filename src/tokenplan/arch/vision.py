@@ -2,8 +2,49 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
+
+from tokenplan.errors import ConfigError
+
+# The vision_config counts the tower is costed from, and the least each may be: a layer count or
+# the position table may be 0 (no tower, no table), a width or a patch size not.
+_VISION_MINIMUM = {
+    "depth": 0,
+    "num_hidden_layers": 0,
+    "num_position_embeddings": 0,
+    "hidden_size": 1,
+    "intermediate_size": 1,
+    "out_hidden_size": 1,
+    "spatial_merge_size": 1,
+    "patch_size": 1,
+    "temporal_patch_size": 1,
+    "in_channels": 1,
+}
+
+
+def checked_vision_config(raw: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """The ``vision_config`` object ({} when absent or null) with each count the tower is costed
+    from an integer at least its :data:`_VISION_MINIMUM` where set. Text there ("abc") was a
+    ValueError traceback, and a negative depth or a quoted one ("12") was read silently, taking
+    weights off or putting them on; a ``vision_config`` that is not an object dropped the tower.
+
+    Raises:
+        ConfigError: naming ``vision_config.KEY``, the value and what is allowed.
+    """
+    vision = raw.get("vision_config")
+    if vision is None:
+        return {}
+    if not isinstance(vision, Mapping):
+        raise ConfigError(source, "vision_config", f"{vision!r} is not allowed (allowed: a JSON object)")
+    for key, least in _VISION_MINIMUM.items():
+        value = vision.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, builtins.int) or value < least):
+            raise ConfigError(
+                source, f"vision_config.{key}", f"{value!r} is not allowed (allowed: an integer ≥ {least})"
+            )
+    return vision
 
 
 def vision_params(vision: Mapping[str, Any]) -> dict[str, int]:
