@@ -164,6 +164,11 @@ def _attention(r: Reader, hidden: int) -> tuple[Attention, list[str]]:
     ), notes
 
 
+# A causal convolution keeps its last kernel − 1 inputs per sequence: a width of 0 made that −1
+# columns, a negative conv state that took bytes off every sequence's state.
+_CONV_WHAT = "the causal convolution's width (the state keeps width − 1 columns)"
+
+
 def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
     if r.has("mamba_num_heads"):
         heads, head_dim = r.int("mamba_num_heads", minimum=1), r.int("mamba_head_dim", minimum=1)
@@ -177,7 +182,7 @@ def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
             state,
             head_dim,
             conv_dim,
-            r.int("conv_kernel", default=4),
+            r.int("conv_kernel", default=4, minimum=1, what=_CONV_WHAT),
             in_proj_out=2 * inner + 2 * groups * state + heads,
             state_dtype=str(r.cfg.get("mamba_ssm_cache_dtype") or "float32"),
         )
@@ -195,7 +200,7 @@ def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
         dk,
         dv,
         conv_dim,
-        r.int("linear_conv_kernel_dim", default=4),
+        r.int("linear_conv_kernel_dim", default=4, minimum=1, what=_CONV_WHAT),
         in_proj_out=2 * nk * dk + 2 * nv * dv + 2 * nv,
         state_dtype=str(r.cfg.get("mamba_ssm_dtype") or "float32"),
     )
