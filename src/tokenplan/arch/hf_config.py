@@ -107,7 +107,7 @@ def _layer_kinds(r: Reader, num_layers: int) -> dict[str, int]:
         full = num_layers // r.int("full_attention_interval", minimum=1)
         return {"full": full, "sliding": 0, "linear": num_layers - full}
     window = cfg.get("sliding_window")
-    if window and cfg.get("use_sliding_window"):
+    if flag(r, "use_sliding_window") and window:  # text ("false") is refused, not read as true
         max_window = full_window_layers(r, num_layers)
         return {"full": max_window, "sliding": num_layers - max_window, "linear": 0}
     return {"full": num_layers, "sliding": 0, "linear": 0}
@@ -151,7 +151,7 @@ def _attention(r: Reader, hidden: int) -> tuple[Attention, list[str]]:
             f"block-sparse attention approximated: every attention layer reads at most "
             f"{topk_tokens} tokens plus a BF16 index key per token"
         )
-    gate = bool(r.cfg.get("attn_output_gate") or r.cfg.get("attention_output_gate"))
+    gate = flag(r, "attn_output_gate") or flag(r, "attention_output_gate")
     return Attention(
         AttentionKind.GQA,
         heads,
