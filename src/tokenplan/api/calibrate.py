@@ -45,6 +45,8 @@ def calibrate(
     error-band table (:func:`~tokenplan.calibration.refit.refit`). Raises InputError/ConfigError
     for bad files or no predictable row."""
     files, skipped = read_cases(paths)
+    files, rejected = _drop_rejected(files)  # as the update: a rejected row predicts nothing
+    skipped += rejected
     named = command or "tokenplan calibrate " + " ".join(paths)
     return refit(files, named, [described(p) for p in paths], skipped, cross_validation, bands, workers)
 

@@ -73,3 +73,14 @@ def test_a_file_of_rejected_rows_only_is_refused(tmp_path):
         writer.writerow({**REJECTED, "id": "1"})
     with pytest.raises(InputError, match="at least one predictable row"):
         calibrate_update([str(path)])
+
+
+def test_the_refit_skips_them_too(tmp_path):
+    # --refit on dev.csv alone, with and without the five rejected rows (no cross-validation, no
+    # bands): the same rows fitted, the same factors, and the five among the skipped
+    from tokenplan.api.calibrate import calibrate
+
+    plain = calibrate([str(DEV)], cross_validation=False).summary()
+    plus = calibrate([str(_with_rejected_rows(tmp_path))], cross_validation=False).summary()
+    assert plus.n == plain.n and plus.skipped == plain.skipped + ADDED
+    assert plus.factors == plain.factors
