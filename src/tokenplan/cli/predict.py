@@ -286,7 +286,7 @@ def memory_cmd(
     default to plan's job, as predict's."""
     from tokenplan.api.memory import memory
     from tokenplan.api.resolve import PredictRequest
-    from tokenplan.report.tables import memory_table
+    from tokenplan.report.memory_table import memory_table
 
     isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens)
     result = memory(

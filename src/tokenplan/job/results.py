@@ -94,7 +94,10 @@ class MemoryResult(JsonResult):
     requests (term → bytes: weights, kv_cache, draft_kv, state, spec_state, reserve; they sum to
     ``gpu_bytes``); ``draft_weight_bytes_per_gpu`` is an EAGLE/DFlash drafter's part of the
     weights and ``draft_kv_bytes_per_token_per_gpu`` what the draft's attention layers add per
-    token on this GPU (MTP's or the drafter's; 0 without speculative decoding).
+    token on this GPU (MTP's or the drafter's; 0 without speculative decoding), in the KV pool
+    where ``draft_kv_shared``; ``pool_bytes_per_token_per_gpu`` is what one more full-attention
+    token takes of the pool (the shared draft layers, and SGLang's sliding-window pool sized in
+    proportion: ``kv_capacity_tokens`` × it is the pool where no state shares it).
     """
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
@@ -121,6 +124,8 @@ class MemoryResult(JsonResult):
     allocation: Mapping[str, float]
     draft_weight_bytes_per_gpu: float = 0.0
     draft_kv_bytes_per_token_per_gpu: float = 0.0
+    draft_kv_shared: bool = False
+    pool_bytes_per_token_per_gpu: float = 0.0
 
 
 def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
@@ -195,4 +200,6 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         allocation=m.allocation(running),
         draft_weight_bytes_per_gpu=m.draft_weight_bytes_per_gpu,
         draft_kv_bytes_per_token_per_gpu=m.draft_kv_bytes_per_token_per_gpu,
+        draft_kv_shared=m.draft_kv_shared,
+        pool_bytes_per_token_per_gpu=m.pool_bytes_per_token_per_gpu,
     )

@@ -36,3 +36,14 @@ def test_vllm_holds_only_the_window_of_the_sliding_layers():
     # max sequences = pool / (18,432·2,048 + 18,432·128)
     assert m.kv_capacity_tokens == pytest.approx(m.kv_pool_bytes / 18_432, rel=1e-12)
     assert m.max_sequences == pytest.approx(m.kv_pool_bytes / (18_432 * 2048 + 18_432 * 128), rel=1e-12)
+
+
+def test_the_memory_result_states_what_the_pool_takes_per_token():
+    # FP8 KV (above): F = 18,432 B, and the sliding pool sized with it takes 0.8 · 18,432 B more:
+    # 33,177.6 B of the pool a token, so the KV capacity × that is the pool (no state shares it).
+    # vLLM's sliding layers hold only their window: its pool takes F per token.
+    m = _memory("sglang")
+    assert m.kv_bytes_per_token_per_gpu == 18_432
+    assert m.pool_bytes_per_token_per_gpu == pytest.approx(18_432 * 1.8)
+    assert m.kv_capacity_tokens * m.pool_bytes_per_token_per_gpu == pytest.approx(m.kv_pool_bytes, rel=1e-12)
+    assert _memory("vllm", "h200").pool_bytes_per_token_per_gpu == 18_432  # on an H100 vLLM does not start
