@@ -266,7 +266,9 @@ def plan_details(result: PlanResult) -> Group:
             Text(
                 f"\nLaunch ({rec.option}) and drive it with {best.concurrency_per_endpoint:,} "
                 f"requests in flight per server (the running limit plus 10 %, at least 8 more, so a finished "
-                f"request is replaced at once; tokenplan generate --plan plan.json uses it):",
+                f"request is replaced at once; tokenplan generate --plan plan.json uses it); its memory "
+                f"setting leaves the KV pool room for the batch at the 90th-percentile running context, "
+                f"more than the mean context the figures above assume:",
                 style="bold",
             )
         )
@@ -287,7 +289,8 @@ def plan_details(result: PlanResult) -> Group:
     for o in result.options:
         if o.rejected:
             reasons = sorted(o.rejected.items(), key=lambda kv: -kv[1])[:4]
-            parts.append(Text(f"Rejected on {o.option}: " + "; ".join(f"{r} (×{n})" for r, n in reasons), style="dim"))
+            shown = "; ".join(f"{r} ({count_text(n, 'configuration')})" for r, n in reasons)
+            parts.append(Text(f"Rejected on {o.option}: {shown}", style="dim"))
     notes = not_searched(result)
     if notes:
         parts.append(Text("Not searched: " + "; ".join(notes) + ".", style="dim"))
