@@ -25,6 +25,7 @@ from tokenplan.arch.hf_fields import (
     full_window_layers,
     layer_types,
     sparse_attention,
+    state_dtype,
 )
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import checked_vision_config, vision_params
@@ -184,7 +185,7 @@ def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
             conv_dim,
             r.int("conv_kernel", default=4, minimum=1, what=_CONV_WHAT),
             in_proj_out=2 * inner + 2 * groups * state + heads,
-            state_dtype=str(r.cfg.get("mamba_ssm_cache_dtype") or "float32"),
+            state_dtype=state_dtype(r, "mamba_ssm_cache_dtype"),
         )
         return lin, [
             "Mamba-2 layers approximated: the scan is costed as reading and writing each "
@@ -202,7 +203,7 @@ def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
         conv_dim,
         r.int("linear_conv_kernel_dim", default=4, minimum=1, what=_CONV_WHAT),
         in_proj_out=2 * nk * dk + 2 * nv * dv + 2 * nv,
-        state_dtype=str(r.cfg.get("mamba_ssm_dtype") or "float32"),
+        state_dtype=state_dtype(r, "mamba_ssm_dtype"),
     )
     return lin, []
 

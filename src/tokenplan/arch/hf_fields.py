@@ -10,6 +10,7 @@ import builtins
 from collections.abc import Mapping
 from typing import Any
 
+from tokenplan.arch.kv import SSM_STATE_DTYPES
 from tokenplan.errors import ConfigError
 
 # ``torch_dtype`` (``dtype`` since transformers 4.56) values whose weights the engines serve in 16
@@ -160,8 +161,11 @@ def dense_layer_indices(r: Reader, num_layers: int, dense_first: int, step: int)
     (Qwen-MoE), and with ``decoder_sparse_step`` = ``step`` > 1 each layer ``i`` with
     ``(i + 1) % step != 0`` (transformers' ``Qwen2MoeDecoderLayer``/``Qwen3MoeDecoderLayer``: a
     layer has experts when ``layer_idx not in mlp_only_layers and num_experts > 0 and
-    (layer_idx + 1) % decoder_sparse_step == 0``). ``mlp_only_layers`` must hold distinct layer
-    indices from 0 to ``num_layers − 1``."""
+    (layer_idx + 1) % decoder_sparse_step == 0``), and those ``moe_layer_freq`` leaves dense: as an
+    integer f, each layer with ``i % f != 0`` (DeepSeek's ``modeling_deepseek.py``: experts where
+    ``layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0``), as a list, each
+    layer whose entry is 0 (MiniMax-M3: one 0 or 1 per layer). ``mlp_only_layers`` must hold
+    distinct layer indices from 0 to ``num_layers − 1``."""
     listed = r.cfg.get("mlp_only_layers") or []
     if (
         not isinstance(listed, list)
@@ -172,7 +176,28 @@ def dense_layer_indices(r: Reader, num_layers: int, dense_first: int, step: int)
     dense = set(range(min(dense_first, num_layers))) | set(listed)
     if step > 1:
         dense |= {i for i in range(num_layers) if (i + 1) % step}
+    freq = r.cfg.get("moe_layer_freq")
+    if isinstance(freq, list):
+        if len(freq) != num_layers or any(f not in (0, 1) or isinstance(f, bool) for f in freq):
+            raise r.refuse(
+                "moe_layer_freq", f"an integer ≥ 1, or a list of {num_layers} entries, 0 (dense) or 1 (experts)"
+            )
+        dense |= {i for i, f in enumerate(freq) if f == 0}
+    else:
+        every = r.int("moe_layer_freq", default=1, minimum=1, what="every how many layers one has experts")
+        dense |= {i for i in range(num_layers) if i % every}
     return dense
+
+
+def state_dtype(r: Reader, key: str) -> str:
+    """The recurrent state's dtype at ``key`` (``mamba_ssm_dtype``, ``mamba_ssm_cache_dtype``),
+    float32 when missing or null; a name the engines do not take is refused naming the key."""
+    value = r.cfg.get(key)
+    if value is None:
+        return "float32"
+    if not isinstance(value, str) or value.lower() not in SSM_STATE_DTYPES:
+        raise r.refuse(key, ", ".join(SSM_STATE_DTYPES))
+    return value.lower()
 
 
 def sparse_attention(r: Reader) -> tuple[int, float] | None:

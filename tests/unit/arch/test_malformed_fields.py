@@ -199,3 +199,25 @@ def test_sparse_attention_counts_must_be_integers(tmp_path):
     )
     off = {"use_sparse_attention": False, "sparse_block_size": "64"}  # off: its counts are not read
     assert _load(tmp_path, QWEN3_8B, sparse_attention_config=off).num_layers == 36
+
+
+DEEPSEEK_V3 = json.loads((_PKG / "models" / "deepseek-v3.json").read_text(encoding="utf-8"))
+QWEN3_6_27B = json.loads((_PKG / "models" / "qwen3.6-27b.json").read_text(encoding="utf-8"))
+
+
+def test_moe_layer_freq_puts_experts_on_every_freq_th_layer_and_refuses_text(tmp_path):
+    # DeepSeek (modeling_deepseek.py): experts where layer_idx >= first_k_dense_replace (3) and
+    # layer_idx % moe_layer_freq == 0. Of 61 layers, freq 1: 3..60 → 58 MoE layers; freq 2: the
+    # even ones of 4..60 → 29, the other 32 dense.
+    assert (load_model("deepseek-v3").moe_layers, load_model("deepseek-v3").dense_ffn_layers) == (58, 3)
+    every_other = _load(tmp_path, DEEPSEEK_V3, moe_layer_freq=2)
+    assert (every_other.moe_layers, every_other.dense_ffn_layers) == (29, 32)
+    with pytest.raises(ConfigError, match="moe_layer_freq: '2' is not allowed"):
+        _load(tmp_path, DEEPSEEK_V3, moe_layer_freq="2")
+
+
+def test_an_ssm_dtype_the_engines_do_not_take_names_the_configs_key(tmp_path):
+    text = QWEN3_6_27B.get("text_config", QWEN3_6_27B)
+    bad = {**QWEN3_6_27B, "text_config": {**text, "mamba_ssm_dtype": "int7"}} if "text_config" in QWEN3_6_27B else None
+    with pytest.raises(ConfigError, match="mamba_ssm_dtype: 'int7' is not allowed"):
+        _load(tmp_path, bad if bad is not None else {**QWEN3_6_27B, "mamba_ssm_dtype": "int7"})
