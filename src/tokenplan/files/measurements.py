@@ -100,6 +100,12 @@ def _screen_throughput(m: Measurement) -> Measurement:
 
 def _throughput_row(row: dict, line: int) -> Measurement:
     tp, pp = f.integer(row, "tp"), f.integer(row, "pp")
+    gpus = int(f.number(row, "num_gpus"))
+    # dp is derived (num_gpus / (tp × pp)); a stated one that says otherwise is a typo in the row
+    if f.text(row, "dp") and f.integer(row, "dp") * tp * pp != gpus:
+        raise f.RowError(
+            f"column dp value {f.text(row, 'dp')!r} is not num_gpus / (tp × pp) = {gpus} / {tp * pp} (or blank)"
+        )
     attention_dp = f.flag(row, "attention_dp", blank=False)
     concurrency = None if f.text(row, "concurrency").lower() == "max" else f.number(row, "concurrency")
     spread = f.lengths(row)
@@ -111,7 +117,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             engine=f.required_text(row, "engine"),
             model=f.required_text(row, "model"),
             gpu=f.required_text(row, "gpu"),
-            num_gpus=int(f.number(row, "num_gpus")),
+            num_gpus=gpus,
             tp=tp,
             pp=pp,
             ep=f.integer(row, "ep", tp if attention_dp else 1),

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
+from tokenplan.units import count_text
 
 if TYPE_CHECKING:
     from tokenplan.calibration.validation import ErrorStats, MetricError, SkippedEntry, ValidatedRow, ValidationResult
@@ -75,7 +76,7 @@ def rows_table(v: ValidationResult) -> FoldingTable:
             if banded:
                 cells.append(_interval(m))
         rows.append(cells)
-    return FoldingTable(f"{v.n} rows predicted", header, rows, right=right)
+    return FoldingTable(f"{count_text(v.n, 'row')} predicted", header, rows, right=right)
 
 
 def _lengths(r: ValidatedRow) -> str:

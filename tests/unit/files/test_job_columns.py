@@ -82,3 +82,20 @@ def test_a_file_without_the_job_columns_reads_as_before(tmp_path):
     (row,) = read_measurements(str(path)).rows
     assert (row.memory_fraction, row.max_running, row.engine_version, row.ttft_s) == (None, None, None, None)
     assert row.gpu_variant_stated is True  # a file that does not say names the variant in its gpu key
+
+
+def test_a_stated_dp_must_be_num_gpus_over_tp_times_pp(tmp_path):
+    # dp is derived from num_gpus / (tp × pp); a stated one that is not a whole number ≥ 1, or says
+    # otherwise, is a typo: the row is refused with the column named, not read as something else
+    path = tmp_path / "dp.csv"
+    head = "id,engine,model,gpu,num_gpus,tp,pp,dp,isl,osl,concurrency,output_tok_s_per_gpu\n"
+    body = "".join(
+        f"{i},sglang,llama-3.1-8b,h100-sxm,8,2,1,{dp},1024,1024,64,1000\n"
+        for i, dp in enumerate(("-1", "abc", "8", "4", ""))
+    )
+    path.write_text(head + body)
+    data = read_measurements(str(path))
+    assert [m.row_id for m in data.rows] == ["3", "4"]  # 8 / (2 × 1) = 4, and blank
+    reasons = [s.reason for s in data.skipped]
+    assert any("column dp value '8' is not num_gpus / (tp × pp) = 8 / 2" in r for r in reasons)
+    assert len(reasons) == 3
