@@ -301,3 +301,15 @@ def test_speculative_state_that_leaves_no_room_is_named():
         r"^TP1×DP2, bf16 weights: does not fit: 51\.\d GiB of weights \+ 27\.[45] GiB of "
         r"speculative state per GPU vs \d+\.\d GiB usable",
     )
+
+
+def test_a_speculative_choice_no_measurement_backs_is_shown_beside_plain_decoding():
+    # vLLM MTP on Qwen3.6-27B (hybrid): the one public run of this regime reached 0.50× its
+    # prediction, so the answer gives the plain-decoding figure too; SGLang's MTP is measured.
+    vllm = plan(PlanRequest(gpus=("8xb200",), engine="vllm", specs=("none", "mtp:1"))).to_json()
+    chosen = vllm["options"][0]
+    assert chosen["spec"].startswith("mtp")
+    plain = [line for line in vllm["answer"] if line.startswith("8× b200 without speculative decoding")]
+    assert len(plain) == 1 and "upper bound" in plain[0]
+    sglang = plan(PlanRequest(gpus=("8xb200",), specs=("none", "mtp:1"))).to_json()
+    assert not any("without speculative decoding" in line for line in sglang["answer"])

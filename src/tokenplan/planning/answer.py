@@ -30,6 +30,7 @@ from tokenplan.planning.rank import (
     fastest,
     formats_note,
     radix_note,
+    unmeasured_spec_note,
     widest_tp_leaders,
 )
 from tokenplan.planning.results import (
@@ -193,6 +194,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
         + _spec_notes(q)
         + _radix_notes(top, q)
         + _formats_notes(top, q)
+        + _plain_notes(top, q)
     )
     job = q.job
     return PlanResult(
@@ -245,6 +247,13 @@ def _radix_notes(top: OptionResult | None, q: Question) -> list[str]:
         return []
     on = best_with(top, q.table, q.job, lambda c: not c.max_running.lifted and c.spec == lifted.config.spec)
     note = radix_note(top, on)
+    return [note] if note else []
+
+
+def _plain_notes(top: OptionResult | None, q: Question) -> list[str]:
+    """Plain decoding beside a speculative choice no measurement backs (:func:`planning.rank.unmeasured_spec_note`)."""
+    plain = best_with(top, q.table, q.job, lambda c: c.spec is None) if top and top.best else None
+    note = unmeasured_spec_note(top, plain) if top else None
     return [note] if note else []
 
 

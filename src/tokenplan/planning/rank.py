@@ -4,6 +4,7 @@ each, and how the all-TP layout compares with replicas."""
 from __future__ import annotations
 
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
 from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
@@ -243,11 +244,31 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
     if top.best is None or on is None:
         return None
     lifted, s = top.best.evaluation, on.evaluation.steady
+    # the options are ranked by when the job ends: both times are said, as a small job's steady
+    # rates can rank the other way (a new-user pass read "against 41,527 tok/s" as the faster one)
     return (
         f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
-        f"{lifted.steady.batch:.0f} running per replica, against {on.evaluation.output_tok_s_total:,.0f} tok/s "
+        f"{lifted.steady.batch:,.0f} running per replica → {days_words(top.best.wall_s)}, against "
+        f"{on.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(on.wall_s)} "
         f"with the prefix cache on (batch {s.batch:,.0f}/replica capped by {s.batch_reason}; with the cache on "
         f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
         f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
-        f"the cache on only if that option is then faster."
+        f"the cache on only if that option then finishes sooner."
+    )
+
+
+def unmeasured_spec_note(top: OptionResult, plain: Candidate | None) -> str | None:
+    """Where the recommended option speculates in a regime no measurement backs (vLLM on a hybrid
+    model: ``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``, its one public run at 0.50× the prediction),
+    its fastest configuration without speculation (``plain``), which the fit does measure: a
+    new-user pass saw MTP recommended 5 % ahead beside a warning that it may run at half speed."""
+    if top.best is None or plain is None or VLLM_HYBRID_SPEC_CAVEAT not in top.best.evaluation.warnings:
+        return None
+    ev = plain.evaluation
+    return (
+        f"{top.option.label} without speculative decoding: {ev.output_tok_s_total:,.0f} tok/s → "
+        f"{days_words(plain.wall_s)} ({describe(plain)}), the measured regime; the speculative choice's "
+        f"{top.best.evaluation.output_tok_s_total:,.0f} tok/s is an upper bound (vLLM speculating on a hybrid "
+        f"model ran at 0.50× its prediction in the one public run), so prefer plain decoding unless a bench "
+        f"of your server says otherwise (tokenplan bench, then --spec mtp:K:bench.json)."
     )
