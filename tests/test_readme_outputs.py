@@ -58,4 +58,6 @@ def test_a_piped_example_shows_what_the_pipeline_keeps_and_every_error_line():
     assert len(whole) > 1
     assert readme_outputs.run(example.command) == whole[:1]
     refused = readme_outputs.run("tokenplan predict --model llama-3.1-8b --gpu h100-sxm --tp 3 | sed d")
-    assert refused == ["error: configuration cannot run: TP3 does not divide the 32 attention heads"]
+    assert refused == [
+        "error: configuration cannot run: TP3 does not divide the 32 attention heads (allowed TP: 1, 2, 4, 8, 16, 32)"
+    ]
