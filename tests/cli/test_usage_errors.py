@@ -95,3 +95,21 @@ def test_ctrl_c_in_a_command_exits_130_with_one_word(monkeypatch, capsys):
         assert capsys.readouterr().err.split() == ["interrupted"]
     finally:
         del app.commands["interrupt-for-test"]
+
+
+def test_a_reader_that_closes_stdout_early_ends_the_command_with_the_sigpipe_status():
+    # `tokenplan plan | head -1`: the table's first line is read, then the pipe closes. The status
+    # is 141 (128 + SIGPIPE), as a shell reports it, not 1 (plan's "no option runs the job"), and
+    # nothing is written to stderr.
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "tokenplan", "plan"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    # 0 where the child wrote all of it into the pipe's buffer before the close (a race on a loaded
+    # machine); never 1, which it was whenever the close came first (rich's own broken-pipe exit)
+    assert proc.wait(timeout=120) in (0, 141)
+    assert err == b""

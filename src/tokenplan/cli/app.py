@@ -22,6 +22,9 @@ from tokenplan.cli.params import Command
 from tokenplan.errors import InputError, TokenplanError, missing_extra
 
 USAGE_EXIT = 2
+# The reader of stdout closed it early (``tokenplan plan | head -1``): the status a shell reports for
+# a process SIGPIPE ends (128 + 13), not 1, which plan uses for "no option runs the job".
+BROKEN_PIPE_EXIT = 141
 
 # Command name → the module under tokenplan.cli that registers it on ``app`` when imported. A command
 # imports only what it runs: ``tokenplan plan`` does not load aiohttp (generate) or fitting (bench).
@@ -105,6 +108,9 @@ class Group(click.Group):
             _fail(f"error: {' '.join(exc.format_message().split())}", USAGE_EXIT)
         except click.Abort as exc:  # click raises it for Ctrl-C (its cause) and for an aborted prompt
             _fail(*(("interrupted", 130) if isinstance(exc.__cause__, KeyboardInterrupt) else ("aborted", 1)))
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(BROKEN_PIPE_EXIT)
         except OSError as exc:  # a write the up-front path checks could not foresee (/dev/full, a full disk)
             where = f"{exc.filename}: " if exc.filename else "input/output: "
             _fail(f"error: {where}{exc.strerror or exc}", USAGE_EXIT)
@@ -186,8 +192,23 @@ def console():  # noqa: ANN201 - a rich Console (rich is imported only when a co
 
     from rich.console import Console
 
-    out = Console()
-    return out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich exits 1 here: the same status as "no answer"
+            self.quiet = True
+            _quiet_stdout()
+            raise SystemExit(BROKEN_PIPE_EXIT)
+
+    out = _Console()
+    return out if out.is_terminal or os.environ.get("COLUMNS") else _Console(width=200)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a closed pipe raises no
+    second error (the Python documentation's note on SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def exit_status(status: int) -> None:
