@@ -92,3 +92,28 @@ def test_the_dry_run_says_the_warnings_the_run_would_say_first(tmp_path):
     )
     assert warnings[1].startswith("warning: --n 2 at temperature 0 (greedy decoding): the 2 samples of each row")
     assert json.loads(done.stdout)["rows"] == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("servers", "endpoints", "warned"), [(8, 1, True), (8, 8, False), (1, 1, False), (None, 1, False)]
+)
+def test_a_run_on_fewer_servers_than_the_plan_launches_is_told_what_to_expect(tmp_path, servers, endpoints, warned):
+    # the plan's tok/s is its launch's servers together (SGLang TP1×DP8: 8 servers; vLLM DP behind
+    # one server: 1): a run on 1 of 8 expects 1/8 = 12 % of it; a plan written before num_servers
+    # (None) says nothing
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    recommended = {"option": "8× b200", "concurrency_per_endpoint": 447, "output_tok_s_total": 65_000.0,
+                   "num_replicas": 8, "configuration": "TP1×DP8"}  # fmt: skip
+    if servers is not None:
+        recommended["num_servers"] = servers
+    (tmp_path / "plan.json").write_text(
+        json.dumps({"schema_version": 1, "model": "qwen3-8b", "recommended": recommended})
+    )
+    urls = [a for i in range(endpoints) for a in ("--endpoint", f"http://127.0.0.1:{9 + i}/v1")]
+    done = _cli(
+        "generate", "in.jsonl", "--out", "run", *urls, "--model", "qwen3-8b", "--plan", "plan.json", "--dry-run",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = "the plan's 65,000 tok/s is for the 8 servers its launch runs; 1 --endpoint given, so expect about 12% of it"
+    assert (line in done.stdout + done.stderr) is warned

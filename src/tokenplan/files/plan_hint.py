@@ -37,6 +37,7 @@ class PlanHint:
     num_replicas: int | None
     model: str | None = None
     max_tokens: int | None = None  # the plan's output cap (job.osl_cap_tokens)
+    num_servers: int | None = None  # the endpoints its launch runs (recommended.num_servers; older plans: None)
 
 
 # The recommended figures generate uses, by their field in Recommended, and the type each is read as.
@@ -95,7 +96,9 @@ def read_plan(path: Path, max_concurrency: int) -> tuple[PlanHint, list[str]]:
         else:
             values[key] = None
             notes.append(f"{path}: {_RECOMMENDED}.{key} is absent or not a positive number")
-    return PlanHint(**values, model=model, max_tokens=cap), notes
+    servers = recommended.get("num_servers")
+    servers = servers if isinstance(servers, int) and not isinstance(servers, bool) and servers > 0 else None
+    return PlanHint(**values, model=model, max_tokens=cap, num_servers=servers), notes
 
 
 def plan_max_tokens(plan: Mapping[str, Any], source: str = "plan") -> int | None:

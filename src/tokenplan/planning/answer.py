@@ -21,7 +21,14 @@ from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning import curves
-from tokenplan.planning.launch import client_concurrency, launch_caps, launch_commands, launch_sizing, planned_running
+from tokenplan.planning.launch import (
+    client_concurrency,
+    launch_caps,
+    launch_commands,
+    launch_sizing,
+    planned_running,
+    server_count,
+)
 from tokenplan.planning.provision import DEFAULT_MAX_UNITS, Provision, Target, provision
 from tokenplan.planning.rank import (
     bottleneck_text,
@@ -186,6 +193,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
         recommended = Recommended(
             top.option.label, client_concurrency(ev), ev.output_tok_s_total, ev.config.layout.dp, describe(top.best)
         )
+        recommended = replace(recommended, num_servers=server_count(ev))
     prov = provisioning(q.deadline_s, q.budget_usd, answers, bands, PLAN_FIGURES) if answers is not None else None
     lines = (
         list(q.first_notes)

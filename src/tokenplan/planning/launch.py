@@ -45,6 +45,13 @@ def host_gpus(ev: Evaluation) -> int:
     return node if node > 1 else PCIE_HOST_GPUS
 
 
+def server_count(ev: Evaluation) -> int:
+    """Endpoints the planned launch of ``ev`` runs: one per replica, or one per host of DP replicas
+    where the engine runs them behind one server (``replicas_per_server``)."""
+    lay = ev.config.layout
+    return -(-lay.dp // replicas_per_server(lay, host_gpus(ev), ev.config.engine.servers_per_replica(lay)))
+
+
 def client_concurrency(ev: Evaluation, launched: int | None = None) -> int:
     """Requests to keep in flight per server endpoint: the batch of every replica that server
     runs (the DP replicas one host holds behind one server, or one replica where each has its

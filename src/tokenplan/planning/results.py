@@ -82,13 +82,16 @@ class PlanOption(JsonResult):
 @dataclass(frozen=True)
 class Recommended(JsonResult):
     """The recommended option (the fastest; with a deadline or budget, the fastest that meets it)
-    and what a client of it should keep in flight per endpoint."""
+    and what a client of it should keep in flight per endpoint: the planned launch runs
+    ``num_servers`` endpoints (one per replica, or one per host of DP replicas; None in plans
+    written before it was stated)."""
 
     option: str
     concurrency_per_endpoint: int
     output_tok_s_total: float
     num_replicas: int
     configuration: str
+    num_servers: int | None = None
 
 
 @dataclass(frozen=True)

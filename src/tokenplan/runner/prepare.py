@@ -41,6 +41,8 @@ class PlanFigures(Protocol):
     def output_tok_s_total(self) -> float | None: ...
     @property
     def max_tokens(self) -> int | None: ...
+    @property
+    def num_servers(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class NoPlan:
     concurrency_per_endpoint: None = None
     output_tok_s_total: None = None
     max_tokens: None = None
+    num_servers: None = None
 
 
 # The plan's figures, its notes and its warnings (a plan made for another model), read from a path.
@@ -99,6 +102,13 @@ def check_run(
         )
     figures, notes, plan_warnings = read_plan(plan) if plan is not None else (NoPlan(), [], [])
     warnings += plan_warnings
+    servers, given_endpoints = figures.num_servers, len(server.endpoints)
+    if servers and figures.output_tok_s_total and given_endpoints < servers:
+        # the plan's rate is its servers' together: a run on fewer of them reads low beside it
+        warnings.append(
+            f"the plan's {figures.output_tok_s_total:,.0f} tok/s is for the {servers:,} servers its launch runs; "
+            f"{given_endpoints:,} --endpoint given, so expect about {given_endpoints / servers:.0%} of it"
+        )
     given = sampling_options.model_dump(include={"max_tokens", "temperature", "top_p", "top_k"})
     unset = sampling_options.max_tokens is None and figures.max_tokens is None
     sampling, sampling_notes = job_sampling(
