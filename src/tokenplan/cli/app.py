@@ -65,6 +65,16 @@ class Group(click.Group):
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
+    def _option_help(self, exc: click.UsageError, args: list[str]) -> str:
+        """`` (allowed: …)`` from the help of the option a usage error names without a value
+        (``plan --gpu`` at the end of the line: click says only that it needs one), else empty."""
+        name = getattr(exc, "option_name", None)
+        command = self.get_command(click.Context(self), args[0]) if args and exc.ctx is None else None
+        for param in command.params if command is not None and name else ():
+            if name in getattr(param, "opts", ()) and getattr(param, "help", None):
+                return f" (allowed: {param.help})"
+        return ""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy))
 
@@ -103,7 +113,7 @@ class Group(click.Group):
                 raise
             _fail(f"error: {missing}", missing.exit_code)
         except click.UsageError as exc:
-            _fail(_usage_line(exc), USAGE_EXIT)
+            _fail(_usage_line(exc) + self._option_help(exc, sys.argv[1:] if args is None else list(args)), USAGE_EXIT)
         except click.ClickException as exc:
             _fail(f"error: {' '.join(exc.format_message().split())}", USAGE_EXIT)
         except click.Abort as exc:  # click raises it for Ctrl-C (its cause) and for an aborted prompt

@@ -64,7 +64,7 @@ def memory_table(m: MemoryResult) -> Table:
     t.add_row(capacity, kv_tokens_text(m.kv_capacity_tokens))
     t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{m.max_sequences:,.0f}")
     t.add_row(
-        f"running limit (each at {m.running_context_tokens:,.0f} tokens)",
+        f"running limit (each at {m.running_context_tokens:,.0f} tokens: a running request's mean context, long answers running longer)",
         f"{m.running_requests:,.0f} ({m.running_limited_by})",
     )
     return t
