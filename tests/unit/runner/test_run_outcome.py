@@ -171,6 +171,12 @@ def test_temperature_0_is_warned_about_with_n_samples_and_with_thinking() -> Non
     assert len(greedy_warnings(in_body, 1)) == 1
     assert greedy_warnings(Sampling(max_tokens=64, temperature=0.6, thinking=True), 4) == []
     assert greedy_warnings(Sampling(max_tokens=64, temperature=0.0, thinking=False), 1) == []
+    # thinking not stated, the model's whole context as the cap (262,144 for Qwen3.6): a model that
+    # thinks by default can loop to it; at the fallback cap of 32,768 or with thinking off, no word
+    long = greedy_warnings(Sampling(max_tokens=262_144, temperature=0.0), 1)
+    assert len(long) == 1 and "max_tokens 262,144" in long[0]
+    assert greedy_warnings(Sampling(max_tokens=FALLBACK_MAX_TOKENS, temperature=0.0), 1) == []
+    assert greedy_warnings(Sampling(max_tokens=262_144, temperature=0.0, thinking=False), 1) == []
 
 
 def test_a_request_id_in_each_refusal_does_not_hide_that_they_are_one():
