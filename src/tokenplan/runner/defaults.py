@@ -261,4 +261,3 @@ def greedy_warnings(sampling: Sampling, n: int) -> list[str]:
             "default (Qwen3) can loop until that cap; set --temperature (Qwen3 recommends 0.6) or --max-tokens"
         )
     return warnings
-
