@@ -61,10 +61,12 @@ def test_the_days_column_never_uses_an_exponent():
 def test_the_wall_time_column_takes_the_unit_of_its_longest_job():
     from tokenplan.report.tables import wall_text, wall_unit
 
-    # 16.5 days and 0.41 days: days; 0.41 days alone: 0.41 × 24 = 9.84 hours; a 4.33-second job:
-    # 4.33 / 86,400 = 5.01e-05 days, under a minute, so seconds (it read "0.0000501" days)
+    # 16.5 days and 0.41 days: days; 0.41 days alone: days too, as the sentences say it (a tenth
+    # of a day up); 0.05 days: 0.05 × 24 = 1.2 hours; a 4.33-second job: 4.33 / 86,400 = 5.01e-05
+    # days, under a minute, so seconds (it read "0.0000501" days)
     assert wall_unit([16.5, 0.41]) == ("days", 1.0)
-    assert wall_unit([0.41]) == ("hours", 24.0)
+    assert wall_unit([0.41]) == ("days", 1.0)
+    assert wall_unit([0.05]) == ("hours", 24.0)
     assert wall_unit([600 / 86_400]) == ("min", 1440.0)
     assert wall_unit([4.33 / 86_400]) == ("s", 86_400.0)
     assert wall_unit([]) == ("s", 86_400.0)  # nothing runs: any unit; its rows show "—"

@@ -108,10 +108,13 @@ def plan_table(result: PlanResult) -> FoldingTable:
 
 def wall_unit(days: Iterable[float]) -> tuple[str, float]:
     """(column header, figures per day) of a wall-time column: days where the longest job takes a
-    day or more, else hours, minutes, or seconds under a minute (a 4-second job read
-    ``0.0000501 (0.0000372–0.0000753)`` days beside its "4.33 s", a new-user pass)."""
+    tenth of a day or more, as the answer's sentences say it (``days_words``: a column in hours
+    beside "0.41 days" read as another figure, a new-user pass), else hours, minutes, or seconds
+    under a minute (a 4-second job read ``0.0000501 (0.0000372–0.0000753)`` days beside its "4.33 s")."""
     longest = max((d for d in days if d > 0), default=0.0)
-    for unit, per_day in (("days", 1.0), ("hours", 24.0), ("min", 1440.0)):
+    if longest >= 0.1:
+        return "days", 1.0
+    for unit, per_day in (("hours", 24.0), ("min", 1440.0)):
         if longest * per_day >= 1.0:
             return unit, per_day
     return "s", float(S_PER_DAY)
