@@ -235,12 +235,15 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     osl = replace(
         lognormal_with_mean(req.osl_mean, req.osl_sigma, req.osl_cap), cap_is_max_tokens=req.osl_cap is not None
     )
-    specs, spec_notes = [], []
+    parsed, spec_notes = [], []
     for text in req.specs:  # a TAU naming a bench file: files.bench_tau
         resolved, note = resolve_spec(text, req.isl_mean, req.osl_mean)
-        spec = parse_spec(resolved)
-        specs.append(attach_drafter(spec, req.draft_model) if spec and spec.method != "mtp" else spec)
+        parsed.append(parse_spec(resolved))
         spec_notes += [note] if note else []
+    drafting = sorted({s.method for s in parsed if s is not None and s.method != "mtp"})
+    if req.draft_model is not None and len(drafting) > 1:  # one checkpoint drafts for one method
+        raise InputError("draft_model", req.draft_model, f"the drafter of one method, not of {' and '.join(drafting)}")
+    specs = [attach_drafter(s, req.draft_model) if s and s.method != "mtp" else s for s in parsed]
     if req.draft_model is not None and not any(s is not None and s.draft_model for s in specs):
         attach_drafter(None, req.draft_model)  # refused: no setting loads a drafter
     weights = (
