@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
+from tokenplan.arch.draft import SEPARATE_DRAFTERS
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import base_repo_of, gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError, import_extra, shown
@@ -244,7 +245,7 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     if req.draft_model is not None and len(drafting) > 1:  # one checkpoint drafts for one method
         raise InputError("draft_model", req.draft_model, f"the drafter of one method, not of {' and '.join(drafting)}")
     specs = [attach_drafter(s, req.draft_model) if s and s.method != "mtp" else s for s in parsed]
-    if req.draft_model is not None and not any(s is not None and s.draft_model for s in specs):
+    if req.draft_model is not None and not any(s is not None and s.draft_model for s in specs) and not _drafts(req):
         attach_drafter(None, req.draft_model)  # refused: no setting loads a drafter
     weights = (
         tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
@@ -299,6 +300,13 @@ def _answered(req: PlanRequest, profile: Profile, searched: Searched) -> PlanRes
     return with_current(current, req.specs, result, q.table, q.job, searched.results, replan, figure_bands)
 
 
+def _drafts(req: PlanRequest) -> bool:
+    """True when the ``--current`` setup's speculative method loads a drafter (eagle, eagle3,
+    dflash), which ``--draft-model`` then names. Raises InputError: a bad ``--current``."""
+    text = parse_current(req.current).get("spec") if req.current is not None else None
+    return str(text or "none").split(":")[0].strip().lower() in SEPARATE_DRAFTERS
+
+
 def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profile) -> Current:
     """The setup ``--current`` describes (``text``) on ``option`` (the plan's first), of the
     plan's model and by default its engine, resolved with the plan's ``profile``, and its
@@ -307,6 +315,8 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
         raise InputError("measured-tok-s", shown(req.measured_tok_s), "a finite number of output tokens/s > 0")
     where = {"gpu": option.gpu.key, "num_gpus": option.count, "engine": req.engine, "weight_dtype": "auto"}
     fields = {"model": req.model, **where, "calibration": profile.path, **parse_current(text)}
+    if req.draft_model is not None and _drafts(req):  # the drafter named runs in the current setup too
+        fields["draft_model"] = req.draft_model
     split = int(fields.get("tp", 1)) * int(fields.get("pp", 1))  # type: ignore[call-overload]  # _count: ints
     if split > 0 and option.count % split:  # resolve would name num_gpus, which the user did not give
         raise InputError(
