@@ -257,6 +257,13 @@ def memory_breakdown(
     swa = swa_full_tokens_ratio if spec.sliding_layers else None
     # the draft's layers sit on the last pipeline stage, the heaviest with them
     draft_tok = kv_layer * draft_kv_layers(spec, method, layers) if draft is not None else 0.0
+    if draft is not None and method != "mtp":  # the drafter's own attention (arch.draft), no indexer key
+        a = spec.attention
+        if a is not None and a.kind is AttentionKind.GQA:  # the target's K/V heads, sharded as its
+            per_layer = kv_heads_per_gpu(spec, layout) * (a.head_dim + a.v_head_dim)
+        else:  # MLA or no attention: a multi-head layer of width h, k and v h wide, split by TP
+            per_layer = 2.0 * spec.hidden_size / (1 if layout.attention_dp else layout.tp)
+        draft_tok = layers * per_layer * kv_dtype.bytes_per_element
     if shape is not None:  # its own heads, sharded as the target's (replicated past TP = heads)
         heads = shape.kv_heads if layout.attention_dp else max(shape.kv_heads / layout.tp, 1.0)
         draft_tok = shape.layers * heads * 2 * shape.head_dim * kv_dtype.bytes_per_element
