@@ -66,7 +66,7 @@ def draft_s(
     z-lab/dflash README, arXiv:2602.06036), that pass over k + 1 query tokens per sequence.
     ``one``: ``step_time(d, eff, batch, ctx)`` where the caller has it already."""
     passes = 1 if spec.method == "dflash" else spec.draft_tokens
-    if passes == 1 and spec.draft_tokens > 1:
+    if spec.method == "dflash":  # k + 1 query tokens at any k (dflash:1 too: 2)
         one = step_time(d, eff, batch, ctx, query_tokens_per_seq=spec.draft_tokens + 1)
     elif one is None:
         one = step_time(d, eff, batch, ctx)

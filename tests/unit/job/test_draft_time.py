@@ -38,3 +38,16 @@ def test_a_chain_drafter_runs_k_passes_and_dflash_one_over_its_block():
     assert draft_s(d, eff, batch, ctx, eagle) == pytest.approx(7 * pass_s(1, 1), rel=1e-12)
     # one pass over 8 tokens a sequence reads the drafter's weights once: it is not 7 passes' worth
     assert layer_share > 0 and draft_s(d, eff, batch, ctx, dflash) < 7 * pass_s(1, 5)
+
+
+def test_dflash_drafts_k_plus_one_tokens_at_k_1_too():
+    # dflash:1 drafts its block of 1 token in one pass over k + 1 = 2 query tokens a sequence (the
+    # caller's one-token step was used at k = 1): the formula of the test above with 2 tokens
+    d, eff = _setup("dflash:1")
+    batch, ctx = 32.0, 3_000.0
+    lm_share = d.lm_head_params / (d.dense_params + d.lm_head_params)
+    two = step_time(d, eff, batch, ctx, query_tokens_per_seq=2)
+    expected = (two.total_s - two.overhead_s) * (5 / 64 + lm_share) + eff.per_sequence_overhead_s * batch
+    expected += eff.layer_latency_s * 5
+    one = step_time(d, eff, batch, ctx)  # what a caller holding its decode step passes
+    assert draft_s(d, eff, batch, ctx, SpecDecode("dflash", 1, 1.5, 5), one) == pytest.approx(expected, rel=1e-12)
