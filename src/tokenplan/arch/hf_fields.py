@@ -24,6 +24,11 @@ SIXTEEN_BIT_DTYPES = ("bfloat16", "float16", "float32")
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 
 
+# The largest integer a field takes (2^53, the largest a float holds exactly): a config's sizes are
+# multiplied into byte counts in floats, and an integer past ~1.8e308 does not convert at all.
+MAX_FIELD_INT = 2**53
+
+
 class Reader:
     """Typed access to a config dict that names the file and key in every error."""
 
@@ -61,14 +66,11 @@ class Reader:
         value = self.cfg.get(key)
         if value is None and default is not None:
             return default
-        if (
-            value is None
-            or isinstance(value, bool)
-            or not isinstance(value, builtins.int)
-            or value < minimum
-            or (maximum is not None and value > maximum)
-        ):
+        top = MAX_FIELD_INT if maximum is None else maximum
+        if value is None or isinstance(value, bool) or not isinstance(value, builtins.int) or value < minimum:
             raise self.fail(key, minimum, what, maximum)
+        if value > top:
+            raise self.fail(key, minimum, what, top)
         return value
 
     def first_int(
