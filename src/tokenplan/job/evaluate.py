@@ -284,6 +284,9 @@ def _sized(
             if mem.state_slots is None
             else f"the engine's {a['state'] / GiB:,.1f} GiB state pool ({mem.state_slots:,.0f} slots, sized at start-up)"
         )
+        if mem.state_bytes_per_sequence_per_gpu <= 0 and not mem.draft_kv_shared and a["draft_kv"] > 0:
+            # no state to blame: the draft's own KV pool (SGLang, at the target's token count) overruns
+            state = f"the draft's own {a['draft_kv'] / GiB:,.1f} GiB KV pool"
         spec = f" and their {a['spec_state'] / GiB:,.1f} GiB of speculative state" if a["spec_state"] > 0 else ""
         fixed = config.max_running.requests
         return Rejection(
