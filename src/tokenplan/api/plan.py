@@ -245,7 +245,7 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
     if req.draft_model is not None and len(drafting) > 1:  # one checkpoint drafts for one method
         raise InputError("draft_model", req.draft_model, f"the drafter of one method, not of {' and '.join(drafting)}")
     specs = [attach_drafter(s, req.draft_model) if s and s.method != "mtp" else s for s in parsed]
-    if req.draft_model is not None and not any(s is not None and s.draft_model for s in specs) and not _drafts(req):
+    if req.draft_model is not None and not drafting and not _drafts(req):
         attach_drafter(None, req.draft_model)  # refused: no setting loads a drafter
     weights = (
         tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None

@@ -21,7 +21,8 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 def attach_drafter(spec: SpecDecode | None, draft_model: str | None) -> SpecDecode | None:
     """``spec`` with its drafter: the launch name ``draft_model``, and the shape read from a
-    local ``config.json`` (its folder, or the file; the launch then names the folder).
+    local ``config.json`` (its folder, or the file; the launch then names the folder, absolute; a
+    JSON file of another name gives the shape only).
 
     Raises:
         InputError: ``draft_model`` without a method that loads one (none, mtp), a path that
@@ -43,7 +44,9 @@ def attach_drafter(spec: SpecDecode | None, draft_model: str | None) -> SpecDeco
         if not isinstance(cfg, dict):
             raise ConfigError(str(config), "(top level)", "a JSON object (a Hugging Face config.json)")
         shape = drafter_shape(cfg, str(config), spec.method)
-        name = str(config.parent) if config.name == "config.json" else draft_model
+        # the launches name the checkpoint folder, absolute (an engine started elsewhere finds it);
+        # a JSON file of another name gives the shape only, and the launches keep the placeholder
+        name = str(config.resolve().parent) if config.name == "config.json" else None
         return replace(spec, draft_model=name, drafter=shape, draft_layers=shape.layers)
     if path.exists() or not _REPO_ID.match(draft_model):
         held = f"{path} holds no config.json" if path.is_dir() else "not found"

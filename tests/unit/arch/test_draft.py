@@ -172,7 +172,7 @@ def test_draft_model_reads_a_folder_names_a_repository_and_refuses_the_rest(tmp_
     (tmp_path / "config.json").write_text(json.dumps(DFLASH_CONFIG))
     base = SpecDecode("dflash", 7, 4.0, 5)
     got = attach_drafter(base, str(tmp_path))
-    assert got is not None and got.drafter is not None and got.draft_model == str(tmp_path)
+    assert got is not None and got.drafter is not None and got.draft_model == str(tmp_path.resolve())
     assert got.draft_layers == 5 and got.drafter.params == 1_730_150_400
     repo = attach_drafter(base, "z-lab/Qwen3.6-27B-DFlash")  # named in the launches, shape the target's
     assert repo is not None and repo.draft_model == "z-lab/Qwen3.6-27B-DFlash" and repo.drafter is None
@@ -199,3 +199,20 @@ def test_memory_of_a_drafter_read_from_its_config_json(tmp_path):
     # the estimate from the target's shape (test above): 1,835,008,000 parameters
     assert plain.draft_weight_bytes_per_gpu == 3_670_016_000
     assert read.weight_bytes_per_gpu - plain.weight_bytes_per_gpu == 3_460_300_800 - 3_670_016_000
+
+
+def test_the_launch_names_the_drafter_folder_absolute_and_a_json_of_another_name_gives_the_shape_only(
+    tmp_path, monkeypatch
+):
+    # an engine started from another directory would not find "./dflash": the launch writes the
+    # absolute folder; "mydraft.json" is no checkpoint an engine loads: shape only, placeholder kept
+    (tmp_path / "dflash").mkdir()
+    (tmp_path / "dflash" / "config.json").write_text(json.dumps(DFLASH_CONFIG))
+    (tmp_path / "mydraft.json").write_text(json.dumps(DFLASH_CONFIG))
+    monkeypatch.chdir(tmp_path)
+    base = SpecDecode("dflash", 7, 4.0, 5)
+    folder = attach_drafter(base, "./dflash")
+    assert folder is not None and folder.draft_model == str((tmp_path / "dflash").resolve())
+    lone = attach_drafter(base, "mydraft.json")
+    assert lone is not None and lone.draft_model is None and lone.drafter is not None
+    assert lone.drafter.params == 1_730_150_400
