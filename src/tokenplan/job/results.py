@@ -97,7 +97,9 @@ class MemoryResult(JsonResult):
     token on this GPU (MTP's or the drafter's; 0 without speculative decoding), in the KV pool
     where ``draft_kv_shared``; ``pool_bytes_per_token_per_gpu`` is what one more full-attention
     token takes of the pool (the shared draft layers, and SGLang's sliding-window pool sized in
-    proportion: ``kv_capacity_tokens`` × it is the pool where no state shares it).
+    proportion: ``kv_capacity_tokens`` × it is the pool where no state shares it);
+    ``spec_state_pool_bytes`` is what SGLang reserves for the speculative states of its running cap
+    before it splits the rest into KV and state pools (0 elsewhere).
     """
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
@@ -126,6 +128,7 @@ class MemoryResult(JsonResult):
     draft_kv_bytes_per_token_per_gpu: float = 0.0
     draft_kv_shared: bool = False
     pool_bytes_per_token_per_gpu: float = 0.0
+    spec_state_pool_bytes: float = 0.0
 
 
 def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
@@ -202,4 +205,5 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         draft_kv_bytes_per_token_per_gpu=m.draft_kv_bytes_per_token_per_gpu,
         draft_kv_shared=m.draft_kv_shared,
         pool_bytes_per_token_per_gpu=m.pool_bytes_per_token_per_gpu,
+        spec_state_pool_bytes=m.spec_state_pool_bytes,
     )

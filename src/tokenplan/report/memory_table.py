@@ -42,6 +42,8 @@ def memory_table(m: MemoryResult) -> Table:
     ]
     if not shared and m.state_bytes_per_sequence > 0:  # a model without recurrent state has none
         rows.append(("state pool", m.state_pool_bytes))
+    if m.spec_state_pool_bytes:  # SGLang takes it before the split: the start-up rows add up with it
+        rows.append(("speculative state pool (for the running cap)", m.spec_state_pool_bytes))
     for label, size in rows:
         t.add_row(label, f"{size / GiB:,.2f} GiB")
     t.add_row(f"at {m.running_requests:,.0f} running requests, the engine allocates:", "")
@@ -64,7 +66,7 @@ def memory_table(m: MemoryResult) -> Table:
     t.add_row(capacity, kv_tokens_text(m.kv_capacity_tokens))
     t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{m.max_sequences:,.0f}")
     t.add_row(
-        f"running limit (each at {m.running_context_tokens:,.0f} tokens: a running request's mean context, long answers running longer)",
+        f"running limit (each at {m.running_context_tokens:,.0f} tokens, a running request's mean)",
         f"{m.running_requests:,.0f} ({m.running_limited_by})",
     )
     return t

@@ -416,3 +416,20 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)
     assert ev.memory.weight_bytes_per_gpu / GiB == pytest.approx(157.3, abs=0.05)
     assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * (183_359 / 1024 * 0.996 - 2.5) - 157.3, abs=0.1)
+
+
+def test_the_memory_tables_start_up_rows_add_up_with_sglangs_speculative_state_pool():
+    # SGLang with its radix cache on and MTP k=3 reserves the speculative states of its running cap
+    # before splitting the rest into KV and state pools (S3): weights, reserve, the KV, state and
+    # speculative state pools are the whole GPU, each a row of the table
+    from tokenplan.api.memory import memory
+    from tokenplan.api.resolve import PredictRequest
+    from tokenplan.job.results import MemoryResult
+    from tokenplan.report.memory_table import memory_table
+
+    m = memory(PredictRequest(model="qwen3.6-27b", gpu="b200", spec="mtp:3", engine="sglang"))
+    assert isinstance(m, MemoryResult) and m.spec_state_pool_bytes > 0
+    parts = m.weight_bytes_per_gpu + m.reserve_bytes + m.kv_pool_bytes + m.state_pool_bytes + m.spec_state_pool_bytes
+    assert parts == pytest.approx(m.gpu_bytes, rel=1e-12)
+    labels = [str(row) for row in memory_table(m).columns[0].cells]
+    assert "speculative state pool (for the running cap)" in labels
