@@ -57,6 +57,7 @@ class JobFile(BaseModel):
         prices: {b200: 5.25}
         current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48   # or a mapping of the same keys
         measured_tok_s: 1600
+        draft_model: z-lab/Qwen3.6-27B-DFlash   # with spec: dflash:7 (plan --draft-model)
         tp: 4              # search only these layouts (plan --tp/--dp/--ep)
         max_running: 128   # the engine's running-request cap per replica (plan --max-running)
     """
@@ -77,6 +78,7 @@ class JobFile(BaseModel):
     engine: str | None = None
     prices: dict[str, Annotated[float, Field(gt=0, le=MAX_PRICE_USD_PER_GPU_HOUR)]] | None = None
     spec: str | None = None
+    draft_model: str | None = None  # plan --draft-model: the EAGLE/DFlash drafter's folder or repository
     current: str | None = None  # plan --current: the setup run now on the first GPU option
     measured_tok_s: float | None = Field(default=None, gt=0)  # plan --measured-tok-s
     tp: StrictInt | None = Field(default=None, gt=0)  # plan --tp
@@ -109,7 +111,18 @@ class JobFile(BaseModel):
         ``isl_mean``/``isl_sigma``/``isl_cap`` (tokens), ``spec`` → ``specs``, GPU keys of
         ``prices`` lower-cased; keys not given are left out."""
         fields: dict = {}
-        for name in ("model", "samples", "engine", "current", "measured_tok_s", "tp", "dp", "ep", "max_running"):
+        for name in (
+            "model",
+            "samples",
+            "engine",
+            "draft_model",
+            "current",
+            "measured_tok_s",
+            "tp",
+            "dp",
+            "ep",
+            "max_running",
+        ):
             if getattr(self, name) is not None:
                 fields[name] = getattr(self, name)
         if self.gpus:

@@ -61,3 +61,15 @@ def test_a_bare_number_is_the_mean_as_on_the_command_line(tmp_path):
     path.write_text("isl: true\n")  # a YAML boolean is no length
     with pytest.raises(ConfigError, match=r"isl: True is not allowed"):
         read_job_file(str(path))
+
+
+def test_a_job_file_names_its_drafter(tmp_path):
+    # draft_model is plan --draft-model: the dflash launch names it where DRAFT_MODEL stood
+    from tokenplan.api.plan import plan, plan_request
+
+    path = tmp_path / "job.yaml"
+    path.write_text('gpus: ["8xb200"]\nspec: dflash:7\ndraft_model: z-lab/Qwen3.6-27B-DFlash\n')
+    request = plan_request(str(path))
+    assert request.draft_model == "z-lab/Qwen3.6-27B-DFlash"
+    launch = plan(request).to_json()["options"][0]["launch"]["sglang"]
+    assert "--speculative-draft-model-path z-lab/Qwen3.6-27B-DFlash" in launch and "DRAFT_MODEL" not in launch
