@@ -12,6 +12,7 @@ from tokenplan.api.resolve import read_profile, resolve_file
 from tokenplan.calibration.refit import CV_LATENCY_STRIDE, SERVING_FIT_STRIDE, CaseFile, fit_rows, refit
 from tokenplan.calibration.summary import CalibrationResult
 from tokenplan.calibration.update import CalibrationUpdate, update_shipped
+from tokenplan.errors import InputError
 from tokenplan.files.measurements import SERVING, described, read_measurements
 
 
@@ -63,11 +64,21 @@ def _drop_rejected(files: list[CaseFile]) -> tuple[list[CaseFile], int]:
     from tokenplan.calibration.validate import predict_case
 
     table = read_profile(None).table
-    kept, dropped = [], 0
+    kept, dropped, first = [], 0, None
     for f in files:
-        ok = [c for c in f.cases if predict_case(c, table.resolve(c.engine, c.architecture)).rejected is None]
+        ok = []
+        for c in f.cases:
+            why = predict_case(c, table.resolve(c.engine, c.architecture)).rejected
+            ok += [c] if why is None else []
+            first = first or (None if why is None else f"line {c.measurement.line}: {why}")
         dropped += len(f.cases) - len(ok)
         kept.append(replace(f, cases=ok))
+    if first is not None and not any(f.cases for f in kept):  # say why, not only that nothing is left
+        raise InputError(
+            "measurement files",
+            ", ".join(f.path for f in files),
+            f"files with at least one predictable row (the planner rejects every one; {first})",
+        )
     return kept, dropped
 
 
