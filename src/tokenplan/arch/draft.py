@@ -90,6 +90,15 @@ def draft_params(spec: ModelSpec, method: str, draft_layers: int) -> float:
     return layers + float(2 * h * h)
 
 
+def draft_fc_params(spec: ModelSpec, method: str) -> float:
+    """Parameters of the drafter's ``fc`` (taps·h × h for DFlash, 3h × h for EAGLE-3, 2h × h for
+    EAGLE; 0 for MTP), which the engines hold whole on every TP rank: vLLM builds it as a
+    ``ReplicatedLinear`` (``models/qwen3_dflash.py``, ``llama_eagle3.py``), SGLang as a plain
+    ``nn.Linear``. Raises nothing."""
+    taps = {"dflash": DFLASH_TARGET_TAPS, "eagle3": 3, "eagle": 2}.get(method, 0)
+    return float(taps * spec.hidden_size * spec.hidden_size)
+
+
 def draft_kv_layers(spec: ModelSpec, method: str, draft_layers: int) -> int:
     """Attention layers of the draft that hold KV cache for every token: the target's MTP layers
     under ``mtp``, else the drafter's ``draft_layers``. Raises nothing."""
@@ -106,12 +115,15 @@ class DrafterShape:
             not the embedding and lm_head it shares with the target).
         layers: its decoder layers, each holding KV for every token.
         kv_heads, head_dim: K/V heads and head size of its attention.
+        replicated_params: the part of ``params`` every TP rank holds whole: ``fc``
+            (:func:`draft_fc_params`).
     """
 
     params: float
     layers: int
     kv_heads: int
     head_dim: int
+    replicated_params: float = 0.0
 
 
 def drafter_shape(cfg: Mapping[str, Any], source: str, method: str) -> DrafterShape:
@@ -143,12 +155,14 @@ def drafter_shape(cfg: Mapping[str, Any], source: str, method: str) -> DrafterSh
         taps = dflash.get("target_layer_ids") if isinstance(dflash, Mapping) else None
         if not isinstance(taps, list) or not taps:
             raise ConfigError(source, "dflash_config.target_layer_ids", "a non-empty list of target layer indices")
-        return DrafterShape(layers * layer + float(len(taps) * h * h), layers, kv_heads, head_dim)
+        fc = float(len(taps) * h * h)
+        return DrafterShape(layers * layer + fc, layers, kv_heads, head_dim, fc)
     target_h = r.int("target_hidden_size", default=h, minimum=1)
     if method == "eagle3":
         vocab = r.first_int(("draft_vocab_size", "vocab_size"), minimum=1)
         # the first layer's q/k/v read [embedding; hidden], 2h wide
-        extra = float(h * (qo + kv)) + 3.0 * target_h * h + float(h * vocab)
+        fc = 3.0 * target_h * h
+        extra = float(h * (qo + kv)) + fc + float(h * vocab)
     else:
-        extra = 2.0 * target_h * h
-    return DrafterShape(layers * layer + extra, layers, kv_heads, head_dim)
+        fc = extra = 2.0 * target_h * h
+    return DrafterShape(layers * layer + extra, layers, kv_heads, head_dim, fc)

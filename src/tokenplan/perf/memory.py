@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from tokenplan.arch.draft import draft_kv_layers, draft_params
+from tokenplan.arch.draft import draft_fc_params, draft_kv_layers, draft_params
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
 from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
@@ -232,7 +232,9 @@ def memory_breakdown(
     else:  # the lru_cache hashes the whole ModelSpec: about 1 µs a call
         weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
         last[:] = [spec, layout, weight_dtype, (with_mtp, expert_padding), weights]
-    drafter = (shape.params if shape else draft_params(spec, method, layers)) * Dtype.BF16.bytes_per_element / layout.tp
+    whole = shape.params if shape else draft_params(spec, method, layers)
+    fc = shape.replicated_params if shape else draft_fc_params(spec, method)  # held whole on every rank
+    drafter = ((whole - fc) / layout.tp + fc) * Dtype.BF16.bytes_per_element
     weights += drafter
     reserve = settings.reserve_bytes + profile_reserve_bytes(spec, layout, settings)
     usable = max(settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve), 0.0)

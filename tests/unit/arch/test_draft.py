@@ -103,10 +103,12 @@ def test_sglang_gives_the_draft_a_pool_of_its_own_from_the_reserve():
 
 
 def test_a_dflash_drafter_sharded_by_tp_joins_the_weights():
-    # TP2: the drafter's 1,835,008,000 BF16 parameters, 3,670,016,000 B, half on each GPU.
+    # TP2: the drafter's 1,835,008,000 BF16 parameters, its layers' 1,703,936,000 halved on each
+    # GPU and its fc's 5 · 5,120² = 131,072,000 whole on each (vLLM's ReplicatedLinear):
+    # (851,968,000 + 131,072,000) · 2 B = 1,966,080,000 B per GPU.
     without, with_drafter = _memory("vllm", None, tp=2), _memory("vllm", SpecDecode("dflash", 7, 4.0, 5), tp=2)
-    assert with_drafter.weight_bytes_per_gpu - without.weight_bytes_per_gpu == pytest.approx(1_835_008_000)
-    assert with_drafter.draft_weight_bytes_per_gpu == pytest.approx(1_835_008_000)
+    assert with_drafter.weight_bytes_per_gpu - without.weight_bytes_per_gpu == pytest.approx(1_966_080_000)
+    assert with_drafter.draft_weight_bytes_per_gpu == pytest.approx(1_966_080_000)
     # its five layers' KV at TP2: 5 · 2 KV heads · (256 + 256) · 2 B = 10,240 B per token per GPU
     assert with_drafter.draft_kv_bytes_per_token_per_gpu == 10_240
 
