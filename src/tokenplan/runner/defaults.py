@@ -254,10 +254,12 @@ def greedy_warnings(sampling: Sampling, n: int) -> list[str]:
             "the plan assumed; set --temperature (Qwen3 recommends 0.6)"
         )
     elif thinking is None and sampling.max_tokens > FALLBACK_MAX_TOKENS:
-        # thinking not stated: Qwen3.x and other reasoning models think unless told not to, and a
-        # loop at greedy decoding runs to a cap as long as the model's context (a new-user pass)
+        # thinking not stated: Qwen3.x and other reasoning models think unless told not to, and any
+        # answer that loops at greedy decoding runs to a cap as long as the model's context (a
+        # new-user pass: 262,144 tokens for Qwen3.6-27B)
         warnings.append(
-            f"temperature 0 (greedy decoding) with max_tokens {sampling.max_tokens:,}: a model that thinks by "
-            "default (Qwen3) can loop until that cap; set --temperature (Qwen3 recommends 0.6) or --max-tokens"
+            f"temperature 0 (greedy decoding) with max_tokens {sampling.max_tokens:,}: an answer that repeats "
+            "itself runs to that cap (models that think by default, such as Qwen3, warn against greedy "
+            "decoding); set --temperature (Qwen3 recommends 0.6) or --max-tokens"
         )
     return warnings
