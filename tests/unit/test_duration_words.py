@@ -69,7 +69,7 @@ def test_the_wall_time_column_takes_the_unit_of_its_longest_job():
     assert wall_unit([0.05]) == ("hours", 24.0)
     assert wall_unit([600 / 86_400]) == ("min", 1440.0)
     assert wall_unit([4.33 / 86_400]) == ("s", 86_400.0)
-    assert wall_unit([]) == ("s", 86_400.0)  # nothing runs: any unit; its rows show "—"
+    assert wall_unit([]) == ("days", 1.0)  # nothing runs: its rows show "—" under the usual unit
     assert wall_text(0.41, None, 24.0) == "9.84"
     assert wall_text(4.33 / 86_400, None, 86_400.0) == "4.33"
 

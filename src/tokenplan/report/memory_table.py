@@ -3,6 +3,7 @@ it allocates at the running limit (``MemoryResult``)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rich.table import Table
@@ -64,7 +65,7 @@ def memory_table(m: MemoryResult) -> Table:
     t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
     capacity = f"KV capacity beside {m.running_requests:,.0f} requests' state" if shared else "KV capacity"
     t.add_row(capacity, kv_tokens_text(m.kv_capacity_tokens))
-    t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{m.max_sequences:,.0f}")
+    t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{math.floor(m.max_sequences):,}")
     t.add_row(
         f"running limit (each at {m.running_context_tokens:,.0f} tokens, a running request's mean)",
         f"{m.running_requests:,.0f} ({m.running_limited_by})",

@@ -112,7 +112,7 @@ def wall_unit(days: Iterable[float]) -> tuple[str, float]:
     beside "0.41 days" read as another figure, a new-user pass), else hours, minutes, or seconds
     under a minute (a 4-second job read ``0.0000501 (0.0000372–0.0000753)`` days beside its "4.33 s")."""
     longest = max((d for d in days if d > 0), default=0.0)
-    if longest >= 0.1:
+    if longest >= 0.1 or longest == 0.0:  # nothing runs: the rows show "—" under the plan's usual unit
         return "days", 1.0
     for unit, per_day in (("hours", 24.0), ("min", 1440.0)):
         if longest * per_day >= 1.0:
