@@ -117,6 +117,8 @@ class DrafterShape:
         kv_heads, head_dim: K/V heads and head size of its attention.
         replicated_params: the part of ``params`` every TP rank holds whole: ``fc``
             (:func:`draft_fc_params`).
+        block_size: a DFlash drafter's block (``dflash_config.block_size``: the drafts and the
+            bonus token one pass proposes, so at most ``block_size − 1`` drafts); 0 when not stated.
     """
 
     params: float
@@ -124,6 +126,7 @@ class DrafterShape:
     kv_heads: int
     head_dim: int
     replicated_params: float = 0.0
+    block_size: int = 0
 
 
 def drafter_shape(cfg: Mapping[str, Any], source: str, method: str) -> DrafterShape:
@@ -156,7 +159,10 @@ def drafter_shape(cfg: Mapping[str, Any], source: str, method: str) -> DrafterSh
         if not isinstance(taps, list) or not taps:
             raise ConfigError(source, "dflash_config.target_layer_ids", "a non-empty list of target layer indices")
         fc = float(len(taps) * h * h)
-        return DrafterShape(layers * layer + fc, layers, kv_heads, head_dim, fc)
+        block = Reader(dflash if isinstance(dflash, Mapping) else {}, f"{source}: dflash_config").int(
+            "block_size", default=0, minimum=2
+        )
+        return DrafterShape(layers * layer + fc, layers, kv_heads, head_dim, fc, block)
     target_h = r.int("target_hidden_size", default=h, minimum=1)
     if method == "eagle3":
         vocab = r.first_int(("draft_vocab_size", "vocab_size"), minimum=1)

@@ -44,6 +44,13 @@ def attach_drafter(spec: SpecDecode | None, draft_model: str | None) -> SpecDeco
         if not isinstance(cfg, dict):
             raise ConfigError(str(config), "(top level)", "a JSON object (a Hugging Face config.json)")
         shape = drafter_shape(cfg, str(config), spec.method)
+        if shape.block_size and spec.draft_tokens >= shape.block_size:  # a pass proposes block − 1 drafts
+            raise InputError(
+                "spec",
+                f"{spec.method}:{spec.draft_tokens}",
+                f"{spec.method}:K with K at most {shape.block_size - 1}: the drafter {config} drafts blocks of "
+                f"{shape.block_size} tokens (dflash_config.block_size)",
+            )
         # the launches name the checkpoint folder, absolute (an engine started elsewhere finds it);
         # a JSON file of another name gives the shape only, and the launches keep the placeholder
         name = str(config.resolve().parent) if config.name == "config.json" else None

@@ -218,3 +218,14 @@ def test_the_launch_names_the_drafter_folder_absolute_and_a_json_of_another_name
     lone = attach_drafter(base, "mydraft.json")
     assert lone is not None and lone.draft_model is None and lone.drafter is not None
     assert lone.drafter.params == 1_730_150_400
+
+
+def test_a_dflash_drafter_proposes_at_most_its_block_less_one_drafts(tmp_path):
+    # dflash_config.block_size 8: one pass proposes the bonus token and 7 drafts, so dflash:7 runs
+    # and dflash:8 is refused naming --spec and the drafter's block
+    config = {**DFLASH_CONFIG, "dflash_config": {**DFLASH_CONFIG["dflash_config"], "block_size": 8}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    got = attach_drafter(SpecDecode("dflash", 7, 4.0, 5), str(tmp_path))
+    assert got is not None and got.drafter is not None and got.drafter.block_size == 8
+    with pytest.raises(InputError, match=r"dflash:K with K at most 7: .* drafts blocks of 8 tokens"):
+        attach_drafter(SpecDecode("dflash", 8, 4.0, 5), str(tmp_path))
