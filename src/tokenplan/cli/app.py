@@ -72,7 +72,8 @@ class Group(click.Group):
         command = self.get_command(click.Context(self), args[0]) if args and exc.ctx is None else None
         for param in command.params if command is not None and name else ():
             if name in getattr(param, "opts", ()) and getattr(param, "help", None):
-                return f" (allowed: {param.help})"
+                what = str(param.help).split(" [default:")[0]  # the help's default says what is not given
+                return f" (allowed: {what})"
         return ""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
