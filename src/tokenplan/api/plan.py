@@ -304,7 +304,8 @@ def _drafts(req: PlanRequest) -> bool:
     """True when the ``--current`` setup's speculative method loads a drafter (eagle, eagle3,
     dflash), which ``--draft-model`` then names. Raises InputError: a bad ``--current``."""
     text = parse_current(req.current).get("spec") if req.current is not None else None
-    return str(text or "none").split(":")[0].strip().lower() in SEPARATE_DRAFTERS
+    spec = parse_spec(str(text or "none"))  # InputError: a malformed spec, as --current reads it
+    return spec is not None and spec.method in SEPARATE_DRAFTERS
 
 
 def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profile) -> Current:

@@ -81,13 +81,11 @@ def draft_params(spec: ModelSpec, method: str, draft_layers: int) -> float:
     if method not in SEPARATE_DRAFTERS:
         raise ValueError(f"unknown speculative method {method!r}")
     h = spec.hidden_size
-    layers = draft_layer_params(spec) * draft_layers
-    if method == "dflash":
-        return layers + float(DFLASH_TARGET_TAPS * h * h)
-    if method == "eagle3":
+    body = draft_layer_params(spec) * draft_layers + draft_fc_params(spec, method)
+    if method == "eagle3":  # the first layer's q/k/v read 2h, and its own lm_head
         qo, kv = _attention(spec)
-        return layers + h * (qo + kv) + float(3 * h * h) + float(h * EAGLE3_DRAFT_VOCAB)
-    return layers + float(2 * h * h)
+        return body + h * (qo + kv) + float(h * EAGLE3_DRAFT_VOCAB)
+    return body
 
 
 def draft_fc_params(spec: ModelSpec, method: str) -> float:

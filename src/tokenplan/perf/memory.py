@@ -257,18 +257,21 @@ def memory_breakdown(
         slots = state_pool / state_seq * shards
     padding = (1 + copies) * state_seq if padded_state_slot else 0.0
     swa = swa_full_tokens_ratio if spec.sliding_layers else None
-    # the draft's layers sit on the last pipeline stage, the heaviest with them
-    draft_tok = kv_layer * draft_kv_layers(spec, method, layers) if draft is not None else 0.0
-    if draft is not None and method != "mtp":  # the drafter's own attention (arch.draft), no indexer key
-        a = spec.attention
-        if a is not None and a.kind is AttentionKind.GQA:  # the target's K/V heads, sharded as its
-            per_layer = kv_heads_per_gpu(spec, layout) * (a.head_dim + a.v_head_dim)
-        else:  # MLA or no attention: a multi-head layer of width h, k and v h wide, split by TP
-            per_layer = 2.0 * spec.hidden_size / (1 if layout.attention_dp else layout.tp)
-        draft_tok = layers * per_layer * kv_dtype.bytes_per_element
-    if shape is not None:  # its own heads, sharded as the target's (replicated past TP = heads)
+    # the draft's KV per token (its layers sit on the last pipeline stage, the heaviest with them)
+    a = spec.attention
+    if draft is None:
+        draft_tok = 0.0
+    elif shape is not None:  # its own heads, sharded as the target's (replicated past TP = heads)
         heads = shape.kv_heads if layout.attention_dp else max(shape.kv_heads / layout.tp, 1.0)
         draft_tok = shape.layers * heads * 2 * shape.head_dim * kv_dtype.bytes_per_element
+    elif method == "mtp":  # the target's own MTP layers
+        draft_tok = kv_layer * draft_kv_layers(spec, method, layers)
+    elif a is not None and a.kind is AttentionKind.GQA:  # estimated drafter: the target's K/V heads
+        draft_tok = layers * kv_heads_per_gpu(spec, layout) * (a.head_dim + a.v_head_dim) * kv_dtype.bytes_per_element
+    else:  # estimated drafter of an MLA or attention-free target: multi-head of width h, split by TP
+        draft_tok = (
+            layers * 2.0 * spec.hidden_size / (1 if layout.attention_dp else layout.tp) * kv_dtype.bytes_per_element
+        )
     per_full_token = kv_tok + (0.0 if draft_kv_pool else draft_tok) + (swa * sliding_tok if swa else 0.0)
     kv_tokens = kv_pool / per_full_token * shards if per_full_token > 0 else float("inf")
     return MemoryBreakdown(

@@ -189,11 +189,9 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
     top = fastest(eligible or results)
     recommended = None
     if top is not None and top.best is not None:  # fastest picks among the options where something runs
-        ev = top.best.evaluation
-        recommended = Recommended(
-            top.option.label, client_concurrency(ev), ev.output_tok_s_total, ev.config.layout.dp, describe(top.best)
-        )
-        recommended = replace(recommended, num_servers=server_count(ev))
+        ev, best = top.best.evaluation, top.best
+        figures = (client_concurrency(ev), ev.output_tok_s_total, ev.config.layout.dp, describe(best), server_count(ev))
+        recommended = Recommended(top.option.label, *figures)
     prov = provisioning(q.deadline_s, q.budget_usd, answers, bands, PLAN_FIGURES) if answers is not None else None
     lines = (
         list(q.first_notes)
