@@ -168,7 +168,8 @@ def _check_values(job: JobFile, path: str) -> None:
     for name, lengths, default in (("isl", job.isl, DEFAULT_ISL), ("osl", job.osl, DEFAULT_OSL)):
         try:
             if lengths is not None:
-                check_stated_lengths(name, lengths.mean, lengths.sigma, lengths.cap, default)
+                # a cap the file states is the file's, even where it equals the default
+                check_stated_lengths(name, lengths.mean, lengths.sigma, lengths.cap, default, cap_stated=True)
         except InputError as exc:
             # the key as the file spells it (osl.cap, not the --max-tokens the same check names)
             key = {name: f"{name}.mean", f"{name}-sigma": f"{name}.sigma"}.get(exc.field, f"{name}.cap")

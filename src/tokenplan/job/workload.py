@@ -263,18 +263,21 @@ def stated_lengths(mean_tokens: float, low_fraction: float | None) -> LengthDist
     return LengthDist(mean_tokens, math.sqrt(math.log1p(cv * cv)), top)
 
 
-def check_stated_lengths(name: str, mean: float, sigma: float, cap: float | None, default: LengthDefaults) -> None:
+def check_stated_lengths(
+    name: str, mean: float, sigma: float, cap: float | None, default: LengthDefaults, *, cap_stated: bool = False
+) -> None:
     """Name the option of a bad length before the distribution is built: ``name`` is ``isl`` or
     ``osl``, as the options of ``tokenplan plan`` and the keys of a job file call them (with
-    ``-sigma``, and the cap ``--isl-cap`` / ``--max-tokens``); ``default``: their defaults.
-    Raises InputError."""
+    ``-sigma``, and the cap ``--isl-cap`` / ``--max-tokens``); ``default``: their defaults;
+    ``cap_stated``: the cap was written out (a job file's ``osl.cap``), so a cap equal to the
+    default is not called the default. Raises InputError."""
     cap_option = "isl-cap" if name == "isl" else "max-tokens"
     if not 1 <= mean <= MAX_REQUEST_TOKENS:
         raise InputError(name, shown(mean), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
     if not 0 <= sigma <= MAX_SIGMA:  # the range LengthDist takes, named as the option
         raise InputError(f"{name}-sigma", shown(sigma), f"a lognormal σ from 0 to {MAX_SIGMA:g}")
     if cap is not None and not cap > mean:
-        if cap == default.cap:  # the user raised the mean, not the cap
+        if cap == default.cap and not cap_stated:  # the user raised the mean, not the cap
             raise InputError(
                 name,
                 shown(mean),

@@ -32,6 +32,11 @@ def test_a_bad_value_still_says_what_was_given(tmp_path):
         ),
         ('current: "tp=four"\n', "current: current 'tp=four' is not allowed (allowed: tp an integer ≥ 1)"),
         ("osl: {mean: 2500, sigma: 9}\n", "osl.sigma: 9 is not allowed (allowed: a lognormal σ from 0 to 5)"),
+        # a cap the file states at the default's value is the file's (not "--max-tokens … its default")
+        (
+            "osl: {mean: 40000, sigma: 1.0, cap: 32768}\n",
+            "osl.cap: 32768 is not allowed (allowed: a number of tokens above the mean 40000)",
+        ),
     ],
 )
 def test_a_length_or_current_value_plan_refuses_names_the_file(tmp_path, text, line):
