@@ -245,12 +245,15 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
         return None
     lifted, s = top.best.evaluation, on.evaluation.steady
     # the options are ranked by when the job ends: both times are said, as a small job's steady
-    # rates can rank the other way (a new-user pass read "against 41,527 tok/s" as the faster one)
+    # rates can rank the other way (a new-user pass read "against 41,527 tok/s" as the faster one);
+    # the cache-on configuration is named, as its layout can differ from the leader's (TP2×DP4
+    # beside TP1×DP8: a new-user pass compared 162/replica with 406/replica of another layout)
     return (
         f"--disable-radix-cache on {top.option.label}: {lifted.output_tok_s_total:,.0f} tok/s at "
         f"{lifted.steady.batch:,.0f} running per replica → {days_words(top.best.wall_s)}, against "
         f"{on.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(on.wall_s)} "
-        f"with the prefix cache on (batch {s.batch:,.0f}/replica capped by {s.batch_reason}; with the cache on "
+        f"with the prefix cache on ({describe(on)}: batch {s.batch:,.0f}/replica capped by {s.batch_reason}; "
+        f"with the cache on "
         f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
         f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
         f"the cache on only if that option then finishes sooner."

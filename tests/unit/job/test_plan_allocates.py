@@ -137,3 +137,5 @@ def test_the_radix_cache_line_compares_the_same_speculative_setting():
     answer = plan(PlanRequest(gpus=("8xb200",))).to_json()["answer"]
     line = next(a for a in answer if a.startswith("--disable-radix-cache on 8× b200"))
     assert "capped by state slots" in line and "capped by engine cap" not in line
+    # the cache-on configuration is named: its layout is not the leader's TP1×DP8
+    assert "with the prefix cache on (TP2×DP4, fp8 weights, fp8 KV: batch 162/replica" in line
