@@ -117,3 +117,18 @@ def test_a_run_on_fewer_servers_than_the_plan_launches_is_told_what_to_expect(tm
     assert done.returncode == 0, done.stderr
     line = "the plan's 65,000 tok/s is for the 8 servers its launch runs; 1 --endpoint given, so expect about 12% of it"
     assert (line in done.stdout + done.stderr) is warned
+
+
+def test_the_dry_run_names_the_rows_it_sets_aside(tmp_path):
+    # new-user finding: "5 rejected" with no file, line or reason, and a dry run writes no rejects.jsonl
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"foo": 1}\n{not json\n')
+    done = _cli(
+        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", "qwen3-8b",
+        "--dry-run", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["rejected_rows"] == 2 and len(record["rejects"]) == 2
+    assert record["rejects"][0].startswith("in.jsonl line 2: unknown shape")
+    assert record["rejects"][1].startswith("in.jsonl line 3: invalid JSON")
+    assert not (tmp_path / "run").exists()

@@ -69,6 +69,29 @@ def test_dry_run_text_without_a_tokenizer_says_the_prompts_were_not_counted() ->
     )
 
 
+def test_dry_run_text_names_the_rows_it_sets_aside() -> None:
+    # new-user finding: --dry-run said "5 rejected" and nothing of which rows or why, and a dry run
+    # writes no rejects.jsonl; it now names the first ones and counts the rest
+    record = {
+        "rows": 10,
+        "rejected_rows": 3,
+        "units": 10,
+        "requests": 10,
+        "prompt_tokens_mean": None,
+        "prompt_tokens_sigma": None,
+        "prompt_tokens_max": None,
+        "tokenizer": None,
+        "sampling": {},
+        "plan_command": "tokenplan plan --samples 10 --max-tokens 4096",
+        "rejects": ["in.jsonl line 2: invalid JSON: x", "in.jsonl line 5: messages: not a non-empty list"],
+    }
+    assert dry_run_text(DryRun.from_json(record), 1).splitlines()[2:5] == [
+        "  rejected    in.jsonl line 2: invalid JSON: x",
+        "  rejected    in.jsonl line 5: messages: not a non-empty list",
+        "  rejected    … and 1 more (a run lists each in rejects.jsonl)",
+    ]
+
+
 def test_calibration_notes_name_bound_and_held_factors_and_the_files_written(tmp_path) -> None:  # noqa: ANN001
     d = CalibrationSummary(
         n=12,

@@ -141,6 +141,7 @@ class DryRun(JsonResult):
     tokenizer: str | None
     sampling: dict[str, Any]
     plan_command: str
+    rejects: tuple[str, ...] = ()  # the first rows set aside: "file line N: reason"
 
 
 def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noqa: ANN001 - dry_run_counts' first two
@@ -157,6 +158,7 @@ def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noq
         tokenizer=counts.tokenizer,
         sampling=sampling.as_record(),
         plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens), _plannable(model)),
+        rejects=tuple(counts.rejects),
     )
 
 
@@ -192,6 +194,11 @@ def dry_run_text(record: DryRun, samples_per_row: int) -> str:
         f"rows          {record.rows:,} usable, {record.rejected_rows:,} rejected",
         f"units         {record.units:,} ({samples_per_row} per row)   requests {record.requests:,}",
     ]
+    lines.extend(f"  rejected    {reject}" for reject in record.rejects)
+    if record.rejected_rows > len(record.rejects) > 0:
+        lines.append(
+            f"  rejected    … and {record.rejected_rows - len(record.rejects):,} more (a run lists each in rejects.jsonl)"
+        )
     if record.prompt_tokens_mean is None:
         lines.append("prompt tokens not counted (no tokenizer: --tokenizer PATH, or a local --model directory)")
     else:

@@ -14,19 +14,23 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tokenplan.errors import InputError
-from tokenplan.runner.input.rows import limited, read_rows
+from tokenplan.runner.input.rows import Reject, limited, read_rows
 from tokenplan.runner.input.shapes import Message, Row
 from tokenplan.runner.requests import Mode, prompt_prefixes
+
+REJECTS_SHOWN = 5  # the rows set aside a dry run names (a new-user pass saw "5 rejected" and no reason)
 
 
 @dataclass(frozen=True, slots=True)
 class DryRun:
-    """What a run would send. Token figures are ``None`` without a tokenizer."""
+    """What a run would send. Token figures are ``None`` without a tokenizer; ``rejects``: the
+    first :data:`REJECTS_SHOWN` rows set aside, as ``file line N: reason`` (the run writes every
+    one to ``rejects.jsonl``; a dry run writes nothing, so it says them)."""
 
     rows: int
     rejected_rows: int
@@ -36,6 +40,7 @@ class DryRun:
     prompt_tokens_sigma: float | None
     prompt_tokens_max: int | None
     tokenizer: str | None
+    rejects: tuple[str, ...] = field(default=())
 
     def plan_command(self, max_tokens: int, osl_at_cap: float | None = None, model: str | None = None) -> str:
         """The ``tokenplan plan`` command for these requests, one ``plan`` accepts: ``--isl-*``
@@ -98,11 +103,14 @@ def dry_run(
     if count is None:
         tokenizer_path = None
     rows = rejected = requests = 0
+    rejects: list[str] = []
     logs: list[float] = []
     longest = 0
     for item in limited(read_rows(files, mode=mode), limit):
         if not isinstance(item, Row):
             rejected += 1
+            if isinstance(item, Reject) and len(rejects) < REJECTS_SHOWN:
+                rejects.append(f"{item.source} line {item.line}: {item.reason}")
             continue
         rows += 1
         for prompt in request_prompts(item, mode):
@@ -125,6 +133,7 @@ def dry_run(
         sigma,
         longest if logs else None,
         None if tokenizer_path is None else str(tokenizer_path),
+        tuple(rejects),
     )
 
 
