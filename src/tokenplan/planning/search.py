@@ -206,11 +206,17 @@ def search_option(
     return OptionResult(option, ranked, runs, dict(reasons), n, notes)
 
 
+# the launch's --max-running-requests / --max-num-seqs / --max_batch_size, sized so the KV pool holds
+# the batch at the HEADROOM_QUANTILE of its summed context (planning.launch.engine_sizing)
+LAUNCH_CAP_REASON = f"launch cap for the p{HEADROOM_QUANTILE * 100:.0f} context"
+
+
 def at_launch_cap(ev: Evaluation, eff: Efficiency, job: Job) -> Evaluation:
     """``ev`` at the running cap its own engine's launch command prints, where that is below the
     planned batch (:func:`~tokenplan.planning.launch.engine_sizing`: the largest batch the KV
     pool holds at the 90th percentile of its summed context, at the engine's largest memory
-    fraction), so the figures describe the launch the plan prints; ``ev`` itself otherwise (or
+    fraction), so the figures describe the launch the plan prints, and the batch is said to be
+    capped by :data:`LAUNCH_CAP_REASON`, not the engine's own cap; ``ev`` itself otherwise (or
     where the capped configuration does not evaluate).
 
     Before, a plan printed e.g. 459 running per replica for Llama-3.1-8B on H200 beside an SGLang
@@ -227,6 +233,10 @@ def at_launch_cap(ev: Evaluation, eff: Efficiency, job: Job) -> Evaluation:
     )
     if not isinstance(capped, Evaluation):
         return ev
+    limits = capped.steady.limits
+    if limits.reason == "engine cap":  # the cap is the launch's, sized by memory: not the engine's default
+        steady = replace(capped.steady, limits=replace(limits, reason=LAUNCH_CAP_REASON))
+        capped = replace(capped, steady=steady)
     fixed = ev.config.max_running.requests
     if fixed is not None and fixed > running:  # the user's --max-running, lowered: say so
         said = (
