@@ -257,9 +257,8 @@ def _radix_notes(top: OptionResult | None, q: Question) -> list[str]:
 
 
 def _plain_notes(top: OptionResult | None, q: Question) -> list[str]:
-    """Plain decoding beside a speculative choice no measurement backs (:func:`planning.rank.unmeasured_spec_note`)."""
-    plain = best_with(top, q.table, q.job, lambda c: c.spec is None) if top and top.best else None
-    note = unmeasured_spec_note(top, plain) if top else None
+    """The speculative configuration set aside for plain decoding (:func:`planning.rank.unmeasured_spec_note`)."""
+    note = unmeasured_spec_note(top) if top else None
     return [note] if note else []
 
 

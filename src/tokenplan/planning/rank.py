@@ -87,7 +87,7 @@ def _top_reasons(r: OptionResult, n: int) -> list[str]:
 def _speculation_note(r: OptionResult) -> str | None:
     """Why a speculative configuration that is faster on its prior τ does not lead (the planner
     ranks a prior τ at the low end of published acceptance: ``Candidate.ranking_wall_s``), or
-    None when none is. Gives both τ and the throughput gap (tokens/s)."""
+    None when none is (one set aside as unmeasured is :func:`unmeasured_spec_note`'s). Gives both τ and the throughput gap (tokens/s)."""
     b = r.best
     if b is None:
         return None
@@ -95,7 +95,10 @@ def _speculation_note(r: OptionResult) -> str | None:
         (
             c
             for c in r.ranked[1:]
-            if c.wall_s < b.wall_s and c.evaluation.config.spec is not None and c.evaluation.config.spec.from_prior
+            if c.wall_s < b.wall_s
+            and c.evaluation.config.spec is not None
+            and c.evaluation.config.spec.from_prior
+            and VLLM_HYBRID_SPEC_CAVEAT not in c.evaluation.warnings  # set aside as unmeasured: unmeasured_spec_note
         ),
         None,
     )
@@ -260,18 +263,26 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
     )
 
 
-def unmeasured_spec_note(top: OptionResult, plain: Candidate | None) -> str | None:
-    """Where the recommended option speculates in a regime no measurement backs (vLLM on a hybrid
-    model: ``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``, its one public run at 0.50× the prediction),
-    its fastest configuration without speculation (``plain``), which the fit does measure: a
-    new-user pass saw MTP recommended 5 % ahead beside a warning that it may run at half speed."""
-    if top.best is None or plain is None or VLLM_HYBRID_SPEC_CAVEAT not in top.best.evaluation.warnings:
+def unmeasured_spec_note(top: OptionResult) -> str | None:
+    """Where the search set aside a faster speculative configuration whose regime no measurement
+    backs (vLLM on a hybrid model: ``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``, its one public run at
+    0.50× the prediction; ``planning.search.measured_first`` puts plain decoding first), what it
+    would give and why it is not the recommendation: a new-user pass saw the MTP launch printed
+    beside a line advising plain decoding."""
+    best = top.best
+    if best is None or best.evaluation.config.spec is not None:
         return None
-    ev = plain.evaluation
+    spec = next((c for c in top.ranked if VLLM_HYBRID_SPEC_CAVEAT in c.evaluation.warnings), None)
+    method = spec.evaluation.config.spec if spec is not None else None
+    if spec is None or method is None:
+        return None
+    ev = spec.evaluation
+    if ev.output_tok_s_total <= best.evaluation.output_tok_s_total:
+        return None
     return (
-        f"{top.option.label} without speculative decoding: {ev.output_tok_s_total:,.0f} tok/s → "
-        f"{days_words(plain.wall_s)} ({describe(plain)}), the measured regime; the speculative choice's "
-        f"{top.best.evaluation.output_tok_s_total:,.0f} tok/s is an upper bound (vLLM speculating on a hybrid "
-        f"model ran at 0.50× its prediction in the one public run), so prefer plain decoding unless a bench "
-        f"of your server says otherwise (tokenplan bench, then --spec mtp:K:bench.json)."
+        f"{top.option.label} with {method.describe()}: {ev.output_tok_s_total:,.0f} tok/s → "
+        f"{days_words(spec.wall_s)} ({describe(spec)}) by the model, an upper bound: vLLM speculating on a "
+        f"hybrid model ran at 0.50× its prediction in the one public run, so plain decoding, the measured "
+        f"regime, is recommended and launched; bench your server with speculation on to see whether it "
+        f"leads (tokenplan bench, then plan --spec mtp:K:bench.json)."
     )

@@ -18,7 +18,7 @@ from tokenplan.engines.base import Engine
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.cost import JobCost, job_cost
 from tokenplan.job.deploy import fit_advice
-from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
+from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT, Config, Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
@@ -200,10 +200,35 @@ def search_option(
     runs.sort(key=lambda e: -e.output_tok_s_total)
     leaders = [at_launch_cap(ev, eff, job) for ev in runs[:JOB_SIMULATED_PER_OPTION]]
     ranked = sorted((simulate(ev, table, job, option) for ev in leaders), key=lambda c: c.ranking_wall_s)
+    ranked = measured_first(ranked, runs, lambda ev: simulate(at_launch_cap(ev, eff, job), table, job, option))
     reasons = Counter(fixed_layout_reasons(model, option, fixed))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
     return OptionResult(option, ranked, runs, dict(reasons), n, notes)
+
+
+def measured_first(
+    ranked: list[Candidate], runs: list[Evaluation], simulated: Callable[[Evaluation], Candidate]
+) -> list[Candidate]:
+    """``ranked`` with the fastest configuration without speculative decoding first where the
+    leader speculates in a regime whose one measurement ran far below its prediction
+    (``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``: vLLM on a hybrid model, 0.50× in the one public
+    run): its figures are an upper bound, so the recommendation and its launch are the measured
+    regime's (``simulated`` turns the best such evaluation of ``runs`` into a candidate when no
+    leader is one). The speculative leaders stay in the list, after it; ``planning.rank``'s
+    ``unmeasured_spec_note`` says what they would give. Unchanged where the leader carries no
+    such caveat or nothing runs without speculation (``--spec mtp:1`` alone).
+
+    A new-user pass: ``plan --engine vllm`` printed the MTP launch beside a line advising plain decoding."""
+    if not ranked or VLLM_HYBRID_SPEC_CAVEAT not in ranked[0].evaluation.warnings:
+        return ranked
+    plain = next((c for c in ranked if c.evaluation.config.spec is None), None)
+    if plain is None:
+        ev = next((e for e in runs if e.config.spec is None), None)  # runs: fastest first
+        if ev is None:
+            return ranked
+        plain = simulated(ev)
+    return [plain, *(c for c in ranked if c is not plain)]
 
 
 # the launch's --max-running-requests / --max-num-seqs / --max_batch_size, sized so the KV pool holds

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tokenplan.engines.launch import MaxRunning
+from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
 from tokenplan.planning.provision import Target, outcome
@@ -22,7 +23,13 @@ PRIOR = SpecDecode("mtp", 1, 1.74, from_prior=True)
 LOW = low_acceptance_ratio(PRIOR, 3000.0)
 
 
-def _candidate(wall_s: float, spec: SpecDecode | None, tok_s: float = 50_000.0, usd: float | None = 500.0) -> Candidate:
+def _candidate(
+    wall_s: float,
+    spec: SpecDecode | None,
+    tok_s: float = 50_000.0,
+    usd: float | None = 500.0,
+    warnings: tuple[str, ...] = (),
+) -> Candidate:
     cfg = SimpleNamespace(
         spec=spec,
         layout=Layout(tp=1, dp=8),
@@ -32,7 +39,7 @@ def _candidate(wall_s: float, spec: SpecDecode | None, tok_s: float = 50_000.0, 
     )
     low = LOW if spec is not None and spec.from_prior else 1.0
     return Candidate(
-        SimpleNamespace(config=cfg, output_tok_s_total=tok_s),
+        SimpleNamespace(config=cfg, output_tok_s_total=tok_s, warnings=warnings),
         SimpleNamespace(total_s=wall_s),
         SimpleNamespace(usd=usd),
         low,
@@ -92,3 +99,6 @@ def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
     assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated])) is None
     slower = _candidate(101.0, PRIOR, 49_500.0)
     assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower])) is None
+    # One set aside as unmeasured (vLLM speculating on a hybrid model) is unmeasured_spec_note's to explain.
+    aside = _candidate(99.0, PRIOR, 50_505.0, warnings=(VLLM_HYBRID_SPEC_CAVEAT,))
+    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, aside])) is None
