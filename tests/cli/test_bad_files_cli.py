@@ -186,6 +186,16 @@ def test_a_measurement_csv_with_a_column_twice_is_refused(tmp_path) -> None:
     )
 
 
+def test_a_dataset_given_as_a_measurement_file_is_named_as_not_one(tmp_path) -> None:
+    # a new-user pass: `calibrate data.jsonl` said "column '{"role": "user"' appears twice"
+    (tmp_path / "data.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "user"}]}\n')
+    assert _one_error_line(_tokenplan("calibrate", "data.jsonl", "-o", "fit.json", cwd=tmp_path)) == (
+        "error: data.jsonl: header: line 1 names none of the measurement columns (allowed: a CSV whose header "
+        "has the columns of dev.csv, inferencex-dev.csv or serving-dev.csv: engine, model, gpu, num_gpus, tp, "
+        "isl, osl, concurrency, output_tok_s_per_gpu)"
+    )
+
+
 @pytest.mark.parametrize("option", ["--concurrency", "--max-concurrency"])
 def test_bench_with_an_empty_concurrency_list_does_not_run_the_default_sweep(tmp_path, option) -> None:
     # the endpoint does not listen: the refusal comes from the option alone, before any request

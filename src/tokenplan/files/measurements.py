@@ -289,6 +289,13 @@ def read_measurements(path: str) -> MeasurementFile:
     if not reader.fieldnames:
         raise ConfigError(path, "header", "the file is empty")
     columns = [c.strip() for c in reader.fieldnames]
+    if not set(columns) & {*THROUGHPUT_COLUMNS, *SERVING_COLUMNS}:  # a JSONL dataset, a log: not a measurement table
+        raise ConfigError(
+            path,
+            "header",
+            f"line 1 names none of the measurement columns (allowed: a CSV whose header has the columns of "
+            f"dev.csv, inferencex-dev.csv or serving-dev.csv: {', '.join(THROUGHPUT_COLUMNS)})",
+        )
     twice = next((c for i, c in enumerate(columns) if c and c in columns[:i]), None)  # unnamed: never read
     if twice is not None:  # csv.DictReader keeps the last of two same-named columns, silently
         first, second = [i + 1 for i, c in enumerate(columns) if c == twice][:2]
