@@ -113,3 +113,22 @@ def test_an_export_failing_after_the_run_keeps_the_records_and_says_so_in_one_li
         )
     assert (again.already_done, again.export_rows, again.export_error) == (3, 3, None)
     assert sorted(p.name for p in gone.parent.iterdir()) == ["x.parquet"]  # no leftover .tmp
+
+
+def test_an_input_mostly_rejected_is_said_to_be_perhaps_the_wrong_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # 1 usable row and 2 rows without a prompt or messages: more rejected (2) than used (1), the
+    # sign of an input in a shape generate does not read; the run itself is done (exit 0).
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "text": "y"}\n{"id": "c", "text": "z"}\n')
+    from tokenplan.cli import main
+
+    with FaultServerProcess(str(tmp_path)) as server:
+        argv = ["tokenplan", "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url]
+        monkeypatch.setattr(sys, "argv", [*argv, "--model", "fault-model", "--quiet"])
+        main()
+    captured = capsys.readouterr()
+    assert "units         1 = 1 stored + 0 skipped + 0 errors  [ok]" in captured.out
+    (line,) = [line for line in captured.err.splitlines() if line.startswith("warning: 2 rows were rejected")]
+    assert "and 1 units used: the input's shape may not be one generate reads" in line
