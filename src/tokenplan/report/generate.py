@@ -75,7 +75,7 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
     if e2e:
         lines.append(
             f"latency E2E   p50 {e2e.p50_ms:,.0f} ms  p90 {e2e.p90_ms or 0.0:,.0f} ms  "
-            f"p99 {e2e.p99_ms:,.0f} ms  ({e2e.count or 0:,} requests"
+            f"p99 {e2e.p99_ms:,.0f} ms  ({e2e.count or 0:,} request{'' if e2e.count == 1 else 's'}"
             # percentiles do not add up over invocations: summary.json keeps the latest one's
             + (", the latest invocation's" if (result.summary.get("invocations") or 0) > 1 else "")
             + ")"
