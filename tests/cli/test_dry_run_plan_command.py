@@ -132,3 +132,21 @@ def test_the_dry_run_names_the_rows_it_sets_aside(tmp_path):
     assert record["rejects"][0].startswith("in.jsonl line 2: unknown shape")
     assert record["rejects"][1].startswith("in.jsonl line 3: invalid JSON")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_dry_run_says_the_concurrency_the_run_would_use(tmp_path) -> None:
+    # A new-user pass: the plan's 447 per endpoint appeared only in a real run. The plan file says
+    # its own figure (concurrency_per_endpoint); without a plan or --concurrency it is 64
+    # (runner.prepare.DEFAULT_CONCURRENCY); a given --concurrency needs no note.
+    (tmp_path / "in.jsonl").write_text('{"prompt": "hi"}\n')
+    (tmp_path / "plan.json").write_text(
+        json.dumps({"recommended": {"concurrency_per_endpoint": 200, "output_tok_s_total": 1000.0, "num_servers": 1}})
+    )
+    base = ("generate", "in.jsonl", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--out", "run", "--dry-run")
+    planned = _cli(*base, "--plan", "plan.json", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "note: concurrency 200 per endpoint (the plan)" in planned.stderr.splitlines()
+    default = _cli(*base, cwd=tmp_path)
+    assert "note: concurrency 64 per endpoint (the default)" in default.stderr.splitlines()
+    given = _cli(*base, "--concurrency", "5", cwd=tmp_path)
+    assert not [line for line in given.stderr.splitlines() if "per endpoint" in line]

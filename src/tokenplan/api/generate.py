@@ -39,7 +39,7 @@ from tokenplan.runner.dryrun import DryRun, default_tokenizer, dry_run
 from tokenplan.runner.finish import ExportError, GenerateResult, finish_run  # noqa: F401 - ExportError re-exported
 from tokenplan.runner.limits import MAX_CONCURRENCY
 from tokenplan.runner.options import RunOptions
-from tokenplan.runner.prepare import Checked, check_run, prepare
+from tokenplan.runner.prepare import Checked, check_run, chosen_concurrency, prepare
 from tokenplan.runner.progress import Snapshot  # noqa: F401 - re-exported: what on_progress receives
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.rolling import progress_line  # noqa: F401 - re-exported: the CLI's log line
@@ -215,4 +215,5 @@ def dry_run_counts(request: GenerateRequest) -> tuple[DryRun, Sampling, list[str
     tokenizer, option = default_tokenizer(request.tokenizer, request.server.model)
     job, notes = request.job, list(checked.notes)
     counts = dry_run(checked.files, job.mode, job.n, job.limit, tokenizer, notes, option)
-    return counts, checked.sampling, notes, list(checked.warnings)
+    said = chosen_concurrency(request.sending, checked.plan)[1]
+    return counts, checked.sampling, notes + ([said] if said else []), list(checked.warnings)

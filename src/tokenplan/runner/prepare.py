@@ -24,7 +24,7 @@ from tokenplan.client.retry import RetryPolicy, deadline_s
 from tokenplan.errors import InputError
 from tokenplan.runner.defaults import greedy_warnings, job_sampling
 from tokenplan.runner.input.files import check_readable, expand_inputs
-from tokenplan.runner.options import ExportOptions, RunOptions
+from tokenplan.runner.options import ExportOptions, RunOptions, SendingOptions
 from tokenplan.runner.paths import check_output_file, check_run_dir
 from tokenplan.runner.requests import Sampling
 from tokenplan.runner.spec import ExportSpec, JobSettings, RunSpec, job_identity
@@ -168,15 +168,25 @@ def prepare(
     return run_spec(options, checked, notes), notes
 
 
+def chosen_concurrency(sending: SendingOptions, plan: PlanFigures) -> tuple[int, str | None]:
+    """Requests in flight per endpoint: ``--concurrency``, else the plan's, else
+    :data:`DEFAULT_CONCURRENCY`; with the note that says which where the user gave none (a run
+    and ``--dry-run`` say it alike)."""
+    concurrency = sending.concurrency or plan.concurrency_per_endpoint or DEFAULT_CONCURRENCY
+    if sending.concurrency is not None:
+        return concurrency, None
+    source = "the plan" if plan.concurrency_per_endpoint else "the default"
+    return concurrency, f"concurrency {concurrency} per endpoint ({source})"
+
+
 def run_spec(options: RunOptions, checked: Checked, notes: list[str]) -> RunSpec:
     """What the backends need to run ``options``; the concurrency per endpoint is ``--concurrency``,
     else the plan's, else :data:`DEFAULT_CONCURRENCY`, and a note in ``notes`` says which when the
     user gave none. The deadline per request comes from max_tokens unless the user set one."""
-    sending, job, plan = options.sending, options.job, checked.plan
-    concurrency = sending.concurrency or plan.concurrency_per_endpoint or DEFAULT_CONCURRENCY
-    if sending.concurrency is None:
-        source = "the plan" if plan.concurrency_per_endpoint else "the default"
-        notes.append(f"concurrency {concurrency} per endpoint ({source})")
+    sending, job = options.sending, options.job
+    concurrency, said = chosen_concurrency(sending, checked.plan)
+    if said is not None:
+        notes.append(said)
     settings = JobSettings(
         options.server.model,
         job.mode,
@@ -204,7 +214,7 @@ def run_spec(options: RunOptions, checked: Checked, notes: list[str]) -> RunSpec
         pool=PoolSettings(concurrency, sending.eject_after_failures, sending.probe_interval_s, sending.max_all_down_s),
         api_key=checked.api_key,
         progress_every_s=options.run_dir.progress_every_s,
-        plan_output_tok_s=plan.output_tok_s_total,
+        plan_output_tok_s=checked.plan.output_tok_s_total,
         actors=options.ray.actors,
         ray_address=options.ray.ray_address,
         retry_skipped=options.run_dir.retry_skipped,
