@@ -208,7 +208,7 @@ class OpenAIClient:
         async with self._http().post(
             self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth, timeout=timeout
         ) as response:
-            length = response.content_length
+            length = _plain_length(response)
             if length is not None and length <= max_bytes:
                 raw = await response.read()  # the server said how much comes: aiohttp's fast path
             else:
@@ -257,9 +257,18 @@ def _oversize(max_bytes: int) -> RequestFailed:
     )
 
 
+def _plain_length(response: aiohttp.ClientResponse) -> int | None:
+    """The body's size as the server states it, or None where it does not or where the body is
+    compressed (``Content-Encoding: gzip``…): aiohttp inflates it, so its ``Content-Length``
+    bounds the bytes on the wire, not the answer (a 200 KiB gzip body inflated to 200 MiB under
+    a 1 MiB cap, a break-it pass); the capped read then counts the inflated bytes."""
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    return response.content_length if encoding in ("", "identity") else None
+
+
 async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
     """The whole body, or :class:`RequestFailed` ``oversize`` as soon as it passes ``max_bytes``."""
-    length = response.content_length
+    length = _plain_length(response)
     if length is not None:
         if length > max_bytes:
             raise _oversize(max_bytes)

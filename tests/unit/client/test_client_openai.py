@@ -211,3 +211,46 @@ def test_an_answer_that_stalls_part_way_hits_the_deadline(stream: bool) -> None:
 
     failure, waited_s = asyncio.run(main())
     assert failure.kind == "deadline" and 0.5 <= waited_s < 10
+
+
+@pytest.mark.parametrize("stated_length", [True, False])
+def test_a_compressed_answer_is_capped_at_its_inflated_size(stated_length: bool) -> None:
+    # A gzip body of a few KiB (its Content-Length) that inflates to 2,000,000 characters of
+    # content: max_tokens 8 → cap 1 MiB + 8 KiB = 1,056,768 bytes, so it is an oversize failure,
+    # whether or not the server states the compressed length (it was read whole and stored).
+    import gzip
+
+    from aiohttp import web
+
+    answer = {"choices": [{"index": 0, "message": {"content": "x" * 2_000_000}, "finish_reason": "stop"}]}
+    packed = gzip.compress(json.dumps(answer).encode())
+    assert len(packed) < 1_056_768 < 2_000_000
+
+    async def main() -> RequestFailed:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+            if stated_length:
+                headers["Content-Length"] = str(len(packed))
+            response = web.StreamResponse(headers=headers)
+            await response.prepare(request)
+            await response.write(packed)
+            await response.write_eof()
+            return response
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            await _chat(f"http://127.0.0.1:{port}/v1")
+        except RequestFailed as failure:
+            return failure
+        finally:
+            await runner.cleanup()
+        raise AssertionError("the inflated answer was accepted")
+
+    failure = asyncio.run(main())
+    assert failure.kind == "oversize" and "1,056,768 bytes" in failure.detail
