@@ -158,6 +158,11 @@ def url_secrets(url: str) -> list[str]:
         raw_pairs = [part.partition("=") for part in parsed.raw_query_string.split("&") if part]
         found += [value for name, _, value in raw_pairs if KEY_NAME.search(name)]
         found += [value for name, value in parsed.query.items() if KEY_NAME.search(name)]
+        # and as the client sends them: the decoded query re-encoded (OpenAIClient), which is
+        # neither form above for a key holding "+", "/" and "=" ("?key=Ab+Cd/Ef==" goes out as
+        # "key=Ab+Cd/Ef%3D%3D" and was stored where a server echoed it; a break-it pass)
+        sent_pairs = [part.partition("=") for part in URL("/").with_query(parsed.query).raw_query_string.split("&")]
+        found += [value for name, _, value in sent_pairs if KEY_NAME.search(name)]
         bare = [name for name, equals, _ in raw_pairs if not equals and len(name) >= MIN_BARE_SECRET_CHARS]
         found += bare + [
             unquote_plus(name) for name in bare

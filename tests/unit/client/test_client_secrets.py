@@ -124,6 +124,19 @@ def test_an_answer_echoing_the_credentials_is_returned_redacted(tmp_path: Path, 
     assert done.content == "auth=Basic *** bare=*** target=/v1/chat/completions?key=***&api-version=2024-02-01"
 
 
+def test_a_query_key_holding_plus_slash_and_equals_is_masked_in_the_form_sent(tmp_path: Path) -> None:
+    # "+" in a query is a space, so the key reads "Ab Cd/Ef==99"; the client sends the query
+    # re-encoded: the space as "+", "/" as it is, each "=" as %3D → "Ab+Cd/Ef%3D%3D99", which is
+    # neither the form written nor the decoded one (a server echoing its request line stored it).
+    assert "Ab+Cd/Ef%3D%3D99" in url_secrets("http://h/v1?key=Ab+Cd/Ef==99")
+    entry = {"raw": json.dumps({"choices": [{"index": 0, "message": {"content": ECHO}, "finish_reason": "stop"}]})}
+    with _scripted(tmp_path, [entry]) as server:
+        done = asyncio.run(_chat(f"http://127.0.0.1:{server.port}/v1?key=Ab+Cd/Ef==99"))
+    (sent,) = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert sent["target"] == "/v1/chat/completions?key=Ab+Cd/Ef%3D%3D99"
+    assert done.content == "auth= bare= target=/v1/chat/completions?key=***"
+
+
 def test_a_failure_echoing_the_bare_bearer_key_is_redacted(tmp_path: Path) -> None:
     entry = {"status": 400, "raw": json.dumps({"error": {"message": ECHO}})}
     with _scripted(tmp_path, [entry]) as server:
