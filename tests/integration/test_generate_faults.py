@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from pathlib import Path
 
@@ -92,6 +93,51 @@ def test_an_endpoint_set_aside_at_the_start_is_said_not_passed_over(tmp_path: Pa
     assert warning.startswith("warning: 2 of 3 endpoints not used until a probe finds them serving 'fault-model'")
     assert "http://127.0.0.1:1/v1 (transport" in warning and f"{other.url} (serves other)" in warning
     assert "pw-1234" not in warning
+
+
+_MESSAGE = {"role": "assistant", "content": "hi"}
+_COUNTS = {"prompt_tokens": 3, "completion_tokens": -5}
+
+
+@pytest.mark.parametrize(
+    ("answer", "stream", "detail"),
+    [
+        (  # a usage count that is no count
+            {"choices": [{"index": 0, "message": _MESSAGE, "finish_reason": "stop"}], "usage": _COUNTS},
+            False,
+            "usage.completion_tokens is -5, not a token count",
+        ),
+        (  # content that is no text
+            {"choices": [{"index": 0, "message": {"role": "assistant", "content": 12345}, "finish_reason": "stop"}]},
+            False,
+            "choices[0].message.content is int, not a string",
+        ),
+        (  # a streamed delta whose content is no text
+            {"choices": [{"index": 0, "delta": {"content": 12345}, "finish_reason": "stop"}]},
+            True,
+            "delta.content is int, not a string",
+        ),
+    ],
+)
+def test_a_server_sending_counts_or_texts_of_the_wrong_type_to_every_request_stops_after_eight_rows(
+    tmp_path: Path, answer: dict, stream: bool, detail: str
+) -> None:
+    # The fault table: a malformed 200 answer ("usage not counts, content not text") on every try
+    # of 8 distinct rows with no answer between stops the run like an HTML page to everything. These
+    # were left out of the stop: a server sending them to every request sent all 200 rows to
+    # errors.jsonl, each after every try. One request at a time, one try each: rows r0…r7 fail, then
+    # the stop (8 rows, no row after them is sent).
+    _prompts(tmp_path / "in.jsonl", 200)
+    raw = f"data: {json.dumps(answer)}\n\ndata: [DONE]\n\n" if stream else json.dumps(answer)
+    entry = {"status": 200, "raw": raw, "content_type": "text/event-stream" if stream else "application/json"}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([entry]))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        with pytest.raises(ServerError, match=r"answered with an unusable answer \(" + re.escape(detail)):
+            generate(_request(tmp_path, server.url, max_attempts=1, concurrency=1, stream=stream))
+    failed = _jsonl(tmp_path / "run" / "errors.jsonl")
+    assert [e["id"] for e in failed] == [f"r{i}" for i in range(8)]
+    assert {(e["reason"], e["attempts"]) for e in failed} == {("protocol", 1)}
 
 
 def test_rows_the_model_answers_empty_fail_alone_and_the_rows_after_them_are_answered(tmp_path: Path) -> None:

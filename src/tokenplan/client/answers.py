@@ -48,6 +48,13 @@ MALFORMED = (
     "chunk choices is not a list",
     "chunk choice is not an object",
     "choices[].delta is not an object",
+    # a count or a text of another type (usage.completion_tokens -5, content 12345): the server's
+    # encoding, never what the model made of a row (the fault table's "usage not counts, content
+    # not text"; a server sending them to every request ran through the whole input, a break-it pass)
+    "usage",
+    "meta_info",
+    "choices[0].message.",
+    "delta.",
 )
 
 
