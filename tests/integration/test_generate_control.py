@@ -162,3 +162,16 @@ def test_a_prompt_that_leaves_less_room_than_max_tokens_is_sent_again_with_the_r
     records = {r["id"]: r for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")}
     prompt = len(_json.dumps([{"role": "user", "content": "x" * 8000}])) // 4  # 8,033 // 4 = 2,008
     assert records["m0"]["turns"][0]["max_tokens"] == 4096 - prompt == 2088
+
+
+def test_a_row_too_long_for_a_tgi_server_is_that_rows_refusal(tmp_path: Path) -> None:
+    # Hugging Face TGI answers a prompt whose tokens + max_new_tokens pass its context with 422
+    # ("Input validation error: …", router InferError::ValidationError). One such row among 29
+    # short ones is the row's own outcome (skipped.jsonl), not the job's: as a fatal status it
+    # stopped every rerun after a few rows (a break-it pass).
+    _long_then_short(tmp_path, 1, 29, long_first=False)
+    with FaultServerProcess(str(tmp_path), context=1000, context_status=422) as server:
+        done = generate(_request(tmp_path, server.url, max_tokens=100, concurrency=4))
+    assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (29, 1, 0, True)
+    (skipped,) = _jsonl(tmp_path / "run" / "skipped.jsonl")
+    assert skipped["id"] == "l0" and skipped["status"] == 422

@@ -23,7 +23,8 @@ was sent. ``--log-requests PATH`` appends one line per request: ``method``, ``ta
 query string) and ``authorization`` (the header, or null).
 
 Refusals of a configuration (the job-wide 4xx): ``--context N`` answers 400 with vLLM's message when
-the prompt (``usage.prompt_tokens`` as below) plus ``max_tokens`` passes N tokens; ``--reject-seed``
+the prompt (``usage.prompt_tokens`` as below) plus ``max_tokens`` passes N tokens (``--context-status
+422``: 422 with Hugging Face TGI's message and error body); ``--reject-seed``
 answers 400 to any request carrying ``seed``, as servers that do not take the field do.
 
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
@@ -69,6 +70,7 @@ class Faults:
     log_requests: str = ""  # a path: method, target and Authorization header of every request
     context: int = 0  # > 0: refuse (400) a prompt + max_tokens beyond this many tokens
     reject_seed: bool = False  # refuse (400) a request that carries `seed`
+    context_status: int = 400  # the status of a --context refusal: 422 answers as Hugging Face TGI does
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -105,6 +107,12 @@ def _refusal(payload: dict, f: Faults) -> str | None:
         return "Unrecognized request argument supplied: seed"
     prompt = len(json.dumps(payload["messages"])) // 4
     asked = int(payload.get("max_tokens") or 0)
+    if f.context and prompt + asked > f.context and f.context_status == 422:
+        # TGI's wording (router validation.rs, answered 422 as InferError::ValidationError)
+        return (
+            f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {f.context}. "
+            f"Given: {prompt} `inputs` tokens and {asked} `max_new_tokens`"
+        )
     if f.context and prompt + asked > f.context:
         # vLLM's wording (serving_engine._validate_input), with this request's numbers
         return (
@@ -196,6 +204,8 @@ class Server:
             with open(f.log_bodies, "a") as log:
                 log.write(json.dumps(payload) + "\n")
         refusal = _refusal(payload, f)
+        if refusal and refusal.startswith("Input validation error"):  # TGI's error body
+            return await self._send(conn, writer, 422, {"error": refusal, "error_type": "validation"})
         if refusal:
             return await self._send(
                 conn, writer, 400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400}
@@ -299,6 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log-requests", default="")
     parser.add_argument("--context", type=int, default=0)
     parser.add_argument("--reject-seed", type=int, default=0, help="1: refuse requests carrying seed")
+    parser.add_argument("--context-status", type=int, default=400, help="400 (vLLM) or 422 (TGI)")
     args = parser.parse_args(argv)
     faults = Faults(
         args.p500,
@@ -317,6 +328,7 @@ def main(argv: list[str] | None = None) -> None:
         args.log_requests,
         args.context,
         bool(args.reject_seed),
+        args.context_status,
     )
     asyncio.run(serve(faults, args.port, args.port_file))
 

@@ -12,11 +12,16 @@ from tokenplan.client.retry import RetriesExhausted, call_with_retries
 from tokenplan.runner.requests import request_body, seed_for
 from tokenplan.runner.spec import JobSettings
 
-# 401/403/404: bad key, model or route; 422: the server's schema rejects the request body (e.g.
-# `transformers serve` refuses top_k) — all concern every request, so they end the run.
-FATAL_STATUSES = frozenset({401, 403, 404, 422})
-# 400/413: this request is refused (a prompt beyond the context, a body too large) — skip the row.
-REFUSED_STATUSES = frozenset({400, 413})
+# 401/403/404: bad key, model or route — they concern every request, so they end the run.
+FATAL_STATUSES = frozenset({401, 403, 404})
+# 400/413/422: this request is refused (a prompt beyond the context, a body too large) — the row's
+# own outcome, unless the refusal rule (runner.refusals) finds it job-wide. 422 is both: Hugging
+# Face TGI answers its input validation (a prompt whose tokens + max_new_tokens pass the context)
+# with 422 (router `InferError::ValidationError => StatusCode::UNPROCESSABLE_ENTITY`), one row's
+# fate; `transformers serve` answers a field it does not take (top_k) with 422 on every request,
+# which the rule and its control request stop after min(8, rows) rows. As fatal, one TGI row too
+# long stopped every rerun (a break-it pass).
+REFUSED_STATUSES = frozenset({400, 413, 422})
 # The control request's prompt (tokenplan.runner.refusals): one line any chat model answers briefly.
 CONTROL_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
 

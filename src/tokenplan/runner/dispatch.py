@@ -3,10 +3,10 @@
 Rows are pulled from the reader only when an in-flight slot frees up, so memory stays bounded by
 the concurrency, not by the input. Each unit runs its requests (:func:`runner.requests.run_unit`)
 through the endpoint pool with retries, and its outcome is written as soon as it is known:
-stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400
-or 413) or error (retries exhausted). 401, 403, 404 and 422 concern every request (bad key,
-unknown model or route, a request field the server does not accept) and end the run with
-:class:`~tokenplan.errors.ServerError`. So does a 400/413 that turns out to concern every row
+stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400,
+413 or 422) or error (retries exhausted). 401, 403 and 404 concern every request (bad key,
+unknown model or route) and end the run with
+:class:`~tokenplan.errors.ServerError`. So does a 400/413/422 that turns out to concern every row
 (:mod:`tokenplan.runner.refusals`: the same refusal on eight rows with no answer in between); the
 rows it refused go to ``errors.jsonl``, not final, and the next run sends them again. An HTTP
 status or a malformed 200 answer (not JSON, no choices) that exhausts every try on eight distinct
@@ -64,7 +64,7 @@ class Dispatcher:
         tick_s: float = 0.5,
         refusals: RefusalStreak | RefusalLog | None = None,
     ):
-        """``refusals``: hold 400/413 answers until they say whether the row or the job is refused
+        """``refusals``: hold 400/413/422 answers until they say whether the row or the job is refused
         (:mod:`tokenplan.runner.refusals`); a :class:`RefusalLog` (the Ray actors) keeps them for
         the driver to judge; None writes each as skipped at once."""
         self.job, self.pool, self.rundir, self.progress = job, pool, rundir, progress
@@ -85,7 +85,7 @@ class Dispatcher:
         """Send every unit of ``source`` that is not done; return when all are settled or stopped.
 
         Raises:
-            ServerError: a fatal answer (401/403/404/422), the same 400/413 for every row
+            ServerError: a fatal answer (401/403/404), the same 400/413/422 for every row
                 (:mod:`tokenplan.runner.refusals`), or every endpoint down too long.
         """
         tasks: set[asyncio.Task[None]] = set()

@@ -1,6 +1,6 @@
 """Telling a refused row from a refused job: 4xx answers held back until they say which.
 
-A 400 or 413 for one row (a prompt beyond the context, a body too large) is that row's outcome and
+A 400, 413 or 422 for one row (a prompt beyond the context, a body too large; TGI answers the first with 422) is that row's outcome and
 is final (``skipped.jsonl``). The same refusal for every row is a configuration error — a
 ``--max-tokens`` above the served context, a sampling value the engine refuses, a server that
 rejects ``seed`` — and marking every row final would leave a run that "finished" with nothing

@@ -12,7 +12,7 @@ with ``ray.remote`` so this module never imports Ray. Each actor:
   :class:`~tokenplan.runner.store.fencing.Fence`; an actor whose epoch has ended stops;
 - hands skipped and failed units (and the ids it stored, tokens, latencies, endpoint health) to
   the driver through :meth:`poll`; the driver writes ``skipped.jsonl`` and ``errors.jsonl``;
-- logs each 400/413 refusal, and the answers that bear on it, in a
+- logs each 400/413/422 refusal, and the answers that bear on it, in a
   :class:`~tokenplan.runner.refusals.RefusalLog` for the driver, which judges over every actor
   whether the rows or the job are refused (a server that refuses every request ends the run with
   a configuration error, as the local backend does, rather than skip every row).
@@ -79,7 +79,7 @@ class Report:
     in_flight: dict[str, int] = field(default_factory=dict)
     healthy: list[str] = field(default_factory=list)
     fenced: bool = False
-    fatal: str | None = None  # why the run must end (a 401/403/404/422 answer, every endpoint down, a bug)
+    fatal: str | None = None  # why the run must end (a 401/403/404 answer, every endpoint down, a bug)
     cpu_s: float = 0.0  # the actor process's CPU time since it started taking units (user + system, s)
     all_down: bool = False  # the fatal error is "every endpoint of this actor down for max_all_down_s"
     refusals: list[tuple[str, Any]] = field(default_factory=list)  # RefusalLog events, oldest first

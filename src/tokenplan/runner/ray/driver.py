@@ -12,7 +12,7 @@ after :func:`~tokenplan.runner.store.fencing.advance_epoch` and built the job. T
 3. collects what each actor finished (it stored records itself; the driver writes skipped and
    failed units), and when an actor dies, reads the ids its shards hold and sends the rest of its
    share again, to a replacement actor over the same endpoints and to the others;
-4. judges 400/413 refusals over every actor as the local backend does (:mod:`tokenplan.runner.ray.judge`).
+4. judges 400/413/422 refusals over every actor as the local backend does (:mod:`tokenplan.runner.ray.judge`).
 
 Ray is imported here only, inside :func:`run_ray`.
 """
@@ -103,7 +103,7 @@ def run_ray(run: RayRun) -> RunTally:
 
     Raises:
         InputError: Ray is not installed (``pip install 'tokenplan[ray]'``).
-        ServerError: an actor met a fatal answer (401/403/404/422) or every endpoint down too long.
+        ServerError: an actor met a fatal answer (401/403/404) or every endpoint down too long.
     """
     ray = _import_ray()
     began_s = time.monotonic()

@@ -1,4 +1,4 @@
-"""The Ray driver's judge of 400/413 refusals: one :class:`~tokenplan.runner.refusals.RefusalStreak`
+"""The Ray driver's judge of 400/413/422 refusals: one :class:`~tokenplan.runner.refusals.RefusalStreak`
 over every actor, as the local backend keeps one over its requests.
 
 Each actor logs its refusals and the answers that bear on them, in order
