@@ -175,3 +175,29 @@ def test_a_row_too_long_for_a_tgi_server_is_that_rows_refusal(tmp_path: Path) ->
     assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (29, 1, 0, True)
     (skipped,) = _jsonl(tmp_path / "run" / "skipped.jsonl")
     assert skipped["id"] == "l0" and skipped["status"] == 422
+
+
+def test_a_server_that_withholds_every_answer_stops_after_eight_rows_and_a_control(tmp_path: Path) -> None:
+    # content_filter on every request, the control's one-line prompt too ("e" is in every prompt and
+    # in "Reply with the single word OK."): the run stops after 8 rows (2 more may be in flight at
+    # concurrency 2) instead of sending all 40 through every try (a break-it pass).
+    _prompts(tmp_path / "in.jsonl", 40)
+    with FaultServerProcess(str(tmp_path), filter_word="e") as server:
+        with pytest.raises(ServerError, match="no finished answer .*content_filter.* nor to a short prompt"):
+            generate(_request(tmp_path, server.url, concurrency=2, max_attempts=2))
+    assert 8 <= len(_jsonl(tmp_path / "run" / "errors.jsonl")) <= 10
+
+
+def test_rows_whose_answers_are_withheld_are_their_own_when_the_control_is_answered(tmp_path: Path) -> None:
+    # 10 rows holding a filtered word first, then 20 plain rows: the 8th filtered row asks the
+    # endpoint, whose one-line control prompt is answered, so the run goes on: 20 stored, the 10
+    # in errors.jsonl (not final), no stop. Counted as the server's fault, such a file stopped
+    # every rerun before its plain rows.
+    import json as _json
+
+    rows = [{"id": f"f{i}", "prompt": f"forbidden {i}"} for i in range(10)]
+    rows += [{"id": f"p{i}", "prompt": f"plain {i}"} for i in range(20)]
+    (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    with FaultServerProcess(str(tmp_path), filter_word="forbidden") as server:
+        done = generate(_request(tmp_path, server.url, concurrency=2, max_attempts=2))
+    assert (done.stored, done.errors, done.accounting_ok) == (20, 10, True)

@@ -143,13 +143,15 @@ def test_a_server_sending_counts_or_texts_of_the_wrong_type_to_every_request_sto
 def test_rows_the_model_answers_empty_fail_alone_and_the_rows_after_them_are_answered(tmp_path: Path) -> None:
     # An empty answer (content "", finish "stop") is what the model made of a row's prompt, not a
     # malformed answer: 10 such rows in a row at one request at a time (more than the 8 of the
-    # job-wide stop) stopped the run before row 11, and every rerun again, so rows 11-40 were never sent.
-    _prompts(tmp_path / "in.jsonl", 40)
-    empty = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
-    entry = {"status": 200, "raw": json.dumps(empty), "content_type": "application/json"}
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([entry] * 10 + [{"answer": True}] * 30))  # request k: entry k mod 40
-    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+    # job-wide stop) stopped the run before row 11, and every rerun again, so rows 11-40 were never
+    # sent. Now the 8th asks the endpoint the job's settings on a one-line prompt (runner.unanswered),
+    # which it answers: the rows are their own and the run goes on.
+    import json as _json
+
+    rows = [{"id": f"s{i}", "prompt": f"silent {i}"} for i in range(10)]
+    rows += [{"id": f"r{i}", "prompt": f"prompt {i}"} for i in range(30)]
+    (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    with FaultServerProcess(str(tmp_path), filter_word="silent", withhold="empty") as server:
         result = generate(_request(tmp_path, server.url, max_attempts=1, concurrency=1))
     assert (result.stored, result.errors, result.accounting_ok) == (30, 10, True)
     assert {e["reason"] for e in _jsonl(tmp_path / "run" / "errors.jsonl")} == {"protocol"}

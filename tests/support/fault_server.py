@@ -26,6 +26,9 @@ Refusals of a configuration (the job-wide 4xx): ``--context N`` answers 400 with
 the prompt (``usage.prompt_tokens`` as below) plus ``max_tokens`` passes N tokens (``--context-status
 422``: 422 with Hugging Face TGI's message and error body); ``--reject-seed``
 answers 400 to any request carrying ``seed``, as servers that do not take the field do.
+``--filter-word W`` answers a request whose messages hold ``W`` with a 200 that withholds the
+answer (``finish_reason: content_filter``, no content), as a hosted API's filter does; with
+``--withhold empty``, with an empty answer that says it is complete (``""``, ``stop``).
 
 Run: ``python tests/support/fault_server.py --port 0 --port-file P [--p500 0.1 …]``; the bound port
 is written to ``P`` once the server listens. HTTP/1.1 framing is parsed with h11.
@@ -71,6 +74,8 @@ class Faults:
     context: int = 0  # > 0: refuse (400) a prompt + max_tokens beyond this many tokens
     reject_seed: bool = False  # refuse (400) a request that carries `seed`
     context_status: int = 400  # the status of a --context refusal: 422 answers as Hugging Face TGI does
+    filter_word: str = ""  # a prompt holding it is answered 200 with finish_reason content_filter, no text
+    withhold: str = "content_filter"  # or "empty": the --filter-word answer is "" with finish_reason stop
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -210,6 +215,14 @@ class Server:
             return await self._send(
                 conn, writer, 400, {"object": "error", "message": refusal, "type": "BadRequestError", "code": 400}
             )
+        if f.filter_word and f.filter_word in json.dumps(payload["messages"]):  # a hosted API's filter
+            withheld = answer_for(payload, f.tokens)
+            empty = f.withhold == "empty"  # what a model that answers a prompt with nothing sends
+            withheld["choices"][0].update(
+                message={"role": "assistant", "content": "" if empty else None},
+                finish_reason="stop" if empty else "content_filter",
+            )
+            return await self._send(conn, writer, 200, withheld)
         if f.delay_s:
             await asyncio.sleep(f.delay_s)
         if payload.get("stream"):
@@ -310,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", type=int, default=0)
     parser.add_argument("--reject-seed", type=int, default=0, help="1: refuse requests carrying seed")
     parser.add_argument("--context-status", type=int, default=400, help="400 (vLLM) or 422 (TGI)")
+    parser.add_argument("--filter-word", default="", help="answer a prompt holding it with content_filter")
+    parser.add_argument("--withhold", default="content_filter", help="content_filter, or empty (a stop with no text)")
     args = parser.parse_args(argv)
     faults = Faults(
         args.p500,
@@ -329,6 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         args.context,
         bool(args.reject_seed),
         args.context_status,
+        args.filter_word,
+        args.withhold,
     )
     asyncio.run(serve(faults, args.port, args.port_file))
 

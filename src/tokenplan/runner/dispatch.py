@@ -5,14 +5,10 @@ the concurrency, not by the input. Each unit runs its requests (:func:`runner.re
 through the endpoint pool with retries, and its outcome is written as soon as it is known:
 stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400,
 413 or 422) or error (retries exhausted). 401, 403 and 404 concern every request (bad key,
-unknown model or route) and end the run with
-:class:`~tokenplan.errors.ServerError`. So does a 400/413/422 that turns out to concern every row
-(:mod:`tokenplan.runner.refusals`: the same refusal on eight rows with no answer in between); the
-rows it refused go to ``errors.jsonl``, not final, and the next run sends them again. An HTTP
-status or a malformed 200 answer (not JSON, no choices) that exhausts every try on eight distinct
-rows with no answer in between (a server that answers 500, or an HTML page, to everything) is the
-server's fault, not the rows': the run stops the same way rather than send every row of the input
-to ``errors.jsonl`` (transport failures are left to the endpoint pool, which waits out a restart).
+unknown model or route) and end the run with :class:`~tokenplan.errors.ServerError`. So does a
+400/413/422 that turns out to concern every row (:mod:`tokenplan.runner.refusals`), and a failure
+that exhausts every try on eight rows with no answer between (:mod:`tokenplan.runner.unanswered`);
+the rows go to ``errors.jsonl``, not final, and the next run sends them again.
 
 Stopping: when ``stop`` is set (SIGINT/SIGTERM), no new unit starts; in-flight units get
 ``grace_s`` seconds to finish and are then cancelled, unwritten — the next run sends them again.
@@ -25,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
@@ -35,7 +32,7 @@ from tokenplan.runner.control import FATAL_STATUSES, REFUSED_STATUSES, context_r
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
-from tokenplan.runner.refusals import JOB_WIDE_ROWS, MESSAGE_CHARS, Held, RefusalLog, RefusalStreak
+from tokenplan.runner.refusals import Held, RefusalLog, RefusalStreak
 from tokenplan.runner.requests import (
     Dropped,
     Sent,
@@ -49,6 +46,7 @@ from tokenplan.runner.requests import (
 from tokenplan.runner.spec import JobSettings, RunTally
 from tokenplan.runner.store.appendlog import WriteFailed
 from tokenplan.runner.store.rundir import RunDir
+from tokenplan.runner.unanswered import NoAnswerStreak
 
 
 class Dispatcher:
@@ -74,8 +72,9 @@ class Dispatcher:
         self.tally = RunTally()
         self._rng = random.Random()
         self._fatal: BaseException | None = None
-        # rows whose HTTP status or unusable answer failed every try since the last answer
-        self._failing_rows: set[str] = set()
+        # rows whose every try failed since the last answer: the job-wide stop (runner.unanswered);
+        # its control request only where this loop sends new rows (not the Ray actors')
+        self._unanswered = NoAnswerStreak(job.model, can_control=isinstance(refusals, RefusalStreak))
         self._endpoint_of: dict[str, str] = {}  # unit id → the endpoint its last request went to
         self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
         self._controls: set[asyncio.Task[None]] = set()  # control requests in flight (refusals)
@@ -160,10 +159,10 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*self._controls, return_exceptions=True)
 
-    def _start_control(self, url: str) -> None:
-        """Send the control request to the endpoint shown as ``url`` (:meth:`_control`), kept
-        among the controls out until it ends."""
-        task = asyncio.create_task(self._control(url))
+    def _start_control(self, url: str, control: Callable[[str], Coroutine[Any, Any, None]] | None = None) -> None:
+        """Send the control request to the endpoint shown as ``url`` (:meth:`_control`, or
+        ``control``), kept among the controls out until it ends (no new row starts meanwhile)."""
+        task = asyncio.create_task((control or self._control)(url))
         self._controls.add(task)
         task.add_done_callback(self._controls.discard)
 
@@ -233,7 +232,7 @@ class Dispatcher:
         except RetriesExhausted as exhausted:
             self._record_failure(unit, exhausted)
             return
-        self._failing_rows.clear()  # an answer: the failures before it were the rows' or transient
+        self._unanswered.answered()  # an answer: the failures before it were the rows' or transient
         answered_by = self._endpoint_of.pop(unit.id, "")
         if self.refusals is not None:  # that endpoint's refusals were their rows' own
             self._write_refused(self.refusals.answered(answered_by))
@@ -325,17 +324,11 @@ class Dispatcher:
             }
         )
         self.progress.errors += 1
-        if (failure.kind == "status" or failure.malformed) and self.refusals is not None:
-            self._failing_rows.add(unit.row.id)
-            if len(self._failing_rows) >= JOB_WIDE_ROWS and self._fatal is None:
-                answered = failure.status if failure.kind == "status" else "with an unusable answer"
-                self._set_fatal(
-                    ServerError(
-                        f"the server answered {answered} ({failure.detail[:MESSAGE_CHARS]}) to every try of "
-                        f"{len(self._failing_rows)} rows with no answer between, for model {self.job.model!r}: a "
-                        "server fault, not the rows'; they are in errors.jsonl and a rerun sends them again"
-                    )
-                )
+        verdict = self._unanswered.failed(unit.row.id, failure) if self.refusals is not None else None
+        if verdict == "stop":
+            self._set_fatal(ServerError(self._unanswered.message))
+        elif verdict == "control":  # no finished answer on eight rows: the rows' or the server's?
+            self._start_control(endpoint, self._control_unanswered)
 
     def _judge_refusals(self) -> None:
         streak = self.refusals
@@ -348,6 +341,13 @@ class Dispatcher:
         endpoint = next(e for e in self.pool.endpoints if e.base_url == url)
         self.refusals.control_answered(url, *await control_request(endpoint.client, self.job))
         self._judge_refusals()
+        self._wake.set()
+
+    async def _control_unanswered(self, url: str) -> None:
+        """The control request of :mod:`tokenplan.runner.unanswered` to ``url`` (else the first endpoint)."""
+        endpoint = next((e for e in self.pool.endpoints if e.base_url == url), self.pool.endpoints[0])
+        if self._unanswered.control_answered(*await control_request(endpoint.client, self.job)) == "stop":
+            self._set_fatal(ServerError(self._unanswered.message))
         self._wake.set()
 
     def _write_refused(self, released: list[Held]) -> None:
