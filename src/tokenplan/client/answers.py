@@ -143,7 +143,8 @@ class RequestFailed(Exception):
         """A ``protocol`` failure in the answer's shape (not JSON, no choices…, :data:`MALFORMED`),
         which a server or proxy answering so sends every row; not what the model made of one
         row's prompt (an empty answer, Harmony channels, an ``abort`` finish), which can be the
-        row's own and so never counts toward the job-wide stop (``runner.dispatch``)."""
+        row's own and so stops the run only when a control request is not answered either
+        (``runner.unanswered``)."""
         return self.kind == "protocol" and self.detail.startswith(MALFORMED)
 
     def redacted(self, secrets: Iterable[str]) -> RequestFailed:
