@@ -209,7 +209,10 @@ def test_a_file_that_is_not_utf8_names_the_encoding(tmp_path):
 
 def test_unknown_columns_and_missing_file_are_input_errors(tmp_path):
     bad = tmp_path / "bad.csv"
-    bad.write_text("a,b\n1,2\n")
+    bad.write_text("a,b\n1,2\n")  # no measurement column at all: not a measurement table
+    with pytest.raises(ConfigError, match="names none of the measurement columns"):
+        read_measurements(str(bad))
+    bad.write_text("engine,model,gpu\nsglang,llama-3.1-8b,h100-sxm\n")  # some, not all
     with pytest.raises(ConfigError, match="missing column"):
         read_measurements(str(bad))
     with pytest.raises(InputError):
