@@ -157,6 +157,33 @@ def test_rows_the_model_answers_empty_fail_alone_and_the_rows_after_them_are_ans
     assert {e["reason"] for e in _jsonl(tmp_path / "run" / "errors.jsonl")} == {"protocol"}
 
 
+def test_a_control_request_answered_while_rows_are_still_out_does_not_end_the_run(tmp_path: Path) -> None:
+    # A break-it pass: every row withheld (content_filter), more rows than the 8 of the streak, all
+    # in flight at once, 2 tries each with a backoff up to 1 s between. The 8th row to fail its
+    # second try asks the control request, which the server answers at once (its prompt holds no
+    # filtered word) while the other 4 rows wait out their backoff; its end woke the loop that waits
+    # for the last row, which then cancelled those 4 unwritten after the grace and ended with
+    # "accounting mismatch: 8 errors … the input has 12 units". The run must settle every row: 12
+    # rows, each failing both tries, 12 errors and nothing else.
+    (tmp_path / "in.jsonl").write_text(
+        "".join(json.dumps({"id": f"r{i}", "prompt": f"bad {i}"}) + "\n" for i in range(12))
+    )
+    with FaultServerProcess(str(tmp_path), filter_word="bad") as server:
+        result = generate(
+            _request(
+                tmp_path,
+                server.url,
+                max_attempts=2,
+                concurrency=12,
+                retry_base_delay_s=1.0,
+                grace_s=0.05,
+                eject_after_failures=1000,
+            )
+        )
+    assert (result.stored, result.skipped, result.errors, result.accounting_ok) == (0, 0, 12, True)
+    assert {(e["reason"], e["attempts"]) for e in _jsonl(tmp_path / "run" / "errors.jsonl")} == {("protocol", 2)}
+
+
 def test_an_endpoint_that_answers_no_chat_request_beside_a_healthy_one_is_said(tmp_path: Path) -> None:
     # A break-it pass: one of three endpoints lists the model but answers 500 to every chat request;
     # the pool ejects it and probes it back in turn, the others answer its rows, and the run ended

@@ -188,14 +188,14 @@ class Dispatcher:
 
     async def _drain(self, tasks: set[asyncio.Task[None]], stop: asyncio.Event) -> None:
         # Waiting on the tasks themselves would cost O(in flight) per completion; one event each
-        # for "all settled / fatal" and "stop" keeps the end of a 5,000-deep run linear.
-        if tasks and not stop.is_set() and self._fatal is None:
+        # for "all settled / fatal" and "stop" keeps the end of a 5,000-deep run linear. A loop: a
+        # control request that ends wakes it too, with rows still out (they were cancelled unwritten)
+        while tasks and not stop.is_set() and self._fatal is None:
             self._wake.clear()
-            if tasks:
-                waiters = {asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())}
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waiters:
-                    waiter.cancel()
+            waiters = {asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
         if tasks:
             # After a failed write their answers could not be stored either: cancel at once.
             grace_s = 0 if isinstance(self._fatal, WriteFailed) else self.job.grace_s
