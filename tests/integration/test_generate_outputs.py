@@ -115,20 +115,24 @@ def test_an_export_failing_after_the_run_keeps_the_records_and_says_so_in_one_li
     assert sorted(p.name for p in gone.parent.iterdir()) == ["x.parquet"]  # no leftover .tmp
 
 
+@pytest.mark.parametrize("n", [1, 3])
 def test_an_input_mostly_rejected_is_said_to_be_perhaps_the_wrong_shape(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, n: int
 ) -> None:
     # 1 usable row and 2 rows without a prompt or messages: more rejected (2) than used (1), the
-    # sign of an input in a shape generate does not read; the run itself is done (exit 0).
+    # sign of an input in a shape generate does not read; the run itself is done (exit 0). Rows
+    # against rows: with --n 3 the one row makes 3 units, and comparing the 2 rejected rows with
+    # those 3 units said nothing (a break-it pass).
     data = tmp_path / "in.jsonl"
     data.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "text": "y"}\n{"id": "c", "text": "z"}\n')
     from tokenplan.cli import main
 
     with FaultServerProcess(str(tmp_path)) as server:
         argv = ["tokenplan", "generate", str(data), "--out", str(tmp_path / "run"), "--endpoint", server.url]
-        monkeypatch.setattr(sys, "argv", [*argv, "--model", "fault-model", "--quiet"])
+        sampling = ["--n", str(n), "--temperature", "0.7"]
+        monkeypatch.setattr(sys, "argv", [*argv, "--model", "fault-model", "--quiet", *sampling])
         main()
     captured = capsys.readouterr()
-    assert "units         1 = 1 stored + 0 skipped + 0 errors  [ok]" in captured.out
+    assert f"units         {n} = {n} stored + 0 skipped + 0 errors  [ok]" in captured.out
     (line,) = [line for line in captured.err.splitlines() if line.startswith("warning: 2 rows were rejected")]
-    assert "and 1 units used: the input's shape may not be one generate reads" in line
+    assert "and 1 used: the input's shape may not be one generate reads" in line

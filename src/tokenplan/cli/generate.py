@@ -143,9 +143,10 @@ def generate_command(**o: Any) -> None:
         print(json.dumps(result.summary, indent=2))
     else:
         print(summary_text(result))
-    if result.rejected_rows > result.units_total > 0:  # most of the input unusable: likely its shape, not its rows
+    used = result.units_total // max(request.job.n, 1)  # rows, as rejected_rows counts them (--n samples each)
+    if result.rejected_rows > used > 0:  # most of the input unusable: likely its shape, not its rows
         click.echo(
-            f"warning: {result.rejected_rows:,} rows were rejected and {result.units_total:,} units used: the input's "
+            f"warning: {result.rejected_rows:,} rows were rejected and {used:,} used: the input's "
             f"shape may not be one generate reads (the reasons are in {result.run_dir / 'rejects.jsonl'})",
             err=True,
         )
