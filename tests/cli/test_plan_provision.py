@@ -220,3 +220,23 @@ def test_a_missed_deadline_under_a_day_is_said_in_its_own_unit():
     p = plan(PlanRequest(gpus=("h200",), deadline_s=600)).to_json()
     (line,) = [a for a in p["answer"] if a.startswith("h200 within 10 min")]
     assert " min, $" in line and "days" not in line and "(over the 10 min deadline)" in line
+
+
+def test_a_budget_met_only_by_the_speculative_figure_set_aside_is_not_met():
+    # vLLM on Qwen3.6-27B (hybrid) on 8 B200: plain decoding is recommended and launched, and the
+    # faster, cheaper MTP figure beside it is an upper bound (planning.search.measured_first). A
+    # budget one cent under the plain launch's cost (read from the plan itself, without a target):
+    # the plain launch is over it, so nothing meets it; before, the provisioning said "8 GPUs …
+    # with … mtp k=1" met it while the launch, plain, cost more (exit 0, a break-it pass).
+    free = plan(PlanRequest(gpus=("8xb200",), engine="vllm")).to_json()["options"][0]
+    assert free["spec"] == "none"
+    mtp = [a for a in free["alternatives"] if "mtp" in a["configuration"] and a["usd"] < free["usd"]]
+    assert mtp, "the MTP figure set aside is cheaper than the plain launch"
+    budget = free["usd"] - 0.01
+    p = plan(PlanRequest(gpus=("b200",), engine="vllm", budget_usd=budget)).to_json()
+    row = p["provisioning"]["options"][0]
+    assert not row["meets"] and row["gpus"] is None
+    # 8 GPUs, the fewest, at the plain launch's cost; more GPUs cost at least as much (not tried past 16)
+    assert row["tried"][0]["gpus"] == 8 and row["tried"][0]["usd"] == pytest.approx(free["usd"], rel=1e-9)
+    assert all(t["usd"] > budget for t in row["tried"])
+    assert p["options"][0]["spec"] == "none"

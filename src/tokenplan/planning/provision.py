@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.units import S_PER_DAY, days_words, duration_words, usd_text
 
 if TYPE_CHECKING:  # search imports the job model; outcome() only reads a result's fields
-    from tokenplan.planning.search import OptionResult
+    from tokenplan.planning.search import Candidate, OptionResult
 
 DEFAULT_MAX_UNITS = 64  # the most rental units one search considers (512 GPUs of an 8-GPU board)
 
@@ -284,15 +285,26 @@ def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
     """The job at ``gpus`` GPUs from one option's search (an ``OptionResult``): its leading
     simulated configuration that meets ``target``, else its leader. A speculative configuration
     whose τ is a prior must meet it at the low end of the published acceptance
-    (``Candidate.ranking_wall_s``, ``ranking_usd``). The payload is ``(result, candidate)``
+    (``Candidate.ranking_wall_s``, ``ranking_usd``). A speculative one the search set aside for
+    plain decoding as an upper bound (``planning.search.measured_first``) is not one that meets
+    it: the plan launches the plain one (a break-it pass: a budget met only by the set-aside MTP
+    figure was said met while the launch cost more). The payload is ``(result, candidate)``
     (candidate None when nothing runs). Raises nothing."""
+    best = result.best
     for c in result.ranked:  # in ranking order
+        if c is not best and best is not None and _set_aside(c, best):
+            continue
         if target.met_by(c.ranking_wall_s, c.ranking_usd):
             return Outcome(gpus, c.wall_s, c.cost.usd, True, (result, c))
-    best = result.best
     if best is None:
         return Outcome(gpus, None, None, False, (result, None))
     return Outcome(gpus, best.wall_s, best.cost.usd, False, (result, best))
+
+
+def _set_aside(c: Candidate, best: Candidate) -> bool:
+    """``c`` speculates in the regime ``planning.search.measured_first`` sets aside for ``best``."""
+    caveat = VLLM_HYBRID_SPEC_CAVEAT
+    return caveat in c.evaluation.warnings and caveat not in best.evaluation.warnings
 
 
 def provision(search_at: Callable[[int], OptionResult], target: Target, unit_gpus: int, max_gpus: int) -> Provision:
