@@ -327,10 +327,14 @@ def leader_with(
     """The configuration an option's search would lead with were it restricted to the configs
     that satisfy ``predicate(Config)``: its ``JOB_SIMULATED_PER_OPTION`` fastest in the steady
     state simulated and ranked as :func:`search_option` ranks (``Candidate.ranking_wall_s``), so a
-    speculative one whose τ is a prior leads only at the low end of published acceptance."""
-    runs = [ev for ev in result.evaluated if predicate(ev.config)][:JOB_SIMULATED_PER_OPTION]
+    speculative one whose τ is a prior leads only at the low end of published acceptance, and one
+    whose figure is an upper bound gives way to plain decoding as there (:func:`measured_first`)."""
+    matching = [ev for ev in result.evaluated if predicate(ev.config)]
     arch = result.option.gpu.architecture
-    leaders = [at_launch_cap(ev, table.resolve(ev.config.engine.name, arch), job) for ev in runs]
-    return min(
-        (simulate(ev, table, job, result.option) for ev in leaders), key=lambda c: c.ranking_wall_s, default=None
-    )
+
+    def simulated(ev: Evaluation) -> Candidate:
+        return simulate(at_launch_cap(ev, table.resolve(ev.config.engine.name, arch), job), table, job, result.option)
+
+    ranked = sorted(map(simulated, matching[:JOB_SIMULATED_PER_OPTION]), key=lambda c: c.ranking_wall_s)
+    ranked = measured_first(ranked, matching, simulated)
+    return ranked[0] if ranked else None

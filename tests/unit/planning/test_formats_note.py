@@ -7,12 +7,18 @@ configuration, so its tok/s, days and dollars are what the note must print.
 
 from __future__ import annotations
 
+import pytest
+
 from tokenplan.api.plan import PlanRequest, plan
 
 
-def test_recommended_option_states_its_formats_and_its_bf16_twin():
-    result = plan(PlanRequest(gpus=("8xb200",))).to_json()
-    bf16 = plan(PlanRequest(gpus=("8xb200",), weight_dtypes=("bf16",), kv_dtypes=("bf16",))).to_json()
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_recommended_option_states_its_formats_and_its_bf16_twin(engine: str):
+    # vllm: on the hybrid Qwen3.6-27B its MTP figures are an upper bound set aside for plain
+    # decoding (planning.search.measured_first), in the BF16 plan as in this one; the note named the
+    # BF16 MTP configuration (mtp k=1, 47,861 tok/s) the BF16 plan does not recommend (a break-it pass)
+    result = plan(PlanRequest(gpus=("8xb200",), engine=engine)).to_json()
+    bf16 = plan(PlanRequest(gpus=("8xb200",), engine=engine, weight_dtypes=("bf16",), kv_dtypes=("bf16",))).to_json()
     best = result["options"][0]
     twin = bf16["options"][0]
     assert twin["weight_dtype"] == twin["kv_dtype"] == "bf16"
