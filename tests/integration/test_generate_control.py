@@ -146,7 +146,11 @@ def test_ctrl_c_during_a_control_request_stops_within_the_grace(tmp_path: Path) 
     assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []  # the held refusals stay unfinal
 
 
-def test_a_prompt_that_leaves_less_room_than_max_tokens_is_sent_again_with_the_room(tmp_path: Path) -> None:
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_prompt_that_leaves_less_room_than_max_tokens_is_sent_again_with_the_room(
+    tmp_path: Path, status: int
+) -> None:
+    # 400: vLLM's message; 422: Hugging Face TGI's, whose rows were skipped instead (a break-it pass).
     # Context 4,096 (the fault server counts len(messages JSON) // 4 tokens), max_tokens 3,500 (a
     # plan's cap below the context): a prompt of "x" × 8,000 is 8,033 characters of messages JSON,
     # 2,008 tokens, and 2,008 + 3,500 passes 4,096. The server's refusal states both, so the request
@@ -156,7 +160,7 @@ def test_a_prompt_that_leaves_less_room_than_max_tokens_is_sent_again_with_the_r
 
     rows = [{"id": f"m{i}", "prompt": "x" * 8000} for i in range(6)] + [{"id": "s", "prompt": "short"}]
     (tmp_path / "in.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
-    with FaultServerProcess(str(tmp_path), context=4096) as server:
+    with FaultServerProcess(str(tmp_path), context=4096, context_status=status) as server:
         done = generate(_request(tmp_path, server.url, max_tokens=3500, concurrency=2))
     assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (7, 0, 0, True)
     records = {r["id"]: r for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")}

@@ -64,16 +64,19 @@ async def control_request(client: OpenAIClient, job: JobSettings) -> tuple[bool 
 # "... maximum context length is 4096 tokens and your request has 2000 input tokens (3500 > 4096 -
 # 2000)"; SGLang "... maximum context length of 4096 tokens. You requested a total of 5500 tokens:
 # 2000 tokens from the input messages and 3500 tokens for the completion"; TensorRT-LLM "The sum
-# of prompt length (2000) and query length (0) max_tokens (3500) should not exceed max_seq_len (4096)".
-_CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)|max_seq_len \((\d+)\)")
+# of prompt length (2000) and query length (0) max_tokens (3500) should not exceed max_seq_len (4096)";
+# Hugging Face TGI (422) "`inputs` tokens + `max_new_tokens` must be <= 4096. Given: 2000 `inputs`
+# tokens and 3500 `max_new_tokens`" (router validation.rs, MaxTotalTokens).
+_CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)|max_seq_len \((\d+)\)|`max_new_tokens` must be <= (\d+)")
 _PROMPT = re.compile(
     r"(\d+) in the messages|has (\d+) input tokens|(\d+) tokens from the input|prompt length \((\d+)\)"
+    r"|Given: (\d+) `inputs` tokens"
 )
 _QUERY = re.compile(r"query length \((\d+)\)")  # TensorRT-LLM counts it in the sum too
 
 
 def context_room(failure: RequestFailed, asked: object) -> int | None:
-    """The ``max_tokens`` a refused request fits its context with, or None: a 400/413 whose
+    """The ``max_tokens`` a refused request fits its context with, or None: a 400/413/422 whose
     message states the served context and the prompt's tokens (:data:`_CONTEXT`, :data:`_PROMPT`),
     for a request whose ``max_tokens`` (``asked``) is below the context by itself but not beside
     this prompt. Sent again with the room left (≥ 1 token), the answer stops at the context, as

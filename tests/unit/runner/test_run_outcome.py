@@ -252,6 +252,13 @@ def test_a_refusal_that_states_the_context_and_the_prompt_gives_the_room_left() 
         "The sum of prompt length (2000) and query length (0) max_tokens (3500) should not exceed max_seq_len (4096)"
     )
     assert context_room(refused(trtllm), 3500) == 2096
+    # Hugging Face TGI answers it 422 (a row's refusal since 422 is one): 4,096 − 2,000 as above;
+    # its rows were skipped where vLLM's were sent again with the room left (a break-it pass)
+    tgi = (
+        "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. "
+        "Given: 2000 `inputs` tokens and 3500 `max_new_tokens`"
+    )
+    assert context_room(refused(tgi, status=422), 3500) == 2096
     # a max_tokens past the context by itself is a setting every request carries: no refit
     assert context_room(refused(old_vllm.replace("3500 in the completion", "8192 in the completion")), 8192) is None
     # a prompt that fills the context leaves no room (4,096 − 4,100 < 1); another status or message: none
