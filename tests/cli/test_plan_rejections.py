@@ -320,5 +320,24 @@ def test_a_speculative_choice_no_measurement_backs_is_set_aside_for_plain_decodi
     # asked for MTP alone there is no plain configuration to prefer: MTP is chosen, with its caveat
     alone = plan(PlanRequest(gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()["options"][0]
     assert alone["spec"].startswith("mtp") and any("upper bound" in w for w in alone["warnings"])
+    assert "--current engine=vllm,spec=mtp:1,… --measured-tok-s N" in aside
     sglang = plan(PlanRequest(gpus=("8xb200",), specs=("none", "mtp:1"))).to_json()
     assert not any(line.startswith("8× b200 with mtp") for line in sglang["answer"])
+
+
+def test_a_speculative_regime_the_user_measured_is_not_set_aside():
+    # --current measured vLLM MTP on this model at 80,000 tok/s (1.08× its prediction): the plan is
+    # searched again at the τ it implies, and that engine's speculative figures are no longer an
+    # unmeasured upper bound, so MTP can lead (a break-it pass: the plan recommended plain decoding
+    # at 71,114 tok/s, 0.89× what the user measured).
+    current = "engine=vllm,tp=1,spec=mtp:1,weight-dtype=fp8,kv-dtype=fp8"
+    req = PlanRequest(gpus=("8xb200",), engine="vllm", current=current, measured_tok_s=80_000)
+    o = plan(req).to_json()
+    chosen = o["options"][0]
+    assert chosen["spec"].startswith("mtp") and "--speculative-config" in chosen["launch"]["vllm"]
+    assert not any(line.startswith("8× b200 with mtp") for line in o["answer"])
+    # measured on SGLang, vLLM's speculation is still unmeasured: set aside as before
+    other = PlanRequest(
+        gpus=("8xb200",), engine="vllm", current=current.replace("vllm", "sglang"), measured_tok_s=60_000
+    )
+    assert plan(other).to_json()["options"][0]["spec"] == "none"

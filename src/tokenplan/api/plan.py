@@ -214,10 +214,14 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
     return report_data(searched, _answered(req, profile, searched), charts)
 
 
-def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile, Searched]:
+def _searched(
+    req: PlanRequest, profile: Profile | None = None, spec_measured: bool = False
+) -> tuple[Profile, Searched]:
     """The request checked and resolved once (names, the calibration profile unless ``profile``
     is the one already read, the job, the formats and speculative settings) into a
-    :class:`~tokenplan.planning.answer.Question`, and every option searched. Raises what ``plan`` raises."""
+    :class:`~tokenplan.planning.answer.Question`, and every option searched; ``spec_measured``: the
+    user's run measured the speculative regime of the planned engine (``Question.spec_measured``).
+    Raises what ``plan`` raises."""
     if not 1 <= req.samples <= MAX_SAMPLES:
         raise InputError("samples", req.samples, f"an integer from 1 to {MAX_SAMPLES:,}")
     check_stated_lengths("isl", req.isl_mean, req.isl_sigma, req.isl_cap, DEFAULT_ISL)
@@ -274,6 +278,7 @@ def _searched(req: PlanRequest, profile: Profile | None = None) -> tuple[Profile
         first_notes=(*profile.moves, *_unused_prices(req, options)),
         spec_notes=tuple(spec_notes),
         priced=frozenset(req.prices),
+        spec_measured=spec_measured,
     )
     return profile, search(question)
 
@@ -292,11 +297,14 @@ def _answered(req: PlanRequest, profile: Profile, searched: Searched) -> PlanRes
     if req.current is None:
         return result
 
+    current = _current(req, req.current, searched.results[0].option, profile)
+    # the run measured this engine speculating: its figures are no longer an unmeasured upper bound
+    measured_here = current.config.engine.name == q.engine.name and current.config.spec is not None
+
     def replan(specs: tuple[str, ...]) -> tuple[PlanResult, list[OptionResult]]:
-        again = _searched(replace(req, specs=specs, current=None, measured_tok_s=None), profile)[1]
+        again = _searched(replace(req, specs=specs, current=None, measured_tok_s=None), profile, measured_here)[1]
         return answer(again, figure_bands, range_warnings), again.results
 
-    current = _current(req, req.current, searched.results[0].option, profile)
     return with_current(current, req.specs, result, q.table, q.job, searched.results, replan, figure_bands)
 
 

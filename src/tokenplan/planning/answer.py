@@ -104,6 +104,8 @@ class Question:
         first_notes: the answer's first lines (what the calibration profile moves);
             spec_notes: where a TAU came from (a bench file).
         priced: the GPU keys given a price (``--price`` / the job file) as typed.
+        spec_measured: the user's run measured the speculative regime (``--current`` re-planned at
+            its implied τ): no speculative figure is set aside as an upper bound.
     """
 
     model: ModelSpec
@@ -125,6 +127,7 @@ class Question:
     spec_notes: tuple[str, ...] = ()
     priced: frozenset[str] = frozenset()
     base_repo: str | None = None
+    spec_measured: bool = False
 
     def launch_source(self, weight_dtype: Dtype) -> tuple[str, str]:
         """(repository, its checkpoint's weight format) a launch of ``weight_dtype`` loads: the
@@ -163,7 +166,9 @@ def search(q: Question) -> Searched:
     cut = q.engine.vision_cut(q.model.vision_layers, q.model.vision_hidden)
 
     def one(opt: HardwareOption) -> OptionResult:
-        return search_option(q.model, opt, q.engine, q.table, q.job, specs, q.weights, q.kvs, cut, q.fixed)
+        return search_option(
+            q.model, opt, q.engine, q.table, q.job, specs, q.weights, q.kvs, cut, q.fixed, q.spec_measured
+        )
 
     if q.deadline_s is None and q.budget_usd is None:
         return Searched(q, [one(opt) for opt, _ in q.options], None)
@@ -200,7 +205,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
         + _spec_notes(q)
         + _radix_notes(top, q)
         + _formats_notes(top, q)
-        + _plain_notes(top, q)
+        + _plain_notes(results)
     )
     job = q.job
     return PlanResult(
@@ -256,10 +261,11 @@ def _radix_notes(top: OptionResult | None, q: Question) -> list[str]:
     return [note] if note else []
 
 
-def _plain_notes(top: OptionResult | None, q: Question) -> list[str]:
-    """The speculative configuration set aside for plain decoding (:func:`planning.rank.unmeasured_spec_note`)."""
-    note = unmeasured_spec_note(top) if top else None
-    return [note] if note else []
+def _plain_notes(results: list[OptionResult]) -> list[str]:
+    """Each option's speculative configuration set aside for plain decoding
+    (:func:`planning.rank.unmeasured_spec_note`): on every option, not only the recommended one (a
+    break-it pass: the cheapest of two options set MTP aside without a word)."""
+    return [note for r in results if (note := unmeasured_spec_note(r))]
 
 
 def _formats_notes(top: OptionResult | None, q: Question) -> list[str]:

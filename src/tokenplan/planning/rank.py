@@ -283,6 +283,7 @@ def unmeasured_spec_note(top: OptionResult) -> str | None:
         f"{top.option.label} with {method.describe()}: {ev.output_tok_s_total:,.0f} tok/s → "
         f"{days_words(spec.wall_s)} ({describe(spec)}) by the model, an upper bound: vLLM speculating on a "
         f"hybrid model ran at 0.50× its prediction in the one public run, so plain decoding, the measured "
-        f"regime, is recommended and launched; bench your server with speculation on to see whether it "
-        f"leads (tokenplan bench, then plan --spec mtp:K:bench.json)."
+        f"regime, is recommended and launched; run it on your server and give what it measured "
+        f"(plan --current engine=vllm,spec={method.method}:{method.draft_tokens},… --measured-tok-s N) to plan "
+        f"at what it ran."
     )

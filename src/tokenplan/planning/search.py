@@ -108,6 +108,7 @@ class OptionResult:
     rejected: dict[str, int] = field(default_factory=dict)
     configurations: int = 0
     not_searched: list[str] = field(default_factory=list)
+    spec_measured: bool = False  # the user measured the speculative regime: nothing set aside (measured_first)
 
     @property
     def best(self) -> Candidate | None:
@@ -161,6 +162,7 @@ def search_option(
     kv_allowed: tuple[Dtype, ...] | None = None,
     vision_cut: float = 1.0,
     fixed: Fixed = SEARCH_ALL,
+    spec_measured: bool = False,
 ) -> OptionResult:
     """Search one hardware option (see the module docstring): evaluate every candidate offline,
     re-evaluate at the job's own size those whose full batch the job never fills, and simulate
@@ -174,6 +176,9 @@ def search_option(
         weight_allowed, kv_allowed: the dtypes to consider (None = every one the GPU runs).
         vision_cut: SGLang's memory multiplier for multimodal checkpoints (1 = none).
         fixed: the layout parts and running cap the user fixed (``planning.space.Fixed``).
+        spec_measured: the user's own run measured the speculative regime (``plan --current``
+            with a speculative setup and ``--measured-tok-s``): its figures are not set aside as
+            an upper bound (:func:`measured_first`).
 
     Returns:
         OptionResult: simulated leaders by wall time (seconds; see ``Candidate.ranking_wall_s``),
@@ -200,11 +205,12 @@ def search_option(
     runs.sort(key=lambda e: -e.output_tok_s_total)
     leaders = [at_launch_cap(ev, eff, job) for ev in runs[:JOB_SIMULATED_PER_OPTION]]
     ranked = sorted((simulate(ev, table, job, option) for ev in leaders), key=lambda c: c.ranking_wall_s)
-    ranked = measured_first(ranked, runs, lambda ev: simulate(at_launch_cap(ev, eff, job), table, job, option))
+    if not spec_measured:
+        ranked = measured_first(ranked, runs, lambda ev: simulate(at_launch_cap(ev, eff, job), table, job, option))
     reasons = Counter(fixed_layout_reasons(model, option, fixed))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
-    return OptionResult(option, ranked, runs, dict(reasons), n, notes)
+    return OptionResult(option, ranked, runs, dict(reasons), n, notes, spec_measured)
 
 
 def measured_first(
@@ -312,13 +318,16 @@ def best_with(
     result: OptionResult, table: EfficiencyTable, job: Job, predicate: Callable[[Config], bool]
 ) -> Candidate | None:
     """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``, at
-    its launch's running cap (:func:`at_launch_cap`) as the leaders are."""
-    eff = table.resolve
-    for ev in result.evaluated:
-        if predicate(ev.config):
-            capped = at_launch_cap(ev, eff(ev.config.engine.name, result.option.gpu.architecture), job)
-            return simulate(capped, table, job, result.option)
-    return None
+    its launch's running cap (:func:`at_launch_cap`) as the leaders are; one whose figure is an
+    upper bound (:func:`measured_first`) only where no other satisfies it (a break-it pass: the
+    TP8 comparison quoted vLLM's MTP figure on a hybrid model, which the plan sets aside)."""
+    matching = [ev for ev in result.evaluated if predicate(ev.config)]
+    measured = [ev for ev in matching if result.spec_measured or VLLM_HYBRID_SPEC_CAVEAT not in ev.warnings]
+    ev = next(iter(measured or matching), None)
+    if ev is None:
+        return None
+    capped = at_launch_cap(ev, table.resolve(ev.config.engine.name, result.option.gpu.architecture), job)
+    return simulate(capped, table, job, result.option)
 
 
 def leader_with(
@@ -336,5 +345,5 @@ def leader_with(
         return simulate(at_launch_cap(ev, table.resolve(ev.config.engine.name, arch), job), table, job, result.option)
 
     ranked = sorted(map(simulated, matching[:JOB_SIMULATED_PER_OPTION]), key=lambda c: c.ranking_wall_s)
-    ranked = measured_first(ranked, matching, simulated)
+    ranked = ranked if result.spec_measured else measured_first(ranked, matching, simulated)
     return ranked[0] if ranked else None
