@@ -163,7 +163,13 @@ def url_secrets(url: str) -> list[str]:
         # "key=Ab+Cd/Ef%3D%3D" and was stored where a server echoed it; a break-it pass)
         sent_pairs = [part.partition("=") for part in URL("/").with_query(parsed.query).raw_query_string.split("&")]
         found += [value for name, _, value in sent_pairs if KEY_NAME.search(name)]
-        bare = [name for name, equals, _ in raw_pairs if not equals and len(name) >= MIN_BARE_SECRET_CHARS]
+        # a bare token also where base64 padding made it look like ``name=value`` ("?QWxh…ZQ==" is
+        # name "QWxh…ZQ", value "="): its name is the token but its "=" padding, in every form sent
+        bare = [
+            name
+            for name, equals, value in raw_pairs
+            if len(name) >= MIN_BARE_SECRET_CHARS and (not equals or not unquote_plus(value).strip("="))
+        ]
         found += bare + [
             unquote_plus(name) for name in bare
         ]  # ``?TOKEN``: a key without a name, as written and decoded

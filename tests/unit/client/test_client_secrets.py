@@ -46,6 +46,13 @@ def test_an_endpoint_carries_its_password_basic_token_and_credential_named_query
     # alone in texts, or every answer saying "debug" would be rewritten (a break-it pass)
     assert sorted(url_secrets("http://h:8000/v1?sk-abc%2B123456+xyz")) == ["sk-abc%2B123456+xyz", "sk-abc+123456 xyz"]
     assert url_secrets("http://h:8000/v1?debug") == []
+    # a padded base64 token reads as name "QWxhZGRpbjpvcGVuIHNlc2FtZQ" (26 characters ≥ 16), value
+    # "=": the name is the token without its padding, in each form it is written, decoded or sent
+    # ("…ZQ==", "…ZQ==", "…ZQ=%3D"); a short name=value pair stays a setting (a break-it pass)
+    assert set(url_secrets("http://h:8000/v1?QWxhZGRpbjpvcGVuIHNlc2FtZQ==")) == {"QWxhZGRpbjpvcGVuIHNlc2FtZQ"}
+    assert url_secrets("http://h:8000/v1?mode=") == []
+    redact = Redactor(url_secrets("http://h:8000/v1?QWxhZGRpbjpvcGVuIHNlc2FtZQ=="))
+    assert "QWxhZGRpbjpvcGVuIHNlc2FtZQ" not in redact.text("GET /v1/chat/completions?QWxhZGRpbjpvcGVuIHNlc2FtZQ=%3D")
     assert display_url("http://h:8000/v1?debug") == "http://h:8000/v1?***"
 
 
