@@ -277,7 +277,7 @@ class RefusalStreak:
             detail = detail[:MESSAGE_CHARS] + "…"
         where = f" at {display_url(self.job_wide.endpoint)}" if endpoints > 1 and self.job_wide.endpoint else ""
         server = "the servers" if self.merged else f"the server{where}"
-        head = f"{server} refused {len(self.rows):,} rows in a row with {self.job_wide.status} ({detail!r})"
+        head = f"{server} refused {len(self.rows):,} row{'s' if len(self.rows) != 1 else ''} in a row with {self.job_wide.status} ({detail!r})"
         if self.control_failed:
             return (
                 f"{head} for model {model!r} before answering any, and a short prompt with the job's settings "
