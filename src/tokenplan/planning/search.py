@@ -319,8 +319,8 @@ def best_with(
 ) -> Candidate | None:
     """The fastest evaluated configuration of an option that satisfies ``predicate(Config)``, at
     its launch's running cap (:func:`at_launch_cap`) as the leaders are; one whose figure is an
-    upper bound (:func:`measured_first`) only where no other satisfies it (a break-it pass: the
-    TP8 comparison quoted vLLM's MTP figure on a hybrid model, which the plan sets aside)."""
+    upper bound (:func:`measured_first`) only where no other satisfies it, so a comparison (the TP8
+    line, the radix line) does not quote a figure the plan itself sets aside."""
     matching = [ev for ev in result.evaluated if predicate(ev.config)]
     measured = [ev for ev in matching if result.spec_measured or VLLM_HYBRID_SPEC_CAVEAT not in ev.warnings]
     ev = next(iter(measured or matching), None)
