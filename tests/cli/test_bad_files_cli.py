@@ -190,9 +190,9 @@ def test_a_dataset_given_as_a_measurement_file_is_named_as_not_one(tmp_path) -> 
     # a new-user pass: `calibrate data.jsonl` said "column '{"role": "user"' appears twice"
     (tmp_path / "data.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "user"}]}\n')
     assert _one_error_line(_tokenplan("calibrate", "data.jsonl", "-o", "fit.json", cwd=tmp_path)) == (
-        "error: data.jsonl: header: line 1 names none of the measurement columns (allowed: a CSV whose header "
+        "error: data.jsonl: header: line 1 is JSON, not a CSV header (allowed: a CSV whose header "
         "has the columns of dev.csv, inferencex-dev.csv or serving-dev.csv: engine, model, gpu, num_gpus, tp, "
-        "isl, osl, concurrency, output_tok_s_per_gpu)"
+        "isl, osl, concurrency, output_tok_s_per_gpu; a generate run is read with --from-run RUN_DIR)"
     )
 
 

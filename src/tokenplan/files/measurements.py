@@ -290,11 +290,14 @@ def read_measurements(path: str) -> MeasurementFile:
         raise ConfigError(path, "header", "the file is empty")
     columns = [c.strip() for c in reader.fieldnames]
     if not set(columns) & {*THROUGHPUT_COLUMNS, *SERVING_COLUMNS}:  # a JSONL dataset, a log: not a measurement table
+        json_line = text.lstrip().startswith(("{", "["))  # a dataset or a generate run's shard
         raise ConfigError(
             path,
             "header",
-            f"line 1 names none of the measurement columns (allowed: a CSV whose header has the columns of "
-            f"dev.csv, inferencex-dev.csv or serving-dev.csv: {', '.join(THROUGHPUT_COLUMNS)})",
+            ("line 1 is JSON, not a CSV header" if json_line else "line 1 names none of the measurement columns")
+            + f" (allowed: a CSV whose header has the columns of dev.csv, inferencex-dev.csv or serving-dev.csv: "
+            f"{', '.join(THROUGHPUT_COLUMNS)}"
+            + ("; a generate run is read with --from-run RUN_DIR)" if json_line else ")"),
         )
     twice = next((c for i, c in enumerate(columns) if c and c in columns[:i]), None)  # unnamed: never read
     if twice is not None:  # csv.DictReader keeps the last of two same-named columns, silently
