@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -23,6 +24,24 @@ DIGEST = hashlib.sha256(json.dumps(BODY["messages"], sort_keys=True).encode()).h
 def server(tmp_path_factory: pytest.TempPathFactory):
     with FaultServerProcess(str(tmp_path_factory.mktemp("fault")), tokens=16) as s:
         yield s
+
+
+@contextlib.asynccontextmanager
+async def _one_route(handler):
+    """An aiohttp server answering ``POST /v1/chat/completions`` with ``handler`` on a free port;
+    yields its base URL (``http://127.0.0.1:P/v1``)."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    finally:
+        await runner.cleanup()
 
 
 async def _chat(url: str, **kwargs) -> object:
@@ -191,23 +210,15 @@ def test_an_answer_that_stalls_part_way_hits_the_deadline(stream: bool) -> None:
             await release.wait()
             return response
 
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        try:
+        async with _one_route(handler) as url:
             start_s = time.monotonic()
             try:
-                await _chat(f"http://127.0.0.1:{port}/v1", stream=stream, deadline_s=0.5)
+                await _chat(url, stream=stream, deadline_s=0.5)
             except RequestFailed as failure:
                 return failure, time.monotonic() - start_s
+            finally:
+                release.set()
             raise AssertionError("the stalled answer was accepted")
-        finally:
-            release.set()
-            await runner.cleanup()
 
     failure, waited_s = asyncio.run(main())
     assert failure.kind == "deadline" and 0.5 <= waited_s < 10
@@ -237,19 +248,11 @@ def test_a_compressed_answer_is_capped_at_its_inflated_size(stated_length: bool)
             await response.write_eof()
             return response
 
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        try:
-            await _chat(f"http://127.0.0.1:{port}/v1")
-        except RequestFailed as failure:
-            return failure
-        finally:
-            await runner.cleanup()
+        async with _one_route(handler) as url:
+            try:
+                await _chat(url)
+            except RequestFailed as failure:
+                return failure
         raise AssertionError("the inflated answer was accepted")
 
     failure = asyncio.run(main())
