@@ -146,6 +146,12 @@ class ServerError(TokenplanError):
         self.problems = list(problems or ())
 
 
+class EndpointsUnanswering(ServerError):
+    """Every endpoint answers its health check (``GET /models``) and no chat request: put back in
+    the pool, each failed again with nothing answered, several times in a row
+    (:mod:`tokenplan.client.endpoints`). A fault of the servers, not of the rows."""
+
+
 class Interrupted(TokenplanError):
     """A run stopped at once by a second SIGINT/SIGTERM: exit status 130, as for Ctrl-C."""
 

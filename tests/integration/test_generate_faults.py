@@ -257,3 +257,18 @@ def test_two_endpoints_share_the_load(tmp_path: Path) -> None:
     used = [r["turns"][0]["endpoint"] for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")]
     # Least outstanding requests with 4 slots each: both endpoints take a real share.
     assert used.count(a.url) >= 15 and used.count(b.url) >= 15
+
+
+def test_a_server_listing_the_model_but_dropping_every_chat_request_stops_the_run(tmp_path: Path) -> None:
+    # GET /models answers, every chat request is dropped (a transport failure, which a restart also
+    # gives, so the 8-row rule leaves it to the pool): ejected after 5 in a row, put back by the
+    # probe, ejected again; the 3rd readmission with nothing answered since the first stops the run.
+    # Before, each of the 300 rows went through all its tries: 300 / 8 in flight × 3 tries.
+    _prompts(tmp_path / "in.jsonl", 300)
+    with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
+        with pytest.raises(ServerError, match="answers GET /models but no chat request"):
+            generate(_request(tmp_path, server.url, max_attempts=3, concurrency=8))
+    assert len(_jsonl(tmp_path / "run" / "errors.jsonl")) < 300  # the rest were never sent to the end
+    with FaultServerProcess(str(tmp_path)) as healthy:  # nothing lost: a rerun stores every row
+        rerun = generate(_request(tmp_path, healthy.url, max_attempts=3))
+    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (300, 0, True)

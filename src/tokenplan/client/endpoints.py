@@ -9,7 +9,11 @@ fail ``eject_after_failures`` times in a row (transport errors, deadlines, 5xx â
 is back-pressure) is taken out and probed with ``GET /models`` every ``probe_interval_s`` until
 it answers, then put back. When every endpoint has been out for ``max_all_down_s`` the pool gives
 up with :class:`~tokenplan.errors.ServerError`, so a dead fleet ends the run (resumably) instead of
-hanging it.
+hanging it. A server can also answer its probe and no chat request (it lists the model while its
+engine drops or hangs every request): put back, it is taken out again. When every endpoint has
+been put back ``max_futile_readmissions`` times in a row and answered nothing since, the pool gives
+up with :class:`~tokenplan.errors.EndpointsUnanswering`. A restart does not count: the probe fails
+while the server is down, and once it is back its requests are answered.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from tokenplan.client.openai import OpenAIClient, RequestFailed
-from tokenplan.errors import ServerError
+from tokenplan.errors import EndpointsUnanswering, ServerError
 
 
 @dataclass(slots=True, eq=False)
@@ -36,6 +40,8 @@ class Endpoint:
     last_failure: str | None = None
     completed: int = 0
     failures: int = 0
+    readmitted_at_completed: int | None = None  # ``completed`` when a probe last put it back
+    futile_readmissions: int = 0  # put back, then taken out again with nothing answered, in a row
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,8 @@ class PoolSettings:
         probe_interval_s: wait between health probes of an ejected endpoint (seconds).
         max_all_down_s: how long every endpoint may be out before the pool gives up (seconds).
         health_deadline_s: limit on one health check (seconds).
+        max_futile_readmissions: times in a row every endpoint may be put back by its probe and
+            taken out again with no request answered before the pool gives up.
     """
 
     concurrency_per_endpoint: int
@@ -55,6 +63,7 @@ class PoolSettings:
     probe_interval_s: float = 5.0
     max_all_down_s: float = 600.0
     health_deadline_s: float = 10.0
+    max_futile_readmissions: int = 3
 
 
 @dataclass(slots=True)
@@ -150,7 +159,7 @@ class EndpointPool:
         """Count one request's outcome; eject ``endpoint`` after too many failures in a row."""
         if failure is None:
             endpoint.completed += 1
-            endpoint.consecutive_failures = 0
+            endpoint.consecutive_failures = endpoint.futile_readmissions = 0
             return
         endpoint.failures += 1
         if failure.kind == "oversize" or (
@@ -192,6 +201,7 @@ class EndpointPool:
             while True:
                 ready = [e for e in self.endpoints if not e.ejected and e.outstanding < cap]
                 if ready:
+                    self._check_futile()
                     endpoint = min(ready, key=lambda e: e.outstanding)
                     endpoint.outstanding += 1
                     return endpoint
@@ -208,6 +218,15 @@ class EndpointPool:
         if now_s - since_s >= self.settings.max_all_down_s:
             reasons = "; ".join(f"{e.base_url} ({e.last_failure})" for e in self.endpoints)
             raise ServerError(f"every endpoint has failed for {now_s - since_s:.0f} s: {reasons}")
+
+    def _check_futile(self) -> None:
+        limit = self.settings.max_futile_readmissions
+        if all(e.futile_readmissions >= limit for e in self.endpoints):
+            reasons = "; ".join(f"{e.base_url} ({e.last_failure})" for e in self.endpoints)
+            raise EndpointsUnanswering(
+                f"every endpoint answers GET /models but no chat request: each was put back {limit} times "
+                f"in a row and failed again with nothing answered: {reasons}"
+            )
 
     def _eject(self, endpoint: Endpoint, reason: str) -> None:
         endpoint.ejected, endpoint.last_failure = True, reason
@@ -227,6 +246,9 @@ class EndpointPool:
                     continue
                 if self._state.model is not None and self._state.model not in served:
                     continue
+                if endpoint.readmitted_at_completed == endpoint.completed:  # nothing answered since
+                    endpoint.futile_readmissions += 1
+                endpoint.readmitted_at_completed = endpoint.completed
                 endpoint.ejected, endpoint.consecutive_failures = False, 0
                 async with self._changed:
                     self._changed.notify_all()

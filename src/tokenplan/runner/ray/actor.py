@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplan.client.endpoints import EndpointPool, PoolSettings
-from tokenplan.errors import ServerError
+from tokenplan.errors import EndpointsUnanswering, ServerError
 from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.refusals import RefusalLog
@@ -81,7 +81,8 @@ class Report:
     fenced: bool = False
     fatal: str | None = None  # why the run must end (a 401/403/404 answer, every endpoint down, a bug)
     cpu_s: float = 0.0  # the actor process's CPU time since it started taking units (user + system, s)
-    all_down: bool = False  # the fatal error is "every endpoint of this actor down for max_all_down_s"
+    # the fatal error is "every endpoint of this actor down for max_all_down_s" (or answering none)
+    all_down: bool = False
     refusals: list[tuple[str, Any]] = field(default_factory=list)  # RefusalLog events, oldest first
 
 
@@ -238,7 +239,8 @@ class GenerateActor:
             self.fenced,
             None if self.fenced else _fatal_text(fatal),
             time.process_time() - self._cpu0_s,
-            isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints),
+            isinstance(fatal, EndpointsUnanswering)
+            or (isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints)),
             self.refusals.take(),
         )
         sink.stored, sink.skipped, sink.errors = [], [], []
