@@ -240,3 +240,23 @@ def test_a_budget_met_only_by_the_speculative_figure_set_aside_is_not_met():
     assert row["tried"][0]["gpus"] == 8 and row["tried"][0]["usd"] == pytest.approx(free["usd"], rel=1e-9)
     assert all(t["usd"] > budget for t in row["tried"])
     assert p["options"][0]["spec"] == "none"
+
+
+def test_a_job_of_minutes_shows_its_provisioning_column_in_minutes():
+    # 2,000 samples within $500: the job takes minutes at any count, so the column says "min" (as
+    # the plan's own table and sentences do) and each figure is the row's wall_days × 1,440 min/day;
+    # it printed 0.00347 days beside the sentence's "4.99 min" (a new-user pass).
+    from rich.console import Console
+
+    from tokenplan.report.tables import provisioning_rows, provisioning_table
+
+    result = plan(PlanRequest(gpus=("b200",), samples=2_000, budget_usd=500, specs=("none",)))
+    assert result.provisioning is not None
+    (row,) = result.provisioning.options
+    assert row.wall_days is not None and row.wall_days * 1440 < 60  # under an hour
+    _, head, rows = provisioning_rows(result.provisioning)
+    assert head[2] == "min"
+    assert float(rows[0][2]) == pytest.approx(row.wall_days * 1440, rel=0.01)
+    console = Console(width=200, record=True)
+    console.print(provisioning_table(result))
+    assert " min " in console.export_text()

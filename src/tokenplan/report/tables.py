@@ -148,6 +148,7 @@ def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str
     if prov.budget_usd is not None:
         limits.append(f"budget {usd_text(prov.budget_usd)}")
     rows = []
+    unit, scale = wall_unit(r.wall_days or 0.0 for r in prov.options if r.meets)
     for r in prov.options:
         if not r.meets:
             rows.append([r.gpu, "none", "—", "—", "—", str(r.why)])
@@ -157,7 +158,7 @@ def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str
             [
                 r.gpu,
                 f"{r.gpus}{nodes}",
-                format(r.wall_days or 0.0, days_format(r.wall_days or 0.0)),
+                wall_text(r.wall_days or 0.0, None, scale),
                 _money(r.usd),
                 _money(r.usd_per_gpu_hour, 2),
                 str(r.configuration),
@@ -166,7 +167,7 @@ def provisioning_rows(prov: Provisioning) -> tuple[str, list[str], list[list[str
     title = "Fewest GPUs" if prov.deadline_days is not None else "Soonest within the budget"
     return (
         f"{title} · {' · '.join(limits)}",
-        ["GPU", "GPUs (nodes × GPUs)", "days", "$", "$/GPU-h", "best layout & settings at that count"],
+        ["GPU", "GPUs (nodes × GPUs)", unit, "$", "$/GPU-h", "best layout & settings at that count"],
         rows,
     )
 
