@@ -23,7 +23,7 @@ CASES = {
     # an option given more than once: click keeps the last value, and that is the one named
     "bad_repeated_integer": (["plan", "--tp", "x", "--tp", "2", "--tp", "y"], "--tp 'y' is not allowed"),
     # an option at the end without its value: click says it needs one; the option's help says which
-    "missing_value": (["plan", "--gpu"], "Option '--gpu' requires an argument. (allowed: Hardware option COUNTxKEY"),
+    "missing_value": (["plan", "--gpu"], "Option '--gpu' requires an argument. (--gpu: Hardware option COUNTxKEY"),
 }
 
 

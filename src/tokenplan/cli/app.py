@@ -66,14 +66,16 @@ class Group(click.Group):
         self.lazy = dict(lazy or {})
 
     def _option_help(self, exc: click.UsageError, args: list[str]) -> str:
-        """`` (allowed: …)`` from the help of the option a usage error names without a value
-        (``plan --gpu`` at the end of the line: click says only that it needs one), else empty."""
+        """`` (--gpu: …)`` from the help of the option a usage error names without a value
+        (``plan --gpu`` at the end of the line: click says only that it needs one), else empty.
+        The help says what the option is, not a list of values: "allowed: Also write the report's
+        charts…" read as nonsense (a new-user pass)."""
         name = getattr(exc, "option_name", None)
         command = self.get_command(click.Context(self), args[0]) if args and exc.ctx is None else None
         for param in command.params if command is not None and name else ():
             if name in getattr(param, "opts", ()) and getattr(param, "help", None):
                 what = str(param.help).split(" [default:")[0]  # the help's default says what is not given
-                return f" (allowed: {what})"
+                return f" ({name}: {what})"
         return ""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
