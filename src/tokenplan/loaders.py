@@ -210,6 +210,11 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         where = f"line {mark.line + 1}" if mark is not None else "<root>"
+        # The parser's line is where it noticed; an unclosed bracket or quote began earlier (the
+        # context: "while parsing a flow sequence" on line 3), which a user looks for first.
+        context, begun = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and begun is not None and mark is not None and begun.line != mark.line:
+            problem = f"{problem}, {context} begun on line {begun.line + 1}"
         raise ConfigError(source, where, f"not valid YAML ({problem})") from None
     finally:
         loader.dispose()

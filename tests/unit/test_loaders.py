@@ -107,3 +107,15 @@ def test_extra_body_nested_too_deep_is_refused_by_name() -> None:
 
     with pytest.raises(InputError, match=rf"^extra-body '.*\.\.\.' is not allowed .*line 1: {NESTED}"):
         _json_object('{"a":' * 5000 + "1" + "}" * 5000)
+
+
+def test_an_unclosed_bracket_or_quote_names_the_line_it_began_on() -> None:
+    # The parser notices an unclosed "[1, 2" on line 3 only at line 4's ':'; the message keeps the
+    # parser's line and adds where the sequence began. A quote opened on line 1 is noticed at the
+    # end (line 3: after the last newline).
+    with pytest.raises(ConfigError, match=r"line 4: not valid YAML .*flow sequence begun on line 3"):
+        parse_yaml("model: m\nsamples: 1\nisl: [1, 2\nosl: 3\n", "job.yaml")
+    with pytest.raises(ConfigError, match=r"line 3: not valid YAML .*quoted scalar begun on line 1"):
+        parse_yaml('model: "m\nsamples: 1\n', "job.yaml")
+    with pytest.raises(ConfigError, match=r"line 2: not valid YAML \(mapping values are not allowed here\)$"):
+        parse_yaml("model: m\n  isl: 5\n", "job.yaml")
