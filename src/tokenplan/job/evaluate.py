@@ -24,6 +24,7 @@ from tokenplan.job.config import Rejection as Rejection
 from tokenplan.job.deploy import Deployed, deploy
 from tokenplan.job.deploy import engine_memory as _memory  # noqa: F401  (planning.launch imports it from here)
 from tokenplan.job.deploy import format_issues as format_issues
+from tokenplan.job.limits import ENGINE_CAP, RUNNING_CAP
 from tokenplan.job.workload import LengthDist, past_context
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -267,7 +268,10 @@ def _sized(
     config, _, mem, dep, warned = deployed
     warnings = list(warned)
     lay, ctx = config.layout, model.max_context_tokens
-    limits = batch_limits(dep, config.engine, settings, isl, osl, config.spec)
+    set_cap = config.max_running.requests is not None  # --max-running N: the cap is the launch's, not the engine's
+    limits = batch_limits(
+        dep, config.engine, settings, isl, osl, config.spec, cap_reason=RUNNING_CAP if set_cap else ENGINE_CAP
+    )
     if limits.limit < 1:
         return Rejection(
             config,

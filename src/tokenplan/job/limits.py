@@ -13,6 +13,9 @@ from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.records import quick_init
 
+ENGINE_CAP = "engine cap"  # the engine's default running-request cap binds
+RUNNING_CAP = "running cap"  # the cap the launch sets binds (--max-running N, a measured run's max_running)
+
 
 @dataclass(frozen=True, slots=True)
 class BatchLimits:
@@ -23,7 +26,8 @@ class BatchLimits:
         state: hybrid-model state slots per the engine's slot rule (None = no state).
         max_running: the engine's running-request cap (``Engine.max_running``).
         limit: the smallest of them.
-        reason: which one binds: ``kv cache``, ``state slots`` or ``engine cap``.
+        reason: which one binds: ``kv cache``, ``state slots``, ``engine cap`` or ``running cap``
+            (the cap a launch sets: ``--max-running N``, a measured run's ``max_running``).
     """
 
     kv: float
@@ -37,13 +41,21 @@ quick_init(BatchLimits)  # a quicker __init__, same signature (tokenplan.records
 
 
 def batch_limits(
-    d: Deployment, engine: Engine, settings: EngineSettings, isl: LengthDist, osl: LengthDist, spec: SpecDecode | None
+    d: Deployment,
+    engine: Engine,
+    settings: EngineSettings,
+    isl: LengthDist,
+    osl: LengthDist,
+    spec: SpecDecode | None,
+    *,
+    cap_reason: str = ENGINE_CAP,
 ) -> BatchLimits:
     """The most sequences one replica runs (see ``job.batching``'s module docstring). The
     engine's scheduler says what context a running request holds
     (``Engine.running_context_tokens``: the running mean context, or ISL + OSL where admission
     reserves the whole request, TRT-LLM's GUARANTEED_NO_EVICT) and its running-request cap
-    (``Engine.max_running``)."""
+    (``Engine.max_running``), named ``cap_reason`` where it binds (``running cap`` where the launch
+    sets it, not the engine's default)."""
     running_ctx = engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean, osl.max_tokens)
     mem = d.memory
     # With a separate state pool (SGLang) KV and state limit apart; else one pool holds both.
@@ -55,7 +67,7 @@ def batch_limits(
     # A hybrid model's state shares the pool with its KV here: say so, or the state (most of a
     # Qwen3.6-27B request's memory) would go unnamed in "capped by kv cache".
     pool = "kv cache and state" if mem.state_slots is None and mem.state_bytes_per_sequence_per_gpu > 0 else "kv cache"
-    candidates = {pool: kv, "engine cap": cap}
+    candidates = {pool: kv, cap_reason: cap}
     if state is not None:
         candidates["state slots"] = float(state)
     reason = min(candidates, key=candidates.__getitem__)

@@ -19,6 +19,7 @@ from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.cost import JobCost, job_cost
 from tokenplan.job.deploy import fit_advice
 from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT, Config, Evaluation, Rejection, evaluate
+from tokenplan.job.limits import ENGINE_CAP, RUNNING_CAP
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
@@ -265,7 +266,7 @@ def at_launch_cap(ev: Evaluation, eff: Efficiency, job: Job) -> Evaluation:
     if not isinstance(capped, Evaluation):
         return ev
     limits = capped.steady.limits
-    if limits.reason == "engine cap":  # the cap is the launch's, sized by memory: not the engine's default
+    if limits.reason in (ENGINE_CAP, RUNNING_CAP):  # the cap is the launch's, sized by memory
         steady = replace(capped.steady, limits=replace(limits, reason=LAUNCH_CAP_REASON))
         capped = replace(capped, steady=steady)
     fixed = ev.config.max_running.requests

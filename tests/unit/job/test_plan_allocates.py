@@ -86,7 +86,7 @@ def test_memory_lists_every_term_at_an_explicit_launch():
     assert m["running_requests"] == 128
     # The explicit cap binds (the state pool is sized for it), and SGLang counts a running
     # request at ISL + half its output: 1,024 + 1,024/2 = 1,536 tokens (the defaults).
-    assert m["running_limited_by"] == "engine cap"
+    assert m["running_limited_by"] == "running cap"  # the launch's cap, not the engine's default
     assert m["running_context_tokens"] == 1536
     assert set(m["allocation"]) == {"weights", "kv_cache", "draft_kv", "state", "spec_state", "reserve"}
     assert m["allocation"]["kv_cache"] == pytest.approx(19_553_676_402.24, abs=0.01)
