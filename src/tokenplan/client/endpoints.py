@@ -5,15 +5,17 @@ waits for the healthy endpoint with the fewest outstanding requests. The same nu
 work in flight: :meth:`EndpointPool.admit` lets at most ``concurrency_per_endpoint`` × endpoints
 units (each a sequence of requests, one lease at a time) run at once, so a caller starts a unit
 only when the pool can take it and never sizes a limit of its own. An endpoint whose requests
-fail ``eject_after_failures`` times in a row (transport errors, deadlines, 5xx — not 429, which
-is back-pressure) is taken out and probed with ``GET /models`` every ``probe_interval_s`` until
-it answers, then put back. When every endpoint has been out for ``max_all_down_s`` the pool gives
+fail ``eject_after_failures`` times in a row (transport errors, deadlines, 5xx, malformed
+answers; not 429, which is back-pressure, nor an answer a filter withheld or left empty, which
+can be one row's own) is taken out and probed with ``GET /models`` every ``probe_interval_s``
+until it answers, then put back. When every endpoint has been out for ``max_all_down_s`` the pool gives
 up with :class:`~tokenplan.errors.ServerError`, so a dead fleet ends the run (resumably) instead of
 hanging it. A server can also answer its probe and no chat request (it lists the model while its
 engine drops or hangs every request): put back, it is taken out again. When every endpoint has
-been put back ``max_futile_readmissions`` times in a row and answered nothing since, the pool gives
-up with :class:`~tokenplan.errors.EndpointsUnanswering`. A restart does not count: the probe fails
-while the server is down, and once it is back its requests are answered.
+been put back ``max_futile_readmissions`` times in a row and failed again with no answer at all
+(transport failures, deadlines; a 5xx is the runner's to judge), the pool gives up with
+:class:`~tokenplan.errors.EndpointsUnanswering`. A restart does not count: the probe fails while
+the server is down, and once it is back its requests are answered.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from dataclasses import dataclass, field
 
 from tokenplan.client.openai import OpenAIClient, RequestFailed
 from tokenplan.errors import EndpointsUnanswering, ServerError
+
+# Failures with no answer at all: what a readmitted endpoint that answers none of its requests
+# shows (its engine drops or hangs them) and what the runner's row rule leaves to the pool.
+SILENT = ("transport", "deadline")
 
 
 @dataclass(slots=True, eq=False)
@@ -42,6 +48,7 @@ class Endpoint:
     failures: int = 0
     readmitted_at_completed: int | None = None  # ``completed`` when a probe last put it back
     futile_readmissions: int = 0  # put back, then taken out again with nothing answered, in a row
+    last_kind: str = ""  # the kind of the last failure that counts toward ejection (transport, deadline…)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +169,17 @@ class EndpointPool:
             endpoint.consecutive_failures = endpoint.futile_readmissions = 0
             return
         endpoint.failures += 1
-        if failure.kind == "oversize" or (
-            failure.kind == "status" and failure.status is not None and failure.status < 500
+        if (
+            failure.kind == "oversize"
+            or (failure.kind == "status" and failure.status is not None and failure.status < 500)
+            or (failure.kind == "protocol" and not failure.malformed)
         ):
-            return  # 429 is back-pressure; other 4xx and an over-size answer concern the request
+            # 429 is back-pressure; other 4xx, an over-size answer and an unfinished one (a
+            # content filter, an empty answer: a row's own prompt can get it, and the runner's
+            # control request judges it, runner.unanswered) concern the request
+            return
         endpoint.consecutive_failures += 1
-        endpoint.last_failure = str(failure)
+        endpoint.last_failure, endpoint.last_kind = str(failure), failure.kind
         if endpoint.consecutive_failures >= self.settings.eject_after_failures and not endpoint.ejected:
             self._eject(endpoint, str(failure))
 
@@ -246,7 +258,10 @@ class EndpointPool:
                     continue
                 if self._state.model is not None and self._state.model not in served:
                     continue
-                if endpoint.readmitted_at_completed == endpoint.completed:  # nothing answered since
+                # Nothing answered since it was last put back, and no answer came back at all (a
+                # 5xx or a malformed answer to every row is the runner's 8-row rule's to judge,
+                # with the server's own words: runner.unanswered)
+                if endpoint.readmitted_at_completed == endpoint.completed and endpoint.last_kind in SILENT:
                     endpoint.futile_readmissions += 1
                 endpoint.readmitted_at_completed = endpoint.completed
                 endpoint.ejected, endpoint.consecutive_failures = False, 0

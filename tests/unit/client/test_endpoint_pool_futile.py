@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from tests.support.fault_server import FaultServerProcess
@@ -17,11 +16,13 @@ BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "hi"}],
 SETTINGS = PoolSettings(1, eject_after_failures=2, probe_interval_s=0.05, max_futile_readmissions=3)
 
 
-async def _send_until_stopped(url: str, limit: int) -> tuple[int, int, BaseException | None]:
-    """Send up to ``limit`` chat requests one at a time; (sent, answered, what stopped the pool)."""
+async def _send_until_stopped(url: str, limit: int) -> tuple[int, int, BaseException | None, set[str]]:
+    """Send up to ``limit`` chat requests one at a time; (sent, answered, what stopped the pool,
+    the kinds of the failures)."""
     pool = EndpointPool([url], SETTINGS)
     await pool.check_health("fault-model")
     sent = answered = 0
+    kinds: set[str] = set()
     try:
         for _ in range(limit):
             async with pool.lease() as endpoint:
@@ -30,14 +31,15 @@ async def _send_until_stopped(url: str, limit: int) -> tuple[int, int, BaseExcep
                     await endpoint.client.chat(BODY, deadline_s=5)
                 except RequestFailed as failure:
                     pool.record(endpoint, failure)
+                    kinds.add(failure.kind)
                     continue
                 pool.record(endpoint, None)
                 answered += 1
     except EndpointsUnanswering as stopped:
-        return sent, answered, stopped
+        return sent, answered, stopped, kinds
     finally:
         await pool.aclose()
-    return sent, answered, None
+    return sent, answered, None, kinds
 
 
 def test_a_server_listing_the_model_but_dropping_every_chat_request_stops_the_pool(tmp_path) -> None:
@@ -45,22 +47,65 @@ def test_a_server_listing_the_model_but_dropping_every_chat_request_stops_the_po
     # starts the count, each later one with nothing answered since adds one: 3 futile readmissions
     # take 4 ejections, 4 × 2 = 8 chat requests; the 9th lease raises.
     with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
-        sent, answered, stopped = asyncio.run(_send_until_stopped(server.url, 50))
-    assert (sent, answered) == (8, 0)
+        sent, answered, stopped, kinds = asyncio.run(_send_until_stopped(server.url, 50))
+    assert (sent, answered, kinds) == (8, 0, {"transport"})
     assert stopped is not None and "answers GET /models but no chat request" in str(stopped)
     assert "put back 3 times" in str(stopped) and "ServerDisconnectedError" in str(stopped)
 
 
-def test_an_endpoint_answering_between_its_ejections_is_kept(tmp_path) -> None:
-    # Four 500s then one answer, over and over (the script's k-th chat request gets entry k mod 5):
-    # two 500s eject it, the probe puts it back, two more eject it again with nothing answered
-    # (one futile readmission), then the answer starts the count again. 40 requests: 8 answered.
-    failure = {"status": 500, "raw": json.dumps({"error": {"message": "injected"}}), "content_type": "application/json"}
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([failure] * 4 + [{"answer": True}]))
-    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
-        sent, answered, stopped = asyncio.run(_send_until_stopped(server.url, 40))
-    assert (sent, answered, stopped) == (40, 8, None)
+async def _dropping_four_in_five(answered_every: int = 5):
+    """An aiohttp server listing ``fault-model`` whose k-th chat request (from 0) is answered when
+    k mod ``answered_every`` is the last, else dropped (the connection closed, nothing sent)."""
+    from aiohttp import web
+
+    count = [0]
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
+
+    async def chat(request: web.Request) -> web.Response:
+        k, count[0] = count[0], count[0] + 1
+        if k % answered_every != answered_every - 1:
+            assert request.transport is not None
+            request.transport.close()  # nothing answered: the client sees the connection dropped
+            return web.Response()
+        message = {"role": "assistant", "content": "ok"}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        return web.json_response(
+            {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+        )
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}/v1"
+
+
+def test_an_endpoint_answering_between_its_ejections_is_kept() -> None:
+    # Four dropped connections then one answer, over and over: two drops eject it, the probe puts
+    # it back, two more eject it again with nothing answered (one futile readmission), then the
+    # answer starts the count again. 40 requests: 8 answered, never given up on.
+    async def scenario() -> tuple[int, int, BaseException | None, set[str]]:
+        runner, url = await _dropping_four_in_five()
+        try:
+            return await _send_until_stopped(url, 40)
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(scenario()) == (40, 8, None, {"transport"})
+
+
+def test_a_5xx_to_every_request_is_left_to_the_runner(tmp_path) -> None:
+    # A 500 is an answer in the server's own words; the runner's 8-row rule stops on it and quotes
+    # it (runner.unanswered). The pool ejects and puts the endpoint back but never gives up on it.
+    with FaultServerProcess(str(tmp_path), p500=1.0) as server:
+        sent, answered, stopped, kinds = asyncio.run(_send_until_stopped(server.url, 30))
+    assert (sent, answered, stopped, kinds) == (30, 0, None, {"status"})
 
 
 @pytest.mark.parametrize("limit", [1, 2])
@@ -86,3 +131,25 @@ def test_the_limit_counts_readmissions_after_the_first(tmp_path, limit: int) -> 
 
     with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
         assert asyncio.run(scenario(server.url)) == 2 * (limit + 1)
+
+
+def test_answers_a_filter_withheld_do_not_take_an_endpoint_out_and_malformed_ones_do() -> None:
+    # Eject after 5 in a row. Ten content_filter answers (a row's own filter, judged by the
+    # runner's control request) leave it in; five answers that are not JSON (a proxy's page) take
+    # it out. No request is sent: the outcomes are recorded as a lease would record them.
+    async def scenario() -> tuple[bool, bool, int]:
+        pool = EndpointPool(["http://127.0.0.1:9/v1"], PoolSettings(1, eject_after_failures=5, probe_interval_s=60))
+        try:
+            (endpoint,) = pool.endpoints
+            withheld = RequestFailed("protocol", "finish_reason 'content_filter': the answer was withheld")
+            assert not withheld.malformed
+            for _ in range(10):
+                pool.record(endpoint, withheld)
+            kept = not endpoint.ejected
+            for _ in range(5):
+                pool.record(endpoint, RequestFailed("protocol", "answer is not JSON"))
+            return kept, endpoint.ejected, endpoint.failures
+        finally:
+            await pool.aclose()
+
+    assert asyncio.run(scenario()) == (True, True, 15)
