@@ -96,16 +96,27 @@ def walk(current: Config, target: Config, evaluate: Evaluate) -> list[WalkStep]:
         list[WalkStep]: the start and each change; the last step's configuration equals
         ``target`` in every field of :data:`_FIELDS`. Raises nothing of its own.
     """
-    config = current
-    steps = [_step("start", config, evaluate(config), None)]
+    first = evaluate(current)
+    # walk on as evaluated: a τ from the prior is the one at the job's context (job.deploy), so a
+    # step neither shows the prior's default τ nor counts the re-derived τ as a change
+    config = _evaluated(current, first)
+    steps = [_step("start", config, first, None)]
     for name, show, copy in _FIELDS:
         if show(config) == show(target) and copy(config, target) == config:
             continue
         moved = copy(config, target)
+        result = evaluate(moved)
+        moved = _evaluated(moved, result)
         before = next((s.output_tok_s_total for s in reversed(steps) if s.output_tok_s_total), None)
-        steps.append(_step(f"{name} {show(config)} → {show(moved)}", moved, evaluate(moved), before))
+        steps.append(_step(f"{name} {show(config)} → {show(moved)}", moved, result, before))
         config = moved
     return steps
+
+
+def _evaluated(config: Config, result: Evaluation | Rejection) -> Config:
+    """The configuration as ``result`` evaluated it (its τ re-derived at the job's context where it
+    comes from the prior), or ``config`` where it does not run."""
+    return result.config if isinstance(result, Evaluation) else config
 
 
 def _rate(evaluate: Evaluate, config: Config) -> float | None:

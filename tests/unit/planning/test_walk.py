@@ -10,7 +10,7 @@ import pytest
 
 from tokenplan.catalog import load_engine
 from tokenplan.engines.launch import MaxRunning
-from tokenplan.job.evaluate import Config, Rejection
+from tokenplan.job.evaluate import Config, Evaluation, Rejection
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning.walk import (
@@ -74,6 +74,27 @@ def test_a_step_that_does_not_run_is_shown_and_the_next_gain_is_over_the_last_th
     assert [s.output_tok_s_total for s in steps] == [1000.0, None, 2000.0, 2000.0]
     assert steps[1].limited_by == "does not run: weights do not fit"
     assert steps[2].gain == pytest.approx(2.0)  # 2,000 over the start's 1,000
+
+
+def test_walk_shows_the_prior_tau_at_the_jobs_context_and_does_not_count_it_as_a_change():
+    # A τ from the prior is re-derived at the job's context by evaluate (job.deploy): the prior's
+    # default 1.8 for MTP k=1 becomes 1.73 here. The current setup and the target both run MTP
+    # k=1 from the prior and differ only in the running cap, so the walk is the start and one step
+    # (1,000 → 1,500 tok/s, ×1.5), and no "mtp k=1 τ=1.8 → mtp k=1 τ=1.73" step with gain ×1.00.
+    prior = SpecDecode("mtp", 1, 1.8, from_prior=True)
+    current = replace(TARGET, spec=prior, max_running=MaxRunning())
+
+    def run(c: Config) -> Evaluation:
+        at_context = replace(c, spec=replace(c.spec, acceptance_length=1.73)) if c.spec else c
+        rate = 1500.0 if c.max_running.lifted else 1000.0
+        steady = SimpleNamespace(batch=10.0, batch_reason="kv cache")
+        return Evaluation(at_context, None, None, steady, rate, rate / 4)  # type: ignore[arg-type]
+
+    target = run(replace(TARGET, spec=prior)).config  # the plan's best, as evaluated
+    steps = walk(current, target, run)
+    assert [s.change for s in steps] == ["start", "running cap engine default → raised"]
+    assert steps[0].config.spec is not None and steps[0].config.spec.acceptance_length == 1.73
+    assert steps[1].gain == pytest.approx(1.5)
 
 
 def test_implied_acceptance_and_running_cap_reproduce_the_measurement():
