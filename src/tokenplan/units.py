@@ -159,6 +159,15 @@ def days_words(seconds: float) -> str:
     return f"{days:.2f} days" if days >= 0.1 else duration_words(seconds)
 
 
+def days_band_words(seconds: float, low_s: float, high_s: float) -> str:
+    """The 80 % band of a wall time in the unit :func:`days_words` gives the point figure
+    (``0.38–0.60 days``, ``1.38–2.66 h``), so one band never reads ``1.38 h–0.11 days``."""
+    if seconds / S_PER_DAY >= 0.1:
+        return f"{low_s / S_PER_DAY:.2f}–{high_s / S_PER_DAY:.2f} days"
+    unit, size = next(((u, n) for u, n in (("h", 3600.0), ("min", 60.0)) if seconds >= n), ("s", 1.0))
+    return f"{low_s / size:.3g}–{high_s / size:.3g} {unit}"
+
+
 def parse_dtype(text: str, field: str, allowed: tuple[Dtype, ...] = tuple(Dtype)) -> Dtype:
     """Parse a dtype name (case-insensitive; ``bfloat16``/``float16``/``fp8_e4m3`` aliases).
 

@@ -34,6 +34,19 @@ def test_days_words_keeps_two_decimals_from_a_tenth_of_a_day_and_words_below():
     assert days_words(24.3) == "24.3 s"
 
 
+def test_a_wall_time_band_takes_the_unit_of_its_point_figure():
+    from tokenplan.units import days_band_words
+
+    # 1.69 h (0.0704 days) with a band of 1.38–2.66 h: hours throughout, not "1.38 h–0.11 days"
+    # (2.66 h = 0.111 days, a tenth of a day, read in days_words' own unit)
+    assert days_band_words(1.69 * 3600, 1.38 * 3600, 2.66 * 3600) == "1.38–2.66 h"
+    # 0.41 days with 0.33–0.64 days: days, two decimals as the point figure
+    assert days_band_words(0.41 * 86_400, 0.33 * 86_400, 0.64 * 86_400) == "0.33–0.64 days"
+    # 57.4 min with 46.7 min–1.5 h: minutes (1.5 h = 90 min)
+    assert days_band_words(57.4 * 60, 46.7 * 60, 90 * 60) == "46.7–90 min"
+    assert days_band_words(30.0, 20.0, 45.0) == "20–45 s"
+
+
 def test_usd_text_shows_cents_below_a_hundred_dollars():
     from tokenplan.units import usd_text
 

@@ -15,7 +15,7 @@ from tokenplan.planning.results import Provisioning, ProvisionRow, ProvisionTry
 from tokenplan.planning.search import Candidate, OptionResult
 from tokenplan.planning.space import HardwareOption
 from tokenplan.results import Bands
-from tokenplan.units import S_PER_DAY, days_words, duration_words, usd_text
+from tokenplan.units import S_PER_DAY, days_band_words, days_words, duration_words, usd_text
 
 
 def check_targets(deadline_s: float | None, budget_usd: float | None) -> None:
@@ -123,10 +123,10 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         money = f", {usd_text(row.usd)}" if row.usd is not None else " (no public price: pass --price)"
         band = row.bands.intervals.get("wall_days") if row.bands is not None else None
         spread = ""  # the band in the point figure's unit (days_words: days, or words below a tenth of a day)
-        if band and row.wall_days >= 0.1:
-            spread = f" (80 %: {band.low:.2f}–{band.high:.2f} days)"
-        elif band:
-            spread = f" (80 %: {days_words(band.low * S_PER_DAY)}–{days_words(band.high * S_PER_DAY)})"
+        if band:
+            spread = (
+                f" (80 %: {days_band_words(row.wall_days * S_PER_DAY, band.low * S_PER_DAY, band.high * S_PER_DAY)})"
+            )
         lines.append(
             f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
             f"{days_words(row.wall_days * S_PER_DAY)}{spread}{money} with {row.configuration}{_overrun(prov, row)}"
