@@ -123,6 +123,22 @@ def test_calibrate_on_a_10_row_file_updates_the_shipped_fit_on_all_ten_rows(tmp_
     assert r.returncode == 0, r.stderr
 
 
+def test_calibrate_refuses_a_malformed_row_in_one_line_and_writes_no_profile(tmp_path):
+    # validate fails on a malformed row; calibrate fitted the other rows, wrote the profile and
+    # exited 0 with "1 skipped" (a break-it pass). The ten good rows and one NaN row: refused,
+    # by the update and by the refit alike.
+    f, out = _ten_rows(tmp_path), tmp_path / "p.json"
+    bad = tmp_path / "bad.csv"
+    header = f.read_text(encoding="utf-8").splitlines()[0]
+    row = "x," + ",".join("nan" if c == "ttft_ms" else "" for c in header.split(",")[1:])
+    bad.write_text(f.read_text(encoding="utf-8") + row + "\n", encoding="utf-8")
+    for extra in ((), ("--refit", "--no-cv")):
+        r = _run("calibrate", str(bad), "-o", str(out), *extra)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+        assert r.stderr.startswith(f"error: {bad}: line 12 (id x): malformed: ") and "nothing fitted" in r.stderr
+        assert not out.exists()
+
+
 def test_bands_need_the_full_refit(tmp_path):
     f = _ten_rows(tmp_path)
     r = _run("calibrate", str(f), "-o", str(tmp_path / "p.json"), "--bands", str(tmp_path / "b.json"))

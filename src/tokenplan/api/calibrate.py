@@ -12,7 +12,7 @@ from tokenplan.api.resolve import read_profile, resolve_file
 from tokenplan.calibration.refit import CV_LATENCY_STRIDE, SERVING_FIT_STRIDE, CaseFile, fit_rows, refit
 from tokenplan.calibration.summary import CalibrationResult
 from tokenplan.calibration.update import CalibrationUpdate, update_shipped
-from tokenplan.errors import InputError
+from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.measurements import SERVING, described, read_measurements
 
 
@@ -28,10 +28,17 @@ def check_outputs(out: Path, bands: Path | None = None) -> None:
 
 
 def read_cases(paths: list[str]) -> tuple[list[CaseFile], int]:
-    """The predictable rows of each file, and the number of rows skipped. Raises InputError/ConfigError."""
+    """The predictable rows of each file, and the number of rows skipped (a model not in the catalog,
+    no stated lengths). Raises InputError/ConfigError (ConfigError on a malformed row: a cell that is
+    not a number, a bad CSV record)."""
     files, n_skipped = [], 0
     for path in paths:
         data = read_measurements(path)
+        malformed = [row for row in data.skipped if row.reason.startswith("malformed")]
+        if malformed:  # bad input: refused before a fit is written, as validate fails on it
+            first, more = malformed[0], len(malformed) - 1
+            others = f" and {more} more" if more else ""
+            raise ConfigError(path, f"line {first.line} (id {first.row_id})", f"{first.reason}{others}; nothing fitted")
         cases, skipped = resolve_file(data)
         n_skipped += len(skipped)
         has_tpot = any(m.tpot_s is not None for m in data.rows)
