@@ -68,6 +68,25 @@ def test_amd_has_no_trtllm_command():
     assert list(o["launch"]) == ["sglang", "vllm"]
 
 
+def test_no_command_for_an_engine_that_refuses_the_configuration():
+    # vLLM runs NVFP4 weight-only on Hopper (Marlin); SGLang and TensorRT-LLM refuse NVFP4 below
+    # Blackwell, as the search rejects them (job.deploy.format_issues). A vLLM plan on H200 gave
+    # their NVFP4 commands in --json all the same (a break-it pass): now it gives neither, and a
+    # warning says why. Likewise SGLang's DFLASH refuses PP: a vLLM DFlash plan at PP2 has no
+    # SGLang command.
+    o = plan(
+        PlanRequest(model="qwen3-235b-a22b", gpus=("8xh200",), engine="vllm", weight_dtypes=("nvfp4",), specs=("none",))
+    ).to_json()["options"][0]
+    assert o["weight_dtype"] == "nvfp4" and list(o["launch"]) == ["vllm"]
+    for name in ("SGLang", "TensorRT-LLM"):
+        assert f"no {name} command in --json: NVFP4 weights: {name} runs NVFP4 only on Blackwell" in " ".join(
+            o["warnings"]
+        )
+    o = plan(PlanRequest(gpus=("8xb200",), engine="vllm", specs=("dflash:7",), tp=1, dp=4)).to_json()["options"][0]
+    assert "PP2" in o["best"] and list(o["launch"]) == ["vllm", "trtllm"]
+    assert any(w.startswith("no SGLang command in --json: SGLang's DFLASH does not run") for w in o["warnings"])
+
+
 def test_terminal_shows_only_the_planned_engines_command():
     from click.testing import CliRunner
 

@@ -63,7 +63,7 @@ def format_issues(
     return None, warnings
 
 
-def _spec_layout_rejection(config: Config) -> str | None:
+def spec_layout_rejection(config: Config) -> str | None:
     """Why the engine cannot start this speculative method on this layout, or None. SGLang's DFLASH
     refuses pipeline parallelism and DP attention at start-up (``_handle_dflash`` in
     ``python/sglang/srt/arg_groups/speculative_hook.py``: it raises for ``pp_size != 1`` and for
@@ -100,7 +100,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             f"context of {ctx:,} tokens (max_position_embeddings)",
             "context",
         )
-    why = layout_rejection(model, lay) or _spec_layout_rejection(config)
+    why = layout_rejection(model, lay) or spec_layout_rejection(config)
     if why:
         return Rejection(config, why, "layout")
     why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype, config.engine)

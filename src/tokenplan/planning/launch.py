@@ -15,6 +15,7 @@ from statistics import NormalDist
 
 from tokenplan.engines.base import Engine, Launch, replicas_per_server
 from tokenplan.job.deploy import engine_memory as _memory
+from tokenplan.job.deploy import format_issues, spec_layout_rejection
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, profile_reserve_bytes
@@ -200,6 +201,11 @@ def launch_caps(
                 )
                 + "; the figures above assume the planned batch"
             )
+    sized = {name for name, _, _ in sizing}
+    for name, engine in engines.items():  # an engine of the vendor that refuses this configuration
+        why = None if name in sized or ev.deployment.gpu.vendor not in engine.vendors else cannot_start(engine, ev)
+        if why:
+            warnings.append(f"no {engine.display_name} command in --json: {why}")
     return launched, tuple(warnings)
 
 
@@ -208,8 +214,26 @@ def launch_sizing(
 ) -> tuple[tuple[str, float, int], ...]:
     """:func:`engine_sizing` of the planned engine and each of ``engines`` that runs on the GPU's
     vendor, as ``Launch.sizing`` takes it."""
-    order = [ev.config.engine] + [e for name, e in engines.items() if name != ev.config.engine.name]
-    return tuple((e.name, *engine_sizing(e, ev, isl, osl)) for e in order if ev.deployment.gpu.vendor in e.vendors)
+    return tuple((e.name, *engine_sizing(e, ev, isl, osl)) for e in launch_engines(ev, engines))
+
+
+def cannot_start(engine: Engine, ev: Evaluation) -> str | None:
+    """Why ``engine`` cannot start the evaluated configuration on its GPU, or None: the GPU's
+    vendor, the formats (``job.deploy.format_issues``: SGLang and TensorRT-LLM refuse NVFP4
+    weights below Blackwell) and the speculative method on the layout (SGLang's DFLASH refuses PP
+    and DP attention), as the search rejects them for the planned engine."""
+    gpu = ev.deployment.gpu
+    if gpu.vendor not in engine.vendors:
+        return f"{engine.display_name} does not run on {gpu.vendor.upper()} GPUs"
+    c = replace(ev.config, engine=engine)
+    return format_issues(ev.deployment.spec, gpu, c.weight_dtype, c.kv_dtype, engine)[0] or spec_layout_rejection(c)
+
+
+def launch_engines(ev: Evaluation, engines: Mapping[str, Engine]) -> list[Engine]:
+    """The planned engine, then each of ``engines`` that can start its configuration on its GPU
+    (:func:`cannot_start`): a command the engine would refuse is not written."""
+    planned = ev.config.engine
+    return [planned] + [e for name, e in engines.items() if name != planned.name and cannot_start(e, ev) is None]
 
 
 def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> Launch:
@@ -250,7 +274,8 @@ def launch_commands(
     osl: LengthDist | None = None,
     sizing: tuple[tuple[str, float, int], ...] | None = None,
 ) -> dict[str, str]:
-    """Every engine's launch command that runs on the GPU vendor, the planned engine first.
+    """Every engine's launch command that starts the configuration on its GPU (:func:`launch_engines`),
+    the planned engine first.
 
     Args:
         ev: the chosen configuration. repo: the Hugging Face repository. native_dtype: the
@@ -265,11 +290,9 @@ def launch_commands(
     Returns:
         engine name → shell command. Raises nothing.
     """
-    planned = ev.config.engine
     launch = launch_for(ev, repo, native_dtype, parsers)
     if sizing is None and isl is not None and osl is not None:
         sizing = launch_sizing(ev, isl, osl, engines)
     if sizing is not None:
         launch = launch._replace(sizing=sizing)
-    order = [planned] + [e for name, e in engines.items() if name != planned.name]
-    return {e.name: e.launch_command(launch) for e in order if ev.deployment.gpu.vendor in e.vendors}
+    return {e.name: e.launch_command(launch) for e in launch_engines(ev, engines)}
