@@ -104,3 +104,19 @@ def test_the_state_row_at_the_running_limit_says_why_it_is_above_the_pool():
         env={**os.environ, "COLUMNS": "200"},
     )
     assert "state slots (the pool + its padded slot 0, from the reserve)" in wide.stdout
+
+
+def test_the_running_limit_row_says_what_each_request_holds_under_the_engines_admission():
+    # TensorRT-LLM admits a request only with its prompt + max_tokens free: fixed lengths ISL 1,024,
+    # OSL 2,500, max_tokens 3,000 count 1,024 + 3,000 = 4,024 tokens each (the row called that
+    # "a running request's mean"); SGLang counts the running mean, 1,024 + 2,500 / 2 = 2,274.
+    fixed = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--isl", "1024", "--osl", "2500")
+    fixed += ("--isl-sigma", "0", "--osl-sigma", "0", "--max-tokens", "3000")
+    wide = {**os.environ, "COLUMNS": "200"}  # the row on one line
+    memory = [sys.executable, "-c", RUN, "memory", *fixed]
+    r = subprocess.run([*memory, "--engine", "trtllm"], capture_output=True, text=True, timeout=300, env=wide)
+    assert r.returncode == 0, r.stderr
+    assert "running limit (each at 4,024 tokens, its prompt + max_tokens, reserved at admission)" in r.stdout
+    assert json.loads(_run("memory", *fixed, "--engine", "trtllm", "--json").stdout)["reserves_whole_output"]
+    r = subprocess.run([*memory, "--engine", "sglang"], capture_output=True, text=True, timeout=300, env=wide)
+    assert "running limit (each at 2,274 tokens, a running request's mean)" in r.stdout

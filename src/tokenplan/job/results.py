@@ -129,6 +129,7 @@ class MemoryResult(JsonResult):
     draft_kv_shared: bool = False
     pool_bytes_per_token_per_gpu: float = 0.0
     spec_state_pool_bytes: float = 0.0
+    reserves_whole_output: bool = False  # running_context_tokens is ISL + max_tokens (TRT-LLM's admission)
 
 
 def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
@@ -206,4 +207,5 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         draft_kv_shared=m.draft_kv_shared,
         pool_bytes_per_token_per_gpu=m.pool_bytes_per_token_per_gpu,
         spec_state_pool_bytes=m.spec_state_pool_bytes,
+        reserves_whole_output=config.engine.reserves_whole_output,
     )

@@ -66,8 +66,10 @@ def memory_table(m: MemoryResult) -> Table:
     capacity = f"KV capacity beside {m.running_requests:,.0f} requests' state" if shared else "KV capacity"
     t.add_row(capacity, kv_tokens_text(m.kv_capacity_tokens))
     t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{math.floor(m.max_sequences):,}")
+    # TensorRT-LLM admits a request only with its prompt + max_tokens free: that, not the mean, is what it holds
+    held = "its prompt + max_tokens, reserved at admission" if m.reserves_whole_output else "a running request's mean"
     t.add_row(
-        f"running limit (each at {m.running_context_tokens:,.0f} tokens, a running request's mean)",
+        f"running limit (each at {m.running_context_tokens:,.0f} tokens, {held})",
         f"{m.running_requests:,.0f} ({m.running_limited_by})",
     )
     return t
