@@ -191,3 +191,17 @@ def test_a_measurement_past_every_band_is_asked_for_its_unit():
         cur = got.current
         assert isinstance(cur, CurrentSetup)
         assert ("check the figure's unit" in current_sentences(cur)[0]) is slip
+
+
+def test_a_prior_tau_is_walked_at_the_jobs_context_and_one_change_reads_one_change():
+    # The setup runs what the plan recommends on 4× RTX PRO 6000 (TP1×DP4, FP8, MTP k=1 from the
+    # prior) but for SGLang's default running cap. The walk showed a second step "speculative
+    # decoding mtp k=1 τ=1.8 → mtp k=1 τ=1.73" at ×1.00 (the prior's default τ against the one at
+    # the job's context, which both evaluations used) and said "2 changes"; it is one change.
+    current = "engine=sglang,tp=1,weight-dtype=fp8,kv-dtype=fp8,spec=mtp:1"
+    d = plan(PlanRequest(gpus=("4xrtx-pro-6000",), specs=("mtp:1",), current=current)).to_json()
+    walk, tau = d["current"]["walk"], d["options"][0]["spec"].split("τ=")[1]
+    assert [s["change"] for s in walk] == ["start", "running cap engine default → raised"]
+    assert f"τ={tau}" in d["current"]["configuration"]  # the setup at the τ the plan used
+    first, last = walk[0]["output_tok_s_total"], walk[-1]["output_tok_s_total"]
+    assert any(f": 1 change, {first:,.0f} → {last:,.0f} tok/s" in line for line in d["answer"]), d["answer"]

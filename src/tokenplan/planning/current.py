@@ -29,6 +29,7 @@ from tokenplan.planning.walk import (
     per_position_acceptance,
     walk,
 )
+from tokenplan.units import count_text
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -251,7 +252,7 @@ def current_sentences(cur: CurrentSetup, specs: tuple[str, ...] | None = None) -
         )
         first = cur.measured_tok_s if reproduced and cur.measured_tok_s else rates[0]
         lines.append(
-            f"From your setup to the recommended one on {cur.option}: {len(cur.walk) - 1} changes, "
+            f"From your setup to the recommended one on {cur.option}: {count_text(len(cur.walk) - 1, 'change')}, "
             f"{first:,.0f} → {last:,.0f} tok/s ({last / first:.2f}×; steady state)."
         )
     stated = [s for s in specs or () if s != "none"]
