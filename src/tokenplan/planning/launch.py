@@ -201,6 +201,16 @@ def launch_caps(
                 )
                 + "; the figures above assume the planned batch"
             )
+        c = ev.config
+        capped_by_default = engine.caps_running_by_default(c.spec is not None, ev.deployment.spec.is_hybrid)
+        if engine is not c.engine and capped_by_default and not c.max_running.lifted and c.max_running.requests is None:
+            if running >= planned:  # its command then writes no cap: the engine's default binds
+                warnings.append(
+                    f"the {engine.display_name} launch (in --json) keeps {engine.display_name}'s default running "
+                    "cap (48 with speculative decoding; state slots ÷ 5 on a hybrid model with the radix cache on), "
+                    f"below the {planned:,} planned per replica: plan with --engine {engine.name} for a launch "
+                    "that lifts it"
+                )
     sized = {name for name, _, _ in sizing}
     for name, engine in engines.items():  # an engine of the vendor that refuses this configuration
         why = None if name in sized or ev.deployment.gpu.vendor not in engine.vendors else cannot_start(engine, ev)
