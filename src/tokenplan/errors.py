@@ -78,7 +78,7 @@ class InputError(TokenplanError):
     """
 
     def __init__(self, field: str, value: object, allowed: Iterable[object] | str | None = None):
-        self.field, self.value = field, value
+        self.field, self.value, self.allowed = field, value, allowed
         super().__init__(f"{field} {value!r} is not allowed{_allowed_text(allowed)}")
 
 

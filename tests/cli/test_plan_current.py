@@ -127,6 +127,16 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
             {"current": "tp=4", "measured_tok_s": -5.0},
             "measured-tok-s -5 is not allowed (allowed: a finite number of output tokens/s > 0)",
         ),
+        # refused by the request's own checks: the entry as typed, not the request field
+        # ("disable_radix_cache True", a break-it pass)
+        (
+            {"current": "engine=vllm,disable-radix-cache=true"},
+            "current 'disable-radix-cache=true' is not allowed (allowed: only with --engine sglang; the engine is vllm)",
+        ),
+        (
+            {"current": "weight-dtype=fp3"},
+            "current 'weight-dtype=fp3' is not allowed (allowed: bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16)",
+        ),
     ],
 )
 def test_bad_current_input_is_one_line(kwargs, message):

@@ -23,7 +23,7 @@ from tokenplan.files.drafter import attach_drafter
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
 from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.answer import REPORT_CHARTS, Question, Searched, answer, report_data, search
-from tokenplan.planning.current import Current, parse_current, with_current
+from tokenplan.planning.current import Current, current_entry, parse_current, with_current
 from tokenplan.planning.results import PlanReportData, PlanResult
 from tokenplan.planning.search import Job, OptionResult
 from tokenplan.planning.space import HardwareOption, fixed_parts
@@ -331,7 +331,13 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
         raise InputError(
             "current", text, f"a setup whose TP × PP ({split}) divides the {option.count} GPUs of --gpu {option.label}"
         )
-    s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked by parse_current
+    try:
+        s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked by parse_current
+    except InputError as refused:  # a value of the setup refused by the request's checks: the entry as typed
+        entry = current_entry(text, refused.field)
+        if entry is None:
+            raise
+        raise InputError("current", entry, refused.allowed) from None
     return Current(text, req.measured_tok_s, s.config, s.model, s.gpu)
 
 

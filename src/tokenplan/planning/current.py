@@ -78,6 +78,17 @@ _KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
 }
 
 
+def current_entry(text: str, field: str) -> str | None:
+    """The entry of ``--current`` (as typed, e.g. ``disable-radix-cache=true``) that sets the
+    request field ``field`` (``disable_radix_cache``), or None where none does: an error the
+    request's checks raise on it then names the entry the user wrote, not the field."""
+    for entry in text.split(","):
+        key = entry.partition("=")[0].strip().lower().replace("_", "-")
+        if key in _KEYS and _KEYS[key][0] == field:
+            return entry.strip()
+    return None
+
+
 def parse_current(text: str) -> dict[str, object]:
     """``--current`` (``engine=sglang,tp=4,…``, keys as the engines' own flags) → the fields of
     ``tokenplan.api.resolve.PredictRequest`` it sets, by keyword.
