@@ -219,9 +219,10 @@ def test_predict_json_has_the_promised_keys(runs):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert PREDICT_KEYS <= set(out)
-    # Llama-3.1-8B BF16: 32·8·128·2·2 = 131,072 B/token; weights 8,029,995,008 params × 2 B.
+    # Llama-3.1-8B BF16: 32·8·128·2·2 = 131,072 B/token; weights 8,029,995,008 params × 2 B
+    # + the RoPE table 131,072 positions × 128 × 2 B = 16,059,990,016 + 33,554,432.
     assert out["kv_bytes_per_token"] == 131_072
-    assert out["weight_bytes_per_gpu"] == 16_059_990_016
+    assert out["weight_bytes_per_gpu"] == 16_093_544_448
     # One GPU: per-GPU throughput is the total.
     assert out["output_tok_s_per_gpu"] == out["output_tok_s_total"]
     assert isinstance(out["warnings"], list)

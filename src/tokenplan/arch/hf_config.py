@@ -24,6 +24,7 @@ from tokenplan.arch.hf_fields import (
     flag,
     full_window_layers,
     layer_types,
+    rotary_dim,
     sparse_attention,
     state_dtype,
 )
@@ -325,6 +326,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         native_weight_dtype=native,
         max_context_tokens=r.int("max_position_embeddings", default=0, minimum=1, what="the tokens a request may span")
         or None,
+        rotary_dim=rotary_dim(r, attention, arch),
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
         vision_hidden=0 if language_only else int(vision.get("hidden_size", 0) or 0),
         **({} if language_only else vision_params(vision)),

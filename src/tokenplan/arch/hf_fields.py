@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenplan.arch.kv import SSM_STATE_DTYPES
+from tokenplan.arch.spec import Attention, AttentionKind
 from tokenplan.errors import ConfigError
 
 # ``torch_dtype`` (``dtype`` since transformers 4.56) values whose weights the engines serve in 16
@@ -229,3 +230,41 @@ def sparse_attention(r: Reader) -> tuple[int, float] | None:
         counts[key] = value
     tokens = (counts["sparse_topk_blocks"] + counts["sparse_local_block"]) * counts["sparse_block_size"]
     return tokens, float(counts["sparse_num_index_heads"] * counts["sparse_index_dim"] * 2)
+
+
+# Architectures whose softmax attention has no positional encoding (no RoPE table is built):
+# Nemotron-H ("Grouped-query attention without positional encoding", its attention layers in
+# vLLM/SGLang/TRT-LLM create no rotary embedding).
+NO_ROPE_ARCHITECTURES = ("NemotronHForCausalLM",)
+
+
+def rotary_dim(r: Reader, attention: Attention | None, arch: str) -> int:
+    """The dimensions of each head the rotary embedding turns (RoPE), which size the cos/sin table
+    the engines build when they load the model (``perf.memory.rope_table_bytes``): MLA's
+    decoupled key width (``qk_rope_head_dim``), ``rotary_dim`` where the config states it
+    (MiniMax), else ``head_dim × partial_rotary_factor`` (at the top level, in
+    ``rope_parameters`` or in ``rope_scaling``; 1 where none states it), as vLLM's ``get_rope``
+    derives it (``rotary_dim = int(head_size * partial_rotary_factor)``). 0 without softmax
+    attention or without positional encoding (:data:`NO_ROPE_ARCHITECTURES`).
+
+    Raises:
+        ConfigError: a ``rotary_dim`` outside 1 to ``head_dim`` or a factor outside (0, 1].
+    """
+    if attention is None or arch in NO_ROPE_ARCHITECTURES:
+        return 0
+    if attention.kind is AttentionKind.MLA:
+        return attention.qk_rope_head_dim
+    if r.has("rotary_dim"):
+        return r.int("rotary_dim", minimum=1, maximum=attention.head_dim, what="the rotated dimensions of a head")
+    factor: Any = 1.0
+    for where in (r.cfg, r.cfg.get("rope_parameters"), r.cfg.get("rope_scaling")):
+        if isinstance(where, Mapping) and where.get("partial_rotary_factor") is not None:
+            factor = where["partial_rotary_factor"]
+            break
+    if isinstance(factor, bool) or not isinstance(factor, builtins.int | float) or not 0 < factor <= 1:
+        raise ConfigError(
+            r.source,
+            "partial_rotary_factor",
+            f"{factor!r} is not allowed (allowed: a number in (0, 1], the share of a head RoPE turns)",
+        )
+    return builtins.int(attention.head_dim * factor)

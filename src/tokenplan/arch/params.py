@@ -33,6 +33,8 @@ class ParamCounts:
         linear_attention: all Gated DeltaNet / Mamba-2 layers.
         dense_ffn: all dense FFN layers.
         shared_experts: shared experts and routers of all MoE layers.
+        router: the routers' part of ``shared_experts`` (``h·E`` per MoE layer), which the
+            engines hold whole on every TP rank and unquantized (``perf.memory``).
         routed_experts: all routed experts of all MoE layers.
         routed_active: routed-expert parameters one token uses (top_k of them per layer).
         mtp: the multi-token-prediction layers.
@@ -47,6 +49,7 @@ class ParamCounts:
     routed_experts: float
     routed_active: float
     mtp: float
+    router: float = 0.0
 
     @property
     def total(self) -> float:
@@ -131,6 +134,7 @@ def param_counts(spec: ModelSpec) -> ParamCounts:
         routed_experts=routed * spec.moe_layers,
         routed_active=active * spec.moe_layers,
         mtp=mtp_layer * spec.mtp_layers,
+        router=float(h * spec.moe.num_experts * spec.moe_layers) if spec.moe is not None else 0.0,
     )
 
 

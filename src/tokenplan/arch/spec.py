@@ -123,6 +123,8 @@ class ModelSpec:
         native_weight_dtype: the dtype the checkpoint ships its weights in (``bf16``), or the
             experts' dtype when the release itself is quantized (gpt-oss: ``mxfp4``).
         max_context_tokens: ``max_position_embeddings`` (tokens a request may span), or None.
+        rotary_dim: the dimensions of each head RoPE turns (``arch.hf_fields.rotary_dim``; 0 =
+            no rotary embedding): the engines' cos/sin table holds ``max_context_tokens`` rows of it.
         vision_layers, vision_hidden: the vision tower's depth and width of a multimodal
             checkpoint (0 = text-only); engines hold memory back for it.
         vision_sharded_params, vision_replicated_params: the vision tower's parameters that
@@ -153,6 +155,7 @@ class ModelSpec:
     ffn_matrices: int = 3
     native_weight_dtype: str = "bf16"
     max_context_tokens: int | None = None
+    rotary_dim: int = 0
     vision_layers: int = 0
     vision_hidden: int = 0
     vision_sharded_params: int = 0

@@ -3,7 +3,9 @@
 
 Weights shard by TP (vocabulary-parallel embedding and lm_head, column/row-parallel linears),
 routed experts across all GPUs of the replica (EP or TP inside the experts), and layers by PP;
-a multimodal checkpoint's vision tower loads on every rank, its matrices sharded by TP.
+a multimodal checkpoint's vision tower loads on every rank, its matrices sharded by TP. The MoE
+routers are held whole on every rank in 16 bits, and the RoPE cos/sin table loads with the model
+(:func:`rope_table_bytes`): both count in the weights the engines log.
 KV heads replicate when TP exceeds them; MLA's latent is replicated on every TP rank unless
 attention runs data-parallel. Gated DeltaNet / Mamba-2 state shards by TP over its heads.
 
@@ -76,11 +78,16 @@ def weight_bytes_per_gpu(
         (
             nbytes("linear_attention", p.linear_attention)
             + nbytes("dense_ffn", p.dense_ffn)
-            + nbytes("shared_experts", p.shared_experts)
+            + nbytes("shared_experts", p.shared_experts - p.router)
         )
         / tp
         / pp
     )
+    # The routers: ReplicatedLinear with quant_config=None in vLLM and SGLang (e.g. vLLM
+    # models/qwen3_next.py Qwen3NextSparseMoeBlock: self.gate = ReplicatedLinear(hidden_size,
+    # num_experts, bias=False)): every TP rank holds them whole, in 16 bits in any checkpoint.
+    total += p.router * Dtype.BF16.bytes_per_element / pp
+    total += rope_table_bytes(spec)
     total += (
         nbytes("routed_experts", p.routed_experts)
         / layout.gpus_per_replica
@@ -92,6 +99,16 @@ def weight_bytes_per_gpu(
     # quantized Qwen3.5/3.6 releases leave it unconverted), its matrices sharded by TP.
     total += (spec.vision_sharded_params / tp + spec.vision_replicated_params) * Dtype.BF16.bytes_per_element
     return total
+
+
+def rope_table_bytes(spec: ModelSpec) -> float:
+    """Bytes of the RoPE cos/sin table one GPU holds: ``max_position_embeddings × rotary_dim``
+    entries in 16 bits (vLLM ``rotary_embedding/base.py``: ``cache = torch.cat((cos, sin), dim=-1)``
+    over ``max_position_embeddings`` positions and ``rotary_dim / 2`` frequencies, ``.to(dtype)``
+    with the model's dtype; ``get_rope`` builds one table per configuration, shared by every
+    layer, on the device while the model loads, so the logged weights include it). Qwen3.5-35B-A3B:
+    262,144 × 64 × 2 B = 33,554,432 B. 0 without RoPE or a stated context."""
+    return float((spec.max_context_tokens or 0) * spec.rotary_dim * Dtype.BF16.bytes_per_element)
 
 
 def _expert_pad_factor(spec: ModelSpec, layout: Layout, padding: tuple[int, int]) -> float:

@@ -31,6 +31,9 @@ LLAMA_PARAMS = 8_029_995_008
 LLAMA_EMBEDDINGS = 2 * 525_336_576  # embedding + lm_head = 1,050,673,152
 LLAMA_BF16_BYTES = LLAMA_PARAMS * 2  # = 16,059,990,016
 LLAMA_KV_PER_TOKEN = 131_072  # 32 · 8 · 128 · 2 · 2
+# The RoPE cos/sin table every GPU holds whole (perf.memory.rope_table_bytes): 131,072 positions
+# × 128 rotated dimensions × 2 B = 33,554,432.
+LLAMA_ROPE = 33_554_432
 
 H100_MIB = 81_559
 H100_VISIBLE = 85_520_809_984 * 0.996  # = 85,178,726,744.064 B
@@ -39,28 +42,32 @@ CONTEXT = 536_870_912  # 0.5 GiB
 
 # ---------------------------------------------------------------- weights
 def test_llama_8b_bf16_weights_on_one_gpu_are_two_bytes_per_parameter():
+    # 16,059,990,016 + the RoPE table 33,554,432 = 16,093,544,448
     assert LLAMA_BF16_BYTES == 16_059_990_016
-    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=1), Dtype.BF16) == LLAMA_BF16_BYTES
+    got = weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=1), Dtype.BF16)
+    assert got == LLAMA_BF16_BYTES + LLAMA_ROPE == 16_093_544_448
 
 
 def test_llama_8b_tp2_halves_every_component():
     # vocabulary-parallel embedding and lm_head, column/row-parallel linears, and 8 KV heads split
-    # 4 + 4: nothing is replicated at TP2 → 16,059,990,016 / 2 = 8,029,995,008.
-    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=2), Dtype.BF16) == 8_029_995_008
+    # 4 + 4: no parameter is replicated at TP2 → 16,059,990,016 / 2 = 8,029,995,008, + the RoPE
+    # table each GPU holds whole (33,554,432) = 8,063,549,440.
+    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=2), Dtype.BF16) == 8_063_549_440
 
 
 def test_llama_8b_pp2_puts_embedding_on_the_first_stage_and_lm_head_on_the_last():
     # PP2: 16 decoder layers per stage, (1,342,177,280 + 5,637,144,576) / 2 = 3,489,660,928
     # params; the first stage adds the embedding, the last the lm_head (525,336,576 each; untied),
-    # so each stage holds 4,014,997,504 params × 2 B = 8,029,995,008 B.
+    # so each stage holds 4,014,997,504 params × 2 B = 8,029,995,008 B, + its RoPE table.
     got = weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(tp=1, pp=2), Dtype.BF16)
-    assert got == (525_336_576 + (1_342_177_280 + 5_637_144_576) / 2) * 2
+    assert got == (525_336_576 + (1_342_177_280 + 5_637_144_576) / 2) * 2 + LLAMA_ROPE
 
 
 def test_llama_8b_fp8_keeps_embeddings_and_lm_head_in_bf16():
     # embedding + lm_head 1,050,673,152 × 2 B = 2,101,346,304; decoder linears
-    # 1,342,177,280 + 5,637,144,576 = 6,979,321,856 × 1 B → 9,080,668,160.
-    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(), Dtype.FP8) == 9_080_668_160
+    # 1,342,177,280 + 5,637,144,576 = 6,979,321,856 × 1 B → 9,080,668,160; + the RoPE table
+    # (16 bits in any format) 33,554,432 = 9,114,222,592.
+    assert weight_bytes_per_gpu(load_model("llama-3.1-8b"), Layout(), Dtype.FP8) == 9_114_222_592
 
 
 def test_qwen3_6_27b_tp8_replicates_its_four_kv_heads():
@@ -73,24 +80,29 @@ def test_qwen3_6_27b_tp8_replicates_its_four_kv_heads():
     #   Sum 3,382,886,400 params × 2 B = 6,765,772,800.
     # Vision tower (test_memory_engine_logs: 27 blocks of 1,152, out 5,120): 455,897,088 sharded
     #   / 8 + 4,833,008 replicated = 61,820,144 params × 2 B = 123,640,288 → 6,889,413,088.
+    # RoPE table: 262,144 positions × 64 rotated dimensions (256 × 0.25) × 2 B = 33,554,432
+    #   → 6,922,967,520.
     got = weight_bytes_per_gpu(load_model("qwen3.6-27b"), Layout(tp=8), Dtype.BF16)
-    assert got == 6_889_413_088
+    assert got == 6_922_967_520
     # Without replication k, v would shard to 1,310,720 per layer: 16 × 1,310,720 × 2 B = 41,943,040 less.
-    assert got - 41_943_040 - 123_640_288 == pytest.approx(26_895_319_040 * 2 / 8)
+    assert got - 41_943_040 - 123_640_288 - 33_554_432 == pytest.approx(26_895_319_040 * 2 / 8)
 
 
 def test_gpt_oss_mxfp4_quantizes_the_routed_experts_only():
     # gpt-oss-120b TP1: experts 36·128·3·2880·2880 = 114,661,785,600 params × (0.5 + 1/32) B
     # = 60,914,073,600; in BF16: embeddings 1,158,266,880 + attention 955,514,880 + routers
-    # 13,271,040 = 2,127,052,800 × 2 = 4,254,105,600 → 65,168,179,200 bytes.
+    # 13,271,040 = 2,127,052,800 × 2 = 4,254,105,600 → 65,168,179,200 bytes; + the RoPE table
+    # 131,072 × 64 × 2 B = 16,777,216 → 65,184,956,416.
     got = weight_bytes_per_gpu(load_model("gpt-oss-120b"), Layout(), Dtype.MXFP4)
-    assert got == 65_168_179_200
+    assert got == 65_184_956_416
 
 
 def test_moe_experts_shard_across_every_gpu_of_the_replica():
-    # gpt-oss-120b MXFP4 at TP4: everything above / 4 = 16,292,044,800.
+    # gpt-oss-120b MXFP4 at TP4: the parameters above / 4 = 16,292,044,800, but the routers
+    # (13,271,040 × 2 B = 26,542,080, ReplicatedLinear) and the RoPE table (16,777,216) are whole on
+    # each GPU: + 26,542,080 × 3/4 + 16,777,216 = 16,328,728,576.
     got = weight_bytes_per_gpu(load_model("gpt-oss-120b"), Layout(tp=4, ep=4), Dtype.MXFP4)
-    assert got == 65_168_179_200 / 4
+    assert got == 65_168_179_200 / 4 + 26_542_080 * 3 / 4 + 16_777_216 == 16_328_728_576
 
 
 # ---------------------------------------------------------------- engine reserve and fraction
@@ -152,14 +164,14 @@ def test_llama_8b_kv_capacity_on_h100_under_sglang():
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
     # fraction = (81,559 − 13,440) / 81,559 = 68,119 / 81,559; SGLang takes it of the memory free
     # after start-up (TP1: the 0.5 GiB CUDA context only):
-    # (85,178,726,744.064 − 536,870,912) × 68,119 / 81,559 − 16,059,990,016
-    #   = 70,693,836,087.06 − 16,059,990,016 = 54,633,846,071.06 B → / 131,072 = 416,823.17 tokens.
-    pool = (H100_VISIBLE - CONTEXT) * 68_119 / 81_559 - 16_059_990_016
-    assert pool == pytest.approx(54_633_846_071.06, abs=0.01)
-    assert m.weight_bytes_per_gpu == LLAMA_BF16_BYTES
+    # (85,178,726,744.064 − 536,870,912) × 68,119 / 81,559 − 16,093,544,448 (weights + RoPE table)
+    #   = 70,693,836,087.06 − 16,093,544,448 = 54,600,291,639.06 B → / 131,072 = 416,567.17 tokens.
+    pool = (H100_VISIBLE - CONTEXT) * 68_119 / 81_559 - 16_093_544_448
+    assert pool == pytest.approx(54_600_291_639.06, abs=0.01)
+    assert m.weight_bytes_per_gpu == LLAMA_BF16_BYTES + LLAMA_ROPE
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
     assert m.kv_capacity_tokens == pytest.approx(pool / LLAMA_KV_PER_TOKEN, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(416_823.17, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(416_567.17, abs=0.01)
 
 
 def test_llama_8b_fp8_kv_doubles_the_token_capacity():
@@ -171,9 +183,9 @@ def test_llama_8b_fp8_kv_doubles_the_token_capacity():
 
 def test_llama_8b_max_sequences_is_capacity_over_context():
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
-    # 54,633,846,071.06 B / (131,072 B × 4,096 tokens = 536,870,912 B per sequence) = 101.76 sequences.
-    assert m.max_sequences(4096) == pytest.approx(54_633_846_071.06 / 536_870_912, rel=1e-9)
-    assert m.max_sequences(4096) == pytest.approx(101.76, abs=0.01)
+    # 54,600,291,639.06 B / (131,072 B × 4,096 tokens = 536,870,912 B per sequence) = 101.70 sequences.
+    assert m.max_sequences(4096) == pytest.approx(54_600_291_639.06 / 536_870_912, rel=1e-9)
+    assert m.max_sequences(4096) == pytest.approx(101.70, abs=0.01)
 
 
 def test_llama_8b_kv_capacity_on_h100_under_vllm():
@@ -189,13 +201,13 @@ def test_llama_8b_kv_capacity_on_h100_under_vllm():
     #                      (31) + 256..512 step 16 (17) = 51 sizes × 24 MiB = 1,283,457,024 B;
     #   non-torch:         0.13 GiB = 139,586,437.12 B.
     # reserve = 3,152,019,456 + 1,283,457,024 + 139,586,437.12 = 4,575,062,917.12 B;
-    # pool = 85,178,726,744.064 × 0.92 − 16,059,990,016 − 4,575,062,917.12
-    #      = 78,364,428,604.54 − 20,635,052,933.12 = 57,729,375,671.42 B → / 131,072 = 440,440.18 tokens.
+    # pool = 85,178,726,744.064 × 0.92 − 16,093,544,448 (weights + RoPE table) − 4,575,062,917.12
+    #      = 78,364,428,604.54 − 20,668,607,365.12 = 57,695,821,239.42 B → / 131,072 = 440,184.18 tokens.
     reserve = 3_152_019_456 + 1_283_457_024 + 0.13 * 2**30
     assert reserve == pytest.approx(4_575_062_917.12, abs=0.01)
-    pool = H100_VISIBLE * 0.92 - 16_059_990_016 - reserve
+    pool = H100_VISIBLE * 0.92 - 16_093_544_448 - reserve
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(440_440.18, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(440_184.18, abs=0.01)
 
 
 def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
@@ -220,12 +232,13 @@ def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
 
 def test_tp2_kv_capacity_counts_both_gpus():
     # TP2 on H100: reserve = 512 + 12,288 + 1024·2/8 + 512 = 13,568 MiB; each GPU holds half the
-    # weights (8,029,995,008 B) and half the KV heads (65,536 B per token); start-up 0.5 + 2.0 GiB:
-    # (85,178,726,744.064 − 2,684,354,560) × 67,991 / 81,559 − 8,029,995,008
-    #   = 68,770,765,447.92 − 8,029,995,008 = 60,740,770,439.92 → / 65,536 = 926,830.60 tokens per replica.
+    # weights (8,029,995,008 B) + the whole RoPE table (33,554,432 B) and half the KV heads (65,536 B
+    # per token); start-up 0.5 + 2.0 GiB:
+    # (85,178,726,744.064 − 2,684,354,560) × 67,991 / 81,559 − 8,063,549,440
+    #   = 68,770,765,447.92 − 8,063,549,440 = 60,707,216,007.92 → / 65,536 = 926,318.60 tokens per replica.
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang", layout=Layout(tp=2))
     assert m.kv_bytes_per_token_per_gpu == 65_536
-    assert m.kv_capacity_tokens == pytest.approx(926_830.60, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(926_318.60, abs=0.01)
 
 
 def test_a_model_larger_than_the_gpu_does_not_fit():
@@ -237,21 +250,21 @@ def test_hybrid_state_pool_under_sglang_splits_at_the_memory_ratio():
     # Qwen3.6-27B BF16 on B200, SGLang, --mamba-full-memory-ratio 0.9 (state pool / KV pool):
     # B200: 183,359 MiB = 192,265,846,784 B nominal, 191,496,783,396.864 B visible (× 0.996);
     # weights 26,895,319,040·2 B + the vision tower (455,897,088 + 4,833,008)·2 B = 921,460,192
-    #        = 54,712,098,272 B;
-    # usable = (191,496,783,396.864 − 536,870,912) × 157,119 / 183,359 − 54,712,098,272
-    #        = 163,632,166,895.05 − 54,712,098,272 = 108,920,068,623.05 B;
+    #        + the RoPE table 262,144·64·2 B = 33,554,432 → 54,745,652,704 B;
+    # usable = (191,496,783,396.864 − 536,870,912) × 157,119 / 183,359 − 54,745,652,704
+    #        = 163,632,166,895.05 − 54,745,652,704 = 108,886,514,191.05 B;
     # state pool = usable·0.9/1.9, KV pool = usable/1.9;
-    # slots = state pool / 153,944,064 B per sequence = 51,593,716,716.18 / 153,944,064 = 335.15;
-    # KV tokens = 57,326,351,906.87 / 65,536 = 874,730.7.
+    # slots = state pool / 153,944,064 B per sequence = 51,577,822,511.55 / 153,944,064 = 335.04;
+    # KV tokens = 57,308,691,679.50 / 65,536 = 874,461.2.
     m = _breakdown("qwen3.6-27b", "b200", "sglang", ratio=0.9)
-    usable = (192_265_846_784 * 0.996 - CONTEXT) * 157_119 / 183_359 - 54_712_098_272
-    assert usable == pytest.approx(108_920_068_623.05, abs=0.01)
+    usable = (192_265_846_784 * 0.996 - CONTEXT) * 157_119 / 183_359 - 54_745_652_704
+    assert usable == pytest.approx(108_886_514_191.05, abs=0.01)
     assert m.state_pool_bytes == pytest.approx(usable * 0.9 / 1.9, rel=1e-12)
     assert m.kv_pool_bytes == pytest.approx(usable / 1.9, rel=1e-12)
     assert m.state_slots == pytest.approx(usable * 0.9 / 1.9 / 153_944_064, rel=1e-12)
     assert m.kv_capacity_tokens == pytest.approx(usable / 1.9 / 65_536, rel=1e-12)
-    assert m.state_slots == pytest.approx(335.15, abs=0.01)
-    assert m.kv_capacity_tokens == pytest.approx(874_730.7, abs=0.1)
+    assert m.state_slots == pytest.approx(335.04, abs=0.01)
+    assert m.kv_capacity_tokens == pytest.approx(874_461.2, abs=0.1)
 
 
 def test_hybrid_state_shares_one_pool_without_a_ratio():
@@ -282,21 +295,21 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
     #   48 GDN layers FP8, 48·(5,120·(2·2,048 + 2·6,144) + 5,120·96 + 10,240·4 + 6,144·5,120)
     #   = 48·115,875,840 = 5,562,040,320; 64 FFNs FP8, 64·3·5,120·17,408 = 17,112,760,320;
     #   MTP layer FP8, 104,857,600 + 267,386,880 + 10,240·5,120 = 424,673,280
-    #   → 29,862,789,120 B; the vision tower BF16, (455,897,088 + 4,833,008)·2 = 921,460,192
-    #   → 30,784,249,312 B.
-    # Pool budget (S3 profile_max_num_token): 148,862,126,674.24 − 30,784,249,312
-    #   = 118,077,877,362.24 B.
+    #   → 29,862,789,120 B; the vision tower BF16, (455,897,088 + 4,833,008)·2 = 921,460,192;
+    #   the RoPE table 262,144·64·2 B = 33,554,432 → 30,817,803,744 B.
+    # Pool budget (S3 profile_max_num_token): 148,862,126,674.24 − 30,817,803,744
+    #   = 118,044,322,930.24 B.
     # State per request (fp32 SSM, bf16 conv): 48·(48·128·128·4 + (2·16·128 + 48·128)·3·2)
     #   = 48·(3,145,728 + 61,440) = 153,944,064 B; under MTP SGLang holds 1 + 4 copies per
     #   running request (its slot, and the intermediate SSM and conv-window caches of
     #   speculative_num_draft_tokens = 4 rows): 5·153,944,064 = 769,720,320 B.
-    # KV pool = budget − 128·769,720,320 = 118,077,877,362.24 − 98,524,200,960
-    #   = 19,553,676,402.24 B = 596,730.8 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
-    # Draft KV (1 MTP layer, same tokens): 19,553,676,402.24 / 16 = 1,222,104,775.14 B.
+    # KV pool = budget − 128·769,720,320 = 118,044,322,930.24 − 98,524,200,960
+    #   = 19,520,121,970.24 B = 595,706.8 tokens of 16·4·(256 + 256)·1 B = 32,768 B.
+    # Draft KV (1 MTP layer, same tokens): 19,520,121,970.24 / 16 = 1,220,007,623.14 B.
     # State pool = (128 + 1)·153,944,064 = 19,858,784,256 B (slot 0 is the padded slot);
     # speculative caches = 4·(128 + 1)·153,944,064 = 79,435,137,024 B.
-    # Left for activations, CUDA graphs, the context and the driver: 192,265,846,784 − 30,784,249,312
-    #   − 19,553,676,402.24 − 1,222,104,775.14 − 19,858,784,256 − 79,435,137,024 = 41,411,895,014.62 B.
+    # Left for activations, CUDA graphs, the context and the driver: 192,265,846,784 − 30,817,803,744
+    #   − 19,520,121,970.24 − 1,220,007,623.14 − 19,858,784,256 − 79,435,137,024 = 41,413,992,166.62 B.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(
         gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=128
@@ -314,23 +327,23 @@ def test_sglang_qwen3_6_27b_fp8_b200_mtp3_allocates_term_by_term():
         padded_state_slot=True,
         draft_kv_pool=True,
     )
-    assert m.weight_bytes_per_gpu == 30_784_249_312
-    assert m.kv_pool_bytes == pytest.approx(118_077_877_362.24, abs=0.01)
+    assert m.weight_bytes_per_gpu == 30_817_803_744
+    assert m.kv_pool_bytes == pytest.approx(118_044_322_930.24, abs=0.01)
     assert m.state_bytes_per_running_sequence == 769_720_320
     a = m.allocation(128)
-    assert a["kv_cache"] == pytest.approx(19_553_676_402.24, abs=0.01)
-    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(596_730.8, abs=0.1)
-    assert a["draft_kv"] == pytest.approx(1_222_104_775.14, abs=0.01)
+    assert a["kv_cache"] == pytest.approx(19_520_121_970.24, abs=0.01)
+    assert a["kv_cache"] / m.kv_bytes_per_token_per_gpu == pytest.approx(595_706.8, abs=0.1)
+    assert a["draft_kv"] == pytest.approx(1_220_007_623.14, abs=0.01)
     assert a["state"] == 19_858_784_256
     assert a["spec_state"] == 79_435_137_024
-    assert a["reserve"] == pytest.approx(41_411_895_014.62, abs=0.01)
+    assert a["reserve"] == pytest.approx(41_413_992_166.62, abs=0.01)
     assert sum(a.values()) == pytest.approx(gpu.memory_bytes, rel=1e-12)
     assert m.allocates(128)
 
 
 def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200():
     # The plan before issue 10 launched --max-running-requests 413 per B200: state alone is
-    # 413·769,720,320 = 317,894,492,160 B, above the 118,077,877,362.24 B pool budget (above).
+    # 413·769,720,320 = 317,894,492,160 B, above the 118,044,322,930.24 B pool budget (above).
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(
         gpu, Layout(), speculative=False, vision_cut=engine.vision_cut(27, 1152), max_running=413
@@ -348,15 +361,15 @@ def test_sglang_intermediate_state_makes_413_requests_unallocatable_on_one_b200(
         padded_state_slot=True,
         draft_kv_pool=True,
     )
-    assert m.allocation(413)["kv_cache"] == pytest.approx(118_077_877_362.24 - 317_894_492_160, abs=0.01)
+    assert m.allocation(413)["kv_cache"] == pytest.approx(118_044_322_930.24 - 317_894_492_160, abs=0.01)
     assert not m.allocates(413)
 
 
 def test_sglang_ratio_split_reserves_the_speculative_copies_first():
     # Radix cache on (ratio split 0.9), MTP k=3, the default cap of 48 (S5): S3 reserves
     # 48·4·153,944,064 = 29,557,260,288 B before the split; BF16 weights and KV, no vision cut:
-    # usable 108,920,068,623.05 B (test above) − 29,557,260,288 = 79,362,808,335.05 B,
-    # state pool 79,362,808,335.05·0.9/1.9, KV pool 79,362,808,335.05/1.9.
+    # usable 108,886,514,191.05 B (test above) − 29,557,260,288 = 79,329,253,903.05 B,
+    # state pool 79,329,253,903.05·0.9/1.9, KV pool 79,329,253,903.05/1.9.
     model, gpu, engine = load_model("qwen3.6-27b"), load_gpu("b200"), load_engine("sglang")
     settings = engine.settings(gpu, Layout(), speculative=True)
     m = memory_breakdown(
@@ -371,8 +384,8 @@ def test_sglang_ratio_split_reserves_the_speculative_copies_first():
         max_running=settings.max_running,
     )
     assert m.spec_state_pool_bytes == 29_557_260_288
-    assert m.state_pool_bytes == pytest.approx(79_362_808_335.05 * 0.9 / 1.9, rel=1e-11)
-    assert m.kv_pool_bytes == pytest.approx(79_362_808_335.05 / 1.9, rel=1e-11)
+    assert m.state_pool_bytes == pytest.approx(79_329_253_903.05 * 0.9 / 1.9, rel=1e-11)
+    assert m.kv_pool_bytes == pytest.approx(79_329_253_903.05 / 1.9, rel=1e-11)
 
 
 def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
@@ -388,13 +401,16 @@ def test_vllm_holds_k_extra_state_blocks_per_request_under_mtp():
 
 
 def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
-    # DeepSeek-R1 FP8 at TP4 holds 157.3 GiB of weights per GPU (the predict output); SGLang's
+    # DeepSeek-R1 FP8 at TP4 holds 157.5 GiB of weights per GPU: 157.3 GiB of sharded weights (the
+    # predict output before the routers and the RoPE table were counted whole) + the routers, whole
+    # and in BF16 instead of FP8 / 4 (58·256·7,168 = 106,430,464 params: 212,860,928 − 26,607,616
+    # = 186,253,312 B) + the RoPE table (163,840·64·2 B = 20,971,520) = +0.193 GiB; SGLang's
     # default fraction on a B200 at TP4 is (183,359 − (512 + 1.5·16,384 + 4/8·1,024 + 2·512))/183,359
     # = (183,359 − 26,624)/183,359 → 156,735 MiB = 153.1 GiB for weights and cache: no room.
     # InferenceX runs it with --mem-fraction-static 0.95 (S19): 0.95·183,359 MiB = 174,191 MiB
     # = 170.1 GiB of the nominal memory; SGLang takes it of the visible memory less its start-up at
     # TP4 (0.5 + 2.0 GiB): 0.95·(183,359/1,024·0.996 − 2.5) = 0.95·175.844 = 167.05 GiB, which
-    # leaves 9.75 GiB of cache.
+    # leaves 9.55 GiB of cache.
     from tokenplan.api.resolve import PredictRequest, resolve
     from tokenplan.job.evaluate import Evaluation
 
@@ -414,8 +430,8 @@ def test_deepseek_r1_fp8_tp4_on_b200_fits_with_the_tight_launch():
     assert isinstance(ev, Evaluation)
     assert ev.settings.tight and ev.settings.memory_fraction == 0.95
     assert (ev.settings.chunk_tokens, ev.settings.graph_max_bs) == (8192, 32)
-    assert ev.memory.weight_bytes_per_gpu / GiB == pytest.approx(157.3, abs=0.05)
-    assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * (183_359 / 1024 * 0.996 - 2.5) - 157.3, abs=0.1)
+    assert ev.memory.weight_bytes_per_gpu / GiB == pytest.approx(157.3 + 0.193, abs=0.05)
+    assert ev.memory.kv_pool_bytes / GiB == pytest.approx(0.95 * (183_359 / 1024 * 0.996 - 2.5) - 157.5, abs=0.1)
 
 
 def test_the_memory_tables_start_up_rows_add_up_with_sglangs_speculative_state_pool():
