@@ -281,3 +281,19 @@ def test_a_bench_error_line_and_an_old_bench_file_show_no_secret(tmp_path: Path)
         [tmp_path / "report.html"],
         done.stdout + done.stderr + table.stdout + table.stderr + report.stdout + report.stderr,
     )
+
+
+@pytest.mark.parametrize("spelling", ["separate", "equals"])
+def test_a_bench_fit_profile_names_its_command_without_the_secrets(tmp_path: Path, spelling: str) -> None:
+    # The profile's provenance (also the bench JSON's "fit") quotes the command line that fitted it;
+    # `--endpoint URL` and `--endpoint=URL` must both reach it as display_url shows them.
+    with FaultServerProcess(str(tmp_path)) as server:
+        url = f"http://alice:{PASSWORD}@127.0.0.1:{server.port}/v1?key={QUERY_KEY}"
+        endpoint = ["--endpoint", url] if spelling == "separate" else [f"--endpoint={url}"]
+        fit = ["--fit", "-o", str(tmp_path / "profile.json"), "--config", "llama-3.1-8b", "--gpu", "h100-sxm"]
+        done = _cli(["bench", *endpoint, *BENCH, "--save", str(tmp_path / "bench.json"), *fit], None)
+    assert done.returncode == 0, done.stderr
+    provenance = json.loads((tmp_path / "profile.json").read_text())["provenance"]
+    masked = f"http://127.0.0.1:{server.port}/v1?key=***"
+    assert (f"--endpoint {masked} " if spelling == "separate" else f"--endpoint={masked} ") in provenance
+    _no_secret_in([tmp_path / "profile.json", tmp_path / "bench.json"], done.stdout + done.stderr)

@@ -192,6 +192,20 @@ def _dataset(dataset: str | None, path: str | None, name: str | None) -> str | N
     return chosen
 
 
+def command_line(args: Sequence[str]) -> str:
+    """The command a ``--fit`` profile's provenance names: ``tokenplan bench`` and ``args`` with every
+    URL (``--endpoint URL`` or ``--endpoint=URL``) as :func:`display_url` shows it, so that no
+    ``user:password@`` or query value (``?key=…``) reaches the profile or the bench JSON."""
+    words = []
+    for word in args:
+        flag, equals, value = word.partition("=")
+        if equals and flag.startswith("--") and "://" in value:
+            words.append(f"{flag}={display_url(value)}")
+        else:
+            words.append(display_url(word) if "://" in word else word)
+    return " ".join(["tokenplan bench", *words])
+
+
 def _progress(level: dict) -> None:
     print(level_line(BenchLevel.from_json(level, "bench level")), file=sys.stderr)
 
@@ -207,7 +221,7 @@ def _finish(
 
         write_bench_plot(BenchResult.from_json(data, "bench JSON"), path)
 
-    done = finish(data, fitting, save, plot, "tokenplan bench " + " ".join(sys.argv[2:]), draw)
+    done = finish(data, fitting, save, plot, command_line(sys.argv[2:]), draw)
     for warning in done.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     as_json = done.print_json(save is not None, json_out)
