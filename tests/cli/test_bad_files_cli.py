@@ -257,3 +257,30 @@ def test_predict_concurrency_that_is_not_a_whole_number_of_requests_is_one_messa
         _tokenplan("predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", value, cwd=tmp_path)
     )
     assert line == f"error: --concurrency '{value}' is not allowed (allowed: a whole number of requests ≥ 1, or max)"
+
+
+# A finished run's summary.json with one damaged figure that calibrate --from-run fits: each used
+# to be a traceback (a text or a list where a number or object belongs), a silent fit (a negative
+# or zero TTFT, `requests: true` read as 1 request) or a line naming a fit factor, not the file.
+@pytest.mark.parametrize(
+    ("summary", "line"),
+    [
+        ({"latency_ttft": {"mean_ms": "abc"}}, "latency_ttft.mean_ms: 'abc' is not allowed"),
+        ({"latency_ttft": [1, 2]}, "latency_ttft: [1, 2] is not allowed (allowed: an object with mean_ms, or null)"),
+        ({"latency_ttft": {"mean_ms": -3}}, "latency_ttft.mean_ms: -3 is not allowed"),
+        ({"latency_ttft": {"mean_ms": 0}}, "latency_ttft.mean_ms: 0 is not allowed"),
+        ({"requests": True}, "requests: True is not allowed (allowed: a finite number)"),
+        ({"output_tok_s": "fast"}, "output_tok_s: 'fast' is not allowed (allowed: a finite number)"),
+    ],
+)
+def test_calibrate_from_run_names_a_damaged_summary_figure_in_one_line(tmp_path, summary, line) -> None:
+    from tokenplan.runner.store.rundir import RunDir
+
+    RunDir.open(tmp_path / "run", {"model": "m", "sampling": {"temperature": 0.0}}).close()  # manifest.json
+    # 4 requests × 100 tokens over 5 s = 80 tok/s: a sound run but for the one damaged figure
+    sound = {"requests": 4, "output_tokens": 400, "output_tok_s": 80.0, "latency_ttft": {"mean_ms": 12.5}}
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(sound | summary))
+    fit = ("--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--concurrency", "4", "--isl", "100", "-o", "p.json")
+    result = _tokenplan("calibrate", "--from-run", "run", *fit, cwd=tmp_path)
+    assert _one_error_line(result).startswith(f"error: run/summary.json: {line}")
+    assert not (tmp_path / "p.json").exists()

@@ -8,6 +8,7 @@ or torn record line (a run killed mid-write that was not resumed) is passed over
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,18 +43,35 @@ def read_run_summary(run_dir: Path) -> RunSummary:
 
     Raises:
         InputError: either file is missing (not a run directory).
-        ConfigError: either file is not a JSON object, or the summary's ``schema_version`` is unknown.
+        ConfigError: either file is not a JSON object, the summary's ``schema_version`` is unknown,
+            a total that is not a finite number, or a ``latency_ttft`` that is neither null nor an
+            object whose ``mean_ms`` is a finite number > 0 (each named with its value).
     """
+    where = str(run_dir / "summary.json")
     summary, manifest = _read_json(run_dir / "summary.json"), _read_json(run_dir / "manifest.json")
-    check_finished(summary, str(run_dir / "summary.json"))  # RunDirError: a run's rolling form
-    check_version(summary, RUN_SUMMARY_SCHEMA_VERSION, Reading(str(run_dir / "summary.json")))
-    return RunSummary(
-        summary.get("requests"),
-        summary.get("output_tokens"),
-        summary.get("output_tok_s"),
-        (summary.get("latency_ttft") or {}).get("mean_ms"),
-        (manifest.get("job") or {}).get("model", "?"),
-    )
+    check_finished(summary, where)  # RunDirError: a run's rolling form
+    check_version(summary, RUN_SUMMARY_SCHEMA_VERSION, Reading(where))
+    requests, output_tokens, output_tok_s = (_finite(summary.get(k), where, k, "a finite number") for k in _TOTALS)
+    ttft = summary.get("latency_ttft")
+    if ttft is not None and not isinstance(ttft, dict):
+        raise ConfigError(where, "latency_ttft", f"{ttft!r} is not allowed (allowed: an object with mean_ms, or null)")
+    mean_ms = None if ttft is None else ttft.get("mean_ms")
+    if mean_ms is not None and not _finite(mean_ms, where, "latency_ttft.mean_ms", _TTFT_ALLOWED) > 0:
+        raise ConfigError(where, "latency_ttft.mean_ms", f"{mean_ms!r} is not allowed (allowed: {_TTFT_ALLOWED})")
+    model = (manifest.get("job") or {}).get("model", "?")
+    return RunSummary(requests, output_tokens, output_tok_s, mean_ms, model)
+
+
+_TOTALS = ("requests", "output_tokens", "output_tok_s")
+_TTFT_ALLOWED = "a finite number of milliseconds > 0"
+
+
+def _finite(value: Any, where: str, key: str, allowed: str) -> Any:
+    """``value`` unless it is a bool, not a number, NaN or infinite (ConfigError naming ``key``);
+    None (absent) passes, for the caller to judge."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+        return value
+    raise ConfigError(where, key, f"{value!r} is not allowed (allowed: {allowed})")
 
 
 def mean_prompt_tokens(run_dir: Path) -> float | None:
