@@ -10,6 +10,7 @@ default to None (or empty), so such a file still reads; a fresh sweep writes eve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -180,6 +181,24 @@ class BenchLevel(JsonResult):
     p90_e2el_ms: float | None = None
     p99_e2el_ms: float | None = None
     spec_decode: SpecDecodeFields | None = field(default=None, metadata=INLINE)
+
+    @property
+    def open_loop_rate(self) -> float | None:
+        """The level's arrival rate (requests/s) where it ran open loop at a finite rate, else None
+        (a closed loop, or ``inf``: every request at once). Such a level's ``concurrency`` is only
+        the requests it sent: what it held in flight is ``max_concurrency``, else Little's law."""
+        rate = self.request_rate
+        return float(rate) if isinstance(rate, (int, float)) and math.isfinite(rate) else None
+
+    @property
+    def label(self) -> str:
+        """What the level was run at: ``"concurrency 4"``, or ``"rate 2.5 req/s"`` (``", ≤ 64 in
+        flight"`` with a limit) for an open-loop level."""
+        rate = self.open_loop_rate
+        if rate is None:
+            return f"concurrency {self.concurrency}"
+        limit = "" if self.max_concurrency is None else f", ≤ {self.max_concurrency} in flight"
+        return f"rate {rate:g} req/s{limit}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,6 +36,19 @@ def test_level_line_names_the_level_and_says_when_throughput_was_not_measured() 
     )
 
 
+def test_an_open_loop_level_is_named_by_its_rate_not_by_the_requests_it_sent() -> None:
+    # --request-rate 20,40 --num-prompts 20: both levels stored "concurrency" 20 and read
+    # "concurrency 20" twice; 20 requests at 20 req/s over 1.2 s = 16.6 req/s × 4 tokens = 66 tok/s
+    free = _level(concurrency=20, request_rate=20.0, output_tok_s=66.4, requests=20, errors=0)
+    assert level_line(free) == "rate 20 req/s: 66 output tok/s, 20 requests, 0 errors"
+    capped = _level(concurrency=8, request_rate=2.5, max_concurrency=8, output_tok_s=130.3, requests=20, errors=0)
+    assert level_line(capped) == "rate 2.5 req/s, ≤ 8 in flight: 130 output tok/s, 20 requests, 0 errors"
+    # rate inf (all at once) is a closed loop of its requests, named by its concurrency as before
+    assert level_line(_level(concurrency=16, request_rate="inf", output_tok_s=1.0, requests=16, errors=0)).startswith(
+        "concurrency 16: "
+    )
+
+
 def test_durations_switch_to_hours_past_59_minutes() -> None:
     assert duration_text(75.9) == "1m15s"  # 75 s = 1 min 15 s (whole seconds)
     assert duration_text(3725) == "1h02m"  # 3725 s = 1 h 2 min 5 s; seconds dropped past an hour

@@ -276,9 +276,12 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
         (lv for lv in levels if lv.get("requests") and lv.get("output_tok_s") is not None),
         key=lambda lv: lv["concurrency"],
     )
+    # Throughput flattens along concurrency: an open-loop level (a finite request rate) holds what
+    # its arrivals bring, and its "concurrency" is only the requests it sent, so it is left out.
+    closed = [lv for lv in ordered if str(lv.get("request_rate", "inf")).lower() == "inf"]
     flat_at = saturated = None
-    for i, prev in enumerate(ordered[:-1]):
-        best_later = max(lv["output_tok_s"] for lv in ordered[i + 1 :])
+    for i, prev in enumerate(closed[:-1]):
+        best_later = max(lv["output_tok_s"] for lv in closed[i + 1 :])
         if best_later < prev["output_tok_s"] * (1.0 + FLAT_GAIN):
             flat_at, saturated = prev["concurrency"], max(prev["output_tok_s"], best_later)
             break

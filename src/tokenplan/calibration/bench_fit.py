@@ -80,7 +80,7 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
                 f"c{lv['concurrency']}",
                 isl_tokens=lv["mean_input_tokens"],
                 osl_tokens=lv["mean_output_tokens"],
-                concurrency=float(lv["concurrency"]),
+                concurrency=_in_flight(lv),
                 num_requests=float(lv["requests"]),
                 output_tok_s_per_gpu=lv["output_tok_s"] / served.num_gpus,
                 ttft_s=lv["ttft_s"]["mean"],
@@ -89,6 +89,18 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
             )
         )
     return out
+
+
+def _in_flight(level: Mapping[str, Any]) -> float:
+    """The requests a level held in flight: its ``concurrency`` for a closed loop; for tokenplan's
+    own open-loop level (a finite ``request_rate``, whose ``concurrency`` is only the requests it
+    sent), its ``max_concurrency`` limit, else the achieved concurrency (Little's law) — as the
+    result files' readers read vLLM's and SGLang's open-loop runs. At least 1: a level whose
+    arrivals left the server idle between requests (Little's law below 1) ran one at a time."""
+    if _closed_loop(level) or "closed_loop" in level:  # a reader's level states its concurrency so
+        return max(1.0, float(level["concurrency"]))
+    limit = level.get("max_concurrency")
+    return max(1.0, float(limit if limit is not None else level.get("achieved_concurrency") or level["concurrency"]))
 
 
 def _closed_loop(level: Mapping[str, Any]) -> bool:

@@ -62,7 +62,7 @@ def bench_table(data: BenchResult) -> Table:
         s = lv.server or ServerWindow()
         ttft, tpot, itl, e2e = (d or Latency() for d in (lv.ttft_s, lv.tpot_s, lv.itl_s, lv.e2e_s))
         t.add_row(
-            str(lv.concurrency),
+            str(lv.concurrency) if lv.open_loop_rate is None else lv.label.removeprefix("rate "),
             _fmt(lv.achieved_concurrency, ".1f"),
             str(lv.requests),
             str(lv.errors),
@@ -140,7 +140,7 @@ def cap_text(data: BenchResult) -> str | None:
 def level_line(level: BenchLevel) -> str:
     """One line per finished level while the sweep runs (output tok/s, requests, errors)."""
     tok_s = "– (not measured)" if level.output_tok_s is None else f"{level.output_tok_s:,.0f}"
-    return f"concurrency {level.concurrency}: {tok_s} output tok/s, {level.requests} requests, {level.errors} errors"
+    return f"{level.label}: {tok_s} output tok/s, {level.requests} requests, {level.errors} errors"
 
 
 def show_bench(console: Console, data: BenchResult, wrote_profile: Path | None) -> None:

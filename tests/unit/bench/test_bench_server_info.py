@@ -85,6 +85,16 @@ def test_cap_is_where_throughput_flattens_and_the_queue_grows():
     assert cap["source"] == "metrics"
 
 
+def test_open_loop_levels_do_not_flatten_along_their_sent_requests():
+    # two open-loop rates, each sending 20 requests ("concurrency" 20): 130 then 66 tok/s is the
+    # rate falling from 40 to 20 req/s, not throughput flattening at 20 in flight
+    rates = [_level(20, 130) | {"request_rate": 40.0}, _level(20, 66) | {"request_rate": 20.0}]
+    cap = concurrency_cap(rates)
+    assert cap["flattens_at_concurrency"] is None and cap["source"] is None
+    # closed-loop levels ("inf", as vLLM writes it) flatten as before: 700 → 720 is +2.9 % (< 10 %)
+    assert concurrency_cap([_level(8, 700) | {"request_rate": "inf"}, _level(32, 720)])["flattens_at_concurrency"] == 8
+
+
 def test_cap_without_metrics_comes_from_throughput_only():
     cap = concurrency_cap([_level(1, 100), _level(8, 700), _level(32, 720)])
     assert cap["flattens_at_concurrency"] == 8 and cap["max_running_requests"] is None

@@ -39,6 +39,18 @@ def test_a_level_becomes_a_measurement_per_gpu():
     assert (m.isl_tokens, m.osl_tokens, m.ttft_s, m.tpot_s, m.tp, m.num_gpus) == (1000.0, 250.0, 0.2, 0.02, 2, 2)
 
 
+def test_an_open_loop_level_is_fitted_at_what_it_held_in_flight_not_at_the_requests_it_sent():
+    # tokenplan's own open-loop level stores the requests it sent (20) as "concurrency"; it held
+    # its --max-concurrency limit (8) where one was given, else Little's law (achieved: 20 − 0.5 =
+    # 19.5 here, and 0.2 → at least 1: the server then ran one request at a time)
+    limited = _level(20, 20, request_rate=4.0, max_concurrency=8)
+    free = _level(20, 20, request_rate=4.0, max_concurrency=None)
+    idle = _level(20, 20, request_rate=0.5, max_concurrency=None, achieved_concurrency=0.2)
+    closed = _level(20, 20, request_rate="inf", max_concurrency=20)
+    found = [m.concurrency for m in bench_measurements([limited, free, idle, closed], SERVED)]
+    assert found == [8.0, 19.5, 1.0, 20.0]
+
+
 def test_levels_without_answers_or_token_counts_are_left_out():
     levels = [_level(1, 0), _level(4, 16, mean_output_tokens=None), _level(16, 64)]
     # only the third level counts; its line is its place in the sweep (1-based)
