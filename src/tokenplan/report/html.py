@@ -322,8 +322,9 @@ def _bench_html(bench: BenchResult) -> str:
     n, unit = bench_divisor(bench)
 
     def q(d: Latency | None) -> str:
-        """``p50 / p99`` of a latency distribution (seconds); "—" where not measured."""
-        return " / ".join("—" if v is None else f"{v:.3f}" for v in ((d.p50, d.p99) if d else (None, None)))
+        """``p50 / p99`` of a latency distribution in ms with one decimal, as ``bench`` prints
+        them (seconds to 3 decimals showed a 2.4 ms TPOT as 0.002); "—" where not measured."""
+        return " / ".join("—" if v is None else f"{v * 1e3:,.1f}" for v in ((d.p50, d.p99) if d else (None, None)))
 
     rows = [
         [
@@ -341,7 +342,9 @@ def _bench_html(bench: BenchResult) -> str:
     # display_url again: a bench file written before endpoints were stored masked may hold user:password@.
     endpoints = ", ".join(display_url(e) for e in bench.endpoints)
     on = (
-        f"{n} GPUs" if unit == "GPU" else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
+        f"{n} GPU{'s' if n > 1 else ''}"
+        if unit == "GPU"
+        else f"{n} endpoint{'s' if n > 1 else ''} (GPU count not stated: bench --num-gpus)"
     )
     return f'<h2>bench · {escape(bench.model)} on {escape(on)}</h2><p class="sub">{escape(endpoints)}</p>' + _table(
         [
@@ -351,8 +354,8 @@ def _bench_html(bench: BenchResult) -> str:
             "errors",
             "output tok/s",
             f"tok/s/{unit}",
-            "TTFT p50 / p99 s",
-            "TPOT p50 / p99 s",
+            "TTFT p50 / p99 ms",
+            "TPOT p50 / p99 ms",
         ],
         rows,
         numeric=set(range(8)),
