@@ -293,12 +293,15 @@ class Trtllm:
         quoted. The weight format comes from the checkpoint (no online quantization flag).
         ``kv_cache_config.free_gpu_memory_fraction`` and ``--max_batch_size`` are the launch's
         sized ones (``Launch.sized``), else the plan's fraction when TensorRT-LLM was planned or
-        its default (T2) and the plan's batch limit."""
+        its default (T2) and the plan's batch limit. Chunked prefill is on: a job's prompts run to
+        its cap, past ``max_num_tokens``, and are cut into pieces as the step model takes them."""
         lay, planned = launch.layout, launch.planned_engine == self.name
         fraction, running = launch.sized(self.name, self.memory_fraction)
         yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {fraction:.2f}"]
         if launch.kv_dtype is Dtype.FP8:
             yaml.append("  dtype: fp8")
+        # off by default (T2), when the LLM API refuses every prompt longer than max_num_tokens
+        yaml.append("enable_chunked_prefill: true")
         if lay.attention_dp:
             yaml += ["enable_attention_dp: true", "attention_dp_config:", *_ADP_BALANCE_YAML]
         if launch.spec_method is not None:

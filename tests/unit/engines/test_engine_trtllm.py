@@ -143,6 +143,7 @@ def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
             "kv_cache_config:",
             "  free_gpu_memory_fraction: 0.90",
             "  dtype: fp8",
+            "enable_chunked_prefill: true",
             "speculative_config:",
             "  decoding_type: MTP",
             "  num_nextn_predict_layers: 3",
@@ -169,6 +170,18 @@ def test_launch_writes_the_yaml_then_one_server_per_replica(trtllm):
     )
 
 
+def test_launch_turns_chunked_prefill_on_so_a_prompt_past_the_token_budget_runs(trtllm):
+    # TensorRT-LLM's chunked prefill is off by default (llm_args enable_chunked_prefill=False), and
+    # then its LLM API refuses a prompt longer than max_num_tokens. The default job's prompts are
+    # lognormal (mean 1,024, sigma 0.8, cap 16,384): mu = ln 1,024 - 0.8^2 / 2 = 6.611, so a budget
+    # of 2,048 tokens (ln 2,048 = 7.625, z = 1.27) would refuse about 10 % of them, 8,192 (z = 3.0)
+    # about 0.1 %. The launch's budget is 2,048 here; the YAML turns chunking on, once, at top level.
+    cmd = trtllm.launch_command(_launch(settings=EngineSettings(0.9, 2 * GIB, True, 2048, 128, 2048)))
+    yaml = cmd.split("cat > extra_llm_api_options.yaml <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0].splitlines()
+    assert "--max_num_tokens 2048" in cmd
+    assert yaml.count("enable_chunked_prefill: true") == 1
+
+
 def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
     # SGLang planned at 0.857: TRT-LLM keeps its own free_gpu_memory_fraction 0.9 (T2) and its
     # max_num_tokens; attention DP over TP4 gives each rank ceil(300 / 4) = 75 requests.
@@ -189,6 +202,7 @@ def test_launch_for_another_planned_engine_keeps_trtllms_defaults(trtllm):
             "cat > extra_llm_api_options.yaml <<'EOF'",
             "kv_cache_config:",
             "  free_gpu_memory_fraction: 0.90",
+            "enable_chunked_prefill: true",
             "enable_attention_dp: true",
             # the published attention-DP recipes' balancing (InferenceMAX dsr1_*_trt*.sh), which the TTFT charges
             "attention_dp_config:",
