@@ -124,7 +124,7 @@ class ConfigError(TokenplanError):
     """
 
     def __init__(self, path: str, key: str, problem: str):
-        self.path, self.key = path, key
+        self.path, self.key, self.problem = path, key, problem
         super().__init__(f"{path}: {key}: {problem}")
 
 

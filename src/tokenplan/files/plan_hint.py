@@ -49,8 +49,21 @@ HINTED: tuple[tuple[str, type], ...] = (
 _RECOMMENDED = PlanResult.__dataclass_fields__["recommended"].name
 _MODEL = PlanResult.__dataclass_fields__["model"].name
 _JOB = PlanResult.__dataclass_fields__["job"].name
+_ALLOWED = "allowed: the output of `tokenplan plan --json` (e.g. tokenplan plan --job job.yaml --json > plan.json)"
 _CAP = PlanJob.__dataclass_fields__["osl_cap_tokens"].name
 _OSL = PlanJob.__dataclass_fields__["osl"].name
+
+
+def load_plan_json(path: Path) -> Any:
+    """Parsed JSON of a plan file. Raises ConfigError (not UTF-8, not JSON, nested too deep, a key
+    twice), saying what the file should be: a job YAML or the table printed without ``--json``
+    given as ``--plan`` is otherwise answered with a JSON parser's complaint alone."""
+    try:
+        return load_json(path)
+    except ConfigError as exc:
+        if not exc.problem.startswith("not valid JSON"):  # nested too deep, a key twice: said in full
+            raise
+        raise ConfigError(exc.path, exc.key, f"{exc.problem}; {_ALLOWED}") from None
 
 
 def read_plan(path: Path, max_concurrency: int) -> tuple[PlanHint, list[str]]:
@@ -69,7 +82,7 @@ def read_plan(path: Path, max_concurrency: int) -> tuple[PlanHint, list[str]]:
         raise ConfigError(
             str(path), "file", "cannot read (no such file; allowed: the output of `tokenplan plan --json`)"
         )
-    data = load_json(path)  # ConfigError: not UTF-8, not JSON, nested too deep, a key twice
+    data = load_plan_json(path)
     if not isinstance(data, dict):
         raise ConfigError(str(path), "file", "not a JSON object as printed by `tokenplan plan --json`")
     if _RECOMMENDED not in data and _JOB not in data:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenplan.errors import ConfigError, InputError, RunDirError
+from tokenplan.files.plan_hint import load_plan_json
 from tokenplan.loaders import load_json
 from tokenplan.planning.results import PlanResult
 from tokenplan.results import BENCH_SCHEMA_VERSION, RUN_SUMMARY_SCHEMA_VERSION, Reading, check_version
@@ -195,7 +196,7 @@ def load_plan(path: str | Path) -> PlanResult:
             its path, e.g. ``options[0].usd_interval.low``).
     """
     p = Path(path)
-    data = _read_json(p)
+    data = load_plan_json(p)
     if isinstance(data, dict) and not {"job", "options"} & data.keys():  # a bench or run file given as --plan
         raise ConfigError(
             str(p), "file", "not the output of `tokenplan plan --json` (it has no 'job' and no 'options')"

@@ -11,6 +11,7 @@ import pytest
 from tokenplan.api.generate import GenerateRequest, check_request
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.plan_hint import plan_model_mismatch, read_plan
+from tokenplan.files.reports import load_plan
 from tokenplan.runner.limits import MAX_CONCURRENCY
 
 
@@ -104,6 +105,23 @@ def test_a_json_file_that_is_no_plan_is_refused_and_a_plan_without_a_choice_is_s
     hint, notes = read_plan(plan, MAX_CONCURRENCY)
     assert hint.concurrency_per_endpoint is None
     assert notes == [f"{plan}: 'recommended' is null: the plan found no configuration that runs; using the defaults"]
+
+
+def test_a_job_yaml_given_as_plan_says_what_plan_file_is_wanted(tmp_path: Path) -> None:
+    # new-user pass: `plan --job job.yaml --json > plan.json` sits beside `generate --plan`, and the
+    # job YAML given as --plan was answered "line 1: not valid JSON (Expecting value)" alone
+    job = tmp_path / "job.yaml"
+    job.write_text("model: qwen3.6-27b\nsamples: 914000\n")
+    expected = (
+        f"{job}: line 1: not valid JSON (Expecting value); allowed: the output of `tokenplan plan --json` "
+        "(e.g. tokenplan plan --job job.yaml --json > plan.json)"
+    )
+    with pytest.raises(ConfigError) as caught:
+        read_plan(job, MAX_CONCURRENCY)
+    assert str(caught.value) == expected
+    with pytest.raises(ConfigError) as caught:
+        load_plan(job)  # report --plan reads it the same way
+    assert str(caught.value) == expected
 
 
 def test_a_bad_export_path_is_refused_before_the_run_directory_is_made(tmp_path: Path) -> None:
