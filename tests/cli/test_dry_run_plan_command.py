@@ -115,7 +115,11 @@ def test_a_run_on_fewer_servers_than_the_plan_launches_is_told_what_to_expect(tm
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    line = "the plan's 65,000 tok/s is for the 8 servers its launch runs; 1 --endpoint given, so expect about 12% of it"
+    # the figure progress and summary.json then compare with: 65,000 × 1/8 = 8,125 tok/s
+    line = (
+        "the plan's 65,000 tok/s is for the 8 servers its launch runs; 1 --endpoint given, so expect about "
+        "12% of it (8,125 tok/s, the figure progress and summary.json compare with)"
+    )
     assert (line in done.stdout + done.stderr) is warned
 
 

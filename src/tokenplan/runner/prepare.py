@@ -107,7 +107,8 @@ def check_run(
         # the plan's rate is its servers' together: a run on fewer of them reads low beside it
         warnings.append(
             f"the plan's {figures.output_tok_s_total:,.0f} tok/s is for the {servers:,} servers its launch runs; "
-            f"{given_endpoints:,} --endpoint given, so expect about {given_endpoints / servers:.0%} of it"
+            f"{given_endpoints:,} --endpoint given, so expect about {given_endpoints / servers:.0%} of it "
+            f"({plan_share_tok_s(figures, given_endpoints):,.0f} tok/s, the figure progress and summary.json compare with)"
         )
     given = sampling_options.model_dump(include={"max_tokens", "temperature", "top_p", "top_k"})
     unset = sampling_options.max_tokens is None and figures.max_tokens is None
@@ -214,12 +215,24 @@ def run_spec(options: RunOptions, checked: Checked, notes: list[str]) -> RunSpec
         pool=PoolSettings(concurrency, sending.eject_after_failures, sending.probe_interval_s, sending.max_all_down_s),
         api_key=checked.api_key,
         progress_every_s=options.run_dir.progress_every_s,
-        plan_output_tok_s=checked.plan.output_tok_s_total,
+        plan_output_tok_s=plan_share_tok_s(checked.plan, len(options.server.endpoints)),
         actors=options.ray.actors,
         ray_address=options.ray.ray_address,
         retry_skipped=options.run_dir.retry_skipped,
         export=export_spec(options.export),
     )
+
+
+def plan_share_tok_s(plan: PlanFigures, endpoints: int) -> float | None:
+    """The plan's output tok/s for the servers a run was given (tokens/s): its whole figure times
+    ``endpoints / num_servers`` where the run has fewer endpoints than the plan's launch runs
+    servers (a run on 1 of 8 expects 1/8 of it; comparing it with all 8 read as 12 % of plan), the
+    whole figure otherwise or where the plan does not say how many servers it runs; None: no
+    plan figure."""
+    total, servers = plan.output_tok_s_total, plan.num_servers
+    if total is None or not servers or endpoints >= servers:
+        return total
+    return total * endpoints / servers
 
 
 def export_spec(export: ExportOptions) -> ExportSpec | None:
