@@ -56,6 +56,10 @@ def bench_throughput_figure(bench: BenchResult, plan: PlanResult | None):
     )
     if plan and unit == "GPU":  # the plan's figures are per GPU: no overlay on a per-endpoint axis
         colors = option_colors([o.option for o in plan.options])
+        # a bench level's concurrency is its requests in flight over all its endpoints (bench.sweep:
+        # workers round-robin over them); the plan's is per endpoint: the same axis takes it times
+        # the endpoints benched (one marker per endpoint's share sat 8× left of an 8-server sweep)
+        endpoints = max(len(bench.endpoints), 1)
         for o in plan.options:
             c = o.chosen
             if c is None:
@@ -68,12 +72,14 @@ def bench_throughput_figure(bench: BenchResult, plan: PlanResult | None):
             )
             fig.add_trace(
                 go.Scatter(
-                    x=[c.concurrency_per_endpoint],
+                    x=[c.concurrency_per_endpoint * endpoints],
                     y=[c.output_tok_s_per_gpu],
                     mode="markers",
                     name=f"plan {o.option} ({c.best})",
                     marker=dict(symbol="diamond", size=11, color=colors[o.option]),
-                    hovertemplate="planned: %{x:,.0f} in flight per endpoint, %{y:,.0f} tok/s/GPU<extra></extra>",
+                    hovertemplate=f"planned: %{{x:,.0f}} in flight over the {endpoints} endpoint"
+                    f"{'s' if endpoints > 1 else ''} benched ({c.concurrency_per_endpoint:,} each), "
+                    "%{y:,.0f} tok/s/GPU<extra></extra>",
                 )
             )
     layout(
