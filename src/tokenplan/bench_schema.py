@@ -191,6 +191,16 @@ class BenchLevel(JsonResult):
         return float(rate) if isinstance(rate, (int, float)) and math.isfinite(rate) else None
 
     @property
+    def in_flight(self) -> float:
+        """The requests the level held in flight, where a chart places it: its ``concurrency`` in a
+        closed loop; for an open-loop level (whose ``concurrency`` is the requests it sent) its
+        achieved concurrency (Little's law), else its ``max_concurrency``, else what it sent."""
+        if self.open_loop_rate is None:
+            return float(self.concurrency)
+        held = self.achieved_concurrency if self.achieved_concurrency is not None else self.max_concurrency
+        return float(self.concurrency if held is None else held)
+
+    @property
     def label(self) -> str:
         """What the level was run at: ``"concurrency 4"``, or ``"rate 2.5 req/s"`` (``", ≤ 64 in
         flight"`` with a limit) for an open-loop level."""

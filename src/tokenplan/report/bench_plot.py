@@ -43,9 +43,9 @@ def write_bench_plot(data: BenchResult, path: str | Path) -> Path:
     gpus = data.num_gpus
     divisor, unit = (gpus, "GPU") if gpus else (len(data.endpoints), "endpoint")
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
-    conc = [lv.concurrency for lv in levels]
+    conc = [lv.in_flight for lv in levels]  # an open-loop level at what it held, not what it sent
     left.plot(conc, [lv.output_tok_s for lv in levels], "o-", label="bench (usage tokens / window)")
-    server = [(lv.concurrency, lv.server.output_tok_s) for lv in levels if lv.server and lv.server.output_tok_s]
+    server = [(lv.in_flight, lv.server.output_tok_s) for lv in levels if lv.server and lv.server.output_tok_s]
     if server:
         left.plot(*zip(*server), "x--", label="server /metrics counter")
     cap = data.cap.flattens_at_concurrency if data.cap else None
@@ -58,14 +58,14 @@ def write_bench_plot(data: BenchResult, path: str | Path) -> Path:
     left.grid(True, alpha=0.3)
     left.legend(fontsize=8)
     points = [
-        (lv.output_tok_s / divisor, u, lv.concurrency)
+        (lv.output_tok_s / divisor, u, f"c={lv.concurrency}" if lv.open_loop_rate is None else lv.label)
         for lv in levels
         if (u := per_user_tok_s(lv)) is not None and lv.output_tok_s is not None
     ]
     if points:
         right.scatter([p[0] for p in points], [p[1] for p in points])
         for x, y, c in points:
-            right.annotate(f"c={c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            right.annotate(c, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
         front = pareto_front([(x, y) for x, y, _ in points])
         right.plot([p[0] for p in front], [p[1] for p in front], "-", alpha=0.6, label="Pareto frontier")
         right.legend(fontsize=8)

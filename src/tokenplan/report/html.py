@@ -328,7 +328,7 @@ def _bench_html(bench: BenchResult) -> str:
 
     rows = [
         [
-            f"{lv.concurrency:,}",
+            f"{lv.concurrency:,}" if lv.open_loop_rate is None else lv.label.removeprefix("rate "),
             f"{achieved(lv):,.1f}",
             f"{lv.requests:,}",
             f"{lv.errors:,}",

@@ -43,7 +43,7 @@ def bench_throughput_figure(bench: BenchResult, plan: PlanResult | None):
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=[lv.concurrency for lv, _ in levels],
+            x=[lv.in_flight for lv, _ in levels],  # an open-loop level at what it held
             y=[tok_s / n for _, tok_s in levels],
             mode="lines+markers",
             name=f"measured ({n} {unit}{'s' if n > 1 else ''})",
@@ -106,7 +106,7 @@ def bench_latency_figure(bench: BenchResult):
     fig = go.Figure()
     for name, color, dist in (("TTFT", "#1f77b4", _ttft), ("TPOT", "#d62728", _tpot)):
         for q, dash in (("p50", "solid"), ("p99", "dot")):
-            pts = [(lv.concurrency, getattr(d, q)) for lv in bench.levels if (d := dist(lv)) is not None]
+            pts = [(lv.in_flight, getattr(d, q)) for lv in bench.levels if (d := dist(lv)) is not None]
             if pts:
                 fig.add_trace(
                     go.Scatter(

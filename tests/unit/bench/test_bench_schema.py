@@ -200,3 +200,21 @@ def test_the_level_type_declares_the_keys_bench_writes_in_their_order() -> None:
     written = level_dict(LevelResult(concurrency=2, errors=2, duration_s=1.0))
     assert list(BenchLevel.from_json(written).to_json()) == list(written)
     assert json.dumps(BenchLevel.from_json(written).to_json()) == json.dumps(written)
+
+
+@pytest.mark.parametrize(
+    ("rate", "achieved", "limit", "in_flight"),
+    [
+        ("inf", 7.6, None, 8.0),  # a closed loop: its concurrency, 8
+        (None, 7.6, None, 8.0),  # a file without request_rate: a closed loop
+        (2.5, 0.19, None, 0.19),  # open loop: what it held (Little's law), not the 8 requests sent
+        (2.5, None, 4, 4.0),  # no achieved figure: its limit
+        (2.5, None, None, 8.0),  # neither: the requests it sent
+    ],
+)
+def test_a_level_is_charted_at_the_requests_it_held(rate, achieved, limit, in_flight) -> None:
+    level = BenchLevel(
+        concurrency=8, achieved_concurrency=achieved, requests=8, errors=0, duration_s=10.0, output_tok_s=100.0,
+        max_concurrency=limit, request_rate=rate,
+    )  # fmt: skip
+    assert level.in_flight == pytest.approx(in_flight)
