@@ -30,3 +30,18 @@ def test_the_plan_marker_is_the_per_endpoint_figure_times_the_endpoints_benched(
     # e.g. 447 per endpoint × 8 endpoints = 3,576 in flight, on the axis of the levels 512 and 4,096
     assert list(marker.x) == [chosen.concurrency_per_endpoint * 8]
     assert "over the 8 endpoints benched" in marker.hovertemplate
+
+
+def test_a_run_without_a_plan_figure_has_no_planned_bar() -> None:
+    # two runs, one started from a plan (8,125 tok/s) and one not: the second gets no bar at all,
+    # where it drew a 0 "planned" bar
+    from tokenplan.report.measured_figures import runs_figure
+    from tokenplan.run_summary import RunSummary
+
+    common = {"model": "m", "units_total": 10, "stored": 10, "errors": 0, "elapsed_s": 5.0, "output_tokens": 500}
+    runs = [
+        RunSummary(**common, output_tok_s=100.0, plan_output_tok_s=8_125.0, run_dir="a"),
+        RunSummary(**common, output_tok_s=90.0, run_dir="b"),
+    ]
+    (planned,) = [t for t in runs_figure(runs, None).data if t.name == "planned"]
+    assert list(planned.y) == [8_125.0, None]

@@ -152,7 +152,7 @@ def runs_figure(runs: Sequence[RunSummary], plan: PlanResult | None):
         fig.add_trace(
             go.Bar(
                 x=names,
-                y=[p or 0 for p in planned],
+                y=planned,  # None: no bar (a 0 bar read as a plan of nothing)
                 name="planned",
                 marker=dict(color="#1f77b4"),
                 hovertemplate="%{x}: %{y:,.0f} tok/s planned<extra></extra>",
