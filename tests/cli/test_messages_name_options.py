@@ -82,6 +82,21 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             ["bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--request-rate", "1e-300"],
             "error: --request-rate '1e-300' is not allowed (allowed: rates ≥ 0.001 requests/s, or inf)",
         ),
+        (  # a break-it pass: it named the API's field, "max_concurrency '1,2'", for --concurrency
+            [
+                "bench",
+                "--endpoint",
+                "http://127.0.0.1:9/v1",
+                "--model",
+                "m",
+                "--request-rate",
+                "1",
+                "--concurrency",
+                "1,2",
+            ],
+            "error: --concurrency '1,2' is not allowed (allowed: one value with --request-rate (the most requests in "
+            "flight))",
+        ),
         (  # new-user finding: it said "isl/osl '0/256' is not allowed"
             ["bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--isl", "0"],
             "error: --isl 0 is not allowed (allowed: a token count ≥ 1 (or --dataset FILE))",

@@ -174,7 +174,11 @@ def _levels(
     if from_json:
         return (), rates
     if rates is not None:
-        return (() if levels_text is None else _concurrencies(levels_text)), rates
+        levels = () if levels_text is None else _concurrencies(levels_text)
+        if len(levels) > 1:  # named as typed (the API names its own field, max_concurrency)
+            typed = "concurrency" if concurrency is not None else "max-concurrency"
+            raise InputError(typed, levels_text, "one value with --request-rate (the most requests in flight)")
+        return levels, rates
     # "" is a value given (and refused by _concurrencies), not an absent option: no default sweep for it
     return _concurrencies("1,4,16,64" if levels_text is None else levels_text), rates
 
