@@ -16,10 +16,12 @@ BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "hi"}],
 SETTINGS = PoolSettings(1, eject_after_failures=2, probe_interval_s=0.05, max_futile_readmissions=3)
 
 
-async def _send_until_stopped(url: str, limit: int) -> tuple[int, int, BaseException | None, set[str]]:
+async def _send_until_stopped(
+    url: str, limit: int, settings: PoolSettings = SETTINGS
+) -> tuple[int, int, BaseException | None, set[str]]:
     """Send up to ``limit`` chat requests one at a time; (sent, answered, what stopped the pool,
     the kinds of the failures)."""
-    pool = EndpointPool([url], SETTINGS)
+    pool = EndpointPool([url], settings)
     await pool.check_health("fault-model")
     sent = answered = 0
     kinds: set[str] = set()
@@ -113,24 +115,9 @@ def test_the_limit_counts_readmissions_after_the_first(tmp_path, limit: int) -> 
     # With max_futile_readmissions = L: L + 1 ejections of 2 requests each before the stop.
     settings = PoolSettings(1, eject_after_failures=2, probe_interval_s=0.05, max_futile_readmissions=limit)
 
-    async def scenario(url: str) -> int:
-        pool = EndpointPool([url], settings)
-        sent = 0
-        try:
-            while True:
-                async with pool.lease() as endpoint:
-                    sent += 1
-                    try:
-                        await endpoint.client.chat(BODY, deadline_s=5)
-                    except RequestFailed as failure:
-                        pool.record(endpoint, failure)
-        except EndpointsUnanswering:
-            return sent
-        finally:
-            await pool.aclose()
-
     with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
-        assert asyncio.run(scenario(server.url)) == 2 * (limit + 1)
+        sent, answered, stopped, _ = asyncio.run(_send_until_stopped(server.url, 50, settings))
+    assert (sent, answered) == (2 * (limit + 1), 0) and stopped is not None
 
 
 def test_answers_a_filter_withheld_do_not_take_an_endpoint_out_and_malformed_ones_do() -> None:
