@@ -19,6 +19,7 @@ Bytes per element of the block-scaled formats include their scales:
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 from tokenplan.errors import InputError
@@ -165,7 +166,11 @@ def days_band_words(seconds: float, low_s: float, high_s: float) -> str:
     if seconds / S_PER_DAY >= 0.1:
         return f"{low_s / S_PER_DAY:.2f}–{high_s / S_PER_DAY:.2f} days"
     unit, size = next(((u, n) for u, n in (("h", 3600.0), ("min", 60.0)) if seconds >= n), ("s", 1.0))
-    return f"{low_s / size:.3g}–{high_s / size:.3g} {unit}"
+    low, high = low_s / size, high_s / size
+    # both ends with the decimals three significant digits give the larger ("0.98–2.10 min", not
+    # "0.982–2.1 min"); whole numbers from 100 up
+    decimals = max(0, 2 - math.floor(math.log10(high))) if high > 0 else 2
+    return f"{low:.{decimals}f}–{high:.{decimals}f} {unit}"
 
 
 def parse_dtype(text: str, field: str, allowed: tuple[Dtype, ...] = tuple(Dtype)) -> Dtype:

@@ -260,3 +260,18 @@ def test_a_job_of_minutes_shows_its_provisioning_column_in_minutes():
     console = Console(width=200, record=True)
     console.print(provisioning_table(result))
     assert " min " in console.export_text()
+
+
+def test_a_job_of_minutes_says_server_start_up_is_not_counted():
+    # 2,000 samples within $500 on B200: the soonest count runs the job in minutes, and the time
+    # each server takes to start (weights, compile, CUDA graphs) is not in the figures; a 1-day
+    # deadline's answer (0.41 days) needs no such note.
+    from tokenplan.planning.targets import provisioning_sentences
+
+    short = plan(PlanRequest(gpus=("b200",), samples=2_000, budget_usd=500, specs=("none",)))
+    assert short.provisioning is not None
+    (line,) = provisioning_sentences(short.provisioning)
+    assert "server start-up (reading the weights, compiling, capturing CUDA graphs) is not counted" in line
+    day = plan(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)))
+    assert day.provisioning is not None
+    assert not any("start-up" in s for s in provisioning_sentences(day.provisioning))

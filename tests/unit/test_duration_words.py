@@ -42,9 +42,12 @@ def test_a_wall_time_band_takes_the_unit_of_its_point_figure():
     assert days_band_words(1.69 * 3600, 1.38 * 3600, 2.66 * 3600) == "1.38–2.66 h"
     # 0.41 days with 0.33–0.64 days: days, two decimals as the point figure
     assert days_band_words(0.41 * 86_400, 0.33 * 86_400, 0.64 * 86_400) == "0.33–0.64 days"
-    # 57.4 min with 46.7 min–1.5 h: minutes (1.5 h = 90 min)
-    assert days_band_words(57.4 * 60, 46.7 * 60, 90 * 60) == "46.7–90 min"
-    assert days_band_words(30.0, 20.0, 45.0) == "20–45 s"
+    # 57.4 min with 46.7 min–1.5 h: minutes (1.5 h = 90 min), both ends with the decimals three
+    # significant digits give the larger (90.0: one decimal)
+    assert days_band_words(57.4 * 60, 46.7 * 60, 90 * 60) == "46.7–90.0 min"
+    assert days_band_words(30.0, 20.0, 45.0) == "20.0–45.0 s"
+    # 1.47 min with 58.9 s–2.1 min: "0.98–2.10 min", not "0.982–2.1 min"
+    assert days_band_words(88.2, 58.9, 126.0) == "0.98–2.10 min"
 
 
 def test_usd_text_shows_cents_below_a_hundred_dollars():

@@ -130,9 +130,28 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
         lines.append(
             f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
             f"{days_words(row.wall_days * S_PER_DAY)}{spread}{money} with {row.configuration}{_overrun(prov, row)}"
-            + (f"; {row.why}." if row.why else ".")
+            + (f"; {row.why}" if row.why else "")
+            + _startup_note(row.wall_days)
+            + "."
         )
     return lines
+
+
+# Below this wall time (hours) the time servers take to start is said beside the figure.
+STARTUP_NOTE_BELOW_H = 1.0
+
+
+def _startup_note(wall_days: float) -> str:
+    """For a job under :data:`STARTUP_NOTE_BELOW_H`: the figures are decoding on running servers
+    (``job.timeline``), and what each server does before its first request (reading the weights,
+    compiling, capturing CUDA graphs) is not in them; a count chosen for a job of minutes would
+    read as if it were free (a new-user pass: 512 B200s for a 13-minute job)."""
+    if wall_days * 24 >= STARTUP_NOTE_BELOW_H:
+        return ""
+    return (
+        " — server start-up (reading the weights, compiling, capturing CUDA graphs) is not counted, and for a "
+        "job under an hour it is a large share: fewer GPUs for longer may cost less"
+    )
 
 
 def _overrun(prov: Provisioning, row: ProvisionRow) -> str:
