@@ -272,3 +272,20 @@ def test_a_server_listing_the_model_but_dropping_every_chat_request_stops_the_ru
     with FaultServerProcess(str(tmp_path)) as healthy:  # nothing lost: a rerun stores every row
         rerun = generate(_request(tmp_path, healthy.url, max_attempts=3))
     assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (300, 0, True)
+
+
+def test_a_dead_but_listing_server_beside_a_wrong_port_stops_the_run(tmp_path: Path) -> None:
+    # The second endpoint refuses connections (set aside at the start, never put back); the first
+    # lists the model and drops every chat request. Before, the pool waited for the second to come
+    # back and the 300 rows went through all their tries on the first; now it stops as for the
+    # first alone, naming both, and a rerun on a healthy server stores every row.
+    _prompts(tmp_path / "in.jsonl", 300)
+    with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
+        endpoints = [server.url, "http://127.0.0.1:1/v1"]
+        with pytest.raises(ServerError, match=r"no endpoint answers chat requests: 1 of 2 answer GET /models") as e:
+            generate(_request(tmp_path, server.url, endpoints=endpoints, max_attempts=3, concurrency=8))
+    assert "http://127.0.0.1:1/v1 (out: transport" in str(e.value)
+    assert len(_jsonl(tmp_path / "run" / "errors.jsonl")) < 300
+    with FaultServerProcess(str(tmp_path)) as healthy:
+        rerun = generate(_request(tmp_path, healthy.url, max_attempts=3))
+    assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (300, 0, True)

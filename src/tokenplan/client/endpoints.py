@@ -13,7 +13,8 @@ up with :class:`~tokenplan.errors.ServerError`, so a dead fleet ends the run (re
 hanging it. A server can also answer its probe and no chat request (it lists the model while its
 engine drops or hangs every request): put back, it is taken out again. When every endpoint has
 been put back ``max_futile_readmissions`` times in a row and failed again with no answer at all
-(transport failures, deadlines; a 5xx is the runner's to judge), the pool gives up with
+(transport failures, deadlines; a 5xx is the runner's to judge), or is out having answered nothing
+since it was last put back (a wrong port beside it), the pool gives up with
 :class:`~tokenplan.errors.EndpointsUnanswering`. A restart does not count: the probe fails while
 the server is down, and once it is back its requests are answered.
 """
@@ -232,13 +233,38 @@ class EndpointPool:
             raise ServerError(f"every endpoint has failed for {now_s - since_s:.0f} s: {reasons}")
 
     def _check_futile(self) -> None:
+        # Given up on: every endpoint put back max_futile_readmissions times in a row with nothing
+        # answered, or out with nothing answered at all (an endpoint that never answered, or
+        # answered nothing since it was last put back: a typo'd port beside a dead-but-listing
+        # one stopped nothing, and the rows spent their tries on the listing one). One that
+        # answered before it went out (a restart) is waited for, as the all-down rule waits.
         limit = self.settings.max_futile_readmissions
-        if all(e.futile_readmissions >= limit for e in self.endpoints):
-            reasons = "; ".join(f"{e.base_url} ({e.last_failure})" for e in self.endpoints)
-            raise EndpointsUnanswering(
-                f"every endpoint answers GET /models but no chat request: each was put back {limit} times "
-                f"in a row and failed again with nothing answered: {reasons}"
+        futile = [e for e in self.endpoints if e.futile_readmissions >= limit]
+        out = [e for e in self.endpoints if e not in futile and self._out_unanswered(e)]
+        if not futile or len(futile) + len(out) < len(self.endpoints):
+            return
+        reasons = "; ".join(
+            [f"{e.base_url} ({e.last_failure})" for e in futile]
+            + [f"{e.base_url} (out: {e.last_failure})" for e in out]
+        )
+        head = "every endpoint answers GET /models but no chat request: each was put back"
+        if out:
+            head = (
+                f"no endpoint answers chat requests: {len(futile)} of {len(self.endpoints)} answer GET /models "
+                f"and were each put back"
             )
+        tail = f", the other {len(out)} out with nothing answered" if out else ""
+        raise EndpointsUnanswering(
+            f"{head} {limit} times in a row and failed again with nothing answered{tail}: {reasons}"
+        )
+
+    @staticmethod
+    def _out_unanswered(endpoint: Endpoint) -> bool:
+        """Out (ejected, probed) having answered nothing since it was last put back, or since the
+        start where it never was, its last failure without an answer (or none: set aside at the
+        start); a 5xx is the runner's to judge."""
+        since = endpoint.readmitted_at_completed or 0
+        return endpoint.ejected and endpoint.completed == since and endpoint.last_kind in (*SILENT, "")
 
     def _eject(self, endpoint: Endpoint, reason: str) -> None:
         endpoint.ejected, endpoint.last_failure = True, reason

@@ -140,3 +140,73 @@ def test_answers_a_filter_withheld_do_not_take_an_endpoint_out_and_malformed_one
             await pool.aclose()
 
     assert asyncio.run(scenario()) == (True, True, 15)
+
+
+async def _send(pool: EndpointPool, count: int) -> tuple[int, list[str]]:
+    """Send ``count`` chat requests one at a time through ``pool``; (answered, the URLs that answered)."""
+    answered: list[str] = []
+    for _ in range(count):
+        async with pool.lease() as endpoint:
+            try:
+                await endpoint.client.chat(BODY, deadline_s=5)
+            except RequestFailed as failure:
+                pool.record(endpoint, failure)
+                continue
+            pool.record(endpoint, None)
+            answered.append(endpoint.base_url)
+    return len(answered), answered
+
+
+def test_a_dead_but_listing_server_beside_a_wrong_port_stops_the_pool(tmp_path) -> None:
+    # Port 1 refuses connections: set aside at the start, it never answers. The other lists the
+    # model and drops every chat request. Before, the pool waited for the wrong port to be put back
+    # (it never is) and every row spent its tries on the dropping server. Now the same 8 requests
+    # as for the dropping server alone (4 ejections × 2) and the 9th lease raises, naming both.
+    async def scenario(url: str) -> tuple[int, BaseException | None]:
+        pool = EndpointPool([url, "http://127.0.0.1:1/v1"], SETTINGS)
+        assert len(await pool.check_health("fault-model")) == 1
+        sent = 0
+        try:
+            for _ in range(50):
+                async with pool.lease() as endpoint:
+                    sent += 1
+                    try:
+                        await endpoint.client.chat(BODY, deadline_s=5)
+                    except RequestFailed as failure:
+                        pool.record(endpoint, failure)
+        except EndpointsUnanswering as stopped:
+            return sent, stopped
+        finally:
+            await pool.aclose()
+        return sent, None
+
+    with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
+        sent, stopped = asyncio.run(scenario(server.url))
+    assert sent == 8 and stopped is not None
+    assert str(stopped).startswith("no endpoint answers chat requests: 1 of 2 answer GET /models")
+    assert f"{server.url} (transport: ServerDisconnectedError)" in str(stopped)
+    assert "http://127.0.0.1:1/v1 (out: transport: " in str(stopped)
+
+
+def test_a_server_that_answered_then_went_down_is_waited_for_beside_a_dead_but_listing_one(tmp_path) -> None:
+    # The dropping server is first in the list, so with both in it takes every request; while it
+    # is out the healthy one answers. Then the healthy one goes down (a restart): the dropping one
+    # is put back and ejected again and again (futile 3 times and more), and the pool goes on, for
+    # the healthy one answered before it went out. Back on its port, it answers again.
+    async def scenario(drop: FaultServerProcess, healthy: FaultServerProcess) -> tuple[int, int, int]:
+        pool = EndpointPool([drop.url, healthy.url], SETTINGS)
+        await pool.check_health("fault-model")
+        try:
+            before, _ = await _send(pool, 10)
+            healthy.kill()
+            during, _ = await _send(pool, 30)  # raised EndpointsUnanswering before the fix
+            futile = pool.endpoints[0].futile_readmissions
+            healthy.start()
+            after, _ = await _send(pool, 30)
+            return before, during, futile if after else -1
+        finally:
+            await pool.aclose()
+
+    with FaultServerProcess(str(tmp_path), pdrop=1.0) as drop, FaultServerProcess(str(tmp_path)) as healthy:
+        before, during, futile = asyncio.run(scenario(drop, healthy))
+    assert before > 0 and during == 0 and futile >= 3
