@@ -254,8 +254,13 @@ class EndpointPool:
                 f"and were each put back"
             )
         tail = f", the other {len(out)} out with nothing answered" if out else ""
+        # Where each ran out of time, the server may only be slower than the run's deadline: said, or
+        # "answers no chat request" reads as a dead engine
+        slow = all(e.last_kind == "deadline" for e in futile)
+        hint = " (every request ran past its deadline: if the server is only slow, raise --request-timeout)"
         raise EndpointsUnanswering(
             f"{head} {limit} times in a row and failed again with nothing answered{tail}: {reasons}"
+            + (hint if slow else "")
         )
 
     @staticmethod

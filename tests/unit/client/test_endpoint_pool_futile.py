@@ -210,3 +210,28 @@ def test_a_server_that_answered_then_went_down_is_waited_for_beside_a_dead_but_l
     with FaultServerProcess(str(tmp_path), pdrop=1.0) as drop, FaultServerProcess(str(tmp_path)) as healthy:
         before, during, futile = asyncio.run(scenario(drop, healthy))
     assert before > 0 and during == 0 and futile >= 3
+
+
+def test_a_server_slower_than_the_deadline_is_said_to_be_so(tmp_path) -> None:
+    # Every answer takes 2 s and each request may take 0.2 s: every request runs past its deadline
+    # (no answer at all, as a hang), so the pool gives up after the same 8 requests; the line says
+    # the deadline, not only "no chat request", since the server may be merely slow.
+    async def scenario(url: str) -> BaseException | None:
+        pool = EndpointPool([url], SETTINGS)
+        try:
+            for _ in range(50):
+                async with pool.lease() as endpoint:
+                    try:
+                        await endpoint.client.chat(BODY, deadline_s=0.2)
+                    except RequestFailed as failure:
+                        pool.record(endpoint, failure)
+        except EndpointsUnanswering as stopped:
+            return stopped
+        finally:
+            await pool.aclose()
+        return None
+
+    with FaultServerProcess(str(tmp_path), delay_s=2) as server:
+        stopped = asyncio.run(scenario(server.url))
+    assert stopped is not None and "(deadline: no complete answer within" in str(stopped)
+    assert str(stopped).endswith("if the server is only slow, raise --request-timeout)")
