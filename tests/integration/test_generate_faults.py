@@ -59,6 +59,11 @@ def test_a_server_failing_every_request_stops_the_run_after_eight_rows(tmp_path:
             generate(_request(tmp_path, server.url, max_attempts=2, concurrency=4, eject_after_failures=1000))
     failed = _jsonl(tmp_path / "run" / "errors.jsonl")
     assert 8 <= len(failed) < 200  # stopped early: the first 8 (and those in flight beside them)
+    # summary.json holds the counters at the stop and why, still in progress (a rerun finishes
+    # it); it kept its last rolling snapshot, "errors": 0 beside these rows (a break-it pass)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["in_progress"] is True and summary["errors"] == len(failed)
+    assert "answered 500" in summary["stopped"]
     with FaultServerProcess(str(tmp_path)) as healthy:
         rerun = generate(_request(tmp_path, healthy.url, max_attempts=2))
     assert (rerun.stored, rerun.errors, rerun.accounting_ok) == (200, 0, True)

@@ -17,10 +17,11 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 from tokenplan.client.endpoints import EndpointPool, set_aside_warning
-from tokenplan.errors import Interrupted
+from tokenplan.errors import Interrupted, TokenplanError
 from tokenplan.runner.dispatch import Dispatcher
 from tokenplan.runner.finish import close_invocation
 from tokenplan.runner.input.files import ReadStats
@@ -28,7 +29,7 @@ from tokenplan.runner.input.rows import limited, read_rows, until_broken
 from tokenplan.runner.limits import check_open_files
 from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.refusals import RefusalStreak
-from tokenplan.runner.rolling import invocation_checkpoint, rolling_summary
+from tokenplan.runner.rolling import invocation_checkpoint, rolling_summary, write_stopped_summary
 from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.store.fencing import fence_earlier_actors
 from tokenplan.runner.store.rundir import RunDir
@@ -129,6 +130,9 @@ async def _run(
             )
             try:
                 tally = await dispatcher.run(source, stop)
+            except (TokenplanError, OSError) as stopped:  # a server fault, a full disk: the counters at the stop
+                write_stopped_summary(rundir.path, progress.snapshot(time.monotonic(), {}, 0), str(stopped))
+                raise
             except asyncio.CancelledError:
                 if signals.count < 2:
                     raise
@@ -143,6 +147,7 @@ async def _run(
             invocation = close_invocation(rundir.path, rundir.invocation_id, dispatcher.tally, progress)
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
+        write_stopped_summary(rundir.path, progress.snapshot(time.monotonic(), {}, 0), str(read_stats.broken))
         raise read_stats.broken
     if idle:  # the others did its work: said, or a run at a third of its speed looks like a slow server
         notes.append(

@@ -63,6 +63,21 @@ def rolling_summary(
     return callback
 
 
+def write_stopped_summary(run_dir: Path, snapshot: Snapshot, why: str) -> None:
+    """``summary.json`` at a run's stop before its end (a server fault, a full disk): the counters
+    at the stop, still ``"in_progress": true`` (not the run's figures: a rerun finishes it), and
+    ``stopped`` saying why. Before, the file kept its last rolling snapshot, up to ``every_s`` old
+    (``errors: 0`` beside eight rows in errors.jsonl, a break-it pass). A file that cannot be
+    written is passed over: the stop's own message says why it stopped."""
+    record = {**snapshot_record(snapshot), "stopped": why}
+    try:
+        tmp = run_dir / "summary.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2))
+        os.replace(tmp, run_dir / "summary.json")
+    except OSError:
+        pass
+
+
 def progress_line(s: Snapshot) -> str:
     """``done 249/400 (stored 249, skipped 0, errors 0) | 413 tok/s now, 410 mean | in flight 5 | ETA 0m01s``."""
     total = f"/{s.units_total:,}" if s.units_total is not None else ""
