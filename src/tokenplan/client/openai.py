@@ -307,7 +307,9 @@ def _as_request_failed(exc: Exception, deadline_s: float, redactor: Redactor) ->
     if isinstance(exc, aiohttp.ClientError):  # a malformed HTTP answer, a bad URL
         return RequestFailed("protocol", type(exc).__name__)
     if isinstance(exc, TimeoutError):  # the deadline: aiohttp's total timeout or asyncio.timeout
-        return RequestFailed("deadline", f"no complete answer within {deadline_s:.0f} s")
+        # whole seconds from 10 s up; a sub-second deadline read "within 0 s" (a break-it pass)
+        shown = f"{deadline_s:,.0f}" if deadline_s >= 10 else f"{deadline_s:.3g}"
+        return RequestFailed("deadline", f"no complete answer within {shown} s")
     return None
 
 

@@ -83,6 +83,7 @@ def test_a_stalled_server_hits_the_deadline(tmp_path) -> None:
         with pytest.raises(RequestFailed) as caught:
             asyncio.run(_chat(stalled.url, deadline_s=0.3))
     assert caught.value.kind == "deadline"
+    assert caught.value.detail == "no complete answer within 0.3 s"  # not "within 0 s"
 
 
 def test_the_pool_ejects_a_failing_endpoint_and_probes_it_back(tmp_path) -> None:
