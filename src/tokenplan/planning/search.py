@@ -204,7 +204,7 @@ def search_option(
             else:
                 runs.append(result)
     runs.sort(key=lambda e: -e.output_tok_s_total)
-    leaders = [at_launch_cap(ev, eff, job) for ev in runs[:JOB_SIMULATED_PER_OPTION]]
+    leaders = [at_launch_cap(ev, eff, job) for ev in shortlist(runs)]
     ranked = sorted((simulate(ev, table, job, option) for ev in leaders), key=lambda c: c.ranking_wall_s)
     if not spec_measured:
         ranked = measured_first(ranked, runs, lambda ev: simulate(at_launch_cap(ev, eff, job), table, job, option))
@@ -212,6 +212,24 @@ def search_option(
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
     return OptionResult(option, ranked, runs, dict(reasons), n, notes, spec_measured)
+
+
+def shortlist(runs: list[Evaluation]) -> list[Evaluation]:
+    """The configurations of ``runs`` (fastest first in the steady state) whose whole job is
+    simulated and ranked: the :data:`JOB_SIMULATED_PER_OPTION` fastest, and as many of each pair
+    of weight and KV formats, so that the fastest BF16 setup the formats line compares against
+    (``planning.rank.formats_note``, found by :func:`leader_with`) is one the ranking saw. A job
+    whose wall time is mostly the drain of its longest answers can end sooner on a layout with a
+    lower steady rate (TP8 beside TP4): a break-it pass saw ``plan --budget 500 --samples 2000 --gpu
+    b200`` lead with TP4×DP128 (1.47 min) while its BF16 line gave TP8×DP64 at 1.25 min."""
+    kept: dict[int, Evaluation] = {id(ev): ev for ev in runs[:JOB_SIMULATED_PER_OPTION]}
+    per_format: Counter[tuple[str, str]] = Counter()
+    for ev in runs:
+        key = (ev.config.weight_dtype.value, ev.config.kv_dtype.value)
+        if per_format[key] < JOB_SIMULATED_PER_OPTION:
+            per_format[key] += 1
+            kept.setdefault(id(ev), ev)
+    return sorted(kept.values(), key=lambda e: -e.output_tok_s_total)
 
 
 def measured_first(

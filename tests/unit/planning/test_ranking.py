@@ -102,3 +102,34 @@ def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
     # One set aside as unmeasured (vLLM speculating on a hybrid model) is unmeasured_spec_note's to explain.
     aside = _candidate(99.0, PRIOR, 50_505.0, warnings=(VLLM_HYBRID_SPEC_CAVEAT,))
     assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, aside])) is None
+
+
+def test_the_shortlist_holds_each_format_pairs_fastest():
+    """planning.search.shortlist: the JOB_SIMULATED_PER_OPTION fastest overall and as many of
+    each weight × KV format pair, fastest first, each once."""
+    from tokenplan.planning.search import JOB_SIMULATED_PER_OPTION as n
+    from tokenplan.planning.search import shortlist
+
+    def ev(tok_s: float, w: Dtype, kv: Dtype) -> SimpleNamespace:
+        return SimpleNamespace(output_tok_s_total=tok_s, config=SimpleNamespace(weight_dtype=w, kv_dtype=kv))
+
+    fp8 = [ev(1000.0 - i, Dtype.FP8, Dtype.FP8) for i in range(n + 3)]
+    bf16 = [ev(500.0 - i, Dtype.BF16, Dtype.BF16) for i in range(n + 3)]
+    kept = shortlist(fp8 + bf16)
+    assert kept == fp8[:n] + bf16[:n]  # bf16's 8 fastest join though none is in the top 8
+
+
+def test_a_drain_bound_job_leads_with_the_layout_that_ends_soonest():
+    """A break-it pass: plan --budget 500 --samples 2000 --gpu b200 led with TP4×DP128 at
+    1.47 min while its BF16 line named TP8×DP64 at 1.25 min; a 2,000-answer job is mostly the
+    drain of its longest answers, which TP8 decodes faster though its steady rate is lower. The
+    leader now ends no later than the BF16 setup the plan sets beside it."""
+    import re
+
+    from tokenplan.api.plan import PlanRequest, plan
+
+    out = plan(PlanRequest(budget_usd=500.0, samples=2000, gpus=("b200",))).to_json()
+    best = out["options"][0]
+    note = next(line for line in out["answer"] if "fastest of the formats searched" in line)
+    bf16_min = float(re.search(r"→ ([0-9.]+) min", note).group(1))
+    assert best["wall_days"] * 1440 <= bf16_min + 0.005, (best["best"], note)
