@@ -131,7 +131,7 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
         # ("disable_radix_cache True", a break-it pass)
         (
             {"current": "engine=vllm,disable-radix-cache=true"},
-            "current 'disable-radix-cache=true' is not allowed (allowed: only with --engine sglang; the engine is vllm)",
+            "current 'disable-radix-cache=true' is not allowed (allowed: only with engine=sglang; the engine is vllm)",
         ),
         (
             {"current": "weight-dtype=fp3"},

@@ -337,7 +337,10 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
         entry = current_entry(text, refused.field)
         if entry is None:
             raise
-        raise InputError("current", entry, refused.allowed) from None
+        allowed = refused.allowed
+        if isinstance(allowed, str):  # said as --current spells it: engine=sglang, not --engine sglang
+            allowed = allowed.replace("--engine ", "engine=")
+        raise InputError("current", entry, allowed) from None
     return Current(text, req.measured_tok_s, s.config, s.model, s.gpu)
 
 
