@@ -24,6 +24,8 @@ CASES = {
     "bad_repeated_integer": (["plan", "--tp", "x", "--tp", "2", "--tp", "y"], "--tp 'y' is not allowed"),
     # an option at the end without its value: click says it needs one; the option's help says which
     "missing_value": (["plan", "--gpu"], "Option '--gpu' requires an argument. (--gpu: Hardware option COUNTxKEY"),
+    # an option whose value is the next option: click names only the argument left over
+    "swallowed_option": (["plan", "--png", "--gpu", "b200"], "(--png took '--gpu' as its value: give --png a value)"),
 }
 
 

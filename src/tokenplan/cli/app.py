@@ -65,6 +65,24 @@ class Group(click.Group):
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
+    def _swallowed_option(self, exc: click.UsageError, args: list[str]) -> str:
+        """Where an extra argument follows an option whose value was itself an option (``plan
+        --png --gpu b200``: ``--png`` took ``--gpu``, and ``b200`` was left over), say so; click
+        says only "Got unexpected extra argument (b200)" (a final fresh-clone check)."""
+        if "unexpected extra argument" not in str(exc.message):
+            return ""
+        command = self.get_command(click.Context(self), args[0]) if args else None
+        takes_value = {
+            opt
+            for p in (command.params if command is not None else ())
+            if isinstance(p, click.Option) and not p.is_flag and not p.count
+            for opt in p.opts
+        }
+        for option, value in zip(args, args[1:]):
+            if option in takes_value and value.startswith("--"):
+                return f" ({option} took {value!r} as its value: give {option} a value)"
+        return ""
+
     def _option_help(self, exc: click.UsageError, args: list[str]) -> str:
         """`` (--gpu: …)`` from the help of the option a usage error names without a value
         (``plan --gpu`` at the end of the line: click says only that it needs one), else empty.
@@ -116,7 +134,8 @@ class Group(click.Group):
                 raise
             _fail(f"error: {missing}", missing.exit_code)
         except click.UsageError as exc:
-            _fail(_usage_line(exc) + self._option_help(exc, sys.argv[1:] if args is None else list(args)), USAGE_EXIT)
+            given = sys.argv[1:] if args is None else list(args)
+            _fail(_usage_line(exc) + self._option_help(exc, given) + self._swallowed_option(exc, given), USAGE_EXIT)
         except click.ClickException as exc:
             _fail(f"error: {' '.join(exc.format_message().split())}", USAGE_EXIT)
         except click.Abort as exc:  # click raises it for Ctrl-C (its cause) and for an aborted prompt
