@@ -221,13 +221,21 @@ def shortlist(runs: list[Evaluation]) -> list[Evaluation]:
     (``planning.rank.formats_note``, found by :func:`leader_with`) is one the ranking saw. A job
     whose wall time is mostly the drain of its longest answers can end sooner on a layout with a
     lower steady rate (TP8 beside TP4): a break-it pass saw ``plan --budget 500 --samples 2000 --gpu
-    b200`` lead with TP4×DP128 (1.47 min) while its BF16 line gave TP8×DP64 at 1.25 min."""
+    b200`` lead with TP4×DP128 (1.47 min) while its BF16 line gave TP8×DP64 at 1.25 min. The
+    fastest of each replica split (TP × PP) is kept too, whatever its format."""
     kept: dict[int, Evaluation] = {id(ev): ev for ev in runs[:JOB_SIMULATED_PER_OPTION]}
     per_format: Counter[tuple[str, str]] = Counter()
+    per_split: set[tuple[int, int]] = set()
     for ev in runs:
         key = (ev.config.weight_dtype.value, ev.config.kv_dtype.value)
         if per_format[key] < JOB_SIMULATED_PER_OPTION:
             per_format[key] += 1
+            kept.setdefault(id(ev), ev)
+        # and the fastest of each split of a replica (TP × PP): the one with the shortest step ends
+        # a drain-bound job's longest answers soonest, whatever its steady rate
+        split = (ev.config.layout.tp, ev.config.layout.pp)
+        if split not in per_split:
+            per_split.add(split)
             kept.setdefault(id(ev), ev)
     return sorted(kept.values(), key=lambda e: -e.output_tok_s_total)
 

@@ -110,13 +110,19 @@ def test_the_shortlist_holds_each_format_pairs_fastest():
     from tokenplan.planning.search import JOB_SIMULATED_PER_OPTION as n
     from tokenplan.planning.search import shortlist
 
-    def ev(tok_s: float, w: Dtype, kv: Dtype) -> SimpleNamespace:
-        return SimpleNamespace(output_tok_s_total=tok_s, config=SimpleNamespace(weight_dtype=w, kv_dtype=kv))
+    def ev(tok_s: float, w: Dtype, kv: Dtype, tp: int = 1) -> SimpleNamespace:
+        layout = SimpleNamespace(tp=tp, pp=1)
+        return SimpleNamespace(
+            output_tok_s_total=tok_s, config=SimpleNamespace(weight_dtype=w, kv_dtype=kv, layout=layout)
+        )
 
     fp8 = [ev(1000.0 - i, Dtype.FP8, Dtype.FP8) for i in range(n + 3)]
     bf16 = [ev(500.0 - i, Dtype.BF16, Dtype.BF16) for i in range(n + 3)]
     kept = shortlist(fp8 + bf16)
     assert kept == fp8[:n] + bf16[:n]  # bf16's 8 fastest join though none is in the top 8
+    # the fastest of each replica split joins too: a TP8 setup slower than every TP1 one of its format
+    tp8 = ev(100.0, Dtype.FP8, Dtype.FP8, tp=8)
+    assert shortlist(fp8 + bf16 + [tp8]) == fp8[:n] + bf16[:n] + [tp8]
 
 
 def test_a_drain_bound_job_leads_with_the_layout_that_ends_soonest():
