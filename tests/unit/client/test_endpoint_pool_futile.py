@@ -17,11 +17,11 @@ SETTINGS = PoolSettings(1, eject_after_failures=2, probe_interval_s=0.05, max_fu
 
 
 async def _send_until_stopped(
-    url: str, limit: int, settings: PoolSettings = SETTINGS
+    url: str | list[str], limit: int, settings: PoolSettings = SETTINGS
 ) -> tuple[int, int, BaseException | None, set[str]]:
     """Send up to ``limit`` chat requests one at a time; (sent, answered, what stopped the pool,
     the kinds of the failures)."""
-    pool = EndpointPool([url], settings)
+    pool = EndpointPool([url] if isinstance(url, str) else url, settings)
     await pool.check_health("fault-model")
     sent = answered = 0
     kinds: set[str] = set()
@@ -162,27 +162,9 @@ def test_a_dead_but_listing_server_beside_a_wrong_port_stops_the_pool(tmp_path) 
     # model and drops every chat request. Before, the pool waited for the wrong port to be put back
     # (it never is) and every row spent its tries on the dropping server. Now the same 8 requests
     # as for the dropping server alone (4 ejections × 2) and the 9th lease raises, naming both.
-    async def scenario(url: str) -> tuple[int, BaseException | None]:
-        pool = EndpointPool([url, "http://127.0.0.1:1/v1"], SETTINGS)
-        assert len(await pool.check_health("fault-model")) == 1
-        sent = 0
-        try:
-            for _ in range(50):
-                async with pool.lease() as endpoint:
-                    sent += 1
-                    try:
-                        await endpoint.client.chat(BODY, deadline_s=5)
-                    except RequestFailed as failure:
-                        pool.record(endpoint, failure)
-        except EndpointsUnanswering as stopped:
-            return sent, stopped
-        finally:
-            await pool.aclose()
-        return sent, None
-
     with FaultServerProcess(str(tmp_path), pdrop=1.0) as server:
-        sent, stopped = asyncio.run(scenario(server.url))
-    assert sent == 8 and stopped is not None
+        sent, answered, stopped, _ = asyncio.run(_send_until_stopped([server.url, "http://127.0.0.1:1/v1"], 50))
+    assert (sent, answered) == (8, 0) and stopped is not None
     assert str(stopped).startswith("no endpoint answers chat requests: 1 of 2 answer GET /models")
     assert f"{server.url} (transport: ServerDisconnectedError)" in str(stopped)
     assert "http://127.0.0.1:1/v1 (out: transport: " in str(stopped)
