@@ -78,12 +78,17 @@ _KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
 }
 
 
+def _entry_key(entry: str) -> str:
+    """The key of a ``--current`` entry as :data:`_KEYS` spells it (``Max_Running=64`` → ``max-running``)."""
+    return entry.partition("=")[0].strip().lower().replace("_", "-")
+
+
 def current_entry(text: str, field: str) -> str | None:
     """The entry of ``--current`` (as typed, e.g. ``disable-radix-cache=true``) that sets the
     request field ``field`` (``disable_radix_cache``), or None where none does: an error the
     request's checks raise on it then names the entry the user wrote, not the field."""
     for entry in text.split(","):
-        key = entry.partition("=")[0].strip().lower().replace("_", "-")
+        key = _entry_key(entry)
         if key in _KEYS and _KEYS[key][0] == field:
             return entry.strip()
     return None
@@ -99,8 +104,8 @@ def parse_current(text: str) -> dict[str, object]:
     """
     fields: dict[str, object] = {}
     for entry in (e for e in text.split(",") if e.strip()):
-        key, sep, value = entry.partition("=")
-        key = key.strip().lower().replace("_", "-")
+        _, sep, value = entry.partition("=")
+        key = _entry_key(entry)
         if not sep or not value.strip():
             raise InputError("current", entry.strip(), "KEY=VALUE entries separated by commas, e.g. engine=sglang,tp=4")
         if key not in _KEYS:

@@ -56,11 +56,17 @@ def rolling_summary(
         now = time.monotonic()
         if now - last[0] >= every_s:
             last[0] = now
-            tmp = run_dir / "summary.json.tmp"
-            tmp.write_text(json.dumps(snapshot_record(snapshot), indent=2))
-            os.replace(tmp, run_dir / "summary.json")
+            _replace_summary(run_dir, snapshot_record(snapshot))
 
     return callback
+
+
+def _replace_summary(run_dir: Path, record: dict) -> None:
+    """Write ``record`` as ``summary.json``, beside its name first and renamed into place, so a
+    reader never sees half a file."""
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2))
+    os.replace(tmp, run_dir / "summary.json")
 
 
 def write_stopped_summary(run_dir: Path, snapshot: Snapshot, why: str) -> None:
@@ -69,11 +75,8 @@ def write_stopped_summary(run_dir: Path, snapshot: Snapshot, why: str) -> None:
     ``stopped`` saying why. Before, the file kept its last rolling snapshot, up to ``every_s`` old
     (``errors: 0`` beside eight rows in errors.jsonl, a break-it pass). A file that cannot be
     written is passed over: the stop's own message says why it stopped."""
-    record = {**snapshot_record(snapshot), "stopped": why}
     try:
-        tmp = run_dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2))
-        os.replace(tmp, run_dir / "summary.json")
+        _replace_summary(run_dir, {**snapshot_record(snapshot), "stopped": why})
     except OSError:
         pass
 
