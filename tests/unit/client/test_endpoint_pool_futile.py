@@ -17,10 +17,10 @@ SETTINGS = PoolSettings(1, eject_after_failures=2, probe_interval_s=0.05, max_fu
 
 
 async def _send_until_stopped(
-    url: str | list[str], limit: int, settings: PoolSettings = SETTINGS
+    url: str | list[str], limit: int, settings: PoolSettings = SETTINGS, deadline_s: float = 5.0
 ) -> tuple[int, int, BaseException | None, set[str]]:
-    """Send up to ``limit`` chat requests one at a time; (sent, answered, what stopped the pool,
-    the kinds of the failures)."""
+    """Send up to ``limit`` chat requests one at a time, each with ``deadline_s`` (seconds);
+    (sent, answered, what stopped the pool, the kinds of the failures)."""
     pool = EndpointPool([url] if isinstance(url, str) else url, settings)
     await pool.check_health("fault-model")
     sent = answered = 0
@@ -30,7 +30,7 @@ async def _send_until_stopped(
             async with pool.lease() as endpoint:
                 sent += 1
                 try:
-                    await endpoint.client.chat(BODY, deadline_s=5)
+                    await endpoint.client.chat(BODY, deadline_s=deadline_s)
                 except RequestFailed as failure:
                     pool.record(endpoint, failure)
                     kinds.add(failure.kind)
@@ -198,22 +198,7 @@ def test_a_server_slower_than_the_deadline_is_said_to_be_so(tmp_path) -> None:
     # Every answer takes 2 s and each request may take 0.2 s: every request runs past its deadline
     # (no answer at all, as a hang), so the pool gives up after the same 8 requests; the line says
     # the deadline, not only "no chat request", since the server may be merely slow.
-    async def scenario(url: str) -> BaseException | None:
-        pool = EndpointPool([url], SETTINGS)
-        try:
-            for _ in range(50):
-                async with pool.lease() as endpoint:
-                    try:
-                        await endpoint.client.chat(BODY, deadline_s=0.2)
-                    except RequestFailed as failure:
-                        pool.record(endpoint, failure)
-        except EndpointsUnanswering as stopped:
-            return stopped
-        finally:
-            await pool.aclose()
-        return None
-
     with FaultServerProcess(str(tmp_path), delay_s=2) as server:
-        stopped = asyncio.run(scenario(server.url))
+        _, _, stopped, _ = asyncio.run(_send_until_stopped(server.url, 50, deadline_s=0.2))
     assert stopped is not None and "(deadline: no complete answer within" in str(stopped)
     assert str(stopped).endswith("if the server is only slow, raise --request-timeout)")
