@@ -25,6 +25,11 @@ from typing import Literal, NamedTuple, overload
 from tokenplan.arch.kv import SSM_STATE_DTYPES
 from tokenplan.units import MS_PER_S
 
+# The largest count a measurement row may state (GPUs, requests in flight or in the run, a running
+# cap): no public run comes near a billion requests (the notes' largest job is 914,000 prompts), so
+# a larger value is a typo or an overflow, never a measurement.
+MAX_COUNT = 10**9
+
 
 class RowError(Exception):
     """A value of one row that does not parse (message names the column)."""
@@ -76,8 +81,29 @@ def integer(row: dict, col: str, default: int = 1, zero_is_blank: bool = False) 
     if value < 1:
         allowed = "a whole number ≥ 1, 0 or blank for unset" if zero_is_blank else "a whole number ≥ 1 or blank"
         raise RowError(f"column {col} value {text(row, col)!r} is not allowed ({allowed})")
-    if value != int(value):
-        raise RowError(f"column {col} value {text(row, col)!r} is not an integer")
+    if value != int(value) or value > MAX_COUNT:
+        raise RowError(f"column {col} value {text(row, col)!r} is not allowed (a whole number from 1 to {MAX_COUNT:,})")
+    return int(value)
+
+
+def count(row: dict, col: str) -> int:
+    """A required whole number from 1 to :data:`MAX_COUNT` (GPUs, requests in flight). Raises
+    RowError naming the column, the value and the range allowed."""
+    value = optional_count(row, col, blank="")
+    if value is None:
+        raise RowError(f"column {col} is empty (allowed: a whole number from 1 to {MAX_COUNT:,})")
+    return value
+
+
+def optional_count(row: dict, col: str, blank: str = " (or blank)") -> int | None:
+    """A whole number from 1 to :data:`MAX_COUNT`, None where blank (not stated). Raises RowError
+    naming the column, the value and the range allowed (``blank``: the words that allow a blank
+    cell, "" where :func:`count` requires one)."""
+    value = number(row, col, required=False)
+    if value is None:
+        return None
+    if not 1 <= value <= MAX_COUNT or value != int(value):
+        raise RowError(f"column {col} value {text(row, col)!r} is not a whole number from 1 to {MAX_COUNT:,}{blank}")
     return int(value)
 
 
@@ -191,21 +217,14 @@ def nominal_mean(nominal_tokens: float, low_fraction: float | None) -> float:
 def num_requests(row: dict) -> float | None:
     """The ``num_requests`` column: the requests the run served, a whole number ≥ 1, None where
     blank (not stated)."""
-    value = optional_positive(row, "num_requests")
-    if value is not None and value != int(value):
-        raise RowError(f"column num_requests value {text(row, 'num_requests')!r} is not a whole number ≥ 1 (or blank)")
-    return value
+    value = optional_count(row, "num_requests")
+    return None if value is None else float(value)
 
 
 def max_running(row: dict) -> int | None:
     """The ``max_running`` column: the launch's running-request cap per replica, a whole number
     ≥ 1, None where blank (the engine's default)."""
-    value = optional_positive(row, "max_running")
-    if value is None:
-        return None
-    if value != int(value):
-        raise RowError(f"column max_running value {text(row, 'max_running')!r} is not a whole number ≥ 1 (or blank)")
-    return int(value)
+    return optional_count(row, "max_running")
 
 
 def scheduler_recv_interval(row: dict) -> int | None:

@@ -100,14 +100,14 @@ def _screen_throughput(m: Measurement) -> Measurement:
 
 def _throughput_row(row: dict, line: int) -> Measurement:
     tp, pp = f.integer(row, "tp"), f.integer(row, "pp")
-    gpus = int(f.number(row, "num_gpus"))
+    gpus = f.count(row, "num_gpus")
     # dp is derived (num_gpus / (tp × pp)); a stated one that says otherwise is a typo in the row
     if f.text(row, "dp") and f.integer(row, "dp") * tp * pp != gpus:
         raise f.RowError(
             f"column dp value {f.text(row, 'dp')!r} is not num_gpus / (tp × pp) = {gpus} / {tp * pp} (or blank)"
         )
     attention_dp = f.flag(row, "attention_dp", blank=False)
-    concurrency = None if f.text(row, "concurrency").lower() == "max" else f.number(row, "concurrency")
+    concurrency = None if f.text(row, "concurrency").lower() == "max" else f.count(row, "concurrency")
     spread = f.lengths(row)
     version = f.text(row, "engine_version")
     return _screen_throughput(
@@ -221,7 +221,7 @@ def _serving_row(row: dict, line: int) -> Measurement:
         length_low_fraction=spread.low_fraction,
         length_set=spread.length_set,
         num_requests=f.num_requests(row),
-        concurrency=f.number(row, "concurrency"),
+        concurrency=f.count(row, "concurrency"),
         ttft_s=f.number(row, "ttft_ms") / MS_PER_S,
         tpot_s=f.number(row, "tpot_ms") / MS_PER_S,
         # serving-dev.csv has no trust column: its rows are NVIDIA's own silicon samples
@@ -288,7 +288,8 @@ def read_measurements(path: str) -> MeasurementFile:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
         raise ConfigError(path, "header", "the file is empty")
-    columns = [c.strip() for c in reader.fieldnames]
+    # the files' columns are lower case; a header typed "Concurrency" or " TP" names the same column
+    reader.fieldnames = columns = [c.strip().lower() for c in reader.fieldnames]
     if not set(columns) & {*THROUGHPUT_COLUMNS, *SERVING_COLUMNS}:  # a JSONL dataset, a log: not a measurement table
         json_line = text.lstrip().startswith(("{", "["))  # a dataset or a generate run's shard
         raise ConfigError(

@@ -343,7 +343,7 @@ def test_inferencex_row_carries_the_launch_running_cap_its_max_running_column_st
     stated, unstated, in_notes = data.rows
     assert stated.max_running == 512 and unstated.max_running is None and in_notes.max_running is None
     assert [s.reason for s in data.skipped] == [
-        "malformed: column max_running value '12.5' is not a whole number ≥ 1 (or blank)"
+        "malformed: column max_running value '12.5' is not a whole number from 1 to 1,000,000,000 (or blank)"
     ]
     # the cap reaches the prediction as ``--max-running``, in place of SGLang's 48 with MTP
     assert measurement_request(stated).max_running == 512 and measurement_request(unstated).max_running is None

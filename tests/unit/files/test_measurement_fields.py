@@ -1,13 +1,15 @@
 """Cells of a measurement file that used to be misread silently: a layout size ≤ 0 read as 1, a
 ``spec_decode`` cell in ``--spec`` syntax given a fixed acceptance of 3, and the serving export's
-FP4 label on a model released in MXFP4."""
+FP4 label on a model released in MXFP4; a count of 1e30 or 2.5 GPUs; a header in capitals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tokenplan.files.measurement_fields import RowError, integer, spec_from_text
-from tokenplan.files.measurements import _release_format
+from tokenplan.files.measurement_fields import RowError, count, integer, optional_count, spec_from_text
+from tokenplan.files.measurements import _release_format, read_measurements
 
 
 @pytest.mark.parametrize("cell", ["0", "-2", "-1"])
@@ -46,3 +48,32 @@ def test_the_serving_exports_fp4_label_reads_as_mxfp4_for_a_model_released_in_it
     assert _release_format("gpt-oss-120b") == "mxfp4"
     assert _release_format("qwen3.6-27b") == "bf16"
     assert _release_format("no-such-model") is None
+
+
+@pytest.mark.parametrize("cell", ["1e30", "2.5", "0", "1000000001"])
+def test_a_count_outside_whole_numbers_from_one_to_a_billion_is_a_broken_row(cell):
+    # concurrency 1e30 was read as 1e30 requests in flight and 2.5 GPUs as 2 (int() truncated)
+    for col in ("concurrency", "num_gpus", "num_requests", "max_running"):
+        with pytest.raises(
+            RowError, match=f"column {col} value '{cell}' is not a whole number from 1 to 1,000,000,000"
+        ):
+            count({col: cell}, col) if col in ("concurrency", "num_gpus") else optional_count({col: cell}, col)
+
+
+def test_a_count_is_read_whole_and_blank_only_where_optional():
+    assert count({"concurrency": "1024"}, "concurrency") == 1024
+    assert count({"num_gpus": "8.0"}, "num_gpus") == 8
+    assert optional_count({"num_requests": ""}, "num_requests") is None
+    with pytest.raises(RowError, match="column num_gpus is empty"):
+        count({"num_gpus": ""}, "num_gpus")
+
+
+def test_a_header_in_capitals_names_the_same_columns(tmp_path):
+    # the files' own first line, "concurrency" typed "Concurrency" and "tp" typed " TP"
+    src = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "serving-dev.csv"
+    header, first = src.read_text(encoding="utf-8").splitlines()[:2]
+    shouted = header.replace("concurrency", "Concurrency").replace(",tp,", ", TP,")
+    (tmp_path / "s.csv").write_text(f"{shouted}\n{first}\n", encoding="utf-8")
+    table = read_measurements(str(tmp_path / "s.csv"))
+    assert (len(table.rows), table.skipped) == (1, ())
+    assert table.rows[0].concurrency == 128  # the row's own concurrency cell
