@@ -59,6 +59,18 @@ def _plan(tmp_path: Path, written: dict, change) -> Path:
             f"provisioning.deadline_days: 1e+308 is not allowed (allowed: a number ≤ {sys.float_info.max / 86400:g})",
         ),
         (
+            lambda p: p["options"][0].update(wall_days=-1.0),
+            "options[0].wall_days: -1.0 is not allowed (allowed: a number > 0)",
+        ),
+        (
+            lambda p: p["options"][0].update(output_tok_s_total=0.0),
+            "options[0].output_tok_s_total: 0.0 is not allowed (allowed: a number > 0)",
+        ),
+        (
+            lambda p: p.update(options=[]),
+            "options: [] is not allowed (allowed: one or more options, as `tokenplan plan --json` writes them)",
+        ),
+        (
             lambda p: p.update(schema_version=2),
             "schema_version: 2 is not allowed (allowed: 1, the schema this tokenplan reads and writes)",
         ),
@@ -72,6 +84,9 @@ def _plan(tmp_path: Path, written: dict, change) -> Path:
         "band_nan",
         "rejected_text",
         "deadline_overflows_in_seconds",
+        "negative_days",
+        "no_throughput",
+        "no_option",
         "unknown_schema_version",
     ],
 )

@@ -191,7 +191,7 @@ def load_plan(path: str | Path) -> PlanResult:
     every key its types declare, each a value of its field's type (figures finite numbers).
 
     Raises:
-        ConfigError: unreadable, not JSON, no plan (neither ``job`` nor ``options``), another
+        ConfigError: unreadable, not JSON, no plan (neither ``job`` nor ``options``, or no option), another
             ``schema_version``, a key missing or holding a value its field does not allow (named by
             its path, e.g. ``options[0].usd_interval.low``).
     """
@@ -201,4 +201,9 @@ def load_plan(path: str | Path) -> PlanResult:
         raise ConfigError(
             str(p), "file", "not the output of `tokenplan plan --json` (it has no 'job' and no 'options')"
         )
-    return PlanResult.from_json(data, str(p))
+    plan = PlanResult.from_json(data, str(p))
+    if not plan.options:  # `plan` searches at least one option; a hand-edited file may hold none
+        raise ConfigError(
+            str(p), "options", "is empty (allowed: the options `tokenplan plan --json` wrote, one or more)"
+        )
+    return plan

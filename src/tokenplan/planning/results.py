@@ -16,14 +16,19 @@ from tokenplan.planning.curves import CostPoint, MemoryBars, SpeedupCurve, Throu
 from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult, bounded
 from tokenplan.units import S_PER_DAY
 
+# A figure read back from a plan file: a rate must be > 0, a duration > 0 and small enough that
+# its seconds stay finite (``report`` draws both; -1 days or 0 tok/s never comes from ``plan``).
+POSITIVE = bounded(gt=0)
+DAYS = bounded(gt=0, le=sys.float_info.max / S_PER_DAY)
+
 
 @dataclass(frozen=True)
 class Alternative(JsonResult):
     """A runner-up configuration of an option, with its job throughput, days and cost."""
 
     configuration: str
-    output_tok_s_total: float
-    wall_days: float
+    output_tok_s_total: float = field(metadata=POSITIVE)
+    wall_days: float = field(metadata=DAYS)
     usd: float | None
 
 
@@ -38,9 +43,9 @@ class ChosenConfiguration(JsonResult):
     weight_dtype: str
     kv_dtype: str
     spec: str
-    output_tok_s_total: float
-    output_tok_s_per_gpu: float
-    wall_days: float
+    output_tok_s_total: float = field(metadata=POSITIVE)
+    output_tok_s_per_gpu: float = field(metadata=POSITIVE)
+    wall_days: float = field(metadata=DAYS)
     drain_hours: float
     gpu_hours: float
     usd: float | None
@@ -113,7 +118,7 @@ class ProvisionTry(JsonResult):
     """One GPU count the provisioning search tried, and whether it met the target."""
 
     gpus: int
-    wall_days: float | None
+    wall_days: float | None = field(metadata=DAYS)
     usd: float | None
     meets: bool
 
@@ -129,7 +134,7 @@ class ProvisionRow(JsonResult):
     meets: bool
     gpus: int | None
     nodes: int | None
-    wall_days: float | None
+    wall_days: float | None = field(metadata=DAYS)
     usd: float | None
     configuration: str | None
     why: str | None
@@ -142,7 +147,7 @@ class Provisioning(JsonResult):
     """``plan``'s answer to "how many GPUs": the targets (days, US dollars) and a row per type."""
 
     # days whose seconds are a finite float: the report words the deadline from its seconds
-    deadline_days: float | None = field(metadata=bounded(gt=0, le=sys.float_info.max / S_PER_DAY))
+    deadline_days: float | None = field(metadata=DAYS)
     budget_usd: float | None
     options: tuple[ProvisionRow, ...]
 
