@@ -204,6 +204,8 @@ def load_plan(path: str | Path) -> PlanResult:
     plan = PlanResult.from_json(data, str(p))
     if not plan.options:  # `plan` searches at least one option; a hand-edited file may hold none
         raise ConfigError(
-            str(p), "options", "is empty (allowed: the options `tokenplan plan --json` wrote, one or more)"
+            str(p),
+            "options",
+            "[] is not allowed (allowed: one or more options, as `tokenplan plan --json` writes them)",
         )
     return plan
