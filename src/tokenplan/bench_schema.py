@@ -128,6 +128,16 @@ class SpecDecodeFields(JsonResult):
     spec_decode_per_position_acceptance_rates: tuple[float, ...]
 
 
+def open_loop_in_flight(sent: float, achieved: float | None, limit: float | None) -> float:
+    """The requests an open-loop level held in flight (requests): its achieved concurrency where
+    measured (Little's law: the sum of request latencies over the level's duration, what the server
+    held on average), else its ``--max-concurrency`` limit (an upper bound, reached only where
+    arrivals outpaced the server), else the requests it ``sent``. The chart places the level and
+    the fit reads its batch at this figure."""
+    held = achieved if achieved is not None else limit
+    return float(sent if held is None else held)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BenchLevel(JsonResult):
     """One concurrency level (:func:`tokenplan.bench.levels.level_dict`): the client's counts and
@@ -186,7 +196,7 @@ class BenchLevel(JsonResult):
     def open_loop_rate(self) -> float | None:
         """The level's arrival rate (requests/s) where it ran open loop at a finite rate, else None
         (a closed loop, or ``inf``: every request at once). Such a level's ``concurrency`` is only
-        the requests it sent: what it held in flight is ``max_concurrency``, else Little's law."""
+        the requests it sent: what it held in flight is :func:`open_loop_in_flight`."""
         rate = self.request_rate
         return float(rate) if isinstance(rate, (int, float)) and math.isfinite(rate) else None
 
@@ -197,8 +207,7 @@ class BenchLevel(JsonResult):
         achieved concurrency (Little's law), else its ``max_concurrency``, else what it sent."""
         if self.open_loop_rate is None:
             return float(self.concurrency)
-        held = self.achieved_concurrency if self.achieved_concurrency is not None else self.max_concurrency
-        return float(self.concurrency if held is None else held)
+        return open_loop_in_flight(self.concurrency, self.achieved_concurrency, self.max_concurrency)
 
     @property
     def label(self) -> str:

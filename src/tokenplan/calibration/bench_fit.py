@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokenplan.bench_schema import FitSourceFile
+from tokenplan.bench_schema import FitSourceFile, open_loop_in_flight
 from tokenplan.calibration.run_profile import FitOutcome, FitSource, fit_profile
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import ConfigError, InputError, MissingOptionError
@@ -94,13 +94,13 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
 def _in_flight(level: Mapping[str, Any]) -> float:
     """The requests a level held in flight: its ``concurrency`` for a closed loop; for tokenplan's
     own open-loop level (a finite ``request_rate``, whose ``concurrency`` is only the requests it
-    sent), its ``max_concurrency`` limit, else the achieved concurrency (Little's law) — as the
-    result files' readers read vLLM's and SGLang's open-loop runs. At least 1: a level whose
-    arrivals left the server idle between requests (Little's law below 1) ran one at a time."""
+    sent), :func:`~tokenplan.bench_schema.open_loop_in_flight` (achieved, else the limit), as the
+    bench chart places it. At least 1: a level whose arrivals left the server idle between
+    requests (Little's law below 1) ran one at a time."""
     if _closed_loop(level) or "closed_loop" in level:  # a reader's level states its concurrency so
         return max(1.0, float(level["concurrency"]))
-    limit = level.get("max_concurrency")
-    return max(1.0, float(limit if limit is not None else level.get("achieved_concurrency") or level["concurrency"]))
+    held = open_loop_in_flight(level["concurrency"], level.get("achieved_concurrency"), level.get("max_concurrency"))
+    return max(1.0, held)
 
 
 def _closed_loop(level: Mapping[str, Any]) -> bool:

@@ -41,14 +41,16 @@ def test_a_level_becomes_a_measurement_per_gpu():
 
 def test_an_open_loop_level_is_fitted_at_what_it_held_in_flight_not_at_the_requests_it_sent():
     # tokenplan's own open-loop level stores the requests it sent (20) as "concurrency"; it held
-    # its --max-concurrency limit (8) where one was given, else Little's law (achieved: 20 − 0.5 =
-    # 19.5 here, and 0.2 → at least 1: the server then ran one request at a time)
-    limited = _level(20, 20, request_rate=4.0, max_concurrency=8)
+    # what Little's law measured (achieved: 7.2 under a limit of 8 that arrivals did not fill;
+    # 20 − 0.5 = 19.5 without a limit; 0.2 → at least 1: the server then ran one request at a
+    # time), else its --max-concurrency limit (8) in a file without an achieved figure
+    limited = _level(20, 20, request_rate=4.0, max_concurrency=8, achieved_concurrency=7.2)
     free = _level(20, 20, request_rate=4.0, max_concurrency=None)
     idle = _level(20, 20, request_rate=0.5, max_concurrency=None, achieved_concurrency=0.2)
     closed = _level(20, 20, request_rate="inf", max_concurrency=20)
-    found = [m.concurrency for m in bench_measurements([limited, free, idle, closed], SERVED)]
-    assert found == [8.0, 19.5, 1.0, 20.0]
+    older = _level(20, 20, request_rate=4.0, max_concurrency=8, achieved_concurrency=None)
+    found = [m.concurrency for m in bench_measurements([limited, free, idle, closed, older], SERVED)]
+    assert found == [7.2, 19.5, 1.0, 20.0, 8.0]
 
 
 def test_levels_without_answers_or_token_counts_are_left_out():
