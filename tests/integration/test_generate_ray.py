@@ -494,6 +494,25 @@ def test_a_server_that_refuses_every_request_ends_the_run_and_marks_nothing_fina
     assert again == {"stored": rows, "interrupted": False, "ok": True, "duplicates": 0, "errors": 0}
 
 
+def test_a_server_that_withholds_every_answer_stops_a_ray_run_early(tmp_path: Path, ray_head: str) -> None:
+    # content_filter on every request, the control's one-line prompt too ("e" is in every request's
+    # JSON: the "content" key): each actor counts its own rows as the local backend does, asks
+    # its endpoint after 8 with no answer between, and stops the run. Before, the actors left such
+    # answers uncounted and all 80 rows went through every try to errors.jsonl.
+    rows = 80
+    data = _input(tmp_path / "in.jsonl", rows)
+    run_dir = tmp_path / "run"
+    with FaultServerProcess(str(tmp_path), filter_word="e", tokens=4) as server:
+        proc = _start(_ray_job(data, run_dir, [server.url], ray_head, max_attempts=1))
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and "no finished answer" in err and "nor to a short prompt" in err, err
+    errors = (run_dir / "errors.jsonl").read_text().splitlines()
+    # 2 actors × (8 rows of the streak + the 4 in flight each may hold while the control is out),
+    # at most 24 of the 80; none stored or skipped (withheld answers are not final)
+    assert 8 <= len(errors) <= 2 * (8 + 4), len(errors)
+    assert not list((run_dir / "shards").glob("part-*.jsonl")) or not _records(run_dir)
+
+
 def test_too_long_rows_at_the_start_of_a_sorted_file_are_skipped_after_the_driver_s_control_request(
     tmp_path: Path, ray_head: str
 ) -> None:

@@ -1,10 +1,9 @@
 """The async loop of ``generate``: bounded in-flight units, outcomes handed to the run directory.
 
-Rows are pulled from the reader only when an in-flight slot frees up, so memory stays bounded by
-the concurrency, not by the input. Each unit runs its requests (:func:`runner.requests.run_unit`)
-through the endpoint pool with retries, and its outcome is written as soon as it is known:
-stored record, skipped (``length`` with ``--on-length drop``, or refused by the server with 400,
-413 or 422) or error (retries exhausted). 401, 403 and 404 concern every request (bad key,
+Rows are pulled only when an in-flight slot frees, so memory is bounded by the concurrency, not
+the input. Each unit runs its requests (:func:`runner.requests.run_unit`) through the endpoint pool
+with retries; its outcome is written once known: stored record, skipped (``length`` with
+``--on-length drop``, or refused with 400, 413 or 422) or error (retries exhausted). 401, 403 and 404 concern every request (bad key,
 unknown model or route) and end the run with :class:`~tokenplan.errors.ServerError`. So does a
 400/413/422 that turns out to concern every row (:mod:`tokenplan.runner.refusals`), and a failure
 that exhausts every try on eight rows with no answer between (:mod:`tokenplan.runner.unanswered`);
@@ -72,9 +71,7 @@ class Dispatcher:
         self.tally = RunTally()
         self._rng = random.Random()
         self._fatal: BaseException | None = None
-        # rows whose every try failed since the last answer: the job-wide stop (runner.unanswered);
-        # its control request only where this loop sends new rows (not the Ray actors')
-        self._unanswered = NoAnswerStreak(job.model, can_control=isinstance(refusals, RefusalStreak))
+        self._unanswered = NoAnswerStreak(job.model)  # rows failed since an answer: runner.unanswered
         self._endpoint_of: dict[str, str] = {}  # unit id → the endpoint its last request went to
         self._wake = asyncio.Event()  # set when the last task settles or a fatal error arrives
         self._controls: set[asyncio.Task[None]] = set()  # control requests in flight (refusals)
@@ -123,7 +120,7 @@ class Dispatcher:
             if stop.is_set() or self._fatal is not None:
                 self.pool.release()
                 return
-            task = asyncio.create_task(self._process(unit))
+            task = asyncio.create_task(self.process(unit))
             tasks.add(task)
             task.add_done_callback(lambda t: self._settled(t, tasks))
 
@@ -155,7 +152,11 @@ class Dispatcher:
         if not self._controls:
             return
         await self._wait_for_controls(stop)
-        for task in self._controls:  # a stop or a fatal error meanwhile: the rest are not waited for
+        await self.cancel_controls()  # a stop or a fatal error meanwhile: the rest are not waited for
+
+    async def cancel_controls(self) -> None:
+        """Give up the control requests still out (also a Ray actor's end: they decide nothing now)."""
+        for task in self._controls:
             task.cancel()
         await asyncio.gather(*self._controls, return_exceptions=True)
 
@@ -212,9 +213,6 @@ class Dispatcher:
     async def process(self, unit: WorkUnit) -> None:
         """Run one unit to its outcome and write it (stored, skipped or error) to the run directory;
         a fatal error is kept in :attr:`fatal`. The Ray backend's actors call this per unit."""
-        await self._process(unit)
-
-    async def _process(self, unit: WorkUnit) -> None:
         try:
             await self._run_and_record(unit)
         except Exception as fatal:  # ServerError, WriteFailed (disk full), or a bug: all end the run

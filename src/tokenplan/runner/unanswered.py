@@ -41,12 +41,10 @@ class NoAnswerStreak:
     """Rows whose every try failed since the last answer, and the verdict on them.
 
     ``failed`` says what a row's failure calls for: None (keep going), ``"stop"`` (:attr:`message`
-    says why) or ``"control"`` (ask the endpoint: :meth:`control_answered`; only with
-    ``can_control``: the Ray actors, which send no new rows of their own, leave unfinished answers
-    uncounted); ``answered`` starts the streak again."""
+    says why) or ``"control"`` (ask the endpoint: :meth:`control_answered`; a Ray actor asks from
+    its own event loop, over its share of the rows); ``answered`` starts the streak again."""
 
     model: str
-    can_control: bool = True  # False: unfinished answers never stop the run (no loop to control from)
     rows: set[str] = field(default_factory=set)
     unfinished_rows: set[str] = field(default_factory=set)
     last: RequestFailed | None = None
@@ -71,7 +69,7 @@ class NoAnswerStreak:
                 )
                 return "stop"
             return None
-        if not (self.can_control and unfinished(failure)):
+        if not unfinished(failure):
             return None
         self.unfinished_rows.add(row_id)
         self.last = failure

@@ -35,8 +35,3 @@ def test_unfinished_answers_ask_the_endpoint_once_and_stop_only_when_it_does_not
     assert streak.control_answered(None, "protocol: finish_reason 'content_filter'") == "stop"
     assert streak.message.startswith("the server gave no finished answer (finish_reason 'content_filter'")
     assert "to every try of 8 rows with no answer between, nor to a short prompt" in streak.message
-
-
-def test_without_a_loop_to_control_from_unfinished_answers_are_not_counted() -> None:
-    streak = NoAnswerStreak("m", can_control=False)  # the Ray actors
-    assert [streak.failed(f"r{i}", FILTERED) for i in range(20)] == [None] * 20

@@ -180,6 +180,7 @@ class GenerateActor:
     async def finish(self, grace_s: float) -> Report:
         """Stop taking units, give those in flight ``grace_s`` seconds, close the shards; the last report."""
         self._loop_task.cancel()
+        await self.dispatcher.cancel_controls()  # a control request out decides nothing now
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
             for task in pending:
