@@ -36,6 +36,7 @@ from tokenplan.units import Dtype, GiB, MiB
 
 # --quantization for a checkpoint re-quantized online or a pre-quantized one (S9 QUANTIZATION_CHOICES).
 _QUANT = {Dtype.FP8: "fp8", Dtype.NVFP4: "modelopt_fp4", Dtype.MXFP4: "mxfp4", Dtype.W4A16: "awq"}
+_KV_FLAG = {Dtype.FP8: "fp8_e4m3", Dtype.NVFP4: "nvfp4"}  # --kv-cache-dtype (nvfp4: sglang#21601)
 
 
 class SglangBucket(NamedTuple):
@@ -330,8 +331,8 @@ class Sglang:
         args = ["python -m sglang.launch_server", f"--model-path {quote(launch.repo)}", *self._parallel_args(lay)]
         if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
             args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
-        if launch.kv_dtype is Dtype.FP8:
-            args.append("--kv-cache-dtype fp8_e4m3")
+        if launch.kv_dtype in _KV_FLAG:  # the KV format the plan sized the pool in (auto would be BF16)
+            args.append(f"--kv-cache-dtype {_KV_FLAG[launch.kv_dtype]}")
         if fraction > 0:
             args.append(f"--mem-fraction-static {fraction:.3f}")
         if s.tight:  # a checkpoint the default reserve leaves no room for (S19)

@@ -298,8 +298,8 @@ class Trtllm:
         lay, planned = launch.layout, launch.planned_engine == self.name
         fraction, running = launch.sized(self.name, self.memory_fraction)
         yaml = ["kv_cache_config:", f"  free_gpu_memory_fraction: {fraction:.2f}"]
-        if launch.kv_dtype is Dtype.FP8:
-            yaml.append("  dtype: fp8")
+        if launch.kv_dtype in (Dtype.FP8, Dtype.NVFP4):  # KvCacheConfig.dtype auto, fp8, nvfp4 (TensorRT-LLM#6244)
+            yaml.append(f"  dtype: {launch.kv_dtype.value}")
         # off by default (T2), when the LLM API refuses every prompt longer than max_num_tokens
         yaml.append("enable_chunked_prefill: true")
         if lay.attention_dp:

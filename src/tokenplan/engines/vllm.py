@@ -284,8 +284,8 @@ class Vllm:
             args.append("--enable-expert-parallel")
         if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
             args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
-        if launch.kv_dtype is Dtype.FP8:
-            args.append("--kv-cache-dtype fp8")
+        if launch.kv_dtype in (Dtype.FP8, Dtype.NVFP4):  # CacheDType fp8, nvfp4 (vllm#40177); auto is BF16
+            args.append(f"--kv-cache-dtype {launch.kv_dtype.value}")
         args.append(f"--gpu-memory-utilization {fraction:.2f}")
         args.append(f"--max-num-seqs {math.ceil(running / ranks)}")  # per engine rank
         if launch.settings.chunk_set and launch.planned_engine == self.name:

@@ -303,3 +303,14 @@ def test_a_drafter_the_plan_was_given_is_named_and_the_placeholder_note_goes(sgl
     cmd = sglang.launch_command(_launch(spec_method="dflash", draft_tokens=8, draft_model="/ckpt/my drafter"))
     assert "--speculative-draft-model-path '/ckpt/my drafter' --speculative-num-draft-tokens 9" in cmd
     assert "DRAFT_MODEL" not in cmd
+
+
+@pytest.mark.parametrize(("kv", "flag"), [(Dtype.FP8, "fp8_e4m3"), (Dtype.NVFP4, "nvfp4")])
+def test_the_launch_names_the_kv_format_the_pool_was_sized_in(sglang, kv, flag):
+    # `plan --kv-dtype nvfp4` sizes the pool at 4.5 bits per element (Qwen3.6-27B: 16 full-attention
+    # layers × 4 KV heads × 256 × 2 (K, V) × 0.5625 B = 18,432 B per token, against 65,536 in BF16);
+    # the launch printed no --kv-cache-dtype, so SGLang's auto served BF16 KV: 65,536 / 18,432 =
+    # 3.6× less room than the batch the plan promised (a new-user pass). SGLang spells it nvfp4 (#21601).
+    command = sglang.launch_command(_launch(kv_dtype=kv))
+    assert f"--kv-cache-dtype {flag}" in command.split(" \\\n  ")
+    assert "--kv-cache-dtype" not in sglang.launch_command(_launch(kv_dtype=Dtype.BF16))  # auto is BF16

@@ -259,3 +259,10 @@ def test_a_drafter_the_plan_was_given_is_the_speculative_model_dir(trtllm):
     cmd = trtllm.launch_command(_launch(spec_method="eagle3", draft_tokens=2, draft_model="/ckpt/eagle3"))
     assert '  speculative_model_dir: "/ckpt/eagle3"\nEOF\n' in cmd
     assert "DRAFT_MODEL" not in cmd
+
+
+def test_an_nvfp4_kv_cache_is_written_in_the_yaml(trtllm):
+    # KvCacheConfig.dtype takes auto, fp8 or nvfp4 (TensorRT-LLM #6244); the launch wrote only fp8,
+    # so an nvfp4 plan served the checkpoint's KV format instead of the one its pool was sized in.
+    yaml = trtllm.launch_command(_launch(kv_dtype=Dtype.NVFP4)).split("\n")
+    assert yaml[2:5] == ["kv_cache_config:", "  free_gpu_memory_fraction: 0.90", "  dtype: nvfp4"]

@@ -215,3 +215,11 @@ def test_a_drafter_the_plan_was_given_is_the_speculative_configs_model(vllm):
     cmd = vllm.launch_command(_launch(spec_method="dflash", draft_tokens=8, draft_model="z-lab/Qwen3.6-27B-DFlash"))
     assert """'{"method":"dflash","model":"z-lab/Qwen3.6-27B-DFlash","num_speculative_tokens":8}'""" in cmd
     assert "DRAFT_MODEL" not in cmd
+
+
+@pytest.mark.parametrize("kv", [Dtype.FP8, Dtype.NVFP4])
+def test_the_launch_names_the_kv_format_the_pool_was_sized_in(vllm, kv):
+    # vLLM's CacheDType takes fp8 and nvfp4 (vllm#40177); without the flag auto serves BF16 KV, 2× (fp8)
+    # or 65,536 / 18,432 = 3.6× (nvfp4, Qwen3.6-27B's bytes per token) the room the plan sized.
+    assert f"--kv-cache-dtype {kv.value}" in vllm.launch_command(_launch(kv_dtype=kv)).split(" \\\n  ")
+    assert "--kv-cache-dtype" not in vllm.launch_command(_launch(kv_dtype=Dtype.BF16))
