@@ -94,6 +94,8 @@ class JobFile(BaseModel):
         words ("a valid dictionary or instance of Lengths")."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return {"mean": value}
+        if value is not None and not isinstance(value, dict):  # 'abc', [1], 1e30 (YAML 1.1 reads it as text)
+            raise ValueError("a number of tokens (e.g. 1024 or 1.0e+4), or a mapping of mean, sigma and cap")
         return value
 
     @field_validator("current", mode="before")

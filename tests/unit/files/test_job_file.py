@@ -78,3 +78,18 @@ def test_a_job_file_names_its_drafter(tmp_path):
     assert request.draft_model == "z-lab/Qwen3.6-27B-DFlash"
     launch = plan(request).to_json()["options"][0]["launch"]["sglang"]
     assert "--speculative-draft-model-path z-lab/Qwen3.6-27B-DFlash" in launch and "DRAFT_MODEL" not in launch
+
+
+@pytest.mark.parametrize(("value", "shown"), [("abc", "'abc'"), ("1e30", "'1e30'"), ("[1]", "[1]"), ("true", "True")])
+def test_lengths_that_are_neither_a_number_nor_a_mapping_say_both_forms(tmp_path, value, shown):
+    # a new-user pass: `isl: abc` answered "(allowed: Input should be a valid dictionary or instance of
+    # Lengths)", pydantic's words, which name a class the user never sees and leave out the number form
+    # (YAML 1.1 reads 1e30 without a dot as text, so it lands here too, shown quoted)
+    path = tmp_path / "job.yaml"
+    path.write_text(f"isl: {value}\n")
+    with pytest.raises(ConfigError) as exc:
+        read_job_file(str(path))
+    assert str(exc.value).endswith(
+        f"job.yaml: isl: {shown} is not allowed (allowed: a number of tokens (e.g. 1024 or 1.0e+4), "
+        "or a mapping of mean, sigma and cap)"
+    )
