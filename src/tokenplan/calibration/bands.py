@@ -65,7 +65,7 @@ from tokenplan.calibration.band_quantiles import (  # noqa: F401
     configuration_tail,
     conformal_band,
 )
-from tokenplan.job.batching import requests_queue
+from tokenplan.job.steady import requests_queue
 from tokenplan.results import Interval
 
 if TYPE_CHECKING:

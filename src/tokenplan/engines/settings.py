@@ -48,6 +48,8 @@ class EngineSettings:
             with ``enable_balance``; 0 = no balancing; ``job.prefill_wait.adp_balance_wait_s``).
         recv_interval: decode iterations between two receives of new requests (SGLang
             ``--scheduler-recv-interval``, default 1).
+        uncaptured_gdn_layer_s: host time (seconds) per model layer a step past ``graph_max_bs``
+            tokens adds on a Gated DeltaNet hybrid (vLLM; :mod:`tokenplan.job.graphs`); 0 = none.
     """
 
     memory_fraction: float
@@ -66,6 +68,7 @@ class EngineSettings:
     activation_bytes: float = 0.0
     adp_balance_timeout_iters: int = 0
     recv_interval: int = 1
+    uncaptured_gdn_layer_s: float = 0.0
 
     def fraction_base_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """The bytes the memory fraction is a share of, so that raising it by Δ adds Δ × this to

@@ -77,6 +77,7 @@ class Vllm:
     chunk_tokens_small_gpu: int
     marlin_hidden_multiple: int
     marlin_intermediate_multiple: int
+    uncaptured_gdn_layer_s: float
     pools: CachePools = CachePools()
 
     # V2/V14: chunked prefill is on, prompt chunks ride in decode steps.
@@ -145,6 +146,7 @@ class Vllm:
             sampler_bytes_per_logit=self.sampler_bytes_per_logit,
             graph_estimate_bytes=graphs,
             chunk_set=chunk_tokens is not None,
+            uncaptured_gdn_layer_s=self.uncaptured_gdn_layer_s,
         )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:

@@ -25,10 +25,10 @@ balancing wait + queueing when the client keeps more requests in flight than the
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import NamedTuple
 
 from tokenplan.engines.base import Engine, EngineSettings
+from tokenplan.job.graphs import outside_s, uncaptured
 
 # What caps the batch lived here before issue 30 made room; it is imported from here (explicit re-exports).
 from tokenplan.job.limits import BatchLimits as BatchLimits
@@ -42,6 +42,7 @@ from tokenplan.job.prefill_wait import (  # noqa: F401  (MAX_PREFILL_UTILISATION
     wave_steps_mean,
 )
 from tokenplan.job.steady import SteadyState as SteadyState  # its home was here (explicit re-export)
+from tokenplan.job.steady import queue_warning, requests_queue
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -136,6 +137,7 @@ def _mixed_cycle(
     dec_s: float,
     dec_kernel_s: float,
     memos: StepMemos | None = None,
+    eager: tuple[float, float] = (0.0, math.inf),
 ) -> _Cycle:
     """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
     decode batch and, while a prompt waits, as much of it as the token budget holds.
@@ -150,6 +152,7 @@ def _mixed_cycle(
     and read all expert weights every step: DeepSeek-R1 NVFP4 TP4 on B200 at concurrency 4,
     8K/1K, would decode at 16.7 ms per token where InferenceX measures 8.0–8.4 ms. When the
     prompts need more steps than the cycle has, every step carries prompt tokens, spread evenly.
+    A step past the CUDA-graph capture size adds ``eager``'s host time (:mod:`tokenplan.job.graphs`).
     """
     chunk = settings.chunk_tokens
     prompt_tokens = batch * isl.mean
@@ -160,6 +163,7 @@ def _mixed_cycle(
     # One piece of a prompt riding with the whole decode batch: the greedy schedule's prefill
     # step, and what a request waits for its own prompt (n_own of them).
     piece_s = _step(d, eff, memos, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
+    piece_s += outside_s(batch * query + isl.mean / n_own, eager)
     if batch * n_own <= n_dec:
         cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
@@ -167,7 +171,9 @@ def _mixed_cycle(
         mixed = _step(
             d, eff, memos, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query, prompt_chunk
         )
-        cycle = n_steps * (mixed.total_s + overhead_s)
+        cycle = n_steps * (
+            mixed.total_s + outside_s((batch * n_dec * query + prompt_tokens) / n_steps, eager) + overhead_s
+        )
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
     return tuple.__new__(_Cycle, (cycle, prefill_share, n_own * piece_s))
 
@@ -219,15 +225,6 @@ def _wave_ttft_s(
         else _step(d, eff, memos, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
     )
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
-
-
-def requests_queue(concurrency: float | None, batch: float) -> bool:
-    """Whether requests wait in the server for a slot of the running ``batch`` (sequences):
-    offline (``concurrency`` None, every request submitted at once) or more requests in flight
-    per replica than it runs. Then every arrival is in a prefill wave and the TTFT adds the
-    wait for a slot (:func:`steady_state`); the error bands keep these apart
-    (``calibration.bands.queue_regime``)."""
-    return concurrency is None or concurrency > batch
 
 
 def steady_state(
@@ -286,7 +283,7 @@ def steady_state(
     if concurrency is not None and concurrency > batch:
         wait = (concurrency - batch) / (batch / cycle_s)  # queueing: waiting / completion rate
         ttft, median = ttft + wait, median + wait
-        warnings = _queue_warning(concurrency, batch, limits.reason)
+        warnings = queue_warning(concurrency, batch, limits.reason)
     # Positional: a sweep builds tens of thousands, and keywords cost a third more.
     return SteadyState(
         batch,
@@ -303,13 +300,6 @@ def steady_state(
         queued,
         warnings,
     )
-
-
-@lru_cache(maxsize=1024)
-def _queue_warning(concurrency: float, batch: float, reason: str) -> tuple[str]:
-    """The caveat of a client that keeps more requests in flight than the replica runs (a sweep
-    says it at every level of every configuration the limit binds)."""
-    return (f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs ({reason}); the rest queue",)
 
 
 def _level(
@@ -340,7 +330,8 @@ def _level(
     dec = every.get(key)
     if dec is None:
         dec = keep_step(every, d, eff, key)
-    dec_total = dec.total_s
+    eager = uncaptured(d, settings)  # a step past the CUDA-graph capture size (job.graphs)
+    dec_total = dec.total_s + outside_s(batch * query, eager)
     if spec:
         one = _step(d, eff, memos, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
         dec_s = dec_total + draft_s(d, eff, batch, ctx, spec, one)
@@ -361,7 +352,7 @@ def _level(
         pre = keep_step(prefill, d, eff, key)
     pre_s = pre.total_s
     if engine.mixed_prefill:
-        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, memos)
+        cyc = _mixed_cycle(d, eff, settings, batch, ctx, isl, n_dec, query, dec_s, dec_total, memos, eager)
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre_s, memos)
     cycle_s, prefill_share, own_s = cyc

@@ -1,8 +1,10 @@
-"""The record of one replica in steady state (``job.batching.steady_state`` makes it)."""
+"""The record of one replica in steady state (``job.batching.steady_state`` makes it), and whether
+requests queue in the replica ahead of its running batch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from tokenplan.job.limits import BatchLimits
 from tokenplan.perf.step_record import StepTime
@@ -60,3 +62,19 @@ class SteadyState:
 
 
 quick_init(SteadyState)  # a quicker __init__, same signature (tokenplan.records)
+
+
+def requests_queue(concurrency: float | None, batch: float) -> bool:
+    """Whether requests wait in the server for a slot of the running ``batch`` (sequences):
+    offline (``concurrency`` None, every request submitted at once) or more requests in flight
+    per replica than it runs. Then every arrival is in a prefill wave and the TTFT adds the
+    wait for a slot (:func:`steady_state`); the error bands keep these apart
+    (``calibration.bands.queue_regime``)."""
+    return concurrency is None or concurrency > batch
+
+
+@lru_cache(maxsize=1024)
+def queue_warning(concurrency: float, batch: float, reason: str) -> tuple[str]:
+    """The caveat of a client that keeps more requests in flight than the replica runs (a sweep
+    says it at every level of every configuration the limit binds)."""
+    return (f"concurrency {concurrency:g} exceeds the {batch:g} sequences the replica runs ({reason}); the rest queue",)

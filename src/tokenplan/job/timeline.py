@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from tokenplan.engines.base import EngineSettings
 from tokenplan.job.batching import SteadyState, draft_s
+from tokenplan.job.graphs import outside_s, uncaptured
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -69,6 +70,7 @@ def _shrinking_decode_s(
     survival: tuple[tuple[float, float], ...],
     spec: SpecDecode | None,
     replicas: float = 1.0,
+    eager: tuple[float, float] = (0.0, math.inf),
 ) -> float:
     """Expected decode time while ``batch0`` requests on each of ``replicas`` replicas finish
     along ``survival(s)`` (the share still running after s generated tokens).
@@ -76,7 +78,7 @@ def _shrinking_decode_s(
     The phase lasts while *any* request of any replica runs: with n requests per replica each
     still running with probability f, that is ``P = 1 − (1 − f)^(n·R)``. While it lasts, a
     replica that still runs one runs ``n·f / p`` on average (``p = 1 − (1 − f)^n``, never fewer
-    than one), and its step sets the pace. Each step also pays the draft when speculating.
+    than one), and its step sets the pace. Each step also pays the draft when speculating, and past the CUDA-graph capture size ``eager``'s host time (job.graphs).
     """
     tau = spec.acceptance_length if spec else 1.0
     query = (spec.draft_tokens + 1) if spec else 1.0
@@ -90,7 +92,7 @@ def _shrinking_decode_s(
         p_replica = 1.0 - (1.0 - f) ** n
         running = max(n * f / p_replica, 1.0) if p_replica > 0 else 1.0
         ctx = isl.mean + (s0 + s1) / 2
-        step = step_time(d, eff, running, ctx, query_tokens_per_seq=query).total_s
+        step = step_time(d, eff, running, ctx, query_tokens_per_seq=query).total_s + outside_s(running * query, eager)
         if spec is not None:
             step += draft_s(d, eff, running, ctx, spec)
         total += (s1 - s0) / tau * p_job * step
@@ -119,13 +121,14 @@ def job_time(
     batch = min(steady.batch, num_requests)
     mean_l = osl.mean
     chunk = settings.chunk_tokens
-    prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s
+    eager = uncaptured(d, settings)  # a step past the CUDA-graph capture size (job.graphs)
+    prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s + outside_s(chunk, eager)
     tokens = num_requests * mean_l
     if num_requests <= steady.batch:  # burst: every prompt first, then a shrinking batch
         ramp = num_requests * isl.mean / chunk * prefill_chunk_s
-        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, osl.survival, spec, replicas), tokens)
+        return JobTime(ramp, 0.0, _shrinking_decode_s(d, eff, batch, isl, osl.survival, spec, replicas, eager), tokens)
     residual_mean = osl.running_mean / 2
-    drain = _shrinking_decode_s(d, eff, batch, isl, osl.residual_survival, spec, replicas)
+    drain = _shrinking_decode_s(d, eff, batch, isl, osl.residual_survival, spec, replicas, eager)
     drain_tokens = batch * residual_mean
     ramp = batch * isl.mean * (residual_mean / mean_l) / chunk * prefill_chunk_s
     steady_s = max(tokens - drain_tokens, 0.0) / steady.output_tok_s

@@ -266,7 +266,7 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
 def unmeasured_spec_note(top: OptionResult) -> str | None:
     """Where the search set aside a faster speculative configuration whose regime no measurement
     backs (vLLM on a hybrid model: ``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``, its one public run at
-    0.50× the prediction; ``planning.search.measured_first`` puts plain decoding first), what it
+    0.75× the prediction; ``planning.search.measured_first`` puts plain decoding first), what it
     would give and why it is not the recommendation: a new-user pass saw the MTP launch printed
     beside a line advising plain decoding."""
     best = top.best
@@ -282,7 +282,7 @@ def unmeasured_spec_note(top: OptionResult) -> str | None:
     return (
         f"{top.option.label} with {method.describe()}: {ev.output_tok_s_total:,.0f} tok/s → "
         f"{days_words(spec.wall_s)} ({describe(spec)}) by the model, an upper bound: vLLM speculating on a "
-        f"hybrid model ran at 0.50× its prediction in the one public run, so plain decoding, the measured "
+        f"hybrid model ran at 0.75× its prediction in the one public run, so plain decoding, the measured "
         f"regime, is recommended and launched; run it on your server and give what it measured "
         f"(plan --current engine=vllm,spec={method.method}:{method.draft_tokens},… --measured-tok-s N) to plan "
         f"at what it ran."

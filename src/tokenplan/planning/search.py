@@ -244,8 +244,8 @@ def measured_first(
     ranked: list[Candidate], runs: list[Evaluation], simulated: Callable[[Evaluation], Candidate]
 ) -> list[Candidate]:
     """``ranked`` with the fastest configuration without speculative decoding first where the
-    leader speculates in a regime whose one measurement ran far below its prediction
-    (``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``: vLLM on a hybrid model, 0.50× in the one public
+    leader speculates in a regime whose one measurement ran below its prediction
+    (``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``: vLLM on a hybrid model, 0.75× in the one public
     run): its figures are an upper bound, so the recommendation and its launch are the measured
     regime's (``simulated`` turns the best such evaluation of ``runs`` into a candidate when no
     leader is one). The speculative leaders stay in the list, after it; ``planning.rank``'s

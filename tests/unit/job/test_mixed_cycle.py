@@ -52,3 +52,37 @@ def test_prompts_that_need_more_steps_than_the_cycle_has_spread_over_every_step(
     )
     # lm_head: 11 decodes + ~1.1 prompt last tokens × 1e9 FLOPs ≈ 1.2e10, 0.01 % of the step.
     assert cyc.cycle_s == pytest.approx(n_steps * step, rel=1e-3)
+
+
+def test_a_step_past_the_graph_capture_size_pays_the_host_time_once_per_step():
+    # The first test's cycle with eager = (20 ms, 512 tokens): each of the 4 prompt steps carries
+    # 7,004 tokens > 512 and pays 20 ms more; the 996 decode-only steps of 4 tokens stay in a graph.
+    # Cycle: 4 × (225.4 + 20) ms + 996 × 3.8125 ms.
+    dec = 3.8125e-3
+    piece = (2 * 8e9 * 7004 + 5e9) / (5e14 * 7004 / 7012) + 1e-3
+    cyc = _mixed_cycle(
+        _dense(), EFF, SimpleNamespace(chunk_tokens=8192), 4.0, 7500.0, fixed(7000), 1000.0, 1.0, dec, dec,
+        eager=(0.020, 512.0),
+    )  # fmt: skip
+    assert cyc.cycle_s == pytest.approx(4 * (piece + 0.020) + 996 * dec, rel=1e-4)
+    # own prefill (TTFT's share): one piece step, host time included
+    assert cyc.own_s == pytest.approx(piece + 0.020, rel=1e-4)
+
+
+def test_vllm_adds_the_uncaptured_host_time_on_a_gdn_hybrid_only():
+    from tokenplan.job.graphs import outside_s, uncaptured
+
+    def eager(model: str, engine: str) -> tuple[float, float]:
+        ev = resolve(
+            PredictRequest(model, "b200", engine=engine, weight_dtype="fp8", isl=1024, osl=512, concurrency=171)
+        ).evaluate()
+        return uncaptured(
+            ev.deployment, ev.config.engine.settings(ev.deployment.gpu, ev.config.layout, speculative=False)
+        )
+
+    # Qwen3.5-27B: 64 layers (48 Gated DeltaNet) × 0.52 ms (vllm#27222: (1,024/13,900 − 1,024/21,000) s
+    # over 48 layers) = 33.28 ms, past vLLM's 512-token capture size (min(2 × 1,024 seqs, 512, 8,192))
+    assert eager("qwen3.5-27b", "vllm") == pytest.approx((64 * 0.00052, 512.0))
+    assert eager("qwen3.5-27b", "sglang") == (0.0, float("inf"))  # prompts in steps of their own
+    assert eager("llama-3.1-8b", "vllm") == (0.0, float("inf"))  # no GDN layer
+    assert outside_s(512.0, (0.03328, 512.0)) == 0.0 and outside_s(513.0, (0.03328, 512.0)) == 0.03328

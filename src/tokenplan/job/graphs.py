@@ -1,0 +1,42 @@
+"""Steps outside CUDA graphs: the host time vLLM adds to a step of a hybrid (Gated DeltaNet) model
+that it cannot replay from a captured graph.
+
+vLLM replays a decode step from a CUDA graph only up to its largest capture size,
+``max_cudagraph_capture_size = min(max_num_seqs × (1 + k) × 2, 512)`` tokens (engine-facts V5;
+``EngineSettings.graph_max_bs``). A step of more tokens runs without a graph: every kernel is
+launched from Python. That includes the decode steps of a batch past the capture size, and every
+step carrying a prompt chunk past it (a 1,024-token prompt alone). For a GDN hybrid that launch
+time is not hidden behind the GPU: the GDN metadata build and chunk kernels synchronise host and
+device within the step (vllm-project/vllm#37239: three stream syncs in ``prepare_chunk_indices``;
+#38047: boolean-mask indexing on the GPU in ``GDNAttentionMetadata.build``, +7 % throughput once
+removed; #38361: "for prefill_size=1000, GDN CPU part takes 2x+ longer then GPU part, and default
+cudagraph_max_capture_size is 512, so we don't hide CPU in this case").
+
+The size, per layer of the model, is measured in vllm-project/vllm#27222 (B200, Qwen3-Next-80B-A3B,
+48 layers, TP4, decode at batch 1,024): 13,900 output tok/s with graphs up to 512 (the steps of
+1,024 run without one) against 21,000 with ``--cuda-graph-sizes=1024``, i.e. steps of
+1,024 / 13,900 = 73.7 ms against 1,024 / 21,000 = 48.8 ms: 24.9 ms more per step outside a
+graph, 24.9 / 48 = 0.52 ms per layer (``EngineSettings.uncaptured_gdn_layer_s``, catalog/engines.yaml).
+SGLang keeps prompts in steps of their own and TensorRT-LLM has no GDN host path here: 0 for both.
+"""
+
+from __future__ import annotations
+
+from tokenplan.engines.base import EngineSettings
+from tokenplan.perf.deployment import Deployment
+
+
+def uncaptured(d: Deployment, settings: EngineSettings) -> tuple[float, float]:
+    """(seconds a step outside CUDA graphs adds, the most tokens a step replayed from a graph
+    holds) for ``d`` under ``settings``; (0, inf) where no such time is known (no GDN layer, or
+    an engine that adds none)."""
+    linear = d.spec.linear
+    per_layer_s = settings.uncaptured_gdn_layer_s
+    if linear is None or linear.kind != "gated_deltanet" or per_layer_s <= 0:
+        return 0.0, float("inf")
+    return per_layer_s * d.spec.num_layers, float(settings.graph_max_bs)
+
+
+def outside_s(tokens: float, eager: tuple[float, float]) -> float:
+    """The host time (seconds) a step of ``tokens`` tokens adds: ``eager[0]`` past ``eager[1]``."""
+    return eager[0] if tokens > eager[1] else 0.0
