@@ -173,3 +173,12 @@ def test_a_fixed_cap_above_what_memory_holds_is_still_the_launchs_cap():
     for name, cap in (("vLLM", vllm), ("TensorRT-LLM", trtllm)):
         for said in (w for w in o["warnings"] if w.startswith(f"the {name} launch (in --json)")):
             assert f"caps the batch at {cap:,} per replica" in said
+
+
+def test_a_fixed_tp_the_model_cannot_split_says_the_models_reason():
+    # Qwen3.6-27B has 4 KV heads: TP3 neither divides them nor is divided by them, which is why no
+    # layout of 3 GPUs has it (it said "TP is one of 1", the search's powers of two, a new-user pass).
+    o = plan(PlanRequest(gpus=("3xb200",), tp=3)).to_json()["options"][0]
+    assert o["rejected"] == {
+        "TP3 (fixed): TP3 and the 4 KV heads do not divide one another (allowed TP: 1, 2, 4, 8)": 1
+    }

@@ -126,6 +126,16 @@ def test_each_rejection_kind_names_its_numbers(kind):
         assert reasons[hits[0]] == count
 
 
+def test_an_nvfp4_kv_cache_is_refused_where_the_engine_does_not_run_it():
+    # vLLM and TensorRT-LLM run an NVFP4 KV cache on SM100/SM103 only (vllm#49011: "kv_cache_dtype not
+    # supported" on SM120; TensorRT-LLM#10241); SGLang runs it on SM120 too (sglang#21601).
+    want = "NVFP4 KV cache: {} runs it only on blackwell, blackwell-ultra; rtx-pro-6000 is blackwell-gb202 (use --kv-dtype fp8)"
+    for engine, name in (("vllm", "vLLM"), ("trtllm", "TensorRT-LLM")):
+        assert want.format(name) in _reasons(engine=engine, gpus=("4xrtx-pro-6000",), kv_dtypes=("nvfp4",))
+    o = plan(PlanRequest(gpus=("4xrtx-pro-6000",), kv_dtypes=("nvfp4",), specs=("none",))).to_json()["options"][0]
+    assert o["kv_dtype"] == "nvfp4" and "--kv-cache-dtype nvfp4" in o["launch"]["sglang"]
+
+
 def test_every_kind_is_walked():
     # "spec" (MTP on a model without MTP layers) cannot reach the plan: the request drops MTP for
     # such models and says so in a note (tested below); the search itself is covered directly.

@@ -90,6 +90,11 @@ class Engine(Protocol):
         tensor cores; False: the engine refuses NVFP4 there (``catalog/engines.yaml`` cites each)."""
 
     @property
+    def nvfp4_kv_architectures(self) -> tuple[str, ...]:
+        """GPU architectures on which the engine runs an NVFP4 KV cache (``catalog/engines.yaml``
+        cites each)."""
+
+    @property
     def mixed_prefill(self) -> bool:
         """Prompt chunks ride in decode steps (else prefill runs in steps of its own)."""
 

@@ -63,6 +63,7 @@ class Sglang:
     display_name: str
     vendors: tuple[str, ...]
     nvfp4_weight_only: bool
+    nvfp4_kv_architectures: tuple[str, ...]
     reserve_base_mib: float
     reserve_per_activation_token_mib: float
     reserve_activation_tokens_min: int
@@ -96,6 +97,7 @@ class Sglang:
         return cls(
             name=name,
             vendors=tuple(e.pop("vendors")),
+            nvfp4_kv_architectures=tuple(e.pop("nvfp4_kv_architectures")),
             buckets=tuple(SglangBucket(**b) for b in e.pop("buckets")),
             running_per_context_factor=running["per_context_factor"],
             running_min=running["min"],

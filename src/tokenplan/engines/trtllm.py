@@ -111,6 +111,7 @@ class Trtllm:
     display_name: str
     vendors: tuple[str, ...]
     nvfp4_weight_only: bool
+    nvfp4_kv_architectures: tuple[str, ...]
     memory_fraction: float
     reserve_fixed_gib: float
     max_batch_size: int
@@ -118,8 +119,7 @@ class Trtllm:
     graph_max_bs: int
     pools: CachePools = CachePools()
 
-    # T9: in-flight batching puts context and generation requests in one step.
-    mixed_prefill: ClassVar[bool] = True
+    mixed_prefill: ClassVar[bool] = True  # T9: in-flight batching puts context and generation in one step
 
     @classmethod
     def from_entry(cls, name: str, entry: Mapping[str, Any]) -> Trtllm:
@@ -127,7 +127,8 @@ class Trtllm:
         KeyError or TypeError for a missing or unknown key (a shipped-catalog defect)."""
         e = dict(entry)
         e.pop("source")
-        return cls(name=name, vendors=tuple(e.pop("vendors")), **e)
+        kv = tuple(e.pop("nvfp4_kv_architectures"))
+        return cls(name=name, vendors=tuple(e.pop("vendors")), nvfp4_kv_architectures=kv, **e)
 
     # ------------------------------------------------------------------ defaults and memory
     def settings(

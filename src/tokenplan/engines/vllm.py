@@ -63,6 +63,7 @@ class Vllm:
     display_name: str
     vendors: tuple[str, ...]
     nvfp4_weight_only: bool
+    nvfp4_kv_architectures: tuple[str, ...]
     memory_fraction: float
     reserve_fixed_gib: float
     sampler_bytes_per_logit: float
@@ -92,6 +93,7 @@ class Vllm:
         return cls(
             name=name,
             vendors=tuple(e.pop("vendors")),
+            nvfp4_kv_architectures=tuple(e.pop("nvfp4_kv_architectures")),
             small_default_architectures=tuple(e.pop("small_default_architectures")),
             **e,
         )

@@ -36,7 +36,8 @@ def format_issues(
     vLLM's Marlin; SGLang and TensorRT-LLM refuse it); an NVFP4 KV cache needs Blackwell.
     Other formats without native tensor-core support run weight-only, dequantized to BF16 in
     the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on A100, MXFP4 on Hopper), at the BF16
-    compute rate.
+    compute rate. Each engine runs an NVFP4 KV cache on its own Blackwell parts only
+    (``Engine.nvfp4_kv_architectures``: vLLM and TensorRT-LLM not on SM120).
     """
     if weight is Dtype.NVFP4 and gpu.vendor == "amd":
         return f"NVFP4 weights: no engine runs NVFP4 on {gpu.architecture}", []
@@ -52,6 +53,11 @@ def format_issues(
         ), []
     if kv is Dtype.NVFP4 and Dtype.NVFP4 not in gpu.native_dtypes:
         return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
+    if kv is Dtype.NVFP4 and engine is not None and gpu.architecture not in engine.nvfp4_kv_architectures:
+        return (
+            f"NVFP4 KV cache: {engine.display_name} runs it only on {', '.join(engine.nvfp4_kv_architectures)}; "
+            f"{gpu.key} is {gpu.architecture} (use --kv-dtype fp8)"
+        ), []
     warnings = []
     if weight.compute_dtype not in gpu.native_dtypes:
         warnings.append(

@@ -14,7 +14,7 @@ from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InputError, shown
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config
-from tokenplan.perf.layout import Layout
+from tokenplan.perf.layout import Layout, layout_rejection
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype
 
@@ -131,6 +131,10 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
         why = f"TP{fixed.tp} needs {fixed.tp} GPUs; the option has {option.count}"
     elif fixed.ep is not None and fixed.ep > 1 and model.moe is None:
         why = f"EP splits experts; {model.name} is dense (EP 1 only)"
+    elif fixed.tp is not None and (own := layout_rejection(model, Layout(tp=fixed.tp))) is not None:
+        why = own  # the model's own reason (TP3 and 4 KV heads), not the search's powers of two
+    elif fixed.tp is not None and fixed.tp & (fixed.tp - 1):
+        why = f"plan searches TP in powers of two (1, 2, 4, …); TP{fixed.tp} is not one (predict --tp {fixed.tp} costs it)"
     else:
         kept = [lay for lay in every if fixed.tp is None or lay.tp == fixed.tp]
         allowed = (
