@@ -94,9 +94,10 @@ class CatalogError(InputError):
 
     def __init__(self, kind: str, name: str, known: Iterable[str], suggestions: Iterable[str] = ()):
         self.field, self.value = kind, name
-        close = list(suggestions)
+        self.known, self.suggestions = sorted(known), list(suggestions)
+        close = self.suggestions
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{hint}{_allowed_text(sorted(known))}")
+        TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{hint}{_allowed_text(self.known)}")
 
 
 class MissingOptionError(InputError):

@@ -162,3 +162,13 @@ def test_a_price_for_a_gpu_not_planned_is_noted():
     assert answer[0] == "--price for h200 not used: no --gpu option is h200 (the plan compares b200)"
     priced = plan(PlanRequest(gpus=("8xb200",), prices={"b200": 4.5}, specs=("none",))).to_json()["answer"]
     assert not any("not used" in line for line in priced)
+
+
+def test_a_price_for_an_unknown_gpu_suggests_as_gpu_does(monkeypatch, capsys, tmp_path):
+    # new-user finding: --price h100=3 said only 'h100' is not allowed, where --gpu h100 suggests
+    line = _error(monkeypatch, capsys, tmp_path, "plan", "--price", "h100=3")
+    assert line == (
+        "error: --price 'h100' is not in the catalog; did you mean h100-nvl, h100-pcie, h100-sxm, h200? "
+        "(allowed: a100-80gb, b200, b300, gb200, gb300, h100-nvl, h100-pcie, h100-sxm, h20, h200, l40s, mi300x, "
+        "mi325x, mi355x, rtx-5090, rtx-pro-6000)"
+    )

@@ -16,7 +16,7 @@ from tokenplan.api.bands import figure_bands
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.arch.draft import SEPARATE_DRAFTERS
 from tokenplan.calibration.fitted_range import Profile
-from tokenplan.catalog import base_repo_of, gpu_key, gpu_names, launch_info, load_engine, load_gpu, load_model
+from tokenplan.catalog import base_repo_of, gpu_key, launch_info, load_engine, load_gpu, load_model
 from tokenplan.errors import CatalogError, InputError, import_extra, shown
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.files.drafter import attach_drafter
@@ -145,7 +145,7 @@ def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     try:
         prices = {gpu_key(k): v for k, v in req.prices.items()}
     except CatalogError as exc:
-        raise InputError("price", exc.value, gpu_names()) from None
+        raise CatalogError("price", str(exc.value), exc.known, exc.suggestions) from None  # --gpu's hint
     gpus = DEFAULT_PROVISION_GPUS if req.provisioning and req.gpus == DEFAULT_GPUS else req.gpus
     out, seen = [], set()
     for text in dict.fromkeys(gpus):  # the same option twice is compared once
