@@ -148,6 +148,23 @@ def test_report_refuses_nan_rather_than_writing_it_into_the_page(tmp_path) -> No
     assert not (tmp_path / "r.html").exists()
 
 
+def test_report_given_a_plan_file_as_bench_says_it_is_no_bench_file(tmp_path) -> None:
+    # new-user finding: report --bench plan.json said "plan.json: num_gpus: missing"; bench --from-json's words
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text(
+        '{"model": "m", "units_total": 10, "stored": 10, "errors": 0, "elapsed_s": 60.0, "output_tokens": 100, '
+        '"output_tok_s": 1.5}'
+    )
+    (tmp_path / "plan.json").write_text('{"schema_version": 1, "job": {}, "options": []}')
+    assert _one_error_line(_tokenplan("report", "run", "--bench", "plan.json", "-o", "r.html", cwd=tmp_path)) == (
+        "error: plan.json: levels: expected the bench JSON with a 'levels' list"
+    )
+    assert _one_error_line(_tokenplan("bench", "--from-json", "plan.json", cwd=tmp_path)) == (
+        "error: plan.json: levels: expected the bench JSON with a 'levels' list"
+    )
+    assert not (tmp_path / "r.html").exists()
+
+
 @pytest.mark.parametrize(
     ("config", "line"),
     [

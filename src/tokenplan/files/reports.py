@@ -109,6 +109,14 @@ def load_run_summary(run_dir: str | Path) -> RunSummary:
     return RunSummary.from_json({**data, "run_dir": str(folder)}, str(path))
 
 
+def _bench_object(data: object, path: Path) -> dict:
+    """``data`` where it has a ``levels`` list; else one ConfigError saying what a bench file holds
+    (a plan or run JSON given for one was answered by the first key it lacks, ``num_gpus: missing``)."""
+    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
+        raise ConfigError(str(path), "levels", "expected the bench JSON with a 'levels' list")
+    return data
+
+
 def load_bench(path: str | Path) -> BenchResult:
     """A ``tokenplan bench`` JSON file read back into the :class:`~tokenplan.bench_schema.BenchResult`
     the sweep returned (levels with concurrency, tok/s and latency distributions in seconds), after
@@ -123,7 +131,7 @@ def load_bench_json(path: str | Path) -> dict:
     """A ``tokenplan bench`` JSON file's object, checked: the keys the report draws present, figures
     finite numbers or null. Raises ConfigError."""
     p = Path(path)
-    data = _require(_read_json(p), BENCH_KEYS, p, "top level")
+    data = _require(_bench_object(_read_json(p), p), BENCH_KEYS, p, "top level")
     check_version(data, BENCH_SCHEMA_VERSION, Reading(str(p)))
     _texts(data, ("model",), p)
     endpoints = data.get("endpoints", [])
@@ -177,9 +185,7 @@ def read_bench_file(path: str) -> dict:
     p = Path(path)
     if not p.is_file():
         raise InputError("bench file", path, "an existing JSON file written by tokenplan bench --json")
-    data = load_json(p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
-    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
-        raise ConfigError(path, "levels", "expected the bench JSON with a 'levels' list")
+    data = _bench_object(load_json(p), p)  # ConfigError: not UTF-8, not JSON, a key twice, nested too deep
     check_version(data, BENCH_SCHEMA_VERSION, Reading(path))
     if data["levels"]:
         load_saved_bench(path)
