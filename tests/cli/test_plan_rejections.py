@@ -166,6 +166,15 @@ def test_spec_rejection_in_the_search():
     assert not any(line.startswith("Plain decoding was not compared") for line in p["answer"])
 
 
+def test_mtp_not_searched_says_defaults_where_no_spec_was_given():
+    # new-user finding: with no --spec the bullet said "(asked: mtp:1, mtp:3)" of the defaults
+    note = "MTP was not searched: llama-3.1-8b ships no MTP layers ({}); EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."
+    default = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",))).to_json()["answer"]
+    assert note.format("the --spec defaults: mtp:1, mtp:3") in default
+    asked = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xb200",), specs=("none", "mtp:2"))).to_json()["answer"]
+    assert note.format("asked: mtp:2") in asked
+
+
 def test_a_plan_that_only_speculates_says_plain_decoding_was_not_compared():
     only = plan(PlanRequest(gpus=("1xb200",), specs=("mtp:1:1.5",))).to_json()["answer"]
     assert any(line.startswith("Plain decoding was not compared") and "--spec none" in line for line in only)

@@ -245,6 +245,12 @@ def _searched(
         resolved, note = resolve_spec(text, req.isl_mean, req.osl_mean)
         parsed.append(parse_spec(resolved))
         spec_notes += [note] if note else []
+    if (mtp := [s for s in req.specs if s.strip().lower().startswith("mtp")]) and model.mtp_layers == 0:
+        said = "asked" if req.specs != DEFAULT_SPECS else "the --spec defaults"  # no --spec given
+        spec_notes.append(
+            f"MTP was not searched: {model.name} ships no MTP layers ({said}: {', '.join(mtp)}); "
+            "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."
+        )
     drafting = sorted({s.method for s in parsed if s is not None and s.method != "mtp"})
     if req.draft_model is not None and len(drafting) > 1:  # one checkpoint drafts for one method
         raise InputError("draft_model", req.draft_model, f"the drafter of one method, not of {' and '.join(drafting)}")
@@ -265,7 +271,6 @@ def _searched(
         job=Job(req.samples, isl, osl),
         options=options,
         specs=tuple(dict.fromkeys(specs)),
-        asked=req.specs,
         weights=weights,
         kvs=kvs,
         fixed=fixed,

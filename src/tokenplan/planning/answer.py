@@ -93,7 +93,7 @@ class Question:
             the job (requests, lengths in tokens).
         options: each hardware option with whether its count was given (else one rental unit).
         specs: the speculative settings asked for, parsed (before MTP is dropped for a model
-            without MTP layers); ``asked``: as typed (for the notes).
+            without MTP layers).
         weights, kvs: the formats to search (None = all the chip runs). fixed: what is not searched.
         deadline_s, budget_usd: provisioning targets (seconds, US dollars; None = none).
         repo, parsers: where the launch commands load the model from, and its reasoning parser(s).
@@ -102,7 +102,7 @@ class Question:
             another weight format than the checkpoint's launches from it (None otherwise).
         engines: every engine a launch command is written for.
         first_notes: the answer's first lines (what the calibration profile moves);
-            spec_notes: where a TAU came from (a bench file).
+            spec_notes: where a TAU came from (a bench file), MTP settings not searched.
         priced: the GPU keys given a price (``--price`` / the job file) as typed.
         spec_measured: the user's run measured the speculative regime (``--current`` re-planned at
             its implied τ): no speculative figure is set aside as an upper bound.
@@ -114,7 +114,6 @@ class Question:
     job: Job
     options: tuple[tuple[HardwareOption, bool], ...]
     specs: tuple[SpecDecode | None, ...]
-    asked: tuple[str, ...]
     weights: tuple[Dtype, ...] | None
     kvs: tuple[Dtype, ...] | None
     fixed: Fixed
@@ -230,16 +229,9 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
 
 
 def _spec_notes(q: Question) -> list[str]:
-    """Where a TAU came from; say so when asked-for MTP settings were not searched (the model
-    ships no MTP layers), and when plain decoding was left out of the comparison (every
-    ``--spec`` given speculates)."""
+    """Where a TAU came from and MTP settings not searched (``q.spec_notes``), and when plain
+    decoding was left out of the comparison (every ``--spec`` given speculates)."""
     notes = list(q.spec_notes)
-    asked = [s for s in q.asked if s.strip().lower().startswith("mtp")]
-    if asked and q.model.mtp_layers == 0:
-        notes.append(
-            f"MTP was not searched: {q.model.name} ships no MTP layers (asked: {', '.join(asked)}); "
-            "EAGLE or DFlash need a separate draft model (--spec eagle3:K[:TAU])."
-        )
     if None not in q.searched_specs:
         notes.append(
             "Plain decoding was not compared (every --spec given speculates): add --spec none to see "
