@@ -203,6 +203,25 @@ def test_three_b200_say_why_tp2_is_missing():
     assert not any("cannot run this model" in line for line in plan(PlanRequest(gpus=("3xb200",))).to_json()["answer"])
 
 
+def test_tp8_that_cannot_run_the_model_says_tp8_once(tmp_path):
+    # new-user finding: "TP8 on h100-sxm cannot run this model: TP8: TP8 does not divide the 12 attention heads"
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 768,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "vocab_size": 1000,
+        "intermediate_size": 3072,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    answer = plan(PlanRequest(model=str(tmp_path), gpus=("8xh100-sxm",), specs=("none",))).to_json()["answer"]
+    assert (
+        "TP8 on h100-sxm cannot run this model: TP8 does not divide the 12 attention heads (allowed TP: 1, 2, 4, 12)."
+        in answer
+    )
+
+
 def test_seven_b200_tp4_is_a_divisibility_reason_not_a_model_one():
     p = plan(PlanRequest(gpus=("7xb200",))).to_json()
     reasons = p["options"][0]["rejected"]

@@ -173,6 +173,7 @@ def explain(
                 ),
                 None,
             )
+            why = why and why.removeprefix(f"TP{n}: ")  # the sentence names TP{n} (it said "TP8: TP8 does not…")
             lines.append(f"TP{n} on {r.option.gpu.key} cannot run this model" + (f": {why}." if why else "."))
         elif tp_all.evaluation.config.layout == b.evaluation.config.layout:
             lines.append(f"TP{n} is the right layout on {r.option.gpu.key}.")
