@@ -267,6 +267,39 @@ def test_a_job_yaml_length_no_request_can_hold_is_refused(tmp_path, text, messag
     assert str(refused.value) == f"{tmp_path / 'job.yaml'}: {message}"
 
 
+GPU_KEYS = (
+    "a100-80gb, b200, b300, gb200, gb300, h100-nvl, h100-pcie, h100-sxm, h20, h200, l40s, mi300x, mi325x, mi355x, "
+    "rtx-5090, rtx-pro-6000"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            'gpus: ["8xh100"]\n',
+            "gpus: 'h100' is not in the catalog; did you mean h100-nvl, h100-pcie, h100-sxm, h200? "
+            f"(allowed: {GPU_KEYS})",
+        ),
+        (
+            'gpus: ["8.5xb200"]\n',
+            "gpus: '8.5xb200' is not allowed (allowed: COUNTxKEY with COUNT an integer from 1 to 1,048,576 "
+            "(e.g. 8xb200), or KEY alone (one node))",
+        ),
+        (
+            'gpus: ["8xh100-sxm"]\nprices: {h100: 3}\n',
+            "prices: 'h100' is not in the catalog; did you mean h100-nvl, h100-pcie, h100-sxm, h200? "
+            f"(allowed: {GPU_KEYS})",
+        ),
+    ],
+    ids=["unknown_gpu", "fractional_count", "unknown_priced_gpu"],
+)
+def test_a_job_yaml_gpu_name_plan_refuses_names_the_file(tmp_path, text, message) -> None:
+    # new-user finding: gpus: ["8xh100"] in a job file said "gpu 'h100' …" without the file
+    (tmp_path / "job.yaml").write_text(text)
+    assert _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path)) == f"error: job.yaml: {message}"
+
+
 @pytest.mark.parametrize("value", ["0", "0.5", "-3", "abc"])
 def test_predict_concurrency_that_is_not_a_whole_number_of_requests_is_one_message(tmp_path, value) -> None:
     # new-user pass: 0 used to be told "a finite number > 0" and 0.5 "a whole number ≥ 1"
