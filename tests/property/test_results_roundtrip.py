@@ -68,10 +68,17 @@ def of(tp: Any) -> st.SearchStrategy[Any]:
 
 
 def _field(tp: Any, meta: Mapping[str, Any]) -> st.SearchStrategy[Any]:
-    """A field's values: within its ``bounded(gt, le)`` metadata where it has one."""
+    """A field's values: within its ``bounded(gt, le)`` metadata where it has one, finite (a bound
+    without ``le`` leaves infinity to hypothesis, which every figure's reader refuses)."""
     if "gt" not in meta and "le" not in meta:
         return of(tp)
-    inside = st.floats(min_value=meta.get("gt"), max_value=meta.get("le"), exclude_min="gt" in meta)
+    inside = st.floats(
+        min_value=meta.get("gt"),
+        max_value=meta.get("le"),
+        exclude_min="gt" in meta,
+        allow_nan=False,
+        allow_infinity=False,
+    )
     return st.one_of(st.none(), inside) if type(None) in typing.get_args(tp) else inside
 
 
