@@ -277,7 +277,7 @@ def read_measurements(path: str) -> MeasurementFile:
     if not p.is_file():
         raise InputError("measurement file", path, "an existing CSV file")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is not part of the header
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
             path, "encoding", f"cannot be read as UTF-8 text ({exc.__class__.__name__}); expected a UTF-8 CSV file"

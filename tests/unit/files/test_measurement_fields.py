@@ -77,3 +77,19 @@ def test_a_header_in_capitals_names_the_same_columns(tmp_path):
     table = read_measurements(str(tmp_path / "s.csv"))
     assert (len(table.rows), table.skipped) == (1, ())
     assert table.rows[0].concurrency == 128  # the row's own concurrency cell
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    # Excel's "CSV UTF-8" writes U+FEFF first: the first column was read as "\ufeffid" (rows named
+    # by their line, not their id) and a file whose first column is engine was refused with
+    # "missing column(s) engine"
+    src = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "dev.csv"
+    header, first = src.read_text(encoding="utf-8").splitlines()[:2]
+    cells = first.split(",")
+    assert header.split(",")[:2] == ["id", "engine"] and cells[0] == "1"  # the file's first row is id 1
+    (tmp_path / "id.csv").write_text(f"{header}\n{first}\n", encoding="utf-8-sig")
+    assert read_measurements(str(tmp_path / "id.csv")).rows[0].row_id == "1"  # not "2", its line
+    swapped = ",".join(["engine", "id", *header.split(",")[2:]]), ",".join([cells[1], cells[0], *cells[2:]])
+    (tmp_path / "engine.csv").write_text("\n".join(swapped) + "\n", encoding="utf-8-sig")
+    table = read_measurements(str(tmp_path / "engine.csv"))
+    assert (len(table.rows), table.skipped, table.rows[0].row_id) == (1, (), "1")
