@@ -50,6 +50,9 @@ class EngineSettings:
             ``--scheduler-recv-interval``, default 1).
         uncaptured_gdn_layer_s: host time (seconds) per model layer a step past ``graph_max_bs``
             tokens adds on a Gated DeltaNet hybrid (vLLM; :mod:`tokenplan.job.graphs`); 0 = none.
+        graph_cap_tokens: the capture size's bound besides the running cap (vLLM: ``min(512,
+            max_num_batched_tokens)``): with k draft tokens a step is captured up to
+            ``min(graph_max_bs × (1 + k), graph_cap_tokens)`` tokens (V5); 0 = ``graph_max_bs``.
     """
 
     memory_fraction: float
@@ -69,6 +72,7 @@ class EngineSettings:
     adp_balance_timeout_iters: int = 0
     recv_interval: int = 1
     uncaptured_gdn_layer_s: float = 0.0
+    graph_cap_tokens: int = 0
 
     def fraction_base_bytes(self, gpu_bytes: float, weight_bytes: float, reserve_bytes: float) -> float:
         """The bytes the memory fraction is a share of, so that raising it by Δ adds Δ × this to

@@ -149,6 +149,7 @@ class Vllm:
             graph_estimate_bytes=graphs,
             chunk_set=chunk_tokens is not None,
             uncaptured_gdn_layer_s=self.uncaptured_gdn_layer_s,
+            graph_cap_tokens=min(self.graph_max_bs, chunk),
         )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:

@@ -330,7 +330,7 @@ def _level(
     dec = every.get(key)
     if dec is None:
         dec = keep_step(every, d, eff, key)
-    eager = uncaptured(d, settings)  # a step past the CUDA-graph capture size (job.graphs)
+    eager = uncaptured(d, settings, spec)  # a step past the CUDA-graph capture size (job.graphs)
     dec_total = dec.total_s + outside_s(batch * query, eager)
     if spec:
         one = _step(d, eff, memos, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence

@@ -24,17 +24,27 @@ from __future__ import annotations
 
 from tokenplan.engines.base import EngineSettings
 from tokenplan.perf.deployment import Deployment
+from tokenplan.perf.speculative import SpecDecode
 
 
-def uncaptured(d: Deployment, settings: EngineSettings) -> tuple[float, float]:
+def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None = None) -> tuple[float, float]:
     """(seconds a step outside CUDA graphs adds, the most tokens a step replayed from a graph
-    holds) for ``d`` under ``settings``; (0, inf) where no such time is known (no GDN layer, or
-    an engine that adds none)."""
+    holds) for ``d`` under ``settings`` with ``spec``'s draft tokens; (0, inf) where no such time
+    is known (no GDN layer, or an engine that adds none).
+
+    With k draft tokens vLLM captures up to ``min(max_num_seqs × (1 + k) × 2, 512,
+    max_num_batched_tokens)`` tokens: ``graph_max_bs`` (the same without the 1 + k) times
+    1 + k, within ``graph_cap_tokens`` (the 512 and the token budget), since
+    ``min(min(2s, 512, c) × q, 512, c) = min(2s·q, 512, c)`` for q ≥ 1. A running cap of 100
+    with MTP k = 3 captures steps of 100 × 4 = 400 tokens (min(800, 512) = 512), not 200."""
     linear = d.spec.linear
     per_layer_s = settings.uncaptured_gdn_layer_s
     if linear is None or linear.kind != "gated_deltanet" or per_layer_s <= 0:
         return 0.0, float("inf")
-    return per_layer_s * d.spec.num_layers, float(settings.graph_max_bs)
+    captured = settings.graph_max_bs
+    if spec is not None and settings.graph_cap_tokens:
+        captured = min(captured * (1 + spec.draft_tokens), settings.graph_cap_tokens)
+    return per_layer_s * d.spec.num_layers, float(captured)
 
 
 def outside_s(tokens: float, eager: tuple[float, float]) -> float:

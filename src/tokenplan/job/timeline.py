@@ -121,7 +121,7 @@ def job_time(
     batch = min(steady.batch, num_requests)
     mean_l = osl.mean
     chunk = settings.chunk_tokens
-    eager = uncaptured(d, settings)  # a step past the CUDA-graph capture size (job.graphs)
+    eager = uncaptured(d, settings, spec)  # a step past the CUDA-graph capture size (job.graphs)
     prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s + outside_s(chunk, eager)
     tokens = num_requests * mean_l
     if num_requests <= steady.batch:  # burst: every prompt first, then a shrinking batch

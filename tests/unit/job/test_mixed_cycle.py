@@ -86,3 +86,26 @@ def test_vllm_adds_the_uncaptured_host_time_on_a_gdn_hybrid_only():
     assert eager("qwen3.5-27b", "sglang") == (0.0, float("inf"))  # prompts in steps of their own
     assert eager("llama-3.1-8b", "vllm") == (0.0, float("inf"))  # no GDN layer
     assert outside_s(512.0, (0.03328, 512.0)) == 0.0 and outside_s(513.0, (0.03328, 512.0)) == 0.03328
+
+
+def test_with_draft_tokens_vllm_captures_steps_of_running_cap_times_one_plus_k():
+    # vLLM's capture size is min(max_num_seqs × (1 + k) × 2, 512, max_num_batched_tokens) (V5); the
+    # host time was charged past min(2 × max_num_seqs, 512, …) whatever k, so --max-running 100 with
+    # MTP k = 3 (verify steps of 100 × 4 = 400 tokens, captured) cut the prediction by half.
+    from tokenplan.job.graphs import uncaptured
+    from tokenplan.perf.speculative import parse_spec
+
+    ev = resolve(
+        PredictRequest("qwen3.5-27b", "b200", engine="vllm", weight_dtype="fp8", isl=1024, osl=512, concurrency=100)
+    ).evaluate()
+
+    def captured(max_running: int, spec: str, chunk: int | None = None) -> float:
+        settings = ev.config.engine.settings(
+            ev.deployment.gpu, ev.config.layout, speculative=True, max_running=max_running, chunk_tokens=chunk
+        )
+        return uncaptured(ev.deployment, settings, parse_spec(spec))[1]
+
+    assert captured(100, "none") == 200.0  # min(100 × 2, 512, 8,192)
+    assert captured(100, "mtp:3") == 512.0  # min(100 × 4 × 2 = 800, 512, 8,192)
+    assert captured(50, "mtp:1") == 200.0  # min(50 × 2 × 2, 512, 8,192)
+    assert captured(100, "mtp:3", chunk=384) == 384.0  # min(800, 512, 384)
