@@ -213,16 +213,19 @@ def _wave_ttft_s(
     chunk: int,
     full_step_s: float,
     memos: StepMemos | None = None,
+    eager: tuple[float, float] = (0.0, math.inf),
 ) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
     last step partly filled (seconds). ``full_step_s``: one prefill step of ``min(chunk, the
-    wave's prompt tokens)``, which is already the whole wave when it fits one step."""
+    wave's prompt tokens)``, which is already the whole wave when it fits one step, host time
+    past the CUDA-graph capture size (``eager``, :mod:`tokenplan.job.graphs`) included."""
     full_steps, share_last, last_tokens = wave_steps_mean(batch, isl_tokens, chunk)
     last_s = (
         full_step_s
         if last_tokens >= chunk or full_steps == 0.0
         else _step(d, eff, memos, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
+        + outside_s(last_tokens, eager)
     )
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
 
@@ -357,7 +360,8 @@ def _level(
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre_s, memos)
     cycle_s, prefill_share, own_s = cyc
     g = 1.0 if queued else eff.prefill_wave_fraction  # every arrival in a wave where requests queue
-    wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, pre_s, memos) - own_s
+    wave_step_s = pre_s + outside_s(key[2], eager)  # a wave's prefill step of min(chunk, B·ISL) tokens
+    wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, wave_step_s, memos, eager) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     opening = eff.ttft_overhead_s + own_s + wave
     wave *= wave_persistence(wave, length_spread_tokens(osl) * cycle_s / osl_mean)

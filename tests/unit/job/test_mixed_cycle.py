@@ -109,3 +109,26 @@ def test_with_draft_tokens_vllm_captures_steps_of_running_cap_times_one_plus_k()
     assert captured(100, "mtp:3") == 512.0  # min(100 × 4 × 2 = 800, 512, 8,192)
     assert captured(50, "mtp:1") == 200.0  # min(50 × 2 × 2, 512, 8,192)
     assert captured(100, "mtp:3", chunk=384) == 384.0  # min(800, 512, 384)
+
+
+def test_a_prompt_wave_pays_the_host_time_in_each_of_its_prefill_steps():
+    # The opening wave's prefill steps (8,192 tokens each, > 512) ran without a graph but the wave's
+    # TTFT counted them at their kernel time only (job_time's ramp paid the host time). 64 prompts of
+    # 1,024 tokens fill 8 steps of 8,192, 8 prompts each: prompt i ends in step ⌈i/8⌉, so the mean
+    # request waits (1 + … + 8)/8 = 4.5 steps, and 4.5 × the host time more than without it.
+    from dataclasses import replace
+
+    from tokenplan.job.batching import steady_state
+
+    ev = resolve(
+        PredictRequest("qwen3.5-27b", "b200", engine="vllm", weight_dtype="fp8", isl=1024, osl=1024, concurrency=64)
+    ).evaluate()
+
+    def opening_s(per_layer_s: float) -> float:
+        settings = replace(ev.settings, uncaptured_gdn_layer_s=per_layer_s)
+        args = (ev.deployment, EFF, ev.config.engine, settings, fixed(1024), fixed(1024), 64.0)
+        return steady_state(*args, limits=ev.steady.limits).opening_ttft_s
+
+    assert ev.settings.chunk_tokens == 8192 and ev.deployment.spec.num_layers == 64
+    # 4.5 steps × 64 layers × 0.52 ms = 149.76 ms
+    assert opening_s(0.00052) - opening_s(0.0) == pytest.approx(4.5 * 64 * 0.00052, rel=1e-6)
