@@ -108,8 +108,10 @@ def _tp_rejection(spec: ModelSpec, tp: int, attention_dp: bool) -> str | None:
             return f"TP{tp} does not divide the {a.num_heads} attention heads"
         if a.num_kv_heads % tp and tp % a.num_kv_heads:
             return f"TP{tp} and the {a.num_kv_heads} KV heads do not divide one another"
-    if lin is not None and (lin.num_v_heads % tp or lin.num_k_heads % tp and tp % lin.num_k_heads):
+    if lin is not None and lin.num_v_heads % tp:
         return f"TP{tp} does not divide the {lin.num_v_heads} linear-attention value heads"
+    if lin is not None and lin.num_k_heads % tp and tp % lin.num_k_heads:
+        return f"TP{tp} and the {lin.num_k_heads} linear-attention key heads do not divide one another"
     return None
 
 

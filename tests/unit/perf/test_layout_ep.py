@@ -40,3 +40,15 @@ def test_marlin_padding_pads_the_experts_tp_share_of_one_stage():
     assert _expert_pad_factor(load_model("gpt-oss-120b"), Layout(tp=2, pp=2, ep=2), (256, 128)) == 3072 * 2944 / (
         2880 * 2880
     )
+
+
+def test_a_tp_that_splits_the_linear_value_heads_but_not_the_key_heads_names_the_key_heads():
+    # Qwen3.6-27B: 24 attention heads, 4 KV heads, 16 linear-attention key heads, 48 value heads.
+    # TP12 splits the attention (24 / 12 = 2; 12 / 4 = 3) and the value heads (48 / 12 = 4), not
+    # the key heads (16 / 12 and 12 / 16 are not whole): it said "does not divide the 48 value heads".
+    model = load_model("qwen3.6-27b")
+    lin = model.linear
+    assert lin is not None and (lin.num_k_heads, lin.num_v_heads) == (16, 48)
+    why = layout_rejection(model, Layout(tp=12))
+    assert why is not None and why.startswith("TP12 and the 16 linear-attention key heads do not divide one another")
+    assert (layout_rejection(model, Layout(tp=32)) or "").startswith("TP32 does not divide the 24 attention heads")
