@@ -88,17 +88,18 @@ def test_no_command_for_an_engine_that_refuses_the_configuration():
 
 
 def test_another_engines_command_left_at_sglangs_default_cap_says_so():
-    # A vLLM plan with MTP k=1 on 4× RTX PRO 6000 runs 122 per replica. The SGLang command in
-    # --json writes no --max-running-requests (its pool holds the batch, nothing was lifted), so
-    # SGLang's default cap with speculative decoding (48, engine-facts S5) would bind: a warning
-    # says so. The planned engine's own launch is unaffected. (On 8× B200 the vLLM plan now runs
-    # BF16 KV, whose pool holds 229 per replica: at FP8 KV's larger batch its verify steps would
-    # pass the 512-token CUDA-graph capture size, job.graphs; the SGLang command carries that cap.)
-    o = plan(PlanRequest(gpus=("4xrtx-pro-6000",), engine="vllm", specs=("mtp:1",))).to_json()["options"][0]
+    # A vLLM plan with MTP k=1 for DeepSeek-V3 on 8× B200 runs 1,024 per replica (vLLM's default
+    # max_num_seqs on a ≥ 70 GiB GPU, V2). The SGLang command in --json writes no
+    # --max-running-requests (its pool holds the batch, nothing was lifted), so SGLang's default cap
+    # with speculative decoding (48, engine-facts S5) would bind: a warning says so. The planned
+    # engine's own launch is unaffected. (On Qwen3.6-27B, a GDN hybrid, the vLLM plan now fixes a
+    # running cap that keeps its steps in CUDA graphs, job.graphs, and the SGLang command carries it.)
+    o = plan(PlanRequest(model="deepseek-v3", gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
+    o = o["options"][0]
     assert o["batch_per_replica"] > 48 and "--max-running-requests" not in o["launch"]["sglang"]
     said = [w for w in o["warnings"] if "keeps SGLang's default running cap" in w]
     assert len(said) == 1 and "plan with --engine sglang" in said[0]
-    sglang = plan(PlanRequest(gpus=("4xrtx-pro-6000",), specs=("mtp:1",))).to_json()["options"][0]
+    sglang = plan(PlanRequest(model="deepseek-v3", gpus=("8xb200",), specs=("mtp:1",))).to_json()["options"][0]
     assert not any("default running cap" in w for w in sglang["warnings"])
 
 

@@ -22,6 +22,7 @@ SGLang keeps prompts in steps of their own and TensorRT-LLM has no GDN host path
 
 from __future__ import annotations
 
+from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.speculative import SpecDecode
@@ -50,3 +51,18 @@ def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None 
 def outside_s(tokens: float, eager: tuple[float, float]) -> float:
     """The host time (seconds) a step of ``tokens`` tokens adds: ``eager[0]`` past ``eager[1]``."""
     return eager[0] if tokens > eager[1] else 0.0
+
+
+def graph_running_cap(model: ModelSpec, settings: EngineSettings, spec: SpecDecode | None) -> int | None:
+    """The running cap per replica (requests) at which every decode step stays inside the CUDA
+    graphs, where a step past them costs host time (:func:`uncaptured`) and the engine's default
+    cap lets the batch pass them; else None. vLLM on Qwen3.6-27B: 512 tokens / (1 + k) per step,
+    512 requests without speculation, 256 with MTP k = 1, under its default ``max_num_seqs`` of
+    1,024. ``planning.space`` evaluates this cap beside the default: at the default the batch runs
+    past the graphs (vllm#27222: 13,900 against 21,000 tok/s at 1,024), at the cap it runs fewer
+    requests in them, and the faster of the two is planned."""
+    linear = model.linear
+    if linear is None or linear.kind != "gated_deltanet" or settings.uncaptured_gdn_layer_s <= 0:
+        return None
+    cap = (settings.graph_cap_tokens or settings.graph_max_bs) // (1 + (spec.draft_tokens if spec else 0))
+    return cap if cap >= 1 and (settings.max_running is None or cap < settings.max_running) else None

@@ -14,6 +14,7 @@ from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InputError, shown
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config
+from tokenplan.job.graphs import graph_running_cap
 from tokenplan.perf.layout import Layout, layout_rejection
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.units import Dtype
@@ -230,7 +231,9 @@ def candidates(
 ) -> Iterator[Config]:
     """Every configuration of one option. Where the engine caps running requests by default
     (SGLang: 48 with speculative decoding; hybrid models: state slots ÷ 5), a second candidate
-    lifts the cap — the plan then prints the flags it needs. A cap the user fixed is tried the
+    lifts the cap — the plan then prints the flags it needs. Where the engine's default lets a
+    decode step pass its CUDA graphs at a cost (vLLM on a GDN hybrid, ``job.graphs``), a second
+    candidate caps the batch inside them. A cap the user fixed is tried the
     same way where the engine's lifting flags change what it allows: a hybrid model on SGLang with
     the radix cache on runs at most state slots ÷ 5 whatever ``--max-running-requests`` says (S3),
     and with ``--disable-radix-cache`` the fixed cap itself, so both twins are evaluated and the
@@ -258,12 +261,21 @@ def candidates(
     for layout in layouts(model, option.gpu, option.count):
         if not fixed.admits(layout):
             continue
+        # vLLM on a GDN hybrid: also the cap that keeps every decode step in its CUDA graphs (job.graphs)
+        graphs = [
+            None
+            if fixed.max_running is not None
+            else graph_running_cap(model, engine.settings(option.gpu, layout, speculative=spec is not None), spec)
+            for spec in specs
+        ]
         for w in weights:
             for kv in kvs:
-                for spec, lift in zip(specs, lifts, strict=True):
+                for spec, lift, graph in zip(specs, lifts, graphs, strict=True):
                     yield Config(
                         layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(fixed.max_running)
                     )
+                    if graph is not None:
+                        yield Config(layout, w, kv, engine, spec, vision_cut=vision_cut, max_running=MaxRunning(graph))
                     if lift:
                         yield Config(
                             layout,

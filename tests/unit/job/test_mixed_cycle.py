@@ -132,3 +132,33 @@ def test_a_prompt_wave_pays_the_host_time_in_each_of_its_prefill_steps():
     assert ev.settings.chunk_tokens == 8192 and ev.deployment.spec.num_layers == 64
     # 4.5 steps × 64 layers × 0.52 ms = 149.76 ms
     assert opening_s(0.00052) - opening_s(0.0) == pytest.approx(4.5 * 64 * 0.00052, rel=1e-6)
+
+
+def test_the_running_cap_that_keeps_every_decode_step_in_vllms_cuda_graphs():
+    from tokenplan.job.graphs import graph_running_cap
+    from tokenplan.perf.speculative import SpecDecode
+
+    def cap(model: str, engine: str, k: int) -> int | None:
+        ev = resolve(PredictRequest(model, "b200", engine=engine, weight_dtype="fp8", concurrency=64)).evaluate()
+        settings = ev.config.engine.settings(ev.deployment.gpu, ev.config.layout, speculative=k > 0)
+        spec = SpecDecode("mtp", k, 1.5, 1) if k else None
+        return graph_running_cap(ev.deployment.spec, settings, spec)
+
+    # capture size min(2 × 1,024 × (1 + k), 512, 8,192) = 512 tokens (V5) over 1 + k tokens per
+    # request: 512, 256, 128 requests, each under vLLM's default max_num_seqs of 1,024
+    assert [cap("qwen3.6-27b", "vllm", k) for k in (0, 1, 3)] == [512, 256, 128]
+    assert cap("qwen3.6-27b", "sglang", 1) is None  # prompts in steps of their own: no such cost
+    assert cap("llama-3.1-8b", "vllm", 0) is None  # no GDN layer
+
+
+def test_a_vllm_plan_on_a_gdn_hybrid_caps_the_batch_inside_the_graphs_where_that_is_faster():
+    # 4× B200 at TP4: at vLLM's default cap the KV-limited batch passes 512 requests, so every
+    # decode step runs without a graph (+64 × 0.52 ms); the cap of 512 keeps them in (a break-it
+    # pass: the plan recommended --max-num-seqs 1024 at 14,253 tok/s where 512 gives 17,228)
+    from tokenplan.api.plan import PlanRequest, plan
+
+    o = plan(PlanRequest(gpus=("4xb200",), engine="vllm", tp=4, specs=("none",))).to_json()["options"][0]
+    assert o["best"].endswith("running cap 512") and o["batch_per_replica"] == 512
+    assert "--max-num-seqs 512" in o["launch"]["vllm"]
+    default = [a for a in o["alternatives"] if a["configuration"] == "TP4, fp8 weights, fp8 KV"]
+    assert default and default[0]["output_tok_s_total"] < o["output_tok_s_total"]
