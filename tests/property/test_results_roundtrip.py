@@ -72,6 +72,8 @@ def _field(tp: Any, meta: Mapping[str, Any]) -> st.SearchStrategy[Any]:
     without ``le`` leaves infinity to hypothesis, which every figure's reader refuses)."""
     if "gt" not in meta and "le" not in meta:
         return of(tp)
+    if tp is int:  # a count: whole numbers above the bound
+        return st.integers(min_value=int(meta["gt"]) + 1 if "gt" in meta else None, max_value=meta.get("le"))
     inside = st.floats(
         min_value=meta.get("gt"),
         max_value=meta.get("le"),

@@ -67,6 +67,11 @@ def _plan(tmp_path: Path, written: dict, change) -> Path:
             "options[0].output_tok_s_total: 0.0 is not allowed (allowed: a number > 0)",
         ),
         (
+            lambda p: p["options"][0].update(output_tok_s_total=1e308),
+            "options[0].output_tok_s_total: 1e+308 is not allowed (allowed: a number ≤ 1e+12)",
+        ),
+        (lambda p: p["options"][0].update(count=-8), "options[0].count: -8 is not allowed (allowed: a number > 0)"),
+        (
             lambda p: p.update(options=[]),
             "options: [] is not allowed (allowed: one or more options, as `tokenplan plan --json` writes them)",
         ),
@@ -86,6 +91,8 @@ def _plan(tmp_path: Path, written: dict, change) -> Path:
         "deadline_overflows_in_seconds",
         "negative_days",
         "no_throughput",
+        "overflowing_throughput",
+        "negative_gpu_count",
         "no_option",
         "unknown_schema_version",
     ],

@@ -16,9 +16,11 @@ from tokenplan.planning.curves import CostPoint, MemoryBars, SpeedupCurve, Throu
 from tokenplan.results import INLINE, OMIT_NONE, Bands, JsonResult, bounded
 from tokenplan.units import S_PER_DAY
 
-# A figure read back from a plan file: a rate must be > 0, a duration > 0 and small enough that
-# its seconds stay finite (``report`` draws both; -1 days or 0 tok/s never comes from ``plan``).
-POSITIVE = bounded(gt=0)
+# A figure read back from a plan file: a rate must be > 0 and below 10¹² tok/s (the search's
+# largest option, 512 GPUs, stays under 10⁸), a GPU count > 0, a duration > 0 and small enough that
+# its seconds stay finite (``report`` draws them; -1 days, 0 tok/s or 1e308 tok/s never come from ``plan``).
+POSITIVE = bounded(gt=0, le=1e12)
+GPUS = bounded(gt=0)
 DAYS = bounded(gt=0, le=sys.float_info.max / S_PER_DAY)
 
 
@@ -76,7 +78,7 @@ class PlanOption(JsonResult):
 
     option: str
     gpu: str
-    count: int
+    count: int = field(metadata=GPUS)
     usd_per_gpu_hour: float | None
     rejected: Mapping[str, int]
     not_searched: tuple[str, ...]
