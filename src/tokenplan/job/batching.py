@@ -28,7 +28,7 @@ import math
 from typing import NamedTuple
 
 from tokenplan.engines.base import Engine, EngineSettings
-from tokenplan.job.graphs import outside_s, uncaptured
+from tokenplan.job.graphs import NO_HOST_TIME, Eager, outside_s, uncaptured
 
 # What caps the batch lived here before issue 30 made room; it is imported from here (explicit re-exports).
 from tokenplan.job.limits import BatchLimits as BatchLimits
@@ -137,7 +137,7 @@ def _mixed_cycle(
     dec_s: float,
     dec_kernel_s: float,
     memos: StepMemos | None = None,
-    eager: tuple[float, float] = (0.0, math.inf),
+    eager: Eager = NO_HOST_TIME,
 ) -> _Cycle:
     """Engines that mix prompt chunks into decode steps (vLLM, TRT-LLM): each step carries the
     decode batch and, while a prompt waits, as much of it as the token budget holds.
@@ -163,7 +163,7 @@ def _mixed_cycle(
     # One piece of a prompt riding with the whole decode batch: the greedy schedule's prefill
     # step, and what a request waits for its own prompt (n_own of them).
     piece_s = _step(d, eff, memos, batch, ctx, isl.mean / n_own, isl.mean / 2, query, prompt_chunk).total_s
-    piece_s += outside_s(batch * query + isl.mean / n_own, eager)
+    piece_s += outside_s(eager, batch * query, isl.mean / n_own)
     if batch * n_own <= n_dec:
         cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
@@ -172,7 +172,7 @@ def _mixed_cycle(
             d, eff, memos, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query, prompt_chunk
         )
         cycle = n_steps * (
-            mixed.total_s + outside_s((batch * n_dec * query + prompt_tokens) / n_steps, eager) + overhead_s
+            mixed.total_s + outside_s(eager, batch * n_dec * query / n_steps, prompt_tokens / n_steps) + overhead_s
         )
     prefill_share = 1.0 - n_dec * dec_s / cycle if cycle > 0 else 0.0
     return tuple.__new__(_Cycle, (cycle, prefill_share, n_own * piece_s))
@@ -213,7 +213,7 @@ def _wave_ttft_s(
     chunk: int,
     full_step_s: float,
     memos: StepMemos | None = None,
-    eager: tuple[float, float] = (0.0, math.inf),
+    eager: Eager = NO_HOST_TIME,
 ) -> float:
     """Mean time from a synchronised wave's arrival to a request's first token: its prompt and
     those ahead of it, prefilled in whole steps of ``chunk`` tokens (``wave_steps_mean``), the
@@ -225,7 +225,7 @@ def _wave_ttft_s(
         full_step_s
         if last_tokens >= chunk or full_steps == 0.0
         else _step(d, eff, memos, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
-        + outside_s(last_tokens, eager)
+        + outside_s(eager, 0.0, last_tokens)
     )
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
 
@@ -334,7 +334,7 @@ def _level(
     if dec is None:
         dec = keep_step(every, d, eff, key)
     eager = uncaptured(d, settings, spec)  # a step past the CUDA-graph capture size (job.graphs)
-    dec_total = dec.total_s + outside_s(batch * query, eager)
+    dec_total = dec.total_s + outside_s(eager, batch * query)
     if spec:
         one = _step(d, eff, memos, batch, ctx, 0.0, 0.0, 1.0, 0.0)  # one token per sequence
         dec_s = dec_total + draft_s(d, eff, batch, ctx, spec, one)
@@ -360,7 +360,7 @@ def _level(
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre_s, memos)
     cycle_s, prefill_share, own_s = cyc
     g = 1.0 if queued else eff.prefill_wave_fraction  # every arrival in a wave where requests queue
-    wave_step_s = pre_s + outside_s(key[2], eager)  # a wave's prefill step of min(chunk, B·ISL) tokens
+    wave_step_s = pre_s + outside_s(eager, 0.0, key[2])  # a wave's prefill step of min(chunk, B·ISL) tokens
     wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, wave_step_s, memos, eager) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
     opening = eff.ttft_overhead_s + own_s + wave

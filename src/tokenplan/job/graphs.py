@@ -22,16 +22,33 @@ SGLang keeps prompts in steps of their own and TensorRT-LLM has no GDN host path
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.speculative import SpecDecode
 
 
-def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None = None) -> tuple[float, float]:
-    """(seconds a step outside CUDA graphs adds, the most tokens a step replayed from a graph
-    holds) for ``d`` under ``settings`` with ``spec``'s draft tokens; (0, inf) where no such time
-    is known (no GDN layer, or an engine that adds none).
+class Eager(NamedTuple):
+    """What a step outside CUDA graphs costs (:func:`uncaptured`): ``step_s`` the host time of a
+    whole step whose every microbatch runs outside them (seconds), ``captured_tokens`` the most
+    tokens a microbatch replayed from a graph holds, ``microbatches`` the microbatches of a step
+    (vLLM with PP: one per stage, each with 1/PP of the running requests)."""
+
+    step_s: float
+    captured_tokens: float
+    microbatches: int = 1
+
+
+NO_HOST_TIME = Eager(0.0, math.inf)
+
+
+def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None = None) -> Eager:
+    """The cost of a step outside CUDA graphs for ``d`` under ``settings`` with ``spec``'s draft
+    tokens (:class:`Eager`); :data:`NO_HOST_TIME` where none is known (no GDN layer, or an engine
+    that adds none).
 
     With k draft tokens vLLM captures up to ``min(max_num_seqs × (1 + k) × 2, 512,
     max_num_batched_tokens)`` tokens: ``graph_max_bs`` (the same without the 1 + k) times
@@ -41,16 +58,25 @@ def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None 
     linear = d.spec.linear
     per_layer_s = settings.uncaptured_gdn_layer_s
     if linear is None or linear.kind != "gated_deltanet" or per_layer_s <= 0:
-        return 0.0, float("inf")
+        return NO_HOST_TIME
     captured = settings.graph_max_bs
     if spec is not None and settings.graph_cap_tokens:
         captured = min(captured * (1 + spec.draft_tokens), settings.graph_cap_tokens)
-    return per_layer_s * d.spec.num_layers, float(captured)
+    return Eager(per_layer_s * d.spec.num_layers, float(captured), d.layout.pp)
 
 
-def outside_s(tokens: float, eager: tuple[float, float]) -> float:
-    """The host time (seconds) a step of ``tokens`` tokens adds: ``eager[0]`` past ``eager[1]``."""
-    return eager[0] if tokens > eager[1] else 0.0
+def outside_s(eager: Eager, decode_tokens: float, prompt_tokens: float = 0.0) -> float:
+    """The host time (seconds) a step of ``decode_tokens`` decode and ``prompt_tokens`` prompt
+    tokens adds. Its ``m`` microbatches each hold ``decode_tokens / m`` decode tokens, one of them
+    the prompt tokens too. Each stage runs every microbatch in turn over its L/m layers, so a
+    microbatch past ``captured_tokens`` adds L/m layers' host time, ``step_s / m``, to the step.
+    With PP1: ``step_s`` past the capture size, else 0."""
+    if eager.step_s == 0.0:
+        return 0.0
+    m = eager.microbatches
+    share = decode_tokens / m
+    past = (share + prompt_tokens > eager.captured_tokens) + (m - 1) * (share > eager.captured_tokens)
+    return eager.step_s / m * past
 
 
 def graph_running_cap(model: ModelSpec, settings: EngineSettings, spec: SpecDecode | None) -> int | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from tokenplan.engines.base import EngineSettings
 from tokenplan.job.batching import SteadyState, draft_s
-from tokenplan.job.graphs import outside_s, uncaptured
+from tokenplan.job.graphs import NO_HOST_TIME, Eager, outside_s, uncaptured
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -70,7 +70,7 @@ def _shrinking_decode_s(
     survival: tuple[tuple[float, float], ...],
     spec: SpecDecode | None,
     replicas: float = 1.0,
-    eager: tuple[float, float] = (0.0, math.inf),
+    eager: Eager = NO_HOST_TIME,
 ) -> float:
     """Expected decode time while ``batch0`` requests on each of ``replicas`` replicas finish
     along ``survival(s)`` (the share still running after s generated tokens).
@@ -92,7 +92,7 @@ def _shrinking_decode_s(
         p_replica = 1.0 - (1.0 - f) ** n
         running = max(n * f / p_replica, 1.0) if p_replica > 0 else 1.0
         ctx = isl.mean + (s0 + s1) / 2
-        step = step_time(d, eff, running, ctx, query_tokens_per_seq=query).total_s + outside_s(running * query, eager)
+        step = step_time(d, eff, running, ctx, query_tokens_per_seq=query).total_s + outside_s(eager, running * query)
         if spec is not None:
             step += draft_s(d, eff, running, ctx, spec)
         total += (s1 - s0) / tau * p_job * step
@@ -122,7 +122,7 @@ def job_time(
     mean_l = osl.mean
     chunk = settings.chunk_tokens
     eager = uncaptured(d, settings, spec)  # a step past the CUDA-graph capture size (job.graphs)
-    prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s + outside_s(chunk, eager)
+    prefill_chunk_s = step_time(d, eff, 0.0, 0.0, chunk, isl.mean / 2).total_s + outside_s(eager, 0.0, chunk)
     tokens = num_requests * mean_l
     if num_requests <= steady.batch:  # burst: every prompt first, then a shrinking batch
         ramp = num_requests * isl.mean / chunk * prefill_chunk_s

@@ -7,6 +7,7 @@ from tests.support.our_numbers import EFF, ours
 
 from tokenplan.api.resolve import PredictRequest, resolve
 from tokenplan.job.batching import _mixed_cycle
+from tokenplan.job.graphs import Eager
 from tokenplan.job.workload import fixed
 
 
@@ -62,7 +63,7 @@ def test_a_step_past_the_graph_capture_size_pays_the_host_time_once_per_step():
     piece = (2 * 8e9 * 7004 + 5e9) / (5e14 * 7004 / 7012) + 1e-3
     cyc = _mixed_cycle(
         _dense(), EFF, SimpleNamespace(chunk_tokens=8192), 4.0, 7500.0, fixed(7000), 1000.0, 1.0, dec, dec,
-        eager=(0.020, 512.0),
+        eager=Eager(0.020, 512.0),
     )  # fmt: skip
     assert cyc.cycle_s == pytest.approx(4 * (piece + 0.020) + 996 * dec, rel=1e-4)
     # own prefill (TTFT's share): one piece step, host time included
@@ -70,9 +71,9 @@ def test_a_step_past_the_graph_capture_size_pays_the_host_time_once_per_step():
 
 
 def test_vllm_adds_the_uncaptured_host_time_on_a_gdn_hybrid_only():
-    from tokenplan.job.graphs import outside_s, uncaptured
+    from tokenplan.job.graphs import NO_HOST_TIME, outside_s, uncaptured
 
-    def eager(model: str, engine: str) -> tuple[float, float]:
+    def eager(model: str, engine: str) -> Eager:
         ev = resolve(
             PredictRequest(model, "b200", engine=engine, weight_dtype="fp8", isl=1024, osl=512, concurrency=171)
         ).evaluate()
@@ -82,10 +83,22 @@ def test_vllm_adds_the_uncaptured_host_time_on_a_gdn_hybrid_only():
 
     # Qwen3.5-27B: 64 layers (48 Gated DeltaNet) × 0.52 ms (vllm#27222: (1,024/13,900 − 1,024/21,000) s
     # over 48 layers) = 33.28 ms, past vLLM's 512-token capture size (min(2 × 1,024 seqs, 512, 8,192))
-    assert eager("qwen3.5-27b", "vllm") == pytest.approx((64 * 0.00052, 512.0))
-    assert eager("qwen3.5-27b", "sglang") == (0.0, float("inf"))  # prompts in steps of their own
-    assert eager("llama-3.1-8b", "vllm") == (0.0, float("inf"))  # no GDN layer
-    assert outside_s(512.0, (0.03328, 512.0)) == 0.0 and outside_s(513.0, (0.03328, 512.0)) == 0.03328
+    assert eager("qwen3.5-27b", "vllm") == pytest.approx((64 * 0.00052, 512.0, 1))
+    assert eager("qwen3.5-27b", "sglang") == NO_HOST_TIME  # prompts in steps of their own
+    assert eager("llama-3.1-8b", "vllm") == NO_HOST_TIME  # no GDN layer
+    one = Eager(0.03328, 512.0)
+    assert outside_s(one, 512.0) == 0.0 and outside_s(one, 513.0) == 0.03328
+    assert outside_s(one, 342.0, 1024.0) == 0.03328  # a 1,024-token prompt riding with 342 decodes
+
+
+def test_with_pp_each_microbatch_past_the_capture_size_pays_its_share():
+    from tokenplan.job.graphs import outside_s
+
+    # PP2: two microbatches of half the decodes each; one past 512 tokens adds step_s / 2
+    pp2 = Eager(0.064, 512.0, 2)
+    assert outside_s(pp2, 1000.0) == 0.0  # 500 + 500: both captured
+    assert outside_s(pp2, 1026.0) == 0.064  # 513 + 513: both past
+    assert outside_s(pp2, 1000.0, 100.0) == 0.032  # 500 + 100 = 600 past, the other 500 captured
 
 
 def test_with_draft_tokens_vllm_captures_steps_of_running_cap_times_one_plus_k():
