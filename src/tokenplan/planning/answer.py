@@ -36,6 +36,7 @@ from tokenplan.planning.rank import (
     explain,
     fastest,
     formats_note,
+    graph_cap_note,
     radix_note,
     unmeasured_spec_note,
     widest_tp_leaders,
@@ -203,6 +204,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
         + explain(results, all_tp, eligible)
         + _spec_notes(q)
         + _radix_notes(top, q)
+        + [note for note in [graph_cap_note(top, q.table, q.job)] if note]
         + _formats_notes(top, q)
         + _plain_notes(results)
     )

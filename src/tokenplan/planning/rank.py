@@ -4,7 +4,9 @@ each, and how the all-TP layout compares with replicas."""
 from __future__ import annotations
 
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
+from tokenplan.job.graphs import graph_running_cap, uncaptured
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
 from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
@@ -287,4 +289,42 @@ def unmeasured_spec_note(top: OptionResult) -> str | None:
         f"regime, is recommended and launched; run it on your server and give what it measured "
         f"(plan --current engine=vllm,spec={method.method}:{method.draft_tokens},… --measured-tok-s N) to plan "
         f"at what it ran."
+    )
+
+
+def graph_cap_note(top: OptionResult | None, table: EfficiencyTable, job: Job) -> str | None:
+    """Why the recommended option runs a running cap at vLLM's CUDA-graph capture size
+    (:func:`tokenplan.job.graphs.graph_running_cap`: every decode step stays inside the graphs,
+    where a step past them on a GDN hybrid adds its host time), against the same configuration at
+    vLLM's default cap; None where its leader runs no such cap."""
+    if top is None or top.best is None:
+        return None
+    ev = top.best.evaluation
+    cfg = ev.config
+    defaults = cfg.engine.settings(ev.deployment.gpu, cfg.layout, speculative=cfg.spec is not None)
+    cap = graph_running_cap(ev.deployment.spec, defaults, cfg.spec)
+    if cap is None or cfg.max_running.requests != cap:
+        return None
+    default = best_with(
+        top,
+        table,
+        job,
+        lambda c: (
+            c.max_running == MaxRunning()
+            and (c.layout, c.weight_dtype, c.kv_dtype, c.spec) == (cfg.layout, cfg.weight_dtype, cfg.kv_dtype, cfg.spec)
+        ),
+    )
+    eager = uncaptured(ev.deployment, ev.settings, cfg.spec)
+    per_request = 1 + (cfg.spec.draft_tokens if cfg.spec else 0)
+    against = (
+        f", against {default.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(default.wall_s)} at vLLM's "
+        f"default cap (batch {default.evaluation.steady.batch:,.0f}/replica)"
+        if default is not None
+        else ""
+    )
+    return (
+        f"running cap {cap} on {top.option.label}: vLLM replays a step of up to {eager.captured_tokens:,.0f} tokens "
+        f"from its CUDA graphs, and past them each step of this Gated DeltaNet hybrid adds ~{eager.step_s * 1e3:.0f} ms "
+        f"of host time (vllm#27222); {cap} running × {per_request} token{'s' if per_request > 1 else ''} per step keeps "
+        f"every decode step inside them: {ev.output_tok_s_total:,.0f} tok/s → {days_words(top.best.wall_s)}{against}."
     )

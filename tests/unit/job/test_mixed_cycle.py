@@ -175,3 +175,15 @@ def test_a_vllm_plan_on_a_gdn_hybrid_caps_the_batch_inside_the_graphs_where_that
     assert "--max-num-seqs 512" in o["launch"]["vllm"]
     default = [a for a in o["alternatives"] if a["configuration"] == "TP4, fp8 weights, fp8 KV"]
     assert default and default[0]["output_tok_s_total"] < o["output_tok_s_total"]
+
+
+def test_the_plan_says_why_it_caps_the_batch_at_the_graphs():
+    # the recommended TP4 configuration on 4× B200 runs cap 512; the answer says why and what the
+    # default cap gives (the break-it case above: 17,228 against 14,253 tok/s)
+    from tokenplan.api.plan import PlanRequest, plan
+
+    answer = plan(PlanRequest(gpus=("4xb200",), engine="vllm", tp=4, specs=("none",))).answer
+    (line,) = [a for a in answer if a.startswith("running cap 512 on 4× b200:")]
+    # 64 layers × 0.52 ms = 33.28 ms → "~33 ms"; 512 running × 1 token = the 512-token capture size
+    assert "up to 512 tokens" in line and "~33 ms of host time" in line and "512 running × 1 token per step" in line
+    assert "at vLLM's default cap (batch 1,024/replica)" in line
