@@ -51,6 +51,8 @@ def number(row: dict, col: str, required: bool = True) -> float | None:
         if required:
             raise RowError(f"column {col} is empty")
         return None
+    if not cell.isascii() or "_" in cell:  # float() also reads "1_000" and full-width digits
+        raise RowError(f"column {col} value {cell!r} is not a number")
     try:
         value = float(cell)
     except ValueError:

@@ -93,3 +93,10 @@ def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
     (tmp_path / "engine.csv").write_text("\n".join(swapped) + "\n", encoding="utf-8-sig")
     table = read_measurements(str(tmp_path / "engine.csv"))
     assert (len(table.rows), table.skipped, table.rows[0].row_id) == (1, (), "1")
+
+
+@pytest.mark.parametrize("cell", ["1_000", "１２"])
+def test_a_number_is_plain_ascii_digits(cell):
+    # Python's float() reads "1_000" as 1000 and full-width "１２" as 12; neither is a CSV number
+    with pytest.raises(RowError, match=f"column concurrency value '{cell}' is not a number"):
+        count({"concurrency": cell}, "concurrency")
