@@ -18,6 +18,9 @@ The size, per layer of the model, is measured in vllm-project/vllm#27222 (B200, 
 1,024 / 13,900 = 73.7 ms against 1,024 / 21,000 = 48.8 ms: 24.9 ms more per step outside a
 graph, 24.9 / 48 = 0.52 ms per layer (``EngineSettings.uncaptured_gdn_layer_s``, catalog/engines.yaml).
 SGLang keeps prompts in steps of their own and TensorRT-LLM has no GDN host path here: 0 for both.
+With PP, vLLM runs a step as one microbatch per stage, each held against the capture size
+(:func:`outside_s`); the planner tries a running cap that keeps the decode steps inside the graphs
+(:func:`graph_running_cap`).
 """
 
 from __future__ import annotations
