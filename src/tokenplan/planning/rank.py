@@ -316,6 +316,20 @@ def graph_cap_note(top: OptionResult | None, table: EfficiencyTable, job: Job) -
     )
     eager = uncaptured(ev.deployment, ev.settings, cfg.spec)
     per_request = 1 + (cfg.spec.draft_tokens if cfg.spec else 0)
+    if default is not None and (
+        default.evaluation.steady.batch / eager.microbatches * per_request <= eager.captured_tokens
+    ):
+        # the default cap's batch (held lower by memory) already decodes inside the graphs: what
+        # the cap gains is memory, the profiling run's sampler pass over max_num_seqs rows
+        return (
+            f"running cap {cap} on {top.option.label}: at vLLM's default cap of {defaults.max_running:,} the batch "
+            f"({default.evaluation.steady.batch:,.0f}/replica, {default.evaluation.steady.batch_reason}) already "
+            f"decodes inside its CUDA graphs (up to {eager.captured_tokens:,.0f} tokens a step); the lower "
+            f"--max-num-seqs shrinks the sampler pass of vLLM's memory-profiling run (one row of logits per "
+            f"sequence), which leaves the KV pool room for {ev.steady.batch:,.0f}/replica: "
+            f"{ev.output_tok_s_total:,.0f} tok/s → {days_words(top.best.wall_s)}, against "
+            f"{default.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(default.wall_s)} at the default cap."
+        )
     against = (
         f", against {default.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(default.wall_s)} at vLLM's "
         f"default cap (batch {default.evaluation.steady.batch:,.0f}/replica)"

@@ -187,3 +187,18 @@ def test_the_plan_says_why_it_caps_the_batch_at_the_graphs():
     # 64 layers × 0.52 ms = 33.28 ms → "~33 ms"; 512 running × 1 token = the 512-token capture size
     assert "up to 512 tokens" in line and "~33 ms of host time" in line and "512 running × 1 token per step" in line
     assert "at vLLM's default cap (batch 1,024/replica)" in line
+
+
+def test_the_plan_does_not_credit_the_graphs_where_the_default_batch_was_inside_them():
+    # 4× RTX PRO 6000, TP1×PP2×DP2: at vLLM's default max_num_seqs of 1,024 the KV pool holds
+    # 486 per replica, 486 / 2 microbatches = 243 tokens a decode step, under the 512-token capture
+    # size, so the graphs are not what the cap of 512 buys. It buys memory: the profiling run's
+    # sampler pass takes (1,024 − 512) rows × 248,320 vocabulary × 24 B = 3.05 GB less per GPU,
+    # and the KV pool holds 506 per replica (a break-it pass: the answer said the cap "keeps every
+    # decode step inside them" against a default batch that already was)
+    from tokenplan.api.plan import PlanRequest, plan
+
+    answer = plan(PlanRequest(gpus=("4xrtx-pro-6000",), engine="vllm")).answer
+    (line,) = [a for a in answer if a.startswith("running cap 512 on 4× rtx-pro-6000:")]
+    assert "at vLLM's default cap of 1,024 the batch (486/replica, kv cache and state) already decodes" in line
+    assert "room for 506/replica" in line and "keeps every decode step inside them" not in line
