@@ -118,8 +118,8 @@ class Vllm:
         graph_max_bs, max_num_batched_tokens)`` (V5, V13).
 
         Args:
-            gpu: the GPU (memory and architecture pick the defaults). layout: unused (vLLM's
-                defaults do not depend on it). speculative, vision_cut: unused. memory_fraction,
+            gpu: the GPU (memory and architecture pick the defaults). layout: its DP-attention
+                ranks divide the cap per engine rank. speculative, vision_cut: unused. memory_fraction,
                 max_running, chunk_tokens (``--max-num-batched-tokens``): user overrides (None =
                 default).
         """
@@ -129,7 +129,12 @@ class Vllm:
         )
         chunk = chunk_tokens or (self.chunk_tokens_large_gpu if large else self.chunk_tokens_small_gpu)
         # an unset max_num_seqs defaults to min(default, max_num_batched_tokens) (V2); a set one above
-        # the budget does not start (api.resolve refuses it)
+        # the budget does not start (SchedulerConfig: max_num_batched_tokens must be ≥ max_num_seqs):
+        # where the user set only the cap, the launch raises the budget to it (api.resolve refuses a
+        # budget the user set below it). max_num_seqs is per engine rank (DP attention: TP ranks).
+        per_rank = math.ceil(max_running / (layout.tp if layout.attention_dp else 1)) if max_running else 0
+        raised = chunk_tokens is None and per_rank > chunk
+        chunk = per_rank if raised else chunk
         cap = max_running or min(
             self.max_running_default_large_gpu if large else self.max_running_default_small_gpu, chunk
         )
@@ -147,7 +152,7 @@ class Vllm:
             profile_seqs=seqs,
             sampler_bytes_per_logit=self.sampler_bytes_per_logit,
             graph_estimate_bytes=graphs,
-            chunk_set=chunk_tokens is not None,
+            chunk_set=chunk_tokens is not None or raised,
             uncaptured_gdn_layer_s=self.uncaptured_gdn_layer_s,
             graph_cap_tokens=min(self.graph_max_bs, chunk),
         )

@@ -223,3 +223,17 @@ def test_the_launch_names_the_kv_format_the_pool_was_sized_in(vllm, kv):
     # or 65,536 / 18,432 = 3.6× (nvfp4, Qwen3.6-27B's bytes per token) the room the plan sized.
     assert f"--kv-cache-dtype {kv.value}" in vllm.launch_command(_launch(kv_dtype=kv)).split(" \\\n  ")
     assert "--kv-cache-dtype" not in vllm.launch_command(_launch(kv_dtype=Dtype.BF16))
+
+
+def test_a_cap_above_the_default_token_budget_raises_the_budget_the_launch_sets(vllm):
+    # vLLM refuses max_num_seqs above max_num_batched_tokens (SchedulerConfig); the H100's default
+    # budget is 8,192 (V2). A cap of 9,000 alone: the budget becomes 9,000 and the launch writes it
+    # (a new-user pass: --max-num-seqs 9000 was printed without it, a server that does not start).
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=9000)
+    assert (s.chunk_tokens, s.chunk_set, s.max_running) == (9000, True, 9000)
+    # 1,024 fits the 8,192 budget: nothing raised, nothing written
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=1024)
+    assert (s.chunk_tokens, s.chunk_set) == (8192, False)
+    # DP attention over TP8: max_num_seqs is per engine rank, ⌈9,000 / 8⌉ = 1,125 ≤ 8,192
+    s = vllm.settings(load_gpu("h100-sxm"), Layout(tp=8, ep=8, attention_dp=True), speculative=False, max_running=9000)
+    assert (s.chunk_tokens, s.chunk_set) == (8192, False)
