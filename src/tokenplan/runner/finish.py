@@ -132,6 +132,7 @@ def invocation_figures(tally: RunTally, progress: Progress) -> dict[str, Any]:
         "output_tokens": snapshot.output_tokens,
         "output_tok_s": snapshot.output_tok_s_mean,
         "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s,
+        "plan_output_tok_s": progress.plan_output_tok_s,  # its share of the plan, for run_totals
         **summary_record(tally),
     }
 
@@ -158,6 +159,7 @@ def _summary(
     tally, progress = outcome.tally, outcome.progress
     # the backend appended this invocation's line before it let go of the directory
     this = outcome.invocation if outcome.invocation is not None else invocation_figures(tally, progress)
+    totals = run_totals(outcome.run_dir)
     return {
         "schema_version": RUN_SUMMARY_SCHEMA_VERSION,
         "model": spec.job.model,
@@ -168,8 +170,9 @@ def _summary(
         "blank_lines": outcome.blank_lines,
         "already_done": tally.already_done,
         "interrupted": tally.stopped,
-        **run_totals(outcome.run_dir).as_summary(),
-        "plan_output_tok_s": progress.plan_output_tok_s,
+        **totals.as_summary(),
+        # over every invocation, weighted by its sending time (run_totals); this one's where none sent
+        "plan_output_tok_s": totals.plan_output_tok_s or progress.plan_output_tok_s,
         "this_invocation": this,
     }
 

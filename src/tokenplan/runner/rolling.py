@@ -118,6 +118,7 @@ def invocation_checkpoint(
                 "elapsed_s": snapshot.elapsed_s,
                 "requests": snapshot.requests,
                 "output_tokens": snapshot.output_tokens,
+                "plan_output_tok_s": snapshot.plan_output_tok_s,
             }
             try:
                 write_checkpoint(run_dir, entry)

@@ -46,6 +46,16 @@ class RunTotals:
     histogram: list[dict[str, Any]] = field(default_factory=list)
     latency_e2e: dict[str, Any] | None = None
     latency_ttft: dict[str, Any] | None = None
+    plan_tokens: float = 0.0  # Σ plan tok/s × sending time over the invocations that had a plan
+    plan_elapsed_s: float = 0.0
+
+    @property
+    def plan_output_tok_s(self) -> float | None:
+        """The plan's tok/s for the run as sent: each invocation's share of the plan (for the
+        endpoints it was given) weighted by its sending time, as ``output_tok_s`` is; None where no
+        invocation had a plan. A run resumed on 1 of 8 endpoints after an hour on all 8 compares
+        its run-wide rate with the mean of the two shares, not with the last one."""
+        return self.plan_tokens / self.plan_elapsed_s if self.plan_elapsed_s > 0 else None
 
     def as_summary(self) -> dict[str, Any]:
         """The run-wide fields of ``summary.json`` (rates over the sending time; 0 when none)."""
@@ -64,7 +74,7 @@ class RunTotals:
 
 def record_invocation(run_dir: Path, entry: dict[str, Any]) -> None:
     """Append one invocation's figures (``invocation``: its id, ``elapsed_s``, ``requests``,
-    ``output_tokens`` and :func:`~tokenplan.runner.finish.summary_record`'s fields), then remove
+    ``output_tokens``, ``plan_output_tok_s`` (its share of the plan, or None) and :func:`~tokenplan.runner.finish.summary_record`'s fields), then remove
     its checkpoint.
 
     Raises:
@@ -154,6 +164,10 @@ def run_totals(run_dir: Path) -> RunTotals:
             totals.histogram = _add_histograms(totals.histogram, entry.get("completion_tokens_histogram") or [])
             totals.latency_e2e = entry.get("latency_e2e") or totals.latency_e2e
             totals.latency_ttft = entry.get("latency_ttft") or totals.latency_ttft
+            plan = entry.get("plan_output_tok_s")
+            if isinstance(plan, (int, float)) and not isinstance(plan, bool) and math.isfinite(plan) and plan > 0:
+                totals.plan_tokens += plan * elapsed
+                totals.plan_elapsed_s += elapsed
     return totals
 
 
