@@ -34,6 +34,13 @@ from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.speculative import SpecDecode
 
 
+def _gdn_layer_s(model: ModelSpec, settings: EngineSettings) -> float:
+    """The host time per layer (seconds) a step outside CUDA graphs adds: the engine's
+    ``uncaptured_gdn_layer_s`` on a Gated DeltaNet hybrid, 0 on any other model."""
+    linear = model.linear
+    return settings.uncaptured_gdn_layer_s if linear is not None and linear.kind == "gated_deltanet" else 0.0
+
+
 class Eager(NamedTuple):
     """What a step outside CUDA graphs costs (:func:`uncaptured`): ``step_s`` the host time of a
     whole step whose every microbatch runs outside them (seconds), ``captured_tokens`` the most
@@ -58,9 +65,8 @@ def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None 
     1 + k, within ``graph_cap_tokens`` (the 512 and the token budget), since
     ``min(min(2s, 512, c) × q, 512, c) = min(2s·q, 512, c)`` for q ≥ 1. A running cap of 100
     with MTP k = 3 captures steps of 100 × 4 = 400 tokens (min(800, 512) = 512), not 200."""
-    linear = d.spec.linear
-    per_layer_s = settings.uncaptured_gdn_layer_s
-    if linear is None or linear.kind != "gated_deltanet" or per_layer_s <= 0:
+    per_layer_s = _gdn_layer_s(d.spec, settings)
+    if per_layer_s <= 0:
         return NO_HOST_TIME
     captured = settings.graph_max_bs
     if spec is not None and settings.graph_cap_tokens:
@@ -90,8 +96,7 @@ def graph_running_cap(model: ModelSpec, settings: EngineSettings, spec: SpecDeco
     1,024. ``planning.space`` evaluates this cap beside the default: at the default the batch runs
     past the graphs (vllm#27222: 13,900 against 21,000 tok/s at 1,024), at the cap it runs fewer
     requests in them, and the faster of the two is planned."""
-    linear = model.linear
-    if linear is None or linear.kind != "gated_deltanet" or settings.uncaptured_gdn_layer_s <= 0:
+    if _gdn_layer_s(model, settings) <= 0:
         return None
     cap = (settings.graph_cap_tokens or settings.graph_max_bs) // (1 + (spec.draft_tokens if spec else 0))
     return cap if cap >= 1 and (settings.max_running is None or cap < settings.max_running) else None
