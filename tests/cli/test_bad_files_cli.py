@@ -291,13 +291,28 @@ GPU_KEYS = (
             "prices: 'h100' is not in the catalog; did you mean h100-nvl, h100-pcie, h100-sxm, h200? "
             f"(allowed: {GPU_KEYS})",
         ),
+        (  # the model, engine and spec keys said the same without the file (closing note, stop 45)
+            "model: qwen9\n",
+            "model: 'qwen9' is not in the catalog; did you mean qwen3-8b? (allowed: deepseek-r1,",
+        ),
+        ("engine: vlm\n", "engine: 'vlm' is not in the catalog; did you mean vllm? (allowed: sglang, trtllm, vllm)"),
+        (
+            "spec: mtp:x\n",
+            "spec: 'mtp:x' is not allowed (allowed: METHOD:K[:TAU] with K an integer and TAU a number)",
+        ),
     ],
-    ids=["unknown_gpu", "fractional_count", "unknown_priced_gpu"],
+    ids=["unknown_gpu", "fractional_count", "unknown_priced_gpu", "unknown_model", "unknown_engine", "bad_spec"],
 )
 def test_a_job_yaml_gpu_name_plan_refuses_names_the_file(tmp_path, text, message) -> None:
     # new-user finding: gpus: ["8xh100"] in a job file said "gpu 'h100' …" without the file
     (tmp_path / "job.yaml").write_text(text)
-    assert _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path)) == f"error: job.yaml: {message}"
+    line = _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path))
+    # the model's message goes on to list every catalog model: its start is checked
+    assert (
+        line.startswith(f"error: job.yaml: {message}")
+        if message.endswith(",")
+        else line == f"error: job.yaml: {message}"
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "0.5", "-3", "abc"])

@@ -17,7 +17,7 @@ from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.arch.draft import SEPARATE_DRAFTERS
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import base_repo_of, gpu_key, launch_info, load_engine, load_gpu, load_model
-from tokenplan.errors import CatalogError, ConfigError, InputError, import_extra, shown
+from tokenplan.errors import CatalogError, InputError, import_extra, shown
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.files.drafter import attach_drafter
 from tokenplan.job.workload import DEFAULT_ISL, DEFAULT_OSL, check_stated_lengths, lognormal_with_mean
@@ -117,30 +117,16 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
     Raises:
         InputError, ConfigError: the job file is missing or malformed (one line naming the key).
     """
-    if job_path:
-        from tokenplan.files.job import read_job_file  # its pydantic models: only for --job
+    given = {k: v for k, v in options.items() if v is not None}
+    if not job_path:
+        return PlanRequest(**given)
+    from tokenplan.api.job_request import check_job_names  # only for --job
+    from tokenplan.files.job import read_job_file  # its pydantic models: only for --job
 
-        fields = read_job_file(job_path).request_fields()
-        _check_job_gpus(job_path, fields)
-    else:
-        fields = {}
-    fields.update({k: v for k, v in options.items() if v is not None})
-    return PlanRequest(**fields)
-
-
-def _check_job_gpus(path: str, fields: dict) -> None:
-    """The job file's ``gpus`` and ``prices`` GPU names, checked now so that a bad one names the
-    file and key as the file's other errors do (``j.yaml: gpus: 'h100' is not in the catalog; …``).
-
-    Raises:
-        ConfigError: a GPU option or priced GPU :func:`plan` would refuse.
-    """
-    for key, names in (("gpus", fields.get("gpus", ())), ("prices", fields.get("prices", {}))):
-        for name in names:
-            try:
-                gpu_key(parse_gpu_option(name)[1] if key == "gpus" else name)
-            except InputError as exc:
-                raise ConfigError(path, key, str(exc).removeprefix(f"{exc.field} ")) from None
+    fields = read_job_file(job_path).request_fields()
+    req = PlanRequest(**{**fields, **given})
+    check_job_names(job_path, fields, given, req.isl_mean, req.osl_mean)
+    return req
 
 
 def parse_gpu_option(text: str) -> tuple[int | None, str]:

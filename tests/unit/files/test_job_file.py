@@ -93,3 +93,18 @@ def test_lengths_that_are_neither_a_number_nor_a_mapping_say_both_forms(tmp_path
         f"job.yaml: isl: {shown} is not allowed (allowed: a number of tokens (e.g. 1024 or 1.0e+4), "
         "or a mapping of mean, sigma and cap)"
     )
+
+
+def test_a_job_file_name_the_command_line_overrides_is_not_checked(tmp_path):
+    # plan --job j.yaml --engine sglang plans SGLang: the file's misspelt engine is not what runs,
+    # so it is not refused (the file's other names still are, naming the file)
+    from tokenplan.api.plan import plan_request
+
+    path = tmp_path / "job.yaml"
+    path.write_text("engine: vlm\nmodel: qwen3.6-27b\n")
+    assert plan_request(str(path), engine="sglang").engine == "sglang"
+    with pytest.raises(ConfigError, match=r"^.*job\.yaml: engine: 'vlm' is not in the catalog"):
+        plan_request(str(path))
+    path.write_text("engine: vlm\nmodel: qwen9\n")
+    with pytest.raises(ConfigError, match=r"job\.yaml: model: 'qwen9' is not in the catalog"):
+        plan_request(str(path), engine="sglang")

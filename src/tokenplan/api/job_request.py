@@ -1,0 +1,51 @@
+"""A job file's names checked where the file gives them, so that a bad one names the file.
+
+``plan --job j.yaml`` reads the file (``tokenplan.files.job``: keys and value types), then its
+names — GPU options, priced GPUs, the model, the engine and the ``--spec`` setting — are checked
+here the way :func:`tokenplan.api.plan.plan` would check them, and a refusal becomes a
+:class:`~tokenplan.errors.ConfigError` naming the file and the key (``j.yaml: engine: 'vlm' is not
+in the catalog; did you mean vllm? …``). A key the command line overrides is not checked: the
+option's value is the one planned, and ``plan`` judges it under the option's own name.
+
+Layer: API edge (resolves names once; the model is cached by name or path, so checking it here
+does not load a config folder twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from tokenplan.catalog import gpu_key, load_engine, load_model
+from tokenplan.errors import ConfigError, InputError
+from tokenplan.files.bench_tau import resolve_spec
+from tokenplan.perf.speculative import parse_spec
+
+
+def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_mean: float, osl_mean: float) -> None:
+    """Check the names among ``fields`` (``JobFile.request_fields()`` of the file at ``path``)
+    that the command line did not override (``overridden``: PlanRequest field names given as
+    options). ``isl_mean``/``osl_mean`` (tokens): the planned job's, for a ``spec`` whose TAU
+    names a bench file (read at the job's mean decode context).
+
+    Raises:
+        ConfigError: ``path``, the key as the file spells it (``gpus``, ``prices``, ``model``,
+            ``engine``, ``spec``) and the refusal ``plan`` would print.
+    """
+    from tokenplan.api.plan import parse_gpu_option  # api.plan imports this module on use
+
+    checks: list[tuple[str, str, Callable[[str], object]]] = []
+    if "gpus" not in overridden:
+        checks += [("gpus", g, lambda t: gpu_key(parse_gpu_option(t)[1])) for g in fields.get("gpus", ())]
+    if "prices" not in overridden:
+        checks += [("prices", g, gpu_key) for g in fields.get("prices", {})]
+    if "model" in fields and "model" not in overridden:
+        checks.append(("model", fields["model"], load_model))
+    if "engine" in fields and "engine" not in overridden:
+        checks.append(("engine", fields["engine"], load_engine))
+    if "specs" in fields and "specs" not in overridden:
+        checks += [("spec", s, lambda t: parse_spec(resolve_spec(t, isl_mean, osl_mean)[0])) for s in fields["specs"]]
+    for key, value, check in checks:
+        try:
+            check(value)
+        except InputError as exc:
+            raise ConfigError(path, key, str(exc).removeprefix(f"{exc.field} ")) from None
