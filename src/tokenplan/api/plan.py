@@ -117,7 +117,7 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
     Raises:
         InputError, ConfigError: the job file is missing or malformed (one line naming the key).
     """
-    given = {k: v for k, v in options.items() if v is not None}
+    given: dict = {k: v for k, v in options.items() if v is not None}
     if not job_path:
         return PlanRequest(**given)
     from tokenplan.api.job_request import check_job_names  # only for --job
