@@ -6,19 +6,25 @@ here the way :func:`tokenplan.api.plan.plan` would check them, and a refusal bec
 :class:`~tokenplan.errors.ConfigError` naming the file and the key (``j.yaml: engine: 'vlm' is not
 in the catalog; did you mean vllm? …``). A key the command line overrides is not checked: the
 option's value is the one planned, and ``plan`` judges it under the option's own name.
+:func:`parse_gpu_option` (``8xb200``) lives here for both.
 
-Layer: API edge (resolves names once; the model is cached by name or path, so checking it here
+Layer: API edge, under the commands (resolves names once; the model is cached by name or path, so checking it here
 does not load a config folder twice).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 
 from tokenplan.catalog import gpu_key, load_engine, load_model
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.bench_tau import resolve_spec
 from tokenplan.perf.speculative import parse_spec
+from tokenplan.units import MAX_GPUS
+
+_GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
+_BAD_COUNT = re.compile(r"^\s*[-+]?[\d.]+(?:e[-+]?\d+)?\s*[x×]", re.IGNORECASE)  # a count that is not a whole number
 
 
 def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_mean: float, osl_mean: float) -> None:
@@ -31,8 +37,6 @@ def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_me
         ConfigError: ``path``, the key as the file spells it (``gpus``, ``prices``, ``model``,
             ``engine``, ``spec``) and the refusal ``plan`` would print.
     """
-    from tokenplan.api.plan import parse_gpu_option  # api.plan imports this module on use
-
     checks: list[tuple[str, str, Callable[[str], object]]] = []
     if "gpus" not in overridden:
         checks += [("gpus", g, lambda t: gpu_key(parse_gpu_option(t)[1])) for g in fields.get("gpus", ())]
@@ -49,3 +53,16 @@ def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_me
             check(value)
         except InputError as exc:
             raise ConfigError(path, key, str(exc).removeprefix(f"{exc.field} ")) from None
+
+
+def parse_gpu_option(text: str) -> tuple[int | None, str]:
+    """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
+    m = _GPU_OPTION.match(text)
+    bad_count = _BAD_COUNT.match(text) and (m is None or m.group(1) is None)  # -8xb200, 8.5xb200
+    if not m or bad_count or (m.group(1) is not None and not 1 <= int(m.group(1)) <= MAX_GPUS):
+        raise InputError(
+            "gpu",
+            text,
+            f"COUNTxKEY with COUNT an integer from 1 to {MAX_GPUS:,} (e.g. 8xb200), or KEY alone (one node)",
+        )
+    return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()

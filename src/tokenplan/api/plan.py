@@ -8,11 +8,11 @@ samples with thinking on (mean output 2,500 tokens), on 4× RTX PRO 6000 against
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenplan.api.bands import figure_bands
+from tokenplan.api.job_request import parse_gpu_option
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.arch.draft import SEPARATE_DRAFTERS
 from tokenplan.calibration.fitted_range import Profile
@@ -43,9 +43,6 @@ DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
 DEFAULT_PROVISION_GPUS = ("rtx-pro-6000", "b200")  # the same GPU types, count left to the search
 DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
 ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
-
-_GPU_OPTION = re.compile(r"^\s*(?:(\d+)\s*[x×]\s*)?([a-z0-9._\-]+)\s*$", re.IGNORECASE)
-_BAD_COUNT = re.compile(r"^\s*[-+]?[\d.]+(?:e[-+]?\d+)?\s*[x×]", re.IGNORECASE)  # a count that is not a whole number
 
 
 @dataclass(frozen=True)
@@ -127,19 +124,6 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
     req = PlanRequest(**{**fields, **given})
     check_job_names(job_path, fields, given, req.isl_mean, req.osl_mean)
     return req
-
-
-def parse_gpu_option(text: str) -> tuple[int | None, str]:
-    """``8xb200`` → (8, "b200"); ``b200`` → (None, "b200"). Raises InputError."""
-    m = _GPU_OPTION.match(text)
-    bad_count = _BAD_COUNT.match(text) and (m is None or m.group(1) is None)  # -8xb200, 8.5xb200
-    if not m or bad_count or (m.group(1) is not None and not 1 <= int(m.group(1)) <= MAX_GPUS):
-        raise InputError(
-            "gpu",
-            text,
-            f"COUNTxKEY with COUNT an integer from 1 to {MAX_GPUS:,} (e.g. 8xb200), or KEY alone (one node)",
-        )
-    return (int(m.group(1)) if m.group(1) else None), m.group(2).lower()
 
 
 def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
