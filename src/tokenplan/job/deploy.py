@@ -70,12 +70,23 @@ def format_issues(
 
 
 def spec_layout_rejection(config: Config) -> str | None:
-    """Why the engine cannot start this speculative method on this layout, or None. SGLang's DFLASH
-    refuses pipeline parallelism and DP attention at start-up (``_handle_dflash`` in
-    ``python/sglang/srt/arg_groups/speculative_hook.py``: it raises for ``pp_size != 1`` and for
-    ``enable_dp_attention``)."""
+    """Why the engine cannot start this speculative method on this layout, or None. SGLang refuses
+    every speculative algorithm with pipeline parallelism on a server that is not a PD-disaggregated
+    prefill node (``check_pipeline_parallel_compat`` in
+    ``python/sglang/srt/arg_groups/validation_hook.py``: "PP + speculative decoding (MTP) is only
+    supported on prefill nodes (disaggregation-mode=prefill)"; the older ``check_server_args``
+    asserted ``speculative_algorithm is None`` for ``pp_size > 1``). Its DFLASH also refuses DP
+    attention (``_handle_dflash`` in ``python/sglang/srt/arg_groups/speculative_hook.py``: it raises
+    for ``pp_size != 1`` and for ``enable_dp_attention``)."""
     spec, lay = config.spec, config.layout
-    if spec is None or spec.method != "dflash" or config.engine.name != "sglang":
+    if spec is None or config.engine.name != "sglang":
+        return None
+    if lay.pp > 1 and spec.method != "dflash":
+        return (
+            f"SGLang does not run speculative decoding ({spec.method}) with pipeline parallelism "
+            "outside a PD-disaggregated prefill server; use TP or DP without PP, or vLLM"
+        )
+    if spec.method != "dflash":
         return None
     if lay.pp > 1:
         return f"SGLang's DFLASH does not run with pipeline parallelism (PP{lay.pp}); use TP or DP, or vLLM"
@@ -106,12 +117,17 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             f"context of {ctx:,} tokens (max_position_embeddings)",
             "context",
         )
-    why = layout_rejection(model, lay) or spec_layout_rejection(config)
+    why = layout_rejection(model, lay)
     if why:
         return Rejection(config, why, "layout")
     why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype, config.engine)
     if why:
         return Rejection(config, why, "format")
+    why = spec_layout_rejection(config)  # after the formats: a format no engine runs is said first
+    if why:  # DFLASH's reasons name the split; SGLang's PP refusal holds for every PP split, said once
+        return Rejection(
+            config, why, "layout" if config.spec is not None and config.spec.method == "dflash" else "spec"
+        )
     engine = config.engine
     settings = _settings(gpu, config)
     ratio = engine.state_to_kv_ratio(model.is_hybrid, config.max_running)
