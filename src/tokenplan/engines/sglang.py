@@ -337,8 +337,9 @@ class Sglang:
             args.append(f"--kv-cache-dtype {_KV_FLAG[launch.kv_dtype]}")
         if fraction > 0:
             args.append(f"--mem-fraction-static {fraction:.3f}")
-        if s.tight:  # a checkpoint the default reserve leaves no room for (S19)
-            args.append(f"--chunked-prefill-size {s.chunk_tokens} --cuda-graph-max-bs {s.graph_max_bs}")
+        if s.tight:  # a checkpoint the default reserve leaves no room for (S19); the decode graph's
+            # max batch is --cuda-graph-max-bs-decode since the per-phase cuda_graph_config (S1)
+            args.append(f"--chunked-prefill-size {s.chunk_tokens} --cuda-graph-max-bs-decode {s.graph_max_bs}")
         elif s.chunk_set and launch.planned_engine == self.name:
             args.append(f"--chunked-prefill-size {s.chunk_tokens}")
         if launch.spec_method is not None:

@@ -314,3 +314,19 @@ def test_the_launch_names_the_kv_format_the_pool_was_sized_in(sglang, kv, flag):
     command = sglang.launch_command(_launch(kv_dtype=kv))
     assert f"--kv-cache-dtype {flag}" in command.split(" \\\n  ")
     assert "--kv-cache-dtype" not in sglang.launch_command(_launch(kv_dtype=Dtype.BF16))  # auto is BF16
+
+
+def test_tight_launch_spells_the_decode_graph_flag(sglang):
+    """The decode CUDA-graph batch cap is ``--cuda-graph-max-bs-decode``: sgl-project/sglang
+    python/sglang/srt/arg_groups/fields/exec_.py declares ``cuda_graph_max_bs_decode: A[Optional[int],
+    "Maximum batch size captured for the decode cuda graph."]`` (and ``cuda_graph_max_bs_prefill``),
+    which ``parse_cuda_graph_config`` in arg_groups/cuda_graph_hook.py folds into
+    ``cuda_graph_config[decode].max_bs`` (the S1 memory hook's decode max_bs). The old
+    ``--cuda-graph-max-bs`` was a DeprecatedAliasStoreAction of it (test_config_argument_merger.py:
+    ``new_flag="--cuda-graph-max-bs-decode"``) and is gone ("`--disable-cuda-graph` is the one
+    deprecated alias left standing", test_server_args_annotated_cli): argparse then refuses it as
+    ambiguous between the -decode and -prefill flags."""
+    tight = EngineSettings(0.95, 0.0, False, 8192, 32, None, tight=True)
+    args = sglang.launch_command(_launch(settings=tight)).split(" \\\n  ")
+    assert "--chunked-prefill-size 8192 --cuda-graph-max-bs-decode 32" in args
+    assert "--cuda-graph-max-bs 32" not in " ".join(args)
