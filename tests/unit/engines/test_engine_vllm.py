@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tokenplan.catalog import load_engine, load_gpu
+from tokenplan.catalog import launch_info, load_engine, load_gpu, model_names
 from tokenplan.engines import Engine, EngineSettings, Launch, Vllm
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.engines.vllm import vllm_graph_capture_sizes
@@ -237,3 +237,23 @@ def test_a_cap_above_the_default_token_budget_raises_the_budget_the_launch_sets(
     # DP attention over TP8: max_num_seqs is per engine rank, ⌈9,000 / 8⌉ = 1,125 ≤ 8,192
     s = vllm.settings(load_gpu("h100-sxm"), Layout(tp=8, ep=8, attention_dp=True), speculative=False, max_running=9000)
     assert (s.chunk_tokens, s.chunk_set) == (8192, False)
+
+
+# The names vLLM registers (vllm-project/vllm vllm/reasoning/__init__.py,
+# _REASONING_PARSERS_TO_REGISTER: "deepseek_r1", "glm45", "kimi_k2", "minimax_m2", "nemotron_v3",
+# "openai_gptoss", "qwen3", …); ReasoningParserManager.get_reasoning_parser raises
+# KeyError(f"Reasoning parser '{name}' not found. Available parsers: …") for any other
+# (vllm/reasoning/abs_reasoning_parsers.py). SGLang's DetectorMap spells DeepSeek-R1 "deepseek-r1"
+# and Nemotron-3-Nano "nano_v3"; vLLM does not.
+VLLM_REASONING_PARSERS = {"deepseek_r1", "glm45", "kimi_k2", "minimax_m2", "nemotron_v3", "openai_gptoss", "qwen3"}
+
+
+def test_every_catalog_model_names_a_reasoning_parser_vllm_registers():
+    for name in model_names():
+        _, parsers = launch_info(name, name)
+        launch = _launch(parsers=parsers)
+        parser = launch.parser("vllm")
+        if parser is not None:
+            assert parser in VLLM_REASONING_PARSERS, (name, parser)
+    assert _launch(parsers=launch_info("deepseek-r1", "deepseek-r1")[1]).parser("vllm") == "deepseek_r1"
+    assert _launch(parsers=launch_info("deepseek-r1", "deepseek-r1")[1]).parser("sglang") == "deepseek-r1"
