@@ -95,6 +95,7 @@ class CatalogError(InputError):
     def __init__(self, kind: str, name: str, known: Iterable[str], suggestions: Iterable[str] = ()):
         self.field, self.value = kind, name
         self.known, self.suggestions = sorted(known), list(suggestions)
+        self.allowed = self.known  # as InputError's: a caller re-wording the refusal reads it
         close = self.suggestions
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         TokenplanError.__init__(self, f"{kind} {name!r} is not in the catalog{hint}{_allowed_text(self.known)}")

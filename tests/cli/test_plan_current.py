@@ -133,6 +133,12 @@ def test_walk_ends_where_a_plan_at_the_implied_acceptance_leads(answered):
             {"current": "engine=vllm,disable-radix-cache=true"},
             "current 'disable-radix-cache=true' is not allowed (allowed: only with engine=sglang; the engine is vllm)",
         ),
+        # an engine not in the catalog: a CatalogError, which had no .allowed (a traceback,
+        # AttributeError; new-user pass); the engines are the catalog's three
+        (
+            {"current": "engine=tgi", "measured_tok_s": 100.0},
+            "current 'engine=tgi' is not allowed (allowed: sglang, trtllm, vllm)",
+        ),
         (
             {"current": "weight-dtype=fp3"},
             "current 'weight-dtype=fp3' is not allowed (allowed: bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16)",

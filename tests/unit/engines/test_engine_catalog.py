@@ -28,3 +28,5 @@ def test_an_unknown_engine_is_a_catalog_error_naming_the_known_ones():
     with pytest.raises(CatalogError) as err:
         load_engine("sglan")
     assert "sglang" in str(err.value)
+    # an InputError's .allowed, read by callers that re-word the refusal (plan --current)
+    assert err.value.allowed == ["sglang", "trtllm", "vllm"]
