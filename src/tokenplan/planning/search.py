@@ -310,7 +310,9 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
     """Rejections → one-line reasons with how many configurations each rejected, each said once
     for its scope: layout-independent reasons alone; a split's reasons after the split; memory
     per split and weight format, with the smallest weights per GPU (and the largest where the
-    MTP draft layers add to them)."""
+    MTP draft layers add to them), the scope nearest to fitting first: where every scope rejects
+    as many, it is the one said when nothing runs (it was TP1×DP8 BF16 for Llama-3.1-405B on
+    8× L40S, 756 GiB per GPU, with "try more GPUs per replica" after TP8 had been tried)."""
     out: Counter[str] = Counter()
     memory: dict[str, list[Rejection]] = {}
     for r in rejections:
@@ -326,8 +328,11 @@ def rejection_reasons(rejections: list[Rejection]) -> Counter[str]:
             ] += 1
         else:
             out[r.reason] += 1
-    for scope, group in memory.items():
-        least = min(group, key=lambda r: r.weight_bytes_per_gpu)
+    least_of = {scope: min(group, key=lambda r: r.weight_bytes_per_gpu) for scope, group in memory.items()}
+    for scope in sorted(
+        memory, key=lambda s: least_of[s].weight_bytes_per_gpu / max(least_of[s].usable_bytes_per_gpu, 1.0)
+    ):
+        group, least = memory[scope], least_of[scope]
         most = max(r.weight_bytes_per_gpu for r in group)
         extra = (
             f" ({most / GiB:.1f} GiB with the MTP draft layers)" if most > least.weight_bytes_per_gpu * 1.0001 else ""

@@ -1,0 +1,28 @@
+"""When nothing runs because no configuration's weights fit, the reason said first (the answer's
+"nothing runs" bullet, the table's bottleneck cell, the "Rejected on" line) is the configuration
+nearest to fitting, not the first one generated."""
+
+from __future__ import annotations
+
+import re
+
+from tokenplan.api.plan import PlanRequest, plan
+
+# Llama-3.1-405B on 8× L40S (45 GiB each): FP8 weights (1 byte per parameter, half of BF16) split
+# over all 8 GPUs of one replica (TP × PP = 8) are the smallest weights per GPU any layout holds,
+# ~405.8 GB / 8 ≈ 47 GiB, still above what one L40S leaves usable, so nothing runs; TP1×DP8 BF16
+# (each GPU the whole 756 GiB) is the farthest from fitting and was said first.
+EIGHT_WAY = {"TP8", "TP4×PP2", "TP2×PP4", "TP1×PP8"}
+
+
+def test_nothing_runs_names_the_configuration_nearest_to_fitting():
+    result = plan(PlanRequest(model="llama-3.1-405b", gpus=("8xl40s",))).to_json()
+    option = result["options"][0]
+    assert option.get("best") is None  # nothing runs
+    first = next(iter(option["rejected"]))
+    m = re.match(r"(\S+), fp8 weights: does not fit: ([\d.]+) GiB of weights per GPU vs ([\d.]+) GiB usable", first)
+    assert m is not None, first
+    assert m.group(1) in EIGHT_WAY
+    assert 40 < float(m.group(2)) < 55 and float(m.group(3)) < 45
+    bullet = next(line for line in result["answer"] if "nothing runs" in line)
+    assert bullet.startswith(f"8× l40s: nothing runs — {first}")
