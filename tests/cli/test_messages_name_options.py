@@ -172,3 +172,30 @@ def test_a_price_for_an_unknown_gpu_suggests_as_gpu_does(monkeypatch, capsys, tm
         "(allowed: a100-80gb, b200, b300, gb200, gb300, h100-nvl, h100-pcie, h100-sxm, h20, h200, l40s, mi300x, "
         "mi325x, mi355x, rtx-5090, rtx-pro-6000)"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # click kept the last of two --gpu with no word: predict --gpu b200 --gpu h200 predicted h200
+        (
+            ["predict", "--model", "qwen3.6-27b", "--gpu", "b200", "--gpu", "h200"],
+            "error: --gpu 'h200' is not allowed (allowed: one GPU (tokenplan plan compares several); "
+            "--gpu 'b200' is given already) (try 'tokenplan predict --help')",
+        ),
+        (
+            ["memory", "--model", "qwen3.6-27b", "--gpu", "b200", "--spec=mtp:1", "--spec", "none"],
+            "error: --spec 'none' is not allowed (allowed: one setting (tokenplan plan compares several); "
+            "--spec 'mtp:1' is given already) (try 'tokenplan memory --help')",
+        ),
+    ],
+)
+def test_an_option_plan_repeats_is_taken_once_by_predict_and_memory(monkeypatch, capsys, tmp_path, args, line):
+    assert _error(monkeypatch, capsys, tmp_path, *args) == line
+
+
+def test_the_same_value_twice_is_one_value():
+    from tokenplan.cli.params import given_values
+
+    argv = ["--gpu", "b200", "--tp", "2", "--gpu=b200", "--", "--gpu", "h200"]
+    assert given_values(argv, "--gpu") == ["b200", "b200"]  # after --, nothing counts

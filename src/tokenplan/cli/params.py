@@ -91,20 +91,48 @@ def current_spellings(argv: list[str], table: dict[str, str]) -> list[str]:
     return out
 
 
+def given_values(argv: list[str], option: str) -> list[str]:
+    """The values ``option`` (one that takes a value) is given in ``argv``, in order, as
+    ``--gpu b200`` or ``--gpu=b200``; nothing after ``--`` counts. Raises nothing."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == option and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif arg.startswith(option + "="):
+            out.append(arg[len(option) + 1 :])
+    return out
+
+
 class Command(click.Command):
     """click's command with the spellings a command used before kept as hidden aliases.
 
     Args:
         old_spellings: old option name → current name (``{"--isl-mean": "--isl"}``); not shown by
             ``--help``, rewritten before parsing.
+        once: option → what it takes, for options another command repeats (``plan --gpu b200
+            --gpu h200`` compares both) but this one takes once: two different values are refused
+            (click kept the last with no word: ``predict --gpu b200 --gpu h200`` predicted h200).
     """
 
-    def __init__(self, *args: Any, old_spellings: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, old_spellings: dict[str, str] | None = None, once: dict[str, str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.old_spellings = dict(old_spellings or {})
+        self.once = dict(once or {})
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, current_spellings(args, self.old_spellings))
+        args = current_spellings(args, self.old_spellings)
+        for option, takes in self.once.items():
+            values = list(dict.fromkeys(given_values(args, option)))
+            if len(values) > 1:
+                raise click.UsageError(
+                    f"{option} {values[1]!r} is not allowed (allowed: {takes}; {option} {values[0]!r} is given already)",
+                    ctx,
+                )
+        return super().parse_args(ctx, args)
 
 
 # --draft-model, shared by plan, predict and memory (api: files.drafter)

@@ -27,6 +27,11 @@ def _concurrency(text: str) -> float | None:
     return float(requests)
 
 
+# options plan repeats to compare (--gpu b200 --gpu h200); predict and memory take one of each
+ONCE = {
+    name: f"one {what} (tokenplan plan compares several)"
+    for name, what in (("--gpu", "GPU"), ("--spec", "setting"), ("--weight-dtype", "format"), ("--kv-dtype", "format"))
+}
 _FRACTION = (
     "The engine's memory setting: SGLang --mem-fraction-static, vLLM --gpu-memory-utilization, "
     "TRT-LLM free_gpu_memory_fraction [default: the engine's rule]"
@@ -128,7 +133,7 @@ def _lengths(command):  # noqa: ANN001, ANN202 - a click command function
     return command
 
 
-@app.command("predict")
+@app.command("predict", once=ONCE)
 @_MODEL
 @_GPU
 @_NUM_GPUS
@@ -229,7 +234,7 @@ def predict_cmd(
     _emit(result, as_json, predict_table)
 
 
-@app.command("memory")
+@app.command("memory", once=ONCE)
 @_MODEL
 @_GPU
 @_NUM_GPUS
