@@ -294,6 +294,8 @@ def plan_details(result: PlanResult) -> Group:
         if o.rejected:
             reasons = sorted(o.rejected.items(), key=lambda kv: -kv[1])[:4]
             shown = "; ".join(f"{r} ({count_text(n, 'configuration')})" for r, n in reasons)
+            if len(o.rejected) > len(reasons):  # the rest were left out with no word (a new-user pass)
+                shown += f"; {len(o.rejected) - len(reasons)} more reasons in --json (options[].rejected)"
             parts.append(Text(f"Rejected on {o.option}: {shown}", style="dim"))
     notes = not_searched(result)
     if notes:

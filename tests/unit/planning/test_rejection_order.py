@@ -26,3 +26,17 @@ def test_nothing_runs_names_the_configuration_nearest_to_fitting():
     assert 40 < float(m.group(2)) < 55 and float(m.group(3)) < 45
     bullet = next(line for line in result["answer"] if "nothing runs" in line)
     assert bullet.startswith(f"8× l40s: nothing runs — {first}")
+
+
+def test_the_rejected_line_says_how_many_reasons_it_leaves_out():
+    from rich.console import Console
+
+    from tokenplan.report.tables import plan_details
+
+    result = plan(PlanRequest(model="llama-3.1-405b", gpus=("8xl40s",)))
+    console = Console(width=100_000, record=True)
+    console.print(plan_details(result))
+    line = next(t for t in console.export_text().splitlines() if t.startswith("Rejected on"))
+    # 10 splits of 8 GPUs (TP × PP: 1×1, 1×2, 1×4, 1×8, 2×1, 2×2, 2×4, 4×1, 4×2, 8×1) × 2 weight
+    # formats (bf16, fp8) = 20 reasons; the line shows 4
+    assert line.endswith("; 16 more reasons in --json (options[].rejected)")
