@@ -88,18 +88,22 @@ def test_no_command_for_an_engine_that_refuses_the_configuration():
 
 
 def test_another_engines_command_left_at_sglangs_default_cap_says_so():
-    # A vLLM plan with MTP k=1 for DeepSeek-V3 on 8× B200 runs 1,024 per replica (vLLM's default
-    # max_num_seqs on a ≥ 70 GiB GPU, V2). The SGLang command in --json writes no
+    # A vLLM plan with MTP k=1 for DeepSeek-V3 on 8× B200 at TP8 (one engine core, no DP attention:
+    # --ep 1) and short requests (500 + 500 tokens, so no pool binds) runs vLLM's default
+    # max_num_seqs, 1,024 per replica on a ≥ 70 GiB GPU (V2). The SGLang command in --json writes no
     # --max-running-requests (its pool holds the batch, nothing was lifted), so SGLang's default cap
     # with speculative decoding (48, engine-facts S5) would bind: a warning says so. The planned
-    # engine's own launch is unaffected. (On Qwen3.6-27B, a GDN hybrid, the vLLM plan now fixes a
-    # running cap that keeps its steps in CUDA graphs, job.graphs, and the SGLang command carries it.)
-    o = plan(PlanRequest(model="deepseek-v3", gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
-    o = o["options"][0]
-    assert o["batch_per_replica"] > 48 and "--max-running-requests" not in o["launch"]["sglang"]
+    # engine's own launch is unaffected. (With DP attention vLLM's cap is 1,024 per engine rank and
+    # the default-length job fills the pools, whose SGLang command then writes its cap; on
+    # Qwen3.6-27B, a GDN hybrid, the vLLM plan fixes a running cap that keeps its steps in CUDA
+    # graphs, job.graphs, and the SGLang command carries it.)
+    job = {"model": "deepseek-v3", "gpus": ("8xb200",), "specs": ("mtp:1",), "tp": 8, "ep": 1}
+    short = {"isl_mean": 500.0, "osl_mean": 500.0}
+    o = plan(PlanRequest(engine="vllm", **job, **short)).to_json()["options"][0]  # type: ignore[arg-type]
+    assert o["batch_per_replica"] == 1024 and "--max-running-requests" not in o["launch"]["sglang"]
     said = [w for w in o["warnings"] if "keeps SGLang's default running cap" in w]
     assert len(said) == 1 and "plan with --engine sglang" in said[0]
-    sglang = plan(PlanRequest(model="deepseek-v3", gpus=("8xb200",), specs=("mtp:1",))).to_json()["options"][0]
+    sglang = plan(PlanRequest(**job, **short)).to_json()["options"][0]  # type: ignore[arg-type]
     assert not any("default running cap" in w for w in sglang["warnings"])
 
 

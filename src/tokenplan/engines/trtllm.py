@@ -2,11 +2,10 @@
 after weights and a profiling run; in-flight batching with the GUARANTEED_NO_EVICT scheduler;
 offline runs are ``trtllm-bench`` runs that size their own batch.
 
-Rules here, figures in ``catalog/engines.yaml`` (``trtllm:``). Sources (``docs/engine-facts.md``):
-T1 ``commands/serve.py`` @00209af1; T2 ``llmapi/llm_args.py``; T3 ``_torch/pyexecutor/_util.py``
-``KvCacheCreator._cal_max_memory``; T5 ``bench/build/tuning.py`` (``calc_engine_setting``); T6
-``DecodeCudaGraphConfig``; T9 performance-tuning guide (scheduler policies); T12 reasoning
-parser / ``kv_cache_config`` example.
+Rules here, figures in ``catalog/engines.yaml`` (``trtllm:``). Sources (``docs/engine-facts.md``): T1
+``commands/serve.py`` @00209af1; T2 ``llmapi/llm_args.py``; T3 ``_torch/pyexecutor/_util.py``
+``KvCacheCreator._cal_max_memory``; T5 ``bench/build/tuning.py`` (``calc_engine_setting``); T6 ``DecodeCudaGraphConfig``;
+T9 performance-tuning guide (scheduler policies); T12 reasoning parser / ``kv_cache_config`` example.
 
 The scheduler is here alone (:meth:`Trtllm.running_context_tokens`, :meth:`Trtllm.max_running`):
 a MAX_UTILIZATION policy or trtllm-serve's dynamic batch-size tuning changes these two methods.
@@ -145,16 +144,17 @@ class Trtllm:
         """``free_gpu_memory_fraction`` of the memory left after weights and the profiling peak
         ``reserve_fixed_gib`` (T2, T3), ``max_num_tokens`` and ``max_batch_size`` (T1, T2), CUDA
         graphs up to ``graph_max_bs`` (T6), attention-DP balancing as the launch writes it
-        (``ADP_BALANCE_TIMEOUT_ITERS``). The GPU, speculation and vision cut do not change these
-        defaults. ``memory_fraction``, ``max_running``, ``chunk_tokens``
-        (``max_num_tokens``): user overrides."""
+        (``ADP_BALANCE_TIMEOUT_ITERS``). ``memory_fraction``, ``max_running``, ``chunk_tokens``
+        (``max_num_tokens``, per rank): user overrides. With attention DP each rank has its own
+        cap and budget: the replica's are their sum, as in :meth:`offline_settings`."""
+        ranks = layout.tp if layout.attention_dp else 1
         return EngineSettings(
             memory_fraction or self.memory_fraction,
             self.reserve_fixed_gib * GiB,
             True,
-            chunk_tokens or self.max_num_tokens,
+            (chunk_tokens or self.max_num_tokens) * ranks,
             self.graph_max_bs,
-            max_running or self.max_batch_size,
+            max_running or self.max_batch_size * ranks,
             chunk_set=chunk_tokens is not None,
             adp_balance_timeout_iters=ADP_BALANCE_TIMEOUT_ITERS if layout.attention_dp else 0,
         )
@@ -320,7 +320,7 @@ class Trtllm:
             args.append(f"--ep_size {lay.ep}")
         args.append(f"--max_batch_size {math.ceil(running / ranks)}")
         if planned:
-            args.append(f"--max_num_tokens {int(launch.settings.chunk_tokens)}")
+            args.append(f"--max_num_tokens {math.ceil(launch.settings.chunk_tokens / ranks)}")  # per rank
         args.append("--extra_llm_api_options extra_llm_api_options.yaml")
         parser = launch.parser(self.name)
         if parser:

@@ -118,10 +118,13 @@ class Vllm:
         graph_max_bs, max_num_batched_tokens)`` (V5, V13).
 
         Args:
-            gpu: the GPU (memory and architecture pick the defaults). layout: its DP-attention
-                ranks divide the cap per engine rank. speculative, vision_cut: unused. memory_fraction,
-                max_running, chunk_tokens (``--max-num-batched-tokens``): user overrides (None =
-                default).
+            gpu: the GPU (memory and architecture pick the defaults). layout: with DP attention
+                each of its TP ranks is an engine core (``--data-parallel-size``): the settings'
+                ``max_running``, ``chunk_tokens``, ``graph_max_bs`` and ``graph_cap_tokens`` are
+                then the replica's, the ranks' sum (8 ranks at the default 1,024 sequences: 8,192),
+                and the profiling run's tokens and rows each rank's. speculative, vision_cut:
+                unused. memory_fraction, max_running (the replica's), chunk_tokens
+                (``--max-num-batched-tokens``, per rank): user overrides (None = default).
         """
         large = (
             gpu.memory_bytes >= self.large_gpu_min_gib * GiB
@@ -131,30 +134,34 @@ class Vllm:
         # an unset max_num_seqs defaults to min(default, max_num_batched_tokens) (V2); a set one above
         # the budget does not start (SchedulerConfig: max_num_batched_tokens must be ≥ max_num_seqs):
         # where the user set only the cap, the launch raises the budget to it (api.resolve refuses a
-        # budget the user set below it). max_num_seqs is per engine rank (DP attention: TP ranks).
-        per_rank = math.ceil(max_running / (layout.tp if layout.attention_dp else 1)) if max_running else 0
+        # budget the user set below it). max_num_seqs, max_num_batched_tokens and the graphs are per
+        # engine rank: with DP attention each of the TP ranks is an engine core with its own
+        # scheduler (V2; "each DP rank is deployed as a separate core engine process",
+        # vllm docs/serving/data_parallel_deployment.md), so the replica's cap, budget and captured batch are the ranks' sum, while
+        # each GPU profiles and captures for its own rank.
+        ranks = layout.tp if layout.attention_dp else 1
+        per_rank = math.ceil(max_running / ranks) if max_running else 0
         raised = chunk_tokens is None and per_rank > chunk
         chunk = per_rank if raised else chunk
-        cap = max_running or min(
+        seqs = per_rank or min(
             self.max_running_default_large_gpu if large else self.max_running_default_small_gpu, chunk
         )
-        seqs = min(cap, chunk)
         graph_bs = min(self.graph_bs_per_seq * seqs, self.graph_max_bs, chunk)
         graphs = len(vllm_graph_capture_sizes(graph_bs)) * self.graph_estimate_mib_per_size * MiB
         return EngineSettings(
             memory_fraction or self.memory_fraction,
             self.reserve_fixed_gib * GiB,
             False,
-            chunk,
-            graph_bs,
-            cap,
+            chunk * ranks,
+            graph_bs * ranks,
+            max_running or seqs * ranks,
             profile_tokens=chunk,
-            profile_seqs=seqs,
+            profile_seqs=min(seqs, chunk),
             sampler_bytes_per_logit=self.sampler_bytes_per_logit,
             graph_estimate_bytes=graphs,
             chunk_set=chunk_tokens is not None or raised,
             uncaptured_gdn_layer_s=self.uncaptured_gdn_layer_s,
-            graph_cap_tokens=min(self.graph_max_bs, chunk),
+            graph_cap_tokens=min(self.graph_max_bs, chunk) * ranks,
         )
 
     def expert_padding(self, gpu: Gpu, weight: Dtype) -> tuple[int, int]:
@@ -298,8 +305,8 @@ class Vllm:
             args.append(f"--kv-cache-dtype {launch.kv_dtype.value}")
         args.append(f"--gpu-memory-utilization {fraction:.2f}")
         args.append(f"--max-num-seqs {math.ceil(running / ranks)}")  # per engine rank
-        if launch.settings.chunk_set and launch.planned_engine == self.name:
-            args.append(f"--max-num-batched-tokens {launch.settings.chunk_tokens}")
+        if launch.settings.chunk_set and launch.planned_engine == self.name:  # the replica's budget, per rank
+            args.append(f"--max-num-batched-tokens {math.ceil(launch.settings.chunk_tokens / ranks)}")
         if launch.spec_method is not None:
             # SpeculativeConfig (vllm/config/speculative.py): method mtp, eagle, eagle3 or dflash;
             # every one but mtp loads its drafter from "model" (launch.DRAFT_MODEL).

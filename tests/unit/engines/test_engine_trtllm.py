@@ -266,3 +266,20 @@ def test_an_nvfp4_kv_cache_is_written_in_the_yaml(trtllm):
     # so an nvfp4 plan served the checkpoint's KV format instead of the one its pool was sized in.
     yaml = trtllm.launch_command(_launch(kv_dtype=Dtype.NVFP4)).split("\n")
     assert yaml[2:5] == ["kv_cache_config:", "  free_gpu_memory_fraction: 0.90", "  dtype: nvfp4"]
+
+
+def test_with_attention_dp_the_default_batch_and_token_caps_are_each_ranks(trtllm):
+    # With enable_attention_dp each rank schedules its own batch under max_batch_size 2,048 and
+    # max_num_tokens 8,192 (T1, T2; the launch writes both per rank): over TP8 the replica runs up
+    # to 8 × 2,048 = 16,384 requests and 8 × 8,192 = 65,536 tokens a step, as offline_settings
+    # scales trtllm-bench's per-rank limits; before, the online replica was capped at 2,048.
+    h200 = load_gpu("h200")
+    s = trtllm.settings(h200, Layout(tp=8, ep=8, attention_dp=True), speculative=False)
+    assert (s.max_running, s.chunk_tokens) == (16384, 65536)
+    plain = trtllm.settings(h200, Layout(tp=8, ep=8), speculative=False)
+    assert (plain.max_running, plain.chunk_tokens) == (2048, 8192)
+    # the plan's replica budget goes on the command line per rank: 65,536 / 8 = 8,192
+    cmd = trtllm.launch_command(
+        _launch(planned_engine="trtllm", layout=Layout(tp=8, ep=8, attention_dp=True), settings=s)
+    )
+    assert "--max_num_tokens 8192" in cmd

@@ -234,9 +234,35 @@ def test_a_cap_above_the_default_token_budget_raises_the_budget_the_launch_sets(
     # 1,024 fits the 8,192 budget: nothing raised, nothing written
     s = vllm.settings(load_gpu("h100-sxm"), Layout(), speculative=False, max_running=1024)
     assert (s.chunk_tokens, s.chunk_set) == (8192, False)
-    # DP attention over TP8: max_num_seqs is per engine rank, ⌈9,000 / 8⌉ = 1,125 ≤ 8,192
+    # DP attention over TP8: max_num_seqs is per engine rank, ⌈9,000 / 8⌉ = 1,125 ≤ 8,192, so no
+    # rank's budget is raised; the replica's budget is the 8 ranks' 8 × 8,192 = 65,536 tokens
     s = vllm.settings(load_gpu("h100-sxm"), Layout(tp=8, ep=8, attention_dp=True), speculative=False, max_running=9000)
-    assert (s.chunk_tokens, s.chunk_set) == (8192, False)
+    assert (s.chunk_tokens, s.chunk_set, s.max_running) == (65536, False, 9000)
+    assert (s.profile_tokens, s.profile_seqs) == (8192, 1125)  # each GPU profiles its own rank
+
+
+def test_with_dp_attention_the_default_cap_and_budget_are_each_engine_ranks(vllm):
+    # vLLM deploys each DP rank as a separate engine core ("each DP rank is deployed as a separate
+    # core engine process", docs/serving/data_parallel_deployment.md), each with its own scheduler:
+    # max_num_seqs 1,024 and max_num_batched_tokens 8,192 apply per rank (V2, an 80 GB H100 takes
+    # the large-GPU defaults). Over TP8 the replica runs up to 8 × 1,024 = 8,192 requests and
+    # 8 × 8,192 = 65,536 tokens a step; before, the plan capped the whole replica at 1,024
+    # (--max-num-seqs 128 per rank). Each GPU still profiles one rank: 8,192 tokens, 1,024 rows,
+    # and captures graphs up to min(2 × 1,024, 512, 8,192) = 512 per rank, 8 × 512 = 4,096 in all.
+    h100 = load_gpu("h100-sxm")
+    s = vllm.settings(h100, Layout(tp=8, ep=8, attention_dp=True), speculative=False)
+    assert (s.max_running, s.chunk_tokens, s.profile_tokens, s.profile_seqs) == (8192, 65536, 8192, 1024)
+    assert (s.graph_max_bs, s.graph_cap_tokens) == (4096, 4096)
+    plain = vllm.settings(h100, Layout(tp=8, ep=8), speculative=False)  # one engine core over TP8
+    assert (plain.max_running, plain.chunk_tokens, plain.profile_seqs, plain.graph_max_bs) == (1024, 8192, 1024, 512)
+    # the per-GPU memory reserve is the same either way: the profiling run is one rank's
+    assert (plain.graph_estimate_bytes, plain.profile_tokens) == (s.graph_estimate_bytes, s.profile_tokens)
+    # a budget the plan sets is written per rank: 65,536 / 8 = 8,192
+    chunked = replace(s, chunk_set=True)
+    line = vllm.launch_command(
+        _launch(layout=Layout(tp=8, ep=8, attention_dp=True), settings=chunked, planned_engine="vllm")
+    )
+    assert "--max-num-batched-tokens 8192" in line and "--max-num-seqs" in line
 
 
 # The names vLLM registers (vllm-project/vllm vllm/reasoning/__init__.py,
