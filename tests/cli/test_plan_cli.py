@@ -128,7 +128,7 @@ ERROR_CASES = [
     ("job_bad_yaml", "not valid YAML"),
     (
         "job_unknown_key",
-        "sampels: unknown key (did you mean samples? allowed: model, samples, isl, osl, gpus, engine, prices, spec, draft_model, current, measured_tok_s, tp, dp, ep, max_running)",
+        "sampels: unknown key (did you mean samples? allowed: model, samples, isl, osl, gpus, engine, prices, spec, draft_model, current, measured_tok_s, tp, pp, dp, ep, max_running)",
     ),
     ("job_negative_samples", "samples"),
     ("job_missing_file", "absent.yaml"),

@@ -1,4 +1,4 @@
-"""``plan --tp/--dp/--ep/--max-running``: a fixed layout part or running cap (issue 29 item 4,
+"""``plan --tp/--pp/--dp/--ep/--max-running``: a fixed layout part or running cap (issue 29 item 4,
 issue 27 item 4).
 
 Cross-checks against the unfixed plan (the TP8 figure its "TP8 is not the best layout" sentence
@@ -87,6 +87,21 @@ def test_tp_and_dp_together():
     assert o["rejected"] == {"TP8 × DP2 (fixed): no layout of 8 GPUs has it; DP with TP8 is one of 1": 1}
 
 
+def test_pp_keeps_the_pipeline_layouts_and_says_which_exist():
+    # new-user pass: plan had --tp/--dp/--ep but no --pp, though the search covers PP. 8 GPUs with
+    # PP2: TP × DP = 4 → TP1×PP2×DP4, TP2×PP2×DP2, TP4×PP2×DP1 (--spec none: SGLang refuses PP
+    # with speculative decoding)
+    o = plan(PlanRequest(gpus=("8xb200",), pp=2, specs=("none",))).to_json()["options"][0]
+    assert "PP2" in o["layout"]
+    assert all("PP2" in a["configuration"] for a in o["alternatives"])
+    # PP = 8 / (TP × DP) with TP × DP ∈ {1, 2, 4, 8} → PP ∈ {8, 4, 2, 1}; 3 is not one
+    o = plan(PlanRequest(gpus=("8xb200",), pp=3)).to_json()["options"][0]
+    assert o["rejected"] == {"PP3 (fixed): no layout of 8 GPUs has it; PP is one of 1, 2, 4, 8": 1}
+    # TP8 leaves PP 1 on 8 GPUs; the fixed parts are named in a layout's order, TP before PP
+    o = plan(PlanRequest(gpus=("8xb200",), tp=8, pp=2)).to_json()["options"][0]
+    assert o["rejected"] == {"TP8 × PP2 (fixed): no layout of 8 GPUs has it; PP with TP8 is one of 1": 1}
+
+
 def test_max_running_fixes_every_candidates_cap_and_every_launch_sets_it():
     o = plan(PlanRequest(gpus=("8xb200",), max_running=64)).to_json()["options"][0]
     assert o["max_running_requests"] <= 64 and o["batch_per_replica"] <= 64
@@ -129,7 +144,9 @@ def test_a_fixed_cap_on_a_model_without_state_has_no_radix_twin():
     assert o["configurations"] == 40
 
 
-@pytest.mark.parametrize("option,value", [("--tp", "0"), ("--dp", "-1"), ("--ep", "0"), ("--max-running", "0")])
+@pytest.mark.parametrize(
+    "option,value", [("--tp", "0"), ("--pp", "0"), ("--dp", "-1"), ("--ep", "0"), ("--max-running", "0")]
+)
 def test_cli_refuses_non_positive_values_in_one_line(option, value):
     r = _cli("plan", option, value)
     assert r.returncode != 0
@@ -147,9 +164,9 @@ def test_job_yaml_keys(tmp_path):
     from tokenplan.api.plan import plan_request
 
     job = tmp_path / "job.yaml"
-    job.write_text("gpus: ['8xb200']\ntp: 8\nmax_running: 64\n", encoding="utf-8")
+    job.write_text("gpus: ['8xb200']\ntp: 8\npp: 1\nmax_running: 64\n", encoding="utf-8")
     req = plan_request(str(job))
-    assert (req.tp, req.dp, req.ep, req.max_running) == (8, None, None, 64)
+    assert (req.tp, req.pp, req.dp, req.ep, req.max_running) == (8, 1, None, None, 64)
     assert plan_request(str(job), tp=4).tp == 4  # an option given wins
     job.write_text("max_running: 0\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="max_running"):

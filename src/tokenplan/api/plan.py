@@ -66,7 +66,7 @@ class PlanRequest:
         current, measured_tok_s: the setup run now on the first option (``engine=sglang,tp=4,…``,
             see :func:`tokenplan.planning.current.parse_current`) and its measured output tokens/s
             (all GPUs).
-        tp, dp, ep: search only layouts with this TP, DP (replicas), EP (None = searched).
+        tp, dp, ep, pp: search only layouts with this TP, DP (replicas), EP, PP (None = searched).
         max_running: every candidate launches with this running-request cap per replica
             (SGLang ``--max-running-requests``, vLLM ``--max-num-seqs``, TRT-LLM
             ``--max_batch_size``; None = the engine's default, and where it caps below memory,
@@ -98,6 +98,7 @@ class PlanRequest:
     tp: int | None = None
     dp: int | None = None
     ep: int | None = None
+    pp: int | None = None
     max_running: int | None = None
     draft_model: str | None = None
 
@@ -247,7 +248,7 @@ def _searched(
         tuple(parse_dtype(d, "weight_dtype", WEIGHT_DTYPES) for d in req.weight_dtypes) if req.weight_dtypes else None
     )
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
-    fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running)
+    fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running, req.pp)
     options = tuple(_options(req))
     repo, parsers = launch_info(req.model, model.name)
     question = Question(

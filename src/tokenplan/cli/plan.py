@@ -67,7 +67,7 @@ from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
 )
 @click.option(
     "--job",
-    help="Job YAML with model, samples, isl, osl, gpus, engine, prices, tp, dp, ep, max_running (options given here override it) [default: none]",
+    help="Job YAML with model, samples, isl, osl, gpus, engine, prices, tp, pp, dp, ep, max_running (options given here override it) [default: none]",
 )
 @click.option("--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
 @click.option(
@@ -90,6 +90,7 @@ from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
 @click.option(
     "--tp", type=INTEGER, help="Search only layouts with this tensor-parallel size per replica (TP) [default: every TP]"
 )
+@click.option("--pp", type=INTEGER, help="Search only layouts with this many pipeline stages (PP) [default: every PP]")
 @click.option("--dp", type=INTEGER, help="Search only layouts with this many replicas (DP) [default: every DP]")
 @click.option(
     "--ep",

@@ -58,7 +58,7 @@ class JobFile(BaseModel):
         current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48   # or a mapping of the same keys
         measured_tok_s: 1600
         draft_model: z-lab/Qwen3.6-27B-DFlash   # with spec: dflash:7 (plan --draft-model)
-        tp: 4              # search only these layouts (plan --tp/--dp/--ep)
+        tp: 4              # search only these layouts (plan --tp/--pp/--dp/--ep)
         max_running: 128   # the engine's running-request cap per replica (plan --max-running)
     """
 
@@ -82,6 +82,7 @@ class JobFile(BaseModel):
     current: str | None = None  # plan --current: the setup run now on the first GPU option
     measured_tok_s: float | None = Field(default=None, gt=0)  # plan --measured-tok-s
     tp: StrictInt | None = Field(default=None, gt=0)  # plan --tp
+    pp: StrictInt | None = Field(default=None, gt=0)  # plan --pp
     dp: StrictInt | None = Field(default=None, gt=0)  # plan --dp
     ep: StrictInt | None = Field(default=None, gt=0)  # plan --ep
     max_running: StrictInt | None = Field(default=None, gt=0)  # plan --max-running
@@ -121,6 +122,7 @@ class JobFile(BaseModel):
             "current",
             "measured_tok_s",
             "tp",
+            "pp",
             "dp",
             "ep",
             "max_running",

@@ -41,8 +41,8 @@ def tp_is(n: int) -> Callable[[Config], bool]:
 
 @dataclass(frozen=True, slots=True)
 class Fixed:
-    """What the user fixed instead of searching (``plan --tp/--dp/--ep/--max-running``; None =
-    searched): TP, DP (replicas) and EP of the layout, and the engine's running-request cap per
+    """What the user fixed instead of searching (``plan --tp/--pp/--dp/--ep/--max-running``; None =
+    searched): TP, DP (replicas), EP and PP (pipeline stages) of the layout, and the engine's running-request cap per
     replica (``max_running``: every candidate launches with it; where reaching it takes the
     cap-lifting flags, SGLang's ``--disable-radix-cache`` on a hybrid model, the candidate is tried
     with and without them, as :func:`candidates` does for the engine's own cap)."""
@@ -51,33 +51,39 @@ class Fixed:
     dp: int | None = None
     ep: int | None = None
     max_running: int | None = None
+    pp: int | None = None
+
+    def parts(self) -> tuple[tuple[str, int | None], ...]:
+        """The layout's parts as fixed, in the order a layout is named (TP, PP, DP, EP)."""
+        return (("tp", self.tp), ("pp", self.pp), ("dp", self.dp), ("ep", self.ep))
 
     def admits(self, layout: Layout) -> bool:
-        """Whether ``layout`` has every fixed TP, DP and EP."""
-        return all(v is None or getattr(layout, k) == v for k, v in (("tp", self.tp), ("dp", self.dp), ("ep", self.ep)))
+        """Whether ``layout`` has every fixed TP, PP, DP and EP."""
+        return all(v is None or getattr(layout, k) == v for k, v in self.parts())
 
     def describe(self) -> str:
         """``TP8 × DP1`` (the fixed parts of the layout; empty when none is fixed)."""
-        return " × ".join(
-            f"{k.upper()}{v}" for k, v in (("tp", self.tp), ("dp", self.dp), ("ep", self.ep)) if v is not None
-        )
+        return " × ".join(f"{k.upper()}{v}" for k, v in self.parts() if v is not None)
 
 
 SEARCH_ALL = Fixed()  # nothing fixed
 
 
-def fixed_parts(tp: int | None, dp: int | None, ep: int | None, max_running: int | None) -> Fixed:
-    """``plan --tp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
+def fixed_parts(
+    tp: int | None, dp: int | None, ep: int | None, max_running: int | None, pp: int | None = None
+) -> Fixed:
+    """``plan --tp/--pp/--dp/--ep/--max-running`` as the search takes them (``planning.space.Fixed``;
     None = searched). Raises InputError (one line naming the option) for a value that is not a
     whole number ≥ 1."""
-    for name, value in (("tp", tp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
+    for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("max-running", max_running)):
         if value is not None and (isinstance(value, bool) or not 1 <= value < math.inf or value != int(value)):
             raise InputError(
                 name,
                 shown(value),
                 "an integer ≥ 1" + (", running requests per replica" if name == "max-running" else ""),
             )
-    return Fixed(*(None if v is None else int(v) for v in (tp, dp, ep, max_running)))
+    tp, dp, ep, max_running, pp = (None if v is None else int(v) for v in (tp, dp, ep, max_running, pp))
+    return Fixed(tp, dp, ep, max_running, pp)
 
 
 def widest_tp(option: HardwareOption) -> int:
@@ -139,7 +145,11 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
     else:
         kept = [lay for lay in every if fixed.tp is None or lay.tp == fixed.tp]
         allowed = (
-            [(k, sorted({getattr(lay, k) for lay in kept})) for k in ("dp", "ep") if getattr(fixed, k) is not None]
+            [
+                (k, sorted({getattr(lay, k) for lay in kept}))
+                for k in ("pp", "dp", "ep")
+                if getattr(fixed, k) is not None
+            ]
             if kept
             else [("tp", sorted({lay.tp for lay in every}))]
         )
