@@ -273,10 +273,12 @@ def _sized(
         dep, config.engine, settings, isl, osl, config.spec, cap_reason=RUNNING_CAP if set_cap else ENGINE_CAP
     )
     if limits.limit < 1:
+        # the tokens a running request holds, as batch_limits counts them (TRT-LLM: prompt + max_tokens)
+        held = config.engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean, osl.max_tokens)
+        how = " (prompt + max_tokens, reserved at admission)" if config.engine.reserves_whole_output else ""
         return Rejection(
             config,
-            f"no sequence of {isl.mean + osl.mean:,.0f} tokens fits the KV cache "
-            f"({mem.kv_capacity_tokens:,.0f} tokens)",
+            f"no sequence of {held:,.0f} tokens{how} fits the KV cache ({mem.kv_capacity_tokens:,.0f} tokens)",
             "kv",
         )
     running = _allocated(config, settings, limits.limit)
