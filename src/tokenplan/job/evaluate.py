@@ -273,6 +273,14 @@ def _sized(
         dep, config.engine, settings, isl, osl, config.spec, cap_reason=RUNNING_CAP if set_cap else ENGINE_CAP
     )
     if limits.limit < 1:
+        if limits.reason == "state slots":
+            per = config.engine.pools.slots(config.spec is not None)
+            return Rejection(
+                config,
+                f"no request fits the linear-attention state pool ({mem.state_slots or 0.0:,.2f} slots; "
+                f"a running request takes {per})",
+                "kv",
+            )
         # the tokens a running request holds, as batch_limits counts them (TRT-LLM: prompt + max_tokens)
         held = config.engine.running_context_tokens(isl.mean, osl.mean, osl.running_mean, osl.max_tokens)
         how = " (prompt + max_tokens, reserved at admission)" if config.engine.reserves_whole_output else ""

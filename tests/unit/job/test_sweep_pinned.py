@@ -9,8 +9,8 @@ commit dfd9b80 (before the change), and written again after each intended change
 (the search stopped offering EP across pipeline stages, 23,664 → 21,744 and 9,692 → 8,944
 configurations; last: SGLang rejects speculative decoding with pipeline stages, 4,992 and 1,168
 configurations become rejections, each said in the stored reason; then the wording of the
-"no sequence fits the KV cache" rejection, which names the tokens a running request holds, with
-no figure moved); it holds, for benchmarks/plan_sweep.py's 21,744
+"no sequence fits the KV cache" rejection, which names the tokens a running request holds, and
+a state-slot limit named as such, with no figure moved); it holds, for benchmarks/plan_sweep.py's 21,744
 configurations and for 8,944 configurations under SGLang, vLLM and TRT-LLM (separate and mixed
 prefill), the count and the SHA-256 of every configuration's figures (throughput, batch and its
 limits, TPOT, TTFT, cycle, decode-step breakdown, warnings, rejection reasons), and the figures
