@@ -183,16 +183,19 @@ def launch_caps(
     summed context (TensorRT-LLM's admission, reserving each request's ``max_tokens``, holds far
     fewer); the plan's figures stay at the planned batch."""
     planned = planned_running(ev)
+    # the batch the figures assume: the running limit, or fewer where the job has fewer requests
+    # (as client_concurrency counts it); a launch cap at or above it leaves the figures as they are
+    runs = min(planned, math.ceil(ev.steady.batch))
     launched, warnings = planned, []
     for name, fraction, running in sizing:
         engine = ev.config.engine if name == ev.config.engine.name else engines[name]
         if engine is ev.config.engine:
             launched = running
-        if running < planned:
+        if running < runs:
             where = "launch" if engine is ev.config.engine else "launch (in --json)"
             warnings.append(
                 f"the {engine.display_name} {where} caps the batch at {running:,} per replica, not the "
-                f"{planned:,} planned: at its largest memory fraction ({fraction:.3f}) its KV pool holds {running:,} "
+                f"{runs:,} planned: at its largest memory fraction ({fraction:.3f}) its KV pool holds {running:,} "
                 f"requests at the {HEADROOM_QUANTILE * 100:.0f}th percentile of their summed context"
                 + (
                     " (it reserves each request's prompt + max_tokens at admission)"

@@ -116,3 +116,20 @@ def test_a_job_of_one_request_runs_one_and_a_small_job_says_its_own_average():
     (said,) = [a for a in small["answer"] if "too small to run at the steady rate" in a]
     assert f"it averages {average:,.0f} tok/s" in said and f"{o['output_tok_s_total']:,.0f} tok/s the table" in said
     assert average < 0.8 * o["output_tok_s_total"]
+
+
+def test_a_launch_cap_above_a_small_jobs_batch_is_not_said_to_cap_it():
+    # 100 requests on one B200 (one replica): every request is in flight at once, so the batch the
+    # figures assume is 100, below the running limit memory allows. SGLang's launch holds more than
+    # 100 at the 90th percentile of their context: no warning that it caps the batch (it said
+    # "caps the batch at 215 per replica, not the 234 planned ... the figures above assume the
+    # planned batch" beside a batch of 100). TensorRT-LLM's launch, reserving prompt + 32,768
+    # max_tokens per request, holds fewer than 100, and its warning names the 100 the figures assume.
+    o = plan(PlanRequest(model="qwen3-32b", gpus=("1xb200",), engine="sglang", samples=100)).to_json()["options"][0]
+    assert o["batch_per_replica"] == 100
+    sglang = int(re.search(r"--max-running-requests (\d+)", o["launch"]["sglang"]).group(1))
+    assert sglang >= 100
+    assert not [w for w in o["warnings"] if w.startswith("the SGLang launch caps the batch")]
+    trtllm = int(re.search(r"--max_batch_size (\d+)", o["launch"]["trtllm"]).group(1))
+    (said,) = [w for w in o["warnings"] if w.startswith("the TensorRT-LLM launch (in --json)")]
+    assert trtllm < 100 and f"caps the batch at {trtllm:,} per replica, not the 100 planned" in said
