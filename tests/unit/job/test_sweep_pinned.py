@@ -10,7 +10,8 @@ commit dfd9b80 (before the change), and written again after each intended change
 configurations; last: SGLang rejects speculative decoding with pipeline stages, 4,992 and 1,168
 configurations become rejections, each said in the stored reason; then the wording of the
 "no sequence fits the KV cache" rejection, which names the tokens a running request holds, and
-a state-slot limit named as such, with no figure moved); it holds, for benchmarks/plan_sweep.py's 21,744
+a state-slot limit named as such, with no figure moved; DP attention's running caps and token
+budgets per engine rank under vLLM and TRT-LLM, and the refit after them); it holds, for benchmarks/plan_sweep.py's 21,744
 configurations and for 8,944 configurations under SGLang, vLLM and TRT-LLM (separate and mixed
 prefill), the count and the SHA-256 of every configuration's figures (throughput, batch and its
 limits, TPOT, TTFT, cycle, decode-step breakdown, warnings, rejection reasons), and the figures
