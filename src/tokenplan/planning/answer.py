@@ -312,7 +312,9 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         ttft_ms=s.ttft_s * MS_PER_S,
         ttft_median_ms=s.median_ttft_s * MS_PER_S,
         weight_bytes_per_gpu=ev.memory.weight_bytes_per_gpu,
-        kv_capacity_tokens=ev.memory.kv_tokens_reported(planned_running(ev)),
+        kv_capacity_tokens=None
+        if (kv := ev.memory.kv_tokens_reported(planned_running(ev))) is None
+        else kv * ev.config.layout.dp,
         warnings=tuple(ev.warnings) + tuple(range_warnings(r.option.gpu.key, concurrency)) + short,
         non_default_settings=ev.config.max_running.lifted,
         concurrency_per_endpoint=concurrency,

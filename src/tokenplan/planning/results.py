@@ -38,7 +38,9 @@ class Alternative(JsonResult):
 class ChosenConfiguration(JsonResult):
     """An option's best configuration: what it runs, how fast, how long and at what cost the
     whole job takes, its memory at the running limit, launch commands and the runners-up.
-    ``usd``/``usd_per_mtok`` are None without a price; ``bands`` holds the 80 % intervals."""
+    ``usd``/``usd_per_mtok`` are None without a price; ``bands`` holds the 80 % intervals.
+    ``kv_capacity_tokens`` is over all replicas, as ``predict``'s; ``batch_per_replica`` and
+    ``max_running_requests`` are per replica, ``memory_allocation`` per GPU (bytes)."""
 
     best: str
     layout: str
