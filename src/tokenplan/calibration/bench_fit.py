@@ -83,12 +83,19 @@ def bench_measurements(levels: Sequence[Mapping[str, Any]], served: Served) -> l
                 concurrency=_in_flight(lv),
                 num_requests=float(lv["requests"]),
                 output_tok_s_per_gpu=lv["output_tok_s"] / served.num_gpus,
-                ttft_s=lv["ttft_s"]["mean"],
-                tpot_s=lv["tpot_s"]["mean"],
+                ttft_s=_mean(lv, "ttft_s"),
+                tpot_s=_mean(lv, "tpot_s"),
                 closed_loop=_closed_loop(lv),
             )
         )
     return out
+
+
+def _mean(level: Mapping[str, Any], latency: str) -> float | None:
+    """A level's mean ``latency`` (seconds), None where the file has none: the key absent, null
+    or without a ``mean`` (a bench run without streaming, or a file edited by hand)."""
+    stats = level.get(latency)
+    return stats.get("mean") if isinstance(stats, Mapping) else None
 
 
 def _in_flight(level: Mapping[str, Any]) -> float:
@@ -121,15 +128,17 @@ def sweep_cap(stated: int | None, cap: Mapping[str, Any] | None) -> int | None:
 
 def step_points(levels: Sequence[Mapping[str, Any]], max_running: int | None) -> list[tuple[float, float]]:
     """(running batch, mean TPOT in seconds) per level with answers: the batch is the server's mean
-    running requests where ``/metrics`` gave it, else the achieved concurrency capped at
-    ``max_running``."""
+    running requests where ``/metrics`` gave it, else the achieved concurrency (where the file
+    has none, the requests the level held in flight: :func:`_in_flight`) capped at ``max_running``."""
     points = []
     for lv in levels:
-        tpot = lv["tpot_s"]["mean"]
+        tpot = _mean(lv, "tpot_s")
         if not lv["requests"] or tpot is None:
             continue
         running = (lv.get("server") or {}).get("running_mean")
-        batch = running if running else min(lv["achieved_concurrency"], max_running or math.inf)
+        achieved = lv.get("achieved_concurrency")
+        held = _in_flight(lv) if achieved is None else achieved
+        batch = running if running else min(held, max_running or math.inf)
         points.append((float(batch), float(tpot)))
     return points
 

@@ -68,14 +68,24 @@ def read_bench_source(path: str) -> tuple[str, list[dict[str, Any]], dict[str, A
 
 
 # A level's measured quantities: counts, tokens, tokens/s and seconds, none of them negative.
-_MEASURED = ("concurrency", "requests", "request_throughput_per_s", "mean_input_tokens", "mean_output_tokens")
+_MEASURED = (
+    "concurrency",
+    "achieved_concurrency",
+    "requests",
+    "request_throughput_per_s",
+    "mean_input_tokens",
+    "mean_output_tokens",
+)
 
 
 def check_measured(level: dict[str, Any], path: str, where: str, latencies: bool = True) -> None:
     """Raise ConfigError naming the file, the level's field and its value where a measured
-    quantity (:data:`_MEASURED`, ``output_tok_s``, each latency statistic) is negative or not
-    finite: a fit on it would write a profile from impossible figures."""
+    quantity (:data:`_MEASURED`, ``output_tok_s``, the server's ``/metrics`` counts, each latency
+    statistic) is negative or not finite: a fit on it would write a profile from impossible figures."""
     fields = [(k, level.get(k)) for k in (*_MEASURED, "output_tok_s")]
+    server = level.get("server")  # the server's own counts (/metrics): the step fit's batch
+    if isinstance(server, dict):
+        fields += [(f"server.{k}", server.get(k)) for k in ("output_tok_s", "running_mean", "waiting_mean")]
     for latency in ("ttft_s", "tpot_s", "e2e_s") if latencies else ():
         stats = level.get(latency)
         if isinstance(stats, dict):

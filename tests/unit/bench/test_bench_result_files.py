@@ -138,6 +138,29 @@ def test_calibrate_from_a_tokenplan_bench_file_is_bench_from_json_fit(
     assert factors["step_overhead_s"] == pytest.approx(0.010, rel=0.05)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("achieved_concurrency", -3), ("server.running_mean", -3.0), ("server.waiting_mean", float("inf"))],
+)
+def test_a_negative_concurrency_or_server_count_is_refused_naming_the_level(
+    field: str, value: float, tmp_path: Path
+) -> None:
+    # A hand-edited bench file with achieved_concurrency −3 (or /metrics' running_mean −3) was
+    # fitted and a profile written (rc 0): the step-time law took a batch of −3 sequences.
+    data = json.loads(Path(FILES["tokenplan bench"][0]).read_text())
+    level = data["levels"][1]
+    if field.startswith("server."):
+        level["server"] = {**(level.get("server") or {}), field.split(".")[1]: value}
+    else:
+        level[field] = value
+    bad = tmp_path / "bench.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(
+        ConfigError, match=rf"levels\[1\]\.{field}: {value!r} is not allowed \(allowed: a finite number ≥ 0\)"
+    ):
+        read_bench_source(str(bad))
+
+
 @pytest.mark.parametrize("kind", ["tokenplan bench", "vllm"])
 def test_a_negative_throughput_is_refused_naming_the_level(kind: str, tmp_path: Path) -> None:
     # newuser2 finding 4: a bench file with output_tok_s −5 was fitted and a profile written (rc 0).

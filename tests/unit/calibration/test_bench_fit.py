@@ -92,3 +92,26 @@ def test_a_run_without_figures_or_concurrency_is_refused():
         run_measurement(_run(), SERVED, None, None)
     with pytest.raises(ConfigError, match="requests/output_tokens/output_tok_s"):
         run_measurement(_run(requests=0), SERVED, 64, None)
+
+
+def test_a_level_without_latency_statistics_is_fitted_on_its_throughput_not_a_traceback():
+    # A bench file edited by hand (or written without streaming): tpot_s absent, ttft_s null,
+    # and a tpot_s object with no "mean". Each level still has 800 tok/s over 2 GPUs = 400 per
+    # GPU to fit on; the latencies it lacks are None (not measured), not a KeyError/TypeError.
+    levels = [
+        {k: v for k, v in _level(1, 16).items() if k != "tpot_s"},
+        _level(4, 16, ttft_s=None),
+        _level(8, 32, tpot_s={}),
+    ]
+    found = [(m.output_tok_s_per_gpu, m.ttft_s, m.tpot_s) for m in bench_measurements(levels, SERVED)]
+    assert found == [(400.0, 0.2, None), (400.0, None, 0.02), (400.0, 0.2, None)]
+    # no TPOT mean: no step-time point; the one level with one (c=4) gives (achieved 3.5, 20 ms)
+    assert step_points(levels, None) == [(3.5, 0.02)]
+
+
+def test_a_level_without_an_achieved_concurrency_steps_at_what_it_held_in_flight():
+    # achieved_concurrency null (a file edited by hand, or an older one) and no /metrics: the
+    # batch is the closed-loop level's own concurrency, 16, capped at 12 where the cap is 12
+    level = _level(16, 64, achieved_concurrency=None)
+    assert step_points([level], None) == [(16.0, 0.02)]
+    assert step_points([level], 12) == [(12.0, 0.02)]
