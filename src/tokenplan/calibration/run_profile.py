@@ -32,7 +32,8 @@ from tokenplan.calibration.fitted_range import fitted_on
 from tokenplan.calibration.from_runs import LevelFit, RunFit, linear_step_law, median_abs_error, predicted_step_s
 from tokenplan.calibration.update import update_fit
 from tokenplan.calibration.validate import Case
-from tokenplan.errors import InputError
+from tokenplan.errors import InfeasibleError, InputError
+from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.perf.efficiency import Efficiency
 
 POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: warn
@@ -111,9 +112,19 @@ def fit_profile(
 
     Raises:
         InputError: no case, or cases that carry neither TPOT nor throughput.
+        InfeasibleError: the server as described cannot run (a measured server did: the
+            description is wrong, e.g. ``--model`` names another model than the one served).
     """
     if not cases:
         raise InputError("levels", 0, "at least one level with answers to fit")
+    for c in cases:
+        ev = evaluate(c.model, c.gpu, c.config, shipped, c.isl, c.osl, c.concurrency_per_replica)
+        if isinstance(ev, Rejection):
+            raise InfeasibleError(
+                f"the server described ({c.engine} serving {origin.served}) is one the planner says cannot "
+                f"run: {ev.reason}; it was measured running, so check --model, --gpu, --num-gpus, the "
+                "layout, dtypes and --engine against it"
+            )
     try:
         update = update_fit(cases, shipped)
     except ValueError as exc:

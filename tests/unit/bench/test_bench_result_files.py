@@ -16,7 +16,7 @@ import pytest
 
 from tokenplan.api.bench import calibrate_from_results
 from tokenplan.api.resolve import PredictRequest
-from tokenplan.errors import ConfigError, InputError
+from tokenplan.errors import ConfigError, InfeasibleError, InputError
 from tokenplan.files.bench_results import read_bench_results, read_bench_source
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench_results"
@@ -72,6 +72,18 @@ def test_calibrate_from_each_format_recovers_the_step_law(kind: str, tmp_path: P
     assert factors["step_overhead_s"]["value"] == pytest.approx(0.010, rel=0.05)
     assert factors["per_sequence_overhead_s"]["value"] == pytest.approx(0.00015, rel=0.15)
     assert outcome.data["sources"][0]["format"] == kind
+
+
+def test_a_server_described_as_one_the_planner_says_cannot_run_is_refused_in_one_line() -> None:
+    # The sweep measured the tiny Llama; --model qwen3.6-27b on one H100 under vLLM in BF16 is
+    # ~27 B params × 2 B ≈ 54 GB of weights on an 80 GB part, and vLLM's default max_model_len is
+    # the model's whole 262,144-token context, which the KV pool left cannot hold: vLLM does not
+    # start. A server that was measured did start, so the description is wrong; this was a
+    # ValueError traceback from the step law's prediction (a generate run: "levels[0].batch: nan").
+    desc = PredictRequest(model="qwen3.6-27b", gpu="h100-sxm", num_gpus=1, engine="vllm", weight_dtype="bf16")
+    with pytest.raises(InfeasibleError, match=r"vLLM does not start: .*check --model, --gpu, --num-gpus") as err:
+        calibrate_from_results(FILES["vllm"], desc)
+    assert "\n" not in str(err.value) and "qwen3.6-27b on 1× h100-sxm" in str(err.value)
 
 
 def test_calibrate_cli_from_bench_files(
