@@ -282,7 +282,8 @@ def _answered(req: PlanRequest, profile: Profile, searched: Searched) -> PlanRes
 
     def range_warnings(gpu: str, concurrency: int) -> list[str]:
         # a profile fitted elsewhere is an extrapolation: say so beside the numbers
-        point = {"engine": q.engine.name, "gpu": gpu, "model": q.model.name, "isl_tokens": q.job.isl.mean}
+        point: dict[str, object] = {"engine": q.engine.name, "gpu": gpu, "architecture": load_gpu(gpu).architecture}
+        point |= {"model": q.model.name, "isl_tokens": q.job.isl.mean}
         return profile.range_warnings({**point, "osl_tokens": q.job.osl.mean, "concurrency": concurrency})
 
     result = answer(searched, figure_bands, range_warnings)

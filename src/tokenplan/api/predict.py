@@ -40,6 +40,7 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
             f"TP{req.tp} spans {-(-req.tp // domain)} scale-up domains ({domain} GPUs on {s.gpu.scaleup.name}): "
             "its all-reduces cross the scale-out NIC, and plan does not search such layouts (PP or DP across domains)"
         )
-    point = {"engine": s.config.engine.name, "gpu": s.gpu.key, "model": s.model.name, "concurrency": s.concurrency}
+    point: dict[str, object] = {"engine": s.config.engine.name, "gpu": s.gpu.key, "architecture": s.gpu.architecture}
+    point |= {"model": s.model.name, "concurrency": s.concurrency}
     warnings += s.profile.range_warnings({**point, "isl_tokens": req.isl, "osl_tokens": req.osl})
     return Prediction(**{**vars(figures), "warnings": tuple(warnings)}, bands=bands)

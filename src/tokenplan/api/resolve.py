@@ -96,7 +96,7 @@ def read_profile(calibration: str | None) -> Profile:
     from tokenplan.files.calibration import moved_lines, read_calibration_file
 
     read = read_calibration_file(calibration)
-    return Profile(calibration, read.table, read.fitted_on, tuple(moved_lines(calibration, read)))
+    return Profile(calibration, read.table, read.fitted_on, tuple(moved_lines(calibration, read)), read.moved_groups)
 
 
 @dataclass(frozen=True)

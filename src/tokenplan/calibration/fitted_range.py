@@ -61,16 +61,28 @@ class Profile:
     """The efficiency factors in use, read once: ``table`` (the shipped fit, or the profile at
     ``path``, an update already layered over the shipped fit), ``fitted_on`` (the range of
     measurements a ``bench --fit`` profile was fitted on; None for the shipped fit and profiles
-    without one) and ``moves`` (what the profile changes in the shipped fit, one line per group:
-    ``files.calibration.moved_lines``; none for the shipped fit)."""
+    without one), ``moves`` (what the profile changes in the shipped fit, one line per group:
+    ``files.calibration.moved_lines``; none for the shipped fit) and ``moved_groups`` (the
+    groups, ``engine`` or ``engine/architecture``, an update profile moves a factor of; None for
+    the shipped fit and a full table, which replaces every group)."""
 
     path: str | None
     table: EfficiencyTable
     fitted_on: Mapping[str, object] | None = None
     moves: tuple[str, ...] = ()
+    moved_groups: tuple[str, ...] | None = None
 
     def range_warnings(self, point: Mapping[str, object]) -> list[str]:
         """Warnings for using the profile far from what it was fitted on (:func:`range_warnings`;
-        none without a ``fitted_on`` record). ``point``: ``engine``, ``gpu``, ``model``,
-        ``concurrency`` (per replica), ``isl_tokens``, ``osl_tokens``."""
+        none without a ``fitted_on`` record). ``point``: ``engine``, ``gpu``, ``architecture``,
+        ``model``, ``concurrency`` (per replica), ``isl_tokens``, ``osl_tokens``. An update that
+        moves nothing of the point's engine and architecture leaves its figures at the shipped
+        fit: one warning says so instead (not that the profile's factors are extrapolated there)."""
+        engine, arch = point.get("engine"), point.get("architecture")
+        if self.moved_groups is not None and engine is not None and arch is not None:
+            if engine not in self.moved_groups and f"{engine}/{arch}" not in self.moved_groups:
+                return [
+                    f"calibration profile {self.path} moves {', '.join(self.moved_groups) or 'no factor'}, "
+                    f"not {engine} on {point.get('gpu')} ({engine}/{arch}): these figures are the shipped fit's"
+                ]
         return [] if self.fitted_on is None else range_warnings(self.fitted_on, point)

@@ -55,6 +55,12 @@ class CalibrationFile:
     fitted_on: dict | None
     moved: dict[str, dict[str, tuple[float, float, float | None]]] | None = None
 
+    @property
+    def moved_groups(self) -> tuple[str, ...] | None:
+        """The groups an update moves a factor of (a group it names with no factor moves
+        nothing); None for a full table, which replaces every group."""
+        return None if self.moved is None else tuple(g for g, factors in self.moved.items() if factors)
+
 
 def shipped_base(shipped: EfficiencyTable, group: str) -> Efficiency:
     """The shipped factors a profile group layers over: ``engine/architecture`` resolves as a

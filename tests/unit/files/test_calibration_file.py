@@ -52,6 +52,35 @@ def test_range_warnings_use_the_read_record(tmp_path: Path) -> None:
     ]
 
 
+def _update(tmp_path: Path, groups: dict) -> str:
+    path = tmp_path / "update.json"
+    path.write_text(json.dumps({"layered_on": "shipped", "groups": groups, "fitted_on": FITTED}), encoding="utf-8")
+    return str(path)
+
+
+def test_an_update_says_where_it_does_not_apply_rather_than_that_it_is_extrapolated(tmp_path: Path) -> None:
+    # A profile fitted on vLLM on an H100 moves vllm/hopper only. On a B200 (vllm/blackwell) the
+    # figures are the shipped fit's, so "fitted on gpu h100-sxm, used here for b200 … extrapolated"
+    # (what was said) misleads: one warning names what it moves and that these are the shipped fit's.
+    path = _update(tmp_path, {"vllm/hopper": {"step_overhead_s": 0.004}})
+    b200 = {"engine": "vllm", "gpu": "b200", "architecture": "blackwell", "model": "llama-3.1-8b", "concurrency": 4.0}
+    assert read_profile(path).range_warnings(b200) == [
+        f"calibration profile {path} moves vllm/hopper, not vllm on b200 (vllm/blackwell): these figures are the shipped fit's"
+    ]
+    # on SGLang on the H100 too (another engine's group); on vLLM on the H100 it applies: no warning
+    sglang = {**b200, "engine": "sglang", "gpu": "h100-sxm", "architecture": "hopper"}
+    assert "moves vllm/hopper, not sglang on h100-sxm (sglang/hopper)" in read_profile(path).range_warnings(sglang)[0]
+    assert read_profile(path).range_warnings({**b200, "gpu": "h100-sxm", "architecture": "hopper"}) == []
+    # a bare engine group reaches every architecture of that engine: the fitted-on check runs
+    engine_wide = _update(tmp_path, {"vllm": {"step_overhead_s": 0.004}})
+    assert read_profile(engine_wide).range_warnings(b200) == [
+        "calibration profile was fitted on gpu h100-sxm, used here for b200"
+    ]
+    # a group with no factor moves nothing (an update that kept the shipped fit)
+    kept = _update(tmp_path, {"vllm/hopper": {}})
+    assert "moves no factor, not vllm on b200" in read_profile(kept).range_warnings(b200)[0]
+
+
 def test_a_malformed_profile_is_one_config_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text("{not json", encoding="utf-8")
