@@ -17,6 +17,7 @@ from typing import Any
 from tokenplan.perf.efficiency import EfficiencyTable
 
 FAR = 2.0  # a value more than 2× above the fitted maximum (or 2× below the minimum) is far outside
+POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: a poor fit
 IDENTITY_KEYS = ("engine", "gpu", "model")
 RANGE_KEYS = {"concurrency": "concurrency", "isl_tokens": "input length", "osl_tokens": "output length"}
 
@@ -37,8 +38,16 @@ def fitted_on(
 def range_warnings(fitted: Mapping[str, object], point: Mapping[str, object]) -> list[str]:
     """Warnings for using a profile fitted on ``fitted`` at ``point`` (same keys: ``engine``,
     ``gpu``, ``model``, ``concurrency``, ``isl_tokens``, ``osl_tokens``; a None or missing value
-    is not checked)."""
+    is not checked), and for a profile that did not reproduce what it was fitted on
+    (``median_abs_error`` above :data:`POOR_FIT`): its figures and bands are not borne out there."""
     out = []
+    error = fitted.get("median_abs_error")
+    if isinstance(error, (int, float)) and not isinstance(error, bool) and error > POOR_FIT:
+        out.append(
+            f"the calibration profile reproduces the measurements it was fitted on poorly (median "
+            f"|predicted/measured − 1| of output tok/s per GPU {error * 100:,.0f} %, fitted_on.median_abs_error): "
+            "these figures and their 80 % bands are not borne out by its own measurements"
+        )
     for key in IDENTITY_KEYS:
         have, want = fitted.get(key), point.get(key)
         if have is not None and want is not None and str(have) != str(want):

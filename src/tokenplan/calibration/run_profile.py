@@ -28,15 +28,13 @@ from tokenplan.bench_schema import (
     StepPoint,
     UpdateProfile,
 )
-from tokenplan.calibration.fitted_range import fitted_on
+from tokenplan.calibration.fitted_range import POOR_FIT, fitted_on
 from tokenplan.calibration.from_runs import LevelFit, RunFit, linear_step_law, median_abs_error, predicted_step_s
 from tokenplan.calibration.update import update_fit
 from tokenplan.calibration.validate import Case
 from tokenplan.errors import InfeasibleError, InputError
 from tokenplan.job.evaluate import Rejection, evaluate
 from tokenplan.perf.efficiency import Efficiency
-
-POOR_FIT = 0.5  # median |predicted / measured − 1| of output tok/s per GPU above this: warn
 
 
 def poor_fit_warning(error: float | None, levels: int) -> str | None:

@@ -171,3 +171,20 @@ def test_a_profile_may_state_schema_version_1(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema_version": 2, "layered_on": "shipped", "groups": {}}), encoding="utf-8")
     with pytest.raises(ConfigError, match=r"schema_version: 2 is not allowed"):
         read_calibration_file(str(path))
+
+
+def test_a_profile_that_did_not_reproduce_its_own_measurements_says_so_where_it_is_used(tmp_path: Path) -> None:
+    # calibrate wrote this profile with a warning (median |pred/meas − 1| = 2.36: it predicts
+    # 3.36× the measured tok/s) and predict then showed its figures with the usual ±20 % band and
+    # no word. 2.36 > POOR_FIT 0.5 → one warning, "236 %"; 0.5 itself (not above) → none.
+    poor = _update(tmp_path, {"vllm/hopper": {"step_overhead_s": 0.004}})
+    data = json.loads(Path(poor).read_text())
+    data["fitted_on"] = {**FITTED, "median_abs_error": 2.36}
+    Path(poor).write_text(json.dumps(data))
+    h100 = {"engine": "vllm", "gpu": "h100-sxm", "architecture": "hopper", "model": "llama-3.1-8b", "concurrency": 4.0}
+    (warning,) = read_profile(poor).range_warnings(h100)
+    assert warning.startswith("the calibration profile reproduces the measurements it was fitted on poorly")
+    assert "output tok/s per GPU 236 %" in warning
+    data["fitted_on"]["median_abs_error"] = 0.5
+    Path(poor).write_text(json.dumps(data))
+    assert read_profile(poor).range_warnings(h100) == []
