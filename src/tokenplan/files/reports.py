@@ -141,6 +141,12 @@ def load_bench_json(path: str | Path) -> dict:
     n = data["num_gpus"]
     if n is not None and not (_number(n) and n >= 1):
         raise ConfigError(str(p), "num_gpus", f"expected a number (a GPU count ≥ 1) or null, got {n!r}")
+    cap = data.get("cap")  # the running cap the sweep saw, which a fit takes as the server's
+    running = cap.get("max_running_requests") if isinstance(cap, dict) else None
+    if running is not None and not (_number(running) and running >= 0):
+        raise ConfigError(
+            str(p), "cap.max_running_requests", f"{running!r} is not allowed (allowed: a count ≥ 0, or null)"
+        )
     if not isinstance(data["levels"], list) or not data["levels"]:
         raise ConfigError(str(p), "levels", "expected a non-empty list of concurrency levels")
     for i, level in enumerate(data["levels"]):

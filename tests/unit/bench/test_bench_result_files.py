@@ -238,3 +238,14 @@ def test_levels_that_lost_requests_are_left_out_of_the_fit_and_a_sweep_of_only_t
     lost.write_text(json.dumps(data))
     with pytest.raises(InputError, match="at least one level whose requests were all answered"):
         calibrate_from_results([str(lost)], desc)
+
+
+def test_a_negative_observed_running_cap_is_refused_naming_the_file_key(tmp_path: Path) -> None:
+    # cap.max_running_requests −4 reached the fit as max_running and was refused as
+    # "max_running -4 is not allowed", naming neither the file nor its key; report drew it.
+    data = json.loads(Path(FILES["tokenplan bench"][0]).read_text())
+    data["cap"] = {**(data.get("cap") or {}), "max_running_requests": -4}
+    bad = tmp_path / "bench.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"bench\.json: cap\.max_running_requests: -4 is not allowed"):
+        read_bench_source(str(bad))
