@@ -100,10 +100,7 @@ def layer_update(data: dict, source: str, shipped: EfficiencyTable | None = None
                 by_group[key] = by_group[key].with_values(**values)
         moved[group] = {k: (getattr(base, k), v, _sigma(sigma.get(f"{group}.{k}"))) for k, v in values.items()}
     provenance = f"{data.get('provenance', source)}, over the shipped fit ({shipped.provenance})"
-    fitted = data.get("fitted_on")
-    return CalibrationFile(
-        EfficiencyTable(shipped.default, by_group, provenance), fitted if isinstance(fitted, dict) else None, moved
-    )
+    return CalibrationFile(EfficiencyTable(shipped.default, by_group, provenance), _fitted_on(data, source), moved)
 
 
 def check_group_names(groups: object, source: str) -> None:
@@ -153,10 +150,20 @@ def read_calibration_file(path: str) -> CalibrationFile:
             "required key is missing (a profile holds 'default' and/or 'groups' "
             "of fitted factors, as tokenplan calibrate writes them)",
         )
-    fitted = data.get("fitted_on")
     check_group_names(data.get("groups"), path)
     table = efficiency_table_from_json(data, path, PROFILE_BOUNDS)
-    return CalibrationFile(table, fitted if isinstance(fitted, dict) else None)
+    return CalibrationFile(table, _fitted_on(data, path))
+
+
+def _fitted_on(data: dict, source: str) -> dict | None:
+    """The profile's ``fitted_on`` record (None: none); one that is not an object would drop
+    every warning about using the profile away from what it measured, so it is refused."""
+    fitted = data.get("fitted_on")
+    if fitted is not None and not isinstance(fitted, dict):
+        raise ConfigError(
+            source, "fitted_on", f"{fitted!r} is not allowed (allowed: an object, as calibrate writes it)"
+        )
+    return fitted
 
 
 def read_calibration(path: str) -> EfficiencyTable:

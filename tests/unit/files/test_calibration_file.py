@@ -188,3 +188,17 @@ def test_a_profile_that_did_not_reproduce_its_own_measurements_says_so_where_it_
     data["fitted_on"]["median_abs_error"] = 0.5
     Path(poor).write_text(json.dumps(data))
     assert read_profile(poor).range_warnings(h100) == []
+
+
+def test_a_fitted_on_record_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    # fitted_on "x" was read as no record at all: the profile then gave no warning on another
+    # model, GPU or engine. One line names the key, the value and what is allowed.
+    for make in (lambda: _profile(tmp_path, fitted_on="x"), lambda: _update_with(tmp_path, fitted_on=["x"])):
+        with pytest.raises(ConfigError, match=r"fitted_on: .* is not allowed \(allowed: an object"):
+            read_calibration_file(make())
+
+
+def _update_with(tmp_path: Path, **extra: object) -> str:
+    path = tmp_path / "update2.json"
+    path.write_text(json.dumps({"layered_on": "shipped", "groups": {"vllm/hopper": {}}, **extra}), encoding="utf-8")
+    return str(path)
