@@ -202,6 +202,14 @@ def test_an_endpoint_that_answers_no_chat_request_beside_a_healthy_one_is_said(t
         f"warning: 1 of 2 endpoints answered none of their requests, which the others answered: {bad.url} ("
     )
     assert "requests failed; the last: status 500" in warning
+    # summary.json says which server did the work: the good one answered all 30 rows (one request
+    # each), the bad one none, and failed at least its first try (a 500 ejects it after 5 in a row)
+    served = {e["endpoint"]: e for e in result.summary["this_invocation"]["endpoints"]}
+    assert served[good.url]["requests_answered"] == 30 and served[good.url]["requests_failed"] == 0
+    assert served[bad.url]["requests_answered"] == 0 and served[bad.url]["requests_failed"] >= 1
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["this_invocation"]["endpoints"] == list(
+        served.values()
+    )
 
 
 def test_a_400_is_not_retried_and_the_row_is_skipped_with_its_status(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -399,6 +400,12 @@ def test_sixteen_endpoints_are_all_used_by_four_actors(tmp_path: Path, ray_head:
     assert result["ok"] and result["stored"] == rows
     used = {turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"]}
     assert used == {s.url for s in servers}
+    # summary.json's requests per endpoint, summed over the actors' reports, are the stored turns'
+    # (a request per turn; some rows hold several user turns, so more requests than rows)
+    by_records = Counter(turn["endpoint"] for r in _records(tmp_path / "run") for turn in r["turns"])
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    served = {e["endpoint"]: e["requests_answered"] for e in summary["this_invocation"]["endpoints"]}
+    assert served == dict(by_records) and sum(served.values()) > rows
     actors = {p.name.split("-")[2] for p in (tmp_path / "run" / "shards").glob("part-0001-*.jsonl") if p.stat().st_size}
     assert len(actors) == 4  # every actor stored records
 

@@ -204,6 +204,16 @@ class EndpointPool:
             counts[e.base_url] = counts.get(e.base_url, 0) + e.outstanding
         return counts
 
+    def served(self) -> dict[str, list[int]]:
+        """Requests answered and failed so far per endpoint URL (as printed: endpoints that print
+        alike are summed), ``{url: [answered, failed]}``; a failure counts each attempt."""
+        out: dict[str, list[int]] = {}
+        for e in self.endpoints:
+            counts = out.setdefault(e.base_url, [0, 0])
+            counts[0] += e.completed
+            counts[1] += e.failures
+        return out
+
     def healthy_count(self) -> int:
         """Endpoints currently taking requests."""
         return sum(not e.ejected for e in self.endpoints)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,13 +138,25 @@ def invocation_figures(tally: RunTally, progress: Progress) -> dict[str, Any]:
     }
 
 
-def close_invocation(run_dir: Path, invocation_id: str, tally: RunTally, progress: Progress) -> dict[str, Any]:
+def close_invocation(
+    run_dir: Path,
+    invocation_id: str,
+    tally: RunTally,
+    progress: Progress,
+    served: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, Any]:
     """Append this invocation's line to ``invocations.jsonl`` (and remove its checkpoint) while the
     backend still holds the run directory's lock, however the run ended (finished, stopped, or a
     fatal error): a later invocation then never takes a live one's checkpoint for a killed one's.
-    An invocation that sent nothing adds no line. Returns the figures (:func:`invocation_figures`).
+    An invocation that sent nothing adds no line. Returns the figures (:func:`invocation_figures`),
+    with ``endpoints`` from ``served`` (``EndpointPool.served``: URL → requests answered, failed).
     A line that cannot be written is left to the checkpoint, which the next open recovers."""
     this = invocation_figures(tally, progress)
+    if served:  # which server did how much: a slow or failing one among several is seen here
+        this["endpoints"] = [
+            {"endpoint": url, "requests_answered": int(answered), "requests_failed": int(failed)}
+            for url, (answered, failed) in served.items()
+        ]
     if this["requests"]:
         finished_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         try:

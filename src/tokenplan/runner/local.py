@@ -141,10 +141,10 @@ async def _run(
                     "written is kept — rerun the same command to resume"
                 ) from None
     finally:
-        idle = pool.unanswering()
+        idle, served = pool.unanswering(), pool.served()
         await pool.aclose()
         if dispatcher is not None:  # its line, under the lock, however the run ended
-            invocation = close_invocation(rundir.path, rundir.invocation_id, dispatcher.tally, progress)
+            invocation = close_invocation(rundir.path, rundir.invocation_id, dispatcher.tally, progress, served)
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success
         write_stopped_summary(rundir.path, progress.snapshot(time.monotonic(), {}, 0), str(read_stats.broken))

@@ -84,6 +84,7 @@ class Report:
     # the fatal error is "every endpoint of this actor down for max_all_down_s" (or answering none)
     all_down: bool = False
     refusals: list[tuple[str, Any]] = field(default_factory=list)  # RefusalLog events, oldest first
+    served: dict[str, list[int]] = field(default_factory=dict)  # URL → requests answered, failed since the last report
 
 
 class FencedSink:
@@ -130,6 +131,7 @@ class GenerateActor:
         self.sink = FencedSink(config)
         self._tokens_reported = 0
         self._arrays_reported = (0, 0, 0)
+        self._served: dict[str, list[int]] = {}  # EndpointPool.served at the last report
         self._tasks: set[asyncio.Task[None]] = set()
         self._fenced = False
 
@@ -224,7 +226,7 @@ class GenerateActor:
     def _report(self) -> Report:
         sink, tally = self.sink, self.dispatcher.tally
         lat, ttft, tok = self._arrays_reported
-        fatal = self.dispatcher.fatal
+        fatal, now = self.dispatcher.fatal, self.pool.served()
         report = Report(
             self.config.actor,
             os.getpid(),
@@ -243,7 +245,11 @@ class GenerateActor:
             isinstance(fatal, EndpointsUnanswering)
             or (isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints)),
             self.refusals.take(),
+            served={
+                u: [a - self._served.get(u, [0, 0])[0], f - self._served.get(u, [0, 0])[1]] for u, (a, f) in now.items()
+            },
         )
+        self._served = now
         sink.stored, sink.skipped, sink.errors = [], [], []
         self._tokens_reported = self.progress.output_tokens
         self._arrays_reported = (len(tally.latency_s), len(tally.ttft_s), len(tally.completion_tokens))

@@ -79,7 +79,7 @@ def run_ray_backend(
         )
         tally = run_ray(run)
         # its line, under the lock (a run that raised leaves its checkpoint to the next open)
-        invocation = close_invocation(rundir.path, rundir.invocation_id, tally, progress)
+        invocation = close_invocation(rundir.path, rundir.invocation_id, tally, progress, run.stats.served)
     finally:
         rundir.close()
     if read_stats.broken is not None:  # the rows after the break were never read: not a success

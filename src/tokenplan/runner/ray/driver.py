@@ -56,6 +56,7 @@ class RayStats:
     actor_cpu_s: float = 0.0
     actors_started: int = 0
     actor_deaths: int = 0
+    served: dict[str, list[int]] = field(default_factory=dict)  # URL → requests answered, failed (not in the record)
 
     def as_record(self) -> dict[str, Any]:
         return {
@@ -273,6 +274,9 @@ class _Driver:
         self.tally.latency_s.extend(report.latency_s)
         self.tally.ttft_s.extend(report.ttft_s)
         self.tally.completion_tokens.extend(report.completion_tokens)
+        for url, (answered, failed) in report.served.items():  # each report's counts since the last
+            total = self.run_.stats.served.setdefault(url, [0, 0])
+            total[0], total[1] = total[0] + answered, total[1] + failed
         if report.fatal is not None and report.all_down and self._others_healthy(slot):
             self._retire(slot, report.fatal)
         elif report.fatal is not None:
