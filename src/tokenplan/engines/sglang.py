@@ -14,6 +14,7 @@ InferenceX ``dsr1_fp8_b200.sh`` (tight launch); S20 ``layers/attention/hybrid_li
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -352,7 +353,9 @@ class Sglang:
             # state copies (S18), so these flags allocate (tests/unit/planning/test_plan_allocates.py).
             args.append("--disable-radix-cache")
         if launch.max_running.lifted or launch.max_running.requests is not None or running < launch.planned_running:
-            args.append(f"--max-running-requests {running}")
+            # with DP attention each rank takes the cap // --dp-size (#10868): a multiple of the ranks
+            ranks = launch.layout.tp if launch.layout.attention_dp else 1
+            args.append(f"--max-running-requests {ranks * math.ceil(running / ranks)}")
         parser = launch.parser(self.name)
         if parser:
             args.append(f"--reasoning-parser {quote(parser)}")

@@ -181,6 +181,20 @@ def test_every_dp_replica_is_a_server_of_its_own(sglang):
     assert "--dp-size 8 --enable-dp-attention" in sglang.launch_command(_launch(layout=Layout(tp=8, attention_dp=True)))
 
 
+def test_with_dp_attention_the_running_cap_is_written_as_a_multiple_of_the_ranks(sglang):
+    # SGLang gives each DP-attention rank max_running_requests // dp_size (issue #10868; a
+    # break-it pass saw "--dp-size 8 … --max-running-requests 1": 1 // 8 = 0 per rank). A named
+    # cap of 203 over 8 ranks is written as 8 × ⌈203 / 8⌉ = 8 × 26 = 208; over TP2 without DP
+    # attention as it is
+    adp = _launch(layout=Layout(tp=8, attention_dp=True), max_running=MaxRunning(203), planned_running=203)
+    assert "--max-running-requests 208" in sglang.launch_command(adp)
+    one = _launch(layout=Layout(tp=8, attention_dp=True), max_running=MaxRunning(1), planned_running=1)
+    assert "--max-running-requests 8" in sglang.launch_command(one)  # 8 × ⌈1 / 8⌉
+    assert "--max-running-requests 203" in sglang.launch_command(
+        _launch(max_running=MaxRunning(203), planned_running=203)
+    )
+
+
 def test_replicas_beyond_one_host_loop_on_each_host(sglang):
     # TP2 × DP12 on hosts of 8 GPUs: 8 / 2 = 4 servers a host, ⌈12 / 4⌉ = 3 hosts, none short;
     # TP1 × DP12: 8 a host, 2 hosts, the last with 12 − 8 = 4.
