@@ -226,14 +226,13 @@ def _chunk_tokens(req: PredictRequest, engine: str) -> int | None:
             raise InputError(field, shown(value), "a whole number of tokens ≥ 1")
         if engine != owner:
             raise InputError(field, shown(value), f"only with --engine {owner}; the engine is {engine}")
-        chunk = int(value)
-        seqs = req.max_running
-        if owner == "vllm" and isinstance(seqs, int | float) and seqs > chunk:
-            # vllm/config/scheduler.py SchedulerConfig._verify_args: "max_num_batched_tokens (…) must
-            # be greater than or equal to max_num_seqs (…)"; each running request takes ≥ 1 token a step
-            raise InputError(
-                field, shown(value), f"at least --max-running ({seqs:g}): vLLM refuses to start below max_num_seqs"
-            )
+        chunk, seqs, ranks = int(value), req.max_running, (req.tp if req.attention_dp else 1)
+        if owner == "vllm" and isinstance(seqs, int | float) and math.ceil(seqs / ranks) > chunk:
+            # vllm/config/scheduler.py SchedulerConfig._verify_args: "max_num_batched_tokens (…) must be ≥
+            # max_num_seqs (…)", both per engine rank (DP attention: each TP rank; --max-running the replica's)
+            each = f" / {ranks} DP-attention ranks = {math.ceil(seqs / ranks):,}" if ranks > 1 else ""
+            why = f"at least --max-running ({seqs:g}){each}: vLLM refuses to start below max_num_seqs"
+            raise InputError(field, shown(value), why)
     return chunk
 
 

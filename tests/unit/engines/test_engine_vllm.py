@@ -283,3 +283,22 @@ def test_every_catalog_model_names_a_reasoning_parser_vllm_registers():
             assert parser in VLLM_REASONING_PARSERS, (name, parser)
     assert _launch(parsers=launch_info("deepseek-r1", "deepseek-r1")[1]).parser("vllm") == "deepseek_r1"
     assert _launch(parsers=launch_info("deepseek-r1", "deepseek-r1")[1]).parser("sglang") == "deepseek-r1"
+
+
+def test_with_dp_attention_the_budget_is_checked_against_each_ranks_cap():
+    # --max-running is the replica's; with DP attention each of the 8 TP ranks is an engine core
+    # whose max_num_seqs is ceil(4,096 / 8) = 512, and SchedulerConfig._verify_args checks each
+    # rank's max_num_batched_tokens against its own max_num_seqs: 2,048 ≥ 512 starts, 511 < 512 not.
+    from tokenplan.api.resolve import PredictRequest, resolve
+    from tokenplan.errors import InputError
+
+    request = PredictRequest(
+        model="deepseek-r1", gpu="b200", num_gpus=8, tp=8, ep=8, attention_dp=True, weight_dtype="fp8", engine="vllm"
+    )
+    s = resolve(replace(request, max_running=4096, max_num_batched_tokens=2048))
+    assert (s.config.max_running.requests, s.config.chunk_tokens) == (4096, 2048)
+    resolve(replace(request, max_running=4096, max_num_batched_tokens=512))  # 512 per rank: equal is allowed
+    with pytest.raises(InputError, match=r"at least --max-running \(4096\) / 8 DP-attention ranks = 512"):
+        resolve(replace(request, max_running=4096, max_num_batched_tokens=511))
+    with pytest.raises(InputError, match=r"at least --max-running \(4096\): vLLM"):  # without DP attention: one rank
+        resolve(replace(request, attention_dp=False, max_running=4096, max_num_batched_tokens=2048))
