@@ -102,6 +102,24 @@ def test_pp_keeps_the_pipeline_layouts_and_says_which_exist():
     assert o["rejected"] == {"TP8 × PP2 (fixed): no layout of 8 GPUs has it; PP with TP8 is one of 1": 1}
 
 
+def test_pp_on_a_count_it_divides_says_the_search_takes_powers_of_two_and_only_its_own_splits():
+    # 6 GPUs: the search splits TP and PP in powers of two (TP ∈ {1, 2, 4}, PP ∈ {1, 2, 4}), so
+    # TP2×PP3 and TP1×PP3×DP2 exist (6 = 2 × 3 = 1 × 3 × 2) but are not searched: the reason is
+    # the powers of two, not "no layout of 6 GPUs"; the splits dropped for not dividing 6
+    # (TP1×PP4, TP2×PP2, TP4) are other PPs than 3 and are not PP3's reasons (they were said first)
+    o = plan(PlanRequest(gpus=("6xb200",), pp=3)).to_json()["options"][0]
+    assert o["rejected"] == {
+        "PP3 (fixed): plan searches PP in powers of two (1, 2, 4, …); PP3 is not one (predict --pp 3 costs it)": 1
+    }
+    # PP4: of the dropped splits only TP1×PP4 (4 does not divide 6; 4 or 8 GPUs) is PP4's; PP is
+    # 1 or 2 among the searched ones (TP1×PP2×DP3, TP2×PP2 dropped, so PP ∈ {1, 2})
+    o = plan(PlanRequest(gpus=("6xb200",), pp=4)).to_json()["options"][0]
+    assert o["rejected"] == {
+        "TP1×PP4: 6 GPUs are not a multiple of 4 (6 = 1×4 + 2); use 4 or 8 GPUs": 1,
+        "PP4 (fixed): no layout of 6 GPUs has it; PP is one of 1, 2": 1,
+    }
+
+
 def test_max_running_fixes_every_candidates_cap_and_every_launch_sets_it():
     o = plan(PlanRequest(gpus=("8xb200",), max_running=64)).to_json()["options"][0]
     assert o["max_running_requests"] <= 64 and o["batch_per_replica"] <= 64

@@ -128,6 +128,8 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
     dropped = dropped_layouts(option.gpu, option.count)
     if fixed.tp is not None:
         dropped = [d for d in dropped if d.startswith((f"TP{fixed.tp}:", f"TP{fixed.tp}×"))]
+    if fixed.pp is not None:  # a split's own PP ("TP2×PP2: …"; PP1 unnamed); a TP past the domain drops every PP
+        dropped = [d for d in dropped if "scale-up domain" in d or _split_pp(d) == fixed.pp]
     every = layouts(model, option.gpu, option.count)
     if any(fixed.admits(lay) for lay in every):
         return dropped
@@ -142,6 +144,8 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
         why = own  # the model's own reason (TP3 and 4 KV heads), not the search's powers of two
     elif fixed.tp is not None and fixed.tp & (fixed.tp - 1):
         why = f"plan searches TP in powers of two (1, 2, 4, …); TP{fixed.tp} is not one (predict --tp {fixed.tp} costs it)"
+    elif fixed.pp is not None and fixed.pp & (fixed.pp - 1) and option.count % fixed.pp == 0:
+        why = f"plan searches PP in powers of two (1, 2, 4, …); PP{fixed.pp} is not one (predict --pp {fixed.pp} costs it)"
     else:
         kept = [lay for lay in every if fixed.tp is None or lay.tp == fixed.tp]
         allowed = (
@@ -158,6 +162,12 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
             f"{k.upper()}{within} is one of {', '.join(map(str, v))}" for k, v in allowed
         )
     return dropped + [f"{fixed.describe()} (fixed): {why}"]
+
+
+def _split_pp(dropped: str) -> int:
+    """The pipeline stages of a :func:`dropped_layouts` line's split (``TP2×PP4: …`` → 4, ``TP4: …`` → 1)."""
+    split = dropped.split(":", 1)[0]
+    return int(split.split("×PP", 1)[1]) if "×PP" in split else 1
 
 
 def dropped_layouts(gpu: Gpu, count: int) -> list[str]:
