@@ -45,11 +45,14 @@ class Eager(NamedTuple):
     """What a step outside CUDA graphs costs (:func:`uncaptured`): ``step_s`` the host time of a
     whole step whose every microbatch runs outside them (seconds), ``captured_tokens`` the most
     tokens a microbatch replayed from a graph holds, ``microbatches`` the microbatches of a step
-    (vLLM with PP: one per stage, each with 1/PP of the running requests)."""
+    (vLLM with PP: one per stage, each with 1/PP of the running requests), ``ranks`` the engine
+    ranks a step runs on (vLLM with DP attention: each TP rank an engine core capturing its own
+    graphs; ``captured_tokens`` is then their sum, as ``EngineSettings.graph_max_bs`` is)."""
 
     step_s: float
     captured_tokens: float
     microbatches: int = 1
+    ranks: int = 1
 
 
 NO_HOST_TIME = Eager(0.0, math.inf)
@@ -71,7 +74,8 @@ def uncaptured(d: Deployment, settings: EngineSettings, spec: SpecDecode | None 
     captured = settings.graph_max_bs
     if spec is not None and settings.graph_cap_tokens:
         captured = min(captured * (1 + spec.draft_tokens), settings.graph_cap_tokens)
-    return Eager(per_layer_s * d.spec.num_layers, float(captured), d.layout.pp)
+    ranks = d.layout.tp if d.layout.attention_dp else 1
+    return Eager(per_layer_s * d.spec.num_layers, float(captured), d.layout.pp, ranks)
 
 
 def outside_s(eager: Eager, decode_tokens: float, prompt_tokens: float = 0.0) -> float:
@@ -79,12 +83,16 @@ def outside_s(eager: Eager, decode_tokens: float, prompt_tokens: float = 0.0) ->
     tokens adds. Its ``m`` microbatches each hold ``decode_tokens / m`` decode tokens, one of them
     the prompt tokens too. Each stage runs every microbatch in turn over its L/m layers, so a
     microbatch past ``captured_tokens`` adds L/m layers' host time, ``step_s / m``, to the step.
-    With PP1: ``step_s`` past the capture size, else 0."""
+    With PP1: ``step_s`` past the capture size, else 0. With R attention-DP ranks each rank holds
+    1/R of the decode tokens against its own 1/R of ``captured_tokens``, and the prompt tokens sit
+    on one rank (a prompt is prefilled whole on the rank that holds its sequence, ``perf.step``),
+    whose step past its graphs every rank waits for (the MoE all-to-all): 8 ranks of 512 with
+    1,024 decodes (128 a rank) and a 1,024-token prompt run 128 + 1,024 > 512 outside the graphs."""
     if eager.step_s == 0.0:
         return 0.0
-    m = eager.microbatches
-    share = decode_tokens / m
-    past = (share + prompt_tokens > eager.captured_tokens) + (m - 1) * (share > eager.captured_tokens)
+    m, r = eager.microbatches, eager.ranks
+    share, captured = decode_tokens / m / r, eager.captured_tokens / r
+    past = (share + prompt_tokens > captured) + (m - 1) * (share > captured)
     return eager.step_s / m * past
 
 

@@ -83,7 +83,7 @@ def test_vllm_adds_the_uncaptured_host_time_on_a_gdn_hybrid_only():
 
     # Qwen3.5-27B: 64 layers (48 Gated DeltaNet) × 0.52 ms (vllm#27222: (1,024/13,900 − 1,024/21,000) s
     # over 48 layers) = 33.28 ms, past vLLM's 512-token capture size (min(2 × 1,024 seqs, 512, 8,192))
-    assert eager("qwen3.5-27b", "vllm") == pytest.approx((64 * 0.00052, 512.0, 1))
+    assert eager("qwen3.5-27b", "vllm") == pytest.approx((64 * 0.00052, 512.0, 1, 1))
     assert eager("qwen3.5-27b", "sglang") == NO_HOST_TIME  # prompts in steps of their own
     assert eager("llama-3.1-8b", "vllm") == NO_HOST_TIME  # no GDN layer
     one = Eager(0.03328, 512.0)
@@ -99,6 +99,26 @@ def test_with_pp_each_microbatch_past_the_capture_size_pays_its_share():
     assert outside_s(pp2, 1000.0) == 0.0  # 500 + 500: both captured
     assert outside_s(pp2, 1026.0) == 0.064  # 513 + 513: both past
     assert outside_s(pp2, 1000.0, 100.0) == 0.032  # 500 + 100 = 600 past, the other 500 captured
+
+
+def test_with_dp_attention_the_rank_holding_a_prompt_runs_past_its_own_graphs():
+    from tokenplan.job.graphs import outside_s, uncaptured
+
+    # Qwen3.5-397B-A17B TP8 DP-attn on vLLM: each of the 8 ranks an engine core capturing up to
+    # min(2 × 1,024, 512, 8,192) = 512 tokens; the settings hold the ranks' sum, 8 × 512 = 4,096
+    ev = resolve(
+        PredictRequest(
+            "qwen3.5-397b-a17b", "b200", num_gpus=8, tp=8, ep=8, attention_dp=True, engine="vllm", weight_dtype="fp8"
+        )
+    ).evaluate()
+    eager = uncaptured(ev.deployment, ev.settings)
+    assert (eager.captured_tokens, eager.microbatches, eager.ranks) == (4096.0, 1, 8)
+    step = eager.step_s
+    # 1,024 decodes alone: 128 a rank ≤ 512, captured; 4,104: 513 a rank, past
+    assert outside_s(eager, 1024.0) == 0.0 and outside_s(eager, 4104.0) == step
+    # a 1,024-token prompt piece with the 1,024 decodes sits on one rank: 128 + 1,024 = 1,152 > 512,
+    # past (the sums, 1,024 + 1,024 = 2,048 ≤ 4,096, read it as captured); 128 + 384 = 512 stays in
+    assert outside_s(eager, 1024.0, 1024.0) == step and outside_s(eager, 1024.0, 384.0) == 0.0
 
 
 def test_with_draft_tokens_vllm_captures_steps_of_running_cap_times_one_plus_k():
