@@ -33,7 +33,9 @@ class EvaluationFigures(JsonResult):
     memory (bytes, tokens) and the bottleneck. ``ttft_ms`` is the mean over arrivals,
     ``ttft_median_ms`` the median request's (``job.steady.SteadyState``). ``max_concurrency``,
     ``kv_capacity_tokens`` and ``state_slots`` are over all replicas; ``kv_bytes_per_token`` and
-    ``state_bytes_per_sequence`` are for the whole model."""
+    ``state_bytes_per_sequence`` are for the whole model; ``chunk_tokens`` is a replica's token
+    budget per step (with DP attention under vLLM and TRT-LLM, its ranks' sum: the launch writes
+    each rank's)."""
 
     layout: str
     tp: int
