@@ -52,6 +52,10 @@ MIN_BARE_SECRET_CHARS = 16
 KEY_NAME = re.compile(r"(?i)key|token|secret|pass|pwd|auth|sig|credential|session|code")
 # "Bearer <token>" / "Basic <token>" in a server's error text (the header echoed back), whatever the token.
 _AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;}\]]+")
+# ``;name=value`` parameters of a path segment (RFC 3986 §3.3), where a gateway may take a token
+# (``/v1;token=abc``; a break-it pass found it stored as written): masked when shown, and searched
+# for in texts where the name is a credential's (:data:`KEY_NAME`).
+_PATH_PARAM = re.compile(r";([^/;=?#]*)=([^/;?#]*)")
 # user:password@ in any URL inside a message (a proxy or library error naming the URL it failed on).
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
 
@@ -112,7 +116,7 @@ def display_url(url: str) -> str:
     """``url`` as it may be printed and stored: ``scheme://host:port/path``, no ``user:password@``,
     no trailing slash, no fragment, every query value replaced by ``***`` and so is a bare query
     part, which may be a key passed without a name (``http://u:p@h:8000/v1/?key=abc&v=1&TOKEN`` →
-    ``http://h:8000/v1?key=***&v=***&***``)."""
+    ``http://h:8000/v1?key=***&v=***&***``); a path parameter's value too (``/v1;token=***``)."""
     try:
         parsed = URL(url)
         query = parsed.raw_query_string
@@ -121,6 +125,7 @@ def display_url(url: str) -> str:
         head, _, rest = url.partition("?")
         query = rest.partition("#")[0]
         base = _USERINFO.sub(r"\1", head.partition("#")[0]).rstrip("/")
+    base = _PATH_PARAM.sub(lambda m: f";{m.group(1)}={MASK}", base)
     if not query:
         return base
     parts = [part.partition("=") for part in query.split("&") if part]
@@ -147,7 +152,7 @@ def url_problem(url: str) -> str | None:
 def url_secrets(url: str) -> list[str]:
     """The secrets ``url`` carries: its password (as written and decoded), its Basic token, the
     user where no password follows it (``https://TOKEN@host``, a token in the user position), and
-    the values of credential-named query parameters (:data:`KEY_NAME`; as written and decoded) and
+    the values of credential-named query and path parameters (:data:`KEY_NAME`; as written and decoded) and
     bare query parts of key length (``?TOKEN``, :data:`MIN_BARE_SECRET_CHARS`; as written and
     decoded)."""
     try:
@@ -158,6 +163,8 @@ def url_secrets(url: str) -> list[str]:
         raw_pairs = [part.partition("=") for part in parsed.raw_query_string.split("&") if part]
         found += [value for name, _, value in raw_pairs if KEY_NAME.search(name)]
         found += [value for name, value in parsed.query.items() if KEY_NAME.search(name)]
+        path_values = [value for name, value in _PATH_PARAM.findall(parsed.raw_path) if KEY_NAME.search(name)]
+        found += path_values + [unquote_plus(v) for v in path_values]  # ``/v1;token=…``, as written and decoded
         # and as the client sends them: the decoded query re-encoded (OpenAIClient), which is
         # neither form above for a key holding "+", "/" and "=" ("?key=Ab+Cd/Ef==" goes out as
         # "key=Ab+Cd/Ef%3D%3D" and was stored where a server echoed it; a break-it pass)

@@ -26,6 +26,8 @@ BASIC = "YWxpY2U6aHVudGVyMg=="
         # a bare part may be a key passed without a name (a break-it pass stored ?SECRETKEY in every record)
         ("http://host:8000/v1/?SECRETKEY", "http://host:8000/v1?***"),
         ("http://a:b@[::1]:8000/v1?sig=abcd", "http://[::1]:8000/v1?sig=***"),
+        # a path parameter may carry a token too (a break-it pass found /v1;token=… stored as written)
+        ("http://host:8000/v1;token=abc123/x;v=2", "http://host:8000/v1;token=***/x;v=***"),
     ],
 )
 def test_endpoints_are_shown_without_userinfo_and_with_every_query_value_masked(url: str, shown: str) -> None:
@@ -41,6 +43,9 @@ def test_an_endpoint_carries_its_password_basic_token_and_credential_named_query
         ["p@ss", "p%40ss", "YWxpY2U6cEBzcw==", "qk%2B1234", "qk+1234", "abcdef01"]
     )
     assert url_secrets("http://h:8000/v1") == []
+    # a credential-named path parameter's value, as written and decoded (%2B is "+"); "mode" is no
+    # credential name: masked when shown, not searched for
+    assert url_secrets("http://h:8000/v1;token=abc%2B12;mode=fast") == ["abc%2B12", "abc+12"]
     # a bare query part of key length is a key passed without a name: searched for in texts too,
     # as written and decoded (%2B is "+", and + is a space); a short one (?debug) is a flag, left
     # alone in texts, or every answer saying "debug" would be rewritten (a break-it pass)
