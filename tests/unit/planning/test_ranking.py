@@ -12,7 +12,7 @@ from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
-from tokenplan.planning.provision import Target, outcome
+from tokenplan.planning.provision import Target, fewest_gpus, outcome
 from tokenplan.planning.rank import _speculation_note
 from tokenplan.planning.search import Candidate
 from tokenplan.units import Dtype
@@ -73,6 +73,31 @@ def test_a_deadline_is_met_by_a_prior_tau_only_at_its_low_end():
     # 500 / 0.973361 = $513.7, so a $505 budget is met by plain decoding only.
     budget = outcome(SimpleNamespace(ranked=[mtp, plain], best=mtp), 8, Target(budget_usd=505.0))
     assert budget.meets and budget.payload[1] is plain
+
+
+def test_the_fewest_gpus_for_a_deadline_meet_it_at_the_low_end_of_a_prior_tau():
+    # n GPUs: MTP on the prior 198 / n s (at the low end 198 / n / 0.973361 s), plain 220 / n s.
+    # A 100 s deadline: n = 1 (198 s, 220 s) misses; n = 2: MTP 99 s on the prior, but
+    # 99 / 0.973361 = 101.71 s at the low end, plain 110 s: missed, though the prior's 99 s is
+    # within it (the search took 2 as the count and then said no count meets it); n = 3: MTP
+    # 66 s, 66 / 0.973361 = 67.81 s ≤ 100 s: met. Search: 1, 2 (miss), 4 (meets), 3 (meets) → 3.
+    def at(n: int):
+        mtp, plain = _candidate(198.0 / n, PRIOR), _candidate(220.0 / n, None)
+        return outcome(SimpleNamespace(ranked=[mtp, plain], best=mtp), n, Target(deadline_s=100.0))
+
+    assert at(2).meets is False and at(2).in_time is False and at(2).wall_s == 99.0
+    p = fewest_gpus(at, unit_gpus=1, max_gpus=4, target=Target(deadline_s=100.0))
+    assert p.chosen is not None and p.chosen.gpus == 3 and p.chosen.wall_s == pytest.approx(66.0)
+    assert [o.gpus for o in p.tried] == [1, 2, 3, 4] and p.why == ""
+    # With a budget as well, a count whose only timely configuration is over it names that one:
+    # n = 3, $505 budget: MTP at the low end costs 500 / 0.973361 = $513.7 (over), plain decoding
+    # 73.3 s (in time, $500 within): met by plain decoding.
+    both = outcome(
+        SimpleNamespace(ranked=[mtp3 := _candidate(66.0, PRIOR), _candidate(73.3, None)], best=mtp3),
+        3,
+        Target(deadline_s=100.0, budget_usd=505.0),
+    )
+    assert both.meets and both.wall_s == 73.3 and both.in_time is True
 
 
 def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
