@@ -138,7 +138,7 @@ def fewest_gpus(
             unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target, unit_gpus)
         )
     while hi - lo > 1:
-        mid = (lo + hi) // 2
+        mid = _mid(lo, hi)
         if ok(at(mid)):
             hi = mid
         else:
@@ -207,7 +207,7 @@ def soonest_within_budget(
             unit_gpus, None, closest, _sorted(tried), _miss_text(closest, max_units * unit_gpus, target, unit_gpus)
         )
     while hi is not None and hi - lo > 1:
-        mid = (lo + hi) // 2
+        mid = _mid(lo, hi)
         if at(mid).meets:
             lo = mid
         else:
@@ -224,12 +224,32 @@ def soonest_within_budget(
 
 
 def _doubling(n: int) -> Iterator[int]:
-    """1, 2, 4, … below ``n``, then ``n``."""
+    """1, 2, 4, … below ``n``, then up to ``n`` by the roundest counts (``n`` rounded down to a
+    multiple of 8, 4, 2, 1: 45 → 40, 44, 45). A count with fewer factors of two has fewer
+    layouts (TP and PP are powers of two) and can be far slower: 45 L40S, TP1 only, missed a
+    deadline that 34 met (TP2×DP17), and the search said no count up to 45 meets it."""
     units = 1
     while units < n:
         yield units
         units *= 2
-    yield n
+    last = units // 2
+    step = max(last, 1)
+    while step >= 1:
+        if n - n % step > last:
+            last = n - n % step
+            yield last
+        step //= 2
+
+
+def _mid(lo: int, hi: int) -> int:
+    """The count strictly between ``lo`` and ``hi`` (``hi - lo`` ≥ 2) with the most factors of
+    two: the midpoint where the interval is a power of two wide and aligned to it, as doubling
+    leaves it; otherwise the roundest count (32..45 → 40, not 38 then 35), for the reason in
+    :func:`_doubling`."""
+    step = 1 << hi.bit_length()
+    while (lo // step + 1) * step >= hi:
+        step //= 2
+    return (lo // step + 1) * step
 
 
 def _sorted(tried: dict[int, Outcome]) -> list[Outcome]:

@@ -168,3 +168,22 @@ def test_fewest_count_is_the_ceiling_of_the_hand_formula(tok_s):
     p = fewest_gpus(linear_job(tok_s, 1.0, target, []), unit_gpus=4, max_gpus=4096)
     expected = 4 * math.ceil(math.ceil(OUTPUT_TOKENS / (tok_s * 2 * DAY_S)) / 4)
     assert p.chosen is not None and p.chosen.gpus == expected
+
+
+def test_an_odd_count_that_is_slower_does_not_hide_a_smaller_even_one():
+    # Layouts take TP and PP in powers of two, so an odd count runs TP1 only: here an even n takes
+    # 3,400 / n s and an odd n twice that, 6,800 / n s. A 100 s deadline: 32 → 106.25 s (miss),
+    # 33 → 206.1 s (miss), 34 → 100 s (met), 45 → 151.1 s (miss). With at most 45 GPUs the search
+    # went 1 … 32, then 45 (miss) and said no count up to 45 meets it; it now goes 32, then the
+    # roundest counts up to 45: 40 (85 s, met), then bisects 36 (94.4 s, met), 34 (met), 33 (miss).
+    calls: list[int] = []
+    target = Target(deadline_s=100.0)
+
+    def at(n: int) -> Outcome:
+        calls.append(n)
+        wall_s = (3_400.0 if n % 2 == 0 else 6_800.0) / n
+        return Outcome(n, wall_s, None, target.met_by(wall_s, None))
+
+    p = fewest_gpus(at, unit_gpus=1, max_gpus=45, target=target)
+    assert p.chosen is not None and p.chosen.gpus == 34 and p.chosen.wall_s == pytest.approx(100.0)
+    assert calls == [1, 2, 4, 8, 16, 32, 40, 36, 34, 33]
