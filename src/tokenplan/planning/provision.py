@@ -146,22 +146,16 @@ def fewest_gpus(
     chosen = tried[hi]
     if not chosen.meets:  # the deadline is met at this count, the budget is not (nor at any larger one)
         assert chosen.wall_s is not None  # ok(chosen) held with a deadline: a wall time within it
+        took = f"the fewest GPUs that meet the deadline, {chosen.gpus}, take {days_words(chosen.wall_s)}"
+        if chosen.usd is None:  # "… at no public price to check the budget against, and more GPUs cost …"
+            return Provision(unit_gpus, None, chosen, _sorted(tried), f"{took}; {_NO_PRICE}")
         money = (
-            "no public price to check the budget against"
-            if chosen.usd is None
-            else (
-                f"{usd_text(chosen.usd)}, over the {usd_text(target.budget_usd)} budget"
-                if target and target.budget_usd
-                else ""
-            )
+            f"{usd_text(chosen.usd)}, over the {usd_text(target.budget_usd)} budget"
+            if target and target.budget_usd
+            else ""
         )
         return Provision(
-            unit_gpus,
-            None,
-            chosen,
-            _sorted(tried),
-            f"the fewest GPUs that meet the deadline, {chosen.gpus}, take "
-            f"{days_words(chosen.wall_s)} at {money}, and more GPUs cost at least as much",
+            unit_gpus, None, chosen, _sorted(tried), f"{took} at {money}, and more GPUs cost at least as much"
         )
     return Provision(unit_gpus, chosen, None, _sorted(tried), "")
 
@@ -271,12 +265,17 @@ def _closest(outcomes: Sequence[Outcome], target: Target | None = None) -> Outco
     return max(running, key=lambda o: o.gpus)
 
 
+_NO_PRICE = "no public price to check the budget against: pass --price GPU=USD"
+
+
 def _miss_text(closest: Outcome | None, max_gpus: int, target: Target | None, unit_gpus: int = 1) -> str:
     """Why no count meets the target: what the closest count does and which limit it misses.
     When the closest is one rental unit and it misses the budget, more GPUs cannot help (they cost
     at least as much), so the sentence says that instead of naming the largest count searched."""
     if closest is None or closest.wall_s is None:  # _closest picks only outcomes where something runs
         return f"no configuration runs on up to {max_gpus} GPUs"
+    if target is not None and target.budget_usd is not None and closest.usd is None:  # no count can meet it
+        return f"{closest.gpus} GPUs take {days_words(closest.wall_s)}; {_NO_PRICE}"
     money = f", {usd_text(closest.usd)}" if closest.usd is not None else " (no public price: pass --price)"
     missed = []
     if target is not None and target.deadline_s is not None and closest.wall_s > target.deadline_s:

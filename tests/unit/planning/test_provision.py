@@ -187,3 +187,24 @@ def test_an_odd_count_that_is_slower_does_not_hide_a_smaller_even_one():
     p = fewest_gpus(at, unit_gpus=1, max_gpus=45, target=target)
     assert p.chosen is not None and p.chosen.gpus == 34 and p.chosen.wall_s == pytest.approx(100.0)
     assert calls == [1, 2, 4, 8, 16, 32, 40, 36, 34, 33]
+
+
+def test_a_budget_on_a_gpu_without_a_price_says_to_pass_one():
+    # 8-GPU units, 7,000 tok/s per GPU, no price: 8 GPUs take 2.285e9 / 56,000 = 40,803.6 s =
+    # 0.47226 days → "0.47 days". With a budget alone the first unit cannot be priced; with a
+    # 1-day deadline as well, 8 GPUs meet the deadline and the budget cannot be checked. Neither
+    # says "no count up to 512 GPUs meets" or "at no public price …, and more GPUs cost at least as much".
+    def at(n: int) -> Outcome:
+        wall_s = OUTPUT_TOKENS / (n * 7_000)
+        return Outcome(n, wall_s, None, target.met_by(wall_s, None))
+
+    target = Target(budget_usd=100.0)
+    alone = soonest_within_budget(at, unit_gpus=8, max_gpus=512, target=target)
+    assert alone.chosen is None
+    assert alone.why == "8 GPUs take 0.47 days; no public price to check the budget against: pass --price GPU=USD"
+    target = Target(deadline_s=DAY_S, budget_usd=100.0)
+    both = fewest_gpus(at, unit_gpus=8, max_gpus=512, target=target)
+    assert both.chosen is None and both.why == (
+        "the fewest GPUs that meet the deadline, 8, take 0.47 days; "
+        "no public price to check the budget against: pass --price GPU=USD"
+    )
