@@ -304,9 +304,15 @@ class Vllm:
         if launch.kv_dtype in (Dtype.FP8, Dtype.NVFP4):  # CacheDType fp8, nvfp4 (vllm#40177); auto is BF16
             args.append(f"--kv-cache-dtype {launch.kv_dtype.value}")
         args.append(f"--gpu-memory-utilization {fraction:.2f}")
-        args.append(f"--max-num-seqs {math.ceil(running / ranks)}")  # per engine rank
+        seqs = math.ceil(running / ranks)
+        args.append(f"--max-num-seqs {seqs}")  # per engine rank
         if launch.settings.chunk_set and launch.planned_engine == self.name:  # the replica's budget, per rank
             args.append(f"--max-num-batched-tokens {math.ceil(launch.settings.chunk_tokens / ranks)}")
+        elif launch.planned_engine != self.name and seqs > self.chunk_tokens_small_gpu:
+            # another engine's plan (its settings, not vLLM's): vLLM refuses max_num_seqs above
+            # max_num_batched_tokens, 2,048 by default under 70 GiB and on A100 (V2), so the
+            # command sets a budget that starts on any GPU: the ≥ 70 GiB default, or the cap
+            args.append(f"--max-num-batched-tokens {max(seqs, self.chunk_tokens_large_gpu)}")
         if launch.spec_method is not None:
             # SpeculativeConfig (vllm/config/speculative.py): method mtp, eagle, eagle3 or dflash;
             # every one but mtp loads its drafter from "model" (launch.DRAFT_MODEL).

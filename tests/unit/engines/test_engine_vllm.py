@@ -302,3 +302,19 @@ def test_with_dp_attention_the_budget_is_checked_against_each_ranks_cap():
         resolve(replace(request, max_running=4096, max_num_batched_tokens=511))
     with pytest.raises(InputError, match=r"at least --max-running \(4096\): vLLM"):  # without DP attention: one rank
         resolve(replace(request, attention_dp=False, max_running=4096, max_num_batched_tokens=2048))
+
+
+def test_another_engines_plan_writes_a_budget_its_running_cap_fits(vllm):
+    # A plan made for SGLang with 4,096 running per replica (TP2, no DP attention): the vLLM command
+    # in --json writes --max-num-seqs 4096, which vLLM refuses above max_num_batched_tokens, 2,048
+    # by default on an A100 or a GPU under 70 GiB (V2; a break-it pass: Qwen3-30B-A3B on 8× A100).
+    # The command sets max(4,096, 8,192) = 8,192, the ≥ 70 GiB default; a cap of 20,000 sets itself.
+    # A cap of 2,048 fits every default and writes no budget.
+    def line(running: int) -> str:
+        return vllm.launch_command(
+            _launch(layout=Layout(tp=2), planned_running=running, spec_method=None, planned_engine="sglang")
+        )
+
+    assert "--max-num-seqs 4096" in line(4096) and "--max-num-batched-tokens 8192" in line(4096)
+    assert "--max-num-batched-tokens 20000" in line(20000)
+    assert "--max-num-batched-tokens" not in line(2048)
