@@ -137,8 +137,8 @@ class Vllm:
         # budget the user set below it). max_num_seqs, max_num_batched_tokens and the graphs are per
         # engine rank: with DP attention each of the TP ranks is an engine core with its own
         # scheduler (V2; "each DP rank is deployed as a separate core engine process",
-        # vllm docs/serving/data_parallel_deployment.md), so the replica's cap, budget and captured batch are the ranks' sum, while
-        # each GPU profiles and captures for its own rank.
+        # vllm docs/serving/data_parallel_deployment.md), so the replica's cap, budget and captured
+        # batch are the ranks' sum, while each GPU profiles and captures for its own rank.
         ranks = layout.tp if layout.attention_dp else 1
         per_rank = math.ceil(max_running / ranks) if max_running else 0
         raised = chunk_tokens is None and per_rank > chunk

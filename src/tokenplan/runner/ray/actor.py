@@ -226,7 +226,7 @@ class GenerateActor:
     def _report(self) -> Report:
         sink, tally = self.sink, self.dispatcher.tally
         lat, ttft, tok = self._arrays_reported
-        fatal, now = self.dispatcher.fatal, self.pool.served()
+        fatal, now, before = self.dispatcher.fatal, self.pool.served(), self._served
         report = Report(
             self.config.actor,
             os.getpid(),
@@ -245,9 +245,7 @@ class GenerateActor:
             isinstance(fatal, EndpointsUnanswering)
             or (isinstance(fatal, ServerError) and all(e.ejected for e in self.pool.endpoints)),
             self.refusals.take(),
-            served={
-                u: [a - self._served.get(u, [0, 0])[0], f - self._served.get(u, [0, 0])[1]] for u, (a, f) in now.items()
-            },
+            served={u: [a - before.get(u, [0, 0])[0], f - before.get(u, [0, 0])[1]] for u, (a, f) in now.items()},
         )
         self._served = now
         sink.stored, sink.skipped, sink.errors = [], [], []
