@@ -266,8 +266,8 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     36, 39 and 77 tok/s at 1, 4, 16 and 64 in flight does not flatten at 4, where 39 is only 8 %
     over 36) — and, where the server reports its queue, the most requests it ran at a level whose
     queue grew (mean waiting above both ``QUEUE_REQUESTS`` and ``ADMISSION_SLACK`` of the level's
-    requests, while it never ran more than ``1 − ADMISSION_SLACK`` of them at once): that is the
-    batch it will not exceed.
+    requests, while at no level of the sweep did it run more than ``1 − ADMISSION_SLACK`` of them
+    at once): that is the batch it will not exceed.
 
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
@@ -286,6 +286,12 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
             flat_at, saturated = prev["concurrency"], max(prev["output_tok_s"], best_later)
             break
     queue_at = max_running = None
+    # The most the server ran at once anywhere in the sweep: a level it could have run whole
+    # (its requests within ADMISSION_SLACK of that) was not capped, even where a starved client
+    # kept it below (CI sampled at most 28 running and 4 waiting at 32 in flight, then 32 running
+    # at 64, on a server capped at 32).
+    ran = [s["running_max"] for lv in ordered if (s := lv.get("server") or {}).get("running_max") is not None]
+    sweep_running_max = max(ran, default=None)
     for lv in ordered:
         server = lv.get("server") or {}
         # A server that ran every request in flight at once has no cap below that: its waiting
@@ -293,7 +299,8 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
         if (
             (server.get("waiting_mean") or 0.0) > max(QUEUE_REQUESTS, ADMISSION_SLACK * lv["concurrency"])
             and server.get("running_max") is not None
-            and server["running_max"] < (1.0 - ADMISSION_SLACK) * lv["concurrency"]
+            and sweep_running_max is not None
+            and sweep_running_max < (1.0 - ADMISSION_SLACK) * lv["concurrency"]
         ):
             queue_at = lv["concurrency"] if queue_at is None else queue_at
             max_running = max(max_running or 0.0, server["running_max"])

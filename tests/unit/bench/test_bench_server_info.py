@@ -162,3 +162,16 @@ def test_a_sparse_sample_at_the_cap_with_one_arrival_waiting_is_not_a_queue():
     levels = [_level(1, 100, 1, 0.0), _level(32, 1900, 28, 0.6), _level(64, 1980, 32, 25.0)]
     cap = concurrency_cap(levels)
     assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (64, 32)
+
+
+def test_a_starved_level_below_what_the_server_ran_elsewhere_is_not_capped():
+    # The CI failure of stop 45: cap 32, at 32 in flight a starved client kept the server at no
+    # more than 28 running (< 0.9 × 32 = 28.8) while 4 waited (> 3.2); at 64 it ran 32. The server
+    # ran 32 at once in this sweep, and 32 ≥ 28.8, so the 32 level could have run whole: lag, not
+    # a queue. At 64: 32 < 0.9 × 64 = 57.6 and 25 waiting > 6.4: the cap.
+    levels = [_level(1, 100, 1, 0.0), _level(32, 1800, 28, 4.0), _level(64, 1980, 32, 25.0)]
+    cap = concurrency_cap(levels)
+    assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (64, 32)
+    # A sweep that ends at 32 shows nothing above 28: the queue there is the only evidence.
+    cap = concurrency_cap(levels[:2])
+    assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (32, 28)
