@@ -22,6 +22,13 @@ its version and speculative decoding; the rule below is read from each engine's 
   by default from v0.14.0 (PR #27614 in the async-scheduling plan, issue #27679; v0.14.0 released
   2026-01-17), also with EAGLE/MTP speculative decoding (PR #31998, "Enable async scheduling by
   default with spec decoding", in v0.14.0); before 0.14 a default launch runs synchronously.
+  Until v0.19.0 a speculative step still read the count of accepted tokens back to the CPU
+  (``_get_valid_sampled_token_count`` in ``_update_states``) before preparing the next step, so
+  "the prepare CPU work for the current step could only overlap with the draft model's GPU
+  execution from the previous step" (vllm-project/vllm PR #29957, refactored as PR #32951
+  "Zero-bubble async scheduling + spec decoding", listed in the v0.19.0 release notes): from
+  0.14 to 0.18 a speculative step's CPU work hides behind the draft's kernels only
+  (:func:`cpu_hidden_behind_draft_only`; ``job.batching.draft_s``).
 - **TensorRT-LLM** (PyTorch backend) — ``disable_overlap_scheduler`` defaults to False, and MTP
   keeps the overlap (``SpeculativeDecodingMode.support_overlap_scheduler`` returns True for
   one-model MTP and EAGLE-3, ``tensorrt_llm/_torch/speculative/interface.py`` @b35ac1b6).
@@ -38,6 +45,9 @@ import re
 # default) and of every step (vLLM: async scheduling by default), as (major, minor, patch).
 SGLANG_SPEC_OVERLAP_SINCE = (0, 5, 13)
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+# First vLLM release whose speculative steps overlap the CPU with the whole previous step, not
+# only its draft (zero-bubble async scheduling, PR #32951, v0.19.0 release notes).
+VLLM_SPEC_ZERO_BUBBLE_SINCE = (0, 19, 0)
 
 # A version written as the cell starts (``0.5.9``, ``v0.13``), after a ``v`` that begins a token
 # (``lmsysorg/sglang:v0.5.12-cu130``, ``…sgl-dev-v0.5.2-rocm7.0…``), or after the engine's name or an
@@ -75,8 +85,22 @@ def cpu_overlapped(engine: str, version: str | None, speculative: bool, pp: int 
     if engine == "sglang":
         return pp == 1 and (not speculative or v is None or v >= SGLANG_SPEC_OVERLAP_SINCE)
     if engine == "vllm":
-        return v is None or v >= VLLM_ASYNC_SCHEDULING_SINCE
+        return v is None or v >= (VLLM_SPEC_ZERO_BUBBLE_SINCE if speculative else VLLM_ASYNC_SCHEDULING_SINCE)
     return engine == "trtllm"
+
+
+def cpu_hidden_behind_draft_only(engine: str, version: str | None, speculative: bool) -> bool:
+    """True where ``engine`` at ``version`` (None = the current release) overlaps a speculative
+    step's CPU work only with the previous step's draft kernels, not its verify step: vLLM from
+    0.14 (async scheduling on with speculative decoding) until 0.19 (zero-bubble), see the module
+    docstring. :func:`cpu_overlapped` is False there."""
+    v = parse_version(version)
+    return (
+        engine == "vllm"
+        and speculative
+        and v is not None
+        and VLLM_ASYNC_SCHEDULING_SINCE <= v < VLLM_SPEC_ZERO_BUBBLE_SINCE
+    )
 
 
 def hidden_cpu_s(cpu_s: float, gpu_s: float) -> float:

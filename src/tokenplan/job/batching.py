@@ -28,6 +28,7 @@ import math
 from typing import NamedTuple
 
 from tokenplan.engines.base import Engine, EngineSettings
+from tokenplan.job.draft import draft_s as draft_s  # its home was here (explicit re-export)
 from tokenplan.job.graphs import NO_HOST_TIME, Eager, outside_s, uncaptured
 
 # What caps the batch lived here before issue 30 made room; it is imported from here (explicit re-exports).
@@ -56,26 +57,6 @@ StepMemos = tuple[StepMemo, StepMemo]
 # A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
 Level = tuple[float, float, float, StepTime, float, float, float, float, float]
 LevelMemo = dict[tuple[float, bool], Level]
-
-
-def draft_s(
-    d: Deployment, eff: Efficiency, batch: float, ctx: float, spec: SpecDecode, one: StepTime | None = None
-) -> float:
-    """Draft time per verification step: k passes of a ``draft_layers``-layer head + lm_head,
-    each with its layers' kernel latency (``layer_latency_s``) and per-sequence cost; DFlash
-    drafts its block of k tokens in one pass ("parallel drafting" of a block diffusion drafter,
-    z-lab/dflash README, arXiv:2602.06036), that pass over k + 1 query tokens per sequence.
-    ``one``: ``step_time(d, eff, batch, ctx)`` where the caller has it already."""
-    passes = 1 if spec.method == "dflash" else spec.draft_tokens
-    if spec.method == "dflash":  # k + 1 query tokens at any k (dflash:1 too: 2)
-        one = step_time(d, eff, batch, ctx, query_tokens_per_seq=spec.draft_tokens + 1)
-    elif one is None:
-        one = step_time(d, eff, batch, ctx)
-    kernel = one.total_s - one.overhead_s
-    lm_share = d.lm_head_params / max(d.dense_params + d.lm_head_params, 1.0)
-    layer_share = spec.draft_layers / d.spec.num_layers
-    per_pass = kernel * (layer_share + lm_share) + eff.per_sequence_overhead_s * batch
-    return passes * (per_pass + eff.layer_latency_s * spec.draft_layers)
 
 
 # Least share of a mixed step's token budget left to prompt tokens when the decode batch alone

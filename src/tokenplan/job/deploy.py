@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine, EngineSettings
-from tokenplan.engines.overlap import cpu_overlapped
+from tokenplan.engines.overlap import cpu_hidden_behind_draft_only, cpu_overlapped
 from tokenplan.hardware import Gpu
 from tokenplan.job.config import Config, Rejection
 from tokenplan.job.workload import LengthDist
@@ -181,8 +181,10 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         # τ of the prior at the decoding sequences' mean context (perf.speculative): a long
         # answer is not planned at a short-context acceptance.
         config = quick_replace(config, spec=config.spec.at_context(isl.mean + osl.running_mean / 2))
-    overlap = cpu_overlapped(engine.name, config.engine_version, config.spec is not None, lay.pp)
-    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem, overlap)
+    speculative = config.spec is not None
+    overlap = cpu_overlapped(engine.name, config.engine_version, speculative, lay.pp)
+    draft_only = cpu_hidden_behind_draft_only(engine.name, config.engine_version, speculative)
+    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem, overlap, draft_only)
     return config, settings, mem, dep, tuple(warnings)
 
 

@@ -335,15 +335,17 @@ def _sized(
 
 # The held-out check of data/checks/ (vllm-google-qwen35-27b-b200.csv): vLLM 0.18 running MTP k=1
 # on Qwen3.5-27B, 171 requests per B200, measured 3,833 output tok/s per GPU at TPOT ~46 ms; the
-# planner says 5,134 (+34 %, inside its band at the low end) with the host time of the steps past
-# the CUDA-graph capture size (job.graphs), 7,705 (+101 %) without it. The fit's one vLLM hybrid
+# planner says 4,906 (+28 %, inside its band at the low end) with the host time of the steps past
+# the CUDA-graph capture size (job.graphs) and 0.18's CPU hidden behind the draft only
+# (engines.overlap), 5,134 (+34 %) with the CPU hidden behind the whole step as vLLM 0.19 on, and
+# 7,705 (+101 %) without the host time of the uncaptured steps. The fit's one vLLM hybrid
 # configuration (Qwen3.5-35B-A3B on H200 without speculation, dev.csv id 139) is predicted at
 # −16 %. What slows vLLM's MTP on a hybrid model beyond that is not known (data/checks/README.md
 # lists what was ruled out), so it is said rather than modelled.
 VLLM_HYBRID_SPEC_CAVEAT = (
     "vLLM speculating on a hybrid (linear-attention) model is outside the measured regime: the one "
     "public high-batch measurement (Qwen3.5-27B, MTP k=1, 171 requests per B200; held out, "
-    "data/checks/) ran at 0.75x the predicted tok/s; take these figures as an upper bound"
+    "data/checks/) ran at 0.78x the tok/s predicted for its vLLM release (0.18); take these figures as an upper bound"
 )
 
 

@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass
 
 from tokenplan.engines.base import EngineSettings
-from tokenplan.job.batching import SteadyState, draft_s
+from tokenplan.job.batching import SteadyState
+from tokenplan.job.draft import draft_s
 from tokenplan.job.graphs import NO_HOST_TIME, Eager, outside_s, uncaptured
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment

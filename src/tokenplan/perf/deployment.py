@@ -56,6 +56,10 @@ class Deployment:
         cpu_overlap: the engine prepares step n+1 on the CPU while the GPU runs step n (SGLang's
             overlap scheduler, vLLM's async scheduling, TensorRT-LLM's overlap scheduler;
             ``engines.overlap``), so a step's CPU time hides behind its kernels (``perf.step``).
+        cpu_overlap_draft_only: the engine overlaps a speculative step's CPU work with the
+            previous step's draft kernels only (vLLM 0.14–0.18,
+            ``engines.overlap.cpu_hidden_behind_draft_only``); ``cpu_overlap`` is then False and
+            ``job.batching.draft_s`` hides the CPU time behind the draft.
         gemm_curve: the measured GEMM curve the weight format runs on (``perf.gemm.curve_for``),
             or None (the fitted form stands in). Derived from the fields above on every
             construction, ``dataclasses.replace`` included; not compared.
@@ -89,6 +93,7 @@ class Deployment:
     mlp_gemm_elements: float = 0.0
     expert_gemm_elements: float = 0.0
     cpu_overlap: bool = False
+    cpu_overlap_draft_only: bool = False
     gemm_curve: GemmCurve | None = field(init=False, repr=False, compare=False)
     gemm_reads: tuple[SizeRead, ...] = field(init=False, repr=False, compare=False)
 
@@ -195,17 +200,29 @@ def build_deployment(
     kv_dtype: Dtype,
     memory: MemoryBreakdown,
     cpu_overlap: bool = False,
+    cpu_overlap_draft_only: bool = False,
 ) -> Deployment:
     """Precompute the per-GPU constants of one deployment (all but the memory and the KV format
     from :func:`_weight_side`, kept per model, GPU, layout and weight format; ``cpu_overlap``: the
-    engine overlaps a step's CPU work with the previous step's kernels, ``engines.overlap``)."""
+    engine overlaps a step's CPU work with the previous step's kernels, ``cpu_overlap_draft_only``:
+    with the previous step's draft kernels only, ``engines.overlap``)."""
     key = (id(spec), id(gpu), id(layout), weight_dtype)
     hit = _WEIGHT_SIDE.get(key)
     if hit is None:
         if len(_WEIGHT_SIDE) >= _WEIGHT_SIDE_KEPT:
             _WEIGHT_SIDE.clear()
         hit = _WEIGHT_SIDE[key] = (spec, gpu, layout, _weight_side(spec, gpu, layout, weight_dtype))
-    return Deployment(spec, gpu, layout, weight_dtype, kv_dtype, memory, *hit[3], cpu_overlap=cpu_overlap)
+    return Deployment(
+        spec,
+        gpu,
+        layout,
+        weight_dtype,
+        kv_dtype,
+        memory,
+        *hit[3],
+        cpu_overlap=cpu_overlap,
+        cpu_overlap_draft_only=cpu_overlap_draft_only,
+    )
 
 
 # The fields of :class:`Deployment` from ``dense_params`` to ``expert_gemm_elements``, in order

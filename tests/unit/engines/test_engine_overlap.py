@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplan.engines.overlap import cpu_overlapped, hidden_cpu_s, parse_version
+from tokenplan.engines.overlap import cpu_hidden_behind_draft_only, cpu_overlapped, hidden_cpu_s, parse_version
 
 
 @pytest.mark.parametrize(
@@ -50,6 +50,13 @@ def test_versions_are_read_from_the_image_names_the_rows_state(text, version):
         ("vllm", "0.15.1", False, True),
         ("vllm", "vllm/vllm-openai-rocm:v0.21.0", True, True),
         ("vllm", None, False, True),
+        ("vllm", None, True, True),
+        # vLLM 0.14–0.18 with speculative decoding: the CPU hides only behind the draft (the
+        # accepted-token count was read back first, vllm PR #29957 / #32951 in v0.19.0), so the
+        # verify step itself does not overlap.
+        ("vllm", "vllm 0.18.0", True, False),
+        ("vllm", "vllm 0.18.0", False, True),
+        ("vllm", "0.19.0", True, True),
         # TensorRT-LLM: overlap scheduler on by default, MTP keeps it.
         ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2", True, True),
         ("trtllm", None, False, True),
@@ -59,6 +66,25 @@ def test_versions_are_read_from_the_image_names_the_rows_state(text, version):
 )
 def test_the_rule_per_engine_version_and_speculative_decoding(engine, version, speculative, overlapped):
     assert cpu_overlapped(engine, version, speculative) is overlapped
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "speculative", "draft_only"),
+    [
+        ("vllm", "vllm 0.18.0", True, True),  # the Google Cloud B200 run's release
+        ("vllm", "0.14.0", True, True),  # async scheduling with spec decoding on by default
+        ("vllm", "0.13.0", True, False),  # synchronous: nothing hides
+        ("vllm", "0.19.0", True, False),  # zero-bubble: the whole step hides
+        ("vllm", None, True, False),  # the current release
+        ("vllm", "vllm 0.18.0", False, False),  # no draft
+        ("sglang", "sglang 0.5.9", True, False),
+        ("trtllm", None, True, False),
+    ],
+)
+def test_vllm_before_zero_bubble_hides_a_speculative_steps_cpu_behind_the_draft_only(
+    engine, version, speculative, draft_only
+):
+    assert cpu_hidden_behind_draft_only(engine, version, speculative) is draft_only
 
 
 def test_sglang_pipeline_parallelism_runs_synchronously():

@@ -1,4 +1,4 @@
-"""Draft time per verification step (job.batching.draft_s): a chain drafter (MTP, EAGLE) runs k
+"""Draft time per verification step (job.draft.draft_s): a chain drafter (MTP, EAGLE) runs k
 passes of its head; a DFlash drafter drafts its whole block in one pass ("parallel drafting",
 z-lab/dflash README; arXiv:2602.06036), that pass over k + 1 query tokens per sequence."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tokenplan.api.resolve import PredictRequest, resolve
-from tokenplan.job.batching import draft_s
+from tokenplan.job.draft import draft_s
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.perf.step import step_time
@@ -51,3 +51,27 @@ def test_dflash_drafts_k_plus_one_tokens_at_k_1_too():
     expected += eff.layer_latency_s * 5
     one = step_time(d, eff, batch, ctx)  # what a caller holding its decode step passes
     assert draft_s(d, eff, batch, ctx, SpecDecode("dflash", 1, 1.5, 5), one) == pytest.approx(expected, rel=1e-12)
+
+
+def test_before_zero_bubble_the_next_steps_cpu_hides_behind_the_draft_only():
+    # vLLM 0.14–0.18 with MTP (vllm PR #29957 / #32951): the verify step charges its CPU work whole
+    # (cpu_overlap False) and the draft's kernels hide min(CPU, kernels) of it. At 171 sequences:
+    # CPU = step_overhead_s + 171 × per_sequence_overhead_s; kernels = one MTP layer's share of
+    # the step's kernel time plus the lm_head's, plus one layer's small-kernel latency.
+    from dataclasses import replace
+
+    d, eff = _setup("mtp:1")
+    batch, ctx = 171.0, 1_280.0
+    mtp = SpecDecode("mtp", 1, 1.8, 1)
+    one = step_time(d, eff, batch, ctx)
+    lm_share = d.lm_head_params / (d.dense_params + d.lm_head_params)
+    kernels = (one.total_s - one.overhead_s) * (1 / 64 + lm_share) + eff.layer_latency_s
+    cpu = eff.step_overhead_s + eff.per_sequence_overhead_s * batch
+    plain = draft_s(d, eff, batch, ctx, mtp, one)
+    assert plain == pytest.approx(kernels + eff.per_sequence_overhead_s * batch, rel=1e-12)
+    early = replace(d, cpu_overlap=False, cpu_overlap_draft_only=True)
+    assert draft_s(early, eff, batch, ctx, mtp, one) == pytest.approx(plain - min(cpu, kernels), rel=1e-12)
+    # the fitted vLLM CPU time (2.0 ms + 171 × 10.2 µs ≈ 3.7 ms) is more than one draft's kernels
+    # of Qwen3.6-27B on a B200 (a few ms at most), so the whole draft hides CPU: the draft's own
+    # time falls to its per-sequence cost
+    assert min(cpu, kernels) == kernels
