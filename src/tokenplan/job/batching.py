@@ -137,8 +137,14 @@ def _mixed_cycle(
     """
     chunk = settings.chunk_tokens
     prompt_tokens = batch * isl.mean
-    prompt_chunk = min(isl.mean, chunk)
-    budget = max(chunk - batch * query, chunk * MIN_PREFILL_BUDGET_FRACTION)
+    # With attention DP each of R ranks schedules its own B/R decodes and prompts under its own
+    # share of the budget (chunk / R: the engines' per-rank max_num_tokens / max_num_batched_tokens,
+    # SGLang's chunked_prefill_size // dp_size), so a prompt is cut by one rank's budget, and R
+    # ranks together admit R pieces' worth of prompt tokens a step.
+    ranks = d.memory.sequence_shards
+    rank_chunk = chunk / ranks
+    prompt_chunk = min(isl.mean, rank_chunk)
+    budget = max(rank_chunk - batch * query / ranks, rank_chunk * MIN_PREFILL_BUDGET_FRACTION)
     n_own = math.ceil(isl.mean / budget)
     overhead_s = dec_s - dec_kernel_s  # per step outside the verify kernels (the draft)
     # One piece of a prompt riding with the whole decode batch: the greedy schedule's prefill
@@ -148,7 +154,7 @@ def _mixed_cycle(
     if batch * n_own <= n_dec:
         cycle = batch * n_own * piece_s + (n_dec - batch * n_own) * dec_kernel_s + n_dec * overhead_s
     else:
-        n_steps = max(n_dec, prompt_tokens / budget)
+        n_steps = max(n_dec, prompt_tokens / (budget * ranks))
         mixed = _step(
             d, eff, memos, batch * n_dec / n_steps, ctx, prompt_tokens / n_steps, isl.mean / 2, query, prompt_chunk
         )
@@ -179,10 +185,13 @@ def _separate_cycle(
     prompt_tokens = batch * isl_mean
     n_chunks = prompt_tokens / (prompt_tokens if prompt_tokens < chunk else chunk) if prompt_tokens > 0 else 0.0
     cycle = n_dec * dec_s + n_chunks * pre_s
-    one_chunk = isl_mean if isl_mean < chunk else chunk  # min(chunk, isl_mean)
-    own = _step(
-        d, eff, memos, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, chunk if chunk < isl_mean else isl_mean
-    ).total_s * math.ceil(isl_mean / chunk)
+    # A request's own prompt is cut by its rank's share of the chunk (attention DP: chunk / R,
+    # SGLang's chunked_prefill_size // dp_size; see _mixed_cycle)
+    rank_chunk = chunk / d.memory.sequence_shards
+    one_chunk = isl_mean if isl_mean < rank_chunk else rank_chunk  # min(rank_chunk, isl_mean)
+    own = _step(d, eff, memos, 0.0, 0.0, one_chunk, isl_mean / 2, 1.0, one_chunk).total_s * math.ceil(
+        isl_mean / rank_chunk
+    )
     return tuple.__new__(_Cycle, (cycle, n_chunks * pre_s / cycle, own))  # _Cycle(...) without its __new__'s frame
 
 
@@ -205,7 +214,9 @@ def _wave_ttft_s(
     last_s = (
         full_step_s
         if last_tokens >= chunk or full_steps == 0.0
-        else _step(d, eff, memos, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk)).total_s
+        else _step(
+            d, eff, memos, 0.0, 0.0, last_tokens, isl_tokens / 2, 1.0, min(isl_tokens, chunk / d.memory.sequence_shards)
+        ).total_s
         + outside_s(eager, 0.0, last_tokens)
     )
     return full_steps * full_step_s + share_last * last_s + (1.0 - share_last) * full_step_s
@@ -329,7 +340,7 @@ def _level(
         prompt_tokens if prompt_tokens < chunk else chunk,  # min(chunk, prompt_tokens)
         isl_mean / 2,
         1.0,
-        chunk if chunk < isl_mean else isl_mean,  # min(isl_mean, chunk)
+        min(isl_mean, chunk / d.memory.sequence_shards),  # a prompt's piece on its rank (_mixed_cycle)
     )
     pre = prefill.get(key)
     if pre is None:

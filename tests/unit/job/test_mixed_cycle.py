@@ -222,3 +222,45 @@ def test_the_plan_does_not_credit_the_graphs_where_the_default_batch_was_inside_
     (line,) = [a for a in answer if a.startswith("running cap 512 on 4× rtx-pro-6000:")]
     assert "at vLLM's default cap of 1,024 the batch (486/replica, kv cache and state) already decodes" in line
     assert "room for 506/replica" in line and "keeps every decode step inside them" not in line
+
+
+def test_with_dp_attention_a_prompt_is_cut_by_its_own_ranks_budget():
+    from tokenplan.perf.step import step_time
+
+    # DeepSeek-R1 TP8 DP-attn on TensorRT-LLM: the settings hold the ranks' sum of max_num_tokens,
+    # 8 × 8,192 = 65,536. At 512 running, each rank decodes 512 / 8 = 64 and has 8,192 − 64 =
+    # 8,128 tokens left for a prompt: an 8,192-token prompt takes ⌈8,192 / 8,128⌉ = 2 pieces of
+    # 4,096 on its rank (the replica's 65,536 − 512 would have taken it whole). 512 prompts × 2
+    # pieces = 1,024 piece steps ≤ 2,000 decode steps: the cycle is 1,024 piece steps + 976 decode
+    # steps, and a request waits for its own 2 pieces.
+    scenario = resolve(
+        PredictRequest("deepseek-r1", "b200", num_gpus=8, tp=8, ep=8, attention_dp=True, engine="trtllm")
+    )
+    d, eff = scenario.evaluate().deployment, scenario.efficiency
+    assert d.memory.sequence_shards == 8
+    ctx, dec = 9_000.0, 0.02
+    piece = step_time(d, eff, 512.0, ctx, 4096.0, 4096.0, 1.0, 8192.0).total_s
+    cyc = _mixed_cycle(d, eff, SimpleNamespace(chunk_tokens=65_536), 512.0, ctx, fixed(8192), 2000.0, 1.0, dec, dec)
+    assert cyc.own_s == pytest.approx(2 * piece, rel=1e-12)
+    assert cyc.cycle_s == pytest.approx(1024 * piece + 976 * dec, rel=1e-12)
+
+
+def test_sglang_with_dp_attention_prefills_a_prompt_in_its_ranks_share_of_the_chunk():
+    from tokenplan.job.batching import _separate_cycle
+    from tokenplan.perf.step import step_time
+
+    # SGLang divides --chunked-prefill-size among the --dp-size ranks (server_args.py:
+    # chunked_prefill_size // dp_size): a chunk of 16,384 over 8 ranks is 2,048 a rank, so a
+    # request's own 8,192-token prompt takes 8,192 / 2,048 = 4 prefill steps of 2,048 tokens on its
+    # rank (the replica's 16,384 would have taken it in one step of 8,192).
+    scenario = resolve(
+        PredictRequest(
+            "deepseek-r1", "b200", num_gpus=8, tp=8, ep=8, attention_dp=True, engine="sglang", weight_dtype="fp8"
+        )
+    )
+    d, eff = scenario.evaluate().deployment, scenario.efficiency
+    one = step_time(d, eff, 0.0, 0.0, 2048.0, 4096.0, 1.0, 2048.0).total_s
+    cyc = _separate_cycle(d, eff, SimpleNamespace(chunk_tokens=16_384), 64.0, fixed(8192), 1000.0, 0.02, 0.5)
+    assert cyc.own_s == pytest.approx(4 * one, rel=1e-12)
+    # the cycle's prompt work is the replica's: 64 × 8,192 / 16,384 = 32 prefill steps of 0.5 s
+    assert cyc.cycle_s == pytest.approx(1000 * 0.02 + 32 * 0.5, rel=1e-12)
