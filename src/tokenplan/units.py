@@ -147,9 +147,12 @@ def output_tokens_text(tokens: float) -> str:
 def usd_text(usd: float) -> str:
     """A cost in US dollars as the plan states it: whole dollars from $100 up (``$411``,
     ``$12,840``), cents below (``$0.16``, ``$42.50``), so a short job does not read ``$0``; under
-    half a cent (a one-request job) ``<$0.01``, not ``$0.00``."""
+    half a cent (a one-request job) ``<$0.01``, not ``$0.00``; from a trillion up in powers of ten
+    (``$1.00e+15``), so an unbounded ``--budget 1e300`` does not print 301 digits."""
     if 0 < abs(usd) < 0.005:
         return "<$0.01"
+    if abs(usd) >= 1e12:
+        return f"${usd:.2e}"
     return f"${usd:,.0f}" if abs(usd) >= 100 else f"${usd:,.2f}"
 
 

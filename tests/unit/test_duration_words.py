@@ -62,6 +62,9 @@ def test_usd_text_shows_cents_below_a_hundred_dollars():
     # one request on 8 H100s: 7.9 s × 8 GPUs × $2.99/GPU-h = $0.052; a thousandth of that is
     # under half a cent, which read "$0.00" beside "cheapest" (a new-user pass)
     assert usd_text(0.052) == "$0.05" and usd_text(0.000052) == "<$0.01" and usd_text(0.0) == "$0.00"
+    # `plan --budget 1e300` titled its table with all 301 digits: from a trillion up, a power of ten
+    assert usd_text(999_999_999_999.0) == "$999,999,999,999" and usd_text(1e12) == "$1.00e+12"
+    assert usd_text(1e300) == "$1.00e+300"
 
 
 def test_the_days_column_never_uses_an_exponent():

@@ -61,6 +61,9 @@ class Outcome:
         payload: the caller's object for this count (its search result and chosen candidate).
         in_time: the deadline alone is met, checked as ``meets`` checks it (a prior τ at its low
             end); None: by ``wall_s``.
+        checked_wall_s, checked_usd: the wall time (seconds) and cost (USD) ``meets`` judged the
+            target on: ``wall_s`` and ``usd`` at the low end of a prior τ's published acceptance
+            (``Candidate.ranking_wall_s``, ``ranking_usd``), else the same figures; None as above.
     """
 
     gpus: int
@@ -69,6 +72,8 @@ class Outcome:
     meets: bool
     payload: object = None
     in_time: bool | None = None
+    checked_wall_s: float | None = None
+    checked_usd: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +323,8 @@ def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
     kept = [c for c in result.ranked if c is best or best is None or not _set_aside(c, best)]  # in ranking order
     for c in kept:
         if target.met_by(c.ranking_wall_s, c.ranking_usd):
-            return Outcome(gpus, c.wall_s, c.cost.usd, True, (result, c), target.deadline_s is not None or None)
+            met_in_time = target.deadline_s is not None or None
+            return Outcome(gpus, c.wall_s, c.cost.usd, True, (result, c), met_in_time, c.ranking_wall_s, c.ranking_usd)
     if best is None:
         return Outcome(gpus, None, None, False, (result, None))
     # Not met: the leader, unless one meets the deadline alone (then the budget is what it misses);
@@ -328,7 +334,9 @@ def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
     timely = next((c for c in kept if on_time.met_by(c.ranking_wall_s, c.ranking_usd)), None)
     shown = best if timely is None or target.deadline_s is None else timely
     in_time = None if target.deadline_s is None else timely is not None
-    return Outcome(gpus, shown.wall_s, shown.cost.usd, False, (result, shown), in_time)
+    return Outcome(
+        gpus, shown.wall_s, shown.cost.usd, False, (result, shown), in_time, shown.ranking_wall_s, shown.ranking_usd
+    )
 
 
 def _set_aside(c: Candidate, best: Candidate) -> bool:

@@ -119,12 +119,17 @@ class PlanJob(JsonResult):
 
 @dataclass(frozen=True)
 class ProvisionTry(JsonResult):
-    """One GPU count the provisioning search tried, and whether it met the target."""
+    """One GPU count the provisioning search tried, and whether it met the target: ``meets``
+    judges ``checked_wall_days`` and ``checked_usd``, the job's figures at the low end of a prior
+    τ's published acceptance where the count's configuration speculates on one (else the same as
+    ``wall_days`` and ``usd``), so $292.71 under a $300 budget can read ``meets: false``."""
 
     gpus: int
     wall_days: float | None = field(metadata=DAYS)
     usd: float | None
     meets: bool
+    checked_wall_days: float | None = field(default=None, metadata=DAYS)
+    checked_usd: float | None = None
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,15 @@ def provisioning(
     for opt, p in answers:
         o = p.chosen
         tried = tuple(
-            ProvisionTry(t.gpus, None if t.wall_s is None else t.wall_s / S_PER_DAY, t.usd, t.meets) for t in p.tried
+            ProvisionTry(
+                t.gpus,
+                None if t.wall_s is None else t.wall_s / S_PER_DAY,
+                t.usd,
+                t.meets,
+                None if t.checked_wall_s is None else t.checked_wall_s / S_PER_DAY,
+                t.checked_usd,
+            )
+            for t in p.tried
         )
         row = ProvisionRow(
             gpu=opt.gpu.key,

@@ -66,9 +66,15 @@ def test_a_deadline_is_met_by_a_prior_tau_only_at_its_low_end():
     # at its low end and is the answer.
     plain, mtp = _candidate(110.0, None), _candidate(99.0, PRIOR)
     result = SimpleNamespace(ranked=[mtp, plain], best=mtp)
-    assert outcome(result, 8, Target(deadline_s=100.0)).meets is False
+    missed = outcome(result, 8, Target(deadline_s=100.0))
+    assert missed.meets is False
+    # what `meets` judged is said beside the prior's figure (plan --json tried[]: 99 s within a
+    # 100 s deadline read "meets: false" with nothing to show why): 99 / 0.973361 = 101.71 s
+    assert missed.wall_s == 99.0 and missed.checked_wall_s == pytest.approx(99.0 / 0.973361, rel=1e-5)
+    assert missed.checked_usd == pytest.approx(500.0 / 0.973361, rel=1e-5)
     met = outcome(result, 8, Target(deadline_s=102.0))
     assert met.meets and met.payload[1] is mtp and met.wall_s == 99.0  # the figure reported stays the prior's
+    assert met.checked_wall_s == pytest.approx(101.71, abs=0.01)
     # A budget the same way: both cost $500 at their figures; at the low end MTP costs
     # 500 / 0.973361 = $513.7, so a $505 budget is met by plain decoding only.
     budget = outcome(SimpleNamespace(ranked=[mtp, plain], best=mtp), 8, Target(budget_usd=505.0))
