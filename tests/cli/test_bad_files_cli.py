@@ -315,6 +315,34 @@ def test_a_job_yaml_gpu_name_plan_refuses_names_the_file(tmp_path, text, message
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "measured_tok_s: 1600\n",
+            "measured_tok_s: 1600 is not allowed (allowed: a figure with current: (the setup it was measured on))",
+        ),
+        (
+            "current: engine=sglang,tp=3\nmeasured_tok_s: 1600\n",
+            "current: 'engine=sglang,tp=3' is not allowed (allowed: a setup whose TP × PP (3) divides the 4 GPUs",
+        ),
+        ("draft_model: ./nope\n", "draft_model: './nope' is not allowed (allowed: a drafter for --spec"),
+    ],
+    ids=["measured_without_current", "current_split", "drafter_without_spec"],
+)
+def test_a_job_yaml_value_checked_against_other_keys_names_the_file(tmp_path, text, message) -> None:
+    # new-user pass: these said "measured-tok-s 1600 …", "current …", "draft_model …" without the file
+    (tmp_path / "job.yaml").write_text(text)
+    line = _one_error_line(_tokenplan("plan", "--job", "job.yaml", cwd=tmp_path))
+    assert line.startswith(f"error: job.yaml: {message}"), line
+
+
+def test_a_value_the_command_line_gives_over_a_job_file_keeps_its_option_name(tmp_path) -> None:
+    (tmp_path / "job.yaml").write_text("model: qwen3.6-27b\nmeasured_tok_s: 1600\n")
+    line = _one_error_line(_tokenplan("plan", "--job", "job.yaml", "--measured-tok-s", "5", cwd=tmp_path))
+    assert line.startswith("error: --measured-tok-s 5 is not allowed (allowed: a figure with --current"), line
+
+
 @pytest.mark.parametrize("value", ["0", "0.5", "-3", "abc"])
 def test_predict_concurrency_that_is_not_a_whole_number_of_requests_is_one_message(tmp_path, value) -> None:
     # new-user pass: 0 used to be told "a finite number > 0" and 0.5 "a whole number ≥ 1"

@@ -7,6 +7,8 @@ Options → :func:`plan_request` (by keyword, under a ``--job`` YAML) → ``plan
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -107,12 +109,20 @@ def plan_cmd(**options: Any) -> None:
 
     Exit status 1 when no option runs the job, or none meets --deadline/--budget.
     """
-    from tokenplan.api.plan import REPORT_CHARTS, check_plan_outputs, plan, plan_report_data
-    from tokenplan.report.plan_output import show_plan, write_plan_files
+    from tokenplan.api.plan import check_plan_outputs
 
     report, png, as_json = options.pop("report"), options.pop("png"), options.pop("as_json")
     check_plan_outputs(report, png)
     request = _request(options)
+    with _named_by_job_file(options):
+        _plan_out(request, report, png, as_json)
+
+
+def _plan_out(request: Any, report: str | None, png: str | None, as_json: bool) -> None:
+    """Plan ``request`` and print it (the table, or ``--json``); write ``--report``/``--png``."""
+    from tokenplan.api.plan import REPORT_CHARTS, plan, plan_report_data
+    from tokenplan.report.plan_output import show_plan, write_plan_files
+
     if as_json and not (report or png):
         result = plan(request).to_json()
         print(json.dumps(result, indent=2))
@@ -125,6 +135,29 @@ def plan_cmd(**options: Any) -> None:
     else:
         show_plan(wide_console(), data)
     exit_status(no_answer_status(data.plan.to_json()))
+
+
+# job-file keys checked only once the plan runs, against other keys: each an error's field
+# (as api.plan names it) → the key as the file spells it; every one is None unless given
+_CROSS_CHECKED = {"measured-tok-s": "measured_tok_s", "current": "current", "draft_model": "draft_model"}
+
+
+@contextmanager
+def _named_by_job_file(options: dict[str, Any]) -> Iterator[None]:
+    """Name the ``--job`` file and its key in a refusal of a value the file gave (``j.yaml:
+    measured_tok_s: 1600 is not allowed …``), as the file's own checks do; a value the command
+    line gave keeps its option's name."""
+    from tokenplan.errors import ConfigError, InputError
+
+    try:
+        yield
+    except InputError as exc:
+        key = _CROSS_CHECKED.get(exc.field) if isinstance(exc.field, str) else None
+        job = options.get("job")
+        if not job or key is None or options.get(key) is not None or not str(exc).startswith(exc.field + " "):
+            raise
+        problem = str(exc).removeprefix(exc.field + " ").replace("with --current", "with current:")
+        raise ConfigError(job, key, problem) from None
 
 
 # PlanRequest's field for each option whose name differs; a repeatable option given no time is None
