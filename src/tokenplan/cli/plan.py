@@ -69,7 +69,7 @@ from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
 )
 @click.option(
     "--job",
-    help="Job YAML with model, samples, isl, osl, gpus, engine, prices, tp, pp, dp, ep, max_running (options given here override it) [default: none]",
+    help="Job YAML with model, samples, isl, osl, gpus, engine, prices, spec, draft_model, current, measured_tok_s, tp, pp, dp, ep, max_running (options given here override it) [default: none]",
 )
 @click.option("--calibration", help="Calibration profile JSON from tokenplan calibrate [default: the shipped fit]")
 @click.option(
