@@ -48,6 +48,28 @@ def test_report_without_plotly_names_the_report_extra(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
+def test_report_without_plotly_says_so_before_any_warning_about_its_inputs(tmp_path):
+    # new-user pass: a run of another model than the plan's printed its warning first, then the
+    # extra's line: two lines where the README promises one, and the warning was moot
+    plan = tmp_path / "plan.json"
+    made = _cli([], ["plan", "--gpu", "8xb200", "--json"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    plan.write_text(made.stdout)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"model": "another-model"}))
+    result = _cli(
+        ["plotly", "plotly.graph_objects", "plotly.offline"],
+        ["report", str(run), "--plan", str(plan), "-o", "r.html"],
+        tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]'"
+    ]
+
+
 @pytest.mark.parametrize(
     ("blocked", "option", "path"),
     [(["matplotlib", "matplotlib.pyplot"], "--png", "charts"), (["plotly", "plotly.offline"], "--report", "r/p.html")],

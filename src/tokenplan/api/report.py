@@ -77,7 +77,11 @@ def check_report_output(path: str) -> None:
 
     Raises:
         InputError: naming ``--out``, the path and what is allowed.
+        MissingExtraError: the report extra (plotly) is not installed, said before any warning
+            about the inputs.
     """
+    from tokenplan.errors import import_extra
     from tokenplan.runner.paths import check_output_file
 
+    import_extra("plotly", "report")  # report/html.py draws with it
     check_output_file(path, "--out", "an HTML file path", create_parent=True)
