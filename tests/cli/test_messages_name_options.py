@@ -120,7 +120,8 @@ def test_the_error_names_the_option_the_user_typed(monkeypatch, capsys, tmp_path
 
 
 def test_calibrate_from_run_without_concurrency_names_the_option(monkeypatch, capsys, tmp_path):
-    # a finished run directory needs --concurrency for its one measured point
+    # a finished run directory whose summary.json states no requests_in_flight needs --concurrency
+    # for its one measured point
     from tokenplan.calibration.bench_fit import RunTotals, Served, run_measurement
     from tokenplan.errors import MissingOptionError
 
@@ -128,7 +129,8 @@ def test_calibrate_from_run_without_concurrency_names_the_option(monkeypatch, ca
     with pytest.raises(MissingOptionError) as info:
         run_measurement(totals, Served("sglang", "llama-3.1-8b", "h100-sxm", 1), None, None)
     assert str(info.value) == (
-        "--concurrency is missing (allowed: the run's total requests in flight (--concurrency N))"
+        "--concurrency is missing (allowed: the run's total requests in flight, as --concurrency N: its "
+        "summary.json states none (a run of an earlier release, or one resumed at another concurrency))"
     )
 
 

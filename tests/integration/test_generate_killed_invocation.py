@@ -60,6 +60,9 @@ def test_a_killed_invocations_figures_are_counted_by_the_next_one(tmp_path: Path
     assert checkpoint["output_tokens"] == 8 * checkpoint["requests"]
     summary = result["summary"]
     assert summary["invocations"] == 2
+    # both kept 4 in flight on their one endpoint: the run's own concurrency, which calibrate
+    # --from-run takes where --concurrency is not given (the killed one's from its checkpoint)
+    assert checkpoint["requests_in_flight"] == 4 and summary["requests_in_flight"] == 4
     assert summary["requests"] == checkpoint["requests"] + summary["this_invocation"]["requests"]
     assert summary["output_tokens"] == 8 * summary["requests"]
     assert not (run / "invocation.current.json").exists()

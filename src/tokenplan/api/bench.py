@@ -219,8 +219,9 @@ def read_bench_json(path: str) -> BenchOutcome:
 
 def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
     """The one measured point of a generate run (:func:`~tokenplan.calibration.bench_fit.run_measurement`):
-    ``summary.json``'s totals at ``desc.concurrency`` requests in flight, prompts of ``desc.isl``
-    tokens if given as > 0, else the records' ``usage.prompt_tokens``.
+    ``summary.json``'s totals at ``desc.concurrency`` requests in flight (None: the run's own
+    ``requests_in_flight``, concurrency per endpoint × endpoints, where it states one), prompts of
+    ``desc.isl`` tokens if given as > 0, else the records' ``usage.prompt_tokens``.
 
     Raises:
         InputError: not a run directory, no concurrency, or no prompt length.
@@ -229,12 +230,13 @@ def run_measurement(run_dir: str, desc: PredictRequest) -> Measurement:
     path = Path(run_dir)
     run = read_run_summary(path)
     given = desc.isl if desc.isl and desc.isl > 0 else None
-    prompts = None if given is not None or desc.concurrency is None else mean_prompt_tokens(path)
+    concurrency = desc.concurrency if desc.concurrency is not None else run.requests_in_flight
+    prompts = None if given is not None or concurrency is None else mean_prompt_tokens(path)
     where = str(path / "summary.json")
     totals = RunTotals(
         f"{path.name}:{run.model}", where, run.requests, run.output_tokens, run.output_tok_s, run.ttft_mean_ms, prompts
     )
-    return measure_run(totals, _served(desc), desc.concurrency, given)
+    return measure_run(totals, _served(desc), concurrency, given)
 
 
 def calibrate_from_run(

@@ -175,7 +175,11 @@ def run_measurement(run: RunTotals, served: Served, concurrency: float | None, i
         ConfigError: totals that are not positive numbers (a run that finished no request).
     """
     if concurrency is None:
-        raise MissingOptionError(["--concurrency"], "the run's total requests in flight (--concurrency N)")
+        raise MissingOptionError(
+            ["--concurrency"],
+            "the run's total requests in flight, as --concurrency N: its summary.json states none "
+            "(a run of an earlier release, or one resumed at another concurrency)",
+        )
     figures = (run.requests, run.output_tokens, run.output_tok_s)
     if not all(isinstance(v, (int, float)) and v > 0 for v in figures):
         raise ConfigError(

@@ -51,7 +51,11 @@ from tokenplan.errors import InputError, MissingOptionError
 @click.option("--engine", default="sglang", help="--from-run: the serving engine: sglang, vllm or trtllm.")
 @click.option("--weight-dtype", default="bf16", help="--from-run: the served weight format.")
 @click.option("--kv-dtype", default="auto", help="--from-run: the KV-cache format (auto: the engine's default).")
-@click.option("--concurrency", type=INTEGER, help="--from-run: total requests in flight.")
+@click.option(
+    "--concurrency",
+    type=INTEGER,
+    help="--from-run: total requests in flight [default: the run's own, concurrency per endpoint × endpoints]",
+)
 @click.option("--isl", type=NUMBER, help="--from-run: mean prompt tokens (default: from the records).")
 @click.option(
     "--from-bench",

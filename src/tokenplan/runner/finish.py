@@ -126,7 +126,9 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
 
 def invocation_figures(tally: RunTally, progress: Progress) -> dict[str, Any]:
     """This invocation's figures as ``invocations.jsonl`` and ``summary.json``'s ``this_invocation``
-    hold them: sending time (s), output tokens, rates and :func:`summary_record`."""
+    hold them: sending time (s), output tokens, rates, the requests it kept in flight over all
+    endpoints (``requests_in_flight``: concurrency per endpoint × endpoints, what ``calibrate
+    --from-run`` takes as the run's concurrency) and :func:`summary_record`."""
     snapshot = progress.snapshot(time.monotonic(), {}, 0)
     return {
         "elapsed_s": snapshot.elapsed_s,
@@ -134,6 +136,7 @@ def invocation_figures(tally: RunTally, progress: Progress) -> dict[str, Any]:
         "output_tok_s": snapshot.output_tok_s_mean,
         "requests_per_s": len(tally.latency_s) / snapshot.elapsed_s,
         "plan_output_tok_s": progress.plan_output_tok_s,  # its share of the plan, for run_totals
+        "requests_in_flight": progress.requests_in_flight,
         **summary_record(tally),
     }
 

@@ -33,6 +33,7 @@ class Snapshot:
     plan_output_tok_s: float | None
     workers: tuple[str, ...] = ()  # one line per client worker (Ray actors); empty for one process
     requests: int = 0  # requests answered in this invocation (a multi-turn unit sends several)
+    requests_in_flight: int | None = None  # the most this invocation keeps in flight, all endpoints
 
     @property
     def finished(self) -> int:
@@ -49,6 +50,7 @@ class Progress:
     expected_tokens_per_unit: float
     done_before: int = 0
     plan_output_tok_s: float | None = None
+    requests_in_flight: int | None = None  # concurrency per endpoint × endpoints (None: not known)
     window_s: float = 30.0
     stored: int = 0
     skipped: int = 0
@@ -94,4 +96,5 @@ class Progress:
             eta_s,
             self.plan_output_tok_s,
             requests=self.requests,
+            requests_in_flight=self.requests_in_flight,
         )

@@ -100,7 +100,7 @@ def invocation_checkpoint(
 ) -> Callable[[Snapshot], None]:
     """``on_progress`` plus, at most every ``every_s`` seconds once a request was answered, the
     invocation's figures so far (``invocation``, ``started_at``, ``elapsed_s``, ``requests``,
-    ``output_tokens``) in its checkpoint (:func:`~tokenplan.runner.store.invocations.write_checkpoint`).
+    ``output_tokens``, ``plan_output_tok_s``, ``requests_in_flight``) in its checkpoint (:func:`~tokenplan.runner.store.invocations.write_checkpoint`).
     A checkpoint that cannot be written is passed over: the records are what must not be lost,
     and their own writes stop the run on a full disk."""
     last = [float("-inf")]
@@ -119,6 +119,7 @@ def invocation_checkpoint(
                 "requests": snapshot.requests,
                 "output_tokens": snapshot.output_tokens,
                 "plan_output_tok_s": snapshot.plan_output_tok_s,
+                "requests_in_flight": snapshot.requests_in_flight,
             }
             try:
                 write_checkpoint(run_dir, entry)

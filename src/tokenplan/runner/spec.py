@@ -181,6 +181,7 @@ def start_progress(spec: RunSpec, rundir: RunDir) -> Progress:
         float(spec.job.sampling.max_tokens),
         done_before=len(rundir.done_ids),
         plan_output_tok_s=spec.plan_output_tok_s,
+        requests_in_flight=spec.pool.concurrency_per_endpoint * len(spec.endpoints),
     )
 
 

@@ -57,3 +57,48 @@ def test_summary_and_manifest_are_read_and_a_missing_one_names_the_directory(tmp
     (tmp_path / "summary.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match="expected a JSON object"):
         read_run_summary(tmp_path)
+
+
+def test_the_requests_in_flight_are_the_runs_where_every_invocation_kept_the_same(tmp_path: Path) -> None:
+    from tokenplan.runner.store.invocations import run_totals
+
+    def totals(*lines: dict) -> int | None:
+        (tmp_path / "invocations.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return run_totals(tmp_path).as_summary()["requests_in_flight"]
+
+    def line(requests: int, in_flight: object = None) -> dict:
+        base = {"elapsed_s": 10.0, "requests": requests, "output_tokens": 8 * requests}
+        return base if in_flight is None else {**base, "requests_in_flight": in_flight}
+
+    # 2 endpoints × 32 in both invocations: 64; resumed at 16 per endpoint (32): no one figure
+    assert totals(line(100, 64), line(50, 64)) == 64
+    assert totals(line(100, 64), line(50, 32)) is None
+    # an invocation that answered nothing does not count; one of an earlier release (no field)
+    # or a hand edit leaves the run without a figure
+    assert totals(line(100, 64), line(0, 32)) == 64
+    assert totals(line(100, 64), line(50)) is None and totals(line(100, True)) is None
+
+
+def test_calibrate_from_run_takes_the_runs_own_requests_in_flight(tmp_path: Path) -> None:
+    from tokenplan.api.bench import run_measurement
+    from tokenplan.api.resolve import PredictRequest
+
+    RunDir.open(tmp_path, JOB).close()
+    summary = {"requests": 4, "output_tokens": 400, "output_tok_s": 80.0, "latency_ttft": None}
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "requests_in_flight": 64}))
+    desc = PredictRequest(model="qwen3-8b", gpu="h100-sxm", isl=1000.0)
+    assert read_run_summary(tmp_path).requests_in_flight == 64
+    assert run_measurement(str(tmp_path), desc).concurrency == 64.0
+    # --concurrency wins over the run's own
+    from dataclasses import replace
+
+    assert run_measurement(str(tmp_path), replace(desc, concurrency=8)).concurrency == 8.0
+    # a run that states none (an earlier release) still asks for --concurrency, saying why
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    from tokenplan.errors import MissingOptionError
+
+    with pytest.raises(MissingOptionError, match="its summary.json states none"):
+        run_measurement(str(tmp_path), desc)
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "requests_in_flight": 0}))
+    with pytest.raises(ConfigError, match="requests_in_flight: 0 is not allowed"):
+        read_run_summary(tmp_path)

@@ -48,6 +48,9 @@ class RunTotals:
     latency_ttft: dict[str, Any] | None = None
     plan_tokens: float = 0.0  # Σ plan tok/s × sending time over the invocations that had a plan
     plan_elapsed_s: float = 0.0
+    # the requests every invocation kept in flight where all that answered one kept the same,
+    # else None (a run resumed at another --concurrency has no one figure); 0: none seen yet
+    requests_in_flight: int | None = 0
 
     @property
     def plan_output_tok_s(self) -> float | None:
@@ -69,6 +72,7 @@ class RunTotals:
             "latency_e2e": self.latency_e2e,
             "latency_ttft": self.latency_ttft,
             "completion_tokens_histogram": self.histogram,
+            "requests_in_flight": self.requests_in_flight or None,
         }
 
 
@@ -164,11 +168,24 @@ def run_totals(run_dir: Path) -> RunTotals:
             totals.histogram = _add_histograms(totals.histogram, entry.get("completion_tokens_histogram") or [])
             totals.latency_e2e = entry.get("latency_e2e") or totals.latency_e2e
             totals.latency_ttft = entry.get("latency_ttft") or totals.latency_ttft
+            totals.requests_in_flight = _same_in_flight(totals.requests_in_flight, entry, requests)
             plan = entry.get("plan_output_tok_s")
             if isinstance(plan, (int, float)) and not isinstance(plan, bool) and math.isfinite(plan) and plan > 0:
                 totals.plan_tokens += plan * elapsed
                 totals.plan_elapsed_s += elapsed
     return totals
+
+
+def _same_in_flight(so_far: int | None, entry: dict[str, Any], requests: int) -> int | None:
+    """``RunTotals.requests_in_flight`` after one more invocation line: unchanged by one that
+    answered nothing; None once two that answered differ or one does not say (a line of a
+    release before the field, or a hand edit)."""
+    if not requests or so_far is None:
+        return so_far
+    value = entry.get("requests_in_flight")
+    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return None
+    return value if so_far in (0, value) else None
 
 
 def _add_histograms(total: list[dict[str, Any]], more: list[dict[str, Any]]) -> list[dict[str, Any]]:

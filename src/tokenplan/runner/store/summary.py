@@ -29,6 +29,8 @@ class RunSummary:
         requests: chat requests answered; output_tokens: their completion tokens.
         output_tok_s: output tokens per second over the run.
         ttft_mean_ms: mean time to first token (milliseconds; None unless streamed).
+        requests_in_flight: the requests the run kept in flight over all its endpoints, where
+            every invocation kept the same (``summary.json`` from this release on), else None.
     """
 
     requests: Any
@@ -36,6 +38,7 @@ class RunSummary:
     output_tok_s: Any
     ttft_mean_ms: float | None
     model: str
+    requests_in_flight: int | None = None
 
 
 def read_run_summary(run_dir: Path) -> RunSummary:
@@ -44,8 +47,9 @@ def read_run_summary(run_dir: Path) -> RunSummary:
     Raises:
         InputError: either file is missing (not a run directory).
         ConfigError: either file is not a JSON object, the summary's ``schema_version`` is unknown,
-            a total that is not a finite number, or a ``latency_ttft`` that is neither null nor an
-            object whose ``mean_ms`` is a finite number > 0 (each named with its value).
+            a total that is not a finite number, a ``latency_ttft`` that is neither null nor an
+            object whose ``mean_ms`` is a finite number > 0, or a ``requests_in_flight`` that is
+            neither null nor a whole number > 0 (each named with its value).
     """
     where = str(run_dir / "summary.json")
     summary, manifest = _read_json(run_dir / "summary.json"), _read_json(run_dir / "manifest.json")
@@ -59,7 +63,12 @@ def read_run_summary(run_dir: Path) -> RunSummary:
     if mean_ms is not None and not _finite(mean_ms, where, "latency_ttft.mean_ms", _TTFT_ALLOWED) > 0:
         raise ConfigError(where, "latency_ttft.mean_ms", f"{mean_ms!r} is not allowed (allowed: {_TTFT_ALLOWED})")
     model = (manifest.get("job") or {}).get("model", "?")
-    return RunSummary(requests, output_tokens, output_tok_s, mean_ms, model)
+    in_flight = summary.get("requests_in_flight")
+    if in_flight is not None and not (isinstance(in_flight, int) and not isinstance(in_flight, bool) and in_flight > 0):
+        raise ConfigError(
+            where, "requests_in_flight", f"{in_flight!r} is not allowed (allowed: a whole number > 0, or null)"
+        )
+    return RunSummary(requests, output_tokens, output_tok_s, mean_ms, model, in_flight)
 
 
 _TOTALS = ("requests", "output_tokens", "output_tok_s")
