@@ -25,7 +25,7 @@ from tokenplan.perf.speculative import parse_spec
 from tokenplan.planning.answer import REPORT_CHARTS, Question, Searched, answer, report_data, search
 from tokenplan.planning.current import Current, current_entry, parse_current, with_current
 from tokenplan.planning.results import PlanReportData, PlanResult
-from tokenplan.planning.search import Job, OptionResult
+from tokenplan.planning.search import SERVER_STARTUP_S, Job, OptionResult
 from tokenplan.planning.space import HardwareOption, fixed_parts
 from tokenplan.planning.targets import check_targets
 from tokenplan.units import (  # noqa: F401 - MAX_PRICE…: re-exported, the CLI's --price bound
@@ -43,6 +43,8 @@ DEFAULT_GPUS = ("4xrtx-pro-6000", "8xb200")
 DEFAULT_PROVISION_GPUS = ("rtx-pro-6000", "b200")  # the same GPU types, count left to the search
 DEFAULT_SPECS = ("none", "mtp:1", "mtp:3")
 ENGINES = ("sglang", "vllm", "trtllm")  # the engines launch commands are written for
+
+MAX_STARTUP_S = 86_400.0  # a server start-up longer than a day is a typo (plan --startup)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class PlanRequest:
         draft_model: the drafter of the eagle/eagle3/dflash settings in ``specs``: a checkpoint
             folder whose config.json gives its shape, or a repository id for the launch commands
             (``files.drafter``).
+        startup_s: the servers' start-up (seconds) each option's wall time and cost count before
+            the first request (``planning.search.SERVER_STARTUP_S``, 215 s; 0 leaves it out).
     """
 
     model: str = "qwen3.6-27b"
@@ -101,6 +105,7 @@ class PlanRequest:
     pp: int | None = None
     max_running: int | None = None
     draft_model: str | None = None
+    startup_s: float = SERVER_STARTUP_S
 
     @property
     def provisioning(self) -> bool:
@@ -214,6 +219,8 @@ def _searched(
     check_stated_lengths("isl", req.isl_mean, req.isl_sigma, req.isl_cap, DEFAULT_ISL)
     check_stated_lengths("osl", req.osl_mean, req.osl_sigma, req.osl_cap, DEFAULT_OSL)
     check_targets(req.deadline_s, req.budget_usd)
+    if not (isinstance(req.startup_s, (int, float)) and 0 <= req.startup_s <= MAX_STARTUP_S):
+        raise InputError("startup", shown(req.startup_s), "a duration from 0 to 1 d (e.g. 4min, 0)")
     if req.current is not None and req.provisioning:
         raise InputError("current", req.current, "a plan of fixed GPU counts (leave out --deadline and --budget)")
     if req.measured_tok_s is not None and req.current is None:
@@ -255,7 +262,7 @@ def _searched(
         model=model,
         engine=engine,
         table=profile.table,
-        job=Job(req.samples, isl, osl),
+        job=Job(req.samples, isl, osl, float(req.startup_s)),
         options=options,
         specs=tuple(dict.fromkeys(specs)),
         weights=weights,

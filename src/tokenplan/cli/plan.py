@@ -63,6 +63,10 @@ from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
     help="Provisioning: finish the whole job within this time (2d, 36h, 90m); each --gpu then answers the fewest GPUs (whole nodes) that do it [default: none]",
 )
 @click.option(
+    "--startup",
+    help="Server start-up each option's days and dollars count before the first request (weights loaded, compiled, CUDA graphs captured): 10min, 90s, or 0 to leave it out [default: 215s, vLLM's Llama-70B FP8 TP8 start-up in vllm#19824]",
+)
+@click.option(
     "--budget",
     type=NUMBER,
     help="Provisioning: spend at most this many US dollars on the job; alone, each --gpu answers the count that finishes soonest within it; with --deadline, the fewest that meet both [default: none]",
@@ -177,13 +181,33 @@ def _request(options: dict[str, Any]):  # noqa: ANN202 - api.plan.PlanRequest (i
     from tokenplan.cli.options import parse_duration, parse_prices
 
     fields: dict[str, Any] = {_FIELDS.get(k, k): (v or None) if isinstance(v, tuple) else v for k, v in options.items()}
-    prices, deadline = fields.pop("price"), fields.pop("deadline")
+    prices, deadline, startup = fields.pop("price"), fields.pop("deadline"), fields.pop("startup")
     return plan_request(
         fields.pop("job"),
         prices=parse_prices(list(prices)) if prices else None,
         deadline_s=parse_duration(deadline) if deadline is not None else None,
+        startup_s=None if startup is None else _startup_s(startup),
         **fields,
     )
+
+
+def _startup_s(text: str) -> float:
+    """``--startup``: a duration up to a day (``10min``, ``90s``), or ``0`` for none (seconds).
+    Raises InputError naming the option and the text given."""
+    from tokenplan.api.plan import MAX_STARTUP_S
+    from tokenplan.cli.options import parse_duration
+    from tokenplan.errors import InputError
+
+    allowed = "0, or a duration up to 1d with its unit: s, m, h or d (e.g. 10min, 90s)"
+    if text.strip() in ("0", "0s", "0min"):
+        return 0.0
+    try:
+        seconds = parse_duration(text, "startup")
+    except InputError:
+        raise InputError("startup", text, allowed) from None
+    if seconds > MAX_STARTUP_S:
+        raise InputError("startup", text, allowed)
+    return seconds
 
 
 NO_ANSWER_EXIT = 1  # the plan ran, but no option runs the job, or none meets the deadline and budget

@@ -45,17 +45,21 @@ class JobTime:
         steady_s: the steady phase.
         drain_s: the tail while the batch empties.
         output_tokens: tokens generated (N × mean OSL).
+        startup_s: the servers' start-up before the first request (weights loaded, compiled,
+            CUDA graphs captured; the GPUs are held and paid for), 0 where not counted (a
+            measured run's throughput, ``calibration.validate``).
     """
 
     ramp_s: float
     steady_s: float
     drain_s: float
     output_tokens: float
+    startup_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        """Whole wall time (seconds)."""
-        return self.ramp_s + self.steady_s + self.drain_s
+        """Whole wall time (seconds), the start-up included."""
+        return self.startup_s + self.ramp_s + self.steady_s + self.drain_s
 
     @property
     def output_tok_s(self) -> float:

@@ -222,6 +222,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
             osl_mean_tokens=job.osl.mean,
             osl_cap_tokens=job.osl.cap_tokens,  # generate --plan sends it as max_tokens
             output_tokens=job.osl.mean * job.num_requests,
+            startup_s=job.startup_s,
         ),
         options=options,
         recommended=recommended,

@@ -72,9 +72,12 @@ def _short_job_note(r: OptionResult) -> str | None:
     job = b.time.output_tok_s * b.evaluation.config.layout.dp  # every replica's job, the same time
     if not job < SHORT_JOB_RATIO * steady:
         return None
+    why = "the longest answers finish alone"
+    if b.time.startup_s:
+        why += f", and the servers take {duration_words(b.time.startup_s)} to start"
     return (
         f"{r.option.label}: the job is too small to run at the steady rate for long: it averages "
-        f"{job:,.0f} tok/s over its {duration_words(b.time.total_s)} (the longest answers finish alone), "
+        f"{job:,.0f} tok/s over its {duration_words(b.time.total_s)} ({why}), "
         f"against the {steady:,.0f} tok/s the table shows while the batch is full."
     )
 

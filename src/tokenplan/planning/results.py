@@ -106,7 +106,8 @@ class Recommended(JsonResult):
 @dataclass(frozen=True)
 class PlanJob(JsonResult):
     """The job as planned: requests, length distributions (text and mean tokens), the output
-    cap ``generate --plan`` sends as ``max_tokens``, and the output tokens in all."""
+    cap ``generate --plan`` sends as ``max_tokens``, the output tokens in all, and the servers'
+    start-up (seconds) every option's days and dollars count (``plan --startup``)."""
 
     samples: int
     isl: str
@@ -115,6 +116,7 @@ class PlanJob(JsonResult):
     osl_mean_tokens: float
     osl_cap_tokens: float | None
     output_tokens: float
+    startup_s: float = 0.0
 
 
 @dataclass(frozen=True)

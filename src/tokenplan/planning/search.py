@@ -39,13 +39,24 @@ from tokenplan.units import Dtype, GiB
 JOB_SIMULATED_PER_OPTION = 8  # leaders by steady throughput that get the whole-job simulation
 
 
+# The servers' start-up a job's wall time and cost count by default (seconds): vLLM serving
+# Llama-70B FP8 at TP8, weights in the page cache — ~60 s P2P access check, ~10 s weights, ~15 s
+# Dynamo bytecode, ~70 s torch.compile, ~60 s CUDA-graph capture (vllm-project/vllm#19824, the
+# startup-time tracking issue): 215 s. A cold download of the weights, or a small model with a
+# warm compile cache (vllm#20264: 59 s to the first answer), moves it; ``plan --startup`` sets it.
+SERVER_STARTUP_S = 215.0
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
-    """The generation job: requests and their length distributions (tokens)."""
+    """The generation job: requests and their length distributions (tokens), and the servers'
+    start-up (seconds) its wall time and cost count before the first request
+    (:data:`SERVER_STARTUP_S` by default in a plan)."""
 
     num_requests: int
     isl: LengthDist
     osl: LengthDist
+    startup_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +87,19 @@ class Candidate:
         this is the longest the job takes at the low end of the published acceptance; a
         speculative configuration then leads, or meets a target, only where it does so at the
         lower measured acceptance, not on a prior that long thinking traces may not reach. The
-        figures printed stay the prior's."""
-        return self.wall_s / self.acceptance_low_ratio
+        figures printed stay the prior's. The servers' start-up (``JobTime.startup_s``) does not
+        depend on τ and is not scaled."""
+        startup = self.time.startup_s
+        return startup + (self.wall_s - startup) / self.acceptance_low_ratio
 
     @property
     def ranking_usd(self) -> float | None:
-        """The cost (USD) a budget is checked against: ``cost.usd / acceptance_low_ratio``
-        (GPU-hours scale with the wall time); None without a price."""
-        return None if self.cost.usd is None else self.cost.usd / self.acceptance_low_ratio
+        """The cost (USD) a budget is checked against: the cost at :attr:`ranking_wall_s`
+        (GPU-hours scale with the wall time; the start-up's part is not scaled); None without a
+        price."""
+        if self.cost.usd is None or self.wall_s <= 0:
+            return self.cost.usd
+        return self.cost.usd * self.ranking_wall_s / self.wall_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +141,8 @@ def simulate(ev: Evaluation, table: EfficiencyTable, job: Job, option: HardwareO
     spec = ev.config.spec
     per_replica = job.num_requests / lay.dp
     jt = job_time(ev.deployment, eff, ev.settings, ev.steady, job.isl, job.osl, per_replica, spec, lay.dp)
+    if job.startup_s:
+        jt = replace(jt, startup_s=job.startup_s)
     low = low_acceptance_ratio(spec, job.isl.mean + job.osl.running_mean / 2) if spec is not None else 1.0
     return Candidate(
         ev, jt, job_cost(lay.num_gpus, jt.total_s, jt.output_tokens * lay.dp, option.usd_per_gpu_hour), low

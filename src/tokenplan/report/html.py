@@ -227,7 +227,8 @@ def assumptions_html(data: PlanReportData) -> str:
         f"{job.samples:,} requests. Input lengths (ISL): {job.isl}. Output lengths (OSL): {job.osl} "
         f"→ {output_tokens_text(job.output_tokens)} output tokens.",
         "Concurrency counts requests in flight over all replicas of an option; tok/s are output tokens.",
-        "Job time = ramp-up + steady state + drain tail of the longest outputs; cost = GPUs × hours × price.",
+        f"Job time = server start-up ({job.startup_s:,.0f} s) + ramp-up + steady state + drain tail of the "
+        "longest outputs; cost = GPUs × hours × price.",
         f"Efficiency factors (fractions of datasheet peaks, and overheads in seconds): {a.efficiency_source}.",
     ]
     rows = [

@@ -243,13 +243,20 @@ def not_searched(result: PlanResult) -> list[str]:
     return list(dict.fromkeys(n for o in result.options for n in o.not_searched))
 
 
+def _startup_words(startup_s: float) -> str:
+    """What the days and dollars count before the first request (``plan --startup``)."""
+    if not startup_s:
+        return "; days and $ count no server start-up"
+    return f"; days and $ include {duration_words(startup_s)} of server start-up (--startup)"
+
+
 def plan_details(result: PlanResult) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
     job = result.job
     parts: list = [
         Text(
             f"Job: ISL {job.isl}; OSL {job.osl} → {output_tokens_text(job.output_tokens)} output "
-            f"tokens. Efficiency: {result.efficiency}.",
+            f"tokens{_startup_words(job.startup_s)}. Efficiency: {result.efficiency}.",
             style="dim",
         )
     ]

@@ -29,6 +29,7 @@ def _candidate(
     tok_s: float = 50_000.0,
     usd: float | None = 500.0,
     warnings: tuple[str, ...] = (),
+    startup_s: float = 0.0,
 ) -> Candidate:
     cfg = SimpleNamespace(
         spec=spec,
@@ -40,7 +41,7 @@ def _candidate(
     low = LOW if spec is not None and spec.from_prior else 1.0
     return Candidate(
         SimpleNamespace(config=cfg, output_tok_s_total=tok_s, warnings=warnings),
-        SimpleNamespace(total_s=wall_s),
+        SimpleNamespace(total_s=wall_s, startup_s=startup_s),
         SimpleNamespace(usd=usd),
         low,
     )
@@ -58,6 +59,15 @@ def test_a_prior_tau_is_ranked_at_the_low_end_and_a_stated_one_as_it_is():
     # 5 % faster (95 s → 97.6 s) ahead of it.
     assert _candidate(99.0, PRIOR).ranking_wall_s > 100.0
     assert _candidate(95.0, PRIOR).ranking_wall_s < 100.0
+
+
+def test_the_servers_start_up_is_not_scaled_by_the_low_end_of_tau():
+    # 215 s of start-up in a 1,215 s job: only the 1,000 s that run the requests stretch at the low
+    # end of τ, 215 + 1,000 / 0.973361 = 1,242.37 s (the whole job scaled would read 1,248.25 s);
+    # the cost follows the wall time: $500 × 1,242.37 / 1,215 = $511.26.
+    c = _candidate(1215.0, PRIOR, startup_s=215.0)
+    assert c.ranking_wall_s == pytest.approx(215.0 + 1000.0 / 0.973361, rel=1e-5)
+    assert c.ranking_usd == pytest.approx(500.0 * (215.0 + 1000.0 / 0.973361) / 1215.0, rel=1e-5)
 
 
 def test_a_deadline_is_met_by_a_prior_tau_only_at_its_low_end():
