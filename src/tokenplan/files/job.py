@@ -4,6 +4,7 @@ one line naming the file and the key."""
 from __future__ import annotations
 
 import difflib
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -155,6 +156,12 @@ def read_job_file(path: str) -> JobFile:
     raw = load_yaml(p) or {}  # ConfigError: not UTF-8, not YAML, a key twice, too deep, alias bomb
     if not isinstance(raw, dict):
         raise ConfigError(path, "<root>", "expected a mapping of job keys")
+    # a key written with no value (``model:``, ``gpus: []``) is a slip, not the default: leaving the
+    # key out asks for that (a new-user pass saw `model: null` plan the default model)
+    for key, value in raw.items():
+        if value is None or value == [] or value == {}:
+            shown_value = "null" if value is None else json.dumps(value)
+            raise ConfigError(path, str(key), f"{shown_value} is not allowed (allowed: a value, or leave the key out)")
     try:
         job = JobFile.model_validate(raw)
     except ValidationError as exc:

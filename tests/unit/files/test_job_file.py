@@ -108,3 +108,13 @@ def test_a_job_file_name_the_command_line_overrides_is_not_checked(tmp_path):
     path.write_text("engine: vlm\nmodel: qwen9\n")
     with pytest.raises(ConfigError, match=r"job\.yaml: model: 'qwen9' is not in the catalog"):
         plan_request(str(path), engine="sglang")
+
+
+@pytest.mark.parametrize(("text", "said"), [("model:\n", "model: null"), ("gpus: []\n", "gpus: []")])
+def test_a_key_without_a_value_is_refused_not_taken_as_the_default(tmp_path, text, said):
+    # a new-user pass: `model: null`, `engine: null` and `gpus: []` planned the defaults, exit 0
+    path = tmp_path / "job.yaml"
+    path.write_text("samples: 100\n" + text)
+    with pytest.raises(ConfigError) as exc:
+        read_job_file(str(path))
+    assert str(exc.value).endswith(f"job.yaml: {said} is not allowed (allowed: a value, or leave the key out)")
