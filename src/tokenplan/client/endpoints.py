@@ -139,10 +139,33 @@ class EndpointPool:
             raise ServerError(f"no endpoint is ready for model {model!r}: {'; '.join(problems)}", problems)
         return problems
 
-    async def admit(self) -> None:
+    async def admit(self, stop: asyncio.Event | None = None) -> bool:
         """Wait until the pool can take one more unit of work (``concurrency_per_endpoint`` ×
-        endpoints at once); pair each call with one :meth:`release`."""
-        await self._admitted.acquire()
+        endpoints at once); pair each True with one :meth:`release`.
+
+        ``stop`` set before a slot frees ends the wait: False, nothing taken. Every slot can be held
+        for a long time (answers that take minutes, units waiting for an ejected endpoint), and a
+        Ctrl-C waited for one of them before its grace began (a break-it pass: 600 s).
+        """
+        if stop is None or not self._admitted.locked():  # a free slot is taken without waiting
+            await self._admitted.acquire()
+        else:
+            acquiring = asyncio.ensure_future(self._admitted.acquire())
+            stopping = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait((acquiring, stopping), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+                if not acquiring.done():
+                    acquiring.cancel()  # a slot handed to it meanwhile goes back (Semaphore.acquire)
+                    await asyncio.wait((acquiring,))
+            if acquiring.cancelled():
+                return False
+            acquiring.result()
+        if stop is not None and stop.is_set():
+            self.release()
+            return False
+        return True
 
     def release(self) -> None:
         """Give back one :meth:`admit`."""

@@ -116,8 +116,9 @@ class Dispatcher:
                 await self._wait_for_controls(stop)
                 if stop.is_set() or self._fatal is not None:
                     return
-            await self.pool.admit()
-            if stop.is_set() or self._fatal is not None:
+            if not await self.pool.admit(stop):  # a stop ends the wait for a slot: the grace starts now
+                return
+            if self._fatal is not None:
                 self.pool.release()
                 return
             task = asyncio.create_task(self.process(unit))

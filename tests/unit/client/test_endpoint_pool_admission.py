@@ -60,3 +60,26 @@ def test_a_base_url_without_v1_that_answers_404_is_told_to_add_it() -> None:
             return str(caught.value).replace(root, "ROOT")
 
     assert asyncio.run(scenario()).endswith("; the API is usually under /v1: try --endpoint ROOT/v1)")
+
+
+def test_a_stop_ends_the_wait_for_a_slot_with_nothing_taken() -> None:
+    # break-it pass: with every slot held (answers that take minutes, units waiting for an
+    # ejected endpoint) the dispatcher waited in admit() for a slot before it saw a Ctrl-C
+    async def scenario() -> tuple[bool, bool, bool, bool]:
+        pool = EndpointPool(["http://127.0.0.1:9/v1"], PoolSettings(1))
+        stop = asyncio.Event()
+        try:
+            first = await asyncio.wait_for(pool.admit(stop), 1.0)
+            waiting = asyncio.create_task(pool.admit(stop))
+            for _ in range(10):
+                await asyncio.sleep(0)
+            blocked = not waiting.done()
+            stop.set()
+            second = await asyncio.wait_for(waiting, 1.0)  # the stop, not a slot, ends it
+            pool.release()
+            free_again = await asyncio.wait_for(pool.admit(), 1.0)  # the slot was not leaked
+            return first, blocked, second, free_again
+        finally:
+            await pool.aclose()
+
+    assert asyncio.run(scenario()) == (True, True, False, True)
