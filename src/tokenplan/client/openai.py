@@ -228,6 +228,10 @@ class OpenAIClient:
         ) as response:
             if response.status >= 400:
                 _raise_for_status(response, await _read_capped(response, max_bytes))
+            if response.content_type == "application/json":  # a server that ignores stream: true
+                # answered whole; read as one answer, not as an SSE stream with no data line
+                raw = await _read_capped(response, max_bytes)
+                return parse_whole(raw, Timings(sent_s, time.perf_counter()))
             lines, received = SSELines(), 0
             async for block in response.content.iter_any():
                 now_s = time.perf_counter()  # when these bytes arrived

@@ -258,3 +258,26 @@ def test_a_compressed_answer_is_capped_at_its_inflated_size(stated_length: bool)
 
     failure = asyncio.run(main())
     assert failure.kind == "oversize" and "1,056,768 bytes" in failure.detail
+
+
+def test_a_whole_json_answer_to_a_stream_request_is_read_as_the_answer() -> None:
+    # break-it pass: a server that ignores "stream": true and answers application/json whole
+    # failed every try as "stream reached the end of the stream without a finish_reason", with
+    # nothing of the answer kept
+    from aiohttp import web
+
+    answer = {
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "whole"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+
+    async def whole(request: web.Request) -> web.Response:
+        assert (await request.json())["stream"] is True
+        return web.json_response(answer)
+
+    async def scenario() -> object:
+        async with _one_route(whole) as url:
+            return await _chat(url, stream=True)
+
+    done = asyncio.run(scenario())
+    assert (done.content, done.finish_reason, done.usage.completion_tokens) == ("whole", "stop", 1)
