@@ -16,6 +16,7 @@ from tests.support.fault_jobs import fault_request as _request
 from tests.support.fault_jobs import jsonl as _jsonl
 from tests.support.fault_jobs import prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
+from tests.support.readiness import wait_for_logged
 
 from tokenplan.api.generate import generate
 from tokenplan.errors import ServerError
@@ -133,10 +134,7 @@ def test_ctrl_c_during_a_control_request_stops_within_the_grace(tmp_path: Path) 
         command = [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint", server.url]
         command += ["--model", "fault-model", "--max-tokens", "100", "--concurrency", "1", "--grace-s", "1"]
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not (log.exists() and "Reply with the single word OK." in log.read_text()):  # the control is out
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.05)
+        wait_for_logged(log, lambda text: "Reply with the single word OK." in text, proc)  # the control is out
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.support.fault_jobs import prompts
 from tests.support.fault_server import FaultServerProcess
+from tests.support.readiness import wait_for_logged
 
 CLI = [sys.executable, "-c", "from tokenplan.cli import main; main()", "generate"]
 
@@ -26,10 +27,7 @@ def test_ctrl_c_with_every_slot_held_by_a_slow_answer_stops_within_the_grace(tmp
         command = [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint", server.url]
         command += ["--model", "fault-model", "--max-tokens", "16", "--concurrency", "1", "--grace-s", "1"]
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not (log.exists() and log.read_text().endswith("\n")):  # the one slot's request is out
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.05)
+        wait_for_logged(log, lambda text: text.endswith("\n"), proc)  # the one slot's request is out
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=90)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 POLL_S = 0.02
@@ -47,4 +48,21 @@ def wait_for_file(path: Path, proc: subprocess.Popen, timeout_s: float = 120.0) 
             raise AssertionError(f"the runner exited ({proc.returncode}) before {path.name} appeared")
         if time.monotonic() > deadline:
             raise AssertionError(f"{path.name} did not appear within {timeout_s:.0f} s")
+        time.sleep(POLL_S)
+
+
+def wait_for_logged(log: Path, sent: Callable[[str], bool], proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    """Block until the fault server's request log (``log_bodies``) shows the request ``sent``
+    looks for (a predicate on the log's text): the request is out and the runner is in its loop.
+
+    Raises:
+        AssertionError: the process exited first (its stderr in the message), or ``timeout_s`` passed.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not (log.exists() and sent(log.read_text())):
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError(f"the runner exited ({proc.returncode}) before the request was logged: {err}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no such request in {log.name} within {timeout_s:.0f} s")
         time.sleep(POLL_S)

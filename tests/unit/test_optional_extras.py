@@ -29,13 +29,20 @@ def _cli(blocked: list[str], args: list[str], cwd: Path) -> subprocess.Completed
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.slow
-def test_report_without_plotly_names_the_report_extra(tmp_path):
-    plan = tmp_path / "plan.json"
-    made = _cli([], ["plan", "--gpu", "8xb200", "--json"], tmp_path)
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory) -> Path:
+    """A real plan to render (``plan --gpu 8xb200 --json``, the core install's own CLI), made once."""
+    folder = tmp_path_factory.mktemp("plan")
+    made = _cli([], ["plan", "--gpu", "8xb200", "--json"], folder)
     assert made.returncode == 0, made.stderr
-    plan.write_text(made.stdout)
-    json.loads(made.stdout)  # a real plan to render
+    json.loads(made.stdout)
+    path = folder / "plan.json"
+    path.write_text(made.stdout)
+    return path
+
+
+@pytest.mark.slow
+def test_report_without_plotly_names_the_report_extra(tmp_path, plan):
     result = _cli(
         ["plotly", "plotly.graph_objects", "plotly.offline"],
         ["report", "--plan", str(plan), "-o", str(tmp_path / "r.html")],
@@ -49,13 +56,9 @@ def test_report_without_plotly_names_the_report_extra(tmp_path):
 
 
 @pytest.mark.slow
-def test_report_without_plotly_says_so_before_any_warning_about_its_inputs(tmp_path):
+def test_report_without_plotly_says_so_before_any_warning_about_its_inputs(tmp_path, plan):
     # new-user pass: a run of another model than the plan's printed its warning first, then the
     # extra's line: two lines where the README promises one, and the warning was moot
-    plan = tmp_path / "plan.json"
-    made = _cli([], ["plan", "--gpu", "8xb200", "--json"], tmp_path)
-    assert made.returncode == 0, made.stderr
-    plan.write_text(made.stdout)
     run = tmp_path / "run"
     run.mkdir()
     (run / "summary.json").write_text(json.dumps({"model": "another-model"}))
