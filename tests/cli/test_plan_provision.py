@@ -266,16 +266,22 @@ def test_a_job_of_minutes_shows_its_provisioning_column_in_minutes():
     assert " min " in console.export_text()
 
 
-def test_a_job_of_minutes_says_server_start_up_is_not_counted():
-    # 2,000 samples within $500 on B200: the soonest count runs the job in minutes, and the time
-    # each server takes to start (weights, compile, CUDA graphs) is not in the figures; a 1-day
-    # deadline's answer (0.41 days) needs no such note.
-    from tokenplan.planning.targets import provisioning_sentences
-
+def test_a_job_of_minutes_says_what_server_start_up_it_counts():
+    # 2,000 samples within $500 on B200: the soonest count runs the job in minutes, where the time
+    # each server takes to start (weights, compile, CUDA graphs) is a large share. The plan's own
+    # sentence says the figures count the default 215 s (3.58 min) of it, not that start-up is left
+    # out (it said so after start-up was counted: the Job line and the bullet contradicted each
+    # other); with --startup 0 it is left out and the sentence says that. A 1-day deadline's answer
+    # (0.41 days) needs no such note.
     short = plan(PlanRequest(gpus=("b200",), samples=2_000, budget_usd=500, specs=("none",)))
-    assert short.provisioning is not None
-    (line,) = provisioning_sentences(short.provisioning)
-    assert "server start-up (reading the weights, compiling, capturing CUDA graphs) is not counted" in line
+    assert short.provisioning is not None and short.job.startup_s == 215
+    (line,) = [s for s in short.answer if s.startswith("b200 within")]
+    assert "this counts 3.58 min of server start-up (--startup)" in line and "not counted" not in line
+    bare = plan(PlanRequest(gpus=("b200",), samples=2_000, budget_usd=500, specs=("none",), startup_s=0))
+    (line,) = [s for s in bare.answer if s.startswith("b200 within")]
+    assert (
+        "server start-up (reading the weights, compiling, capturing CUDA graphs) is not counted (--startup 0)" in line
+    )
     day = plan(PlanRequest(gpus=("b200",), deadline_s=86_400, specs=("none",)))
     assert day.provisioning is not None
-    assert not any("start-up" in s for s in provisioning_sentences(day.provisioning))
+    assert not any("server start-up" in s for s in day.answer if s.startswith("b200 within"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,10 @@ def test_calibrate_writes_a_profile_validate_reads(tmp_path):
     # the factors left at their documented default are said, in the profile and on the console
     assert profile["held_at_default"] == ["comm_fraction"] and "held at their documented defaults" in r.stdout
     assert "at_bound" in profile and "optimiser" in r.stdout
+    # why the optimiser stopped, in scipy's words, not its bare status code ("status 2")
+    title = " ".join(r.stdout.split())
+    assert re.search(r"optimiser (not )?converged after \d+ evaluations: \S", title), title[:400]
+    assert "status 2" not in title
     r = _run("validate", str(f), "--calibration", str(out), "--json")
     assert r.returncode == 0, r.stderr
 

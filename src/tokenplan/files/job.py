@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from tokenplan.errors import ConfigError, InputError, allowed_from_validation
 from tokenplan.loaders import load_yaml
-from tokenplan.units import MAX_PRICE_USD_PER_GPU_HOUR, MAX_REQUEST_TOKENS
+from tokenplan.units import MAX_PRICE_USD_PER_GPU_HOUR, MAX_REQUEST_TOKENS, MAX_SAMPLES
 
 MAX_JOB_FILE_BYTES = 1 << 20  # a job YAML is a few hundred bytes
 
@@ -72,7 +72,7 @@ class JobFile(BaseModel):
         cap: float | None = Field(default=None, gt=0, le=MAX_REQUEST_TOKENS)
 
     model: str | None = None
-    samples: StrictInt | None = Field(default=None, gt=0)
+    samples: StrictInt | None = None
     isl: Lengths | None = None
     osl: Lengths | None = None
     gpus: list[str] | None = None
@@ -87,6 +87,14 @@ class JobFile(BaseModel):
     dp: StrictInt | None = Field(default=None, gt=0)  # plan --dp
     ep: StrictInt | None = Field(default=None, gt=0)  # plan --ep
     max_running: StrictInt | None = Field(default=None, gt=0)  # plan --max-running
+
+    @field_validator("samples")
+    @classmethod
+    def _samples_in_range(cls, value: int | None) -> int | None:
+        """The range ``plan --samples`` allows, in its words (a job file said "a number > 0")."""
+        if value is not None and not 1 <= value <= MAX_SAMPLES:
+            raise ValueError(f"an integer from 1 to {MAX_SAMPLES:,}")
+        return value
 
     @field_validator("isl", "osl", mode="before")
     @classmethod

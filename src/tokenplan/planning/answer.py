@@ -200,7 +200,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
     prov = provisioning(q.deadline_s, q.budget_usd, answers, bands, PLAN_FIGURES) if answers is not None else None
     lines = (
         list(q.first_notes)
-        + (provisioning_sentences(prov) if prov else [])  # what moved, first
+        + (provisioning_sentences(prov, q.job.startup_s) if prov else [])  # what moved, first
         + explain(results, all_tp, eligible)
         + _spec_notes(q)
         + _radix_notes(top, q)

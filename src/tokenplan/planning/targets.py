@@ -113,9 +113,10 @@ def _days_text(days: float) -> str:
     return duration_words(days * S_PER_DAY)
 
 
-def provisioning_sentences(prov: Provisioning) -> list[str]:
+def provisioning_sentences(prov: Provisioning, startup_s: float = 0.0) -> list[str]:
     """One sentence per GPU type: the count chosen for the target (the fewest that meet a
-    deadline; the soonest within a budget alone), or why none does."""
+    deadline; the soonest within a budget alone), or why none does. ``startup_s``: the servers'
+    start-up (seconds) the days and dollars count (``Job.startup_s``; 0 = left out)."""
     limits = []
     if prov.deadline_days is not None:
         limits.append(_days_text(prov.deadline_days))
@@ -139,7 +140,7 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
             f"{row.gpu} within {' and '.join(limits)}: {row.gpus} GPU{'s' if row.gpus > 1 else ''}{unit} → "
             f"{days_words(row.wall_days * S_PER_DAY)}{spread}{money} with {row.configuration}{_overrun(prov, row)}"
             + (f"; {row.why}" if row.why else "")
-            + _startup_note(row.wall_days)
+            + _startup_note(row.wall_days, startup_s)
             + "."
         )
     return lines
@@ -149,16 +150,22 @@ def provisioning_sentences(prov: Provisioning) -> list[str]:
 STARTUP_NOTE_BELOW_H = 1.0
 
 
-def _startup_note(wall_days: float) -> str:
-    """For a job under :data:`STARTUP_NOTE_BELOW_H`: the figures are decoding on running servers
-    (``job.timeline``), and what each server does before its first request (reading the weights,
-    compiling, capturing CUDA graphs) is not in them; a count chosen for a job of minutes would
-    read as if it were free (a new-user pass: 512 B200s for a 13-minute job)."""
+def _startup_note(wall_days: float, startup_s: float) -> str:
+    """For a job under :data:`STARTUP_NOTE_BELOW_H`, where the servers' start-up is a large share
+    of the time and money: what the figures count of it (``startup_s`` seconds, ``plan
+    --startup``), and that a first start can take longer (a new-user pass: 512 B200s bought for a
+    13-minute job read as if starting them were free). Empty from an hour up."""
     if wall_days * 24 >= STARTUP_NOTE_BELOW_H:
         return ""
+    if startup_s <= 0:
+        return (
+            " — server start-up (reading the weights, compiling, capturing CUDA graphs) is not counted (--startup 0), "
+            "and for a job under an hour it is a large share: fewer GPUs for longer may cost less"
+        )
     return (
-        " — server start-up (reading the weights, compiling, capturing CUDA graphs) is not counted, and for a "
-        "job under an hour it is a large share: fewer GPUs for longer may cost less"
+        f" — this counts {duration_words(startup_s)} of server start-up (--startup); a first start that downloads "
+        "the weights or compiles can take several times that, and for a job under an hour it is a large share: "
+        "fewer GPUs for longer may cost less"
     )
 
 

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from tokenplan.calibration.summary import CalibrationSummary
 
 
+def _reason(message: str, status: int) -> str:
+    """scipy ``least_squares``'s own words for why it stopped (e.g. "`ftol` termination condition
+    is satisfied"), without the final period; its status code where it gave none."""
+    text = message.strip().rstrip(".")
+    return text if text else f"scipy status {status}"
+
+
 def factors_table(d: CalibrationSummary) -> Table:
     """Fitted factors per level: value, ± 1σ ("–" where the data cannot tell) and "at bound"."""
     opt = d.optimizer
@@ -22,8 +29,8 @@ def factors_table(d: CalibrationSummary) -> Table:
     aside = d.throughput_set_aside
     rows = f"{d.n} rows, {d.skipped} skipped" + (f", {aside} with tok/s set aside" if aside else "")
     t = Table(
-        title=f"fitted factors ({rows} — `tokenplan validate FILE` gives each reason; optimiser {state}: "
-        f"status {opt.status}, {opt.nfev} evaluations)"
+        title=f"fitted factors ({rows} — `tokenplan validate FILE` gives each reason; optimiser {state} after "
+        f"{opt.nfev} evaluations: {_reason(opt.message, opt.status)})"
     )
     for col in ("level", "factor", "value", "± 1σ", "note"):
         t.add_column(col, justify="right" if col in ("value", "± 1σ") else "left")

@@ -13,7 +13,17 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenplan.report.fold import FoldingTable
-from tokenplan.units import S_PER_DAY, GiB, count_text, duration_words, kv_tokens_text, output_tokens_text, usd_text
+from tokenplan.units import (
+    S_PER_DAY,
+    GiB,
+    KiB,
+    MiB,
+    count_text,
+    duration_words,
+    kv_tokens_text,
+    output_tokens_text,
+    usd_text,
+)
 
 if TYPE_CHECKING:  # the types only: importing them at run time would load the planner for a table
     from tokenplan.job.results import Prediction
@@ -343,8 +353,8 @@ def predict_table(p: Prediction) -> Table:
         ("TTFT median", ms_with_band(p.ttft_median_ms, band_of(p.bands, "ttft_median_ms"))),
         ("bottleneck", p.bottleneck),
         ("weights per GPU", f"{p.weight_bytes_per_gpu / GiB:.1f} GiB"),
-        ("KV bytes per token", f"{p.kv_bytes_per_token:,.0f}"),
-        ("state bytes per sequence", f"{p.state_bytes_per_sequence:,.0f}"),
+        ("KV cache per token", f"{p.kv_bytes_per_token / KiB:,.1f} KiB ({p.kv_bytes_per_token:,.0f} B)"),
+        ("state per sequence", f"{p.state_bytes_per_sequence / MiB:,.1f} MiB ({p.state_bytes_per_sequence:,.0f} B)"),
         ("KV capacity", kv_tokens_text(p.kv_capacity_tokens)),
     ]
     band = p.bands.error_band if p.bands else None

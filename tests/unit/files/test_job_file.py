@@ -14,12 +14,16 @@ def test_an_unknown_nested_key_lists_the_keys_of_its_own_mapping(tmp_path):
     assert "osl.sigm: unknown key (did you mean sigma? allowed: mean, sigma, cap)" in str(exc.value)
 
 
-def test_a_bad_value_still_says_what_was_given(tmp_path):
+@pytest.mark.parametrize("value", ["-3", "0", "1000000000001"])
+def test_a_bad_value_still_says_what_was_given(tmp_path, value):
     path = tmp_path / "job.yaml"
-    path.write_text("samples: -3\n")
+    path.write_text(f"samples: {value}\n")
     with pytest.raises(ConfigError) as exc:
         read_job_file(str(path))
-    assert str(exc.value).endswith("job.yaml: samples: -3 is not allowed (allowed: a number > 0)")
+    # the range in plan --samples's own words (api.plan: 1 to MAX_SAMPLES = 10**12)
+    assert str(exc.value).endswith(
+        f"job.yaml: samples: {value} is not allowed (allowed: an integer from 1 to 1,000,000,000,000)"
+    )
 
 
 @pytest.mark.parametrize(
