@@ -219,3 +219,14 @@ def test_validate_json_counts_the_rows_each_metric_compares(tmp_path):
     d = json.loads(_run("validate", str(f), "--json").stdout)
     assert d["n"] == 2
     assert (d["rows_compared"], d["tpot_rows_compared"], d["ttft_rows_compared"]) == (2, 1, 1)
+
+
+def test_validate_json_has_every_metric_key_when_no_row_measures_it(tmp_path):
+    # a new-user pass: a file whose rows state tok/s alone gave no ttft_* / tpot_* keys at all, so
+    # a script reading the three *_rows_compared keys the README lists broke. One row, tok/s only:
+    # rows_compared 1, tpot_rows_compared 0, ttft_rows_compared 0, their errors null.
+    f = tmp_path / "m.csv"
+    f.write_text(HEADER + "a,trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,128,8,,none,1500,,high,x\n")
+    d = json.loads(_run("validate", str(f), "--json").stdout)
+    assert (d["rows_compared"], d["tpot_rows_compared"], d["ttft_rows_compared"]) == (1, 0, 0)
+    assert d["tpot_median_abs_pct_error"] is None and d["ttft_coverage"] is None

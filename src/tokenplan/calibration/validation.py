@@ -202,7 +202,8 @@ def variant_span(table: EfficiencyTable, variant_cases: Callable[[Measurement], 
 @dataclass(frozen=True)
 class ValidationResult(JsonResult):
     """``validate``'s result. ``main`` is the error on throughput for throughput files and on
-    TPOT for serving files; ``tpot``/``ttft`` where the rows measure them; the breakdowns are on
+    TPOT for serving files; ``tpot``/``ttft`` always (their figures None and ``rows_compared`` 0
+    where no row measures them, so every file's JSON has the same keys); the breakdowns are on
     the main metric; ``calibration`` says which profile predicted. ``throughput_set_aside``:
     predicted rows whose measured tok/s contradicts their own TTFT and TPOT (Little's law), with
     the reason; only their TTFT and TPOT are compared. ``layout_read_as_launched``: serving rows
@@ -218,8 +219,8 @@ class ValidationResult(JsonResult):
     layout_read_as_launched: tuple[SkippedEntry, ...]
     main: ErrorStats = field(metadata=INLINE)
     calibration: str
-    tpot: ErrorStats | None = field(metadata=inline("tpot_"))
-    ttft: ErrorStats | None = field(metadata=inline("ttft_"))
+    tpot: ErrorStats = field(metadata=inline("tpot_"))
+    ttft: ErrorStats = field(metadata=inline("ttft_"))
     by_engine: Mapping[str, GroupError]
     by_gpu: Mapping[str, GroupError]
     by_family: Mapping[str, GroupError]
@@ -302,8 +303,9 @@ def validation_result(
         ),
         main=ErrorStats.of(v.summary.get(main), _coverage(list(rows), main)),
         calibration=v.provenance,
-        tpot=ErrorStats.of(v.summary["tpot"], _coverage(list(rows), "tpot")) if "tpot" in v.summary else None,
-        ttft=ErrorStats.of(v.summary["ttft"], _coverage(list(rows), "ttft")) if "ttft" in v.summary else None,
+        # every metric's keys in every file's JSON: None and 0 rows where no row measures it
+        tpot=ErrorStats.of(v.summary.get("tpot"), _coverage(list(rows), "tpot")),
+        ttft=ErrorStats.of(v.summary.get("ttft"), _coverage(list(rows), "ttft")),
         by_engine=by("engine"),
         by_gpu=by("gpu"),
         by_family=by("family"),

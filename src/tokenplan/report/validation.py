@@ -118,9 +118,9 @@ def summary_table(v: ValidationResult) -> Table:
         return cells + ([_abs_pct(e.coverage)] if banded else [])
 
     t.add_row(f"all rows ({label})", str(_measured(v, main_key)), *stats(v.main))
-    if v.kind == "throughput" and v.tpot is not None:  # InferenceX rows also measure TPOT
+    if v.kind == "throughput" and v.tpot.rows_compared:  # InferenceX rows also measure TPOT
         t.add_row("all rows (TPOT)", str(_measured(v, "tpot")), *stats(v.tpot))
-    if v.ttft is not None:
+    if v.ttft.rows_compared:
         t.add_row("all rows (TTFT)", str(_measured(v, "ttft")), *stats(v.ttft))
     for dim, groups in (("engine", v.by_engine), ("gpu", v.by_gpu), ("family", v.by_family)):
         for g, e in groups.items():
