@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tokenplan.arch.hf_defaults import UNGATED_MODEL_TYPES, context_factor, sliding_pattern, with_class_defaults
 from tokenplan.arch.hf_fields import (
     Reader,
     architecture,
@@ -28,6 +29,7 @@ from tokenplan.arch.hf_fields import (
     sparse_attention,
     state_dtype,
 )
+from tokenplan.arch.quant import native_format
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import checked_vision_config, vision_params
 from tokenplan.errors import ConfigError
@@ -56,8 +58,24 @@ KNOWN_ARCHITECTURES = frozenset(
         "MiniMaxM3ForCausalLM",
         "NemotronHForCausalLM",
         "GlmMoeDsaForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "Llama4ForCausalLM",
     }
 )
+
+# Model types whose layers tokenplan's generic fields would misread, refused rather than costed:
+# their state-space layers are described by fields it does not read.
+_MAMBA = "its Mamba layers (and their recurrent state per request) are described by fields tokenplan does not read"
+_UNREAD_TYPES = {
+    "jamba": f"{_MAMBA} (attn_layer_period/offset, expert_layer_period); read as all attention it would be wrong",
+    "falcon_h1": f"{_MAMBA} (mamba_n_heads, mamba_d_state beside attention in every layer)",
+    "bamba": _MAMBA,
+    "zamba": _MAMBA,
+    "zamba2": _MAMBA,
+    "mamba": "a pure state-space model (no attention layers): not modelled",
+    "mamba2": "a pure state-space model (no attention layers): not modelled",
+    "falcon_mamba": "a pure state-space model (no attention layers): not modelled",
+}
 
 # Activations of FFNs with an up and a down projection only (no gate matrix).
 _UNGATED_ACTS = {"relu2", "relu", "gelu"}
@@ -109,6 +127,9 @@ def _layer_kinds(r: Reader, num_layers: int) -> dict[str, int]:
         full = num_layers // r.int("full_attention_interval", minimum=1)
         return {"full": full, "sliding": 0, "linear": num_layers - full}
     window = cfg.get("sliding_window")
+    pattern = sliding_pattern(cfg)
+    if pattern and window:  # Gemma-2/3 without layer_types: every pattern-th layer keeps full attention
+        return {"full": num_layers // pattern, "sliding": num_layers - num_layers // pattern, "linear": 0}
     if flag(r, "use_sliding_window") and window:  # text ("false") is refused, not read as true
         max_window = full_window_layers(r, num_layers)
         return {"full": max_window, "sliding": num_layers - max_window, "linear": 0}
@@ -213,12 +234,30 @@ def _linear(r: Reader, hidden: int) -> tuple[LinearAttention, list[str]]:
 _DENSE_BESIDE_EXPERTS = ("first_k_dense_replace", "n_shared_experts", "moe_layer_freq", "decoder_sparse_step")
 
 
-def _moe(r: Reader) -> Moe | None:
+# Llama-4 (transformers ``Llama4TextConfig``/``Llama4TextDecoderLayer``): layer ``i`` has experts
+# when ``(i + 1) % interleave_moe_layer_step == 0`` (its ``moe_layers`` default), the same rule as
+# Qwen-MoE's ``decoder_sparse_step``; the other layers' MLP is ``intermediate_size_mlp`` wide, and
+# each MoE layer runs one shared expert of the routed experts' width (``Llama4TextMoe.shared_expert``).
+_SPARSE_STEP = {False: "decoder_sparse_step", True: "interleave_moe_layer_step"}
+MAX_LAYERS = 100_000
+
+
+def _context(r: Reader) -> int | None:
+    """The longest request in tokens (None: not stated): ``max_position_embeddings``, lengthened
+    by a ``rope_scaling`` factor as vLLM derives ``max_model_len`` (:func:`context_factor`)."""
+    base = r.int("max_position_embeddings", default=0, minimum=1, what="the tokens a request may span") or None
+    factor, original = context_factor(r.cfg)
+    if base is None or factor == 1.0:
+        return base
+    return int((original or base) * factor)
+
+
+def _moe(r: Reader, llama4: bool = False) -> Moe | None:
     experts = r.first_int(("num_experts", "n_routed_experts", "num_local_experts"), default=0)
     if experts <= 1:
         return None
     # Qwen-MoE: layer i has experts when (i + 1) % decoder_sparse_step == 0 (0 divides by zero)
-    r.int("decoder_sparse_step", default=1, minimum=1, what="every how many layers one has experts")
+    r.int(_SPARSE_STEP[llama4], default=1, minimum=1, what="every how many layers one has experts")
     # Mixtral, gpt-oss, MiniMax-M2: the experts' width is ``intermediate_size``; with dense layers or
     # shared experts beside them (DeepSeek, Qwen-MoE) that is the dense MLP's, and a missing
     # ``moe_intermediate_size`` is an error, not 8× wider experts.
@@ -233,7 +272,7 @@ def _moe(r: Reader) -> Moe | None:
     elif r.has("shared_intermediate_size"):
         shared = r.int("shared_intermediate_size")
     else:
-        shared = r.int("n_shared_experts", default=0) * expert_width
+        shared = (1 if llama4 else r.int("n_shared_experts", default=0)) * expert_width
     top_k = r.first_int(("num_experts_per_tok", "experts_per_token"), minimum=1)
     if top_k > experts:
         raise ConfigError(
@@ -253,11 +292,15 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     Raises:
         ConfigError: a required key is missing or has the wrong type.
     """
-    cfg = _text_config(raw, source)
+    cfg = with_class_defaults(_text_config(raw, source))  # Gemma's vocabulary and tied lm_head
     r = Reader(cfg, source)
     arch = architecture(r)
+    unread = _UNREAD_TYPES.get(str(cfg.get("model_type", "")))
+    if unread:  # refused: a figure without these layers would be silently wrong (a break-it pass)
+        raise ConfigError(source, "model_type", f"{cfg['model_type']!r} is not modelled: {unread}")
     hidden = r.int("hidden_size", minimum=1, what="the model width")
-    layers = r.int("num_hidden_layers", minimum=1, what="the decoder layers")
+    # at most MAX_LAYERS: the layer lists are built per layer (2^53 layers hung, 2^31 ran out of memory)
+    layers = r.int("num_hidden_layers", minimum=1, maximum=MAX_LAYERS, what="the decoder layers")
     kinds = _layer_kinds(r, layers)
     notes: list[str] = []
     if arch not in KNOWN_ARCHITECTURES:
@@ -273,35 +316,49 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     if kinds["linear"]:
         linear, lin_notes = _linear(r, hidden)
         notes += lin_notes
-    moe = _moe(r)
+    llama4 = str(cfg.get("model_type", "")).startswith("llama4")
+    moe = _moe(r, llama4)
     if kinds.get("ffn_only"):
         moe_layers, dense_layers = (kinds["moe"], kinds["dense"]) if moe else (0, kinds["moe"] + kinds["dense"])
     else:
         dense_first = r.int(
             "first_k_dense_replace", default=0, maximum=layers, what="the first layers with a dense MLP"
         )
-        step = r.int("decoder_sparse_step", default=1, minimum=1) if moe else 1
+        step = r.int(_SPARSE_STEP[llama4], default=1, minimum=1) if moe else 1
         dense_layers = len(dense_layer_indices(r, layers, dense_first, step)) if moe else layers
         moe_layers = layers - dense_layers if moe else 0
     # Every layer with a dense MLP needs its width: without it the MLP would silently weigh nothing.
     dense_width = (
         r.first_int(
-            ("dense_intermediate_size", "intermediate_size"),
+            ("intermediate_size_mlp",) if llama4 else ("dense_intermediate_size", "intermediate_size"),
             minimum=1,
             what=f"the MLP width of {dense_layers} dense layers",
         )
         if dense_layers
         else 0
     )
-    quant = cfg.get("quantization_config") or {}
-    native = "mxfp4" if isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4" else "bf16"
-    notes += dtype_notes(r, native)
+    # the checkpoint's own weight format (a multimodal checkpoint may keep it at the top level)
+    native, quant_notes = native_format(cfg.get("quantization_config") or raw.get("quantization_config"))
+    notes += quant_notes + dtype_notes(r, native)
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
     if not mtp and cfg.get("use_mtp"):
         mtp = r.int("num_mtp_modules", default=0)
     vision = checked_vision_config(raw, source)
+    ungated = (
+        str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS or cfg.get("model_type") in UNGATED_MODEL_TYPES
+    )
+    if llama4 and r.has("attention_chunk_size"):
+        notes.append(
+            f"attention_chunk_size {cfg['attention_chunk_size']}: Llama-4's RoPE layers attend within chunks; "
+            "their KV is counted for the whole context (more than an engine keeps past one chunk)"
+        )
     top = Reader(raw, source)
     language_only = flag(top, "language_model_only") or flag(top, "language_only")
+    if vision and not language_only and not vision_params(vision):
+        notes.append(
+            "vision_config is not read (tokenplan costs Qwen3-VL-shaped towers only): the vision tower's "
+            "weights, typically 0.4–0.7 B parameters, are not counted"
+        )
     return ModelSpec(
         name=name,
         architecture=arch,
@@ -322,10 +379,9 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         moe=moe,
         moe_layers=moe_layers,
         mtp_layers=mtp,
-        ffn_matrices=2 if str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS else 3,
+        ffn_matrices=2 if ungated else 3,
         native_weight_dtype=native,
-        max_context_tokens=r.int("max_position_embeddings", default=0, minimum=1, what="the tokens a request may span")
-        or None,
+        max_context_tokens=_context(r),
         rotary_dim=rotary_dim(r, attention, arch),
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
         vision_hidden=0 if language_only else int(vision.get("hidden_size", 0) or 0),

@@ -1,0 +1,78 @@
+"""What a ``config.json`` leaves to its model class: the defaults, MLP shapes, sliding-window
+patterns and context length that transformers' configuration and modelling code supply where the
+file is silent, for :mod:`tokenplan.arch.hf_config`.
+
+Sources (transformers ``models/<type>/configuration_<type>.py`` and ``modeling_<type>.py``):
+
+- ``GemmaConfig`` / ``Gemma2Config``: ``vocab_size`` 256,000, ``tie_word_embeddings`` True;
+  ``Gemma3TextConfig``: ``vocab_size`` 262,208, ``tie_word_embeddings`` True,
+  ``sliding_window_pattern`` 6 (its ``layer_types`` default: layer ``i`` slides unless
+  ``(i + 1) % 6 == 0``); Gemma-2 alternates (layer ``i`` slides unless ``(i + 1) % 2 == 0``).
+  The stock ``google/gemma-3-27b-it`` config.json states neither ``vocab_size`` nor the pattern.
+- MLPs with an up and a down projection only (no gate): ``Starcoder2MLP`` (``c_fc``, ``c_proj``),
+  ``PhiMLP`` (``fc1``, ``fc2``), ``GPTNeoXMLP`` (``dense_h_to_4h``, ``dense_4h_to_h``),
+  ``GPTBigCodeMLP``, ``GPTJMLP``, ``CodeGenMLP``, ``FalconMLP``, ``MptMLP``, ``BloomMLP``, OPT's
+  ``fc1``/``fc2``.
+- Context: vLLM's ``_get_and_verify_max_len`` (``vllm/config/model.py``) multiplies
+  ``max_position_embeddings`` by ``rope_scaling["factor"]`` for scaling types other than
+  ``su``, ``longrope``, ``llama3``, ``mrope`` and ``default`` — for ``yarn`` from
+  ``original_max_position_embeddings`` where given (Qwen3's model card: 32,768 × 4 = 131,072).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma": {"vocab_size": 256_000, "tie_word_embeddings": True},
+    "gemma2": {"vocab_size": 256_000, "tie_word_embeddings": True},
+    "gemma3_text": {"vocab_size": 262_208, "tie_word_embeddings": True},
+}
+
+# model_type → every how many layers one keeps full attention, the others sliding
+SLIDING_PATTERNS = {"gemma2": 2, "gemma3_text": 6}
+
+UNGATED_MODEL_TYPES = frozenset(
+    {"starcoder2", "phi", "gpt_neox", "gpt_bigcode", "gptj", "codegen", "falcon", "mpt", "bloom", "opt"}
+)
+
+# rope_scaling types whose factor does not lengthen the context vLLM allows
+_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "mrope", "default"})
+
+
+def with_class_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``cfg`` with its model class's defaults (:data:`_CLASS_DEFAULTS`) where a key is absent or
+    null."""
+    out = dict(cfg)
+    for key, value in _CLASS_DEFAULTS.get(str(cfg.get("model_type", "")), {}).items():
+        if out.get(key) is None:
+            out[key] = value
+    return out
+
+
+def sliding_pattern(cfg: Mapping[str, Any]) -> int | None:
+    """Every how many layers one keeps full attention where the class slides the others by
+    default (Gemma-2: 2; Gemma-3: ``sliding_window_pattern``, 6 when unset), else None."""
+    model_type = str(cfg.get("model_type", ""))
+    if model_type not in SLIDING_PATTERNS:
+        return None
+    pattern = cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern"))
+    if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 1:
+        return pattern
+    return SLIDING_PATTERNS[model_type]
+
+
+def context_factor(cfg: Mapping[str, Any]) -> tuple[float, int | None]:
+    """(factor, base) of a ``rope_scaling`` that lengthens the context vLLM allows: the context
+    is ``base × factor`` (``base`` None: ``max_position_embeddings``); (1, None) without one."""
+    scaling = cfg.get("rope_scaling")
+    if not isinstance(scaling, Mapping):
+        return 1.0, None
+    kind = str(scaling.get("rope_type", scaling.get("type", "default")))
+    factor = scaling.get("factor")
+    if kind in _UNSCALED_ROPE or isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 1:
+        return 1.0, None
+    base = scaling.get("original_max_position_embeddings") if kind == "yarn" else None
+    good_base = isinstance(base, int) and not isinstance(base, bool) and base >= 1
+    return float(factor), base if good_base else None

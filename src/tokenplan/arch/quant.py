@@ -1,0 +1,115 @@
+"""The weight format a checkpoint ships in, read from its ``config.json``'s ``quantization_config``.
+
+A pre-quantized checkpoint is served as released: the engines read its quantization config and
+load its weights as they are stored (an AWQ or FP8 checkpoint cannot be served as BF16, and a
+``--quantization fp8`` beside an AWQ checkpoint is a method mismatch the engine refuses). So the
+format decides the weights' bytes, the GEMM class, and that no ``--quantization`` flag is written.
+
+Formats read (each method's config keys as Hugging Face transformers and vLLM read them):
+
+- ``mxfp4`` (gpt-oss) → ``mxfp4``.
+- ``fp8`` (transformers ``FineGrainedFP8Config`` / vLLM ``Fp8Config``: per-tensor or
+  ``weight_block_size``) and ``fbgemm_fp8`` → ``fp8``.
+- ``modelopt`` / ``modelopt_fp4`` (NVIDIA ModelOpt: ``quant_algo`` ``FP8`` or ``NVFP4``, at the
+  top or under ``quantization``) → ``fp8`` or ``nvfp4``.
+- ``compressed-tensors`` (llm-compressor): the ``format`` (``float-quantized`` → ``fp8``,
+  ``nvfp4-pack-quantized`` → ``nvfp4``, ``mxfp4-pack-quantized`` → ``mxfp4``,
+  ``pack-quantized`` → ``w4a16``, ``int-quantized`` → ``int8``), else the first config group's
+  ``weights`` (``num_bits`` 8 ``float`` → ``fp8``; 4 ``int`` without input activations → ``w4a16``;
+  8 ``int`` with input activations → ``int8``).
+- ``awq``, ``gptq`` and their Marlin variants with ``bits`` 4 → ``w4a16`` (4-bit integer weights,
+  16-bit activations: vLLM's and SGLang's Marlin kernels).
+- ``bitsandbytes`` with ``load_in_4bit`` → ``w4a16``'s bytes (NF4: 4 bits per weight), with a note
+  that its kernels are not the Marlin ones the format's speed assumes.
+
+Any other method (or an unread variant: 8-bit GPTQ, 8-bit weight-only) keeps BF16 sizing with a
+note naming it, so the figure is never silently the unquantized model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_FP8_METHODS = ("fp8", "fbgemm_fp8")
+_INT4_METHODS = ("awq", "gptq", "awq_marlin", "gptq_marlin", "marlin")
+_COMPRESSED_FORMATS = {
+    "float-quantized": "fp8",
+    "naive-quantized": None,  # the group's weights say which
+    "nvfp4-pack-quantized": "nvfp4",
+    "mxfp4-pack-quantized": "mxfp4",
+    "pack-quantized": "w4a16",
+    "int-quantized": "int8",
+}
+
+
+def native_format(quant: object) -> tuple[str, list[str]]:
+    """(the checkpoint's weight format, notes) from a ``quantization_config`` value.
+
+    Args:
+        quant: the config's ``quantization_config`` (None or absent: a 16-bit checkpoint).
+
+    Returns:
+        A :class:`~tokenplan.units.Dtype` value (``bf16``, ``fp8``, ``int8``, ``nvfp4``,
+        ``mxfp4``, ``w4a16``) and notes for a method read only approximately or not at all.
+    """
+    if not isinstance(quant, Mapping) or not quant:
+        return "bf16", []
+    method = str(quant.get("quant_method") or "").lower().replace("_", "-")
+    if method == "mxfp4":
+        return "mxfp4", []
+    if method.replace("-", "_") in _FP8_METHODS:
+        return "fp8", []
+    if method in ("modelopt", "modelopt-fp4"):
+        algo = str(quant.get("quant_algo") or _nested(quant, "quantization", "quant_algo") or "").upper()
+        if algo in ("FP8", "NVFP4"):
+            return algo.lower(), []
+        return _unread(f"modelopt quant_algo {algo or 'not set'!r}")
+    if method == "compressed-tensors":
+        return _compressed(quant)
+    if method.replace("-", "_") in _INT4_METHODS:
+        bits = quant.get("bits", quant.get("w_bit"))
+        if bits == 4:
+            return "w4a16", []
+        return _unread(f"{method} with {bits!r} bits")
+    if method == "bitsandbytes":
+        if quant.get("load_in_4bit") is True:
+            return "w4a16", [
+                "quantization_config bitsandbytes 4-bit: weights sized at 4 bits each (NF4); its "
+                "kernels are slower than the Marlin ones the w4a16 figures assume"
+            ]
+        return _unread("bitsandbytes without load_in_4bit")
+    return _unread(f"quant_method {method or 'not set'!r}")
+
+
+def _nested(quant: Mapping[str, Any], key: str, inner: str) -> object:
+    value = quant.get(key)
+    return value.get(inner) if isinstance(value, Mapping) else None
+
+
+def _compressed(quant: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """compressed-tensors: the ``format`` where it names one, else the first group's weights."""
+    fmt = _COMPRESSED_FORMATS.get(str(quant.get("format") or ""))
+    if fmt is not None:
+        return fmt, []
+    groups = quant.get("config_groups")
+    group = next(iter(groups.values()), None) if isinstance(groups, Mapping) and groups else None
+    weights = group.get("weights") if isinstance(group, Mapping) else None
+    if isinstance(weights, Mapping):
+        bits, kind = weights.get("num_bits"), weights.get("type")
+        activations = group.get("input_activations") if isinstance(group, Mapping) else None
+        if bits == 8 and kind == "float":
+            return "fp8", []
+        if bits == 4 and kind == "int" and not activations:
+            return "w4a16", []
+        if bits == 8 and kind == "int" and activations:
+            return "int8", []
+        return _unread(f"compressed-tensors weights of {bits!r} bits, type {kind!r}")
+    return _unread(f"compressed-tensors format {quant.get('format')!r} without config_groups weights")
+
+
+def _unread(what: str) -> tuple[str, list[str]]:
+    return "bf16", [
+        f"quantization_config {what} is not read: the weights are sized as bf16 (2 bytes each) "
+        "unless --weight-dtype names the served format"
+    ]

@@ -1,0 +1,148 @@
+"""What a config.json leaves to its model class (``tokenplan.arch.hf_defaults``) and architectures
+the generic fields misread (a break-it pass with hand-written configs of models not in the catalog:
+each case below was silently wrong or refused before). Expected values are derived by hand from
+the config fields and the transformers modelling code each comment names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenplan.arch.kv import kv_bytes_per_token
+from tokenplan.arch.params import param_counts
+from tokenplan.catalog import load_model
+from tokenplan.errors import ConfigError
+from tokenplan.units import Dtype
+
+
+def _load(tmp_path: Path, cfg: dict, name: str = "config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg))
+    return load_model(str(path))
+
+
+LLAMA4_MAVERICK_TEXT = {
+    "model_type": "llama4_text",
+    "hidden_size": 5120,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "num_local_experts": 128,
+    "num_experts_per_tok": 1,
+    "interleave_moe_layer_step": 2,
+    "vocab_size": 202048,
+    "max_position_embeddings": 1048576,
+}
+
+
+def test_llama4_maverick_has_interleaved_moe_layers_and_a_shared_expert(tmp_path):
+    # Llama4TextDecoderLayer: layer i has experts when (i + 1) % 2 == 0 → 24 MoE, 24 dense layers;
+    # dense MLP 3 × 5,120 × 16,384 = 251,658,240 per layer; each MoE layer 128 routed experts and one
+    # shared expert of 3 × 5,120 × 8,192 = 125,829,120. By hand:
+    #   routed 24 × 128 × 125,829,120 = 386,547,056,640; shared 24 × 125,829,120 = 3,019,898,880;
+    #   dense 24 × 251,658,240 = 6,039,797,760. Before: 48 MoE layers, 778 B parameters, no shared.
+    spec = _load(tmp_path, {"architectures": ["Llama4ForConditionalGeneration"], "text_config": LLAMA4_MAVERICK_TEXT})
+    pc = param_counts(spec)
+    assert (spec.moe_layers, spec.dense_ffn_layers) == (24, 24)
+    assert pc.routed_experts == 386_547_056_640
+    assert pc.dense_ffn == 6_039_797_760
+    assert pc.shared_experts >= 3_019_898_880  # + the routers' 5,120 × 128 per MoE layer where counted there
+    # attention 48 × (2 × 5,120 × 5,120 + 2 × 5,120 × 1,024) = 3,019,898,880; embedding and lm_head
+    # 2 × 202,048 × 5,120 = 2,068,971,520: 400.71 B in all (Meta: "400B total parameters")
+    assert pc.total == pytest.approx(400.71e9, rel=1e-3)
+
+
+GEMMA3_27B_IT = {  # google/gemma-3-27b-it config.json's text fields: no vocab_size, no pattern
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "text_config": {
+        "model_type": "gemma3_text",
+        "hidden_size": 5376,
+        "intermediate_size": 21504,
+        "num_hidden_layers": 62,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 16,
+        "head_dim": 128,
+        "sliding_window": 1024,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+    },
+}
+
+
+def test_gemma3_takes_its_class_defaults_and_slides_five_layers_of_six(tmp_path):
+    # Gemma3TextConfig: vocab_size 262,208, tie_word_embeddings True, sliding_window_pattern 6 —
+    # layer i keeps full attention when (i + 1) % 6 == 0: 62 // 6 = 10 full, 52 sliding. Full-layer
+    # KV per token 10 × 2 × 16 × 128 × 2 B = 81,920 (it read all 62 as full: 507,904). The file
+    # states no vocab_size: it was refused.
+    spec = _load(tmp_path, GEMMA3_27B_IT)
+    assert spec.vocab_size == 262_208 and spec.tie_word_embeddings
+    assert (spec.full_attention_layers, spec.sliding_layers, spec.sliding_window) == (10, 52, 1024)
+    assert kv_bytes_per_token(spec, Dtype.BF16) == 81_920
+    assert param_counts(spec).lm_head == 0  # tied: no separate lm_head
+    # linear RoPE scaling does not lengthen the context vLLM allows; yarn does (below)
+    assert spec.max_context_tokens is None or spec.max_context_tokens < 1_000_000
+
+
+def test_an_ungated_mlp_has_two_matrices(tmp_path):
+    # Starcoder2MLP: c_fc (6,144 → 24,576) and c_proj back, no gate: 2 × 6,144 × 24,576 × 40 layers
+    # = 12,079,595,520 (it counted a gate too: 18.1 B).
+    cfg = {
+        "architectures": ["Starcoder2ForCausalLM"],
+        "model_type": "starcoder2",
+        "hidden_size": 6144,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 48,
+        "num_key_value_heads": 4,
+        "vocab_size": 49152,
+        "hidden_act": "gelu_pytorch_tanh",
+    }
+    spec = _load(tmp_path, cfg)
+    assert spec.ffn_matrices == 2
+    assert param_counts(spec).dense_ffn == 12_079_595_520
+
+
+def test_yarn_lengthens_the_context_as_vllm_derives_it(tmp_path):
+    # vLLM _get_and_verify_max_len: yarn → original_max_position_embeddings × factor = 32,768 × 4
+    # = 131,072 (Qwen3's model card); it refused a 67,584-token request at the 40,960 stated.
+    cfg = json.loads((Path(__file__).resolve().parents[3] / "src/tokenplan/catalog/models/qwen3-8b.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert _load(tmp_path, cfg).max_context_tokens == 131_072
+
+
+@pytest.mark.parametrize(("model_type", "field"), [("jamba", "attn_layer_period"), ("falcon_h1", "mamba_d_state")])
+def test_mamba_hybrids_whose_layers_are_not_read_are_refused(tmp_path, model_type, field):
+    # Jamba read as 32 attention layers (8× its KV, no state); Falcon-H1 without its Mamba half.
+    cfg = {
+        "model_type": model_type,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 65536,
+        field: 8,
+    }
+    with pytest.raises(ConfigError, match=f"model_type: '{model_type}' is not modelled"):
+        _load(tmp_path, cfg)
+
+
+def test_a_layer_count_past_the_cap_is_refused_not_iterated(tmp_path):
+    # 2^53 layers on a MoE config hung building its per-layer lists; 100,000 is the most allowed.
+    cfg = json.loads(
+        (Path(__file__).resolve().parents[3] / "src/tokenplan/catalog/models/qwen3-30b-a3b.json").read_text()
+    )
+    cfg["num_hidden_layers"] = 2**53
+    with pytest.raises(ConfigError, match="num_hidden_layers.*from 1 to 100000"):
+        _load(tmp_path, cfg)
+
+
+def test_a_vision_tower_it_cannot_cost_is_said(tmp_path):
+    cfg = dict(GEMMA3_27B_IT, vision_config={"model_type": "siglip_vision_model", "hidden_size": 1152})
+    spec = _load(tmp_path, cfg)
+    assert any("vision_config is not read" in note for note in spec.approximations)
