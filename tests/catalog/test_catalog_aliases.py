@@ -6,7 +6,7 @@ import pytest
 
 from tokenplan.catalog import gpu_key, load_gpu, load_model
 from tokenplan.catalog import model_for_hf_id as model_key
-from tokenplan.errors import CatalogError
+from tokenplan.errors import CatalogError, ConfigError
 
 
 @pytest.mark.parametrize(
@@ -84,3 +84,19 @@ def test_qwen3_5_family_launches_trtllm_with_its_forced_thinking_parser() -> Non
         _, parsers = launch_info(model, model)
         assert parsers == {"sglang": "qwen3", "vllm": "qwen3", "trtllm": "qwen3_5"}
     assert launch_info("qwen3-32b", "qwen3-32b")[1] == "qwen3"  # Qwen3 itself emits its "<think>"
+
+
+def test_an_empty_folder_named_like_a_catalog_model_does_not_shadow_it(tmp_path, monkeypatch):
+    # a break-it pass: an empty ./qwen3-8b in the working directory refused --model qwen3-8b
+    # ("qwen3-8b holds none") and would have printed that folder as the launch's model path.
+    from tokenplan.catalog import launch_info, load_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qwen3-8b").mkdir()
+    spec = load_model.__wrapped__("qwen3-8b")  # past the cache: the folder is new
+    assert spec.name == "qwen3-8b" and spec.num_layers == 36  # Qwen3-8B's config.json
+    assert launch_info("qwen3-8b", "qwen3-8b")[0] == "Qwen/Qwen3-8B"
+    # a folder that holds a config.json is still read as the user's model
+    (tmp_path / "qwen3-8b" / "config.json").write_text("{}")  # an empty object: its keys are missing
+    with pytest.raises(ConfigError, match="qwen3-8b/config.json"):
+        load_model.__wrapped__("qwen3-8b")

@@ -157,7 +157,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         ConfigError: the file is not valid JSON or lacks a required key.
     """
     path = Path(name_or_path)
-    if path.is_dir():
+    if path.is_dir() and not _catalog_name_over_folder(name_or_path):
         path = path / "config.json"
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
     checkpoint = None  # the weight format a Hugging Face id's own name says its checkpoint is in
@@ -338,13 +338,21 @@ def checkpoint_format_of_hf_id(hf_id: str) -> str | None:
     return "fp8" if any(base.endswith(s) and "fp8" in s for s in suffixes) else None
 
 
+def _catalog_name_over_folder(name: str) -> bool:
+    """A catalog name that a folder of the same name without a config.json shadows in the working
+    directory (an empty ``./qwen3-8b`` refused ``--model qwen3-8b``): the name is read as the
+    catalog's."""
+    folder = Path(name)
+    return folder.is_dir() and not (folder / "config.json").exists() and name.strip().lower() in model_names()
+
+
 def launch_info(model: str, model_name: str) -> tuple[str, object]:
     """(where launch commands load ``model`` from, reasoning parser name or {engine: name}):
     for a shipped model its Hugging Face repository; a local config.json (or its folder) its
     folder as an absolute path and no parser (the engines read a bare name as a repository id;
     :func:`load_model` reads paths the same way). ``model_name``: the spec's name."""
     local = Path(model)
-    if local.exists():
+    if local.exists() and not _catalog_name_over_folder(model):
         return str((local if local.is_dir() else local.parent).resolve()), None
     entry = _launch_raw().get(model_name)
     if entry is None:
