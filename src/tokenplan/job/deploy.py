@@ -12,6 +12,7 @@ from dataclasses import replace
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine, EngineSettings
 from tokenplan.engines.overlap import cpu_hidden_behind_draft_only, cpu_overlapped
+from tokenplan.engines.sharding import dense_whole_under_attention_dp
 from tokenplan.hardware import Gpu
 from tokenplan.job.config import Config, Rejection
 from tokenplan.job.workload import LengthDist
@@ -50,6 +51,21 @@ def format_issues(
         return (
             f"NVFP4 weights: {engine.display_name} runs NVFP4 only on Blackwell FP4 tensor cores; {gpu.key} is "
             f"{gpu.architecture} (vLLM runs it weight-only through Marlin; or use --weight-dtype fp8)"
+        ), []
+    if (
+        weight is Dtype.W4A16
+        and model.native_weight_dtype == "w4a16"
+        and engine is not None
+        and engine.name == "trtllm"
+    ):
+        # a released 4-bit checkpoint (AWQ, GPTQ, bitsandbytes, compressed-tensors W4A16:
+        # arch.quant): TensorRT-LLM's PyTorch backend reads modelopt, fp8, mxfp4, mxfp8, nvfp4 and
+        # 8-bit/FP4 compressed-tensors only (tensorrt_llm/_torch/model_config.py
+        # ModelConfig.load_hf_quant_config; models/quant_config_utils.py), so it builds the model
+        # unquantized and the weights fail to load
+        return (
+            "w4a16 checkpoint: TensorRT-LLM does not load AWQ, GPTQ, bitsandbytes or compressed-tensors "
+            "W4A16 checkpoints (export it with ModelOpt as W4A16_AWQ, or use vLLM or SGLang)"
         ), []
     if kv is Dtype.NVFP4 and Dtype.NVFP4 not in gpu.native_dtypes:
         return f"NVFP4 KV cache needs Blackwell; {gpu.key} is {gpu.architecture}", []
@@ -162,9 +178,11 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             usable,
             spec_state,
         )
-    # vLLM's start-up check: one request of max_model_len must fit the GPU's KV cache (V18).
+    # vLLM's start-up check: one request of max_model_len must fit the GPU's KV cache (V18), in
+    # each engine core: every attention-DP rank is one and checks its own share of the KV
+    # (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), not the replica's sum
     served = config.max_model_len if config.max_model_len is not None else ctx
-    if served is not None and engine.context_must_fit() and mem.max_sequences(served) < 1:
+    if served is not None and engine.context_must_fit() and mem.max_sequences(served) / mem.sequence_shards < 1:
         whole = (
             f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
             if config.max_model_len is None
@@ -173,7 +191,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         return Rejection(
             config,
             f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
-            f"GPU holds {mem.kv_capacity_tokens:,.0f} tokens, less than one request of "
+            f"GPU holds {mem.kv_capacity_tokens / mem.sequence_shards:,.0f} tokens, less than one request of "
             f"{whole}",
             "kv",
         )
@@ -186,7 +204,8 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     speculative = config.spec is not None
     overlap = cpu_overlapped(engine.name, config.engine_version, speculative, lay.pp)
     draft_only = cpu_hidden_behind_draft_only(engine.name, config.engine_version, speculative)
-    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem, overlap, draft_only)
+    dense_whole = dense_whole_under_attention_dp(engine.name)
+    dep = build_deployment(model, gpu, lay, config.weight_dtype, config.kv_dtype, mem, overlap, draft_only, dense_whole)
     return config, settings, mem, dep, tuple(warnings)
 
 
@@ -242,6 +261,7 @@ def engine_memory(
         verify_state_commit=config.engine.pools.verify_state_commit,
         swa_full_tokens_ratio=config.engine.pools.swa_full_tokens_ratio,
         expert_padding=config.engine.expert_padding(gpu, config.weight_dtype),
+        dense_whole=dense_whole_under_attention_dp(config.engine.name),
         draft=config.spec,
     )
 

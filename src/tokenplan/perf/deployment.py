@@ -141,7 +141,7 @@ def _curve_reads(
 
 
 @lru_cache(maxsize=4096)
-def gemm_sizes(spec: ModelSpec, layout: Layout) -> tuple[float, float, float]:
+def gemm_sizes(spec: ModelSpec, layout: Layout, dense_whole: bool = False) -> tuple[float, float, float]:
     """Mean N·K (weight elements per GPU) of one GEMM in each matmul family: (attention and
     linear-attention projections, dense FFN / shared experts / router, one routed expert).
 
@@ -163,7 +163,7 @@ def gemm_sizes(spec: ModelSpec, layout: Layout) -> tuple[float, float, float]:
     attn_count = attn_gemms + 2 * spec.linear_layers
     shared = spec.moe is not None and spec.moe.shared_intermediate > 0
     mlp_count = 2 * spec.dense_ffn_layers + ((3 if shared else 1) * spec.moe_layers if spec.moe is not None else 0)
-    mlp_total = (p.dense_ffn + p.shared_experts) / tp
+    mlp_total = (p.dense_ffn + p.shared_experts) / (1 if dense_whole and layout.attention_dp else tp)
     expert = 0.0
     if spec.moe is not None and spec.moe_layers:
         expert = p.routed_experts / (spec.moe_layers * spec.moe.num_experts * 2) / max(tp / layout.ep, 1.0)
@@ -171,11 +171,14 @@ def gemm_sizes(spec: ModelSpec, layout: Layout) -> tuple[float, float, float]:
 
 
 @lru_cache(maxsize=4096)
-def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype) -> tuple[float, ...]:
+def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, dense_whole: bool = False) -> tuple[float, ...]:
     """(dense params, dense bytes, lm_head params, lm_head bytes, routed bytes, routed FLOPs per
-    token, dense-FFN and shared-expert params), per GPU of one stage."""
+    token, dense-FFN and shared-expert params), per GPU of one stage; ``dense_whole``: every
+    weight but the routed experts is whole on each GPU under attention DP (vLLM's TP 1 ranks,
+    ``perf.memory.weight_bytes_per_gpu``)."""
     p = param_counts(spec)
-    tp, pp, gpus = layout.tp, layout.pp, layout.gpus_per_replica
+    pp, gpus = layout.pp, layout.gpus_per_replica
+    tp = 1 if dense_whole and layout.attention_dp else layout.tp
 
     def b(component: str) -> float:
         return component_dtype(spec, weight_dtype, component).bytes_per_element
@@ -201,17 +204,20 @@ def build_deployment(
     memory: MemoryBreakdown,
     cpu_overlap: bool = False,
     cpu_overlap_draft_only: bool = False,
+    dense_whole: bool = False,
 ) -> Deployment:
     """Precompute the per-GPU constants of one deployment (all but the memory and the KV format
     from :func:`_weight_side`, kept per model, GPU, layout and weight format; ``cpu_overlap``: the
     engine overlaps a step's CPU work with the previous step's kernels, ``cpu_overlap_draft_only``:
-    with the previous step's draft kernels only, ``engines.overlap``)."""
-    key = (id(spec), id(gpu), id(layout), weight_dtype)
+    with the previous step's draft kernels only, ``engines.overlap``; ``dense_whole``: under
+    attention DP every weight but the routed experts is whole on each GPU, as vLLM runs its ranks
+    at TP 1)."""
+    key = (id(spec), id(gpu), id(layout), weight_dtype, dense_whole)
     hit = _WEIGHT_SIDE.get(key)
     if hit is None:
         if len(_WEIGHT_SIDE) >= _WEIGHT_SIDE_KEPT:
             _WEIGHT_SIDE.clear()
-        hit = _WEIGHT_SIDE[key] = (spec, gpu, layout, _weight_side(spec, gpu, layout, weight_dtype))
+        hit = _WEIGHT_SIDE[key] = (spec, gpu, layout, _weight_side(spec, gpu, layout, weight_dtype, dense_whole))
     return Deployment(
         spec,
         gpu,
@@ -251,15 +257,17 @@ WeightSide = tuple[
 # :func:`_weight_side` by the identity of the model, GPU and layout and the weight format: the
 # configurations of a search that differ only in KV format, speculative settings or running cap
 # share it. Each entry holds its model, GPU and layout, so no id in a key is reused while it lives.
-_WEIGHT_SIDE: dict[tuple[int, int, int, Dtype], tuple[ModelSpec, Gpu, Layout, WeightSide]] = {}
+_WEIGHT_SIDE: dict[tuple[int, int, int, Dtype, bool], tuple[ModelSpec, Gpu, Layout, WeightSide]] = {}
 _WEIGHT_SIDE_KEPT = 1024
 
 
-def _weight_side(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype) -> WeightSide:
+def _weight_side(
+    spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype, dense_whole: bool = False
+) -> WeightSide:
     """The fields of :class:`Deployment` after ``memory``, in their order: parameters and bytes
     per GPU, FLOPs per token and context token, FLOP/s, the format's kernel path, GEMM sizes."""
     dense_params, dense_bytes, lm_head, lm_head_bytes, routed_bytes, routed_flops, mlp = _param_split(
-        spec, layout, weight_dtype
+        spec, layout, weight_dtype, dense_whole
     )
     a = spec.attention
     attn_per_ctx = attn_pre_per_ctx = 0.0
@@ -282,7 +290,7 @@ def _weight_side(spec: ModelSpec, gpu: Gpu, layout: Layout, weight_dtype: Dtype)
         # Delta-rule update and readout: ~4 multiply-adds per state element per token.
         gdn = 8.0 * lin.num_v_heads * lin.k_head_dim * lin.v_head_dim / tp_lin * spec.linear_layers / layout.pp
     experts = spec.moe.num_experts / layout.gpus_per_replica if spec.moe else 0.0
-    attn_size, mlp_size, expert_size = gemm_sizes(spec, layout)
+    attn_size, mlp_size, expert_size = gemm_sizes(spec, layout, dense_whole)
     return (
         dense_params,  # dense_params
         dense_bytes,  # dense_bytes

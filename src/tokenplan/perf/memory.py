@@ -54,6 +54,7 @@ def weight_bytes_per_gpu(
     weight_dtype: Dtype,
     with_mtp: bool = False,
     expert_padding: tuple[int, int] = (1, 1),
+    dense_whole: bool = False,
 ) -> float:
     """Weight bytes one GPU holds (see the module docstring for the sharding rules); cached per
     (model, layout, dtype), which a plan sweep evaluates many times.
@@ -61,13 +62,18 @@ def weight_bytes_per_gpu(
     ``expert_padding``: (hidden, per-partition intermediate) multiples the engine pads routed
     experts to (``Engine.expert_padding``; vLLM's Marlin MXFP4 path: (256, 128)); the routed
     expert bytes scale by the padded over the true ``hidden × intermediate`` area.
+    ``dense_whole``: with attention DP the engine runs each rank at TP 1, so every weight but the
+    routed experts is whole on each GPU (vLLM: ``engines.sharding.dense_whole_under_attention_dp``);
+    otherwise the dense FFN, shared experts, embedding and lm_head shard by TP (SGLang's
+    ``moe_dense_tp_size`` default, vocabulary-parallel embedding).
     """
     p = param_counts(spec)
 
     def nbytes(component: str, count: float) -> float:
         return count * component_dtype(spec, weight_dtype, component).bytes_per_element
 
-    tp, pp = layout.tp, layout.pp
+    pp = layout.pp
+    tp = 1 if dense_whole and layout.attention_dp else layout.tp
     attn_layers = spec.full_attention_layers + spec.sliding_layers
     # With PP the embedding sits on the first stage and lm_head on the last (vLLM/SGLang
     # PPMissingLayer): the heaviest stage holds one of them.
@@ -190,7 +196,7 @@ def profile_reserve_bytes(spec: ModelSpec, layout: Layout, settings: EngineSetti
     return max(forward, sampler) + settings.graph_estimate_bytes
 
 
-# [model, layout, weight format, (with_mtp, expert_padding), weight bytes] of the last call (held).
+# [model, layout, weight format, (with_mtp, expert_padding, dense_whole), weight bytes] of the last call (held).
 _LAST_WEIGHTS: list[Any] = [None, None, None, None, 0.0]
 
 
@@ -208,6 +214,7 @@ def memory_breakdown(
     padded_state_slot: bool = False,
     draft_kv_pool: bool = False,
     expert_padding: tuple[int, int] = (1, 1),
+    dense_whole: bool = False,
     verify_state_commit: bool = False,
     swa_full_tokens_ratio: float | None = None,
     draft: SpecDecode | None = None,
@@ -231,6 +238,8 @@ def memory_breakdown(
             ``arch.draft`` takes from the target's) join the weights, and the draft's attention
             layers (MTP's or the drafter's) hold KV.
         expert_padding: the engine's routed-expert padding (``Engine.expert_padding``).
+        dense_whole: with attention DP every weight but the routed experts is whole on each GPU
+            (:func:`weight_bytes_per_gpu`; vLLM).
         verify_state_commit: the engine copies the accepted state after each verify
             (``CachePools.verify_state_commit``); counted only with speculative copies.
         swa_full_tokens_ratio: sliding-window pool tokens per full-attention token, sized with
@@ -244,11 +253,12 @@ def memory_breakdown(
     with_mtp = draft is not None and method == "mtp"  # MTP layers ship with the target
     shape = draft.drafter if draft is not None else None
     last = _LAST_WEIGHTS  # a search sizes one model, layout and format for several KV formats and caps in a row
-    if last[0] is spec and last[1] is layout and last[2] is weight_dtype and last[3] == (with_mtp, expert_padding):
+    shape_key = (with_mtp, expert_padding, dense_whole)
+    if last[0] is spec and last[1] is layout and last[2] is weight_dtype and last[3] == shape_key:
         weights = last[4]
     else:  # the lru_cache hashes the whole ModelSpec: about 1 µs a call
-        weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding)
-        last[:] = [spec, layout, weight_dtype, (with_mtp, expert_padding), weights]
+        weights = weight_bytes_per_gpu(spec, layout, weight_dtype, with_mtp, expert_padding, dense_whole)
+        last[:] = [spec, layout, weight_dtype, shape_key, weights]
     whole = shape.params if shape else draft_params(spec, method, layers)
     fc = shape.replicated_params if shape else draft_fc_params(spec, method)  # held whole on every rank
     drafter = ((whole - fc) / layout.tp + fc) * Dtype.BF16.bytes_per_element

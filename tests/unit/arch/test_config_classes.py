@@ -146,3 +146,22 @@ def test_a_vision_tower_it_cannot_cost_is_said(tmp_path):
     cfg = dict(GEMMA3_27B_IT, vision_config={"model_type": "siglip_vision_model", "hidden_size": 1152})
     spec = _load(tmp_path, cfg)
     assert any("vision_config is not read" in note for note in spec.approximations)
+
+
+def test_vllm_checks_the_context_against_each_attention_dp_rank(tmp_path):
+    # vLLM's start-up check (kv_cache_utils.check_enough_kv_cache_memory) runs in every engine
+    # core, and each attention-DP rank is one: Llama-4 Scout (16 experts, MoE every layer, a
+    # 1,048,576-token context here) on 8× B200 at TP8 EP8 DP-attn holds ~0.6 M tokens per rank,
+    # ~4.9 M over the 8 — the sum passed the check, one rank cannot take one whole-context request.
+    from tokenplan import PredictRequest, predict
+
+    scout = dict(
+        LLAMA4_MAVERICK_TEXT, num_local_experts=16, interleave_moe_layer_step=1, max_position_embeddings=1_048_576
+    )
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout}))
+    req = dict(model=str(path), gpu="b200", tp=8, ep=8, attention_dp=True, num_gpus=8)
+    refused = predict(PredictRequest(**req, engine="vllm"))
+    assert "vLLM does not start" in refused.rejected and "1,048,576-token context" in refused.rejected
+    per_rank = int(refused.rejected.split(" holds ")[1].split(" tokens")[0].replace(",", ""))
+    assert per_rank < 1_048_576 < 8 * per_rank  # the case the replica's sum let through

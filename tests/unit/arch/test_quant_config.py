@@ -79,3 +79,14 @@ def test_an_awq_checkpoint_weighs_what_the_named_w4a16_format_weighs(tmp_path):
     assert served.weight_dtype == "w4a16"
     assert served.weight_bytes_per_gpu == pytest.approx(named.weight_bytes_per_gpu)
     assert 5.2 * 2**30 <= served.weight_bytes_per_gpu <= 5.6 * 2**30
+
+
+def test_tensorrt_llm_refuses_a_released_4bit_checkpoint(tmp_path):
+    # TensorRT-LLM's PyTorch backend reads no AWQ/GPTQ/bitsandbytes/compressed-tensors W4A16
+    # checkpoint (ModelConfig.load_hf_quant_config): a launch review found the plan printing a
+    # trtllm-serve command for one. vLLM and SGLang load it through Marlin.
+    path = _with(tmp_path, {"quant_method": "awq", "bits": 4, "group_size": 128})
+    refused = predict(PredictRequest(model=path, gpu="h100-sxm", tp=1, weight_dtype="auto", engine="trtllm"))
+    assert "TensorRT-LLM does not load AWQ" in refused.rejected
+    served = predict(PredictRequest(model=path, gpu="h100-sxm", tp=1, weight_dtype="auto", engine="vllm"))
+    assert served.weight_dtype == "w4a16"
