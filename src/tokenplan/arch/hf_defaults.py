@@ -16,7 +16,9 @@ Sources (transformers ``models/<type>/configuration_<type>.py`` and ``modeling_<
 - Context: vLLM's ``_get_and_verify_max_len`` (``vllm/config/model.py``) multiplies
   ``max_position_embeddings`` by ``rope_scaling["factor"]`` for scaling types other than
   ``su``, ``longrope``, ``llama3``, ``mrope`` and ``default`` — for ``yarn`` from
-  ``original_max_position_embeddings`` where given (Qwen3's model card: 32,768 × 4 = 131,072).
+  ``original_max_position_embeddings`` where given (Qwen3's model card: 32,768 × 4 = 131,072);
+  not for Gemma-3, whose stated context is already scaled ("Gemma3's max_model_len (128K) is
+  already scaled by RoPE scaling").
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def context_factor(cfg: Mapping[str, Any]) -> tuple[float, int | None]:
     """(factor, base) of a ``rope_scaling`` that lengthens the context vLLM allows: the context
     is ``base × factor`` (``base`` None: ``max_position_embeddings``); (1, None) without one."""
     scaling = cfg.get("rope_scaling")
-    if not isinstance(scaling, Mapping):
+    # vLLM skips Gemma-3, whose max_position_embeddings (131,072) is already the scaled context
+    if not isinstance(scaling, Mapping) or "gemma3" in str(cfg.get("model_type", "")):
         return 1.0, None
     kind = str(scaling.get("rope_type", scaling.get("type", "default")))
     factor = scaling.get("factor")

@@ -69,6 +69,7 @@ GEMMA3_27B_IT = {  # google/gemma-3-27b-it config.json's text fields: no vocab_s
         "num_key_value_heads": 16,
         "head_dim": 128,
         "sliding_window": 1024,
+        "max_position_embeddings": 131072,
         "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
     },
 }
@@ -84,8 +85,8 @@ def test_gemma3_takes_its_class_defaults_and_slides_five_layers_of_six(tmp_path)
     assert (spec.full_attention_layers, spec.sliding_layers, spec.sliding_window) == (10, 52, 1024)
     assert kv_bytes_per_token(spec, Dtype.BF16) == 81_920
     assert param_counts(spec).lm_head == 0  # tied: no separate lm_head
-    # linear RoPE scaling does not lengthen the context vLLM allows; yarn does (below)
-    assert spec.max_context_tokens is None or spec.max_context_tokens < 1_000_000
+    # vLLM does not scale Gemma-3's stated 131,072 by its linear factor 8 (already scaled)
+    assert spec.max_context_tokens == 131_072
 
 
 def test_an_ungated_mlp_has_two_matrices(tmp_path):
