@@ -87,6 +87,9 @@ class Launch(NamedTuple):
             settings' fraction (planned engine) or its own default, and ``planned_running``.
         draft_model: the EAGLE/DFlash drafter's checkpoint (``--draft-model``); None: the
             commands write :data:`DRAFT_MODEL` and say to put it there.
+        max_model_len: the longest request (tokens) the planned vLLM server is launched for,
+            where the model's whole context does not fit one rank's KV cache
+            (``Config.max_model_len``, ``job.deploy``); None: the engine's default.
     """
 
     repo: str
@@ -106,6 +109,7 @@ class Launch(NamedTuple):
     host_gpus: int = 8
     sizing: tuple[tuple[str, float, int], ...] = ()
     draft_model: str | None = None
+    max_model_len: int | None = None
 
     def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its
@@ -166,13 +170,18 @@ def checkpoint_note(launch: Launch) -> str | None:
     "NVFP4 quantization was selected, dynamic quantization is not supported.",
     ``python/sglang/srt/layers/quantization/modelopt_quant.py``; vLLM's ``modelopt_fp4``,
     ``mxfp4`` and ``awq`` read the checkpoint's quantization config), so ``--model-path`` must
-    name such a checkpoint, not the BF16 repository."""
-    if launch.weight_dtype.value == launch.native_dtype or launch.weight_dtype is Dtype.FP8:
+    name such a checkpoint, not the BF16 repository. FP8 is made at load time from a 16-bit
+    checkpoint only: from an AWQ or MXFP4 one the engines refuse ``--quantization fp8`` as a
+    method other than the checkpoint's own (a new-user pass), and neither makes 16-bit weights
+    from a quantized checkpoint."""
+    fmt, native = launch.weight_dtype.value, launch.native_dtype
+    if fmt == native or (launch.weight_dtype is Dtype.FP8 and native in ("bf16", "fp16")):
         return None
-    fmt = launch.weight_dtype.value
+    if launch.weight_dtype in (Dtype.BF16, Dtype.FP16):
+        return f"# {fmt} weights are not made from a {native} checkpoint: put the {fmt} release of {launch.repo} in its place below"
     return (
-        f"# {fmt} weights are not made at load time: put a {fmt} checkpoint of {launch.repo}, quantized "
-        f"offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below"
+        f"# {fmt} weights are not made at load time from a {native} checkpoint: put a {fmt} checkpoint of "
+        f"{launch.repo}, quantized offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below"
     )
 
 

@@ -7,6 +7,7 @@ this computes per configuration and adds the efficiency factors and the batch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from tokenplan.arch.spec import ModelSpec
@@ -25,6 +26,13 @@ from tokenplan.units import Dtype, GiB
 # What ``job.evaluate.prepare`` computes before the efficiency factors and the offline sizing
 # enter: (config with τ at the job's context, engine settings, memory, deployment, warnings so far).
 Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str, ...]]
+
+
+# A KV pool below this is within the planner's error of none: vLLM's own profile left −2.14 GiB
+# for gpt-oss-120b on one H100 where the planner has 1.22 GiB (vllm#23278, tests/unit/perf/
+# test_memory_engine_logs.py), 3.4 GiB apart. Such a deployment is not launched with a
+# --max-model-len cut to the job: it may not start at all.
+MIN_KV_FOR_MAX_MODEL_LEN_BYTES = 4 * GiB
 
 
 def format_issues(
@@ -182,6 +190,23 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     # each engine core: every attention-DP rank is one and checks its own share of the KV
     # (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), not the replica's sum
     served = config.max_model_len if config.max_model_len is not None else ctx
+    fits_one = engine.context_must_fit() and served is not None and mem.max_sequences(served) / mem.sequence_shards >= 1
+    longest = isl.max + osl.max  # the longest request the job sends (tokens; inf without caps)
+    if served is not None and not fits_one and config.max_model_len is None and longest < served:
+        if (
+            engine.context_must_fit()
+            and mem.kv_pool_bytes >= MIN_KV_FOR_MAX_MODEL_LEN_BYTES
+            and mem.max_sequences(longest) / mem.sequence_shards >= 1
+        ):
+            # the launch writes --max-model-len for the job's longest request (engines.vllm): the
+            # server then starts, and refuses a request longer than that
+            served = math.ceil(longest)
+            config = quick_replace(config, max_model_len=served)
+            warnings.append(
+                f"{engine.display_name}'s default max_model_len, {model.name}'s whole {ctx:,}-token context, does "
+                f"not fit one rank's KV cache: the launch sets --max-model-len {served:,} (the job's longest "
+                "request); a longer request is refused"
+            )
     if served is not None and engine.context_must_fit() and mem.max_sequences(served) / mem.sequence_shards < 1:
         whole = (
             f"{model.name}'s whole {served:,}-token context (its default max_model_len)"

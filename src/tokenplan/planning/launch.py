@@ -274,6 +274,7 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
         planned_engine=c.engine.name,
         host_gpus=host_gpus(ev),
         draft_model=c.spec.draft_model if c.spec else None,
+        max_model_len=c.max_model_len,
     )
 
 

@@ -154,6 +154,7 @@ def test_vllm_checks_the_context_against_each_attention_dp_rank(tmp_path):
     # core, and each attention-DP rank is one: Llama-4 Scout (16 experts, MoE every layer, a
     # 1,048,576-token context here) on 8× B200 at TP8 EP8 DP-attn holds ~0.6 M tokens per rank,
     # ~4.9 M over the 8 — the sum passed the check, one rank cannot take one whole-context request.
+    # The launch then sets --max-model-len to the job's longest request, which one rank holds.
     from tokenplan import PredictRequest, predict
 
     scout = dict(
@@ -161,8 +162,9 @@ def test_vllm_checks_the_context_against_each_attention_dp_rank(tmp_path):
     )
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout}))
-    req = dict(model=str(path), gpu="b200", tp=8, ep=8, attention_dp=True, num_gpus=8)
-    refused = predict(PredictRequest(**req, engine="vllm"))
-    assert "vLLM does not start" in refused.rejected and "1,048,576-token context" in refused.rejected
-    per_rank = int(refused.rejected.split(" holds ")[1].split(" tokens")[0].replace(",", ""))
-    assert per_rank < 1_048_576 < 8 * per_rank  # the case the replica's sum let through
+    req = dict(model=str(path), gpu="b200", tp=8, ep=8, attention_dp=True, num_gpus=8, isl=1024, osl=1024)
+    result = predict(PredictRequest(**req, engine="vllm", isl_sigma=0.0, osl_sigma=0.0))
+    (said,) = [w for w in result.warnings if "max_model_len" in w]
+    # fixed lengths: the longest request is 1,024 + 1,024 = 2,048 tokens
+    assert "1,048,576-token context, does not fit one rank's KV cache" in said
+    assert "the launch sets --max-model-len 2,048" in said

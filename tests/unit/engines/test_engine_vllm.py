@@ -182,7 +182,7 @@ def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
     )
     # NVFP4 from a BF16/FP8 repository: vLLM reads modelopt_fp4 from a checkpoint quantized offline
     note = (
-        "# nvfp4 weights are not made at load time: put a nvfp4 checkpoint of deepseek-ai/DeepSeek-V3, "
+        "# nvfp4 weights are not made at load time from a fp8 checkpoint: put a nvfp4 checkpoint of deepseek-ai/DeepSeek-V3, "
         "quantized offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below\n"
     )
     assert vllm.launch_command(planned) == note + " \\\n  ".join(
@@ -318,3 +318,40 @@ def test_another_engines_plan_writes_a_budget_its_running_cap_fits(vllm):
     assert "--max-num-seqs 4096" in line(4096) and "--max-num-batched-tokens 8192" in line(4096)
     assert "--max-num-batched-tokens 20000" in line(20000)
     assert "--max-num-batched-tokens" not in line(2048)
+
+
+def test_fp8_from_a_quantized_checkpoint_is_not_made_at_load_time(vllm):
+    # a new-user pass: --weight-dtype fp8 on an AWQ checkpoint wrote `--quantization fp8` beside it,
+    # which vLLM refuses (a method other than the checkpoint's own); FP8 is made at load time from
+    # a 16-bit checkpoint only, and 16-bit weights not at all from a quantized one.
+    from tokenplan.engines.launch import checkpoint_note
+
+    awq = _launch(
+        layout=Layout(tp=1), planned_engine="vllm", spec_method=None, weight_dtype=Dtype.FP8, native_dtype="w4a16"
+    )
+    assert vllm.launch_command(awq).startswith(
+        "# fp8 weights are not made at load time from a w4a16 checkpoint: put a fp8 checkpoint of"
+    )
+    bf16 = _launch(
+        layout=Layout(tp=1), planned_engine="vllm", spec_method=None, weight_dtype=Dtype.FP8, native_dtype="bf16"
+    )
+    assert checkpoint_note(bf16) is None  # --quantization fp8 on a BF16 checkpoint: quantized as it loads
+    up = _launch(
+        layout=Layout(tp=1), planned_engine="vllm", spec_method=None, weight_dtype=Dtype.BF16, native_dtype="fp8"
+    )
+    assert checkpoint_note(up) == (
+        "# bf16 weights are not made from a fp8 checkpoint: put the bf16 release of deepseek-ai/DeepSeek-V3 in its place below"
+    )
+
+
+def test_a_launch_for_the_jobs_longest_request_sets_max_model_len(vllm):
+    # job.deploy sets Config.max_model_len where the model's whole context does not fit one rank's
+    # KV cache (a new-user pass: Llama-4 Scout's 10,485,760 tokens left "nothing runs" on vLLM);
+    # the planned vLLM command then writes it (EngineArgs --max-model-len), another engine's not.
+    planned = _launch(layout=Layout(tp=1), planned_engine="vllm", spec_method=None, max_model_len=18_612)
+    assert "--max-model-len 18612" in vllm.launch_command(planned)
+    other = _launch(layout=Layout(tp=1), planned_engine="sglang", spec_method=None, max_model_len=18_612)
+    assert "--max-model-len" not in vllm.launch_command(other)
+    assert "--max-model-len" not in vllm.launch_command(
+        _launch(layout=Layout(tp=1), planned_engine="vllm", spec_method=None)
+    )
