@@ -118,3 +118,11 @@ def test_pydantic_constraints_are_said_as_what_is_allowed() -> None:
     assert allowed(n="x") == "an integer"
     assert allowed(t="x") == "a number"
     assert allowed(mode="c") == "one of 'a' or 'b'"
+
+
+@pytest.mark.parametrize("value", [0.0, -5.0, 0.5, float("nan")])
+def test_predict_words_a_bad_isl_as_plan_does(value):
+    # a new-user pass: predict refused 0 and −5 with "a finite number > 0" but 0.5 with plan's
+    # "a number of tokens from 1 to 16,777,216" (MAX_REQUEST_TOKENS = 2^24); one wording now
+    with pytest.raises(InputError, match=r"allowed: a number of tokens from 1 to 16,777,216"):
+        predict(PredictRequest(model="qwen3-8b", gpu="h100-sxm", isl=value))

@@ -176,8 +176,8 @@ def _check_sizes(req: PredictRequest) -> None:
         if getattr(req, field) > MAX_GPUS:
             raise InputError(field, getattr(req, field), f"an integer from 1 to {MAX_GPUS:,}")
     for field in ("isl", "osl"):
-        _positive(field, getattr(req, field))
         # a mean below one token is not a request; one above MAX_REQUEST_TOKENS fits no context
+        # (0, −5 and NaN word their refusal as plan's --isl does: a new-user pass)
         if not 1 <= getattr(req, field) <= MAX_REQUEST_TOKENS:
             raise InputError(field, shown(getattr(req, field)), f"a number of tokens from 1 to {MAX_REQUEST_TOKENS:,}")
     for name in ("isl", "osl"):  # named as the option: LengthDist's own check says only "length sigma"
