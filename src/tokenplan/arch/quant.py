@@ -13,8 +13,8 @@ Formats read (each method's config keys as Hugging Face transformers and vLLM re
 - ``modelopt`` / ``modelopt_fp4`` (NVIDIA ModelOpt: ``quant_algo`` ``FP8`` or ``NVFP4``, at the
   top or under ``quantization``) → ``fp8`` or ``nvfp4``.
 - ``compressed-tensors`` (llm-compressor): the ``format`` (``float-quantized`` → ``fp8``,
-  ``nvfp4-pack-quantized`` → ``nvfp4``, ``mxfp4-pack-quantized`` → ``mxfp4``,
-  ``pack-quantized`` → ``w4a16``, ``int-quantized`` → ``int8``), else the first config group's
+  ``nvfp4-pack-quantized`` → ``nvfp4``, ``mxfp4-pack-quantized`` → ``mxfp4``), else (also for
+  ``pack-quantized`` and ``int-quantized``, which hold several) the first config group's
   ``weights`` (``num_bits`` 8 ``float`` → ``fp8``; 4 ``int`` without input activations → ``w4a16``;
   8 ``int`` with input activations → ``int8``).
 - ``awq``, ``gptq`` and their Marlin variants with ``bits`` 4 → ``w4a16`` (4-bit integer weights,
@@ -38,8 +38,8 @@ _COMPRESSED_FORMATS = {
     "naive-quantized": None,  # the group's weights say which
     "nvfp4-pack-quantized": "nvfp4",
     "mxfp4-pack-quantized": "mxfp4",
-    "pack-quantized": "w4a16",
-    "int-quantized": "int8",
+    "pack-quantized": None,  # 4- or 8-bit weights packed in int32: the group's num_bits says which
+    "int-quantized": None,  # W8A8 or weight-only W8A16: the group's input activations say which
 }
 
 

@@ -29,7 +29,14 @@ LLAMA = Path(__file__).resolve().parents[3] / "src" / "tokenplan" / "catalog" / 
         ({"quant_method": "modelopt", "quantization": {"quant_algo": "FP8"}}, "fp8"),
         ({"quant_method": "compressed-tensors", "format": "float-quantized"}, "fp8"),
         ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, "nvfp4"),
-        ({"quant_method": "compressed-tensors", "format": "pack-quantized"}, "w4a16"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "pack-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}, "input_activations": None}},
+            },
+            "w4a16",
+        ),
         (
             {
                 "quant_method": "compressed-tensors",
@@ -90,3 +97,15 @@ def test_tensorrt_llm_refuses_a_released_4bit_checkpoint(tmp_path):
     assert "TensorRT-LLM does not load AWQ" in refused.rejected
     served = predict(PredictRequest(model=path, gpu="h100-sxm", tp=1, weight_dtype="auto", engine="vllm"))
     assert served.weight_dtype == "w4a16"
+
+
+def test_an_8bit_integer_checkpoint_is_int8_only_with_quantized_activations():
+    # compressed-tensors "int-quantized" covers W8A8 (input activations quantized: the INT8 GEMM
+    # format) and weight-only W8A16 (no served format here: said, sized as bf16)
+    group = {"weights": {"num_bits": 8, "type": "int"}}
+    w8a8 = {"quant_method": "compressed-tensors", "format": "int-quantized"}
+    w8a8["config_groups"] = {"group_0": dict(group, input_activations={"num_bits": 8, "type": "int"})}
+    assert native_format(w8a8) == ("int8", [])
+    w8a16 = {"quant_method": "compressed-tensors", "format": "int-quantized", "config_groups": {"group_0": group}}
+    fmt, notes = native_format(w8a16)
+    assert fmt == "bf16" and "is not read" in notes[0]
