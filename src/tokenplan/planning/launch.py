@@ -202,6 +202,12 @@ def launch_caps(
                     if engine.reserves_whole_output
                     else ""
                 )
+                + (
+                    f" (its command writes ⌈{running:,} / {ev.config.layout.tp}⌉ = "
+                    f"{math.ceil(running / ev.config.layout.tp):,} per attention-DP rank)"
+                    if ev.config.layout.attention_dp
+                    else ""
+                )
                 + "; the figures above assume the planned batch"
             )
         c = ev.config

@@ -137,3 +137,35 @@ def test_a_launch_cap_above_a_small_jobs_batch_is_not_said_to_cap_it():
     trtllm = int(re.search(r"--max_batch_size (\d+)", o["launch"]["trtllm"]).group(1))
     (said,) = [w for w in o["warnings"] if w.startswith("the TensorRT-LLM launch (in --json)")]
     assert trtllm < 100 and f"caps the batch at {trtllm:,} per replica, not the 100 planned" in said
+
+
+def test_a_cap_under_attention_dp_says_what_each_rank_is_given(tmp_path):
+    # a new-user pass: "caps the batch at 138 per replica" beside a TensorRT-LLM command writing
+    # --max_batch_size 18 (per attention-DP rank, ⌈138 / 8⌉ = 18: 144 in all) read as a mismatch.
+    import json
+
+    scout = {
+        "model_type": "llama4_text",
+        "hidden_size": 5120,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_local_experts": 16,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 1,
+        "vocab_size": 202048,
+        "max_position_embeddings": 10485760,
+    }
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout})
+    )
+    result = plan(PlanRequest(model=str(tmp_path), gpus=("8xh100-sxm",), isl_mean=1024, osl_mean=1024)).to_json()
+    said = " ".join(result["options"][0]["warnings"])
+    m = re.search(r"TensorRT-LLM launch \(in --json\) caps the batch at ([\d,]+) per replica", said)
+    assert m is not None, said
+    total = int(m.group(1).replace(",", ""))
+    per_rank = -(-total // 8)  # ⌈total / 8⌉ over TP8's attention-DP ranks
+    assert f"(its command writes ⌈{total:,} / 8⌉ = {per_rank:,} per attention-DP rank)" in said
