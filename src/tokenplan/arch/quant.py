@@ -53,8 +53,10 @@ def native_format(quant: object) -> tuple[str, list[str]]:
         A :class:`~tokenplan.units.Dtype` value (``bf16``, ``fp8``, ``int8``, ``nvfp4``,
         ``mxfp4``, ``w4a16``) and notes for a method read only approximately or not at all.
     """
-    if not isinstance(quant, Mapping) or not quant:
+    if quant is None or (isinstance(quant, Mapping) and not quant):
         return "bf16", []
+    if not isinstance(quant, Mapping):
+        return _unread(f"{quant!r} (not an object)")
     method = str(quant.get("quant_method") or "").lower().replace("_", "-")
     if method == "mxfp4":
         return "mxfp4", []

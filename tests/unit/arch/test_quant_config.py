@@ -59,6 +59,7 @@ def test_each_method_names_the_format_it_ships(quant, expected):
         {"quant_method": "gptq", "bits": 8},  # 8-bit weight-only: no such served format here
         {"quant_method": "hqq", "nbits": 4},
         {"quant_method": "bitsandbytes", "load_in_8bit": True},
+        "fp8",  # not an object: said, not silently bf16
     ],
 )
 def test_a_method_it_does_not_read_is_said_not_silently_bf16(quant):
