@@ -51,7 +51,7 @@ from tokenplan.cli.params import DRAFT_MODEL, INTEGER, NUMBER
 @click.option(
     "--weight-dtype",
     multiple=True,
-    help="Weight formats to search: bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16/int4 (repeatable) [default: bf16 and fp8 where native, or the released format]",
+    help="Weight formats to search: bf16, fp16, fp8, int8, mxfp8, nvfp4 (fp4), mxfp4, w4a16 (int4, awq, gptq) (repeatable) [default: bf16 and fp8 where native, or the released format]",
 )
 @click.option(
     "--kv-dtype",

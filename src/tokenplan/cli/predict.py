@@ -49,7 +49,7 @@ _ATTENTION_DP = click.option("--attention-dp", is_flag=True, help="Attention dat
 _WEIGHT_DTYPE = click.option(
     "--weight-dtype",
     default="auto",
-    help="auto (the checkpoint's released format: bf16 for Qwen3.6-27B, mxfp4 for gpt-oss; plan instead searches bf16 and fp8 where native), bf16, fp16, fp8, int8, mxfp8, nvfp4, mxfp4, w4a16",
+    help="auto (the checkpoint's released format: bf16 for Qwen3.6-27B, mxfp4 for gpt-oss, a config.json's quantization_config format; plan instead searches bf16 and fp8 where native), bf16, fp16, fp8, int8, mxfp8, nvfp4 (fp4), mxfp4, w4a16 (int4, awq, gptq)",
 )
 _KV_DTYPE = click.option("--kv-dtype", default="auto", help="auto (the engine's default), bf16, fp16, fp8, nvfp4")
 _ENGINE = click.option("--engine", default="sglang", help="Serving engine: sglang, vllm or trtllm")
