@@ -113,7 +113,8 @@ def parse_json(text: str, source: str, line: int | None = None) -> Any:
         line: the line ``text`` is in a JSON-lines file (messages then name it), or None.
 
     Raises:
-        ConfigError: not JSON, a key twice in one object, or nested past :data:`MAX_NESTING`.
+        ConfigError: not JSON, a key twice in one object, nested past :data:`MAX_NESTING`, or an
+            integer longer than Python converts (4,300 digits).
     """
 
     def where(offset: int) -> str:
@@ -127,6 +128,8 @@ def parse_json(text: str, source: str, line: int | None = None) -> Any:
         raise ConfigError(source, where(_deep_line(text)), _NESTED) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(source, where(exc.lineno), f"not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit (a break-it pass)
+        raise ConfigError(source, where(1), f"not read ({exc})") from None
     if isinstance(value, (dict, list)) and _too_deep(value):
         raise ConfigError(source, where(_deep_line(text)), _NESTED)
     return value

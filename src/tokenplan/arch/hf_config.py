@@ -16,7 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tokenplan.arch.hf_defaults import UNGATED_MODEL_TYPES, context_factor, sliding_pattern, with_class_defaults
+from tokenplan.arch.hf_defaults import (
+    UNGATED_MODEL_TYPES,
+    UNREAD_MODEL_TYPES,
+    context_factor,
+    sliding_pattern,
+    with_class_defaults,
+)
 from tokenplan.arch.hf_fields import (
     Reader,
     architecture,
@@ -60,22 +66,11 @@ KNOWN_ARCHITECTURES = frozenset(
         "GlmMoeDsaForCausalLM",
         "Llama4ForConditionalGeneration",
         "Llama4ForCausalLM",
+        "Gemma3ForConditionalGeneration",
+        "Gemma3ForCausalLM",
+        "Starcoder2ForCausalLM",
     }
 )
-
-# Model types whose layers tokenplan's generic fields would misread, refused rather than costed:
-# their state-space layers are described by fields it does not read.
-_MAMBA = "its Mamba layers (and their recurrent state per request) are described by fields tokenplan does not read"
-_UNREAD_TYPES = {
-    "jamba": f"{_MAMBA} (attn_layer_period/offset, expert_layer_period); read as all attention it would be wrong",
-    "falcon_h1": f"{_MAMBA} (mamba_n_heads, mamba_d_state beside attention in every layer)",
-    "bamba": _MAMBA,
-    "zamba": _MAMBA,
-    "zamba2": _MAMBA,
-    "mamba": "a pure state-space model (no attention layers): not modelled",
-    "mamba2": "a pure state-space model (no attention layers): not modelled",
-    "falcon_mamba": "a pure state-space model (no attention layers): not modelled",
-}
 
 # Activations of FFNs with an up and a down projection only (no gate matrix).
 _UNGATED_ACTS = {"relu2", "relu", "gelu"}
@@ -240,6 +235,7 @@ _DENSE_BESIDE_EXPERTS = ("first_k_dense_replace", "n_shared_experts", "moe_layer
 # each MoE layer runs one shared expert of the routed experts' width (``Llama4TextMoe.shared_expert``).
 _SPARSE_STEP = {False: "decoder_sparse_step", True: "interleave_moe_layer_step"}
 MAX_LAYERS = 100_000
+MAX_CONTEXT_TOKENS = 2**30  # 1,073,741,824: past any model's context (Llama-4 Scout's is 10,485,760)
 
 
 def _context(r: Reader) -> int | None:
@@ -249,7 +245,14 @@ def _context(r: Reader) -> int | None:
     factor, original = context_factor(r.cfg)
     if base is None or factor == 1.0:
         return base
-    return int((original or base) * factor)
+    context = (original or base) * factor
+    if not context <= MAX_CONTEXT_TOKENS:  # a factor of 1e305 overflowed int(); 1e12 sized a RoPE table of 7.8 B GiB
+        raise ConfigError(
+            r.source,
+            "rope_scaling.factor",
+            f"{factor:g} gives a context of {context:.4g} tokens (allowed: a context of at most {MAX_CONTEXT_TOKENS:,})",
+        )
+    return int(context)
 
 
 def _moe(r: Reader, llama4: bool = False) -> Moe | None:
@@ -295,7 +298,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     cfg = with_class_defaults(_text_config(raw, source))  # Gemma's vocabulary and tied lm_head
     r = Reader(cfg, source)
     arch = architecture(r)
-    unread = _UNREAD_TYPES.get(str(cfg.get("model_type", "")))
+    unread = UNREAD_MODEL_TYPES.get(str(cfg.get("model_type", "")))
     if unread:  # refused: a figure without these layers would be silently wrong (a break-it pass)
         raise ConfigError(source, "model_type", f"{cfg['model_type']!r} is not modelled: {unread}")
     hidden = r.int("hidden_size", minimum=1, what="the model width")

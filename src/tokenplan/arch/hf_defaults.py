@@ -4,8 +4,9 @@ file is silent, for :mod:`tokenplan.arch.hf_config`.
 
 Sources (transformers ``models/<type>/configuration_<type>.py`` and ``modeling_<type>.py``):
 
-- ``GemmaConfig`` / ``Gemma2Config``: ``vocab_size`` 256,000, ``tie_word_embeddings`` True;
-  ``Gemma3TextConfig``: ``vocab_size`` 262,208, ``tie_word_embeddings`` True,
+- ``GemmaConfig`` / ``Gemma2Config``: ``vocab_size`` 256,000, ``tie_word_embeddings`` True,
+  ``max_position_embeddings`` 8,192; ``Gemma3TextConfig``: ``vocab_size`` 262,208,
+  ``tie_word_embeddings`` True, ``max_position_embeddings`` 131,072,
   ``sliding_window_pattern`` 6 (its ``layer_types`` default: layer ``i`` slides unless
   ``(i + 1) % 6 == 0``); Gemma-2 alternates (layer ``i`` slides unless ``(i + 1) % 2 == 0``).
   The stock ``google/gemma-3-27b-it`` config.json states neither ``vocab_size`` nor the pattern.
@@ -27,9 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma": {"vocab_size": 256_000, "tie_word_embeddings": True},
-    "gemma2": {"vocab_size": 256_000, "tie_word_embeddings": True},
-    "gemma3_text": {"vocab_size": 262_208, "tie_word_embeddings": True},
+    "gemma": {"vocab_size": 256_000, "tie_word_embeddings": True, "max_position_embeddings": 8192},
+    "gemma2": {"vocab_size": 256_000, "tie_word_embeddings": True, "max_position_embeddings": 8192},
+    "gemma3_text": {"vocab_size": 262_208, "tie_word_embeddings": True, "max_position_embeddings": 131_072},
 }
 
 # model_type → every how many layers one keeps full attention, the others sliding
@@ -38,6 +39,20 @@ SLIDING_PATTERNS = {"gemma2": 2, "gemma3_text": 6}
 UNGATED_MODEL_TYPES = frozenset(
     {"starcoder2", "phi", "gpt_neox", "gpt_bigcode", "gptj", "codegen", "falcon", "mpt", "bloom", "opt"}
 )
+
+# Model types whose layers tokenplan's generic fields would misread, refused rather than costed:
+# their state-space layers are described by fields it does not read.
+_MAMBA = "its Mamba layers (and their recurrent state per request) are described by fields tokenplan does not read"
+UNREAD_MODEL_TYPES = {
+    "jamba": f"{_MAMBA} (attn_layer_period/offset, expert_layer_period); read as all attention it would be wrong",
+    "falcon_h1": f"{_MAMBA} (mamba_n_heads, mamba_d_state beside attention in every layer)",
+    "bamba": _MAMBA,
+    "zamba": _MAMBA,
+    "zamba2": _MAMBA,
+    "mamba": "a pure state-space model (no attention layers): not modelled",
+    "mamba2": "a pure state-space model (no attention layers): not modelled",
+    "falcon_mamba": "a pure state-space model (no attention layers): not modelled",
+}
 
 # rope_scaling types whose factor does not lengthen the context vLLM allows
 _UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "mrope", "default"})

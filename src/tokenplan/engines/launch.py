@@ -175,7 +175,12 @@ def checkpoint_note(launch: Launch) -> str | None:
     method other than the checkpoint's own (a new-user pass), and neither makes 16-bit weights
     from a quantized checkpoint."""
     fmt, native = launch.weight_dtype.value, launch.native_dtype
-    if fmt == native or (launch.weight_dtype is Dtype.FP8 and native in ("bf16", "fp16")):
+    sixteen = ("bf16", "fp16")  # one is cast to the other as it loads (--dtype)
+    if (
+        fmt == native
+        or (fmt in sixteen and native in sixteen)
+        or (launch.weight_dtype is Dtype.FP8 and native in sixteen)
+    ):
         return None
     if launch.weight_dtype in (Dtype.BF16, Dtype.FP16):
         return f"# {fmt} weights are not made from a {native} checkpoint: put the {fmt} release of {launch.repo} in its place below"
@@ -183,6 +188,15 @@ def checkpoint_note(launch: Launch) -> str | None:
         f"# {fmt} weights are not made at load time from a {native} checkpoint: put a {fmt} checkpoint of "
         f"{launch.repo}, quantized offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below"
     )
+
+
+def quantizes_at_load(launch: Launch) -> bool:
+    """The engine quantizes the checkpoint as it loads (``--quantization fp8`` on a 16-bit one).
+    Where the command instead names an offline-quantized checkpoint (:func:`checkpoint_note`) it
+    writes no ``--quantization``: vLLM and SGLang read the method from that checkpoint's
+    quantization config and refuse a flag that names another (a ModelOpt FP8 checkpoint declares
+    ``modelopt``, not ``fp8``; an explicit ``awq`` also forces vLLM off its Marlin kernel)."""
+    return launch.weight_dtype.value != launch.native_dtype and checkpoint_note(launch) is None
 
 
 # The drafter a speculative method needs: MTP's head is in the target checkpoint (SGLang NEXTN,

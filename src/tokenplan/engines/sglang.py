@@ -28,6 +28,7 @@ from tokenplan.engines.launch import (
     drafter_path,
     needs_drafter,
     node_ranks_note,
+    quantizes_at_load,
     replica_hosts,
     serves_other_hosts,
 )
@@ -332,7 +333,7 @@ class Sglang:
         lay, s = launch.layout, launch.settings
         fraction, running = launch.sized(self.name, 0.0)
         args = ["python -m sglang.launch_server", f"--model-path {quote(launch.repo)}", *self._parallel_args(lay)]
-        if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
+        if quantizes_at_load(launch) and launch.weight_dtype in _QUANT:
             args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
         if launch.kv_dtype in _KV_FLAG:  # the KV format the plan sized the pool in (auto would be BF16)
             args.append(f"--kv-cache-dtype {_KV_FLAG[launch.kv_dtype]}")

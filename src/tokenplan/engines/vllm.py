@@ -27,6 +27,7 @@ from tokenplan.engines.launch import (
     draft_note,
     needs_drafter,
     node_ranks_note,
+    quantizes_at_load,
     replica_hosts,
 )
 from tokenplan.hardware import Gpu
@@ -299,7 +300,7 @@ class Vllm:
             args.append(f"--pipeline-parallel-size {lay.pp}")
         if lay.ep > 1 or lay.attention_dp:
             args.append("--enable-expert-parallel")
-        if launch.weight_dtype.value != launch.native_dtype and launch.weight_dtype in _QUANT:
+        if quantizes_at_load(launch) and launch.weight_dtype in _QUANT:
             args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
         if launch.kv_dtype in (Dtype.FP8, Dtype.NVFP4):  # CacheDType fp8, nvfp4 (vllm#40177); auto is BF16
             args.append(f"--kv-cache-dtype {launch.kv_dtype.value}")

@@ -191,7 +191,12 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     # (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), not the replica's sum
     served = config.max_model_len if config.max_model_len is not None else ctx
     fits_one = engine.context_must_fit() and served is not None and mem.max_sequences(served) / mem.sequence_shards >= 1
-    longest = isl.max + osl.max  # the longest request the job sends (tokens; inf without caps)
+    # the longest request the job sends (tokens; inf without caps): a prompt up to its cap with the
+    # output cap as max_tokens (generate --plan sends it; vLLM refuses prompt + max_tokens past
+    # max_model_len), not the grid's top quantile
+    longest = (isl.cap_tokens if isl.cap_tokens is not None else isl.max) + (
+        osl.cap_tokens if osl.cap_tokens is not None else osl.max
+    )
     if served is not None and not fits_one and config.max_model_len is None and longest < served:
         if (
             engine.context_must_fit()

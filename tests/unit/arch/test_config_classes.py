@@ -168,3 +168,49 @@ def test_vllm_checks_the_context_against_each_attention_dp_rank(tmp_path):
     # fixed lengths: the longest request is 1,024 + 1,024 = 2,048 tokens
     assert "1,048,576-token context, does not fit one rank's KV cache" in said
     assert "the launch sets --max-model-len 2,048" in said
+
+
+def test_the_max_model_len_fallback_holds_the_jobs_capped_requests(tmp_path):
+    # a break-it pass: the fallback took the length grid's top quantile (7,481 + 27,309 = 34,791
+    # on the default job), while generate --plan sends each prompt up to the ISL cap with the
+    # output cap as max_tokens: vLLM refused ~10 % of them. By hand: 16,384 + 32,768 = 49,152.
+    from tokenplan.api.plan import PlanRequest, plan
+
+    scout = dict(
+        LLAMA4_MAVERICK_TEXT, num_local_experts=16, interleave_moe_layer_step=1, max_position_embeddings=10_485_760
+    )
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout})
+    )
+    result = plan(PlanRequest(model=str(tmp_path), gpus=("8xh100-sxm",), engine="vllm", isl_sigma=0.0, osl_sigma=0.0))
+    out = result.to_json()
+    commands = [o["launch"]["vllm"] for o in out["options"] if o.get("launch")]
+    assert commands and all("--max-model-len 49152" in c for c in commands)
+    assert out["job"]["osl_cap_tokens"] == 32768
+
+
+def test_gemma3_without_a_stated_context_takes_its_class_default(tmp_path):
+    # Gemma3TextConfig's max_position_embeddings default is 131,072; the stock 27B config states
+    # none, so a 200,500-token request was planned and vLLM's start-up check skipped.
+    spec = _load(
+        tmp_path,
+        dict(
+            GEMMA3_27B_IT,
+            text_config={k: v for k, v in GEMMA3_27B_IT["text_config"].items() if k != "max_position_embeddings"},
+        ),
+    )
+    assert spec.max_context_tokens == 131_072
+
+
+def test_a_rope_factor_past_any_context_is_refused_in_one_line(tmp_path):
+    cfg = json.loads((Path(__file__).resolve().parents[3] / "src/tokenplan/catalog/models/qwen3-8b.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 1e305, "original_max_position_embeddings": 32768}
+    with pytest.raises(ConfigError, match=r"rope_scaling\.factor: 1e\+305 gives a context of inf tokens"):
+        _load(tmp_path, cfg)
+
+
+def test_an_integer_past_pythons_conversion_limit_is_one_line(tmp_path):
+    from tokenplan.loaders import parse_json
+
+    with pytest.raises(ConfigError, match="not read .*4300 digits"):
+        parse_json('{"bits": ' + "9" * 5000 + "}", "config.json")

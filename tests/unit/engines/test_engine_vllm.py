@@ -180,7 +180,9 @@ def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
         parsers={"vllm": "deepseek_r1"},
         settings=EngineSettings(0.9, 0.0, False, 8192, 512, 1024),
     )
-    # NVFP4 from a BF16/FP8 repository: vLLM reads modelopt_fp4 from a checkpoint quantized offline
+    # NVFP4 from a BF16/FP8 repository: vLLM reads modelopt_fp4 from a checkpoint quantized offline,
+    # so the command names no --quantization (a flag naming another method than that checkpoint's
+    # own is refused: engines.launch.quantizes_at_load)
     note = (
         "# nvfp4 weights are not made at load time from a fp8 checkpoint: put a nvfp4 checkpoint of deepseek-ai/DeepSeek-V3, "
         "quantized offline (NVIDIA ModelOpt; AutoAWQ for w4a16), in its place below\n"
@@ -190,7 +192,6 @@ def test_launch_for_a_planned_vllm_uses_the_plans_fraction(vllm):
             "vllm serve deepseek-ai/DeepSeek-V3",
             "--tensor-parallel-size 2",
             "--data-parallel-size 2",
-            "--quantization modelopt_fp4",
             "--kv-cache-dtype fp8",
             "--gpu-memory-utilization 0.90",
             "--max-num-seqs 1000",
@@ -355,3 +356,14 @@ def test_a_launch_for_the_jobs_longest_request_sets_max_model_len(vllm):
     assert "--max-model-len" not in vllm.launch_command(
         _launch(layout=Layout(tp=1), planned_engine="vllm", spec_method=None)
     )
+
+
+def test_a_16_bit_checkpoint_serves_either_16_bit_format(vllm):
+    # a break-it pass: --weight-dtype fp16 on a float16 checkpoint (read as 16-bit, native bf16) said
+    # "fp16 weights are not made from a bf16 checkpoint"; the engine casts one to the other as it loads
+    from tokenplan.engines.launch import checkpoint_note
+
+    fp16 = _launch(
+        layout=Layout(tp=1), planned_engine="vllm", spec_method=None, weight_dtype=Dtype.FP16, native_dtype="bf16"
+    )
+    assert checkpoint_note(fp16) is None
