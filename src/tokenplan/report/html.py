@@ -202,6 +202,13 @@ def _launch_html(plan: PlanResult) -> str:
             + f"</p><pre>{escape(cmd)}</pre>"
             for i, (e, cmd) in enumerate(best.launch.items())
         )
+        # the plan's warnings on this configuration (the terminal prints them under the launch):
+        # a --max-model-len that refuses longer requests, a launch that caps the batch lower, …
+        + (
+            "<p>Warnings:</p><ul>" + "".join(f"<li>{escape(w)}</li>" for w in best.warnings) + "</ul>"
+            if best.warnings
+            else ""
+        )
     )
 
 
