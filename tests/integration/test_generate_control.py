@@ -5,10 +5,7 @@ room than max_tokens is sent again with the room left."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from tests.support.fault_jobs import fault_request as _request
 from tests.support.fault_jobs import jsonl as _jsonl
 from tests.support.fault_jobs import prompts as _prompts
 from tests.support.fault_server import FaultServerProcess
-from tests.support.readiness import wait_for_logged
+from tests.support.readiness import interrupt_when_logged
 
 from tokenplan.api.generate import generate
 from tokenplan.errors import ServerError
@@ -133,13 +130,11 @@ def test_ctrl_c_during_a_control_request_stops_within_the_grace(tmp_path: Path) 
     with FaultServerProcess(str(tmp_path), context=1000, delay_s=60, log_bodies=str(log)) as server:
         command = [*CLI, str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "run"), "--endpoint", server.url]
         command += ["--model", "fault-model", "--max-tokens", "100", "--concurrency", "1", "--grace-s", "1"]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for_logged(log, lambda text: "Reply with the single word OK." in text, proc)  # the control is out
-        started = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        took_s = time.monotonic() - started
-    assert proc.returncode == 130 and "Traceback" not in err, err
+        # SIGINT once the control is out
+        returncode, err, took_s = interrupt_when_logged(
+            command, log, lambda text: "Reply with the single word OK." in text, timeout_s=60
+        )
+    assert returncode == 130 and "Traceback" not in err, err
     assert took_s < 15, took_s  # the 1 s grace and the shutdown, not the control's 60 s
     assert _jsonl(tmp_path / "run" / "skipped.jsonl") == []  # the held refusals stay unfinal
 

@@ -66,3 +66,22 @@ def wait_for_logged(log: Path, sent: Callable[[str], bool], proc: subprocess.Pop
         if time.monotonic() > deadline:
             raise AssertionError(f"no such request in {log.name} within {timeout_s:.0f} s")
         time.sleep(POLL_S)
+
+
+def interrupt_when_logged(
+    command: list[str], log: Path, sent: Callable[[str], bool], timeout_s: float = 90.0
+) -> tuple[int, str, float]:
+    """Start ``command``, send it SIGINT once the fault server's request log shows the request
+    ``sent`` looks for (:func:`wait_for_logged`), and wait for it to exit.
+
+    Returns:
+        (exit status, stderr, seconds from the SIGINT to the exit).
+    """
+    import signal
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_logged(log, sent, proc)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=timeout_s)
+    return proc.returncode, err, time.monotonic() - started

@@ -190,18 +190,23 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     # each engine core: every attention-DP rank is one and checks its own share of the KV
     # (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), not the replica's sum
     served = config.max_model_len if config.max_model_len is not None else ctx
-    fits_one = engine.context_must_fit() and served is not None and mem.max_sequences(served) / mem.sequence_shards >= 1
-    # the longest request the job sends (tokens; inf without caps): a prompt up to its cap with the
-    # output cap as max_tokens (generate --plan sends it; vLLM refuses prompt + max_tokens past
-    # max_model_len), not the grid's top quantile
-    longest = (isl.cap_tokens if isl.cap_tokens is not None else isl.max) + (
-        osl.cap_tokens if osl.cap_tokens is not None else osl.max
-    )
-    if served is not None and not fits_one and config.max_model_len is None and longest < served:
+    if served is not None and engine.context_must_fit():
+
+        def one_fits(tokens: float) -> bool:  # one request of ``tokens`` in one rank's KV cache
+            return mem.max_sequences(tokens) / mem.sequence_shards >= 1
+
+        # the longest request the job sends (tokens; inf without caps): a prompt up to its cap with
+        # the output cap as max_tokens (generate --plan sends it; vLLM refuses prompt + max_tokens
+        # past max_model_len), not the grid's top quantile
+        longest = (isl.cap_tokens if isl.cap_tokens is not None else isl.max) + (
+            osl.cap_tokens if osl.cap_tokens is not None else osl.max
+        )
         if (
-            engine.context_must_fit()
+            config.max_model_len is None
+            and not one_fits(served)
+            and longest < served
             and mem.kv_pool_bytes >= MIN_KV_FOR_MAX_MODEL_LEN_BYTES
-            and mem.max_sequences(longest) / mem.sequence_shards >= 1
+            and one_fits(longest)
         ):
             # the launch writes --max-model-len for the job's longest request (engines.vllm): the
             # server then starts, and refuses a request longer than that
@@ -212,19 +217,19 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
                 f"not fit one rank's KV cache: the launch sets --max-model-len {served:,} (the job's longest "
                 "request); a longer request is refused"
             )
-    if served is not None and engine.context_must_fit() and mem.max_sequences(served) / mem.sequence_shards < 1:
-        whole = (
-            f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
-            if config.max_model_len is None
-            else f"max_model_len {served:,}"
-        )
-        return Rejection(
-            config,
-            f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
-            f"GPU holds {mem.kv_capacity_tokens / mem.sequence_shards:,.0f} tokens, less than one request of "
-            f"{whole}",
-            "kv",
-        )
+        if not one_fits(served):
+            whole = (
+                f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
+                if config.max_model_len is None
+                else f"max_model_len {served:,}"
+            )
+            return Rejection(
+                config,
+                f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
+                f"GPU holds {mem.kv_capacity_tokens / mem.sequence_shards:,.0f} tokens, less than one request of "
+                f"{whole}",
+                "kv",
+            )
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:

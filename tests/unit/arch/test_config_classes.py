@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.support.model_configs import llama4_config, llama4_scout
 
 from tokenplan.arch.kv import kv_bytes_per_token
 from tokenplan.arch.params import param_counts
@@ -23,30 +24,13 @@ def _load(tmp_path: Path, cfg: dict, name: str = "config.json"):
     return load_model(str(path))
 
 
-LLAMA4_MAVERICK_TEXT = {
-    "model_type": "llama4_text",
-    "hidden_size": 5120,
-    "num_hidden_layers": 48,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "intermediate_size": 8192,
-    "intermediate_size_mlp": 16384,
-    "num_local_experts": 128,
-    "num_experts_per_tok": 1,
-    "interleave_moe_layer_step": 2,
-    "vocab_size": 202048,
-    "max_position_embeddings": 1048576,
-}
-
-
 def test_llama4_maverick_has_interleaved_moe_layers_and_a_shared_expert(tmp_path):
     # Llama4TextDecoderLayer: layer i has experts when (i + 1) % 2 == 0 → 24 MoE, 24 dense layers;
     # dense MLP 3 × 5,120 × 16,384 = 251,658,240 per layer; each MoE layer 128 routed experts and one
     # shared expert of 3 × 5,120 × 8,192 = 125,829,120. By hand:
     #   routed 24 × 128 × 125,829,120 = 386,547,056,640; shared 24 × 125,829,120 = 3,019,898,880;
     #   dense 24 × 251,658,240 = 6,039,797,760. Before: 48 MoE layers, 778 B parameters, no shared.
-    spec = _load(tmp_path, {"architectures": ["Llama4ForConditionalGeneration"], "text_config": LLAMA4_MAVERICK_TEXT})
+    spec = _load(tmp_path, llama4_config())
     pc = param_counts(spec)
     assert (spec.moe_layers, spec.dense_ffn_layers) == (24, 24)
     assert pc.routed_experts == 386_547_056_640
@@ -157,11 +141,8 @@ def test_vllm_checks_the_context_against_each_attention_dp_rank(tmp_path):
     # The launch then sets --max-model-len to the job's longest request, which one rank holds.
     from tokenplan import PredictRequest, predict
 
-    scout = dict(
-        LLAMA4_MAVERICK_TEXT, num_local_experts=16, interleave_moe_layer_step=1, max_position_embeddings=1_048_576
-    )
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout}))
+    path.write_text(json.dumps(llama4_scout(max_position_embeddings=1_048_576)))
     req = dict(model=str(path), gpu="b200", tp=8, ep=8, attention_dp=True, num_gpus=8, isl=1024, osl=1024)
     result = predict(PredictRequest(**req, engine="vllm", isl_sigma=0.0, osl_sigma=0.0))
     (said,) = [w for w in result.warnings if "max_model_len" in w]
@@ -176,12 +157,7 @@ def test_the_max_model_len_fallback_holds_the_jobs_capped_requests(tmp_path):
     # output cap as max_tokens: vLLM refused ~10 % of them. By hand: 16,384 + 32,768 = 49,152.
     from tokenplan.api.plan import PlanRequest, plan
 
-    scout = dict(
-        LLAMA4_MAVERICK_TEXT, num_local_experts=16, interleave_moe_layer_step=1, max_position_embeddings=10_485_760
-    )
-    (tmp_path / "config.json").write_text(
-        json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout})
-    )
+    (tmp_path / "config.json").write_text(json.dumps(llama4_scout()))
     result = plan(PlanRequest(model=str(tmp_path), gpus=("8xh100-sxm",), engine="vllm", isl_sigma=0.0, osl_sigma=0.0))
     out = result.to_json()
     commands = [o["launch"]["vllm"] for o in out["options"] if o.get("launch")]

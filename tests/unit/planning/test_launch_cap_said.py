@@ -144,24 +144,9 @@ def test_a_cap_under_attention_dp_says_what_each_rank_is_given(tmp_path):
     # --max_batch_size 18 (per attention-DP rank, ⌈138 / 8⌉ = 18: 144 in all) read as a mismatch.
     import json
 
-    scout = {
-        "model_type": "llama4_text",
-        "hidden_size": 5120,
-        "num_hidden_layers": 48,
-        "num_attention_heads": 40,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "intermediate_size": 8192,
-        "intermediate_size_mlp": 16384,
-        "num_local_experts": 16,
-        "num_experts_per_tok": 1,
-        "interleave_moe_layer_step": 1,
-        "vocab_size": 202048,
-        "max_position_embeddings": 10485760,
-    }
-    (tmp_path / "config.json").write_text(
-        json.dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": scout})
-    )
+    from tests.support.model_configs import llama4_scout
+
+    (tmp_path / "config.json").write_text(json.dumps(llama4_scout()))
     result = plan(PlanRequest(model=str(tmp_path), gpus=("8xh100-sxm",), isl_mean=1024, osl_mean=1024)).to_json()
     said = " ".join(result["options"][0]["warnings"])
     m = re.search(r"TensorRT-LLM launch \(in --json\) caps the batch at ([\d,]+) per replica", said)
