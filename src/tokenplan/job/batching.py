@@ -18,7 +18,8 @@ batch is the concurrency capped by the engine's running-request limit, by KV cap
 running sequences' mean context (length-biased: ISL + E[OSL²]/(2·E[OSL])) and, for hybrid models, by state slots.
 TTFT = the serving overhead outside the GPU + wait for the next receive (R/2 decode steps, R = SGLang's
 ``--scheduler-recv-interval`` or 1) + own prefill + queueing behind other prompts (waves and M/D/1,
-mixed by ``Efficiency.prefill_wave_fraction``; ``job.prefill_wait``) + TensorRT-LLM's attention-DP
+mixed by ``Efficiency.prefill_wave_fraction``, and every slot refilled from a queue in the replica
+in a wave: ``job.steady.queue_share``; ``job.prefill_wait``) + TensorRT-LLM's attention-DP
 balancing wait + queueing when the client keeps more requests in flight than the engine runs.
 """
 
@@ -43,7 +44,7 @@ from tokenplan.job.prefill_wait import (  # noqa: F401  (MAX_PREFILL_UTILISATION
     wave_steps_mean,
 )
 from tokenplan.job.steady import SteadyState as SteadyState  # its home was here (explicit re-export)
-from tokenplan.job.steady import queue_warning, requests_queue
+from tokenplan.job.steady import queue_share, queue_warning, requests_queue
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.deployment import Deployment
 from tokenplan.perf.efficiency import Efficiency
@@ -54,9 +55,9 @@ from tokenplan.perf.step_record import StepTime
 # Step times by ``step_time``'s arguments after ``d`` and ``eff`` (:func:`_step`); a level's pair: ``kept_memos``.
 StepMemo = dict[tuple[float, float, float, float, float, float], StepTime]
 StepMemos = tuple[StepMemo, StepMemo]
-# A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queued).
+# A replica's figures at a batch (see :func:`_level`), and a memo of them by (batch, queue share).
 Level = tuple[float, float, float, StepTime, float, float, float, float, float]
-LevelMemo = dict[tuple[float, bool], Level]
+LevelMemo = dict[tuple[float, float], Level]
 
 
 # Least share of a mixed step's token budget left to prompt tokens when the decode batch alone
@@ -266,13 +267,14 @@ def steady_state(
     batch = limit if concurrency is None or limit < concurrency else concurrency
     if batch < 1:
         raise ValueError(f"no sequence fits (batch {batch:g}); callers check memory.fits and limits first")
-    # with a queue in the replica every arrival is in a wave (module docstring)
+    # the share of a batch's freed slots refilled from a queue in the replica (queue_share)
     queued = requests_queue(concurrency, batch)
-    level = None if levels is None else levels.get((batch, queued))
+    share = queue_share(concurrency, batch)
+    level = None if levels is None else levels.get((batch, share))
     if level is None:
-        level = _level(d, eff, engine, settings, isl, osl, spec, batch, queued, steps)
+        level = _level(d, eff, engine, settings, isl, osl, spec, batch, share, steps)
         if levels is not None:
-            levels[batch, queued] = level
+            levels[batch, share] = level
     output_tok_s, tpot_s, ttft, dec, cycle_s, prefill_share, roofline_tok_s, opening, median = level
     warnings: tuple[str, ...] = ()
     if concurrency is not None and concurrency > batch:
@@ -306,12 +308,13 @@ def _level(
     osl: LengthDist,
     spec: SpecDecode | None,
     batch: float,
-    queued: bool,
+    share: float,
     steps: StepMemo | None,
 ) -> Level:
-    """:func:`steady_state`'s figures at ``batch`` running sequences, ``queued`` when requests
-    wait in the replica, before the wait in that queue: (output tok/s, TPOT, TTFT, decode step,
-    cycle, prefill share, roofline tok/s; seconds)."""
+    """:func:`steady_state`'s figures at ``batch`` running sequences, a ``share`` of whose freed
+    slots refill from requests waiting in the replica (:func:`~tokenplan.job.steady.queue_share`),
+    before the wait in that queue: (output tok/s, TPOT, TTFT, decode step, cycle, prefill share,
+    roofline tok/s; seconds)."""
     # step_time is pure: the kept memos, or the caller's own for both, give the same steps
     memos = kept_memos(d, eff) if steps is None else (steps, steps)
     every, prefill = memos
@@ -351,7 +354,9 @@ def _level(
     else:
         cyc = _separate_cycle(d, eff, settings, batch, isl, n_dec, dec_s, pre_s, memos)
     cycle_s, prefill_share, own_s = cyc
-    g = 1.0 if queued else eff.prefill_wave_fraction  # every arrival in a wave where requests queue
+    # A slot refilled from the replica's queue is in its wave (the scheduler refills every freed slot
+    # in one pass); the rest are the clients' new requests, a share prefill_wave_fraction in waves.
+    g = eff.prefill_wave_fraction + (1.0 - eff.prefill_wave_fraction) * share
     wave_step_s = pre_s + outside_s(eager, 0.0, key[2])  # a wave's prefill step of min(chunk, B·ISL) tokens
     wave = _wave_ttft_s(d, eff, batch, isl_mean, chunk, wave_step_s, memos, eager) - own_s
     wave = 0.0 if 0.0 > wave else wave  # max(wave, 0.0)
@@ -360,7 +365,7 @@ def _level(
     steady_queue = prefill_queue_s(own_s, prefill_share, batch - 1.0)
     base = eff.ttft_overhead_s + dec_s * settings.recv_interval / 2 + own_s
     if settings.adp_balance_timeout_iters:  # attention-DP balancing holds the prompt back (job.prefill_wait)
-        arrivals = math.inf if queued else batch / cycle_s
+        arrivals = math.inf if share > 0.0 else batch / cycle_s
         base += adp_balance_wait_s(settings.adp_balance_timeout_iters, d.memory.sequence_shards, dec_s, arrivals)
     # The mean over arrivals: a share g waits behind its wave, the rest queue as random arrivals.
     ttft = base + g * wave + (1.0 - g) * steady_queue

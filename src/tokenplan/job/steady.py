@@ -67,10 +67,29 @@ quick_init(SteadyState)  # a quicker __init__, same signature (tokenplan.records
 def requests_queue(concurrency: float | None, batch: float) -> bool:
     """Whether requests wait in the server for a slot of the running ``batch`` (sequences):
     offline (``concurrency`` None, every request submitted at once) or more requests in flight
-    per replica than it runs. Then every arrival is in a prefill wave and the TTFT adds the
+    per replica than it runs. Then the waiting requests refill freed slots in prefill waves
+    (:func:`queue_share`) and the TTFT adds the
     wait for a slot (:func:`steady_state`); the error bands keep these apart
     (``calibration.bands.queue_regime``)."""
     return concurrency is None or concurrency > batch
+
+
+def queue_share(concurrency: float | None, batch: float) -> float:
+    """The share of a running ``batch``'s slots, freed together, that requests already waiting
+    in the replica refill: ``min(1, (C − B)/B)`` for ``concurrency`` C above the batch B, 1
+    offline (every request submitted at once), 0 with no queue. The scheduler admits the waiting
+    requests in the pass that frees the slots, so they join the wave of prompts prefilled
+    together; the other freed slots wait for their clients' next requests, which arrive in
+    waves only as often as unqueued arrivals do (``Efficiency.prefill_wave_fraction``). A
+    client two requests above the batch (InferenceX's DeepSeek-R1 H200 SGLang MTP run at
+    concurrency 64, median TTFT 604.6 ms) thus waits in a wave for 2 of every B refills,
+    not for all of them (``job.batching._level``)."""
+    if concurrency is None:
+        return 1.0
+    if concurrency <= batch:
+        return 0.0
+    share = (concurrency - batch) / batch
+    return 1.0 if share > 1.0 else share
 
 
 @lru_cache(maxsize=1024)

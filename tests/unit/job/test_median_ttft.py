@@ -45,11 +45,40 @@ def test_from_half_the_median_arrival_waits_in_a_wave():
 
 
 def test_a_queue_in_the_replica_delays_median_and_mean_alike():
-    # 512 in flight on a replica that runs fewer: every arrival waits (concurrency − batch) / rate
+    # 512 in flight on a replica that runs fewer (at least twice as many: every freed slot refills
+    # from the queue, job.steady.queue_share): every arrival waits (concurrency − batch) / rate
     # before its wave, so mean and median are both the whole-wave figure plus that wait.
     s = replace(resolve(REQ), concurrency=512.0).evaluate().steady
     assert s.batch < 512
     assert s.median_ttft_s == pytest.approx(s.ttft_s, rel=1e-12)
+
+
+def test_queue_share_is_the_waiting_requests_over_the_batch():
+    from tokenplan.job.steady import queue_share
+
+    assert queue_share(None, 406.0) == 1.0  # offline: every freed slot refills from the queue
+    assert queue_share(62.0, 62.0) == 0.0  # no request waits
+    assert queue_share(64.0, 62.0) == pytest.approx(2.0 / 62.0, rel=1e-15)  # 2 waiting, 62 slots
+    assert queue_share(1024.0, 184.0) == 1.0  # (1024 − 184)/184 = 4.6 > 1: every slot
+
+
+def test_a_client_a_few_requests_above_the_batch_waits_in_a_wave_for_that_share_only():
+    # With no unqueued waves (g = 0), k requests above the running batch B put k of every B
+    # refills in a wave: TTFT − the queue's wait = (base + queue) + (k/B)·(wave − queue), the two
+    # ends read at concurrency B (the same batch, no queue) with g = 0 and g = 1.
+    B = replace(resolve(REQ), concurrency=512.0).evaluate().steady.batch
+    k = 3.0
+
+    def at(concurrency: float, g: float):
+        s = resolve(replace(REQ, concurrency=concurrency))
+        return replace(s, efficiency=s.efficiency.with_values(prefill_wave_fraction=g)).evaluate().steady
+
+    random_end, wave_end, s = at(B, 0.0), at(B, 1.0), at(B + k, 0.0)
+    assert s.batch == B and wave_end.ttft_s - random_end.ttft_s > 0.01
+    wait = k * s.cycle_s / B  # (C − B) / (B / cycle)
+    assert s.ttft_s - wait == pytest.approx(random_end.ttft_s + k / B * (wave_end.ttft_s - random_end.ttft_s), rel=1e-9)
+    # k/B < 1/2: the median arrival is one of the clients' new requests, outside the waves
+    assert s.median_ttft_s - wait == pytest.approx(random_end.ttft_s, rel=1e-9)
 
 
 def test_validate_compares_a_median_with_the_median_and_a_mean_with_the_mean():
