@@ -34,7 +34,8 @@ class ExportCounts(JsonResult):
     answer text, a ``<think>`` marker left in, failed or skipped lines, and the rows with tool turns
     written aside (``unvalidated``, to ``unvalidated_path``), and ``no_reasoning``: rows of the
     training file with an assistant turn without reasoning text (written; SpecForge's validator
-    refuses them under ``--expect-reasoning``)."""
+    refuses them under ``--expect-reasoning``); ``path``: the file written, and ``partial``: units
+    were left in ``errors.jsonl``, so it went to ``NAME.partial.SUFFIX``, not the name asked for."""
 
     written: int = 0
     dropped_length: int = 0
@@ -45,6 +46,8 @@ class ExportCounts(JsonResult):
     unvalidated: int = 0
     unvalidated_path: str | None = None
     no_reasoning: int = 0
+    path: str | None = None
+    partial: bool = False
 
     def left_out(self) -> list[tuple[int, str]]:
         """The non-zero counts of rows the export left out, each with what it says, in that order."""
@@ -78,6 +81,7 @@ class RunSummary(JsonResult):
     requests_per_s: float | None = None
     plan_output_tok_s: float | None = None
     latency_e2e: LatencyMs | None = None
+    latency_ttft: LatencyMs | None = None  # streamed answers only (--stream)
     export: ExportCounts | None = None
     run_dir: str | None = field(default=None, metadata=OMIT_NONE)
 

@@ -125,6 +125,15 @@ def test_a_stream_opening_with_ping_and_empty_data_is_stored(tmp_path: Path) -> 
     with _scripted(tmp_path, [entry]) as server:
         result = generate(_request(tmp_path, server.url, stream=True))
     assert (result.stored, result.errors) == (2, 0)
+    # --stream measures TTFT: the closing lines show it beside E2E (they showed E2E only)
+    from tokenplan.report.generate import summary_text
+
+    ttft = result.summary["latency_ttft"]
+    assert ttft["count"] == 2
+    assert (
+        f"latency TTFT  p50 {ttft['p50_ms']:,.0f} ms  p90 {ttft['p90_ms']:,.0f} ms  p99 {ttft['p99_ms']:,.0f} ms  (2 streamed)"
+        in (summary_text(result))
+    )
 
 
 def test_an_sglang_error_body_keeps_its_message_in_skipped(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from tokenplan.bench.workload import (
     random_workload_approx,
     random_workload_exact,
 )
+from tokenplan.client.endpoints import v1_hint
 from tokenplan.client.openai import OpenAIClient, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, RetryPolicy, call_with_retries
 from tokenplan.errors import ServerError
@@ -61,7 +62,7 @@ async def check_servers(clients: list[OpenAIClient], model: str) -> None:
         try:
             served = await client.models(deadline_s=PROBE_DEADLINE_S)
         except RequestFailed as failure:
-            raise ServerError(f"cannot reach {client.base_url}: {failure}") from None
+            raise ServerError(f"cannot reach {client.base_url}: {failure}{v1_hint(client.base_url, failure)}") from None
         if model not in served:
             raise ServerError(
                 f"{client.base_url} does not serve model {model!r} (it serves: {', '.join(served) or 'nothing'})"

@@ -197,6 +197,9 @@ def _messages_problem(messages: tuple) -> str | None:
 def _dataset_prompt(item: object, osl: int | None, where: str, path: str) -> Prompt:
     if not isinstance(item, dict):
         raise ConfigError(path, where, "expected a JSON object")
+    body = item.get("body")
+    if isinstance(body, dict) and "custom_id" in item:  # an OpenAI Batch line, as generate reads it
+        item = body  # the request: messages and max_tokens
     budget = item.get("max_tokens", item.get("output_len"))
     if isinstance(item.get("messages"), list):
         messages = tuple(item["messages"])
@@ -216,7 +219,11 @@ def _dataset_prompt(item: object, osl: int | None, where: str, path: str) -> Pro
                 raise ConfigError(
                     path, where, f"'{wrong}' is {type(item[wrong]).__name__}, not a non-empty list of turns"
                 )
-            raise ConfigError(path, where, "no 'messages', 'conversations', 'prompt', 'text' or 'question'")
+            raise ConfigError(
+                path,
+                where,
+                "no 'messages', 'conversations', 'prompt', 'text' or 'question' (or an OpenAI Batch line's 'body')",
+            )
         if not text.strip():
             raise ConfigError(path, where, "an empty prompt (expected text to send)")
         messages = _chat(text)

@@ -40,9 +40,18 @@ _FIT_OPTIONS = (
 
 
 @app.command("bench", old_spellings={"--deadline": "--request-timeout"})
-@click.option("--endpoint", multiple=True, help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more).")
+@click.option(
+    "--endpoint",
+    multiple=True,
+    help="API root, e.g. http://127.0.0.1:8000/v1 (repeat for more: a level's requests go round-robin over "
+    "them; the length probe and the server's settings are read from the first).",
+)
 @click.option("--model", help="The model name the server serves.")
-@click.option("--concurrency", help="Levels, comma-separated [default: 1,4,16,64].")
+@click.option(
+    "--concurrency",
+    help="Levels: requests in flight over all endpoints (generate's --concurrency is per endpoint), "
+    "comma-separated [default: 1,4,16,64].",
+)
 @click.option("--max-concurrency", help="vllm bench serve's name: the levels; with --request-rate, the most in flight.")
 @click.option("--request-rate", help="Open-loop levels in requests/s, comma-separated (inf = all at once).")
 @click.option(

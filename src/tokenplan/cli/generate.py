@@ -187,7 +187,8 @@ def _run(request: GenerateRequest, quiet: bool, progress_every: float) -> Genera
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             result = generate(request, on_progress=lambda s: live.update(progress_table(s)), on_warning=warn)
     for note in result.notes:  # one line each, as the warnings (grep-able logs; no markup in paths)
-        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        prefix = "" if note.startswith("warning: ") else "note: "  # a runner's warning keeps its own word
+        console.print(f"{prefix}{note}", markup=False, highlight=False, soft_wrap=True)
     return result
 
 

@@ -128,7 +128,7 @@ class EndpointPool:
         problems = []
         for endpoint, answer in zip(self.endpoints, answers):
             if isinstance(answer, RequestFailed):
-                problems.append(f"{endpoint.base_url} ({answer}{_v1_hint(endpoint.base_url, answer)})")
+                problems.append(f"{endpoint.base_url} ({answer}{v1_hint(endpoint.base_url, answer)})")
                 self._eject(endpoint, str(answer))
             elif isinstance(answer, BaseException):
                 raise answer
@@ -335,7 +335,7 @@ class EndpointPool:
             self._state.probe_tasks.pop(id(endpoint), None)
 
 
-def _v1_hint(base_url: str, failure: RequestFailed) -> str:
+def v1_hint(base_url: str, failure: RequestFailed) -> str:
     """Where ``GET /models`` answered 404 on a base URL whose path does not end in ``/v1``: the
     OpenAI-compatible servers (vLLM, SGLang, TensorRT-LLM, ``transformers serve``) serve it under
     ``/v1``, so that is most often the missing part."""

@@ -5,6 +5,7 @@ result and counts ``tokenplan.api.generate`` returns (``GenerateResult``, ``dry_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.table import Table
@@ -80,6 +81,16 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
             + (", the latest invocation's" if (result.summary.get("invocations") or 0) > 1 else "")
             + ")"
         )
+    ttft, runs = s.latency_ttft, result.summary.get("invocations") or 0  # TTFT: where answers stream (--stream)
+    if ttft:
+        lines.append(
+            f"latency TTFT  p50 {ttft.p50_ms:,.0f} ms  p90 {ttft.p90_ms or 0.0:,.0f} ms  p99 {ttft.p99_ms:,.0f} ms"
+            + (
+                f"  ({ttft.count:,} streamed" + (", the latest invocation's" if runs > 1 else "") + ")"
+                if ttft.count
+                else ""
+            )
+        )
     if result.outside_input:
         lines.append(
             f"kept apart    {result.outside_input:,} records in the run directory are for units this input "
@@ -87,7 +98,7 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
             + ("; the export holds them too" if result.export_rows is not None else "")
         )
     if result.export_rows is not None:
-        lines.append(_export_line(result.export_rows, s.export or ExportCounts()))
+        lines.append(_export_line(result.export_rows, s.export or ExportCounts(), result.errors))
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)
@@ -104,12 +115,16 @@ def _earlier(summary: dict) -> str:
     return f"  (the run's {runs} earlier {earlier}; this one sent nothing)" if runs else ""
 
 
-def _export_line(rows: int, export: ExportCounts) -> str:
-    """``exported N rows`` and what ``--export`` left out (summary.json's ``export`` counts)."""
+def _export_line(rows: int, export: ExportCounts, errors: int = 0) -> str:
+    """``exported N rows to FILE`` and what ``--export`` left out (summary.json's ``export``
+    counts): the rows of a training file's companion counted apart (``+ U to FILE``), and an
+    export of a run with ``errors`` units left written to its ``.partial`` name, said so."""
     left_out = [f"{n:,} {label}" for n, label in export.left_out()]
+    main = rows - export.unvalidated
+    where = f" to {export.path}" if export.path else ""
     side = (
-        f"; {export.unvalidated:,} in {export.unvalidated_path}: turns SpecForge's validator refuses by "
-        "design (tool turns, a blank turn, two turns of one role in a row), which its trainer reads"
+        f" + {export.unvalidated:,} to {export.unvalidated_path} (turns SpecForge's validator refuses by "
+        "design: tool turns, a blank turn, two turns of one role in a row; its trainer reads them)"
         if export.unvalidated
         else ""
     )
@@ -119,7 +134,21 @@ def _export_line(rows: int, export: ExportCounts) -> str:
         if export.no_reasoning
         else ""
     )
-    return f"exported      {rows:,} rows" + (f" ({', '.join(left_out)})" if left_out else "") + side + bare
+    asked = "".join(Path(export.path or "").name.rsplit(".partial", 1))  # partial_path's inverse
+    one = errors == 1
+    partial = (
+        f"; partial: {errors:,} unit{'' if one else 's'} wait{'s' if one else ''} in errors.jsonl, so not "
+        f"{asked}: the rerun that settles {'it' if one else 'them'} writes {asked} and removes this file"
+        if export.partial
+        else ""
+    )
+    return (
+        f"exported      {main:,} rows{where}"
+        + side
+        + (f" ({', '.join(left_out)})" if left_out else "")
+        + bare
+        + partial
+    )
 
 
 @dataclass(frozen=True)

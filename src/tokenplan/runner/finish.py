@@ -16,7 +16,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from tokenplan.runner.input.rows import count_units
 from tokenplan.runner.progress import Progress
 from tokenplan.runner.spec import ExportSpec, RunOutcome, RunSpec, RunTally
 from tokenplan.runner.store.appendlog import shard_paths, write_whole
-from tokenplan.runner.store.export import export_run
+from tokenplan.runner.store.export import empty_export_error, export_run, partial_path, remove_export
 from tokenplan.runner.store.invocations import record_invocation, run_totals
 from tokenplan.runner.store.record_ids import repeated_keys, repeated_lines, scan_keys
 
@@ -92,8 +92,19 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
     write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
     if export is not None and not tally.stopped:
+        # units waiting in errors.jsonl: the file holds part of the job, so it never takes the
+        # name a pipeline waits for (partial_path); the complete export removes it
+        target = partial_path(export.path) if counts["errors"] else export.path
         try:
-            export_rows = _export(export, run_dir, summary)
+            export_rows = _export(replace(export, path=target), run_dir, summary)
+            summary["export"]["partial"] = bool(counts["errors"])
+            if not counts["errors"]:
+                remove_export(partial_path(export.path))
+            if export_rows == 0 and export.format != "openai-batch":
+                remove_export(target)  # an empty training file would train on nothing, silently
+                export_error = empty_export_error(export.path, summary["export"], counts["stored"], run_dir)
+                export_rows, summary["export"]["path"] = None, None  # nothing written: no "exported" line
+            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         except OSError as problem:  # checked up front, so rare (disk full, removed directory): keep the run
             why = problem.strerror or (str(problem).splitlines() or [type(problem).__name__])[0]
             export_error = (

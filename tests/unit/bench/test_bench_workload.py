@@ -60,6 +60,16 @@ def test_sharegpt_uses_the_first_turn_and_the_reply_length(tmp_path):
     assert p.messages[0]["content"] == "why is the sky blue" and p.max_tokens == 4  # 4 words in the reply
 
 
+def test_dataset_reads_an_openai_batch_line_as_generate_does(tmp_path):
+    # generate takes OpenAI Batch lines (the README demo input has one); bench refused them
+    path = tmp_path / "batch.jsonl"
+    body = {"model": "m", "messages": [{"role": "user", "content": "Count to three."}], "max_tokens": 9}
+    path.write_text(json.dumps({"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": body}))
+    w = dataset_workload(str(path), osl=None)
+    assert w.prompts[0].messages == ({"role": "user", "content": "Count to three."},)
+    assert w.prompts[0].max_tokens == 9  # the body's own budget
+
+
 def test_dataset_errors_name_the_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "ok", "max_tokens": 3}\n{not json\n')

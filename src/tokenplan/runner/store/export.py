@@ -146,6 +146,40 @@ def unvalidated_path(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.unvalidated{out_path.suffix or '.jsonl'}")
 
 
+def partial_path(out_path: Path) -> Path:
+    """Where an export of a run with units left in ``errors.jsonl`` goes: ``train.partial.jsonl``
+    beside ``train.jsonl`` (``run.partial.parquet``), so that the name a training pipeline waits
+    for holds only a complete job; the complete export removes it (:func:`remove_export`)."""
+    return out_path.with_name(f"{out_path.stem}.partial{out_path.suffix}")
+
+
+def remove_export(out_path: Path) -> None:
+    """Remove an export and its training companion (:func:`unvalidated_path`), where they exist.
+
+    Raises:
+        OSError: a file exists and cannot be removed.
+    """
+    out_path.unlink(missing_ok=True)
+    unvalidated_path(out_path).unlink(missing_ok=True)
+
+
+def empty_export_error(out_path: Path, export: dict[str, Any], stored: int, run_dir: Path) -> str:
+    """The one line of an export that would hold no row: ``stored`` records, each left out for
+    the reasons ``export`` counts (``export_run``'s record), and nothing written."""
+    reasons = {
+        "dropped_length": "cut by max_tokens (--drop-length)",
+        "dropped_think_open": "thinking not closed (--require-think-close)",
+        "dropped_empty_answer": "no answer text, e.g. cut by max_tokens while thinking",
+        "dropped_think_marker": "a <think> marker left in",
+    }
+    why = "; ".join(f"{export[k]:,} {label}" for k, label in reasons.items() if export.get(k))
+    return (
+        f"--export {str(out_path)!r}: none of the {stored:,} stored records can go in it"
+        + (f" ({why})" if why else "")
+        + f", so nothing was written; the records are kept in {run_dir}"
+    )
+
+
 def batch_line(record: OutputRecord) -> dict[str, Any]:
     """One OpenAI Batch API output line for a stored record:
     ``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}`` as in
