@@ -62,6 +62,20 @@ class MaxRunning(NamedTuple):
         return "raised" if self.lifted else "engine default"
 
 
+class Sized(NamedTuple):
+    """One engine's launch as the plan sized it (``planning.launch.launch_sizing``): the memory
+    fraction and running requests per replica that hold the batch with headroom, the
+    ``--max-model-len`` it writes where the model's whole context does not fit one rank's KV
+    cache (vLLM's start-up check; None: the engine's default), and why the engine would not
+    start with this launch (its command is then not written; None: it starts)."""
+
+    engine: str
+    fraction: float
+    running: int
+    max_model_len: int | None = None
+    refusal: str | None = None
+
+
 class Launch(NamedTuple):
     """What an engine's launch command is written from: one planned configuration.
 
@@ -81,10 +95,9 @@ class Launch(NamedTuple):
             keeps that engine's own memory default.
         host_gpus: GPUs one host holds (one server process cannot span hosts without multi-node
             flags, so data-parallel replicas beyond one host get a server per host).
-        sizing: (engine name, memory fraction, running requests per replica) for each engine whose
-            KV pool the plan sized to hold the batch with headroom
-            (``planning.launch.launch_sizing``); an engine not listed keeps the planned
-            settings' fraction (planned engine) or its own default, and ``planned_running``.
+        sizing: a :class:`Sized` for each engine whose KV pool the plan sized to hold the batch
+            with headroom (``planning.launch.launch_sizing``); an engine not listed keeps the
+            planned settings' fraction (planned engine) or its own default, and ``planned_running``.
         draft_model: the EAGLE/DFlash drafter's checkpoint (``--draft-model``); None: the
             commands write :data:`DRAFT_MODEL` and say to put it there.
         max_model_len: the longest request (tokens) the planned vLLM server is launched for,
@@ -107,7 +120,7 @@ class Launch(NamedTuple):
     settings: EngineSettings
     planned_engine: str
     host_gpus: int = 8
-    sizing: tuple[tuple[str, float, int], ...] = ()
+    sizing: tuple[Sized, ...] = ()
     draft_model: str | None = None
     max_model_len: int | None = None
 
@@ -122,13 +135,20 @@ class Launch(NamedTuple):
         the warning of :func:`~tokenplan.planning.launch.launch_caps` names that figure, and a
         printed cap above it contradicted the warning beside it (a break-it pass)."""
         fixed = self.max_running.requests
-        for name, fraction, running in self.sizing:
-            if name == engine:
+        for sized in self.sizing:
+            if sized.engine == engine:
                 if fixed is None:
-                    return fraction, running
-                return fraction, fixed if engine == self.planned_engine else min(running, fixed)
+                    return sized.fraction, sized.running
+                return sized.fraction, fixed if engine == self.planned_engine else min(sized.running, fixed)
         planned = self.settings.memory_fraction if engine == self.planned_engine else default_fraction
         return planned, self.planned_running if fixed is None else fixed
+
+    def context_tokens(self, engine: str) -> int | None:
+        """The ``max_model_len`` the launch of ``engine`` writes: the plan's (``max_model_len``)
+        for the planned engine, its :class:`Sized` entry's for another; None: the engine's default."""
+        if engine == self.planned_engine:
+            return self.max_model_len
+        return next((sized.max_model_len for sized in self.sizing if sized.engine == engine), None)
 
     def replicas_per_server(self, separate_servers: bool) -> int:
         """DP replicas one server runs (:func:`replicas_per_server`)."""

@@ -305,10 +305,11 @@ class Vllm:
         if launch.kv_dtype in (Dtype.FP8, Dtype.NVFP4):  # CacheDType fp8, nvfp4 (vllm#40177); auto is BF16
             args.append(f"--kv-cache-dtype {launch.kv_dtype.value}")
         args.append(f"--gpu-memory-utilization {fraction:.2f}")
-        if launch.max_model_len is not None and launch.planned_engine == self.name:
-            # the model's whole context does not fit one rank's KV cache (job.deploy): vLLM's
-            # start-up check passes for the job's longest request (EngineArgs.max_model_len)
-            args.append(f"--max-model-len {launch.max_model_len}")
+        context = launch.context_tokens(self.name)
+        if context is not None:
+            # the model's whole context does not fit one rank's KV cache (job.deploy.startup_context):
+            # vLLM's start-up check passes for the job's longest request (EngineArgs.max_model_len)
+            args.append(f"--max-model-len {context}")
         seqs = math.ceil(running / ranks)
         args.append(f"--max-num-seqs {seqs}")  # per engine rank
         if launch.settings.chunk_set and launch.planned_engine == self.name:  # the replica's budget, per rank

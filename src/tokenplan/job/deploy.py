@@ -186,50 +186,12 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             usable,
             spec_state,
         )
-    # vLLM's start-up check: one request of max_model_len must fit the GPU's KV cache (V18), in
-    # each engine core: every attention-DP rank is one and checks its own share of the KV
-    # (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), not the replica's sum
-    served = config.max_model_len if config.max_model_len is not None else ctx
-    if served is not None and engine.context_must_fit():
-
-        def one_fits(tokens: float) -> bool:  # one request of ``tokens`` in one rank's KV cache
-            return mem.max_sequences(tokens) / mem.sequence_shards >= 1
-
-        # the longest request the job sends (tokens; inf without caps): a prompt up to its cap with
-        # the output cap as max_tokens (generate --plan sends it; vLLM refuses prompt + max_tokens
-        # past max_model_len), not the grid's top quantile
-        longest = (isl.cap_tokens if isl.cap_tokens is not None else isl.max) + (
-            osl.cap_tokens if osl.cap_tokens is not None else osl.max
-        )
-        if (
-            config.max_model_len is None
-            and not one_fits(served)
-            and longest < served
-            and mem.kv_pool_bytes >= MIN_KV_FOR_MAX_MODEL_LEN_BYTES
-            and one_fits(longest)
-        ):
-            # the launch writes --max-model-len for the job's longest request (engines.vllm): the
-            # server then starts, and refuses a request longer than that
-            served = math.ceil(longest)
-            config = quick_replace(config, max_model_len=served)
-            warnings.append(
-                f"{engine.display_name}'s default max_model_len, {model.name}'s whole {ctx:,}-token context, does "
-                f"not fit one rank's KV cache: the launch sets --max-model-len {served:,} (the job's longest "
-                "request); a longer request is refused"
-            )
-        if not one_fits(served):
-            whole = (
-                f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
-                if config.max_model_len is None
-                else f"max_model_len {served:,}"
-            )
-            return Rejection(
-                config,
-                f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
-                f"GPU holds {mem.kv_capacity_tokens / mem.sequence_shards:,.0f} tokens, less than one request of "
-                f"{whole}",
-                "kv",
-            )
+    launched, warning, refusal = startup_context(engine, model, mem, isl, osl, config.max_model_len)
+    if refusal is not None:
+        return Rejection(config, refusal, "kv")
+    if warning is not None:  # the launch writes --max-model-len for the job's longest request
+        config = quick_replace(config, max_model_len=launched)
+        warnings.append(warning)
     if config.spec is not None and config.spec.method == "mtp" and model.mtp_layers == 0:
         return Rejection(config, f"MTP needs MTP layers; {model.name} ships none", "spec")
     if config.spec is not None and config.spec.from_prior:
@@ -309,3 +271,72 @@ def fit_advice(config: Config, spec_state_bytes: float) -> str:
     if cap is not None and spec_state_bytes > 0:
         return f"the speculative state is sized for the running cap of {cap:,}: try a lower --max-running"
     return "try more GPUs per replica or a smaller weight format"
+
+
+def startup_context(
+    engine: Engine,
+    model: ModelSpec,
+    mem: MemoryBreakdown,
+    isl: LengthDist,
+    osl: LengthDist,
+    max_model_len: int | None,
+) -> tuple[int | None, str | None, str | None]:
+    """vLLM's start-up check (V18): one request of ``max_model_len`` tokens (default: the
+    model's whole context) must fit the KV cache of each engine core; every attention-DP rank is
+    one and checks its own share (``vllm/v1/core/kv_cache_utils.py``
+    ``check_enough_kv_cache_memory``), not the replica's sum.
+
+    Where the whole context does not fit but the job's longest request does (a prompt up to its
+    cap with the output cap as ``max_tokens``: ``generate --plan`` sends it, and vLLM refuses
+    prompt + ``max_tokens`` past ``max_model_len``) in a pool of at least
+    :data:`MIN_KV_FOR_MAX_MODEL_LEN_BYTES`, the launch writes ``--max-model-len`` for it.
+
+    Args:
+        engine: the engine (only one whose ``context_must_fit`` checks). model: the model.
+        mem: the engine's memory at the launch's fraction and cap. isl, osl: the job's lengths
+            (tokens). max_model_len: the launch's, or None (the engine's default).
+
+    Returns:
+        (the ``max_model_len`` the launch writes, or None: unchanged; the warning that says so;
+        why the engine does not start, or None). Raises nothing.
+    """
+    ctx = model.max_context_tokens
+    served = max_model_len if max_model_len is not None else ctx
+    if served is None or not engine.context_must_fit():
+        return None, None, None
+
+    def one_fits(tokens: float) -> bool:  # one request of ``tokens`` in one rank's KV cache
+        return mem.max_sequences(tokens) / mem.sequence_shards >= 1
+
+    # the longest request the job sends (tokens; inf without caps), not the grid's top quantile
+    longest = (isl.cap_tokens if isl.cap_tokens is not None else isl.max) + (
+        osl.cap_tokens if osl.cap_tokens is not None else osl.max
+    )
+    if (
+        max_model_len is None
+        and not one_fits(served)
+        and longest < served
+        and mem.kv_pool_bytes >= MIN_KV_FOR_MAX_MODEL_LEN_BYTES
+        and one_fits(longest)
+    ):
+        launched = math.ceil(longest)
+        return (
+            launched,
+            f"{engine.display_name}'s default max_model_len, {model.name}'s whole {served:,}-token context, does "
+            f"not fit one rank's KV cache: the launch sets --max-model-len {launched:,} (the job's longest "
+            "request); a longer request is refused",
+            None,
+        )
+    if one_fits(served):
+        return None, None, None
+    whole = (
+        f"{model.name}'s whole {served:,}-token context (its default max_model_len)"
+        if max_model_len is None
+        else f"max_model_len {served:,}"
+    )
+    return (
+        None,
+        None,
+        f"{engine.display_name} does not start: its {mem.kv_pool_bytes / GiB:.2f} GiB KV cache per "
+        f"GPU holds {mem.kv_capacity_tokens / mem.sequence_shards:,.0f} tokens, less than one request of {whole}",
+    )

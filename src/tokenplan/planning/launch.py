@@ -14,8 +14,9 @@ from dataclasses import replace
 from statistics import NormalDist
 
 from tokenplan.engines.base import Engine, Launch, replicas_per_server
+from tokenplan.engines.launch import Sized
 from tokenplan.job.deploy import engine_memory as _memory
-from tokenplan.job.deploy import format_issues, spec_layout_rejection
+from tokenplan.job.deploy import format_issues, spec_layout_rejection, startup_context
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, profile_reserve_bytes
@@ -174,11 +175,11 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
 
 
 def launch_caps(
-    ev: Evaluation, sizing: tuple[tuple[str, float, int], ...], engines: Mapping[str, Engine]
+    ev: Evaluation, sizing: tuple[Sized, ...], engines: Mapping[str, Engine]
 ) -> tuple[int, tuple[str, ...]]:
     """(the planned engine's launch cap per replica, a warning per printed launch that caps the
-    batch below the plan's), from ``sizing`` (:func:`launch_sizing`: engine name, fraction,
-    running requests per replica, the planned engine's first). A launch caps lower where even
+    batch below the plan's, sets ``--max-model-len`` or is not written), from ``sizing``
+    (:func:`launch_sizing`, the planned engine's first). A launch caps lower where even
     its largest memory fraction holds fewer requests at :data:`HEADROOM_QUANTILE` of their
     summed context (TensorRT-LLM's admission, reserving each request's ``max_tokens``, holds far
     fewer); the plan's figures stay at the planned batch."""
@@ -187,8 +188,17 @@ def launch_caps(
     # (as client_concurrency counts it); a launch cap at or above it leaves the figures as they are
     runs = min(planned, math.ceil(ev.steady.batch))
     launched, warnings = planned, []
-    for name, fraction, running in sizing:
+    for name, fraction, running, context, refusal in sizing:
         engine = ev.config.engine if name == ev.config.engine.name else engines[name]
+        if refusal is not None:  # its command is not written (launch_commands)
+            warnings.append(f"no {engine.display_name} command in --json: {refusal}")
+            continue
+        if context is not None and engine is not ev.config.engine:
+            warnings.append(
+                f"the {engine.display_name} launch (in --json) sets --max-model-len {context:,} (the job's longest "
+                f"request): {ev.deployment.spec.name}'s whole context does not fit one rank's KV cache at its "
+                "memory fraction; a longer request is refused"
+            )
         if engine is ev.config.engine:
             launched = running
         if running < runs:
@@ -220,7 +230,7 @@ def launch_caps(
                     f"below the {planned:,} planned per replica: plan with --engine {engine.name} for a launch "
                     "that lifts it"
                 )
-    sized = {name for name, _, _ in sizing}
+    sized = {entry.engine for entry in sizing}
     for name, engine in engines.items():  # an engine of the vendor that refuses this configuration
         why = None if name in sized or ev.deployment.gpu.vendor not in engine.vendors else cannot_start(engine, ev)
         if why:
@@ -228,12 +238,44 @@ def launch_caps(
     return launched, tuple(warnings)
 
 
-def launch_sizing(
-    ev: Evaluation, isl: LengthDist, osl: LengthDist, engines: Mapping[str, Engine]
-) -> tuple[tuple[str, float, int], ...]:
-    """:func:`engine_sizing` of the planned engine and each of ``engines`` that runs on the GPU's
-    vendor, as ``Launch.sizing`` takes it."""
-    return tuple((e.name, *engine_sizing(e, ev, isl, osl)) for e in launch_engines(ev, engines))
+def launch_sizing(ev: Evaluation, isl: LengthDist, osl: LengthDist, engines: Mapping[str, Engine]) -> tuple[Sized, ...]:
+    """:func:`engine_sizing` and :func:`engine_context` of the planned engine and each of
+    ``engines`` that can start the configuration on its GPU, as ``Launch.sizing`` takes them."""
+    out = []
+    for e in launch_engines(ev, engines):
+        fraction, running = engine_sizing(e, ev, isl, osl)
+        out.append(Sized(e.name, fraction, running, *engine_context(e, ev, isl, osl, fraction, running)))
+    return tuple(out)
+
+
+def engine_context(
+    engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDist, fraction: float, running: int
+) -> tuple[int | None, str | None]:
+    """(the ``--max-model-len`` another engine's launch writes, or None; why it would not start,
+    or None) at the memory ``fraction`` and ``running`` cap per replica its command sets: vLLM's
+    start-up check (``job.deploy.startup_context``) on the memory vLLM allocates there. The
+    planned engine's was made when the plan was (``Config.max_model_len``): (None, None). A
+    plan for SGLang wrote a vLLM command without ``--max-model-len`` where Llama-3.3-70B's
+    131,072-token context did not fit one RTX PRO 6000's KV cache: vLLM would not start."""
+    c = ev.config
+    if engine.name == c.engine.name or not engine.context_must_fit():
+        return None, None
+    d = ev.deployment
+    settings = engine.settings(
+        d.gpu,
+        c.layout,
+        speculative=c.spec is not None and not c.max_running.lifted,
+        vision_cut=c.vision_cut,
+        memory_fraction=fraction,
+        max_running=running,
+        chunk_tokens=c.chunk_tokens,
+    )
+    other = replace(c, engine=engine, memory_fraction=fraction)
+    ratio = engine.state_to_kv_ratio(d.spec.is_hybrid, c.max_running)
+    launched, _, refusal = startup_context(
+        engine, d.spec, _memory(d.spec, d.gpu, other, settings, ratio), isl, osl, None
+    )
+    return launched, refusal
 
 
 def cannot_start(engine: Engine, ev: Evaluation) -> str | None:
@@ -292,7 +334,7 @@ def launch_commands(
     engines: Mapping[str, Engine],
     isl: LengthDist | None = None,
     osl: LengthDist | None = None,
-    sizing: tuple[tuple[str, float, int], ...] | None = None,
+    sizing: tuple[Sized, ...] | None = None,
 ) -> dict[str, str]:
     """Every engine's launch command that starts the configuration on its GPU (:func:`launch_engines`),
     the planned engine first.
@@ -315,4 +357,5 @@ def launch_commands(
         sizing = launch_sizing(ev, isl, osl, engines)
     if sizing is not None:
         launch = launch._replace(sizing=sizing)
-    return {e.name: e.launch_command(launch) for e in launch_engines(ev, engines)}
+    refused = {entry.engine for entry in sizing or () if entry.refusal is not None}  # would not start
+    return {e.name: e.launch_command(launch) for e in launch_engines(ev, engines) if e.name not in refused}

@@ -299,9 +299,10 @@ def plan_details(result: PlanResult) -> Group:
         if others:
             parts.append(
                 Text(
-                    f"(--json also gives the {' and '.join(others)} commands, each with its own memory "
-                    f"setting sized so its KV pool holds the batch at the 90th-percentile running "
-                    f"context; plan with --engine to get their figures)",
+                    f"(--json also gives the {' and '.join(others)} "
+                    + ("commands, each" if len(others) > 1 else "command")
+                    + " with its own memory setting sized so its KV pool holds the batch at the 90th-percentile "
+                    f"running context; plan with --engine to get {'their' if len(others) > 1 else 'its'} figures)",
                     style="dim",
                 )
             )
