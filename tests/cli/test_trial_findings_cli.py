@@ -15,7 +15,11 @@ P8 = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"]
 
 ERRORS = {
     "trtllm_on_amd": (["predict", "--model", "llama-3.1-8b", "--gpu", "mi300x", "--engine", "trtllm"], "AMD"),
-    "beyond_context": (P8 + ["--isl", "200000", "--osl", "100"], "131,072"),
+    # fixed lengths (σ 0): a drawn mean at or above the default --isl-cap is refused before the context
+    "beyond_context": (P8 + ["--isl", "200000", "--isl-sigma", "0", "--osl", "100"], "131,072"),
+    # a drawn --osl at the default --max-tokens: refused as plan refuses it (it ran uncapped, and one
+    # token more than 32,767 cut the throughput 2.6×: a break-it pass)
+    "drawn_mean_at_cap": (P8 + ["--osl", "32768"], "a mean below --max-tokens 32768 (its default"),
     "price_unknown_gpu": (["plan", "--price", "h300=2"], "price"),
     "spec_extra_fields": (P8 + ["--spec", "mtp:3:2.5:1"], "spec"),
     "spec_too_many_drafts": (

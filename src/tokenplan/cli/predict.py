@@ -74,13 +74,30 @@ _CHUNKED_PREFILL_SIZE = click.option(
 )
 
 
-def _default_caps(isl: float, osl: float, isl_cap: float | None, max_tokens: float | None) -> tuple:
-    """(input cap, output cap): each given, else plan's default below it; a mean at or above a
-    default cap (a long-context point) runs uncapped (None)."""
-    return (
-        DEFAULT_ISL.cap if isl_cap is None and isl < DEFAULT_ISL.cap else isl_cap,
-        DEFAULT_OSL.cap if max_tokens is None and osl < DEFAULT_OSL.cap else max_tokens,
-    )
+def _default_caps(
+    isl: float, osl: float, isl_cap: float | None, max_tokens: float | None, isl_sigma: float, osl_sigma: float
+) -> tuple:
+    """(input cap, output cap): each given, else plan's default. Fixed lengths (σ = 0) at or
+    above a default cap run uncapped (None): a cap does not change a fixed length. A drawn mean
+    at or above it is refused as plan refuses it (raise the cap): dropping the cap there turned
+    a nearly fixed length at the cap into an uncapped lognormal tail, and one more token of
+    --osl cut the throughput 2.6× (843 → 324 tok/s at --osl 32,767 → 32,768, a break-it pass)."""
+    from tokenplan.errors import InputError, shown
+
+    caps = []
+    for name, option, mean, sigma, cap, default in (
+        ("isl", "isl-cap", isl, isl_sigma, isl_cap, DEFAULT_ISL.cap),
+        ("osl", "max-tokens", osl, osl_sigma, max_tokens, DEFAULT_OSL.cap),
+    ):
+        if cap is None and mean >= default and sigma > 0:  # worded as plan's refusal (job.workload)
+            raise InputError(
+                name,
+                shown(mean),
+                f"a mean below --{option} {default:g} (its default; raise --{option} for longer "
+                f"{'prompts' if name == 'isl' else 'outputs'}, or give --{name}-sigma 0 for fixed lengths)",
+            )
+        caps.append(None if cap is None and mean >= default else (default if cap is None else cap))
+    return tuple(caps)
 
 
 # The job's lengths, as plan's job draws them (lognormal, capped): predict and memory take the same
@@ -117,12 +134,12 @@ _LENGTH_OPTIONS = (
     click.option(
         "--isl-cap",
         type=NUMBER,
-        help="Longest input (tokens) [default: plan's job: 16384; none for an --isl at or above it]",
+        help="Longest input (tokens) [default: plan's job: 16384; none for a fixed --isl (σ 0) at or above it]",
     ),
     click.option(
         "--max-tokens",
         type=NUMBER,
-        help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for an --osl at or above it]",
+        help="Longest output: the requests' max_tokens [default: plan's job: 32768; none for a fixed --osl (σ 0) at or above it]",
     ),
 )
 
@@ -200,7 +217,7 @@ def predict_cmd(
     from tokenplan.api.resolve import PredictRequest
     from tokenplan.report.tables import predict_table
 
-    isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens)
+    isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens, isl_sigma, osl_sigma)
     result = predict(
         PredictRequest(
             model=model,
@@ -293,7 +310,7 @@ def memory_cmd(
     from tokenplan.api.resolve import PredictRequest
     from tokenplan.report.memory_table import memory_table
 
-    isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens)
+    isl_cap, max_tokens = _default_caps(isl, osl, isl_cap, max_tokens, isl_sigma, osl_sigma)
     result = memory(
         PredictRequest(
             model=model,
