@@ -20,6 +20,9 @@ ERRORS = {
     # a drawn --osl at the default --max-tokens: refused as plan refuses it (it ran uncapped, and one
     # token more than 32,767 cut the throughput 2.6×: a break-it pass)
     "drawn_mean_at_cap": (P8 + ["--osl", "32768"], "a mean below --max-tokens 32768 (its default"),
+    # a prefill chunk whose activations leave no room: refused naming it (the launch replaced it with
+    # 8,192 and said the default fraction left no room: a break-it pass)
+    "huge_chunk": (P8 + ["--chunked-prefill-size", "100000000"], "100,000,000-token prefill chunk set"),
     "price_unknown_gpu": (["plan", "--price", "h300=2"], "price"),
     "spec_extra_fields": (P8 + ["--spec", "mtp:3:2.5:1"], "spec"),
     "spec_too_many_drafts": (

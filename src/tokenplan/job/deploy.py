@@ -159,7 +159,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     ratio = engine.state_to_kv_ratio(model.is_hybrid, config.max_running)
     mem = engine_memory(model, gpu, config, settings, ratio)
     tight = None  # asked for only where the default does not fit
-    if not mem.fits and config.memory_fraction is None:
+    if not mem.fits and config.memory_fraction is None and config.chunk_tokens is None:  # the user's stand
         tight = engine.tight_settings(settings, config.vision_cut)
     if tight is not None:
         # A checkpoint the default reserve leaves no room for: launch as InferenceX does (S19).
@@ -176,11 +176,19 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
         reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
         usable = weights + settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve)
         extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
+        advice = fit_advice(config, spec_state)
+        if config.chunk_tokens is not None and usable < weights:  # the user's chunk: its reserve alone
+            held = cuda_visible_bytes(gpu.memory_bytes) - usable  # what the engine keeps outside weights and pools
+            advice = (
+                f"the engine keeps {held / GiB:,.1f} GiB for the activations of the {config.chunk_tokens:,}-token "
+                "prefill chunk set (--chunked-prefill-size / --max-num-batched-tokens): set a smaller one, or leave it "
+                "to the engine"
+            )
         return Rejection(
             config,
-            f"does not fit ({fit_advice(config, spec_state)}): "
+            f"does not fit ({advice}): "
             f"{weights / GiB:.1f} GiB of weights{extra} per GPU "
-            f"vs {usable / GiB:.1f} GiB usable on {gpu.key}",
+            f"vs {max(usable, 0.0) / GiB:.1f} GiB usable on {gpu.key}",
             "memory",
             weights,
             usable,

@@ -169,7 +169,7 @@ def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
         ttft_ms=s.ttft_s * MS_PER_S,
         ttft_median_ms=s.median_ttft_s * MS_PER_S,
         prefill_share=s.prefill_share,
-        bottleneck=s.decode_step.bottleneck,
+        bottleneck=s.bottleneck,
         warnings=tuple(ev.warnings),
     )
 

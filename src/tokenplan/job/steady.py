@@ -54,6 +54,16 @@ class SteadyState:
     warnings: tuple[str, ...] = field(default=())
 
     @property
+    def bottleneck(self) -> str:
+        """What bounds the replica: the decode step's limit (``memory bandwidth``, ``compute``, …),
+        or ``prefill (N % of each cycle)`` where prefill-only steps take most of the cycle (a job
+        of long prompts and short answers: at --osl 1 the decode step's "memory bandwidth" was
+        said beside a cycle 99.7 % prefill, a break-it pass)."""
+        if self.prefill_share >= 0.5:
+            return f"prefill ({self.prefill_share:.0%} of each cycle)"
+        return self.decode_step.bottleneck
+
+    @property
     def batch_reason(self) -> str:
         """What sets the running batch: the client's ``concurrency`` when it is below the
         engine's limits, else the binding limit (``kv cache``, ``kv cache and state`` where one

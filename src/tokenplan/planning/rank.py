@@ -37,9 +37,10 @@ def widest_tp_leaders(
 
 
 def bottleneck_text(c: Candidate) -> str:
-    """What bounds a configuration: the decode step's limit and what caps the batch."""
+    """What bounds a configuration: the decode step's limit (or prefill, where it takes most of
+    the cycle: ``SteadyState.bottleneck``) and what caps the batch."""
     s = c.evaluation.steady
-    return f"{s.decode_step.bottleneck}; batch {s.batch:,.0f}/replica capped by {s.batch_reason}"
+    return f"{s.bottleneck}; batch {s.batch:,.0f}/replica capped by {s.batch_reason}"
 
 
 def fastest(results: list[OptionResult]) -> OptionResult | None:
