@@ -102,7 +102,8 @@ def test_generate_writes_and_prints_no_secret(tmp_path: Path, api_key: str | Non
     (tmp_path / "in.jsonl").write_text(
         "".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(len(entries)))
     )
-    run_dir, export = tmp_path / "run", tmp_path / "out.parquet"
+    # two units end in errors.jsonl, so the export goes to the partial name (runner.store.export.partial_path)
+    run_dir, export = tmp_path / "run", tmp_path / "out.partial.parquet"
     with _server(tmp_path, entries) as server:
         done = _cli(
             [
@@ -119,7 +120,7 @@ def test_generate_writes_and_prints_no_secret(tmp_path: Path, api_key: str | Non
                 "--max-attempts",
                 "1",
                 "--export",
-                str(export),
+                str(tmp_path / "out.parquet"),
             ],
             api_key,
         )
