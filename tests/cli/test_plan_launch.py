@@ -107,6 +107,16 @@ def test_another_engines_command_left_at_sglangs_default_cap_says_so():
     assert not any("default running cap" in w for w in sglang["warnings"])
 
 
+def test_sglangs_default_cap_is_not_said_to_bind_where_it_holds_the_batch():
+    # A TensorRT-LLM plan of Llama-3.1-8B with EAGLE-3 on 8× H100 runs 28 per replica; SGLang's
+    # default cap with speculative decoding, 48 (engine-facts S5), holds that: a break-it pass saw
+    # "keeps SGLang's default running cap (48 ...), below the 28 planned".
+    o = plan(PlanRequest(model="llama-3.1-8b", gpus=("8xh100-sxm",), specs=("eagle3",), engine="trtllm")).to_json()
+    option = o["options"][0]
+    assert option["batch_per_replica"] <= 48
+    assert not any("default running cap" in w for w in option["warnings"])
+
+
 def test_terminal_shows_only_the_planned_engines_command():
     from click.testing import CliRunner
 

@@ -164,7 +164,9 @@ def _lengths(command):  # noqa: ANN001, ANN202 - a click command function
 @click.option(
     "--concurrency",
     default="max",
-    help="Requests in flight over all replicas, or max (offline: as many as memory and the engine allow)",
+    help="Requests in flight over all replicas, or max (offline: every request sent at once; the replica runs as many "
+    "as memory and the engine allow and queues the rest, so its TTFT and band are a queued run's, not those of exactly "
+    "that many in flight)",
 )
 @click.option(
     "--spec",

@@ -47,12 +47,14 @@ class MaxRunning(NamedTuple):
     requests: int | None = None
     lifted: bool = False
 
-    def label(self) -> str:
+    def label(self, prefix_cache_off: bool = False) -> str:
         """What a configuration's label adds: ``, running cap 64`` (fixed), ``, running cap
         raised`` (lifted), ``, running cap 406, prefix cache off`` (fixed and reached with the
-        lifting flags: SGLang's ``--disable-radix-cache`` on a hybrid model); empty by default."""
+        lifting flags where ``prefix_cache_off``: SGLang's ``--disable-radix-cache`` on a hybrid
+        model, ``Engine.disables_radix_cache``; a dense model's lifted cap takes no such flag, and
+        its label said "prefix cache off" beside a command without it); empty by default."""
         if self.requests is not None:
-            return f", running cap {self.requests}" + (PREFIX_CACHE_OFF if self.lifted else "")
+            return f", running cap {self.requests}" + (PREFIX_CACHE_OFF if self.lifted and prefix_cache_off else "")
         return ", running cap raised" if self.lifted else ""
 
     def describe(self) -> str:

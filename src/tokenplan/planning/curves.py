@@ -168,7 +168,7 @@ def label(ev: Evaluation) -> str:
     """``TP2×DP4, fp8 weights, fp8 KV, mtp k=3 τ=2.95, running cap raised`` style label."""
     cfg = ev.config
     spec = f", {cfg.spec.describe()}" if cfg.spec else ""
-    cap = cfg.max_running.label()
+    cap = cfg.max_running.label(cfg.engine.disables_radix_cache(ev.deployment.spec.is_hybrid, cfg.max_running))
     return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{cap}"
 
 

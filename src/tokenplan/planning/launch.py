@@ -223,7 +223,10 @@ def launch_caps(
         c = ev.config
         capped_by_default = engine.caps_running_by_default(c.spec is not None, ev.deployment.spec.is_hybrid)
         if engine is not c.engine and capped_by_default and not c.max_running.lifted and c.max_running.requests is None:
-            if running >= planned:  # its command then writes no cap: the engine's default binds
+            # the default cap where the engine states one (SGLang: 48 with speculative decoding);
+            # at or above the plan's batch it does not bind (it was said to be below 28)
+            default_cap = engine.settings(ev.deployment.gpu, c.layout, speculative=c.spec is not None).max_running
+            if running >= planned and (default_cap is None or default_cap < planned):  # the default binds
                 warnings.append(
                     f"the {engine.display_name} launch (in --json) keeps {engine.display_name}'s default running "
                     "cap (48 with speculative decoding; state slots ÷ 5 on a hybrid model with the radix cache on), "

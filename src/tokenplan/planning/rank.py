@@ -8,17 +8,15 @@ from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.job.graphs import graph_running_cap, uncaptured
 from tokenplan.perf.efficiency import EfficiencyTable
+from tokenplan.planning.curves import label
 from tokenplan.planning.search import Candidate, Job, OptionResult, best_with
 from tokenplan.planning.space import Fixed, layouts, tp_is, widest_tp
 from tokenplan.units import days_words, duration_words, usd_text
 
 
 def describe(c: Candidate) -> str:
-    """``TP2×DP4, fp8 weights, fp8 KV, mtp k=3 τ=2.95`` style label."""
-    cfg = c.evaluation.config
-    spec = f", {cfg.spec.describe()}" if cfg.spec else ""
-    cap = cfg.max_running.label()
-    return f"{cfg.layout.describe()}, {cfg.weight_dtype.value} weights, {cfg.kv_dtype.value} KV{spec}{cap}"
+    """``TP2×DP4, fp8 weights, fp8 KV, mtp k=3 τ=2.95`` style label (``planning.curves.label``)."""
+    return label(c.evaluation)
 
 
 def widest_tp_leaders(

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tokenplan.catalog import load_engine
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.perf.layout import Layout
@@ -37,10 +38,12 @@ def _candidate(
         weight_dtype=Dtype.FP8,
         kv_dtype=Dtype.FP8,
         max_running=MaxRunning(lifted=True),
+        engine=load_engine("sglang"),
     )
     low = LOW if spec is not None and spec.from_prior else 1.0
+    hybrid = SimpleNamespace(spec=SimpleNamespace(is_hybrid=True))  # Qwen3.6-27B's: the label reads it
     return Candidate(
-        SimpleNamespace(config=cfg, output_tok_s_total=tok_s, warnings=warnings),
+        SimpleNamespace(config=cfg, output_tok_s_total=tok_s, warnings=warnings, deployment=hybrid),
         SimpleNamespace(total_s=wall_s, startup_s=startup_s),
         SimpleNamespace(usd=usd),
         low,
