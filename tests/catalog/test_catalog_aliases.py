@@ -35,6 +35,14 @@ def test_an_unknown_gpu_still_names_the_allowed_keys() -> None:
         ("deepseek-ai/DeepSeek-R1", "deepseek-r1"),
         ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b"),
         ("openai/gpt-oss-20b", "gpt-oss-20b"),
+        # the instruction-tuned releases the launch serves, and the base names the configs came from
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("meta-llama/Meta-Llama-3.1-8B", "llama-3.1-8b"),
+        ("meta-llama/Meta-Llama-3.1-405B-Instruct", "llama-3.1-405b"),
+        ("meta-llama/Llama-2-70b-hf", "llama-2-70b"),
+        ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
+        ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
     ],
 )
 def test_hugging_face_ids_resolve_to_shipped_models(hf_id: str, name: str) -> None:
@@ -100,3 +108,19 @@ def test_an_empty_folder_named_like_a_catalog_model_does_not_shadow_it(tmp_path,
     (tmp_path / "qwen3-8b" / "config.json").write_text("{}")  # an empty object: its keys are missing
     with pytest.raises(ConfigError, match="qwen3-8b/config.json"):
         load_model.__wrapped__("qwen3-8b")
+
+
+@pytest.mark.parametrize(
+    ("name", "repo"),
+    [
+        ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("llama-3.1-405b", "meta-llama/Llama-3.1-405B-Instruct"),
+        ("llama-2-70b", "meta-llama/Llama-2-70b-chat-hf"),
+        ("mixtral-8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1"),
+    ],
+)
+def test_a_catalog_model_whose_config_came_from_a_base_model_launches_its_chat_release(name: str, repo: str) -> None:
+    # a generation job sends chat requests; a base checkpoint's tokenizer has no chat template
+    from tokenplan.catalog import launch_info
+
+    assert launch_info(name, name)[0] == repo

@@ -313,19 +313,20 @@ def _hf_ids() -> dict[str, str]:
 def model_for_hf_id(hf_id: str) -> str | None:
     """The catalog model a Hugging Face id names (``Qwen/Qwen3.6-27B`` → ``qwen3.6-27b``), or
     None: the repository a catalog entry launches from (any case), else a repository whose
-    name, lower-cased and without one release suffix of ``aliases.yaml`` (``-FP8``,
-    ``-Instruct``…), is a catalog name. Raises nothing."""
+    name, lower-cased, without one prefix of ``aliases.yaml`` (``Meta-``) where it has one and
+    without one release suffix (``-FP8``, ``-Instruct``…), is a catalog name. Raises nothing."""
     wanted = hf_id.strip().strip("/").lower()
     for name, repo in _hf_ids().items():
         if repo.lower() == wanted:
             return name
     if wanted.count("/") != 1:
         return None
-    base, names = wanted.rsplit("/", 1)[-1], set(model_names())
-    suffixes = _read_yaml("aliases.yaml")["model_suffixes"]
-    for candidate in [base] + [base[: -len(s)] for s in suffixes if base.endswith(s)]:
-        if candidate in names:
-            return candidate
+    aliases, names = _read_yaml("aliases.yaml"), set(model_names())
+    base = wanted.rsplit("/", 1)[-1]
+    for start in [base] + [base[len(p) :] for p in aliases.get("model_prefixes", []) if base.startswith(p)]:
+        for candidate in [start] + [start[: -len(s)] for s in aliases["model_suffixes"] if start.endswith(s)]:
+            if candidate in names:
+                return candidate
     return None
 
 
