@@ -242,6 +242,13 @@ def _context(r: Reader) -> int | None:
     """The longest request in tokens (None: not stated): ``max_position_embeddings``, lengthened
     by a ``rope_scaling`` factor as vLLM derives ``max_model_len`` (:func:`context_factor`)."""
     base = r.int("max_position_embeddings", default=0, minimum=1, what="the tokens a request may span") or None
+    scaling = r.cfg.get("rope_scaling")
+    if scaling is not None and not isinstance(scaling, dict):  # "yes" was read as no scaling (a break-it pass)
+        raise ConfigError(r.source, "rope_scaling", f"{scaling!r} (allowed: an object, or null)")
+    stated = scaling.get("factor") if scaling else None
+    # transformers' rope_config_validation refuses a factor below 1 ("factor field must be a float >= 1")
+    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and not stated >= 1:
+        raise ConfigError(r.source, "rope_scaling.factor", f"{stated!r} (allowed: a number ≥ 1)")
     factor, original = context_factor(r.cfg)
     if base is None or factor == 1.0:
         return base

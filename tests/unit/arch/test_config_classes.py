@@ -190,3 +190,20 @@ def test_an_integer_past_pythons_conversion_limit_is_one_line(tmp_path):
 
     with pytest.raises(ConfigError, match="not read .*4300 digits"):
         parse_json('{"bits": ' + "9" * 5000 + "}", "config.json")
+
+
+@pytest.mark.parametrize(
+    ("scaling", "field", "allowed"),
+    [
+        ({"factor": -8, "rope_type": "linear"}, "rope_scaling.factor", "a number ≥ 1"),
+        ({"factor": 0.5, "rope_type": "linear"}, "rope_scaling.factor", "a number ≥ 1"),
+        ("yes", "rope_scaling", "an object, or null"),
+    ],
+)
+def test_a_rope_scaling_transformers_would_refuse_is_one_line(tmp_path, scaling, field, allowed):
+    # a break-it pass: both were read as "no scaling"; transformers' rope_config_validation
+    # refuses a factor below 1, and the field is an object or null
+    cfg = json.loads((Path(__file__).parents[3] / "src/tokenplan/catalog/models/llama-3.1-8b.json").read_text())
+    cfg["rope_scaling"] = scaling
+    with pytest.raises(ConfigError, match=rf"{field}: .*\(allowed: {allowed}\)"):
+        _load(tmp_path, cfg)
