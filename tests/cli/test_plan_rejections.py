@@ -112,7 +112,8 @@ CASES = {
     # 3 requests over 8 TP1 replicas.
     "concurrency": (
         dict(gpus=("8xb200",), samples=3),
-        r"^concurrency 3 leaves fewer than one request per replica \(8 replicas\)$",
+        r"^concurrency 3 leaves fewer than one request per replica \(8 replicas: a replica without one would "
+        r"idle; use fewer replicas, or keep at least one request per replica in flight\)$",
         None,
     ),
 }

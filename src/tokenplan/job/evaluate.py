@@ -161,7 +161,8 @@ def _below_one(config: Config, concurrency: float) -> Rejection:
     lay = config.layout
     return Rejection(
         config,
-        f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per replica ({lay.dp} replicas)",
+        f"concurrency {concurrency * lay.dp:g} leaves fewer than one request per replica ({lay.dp} replicas: "
+        "a replica without one would idle; use fewer replicas, or keep at least one request per replica in flight)",
         "concurrency",
     )
 
