@@ -89,7 +89,7 @@ def test_qwen3_5_family_launches_trtllm_with_its_forced_thinking_parser() -> Non
     # TensorRT-LLM registers "qwen3_5" with reasoning_at_start=True (PR #14659): Qwen3.5/3.6's
     # template pre-injects "<think>", which its "qwen3" key (reasoning_at_start=False) misses
     for model in ("qwen3.6-27b", "qwen3.5-397b-a17b"):
-        _, parsers = launch_info(model, model)
+        _, parsers, _ = launch_info(model, model)
         assert parsers == {"sglang": "qwen3", "vllm": "qwen3", "trtllm": "qwen3_5"}
     assert launch_info("qwen3-32b", "qwen3-32b")[1] == "qwen3"  # Qwen3 itself emits its "<think>"
 

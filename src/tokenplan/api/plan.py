@@ -257,7 +257,7 @@ def _searched(
     kvs = tuple(parse_dtype(d, "kv_dtype", KV_DTYPES) for d in req.kv_dtypes) if req.kv_dtypes else None
     fixed = fixed_parts(req.tp, req.dp, req.ep, req.max_running, req.pp)
     options = tuple(_options(req))
-    repo, parsers = launch_info(req.model, model.name)
+    repo, parsers, remote_code = launch_info(req.model, model.name)
     question = Question(
         model=model,
         engine=engine,
@@ -273,6 +273,7 @@ def _searched(
         repo=repo,
         base_repo=base_repo_of(req.model, model.name),
         parsers=parsers,
+        trust_remote_code=remote_code,
         engines={e: load_engine(e) for e in ENGINES},
         first_notes=(*profile.moves, *_unused_prices(req, options)),
         spec_notes=tuple(spec_notes),

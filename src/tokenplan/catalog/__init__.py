@@ -347,20 +347,22 @@ def _catalog_name_over_folder(name: str) -> bool:
     return folder.is_dir() and not (folder / "config.json").exists() and name.strip().lower() in model_names()
 
 
-def launch_info(model: str, model_name: str) -> tuple[str, object]:
-    """(where launch commands load ``model`` from, reasoning parser name or {engine: name}):
-    for a shipped model its Hugging Face repository; a local config.json (or its folder) its
-    folder as an absolute path and no parser (the engines read a bare name as a repository id;
-    :func:`load_model` reads paths the same way). ``model_name``: the spec's name."""
+def launch_info(model: str, model_name: str) -> tuple[str, object, bool]:
+    """(where launch commands load ``model`` from, reasoning parser name or {engine: name},
+    whether the engines must be told to run the repository's own code: ``trust_remote_code`` in
+    ``launch.yaml``): for a shipped model its Hugging Face repository; a local config.json (or
+    its folder) its folder as an absolute path, no parser and no remote code (the engines read a
+    bare name as a repository id; :func:`load_model` reads paths the same way). ``model_name``:
+    the spec's name."""
     local = Path(model)
     if local.exists() and not _catalog_name_over_folder(model):
-        return str((local if local.is_dir() else local.parent).resolve()), None
+        return str((local if local.is_dir() else local.parent).resolve()), None, False
     entry = _launch_raw().get(model_name)
     if entry is None:
-        return model_name, None
+        return model_name, None, False
     # a Hugging Face id the user named (an FP8 checkpoint of the model, say) is what to load
     repo = model.strip().strip("/") if model.count("/") == 1 and model_for_hf_id(model) == model_name else entry["repo"]
-    return str(repo), entry.get("reasoning_parser")
+    return str(repo), entry.get("reasoning_parser"), bool(entry.get("trust_remote_code", False))
 
 
 def base_repo_of(model: str, model_name: str) -> str | None:

@@ -105,6 +105,8 @@ class Launch(NamedTuple):
         max_model_len: the longest request (tokens) the planned vLLM server is launched for,
             where the model's whole context does not fit one rank's KV cache
             (``Config.max_model_len``, ``job.deploy``); None: the engine's default.
+        trust_remote_code: the repository's own code must run (a custom tokenizer or config
+            class: Kimi-K2's ``tokenization_kimi.py``): each command writes its engine's flag.
     """
 
     repo: str
@@ -125,6 +127,11 @@ class Launch(NamedTuple):
     sizing: tuple[Sized, ...] = ()
     draft_model: str | None = None
     max_model_len: int | None = None
+    trust_remote_code: bool = False
+
+    def remote_code(self, flag: str) -> list[str]:
+        """``[flag]`` where the repository's own code must run (:attr:`trust_remote_code`), else []."""
+        return [flag] if self.trust_remote_code else []
 
     def sized(self, engine: str, default_fraction: float) -> tuple[float, int]:
         """(memory fraction, running requests per replica) the launch of ``engine`` sets: its

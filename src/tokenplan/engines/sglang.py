@@ -332,7 +332,8 @@ class Sglang:
         lifts or names the cap, or when sizing lowered the batch below the plan's."""
         lay, s = launch.layout, launch.settings
         fraction, running = launch.sized(self.name, 0.0)
-        args = ["python -m sglang.launch_server", f"--model-path {quote(launch.repo)}", *self._parallel_args(lay)]
+        model = [f"--model-path {quote(launch.repo)}", *launch.remote_code("--trust-remote-code")]
+        args = ["python -m sglang.launch_server", *model, *self._parallel_args(lay)]
         if quantizes_at_load(launch) and launch.weight_dtype in _QUANT:
             args.append(f"--quantization {quote(_QUANT[launch.weight_dtype])}")
         if launch.kv_dtype in _KV_FLAG:  # the KV format the plan sized the pool in (auto would be BF16)

@@ -308,12 +308,12 @@ class Trtllm:
         if launch.spec_method is not None:
             yaml += ["speculative_config:", *_spec_yaml(launch.spec_method, launch.draft_tokens, launch.draft_model)]
         ranks = lay.tp if lay.attention_dp else 1  # with attention DP each rank schedules its own batch
-        # TensorRT-LLM takes the weight format from the checkpoint: another format than the
-        # repository's is a placeholder for its ModelOpt checkpoint, said on the first line (pasted
-        # as is, the repository would be served in its own format, beside a batch sized for this one)
+        # TensorRT-LLM takes the weight format from the checkpoint: another format is a placeholder for its
+        # ModelOpt checkpoint (pasted as is, the repository would be served in its own format, not this one)
         other = launch.weight_dtype.value != launch.native_dtype
         served = f"{launch.weight_dtype.value.upper()}_CHECKPOINT" if other else quote(launch.repo)
-        args = [f"trtllm-serve {served}", "--backend pytorch", f"--tp_size {lay.tp}"]
+        head = [f"trtllm-serve {served}", *launch.remote_code("--trust_remote_code"), "--backend pytorch"]
+        args = [*head, f"--tp_size {lay.tp}"]
         if lay.pp > 1:
             args.append(f"--pp_size {lay.pp}")
         if lay.ep > 1:

@@ -287,7 +287,7 @@ class Vllm:
         lay = launch.layout
         fraction, running = launch.sized(self.name, self.memory_fraction)
         ranks = 1
-        model = "vllm serve " + quote(launch.repo)
+        model = " ".join(["vllm serve " + quote(launch.repo), *launch.remote_code("--trust-remote-code")])
         if lay.attention_dp:  # vLLM's DP attention: TP 1 per rank, DP ranks share one EP group
             ranks = lay.tp
             args = [model, "--tensor-parallel-size 1", f"--data-parallel-size {lay.tp}"]

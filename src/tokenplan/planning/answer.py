@@ -97,7 +97,8 @@ class Question:
             without MTP layers).
         weights, kvs: the formats to search (None = all the chip runs). fixed: what is not searched.
         deadline_s, budget_usd: provisioning targets (seconds, US dollars; None = none).
-        repo, parsers: where the launch commands load the model from, and its reasoning parser(s).
+        repo, parsers: where the launch commands load the model from, and its reasoning parser(s);
+            trust_remote_code: the commands let the engine run the repository's own code.
         base_repo: where the user named a checkpoint of another format than the catalog's BF16
             release (``Qwen/Qwen3.6-27B-FP8``), that release's repository: an option planned in
             another weight format than the checkpoint's launches from it (None otherwise).
@@ -128,6 +129,7 @@ class Question:
     priced: frozenset[str] = frozenset()
     base_repo: str | None = None
     spec_measured: bool = False
+    trust_remote_code: bool = False
 
     def launch_source(self, weight_dtype: Dtype) -> tuple[str, str]:
         """(repository, its checkpoint's weight format) a launch of ``weight_dtype`` loads: the
@@ -322,7 +324,7 @@ def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: R
         max_running_requests=planned_running(ev),
         memory_allocation=ev.memory.allocation(planned_running(ev)),
         gpu_bytes=ev.memory.gpu_bytes,
-        launch=launch_commands(ev, repo, native, q.parsers, q.engines, sizing=sizing),
+        launch=launch_commands(ev, repo, native, q.parsers, q.engines, sizing=sizing, remote_code=q.trust_remote_code),
         alternatives=tuple(
             Alternative(describe(c), c.evaluation.output_tok_s_total, c.wall_s / S_PER_DAY, c.cost.usd)
             for c in _distinct(r.ranked, 5)[1:]

@@ -300,12 +300,13 @@ def launch_engines(ev: Evaluation, engines: Mapping[str, Engine]) -> list[Engine
     return [planned] + [e for name, e in engines.items() if name != planned.name and cannot_start(e, ev) is None]
 
 
-def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) -> Launch:
+def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object, remote_code: bool = False) -> Launch:
     """What a launch command is written from, for the evaluated configuration ``ev``.
 
     Args:
         ev: the chosen configuration. repo: the Hugging Face repository. native_dtype: the
             checkpoint's weight format (value). parsers: reasoning-parser name or {engine: name}.
+        remote_code: the engines must run the repository's own code (``--trust-remote-code``).
     """
     c = ev.config
     return Launch(
@@ -326,6 +327,7 @@ def launch_for(ev: Evaluation, repo: str, native_dtype: str, parsers: object) ->
         host_gpus=host_gpus(ev),
         draft_model=c.spec.draft_model if c.spec else None,
         max_model_len=c.max_model_len,
+        trust_remote_code=remote_code,
     )
 
 
@@ -338,6 +340,7 @@ def launch_commands(
     isl: LengthDist | None = None,
     osl: LengthDist | None = None,
     sizing: tuple[Sized, ...] | None = None,
+    remote_code: bool = False,
 ) -> dict[str, str]:
     """Every engine's launch command that starts the configuration on its GPU (:func:`launch_engines`),
     the planned engine first.
@@ -350,12 +353,12 @@ def launch_commands(
             running cap are sized to hold the batch with headroom (:func:`launch_sizing`),
             without them the planned fraction or each engine's default is written.
         sizing: :func:`launch_sizing` where the caller computed it already (it then stands for
-            ``isl`` and ``osl``).
+            ``isl`` and ``osl``). remote_code: the engines must run the repository's own code.
 
     Returns:
         engine name → shell command. Raises nothing.
     """
-    launch = launch_for(ev, repo, native_dtype, parsers)
+    launch = launch_for(ev, repo, native_dtype, parsers, remote_code)
     if sizing is None and isl is not None and osl is not None:
         sizing = launch_sizing(ev, isl, osl, engines)
     if sizing is not None:

@@ -277,7 +277,7 @@ VLLM_REASONING_PARSERS = {"deepseek_r1", "glm45", "kimi_k2", "minimax_m2", "nemo
 
 def test_every_catalog_model_names_a_reasoning_parser_vllm_registers():
     for name in model_names():
-        _, parsers = launch_info(name, name)
+        _, parsers, _ = launch_info(name, name)
         launch = _launch(parsers=parsers)
         parser = launch.parser("vllm")
         if parser is not None:
