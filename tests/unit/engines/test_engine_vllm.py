@@ -271,7 +271,7 @@ def test_with_dp_attention_the_default_cap_and_budget_are_each_engine_ranks(vllm
 # "openai_gptoss", "qwen3", …); ReasoningParserManager.get_reasoning_parser raises
 # KeyError(f"Reasoning parser '{name}' not found. Available parsers: …") for any other
 # (vllm/reasoning/abs_reasoning_parsers.py). SGLang's DetectorMap spells DeepSeek-R1 "deepseek-r1"
-# and Nemotron-3-Nano "nano_v3"; vLLM does not.
+# and Nemotron-3-Nano "nemotron_3"; vLLM does not.
 VLLM_REASONING_PARSERS = {"deepseek_r1", "glm45", "kimi_k2", "minimax_m2", "nemotron_v3", "openai_gptoss", "qwen3"}
 
 
