@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tokenplan.catalog import gpu_key, load_gpu, load_model
@@ -124,3 +126,13 @@ def test_a_catalog_model_whose_config_came_from_a_base_model_launches_its_chat_r
     from tokenplan.catalog import launch_info
 
     assert launch_info(name, name)[0] == repo
+
+
+def test_a_config_json_in_the_working_directory_is_named_after_its_folder(tmp_path, monkeypatch) -> None:
+    # a new-user pass: --model ./config.json gave the model the name "" (title, bullets, --json)
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    source = Path(__file__).parents[2] / "src/tokenplan/catalog/models/qwen3-32b.json"
+    (folder / "config.json").write_text(source.read_text())
+    monkeypatch.chdir(folder)
+    assert load_model("./config.json").name == "my-model"

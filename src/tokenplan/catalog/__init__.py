@@ -181,7 +181,8 @@ def load_model(name_or_path: str) -> ModelSpec:
         name_or_path = catalog_name
     if path.is_file():  # a file named (any suffix): read as a config.json
         text = read_text(path)  # ConfigError: byte N, not UTF-8
-        source, name = str(path), path.parent.name if path.name == "config.json" else path.stem
+        # the folder's name, resolved: ./config.json named the model "" (a new-user pass)
+        source, name = str(path), path.resolve().parent.name if path.name == "config.json" else path.stem
     else:
         key = name_or_path.strip().lower()
         res = _PKG / "models" / f"{key}.json"
