@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from statistics import NormalDist
 
-from tokenplan.engines.base import Engine, Launch, replicas_per_server
+from tokenplan.engines.base import Engine, EngineSettings, Launch, replicas_per_server
 from tokenplan.engines.launch import Sized
 from tokenplan.job.deploy import engine_memory as _memory
 from tokenplan.job.deploy import format_issues, spec_layout_rejection, startup_context
@@ -135,17 +135,7 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
     if planned:
         settings, mem = ev.settings, ev.memory
     else:
-        settings = engine.settings(
-            gpu,
-            c.layout,
-            speculative=c.spec is not None and not c.max_running.lifted,
-            vision_cut=c.vision_cut,
-            max_running=c.max_running.requests,
-            chunk_tokens=c.chunk_tokens,
-        )
-        other = replace(c, engine=engine, memory_fraction=None)
-        ratio = engine.state_to_kv_ratio(ev.deployment.spec.is_hybrid, c.max_running)
-        mem = _memory(ev.deployment.spec, gpu, other, settings, ratio)
+        settings, mem = _other_engine(engine, ev, None, c.max_running.requests)
     batch = planned_running(ev)
     mean, sd = running_context_moments(isl, osl, engine.reserves_whole_output)
     visible = cuda_visible_bytes(gpu.memory_bytes)
@@ -263,7 +253,19 @@ def engine_context(
     c = ev.config
     if engine.name == c.engine.name or not engine.context_must_fit():
         return None, None
-    d = ev.deployment
+    launched, _, refusal = startup_context(
+        engine, ev.deployment.spec, _other_engine(engine, ev, fraction, running)[1], isl, osl, None
+    )
+    return launched, refusal
+
+
+def _other_engine(
+    engine: Engine, ev: Evaluation, fraction: float | None, running: int | None
+) -> tuple[EngineSettings, MemoryBreakdown]:
+    """``engine``'s settings and memory for the evaluated configuration planned for another
+    engine, at the memory ``fraction`` and ``running`` cap per replica (None: the engine's
+    defaults; the plan's own cap where it fixed one)."""
+    c, d = ev.config, ev.deployment
     settings = engine.settings(
         d.gpu,
         c.layout,
@@ -275,10 +277,7 @@ def engine_context(
     )
     other = replace(c, engine=engine, memory_fraction=fraction)
     ratio = engine.state_to_kv_ratio(d.spec.is_hybrid, c.max_running)
-    launched, _, refusal = startup_context(
-        engine, d.spec, _memory(d.spec, d.gpu, other, settings, ratio), isl, osl, None
-    )
-    return launched, refusal
+    return settings, _memory(d.spec, d.gpu, other, settings, ratio)
 
 
 def cannot_start(engine: Engine, ev: Evaluation) -> str | None:
