@@ -16,7 +16,7 @@ from statistics import NormalDist
 from tokenplan.engines.base import Engine, EngineSettings, Launch, replicas_per_server
 from tokenplan.engines.launch import Sized
 from tokenplan.job.deploy import engine_memory as _memory
-from tokenplan.job.deploy import format_issues, spec_layout_rejection, startup_context
+from tokenplan.job.deploy import format_issues, mtp_engine_rejection, spec_layout_rejection, startup_context
 from tokenplan.job.evaluate import Evaluation
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.memory import MemoryBreakdown, cuda_visible_bytes, profile_reserve_bytes
@@ -283,13 +283,15 @@ def _other_engine(
 def cannot_start(engine: Engine, ev: Evaluation) -> str | None:
     """Why ``engine`` cannot start the evaluated configuration on its GPU, or None: the GPU's
     vendor, the formats (``job.deploy.format_issues``: SGLang and TensorRT-LLM refuse NVFP4
-    weights below Blackwell) and the speculative method on the layout (SGLang's DFLASH refuses PP
-    and DP attention), as the search rejects them for the planned engine."""
+    weights below Blackwell), the model's MTP layers where the engine has no draft for them
+    (``job.deploy.mtp_engine_rejection``) and the speculative method on the layout (SGLang's
+    DFLASH refuses PP and DP attention), as the search rejects them for the planned engine."""
     gpu = ev.deployment.gpu
     if gpu.vendor not in engine.vendors:
         return f"{engine.display_name} does not run on {gpu.vendor.upper()} GPUs"
-    c = replace(ev.config, engine=engine)
-    return format_issues(ev.deployment.spec, gpu, c.weight_dtype, c.kv_dtype, engine)[0] or spec_layout_rejection(c)
+    c, model = replace(ev.config, engine=engine), ev.deployment.spec
+    formats = format_issues(model, gpu, c.weight_dtype, c.kv_dtype, engine)[0]
+    return formats or mtp_engine_rejection(c, model) or spec_layout_rejection(c)
 
 
 def launch_engines(ev: Evaluation, engines: Mapping[str, Engine]) -> list[Engine]:
