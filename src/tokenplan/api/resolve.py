@@ -56,6 +56,7 @@ class PredictRequest:
     ``scheduler_recv_interval`` (SGLang ``--scheduler-recv-interval``): decode iterations between
     two receives of new requests (None = the engine's, 1; only with SGLang).
     ``draft_model``: the EAGLE/DFlash drafter's folder or repository id (``files.drafter``).
+    ``auto`` formats: the released weights and the engine's KV default, as ``predict``'s.
     """
 
     model: str
@@ -65,7 +66,7 @@ class PredictRequest:
     pp: int = 1
     ep: int = 1
     attention_dp: bool = False
-    weight_dtype: str = "bf16"
+    weight_dtype: str = "auto"
     kv_dtype: str = "auto"
     isl: float = 1024
     osl: float = 1024

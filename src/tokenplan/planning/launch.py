@@ -208,7 +208,7 @@ def launch_caps(
                     if ev.config.layout.attention_dp
                     else ""
                 )
-                + "; the figures above assume the planned batch"
+                + "; the plan's figures assume the planned batch"
             )
         c = ev.config
         capped_by_default = engine.caps_running_by_default(c.spec is not None, ev.deployment.spec.is_hybrid)
