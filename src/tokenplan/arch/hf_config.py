@@ -350,9 +350,9 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     # the checkpoint's own weight format (a multimodal checkpoint may keep it at the top level)
     native, quant_notes = native_format(cfg.get("quantization_config") or raw.get("quantization_config"))
     notes += quant_notes + dtype_notes(r, native)
+    # MiniMax-M2.x configs also declare use_mtp / num_mtp_modules, but their releases hold no MTP
+    # tensors (MiniMax-AI/MiniMax-M2.5#8; M2.7#16: 0 of ~1,369 keys match mtp.*): not read as layers
     mtp = r.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers"), default=0)
-    if not mtp and cfg.get("use_mtp"):
-        mtp = r.int("num_mtp_modules", default=0)
     vision = checked_vision_config(raw, source)
     ungated = (
         str(cfg.get("mlp_hidden_act", "")).lower() in _UNGATED_ACTS or cfg.get("model_type") in UNGATED_MODEL_TYPES

@@ -1,36 +1,49 @@
 """Which engine runs a model's own MTP layers as the draft (``--spec mtp``).
 
 An MTP draft needs an engine-side model class for the checkpoint's MTP layers; a config that
-ships them (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``) does not make the engine
+ships them (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``) does not make every engine
 run them. Where an engine's source has no such class for an architecture, its speculative
 config fails at start-up, so the planner refuses MTP there, with the reason:
 
-- MiniMax-M2 (``MiniMaxM2ForCausalLM``: MiniMax-M2, M2.1, M2.5). vLLM's
-  ``SpeculativeConfig.hf_config_override`` (``vllm/config/speculative.py``) rewrites a target
-  config into an MTP draft only for the model types it lists (``deepseek_v3``, ``glm_moe_dsa``,
-  ``qwen3_next``, ``qwen3_5``/``qwen3_5_moe``, MiniMax-M3 and others); ``minimax_m2`` is not
-  among them and no ``minimax_m2_mtp`` model type exists, so ``method: mtp`` leaves the draft
-  as the target architecture and the draft-model path refuses it. TensorRT-LLM's
-  ``MiniMaxM2ForCausalLM`` (``tensorrt_llm/_torch/models/modeling_minimaxm2.py``) is a plain
-  ``DecoderModelForCausalLM`` with no MTP layers (its MTP models derive from
-  ``SpecDecOneEngineForCausalLM``). SGLang runs it (``MiniMaxM2ForCausalLMNextN``).
+- MiniMax-M3 (``MiniMaxM3ForCausalLM``; the release's ``MiniMaxM3SparseForConditionalGeneration``).
+  SGLang builds no NextN module for it: ``models/minimax_m3.py`` skips the checkpoint's
+  ``model.mtp.layers.*`` ("no NextN module is built for the main model"), its ``EntryClass`` is
+  ``MiniMaxM3SparseForCausalLM`` alone, and no MiniMax-M3 draft class exists.
+  TensorRT-LLM's MiniMax-M3 loader drops ``model.mtp.*`` as "MTP (multi-token prediction) not
+  implemented" (``tensorrt_llm/_torch/models/modeling_minimaxm3.py``) and its model is a plain
+  ``DecoderModelForCausalLM`` (MTP models derive from ``SpecDecOneEngineForCausalLM``). vLLM runs
+  it (``SpeculativeConfig.hf_config_override`` → ``MiniMaxM3MTP``).
+- MiniMax-M2 (``MiniMaxM2ForCausalLM``: M2, M2.1, M2.5), for a config that names MTP layers: vLLM's
+  ``hf_config_override`` has no ``minimax_m2`` branch (no ``minimax_m2_mtp`` model type), and
+  TensorRT-LLM's ``MiniMaxM2ForCausalLM`` (``modeling_minimaxm2.py``) has no MTP layers; and the
+  released checkpoints hold no MTP weights at all (MiniMax-AI/MiniMax-M2.5#8; ``arch.hf_config``
+  reads their configs as shipping none, so the catalog's MiniMax-M2.5 plans no MTP anywhere).
 """
 
 from __future__ import annotations
 
+_SGLANG_M3 = "SGLang builds no MTP draft for MiniMax-M3 (it skips the checkpoint's model.mtp layers)"
+_TRTLLM_M3 = "TensorRT-LLM does not load MiniMax-M3's MTP layers (model.mtp.*: 'MTP not implemented')"
+_M3 = {"sglang": _SGLANG_M3, "trtllm": _TRTLLM_M3}
 # architecture (config.json ``architectures[0]``) → engine → why it does not run the MTP layers
 _NO_MTP: dict[str, dict[str, str]] = {
+    "MiniMaxM3ForCausalLM": _M3,
+    "MiniMaxM3SparseForConditionalGeneration": _M3,
     "MiniMaxM2ForCausalLM": {
-        "vllm": "vLLM has no MTP draft for MiniMax-M2 (no minimax_m2 entry in SpeculativeConfig's MTP model types), "
-        "so --spec mtp does not start; SGLang runs it (--engine sglang)",
-        "trtllm": "TensorRT-LLM's MiniMaxM2ForCausalLM has no MTP layers, so --spec mtp does not start; "
-        "SGLang runs it (--engine sglang)",
+        "sglang": "the MiniMax-M2.x releases hold no MTP weights (MiniMax-AI/MiniMax-M2.5#8)",
+        "vllm": "vLLM has no MTP draft for MiniMax-M2 (no minimax_m2 entry in SpeculativeConfig's MTP model types)",
+        "trtllm": "TensorRT-LLM's MiniMaxM2ForCausalLM has no MTP layers",
     },
 }
 
 
 def mtp_refusal(engine: str, architecture: str) -> str | None:
     """Why ``engine`` (a catalog name) cannot run the MTP layers of a model of ``architecture``
-    (its config's ``architectures[0]``) as the draft, and what runs them, or None where nothing
-    says it cannot (the module docstring gives each entry's source)."""
-    return _NO_MTP.get(architecture, {}).get(engine)
+    (its config's ``architectures[0]``) as the draft, ending in what to do, or None where
+    nothing says it cannot (the module docstring gives each entry's source)."""
+    why = _NO_MTP.get(architecture, {}).get(engine)
+    if why is None:
+        return None
+    runs = sorted(e for e in ("sglang", "vllm", "trtllm") if e not in _NO_MTP[architecture])
+    instead = f"plan with --engine {runs[0]}, or" if runs else "use"
+    return f"{why}, so --spec mtp does not start; {instead} another draft (--spec eagle3:K) or none"

@@ -1,44 +1,59 @@
-"""An engine with no draft model for a checkpoint's MTP layers gets no MTP plan and no command:
-``--speculative-config '{"method":"mtp"}'`` fails at vLLM's start-up for MiniMax-M2.5 (vLLM's
-``SpeculativeConfig.hf_config_override`` has no ``minimax_m2`` branch) and TensorRT-LLM's
-``MiniMaxM2ForCausalLM`` has no MTP layers; SGLang runs them (``MiniMaxM2ForCausalLMNextN``)."""
+"""An engine with no draft model for a checkpoint's MTP layers gets no MTP plan and no command
+(engines/mtp_support.py gives each entry's source): SGLang skips MiniMax-M3's ``model.mtp``
+layers and TensorRT-LLM does not load them, while vLLM runs them (``MiniMaxM3MTP``). The
+MiniMax-M2.x releases hold no MTP weights, so MiniMax-M2.5 plans no MTP on any engine."""
 
 from __future__ import annotations
 
 from tokenplan.api.plan import PlanRequest, plan
+from tokenplan.catalog import load_model
 from tokenplan.engines.mtp_support import mtp_refusal
 
 
-def test_the_table_names_minimax_m2_for_vllm_and_trtllm_only():
-    assert mtp_refusal("vllm", "MiniMaxM2ForCausalLM") is not None
-    assert mtp_refusal("trtllm", "MiniMaxM2ForCausalLM") is not None
-    assert mtp_refusal("sglang", "MiniMaxM2ForCausalLM") is None
+def test_the_table_refuses_only_the_pairs_the_engines_sources_refuse():
+    assert mtp_refusal("sglang", "MiniMaxM3ForCausalLM") is not None
+    assert mtp_refusal("trtllm", "MiniMaxM3ForCausalLM") is not None
+    assert mtp_refusal("vllm", "MiniMaxM3ForCausalLM") is None
     # Qwen3.5/3.6 (qwen3_5 in vLLM's override) and DeepSeek-V3 (deepseek_mtp) run their MTP layers
     assert mtp_refusal("vllm", "Qwen3_5ForConditionalGeneration") is None
     assert mtp_refusal("trtllm", "DeepseekV3ForCausalLM") is None
+    # where one engine runs it the reason names that engine; where none does, another draft
+    assert "plan with --engine vllm" in mtp_refusal("sglang", "MiniMaxM3ForCausalLM")
+    assert "--engine" not in mtp_refusal("vllm", "MiniMaxM2ForCausalLM")
 
 
-def test_a_vllm_mtp_plan_of_minimax_m25_says_why_nothing_runs():
-    p = plan(PlanRequest(model="minimax-m2.5", gpus=("8xh200",), engine="vllm", specs=("mtp:1",))).to_json()
+def test_minimax_m25_ships_no_mtp_layers():
+    # its config.json says use_mtp true, num_mtp_modules 3, but the release's weights hold no
+    # mtp.* tensors (MiniMax-AI/MiniMax-M2.5 issue #8): the default plan searched and recommended
+    # MTP k=1 for it, a launch that loads no draft
+    assert load_model("minimax-m2.5").mtp_layers == 0
+    p = plan(PlanRequest(model="minimax-m2.5", gpus=("8xh200",))).to_json()
+    assert p["options"][0]["spec"] == "none"
+    assert any(line.startswith("MTP was not searched: minimax-m2.5 ships no MTP layers") for line in p["answer"])
+
+
+def test_an_sglang_mtp_plan_of_minimax_m3_says_why_nothing_runs():
+    p = plan(PlanRequest(model="minimax-m3", gpus=("8xb200",), specs=("mtp:1",))).to_json()
     (option,) = p["options"]
     assert "best" not in option  # nothing runs
     # one reason for every configuration searched: it holds for every layout and format alike
     (reason,) = option["rejected"]
     assert option["rejected"][reason] == option["configurations"]
-    assert reason.startswith("vLLM has no MTP draft for MiniMax-M2") and "SGLang runs it" in reason
+    assert reason.startswith("SGLang builds no MTP draft for MiniMax-M3") and "--engine vllm" in reason
 
 
-def test_an_sglang_mtp_plan_writes_no_command_for_the_engines_that_cannot_start_it():
-    p = plan(PlanRequest(model="minimax-m2.5", gpus=("8xh200",), specs=("mtp:1",))).to_json()
+def test_a_vllm_mtp_plan_of_minimax_m3_writes_no_command_for_the_engines_that_cannot_start_it():
+    p = plan(PlanRequest(model="minimax-m3", gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
     (option,) = p["options"]
-    assert list(option["launch"]) == ["sglang"]
-    assert "NEXTN" in option["launch"]["sglang"]
+    assert list(option["launch"]) == ["vllm"]
+    assert '"method":"mtp"' in option["launch"]["vllm"]
     said = " ".join(option["warnings"])
-    assert "no vLLM command in --json: vLLM has no MTP draft for MiniMax-M2" in said
-    assert "no TensorRT-LLM command in --json: TensorRT-LLM's MiniMaxM2ForCausalLM has no MTP layers" in said
+    assert "no SGLang command in --json: SGLang builds no MTP draft for MiniMax-M3" in said
+    assert "no TensorRT-LLM command in --json: TensorRT-LLM does not load MiniMax-M3's MTP layers" in said
 
 
-def test_a_model_whose_mtp_vllm_runs_keeps_its_vllm_command():
+def test_a_model_whose_mtp_every_engine_runs_keeps_every_command():
     p = plan(PlanRequest(model="qwen3.6-27b", gpus=("1xb200",), specs=("mtp:1",))).to_json()
     (option,) = p["options"]
     assert '"method":"mtp"' in option["launch"]["vllm"]
+    assert "decoding_type: MTP" in option["launch"]["trtllm"]
