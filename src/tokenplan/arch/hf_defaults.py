@@ -20,6 +20,10 @@ Sources (transformers ``models/<type>/configuration_<type>.py`` and ``modeling_<
   ``original_max_position_embeddings`` where given (Qwen3's model card: 32,768 × 4 = 131,072);
   not for Gemma-3, whose stated context is already scaled ("Gemma3's max_model_len (128K) is
   already scaled by RoPE scaling").
+- Qwen3-Next's one MTP layer: its config.json names none, and the engines' draft classes take
+  ``num_nextn_predict_layers`` 1 where it is absent (vLLM ``models/qwen3_next_mtp.py``
+  ``Qwen3NextMultiTokenPredictor``: ``getattr(config, "num_nextn_predict_layers", 1)``; SGLang
+  ``configs/model_config.py`` sets it to 1 for the ``Qwen3NextForCausalLMMTP`` draft).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma": {"vocab_size": 256_000, "tie_word_embeddings": True, "max_position_embeddings": 8192},
     "gemma2": {"vocab_size": 256_000, "tie_word_embeddings": True, "max_position_embeddings": 8192},
     "gemma3_text": {"vocab_size": 262_208, "tie_word_embeddings": True, "max_position_embeddings": 131_072},
+    "qwen3_next": {"num_nextn_predict_layers": 1},
 }
 
 # model_type → every how many layers one keeps full attention, the others sliding

@@ -57,3 +57,14 @@ def test_a_model_whose_mtp_every_engine_runs_keeps_every_command():
     (option,) = p["options"]
     assert '"method":"mtp"' in option["launch"]["vllm"]
     assert "decoding_type: MTP" in option["launch"]["trtllm"]
+
+
+def test_qwen3_next_plans_its_one_mtp_layer():
+    # its config.json names no MTP layer, yet the checkpoint ships one: vLLM's
+    # Qwen3NextMultiTokenPredictor reads getattr(config, "num_nextn_predict_layers", 1), and SGLang
+    # sets it to 1 for the Qwen3NextForCausalLMMTP draft (arch.hf_defaults). The plan said
+    # "MTP was not searched: qwen3-next-80b-a3b ships no MTP layers".
+    assert load_model("qwen3-next-80b-a3b").mtp_layers == 1
+    p = plan(PlanRequest(model="qwen3-next-80b-a3b", gpus=("4xh200",), specs=("mtp:1",))).to_json()
+    assert not any(line.startswith("MTP was not searched") for line in p["answer"])
+    assert p["options"][0]["spec"].startswith("mtp")
