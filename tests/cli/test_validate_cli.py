@@ -55,9 +55,12 @@ def test_validate_missing_file_is_one_line_exit_2(tmp_path):
 
 
 def test_calibrate_writes_a_profile_validate_reads(tmp_path):
+    # rows of two models on one engine and GPU, so a factor is identified (a refit whose rows
+    # identify none writes nothing: test_calibrate_outputs.py)
     rows = "".join(
-        f"r{c},trtllm,llama-3.1-8b,h100-sxm,1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
-        for c, v in ((1, 120), (8, 900), (64, 4000))
+        f"r{m}{c},trtllm,{m},h100-sxm,1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
+        for m, c, v in (("llama-3.1-8b", 1, 120), ("llama-3.1-8b", 8, 900), ("llama-3.1-8b", 64, 4000))
+        + (("qwen3-8b", 1, 110), ("qwen3-8b", 8, 820), ("qwen3-8b", 64, 3600))
     )
     f = tmp_path / "m.csv"
     f.write_text(HEADER + rows)

@@ -6,6 +6,7 @@ are :mod:`tokenplan.calibration.refit`, the update of the shipped fit
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from tokenplan.api.resolve import read_profile, resolve_file
@@ -16,24 +17,49 @@ from tokenplan.errors import ConfigError, InputError
 from tokenplan.files.measurements import SERVING, described, read_measurements
 
 
-def check_outputs(out: Path, bands: Path | None = None) -> None:
-    """Refuse a profile (``-o``) or band-table (``--bands``) path that cannot be written, before the
-    fit (InputError naming the option, the path and what is allowed: ``/proc/x.json`` said only
-    "No such file or directory", after the fit)."""
+def check_outputs(out: Path, bands: Path | None = None, inputs: tuple[str, ...] = ()) -> None:
+    """Refuse a profile (``-o``) or band-table (``--bands``) path that cannot be written, is one of
+    the ``inputs`` it would overwrite, or is the same file for both, before the fit (InputError
+    naming the option, the path and what is allowed: ``/proc/x.json`` said only "No such file or
+    directory", after the fit; ``-o`` naming the input CSV replaced the measurements with JSON)."""
     from tokenplan.runner.paths import check_output_file
 
     check_output_file(str(out), "-o", "a profile JSON file path")
     if bands is not None:
         check_output_file(str(bands), "--bands", "a band-table JSON file path")
+    read = {Path(p).resolve() for p in inputs}
+    for option, path in (("-o", out), ("--bands", bands)):
+        if path is not None and path.resolve() in read:
+            raise InputError(option, str(path), "a new file path, not one of the measurement files read")
+    if bands is not None and bands.resolve() == out.resolve():
+        raise InputError("--bands", str(bands), f"a file path other than -o {out} (the profile)")
+
+
+def save_json(path: Path, data: object, option: str) -> None:
+    """Write ``data`` as indented JSON to ``path`` (a temporary file and a rename: a failed write
+    keeps the file that was there). Raises InputError naming ``option`` and the path."""
+    import json
+
+    from tokenplan.runner.paths import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n", option)
 
 
 def read_cases(paths: list[str]) -> tuple[list[CaseFile], int]:
     """The predictable rows of each file, and the number of rows skipped (a model not in the catalog,
     no stated lengths). Raises InputError/ConfigError (ConfigError on a malformed row: a cell that is
-    not a number, a bad CSV record)."""
-    files, n_skipped = [], 0
-    for path in paths:
+    not a number, a bad CSV record, a repeated row id; InputError on a file named twice)."""
+    files, n_skipped, seen = [], 0, set()
+    for path in paths:  # a file named twice, or a row id twice in one file, would count its rows twice
+        if Path(path).resolve() in seen:
+            raise InputError("measurement files", path, "each file once (this one is named twice)")
+        seen.add(Path(path).resolve())
         data = read_measurements(path)
+        twice = [i for i, n in Counter(row.row_id for row in data.rows).items() if n > 1]
+        if twice:
+            raise ConfigError(
+                path, f"id {twice[0]}", "each row id once (a repeated row is fitted twice); nothing fitted"
+            )
         malformed = [row for row in data.skipped if row.reason.startswith("malformed")]
         if malformed:  # bad input: refused before a fit is written, as validate fails on it
             first, more = malformed[0], len(malformed) - 1
@@ -51,12 +77,21 @@ def calibrate(
 ) -> CalibrationResult:
     """Refit the efficiency factors on measurement CSVs, cross-validate and, with ``bands``, make the
     error-band table (:func:`~tokenplan.calibration.refit.refit`). Raises InputError/ConfigError
-    for bad files or no predictable row."""
+    for bad files, no predictable row, or rows that identify no factor."""
     files, skipped = read_cases(paths)
     files, rejected = _drop_rejected(files)  # as the update: a rejected row predicts nothing
     skipped += rejected
     named = command or "tokenplan calibrate " + " ".join(paths)
-    return refit(files, named, [described(p) for p in paths], skipped, cross_validation, bands, workers)
+    result = refit(files, named, [described(p) for p in paths], skipped, cross_validation, bands, workers)
+    if not result.fit.factors:  # a profile of the defaults would read as a fit (a break-it pass)
+        rows = sum(len(f.cases) for f in files)
+        raise InputError(
+            "measurement files",
+            ", ".join(paths),
+            f"rows that identify at least one factor (each is fitted from rows of two or more models; "
+            f"the predictable rows ({rows}) identify none, so nothing was fitted or written)",
+        )
+    return result
 
 
 def _drop_rejected(files: list[CaseFile]) -> tuple[list[CaseFile], int]:

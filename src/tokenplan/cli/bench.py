@@ -88,7 +88,9 @@ _FIT_OPTIONS = (
 @click.option("--tp", type=INTEGER, default=1, help="--fit: tensor-parallel GPUs per replica (TP).")
 @click.option("--pp", type=INTEGER, default=1, help="--fit: pipeline stages per replica (PP).")
 @click.option("--ep", type=INTEGER, default=1, help="--fit: expert-parallel GPUs (EP, MoE).")
-@click.option("--weight-dtype", default="bf16", help="--fit: the served weight format.")
+@click.option(
+    "--weight-dtype", default="auto", help="--fit: the served weight format (auto: the checkpoint's released one)."
+)
 @click.option("--kv-dtype", default="auto", help="--fit: the KV-cache format (auto: the engine's default).")
 @click.option("--engine", default="sglang", help="--fit: the serving engine: sglang, vllm or trtllm.")
 @click.option("--max-running", type=INTEGER, help="--fit: the server's running-request cap (default: observed).")

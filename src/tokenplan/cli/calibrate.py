@@ -21,7 +21,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from tokenplan.api.calibrate import calibrate, calibrate_update, check_outputs
+from tokenplan.api.calibrate import calibrate, calibrate_update, check_outputs, save_json
 from tokenplan.api.resolve import PredictRequest
 from tokenplan.cli.app import app
 from tokenplan.cli.app import console as wide_console
@@ -49,7 +49,9 @@ from tokenplan.errors import InputError, MissingOptionError
 )
 @click.option("--tp", type=INTEGER, default=1, help="--from-run: tensor-parallel GPUs per replica (TP).")
 @click.option("--engine", default="sglang", help="--from-run: the serving engine: sglang, vllm or trtllm.")
-@click.option("--weight-dtype", default="bf16", help="--from-run: the served weight format.")
+@click.option(
+    "--weight-dtype", default="auto", help="--from-run: the served weight format (auto: the checkpoint's released one)."
+)
 @click.option("--kv-dtype", default="auto", help="--from-run: the KV-cache format (auto: the engine's default).")
 @click.option(
     "--concurrency",
@@ -76,7 +78,7 @@ def calibrate_command(**o: Any) -> None:
         raise MissingOptionError(["FILES"], "measurement CSV files, --from-bench BENCH.json or --from-run RUN_DIR")
     if out is None:
         raise MissingOptionError(["-o"], "-o PROFILE.json: where to write the calibration profile")
-    check_outputs(out, bands)
+    check_outputs(out, bands, tuple(paths) + tuple(o["from_bench"]))
     if o["from_bench"]:
         _from_bench(o["from_bench"], out, json_out, _served(o), o["num_gpus"] is not None)
         return
@@ -127,7 +129,7 @@ def _update_csv(paths: Sequence[str], out: Path, json_out: bool) -> None:
                 f"note: {path} is one of the files the shipped fit was made on: this update counts its rows twice",
                 err=True,
             )
-    out.write_text(json.dumps(result.profile.to_json(), indent=2) + "\n", encoding="utf-8")
+    save_json(out, result.profile.to_json(), "-o")
     if json_out:
         print(json.dumps(result.to_json(), indent=2))
         return
@@ -143,10 +145,10 @@ def _from_csv(paths: Sequence[str], out: Path, cv: bool, bands: Path | None, jso
     command = "tokenplan calibrate --refit " + " ".join(paths) + f" -o {out}" + (f" --bands {bands}" if bands else "")
     result = calibrate(list(paths), command, cv, bands=bands is not None)
     d = result.to_json()
-    out.write_text(json.dumps(d["profile"], indent=2) + "\n", encoding="utf-8")
+    save_json(out, d["profile"], "-o")
     band_table = result.bands if bands is not None else None
     if bands is not None and band_table is not None:
-        bands.write_text(json.dumps(result.bands_json(), indent=2) + "\n", encoding="utf-8")
+        save_json(bands, result.bands_json(), "--bands")
     if json_out:
         print(json.dumps(d, indent=2))
         return
@@ -178,7 +180,7 @@ def _write_fit(outcome, out: Path, json_out: bool, sources: bool) -> None:  # no
     by > 50 %), then print the fit as JSON or as tables."""
     from tokenplan.report.fit import show_fit
 
-    out.write_text(json.dumps(outcome.profile, indent=2) + "\n", encoding="utf-8")
+    save_json(out, outcome.profile, "-o")
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if json_out:

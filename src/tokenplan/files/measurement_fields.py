@@ -155,6 +155,7 @@ _DRAFT_STEPS = re.compile(r"(?:steps|nextn|num_speculative_tokens)\s*=\s*(\d+)")
 
 
 _SPEC_SYNTAX = re.compile(r"[a-z][a-z0-9_]*:[^\s(]*")
+_SPEC_PARAM = re.compile(r"([a-z_]+)\s*=\s*([^\s,)]*)")  # key=value inside the parentheses
 
 
 def spec_from_text(cell: str) -> str:
@@ -169,6 +170,9 @@ def spec_from_text(cell: str) -> str:
     if _SPEC_SYNTAX.fullmatch(cell):
         return cell
     method = cell.split()[0].split("(")[0]
+    for key, value in _SPEC_PARAM.findall(cell):  # steps=-3 or steps=three read as the default 3
+        if not value.isdigit() or int(value) < 1:
+            raise RowError(f"column spec_decode value {cell!r}: {key}={value} is not a whole number ≥ 1")
     steps = _DRAFT_STEPS.search(cell)
     return f"{method}:{steps.group(1) if steps else 3}"
 

@@ -130,21 +130,22 @@ HEADER = (
 def test_calibrate_with_bands_reports_coverage_per_file_and_quantity(tmp_path):
     from tokenplan.api.calibrate import calibrate
 
-    # three configurations (model × GPU × engine), two rows each
+    # three configurations (model × GPU × engine), two rows each, of two models (a refit whose
+    # rows identify no factor, those of one model, is refused: api.calibrate.calibrate)
     rows = [
-        ("trtllm", "h100-sxm", 8, 900),
-        ("trtllm", "h100-sxm", 64, 4000),
-        ("trtllm", "h200", 8, 1000),
-        ("trtllm", "h200", 64, 4600),
-        ("vllm", "h100-sxm", 8, 800),
-        ("vllm", "h100-sxm", 64, 3500),
+        ("trtllm", "llama-3.1-8b", "h100-sxm", 8, 900),
+        ("trtllm", "llama-3.1-8b", "h100-sxm", 64, 4000),
+        ("trtllm", "qwen3-8b", "h200", 8, 1000),
+        ("trtllm", "qwen3-8b", "h200", 64, 4600),
+        ("vllm", "llama-3.1-8b", "h100-sxm", 8, 800),
+        ("vllm", "llama-3.1-8b", "h100-sxm", 64, 3500),
     ]
     f = tmp_path / "m.csv"
     f.write_text(
         HEADER
         + "".join(
-            f"r{i},{e},llama-3.1-8b,{g},1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
-            for i, (e, g, c, v) in enumerate(rows)
+            f"r{i},{e},{m},{g},1,1,1,1,1,false,bf16,bf16,128,256,{c},,none,{v},,high,x\n"
+            for i, (e, m, g, c, v) in enumerate(rows)
         )
     )
     result = calibrate([str(f)], bands=True, workers=2)

@@ -43,6 +43,21 @@ def test_spec_decode_cells_in_cli_syntax_are_kept_as_written(cell, spec):
     assert spec_from_text(cell) == spec
 
 
+@pytest.mark.parametrize(
+    "cell, bad",
+    [
+        ("mtp (steps=-3 draft_tokens=4)", "steps=-3"),
+        ("mtp (steps=three draft_tokens=four)", "steps=three"),
+        ("mtp (nextn=0)", "nextn=0"),
+        ("mtp (steps=2 draft_tokens=x)", "draft_tokens=x"),
+    ],
+)
+def test_a_spec_decode_parameter_that_is_not_a_count_makes_the_row_malformed(cell, bad):
+    # a break-it pass: each was read as the default 3 steps, the same prediction as bare "mtp"
+    with pytest.raises(RowError, match=f"column spec_decode value .*: {bad} is not a whole number ≥ 1"):
+        spec_from_text(cell)
+
+
 def test_the_serving_exports_fp4_label_reads_as_mxfp4_for_a_model_released_in_it():
     # openai/gpt-oss-120b config.json: quantization_config.quant_method "mxfp4"
     assert _release_format("gpt-oss-120b") == "mxfp4"

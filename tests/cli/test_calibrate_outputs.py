@@ -1,0 +1,91 @@
+"""``calibrate`` keeps what it reads and what it replaces (from a break-it pass): an output path
+that is one of its inputs, or the same file for the profile and the band table, is refused before
+the fit; a failed write keeps the file that was there; a file named twice or a row id twice is
+refused (its rows would be fitted twice); a refit whose rows identify no factor writes nothing
+and fails, where it had written a profile of the defaults and exited 0."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenplan.errors import InputError
+from tokenplan.runner import paths
+
+ROOT = Path(__file__).resolve().parents[2]
+DEV = ROOT / "data" / "ground-truth" / "dev.csv"
+RUN = "from tokenplan.cli import main; main()"
+
+
+def _tokenplan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False
+    )
+
+
+def _error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.strip() and not x.startswith("note:")]
+    return line
+
+
+def _rows(tmp_path: Path, ids: tuple[str, ...], name: str = "mine.csv") -> Path:
+    lines = DEV.read_text(encoding="utf-8").splitlines()
+    by_id = {line.split(",", 1)[0]: line for line in lines[1:]}
+    chosen = [by_id[i] for i in ids]
+    out = tmp_path / name
+    out.write_text("\n".join([lines[0], *chosen]) + "\n", encoding="utf-8")
+    return out
+
+
+def test_an_output_path_that_is_an_input_is_refused_and_the_input_kept(tmp_path):
+    mine = _rows(tmp_path, ("132", "139"))
+    before = mine.read_bytes()
+    line = _error(_tokenplan("calibrate", "mine.csv", "-o", "mine.csv", cwd=tmp_path))
+    assert line.startswith("error: -o 'mine.csv'") and "not one of the measurement files read" in line
+    assert mine.read_bytes() == before
+
+
+def test_the_profile_and_the_band_table_must_be_two_files(tmp_path):
+    _rows(tmp_path, ("132", "139"))
+    line = _error(_tokenplan("calibrate", "--refit", "mine.csv", "-o", "f.json", "--bands", "f.json", cwd=tmp_path))
+    assert line.startswith("error: --bands 'f.json'") and "other than -o f.json" in line
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_a_file_named_twice_or_a_row_id_twice_is_refused(tmp_path):
+    _rows(tmp_path, ("132", "139"))
+    line = _error(_tokenplan("calibrate", "mine.csv", "mine.csv", "-o", "f.json", cwd=tmp_path))
+    assert "each file once" in line
+    _rows(tmp_path, ("132", "139", "132"), "twice.csv")
+    line = _error(_tokenplan("calibrate", "twice.csv", "-o", "f.json", cwd=tmp_path))
+    assert line == "error: twice.csv: id 132: each row id once (a repeated row is fitted twice); nothing fitted"
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_a_refit_whose_rows_identify_no_factor_writes_nothing(tmp_path):
+    # one row informs no factor (each is fitted from rows of two or more models)
+    _rows(tmp_path, ("132",))
+    line = _error(_tokenplan("calibrate", "--refit", "mine.csv", "-o", "f.json", "--bands", "b.json", cwd=tmp_path))
+    assert "identify none, so nothing was fitted or written" in line
+    assert not (tmp_path / "f.json").exists() and not (tmp_path / "b.json").exists()
+
+
+def test_a_failed_write_keeps_the_old_file_whole(tmp_path, monkeypatch):
+    old = tmp_path / "fit.json"
+    old.write_text('{"old": true}\n', encoding="utf-8")
+
+    def full_disk(fd, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(paths.os, "fdopen", full_disk)
+    with pytest.raises(InputError) as caught:
+        paths.write_text_atomic(old, '{"new": true}\n', "-o")
+    assert "No space left on device" in str(caught.value) and str(old) in str(caught.value)
+    assert old.read_text(encoding="utf-8") == '{"old": true}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["fit.json"]  # no temporary file left behind
