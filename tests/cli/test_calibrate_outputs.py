@@ -89,3 +89,22 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path, monkeypatch):
     assert "No space left on device" in str(caught.value) and str(old) in str(caught.value)
     assert old.read_text(encoding="utf-8") == '{"old": true}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["fit.json"]  # no temporary file left behind
+
+
+def test_predict_names_the_factors_it_used(tmp_path):
+    # a break-it pass: with a profile the figures moved (1,725 → 1,822 tok/s) and nothing said so
+    from tokenplan.api.predict import predict
+    from tokenplan.api.resolve import PredictRequest
+
+    _rows(tmp_path, ("132", "139"))
+    assert _tokenplan("calibrate", "mine.csv", "-o", "p.json", cwd=tmp_path).returncode == 0
+    point = {"model": "qwen3-32b", "gpu": "h200", "engine": "vllm"}
+    shipped = predict(PredictRequest(**point))
+    assert shipped.efficiency.startswith("fit by `tokenplan calibrate --refit data/ground-truth/dev.csv")
+    mine = predict(PredictRequest(**point, calibration=str(tmp_path / "p.json")))
+    assert mine.efficiency.startswith(f"calibration {tmp_path / 'p.json'}: update of the shipped fit")
+    assert mine.to_json()["efficiency"] == mine.efficiency
+    shown = _tokenplan(
+        "predict", "--model", "qwen3-32b", "--gpu", "h200", "--engine", "vllm", "--calibration", "p.json", cwd=tmp_path
+    )
+    assert shown.returncode == 0 and "Efficiency: calibration p.json: update of the shipped fit" in shown.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -9,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+ROOT = Path(__file__).resolve().parents[2]
+SRC = str(ROOT / "src")
 HEADER = (
     "id,engine,model,gpu,num_gpus,tp,ep,pp,dp,attention_dp,weight_dtype,kv_dtype,isl,osl,"
     "concurrency,num_requests,spec_decode,output_tok_s_per_gpu,derived,trust,source_url\n"
@@ -233,3 +235,22 @@ def test_validate_json_has_every_metric_key_when_no_row_measures_it(tmp_path):
     d = json.loads(_run("validate", str(f), "--json").stdout)
     assert (d["rows_compared"], d["tpot_rows_compared"], d["ttft_rows_compared"]) == (1, 0, 0)
     assert d["tpot_median_abs_pct_error"] is None and d["ttft_coverage"] is None
+
+
+def test_the_coverage_column_stays_when_every_tok_s_is_set_aside(tmp_path):
+    # a break-it pass: dev.csv id 132 (500 in flight, OSL 100, TTFT 164,148 ms, TPOT 84.24 ms) with
+    # 5,000 requests and 1e6 tok/s: its latencies allow 500 × 100 / (164.148 + 100 × 0.08424) s
+    # = 289.7 tok/s, so the tok/s is set aside; TPOT and TTFT keep their interval column
+    rows = list(csv.DictReader((ROOT / "data" / "ground-truth" / "dev.csv").open(encoding="utf-8")))
+    (row,) = [r for r in rows if r["id"] == "132"]
+    row.update(num_requests="5000", output_tok_s_per_gpu="1000000")
+    f = tmp_path / "contra.csv"
+    with f.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerow(row)
+    r = _run("validate", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "in 80% interval" in r.stdout
+    tpot = [line for line in r.stdout.splitlines() if "all rows (TPOT)" in line]
+    assert tpot and tpot[0].rstrip(" │").endswith("%")

@@ -43,4 +43,6 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
     point: dict[str, object] = {"engine": s.config.engine.name, "gpu": s.gpu.key, "architecture": s.gpu.architecture}
     point |= {"model": s.model.name, "concurrency": s.concurrency}
     warnings += s.profile.range_warnings({**point, "isl_tokens": req.isl, "osl_tokens": req.osl})
-    return Prediction(**{**vars(figures), "warnings": tuple(warnings)}, bands=bands)
+    source = s.profile.table.provenance
+    efficiency = source if s.profile.path is None else f"calibration {s.profile.path}: {source}"
+    return Prediction(**{**vars(figures), "warnings": tuple(warnings)}, bands=bands, efficiency=efficiency)

@@ -348,7 +348,7 @@ def _emit(result, as_json: bool, render) -> None:
     """Print the result (table or JSON); a configuration that cannot run exits 2 with its reason."""
     from tokenplan.errors import InfeasibleError
     from tokenplan.job.results import Rejected
-    from tokenplan.report.tables import print_warnings
+    from tokenplan.report.tables import efficiency_line, print_warnings
 
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
@@ -357,4 +357,6 @@ def _emit(result, as_json: bool, render) -> None:
     if not as_json:
         console = wide_console()
         console.print(render(result))
+        if (line := efficiency_line(result)) is not None:
+            console.print(line)
         print_warnings(console, list(result.warnings))

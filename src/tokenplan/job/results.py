@@ -72,11 +72,14 @@ class EvaluationFigures(JsonResult):
 
 @dataclass(frozen=True)
 class Prediction(EvaluationFigures):
-    """``predict``'s result: the figures and, with a shipped band table, their 80 % bands."""
+    """``predict``'s result: the figures and, with a shipped band table, their 80 % bands;
+    ``efficiency``: where the efficiency factors come from (the shipped fit's provenance, or the
+    ``--calibration`` profile's path and provenance), as ``plan``'s."""
 
     SCHEMA_VERSION: ClassVar[int | None] = 1
 
     bands: Bands | None = field(default=None, metadata=INLINE)
+    efficiency: str = ""
 
 
 @dataclass(frozen=True)

@@ -330,7 +330,7 @@ def throughput_text(data: PlanReportData) -> Text:
 
 
 def predict_table(p: Prediction) -> Table:
-    """Key/value table of one prediction."""
+    """Key/value table of one prediction (the factors' source is printed under it: ``efficiency_line``)."""
     t = Table(show_header=False)
     t.add_column("quantity")
     t.add_column("value", justify="right")
@@ -365,6 +365,12 @@ def predict_table(p: Prediction) -> Table:
     for k, v in rows:
         t.add_row(k, str(v))
     return t
+
+
+def efficiency_line(result: object) -> Text | None:
+    """``Efficiency: …`` (where the efficiency factors come from) for a result that names it."""
+    source = getattr(result, "efficiency", "")
+    return Text(f"Efficiency: {source}.") if source else None
 
 
 def print_warnings(console: Console, warnings: list[str]) -> None:

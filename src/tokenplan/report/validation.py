@@ -107,7 +107,8 @@ def summary_table(v: ValidationResult) -> Table:
     """Median, p90 and bias of the error over all rows (per metric), then per engine, GPU, family;
     with error bands, the share of rows whose measurement lies in its 80 % interval (per metric)."""
     t = Table(title="error |predicted/measured − 1|")
-    banded = v.main.coverage is not None
+    # with bands, any metric's coverage (a file whose every tok/s is set aside still has TPOT's)
+    banded = any(e.coverage is not None for e in (v.main, v.tpot, v.ttft))
     for col in ("over", "n", "median", "p90", "bias") + (("in 80% interval",) if banded else ()):
         t.add_column(col, justify="right" if col != "over" else "left")
     label = "throughput" if v.kind == "throughput" else "TPOT"
