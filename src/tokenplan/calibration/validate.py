@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
-from tokenplan.job.steady import SteadyState
 from tokenplan.job.timeline import job_time, run_mean_ttft_s, run_median_ttft_s
 from tokenplan.job.workload import LengthDist
 from tokenplan.measurement import Measurement, SkippedRow
@@ -75,34 +74,28 @@ class Predicted:
 
 def predict_case(case: Case, eff: Efficiency) -> Predicted:
     """Predict one case with efficiency ``eff`` (the same evaluation as ``tokenplan predict``);
-    ``batch`` is the steady running batch per replica."""
-    ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, case.concurrency_per_replica)
+    ``batch`` is the steady running batch per replica. A closed-loop run of fewer requests than
+    its stated concurrency never had more than them in flight: one burst, evaluated at its
+    requests for every figure (its TPOT was taken at the stated concurrency while its tok/s and
+    TTFT followed the burst: a break-it pass, 500 in flight with 1 request)."""
+    m, in_flight = case.measurement, case.concurrency_per_replica
+    requests = None if m.num_requests is None or not m.closed_loop else m.num_requests / case.config.layout.dp
+    if requests is not None and in_flight is not None and requests < in_flight:
+        in_flight = requests
+    ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, in_flight)
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
-    steady, m = ev.steady, case.measurement
+    steady = ev.steady
     # A run of stated length (a closed loop of N requests, or offline over N): its median or mean
     # request's TTFT with the opening wave and the finite queue (job.timeline); otherwise the
     # steady state's median arrival (SteadyState.median_ttft_s) or its mean over arrivals.
     median = m.latency_statistic == "median"
-    if m.num_requests is not None and m.closed_loop:
-        ttft = _run_ttft_s(case, eff, steady, m.num_requests / case.config.layout.dp, median)
+    if requests is not None:
+        run = run_median_ttft_s if median else run_mean_ttft_s
+        ttft = run(steady, in_flight, requests)
     else:
         ttft = steady.median_ttft_s if median else steady.ttft_s
     return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
-
-
-def _run_ttft_s(case: Case, eff: Efficiency, steady: SteadyState, requests: float, median: bool) -> float:
-    """A closed-loop run's median or mean TTFT with its opening wave and finite queue
-    (``job.timeline.run_median_ttft_s`` / ``run_mean_ttft_s``); ``requests`` per replica. A run of
-    fewer requests than its stated concurrency never had more than them in flight: one burst,
-    whose steady state is evaluated at ``requests``."""
-    concurrency = case.concurrency_per_replica
-    if concurrency is not None and requests < concurrency:
-        burst = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, requests)
-        if not isinstance(burst, Rejection):
-            steady, concurrency = burst.steady, requests
-    run = run_median_ttft_s if median else run_mean_ttft_s
-    return run(steady, concurrency, requests)
 
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:

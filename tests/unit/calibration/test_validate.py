@@ -388,3 +388,25 @@ def test_skipped_rows_with_one_reason_print_as_one_line_with_their_line_ranges(t
     text = console.export_text()
     assert "4 rows skipped" in text and "  3 rows, lines 3–4, 6: engine 'atom' is not in the catalog" in text
     assert "  line 5 (id d): engine 'no-such'" in text
+
+
+def test_a_burst_of_fewer_requests_than_its_concurrency_is_predicted_at_its_requests(tmp_path):
+    # a break-it pass: dev.csv id 132 (qwen3-32b, H100 PCIe, vLLM, ISL 2,000 / OSL 100, 500 in
+    # flight) with num_requests 1 was predicted with the TPOT of 500 in flight and the tok/s and
+    # TTFT of one request. One request never shares a step: every figure is that of a run at
+    # concurrency 1 with one request.
+    import csv
+    from pathlib import Path
+
+    dev = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "dev.csv"
+    rows = list(csv.DictReader(dev.open(encoding="utf-8")))
+    (row,) = [r for r in rows if r["id"] == "132"]
+    out = tmp_path / "burst.csv"
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerow({**row, "id": "burst", "num_requests": "1"})
+        w.writerow({**row, "id": "single", "num_requests": "1", "concurrency": "1"})
+    burst, single = validate(str(out)).rows
+    assert burst.tpot.predicted == pytest.approx(single.tpot.predicted, rel=1e-12)
+    assert burst.throughput.predicted == pytest.approx(single.throughput.predicted, rel=1e-12)
