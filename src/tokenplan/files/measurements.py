@@ -33,6 +33,8 @@ SERVING = "serving"
 
 THROUGHPUT_COLUMNS = ("engine", "model", "gpu", "num_gpus", "tp", "isl", "osl", "concurrency", "output_tok_s_per_gpu")
 SERVING_COLUMNS = ("engine", "model", "gpu", "isl", "osl", "concurrency", "tp", "ttft_ms", "tpot_ms")
+# the measured columns only a dev.csv / inferencex-dev.csv row has
+_THROUGHPUT_ONLY = frozenset({"output_tok_s_per_gpu", "total_tok_s_per_gpu", "ttft_ms_median", "tpot_ms_median"})
 
 # aiconfigurator quant modes → tokenplan weight dtypes (int4_wo = INT4 weight-only, W4A16).
 _QUANT_TO_DTYPE = {
@@ -240,6 +242,15 @@ def detect_kind(path: str, columns: list[str]) -> str:
     """``serving`` when TTFT/TPOT columns are present, ``throughput`` for dev.csv columns.
     Raises ConfigError naming the missing columns."""
     have = set(columns)
+    # a column the detected format does not read would be dropped without a word (a break-it pass)
+    other = sorted(have & _THROUGHPUT_ONLY) if {"ttft_ms", "tpot_ms"} <= have else sorted(have & {"ttft_ms", "tpot_ms"})
+    if other:
+        raise ConfigError(
+            path,
+            "header",
+            f"column(s) {', '.join(other)} of the other format: serving-dev.csv's ttft_ms and tpot_ms (means) "
+            "go together and without dev.csv's output_tok_s_per_gpu, ttft_ms_median and tpot_ms_median",
+        )
     if {"ttft_ms", "tpot_ms"} <= have:
         missing = [c for c in SERVING_COLUMNS if c not in have]
         kind = SERVING

@@ -410,3 +410,15 @@ def test_a_burst_of_fewer_requests_than_its_concurrency_is_predicted_at_its_requ
     burst, single = validate(str(out)).rows
     assert burst.tpot.predicted == pytest.approx(single.tpot.predicted, rel=1e-12)
     assert burst.throughput.predicted == pytest.approx(single.throughput.predicted, rel=1e-12)
+
+
+@pytest.mark.parametrize("extra", [("ttft_ms", "tpot_ms"), ("ttft_ms",)])
+def test_a_header_mixing_the_two_formats_is_refused_naming_the_columns(tmp_path, extra):
+    # a break-it pass: dev.csv columns plus ttft_ms and tpot_ms were read as serving-dev.csv rows,
+    # dropping output_tok_s_per_gpu and the *_median columns; with ttft_ms alone it was dropped
+    header = "id,engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu," + ",".join(extra)
+    row = "1,vllm,qwen3-32b,h200,1,1,1000,100,8,900," + ",".join("50" for _ in extra)
+    f = tmp_path / "mixed.csv"
+    f.write_text(f"{header}\n{row}\n")
+    with pytest.raises(ConfigError, match="of the other format"):
+        validate(str(f))
