@@ -108,3 +108,20 @@ def test_predict_names_the_factors_it_used(tmp_path):
         "predict", "--model", "qwen3-32b", "--gpu", "h200", "--engine", "vllm", "--calibration", "p.json", cwd=tmp_path
     )
     assert shown.returncode == 0 and "Efficiency: calibration p.json: update of the shipped fit" in shown.stdout
+
+
+def test_a_plan_lists_only_the_profile_groups_it_uses(tmp_path):
+    # a break-it pass: a profile fitted on H100/H200 rows listed its sglang/hopper, vllm/hopper …
+    # moves at the top of a plan on one MI300X, which uses sglang/cdna3 and none of them
+    from tokenplan.api.plan import PlanRequest, plan
+    from tokenplan.api.resolve import read_profile
+
+    _rows(tmp_path, ("132", "139"))  # vLLM rows on H100 PCIe and H200: vllm/hopper
+    assert _tokenplan("calibrate", "mine.csv", "-o", "p.json", cwd=tmp_path).returncode == 0
+    profile = read_profile(str(tmp_path / "p.json"))
+    assert "vllm/hopper" in profile.move_groups
+    assert profile.moves_for("sglang", {"cdna3"}) == ()
+    assert any("moves vllm/hopper" in line for line in profile.moves_for("vllm", {"hopper"}))
+    on_mi300x = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xmi300x",), calibration=str(tmp_path / "p.json")))
+    answer = " ".join(on_mi300x.to_json()["answer"])
+    assert "moves vllm/hopper:" not in answer

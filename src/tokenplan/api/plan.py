@@ -275,7 +275,10 @@ def _searched(
         parsers=parsers,
         trust_remote_code=remote_code,
         engines={e: load_engine(e) for e in ENGINES},
-        first_notes=(*profile.moves, *_unused_prices(req, options)),
+        first_notes=(
+            *profile.moves_for(req.engine, {o.gpu.architecture for o, _ in options}),
+            *_unused_prices(req, options),
+        ),
         spec_notes=tuple(spec_notes),
         priced=frozenset(req.prices),
         spec_measured=spec_measured,

@@ -94,10 +94,9 @@ def read_profile(calibration: str | None) -> Profile:
     InputError/ConfigError for a missing or malformed profile (``files.calibration``)."""
     if not calibration:
         return Profile(None, shipped_efficiency())
-    from tokenplan.files.calibration import moved_lines, read_calibration_file
+    from tokenplan.files.calibration import read_profile_file
 
-    read = read_calibration_file(calibration)
-    return Profile(calibration, read.table, read.fitted_on, tuple(moved_lines(calibration, read)), read.moved_groups)
+    return read_profile_file(calibration)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ and fractions are an extrapolation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,17 @@ class Profile:
     fitted_on: Mapping[str, object] | None = None
     moves: tuple[str, ...] = ()
     moved_groups: tuple[str, ...] | None = None
+    move_groups: tuple[str, ...] = ()  # the group each line of ``moves`` is about ("" for a full table)
+
+    def moves_for(self, engine: str, architectures: Collection[str]) -> tuple[str, ...]:
+        """The lines of ``moves`` about ``engine`` (a group ``engine`` or ``engine/architecture``
+        for one of ``architectures``), all of them for a full table (a plan on MI300X listed the
+        profile's Hopper and Blackwell groups as if they applied; where none applies,
+        :meth:`range_warnings` says the figures are the shipped fit's)."""
+        if self.moved_groups is None or len(self.move_groups) != len(self.moves):
+            return self.moves
+        own = {engine, *(f"{engine}/{a}" for a in architectures)}
+        return tuple(line for line, group in zip(self.moves, self.move_groups) if group in own)
 
     def range_warnings(self, point: Mapping[str, object]) -> list[str]:
         """Warnings for using the profile far from what it was fitted on (:func:`range_warnings`;

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import CALIBRATION_KEYS, efficiency_table_from_json, profile_groups, shipped_efficiency
 from tokenplan.errors import ConfigError, InputError
 from tokenplan.loaders import load_json
@@ -205,3 +206,12 @@ def _show(name: str, value: float) -> str:
     if not name.endswith("_s"):
         return f"{value:.3g}"
     return f"{value * 1e3:.3g} ms" if abs(value) >= 1e-3 else f"{value * 1e6:.3g} µs"
+
+
+def read_profile_file(path: str) -> Profile:
+    """The :class:`~tokenplan.calibration.fitted_range.Profile` of the profile at ``path``: its
+    table, fitted range, the lines of what it moves (:func:`moved_lines`) and the group each line
+    is about. Raises InputError, ConfigError: as :func:`read_calibration_file`."""
+    read = read_calibration_file(path)
+    groups = ("",) if read.moved is None else tuple(read.moved)  # moved_lines: one line per group
+    return Profile(path, read.table, read.fitted_on, tuple(moved_lines(path, read)), read.moved_groups, groups)
