@@ -23,6 +23,7 @@ import re
 from typing import Literal, NamedTuple, overload
 
 from tokenplan.arch.kv import SSM_STATE_DTYPES
+from tokenplan.perf.speculative import METHODS
 from tokenplan.units import MS_PER_S
 
 # The largest count a measurement row may state (GPUs, requests in flight or in the run, a running
@@ -170,6 +171,8 @@ def spec_from_text(cell: str) -> str:
     if _SPEC_SYNTAX.fullmatch(cell):
         return cell
     method = cell.split()[0].split("(")[0]
+    if method not in METHODS:  # said with the cell as written (it read "spec 'magic:3'")
+        raise RowError(f"column spec_decode value {cell!r}: {method!r} is not one of {', '.join(METHODS)} (or none)")
     for key, value in _SPEC_PARAM.findall(cell):  # steps=-3 or steps=three read as the default 3
         if not value.isdigit() or int(value) < 1:
             raise RowError(f"column spec_decode value {cell!r}: {key}={value} is not a whole number ≥ 1")
@@ -290,3 +293,18 @@ def ssm_dtype(row: dict) -> str | None:
             f"column ssm_dtype value {text(row, 'ssm_dtype')!r} is not one of {', '.join(SSM_STATE_DTYPES)} (or blank)"
         )
     return cell
+
+
+_ENGINE_NAMED = re.compile(r"(?<![a-z])(sglang|vllm|tensorrt[-_]llm|trtllm)(?![a-z])")
+
+
+def engine_version(row: dict, engine: str) -> str | None:
+    """The ``engine_version`` cell, None where blank; a cell that names another engine than the
+    row's (``sglang 0.5.9`` on a vLLM row, read as vLLM 0.5.9 before) makes the row malformed."""
+    cell = text(row, "engine_version")
+    named = {"trtllm" if n.startswith("tensorrt") else n for n in _ENGINE_NAMED.findall(cell.lower())}
+    if named and engine.strip().lower() not in named:
+        raise RowError(
+            f"column engine_version value {cell!r} names {', '.join(sorted(named))}, not the row's engine {engine}"
+        )
+    return cell or None

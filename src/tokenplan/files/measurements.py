@@ -111,7 +111,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
     attention_dp = f.flag(row, "attention_dp", blank=False)
     concurrency = None if f.text(row, "concurrency").lower() == "max" else f.count(row, "concurrency")
     spread = f.lengths(row)
-    version = f.text(row, "engine_version")
+    version = f.engine_version(row, f.required_text(row, "engine"))
     return _screen_throughput(
         Measurement(
             line=line,
@@ -143,7 +143,7 @@ def _throughput_row(row: dict, line: int) -> Measurement:
             max_running=f.max_running(row),
             length_set=spread.length_set,
             **_launch_settings(row),
-            engine_version=version or None,
+            engine_version=version,
             gpu_variant_stated=f.flag(row, "gpu_variant_stated", blank=True),
         )
     )
@@ -233,7 +233,7 @@ def _serving_row(row: dict, line: int) -> Measurement:
         spec=spec_from_text(f.text(row, "spec_decode")),
         max_running=f.max_running(row),
         **_launch_settings(row),
-        engine_version=f.text(row, "engine_version") or None,
+        engine_version=f.engine_version(row, f.required_text(row, "engine")),
         layout_note=replica.note,
     )
 
@@ -298,7 +298,8 @@ def read_measurements(path: str) -> MeasurementFile:
     csv.field_size_limit(max(csv.field_size_limit(), FIELD_LIMIT_BYTES))
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames:
-        raise ConfigError(path, "header", "the file is empty")
+        blank = "line 1 is blank: the column names must be the first line"
+        raise ConfigError(path, "header", "the file is empty" if not text.strip() else blank)
     # the files' columns are lower case; a header typed "Concurrency" or " TP" names the same column
     reader.fieldnames = columns = [c.strip().lower() for c in reader.fieldnames]
     if not set(columns) & {*THROUGHPUT_COLUMNS, *SERVING_COLUMNS}:  # a JSONL dataset, a log: not a measurement table

@@ -422,3 +422,13 @@ def test_a_header_mixing_the_two_formats_is_refused_naming_the_columns(tmp_path,
     f.write_text(f"{header}\n{row}\n")
     with pytest.raises(ConfigError, match="of the other format"):
         validate(str(f))
+
+
+def test_a_blank_first_line_is_not_called_an_empty_file(tmp_path):
+    f = tmp_path / "blank.csv"
+    f.write_text("\nid,engine,model,gpu,num_gpus,tp,isl,osl,concurrency,output_tok_s_per_gpu\n")
+    with pytest.raises(ConfigError, match="line 1 is blank: the column names must be the first line"):
+        validate(str(f))
+    (tmp_path / "empty.csv").write_text("\n\n")
+    with pytest.raises(ConfigError, match="the file is empty"):
+        validate(str(tmp_path / "empty.csv"))

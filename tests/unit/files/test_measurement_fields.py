@@ -115,3 +115,23 @@ def test_a_number_is_plain_ascii_digits(cell):
     # Python's float() reads "1_000" as 1000 and full-width "１２" as 12; neither is a CSV number
     with pytest.raises(RowError, match=f"column concurrency value '{cell}' is not a number"):
         count({"concurrency": cell}, "concurrency")
+
+
+def test_an_engine_version_naming_another_engine_makes_the_row_malformed():
+    # a break-it pass: "sglang 0.5.9" on a vLLM row was read as vLLM 0.5.9
+    from tokenplan.files.measurement_fields import engine_version
+
+    with pytest.raises(RowError, match="names sglang, not the row's engine vllm"):
+        engine_version({"engine_version": "sglang 0.5.9"}, "vllm")
+    assert engine_version({"engine_version": "rocm/vllm:rocm6.4.1_vllm_0.10.1"}, "vllm") == (
+        "rocm/vllm:rocm6.4.1_vllm_0.10.1"
+    )
+    assert engine_version({"engine_version": "nvcr.io/nvidia/tensorrt-llm/release:1.1.0"}, "trtllm") is not None
+    assert engine_version({"engine_version": "0.5.9"}, "sglang") == "0.5.9"
+    assert engine_version({"engine_version": ""}, "sglang") is None
+
+
+def test_an_unknown_spec_decode_method_is_named_as_written():
+    # it read "spec 'magic:3' is not allowed", a value the file never held
+    with pytest.raises(RowError, match="value 'magic': 'magic' is not one of mtp, eagle, eagle3, dflash"):
+        spec_from_text("magic")
