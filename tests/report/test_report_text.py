@@ -205,7 +205,13 @@ def test_an_update_writes_its_groups_under_the_keys_it_always_had() -> None:
     assert d["schema_version"] == 1
     group = d["groups"]["vllm/hopper"]
     assert list(group) == ["rows", "kept", "factors", "median_abs_error_shipped", "median_abs_error_calibrated"]
-    assert group["factors"]["ttft_overhead_s"] == {"shipped": 0.05, "calibrated": 0.04, "uncertainty": None}
+    # and, added after, whether a bound holds the factor (0.04 s lies inside ttft_overhead_s's bounds)
+    assert group["factors"]["ttft_overhead_s"] == {
+        "shipped": 0.05,
+        "calibrated": 0.04,
+        "uncertainty": None,
+        "at_bound": False,
+    }
     assert group["median_abs_error_calibrated"] == {"tpot": 0.031, "ttft": None}
     # an update profile has no fitted_on (only a fit to one server's sweep has): the key is left out
     assert list(d["profile"]) == ["layered_on", "groups", "prior", "uncertainty", "provenance"]

@@ -236,11 +236,13 @@ def _ttft_sigma(cases: list[Case], eff: Efficiency) -> float:
 
 @dataclass(frozen=True)
 class MovedFactor(JsonResult):
-    """A factor an update moved: its shipped and calibrated values, ±1σ (None: the fit cannot tell)."""
+    """A factor an update moved: its shipped and calibrated values, ±1σ (None: the fit cannot tell)
+    and whether a bound of the factor holds it (``perf.efficiency.at_bound``: then no ±1σ)."""
 
     shipped: float
     calibrated: float
     uncertainty: float | None
+    at_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -272,7 +274,10 @@ class CalibrationUpdate(JsonResult):
 
 
 def _group(fit: UpdateFit) -> UpdatedGroup:
-    factors = {k: MovedFactor(fit.prior[k], v, None if math.isnan(s) else s) for k, (v, s) in fit.run.factors.items()}
+    factors = {
+        k: MovedFactor(fit.prior[k], v, None if math.isnan(s) else s, at_bound(k, v))
+        for k, (v, s) in fit.run.factors.items()
+    }
     shipped, calibrated = (LevelErrors(e["tpot"], e["ttft"]) for e in (fit.error_shipped, fit.error_calibrated))
     return UpdatedGroup(len(fit.run.levels), fit.kept, factors, shipped, calibrated)
 
