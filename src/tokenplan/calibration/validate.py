@@ -85,6 +85,9 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, in_flight)
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
+    impossible = beyond_physics(case, ev, in_flight)
+    if impossible is not None:
+        return Predicted(math.nan, math.nan, math.nan, impossible)
     steady = ev.steady
     # A run of stated length (a closed loop of N requests, or offline over N): its median or mean
     # request's TTFT with the opening wave and the finite queue (job.timeline); otherwise the
@@ -96,6 +99,44 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     else:
         ttft = steady.median_ttft_s if median else steady.ttft_s
     return Predicted(_output_per_gpu(case, ev, eff), steady.tpot_s, ttft, None, steady.batch)
+
+
+# How far past the roofline bound a measurement must lie to be called impossible rather than a
+# modelling error: the bound counts only the dense weights and lm_head read at the datasheet
+# bandwidth, so a real run sits above it (every ground-truth row's TPOT is ≥ 1.29× it, its tok/s
+# ≤ 1/2.1 of the ceiling; tests/unit/calibration/test_validate.py).
+IMPOSSIBLE_FACTOR = 2.0
+
+
+def beyond_physics(case: Case, ev: Evaluation, in_flight: float | None) -> str | None:
+    """Why the row's measured TPOT or tok/s cannot be, or None. Each decode step reads at least
+    the dense weights and lm_head of one GPU (``Deployment.dense_bytes + lm_head_bytes``) at no more
+    than its HBM bandwidth, and yields at most k + 1 tokens per running request (k drafted), with
+    at most the in-flight requests running: TPOT ≥ floor / (k + 1), tok/s per GPU ≤ in-flight ×
+    (k + 1) / floor / GPUs per replica. A row beyond :data:`IMPOSSIBLE_FACTOR` × either is a
+    mistyped unit or cell (a break-it pass: TPOT 0.001 ms was fitted, and the plausible tok/s
+    beside it set aside)."""
+    d, m, spec = ev.deployment, case.measurement, case.config.spec
+    floor_s = (d.dense_bytes + d.lm_head_bytes) / d.gpu.hbm_bytes_per_s
+    tokens = 1 + (spec.draft_tokens if spec is not None else 0)
+    what = (
+        f"reading {(d.dense_bytes + d.lm_head_bytes) / 1e9:.3g} GB per GPU at {d.gpu.hbm_bytes_per_s / 1e12:.3g} TB/s"
+    )
+    if m.tpot_s is not None and m.tpot_s * IMPOSSIBLE_FACTOR < floor_s / tokens:
+        return (
+            f"measured TPOT {m.tpot_s * 1e3:.3g} ms is under half the {floor_s / tokens * 1e3:.3g} ms a step needs "
+            f"({what}, {tokens} token(s) per step): check its unit"
+        )
+    requests = None if m.num_requests is None else m.num_requests / case.config.layout.dp
+    running = in_flight if in_flight is not None else requests  # per replica
+    if m.output_tok_s_per_gpu is not None and running is not None:
+        ceiling = running * tokens / floor_s / case.config.layout.gpus_per_replica
+        if m.output_tok_s_per_gpu > IMPOSSIBLE_FACTOR * ceiling:
+            return (
+                f"measured {m.output_tok_s_per_gpu:,.0f} tok/s per GPU is over twice the {ceiling:,.0f} that "
+                f"{running:g} requests in flight allow ({what}): check its unit"
+            )
+    return None
 
 
 def _output_per_gpu(case: Case, ev: Evaluation, eff: Efficiency) -> float:

@@ -405,8 +405,10 @@ def test_a_burst_of_fewer_requests_than_its_concurrency_is_predicted_at_its_requ
     with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerow({**row, "id": "burst", "num_requests": "1"})
-        w.writerow({**row, "id": "single", "num_requests": "1", "concurrency": "1"})
+        # one request's tok/s: at most 1 / 32 ms ≈ 31 per GPU (beyond_physics), so 20, not 152.4
+        one = {**row, "num_requests": "1", "output_tok_s_per_gpu": "20"}
+        w.writerow({**one, "id": "burst"})
+        w.writerow({**one, "id": "single", "concurrency": "1"})
     burst, single = validate(str(out)).rows
     assert burst.tpot.predicted == pytest.approx(single.tpot.predicted, rel=1e-12)
     assert burst.throughput.predicted == pytest.approx(single.throughput.predicted, rel=1e-12)
@@ -432,3 +434,31 @@ def test_a_blank_first_line_is_not_called_an_empty_file(tmp_path):
     (tmp_path / "empty.csv").write_text("\n\n")
     with pytest.raises(ConfigError, match="the file is empty"):
         validate(str(tmp_path / "empty.csv"))
+
+
+def test_a_tpot_or_tok_s_beyond_the_roofline_bound_is_set_aside_as_impossible(tmp_path):
+    # a break-it pass: dev.csv id 132 (qwen3-32b BF16 on one H100 PCIe, vLLM, 500 in flight) with
+    # TTFT and TPOT of 0.001 ms was fitted. Each step reads at least Qwen3-32B's ~65 GB of BF16
+    # weights at the H100 PCIe's 2.0 TB/s, ~32 ms: a TPOT of 0.001 ms is 30,000× under it. And
+    # 1e7 tok/s per GPU from 500 requests would need 500 × (1 / 0.032 s) = 15,600 at most.
+    import csv
+    from pathlib import Path
+
+    from tokenplan.calibration.validate import IMPOSSIBLE_FACTOR
+
+    dev = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "dev.csv"
+    rows = list(csv.DictReader(dev.open(encoding="utf-8")))
+    (row,) = [r for r in rows if r["id"] == "132"]
+    out = tmp_path / "impossible.csv"
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerow({**row, "id": "fast", "ttft_ms_median": "0.001", "tpot_ms_median": "0.001"})
+        w.writerow({**row, "id": "many", "output_tok_s_per_gpu": "10000000"})
+        w.writerow(row)
+    v = validate(str(out))
+    reasons = {s.id: s.reason for s in v.skipped}
+    assert "measured TPOT 0.001 ms is under half the" in reasons["fast"]
+    assert "measured 10,000,000 tok/s per GPU is over twice the" in reasons["many"]
+    assert [r.id for r in v.rows] == ["132"]  # the row as measured stays
+    assert IMPOSSIBLE_FACTOR == 2.0
