@@ -110,7 +110,7 @@ def _drop_rejected(files: list[CaseFile]) -> tuple[list[CaseFile], int]:
     for f in files:
         ok = []
         for c in f.cases:
-            why = predict_case(c, table.resolve(c.engine, c.architecture)).rejected
+            why = predict_case(c, table.resolve(c.engine, c.architecture), screen=True).rejected
             ok += [c] if why is None else []
             first = first or (None if why is None else f"line {c.measurement.line}: {why}")
         dropped += len(f.cases) - len(ok)

@@ -72,9 +72,11 @@ class Predicted:
     batch: float = math.nan
 
 
-def predict_case(case: Case, eff: Efficiency) -> Predicted:
+def predict_case(case: Case, eff: Efficiency, screen: bool = False) -> Predicted:
     """Predict one case with efficiency ``eff`` (the same evaluation as ``tokenplan predict``);
-    ``batch`` is the steady running batch per replica. A closed-loop run of fewer requests than
+    ``batch`` is the steady running batch per replica. With ``screen`` (a measurement file's row,
+    as ``validate`` and ``calibrate`` read it; not a bench level, whose server may be simulated)
+    a row beyond the roofline bound (:func:`beyond_physics`) is rejected. A closed-loop run of fewer requests than
     its stated concurrency never had more than them in flight: one burst, evaluated at its
     requests for every figure (its TPOT was taken at the stated concurrency while its tok/s and
     TTFT followed the burst: a break-it pass, 500 in flight with 1 request)."""
@@ -85,7 +87,7 @@ def predict_case(case: Case, eff: Efficiency) -> Predicted:
     ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, in_flight)
     if isinstance(ev, Rejection):
         return Predicted(math.nan, math.nan, math.nan, ev.reason)
-    impossible = beyond_physics(case, ev, in_flight)
+    impossible = beyond_physics(case, ev, in_flight) if screen else None
     if impossible is not None:
         return Predicted(math.nan, math.nan, math.nan, impossible)
     steady = ev.steady
@@ -238,7 +240,7 @@ def validate_cases(kind: str, cases: list[Case], skipped: list[SkippedRow], tabl
     """Predict every case with ``table`` and summarise; rejected configurations join ``skipped``."""
     rows, skipped = [], list(skipped)
     for case in cases:
-        p = predict_case(case, table.resolve(case.engine, case.architecture))
+        p = predict_case(case, table.resolve(case.engine, case.architecture), screen=True)
         if p.rejected is not None:
             skipped.append(SkippedRow(case.measurement.line, case.measurement.row_id, f"rejected: {p.rejected}"))
             continue
