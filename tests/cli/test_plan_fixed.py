@@ -217,3 +217,12 @@ def test_a_fixed_tp_the_model_cannot_split_says_the_models_reason():
     assert o["rejected"] == {
         "TP3 (fixed): TP3 and the 4 KV heads do not divide one another (allowed TP: 1, 2, 4, 8)": 1
     }
+
+
+def test_the_layout_bullet_names_the_one_replica_layout_it_means():
+    # a new-user pass: "TP8 is the right layout on b200." beside a recommendation of TP8×EP8
+    # DP-attn (DeepSeek-R1, MoE: the one-replica layouts include EP and attention-DP variants)
+    answer = plan(PlanRequest(model="deepseek-r1", gpus=("8xb200",), specs=("none",))).to_json()["answer"]
+    best = next(line for line in answer if line.startswith("8× b200: best is "))
+    assert best.startswith("8× b200: best is TP8×EP8 DP-attn")
+    assert "TP8 is the right layout on b200 (as TP8×EP8 DP-attn)." in answer

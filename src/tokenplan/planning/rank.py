@@ -180,7 +180,10 @@ def explain(
             why = why and why.removeprefix(f"TP{n}: ")  # the sentence names TP{n} (it said "TP8: TP8 does not…")
             lines.append(f"TP{n} on {r.option.gpu.key} cannot run this model" + (f": {why}." if why else "."))
         elif tp_all.evaluation.config.layout == b.evaluation.config.layout:
-            lines.append(f"TP{n} is the right layout on {r.option.gpu.key}.")
+            shown = b.evaluation.config.layout.describe()  # TP8×EP8 DP-attn is TP8 with MoE ranks
+            lines.append(
+                f"TP{n} is the right layout on {r.option.gpu.key}" + ("." if shown == f"TP{n}" else f" (as {shown}).")
+            )
         elif (ratio := b.evaluation.output_tok_s_total / tp_all.evaluation.output_tok_s_total) <= 1 - LAYOUT_TIE:
             # more tok/s in the steady state, but the job ends later (its drain or ramp is longer)
             lines.append(
