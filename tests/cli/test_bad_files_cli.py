@@ -10,30 +10,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support.cli import one_error_line as _one_error_line
+from tests.support.cli import tokenplan as _tokenplan
 
 from tokenplan.errors import ConfigError
 
-RUN = "from tokenplan.cli import main; main()"
 DEEP = 100_000  # levels: far past Python's recursion limit (1,000), as a hostile or broken file
 CAP = "16,777,216"  # 2^24 = 16,777,216 tokens: MAX_REQUEST_TOKENS
-
-
-def _tokenplan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False
-    )
-
-
-def _one_error_line(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("note:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 def _generate(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:

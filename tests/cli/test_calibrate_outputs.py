@@ -7,31 +7,17 @@ and fails, where it had written a profile of the defaults and exited 0."""
 from __future__ import annotations
 
 import errno
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support.cli import one_error_line as _error
+from tests.support.cli import tokenplan as _tokenplan
 
 from tokenplan.errors import InputError
 from tokenplan.runner import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = ROOT / "data" / "ground-truth" / "dev.csv"
-RUN = "from tokenplan.cli import main; main()"
-
-
-def _tokenplan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=300, cwd=cwd, check=False
-    )
-
-
-def _error(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    (line,) = [x for x in result.stderr.splitlines() if x.strip() and not x.startswith("note:")]
-    return line
 
 
 def _rows(tmp_path: Path, ids: tuple[str, ...], name: str = "mine.csv") -> Path:

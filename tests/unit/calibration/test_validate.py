@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -390,25 +392,26 @@ def test_skipped_rows_with_one_reason_print_as_one_line_with_their_line_ranges(t
     assert "  line 5 (id d): engine 'no-such'" in text
 
 
+def _row_132_variants(out: Path, *changes: dict[str, str]) -> Path:
+    """A CSV at ``out`` of dev.csv's row 132 once per ``changes`` (cells replaced by column)."""
+    dev = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "dev.csv"
+    rows = list(csv.DictReader(dev.open(encoding="utf-8")))
+    (row,) = [r for r in rows if r["id"] == "132"]
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({**row, **change} for change in changes)
+    return out
+
+
 def test_a_burst_of_fewer_requests_than_its_concurrency_is_predicted_at_its_requests(tmp_path):
     # a break-it pass: dev.csv id 132 (qwen3-32b, H100 PCIe, vLLM, ISL 2,000 / OSL 100, 500 in
     # flight) with num_requests 1 was predicted with the TPOT of 500 in flight and the tok/s and
     # TTFT of one request. One request never shares a step: every figure is that of a run at
     # concurrency 1 with one request.
-    import csv
-    from pathlib import Path
-
-    dev = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "dev.csv"
-    rows = list(csv.DictReader(dev.open(encoding="utf-8")))
-    (row,) = [r for r in rows if r["id"] == "132"]
-    out = tmp_path / "burst.csv"
-    with out.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        # one request's tok/s: at most 1 / 32 ms ≈ 31 per GPU (beyond_physics), so 20, not 152.4
-        one = {**row, "num_requests": "1", "output_tok_s_per_gpu": "20"}
-        w.writerow({**one, "id": "burst"})
-        w.writerow({**one, "id": "single", "concurrency": "1"})
+    # one request's tok/s: at most 1 / 32 ms ≈ 31 per GPU (beyond_physics), so 20, not 152.4
+    one = {"num_requests": "1", "output_tok_s_per_gpu": "20"}
+    out = _row_132_variants(tmp_path / "burst.csv", {**one, "id": "burst"}, {**one, "id": "single", "concurrency": "1"})
     burst, single = validate(str(out)).rows
     assert burst.tpot.predicted == pytest.approx(single.tpot.predicted, rel=1e-12)
     assert burst.throughput.predicted == pytest.approx(single.throughput.predicted, rel=1e-12)
@@ -441,24 +444,14 @@ def test_a_tpot_or_tok_s_beyond_the_roofline_bound_is_set_aside_as_impossible(tm
     # TTFT and TPOT of 0.001 ms was fitted. Each step reads at least Qwen3-32B's ~65 GB of BF16
     # weights at the H100 PCIe's 2.0 TB/s, ~32 ms: a TPOT of 0.001 ms is 30,000× under it. And
     # 1e7 tok/s per GPU from 500 requests would need 500 × (1 / 0.032 s) = 15,600 at most.
-    import csv
-    from pathlib import Path
-
-    from tokenplan.calibration.validate import IMPOSSIBLE_FACTOR
-
-    dev = Path(__file__).resolve().parents[3] / "data" / "ground-truth" / "dev.csv"
-    rows = list(csv.DictReader(dev.open(encoding="utf-8")))
-    (row,) = [r for r in rows if r["id"] == "132"]
-    out = tmp_path / "impossible.csv"
-    with out.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerow({**row, "id": "fast", "ttft_ms_median": "0.001", "tpot_ms_median": "0.001"})
-        w.writerow({**row, "id": "many", "output_tok_s_per_gpu": "10000000"})
-        w.writerow(row)
+    out = _row_132_variants(
+        tmp_path / "impossible.csv",
+        {"id": "fast", "ttft_ms_median": "0.001", "tpot_ms_median": "0.001"},
+        {"id": "many", "output_tok_s_per_gpu": "10000000"},
+        {},
+    )
     v = validate(str(out))
     reasons = {s.id: s.reason for s in v.skipped}
     assert "measured TPOT 0.001 ms is under half the" in reasons["fast"]
     assert "measured 10,000,000 tok/s per GPU is over twice the" in reasons["many"]
     assert [r.id for r in v.rows] == ["132"]  # the row as measured stays
-    assert IMPOSSIBLE_FACTOR == 2.0
