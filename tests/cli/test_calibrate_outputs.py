@@ -48,6 +48,9 @@ def test_a_file_named_twice_or_a_row_id_twice_is_refused(tmp_path):
     _rows(tmp_path, ("132", "139"))
     line = _error(_tokenplan("calibrate", "mine.csv", "mine.csv", "-o", "f.json", cwd=tmp_path))
     assert "each file once" in line
+    (tmp_path / "copy.csv").write_bytes((tmp_path / "mine.csv").read_bytes())  # a copy counts its rows twice too
+    line = _error(_tokenplan("calibrate", "mine.csv", "copy.csv", "-o", "f.json", cwd=tmp_path))
+    assert "each file once (this one holds what mine.csv holds)" in line
     _rows(tmp_path, ("132", "139", "132"), "twice.csv")
     line = _error(_tokenplan("calibrate", "twice.csv", "-o", "f.json", cwd=tmp_path))
     assert line == "error: twice.csv: id 132: each row id once (a repeated row is fitted twice); nothing fitted"

@@ -6,6 +6,7 @@ are :mod:`tokenplan.calibration.refit`, the update of the shipped fit
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -48,12 +49,15 @@ def save_json(path: Path, data: object, option: str) -> None:
 def read_cases(paths: list[str]) -> tuple[list[CaseFile], int]:
     """The predictable rows of each file, and the number of rows skipped (a model not in the catalog,
     no stated lengths). Raises InputError/ConfigError (ConfigError on a malformed row: a cell that is
-    not a number, a bad CSV record, a repeated row id; InputError on a file named twice)."""
-    files, n_skipped, seen = [], 0, set()
-    for path in paths:  # a file named twice, or a row id twice in one file, would count its rows twice
-        if Path(path).resolve() in seen:
-            raise InputError("measurement files", path, "each file once (this one is named twice)")
-        seen.add(Path(path).resolve())
+    not a number, a bad CSV record, a repeated row id; InputError on a file named twice or a copy
+    of one named before)."""
+    files, n_skipped = [], 0
+    seen: dict[str, str] = {}  # file content's SHA-256 → the path first named with it
+    for path in paths:  # a file named twice or copied, or a row id twice in one file, counts rows twice
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else path
+        if digest in seen:
+            raise InputError("measurement files", path, f"each file once (this one holds what {seen[digest]} holds)")
+        seen[digest] = path
         data = read_measurements(path)
         twice = [i for i, n in Counter(row.row_id for row in data.rows).items() if n > 1]
         if twice:

@@ -127,7 +127,7 @@ def beyond_physics(case: Case, ev: Evaluation, in_flight: float | None) -> str |
     if m.tpot_s is not None and m.tpot_s * IMPOSSIBLE_FACTOR < floor_s / tokens:
         return (
             f"measured TPOT {m.tpot_s * 1e3:.3g} ms is under half the {floor_s / tokens * 1e3:.3g} ms a step needs "
-            f"({what}, {tokens} token(s) per step): check its unit"
+            f"({what}, {tokens} token{'s' if tokens > 1 else ''} per step): check its unit"
         )
     requests = None if m.num_requests is None else m.num_requests / case.config.layout.dp
     running = in_flight if in_flight is not None else requests  # per replica

@@ -16,7 +16,8 @@ config fails at start-up, so the planner refuses MTP there, with the reason:
 - MiniMax-M2 (``MiniMaxM2ForCausalLM``: M2, M2.1, M2.5), for a config that names MTP layers: vLLM's
   ``hf_config_override`` has no ``minimax_m2`` branch (no ``minimax_m2_mtp`` model type), and
   TensorRT-LLM's ``MiniMaxM2ForCausalLM`` (``modeling_minimaxm2.py``) has no MTP layers; and the
-  released checkpoints hold no MTP weights at all (MiniMax-AI/MiniMax-M2.5#8; ``arch.hf_config``
+  released checkpoints hold no MTP weights at all (MiniMax-AI/MiniMax-M2.5#8; SGLang's
+  ``configs/model_config.py`` maps ``MiniMaxM2ForCausalLM`` to no draft class; ``arch.hf_config``
   reads their configs as shipping none, so the catalog's MiniMax-M2.5 plans no MTP anywhere).
 """
 
@@ -30,7 +31,8 @@ _NO_MTP: dict[str, dict[str, str]] = {
     "MiniMaxM3ForCausalLM": _M3,
     "MiniMaxM3SparseForConditionalGeneration": _M3,
     "MiniMaxM2ForCausalLM": {
-        "sglang": "the MiniMax-M2.x releases hold no MTP weights (MiniMax-AI/MiniMax-M2.5#8)",
+        "sglang": "SGLang maps MiniMaxM2ForCausalLM to no MTP draft, and the MiniMax-M2.x releases hold no "
+        "MTP weights (MiniMax-AI/MiniMax-M2.5#8)",
         "vllm": "vLLM has no MTP draft for MiniMax-M2 (no minimax_m2 entry in SpeculativeConfig's MTP model types)",
         "trtllm": "TensorRT-LLM's MiniMaxM2ForCausalLM has no MTP layers",
     },
@@ -45,5 +47,5 @@ def mtp_refusal(engine: str, architecture: str) -> str | None:
     if why is None:
         return None
     runs = sorted(e for e in ("sglang", "vllm", "trtllm") if e not in _NO_MTP[architecture])
-    instead = f"plan with --engine {runs[0]}, or" if runs else "use"
-    return f"{why}, so --spec mtp does not start; {instead} another draft (--spec eagle3:K) or none"
+    instead = f"--engine {runs[0]}, " if runs else ""
+    return f"{why}, so --spec mtp does not start; use {instead}another draft (--spec eagle3:K) or --spec none"

@@ -71,7 +71,10 @@ def show_update(console: Console, update: CalibrationUpdate, wrote_profile: Path
     """``calibrate FILE.csv`` (an update of the shipped fit): per group, each moved factor
     shipped → calibrated with ±1σ, then the median |error| on the group's rows with the shipped
     and the calibrated factors (TPOT, or output tok/s where a row has no TPOT; TTFT)."""
-    console.print(f"{update.n} rows fitted, {update.skipped} skipped (tokenplan validate lists why)", markup=False)
+    console.print(
+        f"{update.n} row{'' if update.n == 1 else 's'} fitted, {update.skipped} skipped (tokenplan validate lists why)",
+        markup=False,
+    )
     for group, g in update.groups.items():
         if not g.factors:  # no table of headers alone
             console.print(

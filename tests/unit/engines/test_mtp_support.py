@@ -18,7 +18,7 @@ def test_the_table_refuses_only_the_pairs_the_engines_sources_refuse():
     assert mtp_refusal("vllm", "Qwen3_5ForConditionalGeneration") is None
     assert mtp_refusal("trtllm", "DeepseekV3ForCausalLM") is None
     # where one engine runs it the reason names that engine; where none does, another draft
-    assert "plan with --engine vllm" in mtp_refusal("sglang", "MiniMaxM3ForCausalLM")
+    assert "use --engine vllm, another draft" in mtp_refusal("sglang", "MiniMaxM3ForCausalLM")
     assert "--engine" not in mtp_refusal("vllm", "MiniMaxM2ForCausalLM")
 
 
