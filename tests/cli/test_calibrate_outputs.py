@@ -14,7 +14,6 @@ from tests.support.cli import one_error_line as _error
 from tests.support.cli import tokenplan as _tokenplan
 
 from tokenplan.errors import InputError
-from tokenplan.runner import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = ROOT / "data" / "ground-truth" / "dev.csv"
@@ -66,15 +65,18 @@ def test_a_refit_whose_rows_identify_no_factor_writes_nothing(tmp_path):
 
 
 def test_a_failed_write_keeps_the_old_file_whole(tmp_path, monkeypatch):
+    from tokenplan.api.calibrate import save_json
+    from tokenplan.runner.store import appendlog
+
     old = tmp_path / "fit.json"
     old.write_text('{"old": true}\n', encoding="utf-8")
 
-    def full_disk(fd, *a, **k):
+    def full_disk(src, dst):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(paths.os, "fdopen", full_disk)
+    monkeypatch.setattr(appendlog.os, "replace", full_disk)
     with pytest.raises(InputError) as caught:
-        paths.write_text_atomic(old, '{"new": true}\n', "-o")
+        save_json(old, {"new": True}, "-o")
     assert "No space left on device" in str(caught.value) and str(old) in str(caught.value)
     assert old.read_text(encoding="utf-8") == '{"old": true}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["fit.json"]  # no temporary file left behind

@@ -37,13 +37,19 @@ def check_outputs(out: Path, bands: Path | None = None, inputs: tuple[str, ...] 
 
 
 def save_json(path: Path, data: object, option: str) -> None:
-    """Write ``data`` as indented JSON to ``path`` (a temporary file and a rename: a failed write
-    keeps the file that was there). Raises InputError naming ``option`` and the path."""
+    """Write ``data`` as indented JSON to ``path`` (``runner.store.appendlog.write_whole``: a copy
+    beside it renamed over it, so a failed write keeps the file that was there). Raises
+    InputError naming ``option``, the path and why it could not be written."""
     import json
+    import os
 
-    from tokenplan.runner.paths import write_text_atomic
+    from tokenplan.runner.store.appendlog import WriteFailed, write_whole
 
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n", option)
+    try:
+        write_whole(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+    except WriteFailed as failed:
+        why = os.strerror(failed.errno) if failed.errno else "an I/O error"
+        raise InputError(option, str(path), f"a path this process can write ({why})") from None
 
 
 def read_cases(paths: list[str]) -> tuple[list[CaseFile], int]:

@@ -78,22 +78,3 @@ def check_output_file(path: str | Path, option: str, what: str = "a file path", 
     why = _probe_dir(parent)
     if why is not None:
         raise InputError(option, str(path), f"{allowed}; cannot write in {parent} ({why})")
-
-
-def write_text_atomic(path: Path, text: str, option: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file beside it and a rename, so a
-    failed write (a full disk) leaves the file that was there whole.
-
-    Raises:
-        InputError: naming ``option``, the path and why it could not be written.
-    """
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as problem:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise InputError(option, str(path), f"a path this process can write ({_why(problem)})") from None
