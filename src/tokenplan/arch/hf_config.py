@@ -4,9 +4,8 @@ Handles nested ``text_config`` (Qwen3.5/3.6 multimodal checkpoints), GQA/MHA, ML
 (DeepSeek-V3/R1, Kimi-K2, GLM-5), MoE with shared experts and dense first layers, alternating
 sliding-window layers (gpt-oss ``layer_types``), Gated DeltaNet hybrids (Qwen3-Next,
 Qwen3.5/3.6: ``layer_types`` or ``full_attention_interval``), Mamba-2 hybrids (Nemotron-H
-``hybrid_override_pattern``), MTP layers and tied embeddings. Architectures modelled only
-approximately (sparse attention, Mamba-2 scans) carry their caveat in
-``ModelSpec.approximations``.
+``hybrid_override_pattern``), MTP layers, tied embeddings and the quantized layers. Architectures
+modelled only approximately (sparse attention, Mamba-2 scans) carry a caveat (``approximations``).
 
 Raises ConfigError naming the file and the key for a missing or malformed field.
 """
@@ -35,7 +34,7 @@ from tokenplan.arch.hf_fields import (
     sparse_attention,
     state_dtype,
 )
-from tokenplan.arch.quant import native_format
+from tokenplan.arch.quant import native_format, quantized_scope
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import checked_vision_config, vision_params
 from tokenplan.errors import ConfigError
@@ -348,7 +347,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         else 0
     )
     # the checkpoint's own weight format (a multimodal checkpoint may keep it at the top level)
-    native, quant_notes = native_format(cfg.get("quantization_config") or raw.get("quantization_config"))
+    native, quant_notes = native_format(quant := cfg.get("quantization_config") or raw.get("quantization_config"))
     notes += quant_notes + dtype_notes(r, native)
     # MiniMax-M2.x configs also declare use_mtp / num_mtp_modules, but their releases hold no MTP
     # tensors (MiniMax-AI/MiniMax-M2.5#8; M2.7#16: 0 of ~1,369 keys match mtp.*): not read as layers
@@ -391,6 +390,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         mtp_layers=mtp,
         ffn_matrices=2 if ungated else 3,
         native_weight_dtype=native,
+        native_quantized=quantized_scope(quant),
         max_context_tokens=_context(r),
         rotary_dim=rotary_dim(r, attention, arch),
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),

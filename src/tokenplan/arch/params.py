@@ -151,9 +151,14 @@ def quantized_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...
     quantizes attention's ``o_proj``; not modelled.) MXFP4 on MoE models quantizes the routed
     experts only, as gpt-oss's own ``modules_to_not_convert`` says. Embeddings and lm_head stay
     BF16 in every case.
+
+    A release served in its own format keeps the layers its config leaves out at 16 bits
+    (``ModelSpec.native_quantized``: Kimi-K2.5's INT4 covers the routed experts only).
     """
     if weight_dtype in (Dtype.BF16, Dtype.FP16):
         return ()
+    if spec.native_quantized is not None and weight_dtype.value == spec.native_weight_dtype:
+        return spec.native_quantized
     if weight_dtype is Dtype.NVFP4 and spec.moe is not None:
         return ("dense_ffn", "shared_experts", "routed_experts")
     if weight_dtype is Dtype.MXFP4 and spec.moe is not None:

@@ -191,8 +191,11 @@ def load_model(name_or_path: str) -> ModelSpec:
         text, source, name = res.read_text(encoding="utf-8"), f"catalog/models/{key}.json", key
     raw = parse_json(text, source)  # ConfigError: not JSON, a key twice, nested too deep
     spec = parse_hf_config(raw, name, source)
-    release = _launch_raw().get(name, {}).get("release_dtype") if source.startswith("catalog/") else None
+    entry = _launch_raw().get(name, {}) if source.startswith("catalog/") else {}
+    release = entry.get("release_dtype")
     release = checkpoint if checkpoint is not None and (release or spec.native_weight_dtype) == "bf16" else release
+    if release and "release_quantized" in entry and release == entry.get("release_dtype"):
+        spec = dataclasses.replace(spec, native_quantized=tuple(entry["release_quantized"]))
     return dataclasses.replace(spec, native_weight_dtype=release) if release else spec
 
 
