@@ -78,8 +78,9 @@ def test_deepseek_r1_memory_on_8_h200(outputs: dict[str, str]) -> None:
     assert (m.context_tokens, m.running_context_tokens) == (2048, 1536)
     assert m.max_sequences == pytest.approx(m.kv_capacity_tokens / 2048, rel=1e-12)
     assert m.running_requests == int(m.kv_capacity_tokens // 1536)
-    # the KV pool holds capacity × bytes per token per GPU; what the engine allocates sums to the GPU
-    assert m.kv_pool_bytes == pytest.approx(m.kv_capacity_tokens * 70_272, rel=1e-9)
+    # the KV pool holds capacity whole tokens × bytes per token per GPU (under one token's bytes
+    # left over); what the engine allocates sums to the GPU
+    assert 0 <= m.kv_pool_bytes - m.kv_capacity_tokens * 70_272 < 70_272
     assert sum(m.allocation.values()) == pytest.approx(m.gpu_bytes, rel=1e-12)
 
 

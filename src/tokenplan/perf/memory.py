@@ -15,6 +15,7 @@ Engines size their pools against the memory the CUDA runtime reports (``cudaMemG
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -41,6 +42,12 @@ def cuda_visible_bytes(nominal_bytes: float) -> float:
     """Device memory the CUDA runtime reports for a GPU of ``nominal_bytes`` (bytes → bytes):
     ``nominal × CUDA_VISIBLE_SHARE`` (H100 80 GB: 79.65 GiB → 79.33 GiB). Raises nothing."""
     return nominal_bytes * CUDA_VISIBLE_SHARE
+
+
+def _whole(count: float) -> int:
+    """``count`` floored to a whole number; a count within 1e-6 under an integer is taken as it (the
+    floating-point sum of the memory terms can land a hair under an exact quotient)."""
+    return math.floor(count + 1e-6)
 
 
 def _round_up(x: float, multiple: int) -> float:
@@ -281,7 +288,7 @@ def memory_breakdown(
         rest = usable - spec_pool
         state_pool = max(rest, 0.0) * state_to_kv_ratio / (1 + state_to_kv_ratio)
         kv_pool = rest - state_pool
-        slots = state_pool / state_seq * shards
+        slots = float(_whole(state_pool / state_seq) * shards)  # whole slots per rank: max_mamba_cache_size
     padding = (1 + copies) * state_seq if padded_state_slot else 0.0
     swa = swa_full_tokens_ratio if spec.sliding_layers else None
     # the draft's KV per token (its layers sit on the last pipeline stage, the heaviest with them)
@@ -300,7 +307,9 @@ def memory_breakdown(
             layers * 2.0 * spec.hidden_size / (1 if layout.attention_dp else layout.tp) * kv_dtype.bytes_per_element
         )
     per_full_token = kv_tok + (0.0 if draft_kv_pool else draft_tok) + (swa * sliding_tok if swa else 0.0)
-    kv_tokens = kv_pool / per_full_token * shards if per_full_token > 0 else float("inf")
+    # Each rank's pool holds whole tokens: SGLang floors ``rest / cell_size`` (engine-facts §2 [S3]; then to
+    # a page multiple), vLLM allocates whole blocks of tokens (the page and block rounding is not modelled).
+    kv_tokens = float(_whole(kv_pool / per_full_token) * shards) if per_full_token > 0 else float("inf")
     return MemoryBreakdown(
         gpu_bytes=gpu.memory_bytes,
         weight_bytes_per_gpu=weights,

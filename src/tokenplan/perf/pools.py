@@ -181,8 +181,15 @@ class MemoryBreakdown:
         return a["kv_cache"] > 0 and a["reserve"] >= 0
 
     def max_sequences(self, context_tokens: float) -> float:
-        """Sequences of ``context_tokens`` that fit at once in the replica (KV and state)."""
-        pool = self.kv_pool_bytes
+        """Sequences of ``context_tokens`` that fit at once in the replica (KV and state). Where a
+        sequence takes only tokens of the pool, over its whole tokens (``kv_capacity_tokens``: each
+        rank holds whole tokens); where state or a per-request sliding window shares it, over its bytes."""
+        per_token = self.pool_bytes_per_token_per_gpu
+        tokens = self.kv_capacity_tokens / self.sequence_shards
+        only_tokens = (self.swa_full_tokens_ratio or self.sliding_bytes_per_token_per_gpu <= 0) and (
+            self.state_slots is not None or self.state_bytes_per_running_sequence <= 0
+        )
+        pool = tokens * per_token if only_tokens and per_token > 0 and math.isfinite(tokens) else self.kv_pool_bytes
         if self.swa_full_tokens_ratio:  # the sliding pool is sized with the full one (SGLang)
             per_seq_kv = self.pool_bytes_per_token_per_gpu * context_tokens
         else:  # sliding layers hold their window per request

@@ -165,13 +165,13 @@ def test_llama_8b_kv_capacity_on_h100_under_sglang():
     # fraction = (81,559 − 13,440) / 81,559 = 68,119 / 81,559; SGLang takes it of the memory free
     # after start-up (TP1: the 0.5 GiB CUDA context only):
     # (85,178,726,744.064 − 536,870,912) × 68,119 / 81,559 − 16,093,544,448 (weights + RoPE table)
-    #   = 70,693,836,087.06 − 16,093,544,448 = 54,600,291,639.06 B → / 131,072 = 416,567.17 tokens.
+    #   = 70,693,836,087.06 − 16,093,544,448 = 54,600,291,639.06 B → / 131,072 = 416,567.17, floored
+    #   to whole tokens as SGLang does: 416,567.
     pool = (H100_VISIBLE - CONTEXT) * 68_119 / 81_559 - 16_093_544_448
     assert pool == pytest.approx(54_600_291_639.06, abs=0.01)
     assert m.weight_bytes_per_gpu == LLAMA_BF16_BYTES + LLAMA_ROPE
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(pool / LLAMA_KV_PER_TOKEN, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(416_567.17, abs=0.01)
+    assert m.kv_capacity_tokens == pool // LLAMA_KV_PER_TOKEN == 416_567
 
 
 def test_llama_8b_fp8_kv_doubles_the_token_capacity():
@@ -183,8 +183,8 @@ def test_llama_8b_fp8_kv_doubles_the_token_capacity():
 
 def test_llama_8b_max_sequences_is_capacity_over_context():
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang")
-    # 54,600,291,639.06 B / (131,072 B × 4,096 tokens = 536,870,912 B per sequence) = 101.70 sequences.
-    assert m.max_sequences(4096) == pytest.approx(54_600_291_639.06 / 536_870_912, rel=1e-9)
+    # the pool's 416,567 whole tokens / 4,096 tokens per sequence = 101.70 sequences.
+    assert m.max_sequences(4096) == pytest.approx(416_567 / 4096, rel=1e-12)
     assert m.max_sequences(4096) == pytest.approx(101.70, abs=0.01)
 
 
@@ -202,12 +202,13 @@ def test_llama_8b_kv_capacity_on_h100_under_vllm():
     #   non-torch:         0.13 GiB = 139,586,437.12 B.
     # reserve = 3,152,019,456 + 1,283,457,024 + 139,586,437.12 = 4,575,062,917.12 B;
     # pool = 85,178,726,744.064 × 0.92 − 16,093,544,448 (weights + RoPE table) − 4,575,062,917.12
-    #      = 78,364,428,604.54 − 20,668,607,365.12 = 57,695,821,239.42 B → / 131,072 = 440,184.18 tokens.
+    #      = 78,364,428,604.54 − 20,668,607,365.12 = 57,695,821,239.42 B → / 131,072 = 440,184.18:
+    #      440,184 whole tokens.
     reserve = 3_152_019_456 + 1_283_457_024 + 0.13 * 2**30
     assert reserve == pytest.approx(4_575_062_917.12, abs=0.01)
     pool = H100_VISIBLE * 0.92 - 16_093_544_448 - reserve
     assert m.kv_pool_bytes == pytest.approx(pool, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(440_184.18, abs=0.01)
+    assert m.kv_capacity_tokens == 440_184
 
 
 def test_vllm_reserve_scales_with_the_model_and_the_token_budget():
@@ -235,10 +236,11 @@ def test_tp2_kv_capacity_counts_both_gpus():
     # weights (8,029,995,008 B) + the whole RoPE table (33,554,432 B) and half the KV heads (65,536 B
     # per token); start-up 0.5 + 2.0 GiB:
     # (85,178,726,744.064 − 2,684,354,560) × 67,991 / 81,559 − 8,063,549,440
-    #   = 68,770,765,447.92 − 8,063,549,440 = 60,707,216,007.92 → / 65,536 = 926,318.60 tokens per replica.
+    #   = 68,770,765,447.92 − 8,063,549,440 = 60,707,216,007.92 → / 65,536 = 926,318.60: 926,318 whole
+    #   tokens per replica.
     m = _breakdown("llama-3.1-8b", "h100-sxm", "sglang", layout=Layout(tp=2))
     assert m.kv_bytes_per_token_per_gpu == 65_536
-    assert m.kv_capacity_tokens == pytest.approx(926_318.60, abs=0.01)
+    assert m.kv_capacity_tokens == 926_318
 
 
 def test_a_model_larger_than_the_gpu_does_not_fit():
@@ -254,17 +256,15 @@ def test_hybrid_state_pool_under_sglang_splits_at_the_memory_ratio():
     # usable = (191,496,783,396.864 − 536,870,912) × 157,119 / 183,359 − 54,745,652,704
     #        = 163,632,166,895.05 − 54,745,652,704 = 108,886,514,191.05 B;
     # state pool = usable·0.9/1.9, KV pool = usable/1.9;
-    # slots = state pool / 153,944,064 B per sequence = 51,577,822,511.55 / 153,944,064 = 335.04;
-    # KV tokens = 57,308,691,679.50 / 65,536 = 874,461.2.
+    # slots = state pool / 153,944,064 B per sequence = 51,577,822,511.55 / 153,944,064 = 335.04: 335;
+    # KV tokens = 57,308,691,679.50 / 65,536 = 874,461.2: 874,461 (whole slots and tokens).
     m = _breakdown("qwen3.6-27b", "b200", "sglang", ratio=0.9)
     usable = (192_265_846_784 * 0.996 - CONTEXT) * 157_119 / 183_359 - 54_745_652_704
     assert usable == pytest.approx(108_886_514_191.05, abs=0.01)
     assert m.state_pool_bytes == pytest.approx(usable * 0.9 / 1.9, rel=1e-12)
     assert m.kv_pool_bytes == pytest.approx(usable / 1.9, rel=1e-12)
-    assert m.state_slots == pytest.approx(usable * 0.9 / 1.9 / 153_944_064, rel=1e-12)
-    assert m.kv_capacity_tokens == pytest.approx(usable / 1.9 / 65_536, rel=1e-12)
-    assert m.state_slots == pytest.approx(335.04, abs=0.01)
-    assert m.kv_capacity_tokens == pytest.approx(874_461.2, abs=0.1)
+    assert m.state_slots == (usable * 0.9 / 1.9) // 153_944_064 == 335
+    assert m.kv_capacity_tokens == (usable / 1.9) // 65_536 == 874_461
 
 
 def test_hybrid_state_shares_one_pool_without_a_ratio():

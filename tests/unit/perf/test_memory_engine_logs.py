@@ -53,7 +53,7 @@ def test_sglang_qwen3_235b_fp8_tp4_h100_kv_tokens_match_the_log():
     # Pool: (85,178,726,744.064 − 2.5 GiB 2,684,354,560) × 0.93 − 59,181,105,152
     #   = 76,719,766,131.18 − 59,181,105,152 = 17,538,660,979.18 B;
     # KV per token per GPU: 94 layers · 1 KV head · 128 · 2 (K, V) · 2 B = 48,128 B
-    #   → 364,417.0 tokens, −0.81 % from 367,404 (the planner said 424,908 before; −0.27 % with the
+    #   → 364,416.99: 364,416 whole tokens (SGLang floors), −0.81 % from 367,404 (the planner said 424,908 before; −0.27 % with the
     #   routers sharded in FP8 and no RoPE table).
     m = memory(
         PredictRequest(
@@ -70,7 +70,7 @@ def test_sglang_qwen3_235b_fp8_tp4_h100_kv_tokens_match_the_log():
     assert m.weight_bytes_per_gpu == 59_181_105_152
     assert m.kv_bytes_per_token_per_gpu == 48_128
     assert m.kv_pool_bytes == pytest.approx(17_538_660_979.18, abs=0.01)
-    assert m.kv_capacity_tokens == pytest.approx(364_417.0, abs=0.1)
+    assert m.kv_capacity_tokens == 364_416
     assert _within(m.kv_capacity_tokens, 367_404)
 
 
@@ -102,12 +102,13 @@ def test_vllm_gpt_oss_120b_on_one_h100_does_not_start_at_the_default_utilization
     #   weights 70,689,783,808 (above); sampler 1,024 rows × 201,088 × 24 B = 4,941,938,688
     #   (the profiling forward, 8,192·2·(2·2,880 + 3·4·2,880 + 4·2,880) = 849,346,560, is smaller);
     #   graphs 1,283,457,024; non-torch 139,586,437.12
-    #   → KV 1,309,662,647.42 B = 1.22 GiB = 35,527 tokens of 18 layers · 8 · 64 · 2 · 2 B = 36,864 B,
+    #   → KV 1,309,662,647.42 B = 1.22 GiB = 35,526.99, i.e. 35,526 whole tokens of 18 layers · 8 · 64 · 2 · 2 B
+    #   = 36,864 B each,
     #   short of one 131,072-token request (4.5 GiB): vLLM refuses to start.
     ev = resolve(PredictRequest(model="gpt-oss-120b", gpu="h100-sxm", weight_dtype="auto", engine="vllm")).evaluate()
     assert isinstance(ev, Rejection) and ev.kind == "kv"
     assert "does not start" in ev.reason and "131,072-token context" in ev.reason
-    assert "1.22 GiB KV cache" in ev.reason and "35,527 tokens" in ev.reason
+    assert "1.22 GiB KV cache" in ev.reason and "35,526 tokens" in ev.reason
 
 
 def test_vllm_gpt_oss_120b_at_0_9_has_no_kv_memory_at_all():
