@@ -196,6 +196,8 @@ def load_model(name_or_path: str) -> ModelSpec:
     release = checkpoint if checkpoint is not None and (release or spec.native_weight_dtype) == "bf16" else release
     if release and "release_quantized" in entry and release == entry.get("release_dtype"):
         spec = dataclasses.replace(spec, native_quantized=tuple(entry["release_quantized"]))
+    if "release_mtp_layers" in entry and checkpoint is None:  # the release's own weights, not a derivative's
+        spec = dataclasses.replace(spec, mtp_layers=int(entry["release_mtp_layers"]))
     return dataclasses.replace(spec, native_weight_dtype=release) if release else spec
 
 

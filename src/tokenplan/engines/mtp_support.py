@@ -12,7 +12,9 @@ config fails at start-up, so the planner refuses MTP there, with the reason:
   TensorRT-LLM's MiniMax-M3 loader drops ``model.mtp.*`` as "MTP (multi-token prediction) not
   implemented" (``tensorrt_llm/_torch/models/modeling_minimaxm3.py``) and its model is a plain
   ``DecoderModelForCausalLM`` (MTP models derive from ``SpecDecOneEngineForCausalLM``). vLLM runs
-  it (``SpeculativeConfig.hf_config_override`` → ``MiniMaxM3MTP``).
+  it (``SpeculativeConfig.hf_config_override`` → ``MiniMaxM3MTP``) for a checkpoint that holds the
+  layers; the BF16 release holds none (``catalog/launch.yaml`` ``release_mtp_layers``), so this
+  applies to a user's config that names them.
 - MiniMax-M2 (``MiniMaxM2ForCausalLM``: M2, M2.1, M2.5), for a config that names MTP layers: vLLM's
   ``hf_config_override`` has no ``minimax_m2`` branch (no ``minimax_m2_mtp`` model type), and
   TensorRT-LLM's ``MiniMaxM2ForCausalLM`` (``modeling_minimaxm2.py``) has no MTP layers; and the

@@ -1,13 +1,20 @@
 """An engine with no draft model for a checkpoint's MTP layers gets no MTP plan and no command
 (engines/mtp_support.py gives each entry's source): SGLang skips MiniMax-M3's ``model.mtp``
 layers and TensorRT-LLM does not load them, while vLLM runs them (``MiniMaxM3MTP``). The
-MiniMax-M2.x releases hold no MTP weights, so MiniMax-M2.5 plans no MTP on any engine."""
+MiniMax-M2.x releases hold no MTP weights, so MiniMax-M2.5 plans no MTP on any engine; nor does
+MiniMax-M3's BF16 release, so the catalog's MiniMax-M3 plans none and the engine table applies to
+a user's config that names MTP layers."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 from tokenplan.api.plan import PlanRequest, plan
 from tokenplan.catalog import load_model
 from tokenplan.engines.mtp_support import mtp_refusal
+
+MODELS = Path(__file__).resolve().parents[3] / "src" / "tokenplan" / "catalog" / "models"
 
 
 def test_the_table_refuses_only_the_pairs_the_engines_sources_refuse():
@@ -32,8 +39,27 @@ def test_minimax_m25_ships_no_mtp_layers():
     assert any(line.startswith("MTP was not searched: minimax-m2.5 ships no MTP layers") for line in p["answer"])
 
 
-def test_an_sglang_mtp_plan_of_minimax_m3_says_why_nothing_runs():
-    p = plan(PlanRequest(model="minimax-m3", gpus=("8xb200",), specs=("mtp:1",))).to_json()
+def _m3_with_mtp(tmp_path: Path) -> str:
+    """A user's MiniMax-M3 config.json that names one MTP layer (the catalog's copy of the BF16
+    release's, read as is: num_nextn_predict_layers 1), as a derivative holding the layer would."""
+    path = tmp_path / "config.json"
+    shutil.copy(MODELS / "minimax-m3.json", path)
+    assert load_model(str(path)).mtp_layers == 1
+    return str(path)
+
+
+def test_the_catalogs_minimax_m3_release_ships_no_mtp_layers():
+    # its text_config names num_nextn_predict_layers 1 and num_mtp_modules 7, but the BF16 release's
+    # weight map holds no mtp.* tensor (catalog/launch.yaml release_mtp_layers): vLLM's MiniMaxM3MTP
+    # would fail to load "MTP layer 0", so no engine runs it and the plan searches none
+    assert load_model("minimax-m3").mtp_layers == 0
+    p = plan(PlanRequest(model="minimax-m3", gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
+    assert any(line.startswith("MTP was not searched: minimax-m3 ships no MTP layers") for line in p["answer"])
+    assert all('"method":"mtp"' not in o.get("launch", {}).get("vllm", "") for o in p["options"])
+
+
+def test_an_sglang_mtp_plan_of_minimax_m3_says_why_nothing_runs(tmp_path):
+    p = plan(PlanRequest(model=_m3_with_mtp(tmp_path), gpus=("8xb200",), specs=("mtp:1",))).to_json()
     (option,) = p["options"]
     assert "best" not in option  # nothing runs
     # one reason for every configuration searched: it holds for every layout and format alike
@@ -42,8 +68,8 @@ def test_an_sglang_mtp_plan_of_minimax_m3_says_why_nothing_runs():
     assert reason.startswith("SGLang builds no MTP draft for MiniMax-M3") and "--engine vllm" in reason
 
 
-def test_a_vllm_mtp_plan_of_minimax_m3_writes_no_command_for_the_engines_that_cannot_start_it():
-    p = plan(PlanRequest(model="minimax-m3", gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
+def test_a_vllm_mtp_plan_of_minimax_m3_writes_no_command_for_the_engines_that_cannot_start_it(tmp_path):
+    p = plan(PlanRequest(model=_m3_with_mtp(tmp_path), gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
     (option,) = p["options"]
     assert list(option["launch"]) == ["vllm"]
     assert '"method":"mtp"' in option["launch"]["vllm"]
