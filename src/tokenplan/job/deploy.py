@@ -186,7 +186,14 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     if not mem.fits:
         weights, spec_state = mem.weight_bytes_per_gpu, mem.spec_state_pool_bytes
         reserve = settings.reserve_bytes + profile_reserve_bytes(model, lay, settings)
-        usable = weights + settings.usable_bytes(cuda_visible_bytes(gpu.memory_bytes), weights, reserve)
+        visible = cuda_visible_bytes(gpu.memory_bytes)
+        # the weights the engine could hold, where its cache would be 0: TensorRT-LLM takes its fraction
+        # of what weights and reserve leave (so up to gpu − reserve); SGLang and vLLM their fraction's share
+        usable = (
+            visible - reserve
+            if settings.fraction_of_free
+            else weights + settings.usable_bytes(visible, weights, reserve)
+        )
         extra = f" + {spec_state / GiB:.1f} GiB of speculative state" if spec_state > 0 else ""
         advice = fit_advice(config, spec_state)
         if config.chunk_tokens is not None and usable < weights:  # the user's chunk: its reserve alone

@@ -40,3 +40,20 @@ def test_the_rejected_line_says_how_many_reasons_it_leaves_out():
     # 10 splits of 8 GPUs (TP × PP: 1×1, 1×2, 1×4, 1×8, 2×1, 2×2, 2×4, 4×1, 4×2, 8×1) × 2 weight
     # formats (bf16, fp8) = 20 reasons; the line shows 4
     assert line.endswith("; 16 more reasons in --json (options[].rejected)")
+
+
+def test_the_usable_memory_a_rejection_states_is_within_the_gpu():
+    # DeepSeek-R1 FP8 on 2× B200 at TP1×PP2: ~671 GB / 2 ≈ 313 GiB of weights per GPU, against a
+    # B200's 183,359 MiB = 179.06 GiB (catalog/gpus.yaml). TensorRT-LLM takes its fraction of what
+    # weights and reserve leave, so the weights it could hold are the GPU less its reserve; the
+    # message said "vs 190.1 GiB usable", more than the GPU has (a new-user pass).
+    for engine in ("sglang", "vllm", "trtllm"):
+        result = plan(PlanRequest(model="deepseek-r1", gpus=("2xb200",), engine=engine)).to_json()
+        said = [
+            m
+            for reason in result["options"][0]["rejected"]
+            if (m := re.search(r"([\d.]+) GiB of weights per GPU(?: \([^)]*\))? vs ([\d.]+) GiB usable", reason))
+        ]
+        assert said, engine  # every layout of 2 GPUs is refused for its weights
+        for m in said:
+            assert float(m.group(1)) > float(m.group(2)) and float(m.group(2)) < 179.06, (engine, m.group(0))
