@@ -1,11 +1,10 @@
 """Parse a Hugging Face ``config.json`` into a :class:`~tokenplan.arch.spec.ModelSpec`.
 
-Handles nested ``text_config`` (Qwen3.5/3.6 multimodal checkpoints), GQA/MHA, MLA
-(DeepSeek-V3/R1, Kimi-K2, GLM-5), MoE with shared experts and dense first layers, alternating
-sliding-window layers (gpt-oss ``layer_types``), Gated DeltaNet hybrids (Qwen3-Next,
-Qwen3.5/3.6: ``layer_types`` or ``full_attention_interval``), Mamba-2 hybrids (Nemotron-H
-``hybrid_override_pattern``), MTP layers, tied embeddings and the quantized layers. Architectures
-modelled only approximately (sparse attention, Mamba-2 scans) carry a caveat (``approximations``).
+Handles nested ``text_config`` (Qwen3.5/3.6 multimodal checkpoints), GQA/MHA, MLA (DeepSeek-V3/R1, Kimi-K2, GLM-5),
+MoE with shared experts and dense first layers, alternating sliding-window layers (gpt-oss ``layer_types``), Gated
+DeltaNet hybrids (Qwen3-Next, Qwen3.5/3.6: ``layer_types`` or ``full_attention_interval``), Mamba-2 hybrids
+(Nemotron-H ``hybrid_override_pattern``), MTP layers, tied embeddings and the quantized layers. Architectures modelled
+only approximately (sparse attention, Mamba-2 scans) carry a caveat (``approximations``).
 
 Raises ConfigError naming the file and the key for a missing or malformed field.
 """
@@ -34,7 +33,8 @@ from tokenplan.arch.hf_fields import (
     sparse_attention,
     state_dtype,
 )
-from tokenplan.arch.quant import native_format, quantized_scope
+from tokenplan.arch.quant import native_format
+from tokenplan.arch.quant_scope import with_quantized_shares
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import checked_vision_config, vision_params
 from tokenplan.errors import ConfigError
@@ -329,12 +329,12 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
     moe = _moe(r, llama4)
     if kinds.get("ffn_only"):
         moe_layers, dense_layers = (kinds["moe"], kinds["dense"]) if moe else (0, kinds["moe"] + kinds["dense"])
+        dense_at = {i for i, c in enumerate(cfg["hybrid_override_pattern"]) if c == "-" or (c == "E" and not moe)}
     else:
-        dense_first = r.int(
-            "first_k_dense_replace", default=0, maximum=layers, what="the first layers with a dense MLP"
-        )
+        dense_first = r.int("first_k_dense_replace", default=0, maximum=layers, what="the first dense-MLP layers")
         step = r.int(_SPARSE_STEP[llama4], default=1, minimum=1) if moe else 1
-        dense_layers = len(dense_layer_indices(r, layers, dense_first, step)) if moe else layers
+        dense_at = dense_layer_indices(r, layers, dense_first, step) if moe else set(range(layers))
+        dense_layers = len(dense_at)
         moe_layers = layers - dense_layers if moe else 0
     # Every layer with a dense MLP needs its width: without it the MLP would silently weigh nothing.
     dense_width = (
@@ -368,7 +368,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
             "vision_config is not read (tokenplan costs Qwen3-VL-shaped towers only): the vision tower's "
             "weights, typically 0.4–0.7 B parameters, are not counted"
         )
-    return ModelSpec(
+    spec = ModelSpec(
         name=name,
         architecture=arch,
         hidden_size=hidden,
@@ -390,7 +390,6 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         mtp_layers=mtp,
         ffn_matrices=2 if ungated else 3,
         native_weight_dtype=native,
-        native_quantized=quantized_scope(quant),
         max_context_tokens=_context(r),
         rotary_dim=rotary_dim(r, attention, arch),
         vision_layers=0 if language_only else int(vision.get("depth", vision.get("num_hidden_layers", 0)) or 0),
@@ -398,3 +397,4 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         **({} if language_only else vision_params(vision)),
         approximations=tuple(notes),
     )
+    return with_quantized_shares(spec, quant, cfg, dense_at, source)  # which layers a quantized release keeps 16-bit

@@ -153,22 +153,46 @@ def quantized_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...
     BF16 in every case.
 
     A release served in its own format keeps the layers its config leaves out at 16 bits
-    (``ModelSpec.native_quantized``: Kimi-K2.5's INT4 covers the routed experts only).
+    (``ModelSpec.native_quantized``: Kimi-K2.5's INT4 covers the routed experts only); here a
+    component counts as quantized when at least half its parameters are
+    (:func:`quantized_fraction` gives the share).
     """
+    return tuple(c for c in _COMPONENTS if quantized_fraction(spec, weight_dtype, c) >= 0.5)
+
+
+_COMPONENTS = ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")
+
+
+def quantized_fraction(spec: ModelSpec, weight_dtype: Dtype, component: str) -> float:
+    """The share (0–1, by parameters) of ``component`` a checkpoint in ``weight_dtype`` stores in
+    that dtype: the release's own scope where it is served in its own format
+    (``ModelSpec.native_quantized``, ``arch.quant_scope``), else the format's rule
+    (:func:`quantized_components`' docstring): 1 or 0."""
     if weight_dtype in (Dtype.BF16, Dtype.FP16):
-        return ()
+        return 0.0
     if spec.native_quantized is not None and weight_dtype.value == spec.native_weight_dtype:
-        return spec.native_quantized
+        return dict(spec.native_quantized).get(component, 0.0)
+    return 1.0 if component in _format_components(spec, weight_dtype) else 0.0
+
+
+def _format_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...]:
     if weight_dtype is Dtype.NVFP4 and spec.moe is not None:
         return ("dense_ffn", "shared_experts", "routed_experts")
     if weight_dtype is Dtype.MXFP4 and spec.moe is not None:
         return ("routed_experts",)
-    return ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")
+    return _COMPONENTS
 
 
 def component_dtype(spec: ModelSpec, weight_dtype: Dtype, component: str) -> Dtype:
-    """The dtype a checkpoint in ``weight_dtype`` stores ``component`` in: ``weight_dtype`` for
-    the components :func:`quantized_components` lists, BF16 for the rest (embeddings, lm_head,
-    and the BF16-kept layers of 4-bit MoE checkpoints). Memory (``perf.memory``) and step
-    bytes (``perf.deployment``) both size weights through this one rule."""
+    """The dtype most of ``component`` is stored in: ``weight_dtype`` for the components
+    :func:`quantized_components` lists, BF16 for the rest (embeddings, lm_head, and the BF16-kept
+    layers of 4-bit MoE checkpoints)."""
     return weight_dtype if component in quantized_components(spec, weight_dtype) else Dtype.BF16
+
+
+def component_bytes(spec: ModelSpec, weight_dtype: Dtype, component: str) -> float:
+    """Bytes per parameter of ``component`` (bytes): its quantized share at ``weight_dtype``'s
+    bytes, the rest at BF16's 2 (:func:`quantized_fraction`). Memory (``perf.memory``) and step
+    bytes (``perf.deployment``) both size weights through this one rule."""
+    share = quantized_fraction(spec, weight_dtype, component)
+    return share * weight_dtype.bytes_per_element + (1.0 - share) * Dtype.BF16.bytes_per_element

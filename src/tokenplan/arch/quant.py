@@ -25,19 +25,12 @@ Formats read (each method's config keys as Hugging Face transformers and vLLM re
 Any other method (or an unread variant: 8-bit GPTQ, 8-bit weight-only) keeps BF16 sizing with a
 note naming it, so the figure is never silently the unquantized model's.
 
-Which layers are quantized (:func:`quantized_scope`): a compressed-tensors config lists the
-modules it leaves unquantized in ``ignore`` (compressed-tensors ``QuantizationConfig.ignore``;
-an entry is a module name, or ``re:`` and a regular expression matched from the name's start,
-as compressed-tensors' ``is_match``/``_match_name`` and vLLM's ``should_ignore_layer`` read it).
-Kimi-K2-Thinking and Kimi-K2.5 ignore ``lm_head``, ``re:.*self_attn.*``,
-``re:.*shared_experts.*`` and ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``: only their routed
-experts are INT4, the rest of the decoder stays BF16.
+Which layers are quantized: a compressed-tensors config's ``ignore`` list, read by
+:mod:`tokenplan.arch.quant_scope`.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,8 +93,25 @@ def _nested(quant: Mapping[str, Any], key: str, inner: str) -> object:
 
 
 def _compressed(quant: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """compressed-tensors: :func:`_compressed_format`, and a note where ``config_groups`` quantize
+    different layers differently (a mixed recipe, e.g. W8A8 attention and W4A16 MLPs): every
+    quantized layer is then sized in the one format read."""
+    fmt, notes = _compressed_format(quant)
+    groups = quant.get("config_groups")
+    if (
+        isinstance(groups, Mapping)
+        and len({repr(g.get("weights")) for g in groups.values() if isinstance(g, Mapping)}) > 1
+    ):
+        notes = notes + [
+            f"quantization_config config_groups quantize {len(groups)} sets of layers differently: every "
+            f"quantized layer is sized as {fmt} (mixed recipes are not read layer by layer)"
+        ]
+    return fmt, notes
+
+
+def _compressed_format(quant: Mapping[str, Any]) -> tuple[str, list[str]]:
     """compressed-tensors: the ``format`` where it names one, else the first group's weights."""
-    fmt = _COMPRESSED_FORMATS.get(str(quant.get("format") or ""))
+    fmt = _COMPRESSED_FORMATS.get(str(quant.get("format") or "").lower())
     if fmt is not None:
         return fmt, []
     groups = quant.get("config_groups")
@@ -125,57 +135,3 @@ def _unread(what: str) -> tuple[str, list[str]]:
         f"quantization_config {what} is not read: the weights are sized as bf16 (2 bytes each) "
         "unless --weight-dtype names the served format"
     ]
-
-
-# One module name per weight component, in Hugging Face's spellings (layer 0 for the dense FFN,
-# the first layer of DeepSeek-style models; layer 5 elsewhere). A component is left unquantized
-# when the ignore list matches one of its family spellings: attention's output
-# projection, linear attention's (Gated DeltaNet ``linear_attn``, Mamba-2 ``mixer``), the dense
-# FFN's, one shared expert's (DeepSeek ``shared_experts``, Qwen ``shared_expert``) and one routed
-# expert's (DeepSeek/Qwen ``mlp.experts.0``, Mixtral ``block_sparse_moe.experts.0.w2``).
-_COMPONENT_MODULES: dict[str, tuple[str, ...]] = {
-    "attention": ("model.layers.5.self_attn.o_proj",),
-    "linear_attention": ("model.layers.5.linear_attn.out_proj", "model.layers.5.mixer.out_proj"),
-    "dense_ffn": ("model.layers.0.mlp.down_proj",),
-    "shared_experts": ("model.layers.5.mlp.shared_experts.down_proj", "model.layers.5.mlp.shared_expert.down_proj"),
-    "routed_experts": ("model.layers.5.mlp.experts.0.down_proj", "model.layers.5.block_sparse_moe.experts.0.w2"),
-}
-
-
-def quantized_scope(quant: object) -> tuple[str, ...] | None:
-    """The weight components a compressed-tensors checkpoint stores quantized, read from its
-    ``ignore`` list (see the module docstring), or None where the config lists none (the
-    format's own rule applies: :func:`tokenplan.arch.params.quantized_components`).
-
-    Args:
-        quant: the config's ``quantization_config``.
-
-    Returns:
-        Component names of :func:`tokenplan.arch.params.param_counts` (``attention``,
-        ``linear_attention``, ``dense_ffn``, ``shared_experts``, ``routed_experts``) whose
-        representative module the list does not match; a pattern naming only some layers is
-        read at that one layer. Raises nothing: an entry that is not text, or a regular
-        expression that does not compile, matches nothing.
-    """
-    if not isinstance(quant, Mapping) or str(quant.get("quant_method") or "").lower() != "compressed-tensors":
-        return None
-    ignore = quant.get("ignore")
-    if not isinstance(ignore, list) or not ignore:
-        return None
-    patterns = [p for p in ignore if isinstance(p, str)]
-    return tuple(
-        component
-        for component, names in _COMPONENT_MODULES.items()
-        if not any(_ignored(name, pattern) for name in names for pattern in patterns)
-    )
-
-
-def _ignored(name: str, pattern: str) -> bool:
-    """compressed-tensors' matching: ``re:`` + a regular expression from the name's start, else
-    the module name itself (or a ``fnmatch`` wildcard, as ModelOpt-style lists write them)."""
-    if pattern.startswith("re:"):
-        try:
-            return re.match(pattern[3:], name) is not None
-        except re.error:
-            return False
-    return name == pattern or fnmatch.fnmatchcase(name, pattern)

@@ -122,10 +122,10 @@ class ModelSpec:
             ones (Nemotron-H's squared-ReLU experts).
         native_weight_dtype: the dtype the checkpoint ships its weights in (``bf16``), or the
             experts' dtype when the release itself is quantized (gpt-oss: ``mxfp4``).
-        native_quantized: the weight components the release stores in ``native_weight_dtype``
-            where its config says which (a compressed-tensors ``ignore`` list:
-            ``arch.quant.quantized_scope``; Kimi-K2.5: only ``routed_experts``), else None (the
-            format's rule, ``arch.params.quantized_components``).
+        native_quantized: ``(component, share)`` pairs: the share (0–1, by parameters) of each
+            weight component the release stores in ``native_weight_dtype``, where its config says
+            (a compressed-tensors ``ignore`` list, ``arch.quant_scope``; Kimi-K2.5: only the
+            routed experts), else None (the format's rule, ``arch.params.quantized_fraction``).
         max_context_tokens: ``max_position_embeddings`` (tokens a request may span), or None.
         rotary_dim: the dimensions of each head RoPE turns (``arch.hf_fields.rotary_dim``; 0 =
             no rotary embedding): the engines' cos/sin table holds ``max_context_tokens`` rows of it.
@@ -158,7 +158,7 @@ class ModelSpec:
     mtp_layers: int = 0
     ffn_matrices: int = 3
     native_weight_dtype: str = "bf16"
-    native_quantized: tuple[str, ...] | None = None
+    native_quantized: tuple[tuple[str, float], ...] | None = None
     max_context_tokens: int | None = None
     rotary_dim: int = 0
     vision_layers: int = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from tokenplan.errors import ConfigError
 
@@ -47,7 +47,14 @@ def checked_vision_config(raw: Mapping[str, Any], source: str) -> Mapping[str, A
     return vision
 
 
-def vision_params(vision: Mapping[str, Any]) -> dict[str, int]:
+class VisionParams(TypedDict, total=False):
+    """The ``ModelSpec`` fields :func:`vision_params` fills (parameters)."""
+
+    vision_sharded_params: int
+    vision_replicated_params: int
+
+
+def vision_params(vision: Mapping[str, Any]) -> VisionParams:
     """The vision tower's parameters of a Qwen3-VL-style ``vision_config`` (``depth``,
     ``hidden_size`` h, ``intermediate_size`` I, ``out_hidden_size``, ``spatial_merge_size`` m,
     ``patch_size`` p, ``temporal_patch_size`` t, ``in_channels`` c, ``num_position_embeddings``),

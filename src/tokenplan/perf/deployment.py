@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tokenplan.arch.params import component_dtype, param_counts
+from tokenplan.arch.params import component_bytes, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.perf.gemm import SizeRead, curve_for, size_read
@@ -181,7 +181,7 @@ def _param_split(spec: ModelSpec, layout: Layout, weight_dtype: Dtype, dense_who
     tp = 1 if dense_whole and layout.attention_dp else layout.tp
 
     def b(component: str) -> float:
-        return component_dtype(spec, weight_dtype, component).bytes_per_element
+        return component_bytes(spec, weight_dtype, component)
 
     attn_layers = spec.full_attention_layers + spec.sliding_layers
     attn = attention_params_per_gpu(spec, layout) * attn_layers / pp

@@ -21,7 +21,7 @@ from typing import Any
 
 from tokenplan.arch.draft import draft_fc_params, draft_kv_layers, draft_params
 from tokenplan.arch.kv import kv_bytes_per_token_per_layer, state_bytes_per_sequence
-from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_dtype, param_counts
+from tokenplan.arch.params import ParamCounts, attention_params_per_layer, component_bytes, param_counts
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.engines.base import EngineSettings
 from tokenplan.hardware import Gpu
@@ -77,7 +77,7 @@ def weight_bytes_per_gpu(
     p = param_counts(spec)
 
     def nbytes(component: str, count: float) -> float:
-        return count * component_dtype(spec, weight_dtype, component).bytes_per_element
+        return count * component_bytes(spec, weight_dtype, component)
 
     pp = layout.pp
     tp = 1 if dense_whole and layout.attention_dp else layout.tp

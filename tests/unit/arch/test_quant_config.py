@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tokenplan import PredictRequest, predict
-from tokenplan.arch.quant import native_format, quantized_scope
+from tokenplan.arch.quant import native_format
 from tokenplan.catalog import load_model
 
 LLAMA = Path(__file__).resolve().parents[3] / "src" / "tokenplan" / "catalog" / "models" / "llama-3.1-8b.json"
@@ -112,53 +112,21 @@ def test_an_8bit_integer_checkpoint_is_int8_only_with_quantized_activations():
     assert fmt == "bf16" and "is not read" in notes[0]
 
 
-@pytest.mark.parametrize(
-    ("ignore", "expected"),
-    [
-        # Kimi-K2-Thinking / K2.5 (moonshotai config.json): the routed experts alone are INT4
-        (
-            ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"],
-            ("linear_attention", "routed_experts"),
-        ),
-        # a Qwen3.5 expert-only list: Gated DeltaNet, attention, shared expert and dense MLP left out
-        (
-            [
-                "re:.*lm_head.*",
-                "re:.*self_attn.*",
-                "re:.*linear_attn.*",
-                "re:.*shared_expert.*",
-                "re:.*mlp\\.gate\\..*",
-            ],
-            ("dense_ffn", "routed_experts"),
-        ),
-        # llm-compressor's FP8-block Kimi-K2-Thinking example: only MLA's small down-projections are
-        # left out, so attention (read at its o_proj) counts as quantized
-        (
-            ["re:.*gate$", "lm_head", "re:.*kv_a_proj_with_mqa$", "re:.*q_a_proj$", "model.embed_tokens"],
-            ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts"),
-        ),
-        # a plain module name and a wildcard: both match as compressed-tensors/ModelOpt lists write them
-        (
-            ["model.layers.5.self_attn.o_proj", "model.layers.*.mlp.experts.*"],
-            ("linear_attention", "dense_ffn", "shared_experts"),
-        ),
-        # a malformed regular expression and a non-text entry match nothing
-        (["re:(", 7], ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")),
-    ],
-)
-def test_a_compressed_tensors_ignore_list_says_which_layers_are_quantized(ignore, expected):
-    quant = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ignore}
-    assert quantized_scope(quant) == expected
-
-
-@pytest.mark.parametrize(
-    "quant",
-    [
-        None,
-        {"quant_method": "fp8"},
-        {"quant_method": "compressed-tensors", "ignore": []},
-        {"quant_method": "awq", "ignore": ["re:.*"]},
-    ],
-)
-def test_without_an_ignore_list_the_formats_own_rule_applies(quant):
-    assert quantized_scope(quant) is None
+def test_a_mixed_recipe_is_said_to_be_sized_in_one_format():
+    # W8A8 attention beside W4A16 MLPs (two config_groups): sized in the first group's format, said
+    w8a8 = {
+        "targets": ["re:.*self_attn.*"],
+        "weights": {"num_bits": 8, "type": "int"},
+        "input_activations": {"num_bits": 8},
+    }
+    w4a16 = {"targets": ["re:.*mlp.*"], "weights": {"num_bits": 4, "type": "int"}, "input_activations": None}
+    quant = {"quant_method": "compressed-tensors", "config_groups": {"group_0": w8a8, "group_1": w4a16}}
+    fmt, notes = native_format(quant)
+    assert fmt == "int8" and "2 sets of layers differently" in notes[0]
+    # one recipe in two groups of the same weights says nothing more
+    assert native_format({"quant_method": "compressed-tensors", "config_groups": {"a": w4a16, "b": w4a16}}) == (
+        "w4a16",
+        [],
+    )
+    # the format's name is read in any case
+    assert native_format({"quant_method": "compressed-tensors", "format": "NVFP4-pack-quantized"}) == ("nvfp4", [])

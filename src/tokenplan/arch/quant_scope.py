@@ -1,0 +1,212 @@
+"""Which share of each weight component a compressed-tensors checkpoint stores quantized, read
+from its ``quantization_config.ignore`` list, layer by layer and projection by projection.
+
+compressed-tensors leaves a module unquantized when an ``ignore`` entry matches its name
+(``QuantizationConfig.ignore``; compressed-tensors ``match_name``, vLLM ``should_ignore_layer``):
+an entry is a module name, or ``re:`` and a regular expression matched from the name's start
+(``re.match``). Kimi-K2-Thinking and Kimi-K2.5 ignore ``lm_head``, ``re:.*self_attn.*``,
+``re:.*shared_experts.*`` and ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``: only their routed
+experts are INT4. A list may also name single layers or projections
+(``model.layers.0.mlp.down_proj``), so each component's quantized share is the parameters of
+its projections, over every layer that has them, whose name no entry matches:
+
+- layer kinds by index: Gated DeltaNet / Mamba layers where ``layer_types`` says
+  ``linear_attention``, where ``(i + 1) % full_attention_interval`` is not 0 (transformers'
+  Qwen3-Next/Qwen3.5 configs), or ``M`` in ``hybrid_override_pattern``; softmax attention in the
+  rest (``*`` in the pattern); dense FFN and MoE layers as :mod:`tokenplan.arch.hf_config` reads them;
+- projection names as Hugging Face's modelling code spells them, under each of the prefixes a
+  text-only or multimodal checkpoint uses (``model.layers.N``, ``model.language_model.layers.N``,
+  ``language_model.model.layers.N``); a projection counts as ignored when any spelling is;
+- routed experts are read at expert 0: an entry naming some experts only is read as all or none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Iterable, Mapping
+
+import regex
+
+from tokenplan.arch.spec import AttentionKind, ModelSpec
+from tokenplan.errors import ConfigError
+
+_PREFIXES = ("model.layers.{i}.", "model.language_model.layers.{i}.", "language_model.model.layers.{i}.")
+_FIELD = "quantization_config.ignore"
+_ALLOWED = "a list of module names and re:<regular expression> patterns (compressed-tensors)"
+_MATCH_TIMEOUT_S = 1.0  # one pattern against one module name; a catastrophic backtrack is refused
+
+
+def quantized_shares(
+    quant: object, spec: ModelSpec, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
+) -> tuple[tuple[str, float], ...] | None:
+    """The share (0–1, by parameters) of each weight component a compressed-tensors checkpoint
+    stores quantized, or None where its config has no ``ignore`` list (the format's own rule,
+    :func:`tokenplan.arch.params.quantized_fraction`).
+
+    Args:
+        quant: the config's ``quantization_config``.
+        spec: the model as read so far (its shapes and layer counts).
+        cfg: the (text) config: ``layer_types``, ``full_attention_interval``,
+            ``hybrid_override_pattern``.
+        dense_layers: indices of the layers with a dense FFN.
+        source: the config's path, for errors.
+
+    Returns:
+        ``(component, share)`` pairs for ``attention``, ``linear_attention``, ``dense_ffn``,
+        ``shared_experts`` and ``routed_experts`` (share 1.0 for a component the model lacks).
+
+    Raises:
+        ConfigError: ``ignore`` is not a list of text entries, a ``re:`` entry does not compile,
+            or one takes over a second to match a module name.
+    """
+    if not isinstance(quant, Mapping):
+        return None
+    if str(quant.get("quant_method") or "").lower().replace("_", "-") != "compressed-tensors":
+        return None
+    ignore = quant.get("ignore")
+    if ignore is None or ignore == []:
+        return None
+    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+        raise ConfigError(source, _FIELD, f"{_short(ignore)} is not {_ALLOWED}")
+    matches = _matcher(ignore, source)
+    layers = _layers_by_kind(spec, cfg, set(dense_layers))
+    shares = []
+    for component, projections in _projections(spec).items():
+        total = kept = 0.0
+        for i in layers[component]:
+            prefixes = [p.format(i=i) for p in _PREFIXES]
+            for spellings, params in projections:
+                total += params
+                if not any(matches(pre + name) for pre in prefixes for name in spellings):
+                    kept += params
+        shares.append((component, kept / total if total > 0 else 1.0))
+    return tuple(shares)
+
+
+def with_quantized_shares(
+    spec: ModelSpec, quant: object, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
+) -> ModelSpec:
+    """``spec`` with ``native_quantized`` set from :func:`quantized_shares` (unchanged where the
+    config has no ``ignore`` list). Raises ConfigError as :func:`quantized_shares` does."""
+    shares = quantized_shares(quant, spec, cfg, dense_layers, source)
+    return spec if shares is None else dataclasses.replace(spec, native_quantized=shares)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _matcher(ignore: list[str], source: str):  # type: ignore[no-untyped-def]
+    """A predicate ``name → ignored`` over the entries: exact names, ``fnmatch`` wildcards (as
+    ModelOpt-style lists write them), and ``re:`` patterns matched from the name's start."""
+    exact = {p for p in ignore if not p.startswith("re:") and not any(c in p for c in "*?[")}
+    globs = [p for p in ignore if not p.startswith("re:") and p not in exact]
+    patterns = []
+    for p in ignore:
+        if p.startswith("re:"):
+            try:
+                patterns.append((p, regex.compile(p[3:])))
+            except regex.error as exc:
+                raise ConfigError(source, _FIELD, f"entry {_short(p)} is not a regular expression ({exc})") from None
+
+    def matches(name: str) -> bool:
+        if name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs):
+            return True
+        for text, compiled in patterns:
+            try:
+                if compiled.match(name, timeout=_MATCH_TIMEOUT_S) is not None:
+                    return True
+            except TimeoutError:
+                raise ConfigError(
+                    source, _FIELD, f"entry {_short(text)} takes over {_MATCH_TIMEOUT_S:g} s to match {name!r}"
+                ) from None
+        return False
+
+    return matches
+
+
+def _layers_by_kind(spec: ModelSpec, cfg: Mapping[str, object], dense: set[int]) -> dict[str, list[int]]:
+    """The layer indices that hold each component (see the module docstring)."""
+    n = spec.num_layers
+    pattern = cfg.get("hybrid_override_pattern")
+    types = cfg.get("layer_types")
+    if isinstance(pattern, str):
+        linear = {i for i, c in enumerate(pattern) if c == "M"}
+        attention = {i for i, c in enumerate(pattern) if c == "*"}
+    else:
+        if isinstance(types, list):
+            linear = {i for i, t in enumerate(types) if t == "linear_attention"}
+        elif spec.linear_layers and isinstance(interval := cfg.get("full_attention_interval"), int) and interval > 0:
+            linear = {i for i in range(n) if (i + 1) % interval}
+        else:
+            linear = (
+                set(range(n))
+                if spec.linear_layers and not (spec.full_attention_layers + spec.sliding_layers)
+                else set()
+            )
+        attention = set(range(n)) - linear if spec.attention is not None else set()
+    moe = sorted(set(range(n)) - dense) if spec.moe is not None and spec.moe_layers else []
+    return {
+        "attention": sorted(attention),
+        "linear_attention": sorted(linear),
+        "dense_ffn": sorted(dense) if spec.dense_ffn_layers else [],
+        "shared_experts": moe if spec.moe is not None and spec.moe.shared_intermediate else [],
+        "routed_experts": moe,
+    }
+
+
+Projection = tuple[tuple[str, ...], float]  # (spellings of one projection's name, its parameters)
+
+
+def _projections(spec: ModelSpec) -> dict[str, list[Projection]]:
+    """Each component's projections in one layer: (spellings of its module name after the layer
+    prefix, parameters), from the shapes :mod:`tokenplan.arch.params` counts."""
+    h = spec.hidden_size
+    out: dict[str, list[Projection]] = {}
+    a = spec.attention
+    if a is not None and a.kind is AttentionKind.MLA:
+        nope = a.head_dim - a.qk_rope_head_dim
+        q: list[Projection] = (
+            [
+                (("self_attn.q_a_proj",), float(h * a.q_lora_rank)),
+                (("self_attn.q_b_proj",), float(a.q_lora_rank * a.num_heads * a.head_dim)),
+            ]
+            if a.q_lora_rank
+            else [(("self_attn.q_proj",), float(h * a.num_heads * a.head_dim))]
+        )
+        out["attention"] = q + [
+            (("self_attn.kv_a_proj_with_mqa",), h * (a.kv_lora_rank + a.qk_rope_head_dim)),
+            (("self_attn.kv_b_proj",), a.kv_lora_rank * a.num_heads * (nope + a.v_head_dim)),
+            (("self_attn.o_proj",), a.num_heads * a.v_head_dim * h),
+        ]
+    elif a is not None:
+        out["attention"] = [
+            (("self_attn.q_proj",), h * a.num_heads * a.head_dim * (2 if a.output_gate else 1)),
+            (("self_attn.k_proj",), h * a.num_kv_heads * a.head_dim),
+            (("self_attn.v_proj",), h * a.num_kv_heads * a.v_head_dim),
+            (("self_attn.o_proj", "self_attn.out_proj"), a.num_heads * a.v_head_dim * h),
+        ]
+    lin = spec.linear
+    if lin is not None:
+        out["linear_attention"] = [
+            (("linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv", "mixer.in_proj"), h * lin.in_proj_out),
+            (("linear_attn.out_proj", "mixer.out_proj"), lin.num_v_heads * lin.v_head_dim * h),
+        ]
+    gated = spec.ffn_matrices == 3
+
+    def ffn(prefixes: tuple[str, ...], width: int) -> list[Projection]:
+        names = (
+            (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2")) if gated else (("up_proj",), ("down_proj",))
+        )
+        return [(tuple(p + n for p in prefixes for n in spelled), float(h * width)) for spelled in names]
+
+    out["dense_ffn"] = ffn(("mlp.", "mixer."), spec.dense_intermediate)
+    m = spec.moe
+    if m is not None:
+        out["shared_experts"] = ffn(("mlp.shared_experts.", "mlp.shared_expert."), m.shared_intermediate)
+        out["routed_experts"] = ffn(
+            ("mlp.experts.0.", "block_sparse_moe.experts.0.", "mixer.experts.0."), m.expert_intermediate
+        )
+    return out
