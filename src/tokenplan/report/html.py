@@ -19,6 +19,7 @@ from tokenplan.errors import import_extra
 from tokenplan.report.figures import plan_figures
 from tokenplan.report.measured_figures import achieved, bench_divisor, measured_levels, measurement_figures
 from tokenplan.report.tables import (
+    DP_ATTENTION_CAPS,
     ENGINE_NAMES,
     band_of,
     current_table,
@@ -198,10 +199,11 @@ def _launch_html(plan: PlanResult) -> str:
         f"{best.concurrency_per_endpoint}</code>).</p>"
         + "".join(
             f'<p class="sub">{escape(ENGINE_NAMES.get(e, e))}'
-            + (" (the planned engine)" if i == 0 else " (its own default memory setting)")
+            + (" (the planned engine)" if i == 0 else " (another engine, with its own memory setting)")
             + f"</p><pre>{escape(cmd)}</pre>"
             for i, (e, cmd) in enumerate(best.launch.items())
         )
+        + (f'<p class="sub">{escape(DP_ATTENTION_CAPS)}</p>' if "DP-attn" in best.layout else "")
         # the plan's warnings on this configuration (the terminal prints them under the launch):
         # a --max-model-len that refuses longer requests, a launch that caps the batch lower, …
         + (

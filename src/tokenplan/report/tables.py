@@ -260,6 +260,14 @@ def _startup_words(startup_s: float) -> str:
     return f"; days and $ include {duration_words(startup_s)} of server start-up (--startup)"
 
 
+# How the launch commands' running caps read under attention DP (engines/sglang.py
+# servers_per_replica: SGLang divides the replica's cap per rank; vLLM's and TensorRT-LLM's are each rank's).
+DP_ATTENTION_CAPS = (
+    "with attention DP, SGLang's --max-running-requests is the replica's cap, split over its attention-DP "
+    "ranks; vLLM's --max-num-seqs and TensorRT-LLM's max_batch_size are each rank's"
+)
+
+
 def plan_details(result: PlanResult) -> Group:
     """Assumptions, answer sentences, launch commands and rejections under the table."""
     job = result.job
@@ -295,6 +303,8 @@ def plan_details(result: PlanResult) -> Group:
         )
         engine, command = next(iter(best.launch.items()))  # the planned engine's, first
         parts.append(Text(f"{ENGINE_NAMES.get(engine, engine)}:\n{command}"))
+        if "DP-attn" in best.layout:  # the caps read differently per engine (a new-user pass)
+            parts.append(Text(f"({DP_ATTENTION_CAPS})", style="dim"))
         others = [ENGINE_NAMES.get(e, e) for e in list(best.launch)[1:]]
         if others:
             parts.append(

@@ -57,3 +57,20 @@ def test_the_usable_memory_a_rejection_states_is_within_the_gpu():
         assert said, engine  # every layout of 2 GPUs is refused for its weights
         for m in said:
             assert float(m.group(1)) > float(m.group(2)) and float(m.group(2)) < 179.06, (engine, m.group(0))
+
+
+def test_a_dp_attention_launch_says_whose_cap_is_per_rank():
+    # DeepSeek-R1 on 8× B200 launches TP8×EP8 with attention DP: SGLang's --max-running-requests
+    # 3536 is the replica's (8 ranks × 442), vLLM's --max-num-seqs and TensorRT-LLM's
+    # max_batch_size are each rank's; the plan printed them beside a "running cap 3531" unexplained
+    from rich.console import Console
+
+    from tokenplan.report.tables import plan_details
+
+    result = plan(PlanRequest(model="deepseek-r1", gpus=("8xb200",)))
+    assert "DP-attn" in result.options[0].chosen.layout  # type: ignore[union-attr]
+    console = Console(width=100_000, record=True)
+    console.print(plan_details(result))
+    text = console.export_text()
+    assert "SGLang's --max-running-requests is the replica's cap, split over its attention-DP ranks" in text
+    assert "vLLM's --max-num-seqs and TensorRT-LLM's max_batch_size are each rank's" in text
