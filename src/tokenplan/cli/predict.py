@@ -250,7 +250,19 @@ def predict_cmd(
             chunked_prefill_size=chunked_prefill_size,
         )
     )
-    _emit(result, as_json, predict_table)
+    # the lengths the figures assume, as plan's "Job:" line words them (a new-user pass: a user who
+    # gave --isl 8192 did not see the σ and cap applied)
+    lengths = [
+        _length_text(n, m, sg, c) for n, m, sg, c in (("ISL", isl, isl_sigma, isl_cap), ("OSL", osl, osl_sigma, max_tokens))
+    ]
+    _emit(result, as_json, predict_table, "Job: " + "; ".join(lengths) + ".")
+
+
+def _length_text(name: str, mean: float, sigma: float, cap: float | None) -> str:
+    """``ISL lognormal mean 1,024, σ 0.8, cap 16,384`` or ``ISL fixed 1,024`` (job.workload's wording)."""
+    if sigma == 0:
+        return f"{name} fixed {mean:,.0f}"
+    return f"{name} lognormal mean {mean:,.0f}, σ {sigma:g}" + (f", cap {cap:,.0f}" if cap is not None else "")
 
 
 @app.command("memory", once=ONCE)
@@ -344,8 +356,9 @@ def memory_cmd(
     _emit(result, as_json, memory_table)
 
 
-def _emit(result, as_json: bool, render) -> None:
-    """Print the result (table or JSON); a configuration that cannot run exits 2 with its reason."""
+def _emit(result, as_json: bool, render, job: str | None = None) -> None:
+    """Print the result (table or JSON; ``job``, the lengths assumed, under the table); a
+    configuration that cannot run exits 2 with its reason."""
     from tokenplan.errors import InfeasibleError
     from tokenplan.job.results import Rejected
     from tokenplan.report.tables import efficiency_line, print_warnings
@@ -357,6 +370,8 @@ def _emit(result, as_json: bool, render) -> None:
     if not as_json:
         console = wide_console()
         console.print(render(result))
+        if job is not None:
+            console.print(job)
         if (line := efficiency_line(result)) is not None:
             console.print(line)
         print_warnings(console, list(result.warnings))
