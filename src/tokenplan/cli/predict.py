@@ -253,7 +253,8 @@ def predict_cmd(
     # the lengths the figures assume, as plan's "Job:" line words them (a new-user pass: a user who
     # gave --isl 8192 did not see the σ and cap applied)
     lengths = [
-        _length_text(n, m, sg, c) for n, m, sg, c in (("ISL", isl, isl_sigma, isl_cap), ("OSL", osl, osl_sigma, max_tokens))
+        _length_text(n, m, sg, c)
+        for n, m, sg, c in (("ISL", isl, isl_sigma, isl_cap), ("OSL", osl, osl_sigma, max_tokens))
     ]
     _emit(result, as_json, predict_table, "Job: " + "; ".join(lengths) + ".")
 
