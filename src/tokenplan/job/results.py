@@ -135,6 +135,7 @@ class MemoryResult(JsonResult):
     pool_bytes_per_token_per_gpu: float = 0.0
     spec_state_pool_bytes: float = 0.0
     reserves_whole_output: bool = False  # running_context_tokens is ISL + max_tokens (TRT-LLM's admission)
+    engine: str = ""  # the engine whose allocation this is (its reserve and pools differ per engine)
 
 
 def evaluation_figures(ev: Evaluation) -> EvaluationFigures:
@@ -213,4 +214,5 @@ def memory_result(ev: Evaluation, isl: LengthDist, osl: LengthDist, context_toke
         pool_bytes_per_token_per_gpu=m.pool_bytes_per_token_per_gpu,
         spec_state_pool_bytes=m.spec_state_pool_bytes,
         reserves_whole_output=config.engine.reserves_whole_output,
+        engine=config.engine.name,
     )

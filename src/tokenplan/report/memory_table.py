@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from tokenplan.report.tables import ENGINE_NAMES
 from tokenplan.units import GiB, kv_tokens_text
 
 if TYPE_CHECKING:  # the type only: importing it at run time would load the planner for a table
@@ -32,7 +33,8 @@ def memory_table(m: MemoryResult) -> Table:
     is what the running requests' state leaves of it; the start-up reserve holds what the
     allocation lists apart (SGLang's draft KV pool, padded state rows)."""
     shared, drafter = m.state_slots is None and m.state_bytes_per_sequence > 0, m.draft_weight_bytes_per_gpu
-    t = Table(title=f"memory per GPU · {m.gpu} · {m.layout}", show_header=False)
+    engine = f" · {ENGINE_NAMES.get(m.engine, m.engine)}" if m.engine else ""
+    t = Table(title=f"memory per GPU · {m.gpu} · {m.layout}{engine}", show_header=False)
     t.add_column("part")
     t.add_column("value", justify="right")
     rows = [
