@@ -62,6 +62,10 @@ def test_tp_an_option_cannot_take_says_why_in_one_line():
     assert rtx["rejected"] == {"TP8 (fixed): TP8 needs 8 GPUs; the option has 4": 1}
     # 8× b200 still runs at TP8
     assert next(x for x in o if x["option"] == "8× b200")["layout"] == "TP8"
+    # TP16 on 8× B200 both leaves the NVLink domain and asks for more GPUs than the option has:
+    # the option's own count is said (it said "TP stays within one scale-up domain", a new-user pass)
+    b200 = plan(PlanRequest(gpus=("8xb200",), tp=16)).to_json()["options"][0]
+    assert b200["rejected"] == {"TP16 (fixed): TP16 needs 16 GPUs; the option has 8": 1}
 
 
 def test_dp_no_layout_has_lists_the_dp_allowed():

@@ -134,10 +134,10 @@ def fixed_layout_reasons(model: ModelSpec, option: HardwareOption, fixed: Fixed)
     if any(fixed.admits(lay) for lay in every):
         return dropped
     domain = option.gpu.max_gpus_per_scaleup
-    if fixed.tp is not None and fixed.tp > domain:
-        why = f"TP stays within one scale-up domain ({domain} GPUs on {option.gpu.scaleup.name})"
-    elif fixed.tp is not None and fixed.tp > option.count:
+    if fixed.tp is not None and fixed.tp > option.count:  # the plainer reason first (a new-user pass)
         why = f"TP{fixed.tp} needs {fixed.tp} GPUs; the option has {option.count}"
+    elif fixed.tp is not None and fixed.tp > domain:
+        why = f"TP stays within one scale-up domain ({domain} GPUs on {option.gpu.scaleup.name})"
     elif fixed.ep is not None and fixed.ep > 1 and model.moe is None:
         why = f"EP splits experts; {model.name} is dense (EP 1 only)"
     elif fixed.tp is not None and (own := layout_rejection(model, Layout(tp=fixed.tp))) is not None:
