@@ -58,7 +58,7 @@ class EvaluationFigures(JsonResult):
     state_bytes_per_sequence: float
     weight_bytes_per_gpu: float
     kv_capacity_tokens: float | None  # None: no full-attention layer (MemoryBreakdown.kv_tokens_reported)
-    state_slots: float | None  # sequences the state pools hold (perf.memory: a quotient, not floored)
+    state_slots: float | None  # sequences the state pools hold (perf.memory: whole slots per rank)
     memory_fraction: float
     chunk_tokens: int
     step_time_ms: float
@@ -120,7 +120,7 @@ class MemoryResult(JsonResult):
     kv_bytes_per_token_per_gpu: float
     state_bytes_per_sequence: float
     kv_capacity_tokens: float | None  # None: no full-attention layer (MemoryBreakdown.kv_tokens_reported)
-    state_slots: float | None  # sequences the state pool holds (perf.memory: a quotient, not floored)
+    state_slots: float | None  # sequences the state pool holds (perf.memory: whole slots per rank)
     max_sequences: float
     context_tokens: float
     memory_fraction: float
