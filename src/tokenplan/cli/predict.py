@@ -250,13 +250,16 @@ def predict_cmd(
             chunked_prefill_size=chunked_prefill_size,
         )
     )
-    # the lengths the figures assume, as plan's "Job:" line words them (a new-user pass: a user who
-    # gave --isl 8192 did not see the σ and cap applied)
-    lengths = [
-        _length_text(n, m, sg, c)
-        for n, m, sg, c in (("ISL", isl, isl_sigma, isl_cap), ("OSL", osl, osl_sigma, max_tokens))
-    ]
-    _emit(result, as_json, predict_table, "Job: " + "; ".join(lengths) + ".")
+    _emit(result, as_json, predict_table, _job_line(isl, osl, isl_sigma, osl_sigma, isl_cap, max_tokens))
+
+
+def _job_line(
+    isl: float, osl: float, isl_sigma: float, osl_sigma: float, isl_cap: float | None, max_tokens: float | None
+) -> str:
+    """The lengths the figures assume, as plan's "Job:" line words them (a new-user pass: a user
+    who gave --isl 8192 did not see the σ and the cap applied)."""
+    shown = (("ISL", isl, isl_sigma, isl_cap), ("OSL", osl, osl_sigma, max_tokens))
+    return "Job: " + "; ".join(_length_text(n, m, sg, c) for n, m, sg, c in shown) + "."
 
 
 def _length_text(name: str, mean: float, sigma: float, cap: float | None) -> str:

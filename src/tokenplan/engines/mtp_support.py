@@ -51,3 +51,33 @@ def mtp_refusal(engine: str, architecture: str) -> str | None:
     runs = sorted(e for e in ("sglang", "vllm", "trtllm") if e not in _NO_MTP[architecture])
     instead = f"--engine {runs[0]}, " if runs else ""
     return f"{why}, so --spec mtp does not start; use {instead}another draft (--spec eagle3:K) or --spec none"
+
+
+# vLLM's MTP drafts of the Qwen3.5/3.6 and Qwen3-Next families do not implement SupportsPP: the
+# draft model config is checked against the parallel config and the engine refuses to start
+# ("Pipeline parallelism is not supported for this model. Supported models implement the
+# `SupportsPP` interface"). v0.28.0 ``models/qwen3_5_mtp.py``: ``class Qwen3_5MTP(LocalArgmaxMixin,
+# nn.Module, SupportsMultiModal)`` (syv-ai/qwen38-27b-rtx3090#160, against a v0.28.0 checkout);
+# vllm-project/vllm#36643 ("Qwen3.5 does not work with pipeline parallelism", open), whose plan
+# adds ``SupportsPP`` to ``Qwen3NextMTP`` and ``Qwen3_5MTP``.
+_VLLM_MTP_NO_PP = frozenset(
+    {
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+    }
+)
+
+
+def mtp_pp_refusal(engine: str, architecture: str, pp: int) -> str | None:
+    """Why ``engine`` cannot run a model of ``architecture``'s MTP draft with pipeline parallelism
+    ``pp`` (see :data:`_VLLM_MTP_NO_PP`), ending in what to do, or None."""
+    if pp <= 1 or engine != "vllm" or architecture not in _VLLM_MTP_NO_PP:
+        return None
+    return (
+        f"vLLM's MTP draft for {architecture} does not implement pipeline parallelism (no SupportsPP: "
+        "the engine refuses to start), so --spec mtp does not start at PP>1; use TP or DP without PP, "
+        "or --spec none"
+    )

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.base import Engine, EngineSettings
-from tokenplan.engines.mtp_support import mtp_refusal
+from tokenplan.engines.mtp_support import mtp_pp_refusal, mtp_refusal
 from tokenplan.engines.overlap import cpu_hidden_behind_draft_only, cpu_overlapped
 from tokenplan.engines.sharding import dense_whole_under_attention_dp
 from tokenplan.hardware import Gpu
@@ -96,10 +96,12 @@ def format_issues(
 
 def mtp_engine_rejection(config: Config, model: ModelSpec) -> str | None:
     """Why the configuration's engine cannot run ``model``'s MTP layers as the draft
-    (``engines.mtp_support.mtp_refusal``), or None (not MTP, or nothing says it cannot)."""
+    (``engines.mtp_support.mtp_refusal``; vLLM's Qwen3.5/Qwen3-Next drafts at PP > 1, ``mtp_pp_refusal``),
+    or None (not MTP, or nothing says it cannot)."""
     if config.spec is None or config.spec.method != "mtp":
         return None
-    return mtp_refusal(config.engine.name, model.architecture)
+    name = config.engine.name
+    return mtp_refusal(name, model.architecture) or mtp_pp_refusal(name, model.architecture, config.layout.pp)
 
 
 def spec_layout_rejection(config: Config) -> str | None:
@@ -158,7 +160,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     why, warnings = format_issues(model, gpu, config.weight_dtype, config.kv_dtype, config.engine)
     if why:
         return Rejection(config, why, "format")
-    why = mtp_engine_rejection(config, model)  # every layout alike: said before memory
+    why = mtp_engine_rejection(config, model)  # every layout (or every PP split) alike: said before memory
     if why:
         return Rejection(config, why, "spec")
     why = spec_layout_rejection(config)  # after the formats: a format no engine runs is said first

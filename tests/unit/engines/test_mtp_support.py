@@ -94,3 +94,16 @@ def test_qwen3_next_plans_its_one_mtp_layer():
     p = plan(PlanRequest(model="qwen3-next-80b-a3b", gpus=("4xh200",), specs=("mtp:1",))).to_json()
     assert not any(line.startswith("MTP was not searched") for line in p["answer"])
     assert p["options"][0]["spec"].startswith("mtp")
+
+
+def test_vllm_runs_no_qwen35_mtp_draft_with_pipeline_parallelism():
+    # vLLM's Qwen3_5MTP implements no SupportsPP (v0.28.0 qwen3_5_mtp.py; vllm#36643), so the engine
+    # refuses PP > 1 with MTP; the vLLM plan listed TP1×PP2×DP2 and TP1×PP4 MTP alternatives
+    p = plan(PlanRequest(model="qwen3.6-27b", gpus=("8xb200",), engine="vllm", specs=("mtp:1",))).to_json()
+    (option,) = p["options"]
+    assert all("PP" not in a["configuration"] for a in option["alternatives"])
+    refusals = [r for r in option["rejected"] if "does not implement pipeline parallelism" in r]
+    assert len(refusals) == 1 and "use TP or DP without PP, or --spec none" in refusals[0]
+    # without speculation PP stays searched, and SGLang's own PP refusal is its own
+    plain = plan(PlanRequest(model="qwen3.6-27b", gpus=("8xb200",), engine="vllm", specs=("none",))).to_json()
+    assert not any("does not implement pipeline parallelism" in r for r in plain["options"][0]["rejected"])
