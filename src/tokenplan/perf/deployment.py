@@ -34,7 +34,7 @@ class Deployment:
         lm_head_params: lm_head parameters per GPU (on the last stage only; the embedding's
             when tied).
         lm_head_bytes: their bytes, at the dtype ``perf.memory`` sizes the lm_head with
-            (:func:`tokenplan.arch.params.component_dtype`: BF16 in every shipped format).
+            (:func:`tokenplan.arch.params.component_bytes`: BF16 in every shipped format).
         routed_bytes: routed-expert bytes per GPU.
         routed_flops_per_token: routed-expert FLOPs per token per GPU (top_k experts).
         experts_per_gpu: routed experts per GPU per MoE layer.
