@@ -16,7 +16,8 @@ its projections, over every layer that has them, whose name no entry matches:
   rest (``*`` in the pattern); dense FFN and MoE layers as :mod:`tokenplan.arch.hf_config` reads them;
 - projection names as Hugging Face's modelling code spells them, under each of the prefixes a
   text-only or multimodal checkpoint uses (``model.layers.N``, ``model.language_model.layers.N``,
-  ``language_model.model.layers.N``); a projection counts as ignored when any spelling is;
+  ``language_model.model.layers.N``; Nemotron-H's ``backbone.layers.N``); a projection counts as
+  ignored when any spelling is;
 - routed experts are read at expert 0: an entry naming some experts only is read as all or none.
 """
 
@@ -31,7 +32,12 @@ import regex
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.errors import ConfigError
 
-_PREFIXES = ("model.layers.{i}.", "model.language_model.layers.{i}.", "language_model.model.layers.{i}.")
+_PREFIXES = (
+    "model.layers.{i}.",
+    "model.language_model.layers.{i}.",
+    "language_model.model.layers.{i}.",
+    "backbone.layers.{i}.",  # Nemotron-H
+)
 _FIELD = "quantization_config.ignore"
 _ALLOWED = "a list of module names and re:<regular expression> patterns (compressed-tensors)"
 _MATCH_TIMEOUT_S = 1.0  # one pattern against one module name; a catastrophic backtrack is refused
@@ -147,7 +153,12 @@ def _layers_by_kind(spec: ModelSpec, cfg: Mapping[str, object], dense: set[int])
                 else set()
             )
         attention = set(range(n)) - linear if spec.attention is not None else set()
-    moe = sorted(set(range(n)) - dense) if spec.moe is not None and spec.moe_layers else []
+    if spec.moe is None or not spec.moe_layers:
+        moe: list[int] = []
+    elif isinstance(pattern, str):  # Nemotron-H: the MoE layers are the pattern's E, apart from M and *
+        moe = [i for i, c in enumerate(pattern) if c == "E"]
+    else:
+        moe = sorted(set(range(n)) - dense)
     return {
         "attention": sorted(attention),
         "linear_attention": sorted(linear),
@@ -182,11 +193,11 @@ def _projections(spec: ModelSpec) -> dict[str, list[Projection]]:
             (("self_attn.o_proj",), a.num_heads * a.v_head_dim * h),
         ]
     elif a is not None:
-        out["attention"] = [
-            (("self_attn.q_proj",), h * a.num_heads * a.head_dim * (2 if a.output_gate else 1)),
-            (("self_attn.k_proj",), h * a.num_kv_heads * a.head_dim),
-            (("self_attn.v_proj",), h * a.num_kv_heads * a.v_head_dim),
-            (("self_attn.o_proj", "self_attn.out_proj"), a.num_heads * a.v_head_dim * h),
+        out["attention"] = [  # Nemotron-H names its attention projections mixer.*
+            (("self_attn.q_proj", "mixer.q_proj"), h * a.num_heads * a.head_dim * (2 if a.output_gate else 1)),
+            (("self_attn.k_proj", "mixer.k_proj"), h * a.num_kv_heads * a.head_dim),
+            (("self_attn.v_proj", "mixer.v_proj"), h * a.num_kv_heads * a.v_head_dim),
+            (("self_attn.o_proj", "self_attn.out_proj", "mixer.o_proj"), a.num_heads * a.v_head_dim * h),
         ]
     lin = spec.linear
     if lin is not None:

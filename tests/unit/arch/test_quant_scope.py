@@ -104,3 +104,20 @@ def test_a_pattern_that_backtracks_under_re_returns(tmp_path):
     # module answers at once, and the pattern matches no module: everything stays quantized
     shares = _shares(_config(tmp_path, "qwen3-8b", ["re:(.|.)*X"]))
     assert shares["attention"] == shares["dense_ffn"] == 1.0
+
+
+def test_nemotron_h_layers_are_read_from_its_pattern(tmp_path):
+    # Nemotron-3-Nano's hybrid_override_pattern: * attention, M Mamba-2, E MoE, one kind per
+    # layer, under backbone.layers.N with its attention projections named mixer.*. Ignoring the
+    # attention layers by name leaves no attention quantized; ignoring the experts of the first E
+    # layer leaves 22 of its 23 MoE layers' experts quantized.
+    raw = json.loads((MODELS / "nemotron-3-nano-30b-a3b.json").read_text())
+    pattern = raw["hybrid_override_pattern"]
+    attention, moe = [i for i, c in enumerate(pattern) if c == "*"], [i for i, c in enumerate(pattern) if c == "E"]
+    assert len(moe) == 23
+    names = [f"backbone.layers.{i}.mixer.{p}_proj" for i in attention for p in "qkvo"]
+    spec = load_model(_config(tmp_path, "nemotron-3-nano-30b-a3b", names))
+    assert quantized_fraction(spec, Dtype.W4A16, "attention") == 0.0
+    first = [f"re:backbone\\.layers\\.{moe[0]}\\.mixer\\.experts\\..*"]
+    spec = load_model(_config(tmp_path, "nemotron-3-nano-30b-a3b", first))
+    assert quantized_fraction(spec, Dtype.W4A16, "routed_experts") == pytest.approx(22 / 23, rel=1e-12)
