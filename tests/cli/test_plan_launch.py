@@ -165,3 +165,12 @@ def test_replicas_beyond_one_host_loop_a_server_per_replica_on_each_host():
     assert "--data-parallel-size 8" in o["launch"]["vllm"]
     in_flight = math.ceil(o["batch_per_replica"])
     assert o["concurrency_per_endpoint"] == in_flight + max(8, math.ceil(0.1 * in_flight))
+
+
+def test_the_default_cap_warning_names_only_the_caps_that_apply():
+    # Qwen3.6-27B (a GDN hybrid) planned on vLLM without speculation: the SGLang command keeps its
+    # radix cache on, so its cap is the state slots ÷ 5; the warning named "48 with speculative
+    # decoding" too, which does not apply without speculation (a new-user pass)
+    o = plan(PlanRequest(engine="vllm", gpus=("8xb200",), specs=("none",))).to_json()["options"][0]
+    said = [w for w in o["warnings"] if "keeps SGLang's default running cap" in w]
+    assert said and all("state slots ÷ 5" in w and "speculative" not in w for w in said)

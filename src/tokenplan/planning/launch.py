@@ -217,11 +217,14 @@ def launch_caps(
             # at or above the plan's batch it does not bind (it was said to be below 28)
             default_cap = engine.settings(ev.deployment.gpu, c.layout, speculative=c.spec is not None).max_running
             if running >= planned and (default_cap is None or default_cap < planned):  # the default binds
+                # which default binds here: the speculative cap, the hybrid's state slots, or both
+                # (it named both for a hybrid without speculation, a new-user pass)
+                caps = ["48 with speculative decoding"] if c.spec is not None else []
+                caps += ["state slots ÷ 5 with the radix cache on"] if ev.deployment.spec.is_hybrid else []
                 warnings.append(
                     f"the {engine.display_name} launch (in --json) keeps {engine.display_name}'s default running "
-                    "cap (48 with speculative decoding; state slots ÷ 5 on a hybrid model with the radix cache on), "
-                    f"below the {planned:,} planned per replica: plan with --engine {engine.name} for a launch "
-                    "that lifts it"
+                    f"cap ({'; '.join(caps)}), below the {planned:,} planned per replica: plan with --engine "
+                    f"{engine.name} for a launch that lifts it"
                 )
     sized = {entry.engine for entry in sizing}
     for name, engine in engines.items():  # an engine of the vendor that refuses this configuration
