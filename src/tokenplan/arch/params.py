@@ -157,10 +157,11 @@ def quantized_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...
     component counts as quantized when at least half its parameters are
     (:func:`quantized_fraction` gives the share).
     """
-    return tuple(c for c in _COMPONENTS if quantized_fraction(spec, weight_dtype, c) >= 0.5)
+    return tuple(c for c in WEIGHT_COMPONENTS if quantized_fraction(spec, weight_dtype, c) >= 0.5)
 
 
-_COMPONENTS = ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")
+# the decoder's weight components a format may quantize (embedding and lm_head stay 16-bit)
+WEIGHT_COMPONENTS = ("attention", "linear_attention", "dense_ffn", "shared_experts", "routed_experts")
 
 
 def quantized_fraction(spec: ModelSpec, weight_dtype: Dtype, component: str) -> float:
@@ -180,7 +181,7 @@ def _format_components(spec: ModelSpec, weight_dtype: Dtype) -> tuple[str, ...]:
         return ("dense_ffn", "shared_experts", "routed_experts")
     if weight_dtype is Dtype.MXFP4 and spec.moe is not None:
         return ("routed_experts",)
-    return _COMPONENTS
+    return WEIGHT_COMPONENTS
 
 
 def component_dtype(spec: ModelSpec, weight_dtype: Dtype, component: str) -> Dtype:

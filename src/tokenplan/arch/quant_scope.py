@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import regex
 
@@ -59,8 +59,9 @@ def quantized_shares(
         source: the config's path, for errors.
 
     Returns:
-        ``(component, share)`` pairs for ``attention``, ``linear_attention``, ``dense_ffn``,
-        ``shared_experts`` and ``routed_experts`` (share 1.0 for a component the model lacks).
+        ``(component, share)`` pairs for each of ``attention``, ``linear_attention``,
+        ``dense_ffn``, ``shared_experts`` and ``routed_experts`` the model has (a component it
+        lacks has no parameters to share out and is left out).
 
     Raises:
         ConfigError: ``ignore`` is not a list of text entries, a ``re:`` entry does not compile,
@@ -86,7 +87,8 @@ def quantized_shares(
                 total += params
                 if not any(matches(pre + name) for pre in prefixes for name in spellings):
                     kept += params
-        shares.append((component, kept / total if total > 0 else 1.0))
+        if total > 0:
+            shares.append((component, kept / total))
     return tuple(shares)
 
 
@@ -104,7 +106,7 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _matcher(ignore: list[str], source: str):  # type: ignore[no-untyped-def]
+def _matcher(ignore: list[str], source: str) -> Callable[[str], bool]:
     """A predicate ``name → ignored`` over the entries: exact names, ``fnmatch`` wildcards (as
     ModelOpt-style lists write them), and ``re:`` patterns matched from the name's start."""
     exact = {p for p in ignore if not p.startswith("re:") and not any(c in p for c in "*?[")}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from tokenplan.arch.hf_config import parse_hf_config
-from tokenplan.arch.params import quantized_components
+from tokenplan.arch.params import WEIGHT_COMPONENTS
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.catalog.gpus_plain import plain_gpus
 from tokenplan.engines import Engine, from_catalog
@@ -25,7 +25,6 @@ from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.loaders import parse_json, read_text
 from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
-from tokenplan.units import Dtype
 
 if TYPE_CHECKING:
     from tokenplan.catalog.gpus import GpuEntry
@@ -198,7 +197,7 @@ def load_model(name_or_path: str) -> ModelSpec:
     release = checkpoint if checkpoint is not None and (release or spec.native_weight_dtype) == "bf16" else release
     if release and "release_quantized" in entry and release == entry.get("release_dtype"):
         scope = set(entry["release_quantized"])
-        shares = tuple((c, 1.0 if c in scope else 0.0) for c in quantized_components(spec, Dtype(release)))
+        shares = tuple((c, 1.0 if c in scope else 0.0) for c in WEIGHT_COMPONENTS)
         spec = dataclasses.replace(spec, native_quantized=shares)
     if "release_mtp_layers" in entry and checkpoint is None:  # the release's own weights, not a derivative's
         spec = dataclasses.replace(spec, mtp_layers=int(entry["release_mtp_layers"]))
