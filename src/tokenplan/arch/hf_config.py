@@ -33,7 +33,7 @@ from tokenplan.arch.hf_fields import (
     sparse_attention,
     state_dtype,
 )
-from tokenplan.arch.quant import native_format
+from tokenplan.arch.quant import native_format, quantization_block
 from tokenplan.arch.quant_scope import with_quantized_shares
 from tokenplan.arch.spec import Attention, AttentionKind, LinearAttention, ModelSpec, Moe
 from tokenplan.arch.vision import checked_vision_config, vision_params
@@ -347,7 +347,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         else 0
     )
     # the checkpoint's own weight format (a multimodal checkpoint may keep it at the top level)
-    native, quant_notes = native_format(quant := cfg.get("quantization_config") or raw.get("quantization_config"))
+    native, quant_notes = native_format(quant := quantization_block(cfg, raw))
     notes += quant_notes + dtype_notes(r, native)
     # MiniMax-M2.x configs also declare use_mtp / num_mtp_modules, but their releases hold no MTP
     # tensors (MiniMax-AI/MiniMax-M2.5#8; M2.7#16: 0 of ~1,369 keys match mtp.*): not read as layers

@@ -25,8 +25,9 @@ Formats read (each method's config keys as Hugging Face transformers and vLLM re
 Any other method (or an unread variant: 8-bit GPTQ, 8-bit weight-only) keeps BF16 sizing with a
 note naming it, so the figure is never silently the unquantized model's.
 
-Which layers are quantized: a compressed-tensors config's ``ignore`` list, read by
-:mod:`tokenplan.arch.quant_scope`.
+Which layers are quantized: the method's list of modules it leaves unquantized
+(compressed-tensors' ``ignore``, ModelOpt's ``ignore`` / ``exclude_modules``, FP8's
+``ignored_layers`` / ``modules_to_not_convert``, …), read by :mod:`tokenplan.arch.quant_scope`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,31 @@ _COMPRESSED_FORMATS = {
 }
 
 
+def quantization_block(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> object:
+    """A config's quantization block: ``quantization_config`` of the text config, else of the top
+    level (a multimodal checkpoint may keep it there), else compressed-tensors' older
+    ``compression_config`` key (vLLM ``_normalize_quantization_config`` reads it where
+    ``quantization_config`` is absent); None where there is none. A ModelOpt checkpoint that
+    keeps its block in ``hf_quant_config.json`` beside config.json has it put here by the
+    loader (``tokenplan.catalog.load_model``)."""
+    for where in (cfg, raw):
+        for key in ("quantization_config", "compression_config"):
+            if where.get(key):
+                return where[key]
+    return None
+
+
+def quant_method(quant: Mapping[str, Any]) -> str:
+    """The block's ``quant_method``, lower-case with ``-`` for ``_``; a ModelOpt
+    ``hf_quant_config.json`` block names none, and reads as ``modelopt`` by its ``producer``
+    (vLLM ``_normalize_quantization_config``: ``producer.name`` ``modelopt``)."""
+    method = str(quant.get("quant_method") or "").lower().replace("_", "-")
+    producer = quant.get("producer")
+    if not method and isinstance(producer, Mapping) and str(producer.get("name") or "").lower() == "modelopt":
+        return "modelopt"
+    return method
+
+
 def native_format(quant: object) -> tuple[str, list[str]]:
     """(the checkpoint's weight format, notes) from a ``quantization_config`` value.
 
@@ -60,7 +86,7 @@ def native_format(quant: object) -> tuple[str, list[str]]:
         return "bf16", []
     if not isinstance(quant, Mapping):
         return _unread(f"{quant!r} (not an object)")
-    method = str(quant.get("quant_method") or "").lower().replace("_", "-")
+    method = quant_method(quant)
     if method == "mxfp4":
         return "mxfp4", []
     if method.replace("-", "_") in _FP8_METHODS:

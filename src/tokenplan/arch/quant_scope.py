@@ -1,5 +1,25 @@
-"""Which share of each weight component a compressed-tensors checkpoint stores quantized, read
-from its ``quantization_config.ignore`` list, layer by layer and projection by projection.
+"""Which share of each weight component a quantized checkpoint stores quantized, read from the
+list of modules its ``quantization_config`` leaves unquantized, layer by layer and projection
+by projection.
+
+Each method keeps that list under its own key and matches its entries its own way
+(:func:`exclusion_list`):
+
+- compressed-tensors: ``ignore``, read as below;
+- NVIDIA ModelOpt (``modelopt``, ``modelopt_fp4``): ``ignore`` in a config.json block, or
+  ``exclude_modules`` (at the top, or under ``quantization`` as ``hf_quant_config.json`` writes
+  it) — vLLM ``ModelOptQuantConfigBase.from_config``; entries are module names and ``fnmatch``
+  wildcards (``model.layers.*.self_attn*``; vLLM ``is_layer_excluded``: "modelopt exclude
+  modules are not simple strings, they are wildcards");
+- FP8 (``fp8``, ``fbgemm_fp8``), MXFP4 (gpt-oss), AWQ/GPTQ: ``ignored_layers``, else
+  ``modules_to_not_convert`` (vLLM ``Fp8Config.from_config``); bitsandbytes:
+  ``llm_int8_skip_modules``. An entry names a module: it leaves out the modules whose dotted
+  name holds it whole between dots (SGLang's dot-boundary match, sgl-project/sglang#23467:
+  ``mlp.gate``, a MoE router, is not ``mlp.gate_proj``), and a wildcard entry the modules it
+  or one of their parents matches (gpt-oss's ``model.layers.*.self_attn``).
+
+The rest of this docstring is compressed-tensors' ``ignore`` list; the layer and projection
+walk below serves every method.
 
 compressed-tensors leaves a module unquantized when an ``ignore`` entry matches its name
 (``QuantizationConfig.ignore``; compressed-tensors ``match_name``, vLLM ``should_ignore_layer``):
@@ -29,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import regex
 
+from tokenplan.arch.quant import quant_method
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 from tokenplan.errors import ConfigError
 
@@ -38,17 +59,30 @@ _PREFIXES = (
     "language_model.model.layers.{i}.",
     "backbone.layers.{i}.",  # Nemotron-H
 )
-_FIELD = "quantization_config.ignore"
-_ALLOWED = "a list of module names and re:<regular expression> patterns (compressed-tensors)"
+_COMPRESSED, _MODULES = "compressed-tensors", "modules"
+_ALLOWED = {
+    _COMPRESSED: "a list of module names and re:<regular expression> patterns (compressed-tensors)",
+    _MODULES: "a list of module names and * wildcards",
+}
+# quant_method → the keys of its list of modules kept unquantized, the first present is read
+# (vLLM Fp8Config: ignored_layers, else modules_to_not_convert; BitsAndBytesConfig:
+# llm_int8_skip_modules)
+_MODULE_LIST_KEYS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("fp8", "fbgemm-fp8", "mxfp4"), ("ignored_layers", "modules_to_not_convert")),
+    **dict.fromkeys(("awq", "gptq", "awq-marlin", "gptq-marlin", "marlin"), ("modules_to_not_convert",)),
+    "bitsandbytes": ("llm_int8_skip_modules",),
+    "modelopt": ("ignore", "exclude_modules"),
+    "modelopt-fp4": ("ignore", "exclude_modules"),
+}
 _MATCH_TIMEOUT_S = 1.0  # one pattern against one module name; a catastrophic backtrack is refused
 
 
 def quantized_shares(
     quant: object, spec: ModelSpec, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
 ) -> tuple[tuple[str, float], ...] | None:
-    """The share (0–1, by parameters) of each weight component a compressed-tensors checkpoint
-    stores quantized, or None where its config has no ``ignore`` list (the format's own rule,
-    :func:`tokenplan.arch.params.quantized_fraction`).
+    """The share (0–1, by parameters) of each weight component a quantized checkpoint stores
+    quantized, or None where its config lists no module it leaves unquantized
+    (:func:`exclusion_list`; then the format's own rule, :func:`tokenplan.arch.params.quantized_fraction`).
 
     Args:
         quant: the config's ``quantization_config``.
@@ -64,19 +98,17 @@ def quantized_shares(
         lacks has no parameters to share out and is left out).
 
     Raises:
-        ConfigError: ``ignore`` is not a list of text entries, a ``re:`` entry does not compile,
-            or one takes over a second to match a module name.
+        ConfigError: the list (``ignore``, ``exclude_modules``, ``modules_to_not_convert``, …)
+            is not a list of text entries, a ``re:`` entry does not compile, or one takes over
+            a second to match a module name.
     """
-    if not isinstance(quant, Mapping):
+    found = exclusion_list(quant)
+    if found is None:
         return None
-    if str(quant.get("quant_method") or "").lower().replace("_", "-") != "compressed-tensors":
-        return None
-    ignore = quant.get("ignore")
-    if ignore is None or ignore == []:
-        return None
-    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
-        raise ConfigError(source, _FIELD, f"{_short(ignore)} is not {_ALLOWED}")
-    matches = _matcher(ignore, source)
+    field, entries, style = found
+    if not isinstance(entries, list) or not all(isinstance(p, str) for p in entries):
+        raise ConfigError(source, field, f"{_short(entries)} is not {_ALLOWED[style]}")
+    matches = _matcher(entries, source, field) if style == _COMPRESSED else _module_matcher(entries)
     layers = _layers_by_kind(spec, cfg, set(dense_layers))
     shares = []
     for component, projections in _projections(spec).items():
@@ -92,11 +124,37 @@ def quantized_shares(
     return tuple(shares)
 
 
+def exclusion_list(quant: object) -> tuple[str, object, str] | None:
+    """Where a ``quantization_config`` lists the modules it leaves unquantized (see the module
+    docstring): ``(the field's dotted name for messages, its value, how entries match:
+    "compressed-tensors" or "modules")``, or None where it lists none (absent, null or empty)."""
+    if not isinstance(quant, Mapping):
+        return None
+    method = quant_method(quant)
+    where: Mapping[str, object] = quant
+    prefix = "quantization_config"
+    keys: tuple[str, ...]
+    if method == "compressed-tensors":
+        keys, style = ("ignore",), _COMPRESSED
+    elif method in _MODULE_LIST_KEYS:
+        keys, style = _MODULE_LIST_KEYS[method], _MODULES
+        inner = quant.get("quantization")
+        if method.startswith("modelopt") and isinstance(inner, Mapping):  # hf_quant_config.json's nesting
+            where, prefix = inner, "quantization_config.quantization"
+    else:
+        return None
+    for key in keys:
+        value = where.get(key)
+        if value is not None and value != []:
+            return f"{prefix}.{key}", value, style
+    return None
+
+
 def with_quantized_shares(
     spec: ModelSpec, quant: object, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
 ) -> ModelSpec:
     """``spec`` with ``native_quantized`` set from :func:`quantized_shares` (unchanged where the
-    config has no ``ignore`` list). Raises ConfigError as :func:`quantized_shares` does."""
+    config lists no module left unquantized). Raises ConfigError as :func:`quantized_shares` does."""
     shares = quantized_shares(quant, spec, cfg, dense_layers, source)
     return spec if shares is None else dataclasses.replace(spec, native_quantized=shares)
 
@@ -106,7 +164,24 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _matcher(ignore: list[str], source: str) -> Callable[[str], bool]:
+def _module_matcher(entries: list[str]) -> Callable[[str], bool]:
+    """A predicate ``name → left unquantized`` for a list of module names (FP8, MXFP4, AWQ/GPTQ,
+    bitsandbytes, ModelOpt): an entry leaves out a module whose dotted name holds it whole
+    between dots, or one the entry's wildcards match, itself or through a parent module."""
+    plain = [f".{e}." for e in entries if not any(c in e for c in "*?[")]
+    globs = [e for e in entries if any(c in e for c in "*?[")]
+
+    def matches(name: str) -> bool:
+        if any(p in f".{name}." for p in plain):
+            return True
+        parts = name.split(".")
+        parents = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+        return any(fnmatch.fnmatchcase(p, g) for g in globs for p in parents)
+
+    return matches
+
+
+def _matcher(ignore: list[str], source: str, field: str) -> Callable[[str], bool]:
     """A predicate ``name → ignored`` over the entries: exact names, ``fnmatch`` wildcards (as
     ModelOpt-style lists write them), and ``re:`` patterns matched from the name's start."""
     exact = {p for p in ignore if not p.startswith("re:") and not any(c in p for c in "*?[")}
@@ -117,7 +192,7 @@ def _matcher(ignore: list[str], source: str) -> Callable[[str], bool]:
             try:
                 patterns.append((p, regex.compile(p[3:])))
             except regex.error as exc:
-                raise ConfigError(source, _FIELD, f"entry {_short(p)} is not a regular expression ({exc})") from None
+                raise ConfigError(source, field, f"entry {_short(p)} is not a regular expression ({exc})") from None
 
     def matches(name: str) -> bool:
         if name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs):
@@ -128,7 +203,7 @@ def _matcher(ignore: list[str], source: str) -> Callable[[str], bool]:
                     return True
             except TimeoutError:
                 raise ConfigError(
-                    source, _FIELD, f"entry {_short(text)} takes over {_MATCH_TIMEOUT_S:g} s to match {name!r}"
+                    source, field, f"entry {_short(text)} takes over {_MATCH_TIMEOUT_S:g} s to match {name!r}"
                 ) from None
         return False
 

@@ -20,6 +20,7 @@ from tokenplan.arch.hf_config import parse_hf_config
 from tokenplan.arch.params import WEIGHT_COMPONENTS
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.catalog.gpus_plain import plain_gpus
+from tokenplan.catalog.modelopt_file import with_modelopt_file
 from tokenplan.engines import Engine, from_catalog
 from tokenplan.errors import CatalogError, ConfigError, InputError
 from tokenplan.hardware import GemmCurve, Gpu
@@ -191,6 +192,8 @@ def load_model(name_or_path: str) -> ModelSpec:
             raise CatalogError("model", name_or_path, model_names(), close_names(key, model_names()))
         text, source, name = res.read_text(encoding="utf-8"), f"catalog/models/{key}.json", key
     raw = parse_json(text, source)  # ConfigError: not JSON, a key twice, nested too deep
+    if path.is_file():
+        raw = with_modelopt_file(raw, path)
     spec = parse_hf_config(raw, name, source)
     entry = _launch_raw().get(name, {}) if source.startswith("catalog/") else {}
     release = entry.get("release_dtype")
