@@ -347,7 +347,7 @@ def parse_hf_config(raw: Mapping[str, Any], name: str, source: str) -> ModelSpec
         else 0
     )
     # the checkpoint's own weight format (a multimodal checkpoint may keep it at the top level)
-    native, quant_notes = native_format(quant := quantization_block(cfg, raw))
+    native, quant_notes = native_format((quant := quantization_block(cfg, raw)).value)
     notes += quant_notes + dtype_notes(r, native)
     # MiniMax-M2.x configs also declare use_mtp / num_mtp_modules, but their releases hold no MTP
     # tensors (MiniMax-AI/MiniMax-M2.5#8; M2.7#16: 0 of ~1,369 keys match mtp.*): not read as layers

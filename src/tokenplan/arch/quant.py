@@ -33,7 +33,7 @@ Which layers are quantized: the method's list of modules it leaves unquantized
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 _FP8_METHODS = ("fp8", "fbgemm_fp8")
 _INT4_METHODS = ("awq", "gptq", "awq_marlin", "gptq_marlin", "marlin")
@@ -47,18 +47,37 @@ _COMPRESSED_FORMATS = {
 }
 
 
-def quantization_block(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> object:
+class QuantBlock(NamedTuple):
+    """A config's quantization block and where it sits.
+
+    Attributes:
+        key: its dotted path in the config (``quantization_config``,
+            ``text_config.quantization_config``, ``compression_config``), for messages.
+        value: the block (None where there is none).
+    """
+
+    key: str
+    value: object
+
+
+def quantization_block(cfg: Mapping[str, Any], raw: Mapping[str, Any]) -> QuantBlock:
     """A config's quantization block: ``quantization_config`` of the text config, else of the top
     level (a multimodal checkpoint may keep it there), else compressed-tensors' older
     ``compression_config`` key (vLLM ``_normalize_quantization_config`` reads it where
-    ``quantization_config`` is absent); None where there is none. A ModelOpt checkpoint that
-    keeps its block in ``hf_quant_config.json`` beside config.json has it put here by the
-    loader (``tokenplan.catalog.load_model``)."""
-    for where in (cfg, raw):
-        for key in ("quantization_config", "compression_config"):
+    ``quantization_config`` is absent); ``value`` None where there is none. A ModelOpt checkpoint
+    that keeps its block in ``hf_quant_config.json`` beside config.json has it put here by the
+    loader (``tokenplan.catalog.load_model``).
+
+    Args:
+        cfg: the text config (``text_config`` merged over the top level).
+        raw: the whole config.
+    """
+    text = raw.get("text_config")
+    for key in ("quantization_config", "compression_config"):
+        for where, prefix in ((cfg, "text_config." if isinstance(text, Mapping) and key in text else ""), (raw, "")):
             if where.get(key):
-                return where[key]
-    return None
+                return QuantBlock(prefix + key, where[key])
+    return QuantBlock("quantization_config", None)
 
 
 def quant_method(quant: Mapping[str, Any]) -> str:

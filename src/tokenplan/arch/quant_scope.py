@@ -2,24 +2,9 @@
 list of modules its ``quantization_config`` leaves unquantized, layer by layer and projection
 by projection.
 
-Each method keeps that list under its own key and matches its entries its own way
-(:func:`exclusion_list`):
-
-- compressed-tensors: ``ignore``, read as below;
-- NVIDIA ModelOpt (``modelopt``, ``modelopt_fp4``): ``ignore`` in a config.json block, or
-  ``exclude_modules`` (at the top, or under ``quantization`` as ``hf_quant_config.json`` writes
-  it) — vLLM ``ModelOptQuantConfigBase.from_config``; entries are module names and ``fnmatch``
-  wildcards (``model.layers.*.self_attn*``; vLLM ``is_layer_excluded``: "modelopt exclude
-  modules are not simple strings, they are wildcards");
-- FP8 (``fp8``, ``fbgemm_fp8``), MXFP4 (gpt-oss), AWQ/GPTQ: ``ignored_layers``, else
-  ``modules_to_not_convert`` (vLLM ``Fp8Config.from_config``); bitsandbytes:
-  ``llm_int8_skip_modules``. An entry names a module: it leaves out the modules whose dotted
-  name holds it whole between dots (SGLang's dot-boundary match, sgl-project/sglang#23467:
-  ``mlp.gate``, a MoE router, is not ``mlp.gate_proj``), and a wildcard entry the modules it
-  or one of their parents matches (gpt-oss's ``model.layers.*.self_attn``).
-
-The rest of this docstring is compressed-tensors' ``ignore`` list; the layer and projection
-walk below serves every method.
+Which modules each method's lists leave out (and, for compressed-tensors, which its
+``config_groups`` target) is :mod:`tokenplan.arch.quant_match`'s; this module walks the layers
+and projections and adds up their parameters.
 
 compressed-tensors leaves a module unquantized when an ``ignore`` entry matches its name
 (``QuantizationConfig.ignore``; compressed-tensors ``match_name``, vLLM ``should_ignore_layer``):
@@ -44,14 +29,11 @@ its projections, over every layer that has them, whose name no entry matches:
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-import regex
-
-from tokenplan.arch.quant import quant_method
+from tokenplan.arch.quant import QuantBlock
+from tokenplan.arch.quant_match import module_rule
 from tokenplan.arch.spec import AttentionKind, ModelSpec
-from tokenplan.errors import ConfigError
 
 _PREFIXES = (
     "model.layers.{i}.",
@@ -59,30 +41,20 @@ _PREFIXES = (
     "language_model.model.layers.{i}.",
     "backbone.layers.{i}.",  # Nemotron-H
 )
-_COMPRESSED, _MODULES = "compressed-tensors", "modules"
-_ALLOWED = {
-    _COMPRESSED: "a list of module names and re:<regular expression> patterns (compressed-tensors)",
-    _MODULES: "a list of module names and * wildcards",
-}
-# quant_method → the keys of its list of modules kept unquantized, the first present is read
-# (vLLM Fp8Config: ignored_layers, else modules_to_not_convert; BitsAndBytesConfig:
-# llm_int8_skip_modules)
-_MODULE_LIST_KEYS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("fp8", "fbgemm-fp8", "mxfp4"), ("ignored_layers", "modules_to_not_convert")),
-    **dict.fromkeys(("awq", "gptq", "awq-marlin", "gptq-marlin", "marlin"), ("modules_to_not_convert",)),
-    "bitsandbytes": ("llm_int8_skip_modules",),
-    "modelopt": ("ignore", "exclude_modules"),
-    "modelopt-fp4": ("ignore", "exclude_modules"),
-}
-_MATCH_TIMEOUT_S = 1.0  # one pattern against one module name; a catastrophic backtrack is refused
 
 
 def quantized_shares(
-    quant: object, spec: ModelSpec, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
+    quant: object,
+    spec: ModelSpec,
+    cfg: Mapping[str, object],
+    dense_layers: Iterable[int],
+    source: str,
+    key: str = "quantization_config",
 ) -> tuple[tuple[str, float], ...] | None:
     """The share (0–1, by parameters) of each weight component a quantized checkpoint stores
     quantized, or None where its config lists no module it leaves unquantized
-    (:func:`exclusion_list`; then the format's own rule, :func:`tokenplan.arch.params.quantized_fraction`).
+    (:func:`tokenplan.arch.quant_match.module_rule`; then the format's own rule,
+    :func:`tokenplan.arch.params.quantized_fraction`).
 
     Args:
         quant: the config's ``quantization_config``.
@@ -91,6 +63,7 @@ def quantized_shares(
             ``hybrid_override_pattern``.
         dense_layers: indices of the layers with a dense FFN.
         source: the config's path, for errors.
+        key: the block's dotted path in the config, for errors.
 
     Returns:
         ``(component, share)`` pairs for each of ``attention``, ``linear_attention``,
@@ -102,13 +75,9 @@ def quantized_shares(
             is not a list of text entries, a ``re:`` entry does not compile, or one takes over
             a second to match a module name.
     """
-    found = exclusion_list(quant)
-    if found is None:
+    rule = module_rule(quant, key, source)
+    if rule is None:
         return None
-    field, entries, style = found
-    if not isinstance(entries, list) or not all(isinstance(p, str) for p in entries):
-        raise ConfigError(source, field, f"{_short(entries)} is not {_ALLOWED[style]}")
-    matches = _matcher(entries, source, field) if style == _COMPRESSED else _module_matcher(entries)
     layers = _layers_by_kind(spec, cfg, set(dense_layers))
     shares = []
     for component, projections in _projections(spec).items():
@@ -117,97 +86,21 @@ def quantized_shares(
             prefixes = [p.format(i=i) for p in _PREFIXES]
             for spellings, params in projections:
                 total += params
-                if not any(matches(pre + name) for pre in prefixes for name in spellings):
+                if rule.quantized([pre + name for pre in prefixes for name in spellings]):
                     kept += params
         if total > 0:
-            shares.append((component, kept / total))
+            shares.append((component, kept / total if rule.only is None or component in rule.only else 0.0))
     return tuple(shares)
 
 
-def exclusion_list(quant: object) -> tuple[str, object, str] | None:
-    """Where a ``quantization_config`` lists the modules it leaves unquantized (see the module
-    docstring): ``(the field's dotted name for messages, its value, how entries match:
-    "compressed-tensors" or "modules")``, or None where it lists none (absent, null or empty)."""
-    if not isinstance(quant, Mapping):
-        return None
-    method = quant_method(quant)
-    where: Mapping[str, object] = quant
-    prefix = "quantization_config"
-    keys: tuple[str, ...]
-    if method == "compressed-tensors":
-        keys, style = ("ignore",), _COMPRESSED
-    elif method in _MODULE_LIST_KEYS:
-        keys, style = _MODULE_LIST_KEYS[method], _MODULES
-        inner = quant.get("quantization")
-        if method.startswith("modelopt") and isinstance(inner, Mapping):  # hf_quant_config.json's nesting
-            where, prefix = inner, "quantization_config.quantization"
-    else:
-        return None
-    for key in keys:
-        value = where.get(key)
-        if value is not None and value != []:
-            return f"{prefix}.{key}", value, style
-    return None
-
-
 def with_quantized_shares(
-    spec: ModelSpec, quant: object, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
+    spec: ModelSpec, quant: QuantBlock, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
 ) -> ModelSpec:
-    """``spec`` with ``native_quantized`` set from :func:`quantized_shares` (unchanged where the
-    config lists no module left unquantized). Raises ConfigError as :func:`quantized_shares` does."""
-    shares = quantized_shares(quant, spec, cfg, dense_layers, source)
+    """``spec`` with ``native_quantized`` set from :func:`quantized_shares` for the config's
+    quantization block (unchanged where it lists no module left unquantized). Raises ConfigError
+    as :func:`quantized_shares` does."""
+    shares = quantized_shares(quant.value, spec, cfg, dense_layers, source, quant.key)
     return spec if shares is None else dataclasses.replace(spec, native_quantized=shares)
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _module_matcher(entries: list[str]) -> Callable[[str], bool]:
-    """A predicate ``name → left unquantized`` for a list of module names (FP8, MXFP4, AWQ/GPTQ,
-    bitsandbytes, ModelOpt): an entry leaves out a module whose dotted name holds it whole
-    between dots, or one the entry's wildcards match, itself or through a parent module."""
-    plain = [f".{e}." for e in entries if not any(c in e for c in "*?[")]
-    globs = [e for e in entries if any(c in e for c in "*?[")]
-
-    def matches(name: str) -> bool:
-        if any(p in f".{name}." for p in plain):
-            return True
-        parts = name.split(".")
-        parents = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
-        return any(fnmatch.fnmatchcase(p, g) for g in globs for p in parents)
-
-    return matches
-
-
-def _matcher(ignore: list[str], source: str, field: str) -> Callable[[str], bool]:
-    """A predicate ``name → ignored`` over the entries: exact names, ``fnmatch`` wildcards (as
-    ModelOpt-style lists write them), and ``re:`` patterns matched from the name's start."""
-    exact = {p for p in ignore if not p.startswith("re:") and not any(c in p for c in "*?[")}
-    globs = [p for p in ignore if not p.startswith("re:") and p not in exact]
-    patterns = []
-    for p in ignore:
-        if p.startswith("re:"):
-            try:
-                patterns.append((p, regex.compile(p[3:])))
-            except regex.error as exc:
-                raise ConfigError(source, field, f"entry {_short(p)} is not a regular expression ({exc})") from None
-
-    def matches(name: str) -> bool:
-        if name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs):
-            return True
-        for text, compiled in patterns:
-            try:
-                if compiled.match(name, timeout=_MATCH_TIMEOUT_S) is not None:
-                    return True
-            except TimeoutError:
-                raise ConfigError(
-                    source, field, f"entry {_short(text)} takes over {_MATCH_TIMEOUT_S:g} s to match {name!r}"
-                ) from None
-        return False
-
-    return matches
 
 
 def _layers_by_kind(spec: ModelSpec, cfg: Mapping[str, object], dense: set[int]) -> dict[str, list[int]]:
@@ -278,10 +171,18 @@ def _projections(spec: ModelSpec) -> dict[str, list[Projection]]:
         ]
     lin = spec.linear
     if lin is not None:
-        out["linear_attention"] = [
-            (("linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv", "mixer.in_proj"), h * lin.in_proj_out),
-            (("linear_attn.out_proj", "mixer.out_proj"), lin.num_v_heads * lin.v_head_dim * h),
-        ]
+        v = lin.num_v_heads * lin.v_head_dim
+        if lin.kind == "gated_deltanet":  # Qwen3-Next fuses qkvz and ba; Qwen3.5 splits qkv, z, b, a
+            qk = 2 * lin.num_k_heads * lin.k_head_dim
+            inputs: list[Projection] = [
+                (("linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv"), h * (qk + v)),
+                (("linear_attn.in_proj_qkvz", "linear_attn.in_proj_z"), h * v),
+                (("linear_attn.in_proj_ba", "linear_attn.in_proj_b"), h * lin.num_v_heads),
+                (("linear_attn.in_proj_ba", "linear_attn.in_proj_a"), h * lin.num_v_heads),
+            ]
+        else:  # Mamba-2: one in_proj
+            inputs = [(("mixer.in_proj",), h * lin.in_proj_out)]
+        out["linear_attention"] = inputs + [(("linear_attn.out_proj", "mixer.out_proj"), v * h)]
     gated = spec.ffn_matrices == 3
 
     def ffn(prefixes: tuple[str, ...], width: int) -> list[Projection]:
@@ -293,7 +194,9 @@ def _projections(spec: ModelSpec) -> dict[str, list[Projection]]:
     out["dense_ffn"] = ffn(("mlp.", "mixer."), spec.dense_intermediate)
     m = spec.moe
     if m is not None:
-        out["shared_experts"] = ffn(("mlp.shared_experts.", "mlp.shared_expert."), m.shared_intermediate)
+        out["shared_experts"] = ffn(  # Nemotron-H: mixer.shared_experts
+            ("mlp.shared_experts.", "mlp.shared_expert.", "mixer.shared_experts."), m.shared_intermediate
+        )
         out["routed_experts"] = ffn(
             ("mlp.experts.0.", "block_sparse_moe.experts.0.", "mixer.experts.0."), m.expert_intermediate
         )

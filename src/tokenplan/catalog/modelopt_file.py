@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenplan.arch.quant_match import module_rule
 from tokenplan.errors import ConfigError
 from tokenplan.loaders import parse_json, read_text
 
@@ -17,7 +18,8 @@ def with_modelopt_file(raw: object, path: Path) -> object:
     hf_quant_config.json in the same directory as the model config file").
 
     Raises:
-        ConfigError: the file is not JSON or not an object.
+        ConfigError: the file is not JSON or not an object, or one of its lists of modules is
+            malformed (:func:`tokenplan.arch.quant_match.module_rule`).
     """
     sibling = path.parent / "hf_quant_config.json"
     if not isinstance(raw, dict) or not sibling.is_file():
@@ -29,13 +31,7 @@ def with_modelopt_file(raw: object, path: Path) -> object:
     block = parse_json(read_text(sibling), str(sibling))
     if not isinstance(block, dict):
         raise ConfigError(str(sibling), "(top level)", f"a JSON object, not {type(block).__name__}")
-    inner = block.get("quantization")
-    listed = inner.get("exclude_modules") if isinstance(inner, dict) else None
-    if listed is not None and (not isinstance(listed, list) or not all(isinstance(e, str) for e in listed)):
-        # said here, naming this file (config.json's reader would name config.json)
-        raise ConfigError(
-            str(sibling),
-            "quantization.exclude_modules",
-            f"{listed!r:.60} is not a list of module names and * wildcards",
-        )
+    # its lists checked here, so a malformed one names this file and its own keys (config.json's
+    # reader would name config.json's quantization_config)
+    module_rule(block, "", str(sibling))
     return {**raw, "quantization_config": block}

@@ -62,8 +62,14 @@ def test_qwen35s_full_attention_layers_are_found_by_their_own_indices(tmp_path):
         if (i + 1) % 4
         for p in ("in_proj_qkv", "out_proj")
     ]
+    # Qwen3.5 splits the Gated DeltaNet input projection into in_proj_qkv, in_proj_z, in_proj_b and
+    # in_proj_a: per layer (hidden h = 5,120; 16 key heads and 48 value heads of 128) qkv is
+    # h·(2·16·128 + 48·128) = h·10,240, z h·6,144, b and a h·48 each, out_proj 6,144·h; leaving out
+    # qkv and out_proj keeps z, b and a quantized: (6,144 + 96) / (10,240 + 6,144 + 96 + 6,144)
     shares = _shares(_config(tmp_path, "qwen3.5-27b", linear))
-    assert shares["linear_attention"] == 0.0 and shares["attention"] == 1.0
+    assert shares["linear_attention"] == pytest.approx(6240 / 22624, rel=1e-12) and shares["attention"] == 1.0
+    every = [f"{n.rsplit('.', 1)[0]}.{p}" for n in linear for p in ("in_proj_z", "in_proj_b", "in_proj_a")]
+    assert _shares(_config(tmp_path, "qwen3.5-27b", linear + every))["linear_attention"] == 0.0
 
 
 def test_kimi_k25s_release_list_quantizes_the_routed_experts_only(tmp_path):
@@ -87,7 +93,7 @@ def test_kimi_k25s_release_list_quantizes_the_routed_experts_only(tmp_path):
     ("ignore", "says"),
     [
         ("re:.*self_attn.*", "is not a list of module names"),
-        (["lm_head", None], "is not a list of module names"),
+        (["lm_head", None], "entry 1 (None) is not text"),  # the entry named, not the list
         (["re:(unclosed"], "is not a regular expression"),
         # backtracks past any bound on a 40-character module name (the regex module's own timeout)
         (["re:(?:(.)(?:.)*?)*\\1\\1\\1\\1"], "takes over 1 s to match"),

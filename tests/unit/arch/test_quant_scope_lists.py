@@ -86,6 +86,7 @@ def test_gpt_oss_own_list_says_what_the_mxfp4_rule_says():
     [
         ({"quant_method": "fp8", "modules_to_not_convert": "lm_head"}, "quantization_config.modules_to_not_convert"),
         ({"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": [1]}, "quantization_config.ignore"),
+        ({"quant_method": "fp8", "ignored_layers": {"a": 1}}, "quantization_config.ignored_layers"),
         (
             {"quant_method": "modelopt", "quantization": {"quant_algo": "FP8", "exclude_modules": {"a": 1}}},
             "quantization_config.quantization.exclude_modules",
@@ -95,7 +96,7 @@ def test_gpt_oss_own_list_says_what_the_mxfp4_rule_says():
 def test_a_malformed_list_is_refused_naming_its_key(tmp_path, quant, key):
     with pytest.raises(ConfigError) as caught:
         load_model(_config(tmp_path, "qwen3-8b", quant))
-    assert caught.value.key == key and "is not a list of module names" in caught.value.problem
+    assert caught.value.key == key and "a list of module names" in caught.value.problem
 
 
 def _folder(tmp_path: Path, model: str, files: dict[str, object]) -> str:
@@ -150,3 +151,56 @@ def test_compressed_tensors_older_compression_config_key_is_read(tmp_path):
     spec = load_model(_folder(tmp_path, "qwen3-8b", {"config.json": raw}))
     assert spec.native_weight_dtype == "w4a16"
     assert quantized_fraction(spec, Dtype.W4A16, "attention") == 0.0
+
+
+def test_mxfp4_quantizes_the_experts_only_whatever_its_list_leaves(tmp_path):
+    # vLLM's Mxfp4Config gives every linear layer UnquantizedLinearMethod: a list naming only
+    # lm_head still leaves gpt-oss's attention in BF16 (a break-it pass: it was sized at MXFP4)
+    quant = {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}
+    spec = load_model(_config(tmp_path, "gpt-oss-20b", quant))
+    assert dict(spec.native_quantized or ()) == {"attention": 0.0, "routed_experts": 1.0}
+
+
+def test_nemotron_h_shared_experts_are_found_under_mixer(tmp_path):
+    # Nemotron-H names them backbone.layers.N.mixer.shared_experts.{up,down}_proj
+    quant = {
+        "quant_method": "modelopt",
+        "quant_algo": "FP8",
+        "ignore": ["lm_head", "*mixer.shared_experts*"],
+    }
+    spec = load_model(_config(tmp_path, "nemotron-3-nano-30b-a3b", quant))
+    shares = dict(spec.native_quantized or ())
+    assert shares["shared_experts"] == 0.0 and shares["routed_experts"] == 1.0
+
+
+def test_gptq_dynamic_negative_rules_leave_modules_out(tmp_path):
+    # vLLM get_dynamic_override: a "-:" key is a regular expression matched from the name's start,
+    # its modules excluded; a "+:" key only overrides bits, the module stays quantized
+    quant = {"quant_method": "gptq", "bits": 4, "dynamic": {"-:.*self_attn.*": {}, "+:.*mlp.*": {"bits": 8}}}
+    shares = _shares(_config(tmp_path, "qwen3-8b", quant), Dtype.W4A16)
+    assert shares["attention"] == 0.0 and shares["dense_ffn"] == 1.0
+
+
+def test_compressed_tensors_targets_say_what_is_quantized(tmp_path):
+    # one group targeting the routed experts only: attention is not a target, so it stays BF16
+    quant = {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "config_groups": {"g": {"targets": ["re:.*mlp\\.experts\\..*"], "weights": {"num_bits": 8, "type": "float"}}},
+    }
+    shares = _shares(_config(tmp_path, "qwen3-30b-a3b", quant), Dtype.FP8)
+    assert shares["attention"] == 0.0 and shares["routed_experts"] == 1.0
+
+
+def test_a_malformed_list_under_text_config_names_that_path(tmp_path):
+    raw = json.loads((MODELS / "qwen3.5-27b.json").read_text())
+    raw["text_config"]["quantization_config"] = {"quant_method": "fp8", "modules_to_not_convert": "visual"}
+    with pytest.raises(ConfigError) as caught:
+        load_model(_folder(tmp_path, "qwen3.5-27b", {"config.json": raw}))
+    assert caught.value.key == "text_config.quantization_config.modules_to_not_convert"
+    # a sidecar's top-level list names the sidecar and its own key
+    plain = json.loads((MODELS / "qwen3-8b.json").read_text())
+    side = {"producer": {"name": "modelopt"}, "quant_algo": "FP8", "exclude_modules": "lm_head"}
+    with pytest.raises(ConfigError) as caught:
+        load_model(_folder(tmp_path, "qwen3-8b", {"config.json": plain, "hf_quant_config.json": side}))
+    assert caught.value.path.endswith("hf_quant_config.json") and caught.value.key == "exclude_modules"
