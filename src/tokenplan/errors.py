@@ -175,7 +175,10 @@ class MissingExtraError(TokenplanError):
     def __init__(self, module: str, extra: str):
         self.module, self.extra = module, extra
         top = module.split(".")[0]
-        super().__init__(f"this needs {top}, which the core install leaves out: pip install 'tokenplan[{extra}]'")
+        super().__init__(
+            f"this needs {top}, which the core install leaves out: pip install 'tokenplan[{extra}]' "
+            f"(in a clone of the repository, as the README installs it: pip install '.[{extra}]')"
+        )
 
 
 # The optional packages, by the extra that installs them (pyproject.toml's optional-dependencies).

@@ -77,6 +77,7 @@ def test_calibrate_without_numpy_names_the_calibrate_extra(tmp_path: Path) -> No
     result = _cli(["calibrate", str(csv), "-o", str(tmp_path / "p.json")], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: this needs numpy, which the core install leaves out: pip install 'tokenplan[calibrate]'"
+        "error: this needs numpy, which the core install leaves out: pip install 'tokenplan[calibrate]' "
+        "(in a clone of the repository, as the README installs it: pip install '.[calibrate]')"
     ]
     assert not (tmp_path / "p.json").exists()

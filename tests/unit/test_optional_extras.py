@@ -50,7 +50,8 @@ def test_report_without_plotly_names_the_report_extra(tmp_path, plan):
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]'"
+        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]' "
+        "(in a clone of the repository, as the README installs it: pip install '.[report]')"
     ]
     assert not (tmp_path / "r.html").exists()
 
@@ -69,7 +70,8 @@ def test_report_without_plotly_says_so_before_any_warning_about_its_inputs(tmp_p
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]'"
+        "error: this needs plotly, which the core install leaves out: pip install 'tokenplan[report]' "
+        "(in a clone of the repository, as the README installs it: pip install '.[report]')"
     ]
 
 
@@ -81,7 +83,7 @@ def test_plan_without_the_report_extra_refuses_before_making_its_folder(tmp_path
     # newuser finding 14: plan --png DIR without matplotlib left DIR created and empty
     result = _cli(blocked, ["plan", "--gpu", "8xb200", option, str(tmp_path / path)], tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].endswith("pip install 'tokenplan[report]'")
+    assert result.stderr.strip().splitlines()[-1].endswith("pip install '.[report]')")
     assert not list(tmp_path.iterdir())
 
 
@@ -91,7 +93,8 @@ def test_calibrate_without_scipy_names_the_calibrate_extra(tmp_path):
     result = _cli(["scipy", "scipy.optimize"], ["calibrate", str(csv), "-o", str(tmp_path / "p.json")], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: this needs scipy, which the core install leaves out: pip install 'tokenplan[calibrate]'"
+        "error: this needs scipy, which the core install leaves out: pip install 'tokenplan[calibrate]' "
+        "(in a clone of the repository, as the README installs it: pip install '.[calibrate]')"
     )
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "p.json").exists()

@@ -18,6 +18,7 @@ from tokenplan.arch.spec import ModelSpec
 from tokenplan.calibration.bands import model_family
 from tokenplan.calibration.fitted_range import Profile
 from tokenplan.catalog import load_engine, load_gpu, load_model, shipped_efficiency
+from tokenplan.engines.auto_kv import auto_kv
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.errors import InfeasibleError, InputError, TokenplanError, shown
 from tokenplan.files.bench_tau import resolve_spec
@@ -134,7 +135,7 @@ def resolve(req: PredictRequest, profile: Profile | None = None) -> Scenario:
     weight = parse_dtype(
         req.weight_dtype if req.weight_dtype != "auto" else model.native_weight_dtype, "weight_dtype", WEIGHT_DTYPES
     )
-    kv = engine.auto_kv_dtype(weight) if req.kv_dtype == "auto" else parse_dtype(req.kv_dtype, "kv_dtype", KV_DTYPES)
+    kv = auto_kv(engine, model, weight) if req.kv_dtype == "auto" else parse_dtype(req.kv_dtype, "kv_dtype", KV_DTYPES)
     dp = req.num_gpus // (req.tp * req.pp)
     layout = Layout(tp=req.tp, pp=req.pp, ep=req.ep, dp=dp, attention_dp=req.attention_dp)
     cut = engine.vision_cut(model.vision_layers, model.vision_hidden)

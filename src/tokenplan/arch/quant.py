@@ -91,6 +91,26 @@ def quant_method(quant: Mapping[str, Any]) -> str:
     return method
 
 
+def native_kv_format(quant: object) -> str | None:
+    """The KV-cache format a ModelOpt block states for its checkpoint: ``fp8`` where
+    ``kv_cache_quant_algo`` (top level or under ``quantization``) is ``FP8`` or ``kv_cache_scheme``
+    is 8-bit float, else None. Both engines' ``--kv-cache-dtype auto`` take it: SGLang
+    ``configure_kv_cache_dtype`` ("auto" with the quant config's ``kv_cache_quant_algo`` FP8 →
+    ``float8_e4m3fn``), vLLM ``resolve_kv_cache_dtype_string`` (ModelOpt's
+    ``kv_cache_quant_algo`` / ``kv_cache_scheme``, ``get_kv_cache_quant_algo_string``)."""
+    if not isinstance(quant, Mapping) or not quant_method(quant).startswith("modelopt"):
+        return None
+    inner = quant.get("quantization")
+    places = [inner, quant] if isinstance(inner, Mapping) else [quant]
+    for where in places:
+        algo, scheme = where.get("kv_cache_quant_algo"), where.get("kv_cache_scheme")
+        if isinstance(algo, str) and algo.upper() == "FP8":
+            return "fp8"
+        if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8 and scheme.get("type") == "float":
+            return "fp8"
+    return None
+
+
 def native_format(quant: object) -> tuple[str, list[str]]:
     """(the checkpoint's weight format, notes) from a ``quantization_config`` value.
 

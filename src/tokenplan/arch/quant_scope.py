@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from tokenplan.arch.quant import QuantBlock
+from tokenplan.arch.quant import QuantBlock, native_kv_format
 from tokenplan.arch.quant_match import module_rule
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 
@@ -97,9 +97,11 @@ def with_quantized_shares(
     spec: ModelSpec, quant: QuantBlock, cfg: Mapping[str, object], dense_layers: Iterable[int], source: str
 ) -> ModelSpec:
     """``spec`` with ``native_quantized`` set from :func:`quantized_shares` for the config's
-    quantization block (unchanged where it lists no module left unquantized). Raises ConfigError
-    as :func:`quantized_shares` does."""
+    quantization block (unchanged where it lists no module left unquantized) and
+    ``native_kv_dtype`` from it (:func:`tokenplan.arch.quant.native_kv_format`). Raises
+    ConfigError as :func:`quantized_shares` does."""
     shares = quantized_shares(quant.value, spec, cfg, dense_layers, source, quant.key)
+    spec = dataclasses.replace(spec, native_kv_dtype=native_kv_format(quant.value))
     return spec if shares is None else dataclasses.replace(spec, native_quantized=shares)
 
 

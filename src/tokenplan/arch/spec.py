@@ -126,6 +126,9 @@ class ModelSpec:
             weight component the release stores in ``native_weight_dtype``, where its config says
             (a compressed-tensors ``ignore`` list, ``arch.quant_scope``; Kimi-K2.5: only the
             routed experts), else None (the format's rule, ``arch.params.quantized_fraction``).
+        native_kv_dtype: the KV-cache format the checkpoint's quantization block states for
+            itself (ModelOpt ``kv_cache_quant_algo`` ``FP8``: ``fp8``), which the engines'
+            ``--kv-cache-dtype auto`` takes, or None (``arch.quant.native_kv_format``).
         max_context_tokens: ``max_position_embeddings`` (tokens a request may span), or None.
         rotary_dim: the dimensions of each head RoPE turns (``arch.hf_fields.rotary_dim``; 0 =
             no rotary embedding): the engines' cos/sin table holds ``max_context_tokens`` rows of it.
@@ -159,6 +162,7 @@ class ModelSpec:
     ffn_matrices: int = 3
     native_weight_dtype: str = "bf16"
     native_quantized: tuple[tuple[str, float], ...] | None = None
+    native_kv_dtype: str | None = None
     max_context_tokens: int | None = None
     rotary_dim: int = 0
     vision_layers: int = 0

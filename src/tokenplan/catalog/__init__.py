@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,13 +19,16 @@ import yaml
 from tokenplan.arch.hf_config import parse_hf_config
 from tokenplan.arch.params import WEIGHT_COMPONENTS
 from tokenplan.arch.spec import ModelSpec
+from tokenplan.catalog.efficiency_json import CALIBRATION_KEYS as CALIBRATION_KEYS
+from tokenplan.catalog.efficiency_json import efficiency_table_from_json
 from tokenplan.catalog.gpus_plain import plain_gpus
+from tokenplan.catalog.local_launch import by_model_type, local_value
 from tokenplan.catalog.modelopt_file import with_modelopt_file
 from tokenplan.engines import Engine, from_catalog
-from tokenplan.errors import CatalogError, ConfigError, InputError
+from tokenplan.errors import CatalogError, InputError
 from tokenplan.hardware import GemmCurve, Gpu
 from tokenplan.loaders import parse_json, read_text
-from tokenplan.perf.efficiency import EFFICIENCY_FIELDS, Efficiency, EfficiencyTable
+from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
 
 if TYPE_CHECKING:
     from tokenplan.catalog.gpus import GpuEntry
@@ -174,12 +177,17 @@ def load_model(name_or_path: str) -> ModelSpec:
                 f"an existing config.json ({found or 'file not found'}), or a catalog name (`tokenplan catalog models`)",
             )
         if catalog_name is None:
-            raise InputError(
-                "model",
-                name_or_path,
-                "a catalog name, a Hugging Face id of a catalog model "
-                f"({', '.join(sorted(_hf_ids().values()))}) or an existing config.json (file not found)",
+            # a path that does not exist is not read as a catalog name (./qwen3.6-27b planned the
+            # catalog's BF16 model and launched from ./qwen3.6-27b: a new-user pass)
+            ids = "Qwen/Qwen3.6-27B or Qwen/Qwen3.6-27B-FP8"
+            allowed = (
+                f"a Hugging Face id of a catalog model such as {ids} (this id names none), a catalog name "
+                "(`tokenplan catalog models`), or an existing config.json or its folder"
+                if _HF_ID.fullmatch(name_or_path.strip().rstrip("/"))
+                else "an existing config.json or its folder (nothing is at this path), a catalog name "
+                f"(`tokenplan catalog models`) or a Hugging Face id of a catalog model such as {ids}"
             )
+            raise InputError("model", name_or_path, allowed)
         name_or_path = catalog_name
     if path.is_file():  # a file named (any suffix): read as a config.json
         text = read_text(path)  # ConfigError: byte N, not UTF-8
@@ -229,68 +237,6 @@ def load_engine(name: str) -> Engine:
     return from_catalog(key, raw[key])
 
 
-# The top-level keys of a calibration profile (calibration.summary.CalibrationProfile, a bench fit's fitted_on).
-CALIBRATION_KEYS = (
-    "default",
-    "groups",
-    "ratios",
-    "uncertainty",
-    "at_bound",
-    "held_at_default",
-    "provenance",
-    "fitted_on",
-    "layered_on",
-    "prior",
-    "schema_version",
-)  # layered_on, prior: an update profile (files/calibration.py); schema_version: 1 where stated
-
-
-def efficiency_table_from_json(
-    data: dict, source: str, bounds: dict[str, tuple[float, float]] | None = None
-) -> EfficiencyTable:
-    """Build an EfficiencyTable from a calibration JSON object; with ``bounds`` (factor → (low,
-    high), inclusive) every factor given must lie in its range.
-
-    Raises:
-        ConfigError: unknown factor names, non-numeric values or values out of range (one line
-            naming the key, the value and what is allowed).
-    """
-
-    def number(key: str, name: str, raw: object) -> float:
-        value = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else math.nan
-        may_be_zero = name.endswith("_s") or name == "prefill_wave_fraction"  # overheads, a share
-        low, high = (bounds or {}).get(name, (0.0, math.inf))
-        inside = low * (1 - 1e-6) <= value <= high * (1 + 1e-6)  # a fit that ends on a bound, through exp/log
-        if not (math.isfinite(value) and (value >= 0 if may_be_zero else value > 0) and inside):
-            shown = f"{raw!r}" if not isinstance(raw, (int, float)) or isinstance(raw, bool) else f"{value:g}"
-            allowed = f"a number from {low:g} to {high:g}" if name in (bounds or {}) else "a finite number"
-            allowed += "" if name in (bounds or {}) else (" ≥ 0" if may_be_zero else " > 0")
-            raise ConfigError(source, f"{key}.{name}", f"{shown} is not allowed (allowed: {allowed})")
-        return value
-
-    def parse(obj: object, key: str) -> Efficiency:
-        if not isinstance(obj, dict):
-            raise ConfigError(source, key, "expected an object of factor → number")
-        unknown = set(obj) - set(EFFICIENCY_FIELDS)
-        if unknown:
-            raise ConfigError(
-                source, f"{key}.{sorted(unknown)[0]}", f"unknown factor (known: {', '.join(EFFICIENCY_FIELDS)})"
-            )
-        return Efficiency(**{k: number(key, k, v) for k, v in obj.items()})
-
-    unknown = sorted(set(data) - set(CALIBRATION_KEYS))
-    if unknown:
-        raise ConfigError(source, unknown[0], f"unknown key (known: {', '.join(CALIBRATION_KEYS)})")
-    default = parse(data.get("default", {}), "default")
-    groups = data.get("groups", {})
-    if not isinstance(groups, dict):
-        raise ConfigError(source, "groups", "expected an object of group → factors")
-    by_group = {
-        g: parse({**default.as_dict(), **v} if isinstance(v, dict) else v, f"groups.{g}") for g, v in groups.items()
-    }
-    return EfficiencyTable(default, by_group, str(data.get("provenance", source)))
-
-
 @lru_cache(maxsize=1)
 def shipped_efficiency() -> EfficiencyTable:
     """The calibrated efficiency table that ships (``catalog/efficiency.json``), or the built-in
@@ -311,6 +257,11 @@ def shipped_error_bands_json() -> dict | None:
     return json.loads(res.read_text(encoding="utf-8"))
 
 
+@lru_cache(maxsize=2)
+def _by_model_type(key: str) -> dict[str, object]:
+    return by_model_type(_launch_raw(), _PKG / "models", key)
+
+
 @lru_cache(maxsize=1)
 def _launch_raw() -> dict:
     return _read_yaml("launch.yaml")["models"]
@@ -322,12 +273,19 @@ def _hf_ids() -> dict[str, str]:
     return {name: str(entry["repo"]) for name, entry in _launch_raw().items()}
 
 
+# A Hugging Face repository id: owner/name, each starting with a letter or digit (the Hub's rule;
+# "./qwen3.6-27b" and "/abs/qwen3.6-27b" are paths)
+_HF_ID = re.compile(r"[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*", re.IGNORECASE)
+
+
 def model_for_hf_id(hf_id: str) -> str | None:
     """The catalog model a Hugging Face id names (``Qwen/Qwen3.6-27B`` → ``qwen3.6-27b``), or
     None: the repository a catalog entry launches from (any case), else a repository whose
     name, lower-cased, without one prefix of ``aliases.yaml`` (``Meta-``) where it has one and
     without one release suffix (``-FP8``, ``-Instruct``…), is a catalog name. Raises nothing."""
-    wanted = hf_id.strip().strip("/").lower()
+    wanted = hf_id.strip().rstrip("/").lower()
+    if not _HF_ID.fullmatch(wanted):  # ./name, /abs/name, ~/name, a\name: a path, not an id
+        return None
     for name, repo in _hf_ids().items():
         if repo.lower() == wanted:
             return name
@@ -346,7 +304,7 @@ def checkpoint_format_of_hf_id(hf_id: str) -> str | None:
     """``fp8`` where a Hugging Face id's name ends in an FP8 release suffix of ``aliases.yaml``
     (``Qwen/Qwen3.6-27B-FP8``, ``…-Instruct-FP8``, ``…-FP8-dynamic``: the publishers' FP8
     checkpoints of a BF16 model), else None. Raises nothing."""
-    base = hf_id.strip().strip("/").lower().rsplit("/", 1)[-1]
+    base = hf_id.strip().rstrip("/").lower().rsplit("/", 1)[-1]
     suffixes = _read_yaml("aliases.yaml")["model_suffixes"]
     return "fp8" if any(base.endswith(s) and "fp8" in s for s in suffixes) else None
 
@@ -363,17 +321,21 @@ def launch_info(model: str, model_name: str) -> tuple[str, object, bool]:
     """(where launch commands load ``model`` from, reasoning parser name or {engine: name},
     whether the engines must be told to run the repository's own code: ``trust_remote_code`` in
     ``launch.yaml``): for a shipped model its Hugging Face repository; a local config.json (or
-    its folder) its folder as an absolute path, no parser and no remote code (the engines read a
-    bare name as a repository id; :func:`load_model` reads paths the same way). ``model_name``:
-    the spec's name."""
+    its folder) its folder as an absolute path, with the parser and remote-code flag its
+    ``model_type``'s shipped models share (:mod:`tokenplan.catalog.local_launch`; the engines
+    read a bare name as a repository id; :func:`load_model` reads paths the same way).
+    ``model_name``: the spec's name."""
     local = Path(model)
     if local.exists() and not _catalog_name_over_folder(model):
-        return str((local if local.is_dir() else local.parent).resolve()), None, False
+        # its model_type's parser and remote-code flag where every shipped model of that type agrees
+        parser = local_value(local, _by_model_type("reasoning_parser"))
+        remote = bool(local_value(local, _by_model_type("trust_remote_code")))
+        return str((local if local.is_dir() else local.parent).resolve()), parser, remote
     entry = _launch_raw().get(model_name)
     if entry is None:
         return model_name, None, False
     # a Hugging Face id the user named (an FP8 checkpoint of the model, say) is what to load
-    repo = model.strip().strip("/") if model.count("/") == 1 and model_for_hf_id(model) == model_name else entry["repo"]
+    repo = model.strip().rstrip("/") if model_for_hf_id(model) == model_name else entry["repo"]
     return str(repo), entry.get("reasoning_parser"), bool(entry.get("trust_remote_code", False))
 
 

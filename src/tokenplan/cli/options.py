@@ -37,5 +37,7 @@ def parse_duration(text: str, field: str = "deadline") -> float:
     number is refused: days or hours would be a guess)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)\s*", text.lower())
     if not m or m.group(2) not in _DURATION_UNITS_S or not float(m.group(1)) > 0:
-        raise InputError(field, text, "a plain decimal number > 0 and its unit: s, m, h, d or w (e.g. 2d, 36h, 90m)")
+        raise InputError(
+            field, text, "a plain decimal number > 0 and its unit: s, m or min, h, d or w (e.g. 2d, 36h, 90m)"
+        )
     return float(m.group(1)) * _DURATION_UNITS_S[m.group(2)]

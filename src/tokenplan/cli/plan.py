@@ -198,7 +198,7 @@ def _startup_s(text: str) -> float:
     from tokenplan.cli.options import parse_duration
     from tokenplan.errors import InputError
 
-    allowed = "0, or a duration up to 1d with its unit: s, m, h or d (e.g. 10min, 90s)"
+    allowed = "0, or a duration up to 1d with its unit: s, m or min, h, or d (e.g. 10min, 90s)"
     if text.strip() in ("0", "0s", "0min"):
         return 0.0
     try:

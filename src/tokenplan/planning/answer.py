@@ -267,12 +267,12 @@ def _plain_notes(results: list[OptionResult]) -> list[str]:
 
 def _formats_notes(top: OptionResult | None, q: Question) -> list[str]:
     """The formats line of the recommended option (:func:`planning.rank.formats_note`), against
-    its fastest configuration with BF16 weights and KV."""
+    its fastest configuration with BF16 weights and KV (and with FP8 weights, where BF16 ones lead)."""
     if not top:
         return []
     bf16 = leader_with(top, q.table, q.job, lambda c: c.weight_dtype.value == c.kv_dtype.value == "bf16")
-    note = formats_note(top, bf16)
-    return [note] if note else []
+    fp8 = leader_with(top, q.table, q.job, lambda c: c.weight_dtype.value == "fp8")  # said where BF16 weights lead
+    return [note] if (note := formats_note(top, bf16, fp8)) else []
 
 
 def _plan_option(r: OptionResult, q: Question, bands: BandsOf, range_warnings: RangeWarnings) -> PlanOption:

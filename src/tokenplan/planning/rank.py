@@ -125,6 +125,32 @@ def _speculation_note(r: OptionResult) -> str | None:
     )
 
 
+def _speculation_behind_note(r: OptionResult) -> str | None:
+    """Why speculative decoding, searched, does not lead where plain decoding does and the
+    fastest speculative configuration is slower outright (a new-user pass: the default plan said
+    nothing of MTP, while its HTML chart showed MTP ahead at every level up to its own memory
+    limit): its rate, its batch per replica against the leader's and what caps it, and the decode
+    step per generated token of each (ms). None where the leader speculates, nothing
+    speculative runs, or it is set aside as unmeasured (:func:`unmeasured_spec_note`) or faster at
+    its prior τ (:func:`_speculation_note`)."""
+    b = r.best
+    if b is None or b.evaluation.config.spec is not None:
+        return None
+    c = next((c for c in r.ranked if c.evaluation.config.spec is not None), None)
+    spec = c.evaluation.config.spec if c is not None else None
+    if c is None or spec is None or c.wall_s < b.wall_s or VLLM_HYBRID_SPEC_CAVEAT in c.evaluation.warnings:
+        return None
+    cs, bs = c.evaluation.steady, b.evaluation.steady
+    per_token_ms = cs.decode_step.total_s / spec.acceptance_length * 1e3
+    return (
+        f"{r.option.label}: speculative decoding does not pay here: the fastest, {describe(c)}, gives "
+        f"{c.evaluation.output_tok_s_total:,.0f} tok/s ({c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1:+.0%}); "
+        f"it runs {cs.batch:,.0f} requests per replica (capped by {cs.batch_reason}) against {bs.batch:,.0f}, and "
+        f"each decode step takes {cs.decode_step.total_s * 1e3:.1f} ms for τ={spec.acceptance_length:g} tokens per "
+        f"request ({per_token_ms:.1f} ms per token) against {bs.decode_step.total_s * 1e3:.1f} ms for one."
+    )
+
+
 def explain(
     results: list[OptionResult], all_tp: dict[str, Candidate | None], eligible: list[OptionResult] | None = None
 ) -> list[str]:
@@ -148,7 +174,7 @@ def explain(
             f"→ {days_words(b.wall_s)}{money}; bound by {bottleneck_text(b)}."
         )
     lines.extend(note for r in results if (note := _short_job_note(r)))
-    lines.extend(note for r in results if (note := _speculation_note(r)))
+    lines.extend(note for r in results if (note := _speculation_note(r) or _speculation_behind_note(r)))
     pool = results if eligible is None else eligible
     f, ch = fastest(pool), cheapest(pool)
     among = "" if eligible is None else " of the options that meet the target"
@@ -211,12 +237,14 @@ def explain(
     return lines
 
 
-def formats_note(r: OptionResult, bf16: Candidate | None) -> str | None:
+def formats_note(r: OptionResult, bf16: Candidate | None, fp8: Candidate | None = None) -> str | None:
     """Which weight and KV formats the option's leader runs and what BF16 for both would give:
     ``8× b200: fp8 weights and fp8 KV chosen, the fastest of the formats searched; with BF16
     weights and KV (TP1×DP8, …) 33,410 tok/s → 0.79 days, $795``. ``bf16``: the option's fastest
-    configuration with BF16 weights and KV (None when none runs or none was searched). None when
-    nothing runs or the leader already runs BF16 for both."""
+    configuration with BF16 weights and KV (None when none runs or none was searched); ``fp8``:
+    its fastest with FP8 weights, said too where the leader's weights are BF16 (a new-user pass:
+    at a fixed TP8, BF16 weights led with only the BF16-KV figure beside them). None when nothing
+    runs or the leader already runs BF16 for both."""
     b = r.best
     if b is None:
         return None
@@ -234,9 +262,16 @@ def formats_note(r: OptionResult, bf16: Candidate | None) -> str | None:
         if bf16.wall_s >= b.wall_s
         else "the fastest of the formats searched at the low end of published acceptance"
     )
+    also = ""
+    if fp8 is not None and cfg.weight_dtype.value == "bf16":
+        fp8_money = f", {usd_text(fp8.cost.usd)}" if fp8.cost.usd is not None else ""
+        also = (
+            f"; with FP8 weights ({describe(fp8)}) {fp8.evaluation.output_tok_s_total:,.0f} tok/s → "
+            f"{days_words(fp8.wall_s)}{fp8_money}"
+        )
     return (
         f"{chosen}, {fastest}; with BF16 weights and KV ({describe(bf16)}) "
-        f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(bf16.wall_s)}{money}."
+        f"{bf16.evaluation.output_tok_s_total:,.0f} tok/s → {days_words(bf16.wall_s)}{money}{also}."
     )
 
 

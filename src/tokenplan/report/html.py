@@ -159,7 +159,11 @@ def comparison_html(plan: PlanResult) -> str:
     for o in plan.options:
         if o.rejected:
             reasons = sorted(o.rejected.items(), key=lambda kv: -kv[1])
-            items = "".join(f"<li>{escape(r)} ({count_text(n, 'configuration')})</li>" for r, n in reasons[:12])
+            # each reason's count where there are several (one reason's count is the heading's)
+            items = "".join(
+                f"<li>{escape(r)}" + (f" ({count_text(n, 'configuration')})" if len(reasons) > 1 else "") + "</li>"
+                for r, n in reasons[:12]
+            )
             more = f"<li>… {len(reasons) - 12} more reasons</li>" if len(reasons) > 12 else ""
             parts.append(
                 f"<p><b>Rejected on {escape(o.option)}</b> ({sum(o.rejected.values())} "

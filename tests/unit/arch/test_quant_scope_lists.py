@@ -204,3 +204,20 @@ def test_a_malformed_list_under_text_config_names_that_path(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_model(_folder(tmp_path, "qwen3-8b", {"config.json": plain, "hf_quant_config.json": side}))
     assert caught.value.path.endswith("hf_quant_config.json") and caught.value.key == "exclude_modules"
+
+
+def test_a_modelopt_checkpoints_fp8_kv_is_what_auto_gives(tmp_path):
+    # SGLang configure_kv_cache_dtype and vLLM resolve_kv_cache_dtype_string: --kv-cache-dtype auto
+    # takes kv_cache_quant_algo FP8; Qwen3-8B's KV per token is then 36 layers × 8 KV heads × 128
+    # × 2 (K and V) × 1 byte = 73,728 B (BF16: 147,456 B)
+    from tokenplan.api.predict import PredictRequest, predict
+
+    raw = json.loads((MODELS / "qwen3-8b.json").read_text())
+    quant = {**LEGACY, "quantization": {**LEGACY["quantization"], "exclude_modules": ["lm_head"]}}
+    folder = _folder(tmp_path, "qwen3-8b", {"config.json": raw, "hf_quant_config.json": quant})
+    assert load_model(folder).native_kv_dtype == "fp8"
+    served = predict(PredictRequest(model=folder, gpu="b200")).to_json()
+    assert served["kv_bytes_per_token"] == 36 * 8 * 128 * 2 * 1
+    # weights re-quantized to FP8 from elsewhere: not this checkpoint's KV scales, the engine's BF16
+    other = predict(PredictRequest(model=folder, gpu="b200", weight_dtype="fp8")).to_json()
+    assert other["kv_bytes_per_token"] == 36 * 8 * 128 * 2 * 2

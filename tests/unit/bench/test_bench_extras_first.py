@@ -30,11 +30,11 @@ def _bench(blocked: list[str], *args: str, cwd) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("blocked", "args", "extra"),
     [
-        (["matplotlib", "matplotlib.pyplot"], ["--plot", "x.png"], "pip install 'tokenplan[report]'"),
+        (["matplotlib", "matplotlib.pyplot"], ["--plot", "x.png"], "pip install '.[report]')"),
         (
             ["scipy", "scipy.optimize"],
             ["--fit", "-o", "p.json", "--config", "llama-3.1-8b", "--gpu", "h100-sxm"],
-            "pip install 'tokenplan[calibrate]'",
+            "pip install '.[calibrate]')",
         ),
     ],
 )
@@ -42,5 +42,7 @@ def test_a_missing_extra_is_refused_before_anything_is_sent(tmp_path, blocked, a
     done = _bench(blocked, *args, cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
+    # the line names the extra (pip install 'tokenplan[…]') and ends with the clone's spelling of it
     assert len(lines) == 1 and lines[0].startswith("error: this needs ") and lines[0].endswith(extra)
+    assert extra.replace("'.[", "'tokenplan[").removesuffix(")") in lines[0]
     assert not list(tmp_path.iterdir())  # no plot, no profile

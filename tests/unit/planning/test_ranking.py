@@ -183,3 +183,37 @@ def test_a_drain_bound_job_leads_with_the_layout_that_ends_soonest():
     note = next(line for line in out["answer"] if "fastest of the formats searched" in line)
     bf16_min = float(re.search(r"→ ([0-9.]+) min", note).group(1))
     assert best["wall_days"] * 1440 <= bf16_min + 0.005, (best["best"], note)
+
+
+def test_bf16_weights_leading_are_set_beside_the_fastest_fp8_weights():
+    """A new-user pass: at a fixed TP8 with 256 running, BF16 weights led and the formats line
+    gave only the BF16-KV figure beside them, not what FP8 weights would do. The line now names
+    the FP8-weights configuration where BF16 weights lead, and only then."""
+    from tokenplan.api.plan import PlanRequest, plan
+
+    out = plan(PlanRequest(gpus=("8xb200",), tp=8, max_running=256)).to_json()
+    note = next(line for line in out["answer"] if "fastest of the formats searched" in line)
+    leader_bf16 = " bf16 weights" in out["options"][0]["best"]
+    assert ("; with FP8 weights (TP8, fp8 weights" in note) is leader_bf16, note
+
+
+def test_speculation_that_loses_says_by_how_much_and_why():
+    """A new-user pass: the default plan said nothing of why MTP lost, while its HTML chart showed
+    MTP ahead at every level up to its own memory limit. The plan now says what the fastest
+    speculative configuration gives, its batch against the leader's, and each decode step."""
+    import re
+
+    from tokenplan.api.plan import PlanRequest, plan
+
+    out = plan(PlanRequest(gpus=("8xb200",))).to_json()
+    best = out["options"][0]
+    assert best["spec"] == "none"  # the plan's leader decodes plainly (README: MTP k=1 trails on 8× B200)
+    note = next(line for line in out["answer"] if "speculative decoding does not pay here" in line)
+    mtp = next(a for a in best["alternatives"] if "mtp" in a["configuration"])
+    assert f"gives {mtp['output_tok_s_total']:,.0f} tok/s" in note
+    assert f"against {best['batch_per_replica']:,.0f}," in note
+    step, tau, per_token = re.search(
+        r"takes ([0-9.]+) ms for τ=([0-9.]+) tokens per request \(([0-9.]+) ms", note
+    ).groups()
+    assert float(per_token) == pytest.approx(float(step) / float(tau), abs=0.06)  # each rounded to 0.1 ms
+    assert float(tau) > 1 and mtp["output_tok_s_total"] < best["output_tok_s_total"]
