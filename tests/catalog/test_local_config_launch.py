@@ -62,3 +62,28 @@ def test_a_config_that_is_not_an_object_gets_no_parser(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps([1, 2]))
     assert launch_info(str(folder), "odd")[1:] == (None, False)
+
+
+def test_an_empty_folder_shaped_like_a_hub_id_is_read_as_that_id_by_plan_and_launch(tmp_path, monkeypatch) -> None:
+    # a break-it pass: load_model read an empty ./Qwen/Qwen3.6-27B as the id, the launch as a
+    # local folder (--model-path /…/Qwen/Qwen3.6-27B, no parser); both now read it as the id
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Qwen" / "Qwen3.6-27B").mkdir(parents=True)
+    name = load_model("Qwen/Qwen3.6-27B").name
+    repo, parsers, _ = launch_info("Qwen/Qwen3.6-27B", name)
+    assert (name, repo, parsers["sglang"]) == ("qwen3.6-27b", "Qwen/Qwen3.6-27B", "qwen3")
+
+
+def test_a_tilde_path_is_expanded(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _copy(tmp_path, "qwen3-8b")
+    assert load_model("~/qwen3-8b").hidden_size == 4096  # Qwen3-8B's config: hidden_size 4096
+    assert launch_info("~/qwen3-8b", "qwen3-8b")[0] == str((tmp_path / "qwen3-8b").resolve())
+
+
+def test_another_owners_id_or_a_mistyped_path_is_said_to_be_read_as_an_id() -> None:
+    said = [a for a in load_model("checkpoints/qwen3.6-27b").approximations if "nothing is at this path" in a]
+    assert said == [
+        "--model checkpoints/qwen3.6-27b: nothing is at this path; read as the Hugging Face id of a qwen3.6-27b checkpoint"
+    ]
+    assert not any("nothing is at this path" in a for a in load_model("Qwen/Qwen3.6-27B-FP8").approximations)

@@ -161,11 +161,12 @@ def load_model(name_or_path: str) -> ModelSpec:
         CatalogError: not a shipped name and not an existing path.
         ConfigError: the file is not valid JSON or lacks a required key.
     """
-    path = Path(name_or_path)
-    if path.is_dir() and not _catalog_name_over_folder(name_or_path):
-        path = path / "config.json"
+    given = Path(name_or_path).expanduser()
+    folder = given.is_dir() and not _catalog_name_over_folder(name_or_path)
+    path = _local_config(name_or_path) or (given / "config.json" if folder else given)
     looks_like_path = path.suffix == ".json" or "/" in name_or_path or "\\" in name_or_path
     checkpoint = None  # the weight format a Hugging Face id's own name says its checkpoint is in
+    id_note = ""  # where a name that is no path is read as another owner's Hugging Face id
     if looks_like_path and not path.exists():
         catalog_name = model_for_hf_id(name_or_path)
         checkpoint = checkpoint_format_of_hf_id(name_or_path) if catalog_name is not None else None
@@ -188,6 +189,11 @@ def load_model(name_or_path: str) -> ModelSpec:
                 f"(`tokenplan catalog models`) or a Hugging Face id of a catalog model such as {ids}"
             )
             raise InputError("model", name_or_path, allowed)
+        owner = str(_hf_ids().get(catalog_name, "")).split("/")[0].lower()
+        if given.parts and given.parts[0].lower() != owner:  # another owner's id, or a mistyped path: said
+            id_note = (
+                f"--model {given}: nothing is at this path; read as the Hugging Face id of a {catalog_name} checkpoint"
+            )
         name_or_path = catalog_name
     if path.is_file():  # a file named (any suffix): read as a config.json
         text = read_text(path)  # ConfigError: byte N, not UTF-8
@@ -212,6 +218,8 @@ def load_model(name_or_path: str) -> ModelSpec:
         spec = dataclasses.replace(spec, native_quantized=shares)
     if "release_mtp_layers" in entry and checkpoint is None:  # the release's own weights, not a derivative's
         spec = dataclasses.replace(spec, mtp_layers=int(entry["release_mtp_layers"]))
+    if id_note:
+        spec = dataclasses.replace(spec, approximations=(*spec.approximations, id_note))
     return dataclasses.replace(spec, native_weight_dtype=release) if release else spec
 
 
@@ -309,6 +317,17 @@ def checkpoint_format_of_hf_id(hf_id: str) -> str | None:
     return "fp8" if any(base.endswith(s) and "fp8" in s for s in suffixes) else None
 
 
+def _local_config(name: str) -> Path | None:
+    """The config.json ``name`` points at — the file, or a folder's ``config.json`` — with ``~``
+    expanded (a quoted ``~/q`` or ``--model=~/q`` reaches us unexpanded), or None: nothing there,
+    a folder without one (an empty ``Qwen/Qwen3.6-27B`` folder is not the model's id read as a
+    path), or a catalog name an empty folder shadows (:func:`_catalog_name_over_folder`)."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    return path if path.is_file() and not _catalog_name_over_folder(name) else None
+
+
 def _catalog_name_over_folder(name: str) -> bool:
     """A catalog name that a folder of the same name without a config.json shadows in the working
     directory (an empty ``./qwen3-8b`` refused ``--model qwen3-8b``): the name is read as the
@@ -325,12 +344,12 @@ def launch_info(model: str, model_name: str) -> tuple[str, object, bool]:
     ``model_type``'s shipped models share (:mod:`tokenplan.catalog.local_launch`; the engines
     read a bare name as a repository id; :func:`load_model` reads paths the same way).
     ``model_name``: the spec's name."""
-    local = Path(model)
-    if local.exists() and not _catalog_name_over_folder(model):
+    local = _local_config(model)
+    if local is not None:  # the same reading load_model makes: a folder without a config.json is not one
         # its model_type's parser and remote-code flag where every shipped model of that type agrees
         parser = local_value(local, _by_model_type("reasoning_parser"))
         remote = bool(local_value(local, _by_model_type("trust_remote_code")))
-        return str((local if local.is_dir() else local.parent).resolve()), parser, remote
+        return str(local.parent.resolve()), parser, remote
     entry = _launch_raw().get(model_name)
     if entry is None:
         return model_name, None, False
@@ -344,7 +363,7 @@ def base_repo_of(model: str, model_name: str) -> str | None:
     id of a checkpoint in another format (``Qwen/Qwen3.6-27B-FP8`` → ``Qwen/Qwen3.6-27B``: the
     format :func:`load_model` plans as released), else None. ``model_name``: the spec's name."""
     entry = _launch_raw().get(model_name)
-    if entry is None or Path(model).exists() or model_for_hf_id(model) != model_name:
+    if entry is None or _local_config(model) is not None or model_for_hf_id(model) != model_name:
         return None
     released = load_model(model_name).native_weight_dtype
     return str(entry["repo"]) if load_model(model).native_weight_dtype != released else None

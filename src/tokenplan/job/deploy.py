@@ -47,10 +47,19 @@ def format_issues(
     Other formats without native tensor-core support run weight-only, dequantized to BF16 in
     the GEMM (Marlin-style kernels in vLLM/SGLang: FP8 on A100, MXFP4 on Hopper), at the BF16
     compute rate. Each engine runs an NVFP4 KV cache on its own Blackwell parts only
-    (``Engine.nvfp4_kv_architectures``: vLLM and TensorRT-LLM not on SM120).
+    (``Engine.nvfp4_kv_architectures``: vLLM and TensorRT-LLM not on SM120). A checkpoint
+    that states its own KV format (``ModelSpec.native_kv_dtype``), served as released, runs
+    only that one: the launch commands leave ``--kv-cache-dtype`` to the checkpoint.
     """
     if weight is Dtype.NVFP4 and gpu.vendor == "amd":
         return f"NVFP4 weights: no engine runs NVFP4 on {gpu.architecture}", []
+    if model.native_kv_dtype and weight.value == model.native_weight_dtype and kv.value != model.native_kv_dtype:
+        # the engines' --kv-cache-dtype auto takes the checkpoint's own KV format
+        # (engines.auto_kv), and the launch commands write no flag that overrides it
+        return (
+            f"{kv.value} KV cache: this checkpoint's quantization config sets an {model.native_kv_dtype} KV cache "
+            f"(kv_cache_quant_algo), which the engines take; use --kv-dtype {model.native_kv_dtype}"
+        ), []
     if (
         weight is Dtype.NVFP4
         and Dtype.NVFP4 not in gpu.native_dtypes

@@ -127,27 +127,34 @@ def _speculation_note(r: OptionResult) -> str | None:
 
 def _speculation_behind_note(r: OptionResult) -> str | None:
     """Why speculative decoding, searched, does not lead where plain decoding does and the
-    fastest speculative configuration is slower outright (a new-user pass: the default plan said
-    nothing of MTP, while its HTML chart showed MTP ahead at every level up to its own memory
-    limit): its rate, its batch per replica against the leader's and what caps it, and the decode
-    step per generated token of each (ms). None where the leader speculates, nothing
-    speculative runs, or it is set aside as unmeasured (:func:`unmeasured_spec_note`) or faster at
-    its prior τ (:func:`_speculation_note`)."""
+    fastest speculative configuration (the shortest job at its τ) is slower outright (a new-user
+    pass: the default plan said nothing of MTP, while its HTML chart showed MTP ahead at every
+    level up to its own memory limit). Said as what sets a rate by Little's law — requests held
+    per replica (and what caps them), replicas, and TPOT — so the figures multiply out to the
+    rates (a break-it pass: a decode step alone left out the prefill a cycle also spends). None
+    where the leader speculates, nothing speculative runs, or it is set aside as unmeasured
+    (:func:`unmeasured_spec_note`) or faster at its prior τ (:func:`_speculation_note`)."""
     b = r.best
     if b is None or b.evaluation.config.spec is not None:
         return None
-    c = next((c for c in r.ranked if c.evaluation.config.spec is not None), None)
+    runs = [
+        c
+        for c in r.ranked
+        if c.evaluation.config.spec is not None and VLLM_HYBRID_SPEC_CAVEAT not in c.evaluation.warnings
+    ]
+    c = min(runs, key=lambda c: c.wall_s, default=None)
     spec = c.evaluation.config.spec if c is not None else None
-    if c is None or spec is None or c.wall_s < b.wall_s or VLLM_HYBRID_SPEC_CAVEAT in c.evaluation.warnings:
+    if c is None or spec is None or c.wall_s < b.wall_s:
         return None
     cs, bs = c.evaluation.steady, b.evaluation.steady
-    per_token_ms = cs.decode_step.total_s / spec.acceptance_length * 1e3
+    cr, br = c.evaluation.config.layout.dp, b.evaluation.config.layout.dp
+    replicas = f", on {cr} replica{'s' if cr != 1 else ''} against {br}" if cr != br else ""
     return (
         f"{r.option.label}: speculative decoding does not pay here: the fastest, {describe(c)}, gives "
         f"{c.evaluation.output_tok_s_total:,.0f} tok/s ({c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1:+.0%}); "
-        f"it runs {cs.batch:,.0f} requests per replica (capped by {cs.batch_reason}) against {bs.batch:,.0f}, and "
-        f"each decode step takes {cs.decode_step.total_s * 1e3:.1f} ms for τ={spec.acceptance_length:g} tokens per "
-        f"request ({per_token_ms:.1f} ms per token) against {bs.decode_step.total_s * 1e3:.1f} ms for one."
+        f"it holds {cs.batch:,.0f} requests per replica (capped by {cs.batch_reason}) against {bs.batch:,.0f}{replicas}, "
+        f"at a TPOT of {cs.tpot_s * 1e3:.1f} ms against {bs.tpot_s * 1e3:.1f} ms (each decode step carries "
+        f"τ={spec.acceptance_length:g} tokens per request)."
     )
 
 

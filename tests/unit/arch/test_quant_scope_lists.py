@@ -221,3 +221,16 @@ def test_a_modelopt_checkpoints_fp8_kv_is_what_auto_gives(tmp_path):
     # weights re-quantized to FP8 from elsewhere: not this checkpoint's KV scales, the engine's BF16
     other = predict(PredictRequest(model=folder, gpu="b200", weight_dtype="fp8")).to_json()
     assert other["kv_bytes_per_token"] == 36 * 8 * 128 * 2 * 2
+
+
+def test_another_kv_format_than_the_checkpoints_own_is_refused_in_one_line(tmp_path):
+    # the launch commands leave --kv-cache-dtype to the checkpoint (auto → its FP8), so a BF16-KV
+    # figure would describe a server the commands do not start (a break-it pass)
+    from tokenplan.api.predict import PredictRequest, predict
+    from tokenplan.job.results import Rejected
+
+    raw = json.loads((MODELS / "qwen3-8b.json").read_text())
+    folder = _folder(tmp_path, "qwen3-8b", {"config.json": raw, "hf_quant_config.json": LEGACY})
+    result = predict(PredictRequest(model=folder, gpu="b200", kv_dtype="bf16"))
+    assert isinstance(result, Rejected)
+    assert "sets an fp8 KV cache" in result.rejected and "use --kv-dtype fp8" in result.rejected
