@@ -193,7 +193,10 @@ def component_dtype(spec: ModelSpec, weight_dtype: Dtype, component: str) -> Dty
 
 def component_bytes(spec: ModelSpec, weight_dtype: Dtype, component: str) -> float:
     """Bytes per parameter of ``component`` (bytes): its quantized share at ``weight_dtype``'s
-    bytes, the rest at BF16's 2 (:func:`quantized_fraction`). Memory (``perf.memory``) and step
+    bytes, the rest at BF16's 2 (:func:`quantized_fraction`); a release that stores it in
+    several formats, served as released, gives its own figure (``ModelSpec.native_component_bytes``). Memory (``perf.memory``) and step
     bytes (``perf.deployment``) both size weights through this one rule."""
+    if spec.native_component_bytes is not None and weight_dtype.value == spec.native_weight_dtype:
+        return dict(spec.native_component_bytes).get(component, Dtype.BF16.bytes_per_element)
     share = quantized_fraction(spec, weight_dtype, component)
     return share * weight_dtype.bytes_per_element + (1.0 - share) * Dtype.BF16.bytes_per_element

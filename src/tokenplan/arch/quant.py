@@ -11,7 +11,9 @@ Formats read (each method's config keys as Hugging Face transformers and vLLM re
 - ``fp8`` (transformers ``FineGrainedFP8Config`` / vLLM ``Fp8Config``: per-tensor or
   ``weight_block_size``) and ``fbgemm_fp8`` → ``fp8``.
 - ``modelopt`` / ``modelopt_fp4`` (NVIDIA ModelOpt: ``quant_algo`` ``FP8`` or ``NVFP4``, at the
-  top or under ``quantization``) → ``fp8`` or ``nvfp4``.
+  top or under ``quantization``) → ``fp8`` or ``nvfp4``; ``MIXED_PRECISION`` with its
+  ``quantized_layers`` map → the format of its 4-bit layers, else its 8-bit ones, each layer
+  then sized in its own (:mod:`tokenplan.arch.quant_mixed`).
 - ``compressed-tensors`` (llm-compressor): the ``format`` (``float-quantized`` → ``fp8``,
   ``nvfp4-pack-quantized`` → ``nvfp4``, ``mxfp4-pack-quantized`` → ``mxfp4``), else (also for
   ``pack-quantized`` and ``int-quantized``, which hold several) the first config group's
@@ -111,6 +113,41 @@ def native_kv_format(quant: object) -> str | None:
     return None
 
 
+# ModelOpt's per-layer algorithms (vLLM modelopt.py QUANT_ALGOS; W4A16_NVFP4: NVFP4 weights with
+# 16-bit activations, the same bytes) → the format whose bytes each stores
+_MIXED_ALGO_FORMAT = {
+    **dict.fromkeys(("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"), "fp8"),
+    **dict.fromkeys(("NVFP4", "W4A16_NVFP4"), "nvfp4"),
+    "MXFP8": "mxfp8",
+    **dict.fromkeys(("W4A16_AWQ", "W4A8_AWQ", "INT4_AWQ"), "w4a16"),
+    "UNQUANTIZED": "bf16",
+}
+
+
+def mixed_layers(quant: object) -> dict[str, str] | None:
+    """A ModelOpt MIXED_PRECISION block's ``quantized_layers`` (module name → upper-case
+    ``quant_algo``; at the top or under ``quantization``, as vLLM
+    ``ModelOptMixedPrecisionConfig._from_config`` reads it), or None where the block is not
+    MIXED_PRECISION or carries no map (older checkpoints keep it in ``hf_quant_config.json``:
+    ``tokenplan.catalog.modelopt_file``)."""
+    if not isinstance(quant, Mapping) or not quant_method(quant).startswith("modelopt"):
+        return None
+    inner = quant.get("quantization")
+    places = [p for p in (quant, inner) if isinstance(p, Mapping)]
+    if not any(str(p.get("quant_algo") or "").upper() == "MIXED_PRECISION" for p in places):
+        return None
+    layers = next((p["quantized_layers"] for p in places if isinstance(p.get("quantized_layers"), Mapping)), None)
+    if not layers:
+        return None
+    return {str(k): str(v.get("quant_algo") or "").upper() if isinstance(v, Mapping) else "" for k, v in layers.items()}
+
+
+def mixed_format(algo: str) -> str | None:
+    """The weight format a ModelOpt per-layer ``quant_algo`` stores (``fp8``, ``nvfp4``, ``mxfp8``,
+    ``w4a16``, ``bf16``), or None for one not read."""
+    return _MIXED_ALGO_FORMAT.get(algo)
+
+
 def native_format(quant: object) -> tuple[str, list[str]]:
     """(the checkpoint's weight format, notes) from a ``quantization_config`` value.
 
@@ -134,6 +171,11 @@ def native_format(quant: object) -> tuple[str, list[str]]:
         algo = str(quant.get("quant_algo") or _nested(quant, "quantization", "quant_algo") or "").upper()
         if algo in ("FP8", "NVFP4"):
             return algo.lower(), []
+        mixed = mixed_layers(quant)
+        if mixed:  # each layer's own format (arch.quant_mixed); named by its 4-bit or else 8-bit layers,
+            # which hold the bulk of a release that quantizes its MLPs harder than its attention
+            formats = {mixed_format(a) for a in mixed.values()}
+            return next((f for f in ("nvfp4", "w4a16", "fp8", "mxfp8") if f in formats), "bf16"), []
         return _unread(f"modelopt quant_algo {algo or 'not set'!r}")
     if method == "compressed-tensors":
         return _compressed(quant)

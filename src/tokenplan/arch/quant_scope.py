@@ -29,10 +29,11 @@ its projections, over every layer that has them, whose name no entry matches:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from tokenplan.arch.quant import QuantBlock, native_kv_format
 from tokenplan.arch.quant_match import module_rule
+from tokenplan.arch.quant_mixed import mixed_precision
 from tokenplan.arch.spec import AttentionKind, ModelSpec
 
 _PREFIXES = (
@@ -78,19 +79,28 @@ def quantized_shares(
     rule = module_rule(quant, key, source)
     if rule is None:
         return None
+    shares = per_component(spec, cfg, dense_layers, lambda names: 1.0 if rule.quantized(names) else 0.0)
+    return tuple((c, v if rule.only is None or c in rule.only else 0.0) for c, v in shares)
+
+
+def per_component(
+    spec: ModelSpec, cfg: Mapping[str, object], dense_layers: Iterable[int], value: Callable[[list[str]], float]
+) -> tuple[tuple[str, float], ...]:
+    """Each weight component's parameter-weighted mean of ``value(names)`` over its projections
+    in every layer that holds it (``names``: one projection's full module names, every spelling
+    under every layer prefix), for the components the model has (see the module docstring)."""
     layers = _layers_by_kind(spec, cfg, set(dense_layers))
-    shares = []
+    out = []
     for component, projections in _projections(spec).items():
-        total = kept = 0.0
+        total = summed = 0.0
         for i in layers[component]:
             prefixes = [p.format(i=i) for p in _PREFIXES]
             for spellings, params in projections:
                 total += params
-                if rule.quantized([pre + name for pre in prefixes for name in spellings]):
-                    kept += params
+                summed += params * value([pre + name for pre in prefixes for name in spellings])
         if total > 0:
-            shares.append((component, kept / total if rule.only is None or component in rule.only else 0.0))
-    return tuple(shares)
+            out.append((component, summed / total))
+    return tuple(out)
 
 
 def with_quantized_shares(
@@ -100,8 +110,11 @@ def with_quantized_shares(
     quantization block (unchanged where it lists no module left unquantized) and
     ``native_kv_dtype`` from it (:func:`tokenplan.arch.quant.native_kv_format`). Raises
     ConfigError as :func:`quantized_shares` does."""
-    shares = quantized_shares(quant.value, spec, cfg, dense_layers, source, quant.key)
     spec = dataclasses.replace(spec, native_kv_dtype=native_kv_format(quant.value))
+    mixed = mixed_precision(quant.value, spec, cfg, dense_layers, per_component, source, quant.key)
+    if mixed is not None:  # ModelOpt MIXED_PRECISION: each layer's own format
+        return mixed
+    shares = quantized_shares(quant.value, spec, cfg, dense_layers, source, quant.key)
     return spec if shares is None else dataclasses.replace(spec, native_quantized=shares)
 
 

@@ -126,6 +126,11 @@ class ModelSpec:
             weight component the release stores in ``native_weight_dtype``, where its config says
             (a compressed-tensors ``ignore`` list, ``arch.quant_scope``; Kimi-K2.5: only the
             routed experts), else None (the format's rule, ``arch.params.quantized_fraction``).
+        native_component_bytes: ``(component, bytes per parameter)`` pairs where the release
+            stores a component in several formats, layer by layer (ModelOpt MIXED_PRECISION:
+            NVIDIA's Qwen3.6 NVFP4 releases keep attention in FP8, the MLPs in NVFP4;
+            ``arch.quant_scope``), else None; it overrides the share blend of
+            ``arch.params.component_bytes`` where the release is served as released.
         native_kv_dtype: the KV-cache format the checkpoint's quantization block states for
             itself (ModelOpt ``kv_cache_quant_algo`` ``FP8``: ``fp8``), which the engines'
             ``--kv-cache-dtype auto`` takes, or None (``arch.quant.native_kv_format``).
@@ -162,6 +167,7 @@ class ModelSpec:
     ffn_matrices: int = 3
     native_weight_dtype: str = "bf16"
     native_quantized: tuple[tuple[str, float], ...] | None = None
+    native_component_bytes: tuple[tuple[str, float], ...] | None = None
     native_kv_dtype: str | None = None
     max_context_tokens: int | None = None
     rotary_dim: int = 0
