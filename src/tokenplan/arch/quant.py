@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from tokenplan.errors import ConfigError
+
 _FP8_METHODS = ("fp8", "fbgemm_fp8")
 _INT4_METHODS = ("awq", "gptq", "awq_marlin", "gptq_marlin", "marlin")
 _COMPRESSED_FORMATS = {
@@ -124,22 +126,44 @@ _MIXED_ALGO_FORMAT = {
 }
 
 
-def mixed_layers(quant: object) -> dict[str, str] | None:
-    """A ModelOpt MIXED_PRECISION block's ``quantized_layers`` (module name → upper-case
-    ``quant_algo``; at the top or under ``quantization``, as vLLM
+def mixed_layers(quant: object, source: str | None = None, key: str = "quantization_config") -> dict[str, str] | None:
+    """A ModelOpt MIXED_PRECISION block's ``quantized_layers`` (module name, a trailing dot
+    dropped → upper-case ``quant_algo``; at the top or under ``quantization``, as vLLM
     ``ModelOptMixedPrecisionConfig._from_config`` reads it), or None where the block is not
     MIXED_PRECISION or carries no map (older checkpoints keep it in ``hf_quant_config.json``:
-    ``tokenplan.catalog.modelopt_file``)."""
+    ``tokenplan.catalog.modelopt_file``).
+
+    Args:
+        source, key: the config's path and the block's dotted path; given, a malformed map raises
+            (else it reads as none).
+
+    Raises:
+        ConfigError: (with ``source``) a map that is not an object, or an entry that is not an
+            object with a ``quant_algo`` text.
+    """
     if not isinstance(quant, Mapping) or not quant_method(quant).startswith("modelopt"):
         return None
     inner = quant.get("quantization")
     places = [p for p in (quant, inner) if isinstance(p, Mapping)]
     if not any(str(p.get("quant_algo") or "").upper() == "MIXED_PRECISION" for p in places):
         return None
-    layers = next((p["quantized_layers"] for p in places if isinstance(p.get("quantized_layers"), Mapping)), None)
+    layers = next((p["quantized_layers"] for p in places if p.get("quantized_layers") is not None), None)
     if not layers:
         return None
-    return {str(k): str(v.get("quant_algo") or "").upper() if isinstance(v, Mapping) else "" for k, v in layers.items()}
+    field = f"{key}.quantized_layers"
+    if not isinstance(layers, Mapping):
+        if source is None:
+            return None
+        raise ConfigError(source, field, f"{type(layers).__name__} is not an object of module → {{quant_algo}}")
+    out = {}
+    for name, entry in layers.items():
+        algo = entry.get("quant_algo") if isinstance(entry, Mapping) else None
+        if not isinstance(algo, str) or not algo:
+            if source is None:
+                return None
+            raise ConfigError(source, f"{field}.{name}", f"{entry!r:.60} is not an object with a quant_algo")
+        out[str(name).rstrip(".")] = algo.upper()
+    return out
 
 
 def mixed_format(algo: str) -> str | None:

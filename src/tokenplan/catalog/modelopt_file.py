@@ -45,7 +45,9 @@ def with_modelopt_file(raw: object, path: Path) -> object:
         layers = (inner if isinstance(inner, dict) else block).get("quantized_layers")
         if not isinstance(layers, dict):
             return raw
-        merged = {**own, "quantized_layers": layers}
+        # the file's whole block joins (its exclude list and KV format too, as vLLM loads the file),
+        # config.json's own keys kept where both have one
+        merged = {**(inner if isinstance(inner, dict) else block), **own, "quantized_layers": layers}
         if holder is raw:
             return {**raw, "quantization_config": merged}
         return {**raw, "text_config": {**blocks[1], "quantization_config": merged}}

@@ -19,12 +19,18 @@ NVFP4_B = 0.5 + 1 / 16  # 4-bit values + one FP8 scale per 16 (units.py)
 
 
 def _layers(skip_mlp_of: int | None = None) -> dict[str, dict[str, object]]:
-    """Qwen3-8B (36 layers): every attention projection FP8, every MLP (by its parent) W4A16_NVFP4."""
+    """Qwen3-8B (36 layers): every attention projection FP8, every MLP projection W4A16_NVFP4
+    (leaf keys, as ModelOpt writes them; vLLM resolves a key, a child or a MoE's experts module,
+    not a parent such as ``mlp``)."""
     out: dict[str, dict[str, object]] = {}
     for i in range(36):
         out.update({f"model.layers.{i}.self_attn.{p}_proj": {"quant_algo": "FP8"} for p in "qkvo"})
         if i != skip_mlp_of:
-            out[f"model.layers.{i}.mlp"] = {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+            mlp = {
+                f"model.layers.{i}.mlp.{p}_proj": {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+                for p in ("gate", "up", "down")
+            }
+            out.update(mlp)
     return out
 
 
@@ -84,3 +90,48 @@ def test_an_excluded_layer_stays_16_bit_and_a_moe_takes_its_experts_parent(tmp_p
     assert component_bytes(spec, Dtype.NVFP4, "attention") == pytest.approx(
         (q * 1 + (2 * kv + q) * 2) / (2 * q + 2 * kv), rel=1e-12
     )
+
+
+def test_experts_resolve_through_their_moe_modules_children_and_the_file_joins_whole(tmp_path):
+    # fused expert keys (…mlp.experts.gate_up_proj, …down_proj) are children of the MoE module
+    # vLLM resolves; the map, exclude list and KV format all come from hf_quant_config.json
+    raw = json.loads((MODELS / "qwen3-30b-a3b.json").read_text())
+    layers = {
+        f"model.layers.{i}.mlp.experts.{p}": {"quant_algo": "NVFP4"}
+        for i in range(48)
+        for p in ("gate_up_proj", "down_proj")
+    }
+    side = {
+        "producer": {"name": "modelopt"},
+        "quantization": {
+            "quant_algo": "MIXED_PRECISION",
+            "kv_cache_quant_algo": "FP8",
+            "exclude_modules": ["model.layers.1.mlp.experts*"],
+            "quantized_layers": layers,
+        },
+    }
+    block = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}
+    spec = load_model(
+        _folder(tmp_path, {"config.json": {**raw, "quantization_config": block}, "hf_quant_config.json": side})
+    )
+    assert component_bytes(spec, Dtype.NVFP4, "routed_experts") == pytest.approx((47 * NVFP4_B + 2) / 48, rel=1e-12)
+    assert spec.native_kv_dtype == "fp8"
+
+
+def test_a_map_the_engines_refuse_is_refused_in_one_line(tmp_path):
+    from tokenplan.errors import ConfigError
+
+    fused = _layers()
+    fused["model.layers.3.self_attn.k_proj"] = {"quant_algo": "NVFP4"}  # q and v are FP8: vLLM raises
+    for layers, says in ((fused, "one fused layer"), ({"model.layers.0.self_attn.q_proj": "FP8"}, "quant_algo")):
+        block = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
+        with pytest.raises(ConfigError, match=says) as caught:
+            load_model(_folder(tmp_path, {"config.json": _config(block)}))
+        assert caught.value.key.startswith("quantization_config.quantized_layers")
+
+
+def test_a_listed_lm_head_is_said_to_stay_16_bit(tmp_path):
+    layers = {**_layers(), "lm_head": {"quant_algo": "W4A16_NVFP4"}}
+    block = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
+    spec = load_model(_folder(tmp_path, {"config.json": _config(block)}))
+    assert any("lm_head" in a for a in spec.approximations)
