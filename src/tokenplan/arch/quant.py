@@ -35,7 +35,7 @@ Which layers are quantized: the method's list of modules it leaves unquantized
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from tokenplan.errors import ConfigError
 
@@ -126,6 +126,16 @@ _MIXED_ALGO_FORMAT = {
 }
 
 
+def is_mixed_precision(quant: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether ``quant`` is a ModelOpt block whose ``quant_algo`` (at the top or under
+    ``quantization``) is ``MIXED_PRECISION``: each layer in its own format."""
+    if not isinstance(quant, Mapping) or not quant_method(quant).startswith("modelopt"):
+        return False
+    inner = quant.get("quantization")
+    places = [p for p in (quant, inner) if isinstance(p, Mapping)]
+    return any(str(p.get("quant_algo") or "").upper() == "MIXED_PRECISION" for p in places)
+
+
 def mixed_layers(quant: object, source: str | None = None, key: str = "quantization_config") -> dict[str, str] | None:
     """A ModelOpt MIXED_PRECISION block's ``quantized_layers`` (module name, a trailing dot
     dropped → upper-case ``quant_algo``; at the top or under ``quantization``, as vLLM
@@ -141,12 +151,10 @@ def mixed_layers(quant: object, source: str | None = None, key: str = "quantizat
         ConfigError: (with ``source``) a map that is not an object, or an entry that is not an
             object with a ``quant_algo`` text.
     """
-    if not isinstance(quant, Mapping) or not quant_method(quant).startswith("modelopt"):
+    if not is_mixed_precision(quant):
         return None
     inner = quant.get("quantization")
     places = [p for p in (quant, inner) if isinstance(p, Mapping)]
-    if not any(str(p.get("quant_algo") or "").upper() == "MIXED_PRECISION" for p in places):
-        return None
     layers = next((p["quantized_layers"] for p in places if p.get("quantized_layers") is not None), None)
     if not layers:
         return None

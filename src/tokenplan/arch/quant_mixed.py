@@ -15,17 +15,14 @@ bytes (:class:`tokenplan.units.Dtype`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from tokenplan.arch.quant import mixed_format, mixed_layers
 from tokenplan.arch.quant_match import module_rule
+from tokenplan.arch.quant_walk import per_component
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.errors import ConfigError
 from tokenplan.units import Dtype
-
-PerComponent = Callable[
-    [ModelSpec, Mapping[str, object], Iterable[int], Callable[[list[str]], float]], tuple[tuple[str, float], ...]
-]
 
 
 def mixed_precision(
@@ -33,7 +30,6 @@ def mixed_precision(
     spec: ModelSpec,
     cfg: Mapping[str, object],
     dense_layers: Iterable[int],
-    per_component: PerComponent,
     source: str,
     key: str = "quantization_config",
 ) -> ModelSpec | None:
@@ -42,8 +38,6 @@ def mixed_precision(
     is not a MIXED_PRECISION block with a ``quantized_layers`` map.
 
     Args:
-        per_component: ``arch.quant_scope.per_component``, the walk over each component's
-            projections and layers.
         source, key: the config's path and the block's dotted path, for errors.
 
     Raises:
@@ -76,9 +70,14 @@ def mixed_precision(
                 return found
         return None
 
+    seen: dict[str, Dtype] = {}  # by the projection's first full name: asked for bytes, then shares
+
     def stored(names: list[str]) -> Dtype:
-        fmt = mixed_format(algo_of(names) or "")
-        return Dtype.BF16 if fmt is None or (rule is not None and not rule.quantized(names)) else Dtype(fmt)
+        if names[0] not in seen:
+            fmt = mixed_format(algo_of(names) or "")
+            left_out = fmt is None or (rule is not None and not rule.quantized(names))
+            seen[names[0]] = Dtype.BF16 if left_out or fmt is None else Dtype(fmt)
+        return seen[names[0]]
 
     bytes_ = per_component(spec, cfg, dense, lambda names: stored(names).bytes_per_element)
     shares = per_component(spec, cfg, dense, lambda names: 0.0 if stored(names) is Dtype.BF16 else 1.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenplan.arch.quant import mixed_layers
+from tokenplan.arch.quant import is_mixed_precision, mixed_layers
 from tokenplan.arch.quant_match import module_rule
 from tokenplan.errors import ConfigError
 from tokenplan.loaders import parse_json, read_text
@@ -58,8 +58,4 @@ def _mixed_without_map(block: object) -> bool:
     """A ModelOpt MIXED_PRECISION block without its ``quantized_layers`` map: "Newer checkpoints
     embed it directly; older ones keep it only in hf_quant_config.json" (vLLM
     ``get_quant_config``)."""
-    if not isinstance(block, dict) or mixed_layers(block) is not None:
-        return False
-    inner = block.get("quantization")
-    places = [p for p in (block, inner) if isinstance(p, dict)]
-    return any(str(p.get("quant_algo") or "").upper() == "MIXED_PRECISION" for p in places)
+    return is_mixed_precision(block) and mixed_layers(block) is None
