@@ -161,9 +161,11 @@ def read_job_file(path: str) -> JobFile:
         raise InputError("job file", path, "an existing YAML file")
     if p.stat().st_size > MAX_JOB_FILE_BYTES:
         raise ConfigError(path, "<root>", f"larger than {MAX_JOB_FILE_BYTES:,} bytes; a job file is a few keys")
-    raw = load_yaml(p) or {}  # ConfigError: not UTF-8, not YAML, a key twice, too deep, alias bomb
-    if not isinstance(raw, dict):
+    raw = load_yaml(p)  # ConfigError: not UTF-8, not YAML, a key twice, too deep, alias bomb
+    if raw is not None and not isinstance(raw, dict):
         raise ConfigError(path, "<root>", "expected a mapping of job keys")
+    if not raw:  # an empty file (or ``{}``) planned the defaults, as if --job were not given: a slip
+        raise ConfigError(path, "<root>", f"no job keys (allowed: {', '.join(JobFile.model_fields)})")
     # a key written with no value (``model:``, ``gpus: []``) is a slip, not the default: leaving the
     # key out asks for that (a new-user pass saw `model: null` plan the default model)
     for key, value in raw.items():

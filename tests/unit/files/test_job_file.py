@@ -122,3 +122,16 @@ def test_a_key_without_a_value_is_refused_not_taken_as_the_default(tmp_path, tex
     with pytest.raises(ConfigError) as exc:
         read_job_file(str(path))
     assert str(exc.value).endswith(f"job.yaml: {said} is not allowed (allowed: a value, or leave the key out)")
+
+
+@pytest.mark.parametrize("text", ["", "# the job, to fill in\n", "{}\n"])
+def test_a_file_with_no_job_keys_is_refused_not_planned_as_the_defaults(tmp_path, text):
+    # an empty job file planned the default job, exit 0, as if --job had not been given
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        read_job_file(str(path))
+    assert str(exc.value).endswith(
+        "job.yaml: <root>: no job keys (allowed: model, samples, isl, osl, gpus, engine, "
+        "prices, spec, draft_model, current, measured_tok_s, tp, pp, dp, ep, max_running)"
+    )
