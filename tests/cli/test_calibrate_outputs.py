@@ -116,3 +116,36 @@ def test_a_plan_lists_only_the_profile_groups_it_uses(tmp_path):
     on_mi300x = plan(PlanRequest(model="llama-3.1-8b", gpus=("1xmi300x",), calibration=str(tmp_path / "p.json")))
     answer = " ".join(on_mi300x.to_json()["answer"])
     assert "moves vllm/hopper:" not in answer
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # the served configuration belongs to --from-run/--from-bench: a CSV row states its own
+        (("--gpu", "nope"), "--gpu 'nope' is not allowed (allowed: only with --from-run or --from-bench"),
+        (("--tp", "0"), "--tp '0' is not allowed (allowed: only with --from-run or --from-bench"),
+        (("--isl", "5"), "--isl '5.0' is not allowed (allowed: only with --from-run (a CSV row"),
+    ],
+)
+def test_an_option_the_csv_fit_does_not_read_is_refused_and_nothing_is_written(tmp_path, args, said):
+    # a break-it pass: `calibrate mine.csv -o p.json --gpu nope --tp 0` wrote p.json, exit 0
+    _rows(tmp_path, ("132", "139"))
+    line = _error(_tokenplan("calibrate", "mine.csv", "-o", "p.json", *args, cwd=tmp_path))
+    assert line.startswith(f"error: {said}")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_csv_files_or_fit_options_beside_from_bench_are_refused(tmp_path):
+    _rows(tmp_path, ("132", "139"))
+    bench = tmp_path / "b.json"
+    bench.write_text("{}")
+    line = _error(_tokenplan("calibrate", "mine.csv", "--from-bench", "b.json", "-o", "p.json", cwd=tmp_path))
+    assert (
+        line
+        == "error: FILES 'mine.csv' is not allowed (allowed: no CSV files with --from-bench (calibrate them on their own))"
+    )
+    line = _error(_tokenplan("calibrate", "--from-bench", "b.json", "-o", "p.json", "--no-cv", cwd=tmp_path))
+    assert line == "error: option '--no-cv' is not allowed (allowed: only with CSV files)"
+    line = _error(_tokenplan("calibrate", "--from-bench", "b.json", "-o", "p.json", "--concurrency", "8", cwd=tmp_path))
+    assert line == "error: --concurrency '8' is not allowed (allowed: only with --from-run)"
+    assert not (tmp_path / "p.json").exists()

@@ -28,6 +28,27 @@ def test_a_gpu_priced_twice_at_different_prices_is_refused() -> None:
     assert parse_prices(["b200=4.5", "b200=4.5", "h200=3"]) == {"b200": 4.5, "h200": 3.0}  # the same twice is one
 
 
+def test_two_names_of_one_gpu_priced_apart_are_refused_on_the_command_line_and_in_a_job_file(tmp_path: Path) -> None:
+    # a break-it pass: --price b200=5 --price b200_sxm=7 (an alias) and a job file's
+    # prices: {b200: 5, B200: 6} planned at the last price, exit 0
+    from tokenplan.api.plan import plan, plan_request
+
+    with pytest.raises(InputError) as info:
+        plan(plan_request(gpus=("8xb200",), prices={"b200": 5.0, "b200_sxm": 7.0}))
+    assert str(info.value) == (
+        "price 'b200_sxm=7' is not allowed (allowed: one price per GPU (b200 is already priced at 5 as b200))"
+    )
+    job = tmp_path / "job.yaml"
+    job.write_text("prices: {b200: 5, B200: 6}\n")
+    with pytest.raises(ConfigError) as refused:
+        plan_request(str(job))
+    assert str(refused.value).endswith(
+        "job.yaml: prices: 'B200=6' is not allowed (allowed: one price per GPU (b200 is already priced at 5 as b200))"
+    )
+    job.write_text("prices: {b200: 5, B200: 5}\n")  # the same price twice is one price
+    assert plan_request(str(job)).prices == {"b200": 5.0, "B200": 5.0}
+
+
 @pytest.mark.parametrize("item", ["b200=1e308", "b200=nan", "b200=inf", "b200=-1", "b200=0"])
 def test_a_price_outside_what_any_gpu_costs_is_refused(item: str) -> None:
     with pytest.raises(InputError, match=r"price .* is not allowed \(allowed: GPU=USD per GPU-hour with 0 < USD"):

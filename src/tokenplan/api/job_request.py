@@ -15,7 +15,8 @@ does not load a config folder twice).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from tokenplan.catalog import gpu_key, load_engine, load_model
 from tokenplan.errors import ConfigError, InputError
@@ -37,11 +38,12 @@ def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_me
         ConfigError: ``path``, the key as the file spells it (``gpus``, ``prices``, ``model``,
             ``engine``, ``spec``) and the refusal ``plan`` would print.
     """
-    checks: list[tuple[str, str, Callable[[str], object]]] = []
+    checks: list[tuple[str, Any, Callable[[Any], object]]] = []
     if "gpus" not in overridden:
         checks += [("gpus", g, lambda t: gpu_key(parse_gpu_option(t)[1])) for g in fields.get("gpus", ())]
     if "prices" not in overridden:
         checks += [("prices", g, gpu_key) for g in fields.get("prices", {})]
+        checks.append(("prices", fields.get("prices", {}), prices_by_key))
     if "model" in fields and "model" not in overridden:
         checks.append(("model", fields["model"], load_model))
     if "engine" in fields and "engine" not in overridden:
@@ -53,6 +55,28 @@ def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_me
             check(value)
         except InputError as exc:
             raise ConfigError(path, key, str(exc).removeprefix(f"{exc.field} ")) from None
+
+
+def prices_by_key(prices: Mapping[str, float]) -> Mapping[str, float]:
+    """``prices`` (GPU names as given → USD per GPU-hour) keyed by the catalog key each name
+    means (:func:`tokenplan.catalog.gpu_key`: any case, an alias such as ``b200_sxm``).
+
+    Raises:
+        CatalogError: an unknown GPU name. InputError (field ``price``): two names of one GPU with
+            different prices (``b200=5`` and ``b200_sxm=7``; the last one was taken silently).
+    """
+    out: dict[str, float] = {}
+    named: dict[str, str] = {}
+    for name, usd in prices.items():
+        key = gpu_key(name)
+        if key in out and out[key] != usd:
+            raise InputError(
+                "price",
+                f"{name}={usd:g}",
+                f"one price per GPU ({key} is already priced at {out[key]:g} as {named[key]})",
+            )
+        out[key], named[key] = usd, name
+    return out
 
 
 def parse_gpu_option(text: str) -> tuple[int | None, str]:

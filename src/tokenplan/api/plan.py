@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenplan.api.bands import figure_bands
-from tokenplan.api.job_request import parse_gpu_option
+from tokenplan.api.job_request import parse_gpu_option, prices_by_key
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.arch.draft import SEPARATE_DRAFTERS
 from tokenplan.calibration.fitted_range import Profile
@@ -135,7 +135,7 @@ def plan_request(job_path: str | None = None, **options: object) -> PlanRequest:
 def _options(req: PlanRequest) -> list[tuple[HardwareOption, bool]]:
     """Each option with whether its count was given (else one rental unit, ``Gpu.node_gpus``)."""
     try:
-        prices = {gpu_key(k): v for k, v in req.prices.items()}
+        prices = prices_by_key(req.prices)  # InputError: two names of one GPU priced apart
     except CatalogError as exc:
         raise CatalogError("price", str(exc.value), exc.known, exc.suggestions) from None  # --gpu's hint
     gpus = DEFAULT_PROVISION_GPUS if req.provisioning and req.gpus == DEFAULT_GPUS else req.gpus
@@ -280,7 +280,7 @@ def _searched(
             *_unused_prices(req, options),
         ),
         spec_notes=tuple(spec_notes),
-        priced=frozenset(req.prices),
+        priced=frozenset(prices_by_key(req.prices)),  # catalog keys: b200_sxm=7 prices b200
         spec_measured=spec_measured,
     )
     return profile, search(question)

@@ -78,6 +78,7 @@ def calibrate_command(**o: Any) -> None:
         raise MissingOptionError(["FILES"], "measurement CSV files, --from-bench BENCH.json or --from-run RUN_DIR")
     if out is None:
         raise MissingOptionError(["-o"], "-o PROFILE.json: where to write the calibration profile")
+    _check_mode_options(o)
     check_outputs(out, bands, tuple(paths) + tuple(o["from_bench"]))
     if o["from_bench"]:
         _from_bench(o["from_bench"], out, json_out, _served(o), o["num_gpus"] is not None)
@@ -100,6 +101,42 @@ def calibrate_command(**o: Any) -> None:
     if bands is not None and not o["cv"]:
         raise InputError("bands", str(bands), "--bands together with --cv (the bands come from cross-validation)")
     _from_csv(paths, out, o["cv"], bands, json_out)
+
+
+# the options each way of calibrating reads (the rest were ignored without a word: a break-it pass's
+# `calibrate rows.csv -o p.json --gpu nope --tp 0` wrote p.json, exit 0)
+_SERVED = ("config", "gpu", "num_gpus", "tp", "engine", "weight_dtype", "kv_dtype", "pp", "ep")
+_RUN_ONLY = ("concurrency", "isl")
+_CSV_ONLY = ("refit", "cv", "bands")
+
+
+def _check_mode_options(o: dict[str, Any]) -> None:
+    """Refuse an option the chosen way of calibrating does not read (CSVs, ``--from-bench`` or
+    ``--from-run``), and CSV files beside ``--from-bench``/``--from-run``, in one line naming it.
+
+    Raises:
+        InputError: the option (as typed on the command line) and the mode that reads it.
+    """
+    ctx = click.get_current_context()
+    given = [n for n in o if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE]
+    if o["from_bench"] or o["from_run"] is not None:
+        mode = "--from-bench" if o["from_bench"] else "--from-run"
+        if o["from_bench"] and o["from_run"] is not None:
+            raise InputError("from-run", o["from_run"], "either --from-bench or --from-run, not both")
+        if o["paths"]:
+            raise InputError("FILES", " ".join(o["paths"]), f"no CSV files with {mode} (calibrate them on their own)")
+        wrong = [n for n in given if n in _CSV_ONLY or (mode == "--from-bench" and n in _RUN_ONLY)]
+        reads = "CSV files" if wrong and wrong[0] in _CSV_ONLY else "--from-run"
+    else:
+        wrong = [n for n in given if n in _SERVED + _RUN_ONLY]
+        reads = "--from-run" if wrong and wrong[0] in _RUN_ONLY else "--from-run or --from-bench"
+        reads += " (a CSV row names its own model, GPU and layout)"
+    if wrong:
+        param = next(p for p in ctx.command.params if p.name == wrong[0])
+        if isinstance(param, click.Option) and param.is_flag:  # --refit, --no-cv: the flag as typed
+            flag = param.opts[-1] if o[wrong[0]] else param.secondary_opts[-1]
+            raise InputError("option", flag, f"only with {reads}")
+        raise InputError(param.opts[-1].lstrip("-"), str(o[wrong[0]]), f"only with {reads}")
 
 
 def _served(o: dict[str, Any]) -> PredictRequest:

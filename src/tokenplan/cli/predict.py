@@ -165,8 +165,8 @@ def _lengths(command):  # noqa: ANN001, ANN202 - a click command function
     "--concurrency",
     default="max",
     help="Requests in flight over all replicas, or max (offline: every request sent at once; the replica runs as many "
-    "as memory and the engine allow and queues the rest, so its TTFT and band are a queued run's, not those of exactly "
-    "that many in flight)",
+    "as memory and the engine allow and queues the rest: its tok/s and TPOT bands are a queued run's, and its TTFT "
+    "runs from when a slot frees, without the wait for it)",
 )
 @click.option(
     "--spec",

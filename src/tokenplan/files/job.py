@@ -56,6 +56,7 @@ class JobFile(BaseModel):
         gpus: ["4xrtx-pro-6000", "8xb200"]
         engine: sglang
         prices: {b200: 5.25}
+        spec: [none, "mtp:1"]   # or one setting (spec: mtp:3), as --spec is given once or repeated
         current: engine=sglang,tp=4,weight-dtype=bf16,spec=mtp:3,max-running=48   # or a mapping of the same keys
         measured_tok_s: 1600
         draft_model: z-lab/Qwen3.6-27B-DFlash   # with spec: dflash:7 (plan --draft-model)
@@ -78,7 +79,7 @@ class JobFile(BaseModel):
     gpus: list[str] | None = None
     engine: str | None = None
     prices: dict[str, Annotated[float, Field(gt=0, le=MAX_PRICE_USD_PER_GPU_HOUR)]] | None = None
-    spec: str | None = None
+    spec: str | list[str] | None = None  # one setting, or a list as repeated --spec options
     draft_model: str | None = None  # plan --draft-model: the EAGLE/DFlash drafter's folder or repository
     current: str | None = None  # plan --current: the setup run now on the first GPU option
     measured_tok_s: float | None = Field(default=None, gt=0)  # plan --measured-tok-s
@@ -108,6 +109,17 @@ class JobFile(BaseModel):
             raise ValueError("a number of tokens (e.g. 1024 or 1.0e+4), or a mapping of mean, sigma and cap")
         return value
 
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _spec_settings(cls, value: object) -> object:
+        """``spec:`` as one ``--spec`` setting or a list of them; anything else is refused in one
+        phrase (pydantic named each arm of the union: ``spec.str: … (allowed: text)``)."""
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return value
+        raise ValueError('a --spec setting (e.g. mtp:3), or a list of them (e.g. [none, "mtp:1"])')
+
     @field_validator("current", mode="before")
     @classmethod
     def _current_text(cls, value: object) -> object:
@@ -120,8 +132,8 @@ class JobFile(BaseModel):
 
     def request_fields(self) -> dict:
         """The keys given, as ``tokenplan.api.plan.PlanRequest`` fields: ``isl``/``osl`` →
-        ``isl_mean``/``isl_sigma``/``isl_cap`` (tokens), ``spec`` → ``specs``, GPU keys of
-        ``prices`` lower-cased; keys not given are left out."""
+        ``isl_mean``/``isl_sigma``/``isl_cap`` (tokens), ``spec`` → ``specs``, ``prices`` as
+        written; keys not given are left out."""
         fields: dict = {}
         for name in (
             "model",
@@ -141,9 +153,9 @@ class JobFile(BaseModel):
         if self.gpus:
             fields["gpus"] = tuple(self.gpus)
         if self.prices:
-            fields["prices"] = {k.lower(): v for k, v in self.prices.items()}
+            fields["prices"] = dict(self.prices)  # as written: api.job_request.prices_by_key resolves the names
         if self.spec:
-            fields["specs"] = (self.spec,)
+            fields["specs"] = (self.spec,) if isinstance(self.spec, str) else tuple(self.spec)
         for prefix, lengths in (("isl", self.isl), ("osl", self.osl)):
             if lengths is not None:
                 fields[f"{prefix}_mean"], fields[f"{prefix}_sigma"], fields[f"{prefix}_cap"] = (

@@ -129,3 +129,15 @@ def test_a_plan_option_at_the_prior_acceptance_takes_the_prior_band(monkeypatch)
     assert (o["wall_days_interval"]["low"], o["wall_days_interval"]["high"]) == pytest.approx(
         (o["wall_days"], o["wall_days"] * math.exp(0.5))
     )
+
+
+def test_offline_ttft_has_no_band_and_says_what_it_leaves_out(shipped_bands):
+    # a break-it pass: --concurrency max printed TTFT 121 ms with the queued regime's band, the
+    # same as 268 in flight (the batch), while 269 in flight gave 433 ms: offline, every request
+    # waits for a slot for as long as the requests ahead of it take, which predict is not told
+    p = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm")).to_json()
+    assert "ttft_ms_interval" not in p and "ttft_median_ms_interval" not in p
+    assert "tpot_ms_interval" in p and "output_tok_s_per_gpu_interval" in p
+    assert any(w.startswith("--concurrency max sends every request at once") for w in p["warnings"])
+    queued = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=1000)).to_json()
+    assert queued["ttft_ms"] > p["ttft_ms"] and "ttft_ms_interval" in queued

@@ -135,3 +135,19 @@ def test_a_file_with_no_job_keys_is_refused_not_planned_as_the_defaults(tmp_path
         "job.yaml: <root>: no job keys (allowed: model, samples, isl, osl, gpus, engine, "
         "prices, spec, draft_model, current, measured_tok_s, tp, pp, dp, ep, max_running)"
     )
+
+
+def test_spec_may_be_a_list_as_repeated_spec_options(tmp_path):
+    # a break-it pass: `spec: [none, "mtp:1"]` was refused ("allowed: text"), so a job file could
+    # not ask for the default three settings, nor follow the plan's own "add --spec none"
+    path = tmp_path / "job.yaml"
+    path.write_text('spec: [none, "mtp:1"]\n')
+    assert read_job_file(str(path)).request_fields()["specs"] == ("none", "mtp:1")
+    path.write_text("spec: mtp:3\n")
+    assert read_job_file(str(path)).request_fields()["specs"] == ("mtp:3",)
+    path.write_text("spec: [none, 3]\n")
+    with pytest.raises(ConfigError) as exc:
+        read_job_file(str(path))
+    assert str(exc.value).endswith(
+        """job.yaml: spec: ['none', 3] is not allowed (allowed: a --spec setting (e.g. mtp:3), or a list of them (e.g. [none, "mtp:1"]))"""
+    )
