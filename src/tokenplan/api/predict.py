@@ -10,7 +10,6 @@ from tokenplan.job.evaluate import Rejection
 from tokenplan.job.results import Prediction, Rejected, evaluation_figures
 from tokenplan.planning.answer import PREDICT_FIGURES
 
-
 OFFLINE_UNBANDED = frozenset({"ttft_ms", "ttft_median_ms"})
 OFFLINE_TTFT_NOTE = (
     "--concurrency max sends every request at once: the TTFT shown runs from when a request's slot in the "
