@@ -168,12 +168,13 @@ def test_fitted_model_reproduces_the_server_step_time(sweep):
     assert error < 0.15 + slack and fit.warnings == [], (error, fit.warnings, client_error)
 
 
-def _cli(*args, timeout=120):
+def _cli(*args, timeout=120, cwd=None):
     return subprocess.run(
         [sys.executable, "-c", "from tokenplan.cli import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=cwd,
     )
 
 
@@ -318,6 +319,17 @@ def test_duration_mode_stops_sending_after_the_duration(tmp_path):
     assert 0.8 * expected <= lv["requests"] <= 1.2 * expected + 8
 
 
+def test_a_plot_name_matplotlib_writes_no_format_for_is_refused_before_the_sweep(tmp_path):
+    # a new-user pass: --plot bench.txt measured every level, then ended in a traceback
+    # (matplotlib: "Format 'txt' is not supported"); the endpoint is unreachable here, so had the
+    # name passed, that would be the error
+    plot = str(tmp_path / "bench.txt")
+    r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1", "--plot", plot)
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"error: --plot {plot!r} is not allowed (allowed: a .png file, or another format")
+    assert "pdf" in r.stderr and "svg" in r.stderr and r.stderr.count("\n") == 1
+
+
 def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):
     # The endpoint is unreachable: had the paths passed, that would be the error.
     for option, value, what in (
@@ -353,6 +365,23 @@ def test_save_and_plot_paths_are_checked_before_the_sweep(tmp_path):
         "error: --concurrency '1,,2' is not allowed (allowed: comma-separated "
         "integers ≥ 1 with no empty entry, e.g. 1,4,16,64)\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ("./missing/cfg", "error: --config './missing/cfg' is not allowed (allowed: an existing config.json"),
+        ("qwen9", "error: --config 'qwen9' is not in the catalog; did you mean"),
+        ("rows.jsonl", "error: --config rows.jsonl: line 2: not valid JSON"),
+    ],
+)
+def test_a_bad_fit_config_is_named_as_bench_spells_it(tmp_path, config, said):
+    # a new-user pass: a bad --config was refused as "--model …", which in bench is the served
+    # model's name; a JSONL given as --config named the file only
+    (tmp_path / "rows.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
+    fit = ("--fit", "-o", "p.json", "--config", config, "--gpu", "h100-sxm")
+    r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1", *fit, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith(said) and r.stderr.count("\n") == 1
 
 
 def test_a_save_that_fails_at_the_end_prints_the_measurement_instead(sweep, tmp_path, monkeypatch, capsys):

@@ -30,7 +30,7 @@ from tokenplan.calibration.bench_fit import run_measurement as measure_run
 from tokenplan.calibration.run_profile import FitOutcome
 from tokenplan.calibration.validate import Case
 from tokenplan.client.auth import api_key_from_env
-from tokenplan.errors import InputError, import_extra
+from tokenplan.errors import CatalogError, ConfigError, InputError, import_extra
 from tokenplan.files.bench_outputs import Finished, failed_requests, finish_bench
 from tokenplan.files.reports import read_bench_file
 from tokenplan.job.workload import LengthDist
@@ -276,8 +276,24 @@ class FitTarget:
 
     def check(self, measured_gpus: int | None = None) -> None:
         """Resolve the served configuration now, so a bad --config/--gpu/layout fails before the sweep
-        (InputError, CatalogError, ConfigError)."""
-        resolve(self.request(measured_gpus))
+        (InputError, CatalogError, ConfigError), named as bench spells the option: ``--config``
+        (``--model`` is the served model's name there; a new-user pass was told "--model
+        '/path/cfg' is not allowed" for a --config it had given)."""
+        req = self.request(measured_gpus)
+        try:
+            resolve(req)
+        except CatalogError as exc:
+            if exc.field != "model":
+                raise
+            raise CatalogError("config", str(exc.value), exc.known, exc.suggestions) from None
+        except ConfigError as exc:
+            if exc.path != req.model and Path(exc.path).parent != Path(req.model):
+                raise
+            raise ConfigError(f"--config {exc.path}", exc.key, exc.problem) from None
+        except InputError as exc:
+            if exc.field != "model":
+                raise
+            raise InputError("config", exc.value, exc.allowed) from None
 
 
 def check_outputs(save: Path | None, plot: Path | None, fitting: FitTarget | None) -> None:
@@ -287,6 +303,7 @@ def check_outputs(save: Path | None, plot: Path | None, fitting: FitTarget | Non
     plot, scipy and numpy for the fit, named with the extra that installs them)."""
     if plot is not None:
         import_extra("matplotlib", "report")  # report/bench_plot.py draws with it
+        _check_plot_format(plot)
     if fitting is not None:
         import_extra("numpy", "calibrate")  # calibration/fit.py and from_runs.py fit with both
         import_extra("scipy.optimize", "calibrate")
@@ -298,6 +315,20 @@ def check_outputs(save: Path | None, plot: Path | None, fitting: FitTarget | Non
     ):
         if path is not None:
             check_output_file(path, option, what)
+
+
+def _check_plot_format(plot: Path) -> None:
+    """Refuse a ``--plot`` name whose suffix matplotlib writes no format for (``bench.txt`` ran the
+    whole sweep, then ended in matplotlib's ValueError and a traceback; a new-user pass); a name
+    without a suffix is written as PNG, matplotlib's default."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = plot.suffix.lower().lstrip(".")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise InputError(
+            "plot", str(plot), f"a .png file, or another format matplotlib writes: {', '.join(sorted(formats))}"
+        )
 
 
 def finish(

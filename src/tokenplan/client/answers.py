@@ -16,13 +16,12 @@ channels in ``content`` that are not one plain answer (:mod:`tokenplan.client.ha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
-from tokenplan.client.auth import redact
 from tokenplan.client.reasoning import HarmonyError, split_reasoning
 
 FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
@@ -147,10 +146,12 @@ class RequestFailed(Exception):
         (``runner.unanswered``)."""
         return self.kind == "protocol" and self.detail.startswith(MALFORMED)
 
-    def redacted(self, secrets: Iterable[str]) -> RequestFailed:
-        """The same failure with every secret and ``Bearer …`` token removed from its texts."""
-        received = None if self.received is None else redact(self.received, secrets)
-        return RequestFailed(self.kind, redact(self.detail, secrets), self.status, self.retry_after_s, received)
+    def redacted(self, message: Callable[[str], str]) -> RequestFailed:
+        """The same failure with its texts passed through ``message`` (a client's
+        :meth:`~tokenplan.client.auth.Redactor.message`: every secret, short bare query key and
+        ``Bearer …`` token removed)."""
+        received = None if self.received is None else message(self.received)
+        return RequestFailed(self.kind, message(self.detail), self.status, self.retry_after_s, received)
 
 
 def excerpt(raw: bytes | str) -> str:

@@ -185,6 +185,21 @@ def url_secrets(url: str) -> list[str]:
     return [s for s in found if s]
 
 
+def short_bare_parts(url: str) -> list[str]:
+    """The bare query parts of ``url`` shorter than :data:`MIN_BARE_SECRET_CHARS` (``?QSECRET789``),
+    as written and decoded: a short key or a flag, so :class:`Redactor` masks them only where they
+    stand as a query part (after ``?`` or ``&``) in a text, as a server echoing the request's path
+    writes them (``/v1/chat/completions?QSECRET789=``; a new-user pass found that stored and
+    printed), never as a word of an answer."""
+    try:
+        raw = URL(url).raw_query_string
+    except (ValueError, TypeError):
+        return []
+    names = [n for n, equals, v in (p.partition("=") for p in raw.split("&") if p) if not equals or not v.strip("=")]
+    short = [n for n in names if MIN_SECRET_CHARS <= len(n) < MIN_BARE_SECRET_CHARS]
+    return list(dict.fromkeys(short + [unquote_plus(n) for n in short]))
+
+
 def secret_forms(secret: str) -> set[str]:
     """The forms a server may echo ``secret`` in: as it is; JSON-escaped, also with ``/`` as ``\\/``
     (PHP's and some Java encoders' default) and with every character as ``\\uXXXX`` (either case);
@@ -210,26 +225,38 @@ class Redactor:
     (for error texts, where a server echoes headers it was sent).
     """
 
-    def __init__(self, secrets: Iterable[str | None] = ()):
+    def __init__(self, secrets: Iterable[str | None] = (), query_parts: Iterable[str] = ()):
         forms: set[str] = set()
         for secret in secrets:
             if secret and len(secret) >= MIN_SECRET_CHARS:
                 forms.update(secret_forms(secret))
         self.secrets = tuple(sorted(forms, key=len, reverse=True))  # longest first: a secret inside another
+        # short bare query parts (:func:`short_bare_parts`), masked only after ``?`` or ``&`` and
+        # before ``=``, ``&``, ``#``, a quote, a space or the end (as written or percent-encoded)
+        parts = sorted({f for part in query_parts for f in secret_forms(part)}, key=len, reverse=True)
+        self._query_parts = (
+            re.compile(r"(?<=[?&])(?:" + "|".join(map(re.escape, parts)) + r")(?=[=&#\s\"'\\]|$)") if parts else None
+        )
 
     @classmethod
     def for_endpoints(cls, endpoints: Sequence[str], api_key: str | None) -> Redactor:
         """Every secret of a run over ``endpoints`` with ``api_key`` (see the module docstring)."""
-        return cls([api_key, *(s for url in endpoints for s in url_secrets(url))])
+        return cls(
+            [api_key, *(s for url in endpoints for s in url_secrets(url))],
+            [p for url in endpoints for p in short_bare_parts(url)],
+        )
 
     def __bool__(self) -> bool:
-        return bool(self.secrets)
+        return bool(self.secrets) or self._query_parts is not None
 
     def text(self, text: str) -> str:
-        """``text`` with every secret replaced by ``***``; nothing else changes."""
+        """``text`` with every secret replaced by ``***``, and a short bare query part where it
+        stands as a query part; nothing else changes."""
         for secret in self.secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
+        if self._query_parts is not None:
+            text = self._query_parts.sub(MASK, text)
         return text
 
     def message(self, text: str) -> str:

@@ -340,9 +340,21 @@ def v1_hint(base_url: str, failure: RequestFailed) -> str:
     OpenAI-compatible servers (vLLM, SGLang, TensorRT-LLM, ``transformers serve``) serve it under
     ``/v1``, so that is most often the missing part."""
     path = base_url.partition("?")[0].rstrip("/")
-    if failure.kind == "status" and failure.status == 404 and not path.endswith("/v1"):
+    if failure.kind != "status" or failure.status != 404:
+        return ""
+    # a route given as the endpoint (…/v1/chat/completions, …/v1/models): the endpoint is the
+    # API root before it; the hint had said "try --endpoint …/v1/chat/completions/v1" (a new-user pass)
+    for route in _ROUTES:
+        if path.endswith(route):
+            root = path[: -len(route)]
+            return f"; --endpoint is the API root, not a route: try --endpoint {root if root.endswith('/v1') else root + '/v1'}"
+    if not path.endswith("/v1"):
         return f"; the API is usually under /v1: try --endpoint {path}/v1"
     return ""
+
+
+# OpenAI-compatible routes a user may give in place of the API root (longest first)
+_ROUTES = ("/chat/completions", "/completions", "/responses", "/embeddings", "/models")
 
 
 def set_aside_warning(set_aside: Sequence[str], endpoints: int, model: str) -> str:

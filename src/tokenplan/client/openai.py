@@ -304,7 +304,7 @@ def _as_request_failed(exc: Exception, deadline_s: float, redactor: Redactor) ->
     """``exc`` as the :class:`RequestFailed` a caller sees (secrets removed), or None for an error
     that is not a failed request (a bug: raised as it is)."""
     if isinstance(exc, RequestFailed):
-        return exc.redacted(redactor.secrets)
+        return exc.redacted(redactor.message)
     # aiohttp's own time-outs (connecting) are TimeoutErrors too: its errors first.
     if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
         return RequestFailed("transport", _transport_detail(exc))

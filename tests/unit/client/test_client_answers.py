@@ -21,8 +21,8 @@ from tokenplan.client.answers import (
     answer_bytes_cap,
     error_message,
     parse_whole,
-    redact,
 )
+from tokenplan.client.auth import redact
 from tokenplan.client.openai import OpenAIClient, public_url
 from tokenplan.client.sse import SSELines
 from tokenplan.client.stream import StreamAccumulator

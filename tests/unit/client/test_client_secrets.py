@@ -149,6 +149,23 @@ def test_a_query_key_holding_plus_slash_and_equals_is_masked_in_the_form_sent(tm
     assert done.content == "auth= bare= target=/v1/chat/completions?key=***"
 
 
+def test_a_short_bare_query_key_echoed_in_the_request_path_is_masked_there_only(tmp_path: Path) -> None:
+    # a new-user pass: ?QSECRET789 (10 characters, under MIN_BARE_SECRET_CHARS) goes out as
+    # "?QSECRET789=" and a server echoing its request line had it stored and printed as written;
+    # as a word of an answer it stays (a short bare part may be a flag such as ?debug)
+    echo = ECHO + " and QSECRET789 as a word"
+    entry = {"status": 401, "raw": json.dumps({"error": {"message": echo}})}
+    with _scripted(tmp_path, [entry]) as server:
+        with pytest.raises(RequestFailed) as caught:
+            asyncio.run(_chat(server.url + "?QSECRET789"))
+    (sent,) = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert sent["target"] == "/v1/chat/completions?QSECRET789="
+    assert caught.value.detail == "auth= bare= target=/v1/chat/completions?***= and QSECRET789 as a word"
+    assert Redactor([], ["debug"]).text("debug answer: GET /v1?debug&x=1, ?debugger") == (
+        "debug answer: GET /v1?***&x=1, ?debugger"
+    )
+
+
 def test_a_failure_echoing_the_bare_bearer_key_is_redacted(tmp_path: Path) -> None:
     entry = {"status": 400, "raw": json.dumps({"error": {"message": ECHO}})}
     with _scripted(tmp_path, [entry]) as server:
