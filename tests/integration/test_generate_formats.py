@@ -15,6 +15,7 @@ import pytest
 from tests.support.fault_server import FaultServerProcess, answer_for
 
 from tokenplan.api.generate import GenerateRequest, generate
+from tokenplan.report.generate import summary_text
 
 SHAREGPT = [  # LLaMA-Factory's sharegpt layout, shipped as one JSON array
     {
@@ -183,9 +184,30 @@ def test_limit_sends_only_the_first_rows(tmp_path: Path) -> None:
                 model="fault-model",
                 max_tokens=8,
                 limit=3,
+                export=str(tmp_path / "train.jsonl"),
             )
         )
-    assert (result.units_total, result.stored, result.accounting_ok) == (3, 3, True)
+        assert (result.units_total, result.stored, result.accounting_ok) == (3, 3, True)
+        # a trial, said so (a new-user pass: "[ok]" and the export under the job's own name):
+        # 10 rows − 3 sent = 7 left out; the export takes the .partial name
+        assert (result.summary["limit"], result.summary["left_out_by_limit"], result.left_out_by_limit) == (3, 7, 7)
+        assert "[ok as a trial: --limit 3 leaves 7 units of the input unsent]" in summary_text(result)
+        assert not (tmp_path / "train.jsonl").exists() and (tmp_path / "train.partial.jsonl").exists()
+        assert "partial: a --limit trial (7 units of the input unsent), so not train.jsonl" in summary_text(result)
+        # the run without --limit sends the other 7, writes train.jsonl and removes the partial file
+        whole = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=8,
+                export=str(tmp_path / "train.jsonl"),
+            )
+        )
+    assert (whole.units_total, whole.stored, whole.already_done, whole.left_out_by_limit) == (10, 10, 3, 0)
+    assert (tmp_path / "train.jsonl").exists() and not (tmp_path / "train.partial.jsonl").exists()
+    assert "[ok]" in summary_text(whole)
 
 
 def test_dry_run_counts_rows_requests_and_prompt_tokens_and_sends_nothing(tmp_path: Path) -> None:

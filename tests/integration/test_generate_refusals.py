@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import random
 import signal
@@ -263,3 +264,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130_and_no_traceback(tmp_path: 
     assert proc.returncode == 130 and "Traceback" not in err and "CancelledError" not in err, err
     assert "error: interrupted twice: stopped at once" in err
     assert took_s < 30  # not the 60 s grace: the second signal cut it short
+    # summary.json holds the counters at the stop and why, not the last rolling snapshot (a
+    # new-user pass); still in_progress: a rerun finishes the run
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["in_progress"] is True and summary["stopped"].startswith("interrupted twice")

@@ -11,11 +11,6 @@ from tokenplan.job.results import Prediction, Rejected, evaluation_figures
 from tokenplan.planning.answer import PREDICT_FIGURES
 
 OFFLINE_UNBANDED = frozenset({"ttft_ms", "ttft_median_ms"})
-OFFLINE_TTFT_NOTE = (
-    "--concurrency max sends every request at once: the TTFT shown runs from when a request's slot in the "
-    "running batch frees, without its wait for that slot (as long as the requests queued ahead of it take), "
-    "so it has no band; --concurrency N gives the TTFT a client keeping N in flight measures"
-)
 
 
 def predict(req: PredictRequest) -> Prediction | Rejected:
@@ -25,7 +20,8 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
     ``output_tok_s_per_gpu`` (tokens/s), ``max_concurrency`` (sequences, whole deployment),
     ``kv_bytes_per_token`` (whole model), ``state_bytes_per_sequence``, ``weight_bytes_per_gpu``
     (bytes), ``step_time_ms``, ``tpot_ms``, ``ttft_ms`` (the mean over arrivals),
-    ``ttft_median_ms`` (the median request's: ``job.steady.SteadyState.median_ttft_s``),
+    ``ttft_median_ms`` (the median request's: ``job.steady.SteadyState.median_ttft_s``; both from
+    when a slot frees, without the wait for it, where ``ttft_from_free_slot``: ``--concurrency max``),
     ``bottleneck``, ``warnings``, the error bands and more; or, for a configuration that cannot run, ``Rejected`` with the reason.
 
     Raises:
@@ -50,8 +46,6 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
         # the wait in them, do not apply (a break-it pass: max showed 121 ms, 268 in flight the
         # same, 269 in flight 433 ms)
         bands = replace(bands, intervals={k: v for k, v in bands.intervals.items() if k not in OFFLINE_UNBANDED})
-    if s.concurrency is None:
-        warnings.append(OFFLINE_TTFT_NOTE)
     domain = s.gpu.max_gpus_per_scaleup
     if req.tp > domain:  # plan keeps TP inside one domain (planning.space.layouts); predict costs it
         warnings.append(
@@ -63,4 +57,9 @@ def predict(req: PredictRequest) -> Prediction | Rejected:
     warnings += s.profile.range_warnings({**point, "isl_tokens": req.isl, "osl_tokens": req.osl})
     source = s.profile.table.provenance
     efficiency = source if s.profile.path is None else f"calibration {s.profile.path}: {source}"
-    return Prediction(**{**vars(figures), "warnings": tuple(warnings)}, bands=bands, efficiency=efficiency)
+    return Prediction(
+        **{**vars(figures), "warnings": tuple(warnings)},
+        bands=bands,
+        efficiency=efficiency,
+        ttft_from_free_slot=s.concurrency is None,
+    )

@@ -80,6 +80,10 @@ class Prediction(EvaluationFigures):
 
     bands: Bands | None = field(default=None, metadata=INLINE)
     efficiency: str = ""
+    # offline (--concurrency max): every request is sent at once and waits for a slot for as long
+    # as the requests queued ahead of it take, which predict is not told; the TTFT figures run from
+    # when the slot frees and have no band (the queued regime's are client TTFTs, wait included)
+    ttft_from_free_slot: bool = False
 
 
 @dataclass(frozen=True)

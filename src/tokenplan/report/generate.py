@@ -56,6 +56,8 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
         check = "no rows"
     elif result.errors:  # accounted for, but not done: a rerun sends them again
         check = f"incomplete: {result.errors:,} in errors.jsonl"
+    elif result.left_out_by_limit:  # a trial: the job is not done
+        check = f"ok as a trial: --limit {result.summary.get('limit')} leaves {result.left_out_by_limit:,} units of the input unsent"
     else:
         check = "ok"
     lines = [
@@ -98,7 +100,9 @@ def summary_text(result) -> str:  # noqa: ANN001 - a tokenplan.api.generate.Gene
             + ("; the export holds them too" if result.export_rows is not None else "")
         )
     if result.export_rows is not None:
-        lines.append(_export_line(result.export_rows, s.export or ExportCounts(), result.errors))
+        lines.append(
+            _export_line(result.export_rows, s.export or ExportCounts(), result.errors, result.left_out_by_limit)
+        )
     if result.interrupted:
         lines.append("interrupted: rerun the same command to resume")
     return "\n".join(lines)
@@ -115,10 +119,11 @@ def _earlier(summary: dict) -> str:
     return f"  (the run's {runs} earlier {earlier}; this one sent nothing)" if runs else ""
 
 
-def _export_line(rows: int, export: ExportCounts, errors: int = 0) -> str:
+def _export_line(rows: int, export: ExportCounts, errors: int = 0, past_limit: int = 0) -> str:
     """``exported N rows to FILE`` and what ``--export`` left out (summary.json's ``export``
     counts): the rows of a training file's companion counted apart (``+ U to FILE``), and an
-    export of a run with ``errors`` units left written to its ``.partial`` name, said so."""
+    export of a run with ``errors`` units left, or ``past_limit`` units past ``--limit``, written
+    to its ``.partial`` name, said so."""
     left_out = [f"{n:,} {label}" for n, label in export.left_out()]
     main = rows - export.unvalidated
     where = f" to {export.path}" if export.path else ""
@@ -139,7 +144,10 @@ def _export_line(rows: int, export: ExportCounts, errors: int = 0) -> str:
     partial = (
         f"; partial: {errors:,} unit{'' if one else 's'} wait{'s' if one else ''} in errors.jsonl, so not "
         f"{asked}: the rerun that settles {'it' if one else 'them'} writes {asked} and removes this file"
-        if export.partial
+        if export.partial and errors
+        else f"; partial: a --limit trial ({past_limit:,} units of the input unsent), so not {asked}: the run "
+        f"without --limit writes {asked} and removes this file"
+        if export.partial and past_limit
         else ""
     )
     return (

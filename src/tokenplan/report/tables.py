@@ -344,6 +344,7 @@ def predict_table(p: Prediction) -> Table:
     t = Table(show_header=False)
     t.add_column("quantity")
     t.add_column("value", justify="right")
+    slot = ", from a free slot" if p.ttft_from_free_slot else ""  # --concurrency max: no wait for it
     rows = [
         ("layout", p.layout),
         ("weights / KV", f"{p.weight_dtype} / {p.kv_dtype}"),
@@ -360,8 +361,8 @@ def predict_table(p: Prediction) -> Table:
         ("max concurrency", f"{p.max_concurrency:,.0f}"),
         ("decode step", f"{p.step_time_ms:.2f} ms"),
         ("TPOT", with_band(p.tpot_ms, band_of(p.bands, "tpot_ms"), ".2f", " ms")),
-        ("TTFT mean", ms_with_band(p.ttft_ms, band_of(p.bands, "ttft_ms"))),
-        ("TTFT median", ms_with_band(p.ttft_median_ms, band_of(p.bands, "ttft_median_ms"))),
+        ("TTFT mean" + slot, ms_with_band(p.ttft_ms, band_of(p.bands, "ttft_ms"))),
+        ("TTFT median" + slot, ms_with_band(p.ttft_median_ms, band_of(p.bands, "ttft_median_ms"))),
         ("bottleneck", p.bottleneck),
         ("weights per GPU", f"{p.weight_bytes_per_gpu / GiB:.1f} GiB"),
         ("KV cache per token", f"{p.kv_bytes_per_token / KiB:,.1f} KiB ({p.kv_bytes_per_token:,.0f} B)"),

@@ -60,6 +60,7 @@ class GenerateResult:
     blank_lines: int = 0  # blank or whitespace-only JSONL lines: not rows, counted here
     not_yet_sent: int = 0  # units of the input not settled when the run stopped (0 when it finished)
     outside_input: int = 0  # records kept for units this input does not hold (an earlier input's)
+    left_out_by_limit: int = 0  # units of the input past --limit: a trial run, never sent
 
     def to_json(self) -> dict[str, Any]:
         """``generate --json``: the run's ``summary.json`` object (like every api result's ``to_json``)."""
@@ -88,17 +89,24 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
     # a stopped run's input was not read to its end, so records of units it no longer holds are not
     # told apart (outside_input is 0) and may make the stored count exceed the input: never below 0
     not_yet_sent = max(0, units_total - accounted)
+    # a --limit trial: the units of the input it leaves out, said in the summary and the export's
+    # name (a new-user pass: "units 3 = 3 stored … [ok]" and exported to the job's own file name)
+    left_out = 0
+    if spec.limit is not None and not tally.stopped:
+        left_out = max(0, count_units(spec.files, spec.n, None, spec.job.mode) - units_total)
     summary = _summary(spec, outcome, units_total, counts, not_yet_sent)
+    summary |= {"limit": spec.limit, "left_out_by_limit": left_out}
     write_whole(run_dir / "summary.json", json.dumps(summary, indent=2).encode())
     export_rows, export_error = None, None
     if export is not None and not tally.stopped:
         # units waiting in errors.jsonl: the file holds part of the job, so it never takes the
         # name a pipeline waits for (partial_path); the complete export removes it
-        target = partial_path(export.path) if counts["errors"] else export.path
+        partial = bool(counts["errors"] or left_out)
+        target = partial_path(export.path) if partial else export.path
         try:
             export_rows = _export(replace(export, path=target), run_dir, summary)
-            summary["export"]["partial"] = bool(counts["errors"])
-            if not counts["errors"]:
+            summary["export"]["partial"] = partial
+            if not partial:
                 remove_export(partial_path(export.path))
             if export_rows == 0 and export.format != "openai-batch":
                 remove_export(target)  # an empty training file would train on nothing, silently
@@ -132,6 +140,7 @@ def finish_run(spec: RunSpec, outcome: RunOutcome, notes: list[str]) -> Generate
         blank_lines=outcome.blank_lines,
         not_yet_sent=not_yet_sent,
         outside_input=counts["outside_input"],
+        left_out_by_limit=left_out,
     )
 
 

@@ -85,10 +85,14 @@ def progress_line(s: Snapshot) -> str:
     """``done 249/400 (stored 249, skipped 0, errors 0) | 413 tok/s now, 410 mean | in flight 5 | ETA 0m01s``."""
     total = f"/{s.units_total:,}" if s.units_total is not None else ""
     eta = "—" if s.eta_s is None else f"{int(s.eta_s) // 60}m{int(s.eta_s) % 60:02d}s"
+    # endpoints taken out after failing (EndpointPool: probed, and put back once they answer): a
+    # new-user pass killed the only server and the log went on with "in flight 0" and no word
+    down = len(s.in_flight) - s.healthy_endpoints
+    failing = f" | {down:,} of {len(s.in_flight):,} endpoints failing, probed until they answer" if down > 0 else ""
     return (
         f"done {s.finished:,}{total} (stored {s.stored:,}, skipped {s.skipped:,}, errors {s.errors:,}, "
         f"rejected {s.rejected:,}) | {s.output_tok_s_window:,.0f} tok/s now, {s.output_tok_s_mean:,.0f} mean "
-        f"| in flight {sum(s.in_flight.values()):,} | elapsed {s.elapsed_s:,.0f} s | ETA {eta}"
+        f"| in flight {sum(s.in_flight.values()):,}{failing} | elapsed {s.elapsed_s:,.0f} s | ETA {eta}"
     )
 
 

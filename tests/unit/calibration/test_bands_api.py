@@ -138,6 +138,6 @@ def test_offline_ttft_has_no_band_and_says_what_it_leaves_out(shipped_bands):
     p = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm")).to_json()
     assert "ttft_ms_interval" not in p and "ttft_median_ms_interval" not in p
     assert "tpot_ms_interval" in p and "output_tok_s_per_gpu_interval" in p
-    assert any(w.startswith("--concurrency max sends every request at once") for w in p["warnings"])
+    assert p["ttft_from_free_slot"] is True
     queued = predict(PredictRequest(model="llama-3.1-8b", gpu="h100-sxm", concurrency=1000)).to_json()
-    assert queued["ttft_ms"] > p["ttft_ms"] and "ttft_ms_interval" in queued
+    assert queued["ttft_ms"] > p["ttft_ms"] and "ttft_ms_interval" in queued and not queued["ttft_from_free_slot"]

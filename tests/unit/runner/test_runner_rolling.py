@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tokenplan.runner.progress import Snapshot
@@ -44,6 +45,13 @@ def test_the_log_line_holds_counts_rates_and_eta() -> None:
         "done 250/400 (stored 249, skipped 1, errors 0, rejected 2) | 413 tok/s now, "
         "333 mean | in flight 5 | elapsed 3 s | ETA 1m01s"
     )
+
+
+def test_the_log_line_says_when_endpoints_are_failing() -> None:
+    # a new-user pass: with the only server down the log said "in flight 0" and nothing else;
+    # 2 endpoints, 1 taking requests → "1 of 2 endpoints failing"
+    snap = replace(_snap(249), in_flight={"http://e/v1": 5, "http://f/v1": 0}, healthy_endpoints=1)
+    assert "| in flight 5 | 1 of 2 endpoints failing, probed until they answer | elapsed 3 s" in progress_line(snap)
 
 
 def test_off_a_terminal_the_cli_logs_one_line_per_interval() -> None:

@@ -128,6 +128,15 @@ def test_globs_expand_sorted_and_unknown_or_missing_inputs_are_one_line_errors(t
         expand_inputs([str(tmp_path / "c.csv")])
     with pytest.raises(InputError, match="existing files or globs"):
         expand_inputs([str(tmp_path / "missing*.jsonl")])
+    # one file named twice, as written or by an overlapping glob, is refused (a new-user pass: its
+    # rows were read twice, the copies rejected as duplicate ids, and the run said [ok])
+    a = str(tmp_path / "a.jsonl")
+    with pytest.raises(InputError) as twice:
+        expand_inputs([str(tmp_path / "*.jsonl"), a])
+    assert (
+        str(twice.value)
+        == f"input {a!r} is not allowed (allowed: each file once (also named by {str(tmp_path / '*.jsonl')!r}))"
+    )
 
 
 def test_lines_only_pythons_json_takes_are_read_then_refused_by_name_and_the_error_text_is_pythons(

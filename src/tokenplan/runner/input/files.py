@@ -58,9 +58,12 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
     """Files named by ``patterns`` (paths or globs), in the given order, each glob sorted.
 
     Raises:
-        InputError: a pattern matches no file, or a file's suffix is not a known format.
+        InputError: a pattern matches no file, a file's suffix is not a known format, or one file
+            is named twice (``in.jsonl in.jsonl``, or by two overlapping globs: its rows were each
+            read twice, the second copies rejected as duplicate ids, and the run said ``[ok]``).
     """
     files: list[Path] = []
+    named: dict[str, str] = {}  # the file's real path → the pattern that named it first
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         matches = [m for m in matches if os.path.isfile(m)]
@@ -69,6 +72,10 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
         for match in matches:
             if not match.endswith(SUFFIXES):
                 raise InputError("input", match, SUFFIXES)
+            real = os.path.realpath(match)
+            if real in named:
+                raise InputError("input", match, f"each file once (also named by {named[real]!r})")
+            named[real] = pattern
             files.append(Path(match))
     return files
 
