@@ -181,6 +181,8 @@ def read_job_file(path: str) -> JobFile:
     # a key written with no value (``model:``, ``gpus: []``) is a slip, not the default: leaving the
     # key out asks for that (a new-user pass saw `model: null` plan the default model)
     for key, value in raw.items():
+        if not isinstance(key, str):  # ``1: 2`` read "1: 1 is not allowed (allowed: Keys should be strings)"
+            raise ConfigError(path, str(key), f"unknown key (allowed: {', '.join(JobFile.model_fields)})")
         if value is None or value == [] or value == {}:
             shown_value = "null" if value is None else json.dumps(value)
             raise ConfigError(path, str(key), f"{shown_value} is not allowed (allowed: a value, or leave the key out)")

@@ -151,3 +151,15 @@ def test_spec_may_be_a_list_as_repeated_spec_options(tmp_path):
     assert str(exc.value).endswith(
         """job.yaml: spec: ['none', 3] is not allowed (allowed: a --spec setting (e.g. mtp:3), or a list of them (e.g. [none, "mtp:1"]))"""
     )
+
+
+def test_a_key_that_is_not_text_is_an_unknown_key(tmp_path):
+    # a break-it pass: `1: 2` read "1: 1 is not allowed (allowed: Keys should be strings)"
+    path = tmp_path / "job.yaml"
+    path.write_text("samples: 10\n1: 2\n")
+    with pytest.raises(ConfigError) as exc:
+        read_job_file(str(path))
+    assert str(exc.value).endswith(
+        "job.yaml: 1: unknown key (allowed: model, samples, isl, osl, gpus, engine, "
+        "prices, spec, draft_model, current, measured_tok_s, tp, pp, dp, ep, max_running)"
+    )

@@ -61,10 +61,12 @@ def _compressed(path: Path, data: bytes, codec: str) -> bytes:
 def test_a_zst_file_that_is_not_zstd_is_refused_up_front(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl.zst"
     path.write_bytes(b'{"prompt": "plain text, not zstd"}\n')
+    # its first bytes are no zstd frame's (28 b5 2f fd): said as such, not "truncated or damaged
+    # at byte 35 of 35" (a new-user pass found that for plain JSONL named .gz)
     with pytest.raises(
-        InputBroken,
-        match=r"in.jsonl.zst' is truncated or damaged at byte \d+ of 35 .*ZSTD.*"
-        r"last row read: none",
+        InputError,
+        match=r"in.jsonl.zst' is not allowed \(allowed: a file whose name says its format: this one holds "
+        r"uncompressed text, its name says zstd \(rename it without .zst\)\)",
     ):
         check_readable([path])
     assert count_rows_or_none([path]) is None
@@ -194,3 +196,27 @@ def test_a_file_name_that_is_not_utf8_is_stored_with_replacement_characters(tmp_
     (row,) = _read(tmp_path / name)
     assert row.source.endswith("in-\ufffd.jsonl")
     orjson.dumps({"source": row.source})
+
+
+def test_a_parquet_or_gzip_file_named_jsonl_is_refused_by_what_it_holds(tmp_path: Path) -> None:
+    # a new-user pass: a Parquet or gzip file named .jsonl had every row rejected as
+    # "'utf-8' codec can't decode…"; its first bytes say what it is (Parquet "PAR1", gzip 1f 8b)
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet, packed = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    pq.write_table(pa.table({"id": ["r0"], "prompt": ["p"]}), parquet)
+    packed.write_bytes(gzip.compress(b'{"id": "r0", "prompt": "p"}\n'))
+    with pytest.raises(
+        InputError,
+        match=r"holds Parquet data, its name says uncompressed JSON or JSONL \(rename it to end in .parquet\)",
+    ):
+        check_readable([parquet])
+    with pytest.raises(
+        InputError, match=r"holds gzip data, its name says uncompressed JSON or JSONL \(rename it to end in .jsonl.gz\)"
+    ):
+        check_readable([packed])
+    packed.rename(tmp_path / "b.jsonl.gz")
+    check_readable([tmp_path / "b.jsonl.gz"])  # named as what it holds: read
