@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from tokenplan.client.openai import OpenAIClient, RequestFailed
+from tokenplan.client.stall import StallWatch
 from tokenplan.errors import EndpointsUnanswering, ServerError
 
 # Failures with no answer at all: what a readmitted endpoint that answers none of its requests
@@ -50,6 +51,9 @@ class Endpoint:
     readmitted_at_completed: int | None = None  # ``completed`` when a probe last put it back
     futile_readmissions: int = 0  # put back, then taken out again with nothing answered, in a row
     last_kind: str = ""  # the kind of the last failure that counts toward ejection (transport, deadline…)
+    last_heard_s: float = field(default_factory=time.monotonic)  # its last answer or failure (client.stall)
+    calls: set[asyncio.Task] = field(default_factory=set)  # tasks awaiting a request to it (StallWatch.guard)
+    abandoned: set[asyncio.Task] = field(default_factory=set)  # of those, the ones a stall probe freed
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,9 @@ class PoolSettings:
         health_deadline_s: limit on one health check (seconds).
         max_futile_readmissions: times in a row every endpoint may be put back by its probe and
             taken out again with no request answered before the pool gives up.
+        stall_probe_after_s: seconds an endpoint with requests in flight may answer nothing before
+            it is probed, and taken out with its requests sent again where the probe fails too
+            (:mod:`tokenplan.client.stall`).
     """
 
     concurrency_per_endpoint: int
@@ -72,6 +79,7 @@ class PoolSettings:
     max_all_down_s: float = 600.0
     health_deadline_s: float = 10.0
     max_futile_readmissions: int = 3
+    stall_probe_after_s: float = 120.0
 
 
 @dataclass(slots=True)
@@ -102,9 +110,12 @@ class EndpointPool:
         self._admitted = asyncio.Semaphore(settings.concurrency_per_endpoint * len(self.endpoints))
         self._changed = asyncio.Condition()
         self._state = _State()
+        self._stall = StallWatch(self.endpoints, settings.stall_probe_after_s, settings.health_deadline_s, self._eject)
+        self.guard = self._stall.guard  # a request to a leased endpoint, freed where the endpoint stalls
 
     async def aclose(self) -> None:
         """Stop the probes and close every connection."""
+        self._stall.close()
         for task in self._state.probe_tasks.values():
             task.cancel()
         for endpoint in self.endpoints:
@@ -178,6 +189,7 @@ class EndpointPool:
         Raises:
             ServerError: every endpoint has been ejected for ``max_all_down_s``.
         """
+        self._stall.start()
         endpoint = await self._acquire()
         try:
             yield endpoint
@@ -188,6 +200,7 @@ class EndpointPool:
 
     def record(self, endpoint: Endpoint, failure: RequestFailed | None) -> None:
         """Count one request's outcome; eject ``endpoint`` after too many failures in a row."""
+        endpoint.last_heard_s = time.monotonic()
         if failure is None:
             endpoint.completed += 1
             endpoint.consecutive_failures = endpoint.futile_readmissions = 0
@@ -249,6 +262,8 @@ class EndpointPool:
                 if ready:
                     self._check_futile()
                     endpoint = min(ready, key=lambda e: e.outstanding)
+                    if not endpoint.outstanding:  # its quiet time counts from its first request in flight
+                        endpoint.last_heard_s = time.monotonic()
                     endpoint.outstanding += 1
                     return endpoint
                 self._check_all_down()
@@ -329,6 +344,7 @@ class EndpointPool:
                     endpoint.futile_readmissions += 1
                 endpoint.readmitted_at_completed = endpoint.completed
                 endpoint.ejected, endpoint.consecutive_failures = False, 0
+                endpoint.last_heard_s = time.monotonic()
                 async with self._changed:
                     self._changed.notify_all()
         finally:

@@ -254,9 +254,10 @@ class Dispatcher:
                 used.append(endpoint.base_url)
                 self._endpoint_of[unit.id] = endpoint.base_url  # the last endpoint tried (refusals)
                 try:
-                    completion = await endpoint.client.chat(
+                    sending = endpoint.client.chat(
                         body, deadline_s=limit_s, stream=self.job.stream, max_bytes=self.job.max_answer_bytes
                     )
+                    completion = await self.pool.guard(endpoint, sending)  # freed where the endpoint stalls
                 except RequestFailed as failure:
                     self.pool.record(endpoint, failure)
                     raise

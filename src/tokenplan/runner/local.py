@@ -121,9 +121,7 @@ async def _run(
         )
         stop = asyncio.Event()
         read_stats = ReadStats()
-        first = (
-            f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; a second Ctrl-C stops at once"
-        )
+        first = f"stopping: requests in flight get up to {spec.job.grace_s:g} s to finish; a second Ctrl-C (or SIGTERM) stops at once"
         with StopOnSignals(stop, (lambda: on_note(first)) if on_note else None, active=handle_signals) as signals:
             source = until_broken(
                 limited(read_rows(spec.files, read_stats, rundir.done_ids, spec.job.mode), spec.limit), read_stats

@@ -148,6 +148,7 @@ class SendingOptions(Options):
     eject_after_failures: int = Field(default=5, ge=1)
     probe_interval_s: float = Field(default=5.0, gt=0)
     max_all_down_s: float = Field(default=600.0, gt=0)
+    stall_probe_after_s: float = Field(default=120.0, gt=0)  # client.stall: quiet this long, probed
 
 
 class ExportOptions(Options):
