@@ -16,7 +16,7 @@ calibrated on the server itself: two probe chats of 1 and ``PROBE_WORDS`` words 
 overhead; each prompt then gets ``round((isl − overhead) / tokens_per_word)`` words. The
 bench reports the mean prompt length the server counted either way.
 
-Dataset prompts (``--dataset FILE``) keep their natural length: JSONL with ``messages`` (chat) or
+Dataset prompts (``--dataset FILE``) keep their natural length: JSONL (plain, or ``.gz``/``.zst``/``.bz2``/``.lz4``) or Parquet rows with ``messages`` (chat) or
 ``prompt``/``text``/``question``, optional ``max_tokens``/``output_len``; or a ShareGPT JSON list
 whose items have ``conversations`` (the first human turn is the prompt, the first reply's length
 in words is the output budget when no ``--osl`` is given).
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -245,48 +246,104 @@ def _unicode(item: object, where: str, path: str) -> object:
     return item
 
 
-def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Workload:
-    """Prompts from a JSONL file or a ShareGPT-style JSON list (see the module docstring).
+# Compressed JSONL as generate reads it (runner.input.files.CODECS): the last suffix names the codec
+_CODEC_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".lz4")
+
+
+def _without_nones(row: dict) -> dict:
+    """``row`` with its ``messages`` (a list of objects) stripped of keys whose value is None."""
+    messages = row.get("messages")
+    if isinstance(messages, list):
+        row = {
+            **row,
+            "messages": [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m for m in messages],
+        }
+    return row
+
+
+def _dataset_content(p: Path, path: str) -> str | list[dict]:
+    """The file's text (a compressed JSONL decompressed by pyarrow, which names the codec by the
+    suffix), or a Parquet file's rows; the formats ``generate`` reads (a new-user pass: bench
+    refused the ``.parquet`` and ``.gz`` inputs generate had run).
 
     Raises:
-        InputError: the file does not exist or holds no prompt.
-        ConfigError: a line is not JSON or not a prompt (names the line).
+        ConfigError: not UTF-8, or a compressed or Parquet file that cannot be read.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("dataset", path, "an existing JSONL or JSON file")
+    import pyarrow as pa
+
     try:
-        text = p.read_text(encoding="utf-8-sig")  # a leading byte-order mark is not part of the JSON
+        if p.name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            # Arrow gives every struct field to every row (None where a row has none): the
+            # messages are sent with the keys each row has
+            return [_without_nones(row) for row in pq.read_table(p).to_pylist()]
+        if p.name.endswith(_CODEC_SUFFIXES):
+            with pa.input_stream(str(p), compression="detect") as stream:
+                raw = stream.read()
+        else:
+            raw = p.read_bytes()
+    except (OSError, ValueError, pa.ArrowException) as problem:
+        raise ConfigError(path, "<root>", f"cannot be read ({str(problem).splitlines()[0]})") from None
+    try:
+        return raw.decode("utf-8-sig")  # a leading byte-order mark is not part of the JSON
     except UnicodeDecodeError:
         raise ConfigError(
             path, "encoding", "cannot be read as UTF-8 text; expected a UTF-8 JSONL or JSON file"
         ) from None
-    prompts: list[Prompt] = []
-    if text.lstrip().startswith("["):
+
+
+def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Workload:
+    """Prompts from a JSONL file (plain or compressed), a ShareGPT-style JSON list or a Parquet
+    file (see the module docstring).
+
+    Raises:
+        InputError: the file does not exist or holds no prompt.
+        ConfigError: a line, item or row is not JSON or not a prompt (names it), or the file cannot be read.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(
+            "dataset", path, "an existing JSONL, JSON or Parquet file (JSONL also as .gz, .zst, .bz2, .lz4)"
+        )
+    content = _dataset_content(p, path)
+    items: list[tuple[str, object]]
+    if isinstance(content, list):  # Parquet: one row per prompt
+        items = [(f"row {i + 1}", row) for i, row in enumerate(content[:limit])]
+    elif content.lstrip().startswith("["):
         try:
-            items = json.loads(text)
+            whole = json.loads(content)
         except RecursionError:
             raise ConfigError(path, "<root>", "not valid JSON (nested too deeply)") from None
         except ValueError as exc:
             raise ConfigError(path, "<root>", f"not valid JSON ({exc})") from None
-        prompts = [
-            _dataset_prompt(_unicode(it, f"item {i}", path), osl, f"item {i}", path)
-            for i, it in enumerate(items[:limit])
-        ]
+        items = [(f"item {i}", it) for i, it in enumerate(whole[:limit])]
     else:
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-                raise ConfigError(path, f"line {number}", "not valid JSON") from None
-            prompts.append(_dataset_prompt(_unicode(item, f"line {number}", path), osl, f"line {number}", path))
-            if limit is not None and len(prompts) >= limit:
-                break
+        items = list(_jsonl_items(content, path, limit))
+    prompts = [_dataset_prompt(_unicode(item, where, path), osl, where, path) for where, item in items]
     if not prompts:
         raise InputError("dataset", path, "a file with at least one prompt")
     return Workload(tuple(prompts), "dataset", None, False)
+
+
+def _jsonl_items(text: str, path: str, limit: int | None) -> Iterator[tuple[str, object]]:
+    """``("line N", value)`` for each non-blank JSONL line, the first ``limit``.
+
+    Raises:
+        ConfigError: a line that is not JSON (named).
+    """
+    count = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if limit is not None and count >= limit:
+            return
+        try:
+            item = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+            raise ConfigError(path, f"line {number}", "not valid JSON") from None
+        count += 1
+        yield f"line {number}", item
 
 
 __all__ = [

@@ -61,7 +61,7 @@ _FIT_OPTIONS = (
 @click.option("--osl", type=INTEGER, help="Output length (tokens); caps dataset answers [default: 256].")
 @click.option("--random-input-len", type=INTEGER, help="vllm bench serve's name for --isl.")
 @click.option("--random-output-len", type=INTEGER, help="vllm bench serve's name for --osl.")
-@click.option("--dataset", help="JSONL or ShareGPT JSON of real prompts.")
+@click.option("--dataset", help="JSONL (also .gz/.zst/.bz2/.lz4), Parquet or ShareGPT JSON of real prompts.")
 @click.option("--dataset-name", help="random | sharegpt (with --dataset-path).")
 @click.option("--dataset-path", help="vllm bench serve's name for --dataset.")
 @click.option("--num-prompts", type=INTEGER, help="Measured requests per level (default 4×C, ≥ 16).")

@@ -42,6 +42,38 @@ def test_dataset_reads_messages_prompts_and_budgets(tmp_path):
     assert [p.max_tokens for p in w2.prompts] == [7]
 
 
+def test_dataset_reads_the_compressed_and_parquet_inputs_generate_reads(tmp_path):
+    # a new-user pass: bench --dataset refused the .parquet and .gz inputs generate had run
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = [{"id": "a", "prompt": "tell me", "max_tokens": 5}, {"id": "b", "prompt": "and more", "max_tokens": 6}]
+    text = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(text))
+    with pa.output_stream(str(tmp_path / "d.jsonl.zst"), compression="zstd") as out:
+        out.write(text)
+    # Parquet rows with messages whose keys differ: Arrow gives each row every key (None where
+    # absent), which is not sent
+    rows = [
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+        {"messages": [{"role": "system", "content": "be brief", "name": "s"}, {"role": "user", "content": "q"}]},
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
+    for name in ("d.jsonl.gz", "d.jsonl.zst"):
+        w = dataset_workload(str(tmp_path / name), osl=None)
+        assert [(p.messages[0]["content"], p.max_tokens) for p in w.prompts] == [("tell me", 5), ("and more", 6)]
+    w = dataset_workload(str(tmp_path / "d.parquet"), osl=4)
+    assert [p.messages for p in w.prompts] == [
+        ({"role": "user", "content": "hi"},),
+        ({"role": "system", "content": "be brief", "name": "s"}, {"role": "user", "content": "q"}),
+    ]
+    (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(ConfigError, match=r"bad.jsonl.gz: <root>: cannot be read"):
+        dataset_workload(str(tmp_path / "bad.jsonl.gz"), osl=4)
+
+
 def test_sharegpt_uses_the_first_turn_and_the_reply_length(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(
