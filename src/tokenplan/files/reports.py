@@ -162,7 +162,25 @@ def load_bench_json(path: str | Path) -> dict:
     for n, level in enumerate(data.get("levels") or ()):  # as calibrate --from-bench: no negative figure
         if isinstance(level, dict):
             check_measured(level, str(p), f"levels[{n}]", latencies=False)  # latencies: checked above
+            _check_rate(level, str(p), f"levels[{n}]")
     return data
+
+
+def _check_rate(level: dict, path: str, where: str) -> None:
+    """Refuse a level whose ``output_tok_s`` is not its ``output_tokens / duration_s`` (as
+    ``bench.levels.level_dict`` writes it) within 1 %: a break-it pass fitted a level of 0 tok/s
+    that said 2,048 tokens in 20.8 s (ConfigError naming the field and what it should be)."""
+    rate, tokens, duration = level.get("output_tok_s"), level.get("output_tokens"), level.get("duration_s")
+    numbers = [v for v in (rate, tokens, duration) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) < 3 or not duration or not level.get("requests"):
+        return
+    expected = tokens / duration
+    if abs(rate - expected) > 0.01 * expected + 1e-9:
+        raise ConfigError(
+            path,
+            f"{where}.output_tok_s",
+            f"{rate!r} is not allowed (allowed: output_tokens / duration_s = {tokens:g} / {duration:g} = {expected:,.4g})",
+        )
 
 
 def load_saved_bench(path: str | Path) -> dict:
