@@ -82,7 +82,6 @@ async def _run(
     handle_signals: bool,
 ) -> RunOutcome:
     check_open_files(spec.pool.concurrency_per_endpoint * len(spec.endpoints))
-    fence_earlier_actors(spec.out_dir)  # a Ray-backend run's leftover actors stop writing
     pool = EndpointPool(spec.endpoints, spec.pool, api_key=spec.api_key)
     try:
         # the endpoints first: a run that cannot start leaves the directory as it was (a --force
@@ -94,6 +93,7 @@ async def _run(
             force=spec.force,
             shard_max_bytes=spec.shard_max_bytes,
             retry_skipped=spec.retry_skipped,
+            fence=fence_earlier_actors,  # a Ray-backend run's leftover actors stop writing (under the lock)
         )
     except BaseException:
         await pool.aclose()

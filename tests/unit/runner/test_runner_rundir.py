@@ -217,3 +217,22 @@ def test_an_empty_directory_or_one_a_run_started_is_taken(tmp_path: Path) -> Non
     (started / "shards").mkdir(parents=True)
     RunDir.open(started, JOB).close()
     RunDir.open(empty, JOB).close()  # and a run's own directory again
+
+
+def test_a_refused_second_open_does_not_fence_the_run_that_holds_the_directory(tmp_path: Path) -> None:
+    # a break-it pass: a second generate on the --out of a running Ray job raised the epoch (which
+    # stops that job's actors) before it was refused for the lock; the fence now runs under the lock
+    from tokenplan.runner.store.fencing import advance_epoch
+
+    epochs: list[int] = []
+    first = RunDir.open(tmp_path, JOB, fence=lambda path: epochs.append(advance_epoch(path)))
+    try:
+        with pytest.raises(RunDirError, match="is in use by another tokenplan generate"):
+            RunDir.open(tmp_path, JOB, fence=lambda path: epochs.append(advance_epoch(path)))
+        manifest = json.loads((tmp_path / "manifest.json").read_text())
+        assert epochs == [1] and manifest["epoch"] == 1  # the running one's epoch stands
+    finally:
+        first.close()
+    again = RunDir.open(tmp_path, JOB, fence=lambda path: epochs.append(advance_epoch(path)))
+    again.close()
+    assert epochs == [1, 2]  # once the directory is free, the next run fences the earlier one

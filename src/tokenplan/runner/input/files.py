@@ -39,6 +39,7 @@ import orjson
 
 from tokenplan.errors import InputError, TokenplanError
 from tokenplan.runner.input.shapes import RowError
+from tokenplan.runner.input.sniff import check_content_matches_name
 
 # Compressed JSONL: the last suffix names the codec (pyarrow's names).
 CODECS = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4"}
@@ -133,7 +134,7 @@ def check_readable(files: Sequence[Path]) -> None:
         InputBroken: a compressed file whose stream breaks part-way (byte, last whole line).
     """
     for path in files:
-        _check_content_matches_name(path)
+        check_content_matches_name(path)
         try:
             if path.name.endswith(".parquet"):
                 import pyarrow.parquet as pq
@@ -153,47 +154,6 @@ def check_readable(files: Sequence[Path]) -> None:
                 str(path),
                 f"a readable JSONL (plain, .zst, .gz, .bz2 or .lz4) or Parquet file ({why(problem)})",
             ) from None
-
-
-# The first bytes of each format read here (Parquet: "PAR1", Apache Parquet's file layout; the
-# codecs' frame magics: gzip RFC 1952 §2.3.1, zstd RFC 8878 §3.1.1, bzip2 "BZh", LZ4 frame format
-# §"General Structure") → (what it is, the suffix that names it).
-_MAGIC = {
-    b"PAR1": ("Parquet", ".parquet"),
-    b"\x1f\x8b": ("gzip", ".gz"),
-    b"\x28\xb5\x2f\xfd": ("zstd", ".zst"),
-    b"BZh": ("bzip2", ".bz2"),
-    b"\x04\x22\x4d\x18": ("LZ4", ".lz4"),
-}
-
-
-def _check_content_matches_name(path: Path) -> None:
-    """Refuse a file whose first bytes are another format than its name says: a Parquet or gzip
-    file named ``.jsonl`` had every row rejected as "'utf-8' codec can't decode…", and a plain
-    JSONL named ``.jsonl.gz`` was "truncated or damaged at byte N of N (incorrect header check)"
-    (a new-user pass). An empty or unreadable file is left to the reader's own message."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError:
-        return
-    if not head:
-        return
-    found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
-    named = next(((what, suffix) for what, suffix in _MAGIC.values() if path.name.endswith(suffix)), None)
-    if named is None and path.name.endswith(".zstd"):
-        named = _MAGIC[b"\x28\xb5\x2f\xfd"]
-    if found == named:
-        return
-    holds = f"{found[0]} data" if found else "uncompressed text"
-    says = f"{named[0]}" if named else "uncompressed JSON or JSONL"
-    if found is not None:
-        fix = f"rename it to end in {found[1] if found[1] == '.parquet' else '.jsonl' + found[1]}"
-    else:
-        fix = f"rename it without {named[1] if named else 'its suffix'}"
-    raise InputError(
-        "input", str(path), f"a file whose name says its format: this one holds {holds}, its name says {says} ({fix})"
-    )
 
 
 def _read_to_the_end(path: Path, source: _Source) -> None:

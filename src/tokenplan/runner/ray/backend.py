@@ -19,7 +19,6 @@ from tokenplan.runner.progress import Snapshot
 from tokenplan.runner.rolling import invocation_checkpoint
 from tokenplan.runner.spec import RunOutcome, RunSpec, duplicate_notes, start_progress
 from tokenplan.runner.store.fencing import advance_epoch
-from tokenplan.runner.store.manifest import check_manifest
 from tokenplan.runner.store.rundir import RunDir
 
 
@@ -38,17 +37,18 @@ def run_ray_backend(
     check_backend("ray")  # also checked with the options, before the run directory is made
     from tokenplan.runner.ray.driver import RayRun, run_ray
 
-    (spec.out_dir / "shards").mkdir(parents=True, exist_ok=True)
-    rebound = check_manifest(spec.out_dir, spec.identity, force=spec.force)
-    epoch = advance_epoch(spec.out_dir)  # fences earlier runs' actors before the done-set is read
+    epochs: list[int] = []
     rundir = RunDir.open(
         spec.out_dir,
         spec.identity,
         force=spec.force,
         shard_max_bytes=spec.shard_max_bytes,
-        retry_skipped=spec.retry_skipped or rebound is not None,
+        retry_skipped=spec.retry_skipped,
+        # under the directory's lock, before the done-set is read: fences earlier runs' actors
+        fence=lambda path: epochs.append(advance_epoch(path)),
     )
-    notes = ([rebound] if rebound else []) + duplicate_notes(rundir) + rundir.notes
+    epoch = epochs[0]
+    notes = duplicate_notes(rundir) + rundir.notes
     progress = start_progress(spec, rundir)
     read_stats = ReadStats()
     events: list[str] = []

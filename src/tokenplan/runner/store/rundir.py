@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,12 +96,18 @@ class RunDir:
         force: bool = False,
         shard_max_bytes: int = 256 * 2**20,
         retry_skipped: bool = False,
+        fence: Callable[[Path], object] | None = None,
     ) -> RunDir:
         """Open (or create) ``path`` for ``job``, recover torn tails and read the done-set.
 
         ``retry_skipped`` (or a directory rebound because it held no stored answer,
         :func:`~tokenplan.runner.store.manifest.check_manifest`) sets ``skipped.jsonl`` aside as
-        ``skipped.retried.jsonl``, so its units are not done and are sent again.
+        ``skipped.retried.jsonl``, so its units are not done and are sent again. ``fence``
+        (``path`` → anything) runs once this process holds the directory's lock and its manifest
+        is checked, before the done-set is read: raising the epoch that fences earlier Ray
+        actors there, and not before the lock, stops a second invocation that is then refused
+        from stopping the run that holds it (a break-it pass: a refused ``generate`` ended a
+        running Ray job with exit 130).
 
         Raises:
             RunDirError: the directory belongs to a different job (unless ``force``), or its
@@ -112,6 +119,8 @@ class RunDir:
         try:
             rebound = check_manifest(path, job, force=force)
             notes = [rebound] if rebound else []
+            if fence is not None:
+                fence(path)
             if retry_skipped or rebound:
                 notes += set_aside_skipped(path)
             killed = recover_killed(path)  # an earlier invocation's figures, left by a kill
