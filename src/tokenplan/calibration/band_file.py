@@ -39,6 +39,7 @@ def table_to_json(table: BandTable) -> dict[str, Any]:
         "max_batch_per_replica": dict(sorted(table.max_batch.items())),
         "gpus": list(table.gpus),
         "formats": list(table.formats),
+        **({} if table.pipeline_engines is None else {"pipeline_engines": list(table.pipeline_engines)}),
         "checked_coverage": table.checked_coverage,
         "checked_coverage_by_file": table.coverage_by_file,
         "provenance": table.provenance,
@@ -58,6 +59,7 @@ def table_from_json(data: Mapping[str, Any]) -> BandTable:
         max_batch={k: float(v) for k, v in data.get("max_batch_per_replica", {}).items()},
         gpus=tuple(data.get("gpus", ())),
         formats=tuple(data.get("formats", ())),
+        pipeline_engines=None if "pipeline_engines" not in data else tuple(data["pipeline_engines"]),
         checked_coverage={k: float(v) for k, v in data.get("checked_coverage", {}).items()},
         provenance=str(data.get("provenance", "")),
         coverage_by_file={

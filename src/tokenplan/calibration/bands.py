@@ -253,6 +253,8 @@ class BandTable:
             same nested coverage, per file.
         formats: ``engine/architecture/format`` (the weights' GEMM class: ``bf16``, ``fp8``,
             ``fp4``) of the fit rows: the kernels the data measured.
+        pipeline_engines: the engines some fit row runs with pipeline parallelism (None: a table
+            written before the field, which checks no layout).
     """
 
     coverage: float
@@ -264,17 +266,29 @@ class BandTable:
     provenance: str = ""
     coverage_by_file: dict[str, dict[str, float]] = field(default_factory=dict)
     formats: tuple[str, ...] = ()
+    pipeline_engines: tuple[str, ...] | None = None
 
 
 def outside_reason(
-    table: BandTable, engine: str, architecture: str, gpu: str, batch: float, weight_format: str = ""
+    table: BandTable,
+    engine: str,
+    architecture: str,
+    gpu: str,
+    batch: float,
+    weight_format: str = "",
+    pp: int = 1,
 ) -> str | None:
     """Why a configuration lies outside the measured regime, or None. ``weight_format``: the
     weights' GEMM class (``bf16``, ``fp8``, ``fp4``; "" when not known): an engine × format no
     fit row ran on the architecture has no measured kernel speed there (its kernel factor is
     the engine's or the default's, and the kernel itself may differ: FP4 on Hopper runs a
-    weight-only Marlin kernel, on Blackwell the FP4 tensor cores)."""
+    weight-only Marlin kernel, on Blackwell the FP4 tensor cores). ``pp``: pipeline stages; an
+    engine no fit row runs with PP > 1 (``pipeline_engines``; None in a table that predates it)
+    has no measured micro-batch schedule (vLLM's scheduler puts every request not in flight into
+    the next step, unbalanced, vllm#41682 and #57433; the model takes PP balanced micro-batches)."""
     reasons = []
+    if pp > 1 and table.pipeline_engines is not None and engine not in table.pipeline_engines:
+        reasons.append(f"no fit row runs {engine} with pipeline parallelism (PP{pp})")
     if table.gpus and gpu not in table.gpus:
         reasons.append(f"GPU {gpu} is in no fit row")
     if weight_format and table.formats and f"{engine}/{architecture}/{weight_format}" not in table.formats:
@@ -300,15 +314,17 @@ def band_for(
     spec: str = "none",
     weight_format: str = "",
     queue: str = "",
+    pp: int = 1,
 ) -> tuple[Band, str, str | None]:
     """(band of ``log(pred/meas)``, its regime key, outside-regime reason or None); ``spec``:
     the speculative-decoding regime (:func:`spec_regime`), ``queue``: the queue regime
-    (:func:`queue_regime`; used for :data:`QUEUE_METRICS` only), looked up as :func:`lookup_keys` says."""
+    (:func:`queue_regime`; used for :data:`QUEUE_METRICS` only), looked up as :func:`lookup_keys`
+    says; ``pp``: pipeline stages (:func:`outside_reason`)."""
     levels = table.bands.get(metric, {})
     q = queue if metric in QUEUE_METRICS else ""
     key = next((k for k in lookup_keys(engine, architecture, family, batch, spec, q) if k in levels), "all")
     band = levels.get(key, Band(0.0, 0.0, 0))
-    outside = outside_reason(table, engine, architecture, gpu, batch, weight_format)
+    outside = outside_reason(table, engine, architecture, gpu, batch, weight_format, pp)
     wide = table.extrapolation.get(metric)
     if outside and wide is not None:
         band = Band(min(band.low_q, wide.low_q), max(band.high_q, wide.high_q), band.n)
@@ -328,6 +344,7 @@ def interval(
     spec: str = "none",
     weight_format: str = "",
     queue: str = "",
+    pp: int = 1,
 ) -> Interval | None:
     """The interval on ``value`` (None where the table holds no residual of ``metric``).
     ``inverse``: the figure scales as 1 / the metric's quantity (TPOT, days and dollars
@@ -336,10 +353,12 @@ def interval(
     reaches from the figure to the far quantile, so it says how far off the figure may be, not
     a range the figure itself falls outside (this only widens it, so coverage does not drop).
     ``spec``: the speculative-decoding regime of the configuration (:func:`spec_regime`);
-    ``weight_format``: as :func:`outside_reason`; ``queue``: as :func:`band_for`."""
+    ``weight_format``, ``pp``: as :func:`outside_reason`; ``queue``: as :func:`band_for`."""
     if not table.bands.get(metric):
         return None
-    band, key, outside = band_for(table, metric, engine, architecture, family, gpu, batch, spec, weight_format, queue)
+    band, key, outside = band_for(
+        table, metric, engine, architecture, family, gpu, batch, spec, weight_format, queue, pp
+    )
     if inverse:
         low, high = value * math.exp(band.low_q), value * math.exp(band.high_q)
     else:

@@ -30,12 +30,14 @@ def figure_bands(table: BandTable, result: object, ev: Evaluation, figures: Mapp
         spec_regime(ev.config.spec),
     )
     queue = "queue" if ev.steady.queued else "none"
-    fmt = ev.config.weight_dtype.flops_class
+    fmt, pp = ev.config.weight_dtype.flops_class, ev.config.layout.pp
     intervals, first = {}, None
     for key, (metric, inverse) in figures.items():
         value = getattr(result, key)  # a misspelt figure fails here, never silently unbanded
         band = (
-            None if value is None else interval(table, value, metric, inverse, *where, weight_format=fmt, queue=queue)
+            None
+            if value is None
+            else interval(table, value, metric, inverse, *where, weight_format=fmt, queue=queue, pp=pp)
         )
         if band is not None:
             intervals[key] = band

@@ -160,4 +160,5 @@ def band_table(
         provenance,
         coverage_by_file(held, coverage),
         tuple(sorted({f"{c.group}/{c.config.weight_dtype.flops_class}" for c in cases})),
+        tuple(sorted({c.engine for c in cases if c.config.layout.pp > 1})),
     )

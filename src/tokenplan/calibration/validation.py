@@ -259,6 +259,7 @@ def row_interval(bands: BandTable, r: RowResult, metric: str) -> Interval | None
         spec_regime(c.config.spec),
         weight_format=c.config.weight_dtype.flops_class,
         queue=queue_regime(c.concurrency_per_replica, r.batch),
+        pp=c.config.layout.pp,
     )
 
 

@@ -325,3 +325,23 @@ def test_a_table_written_before_the_queue_split_still_gives_ttft_bands():
     assert iv.regime == "sglang/hopper/1-8/spec=none" and (iv.low, iv.high) == pytest.approx(
         (81.873, 110.517), abs=1e-3
     )
+
+
+def test_pipeline_parallelism_on_an_engine_no_fit_row_ran_with_it_is_outside_the_measured_regime():
+    # the shipped fit's only PP rows are TensorRT-LLM's: vLLM with PP2 has no measured micro-batch
+    # schedule (its scheduler puts every request not in flight into the next step, vllm#41682), so
+    # its band is widened to the leave-one-GPU-out one, [−0.3, 0.3] here, and it says why
+    table = BandTable(
+        0.8,
+        {"rate": {"all": Band(-0.1, 0.2, 50)}},
+        {"rate": Band(-0.3, 0.3, 40)},
+        {"vllm/blackwell": 512.0, "trtllm/blackwell": 512.0},
+        ("b200",),
+        pipeline_engines=("trtllm",),
+    )
+    iv = interval(table, 100.0, "rate", False, "vllm", "blackwell", "x", "b200", 100.0, pp=2)
+    assert iv.outside == "no fit row runs vllm with pipeline parallelism (PP2)"
+    assert (iv.low, iv.high) == pytest.approx((100 * math.exp(-0.3), 100 * math.exp(0.3)))
+    assert interval(table, 100.0, "rate", False, "trtllm", "blackwell", "x", "b200", 100.0, pp=2).outside is None
+    assert interval(table, 100.0, "rate", False, "vllm", "blackwell", "x", "b200", 100.0, pp=1).outside is None
+    assert table_from_json(table_to_json(table)) == table
