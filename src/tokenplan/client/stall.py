@@ -79,7 +79,8 @@ class StallWatch:
             if task not in endpoint.abandoned:  # the run's own stop: passed on
                 raise
             endpoint.abandoned.discard(task)
-            task.uncancel()
+            if task.uncancel() > 0:  # the run was stopping it too: that cancellation stands
+                raise
             raise RequestFailed("transport", f"abandoned: {endpoint.last_failure}") from None
         finally:
             endpoint.calls.discard(task)
