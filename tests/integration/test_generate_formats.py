@@ -208,6 +208,22 @@ def test_limit_sends_only_the_first_rows(tmp_path: Path) -> None:
     assert (whole.units_total, whole.stored, whole.already_done, whole.left_out_by_limit) == (10, 10, 3, 0)
     assert (tmp_path / "train.jsonl").exists() and not (tmp_path / "train.partial.jsonl").exists()
     assert "[ok]" in summary_text(whole)
+    # a --limit 3 rerun of the finished run leaves nothing unsent: the 7 past the limit are stored
+    # (a second break-it pass: it said 7 unsent and wrote all 10 to train.partial.jsonl)
+    with FaultServerProcess(str(tmp_path)) as server:
+        again = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[server.url],
+                model="fault-model",
+                max_tokens=8,
+                limit=3,
+                export=str(tmp_path / "train.jsonl"),
+            )
+        )
+    assert (again.left_out_by_limit, again.outside_input, again.export_rows) == (0, 7, 10)
+    assert "[ok]" in summary_text(again) and not (tmp_path / "train.partial.jsonl").exists()
 
 
 def test_dry_run_counts_rows_requests_and_prompt_tokens_and_sends_nothing(tmp_path: Path) -> None:

@@ -84,3 +84,30 @@ def test_a_frozen_endpoints_requests_go_to_the_other_one_before_their_deadline(t
     served = {e["endpoint"]: e for e in result.summary["this_invocation"]["endpoints"]}
     assert served[frozen.url]["requests_failed"] == 4
     assert sum(e["requests_answered"] for e in served.values()) == 40
+
+
+@pytest.mark.slow
+def test_a_slow_live_server_at_full_concurrency_is_left_alone(tmp_path: Path) -> None:
+    # a second break-it pass: every connection of the endpoint's pool was busy with a chat request,
+    # so the probe waited for one, ran out its 10 s and a live server was taken out, its answers
+    # thrown away, again and again; the pool keeps one connection beyond the requests in flight
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(2)))
+    # each answer takes 13 s: longer than the 1 s quiet time and the probe's 10 s deadline together
+    with FaultServerProcess(str(tmp_path), delay_s=13.0) as slow:
+        result = generate(
+            GenerateRequest.build(
+                inputs=[str(data)],
+                out_dir=tmp_path / "run",
+                endpoints=[slow.url],
+                model="fault-model",
+                max_tokens=8,
+                concurrency=2,  # every chat connection busy for 13 s, probed after 1 s quiet
+                deadline_s=600.0,
+                stall_probe_after_s=1.0,
+                probe_interval_s=0.2,
+            )
+        )
+    assert (result.stored, result.errors, result.accounting_ok) == (2, 0, True)
+    (served,) = result.summary["this_invocation"]["endpoints"]
+    assert (served["requests_answered"], served["requests_failed"]) == (2, 0)

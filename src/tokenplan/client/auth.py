@@ -231,11 +231,20 @@ class Redactor:
             if secret and len(secret) >= MIN_SECRET_CHARS:
                 forms.update(secret_forms(secret))
         self.secrets = tuple(sorted(forms, key=len, reverse=True))  # longest first: a secret inside another
-        # short bare query parts (:func:`short_bare_parts`), masked only after ``?`` or ``&`` and
-        # before ``=``, ``&``, ``#``, a quote, a space or the end (as written or percent-encoded)
+        # short bare query parts (:func:`short_bare_parts`), masked only where they stand as a
+        # query part: after ``?`` or ``&`` as written, percent-encoded (``%3F``, ``%26``) or
+        # JSON-escaped (``\u0026``), and not followed by a character a query name goes on with
+        # (a letter, digit, ``-``, ``_``, ``~``, or ``%`` but for an encoded ``=``, ``&``, ``#`` or
+        # space); each in every form a server may echo it
         parts = sorted({f for part in query_parts for f in secret_forms(part)}, key=len, reverse=True)
         self._query_parts = (
-            re.compile(r"(?<=[?&])(?:" + "|".join(map(re.escape, parts)) + r")(?=[=&#\s\"'\\]|$)") if parts else None
+            re.compile(
+                r"(?:(?<=[?&])|(?<=%3[Ff])|(?<=%26)|(?<=\\u0026)|(?<=\\u003[Ff]))(?:"
+                + "|".join(map(re.escape, parts))
+                + r")(?![A-Za-z0-9_~-]|%(?!3[Dd]|26|23|20))"
+            )
+            if parts
+            else None
         )
 
     @classmethod

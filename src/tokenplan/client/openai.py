@@ -115,10 +115,13 @@ class OpenAIClient:
         if self._session is None:
             # One pool for every request, as large as the requests the caller keeps in flight;
             # aiohttp hands out an idle connection in O(1), so the cost per request stays flat
-            # from 4 to 5,000 in flight. No cookie jar: nothing here is a browser session.
+            # from 4 to 5,000 in flight. No cookie jar: nothing here is a browser session. One
+            # connection beyond the requests in flight is kept for GET /models: a health probe
+            # waited behind busy chat requests for a connection and timed out on a live server
+            # (a break-it pass: the stall watch, client.stall, took out a healthy, busy endpoint).
             connector = aiohttp.TCPConnector(
-                limit=self._max_connections,
-                limit_per_host=self._max_connections,
+                limit=self._max_connections + 1,
+                limit_per_host=self._max_connections + 1,
                 keepalive_timeout=60.0,
                 ssl=_ssl_context(),
             )

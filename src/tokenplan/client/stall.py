@@ -52,6 +52,7 @@ class StallWatch:
         self.endpoints, self.after_s, self.probe_deadline_s, self._eject = endpoints, after_s, probe_deadline_s, eject
         self._task: asyncio.Task[None] | None = None
         self._probing: set[int] = set()  # id(endpoint) of those being probed now
+        self._why: dict[int, str] = {}  # id(endpoint) → why its requests were last freed
 
     def start(self) -> None:
         """Start watching in the running loop (once; a pool is built before its loop runs)."""
@@ -81,7 +82,8 @@ class StallWatch:
             endpoint.abandoned.discard(task)
             if task.uncancel() > 0:  # the run was stopping it too: that cancellation stands
                 raise
-            raise RequestFailed("transport", f"abandoned: {endpoint.last_failure}") from None
+            why = self._why.get(id(endpoint), "it stopped answering")
+            raise RequestFailed("transport", f"freed from a stalled endpoint: {why}") from None
         finally:
             endpoint.calls.discard(task)
 
@@ -104,11 +106,11 @@ class StallWatch:
             if endpoint.ejected or time.monotonic() - endpoint.last_heard_s < self.after_s:
                 return  # taken out meanwhile, or it answered a request meanwhile
             waiting = list(endpoint.calls)
-            self._eject(
-                endpoint,
+            why = self._why[id(endpoint)] = (
                 f"answered nothing for {quiet_s:,.0f} s with {len(waiting):,} requests in flight, and "
-                f"GET /models failed ({failure}): its requests are sent again",
+                f"GET /models failed ({failure})"
             )
+            self._eject(endpoint, f"{why}: its requests are sent again")
             for task in waiting:
                 endpoint.abandoned.add(task)
                 task.cancel()

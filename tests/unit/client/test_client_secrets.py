@@ -164,6 +164,15 @@ def test_a_short_bare_query_key_echoed_in_the_request_path_is_masked_there_only(
     assert Redactor([], ["debug"]).text("debug answer: GET /v1?debug&x=1, ?debugger") == (
         "debug answer: GET /v1?***&x=1, ?debugger"
     )
+    # a second break-it pass: the separators percent-encoded (%3F, %26) or JSON-escaped (\u0026),
+    # and the part followed by , ) < . or an encoded "=", were stored as written
+    short = Redactor([], ["SHORTKEY1"])
+    assert short.text("next=%2Fv1%2Fchat%2Fcompletions%3FSHORTKEY1%3D") == "next=%2Fv1%2Fchat%2Fcompletions%3F***%3D"
+    assert short.text('{"url": "/v1/x?a=1\\u0026SHORTKEY1="}') == '{"url": "/v1/x?a=1\\u0026***="}'
+    assert short.text("?SHORTKEY1, ?SHORTKEY1) ?SHORTKEY1<br> ?SHORTKEY1.") == "?***, ?***) ?***<br> ?***."
+    assert (
+        short.text("?SHORTKEY12 ?SHORTKEY1_x ?SHORTKEY1%41") == "?SHORTKEY12 ?SHORTKEY1_x ?SHORTKEY1%41"
+    )  # other names
 
 
 def test_a_failure_echoing_the_bare_bearer_key_is_redacted(tmp_path: Path) -> None:

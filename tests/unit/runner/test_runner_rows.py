@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,12 @@ def test_globs_expand_sorted_and_unknown_or_missing_inputs_are_one_line_errors(t
         str(twice.value)
         == f"input {a!r} is not allowed (allowed: each file once (also named by {str(tmp_path / '*.jsonl')!r}))"
     )
+    # a hard link is the same file under another name (a second break-it pass found it read twice)
+    link = tmp_path / "sub" / "a-link.jsonl"
+    link.parent.mkdir()
+    os.link(a, link)
+    with pytest.raises(InputError, match=r"a-link.jsonl' is not allowed \(allowed: each file once"):
+        expand_inputs([a, str(link)])
 
 
 def test_lines_only_pythons_json_takes_are_read_then_refused_by_name_and_the_error_text_is_pythons(

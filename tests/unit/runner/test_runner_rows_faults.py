@@ -220,3 +220,12 @@ def test_a_parquet_or_gzip_file_named_jsonl_is_refused_by_what_it_holds(tmp_path
         check_readable([packed])
     packed.rename(tmp_path / "b.jsonl.gz")
     check_readable([tmp_path / "b.jsonl.gz"])  # named as what it holds: read
+
+
+def test_a_utf16_file_is_refused_as_such(tmp_path: Path) -> None:
+    # a second break-it pass: UTF-16 JSONL (with its byte-order mark) was split on its 0x0a bytes
+    # into rows of half characters, "4 usable, 2 rejected"
+    path = tmp_path / "u16.jsonl"
+    path.write_text('{"id": "r0", "prompt": "p"}\n', encoding="utf-16")
+    with pytest.raises(InputError, match=r"u16.jsonl' is not allowed \(allowed: UTF-8 text \(this file is UTF-16"):
+        check_readable([path])

@@ -64,7 +64,7 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
             read twice, the second copies rejected as duplicate ids, and the run said ``[ok]``).
     """
     files: list[Path] = []
-    named: dict[str, str] = {}  # the file's real path → the pattern that named it first
+    named: dict[tuple[int, int], str] = {}  # the file (device, inode: a link is the same file) → its first pattern
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         matches = [m for m in matches if os.path.isfile(m)]
@@ -73,10 +73,11 @@ def expand_inputs(patterns: Sequence[str]) -> list[Path]:
         for match in matches:
             if not match.endswith(SUFFIXES):
                 raise InputError("input", match, SUFFIXES)
-            real = os.path.realpath(match)
-            if real in named:
-                raise InputError("input", match, f"each file once (also named by {named[real]!r})")
-            named[real] = pattern
+            st = os.stat(match)
+            same = (st.st_dev, st.st_ino)
+            if same in named:
+                raise InputError("input", match, f"each file once (also named by {named[same]!r})")
+            named[same] = pattern
             files.append(Path(match))
     return files
 

@@ -35,6 +35,8 @@ def check_content_matches_name(path: Path) -> None:
         return
     if not head:
         return
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # a UTF-16 byte-order mark: lines split mid-character
+        raise InputError("input", str(path), "UTF-8 text (this file is UTF-16: save it as UTF-8)")
     found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
     named = next(((what, suffix) for what, suffix in _MAGIC.values() if path.name.endswith(suffix)), None)
     if named is None and path.name.endswith(".zstd"):
