@@ -176,17 +176,21 @@ def test_limit_sends_only_the_first_rows(tmp_path: Path) -> None:
     data = tmp_path / "in.jsonl"
     data.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"p{i}"}) + "\n" for i in range(10)))
     with FaultServerProcess(str(tmp_path)) as server:
-        result = generate(
-            GenerateRequest.build(
-                inputs=[str(data)],
-                out_dir=tmp_path / "run",
-                endpoints=[server.url],
-                model="fault-model",
-                max_tokens=8,
-                limit=3,
-                export=str(tmp_path / "train.jsonl"),
+
+        def run(limit: int | None):  # noqa: ANN202 - a GenerateResult
+            return generate(
+                GenerateRequest.build(
+                    inputs=[str(data)],
+                    out_dir=tmp_path / "run",
+                    endpoints=[server.url],
+                    model="fault-model",
+                    max_tokens=8,
+                    limit=limit,
+                    export=str(tmp_path / "train.jsonl"),
+                )
             )
-        )
+
+        result = run(3)
         assert (result.units_total, result.stored, result.accounting_ok) == (3, 3, True)
         # a trial, said so (a new-user pass: "[ok]" and the export under the job's own name):
         # 10 rows − 3 sent = 7 left out; the export takes the .partial name
@@ -195,33 +199,13 @@ def test_limit_sends_only_the_first_rows(tmp_path: Path) -> None:
         assert not (tmp_path / "train.jsonl").exists() and (tmp_path / "train.partial.jsonl").exists()
         assert "partial: a --limit trial (7 units of the input unsent), so not train.jsonl" in summary_text(result)
         # the run without --limit sends the other 7, writes train.jsonl and removes the partial file
-        whole = generate(
-            GenerateRequest.build(
-                inputs=[str(data)],
-                out_dir=tmp_path / "run",
-                endpoints=[server.url],
-                model="fault-model",
-                max_tokens=8,
-                export=str(tmp_path / "train.jsonl"),
-            )
-        )
-    assert (whole.units_total, whole.stored, whole.already_done, whole.left_out_by_limit) == (10, 10, 3, 0)
-    assert (tmp_path / "train.jsonl").exists() and not (tmp_path / "train.partial.jsonl").exists()
-    assert "[ok]" in summary_text(whole)
-    # a --limit 3 rerun of the finished run leaves nothing unsent: the 7 past the limit are stored
-    # (a second break-it pass: it said 7 unsent and wrote all 10 to train.partial.jsonl)
-    with FaultServerProcess(str(tmp_path)) as server:
-        again = generate(
-            GenerateRequest.build(
-                inputs=[str(data)],
-                out_dir=tmp_path / "run",
-                endpoints=[server.url],
-                model="fault-model",
-                max_tokens=8,
-                limit=3,
-                export=str(tmp_path / "train.jsonl"),
-            )
-        )
+        whole = run(None)
+        assert (whole.units_total, whole.stored, whole.already_done, whole.left_out_by_limit) == (10, 10, 3, 0)
+        assert (tmp_path / "train.jsonl").exists() and not (tmp_path / "train.partial.jsonl").exists()
+        assert "[ok]" in summary_text(whole)
+        # a --limit 3 rerun of the finished run leaves nothing unsent: the 7 past the limit are
+        # stored (a second break-it pass: it said 7 unsent and wrote all 10 to train.partial.jsonl)
+        again = run(3)
     assert (again.left_out_by_limit, again.outside_input, again.export_rows) == (0, 7, 10)
     assert "[ok]" in summary_text(again) and not (tmp_path / "train.partial.jsonl").exists()
 
