@@ -33,6 +33,7 @@ from pathlib import Path
 
 from tokenplan.bench.http import SideRequestFailed, request_json, server_root
 from tokenplan.errors import ConfigError, InputError
+from tokenplan.sniff import check_content_matches_name
 
 WORDS = (
     "the of and to in is was it for on are as with his they at be this from have or by one had not but "
@@ -306,6 +307,7 @@ def dataset_workload(path: str, osl: int | None, limit: int | None = None) -> Wo
         raise InputError(
             "dataset", path, "an existing JSONL, JSON or Parquet file (JSONL also as .gz, .zst, .bz2, .lz4)"
         )
+    check_content_matches_name(p, "dataset")  # a gzip named .jsonl: said as such, as generate says it
     content = _dataset_content(p, path)
     items: list[tuple[str, object]]
     if isinstance(content, list):  # Parquet: one row per prompt

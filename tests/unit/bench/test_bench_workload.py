@@ -69,7 +69,7 @@ def test_dataset_reads_the_compressed_and_parquet_inputs_generate_reads(tmp_path
         ({"role": "user", "content": "hi"},),
         ({"role": "system", "content": "be brief", "name": "s"}, {"role": "user", "content": "q"}),
     ]
-    (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip at all")
+    (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress(text)[:20])  # gzip cut short
     with pytest.raises(ConfigError, match=r"bad.jsonl.gz: <root>: cannot be read"):
         dataset_workload(str(tmp_path / "bad.jsonl.gz"), osl=4)
 
@@ -131,3 +131,16 @@ def test_open_loop_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_burstiness(
     # 1/(rate·burstiness) overflowed to a 0 scale, which gammavariate refused with a traceback
     gaps = arrival_gaps_s(1e308, 2.0, 3, seed=0)
     assert len(gaps) == 3 and all(0 <= g < 1e-300 for g in gaps)
+
+
+def test_a_dataset_named_as_another_format_is_refused_as_generate_refuses_it(tmp_path):
+    # a second break-it pass: plain JSONL named .gz read "cannot be read (zlib inflate failed…)";
+    # generate's input check says what the file holds and what to name it (tokenplan.sniff)
+    path = tmp_path / "d.jsonl.gz"
+    path.write_text(json.dumps({"prompt": "tell me", "max_tokens": 5}) + "\n")
+    with pytest.raises(InputError) as refused:
+        dataset_workload(str(path), osl=None)
+    assert str(refused.value) == (
+        f"dataset {str(path)!r} is not allowed (allowed: a file whose name says its format: this one holds "
+        "uncompressed text, its name says gzip (rename it without .gz))"
+    )

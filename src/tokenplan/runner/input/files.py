@@ -39,7 +39,7 @@ import orjson
 
 from tokenplan.errors import InputError, TokenplanError
 from tokenplan.runner.input.shapes import RowError
-from tokenplan.runner.input.sniff import check_content_matches_name
+from tokenplan.sniff import check_content_matches_name
 
 # Compressed JSONL: the last suffix names the codec (pyarrow's names).
 CODECS = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4"}

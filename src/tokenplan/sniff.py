@@ -1,5 +1,8 @@
 """An input file's first bytes against its name: a file named as one format that holds another is
-refused in one line saying what it holds (:func:`check_content_matches_name`)."""
+refused in one line saying what it holds (:func:`check_content_matches_name`). ``generate``'s
+inputs and ``bench --dataset`` read the same formats and are checked alike.
+
+Layer: bottom (no tokenplan import but the errors), so the runner and the bench both use it."""
 
 from __future__ import annotations
 
@@ -19,14 +22,15 @@ _MAGIC = {
 }
 
 
-def check_content_matches_name(path: Path) -> None:
+def check_content_matches_name(path: Path, field: str = "input") -> None:
     """Refuse a file whose first bytes are another format than its name says: a Parquet or gzip
     file named ``.jsonl`` had every row rejected as "'utf-8' codec can't decode…", and a plain
     JSONL named ``.jsonl.gz`` was "truncated or damaged at byte N of N (incorrect header check)"
     (a new-user pass). An empty or unreadable file is left to the reader's own message.
 
     Raises:
-        InputError: naming the file, what its first bytes say it holds and the name to give it.
+        InputError: ``field`` (the option: ``input``, ``dataset``), the file, what its first bytes
+            say it holds and the name to give it.
     """
     try:
         with open(path, "rb") as f:
@@ -36,7 +40,7 @@ def check_content_matches_name(path: Path) -> None:
     if not head:
         return
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # a UTF-16 byte-order mark: lines split mid-character
-        raise InputError("input", str(path), "UTF-8 text (this file is UTF-16: save it as UTF-8)")
+        raise InputError(field, str(path), "UTF-8 text (this file is UTF-16: save it as UTF-8)")
     found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
     named = next(((what, suffix) for what, suffix in _MAGIC.values() if path.name.endswith(suffix)), None)
     if named is None and path.name.endswith(".zstd"):
@@ -50,5 +54,5 @@ def check_content_matches_name(path: Path) -> None:
     else:
         fix = f"rename it without {named[1] if named else 'its suffix'}"
     raise InputError(
-        "input", str(path), f"a file whose name says its format: this one holds {holds}, its name says {says} ({fix})"
+        field, str(path), f"a file whose name says its format: this one holds {holds}, its name says {says} ({fix})"
     )
