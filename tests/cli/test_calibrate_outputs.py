@@ -124,7 +124,7 @@ def test_a_plan_lists_only_the_profile_groups_it_uses(tmp_path):
         # the served configuration belongs to --from-run/--from-bench: a CSV row states its own
         (("--gpu", "nope"), "--gpu 'nope' is not allowed (allowed: only with --from-run or --from-bench"),
         (("--tp", "0"), "--tp '0' is not allowed (allowed: only with --from-run or --from-bench"),
-        (("--isl", "5"), "--isl '5.0' is not allowed (allowed: only with --from-run (a CSV row"),
+        (("--isl", "5"), "--isl '5' is not allowed (allowed: only with --from-run (a CSV row"),  # as typed, not 5.0
     ],
 )
 def test_an_option_the_csv_fit_does_not_read_is_refused_and_nothing_is_written(tmp_path, args, said):

@@ -136,7 +136,9 @@ def _check_mode_options(o: dict[str, Any]) -> None:
         if isinstance(param, click.Option) and param.is_flag:  # --refit, --no-cv: the flag as typed
             flag = param.opts[-1] if o[wrong[0]] else param.secondary_opts[-1]
             raise InputError("option", flag, f"only with {reads}")
-        raise InputError(param.opts[-1].lstrip("-"), str(o[wrong[0]]), f"only with {reads}")
+        value = o[wrong[0]]  # as typed: --isl 100, not 100.0
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        raise InputError(param.opts[-1].lstrip("-"), shown, f"only with {reads}")
 
 
 def _served(o: dict[str, Any]) -> PredictRequest:

@@ -68,13 +68,13 @@ _KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "tp": ("tp", _count, "an integer ≥ 1"),
     "pp": ("pp", _count, "an integer ≥ 1"),
     "ep": ("ep", _count, "an integer ≥ 1"),
-    "attention-dp": ("attention_dp", _bool, "true or false"),
+    "attention-dp": ("attention_dp", _bool, "true or false (yes/no, on/off, 1/0)"),
     "weight-dtype": ("weight_dtype", str, "a weight format, e.g. bf16, fp8"),
     "kv-dtype": ("kv_dtype", str, "a KV-cache format, e.g. bf16, fp8, auto"),
     "spec": ("spec", str, "none or METHOD:K[:TAU], e.g. mtp:3"),
     "max-running": ("max_running", _count, "an integer ≥ 1 (running requests per replica)"),
     "memory-fraction": ("memory_fraction", _fraction, "a share of GPU memory in (0, 1]"),
-    "disable-radix-cache": ("disable_radix_cache", _bool, "true or false"),
+    "disable-radix-cache": ("disable_radix_cache", _bool, "true or false (yes/no, on/off, 1/0)"),
 }
 
 
