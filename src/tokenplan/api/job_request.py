@@ -42,7 +42,7 @@ def check_job_names(path: str, fields: dict, overridden: Collection[str], isl_me
     if "gpus" not in overridden:
         checks += [("gpus", g, lambda t: gpu_key(parse_gpu_option(t)[1])) for g in fields.get("gpus", ())]
     if "prices" not in overridden:
-        checks += [("prices", g, gpu_key) for g in fields.get("prices", {})]
+        # every name resolved (an unknown GPU refused as gpu_key says), two names of one GPU alike
         checks.append(("prices", fields.get("prices", {}), prices_by_key))
     if "model" in fields and "model" not in overridden:
         checks.append(("model", fields["model"], load_model))

@@ -51,7 +51,8 @@ class StallWatch:
     ):
         self.endpoints, self.after_s, self.probe_deadline_s, self._eject = endpoints, after_s, probe_deadline_s, eject
         self._task: asyncio.Task[None] | None = None
-        self._probing: set[int] = set()  # id(endpoint) of those being probed now
+        # id(endpoint) → its probe now running (held here: the loop keeps only weak references to tasks)
+        self._probing: dict[int, asyncio.Task[None]] = {}
         self._why: dict[int, str] = {}  # id(endpoint) → why its requests were last freed
 
     def start(self) -> None:
@@ -60,9 +61,11 @@ class StallWatch:
             self._task = asyncio.ensure_future(self._watch())
 
     def close(self) -> None:
-        """Stop watching."""
+        """Stop watching, and every probe still running."""
         if self._task is not None:
             self._task.cancel()
+        for probe in self._probing.values():
+            probe.cancel()
 
     async def guard(self, endpoint: Endpoint, call: Awaitable[T]) -> T:
         """Await ``call`` (a request to ``endpoint``); where the watch takes the endpoint out as
@@ -96,8 +99,7 @@ class StallWatch:
                 if endpoint.ejected or not endpoint.outstanding or quiet_s < self.after_s:
                     continue
                 if id(endpoint) not in self._probing:
-                    self._probing.add(id(endpoint))
-                    asyncio.ensure_future(self._probe(endpoint, quiet_s))
+                    self._probing[id(endpoint)] = asyncio.ensure_future(self._probe(endpoint, quiet_s))
 
     async def _probe(self, endpoint: Endpoint, quiet_s: float) -> None:
         try:
@@ -117,4 +119,4 @@ class StallWatch:
         else:
             endpoint.last_heard_s = time.monotonic()  # its front end answers: slow, not gone
         finally:
-            self._probing.discard(id(endpoint))
+            self._probing.pop(id(endpoint), None)
