@@ -170,7 +170,9 @@ def test_replicas_beyond_one_host_loop_a_server_per_replica_on_each_host():
 def test_the_default_cap_warning_names_only_the_caps_that_apply():
     # Qwen3.6-27B (a GDN hybrid) planned on vLLM without speculation: the SGLang command keeps its
     # radix cache on, so its cap is the state slots ÷ 5; the warning named "48 with speculative
-    # decoding" too, which does not apply without speculation (a new-user pass)
-    o = plan(PlanRequest(engine="vllm", gpus=("8xb200",), specs=("none",))).to_json()["options"][0]
+    # decoding" too, which does not apply without speculation (a new-user pass). PP2 is fixed: its
+    # batch of 1,024 per replica is above SGLang's default cap (the measured TP1×DP8 the plan now
+    # leads with runs 484, under it, planning.measured)
+    o = plan(PlanRequest(engine="vllm", gpus=("8xb200",), specs=("none",), pp=2)).to_json()["options"][0]
     said = [w for w in o["warnings"] if "keeps SGLang's default running cap" in w]
     assert said and all("state slots ÷ 5" in w and "speculative" not in w for w in said)

@@ -23,3 +23,11 @@ def figure_bands(result: object, ev: Evaluation, figures: Mapping[str, tuple[str
     """The 80 % bands of ``result``'s ``figures`` from the shipped table; None without one."""
     table = error_bands()
     return None if table is None else lookup.figure_bands(table, result, ev, figures)
+
+
+def pipeline_measured(engine: str) -> bool:
+    """Whether some fit row runs ``engine`` (an engine name) with pipeline parallelism (the shipped
+    table's ``pipeline_engines``; True where no table, or one that predates them, ships), so that
+    the planner may recommend a PP layout on its figures (``planning.measured``)."""
+    table = error_bands()
+    return table is None or table.pipeline_engines is None or engine in table.pipeline_engines

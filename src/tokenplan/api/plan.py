@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tokenplan.api.bands import figure_bands
+from tokenplan.api.bands import figure_bands, pipeline_measured
 from tokenplan.api.job_request import parse_gpu_option, prices_by_key
 from tokenplan.api.resolve import PredictRequest, read_profile, resolve
 from tokenplan.arch.draft import SEPARATE_DRAFTERS
@@ -282,6 +282,7 @@ def _searched(
         spec_notes=tuple(spec_notes),
         priced=frozenset(prices_by_key(req.prices)),  # catalog keys: b200_sxm=7 prices b200
         spec_measured=spec_measured,
+        pp_measured=pipeline_measured(engine.name),
     )
     return profile, search(question)
 

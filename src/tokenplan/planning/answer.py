@@ -21,6 +21,7 @@ from tokenplan.job.evaluate import Evaluation
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode
 from tokenplan.planning import curves
+from tokenplan.planning.aside import aside_notes
 from tokenplan.planning.launch import (
     client_concurrency,
     launch_caps,
@@ -38,7 +39,6 @@ from tokenplan.planning.rank import (
     formats_note,
     graph_cap_note,
     radix_note,
-    unmeasured_spec_note,
     widest_tp_leaders,
 )
 from tokenplan.planning.results import (
@@ -108,6 +108,8 @@ class Question:
         priced: the GPU keys given a price (``--price`` / the job file) as typed.
         spec_measured: the user's run measured the speculative regime (``--current`` re-planned at
             its implied τ): no speculative figure is set aside as an upper bound.
+        pp_measured: some fit row runs the engine with PP > 1 (else a PP layout ranks after the
+            fastest measured one, ``planning.measured``).
     """
 
     model: ModelSpec
@@ -130,6 +132,7 @@ class Question:
     base_repo: str | None = None
     spec_measured: bool = False
     trust_remote_code: bool = False
+    pp_measured: bool = True
 
     def launch_source(self, weight_dtype: Dtype) -> tuple[str, str]:
         """(repository, its checkpoint's weight format) a launch of ``weight_dtype`` loads: the
@@ -169,7 +172,18 @@ def search(q: Question) -> Searched:
 
     def one(opt: HardwareOption) -> OptionResult:
         return search_option(
-            q.model, opt, q.engine, q.table, q.job, specs, q.weights, q.kvs, cut, q.fixed, q.spec_measured
+            q.model,
+            opt,
+            q.engine,
+            q.table,
+            q.job,
+            specs,
+            q.weights,
+            q.kvs,
+            cut,
+            q.fixed,
+            q.spec_measured,
+            q.pp_measured,
         )
 
     if q.deadline_s is None and q.budget_usd is None:
@@ -208,7 +222,7 @@ def answer(s: Searched, bands: BandsOf, range_warnings: RangeWarnings) -> PlanRe
         + _radix_notes(top, q)
         + [note for note in [graph_cap_note(top, q.table, q.job)] if note]
         + _formats_notes(top, q)
-        + _plain_notes(results)
+        + aside_notes(results)
     )
     job = q.job
     return PlanResult(
@@ -256,13 +270,6 @@ def _radix_notes(top: OptionResult | None, q: Question) -> list[str]:
     on = best_with(top, q.table, q.job, lambda c: not c.max_running.lifted and c.spec == lifted.config.spec)
     note = radix_note(top, on)
     return [note] if note else []
-
-
-def _plain_notes(results: list[OptionResult]) -> list[str]:
-    """Each option's speculative configuration set aside for plain decoding
-    (:func:`planning.rank.unmeasured_spec_note`): on every option, not only the recommended one (a
-    break-it pass: the cheapest of two options set MTP aside without a word)."""
-    return [note for r in results if (note := unmeasured_spec_note(r))]
 
 
 def _formats_notes(top: OptionResult | None, q: Question) -> list[str]:

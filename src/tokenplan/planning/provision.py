@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.units import S_PER_DAY, days_words, duration_words, usd_text
 
 if TYPE_CHECKING:  # search imports the job model; outcome() only reads a result's fields
@@ -314,13 +313,13 @@ def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
     """The job at ``gpus`` GPUs from one option's search (an ``OptionResult``): its leading
     simulated configuration that meets ``target``, else its leader. A speculative configuration
     whose τ is a prior must meet it at the low end of the published acceptance
-    (``Candidate.ranking_wall_s``, ``ranking_usd``). A speculative one the search set aside for
-    plain decoding as an upper bound (``planning.search.measured_first``) is not one that meets
-    it: the plan launches the plain one (a break-it pass: a budget met only by the set-aside MTP
-    figure was said met while the launch cost more). The payload is ``(result, candidate)``
+    (``Candidate.ranking_wall_s``, ``ranking_usd``). One the search set aside as unmeasured
+    (``planning.measured.measured_first``: vLLM's MTP on a hybrid, an unmeasured PP layout) is
+    not one that meets it: the plan launches the measured one (a break-it pass: a budget met only
+    by the set-aside MTP figure was said met while the launch cost more). The payload is ``(result, candidate)``
     (candidate None when nothing runs). Raises nothing."""
     best = result.best
-    kept = [c for c in result.ranked if c is best or best is None or not _set_aside(c, best)]  # in ranking order
+    kept = [c for c in result.ranked if c is best or best is None or not _set_aside(result, c, best)]  # ranking order
     for c in kept:
         if target.met_by(c.ranking_wall_s, c.ranking_usd):
             met_in_time = target.deadline_s is not None or None
@@ -339,10 +338,9 @@ def outcome(result: OptionResult, gpus: int, target: Target) -> Outcome:
     )
 
 
-def _set_aside(c: Candidate, best: Candidate) -> bool:
-    """``c`` speculates in the regime ``planning.search.measured_first`` sets aside for ``best``."""
-    caveat = VLLM_HYBRID_SPEC_CAVEAT
-    return caveat in c.evaluation.warnings and caveat not in best.evaluation.warnings
+def _set_aside(result: OptionResult, c: Candidate, best: Candidate) -> bool:
+    """``c`` runs in a regime ``planning.measured.measured_first`` sets aside for ``best``."""
+    return result.unmeasured(c.evaluation) and not result.unmeasured(best.evaluation)
 
 
 def provision(search_at: Callable[[int], OptionResult], target: Target, unit_gpus: int, max_gpus: int) -> Provision:

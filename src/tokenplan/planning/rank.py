@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.engines.launch import MaxRunning
-from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.job.graphs import graph_running_cap, uncaptured
 from tokenplan.perf.efficiency import EfficiencyTable
 from tokenplan.planning.curves import label
@@ -91,7 +90,7 @@ def _top_reasons(r: OptionResult, n: int) -> list[str]:
 def _speculation_note(r: OptionResult) -> str | None:
     """Why a speculative configuration that is faster on its prior τ does not lead (the planner
     ranks a prior τ at the low end of published acceptance: ``Candidate.ranking_wall_s``), or
-    None when none is (one set aside as unmeasured is :func:`unmeasured_spec_note`'s). Gives both τ and the throughput gap (tokens/s)."""
+    None when none is (one set aside as unmeasured is ``planning.aside``'s). Gives both τ and the throughput gap (tokens/s)."""
     b = r.best
     if b is None:
         return None
@@ -102,7 +101,7 @@ def _speculation_note(r: OptionResult) -> str | None:
             if c.wall_s < b.wall_s
             and c.evaluation.config.spec is not None
             and c.evaluation.config.spec.from_prior
-            and VLLM_HYBRID_SPEC_CAVEAT not in c.evaluation.warnings  # set aside as unmeasured: unmeasured_spec_note
+            and not r.unmeasured(c.evaluation)  # set aside as unmeasured: planning.aside
         ),
         None,
     )
@@ -133,15 +132,11 @@ def _speculation_behind_note(r: OptionResult) -> str | None:
     per replica (and what caps them), replicas, and TPOT — so the figures multiply out to the
     rates (a break-it pass: a decode step alone left out the prefill a cycle also spends). None
     where the leader speculates, nothing speculative runs, or it is set aside as unmeasured
-    (:func:`unmeasured_spec_note`) or faster at its prior τ (:func:`_speculation_note`)."""
+    (``planning.aside``) or faster at its prior τ (:func:`_speculation_note`)."""
     b = r.best
     if b is None or b.evaluation.config.spec is not None:
         return None
-    runs = [
-        c
-        for c in r.ranked
-        if c.evaluation.config.spec is not None and VLLM_HYBRID_SPEC_CAVEAT not in c.evaluation.warnings
-    ]
+    runs = [c for c in r.ranked if c.evaluation.config.spec is not None and not r.unmeasured(c.evaluation)]
     c = min(runs, key=lambda c: c.wall_s, default=None)
     spec = c.evaluation.config.spec if c is not None else None
     if c is None or spec is None or c.wall_s < b.wall_s:
@@ -310,32 +305,6 @@ def radix_note(top: OptionResult, on: Candidate | None) -> str | None:
         f"each request holds 4–5 state slots). A multi-turn job (generate --mode regenerate) resends its history; "
         f"the cache would skip that prefill, so plan such a job with --isl set to the new tokens per turn and keep "
         f"the cache on only if that option then finishes sooner."
-    )
-
-
-def unmeasured_spec_note(top: OptionResult) -> str | None:
-    """Where the search set aside a faster speculative configuration whose regime no measurement
-    backs (vLLM on a hybrid model: ``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``, its one public run at
-    0.75× the prediction; ``planning.search.measured_first`` puts plain decoding first), what it
-    would give and why it is not the recommendation: a new-user pass saw the MTP launch printed
-    beside a line advising plain decoding."""
-    best = top.best
-    if best is None or best.evaluation.config.spec is not None:
-        return None
-    spec = next((c for c in top.ranked if VLLM_HYBRID_SPEC_CAVEAT in c.evaluation.warnings), None)
-    method = spec.evaluation.config.spec if spec is not None else None
-    if spec is None or method is None:
-        return None
-    ev = spec.evaluation
-    if ev.output_tok_s_total <= best.evaluation.output_tok_s_total:
-        return None
-    return (
-        f"{top.option.label} with {method.describe()}: {ev.output_tok_s_total:,.0f} tok/s → "
-        f"{days_words(spec.wall_s)} ({describe(spec)}) by the model, an upper bound: vLLM speculating on a "
-        f"hybrid model ran at 0.75× its prediction in the one public run, so plain decoding, the measured "
-        f"regime, is recommended and launched; run it on your server and give what it measured "
-        f"(plan --current engine=vllm,spec={method.method}:{method.draft_tokens},… --measured-tok-s N) to plan "
-        f"at what it ran."
     )
 
 

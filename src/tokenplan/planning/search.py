@@ -18,13 +18,14 @@ from tokenplan.engines.base import Engine
 from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.cost import JobCost, job_cost
 from tokenplan.job.deploy import fit_advice
-from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT, Config, Evaluation, Rejection, evaluate
+from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.limits import ENGINE_CAP, RUNNING_CAP
 from tokenplan.job.timeline import JobTime, job_time
 from tokenplan.job.workload import LengthDist
 from tokenplan.perf.efficiency import Efficiency, EfficiencyTable
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
 from tokenplan.planning.launch import HEADROOM_QUANTILE, engine_sizing, planned_running
+from tokenplan.planning.measured import measured_first, unmeasured
 from tokenplan.planning.space import (
     SEARCH_ALL,
     Fixed,
@@ -126,6 +127,12 @@ class OptionResult:
     configurations: int = 0
     not_searched: list[str] = field(default_factory=list)
     spec_measured: bool = False  # the user measured the speculative regime: nothing set aside (measured_first)
+    pipeline_measured: bool = True  # some fit row runs the engine with PP > 1 (planning.measured)
+
+    def unmeasured(self, ev: Evaluation) -> bool:
+        """Whether ``ev`` runs in a regime no measurement backs (:func:`planning.measured.unmeasured`),
+        so the search ranks it after a measured one (:func:`measured_first`)."""
+        return unmeasured(ev, self.spec_measured, self.pipeline_measured)
 
     @property
     def best(self) -> Candidate | None:
@@ -182,6 +189,7 @@ def search_option(
     vision_cut: float = 1.0,
     fixed: Fixed = SEARCH_ALL,
     spec_measured: bool = False,
+    pipeline_measured: bool = True,
 ) -> OptionResult:
     """Search one hardware option (see the module docstring): evaluate every candidate offline,
     re-evaluate at the job's own size those whose full batch the job never fills, and simulate
@@ -198,6 +206,8 @@ def search_option(
         spec_measured: the user's own run measured the speculative regime (``plan --current``
             with a speculative setup and ``--measured-tok-s``): its figures are not set aside as
             an upper bound (:func:`measured_first`).
+        pipeline_measured: some fit row runs ``engine`` with PP > 1; False ranks a PP layout after
+            the fastest measured one (:mod:`tokenplan.planning.measured`).
 
     Returns:
         OptionResult: simulated leaders by wall time (seconds; see ``Candidate.ranking_wall_s``),
@@ -224,12 +234,14 @@ def search_option(
     runs.sort(key=lambda e: -e.output_tok_s_total)
     leaders = [at_launch_cap(ev, eff, job) for ev in shortlist(runs)]
     ranked = sorted((simulate(ev, table, job, option) for ev in leaders), key=lambda c: c.ranking_wall_s)
-    if not spec_measured:
-        ranked = measured_first(ranked, runs, lambda ev: simulate(at_launch_cap(ev, eff, job), table, job, option))
+    searched = OptionResult(option, [], runs, {}, n, [], spec_measured, pipeline_measured)
+    ranked = measured_first(
+        ranked, runs, lambda ev: simulate(at_launch_cap(ev, eff, job), table, job, option), searched.unmeasured
+    )
     reasons = Counter(fixed_layout_reasons(model, option, fixed))
     reasons.update(rejection_reasons(rejections))
     notes = weight_dtypes(model, option.gpu, weight_allowed)[1] + kv_dtypes(option.gpu, kv_allowed)[1]
-    return OptionResult(option, ranked, runs, dict(reasons), n, notes, spec_measured)
+    return replace(searched, ranked=ranked, rejected=dict(reasons), not_searched=notes)
 
 
 def shortlist(runs: list[Evaluation]) -> list[Evaluation]:
@@ -256,30 +268,6 @@ def shortlist(runs: list[Evaluation]) -> list[Evaluation]:
             per_split.add(split)
             kept.setdefault(id(ev), ev)
     return sorted(kept.values(), key=lambda e: -e.output_tok_s_total)
-
-
-def measured_first(
-    ranked: list[Candidate], runs: list[Evaluation], simulated: Callable[[Evaluation], Candidate]
-) -> list[Candidate]:
-    """``ranked`` with the fastest configuration without speculative decoding first where the
-    leader speculates in a regime whose one measurement ran below its prediction
-    (``job.evaluate.VLLM_HYBRID_SPEC_CAVEAT``: vLLM on a hybrid model, 0.75× in the one public
-    run): its figures are an upper bound, so the recommendation and its launch are the measured
-    regime's (``simulated`` turns the best such evaluation of ``runs`` into a candidate when no
-    leader is one). The speculative leaders stay in the list, after it; ``planning.rank``'s
-    ``unmeasured_spec_note`` says what they would give. Unchanged where the leader carries no
-    such caveat or nothing runs without speculation (``--spec mtp:1`` alone).
-
-    A new-user pass: ``plan --engine vllm`` printed the MTP launch beside a line advising plain decoding."""
-    if not ranked or VLLM_HYBRID_SPEC_CAVEAT not in ranked[0].evaluation.warnings:
-        return ranked
-    plain = next((c for c in ranked if c.evaluation.config.spec is None), None)
-    if plain is None:
-        ev = next((e for e in runs if e.config.spec is None), None)  # runs: fastest first
-        if ev is None:
-            return ranked
-        plain = simulated(ev)
-    return [plain, *(c for c in ranked if c is not plain)]
 
 
 # the launch's --max-running-requests / --max-num-seqs / --max_batch_size, sized so the KV pool holds
@@ -372,7 +360,7 @@ def best_with(
     upper bound (:func:`measured_first`) only where no other satisfies it, so a comparison (the TP8
     line, the radix line) does not quote a figure the plan itself sets aside."""
     matching = [ev for ev in result.evaluated if predicate(ev.config)]
-    measured = [ev for ev in matching if result.spec_measured or VLLM_HYBRID_SPEC_CAVEAT not in ev.warnings]
+    measured = [ev for ev in matching if not result.unmeasured(ev)]
     ev = next(iter(measured or matching), None)
     if ev is None:
         return None
@@ -395,5 +383,5 @@ def leader_with(
         return simulate(at_launch_cap(ev, table.resolve(ev.config.engine.name, arch), job), table, job, result.option)
 
     ranked = sorted(map(simulated, matching[:JOB_SIMULATED_PER_OPTION]), key=lambda c: c.ranking_wall_s)
-    ranked = ranked if result.spec_measured else measured_first(ranked, matching, simulated)
+    ranked = measured_first(ranked, matching, simulated, result.unmeasured)
     return ranked[0] if ranked else None

@@ -13,6 +13,7 @@ from tokenplan.engines.launch import MaxRunning
 from tokenplan.job.evaluate import VLLM_HYBRID_SPEC_CAVEAT
 from tokenplan.perf.layout import Layout
 from tokenplan.perf.speculative import SpecDecode, low_acceptance_ratio
+from tokenplan.planning.measured import unmeasured
 from tokenplan.planning.provision import Target, fewest_gpus, outcome
 from tokenplan.planning.rank import _speculation_note
 from tokenplan.planning.search import Candidate
@@ -22,6 +23,12 @@ PRIOR = SpecDecode("mtp", 1, 1.74, from_prior=True)
 # MTP k = 1 at 3,000 tokens of mean decoding context: low/prior τ = 1.696442 / 1.742871
 # = 0.973361 (tests/unit/perf/test_speculative.py derives it).
 LOW = low_acceptance_ratio(PRIOR, 3000.0)
+
+
+def _result(**fields: object) -> SimpleNamespace:
+    """An option's search result with the fields a test gives and the measured-regime rule of the
+    planned engine (SGLang: its speculation measured, no PP here), as ``OptionResult.unmeasured``."""
+    return SimpleNamespace(**fields, unmeasured=lambda ev: unmeasured(ev, False, True))
 
 
 def _candidate(
@@ -78,7 +85,7 @@ def test_a_deadline_is_met_by_a_prior_tau_only_at_its_low_end():
     # neither meets it, so the outcome is the leader's, not met. A 102 s deadline: MTP meets it
     # at its low end and is the answer.
     plain, mtp = _candidate(110.0, None), _candidate(99.0, PRIOR)
-    result = SimpleNamespace(ranked=[mtp, plain], best=mtp)
+    result = _result(ranked=[mtp, plain], best=mtp)
     missed = outcome(result, 8, Target(deadline_s=100.0))
     assert missed.meets is False
     # what `meets` judged is said beside the prior's figure (plan --json tried[]: 99 s within a
@@ -90,7 +97,7 @@ def test_a_deadline_is_met_by_a_prior_tau_only_at_its_low_end():
     assert met.checked_wall_s == pytest.approx(101.71, abs=0.01)
     # A budget the same way: both cost $500 at their figures; at the low end MTP costs
     # 500 / 0.973361 = $513.7, so a $505 budget is met by plain decoding only.
-    budget = outcome(SimpleNamespace(ranked=[mtp, plain], best=mtp), 8, Target(budget_usd=505.0))
+    budget = outcome(_result(ranked=[mtp, plain], best=mtp), 8, Target(budget_usd=505.0))
     assert budget.meets and budget.payload[1] is plain
 
 
@@ -102,7 +109,7 @@ def test_the_fewest_gpus_for_a_deadline_meet_it_at_the_low_end_of_a_prior_tau():
     # 66 s, 66 / 0.973361 = 67.81 s ≤ 100 s: met. Search: 1, 2 (miss), 4 (meets), 3 (meets) → 3.
     def at(n: int):
         mtp, plain = _candidate(198.0 / n, PRIOR), _candidate(220.0 / n, None)
-        return outcome(SimpleNamespace(ranked=[mtp, plain], best=mtp), n, Target(deadline_s=100.0))
+        return outcome(_result(ranked=[mtp, plain], best=mtp), n, Target(deadline_s=100.0))
 
     assert at(2).meets is False and at(2).in_time is False and at(2).wall_s == 99.0
     p = fewest_gpus(at, unit_gpus=1, max_gpus=4, target=Target(deadline_s=100.0))
@@ -112,7 +119,7 @@ def test_the_fewest_gpus_for_a_deadline_meet_it_at_the_low_end_of_a_prior_tau():
     # n = 3, $505 budget: MTP at the low end costs 500 / 0.973361 = $513.7 (over), plain decoding
     # 73.3 s (in time, $500 within): met by plain decoding.
     both = outcome(
-        SimpleNamespace(ranked=[mtp3 := _candidate(66.0, PRIOR), _candidate(73.3, None)], best=mtp3),
+        _result(ranked=[mtp3 := _candidate(66.0, PRIOR), _candidate(73.3, None)], best=mtp3),
         3,
         Target(deadline_s=100.0, budget_usd=505.0),
     )
@@ -122,7 +129,7 @@ def test_the_fewest_gpus_for_a_deadline_meet_it_at_the_low_end_of_a_prior_tau():
 def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
     option = SimpleNamespace(label="8× b200")
     best, mtp = _candidate(100.0, None, 50_000.0), _candidate(99.0, PRIOR, 50_505.0)
-    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, mtp]))
+    note = _speculation_note(_result(option=option, best=best, ranked=[best, mtp]))
     # 1 − 99 / 100 = 1.0 % sooner; τ at the low end 1.74 × 0.973361 = 1.6937 → 1.69.
     assert note.startswith(
         "8× b200: TP1×DP8, fp8 weights, fp8 KV, mtp k=1 τ=1.74, running cap raised finishes the job "
@@ -131,21 +138,21 @@ def test_the_plan_says_why_a_faster_prior_tau_configuration_does_not_lead():
     assert "(τ≈1.69)" in note and "--spec none --spec mtp:1:TAU" in note
     # When the leader itself speculates (a τ the user stated), the gap is to it, not to plain decoding.
     stated_best = _candidate(100.0, SpecDecode("mtp", 1, 1.5), 50_000.0)
-    note = _speculation_note(SimpleNamespace(option=option, best=stated_best, ranked=[stated_best, mtp]))
+    note = _speculation_note(_result(option=option, best=stated_best, ranked=[stated_best, mtp]))
     assert "1.0% sooner than the leading configuration" in note
     # newuser finding 10: a short job finished sooner at a lower rate read "-17.5% more"; the note
     # compares the job's time, by which the plan ranks, and shows both rates. 1 − 99 / 100 = 1.0 %.
     short = _candidate(99.0, PRIOR, 41_250.0)
-    note = _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, short]))
+    note = _speculation_note(_result(option=option, best=best, ranked=[best, short]))
     assert "1.0% sooner than plain decoding (41,250 against 50,000 tok/s)" in note and "-" not in note.split("(τ")[0]
     # A stated τ, or a slower speculative configuration, needs no note.
     stated = _candidate(99.0, SpecDecode("mtp", 1, 1.74), 50_505.0)
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, stated])) is None
+    assert _speculation_note(_result(option=option, best=best, ranked=[best, stated])) is None
     slower = _candidate(101.0, PRIOR, 49_500.0)
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, slower])) is None
+    assert _speculation_note(_result(option=option, best=best, ranked=[best, slower])) is None
     # One set aside as unmeasured (vLLM speculating on a hybrid model) is unmeasured_spec_note's to explain.
     aside = _candidate(99.0, PRIOR, 50_505.0, warnings=(VLLM_HYBRID_SPEC_CAVEAT,))
-    assert _speculation_note(SimpleNamespace(option=option, best=best, ranked=[best, aside])) is None
+    assert _speculation_note(_result(option=option, best=best, ranked=[best, aside])) is None
 
 
 def test_the_shortlist_holds_each_format_pairs_fastest():
