@@ -14,12 +14,15 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from tests.support.tiny_model import build_tokenizer
 
 from tokenplan.runner.dryrun import DryRun
 
 RUN = "from tokenplan.cli import main; main()"
+CATALOG_MODELS = Path(__file__).resolve().parents[2] / "src" / "tokenplan" / "catalog" / "models"
 
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -154,3 +157,32 @@ def test_the_dry_run_says_the_concurrency_the_run_would_use(tmp_path) -> None:
     assert "note: concurrency 64 per endpoint (the default)" in default.stderr.splitlines()
     given = _cli(*base, "--concurrency", "5", cwd=tmp_path)
     assert not [line for line in given.stderr.splitlines() if "per endpoint" in line]
+
+
+def test_a_plan_cap_above_the_served_models_context_is_planned_at_the_context(tmp_path):
+    # a new-user pass: --plan made for another job (output cap 32,768) with a model of 2,048 tokens:
+    # each request asks for its context less its prompt (runner.defaults.choose_sampling), and the
+    # suggested command carried --max-tokens 32768 with the default 2,500-token mean, which plan
+    # refused ("a request of 2,523 tokens exceeds … context of 2,048"). It is planned at the context:
+    # 2500·Φ(ln 2048 − 8.324) + 2048·(1 − Φ(ln 2048 − 7.324)) = 2500·Φ(−0.699) + 2048·(1 − Φ(0.301))
+    # = 2500·0.2423 + 2048·0.3817 = 606 + 782 = 1,388 (within the 0.3 % the 32,768 cap moves it).
+    config = json.loads((CATALOG_MODELS / "qwen3-8b.json").read_text())
+    model = tmp_path / "small"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2048}))
+    build_tokenizer(model)  # the prompts are counted (--isl …), as with the served model's own tokenizer
+    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    (tmp_path / "plan.json").write_text(
+        json.dumps({"model": str(model), "job": {"osl_cap_tokens": 32768}, "recommended": None})
+    )
+    done = _cli(
+        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", str(model),
+        "--plan", "plan.json", "--dry-run", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    command = json.loads(done.stdout)["plan_command"]
+    osl = re.search(r"--osl (\d+) --max-tokens (\d+)", command)
+    assert osl is not None and osl.group(2) == "2048", command
+    assert int(osl.group(1)) == pytest.approx(1388, rel=0.003)
+    plan = _cli(*shlex.split(command)[1:], "--gpu", "b200", "--json")
+    assert plan.returncode == 0, plan.stderr

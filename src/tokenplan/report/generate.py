@@ -183,7 +183,12 @@ class DryRun(JsonResult):
 
 def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noqa: ANN001 - dry_run_counts' first two
     """``--dry-run``'s :class:`DryRun` from the counts, the sampling and the served ``model`` (the
-    plan command names it: without it ``plan`` plans its default model)."""
+    plan command names it: without it ``plan`` plans its default model). Where each request asks
+    for the model's context less its prompt (``sampling.context_tokens``: a plan's output cap at or
+    above the context), the plan command's output cap is that context: a new-user pass copied
+    ``--max-tokens 32768`` (the plan's cap) for a model of 2,048 tokens, which ``plan`` refused."""
+    context = sampling.context_tokens
+    cap = sampling.max_tokens if context is None else min(sampling.max_tokens, context)
     return DryRun(
         rows=counts.rows,
         rejected_rows=counts.rejected_rows,
@@ -194,7 +199,7 @@ def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noq
         prompt_tokens_max=counts.prompt_tokens_max,
         tokenizer=counts.tokenizer,
         sampling=sampling.as_record(),
-        plan_command=counts.plan_command(sampling.max_tokens, _osl_at_cap(sampling.max_tokens), _plannable(model)),
+        plan_command=counts.plan_command(cap, _osl_at_cap(cap), _plannable(model)),
         rejects=tuple(counts.rejects),
     )
 

@@ -111,7 +111,9 @@ def check_run(
             f"({plan_share_tok_s(figures, given_endpoints):,.0f} tok/s, the figure progress and summary.json compare with)"
         )
     given = sampling_options.model_dump(include={"max_tokens", "temperature", "top_p", "top_k"})
-    unset = sampling_options.max_tokens is None and figures.max_tokens is None
+    # the model's context serves both a run without a cap and one whose plan's cap passes it (a
+    # new-user pass: a plan's 32,768 was sent to a model of 2,048 tokens, not read for it)
+    unset = sampling_options.max_tokens is None
     sampling, sampling_notes = job_sampling(
         server.model,
         given,
