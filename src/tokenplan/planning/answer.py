@@ -171,20 +171,8 @@ def search(q: Question) -> Searched:
     cut = q.engine.vision_cut(q.model.vision_layers, q.model.vision_hidden)
 
     def one(opt: HardwareOption) -> OptionResult:
-        return search_option(
-            q.model,
-            opt,
-            q.engine,
-            q.table,
-            q.job,
-            specs,
-            q.weights,
-            q.kvs,
-            cut,
-            q.fixed,
-            q.spec_measured,
-            q.pp_measured,
-        )
+        flags = (q.weights, q.kvs, cut, q.fixed, q.spec_measured, q.pp_measured)
+        return search_option(q.model, opt, q.engine, q.table, q.job, specs, *flags)
 
     if q.deadline_s is None and q.budget_usd is None:
         return Searched(q, [one(opt) for opt, _ in q.options], None)

@@ -215,10 +215,11 @@ def test_the_plan_does_not_credit_the_graphs_where_the_default_batch_was_inside_
     # size, so the graphs are not what the cap of 512 buys. It buys memory: the profiling run's
     # sampler pass takes (1,024 − 512) rows × 248,320 vocabulary × 24 B = 3.05 GB less per GPU,
     # and the KV pool holds 506 per replica (a break-it pass: the answer said the cap "keeps every
-    # decode step inside them" against a default batch that already was)
+    # decode step inside them" against a default batch that already was). PP2 is fixed: the plan
+    # leads with the measured TP1×DP4 unless told (planning.measured)
     from tokenplan.api.plan import PlanRequest, plan
 
-    answer = plan(PlanRequest(gpus=("4xrtx-pro-6000",), engine="vllm")).answer
+    answer = plan(PlanRequest(gpus=("4xrtx-pro-6000",), engine="vllm", pp=2)).answer
     (line,) = [a for a in answer if a.startswith("running cap 512 on 4× rtx-pro-6000:")]
     assert "at vLLM's default cap of 1,024 the batch (486/replica, kv cache and state) already decodes" in line
     assert "room for 506/replica" in line and "keeps every decode step inside them" not in line
