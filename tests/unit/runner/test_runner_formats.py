@@ -50,6 +50,19 @@ def test_a_json_file_holding_one_array_is_read_as_rows(tmp_path: Path) -> None:
     assert count_rows([path]) == 3
 
 
+@pytest.mark.parametrize("name", ["bom.json", "bom.json.gz"])
+def test_a_json_array_after_a_utf8_byte_order_mark_is_read(tmp_path: Path, name: str) -> None:
+    # a break-it pass: the mark before "[" was read as a broken file ("truncated or damaged at byte
+    # 93 of 93"), while JSONL after the same mark reads
+    import gzip
+
+    data = b"\xef\xbb\xbf" + json.dumps([{"id": "a", "prompt": "x"}, {"id": "b", "prompt": "y"}]).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    assert [i.id for i in read_rows([path])] == ["a", "b"]
+    assert count_rows([path]) == 2
+
+
 def test_a_json_file_that_is_jsonl_still_reads_line_by_line(tmp_path: Path) -> None:
     path = tmp_path / "data.json"
     path.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "y"}\n')

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -53,12 +54,23 @@ def test_a_row_without_an_id_gets_the_hash_of_its_messages() -> None:
     # 16 hex digits of SHA-256 over [["user", "hello"]] as JSON.
     assert row.id == hashlib.sha256(b'[["user", "hello"]]').hexdigest()[:16]
     assert parse_row({"messages": [{"role": "user", "content": "hello"}]}, "g", 9).id == row.id
+    # an id of blanks only is none: SpecForge's validator strips it and refuses the empty rest
+    assert parse_row({"id": " ", "prompt": "hello"}, "f", 1).id == row.id
+    assert (
+        parse_row(
+            {"id": "\t", "custom_id": "c", "body": {"messages": [{"role": "user", "content": "hello"}]}}, "f", 1
+        ).id
+        == "c"
+    )
 
 
 @pytest.mark.parametrize(
     ("item", "reason"),
     [
-        ([1, 2], "row is a list"),
+        (
+            [1, 2],
+            "row is a list, not a JSON object (a file holding one JSON array of rows is read as such when named .json)",
+        ),
         ({"text": "x"}, "unknown shape"),
         # the shape's key with null is named, not "unknown shape: keys ['id', 'prompt']" (a new-user pass)
         ({"id": "f", "prompt": None}, "prompt: null"),
@@ -74,7 +86,7 @@ def test_a_row_without_an_id_gets_the_hash_of_its_messages() -> None:
     ],
 )
 def test_malformed_rows_name_the_field_and_what_is_allowed(item: object, reason: str) -> None:
-    with pytest.raises(RowError, match=reason.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+    with pytest.raises(RowError, match=re.escape(reason)):
         parse_row(item, "f", 1)
 
 
@@ -188,3 +200,11 @@ def test_a_text_part_whose_text_is_not_a_string_is_a_malformed_row():
 
     with pytest.raises(RowError, match=r"messages\[0\]\.content: not a string or a list of text parts"):
         parse_row({"id": "a", "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "f", 1)
+
+
+def test_text_parts_are_joined_with_a_newline_as_vllm_flattens_them():
+    # vllm/entrypoints/chat_utils.py: text_prompt = "\n".join(texts); joined with nothing the two
+    # parts read "Helloworld" in what was sent and stored (a break-it pass)
+    parts = [{"type": "text", "text": "Hello"}, {"type": "text", "text": "world"}]
+    row = parse_row({"id": "a", "messages": [{"role": "user", "content": parts}]}, "f", 1)
+    assert row.messages == (Message("user", "Hello\nworld"),)

@@ -33,7 +33,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -44,6 +44,7 @@ from tokenplan.sniff import check_content_matches_name
 # Compressed JSONL: the last suffix names the codec (pyarrow's names).
 CODECS = {".zst": "zstd", ".zstd": "zstd", ".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4"}
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", *CODECS)
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark some editors write at the start of UTF-8 text
 
 
 @dataclass(slots=True)
@@ -262,7 +263,7 @@ def _is_json_array(path: Path) -> bool:
         return False
     try:
         with _Source(path) as source:
-            head = source.reader.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+            head = source.reader.read(4096).removeprefix(UTF8_BOM).lstrip(b" \t\r\n")
     except read_errors():
         return False
     return head.startswith(b"[")
@@ -279,6 +280,10 @@ def _json_array_items(path: Path) -> Iterator[tuple[int, Any]]:
     index, errors = 0, (ijson.JSONError, *read_errors())  # evaluated here, not when the generator is closed
     with _Source(path) as source:
         try:
+            # a UTF-8 byte-order mark before the array is no JSON (ijson: "lexical error"): a
+            # break-it pass saw such a file called truncated; JSONL lines skip it likewise
+            if cast(io.BufferedReader, source.reader).peek(3)[:3] == UTF8_BOM:
+                source.reader.read(3)
             for index, item in enumerate(ijson.items(source.reader, "item", use_float=True), start=1):
                 yield index, item
         except errors as problem:

@@ -151,7 +151,13 @@ def parse_row(item: Any, source: str, line: int) -> Row:
     if isinstance(item, RowError):
         raise item
     if not isinstance(item, dict):
-        raise RowError(f"row is a {type(item).__name__}, not a JSON object")
+        # a list on a line: a JSON array (of rows) in a file named as JSONL (a break-it pass)
+        hint = (
+            " (a file holding one JSON array of rows is read as such when named .json)"
+            if isinstance(item, list)
+            else ""
+        )
+        raise RowError(f"row is a {type(item).__name__}, not a JSON object{hint}")
     for key in ("id", "custom_id"):  # a declared id that is not one must not fall back to the content hash
         value = item.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
@@ -217,12 +223,14 @@ def content_id(messages: Sequence[Message]) -> str:
 
 
 def declared_id(item: Any) -> str | None:
-    """The row's own ``id`` (or ``custom_id``) as text, or None when it declares none."""
+    """The row's own ``id`` (or ``custom_id``) as text, or None when it declares none. An id of
+    blanks only (``" "``, ``"\t"``) is none: SpecForge's validator refuses it ("id must be a
+    non-empty string" after ``strip()``) and stops the whole file there (a break-it pass)."""
     if not isinstance(item, dict):
         return None
     for key in ("id", "custom_id"):
         value = item.get(key)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) != "":
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
             return str(value)
     return None
 
@@ -290,12 +298,18 @@ _TOOL_KEYS = ("tool_calls", "tool_call_id", "name")
 
 
 def _text(content: Any, field: str) -> str:
+    """A turn's text: a string, or a list of text parts joined with a newline, as vLLM (and
+    TensorRT-LLM's server) flatten them for a template that takes a string
+    (``vllm/entrypoints/chat_utils.py``: ``text_prompt = "\\n".join(texts)``; SGLang joins with a
+    space, ``jinja_template_utils.process_content_for_template_format``). The joined text is what
+    is sent and stored, so the training row holds what the model saw; joined with nothing,
+    ``["Hello", "world"]`` read "Helloworld" (a break-it pass)."""
     if isinstance(content, str):
         return valid_unicode(content, field)
     if isinstance(content, list) and all(
         isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text", ""), str) for p in content
     ):
-        return valid_unicode("".join(p.get("text", "") for p in content), field)
+        return valid_unicode("\n".join(p.get("text", "") for p in content), field)
     raise RowError(f"{field}: not a string or a list of text parts (each with a string text)")
 
 
