@@ -81,7 +81,7 @@ def test_a_shared_kv_and_state_pool_is_one_row_and_the_capacity_is_what_the_stat
     )
     assert r.returncode == 0, r.stderr
     assert "KV cache and state pool (shared)" in r.stdout and "│ state pool " not in r.stdout
-    capacity = next(line for line in r.stdout.splitlines() if "KV capacity beside" in line)
+    capacity = next(line for line in r.stdout.splitlines() if "KV capacity per replica beside" in line)
     tokens = int(capacity.split("│")[2].split()[0].replace(",", ""))
     kv = next(line for line in r.stdout.splitlines() if "│   KV cache " in line)
     gib = float(kv.split("│")[2].split()[0])

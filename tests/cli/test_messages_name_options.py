@@ -70,7 +70,7 @@ def _error(monkeypatch, capsys, tmp_path, *args: str) -> str:
             ["plan", "--gpu", "4xrtx-pro-6000", "--current", "tp=3", "--measured-tok-s", "1600"],
             # 4 GPUs = 1×3 + 1: TP3 does not divide them
             "error: --current 'tp=3' is not allowed (allowed: a setup whose TP × PP (3) divides the 4 GPUs of "
-            "--gpu 4× rtx-pro-6000)",
+            "--gpu 4xrtx-pro-6000)",
         ),
         (
             # the profile's folder is checked before the fit, with what is allowed

@@ -72,7 +72,8 @@ CASES = {
     # 1,024 + 4,000 = 5,024 tokens > llama-2-70b's 4,096.
     "context": (
         dict(model="llama-2-70b", gpus=("8xb200",), osl_mean=4000, osl_cap=8000),
-        r"^a request of 5,024 tokens exceeds llama-2-70b's context of 4,096 tokens",
+        r"^a request of 5,024 tokens \(mean prompt 1,024 \+ mean output 4,000\) exceeds llama-2-70b's context of 4,096 "
+        r"tokens .*: lower --isl or --osl$",
         None,
     ),
     "format": (dict(gpus=("8xh200",), kv_dtypes=("nvfp4",)), r"^NVFP4 KV cache needs Blackwell; h200 is hopper$", None),

@@ -62,7 +62,7 @@ def read_cases(paths: list[str]) -> tuple[list[CaseFile], int]:
     for path in paths:  # a file named twice or copied, or a row id twice in one file, counts rows twice
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else path
         if digest in seen:
-            raise InputError("measurement files", path, f"each file once (this one holds what {seen[digest]} holds)")
+            raise InputError("measurement file", path, f"each file once (this one holds what {seen[digest]} holds)")
         seen[digest] = path
         data = read_measurements(path)
         twice = [i for i, n in Counter(row.row_id for row in data.rows).items() if n > 1]

@@ -334,7 +334,9 @@ def _current(req: PlanRequest, text: str, option: HardwareOption, profile: Profi
     split = int(fields.get("tp", 1)) * int(fields.get("pp", 1))  # type: ignore[call-overload]  # _count: ints
     if split > 0 and option.count % split:  # resolve would name num_gpus, which the user did not give
         raise InputError(
-            "current", text, f"a setup whose TP × PP ({split}) divides the {option.count} GPUs of --gpu {option.label}"
+            "current",
+            text,
+            f"a setup whose TP × PP ({split}) divides the {option.count} GPUs of --gpu {option.label.replace('× ', 'x')}",
         )
     try:
         s = resolve(PredictRequest(**fields), profile)  # type: ignore[arg-type]  # keys checked by parse_current

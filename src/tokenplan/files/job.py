@@ -109,6 +109,13 @@ class JobFile(BaseModel):
             raise ValueError("a number of tokens (e.g. 1024 or 1.0e+4), or a mapping of mean, sigma and cap")
         return value
 
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpu_options(cls, value: object) -> object:
+        """``gpus:`` as a list of ``--gpu`` options, or one of them alone (``gpus: 8xb200``, as
+        ``--gpu`` takes one: a new-user pass was told "allowed: a list")."""
+        return [value] if isinstance(value, str) else value
+
     @field_validator("spec", mode="before")
     @classmethod
     def _spec_settings(cls, value: object) -> object:

@@ -159,8 +159,9 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
     if ctx is not None and isl.mean + osl.mean > ctx * (1 + 1e-9):
         return Rejection(
             config,
-            f"a request of {isl.mean + osl.mean:,.0f} tokens exceeds {model.name}'s "
-            f"context of {ctx:,} tokens (max_position_embeddings, times a rope_scaling factor where set)",
+            f"a request of {isl.mean + osl.mean:,.0f} tokens (mean prompt {isl.mean:,.0f} + mean output "
+            f"{osl.mean:,.0f}) exceeds {model.name}'s context of {ctx:,} tokens (max_position_embeddings, "
+            "times a rope_scaling factor where set): lower --isl or --osl",
             "context",
         )
     why = layout_rejection(model, lay)

@@ -57,7 +57,7 @@ class SpecDecode:
 
     def describe(self) -> str:
         """``mtp k=3 τ=3.3`` style label."""
-        return f"{self.method} k={self.draft_tokens} τ={self.acceptance_length:g}"
+        return f"{self.method} k={self.draft_tokens} τ={self.acceptance_length:.3g}"
 
     def at_context(self, context_tokens: float) -> SpecDecode:
         """This setting with τ from the prior at ``context_tokens`` of context

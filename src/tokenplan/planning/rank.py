@@ -116,7 +116,7 @@ def _speculation_note(r: OptionResult) -> str | None:
     return (
         f"{r.option.label}: {describe(c)} finishes the job {sooner:.1%} sooner than {than} "
         f"({c.evaluation.output_tok_s_total:,.0f} against {b.evaluation.output_tok_s_total:,.0f} tok/s), "
-        f"at τ={spec.acceptance_length:g}, the acceptance prior at this context; counted at the "
+        f"at τ={spec.acceptance_length:.3g}, the acceptance prior at this context; counted at the "
         f"low end of published {spec.method} acceptance (τ≈{tau_low:.2f}) it does not come out ahead, so it "
         f"does not lead. "
         f"Measure τ on your own traces (tokenplan bench) and compare with --spec none "
@@ -149,7 +149,7 @@ def _speculation_behind_note(r: OptionResult) -> str | None:
         f"{c.evaluation.output_tok_s_total:,.0f} tok/s ({c.evaluation.output_tok_s_total / b.evaluation.output_tok_s_total - 1:+.0%}); "
         f"it holds {cs.batch:,.0f} requests per replica (capped by {cs.batch_reason}) against {bs.batch:,.0f}{replicas}, "
         f"at a TPOT of {cs.tpot_s * 1e3:.1f} ms against {bs.tpot_s * 1e3:.1f} ms (each decode step carries "
-        f"τ={spec.acceptance_length:g} tokens per request)."
+        f"τ={spec.acceptance_length:.3g} tokens per request)."
     )
 
 

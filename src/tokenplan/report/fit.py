@@ -35,9 +35,10 @@ def fit_table(fit: BenchFit) -> Table:
 
 
 def fit_levels_table(fit: BenchFit) -> Table:
-    """Per level: the running batch, predicted vs measured TPOT (ms) and output tok/s per GPU."""
+    """Per level: the running batch, predicted vs measured mean TPOT (ms) and output tok/s per GPU."""
     t = Table(title="fit: predicted vs measured per level")
-    for c in ("conc", "batch", "TPOT ms pred", "TPOT ms meas", "out tok/s/GPU pred", "out tok/s/GPU meas"):
+    # TPOT: the mean over requests, which the fit reads (the bench table shows the median, p50)
+    for c in ("conc", "batch", "mean TPOT ms pred", "mean TPOT ms meas", "out tok/s/GPU pred", "out tok/s/GPU meas"):
         t.add_column(c, justify="right")
     for lv in fit.levels:
         t.add_row(

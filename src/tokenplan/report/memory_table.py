@@ -65,7 +65,8 @@ def memory_table(m: MemoryResult) -> Table:
         + (f"; the pool takes {pool:,.0f} B per GPU a token" if sized else ""),
     )
     t.add_row("state per sequence (model)", f"{m.state_bytes_per_sequence / 2**20:,.1f} MiB")
-    capacity = f"KV capacity beside {m.running_requests:,.0f} requests' state" if shared else "KV capacity"
+    # per replica (its TP × PP GPUs together); predict's and plan's figure is over all replicas
+    capacity = "KV capacity per replica" + (f" beside {m.running_requests:,.0f} requests' state" if shared else "")
     t.add_row(capacity, kv_tokens_text(m.kv_capacity_tokens))
     t.add_row(f"sequences of ISL+OSL = {m.context_tokens:,.0f} tokens", f"{math.floor(m.max_sequences):,}")
     # TensorRT-LLM admits a request only with its prompt + max_tokens free: that, not the mean, is what it holds

@@ -367,7 +367,7 @@ def predict_table(p: Prediction) -> Table:
         ("weights per GPU", f"{p.weight_bytes_per_gpu / GiB:.1f} GiB"),
         ("KV cache per token", f"{p.kv_bytes_per_token / KiB:,.1f} KiB ({p.kv_bytes_per_token:,.0f} B)"),
         ("state per sequence", f"{p.state_bytes_per_sequence / MiB:,.1f} MiB ({p.state_bytes_per_sequence:,.0f} B)"),
-        ("KV capacity", kv_tokens_text(p.kv_capacity_tokens)),
+        ("KV capacity, all replicas", kv_tokens_text(p.kv_capacity_tokens)),
     ]
     band = p.bands.error_band if p.bands else None
     if band:

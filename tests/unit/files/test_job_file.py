@@ -163,3 +163,13 @@ def test_a_key_that_is_not_text_is_an_unknown_key(tmp_path):
         "job.yaml: 1: unknown key (allowed: model, samples, isl, osl, gpus, engine, "
         "prices, spec, draft_model, current, measured_tok_s, tp, pp, dp, ep, max_running)"
     )
+
+
+def test_one_gpu_option_may_stand_alone_as_on_the_command_line(tmp_path):
+    # a new-user pass: `gpus: 4xrtx-pro-6000` (one option, as --gpu takes it) was refused "(allowed: a list)"
+    path = tmp_path / "job.yaml"
+    path.write_text("gpus: 4xrtx-pro-6000\n")
+    assert read_job_file(str(path)).gpus == ["4xrtx-pro-6000"]
+    path.write_text("gpus: 4\n")  # a number is no GPU option: still refused, naming the key
+    with pytest.raises(ConfigError, match=r"gpus"):
+        read_job_file(str(path))
