@@ -32,7 +32,8 @@ class LatencyMs(JsonResult):
 class ExportCounts(JsonResult):
     """What ``--export`` wrote and left out (rows): cut by ``max_tokens``, thinking not closed, no
     answer text, a ``<think>`` marker left in, failed or skipped lines, and the rows with tool turns
-    written aside (``unvalidated``, to ``unvalidated_path``), and ``no_reasoning``: rows of the
+    written aside (``unvalidated``, to ``unvalidated_path``; ``tool_calls`` of them with a generated
+    answer that calls a tool), and ``no_reasoning``: rows of the
     training file with an assistant turn without reasoning text (written; SpecForge's validator
     refuses them under ``--expect-reasoning``); ``path``: the file written, and ``partial``: units
     were left in ``errors.jsonl``, so it went to ``NAME.partial.SUFFIX``, not the name asked for."""
@@ -46,6 +47,7 @@ class ExportCounts(JsonResult):
     unvalidated: int = 0
     unvalidated_path: str | None = None
     no_reasoning: int = 0
+    tool_calls: int = 0
     path: str | None = None
     partial: bool = False
 

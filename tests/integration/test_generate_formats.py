@@ -102,6 +102,7 @@ def test_sharegpt_array_to_specforge_jsonl_field_by_field(tmp_path: Path) -> Non
         "failed": 0,
         "unvalidated": 0,
         "no_reasoning": 0,
+        "tool_calls": 0,
         "partial": False,  # no unit left in errors.jsonl: under the name asked for
     }
 

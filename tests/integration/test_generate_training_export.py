@@ -275,6 +275,7 @@ def test_records_that_cannot_train_are_left_out_of_the_training_file_and_counted
         "failed": 0,
         "unvalidated": 0,
         "no_reasoning": 0,
+        "tool_calls": 0,
         "partial": False,  # no unit left in errors.jsonl: under the name asked for
     }
     assert list(_lines(out)) == ["ok"]

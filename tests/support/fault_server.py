@@ -19,7 +19,7 @@ base64 Basic token) and ``{{target}}`` by the request target with its query stri
 ``GET /stats`` answers ``{"requests", "max_active"}``: the most requests it was answering at once.
 
 ``--log-bodies PATH`` appends every chat request body to ``PATH`` (JSONL), so a test can check what
-was sent. ``--log-requests PATH`` appends one line per request: ``method``, ``target`` (path and
+was sent (a scripted answer's request as it came, the others once parsed). ``--log-requests PATH`` appends one line per request: ``method``, ``target`` (path and
 query string) and ``authorization`` (the header, or null).
 
 Refusals of a configuration (the job-wide 4xx): ``--context N`` answers 400 with vLLM's message when
@@ -178,6 +178,9 @@ class Server:
         if self.script:
             entry = self.script[(self.chats - 1) % len(self.script)]
             if not entry.get("answer"):
+                if self.faults.log_bodies:  # what was sent, as for an answered request
+                    with open(self.faults.log_bodies, "a") as log:
+                        log.write(body.decode("utf-8", "surrogatepass").strip() + "\n")
                 return await self._scripted(conn, writer, request, entry)
         draw = self.rng.random()
         f = self.faults

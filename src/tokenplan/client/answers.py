@@ -9,7 +9,8 @@ stored and break ``--export`` later.
 An answer is finished only when its ``finish_reason`` is one of :data:`TERMINAL_FINISH_REASONS`.
 vLLM ends a request it aborted with ``finish_reason: "abort"`` (vllm/v1/engine FinishReason.ABORT),
 a stream cut short may end with no ``finish_reason`` at all, and neither is an answer. Nor is
-an answer with no text (no content, no reasoning) that says it is complete (``stop``), nor gpt-oss Harmony
+an answer with no text (no content, no reasoning) and no tool call that says it is complete
+(``stop``) or calls a tool (``tool_calls``), nor gpt-oss Harmony
 channels in ``content`` that are not one plain answer (:mod:`tokenplan.client.harmony`): all are
 ``protocol`` failures, retried like any malformed answer, then recorded in ``errors.jsonl``.
 """
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import orjson
 
 from tokenplan.client.reasoning import HarmonyError, split_reasoning
+from tokenplan.client.tool_calls import ToolCall, ToolCallError, parse_tool_calls
 
 FailureKind = Literal["transport", "deadline", "status", "protocol", "oversize"]
 
@@ -69,7 +71,8 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """When a request was sent, answered and (streaming only) when each chunk with text arrived.
+    """When a request was sent, answered and (streaming only) when each chunk with text (or a piece
+    of a tool call) arrived.
 
     All values are ``time.perf_counter()`` readings (seconds); ``chunk_times_s`` is empty for a
     non-streamed request, so TTFT and ITL exist only for streamed ones.
@@ -100,6 +103,8 @@ class Completion:
     :class:`~tokenplan.client.stream.StreamAccumulator`; ``usage`` is ``None`` if the server sent none. ``spec_verify_ct``
     is the number of speculative verification steps the server says the answer took (SGLang's
     ``meta_info.spec_verify_ct``, see :func:`verify_count`), ``None`` where it says nothing.
+    ``tool_calls``: the functions the answer calls (:mod:`tokenplan.client.tool_calls`), empty
+    for an answer in words.
     """
 
     content: str
@@ -109,6 +114,7 @@ class Completion:
     timings: Timings
     model: str | None
     spec_verify_ct: int | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class RequestFailed(Exception):
@@ -328,38 +334,47 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
         value = message.get(key)
         if value is not None and not isinstance(value, str):
             text_field(message, key, "choices[0].message", raw)  # raises, naming the field
+    try:
+        calls = parse_tool_calls(message)
+    except ToolCallError as problem:
+        raise protocol_failure(str(problem), raw) from None
     usage = parse_usage(data.get("usage"), raw)
     finish = check_finish(choice.get("finish_reason"), raw)
-    content, reasoning = answer_text(message, finish, usage, raw)
-    return Completion(content, reasoning, finish, usage, timings, answer_model(data), verify_count(data, raw))
+    content, reasoning = answer_text(message, finish, usage, raw, calls)
+    model, verify = answer_model(data), verify_count(data, raw)
+    return Completion(content, reasoning, finish, usage, timings, model, verify, calls)
 
 
-# Finishes that say the answer is complete text; one of them with no text at all lost it on the way.
-# Not here: tool_calls/function_call (the answer is a call: empty content is what it looks like;
-# tokenplan does not keep the calls themselves) and length (flagged as cut, and the --on-length
-# policy keeps, drops or retries it like any cut answer).
-_COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence"})
+# Finishes that say the answer is complete; one of them with no text and no tool call at all lost
+# it on the way (tool_calls: the calls are the answer, kept on the Completion). Not here:
+# function_call (the deprecated single call, message.function_call, which tokenplan does not read)
+# and length (flagged as cut, and the --on-length policy keeps, drops or retries it like any cut answer).
+_COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence", "tool_calls"})
 
 
 def answer_text(
-    message: Mapping[str, Any], finish: str, usage: Usage | None, raw: bytes | str
+    message: Mapping[str, Any], finish: str, usage: Usage | None, raw: bytes | str, calls: tuple[ToolCall, ...] = ()
 ) -> tuple[str, str | None]:
-    """``(content, reasoning)`` of a finished answer, refused when it holds no answer at all.
+    """``(content, reasoning)`` of a finished answer whose tool calls are ``calls``, refused when
+    it holds no answer at all.
 
     Raises:
         RequestFailed: ``protocol``, for Harmony channels that are not one plain answer
-            (:mod:`tokenplan.client.harmony`), or an answer with no content and no reasoning
-            (``content: null`` with ``finish_reason: stop`` and 500 completion tokens: the text
-            was lost on the way) that claims to be complete (:data:`_COMPLETE_FINISHES`).
+            (:mod:`tokenplan.client.harmony`), or an answer with no content, no reasoning and no
+            tool call (``content: null`` with ``finish_reason: stop`` and 500 completion tokens:
+            the text was lost on the way; ``finish_reason: tool_calls`` and no calls) that claims
+            to be complete (:data:`_COMPLETE_FINISHES`).
     """
     try:
         content, reasoning = split_reasoning(message, finish)
     except HarmonyError as problem:
         raise protocol_failure(f"gpt-oss Harmony output in content: {problem}", raw) from None
-    if not content and not reasoning and finish in _COMPLETE_FINISHES:
+    if not content and not reasoning and not calls and finish in _COMPLETE_FINISHES:
         given = "null" if message.get("content") is None else "empty"
         tokens = "not reported" if usage is None else f"{usage.completion_tokens:,}"
         raise protocol_failure(
-            f"empty answer: content {given}, no reasoning, finish_reason {finish!r}, completion_tokens {tokens}", raw
+            f"empty answer: content {given}, no reasoning{', no tool call' if finish == 'tool_calls' else ''}, "
+            f"finish_reason {finish!r}, completion_tokens {tokens}",
+            raw,
         )
     return content, reasoning

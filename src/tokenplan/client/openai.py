@@ -165,8 +165,8 @@ class OpenAIClient:
 
         Returns:
             The completion, with every secret this client holds (API key, URL password, Basic
-            token, credential-named query values) replaced by ``***`` in its content, reasoning
-            and model name.
+            token, credential-named query values) replaced by ``***`` in its content, reasoning,
+            model name and tool calls.
         """
         if max_bytes is None:
             tokens = body.get("max_tokens")
@@ -203,6 +203,7 @@ class OpenAIClient:
             content=text(done.content),
             reasoning=None if done.reasoning is None else text(done.reasoning),
             model=None if done.model is None else text(done.model),
+            tool_calls=tuple(call.redacted(text) for call in done.tool_calls),
         )
 
     async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int, timeout: aiohttp.ClientTimeout) -> Completion:

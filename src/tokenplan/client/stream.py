@@ -1,6 +1,7 @@
 """A streamed chat answer: the SSE chunks of one completion joined into a :class:`Completion`,
 each chunk validated as :mod:`tokenplan.client.answers` validates a whole answer (the same
-failures, the same finish and empty-answer rules)."""
+failures, the same finish and empty-answer rules). Tool calls come in pieces
+(``delta.tool_calls``), joined by :class:`~tokenplan.client.tool_calls.ToolCallDeltas`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tokenplan.client.answers import (
     text_field,
     verify_count,
 )
+from tokenplan.client.tool_calls import ToolCallDeltas, ToolCallError
 
 
 class StreamAccumulator:
@@ -28,6 +30,7 @@ class StreamAccumulator:
     def __init__(self) -> None:
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self.tool_calls = ToolCallDeltas()
         self.chunk_times_s: list[float] = []
         self.finish_reason: Any = None
         self.usage: Usage | None = None
@@ -72,11 +75,15 @@ class StreamAccumulator:
         delta = delta or {}
         text = text_field(delta, "content", "delta", data)
         thought = text_field(delta, "reasoning_content", "delta", data) or text_field(delta, "reasoning", "delta", data)
+        try:
+            called = self.tool_calls.feed(delta.get("tool_calls"))
+        except ToolCallError as problem:
+            raise protocol_failure(str(problem), data) from None
         if text:
             self.content.append(text)
         if thought:
             self.reasoning.append(thought)
-        if text or thought:
+        if text or thought or called:
             self.chunk_times_s.append(now_s)
         if choice.get("finish_reason") is not None:
             self.finish_reason = choice["finish_reason"]
@@ -94,11 +101,15 @@ class StreamAccumulator:
                 self.last or b"",
             )
         finish = check_finish(self.finish_reason, self.last)
+        try:
+            calls = self.tool_calls.calls()
+        except ToolCallError as problem:
+            raise protocol_failure(str(problem), self.last) from None
         message = {
             "content": "".join(self.content) if self.content else None,
             "reasoning_content": "".join(self.reasoning),
         }
-        content, reasoning = answer_text(message, finish, self.usage, self.last)
+        content, reasoning = answer_text(message, finish, self.usage, self.last, calls)
         return Completion(
             content,
             reasoning,
@@ -107,4 +118,5 @@ class StreamAccumulator:
             Timings(sent_s, done_s, tuple(self.chunk_times_s)),
             self.model,
             self.verify_ct,
+            calls,
         )

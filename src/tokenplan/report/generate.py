@@ -127,9 +127,10 @@ def _export_line(rows: int, export: ExportCounts, errors: int = 0, past_limit: i
     left_out = [f"{n:,} {label}" for n, label in export.left_out()]
     main = rows - export.unvalidated
     where = f" to {export.path}" if export.path else ""
+    calls = f"; {export.tool_calls:,} answered with a tool call" if export.tool_calls else ""
     side = (
         f" + {export.unvalidated:,} to {export.unvalidated_path} (turns SpecForge's validator refuses by "
-        "design: tool turns, a blank turn, two turns of one role in a row; its trainer reads them)"
+        f"design: tool turns, a blank turn, two turns of one role in a row; its trainer reads them{calls})"
         if export.unvalidated
         else ""
     )

@@ -14,6 +14,10 @@ the turn, so a rerun asks exactly what the first run asked.
 A ``length`` finish follows the ``on_length`` policy: ``keep`` stores the answer and flags the
 turn, ``drop`` skips the whole unit, ``retry`` asks again with the next seed (at most
 ``length_retries`` times) and then keeps and flags.
+
+An answer that calls tools keeps its calls on the generated assistant turn (``tool_calls``, OpenAI's
+message form), and in ``regenerate`` the next request sends that turn as it is stored, so each
+stored answer follows the conversation the model was shown.
 """
 
 from __future__ import annotations
@@ -307,6 +311,8 @@ def _assistant_message(completion: Completion) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
+    if completion.tool_calls:  # the answer calls tools: the calls are (part of) the answer
+        message["tool_calls"] = [call.as_message() for call in completion.tool_calls]
     return message
 
 
@@ -338,6 +344,7 @@ def _turn_record(sent: Sent, length_retries_used: int) -> TurnRecord:
         length_retries_used,
         c.model,
         sent.max_tokens,
+        len(c.tool_calls) or None,
     )
 
 

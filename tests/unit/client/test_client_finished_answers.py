@@ -64,8 +64,10 @@ def test_an_answer_with_no_text_is_a_protocol_failure(
 def test_reasoning_alone_a_tool_call_or_a_cut_answer_is_still_an_answer() -> None:
     thought = parse_whole(_whole({"content": None, "reasoning_content": "thinking"}), T)
     assert (thought.content, thought.reasoning) == ("", "thinking")
-    call = parse_whole(_whole({"content": None, "tool_calls": [{"id": "c1"}]}, "tool_calls"), T)
+    called = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    call = parse_whole(_whole({"content": None, "tool_calls": [called]}, "tool_calls"), T)
     assert call.content == "" and call.finish_reason == "tool_calls"
+    assert [c.as_message() for c in call.tool_calls] == [called]
     # a length finish is flagged as cut and follows --on-length (keep, drop, retry), text or not
     cut = parse_whole(_whole({"content": None}, "length", 8), T)
     assert (cut.content, cut.reasoning, cut.finish_reason) == ("", None, "length")

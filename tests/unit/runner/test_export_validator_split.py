@@ -38,3 +38,16 @@ def test_a_blank_turn_is_routed_apart_and_is_what_the_validator_refuses(first):
 def test_a_well_formed_row_stays_in_the_training_file():
     line = _line({"role": "system", "content": "be brief"}, {"role": "user", "content": "2+2?"}, ANSWER)
     assert validator_unsupported(line) is None and validator_problem(line, expect_reasoning=True) is None
+
+
+@pytest.mark.parametrize("content", ["", "Let me check."])
+def test_an_answer_that_calls_a_tool_is_routed_apart_with_or_without_text(content):
+    call = {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    line = _line(
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": content, "tool_calls": [call]},
+    )
+    assert validator_unsupported(line) == "tool_turns"
+    # an empty list is no call: a text answer stays in the training file
+    plain = _line({"role": "user", "content": "2+2?"}, {**ANSWER, "tool_calls": []})
+    assert validator_unsupported(plain) is None

@@ -11,7 +11,7 @@ first (:mod:`tokenplan.runner.store.record_ids` reads the id from the start of t
 
 with each turn ``{"finish_reason", "length_flag", "reasoning_truncated", "usage":
 {"prompt_tokens", "completion_tokens", "reasoning_tokens"} | null, "endpoint", "latency_s",
-"ttft_s", "attempts", "seed", "length_retries", "model", ["max_tokens"]}``; a bracketed key is
+"ttft_s", "attempts", "seed", "length_retries", "model", ["max_tokens"], ["tool_calls"]}``; a bracketed key is
 written only when it has a value. Reading is lenient in the way the exports always were: a key
 an older record lacks reads as ``None`` (empty for ``conversations``, ``turns`` and ``fields``),
 a key it has beyond these is ignored.
@@ -64,6 +64,8 @@ class TurnRecord:
         attempts: tries the request took; ``seed``: the seed sent (None: none); ``length_retries``:
             asks again after a ``length`` finish; ``model``: the model the server named.
         max_tokens: the per-prompt cap sent under ``--context-tokens`` (None: the job's, not written).
+        tool_calls: how many tool calls the answer made (kept on its assistant turn's
+            ``tool_calls``); None for an answer in words (not written).
     """
 
     finish_reason: str | None
@@ -78,6 +80,7 @@ class TurnRecord:
     length_retries: int | None
     model: str | None
     max_tokens: int | None = None
+    tool_calls: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The turn's object on disk (see the module docstring)."""
@@ -94,7 +97,11 @@ class TurnRecord:
             "length_retries": self.length_retries,
             "model": self.model,
         }
-        return data if self.max_tokens is None else data | {"max_tokens": self.max_tokens}
+        if self.max_tokens is not None:
+            data["max_tokens"] = self.max_tokens
+        if self.tool_calls is not None:
+            data["tool_calls"] = self.tool_calls
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TurnRecord:
@@ -113,6 +120,7 @@ class TurnRecord:
             data.get("length_retries"),
             data.get("model"),
             data.get("max_tokens"),
+            data.get("tool_calls"),
         )
 
 
