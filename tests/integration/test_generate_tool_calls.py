@@ -1,7 +1,8 @@
 """An answer that calls tools, end to end through the fault server: its ``tool_calls`` are kept on
 the stored assistant turn (OpenAI's message form: id, type, function name and arguments) and go
-with it into the exports; the training row goes to ``train.unvalidated.jsonl`` (SpecForge's
-validator takes only text turns), counted under ``export.unvalidated`` and ``export.tool_calls``,
+with it into the exports; a training row whose answer only calls (blank text) goes to
+``train.unvalidated.jsonl`` (SpecForge's validator refuses blank content), one with text beside its
+calls stays in ``train.jsonl``; both count under ``export.tool_calls``,
 never as "no answer text". Streamed answers carry the calls in pieces (``delta.tool_calls``), joined
 as the OpenAI SDK joins them. Every expected value is written out by hand."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from tests.support.fault_server import FaultServerProcess
+from tests.support.specforge_rules import validator_problem
 
 from tokenplan.api.generate import GenerateRequest, generate
 from tokenplan.runner.store.appendlog import iter_records, shard_paths
@@ -115,8 +117,19 @@ def test_tool_calls_are_stored_and_exported_beside_the_training_file(tmp_path: P
     }
     assert stored["p0"]["conversations"][1] == {"role": "assistant", "content": "Hello!", "reasoning_content": "greet"}
     assert [stored[i]["turns"][0].get("tool_calls") for i in ("t0", "t1", "p0")] == [1, 2, None]
-    # the training file keeps the text row; both tool-call rows go to the companion file, whole
-    assert [row["id"] for row in _jsonl(tmp_path / "train.jsonl")] == ["p0"]
+    # the training file keeps the rows with text (t1's calls beside its text: SpecForge's validator
+    # reads role and content, its parser keeps tool_calls); the call with blank text goes to the
+    # companion file, whole
+    main = _jsonl(tmp_path / "train.jsonl")
+    assert sorted(row["id"] for row in main) == ["p0", "t1"]
+    t1 = next(row for row in main if row["id"] == "t1")
+    assert t1["conversations"][1] == {
+        "role": "assistant",
+        "content": "Let me check.",
+        "reasoning_content": "need tools",
+        "tool_calls": [WEATHER, TIME],
+    }
+    assert all(validator_problem(row) is None for row in main)
     side = _jsonl(tmp_path / "train.unvalidated.jsonl")
     assert side == [
         {
@@ -129,26 +142,12 @@ def test_tool_calls_are_stored_and_exported_beside_the_training_file(tmp_path: P
             ],
             "status": "success",
         },
-        {
-            "method": "POST",
-            "url": "/v1/chat/completions",
-            "id": "t1",
-            "conversations": [
-                {"role": "user", "content": "Weather and time?"},
-                {
-                    "role": "assistant",
-                    "content": "Let me check.",
-                    "reasoning_content": "need tools",
-                    "tool_calls": [WEATHER, TIME],
-                },
-            ],
-            "status": "success",
-        },
     ]
     export = result.summary["export"]
+    # 3 rows written, 1 of them aside, 2 with a generated call (t0 aside, t1 in the main file)
     assert (export["written"], export["unvalidated"], export["tool_calls"], export["dropped_empty_answer"]) == (
         3,
-        2,
+        1,
         2,
         0,
     )

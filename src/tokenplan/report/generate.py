@@ -127,10 +127,10 @@ def _export_line(rows: int, export: ExportCounts, errors: int = 0, past_limit: i
     left_out = [f"{n:,} {label}" for n, label in export.left_out()]
     main = rows - export.unvalidated
     where = f" to {export.path}" if export.path else ""
-    calls = f"; {export.tool_calls:,} answered with a tool call" if export.tool_calls else ""
+    calls = f"; {export.tool_calls:,} answered with a tool call (kept as tool_calls)" if export.tool_calls else ""
     side = (
         f" + {export.unvalidated:,} to {export.unvalidated_path} (turns SpecForge's validator refuses by "
-        f"design: tool turns, a blank turn, two turns of one role in a row; its trainer reads them{calls})"
+        f"design: tool turns, a blank turn, two turns of one role in a row; its trainer reads them)"
         if export.unvalidated
         else ""
     )
@@ -155,6 +155,7 @@ def _export_line(rows: int, export: ExportCounts, errors: int = 0, past_limit: i
         f"exported      {main:,} rows{where}"
         + side
         + (f" ({', '.join(left_out)})" if left_out else "")
+        + calls
         + bare
         + partial
     )

@@ -40,14 +40,17 @@ def test_a_well_formed_row_stays_in_the_training_file():
     assert validator_unsupported(line) is None and validator_problem(line, expect_reasoning=True) is None
 
 
-@pytest.mark.parametrize("content", ["", "Let me check."])
-def test_an_answer_that_calls_a_tool_is_routed_apart_with_or_without_text(content):
+@pytest.mark.parametrize(("content", "routed"), [("", "tool_turns"), ("Let me check.", None)])
+def test_an_answer_that_only_calls_a_tool_is_routed_apart(content, routed):
+    # blank text is refused ("message 1 content must be a non-empty string"); text beside the calls
+    # passes the validator, which reads role and content, and the trainer's parser keeps tool_calls
     call = {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
     line = _line(
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": content, "tool_calls": [call]},
     )
-    assert validator_unsupported(line) == "tool_turns"
+    assert validator_unsupported(line) == routed
+    assert (validator_problem(line) is None) is (routed is None)
     # an empty list is no call: a text answer stays in the training file
     plain = _line({"role": "user", "content": "2+2?"}, {**ANSWER, "tool_calls": []})
     assert validator_unsupported(plain) is None

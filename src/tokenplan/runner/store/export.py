@@ -47,8 +47,9 @@ class ExportCounts:
     ``unvalidated``: training file only: rows written to the companion file
     (:func:`unvalidated_path`) because SpecForge's validator refuses their turns by design
     (:func:`validator_unsupported`); they are counted in ``written`` too;
-    ``tool_calls``: training file only: those of the ``unvalidated`` rows with a generated answer
-    that calls a tool (``turns[].tool_calls``; not a call given in the input);
+    ``tool_calls``: training file only: rows with a generated answer that calls a tool
+    (``turns[].tool_calls``; not a call given in the input), in either file: with blank text in
+    the companion, with text in the main file (the validator reads its text);
     ``no_reasoning``: training file only: rows of the main file with an assistant turn that has
     no ``reasoning_content`` (a model that skipped thinking, or a run without it), which SpecForge's
     validator refuses under ``--expect-reasoning`` (``validate_regenerated_data.py``: "assistant
@@ -115,15 +116,15 @@ def validator_unsupported(line: dict[str, Any]) -> str | None:
     turns and ``tool_calls``), or None. The validator (``scripts/conversation_validation.py``,
     ``validate_conversation``, SpecForge 69e18e6, 2026-07-12) takes only ``system`` turns before
     the first user turn, then ``user`` and ``assistant`` turns alternating, each with non-empty
-    content, and has no tool calls: ``tool_turns`` for a ``tool`` turn or an assistant turn that
-    calls a tool (with or without text; given in the input or generated),
+    content: ``tool_turns`` for a ``tool`` turn or an assistant turn that only calls a tool (blank
+    text; one with text beside its calls passes: the validator reads role and content),
     ``blank_turn`` for a turn whose content is not text or is blank (an empty user prompt, a list
     of no parts: "message N content must be a non-empty string"), ``turn_order`` for a system
     turn after the first user turn or two turns of one role in a row."""
     expected, saw_user = "user", False
     for message in line["conversations"]:
         role, content = message.get("role"), message.get("content")
-        if role == "tool" or message.get("tool_calls"):
+        if role == "tool" or (message.get("tool_calls") and not str(content or "").strip()):
             return "tool_turns"
         if not isinstance(content, str) or not content.strip():
             return "blank_turn"
@@ -281,10 +282,10 @@ def export_lines(
                 if fmt == "jsonl" and validator_unsupported(line) is not None:
                     side_fh.write(orjson.dumps(line) + b"\n")
                     counts.unvalidated += 1
-                    counts.tool_calls += any(turn.tool_calls for turn in record.turns)
                 else:
                     fh.write(orjson.dumps(line) + b"\n")
                     counts.no_reasoning += fmt == "jsonl" and _lacks_reasoning(line)
+                counts.tool_calls += fmt == "jsonl" and any(turn.tool_calls for turn in record.turns)
                 counts.written += 1
             if fmt == "openai-batch":
                 counts.failed = _failed_lines(run_dir, fh)
