@@ -13,8 +13,12 @@ Scripted answers (``--script FILE``, a JSON list): the k-th chat request is answ
 test can serve any malformed, unfinished or over-size answer, any error-body shape or SSE stream.
 ``{{authorization}}`` in ``raw`` is replaced by the request's Authorization header (a server that
 echoes it), ``{{credential}}`` by that header without its scheme (the bare key, or the bare
-base64 Basic token) and ``{{target}}`` by the request target with its query string; an entry
+base64 Basic token) and ``{{target}}`` by the request target with its query string; ``"headers":
+{"Location": "…"}`` adds headers (``{{target}}`` replaced there too: a redirect); an entry
 ``{"answer": true}`` is the normal answer (``answer_for``).
+
+``--redirect-to URL`` answers every request but ``GET /stats`` (the ``GET /models`` health check
+too) with ``--redirect-status`` (301) and ``Location: URL + target``: an http→https proxy.
 
 ``GET /stats`` answers ``{"requests", "max_active"}``: the most requests it was answering at once.
 
@@ -76,6 +80,8 @@ class Faults:
     context_status: int = 400  # the status of a --context refusal: 422 answers as Hugging Face TGI does
     filter_word: str = ""  # a prompt holding it is answered 200 with finish_reason content_filter, no text
     withhold: str = "content_filter"  # or "empty": the --filter-word answer is "" with finish_reason stop
+    redirect_to: str = ""  # a URL: every request is answered redirect_status, Location = it + target
+    redirect_status: int = 301
 
 
 def answer_for(body: dict, tokens: int) -> dict:
@@ -159,6 +165,10 @@ class Server:
                 )
         if request.method == b"GET" and target.endswith("/stats"):
             return await self._send(conn, writer, 200, {"requests": self.requests, "max_active": self.max_active})
+        if self.faults.redirect_to:  # a proxy sending everything elsewhere
+            location = self.faults.redirect_to.rstrip("/") + target
+            await send_bytes(conn, writer, self.faults.redirect_status, b"", extra=(("location", location),))
+            return True
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         try:
@@ -241,8 +251,15 @@ class Server:
             .replace("{{target}}", request.target.decode())
         )
         raw = raw.encode("utf-8", "surrogatepass")
+        target = request.target.decode()
+        headers = tuple((k, v.replace("{{target}}", target)) for k, v in entry.get("headers", {}).items())
         await send_bytes(
-            conn, writer, entry.get("status", 200), raw, content_type=entry.get("content_type", "application/json")
+            conn,
+            writer,
+            entry.get("status", 200),
+            raw,
+            content_type=entry.get("content_type", "application/json"),
+            extra=headers,
         )
         return True
 
@@ -328,6 +345,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context-status", type=int, default=400, help="400 (vLLM) or 422 (TGI)")
     parser.add_argument("--filter-word", default="", help="answer a prompt holding it with content_filter")
     parser.add_argument("--withhold", default="content_filter", help="content_filter, or empty (a stop with no text)")
+    parser.add_argument("--redirect-to", default="", help="answer every request with a redirect to URL + target")
+    parser.add_argument("--redirect-status", type=int, default=301, help="the status of --redirect-to's answers")
     args = parser.parse_args(argv)
     faults = Faults(
         args.p500,
@@ -349,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
         args.context_status,
         args.filter_word,
         args.withhold,
+        args.redirect_to,
+        args.redirect_status,
     )
     asyncio.run(serve(faults, args.port, args.port_file))
 

@@ -1,6 +1,9 @@
 """Small JSON/text requests to a server's side endpoints (``/tokenize``, ``/metrics``,
 ``/get_server_info``): the standard library in a worker thread, so that nothing here depends on
 which HTTP library the chat client uses. Chat requests go through :mod:`tokenplan.client`.
+Redirects are not followed, as the chat client follows none: urllib would send the
+``Authorization`` header on to whatever host a ``Location`` names, and a ``POST /tokenize``
+redirected by a 301/302 would go as a ``GET``; a 3xx is a :class:`SideRequestFailed`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,16 @@ def server_root(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path}"
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Answers a 3xx with :class:`urllib.error.HTTPError` instead of following it."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)  # proxies from the environment, as urlopen's
+
+
 def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float, api_key: str | None) -> bytes:
     """The answer body; ``api_key`` goes as ``Authorization: Bearer``, else a ``user:password@``
     in ``url`` as ``Basic`` (as the chat client sends them), never in the request line."""
@@ -49,10 +62,11 @@ def _fetch(url: str, body: dict[str, Any] | None, timeout_s: float, api_key: str
         headers["Authorization"] = f"Basic {token}"
     request = urllib.request.Request(str(parsed.with_user(None)), data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with _OPENER.open(request, timeout=timeout_s) as response:
             return response.read()
     except urllib.error.HTTPError as exc:
-        raise SideRequestFailed(url, f"HTTP {exc.code}", exc.code) from None
+        moved = " (a redirect, not followed)" if 300 <= exc.code < 400 else ""
+        raise SideRequestFailed(url, f"HTTP {exc.code}{moved}", exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
         raise SideRequestFailed(url, type(exc).__name__) from None
 

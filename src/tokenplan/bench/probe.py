@@ -62,6 +62,8 @@ async def check_servers(clients: list[OpenAIClient], model: str) -> None:
         try:
             served = await client.models(deadline_s=PROBE_DEADLINE_S)
         except RequestFailed as failure:
+            if failure.redirect:  # not followed (tokenplan.client.openai): where it points, what to give
+                raise ServerError(f"{client.base_url} {failure.detail}") from None
             raise ServerError(f"cannot reach {client.base_url}: {failure}{v1_hint(client.base_url, failure)}") from None
         if model not in served:
             raise ServerError(
@@ -97,7 +99,15 @@ async def _probe(client: OpenAIClient, model: str, messages: tuple[dict, ...], i
     try:
         return await probe_tokens(client, model, messages, ignore_eos)
     except RequestFailed as failure:
-        raise ServerError(f"{client.base_url}: a 1-token probe request failed: {failure}") from None
+        raise _probe_failed(client, failure) from None
+
+
+def _probe_failed(client: OpenAIClient, failure: RequestFailed) -> ServerError:
+    """A failed 1-token probe as one line naming the server; a redirect (not followed) says where
+    it points and the ``--endpoint`` to give."""
+    if failure.redirect:
+        return ServerError(f"{client.base_url} {failure.detail}")
+    return ServerError(f"{client.base_url}: a 1-token probe request failed: {failure}")
 
 
 async def probe_workload(
@@ -116,7 +126,7 @@ async def probe_workload(
         short_tokens = await probe_tokens(client, ask.model, short, ignore_eos)
     except RequestFailed as failure:
         if not ignore_eos or failure.kind != "status" or failure.status not in (400, 422):
-            raise ServerError(f"{client.base_url}: a 1-token probe request failed: {failure}") from None
+            raise _probe_failed(client, failure) from None
         ignore_eos = False
         notes.append(f"the server refused ignore_eos ({failure}); output lengths are the model's own")
         short_tokens = await _probe(client, ask.model, short, False)

@@ -122,9 +122,9 @@ class RequestFailed(Exception):
 
     Attributes:
         kind: ``"transport"`` (connect/read/write error, dropped connection), ``"deadline"`` (the
-            per-request deadline passed), ``"status"`` (HTTP status ≥ 400), ``"protocol"`` (a 200
-            answer that is not a finished chat completion) or ``"oversize"`` (an answer larger
-            than the cap; not retried).
+            per-request deadline passed), ``"status"`` (HTTP status ≥ 400, or a 3xx redirect:
+            :attr:`redirect`), ``"protocol"`` (a 200 answer that is not a finished chat
+            completion) or ``"oversize"`` (an answer larger than the cap; not retried).
         status: the HTTP status for ``"status"``, else ``None``.
         detail: a short text for logs: the server's error message or the exception type.
         retry_after_s: the server's ``Retry-After`` header (seconds), if it sent one.
@@ -151,6 +151,12 @@ class RequestFailed(Exception):
         row's own and so stops the run only when a control request is not answered either
         (``runner.unanswered``)."""
         return self.kind == "protocol" and self.detail.startswith(MALFORMED)
+
+    @property
+    def redirect(self) -> bool:
+        """A 3xx answer, not followed (:mod:`tokenplan.client.openai`): ``detail`` says where it
+        points and the ``--endpoint`` to give; the same for every request, so never retried."""
+        return self.kind == "status" and self.status is not None and 300 <= self.status < 400
 
     def redacted(self, message: Callable[[str], str]) -> RequestFailed:
         """The same failure with its texts passed through ``message`` (a client's

@@ -139,7 +139,8 @@ class EndpointPool:
         problems = []
         for endpoint, answer in zip(self.endpoints, answers):
             if isinstance(answer, RequestFailed):
-                problems.append(f"{endpoint.base_url} ({answer}{v1_hint(endpoint.base_url, answer)})")
+                said = answer.detail if answer.redirect else f"({answer}{v1_hint(endpoint.base_url, answer)})"
+                problems.append(f"{endpoint.base_url} {said}")
                 self._eject(endpoint, str(answer))
             elif isinstance(answer, BaseException):
                 raise answer

@@ -7,7 +7,10 @@ on concurrency (vLLM #7241). There are no hidden retries: one :meth:`OpenAIClien
 HTTP request, and every failure surfaces as :class:`RequestFailed` for the caller to judge
 (:mod:`tokenplan.client.retry`). (aiohttp resends an idempotent ``GET`` once when a reused
 keep-alive connection turns out to be closed, RFC 9112 §9.3.1; that touches only the health check,
-never a chat ``POST``.)
+never a chat ``POST``.) Nor are redirects followed: a 301/302 turns the ``POST`` into a ``GET``
+(RFC 9110 §15.4.2), which the server then answered 404, and a 307 to another host sent every
+request there while the records named the first; a 3xx is a ``status`` failure whose detail
+names where it points and the ``--endpoint`` to give (:func:`redirect_detail`).
 
 Usage::
 
@@ -137,7 +140,9 @@ class OpenAIClient:
             RequestFailed: the server did not answer with a model list within ``deadline_s``.
         """
         async with _failures_as_request_failed(deadline_s, self.redactor):
-            async with self._http().get(self._models_url, proxy=self._proxy, proxy_auth=self._proxy_auth) as response:
+            async with self._http().get(
+                self._models_url, proxy=self._proxy, proxy_auth=self._proxy_auth, allow_redirects=False
+            ) as response:
                 raw = await _read_capped(response, MODELS_BYTES_CAP)
             _raise_for_status(response, raw)
             data = json_object(raw).get("data")
@@ -210,7 +215,12 @@ class OpenAIClient:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
         async with self._http().post(
-            self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth, timeout=timeout
+            self._chat_url,
+            data=payload,
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
+            timeout=timeout,
+            allow_redirects=False,
         ) as response:
             length = _plain_length(response)
             if length is not None and length <= max_bytes:
@@ -228,9 +238,14 @@ class OpenAIClient:
         acc = StreamAccumulator()
         sent_s = time.perf_counter()
         async with self._http().post(
-            self._chat_url, data=payload, proxy=self._proxy, proxy_auth=self._proxy_auth, timeout=timeout
+            self._chat_url,
+            data=payload,
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
+            timeout=timeout,
+            allow_redirects=False,
         ) as response:
-            if response.status >= 400:
+            if response.status >= 300:  # an error or a redirect (not followed)
                 _raise_for_status(response, await _read_capped(response, max_bytes))
             if response.content_type == "application/json":  # a server that ignores stream: true
                 # answered whole; read as one answer, not as an SSE stream with no data line
@@ -342,12 +357,37 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 def _raise_for_status(response: aiohttp.ClientResponse, raw: bytes) -> None:
+    if 300 <= response.status < 400:
+        detail = redirect_detail(response.status, response.headers.get("Location"), response.url)
+        raise RequestFailed("status", detail, status=response.status)
     if response.status < 400:
         return
     detail = error_message(raw, response.reason or f"HTTP {response.status}")
     raise RequestFailed(
         "status", detail, status=response.status, retry_after_s=_retry_after_s(response.headers.get("Retry-After"))
     )
+
+
+def redirect_detail(status: int, location: str | None, requested: URL) -> str:
+    """What a ``status`` (3xx) answer to ``requested`` says, in one line: where ``location``
+    points (resolved against ``requested``) and the ``--endpoint`` to give, the API root before
+    the route asked (``…/v1/chat/completions`` → ``…/v1``). Credentials in ``location`` are masked
+    as :class:`~tokenplan.client.auth.Redactor` masks an endpoint's (password, ``user@``,
+    credential-named query values); the caller's redactor then removes its own secrets."""
+    if not location:
+        return f"redirected ({status}) with no Location header; redirects are not followed"
+    try:
+        target = str(requested.join(URL(location)))
+    except (ValueError, TypeError):
+        target = location
+    path, mark, query = target.partition("?")
+    route = next((r for r in ("/chat/completions", "/models") if path.rstrip("/").endswith(r)), None)
+    if route is None:
+        give = "give the API root it points to as --endpoint"
+    else:
+        give = f"give {path.rstrip('/')[: -len(route)]}{mark}{query} as --endpoint"
+    line = f"redirected ({status}) to {target}; {give} (redirects are not followed)"
+    return Redactor.for_endpoints([target], None).message(line)
 
 
 def _retry_after_s(value: str | None) -> float | None:

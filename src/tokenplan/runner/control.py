@@ -22,6 +22,22 @@ FATAL_STATUSES = frozenset({401, 403, 404})
 # which the rule and its control request stop after min(8, rows) rows. As fatal, one TGI row too
 # long stopped every rerun (a break-it pass).
 REFUSED_STATUSES = frozenset({400, 413, 422})
+
+
+def fatal_line(failure: RequestFailed, model: str, endpoint: str) -> str | None:
+    """The line that ends a run for ``failure`` of a request to ``endpoint``, or None for a
+    failure that is the row's own: a 401/403/404 (:data:`FATAL_STATUSES`), or a redirect, which
+    is not followed (:mod:`tokenplan.client.openai`) and concerns every request alike."""
+    if failure.redirect:
+        return f"{endpoint} {failure.detail}"
+    if failure.kind == "status" and failure.status in FATAL_STATUSES:
+        return (
+            f"the server answered {failure.status} ({failure.detail}) for model {model!r}: "
+            "check --endpoint, --model and the API key variable"
+        )
+    return None
+
+
 # The control request's prompt (tokenplan.runner.refusals): one line any chat model answers briefly.
 CONTROL_MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Reply with the single word OK."}]
 

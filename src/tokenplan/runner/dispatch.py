@@ -27,7 +27,7 @@ from tokenplan.client.endpoints import EndpointPool
 from tokenplan.client.openai import Completion, RequestFailed
 from tokenplan.client.retry import RetriesExhausted, call_with_retries, deadline_s
 from tokenplan.errors import RunDirError, ServerError
-from tokenplan.runner.control import FATAL_STATUSES, REFUSED_STATUSES, context_room, control_request
+from tokenplan.runner.control import REFUSED_STATUSES, context_room, control_request, fatal_line
 from tokenplan.runner.input.rows import Reject
 from tokenplan.runner.input.shapes import Row
 from tokenplan.runner.progress import Progress, Snapshot
@@ -289,13 +289,9 @@ class Dispatcher:
     def _record_failure(self, unit: WorkUnit, exhausted: RetriesExhausted) -> None:
         failure = exhausted.failure
         endpoint = self._endpoint_of.pop(unit.id, "")
-        if failure.kind == "status" and failure.status in FATAL_STATUSES:
-            self._set_fatal(
-                ServerError(
-                    f"the server answered {failure.status} ({failure.detail}) for model {self.job.model!r}: "
-                    "check --endpoint, --model and the API key variable"
-                )
-            )
+        fatal = fatal_line(failure, self.job.model, endpoint)
+        if fatal is not None:
+            self._set_fatal(ServerError(fatal))
             return
         if failure.kind == "status" and failure.status in REFUSED_STATUSES:
             if self.refusals is None:
