@@ -42,6 +42,7 @@ class ServerWindow(JsonResult):
     waiting_mean: float | None = None
     waiting_max: float | None = None
     samples: float | None = None
+    queued_samples: float | None = None  # snapshots after the first with requests waiting
     kv_usage_max: float | None = None
 
 

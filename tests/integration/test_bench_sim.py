@@ -248,6 +248,23 @@ def test_fit_cli_writes_a_profile_that_predict_uses_and_warns_with(sweep, tmp_pa
     assert any("concurrency 512 is far outside" in w for w in far["warnings"])
 
 
+def test_levels_too_short_for_a_queue_to_show_claim_no_cap_from_metrics(tmp_path):
+    # A break-it pass, 1 run in 8: a server capped at 16, levels of 16 requests at 2 and 4 in
+    # flight (0.1–0.2 s each, one /metrics snapshot every 0.5 s: one per level, read as the level's
+    # requests arrive) printed "queue grows at 4, server runs at most 1 (from metrics)" from a
+    # snapshot of 1 running and 2 waiting, and --fit used that cap of 1. The server never queues
+    # below 16: no run may claim a cap from metrics (a queue must stay for two snapshots after the
+    # first, server_info.QUEUE_SAMPLES).
+    with SimServerProcess(str(tmp_path), a_ms=2, b_ms=0.05, cap=16) as server:
+        for _ in range(4):
+            outcome = bench(BenchRequest((server.url,), "sim-model", (2, 4), 16, 8, num_prompts=16))
+            cap, levels = outcome.data["cap"], outcome.data["levels"]
+            # (throughput alone may flatten on a busy machine: that is not the metrics' claim)
+            assert cap["source"] != "metrics" and cap["max_running_requests"] is None, levels
+            assert cap["queue_grows_at_concurrency"] is None, levels
+            assert all(lv["server"]["queued_samples"] in (None, 0) for lv in levels), levels
+
+
 def test_unreachable_endpoint_is_one_line_and_exit_2():
     r = _cli("bench", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--concurrency", "1")
     assert r.returncode == 2

@@ -75,6 +75,7 @@ def combine_server(stats: dict[str, WindowStats]) -> dict | None:
             "waiting_mean",
             "waiting_max",
             "samples",
+            "queued_samples",
         )
     }
     out["kv_usage_max"] = max(kv) if kv else None

@@ -207,8 +207,14 @@ class WindowStats:
         """JSON form: ``output_tok_s`` (Δ generated tokens / Δ time between the edge snapshots,
         tokens/s), ``generation_tokens``, ``running_mean``/``running_max``, ``waiting_mean``/
         ``waiting_max`` (requests), ``kv_usage_max`` (fraction), ``preemptions`` (count in the
-        window); None where the server does not report it."""
+        window), ``samples`` and ``queued_samples`` (the snapshots after the first in which a
+        request waited: :func:`concurrency_cap`'s evidence of a queue); None where the server
+        does not report it."""
         out: dict = {"samples": len(self.samples)}
+        # the first snapshot is read as the level's requests arrive, when any server has some
+        # waiting for its next step: only the later ones can show a queue that stays
+        waits = [s.waiting for s in self.samples[1:] if s.waiting is not None]
+        out["queued_samples"] = sum(w > QUEUE_REQUESTS for w in waits) if waits else None
         a, b = self.start, self.end
         tokens = None
         if a and b and a.generation_tokens is not None and b.generation_tokens is not None:
@@ -255,6 +261,9 @@ QUEUE_REQUESTS = 0.5  # mean waiting requests above which the queue counts as gr
 # is under ADMISSION_SLACK of its requests shows admission lag, not a queue (a starved 2-core CI
 # machine sampled 28 running and one waiting at 32 in flight on a server capped at 32).
 ADMISSION_SLACK = 0.10
+# Snapshots after a level's first in which requests waited (``queued_samples``) before its
+# queue counts as a cap; see concurrency_cap.
+QUEUE_SAMPLES = 2
 
 
 def concurrency_cap(levels: Sequence[dict]) -> dict:
@@ -268,6 +277,16 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
     queue grew (mean waiting above both ``QUEUE_REQUESTS`` and ``ADMISSION_SLACK`` of the level's
     requests, while at no level of the sweep did it run more than ``1 − ADMISSION_SLACK`` of them
     at once): that is the batch it will not exceed.
+
+    A queue must also stay: requests waiting in at least :data:`QUEUE_SAMPLES` (2) of the level's
+    ``/metrics`` snapshots after its first (``server.queued_samples``). Snapshots come every
+    ``metrics_interval_s`` (0.5 s by default) from the level's start, and the first is read as
+    the level's requests arrive, when any server has some waiting for its next step (a server
+    capped at 16 showed 1 running and 2 waiting at 4 in flight in a level of 0.11 s, its only
+    snapshot, and the cap line said "server runs at most 1", which ``--fit`` then used). Two
+    later snapshots with a queue mean it lasted at least one interval (0.5 s, hundreds of decode
+    steps), so a level must run for at least two intervals (1 s) to show a cap from metrics;
+    a shorter one says nothing about the queue, and the cap comes from throughput alone.
 
     Returns ``{"flattens_at_concurrency", "saturated_output_tok_s", "queue_grows_at_concurrency",
     "max_running_requests", "source"}``; values are None where the sweep does not show them.
@@ -301,6 +320,7 @@ def concurrency_cap(levels: Sequence[dict]) -> dict:
             and server.get("running_max") is not None
             and sweep_running_max is not None
             and sweep_running_max < (1.0 - ADMISSION_SLACK) * lv["concurrency"]
+            and (server.get("queued_samples") or 0) >= QUEUE_SAMPLES
         ):
             queue_at = lv["concurrency"] if queue_at is None else queue_at
             max_running = max(max_running or 0.0, server["running_max"])

@@ -36,6 +36,7 @@ server = st.none() | ordered(
             "waiting_mean",
             "waiting_max",
             "samples",
+            "queued_samples",
             "kv_usage_max",
         )
     }

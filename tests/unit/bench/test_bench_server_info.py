@@ -67,10 +67,32 @@ def test_window_rate_is_token_delta_over_time_delta():
     assert math.isclose(d["running_mean"], 22 / 3) and d["running_max"] == 8
     assert d["waiting_mean"] == 2.0 and d["waiting_max"] == 4
     assert d["kv_usage_max"] == 0.6
+    # waiting 0, 4, 2: the snapshots after the first with a request waiting are the last two
+    assert (d["samples"], d["queued_samples"]) == (3, 2)
 
 
-def _level(c, tok_s, running_max=None, waiting_mean=None):
-    server = None if running_max is None else {"running_max": running_max, "waiting_mean": waiting_mean}
+def test_the_first_snapshot_of_a_level_is_no_evidence_of_a_queue():
+    # read as the level's requests arrive: 2 waiting then, none in the two snapshots after it
+    arrived = WindowStats(None, None, [_snap(0.0, 1, 2, 0.0), _snap(0.5, 4, 0, 0.0), _snap(1.0, 4, 0, 0.0)])
+    assert (arrived.to_dict()["samples"], arrived.to_dict()["queued_samples"]) == (3, 0)
+    # a server that reports no waiting count: no evidence either way
+    unknown = WindowStats(None, None, [_snap(0.0, 1, None, 0.0), _snap(0.5, 4, None, 0.0)])
+    assert unknown.to_dict()["queued_samples"] is None
+
+
+def _level(c, tok_s, running_max=None, waiting_mean=None, samples=10, queued_samples=9):
+    """A level dict; with ``running_max``, metrics read ``samples`` times, with requests waiting in
+    ``queued_samples`` of the snapshots after the first (by default a level long enough to tell)."""
+    server = (
+        None
+        if running_max is None
+        else {
+            "running_max": running_max,
+            "waiting_mean": waiting_mean,
+            "samples": samples,
+            "queued_samples": queued_samples,
+        }
+    )
     return {"concurrency": c, "output_tok_s": tok_s, "requests": 10, "server": server}
 
 
@@ -175,3 +197,19 @@ def test_a_starved_level_below_what_the_server_ran_elsewhere_is_not_capped():
     # A sweep that ends at 32 shows nothing above 28: the queue there is the only evidence.
     cap = concurrency_cap(levels[:2])
     assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"]) == (32, 28)
+
+
+def test_a_queue_seen_in_fewer_than_two_snapshots_after_the_first_is_no_cap():
+    # A break-it pass, 1 run in 8: a server capped at 16, levels of 0.2 and 0.11 s at 2 and 4 in
+    # flight, one snapshot each (the 0.5 s interval); the 4 level's, read as its requests arrived,
+    # had 1 running and 2 waiting. The cap line said "queue grows at 4, server runs at most 1 (from
+    # metrics)" and --fit used 1. The mean rule passes there (2 > max(0.5, 0.4); 1 < 0.9 × 4), the
+    # evidence does not: no snapshot after the first.
+    levels = [_level(2, 80, 0.0, 0.0, samples=1, queued_samples=None), _level(4, 150, 1.0, 2.0, 1, None)]
+    cap = concurrency_cap(levels)
+    assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"], cap["source"]) == (None, None, None)
+    # three snapshots, the queue in one after the first: not yet; in two (it lasted ≥ 0.5 s): the cap
+    for queued, found in ((1, (None, None, None)), (2, (4, 1, "metrics"))):
+        levels[1] = _level(4, 150, 1.0, 2.0, samples=3, queued_samples=queued)
+        cap = concurrency_cap(levels)
+        assert (cap["queue_grows_at_concurrency"], cap["max_running_requests"], cap["source"]) == found
