@@ -41,3 +41,21 @@ def test_one_transient_500_on_the_probe_is_tried_again(tmp_path: Path) -> None:
     with FaultServerProcess(str(tmp_path), script=str(script)) as server:
         outcome = bench(BenchRequest((server.url,), "fault-model", (1,), 16, 4, num_prompts=2, warmup_requests=0))
     assert outcome.stopped is None and outcome.data["levels"][0]["requests"] == 2
+
+
+def test_a_server_claiming_more_tokens_than_the_probe_allowed_is_one_line(tmp_path: Path) -> None:
+    # The 1-token probe (max_tokens 1) answered with completion_tokens 999,999 on each of its 3
+    # tries: malformed usage, the sweep does not start
+    answer = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 999_999},
+    }
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"status": 200, "raw": json.dumps(answer)}]))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        with pytest.raises(ServerError) as stop:
+            bench(BenchRequest((server.url,), "fault-model", (1,), 16, 4, num_prompts=2, warmup_requests=0))
+    assert str(stop.value) == (
+        f"{server.url}: a 1-token probe request failed: protocol: usage.completion_tokens is 999,999, "
+        "more than the request's max_tokens (allowed: 0 to 1)"
+    )

@@ -145,6 +145,52 @@ def test_a_server_sending_counts_or_texts_of_the_wrong_type_to_every_request_sto
     assert {(e["reason"], e["attempts"]) for e in failed} == {("protocol", 1)}
 
 
+_OVER = {"prompt_tokens": 3, "completion_tokens": 999_999}  # a request capped at 64
+_REASONING_OVER = {"prompt_tokens": 3, "completion_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 50}}
+_FINISHED = {"choices": [{"index": 0, "message": _MESSAGE, "finish_reason": "stop"}]}
+_STREAMED = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
+_IMPOSSIBLE_OVER = "usage.completion_tokens is 999,999, more than the request's max_tokens (allowed: 0 to 64)"
+
+
+@pytest.mark.parametrize(
+    ("raw", "stream", "detail"),
+    [
+        (json.dumps({**_FINISHED, "usage": _OVER}), False, _IMPOSSIBLE_OVER),
+        (  # the usage chunk after the last text chunk, as include_usage sends it
+            f"data: {json.dumps(_STREAMED)}\n\ndata: {json.dumps({'choices': [], 'usage': _OVER})}\n\ndata: [DONE]\n\n",
+            True,
+            _IMPOSSIBLE_OVER,
+        ),
+        (
+            json.dumps({**_FINISHED, "usage": _REASONING_OVER}),
+            False,
+            "usage.reasoning_tokens is 50, more than usage.completion_tokens, which includes them (allowed: 0 to 7)",
+        ),
+    ],
+)
+def test_a_server_claiming_impossible_token_counts_is_sent_malformed_answers(
+    tmp_path: Path, raw: str, stream: bool, detail: str
+) -> None:
+    # A break-it pass: completion_tokens 999,999 for max_tokens 64 was stored and the summary said
+    # 33 M tok/s. More tokens than the request allowed, or more reasoning tokens than the completion
+    # tokens holding them, are malformed usage as a count of -5 is: each try fails (2 here), the
+    # row goes to errors.jsonl with what came back, and 8 rows so answered stop the run; nothing
+    # is stored and no token is counted.
+    _prompts(tmp_path / "in.jsonl", 20)
+    script = tmp_path / "script.json"
+    kind = "text/event-stream" if stream else "application/json"
+    script.write_text(json.dumps([{"status": 200, "raw": raw, "content_type": kind}]))
+    with FaultServerProcess(str(tmp_path), script=str(script)) as server:
+        with pytest.raises(ServerError, match=r"answered with an unusable answer \(" + re.escape(detail)):
+            generate(_request(tmp_path, server.url, max_attempts=2, concurrency=1, stream=stream, max_tokens=64))
+    failed = _jsonl(tmp_path / "run" / "errors.jsonl")
+    assert [e["id"] for e in failed] == [f"r{i}" for i in range(8)]
+    assert {(e["reason"], e["detail"], e["attempts"]) for e in failed} == {("protocol", detail, 2)}
+    assert all('"reasoning_tokens": 50' in e["received"] or "999999" in e["received"] for e in failed)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["stored"], summary["output_tokens"]) == (0, 0)
+
+
 def test_rows_the_model_answers_empty_fail_alone_and_the_rows_after_them_are_answered(tmp_path: Path) -> None:
     # An empty answer (content "", finish "stop") is what the model made of a row's prompt, not a
     # malformed answer: 10 such rows in a row at one request at a time (more than the 8 of the

@@ -172,26 +172,6 @@ def excerpt(raw: bytes | str) -> str:
     return text[:EXCERPT_CHARS] + ("…" if len(text) > EXCERPT_CHARS else "")
 
 
-# The most tokens the derived limits (answer size, request deadline) allow for, whatever max_tokens a
-# Batch line or a plan file asks: 262,144 is the context of nine catalog models (Qwen3-2507 among
-# them), the most common longest one; an answer cannot outgrow its context. Without it, max_tokens
-# 10^9 lifted the size cap to ~1 TB and an endless stream grew to 5 GB RSS in 25 s (issue 26).
-LIMIT_TOKENS = 2**18
-
-
-def answer_bytes_cap(max_tokens: int) -> int:
-    """The default cap on one answer body (bytes): 1 MiB + 1 KiB per requested token, the tokens
-    counted up to :data:`LIMIT_TOKENS` (so at most 1 MiB + 256 MiB = 269,484,032 bytes).
-
-    A streamed chunk carrying one token is ~200 bytes of JSON wrapper (``data: {"id":
-    "chatcmpl-…","object":"chat.completion.chunk","created":…,"model":…,"choices":[{"index":0,
-    "delta":{"content":"…"},"finish_reason":null}]}``) plus the token, ≤ 24 bytes even when every
-    character is ``\\uXXXX``-escaped; 1 KiB per token leaves 4× for long model names and logprobs.
-    Example: max_tokens 32,768 → 1 MiB + 32 MiB = 34,603,008 bytes.
-    """
-    return 2**20 + 1024 * min(max_tokens, LIMIT_TOKENS)
-
-
 def error_message(raw: bytes, fallback: str) -> str:
     """The server's message from an error body, whatever its shape, else ``fallback``.
 
@@ -252,11 +232,15 @@ def _count(value: Any, field: str, raw: bytes) -> int:
     return value
 
 
-def parse_usage(value: Any, raw: bytes) -> Usage | None:
+def parse_usage(value: Any, raw: bytes, max_tokens: int | None = None) -> Usage | None:
     """``usage`` → :class:`Usage`; ``None`` when absent.
 
+    Impossible counts are malformed too: ``completion_tokens`` above ``max_tokens`` (the request's
+    cap, :func:`answer_tokens_cap`; 999,999 claimed for 64 made a summary of 33 M tok/s) and
+    ``reasoning_tokens`` above ``completion_tokens``, which includes them.
+
     Raises:
-        RequestFailed: ``protocol``, when it or a count in it is malformed.
+        RequestFailed: ``protocol``, when it or a count in it is malformed or impossible.
     """
     if value is None:
         return None
@@ -266,11 +250,33 @@ def parse_usage(value: Any, raw: bytes) -> Usage | None:
     if details is not None and not isinstance(details, dict):
         raise protocol_failure("usage.completion_tokens_details is not an object", raw)
     reasoning = None if details is None else details.get("reasoning_tokens")
-    return Usage(
+    usage = Usage(
         _count(value.get("prompt_tokens"), "usage.prompt_tokens", raw),
         _count(value.get("completion_tokens"), "usage.completion_tokens", raw),
         None if reasoning is None else _count(reasoning, "usage.reasoning_tokens", raw),
     )
+    done = usage.completion_tokens
+    if max_tokens is not None and done > max_tokens:
+        raise protocol_failure(
+            f"usage.completion_tokens is {done:,}, more than the request's max_tokens (allowed: 0 to {max_tokens:,})",
+            raw,
+        )
+    if usage.reasoning_tokens is not None and usage.reasoning_tokens > done:
+        raise protocol_failure(
+            f"usage.reasoning_tokens is {usage.reasoning_tokens:,}, more than usage.completion_tokens, which "
+            f"includes them (allowed: 0 to {done:,})",
+            raw,
+        )
+    return usage
+
+
+def answer_tokens_cap(body: Mapping[str, Any]) -> int | None:
+    """The most completion tokens an answer to ``body`` can report: ``max_completion_tokens``
+    (which vLLM and SGLang take over ``max_tokens``) or ``max_tokens``, times ``n`` (choices) where
+    it is more than 1; None without an integer cap."""
+    caps = [v for v in (body.get("max_completion_tokens"), body.get("max_tokens")) if type(v) is int]
+    n = body.get("n")
+    return caps[0] * (n if type(n) is int and n > 1 else 1) if caps else None
 
 
 def verify_count(data: Mapping[str, Any], raw: bytes) -> int | None:
@@ -320,8 +326,9 @@ def answer_model(data: Mapping[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def parse_whole(raw: bytes, timings: Timings) -> Completion:
-    """A non-streamed answer body → :class:`Completion`.
+def parse_whole(raw: bytes, timings: Timings, max_tokens: int | None = None) -> Completion:
+    """A non-streamed answer body → :class:`Completion`; ``max_tokens``: the request's cap on the
+    answer (:func:`answer_tokens_cap`), which its ``usage`` may not pass (:func:`parse_usage`).
 
     Raises:
         RequestFailed: ``protocol``, for anything but a finished, well-formed chat completion.
@@ -344,7 +351,7 @@ def parse_whole(raw: bytes, timings: Timings) -> Completion:
         calls = parse_tool_calls(message)
     except ToolCallError as problem:
         raise protocol_failure(str(problem), raw) from None
-    usage = parse_usage(data.get("usage"), raw)
+    usage = parse_usage(data.get("usage"), raw, max_tokens)
     finish = check_finish(choice.get("finish_reason"), raw)
     content, reasoning = answer_text(message, finish, usage, raw, calls)
     model, verify = answer_model(data), verify_count(data, raw)

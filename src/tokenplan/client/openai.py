@@ -38,12 +38,13 @@ import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from tokenplan.client.answer_size import answer_bytes_cap
 from tokenplan.client.answers import (
     Completion,
     RequestFailed,
     Timings,
     Usage,
-    answer_bytes_cap,
+    answer_tokens_cap,
     error_message,
     json_object,
     parse_whole,
@@ -161,7 +162,7 @@ class OpenAIClient:
             deadline_s: limit on the whole request, from sending to the last byte (seconds).
             stream: stream the answer (SSE) to measure TTFT and ITL.
             max_bytes: cap on the answer body (bytes); ``None``: derived from ``body["max_tokens"]``
-                (:func:`~tokenplan.client.answers.answer_bytes_cap`), 1 MiB without it.
+                (:func:`~tokenplan.client.answer_size.answer_bytes_cap`), 1 MiB without it.
 
         Raises:
             RequestFailed: on any failure, including an answer that is malformed or unfinished
@@ -229,13 +230,13 @@ class OpenAIClient:
                 raw = await _read_capped(response, max_bytes)
         done_s = time.perf_counter()
         _raise_for_status(response, raw)
-        return parse_whole(raw, Timings(sent_s, done_s))
+        return parse_whole(raw, Timings(sent_s, done_s), answer_tokens_cap(body))
 
     async def _chat_streamed(
         self, body: Mapping[str, Any], max_bytes: int, timeout: aiohttp.ClientTimeout
     ) -> Completion:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
-        acc = StreamAccumulator()
+        acc = StreamAccumulator(answer_tokens_cap(body))
         sent_s = time.perf_counter()
         async with self._http().post(
             self._chat_url,
@@ -250,7 +251,7 @@ class OpenAIClient:
             if response.content_type == "application/json":  # a server that ignores stream: true
                 # answered whole; read as one answer, not as an SSE stream with no data line
                 raw = await _read_capped(response, max_bytes)
-                return parse_whole(raw, Timings(sent_s, time.perf_counter()))
+                return parse_whole(raw, Timings(sent_s, time.perf_counter()), acc.max_tokens)
             lines, received = SSELines(), 0
             async for block in response.content.iter_any():
                 now_s = time.perf_counter()  # when these bytes arrived

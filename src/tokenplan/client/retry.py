@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tokenplan.client.answers import LIMIT_TOKENS
+from tokenplan.client.answer_size import LIMIT_TOKENS
 from tokenplan.client.openai import RequestFailed
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ def deadline_s(max_tokens: int, *, base_s: float = 120.0, slowest_tok_s: float =
     ``base_s`` covers queueing and prefill; ``slowest_tok_s`` is the slowest decode speed per
     request still considered alive (tokens/s). Example: 32,768 tokens at 10 tok/s → 3,277 s,
     plus 120 s = 3,397 s, above the 15–30 minutes such answers take under heavy batching. Tokens
-    count up to :data:`~tokenplan.client.answers.LIMIT_TOKENS` (262,144 → at most 26,334 s, 7.3 h),
+    count up to :data:`~tokenplan.client.answer_size.LIMIT_TOKENS` (262,144 → at most 26,334 s, 7.3 h),
     so a huge ``max_tokens`` from a Batch line or a plan file cannot make a request wait for days.
     """
     return base_s + min(max_tokens, LIMIT_TOKENS) / slowest_tok_s

@@ -25,9 +25,12 @@ from tokenplan.client.tool_calls import ToolCallDeltas, ToolCallError
 
 
 class StreamAccumulator:
-    """Joins the SSE chunks of one streamed chat completion, validating each."""
+    """Joins the SSE chunks of one streamed chat completion, validating each; ``max_tokens``: the
+    request's cap on the answer, which its usage may not pass
+    (:func:`~tokenplan.client.answers.parse_usage`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_tokens: int | None = None) -> None:
+        self.max_tokens = max_tokens
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.tool_calls = ToolCallDeltas()
@@ -56,7 +59,7 @@ class StreamAccumulator:
             raise protocol_failure(f"error event in stream: {error_message(data, 'no message')}", data)
         self.model = answer_model(chunk) or self.model
         if chunk.get("usage") is not None:
-            self.usage = parse_usage(chunk["usage"], data)
+            self.usage = parse_usage(chunk["usage"], data, self.max_tokens)
         if (verify := verify_count(chunk, data)) is not None:  # the last chunk carrying one wins
             self.verify_ct = verify
         choices = chunk.get("choices")

@@ -13,12 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.fault_server import FaultServerProcess
 
+from tokenplan.client.answer_size import answer_bytes_cap
 from tokenplan.client.answers import (
     TERMINAL_FINISH_REASONS,
     Completion,
     RequestFailed,
     Timings,
-    answer_bytes_cap,
+    answer_tokens_cap,
     error_message,
     parse_whole,
 )
@@ -290,3 +291,34 @@ def test_an_error_field_that_is_null_does_not_fail_a_good_answer() -> None:
     assert parse_whole(json.dumps(body).encode(), T).content == "hi"
     with pytest.raises(RequestFailed, match="error in a 200 answer: overloaded"):
         parse_whole(json.dumps({**body, "error": {"message": "overloaded"}}).encode(), T)
+
+
+def test_usage_beyond_what_the_request_allowed_is_malformed_one_token_past_and_not_at_it(tmp_path: Path) -> None:
+    # BODY asks max_tokens 8: 8 completion tokens can be, 9 cannot; at n 2 (two choices of up to 8) 9 can.
+    answers = [_whole(usage={"prompt_tokens": 3, "completion_tokens": done}).decode() for done in (8, 9, 9)]
+    with _scripted(tmp_path, [{"raw": raw} for raw in answers]) as server:
+        assert asyncio.run(_chat(server.url)).usage.completion_tokens == 8
+        with pytest.raises(RequestFailed) as past:
+            asyncio.run(_chat(server.url))
+
+        async def two_choices() -> Completion:
+            async with OpenAIClient(server.url, max_connections=2) as client:
+                return await client.chat({**BODY, "n": 2}, deadline_s=10)
+
+        assert asyncio.run(two_choices()).usage.completion_tokens == 9
+    assert (past.value.kind, past.value.malformed) == ("protocol", True)
+    assert past.value.detail == "usage.completion_tokens is 9, more than the request's max_tokens (allowed: 0 to 8)"
+    assert '"completion_tokens": 9' in past.value.received
+
+
+def test_the_token_cap_of_a_request_is_its_max_completion_tokens_or_max_tokens_times_n() -> None:
+    assert answer_tokens_cap({"max_tokens": 64}) == 64
+    assert answer_tokens_cap({"max_tokens": 64, "max_completion_tokens": 32}) == 32  # the newer name wins
+    assert answer_tokens_cap({"max_tokens": 64, "n": 3}) == 192
+    assert answer_tokens_cap({"max_tokens": True}) is None and answer_tokens_cap({}) is None
+    # reasoning tokens are part of the completion tokens: more of them than of those is malformed
+    usage = {"prompt_tokens": 1, "completion_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 7}}
+    assert parse_whole(_whole(usage=usage), T).usage.reasoning_tokens == 7
+    usage["completion_tokens_details"] = {"reasoning_tokens": 8}
+    with pytest.raises(RequestFailed, match=r"^protocol: usage\.reasoning_tokens is 8, more than usage\."):
+        parse_whole(_whole(usage=usage), T)

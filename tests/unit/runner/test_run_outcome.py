@@ -11,7 +11,7 @@ import pytest
 
 from tokenplan.api.generate import GenerateRequest, check_request, model_context
 from tokenplan.api.plan import PlanRequest
-from tokenplan.client.answers import answer_bytes_cap
+from tokenplan.client.answer_size import answer_bytes_cap
 from tokenplan.client.retry import deadline_s
 from tokenplan.errors import InputError
 from tokenplan.runner.defaults import FALLBACK_MAX_TOKENS, choose_sampling, greedy_warnings
