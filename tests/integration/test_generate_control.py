@@ -198,3 +198,20 @@ def test_rows_whose_answers_are_withheld_are_their_own_when_the_control_is_answe
     with FaultServerProcess(str(tmp_path), filter_word="forbidden") as server:
         done = generate(_request(tmp_path, server.url, concurrency=2, max_attempts=2))
     assert (done.stored, done.errors, done.accounting_ok) == (20, 10, True)
+
+
+def test_a_prompt_whose_bound_fills_the_context_is_sized_by_the_servers_refusal(tmp_path: Path) -> None:
+    # No --max-tokens and no plan: each request asks for Llama-2-70B's context (4,096) less its
+    # prompt's bound, 64 + 32 + 5,028 JSON bytes = 5,124 > 4,096 for a prompt of 5,000 "x". It asks
+    # 4,095 (one under the context); the server counts the prompt as 5,033 // 4 = 1,258 tokens,
+    # refuses 1,258 + 4,095 > 4,096 with vLLM's message, and the row is sent again with
+    # 4,096 − 1,258 = 2,838. Before, it asked max_tokens 1 and stored that answer as done (a
+    # break-it pass).
+    import json as _json
+
+    (tmp_path / "in.jsonl").write_text(_json.dumps({"id": "long", "prompt": "x" * 5000}) + "\n")
+    log = tmp_path / "bodies.jsonl"
+    with FaultServerProcess(str(tmp_path), context=4096, model="llama-2-70b", log_bodies=str(log)) as server:
+        done = generate(_request(tmp_path, server.url, model="llama-2-70b"))
+    assert (done.stored, done.skipped, done.errors) == (1, 0, 0)
+    assert [body["max_tokens"] for body in _jsonl(log)] == [4095, 2838]

@@ -172,7 +172,13 @@ def request_body(
     """
     max_tokens = sampling.max_tokens
     if sampling.context_tokens is not None:
-        max_tokens = max(1, min(max_tokens, sampling.context_tokens - prompt_tokens_bound(messages)))
+        room = sampling.context_tokens - prompt_tokens_bound(messages)
+        # Where the bound (JSON bytes, ~4 per token of English) leaves no room, the prompt may still
+        # leave most of the context: ask one token under it, and the server's refusal states the
+        # prompt's tokens and the room it leaves (runner.control.context_room, sent again with it).
+        # Before, such a prompt was sent with max_tokens 1 and its one-token answer stored as done
+        # (a break-it pass: prompts of 2,533 and 3,233 bytes against a context of 2,048).
+        max_tokens = min(max_tokens, room if room >= 1 else sampling.context_tokens - 1)
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,

@@ -168,6 +168,19 @@ def test_a_plan_cap_past_the_models_context_asks_each_request_for_what_its_conte
     assert (within.max_tokens, within.context_tokens) == (2048, None)
 
 
+def test_each_request_asks_what_its_prompt_leaves_of_the_context_or_lets_the_server_say() -> None:
+    # The bound: 64 + Σ(32 + JSON bytes of each message). A prompt of "q": {"role":"user",
+    # "content":"q"} is 29 bytes → 64 + 32 + 29 = 125, so 2,048 − 125 = 1,923 tokens of room.
+    # A prompt of 3,000 "x": 3,028 bytes → a bound of 3,124 > 2,048: it asks 2,047, one under the
+    # context, so that the server's refusal states the prompt's tokens and the room
+    # (runner.control.context_room); before, it asked 1 token and stored that answer as done.
+    sampling = Sampling(max_tokens=32768, context_tokens=2048)
+    short = request_body("m", [{"role": "user", "content": "q"}], sampling, seed=1)
+    assert short["max_tokens"] == 2048 - (64 + 32 + 29) == 1923
+    long = request_body("m", [{"role": "user", "content": "x" * 3000}], sampling, seed=1)
+    assert long["max_tokens"] == 2047
+
+
 def test_the_plans_output_cap_is_read_from_the_number_or_the_text() -> None:
     assert plan_max_tokens({"job": {"osl_cap_tokens": 32768.0}}) == 32768
     assert plan_max_tokens({"job": {"osl": "lognormal mean 2,500, σ 1, cap 32,768"}}) == 32768
