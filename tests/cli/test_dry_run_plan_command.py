@@ -10,6 +10,7 @@ which moves these by under 0.3 %).
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import subprocess
@@ -159,19 +160,26 @@ def test_the_dry_run_says_the_concurrency_the_run_would_use(tmp_path) -> None:
     assert not [line for line in given.stderr.splitlines() if "per endpoint" in line]
 
 
-def test_a_plan_cap_above_the_served_models_context_is_planned_at_the_context(tmp_path):
+@pytest.mark.parametrize("words", [1, 800])
+def test_a_plan_cap_above_the_served_models_context_is_planned_at_the_context(tmp_path, words):
     # a new-user pass: --plan made for another job (output cap 32,768) with a model of 2,048 tokens:
     # each request asks for its context less its prompt (runner.defaults.choose_sampling), and the
     # suggested command carried --max-tokens 32768 with the default 2,500-token mean, which plan
-    # refused ("a request of 2,523 tokens exceeds … context of 2,048"). It is planned at the context:
-    # 2500·Φ(ln 2048 − 8.324) + 2048·(1 − Φ(ln 2048 − 7.324)) = 2500·Φ(−0.699) + 2048·(1 − Φ(0.301))
-    # = 2500·0.2423 + 2048·0.3817 = 606 + 782 = 1,388 (within the 0.3 % the 32,768 cap moves it).
+    # refused ("a request of 2,523 tokens exceeds … context of 2,048"); a break-it pass then saw a
+    # cap of the whole context refused beside prompts of 812 tokens. It is planned at what the mean
+    # prompt leaves: --max-tokens C = 2,048 − ISL, and --osl the default outputs' mean cut at C,
+    # E[min(L, C)] = 2500·Φ(ln C − μ − 1) + C·(1 − Φ(ln C − μ)), μ = ln 2500 − 1/2 (the module
+    # docstring; at C = 2,038: 2500·Φ(−0.704) + 2038·(1 − Φ(0.296)) = 2500·0.2407 + 2038·0.3836
+    # = 602 + 782 = 1,384).
+    from scipy.stats import norm
+
     config = json.loads((CATALOG_MODELS / "qwen3-8b.json").read_text())
     model = tmp_path / "small"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2048}))
     build_tokenizer(model)  # the prompts are counted (--isl …), as with the served model's own tokenizer
-    (tmp_path / "in.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    prompt = " ".join(["hello"] * words) if words > 1 else "hi"
+    (tmp_path / "in.jsonl").write_text(json.dumps({"messages": [{"role": "user", "content": prompt}]}) + "\n")
     (tmp_path / "plan.json").write_text(
         json.dumps({"model": str(model), "job": {"osl_cap_tokens": 32768}, "recommended": None})
     )
@@ -181,8 +189,12 @@ def test_a_plan_cap_above_the_served_models_context_is_planned_at_the_context(tm
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     command = json.loads(done.stdout)["plan_command"]
-    osl = re.search(r"--osl (\d+) --max-tokens (\d+)", command)
-    assert osl is not None and osl.group(2) == "2048", command
-    assert int(osl.group(1)) == pytest.approx(1388, rel=0.003)
+    found = re.search(r"--isl (\d+) .* --osl (\d+) --max-tokens (\d+)", command)
+    assert found is not None, command
+    isl, osl, cap = (int(g) for g in found.groups())
+    assert cap == 2048 - isl and (words == 1) is (isl < 20)  # "hello" is one token of the tiny BPE
+    mu = math.log(2500) - 0.5
+    mean_cut = 2500 * norm.cdf(math.log(cap) - mu - 1) + cap * (1 - norm.cdf(math.log(cap) - mu))
+    assert osl == pytest.approx(mean_cut, rel=0.003)  # the 32,768 cap moves it by under 0.3 %
     plan = _cli(*shlex.split(command)[1:], "--gpu", "b200", "--json")
     assert plan.returncode == 0, plan.stderr

@@ -186,11 +186,17 @@ class DryRun(JsonResult):
 def dry_run_record(counts, sampling, model: str | None = None) -> DryRun:  # noqa: ANN001 - dry_run_counts' first two
     """``--dry-run``'s :class:`DryRun` from the counts, the sampling and the served ``model`` (the
     plan command names it: without it ``plan`` plans its default model). Where each request asks
-    for the model's context less its prompt (``sampling.context_tokens``: a plan's output cap at or
-    above the context), the plan command's output cap is that context: a new-user pass copied
-    ``--max-tokens 32768`` (the plan's cap) for a model of 2,048 tokens, which ``plan`` refused."""
-    context = sampling.context_tokens
-    cap = sampling.max_tokens if context is None else min(sampling.max_tokens, context)
+    for the model's context less its prompt (``sampling.context_tokens``: no cap given, or a plan's
+    at or above the context), the plan command's output cap is what the mean prompt (counted, else
+    ``plan``'s default) leaves of the context, so that ``plan`` takes a mean prompt and output within
+    it: a new-user pass copied ``--max-tokens 32768`` (the plan's cap) for a model of 2,048 tokens,
+    and a break-it pass a cap of the whole context beside 812-token prompts; ``plan`` refused both."""
+    cap, context = sampling.max_tokens, sampling.context_tokens
+    if context is not None:  # each request asks the context less its prompt: plan at the mean prompt's room
+        from tokenplan.job.workload import DEFAULT_ISL
+
+        prompt = counts.prompt_tokens_mean if counts.prompt_tokens_mean is not None else DEFAULT_ISL.mean
+        cap = max(1, min(cap, context - round(prompt)))
     return DryRun(
         rows=counts.rows,
         rejected_rows=counts.rejected_rows,
