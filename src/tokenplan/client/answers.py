@@ -360,8 +360,8 @@ def parse_whole(raw: bytes, timings: Timings, max_tokens: int | None = None) -> 
 
 # Finishes that say the answer is complete; one of them with no text and no tool call at all lost
 # it on the way (tool_calls: the calls are the answer, kept on the Completion). Not here:
-# function_call (the deprecated single call, message.function_call, which tokenplan does not read)
-# and length (flagged as cut, and the --on-length policy keeps, drops or retries it like any cut answer).
+# function_call (the deprecated single call, message.function_call, which tokenplan does not read:
+# refused in answer_text) and length (flagged as cut, and the --on-length policy keeps, drops or retries it like any cut answer).
 _COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence", "tool_calls"})
 
 
@@ -382,6 +382,10 @@ def answer_text(
         content, reasoning = split_reasoning(message, finish)
     except HarmonyError as problem:
         raise protocol_failure(f"gpt-oss Harmony output in content: {problem}", raw) from None
+    if message.get("function_call") is not None or (finish == "function_call" and not content):
+        # the deprecated single call (message.function_call): not read, so stored it would be an
+        # empty answer counted done and left out of the export (a break-it pass)
+        raise protocol_failure("a function_call answer (deprecated; send tools, answered as tool_calls)", raw)
     if not content and not reasoning and not calls and finish in _COMPLETE_FINISHES:
         given = "null" if message.get("content") is None else "empty"
         tokens = "not reported" if usage is None else f"{usage.completion_tokens:,}"
@@ -390,4 +394,6 @@ def answer_text(
             f"finish_reason {finish!r}, completion_tokens {tokens}",
             raw,
         )
+    if finish == "tool_calls" and not calls and not content:  # reasoning alone: the call was lost
+        raise protocol_failure("finish_reason 'tool_calls' with reasoning but no tool call and no content", raw)
     return content, reasoning

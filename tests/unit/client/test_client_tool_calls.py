@@ -84,8 +84,13 @@ def test_a_tool_calls_finish_with_no_call_and_no_text_lost_its_answer() -> None:
         RequestFailed, match="empty answer: content null, no reasoning, no tool call, finish_reason 'tool_calls'"
     ):
         parse_whole(_whole({"content": None}), T)
-    # with reasoning it is an answer, as a stop finish with reasoning alone is
-    assert parse_whole(_whole({"content": None, "reasoning_content": "hmm"}), T).reasoning == "hmm"
+    # with reasoning alone too: the finish says the answer is a call, and none came (a break-it
+    # pass: stored, it was counted done and left out of the export as "no answer text")
+    with pytest.raises(RequestFailed, match="'tool_calls' with reasoning but no tool call and no content"):
+        parse_whole(_whole({"content": None, "reasoning_content": "hmm"}), T)
+    # the deprecated function_call answer is not read: refused, not stored empty
+    with pytest.raises(RequestFailed, match="a function_call answer"):
+        parse_whole(_whole({"content": None, "function_call": {"name": "f", "arguments": "{}"}}, "function_call"), T)
 
 
 def test_streamed_pieces_are_joined_by_index_in_arrival_order() -> None:
