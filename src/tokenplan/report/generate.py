@@ -130,7 +130,7 @@ def _export_line(rows: int, export: ExportCounts, errors: int = 0, past_limit: i
     calls = f"; {export.tool_calls:,} answered with a tool call (kept as tool_calls)" if export.tool_calls else ""
     side = (
         f" + {export.unvalidated:,} to {export.unvalidated_path} (turns SpecForge's validator refuses by "
-        f"design: tool turns, a blank turn, two turns of one role in a row; its trainer reads them)"
+        f"design: tool turns, a blank turn, two turns of one role in a row, a blank id; its trainer reads them)"
         if export.unvalidated
         else ""
     )

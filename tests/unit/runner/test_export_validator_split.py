@@ -54,3 +54,11 @@ def test_an_answer_that_only_calls_a_tool_is_routed_apart(content, routed):
     # an empty list is no call: a text answer stays in the training file
     plain = _line({"role": "user", "content": "2+2?"}, {**ANSWER, "tool_calls": []})
     assert validator_unsupported(plain) is None
+
+
+def test_a_blank_id_from_a_run_started_before_blank_ids_counted_as_none_goes_to_the_companion():
+    # SpecForge's validator: "id must be a non-empty string" (stripped); such a record can only come
+    # from a run begun before runner.input.shapes.declared_id read blank ids as none
+    line = {**_line({"role": "user", "content": "2+2?"}, ANSWER), "id": "  "}
+    assert validator_unsupported(line) == "blank_id"
+    assert validator_problem(line) == "id must be a non-empty string"

@@ -120,7 +120,11 @@ def validator_unsupported(line: dict[str, Any]) -> str | None:
     text; one with text beside its calls passes: the validator reads role and content),
     ``blank_turn`` for a turn whose content is not text or is blank (an empty user prompt, a list
     of no parts: "message N content must be a non-empty string"), ``turn_order`` for a system
-    turn after the first user turn or two turns of one role in a row."""
+    turn after the first user turn or two turns of one role in a row; ``blank_id`` for an id of
+    blanks only ("id must be a non-empty string"), which a run started before such ids counted as
+    none still holds (a break-it pass: resumed across the change, they reached ``train.jsonl``)."""
+    if not str(line.get("id", "")).strip():
+        return "blank_id"
     expected, saw_user = "user", False
     for message in line["conversations"]:
         role, content = message.get("role"), message.get("content")
