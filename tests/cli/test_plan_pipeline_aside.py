@@ -32,3 +32,15 @@ def test_an_engine_whose_pp_rows_are_in_the_fit_is_ranked_as_the_model_says():
     # TensorRT-LLM runs PP in fit rows (error_bands.json pipeline_engines): no PP layout is set aside
     o = plan(PlanRequest(model="llama-3.1-8b", gpus=("8xh200",), engine="trtllm")).to_json()
     assert not any("with pipeline parallelism" in line for line in o["answer"])
+
+
+def test_a_pp_setup_the_user_measured_on_this_engine_is_not_set_aside():
+    # --current measured vLLM TP1×PP2 at 90,000 tok/s: that engine's PP layouts are measured for this
+    # plan (as a measured speculative setup is), so PP2 may lead; measured on SGLang, vLLM's PP stays
+    # unmeasured (a break-it pass: the plan called the user's own measured layout unmeasured)
+    current = "engine=vllm,tp=1,pp=2,weight-dtype=fp8,kv-dtype=fp8"
+    o = plan(PlanRequest(**_8B_H200, current=current, measured_tok_s=90_000)).to_json()
+    assert _pp(o["options"][0]) == 2
+    assert not any("no fit row runs vllm with pipeline parallelism, so" in line for line in o["answer"])
+    other = PlanRequest(**_8B_H200, current=current.replace("vllm", "sglang"), measured_tok_s=90_000)
+    assert _pp(plan(other).to_json()["options"][0]) == 1

@@ -207,13 +207,14 @@ def plan_report_data(req: PlanRequest, charts: tuple[str, ...] = REPORT_CHARTS) 
 
 
 def _searched(
-    req: PlanRequest, profile: Profile | None = None, spec_measured: bool = False
+    req: PlanRequest, profile: Profile | None = None, spec_measured: bool = False, pp_measured: bool = False
 ) -> tuple[Profile, Searched]:
     """The request checked and resolved once (names, the calibration profile unless ``profile``
     is the one already read, the job, the formats and speculative settings) into a
     :class:`~tokenplan.planning.answer.Question`, and every option searched; ``spec_measured``: the
-    user's run measured the speculative regime of the planned engine (``Question.spec_measured``).
-    Raises what ``plan`` raises."""
+    user's run measured the speculative regime of the planned engine (``Question.spec_measured``),
+    ``pp_measured`` a pipeline-parallel layout of it (:func:`_pp_measured_here`). Raises what
+    ``plan`` raises."""
     if not 1 <= req.samples <= MAX_SAMPLES:
         raise InputError("samples", req.samples, f"an integer from 1 to {MAX_SAMPLES:,}")
     check_stated_lengths("isl", req.isl_mean, req.isl_sigma, req.isl_cap, DEFAULT_ISL)
@@ -282,7 +283,7 @@ def _searched(
         spec_notes=tuple(spec_notes),
         priced=frozenset(prices_by_key(req.prices)),  # catalog keys: b200_sxm=7 prices b200
         spec_measured=spec_measured,
-        pp_measured=pipeline_measured(engine.name),
+        pp_measured=pp_measured or pipeline_measured(engine.name) or _pp_measured_here(req),
     )
     return profile, search(question)
 
@@ -305,12 +306,25 @@ def _answered(req: PlanRequest, profile: Profile, searched: Searched) -> PlanRes
     current = _current(req, req.current, searched.results[0].option, profile)
     # the run measured this engine speculating: its figures are no longer an unmeasured upper bound
     measured_here = current.config.engine.name == q.engine.name and current.config.spec is not None
+    pp_here = _pp_measured_here(req)
 
     def replan(specs: tuple[str, ...]) -> tuple[PlanResult, list[OptionResult]]:
-        again = _searched(replace(req, specs=specs, current=None, measured_tok_s=None), profile, measured_here)[1]
+        again_req = replace(req, specs=specs, current=None, measured_tok_s=None)
+        again = _searched(again_req, profile, measured_here, pp_here)[1]
         return answer(again, figure_bands, range_warnings), again.results
 
     return with_current(current, req.specs, result, q.table, q.job, searched.results, replan, figure_bands)
+
+
+def _pp_measured_here(req: PlanRequest) -> bool:
+    """Whether ``--current`` with ``--measured-tok-s`` measured a pipeline-parallel layout on the
+    planned engine: its PP layouts are then not set aside as unmeasured (``planning.measured``;
+    a break-it pass saw a measured vLLM PP2 setup called unmeasured in its own plan). Raises
+    InputError: a bad ``--current``."""
+    if req.current is None or req.measured_tok_s is None:
+        return False
+    fields = parse_current(req.current)
+    return int(str(fields.get("pp", 1))) > 1 and fields.get("engine", PredictRequest.engine) == req.engine
 
 
 def _drafts(req: PlanRequest) -> bool:
