@@ -20,7 +20,8 @@ A streamed answer carries each call in pieces (``choices[0].delta.tool_calls``, 
 the ``index`` of the call it adds to); :class:`ToolCallDeltas` joins them as the OpenAI Python SDK
 does (``openai/lib/streaming/_deltas.py``, ``accumulate_delta``): text fields (``id``,
 ``function.name``, ``function.arguments``) are concatenated in arrival order, ``type`` replaced,
-calls ordered by ``index``.
+calls ordered by ``index``; an ``id`` repeated whole in a later piece is the same id (joined,
+``call_1call_1`` no longer names the call a tool turn answers), and an empty one is none.
 """
 
 from __future__ import annotations
@@ -99,11 +100,11 @@ def parse_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
             raise ToolCallError(f"{at} is not an object with a 'function' object")
         function = call["function"]
         name = _text(function.get("name"), f"{at}.function.name", required=True) or ""
-        if not name:
-            raise ToolCallError(f"{at}.function.name is empty")
+        if not name.strip():
+            raise ToolCallError(f"{at}.function.name is {'empty' if not name else 'blank'}")
         kind = _text(call.get("type"), f"{at}.type") or "function"
         arguments = _arguments(function.get("arguments"), f"{at}.function.arguments")
-        out.append(ToolCall(_text(call.get("id"), f"{at}.id"), name, arguments, kind))
+        out.append(ToolCall(_text(call.get("id"), f"{at}.id") or None, name, arguments, kind))  # "": none
     return tuple(out)
 
 
@@ -141,7 +142,7 @@ class ToolCallDeltas:
         name = _text(function.get("name"), "delta.tool_calls[].function.name") or ""
         arguments = _arguments(function.get("arguments"), "delta.tool_calls[].function.arguments")
         call = self._calls.setdefault(index, {"id": None, "type": "function", "name": "", "arguments": ""})
-        if call_id is not None:
+        if call_id and call_id != call["id"]:  # a server that repeats the id in each piece: one id
             call["id"] = (call["id"] or "") + call_id
         call["type"] = kind or call["type"]
         call["name"] += name
@@ -157,7 +158,7 @@ class ToolCallDeltas:
         out = []
         for index in sorted(self._calls):
             call = self._calls[index]
-            if not call["name"]:
+            if not call["name"].strip():
                 raise ToolCallError(f"delta.tool_calls: the call at index {index} names no function")
             out.append(ToolCall(call["id"], call["name"], call["arguments"], call["type"]))
         return tuple(out)

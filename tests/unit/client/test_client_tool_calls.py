@@ -10,7 +10,7 @@ import pytest
 
 from tokenplan.client.answers import RequestFailed, Timings, parse_whole
 from tokenplan.client.stream import StreamAccumulator
-from tokenplan.client.tool_calls import ToolCall
+from tokenplan.client.tool_calls import ToolCall, ToolCallDeltas, ToolCallError, parse_tool_calls
 
 T = Timings(0.0, 1.0)
 WEATHER = {"id": "call_9", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
@@ -137,3 +137,16 @@ def test_a_streamed_call_naming_no_function_or_without_an_index_is_a_protocol_fa
 def test_a_redacted_call_loses_the_secret_in_every_text() -> None:
     call = ToolCall("id-KEY", "f", '{"token":"KEY"}')
     assert call.redacted(lambda text: text.replace("KEY", "***")) == ToolCall("id-***", "f", '{"token":"***"}')
+
+
+def test_a_repeated_id_is_one_id_and_a_blank_name_or_empty_id_is_no_name_or_id() -> None:
+    # a break-it pass: an id sent with every piece read "call_1call_1", which names no call a tool
+    # turn answers; a name of spaces was kept; an empty id was stored as ""
+    deltas = ToolCallDeltas()
+    deltas.feed([{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{"}}])
+    deltas.feed([{"index": 0, "id": "call_1", "function": {"arguments": "}"}}])
+    assert deltas.calls() == (ToolCall("call_1", "f", "{}"),)
+    with pytest.raises(ToolCallError, match="function.name is blank"):
+        parse_tool_calls({"tool_calls": [{"id": "c", "function": {"name": "  ", "arguments": "{}"}}]})
+    (call,) = parse_tool_calls({"tool_calls": [{"id": "", "function": {"name": "f", "arguments": "{}"}}]})
+    assert call.id is None and "id" not in call.as_message()
