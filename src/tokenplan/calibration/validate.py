@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tokenplan.arch.spec import ModelSpec
 from tokenplan.hardware import Gpu
+from tokenplan.job.deploy import CONTEXT_HINT
 from tokenplan.job.evaluate import Config, Evaluation, Rejection, evaluate
 from tokenplan.job.timeline import job_time, run_mean_ttft_s, run_median_ttft_s
 from tokenplan.job.workload import LengthDist
@@ -86,7 +87,8 @@ def predict_case(case: Case, eff: Efficiency, screen: bool = False) -> Predicted
         in_flight = requests
     ev = evaluate(case.model, case.gpu, case.config, eff, case.isl, case.osl, in_flight)
     if isinstance(ev, Rejection):
-        return Predicted(math.nan, math.nan, math.nan, ev.reason)
+        # a row's lengths are its own: no options to lower (a break-it pass)
+        return Predicted(math.nan, math.nan, math.nan, ev.reason.removesuffix(CONTEXT_HINT))
     impossible = beyond_physics(case, ev, in_flight) if screen else None
     if impossible is not None:
         return Predicted(math.nan, math.nan, math.nan, impossible)

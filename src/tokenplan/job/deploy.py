@@ -35,6 +35,10 @@ Deployed = tuple[Config, EngineSettings, MemoryBreakdown, Deployment, tuple[str,
 # --max-model-len cut to the job: it may not start at all.
 MIN_KV_FOR_MAX_MODEL_LEN_BYTES = 4 * GiB
 
+# what a request past the context is told to change, where options set the lengths (plan, predict);
+# a measured row's lengths are its own (calibration.validate takes it off)
+CONTEXT_HINT = ": lower --isl or --osl"
+
 
 def format_issues(
     model: ModelSpec, gpu: Gpu, weight: Dtype, kv: Dtype, engine: Engine | None = None
@@ -161,7 +165,7 @@ def deploy(model: ModelSpec, gpu: Gpu, config: Config, isl: LengthDist, osl: Len
             config,
             f"a request of {isl.mean + osl.mean:,.0f} tokens (mean prompt {isl.mean:,.0f} + mean output "
             f"{osl.mean:,.0f}) exceeds {model.name}'s context of {ctx:,} tokens (max_position_embeddings, "
-            "times a rope_scaling factor where set): lower --isl or --osl",
+            f"times a rope_scaling factor where set){CONTEXT_HINT}",
             "context",
         )
     why = layout_rejection(model, lay)

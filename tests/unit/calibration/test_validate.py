@@ -455,3 +455,15 @@ def test_a_tpot_or_tok_s_beyond_the_roofline_bound_is_set_aside_as_impossible(tm
     assert "measured TPOT 0.001 ms is under half the" in reasons["fast"]
     assert "measured 10,000,000 tok/s per GPU is over twice the" in reasons["many"]
     assert [r.id for r in v.rows] == ["132"]  # the row as measured stays
+
+
+def test_a_row_past_its_models_context_is_rejected_without_the_plan_options_advice(tmp_path, ideal_profile):
+    # Llama-2-70B's context is 4,096; the row's 3,000 + 2,000 = 5,000 tokens pass it. plan and predict
+    # add ": lower --isl or --osl"; a measured row's lengths are its own (a break-it pass)
+    csv_path = tmp_path / "m.csv"
+    csv_path.write_text(
+        THROUGHPUT_HEADER + "a,vllm,llama-2-70b,h200,8,8,1,1,1,false,bf16,bf16,3000,2000,64,,none,500,,high,x\n"
+    )
+    (skipped,) = validate(str(csv_path), ideal_profile).to_json()["skipped"]
+    assert skipped["reason"].startswith("rejected: a request of 5,000 tokens (mean prompt 3,000 + mean output 2,000)")
+    assert skipped["reason"].endswith("(max_position_embeddings, times a rope_scaling factor where set)")
