@@ -97,12 +97,16 @@ def test_bad_lines_and_duplicate_ids_are_rejected_with_their_line(tmp_path: Path
     assert [type(i).__name__ for i in items] == ["Row", "Reject", "Reject", "Row"]
     bad_json, duplicate = items[1], items[2]
     assert (bad_json.line, bad_json.reason.startswith("invalid JSON")) == (3, True)
-    assert (duplicate.line, duplicate.reason, duplicate.id) == (
-        4,
-        "duplicate id 'a' (ids compare as text: 7 and \"7\" are one id)",
-        "a",
-    )
+    assert (duplicate.line, duplicate.reason, duplicate.id) == (4, "duplicate id 'a'", "a")
     assert items[3].line == 5  # the blank line 2 still counts for line numbers
+    # an integer id may repeat one written as text; a row without an id repeats another's messages
+    path.write_text('{"id": "7", "prompt": "x"}\n{"id": 7, "prompt": "y"}\n{"prompt": "z"}\n{"prompt": "z"}\n')
+    reasons = [i.reason for i in read_rows([path]) if not isinstance(i, Row)]
+    z = hashlib.sha256(b'[["user", "z"]]').hexdigest()[:16]  # the id of a row without one
+    assert reasons == [
+        "duplicate id '7' (ids compare as text: 7 and \"7\" are one id)",
+        f"duplicate messages: no id, and another row's messages are the same (both hash to {z!r})",
+    ]
 
 
 def test_compressed_jsonl_and_parquet_are_read_like_plain_jsonl(tmp_path: Path) -> None:

@@ -102,8 +102,20 @@ def _row_or_reject(item: Any, source: str, line: int, seen: SeenIds, mode: str) 
     if unsendable:
         return Reject(source, line, unsendable, row.id)
     if not seen.first_sighting(row.id):
-        return Reject(source, line, f'duplicate id {row.id!r} (ids compare as text: 7 and "7" are one id)', row.id)
+        return Reject(source, line, _duplicate(row.id, item), row.id)
     return row
+
+
+def _duplicate(row_id: str, item: Any) -> str:
+    """Why a row whose id was seen is set aside, in the words of where its id came from: a row
+    with no id of its own is a repeat of another's messages (its id is their hash; a break-it
+    pass was told of ids it never wrote), an integer id may repeat one written as text."""
+    declared = declared_id(item)
+    if declared is None:
+        return f"duplicate messages: no id, and another row's messages are the same (both hash to {row_id!r})"
+    raw = item.get("id") if item.get("id") is not None else item.get("custom_id")
+    kind = ' (ids compare as text: 7 and "7" are one id)' if isinstance(raw, int) else ""
+    return f"duplicate id {row_id!r}{kind}"
 
 
 def _safe_id(item: Any) -> str | None:
