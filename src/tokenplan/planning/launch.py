@@ -153,6 +153,8 @@ def engine_sizing(engine: Engine, ev: Evaluation, isl: LengthDist, osl: LengthDi
         share = (
             1.0 if mem.state_slots is None else mem.kv_pool_bytes / max(mem.kv_pool_bytes + mem.state_pool_bytes, 1.0)
         )
+        if share <= 0:  # the state takes the whole pool: no fraction gives KV room (a break-it pass:
+            return math.inf  # ZeroDivisionError planning Qwen3-Next-80B on 2× L40S with vLLM)
         return math.ceil((f0 + short * per_token / share / base) * digits) / digits
 
     if fraction_for(batch) <= f_max:

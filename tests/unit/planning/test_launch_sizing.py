@@ -124,3 +124,13 @@ def test_running_context_moments_of_fixed_lengths():
     assert running_context_moments(fixed(1000), fixed(500), whole_output=True) == pytest.approx((1500, 0))
     # 100 of them at the 90th percentile: 125,000 + 1.28155 × 10 × 144.34 = 126,849.8
     assert pool_tokens_needed(100, mean, sd) == pytest.approx(125_000 + 1.281552 * 10 * 500 / math.sqrt(12), rel=1e-6)
+
+
+def test_another_engines_launch_whose_state_leaves_no_kv_room_caps_at_one_and_does_not_crash():
+    # a break-it pass: plan --model qwen3-next-80b-a3b --gpu 2xl40s --engine vllm ended in a
+    # ZeroDivisionError sizing the SGLang launch, whose state pool takes the whole pool on 48 GB
+    # GPUs (no memory fraction gives KV room); its launch now caps at the 1 request it is said to hold
+    o = plan(PlanRequest(model="qwen3-next-80b-a3b", gpus=("2xl40s",), engine="vllm")).to_json()["options"][0]
+    sglang = shlex.split(o["launch"]["sglang"])
+    assert sglang[sglang.index("--max-running-requests") + 1] == "1"
+    assert any(w.startswith("the SGLang launch (in --json) caps the batch at 1 per replica") for w in o["warnings"])
