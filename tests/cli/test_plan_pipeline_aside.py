@@ -41,6 +41,9 @@ def test_a_pp_setup_the_user_measured_on_this_engine_is_not_set_aside():
     current = "engine=vllm,tp=1,pp=2,weight-dtype=fp8,kv-dtype=fp8"
     o = plan(PlanRequest(**_8B_H200, current=current, measured_tok_s=90_000)).to_json()
     assert _pp(o["options"][0]) == 2
+    # the engine as --current reads it: the plan's when left out, in any spelling (a break-it pass)
+    for spelled in (current.removeprefix("engine=vllm,"), current.replace("vllm", "VLLM")):
+        assert _pp(plan(PlanRequest(**_8B_H200, current=spelled, measured_tok_s=90_000)).to_json()["options"][0]) == 2
     assert not any("no fit row runs vllm with pipeline parallelism, so" in line for line in o["answer"])
     other = PlanRequest(**_8B_H200, current=current.replace("vllm", "sglang"), measured_tok_s=90_000)
     assert _pp(plan(other).to_json()["options"][0]) == 1

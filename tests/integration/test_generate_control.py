@@ -147,7 +147,8 @@ def test_a_prompt_that_leaves_less_room_than_max_tokens_is_sent_again_with_the_r
     # Context 4,096 (the fault server counts len(messages JSON) // 4 tokens), max_tokens 3,500 (a
     # plan's cap below the context): a prompt of "x" × 8,000 is 8,033 characters of messages JSON,
     # 2,008 tokens, and 2,008 + 3,500 passes 4,096. The server's refusal states both, so the request
-    # is sent again with the 4,096 − 2,008 = 2,088 tokens left and answered; before, the row was skipped for good
+    # is sent again with the 4,096 − 2,008 − 1 = 2,087 tokens left (one under the sum: SGLang refuses a
+    # sum equal to its context) and answered; before, the row was skipped for good
     # (a break-it pass: 18 of 40 rows lost beside a plan that said answers stop at the context).
     import json as _json
 
@@ -158,7 +159,7 @@ def test_a_prompt_that_leaves_less_room_than_max_tokens_is_sent_again_with_the_r
     assert (done.stored, done.skipped, done.errors, done.accounting_ok) == (7, 0, 0, True)
     records = {r["id"]: r for r in _jsonl(tmp_path / "run" / "shards" / "part-00000.jsonl")}
     prompt = len(_json.dumps([{"role": "user", "content": "x" * 8000}])) // 4  # 8,033 // 4 = 2,008
-    assert records["m0"]["turns"][0]["max_tokens"] == 4096 - prompt == 2088
+    assert records["m0"]["turns"][0]["max_tokens"] == 4096 - prompt - 1 == 2087
 
 
 def test_a_row_too_long_for_a_tgi_server_is_that_rows_refusal(tmp_path: Path) -> None:
@@ -205,7 +206,7 @@ def test_a_prompt_whose_bound_fills_the_context_is_sized_by_the_servers_refusal(
     # prompt's bound, 64 + 32 + 5,028 JSON bytes = 5,124 > 4,096 for a prompt of 5,000 "x". It asks
     # 4,095 (one under the context); the server counts the prompt as 5,033 // 4 = 1,258 tokens,
     # refuses 1,258 + 4,095 > 4,096 with vLLM's message, and the row is sent again with
-    # 4,096 − 1,258 = 2,838. Before, it asked max_tokens 1 and stored that answer as done (a
+    # 4,096 − 1,258 − 1 = 2,837 (one under the sum, which SGLang refuses too). Before, it asked max_tokens 1 and stored that answer as done (a
     # break-it pass).
     import json as _json
 
@@ -214,4 +215,4 @@ def test_a_prompt_whose_bound_fills_the_context_is_sized_by_the_servers_refusal(
     with FaultServerProcess(str(tmp_path), context=4096, model="llama-2-70b", log_bodies=str(log)) as server:
         done = generate(_request(tmp_path, server.url, model="llama-2-70b"))
     assert (done.stored, done.skipped, done.errors) == (1, 0, 0)
-    assert [body["max_tokens"] for body in _jsonl(log)] == [4095, 2838]
+    assert [body["max_tokens"] for body in _jsonl(log)] == [4095, 2837]

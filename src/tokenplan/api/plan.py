@@ -323,8 +323,9 @@ def _pp_measured_here(req: PlanRequest) -> bool:
     InputError: a bad ``--current``."""
     if req.current is None or req.measured_tok_s is None:
         return False
-    fields = parse_current(req.current)
-    return int(str(fields.get("pp", 1))) > 1 and fields.get("engine", PredictRequest.engine) == req.engine
+    fields = parse_current(req.current)  # the engine as _current reads it: the plan's by default, any alias
+    same = load_engine(str(fields.get("engine", req.engine))).name == load_engine(req.engine).name
+    return int(str(fields.get("pp", 1))) > 1 and same
 
 
 def _drafts(req: PlanRequest) -> bool:

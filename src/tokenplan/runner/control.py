@@ -95,7 +95,7 @@ def context_room(failure: RequestFailed, asked: object) -> int | None:
     """The ``max_tokens`` a refused request fits its context with, or None: a 400/413/422 whose
     message states the served context and the prompt's tokens (:data:`_CONTEXT`, :data:`_PROMPT`),
     for a request whose ``max_tokens`` (``asked``) is below the context by itself but not beside
-    this prompt. Sent again with the room left (≥ 1 token), the answer stops at the context, as
+    this prompt. Sent again with the room left less one token (≥ 1 token), the answer stops at the context, as
     the plan assumes; a ``max_tokens`` that passes the context alone is a setting every request
     carries, left to the refusal rule (``runner.refusals``)."""
     if failure.kind != "status" or failure.status not in REFUSED_STATUSES or not isinstance(asked, int):
@@ -105,5 +105,8 @@ def context_room(failure: RequestFailed, asked: object) -> int | None:
         return None
     ctx = int(next(g for g in context.groups() if g is not None))
     query = _QUERY.search(failure.detail or "")
-    room = ctx - int(next(g for g in prompt.groups() if g is not None)) - (int(query.group(1)) if query else 0)
+    # one token under the sum the context takes: SGLang refuses a prompt + max_new_tokens that
+    # equals its context too (``>= _max_req_len``, tokenizer_manager), vLLM only one above it (a
+    # break-it pass: the room, sent again, was refused by SGLang and the row skipped)
+    room = ctx - int(next(g for g in prompt.groups() if g is not None)) - (int(query.group(1)) if query else 0) - 1
     return room if asked < ctx and 1 <= room < asked else None

@@ -232,36 +232,37 @@ def test_a_refusal_that_states_the_context_and_the_prompt_gives_the_room_left() 
     def refused(detail: str, status: int = 400) -> RequestFailed:
         return RequestFailed("status", detail, status=status)
 
-    # vLLM: 4,096 − 2,000 in the messages = 2,096 tokens of room for a max_tokens of 3,500
+    # vLLM: 4,096 − 2,000 in the messages − 1 = 2,095 tokens of room for a max_tokens of 3,500 (one
+    # under the sum: SGLang refuses a prompt + max_new_tokens equal to its context, `>= _max_req_len`)
     old_vllm = (
         "This model's maximum context length is 4096 tokens. However, you requested 5500 tokens "
         "(2000 in the messages, 3500 in the completion). Please reduce the length of the messages or completion."
     )
-    assert context_room(refused(old_vllm), 3500) == 2096
+    assert context_room(refused(old_vllm), 3500) == 2095
     new_vllm = (
         "'max_tokens' or 'max_completion_tokens' is too large: 3500. This model's maximum context length "
         "is 4096 tokens and your request has 2000 input tokens (3500 > 4096 - 2000)."
     )
-    assert context_room(refused(new_vllm), 3500) == 2096
+    assert context_room(refused(new_vllm), 3500) == 2095
     sglang = (
         "Requested token count exceeds the model's maximum context length of 4096 tokens. You requested a "
         "total of 5500 tokens: 2000 tokens from the input messages and 3500 tokens for the completion."
     )
-    assert context_room(refused(sglang), 3500) == 2096
+    assert context_room(refused(sglang), 3500) == 2095
     trtllm = (
         "The sum of prompt length (2000) and query length (0) max_tokens (3500) should not exceed max_seq_len (4096)"
     )
-    assert context_room(refused(trtllm), 3500) == 2096
+    assert context_room(refused(trtllm), 3500) == 2095
     # Hugging Face TGI answers it 422 (a row's refusal since 422 is one): 4,096 − 2,000 as above;
     # its rows were skipped where vLLM's were sent again with the room left (a break-it pass)
     tgi = (
         "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. "
         "Given: 2000 `inputs` tokens and 3500 `max_new_tokens`"
     )
-    assert context_room(refused(tgi, status=422), 3500) == 2096
+    assert context_room(refused(tgi, status=422), 3500) == 2095
     # a max_tokens past the context by itself is a setting every request carries: no refit
     assert context_room(refused(old_vllm.replace("3500 in the completion", "8192 in the completion")), 8192) is None
-    # a prompt that fills the context leaves no room (4,096 − 4,100 < 1); another status or message: none
+    # a prompt that fills the context leaves no room (4,096 − 4,100 − 1 < 1); another status or message: none
     assert context_room(refused(old_vllm.replace("2000 in the messages", "4100 in the messages")), 3500) is None
     assert context_room(refused(old_vllm, status=500), 3500) is None
     assert context_room(refused("prompt contains invalid UTF-8"), 3500) is None
