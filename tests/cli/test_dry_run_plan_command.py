@@ -198,3 +198,22 @@ def test_a_plan_cap_above_the_served_models_context_is_planned_at_the_context(tm
     assert osl == pytest.approx(mean_cut, rel=0.003)  # the 32,768 cap moves it by under 0.3 %
     plan = _cli(*shlex.split(command)[1:], "--gpu", "b200", "--json")
     assert plan.returncode == 0, plan.stderr
+
+
+def test_the_dry_run_says_where_the_longest_prompt_fills_the_context(tmp_path):
+    # a break-it pass: every prompt past the context, and the dry run said nothing of it. 1,300
+    # "hello" words take more than 2,048 tokens of the tiny BPE (800 took 1,607 above)
+    config = json.loads((CATALOG_MODELS / "qwen3-8b.json").read_text())
+    model = tmp_path / "small"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2048}))
+    build_tokenizer(model)
+    row = {"messages": [{"role": "user", "content": " ".join(["hello"] * 1300)}]}
+    (tmp_path / "in.jsonl").write_text(json.dumps(row) + "\n")
+    done = _cli(
+        "generate", "in.jsonl", "--out", "run", "--endpoint", "http://127.0.0.1:9/v1", "--model", str(model),
+        "--dry-run", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("past context")]
+    assert line.endswith("fills the model's context of 2,048 tokens: a server refuses such rows (a run skips them)")

@@ -144,3 +144,19 @@ def test_a_side_request_is_not_redirected_either(tmp_path: Path) -> None:
     assert failed.value.status == 301
     assert str(failed.value) == f"{root}/tokenize: HTTP 301 (a redirect, not followed)"
     assert jsonl(tmp_path / "b.log") == []
+
+
+def test_a_token_in_the_locations_fragment_is_left_out() -> None:
+    # a break-it pass: "#access_token=FRAGSECRET4" reached the terminal and summary.json, and the
+    # --endpoint hint gave up; a fragment is never sent to a server, so the line leaves it out
+    from yarl import URL
+
+    from tokenplan.client.openai import redirect_detail
+
+    line = redirect_detail(
+        302, "https://new.example.com/v1/chat/completions#access_token=FRAGSECRET4", URL("http://a/v1/chat/completions")
+    )
+    assert line == (
+        "redirected (302) to https://new.example.com/v1/chat/completions; give https://new.example.com/v1 "
+        "as --endpoint (redirects are not followed)"
+    )

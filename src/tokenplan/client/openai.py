@@ -378,9 +378,10 @@ def redirect_detail(status: int, location: str | None, requested: URL) -> str:
     if not location:
         return f"redirected ({status}) with no Location header; redirects are not followed"
     try:
-        target = str(requested.join(URL(location)))
+        # the fragment is never sent to a server, and may carry a token (#access_token=…): left out
+        target = str(requested.join(URL(location)).with_fragment(None))
     except (ValueError, TypeError):
-        target = location
+        target = location.partition("#")[0]
     path, mark, query = target.partition("?")
     route = next((r for r in ("/chat/completions", "/models") if path.rstrip("/").endswith(r)), None)
     if route is None:

@@ -198,7 +198,8 @@ def launch_caps(
             warnings.append(
                 f"the {engine.display_name} {where} caps the batch at {running:,} per replica, not the "
                 f"{runs:,} planned: at its largest memory fraction ({fraction:.3f}) its KV pool holds {running:,} "
-                f"requests at the {HEADROOM_QUANTILE * 100:.0f}th percentile of their summed context"
+                f"request{'' if running == 1 else 's'} at the {HEADROOM_QUANTILE * 100:.0f}th percentile of their "
+                "summed context"
                 + (
                     " (it reserves each request's prompt + max_tokens at admission)"
                     if engine.reserves_whole_output

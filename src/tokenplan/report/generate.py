@@ -256,6 +256,12 @@ def dry_run_text(record: DryRun, samples_per_row: int) -> str:
             f"prompt tokens mean {record.prompt_tokens_mean:,.0f}, σ {record.prompt_tokens_sigma or 0.0:.2f} "
             f"(ln), longest {record.prompt_tokens_max or 0:,}  (tokenizer {record.tokenizer})"
         )
+    context = record.sampling.get("context_tokens")
+    if context is not None and (record.prompt_tokens_max or 0) >= context:  # a break-it pass: said nothing
+        lines.append(
+            f"past context  the longest prompt, {record.prompt_tokens_max:,} tokens, fills the model's context of "
+            f"{context:,} tokens: a server refuses such rows (a run skips them)"
+        )
     lines.append(f"plan for them {record.plan_command}")
     if "--model CONFIG.json" in record.plan_command:
         lines.append("              (CONFIG.json: the served model's config.json; plan does not know its name)")

@@ -162,6 +162,9 @@ def test_batch_body_sampling_fields_become_the_rows_overrides() -> None:
     # max_completion_tokens is read as max_tokens; model, stream and n are not the row's to set.
     assert row.overrides == {"max_tokens": 77, "temperature": 0.3, "top_p": 0.9, "stop": ["\n\n"]}
     assert row.fields == {"method": "POST", "url": "/v1/chat/completions"}
+    # both given: max_completion_tokens wins, as vLLM and SGLang read them (a break-it pass)
+    body = {"messages": [{"role": "user", "content": "q"}], "max_tokens": 100, "max_completion_tokens": 20}
+    assert parse_row({"custom_id": "both", "body": body}, "f", 2).overrides == {"max_tokens": 20}
 
 
 def test_a_batch_line_with_a_bad_max_tokens_is_rejected_naming_the_field() -> None:

@@ -203,8 +203,10 @@ def _with_system(item: dict[str, Any], messages: tuple[Message, ...], shape: str
 def _batch_overrides(body: dict[str, Any]) -> dict[str, Any]:
     overrides = {k: body[k] for k in BATCH_SAMPLING_FIELDS if body.get(k) is not None}
     if "max_completion_tokens" in overrides:
-        overrides.setdefault("max_tokens", overrides["max_completion_tokens"])
-        del overrides["max_completion_tokens"]
+        # the newer name wins where both are given, as the engines read them (vLLM's protocol:
+        # max_completion_tokens or max_tokens; SGLang's to_sampling_params likewise; a break-it pass
+        # sent the line's max_tokens 100 beside its max_completion_tokens 20)
+        overrides["max_tokens"] = overrides.pop("max_completion_tokens")
     tokens = overrides.get("max_tokens")
     if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1):
         raise RowError(f"body.max_tokens: {tokens!r} is not a positive integer")
