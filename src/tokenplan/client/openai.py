@@ -212,17 +212,18 @@ class OpenAIClient:
             tool_calls=tuple(call.redacted(text) for call in done.tool_calls),
         )
 
+    def _post(self, payload: bytes, timeout: aiohttp.ClientTimeout) -> Any:
+        """The chat ``POST`` of ``payload`` (an async context manager of the response), through the
+        proxy where set; a redirect is answered, not followed (module docstring)."""
+        session, auth = self._http(), self._proxy_auth
+        return session.post(
+            self._chat_url, data=payload, proxy=self._proxy, proxy_auth=auth, timeout=timeout, allow_redirects=False
+        )
+
     async def _chat_whole(self, body: Mapping[str, Any], max_bytes: int, timeout: aiohttp.ClientTimeout) -> Completion:
         payload = orjson.dumps({**body, "stream": False})
         sent_s = time.perf_counter()
-        async with self._http().post(
-            self._chat_url,
-            data=payload,
-            proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
-            timeout=timeout,
-            allow_redirects=False,
-        ) as response:
+        async with self._post(payload, timeout) as response:
             length = _plain_length(response)
             if length is not None and length <= max_bytes:
                 raw = await response.read()  # the server said how much comes: aiohttp's fast path
@@ -238,14 +239,7 @@ class OpenAIClient:
         payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
         acc = StreamAccumulator(answer_tokens_cap(body))
         sent_s = time.perf_counter()
-        async with self._http().post(
-            self._chat_url,
-            data=payload,
-            proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
-            timeout=timeout,
-            allow_redirects=False,
-        ) as response:
+        async with self._post(payload, timeout) as response:
             if response.status >= 300:  # an error or a redirect (not followed)
                 _raise_for_status(response, await _read_capped(response, max_bytes))
             if response.content_type == "application/json":  # a server that ignores stream: true
