@@ -324,8 +324,12 @@ def _pp_measured_here(req: PlanRequest) -> bool:
     if req.current is None or req.measured_tok_s is None:
         return False
     fields = parse_current(req.current)  # the engine as _current reads it: the plan's by default, any alias
-    same = load_engine(str(fields.get("engine", req.engine))).name == load_engine(req.engine).name
-    return int(str(fields.get("pp", 1))) > 1 and same
+    if int(str(fields.get("pp", 1))) <= 1:
+        return False
+    try:
+        return load_engine(str(fields.get("engine", req.engine))).name == load_engine(req.engine).name
+    except CatalogError:  # said by _current, as --current's own entry
+        return False
 
 
 def _drafts(req: PlanRequest) -> bool:
