@@ -232,3 +232,20 @@ def test_a_tool_calls_finish_with_no_call_and_no_text_is_an_error_not_a_stored_a
     assert error["detail"] == (
         "empty answer: content null, no reasoning, no tool call, finish_reason 'tool_calls', completion_tokens 7"
     )
+
+
+def test_a_messages_rows_own_tools_are_sent_and_its_call_kept(tmp_path: Path) -> None:
+    # a break-it pass: a messages row's top-level tools (OpenAI function definitions) were kept in
+    # the export and never sent; they go with its request now, as a Batch line's body.tools do
+    line = json.dumps(
+        {
+            "id": "m0",
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": TOOLS,
+            "tool_choice": "auto",
+        }
+    )
+    result, _, bodies = _run(tmp_path, [line], [_whole({"content": "", "tool_calls": [WEATHER]}, "tool_calls")])
+    assert (result.stored, result.errors) == (1, 0)
+    assert (bodies[0]["tools"], bodies[0]["tool_choice"]) == (TOOLS, "auto")
+    assert _stored(tmp_path)["m0"]["conversations"][1] == {"role": "assistant", "content": "", "tool_calls": [WEATHER]}

@@ -198,3 +198,17 @@ def test_limit_keeps_the_first_n_usable_rows_and_passes_rejects_through(tmp_path
     path.write_text('{"id": "a", "prompt": "x"}\nbad\n{"id": "b", "prompt": "y"}\n{"id": "c", "prompt": "z"}\n')
     items = list(limited(read_rows([path]), 2))
     assert [getattr(i, "id", None) for i in items] == ["a", None, "b"]
+
+
+def test_a_rows_own_openai_tools_are_sent_with_its_requests_and_kept_as_a_field() -> None:
+    # a break-it pass: a messages row's top-level tools were kept in the export and never sent, so
+    # its answers were made without the schema its tool turns were made with
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    row = parse_row({"id": "t", "messages": messages, "tools": [weather], "tool_choice": "auto"}, "f", 1)
+    assert row.overrides == {"tools": [weather], "tool_choice": "auto"}
+    assert row.fields == {"tools": [weather], "tool_choice": "auto"}
+    # tools written as a JSON text, or not OpenAI function definitions: a field only, not sent
+    for tools in ('[{"name": "get_weather"}]', [{"name": "get_weather"}], ["get_weather"], []):
+        other = parse_row({"id": "t", "messages": messages, "tools": tools}, "f", 1)
+        assert other.overrides == {} and other.fields == {"tools": tools}

@@ -174,10 +174,10 @@ def parse_row(item: Any, source: str, line: int) -> Row:
         for k, v in item.items()
         if k not in consumed and k not in ("id", "custom_id") and not (k in _CONVERSATION_KEYS and v is None)
     }
-    overrides = _batch_overrides(item["body"]) if shape == "batch" else {}
+    overrides = _batch_overrides(item["body"]) if shape == "batch" else _row_tools(item)
     _storable(fields, "", 2)  # record → fields → each field
     if overrides:
-        _storable(overrides, "body.", 2)  # record → request_overrides → each field
+        _storable(overrides, "body." if shape == "batch" else "", 2)  # record → request_overrides → each field
     return Row(row_id, messages, shape, source, line, fields, overrides)
 
 
@@ -198,6 +198,26 @@ def _with_system(item: dict[str, Any], messages: tuple[Message, ...], shape: str
     if messages and messages[0].role == "system":
         return messages  # the conversation carries its own system turn
     return (Message("system", system), *messages)
+
+
+def _row_tools(item: dict[str, Any]) -> dict[str, Any]:
+    """A ``messages``/``conversations``/``prompt`` row's own ``tools``, with its ``tool_choice``,
+    as the overrides its requests carry, where they are OpenAI function definitions (a non-empty
+    list of ``{"type": "function", "function": {"name": …}}``); none otherwise (a JSON text of
+    tools, as some function-calling sets write them, stays a field as before). Its answers are
+    then made with the schema its tool turns were made with (a break-it pass: the tools were kept
+    in the export and never sent). The row keeps them as a field too, so the export has them."""
+    tools = item.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return {}
+    for tool in tools:
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            return {}
+        function = tool.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return {}
+    choice = item.get("tool_choice")
+    return {"tools": tools, **({"tool_choice": choice} if isinstance(choice, (str, dict)) else {})}
 
 
 def _batch_overrides(body: dict[str, Any]) -> dict[str, Any]:
