@@ -361,7 +361,8 @@ def parse_whole(raw: bytes, timings: Timings, max_tokens: int | None = None) -> 
 # Finishes that say the answer is complete; one of them with no text and no tool call at all lost
 # it on the way (tool_calls: the calls are the answer, kept on the Completion). Not here:
 # function_call (the deprecated single call, message.function_call, which tokenplan does not read:
-# refused in answer_text) and length (flagged as cut, and the --on-length policy keeps, drops or retries it like any cut answer).
+# refused in answer_text) and length (flagged as cut, and the --on-length policy keeps, drops or
+# retries it like any cut answer).
 _COMPLETE_FINISHES = frozenset({"stop", "eos", "eos_token", "stop_sequence", "tool_calls"})
 
 

@@ -29,7 +29,11 @@ def unmeasured_spec_note(top: OptionResult) -> str | None:
     best = top.best
     if best is None or best.evaluation.config.spec is not None:
         return None
-    spec = next((c for c in top.ranked if VLLM_HYBRID_SPEC_CAVEAT in c.evaluation.warnings), None)
+    # set aside only where the rule does (not where the user's run measured the regime: spec_measured)
+    spec = next(
+        (c for c in top.ranked if VLLM_HYBRID_SPEC_CAVEAT in c.evaluation.warnings and top.unmeasured(c.evaluation)),
+        None,
+    )
     method = spec.evaluation.config.spec if spec is not None else None
     if spec is None or method is None:
         return None

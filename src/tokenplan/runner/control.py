@@ -95,9 +95,9 @@ def context_room(failure: RequestFailed, asked: object) -> int | None:
     """The ``max_tokens`` a refused request fits its context with, or None: a 400/413/422 whose
     message states the served context and the prompt's tokens (:data:`_CONTEXT`, :data:`_PROMPT`),
     for a request whose ``max_tokens`` (``asked``) is below the context by itself but not beside
-    this prompt. Sent again with the room left less one token (≥ 1 token), the answer stops at the context, as
-    the plan assumes; a ``max_tokens`` that passes the context alone is a setting every request
-    carries, left to the refusal rule (``runner.refusals``)."""
+    this prompt. Sent again with the room left less one token (≥ 1 token), the answer stops at
+    the context, as the plan assumes; a ``max_tokens`` that passes the context alone is a setting
+    every request carries, left to the refusal rule (``runner.refusals``)."""
     if failure.kind != "status" or failure.status not in REFUSED_STATUSES or not isinstance(asked, int):
         return None
     context, prompt = _CONTEXT.search(failure.detail or ""), _PROMPT.search(failure.detail or "")
